@@ -1,0 +1,69 @@
+# famiglia — every entry point a developer or operator needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+VAR := var
+export PYTHONPATH := libs:.
+export PYTHONDONTWRITEBYTECODE := 1
+
+.DEFAULT_GOAL := help
+.PHONY: help setup run test soak up down status protos protos-check lint fmt bench bench-quick golden clean
+
+help: ## list the targets
+	@echo "famiglia — make targets"
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip >/dev/null
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+setup: $(STAMP) ## create .venv and install famiglia with its dependencies
+	@$(PY) -m famiglia.localstack.redis_server --ensure >/dev/null
+
+run: setup ## the main job: start the embedded stack and play a bot tournament over every game
+	@$(PY) -m famiglia.cli.main run $(ARGS)
+
+test: setup ## run the whole test suite (quick profile) against a real redis-server
+	@$(PY) -m pytest -q -n 2 --dist loadgroup $(ARGS)
+
+soak: setup ## long randomized runs: thousands of games per engine, load and fault suites
+	@FAMIGLIA_PROFILE=soak $(PY) -m pytest -q -n 2 --dist loadgroup $(ARGS)
+
+up: setup ## start the embedded stack in the background (redis-server + services + worker)
+	@$(PY) -m famiglia.cli.main up
+
+down: ## stop the embedded stack
+	@test -x $(PY) && $(PY) -m famiglia.cli.main down || true
+
+status: setup ## show what the embedded stack is running
+	@$(PY) -m famiglia.cli.main status
+
+protos: setup ## regenerate Python code and mypy stubs from protos/
+	@$(PY) tools/gen_protos.py
+
+protos-check: setup ## fail when generated code is stale
+	@$(PY) tools/gen_protos.py --check
+
+golden: setup ## regenerate the golden playthroughs (review the diff like code)
+	@$(PY) -m famiglia.testing.playthrough regen
+
+lint: setup ## ruff everywhere, mypy on libs/
+	@$(PY) -m ruff check libs services tests tools
+	@$(PY) -m mypy
+
+fmt: setup ## format and fix imports
+	@$(PY) -m ruff check --fix libs services tests tools
+	@$(PY) -m ruff format libs services tests tools
+
+bench: setup ## benchmarks, printed as ratios against baselines measured in the same run
+	@$(PY) -m famiglia.bench $(ARGS)
+
+bench-quick: setup ## a one-minute version of `make bench`
+	@$(PY) -m famiglia.bench --quick $(ARGS)
+
+clean: down ## remove the venv, local data and caches
+	rm -rf $(VENV) $(VAR) .pytest_cache .hypothesis .ruff_cache .mypy_cache

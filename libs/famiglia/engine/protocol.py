@@ -1,0 +1,241 @@
+"""The Decider contract every game implements (DESIGN.md, "Engine contract").
+
+The command service, bots, replays and tests use only this protocol. An engine is
+pure: standard library and generated protos only. States are frozen dataclasses;
+commands, events and views are the game's own proto messages (`Command`,
+`Event`, `View` in `famiglia.<game>.v1`), each a `oneof kind`.
+
+Lifecycle of a match::
+
+    events = engine.setup(MatchConfig(seats, options), seed)
+    state  = fold(engine, events)                # evolve(None, first) creates the state
+    while engine.result(state) is None:
+        for p in engine.pending(state): ...      # who must act, what kind of decision
+        cmds   = engine.legal_commands(state, seat)
+        events = engine.decide(state, seat, cmd, Rng.derive(seed, version))
+        state  = fold(engine, events, state)
+
+`decide` raises `RuleViolation(code, message)` with a rule id for every refusal.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from google.protobuf.message import Message
+
+from .rng import Rng
+
+State: TypeAlias = Any
+Command: TypeAlias = Message
+Event: TypeAlias = Message
+View: TypeAlias = Message
+
+SPECTATOR: None = None
+"""The viewer that is no seat: sees public information only."""
+
+
+class DecisionKind(enum.IntEnum):
+    """Mirrors famiglia.v1.DecisionKind."""
+
+    TURN = 1
+    RESPONSE = 2
+    SECRET_CHOICE = 3
+    TIE_BREAK = 4
+    DISTRIBUTION = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One seat that must act now.
+
+    `private`: whether this seat is asked depends on its hidden cards (a "play
+    anytime" window); only that seat may learn that it is being asked.
+    `timeout_seconds` is the human turn clock for this decision (0 = none).
+    """
+
+    seat: int
+    kind: DecisionKind
+    label: str = ""
+    private: bool = False
+    timeout_seconds: float = 0.0
+
+
+class VisibilityKind(enum.IntEnum):
+    """Mirrors famiglia.v1.VisibilityKind."""
+
+    PUBLIC = 1
+    PRIVATE = 2
+    SERVER = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    kind: VisibilityKind
+    seats: frozenset[int] = frozenset()
+
+    def allows(self, viewer: int | None) -> bool:
+        if self.kind is VisibilityKind.PUBLIC:
+            return True
+        if self.kind is VisibilityKind.PRIVATE:
+            return viewer is not None and viewer in self.seats
+        return False
+
+
+PUBLIC = Visibility(VisibilityKind.PUBLIC)
+SERVER_ONLY = Visibility(VisibilityKind.SERVER)
+
+
+def private_to(*seats: int) -> Visibility:
+    return Visibility(VisibilityKind.PRIVATE, frozenset(seats))
+
+
+@dataclass(frozen=True, slots=True)
+class OptionSpec:
+    """One match option: key, default, what it means, allowed values, rule id."""
+
+    key: str
+    default: str
+    description: str
+    choices: tuple[str, ...] = ()
+    rule: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GameInfo:
+    """A game's properties as data (OpenSpiel's _GAME_TYPE/_GAME_INFO)."""
+
+    game_id: str
+    title: str
+    min_players: int
+    max_players: int
+    options: tuple[OptionSpec, ...] = ()
+    simultaneous: bool = False
+    chance: bool = True
+    max_steps: int = 100_000
+    """Upper bound on accepted commands in one match under random legal play (termination)."""
+    optional_commands: frozenset[str] = frozenset()
+    """Command kinds that do not advance the game (offers, withdrawals...): capped, never pending-only."""
+    command_type: type[Message] | None = None
+    event_type: type[Message] | None = None
+    view_type: type[Message] | None = None
+
+    def defaults(self) -> dict[str, str]:
+        return {o.key: o.default for o in self.options}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchConfig:
+    seats: int
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SeatOutcome:
+    seat: int
+    score: float
+    rank: int  # 1 = best; equal for unbroken ties
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    seats: tuple[SeatOutcome, ...]
+    outcome: Mapping[str, str] = field(default_factory=dict)
+
+    def winners(self) -> list[int]:
+        return [s.seat for s in self.seats if s.rank == 1]
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """The Decider. All methods are pure; none does I/O or reads a clock."""
+
+    info: GameInfo
+
+    def setup(self, config: MatchConfig, seed: int) -> list[Event]:
+        """The opening events (deals, boards). Refuses bad seat counts/options with RuleViolation."""
+        ...
+
+    def evolve(self, state: State | None, event: Event) -> State:
+        """Apply one event. `state` is None only for the first setup event. Never random."""
+        ...
+
+    def decide(self, state: State, seat: int, command: Command, rng: Rng) -> list[Event]:
+        """The events a command causes, or raise RuleViolation. All chance happens here."""
+        ...
+
+    def pending(self, state: State) -> list[Pending]:
+        """Every seat that must act now (server truth; filter with `pending_for`)."""
+        ...
+
+    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Command]:
+        """Every legal command for `seat` now; for huge compound choices a bounded,
+        representative sample of at most `limit` (the full set is then covered by
+        `decide`, which accepts any legal command)."""
+        ...
+
+    def view(self, state: State, viewer: int | None) -> View:
+        """What `viewer` (a seat, or None for a spectator) may know. An allow-list."""
+        ...
+
+    def visibility(self, event: Event) -> Visibility:
+        """Who may see an event."""
+        ...
+
+    def redact(self, event: Event, viewer: int | None) -> Event | None:
+        """The form of `event` that `viewer` may see: itself, a redacted copy, or None."""
+        ...
+
+    def result(self, state: State) -> Result | None:
+        """Final scores and ranks with the game's tie-breakers; None while the game runs."""
+        ...
+
+    def timeout_command(self, state: State, seat: int) -> Command | None:
+        """The documented default a turn clock submits for `seat` when it expires."""
+        ...
+
+    def render_state(self, state: State) -> str:
+        """Short text form of the full state (logs, playthroughs)."""
+        ...
+
+    def render_command(self, command: Command) -> str: ...
+
+    def render_event(self, event: Event) -> str: ...
+
+    def determinize(self, view: View, seat: int, rng: Rng) -> State:
+        """A full state consistent with what `seat` sees in `view` (hidden information
+        sampled), for information-set search bots. Must never read the true state."""
+        ...
+
+
+def fold(engine: Engine, events: Iterable[Event], state: State | None = None) -> State:
+    for event in events:
+        state = engine.evolve(state, event)
+    return state
+
+
+def pending_for(engine: Engine, state: State, viewer: int | None) -> list[Pending]:
+    """`pending` as `viewer` may know it: private asks only reach their own seat."""
+    return [p for p in engine.pending(state) if not p.private or p.seat == viewer]
+
+
+def is_over(engine: Engine, state: State) -> bool:
+    return engine.result(state) is not None
+
+
+def command_kind(command: Message) -> str:
+    kind = command.WhichOneof("kind")
+    return kind or ""
+
+
+def default_redact(engine: Engine, event: Event, viewer: int | None) -> Event | None:
+    """Redaction by visibility alone: the whole event or nothing."""
+    return event if engine.visibility(event).allows(viewer) else None
+
+
+def sorted_seats(pendings: Sequence[Pending]) -> list[int]:
+    return sorted({p.seat for p in pendings})

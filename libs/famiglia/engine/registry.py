@@ -1,0 +1,54 @@
+"""Which games this server plays: game id -> engine. No service needs a change to add one."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+from .protocol import Engine
+
+# game id -> module that exports ENGINE (reading order = listing order)
+KNOWN_GAMES: dict[str, str] = {
+    "goodcritters": "famiglia.rules.goodcritters",
+    "nothing_personal": "famiglia.rules.nothing_personal",
+    "nostra_city": "famiglia.rules.nostra_city",
+    "grifters": "famiglia.rules.grifters",
+}
+
+
+class UnknownGame(KeyError):
+    pass
+
+
+class Registry:
+    def __init__(self, engines: dict[str, Engine]) -> None:
+        self._engines = dict(engines)
+
+    def get(self, game_id: str) -> Engine:
+        try:
+            return self._engines[game_id]
+        except KeyError:
+            raise UnknownGame(game_id) from None
+
+    def __contains__(self, game_id: object) -> bool:
+        return game_id in self._engines
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._engines)
+
+    def engines(self) -> list[Engine]:
+        return list(self._engines.values())
+
+
+def default_registry() -> Registry:
+    """Every known game whose engine module is present."""
+    engines: dict[str, Engine] = {}
+    for game_id, module_name in KNOWN_GAMES.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        engines[game_id] = module.ENGINE
+    return Registry(engines)

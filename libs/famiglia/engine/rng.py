@@ -1,0 +1,60 @@
+"""The only source of chance an engine may use.
+
+`decide` gets an `Rng` derived from the match seed and the match version, so the
+same command on the same state always gives the same events, and replays never
+need a generator: every outcome is written into the events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import MutableSequence, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def derive_seed(seed: int, version: int, salt: str = "") -> int:
+    digest = hashlib.sha256(f"{seed}:{version}:{salt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class Rng:
+    """A seeded generator with the few draws games need."""
+
+    __slots__ = ("_r",)
+
+    def __init__(self, seed: int) -> None:
+        self._r = random.Random(seed)
+
+    @classmethod
+    def derive(cls, seed: int, version: int, salt: str = "") -> Rng:
+        return cls(derive_seed(seed, version, salt))
+
+    def randint(self, a: int, b: int) -> int:
+        """Uniform integer in [a, b], both included."""
+        return self._r.randint(a, b)
+
+    def randrange(self, n: int) -> int:
+        return self._r.randrange(n)
+
+    def choice(self, items: Sequence[T]) -> T:
+        return items[self._r.randrange(len(items))]
+
+    def shuffle(self, items: MutableSequence[T]) -> None:
+        self._r.shuffle(items)
+
+    def shuffled(self, items: Sequence[T]) -> list[T]:
+        out = list(items)
+        self._r.shuffle(out)
+        return out
+
+    def sample(self, items: Sequence[T], k: int) -> list[T]:
+        return self._r.sample(list(items), k)
+
+    def random(self) -> float:
+        return self._r.random()
+
+    def die(self, faces: int = 6) -> int:
+        return self._r.randint(1, faces)

@@ -1,0 +1,108 @@
+"""The event store port: one stream per match, versions counting up from 1.
+
+Adapters: `memory_store.InMemoryEventStore` (unit tests) and
+`redis_store.RedisEventStore` (Redis Streams + one Lua append). Both pass
+tests/contracts/eventstore_contract.py.
+
+Events travel as `famiglia.v1.EventEnvelope`. The writer builds the envelopes
+with `seq` = expected_version + 1, + 2, ...; the store checks the expected
+version, refuses a duplicate command id (returning the first answer) and
+writes the match stream and the match's partition stream atomically.
+"""
+
+from __future__ import annotations
+
+import zlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+DEFAULT_PARTITIONS = 16
+
+
+class ConcurrencyConflict(Exception):
+    """The match moved on: `expected` is stale, `actual` is the version now."""
+
+    def __init__(self, match_id: str, expected: int, actual: int) -> None:
+        super().__init__(f"match {match_id}: expected version {expected}, stream is at {actual}")
+        self.match_id = match_id
+        self.expected = expected
+        self.actual = actual
+
+
+class MatchExists(Exception):
+    """A match id was created twice."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """`first_seq..last_seq` are the versions the command's events got.
+
+    For a duplicate command id these are the versions of the first answer and
+    `duplicate` is True; nothing was appended.
+    """
+
+    version: int
+    first_seq: int
+    last_seq: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionEntry:
+    """One entry of a partition stream, as consumers (projection, bots) read it."""
+
+    partition: int
+    entry_id: str
+    envelope: EventEnvelope
+
+
+def partition_of(match_id: str, partitions: int = DEFAULT_PARTITIONS) -> int:
+    """The fixed partition of a match: a stable hash, so every process agrees."""
+    return zlib.crc32(match_id.encode()) % partitions
+
+
+class EventStore(ABC):
+    partitions: int = DEFAULT_PARTITIONS
+
+    @abstractmethod
+    def append(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        """Append atomically, or raise ConcurrencyConflict and write nothing.
+
+        A non-empty `command_id` already seen for this match returns the first
+        answer with duplicate=True and appends nothing (even if the expected
+        version is stale by now).
+        """
+
+    @abstractmethod
+    def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
+        """Events with seq > after, in order (at most `limit`)."""
+
+    @abstractmethod
+    def version(self, match_id: str) -> int:
+        """The match's current version (0 when it has no events)."""
+
+    @abstractmethod
+    def wait_for(self, match_id: str, after: int, timeout_ms: int) -> list[EventEnvelope]:
+        """Block until there are events with seq > after, or the timeout passes ([] then)."""
+
+    @abstractmethod
+    def read_partition(self, partition: int, after_entry_id: str = "0-0", count: int = 100) -> list[PartitionEntry]:
+        """Entries of one partition stream after an entry id, in order."""
+
+    def exists(self, match_id: str) -> bool:
+        return self.version(match_id) > 0
+
+    def partition_of(self, match_id: str) -> int:
+        return partition_of(match_id, self.partitions)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""

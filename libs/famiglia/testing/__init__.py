@@ -1,0 +1,1 @@
+"""Helpers shared by tests, bots and benchmarks: random play and golden playthroughs. Pure."""

@@ -1,0 +1,86 @@
+"""Play a match with random legal commands, straight on an engine (no services)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from famiglia.engine import Engine, MatchConfig, Rng, fold
+from famiglia.engine.protocol import Command, Event, State
+
+
+@dataclass
+class Step:
+    seat: int
+    command: Command
+    events: list[Event]
+    version_before: int
+
+
+@dataclass
+class Playthrough:
+    engine: Engine
+    config: MatchConfig
+    seed: int
+    setup_events: list[Event]
+    steps: list[Step] = field(default_factory=list)
+    state: State = None
+
+    @property
+    def events(self) -> list[Event]:
+        out = list(self.setup_events)
+        for s in self.steps:
+            out.extend(s.events)
+        return out
+
+
+def choose_actor(engine: Engine, state: State, chooser: random.Random) -> tuple[int, Command] | None:
+    """A pending seat picked at random and one of its legal commands picked at random."""
+    pendings = engine.pending(state)
+    if not pendings:
+        return None
+    seats = sorted({p.seat for p in pendings})
+    seat = seats[chooser.randrange(len(seats))]
+    commands = engine.legal_commands(state, seat, limit=64)
+    if not commands:
+        raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")
+    return seat, commands[chooser.randrange(len(commands))]
+
+
+def play_random(
+    engine: Engine,
+    seats: int,
+    seed: int,
+    options: Mapping[str, str] | None = None,
+    *,
+    policy_seed: int | None = None,
+    max_steps: int | None = None,
+    on_step: Callable[[State, Step, State], Any] | None = None,
+) -> Playthrough:
+    """Random legal play to the end. `on_step(before, step, after)` sees every step."""
+    config = MatchConfig(seats=seats, options=dict(options or {}))
+    setup_events = engine.setup(config, seed)
+    state = fold(engine, setup_events)
+    play = Playthrough(engine, config, seed, setup_events, state=state)
+    chooser = random.Random(seed if policy_seed is None else policy_seed)
+    version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
+    limit = max_steps or engine.info.max_steps
+    while engine.result(state) is None:
+        if len(play.steps) >= limit:
+            raise AssertionError(f"{engine.info.game_id}: no end after {limit} commands (seed {seed})")
+        picked = choose_actor(engine, state, chooser)
+        if picked is None:
+            raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
+        seat, command = picked
+        events = engine.decide(state, seat, command, Rng.derive(seed, version))
+        step = Step(seat, command, events, version)
+        before = state
+        state = fold(engine, events, state)
+        version += len(events)
+        play.steps.append(step)
+        if on_step is not None:
+            on_step(before, step, state)
+    play.state = state
+    return play
