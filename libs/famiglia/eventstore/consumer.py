@@ -1,0 +1,161 @@
+"""Consumer groups over the partition streams (projection, bots, archivers).
+
+At-least-once delivery: an entry stays in the group's pending list until the
+caller acks it *after* committing its own work, and entries left pending by a
+consumer that died are taken over with XAUTOCLAIM once idle long enough. So a
+handler must be idempotent per (match id, seq) — both travel in the envelope.
+
+Entries of one partition reach a group's consumers in stream order, but two
+consumers of one group may split one partition; a handler that needs strict
+per-match order should own whole partitions (`partitions=[...]`). One
+partition per consumer also keeps every call to a single key, which is what a
+Redis Cluster requires (a call over several partitions spans several slots).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+from redis.exceptions import ResponseError
+
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+from .port import PartitionEntry
+from .redis_store import KeyLayout, RedisEventStore
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class PartitionConsumer:
+    """One named consumer of one group, reading some or all partition streams."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: KeyLayout,
+        group: str,
+        consumer: str,
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.consumer = consumer
+        self.partitions = list(range(keys.partitions)) if partitions is None else list(partitions)
+        if not self.partitions:
+            raise ValueError("a consumer needs at least one partition")
+        for partition in self.partitions:
+            if not 0 <= partition < keys.partitions:
+                raise ValueError(f"partition {partition} out of range 0..{keys.partitions - 1}")
+        self._key_of = {p: keys.partition_stream(p) for p in self.partitions}
+        self._partition_of = {key.encode(): p for p, key in self._key_of.items()}
+        self._groups_ready = False
+
+    @classmethod
+    def for_store(
+        cls, store: RedisEventStore, group: str, consumer: str, partitions: Sequence[int] | None = None
+    ) -> PartitionConsumer:
+        """Share the store's connection pool and key layout."""
+        return cls(store.client, store.keys, group, consumer, partitions)
+
+    def ensure_groups(self, start_id: str = "0") -> None:
+        """Create the group on every partition stream (MKSTREAM); existing groups are kept.
+
+        `start_id="0"` lets a new group see the whole history (a projection
+        rebuilding from scratch); "$" would start at new entries only.
+        """
+        for key in self._key_of.values():
+            try:
+                self.client.xgroup_create(key, self.group, id=start_id, mkstream=True)
+            except ResponseError as error:
+                if "BUSYGROUP" not in str(error):
+                    raise
+        self._groups_ready = True
+
+    def read(self, count: int = 100, block_ms: int | None = None) -> list[PartitionEntry]:
+        """New entries for this consumer (XREADGROUP `>`), at most `count` per partition.
+
+        `block_ms` waits for the first entry on any partition; None (or <= 0)
+        does not wait — BLOCK 0 would wait forever.
+        """
+        streams = {key: ">" for key in self._key_of.values()}
+        block = block_ms if block_ms and block_ms > 0 else None
+        return self._read_group(streams, count, block)
+
+    def read_pending(self, count: int = 100) -> list[PartitionEntry]:
+        """This consumer's own unacked entries (XREADGROUP `0`): what a restarted consumer redoes."""
+        return self._read_group({key: "0" for key in self._key_of.values()}, count, None)
+
+    def ack(self, entries: Iterable[PartitionEntry]) -> int:
+        """XACK after the caller committed; returns how many entries were still pending."""
+        by_partition: dict[int, list[str]] = {}
+        for entry in entries:
+            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        acked = 0
+        for partition, ids in by_partition.items():
+            acked += int(self.client.xack(self._key_of[partition], self.group, *ids))
+        return acked
+
+    def claim_stale(self, min_idle_ms: int, count: int = 100) -> list[PartitionEntry]:
+        """Take over entries other consumers left pending for at least `min_idle_ms` (XAUTOCLAIM).
+
+        Entries deleted from the stream meanwhile (MAXLEN) come back without
+        fields and are skipped: there is nothing left to process.
+        """
+        self._ensure_ready()
+        claimed: list[PartitionEntry] = []
+        for partition, key in self._key_of.items():
+            cursor: bytes | str = "0-0"
+            while len(claimed) < count:
+                reply = self.client.xautoclaim(
+                    key, self.group, self.consumer, min_idle_ms, start_id=cursor, count=count - len(claimed)
+                )
+                cursor, entries = reply[0], reply[1]
+                claimed.extend(self._entries(partition, entries))
+                if _text(cursor) == "0-0":
+                    break
+        return claimed
+
+    def pending_count(self) -> int:
+        """Entries delivered to this group but not acked yet, all consumers and partitions."""
+        self._ensure_ready()
+        total = 0
+        for key in self._key_of.values():
+            summary = self.client.xpending(key, self.group)
+            total += int(summary["pending"])
+        return total
+
+    # -- internals ------------------------------------------------------------------------
+    def _ensure_ready(self) -> None:
+        if not self._groups_ready:
+            self.ensure_groups()
+
+    def _read_group(self, streams: dict[Any, Any], count: int, block: int | None) -> list[PartitionEntry]:
+        self._ensure_ready()
+        try:
+            reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
+        except ResponseError as error:
+            # The groups vanished (FLUSHALL, a fresh server without AOF): recreate, read once more.
+            if "NOGROUP" not in str(error):
+                raise
+            self.ensure_groups()
+            reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
+        result: list[PartitionEntry] = []
+        for key, entries in _stream_replies(reply):
+            result.extend(self._entries(self._partition_of[key], entries))
+        return result
+
+    def _entries(self, partition: int, entries: Iterable[Any]) -> list[PartitionEntry]:
+        return [
+            PartitionEntry(partition=partition, entry_id=_text(entry_id), envelope=EventEnvelope.FromString(fields[b"e"]))
+            for entry_id, fields in entries
+            if entry_id is not None and fields
+        ]
+
+
+def _stream_replies(reply: Any) -> list[tuple[bytes, Any]]:
+    """XREADGROUP answers [[key, entries], ...] (the store's clients speak RESP2)."""
+    return [(key, entries) for key, entries in reply or []]

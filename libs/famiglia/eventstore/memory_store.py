@@ -1,0 +1,161 @@
+"""In-memory event store for unit tests and single-process tools.
+
+It mirrors `RedisEventStore` rule for rule (the contract suite binds both):
+events are kept as serialized bytes, so a caller mutating an envelope after
+appending (or after reading) cannot change what the store holds, exactly as
+with Redis. One lock guards everything; a Condition on it wakes `wait_for`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry
+
+
+def validate_batch(match_id: str, expected_version: int, events: Sequence[EventEnvelope]) -> None:
+    """Refuse a malformed batch before anything is written (shared by both adapters).
+
+    The stream entry id *is* the envelope's seq, so a batch whose seqs do not
+    continue `expected_version` one by one, or whose envelopes name another
+    match, is a writer bug; it is refused with ValueError rather than stored
+    under ids that disagree with the envelopes. An empty batch is refused too:
+    there is no version to give it.
+    """
+    if expected_version < 0:
+        raise ValueError(f"match {match_id}: expected version must be >= 0, got {expected_version}")
+    if not events:
+        raise ValueError(f"match {match_id}: nothing to append")
+    for offset, envelope in enumerate(events, start=1):
+        if envelope.match_id != match_id:
+            raise ValueError(f"match {match_id}: envelope {offset} names match {envelope.match_id!r}")
+        if envelope.seq != expected_version + offset:
+            raise ValueError(
+                f"match {match_id}: envelope {offset} has seq {envelope.seq}, "
+                f"expected {expected_version + offset}"
+            )
+
+
+@dataclass
+class _Match:
+    events: list[bytes] = field(default_factory=list)
+    #: kept when the events are trimmed, so stale appends are still refused
+    version: int = 0
+    #: events[0] has seq `base + 1` (base > 0 once trimmed)
+    base: int = 0
+
+
+def _entry_key(entry_id: str) -> tuple[int, int]:
+    left, _, right = entry_id.partition("-")
+    return int(left), int(right or 0)
+
+
+class InMemoryEventStore(EventStore):
+    """Thread-safe store with the same semantics as the Redis adapter."""
+
+    def __init__(self, partitions: int = DEFAULT_PARTITIONS) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self.partitions = partitions
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._matches: dict[str, _Match] = {}
+        self._commands: dict[tuple[str, str], tuple[int, int]] = {}
+        self._partition_streams: list[list[tuple[str, str, int, bytes]]] = [[] for _ in range(partitions)]
+
+    def append(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        validate_batch(match_id, expected_version, events)
+        # Serialize outside the lock: it is the slow part and touches no shared state.
+        blobs = [event.SerializeToString() for event in events]
+        with self._changed:
+            if command_id:
+                seen = self._commands.get((match_id, command_id))
+                if seen is not None:
+                    return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
+            match = self._matches.setdefault(match_id, _Match())
+            if match.version != expected_version:
+                raise ConcurrencyConflict(match_id, expected_version, match.version)
+            partition = self._partition_streams[self.partition_of(match_id)]
+            for seq, blob in enumerate(blobs, start=expected_version + 1):
+                match.events.append(blob)
+                partition.append((f"{len(partition) + 1}-0", match_id, seq, blob))
+            first, last = expected_version + 1, expected_version + len(blobs)
+            match.version = last
+            if command_id:
+                self._commands[(match_id, command_id)] = (first, last)
+            self._changed.notify_all()
+        return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        with self._lock:
+            blobs = self._tail(match_id, after, limit)
+        return [EventEnvelope.FromString(blob) for blob in blobs]
+
+    def version(self, match_id: str) -> int:
+        with self._lock:
+            match = self._matches.get(match_id)
+            return match.version if match else 0
+
+    def wait_for(self, match_id: str, after: int, timeout_ms: int) -> list[EventEnvelope]:
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        with self._changed:
+            while True:
+                blobs = self._tail(match_id, after, None)
+                remaining = deadline - time.monotonic()
+                if blobs or remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+        return [EventEnvelope.FromString(blob) for blob in blobs]
+
+    def read_partition(
+        self, partition: int, after_entry_id: str = "0-0", count: int = 100
+    ) -> list[PartitionEntry]:
+        if not 0 <= partition < self.partitions:
+            raise ValueError(f"partition {partition} out of range 0..{self.partitions - 1}")
+        after = _entry_key(after_entry_id)
+        with self._lock:
+            stream = list(self._partition_streams[partition])
+        entries = [entry for entry in stream if _entry_key(entry[0]) > after][:count]
+        return [
+            PartitionEntry(partition=partition, entry_id=entry_id, envelope=EventEnvelope.FromString(blob))
+            for entry_id, _match_id, _seq, blob in entries
+        ]
+
+    def trim(self, match_id: str) -> int:
+        """Drop a finished match's events but keep its version (as the Redis adapter does).
+
+        Returns how many events were dropped. Command ids are forgotten with
+        the events; a retried command then meets ConcurrencyConflict instead.
+        """
+        with self._lock:
+            match = self._matches.get(match_id)
+            if match is None:
+                return 0
+            dropped = len(match.events)
+            match.base += dropped
+            match.events.clear()
+            for key in [key for key in self._commands if key[0] == match_id]:
+                del self._commands[key]
+            return dropped
+
+    def _tail(self, match_id: str, after: int, limit: int | None) -> list[bytes]:
+        """Blobs with seq > after; the caller holds the lock."""
+        match = self._matches.get(match_id)
+        if match is None:
+            return []
+        start = max(after - match.base, 0)
+        end = None if limit is None else start + limit
+        return match.events[start:end]

@@ -1,0 +1,273 @@
+"""Redis Streams event store: one stream per match, one Lua script per append.
+
+Key layout (see docs/eventstore.md). Every key of a match carries the hash tag
+of the match's partition, so the match stream, its version key, its command
+records and its partition stream share one Redis Cluster slot and a single
+script can write them all atomically:
+
+    <prefix>:{p07}:match:<match_id>                 stream, entry id <seq>-0, field e
+    <prefix>:{p07}:version:<match_id>               the match version (kept after trim)
+    <prefix>:{p07}:cmd:<match_id>:<command_id>      "first:last" of the command's first answer
+    <prefix>:{p07}:partition                        stream, fields m (match), s (seq), e
+
+Only Redis 6.2 features are used: EVALSHA (redis-py `register_script`, which
+reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+from .memory_store import validate_batch
+from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry
+from .port import partition_of as _partition_of
+
+_APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
+
+# Trimming drops the match stream and its command records but keeps the
+# version key. It runs only if the match did not move since the caller read
+# the command ids (returns -1 then), so no record of a new command is lost.
+_TRIM_LUA = """
+local version = tonumber(redis.call('GET', KEYS[2]) or '0')
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if top[1] then
+  local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
+  if top_seq > version then version = top_seq end
+end
+if version ~= tonumber(ARGV[1]) then return -1 end
+local dropped = redis.call('XLEN', KEYS[1])
+if version > 0 then redis.call('SET', KEYS[2], string.format('%d', version)) end
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('DEL', KEYS[1])
+return dropped
+"""
+
+
+def _load_append_lua() -> str:
+    """The append script ships inside the package (package-data `*.lua`)."""
+    return resources.files(__package__).joinpath("append.lua").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLayout:
+    """Names every key; the `{pNN}` hash tag keeps a match's keys in one slot."""
+
+    prefix: str = "famiglia"
+    partitions: int = DEFAULT_PARTITIONS
+
+    def tag(self, partition: int) -> str:
+        width = max(2, len(str(self.partitions - 1)))
+        return f"{{p{partition:0{width}d}}}"
+
+    def partition_of(self, match_id: str) -> int:
+        return _partition_of(match_id, self.partitions)
+
+    def match_stream(self, match_id: str) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:match:{match_id}"
+
+    def version(self, match_id: str) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:version:{match_id}"
+
+    def command(self, match_id: str, command_id: str) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:cmd:{match_id}:{command_id}"
+
+    def partition_stream(self, partition: int) -> str:
+        return f"{self.prefix}:{self.tag(partition)}:partition"
+
+    def partition_streams(self) -> list[str]:
+        return [self.partition_stream(p) for p in range(self.partitions)]
+
+
+#: A stream reply with decode_responses=False: [(entry id, {field: value})].
+StreamEntries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+def _entries(reply: Any) -> StreamEntries:
+    """redis-py types stream replies loosely (str | bytes | None); ours are always bytes."""
+    return list(reply or [])
+
+
+def _seq_of(entry_id: bytes | str) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-", 1)[0])
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisEventStore(EventStore):
+    """The production adapter; build it with `connect()`.
+
+    The client must not decode responses (envelopes are raw protobuf bytes)
+    and must not time out a socket read before a `wait_for` block ends, hence
+    `socket_timeout=None` by default. Appends are safe to retry after a lost
+    reply: a retried append either finds its command id (duplicate answer) or
+    a moved version (ConcurrencyConflict); it can never be written twice.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        partitions: int = DEFAULT_PARTITIONS,
+        prefix: str = "famiglia",
+        partition_maxlen: int | None = None,
+    ) -> None:
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        self.client = client
+        self.partitions = partitions
+        self.keys = KeyLayout(prefix=prefix, partitions=partitions)
+        self.partition_maxlen = partition_maxlen
+        self._append_script: Script = client.register_script(_load_append_lua())
+        self._trim_script: Script = client.register_script(_TRIM_LUA)
+
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        partitions: int = DEFAULT_PARTITIONS,
+        prefix: str = "famiglia",
+        *,
+        partition_maxlen: int | None = None,
+        socket_timeout: float | None = None,
+        socket_connect_timeout: float = 5.0,
+    ) -> RedisEventStore:
+        """A store on its own connection pool (no I/O happens until the first call).
+
+        `partition_maxlen` caps each partition stream approximately (MAXLEN ~);
+        leave it None unless every consumer group is known to keep up, since
+        entries trimmed before delivery never reach the projection.
+        """
+        client = redis.Redis.from_url(
+            url,
+            decode_responses=False,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=socket_connect_timeout,
+        )
+        return cls(client, partitions=partitions, prefix=prefix, partition_maxlen=partition_maxlen)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- the port -------------------------------------------------------------------------
+    def append(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        validate_batch(match_id, expected_version, events)
+        keys = [
+            self.keys.match_stream(match_id),
+            self.keys.version(match_id),
+            self.keys.partition_stream(self.partition_of(match_id)),
+        ]
+        if command_id:
+            keys.append(self.keys.command(match_id, command_id))
+        args: list[Any] = [expected_version, match_id, command_id, self.partition_maxlen or 0]
+        args.extend(event.SerializeToString() for event in events)
+        status, version, first, last = self._append_script(keys=keys, args=args)
+        if status == _CONFLICT:
+            raise ConcurrencyConflict(match_id, expected_version, int(version))
+        return AppendResult(
+            version=int(version), first_seq=int(first), last_seq=int(last), duplicate=status == _DUPLICATE
+        )
+
+    def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        if limit == 0:
+            return []
+        entries = _entries(self.client.xrange(self.keys.match_stream(match_id), min=f"{after + 1}-0", count=limit))
+        return [EventEnvelope.FromString(fields[b"e"]) for _id, fields in entries]
+
+    def version(self, match_id: str) -> int:
+        """The version key is the truth (it outlives trim); the stream top heals a lost key."""
+        stream, version_key = self.keys.match_stream(match_id), self.keys.version(match_id)
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.get(version_key)
+            pipe.xrevrange(stream, count=1)
+            stored, top = pipe.execute()
+        top = _entries(top)
+        version = int(stored) if stored is not None else 0
+        if top:
+            version = max(version, _seq_of(top[0][0]))
+        return version
+
+    def wait_for(self, match_id: str, after: int, timeout_ms: int) -> list[EventEnvelope]:
+        """XREAD BLOCK from the explicit id `<after>-0`: existing events return at once.
+
+        Reading from an explicit id (not `$`) means an append landing between
+        a caller's read and this call is never missed. BLOCK 0 would wait
+        forever, so a non-positive timeout is a plain read.
+        """
+        if timeout_ms <= 0:
+            return self.read(match_id, after)
+        stream = self.keys.match_stream(match_id)
+        reply: Any = self.client.xread({stream: f"{after}-0"}, block=timeout_ms)
+        if not reply:
+            return []
+        entries = _entries(reply[0][1])
+        return [EventEnvelope.FromString(fields[b"e"]) for _id, fields in entries]
+
+    def read_partition(
+        self, partition: int, after_entry_id: str = "0-0", count: int = 100
+    ) -> list[PartitionEntry]:
+        if not 0 <= partition < self.partitions:
+            raise ValueError(f"partition {partition} out of range 0..{self.partitions - 1}")
+        entries = _entries(
+            self.client.xrange(self.keys.partition_stream(partition), min=f"({after_entry_id}", count=count)
+        )
+        return [
+            PartitionEntry(partition=partition, entry_id=_text(entry_id), envelope=EventEnvelope.FromString(fields[b"e"]))
+            for entry_id, fields in entries
+        ]
+
+    # -- extras for the services ----------------------------------------------------------
+    def partitions_keys(self) -> list[str]:
+        """The partition stream keys, index = partition (for consumer groups)."""
+        return self.keys.partition_streams()
+
+    def trim(self, match_id: str, attempts: int = 5) -> int:
+        """Delete a finished (archived) match's stream; returns how many events were dropped.
+
+        The version key stays, so the match still refuses stale appends and
+        `version()` / `exists()` keep answering; `read()` returns [] (replay
+        reads the SQL archive). The command records go with the stream: a
+        command retried after the trim meets ConcurrencyConflict instead of
+        its first answer, which is harmless for a finished match and keeps
+        Redis from growing with every command ever played. Partition stream
+        entries stay (consumer groups own them).
+        """
+        stream = self.keys.match_stream(match_id)
+        for _ in range(attempts):
+            version = self.version(match_id)
+            command_keys = sorted({self.keys.command(match_id, cid) for cid in self._command_ids(stream)})
+            dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), *command_keys], args=[version]))
+            if dropped >= 0:
+                return dropped
+        raise ConcurrencyConflict(match_id, version, self.version(match_id))
+
+    def _command_ids(self, stream: str, chunk: int = 1000) -> set[str]:
+        """Command ids recorded in a match stream (field `c` on each batch's first entry)."""
+        found: set[str] = set()
+        start = "-"
+        while True:
+            entries = _entries(self.client.xrange(stream, min=start, count=chunk))
+            for _id, fields in entries:
+                command_id = fields.get(b"c")
+                if command_id:
+                    found.add(command_id.decode())
+            if len(entries) < chunk:
+                return found
+            start = f"({_text(entries[-1][0])}"
