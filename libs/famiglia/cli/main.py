@@ -1,0 +1,169 @@
+"""`famiglia` — the command line of the embedded stack.
+
+    famiglia run [--size quick|normal|long]   start the stack and play the main job
+    famiglia up | down | status               manage the embedded stack
+    famiglia play GAME --seats N --matches K  random matches over gRPC
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from famiglia.client import GameClient
+from famiglia.config import Settings
+from famiglia.localstack.stack import Stack
+
+from .play import PlayedMatch, play_match
+
+console = Console()
+
+SIZES = {"quick": 2, "normal": 4, "long": 20}
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    Stack().up(log=console.print)
+    console.print("[green]embedded stack is up[/]; `make down` stops it")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    Stack().down(log=console.print)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    running = Stack().running()
+    if not running:
+        console.print("embedded stack is not running")
+    for name, pid in running.items():
+        console.print(f"{name:<14} pid {pid}")
+    return 0
+
+
+def _games(client: GameClient, only: list[str] | None):
+    games = client.list_games()
+    return [g for g in games if not only or g.game_id in only]
+
+
+def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, workers: int = 4
+                 ) -> list[PlayedMatch]:
+    """Play every (game, seats) of the plan with random seats, with live progress."""
+    results: list[PlayedMatch] = []
+    by_game: dict[str, int] = {}
+    for game_id, _ in plan:
+        by_game[game_id] = by_game.get(game_id, 0) + 1
+    started = time.perf_counter()
+    commands = [0]
+    with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console,
+                  transient=False) as progress:
+        tasks = {g: progress.add_task(g, total=n, rate="") for g, n in by_game.items()}
+
+        def on_command() -> None:
+            commands[0] += 1
+
+        def one(i: int, game_id: str, seats: int) -> PlayedMatch:
+            return play_match(client, game_id, seats, rng=random.Random(seed * 1000 + i), on_command=on_command)
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(one, i, g, s): g for i, (g, s) in enumerate(plan)}
+            pending = set(futures)
+            while pending:
+                done = {f for f in pending if f.done()}
+                for f in done:
+                    results.append(f.result())
+                    progress.advance(tasks[futures[f]])
+                pending -= done
+                rate = commands[0] / max(1e-9, time.perf_counter() - started)
+                for t in tasks.values():
+                    progress.update(t, rate=f"{rate:,.0f} moves/s")
+                time.sleep(0.1)
+    return results
+
+
+def results_table(results: list[PlayedMatch]) -> Table:
+    table = Table(title="Matches played")
+    for col in ("game", "match id", "seats", "moves", "winner(s)", "scores", "time"):
+        table.add_column(col)
+    for r in sorted(results, key=lambda r: (r.game_id, r.match_id)):
+        winners = scores = ""
+        if r.result is not None:
+            winners = ", ".join(f"seat {s.seat}" for s in r.result.seats if s.rank == 1)
+            scores = " ".join(f"{s.score:g}" for s in sorted(r.result.seats, key=lambda s: s.seat))
+        table.add_row(r.game_id, r.match_id, str(r.seats), str(r.commands), winners, scores, f"{r.seconds:.1f}s")
+    return table
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    client = GameClient(args.address or settings.command_addr)
+    client.wait_ready()
+    games = _games(client, [args.game] if args.game else None)
+    plan = []
+    for g in games:
+        for i in range(args.matches):
+            seats = args.seats or (g.min_players + i % (g.max_players - g.min_players + 1))
+            plan.append((g.game_id, seats))
+    results = play_matches(client, plan, seed=args.seed, workers=args.workers)
+    console.print(results_table(results))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The main job on the embedded default: stack up, then every game played to the end."""
+    stack = Stack()
+    console.rule("[bold]famiglia[/] — embedded stack")
+    stack.up(log=console.print)
+    settings = Settings.from_env()
+    client = GameClient(settings.command_addr)
+    client.wait_ready()
+    games = _games(client, None)
+    per_game = SIZES[args.size]
+    console.rule(f"random bots: {per_game} matches of each of {len(games)} game(s)")
+    plan = []
+    for g in games:
+        for i in range(per_game):
+            plan.append((g.game_id, g.min_players + i % (g.max_players - g.min_players + 1)))
+    results = play_matches(client, plan, seed=args.seed, workers=args.workers)
+    console.print(results_table(results))
+    console.print("Replay any of these with their match id; `make down` stops the stack.")
+    if not args.keep_up:
+        stack.down(log=lambda *_: None)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="famiglia", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="start the stack and play the main job")
+    run.add_argument("--size", choices=sorted(SIZES), default="quick")
+    run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--workers", type=int, default=4)
+    run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("up", help="start the embedded stack").set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop the embedded stack").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="what the embedded stack runs").set_defaults(func=cmd_status)
+    play = sub.add_parser("play", help="random matches over gRPC")
+    play.add_argument("game", nargs="?")
+    play.add_argument("--seats", type=int, default=0)
+    play.add_argument("--matches", type=int, default=3)
+    play.add_argument("--seed", type=int, default=1)
+    play.add_argument("--workers", type=int, default=4)
+    play.add_argument("--address", default="")
+    play.set_defaults(func=cmd_play)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""A thin, typed wrapper over famiglia.v1.GameService.
+
+    client = GameClient("localhost:50051")
+    match = client.create_match("goodcritters", seats=5)
+    seat = client.seat(match.match_id, match.seat_tokens[0])
+    view = seat.view()
+    for cmd in seat.legal_commands(): ...
+    seat.submit(cmd)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+
+from famiglia.telemetry import inject_context
+from famiglia.v1 import envelope_pb2
+from famiglia.v1 import game_service_pb2 as pb
+from famiglia.v1 import game_service_pb2_grpc as pb_grpc
+
+
+@dataclass(frozen=True)
+class MatchHandle:
+    match_id: str
+    seat_tokens: list[str]
+    version: int
+
+
+def _metadata(token: str | None) -> list[tuple[str, str]]:
+    md = list(inject_context().items())
+    if token:
+        md.append(("authorization", f"Bearer {token}"))
+    return md
+
+
+def pack(message: Message) -> any_pb2.Any:
+    out = any_pb2.Any()
+    out.Pack(message)
+    return out
+
+
+class GameClient:
+    def __init__(self, address: str = "localhost:50051", channel: grpc.Channel | None = None,
+                 timeout: float = 30.0) -> None:
+        self.channel = channel or grpc.insecure_channel(address)
+        self.stub = pb_grpc.GameServiceStub(self.channel)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    def list_games(self) -> list[pb.GameDescription]:
+        return list(self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout).games)
+
+    def create_match(self, game_id: str, seats: int, *, seed: int | None = None,
+                     options: Mapping[str, str] | None = None,
+                     seat_info: Sequence[envelope_pb2.SeatInfo] = (), request_id: str = "",
+                     tournament_id: str = "") -> MatchHandle:
+        req = pb.CreateMatchRequest(game_id=game_id, seats=seats, options=dict(options or {}),
+                                    seat_info=list(seat_info), request_id=request_id,
+                                    tournament_id=tournament_id)
+        if seed is not None:
+            req.seed = seed
+        reply = self.stub.CreateMatch(req, metadata=_metadata(None), timeout=self.timeout)
+        return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
+
+    def seat(self, match_id: str, token: str | None) -> SeatClient:
+        return SeatClient(self, match_id, token)
+
+    def spectator(self, match_id: str) -> SeatClient:
+        return SeatClient(self, match_id, None)
+
+
+class SeatClient:
+    """Calls on one match as one seat (or as a spectator when token is None)."""
+
+    def __init__(self, client: GameClient, match_id: str, token: str | None) -> None:
+        self.client = client
+        self.match_id = match_id
+        self.token = token
+
+    def view(self) -> pb.GetViewResponse:
+        return self.client.stub.GetView(pb.GetViewRequest(match_id=self.match_id),
+                                        metadata=_metadata(self.token), timeout=self.client.timeout)
+
+    def legal_commands(self, limit: int = 0) -> pb.ListLegalCommandsResponse:
+        return self.client.stub.ListLegalCommands(
+            pb.ListLegalCommandsRequest(match_id=self.match_id, limit=limit),
+            metadata=_metadata(self.token), timeout=self.client.timeout)
+
+    def submit(self, command: Message | any_pb2.Any, *, command_id: str | None = None,
+               expected_version: int | None = None) -> pb.SubmitCommandResponse:
+        packed = command if isinstance(command, any_pb2.Any) else pack(command)
+        req = pb.SubmitCommandRequest(match_id=self.match_id, command_id=command_id or uuid.uuid4().hex,
+                                      command=packed)
+        if expected_version is not None:
+            req.expected_version = expected_version
+        return self.client.stub.SubmitCommand(req, metadata=_metadata(self.token), timeout=self.client.timeout)
+
+    def stream(self, from_version: int = 0, *, until_now: bool = False,
+               timeout: float | None = None) -> Iterator[pb.StreamEventsResponse]:
+        req = pb.StreamEventsRequest(match_id=self.match_id, from_version=from_version, until_now=until_now)
+        return self.client.stub.StreamEvents(req, metadata=_metadata(self.token), timeout=timeout)

@@ -1,0 +1,91 @@
+"""Settings from the environment, one place for every address, URL and secret.
+
+Every default is the embedded stack's; every value is overridable by an
+environment variable (FAMIGLIA_*), so containers and Kubernetes configure by env.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORTS = {
+    "command": 50051,
+    "matchmaking": 50052,
+    "replay": 50053,
+    "projection": 50054,
+    "bots": 50055,
+}
+
+
+def project_var_dir() -> Path:
+    """Where the embedded stack keeps its data (FAMIGLIA_VAR_DIR, default ./var)."""
+    return Path(os.environ.get("FAMIGLIA_VAR_DIR", "var")).resolve()
+
+
+def _addr(service: str) -> str:
+    env = os.environ.get(f"FAMIGLIA_{service.upper()}_ADDR")
+    return env or f"localhost:{DEFAULT_PORTS[service]}"
+
+
+def _secret() -> str:
+    """The HMAC secret for tokens: FAMIGLIA_SECRET, or one generated once and kept under var/."""
+    env = os.environ.get("FAMIGLIA_SECRET")
+    if env:
+        return env
+    path = project_var_dir() / "secret"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_hex(32)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(value)
+    os.chmod(tmp, 0o600)
+    try:
+        os.link(tmp, path)  # first writer wins when several processes start at once
+    except FileExistsError:
+        pass
+    tmp.unlink(missing_ok=True)
+    return path.read_text().strip()
+
+
+@dataclass(frozen=True)
+class Settings:
+    redis_url: str = "redis://127.0.0.1:6390/0"
+    database_url: str = ""
+    secret: str = field(default="", repr=False)
+    command_addr: str = "localhost:50051"
+    matchmaking_addr: str = "localhost:50052"
+    replay_addr: str = "localhost:50053"
+    projection_addr: str = "localhost:50054"
+    bots_addr: str = "localhost:50055"
+    partitions: int = 16
+    grpc_workers: int = 64
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        var = project_var_dir()
+        return cls(
+            redis_url=os.environ.get("FAMIGLIA_REDIS_URL", "redis://127.0.0.1:6390/0"),
+            database_url=os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}"),
+            secret=_secret(),
+            command_addr=_addr("command"),
+            matchmaking_addr=_addr("matchmaking"),
+            replay_addr=_addr("replay"),
+            projection_addr=_addr("projection"),
+            bots_addr=_addr("bots"),
+            partitions=int(os.environ.get("FAMIGLIA_PARTITIONS", "16")),
+            grpc_workers=int(os.environ.get("FAMIGLIA_GRPC_WORKERS", "64")),
+            log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "info"),
+        )
+
+
+def listen_address(addr: str) -> str:
+    """A client address (localhost:50051) as a server bind address ([::]:50051 unless given)."""
+    host, _, port = addr.rpartition(":")
+    if host in ("localhost", "127.0.0.1"):
+        return f"127.0.0.1:{port}"
+    return addr

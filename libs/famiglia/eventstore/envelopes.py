@@ -1,0 +1,98 @@
+"""Building and opening event envelopes: the one place that knows how a game event
+becomes a stored `famiglia.v1.EventEnvelope` and back."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+from google.protobuf.message import Message
+
+from famiglia.engine import Engine, Visibility, VisibilityKind
+from famiglia.v1 import envelope_pb2
+
+MATCH_CREATED = "match_created"
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_event_id(now_ms: int | None = None) -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, 26 Crockford base32 characters.
+    Globally unique and sortable by creation time."""
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    out = []
+    for _ in range(26):
+        out.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(out))
+
+
+def visibility_proto(v: Visibility) -> envelope_pb2.Visibility:
+    return envelope_pb2.Visibility(kind=int(v.kind), seats=sorted(v.seats))
+
+
+def visibility_of(envelope: envelope_pb2.EventEnvelope) -> Visibility:
+    return Visibility(VisibilityKind(envelope.visibility.kind or VisibilityKind.SERVER),
+                      frozenset(envelope.visibility.seats))
+
+
+def match_created_envelope(
+    match_id: str, created: envelope_pb2.MatchCreated, *, trace: Mapping[str, str] | None = None,
+    now_ms: int | None = None,
+) -> envelope_pb2.EventEnvelope:
+    """Version 1 of every match. Server-only: it holds the seed, which predicts every draw."""
+    env = _base(match_id, 1, created.game_id, "", -1, trace, now_ms)
+    env.type = MATCH_CREATED
+    env.payload_type = created.DESCRIPTOR.full_name
+    env.payload = created.SerializeToString(deterministic=True)
+    env.visibility.kind = envelope_pb2.VISIBILITY_SERVER
+    return env
+
+
+def game_envelopes(
+    engine: Engine,
+    match_id: str,
+    version: int,
+    events: Sequence[Message],
+    *,
+    command_id: str = "",
+    seat: int = -1,
+    trace: Mapping[str, str] | None = None,
+    now_ms: int | None = None,
+) -> list[envelope_pb2.EventEnvelope]:
+    """Envelopes for events appended after `version` (seq = version + 1, + 2, ...)."""
+    out = []
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    for i, event in enumerate(events, start=1):
+        env = _base(match_id, version + i, engine.info.game_id, command_id, seat, trace, ms)
+        env.type = event.WhichOneof("kind") or ""
+        env.payload_type = event.DESCRIPTOR.full_name
+        env.payload = event.SerializeToString(deterministic=True)
+        env.visibility.CopyFrom(visibility_proto(engine.visibility(event)))
+        out.append(env)
+    return out
+
+
+def _base(match_id: str, seq: int, game_id: str, command_id: str, seat: int,
+          trace: Mapping[str, str] | None, now_ms: int | None) -> envelope_pb2.EventEnvelope:
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    env = envelope_pb2.EventEnvelope(
+        event_id=new_event_id(ms), match_id=match_id, seq=seq, command_id=command_id, seat=seat,
+        game_id=game_id,
+    )
+    env.timestamp.FromMilliseconds(ms)
+    if trace:
+        env.trace.update(trace)
+    return env
+
+
+def open_match_created(envelope: envelope_pb2.EventEnvelope) -> envelope_pb2.MatchCreated:
+    if envelope.type != MATCH_CREATED:
+        raise ValueError(f"event {envelope.seq} of {envelope.match_id} is {envelope.type}, not match_created")
+    return envelope_pb2.MatchCreated.FromString(envelope.payload)
+
+
+def open_event(engine: Engine, envelope: envelope_pb2.EventEnvelope) -> Message:
+    assert engine.info.event_type is not None
+    return engine.info.event_type.FromString(envelope.payload)

@@ -1,0 +1,97 @@
+"""Application errors and their gRPC statuses, in one place.
+
+A refusal carries a stable code (a rule id like "GC-A03", or one of ours like
+"stale_version") in the status details (google.rpc.ErrorInfo.reason) and in the
+trailing metadata `famiglia-code`, with a readable message.
+"""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "famiglia"
+
+
+class AppError(Exception):
+    """An error a client caused or may see; `status` is the gRPC code it maps to."""
+
+    status: grpc.StatusCode = grpc.StatusCode.INTERNAL
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class InvalidArgument(AppError):
+    status = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class FailedPrecondition(AppError):
+    status = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class NotFound(AppError):
+    status = grpc.StatusCode.NOT_FOUND
+
+
+class Unauthenticated(AppError):
+    status = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(AppError):
+    status = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Aborted(AppError):
+    status = grpc.StatusCode.ABORTED
+
+
+class AlreadyExists(AppError):
+    status = grpc.StatusCode.ALREADY_EXISTS
+
+
+class Unavailable(AppError):
+    status = grpc.StatusCode.UNAVAILABLE
+
+
+def to_status(error: AppError) -> grpc.Status:
+    info = error_details_pb2.ErrorInfo(reason=error.code, domain=DOMAIN)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    proto = status_pb2.Status(
+        code=getattr(code_pb2, error.status.name),
+        message=f"{error.code}: {error.message}",
+        details=[detail],
+    )
+    status = rpc_status.to_status(proto)
+    # Also in plain trailing metadata, for clients that do not parse status details.
+    return _WithCode(status, error.code)
+
+
+class _WithCode(grpc.Status):
+    def __init__(self, status: grpc.Status, code: str) -> None:
+        self.code = status.code
+        self.details = status.details
+        self.trailing_metadata = (*status.trailing_metadata, ("famiglia-code", code))
+
+
+def abort(context: grpc.ServicerContext, error: AppError) -> None:
+    context.abort_with_status(to_status(error))
+
+
+def error_code(exc: grpc.RpcError) -> str:
+    """The famiglia code of a failed call, as a client reads it."""
+    for key, value in exc.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "famiglia-code":
+            return str(value)
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    if status is not None:
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return info.reason
+    return ""

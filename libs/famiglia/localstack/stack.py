@@ -1,0 +1,166 @@
+"""The embedded stack: one machine runs a local redis-server (AOF on, data under var/)
+and every famiglia service as a child process. `famiglia up` starts it in the
+background and records the pids in var/stack.json; `famiglia down` stops it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from famiglia.config import DEFAULT_PORTS, project_var_dir
+
+from .redis_server import RedisServer, free_port
+
+REDIS_PORT = int(os.environ.get("FAMIGLIA_REDIS_PORT", "6390"))
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    argv: tuple[str, ...]
+    port: int | None = None  # a gRPC port to wait for
+
+
+def default_services() -> list[ServiceSpec]:
+    """Every service of the embedded stack whose code is present."""
+    py = sys.executable
+    specs = [ServiceSpec("command", (py, "-m", "services.command"), DEFAULT_PORTS["command"])]
+    optional = [
+        ("projection", (py, "-m", "services.projection"), DEFAULT_PORTS["projection"]),
+        ("replay", (py, "-m", "services.replay"), DEFAULT_PORTS["replay"]),
+        ("matchmaking", (py, "-m", "services.matchmaking"), DEFAULT_PORTS["matchmaking"]),
+        ("bots", (py, "-m", "services.bots"), DEFAULT_PORTS["bots"]),
+        ("bots-worker", (py, "-m", "services.bots.worker"), None),
+    ]
+    root = Path(__file__).resolve().parents[3]
+    for name, argv, port in optional:
+        module = argv[2].replace(".", "/")
+        if (root / module / "__main__.py").exists() or (root / f"{module}.py").exists():
+            specs.append(ServiceSpec(name, argv, port))
+    return specs
+
+
+@dataclass
+class Stack:
+    var: Path = field(default_factory=project_var_dir)
+    redis_port: int = REDIS_PORT
+
+    @property
+    def state_file(self) -> Path:
+        return self.var / "stack.json"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.setdefault("FAMIGLIA_REDIS_URL", self.redis_url)
+        env.setdefault("FAMIGLIA_VAR_DIR", str(self.var))
+        env.setdefault("FAMIGLIA_DATABASE_URL", f"sqlite:///{self.var / 'famiglia.db'}")
+        root = str(Path(__file__).resolve().parents[3])
+        env["PYTHONPATH"] = os.pathsep.join([root + "/libs", root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        return env
+
+    def read_state(self) -> dict:
+        if self.state_file.exists():
+            return json.loads(self.state_file.read_text())
+        return {}
+
+    def running(self) -> dict[str, int]:
+        return {name: pid for name, pid in self.read_state().get("pids", {}).items() if _alive(pid)}
+
+    def up(self, *, log=print) -> None:
+        self.var.mkdir(parents=True, exist_ok=True)
+        (self.var / "logs").mkdir(exist_ok=True)
+        state = self.read_state()
+        pids: dict[str, int] = {k: v for k, v in state.get("pids", {}).items() if _alive(v)}
+        if "redis" not in pids:
+            if _port_busy(self.redis_port):
+                raise SystemExit(f"port {self.redis_port} is taken by another program; set FAMIGLIA_REDIS_PORT")
+            server = RedisServer(data_dir=self.var / "redis", port=self.redis_port).start()
+            assert server.process is not None
+            pids["redis"] = server.process.pid
+            log(f"redis-server   up on {self.redis_url} (AOF in {self.var.name}/redis)")
+        env = self.env()
+        for spec in default_services():
+            if spec.name in pids:
+                continue
+            if spec.port and _port_busy(spec.port):
+                raise SystemExit(f"port {spec.port} for {spec.name} is taken; stop it or set its FAMIGLIA_*_ADDR")
+            out = open(self.var / "logs" / f"{spec.name}.log", "ab")
+            proc = subprocess.Popen(spec.argv, env=env, stdout=out, stderr=out, start_new_session=True)
+            pids[spec.name] = proc.pid
+            self._save(pids)
+            if spec.port:
+                _wait_port(spec.port, proc, self.var / "logs" / f"{spec.name}.log")
+            log(f"{spec.name:<14} up" + (f" on localhost:{spec.port}" if spec.port else ""))
+        self._save(pids)
+
+    def down(self, *, log=print) -> None:
+        pids = self.read_state().get("pids", {})
+        order = [n for n in pids if n != "redis"] + (["redis"] if "redis" in pids else [])
+        for name in order:
+            pid = pids[name]
+            if _alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGTERM)
+                except OSError:
+                    os.kill(pid, signal.SIGTERM)
+                _wait_gone(pid)
+                log(f"{name:<14} stopped")
+        if self.state_file.exists():
+            self.state_file.unlink()
+
+    def _save(self, pids: dict[str, int]) -> None:
+        self.state_file.write_text(json.dumps({"pids": pids, "redis_url": self.redis_url}, indent=2))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie child is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def _port_busy(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_port(port: int, proc: subprocess.Popen, logfile: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"service on port {port} exited; see {logfile}:\n{logfile.read_text()[-3000:]}")
+        if _port_busy(port):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"service on port {port} did not start in {timeout:.0f}s; see {logfile}")
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    if _alive(pid):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+__all__ = ["Stack", "ServiceSpec", "default_services", "free_port"]

@@ -1,0 +1,84 @@
+"""A match rebuilt from its envelopes: the fold every reader shares (command service,
+replay, projection, bots). Pure apart from the envelopes it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from famiglia.engine import Engine, Result
+from famiglia.engine.registry import Registry
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, open_match_created
+from famiglia.v1 import envelope_pb2
+
+
+class NotAMatch(ValueError):
+    """The envelopes do not start with match_created."""
+
+
+@dataclass
+class MatchState:
+    match_id: str
+    created: envelope_pb2.MatchCreated
+    engine: Engine
+    state: Any = None
+    version: int = 1
+    commands: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """command id -> (first seq, last seq) of the events it caused."""
+    last_timestamp_ms: int = 0
+
+    @property
+    def game_id(self) -> str:
+        return self.created.game_id
+
+    @property
+    def seed(self) -> int:
+        return int(self.created.seed)
+
+    @property
+    def seats(self) -> int:
+        return int(self.created.seats)
+
+    @classmethod
+    def start(cls, registry: Registry, first: envelope_pb2.EventEnvelope) -> MatchState:
+        if first.type != MATCH_CREATED or first.seq != 1:
+            raise NotAMatch(f"{first.match_id}: first event is {first.type}@{first.seq}")
+        created = open_match_created(first)
+        engine = registry.get(created.game_id)
+        return cls(first.match_id, created, engine, None, 1,
+                   last_timestamp_ms=first.timestamp.ToMilliseconds())
+
+    @classmethod
+    def from_envelopes(cls, registry: Registry, envelopes: Iterable[envelope_pb2.EventEnvelope]) -> MatchState:
+        it = iter(envelopes)
+        try:
+            first = next(it)
+        except StopIteration:
+            raise NotAMatch("no events") from None
+        match = cls.start(registry, first)
+        match.apply(it)
+        return match
+
+    def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope]) -> None:
+        """Fold envelopes that follow the current version (older ones are skipped)."""
+        for env in envelopes:
+            if env.seq <= self.version:
+                continue
+            if env.seq != self.version + 1:
+                raise ValueError(f"{self.match_id}: gap, at {self.version}, got {env.seq}")
+            self.state = self.engine.evolve(self.state, open_event(self.engine, env))
+            self.version = env.seq
+            self.last_timestamp_ms = env.timestamp.ToMilliseconds()
+            if env.command_id:
+                first, _ = self.commands.get(env.command_id, (env.seq, env.seq))
+                self.commands[env.command_id] = (first, env.seq)
+
+    def result(self) -> Result | None:
+        if self.state is None:
+            return None
+        return self.engine.result(self.state)
+
+    @property
+    def finished(self) -> bool:
+        return self.result() is not None

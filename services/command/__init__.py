@@ -1,0 +1,1 @@
+"""The command service: create matches, decide commands, serve views and event streams."""

@@ -1,0 +1,361 @@
+"""The command service's use cases, free of gRPC: create, decide, view, list, stream.
+
+Each method takes plain values and returns plain values or raises an AppError
+(famiglia.grpcutil.errors) with a stable code; the gRPC entrypoint only translates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+from famiglia.auth import InvalidToken, SeatClaim, TokenSigner
+from famiglia.engine import (
+    GameInfo,
+    MalformedCommand,
+    MatchConfig,
+    Pending,
+    Result,
+    Rng,
+    RuleViolation,
+    pending_for,
+)
+from famiglia.engine.registry import Registry, UnknownGame
+from famiglia.eventstore import ConcurrencyConflict, EventStore
+from famiglia.eventstore.envelopes import (
+    MATCH_CREATED,
+    game_envelopes,
+    match_created_envelope,
+    open_event,
+)
+from famiglia.grpcutil.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+)
+from famiglia.telemetry import get_logger, inject_context, tracer
+from famiglia.v1 import envelope_pb2
+from google.protobuf.message import DecodeError, Message
+
+from .hot_matches import HotMatch, HotMatches, UnknownMatch
+
+log = get_logger("famiglia.command")
+MAX_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who asks: a seat of one match, or a spectator (seat None)."""
+
+    seat: int | None
+    player_id: str = ""
+
+
+@dataclass
+class Created:
+    match_id: str
+    seat_tokens: list[str]
+    version: int
+
+
+@dataclass
+class ViewAnswer:
+    version: int
+    view: Message
+    to_act: list[Pending]
+    result: Result | None
+    game_id: str
+    seat: int | None
+    text: str
+
+
+@dataclass
+class LegalAnswer:
+    version: int
+    commands: list[Message]
+    complete: bool
+    text: list[str]
+
+
+@dataclass
+class SeatEvent:
+    envelope: envelope_pb2.EventEnvelope
+    event: Message
+    text: str
+
+
+@dataclass
+class Submitted:
+    version: int
+    events: list[SeatEvent] = field(default_factory=list)
+    duplicate: bool = False
+
+
+class CommandApp:
+    def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner) -> None:
+        self.store = store
+        self.registry = registry
+        self.signer = signer
+        self.matches = HotMatches(store, registry)
+
+    # -- games -------------------------------------------------------------------------
+    def list_games(self) -> list[GameInfo]:
+        return [e.info for e in self.registry.engines()]
+
+    # -- auth --------------------------------------------------------------------------
+    def viewer(self, match_id: str, token: str | None, *, require_seat: bool = False) -> Viewer:
+        """A token's seat in this match; None -> spectator (or UNAUTHENTICATED if required)."""
+        if token is None:
+            if require_seat:
+                raise Unauthenticated("no_token", "this call needs `authorization: Bearer <seat token>`")
+            return Viewer(None)
+        try:
+            claim: SeatClaim = self.signer.read_seat(token)
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
+        if claim.match_id != match_id:
+            raise PermissionDenied("wrong_match", "this seat token belongs to another match")
+        return Viewer(claim.seat, claim.player_id)
+
+    # -- create ------------------------------------------------------------------------
+    def create_match(
+        self,
+        game_id: str,
+        seats: int,
+        *,
+        seed: int | None = None,
+        options: Mapping[str, str] | None = None,
+        seat_info: Sequence[envelope_pb2.SeatInfo] = (),
+        request_id: str = "",
+        tournament_id: str = "",
+    ) -> Created:
+        try:
+            engine = self.registry.get(game_id)
+        except UnknownGame:
+            raise InvalidArgument("unknown_game", f"no game {game_id!r}; ListGames tells which exist") from None
+        known = {o.key for o in engine.info.options}
+        unknown = sorted(set(options or {}) - known)
+        if unknown:
+            raise InvalidArgument("unknown_option", f"{game_id} has no option(s) {', '.join(unknown)}")
+        # The seed predicts every draw: the server picks it unless the creator asks for one.
+        seed = secrets.randbits(63) if seed is None else seed
+        config = MatchConfig(seats=seats, options=dict(options or {}))
+        try:
+            setup_events = engine.setup(config, seed)
+        except RuleViolation as exc:
+            raise InvalidArgument(exc.code, exc.message) from None
+        match_id = _match_id(request_id)
+        created = envelope_pb2.MatchCreated(game_id=game_id, seats=seats, seed=seed,
+                                            tournament_id=tournament_id)
+        created.options.update(config.options)
+        for info in seat_info:
+            created.seat_info.add().CopyFrom(info)
+        trace = inject_context()
+        envelopes = [match_created_envelope(match_id, created, trace=trace)]
+        envelopes += game_envelopes(engine, match_id, 1, setup_events, seat=-1, trace=trace)
+        with tracer().start_as_current_span("eventstore.append", attributes={"match_id": match_id}):
+            try:
+                result = self.store.append(match_id, 0, envelopes, command_id=f"create:{request_id}"
+                                           if request_id else "")
+            except ConcurrencyConflict:
+                if not request_id:
+                    raise Aborted("match_exists", f"match {match_id} exists") from None
+                result = None
+        version = self.store.version(match_id) if result is None or result.duplicate else result.version
+        players = {i.seat: i.player_id for i in seat_info}
+        tokens = [self.signer.seat_token(match_id, s, players.get(s, "")) for s in range(seats)]
+        log.info("match_created", match_id=match_id, game_id=game_id, seats=seats)
+        return Created(match_id, tokens, version)
+
+    # -- read --------------------------------------------------------------------------
+    def _hot(self, match_id: str) -> HotMatch:
+        if not match_id:
+            raise InvalidArgument("no_match_id", "match_id is required")
+        try:
+            return self.matches.get(match_id)
+        except UnknownMatch:
+            raise NotFound("unknown_match", f"no match {match_id!r}") from None
+
+    def get_view(self, match_id: str, viewer: Viewer) -> ViewAnswer:
+        hot = self._hot(match_id)
+        with hot.lock:
+            self.matches.catch_up(hot)
+            m = hot.match
+            self._check_seat(m.seats, viewer)
+            view = m.engine.view(m.state, viewer.seat)
+            return ViewAnswer(
+                version=m.version,
+                view=view,
+                to_act=pending_for(m.engine, m.state, viewer.seat),
+                result=m.engine.result(m.state),
+                game_id=m.game_id,
+                seat=viewer.seat,
+                text=m.engine.render_state(m.state) if m.finished else "",
+            )
+
+    def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0) -> LegalAnswer:
+        if viewer.seat is None:
+            raise Unauthenticated("no_token", "legal commands are per seat: send the seat token")
+        hot = self._hot(match_id)
+        with hot.lock:
+            self.matches.catch_up(hot)
+            m = hot.match
+            self._check_seat(m.seats, viewer)
+            cap = limit if limit > 0 else 256
+            commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
+            return LegalAnswer(m.version, commands, len(commands) < cap,
+                               [m.engine.render_command(c) for c in commands])
+
+    @staticmethod
+    def _check_seat(seats: int, viewer: Viewer) -> None:
+        if viewer.seat is not None and not 0 <= viewer.seat < seats:
+            raise PermissionDenied("no_such_seat", f"seat {viewer.seat} is not at this table")
+
+    def parse_command(self, match_id: str, type_url: str, value: bytes) -> Message:
+        return parse_command(self._hot(match_id).match.engine.info, type_url, value)
+
+    # -- submit ------------------------------------------------------------------------
+    def submit(
+        self,
+        match_id: str,
+        viewer: Viewer,
+        command_id: str,
+        command: Message,
+        expected_version: int | None = None,
+    ) -> Submitted:
+        if viewer.seat is None:
+            raise Unauthenticated("no_token", "commands need `authorization: Bearer <seat token>`")
+        if not command_id:
+            raise InvalidArgument("no_command_id", "command_id (the idempotency key) is required")
+        if len(command_id) > 128:
+            raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
+        hot = self._hot(match_id)
+        seat = viewer.seat
+        with structlog.contextvars.bound_contextvars(match_id=match_id, seat=seat, command_id=command_id):
+            with hot.lock:
+                m = hot.match
+                self._check_seat(m.seats, viewer)
+                if command_id in m.commands:
+                    return self._duplicate(hot, viewer, command_id)
+                if expected_version is not None and expected_version != m.version:
+                    self.matches.catch_up(hot)
+                    if command_id in m.commands:
+                        return self._duplicate(hot, viewer, command_id)
+                    if expected_version != m.version:
+                        raise Aborted("stale_version",
+                                      f"expected version {expected_version}, the match is at {m.version}")
+                for _attempt in range(MAX_RETRIES):
+                    if m.finished:
+                        raise FailedPrecondition("match_over", "the match is over")
+                    events = self._decide(hot, seat, command)
+                    envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
+                                               seat=seat, trace=inject_context())
+                    try:
+                        with tracer().start_as_current_span("eventstore.append",
+                                                            attributes={"match_id": match_id}):
+                            result = self.store.append(match_id, m.version, envelopes, command_id)
+                    except ConcurrencyConflict:
+                        # Another process moved the match: re-decide on the new state.
+                        self.matches.catch_up(hot)
+                        if command_id in m.commands:
+                            return self._duplicate(hot, viewer, command_id)
+                        if expected_version is not None:
+                            raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
+                        continue
+                    if result.duplicate:
+                        self.matches.catch_up(hot)
+                        return self._duplicate(hot, viewer, command_id)
+                    m.apply(envelopes)
+                    log.info("command_accepted", kind=command.WhichOneof("kind"), version=m.version,
+                             events=len(envelopes))
+                    return Submitted(m.version, self._for_viewer(m, envelopes, viewer.seat))
+                raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _decide(self, hot: HotMatch, seat: int, command: Message) -> list[Message]:
+        m = hot.match
+        if not command.WhichOneof("kind"):
+            raise InvalidArgument("empty_command", "the command has no kind set")
+        try:
+            with tracer().start_as_current_span("engine.decide", attributes={"game_id": m.game_id}):
+                return m.engine.decide(m.state, seat, command, Rng.derive(m.seed, m.version))
+        except MalformedCommand as exc:
+            raise InvalidArgument(exc.code, exc.message) from None
+        except RuleViolation as exc:
+            log.info("command_refused", code=exc.code, reason=exc.message)
+            raise FailedPrecondition(exc.code, exc.message) from None
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            # A field value the engine cannot even read: the client's input, not a rule.
+            log.warning("command_malformed", error=repr(exc))
+            raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
+
+    def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str) -> Submitted:
+        first, last = hot.match.commands[command_id]
+        envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=last - first + 1)
+        return Submitted(hot.match.version, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)
+
+    # -- events ------------------------------------------------------------------------
+    def _for_viewer(self, match, envelopes, seat: int | None) -> list[SeatEvent]:
+        out = []
+        for env in envelopes:
+            if env.type == MATCH_CREATED:
+                continue
+            event = open_event(match.engine, env)
+            shown = match.engine.redact(event, seat)
+            if shown is None:
+                continue
+            out.append(SeatEvent(env, shown, match.engine.render_event(shown)))
+        return out
+
+    def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
+               is_active=lambda: True, poll_ms: int = 1000) -> Iterator[tuple[SeatEvent | None, int, bool]]:
+        """(event, version, finished) for every event after `after` this viewer may see.
+        With follow, waits for new ones until the match ends or the client leaves;
+        yields (None, version, finished) as a heartbeat while waiting."""
+        hot = self._hot(match_id)
+        m = hot.match
+        self._check_seat(m.seats, viewer)
+        cursor = max(0, after)
+        while True:
+            envelopes = self.store.read(match_id, after=cursor, limit=500)
+            if envelopes:
+                for seat_event in self._for_viewer(m, envelopes, viewer.seat):
+                    yield seat_event, seat_event.envelope.seq, False
+                cursor = envelopes[-1].seq
+                continue
+            with hot.lock:
+                self.matches.catch_up(hot)
+                finished = m.finished and m.version <= cursor
+            if finished:
+                yield None, cursor, True
+                return
+            if not follow or not is_active():
+                return
+            self.store.wait_for(match_id, cursor, poll_ms)
+            if not is_active():
+                return
+
+
+def _match_id(request_id: str) -> str:
+    """Random, or derived from the creation request id so a retried create finds its match."""
+    if request_id:
+        return "m" + hashlib.sha256(f"create:{request_id}".encode()).hexdigest()[:19]
+    return "m" + secrets.token_hex(10)[:19]
+
+
+def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
+    """An Any's bytes as this game's Command, or INVALID_ARGUMENT."""
+    assert info.command_type is not None
+    expected = info.command_type.DESCRIPTOR.full_name
+    if not type_url.endswith("/" + expected) and type_url != expected:
+        raise InvalidArgument("wrong_command_type", f"this match takes {expected}, not {type_url or 'nothing'}")
+    try:
+        return info.command_type.FromString(value)
+    except DecodeError as exc:
+        raise InvalidArgument("undecodable_command", f"the command bytes do not parse: {exc}") from None

@@ -1,0 +1,121 @@
+"""famiglia.v1.GameService over gRPC: requests in, use cases called, replies or statuses out."""
+
+from __future__ import annotations
+
+import grpc
+from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.v1 import game_service_pb2 as pb
+from famiglia.v1 import game_service_pb2_grpc as pb_grpc
+from google.protobuf import any_pb2
+
+from ..app import CommandApp, SeatEvent
+
+
+def _pack(message) -> any_pb2.Any:
+    out = any_pb2.Any()
+    out.Pack(message, type_url_prefix="type.googleapis.com/")
+    return out
+
+
+def _seat_event(e: SeatEvent) -> pb.SeatEvent:
+    env = e.envelope
+    return pb.SeatEvent(event_id=env.event_id, seq=env.seq, type=env.type, event=_pack(e.event),
+                        seat=env.seat, command_id=env.command_id,
+                        timestamp_ms=env.timestamp.ToMilliseconds(), text=e.text)
+
+
+def _result(result) -> pb.MatchResult | None:
+    if result is None:
+        return None
+    out = pb.MatchResult(outcome=dict(result.outcome))
+    for s in result.seats:
+        out.seats.add(seat=s.seat, score=s.score, rank=s.rank, details=dict(s.details))
+    return out
+
+
+class GameServicer(pb_grpc.GameServiceServicer):
+    def __init__(self, app: CommandApp) -> None:
+        self.app = app
+
+    @rpc
+    def ListGames(self, request, context):
+        reply = pb.ListGamesResponse()
+        for info in self.app.list_games():
+            game = reply.games.add(game_id=info.game_id, title=info.title, min_players=info.min_players,
+                                   max_players=info.max_players,
+                                   command_type=info.command_type.DESCRIPTOR.full_name,
+                                   event_type=info.event_type.DESCRIPTOR.full_name,
+                                   view_type=info.view_type.DESCRIPTOR.full_name)
+            for o in info.options:
+                game.options.add(key=o.key, default_value=o.default, description=o.description,
+                                 choices=list(o.choices), rule_id=o.rule)
+        return reply
+
+    @rpc
+    def CreateMatch(self, request, context):
+        created = self.app.create_match(
+            request.game_id, request.seats,
+            seed=request.seed if request.HasField("seed") else None,
+            options=dict(request.options), seat_info=list(request.seat_info),
+            request_id=request.request_id, tournament_id=request.tournament_id,
+        )
+        return pb.CreateMatchResponse(match_id=created.match_id, seat_tokens=created.seat_tokens,
+                                      version=created.version)
+
+    @rpc
+    def GetView(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context))
+        answer = self.app.get_view(request.match_id, viewer)
+        reply = pb.GetViewResponse(version=answer.version, view=_pack(answer.view),
+                                   finished=answer.result is not None, game_id=answer.game_id,
+                                   seat=-1 if answer.seat is None else answer.seat, text=answer.text)
+        for p in answer.to_act:
+            reply.to_act.add(seat=p.seat, kind=int(p.kind), label=p.label, timeout_seconds=p.timeout_seconds)
+        result = _result(answer.result)
+        if result is not None:
+            reply.result.CopyFrom(result)
+        return reply
+
+    @rpc
+    def ListLegalCommands(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        answer = self.app.legal_commands(request.match_id, viewer, request.limit)
+        return pb.ListLegalCommandsResponse(version=answer.version, commands=[_pack(c) for c in answer.commands],
+                                            complete=answer.complete, text=answer.text)
+
+    @rpc
+    def SubmitCommand(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        if not request.HasField("command"):
+            raise InvalidArgument("no_command", "the request carries no command")
+        command = self.app.parse_command(request.match_id, request.command.type_url, request.command.value)
+        expected = request.expected_version if request.HasField("expected_version") else None
+        done = self.app.submit(request.match_id, viewer, request.command_id, command, expected)
+        return pb.SubmitCommandResponse(version=done.version, events=[_seat_event(e) for e in done.events],
+                                        duplicate=done.duplicate)
+
+    @rpc
+    def StreamEvents(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context))
+        for event, version, finished in self.app.events(
+            request.match_id, viewer, request.from_version, follow=not request.until_now,
+            is_active=context.is_active,
+        ):
+            if event is None:
+                if finished:
+                    yield pb.StreamEventsResponse(version=version, finished=True)
+                continue
+            yield pb.StreamEventsResponse(event=_seat_event(event), version=version)
+
+    def Echo(self, request, context):
+        return pb.EchoResponse(payload=request.payload)
+
+
+def serve(app: CommandApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:
+    """A GameService server bound to `address` (not yet started)."""
+    return build_server(
+        address,
+        [(pb_grpc.add_GameServiceServicer_to_server, GameServicer(app), "famiglia.v1.GameService")],
+        workers=workers,
+    )

@@ -1,0 +1,63 @@
+"""Hot match state in memory, caught up from the stream, so a command costs the same
+at version 20 and at version 2,000: only new events are ever folded."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from famiglia.engine.registry import Registry
+from famiglia.eventstore import EventStore
+from famiglia.matchstate import MatchState, NotAMatch
+
+
+@dataclass
+class HotMatch:
+    match: MatchState
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class UnknownMatch(KeyError):
+    pass
+
+
+class HotMatches:
+    """An LRU of matches. Each entry has its own lock: commands on one match are
+    decided one at a time in this process; other processes are kept honest by the
+    store's expected-version check."""
+
+    def __init__(self, store: EventStore, registry: Registry, capacity: int = 10_000) -> None:
+        self._store = store
+        self._registry = registry
+        self._capacity = capacity
+        self._entries: OrderedDict[str, HotMatch] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, match_id: str) -> HotMatch:
+        with self._lock:
+            hot = self._entries.get(match_id)
+            if hot is not None:
+                self._entries.move_to_end(match_id)
+                return hot
+        envelopes = self._store.read(match_id)
+        if not envelopes:
+            raise UnknownMatch(match_id)
+        try:
+            match = MatchState.from_envelopes(self._registry, envelopes)
+        except NotAMatch:
+            raise UnknownMatch(match_id) from None
+        with self._lock:
+            hot = self._entries.setdefault(match_id, HotMatch(match))
+            self._entries.move_to_end(match_id)
+            while len(self._entries) > self._capacity:
+                self._entries.popitem(last=False)
+            return hot
+
+    def catch_up(self, hot: HotMatch) -> None:
+        """Fold what other processes appended (call with hot.lock held)."""
+        hot.match.apply(self._store.read(hot.match.match_id, after=hot.match.version))
+
+    def forget(self, match_id: str) -> None:
+        with self._lock:
+            self._entries.pop(match_id, None)
