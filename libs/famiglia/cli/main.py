@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import random
 import sys
 import time
@@ -26,6 +27,7 @@ from .play import PlayedMatch, play_match
 console = Console()
 
 SIZES = {"quick": 2, "normal": 4, "long": 20}
+PLUGINS = ("tournament", "replay", "matchmaking", "projection")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -122,6 +124,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     stack = Stack()
     console.rule("[bold]famiglia[/] — embedded stack")
     stack.up(log=console.print)
+    try:
+        main_job = importlib.import_module("famiglia.cli.tournament").run_main_job
+    except (ModuleNotFoundError, AttributeError):
+        main_job = _random_main_job
+    try:
+        return int(main_job(args, console) or 0)
+    finally:
+        if not args.keep_up:
+            stack.down(log=lambda *_: None)
+
+
+def _random_main_job(args: argparse.Namespace, console: Console) -> int:
+    """Before the bots service exists: random seats over gRPC for every game."""
     settings = Settings.from_env()
     client = GameClient(settings.command_addr)
     client.wait_ready()
@@ -134,9 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             plan.append((g.game_id, g.min_players + i % (g.max_players - g.min_players + 1)))
     results = play_matches(client, plan, seed=args.seed, workers=args.workers)
     console.print(results_table(results))
-    console.print("Replay any of these with their match id; `make down` stops the stack.")
-    if not args.keep_up:
-        stack.down(log=lambda *_: None)
+    console.print("Replay any of these with their match id.")
     return 0
 
 
@@ -145,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="start the stack and play the main job")
-    run.add_argument("--size", choices=sorted(SIZES), default="quick")
+    run.add_argument("--size", choices=sorted(SIZES), default="quick",
+                     help="quick (about two minutes), normal or long")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--workers", type=int, default=4)
     run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
@@ -161,6 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--workers", type=int, default=4)
     play.add_argument("--address", default="")
     play.set_defaults(func=cmd_play)
+    # Each service's commands live in their own module with a `register(subparsers)`.
+    for name in PLUGINS:
+        try:
+            module = importlib.import_module(f"famiglia.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"famiglia.cli.{name}":
+                continue
+            raise
+        module.register(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
