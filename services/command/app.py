@@ -256,7 +256,7 @@ class CommandApp:
                         raise FailedPrecondition("match_over", "the match is over")
                     events = self._decide(hot, seat, command)
                     envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
-                                               seat=seat, trace=inject_context())
+                                               seat=seat, trace=inject_context(), command=command)
                     try:
                         with tracer().start_as_current_span("eventstore.append",
                                                             attributes={"match_id": match_id}):

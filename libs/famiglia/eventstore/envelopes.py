@@ -60,8 +60,10 @@ def game_envelopes(
     seat: int = -1,
     trace: Mapping[str, str] | None = None,
     now_ms: int | None = None,
+    command: Message | None = None,
 ) -> list[envelope_pb2.EventEnvelope]:
-    """Envelopes for events appended after `version` (seq = version + 1, + 2, ...)."""
+    """Envelopes for events appended after `version` (seq = version + 1, + 2, ...).
+    The command that caused them rides on the first one, for verification replays."""
     out = []
     ms = int(time.time() * 1000) if now_ms is None else now_ms
     for i, event in enumerate(events, start=1):
@@ -70,6 +72,8 @@ def game_envelopes(
         env.payload_type = event.DESCRIPTOR.full_name
         env.payload = event.SerializeToString(deterministic=True)
         env.visibility.CopyFrom(visibility_proto(engine.visibility(event)))
+        if i == 1 and command is not None:
+            env.command = command.SerializeToString(deterministic=True)
         out.append(env)
     return out
 

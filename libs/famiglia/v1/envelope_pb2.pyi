@@ -106,6 +106,7 @@ class EventEnvelope(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _builtins.int
     TRACE_FIELD_NUMBER: _builtins.int
     GAME_ID_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
     """globally unique (ULID-like, sortable)"""
     match_id: _builtins.str
@@ -122,6 +123,10 @@ class EventEnvelope(_message.Message):
     seat: _builtins.int
     """acting seat, -1 for the server"""
     game_id: _builtins.str
+    command: _builtins.bytes
+    """The serialized game Command that caused these events, on the FIRST envelope of
+    each command's events only, so a match can be re-run and verified (replay).
+    """
     @_builtins.property
     def visibility(self) -> Global___Visibility: ...
     @_builtins.property
@@ -145,10 +150,11 @@ class EventEnvelope(_message.Message):
         timestamp: _timestamp_pb2.Timestamp | None = ...,
         trace: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         game_id: _builtins.str = ...,
+        command: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["timestamp", b"timestamp", "visibility", b"visibility"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_id", b"command_id", "event_id", b"event_id", "game_id", b"game_id", "match_id", b"match_id", "payload", b"payload", "payload_type", b"payload_type", "seat", b"seat", "seq", b"seq", "timestamp", b"timestamp", "trace", b"trace", "type", b"type", "visibility", b"visibility"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "command_id", b"command_id", "event_id", b"event_id", "game_id", b"game_id", "match_id", b"match_id", "payload", b"payload", "payload_type", b"payload_type", "seat", b"seat", "seq", b"seq", "timestamp", b"timestamp", "trace", b"trace", "type", b"type", "visibility", b"visibility"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
