@@ -1,0 +1,282 @@
+"""The event-store contract suite: every adapter binds it in one line.
+
+    class TestInMemoryEventStore(EventStoreContract):
+        def make_store(self) -> EventStore:
+            return InMemoryEventStore()
+
+It reads as a story of one match's stream: versions count up from 1 with no
+gaps; a stale writer is refused and writes nothing; a batch lands whole; a
+retried command gets its first answer; readers see the tail in order; the
+partition stream sees every entry; matches stay apart; `wait_for` wakes on a
+new append; racing writers get exactly one winner per version. What only one
+adapter can show (AOF survival, hash slots) extends its binding.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+
+import pytest
+from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
+from famiglia.v1.envelope_pb2 import EventEnvelope, Visibility, VisibilityKind
+
+
+def envelope(match_id: str, seq: int, kind: str = "tick", command_id: str = "", payload: bytes = b"") -> EventEnvelope:
+    """A test envelope; the event store never looks inside the payload."""
+    event = EventEnvelope(
+        event_id=f"{match_id}/{seq}/{uuid.uuid4().hex[:8]}",
+        match_id=match_id,
+        seq=seq,
+        type=kind,
+        payload_type="famiglia.test.Tick",
+        payload=payload or f"{kind}:{seq}".encode(),
+        visibility=Visibility(kind=VisibilityKind.VISIBILITY_PUBLIC),
+        command_id=command_id,
+        seat=-1,
+        game_id="test",
+    )
+    event.timestamp.FromMilliseconds(1_700_000_000_000 + seq)
+    return event
+
+
+def batch(match_id: str, after: int, count: int, command_id: str = "") -> list[EventEnvelope]:
+    """`count` envelopes continuing a match at version `after`."""
+    return [envelope(match_id, after + i, command_id=command_id) for i in range(1, count + 1)]
+
+
+def new_match_id() -> str:
+    return f"m-{uuid.uuid4().hex[:12]}"
+
+
+class EventStoreContract(ABC):
+    """Bind with `make_store()`; the store is closed after each test."""
+
+    #: writers per race and appends each; bindings may raise them under the soak profile
+    race_writers: int = 6
+    race_appends: int = 15
+
+    @abstractmethod
+    def make_store(self) -> EventStore:
+        """A fresh, empty store."""
+
+    @pytest.fixture()
+    def store(self) -> Iterator[EventStore]:
+        store = self.make_store()
+        try:
+            yield store
+        finally:
+            store.close()
+
+    # -- versions ------------------------------------------------------------------------
+    def test_a_new_match_is_at_version_zero(self, store: EventStore) -> None:
+        match = new_match_id()
+        assert store.version(match) == 0
+        assert not store.exists(match)
+        assert store.read(match) == []
+
+    def test_versions_count_up_from_one_without_gaps(self, store: EventStore) -> None:
+        match = new_match_id()
+        first = store.append(match, 0, batch(match, 0, 1))
+        second = store.append(match, 1, batch(match, 1, 3))
+        assert first == AppendResult(version=1, first_seq=1, last_seq=1)
+        assert second == AppendResult(version=4, first_seq=2, last_seq=4)
+        assert store.version(match) == 4
+        assert store.exists(match)
+        assert [event.seq for event in store.read(match)] == [1, 2, 3, 4]
+
+    def test_events_come_back_byte_for_byte(self, store: EventStore) -> None:
+        match = new_match_id()
+        written = batch(match, 0, 3)
+        written[1].trace["traceparent"] = "00-abc-def-01"
+        written[2].payload = bytes(range(256))  # binary payloads survive (no decoding anywhere)
+        store.append(match, 0, written)
+        assert [e.SerializeToString() for e in store.read(match)] == [e.SerializeToString() for e in written]
+
+    # -- conflicts -----------------------------------------------------------------------
+    def test_a_stale_expected_version_is_refused_and_writes_nothing(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 2))
+        partition_before = store.read_partition(store.partition_of(match), count=10_000)
+        for stale in (0, 1, 3):
+            with pytest.raises(ConcurrencyConflict) as refused:
+                store.append(match, stale, batch(match, stale, 2))
+            assert (refused.value.match_id, refused.value.expected, refused.value.actual) == (match, stale, 2)
+        assert store.version(match) == 2
+        assert [event.seq for event in store.read(match)] == [1, 2]
+        assert store.read_partition(store.partition_of(match), count=10_000) == partition_before
+
+    def test_a_batch_is_atomic(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 5), command_id="c1")
+        with pytest.raises(ConcurrencyConflict):
+            store.append(match, 3, batch(match, 3, 4), command_id="c2")
+        assert [event.seq for event in store.read(match)] == [1, 2, 3, 4, 5]
+        # the refused command id was not recorded: it may run once the writer caught up
+        assert store.append(match, 5, batch(match, 5, 4), command_id="c2").duplicate is False
+        assert [event.seq for event in store.read(match)] == list(range(1, 10))
+
+    def test_a_malformed_batch_is_refused_before_anything_is_written(self, store: EventStore) -> None:
+        match = new_match_id()
+        gap = [envelope(match, 1), envelope(match, 3)]
+        wrong_match = [envelope(match, 1), envelope("someone-else", 2)]
+        for bad in (gap, wrong_match, [envelope(match, 2)], []):
+            with pytest.raises(ValueError):
+                store.append(match, 0, bad)
+        with pytest.raises(ValueError):
+            store.append(match, -1, [envelope(match, 0)])
+        assert store.version(match) == 0
+        assert store.read_partition(store.partition_of(match), count=10_000) == []
+
+    # -- idempotency ---------------------------------------------------------------------
+    def test_a_repeated_command_id_returns_the_first_answer_and_appends_nothing(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        first = store.append(match, 1, batch(match, 1, 2, "cmd-1"), command_id="cmd-1")
+        again = store.append(match, 1, batch(match, 1, 2, "cmd-1"), command_id="cmd-1")
+        assert first == AppendResult(version=3, first_seq=2, last_seq=3)
+        assert again == AppendResult(version=3, first_seq=2, last_seq=3, duplicate=True)
+        store.append(match, 3, batch(match, 3, 1), command_id="cmd-2")
+        # even with a stale (or current) expected version, the first answer wins
+        late = store.append(match, 4, batch(match, 4, 2, "cmd-1"), command_id="cmd-1")
+        assert late == AppendResult(version=3, first_seq=2, last_seq=3, duplicate=True)
+        assert store.version(match) == 4
+        assert len(store.read_partition(store.partition_of(match), count=10_000)) == 4
+
+    def test_command_ids_are_scoped_to_their_match(self, store: EventStore) -> None:
+        one, two = new_match_id(), new_match_id()
+        store.append(one, 0, batch(one, 0, 1), command_id="same")
+        assert store.append(two, 0, batch(two, 0, 2), command_id="same").duplicate is False
+        assert store.version(two) == 2
+
+    def test_without_a_command_id_every_append_is_new(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        assert store.append(match, 1, batch(match, 1, 1)).duplicate is False
+        assert store.version(match) == 2
+
+    # -- reads ---------------------------------------------------------------------------
+    def test_reads_from_any_version_return_the_tail_in_order(self, store: EventStore) -> None:
+        match = new_match_id()
+        for after in range(0, 12, 3):
+            store.append(match, after, batch(match, after, 3))
+        for after in range(0, 14):
+            assert [e.seq for e in store.read(match, after=after)] == list(range(after + 1, 13))
+
+    def test_limit_caps_a_read(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 10))
+        assert [e.seq for e in store.read(match, limit=3)] == [1, 2, 3]
+        assert [e.seq for e in store.read(match, after=8, limit=5)] == [9, 10]
+        assert store.read(match, after=2, limit=0) == []
+        with pytest.raises(ValueError):
+            store.read(match, limit=-1)
+
+    # -- partitions ----------------------------------------------------------------------
+    def test_the_partition_stream_gets_every_entry_with_its_match_and_seq(self, store: EventStore) -> None:
+        matches = [new_match_id() for _ in range(12)]
+        for round_ in range(3):
+            for match in matches:
+                store.append(match, round_ * 2, batch(match, round_ * 2, 2))
+        seen: dict[str, list[int]] = {}
+        for partition in range(store.partitions):
+            entries = store.read_partition(partition, count=10_000)
+            assert [e.entry_id for e in entries] == sorted(
+                (e.entry_id for e in entries), key=lambda i: tuple(int(x) for x in i.split("-"))
+            )
+            for entry in entries:
+                assert entry.partition == partition == store.partition_of(entry.envelope.match_id)
+                seen.setdefault(entry.envelope.match_id, []).append(entry.envelope.seq)
+        assert seen == {match: [1, 2, 3, 4, 5, 6] for match in matches}
+
+    def test_read_partition_pages_after_an_entry_id(self, store: EventStore) -> None:
+        match = new_match_id()
+        partition = store.partition_of(match)
+        store.append(match, 0, batch(match, 0, 7))
+        pages: list[list[int]] = []
+        after = "0-0"
+        while page := store.read_partition(partition, after_entry_id=after, count=3):
+            pages.append([entry.envelope.seq for entry in page])
+            after = page[-1].entry_id
+        assert pages == [[1, 2, 3], [4, 5, 6], [7]]
+
+    def test_matches_are_kept_apart(self, store: EventStore) -> None:
+        one, two = new_match_id(), new_match_id()
+        store.append(one, 0, batch(one, 0, 3))
+        store.append(two, 0, batch(two, 0, 1))
+        with pytest.raises(ConcurrencyConflict):
+            store.append(two, 3, batch(two, 3, 1))
+        assert (store.version(one), store.version(two)) == (3, 1)
+        assert {e.match_id for e in store.read(one)} == {one}
+        assert {e.match_id for e in store.read(two)} == {two}
+
+    # -- waiting -------------------------------------------------------------------------
+    def test_wait_for_returns_at_once_when_events_are_there(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 3))
+        started = time.monotonic()
+        assert [e.seq for e in store.wait_for(match, after=1, timeout_ms=5_000)] == [2, 3]
+        assert time.monotonic() - started < 2
+
+    def test_wait_for_wakes_up_on_an_append_from_another_thread(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        writer = threading.Timer(0.15, lambda: store.append(match, 1, batch(match, 1, 2)))
+        started = time.monotonic()
+        writer.start()
+        try:
+            woke = store.wait_for(match, after=1, timeout_ms=10_000)
+        finally:
+            writer.join()
+        assert [e.seq for e in woke][:1] == [2]
+        assert time.monotonic() - started < 5
+
+    def test_wait_for_returns_nothing_on_timeout(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 2))
+        started = time.monotonic()
+        assert store.wait_for(match, after=2, timeout_ms=150) == []
+        assert store.wait_for(new_match_id(), after=0, timeout_ms=50) == []
+        assert time.monotonic() - started >= 0.15
+
+    # -- races ---------------------------------------------------------------------------
+    def test_racing_writers_get_exactly_one_winner_per_version(self, store: EventStore) -> None:
+        match = new_match_id()
+        winners: dict[int, list[str]] = {}
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+        start = threading.Barrier(self.race_writers)
+
+        def write(writer: str) -> None:
+            try:
+                start.wait()
+                for i in range(self.race_appends):
+                    while True:
+                        version = store.version(match)
+                        events = [envelope(match, version + 1, kind=writer)]
+                        try:
+                            result = store.append(match, version, events, command_id=f"{writer}-{i}")
+                        except ConcurrencyConflict as conflict:
+                            assert conflict.actual > version
+                            continue
+                        with lock:
+                            winners.setdefault(result.last_seq, []).append(writer)
+                        break
+            except BaseException as error:  # surfaced in the main thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=write, args=(f"w{n}",)) for n in range(self.race_writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert not errors, errors
+        total = self.race_writers * self.race_appends
+        assert sorted(winners) == list(range(1, total + 1))
+        assert all(len(names) == 1 for names in winners.values())
+        stored = store.read(match)
+        assert [e.seq for e in stored] == list(range(1, total + 1))
+        assert [e.type for e in stored] == [winners[e.seq][0] for e in stored]

@@ -1,0 +1,340 @@
+"""The Redis Streams store against a real redis-server.
+
+It passes the event-store contract, then shows what only Redis can: one hash
+slot per match, writer processes racing over separate connections, every
+acknowledged event surviving a SIGKILL (AOF, appendfsync always), trimming,
+and consumer groups (delivery, ack, XAUTOCLAIM of a dead consumer's entries).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from famiglia.eventstore import ConcurrencyConflict, EventStore
+from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.eventstore.redis_store import KeyLayout, RedisEventStore
+from famiglia.localstack.redis_server import RedisServer
+from redis.crc import key_slot
+
+from tests.contracts.eventstore_contract import EventStoreContract, batch, envelope, new_match_id
+
+pytestmark = pytest.mark.redis
+
+
+class TestRedisEventStore(EventStoreContract):
+    @pytest.fixture(autouse=True)
+    def _clean_redis(self, redis_url: str) -> None:
+        self.url = redis_url
+
+    def make_store(self) -> EventStore:
+        return RedisEventStore.connect(self.url)
+
+
+@pytest.fixture()
+def store(redis_url: str) -> Iterator[RedisEventStore]:
+    store = RedisEventStore.connect(redis_url)
+    yield store
+    store.close()
+
+
+# -- key layout -------------------------------------------------------------------------
+def test_every_key_of_a_match_shares_one_hash_slot(store: RedisEventStore) -> None:
+    for n in range(40):
+        match = f"match-{n}"
+        partition = store.partition_of(match)
+        tag = f"{{p{partition:02d}}}"
+        store.append(match, 0, batch(match, 0, 1), command_id="c")
+        keys = [
+            store.keys.match_stream(match),
+            store.keys.version(match),
+            store.keys.command(match, "c"),
+            store.keys.partition_stream(partition),
+        ]
+        assert all(tag in key for key in keys)
+        assert {key_slot(key.encode()) for key in keys} == {key_slot(tag[1:-1].encode())}
+        assert set(keys) <= {key.decode() for key in store.client.keys(f"famiglia:{tag}:*")}
+    assert store.partitions_keys() == [f"famiglia:{{p{p:02d}}}:partition" for p in range(16)]
+
+
+def test_the_layout_follows_prefix_and_partition_count(redis_url: str) -> None:
+    store = RedisEventStore.connect(redis_url, partitions=128, prefix="other")
+    try:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        assert store.keys.match_stream(match) == f"other:{{p{store.partition_of(match):03d}}}:match:{match}"
+        assert len(store.partitions_keys()) == 128
+        assert store.client.exists(store.keys.match_stream(match))
+    finally:
+        store.close()
+    assert KeyLayout(partitions=4).partition_streams()[3] == "famiglia:{p03}:partition"
+
+
+# -- the Lua append ---------------------------------------------------------------------
+def test_a_version_key_behind_the_stream_is_healed_not_half_written(store: RedisEventStore) -> None:
+    """Should the version key ever lag the stream, the script takes the stream's last id
+    before writing, so an explicit XADD id can never be refused half-way through a batch."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 3))
+    store.client.set(store.keys.version(match), 1)
+    with pytest.raises(ConcurrencyConflict) as refused:
+        store.append(match, 1, batch(match, 1, 3))
+    assert refused.value.actual == 3
+    assert store.version(match) == 3
+    store.client.delete(store.keys.version(match))
+    assert store.append(match, 3, batch(match, 3, 2)).last_seq == 5
+    assert [e.seq for e in store.read(match)] == [1, 2, 3, 4, 5]
+
+
+def test_the_script_is_reloaded_after_a_script_flush(store: RedisEventStore) -> None:
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.client.script_flush()
+    assert store.append(match, 1, batch(match, 1, 1)).last_seq == 2
+
+
+def test_partition_maxlen_caps_the_partition_stream(redis_url: str) -> None:
+    store = RedisEventStore.connect(redis_url, partitions=1, partition_maxlen=10)
+    try:
+        match = new_match_id()
+        for after in range(0, 500, 5):
+            store.append(match, after, batch(match, after, 5))
+        assert store.client.xlen(store.partitions_keys()[0]) < 500
+        assert len(store.read(match)) == 500  # the match stream itself is never capped
+    finally:
+        store.close()
+
+
+# -- racing writer processes ------------------------------------------------------------
+def _race_writer(url: str, match: str, writer: str, appends: int) -> None:
+    """Runs in a spawned process: its own interpreter, its own connection."""
+    store = RedisEventStore.connect(url)
+    try:
+        for i in range(appends):
+            while True:
+                version = store.version(match)
+                try:
+                    command = f"{writer}-{i}"
+                    store.append(match, version, batch(match, version, 2, command), command_id=command)
+                    break
+                except ConcurrencyConflict:
+                    continue
+    finally:
+        store.close()
+
+
+def test_writer_processes_racing_on_one_match_get_one_winner_per_version(redis_url: str) -> None:
+    match, writers, appends = new_match_id(), 4, 10
+    context = multiprocessing.get_context("spawn")
+    processes = [
+        context.Process(target=_race_writer, args=(redis_url, match, f"p{n}", appends)) for n in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    store = RedisEventStore.connect(redis_url)
+    try:
+        events = store.read(match)
+        total = writers * appends * 2
+        assert [e.seq for e in events] == list(range(1, total + 1))
+        assert store.version(match) == total
+        # each command landed exactly once, as one whole batch of two
+        batches = [(events[i].command_id, events[i + 1].command_id) for i in range(0, total, 2)]
+        assert all(a == b for a, b in batches)
+        assert sorted(a for a, _ in batches) == sorted(f"p{n}-{i}" for n in range(writers) for i in range(appends))
+        partition = store.read_partition(store.partition_of(match), count=10_000)
+        assert [entry.envelope.seq for entry in partition] == list(range(1, total + 1))
+    finally:
+        store.close()
+
+
+# -- crash survival ---------------------------------------------------------------------
+def test_every_acknowledged_event_survives_a_sigkill(tmp_path: Path) -> None:
+    """appendfsync always: an append is acknowledged only after its AOF write is fsynced."""
+    server = RedisServer(data_dir=tmp_path, appendfsync="always").start()
+    try:
+        store = RedisEventStore.connect(server.url)
+        matches = [new_match_id() for _ in range(4)]
+        acked: dict[str, int] = dict.fromkeys(matches, 0)
+        acked_ids: set[str] = set()
+        stop = threading.Event()
+        failures: list[BaseException] = []
+
+        def write() -> None:
+            n = 0
+            while not stop.is_set():
+                match = matches[n % len(matches)]
+                events = batch(match, acked[match], 3)
+                try:
+                    result = store.append(match, acked[match], events, command_id=f"cmd-{n}")
+                except (redis.ConnectionError, redis.TimeoutError):
+                    return  # the server died under us: this batch was never acknowledged
+                except BaseException as error:
+                    failures.append(error)
+                    return
+                acked[match] = result.last_seq
+                if not result.duplicate:
+                    acked_ids.update(e.event_id for e in events)
+                n += 1
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 5
+        while sum(acked.values()) < 150 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        server.stop(kill=True)  # mid-stream: the writer is busy appending
+        writer.join(timeout=30)
+        stop.set()
+        assert not failures, failures
+        assert sum(acked.values()) >= 150
+
+        server.start()  # same port and data dir; replays the AOF
+        survivor = RedisEventStore.connect(server.url)
+        try:
+            for match in matches:
+                events = survivor.read(match)
+                version = survivor.version(match)
+                assert version >= acked[match]
+                assert version % 3 == 0  # an unacknowledged batch is there whole or not at all
+                assert [e.seq for e in events] == list(range(1, version + 1))
+            stored_ids = {e.event_id for match in matches for e in survivor.read(match)}
+            assert acked_ids <= stored_ids
+            # the command records survived too: a retry gets its first answer
+            match = matches[0]
+            assert survivor.append(match, 0, batch(match, 0, 3), command_id="cmd-0").duplicate
+            # and the match goes on (the script cache is empty after the restart)
+            version = survivor.version(match)
+            assert survivor.append(match, version, batch(match, version, 1)).last_seq == version + 1
+        finally:
+            survivor.close()
+            store.close()
+    finally:
+        server.stop()
+
+
+# -- trimming ---------------------------------------------------------------------------
+def test_trim_drops_a_finished_match_but_keeps_its_version(store: RedisEventStore) -> None:
+    match, other = new_match_id(), new_match_id()
+    store.append(match, 0, batch(match, 0, 2), command_id="c1")
+    store.append(match, 2, batch(match, 2, 3), command_id="c2")
+    store.append(other, 0, batch(other, 0, 1), command_id="c1")
+    partition_entries = len(store.read_partition(store.partition_of(match), count=10_000))
+
+    assert store.trim(match) == 5
+    assert store.read(match) == []
+    assert store.version(match) == 5 and store.exists(match)
+    assert not store.client.exists(store.keys.match_stream(match))
+    assert not store.client.exists(store.keys.command(match, "c1"), store.keys.command(match, "c2"))
+    assert store.client.exists(store.keys.command(other, "c1"))  # other matches untouched
+    assert len(store.read_partition(store.partition_of(match), count=10_000)) == partition_entries
+    # stale appends are still refused, a retried command included (its record went with the stream)
+    for stale in (0, 2):
+        with pytest.raises(ConcurrencyConflict) as refused:
+            store.append(match, stale, batch(match, stale, 1), command_id="c1")
+        assert refused.value.actual == 5
+    assert store.trim(match) == 0
+    assert store.append(match, 5, batch(match, 5, 1)).last_seq == 6
+    assert [e.seq for e in store.read(match)] == [6]
+    assert store.trim(new_match_id()) == 0
+
+
+# -- consumer groups --------------------------------------------------------------------
+def _fill(store: RedisEventStore, matches: int = 10, each: int = 3) -> set[tuple[str, int]]:
+    written: set[tuple[str, int]] = set()
+    for _ in range(matches):
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, each))
+        written |= {(match, seq) for seq in range(1, each + 1)}
+    return written
+
+
+def _keys(entries: list) -> set[tuple[str, int]]:
+    return {(entry.envelope.match_id, entry.envelope.seq) for entry in entries}
+
+
+def test_a_consumer_group_delivers_each_entry_once(store: RedisEventStore) -> None:
+    written = _fill(store)
+    first = PartitionConsumer.for_store(store, "projection", "a")
+    second = PartitionConsumer.for_store(store, "projection", "b")
+    other_group = PartitionConsumer.for_store(store, "bots", "a")
+    got = first.read(count=100)
+    assert _keys(got) == written and len(got) == len(written)
+    assert first.read() == [] and second.read() == []
+    assert _keys(other_group.read(count=100)) == written  # groups are independent
+    for entry in got:
+        assert entry.partition == store.partition_of(entry.envelope.match_id)
+        assert entry.entry_id in {e.entry_id for e in store.read_partition(entry.partition, count=10_000)}
+
+
+def test_entries_stay_pending_until_acked(store: RedisEventStore) -> None:
+    written = _fill(store)
+    consumer = PartitionConsumer.for_store(store, "projection", "a")
+    got = consumer.read(count=100)
+    assert consumer.pending_count() == len(written)
+    done, left = got[: len(got) // 2], got[len(got) // 2 :]
+    assert consumer.ack(done) == len(done)
+    assert consumer.ack(done) == 0  # acking twice is harmless
+    assert consumer.pending_count() == len(left)
+    # a restarted consumer with the same name redoes its own pending entries
+    restarted = PartitionConsumer.for_store(store, "projection", "a")
+    assert _keys(restarted.read_pending(count=100)) == _keys(left)
+    restarted.ack(left)
+    assert consumer.pending_count() == 0 and restarted.read_pending() == []
+
+
+def test_entries_of_a_dead_consumer_are_reclaimed_once_idle(store: RedisEventStore) -> None:
+    written = _fill(store)
+    dead = PartitionConsumer.for_store(store, "projection", "dead")
+    alive = PartitionConsumer.for_store(store, "projection", "alive")
+    taken = dead.read(count=100)
+    assert len(taken) == len(written)
+    assert alive.claim_stale(min_idle_ms=60_000) == []  # not idle long enough yet
+    time.sleep(0.15)
+    claimed = alive.claim_stale(min_idle_ms=100, count=100)
+    assert _keys(claimed) == written
+    assert alive.pending_count() == len(written)
+    assert alive.ack(claimed) == len(written)
+    assert alive.pending_count() == 0
+
+
+def test_claim_stale_honours_count(store: RedisEventStore) -> None:
+    written = _fill(store, matches=12, each=2)
+    PartitionConsumer.for_store(store, "projection", "dead").read(count=100)
+    time.sleep(0.05)
+    alive = PartitionConsumer.for_store(store, "projection", "alive")
+    first = alive.claim_stale(min_idle_ms=10, count=5)
+    assert len(first) == 5
+    rest = alive.claim_stale(min_idle_ms=10, count=100)
+    assert _keys(first) | _keys(rest) == written
+
+
+def test_a_blocking_read_wakes_on_an_append(store: RedisEventStore) -> None:
+    consumer = PartitionConsumer.for_store(store, "projection", "a")
+    consumer.ensure_groups()
+    consumer.ensure_groups()  # idempotent (BUSYGROUP is fine)
+    match = new_match_id()
+    timer = threading.Timer(0.1, lambda: store.append(match, 0, [envelope(match, 1)]))
+    timer.start()
+    try:
+        got = consumer.read(block_ms=5_000)
+    finally:
+        timer.join()
+    assert _keys(got) == {(match, 1)}
+    assert consumer.read(block_ms=50) == []
+
+
+def test_a_consumer_of_some_partitions_sees_only_those(store: RedisEventStore) -> None:
+    written = _fill(store, matches=20, each=1)
+    mine = [0, 1, 2, 3]
+    consumer = PartitionConsumer.for_store(store, "projection", "a", partitions=mine)
+    got = consumer.read(count=100)
+    assert _keys(got) == {(m, s) for m, s in written if store.partition_of(m) in mine}
+    with pytest.raises(ValueError):
+        PartitionConsumer.for_store(store, "projection", "a", partitions=[16])
