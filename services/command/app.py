@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
+from google.protobuf.message import DecodeError, Message
+
 from famiglia.auth import InvalidToken, SeatClaim, TokenSigner
 from famiglia.engine import (
     GameInfo,
@@ -42,7 +44,6 @@ from famiglia.grpcutil.errors import (
 )
 from famiglia.telemetry import get_logger, inject_context, tracer
 from famiglia.v1 import envelope_pb2
-from google.protobuf.message import DecodeError, Message
 
 from .hot_matches import HotMatch, HotMatches, UnknownMatch
 

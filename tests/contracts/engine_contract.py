@@ -14,12 +14,12 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, fold
-from famiglia.engine.protocol import command_kind
-from famiglia.testing.random_play import Step, play_random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, fold
+from famiglia.engine.protocol import command_kind
+from famiglia.testing.random_play import Step, play_random
 from tests.profile import examples
 
 CONTRACT_SETTINGS = settings(

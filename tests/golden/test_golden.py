@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from famiglia.engine.registry import default_registry
 from famiglia.testing.playthrough import parse, render
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import grpc
+from google.protobuf import any_pb2
+
 from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
-from google.protobuf import any_pb2
 
 from ..app import CommandApp, SeatEvent
 

@@ -1,0 +1,90 @@
+"""A GameService over real gRPC and a real redis-server: in-process, or as its own process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+
+from famiglia.config import Settings
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.localstack.redis_server import free_port
+from services.command.bootstrap import bootstrap
+from services.command.entrypoints.grpc_server import serve
+
+SECRET = "e2e-secret"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def command_address(redis_url: str) -> Iterator[str]:
+    settings = Settings(redis_url=redis_url, secret=SECRET)
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, settings=settings)
+    server, port = serve(app, "127.0.0.1:0", workers=16)
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(grace=None)
+    store.close()
+
+
+@dataclass
+class CommandProcess:
+    redis_url: str
+    port: int
+    proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> CommandProcess:
+        env = dict(os.environ)
+        env.update({
+            "FAMIGLIA_REDIS_URL": self.redis_url,
+            "FAMIGLIA_SECRET": SECRET,
+            "FAMIGLIA_COMMAND_ADDR": self.address,
+            "PYTHONPATH": f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
+            "OTEL_SDK_DISABLED": "true",
+        })
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        channel = grpc.insecure_channel(self.address)
+        try:
+            grpc.channel_ready_future(channel).result(timeout=30)
+        except grpc.FutureTimeoutError:
+            self.proc.kill()
+            raise RuntimeError(self.proc.stderr.read().decode()[-3000:] if self.proc.stderr else "no output") from None
+        finally:
+            channel.close()
+        return self
+
+    def kill(self) -> None:
+        """A crash, not a shutdown."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture()
+def command_process(redis_url: str) -> Iterator[CommandProcess]:
+    proc = CommandProcess(redis_url, free_port()).start()
+    yield proc
+    proc.kill()
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False

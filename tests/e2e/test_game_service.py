@@ -1,0 +1,197 @@
+"""GameService end to end: an outside client that knows only server reflection plays whole
+matches over real gRPC against a real redis-server, and every refusal has its code."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import grpc
+import pytest
+import redis
+
+from famiglia.engine.registry import default_registry
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.grpcutil.errors import error_code
+from famiglia.matchstate import MatchState
+
+from .reflection_client import ReflectionClient
+
+GS = "famiglia.v1.GameService"
+REGISTRY = default_registry()
+GAMES = list(REGISTRY)
+pytestmark = pytest.mark.skipif(not GAMES, reason="no game engine registered yet")
+
+
+def _fold(redis_url: str, match_id: str) -> MatchState:
+    store = RedisEventStore.connect(redis_url)
+    try:
+        return MatchState.from_envelopes(REGISTRY, store.read(match_id))
+    finally:
+        store.close()
+
+
+def _play_to_the_end(client: ReflectionClient, match_id: str, tokens: list[str], rng: random.Random,
+                     redis_url: str, check_every: int = 15) -> object:
+    engine_checks = 0
+    n = 0
+    while True:
+        spectator = client.call(GS, "GetView", match_id=match_id)
+        if spectator.finished:
+            return spectator
+        asked = sorted({p.seat for p in spectator.to_act})
+        if not asked:  # privately asked seats only learn it from their own view
+            asked = [s for s, t in enumerate(tokens)
+                     if any(p.seat == s for p in client.call(GS, "GetView", t, match_id=match_id).to_act)]
+        seat = rng.choice(asked)
+        legal = client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32)
+        command = rng.choice(list(legal.commands))
+        reply = client.call(GS, "SubmitCommand", tokens[seat], match_id=match_id, command_id=uuid.uuid4().hex,
+                            expected_version=legal.version, command=command)
+        assert reply.version > legal.version
+        n += 1
+        if n % check_every == 0:
+            engine_checks += 1
+            _check_views_are_the_engines(client, match_id, tokens, redis_url)
+
+
+def _check_views_are_the_engines(client: ReflectionClient, match_id: str, tokens: list[str], redis_url: str) -> None:
+    """Each token gets exactly its own seat's view; no token gets the spectator's."""
+    match = _fold(redis_url, match_id)
+    for seat, token in [(None, None), *enumerate(tokens)]:
+        reply = client.call(GS, "GetView", token, match_id=match_id)
+        if reply.version != match.version:
+            continue
+        got = client.unpack(reply.view).SerializeToString(deterministic=True)
+        want = match.engine.view(match.state, seat).SerializeToString(deterministic=True)
+        assert got == want, f"seat {seat} got a view that is not its own"
+
+
+@pytest.mark.parametrize("game_id", GAMES)
+def test_an_outside_client_plays_a_whole_match_using_only_reflection(command_address: str, redis_url: str,
+                                                                      game_id: str) -> None:
+    client = ReflectionClient(command_address)
+    try:
+        assert GS in client.services()
+        assert "grpc.health.v1.Health" in client.services()
+        games = {g.game_id: g for g in client.call(GS, "ListGames").games}
+        assert game_id in games
+        info = games[game_id]
+        seats = info.max_players
+        created = client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seed=5)
+        assert len(created.seat_tokens) == seats
+        final = _play_to_the_end(client, created.match_id, list(created.seat_tokens), random.Random(5), redis_url)
+        assert final.finished
+        assert sorted(s.seat for s in final.result.seats) == list(range(seats))
+        assert min(s.rank for s in final.result.seats) == 1
+        # every seat's stream is exactly the engine's redaction of the stored events
+        match = _fold(redis_url, created.match_id)
+        store = RedisEventStore.connect(redis_url)
+        envelopes = [e for e in store.read(created.match_id) if e.type != "match_created"]
+        store.close()
+        for seat, token in [(None, None), (0, created.seat_tokens[0]), (seats - 1, created.seat_tokens[-1])]:
+            streamed = list(client.stream(GS, "StreamEvents", token, match_id=created.match_id, from_version=0,
+                                          until_now=True))
+            events = [r.event for r in streamed if r.HasField("event")]
+            want = []
+            for env in envelopes:
+                shown = match.engine.redact(match.engine.info.event_type.FromString(env.payload), seat)
+                if shown is not None:
+                    want.append((env.seq, shown.SerializeToString(deterministic=True)))
+            got = [(e.seq, client.unpack(e.event).SerializeToString(deterministic=True)) for e in events]
+            assert got == want, f"stream of seat {seat} is not the engine's redaction"
+            assert streamed[-1].finished
+    finally:
+        client.close()
+
+
+def test_refusals_have_their_status_and_code_and_change_nothing(command_address: str, redis_url: str) -> None:
+    client = ReflectionClient(command_address)
+    game_id = GAMES[0]
+    engine = REGISTRY.get(game_id)
+    seats = engine.info.min_players
+    created = client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seed=8)
+    mid, tokens = created.match_id, list(created.seat_tokens)
+    r = redis.Redis.from_url(redis_url)
+    store = RedisEventStore.connect(redis_url)
+    version0 = store.version(mid)
+
+    def code_of(call) -> tuple[grpc.StatusCode, str]:
+        with pytest.raises(grpc.RpcError) as exc:
+            call()
+        return exc.value.code(), error_code(exc.value)
+
+    match = _fold(redis_url, mid)
+    pending = sorted({p.seat for p in engine.pending(match.state)})
+    seat = pending[0]
+    legal = client.call(GS, "ListLegalCommands", tokens[seat], match_id=mid)
+    command = legal.commands[0]
+    # no token / bad token / forged token
+    assert code_of(lambda: client.call(GS, "SubmitCommand", None, match_id=mid, command_id="x", command=command))[0] \
+        == grpc.StatusCode.UNAUTHENTICATED
+    assert code_of(lambda: client.call(GS, "SubmitCommand", "garbage", match_id=mid, command_id="x",
+                                       command=command))[0] == grpc.StatusCode.UNAUTHENTICATED
+    forged = tokens[seat].split(".")[0] + "." + "A" * 43
+    assert code_of(lambda: client.call(GS, "SubmitCommand", forged, match_id=mid, command_id="x",
+                                       command=command))[0] == grpc.StatusCode.UNAUTHENTICATED
+    # a token of another match acts for nobody here
+    other = client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seed=9)
+    assert code_of(lambda: client.call(GS, "SubmitCommand", other.seat_tokens[seat], match_id=mid, command_id="x",
+                                       command=command))[0] == grpc.StatusCode.PERMISSION_DENIED
+    # unknown match
+    assert code_of(lambda: client.call(GS, "GetView", match_id="m-none"))[0] == grpc.StatusCode.NOT_FOUND
+    # malformed: wrong type, garbage bytes, no command
+    bad = type(command)(type_url="type.googleapis.com/famiglia.v1.EchoRequest", value=b"")
+    assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="x",
+                                       command=bad)) == (grpc.StatusCode.INVALID_ARGUMENT, "wrong_command_type")
+    garbage = type(command)(type_url=command.type_url, value=b"\xff\xff\xff\xff")
+    assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="x",
+                                       command=garbage))[0] == grpc.StatusCode.INVALID_ARGUMENT
+    assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid,
+                                       command_id="x"))[0] == grpc.StatusCode.INVALID_ARGUMENT
+    # stale expected version
+    assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="x",
+                                       expected_version=version0 - 1, command=command)) == \
+        (grpc.StatusCode.ABORTED, "stale_version")
+    # out of turn: a seat that is not pending, with the rule id of the game
+    idle = [s for s in range(seats) if s not in pending]
+    if idle:
+        status, code = code_of(lambda: client.call(GS, "SubmitCommand", tokens[idle[0]], match_id=mid,
+                                                   command_id="x", command=command))
+        assert status == grpc.StatusCode.FAILED_PRECONDITION
+        assert code[:3] in ("GC-", "NP-", "NC-", "GR-")
+    assert store.version(mid) == version0, "no refusal wrote anything"
+    # the same command id twice: one append
+    first = client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once", command=command)
+    second = client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once", command=command)
+    assert second.duplicate and second.version == first.version == store.version(mid)
+    assert r.ping()
+    store.close()
+    client.close()
+
+
+def test_killing_the_command_service_mid_match_loses_nothing(command_process, redis_url: str) -> None:
+    game_id = GAMES[0]
+    client = ReflectionClient(command_process.address)
+    created = client.call(GS, "CreateMatch", game_id=game_id, seats=REGISTRY.get(game_id).info.min_players, seed=13)
+    mid, tokens = created.match_id, list(created.seat_tokens)
+    rng = random.Random(13)
+    acknowledged = 0
+    for _ in range(12):
+        view = client.call(GS, "GetView", match_id=mid)
+        if view.finished:
+            break
+        seat = rng.choice(sorted({p.seat for p in view.to_act}))
+        legal = client.call(GS, "ListLegalCommands", tokens[seat], match_id=mid)
+        acknowledged = client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id=uuid.uuid4().hex,
+                                   command=rng.choice(list(legal.commands))).version
+    client.close()
+    command_process.kill()
+    command_process.start()
+    client = ReflectionClient(command_process.address)
+    try:
+        assert client.call(GS, "GetView", match_id=mid).version == acknowledged
+        final = _play_to_the_end(client, mid, tokens, rng, redis_url, check_every=10**9)
+        assert final.finished
+    finally:
+        client.close()

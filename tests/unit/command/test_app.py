@@ -1,0 +1,233 @@
+"""The command service's use cases on the in-memory store (real bootstrap, real engines)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+
+from famiglia.config import Settings
+from famiglia.engine import command_kind
+from famiglia.engine.registry import default_registry
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.grpcutil.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from services.command.app import CommandApp, Viewer
+from services.command.bootstrap import bootstrap
+
+REGISTRY = default_registry()
+GAMES = list(REGISTRY)
+pytestmark = pytest.mark.skipif(not GAMES, reason="no game engine registered yet")
+SETTINGS = Settings(secret="unit-test-secret")
+
+
+@pytest.fixture()
+def store() -> InMemoryEventStore:
+    return InMemoryEventStore()
+
+
+@pytest.fixture()
+def app(store: InMemoryEventStore) -> CommandApp:
+    return bootstrap(store=store, settings=SETTINGS)
+
+
+def _game(game_id: str | None = None):
+    engine = REGISTRY.get(game_id or GAMES[0])
+    return engine, engine.info.min_players
+
+
+def _first_move(app: CommandApp, match_id: str, tokens: list[str]):
+    """A pending seat (as the server knows it) and one of its legal commands."""
+    hot = app.matches.get(match_id)
+    m = hot.match
+    seat = m.engine.pending(m.state)[0].seat
+    viewer = app.viewer(match_id, tokens[seat])
+    return seat, viewer, app.legal_commands(match_id, viewer).commands[0]
+
+
+def test_create_match_hands_one_token_per_seat_and_writes_setup(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=7)
+    assert len(created.seat_tokens) == seats
+    assert len(set(created.seat_tokens)) == seats
+    assert created.version == store.version(created.match_id) > 1
+    first = store.read(created.match_id, limit=1)[0]
+    assert first.type == "match_created" and first.visibility.kind == 3  # the seed is server-only
+
+
+def test_create_match_refuses_bad_seat_counts_unknown_games_and_options(app: CommandApp) -> None:
+    engine, _ = _game()
+    with pytest.raises(InvalidArgument):
+        app.create_match(engine.info.game_id, engine.info.max_players + 1)
+    with pytest.raises(InvalidArgument) as exc:
+        app.create_match("chess", 2)
+    assert exc.value.code == "unknown_game"
+    with pytest.raises(InvalidArgument) as exc:
+        app.create_match(engine.info.game_id, engine.info.min_players, options={"no_such_option": "1"})
+    assert exc.value.code == "unknown_option"
+
+
+def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    a = app.create_match(engine.info.game_id, seats, request_id="req-1")
+    b = app.create_match(engine.info.game_id, seats, request_id="req-1")
+    assert a.match_id == b.match_id and a.seat_tokens == b.seat_tokens
+    assert store.version(a.match_id) == a.version == b.version
+
+
+def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    done = app.submit(created.match_id, viewer, "c-1", cmd)
+    assert done.version > created.version and not done.duplicate
+    again = app.submit(created.match_id, viewer, "c-1", cmd)
+    assert again.duplicate and store.version(created.match_id) == done.version
+    assert [e.envelope.event_id for e in again.events] == [e.envelope.event_id for e in done.events]
+
+
+def test_stale_expected_version_is_aborted_and_changes_nothing(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=4)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    with pytest.raises(Aborted) as exc:
+        app.submit(created.match_id, viewer, "c-stale", cmd, expected_version=created.version - 1)
+    assert exc.value.code == "stale_version"
+    assert store.version(created.match_id) == created.version
+
+
+def test_a_refused_command_carries_the_rule_id_and_changes_nothing(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=5)
+    seat, _, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    m = app.matches.get(created.match_id).match
+    pending = {p.seat for p in engine.pending(m.state)}
+    others = [s for s in range(seats) if s not in pending]
+    if not others:
+        pytest.skip("every seat is pending at the start of this game")
+    other = app.viewer(created.match_id, created.seat_tokens[others[0]])
+    with pytest.raises(FailedPrecondition) as exc:
+        app.submit(created.match_id, other, "c-out-of-turn", cmd)
+    prefix = {"goodcritters": "GC-", "nothing_personal": "NP-", "nostra_city": "NC-", "grifters": "GR-"}
+    assert exc.value.code.startswith(prefix[engine.info.game_id])
+    assert store.version(created.match_id) == created.version
+
+
+def test_tokens_are_checked(app: CommandApp) -> None:
+    engine, seats = _game()
+    a = app.create_match(engine.info.game_id, seats, seed=1)
+    b = app.create_match(engine.info.game_id, seats, seed=2)
+    with pytest.raises(Unauthenticated):
+        app.viewer(a.match_id, "not-a-token")
+    forged = a.seat_tokens[0][:-2] + ("AA" if not a.seat_tokens[0].endswith("AA") else "BB")
+    with pytest.raises(Unauthenticated):
+        app.viewer(a.match_id, forged)
+    with pytest.raises(PermissionDenied):
+        app.viewer(a.match_id, b.seat_tokens[0])
+    other_secret = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="another"))
+    with pytest.raises(Unauthenticated):
+        other_secret.viewer(a.match_id, a.seat_tokens[0])
+    spectator = app.viewer(a.match_id, None)
+    _, _, cmd = _first_move(app, a.match_id, a.seat_tokens)
+    with pytest.raises(Unauthenticated):
+        app.submit(a.match_id, spectator, "c-x", cmd)
+
+
+def test_unknown_match_is_not_found(app: CommandApp) -> None:
+    with pytest.raises(NotFound):
+        app.get_view("m-nope", Viewer(None))
+
+
+def test_malformed_commands_are_invalid_arguments(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=9)
+    seat, viewer, _ = _first_move(app, created.match_id, created.seat_tokens)
+    with pytest.raises(InvalidArgument):
+        app.parse_command(created.match_id, "type.googleapis.com/famiglia.v1.EchoRequest", b"")
+    with pytest.raises(InvalidArgument):
+        app.parse_command(created.match_id, "type.googleapis.com/" + engine.info.command_type.DESCRIPTOR.full_name,
+                          b"\xff\xff\xff")
+    with pytest.raises(InvalidArgument):
+        app.submit(created.match_id, viewer, "c-empty", engine.info.command_type())
+    with pytest.raises(InvalidArgument):
+        app.submit(created.match_id, viewer, "", engine.info.command_type())
+    assert store.version(created.match_id) == created.version
+
+
+@pytest.mark.parametrize("game_id", GAMES)
+def test_every_registered_game_plays_to_the_end_through_the_app(app: CommandApp, store, game_id: str) -> None:
+    engine = REGISTRY.get(game_id)
+    rng = random.Random(11)
+    created = app.create_match(game_id, engine.info.min_players, seed=11)
+    viewers = [app.viewer(created.match_id, t) for t in created.seat_tokens]
+    n = 0
+    while True:
+        spectator_view = app.get_view(created.match_id, Viewer(None))
+        if spectator_view.result is not None:
+            break
+        m = app.matches.get(created.match_id).match
+        seat = rng.choice(sorted({p.seat for p in engine.pending(m.state)}))
+        legal = app.legal_commands(created.match_id, viewers[seat])
+        cmd = rng.choice(legal.commands)
+        app.submit(created.match_id, viewers[seat], f"c{n}", cmd, expected_version=legal.version)
+        n += 1
+        assert n < engine.info.max_steps
+    # a fresh process folding the stream finds the same final state
+    fresh = bootstrap(store=store, settings=SETTINGS)
+    assert fresh.matches.get(created.match_id).match.state == app.matches.get(created.match_id).match.state
+    with pytest.raises(FailedPrecondition):
+        app.submit(created.match_id, viewers[0], "after-the-end", cmd)
+
+
+def test_two_replicas_racing_on_one_match_never_fork_it(store) -> None:
+    """Two command services on one store: each command is decided on the latest state."""
+    engine, seats = _game()
+    a = bootstrap(store=store, settings=SETTINGS)
+    b = bootstrap(store=store, settings=SETTINGS)
+    created = a.create_match(engine.info.game_id, seats, seed=21)
+    errors: list[Exception] = []
+    accepted = {"n": 0}
+    lock = threading.Lock()
+
+    def player(app: CommandApp, name: str) -> None:
+        rng = random.Random(name)
+        for i in range(30):
+            hot = app.matches.get(created.match_id)
+            with hot.lock:
+                app.matches.catch_up(hot)
+                m = hot.match
+                if m.finished:
+                    return
+                seat = rng.choice(sorted({p.seat for p in engine.pending(m.state)}))
+                cmds = [c for c in engine.legal_commands(m.state, seat, limit=16)
+                        if command_kind(c) not in engine.info.optional_commands] or \
+                    engine.legal_commands(m.state, seat, limit=16)
+            viewer = app.viewer(created.match_id, created.seat_tokens[seat])
+            try:
+                app.submit(created.match_id, viewer, f"{name}-{i}", rng.choice(cmds))
+                with lock:
+                    accepted["n"] += 1
+            except (FailedPrecondition, Aborted):
+                pass  # re-decided on a newer state and refused: fine, nothing written
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+
+    threads = [threading.Thread(target=player, args=(app, name)) for app, name in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    envelopes = store.read(created.match_id)
+    assert [e.seq for e in envelopes] == list(range(1, len(envelopes) + 1))
+    a.matches.catch_up(a.matches.get(created.match_id))
+    b.matches.catch_up(b.matches.get(created.match_id))
+    assert a.matches.get(created.match_id).match.state == b.matches.get(created.match_id).match.state
+    assert accepted["n"] > 0

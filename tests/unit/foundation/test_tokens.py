@@ -1,0 +1,41 @@
+"""Seat tokens: signed, bound to one match and one seat."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.auth import InvalidToken, TokenSigner
+
+
+def test_a_seat_token_names_its_match_and_seat() -> None:
+    signer = TokenSigner("s3cret")
+    claim = signer.read_seat(signer.seat_token("m1", 3, "p9"))
+    assert (claim.match_id, claim.seat, claim.player_id) == ("m1", 3, "p9")
+
+
+def test_a_token_signed_with_another_secret_is_refused() -> None:
+    token = TokenSigner("one").seat_token("m1", 0)
+    with pytest.raises(InvalidToken):
+        TokenSigner("two").read_seat(token)
+
+
+@pytest.mark.parametrize("token", ["", "abc", "a.b", "....", "eyJ9.x"])
+def test_malformed_tokens_are_refused(token: str) -> None:
+    with pytest.raises(InvalidToken):
+        TokenSigner("k").read_seat(token)
+
+
+def test_a_tampered_body_is_refused() -> None:
+    signer = TokenSigner("k")
+    body, sig = signer.seat_token("m1", 0).split(".")
+    other_body = signer.seat_token("m1", 1).split(".")[0]
+    with pytest.raises(InvalidToken):
+        signer.read_seat(f"{other_body}.{sig}")
+    assert body != other_body
+
+
+def test_a_player_token_is_not_a_seat_token() -> None:
+    signer = TokenSigner("k")
+    with pytest.raises(InvalidToken):
+        signer.read_seat(signer.player_token("p1"))
+    assert signer.read_player(signer.player_token("p1")) == "p1"
