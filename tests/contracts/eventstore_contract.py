@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import pytest
+
 from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
 from famiglia.v1.envelope_pb2 import EventEnvelope, Visibility, VisibilityKind
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from famiglia.eventstore import ConcurrencyConflict, EventStore
 from famiglia.eventstore.memory_store import InMemoryEventStore
-
 from tests.contracts.eventstore_contract import EventStoreContract, batch, new_match_id
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.crc import key_slot
+
 from famiglia.eventstore import ConcurrencyConflict, EventStore
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.redis_store import KeyLayout, RedisEventStore
 from famiglia.localstack.redis_server import RedisServer
-from redis.crc import key_slot
-
 from tests.contracts.eventstore_contract import EventStoreContract, batch, envelope, new_match_id
 
 pytestmark = pytest.mark.redis
