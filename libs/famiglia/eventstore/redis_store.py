@@ -250,7 +250,7 @@ class RedisEventStore(EventStore):
         entries stay (consumer groups own them).
         """
         stream = self.keys.match_stream(match_id)
-        for _ in range(attempts):
+        for _ in range(max(attempts, 1)):  # retried only if the match moves while we trim
             version = self.version(match_id)
             command_keys = sorted({self.keys.command(match_id, cid) for cid in self._command_ids(stream)})
             dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), *command_keys], args=[version]))
