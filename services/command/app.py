@@ -256,6 +256,8 @@ class CommandApp:
                     if m.finished:
                         raise FailedPrecondition("match_over", "the match is over")
                     events = self._decide(hot, seat, command)
+                    if not events:  # accepted but changes nothing: nothing to store
+                        return Submitted(m.version, [])
                     envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                                seat=seat, trace=inject_context(), command=command)
                     try:

@@ -29,7 +29,7 @@ def new_event_id(now_ms: int | None = None) -> str:
 
 
 def visibility_proto(v: Visibility) -> envelope_pb2.Visibility:
-    return envelope_pb2.Visibility(kind=int(v.kind), seats=sorted(v.seats))
+    return envelope_pb2.Visibility(kind=int(v.kind), seats=sorted(v.seats))  # type: ignore[arg-type]
 
 
 def visibility_of(envelope: envelope_pb2.EventEnvelope) -> Visibility:
