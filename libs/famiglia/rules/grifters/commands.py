@@ -1,0 +1,121 @@
+"""Command constructors, `legal_commands`, `pending` and `timeout_command` over the decision table."""
+
+from __future__ import annotations
+
+from itertools import combinations, islice, product
+from typing import Any
+
+from famiglia.engine import DecisionKind, Pending
+from famiglia.grifters.v1 import grifters_pb2 as pb
+
+from .data import JOBS_BY_ID, SKILL_OF
+from .flow import PLAY_DECISION, choice_options, default_answer, open_decision, timeout_seconds
+from .state import (
+    ABDUCT,
+    COPY,
+    HIT,
+    JOB_SWAP,
+    KEEP,
+    KIDNAP,
+    NIGHT,
+    OPPONENT,
+    OPTIONAL_CHOICES,
+    PARTNER,
+    SECOND,
+    State,
+)
+
+Command = pb.Command
+#: with a `limit`, at most this many Teams per Job are listed (a representative sample; decide
+#: accepts every matching Team)
+TEAMS_PER_JOB_SAMPLE = 4
+
+
+def pull_caper(card: str, use_defaults: bool = False) -> Command:
+    return Command(pull_caper=pb.PullCaper(card=card, use_defaults=use_defaults))
+
+
+def complete_job(job: str, team: Any) -> Command:
+    return Command(complete_job=pb.CompleteJob(job=job, team=list(team)))
+
+
+def answer_command(choice: str, answer: Any) -> Command:
+    """The command that gives `answer` to an open `choice` (None declines an optional one)."""
+    if choice == OPPONENT:
+        return Command(rob_opponent=pb.RobOpponent(opponent=answer))
+    if choice == KEEP:
+        return Command(keep_card=pb.KeepCard(card=answer))
+    if choice == ABDUCT:
+        return Command(abduct_specialist=pb.AbductSpecialist(opponent=answer[0], card=answer[2]))
+    if choice == KIDNAP:
+        return Command(kidnap_specialist=pb.KidnapSpecialist(opponent=answer[0], card=answer[2]))
+    if choice == HIT:
+        return Command(hit_specialist=pb.HitSpecialist(opponent=answer[0], card=answer[2]))
+    if choice == JOB_SWAP:
+        if answer is None:
+            return Command(decline_job_swap=pb.DeclineJobSwap())
+        return Command(swap_jobs=pb.SwapJobs(own_job=answer[0], opponent=answer[1], their_job=answer[2]))
+    if choice == NIGHT:
+        return Command(return_night=pb.ReturnNight(night=answer))
+    if choice == PARTNER:
+        return Command(choose_partner=pb.ChoosePartner(card=answer))
+    if choice == COPY:
+        return Command(copy_caper=pb.CopyCaper(card=answer))
+    if choice == SECOND:
+        if answer is None:
+            return Command(decline_second_caper=pb.DeclineSecondCaper())
+        return Command(pull_second_caper=pb.PullSecondCaper(card=answer))
+    raise ValueError(choice)
+
+
+def teams(hand: tuple[str, ...], job: str) -> Any:
+    """Every Team in `hand` matching `job` exactly (GR-J03), in canonical order, lazily."""
+    by_skill: dict[str, list[str]] = {}
+    for card in hand:
+        by_skill.setdefault(SKILL_OF[card], []).append(card)
+    parts = []
+    for skill, n in JOBS_BY_ID[job].skills:
+        if n == 0:
+            continue
+        cards = by_skill.get(skill, [])
+        if len(cards) < n:
+            return iter(())
+        parts.append(combinations(cards, n))
+    return (tuple(c for group in pick for c in group) for pick in product(*parts))
+
+
+def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
+    decision = open_decision(state)
+    if not decision or seat != state.active:
+        return []
+    if decision == PLAY_DECISION:
+        hand = state.players[seat].hand
+        out = [pull_caper(card) for card in hand]
+        per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
+        for job in state.available_jobs():
+            out.extend(complete_job(job, team) for team in islice(teams(hand, job), per_job))
+    else:
+        options: list[Any] = choice_options(state, decision)
+        if decision in OPTIONAL_CHOICES:
+            options = [None, *options]
+        out = [answer_command(decision, o) for o in options]
+    return out if limit is None else out[:limit]
+
+
+def pending(state: State) -> list[Pending]:
+    """GR-D01: the active player while the play decision or a follow-up choice is open."""
+    decision = open_decision(state)
+    if not decision:
+        return []
+    return [Pending(state.active, DecisionKind.TURN, decision, False, timeout_seconds(state, decision))]
+
+
+def timeout_command(state: State, seat: int) -> Command | None:
+    """GR-D06: the first card in hand order as a caper, all its choices by default; GR-D03 defaults."""
+    decision = open_decision(state)
+    if not decision or seat != state.active:
+        return None
+    if decision == PLAY_DECISION:
+        return pull_caper(state.players[seat].hand[0], use_defaults=True)
+    options = choice_options(state, decision)
+    return answer_command(decision, default_answer(state, decision, options))

@@ -1,0 +1,107 @@
+"""The whole Grifters table as frozen data (GR-S13, GR-R03, GR-C03, GR-D03).
+
+Hands are kept in canonical card order (GR-K02), so two states holding the same cards compare
+equal. A Night space holds one group: a card, a Team (2 or more cards) or a token (GR-R15).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .config import Config
+from .data import CARD_ORDER
+
+# -- phases of a turn (GR-R02) and the end ----------------------------------------------------------
+ADVANCE = "advance"
+PLAY = "play"
+OVER = "over"
+
+# -- open decisions (GR-D02, GR-D03) ---------------------------------------------------------------------
+NONE = ""
+OPPONENT = "opponent"  # Pickpocket, Enforcer, a reward "from one opponent"
+KEEP = "keep"  # Mastermind
+ABDUCT = "abduct"  # Inside Man
+KIDNAP = "kidnap"  # Kidnapper
+HIT = "hit"  # Hitman
+JOB_SWAP = "job_swap"  # Forger
+NIGHT = "night"  # Fixer
+PARTNER = "partner"  # Thug
+COPY = "copy"  # Fall Guy
+SECOND = "second_caper"  # Femme Fatale
+CHOICES = (OPPONENT, KEEP, ABDUCT, KIDNAP, HIT, JOB_SWAP, NIGHT, PARTNER, COPY, SECOND)
+OPTIONAL_CHOICES = frozenset({JOB_SWAP, SECOND})  # GR-D04: declining is an option
+HIDDEN_OPTION_CHOICES = frozenset({KEEP, PARTNER, COPY, SECOND})  # GR-H09: options name hand cards
+
+EMPTY_NIGHTS: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] = ((), (), ())
+NO_TOKENS = (False, False, False)
+
+
+def in_hand_order(cards: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Canonical card order (GR-K02, GR-D05)."""
+    return tuple(sorted(cards, key=CARD_ORDER.__getitem__))
+
+
+@dataclass(frozen=True, slots=True)
+class Player:
+    hand: tuple[str, ...] = ()
+    nights: tuple[tuple[str, ...], ...] = EMPTY_NIGHTS  # Night One, Two, Three
+    tokens: tuple[bool, ...] = NO_TOKENS  # an ISK token on that Night (GR-R07)
+    refresh: tuple[str, ...] = ()
+    in_play: tuple[str, ...] = ()  # GR-C03
+    stash: int = 0
+    jobs: tuple[str, ...] = ()  # Job area
+    had_turn: bool = False
+
+    def owned_cards(self) -> tuple[str, ...]:
+        """Every card this player owns (GR-C13)."""
+        out = list(self.hand) + list(self.refresh) + list(self.in_play)
+        for group in self.nights:
+            out.extend(group)
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Caper:
+    """The caper text being resolved (GR-C05). Nesting is always the last part of a text
+    (GR-C12: the Inside Man's abducted card, the Femme Fatale's second caper, a copied caper),
+    so a nested caper replaces its parent here."""
+
+    card: str  # "this card" (GR-C11); "" while a Job's reward is paid
+    code: str  # effect code, or "reward"
+    job: str = ""
+    step: int = 0  # the reward part to resume at (GR-J06 step 3)
+    drawn: tuple[str, ...] = ()  # cards drawn by this caper (GR-K04)
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    config: Config
+    options: tuple[tuple[str, str], ...]
+    seats: int
+    first_player: int
+    players: tuple[Player, ...]
+    coffers: int
+    out_of_play: int
+    stacks: tuple[tuple[str, tuple[str, ...]], ...]  # (colour, jobs top first)
+    deck: tuple[str, ...] = ()  # top first
+    discard: tuple[str, ...] = ()  # bottom first
+    active: int = 0
+    round: int = 0
+    turn: int = 0
+    phase: str = ADVANCE
+    played: bool = False  # Phase 2's play happened (caper, Job, token)
+    caper: Caper | None = None
+    choice: str = NONE
+    use_defaults: bool = False  # GR-D06: this caper's follow-ups take their defaults
+    swapped_in: frozenset[str] = field(default_factory=frozenset)  # GR-X21
+    locked: frozenset[str] = field(default_factory=frozenset)  # copied cards stay in hand (GR-K20)
+    over: bool = False
+    end_reason: str = ""
+
+    def opponents(self, seat: int) -> tuple[int, ...]:
+        """Seat order from `seat`'s left (GR-S02)."""
+        return tuple((seat + k) % self.seats for k in range(1, self.seats))
+
+    def available_jobs(self) -> tuple[str, ...]:
+        """The top card of every stack in play (GR-J01)."""
+        return tuple(jobs[0] for _, jobs in self.stacks if jobs)
