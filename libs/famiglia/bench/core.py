@@ -1,0 +1,258 @@
+"""Benchmarks of the foundation: engines, the Lua append, the command path, flatness.
+
+Every workload is fixed by seeds: matches are played offline with the engine first and
+their commands replayed on the server with the same seed, so the server decides exactly
+the same (legal) commands in every run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from famiglia.bench.harness import Figure, Report, percentile, repeat
+from famiglia.engine import Engine
+from famiglia.engine.registry import default_registry
+from famiglia.testing.random_play import play_random
+
+ENGINE_TARGETS = {"goodcritters": 200, "grifters": 200, "nothing_personal": 50, "nostra_city": 50}
+
+
+def bench_engines(report: Report, quick: bool) -> None:
+    """Complete random games per second on one core, per game and seat count."""
+    registry = default_registry()
+    for engine in registry.engines():
+        info = engine.info
+        target = ENGINE_TARGETS.get(info.game_id, 50)
+        for seats in range(info.min_players, info.max_players + 1):
+            games = 5 if quick else 30
+
+            def run(seats: int = seats, engine: Engine = engine, games: int = games) -> float:
+                start = time.perf_counter()
+                for seed in range(games):
+                    play_random(engine, seats, seed)
+                return games / (time.perf_counter() - start)
+
+            med, lo, hi = repeat(run, 1 if quick else 3, warmup=0 if quick else 1)
+            report.add(Figure(f"engine {info.game_id} {seats}p", med, "games/s", baseline=float(target),
+                              baseline_name="target", target=f">= {target}/s", ok=med >= target, spread=(lo, hi)))
+
+
+@dataclass
+class RecordedMatch:
+    game_id: str
+    seats: int
+    seed: int
+    commands: list[tuple[int, object]]
+
+
+def record_match(engine: Engine, seats: int, seed: int) -> RecordedMatch:
+    play = play_random(engine, seats, seed)
+    return RecordedMatch(engine.info.game_id, seats, seed, [(s.seat, s.command) for s in play.steps])
+
+
+def longest_match(engine: Engine, seats: int, tries: int) -> RecordedMatch:
+    best = None
+    for seed in range(tries):
+        rec = record_match(engine, seats, seed)
+        if best is None or len(rec.commands) > len(best.commands):
+            best = rec
+    assert best is not None
+    return best
+
+
+def bench_append(report: Report, redis_url: str, quick: bool) -> None:
+    """The Lua append (checks + two XADDs) against a raw XADD of the same payload, same client."""
+    import redis as redis_lib
+
+    from famiglia.eventstore.envelopes import new_event_id
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from famiglia.v1 import envelope_pb2
+
+    store = RedisEventStore.connect(redis_url)
+    client = redis_lib.Redis.from_url(redis_url)
+    n = 2000 if quick else 10000
+    payload = b"x" * 120
+
+    def envelope(mid: str, seq: int) -> envelope_pb2.EventEnvelope:
+        return envelope_pb2.EventEnvelope(event_id=new_event_id(), match_id=mid, seq=seq, type="bench",
+                                          payload=payload)
+
+    def lua() -> float:
+        mid = "bench-" + uuid.uuid4().hex
+        envs = [envelope(mid, i + 1) for i in range(n)]
+        start = time.perf_counter()
+        for i, env in enumerate(envs):
+            store.append(mid, i, [env], command_id=f"c{i}")
+        return n / (time.perf_counter() - start)
+
+    def raw() -> float:
+        key = "bench-raw-" + uuid.uuid4().hex
+        blobs = [envelope(key, i + 1).SerializeToString() for i in range(n)]
+        start = time.perf_counter()
+        for i, blob in enumerate(blobs):
+            client.xadd(key, {"e": blob}, id=f"{i + 1}-0")
+        return n / (time.perf_counter() - start)
+
+    reps = 3 if quick else 5
+    lua_med, lua_lo, lua_hi = repeat(lua, reps)
+    raw_med, _, _ = repeat(raw, reps)
+    report.add(Figure("append (Lua, checks + 2 streams)", lua_med, "appends/s", baseline=raw_med,
+                      baseline_name="raw XADD", target="ratio >= 0.70", ok=lua_med / raw_med >= 0.70,
+                      spread=(lua_lo, lua_hi)))
+    client.flushall()
+    store.close()
+    client.close()
+
+
+def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
+    """SubmitCommand throughput and latency with 1, 4 and 16 clients vs the Echo RPC."""
+    import grpc
+
+    from famiglia.auth import TokenSigner
+    from famiglia.client import GameClient
+    from famiglia.client.game_client import pack
+    from famiglia.config import Settings
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from famiglia.v1 import game_service_pb2 as pb
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    registry = default_registry()
+    if not list(registry):
+        return
+    engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)))
+    settings = Settings(redis_url=redis_url, secret="bench")
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, settings=settings)
+    server, port = serve(app, "127.0.0.1:0", workers=32)
+    server.start()
+    address = f"127.0.0.1:{port}"
+    signer = TokenSigner("bench")
+    seconds = 2.0 if quick else 6.0
+    recordings = [record_match(engine, engine.info.min_players, seed) for seed in range(16)]
+    try:
+        for clients in (1, 4, 16):
+            # Echo baseline: same server, same threads, a payload the size of a command.
+            sample = pack(recordings[0].commands[0][1]).SerializeToString()  # type: ignore[arg-type]
+            echo_rate, _ = _drive(address, clients, seconds, lambda c, i, payload=sample: c.stub.Echo(
+                pb.EchoRequest(payload=payload)))
+            matches = [_start(GameClient(address), r, signer) for r in recordings[:clients]]
+            cmd_rate, lat = _drive(address, clients, seconds, lambda c, i, ms=matches: _submit_next(c, ms[i]))
+            p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
+            ratio = cmd_rate / echo_rate if echo_rate else 0
+            report.add(Figure(f"SubmitCommand x{clients}", cmd_rate, "cmds/s", baseline=echo_rate,
+                              baseline_name="Echo RPC", target="ratio >= 0.50", ok=ratio >= 0.5,
+                              notes=f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"))
+            if clients == 4:
+                # p99 at half the echo throughput: paced clients.
+                matches = [_start(GameClient(address), r, signer) for r in recordings[:clients]]
+                _, lat = _drive(address, clients, seconds,
+                                lambda c, i, ms=matches: _submit_next(c, ms[i]), rate=echo_rate * 0.5 / clients)
+                p99 = percentile(lat, 99) * 1000
+                report.add(Figure("SubmitCommand p99 at half load", p99, "ms", target="< 10 ms", ok=p99 < 10))
+    except grpc.RpcError as exc:
+        report.add(Figure("SubmitCommand", 0, "", notes=f"failed: {exc}"))
+    finally:
+        server.stop(None)
+        store.close()
+
+
+class _Replayer:
+    def __init__(self, match_id: str, tokens: list[str], rec: RecordedMatch) -> None:
+        self.match_id, self.tokens, self.rec, self.i = match_id, tokens, rec, 0
+
+
+def _start(client, rec: RecordedMatch, signer) -> _Replayer:
+    handle = client.create_match(rec.game_id, rec.seats, seed=rec.seed)
+    return _Replayer(handle.match_id, handle.seat_tokens, rec)
+
+
+def _submit_next(client, rep: _Replayer) -> None:
+    from famiglia.client.game_client import pack
+    from famiglia.v1 import game_service_pb2 as pb
+
+    if rep.i >= len(rep.rec.commands):  # match over: start the same one again
+        handle = client.create_match(rep.rec.game_id, rep.rec.seats, seed=rep.rec.seed)
+        rep.match_id, rep.tokens, rep.i = handle.match_id, handle.seat_tokens, 0
+    seat, command = rep.rec.commands[rep.i]
+    rep.i += 1
+    client.stub.SubmitCommand(
+        pb.SubmitCommandRequest(match_id=rep.match_id, command_id=uuid.uuid4().hex, command=pack(command)),
+        metadata=[("authorization", f"Bearer {rep.tokens[seat]}")])
+
+
+def _drive(address: str, clients: int, seconds: float, call, rate: float | None = None
+           ) -> tuple[float, list[float]]:
+    """Run `call(client, i)` from `clients` threads for `seconds`; (calls/s, latencies)."""
+    from famiglia.client import GameClient
+
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    stop = time.perf_counter() + seconds
+    gclients = [GameClient(address) for _ in range(clients)]
+
+    def worker(i: int) -> None:
+        interval = 1.0 / rate if rate else 0.0
+        nxt = time.perf_counter()
+        while time.perf_counter() < stop:
+            if interval:
+                nxt += interval
+                delay = nxt - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+            t0 = time.perf_counter()
+            call(gclients[i], i)
+            latencies[i].append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    for c in gclients:
+        c.close()
+    flat = [x for lat in latencies for x in lat]
+    return len(flat) / elapsed, flat
+
+
+def bench_flatness(report: Report, redis_url: str, quick: bool) -> None:
+    """Command cost early in a long match vs late in it (the hot state must keep it flat)."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from services.command.bootstrap import bootstrap
+
+    registry = default_registry()
+    if not list(registry):
+        return
+    engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)))
+    rec = longest_match(engine, engine.info.max_players, 6 if quick else 20)
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="bench"))
+    created = app.create_match(rec.game_id, rec.seats, seed=rec.seed)
+    viewers = [app.viewer(created.match_id, t) for t in created.seat_tokens]
+    costs: list[tuple[int, float]] = []
+    for i, (seat, command) in enumerate(rec.commands):
+        version = app.matches.get(created.match_id).match.version
+        t0 = time.perf_counter()
+        app.submit(created.match_id, viewers[seat], f"c{i}", command)  # type: ignore[arg-type]
+        costs.append((version, time.perf_counter() - t0))
+    store.close()
+    n = max(5, len(costs) // 10)
+    early = percentile([c for _, c in costs[:n]], 50)
+    late = percentile([c for _, c in costs[-n:]], 50)
+    report.add(Figure(f"command cost at v~{costs[-n][0]} vs v~{costs[n][0]}", late * 1e6, "us",
+                      baseline=early * 1e6, baseline_name="early in the match", target="ratio <= 1.2",
+                      ok=late / early <= 1.2))
+
+
+def redis_for_bench() -> tuple[object, str]:
+    from famiglia.localstack.redis_server import RedisServer
+
+    server = RedisServer(data_dir=Path(tempfile.mkdtemp(prefix="famiglia-bench-"))).start()
+    return server, server.url

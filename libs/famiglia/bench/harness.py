@@ -1,0 +1,65 @@
+"""The benchmark harness: each figure is measured beside its baseline in the same run,
+repeated, and reported as a median with min-max, the ratio and the target."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+    baseline: float | None = None
+    baseline_name: str = ""
+    target: str = ""
+    ok: bool | None = None
+    spread: tuple[float, float] = (0.0, 0.0)
+    notes: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline in (None, 0):
+            return None
+        return self.value / self.baseline  # type: ignore[operator]
+
+
+@dataclass
+class Report:
+    figures: list[Figure] = field(default_factory=list)
+
+    def add(self, figure: Figure) -> Figure:
+        self.figures.append(figure)
+        return figure
+
+    def to_json(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for f in self.figures:
+            row = asdict(f)
+            row["ratio"] = f.ratio
+            rows.append(row)
+        path.write_text(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                    "figures": rows}, indent=2))
+
+
+def repeat(fn: Callable[[], float], times: int, warmup: int = 1) -> tuple[float, float, float]:
+    """Median, min and max of `times` runs of fn (which returns a measurement)."""
+    for _ in range(warmup):
+        fn()
+    values = [fn() for _ in range(times)]
+    return statistics.median(values), min(values), max(values)
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
