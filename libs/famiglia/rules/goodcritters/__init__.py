@@ -1,0 +1,110 @@
+"""GoodCritters (rules/goodcritters.md, ids GC-...): the rules engine.
+
+Modules in reading order: data (cards, Fuzz table), config (GC-K01 options), state, flow (the
+step table), commands and events (message constructors), setup, decide (one function per
+command; `decide.rounds` runs the steps nobody decides), effects (what each Action card does),
+evolve, legal (legal commands and timeouts), view (view, visibility, redaction), result,
+render, determinize.
+"""
+
+from __future__ import annotations
+
+from famiglia.engine import GameInfo, MatchConfig, Pending, Rng
+from famiglia.engine.protocol import Result, Visibility
+from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
+
+from . import config, data, flow, legal, render, result, setup, view
+from .decide import decide as _decide
+from .determinize import determinize as _determinize
+from .evolve import evolve as _evolve
+from .state import State
+
+MAX_ROUNDS = 140 - 4 * data.MIN_PLAYERS + 2
+"""Every round takes at least one card from the pile (GC-D10, GC-V06: reveal_after_failed_vote >= 1)."""
+
+
+def _max_steps() -> int:
+    """A true bound on accepted commands under any legal play (GC-D09, GC-D10).
+
+    Per round and player: at most P public changes (gifts included), C card choices, one
+    end_turn, and one commit per time the player is uncommitted (at most 1 + C + N*P).
+    """
+    n = data.MAX_PLAYERS
+    p = max(int(c) for c in config.SPECS["step3_public_change_limit"].choices)
+    c = max(int(x) for x in config.SPECS["step3_card_choice_limit"].choices)
+    per_round = 1 + n * (p + c + 1) + n * (1 + c + n * p)
+    return per_round * MAX_ROUNDS
+
+
+INFO = GameInfo(
+    game_id="goodcritters",
+    title="GoodCritters",
+    min_players=data.MIN_PLAYERS,
+    max_players=data.MAX_PLAYERS,
+    options=config.OPTIONS,
+    simultaneous=True,
+    chance=True,
+    max_steps=_max_steps(),
+    optional_commands=frozenset(flow.OPTIONAL),
+    command_type=pb.Command,
+    event_type=pb.Event,
+    view_type=pb.View,
+)
+
+
+class GoodCrittersEngine:
+    """The Decider for GoodCritters; every method is pure."""
+
+    info = INFO
+
+    def setup(self, config: MatchConfig, seed: int) -> list[pb.Event]:
+        return setup.setup(config, seed)
+
+    def evolve(self, state: State | None, event: pb.Event) -> State:
+        return _evolve(state, event)
+
+    def decide(self, state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Event]:
+        return _decide(state, seat, command, rng)
+
+    def pending(self, state: State) -> list[Pending]:
+        """GC-D01: the Boss in Step 2, every uncommitted player in Step 3, the turn in Step 3a."""
+        row = flow.FLOW.get(state.step)
+        if row is None:
+            return []
+        timeout = float(row.timeout(state.config))
+        return [Pending(seat, row.kind, row.label, False, timeout) for seat in row.actors(state)]
+
+    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
+        return legal.legal_commands(state, seat, limit)
+
+    def view(self, state: State, viewer: int | None) -> pb.View:
+        return view.view(state, viewer)
+
+    def visibility(self, event: pb.Event) -> Visibility:
+        return view.visibility(event)
+
+    def redact(self, event: pb.Event, viewer: int | None) -> pb.Event | None:
+        return view.redact(event, viewer)
+
+    def result(self, state: State) -> Result | None:
+        return result.result(state)
+
+    def timeout_command(self, state: State, seat: int) -> pb.Command | None:
+        return legal.timeout_command(state, seat)
+
+    def render_state(self, state: State) -> str:
+        return render.render_state(state)
+
+    def render_command(self, command: pb.Command) -> str:
+        return render.render_command(command)
+
+    def render_event(self, event: pb.Event) -> str:
+        return render.render_event(event)
+
+    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
+        return _determinize(view, seat, rng)
+
+
+ENGINE = GoodCrittersEngine()
+
+__all__ = ["ENGINE", "INFO", "GoodCrittersEngine", "State"]

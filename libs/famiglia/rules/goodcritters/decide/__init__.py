@@ -1,0 +1,63 @@
+"""decide(state, seat, command, rng): one function per command kind, dispatched by a dict.
+
+Modules in reading order: `step3` (Step 2 and Step 3 commands), `payoff` (the variant's
+commands), `rounds` (what runs by itself: Step 1, Step 4, the vote, the clean-up, the end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from famiglia.engine import MalformedCommand, Rng, RuleViolation
+
+from ..emitter import Emitter
+from ..events import Event
+from ..flow import FLOW
+from ..state import State
+from . import payoff, step3
+
+Decider = Callable[[Emitter, int, Any], None]
+
+DECIDERS: dict[str, Decider] = {
+    "assign_loot": step3.assign_loot,
+    "place_threat": step3.place_threat,
+    "withdraw_threat": step3.withdraw_threat,
+    "choose_action_card": step3.choose_action_card,
+    "change_action_card": step3.change_action_card,
+    "commit": step3.commit,
+    "end_turn": step3.end_turn_command,
+    "give_gift": payoff.give_gift,
+    "make_offer": payoff.make_offer,
+    "withdraw_offer": payoff.withdraw_offer,
+}
+
+# the rule that names when each kind may be used, for refusals outside its steps
+WINDOW_RULE: dict[str, str] = {
+    "assign_loot": "GC-A01",
+    "place_threat": "GC-A04",
+    "withdraw_threat": "GC-A06",
+    "choose_action_card": "GC-A07",
+    "change_action_card": "GC-D04",
+    "commit": "GC-D04",
+    "end_turn": "GC-D06",
+    "give_gift": "GC-P06",
+    "make_offer": "GC-P08",
+    "withdraw_offer": "GC-P08",
+}
+
+
+def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
+    kind = command.WhichOneof("kind")
+    if kind is None:
+        raise MalformedCommand("GC-D01", "empty command")
+    if state.over:
+        raise RuleViolation("GC-E06", "the game is over")
+    if not 0 <= seat < state.seats:
+        raise RuleViolation("GC-S02", f"there is no seat {seat}")
+    row = FLOW.get(state.step)
+    if row is None or kind not in row.commands:
+        raise RuleViolation(WINDOW_RULE[kind], f"{kind} is not allowed in step {state.step.name}")
+    em = Emitter(state, rng)
+    DECIDERS[kind](em, seat, getattr(command, kind))
+    return em.events

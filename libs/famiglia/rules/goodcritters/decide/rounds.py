@@ -1,0 +1,170 @@
+"""The parts of a round nobody decides: Step 1, the opening of Step 3, Step 4, the vote
+outcome, the clean-up and the end of the game (GC-R01 to GC-R08, GC-A09 to GC-A10,
+GC-V01 to GC-V06, GC-E01 to GC-E05).
+"""
+
+from __future__ import annotations
+
+from .. import events as ev
+from ..data import FUZZ, VOTE_NO, VOTE_YES
+from ..effects import EFFECTS, resolve_offers
+from ..emitter import Emitter
+from ..flow import step3_opening
+from ..state import Step
+
+# proto enum values
+FUZZ_SHOW_LOOT, FUZZ_FAILED_VOTE, FUZZ_SKIM = 1, 2, 3
+END_FUZZ_SHOWN, END_FUZZ_FAILED_VOTE, END_FUZZ_SKIMMED, END_PILE_EMPTY = 1, 2, 3, 4
+PASSED, TIED, FAILED = 1, 2, 3
+BOSS_TIED, BOSS_FAILED = 1, 2
+_END_FOR_CAUSE = {FUZZ_SHOW_LOOT: END_FUZZ_SHOWN, FUZZ_FAILED_VOTE: END_FUZZ_FAILED_VOTE}
+
+
+def end_game(em: Emitter, reason: int) -> None:
+    """GC-E01 to GC-E05, GC-E07: table loot is confiscated, then every Stash becomes public."""
+    s = em.state
+    if s.table:
+        em.emit(ev.loot_confiscated(s.table))
+    em.emit(ev.game_ended(reason))
+    s = em.state
+    em.emit(ev.stashes_revealed(s.stashes, s.pile))
+
+
+def reveal_from_pile(em: Emitter, count: int, cause: int) -> bool:
+    """GC-R04, GC-V06: turn up cards one at a time; The Fuzz! or an empty pile (GC-E05)
+    ends the game at once. Returns whether the game goes on."""
+    for _ in range(count):
+        pile = em.state.pile
+        if not pile:
+            end_game(em, END_PILE_EMPTY)
+            return False
+        if pile[0] == FUZZ:
+            em.emit(ev.fuzz_revealed(cause))
+            end_game(em, _END_FOR_CAUSE[cause])
+            return False
+        em.emit(ev.loot_revealed(pile[0]))
+    return True
+
+
+def start_round(em: Emitter, boss: int, show_loot: bool) -> None:
+    """GC-R02, GC-R03, GC-R06: a new round at Step 1, or at Step 2 after a failed vote."""
+    s = em.state
+    em.emit(ev.round_started(s.round + 1, boss, Step.SHOW_LOOT if show_loot else Step.DISTRIBUTE))
+    if show_loot:
+        if not reveal_from_pile(em, s.seats + 2, FUZZ_SHOW_LOOT):  # GC-R04: N + 2 cards
+            return
+        em.emit(ev.step_started(Step.DISTRIBUTE))
+
+
+def open_step3(em: Emitter) -> None:
+    """GC-R06, GC-D03, GC-D06: Step 3 opens when the assignment is in."""
+    s = em.state
+    step = step3_opening(s.config)
+    if step is Step.THREAT_TURNS:
+        em.emit(ev.step_started(step, s.boss))
+        skip_spent_turns(em)
+    else:
+        em.emit(ev.step_started(step))
+
+
+def skip_spent_turns(em: Emitter) -> None:
+    """GC-D06: a turn ends by itself when its player has no public change left; after the
+    last turn (the seat to the Boss's right) Step 3b begins."""
+    while True:
+        s = em.state
+        if s.step is not Step.THREAT_TURNS:
+            return
+        if s.changes[s.turn] < s.config.public_change_limit:
+            return
+        end_turn(em, s.turn)
+
+
+def end_turn(em: Emitter, seat: int) -> None:
+    s = em.state
+    em.emit(ev.turn_ended(seat))
+    if s.left_of(seat) == s.boss:
+        em.emit(ev.step_started(Step.CARD_CHOICE))
+
+
+def after_public_change(em: Emitter, seat: int) -> None:
+    """GC-D06: in Step 3a the turn ends by itself once the cap of GC-D09 is reached."""
+    s = em.state
+    if s.step is Step.THREAT_TURNS and s.turn == seat and s.changes[seat] >= s.config.public_change_limit:
+        end_turn(em, seat)
+        skip_spent_turns(em)
+
+
+def close_if_all_committed(em: Emitter) -> None:
+    """GC-D04: Step 3 closes at the moment when all players are committed."""
+    if all(em.state.committed):
+        close_step3(em)
+
+
+def close_step3(em: Emitter) -> None:
+    """GC-R06, GC-R08: lock, resolve Step 4, apply the vote, clean up, go on or end."""
+    em.emit(ev.actions_locked())
+    resolve_actions(em)
+    outcome = count_votes(em)
+    if not apply_outcome(em, outcome):
+        return
+    s = em.state
+    em.emit(ev.round_ended(s.round))  # GC-R07
+    s = em.state
+    if s.fuzz_skimmed:
+        end_game(em, END_FUZZ_SKIMMED)  # GC-E03, GC-E04
+        return
+    start_round(em, s.boss, show_loot=outcome != FAILED)
+
+
+def resolve_actions(em: Emitter) -> None:
+    """GC-A09, GC-A10: the Boss first, then clockwise; a Guard already revealed is skipped."""
+    s = em.state
+    for seat in s.clockwise_from(s.boss):
+        if em.state.revealed[seat]:
+            continue
+        card = em.state.cards[seat] or s.config.timeout_action
+        em.emit(ev.action_revealed(seat, card))
+        EFFECTS[card](em, seat)
+        resolve_offers(em, seat)
+
+
+def count_votes(em: Emitter) -> int:
+    """GC-V01, GC-T04: more Yes passes, equal (none at all included) ties, more No fails."""
+    revealed = em.state.revealed
+    yes = sum(1 for c in revealed if c == VOTE_YES)
+    no = sum(1 for c in revealed if c == VOTE_NO)
+    outcome = PASSED if yes > no else TIED if yes == no else FAILED
+    em.emit(ev.vote_counted(yes, no, outcome))
+    return outcome
+
+
+def apply_outcome(em: Emitter, outcome: int) -> bool:
+    """GC-V02 to GC-V06, GC-E02, GC-E04. Returns whether the round reaches its clean-up."""
+    s = em.state
+    if outcome != FAILED:
+        em.emit(ev.loot_handed_out(zip(s.table, s.assignment, strict=True)))
+        if outcome == TIED:
+            em.emit(ev.boss_changed(s.left_of(s.boss), BOSS_TIED))
+        return True
+    em.emit(ev.loot_returned())
+    if s.fuzz_skimmed and not s.config.skim_fuzz_failed_vote_extra_cards:
+        return True  # GC-E04: no new Boss, no extra cards
+    boss = new_boss_after_failed_vote(em)
+    if boss != s.boss:
+        em.emit(ev.boss_changed(boss, BOSS_FAILED))
+    count = s.config.reveal_after_failed_vote
+    if s.fuzz_skimmed:
+        # skim_fuzz_failed_vote_extra_cards: the cards turn up, and are confiscated with the rest
+        for card in em.state.pile[:count]:
+            em.emit(ev.loot_revealed(card))
+        return True
+    return reveal_from_pile(em, count, FUZZ_FAILED_VOTE)
+
+
+def new_boss_after_failed_vote(em: Emitter) -> int:
+    """GC-V04, GC-V05: the first No voter clockwise from the Boss's left, the Boss last."""
+    s = em.state
+    for seat in s.clockwise_from(s.left_of(s.boss)):
+        if s.revealed[seat] == VOTE_NO:
+            return seat
+    return s.boss

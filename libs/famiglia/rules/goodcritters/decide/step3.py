@@ -1,0 +1,131 @@
+"""Step 2 and Step 3 commands: the Boss's split, threats, Action cards, commits, turns
+(GC-A01 to GC-A07, GC-D01 to GC-D06, GC-D09, GC-D10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from famiglia.engine import RuleViolation
+
+from .. import events as ev
+from ..data import ACTION_CARDS, NOBODY
+from ..emitter import Emitter
+from ..state import State, Step
+from .rounds import after_public_change, close_if_all_committed, end_turn, open_step3, skip_spent_turns
+
+CARD_STEPS = frozenset({Step.ACTIONS, Step.CARD_CHOICE})
+
+
+def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-A01 to GC-A03: one command maps every table card to one seat; then Step 3 opens."""
+    s = em.state
+    if s.step is not Step.DISTRIBUTE:
+        raise RuleViolation("GC-A01", "loot is assigned in Step 2")
+    if seat != s.boss:
+        raise RuleViolation("GC-D01", f"only the Boss (seat {s.boss}) assigns the loot")
+    seat_of: dict[str, int] = {}
+    table = set(s.table)
+    for a in cmd.assignments:
+        if a.card not in table:
+            raise RuleViolation("GC-A03", f"{a.card or '(empty)'} is not table loot")
+        if a.card in seat_of:
+            raise RuleViolation("GC-A03", f"{a.card} is assigned twice")
+        if not 0 <= a.seat < s.seats:
+            raise RuleViolation("GC-A03", f"there is no seat {a.seat}")
+        seat_of[a.card] = a.seat
+    missing = [c for c in s.table if c not in seat_of]
+    if missing:
+        raise RuleViolation("GC-A01", f"every table card must be assigned; missing {' '.join(missing)}")
+    em.emit(ev.loot_assigned((c, seat_of[c]) for c in s.table))  # GC-A02: public, final
+    open_step3(em)
+
+
+def check_public_change(s: State, seat: int, code: str) -> None:
+    """GC-A06, GC-D06, GC-D09: who may make a public change now."""
+    if s.step is Step.THREAT_TURNS:
+        if seat != s.turn:
+            raise RuleViolation("GC-D06", f"in Step 3a only seat {s.turn} acts now")
+    elif s.step is not Step.ACTIONS:
+        raise RuleViolation(code, "threats and offers are made in Step 3 (in Step 3a in turn mode)")
+    if s.changes[seat] >= s.config.public_change_limit:
+        raise RuleViolation(
+            "GC-D09", f"no public change left this round ({s.config.public_change_limit} made)"
+        )
+
+
+def place_threat(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-A04, GC-A06: place or move the marker in front of one other player."""
+    s = em.state
+    check_public_change(s, seat, "GC-A04")
+    if not 0 <= cmd.target < s.seats:
+        raise RuleViolation("GC-A04", f"there is no seat {cmd.target}")
+    if cmd.target == seat:
+        raise RuleViolation("GC-A04", "nobody can threaten themselves")
+    if s.threats[seat] == cmd.target:
+        raise RuleViolation("GC-A06", f"the marker already stands in front of seat {cmd.target}")
+    em.emit(ev.threat_placed(seat, cmd.target))
+    after_public_change(em, seat)
+
+
+def withdraw_threat(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-A06."""
+    s = em.state
+    check_public_change(s, seat, "GC-A06")
+    if s.threats[seat] == NOBODY:
+        raise RuleViolation("GC-A06", "the marker is not out")
+    em.emit(ev.threat_withdrawn(seat))
+    after_public_change(em, seat)
+
+
+def _check_card_choice(s: State, seat: int, card: int) -> None:
+    if s.step not in CARD_STEPS:
+        raise RuleViolation("GC-A07", "Action cards are chosen in Step 3 (Step 3b in turn mode)")
+    if card not in ACTION_CARDS:
+        raise RuleViolation("GC-A08", f"no such Action card {card}")
+    if s.choices[seat] >= s.config.card_choice_limit:
+        raise RuleViolation("GC-D10", f"all {s.config.card_choice_limit} card choices of this round are used")
+
+
+def choose_action_card(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-A07, GC-D10, GC-H06: the card lies face down; only the number of choices is public."""
+    s = em.state
+    _check_card_choice(s, seat, cmd.card)
+    if s.committed[seat]:
+        raise RuleViolation("GC-D04", "a committed player changes the card with change_action_card")
+    em.emit(ev.action_card_chosen(seat, cmd.card, s.choices[seat] + 1))
+    if cmd.commit:
+        em.emit(ev.committed(seat))
+        close_if_all_committed(em)
+
+
+def change_action_card(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-D04: choosing again takes a committed player's commitment back."""
+    s = em.state
+    _check_card_choice(s, seat, cmd.card)
+    if not s.committed[seat]:
+        raise RuleViolation("GC-D04", "an uncommitted player chooses with choose_action_card")
+    em.emit(ev.action_card_chosen(seat, cmd.card, s.choices[seat] + 1))
+
+
+def commit(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-D04: a player with a card chosen commits; when all are committed Step 3 closes."""
+    s = em.state
+    if s.step not in CARD_STEPS:
+        raise RuleViolation("GC-D04", "players commit in Step 3 (Step 3b in turn mode)")
+    if s.committed[seat]:
+        raise RuleViolation("GC-D04", "already committed")
+    if not s.cards[seat]:
+        raise RuleViolation("GC-D04", "choose an Action card before committing")
+    em.emit(ev.committed(seat))
+    close_if_all_committed(em)
+
+
+def end_turn_command(em: Emitter, seat: int, cmd: Any) -> None:
+    """GC-D06: the player ends their Step 3a turn."""
+    s = em.state
+    if s.step is not Step.THREAT_TURNS:
+        raise RuleViolation("GC-D06", "turns exist only in Step 3a of turn mode")
+    if seat != s.turn:
+        raise RuleViolation("GC-D06", f"it is seat {s.turn}'s turn")
+    end_turn(em, seat)
+    skip_spent_turns(em)

@@ -1,0 +1,273 @@
+"""evolve(state, event): one small function per event kind, never random, never a clock.
+
+Every chance outcome is in the events themselves, so folding a match's events rebuilds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from famiglia.engine import RuleViolation
+
+from . import config as cfg
+from .data import NOBODY
+from .events import Event
+from .state import Offer, State, Step, fresh_round_fields, put
+
+
+def evolve(state: State | None, event: Event) -> State:
+    kind = event.WhichOneof("kind")
+    if state is None:
+        if kind != "game_set_up":
+            raise RuleViolation("GC-S01", f"a match starts with game_set_up, not {kind}")
+        return _game_set_up(event.game_set_up)
+    return _EVOLVERS[kind](state, getattr(event, kind))
+
+
+def _game_set_up(e: Any) -> State:
+    options = tuple((o.key, o.value) for o in e.options)
+    seats = e.seats
+    config = cfg.parse(dict(options), seats)
+    return State(
+        config=config,
+        options=options,
+        seats=seats,
+        boss=e.first_boss,
+        stashes=((),) * seats,
+        payoff_cards=(config.payoff_cards_per_player if config.payoff else 0,) * seats,
+        **fresh_round_fields(seats),  # type: ignore[arg-type]
+    )
+
+
+def _stash_dealt(s: State, e: Any) -> State:
+    return replace(s, stashes=put(s.stashes, e.seat, tuple(e.cards)))
+
+
+def _pile_stacked(s: State, e: Any) -> State:
+    pile = tuple(e.cards)
+    return replace(s, pile=pile, pile_start=len(pile))
+
+
+def _round_started(s: State, e: Any) -> State:
+    return replace(s, round=e.round, boss=e.boss, step=Step(e.step), **fresh_round_fields(s.seats))  # type: ignore[arg-type]
+
+
+def _step_started(s: State, e: Any) -> State:
+    return replace(s, step=Step(e.step), turn=e.turn)
+
+
+def _loot_revealed(s: State, e: Any) -> State:
+    return replace(s, pile=s.pile[1:], table=s.table + (e.card,))
+
+
+def _fuzz_revealed(s: State, e: Any) -> State:
+    # The Fuzz! is on top whenever it turns up (GC-R04, GC-V06, GC-A13).
+    return replace(s, pile=s.pile[1:], fuzz_out=True, fuzz_cause=e.cause, fuzz_skimmed=e.cause == 3)
+
+
+def _loot_assigned(s: State, e: Any) -> State:
+    seat_of = {a.card: a.seat for a in e.assignments}
+    return replace(s, assignment=tuple(seat_of[c] for c in s.table))
+
+
+def _release_commitments(s: State) -> tuple[bool, ...]:
+    # GC-D04: every public change in Step 3 takes back every commitment.
+    return (False,) * s.seats
+
+
+def _threat_placed(s: State, e: Any) -> State:
+    return replace(
+        s,
+        threats=put(s.threats, e.seat, e.target),
+        changes=put(s.changes, e.seat, s.changes[e.seat] + 1),
+        committed=_release_commitments(s),
+    )
+
+
+def _threat_withdrawn(s: State, e: Any) -> State:
+    return replace(
+        s,
+        threats=put(s.threats, e.seat, NOBODY),
+        changes=put(s.changes, e.seat, s.changes[e.seat] + 1),
+        committed=_release_commitments(s),
+    )
+
+
+def _action_card_chosen(s: State, e: Any) -> State:
+    return replace(
+        s,
+        cards=put(s.cards, e.seat, e.card),
+        choices=put(s.choices, e.seat, e.choices),
+        committed=put(s.committed, e.seat, False),
+    )
+
+
+def _committed(s: State, e: Any) -> State:
+    return replace(s, committed=put(s.committed, e.seat, True))
+
+
+def _turn_ended(s: State, e: Any) -> State:
+    return replace(s, turn=s.left_of(e.seat))
+
+
+def _actions_locked(s: State, e: Any) -> State:
+    return replace(s, step=Step.RESOLVE, turn=NOBODY)
+
+
+def _action_revealed(s: State, e: Any) -> State:
+    return replace(s, revealed=put(s.revealed, e.seat, e.card), skims=s.skims + (e.card == 3))
+
+
+def _loot_skimmed(s: State, e: Any) -> State:
+    return replace(s, pile=s.pile[1:], stashes=put(s.stashes, e.seat, s.stashes[e.seat] + (e.card,)))
+
+
+def _skim_came_up_empty(s: State, e: Any) -> State:
+    return s
+
+
+def _loot_stolen(s: State, e: Any) -> State:
+    if not e.card:
+        return s
+    victim = tuple(c for c in s.stashes[e.victim] if c != e.card)
+    stashes = put(s.stashes, e.victim, victim)
+    stashes = put(stashes, e.thief, stashes[e.thief] + (e.card,))
+    return replace(s, stashes=stashes)
+
+
+def _vote_counted(s: State, e: Any) -> State:
+    return s
+
+
+def _loot_handed_out(s: State, e: Any) -> State:
+    stashes = list(s.stashes)
+    for a in e.assignments:
+        stashes[a.seat] = stashes[a.seat] + (a.card,)
+    return replace(s, stashes=tuple(stashes), table=(), assignment=())
+
+
+def _loot_returned(s: State, e: Any) -> State:
+    return replace(s, assignment=())
+
+
+def _boss_changed(s: State, e: Any) -> State:
+    return replace(s, boss=e.boss)
+
+
+def _round_ended(s: State, e: Any) -> State:
+    return replace(s, **fresh_round_fields(s.seats))  # type: ignore[arg-type]
+
+
+def _loot_confiscated(s: State, e: Any) -> State:
+    gone = set(e.cards)
+    return replace(
+        s,
+        table=tuple(c for c in s.table if c not in gone),
+        assignment=(),
+        confiscated=s.confiscated + tuple(e.cards),
+    )
+
+
+def _game_ended(s: State, e: Any) -> State:
+    return replace(s, step=Step.OVER, end_reason=e.reason, turn=NOBODY)
+
+
+def _stashes_revealed(s: State, e: Any) -> State:
+    return s
+
+
+def _move_items(s: State, giver: int, receiver: int, loot: tuple[str, ...], payoff: int) -> State:
+    stashes = s.stashes
+    if loot:
+        gone = set(loot)
+        stashes = put(stashes, giver, tuple(c for c in stashes[giver] if c not in gone))
+        stashes = put(stashes, receiver, stashes[receiver] + loot)
+    cards = s.payoff_cards
+    if payoff:
+        cards = put(cards, giver, cards[giver] - payoff)
+        cards = put(cards, receiver, cards[receiver] + payoff)
+    return replace(s, stashes=stashes, payoff_cards=cards)
+
+
+def _gift_given(s: State, e: Any) -> State:
+    s = _move_items(s, e.giver, e.receiver, tuple(e.loot), e.payoff_cards)
+    changes = put(s.changes, e.giver, s.changes[e.giver] + 1)
+    return replace(s, changes=changes, committed=_release_commitments(s))
+
+
+def _offer_made(s: State, e: Any) -> State:
+    # GC-P09: the items leave the briber at once and lie with the token.
+    loot = tuple(e.loot)
+    gone = set(loot)
+    stashes = put(s.stashes, e.briber, tuple(c for c in s.stashes[e.briber] if c not in gone))
+    cards = put(s.payoff_cards, e.briber, s.payoff_cards[e.briber] - e.payoff_cards)
+    offer = Offer(e.briber, e.target, e.side, loot, e.payoff_cards, e.visibility)
+    return replace(
+        s,
+        stashes=stashes,
+        payoff_cards=cards,
+        offers=s.offers + (offer,),
+        changes=put(s.changes, e.briber, s.changes[e.briber] + 1),
+        committed=_release_commitments(s),
+    )
+
+
+def _hand_over(s: State, offer: Offer, receiver: int) -> State:
+    stashes = put(s.stashes, receiver, s.stashes[receiver] + offer.loot)
+    cards = put(s.payoff_cards, receiver, s.payoff_cards[receiver] + offer.payoff_cards)
+    return replace(
+        s,
+        stashes=stashes,
+        payoff_cards=cards,
+        offers=tuple(o for o in s.offers if (o.briber, o.target) != (offer.briber, offer.target)),
+    )
+
+
+def _offer_withdrawn(s: State, e: Any) -> State:
+    offer = s.offer(e.briber, e.target)
+    assert offer is not None
+    s = _hand_over(s, offer, e.briber)
+    return replace(
+        s, changes=put(s.changes, e.briber, s.changes[e.briber] + 1), committed=_release_commitments(s)
+    )
+
+
+def _offer_resolved(s: State, e: Any) -> State:
+    offer = s.offer(e.briber, e.target)
+    assert offer is not None
+    return _hand_over(s, offer, e.receiver)
+
+
+_EVOLVERS: dict[str, Callable[[State, Any], State]] = {
+    "stash_dealt": _stash_dealt,
+    "pile_stacked": _pile_stacked,
+    "round_started": _round_started,
+    "step_started": _step_started,
+    "loot_revealed": _loot_revealed,
+    "fuzz_revealed": _fuzz_revealed,
+    "loot_assigned": _loot_assigned,
+    "threat_placed": _threat_placed,
+    "threat_withdrawn": _threat_withdrawn,
+    "action_card_chosen": _action_card_chosen,
+    "committed": _committed,
+    "turn_ended": _turn_ended,
+    "actions_locked": _actions_locked,
+    "action_revealed": _action_revealed,
+    "loot_skimmed": _loot_skimmed,
+    "skim_came_up_empty": _skim_came_up_empty,
+    "loot_stolen": _loot_stolen,
+    "vote_counted": _vote_counted,
+    "loot_handed_out": _loot_handed_out,
+    "loot_returned": _loot_returned,
+    "boss_changed": _boss_changed,
+    "round_ended": _round_ended,
+    "loot_confiscated": _loot_confiscated,
+    "game_ended": _game_ended,
+    "stashes_revealed": _stashes_revealed,
+    "gift_given": _gift_given,
+    "offer_made": _offer_made,
+    "offer_withdrawn": _offer_withdrawn,
+    "offer_resolved": _offer_resolved,
+}

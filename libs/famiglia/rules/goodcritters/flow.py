@@ -1,0 +1,108 @@
+"""The step table (GC-R01, GC-R06, GC-D01 to GC-D07): who acts in each step, the kind of
+decision, its clock, and which commands the step allows.
+
+Step 1 (Show the Loot) and Step 4 (Resolve Actions) have no row: nobody decides there, and
+`decide` runs them to the end inside the command that leads into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from famiglia.engine import DecisionKind
+
+from .config import Config
+from .state import State, Step
+
+# Command kinds (the Command oneof names).
+ASSIGN_LOOT = "assign_loot"
+PLACE_THREAT = "place_threat"
+WITHDRAW_THREAT = "withdraw_threat"
+CHOOSE_ACTION_CARD = "choose_action_card"
+CHANGE_ACTION_CARD = "change_action_card"
+COMMIT = "commit"
+END_TURN = "end_turn"
+GIVE_GIFT = "give_gift"
+MAKE_OFFER = "make_offer"
+WITHDRAW_OFFER = "withdraw_offer"
+
+PUBLIC_CHANGES = frozenset({PLACE_THREAT, WITHDRAW_THREAT, GIVE_GIFT, MAKE_OFFER, WITHDRAW_OFFER})
+"""GC-D09: the moves that count against the public change cap and release commitments."""
+
+OPTIONAL = PUBLIC_CHANGES | {CHANGE_ACTION_CARD}
+"""Moves that never advance the game (DESIGN: capped, never the only reason to be pending)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    kind: DecisionKind
+    label: str
+    timeout: Callable[[Config], int]
+    actors: Callable[[State], tuple[int, ...]]
+    """Seats that must decide now (GC-D01)."""
+    commands: frozenset[str]
+
+
+def _boss(s: State) -> tuple[int, ...]:
+    return (s.boss,)
+
+
+def _uncommitted(s: State) -> tuple[int, ...]:
+    return tuple(i for i in range(s.seats) if not s.committed[i])
+
+
+def _turn(s: State) -> tuple[int, ...]:
+    return (s.turn,)
+
+
+FLOW: dict[Step, StepRow] = {
+    # GC-A01 to GC-A03, GC-D02; gifts GC-P06
+    Step.DISTRIBUTE: StepRow(
+        DecisionKind.DISTRIBUTION,
+        "assign_loot",
+        lambda c: c.timeout_distribution,
+        _boss,
+        frozenset({ASSIGN_LOOT, GIVE_GIFT}),
+    ),
+    # GC-D03 to GC-D05, GC-D09, GC-D10; offers and gifts GC-P06, GC-P08
+    Step.ACTIONS: StepRow(
+        DecisionKind.SECRET_CHOICE,
+        "choose_action",
+        lambda c: c.timeout_step3,
+        _uncommitted,
+        frozenset(
+            {
+                PLACE_THREAT,
+                WITHDRAW_THREAT,
+                CHOOSE_ACTION_CARD,
+                CHANGE_ACTION_CARD,
+                COMMIT,
+                GIVE_GIFT,
+                MAKE_OFFER,
+                WITHDRAW_OFFER,
+            }
+        ),
+    ),
+    # GC-D06, Step 3a: one turn each, the Boss first
+    Step.THREAT_TURNS: StepRow(
+        DecisionKind.TURN,
+        "threat_turn",
+        lambda c: c.timeout_turn,
+        _turn,
+        frozenset({PLACE_THREAT, WITHDRAW_THREAT, END_TURN, GIVE_GIFT, MAKE_OFFER, WITHDRAW_OFFER}),
+    ),
+    # GC-D06, Step 3b: cards only
+    Step.CARD_CHOICE: StepRow(
+        DecisionKind.SECRET_CHOICE,
+        "choose_action",
+        lambda c: c.timeout_choose,
+        _uncommitted,
+        frozenset({CHOOSE_ACTION_CARD, CHANGE_ACTION_CARD, COMMIT}),
+    ),
+}
+
+
+def step3_opening(config: Config) -> Step:
+    """GC-D06: the step Step 3 opens with."""
+    return Step.THREAT_TURNS if config.turn_mode else Step.ACTIONS

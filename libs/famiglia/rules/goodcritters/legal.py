@@ -1,0 +1,193 @@
+"""legal_commands and timeout_command (GC-D01 to GC-D10, GC-P06 to GC-P08).
+
+Non-optional commands come first, so a `limit` never cuts them off. Three choices are huge
+compound choices and are sampled: the Boss's split (N^k assignments of k table cards), gifts
+and offers (any subset of a Stash). The complete generators are `all_assignments`,
+`all_gifts` and `all_offers`; `decide` accepts everything they yield.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from famiglia.engine import Rng
+
+from . import commands as cmd
+from .commands import Command
+from .data import ACTION_CARDS, NOBODY
+from .state import State, Step
+
+ASSIGNMENT_SAMPLE = 12
+"""How many splits `legal_commands` lists for the Boss when no limit is given."""
+GIFT_SAMPLE = 2
+OFFER_SAMPLE = 2
+VISIBILITIES = {"open": 1, "peek": 2, "hidden": 3}
+
+
+def round_robin(state: State) -> list[tuple[str, int]]:
+    """GC-D02: table order, one card at a time, from the Boss's left, the Boss last in each lap."""
+    order = state.clockwise_from(state.left_of(state.boss))
+    return [(card, order[i % state.seats]) for i, card in enumerate(state.table)]
+
+
+def all_assignments(state: State) -> Iterator[list[tuple[str, int]]]:
+    """GC-A01, GC-X01: every split of the table loot (N^k of them)."""
+    for seats in itertools.product(range(state.seats), repeat=len(state.table)):
+        yield list(zip(state.table, seats, strict=True))
+
+
+def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
+    """A deterministic, representative sample: the timeout deal, everything to one seat
+    (each seat), then uniform random splits from a generator seeded by the table."""
+    table = state.table
+    out = [round_robin(state)]
+    out += [[(c, seat) for c in table] for seat in state.clockwise_from(state.boss)]
+    rng = Rng(state.round * 7919 + len(state.pile) * 31 + state.boss)
+    seen = {tuple(s for _, s in a) for a in out}
+    tries = 0
+    while len(out) < count and tries < 4 * count:
+        tries += 1
+        split = tuple(rng.randrange(state.seats) for _ in table)
+        if split not in seen:
+            seen.add(split)
+            out.append(list(zip(table, split, strict=True)))
+    return out[:count]
+
+
+def _can_change_publicly(state: State, seat: int) -> bool:
+    if state.step is Step.ACTIONS:
+        pass
+    elif state.step is Step.THREAT_TURNS:
+        if seat != state.turn:
+            return False
+    else:
+        return False
+    return state.changes[seat] < state.config.public_change_limit
+
+
+def _gift_allowed(state: State, seat: int) -> bool:
+    conf = state.config
+    if not conf.payoff:
+        return False
+    if state.step is Step.DISTRIBUTE:
+        return 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit
+    return 3 in conf.gift_steps and _can_change_publicly(state, seat)
+
+
+def all_gifts(state: State, seat: int) -> Iterator[Command]:
+    """GC-P06: every gift (any non-empty bundle of own Loot and Payoff cards, open or private)."""
+    stash = state.stashes[seat]
+    for receiver in range(state.seats):
+        if receiver == seat:
+            continue
+        for k in range(len(stash) + 1):
+            for loot in itertools.combinations(stash, k):
+                for payoff in range(state.payoff_cards[seat] + 1):
+                    if loot or payoff:
+                        for open_ in (True, False):
+                            yield cmd.give_gift(receiver, loot, payoff, open_)
+
+
+def all_offers(state: State, seat: int) -> Iterator[Command]:
+    """GC-P07, GC-P08, GC-P10: every offer this seat may still make."""
+    if state.offers_out(seat) >= state.config.tokens_per_player:
+        return
+    stash = state.stashes[seat]
+    vis = [VISIBILITIES[v] for v in VISIBILITIES if v in state.config.offer_visibilities]
+    for target in range(state.seats):
+        if target == seat or state.offer(seat, target) is not None:
+            continue
+        for k in range(len(stash) + 1):
+            for loot in itertools.combinations(stash, k):
+                for payoff in range(state.payoff_cards[seat] + 1):
+                    if loot or payoff:
+                        for side in (1, 2):
+                            for v in vis:
+                                yield cmd.make_offer(target, side, loot, payoff, v)
+
+
+def _sample_gifts(state: State, seat: int) -> list[Command]:
+    stash = state.stashes[seat]
+    out = []
+    others = [s for s in state.clockwise_from(state.left_of(seat)) if s != seat]
+    for i in range(GIFT_SAMPLE):
+        receiver = others[(state.round + i) % len(others)]
+        if i % 2 == 0 and stash:
+            out.append(cmd.give_gift(receiver, [stash[(state.round + i) % len(stash)]], 0, i % 4 == 0))
+        elif state.payoff_cards[seat]:
+            out.append(cmd.give_gift(receiver, [], 1, True))
+    return out
+
+
+def _sample_offers(state: State, seat: int) -> list[Command]:
+    if state.offers_out(seat) >= state.config.tokens_per_player:
+        return []
+    stash = state.stashes[seat]
+    vis = [VISIBILITIES[v] for v in VISIBILITIES if v in state.config.offer_visibilities]
+    targets = [
+        t for t in state.clockwise_from(state.left_of(seat)) if t != seat and state.offer(seat, t) is None
+    ]
+    out = []
+    for i, target in enumerate(targets[:OFFER_SAMPLE]):
+        side = 1 + (state.round + i) % 2
+        v = vis[(state.round + i) % len(vis)]
+        if stash and (i % 2 == 0 or not state.payoff_cards[seat]):
+            out.append(cmd.make_offer(target, side, [stash[(state.round + target) % len(stash)]], 0, v))
+        elif state.payoff_cards[seat]:
+            out.append(cmd.make_offer(target, side, [], 1, v))
+    return out
+
+
+def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
+    if state.over or not 0 <= seat < state.seats:
+        return []
+    step = state.step
+    out: list[Command] = []
+    # -- non-optional
+    if step is Step.DISTRIBUTE and seat == state.boss:
+        count = ASSIGNMENT_SAMPLE if limit is None else max(1, min(ASSIGNMENT_SAMPLE, limit // 2))
+        out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
+    card_step = step is Step.ACTIONS or step is Step.CARD_CHOICE
+    can_choose = card_step and state.choices[seat] < state.config.card_choice_limit
+    if card_step and not state.committed[seat]:
+        if can_choose:
+            out += [cmd.choose_action_card(c) for c in ACTION_CARDS]
+        if state.cards[seat]:
+            out.append(cmd.commit())
+    if step is Step.THREAT_TURNS and seat == state.turn:
+        out.append(cmd.end_turn())
+    # -- optional
+    if card_step and state.committed[seat] and can_choose:
+        out += [cmd.change_action_card(c) for c in ACTION_CARDS]
+    if _can_change_publicly(state, seat):
+        current = state.threats[seat]
+        out += [cmd.place_threat(t) for t in range(state.seats) if t != seat and t != current]
+        if current != NOBODY:
+            out.append(cmd.withdraw_threat())
+        if state.config.payoff:
+            out += _sample_offers(state, seat)
+            out += [cmd.withdraw_offer(o.target) for o in state.offers if o.briber == seat]
+    if _gift_allowed(state, seat):
+        out += _sample_gifts(state, seat)
+    if limit is not None:
+        out = out[:limit]
+    return out
+
+
+def timeout_command(state: State, seat: int) -> Command | None:
+    """GC-D02 (deal in table order), GC-D05 and GC-D06 (commit; Vote Yes if no card), GC-D06
+    (a Step 3a turn ends with what was done). At the Step 3 deadline the clock sends this to
+    every uncommitted seat, which closes Step 3 exactly as GC-D05 says."""
+    if state.over:
+        return None
+    step = state.step
+    if step is Step.DISTRIBUTE and seat == state.boss:
+        return cmd.assign_loot(round_robin(state))
+    if step is Step.THREAT_TURNS and seat == state.turn:
+        return cmd.end_turn()
+    if step in (Step.ACTIONS, Step.CARD_CHOICE) and not state.committed[seat]:
+        if state.cards[seat]:
+            return cmd.commit()
+        return cmd.choose_action_card(state.config.timeout_action, commit=True)
+    return None

@@ -1,0 +1,115 @@
+"""The whole table as frozen data (GC-S, GC-R): the step enum, offers and the State.
+
+Per-seat fields are tuples indexed by seat. The pile is top first and holds The Fuzz! as
+`FUZZ` until it turns up. Assigned loot stays on the table (in `table`, with the seat for
+each card in `assignment`) until the vote hands it out (GC-A02), so it is in nobody's Stash.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .config import Config
+from .data import NOBODY
+
+T = TypeVar("T")
+
+
+class Step(enum.IntEnum):
+    """The steps of a round (GC-R01), numbered as the proto enum Step."""
+
+    SHOW_LOOT = 1  # Step 1, no decision
+    DISTRIBUTE = 2  # Step 2, the Boss
+    ACTIONS = 3  # Step 3, open mode
+    THREAT_TURNS = 4  # Step 3a, turn mode
+    CARD_CHOICE = 5  # Step 3b, turn mode
+    RESOLVE = 6  # Step 4, no decision
+    OVER = 7
+
+
+STEP3 = frozenset({Step.ACTIONS, Step.THREAT_TURNS, Step.CARD_CHOICE})
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A binding Payoff lying in front of `target` (GC-P07 to GC-P10)."""
+
+    briber: int
+    target: int
+    side: int  # VoteSide: 1 yes, 2 no
+    loot: tuple[str, ...]
+    payoff_cards: int
+    visibility: int  # LootVisibility: 1 open, 2 peek, 3 hidden
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    config: Config
+    options: tuple[tuple[str, str], ...]
+    seats: int
+    boss: int
+    stashes: tuple[tuple[str, ...], ...]
+    payoff_cards: tuple[int, ...]
+    pile: tuple[str, ...] = ()
+    pile_start: int = 0  # pile size with The Fuzz! after setup (GC-S11)
+    round: int = 0
+    step: Step = Step.SHOW_LOOT
+    turn: int = NOBODY  # Step 3a
+    table: tuple[str, ...] = ()
+    assignment: tuple[int, ...] = ()  # seat per table card, () before Step 2 is done
+    threats: tuple[int, ...] = ()
+    cards: tuple[int, ...] = ()  # chosen Action card per seat, 0 = none
+    choices: tuple[int, ...] = ()
+    committed: tuple[bool, ...] = ()
+    changes: tuple[int, ...] = ()  # public changes this round (GC-D09)
+    revealed: tuple[int, ...] = ()  # revealed Action card per seat in Step 4, 0 = face down
+    offers: tuple[Offer, ...] = ()
+    skims: int = 0  # Skims revealed this round
+    fuzz_skimmed: bool = False  # GC-A13 in this round
+    fuzz_out: bool = False  # The Fuzz! has left the pile
+    fuzz_cause: int = 0
+    confiscated: tuple[str, ...] = ()
+    end_reason: int = 0
+
+    @property
+    def over(self) -> bool:
+        return self.step is Step.OVER
+
+    def left_of(self, seat: int) -> int:
+        """GC-S02: the next seat clockwise."""
+        return (seat + 1) % self.seats
+
+    def clockwise_from(self, seat: int) -> list[int]:
+        """Every seat, starting with `seat`, clockwise."""
+        return [(seat + i) % self.seats for i in range(self.seats)]
+
+    def offers_out(self, seat: int) -> int:
+        return sum(1 for o in self.offers if o.briber == seat)
+
+    def offer(self, briber: int, target: int) -> Offer | None:
+        for o in self.offers:
+            if o.briber == briber and o.target == target:
+                return o
+        return None
+
+
+def put(items: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
+    """The tuple with one item replaced."""
+    return items[:index] + (value,) + items[index + 1 :]
+
+
+def fresh_round_fields(seats: int) -> dict[str, object]:
+    """GC-R07, GC-P13: what the clean-up resets for every seat."""
+    return {
+        "threats": (NOBODY,) * seats,
+        "cards": (0,) * seats,
+        "choices": (0,) * seats,
+        "committed": (False,) * seats,
+        "changes": (0,) * seats,
+        "revealed": (0,) * seats,
+        "offers": (),
+        "skims": 0,
+        "turn": NOBODY,
+    }

@@ -1,0 +1,90 @@
+"""GoodCritters binds the engine contract (tests/contracts/engine_contract.py)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+from famiglia.rules.goodcritters import ENGINE
+from famiglia.rules.goodcritters.data import ACTION_CARDS, FUZZ
+from famiglia.rules.goodcritters.state import Offer, State
+from famiglia.rules.goodcritters.view import offer_loot_seen
+from tests.contracts.engine_contract import EngineContract
+
+
+def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> State:
+    """A state that differs from `state` only in what `viewer` may not know (GC-H02 to GC-H07):
+    the cards in the other Stashes and in offers the viewer cannot see are swapped with the
+    pile's Loot (sizes kept), the pile is reshuffled with The Fuzz! anywhere in it, and the
+    others' face-down Action cards are redrawn. Once the game is over nothing is hidden."""
+    if state.over:
+        return state
+    hidden_slots: list[tuple[str, int, int]] = []  # (where, index, position)
+    pool: list[str] = []
+    for seat, stash in enumerate(state.stashes):
+        if seat != viewer:
+            for pos, card in enumerate(stash):
+                hidden_slots.append(("stash", seat, pos))
+                pool.append(card)
+    for i, o in enumerate(state.offers):
+        if not offer_loot_seen(o.visibility, o.briber, o.target, viewer):
+            for pos, card in enumerate(o.loot):
+                hidden_slots.append(("offer", i, pos))
+                pool.append(card)
+    pile_loot = [c for c in state.pile if c != FUZZ]
+    pool += pile_loot
+    rng.shuffle(pool)
+    stashes = [list(s) for s in state.stashes]
+    offers_loot = [list(o.loot) for o in state.offers]
+    for (where, index, pos), card in zip(hidden_slots, pool, strict=False):
+        if where == "stash":
+            stashes[index][pos] = card
+        else:
+            offers_loot[index][pos] = card
+    pile = pool[len(hidden_slots) :]
+    if FUZZ in state.pile:
+        pile.insert(rng.randrange(len(pile) + 1), FUZZ)
+    cards = list(state.cards)
+    for seat in range(state.seats):
+        if seat != viewer and cards[seat] and not state.revealed[seat]:
+            cards[seat] = rng.choice(ACTION_CARDS)
+    offers = tuple(
+        Offer(o.briber, o.target, o.side, tuple(loot), o.payoff_cards, o.visibility)
+        for o, loot in zip(state.offers, offers_loot, strict=True)
+    )
+    return replace(
+        state,
+        stashes=tuple(tuple(s) for s in stashes),
+        offers=offers,
+        pile=tuple(pile),
+        cards=tuple(cards),
+    )
+
+
+OPTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "payoff.enabled": st.sampled_from(["true", "false"]),
+        "step3_mode": st.sampled_from(["open", "turns"]),
+        "step3_public_change_limit": st.sampled_from(["0", "1", "3"]),
+        "step3_card_choice_limit": st.sampled_from(["1", "2", "5"]),
+        "winner_tiebreak": st.sampled_from(["", "more_loot_cards"]),
+        "stash_counts_public": st.sampled_from(["true", "false"]),
+        "skim_fuzz_failed_vote_extra_cards": st.sampled_from(["true", "false"]),
+        "payoff.offer_loot_visibility": st.sampled_from(["open,peek,hidden", "hidden", "peek"]),
+    },
+)
+
+
+class TestGoodCrittersContract(EngineContract):
+    engine = ENGINE
+
+    @classmethod
+    def options_strategy(cls) -> st.SearchStrategy[dict[str, str]]:
+        return OPTIONS
+
+    def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
+        return perturb_hidden(state, viewer, rng)
