@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Iterator
 
 from .protocol import Engine
@@ -40,10 +41,18 @@ class Registry:
         return list(self._engines.values())
 
 
-def default_registry() -> Registry:
-    """Every known game whose engine module is present."""
+def default_registry(games: str | None = None) -> Registry:
+    """Every known game whose engine module is present, or only those named in
+    `games` / FAMIGLIA_GAMES (comma-separated game ids) when set."""
+    wanted = games if games is not None else os.environ.get("FAMIGLIA_GAMES", "")
+    only = {g.strip() for g in wanted.split(",") if g.strip()}
+    unknown = only - set(KNOWN_GAMES)
+    if unknown:
+        raise UnknownGame(", ".join(sorted(unknown)))
     engines: dict[str, Engine] = {}
     for game_id, module_name in KNOWN_GAMES.items():
+        if only and game_id not in only:
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
