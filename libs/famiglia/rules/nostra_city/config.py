@@ -1,0 +1,96 @@
+"""Match options (NC-K90): keys, defaults and the rule each one comes from.
+
+Options arrive as strings; `Config.parse` validates them and refuses bad values
+with a RuleViolation naming NC-K90.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from famiglia.engine import RuleViolation
+from famiglia.engine.protocol import OptionSpec
+
+_BOOL = ("true", "false")
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("first_player_seat", "random", "seat holding the First Player card, or random",
+               ("random", "0", "1", "2", "3", "4"), "NC-S16"),
+    OptionSpec("verdict_start_3", "2", "Jury Box start V with 3 players", (), "NC-V03"),
+    OptionSpec("verdict_start_4", "2", "Jury Box start V with 4 players", (), "NC-V03"),
+    OptionSpec("verdict_start_5", "3", "Jury Box start V with 5 players", (), "NC-V03"),
+    OptionSpec("verdict_count_mode", "icons", "how Corruption Pile Notes move the token",
+               ("icons", "value_weighted"), "NC-V05"),
+    OptionSpec("verdict_tie_result", "guilty", "the verdict when V = 0", ("guilty", "innocent"), "NC-V06"),
+    OptionSpec("zealous_needs_titles_given", "false", "Zealous Corruptor only once Titles are given",
+               _BOOL, "NC-S12"),
+    OptionSpec("zealous_from_month", "4", "first month a Zealous Corruptor is taken",
+               ("1", "2", "3", "4", "5", "6"), "NC-T02"),
+    OptionSpec("turfs_free_in_reception", "true", "Reception step 1 also frees Turfs", _BOOL, "NC-C03"),
+    OptionSpec("title_counts_as_meeting_win", "true", "a Title received counts as winning a card",
+               _BOOL, "NC-M14"),
+    OptionSpec("end_game_bonus_respect", "2", "Respect per End of Game Bonus card",
+               ("0", "1", "2", "3"), "NC-V14"),
+    OptionSpec("turn_timeout_s", "120", "turn clock in seconds", (), "NC-D02"),
+    OptionSpec("choice_timeout_s", "45", "choice clock in seconds", (), "NC-D02"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    seats: int
+    first_player_seat: int  # -1 = random (NC-S16)
+    verdict_start: int
+    value_weighted: bool
+    tie_innocent: bool
+    zealous_needs_titles: bool
+    zealous_from_month: int
+    turfs_free_in_reception: bool
+    title_counts_as_win: bool
+    bonus_respect: int
+    turn_timeout: float
+    choice_timeout: float
+
+    @staticmethod
+    def parse(seats: int, options: Mapping[str, str]) -> Config:
+        """Validate the options (NC-K90) for `seats` players (NC-S01)."""
+        if seats not in (3, 4, 5):
+            raise RuleViolation("NC-S01", f"Nostra City needs 3 to 5 players, not {seats}")
+        known = {o.key: o for o in OPTIONS}
+        values = {o.key: o.default for o in OPTIONS}
+        for key, value in options.items():
+            spec = known.get(key)
+            if spec is None:
+                raise RuleViolation("NC-K90", f"unknown option {key!r}")
+            if spec.choices and value not in spec.choices:
+                raise RuleViolation("NC-K90", f"option {key}={value!r} not in {spec.choices}")
+            values[key] = str(value)
+
+        def integer(key: str, low: int, high: int) -> int:
+            try:
+                n = int(values[key])
+            except ValueError:
+                raise RuleViolation("NC-K90", f"option {key} must be an integer") from None
+            if not low <= n <= high:
+                raise RuleViolation("NC-K90", f"option {key} must be within {low}..{high}")
+            return n
+
+        fp = values["first_player_seat"]
+        first = -1 if fp == "random" else int(fp)
+        if first >= seats:
+            raise RuleViolation("NC-S16", f"first player seat {first} is not a seat")
+        return Config(
+            seats=seats,
+            first_player_seat=first,
+            verdict_start=integer(f"verdict_start_{seats}", -20, 20),
+            value_weighted=values["verdict_count_mode"] == "value_weighted",
+            tie_innocent=values["verdict_tie_result"] == "innocent",
+            zealous_needs_titles=values["zealous_needs_titles_given"] == "true",
+            zealous_from_month=int(values["zealous_from_month"]),
+            turfs_free_in_reception=values["turfs_free_in_reception"] == "true",
+            title_counts_as_win=values["title_counts_as_meeting_win"] == "true",
+            bonus_respect=int(values["end_game_bonus_respect"]),
+            turn_timeout=float(integer("turn_timeout_s", 0, 86400)),
+            choice_timeout=float(integer("choice_timeout_s", 0, 86400)),
+        )

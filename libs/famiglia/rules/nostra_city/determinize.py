@@ -1,0 +1,1 @@
+"""determinize(view, seat, rng): placeholder, replaced below."""

@@ -1,0 +1,394 @@
+"""evolve(state, event): one small function per event kind, never random.
+
+Content events (Notes drawn, bids, cards dealt) carry their contents, so folding the
+server's stream rebuilds the table exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+
+from .config import Config
+from .data import CONSIGLIERE, PRIMO_CAPO, UNDERBOSS, VENDETTA_BY_ID, card_kind
+from .state import Bid, Choice, Draw, Phase, Seat, State
+
+
+def evolve(state: State | None, event: pb.Event) -> State:
+    kind = event.WhichOneof("kind")
+    if state is None:
+        if kind != "match_set_up":
+            raise ValueError("the first event must be match_set_up")
+        return _match_set_up(event.match_set_up)
+    return _EVOLVERS[kind](state, getattr(event, kind))  # type: ignore[arg-type]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _seat(state: State, seat: int, **changes: Any) -> State:
+    players = list(state.players)
+    players[seat] = replace(players[seat], **changes)
+    return replace(state, players=tuple(players))
+
+
+def _add(items: tuple[int, ...], more: Any) -> tuple[int, ...]:
+    return tuple(sorted((*items, *more)))
+
+
+def _remove(items: tuple, gone: Any) -> tuple:
+    out = list(items)
+    for x in gone:
+        out.remove(x)
+    return tuple(out)
+
+
+# -- setup -----------------------------------------------------------------------------------
+def _match_set_up(e: pb.MatchSetUp) -> State:
+    options = dict(e.options)
+    config = Config.parse(e.seats, options)
+    return State(config=config, options=tuple(sorted(options.items())), seats=e.seats,
+                 players=tuple(Seat() for _ in range(e.seats)), verdict=config.verdict_start)
+
+
+def _cards_dealt(s: State, e: pb.CardsDealt) -> State:
+    p = s.players[e.seat]
+    return _seat(s, e.seat, wiseguys=(*p.wiseguys, *e.wiseguys), turfs=(*p.turfs, *e.turfs))
+
+
+def _bank_dealt(s: State, e: pb.BankDealt) -> State:
+    return _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.notes))
+
+
+def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
+    if e.deck == "street":
+        return replace(s, street_deck=tuple(e.cards), set_aside=())
+    if e.deck == "note":
+        return replace(s, note_deck=tuple(e.notes), note_discard=())
+    return replace(s, vendetta_deck=tuple(e.cards), vendetta_discard=())
+
+
+def _street_card_revealed(s: State, e: pb.StreetCardRevealed) -> State:
+    street = list(s.street)
+    street[e.space - 1] = e.card
+    return replace(s, street=tuple(street), street_deck=s.street_deck[1:])
+
+
+def _street_card_set_aside(s: State, e: pb.StreetCardSetAside) -> State:
+    return replace(s, set_aside=(*s.set_aside, e.card), street_deck=s.street_deck[1:])
+
+
+def _first_player_chosen(s: State, e: pb.FirstPlayerChosen) -> State:
+    return replace(s, first_player=e.seat)
+
+
+# -- flow ------------------------------------------------------------------------------------
+def _phase_started(s: State, e: pb.PhaseStarted) -> State:
+    phase = Phase(e.phase)
+    s = replace(s, phase=phase, month=e.month, order=tuple(e.order), turn=0, turn_acted=False)
+    if phase is Phase.BUSINESS:
+        s = replace(s, players=tuple(replace(p, cashins=()) for p in s.players))
+    elif phase is Phase.MEETING:
+        s = replace(s, meeting_winners=frozenset(), meeting_bidders=frozenset(), resolution=0,
+                    locations_revealed=False)
+    elif phase is Phase.RESOLUTION:
+        s = replace(s, resolution=1)
+    elif phase is Phase.TRIAL:
+        s = replace(s, players=tuple(replace(p, corruption_actions=0, locations=(1, 2, 3, 4))
+                                     for p in s.players))
+    return s
+
+
+def _turn_ended(s: State, e: pb.TurnEnded) -> State:
+    return replace(s, turn=s.turn + 1, turn_acted=False)
+
+
+# -- business --------------------------------------------------------------------------------
+def _cashed_in(s: State, e: pb.CashedIn) -> State:
+    p = s.players[e.seat]
+    busy = p.busy | {e.wiseguy} if e.use_power else p.busy | {e.wiseguy, e.turf}
+    key = e.declared if e.declared in ("gambling", "drugs", "prostitution") else "racket"
+    s = _seat(s, e.seat, busy=busy, cashins=tuple(sorted((*p.cashins, key))))
+    choice = Choice("distribute", e.seat, shares=tuple(e.shares), wiseguy=e.wiseguy, declared=e.declared)
+    return replace(s, turn_acted=True, choice=choice)
+
+
+def _notes_drawn(s: State, e: pb.NotesDrawn) -> State:
+    notes = tuple(e.notes)
+    s = replace(s, note_deck=s.note_deck[len(notes):])
+    if e.bonus:
+        return _seat(s, e.seat, bank=_add(s.players[e.seat].bank, notes))
+    assert s.choice is not None
+    return replace(s, choice=replace(s.choice, notes=(*s.choice.notes, *notes)))
+
+
+def _police_raided(s: State, e: pb.PoliceRaided) -> State:
+    return s  # the reshuffle follows as its own DeckShuffled event (NC-B07)
+
+
+def _notes_given(s: State, e: pb.NotesGiven) -> State:
+    s = _seat(s, e.to_seat, bank=_add(s.players[e.to_seat].bank, e.notes))
+    assert s.choice is not None
+    return replace(s, choice=replace(s.choice, notes=_remove(s.choice.notes, e.notes)))
+
+
+def _notes_banked(s: State, e: pb.NotesBanked) -> State:
+    s = _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.notes))
+    return replace(s, choice=None)
+
+
+def _first_player_given(s: State, e: pb.FirstPlayerGiven) -> State:
+    return replace(s, first_player=e.to_seat, first_player_moved=True)
+
+
+def _players_cheated(s: State, e: pb.PlayersCheated) -> State:
+    draws = tuple(Draw(c.seat, c.draws, e.cause) for c in e.cheats if c.draws > 0)
+    s = replace(s, draws=(*s.draws, *draws))
+    if e.reason == "meeting":
+        s = replace(s, resolution=6)  # NC-M13 settled: the Meeting is over
+    return s
+
+
+# -- vendetta --------------------------------------------------------------------------------
+def _vendetta_drawn(s: State, e: pb.VendettaDrawn) -> State:
+    card = s.vendetta_deck[0]
+    head = s.draws[0]
+    rest = s.draws[1:] if head.count <= 1 else (replace(head, count=head.count - 1), *s.draws[1:])
+    s = replace(s, vendetta_deck=s.vendetta_deck[1:], draws=rest)
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, vendetta_drawn=p.vendetta_drawn + 1)
+    kind = VENDETTA_BY_ID[card].kind
+    if kind == "atlantic":
+        return _seat(s, e.seat, turfs=(*p.turfs, "AC"))
+    if kind == "rage":
+        return replace(s, choice=Choice("rage", e.seat, card=card, cause=head.cause))
+    return _seat(s, e.seat, hand=tuple(sorted((*p.hand, card))))
+
+
+def _vendetta_card_dealt(s: State, e: pb.VendettaCardDealt) -> State:
+    return s  # the private face of the card VendettaDrawn already moved
+
+
+def _vendetta_draw_skipped(s: State, e: pb.VendettaDrawSkipped) -> State:
+    return replace(s, draws=s.draws[1:])
+
+
+def _rage_played(s: State, e: pb.RagePlayed) -> State:
+    if e.wiseguy:
+        p = s.players[e.target]
+        s = _seat(s, e.target, busy=p.busy | {e.wiseguy})
+    return replace(s, choice=None, vendetta_discard=(*s.vendetta_discard, e.card))
+
+
+def _revenge_played(s: State, e: pb.RevengePlayed) -> State:
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, hand=_remove(p.hand, [e.card]))
+    s = replace(s, vendetta_discard=(*s.vendetta_discard, e.card))
+    t = s.players[e.target]
+    if e.wiseguy:  # Hit (NC-K50, NC-X11)
+        s = _seat(s, e.target, wiseguys=_remove(t.wiseguys, [e.wiseguy]), busy=t.busy - {e.wiseguy})
+        s = replace(s, removed=(*s.removed, e.wiseguy))
+    if e.turf:  # Tip-off (NC-K52)
+        s = _seat(s, e.target, busy=t.busy | {e.turf})
+    return s
+
+
+def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
+    s = _seat(s, e.victim, bank=_remove(s.players[e.victim].bank, e.notes))
+    return _seat(s, e.thief, bank=_add(s.players[e.thief].bank, e.notes))
+
+
+def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
+    s = _seat(s, e.seat, bank=_remove(s.players[e.seat].bank, [e.note]))
+    return replace(s, note_discard=(*s.note_discard, e.note))
+
+
+# -- meeting ---------------------------------------------------------------------------------
+def _bid_committed(s: State, e: pb.BidCommitted) -> State:
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, busy=p.busy | {e.wiseguy})
+    return replace(s, turn_acted=True, bids=(*s.bids, Bid(e.seat, e.wiseguy, e.count)),
+                   meeting_bidders=s.meeting_bidders | {e.seat})
+
+
+def _bid_content(s: State, e: pb.BidContent) -> State:
+    bids = list(s.bids)
+    for i in range(len(bids) - 1, -1, -1):
+        if bids[i].seat == e.seat and bids[i].wiseguy == e.wiseguy:
+            bids[i] = replace(bids[i], location=e.location, notes=tuple(e.notes))
+            break
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, bank=_remove(p.bank, e.notes), locations=_remove(p.locations, [e.location]))
+    return replace(s, bids=tuple(bids))
+
+
+def _locations_revealed(s: State, e: pb.LocationsRevealed) -> State:
+    return replace(s, locations_revealed=True)
+
+
+def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
+    on_space = [b for b in s.bids if b.location == e.space]
+    s = replace(s, bids=tuple(b for b in s.bids if b.location != e.space), resolution=e.space + 1)
+    street = list(s.street)
+    if e.outcome in ("won", "single", "investigation_taken", "investigation_removed"):
+        street[e.space - 1] = ""
+    if e.outcome == "investigation_removed":
+        s = replace(s, removed=(*s.removed, e.card))
+    s = replace(s, street=tuple(street))
+    if e.outcome == "single":
+        # NC-M07: the card waits with the bid until the winner has kept a Note (NC-D09)
+        bid = on_space[0]
+        keep = 2 if bid.wiseguy == "W08" else 1  # NC-W108
+        return replace(s, choice=Choice("keep", bid.seat, notes=bid.notes, keep=keep, card=e.card))
+    spent = [n for b in on_space for n in b.notes]
+    return replace(s, note_discard=(*s.note_discard, *spent))
+
+
+def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
+    return s
+
+
+def _card_won(s: State, e: pb.CardWon) -> State:
+    p = s.players[e.seat]
+    kind = card_kind(e.card)
+    if kind == "wiseguy":
+        s = _seat(s, e.seat, wiseguys=(*p.wiseguys, e.card))
+    elif kind == "turf":
+        s = _seat(s, e.seat, turfs=(*p.turfs, e.card))
+    else:
+        s = _seat(s, e.seat, trophies=(*p.trophies, e.card))
+    s = replace(s, meeting_winners=s.meeting_winners | {e.seat})
+    if e.card == UNDERBOSS:
+        s = replace(s, underboss="won", titles=(*s.titles, (UNDERBOSS, e.seat)),
+                    choice=Choice("consigliere", e.seat))
+    return s
+
+
+def _notes_kept(s: State, e: pb.NotesKept) -> State:
+    s = _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.kept))
+    return replace(s, choice=None, note_discard=(*s.note_discard, *e.discarded))
+
+
+def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
+    title = CONSIGLIERE if e.title == "consigliere" else PRIMO_CAPO
+    p = s.players[e.to_seat]
+    s = _seat(s, e.to_seat, trophies=(*p.trophies, title))
+    s = replace(s, titles=(*s.titles, (title, e.to_seat)))
+    if s.config.title_counts_as_win:
+        s = replace(s, meeting_winners=s.meeting_winners | {e.to_seat})
+    choice = Choice("primo_capo", e.to_seat) if title == CONSIGLIERE else None
+    return replace(s, choice=choice)
+
+
+# -- trial -----------------------------------------------------------------------------------
+def _corrupted(s: State, e: pb.Corrupted) -> State:
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, busy=p.busy | {e.wiseguy}, corruption_actions=p.corruption_actions + 1)
+    if e.mode == "token":
+        s = replace(s, w13_spent=True)
+    return replace(s, turn_acted=True)
+
+
+def _notes_corrupted(s: State, e: pb.NotesCorrupted) -> State:
+    p = s.players[e.seat]
+    if e.from_deck:
+        s = replace(s, note_deck=s.note_deck[len(e.notes):],
+                    pile=(*s.pile, *((n, -1) for n in e.notes)))
+        return _seat(s, e.seat, corruption_count=p.corruption_count + len(e.notes))
+    s = replace(s, pile=(*s.pile, *((n, e.seat) for n in e.notes)))
+    return _seat(s, e.seat, bank=_remove(p.bank, e.notes), corrupted=(*p.corrupted, *e.notes),
+                 corruption_count=p.corruption_count + len(e.notes))
+
+
+def _pile_notes_peeked(s: State, e: pb.PileNotesPeeked) -> State:
+    p = s.players[e.seat]
+    return _seat(s, e.seat, peeked=tuple(sorted({*p.peeked, *e.notes})))
+
+
+def _verdict_moved(s: State, e: pb.VerdictMoved) -> State:
+    return replace(s, verdict=e.position)
+
+
+def _zealous_corruptor_taken(s: State, e: pb.ZealousCorruptorTaken) -> State:
+    p = s.players[e.seat]
+    s = _seat(s, e.seat, trophies=(*p.trophies, e.card))
+    return replace(s, zealous_left=_remove(s.zealous_left, [e.card]))
+
+
+# -- reception and verdict -------------------------------------------------------------------
+def _reception_held(s: State, e: pb.ReceptionHeld) -> State:
+    free_turfs = s.config.turfs_free_in_reception  # NC-C03
+    players = tuple(replace(p, busy=frozenset() if free_turfs else p.busy - set(p.wiseguys))
+                    for p in s.players)
+    return replace(s, phase=Phase.RECEPTION, players=players, first_player_moved=False,
+                   order=(), turn=0)
+
+
+def _underboss(s: State, e: pb.Underboss) -> State:
+    if e.space == 0:
+        return replace(s, underboss="waiting")
+    street = list(s.street)
+    street[e.space - 1] = UNDERBOSS
+    removed = (*s.removed, e.removed) if e.removed else s.removed
+    return replace(s, street=tuple(street), underboss="street", removed=removed)
+
+
+def _bonus_awarded(s: State, e: pb.BonusAwarded) -> State:
+    if e.seat < 0:
+        return s
+    p = s.players[e.seat]
+    return _seat(s, e.seat, trophies=(*p.trophies, e.card))
+
+
+def _corruption_revealed(s: State, e: pb.CorruptionRevealed) -> State:
+    return replace(s, verdict=s.verdict + e.delta, phase=Phase.VERDICT)
+
+
+def _verdict_reached(s: State, e: pb.VerdictReached) -> State:
+    return replace(s, verdict_result=e.verdict, snitches=tuple(e.snitches), phase=Phase.OVER,
+                   order=(), turn=0)
+
+
+_EVOLVERS: dict[str, Callable[[State, Any], State]] = {
+    "cards_dealt": _cards_dealt,
+    "bank_dealt": _bank_dealt,
+    "deck_shuffled": _deck_shuffled,
+    "street_card_revealed": _street_card_revealed,
+    "street_card_set_aside": _street_card_set_aside,
+    "first_player_chosen": _first_player_chosen,
+    "phase_started": _phase_started,
+    "turn_ended": _turn_ended,
+    "cashed_in": _cashed_in,
+    "notes_drawn": _notes_drawn,
+    "police_raided": _police_raided,
+    "notes_given": _notes_given,
+    "notes_banked": _notes_banked,
+    "first_player_given": _first_player_given,
+    "players_cheated": _players_cheated,
+    "vendetta_drawn": _vendetta_drawn,
+    "vendetta_card_dealt": _vendetta_card_dealt,
+    "vendetta_draw_skipped": _vendetta_draw_skipped,
+    "rage_played": _rage_played,
+    "revenge_played": _revenge_played,
+    "notes_stolen": _notes_stolen,
+    "note_smashed": _note_smashed,
+    "bid_committed": _bid_committed,
+    "bid_content": _bid_content,
+    "locations_revealed": _locations_revealed,
+    "space_resolved": _space_resolved,
+    "bids_revealed": _bids_revealed,
+    "card_won": _card_won,
+    "notes_kept": _notes_kept,
+    "title_assigned": _title_assigned,
+    "corrupted": _corrupted,
+    "notes_corrupted": _notes_corrupted,
+    "pile_notes_peeked": _pile_notes_peeked,
+    "verdict_moved": _verdict_moved,
+    "zealous_corruptor_taken": _zealous_corruptor_taken,
+    "reception_held": _reception_held,
+    "underboss": _underboss,
+    "bonus_awarded": _bonus_awarded,
+    "corruption_revealed": _corruption_revealed,
+    "verdict_reached": _verdict_reached,
+}

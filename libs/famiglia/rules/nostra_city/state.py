@@ -1,0 +1,131 @@
+"""The whole Nostra City table as frozen data (STYLE: tuples, frozensets, `replace`).
+
+Decks are tuples with the top card first. Banks and hands are kept sorted so that
+equal states iterate equally (decide must not depend on set order).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .config import Config
+
+
+class Phase(enum.StrEnum):
+    SETUP = "setup"
+    BUSINESS = "business"  # NC-B
+    MEETING = "meeting"  # NC-M01..M04
+    RESOLUTION = "resolution"  # NC-M05..M16
+    TRIAL = "trial"  # NC-T
+    RECEPTION = "reception"  # NC-C
+    VERDICT = "verdict"  # NC-V
+    OVER = "over"
+
+
+TURN_PHASES = (Phase.BUSINESS, Phase.MEETING, Phase.TRIAL)
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    wiseguys: tuple[str, ...] = ()
+    turfs: tuple[str, ...] = ()  # Atlantic City ("AC") included
+    busy: frozenset[str] = frozenset()
+    bank: tuple[int, ...] = ()  # sorted Note ids (NC-H02)
+    hand: tuple[str, ...] = ()  # sorted Vendetta card ids (NC-H08)
+    trophies: tuple[str, ...] = ()  # Respect, Investigations, Titles, ZC, Bonus cards
+    locations: tuple[int, ...] = (1, 2, 3, 4)  # unused Location cards (NC-K60)
+    vendetta_drawn: int = 0  # NC-K23
+    corrupted: tuple[int, ...] = ()  # Notes this seat put on the pile from its Bank (NC-H17)
+    corruption_count: int = 0  # Notes put on the pile, all months (NC-H01)
+    corruption_actions: int = 0  # in this Trial (NC-T02, NC-K15 I6)
+    cashins: tuple[str, ...] = ()  # declared types used in this Business (NC-B14)
+    peeked: tuple[int, ...] = ()  # NC-W114
+
+
+@dataclass(frozen=True, slots=True)
+class Bid:
+    seat: int
+    wiseguy: str
+    count: int
+    location: int = 0
+    notes: tuple[int, ...] = ()  # in placement order (NC-D09)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A decision inside a phase turn or a resolution (NC-D05, D06, D09..D11)."""
+
+    kind: str  # distribute, keep, consigliere, primo_capo, rage
+    seat: int
+    shares: tuple[int, ...] = ()
+    notes: tuple[int, ...] = ()  # drawn Notes (distribute) or the bid's Notes (keep)
+    card: str = ""  # rage card
+    cause: int = -1  # rage: the player who caused the draw, -1 = drawer chooses
+    wiseguy: str = ""  # the acting Wiseguy of the cash-in (W18)
+    declared: str = ""
+    keep: int = 1  # keep: how many Notes (W08)
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    seat: int
+    count: int
+    cause: int  # NC-K48: the active player of a cash-in, -1 for Meeting draws
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    config: Config
+    options: tuple[tuple[str, str], ...]
+    seats: int
+    players: tuple[Seat, ...]
+    month: int = 1
+    phase: Phase = Phase.SETUP
+    order: tuple[int, ...] = ()
+    turn: int = 0  # index into order
+    turn_acted: bool = False  # NC-K47: Revenge only before the first action
+    first_player: int = -1
+    first_player_moved: bool = False  # NC-B13
+    verdict: int = 0  # NC-V03
+    street: tuple[str, ...] = ("", "", "", "")
+    street_deck: tuple[str, ...] = ()
+    set_aside: tuple[str, ...] = ()  # NC-S07/S08
+    removed: tuple[str, ...] = ()  # cards out of the game
+    note_deck: tuple[int, ...] = ()
+    note_discard: tuple[int, ...] = ()
+    vendetta_deck: tuple[str, ...] = ()
+    vendetta_discard: tuple[str, ...] = ()
+    pile: tuple[tuple[int, int], ...] = ()  # Corruption Pile: (note, placer or -1 for W12)
+    bids: tuple[Bid, ...] = ()
+    locations_revealed: bool = False
+    resolution: int = 0  # next Street space to resolve (1..4), 5 = spaces done
+    meeting_winners: frozenset[int] = frozenset()
+    meeting_bidders: frozenset[int] = frozenset()
+    choice: Choice | None = None
+    draws: tuple[Draw, ...] = ()
+    underboss: str = "later"  # later, waiting, street, won
+    titles: tuple[tuple[str, int], ...] = ()  # (title, seat)
+    zealous_left: tuple[str, ...] = ("ZC1", "ZC2", "ZC3")
+    w13_spent: bool = False
+    verdict_result: str = ""
+    snitches: tuple[int, ...] = ()
+
+    @property
+    def turn_seat(self) -> int:
+        """The seat whose phase turn it is, or -1."""
+        if self.phase in (Phase.BUSINESS, Phase.MEETING, Phase.TRIAL) and self.turn < len(self.order):
+            return self.order[self.turn]
+        return -1
+
+    def title_of(self, seat: int) -> str:
+        for title, holder in self.titles:
+            if holder == seat:
+                return title
+        return ""
+
+    def holder(self, title: str) -> int:
+        for t, holder in self.titles:
+            if t == title:
+                return holder
+        return -1

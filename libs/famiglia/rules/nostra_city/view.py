@@ -1,0 +1,135 @@
+"""What one seat may know (NC-H01..H17): view(), visibility() and redacted events.
+
+The view is an allow-list: it adds, piece by piece, what the viewer may see, so a new
+secret field stays hidden by default. Once the match is over everything but deck orders
+is public (NC-H16).
+"""
+
+from __future__ import annotations
+
+from famiglia.engine.protocol import PUBLIC, SERVER_ONLY, Visibility, private_to
+from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+
+from .queries import seat_respect
+from .state import Phase, State
+
+_PRIVATE_SEAT = {
+    "bank_dealt": "seat",
+    "notes_drawn": "seat",
+    "notes_banked": "seat",
+    "vendetta_card_dealt": "seat",
+    "bid_content": "seat",
+    "notes_kept": "seat",
+    "pile_notes_peeked": "seat",
+    "note_smashed": "seat",
+}
+
+
+def visibility(event: pb.Event) -> Visibility:
+    kind = event.WhichOneof("kind")
+    msg = getattr(event, kind)
+    if kind in _PRIVATE_SEAT:
+        return private_to(msg.seat)
+    if kind == "notes_given":
+        return private_to(msg.from_seat, msg.to_seat)  # NC-H03
+    if kind == "notes_stolen":
+        return private_to(msg.thief, msg.victim)  # NC-H14
+    if kind == "notes_corrupted":
+        return SERVER_ONLY if msg.from_deck else private_to(msg.seat)  # NC-W112, NC-H17
+    if kind == "deck_shuffled":
+        return SERVER_ONLY  # NC-H13
+    return PUBLIC
+
+
+def redact(event: pb.Event, viewer: int | None) -> pb.Event | None:
+    """The event itself, its public form (counts without faces), or None."""
+    if visibility(event).allows(viewer):
+        return event
+    kind = event.WhichOneof("kind")
+    if kind in ("notes_drawn", "notes_banked", "notes_given", "notes_stolen"):
+        out = pb.Event()
+        out.CopyFrom(event)
+        del getattr(out, kind).notes[:]
+        return out
+    if kind == "notes_kept":
+        out = pb.Event()
+        out.CopyFrom(event)
+        del out.notes_kept.kept[:]
+        del out.notes_kept.discarded[:]
+        return out
+    if kind == "note_smashed":
+        return pb.Event(note_smashed=pb.NoteSmashed(seat=event.note_smashed.seat, note=-1))
+    if kind == "deck_shuffled":
+        return pb.Event(deck_shuffled=pb.DeckShuffled(deck=event.deck_shuffled.deck))
+    return None
+
+
+def view(state: State, viewer: int | None) -> pb.View:
+    over = state.phase is Phase.OVER
+    v = pb.View(
+        viewer=-1 if viewer is None else viewer,
+        seats=state.seats,
+        options=dict(state.options),
+        month=state.month,
+        phase=state.phase.value,
+        order=state.order,
+        turn=state.turn,
+        turn_acted=state.turn_acted,
+        first_player=state.first_player,
+        first_player_moved=state.first_player_moved,
+        verdict=state.verdict,
+        street=state.street,
+        street_deck_size=len(state.street_deck),
+        note_deck_size=len(state.note_deck),
+        note_discard_size=len(state.note_discard),
+        vendetta_deck_size=len(state.vendetta_deck),
+        vendetta_discard=state.vendetta_discard,
+        corruption_pile_size=len(state.pile),
+        underboss=state.underboss,
+        zealous_left=len(state.zealous_left),
+        resolution=state.resolution,
+        meeting_winners=sorted(state.meeting_winners),
+        w13_spent=state.w13_spent,
+        verdict_result=state.verdict_result,
+        set_aside_size=len(state.set_aside),
+        locations_revealed=state.locations_revealed,
+        removed=state.removed,
+        corruptors=sorted(state.meeting_bidders),
+    )
+    for i, p in enumerate(state.players):
+        mine = over or viewer == i
+        sv = v.players.add(
+            seat=i, wiseguys=p.wiseguys, turfs=p.turfs, busy=sorted(p.busy), trophies=p.trophies,
+            respect=seat_respect(state, i), bank_size=len(p.bank), hand_size=len(p.hand),
+            vendetta_drawn=p.vendetta_drawn, corruption_count=p.corruption_count,
+            locations_left=len(p.locations), cashins=p.cashins, corruption_actions=p.corruption_actions,
+        )
+        if mine:
+            sv.bank.extend(p.bank)
+            sv.hand.extend(p.hand)
+            sv.locations.extend(p.locations)
+            sv.corrupted.extend(p.corrupted)
+            sv.peeked.extend(p.peeked)
+        if over:
+            sv.snitch = i in state.snitches
+    for b in state.bids:
+        bv = v.bids.add(seat=b.seat, wiseguy=b.wiseguy, count=b.count)
+        if over or viewer == b.seat or state.locations_revealed:
+            bv.location = b.location  # NC-M05
+        if over or viewer == b.seat:
+            bv.notes.extend(b.notes)  # NC-H04, NC-X01
+    c = state.choice
+    if c is not None:
+        cv = v.choice
+        cv.kind, cv.seat, cv.card, cv.cause, cv.wiseguy = c.kind, c.seat, c.card, c.cause, c.wiseguy
+        cv.shares.extend(c.shares)
+        cv.note_count = len(c.notes)
+        cv.declared = c.declared
+        cv.keep = c.keep
+        if over or viewer == c.seat:
+            cv.notes.extend(c.notes)  # NC-H03 drawn faces / NC-H06 a single winner's Notes
+    for d in state.draws:
+        v.draws.add(seat=d.seat, count=d.count, cause=d.cause)
+    if over:
+        v.corruption_pile.extend(n for n, _ in state.pile)  # NC-H16
+    return v
