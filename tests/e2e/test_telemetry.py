@@ -1,0 +1,49 @@
+"""Traces cross gRPC into the command service and land in every event's metadata."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from famiglia.client import GameClient
+from famiglia.engine.registry import default_registry
+from famiglia.eventstore.redis_store import RedisEventStore
+
+REGISTRY = default_registry()
+pytestmark = pytest.mark.skipif(not list(REGISTRY), reason="no game engine registered yet")
+EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tracing() -> None:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+
+
+def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(command_address: str,
+                                                                                 redis_url: str) -> None:
+    game_id = next(iter(REGISTRY))
+    client = GameClient(command_address)
+    match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=1)
+    view = client.spectator(match.match_id).view()
+    seat = view.to_act[0].seat
+    me = client.seat(match.match_id, match.seat_tokens[seat])
+    command = me.legal_commands().commands[0]
+    with trace.get_tracer("test").start_as_current_span("player-taps-a-card") as span:
+        trace_id = format(span.get_span_context().trace_id, "032x")
+        reply = me.submit(command, command_id="traced-1")
+    client.close()
+    store = RedisEventStore.connect(redis_url)
+    stored = [e for e in store.read(match.match_id) if e.command_id == "traced-1"]
+    store.close()
+    assert stored and len(stored) == reply.version - view.version
+    for envelope in stored:
+        assert envelope.trace["traceparent"].split("-")[1] == trace_id
+    names = {s.name for s in EXPORTER.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id}
+    assert {"SubmitCommand", "eventstore.append", "engine.decide"} <= names
