@@ -672,24 +672,29 @@ Global___CardDrawn: _TypeAlias = CardDrawn  # noqa: Y015
 
 @_typing.final
 class TurnBegan(_message.Message):
+    """A turn begins with Phase 1: Advance Time (GR-R03), skipped on a player's first turn (GR-R04)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     ROUND_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
+    ADVANCE_SKIPPED_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     round: _builtins.int
     turn: _builtins.int
+    advance_skipped: _builtins.bool
     def __init__(
         self,
         *,
         seat: _builtins.int = ...,
         round: _builtins.int = ...,
         turn: _builtins.int = ...,
+        advance_skipped: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["round", b"round", "seat", b"seat", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["advance_skipped", b"advance_skipped", "round", b"round", "seat", b"seat", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -697,26 +702,25 @@ Global___TurnBegan: _TypeAlias = TurnBegan  # noqa: Y015
 
 @_typing.final
 class TimeAdvanced(_message.Message):
-    """GR-R03 (Phase 1), GR-R04 (skipped on the first turn), GR-R05 (extra, from a card)."""
+    """GR-R05: an extra Advance Time from a card (Wheelman, Femme Fatale); `skipped` by GR-F01's
+    extra_advance_on_first_turn=false on a first turn.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     SKIPPED_FIELD_NUMBER: _builtins.int
-    EXTRA_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     skipped: _builtins.bool
-    extra: _builtins.bool
     def __init__(
         self,
         *,
         seat: _builtins.int = ...,
         skipped: _builtins.bool = ...,
-        extra: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["extra", b"extra", "seat", b"seat", "skipped", b"skipped"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seat", b"seat", "skipped", b"skipped"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

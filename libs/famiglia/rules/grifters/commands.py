@@ -68,16 +68,21 @@ def answer_command(choice: str, answer: Any) -> Command:
     raise ValueError(choice)
 
 
-def teams(hand: tuple[str, ...], job: str) -> Any:
-    """Every Team in `hand` matching `job` exactly (GR-J03), in canonical order, lazily."""
-    by_skill: dict[str, list[str]] = {}
+def by_skill(hand: tuple[str, ...]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
     for card in hand:
-        by_skill.setdefault(SKILL_OF[card], []).append(card)
+        out.setdefault(SKILL_OF[card], []).append(card)
+    return out
+
+
+def teams(hand: tuple[str, ...], job: str, skills: dict[str, list[str]] | None = None) -> Any:
+    """Every Team in `hand` matching `job` exactly (GR-J03), in canonical order, lazily."""
+    by_skill_ = by_skill(hand) if skills is None else skills
     parts = []
     for skill, n in JOBS_BY_ID[job].skills:
         if n == 0:
             continue
-        cards = by_skill.get(skill, [])
+        cards = by_skill_.get(skill, [])
         if len(cards) < n:
             return iter(())
         parts.append(combinations(cards, n))
@@ -92,8 +97,9 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
         hand = state.players[seat].hand
         out = [pull_caper(card) for card in hand]
         per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
+        skills = by_skill(hand)
         for job in state.available_jobs():
-            out.extend(complete_job(job, team) for team in islice(teams(hand, job), per_job))
+            out.extend(complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
     else:
         options: list[Any] = choice_options(state, decision)
         if decision in OPTIONAL_CHOICES:

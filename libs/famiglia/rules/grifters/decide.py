@@ -29,7 +29,6 @@ from .state import (
     NIGHT,
     OPPONENT,
     PARTNER,
-    PLAY,
     SECOND,
     State,
     in_hand_order,
@@ -69,9 +68,6 @@ def drive(ctx: Ctx) -> None:
             continue
         seat = s.active
         player = s.players[seat]
-        if s.phase != PLAY:  # Phase 1 (GR-R03, GR-R04)
-            ctx.emit(ev.time_advanced(seat, skipped=not player.had_turn and cfg.skip_first_advance))
-            continue
         if not s.played:
             if player.hand:
                 return  # the play decision (GR-D02)
@@ -83,7 +79,7 @@ def drive(ctx: Ctx) -> None:
         round_ = s.round + (1 if nxt == s.first_player else 0)
         if round_ > cfg.max_rounds:
             ctx.end(ROUND_LIMIT)  # GR-E08
-        ctx.emit(ev.turn_began(nxt, round_, s.turn + 1))
+        ctx.begin_turn(nxt, round_, s.turn + 1)
 
 
 # -- the play decision (GR-D02) ------------------------------------------------------------------------------

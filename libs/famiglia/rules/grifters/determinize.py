@@ -7,14 +7,12 @@ to keep, which of its hand cards were drawn (GR-H07).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from famiglia.engine import Rng
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import config as config_mod
 from .data import IS_RINGLEADER, RINGLEADER_TYPES, SPECIALISTS
-from .state import KEEP, NONE, Caper, Player, State, in_hand_order
+from .state import KEEP, NONE, Caper, Player, State, evolved, in_hand_order
 
 
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
@@ -60,7 +58,7 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         if not drawn:  # another seat's Mastermind: any 3 of its hand Specialists (GR-H07)
             specs = [c for c in players[v.active].hand if not IS_RINGLEADER[c]]
             drawn = tuple(rng.sample(specs, min(3, len(specs))))
-        caper = replace(caper, drawn=drawn)
+        caper = evolved(caper, drawn=drawn)
     return State(
         config=cfg,
         options=tuple(sorted(options.items())),

@@ -17,12 +17,12 @@ def deck_shuffled(cards: Iterable[str]) -> Event:
     return Event(deck_shuffled=pb.DeckShuffled(cards=list(cards)))
 
 
-def turn_began(seat: int, round_: int, turn: int) -> Event:
-    return Event(turn_began=pb.TurnBegan(seat=seat, round=round_, turn=turn))
+def turn_began(seat: int, round_: int, turn: int, advance_skipped: bool) -> Event:
+    return Event(turn_began=pb.TurnBegan(seat=seat, round=round_, turn=turn, advance_skipped=advance_skipped))
 
 
-def time_advanced(seat: int, skipped: bool = False, extra: bool = False) -> Event:
-    return Event(time_advanced=pb.TimeAdvanced(seat=seat, skipped=skipped, extra=extra))
+def time_advanced(seat: int, skipped: bool = False) -> Event:
+    return Event(time_advanced=pb.TimeAdvanced(seat=seat, skipped=skipped))
 
 
 def isk_token_placed(seat: int, placed: bool) -> Event:

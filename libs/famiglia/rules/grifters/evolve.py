@@ -7,26 +7,53 @@ closes it, because the only thing that can follow an open choice is its answer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import config as config_mod
 from .data import CARD_ORDER, EFFECT_OF
-from .state import ADVANCE, NONE, OVER, PLAY, Caper, Player, State, in_hand_order
+from .state import (
+    NONE,
+    OVER,
+    PLAY,
+    Caper,
+    Player,
+    State,
+    in_hand_order,
+    replace_caper,
+    replace_player,
+    replace_state,
+)
 
 Event = pb.Event
 
 
+#: id(event) -> (event, state before, state after) for the events `decide` just emitted: `decide`
+#: folds every event as it emits it (resolve.Ctx), so folding them again right after (the command
+#: service and random play do) reuses that work. Hits need the very same event and state objects;
+#: anything else is evolved afresh, so results never depend on the cache.
+_FOLDED: dict[int, tuple[Event, State, State]] = {}
+_FOLDED_MAX = 512
+
+
+def remember(before: State, event: Event, after: State) -> None:
+    if len(_FOLDED) >= _FOLDED_MAX:
+        _FOLDED.clear()
+    _FOLDED[id(event)] = (event, before, after)
+
+
 def evolve(state: State | None, event: Event) -> State:
+    hit = _FOLDED.get(id(event))
+    if hit is not None and hit[0] is event and hit[1] is state:
+        return hit[2]
     kind = event.WhichOneof("kind")
     if state is None:
         if kind != "match_started":
             raise ValueError(f"the first Grifters event is match_started, not {kind}")
         return _match_started(event.match_started)
     if state.choice and kind != "choice_opened":
-        state = replace(state, choice=NONE)
+        state = replace_state(state, choice=NONE)
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 
@@ -57,8 +84,8 @@ def _advance(state: State, seat: int) -> State:
     p = state.players[seat]
     n1, n2, n3 = p.nights
     t1, t2, t3 = p.tokens
-    player = replace(p, nights=((), n1, n2), tokens=(False, t1, t2), refresh=p.refresh + n3)
-    return replace(state, players=_with_player(state, seat, player), coffers=state.coffers + (1 if t3 else 0))
+    player = replace_player(p, nights=((), n1, n2), tokens=(False, t1, t2), refresh=p.refresh + n3)
+    return replace_state(state, players=_with_player(state, seat, player), coffers=state.coffers + (1 if t3 else 0))
 
 
 # -- one function per event kind --------------------------------------------------------------------
@@ -83,46 +110,45 @@ def _match_started(e: pb.MatchStarted) -> State:
 
 
 def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
-    return replace(s, deck=tuple(e.cards))
+    return replace_state(s, deck=tuple(e.cards))
 
 
 def _card_drawn(s: State, e: pb.CardDrawn) -> State:
     p = s.players[e.seat]
-    player = replace(p, hand=_add(p.hand, (e.card,)))
+    player = replace_player(p, hand=_add(p.hand, (e.card,)))
     caper = s.caper
     if caper is not None:
-        caper = replace(caper, drawn=(*caper.drawn, e.card))
-    return replace(s, deck=s.deck[1:], players=_with_player(s, e.seat, player), caper=caper)
+        caper = replace_caper(caper, drawn=(*caper.drawn, e.card))
+    return replace_state(s, deck=s.deck[1:], players=_with_player(s, e.seat, player), caper=caper)
 
 
 def _turn_began(s: State, e: pb.TurnBegan) -> State:
-    return replace(s, active=e.seat, round=e.round, turn=e.turn, phase=ADVANCE, played=False, caper=None,
-                   use_defaults=False, swapped_in=frozenset(), locked=frozenset())
+    """A new turn; its Phase 1 Advance Time happens with it unless skipped (GR-R03, GR-R04)."""
+    s = replace_state(s, active=e.seat, round=e.round, turn=e.turn, phase=PLAY, played=False, caper=None,
+                use_defaults=False, swapped_in=frozenset(), locked=frozenset())
+    return s if e.advance_skipped else _advance(s, e.seat)
 
 
 def _time_advanced(s: State, e: pb.TimeAdvanced) -> State:
-    if not e.skipped:
-        s = _advance(s, e.seat)
-    if not e.extra:
-        s = replace(s, phase=PLAY)
-    return s
+    """An extra Advance Time from a card (GR-R05)."""
+    return s if e.skipped else _advance(s, e.seat)
 
 
 def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
     if not e.placed:
-        return replace(s, played=True)
+        return replace_state(s, played=True)
     p = s.players[e.seat]
-    player = replace(p, stash=p.stash - 1, tokens=(True, p.tokens[1], p.tokens[2]))
-    return replace(s, players=_with_player(s, e.seat, player), played=True)
+    player = replace_player(p, stash=p.stash - 1, tokens=(True, p.tokens[1], p.tokens[2]))
+    return replace_state(s, players=_with_player(s, e.seat, player), played=True)
 
 
 def _caper_pulled(s: State, e: pb.CaperPulled) -> State:
     p = s.players[e.seat]
-    player = replace(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
+    player = replace_player(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
     caper = Caper(e.card, EFFECT_OF[e.card])
     if e.second:
-        return replace(s, players=_with_player(s, e.seat, player), caper=caper)
-    return replace(s, players=_with_player(s, e.seat, player), caper=caper, played=True,
+        return replace_state(s, players=_with_player(s, e.seat, player), caper=caper)
+    return replace_state(s, players=_with_player(s, e.seat, player), caper=caper, played=True,
                    use_defaults=e.use_defaults)
 
 
@@ -130,8 +156,8 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
     """GR-J06 steps 1 and 2 (step 2 waits for the reward when job_card_moves_before_reward is off)."""
     p = s.players[e.seat]
     team = tuple(e.team)
-    player = replace(p, hand=_remove(p.hand, team), nights=_set_night(p.nights, 0, team))
-    s = replace(s, players=_with_player(s, e.seat, player), played=True, caper=Caper("", "reward", job=e.job))
+    player = replace_player(p, hand=_remove(p.hand, team), nights=_set_night(p.nights, 0, team))
+    s = replace_state(s, players=_with_player(s, e.seat, player), played=True, caper=Caper("", "reward", job=e.job))
     if s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, e.job)
     return s
@@ -140,25 +166,25 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
 def _take_job(s: State, seat: int, job: str) -> State:
     stacks = tuple((colour, jobs[1:] if jobs and jobs[0] == job else jobs) for colour, jobs in s.stacks)
     p = s.players[seat]
-    return replace(s, stacks=stacks, players=_with_player(s, seat, replace(p, jobs=(*p.jobs, job))))
+    return replace_state(s, stacks=stacks, players=_with_player(s, seat, replace_player(p, jobs=(*p.jobs, job))))
 
 
 def _isk_stolen(s: State, e: pb.IskStolen) -> State:
     p = s.players[e.seat]
     players = list(s.players)
-    players[e.seat] = replace(p, stash=p.stash + e.amount)
+    players[e.seat] = replace_player(p, stash=p.stash + e.amount)
     if e.from_coffers:
-        return replace(s, players=tuple(players), coffers=s.coffers - e.amount)
+        return replace_state(s, players=tuple(players), coffers=s.coffers - e.amount)
     v = players[e.victim]
-    players[e.victim] = replace(v, stash=v.stash - e.amount)
-    return replace(s, players=tuple(players))
+    players[e.victim] = replace_player(v, stash=v.stash - e.amount)
+    return replace_state(s, players=tuple(players))
 
 
 def _choice_opened(s: State, e: pb.ChoiceOpened) -> State:
     caper = s.caper
     if caper is not None and caper.step != e.step:
-        caper = replace(caper, step=e.step)
-    return replace(s, choice=e.choice, caper=caper)
+        caper = replace_caper(caper, step=e.step)
+    return replace_state(s, choice=e.choice, caper=caper)
 
 
 def _nothing(s: State, e: Any) -> State:
@@ -167,8 +193,8 @@ def _nothing(s: State, e: Any) -> State:
 
 def _cards_discarded(s: State, e: pb.CardsDiscarded) -> State:
     p = s.players[e.seat]
-    player = replace(p, hand=_remove(p.hand, e.cards))
-    return replace(s, players=_with_player(s, e.seat, player), discard=(*s.discard, *e.cards))
+    player = replace_player(p, hand=_remove(p.hand, e.cards))
+    return replace_state(s, players=_with_player(s, e.seat, player), discard=(*s.discard, *e.cards))
 
 
 def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
@@ -176,10 +202,10 @@ def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
     players = list(s.players)
     o = players[e.opponent]
     group = tuple(e.agent if c == e.card else c for c in o.nights[e.night - 1])
-    players[e.opponent] = replace(o, nights=_set_night(o.nights, e.night - 1, group))
+    players[e.opponent] = replace_player(o, nights=_set_night(o.nights, e.night - 1, group))
     p = players[e.seat]
-    players[e.seat] = replace(p, in_play=(*_remove(p.in_play, (e.agent,)), e.card))
-    return replace(s, players=tuple(players), caper=Caper(e.card, EFFECT_OF[e.card]),
+    players[e.seat] = replace_player(p, in_play=(*_remove(p.in_play, (e.agent,)), e.card))
+    return replace_state(s, players=tuple(players), caper=Caper(e.card, EFFECT_OF[e.card]),
                    swapped_in=s.swapped_in | {e.agent})
 
 
@@ -187,74 +213,74 @@ def _out_of_hideout(s: State, opponent: int, night: int, card: str) -> list[Play
     players = list(s.players)
     o = players[opponent]
     group = _remove(o.nights[night - 1], (card,))
-    players[opponent] = replace(o, nights=_set_night(o.nights, night - 1, group))
+    players[opponent] = replace_player(o, nights=_set_night(o.nights, night - 1, group))
     return players
 
 
 def _specialist_kidnapped(s: State, e: pb.SpecialistKidnapped) -> State:
     players = _out_of_hideout(s, e.opponent, e.night, e.card)
     p = players[e.seat]
-    players[e.seat] = replace(p, hand=_add(p.hand, (e.card,)))
-    return replace(s, players=tuple(players))
+    players[e.seat] = replace_player(p, hand=_add(p.hand, (e.card,)))
+    return replace_state(s, players=tuple(players))
 
 
 def _specialist_hit(s: State, e: pb.SpecialistHit) -> State:
     players = _out_of_hideout(s, e.opponent, e.night, e.card)
-    return replace(s, players=tuple(players), discard=(*s.discard, e.card))
+    return replace_state(s, players=tuple(players), discard=(*s.discard, e.card))
 
 
 def _jobs_swapped(s: State, e: pb.JobsSwapped) -> State:
     players = list(s.players)
     p, o = players[e.seat], players[e.opponent]
-    players[e.seat] = replace(p, jobs=tuple(e.their_job if j == e.own_job else j for j in p.jobs))
-    players[e.opponent] = replace(o, jobs=tuple(e.own_job if j == e.their_job else j for j in o.jobs))
-    return replace(s, players=tuple(players))
+    players[e.seat] = replace_player(p, jobs=tuple(e.their_job if j == e.own_job else j for j in p.jobs))
+    players[e.opponent] = replace_player(o, jobs=tuple(e.own_job if j == e.their_job else j for j in o.jobs))
+    return replace_state(s, players=tuple(players))
 
 
 def _night_returned(s: State, e: pb.NightReturned) -> State:
     p = s.players[e.seat]
     group = p.nights[e.night - 1]
-    player = replace(p, hand=_add(p.hand, group), nights=_set_night(p.nights, e.night - 1, ()))
-    return replace(s, players=_with_player(s, e.seat, player))
+    player = replace_player(p, hand=_add(p.hand, group), nights=_set_night(p.nights, e.night - 1, ()))
+    return replace_state(s, players=_with_player(s, e.seat, player))
 
 
 def _partner_chosen(s: State, e: pb.PartnerChosen) -> State:
     p = s.players[e.seat]
-    player = replace(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
-    return replace(s, players=_with_player(s, e.seat, player))
+    player = replace_player(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
+    return replace_state(s, players=_with_player(s, e.seat, player))
 
 
 def _caper_copied(s: State, e: pb.CaperCopied) -> State:
     caper = Caper(e.copier, EFFECT_OF[e.card])
-    return replace(s, caper=caper, locked=s.locked | {e.card})
+    return replace_state(s, caper=caper, locked=s.locked | {e.card})
 
 
 def _cards_placed(s: State, e: pb.CardsPlaced) -> State:
     p = s.players[e.seat]
     cards = tuple(e.cards)
-    player = replace(p, in_play=_remove(p.in_play, cards), nights=_set_night(p.nights, 0, cards))
-    return replace(s, players=_with_player(s, e.seat, player))
+    player = replace_player(p, in_play=_remove(p.in_play, cards), nights=_set_night(p.nights, 0, cards))
+    return replace_state(s, players=_with_player(s, e.seat, player))
 
 
 def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
     caper = s.caper
     if caper is not None and caper.job and not s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, caper.job)
-    return replace(s, caper=None)
+    return replace_state(s, caper=None)
 
 
 def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
     p = s.players[e.seat]
-    player = replace(p, hand=_add(p.hand, p.refresh), refresh=(), had_turn=True)
-    return replace(s, players=_with_player(s, e.seat, player))
+    player = replace_player(p, hand=_add(p.hand, p.refresh), refresh=(), had_turn=True)
+    return replace_state(s, players=_with_player(s, e.seat, player))
 
 
 def _discard_reshuffled(s: State, e: pb.DiscardReshuffled) -> State:
-    return replace(s, deck=s.discard, discard=())
+    return replace_state(s, deck=s.discard, discard=())
 
 
 def _game_ended(s: State, e: pb.GameEnded) -> State:
-    return replace(s, over=True, phase=OVER, end_reason=e.reason, choice=NONE)
+    return replace_state(s, over=True, phase=OVER, end_reason=e.reason, choice=NONE)
 
 
 _EVOLVERS: dict[str, Callable[[State, Any], State]] = {

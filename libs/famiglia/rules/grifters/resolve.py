@@ -11,7 +11,7 @@ from typing import Any
 from famiglia.engine import Rng
 
 from . import events as ev
-from .evolve import evolve
+from .evolve import evolve, remember
 from .flow import choice_options, default_answer
 from .state import COPY, OPTIONAL_CHOICES, State
 
@@ -55,7 +55,9 @@ class Ctx:
 
     def emit(self, event: ev.Event) -> None:
         self.events.append(event)
-        self.state = evolve(self.state, event)
+        before = self.state
+        self.state = evolve(before, event)
+        remember(before, event, self.state)
 
     def end(self, reason: str) -> None:
         """GR-E01, GR-E02, GR-H11: the game ends now; every hand and the deck become public."""
@@ -86,11 +88,16 @@ class Ctx:
         if not self.state.deck and not self.state.discard:
             self.end(NO_SPECIALISTS)  # GR-E01 (c)
 
+    def begin_turn(self, seat: int, round_: int, turn: int) -> None:
+        """GR-R01..GR-R04: the next turn and its Phase 1."""
+        skipped = not self.state.players[seat].had_turn and self.state.config.skip_first_advance
+        self.emit(ev.turn_began(seat, round_, turn, skipped))
+
     def advance_time(self) -> None:
         """GR-R05: an extra Advance Time; GR-F01 `extra_advance_on_first_turn` may skip it."""
         s = self.state
         skipped = not s.players[s.active].had_turn and not s.config.extra_advance_on_first_turn
-        self.emit(ev.time_advanced(self.seat, skipped=skipped, extra=True))
+        self.emit(ev.time_advanced(self.seat, skipped=skipped))
 
     def place(self, cards: list[str] | tuple[str, ...]) -> None:
         """GR-C01: the cards in play go onto Night One as one group."""

@@ -36,6 +36,6 @@ def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
     for _ in range(cfg.start_specialists):  # GR-S10
         for seat in range(n):
             ctx.emit(ev.card_drawn(seat, ctx.state.deck[0], dealt=True))
-    ctx.emit(ev.turn_began(first, 1, 1))
+    ctx.begin_turn(first, 1, 1)
     drive(ctx)
     return ctx.events

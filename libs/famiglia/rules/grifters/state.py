@@ -6,13 +6,15 @@ equal. A Night space holds one group: a card, a Team (2 or more cards) or a toke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from .config import Config
 from .data import CARD_ORDER
 
-# -- phases of a turn (GR-R02) and the end ----------------------------------------------------------
-ADVANCE = "advance"
+# -- phases of a turn (GR-R02) and the end: Phase 1 and Phase 3 happen inside single events
+# (TurnBegan, CardsRefreshed), so at rest a running game is always in Phase 2 ----------------------
 PLAY = "play"
 OVER = "over"
 
@@ -88,7 +90,7 @@ class State:
     active: int = 0
     round: int = 0
     turn: int = 0
-    phase: str = ADVANCE
+    phase: str = PLAY
     played: bool = False  # Phase 2's play happened (caper, Job, token)
     caper: Caper | None = None
     choice: str = NONE
@@ -105,3 +107,31 @@ class State:
     def available_jobs(self) -> tuple[str, ...]:
         """The top card of every stack in play (GR-J01)."""
         return tuple(jobs[0] for _, jobs in self.stacks if jobs)
+
+
+# -- a fast `dataclasses.replace` for these classes ---------------------------------------------------------
+T = TypeVar("T")
+_MISSING: Any = object()
+
+
+def _make_replacer(cls: type) -> Callable[..., Any]:
+    """`dataclasses.replace` without its generic checks: a generated function per class (evolve runs
+    it for every event, twice per event in random play)."""
+    names = [f.name for f in fields(cls)]
+    lines = [f"def replacer(o, {', '.join(f'{n}=_M' for n in names)}):", "    n = _new(_cls)"]
+    lines += [f"    _set(n, {n!r}, o.{n} if {n} is _M else {n})" for n in names]
+    lines.append("    return n")
+    scope: dict[str, Any] = {"_M": _MISSING, "_new": object.__new__, "_cls": cls, "_set": object.__setattr__}
+    exec("\n".join(lines), scope)  # noqa: S102 - code generated from the dataclass's own field names
+    return scope["replacer"]  # type: ignore[no-any-return]
+
+
+_REPLACERS: dict[type, Callable[..., Any]] = {cls: _make_replacer(cls) for cls in (Player, Caper, State)}
+replace_player: Callable[..., Player] = _REPLACERS[Player]
+replace_caper: Callable[..., Caper] = _REPLACERS[Caper]
+replace_state: Callable[..., State] = _REPLACERS[State]
+
+
+def evolved(obj: T, **changes: Any) -> T:
+    """`obj` with `changes`: like `dataclasses.replace`, for Player, Caper and State."""
+    return _REPLACERS[type(obj)](obj, **changes)  # type: ignore[no-any-return]
