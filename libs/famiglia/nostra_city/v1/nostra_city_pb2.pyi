@@ -2004,7 +2004,7 @@ class View(_message.Message):
     CORRUPTION_PILE_FIELD_NUMBER: _builtins.int
     VERDICT_RESULT_FIELD_NUMBER: _builtins.int
     SET_ASIDE_SIZE_FIELD_NUMBER: _builtins.int
-    CORRUPTORS_FIELD_NUMBER: _builtins.int
+    MEETING_BIDDERS_FIELD_NUMBER: _builtins.int
     LOCATIONS_REVEALED_FIELD_NUMBER: _builtins.int
     REMOVED_FIELD_NUMBER: _builtins.int
     viewer: _builtins.int
@@ -2052,7 +2052,7 @@ class View(_message.Message):
         """only once the match is over"""
 
     @_builtins.property
-    def corruptors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def meeting_bidders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def removed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -2088,13 +2088,13 @@ class View(_message.Message):
         corruption_pile: _abc.Iterable[_builtins.int] | None = ...,
         verdict_result: _builtins.str = ...,
         set_aside_size: _builtins.int = ...,
-        corruptors: _abc.Iterable[_builtins.int] | None = ...,
+        meeting_bidders: _abc.Iterable[_builtins.int] | None = ...,
         locations_revealed: _builtins.bool = ...,
         removed: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["choice", b"choice"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bids", b"bids", "choice", b"choice", "corruption_pile", b"corruption_pile", "corruption_pile_size", b"corruption_pile_size", "corruptors", b"corruptors", "draws", b"draws", "first_player", b"first_player", "first_player_moved", b"first_player_moved", "locations_revealed", b"locations_revealed", "meeting_winners", b"meeting_winners", "month", b"month", "note_deck_size", b"note_deck_size", "note_discard_size", b"note_discard_size", "options", b"options", "order", b"order", "phase", b"phase", "players", b"players", "removed", b"removed", "resolution", b"resolution", "seats", b"seats", "set_aside_size", b"set_aside_size", "street", b"street", "street_deck_size", b"street_deck_size", "turn", b"turn", "turn_acted", b"turn_acted", "underboss", b"underboss", "vendetta_deck_size", b"vendetta_deck_size", "vendetta_discard", b"vendetta_discard", "verdict", b"verdict", "verdict_result", b"verdict_result", "viewer", b"viewer", "w13_spent", b"w13_spent", "zealous_left", b"zealous_left"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bids", b"bids", "choice", b"choice", "corruption_pile", b"corruption_pile", "corruption_pile_size", b"corruption_pile_size", "draws", b"draws", "first_player", b"first_player", "first_player_moved", b"first_player_moved", "locations_revealed", b"locations_revealed", "meeting_bidders", b"meeting_bidders", "meeting_winners", b"meeting_winners", "month", b"month", "note_deck_size", b"note_deck_size", "note_discard_size", b"note_discard_size", "options", b"options", "order", b"order", "phase", b"phase", "players", b"players", "removed", b"removed", "resolution", b"resolution", "seats", b"seats", "set_aside_size", b"set_aside_size", "street", b"street", "street_deck_size", b"street_deck_size", "turn", b"turn", "turn_acted", b"turn_acted", "underboss", b"underboss", "vendetta_deck_size", b"vendetta_deck_size", "vendetta_discard", b"vendetta_discard", "verdict", b"verdict", "verdict_result", b"verdict_result", "viewer", b"viewer", "w13_spent", b"w13_spent", "zealous_left", b"zealous_left"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,14 +7,13 @@ server's stream rebuilds the table exactly.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .config import Config
 from .data import CONSIGLIERE, PRIMO_CAPO, UNDERBOSS, VENDETTA_BY_ID, card_kind
-from .state import Bid, Choice, Draw, Phase, Seat, State
+from .state import Bid, Choice, Draw, Phase, Seat, State, replace
 
 
 def evolve(state: State | None, event: pb.Event) -> State:

@@ -7,7 +7,9 @@ equal states iterate equally (decide must not depend on set order).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from .config import Config
 
@@ -129,3 +131,28 @@ class State:
             if t == title:
                 return holder
         return -1
+
+
+def _copier(cls: type) -> Callable[..., Any]:
+    """A fast `dataclasses.replace` for one slotted class, generated once: copy every slot,
+    taking the changed ones from `changes`. Slot descriptors bypass the frozen __setattr__."""
+    names = [f.name for f in fields(cls)]
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls, "MISSING": _MISSING}
+    lines = ["def copy_with(obj, changes):", "    out = new(cls)", "    c = changes.get"]
+    for i, n in enumerate(names):
+        env[f"g{i}"] = cls.__dict__[n].__get__
+        env[f"s{i}"] = cls.__dict__[n].__set__
+        lines.append(f"    v = c({n!r}, MISSING)")
+        lines.append(f"    s{i}(out, g{i}(obj) if v is MISSING else v)")
+    lines.append("    return out")
+    exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass fields only
+    return env["copy_with"]  # type: ignore[no-any-return]
+
+
+_MISSING = object()
+_COPIERS = {cls: _copier(cls) for cls in (State, Seat, Bid, Choice, Draw)}
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """`dataclasses.replace` for the state classes, several times faster (hot path of evolve)."""
+    return _COPIERS[type(obj)](obj, changes)

@@ -94,7 +94,7 @@ def view(state: State, viewer: int | None) -> pb.View:
         set_aside_size=len(state.set_aside),
         locations_revealed=state.locations_revealed,
         removed=state.removed,
-        corruptors=sorted(state.meeting_bidders),
+        meeting_bidders=sorted(state.meeting_bidders),
     )
     for i, p in enumerate(state.players):
         mine = over or viewer == i
