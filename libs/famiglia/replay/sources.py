@@ -1,0 +1,220 @@
+"""Where replays read events: the EventSource port and its bindings.
+
+A match lives in Redis Streams while it is hot and in the SQL event archive once
+the projection archived it; finished matches may then be trimmed from Redis.
+Replay must give the same answer from either, so both sit behind one small port:
+
+- `read(match_id, after)` — the match's envelopes with seq > after, in order;
+- `find(event_id)`        — which match and seq an event id belongs to.
+
+Event ids are ULIDs and carry no match id, and Redis keeps no index from event
+id to match, so `StoreSource` builds one itself from the partition streams
+(every event of every match passes through one), catching up only on a miss.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from famiglia.eventstore import EventStore
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+
+@dataclass(frozen=True, slots=True)
+class EventLocation:
+    match_id: str
+    seq: int
+
+
+class EventSource(Protocol):
+    """Read-only access to stored matches."""
+
+    def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        """Envelopes with seq > after, in order; [] for an unknown (or trimmed) match."""
+        ...
+
+    def find(self, event_id: str) -> EventLocation | None:
+        """The match and seq of an event id, or None when this source does not hold it."""
+        ...
+
+
+class EventIndex:
+    """event id -> location, bounded (least recently added/used go first)."""
+
+    def __init__(self, capacity: int = 2_000_000) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[str, EventLocation] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def note(self, envelopes: Iterable[EventEnvelope]) -> None:
+        with self._lock:
+            for env in envelopes:
+                self._entries[env.event_id] = EventLocation(env.match_id, int(env.seq))
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+    def get(self, event_id: str) -> EventLocation | None:
+        with self._lock:
+            found = self._entries.get(event_id)
+            if found is not None:
+                self._entries.move_to_end(event_id)
+            return found
+
+
+class StoreSource:
+    """The hot source: an EventStore (Redis Streams in production).
+
+    `find` looks in its index, and on a miss reads the partition streams from
+    where it stopped last time, indexing what it passes; so the cost of finding
+    an event id is paid once per event, not once per question.
+    """
+
+    def __init__(self, store: EventStore, index: EventIndex | None = None, chunk: int = 1000) -> None:
+        self.store = store
+        self.index = index or EventIndex()
+        self._chunk = chunk
+        self._cursors = ["0-0"] * store.partitions
+        self._scan = threading.Lock()
+
+    def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        envelopes = self.store.read(match_id, after=after)
+        self.index.note(envelopes)
+        return envelopes
+
+    def find(self, event_id: str) -> EventLocation | None:
+        found = self.index.get(event_id)
+        if found is None:
+            self._catch_up()
+            found = self.index.get(event_id)
+        return found
+
+    def _catch_up(self) -> None:
+        with self._scan:
+            for partition in range(self.store.partitions):
+                while True:
+                    entries = self.store.read_partition(partition, self._cursors[partition], self._chunk)
+                    if not entries:
+                        break
+                    self.index.note(e.envelope for e in entries)
+                    self._cursors[partition] = entries[-1].entry_id
+                    if len(entries) < self._chunk:
+                        break
+
+
+class MemorySource:
+    """An in-memory archive: the cold source in unit tests and for imported files.
+
+    Holds serialized bytes, like the real stores, so callers cannot change it by
+    mutating what they read.
+    """
+
+    def __init__(self) -> None:
+        self._matches: dict[str, list[bytes]] = {}
+        self._index = EventIndex()
+        self._lock = threading.Lock()
+
+    def add(self, envelopes: Iterable[EventEnvelope]) -> None:
+        envelopes = sorted(envelopes, key=lambda e: e.seq)
+        with self._lock:
+            for env in envelopes:
+                stored = self._matches.setdefault(env.match_id, [])
+                if env.seq == len(stored) + 1:
+                    stored.append(env.SerializeToString())
+        self._index.note(envelopes)
+
+    def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        with self._lock:
+            blobs = list(self._matches.get(match_id, [])[max(after, 0):])
+        return [EventEnvelope.FromString(b) for b in blobs]
+
+    def find(self, event_id: str) -> EventLocation | None:
+        return self._index.get(event_id)
+
+
+class ArchiveSource:
+    """The cold source: the projection's SQL event archive.
+
+    `read_archive(session, match_id)` and `find_archived(session, event_id)` are
+    the archive's own functions (famiglia.readmodels); `session_factory` opens a
+    session per call, so nothing connects before the first question.
+    """
+
+    def __init__(
+        self,
+        session_factory: Callable[[], Any],
+        read_archive: Callable[[Any, str], Iterable[EventEnvelope]],
+        find_archived: Callable[[Any, str], EventLocation | tuple[str, int] | None] | None = None,
+    ) -> None:
+        self._sessions = session_factory
+        self._read = read_archive
+        self._find = find_archived
+        self._index = EventIndex(capacity=200_000)
+
+    def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        with self._sessions() as session:
+            envelopes = [e for e in self._read(session, match_id) if e.seq > after]
+        envelopes.sort(key=lambda e: e.seq)
+        self._index.note(envelopes)
+        return envelopes
+
+    def find(self, event_id: str) -> EventLocation | None:
+        found = self._index.get(event_id)
+        if found is not None or self._find is None:
+            return found
+        with self._sessions() as session:
+            hit = self._find(session, event_id)
+        if hit is None or isinstance(hit, EventLocation):
+            return hit
+        return EventLocation(str(hit[0]), int(hit[1]))
+
+
+class LayeredSource:
+    """Hot first, then cold: a trimmed (or never hot) match is read from the archive.
+
+    A match whose hot stream does not start where asked (trimmed since) is read
+    whole from the cold source, never stitched from two halves.
+    """
+
+    def __init__(self, hot: EventSource, cold: EventSource | None = None) -> None:
+        self.hot = hot
+        self.cold = cold
+
+    def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        envelopes = self.hot.read(match_id, after)
+        if envelopes and envelopes[0].seq == after + 1:
+            return envelopes
+        if self.cold is None:
+            return envelopes
+        cold = self.cold.read(match_id, after)
+        return cold if cold else envelopes
+
+    def find(self, event_id: str) -> EventLocation | None:
+        found = self.hot.find(event_id)
+        if found is None and self.cold is not None:
+            found = self.cold.find(event_id)
+        return found
+
+
+def sql_archive_source(database_url: str) -> EventSource | None:
+    """Bind `ArchiveSource` to the projection's SQL event archive, if it is installed.
+
+    Returns None while famiglia.readmodels offers no archive reader, so the
+    replay service runs (hot matches only) before the projection lands. The
+    engine is created lazily: SQLAlchemy connects on the first session.
+    """
+    try:
+        from famiglia import readmodels  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    read = getattr(readmodels, "archived_envelopes", None)
+    if read is None:
+        return None
+    find = getattr(readmodels, "find_archived_event", None)
+    from sqlmodel import Session, create_engine
+
+    engine = create_engine(database_url)
+    return ArchiveSource(lambda: Session(engine), read, find)

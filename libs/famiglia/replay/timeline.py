@@ -1,0 +1,181 @@
+"""One match's history and its state as of any event, without refolding it all.
+
+Folding a 10,000-event match for every question would make GetStateAt grow
+with the match. A timeline keeps the folded state every `every` events (K); the
+state at seq s is the snapshot at the largest multiple of K not above s, plus at
+most K-1 events folded on top. Engine states are frozen dataclasses, so a
+snapshot is just a reference and sharing it is safe.
+
+The LRU is over matches (`TimelineCache`): a match's snapshots live and die
+with its timeline, so one long match cannot evict another's every K-th state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from famiglia.engine import Engine
+from famiglia.engine.registry import Registry
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, open_match_created
+from famiglia.matchstate import NotAMatch
+from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
+
+DEFAULT_EVERY = 64
+
+
+class MatchTimeline:
+    """The envelopes of one match (seq 1..last_seq) and snapshots of its states.
+
+    The state at seq 1 (match_created) is None: the engine's state begins with
+    the first setup event.
+    """
+
+    def __init__(self, registry: Registry, envelopes: Sequence[EventEnvelope], every: int = DEFAULT_EVERY) -> None:
+        if every < 1:
+            raise ValueError("snapshot interval must be >= 1")
+        if not envelopes or envelopes[0].type != MATCH_CREATED or envelopes[0].seq != 1:
+            raise NotAMatch("a match starts with match_created at seq 1")
+        first = envelopes[0]
+        self.match_id: str = first.match_id
+        self.created: MatchCreated = open_match_created(first)
+        self.engine: Engine = registry.get(self.created.game_id)
+        self.every = every
+        self.envelopes: list[EventEnvelope] = [first]
+        self._by_event_id: dict[str, int] = {first.event_id: 1}
+        self._snapshots: dict[int, Any] = {}
+        self._head: Any = None
+        self.lock = threading.RLock()
+        self.folded_last = 0
+        """How many events the last `state_at` folded (tests check it stays below K)."""
+        self.extend(envelopes[1:])
+
+    # -- growing ---------------------------------------------------------------------------
+    def extend(self, envelopes: Iterable[EventEnvelope]) -> int:
+        """Append the envelopes that follow `last_seq` (older ones are skipped); fold them once."""
+        added = 0
+        with self.lock:
+            for env in envelopes:
+                if env.seq <= self.last_seq:
+                    continue
+                if env.seq != self.last_seq + 1:
+                    raise ValueError(f"{self.match_id}: gap, at {self.last_seq}, got {env.seq}")
+                if env.match_id != self.match_id:
+                    raise ValueError(f"{self.match_id}: envelope {env.seq} names match {env.match_id}")
+                self._head = self.engine.evolve(self._head, open_event(self.engine, env))
+                self.envelopes.append(env)
+                self._by_event_id[env.event_id] = env.seq
+                if env.seq % self.every == 0:
+                    self._snapshots[env.seq] = self._head
+                added += 1
+        return added
+
+    # -- questions -------------------------------------------------------------------------
+    @property
+    def last_seq(self) -> int:
+        return len(self.envelopes)
+
+    @property
+    def game_id(self) -> str:
+        return self.created.game_id
+
+    @property
+    def seats(self) -> int:
+        return int(self.created.seats)
+
+    @property
+    def head(self) -> Any:
+        """The state after the last event."""
+        return self._head
+
+    @property
+    def finished(self) -> bool:
+        return self._head is not None and self.engine.result(self._head) is not None
+
+    def envelope(self, seq: int) -> EventEnvelope:
+        self._check(seq)
+        return self.envelopes[seq - 1]
+
+    def seq_of(self, event_id: str) -> int | None:
+        return self._by_event_id.get(event_id)
+
+    def state_at(self, seq: int) -> Any:
+        """The state after event `seq`: the nearest snapshot plus at most K-1 events."""
+        self._check(seq)
+        with self.lock:
+            if seq == self.last_seq:
+                self.folded_last = 0
+                return self._head
+            base = seq - seq % self.every
+            state = self._snapshots.get(base) if base >= self.every else None
+            if state is None:
+                # No snapshot below (K > seq, or the match was loaded some other way): fold from the start.
+                base = 1
+            self.folded_last = seq - base
+            for env in self.envelopes[base:seq]:
+                state = self.engine.evolve(state, open_event(self.engine, env))
+            return state
+
+    def states(self, first: int = 1, last: int | None = None) -> Iterable[tuple[EventEnvelope, Any]]:
+        """(envelope, state after it) for seq first..last, folding forward once."""
+        last = self.last_seq if last is None else last
+        if first > last:
+            return
+        state = self.state_at(first)
+        yield self.envelopes[first - 1], state
+        for env in self.envelopes[first:last]:
+            state = self.engine.evolve(state, open_event(self.engine, env))
+            yield env, state
+
+    def snapshot_count(self) -> int:
+        return len(self._snapshots)
+
+    def _check(self, seq: int) -> None:
+        if not 1 <= seq <= self.last_seq:
+            raise IndexError(f"{self.match_id} has events 1..{self.last_seq}, not {seq}")
+
+
+class TimelineCache:
+    """An LRU of match timelines, loaded and caught up through `load(match_id, after)`."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        load: Callable[[str, int], list[EventEnvelope]],
+        *,
+        every: int = DEFAULT_EVERY,
+        capacity: int = 256,
+    ) -> None:
+        self.registry = registry
+        self._load = load
+        self.every = every
+        self.capacity = capacity
+        self._entries: OrderedDict[str, MatchTimeline] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, match_id: str, *, fresh: bool = True) -> MatchTimeline | None:
+        """The match's timeline, caught up with the source unless it is over (or `fresh` is off)."""
+        with self._lock:
+            timeline = self._entries.get(match_id)
+            if timeline is not None:
+                self._entries.move_to_end(match_id)
+        if timeline is None:
+            envelopes = self._load(match_id, 0)
+            if not envelopes:
+                return None
+            timeline = MatchTimeline(self.registry, envelopes, self.every)
+            with self._lock:
+                timeline = self._entries.setdefault(match_id, timeline)
+                self._entries.move_to_end(match_id)
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+            return timeline
+        if fresh and not timeline.finished:
+            timeline.extend(self._load(match_id, timeline.last_seq))
+        return timeline
+
+    def forget(self, match_id: str) -> None:
+        with self._lock:
+            self._entries.pop(match_id, None)

@@ -1,0 +1,1 @@
+"""The replay service: any match as of any event, streamed, exported, imported, verified."""

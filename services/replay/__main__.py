@@ -1,0 +1,31 @@
+"""`python -m services.replay`: run the replay service until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from famiglia.config import Settings, listen_address
+from famiglia.telemetry import configure, get_logger
+
+from .bootstrap import bootstrap
+from .entrypoints.grpc_server import serve
+
+
+def main() -> None:
+    configure("replay")
+    settings = Settings.from_env()
+    app = bootstrap(settings=settings)
+    server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers)
+    server.start()
+    get_logger().info("replay_service_started", port=port, redis=settings.redis_url)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=5).wait()
+    app.close()
+
+
+if __name__ == "__main__":
+    main()

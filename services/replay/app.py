@@ -1,0 +1,347 @@
+"""The replay service's use cases, free of gRPC.
+
+Every method takes plain values, returns plain values or raises an AppError
+(famiglia.grpcutil.errors) with a stable code; the gRPC entrypoint only
+translates. Who may see what is decided in one place (`_access`), from the
+seat token, the request and whether the match is over now.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from google.protobuf.message import Message
+
+from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.engine.registry import Registry
+from famiglia.eventstore import ConcurrencyConflict, EventStore
+from famiglia.eventstore.envelopes import MATCH_CREATED, new_event_id, open_event
+from famiglia.grpcutil.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from famiglia.matchstate import NotAMatch
+from famiglia.replay import export as export_file
+from famiglia.replay.access import (
+    Access,
+    NotAllowed,
+    ReplayPolicy,
+    Scope,
+    grant,
+    may_see_everything,
+    seat_views,
+    shown_event,
+    view_text,
+)
+from famiglia.replay.sources import EventSource
+from famiglia.replay.timeline import DEFAULT_EVERY, MatchTimeline, TimelineCache
+from famiglia.replay.verify import Report, verify_envelopes, verify_export
+from famiglia.telemetry import get_logger
+from famiglia.v1.envelope_pb2 import EventEnvelope
+from famiglia.v1.replay_service_pb2 import MatchExport
+
+log = get_logger("famiglia.replay")
+MAX_PAGE = 1000
+
+
+@dataclass
+class StateAt:
+    """The answer to GetStateAt."""
+
+    timeline: MatchTimeline
+    envelope: EventEnvelope
+    access: Access
+    view: Message | None
+    text: str
+    seat_views: list[Message] = field(default_factory=list)
+    game_over: bool = False
+    finished: bool = False
+
+
+@dataclass
+class Step:
+    """One event of a replay stream, as the asker may see it."""
+
+    envelope: EventEnvelope
+    event: Message | None
+    event_text: str
+    view: Message | None
+    view_text: str
+    access: Access
+
+
+@dataclass
+class EventInfo:
+    envelope: EventEnvelope
+    type: str
+    hidden: bool
+
+
+@dataclass
+class EventPage:
+    timeline: MatchTimeline
+    events: list[EventInfo]
+    next_token: str
+
+
+class ReplayApp:
+    def __init__(
+        self,
+        *,
+        source: EventSource,
+        registry: Registry,
+        signer: TokenSigner,
+        policy: ReplayPolicy | None = None,
+        store: EventStore | None = None,
+        every: int = DEFAULT_EVERY,
+        capacity: int = 256,
+        sleep: Callable[[float], None] | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.source = source
+        self.registry = registry
+        self.signer = signer
+        self.policy = policy or ReplayPolicy()
+        self.store = store
+        """Where ImportMatch writes (None: imports are off)."""
+        self.timelines = TimelineCache(registry, source.read, every=every, capacity=capacity)
+        self._sleep = sleep
+        self._on_close = on_close
+
+    def close(self) -> None:
+        """Release the connections bootstrap opened."""
+        if self._on_close is not None:
+            self._on_close()
+
+    # -- auth -----------------------------------------------------------------------------
+    def seat_of(self, token: str | None) -> tuple[str, int] | None:
+        """(match id, seat) of a seat token; None for no token (a spectator)."""
+        if token is None:
+            return None
+        try:
+            claim = self.signer.read_seat(token)
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
+        return claim.match_id, claim.seat
+
+    def _access(self, timeline: MatchTimeline, token: str | None, want_full: bool) -> Access:
+        claim = self.seat_of(token)
+        seat: int | None = None
+        if claim is not None:
+            if claim[0] != timeline.match_id:
+                raise PermissionDenied("wrong_match", "this seat token belongs to another match")
+            if not 0 <= claim[1] < timeline.seats:
+                raise PermissionDenied("no_such_seat", f"seat {claim[1]} is not at this table")
+            seat = claim[1]
+        try:
+            return grant(self.policy, seat=seat, want_full=want_full, finished=timeline.finished)
+        except NotAllowed as exc:
+            raise PermissionDenied(exc.code, exc.message) from None
+
+    def _require_everything(self, timeline: MatchTimeline) -> None:
+        if not may_see_everything(self.policy, timeline.finished):
+            raise PermissionDenied("match_running", "the whole match is shown once it is over")
+
+    # -- finding matches and events ---------------------------------------------------------
+    def timeline(self, match_id: str) -> MatchTimeline:
+        if not match_id:
+            raise InvalidArgument("no_match_id", "match_id is required")
+        try:
+            timeline = self.timelines.get(match_id)
+        except NotAMatch:
+            timeline = None
+        if timeline is None:
+            raise NotFound("unknown_match", f"no match {match_id!r} in the event store or the archive")
+        return timeline
+
+    def locate(self, event_id: str, match_hint: str = "") -> tuple[MatchTimeline, int]:
+        """The match of an event id and its seq, found through the hint or the sources' index."""
+        if not event_id:
+            raise InvalidArgument("no_event_id", "event_id is required")
+        if match_hint:
+            timeline = self.timelines.get(match_hint)
+            seq = timeline.seq_of(event_id) if timeline is not None else None
+            if timeline is not None and seq is not None:
+                return timeline, seq
+        found = self.source.find(event_id)
+        if found is None:
+            raise NotFound("unknown_event", f"no event {event_id!r}")
+        timeline = self.timeline(found.match_id)
+        seq = timeline.seq_of(event_id)
+        if seq is None:
+            raise NotFound("unknown_event", f"event {event_id!r} is not (yet) readable")
+        return timeline, seq
+
+    # -- GetStateAt ---------------------------------------------------------------------------
+    def state_at(self, event_id: str, token: str | None, *, full: bool = False, match_id: str = "") -> StateAt:
+        claim = self.seat_of(token)
+        timeline, seq = self.locate(event_id, match_id or (claim[0] if claim else ""))
+        access = self._access(timeline, token, full)
+        state = timeline.state_at(seq)
+        env = timeline.envelope(seq)
+        answer = StateAt(timeline, env, access, None, "", finished=timeline.finished)
+        if state is None:
+            answer.text = self._created_text(timeline, access)
+            return answer
+        engine = timeline.engine
+        answer.view = engine.view(state, access.viewer)
+        answer.game_over = engine.result(state) is not None
+        if access.scope is Scope.FULL:
+            answer.seat_views = seat_views(engine, state, timeline.seats)
+            answer.text = engine.render_state(state)
+        else:
+            answer.text = view_text(answer.view)
+        return answer
+
+    @staticmethod
+    def _created_text(timeline: MatchTimeline, access: Access) -> str:
+        c = timeline.created
+        options = ", ".join(f"{k}={v}" for k, v in sorted(c.options.items()))
+        text = f"match created: {c.game_id} for {c.seats} seats" + (f" ({options})" if options else "")
+        if access.scope is Scope.FULL:
+            text += f", seed {c.seed}"
+        return text
+
+    # -- StreamReplay -------------------------------------------------------------------------
+    def replay(
+        self,
+        token: str | None,
+        *,
+        match_id: str = "",
+        event_id: str = "",
+        from_seq: int = 0,
+        to_seq: int = 0,
+        full: bool = False,
+        recorded_pace: bool = False,
+        speed: float = 1.0,
+        max_gap_ms: int = 5000,
+        with_views: bool = True,
+        is_active: Callable[[], bool] = lambda: True,
+    ) -> Iterator[Step]:
+        """The events from `from_seq` (or just after `event_id`) to `to_seq`, each with the view after it."""
+        if event_id:
+            timeline, seq = self.locate(event_id, match_id)
+            first = from_seq or seq + 1
+        else:
+            timeline = self.timeline(match_id)
+            first = from_seq or 1
+        if speed < 0 or to_seq < 0 or first < 1:
+            raise InvalidArgument("bad_range", "from/to must be positive and speed not negative")
+        access = self._access(timeline, token, full)
+        last = min(to_seq or timeline.last_seq, timeline.last_seq)
+        engine = timeline.engine
+        previous_ms: int | None = None
+        for env, state in timeline.states(first, last):
+            if not is_active():
+                return
+            if env.type == MATCH_CREATED:
+                event, text = None, self._created_text(timeline, access)
+            else:
+                event = shown_event(engine, open_event(engine, env), access)
+                if event is None:
+                    continue
+                text = engine.render_event(event)
+            if recorded_pace:
+                now_ms = env.timestamp.ToMilliseconds()
+                if previous_ms is not None:
+                    gap = min(max(now_ms - previous_ms, 0), max_gap_ms) / (speed or 1.0)
+                    self._wait(gap / 1000, is_active)
+                previous_ms = now_ms
+            view: Message | None = None
+            shown_view = ""
+            if with_views and state is not None:
+                view = engine.view(state, access.viewer)
+                shown_view = engine.render_state(state) if access.scope is Scope.FULL else view_text(view)
+            yield Step(env, event, text, view, shown_view, access)
+
+    def _wait(self, seconds: float, is_active: Callable[[], bool]) -> None:
+        if seconds <= 0:
+            return
+        if self._sleep is not None:
+            self._sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        pause = threading.Event()
+        while is_active() and (left := deadline - time.monotonic()) > 0:
+            pause.wait(min(left, 0.25))
+
+    # -- ListMatchEvents ----------------------------------------------------------------------
+    def list_events(self, match_id: str, token: str | None, page_size: int = 0, page_token: str = "") -> EventPage:
+        timeline = self.timeline(match_id)
+        full = may_see_everything(self.policy, timeline.finished)
+        access = self._access(timeline, token, full)
+        if page_size < 0:
+            raise InvalidArgument("bad_page_size", "page_size must be positive")
+        size = min(page_size or 100, MAX_PAGE)
+        try:
+            start = int(page_token) if page_token else 1
+        except ValueError:
+            raise InvalidArgument("bad_page_token", "page_token is not one of ours") from None
+        if start < 1:
+            raise InvalidArgument("bad_page_token", "page_token is not one of ours")
+        end = min(start + size - 1, timeline.last_seq)
+        infos: list[EventInfo] = []
+        engine = timeline.engine
+        for seq in range(start, end + 1):
+            env = timeline.envelope(seq)
+            if env.type == MATCH_CREATED:
+                infos.append(EventInfo(env, MATCH_CREATED, False))
+                continue
+            shown = shown_event(engine, open_event(engine, env), access)
+            kind = (shown.WhichOneof("kind") or "") if shown is not None else ""
+            infos.append(EventInfo(env, kind, shown is None))
+        next_token = str(end + 1) if end < timeline.last_seq else ""
+        return EventPage(timeline, infos, next_token)
+
+    # -- export, import, verify -----------------------------------------------------------
+    def export(self, match_id: str) -> MatchExport:
+        timeline = self.timeline(match_id)
+        self._require_everything(timeline)
+        return export_file.build_export(self.registry, timeline.envelopes, exported_at_ms=int(time.time() * 1000))
+
+    def verify_match(self, match_id: str) -> Report:
+        timeline = self.timeline(match_id)
+        self._require_everything(timeline)
+        return verify_envelopes(self.registry, timeline.envelopes)
+
+    def verify_file(self, data: bytes) -> Report:
+        return verify_export(self.registry, self._load(data))
+
+    def import_file(self, data: bytes, *, new_match_id: str = "", allow_unverified: bool = False
+                    ) -> tuple[str, int, Report]:
+        if self.store is None:
+            raise FailedPrecondition("imports_disabled", "this replay server does not import matches")
+        export = self._load(data)
+        report = verify_export(self.registry, export)
+        if not report.ok and not allow_unverified:
+            raise FailedPrecondition("unverified", report.describe())
+        envelopes = [EventEnvelope.FromString(e.SerializeToString()) for e in export.events]
+        match_id = new_match_id or export.match_id
+        if new_match_id:
+            # Event ids are globally unique: a copy under another id gets its own.
+            for env in envelopes:
+                env.match_id = new_match_id
+                env.event_id = new_event_id(env.timestamp.ToMilliseconds())
+        try:
+            result = self.store.append(match_id, 0, envelopes)
+        except ConcurrencyConflict:
+            raise AlreadyExists("match_exists", f"match {match_id} already exists here") from None
+        except ValueError as exc:
+            raise InvalidArgument("bad_export", str(exc)) from None
+        self.timelines.forget(match_id)
+        log.info("match_imported", match_id=match_id, events=len(envelopes), verified=report.ok)
+        return match_id, result.version, report
+
+    @staticmethod
+    def _load(data: bytes) -> MatchExport:
+        try:
+            return export_file.load(data)
+        except export_file.BadExport as exc:
+            raise InvalidArgument("bad_export", str(exc)) from None

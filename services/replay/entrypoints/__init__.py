@@ -1,0 +1,1 @@
+"""Ways in: gRPC (famiglia.v1.ReplayService)."""

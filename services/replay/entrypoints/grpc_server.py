@@ -1,0 +1,123 @@
+"""famiglia.v1.ReplayService over gRPC: requests in, use cases called, replies or statuses out."""
+
+from __future__ import annotations
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+
+from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.replay.export import dump, file_name
+from famiglia.v1 import replay_service_pb2 as pb
+from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
+
+from ..app import ReplayApp, StateAt, Step
+
+
+def _pack(message: Message | None) -> any_pb2.Any | None:
+    if message is None:
+        return None
+    out = any_pb2.Any()
+    out.Pack(message, type_url_prefix="type.googleapis.com/")
+    return out
+
+
+def _state_reply(answer: StateAt) -> pb.GetStateAtResponse:
+    env, timeline = answer.envelope, answer.timeline
+    reply = pb.GetStateAtResponse(
+        match_id=timeline.match_id, game_id=timeline.game_id, event_id=env.event_id, seq=env.seq,
+        last_seq=timeline.last_seq, match_finished=answer.finished, scope=int(answer.access.scope),
+        seat=-1 if answer.access.viewer is None else answer.access.viewer, text=answer.text,
+        game_over=answer.game_over,
+    )
+    view = _pack(answer.view)
+    if view is not None:
+        reply.view.CopyFrom(view)
+    for seat_view in answer.seat_views:
+        reply.seat_views.add().CopyFrom(_pack(seat_view))
+    return reply
+
+
+def _step(step: Step) -> pb.ReplayStep:
+    env = step.envelope
+    out = pb.ReplayStep(event_id=env.event_id, seq=env.seq, type=env.type if step.event is None else
+                        (step.event.WhichOneof("kind") or env.type), seat=env.seat, command_id=env.command_id,
+                        timestamp_ms=env.timestamp.ToMilliseconds(), event_text=step.event_text,
+                        view_text=step.view_text, scope=int(step.access.scope))
+    event, view = _pack(step.event), _pack(step.view)
+    if event is not None:
+        out.event.CopyFrom(event)
+    if view is not None:
+        out.view.CopyFrom(view)
+    return out
+
+
+class ReplayServicer(pb_grpc.ReplayServiceServicer):
+    def __init__(self, app: ReplayApp) -> None:
+        self.app = app
+
+    @rpc
+    def GetStateAt(self, request, context):
+        answer = self.app.state_at(request.event_id, bearer_token(context), full=request.full,
+                                   match_id=request.match_id)
+        return _state_reply(answer)
+
+    @rpc
+    def StreamReplay(self, request, context):
+        if not request.match_id and not request.event_id:
+            raise InvalidArgument("no_match_id", "name a match_id or an event_id")
+        steps = self.app.replay(
+            bearer_token(context), match_id=request.match_id, event_id=request.event_id,
+            from_seq=request.from_seq, to_seq=request.to_seq, full=request.full,
+            recorded_pace=request.pace == pb.PACE_RECORDED, speed=request.speed or 1.0,
+            max_gap_ms=request.max_gap_ms or 5000, with_views=not request.without_views,
+            is_active=context.is_active,
+        )
+        for step in steps:
+            yield _step(step)
+
+    @rpc
+    def ListMatchEvents(self, request, context):
+        page = self.app.list_events(request.match_id, bearer_token(context), request.page_size,
+                                    request.page_token)
+        reply = pb.ListMatchEventsResponse(match_id=page.timeline.match_id, game_id=page.timeline.game_id,
+                                           next_page_token=page.next_token, last_seq=page.timeline.last_seq,
+                                           match_finished=page.timeline.finished)
+        for info in page.events:
+            env = info.envelope
+            reply.events.add(event_id=env.event_id, seq=env.seq, type=info.type, seat=env.seat,
+                             command_id=env.command_id, timestamp_ms=env.timestamp.ToMilliseconds(),
+                             hidden=info.hidden)
+        return reply
+
+    @rpc
+    def ExportMatch(self, request, context):
+        export = self.app.export(request.match_id)
+        return pb.ExportMatchResponse(match_id=export.match_id, file=dump(export, binary=request.binary),
+                                      file_name=file_name(export), events=len(export.events),
+                                      commands=len(export.commands))
+
+    @rpc
+    def ImportMatch(self, request, context):
+        match_id, version, report = self.app.import_file(request.file, new_match_id=request.new_match_id,
+                                                         allow_unverified=request.allow_unverified)
+        return pb.ImportMatchResponse(match_id=match_id, version=version, verification=report.to_proto())
+
+    @rpc
+    def VerifyMatch(self, request, context):
+        source = request.WhichOneof("source")
+        if source == "file":
+            return self.app.verify_file(request.file).to_proto()
+        if source == "match_id":
+            return self.app.verify_match(request.match_id).to_proto()
+        raise InvalidArgument("no_source", "name a match_id or send a file")
+
+
+def serve(app: ReplayApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:
+    """A ReplayService server bound to `address` (not yet started); reflection and health on."""
+    return build_server(
+        address,
+        [(pb_grpc.add_ReplayServiceServicer_to_server, ReplayServicer(app), "famiglia.v1.ReplayService")],
+        workers=workers,
+    )

@@ -1,0 +1,67 @@
+"""The state at every event id equals folding the events up to it, and costs at most K folds."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.engine import fold
+from famiglia.eventstore.envelopes import open_event
+from famiglia.replay.timeline import MatchTimeline, TimelineCache
+
+from .games import copy, engine, game_ids, recorded, registry
+
+
+@pytest.mark.parametrize("game_id", game_ids())
+@pytest.mark.parametrize("seed", [3, 11])
+def test_state_at_every_event_equals_the_fold_up_to_it(game_id: str, seed: int) -> None:
+    envelopes = recorded(game_id, seed)
+    eng = engine(game_id)
+    timeline = MatchTimeline(registry(), envelopes, every=7)
+    events = [open_event(eng, e) for e in envelopes[1:]]
+    state = None
+    assert timeline.state_at(1) is None
+    for seq in range(2, len(envelopes) + 1):
+        state = eng.evolve(state, events[seq - 2])
+        assert timeline.state_at(seq) == state, f"{game_id} seq {seq}"
+        assert timeline.folded_last < 7
+    assert timeline.head == fold(eng, events)
+    assert timeline.finished
+
+
+def test_state_at_folds_at_most_k_events_in_any_order() -> None:
+    envelopes = recorded(game_ids()[-1])
+    timeline = MatchTimeline(registry(), envelopes, every=16)
+    for seq in reversed(range(1, len(envelopes) + 1)):
+        timeline.state_at(seq)
+        assert timeline.folded_last < 16
+    assert timeline.snapshot_count() == len(envelopes) // 16
+
+
+def test_states_walks_forward_folding_each_event_once() -> None:
+    envelopes = recorded(game_ids()[-1])
+    timeline = MatchTimeline(registry(), envelopes, every=5)
+    walked = list(timeline.states(10, 20))
+    assert [e.seq for e, _ in walked] == list(range(10, 21))
+    assert all(state == timeline.state_at(env.seq) for env, state in walked)
+
+
+def test_a_gap_in_the_envelopes_is_refused() -> None:
+    envelopes = copy(recorded(game_ids()[-1]))
+    with pytest.raises(ValueError, match="gap"):
+        MatchTimeline(registry(), envelopes[:5] + envelopes[6:])
+
+
+def test_the_cache_catches_a_running_match_up_and_forgets_the_least_recent() -> None:
+    envelopes = copy(recorded(game_ids()[-1]))
+    stored = {"a": envelopes[:10]}
+    cache = TimelineCache(registry(), lambda m, after: [e for e in stored.get(m, []) if e.seq > after],
+                          every=4, capacity=1)
+    timeline = cache.get("a")
+    assert timeline is not None and timeline.last_seq == 10
+    stored["a"] = envelopes
+    assert cache.get("a") is timeline and timeline.last_seq == len(envelopes)
+    assert cache.get("missing") is None
+    other = copy(recorded(game_ids()[-1], 11))
+    stored[other[0].match_id] = other
+    cache.get(other[0].match_id)
+    assert cache.get("a") is not timeline  # evicted, loaded again
