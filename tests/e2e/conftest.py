@@ -39,6 +39,7 @@ def command_address(redis_url: str) -> Iterator[str]:
 class CommandProcess:
     redis_url: str
     port: int
+    log: Path
     proc: subprocess.Popen | None = None
 
     @property
@@ -54,14 +55,16 @@ class CommandProcess:
             "PYTHONPATH": f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
             "OTEL_SDK_DISABLED": "true",
         })
-        self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Logs go to a file: an unread pipe would fill up and block the server.
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
+                                         stdout=subprocess.DEVNULL, stderr=log)
         channel = grpc.insecure_channel(self.address)
         try:
             grpc.channel_ready_future(channel).result(timeout=30)
         except grpc.FutureTimeoutError:
             self.proc.kill()
-            raise RuntimeError(self.proc.stderr.read().decode()[-3000:] if self.proc.stderr else "no output") from None
+            raise RuntimeError(self.log.read_text()[-3000:]) from None
         finally:
             channel.close()
         return self
@@ -75,8 +78,8 @@ class CommandProcess:
 
 
 @pytest.fixture()
-def command_process(redis_url: str) -> Iterator[CommandProcess]:
-    proc = CommandProcess(redis_url, free_port()).start()
+def command_process(redis_url: str, tmp_path: Path) -> Iterator[CommandProcess]:
+    proc = CommandProcess(redis_url, free_port(), tmp_path / "command.log").start()
     yield proc
     proc.kill()
 
