@@ -1,0 +1,135 @@
+"""How good a position looks to one seat, from that seat's own View only.
+
+One small function per game (`EVALUATORS`), reading the fields that decide the
+winner in the rules (GC-E06 Stash value, GR-T01 ISK, NC-V08 Respect, NP Respect
+and money), each written defensively: a field the proto does not have counts 0,
+so a changed View degrades a bot, never crashes it. Games without an evaluator
+score 0 everywhere (the one-ply heuristic then plays like `random` but still
+takes an immediate win).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from famiglia.engine import Engine, Result
+
+Evaluator = Callable[[Message, int], float]
+
+
+def _at(items: Any, seat: int, default: Any = 0) -> Any:
+    try:
+        return items[seat]
+    except (IndexError, TypeError, KeyError):
+        return default
+
+
+def _seat_entry(entries: Any, seat: int) -> Any:
+    """The repeated per-seat message whose `seat` is `seat` (or the seat-th one)."""
+    for entry in entries or ():
+        if getattr(entry, "seat", None) == seat:
+            return entry
+    return _at(entries, seat, None)
+
+
+@functools.cache
+def _loot_values() -> dict[str, int]:
+    try:
+        from famiglia.rules.goodcritters.data import card_values
+
+        return dict(card_values())
+    except Exception:  # noqa: BLE001 - the engine is someone else's work in progress
+        return {}
+
+
+def goodcritters(view: Message, seat: int) -> float:
+    """GC-E06: the face value of the own Stash, in thousands."""
+    me = _seat_entry(getattr(view, "seat_views", ()), seat)
+    if me is None:
+        return 0.0
+    values = _loot_values()
+    stash = list(getattr(me, "stash", ()))
+    if stash:
+        return sum(values.get(card, 3500) for card in stash) / 1000.0
+    return 3.5 * getattr(me, "stash_count", 0)
+
+
+def grifters(view: Message, seat: int) -> float:
+    """GR-T01: ISK in the Stash, plus a little for Jobs (colour bonuses, the tie-break)."""
+    me = _seat_entry(getattr(view, "players", ()), seat)
+    if me is None:
+        return 0.0
+    return float(getattr(me, "stash", 0)) + 0.5 * len(getattr(me, "jobs", ()))
+
+
+def nostra_city(view: Message, seat: int) -> float:
+    """NC-V08: Respect wins; Notes in the Bank buy Street cards and jurors."""
+    me = _seat_entry(getattr(view, "players", ()), seat)
+    if me is None:
+        return 0.0
+    bank = list(getattr(me, "bank", ()))
+    return float(getattr(me, "respect", 0)) + 0.1 * (sum(bank) if bank else getattr(me, "bank_size", 0))
+
+
+def nothing_personal(view: Message, seat: int) -> float:
+    """Respect decides; money is what buys it."""
+    return float(_at(getattr(view, "respect", ()), seat)) + 0.1 * float(_at(getattr(view, "money", ()), seat))
+
+
+def highcard(view: Message, seat: int) -> float:
+    """The toy game: own score, plus the hand's strength for the tricks to come."""
+    return float(_at(view.scores, seat)) + 0.2 * sum(view.hand)
+
+
+EVALUATORS: dict[str, Evaluator] = {
+    "goodcritters": goodcritters,
+    "grifters": grifters,
+    "nostra_city": nostra_city,
+    "nothing_personal": nothing_personal,
+    "highcard": highcard,
+}
+
+
+def evaluate_view(game_id: str, view: Message, seat: int) -> float:
+    evaluator = EVALUATORS.get(game_id)
+    if evaluator is None:
+        return 0.0
+    try:
+        return evaluator(view, seat)
+    except Exception:  # noqa: BLE001 - a heuristic must never take a bot down
+        return 0.0
+
+
+def rank_value(rank: int, seats: int) -> float:
+    """1.0 for first place, 0.0 for last, linear between."""
+    if seats <= 1:
+        return 1.0
+    return max(0.0, min(1.0, (seats - rank) / (seats - 1)))
+
+
+def result_values(result: Result, seats: int) -> list[float]:
+    values = [0.0] * seats
+    for outcome in result.seats:
+        if 0 <= outcome.seat < seats:
+            values[outcome.seat] = rank_value(outcome.rank, seats)
+    return values
+
+
+def seat_values(rules: Engine, state: Any, seats: int) -> list[float]:
+    """Every seat's value in [0, 1] for a (sampled) state: its rank, final or as the
+    evaluators see it now. Used by search, which owns the sampled state."""
+    result = rules.result(state)
+    if result is not None:
+        return result_values(result, seats)
+    game_id = rules.info.game_id
+    scores = [evaluate_view(game_id, rules.view(state, s), s) for s in range(seats)]
+    values = []
+    for mine in scores:
+        below = sum(1 for o in scores if o < mine)
+        ties = sum(1 for o in scores if o == mine) - 1
+        values.append((below + 0.5 * ties) / max(1, seats - 1))
+    return values

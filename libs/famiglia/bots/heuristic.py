@@ -1,0 +1,61 @@
+"""`heuristic`: a generic one-ply player.
+
+For each legal command it samples a few worlds consistent with the seat's view
+(`determinize`), applies the command there and scores the seat's resulting View
+with the game's small evaluator (evaluate.py). A move that wins at once scores
+above everything; a command the sampled worlds refuse scores below everything.
+Ties are broken by the decision's seed, so a retried decision chooses the same.
+"""
+
+from __future__ import annotations
+
+import random
+
+from google.protobuf.message import Message
+
+from famiglia.engine import Engine, Rng
+
+from .evaluate import evaluate_view, result_values
+from .policy import Decision, first_of
+from .search import sample_world, seats_of, step
+
+WIN_BONUS = 1_000.0
+
+
+class OnePlyHeuristic:
+    name = "heuristic"
+
+    def __init__(self, samples: int = 2, max_candidates: int = 24) -> None:
+        self.samples = max(1, samples)
+        self.max_candidates = max(1, max_candidates)
+
+    def choose(self, rules: Engine, decision: Decision) -> Message:
+        legal = list(decision.legal)
+        first_of(legal)
+        chooser = random.Random(decision.seed)
+        if len(legal) == 1:
+            return legal[0]
+        if len(legal) > self.max_candidates:
+            legal = chooser.sample(legal, self.max_candidates)
+        seats = seats_of(decision.view) or 1
+        worlds = [w for w in (sample_world(rules, decision.view, decision.seat, Rng(chooser.getrandbits(62)))
+                              for _ in range(self.samples)) if w is not None]
+        if not worlds:
+            return legal[chooser.randrange(len(legal))]
+        best, best_score = legal[0], float("-inf")
+        for command in legal:
+            total = 0.0
+            for world in worlds:
+                after = step(rules, world, decision.seat, command, Rng(chooser.getrandbits(62)))
+                if after is None:
+                    total -= WIN_BONUS * 10
+                    continue
+                result = rules.result(after)
+                if result is not None:
+                    total += WIN_BONUS * result_values(result, seats)[decision.seat]
+                else:
+                    total += evaluate_view(decision.game_id, rules.view(after, decision.seat), decision.seat)
+            score = total / len(worlds) + chooser.random() * 1e-6
+            if score > best_score:
+                best, best_score = command, score
+        return best

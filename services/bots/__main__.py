@@ -1,0 +1,62 @@
+"""`python -m services.bots`: TournamentService, the dispatcher and the tournament
+runner in one process, until SIGTERM/SIGINT. The Celery workers run apart
+(`python -m services.bots.worker`)."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+from famiglia.config import listen_address
+from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.telemetry import configure, get_logger
+
+from .bootstrap import BotsApp, bootstrap
+from .dispatcher import GROUP, Dispatcher
+from .entrypoints.celery_app import CeleryTasks
+from .entrypoints.grpc_server import serve
+from .tournaments import TournamentObserver, TournamentRepo, TournamentRunner
+
+
+def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500) -> list[threading.Thread]:
+    """The dispatcher and the tournament runner as daemon threads (tests use this too)."""
+    store = app.store
+    repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
+    dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery), observer=TournamentObserver(repo),
+                            stall_seconds=app.bots.stall_seconds,
+                            clock_grace_seconds=app.bots.clock_grace_seconds)
+    consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
+    # A new group starts at the end: matches created before the bots service ever ran are not its business.
+    consumer.ensure_groups(start_id="$")
+    runner = TournamentRunner(repo, app.game_client, store)
+    threads = [
+        threading.Thread(target=dispatcher.run, args=(consumer, stop), kwargs={"block_ms": block_ms},
+                         name="bots-dispatcher", daemon=True),
+        threading.Thread(target=runner.run, args=(stop,), name="bots-tournaments", daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def main() -> None:
+    configure("bots")
+    app = bootstrap()
+    repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
+    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr))
+    server.start()
+    stop = threading.Event()
+    threads = start_background(app, stop)
+    get_logger().info("bots_service_started", port=port, games=list(app.registry))
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    server.stop(grace=3).wait()
+    for t in threads:
+        t.join(timeout=5)
+    app.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""The composition root of the bots service: nothing connects at import time.
+
+Clients (Redis, gRPC) are made lazily and per process, because the Celery
+prefork pool forks after bootstrap and neither gRPC channels nor Redis sockets
+survive a fork.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from famiglia.auth import TokenSigner
+from famiglia.bots.games import playable_registry
+from famiglia.client import GameClient, SeatClient
+from famiglia.config import Settings
+from famiglia.engine.registry import Registry
+from famiglia.eventstore import EventStore
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name, "")
+    return float(value) if value else default
+
+
+@dataclass(frozen=True)
+class BotsSettings:
+    """The bots service's own knobs (FAMIGLIA_BOTS_*)."""
+
+    pool: str = "prefork"
+    concurrency: int = 0
+    """Worker processes/threads; 0 = one per core."""
+    visibility_timeout: float = 300.0
+    """Seconds before Redis hands an unacked task (a worker killed mid-task) to another worker."""
+    stall_seconds: float = 30.0
+    """A bot decision not answered for this long is queued again (idempotent, so harmless)."""
+    task_time_limit: float = 120.0
+    clock_grace_seconds: float = 0.5
+    """Added to every human clock so the last instant still belongs to the human."""
+
+    @classmethod
+    def from_env(cls) -> BotsSettings:
+        return cls(
+            pool=os.environ.get("FAMIGLIA_BOTS_POOL", "prefork"),
+            concurrency=int(os.environ.get("FAMIGLIA_BOTS_CONCURRENCY", "0") or 0),
+            visibility_timeout=_env_float("FAMIGLIA_BOTS_VISIBILITY_TIMEOUT", 300.0),
+            stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),
+            task_time_limit=_env_float("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0),
+            clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
+        )
+
+    @property
+    def workers(self) -> int:
+        return self.concurrency or os.cpu_count() or 1
+
+
+@dataclass
+class BotsApp:
+    settings: Settings
+    bots: BotsSettings
+    registry: Registry
+    signer: TokenSigner
+    _store: EventStore | None = None
+    _celery: Any = None
+    _per_process: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _mine(self) -> dict[str, Any]:
+        return self._per_process.setdefault(os.getpid(), {})
+
+    @property
+    def store(self) -> EventStore:
+        """The event store (a given one, or a Redis store of this process)."""
+        if self._store is not None:
+            return self._store
+        with self._lock:
+            mine = self._mine()
+            if "store" not in mine:
+                from famiglia.eventstore.redis_store import RedisEventStore
+
+                mine["store"] = RedisEventStore.connect(self.settings.redis_url,
+                                                        partitions=self.settings.partitions)
+            return mine["store"]
+
+    @property
+    def game_client(self) -> GameClient:
+        with self._lock:
+            mine = self._mine()
+            if "game" not in mine:
+                mine["game"] = GameClient(self.settings.command_addr)
+            return mine["game"]
+
+    def seat(self, match_id: str, seat: int) -> SeatClient:
+        """A client acting as `seat`: the bots service mints the seat token with the shared secret."""
+        return self.game_client.seat(match_id, self.signer.seat_token(match_id, seat))
+
+    @property
+    def celery(self) -> Celery:
+        if self._celery is None:
+            from .entrypoints.celery_app import make_celery
+
+            self._celery = make_celery(self)
+        return self._celery
+
+    def close(self) -> None:
+        for mine in self._per_process.values():
+            if "game" in mine:
+                mine["game"].close()
+            if "store" in mine:
+                mine["store"].close()
+        self._per_process.clear()
+
+
+def bootstrap(*, settings: Settings | None = None, registry: Registry | None = None,
+              store: EventStore | None = None, bots: BotsSettings | None = None) -> BotsApp:
+    settings = settings or Settings.from_env()
+    return BotsApp(settings=settings, bots=bots or BotsSettings.from_env(),
+                   registry=registry or playable_registry(), signer=TokenSigner(settings.secret),
+                   _store=store)

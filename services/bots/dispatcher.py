@@ -1,0 +1,214 @@
+"""The dispatcher: partition streams in, one Celery task per pending decision out.
+
+It reads every match's events through its own consumer group ("bots"), keeps
+each running match folded in memory (MatchState: server-side code may see the
+true state; bots never do) and after each batch asks the engine who must act:
+
+- a bot seat (MatchCreated.seat_info: bot=True, policy) gets a `decide` task for
+  the match version it must act at;
+- a human seat whose decision has a clock (Pending.timeout_seconds, set by the
+  game's own clock options) gets a `clock` task with that countdown.
+
+Each (version, seat) is queued once. A task for a version the match has left
+does nothing, so a decision queued at an intermediate version (a batch cut in
+the middle of one command's events) is merely wasted. A bot decision not
+answered within `stall_seconds` (a worker killed, a lost message) is queued
+again: the deterministic command id makes that harmless.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from famiglia.engine.registry import Registry, UnknownGame
+from famiglia.eventstore import EventStore
+from famiglia.eventstore.envelopes import MATCH_CREATED
+from famiglia.matchstate import MatchState, NotAMatch
+from famiglia.telemetry import get_logger
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+log = get_logger("famiglia.bots.dispatcher")
+GROUP = "bots"
+
+
+class TaskSender(Protocol):
+    def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
+               trace: Mapping[str, str] | None = None) -> None: ...
+
+    def clock(self, match_id: str, seat: int, version: int, countdown: float,
+              trace: Mapping[str, str] | None = None) -> None: ...
+
+
+class MatchObserver(Protocol):
+    """Told about tournament matches as they move and end (tournaments.py)."""
+
+    def match_progress(self, tournament_id: str, match_id: str, commands: int) -> None: ...
+
+    def match_finished(self, tournament_id: str, match: MatchState) -> None: ...
+
+
+@dataclass
+class Tracked:
+    match: MatchState
+    bots: dict[int, str]
+    """bot seat -> policy"""
+    sent: set[tuple[int, int]] = field(default_factory=set)
+    """(version, seat) already queued"""
+    sent_at: float = 0.0
+    trace: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tournament_id(self) -> str:
+        return self.match.created.tournament_id
+
+
+def bot_seats(match: MatchState) -> dict[int, str]:
+    return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
+
+
+class Dispatcher:
+    def __init__(self, store: EventStore, registry: Registry, tasks: TaskSender, *,
+                 observer: MatchObserver | None = None, stall_seconds: float = 30.0,
+                 clock_grace_seconds: float = 0.5, now: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.registry = registry
+        self.tasks = tasks
+        self.observer = observer
+        self.stall_seconds = stall_seconds
+        self.clock_grace_seconds = clock_grace_seconds
+        self.now = now
+        self.matches: dict[str, Tracked] = {}
+        self._done: OrderedDict[str, None] = OrderedDict()  # finished or unplayable, recently
+        self.queued = 0
+
+    # -- events in -------------------------------------------------------------------
+    def handle(self, envelopes: Iterable[EventEnvelope]) -> None:
+        """Fold a batch (any matches, stream order) and queue what became pending."""
+        by_match: dict[str, list[EventEnvelope]] = {}
+        for env in envelopes:
+            by_match.setdefault(env.match_id, []).append(env)
+        for match_id, batch in by_match.items():
+            tracked = self._track(match_id, batch)
+            if tracked is None:
+                continue
+            before = len(tracked.match.commands)
+            try:
+                tracked.match.apply(batch)
+            except ValueError:  # a gap: this consumer missed entries; the match stream has them all
+                tracked = self._load(match_id)
+                if tracked is None:
+                    continue
+            if batch[-1].trace:
+                tracked.trace = dict(batch[-1].trace)
+            moved = len(tracked.match.commands) - before
+            if moved > 0 and tracked.tournament_id and self.observer is not None:
+                self.observer.match_progress(tracked.tournament_id, match_id, moved)
+            self._schedule(tracked)
+
+    def _track(self, match_id: str, batch: Sequence[EventEnvelope]) -> Tracked | None:
+        tracked = self.matches.get(match_id)
+        if tracked is not None or match_id in self._done:
+            return tracked
+        first = batch[0]
+        if first.seq == 1 and first.type == MATCH_CREATED:
+            try:
+                match = MatchState.start(self.registry, first)
+            except (UnknownGame, NotAMatch):
+                self._forget(match_id)
+                return None
+            tracked = Tracked(match, bot_seats(match))
+            self.matches[match_id] = tracked
+            return tracked
+        return self._load(match_id)
+
+    def _load(self, match_id: str) -> Tracked | None:
+        """A match first seen mid-way (a restart, a gap): fold it from its own stream."""
+        try:
+            match = MatchState.from_envelopes(self.registry, self.store.read(match_id))
+        except (UnknownGame, NotAMatch):
+            self._forget(match_id)
+            return None
+        tracked = Tracked(match, bot_seats(match))
+        self.matches[match_id] = tracked
+        return tracked
+
+    def _forget(self, match_id: str) -> None:
+        self.matches.pop(match_id, None)
+        self._done[match_id] = None
+        while len(self._done) > 10_000:
+            self._done.popitem(last=False)
+
+    # -- tasks out -------------------------------------------------------------------
+    def _schedule(self, tracked: Tracked) -> None:
+        match = tracked.match
+        if match.state is None:
+            return
+        if match.finished:
+            if tracked.tournament_id and self.observer is not None:
+                self.observer.match_finished(tracked.tournament_id, match)
+            self._forget(match.match_id)
+            return
+        tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
+        for pending in match.engine.pending(match.state):
+            key = (match.version, pending.seat)
+            if key in tracked.sent:
+                continue
+            policy = tracked.bots.get(pending.seat)
+            if policy is not None:
+                self.tasks.decide(match.match_id, match.game_id, pending.seat, match.version, policy,
+                                  trace=tracked.trace)
+                tracked.sent_at = self.now()
+            elif pending.timeout_seconds > 0:
+                self.tasks.clock(match.match_id, pending.seat, match.version,
+                                 pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace)
+            else:
+                continue
+            tracked.sent.add(key)
+            self.queued += 1
+
+    def check_stalls(self) -> int:
+        """Queue again bot decisions left unanswered for `stall_seconds`."""
+        resent = 0
+        now = self.now()
+        for tracked in list(self.matches.values()):
+            if not tracked.sent or now - tracked.sent_at < self.stall_seconds:
+                continue
+            bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
+            if not bot_keys:
+                continue
+            log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version)
+            tracked.sent -= bot_keys
+            before = self.queued
+            self._schedule(tracked)
+            resent += self.queued - before
+        return resent
+
+    # -- the loop --------------------------------------------------------------------
+    def run(self, consumer, stop: threading.Event, *, block_ms: int = 500, claim_idle_ms: int = 60_000) -> None:
+        """Consume until `stop` is set. `consumer` is a PartitionConsumer of group GROUP."""
+        backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
+        last_claim = self.now()
+        while not stop.is_set():
+            entries = backlog or consumer.read(count=200, block_ms=block_ms)
+            backlog = []
+            if self.now() - last_claim > claim_idle_ms / 1000:
+                entries += consumer.claim_stale(claim_idle_ms)
+                last_claim = self.now()
+            if entries:
+                try:
+                    self.handle(e.envelope for e in entries)
+                except Exception:  # noqa: BLE001 - broker down: keep the entries, redo them
+                    log.exception("dispatch_failed", entries=len(entries))
+                    stop.wait(1.0)
+                    backlog = consumer.read_pending(count=500)
+                    continue
+                consumer.ack(entries)
+            try:
+                self.check_stalls()
+            except Exception:  # noqa: BLE001
+                log.exception("stall_check_failed")

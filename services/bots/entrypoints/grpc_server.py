@@ -1,0 +1,126 @@
+"""famiglia.v1.TournamentService over gRPC: requests in, tournaments out."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import grpc
+
+from famiglia.bots import POLICY_NAMES, PolicySpec, UnknownPolicy, make_policy
+from famiglia.bots.standings import standings
+from famiglia.bots.tournament import GamePlan, TournamentSpec, plan
+from famiglia.engine.registry import Registry
+from famiglia.grpcutil.errors import InvalidArgument, NotFound
+from famiglia.grpcutil.server import build_server, rpc
+from famiglia.v1 import tournament_service_pb2 as pb
+from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
+
+from ..tournaments import CANCELLED, FINISHED, RUNNING, TournamentRecord, TournamentRepo
+
+_STATUS = {RUNNING: pb.TOURNAMENT_RUNNING, FINISHED: pb.TOURNAMENT_FINISHED, CANCELLED: pb.TOURNAMENT_CANCELLED}
+
+
+def spec_from_request(request: pb.CreateTournamentRequest, registry: Registry) -> TournamentSpec:
+    entrants = tuple(request.entrants) or POLICY_NAMES
+    for entrant in entrants:
+        try:
+            make_policy(entrant)
+        except (UnknownPolicy, ValueError) as exc:
+            raise InvalidArgument("unknown_policy", str(exc)) from None
+    games = []
+    wanted = list(request.games) or [pb.TournamentGame(game_id=g) for g in registry]
+    for game in wanted:
+        if game.game_id not in registry:
+            raise InvalidArgument("unknown_game", f"the bots cannot play {game.game_id!r}")
+        info = registry.get(game.game_id).info
+        counts = tuple(game.seat_counts) or (info.min_players,)
+        for n in counts:
+            if not info.min_players <= n <= info.max_players:
+                raise InvalidArgument("bad_seats", f"{game.game_id} takes {info.min_players}-{info.max_players} seats")
+        games.append(GamePlan(game.game_id, counts, dict(game.options)))
+    if not games:
+        raise InvalidArgument("no_games", "no game to play")
+    return TournamentSpec(
+        name=request.name or "tournament", games=tuple(games), entrants=entrants,
+        matches_per_game=request.matches_per_game or len(entrants) * 2, round_robin=request.round_robin,
+        rounds=request.rounds or 1, seed=request.seed or 1, concurrency=request.concurrency or 4,
+        deadline_seconds=request.deadline_seconds,
+    )
+
+
+def tournament_proto(record: TournamentRecord, *, include_matches: bool = False) -> pb.Tournament:
+    planned = plan(record.spec)
+    out = pb.Tournament(tournament_id=record.tournament_id, name=record.spec.name,
+                        status=_STATUS.get(record.status, pb.TOURNAMENT_STATUS_UNSPECIFIED),
+                        entrants=list(record.spec.entrants), moves=record.moves,
+                        elapsed_seconds=record.elapsed_seconds, planned=len(planned),
+                        finished=len(record.results))
+    by_index = {p.index: p for p in planned}
+    planned_per_game = Counter(p.game_id for p in planned)
+    started = Counter(by_index[i].game_id for i in record.started if i in by_index)
+    finished = Counter(by_index[i].game_id for i, m in record.started.items()
+                       if i in by_index and m in record.results)
+    for game in record.spec.games:
+        out.games.add(game_id=game.game_id, planned=planned_per_game[game.game_id],
+                      started=started[game.game_id], finished=finished[game.game_id])
+    for row in standings(record.match_records()):
+        out.standings.add(game_id=row.game_id, entrant=row.entrant, matches=row.matches, wins=row.wins,
+                          mean_rank=row.mean_rank, mu=row.mu, sigma=row.sigma, ordinal=row.ordinal)
+    if include_matches:
+        for m in sorted(record.match_records(), key=lambda r: (r.finished_ms, r.match_id)):
+            seats = sorted(m.seats, key=lambda s: s.seat)
+            out.matches.add(match_id=m.match_id, game_id=m.game_id, entrants=[s.entrant for s in seats],
+                            ranks=[s.rank for s in seats], scores=[s.score for s in seats], commands=m.commands)
+    return out
+
+
+class TournamentServicer(pb_grpc.TournamentServiceServicer):
+    def __init__(self, repo: TournamentRepo, registry: Registry) -> None:
+        self.repo = repo
+        self.registry = registry
+
+    def _get(self, tid: str) -> TournamentRecord:
+        record = self.repo.get(tid) if tid else None
+        if record is None:
+            raise NotFound("unknown_tournament", f"no tournament {tid!r}")
+        return record
+
+    @rpc
+    def CreateTournament(self, request, context):
+        spec = spec_from_request(request, self.registry)
+        tid = self.repo.create(spec, request.request_id)
+        return tournament_proto(self._get(tid))
+
+    @rpc
+    def GetTournament(self, request, context):
+        return tournament_proto(self._get(request.tournament_id), include_matches=request.include_matches)
+
+    @rpc
+    def ListTournaments(self, request, context):
+        reply = pb.ListTournamentsResponse()
+        for tid in self.repo.ids(limit=request.limit or 20):
+            record = self.repo.get(tid)
+            if record is not None:
+                reply.tournaments.append(tournament_proto(record))
+        return reply
+
+    @rpc
+    def CancelTournament(self, request, context):
+        record = self._get(request.tournament_id)
+        if record.status == RUNNING:
+            self.repo.set_status(record.tournament_id, CANCELLED)
+        return tournament_proto(self._get(request.tournament_id))
+
+    @rpc
+    def ListPolicies(self, request, context):
+        return pb.ListPoliciesResponse(policies=[str(PolicySpec(n)) for n in POLICY_NAMES], games=list(self.registry))
+
+
+def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int = 16) -> tuple[grpc.Server, int]:
+    """A TournamentService server bound to `address` (not yet started)."""
+    return build_server(
+        address,
+        [(pb_grpc.add_TournamentServiceServicer_to_server, TournamentServicer(repo, registry),
+          "famiglia.v1.TournamentService")],
+        workers=workers,
+    )

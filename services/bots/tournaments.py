@@ -1,0 +1,251 @@
+"""Tournaments: a plan of bot matches, played through the command service like any
+other matches, followed to the end and rated.
+
+State lives in Redis (so the bots service may restart mid-tournament) under one
+hash tag per tournament:
+
+    famiglia:bots:{t:<id>}            hash: spec, status, created_ms, finished_ms, moves
+    famiglia:bots:{t:<id>}:started    hash: plan index -> match id
+    famiglia:bots:{t:<id>}:results    hash: match id -> finished match (JSON)
+    famiglia:bots:tournaments         sorted set of ids by creation time
+
+The runner creates matches with request_id "<tournament>:<index>" (a restart
+finds the same match), at most `concurrency` in play at once; the dispatcher
+reports progress and results (MatchObserver), and the workers play the seats.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import redis
+
+from famiglia.bots.standings import MatchRecord, SeatRecord
+from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
+from famiglia.client import GameClient
+from famiglia.eventstore import EventStore
+from famiglia.matchstate import MatchState
+from famiglia.telemetry import get_logger
+from famiglia.v1 import envelope_pb2
+
+log = get_logger("famiglia.bots.tournaments")
+
+RUNNING, FINISHED, CANCELLED = "running", "finished", "cancelled"
+PREFIX = "famiglia:bots"
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class TournamentRecord:
+    tournament_id: str
+    spec: TournamentSpec
+    status: str
+    created_ms: int
+    finished_ms: int = 0
+    moves: int = 0
+    started: dict[int, str] = field(default_factory=dict)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def match_records(self) -> list[MatchRecord]:
+        out = []
+        for match_id, r in self.results.items():
+            if r.get("abandoned"):
+                continue
+            out.append(MatchRecord(match_id, r["game_id"],
+                                   tuple(SeatRecord(s["seat"], s["entrant"], s["rank"], s.get("score", 0.0))
+                                         for s in r["seats"]),
+                                   r.get("commands", 0), r.get("finished_ms", 0)))
+        return out
+
+    @property
+    def elapsed_seconds(self) -> float:
+        end = self.finished_ms or _ms()
+        return max(0.0, (end - self.created_ms) / 1000)
+
+
+class TournamentRepo:
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    @staticmethod
+    def _key(tid: str, part: str = "") -> str:
+        return f"{PREFIX}:{{t:{tid}}}" + (f":{part}" if part else "")
+
+    def create(self, spec: TournamentSpec, request_id: str = "") -> str:
+        tid = ("t" + hashlib.sha256(f"tournament:{request_id}".encode()).hexdigest()[:15] if request_id
+               else "t" + secrets.token_hex(8)[:15])
+        now = _ms()
+        if self.client.hsetnx(self._key(tid), "spec", spec.to_json()):
+            self.client.hset(self._key(tid), mapping={"status": RUNNING, "created_ms": now, "moves": 0})
+            self.client.zadd(f"{PREFIX}:tournaments", {tid: now})
+        return tid
+
+    def exists(self, tid: str) -> bool:
+        return bool(self.client.exists(self._key(tid)))
+
+    def get(self, tid: str) -> TournamentRecord | None:
+        raw = {_text(k): _text(v) for k, v in self.client.hgetall(self._key(tid)).items()}
+        if "spec" not in raw:
+            return None
+        started = {int(_text(k)): _text(v) for k, v in self.client.hgetall(self._key(tid, "started")).items()}
+        results = {_text(k): json.loads(v) for k, v in self.client.hgetall(self._key(tid, "results")).items()}
+        return TournamentRecord(tid, TournamentSpec.from_json(raw["spec"]), raw.get("status", RUNNING),
+                                int(raw.get("created_ms", 0)), int(raw.get("finished_ms", 0)),
+                                int(raw.get("moves", 0)), started, results)
+
+    def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
+        ids = [_text(i) for i in self.client.zrevrange(f"{PREFIX}:tournaments", 0, max(0, limit - 1))]
+        if running_only:
+            ids = [i for i in ids if _text(self.client.hget(self._key(i), "status") or b"") == RUNNING]
+        return ids
+
+    def set_status(self, tid: str, status: str) -> None:
+        mapping: dict[str, Any] = {"status": status}
+        if status != RUNNING:
+            mapping["finished_ms"] = _ms()
+        self.client.hset(self._key(tid), mapping=mapping)
+
+    def mark_started(self, tid: str, index: int, match_id: str) -> None:
+        self.client.hset(self._key(tid, "started"), str(index), match_id)
+
+    def add_moves(self, tid: str, moves: int) -> None:
+        self.client.hincrby(self._key(tid), "moves", moves)
+
+    def record(self, tid: str, match_id: str, result: dict[str, Any]) -> None:
+        self.client.hset(self._key(tid, "results"), match_id, json.dumps(result, sort_keys=True))
+
+
+def finished_record(match: MatchState) -> dict[str, Any]:
+    result = match.result()
+    assert result is not None
+    entrants = {i.seat: (i.player_id or i.policy or "random") for i in match.created.seat_info}
+    return {
+        "game_id": match.game_id,
+        "seats": [{"seat": s.seat, "entrant": entrants.get(s.seat, f"seat{s.seat}"), "rank": s.rank,
+                   "score": s.score} for s in sorted(result.seats, key=lambda s: s.seat)],
+        "commands": len(match.commands),
+        "finished_ms": match.last_timestamp_ms or _ms(),
+    }
+
+
+class TournamentObserver:
+    """The dispatcher's MatchObserver: moves and results into the repo."""
+
+    def __init__(self, repo: TournamentRepo) -> None:
+        self.repo = repo
+        self._known: dict[str, bool] = {}
+
+    def _ours(self, tid: str) -> bool:
+        if tid not in self._known:
+            self._known[tid] = self.repo.exists(tid)
+        return self._known[tid]
+
+    def match_progress(self, tournament_id: str, match_id: str, commands: int) -> None:
+        if self._ours(tournament_id):
+            self.repo.add_moves(tournament_id, commands)
+
+    def match_finished(self, tournament_id: str, match: MatchState) -> None:
+        if self._ours(tournament_id):
+            self.repo.record(tournament_id, match.match_id, finished_record(match))
+
+
+class TournamentRunner:
+    """Starts each tournament's matches as room frees up and closes finished tournaments."""
+
+    def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
+                 stuck_seconds: float = 180.0) -> None:
+        self.repo = repo
+        self.game = game
+        self.store = store
+        self.stuck_seconds = stuck_seconds
+        self._plans: dict[str, list[PlannedMatch]] = {}
+        self._seen: dict[str, tuple[int, float]] = {}  # match id -> (version, when it last moved)
+
+    def plan_of(self, record: TournamentRecord) -> list[PlannedMatch]:
+        if record.tournament_id not in self._plans:
+            self._plans[record.tournament_id] = plan(record.spec)
+        return self._plans[record.tournament_id]
+
+    def step(self) -> None:
+        for tid in self.repo.ids(limit=50, running_only=True):
+            record = self.repo.get(tid)
+            if record is not None and record.status == RUNNING:
+                self._advance(record)
+
+    def _advance(self, record: TournamentRecord) -> None:
+        matches = self.plan_of(record)
+        active = [m for m in record.started.values() if m not in record.results]
+        for match_id in active:
+            self._check_stuck(record, match_id)
+        past_deadline = bool(record.spec.deadline_seconds) and record.elapsed_seconds > record.spec.deadline_seconds
+        room = max(1, record.spec.concurrency) - len(active)
+        for planned in matches:
+            if room <= 0 or past_deadline:
+                break
+            if planned.index in record.started:
+                continue
+            match_id = self._start(record, planned)
+            record.started[planned.index] = match_id
+            room -= 1
+        all_started = len(record.started) >= len(matches) or past_deadline
+        if all_started and all(m in record.results for m in record.started.values()):
+            self.repo.set_status(record.tournament_id, FINISHED)
+            log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
+
+    def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:
+        seat_info = [envelope_pb2.SeatInfo(seat=s, player_id=entrant, display_name=entrant.partition("?")[0],
+                                           bot=True, policy=entrant)
+                     for s, entrant in enumerate(planned.entrants)]
+        try:
+            handle = self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
+                                            options=dict(planned.options), seat_info=seat_info,
+                                            request_id=f"{record.tournament_id}:{planned.index}",
+                                            tournament_id=record.tournament_id)
+            match_id = handle.match_id
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            match_id = f"failed:{record.tournament_id}:{planned.index}"
+            self.repo.record(record.tournament_id, match_id,
+                             {"abandoned": True, "game_id": planned.game_id, "error": exc.details() or ""})
+        self.repo.mark_started(record.tournament_id, planned.index, match_id)
+        return match_id
+
+    def _check_stuck(self, record: TournamentRecord, match_id: str) -> None:
+        """A match that stopped moving (an engine bug, a lost game) must not hold the
+        tournament forever: after `stuck_seconds` without a new event it is abandoned."""
+        version = self.store.version(match_id)
+        now = time.monotonic()
+        seen = self._seen.get(match_id)
+        if seen is None or seen[0] != version:
+            self._seen[match_id] = (version, now)
+        elif now - seen[1] > self.stuck_seconds:
+            log.warning("tournament_match_stuck", tournament_id=record.tournament_id, match_id=match_id)
+            game_id = next((p.game_id for p in self.plan_of(record)
+                            if record.started.get(p.index) == match_id), "")
+            self.repo.record(record.tournament_id, match_id,
+                             {"abandoned": True, "game_id": game_id, "error": "stuck"})
+            record.results[match_id] = {"abandoned": True}
+
+    def run(self, stop: threading.Event, interval: float = 0.25) -> None:
+        while not stop.is_set():
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - the command service restarting; try again
+                log.exception("tournament_step_failed")
+                stop.wait(1.0)
+            stop.wait(interval)
