@@ -14,6 +14,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from google.protobuf.message import Message
+
 from famiglia.bench.harness import Figure, Report, percentile, repeat
 from famiglia.engine import Engine
 from famiglia.engine.registry import default_registry
@@ -47,7 +49,7 @@ class RecordedMatch:
     game_id: str
     seats: int
     seed: int
-    commands: list[tuple[int, object]]
+    commands: list[tuple[int, Message]]
 
 
 def record_match(engine: Engine, seats: int, seed: int) -> RecordedMatch:
@@ -138,7 +140,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
     try:
         for clients in (1, 4, 16):
             # Echo baseline: same server, same threads, a payload the size of a command.
-            sample = pack(recordings[0].commands[0][1]).SerializeToString()  # type: ignore[arg-type]
+            sample = pack(recordings[0].commands[0][1]).SerializeToString()
             echo_rate, _ = _drive(address, clients, seconds, lambda c, i, payload=sample: c.stub.Echo(
                 pb.EchoRequest(payload=payload)))
             matches = [_start(GameClient(address), r, signer) for r in recordings[:clients]]
@@ -240,7 +242,7 @@ def bench_flatness(report: Report, redis_url: str, quick: bool) -> None:
     for i, (seat, command) in enumerate(rec.commands):
         version = app.matches.get(created.match_id).match.version
         t0 = time.perf_counter()
-        app.submit(created.match_id, viewers[seat], f"c{i}", command)  # type: ignore[arg-type]
+        app.submit(created.match_id, viewers[seat], f"c{i}", command)
         costs.append((version, time.perf_counter() - t0))
     store.close()
     n = max(5, len(costs) // 10)

@@ -43,6 +43,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
     def ListGames(self, request, context):
         reply = pb.ListGamesResponse()
         for info in self.app.list_games():
+            assert info.command_type and info.event_type and info.view_type
             game = reply.games.add(game_id=info.game_id, title=info.title, min_players=info.min_players,
                                    max_players=info.max_players,
                                    command_type=info.command_type.DESCRIPTOR.full_name,
