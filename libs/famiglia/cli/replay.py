@@ -1,0 +1,142 @@
+"""`famiglia replay ...` — look at any match as of any event, export it, verify it.
+
+    famiglia replay EVENT_ID [--token T] [--full]   the state there; n/p step, q quits
+    famiglia replay events MATCH_ID                 event ids, types and seqs
+    famiglia replay export MATCH_ID -o FILE         the whole match as a file
+    famiglia replay verify FILE                     re-run it through today's engines
+
+`verify` needs no server: it reads the file and runs the engines in process,
+so a file checked on a laptop means the same as one checked by the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from rich.console import Console
+from rich.panel import Panel
+
+from famiglia.config import Settings
+from famiglia.v1 import replay_service_pb2 as pb
+
+console = Console()
+SCOPES = {pb.VIEW_SCOPE_SPECTATOR: "spectator", pb.VIEW_SCOPE_SEAT: "seat", pb.VIEW_SCOPE_FULL: "full"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "replay", help="replay, export or verify a match",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="an EVENT_ID, or one of: verify, export, events")
+    parser.add_argument("arg", nargs="?", default="", help="FILE for verify, MATCH_ID for export/events")
+    parser.add_argument("-o", "--output", default="", help="export: where to write the file")
+    parser.add_argument("--binary", action="store_true", help="export: protobuf binary instead of JSON")
+    parser.add_argument("--token", default="", help="a seat token: see the match as that seat")
+    parser.add_argument("--full", action="store_true", help="everything (once the match is over)")
+    parser.add_argument("--address", default="", help="replay service (default: FAMIGLIA_REPLAY_ADDR)")
+    parser.set_defaults(func=cmd_replay)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if args.target == "verify":
+        return verify_file(Path(_need(args.arg, "verify FILE")))
+    try:
+        if args.target == "export":
+            return export_match(_client(args), _need(args.arg, "export MATCH_ID"), args.output, binary=args.binary)
+        if args.target == "events":
+            return list_events(_client(args), _need(args.arg, "events MATCH_ID"), token=args.token or None)
+        return step_through(_client(args), args.target, token=args.token or None, full=args.full)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        return 2
+
+
+def _need(value: str, usage: str) -> str:
+    if not value:
+        raise SystemExit(f"usage: famiglia replay {usage}")
+    return value
+
+
+def _client(args: argparse.Namespace):
+    from famiglia.replay.client import ReplayClient
+
+    return ReplayClient(args.address or Settings.from_env().replay_addr)
+
+
+# -- verify ----------------------------------------------------------------------------------
+def _registry():
+    from famiglia.engine.registry import default_registry
+
+    return default_registry()
+
+
+def verify_file(path: Path, *, registry=None, out: Console | None = None) -> int:
+    """0 when every event is reproduced, 1 at a divergence, 2 for an unreadable file."""
+    from famiglia.replay.export import BadExport, load
+    from famiglia.replay.verify import verify_export
+
+    out = out or console
+    try:
+        export = load(path.read_bytes())
+    except (OSError, BadExport) as exc:
+        out.print(f"[red]cannot read {path}[/]: {exc}")
+        return 2
+    report = verify_export(registry or _registry(), export)
+    out.print(report.describe(), markup=False, highlight=False)
+    return 0 if report.ok else 1
+
+
+# -- export ----------------------------------------------------------------------------------
+def export_match(client, match_id: str, output: str, *, binary: bool = False) -> int:
+    answer = client.export(match_id, binary=binary)
+    path = Path(output or answer.file_name)
+    path.write_bytes(answer.file)
+    console.print(f"wrote {path}: {answer.events} events, {answer.commands} commands")
+    return 0
+
+
+def list_events(client, match_id: str, *, token: str | None = None) -> int:
+    for info in client.events(match_id, token=token):
+        kind = "(hidden)" if info.hidden else info.type
+        console.print(f"{info.seq:>6}  {info.event_id}  seat {info.seat:>2}  {kind}", highlight=False)
+    return 0
+
+
+# -- stepping ----------------------------------------------------------------------------------
+def step_through(client, event_id: str, *, token: str | None = None, full: bool = False,
+                 ask: Callable[[str], str] = input, out: Console | None = None) -> int:
+    """Show the state at `event_id`; n / p move one event forward / back, q quits."""
+    out = out or console
+    at = client.state_at(event_id, token=token, full=full)
+    events = client.events(at.match_id, token=token)
+    ids = [e.event_id for e in events]
+    index = ids.index(at.event_id)
+    while True:
+        info = events[index]
+        title = (f"{at.game_id} {at.match_id} · event {at.seq}/{at.last_seq} · "
+                 f"{'(hidden)' if info.hidden else info.type} · {SCOPES.get(at.scope, '?')}"
+                 + (" · game over" if at.game_over else ""))
+        out.print(Panel(at.text or "(nothing to show)", title=title, title_align="left"))
+        try:
+            key = ask("n(ext) p(rev) q(uit) > ").strip().lower()
+        except EOFError:
+            return 0
+        if key in ("q", "quit"):
+            return 0
+        if key in ("n", "next", ""):
+            if index == len(ids) - 1:
+                out.print("(last event)")
+                continue
+            index += 1
+        elif key in ("p", "prev"):
+            if index == 0:
+                out.print("(first event)")
+                continue
+            index -= 1
+        else:
+            out.print("keys: n next, p previous, q quit")
+            continue
+        at = client.state_at(ids[index], token=token, full=full, match_id=at.match_id)

@@ -1,0 +1,179 @@
+"""ReplayService over real gRPC on a real redis-server, fed by the real command path."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from famiglia.cli import replay as cli
+from famiglia.cli.main import main as famiglia_main
+from famiglia.eventstore.envelopes import open_event
+from famiglia.grpcutil.errors import error_code
+from famiglia.replay.client import ReplayClient
+from famiglia.replay.export import dump, load
+from famiglia.replay.sources import MemorySource
+from famiglia.replay.toy import GAME_ID, toy_engine
+from famiglia.v1 import replay_service_pb2 as pb
+
+from ...unit.replay.games import registry
+from .conftest import Stack, play, start_replay
+
+TOY_OPTIONS = {"turns": "24"}
+pytestmark = pytest.mark.redis
+
+
+def _unpack(any_message, engine):
+    view = engine.info.view_type()
+    assert any_message.Unpack(view)
+    return view
+
+
+def test_health_and_reflection_name_the_replay_service(stack: Stack) -> None:
+    health = health_pb2_grpc.HealthStub(stack.client.channel)
+    reply = health.Check(health_pb2.HealthCheckRequest(service="famiglia.v1.ReplayService"), timeout=5)
+    assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_state_at_any_event_is_the_askers_view_and_events_are_found_without_a_hint(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 3, seed=5, options=TOY_OPTIONS)
+    envelopes = stack.store.read(played.match_id)
+    assert any(e.command for e in envelopes), "the command service records commands"
+    engine = toy_engine()
+    state = None
+    for env in envelopes[1:]:
+        state = engine.evolve(state, open_event(engine, env))
+        if env.seq % 5:
+            continue
+        spectator = stack.client.state_at(env.event_id)
+        assert spectator.match_id == played.match_id and spectator.seq == env.seq
+        assert spectator.scope == pb.VIEW_SCOPE_SPECTATOR and spectator.seat == -1
+        assert _unpack(spectator.view, engine) == engine.view(state, None)
+        seat = stack.client.state_at(env.event_id, token=played.tokens[1])
+        assert seat.scope == pb.VIEW_SCOPE_SEAT and _unpack(seat.view, engine) == engine.view(state, 1)
+        full = stack.client.state_at(env.event_id, full=True)
+        assert full.text == engine.render_state(state) and len(full.seat_views) == 3
+
+
+def test_a_seat_token_never_reveals_another_seats_cards_while_the_match_runs(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=8, options=TOY_OPTIONS, stop_after=8)
+    last = stack.store.read(played.match_id)[-1]
+    with pytest.raises(grpc.RpcError) as denied:
+        stack.client.state_at(last.event_id, token=played.tokens[0], full=True)
+    assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED and error_code(denied.value) == "match_running"
+    engine = toy_engine()
+    secrets_of_1 = {c for e in stack.store.read(played.match_id)[1:]
+                    for ev in [open_event(engine, e)] if ev.WhichOneof("kind") in ("hand_dealt", "card_taken")
+                    and getattr(ev, ev.WhichOneof("kind")).seat == 1
+                    for c in ([*ev.hand_dealt.cards] if ev.HasField("hand_dealt") else [ev.card_taken.card])}
+    for step in stack.client.stream(match_id=played.match_id, token=played.tokens[0]):
+        assert step.type not in ("deck_shuffled",)
+        if step.type in ("hand_dealt", "card_taken"):
+            event = engine.info.event_type()
+            step.event.Unpack(event)
+            assert getattr(event, step.type).seat == 0
+        if step.HasField("view"):
+            view = _unpack(step.view, engine)
+            assert view.seat == 0 and not set(view.hand) & secrets_of_1  # cards are unique
+    at = stack.client.state_at(last.event_id, token=played.tokens[0])
+    assert not set(_unpack(at.view, engine).hand) & secrets_of_1
+    own_hand_of_1 = set(_unpack(stack.client.state_at(last.event_id, token=played.tokens[1]).view, engine).hand)
+    assert own_hand_of_1 and own_hand_of_1 <= secrets_of_1  # the check above had secrets to find
+
+
+def test_list_match_events_pages_and_the_stream_covers_a_range(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=9, options=TOY_OPTIONS)
+    envelopes = stack.store.read(played.match_id)
+    listed = stack.client.events(played.match_id, page_size=7)
+    assert [(e.event_id, e.seq) for e in listed] == [(e.event_id, e.seq) for e in envelopes]
+    assert not any(e.hidden for e in listed)  # over: everything may be seen
+    steps = list(stack.client.stream(event_id=envelopes[3].event_id, to_seq=12, full=True))
+    assert [s.seq for s in steps] == list(range(5, 13))
+
+
+def test_an_exported_match_verifies_and_a_tampered_one_fails_at_the_altered_event(stack: Stack, tmp_path) -> None:
+    played = play(stack.commands, GAME_ID, 3, seed=12, options=TOY_OPTIONS)
+    answer = stack.client.export(played.match_id)
+    assert answer.events == played.version and answer.commands > 0
+    assert stack.client.verify(data=answer.file).ok
+    assert stack.client.verify(match_id=played.match_id).ok
+    good = tmp_path / "good.json"
+    good.write_bytes(answer.file)
+    assert cli.verify_file(good, registry=registry()) == 0
+
+    export = load(answer.file)
+    victim = export.events[len(export.events) // 2]
+    victim.payload += b"\x08\x01"
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(dump(export))
+    report = stack.client.verify(data=bad.read_bytes())
+    assert not report.ok and report.divergence.seq == victim.seq
+    assert cli.verify_file(bad, registry=registry()) == 1
+
+
+def test_a_replay_from_the_archive_after_trimming_redis_equals_one_from_redis(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=21, options=TOY_OPTIONS)
+    envelopes = stack.store.read(played.match_id)
+    stack.cold.add(envelopes)  # the projection archived it
+
+    def replay(client: ReplayClient) -> list:
+        steps = [s.SerializeToString() for s in client.stream(match_id=played.match_id, full=True)]
+        seat_views = [client.state_at(e.event_id, token=played.tokens[1]).SerializeToString() for e in envelopes]
+        return [steps, seat_views, client.export(played.match_id).events]
+
+    from_redis = replay(stack.client)
+    assert stack.store.trim(played.match_id) == len(envelopes)
+    server, address = start_replay(stack.store, stack.cold)  # a fresh process: nothing cached
+    client = ReplayClient(address)
+    try:
+        assert replay(client) == from_redis
+    finally:
+        client.close()
+        server.stop(grace=None)
+
+
+def test_import_stores_an_export_under_a_new_id_that_replays_the_same(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=30, options=TOY_OPTIONS)
+    data = stack.client.export(played.match_id, binary=True).file
+    answer = stack.client.import_file(data, new_match_id="m-copy")
+    assert answer.match_id == "m-copy" and answer.verification.ok and answer.version == played.version
+    original = [s.event_text for s in stack.client.stream(match_id=played.match_id, full=True)]
+    copied = [s.event_text for s in stack.client.stream(match_id="m-copy", full=True)]
+    assert copied == original
+    with pytest.raises(grpc.RpcError) as again:
+        stack.client.import_file(data, new_match_id="m-copy")
+    assert again.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_the_cli_steps_forward_and_back_and_exports(stack: Stack, tmp_path) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=40, options=TOY_OPTIONS)
+    envelopes = stack.store.read(played.match_id)
+    keys = iter(["n", "n", "p", "x", "q"])
+    shown: list[str] = []
+
+    class Out:
+        def print(self, *items, **_):
+            shown.extend(str(getattr(i, "title", i)) for i in items)
+
+    assert cli.step_through(stack.client, envelopes[5].event_id, ask=lambda _: next(keys), out=Out()) == 0
+    seqs = [line.split("event ")[1].split("/")[0] for line in shown if "event " in line]
+    assert seqs == ["6", "7", "8", "7", "7"]  # an unknown key shows the help and the same event
+    out = tmp_path / "match.json"
+    assert famiglia_main(["replay", "export", played.match_id, "-o", str(out), "--address", stack.address]) == 0
+    assert load(out.read_bytes()).match_id == played.match_id
+
+
+@pytest.mark.skip(reason="SQL archive binding: famiglia.readmodels has no event archive yet "
+                         "(replay binds it in famiglia.replay.sources.sql_archive_source)")
+def test_a_replay_from_the_sql_archive_after_trimming_redis_equals_one_from_redis() -> None:
+    raise AssertionError("bind once famiglia.readmodels exposes archived_envelopes")
+
+
+def test_no_match_no_event_no_service(stack: Stack) -> None:
+    with pytest.raises(grpc.RpcError) as missing:
+        stack.client.state_at("01NOSUCHEVENT0000000000000")
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as nothing:
+        list(stack.client.stream())
+    assert nothing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert MemorySource().find("x") is None
