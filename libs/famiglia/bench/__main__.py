@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated sections: engines,append,command,flatness,extra")
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))
-    console = Console()
+    console = Console(width=max(140, Console().width))
     report = Report()
     server, url = core.redis_for_bench()
     try:

@@ -7,10 +7,15 @@ the same (legal) commands in every run.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,56 +117,67 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
 
 
 def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
-    """SubmitCommand throughput and latency with 1, 4 and 16 clients vs the Echo RPC."""
+    """SubmitCommand throughput and latency with 1, 4 and 16 clients vs the Echo RPC of the
+    same server: the command service runs as its own process, as in production."""
     import grpc
 
-    from famiglia.auth import TokenSigner
     from famiglia.client import GameClient
     from famiglia.client.game_client import pack
-    from famiglia.config import Settings
-    from famiglia.eventstore.redis_store import RedisEventStore
     from famiglia.v1 import game_service_pb2 as pb
-    from services.command.bootstrap import bootstrap
-    from services.command.entrypoints.grpc_server import serve
 
     registry = default_registry()
     if not list(registry):
         return
     engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)))
-    settings = Settings(redis_url=redis_url, secret="bench")
-    store = RedisEventStore.connect(redis_url)
-    app = bootstrap(store=store, settings=settings)
-    server, port = serve(app, "127.0.0.1:0", workers=32)
-    server.start()
-    address = f"127.0.0.1:{port}"
-    signer = TokenSigner("bench")
     seconds = 2.0 if quick else 6.0
     recordings = [record_match(engine, engine.info.min_players, seed) for seed in range(16)]
+    with command_service(redis_url) as address:
+        try:
+            for clients in (1, 4, 16):
+                sample = pack(recordings[0].commands[0][1]).SerializeToString()
+                echo_rate, _ = _drive(address, clients, seconds, lambda c, i, payload=sample: c.stub.Echo(
+                    pb.EchoRequest(payload=payload)))
+                matches = [_start(GameClient(address), r) for r in recordings[:clients]]
+                cmd_rate, lat = _drive(address, clients, seconds, lambda c, i, ms=matches: _submit_next(c, ms[i]))
+                p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
+                ratio = cmd_rate / echo_rate if echo_rate else 0
+                report.add(Figure(f"SubmitCommand x{clients}", cmd_rate, "cmds/s", baseline=echo_rate,
+                                  baseline_name="Echo RPC", target="ratio >= 0.50", ok=ratio >= 0.5,
+                                  notes=f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"))
+                if clients == 4:
+                    # p99 at half the echo throughput: paced clients.
+                    matches = [_start(GameClient(address), r) for r in recordings[:clients]]
+                    _, lat = _drive(address, clients, seconds,
+                                    lambda c, i, ms=matches: _submit_next(c, ms[i]), rate=echo_rate * 0.5 / clients)
+                    p99 = percentile(lat, 99) * 1000
+                    report.add(Figure("SubmitCommand p99 at half echo load", p99, "ms", target="< 10 ms",
+                                      ok=p99 < 10))
+        except grpc.RpcError as exc:
+            report.add(Figure("SubmitCommand", 0, "", notes=f"failed: {exc}"))
+
+
+@contextlib.contextmanager
+def command_service(redis_url: str) -> Iterator[str]:
+    """`python -m services.command` on a free port against `redis_url`; yields its address."""
+    import grpc
+
+    from famiglia.localstack.redis_server import free_port
+
+    root = Path(__file__).resolve().parents[3]
+    port = free_port()
+    env = dict(os.environ, FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_SECRET="bench",
+               FAMIGLIA_COMMAND_ADDR=f"127.0.0.1:{port}", FAMIGLIA_LOG_LEVEL="warning", OTEL_SDK_DISABLED="true",
+               PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}")
+    proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=root,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        for clients in (1, 4, 16):
-            # Echo baseline: same server, same threads, a payload the size of a command.
-            sample = pack(recordings[0].commands[0][1]).SerializeToString()
-            echo_rate, _ = _drive(address, clients, seconds, lambda c, i, payload=sample: c.stub.Echo(
-                pb.EchoRequest(payload=payload)))
-            matches = [_start(GameClient(address), r, signer) for r in recordings[:clients]]
-            cmd_rate, lat = _drive(address, clients, seconds, lambda c, i, ms=matches: _submit_next(c, ms[i]))
-            p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
-            ratio = cmd_rate / echo_rate if echo_rate else 0
-            report.add(Figure(f"SubmitCommand x{clients}", cmd_rate, "cmds/s", baseline=echo_rate,
-                              baseline_name="Echo RPC", target="ratio >= 0.50", ok=ratio >= 0.5,
-                              notes=f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"))
-            if clients == 4:
-                # p99 at half the echo throughput: paced clients.
-                matches = [_start(GameClient(address), r, signer) for r in recordings[:clients]]
-                _, lat = _drive(address, clients, seconds,
-                                lambda c, i, ms=matches: _submit_next(c, ms[i]), rate=echo_rate * 0.5 / clients)
-                p99 = percentile(lat, 99) * 1000
-                report.add(Figure("SubmitCommand p99 at half load", p99, "ms", target="< 10 ms", ok=p99 < 10))
-    except grpc.RpcError as exc:
-        report.add(Figure("SubmitCommand", 0, "", notes=f"failed: {exc}"))
+        grpc.channel_ready_future(channel).result(timeout=30)
+        yield f"127.0.0.1:{port}"
     finally:
-        server.stop(None)
-        store.close()
+        channel.close()
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 class _Replayer:
@@ -169,7 +185,7 @@ class _Replayer:
         self.match_id, self.tokens, self.rec, self.i = match_id, tokens, rec, 0
 
 
-def _start(client, rec: RecordedMatch, signer) -> _Replayer:
+def _start(client, rec: RecordedMatch) -> _Replayer:
     handle = client.create_match(rec.game_id, rec.seats, seed=rec.seed)
     return _Replayer(handle.match_id, handle.seat_tokens, rec)
 
