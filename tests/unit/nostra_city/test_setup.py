@@ -115,8 +115,8 @@ def test_nc_r05_r06_every_action_makes_a_free_wiseguy_busy() -> None:
 
 
 def test_nc_r07_cards_won_enter_free() -> None:
-    from famiglia.rules.nostra_city.evolve import evolve
     from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+    from famiglia.rules.nostra_city.evolve import evolve
 
     s = business_table()
     s = evolve(s, pb.Event(card_won=pb.CardWon(seat=0, card="W15", space=1)))
