@@ -1,0 +1,60 @@
+"""A ticket request made canonical, so that "compatible" is a plain comparison.
+
+Two tickets can share a table when they are in the same pool (same game, same
+options once defaults are filled in: `{}` and `{"variant": "<default>"}` are one
+pool) and accept a common table size that fits everyone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .model import GameShape
+
+
+class InvalidRequest(ValueError):
+    """A request no table could ever satisfy; `code` is stable for clients."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class TicketRequest:
+    game_id: str
+    seat_counts: frozenset[int]
+    options: dict[str, str]
+    pool: str
+
+
+def pool_key(game_id: str, options: Mapping[str, str]) -> str:
+    """A short stable name for (game, canonical options)."""
+    canonical = json.dumps(dict(sorted(options.items())), separators=(",", ":"))
+    return f"{game_id}:" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def normalize_request(shape: GameShape, seat_counts: Iterable[int], options: Mapping[str, str],
+                      party_size: int) -> TicketRequest:
+    """Validate and canonicalize; raises InvalidRequest."""
+    unknown = sorted(set(options) - set(shape.option_defaults))
+    if unknown:
+        raise InvalidRequest("unknown_option", f"{shape.game_id} has no option(s) {', '.join(unknown)}")
+    for key, value in options.items():
+        choices = shape.option_choices.get(key, ())
+        if choices and value not in choices:
+            raise InvalidRequest("bad_option", f"{key} must be one of {', '.join(choices)}")
+    full = {**shape.option_defaults, **options}
+    asked = frozenset(seat_counts) or shape.seat_counts
+    outside = sorted(asked - shape.seat_counts)
+    if outside:
+        raise InvalidRequest("bad_seat_count",
+                             f"{shape.game_id} seats {shape.min_players}..{shape.max_players}, not {outside}")
+    fitting = frozenset(n for n in asked if n >= party_size)
+    if not fitting:
+        raise InvalidRequest("party_too_big", f"a party of {party_size} fits no table of {sorted(asked)}")
+    return TicketRequest(shape.game_id, fitting, full, pool_key(shape.game_id, full))

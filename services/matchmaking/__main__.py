@@ -1,0 +1,38 @@
+"""`python -m services.matchmaking`: the gRPC server and the matcher loop, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from famiglia.config import Settings, listen_address
+from famiglia.telemetry import configure, get_logger
+
+from .bootstrap import bootstrap
+from .entrypoints.grpc_server import serve
+
+
+def main() -> None:
+    configure("matchmaking")
+    settings = Settings.from_env()
+    mm = bootstrap(settings=settings)
+    server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers)
+    server.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    loop = None
+    if mm.settings.run_matcher:
+        loop = threading.Thread(target=mm.matcher.run, args=(stop,), name="matcher", daemon=True)
+        loop.start()
+    get_logger().info("matchmaking_service_started", port=port, redis=settings.redis_url,
+                      games=sorted(mm.app.games), matcher=mm.settings.run_matcher)
+    stop.wait()
+    server.stop(grace=5).wait()
+    if loop is not None:
+        loop.join(timeout=10)
+    mm.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The matchmaking use cases, free of gRPC: players, tickets, watching, cancelling.
+
+Methods take plain values and return plain values or raise an AppError with a
+stable code; the gRPC entrypoint only translates. Matching itself runs in the
+matcher loop (matcher.py), not in a request.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.grpcutil.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Unauthenticated,
+)
+from famiglia.matchmaking import (
+    GameShape,
+    InvalidRequest,
+    MatchPolicy,
+    RatingProvider,
+    estimate_wait,
+    normalize_request,
+    party_rating,
+)
+from famiglia.matchmaking.ratings import Rating
+from famiglia.telemetry import get_logger
+
+from .players import Player, RedisPlayers
+from .store import CANCELLED, CLAIMED, MATCHED, SEARCHING, PlayerBusy, RedisTicketStore, TicketRecord
+
+log = get_logger("famiglia.matchmaking")
+Clock = Callable[[], int]
+MAX_NAME = 32
+
+
+def system_clock() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Profile:
+    player: Player
+    ratings: dict[str, Rating]
+
+
+@dataclass(frozen=True)
+class TicketStatus:
+    """A ticket as one of its players sees it (the seat token is that player's own)."""
+
+    ticket_id: str
+    state: str
+    game_id: str
+    waited_s: float
+    estimated_wait_s: float = 0.0
+    match_id: str = ""
+    seat_token: str = ""
+    seat: int = -1
+    seats: int = 0
+    bots: int = 0
+    reason: str = ""
+    seat_counts: tuple[int, ...] = ()
+    party: tuple[str, ...] = ()
+
+    @property
+    def open(self) -> bool:
+        return self.state in (SEARCHING, CLAIMED)
+
+
+@dataclass(frozen=True)
+class TicketCreated:
+    ticket_id: str
+    duplicate: bool
+    status: TicketStatus
+
+
+@dataclass
+class MatchmakingApp:
+    store: RedisTicketStore
+    players: RedisPlayers
+    signer: TokenSigner
+    games: Mapping[str, GameShape]
+    ratings: RatingProvider
+    policy: MatchPolicy = field(default_factory=MatchPolicy)
+    clock: Clock = system_clock
+
+    # -- players ---------------------------------------------------------------------
+    def register_guest(self, display_name: str, request_id: str = "") -> tuple[Player, str]:
+        """A new guest and its player token."""
+        name = unicodedata.normalize("NFC", display_name).strip()
+        if not name or len(name) > MAX_NAME or not name.isprintable():
+            raise InvalidArgument("bad_display_name", f"a display name is 1..{MAX_NAME} printable characters")
+        if len(request_id) > 128:
+            raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
+        player = self.players.register_guest(name, self.clock(), request_id)
+        log.info("guest_registered", player_id=player.player_id)
+        return player, self.signer.player_token(player.player_id)
+
+    def authenticate(self, token: str | None) -> str:
+        """The player id of a player token, or UNAUTHENTICATED."""
+        if not token:
+            raise Unauthenticated("no_token", "this call needs `authorization: Bearer <player token>`")
+        try:
+            return self.signer.read_player(token)
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
+
+    def profile(self, player_id: str) -> Profile:
+        player = self.players.get(player_id)
+        if player is None:
+            raise NotFound("unknown_player", f"no player {player_id!r}")
+        ratings = {g: self.ratings.ratings(g, [player_id])[player_id] for g in self.games}
+        return Profile(player, ratings)
+
+    # -- tickets ---------------------------------------------------------------------
+    def create_ticket(self, player_id: str, game_id: str, seat_counts: Sequence[int],
+                      options: Mapping[str, str], party: Sequence[str] = (), request_id: str = "") -> TicketCreated:
+        shape = self.games.get(game_id)
+        if shape is None:
+            raise InvalidArgument("unknown_game", f"no game {game_id!r}; ListGames tells which exist")
+        if len(request_id) > 128:
+            raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
+        players = tuple(dict.fromkeys([player_id, *party]))
+        missing = self.players.missing(players)
+        if missing:
+            raise NotFound("unknown_player", f"not registered: {', '.join(missing)}")
+        try:
+            request = normalize_request(shape, seat_counts, options, len(players))
+        except InvalidRequest as exc:
+            raise InvalidArgument(exc.code, exc.message) from None
+        now = self.clock()
+        rating = party_rating(self.ratings.ratings(game_id, players), players)
+        record = TicketRecord(
+            ticket_id=f"{game_id}.{secrets.token_hex(10)}", game_id=game_id, pool=request.pool,
+            owner=player_id, players=players, seat_counts=tuple(sorted(request.seat_counts)),
+            options=request.options, rating=rating, created_ms=now,
+            expires_ms=now + int(self.policy.ticket_ttl * 1000),
+        )
+        try:
+            created = self.store.create(record, request_id or secrets.token_hex(8))
+        except PlayerBusy as exc:
+            raise AlreadyExists("ticket_open", f"{exc.player_id} already has an open {game_id} ticket "
+                                f"({exc.ticket_id}); cancel it first") from None
+        log.info("ticket_created", ticket_id=created.ticket_id, game_id=game_id, players=len(players),
+                 duplicate=created.duplicate)
+        return TicketCreated(created.ticket_id, created.duplicate, self.ticket(player_id, created.ticket_id))
+
+    def _record(self, player_id: str, ticket_id: str) -> TicketRecord:
+        record = self.store.get(ticket_id) if ticket_id else None
+        if record is None:
+            raise NotFound("unknown_ticket", f"no ticket {ticket_id!r}")
+        if player_id not in record.players:
+            raise PermissionDenied("not_your_ticket", "this ticket belongs to other players")
+        return record
+
+    def ticket(self, player_id: str, ticket_id: str) -> TicketStatus:
+        return self._status(self._record(player_id, ticket_id), player_id)
+
+    def _status(self, record: TicketRecord, player_id: str) -> TicketStatus:
+        now = self.clock()
+        end = record.closed_ms if record.closed_ms else now
+        waited = max(0.0, (end - record.created_ms) / 1000.0)
+        estimate = 0.0
+        if record.state in (SEARCHING, CLAIMED):
+            estimate = estimate_wait(self.policy, waited, self.store.recent_wait(record.game_id))
+        return TicketStatus(
+            ticket_id=record.ticket_id, state=SEARCHING if record.state == CLAIMED else record.state,
+            game_id=record.game_id, waited_s=waited, estimated_wait_s=estimate, match_id=record.match_id,
+            seat_token=record.token_of.get(player_id, ""), seat=record.seat_of.get(player_id, -1),
+            seats=record.seats, bots=record.bots, reason=record.reason,
+            seat_counts=record.seat_counts, party=record.players,
+        )
+
+    def cancel(self, player_id: str, ticket_id: str) -> TicketStatus:
+        """Leave the queue. Races with the matcher are settled by one atomic script: either the
+        ticket is cancelled, or it was already claimed for a table and the cancel is refused."""
+        record = self._record(player_id, ticket_id)
+        if record.state == CANCELLED:
+            return self._status(record, player_id)
+        done, state = self.store.close_ticket(record, CANCELLED, f"cancelled by {player_id}", self.clock())
+        if not done and state != CANCELLED:
+            if state in (CLAIMED, MATCHED):
+                raise FailedPrecondition("ticket_matched", "a match was already found for this ticket")
+            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
+        log.info("ticket_cancelled", ticket_id=ticket_id)
+        return self.ticket(player_id, ticket_id)
+
+    def watch(self, player_id: str, ticket_id: str, *, is_active: Callable[[], bool] = lambda: True,
+              poll_s: float = 0.2, heartbeat_s: float = 2.0,
+              sleep: Callable[[float], None] = time.sleep) -> Iterator[TicketStatus]:
+        """The ticket now, then on every change (and a searching heartbeat with a fresh
+        estimate every `heartbeat_s`), until it is no longer open or the client leaves."""
+        last: TicketStatus | None = None
+        last_sent = 0.0
+        while True:
+            status = self.ticket(player_id, ticket_id)
+            changed = last is None or (status.state, status.match_id) != (last.state, last.match_id)
+            if changed or time.monotonic() - last_sent >= heartbeat_s:
+                yield status
+                last, last_sent = status, time.monotonic()
+            if not status.open or not is_active():
+                return
+            sleep(poll_s)

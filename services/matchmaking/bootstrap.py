@@ -1,0 +1,65 @@
+"""The composition root of the matchmaking service: nothing connects at import time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+from famiglia.auth import TokenSigner
+from famiglia.config import Settings
+from famiglia.engine.registry import Registry, default_registry
+from famiglia.matchmaking import GameShape, RatingProvider
+
+from .app import Clock, MatchmakingApp, system_clock
+from .creator import GrpcMatchCreator, MatchCreator
+from .matcher import Matcher
+from .players import RedisPlayers
+from .ratings import projection_ratings
+from .settings import MatchmakingSettings
+from .store import RedisTicketStore
+
+
+@dataclass
+class Matchmaking:
+    """The request side (app) and the matcher loop, sharing one store."""
+
+    app: MatchmakingApp
+    matcher: Matcher
+    settings: MatchmakingSettings
+
+    def close(self) -> None:
+        self.app.store.close()
+        close = getattr(self.matcher.creator, "close", None)
+        if close is not None:
+            close()
+
+
+def games_of(registry: Registry) -> dict[str, GameShape]:
+    """What matchmaking needs of each registered game (sizes, options)."""
+    return {
+        e.info.game_id: GameShape(
+            e.info.game_id, e.info.min_players, e.info.max_players,
+            {o.key: o.default for o in e.info.options}, {o.key: tuple(o.choices) for o in e.info.options})
+        for e in registry.engines()
+    }
+
+
+def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | None = None,
+              client: redis.Redis | None = None, creator: MatchCreator | None = None,
+              games: dict[str, GameShape] | None = None, registry: Registry | None = None,
+              ratings: RatingProvider | None = None, clock: Clock | None = None) -> Matchmaking:
+    settings = settings or Settings.from_env()
+    mm = mm or MatchmakingSettings.from_env()
+    client = client or redis.Redis.from_url(settings.redis_url, decode_responses=True)
+    store = RedisTicketStore(client)
+    players = RedisPlayers(client)
+    if games is None:
+        games = games_of(registry or default_registry())
+    clock = clock or system_clock
+    app = MatchmakingApp(store=store, players=players, signer=TokenSigner(settings.secret), games=games,
+                         ratings=ratings or projection_ratings(settings.database_url), policy=mm.policy,
+                         clock=clock)
+    matcher = Matcher(store=store, players=players, creator=creator or GrpcMatchCreator(settings.command_addr),
+                      games=games, policy=mm.policy, clock=clock, tuning=mm.tuning)
+    return Matchmaking(app, matcher, mm)

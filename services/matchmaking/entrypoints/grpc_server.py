@@ -1,0 +1,94 @@
+"""famiglia.v1.PlayerService and MatchmakingService over gRPC: requests in, use cases called,
+replies or statuses out."""
+
+from __future__ import annotations
+
+import grpc
+
+from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.v1 import matchmaking_service_pb2 as pb
+from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
+
+from ..app import MatchmakingApp, Profile, TicketStatus
+
+STATES = {
+    "searching": pb.TICKET_SEARCHING, "matched": pb.TICKET_MATCHED, "cancelled": pb.TICKET_CANCELLED,
+    "expired": pb.TICKET_EXPIRED, "failed": pb.TICKET_FAILED,
+}
+
+
+def ticket_update(s: TicketStatus) -> pb.TicketUpdate:
+    return pb.TicketUpdate(
+        ticket_id=s.ticket_id, state=STATES.get(s.state, pb.TICKET_STATE_UNSPECIFIED), game_id=s.game_id,
+        waited_seconds=s.waited_s, estimated_wait_seconds=s.estimated_wait_s, match_id=s.match_id,
+        seat_token=s.seat_token, seat=s.seat, seats=s.seats, bots=s.bots, reason=s.reason,
+        seat_counts=list(s.seat_counts), party=list(s.party),
+    )
+
+
+def _profile(p: Profile) -> pb.PlayerProfile:
+    out = pb.PlayerProfile(player_id=p.player.player_id, display_name=p.player.display_name,
+                           guest=p.player.guest, created_at_ms=p.player.created_ms)
+    for game_id, r in sorted(p.ratings.items()):
+        out.ratings.add(game_id=game_id, mu=r.mu, sigma=r.sigma)
+    return out
+
+
+class PlayerServicer(pb_grpc.PlayerServiceServicer):
+    def __init__(self, app: MatchmakingApp) -> None:
+        self.app = app
+
+    @rpc
+    def RegisterGuest(self, request, context):
+        player, token = self.app.register_guest(request.display_name, request.request_id)
+        return pb.RegisterGuestResponse(player_id=player.player_id, player_token=token,
+                                        profile=_profile(self.app.profile(player.player_id)))
+
+    @rpc
+    def GetProfile(self, request, context):
+        player_id = request.player_id or self.app.authenticate(bearer_token(context))
+        return _profile(self.app.profile(player_id))
+
+
+class MatchmakingServicer(pb_grpc.MatchmakingServiceServicer):
+    def __init__(self, app: MatchmakingApp, poll_s: float = 0.2) -> None:
+        self.app = app
+        self.poll_s = poll_s
+
+    @rpc
+    def CreateTicket(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        created = self.app.create_ticket(player_id, request.game_id, list(request.seat_counts),
+                                         dict(request.options), list(request.party), request.request_id)
+        return pb.CreateTicketResponse(ticket_id=created.ticket_id, duplicate=created.duplicate,
+                                       ticket=ticket_update(created.status))
+
+    @rpc
+    def WatchTicket(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        for status in self.app.watch(player_id, request.ticket_id, is_active=context.is_active,
+                                     poll_s=self.poll_s):
+            yield ticket_update(status)
+
+    @rpc
+    def GetTicket(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        return ticket_update(self.app.ticket(player_id, request.ticket_id))
+
+    @rpc
+    def CancelTicket(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        return ticket_update(self.app.cancel(player_id, request.ticket_id))
+
+
+def serve(app: MatchmakingApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:
+    """Both services on one server bound to `address` (not yet started)."""
+    return build_server(
+        address,
+        [
+            (pb_grpc.add_MatchmakingServiceServicer_to_server, MatchmakingServicer(app),
+             "famiglia.v1.MatchmakingService"),
+            (pb_grpc.add_PlayerServiceServicer_to_server, PlayerServicer(app), "famiglia.v1.PlayerService"),
+        ],
+        workers=workers,
+    )

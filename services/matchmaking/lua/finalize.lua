@@ -1,0 +1,41 @@
+-- The match exists: mark the proposal's tickets matched (with each player's seat and
+-- seat token), free the players' open-ticket pointers, drop the claim, and fold the
+-- tickets' waits into the pool's average wait (for estimates). A ticket not claimed by
+-- this proposal is left alone, so finishing a proposal twice changes nothing.
+-- KEYS: 1 claims, 2 proposal, 3 stats (hash), 3+1..3+n ticket hashes, then open pointers
+-- ARGV: 1 proposal id, 2 now ms, 3 n, 4 ticket retention ms, 4+1..4+n per-ticket fields (json object),
+--       then for each open pointer the ticket id it must hold to be deleted
+local n = tonumber(ARGV[3])
+local done = 0
+local waits = 0
+for i = 1, n do
+  local key = KEYS[3 + i]
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms')
+  if st[1] == 'claimed' and st[2] == ARGV[1] then
+    local flat = {'state', 'matched', 'closed_ms', ARGV[2]}
+    for k, v in pairs(cjson.decode(ARGV[4 + i])) do
+      flat[#flat + 1] = k
+      flat[#flat + 1] = v
+    end
+    redis.call('HSET', key, unpack(flat))
+    redis.call('PEXPIRE', key, ARGV[4])
+    done = done + 1
+    waits = waits + (tonumber(ARGV[2]) - tonumber(st[3]))
+  end
+end
+for j = 4 + n, #KEYS do
+  if redis.call('GET', KEYS[j]) == ARGV[4 + n + (j - 3 - n)] then
+    redis.call('DEL', KEYS[j])
+  end
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+if done > 0 then
+  local mean = waits / done
+  local old = tonumber(redis.call('HGET', KEYS[3], 'avg_wait_ms'))
+  if old then
+    mean = old * 0.8 + mean * 0.2
+  end
+  redis.call('HSET', KEYS[3], 'avg_wait_ms', tostring(mean))
+end
+return done

@@ -1,0 +1,148 @@
+"""The matcher loop: expire, recover, propose, claim, create, finalize — per game, per tick.
+
+Any number of matcher processes may run at once. They may propose overlapping
+tables; the claim script lets exactly one take each ticket, and CreateMatch's
+request id (the proposal id) makes creating one table twice give one match. A
+matcher that dies between claim and finalize leaves a claim behind, which any
+matcher finishes after `claim_retry_ms` with the same request id.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from famiglia.matchmaking import GameShape, MatchPolicy, Proposal, form_matches, plan_seats
+from famiglia.telemetry import get_logger, tracer
+from famiglia.v1 import envelope_pb2
+
+from .creator import CreateFailed, MatchCreator
+from .players import RedisPlayers
+from .store import EXPIRED, RedisTicketStore
+
+log = get_logger("famiglia.matchmaking")
+Clock = Callable[[], int]
+
+
+@dataclass(frozen=True)
+class MatcherTuning:
+    interval_s: float = 0.25
+    """pause between ticks."""
+    claim_retry_ms: int = 5000
+    """a claim older than this is presumed abandoned (or failing) and retried."""
+    max_attempts: int = 5
+    """creation attempts before a claimed table's tickets go back to the queue."""
+    load_limit: int = 2000
+    """oldest tickets of a game looked at per tick."""
+
+
+class Matcher:
+    def __init__(self, *, store: RedisTicketStore, players: RedisPlayers, creator: MatchCreator,
+                 games: Mapping[str, GameShape], policy: MatchPolicy, clock: Clock,
+                 tuning: MatcherTuning | None = None) -> None:
+        self.store = store
+        self.players = players
+        self.creator = creator
+        self.games = games
+        self.policy = policy
+        self.clock = clock
+        self.tuning = tuning or MatcherTuning()
+
+    # -- the loop --------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Tick until `stop` is set; a failing tick is logged and the loop goes on."""
+        while not stop.is_set():
+            try:
+                self.run_once()
+            except Exception:  # noqa: BLE001 - Redis blips must not end the loop
+                log.exception("matcher_tick_failed")
+            stop.wait(self.tuning.interval_s)
+
+    def run_once(self) -> int:
+        """One pass over every game; the number of matches formed."""
+        return sum(self.tick(game_id) for game_id in self.games)
+
+    def tick(self, game_id: str) -> int:
+        now = self.clock()
+        formed = self._recover(game_id, now)
+        live = {}
+        for record in self.store.queued(game_id, self.tuning.load_limit):
+            if record.expires_ms <= now:
+                self.store.close_ticket(record, EXPIRED, "ticket lifetime reached", now, only_if_expired=True)
+            else:
+                live[record.ticket_id] = record
+        for proposal in form_matches([r.to_ticket() for r in live.values()], now, self.policy):
+            plan = self._plan(proposal, live[proposal.tickets[0].ticket_id].options)
+            if self.store.claim(proposal, plan, now):
+                formed += self._create(game_id, proposal.proposal_id, plan)
+        return formed
+
+    # -- one table -------------------------------------------------------------------
+    def _plan(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
+        """Everything needed to create and finish the table, stored with the claim."""
+        names = self.players.names(proposal.players)
+        policy = self.policy.bot_policy
+        seats = []
+        for s in plan_seats(proposal):
+            entry = s.to_json()
+            entry["display_name"] = names.get(s.player_id, s.player_id) if not s.bot else f"Bot ({policy})"
+            seats.append(entry)
+        return {
+            "proposal_id": proposal.proposal_id, "game_id": proposal.game_id, "seats": proposal.seats,
+            "bots": proposal.bots, "bot_policy": policy, "options": dict(options),
+            "tickets": [[t.ticket_id, list(t.players)] for t in proposal.tickets], "seat_plan": seats,
+        }
+
+    def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any]) -> int:
+        tickets = [(t, tuple(p)) for t, p in plan["tickets"]]
+        seat_info = [envelope_pb2.SeatInfo(
+            seat=s["seat"], player_id=s["player_id"] or f"bot:{plan['bot_policy']}",
+            display_name=s["display_name"], bot=s["bot"], policy=plan["bot_policy"] if s["bot"] else "")
+            for s in plan["seat_plan"]]
+        with structlog.contextvars.bound_contextvars(proposal_id=proposal_id, game_id=game_id), \
+                tracer().start_as_current_span("matchmaking.create_match", attributes={"game_id": game_id}):
+            try:
+                created = self.creator.create_match(game_id, plan["seats"], options=plan["options"],
+                                                    seat_info=seat_info, request_id=f"mm:{proposal_id}")
+            except CreateFailed as exc:
+                return self._failed(game_id, proposal_id, tickets, exc)
+            fields: dict[str, dict[str, str]] = {
+                t: {"match_id": created.match_id, "seats": str(plan["seats"]), "bots": str(plan["bots"])}
+                for t, _ in tickets}
+            for s in plan["seat_plan"]:
+                if not s["bot"]:
+                    fields[s["ticket_id"]][f"seat:{s['player_id']}"] = str(s["seat"])
+                    fields[s["ticket_id"]][f"token:{s['player_id']}"] = created.seat_tokens[s["seat"]]
+            done = self.store.finalize(game_id, proposal_id, tickets, fields, self.clock())
+            log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
+                     tickets=len(tickets), finalized=done)
+            return 1 if done else 0
+
+    def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
+                exc: CreateFailed) -> int:
+        now = self.clock()
+        if exc.permanent:
+            log.warning("match_refused", reason=exc.reason)
+            self.store.release(game_id, proposal_id, tickets, requeue=False, reason=exc.reason, now_ms=now)
+            return 0
+        attempts = self.store.retry_later(game_id, proposal_id, now)
+        log.warning("match_creation_failed", reason=exc.reason, attempts=attempts)
+        if attempts >= self.tuning.max_attempts:
+            self.store.release(game_id, proposal_id, tickets, requeue=True, reason=exc.reason, now_ms=now)
+        return 0
+
+    def _recover(self, game_id: str, now: int) -> int:
+        """Finish tables whose claim is older than claim_retry_ms (same request id, same match)."""
+        formed = 0
+        for proposal_id in self.store.stale_claims(game_id, now - self.tuning.claim_retry_ms):
+            plan = self.store.plan(game_id, proposal_id)
+            if plan is None:  # finished meanwhile by another matcher
+                self.store.forget_claim(game_id, proposal_id)
+                continue
+            log.info("claim_recovered", proposal_id=proposal_id)
+            formed += self._create(game_id, proposal_id, plan)
+        return formed

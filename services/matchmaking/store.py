@@ -1,0 +1,264 @@
+"""Tickets, claims and proposals in Redis: the matchmaking service's only state.
+
+Everything of one game lives under one hash tag, `{mm:<game>}`, so every script
+below touches a single slot (one Redis or a cluster alike) and each state change is
+one atomic EVALSHA (Redis 6.2: no functions):
+
+    {mm:G}:queue                zset   ticket id -> created ms (searching tickets, oldest first)
+    {mm:G}:ticket:<ticket>      hash   the ticket; state searching|claimed|matched|cancelled|expired|failed
+    {mm:G}:open:<player>        string the player's open ticket in G (one per player per game)
+    {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
+    {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
+    {mm:G}:proposal:<proposal>  hash   the claimed table: plan json, attempts
+    {mm:G}:stats                hash   avg_wait_ms (estimates)
+
+A restarted matcher finds everything here; tickets and pointers carry TTLs so a
+stack left alone cleans itself up.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from famiglia.matchmaking import Proposal, Ticket
+
+SEARCHING, CLAIMED, MATCHED = "searching", "claimed", "matched"
+CANCELLED, EXPIRED, FAILED = "cancelled", "expired", "failed"
+OPEN_STATES = frozenset({SEARCHING, CLAIMED})
+DAY_MS = 24 * 3600 * 1000
+
+
+def _lua(name: str) -> str:
+    return resources.files(__package__).joinpath("lua", name).read_text(encoding="utf-8")
+
+
+def game_of(ticket_id: str) -> str:
+    """Ticket ids name their game (`<game>.<random>`), so a ticket is found from its id alone."""
+    game, sep, _ = ticket_id.rpartition(".")
+    return game if sep else ""
+
+
+class Keys:
+    def __init__(self, game_id: str) -> None:
+        self.tag = "{mm:" + game_id + "}"
+        self.queue = f"{self.tag}:queue"
+        self.claims = f"{self.tag}:claims"
+        self.stats = f"{self.tag}:stats"
+
+    def ticket(self, ticket_id: str) -> str:
+        return f"{self.tag}:ticket:{ticket_id}"
+
+    def open(self, player_id: str) -> str:
+        return f"{self.tag}:open:{player_id}"
+
+    def request(self, player_id: str, request_id: str) -> str:
+        return f"{self.tag}:req:{player_id}:{request_id}"
+
+    def proposal(self, proposal_id: str) -> str:
+        return f"{self.tag}:proposal:{proposal_id}"
+
+
+@dataclass
+class TicketRecord:
+    """A ticket as stored: the matching fields plus its lifecycle and, once matched, its table."""
+
+    ticket_id: str
+    game_id: str
+    pool: str
+    owner: str
+    players: tuple[str, ...]
+    seat_counts: tuple[int, ...]
+    options: dict[str, str]
+    rating: float
+    created_ms: int
+    expires_ms: int
+    state: str = SEARCHING
+    reason: str = ""
+    proposal: str = ""
+    closed_ms: int = 0
+    match_id: str = ""
+    seats: int = 0
+    bots: int = 0
+    seat_of: dict[str, int] = field(default_factory=dict)
+    token_of: dict[str, str] = field(default_factory=dict)
+
+    def to_ticket(self) -> Ticket:
+        return Ticket(self.ticket_id, self.game_id, self.pool, self.players, frozenset(self.seat_counts),
+                      self.rating, self.created_ms)
+
+    def to_fields(self) -> dict[str, str]:
+        return {
+            "id": self.ticket_id, "game": self.game_id, "pool": self.pool, "owner": self.owner,
+            "players": json.dumps(list(self.players)), "counts": json.dumps(list(self.seat_counts)),
+            "options": json.dumps(self.options, sort_keys=True), "rating": repr(self.rating),
+            "created_ms": str(self.created_ms), "expires_ms": str(self.expires_ms), "state": self.state,
+        }
+
+    @classmethod
+    def from_fields(cls, raw: dict[str, str]) -> TicketRecord:
+        seat_of = {k[5:]: int(v) for k, v in raw.items() if k.startswith("seat:")}
+        token_of = {k[6:]: v for k, v in raw.items() if k.startswith("token:")}
+        return cls(
+            ticket_id=raw["id"], game_id=raw["game"], pool=raw["pool"], owner=raw.get("owner", ""),
+            players=tuple(json.loads(raw["players"])), seat_counts=tuple(json.loads(raw["counts"])),
+            options=json.loads(raw.get("options", "{}")), rating=float(raw["rating"]),
+            created_ms=int(raw["created_ms"]), expires_ms=int(raw["expires_ms"]), state=raw["state"],
+            reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
+            closed_ms=int(float(raw.get("closed_ms", "0") or 0)), match_id=raw.get("match_id", ""),
+            seats=int(raw.get("seats", "0") or 0), bots=int(raw.get("bots", "0") or 0),
+            seat_of=seat_of, token_of=token_of,
+        )
+
+
+@dataclass(frozen=True)
+class Created:
+    ticket_id: str
+    duplicate: bool
+
+
+class PlayerBusy(Exception):
+    """A player of the new ticket already has an open ticket in this game."""
+
+    def __init__(self, player_id: str, ticket_id: str) -> None:
+        super().__init__(f"{player_id} already has ticket {ticket_id}")
+        self.player_id = player_id
+        self.ticket_id = ticket_id
+
+
+class RedisTicketStore:
+    def __init__(self, client: redis.Redis, *, retention_ms: int = 3600 * 1000) -> None:
+        self.client = client
+        self.retention_ms = retention_ms
+        self._create: Script = client.register_script(_lua("create_ticket.lua"))
+        self._claim: Script = client.register_script(_lua("claim.lua"))
+        self._finalize: Script = client.register_script(_lua("finalize.lua"))
+        self._release: Script = client.register_script(_lua("release.lua"))
+        self._close: Script = client.register_script(_lua("close_ticket.lua"))
+
+    @classmethod
+    def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
+        return cls(redis.Redis.from_url(url, decode_responses=True), **kwargs)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- tickets ---------------------------------------------------------------------
+    def create(self, record: TicketRecord, request_id: str) -> Created:
+        """Queue the ticket atomically; a seen request id returns the first ticket; raises PlayerBusy."""
+        k = Keys(record.game_id)
+        ttl = record.expires_ms - record.created_ms
+        keys = [k.queue, k.ticket(record.ticket_id), k.request(record.owner, request_id),
+                *(k.open(p) for p in record.players)]
+        args: list[Any] = [record.ticket_id, record.created_ms, ttl + self.retention_ms, ttl + 60_000, DAY_MS]
+        for name, value in record.to_fields().items():
+            args += [name, value]
+        reply = self._create(keys=keys, args=args)
+        status = reply[0]
+        if status == "busy":
+            raise PlayerBusy(record.players[int(reply[2]) - 1], reply[1])
+        return Created(reply[1], duplicate=status == "duplicate")
+
+    def get(self, ticket_id: str) -> TicketRecord | None:
+        game = game_of(ticket_id)
+        if not game:
+            return None
+        raw = self.client.hgetall(Keys(game).ticket(ticket_id))
+        return TicketRecord.from_fields(raw) if raw else None
+
+    def queued(self, game_id: str, limit: int = 2000) -> list[TicketRecord]:
+        """The searching tickets of a game, oldest first (entries whose hash is gone are dropped)."""
+        k = Keys(game_id)
+        ids = self.client.zrange(k.queue, 0, limit - 1)
+        if not ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for ticket_id in ids:
+            pipe.hgetall(k.ticket(ticket_id))
+        out, dangling = [], []
+        for ticket_id, raw in zip(ids, pipe.execute(), strict=True):
+            if raw:
+                out.append(TicketRecord.from_fields(raw))
+            else:
+                dangling.append(ticket_id)
+        if dangling:
+            self.client.zrem(k.queue, *dangling)
+        return out
+
+    def queue_size(self, game_id: str) -> int:
+        return int(self.client.zcard(Keys(game_id).queue))
+
+    def close_ticket(self, record: TicketRecord, state: str, reason: str, now_ms: int, *,
+                     only_if_expired: bool = False) -> tuple[bool, str]:
+        """Cancel or expire a searching ticket; (done, the state it is in now)."""
+        k = Keys(record.game_id)
+        keys = [k.queue, k.ticket(record.ticket_id), *(k.open(p) for p in record.players)]
+        args = [record.ticket_id, state, reason, now_ms, self.retention_ms, now_ms if only_if_expired else ""]
+        done, now_state = self._close(keys=keys, args=args)
+        return bool(done), now_state
+
+    # -- claims ----------------------------------------------------------------------
+    def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int) -> bool:
+        """All of the proposal's tickets, atomically, or none (False)."""
+        k = Keys(proposal.game_id)
+        ids = [t.ticket_id for t in proposal.tickets]
+        keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids)]
+        args = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, *ids]
+        ok, _ = self._claim(keys=keys, args=args)
+        return bool(ok)
+
+    def plan(self, game_id: str, proposal_id: str) -> dict[str, Any] | None:
+        raw = self.client.hget(Keys(game_id).proposal(proposal_id), "plan")
+        return json.loads(raw) if raw else None
+
+    def stale_claims(self, game_id: str, older_than_ms: int) -> list[str]:
+        """Claims whose table was not finished by then (a crashed or failing matcher)."""
+        return list(self.client.zrangebyscore(Keys(game_id).claims, "-inf", older_than_ms))
+
+    def forget_claim(self, game_id: str, proposal_id: str) -> None:
+        """Drop a claim whose proposal is gone (finished elsewhere, or expired)."""
+        k = Keys(game_id)
+        if not self.client.exists(k.proposal(proposal_id)):
+            self.client.zrem(k.claims, proposal_id)
+
+    def retry_later(self, game_id: str, proposal_id: str, now_ms: int) -> int:
+        """Count a failed creation attempt and push the next retry back; the attempts so far."""
+        k = Keys(game_id)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hincrby(k.proposal(proposal_id), "attempts", 1)
+        pipe.zadd(k.claims, {proposal_id: now_ms}, xx=True)
+        attempts, _ = pipe.execute()
+        return int(attempts)
+
+    def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
+                 fields: dict[str, dict[str, str]], now_ms: int) -> int:
+        """Mark the claimed tickets matched with their per-ticket `fields`; how many were."""
+        k = Keys(game_id)
+        pointers = [(k.open(p), tid) for tid, players in tickets for p in players]
+        keys = [k.claims, k.proposal(proposal_id), k.stats, *(k.ticket(t) for t, _ in tickets),
+                *(key for key, _ in pointers)]
+        args: list[Any] = [proposal_id, now_ms, len(tickets), self.retention_ms,
+                           *(json.dumps(fields[t]) for t, _ in tickets), *(tid for _, tid in pointers)]
+        return int(self._finalize(keys=keys, args=args))
+
+    def release(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
+                *, requeue: bool, reason: str, now_ms: int) -> int:
+        """Give up on a claimed table: tickets back to the queue (requeue) or failed."""
+        k = Keys(game_id)
+        pointers = [(k.open(p), tid) for tid, players in tickets for p in players]
+        keys = [k.queue, k.claims, k.proposal(proposal_id), *(k.ticket(t) for t, _ in tickets),
+                *(key for key, _ in pointers)]
+        args: list[Any] = [proposal_id, "requeue" if requeue else "failed", reason, now_ms, self.retention_ms,
+                           len(tickets), *(t for t, _ in tickets), *(tid for _, tid in pointers)]
+        return int(self._release(keys=keys, args=args))
+
+    def recent_wait(self, game_id: str) -> float | None:
+        """The game's recent average wait in seconds (None before its first match)."""
+        raw = self.client.hget(Keys(game_id).stats, "avg_wait_ms")
+        return float(raw) / 1000.0 if raw else None

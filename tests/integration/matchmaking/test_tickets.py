@@ -1,0 +1,128 @@
+"""Tickets on real Redis: creation, idempotency, one open ticket per player per game, cancelling."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.grpcutil.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+)
+from services.matchmaking.bootstrap import Matchmaking
+
+from .conftest import GAME, RecordingCreator
+
+
+def _guest(mm: Matchmaking, name: str = "Vito") -> str:
+    player, _ = mm.app.register_guest(name)
+    return player.player_id
+
+
+def test_a_guest_gets_a_player_token_that_names_it(mm: Matchmaking) -> None:
+    player, token = mm.app.register_guest("  Vito  ")
+    assert mm.app.authenticate(token) == player.player_id
+    assert mm.app.profile(player.player_id).player.display_name == "Vito"
+
+
+def test_a_retried_registration_gets_the_same_player(mm: Matchmaking) -> None:
+    first, _ = mm.app.register_guest("Vito", request_id="r1")
+    again, _ = mm.app.register_guest("Vito", request_id="r1")
+    assert first.player_id == again.player_id
+
+
+@pytest.mark.parametrize("name", ["", "   ", "x" * 33, "bad\nname"])
+def test_display_names_are_checked(mm: Matchmaking, name: str) -> None:
+    with pytest.raises(InvalidArgument):
+        mm.app.register_guest(name)
+
+
+def test_profiles_carry_the_default_rating_per_game(mm: Matchmaking) -> None:
+    profile = mm.app.profile(_guest(mm))
+    assert profile.ratings[GAME].mu == 25.0
+    assert abs(profile.ratings[GAME].sigma - 25 / 3) < 1e-9
+
+
+def test_a_ticket_is_created_once_per_request_id(mm: Matchmaking) -> None:
+    p = _guest(mm)
+    first = mm.app.create_ticket(p, GAME, [3, 4], {}, request_id="req-1")
+    again = mm.app.create_ticket(p, GAME, [3, 4], {}, request_id="req-1")
+    assert again.ticket_id == first.ticket_id and again.duplicate and not first.duplicate
+    assert first.status.state == "searching" and first.status.seat_counts == (3, 4)
+    assert mm.app.store.queue_size(GAME) == 1
+
+
+def test_one_open_ticket_per_player_per_game(mm: Matchmaking) -> None:
+    p = _guest(mm)
+    mm.app.create_ticket(p, GAME, [], {})
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(p, GAME, [], {})
+    mm.app.create_ticket(p, "duel", [], {})  # another game is another queue
+
+
+def test_a_party_member_with_an_open_ticket_blocks_the_party(mm: Matchmaking) -> None:
+    a, b = _guest(mm, "A"), _guest(mm, "B")
+    mm.app.create_ticket(b, GAME, [], {})
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(a, GAME, [], {}, party=[b])
+    assert mm.app.store.queue_size(GAME) == 1
+
+
+def test_requests_no_table_can_satisfy_are_refused(mm: Matchmaking) -> None:
+    p = _guest(mm)
+    with pytest.raises(InvalidArgument):
+        mm.app.create_ticket(p, GAME, [9], {})
+    with pytest.raises(InvalidArgument):
+        mm.app.create_ticket(p, GAME, [], {"speed": "fast"})
+    with pytest.raises(InvalidArgument):
+        mm.app.create_ticket(p, "chess", [], {})
+    with pytest.raises(NotFound):
+        mm.app.create_ticket(p, GAME, [], {}, party=["g-nobody"])
+
+
+def test_only_the_tickets_players_may_read_or_cancel_it(mm: Matchmaking) -> None:
+    p, other = _guest(mm), _guest(mm)
+    ticket = mm.app.create_ticket(p, GAME, [], {}).ticket_id
+    with pytest.raises(PermissionDenied):
+        mm.app.ticket(other, ticket)
+    with pytest.raises(PermissionDenied):
+        mm.app.cancel(other, ticket)
+
+
+def test_cancelling_frees_the_player_to_queue_again(mm: Matchmaking) -> None:
+    p = _guest(mm)
+    ticket = mm.app.create_ticket(p, GAME, [], {}).ticket_id
+    assert mm.app.cancel(p, ticket).state == "cancelled"
+    assert mm.app.cancel(p, ticket).state == "cancelled"  # again: fine
+    assert mm.app.store.queue_size(GAME) == 0
+    mm.app.create_ticket(p, GAME, [], {})
+
+
+def test_a_matched_ticket_cannot_be_cancelled(mm: Matchmaking, creator: RecordingCreator) -> None:
+    a, b = _guest(mm), _guest(mm)
+    ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
+    mm.app.create_ticket(b, "duel", [], {})
+    assert mm.matcher.run_once() == 1
+    with pytest.raises(FailedPrecondition):
+        mm.app.cancel(a, ta)
+    status = mm.app.ticket(a, ta)
+    assert status.state == "matched" and status.match_id in creator.tables
+
+
+def test_tickets_expire_after_their_lifetime(redis_url: str, creator: RecordingCreator) -> None:
+    from famiglia.matchmaking import MatchPolicy
+
+    from .conftest import make_mm
+
+    mm = make_mm(redis_url, creator, policy=MatchPolicy(backfill_after=None, ticket_ttl=0.05))
+    p = _guest(mm)
+    ticket = mm.app.create_ticket(p, GAME, [], {}).ticket_id
+    import time
+
+    time.sleep(0.1)
+    mm.matcher.run_once()
+    assert mm.app.ticket(p, ticket).state == "expired"
+    mm.app.create_ticket(p, GAME, [], {})  # the player is free again
+    mm.close()
