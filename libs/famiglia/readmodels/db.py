@@ -1,0 +1,84 @@
+"""Database engines for the read models: SQLite (WAL) by default, PostgreSQL by URL.
+
+SQLite: WAL so readers (the QueryService) never block the writer, and every
+write transaction starts with BEGIN IMMEDIATE so two projection processes on one
+file serialise at the start instead of failing half-way on an upgrade from a
+read lock. PostgreSQL: `postgresql+psycopg://` (psycopg 3); plain `postgresql://`
+URLs are mapped to it. Nothing connects until the engine is first used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine, make_url
+from sqlmodel import Session, create_engine
+
+
+def normalize_url(url: str) -> str:
+    """`postgres://` and `postgresql://` mean psycopg 3 here (psycopg2 is not a dependency)."""
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    return url
+
+
+def is_sqlite(engine_or_url: Engine | str) -> bool:
+    url = engine_or_url.url if isinstance(engine_or_url, Engine) else make_url(normalize_url(engine_or_url))
+    return url.get_backend_name() == "sqlite"
+
+
+def make_engine(url: str, *, echo: bool = False) -> Engine:
+    """An engine configured for the projection's transactions (see the module docstring)."""
+    url = normalize_url(url)
+    if is_sqlite(url):
+        database = make_url(url).database
+        if database and database != ":memory:":
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
+        _sqlite_transactions(engine)
+        return engine
+    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _sqlite_transactions(engine: Engine) -> None:
+    """Let SQLAlchemy, not the sqlite3 module, decide when transactions begin (the documented recipe)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # no implicit BEGIN from pysqlite
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        mode = connection.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+        connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """One write transaction: commit on success, roll back on any error."""
+    with Session(engine, expire_on_commit=False) as session:
+        with session.begin():
+            yield session
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A read-only unit: on SQLite a deferred (shared) transaction, so readers never queue behind the writer."""
+    bind = engine.execution_options(sqlite_begin="DEFERRED") if is_sqlite(engine) else engine
+    with Session(bind, expire_on_commit=False) as session:
+        try:
+            yield session
+        finally:
+            session.rollback()

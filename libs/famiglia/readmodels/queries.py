@@ -1,0 +1,244 @@
+"""Read-side queries over the read models, returning plain values (no ORM objects escape).
+
+Pagination is by keyset, not offset: a page token names the last row served,
+so pages stay stable while new matches arrive. Matches are listed newest first
+by (created time, match id).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import and_, or_
+from sqlmodel import Session, col, func, select
+
+from .tables import Match, MatchSeat, Player, PlayerRating
+
+MAX_PAGE = 500
+DEFAULT_PAGE = 50
+
+
+class BadPageToken(ValueError):
+    """A page token this server did not hand out."""
+
+
+def game_scope(game_id: str) -> str:
+    return f"game:{game_id}"
+
+
+def seed_to_db(seed: int) -> int:
+    """uint64 seeds stored in a signed BIGINT (two's complement)."""
+    return seed - (1 << 64) if seed >= (1 << 63) else seed
+
+
+def seed_from_db(value: int) -> int:
+    return value + (1 << 64) if value < 0 else value
+
+
+@dataclass(frozen=True, slots=True)
+class SeatSummary:
+    seat: int
+    player_id: str
+    display_name: str
+    bot: bool
+    policy: str
+    score: float | None
+    rank: int | None
+    winner: bool
+    details: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class MatchSummary:
+    match_id: str
+    game_id: str
+    status: str
+    seats: tuple[SeatSummary, ...]
+    created_ms: int
+    finished_ms: int | None
+    last_event_ms: int
+    version: int
+    seed: int | None
+    """Only once finished: while a match runs its seed would predict every draw."""
+    options: Mapping[str, str]
+    tournament_id: str
+    outcome: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    matches: list[MatchSummary]
+    next_page_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderboardEntry:
+    rank: int
+    player_id: str
+    display_name: str
+    bot: bool
+    policy: str
+    mu: float
+    sigma: float
+    ordinal: float
+    matches: int
+    wins: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerInfo:
+    player_id: str
+    display_name: str
+    bot: bool
+    policy: str
+    first_seen_ms: int
+    last_seen_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    match: MatchSummary
+    seat: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlayerHistory:
+    player: PlayerInfo | None
+    entries: list[HistoryEntry]
+    ratings: dict[str, LeaderboardEntry] = field(default_factory=dict)
+    """game id -> the player's rating there."""
+    next_page_token: str = ""
+
+
+# -- page tokens -------------------------------------------------------------------------
+def encode_token(created_ms: int, match_id: str) -> str:
+    raw = json.dumps([created_ms, match_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[int, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        created_ms, match_id = json.loads(raw)
+        return int(created_ms), str(match_id)
+    except (ValueError, TypeError) as exc:
+        raise BadPageToken(f"bad page token {token!r}") from exc
+
+
+def _page_size(size: int) -> int:
+    return DEFAULT_PAGE if size <= 0 else min(size, MAX_PAGE)
+
+
+# -- matches ------------------------------------------------------------------------------
+def _summaries(session: Session, matches: Sequence[Match]) -> list[MatchSummary]:
+    ids = [m.match_id for m in matches]
+    seats: dict[str, list[MatchSeat]] = {i: [] for i in ids}
+    if ids:
+        for seat in session.exec(select(MatchSeat).where(col(MatchSeat.match_id).in_(ids))
+                                 .order_by(col(MatchSeat.match_id), col(MatchSeat.seat))).all():
+            seats[seat.match_id].append(seat)
+    return [summary(m, seats[m.match_id]) for m in matches]
+
+
+def summary(m: Match, seats: Sequence[MatchSeat]) -> MatchSummary:
+    return MatchSummary(
+        match_id=m.match_id, game_id=m.game_id, status=m.status,
+        seats=tuple(SeatSummary(s.seat, s.player_id, s.display_name, s.bot, s.policy, s.score, s.rank, s.winner,
+                                dict(s.details)) for s in sorted(seats, key=lambda s: s.seat)),
+        created_ms=m.created_ms, finished_ms=m.finished_ms, last_event_ms=m.last_event_ms, version=m.version,
+        seed=seed_from_db(m.seed) if m.status == "finished" else None, options=dict(m.options),
+        tournament_id=m.tournament_id, outcome=dict(m.outcome),
+    )
+
+
+def list_matches(session: Session, *, game_id: str = "", status: str = "", player_id: str = "",
+                 tournament_id: str = "", page_size: int = 0, page_token: str = "") -> Page:
+    """Newest first, filtered; `next_page_token` is "" on the last page."""
+    size = _page_size(page_size)
+    query = select(Match)
+    if game_id:
+        query = query.where(Match.game_id == game_id)
+    if status:
+        query = query.where(Match.status == status)
+    if tournament_id:
+        query = query.where(Match.tournament_id == tournament_id)
+    if player_id:
+        query = query.where(col(Match.match_id).in_(
+            select(MatchSeat.match_id).where(MatchSeat.player_id == player_id)))
+    if page_token:
+        created_ms, match_id = decode_token(page_token)
+        query = query.where(or_(col(Match.created_ms) < created_ms,
+                                and_(col(Match.created_ms) == created_ms, col(Match.match_id) < match_id)))
+    query = query.order_by(col(Match.created_ms).desc(), col(Match.match_id).desc()).limit(size + 1)
+    rows = list(session.exec(query).all())
+    more = len(rows) > size
+    rows = rows[:size]
+    token = encode_token(rows[-1].created_ms, rows[-1].match_id) if more and rows else ""
+    return Page(_summaries(session, rows), token)
+
+
+def match_summary(session: Session, match_id: str) -> MatchSummary | None:
+    m = session.get(Match, match_id)
+    return None if m is None else _summaries(session, [m])[0]
+
+
+# -- ratings ------------------------------------------------------------------------------
+def leaderboard(session: Session, game_id: str, *, limit: int = 0, offset: int = 0) -> list[LeaderboardEntry]:
+    """A game's rated players, best first (ordinal, then mu, then player id)."""
+    return scope_leaderboard(session, game_scope(game_id), limit=limit, offset=offset)
+
+
+def scope_leaderboard(session: Session, scope: str, *, limit: int = 0, offset: int = 0) -> list[LeaderboardEntry]:
+    query = (
+        select(PlayerRating, Player)
+        .join(Player, Player.player_id == PlayerRating.player_id, isouter=True)  # type: ignore[arg-type]
+        .where(PlayerRating.scope == scope)
+        .order_by(col(PlayerRating.ordinal).desc(), col(PlayerRating.mu).desc(), col(PlayerRating.player_id))
+        .offset(max(0, offset)).limit(_page_size(limit))
+    )
+    return [_entry(offset + i, rating, player) for i, (rating, player) in enumerate(session.exec(query).all(), 1)]
+
+
+def _entry(rank: int, rating: PlayerRating, player: Player | None) -> LeaderboardEntry:
+    return LeaderboardEntry(
+        rank=rank, player_id=rating.player_id, display_name=player.display_name if player else "",
+        bot=bool(player and player.bot), policy=player.policy if player else "",
+        mu=rating.mu, sigma=rating.sigma, ordinal=rating.ordinal, matches=rating.matches, wins=rating.wins,
+    )
+
+
+def player_ratings(session: Session, player_id: str) -> dict[str, LeaderboardEntry]:
+    """game id -> the player's rating and rank there."""
+    out: dict[str, LeaderboardEntry] = {}
+    player = session.get(Player, player_id)
+    rows = session.exec(select(PlayerRating).where(PlayerRating.player_id == player_id,
+                                                   col(PlayerRating.scope).startswith("game:"))).all()
+    for rating in rows:
+        better = session.exec(select(func.count()).select_from(PlayerRating).where(
+            PlayerRating.scope == rating.scope, col(PlayerRating.ordinal) > rating.ordinal)).one()
+        out[rating.scope.removeprefix("game:")] = _entry(int(better) + 1, rating, player)
+    return out
+
+
+# -- players ------------------------------------------------------------------------------
+def player_info(session: Session, player_id: str) -> PlayerInfo | None:
+    p = session.get(Player, player_id)
+    if p is None:
+        return None
+    return PlayerInfo(p.player_id, p.display_name, p.bot, p.policy, p.first_seen_ms, p.last_seen_ms)
+
+
+def player_history(session: Session, player_id: str, *, game_id: str = "", page_size: int = 0,
+                   page_token: str = "") -> PlayerHistory:
+    """The player's matches, newest first, with their seat in each, and their ratings per game."""
+    page = list_matches(session, game_id=game_id, player_id=player_id, page_size=page_size, page_token=page_token)
+    entries = []
+    for m in page.matches:
+        for seat in m.seats:
+            if seat.player_id == player_id:
+                entries.append(HistoryEntry(m, seat.seat))
+    return PlayerHistory(player_info(session, player_id), entries, player_ratings(session, player_id),
+                         page.next_page_token)

@@ -1,0 +1,134 @@
+"""Tournaments: what the bots' tournament runner records, and the standings the projection derives.
+
+The runner calls `record_tournament` when it starts and when it ends a tournament
+(name, games, configuration, status). The projection fills the standings from
+every finished match whose MatchCreated names the tournament, plus a
+tournament-scoped OpenSkill rating (scope "tournament:<id>"). A rebuild keeps
+what the runner recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session, select
+
+from famiglia.ratings import DEFAULT_RATING
+
+from .tables import Player, PlayerRating, Tournament, TournamentStanding
+
+
+def tournament_scope(tournament_id: str) -> str:
+    return f"tournament:{tournament_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class TournamentInfo:
+    tournament_id: str
+    name: str
+    status: str
+    games: tuple[str, ...]
+    config: Mapping[str, Any]
+    created_ms: int
+    finished_ms: int | None
+    matches_finished: int
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """One entrant, best first; ranked by tournament rating ordinal, then points, then wins."""
+
+    rank: int
+    player_id: str
+    display_name: str
+    bot: bool
+    policy: str
+    played: int
+    wins: int
+    points: float
+    score_total: float
+    average_rank: float
+    mu: float
+    sigma: float
+
+    @property
+    def ordinal(self) -> float:
+        return self.mu - 3.0 * self.sigma
+
+
+def record_tournament(
+    session: Session,
+    tournament_id: str,
+    *,
+    name: str | None = None,
+    games: Sequence[str] | None = None,
+    config: Mapping[str, Any] | None = None,
+    status: str | None = None,
+    now_ms: int | None = None,
+) -> TournamentInfo:
+    """Create or update a tournament (fields left None keep their value). The caller commits.
+
+    `status="finished"` stamps the finish time once.
+    """
+    if not tournament_id:
+        raise ValueError("tournament_id is required")
+    if status is not None and status not in ("running", "finished"):
+        raise ValueError(f"status must be running or finished, not {status!r}")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    row = session.get(Tournament, tournament_id, with_for_update=True)
+    if row is None:
+        row = Tournament(tournament_id=tournament_id, created_ms=now)
+        session.add(row)
+    if name is not None:
+        row.name = name
+    if games is not None:
+        row.games = sorted(set(row.games) | set(games))
+    if config is not None:
+        row.config = dict(config)
+    if status is not None:
+        row.status = status
+        if status == "finished" and row.finished_ms is None:
+            row.finished_ms = now
+    session.flush()
+    return tournament_info(row)
+
+
+def get_tournament(session: Session, tournament_id: str) -> TournamentInfo | None:
+    row = session.get(Tournament, tournament_id)
+    return None if row is None else tournament_info(row)
+
+
+def tournament_info(row: Tournament) -> TournamentInfo:
+    return TournamentInfo(row.tournament_id, row.name, row.status, tuple(row.games), dict(row.config),
+                          row.created_ms, row.finished_ms, row.matches_finished)
+
+
+def tournament_standings(session: Session, tournament_id: str) -> list[Standing]:
+    """Entrants best first (rating ordinal, then points, wins, player id)."""
+    rows = session.exec(
+        select(TournamentStanding, PlayerRating, Player)
+        .join(PlayerRating, (PlayerRating.scope == tournament_scope(tournament_id))  # type: ignore[arg-type]
+              & (PlayerRating.player_id == TournamentStanding.player_id), isouter=True)
+        .join(Player, Player.player_id == TournamentStanding.player_id, isouter=True)  # type: ignore[arg-type]
+        .where(TournamentStanding.tournament_id == tournament_id)
+    ).all()
+    unranked = []
+    for standing, rating, player in rows:
+        mu = rating.mu if rating is not None else DEFAULT_RATING.mu
+        sigma = rating.sigma if rating is not None else DEFAULT_RATING.sigma
+        unranked.append((standing, player, mu, sigma))
+    unranked.sort(key=lambda r: (-(r[2] - 3 * r[3]), -r[0].points, -r[0].wins, r[0].player_id))
+    out = []
+    for i, (standing, player, mu, sigma) in enumerate(unranked, start=1):
+        out.append(Standing(
+            rank=i, player_id=standing.player_id,
+            display_name=player.display_name if player else "", bot=bool(player and player.bot),
+            policy=player.policy if player else "", played=standing.played, wins=standing.wins,
+            points=standing.points, score_total=standing.score_total,
+            average_rank=standing.rank_total / standing.played if standing.played else 0.0,
+            mu=mu, sigma=sigma,
+        ))
+    return out

@@ -1,0 +1,97 @@
+"""Projection lag: how far the read models trail the event streams.
+
+Per partition, lag = time of the newest event in the stream minus time of the
+newest event projected from it (the shared SQL checkpoint, so every consumer
+reports the group's lag, not only its own); 0 when the checkpoint is at the
+stream's top. The largest is the service's lag. Reported as the OpenTelemetry
+gauge `famiglia.projection.lag` (milliseconds, attribute `partition`, plus one
+without it for the maximum) and in a `projection_lag` log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from opentelemetry import metrics
+from sqlalchemy.engine import Engine
+from sqlmodel import select
+
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.readmodels.db import read_session
+from famiglia.readmodels.tables import Checkpoint
+from famiglia.telemetry import get_logger
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+from .projector import entry_key
+
+log = get_logger("famiglia.projection.lag")
+
+
+@dataclass(frozen=True)
+class LagReport:
+    max_lag_ms: int
+    by_partition: dict[int, int]
+    backlog_partitions: int
+
+
+class LagMonitor:
+    def __init__(self, store: RedisEventStore, engine: Engine, meter: metrics.Meter | None = None,
+                 on_report: Callable[[LagReport], None] | None = None) -> None:
+        self.store = store
+        self.engine = engine
+        meter = meter or metrics.get_meter("famiglia.projection")
+        self._gauge = meter.create_gauge("famiglia.projection.lag", unit="ms",
+                                         description="newest event time minus newest projected event time")
+        self._events = meter.create_counter("famiglia.projection.events", unit="{event}",
+                                            description="events applied to the read models")
+        self.on_report = on_report
+        self.last: LagReport | None = None
+
+    def projected(self, newest_event_ms: int, count: int = 1) -> None:
+        self._events.add(count)
+
+    def measure(self) -> LagReport:
+        keys = self.store.keys
+        with self.store.client.pipeline(transaction=False) as pipe:
+            for p in range(self.store.partitions):
+                pipe.xrevrange(keys.partition_stream(p), count=1)
+            tops = pipe.execute()
+        with read_session(self.engine) as session:
+            checkpoints = {c.partition: c for c in session.exec(select(Checkpoint)).all()}
+        by_partition: dict[int, int] = {}
+        firsts: dict[int, int] = {}
+        needs_first = []
+        for p, top in enumerate(tops):
+            if not top:
+                by_partition[p] = 0
+                continue
+            top_id, fields = top[0]
+            top_id = top_id.decode() if isinstance(top_id, bytes) else top_id
+            newest_ms = EventEnvelope.FromString(fields[b"e"]).timestamp.ToMilliseconds()
+            checkpoint = checkpoints.get(p)
+            if checkpoint is not None and entry_key(checkpoint.last_entry_id) >= entry_key(top_id):
+                by_partition[p] = 0
+            elif checkpoint is not None and checkpoint.last_event_ms:
+                by_partition[p] = max(0, newest_ms - checkpoint.last_event_ms)
+            else:
+                by_partition[p] = newest_ms
+                needs_first.append(p)
+        if needs_first:  # nothing projected yet: measure from the oldest event waiting
+            with self.store.client.pipeline(transaction=False) as pipe:
+                for p in needs_first:
+                    pipe.xrange(keys.partition_stream(p), count=1)
+                for p, first in zip(needs_first, pipe.execute(), strict=True):
+                    if first:
+                        firsts[p] = EventEnvelope.FromString(first[0][1][b"e"]).timestamp.ToMilliseconds()
+                        by_partition[p] = max(0, by_partition[p] - firsts[p])
+        report = LagReport(max(by_partition.values(), default=0), by_partition,
+                           sum(1 for v in by_partition.values() if v > 0))
+        for p, lag in by_partition.items():
+            self._gauge.set(lag, {"partition": p})
+        self._gauge.set(report.max_lag_ms)
+        log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions)
+        self.last = report
+        if self.on_report is not None:
+            self.on_report(report)
+        return report

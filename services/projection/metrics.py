@@ -1,0 +1,35 @@
+"""The projection's OpenTelemetry meter provider, chosen by the standard variables.
+
+OTEL_METRICS_EXPORTER=console|otlp|none (otlp also when OTEL_EXPORTER_OTLP_ENDPOINT
+is set); without one, instruments are no-ops and the lag still reaches the logs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from opentelemetry import metrics
+
+
+def configure_metrics(service: str = "projection", interval_ms: int = 10_000) -> None:
+    if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return
+    name = os.environ.get("OTEL_METRICS_EXPORTER", "").lower()
+    if name == "" and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        name = "otlp"
+    if name in ("", "none"):
+        return
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.resources import Resource
+
+    if name == "console":
+        exporter = ConsoleMetricExporter(out=sys.stderr)
+    else:
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        exporter = OTLPMetricExporter()
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"famiglia-{service}")})
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms)
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))

@@ -1,0 +1,391 @@
+"""Events in, read models out: one SQL transaction per batch, exactly once per event.
+
+The fence is each match's projected `version` (and the archive's primary key
+(match_id, seq)): an event is applied only when its seq is the match's version
++ 1, skipped when at or below it (a redelivery), and deferred (left unacked, to
+be retried) when an earlier event of the match has not been projected yet —
+which happens when consumers of one group split a partition. Match rows are
+read FOR UPDATE (PostgreSQL) or under BEGIN IMMEDIATE (SQLite), so two
+processes never apply the same event; a losing transaction rolls back and the
+batch is retried, finding those events already done.
+
+The partition checkpoint (newest entry id committed per partition) commits in
+the same transaction. It is not the skip rule: when consumers share a
+partition, entries below the newest committed one may still be unprojected.
+
+Results are computed by folding each match with `MatchState`; folded states
+stay in memory while a match is live and are rebuilt from the archive when the
+process restarted, another consumer moved the match, or a transaction rolled back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlmodel import Session, col, select
+
+from famiglia.engine import Result
+from famiglia.engine.registry import Registry, UnknownGame
+from famiglia.eventstore import PartitionEntry
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
+from famiglia.matchstate import MatchState
+from famiglia.readmodels import archived_envelopes, game_scope, tournament_scope
+from famiglia.readmodels.archive import archive_row
+from famiglia.readmodels.db import write_session
+from famiglia.readmodels.queries import seed_to_db
+from famiglia.readmodels.tables import (
+    Checkpoint,
+    Match,
+    MatchSeat,
+    Player,
+    Tournament,
+    TournamentStanding,
+)
+from famiglia.telemetry import extract_context, get_logger, tracer
+from famiglia.v1.envelope_pb2 import EventEnvelope
+
+from .rating_book import RatingBook
+
+log = get_logger("famiglia.projection")
+
+
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """Stream entry ids compare as (milliseconds, sequence), not as text."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch did; `done` may be acked, `deferred` must stay pending."""
+
+    applied: list[PartitionEntry] = field(default_factory=list)
+    skipped: list[PartitionEntry] = field(default_factory=list)
+    deferred: list[PartitionEntry] = field(default_factory=list)
+    newest_event_ms: int = 0
+    finished_matches: list[str] = field(default_factory=list)
+    attempts: int = 1
+
+    @property
+    def done(self) -> list[PartitionEntry]:
+        return self.applied + self.skipped
+
+
+class RetryBatch(Exception):
+    """The transaction lost a race (another consumer got there first): roll back and redo."""
+
+
+class MatchCache:
+    """Folded live matches, least recently used evicted first."""
+
+    def __init__(self, capacity: int = 2000) -> None:
+        self.capacity = capacity
+        self._states: OrderedDict[str, MatchState] = OrderedDict()
+
+    def get(self, match_id: str) -> MatchState | None:
+        state = self._states.get(match_id)
+        if state is not None:
+            self._states.move_to_end(match_id)
+        return state
+
+    def put(self, state: MatchState) -> None:
+        self._states[state.match_id] = state
+        self._states.move_to_end(state.match_id)
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
+
+    def drop(self, match_ids: Iterable[str]) -> None:
+        for match_id in match_ids:
+            self._states.pop(match_id, None)
+
+    def clear(self) -> None:
+        self._states.clear()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+
+class Projector:
+    """Applies batches of partition entries to the read models (see the module docstring)."""
+
+    def __init__(self, engine: Engine, registry: Registry, *, cache_size: int = 2000, max_attempts: int = 8
+                 ) -> None:
+        self.engine = engine
+        self.registry = registry
+        self.cache = MatchCache(cache_size)
+        self.max_attempts = max_attempts
+        self.ratings = RatingBook()
+
+    # -- the batch ----------------------------------------------------------------------
+    def project(self, entries: Sequence[PartitionEntry]) -> BatchOutcome:
+        """Apply what can be applied, in one transaction; retried when it loses a race."""
+        unique: dict[tuple[str, int], PartitionEntry] = {}
+        for entry in entries:
+            unique.setdefault((entry.envelope.match_id, entry.envelope.seq), entry)
+        if not unique:
+            return BatchOutcome()
+        by_match: dict[str, list[PartitionEntry]] = {}
+        for (match_id, _seq), entry in sorted(unique.items()):
+            by_match.setdefault(match_id, []).append(entry)
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                with tracer().start_as_current_span("projection.batch",
+                                                    attributes={"entries": len(unique), "attempt": attempt}):
+                    with write_session(self.engine) as session:
+                        outcome = self._apply_batch(session, by_match)
+                outcome.attempts = attempt
+                self.cache.drop(outcome.finished_matches)
+                return outcome
+            except (RetryBatch, IntegrityError, OperationalError, DBAPIError) as exc:
+                self.cache.drop(by_match)
+                if attempt == self.max_attempts or not _retryable(exc):
+                    raise
+                log.info("projection_batch_retry", attempt=attempt, reason=type(exc).__name__)
+                time.sleep(min(0.5, 0.01 * 2**attempt))
+            except BaseException:
+                self.cache.drop(by_match)
+                raise
+        raise AssertionError("unreachable")
+
+    def _apply_batch(self, session: Session, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
+        outcome = BatchOutcome()
+        ids = sorted(by_match)  # one lock order for every process: no deadlocks between consumers
+        rows = {m.match_id: m for m in session.exec(
+            select(Match).where(col(Match.match_id).in_(ids)).order_by(col(Match.match_id)).with_for_update()).all()}
+        for match_id in ids:
+            group = by_match[match_id]
+            row = rows.get(match_id)
+            version = row.version if row is not None else 0
+            ready: list[PartitionEntry] = []
+            for i, entry in enumerate(group):
+                seq = entry.envelope.seq
+                if seq <= version:
+                    outcome.skipped.append(entry)
+                elif seq == version + 1:
+                    ready.append(entry)
+                    version = seq
+                else:  # an earlier event is elsewhere (another consumer's batch, or not yet claimed)
+                    outcome.deferred.extend(group[i:])
+                    break
+            if ready:
+                finished = self._apply_match(session, row, [e.envelope for e in ready])
+                outcome.applied.extend(ready)
+                if finished:
+                    outcome.finished_matches.append(match_id)
+        self._advance_checkpoints(session, outcome.applied)
+        if outcome.applied:
+            outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
+        return outcome
+
+    # -- one match ----------------------------------------------------------------------
+    def _apply_match(self, session: Session, row: Match | None, envelopes: list[EventEnvelope]) -> bool:
+        """Continue the trace of the command that wrote the events (from the envelope), then apply them."""
+        first = envelopes[0]
+        parent = extract_context(first.trace) if first.trace else None
+        with tracer().start_as_current_span(
+            "projection.apply", context=parent,
+            attributes={"match_id": first.match_id, "first_seq": first.seq, "events": len(envelopes)},
+        ):
+            return self._apply_events(session, row, envelopes)
+
+    def _apply_events(self, session: Session, row: Match | None, envelopes: list[EventEnvelope]) -> bool:
+        """Archive, fold and project a run of consecutive events of one match; True when it finished."""
+        first = envelopes[0]
+        if row is None:
+            if first.seq != 1 or first.type != MATCH_CREATED:
+                raise ValueError(f"{first.match_id}: the first event is {first.type}@{first.seq}")
+            row = self._create_match(session, first)
+            state = self._start_state(row, first)
+            rest = envelopes[1:]
+        else:
+            state = self._state_for(session, row)
+            rest = envelopes
+        session.add_all(archive_row(env) for env in envelopes)
+        for env in rest:
+            if state is None:
+                break
+            try:
+                state.apply([env])
+            except Exception as exc:  # noqa: BLE001 - a broken engine must not wedge the projection
+                log.exception("projection_fold_failed", match_id=row.match_id, seq=env.seq)
+                row.fold_error = f"{type(exc).__name__} at seq {env.seq}: {exc}"[:2000]
+                self.cache.drop([row.match_id])
+                state = None
+        row.version = envelopes[-1].seq
+        row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
+        session.add(row)
+        if state is None or row.status != "live":
+            return False
+        self.cache.put(state)
+        try:
+            result = state.result()
+        except Exception as exc:  # noqa: BLE001
+            log.exception("projection_result_failed", match_id=row.match_id)
+            row.fold_error = f"result: {type(exc).__name__}: {exc}"[:2000]
+            return False
+        if result is None:
+            return False
+        self._finish(session, row, result)
+        return True
+
+    def _create_match(self, session: Session, envelope: EventEnvelope) -> Match:
+        created = open_match_created(envelope)
+        ms = envelope.timestamp.ToMilliseconds()
+        row = Match(
+            match_id=envelope.match_id, game_id=created.game_id, status="live", seats=created.seats,
+            created_ms=ms, finished_ms=None, last_event_ms=ms, version=0, seed=seed_to_db(int(created.seed)),
+            options=dict(sorted(created.options.items())), tournament_id=created.tournament_id, outcome={},
+        )
+        session.add(row)
+        infos = {info.seat: info for info in created.seat_info}
+        for seat in range(created.seats):
+            info = infos.get(seat)
+            session.add(MatchSeat(
+                match_id=row.match_id, seat=seat, player_id=info.player_id if info else "",
+                display_name=info.display_name if info else "", bot=bool(info and info.bot),
+                policy=info.policy if info else "", details={},
+            ))
+        for info in sorted(infos.values(), key=lambda i: i.player_id):
+            if info.player_id:
+                self._see_player(session, info.player_id, info.display_name, info.bot, info.policy, ms)
+        if created.tournament_id:
+            self._see_tournament(session, created.tournament_id, created.game_id, ms)
+        session.flush()
+        return row
+
+    def _start_state(self, row: Match, first: EventEnvelope) -> MatchState | None:
+        try:
+            return MatchState.start(self.registry, first)
+        except UnknownGame:
+            row.fold_error = f"unknown game {row.game_id!r}: events archived, no results until a rebuild"
+            log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
+            return None
+
+    def _state_for(self, session: Session, row: Match) -> MatchState | None:
+        """The folded match at `row.version`: from the cache, caught up or rebuilt from the archive."""
+        if row.fold_error:
+            return None
+        state = self.cache.get(row.match_id)
+        if state is not None and state.version > row.version:
+            state = None  # ahead of the database: a rolled-back batch or a rebuild; start over
+        try:
+            if state is None:
+                envelopes = archived_envelopes(session, row.match_id, upto=row.version)
+                first = envelopes[0]
+                state = self._start_state(row, first)
+                if state is None:
+                    return None
+                state.apply(envelopes[1:])
+            elif state.version < row.version:
+                state.apply(archived_envelopes(session, row.match_id, after=state.version, upto=row.version))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("projection_refold_failed", match_id=row.match_id)
+            row.fold_error = f"refold: {type(exc).__name__}: {exc}"[:2000]
+            return None
+        return state
+
+    # -- finishing ----------------------------------------------------------------------
+    def _finish(self, session: Session, row: Match, result: Result) -> None:
+        """Seat results, ratings (once per match: the live -> finished transition) and standings."""
+        row.status = "finished"
+        row.finished_ms = row.last_event_ms
+        row.outcome = {str(k): str(v) for k, v in sorted(result.outcome.items())}
+        seats = {s.seat: s for s in session.exec(select(MatchSeat).where(MatchSeat.match_id == row.match_id)).all()}
+        for outcome in result.seats:
+            seat = seats.get(outcome.seat)
+            if seat is None:
+                continue
+            seat.score = float(outcome.score)
+            seat.rank = int(outcome.rank)
+            seat.winner = outcome.rank == 1
+            seat.details = {str(k): str(v) for k, v in sorted(outcome.details.items())}
+            session.add(seat)
+        session.flush()
+        self.ratings.rate(session, game_scope(row.game_id), row)
+        if row.tournament_id:
+            self.ratings.rate(session, tournament_scope(row.tournament_id), row)
+            self._tournament_result(session, row, list(seats.values()))
+
+    def _tournament_result(self, session: Session, row: Match, seats: list[MatchSeat]) -> None:
+        tournament = session.get(Tournament, row.tournament_id, with_for_update=True)
+        if tournament is not None:
+            tournament.matches_finished += 1
+            session.add(tournament)
+        best: dict[str, MatchSeat] = {}
+        for seat in seats:
+            if seat.player_id and seat.rank is not None:
+                if seat.player_id not in best or seat.rank < (best[seat.player_id].rank or 0):
+                    best[seat.player_id] = seat
+        n = max(2, row.seats)
+        for player_id in sorted(best):
+            seat = best[player_id]
+            rank = seat.rank or n
+            standing = session.get(TournamentStanding, (row.tournament_id, player_id), with_for_update=True)
+            if standing is None:
+                standing = TournamentStanding(tournament_id=row.tournament_id, player_id=player_id)
+            standing.played += 1
+            standing.wins += 1 if rank == 1 else 0
+            standing.points += (n - rank) / (n - 1)
+            standing.score_total += seat.score or 0.0
+            standing.rank_total += rank
+            session.add(standing)
+
+    # -- players, tournaments, checkpoints -------------------------------------------------
+    def _see_player(self, session: Session, player_id: str, name: str, bot: bool, policy: str, ms: int) -> None:
+        """Name, bot flag and policy follow the newest match (by creation time), whatever the arrival order."""
+        player = session.get(Player, player_id, with_for_update=True)
+        if player is None:
+            session.add(Player(player_id=player_id, display_name=name, bot=bot, policy=policy,
+                               first_seen_ms=ms, last_seen_ms=ms))
+            session.flush()
+            return
+        player.first_seen_ms = min(player.first_seen_ms, ms)
+        if ms >= player.last_seen_ms:
+            player.last_seen_ms = ms
+            player.display_name, player.bot, player.policy = name, bot, policy
+        session.add(player)
+
+    def _see_tournament(self, session: Session, tournament_id: str, game_id: str, ms: int) -> None:
+        tournament = session.get(Tournament, tournament_id, with_for_update=True)
+        if tournament is None:
+            tournament = Tournament(tournament_id=tournament_id, created_ms=ms, games=[game_id])
+        else:
+            tournament.created_ms = min(tournament.created_ms, ms)
+            if game_id not in tournament.games:
+                tournament.games = sorted({*tournament.games, game_id})
+        session.add(tournament)
+        session.flush()
+
+    def _advance_checkpoints(self, session: Session, applied: list[PartitionEntry]) -> None:
+        newest: dict[int, PartitionEntry] = {}
+        counts: dict[int, int] = {}
+        for entry in applied:
+            counts[entry.partition] = counts.get(entry.partition, 0) + 1
+            best = newest.get(entry.partition)
+            if best is None or entry_key(entry.entry_id) > entry_key(best.entry_id):
+                newest[entry.partition] = entry
+        for partition in sorted(newest):
+            entry = newest[partition]
+            checkpoint = session.get(Checkpoint, partition, with_for_update=True)
+            if checkpoint is None:
+                checkpoint = Checkpoint(partition=partition, last_entry_id="0-0", last_event_ms=0, events=0)
+            if entry_key(entry.entry_id) > entry_key(checkpoint.last_entry_id):
+                checkpoint.last_entry_id = entry.entry_id
+                checkpoint.last_event_ms = entry.envelope.timestamp.ToMilliseconds()
+            checkpoint.events += counts[partition]
+            session.add(checkpoint)
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Lost races: unique violations, deadlocks, serialisation failures, a busy SQLite file."""
+    if isinstance(exc, (RetryBatch, IntegrityError, OperationalError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        code = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
+        return code in ("40001", "40P01", "55P03")
+    return False

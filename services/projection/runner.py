@@ -1,0 +1,134 @@
+"""The consumer loop: one member of the projection's consumer group.
+
+Each round: entries other consumers left pending too long (XAUTOCLAIM, every
+`claim_every_s`), entries deferred last round, then new entries (XREADGROUP);
+one `Projector.project` transaction; XACK only what it committed or found
+already done. Deferred entries (an earlier event of the match is in someone
+else's hands) stay pending under this consumer and are retried next round;
+should this process die they are XAUTOCLAIMed like any other.
+
+Run more processes (distinct consumer names, one group) to scale out.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from famiglia.eventstore import PartitionEntry
+from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.telemetry import get_logger
+
+from .lag import LagMonitor
+from .projector import BatchOutcome, Projector
+
+log = get_logger("famiglia.projection.runner")
+
+
+def default_consumer_name() -> str:
+    """Unique per process: a restarted process is a new consumer, its predecessor's entries get claimed."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    group: str = "projection"
+    consumer: str = ""
+    batch: int = 100
+    """XREADGROUP COUNT, per partition stream."""
+    block_ms: int = 1000
+    claim_idle_ms: int = 30_000
+    """How long an entry must sit unacked before another consumer takes it over."""
+    claim_every_s: float = 5.0
+    lag_every_s: float = 5.0
+
+
+class ProjectionRunner:
+    def __init__(self, store: RedisEventStore, projector: Projector, config: RunnerConfig | None = None,
+                 lag: LagMonitor | None = None) -> None:
+        self.store = store
+        self.projector = projector
+        self.config = config or RunnerConfig()
+        name = self.config.consumer or default_consumer_name()
+        self.consumer = PartitionConsumer.for_store(store, self.config.group, name)
+        self.lag = lag
+        self.deferred: dict[tuple[int, str], PartitionEntry] = {}
+        self._last_claim = 0.0
+        self._last_lag = 0.0
+        self._started = False
+        self.projected = 0
+
+    @property
+    def name(self) -> str:
+        return self.consumer.consumer
+
+    def start(self) -> None:
+        """Create the group on every partition from the beginning of history (a new group sees everything)."""
+        self.consumer.ensure_groups("0")
+        self._started = True
+
+    def run_once(self, block_ms: int | None = None) -> BatchOutcome:
+        """One round; returns what the batch did."""
+        if not self._started:
+            self.start()
+            # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
+            self._take(self.consumer.read_pending(self.config.batch))
+        now = time.monotonic()
+        if now - self._last_claim >= self.config.claim_every_s:
+            self._last_claim = now
+            claimed = self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4)
+            if claimed:
+                log.info("projection_claimed", entries=len(claimed), consumer=self.name)
+            self._take(claimed)
+        wait = self.config.block_ms if block_ms is None else block_ms
+        if self.deferred:
+            wait = min(wait, 50)  # retry deferred entries soon
+        self._take(self.consumer.read(self.config.batch, block_ms=wait))
+        outcome = self.process(list(self.deferred.values()))
+        if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
+            self._last_lag = now
+            self.lag.measure()
+        return outcome
+
+    def process(self, entries: list[PartitionEntry]) -> BatchOutcome:
+        """Project `entries` and ack what is done; the rest stays deferred."""
+        if not entries:
+            return BatchOutcome()
+        outcome = self.projector.project(entries)
+        if outcome.done:
+            self.consumer.ack(outcome.done)
+        self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
+        self.projected += len(outcome.applied)
+        if outcome.applied and self.lag is not None:
+            self.lag.projected(outcome.newest_event_ms, len(outcome.applied))
+        if outcome.applied or outcome.skipped:
+            log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
+                      deferred=len(outcome.deferred), attempts=outcome.attempts)
+        return outcome
+
+    def _take(self, entries: list[PartitionEntry]) -> None:
+        for entry in entries:
+            self.deferred.setdefault((entry.partition, entry.entry_id), entry)
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop` is set; a failing round is logged and retried after a pause."""
+        log.info("projection_consumer_started", consumer=self.name, group=self.config.group)
+        failures = 0
+        while not stop.is_set():
+            try:
+                self.run_once()
+                failures = 0
+            except Exception:  # noqa: BLE001 - keep consuming: Redis or the database may come back
+                failures += 1
+                log.exception("projection_round_failed", consumer=self.name, failures=failures)
+                stop.wait(min(10.0, 0.2 * 2**min(failures, 6)))
+        log.info("projection_consumer_stopped", consumer=self.name, projected=self.projected)
+
+    def caught_up(self) -> bool:
+        """Nothing pending in the group and nothing new for this consumer (tests, rebuild checks)."""
+        return not self.deferred and self.consumer.pending_count() == 0

@@ -1,0 +1,242 @@
+"""The projection end to end on a real Redis and SQL (SQLite and PostgreSQL): results, ratings,
+archive, tournaments, exactly-once under crashes and redelivery, rebuild equality."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.ratings import rate_in_order
+from famiglia.readmodels import (
+    archived_envelopes,
+    leaderboard,
+    list_matches,
+    match_summary,
+    record_tournament,
+    tournament_standings,
+)
+from famiglia.readmodels.db import read_session, write_session
+from famiglia.readmodels.tables import Match, Player
+from services.projection.app import ProjectionApp
+
+from .support import MatchSpec, Played, dump, real_engines, write_matches
+
+PLAYERS = ["ann", "bob", "cy", "dee", "eve"]
+
+
+def specs(n: int, *, tournament_every: int = 2, prefix: str = "m") -> list[MatchSpec]:
+    out = []
+    for i in range(n):
+        seats = 2 + i % 3
+        players = [PLAYERS[(i + k) % len(PLAYERS)] for k in range(seats)]
+        out.append(MatchSpec(match_id=f"{prefix}{i:03d}", players=players, seed=1000 + i,
+                             tournament_id="cup" if i % tournament_every == 0 else ""))
+    return out
+
+
+def expected_ratings(played: list[Played], scope: str = "game") -> dict[str, tuple[float, float]]:
+    outcomes = [p.outcome() for p in played if scope == "game" or p.tournament_id == scope]
+    return {pid: (r.mu, r.sigma) for pid, r in rate_in_order(outcomes).items()}
+
+
+def drain_app(app: ProjectionApp, consumers: int = 1) -> None:
+    from .support import drain
+
+    drain([app.runner(f"c{i}") for i in range(consumers)])
+
+
+def assert_projected(app: ProjectionApp, played: list[Played]) -> None:
+    with read_session(app.sql) as session:
+        for p in played:
+            summary = match_summary(session, p.match_id)
+            assert summary is not None, p.match_id
+            assert summary.status == "finished"
+            assert summary.version == len(p.envelopes)
+            assert summary.finished_ms == p.finished_ms
+            for seat in p.result.seats:
+                row = summary.seats[seat.seat]
+                assert (row.score, row.rank, row.winner) == (seat.score, seat.rank, seat.rank == 1)
+                assert row.details == dict(seat.details)
+                assert row.player_id == p.players[seat.seat]
+            stored = archived_envelopes(session, p.match_id)
+            assert [e.SerializeToString(deterministic=True) for e in stored] == \
+                   [e.SerializeToString(deterministic=True) for e in p.envelopes]
+        by_game: dict[str, list[Played]] = {}
+        for p in played:
+            by_game.setdefault(p.game_id, []).append(p)
+        for game_id, group in by_game.items():
+            board = {e.player_id: (e.mu, e.sigma) for e in leaderboard(session, game_id)}
+            assert board == expected_ratings(group)
+
+
+def test_projects_results_ratings_archive_and_players(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(6))
+    drain_app(app)
+    assert_projected(app, played)
+    with read_session(app.sql) as session:
+        ann = session.get(Player, "ann")
+        assert ann is not None and ann.display_name == "Ann" and ann.bot and ann.policy == "random"
+        assert len(list_matches(session, status="finished").matches) == 6
+        assert {m.match_id for m in list_matches(session, player_id="ann").matches} == \
+            {p.match_id for p in played if "ann" in p.players}
+
+
+def test_tournament_standings_sum_the_tournament_matches(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(6))
+    with write_session(app.sql) as session:
+        record_tournament(session, "cup", name="The Cup", games=["dice_race"], config={"rounds": 3})
+    drain_app(app)
+    cup = [p for p in played if p.tournament_id == "cup"]
+    with read_session(app.sql) as session:
+        standings = tournament_standings(session, "cup")
+        from famiglia.readmodels import get_tournament
+
+        info = get_tournament(session, "cup")
+    assert info is not None and info.name == "The Cup" and info.matches_finished == len(cup)
+    assert info.config == {"rounds": 3}
+    expected_played: dict[str, int] = {}
+    for p in cup:
+        for player in set(p.players):
+            expected_played[player] = expected_played.get(player, 0) + 1
+    assert {s.player_id: s.played for s in standings} == expected_played
+    ratings = expected_ratings(played, "cup")
+    assert {s.player_id: (s.mu, s.sigma) for s in standings} == ratings
+    assert [s.rank for s in standings] == list(range(1, len(standings) + 1))
+    assert standings == sorted(standings, key=lambda s: -s.ordinal)
+
+
+def test_a_crashed_consumers_entries_are_claimed_and_nothing_counts_twice(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(5))
+    # Consumer "dead" reads a batch and dies before committing (never acks).
+    dead = PartitionConsumer.for_store(app.store, app.settings.group, "dead")
+    dead.ensure_groups("0")
+    lost = dead.read(count=5)
+    assert lost
+    # Consumer "half" commits its batch but dies before acking: a redelivery will follow.
+    half = app.runner("half")
+    half.start()
+    half_entries = half.consumer.read(count=5)
+    half.projector.project(half_entries)
+    # The survivor takes both over (idle 0 for the test) and finishes the work.
+    survivor = app.runner("survivor")
+    survivor.config = survivor.config.__class__(**{**survivor.config.__dict__, "claim_idle_ms": 0})
+    drain_app_with(survivor)
+    assert survivor.consumer.pending_count() == 0
+    assert_projected(app, played)
+    with read_session(app.sql) as session:
+        from famiglia.readmodels.tables import RatingScope
+
+        scope = session.get(RatingScope, "game:dice_race")
+        assert scope is not None and scope.matches == len(played)
+
+
+def drain_app_with(runner) -> None:  # type: ignore[no-untyped-def]
+    from .support import drain
+
+    drain([runner])
+
+
+def test_redelivered_events_change_nothing(app: ProjectionApp) -> None:
+    write_matches(app.store, app.registry, specs(4))
+    runner = app.runner("once")
+    entries = []
+    runner.start()
+    while batch := runner.consumer.read(count=50):
+        entries.extend(batch)
+    first = runner.projector.project(entries)
+    assert len(first.applied) == len(entries) and not first.deferred
+    before = dump(app.sql)
+    again = app.runner("again").projector.project(list(reversed(entries)))
+    assert not again.applied and len(again.skipped) == len(entries)
+    assert dump(app.sql) == before
+
+
+def test_two_consumers_sharing_partitions_project_everything_once(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(8))
+    runners = [app.runner("left"), app.runner("right")]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def work(runner) -> None:  # type: ignore[no-untyped-def]
+        try:
+            while not stop.is_set():
+                runner.run_once(block_ms=20)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in runners]
+    for t in threads:
+        t.start()
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with read_session(app.sql) as session:
+            done = sum(1 for m in session.exec(__import__("sqlmodel").select(Match)).all() if m.status == "finished")
+        if done == len(played) and all(not r.deferred for r in runners):
+            break
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sum(r.projected for r in runners) == sum(len(p.envelopes) for p in played)
+    assert all(r.projected > 0 for r in runners)
+    assert_projected(app, played)
+
+
+def test_rebuild_gives_the_same_tables_as_incremental(app: ProjectionApp) -> None:
+    write_matches(app.store, app.registry, specs(7))
+    with write_session(app.sql) as session:
+        record_tournament(session, "cup", name="The Cup", status="finished", now_ms=1)
+    drain_app(app, consumers=2)
+    incremental = dump(app.sql)
+    report = app.rebuild()
+    assert report.left_deferred == 0 and report.matches_finished == 7
+    assert dump(app.sql) == incremental
+
+
+def test_late_finishers_are_rated_in_canonical_order(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(6, tournament_every=100))
+    # Project the matches newest-first, one match per batch: every one lands "in the past".
+    entries = []
+    runner = app.runner("reverse")
+    runner.start()
+    while batch := runner.consumer.read(count=100):
+        entries.extend(batch)
+    for p in reversed(played):
+        runner.projector.project([e for e in entries if e.envelope.match_id == p.match_id])
+    assert_projected(app, played)
+    expected = dump(app.sql)
+    app.rebuild()
+    assert dump(app.sql) == expected
+
+
+def test_unknown_games_are_archived_and_listed_without_results(app: ProjectionApp) -> None:
+    from famiglia.engine.registry import Registry
+
+    write_matches(app.store, app.registry, specs(2))
+    app.registry = Registry({})
+    app.projector.registry = app.registry
+    runner = app.runner("blind")
+    runner.projector.registry = app.registry
+    drain_app_with(runner)
+    with read_session(app.sql) as session:
+        rows = session.exec(__import__("sqlmodel").select(Match)).all()
+        assert {m.status for m in rows} == {"live"}
+        assert all("unknown game" in m.fold_error for m in rows)
+        assert all(archived_envelopes(session, m.match_id) for m in rows)
+
+
+@pytest.mark.parametrize("game_id", sorted(real_engines()) or ["<none registered>"])
+def test_real_games_project_to_their_results(app: ProjectionApp, game_id: str) -> None:
+    if game_id not in app.registry:
+        pytest.skip("no real game engine is registered yet")
+    engine = app.registry.get(game_id)
+    seats = engine.info.min_players
+    spec = MatchSpec(match_id=f"real-{game_id}", players=PLAYERS[:seats], seed=7, game_id=game_id)
+    played = write_matches(app.store, app.registry, [spec])
+    drain_app(app)
+    assert_projected(app, played)

@@ -1,0 +1,1 @@
+"""Test helpers shared across suites (fixtures for real servers the tests start themselves)."""
