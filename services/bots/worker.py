@@ -7,6 +7,7 @@ share one core under the GIL.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 
@@ -20,7 +21,7 @@ from .entrypoints.celery_app import CLOCKS_QUEUE, DECISIONS_QUEUE
 def worker_argv(pool: str, concurrency: int, loglevel: str = "INFO") -> list[str]:
     return [
         "worker", "-P", pool, "-c", str(concurrency), "-Q", f"{DECISIONS_QUEUE},{CLOCKS_QUEUE}",
-        "-n", f"bots-{socket.gethostname()}-%i@%h", "--loglevel", loglevel,
+        "-n", f"bots-{os.getpid()}@{socket.gethostname()}", "--loglevel", loglevel,
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]
 

@@ -1,0 +1,86 @@
+"""Bots over the real path: dispatcher -> Celery (a real worker process) -> gRPC GameService."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from famiglia.v1 import envelope_pb2
+from services.bots import handlers
+
+from .conftest import BotsStack
+
+pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("bots")]
+
+
+def seats(*policies: str | None) -> list[envelope_pb2.SeatInfo]:
+    return [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p, player_id=p)
+            for s, p in enumerate(policies) if p is not None]
+
+
+def test_a_worker_plays_a_whole_match_of_bots(bots_stack: BotsStack) -> None:
+    handle = bots_stack.client.create_match(
+        "highcard", 3, seed=4, options={"hand": "4"},
+        seat_info=seats("random", "heuristic", "ismcts?iterations=20&seconds=0.05"))
+    view = bots_stack.wait_finished(handle.match_id, timeout=30)
+    assert sorted(s.rank for s in view.result.seats)[0] == 1
+    events = list(bots_stack.client.spectator(handle.match_id).stream(until_now=True))
+    played = [e.event for e in events if e.event.type == "played"]
+    assert len(played) == 12
+    assert all(e.command_id.startswith(f"bot:{handle.match_id}:") for e in played)
+
+
+def test_a_worker_plays_a_registered_game(bots_stack: BotsStack) -> None:
+    real = [g for g in bots_stack.registry if g != "highcard"]
+    if not real:
+        pytest.skip("no game engine registered yet")
+    game = "grifters" if "grifters" in real else real[0]
+    info = bots_stack.registry.get(game).info
+    handle = bots_stack.client.create_match(game, info.min_players, seed=2,
+                                            seat_info=seats(*["random"] * info.min_players))
+    view = bots_stack.wait_finished(handle.match_id, timeout=60)
+    assert view.finished
+
+
+def test_a_stale_decision_does_nothing(bots_stack: BotsStack) -> None:
+    handle = bots_stack.client.create_match("highcard", 2, seed=1, seat_info=[])  # humans: nothing queued
+    app = bots_stack.bots
+    version = handle.version
+    assert handlers.play_bot_decision(app, handle.match_id, "highcard", 0, version - 1, "random") == "stale"
+    assert handlers.run_clock(app, handle.match_id, 0, version - 1) == "stale"
+    assert bots_stack.command.store.version(handle.match_id) == version
+    # The real one plays; the same task again is answered as a duplicate, not a second move.
+    seat = bots_stack.client.spectator(handle.match_id).view().to_act[0].seat
+    assert handlers.play_bot_decision(app, handle.match_id, "highcard", seat, version, "random") == "submitted"
+    after = bots_stack.command.store.version(handle.match_id)
+    assert handlers.play_bot_decision(app, handle.match_id, "highcard", seat, version, "random") == "stale"
+    assert bots_stack.command.store.version(handle.match_id) == after
+
+
+def test_a_silent_human_is_moved_on_by_the_clock(bots_stack: BotsStack) -> None:
+    handle = bots_stack.client.create_match("highcard", 2, seed=9, options={"hand": "2", "clock_s": "1"},
+                                            seat_info=seats(None, "random"))
+    started = time.monotonic()
+    bots_stack.wait_finished(handle.match_id, timeout=20)
+    assert time.monotonic() - started >= 1.0  # the human got its full second at least once
+    events = list(bots_stack.client.spectator(handle.match_id).stream(until_now=True))
+    human = [e.event for e in events if e.event.type == "played" and e.event.seat == 0]
+    assert len(human) == 2 and all(e.command_id.startswith("clock:") for e in human)
+
+
+def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
+    slow = "ismcts?iterations=100000&seconds=0.4"
+    handle = bots_stack.client.create_match("highcard", 2, seed=5, options={"hand": "6"},
+                                            seat_info=seats(slow, slow))
+    store = bots_stack.command.store
+    deadline = time.monotonic() + 20
+    while store.version(handle.match_id) < handle.version + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # most likely in the middle of a decision now
+    bots_stack.kill_worker()
+    stopped_at = store.version(handle.match_id)
+    assert stopped_at < handle.version + 12
+    bots_stack.start_worker()
+    view = bots_stack.wait_finished(handle.match_id, timeout=45)
+    assert view.version == handle.version + 12  # every card played exactly once

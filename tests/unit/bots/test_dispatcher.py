@@ -1,0 +1,156 @@
+"""The dispatcher queues one task per pending bot decision and per human clock,
+at the version the match is at, and never twice for the same (version, seat)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.bots.toy import toy_registry
+from famiglia.config import Settings
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.v1 import envelope_pb2
+from services.bots.dispatcher import Dispatcher
+from services.command.app import Viewer
+from services.command.bootstrap import bootstrap as command_bootstrap
+
+
+@dataclass
+class FakeTasks:
+    decisions: list[tuple] = field(default_factory=list)
+    clocks: list[tuple] = field(default_factory=list)
+
+    def decide(self, match_id, game_id, seat, version, policy, trace=None) -> None:
+        self.decisions.append((match_id, seat, version, policy))
+
+    def clock(self, match_id, seat, version, countdown, trace=None) -> None:
+        self.clocks.append((match_id, seat, version, countdown))
+
+
+@dataclass
+class FakeObserver:
+    moves: int = 0
+    finished: list[str] = field(default_factory=list)
+
+    def match_progress(self, tournament_id, match_id, commands) -> None:
+        self.moves += commands
+
+    def match_finished(self, tournament_id, match) -> None:
+        self.finished.append(match.match_id)
+
+
+class Table:
+    """A command service on the in-memory store and a dispatcher reading what it writes."""
+
+    def __init__(self, now: list[float] | None = None) -> None:
+        self.store = InMemoryEventStore()
+        registry = toy_registry()
+        self.app = command_bootstrap(store=self.store, registry=registry, settings=Settings(secret="test"))
+        self.tasks = FakeTasks()
+        self.observer = FakeObserver()
+        self.clock_now = now or [0.0]
+        self.dispatcher = Dispatcher(self.store, registry, self.tasks, observer=self.observer,
+                                     stall_seconds=10, clock_grace_seconds=0.5, now=lambda: self.clock_now[0])
+        self.cursors: dict[str, int] = {}
+
+    def create(self, bots: dict[int, str], seats: int = 2, **options: str) -> str:
+        info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p, player_id=p) for s, p in bots.items()]
+        created = self.app.create_match("highcard", seats, seed=3, options=options, seat_info=info,
+                                        tournament_id="t1")
+        return created.match_id
+
+    def pump(self, match_id: str) -> None:
+        """Hand the dispatcher what is new in the match, as the partition stream would."""
+        envelopes = self.store.read(match_id, after=self.cursors.get(match_id, 0))
+        if envelopes:
+            self.cursors[match_id] = envelopes[-1].seq
+            self.dispatcher.handle(envelopes)
+
+    def act(self, match_id: str, seat: int) -> int:
+        hot = self.app.matches.get(match_id).match
+        card = HIGHCARD.legal_commands(hot.state, seat)[0]
+        return self.app.submit(match_id, Viewer(seat), f"c{hot.version}", card).version
+
+    def version(self, match_id: str) -> int:
+        return self.store.version(match_id)
+
+
+def test_a_bot_seat_gets_one_task_at_the_version_it_must_act_at() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "heuristic"})
+    table.pump(match_id)
+    version = table.version(match_id)
+    assert table.tasks.decisions == [(match_id, 0, version, "random")]
+    table.pump(match_id)  # nothing new: nothing queued again
+    table.dispatcher.handle(table.store.read(match_id))  # a redelivered batch neither
+    assert len(table.tasks.decisions) == 1
+
+
+def test_the_next_decision_is_queued_at_the_new_version() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "ismcts"})
+    table.pump(match_id)
+    after = table.act(match_id, 0)
+    table.pump(match_id)
+    assert table.tasks.decisions[-1] == (match_id, 1, after, "ismcts")
+    assert table.observer.moves == 1
+
+
+def test_human_seats_get_a_clock_and_no_bot_task() -> None:
+    table = Table()
+    match_id = table.create({1: "random"}, clock_s="30")
+    table.pump(match_id)
+    assert table.tasks.decisions == []
+    assert table.tasks.clocks == [(match_id, 0, table.version(match_id), 30.5)]
+
+
+def test_human_seats_without_a_clock_wait_forever() -> None:
+    table = Table()
+    match_id = table.create({1: "random"})
+    table.pump(match_id)
+    assert table.tasks.decisions == [] and table.tasks.clocks == []
+
+
+def test_an_unanswered_bot_decision_is_queued_again_after_the_stall_time() -> None:
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    now[0] = 5.0
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 11.0
+    assert table.dispatcher.check_stalls() == 1
+    assert table.tasks.decisions[0] == table.tasks.decisions[1]
+
+
+def test_a_finished_match_is_reported_and_forgotten() -> None:
+    table = Table()
+    match_id = table.create({}, hand="1")
+    table.pump(match_id)
+    table.act(match_id, HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat)
+    table.pump(match_id)
+    table.act(match_id, HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat)
+    table.pump(match_id)
+    assert table.observer.finished == [match_id]
+    assert match_id not in table.dispatcher.matches
+
+
+def test_a_match_first_seen_midway_is_folded_from_its_own_stream() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.act(match_id, 0)
+    last = table.store.read(match_id)[-1:]
+    table.dispatcher.handle(last)  # a restarted dispatcher sees only the tail
+    assert table.tasks.decisions == [(match_id, 1, table.version(match_id), "random")]
+
+
+@pytest.mark.parametrize("game_id", ["nonesuch"])
+def test_matches_of_games_it_cannot_play_are_ignored(game_id: str) -> None:
+    table = Table()
+    created = envelope_pb2.MatchCreated(game_id=game_id, seats=2)
+    from famiglia.eventstore.envelopes import match_created_envelope
+
+    table.dispatcher.handle([match_created_envelope("mx", created)])
+    assert table.dispatcher.matches == {} and table.tasks.decisions == []

@@ -1,0 +1,105 @@
+"""Policies choose from a seat's view and the legal commands only, and choose legally."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from famiglia.bots import POLICY_NAMES, Decision, PolicySpec, UnknownPolicy, make_policy
+from famiglia.bots.arena import play_match
+from famiglia.bots.games import playable_registry
+from famiglia.bots.policy import command_key
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.engine import Engine, MatchConfig, Rng, fold
+
+FAST = {"random": "random", "heuristic": "heuristic?samples=1",
+        "ismcts": "ismcts?iterations=12&seconds=0.05&rollout=10"}
+
+
+def engines() -> list[Engine]:
+    return [HIGHCARD, *playable_registry().engines()]
+
+
+class StateGuard:
+    """The rules, with a tripwire: any call that receives the true state fails the test."""
+
+    def __init__(self, engine: Engine, true_state: Any) -> None:
+        self._engine = engine
+        self._true = true_state
+        self.info = engine.info
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._engine, name)
+        if not callable(attr):
+            return attr
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            for value in (*args, *kwargs.values()):
+                assert value is not self._true, f"a policy reached the true state through {name}()"
+            return attr(*args, **kwargs)
+
+        return guarded
+
+
+def decisions(engine: Engine, seed: int, limit: int = 12):
+    """(true state, seat, view, legal) along a random playthrough."""
+    seats = engine.info.min_players
+    state = fold(engine, engine.setup(MatchConfig(seats), seed))
+    chooser = random.Random(seed)
+    for version in range(2, 2 + limit):
+        if engine.result(state) is not None:
+            return
+        seat = chooser.choice(sorted({p.seat for p in engine.pending(state)}))
+        legal = engine.legal_commands(state, seat, limit=64)
+        yield state, seat, engine.view(state, seat), legal
+        command = chooser.choice(legal)
+        state = fold(engine, engine.decide(state, seat, command, Rng.derive(seed, version)), state)
+
+
+def test_a_decision_carries_the_view_and_legal_commands_but_no_state() -> None:
+    assert [f.name for f in dataclasses.fields(Decision)] == ["game_id", "seat", "view", "legal", "version", "seed"]
+
+
+@pytest.mark.parametrize("engine", engines(), ids=lambda e: e.info.game_id)
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_every_policy_chooses_a_listed_command_without_touching_the_true_state(engine: Engine, name: str) -> None:
+    policy = make_policy(FAST[name])
+    for true_state, seat, view, legal in decisions(engine, seed=7):
+        assert isinstance(view, engine.info.view_type)
+        decision = Decision(engine.info.game_id, seat, view, tuple(legal), 3, seed=11)
+        command = policy.choose(StateGuard(engine, true_state), decision)  # type: ignore[arg-type]
+        assert command_key(command) in {command_key(c) for c in legal}
+
+
+def test_policy_names_parse_with_parameters() -> None:
+    spec = PolicySpec.parse("ISMCTS?iterations=50&seconds=0.2")
+    assert spec.name == "ismcts" and spec.params == {"iterations": "50", "seconds": "0.2"}
+    assert str(spec) == "ismcts?iterations=50&seconds=0.2"
+    assert make_policy(spec).iterations == 50  # type: ignore[attr-defined]
+    with pytest.raises(UnknownPolicy):
+        make_policy("alphazero")
+
+
+def test_a_retried_decision_chooses_the_same_command() -> None:
+    state = fold(HIGHCARD, HIGHCARD.setup(MatchConfig(3), 5))
+    seat = HIGHCARD.pending(state)[0].seat
+    decision = Decision("highcard", seat, HIGHCARD.view(state, seat),
+                        tuple(HIGHCARD.legal_commands(state, seat)), 2, seed=99)
+    for name in ("random", "heuristic", "ismcts?iterations=40&seconds=10"):
+        first = make_policy(name).choose(HIGHCARD, decision)
+        assert all(make_policy(name).choose(HIGHCARD, decision) == first for _ in range(3)), name
+
+
+def test_ismcts_beats_random_at_high_card() -> None:
+    wins = 0
+    games = 16
+    for seed in range(games):  # iteration-bound budgets: the same seeds always give the same games
+        me = seed % 2
+        policies = [make_policy("random"), make_policy("random")]
+        policies[me] = make_policy("ismcts?iterations=30&seconds=10")
+        result = play_match(HIGHCARD, policies, seed, options={"hand": "5"}).result
+        wins += next(s.rank for s in result.seats if s.seat == me) == 1
+    assert wins / games > 0.55
