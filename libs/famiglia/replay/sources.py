@@ -138,16 +138,16 @@ class MemorySource:
 class ArchiveSource:
     """The cold source: the projection's SQL event archive.
 
-    `read_archive(session, match_id)` and `find_archived(session, event_id)` are
-    the archive's own functions (famiglia.readmodels); `session_factory` opens a
-    session per call, so nothing connects before the first question.
+    `read_archive(session, match_id, after)` and `find_archived(session, event_id)`
+    query the archive; `session_factory` opens a (read) session per call, so
+    nothing connects before the first question.
     """
 
     def __init__(
         self,
         session_factory: Callable[[], Any],
-        read_archive: Callable[[Any, str], Iterable[EventEnvelope]],
-        find_archived: Callable[[Any, str], EventLocation | tuple[str, int] | None] | None = None,
+        read_archive: Callable[[Any, str, int], Iterable[EventEnvelope]],
+        find_archived: Callable[[Any, str], EventLocation | None] | None = None,
     ) -> None:
         self._sessions = session_factory
         self._read = read_archive
@@ -156,8 +156,7 @@ class ArchiveSource:
 
     def read(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
         with self._sessions() as session:
-            envelopes = [e for e in self._read(session, match_id) if e.seq > after]
-        envelopes.sort(key=lambda e: e.seq)
+            envelopes = sorted(self._read(session, match_id, after), key=lambda e: e.seq)
         self._index.note(envelopes)
         return envelopes
 
@@ -166,10 +165,7 @@ class ArchiveSource:
         if found is not None or self._find is None:
             return found
         with self._sessions() as session:
-            hit = self._find(session, event_id)
-        if hit is None or isinstance(hit, EventLocation):
-            return hit
-        return EventLocation(str(hit[0]), int(hit[1]))
+            return self._find(session, event_id)
 
 
 class LayeredSource:
@@ -199,22 +195,43 @@ class LayeredSource:
         return found
 
 
-def sql_archive_source(database_url: str) -> EventSource | None:
-    """Bind `ArchiveSource` to the projection's SQL event archive, if it is installed.
+def sql_archive_source(database_url: str) -> ArchiveSource | None:
+    """`ArchiveSource` bound to the projection's event archive (famiglia.readmodels).
 
-    Returns None while famiglia.readmodels offers no archive reader, so the
-    replay service runs (hot matches only) before the projection lands. The
-    engine is created lazily: SQLAlchemy connects on the first session.
+    None when that package is not installed. A database the projection has not
+    created yet (no archive table) reads as an empty archive, with a warning,
+    so the replay service still serves hot matches.
     """
     try:
-        from famiglia import readmodels  # type: ignore[attr-defined]
+        from famiglia.readmodels import archived_envelopes, make_engine, read_session
+        from famiglia.readmodels.tables import ArchivedEvent
     except ImportError:
         return None
-    read = getattr(readmodels, "archived_envelopes", None)
-    if read is None:
-        return None
-    find = getattr(readmodels, "find_archived_event", None)
-    from sqlmodel import Session, create_engine
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlmodel import select
 
-    engine = create_engine(database_url)
-    return ArchiveSource(lambda: Session(engine), read, find)
+    engine = make_engine(database_url)
+
+    def read(session: Any, match_id: str, after: int) -> list[EventEnvelope]:
+        try:
+            return archived_envelopes(session, match_id, after=after)
+        except (OperationalError, ProgrammingError) as exc:
+            _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
+            return []
+
+    def find(session: Any, event_id: str) -> EventLocation | None:
+        try:
+            row = session.exec(select(ArchivedEvent.match_id, ArchivedEvent.seq)
+                               .where(ArchivedEvent.event_id == event_id)).first()
+        except (OperationalError, ProgrammingError) as exc:
+            _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
+            return None
+        return None if row is None else EventLocation(str(row[0]), int(row[1]))
+
+    return ArchiveSource(lambda: read_session(engine), read, find)
+
+
+def _log() -> Any:
+    from famiglia.telemetry import get_logger
+
+    return get_logger("famiglia.replay")

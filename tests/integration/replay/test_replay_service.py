@@ -163,12 +163,6 @@ def test_the_cli_steps_forward_and_back_and_exports(stack: Stack, tmp_path) -> N
     assert load(out.read_bytes()).match_id == played.match_id
 
 
-@pytest.mark.skip(reason="SQL archive binding: famiglia.readmodels has no event archive yet "
-                         "(replay binds it in famiglia.replay.sources.sql_archive_source)")
-def test_a_replay_from_the_sql_archive_after_trimming_redis_equals_one_from_redis() -> None:
-    raise AssertionError("bind once famiglia.readmodels exposes archived_envelopes")
-
-
 def test_no_match_no_event_no_service(stack: Stack) -> None:
     with pytest.raises(grpc.RpcError) as missing:
         stack.client.state_at("01NOSUCHEVENT0000000000000")
