@@ -9,6 +9,7 @@ from .helpers import business_table, cash_in, distribute, notes, of_kind, refuse
 
 
 def test_nc_b01_cash_in_declares_a_type_printed_on_the_source_turf() -> None:
+    """NC-B01: cash in declares a type printed on the source turf."""
     s = business_table()
     s2, events = run(s, 0, cash_in("W01", "T01", "gambling"))
     fact = of_kind(events, "cashed_in")[0]
@@ -17,6 +18,7 @@ def test_nc_b01_cash_in_declares_a_type_printed_on_the_source_turf() -> None:
 
 
 def test_nc_b02_busy_turf_cannot_be_a_source_but_still_counts() -> None:
+    """NC-B02: busy turf cannot be a source but still counts."""
     s = seat(business_table(), 1, busy=frozenset({"T04"}))
     assert shares(s, "gambling")[1] == 1  # the Busy T04 counts
     s = seat(s, 0, busy=frozenset({"T01"}))
@@ -24,12 +26,14 @@ def test_nc_b02_busy_turf_cannot_be_a_source_but_still_counts() -> None:
 
 
 def test_nc_b03_b06_every_matching_turf_counts_once() -> None:
+    """NC-B03, NC-B06: every matching turf counts once."""
     s = business_table()
     assert shares(s, "gambling") == (1, 1, 1, 0)
     assert shares(s, "queens") == (2, 1, 0, 0)  # T13 Connecticut counts for Queens
 
 
 def test_nc_b04_two_colour_turfs_count_for_either_racket_and_never_traffic() -> None:
+    """NC-B04: two colour turfs count for either racket and never traffic."""
     s = business_table()
     assert shares(s, "bronx")[1] == 1 and shares(s, "queens")[1] == 1
     assert shares(s, "drugs")[1] == 0
@@ -38,11 +42,13 @@ def test_nc_b04_two_colour_turfs_count_for_either_racket_and_never_traffic() -> 
 
 
 def test_nc_b05_atlantic_city_counts_for_every_traffic_cash_in() -> None:
+    """NC-B05: atlantic city counts for every traffic cash in."""
     s = seat(business_table(), 3, turfs=("T05", "AC"))
     assert shares(s, "gambling")[3] == 1 and shares(s, "drugs")[3] == 2 and shares(s, "queens")[3] == 0
 
 
 def test_nc_b07_police_raid_stops_the_draw_and_reshuffles() -> None:
+    """NC-B07: police raid stops the draw and reshuffles."""
     s = business_table()
     deck = (notes(20000, "I")[0], POLICE_RAID, *notes(5000, k=10))
     s = table(s, note_deck=deck, note_discard=tuple(notes(50000, "G", 2)))
@@ -53,6 +59,7 @@ def test_nc_b07_police_raid_stops_the_draw_and_reshuffles() -> None:
 
 
 def test_nc_b08_b09_distribution_within_shares_and_never_from_the_bank() -> None:
+    """NC-B08, NC-B09: distribution within shares and never from the bank."""
     s = business_table()
     s = table(s, note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID))
     s, _ = run(s, 0, cash_in("W01", "T01", "gambling"))  # T = 3: seats 0, 1, 2 have 1 each
@@ -65,6 +72,7 @@ def test_nc_b08_b09_distribution_within_shares_and_never_from_the_bank() -> None
 
 
 def test_nc_b10_b11_b15_cheated_players_draw_one_vendetta_per_missing_note() -> None:
+    """NC-B10, NC-B11, NC-B15: cheated players draw one vendetta per missing note."""
     s = business_table()
     s = table(s, note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID), first_player_moved=True,
               vendetta_deck=("V04", "V07", "V10"))  # Hit, Burglary, Tip-off: into the hand
@@ -77,6 +85,7 @@ def test_nc_b10_b11_b15_cheated_players_draw_one_vendetta_per_missing_note() -> 
 
 
 def test_nc_b12_first_player_gift_replaces_one_note() -> None:
+    """NC-B12: first player gift replaces one note."""
     s = business_table()
     s = table(s, note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID))
     s, _ = run(s, 0, cash_in("W01", "T01", "gambling"))
@@ -90,6 +99,7 @@ def test_nc_b12_first_player_gift_replaces_one_note() -> None:
 
 
 def test_nc_b13_first_player_card_moves_once_per_month() -> None:
+    """NC-B13: first player card moves once per month."""
     s = table(business_table(), first_player_moved=True,
               note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID))
     s, _ = run(s, 0, cash_in("W01", "T01", "gambling"))
@@ -97,6 +107,7 @@ def test_nc_b13_first_player_card_moves_once_per_month() -> None:
 
 
 def test_nc_b14_one_racket_and_one_cash_in_per_traffic_icon() -> None:
+    """NC-B14: one racket and one cash in per traffic icon."""
     s = business_table()
     s = table(s, note_deck=(*notes(5000, k=9, skip=20), POLICE_RAID))
     s, _ = run(s, 0, cash_in("W01", "T01", "queens"))
@@ -106,6 +117,7 @@ def test_nc_b14_one_racket_and_one_cash_in_per_traffic_icon() -> None:
 
 
 def test_nc_b16_investigation_on_the_street_forbids_its_type() -> None:
+    """NC-B16: investigation on the street forbids its type."""
     s = table(business_table(), street=("I3", "R2", "R3", "I4"))
     assert refused(s, 0, cash_in("W01", "T01", "gambling")) == "NC-B16"
     assert refused(s, 0, cash_in("W01", "T01", "queens")) == "NC-B16"

@@ -36,6 +36,7 @@ def _bids_and_end(s, plan):
 
 
 def test_nc_m01_m04_a_bid_is_public_in_count_and_private_in_content() -> None:
+    """NC-M01, NC-M04: a bid is public in count and private in content."""
     s = meeting_table()
     mine = list(s.players[0].bank[:2])
     s2, events = run(s, 0, bid("W01", 2, mine))
@@ -45,17 +46,20 @@ def test_nc_m01_m04_a_bid_is_public_in_count_and_private_in_content() -> None:
 
 
 def test_nc_m02_each_location_card_once_per_meeting() -> None:
+    """NC-M02: each location card once per meeting."""
     s = meeting_table()
     s, _ = run(s, 0, bid("W01", 2, [s.players[0].bank[0]]))
     assert refused(s, 0, bid("W02", 2, [s.players[0].bank[0]])) == "NC-M02"
 
 
 def test_nc_m03_only_spaces_holding_a_card() -> None:
+    """NC-M03: only spaces holding a card."""
     s = table(meeting_table(), street=("R1", "", "R3", "R4"))
     assert refused(s, 0, bid("W01", 2, [s.players[0].bank[0]])) == "NC-M03"
 
 
 def test_nc_m05_m07_single_bidder_keeps_one_note_and_wins() -> None:
+    """NC-M05, NC-M07: single bidder keeps one note and wins."""
     s = meeting_table()
     b0 = list(s.players[0].bank[:3])
     s = table(s, vendetta_deck=SAFE_VENDETTA)
@@ -73,11 +77,13 @@ def test_nc_m05_m07_single_bidder_keeps_one_note_and_wins() -> None:
 
 
 def test_nc_m06_a_space_without_bids_keeps_its_card() -> None:
+    """NC-M06: a space without bids keeps its card."""
     s, _ = _bids_and_end(meeting_table(), {})
     assert s.street == ("R1", "R2", "R3", "R4") and s.phase is Phase.TRIAL
 
 
 def test_nc_m08_highest_bid_wins_and_all_notes_are_discarded() -> None:
+    """NC-M08: highest bid wins and all notes are discarded."""
     s = meeting_table()
     hi = notes(20000, "I", 1, skip=5)
     s = seat(s, 1, bank=(*s.players[1].bank, *hi))
@@ -88,12 +94,14 @@ def test_nc_m08_highest_bid_wins_and_all_notes_are_discarded() -> None:
 
 
 def test_nc_m09_tied_highest_bids_win_nothing() -> None:
+    """NC-M09: tied highest bids win nothing."""
     s = meeting_table()
     s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])], 1: [("W03", 1, [s.players[1].bank[0]])]})
     assert s.street[0] == "R1" and "R1" not in s.players[0].trophies
 
 
 def test_nc_m10_respect_card_adds_at_once_and_investigation_adds_one() -> None:
+    """NC-M10: respect card adds at once and investigation adds one."""
     from famiglia.rules.nostra_city.queries import seat_respect
 
     s = seat(meeting_table(), 0, trophies=("R6", "I2"))
@@ -101,6 +109,7 @@ def test_nc_m10_respect_card_adds_at_once_and_investigation_adds_one() -> None:
 
 
 def test_nc_m11_m12_investigation_bids_pool_against_the_backhander() -> None:
+    """NC-M11, NC-M12: investigation bids pool against the backhander."""
     s = table(meeting_table(), street=("I5", "R2", "R3", "R4"))  # I5 Backhander $20,000
     s = seat(s, 2, bank=(*s.players[2].bank, *notes(20000, "G", 1, skip=3)))
     b0 = list(s.players[0].bank[:2])  # $20,000
@@ -116,6 +125,7 @@ def test_nc_m11_m12_investigation_bids_pool_against_the_backhander() -> None:
 
 
 def test_nc_m13_m15_x08_bidders_who_won_nothing_draw_one_vendetta() -> None:
+    """NC-M13, NC-M15, NC-X08: bidders who won nothing draw one vendetta."""
     s = meeting_table()
     b1 = list(s.players[1].bank)
     s, events = _bids_and_end(s, {
@@ -130,6 +140,7 @@ def test_nc_m13_m15_x08_bidders_who_won_nothing_draw_one_vendetta() -> None:
 
 
 def test_nc_m14_m17_m18_m19_m20_underboss_titles_and_the_untitled() -> None:
+    """NC-M14, NC-M17, NC-M18, NC-M19, NC-M20: underboss titles and the untitled."""
     s = table(meeting_table(), street=(UNDERBOSS, "R2", "R3", "R4"), underboss="street")
     s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])]})  # one Note: kept at once (NC-D03)
     assert s.choice.kind == "consigliere" and s.players[0].trophies == (UNDERBOSS,)
@@ -146,6 +157,7 @@ def test_nc_m14_m17_m18_m19_m20_underboss_titles_and_the_untitled() -> None:
 
 
 def test_nc_m16_location_cards_go_home_and_acting_wiseguys_stay_busy() -> None:
+    """NC-M16: location cards go home and acting wiseguys stay busy."""
     s = meeting_table()
     s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])]})
     assert s.phase is Phase.TRIAL and s.players[0].locations == (1, 2, 3, 4)
@@ -153,6 +165,7 @@ def test_nc_m16_location_cards_go_home_and_acting_wiseguys_stay_busy() -> None:
 
 
 def test_nc_w109_meeting_order_puts_w09_last() -> None:
+    """NC-W109: meeting order puts w09 last."""
     s = meeting_table()  # W09 belongs to seat 3
     s = table(s, first_player=3)
     assert phase_order(s, Phase.MEETING) == (0, 1, 2, 3)

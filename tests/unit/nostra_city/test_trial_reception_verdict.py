@@ -26,6 +26,7 @@ def _end_all(s):
 
 
 def test_nc_t01_corruption_puts_exactly_one_bank_note_on_the_pile() -> None:
+    """NC-T01: corruption puts exactly one bank note on the pile."""
     s = trial_table()
     n = s.players[0].bank[0]
     assert refused(s, 0, corrupt("W01", list(s.players[0].bank[:2]))) == "NC-T01"
@@ -35,6 +36,7 @@ def test_nc_t01_corruption_puts_exactly_one_bank_note_on_the_pile() -> None:
 
 
 def test_nc_t02_t03_zealous_corruptor_for_the_only_corruptor_from_april() -> None:
+    """NC-T02, NC-T03: zealous corruptor for the only corruptor from april."""
     s = trial_table()
     s, _ = run(s, 0, corrupt("W01", [s.players[0].bank[0]]))
     s, events = _end_all(s)
@@ -52,6 +54,7 @@ def test_nc_t02_t03_zealous_corruptor_for_the_only_corruptor_from_april() -> Non
 
 
 def test_nc_s12_zealous_corruptor_may_wait_for_the_titles() -> None:
+    """NC-S12: zealous corruptor may wait for the titles."""
     s = trial_table(zealous_needs_titles_given="true")
     s, _ = run(s, 0, corrupt("W01", [s.players[0].bank[0]]))
     s, events = _end_all(s)
@@ -59,6 +62,7 @@ def test_nc_s12_zealous_corruptor_may_wait_for_the_titles() -> None:
 
 
 def test_nc_t04_pile_notes_never_come_back() -> None:
+    """NC-T04: pile notes never come back."""
     s = trial_table()
     n = s.players[0].bank[0]
     s, _ = run(s, 0, corrupt("W01", [n]))
@@ -67,6 +71,7 @@ def test_nc_t04_pile_notes_never_come_back() -> None:
 
 
 def test_nc_c01_c02_c03_c09_c10_reception_frees_cards_and_starts_the_next_month() -> None:
+    """NC-C01, NC-C02, NC-C03, NC-C09, NC-C10: reception frees cards and starts the next month."""
     s = seat(trial_table(), 0, busy=frozenset({"W01", "T01"}))
     s = table(s, first_player_moved=True)
     s, events = _end_all(s)
@@ -81,6 +86,7 @@ def test_nc_c01_c02_c03_c09_c10_reception_frees_cards_and_starts_the_next_month(
 
 
 def test_nc_c04_c05_x20_investigations_on_the_street_add_guilt() -> None:
+    """NC-C04, NC-C05, NC-X20: investigations on the street add guilt."""
     s = table(trial_table(), street=("I1", "I2", "R3", "R4"))
     v = s.verdict
     s, events = _end_all(s)
@@ -89,6 +95,7 @@ def test_nc_c04_c05_x20_investigations_on_the_street_add_guilt() -> None:
 
 
 def test_nc_c06_c07_underboss_enters_the_street_after_february() -> None:
+    """NC-C06, NC-C07: underboss enters the street after february."""
     s = table(trial_table(), month=2, street=("R1", "", "R3", "R4"))
     s, events = _end_all(s)
     assert s.street[1] == UNDERBOSS and of_kind(events, "underboss")[0].space == 2
@@ -101,12 +108,14 @@ def test_nc_c06_c07_underboss_enters_the_street_after_february() -> None:
 
 
 def test_nc_c08_refill_in_order_from_the_street_deck() -> None:
+    """NC-C08: refill in order from the street deck."""
     s = table(trial_table(), street=("", "R2", "", "R4"), street_deck=("W15", "I3", "T09"))
     s, events = _end_all(s)
     assert s.street == ("W15", "R2", "I3", "R4") and s.street_deck == ("T09",)
 
 
 def test_nc_c11_v01_month_six_ends_with_the_final_verdict() -> None:
+    """NC-C11, NC-V01: month six ends with the final verdict."""
     s = table(trial_table(), month=6, street=("I1", "R2", "R3", "R4"))
     s, events = _end_all(s)
     assert s.phase is Phase.OVER
@@ -118,6 +127,7 @@ def test_nc_c11_v01_month_six_ends_with_the_final_verdict() -> None:
 
 
 def test_nc_v02_v03_v05_v06_pile_moves_the_token_and_zero_is_guilty() -> None:
+    """NC-V02, NC-V03, NC-V05, NC-V06: pile moves the token and zero is guilty."""
     inn = notes(10000, "I", 2) + notes(5000, k=1) + notes(20000, "G", 1)
     assert [NOTE_MARK[n] for n in inn] == ["I", "I", "", "G"]
     assert pile_delta(inn, False) == 1
@@ -131,6 +141,7 @@ def test_nc_v02_v03_v05_v06_pile_moves_the_token_and_zero_is_guilty() -> None:
 
 
 def test_nc_v04_marked_notes_from_ten_thousand() -> None:
+    """NC-V04: marked notes from ten thousand."""
     from famiglia.rules.nostra_city.data import NOTES
 
     assert all((n.mark == "") == (n.value == 5000) for n in NOTES)
@@ -144,6 +155,7 @@ def _over(s, verdict: str, snitch_hands: dict[int, tuple[str, ...]]):
 
 
 def test_nc_v07_v08_innocent_the_most_respected_loyal_player_wins() -> None:
+    """NC-V07, NC-V08: innocent the most respected loyal player wins."""
     s = meeting_table()
     s = seat(s, 0, trophies=("R6",))
     s = seat(s, 1, trophies=("R6", "R5"))
@@ -154,6 +166,7 @@ def test_nc_v07_v08_innocent_the_most_respected_loyal_player_wins() -> None:
 
 
 def test_nc_v09_v10_guilty_only_a_snitch_can_win() -> None:
+    """NC-V09, NC-V10: guilty only a snitch can win."""
     s = seat(meeting_table(), 0, trophies=("R6",))
     r = ENGINE.result(_over(s, "guilty", {2: ("V02",)}))
     assert r.winners() == [2]
@@ -162,6 +175,7 @@ def test_nc_v09_v10_guilty_only_a_snitch_can_win() -> None:
 
 
 def test_nc_v11_v12_respect_from_the_territory() -> None:
+    """NC-V11, NC-V12: respect from the territory."""
     from famiglia.rules.nostra_city.queries import seat_respect
 
     s = seat(meeting_table(), 0, trophies=("R1", "I3", UNDERBOSS, "ZC1", "B2"), turfs=("T13", "T14"),
@@ -170,6 +184,7 @@ def test_nc_v11_v12_respect_from_the_territory() -> None:
 
 
 def test_nc_v13_v14_end_of_game_bonuses_to_the_strict_leader() -> None:
+    """NC-V13, NC-V14: end of game bonuses to the strict leader."""
     s = table(trial_table(), month=6, street=("R1", "R2", "R3", "R4"))
     s = seat(s, 2, vendetta_drawn=5, wiseguys=("W06", "W07", "W08", "W15"))
     s = seat(s, 1, vendetta_drawn=5)
@@ -180,6 +195,7 @@ def test_nc_v13_v14_end_of_game_bonuses_to_the_strict_leader() -> None:
 
 
 def test_nc_v15_v16_ties_broken_by_title_then_bank() -> None:
+    """NC-V15, NC-V16: ties broken by title then bank."""
     s = meeting_table()
     s = seat(s, 0, trophies=("R4",))
     s = seat(s, 1, trophies=("PC",))  # + Connecticut: 2 Respect

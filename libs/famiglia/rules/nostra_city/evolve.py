@@ -12,7 +12,7 @@ from typing import Any
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .config import Config
-from .data import CONSIGLIERE, PRIMO_CAPO, UNDERBOSS, VENDETTA_BY_ID, card_kind
+from .data import CONSIGLIERE, PRIMO_CAPO, UNDERBOSS, VENDETTA_BY_ID, WISEGUY_BY_ID, card_kind
 from .state import Bid, Choice, Draw, Phase, Seat, State, replace
 
 
@@ -238,7 +238,8 @@ def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
     if e.outcome == "single":
         # NC-M07: the card waits with the bid until the winner has kept a Note (NC-D09)
         bid = on_space[0]
-        keep = 2 if bid.wiseguy == "W08" else 1  # NC-W108
+        w = WISEGUY_BY_ID[bid.wiseguy]
+        keep = int(w.param) if w.effect == "keep_two" else 1  # NC-W108
         return replace(s, choice=Choice("keep", bid.seat, notes=bid.notes, keep=keep, card=e.card))
     spent = [n for b in on_space for n in b.notes]
     return replace(s, note_discard=(*s.note_discard, *spent))

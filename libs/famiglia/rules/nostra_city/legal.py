@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
-from .data import NOTE_MARK, NOTE_VALUE, VENDETTA_BY_ID, WISEGUY_BY_ID
+from .data import NOTE_MARK, NOTE_VALUE, POWER_HOLDER, VENDETTA_BY_ID, WISEGUY_BY_ID
 from .decide.business import distribution_samples
 from .decide.meeting import title_candidates
 from .decide.turns import rage_options
@@ -96,7 +96,7 @@ def _cash_ins(state: State, seat: int) -> list[pb.Command]:
     free = free_wiseguys(state.players[seat])
     out = []
     for turf, declared, power in cash_in_options(state, seat):
-        for w in (["W05"] if power else free):
+        for w in ([POWER_HOLDER["any_source"]] if power else free):
             out.append(pb.Command(cash_in=pb.CashIn(wiseguy=w, turf=turf, declared=declared, use_power=power)))
     return out
 

@@ -38,8 +38,9 @@ def respect(seat: Seat, bonus_respect: int = 2) -> int:
             total += bonus_respect
     for turf in seat.turfs:
         total += TURF_BY_ID[turf].respect  # NC-K04 two-colour Turfs
-    if "W20" in seat.wiseguys:
-        total += 1  # NC-W120
+    for w in seat.wiseguys:
+        if WISEGUY_BY_ID[w].effect == "respect":
+            total += int(WISEGUY_BY_ID[w].param)  # NC-W120
     return total
 
 
@@ -127,7 +128,7 @@ def cash_in_options(state: State, seat: int) -> list[tuple[str, str, bool]]:
     if not free:
         return []
     out: list[tuple[str, str, bool]] = []
-    w05 = "W05" in free
+    w05 = POWER_HOLDER["any_source"] in free  # NC-W105
     for turf in p.turfs:
         if turf == ATLANTIC_CITY:
             continue  # NC-B02
@@ -166,7 +167,7 @@ def can_corrupt(state: State, seat: int) -> bool:
         return False
     if p.bank:
         return True
-    return "W12" in free or ("W13" in free and not state.w13_spent)
+    return POWER_HOLDER["deck_corruption"] in free or (POWER_HOLDER["token_move"] in free and not state.w13_spent)
 
 
 def hit_targets(state: State, seat: int) -> list[tuple[int, str]]:
