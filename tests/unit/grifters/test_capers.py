@@ -32,6 +32,7 @@ from ._helpers import (
 
 
 def test_gr_c01_a_caper_places_the_card_alone_on_night_one() -> None:
+    """GR-C01: a caper places the card alone on night one."""
     s = table(2, hands={0: [CON, "R0-TH"]}, coffers=30)
     s, events = act(s, caper(CON))
     assert s.players[0].nights[0] == (CON,) and CON not in s.players[0].hand
@@ -39,6 +40,7 @@ def test_gr_c01_a_caper_places_the_card_alone_on_night_one() -> None:
 
 
 def test_gr_c01_a_card_not_in_hand_cannot_be_played() -> None:
+    """GR-C01: a card not in hand cannot be played."""
     s = table(2, hands={0: ["R0-TH"]})
     with pytest.raises(RuleViolation) as exc:
         act(s, caper(CON))
@@ -46,6 +48,7 @@ def test_gr_c01_a_card_not_in_hand_cannot_be_played() -> None:
 
 
 def test_gr_c02_one_caper_per_turn_then_the_turn_passes() -> None:
+    """GR-C02: one caper per turn then the turn passes."""
     s = table(2, hands={0: [CON, "R0-TH"], 1: ["R1-TH"]})
     s, _ = act(s, caper(CON))
     assert s.active == 1
@@ -54,6 +57,7 @@ def test_gr_c02_one_caper_per_turn_then_the_turn_passes() -> None:
 
 
 def test_gr_c03_a_played_card_is_in_play_while_its_text_resolves() -> None:
+    """GR-C03: a played card is in play while its text resolves."""
     s = table(2, hands={0: ["R0-MM", "R0-TH"]})
     s, _ = act(s, caper("R0-MM"))
     assert s.choice == KEEP
@@ -61,6 +65,7 @@ def test_gr_c03_a_played_card_is_in_play_while_its_text_resolves() -> None:
 
 
 def test_gr_c04_a_caper_that_can_do_nothing_is_still_legal_and_placed() -> None:
+    """GR-C04: a caper that can do nothing is still legal and placed."""
     s = table(2, hands={0: [KIDNAPPER, ENFORCER]}, stash={1: 0})
     s, events = act(s, caper(KIDNAPPER))
     assert s.players[0].nights[0] == (KIDNAPPER,) and "specialist_kidnapped" not in kinds(events)
@@ -70,6 +75,7 @@ def test_gr_c04_a_caper_that_can_do_nothing_is_still_legal_and_placed() -> None:
 
 
 def test_gr_c05_parts_resolve_in_the_order_written() -> None:
+    """GR-C05: parts resolve in the order written."""
     s = table(2, hands={0: [INFORMANT, CON]})
     _, events = act(s, caper(INFORMANT))
     k = kinds(events)
@@ -77,6 +83,7 @@ def test_gr_c05_parts_resolve_in_the_order_written() -> None:
 
 
 def test_gr_c06_stealing_from_a_player_takes_at_most_their_stash() -> None:
+    """GR-C06: stealing from a player takes at most their stash."""
     s = table(3, hands={0: [ENFORCER, CON]}, stash={0: 0, 1: 2, 2: 5})
     s, _ = act(s, caper(ENFORCER))
     assert s.choice == OPPONENT
@@ -86,6 +93,7 @@ def test_gr_c06_stealing_from_a_player_takes_at_most_their_stash() -> None:
 
 
 def test_gr_c06_stealing_from_the_coffers_takes_what_is_left_and_ends_the_game() -> None:
+    """GR-C06: stealing from the coffers takes what is left and ends the game."""
     s = table(2, hands={0: [CON, "R0-TH"]}, coffers=2)
     s, events = act(s, caper(CON))
     assert of_kind(events, "isk_stolen")[0].amount == 2 and s.coffers == 0
@@ -93,6 +101,7 @@ def test_gr_c06_stealing_from_the_coffers_takes_what_is_left_and_ends_the_game()
 
 
 def test_gr_c07_drawing_reshuffles_the_discard_pile_into_an_empty_deck() -> None:
+    """GR-C07: drawing reshuffles the discard pile into an empty deck."""
     s = table(2, hands={0: ["R0-TH", sp(2, 1)]}, deck=[], discard=[sp(6, 1), sp(6, 2), sp(6, 3)])
     s, events = act(s, caper(sp(2, 1)))  # Recruiter: draw 2
     k = kinds(events)
@@ -102,6 +111,7 @@ def test_gr_c07_drawing_reshuffles_the_discard_pile_into_an_empty_deck() -> None
 
 
 def test_gr_c08_an_opponent_is_never_yourself() -> None:
+    """GR-C08: an opponent is never yourself."""
     s = table(3, hands={0: ["R0-PP", CON]})
     s, _ = act(s, caper("R0-PP"))
     from famiglia.rules.grifters import ENGINE
@@ -113,6 +123,7 @@ def test_gr_c08_an_opponent_is_never_yourself() -> None:
 
 
 def test_gr_c08_c09_hideout_targets_only_opponents_with_eligible_cards_in_nights() -> None:
+    """GR-C08, GR-C09: hideout targets only opponents with eligible cards in nights."""
     s = table(3, hands={0: [KIDNAPPER, CON], 2: [sp(6, 2)]},
               nights={1: [[], ["R1-TH"], []], 2: [[sp(9, 1)], [], []]}, refresh={1: [sp(9, 2)]})
     s, events = act(s, caper(KIDNAPPER))
@@ -122,6 +133,7 @@ def test_gr_c08_c09_hideout_targets_only_opponents_with_eligible_cards_in_nights
 
 
 def test_gr_c10_ringleaders_cannot_be_abducted_kidnapped_or_hit() -> None:
+    """GR-C10: ringleaders cannot be abducted kidnapped or hit."""
     for card in (IM, KIDNAPPER, HITMAN):
         s = table(2, hands={0: [card, CON]}, nights={1: [["R1-TH"], ["R1-MM", "R1-PP"], []]})
         s, events = act(s, caper(card))
@@ -130,6 +142,7 @@ def test_gr_c10_ringleaders_cannot_be_abducted_kidnapped_or_hit() -> None:
 
 
 def test_gr_c11_a_copied_caper_acts_as_the_copying_card() -> None:
+    """GR-C11: a copied caper acts as the copying card."""
     s = table(2, hands={0: [FALL, CON, "R0-TH"]}, coffers=30)
     s, _ = act(s, caper(FALL))
     assert s.choice == COPY
@@ -141,6 +154,7 @@ def test_gr_c11_a_copied_caper_acts_as_the_copying_card() -> None:
 
 
 def test_gr_c12_a_nested_caper_resolves_completely_first() -> None:
+    """GR-C12: a nested caper resolves completely first."""
     s = table(2, hands={0: [IM, "R0-TH"]}, nights={1: [[], [CON], []]}, coffers=30)
     s, events = act(s, caper(IM))
     k = kinds(events)
@@ -149,6 +163,7 @@ def test_gr_c12_a_nested_caper_resolves_completely_first() -> None:
 
 
 def test_gr_c13_taken_cards_change_owner_for_good() -> None:
+    """GR-C13: taken cards change owner for good."""
     s = table(2, hands={0: [IM, "R0-TH"]}, nights={1: [[], [MIDDLE], []]})
     s, _ = act(s, caper(IM))
     assert IM in s.players[1].owned_cards() and MIDDLE in s.players[0].owned_cards()

@@ -9,13 +9,29 @@ from famiglia.rules.grifters import ENGINE
 from famiglia.rules.grifters.data import COLOURS, JOBS, JOBS_BY_ID
 from famiglia.rules.grifters.state import OPPONENT
 
-from ._helpers import CON, ENFORCER, FALL, MIDDLE, THUG, WHEEL, act, answer, caper, job, kinds, of_kind, sp, table
+from ._helpers import (
+    CON,
+    ENFORCER,
+    FALL,
+    MIDDLE,
+    THUG,
+    WHEEL,
+    act,
+    answer,
+    caper,
+    job,
+    kinds,
+    of_kind,
+    sp,
+    table,
+)
 
 # J-R1: 2 BRAIN 1 SPEED, 3 from the Coffers
 R1_TEAM = ("R0-MM", sp(2, 1), "R0-TH")
 
 
 def test_gr_j01_only_the_top_job_of_a_stack_is_available() -> None:
+    """GR-J01: only the top job of a stack is available."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), sp(3, 1), "R0-TH", sp(6, 1)]})
     with pytest.raises(RuleViolation) as exc:
         act(s, job("J-R2", "R0-MM", "R0-TH", sp(6, 1), "R0-PP"))
@@ -24,6 +40,7 @@ def test_gr_j01_only_the_top_job_of_a_stack_is_available() -> None:
 
 
 def test_gr_j02_twenty_jobs_five_colours_team_sizes_three_to_six() -> None:
+    """GR-J02: twenty jobs five colours team sizes three to six."""
     assert len(JOBS) == 20
     for colour in COLOURS:
         stack = sorted((j for j in JOBS if j.colour == colour), key=lambda j: j.order)
@@ -34,6 +51,7 @@ def test_gr_j02_twenty_jobs_five_colours_team_sizes_three_to_six() -> None:
 
 
 def test_gr_j03_the_team_must_match_the_skills_exactly() -> None:
+    """GR-J03: the team must match the skills exactly."""
     hand = ["R0-MM", sp(2, 1), sp(3, 1), "R0-TH", sp(6, 1)]
     s = table(2, hands={0: hand})
     for team in [("R0-MM", sp(2, 1)), ("R0-MM", sp(2, 1), "R0-TH", sp(6, 1)), ("R0-MM", "R0-TH", sp(6, 1))]:
@@ -45,12 +63,14 @@ def test_gr_j03_the_team_must_match_the_skills_exactly() -> None:
 
 
 def test_gr_j04_a_ringleader_counts_as_one_card_of_its_skill() -> None:
+    """GR-J04: a ringleader counts as one card of its skill."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON]}, coffers=30)
     s, events = act(s, job("J-R1", *R1_TEAM))
     assert list(of_kind(events, "job_completed")[0].team) == ["R0-MM", "R0-TH", sp(2, 1)]
 
 
 def test_gr_j05_the_texts_of_the_team_are_ignored() -> None:
+    """GR-J05: the texts of the team are ignored."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON]}, coffers=30)
     s, events = act(s, job("J-R1", *R1_TEAM))
     assert kinds(events).count("card_drawn") == 0 and "choice_opened" not in kinds(events)
@@ -58,6 +78,7 @@ def test_gr_j05_the_texts_of_the_team_are_ignored() -> None:
 
 
 def test_gr_j06_team_first_then_job_card_then_reward() -> None:
+    """GR-J06: team first then job card then reward."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON]}, coffers=30)
     s, events = act(s, job("J-R1", *R1_TEAM))
     k = kinds(events)
@@ -67,12 +88,14 @@ def test_gr_j06_team_first_then_job_card_then_reward() -> None:
 
 
 def test_gr_j06_a_job_ending_the_game_during_its_reward_still_counts() -> None:
+    """GR-J06: a job ending the game during its reward still counts."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON]}, coffers=2)
     s, _ = act(s, job("J-R1", *R1_TEAM))
     assert s.over and s.players[0].jobs == ("J-R1",) and s.players[0].stash == 5
 
 
 def test_gr_j06_option_reward_before_card_moves() -> None:
+    """GR-J06: option reward before card moves."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON]}, coffers=2,
               options={"job_card_moves_before_reward": "false"})
     s, _ = act(s, job("J-R1", *R1_TEAM))
@@ -80,6 +103,7 @@ def test_gr_j06_option_reward_before_card_moves() -> None:
 
 
 def test_gr_j07_reward_from_one_opponent_asks_for_the_opponent() -> None:
+    """GR-J07: reward from one opponent asks for the opponent."""
     # J-G1: 2 SPEED 1 BRAWN, 2 from one opponent
     s = table(3, hands={0: ["R0-TH", sp(6, 1), "R0-PP", MIDDLE]}, stash={1: 1, 2: 4})
     s, events = act(s, job("J-G1", "R0-TH", sp(6, 1), "R0-PP"))
@@ -89,6 +113,7 @@ def test_gr_j07_reward_from_one_opponent_asks_for_the_opponent() -> None:
 
 
 def test_gr_j07_reward_draw() -> None:
+    """GR-J07: reward draw."""
     # J-B1: 1 BRAIN 2 BRAWN, draw 2
     s = table(2, hands={0: ["R0-MM", "R0-PP", THUG, CON]})
     s, events = act(s, job("J-B1", "R0-MM", "R0-PP", THUG))
@@ -96,6 +121,7 @@ def test_gr_j07_reward_draw() -> None:
 
 
 def test_gr_j08_reward_from_each_opponent_in_seat_order_from_the_left() -> None:
+    """GR-J08: reward from each opponent in seat order from the left."""
     # J-G3: 3 BRAIN 2 SPEED, 2 from each opponent
     stacks = [("Green", ["J-G3", "J-G4"]), ("Red", ["J-R1"])]
     s = table(4, hands={0: ["R0-MM", sp(2, 1), sp(3, 1), "R0-TH", sp(6, 1), CON]}, stacks=stacks, active=0,
@@ -105,6 +131,7 @@ def test_gr_j08_reward_from_each_opponent_in_seat_order_from_the_left() -> None:
 
 
 def test_gr_j09_the_one_opponent_may_have_an_empty_stash() -> None:
+    """GR-J09: the one opponent may have an empty stash."""
     s = table(3, hands={0: ["R0-TH", sp(6, 1), "R0-PP", MIDDLE]}, stash={1: 0, 2: 4})
     s, _ = act(s, job("J-G1", "R0-TH", sp(6, 1), "R0-PP"))
     s, events = act(s, answer(OPPONENT, 1))
@@ -112,6 +139,7 @@ def test_gr_j09_the_one_opponent_may_have_an_empty_stash() -> None:
 
 
 def test_gr_j10_completed_jobs_stay_in_the_job_area() -> None:
+    """GR-J10: completed jobs stay in the job area."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), "R0-TH", CON], 1: [ENFORCER]}, coffers=30)
     s, _ = act(s, job("J-R1", *R1_TEAM))
     s, _ = act(s, caper(ENFORCER))
@@ -119,6 +147,7 @@ def test_gr_j10_completed_jobs_stay_in_the_job_area() -> None:
 
 
 def test_gr_j11_the_team_must_be_in_hand_and_a_job_is_the_whole_phase_two() -> None:
+    """GR-J11: the team must be in hand and a job is the whole phase two."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), CON]}, refresh={0: ["R0-TH"]})
     with pytest.raises(RuleViolation) as exc:
         act(s, job("J-R1", *R1_TEAM))
@@ -132,6 +161,7 @@ def test_gr_j11_the_team_must_be_in_hand_and_a_job_is_the_whole_phase_two() -> N
 
 
 def test_gr_j03_legal_commands_list_every_matching_team() -> None:
+    """GR-J03: legal commands list every matching team."""
     s = table(2, hands={0: ["R0-MM", sp(2, 1), sp(3, 1), "R0-TH", sp(6, 1)]})
     jobs = [c.complete_job for c in ENGINE.legal_commands(s, 0) if c.WhichOneof("kind") == "complete_job"]
     r1 = [tuple(j.team) for j in jobs if j.job == "J-R1"]

@@ -12,6 +12,7 @@ from ._helpers import CON, FIXER, MIDDLE, THUG, WHEEL, act, caper, kinds, new_ga
 
 
 def test_gr_r01_turns_go_clockwise_from_the_first_player() -> None:
+    """GR-R01: turns go clockwise from the first player."""
     s = table(3, active=1)
     seen = []
     for _ in range(6):
@@ -22,6 +23,7 @@ def test_gr_r01_turns_go_clockwise_from_the_first_player() -> None:
 
 
 def test_gr_r02_r03_advance_time_moves_only_the_active_hideout_one_night() -> None:
+    """GR-R02, GR-R03: advance time moves only the active hideout one night."""
     s = table(2, hands={0: ["R0-TH"]}, nights={1: [["R1-MM"], ["R1-TH"], ["R1-PP"]]},
               stash={0: 3, 1: 3})
     s, events = act(s, caper("R0-TH"))
@@ -35,6 +37,7 @@ def test_gr_r02_r03_advance_time_moves_only_the_active_hideout_one_night() -> No
 
 
 def test_gr_r04_phase_one_is_skipped_on_a_first_turn() -> None:
+    """GR-R04: phase one is skipped on a first turn."""
     s = new_game(2, first_player_seat="0")
     s, events = act(s, caper("R0-TH"))
     began = of_kind(events, "turn_began")[0]
@@ -45,6 +48,7 @@ def test_gr_r04_phase_one_is_skipped_on_a_first_turn() -> None:
 
 
 def test_gr_r05_extra_advance_time_happens_even_on_the_first_turn() -> None:
+    """GR-R05: extra advance time happens even on the first turn."""
     s = table(2, hands={0: [WHEEL, "R0-TH"]}, nights={0: [[CON], [], []]}, had_turn=False)
     s, events = act(s, caper(WHEEL))
     assert "time_advanced" in kinds(events)
@@ -52,6 +56,7 @@ def test_gr_r05_extra_advance_time_happens_even_on_the_first_turn() -> None:
 
 
 def test_gr_r06_a_player_with_cards_must_caper_or_complete_a_job_no_pass() -> None:
+    """GR-R06: a player with cards must caper or complete a job no pass."""
     s = table(2)
     cmds = ENGINE.legal_commands(s, 0)
     assert cmds and {c.WhichOneof("kind") for c in cmds} <= {"pull_caper", "complete_job"}
@@ -59,6 +64,7 @@ def test_gr_r06_a_player_with_cards_must_caper_or_complete_a_job_no_pass() -> No
 
 
 def test_gr_r07_empty_hand_puts_a_token_that_returns_to_the_coffers() -> None:
+    """GR-R07: empty hand puts a token that returns to the coffers."""
     plays = [CON, sp(6, 2), sp(6, 3), "R0-TH", sp(9, 1)]
     s = table(2, hands={0: plays, 1: []}, stash={0: 0, 1: 2}, coffers=40)
     seen = []
@@ -76,12 +82,14 @@ def test_gr_r07_empty_hand_puts_a_token_that_returns_to_the_coffers() -> None:
 
 
 def test_gr_r07_token_moves_with_advance_and_goes_back_to_coffers() -> None:
+    """GR-R07: token moves with advance and goes back to coffers."""
     s = table(2, hands={0: ["R0-PP"], 1: ["R1-PP"]}, tokens={1: [False, False, True]}, coffers=20)
     s, _ = act(s, caper("R0-PP"))
     assert s.players[1].tokens == (False, False, False) and s.coffers == 21
 
 
 def test_gr_r08_empty_hand_and_empty_stash_places_nothing() -> None:
+    """GR-R08: empty hand and empty stash places nothing."""
     s = table(2, hands={0: ["R0-PP"], 1: []}, stash={0: 3, 1: 0})
     s, events = act(s, caper("R0-PP"))
     # Pickpocket took from seat 1's empty stash; seat 1 then had nothing to place
@@ -92,6 +100,7 @@ def test_gr_r08_empty_hand_and_empty_stash_places_nothing() -> None:
 
 
 def test_gr_r09_a_token_is_not_stash_and_its_night_cannot_be_fixed() -> None:
+    """GR-R09: a token is not stash and its night cannot be fixed."""
     s = table(2, hands={0: [FIXER, "R0-TH"]}, nights={0: [[], [CON], []]}, tokens={0: [False, False, True]})
     s, events = act(s, caper(FIXER))
     # only Night Two holds cards: the Fixer returns it without asking (GR-D04)
@@ -100,6 +109,7 @@ def test_gr_r09_a_token_is_not_stash_and_its_night_cannot_be_fixed() -> None:
 
 
 def test_gr_r10_refresh_takes_the_refresh_area_back_into_hand_and_passes_the_turn() -> None:
+    """GR-R10: refresh takes the refresh area back into hand and passes the turn."""
     s = table(2, hands={0: ["R0-TH", "R0-PP"], 1: ["R1-TH"]}, nights={1: [[], [], [CON, MIDDLE]]})
     s, _ = act(s, caper("R0-TH"))
     assert s.players[1].refresh == (CON, MIDDLE)
@@ -110,6 +120,7 @@ def test_gr_r10_refresh_takes_the_refresh_area_back_into_hand_and_passes_the_tur
 
 
 def test_gr_r11_a_card_played_on_turn_t_is_back_in_hand_at_the_end_of_turn_t_plus_3() -> None:
+    """GR-R11: a card played on turn t is back in hand at the end of turn t plus 3."""
     mine = [MIDDLE, CON, sp(6, 2), sp(6, 3)]
     theirs = ["R1-TH", sp(9, 1), sp(9, 2), sp(9, 3)]
     s = table(2, hands={0: mine, 1: theirs}, coffers=40)
@@ -123,6 +134,7 @@ def test_gr_r11_a_card_played_on_turn_t_is_back_in_hand_at_the_end_of_turn_t_plu
 
 
 def test_gr_r12_cards_in_the_refresh_area_cannot_be_played() -> None:
+    """GR-R12: cards in the refresh area cannot be played."""
     s = table(2, hands={0: ["R0-TH"], 1: ["R1-TH"]}, nights={1: [[], [], [CON]]})
     s, _ = act(s, caper("R0-TH"))
     assert s.players[1].refresh == (CON,)
@@ -132,12 +144,14 @@ def test_gr_r12_cards_in_the_refresh_area_cannot_be_played() -> None:
 
 
 def test_gr_r13_outside_its_owners_turn_a_refresh_area_is_empty() -> None:
+    """GR-R13: outside its owners turn a refresh area is empty."""
     s = table(2, hands={0: ["R0-TH"], 1: ["R1-TH"]}, nights={0: [[], [], [CON]], 1: [[], [], [MIDDLE]]})
     s, _ = act(s, caper("R0-TH"))
     assert s.players[0].refresh == ()
 
 
 def test_gr_r14_there_is_no_hand_limit() -> None:
+    """GR-R14: there is no hand limit."""
     big = [sp(n, c) for n in (2, 3, 6, 9, 12) for c in (1, 2, 3)]
     s = table(2, hands={0: big + ["R0-TH"]})
     assert len(s.players[0].hand) == 16
@@ -145,6 +159,7 @@ def test_gr_r14_there_is_no_hand_limit() -> None:
 
 
 def test_gr_r15_every_play_lands_on_an_empty_night_one() -> None:
+    """GR-R15: every play lands on an empty night one."""
     s = table(2, hands={0: [THUG, "R0-TH"]}, nights={0: [[], [CON], []]})
     s, events = act(s, caper(THUG))
     assert s.players[0].nights[0] == (THUG, "R0-TH")
