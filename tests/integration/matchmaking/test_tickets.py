@@ -126,3 +126,24 @@ def test_tickets_expire_after_their_lifetime(redis_url: str, creator: RecordingC
     assert mm.app.ticket(p, ticket).state == "expired"
     mm.app.create_ticket(p, GAME, [], {})  # the player is free again
     mm.close()
+
+
+def test_cancel_after_claim_is_refused_and_claim_after_cancel_fails(mm: Matchmaking) -> None:
+    """Both orders of the race, made explicit: whichever script runs first wins, atomically."""
+    from famiglia.matchmaking import form_matches
+
+    a, b, c, d = (_guest(mm, n) for n in "ABCD")
+    ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
+    mm.app.create_ticket(b, "duel", [], {})
+    [first] = form_matches([r.to_ticket() for r in mm.app.store.queued("duel")], mm.app.clock(), mm.matcher.policy)
+    assert mm.app.store.claim(first, mm.matcher._plan(first, {}), mm.app.clock())
+    with pytest.raises(FailedPrecondition):
+        mm.app.cancel(a, ta)
+
+    tc = mm.app.create_ticket(c, "duel", [], {}).ticket_id
+    mm.app.create_ticket(d, "duel", [], {})
+    [second] = form_matches([r.to_ticket() for r in mm.app.store.queued("duel")], mm.app.clock(),
+                            mm.matcher.policy)
+    mm.app.cancel(c, tc)
+    assert not mm.app.store.claim(second, mm.matcher._plan(second, {}), mm.app.clock())
+    assert [r.players for r in mm.app.store.queued("duel")] == [(d,)]  # the other ticket is untouched
