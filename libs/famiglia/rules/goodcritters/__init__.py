@@ -9,6 +9,8 @@ render, determinize.
 
 from __future__ import annotations
 
+from functools import cache
+
 from famiglia.engine import GameInfo, MatchConfig, Pending, Rng
 from famiglia.engine.protocol import Result, Visibility
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
@@ -34,6 +36,11 @@ def _max_steps() -> int:
     c = max(int(x) for x in config.SPECS["step3_card_choice_limit"].choices)
     per_round = 1 + n * (p + c + 1) + n * (1 + c + n * p)
     return per_round * MAX_ROUNDS
+
+
+@cache
+def _pendings(row: flow.StepRow, seats: tuple[int, ...], timeout: float) -> tuple[Pending, ...]:
+    return tuple(Pending(seat, row.kind, row.label, False, timeout) for seat in seats)
 
 
 INFO = GameInfo(
@@ -71,8 +78,7 @@ class GoodCrittersEngine:
         row = flow.FLOW.get(state.step)
         if row is None:
             return []
-        timeout = float(row.timeout(state.config))
-        return [Pending(seat, row.kind, row.label, False, timeout) for seat in row.actors(state)]
+        return list(_pendings(row, row.actors(state), float(row.timeout(state.config))))
 
     def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
         return legal.legal_commands(state, seat, limit)

@@ -1,8 +1,14 @@
-"""Command constructors over the generated messages, one per kind (bots, tests, legal_commands)."""
+"""Command constructors over the generated messages, one per kind (bots, tests, legal_commands).
+
+`legal_commands` lists the same few small commands over and over (a card, a commit, a threat),
+so `listed()` hands out shared prebuilt instances of them. Treat listed commands as read-only:
+copy one (`Command().CopyFrom(c)`) before changing it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -55,3 +61,9 @@ def make_offer(
 
 def withdraw_offer(target: int) -> Command:
     return Command(withdraw_offer=pb.WithdrawOffer(target=target))
+
+
+@cache
+def listed(factory: Callable[..., Command], *args: object) -> Command:
+    """A shared, prebuilt instance of a small command (read-only)."""
+    return factory(*args)

@@ -6,7 +6,6 @@ Every chance outcome is in the events themselves, so folding a match's events re
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from famiglia.engine import RuleViolation
@@ -14,7 +13,7 @@ from famiglia.engine import RuleViolation
 from . import config as cfg
 from .data import NOBODY
 from .events import Event
-from .state import Offer, State, Step, fresh_round_fields, put
+from .state import Offer, State, Step, fresh_round_fields, put, replace
 
 
 def evolve(state: State | None, event: Event) -> State:

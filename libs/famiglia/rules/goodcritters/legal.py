@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from functools import cache
 
 from famiglia.engine import Rng
 
 from . import commands as cmd
-from .commands import Command
+from .commands import Command, listed
 from .data import ACTION_CARDS, NOBODY
 from .state import State, Step
 
@@ -139,35 +140,67 @@ def _sample_offers(state: State, seat: int) -> list[Command]:
     return out
 
 
+@cache
+def _simple_commands(
+    card_step: bool,
+    committed: bool,
+    can_choose: bool,
+    has_card: bool,
+    my_turn: bool,
+    can_change: bool,
+    seat: int,
+    seats: int,
+    threat: int,
+) -> tuple[Command, ...]:
+    """The card, commit, turn and threat commands: few inputs, so computed once per shape."""
+    out: list[Command] = []
+    # -- non-optional first, so a limit never cuts them off
+    if card_step and not committed:
+        if can_choose:
+            out += [listed(cmd.choose_action_card, c, True) for c in ACTION_CARDS]
+            out += [listed(cmd.choose_action_card, c) for c in ACTION_CARDS]
+        if has_card:
+            out.append(listed(cmd.commit))
+    if my_turn:
+        out.append(listed(cmd.end_turn))
+    # -- optional
+    if card_step and committed and can_choose:
+        out += [listed(cmd.change_action_card, c) for c in ACTION_CARDS]
+    if can_change:
+        out += [listed(cmd.place_threat, t) for t in range(seats) if t != seat and t != threat]
+        if threat != NOBODY:
+            out.append(listed(cmd.withdraw_threat))
+    return tuple(out)
+
+
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
     if state.over or not 0 <= seat < state.seats:
         return []
     step = state.step
-    out: list[Command] = []
-    # -- non-optional
-    if step is Step.DISTRIBUTE and seat == state.boss:
-        count = ASSIGNMENT_SAMPLE if limit is None else max(1, min(ASSIGNMENT_SAMPLE, limit // 2))
-        out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
-    card_step = step is Step.ACTIONS or step is Step.CARD_CHOICE
-    can_choose = card_step and state.choices[seat] < state.config.card_choice_limit
-    if card_step and not state.committed[seat]:
-        if can_choose:
-            out += [cmd.choose_action_card(c) for c in ACTION_CARDS]
-        if state.cards[seat]:
-            out.append(cmd.commit())
-    if step is Step.THREAT_TURNS and seat == state.turn:
-        out.append(cmd.end_turn())
-    # -- optional
-    if card_step and state.committed[seat] and can_choose:
-        out += [cmd.change_action_card(c) for c in ACTION_CARDS]
-    if _can_change_publicly(state, seat):
-        current = state.threats[seat]
-        out += [cmd.place_threat(t) for t in range(state.seats) if t != seat and t != current]
-        if current != NOBODY:
-            out.append(cmd.withdraw_threat())
-        if state.config.payoff:
+    if step is Step.DISTRIBUTE:
+        out: list[Command] = []
+        if seat == state.boss:
+            count = ASSIGNMENT_SAMPLE if limit is None else max(1, min(ASSIGNMENT_SAMPLE, limit // 2))
+            out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
+    else:
+        card_step = step is Step.ACTIONS or step is Step.CARD_CHOICE
+        can_change = _can_change_publicly(state, seat)
+        out = list(
+            _simple_commands(
+                card_step,
+                state.committed[seat],
+                card_step and state.choices[seat] < state.config.card_choice_limit,
+                bool(state.cards[seat]),
+                step is Step.THREAT_TURNS and seat == state.turn,
+                can_change,
+                seat,
+                state.seats,
+                state.threats[seat],
+            )
+        )
+        if can_change and state.config.payoff:
             out += _sample_offers(state, seat)
-            out += [cmd.withdraw_offer(o.target) for o in state.offers if o.briber == seat]
+            out += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
     if _gift_allowed(state, seat):
         out += _sample_gifts(state, seat)
     if limit is not None:

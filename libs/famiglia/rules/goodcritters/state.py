@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .config import Config
 from .data import NOBODY
@@ -113,3 +114,20 @@ def fresh_round_fields(seats: int) -> dict[str, object]:
         "skims": 0,
         "turn": NOBODY,
     }
+
+
+def _make_replace() -> Callable[..., State]:
+    """A `dataclasses.replace` for State that is ~10x faster: evolve runs once per event and
+    the generic one walks the field list and calls the checking __init__ every time."""
+    names = [f for f in State.__slots__]  # type: ignore[attr-defined]
+    args = ", ".join(f"{n}=_KEEP" for n in names)
+    body = "".join(f"    _set(new, {n!r}, s.{n} if {n} is _KEEP else {n})\n" for n in names)
+    src = f"def replace(s, *, {args}):\n    new = _new(State)\n{body}    return new\n"
+    scope: dict[str, object] = {"_KEEP": _KEEP, "_new": object.__new__, "_set": object.__setattr__, "State": State}
+    exec(src, scope)  # noqa: S102 - generated from the field names only
+    return scope["replace"]  # type: ignore[return-value]
+
+
+_KEEP = object()
+replace: Callable[..., State] = _make_replace()
+"""replace(state, **changes) -> State, like dataclasses.replace."""
