@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from famiglia.auth import InvalidToken, TokenSigner
-from famiglia.engine.registry import Registry
+from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, new_event_id, open_event
 from famiglia.grpcutil.errors import (
@@ -153,20 +153,25 @@ class ReplayApp:
     def timeline(self, match_id: str) -> MatchTimeline:
         if not match_id:
             raise InvalidArgument("no_match_id", "match_id is required")
-        try:
-            timeline = self.timelines.get(match_id)
-        except NotAMatch:
-            timeline = None
+        timeline = self._timeline_or_none(match_id)
         if timeline is None:
             raise NotFound("unknown_match", f"no match {match_id!r} in the event store or the archive")
         return timeline
+
+    def _timeline_or_none(self, match_id: str) -> MatchTimeline | None:
+        try:
+            return self.timelines.get(match_id)
+        except NotAMatch:
+            return None
+        except UnknownGame as exc:
+            raise FailedPrecondition("unknown_game", f"match {match_id} is a game this server lacks: {exc}") from None
 
     def locate(self, event_id: str, match_hint: str = "") -> tuple[MatchTimeline, int]:
         """The match of an event id and its seq, found through the hint or the sources' index."""
         if not event_id:
             raise InvalidArgument("no_event_id", "event_id is required")
         if match_hint:
-            timeline = self.timelines.get(match_hint)
+            timeline = self._timeline_or_none(match_hint)
             seq = timeline.seq_of(event_id) if timeline is not None else None
             if timeline is not None and seq is not None:
                 return timeline, seq

@@ -183,7 +183,9 @@ class LayeredSource:
         envelopes = self.hot.read(match_id, after)
         if envelopes and envelopes[0].seq == after + 1:
             return envelopes
-        if self.cold is None:
+        if self.cold is None or (after > 0 and not envelopes):
+            # Catching up a running match: only finished matches are trimmed, so nothing new
+            # in the hot stream means nothing new at all (and no SQL query per question).
             return envelopes
         cold = self.cold.read(match_id, after)
         return cold if cold else envelopes

@@ -171,3 +171,14 @@ def test_no_match_no_event_no_service(stack: Stack) -> None:
         list(stack.client.stream())
     assert nothing.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert MemorySource().find("x") is None
+
+
+@pytest.mark.parametrize("game_id", [g for g in registry() if g != GAME_ID])
+def test_every_registered_game_played_through_the_command_service_exports_and_verifies(
+        stack: Stack, game_id: str) -> None:
+    engine = registry().get(game_id)
+    played = play(stack.commands, game_id, engine.info.min_players, seed=2)
+    answer = stack.client.export(played.match_id)
+    report = stack.client.verify(data=answer.file)
+    assert report.ok, report
+    assert report.events_checked == played.version and report.commands_checked == answer.commands
