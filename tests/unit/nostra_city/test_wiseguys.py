@@ -76,21 +76,21 @@ def _meeting(s, plan):
 
 
 def test_nc_w106_w06_wins_a_tie() -> None:
-    """NC-W106, NC-W06: wins a tie."""
+    """NC-W106: W06 wins a tie."""
     s = meeting_table()
     s, _ = _meeting(s, {0: [("W01", 1, [s.players[0].bank[0]])], 2: [("W06", 1, [s.players[2].bank[0]])]})
     assert "R1" in s.players[2].trophies
 
 
 def test_nc_w107_w07_adds_five_thousand() -> None:
-    """NC-W107, NC-W07: adds five thousand."""
+    """NC-W107: W07 adds five thousand."""
     s = meeting_table()
     s, _ = _meeting(s, {0: [("W01", 1, [s.players[0].bank[0]])], 2: [("W07", 1, [s.players[2].bank[0]])]})
     assert "R1" in s.players[2].trophies
 
 
 def test_nc_w108_w08_keeps_two_notes() -> None:
-    """NC-W108, NC-W08: keeps two notes."""
+    """NC-W108: W08 keeps two notes."""
     s = meeting_table()
     b = list(s.players[2].bank[:3])
     s, _ = _meeting(s, {2: [("W08", 1, b)]})
@@ -100,7 +100,7 @@ def test_nc_w108_w08_keeps_two_notes() -> None:
 
 
 def test_nc_w110_w10_owner_is_never_cheated_in_the_meeting() -> None:
-    """NC-W110, NC-W10: owner is never cheated in the meeting."""
+    """NC-W110: W10 owner is never cheated in the meeting."""
     s = meeting_table()  # W10 is seat 3's
     s, events = _meeting(s, {0: [("W01", 1, s.players[0].bank[:2])], 3: [("W11", 1, [s.players[3].bank[0]])]})
     cheated = [c.seat for e in of_kind(events, "players_cheated") for c in e.cheats]
@@ -114,7 +114,7 @@ def _trial(**kw):
 
 
 def test_nc_w111_w11_places_one_or_two_notes() -> None:
-    """NC-W111, NC-W11: places one or two notes."""
+    """NC-W111: W11 places one or two notes."""
     s = table(_trial(), turn=3)
     b = list(s.players[3].bank)
     s2, _ = run(s, 3, corrupt("W11", b[:2]))
@@ -123,7 +123,7 @@ def test_nc_w111_w11_places_one_or_two_notes() -> None:
 
 
 def test_nc_w112_w12_corrupts_from_the_note_deck_unseen() -> None:
-    """NC-W112, NC-W12: corrupts from the note deck unseen."""
+    """NC-W112: W12 corrupts from the note deck unseen."""
     s = seat(_trial(note_deck=DECK), 0, wiseguys=("W12",))
     s2, events = run(s, 0, corrupt("W12", deck=True))
     assert s2.pile == ((DECK[0], -1),) and of_kind(events, "notes_corrupted")[0].from_deck
@@ -132,7 +132,7 @@ def test_nc_w112_w12_corrupts_from_the_note_deck_unseen() -> None:
 
 
 def test_nc_w113_w13_moves_the_token_once_per_game() -> None:
-    """NC-W113, NC-W13: moves the token once per game."""
+    """NC-W113: W13 moves the token once per game."""
     s = seat(_trial(), 0, wiseguys=("W13", "W01"))
     v = s.verdict
     s2, _ = run(s, 0, corrupt("W13", token=True))
@@ -141,7 +141,7 @@ def test_nc_w113_w13_moves_the_token_once_per_game() -> None:
 
 
 def test_nc_w114_w14_peeks_at_pile_notes_of_others() -> None:
-    """NC-W114, NC-W14: peeks at pile notes of others."""
+    """NC-W114: W14 peeks at pile notes of others."""
     other = notes(50000, "G")[0]
     s = seat(_trial(pile=((other, 2),)), 0, wiseguys=("W14",))
     s2, events = run(s, 0, corrupt("W14", [s.players[0].bank[0]]))
@@ -150,7 +150,7 @@ def test_nc_w114_w14_peeks_at_pile_notes_of_others() -> None:
 
 
 def test_nc_w115_w15_draws_a_note_after_corrupting() -> None:
-    """NC-W115, NC-W15: draws a note after corrupting."""
+    """NC-W115: W15 draws a note after corrupting."""
     s = seat(_trial(note_deck=DECK), 0, wiseguys=("W15",))
     s2, _ = run(s, 0, corrupt("W15", [s.players[0].bank[0]]))
     assert DECK[0] in s2.players[0].bank
@@ -165,7 +165,7 @@ def test_nc_w116_w117_muscle_protects_against_hit_and_burglary() -> None:
 
 
 def test_nc_w118_w119_w18_softens_the_cheat_and_w19_hardens_it() -> None:
-    """NC-W118, NC-W18: softens the cheat and w119 w19 hardens it."""
+    """NC-W118, NC-W119: W18 softens the cheat, W19 hardens it."""
     s = table(business_table(), note_deck=DECK, first_player_moved=True, vendetta_deck=SAFE_VENDETTA)
     s = seat(s, 2, wiseguys=("W19", "W06"))
     s, _ = run(s, 0, cash_in("W18", "T01", "gambling"))
@@ -175,6 +175,6 @@ def test_nc_w118_w119_w18_softens_the_cheat_and_w19_hardens_it() -> None:
 
 
 def test_nc_w120_w20_is_worth_one_respect() -> None:
-    """NC-W120, NC-W20: is worth one respect."""
+    """NC-W120: W20 is worth one respect."""
     s = seat(business_table(), 0, wiseguys=("W20",), turfs=())
     assert seat_respect(s, 0) == 1

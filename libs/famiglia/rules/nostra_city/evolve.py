@@ -230,7 +230,7 @@ def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
     on_space = [b for b in s.bids if b.location == e.space]
     s = replace(s, bids=tuple(b for b in s.bids if b.location != e.space), resolution=e.space + 1)
     street = list(s.street)
-    if e.outcome in ("won", "single", "investigation_taken", "investigation_removed"):
+    if e.outcome in ("single", "investigation_removed"):  # won cards leave with CardWon
         street[e.space - 1] = ""
     if e.outcome == "investigation_removed":
         s = replace(s, removed=(*s.removed, e.card))
@@ -250,6 +250,10 @@ def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
 
 
 def _card_won(s: State, e: pb.CardWon) -> State:
+    if 1 <= e.space <= 4 and s.street[e.space - 1] == e.card:
+        street = list(s.street)
+        street[e.space - 1] = ""
+        s = replace(s, street=tuple(street))
     p = s.players[e.seat]
     kind = card_kind(e.card)
     if kind == "wiseguy":
@@ -266,8 +270,13 @@ def _card_won(s: State, e: pb.CardWon) -> State:
 
 
 def _notes_kept(s: State, e: pb.NotesKept) -> State:
+    """NC-M07: the Notes are settled and the waiting card goes to the single winner (NC-M10);
+    SpaceResolved already told everyone who won what."""
+    assert s.choice is not None
+    card, space = s.choice.card, s.resolution - 1
     s = _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.kept))
-    return replace(s, choice=None, note_discard=(*s.note_discard, *e.discarded))
+    s = replace(s, choice=None, note_discard=(*s.note_discard, *e.discarded))
+    return _card_won(s, pb.CardWon(seat=e.seat, card=card, space=space))
 
 
 def _title_assigned(s: State, e: pb.TitleAssigned) -> State:

@@ -110,8 +110,6 @@ def keep_notes(em: Emitter, seat: int, cmd: pb.KeepNotes, rng: Rng) -> None:
     discarded = [n for n in choice.notes if n not in kept]
     em(notes_kept=pb.NotesKept(seat=seat, kept=sorted(kept), discarded=discarded,
                                kept_count=len(kept), discarded_count=len(discarded)))
-    space = em.state.resolution - 1
-    em(card_won=pb.CardWon(seat=seat, card=choice.card, space=space))
 
 
 def default_keep(state: State) -> pb.KeepNotes:
