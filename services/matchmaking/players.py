@@ -42,7 +42,7 @@ class RedisPlayers:
         if request_id:
             key = "mm:guest:{" + request_id + "}"
             if not self.client.set(key, player_id, nx=True, ex=GUEST_REQUEST_TTL_S):
-                existing = self.get(self.client.get(key) or "")
+                existing = self.get(str(self.client.get(key) or ""))
                 if existing is not None:
                     self.client.delete(self._key(player_id))
                     return existing
@@ -54,7 +54,7 @@ class RedisPlayers:
         raw = self.client.hgetall(self._key(player_id))
         if not raw:
             return None
-        return Player(raw["id"], raw["name"], int(raw["created_ms"]), raw.get("guest") == "1")
+        return Player(str(raw["id"]), str(raw["name"]), int(raw["created_ms"]), raw.get("guest") == "1")
 
     def names(self, player_ids: Iterable[str]) -> dict[str, str]:
         ids = list(player_ids)

@@ -169,13 +169,13 @@ class RedisTicketStore:
         game = game_of(ticket_id)
         if not game:
             return None
-        raw = self.client.hgetall(Keys(game).ticket(ticket_id))
+        raw: dict[str, str] = self.client.hgetall(Keys(game).ticket(ticket_id))  # type: ignore[assignment]
         return TicketRecord.from_fields(raw) if raw else None
 
     def queued(self, game_id: str, limit: int = 2000) -> list[TicketRecord]:
         """The searching tickets of a game, oldest first (entries whose hash is gone are dropped)."""
         k = Keys(game_id)
-        ids = self.client.zrange(k.queue, 0, limit - 1)
+        ids: list[str] = [str(i) for i in self.client.zrange(k.queue, 0, limit - 1)]
         if not ids:
             return []
         pipe = self.client.pipeline(transaction=False)
@@ -199,7 +199,8 @@ class RedisTicketStore:
         """Cancel or expire a searching ticket; (done, the state it is in now)."""
         k = Keys(record.game_id)
         keys = [k.queue, k.ticket(record.ticket_id), *(k.open(p) for p in record.players)]
-        args = [record.ticket_id, state, reason, now_ms, self.retention_ms, now_ms if only_if_expired else ""]
+        args: list[Any] = [record.ticket_id, state, reason, now_ms, self.retention_ms,
+                           now_ms if only_if_expired else ""]
         done, now_state = self._close(keys=keys, args=args)
         return bool(done), now_state
 
@@ -209,7 +210,7 @@ class RedisTicketStore:
         k = Keys(proposal.game_id)
         ids = [t.ticket_id for t in proposal.tickets]
         keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids)]
-        args = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, *ids]
+        args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, *ids]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
 
@@ -219,7 +220,7 @@ class RedisTicketStore:
 
     def stale_claims(self, game_id: str, older_than_ms: int) -> list[str]:
         """Claims whose table was not finished by then (a crashed or failing matcher)."""
-        return list(self.client.zrangebyscore(Keys(game_id).claims, "-inf", older_than_ms))
+        return [str(p) for p in self.client.zrangebyscore(Keys(game_id).claims, "-inf", older_than_ms)]
 
     def forget_claim(self, game_id: str, proposal_id: str) -> None:
         """Drop a claim whose proposal is gone (finished elsewhere, or expired)."""

@@ -33,8 +33,10 @@ class RatingProvider(Protocol):
 class FixedRatings:
     """Ratings from a table, the default for everyone else (no projection, and tests)."""
 
-    def __init__(self, table: Mapping[tuple[str, str], Rating] | Mapping[str, Rating] | None = None) -> None:
-        self._table: dict[object, Rating] = dict(table or {})
+    def __init__(self, table: Mapping[str, Rating] | None = None) -> None:
+        """`table`: player id -> rating in every game; `set` adds per-game ones."""
+        self._table: dict[object, Rating] = {}
+        self._table.update(table or {})
 
     def set(self, player_id: str, rating: Rating, game_id: str = "") -> None:
         self._table[(game_id, player_id) if game_id else player_id] = rating
