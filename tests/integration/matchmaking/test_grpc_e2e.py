@@ -228,3 +228,13 @@ def test_the_service_process_matches_players_and_stops_on_sigterm(redis_url: str
             raise
         stderr = proc.stderr.read().decode() if proc.stderr else ""
     assert code == 0, stderr[-3000:]
+
+
+def test_the_cli_finds_a_match_and_cancels_on_timeout(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    from famiglia.cli.main import main
+
+    game = GAMES[0].info.game_id
+    assert main(["matchmake", game, "--address", stack.matchmaking, "--timeout", "20"]) == 0
+    assert "matched" in capsys.readouterr().out
+    assert main(["matchmake", game, "--address", stack.matchmaking, "--timeout", "0.1"]) == 1
+    assert "ticket cancelled" in capsys.readouterr().out

@@ -1,0 +1,94 @@
+"""`famiglia matchmake ...` — a mobile client's path from the command line.
+
+    famiglia matchmake GAME [--seats 3,4] [--option key=value ...] [--name NAME]
+                            [--token PLAYER_TOKEN] [--party PLAYER_ID ...] [--timeout S]
+
+Registers a guest (unless --token names a player), queues a ticket, follows it
+until a match is found and prints the match id, the seat and its seat token: the
+command service accepts that token for that seat (`famiglia play` style clients
+send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+import grpc
+from rich.console import Console
+
+from famiglia.config import Settings
+from famiglia.v1 import matchmaking_service_pb2 as pb
+from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
+
+console = Console()
+STATE = {pb.TICKET_SEARCHING: "searching", pb.TICKET_MATCHED: "matched", pb.TICKET_CANCELLED: "cancelled",
+         pb.TICKET_EXPIRED: "expired", pb.TICKET_FAILED: "failed"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "matchmake", help="find a match through the matchmaking service",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("game", help="game id (goodcritters, nothing_personal, nostra_city, grifters)")
+    parser.add_argument("--seats", default="", help="acceptable table sizes, e.g. 3,4 (default: any)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a match option")
+    parser.add_argument("--name", default="CLI guest", help="display name of the new guest")
+    parser.add_argument("--token", default="", help="queue as this player (a player token)")
+    parser.add_argument("--party", action="append", default=[], metavar="PLAYER_ID",
+                        help="another player who must sit at the same table")
+    parser.add_argument("--timeout", type=float, default=0.0, help="cancel after this many seconds (0: never)")
+    parser.add_argument("--address", default="", help="matchmaking service (default: FAMIGLIA_MATCHMAKING_ADDR)")
+    parser.set_defaults(func=cmd_matchmake)
+
+
+def cmd_matchmake(args: argparse.Namespace) -> int:
+    address = args.address or Settings.from_env().matchmaking_addr
+    channel = grpc.insecure_channel(address)
+    players, tickets = pb_grpc.PlayerServiceStub(channel), pb_grpc.MatchmakingServiceStub(channel)
+    try:
+        token = args.token
+        if not token:
+            guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
+            token = guest.player_token
+            console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}")
+        auth = [("authorization", f"Bearer {token}")]
+        options = dict(o.split("=", 1) for o in args.option)
+        seats = [int(s) for s in args.seats.split(",") if s.strip()]
+        created = tickets.CreateTicket(pb.CreateTicketRequest(
+            game_id=args.game, seat_counts=seats, options=options, party=args.party,
+            request_id=uuid.uuid4().hex), metadata=auth, timeout=10)
+        console.print(f"ticket [bold]{created.ticket_id}[/]")
+        return _follow(tickets, created.ticket_id, auth, args.timeout or None)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        return 2
+    finally:
+        channel.close()
+
+
+def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
+            timeout: float | None) -> int:
+    last = None
+    try:
+        for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth,
+                                          timeout=timeout):
+            last = update
+            if update.state == pb.TICKET_SEARCHING:
+                console.print(f"searching… waited {update.waited_seconds:.0f}s, "
+                              f"about {update.estimated_wait_seconds:.0f}s to go")
+    except (KeyboardInterrupt, grpc.RpcError) as exc:
+        if isinstance(exc, grpc.RpcError) and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
+            raise
+        try:
+            last = tickets.CancelTicket(pb.CancelTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+        except grpc.RpcError:  # matched meanwhile: report that instead
+            last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+    if last is None:
+        return 1
+    if last.state != pb.TICKET_MATCHED:
+        console.print(f"ticket {STATE.get(last.state, '?')}" + (f": {last.reason}" if last.reason else ""))
+        return 1
+    console.print(f"[green]matched[/]: match [bold]{last.match_id}[/], seat {last.seat} of {last.seats}"
+                  f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{last.seat_token}")
+    return 0
