@@ -80,8 +80,8 @@ def _file_proto() -> descriptor_pb2.FileDescriptorProto:
     f = descriptor_pb2.FileDescriptorProto(name=_FILE, package=_PACKAGE, syntax="proto3")
     for name, fields in _MESSAGES.items():
         m = f.message_type.add(name=name)
-        for field_name, number, kind, label in fields:
-            m.field.add(name=field_name, number=number, type=kind, label=label)
+        for field_name, number, field_type, label in fields:
+            m.field.add(name=field_name, number=number, type=field_type, label=label)
     for union, kinds in (("Event", _EVENT_KINDS), ("Command", _COMMAND_KINDS)):
         m = f.message_type.add(name=union)
         m.oneof_decl.add(name="kind")
@@ -173,7 +173,7 @@ class ToyEngine:
         return dataclasses.replace(state, turn=(state.turn + 1) % state.seats, turns_taken=state.turns_taken + 1)
 
     # -- decide -----------------------------------------------------------------------------
-    def decide(self, state: ToyState, seat: int, command: Message, rng: Rng) -> list[Message]:
+    def decide(self, state: ToyState, seat: int, command: Any, rng: Rng) -> list[Message]:
         if self.result(state) is not None:
             raise RuleViolation("TOY-T00", "the match is over")
         if seat != state.turn:
@@ -209,7 +209,7 @@ class ToyEngine:
 
     # -- views ------------------------------------------------------------------------------
     def view(self, state: ToyState, viewer: int | None) -> Message:
-        v = self.View(seat=-1 if viewer is None else viewer, hand_sizes=[len(h) for h in state.hands],
+        v: Any = self.View(seat=-1 if viewer is None else viewer, hand_sizes=[len(h) for h in state.hands],
                       scores=list(state.scores), deck_size=len(state.deck), turn=state.turn,
                       over=self.result(state) is not None)
         if viewer is not None and 0 <= viewer < len(state.hands):
@@ -244,7 +244,7 @@ class ToyEngine:
         return (f"turn:{state.turn} taken:{state.turns_taken}/{state.max_turns} deck:{list(state.deck[:5])}.. "
                 f"hands:{hands} scores:{list(state.scores)}")
 
-    def render_command(self, command: Message) -> str:
+    def render_command(self, command: Any) -> str:
         kind = command.WhichOneof("kind") or "?"
         return f"{kind}:{command.stash.card}" if kind == "stash" else kind
 

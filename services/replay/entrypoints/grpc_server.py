@@ -27,7 +27,8 @@ def _state_reply(answer: StateAt) -> pb.GetStateAtResponse:
     env, timeline = answer.envelope, answer.timeline
     reply = pb.GetStateAtResponse(
         match_id=timeline.match_id, game_id=timeline.game_id, event_id=env.event_id, seq=env.seq,
-        last_seq=timeline.last_seq, match_finished=answer.finished, scope=int(answer.access.scope),
+        last_seq=timeline.last_seq, match_finished=answer.finished,
+        scope=pb.ViewScope.ValueType(answer.access.scope),
         seat=-1 if answer.access.viewer is None else answer.access.viewer, text=answer.text,
         game_over=answer.game_over,
     )
@@ -35,7 +36,7 @@ def _state_reply(answer: StateAt) -> pb.GetStateAtResponse:
     if view is not None:
         reply.view.CopyFrom(view)
     for seat_view in answer.seat_views:
-        reply.seat_views.add().CopyFrom(_pack(seat_view))
+        reply.seat_views.add().Pack(seat_view, type_url_prefix="type.googleapis.com/")
     return reply
 
 
@@ -44,7 +45,7 @@ def _step(step: Step) -> pb.ReplayStep:
     out = pb.ReplayStep(event_id=env.event_id, seq=env.seq, type=env.type if step.event is None else
                         (step.event.WhichOneof("kind") or env.type), seat=env.seat, command_id=env.command_id,
                         timestamp_ms=env.timestamp.ToMilliseconds(), event_text=step.event_text,
-                        view_text=step.view_text, scope=int(step.access.scope))
+                        view_text=step.view_text, scope=pb.ViewScope.ValueType(step.access.scope))
     event, view = _pack(step.event), _pack(step.view)
     if event is not None:
         out.event.CopyFrom(event)
