@@ -135,21 +135,20 @@ class State:
 
 def _copier(cls: type) -> Callable[..., Any]:
     """A fast `dataclasses.replace` for one slotted class, generated once: copy every slot,
-    taking the changed ones from `changes`. Slot descriptors bypass the frozen __setattr__."""
+    then set the changed ones. Slot descriptors bypass the frozen __setattr__."""
     names = [f.name for f in fields(cls)]
-    env: dict[str, Any] = {"new": object.__new__, "cls": cls, "MISSING": _MISSING}
-    lines = ["def copy_with(obj, changes):", "    out = new(cls)", "    c = changes.get"]
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls,
+                           "setters": {n: cls.__dict__[n].__set__ for n in names}}
+    lines = ["def copy_with(obj, changes):", "    out = new(cls)"]
     for i, n in enumerate(names):
         env[f"g{i}"] = cls.__dict__[n].__get__
         env[f"s{i}"] = cls.__dict__[n].__set__
-        lines.append(f"    v = c({n!r}, MISSING)")
-        lines.append(f"    s{i}(out, g{i}(obj) if v is MISSING else v)")
-    lines.append("    return out")
+        lines.append(f"    s{i}(out, g{i}(obj))")
+    lines += ["    for k, v in changes.items():", "        setters[k](out, v)", "    return out"]
     exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass fields only
     return env["copy_with"]  # type: ignore[no-any-return]
 
 
-_MISSING = object()
 _COPIERS = {cls: _copier(cls) for cls in (State, Seat, Bid, Choice, Draw)}
 
 
