@@ -1469,7 +1469,9 @@ class View(_message.Message):
     over: _builtins.bool
     end_reason: _builtins.str
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """the options that differ from their GR-F01 default"""
+
     @_builtins.property
     def discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """bottom first"""

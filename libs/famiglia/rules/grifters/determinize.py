@@ -16,7 +16,7 @@ from .state import KEEP, NONE, Caper, Player, State, evolved, in_hand_order
 
 
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
-    options = dict(v.options)
+    options = config_mod.normalize(dict(v.options))
     cfg = config_mod.parse(v.seats, options)
     seen: set[str] = set(v.discard)
     for pv in v.players:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
+from .config import OPTIONS
 from .flow import open_decision, timeout_seconds
 from .state import KEEP, State
 
@@ -19,7 +20,7 @@ def view(state: State, viewer: int | None) -> pb.View:
     v = pb.View(
         viewer=-1 if viewer is None else viewer,
         seats=state.seats,
-        options=dict(state.options),
+        options={k: v for k, v in state.options if v != _DEFAULTS[k]},  # defaults implied
         first_player=state.first_player,
         active=state.active,
         round=state.round,
@@ -66,6 +67,7 @@ def view(state: State, viewer: int | None) -> pb.View:
     return v
 
 
+_DEFAULTS = {o.key: o.default for o in OPTIONS}
 _SERVER = frozenset({"deck_shuffled"})
 
 

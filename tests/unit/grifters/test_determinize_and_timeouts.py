@@ -1,0 +1,47 @@
+"""determinize (GR-H01..GR-H11 from one seat's side) and timeout play (GR-D06)."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.engine import MatchConfig, Rng, fold
+from famiglia.rules.grifters import ENGINE
+from famiglia.testing.random_play import Step, play_random
+from tests.profile import examples
+
+
+def test_gr_h02_determinize_agrees_with_the_seats_view_and_decisions() -> None:
+    """GR-H02, GR-H05: a sampled state looks the same to the seat and offers the same commands."""
+    checked = 0
+
+    def check(before, step: Step, after) -> None:  # type: ignore[no-untyped-def]
+        nonlocal checked
+        for seat in range(after.seats):
+            v = ENGINE.view(after, seat)
+            d = ENGINE.determinize(v, seat, Rng(checked))
+            assert ENGINE.view(d, seat) == v
+            assert ENGINE.pending(d) == ENGINE.pending(after)
+            assert ENGINE.legal_commands(d, seat) == ENGINE.legal_commands(after, seat)
+            for cmd in ENGINE.legal_commands(d, seat)[:3]:
+                ENGINE.decide(d, seat, cmd, Rng(1))
+            checked += 1
+
+    for seed in range(examples(quick=3, soak=100)):
+        play_random(ENGINE, 2 + seed % 3, seed, on_step=check)
+    assert checked
+
+
+@pytest.mark.parametrize("seats", [2, 3, 4])
+def test_gr_d06_a_game_of_timeouts_only_is_legal_and_ends(seats: int) -> None:
+    """GR-D06: the timeout command is always legal; a match of timeouts ends."""
+    for seed in range(examples(quick=2, soak=50)):
+        state = fold(ENGINE, ENGINE.setup(MatchConfig(seats, {}), seed))
+        steps = 0
+        while ENGINE.result(state) is None:
+            (p,) = ENGINE.pending(state)
+            cmd = ENGINE.timeout_command(state, p.seat)
+            assert cmd is not None
+            state = fold(ENGINE, ENGINE.decide(state, p.seat, cmd, Rng(steps)), state)
+            steps += 1
+            assert steps <= ENGINE.info.max_steps
+        assert all(ENGINE.timeout_command(state, s) is None for s in range(seats))
