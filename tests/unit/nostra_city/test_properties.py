@@ -149,3 +149,32 @@ def test_nc_r01_random_four_player_games_keep_every_invariant(seed: int) -> None
 def test_nc_r01_random_five_player_games_keep_every_invariant(seed: int) -> None:
     """NC-R01, NC-C11, NC-H08: five players."""
     play_and_check(5, seed)
+
+
+@settings(max_examples=examples(quick=3, soak=300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seats=st.integers(3, 5), seed=st.integers(0, 2**32 - 1))
+def test_nc_d02_timeouts_are_legal_and_determinize_matches_the_view(seats: int, seed: int) -> None:
+    """NC-D02: every timeout default is accepted; determinize gives a state with the same view."""
+    from famiglia.engine import Rng
+
+    def on_step(before: State, step, after: State) -> None:
+        for p in ENGINE.pending(after):
+            cmd = ENGINE.timeout_command(after, p.seat)
+            assert cmd is not None
+            ENGINE.decide(after, p.seat, cmd, Rng(seed))
+        for viewer in range(seats):
+            view = ENGINE.view(after, viewer)
+            guess = ENGINE.determinize(view, viewer, Rng(seed + viewer))
+            assert ENGINE.view(guess, viewer).SerializeToString(deterministic=True) == view.SerializeToString(
+                deterministic=True)
+            check_conservation(guess)
+
+    play_random(ENGINE, seats, seed, on_step=on_step)
+
+
+def test_nc_d15_random_play_stays_far_below_the_step_bound() -> None:
+    """NC-D15: the declared bound holds with a wide margin."""
+    from famiglia.rules.nostra_city import INFO
+
+    longest = max(len(play_random(ENGINE, 5, seed).steps) for seed in range(examples(quick=5, soak=500)))
+    assert longest * 4 < INFO.max_steps
