@@ -62,10 +62,7 @@ def test_a_seat_token_never_reveals_another_seats_cards_while_the_match_runs(sta
         stack.client.state_at(last.event_id, token=played.tokens[0], full=True)
     assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED and error_code(denied.value) == "match_running"
     engine = toy_engine()
-    secrets_of_1 = {c for e in stack.store.read(played.match_id)[1:]
-                    for ev in [open_event(engine, e)] if ev.WhichOneof("kind") in ("hand_dealt", "card_taken")
-                    and getattr(ev, ev.WhichOneof("kind")).seat == 1
-                    for c in ([*ev.hand_dealt.cards] if ev.HasField("hand_dealt") else [ev.card_taken.card])}
+    secrets_of_1 = _cards_dealt_or_drawn_by(engine, stack.store.read(played.match_id), seat=1)
     for step in stack.client.stream(match_id=played.match_id, token=played.tokens[0]):
         assert step.type not in ("deck_shuffled",)
         if step.type in ("hand_dealt", "card_taken"):
@@ -79,6 +76,18 @@ def test_a_seat_token_never_reveals_another_seats_cards_while_the_match_runs(sta
     assert not set(_unpack(at.view, engine).hand) & secrets_of_1
     own_hand_of_1 = set(_unpack(stack.client.state_at(last.event_id, token=played.tokens[1]).view, engine).hand)
     assert own_hand_of_1 and own_hand_of_1 <= secrets_of_1  # the check above had secrets to find
+
+
+def _cards_dealt_or_drawn_by(engine, envelopes, seat: int) -> set[int]:
+    """Every card that ever reached `seat`'s hand (Stash cards are unique)."""
+    cards: set[int] = set()
+    for env in envelopes[1:]:
+        event = open_event(engine, env)
+        if event.HasField("hand_dealt") and event.hand_dealt.seat == seat:
+            cards.update(event.hand_dealt.cards)
+        if event.HasField("card_taken") and event.card_taken.seat == seat:
+            cards.add(event.card_taken.card)
+    return cards
 
 
 def test_list_match_events_pages_and_the_stream_covers_a_range(stack: Stack) -> None:
