@@ -45,12 +45,24 @@ def games_of(registry: Registry) -> dict[str, GameShape]:
     }
 
 
+def check_bot_policy(spec: str) -> None:
+    """Refuse at start-up a backfill policy the bots service would refuse for every seat."""
+    try:
+        from famiglia.bots.policy import POLICY_NAMES, PolicySpec
+    except ImportError:  # no bots library installed: nothing to check against
+        return
+    name = PolicySpec.parse(spec).name
+    if name not in POLICY_NAMES:
+        raise ValueError(f"FAMIGLIA_MM_BOT_POLICY={spec!r}: no bot policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+
+
 def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | None = None,
               client: redis.Redis | None = None, creator: MatchCreator | None = None,
               games: dict[str, GameShape] | None = None, registry: Registry | None = None,
               ratings: RatingProvider | None = None, clock: Clock | None = None) -> Matchmaking:
     settings = settings or Settings.from_env()
     mm = mm or MatchmakingSettings.from_env()
+    check_bot_policy(mm.policy.bot_policy)
     client = client or redis.Redis.from_url(settings.redis_url, decode_responses=True)
     store = RedisTicketStore(client)
     players = RedisPlayers(client)

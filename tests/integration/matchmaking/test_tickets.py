@@ -147,3 +147,13 @@ def test_cancel_after_claim_is_refused_and_claim_after_cancel_fails(mm: Matchmak
     mm.app.cancel(c, tc)
     assert not mm.app.store.claim(second, mm.matcher._plan(second, {}), mm.app.clock())
     assert [r.players for r in mm.app.store.queued("duel")] == [(d,)]  # the other ticket is untouched
+
+
+def test_an_unknown_bot_policy_is_refused_at_start_up(redis_url: str, creator: RecordingCreator) -> None:
+    from famiglia.matchmaking import MatchPolicy
+
+    from .conftest import make_mm
+
+    pytest.importorskip("famiglia.bots.policy")
+    with pytest.raises(ValueError, match="no bot policy"):
+        make_mm(redis_url, creator, policy=MatchPolicy(bot_policy="clairvoyant"))

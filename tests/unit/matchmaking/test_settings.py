@@ -1,0 +1,23 @@
+"""FAMIGLIA_MM_* variables become the matcher's policy and tuning."""
+
+from __future__ import annotations
+
+from services.matchmaking.settings import MatchmakingSettings
+
+
+def test_defaults_without_environment() -> None:
+    s = MatchmakingSettings.from_env({})
+    assert s.policy.backfill_after == 30.0 and s.policy.bot_policy == "heuristic"
+    assert s.tuning.claim_retry_ms == 5000 and s.run_matcher
+
+
+def test_every_knob_is_read() -> None:
+    s = MatchmakingSettings.from_env({
+        "FAMIGLIA_MM_BACKFILL_AFTER": "off", "FAMIGLIA_MM_BOT_POLICY": "ismcts?iterations=50",
+        "FAMIGLIA_MM_TICKET_TTL": "90", "FAMIGLIA_MM_WINDOW_START": "1", "FAMIGLIA_MM_WINDOW_GROWTH": "0.5",
+        "FAMIGLIA_MM_WINDOW_MAX": "10", "FAMIGLIA_MM_TICK": "0.1", "FAMIGLIA_MM_CLAIM_RETRY": "2.5",
+        "FAMIGLIA_MM_MATCHER": "off",
+    })
+    assert s.policy.backfill_after is None and s.policy.bot_policy == "ismcts?iterations=50"
+    assert (s.policy.ticket_ttl, s.policy.window(4), s.policy.window(100)) == (90.0, 3.0, 10.0)
+    assert (s.tuning.interval_s, s.tuning.claim_retry_ms, s.run_matcher) == (0.1, 2500, False)
