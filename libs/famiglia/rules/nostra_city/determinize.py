@@ -136,8 +136,8 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
             carried = [j for j, b in enumerate(bids) if b.seat == i]
             locs = rng.shuffled([1, 2, 3, 4])
             for j, loc in zip(carried, locs, strict=False):
-                b = bids[j]
-                bids[j] = Bid(b.seat, b.wiseguy, b.count, loc, b.notes)
+                old = bids[j]
+                bids[j] = Bid(old.seat, old.wiseguy, old.count, loc, old.notes)
             locations = tuple(sorted(locs[len(carried):len(carried) + p.locations_left]))
         if mine(i):
             locations = tuple(p.locations)

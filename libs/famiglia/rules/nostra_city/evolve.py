@@ -17,12 +17,12 @@ from .state import Bid, Choice, Draw, Phase, Seat, State, replace
 
 
 def evolve(state: State | None, event: pb.Event) -> State:
-    kind = event.WhichOneof("kind")
+    kind = event.WhichOneof("kind") or ""
     if state is None:
         if kind != "match_set_up":
             raise ValueError("the first event must be match_set_up")
         return _match_set_up(event.match_set_up)
-    return _EVOLVERS[kind](state, getattr(event, kind))  # type: ignore[arg-type]
+    return _EVOLVERS[kind](state, getattr(event, kind))
 
 
 # -- helpers ---------------------------------------------------------------------------------

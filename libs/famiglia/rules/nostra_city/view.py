@@ -26,7 +26,7 @@ _PRIVATE_SEAT = {
 
 
 def visibility(event: pb.Event) -> Visibility:
-    kind = event.WhichOneof("kind")
+    kind = event.WhichOneof("kind") or ""
     msg = getattr(event, kind)
     if kind in _PRIVATE_SEAT:
         return private_to(msg.seat)
