@@ -13,8 +13,10 @@ match is decided by the atomic claim in Redis, not here.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from .model import Proposal, Ticket
 from .policy import MatchPolicy
@@ -37,15 +39,23 @@ def form_matches(tickets: Iterable[Ticket], now_ms: int, policy: MatchPolicy) ->
 def _form_in_pool(queue: list[Ticket], now_ms: int, policy: MatchPolicy) -> list[Proposal]:
     used: set[str] = set()
     out: list[Proposal] = []
+    by_rating = sorted(range(len(queue)), key=lambda i: queue[i].rating)
+    ratings = [queue[i].rating for i in by_rating]
     for anchor in queue:
         if anchor.ticket_id in used:
             continue
         waited = anchor.waited(now_ms)
         window = policy.window(waited)
-        candidates = [t for t in queue
-                      if t.ticket_id not in used and t.ticket_id != anchor.ticket_id
-                      and abs(t.rating - anchor.rating) <= window
-                      and t.seat_counts & anchor.seat_counts][: policy.max_candidates]
+        lo = bisect_left(ratings, anchor.rating - window)
+        hi = bisect_right(ratings, anchor.rating + window)
+        if hi - lo <= 4 * policy.max_candidates:  # a narrow window: look only inside it
+            inside: Iterable[Ticket] = (queue[i] for i in sorted(by_rating[lo:hi]))
+        else:  # a wide one: the queue in age order, stopping at max_candidates
+            inside = (t for t in queue if abs(t.rating - anchor.rating) <= window)
+        candidates = list(islice((t for t in inside
+                                  if t.ticket_id not in used and t.ticket_id != anchor.ticket_id
+                                  and not t.seat_counts.isdisjoint(anchor.seat_counts)),
+                                 policy.max_candidates))
         proposal = _full_table(anchor, candidates)
         if proposal is None and policy.backfill_due(waited):
             proposal = _backfilled_table(anchor, candidates)

@@ -197,3 +197,18 @@ def test_the_estimate_never_passes_the_backfill_timeout() -> None:
     assert estimate_wait(policy, 5, 8) == 3
     assert estimate_wait(policy, 50, 8) == 0
     assert estimate_wait(MatchPolicy(backfill_after=None), 0, None) == 60
+
+
+def test_a_large_queue_is_grouped_within_a_tick() -> None:
+    """2000 tickets, spread so far apart by rating that nobody fits: the rating index keeps
+    this from scanning the whole queue for every ticket."""
+    import time
+
+    rng = random.Random(1)
+    far_apart = [ticket(f"t{i}", counts=(2,), rating=i * 100.0) for i in range(2000)]
+    mixed = [ticket(f"m{i}", counts=tuple(rng.sample(range(2, 7), k=2)), rating=rng.gauss(25, 10),
+                    waited=rng.random() * 5) for i in range(2000)]
+    started = time.perf_counter()
+    assert form_matches(far_apart, NOW, NO_BOTS) == []
+    assert len(form_matches(mixed, NOW, NO_BOTS)) > 300
+    assert time.perf_counter() - started < 2.0
