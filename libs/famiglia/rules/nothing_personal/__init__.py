@@ -1,0 +1,112 @@
+"""Nothing Personal (rules/nothing-personal.md, rule ids NP-...): the rules engine.
+
+Modules in reading order: data (Tables A-H), config (options), state, board (queries), events,
+evolve, tx (events applied as emitted), effects (Table F codes), plays (card plays), crew (the Crew,
+windows, dice), family (Fence, Feds, Family, Bookkeeping, final scoring), flow (the phase table),
+setup, decide/ (commands), legal, view, result, render, determinize.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from famiglia.engine import GameInfo, MatchConfig, Pending, Result, Rng, Visibility
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+from . import determinize as _det
+from . import family, flow, legal, render, result, setup, view
+from .board import ring_order
+from .config import OPTIONS
+from .decide import OPTIONAL, decide
+from .evolve import evolve
+from .state import State
+
+INFO = GameInfo(
+    game_id="nothing_personal",
+    title="Nothing Personal",
+    min_players=3,
+    max_players=5,
+    options=OPTIONS,
+    simultaneous=False,
+    chance=True,
+    max_steps=20_000,
+    optional_commands=frozenset(OPTIONAL),
+    command_type=pb.Command,
+    event_type=pb.Event,
+    view_type=pb.View,
+)
+
+
+class NothingPersonal:
+    """The Decider for Nothing Personal."""
+
+    info = INFO
+
+    def setup(self, config: MatchConfig, seed: int) -> list[Any]:
+        return setup.setup(config, seed)
+
+    def evolve(self, state: State | None, event: Any) -> State:
+        return evolve(state, event)
+
+    def decide(self, state: State, seat: int, command: Any, rng: Rng) -> list[Any]:
+        return decide(state, seat, command, rng)
+
+    def pending(self, state: State) -> list[Pending]:
+        return flow.pending(state)
+
+    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Any]:
+        return legal.legal_commands(state, seat, limit)
+
+    def view(self, state: State, viewer: int | None) -> pb.View:
+        return view.view(state, viewer)
+
+    def visibility(self, event: Any) -> Visibility:
+        return view.visibility(event)
+
+    def redact(self, event: Any, viewer: int | None) -> Any | None:
+        return view.redact(event, viewer)
+
+    def result(self, state: State) -> Result | None:
+        return result.result(state)
+
+    def timeout_command(self, state: State, seat: int) -> Any | None:
+        """The documented defaults of NP-D3..NP-D14."""
+        d = flow.decision(state)
+        if d is None or seat not in d.seats:
+            return None
+        if d.kind == "setup":
+            gid = next(g for g in reversed(state.board[:9]) if g)
+            return pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=gid))
+        if d.kind == "invite":
+            gid = next(g for g in reversed(state.board[:9]) if g)
+            return pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=gid))
+        if d.kind == "blackmail":
+            return pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))
+        if d.kind == "ruling":
+            assert state.ruling is not None
+            first = next(i for i in ring_order(state) if i in state.ruling.seats)
+            return pb.Command(rule_on_tie=pb.RuleOnTie(seat=first))
+        if d.kind == "vacancy":
+            assert state.vacancy is not None
+            gid = family.default_candidate(state, state.vacancy.candidates)
+            return pb.Command(fill_vacancy=pb.FillVacancy(gangster=gid))
+        if d.kind == "buy":
+            return pb.Command(buy=pb.Buy(count=0))
+        return legal.PASS
+
+    def render_state(self, state: State) -> str:
+        return render.render_state(state)
+
+    def render_command(self, command: Any) -> str:
+        return render.render_command(command)
+
+    def render_event(self, event: Any) -> str:
+        return render.render_event(event)
+
+    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
+        return _det.determinize(view, seat, rng)
+
+
+ENGINE = NothingPersonal()
+
+__all__ = ["ENGINE", "INFO", "NothingPersonal"]

@@ -1,0 +1,89 @@
+"""Match options of Nothing Personal, named after the rules file; validated once (NP-X21).
+
+Options arrive as strings. Every variant is off by default (NP-V1..NP-V9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from famiglia.engine import OptionSpec, RuleViolation
+
+from .data import COLOURS
+
+OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("commission_turns", "30", "Non-pass Commission turns per seat per phase", (), "NP-C33"),
+    OptionSpec("offers_per_phase", "3", "Trade, hand-over and contract offers per seat per phase", (), "NP-M9"),
+    OptionSpec("chats_per_phase", "10", "Chat messages per seat per phase", (), "NP-M10"),
+    OptionSpec("autopass_changes_per_phase", "2", "Changes of the standing auto-pass per seat per phase",
+               (), "NP-M10"),
+    OptionSpec("arrest_associates", "false", "The Feds also check Associates", ("false", "true"), "NP-P4"),
+    OptionSpec("random_setup", "false", "Random setup without the type rule", ("false", "true"), "NP-V6"),
+    OptionSpec("reroll_tokens", "false", "Second-edition re-roll tokens, one per seat", ("false", "true"),
+               "NP-V9"),
+    OptionSpec("keep_your_word", "false", "Binding contracts", ("false", "true"), "NP-V1"),
+    OptionSpec("expansions", "", "Expansion gangster sets (none shipped)", ("",), "NP-V7"),
+    OptionSpec("colours", "", "Comma-separated family colours in seat order", (), "NP-S2"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    commission_turns: int = 30
+    offers_per_phase: int = 3
+    chats_per_phase: int = 10
+    autopass_changes_per_phase: int = 2
+    arrest_associates: bool = False
+    random_setup: bool = False
+    reroll_tokens: bool = False
+    keep_your_word: bool = False
+    colours: tuple[str, ...] = COLOURS
+
+
+def _int(options: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = options.get(key, str(default))
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        raise RuleViolation(_rule(key), f"{key} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise RuleViolation(_rule(key), f"{key} must be between {low} and {high}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str) -> bool:
+    raw = str(options.get(key, "false")).lower()
+    if raw not in ("true", "false"):
+        raise RuleViolation(_rule(key), f"{key} must be true or false, not {raw!r}")
+    return raw == "true"
+
+
+def _rule(key: str) -> str:
+    return next(o.rule for o in OPTIONS if o.key == key)
+
+
+def parse_options(options: Mapping[str, str], seats: int) -> Config:
+    known = {o.key for o in OPTIONS}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise RuleViolation("NP-X21", f"unknown option(s) {unknown}")
+    if options.get("expansions", ""):
+        raise RuleViolation("NP-V7", "no expansion gangster set is shipped")
+    colours = COLOURS
+    raw = options.get("colours", "")
+    if raw:
+        colours = tuple(c.strip() for c in raw.split(","))
+        if len(colours) < seats or len(set(colours)) != len(colours) or not all(colours):
+            raise RuleViolation("NP-S2", "colours must name one distinct colour per seat")
+    return Config(
+        commission_turns=_int(options, "commission_turns", 30, 0, 1000),
+        offers_per_phase=_int(options, "offers_per_phase", 3, 0, 100),
+        chats_per_phase=_int(options, "chats_per_phase", 10, 0, 1000),
+        autopass_changes_per_phase=_int(options, "autopass_changes_per_phase", 2, 0, 100),
+        arrest_associates=_bool(options, "arrest_associates"),
+        random_setup=_bool(options, "random_setup"),
+        reroll_tokens=_bool(options, "reroll_tokens"),
+        keep_your_word=_bool(options, "keep_your_word"),
+        colours=colours[:seats],
+    )

@@ -1,0 +1,95 @@
+"""determinize(view, seat, rng): a full State consistent with one seat's View (ISMCTS bots).
+
+Everything public is read from the view; other hands and both deck orders are sampled from the
+cards the seat cannot see. It never reads the true state.
+"""
+
+from __future__ import annotations
+
+from famiglia.engine import Rng
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+from .config import parse_options
+from .data import GANGSTERS, GIDX, INFLUENCE
+from .state import Act, GState, Invite, Offer, Roll, Ruling, State, Vacancy, Window
+from .state import Contract as ContractRow
+
+
+def determinize(v: pb.View, seat: int, rng: Rng) -> State:
+    n = v.seats
+    cfg = parse_options({k: val for k, val in v.options.items() if k != "colours" or val}, n)
+    gs = [GState((0,) * n)] * len(GANGSTERS)
+    for g in v.gangsters:
+        gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
+    known = set(v.discard) | set(v.hand)
+    hands: list[tuple[str, ...]] = [()] * n
+    if v.hands_all:
+        per: list[list[str]] = [[] for _ in range(n)]
+        for item in v.hands_all:
+            i, c = item.split(":")
+            per[int(i)].append(c)
+        hands = [tuple(sorted(h)) for h in per]
+        deck = tuple(v.influence_deck)
+        gdeck = tuple(v.gangster_deck)
+    else:
+        unseen = rng.shuffled(sorted(c.id for c in INFLUENCE if c.id not in known))
+        for i in range(n):
+            if i == seat:
+                hands[i] = tuple(sorted(v.hand))
+            else:
+                k = v.hand_sizes[i]
+                hands[i] = tuple(sorted(unseen[:k]))
+                unseen = unseen[k:]
+        deck = tuple(unseen[: v.deck_size])
+        seen_g = set(v.spots) | set(v.prison) | set(v.fishes)
+        gdeck = tuple(rng.shuffled(sorted(g.id for g in GANGSTERS if g.id not in seen_g))[: v.gangster_deck_size])
+    window = None
+    if v.window:
+        answers: list[bytes | None] = [None] * n
+        seats: tuple[int, ...] = ()
+        if v.window_asks_me:
+            seats = (seat,)
+            if v.window_answered_by_me:
+                kind = v.my_answer.WhichOneof("kind")
+                answers[seat] = b"" if kind == "pass" else v.my_answer.SerializeToString(deterministic=True)
+        window = Window(v.window, seats, tuple(answers))
+    roll = Roll(v.die, v.face, v.roll_purpose, v.roll_actor, v.roll_gangster, v.roll_target,
+                v.roll_target_position, v.roll_free_whack_used) if v.die else None
+    ruling = Ruling(v.ruling_gangster, tuple(v.ruling_seats), v.ruling_use, v.ruled) if v.ruling_gangster else None
+    act = None
+    if v.act_seat >= 0:
+        prop = v.proposal.SerializeToString(deterministic=True) if v.HasField("proposal") else b""
+        act = Act(v.act_position, v.act_gangster, v.act_seat, v.act_refusals, prop, v.act_stage)
+    offers = tuple(Offer(o.id, getattr(o, "from"), o.offer.to, o.offer.SerializeToString(deterministic=True))
+                   for o in v.offers)
+    contracts = tuple(ContractRow(c.id, c.payer, c.payee, c.amount, c.condition, c.gangster, c.seat, c.action,
+                                  c.target, c.deadline) for c in v.contracts)
+    autopass = [(False, False)] * n
+    if 0 <= seat < n:
+        autopass[seat] = (v.autopass_cards, v.autopass_rerolls)
+    state = State(
+        n=n, cfg=cfg, round=v.round, phase=v.phase, stage=v.stage, ring=v.ring,
+        respect=tuple(v.respect), money=tuple(v.money), supply=tuple(v.supply), neutral=v.neutral_supply,
+        bm_free=v.blackmail_free, om_free=v.omerta_free, board=tuple(v.spots), gs=tuple(gs),
+        prison=tuple(v.prison), fishes=tuple(v.fishes), hands=tuple(hands), deck=deck, discard=tuple(v.discard),
+        gdeck=gdeck, tokens=tuple(v.tokens), order=tuple(v.order), idx=v.idx, turn=v.turn,
+        passed=frozenset(v.passed), had_turn=frozenset(v.had_turn), ante=v.ante, nonpass=tuple(v.nonpass),
+        sweep=v.sweep, pos=v.position, promoted=frozenset(v.promoted), free_used=frozenset(v.free_reroll_used),
+        fence_counts=tuple(v.fence_counts), window=window, roll=roll, ruling=ruling, act=act,
+        invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
+        vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
+        if v.vacancy_spot >= 0 else None,
+        offers=offers, next_offer=v.next_offer, offers_made=tuple(v.offers_made), chats_made=tuple(v.chats_made),
+        ap_changes=tuple(v.autopass_changes), autopass=tuple(autopass), contracts=contracts,
+        broken=frozenset(v.broken), ranking=tuple(v.ranking),
+    )
+    if window is not None:
+        # Who else is still asked is hidden (NP-H9): sample it as every publicly eligible seat.
+        from dataclasses import replace
+
+        from .flow import eligible
+
+        others = tuple(i for i in eligible(state, window.kind) if i != seat)
+        window = replace(window, seats=tuple(sorted(set(window.seats) | set(others))))
+        state = replace(state, window=window)
+    return state

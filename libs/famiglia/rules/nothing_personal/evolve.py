@@ -1,0 +1,489 @@
+"""evolve(state, event): one small function per event kind, never random (DESIGN "Engine contract")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from famiglia.engine import RuleViolation
+
+from .config import parse_options
+from .data import BLACKMAIL_COINS, FAMILY_MARKERS, GIDX, NEUTRAL_MARKERS, OMERTA_COINS, START_MONEY
+from .state import Act, Contract, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
+
+Handler = Callable[[State, Any], State]
+
+
+def _set(t: tuple, i: int, v: Any) -> tuple:
+    return t[:i] + (v,) + t[i + 1:]
+
+
+def _add(t: tuple, i: int, d: int) -> tuple:
+    return t[:i] + (t[i] + d,) + t[i + 1:]
+
+
+def _gs(s: State, gid: str, **kw: Any) -> tuple[GState, ...]:
+    i = GIDX[gid]
+    return _set(s.gs, i, replace(s.gs[i], **kw))
+
+
+def _place(s: State, gid: str, owner: int, count: int) -> State:
+    st = s.gs[GIDX[gid]]
+    if owner == -1:
+        return replace(s, neutral=s.neutral - count, gs=_gs(s, gid, neutral=st.neutral + count))
+    return replace(s, supply=_add(s.supply, owner, -count),
+                   gs=_gs(s, gid, markers=_add(st.markers, owner, count)))
+
+
+def _hand_remove(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
+    out = list(hand)
+    for c in cards:
+        out.remove(c)
+    return tuple(out)
+
+
+# -- setup ----------------------------------------------------------------------------------------
+def _match_set_up(_: State | None, e: Any) -> State:
+    n = e.seats
+    cfg = parse_options(dict(e.options), n)
+    zeros = (0,) * n
+    return State(
+        n=n, cfg=cfg, respect=zeros, money=(START_MONEY,) * n, supply=(FAMILY_MARKERS,) * n,
+        neutral=NEUTRAL_MARKERS, bm_free=BLACKMAIL_COINS, om_free=OMERTA_COINS,
+        gs=(GState(zeros),) * len(GIDX), hands=((),) * n, tokens=(1 if cfg.reroll_tokens else 0,) * n,
+        nonpass=zeros, offers_made=zeros, chats_made=zeros, ap_changes=zeros,
+        autopass=((False, False),) * n,
+    )
+
+
+def _board_dealt(s: State, e: Any) -> State:
+    return replace(s, board=tuple(e.spots))
+
+
+def _gangster_deck_ordered(s: State, e: Any) -> State:
+    return replace(s, gdeck=tuple(e.cards))
+
+
+def _influence_deck_ordered(s: State, e: Any) -> State:
+    return replace(s, deck=tuple(e.cards))
+
+
+def _discard_reshuffled(s: State, e: Any) -> State:
+    return replace(s, discard=())
+
+
+def _noop(s: State, e: Any) -> State:
+    return s
+
+
+def _cards_received(s: State, e: Any) -> State:
+    k = len(e.cards)
+    hand = tuple(sorted(s.hands[e.seat] + tuple(e.cards)))
+    return replace(s, deck=s.deck[k:], hands=_set(s.hands, e.seat, hand))
+
+
+def _ring(s: State, e: Any) -> State:
+    return replace(s, ring=e.seat)
+
+
+def _setup_marker_placed(s: State, e: Any) -> State:
+    return replace(_place(s, e.gangster, e.seat, 1), idx=s.idx + 1)
+
+
+# -- flow -------------------------------------------------------------------------------------------
+def _round_began(s: State, e: Any) -> State:
+    """NP-K2: passes cleared, Ante $0, once-per-round uses cleared."""
+    return replace(s, round=e.round, passed=frozenset(), ante=0, free_used=frozenset())
+
+
+_FIRST_STAGE = {
+    Phase.SETUP: "marker", Phase.COMMISSION: "turn", Phase.CREW: "score_window", Phase.FENCE: "window",
+    Phase.FEDS: "window", Phase.FAMILY: "window", Phase.FINAL: "score",
+}
+
+
+def _phase_began(s: State, e: Any) -> State:
+    zeros = (0,) * s.n
+    order = tuple(e.order)
+    return replace(
+        s, phase=e.phase, stage=_FIRST_STAGE[e.phase], order=order, idx=0,
+        turn=order[0] if e.phase == Phase.COMMISSION else -1,
+        passed=frozenset(), had_turn=frozenset(), ante=0, nonpass=zeros, sweep=0, pos=9,
+        promoted=frozenset(), offers_made=zeros, chats_made=zeros, ap_changes=zeros,
+        window=None, roll=None, ruling=None, act=None, invite=None, vacancy=None,
+    )
+
+
+def _commission_turn_began(s: State, e: Any) -> State:
+    return replace(s, turn=e.seat, stage="turn")
+
+
+def _commission_passed(s: State, e: Any) -> State:
+    return replace(s, passed=s.passed | {e.seat}, had_turn=s.had_turn | {e.seat})
+
+
+def _ante_paid(s: State, e: Any) -> State:
+    return replace(s, money=_add(s.money, e.seat, -e.amount), ante=e.ante)
+
+
+def _card_played(s: State, e: Any) -> State:
+    """NP-C15: the card goes face up to the discard pile."""
+    s = replace(s, hands=_set(s.hands, e.seat, _hand_remove(s.hands[e.seat], (e.card,))),
+                discard=s.discard + (e.card,))
+    if not e.window and s.phase == Phase.COMMISSION:
+        s = replace(s, had_turn=s.had_turn | {e.seat}, nonpass=_add(s.nonpass, e.seat, 1))
+    return s
+
+
+def _markers_placed(s: State, e: Any) -> State:
+    return _place(s, e.gangster, e.owner, e.count)
+
+
+def _markers_removed(s: State, e: Any) -> State:
+    s = _place(s, e.gangster, e.owner, -e.count)
+    if e.coin:
+        s = replace(s, bm_free=s.bm_free + 1, gs=_gs(s, e.gangster, coin=-1))
+    return s
+
+
+def _marker_moved(s: State, e: Any) -> State:
+    s = _place(_place(s, e.source, e.owner, -e.count), e.destination, e.owner, e.count)
+    if e.coin:  # NP-C26: moved off its gangster, the coin returns
+        s = replace(s, bm_free=s.bm_free + 1, gs=_gs(s, e.source, coin=-1))
+    return s
+
+
+def _coin_follows(s: State, gid: str, new_owner: int) -> State:
+    """NP-C27, NP-C28: a swapped coin marker hands the coin over, or returns it if neutral."""
+    if new_owner == -1:
+        return replace(s, bm_free=s.bm_free + 1, gs=_gs(s, gid, coin=-1))
+    return replace(s, gs=_gs(s, gid, coin=new_owner))
+
+
+def _markers_swapped(s: State, e: Any) -> State:
+    a, b = e.first, e.second
+    if a.gangster != b.gangster:
+        s = _place(_place(s, a.gangster, a.owner, -1), a.gangster, b.owner, 1)
+        s = _place(_place(s, b.gangster, b.owner, -1), b.gangster, a.owner, 1)
+    if a.coin:
+        s = _coin_follows(s, a.gangster, b.owner)
+    if b.coin:
+        s = _coin_follows(s, b.gangster, a.owner)
+    return s
+
+
+def _blackmail_coin_placed(s: State, e: Any) -> State:
+    return replace(s, bm_free=s.bm_free - 1, gs=_gs(s, e.gangster, coin=e.owner))
+
+
+def _blackmail_coin_changed(s: State, e: Any) -> State:
+    return _coin_follows(s, e.gangster, e.owner)
+
+
+def _omerta_coin_placed(s: State, e: Any) -> State:
+    return replace(s, om_free=s.om_free - 1, gs=_gs(s, e.gangster, omerta=True))
+
+
+def _omerta_coin_returned(s: State, e: Any) -> State:
+    return replace(s, om_free=s.om_free + 1, gs=_gs(s, e.gangster, omerta=False))
+
+
+def _gangster_removed(s: State, e: Any) -> State:
+    """NP-C29, NP-W38, NP-W41, NP-P3: markers and coins go home; the card to Prison or the Fishes."""
+    gid = e.gangster
+    st = s.gs[GIDX[gid]]
+    supply = tuple(a + b for a, b in zip(s.supply, st.markers, strict=True))
+    spot = s.board.index(gid)
+    s = replace(
+        s, supply=supply, neutral=s.neutral + st.neutral,
+        bm_free=s.bm_free + (st.coin >= 0), om_free=s.om_free + st.omerta,
+        gs=_set(s.gs, GIDX[gid], GState((0,) * s.n)), board=_set(s.board, spot, ""),
+    )
+    if e.to == "prison":
+        return replace(s, prison=s.prison + (gid,))
+    return replace(s, fishes=s.fishes + (gid,))
+
+
+def _gangsters_exchanged(s: State, e: Any) -> State:
+    a, b = e.first_spot, e.second_spot
+    ga, gb = s.board[a], s.board[b]
+    board = _set(_set(s.board, a, gb), b, ga)
+    s = replace(s, board=board)
+    return replace(s, gs=_gs(replace(s, gs=_gs(s, ga, sideways=e.sideways)), gb, sideways=e.sideways))
+
+
+def _gangster_promoted(s: State, e: Any) -> State:
+    gdeck, board = s.gdeck, s.board
+    if e.from_spot == -1:
+        gdeck = gdeck[1:]
+    else:
+        board = _set(board, e.from_spot, "")
+    return replace(s, gdeck=gdeck, board=_set(board, e.to_spot, e.gangster),
+                   promoted=s.promoted | {e.gangster}, vacancy=None, ruling=None)
+
+
+def _gangsters_turned_upright(s: State, e: Any) -> State:
+    return replace(s, gs=tuple(replace(g, sideways=False) if g.sideways else g for g in s.gs))
+
+
+def _respect_changed(s: State, e: Any) -> State:
+    return replace(s, respect=_set(s.respect, e.seat, e.respect))
+
+
+def _money_changed(s: State, e: Any) -> State:
+    return replace(s, money=_set(s.money, e.seat, e.money))
+
+
+def _cards_discarded(s: State, e: Any) -> State:
+    return replace(s, hands=_set(s.hands, e.seat, _hand_remove(s.hands[e.seat], e.cards)),
+                   discard=s.discard + tuple(e.cards))
+
+
+def _die_rolled(s: State, e: Any) -> State:
+    if e.purpose == "rolloff":
+        return s
+    used = s.roll.free_whack_used if s.roll is not None else False
+    roll = Roll(e.die, e.face, e.purpose, e.actor, e.gangster, e.target, e.target_position, used)
+    return replace(s, roll=roll, window=None, stage="roll")
+
+
+def _crew_position_reached(s: State, e: Any) -> State:
+    return replace(s, sweep=e.sweep, pos=e.position, stage="score_window" if e.sweep == 0 else "act_window")
+
+
+def _window_opened(s: State, e: Any) -> State:
+    return replace(s, window=Window(e.kind, tuple(e.seats), (None,) * s.n))
+
+
+def _window_answered(s: State, e: Any) -> State:
+    w = s.window
+    assert w is not None
+    kind = e.answer.WhichOneof("kind")
+    data = b"" if kind in (None, "pass") else e.answer.SerializeToString(deterministic=True)
+    return replace(s, window=replace(w, answers=_set(w.answers, e.seat, data)))
+
+
+def _window_gone(s: State, e: Any) -> State:
+    return replace(s, window=None)
+
+
+def _reroll_bought(s: State, e: Any) -> State:
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+    if e.means == pb.REROLL_PAY:
+        from .data import REROLL_PRICE
+
+        return replace(s, money=_add(s.money, e.seat, -REROLL_PRICE))
+    if e.means == pb.REROLL_FREE_RING:
+        return replace(s, free_used=s.free_used | {e.gangster})
+    if e.means == pb.REROLL_FREE_WHACK:
+        assert s.roll is not None
+        return replace(s, roll=replace(s.roll, free_whack_used=True))
+    return replace(s, tokens=_add(s.tokens, e.seat, -1))
+
+
+def _tie_ruling_asked(s: State, e: Any) -> State:
+    return replace(s, ruling=Ruling(e.gangster, tuple(e.seats), e.use))
+
+
+def _tie_ruled(s: State, e: Any) -> State:
+    assert s.ruling is not None
+    return replace(s, ruling=replace(s.ruling, answer=e.seat))
+
+
+def _position_scored(s: State, e: Any) -> State:
+    return replace(s, ruling=None, stage="scored")
+
+
+def _action_turn_began(s: State, e: Any) -> State:
+    return replace(s, act=Act(e.position, e.gangster, e.seat), ruling=None, stage="action")
+
+
+def _action_turn_ended(s: State, e: Any) -> State:
+    return replace(s, act=None, roll=None, ruling=None, window=None, stage="act_done")
+
+
+def _omerta_observed(s: State, e: Any) -> State:
+    return replace(s, om_free=s.om_free + 1, gs=_gs(s, e.gangster, omerta=False), stage="act_done")
+
+
+def _action_chosen(s: State, e: Any) -> State:
+    assert s.act is not None
+    return replace(s, act=replace(s.act, stage=2, proposal=e.action.SerializeToString(deterministic=True)))
+
+
+def _blackmail_proposed(s: State, e: Any) -> State:
+    assert s.act is not None
+    return replace(s, act=replace(s.act, stage=1, proposal=e.action.SerializeToString(deterministic=True)))
+
+
+def _blackmail_answered(s: State, e: Any) -> State:
+    assert s.act is not None
+    if e.accept:
+        return replace(s, act=replace(s.act, stage=2))
+    return replace(s, act=replace(s.act, stage=0, proposal=b"", refusals=s.act.refusals + 1))
+
+
+def _roll_resolved(s: State, e: Any) -> State:
+    return replace(s, roll=None, ruling=None)
+
+
+def _invite_asked(s: State, e: Any) -> State:
+    return replace(s, invite=Invite(e.seat, e.by))
+
+
+def _invited_marker_placed(s: State, e: Any) -> State:
+    return replace(_place(s, e.gangster, e.seat, 1), invite=None)
+
+
+def _fence_counted(s: State, e: Any) -> State:
+    return replace(s, fence_counts=tuple(e.counts))
+
+
+def _cards_bought(s: State, e: Any) -> State:
+    return replace(s, idx=s.idx + 1)
+
+
+def _vacancy_choice_asked(s: State, e: Any) -> State:
+    return replace(s, vacancy=Vacancy(e.spot, e.decider, tuple(e.candidates)), ruling=None)
+
+
+def _step_advanced(s: State, e: Any) -> State:
+    s = replace(s, stage=e.stage, pos=e.position)
+    if e.order:
+        s = replace(s, order=tuple(e.order), idx=0)
+    return s
+
+
+# -- negotiation -------------------------------------------------------------------------------------
+def _offer_made(s: State, e: Any) -> State:
+    offer = Offer(e.id, getattr(e, "from"), e.offer.to, e.offer.SerializeToString(deterministic=True))
+    return replace(s, offers=s.offers + (offer,), next_offer=e.id + 1,
+                   offers_made=_add(s.offers_made, offer.frm, 1))
+
+
+def _offer_closed(s: State, e: Any) -> State:
+    return replace(s, offers=tuple(o for o in s.offers if o.id != e.id))
+
+
+def _trade_executed(s: State, e: Any) -> State:
+    frm, to = getattr(e, "from"), e.to
+    money = _add(_add(s.money, frm, e.want_money - e.give_money), to, e.give_money - e.want_money)
+    s = replace(s, money=money)
+    if e.handover_gangster:  # NP-M6: the two markers change places, so the coin changes owner
+        st = s.gs[GIDX[e.handover_gangster]]
+        s = replace(s, gs=_gs(s, e.handover_gangster, coin=to if st.coin == frm else frm))
+    return s
+
+
+def _trade_cards_moved(s: State, e: Any) -> State:
+    frm, to = getattr(e, "from"), e.to
+    hf = _hand_remove(s.hands[frm], e.give_cards) + tuple(e.want_cards)
+    ht = _hand_remove(s.hands[to], e.want_cards) + tuple(e.give_cards)
+    return replace(s, hands=_set(_set(s.hands, frm, tuple(sorted(hf))), to, tuple(sorted(ht))))
+
+
+def _contract_made(s: State, e: Any) -> State:
+    c = e.contract
+    con = Contract(c.id, c.payer, c.payee, c.amount, c.condition, c.gangster, c.seat, c.action, c.target,
+                   c.deadline)
+    return replace(s, contracts=s.contracts + (con,), money=_add(s.money, c.payer, -c.amount))
+
+
+def _contract_settled(s: State, e: Any) -> State:
+    con = next(c for c in s.contracts if c.id == e.id)
+    return replace(s, contracts=tuple(c for c in s.contracts if c.id != e.id),
+                   money=_add(s.money, e.to, con.amount), broken=s.broken - {e.id})
+
+
+def _chat_sent(s: State, e: Any) -> State:
+    return replace(s, chats_made=_add(s.chats_made, getattr(e, "from"), 1))
+
+
+def _auto_pass_set(s: State, e: Any) -> State:
+    return replace(s, autopass=_set(s.autopass, e.seat, (e.cards, e.rerolls)),
+                   ap_changes=_add(s.ap_changes, e.seat, 1))
+
+
+def _game_ended(s: State, e: Any) -> State:
+    return replace(s, ranking=tuple(e.ranking), phase=Phase.OVER, stage="", offers=())
+
+
+EVOLVERS: dict[str, Handler] = {
+    "board_dealt": _board_dealt,
+    "gangster_deck_ordered": _gangster_deck_ordered,
+    "influence_deck_ordered": _influence_deck_ordered,
+    "discard_reshuffled": _discard_reshuffled,
+    "cards_drawn": _noop,
+    "cards_received": _cards_received,
+    "ring_holder_chosen": _ring,
+    "ring_moved": _ring,
+    "setup_marker_placed": _setup_marker_placed,
+    "round_began": _round_began,
+    "phase_began": _phase_began,
+    "commission_turn_began": _commission_turn_began,
+    "commission_passed": _commission_passed,
+    "ante_paid": _ante_paid,
+    "card_played": _card_played,
+    "markers_placed": _markers_placed,
+    "markers_removed": _markers_removed,
+    "marker_moved": _marker_moved,
+    "markers_swapped": _markers_swapped,
+    "blackmail_coin_placed": _blackmail_coin_placed,
+    "blackmail_coin_changed": _blackmail_coin_changed,
+    "omerta_coin_placed": _omerta_coin_placed,
+    "omerta_coin_returned": _omerta_coin_returned,
+    "gangster_removed": _gangster_removed,
+    "gangsters_exchanged": _gangsters_exchanged,
+    "gangster_promoted": _gangster_promoted,
+    "gangsters_turned_upright": _gangsters_turned_upright,
+    "respect_changed": _respect_changed,
+    "money_changed": _money_changed,
+    "cards_discarded": _cards_discarded,
+    "die_rolled": _die_rolled,
+    "crew_position_reached": _crew_position_reached,
+    "window_opened": _window_opened,
+    "window_answered": _window_answered,
+    "claim_resolved": _window_gone,
+    "claim_lapsed": _noop,
+    "window_closed": _window_gone,
+    "reroll_bought": _reroll_bought,
+    "tie_ruling_asked": _tie_ruling_asked,
+    "tie_ruled": _tie_ruled,
+    "position_scored": _position_scored,
+    "action_turn_began": _action_turn_began,
+    "action_turn_ended": _action_turn_ended,
+    "omerta_observed": _omerta_observed,
+    "action_chosen": _action_chosen,
+    "blackmail_proposed": _blackmail_proposed,
+    "blackmail_answered": _blackmail_answered,
+    "move_resolved": _roll_resolved,
+    "whack_resolved": _roll_resolved,
+    "invite_asked": _invite_asked,
+    "invited_marker_placed": _invited_marker_placed,
+    "fence_counted": _fence_counted,
+    "cards_bought": _cards_bought,
+    "vacancy_choice_asked": _vacancy_choice_asked,
+    "step_advanced": _step_advanced,
+    "offer_made": _offer_made,
+    "offer_closed": _offer_closed,
+    "trade_executed": _trade_executed,
+    "trade_cards_moved": _trade_cards_moved,
+    "contract_made": _contract_made,
+    "contract_settled": _contract_settled,
+    "chat_sent": _chat_sent,
+    "auto_pass_set": _auto_pass_set,
+    "final_scored": _noop,
+    "roll_off": _noop,
+    "game_ended": _game_ended,
+}
+
+
+def evolve(state: State | None, event: Any) -> State:
+    kind = event.WhichOneof("kind")
+    if state is None:
+        if kind != "match_set_up":
+            raise RuleViolation("NP-S1", "the first event must set the match up")
+        return _match_set_up(None, event.match_set_up)
+    return EVOLVERS[kind](state, getattr(event, kind))

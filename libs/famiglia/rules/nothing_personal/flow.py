@@ -1,0 +1,128 @@
+"""The phase table (NP-R1): who acts at each step, and the automatic steps between decisions.
+
+`decision(s)` says which decision is open and whose it is; `pending` and `legal_commands`
+read it. `advance(tx)` runs the automatic steps (scoring, draws, arrests, promotions...) until a
+decision is open or the game is over. Each stage of a phase is one row of `STEPS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from famiglia.engine import DecisionKind, Pending
+
+from . import crew, family
+from .crew import eligible, window_step
+from .data import TIMEOUTS
+from .rounds import begin_phase, begin_round
+from .state import Phase, State
+from .tx import Tx
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    kind: str                  # ruling | invite | vacancy | window | action | blackmail | setup | commission | buy
+    seats: tuple[int, ...]
+    dk: DecisionKind
+    private: bool = False
+    timeout: float = 0.0
+
+
+def decision(s: State) -> Decision | None:
+    """The open decision, by priority: rulings and nested choices first, then windows, then turns."""
+    if s.phase == Phase.OVER:
+        return None
+    if s.ruling is not None and s.ruling.answer < 0:
+        return Decision("ruling", (s.ring,), DecisionKind.TIE_BREAK, timeout=TIMEOUTS["ruling"])      # NP-D9
+    if s.invite is not None:
+        return Decision("invite", (s.invite.seat,), DecisionKind.TURN, timeout=TIMEOUTS["invite"])    # NP-D12
+    if s.vacancy is not None:
+        return Decision("vacancy", (s.vacancy.decider,), DecisionKind.TURN, timeout=TIMEOUTS["vacancy"])
+    w = s.window
+    if w is not None:
+        seats = tuple(i for i in w.seats if w.answers[i] is None)
+        if seats:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
+            return Decision("window", seats, DecisionKind.RESPONSE, private=True,
+                            timeout=TIMEOUTS["card_window" if w.kind == "card" else "reroll_window"])
+        return None
+    a = s.act
+    if a is not None and s.stage == "action":
+        if a.stage == 0:
+            return Decision("action", (a.seat,), DecisionKind.TURN, timeout=TIMEOUTS["action"])      # NP-D10
+        if a.stage == 1:
+            owner = crew.coin_owner(s)
+            return Decision("blackmail", (owner,), DecisionKind.RESPONSE, timeout=TIMEOUTS["blackmail"])
+        return None
+    if s.phase == Phase.SETUP and s.stage == "marker" and s.idx < len(s.order):
+        return Decision("setup", (s.order[s.idx],), DecisionKind.TURN, timeout=TIMEOUTS["setup"])     # NP-D3
+    if s.phase == Phase.COMMISSION and s.stage == "turn":
+        return Decision("commission", (s.turn,), DecisionKind.TURN, timeout=TIMEOUTS["commission"])  # NP-D4
+    if s.phase == Phase.FENCE and s.stage == "buy" and s.idx < len(s.order):
+        return Decision("buy", (s.order[s.idx],), DecisionKind.TURN, timeout=TIMEOUTS["buy"])         # NP-D13
+    return None
+
+
+def pending(s: State) -> list[Pending]:
+    d = decision(s)
+    if d is None:
+        return []
+    return [Pending(seat, d.dk, d.kind, d.private, d.timeout) for seat in d.seats]
+
+
+# -- steps ------------------------------------------------------------------------------------------------------
+def _setup_done(tx: Tx) -> None:
+    """NP-S12: when setup is complete, round 1 begins with the Commission."""
+    begin_round(tx, 1)
+
+
+def _commission_after(tx: Tx) -> None:
+    """NP-C1, NP-X20: turns go clockwise, skipping seats that passed; the phase ends when all passed."""
+    s = tx.s
+    if len(s.passed) == s.n:
+        begin_phase(tx, Phase.CREW)
+        return
+    for k in range(1, s.n + 1):
+        seat = (s.turn + k) % s.n
+        if seat not in s.passed:
+            tx.emit("commission_turn_began", seat=seat)
+            return
+
+
+STEPS: dict[tuple[str, str], Callable[[Tx], None]] = {
+    (Phase.SETUP, "marker"): _setup_done,
+    (Phase.COMMISSION, "after"): _commission_after,
+    (Phase.CREW, "score_window"): crew.score_window,
+    (Phase.CREW, "score"): crew.score,
+    (Phase.CREW, "scored"): crew.next_score,
+    (Phase.CREW, "act_window"): crew.act_window,
+    (Phase.CREW, "act"): crew.start_action_turn,
+    (Phase.CREW, "roll"): lambda tx: window_step(tx, "reroll", "roll_result"),
+    (Phase.CREW, "roll_result"): crew.resolve_roll,
+    (Phase.CREW, "act_done"): crew.next_act,
+    (Phase.FENCE, "window"): lambda tx: window_step(tx, "card", "draws"),
+    (Phase.FENCE, "draws"): family.fence_draws,
+    (Phase.FENCE, "buy"): family.fence_done,
+    (Phase.FEDS, "window"): lambda tx: window_step(tx, "card", "arrest"),
+    (Phase.FEDS, "arrest"): family.arrests,
+    (Phase.FAMILY, "window"): lambda tx: window_step(tx, "card", "capo"),
+    (Phase.FAMILY, "capo"): family.capo_first,
+    (Phase.FAMILY, "fill"): family.fill,
+    (Phase.FAMILY, "assoc"): family.associates_and_bookkeeping,
+    (Phase.FINAL, "score"): family.final_score,
+    (Phase.FINAL, "scored"): family.final_next,
+    (Phase.FINAL, "sell"): family.final_sell,
+}
+
+
+def advance(tx: Tx) -> None:
+    """Run automatic steps until a decision is open or the game is over."""
+    guard = 0
+    while tx.s.phase != Phase.OVER and decision(tx.s) is None:
+        STEPS[(tx.s.phase, tx.s.stage)](tx)
+        guard += 1
+        if guard > 10_000:
+            raise AssertionError(f"no progress in {tx.s.phase}/{tx.s.stage}")
+
+
+__all__ = ["advance", "decision", "eligible", "pending", "STEPS"]

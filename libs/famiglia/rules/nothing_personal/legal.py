@@ -1,0 +1,81 @@
+"""legal_commands: the open decision's commands first, then the optional ones (NP-R6, NP-M9, NP-M10)."""
+
+from __future__ import annotations
+
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+from . import crew
+from .board import active
+from .decide.negotiation import executable
+from .family import max_buy
+from .flow import decision
+from .plays import play_options
+from .state import Phase, State
+
+PASS = pb.Command(**{"pass": pb.Pass()})
+
+
+def required(s: State, seat: int) -> list[pb.Command]:
+    d = decision(s)
+    if d is None or seat not in d.seats:
+        return []
+    k = d.kind
+    if k == "setup":
+        return [pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=g)) for g in active(s)]
+    if k == "commission":
+        if s.nonpass[seat] >= s.cfg.commission_turns:   # NP-C33
+            return [PASS]
+        return [PASS, *play_options(s, seat, window=False)]
+    if k == "window":
+        assert s.window is not None
+        if s.window.kind == "card":
+            return [PASS, *play_options(s, seat, window=True)]
+        return [PASS, *(pb.Command(buy_reroll=pb.BuyReroll(means=m)) for m in crew.reroll_means(s, seat))]
+    if k == "action":
+        return crew.action_options(s)
+    if k == "blackmail":
+        out = [pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))]
+        try:
+            crew.check_action(s, crew.proposal(s))
+            out.append(pb.Command(grant_blackmail=pb.GrantBlackmail(accept=True)))
+        except Exception:   # noqa: BLE001 - an illegal proposal can only be refused (NP-X22)
+            pass
+        return out
+    if k == "ruling":
+        assert s.ruling is not None
+        return [pb.Command(rule_on_tie=pb.RuleOnTie(seat=i)) for i in s.ruling.seats]
+    if k == "invite":
+        return [pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=g)) for g in active(s)]
+    if k == "vacancy":
+        assert s.vacancy is not None
+        return [pb.Command(fill_vacancy=pb.FillVacancy(gangster=g)) for g in s.vacancy.candidates]
+    if k == "buy":
+        return [pb.Command(buy=pb.Buy(count=n)) for n in range(max_buy(s, seat) + 1)]
+    return []
+
+
+def optional(s: State, seat: int) -> list[pb.Command]:
+    """A representative sample of the commands that never advance the game."""
+    if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
+        return []
+    out = [pb.Command(shakedown=pb.Shakedown(cards=[c])) for c in sorted(set(s.hands[seat]))]
+    for o in s.offers:
+        if o.to == seat:
+            if executable(s, o):
+                out.append(pb.Command(accept_deal=pb.AcceptDeal(offer=o.id)))
+            out.append(pb.Command(decline_deal=pb.DeclineDeal(offer=o.id)))
+        elif o.frm == seat:
+            out.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
+    if s.offers_made[seat] < s.cfg.offers_per_phase and s.money[seat] >= 1:
+        out.append(pb.Command(offer_deal=pb.OfferDeal(to=(seat + 1) % s.n, give_money=1)))
+    if s.chats_made[seat] < s.cfg.chats_per_phase:
+        out.append(pb.Command(send_chat=pb.SendChat(text="it's nothing personal")))
+    if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
+        cards, rerolls = s.autopass[seat]
+        out.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
+    return out
+
+
+def legal_commands(s: State, seat: int, limit: int | None = None) -> list[pb.Command]:
+    out = required(s, seat) + optional(s, seat)
+    return out[:limit] if limit else out

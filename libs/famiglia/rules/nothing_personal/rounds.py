@@ -1,0 +1,20 @@
+"""Round and phase boundaries (NP-R1, NP-K1, NP-K2, NP-M4)."""
+
+from __future__ import annotations
+
+from .board import ring_order
+from .state import Phase
+from .tx import Tx
+
+
+def begin_phase(tx: Tx, phase: str) -> None:
+    """NP-M4: open offers lapse at the end of the phase in which they were made; NP-R3 order fixed now."""
+    for o in tx.s.offers:
+        tx.emit("offer_closed", id=o.id, how="lapsed", to=o.to, **{"from": o.frm})
+    tx.emit("phase_began", phase=phase, order=ring_order(tx.s))
+
+
+def begin_round(tx: Tx, r: int) -> None:
+    """NP-K2: passes, the Ante and once-per-round uses are cleared; the round opens with the Commission."""
+    tx.emit("round_began", round=r)
+    begin_phase(tx, Phase.COMMISSION)

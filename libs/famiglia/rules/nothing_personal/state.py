@@ -1,0 +1,177 @@
+"""The whole Nothing Personal table as frozen data (NP-S, NP-R); equality comes free for fold tests.
+
+Spots: index 0..8 are positions 1..9, index 9..11 the Associate slots A1..A3 (NP Terms).
+Per-gangster marker state is a tuple indexed like `data.GANGSTERS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Config
+
+
+class Phase:
+    """NP-R1: the six phases of a round, plus setup and the end."""
+
+    SETUP = "setup"
+    COMMISSION = "commission"
+    CREW = "crew"
+    FENCE = "fence"
+    FEDS = "feds"
+    FAMILY = "family"
+    FINAL = "final"
+    OVER = "over"
+
+
+SPOTS = 12
+A_SLOTS = (9, 10, 11)
+
+
+@dataclass(frozen=True, slots=True)
+class GState:
+    """Markers on one gangster: family markers per seat, neutral markers, coins, orientation."""
+
+    markers: tuple[int, ...]
+    neutral: int = 0
+    coin: int = -1          # owner seat of the blackmail coin (its marker is one of that seat's), -1 none
+    omerta: bool = False
+    sideways: bool = False
+
+    @property
+    def total(self) -> int:
+        return sum(self.markers) + self.neutral
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A card or reroll window answer round (NP-D5, NP-D6): answers per seat, None = not yet."""
+
+    kind: str                            # "card" | "reroll"
+    seats: tuple[int, ...]               # asked in this answer round
+    answers: tuple[bytes | None, ...]    # per seat: None unanswered, b"" pass, else a serialized Command
+
+
+@dataclass(frozen=True, slots=True)
+class Roll:
+    """A die whose reroll window is open (NP-R5); resolved once the window closes."""
+
+    die: str
+    face: str
+    purpose: str          # move | whack | dice_money | dice_respect | double
+    actor: int
+    gangster: str         # the acting gangster
+    target: str = ""      # whack target
+    target_pos: int = 0   # move target position
+    free_whack_used: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Ruling:
+    """A tie ruling asked of the ring holder (NP-W4, NP-D9); `answer` -1 until given."""
+
+    gangster: str
+    seats: tuple[int, ...]
+    use: str
+    answer: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Act:
+    """A Crew action turn (NP-W14, NP-W18): stage 0 choosing, 1 waiting for blackmail permission."""
+
+    position: int
+    gangster: str
+    seat: int
+    refusals: int = 0
+    proposal: bytes = b""
+    stage: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Invite:
+    seat: int
+    by: int
+
+
+@dataclass(frozen=True, slots=True)
+class Vacancy:
+    spot: int
+    decider: int
+    candidates: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    id: int
+    frm: int
+    to: int
+    deal: bytes           # serialized OfferDeal
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    id: int
+    payer: int
+    payee: int
+    amount: int
+    condition: str
+    gangster: str
+    seat: int
+    action: str
+    target: str
+    deadline: int
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    n: int
+    cfg: Config
+    round: int = 0
+    phase: str = Phase.SETUP
+    stage: str = ""
+    ring: int = 0
+    respect: tuple[int, ...] = ()
+    money: tuple[int, ...] = ()
+    supply: tuple[int, ...] = ()
+    neutral: int = 25
+    bm_free: int = 8
+    om_free: int = 2
+    board: tuple[str, ...] = ("",) * SPOTS
+    gs: tuple[GState, ...] = ()
+    prison: tuple[str, ...] = ()
+    fishes: tuple[str, ...] = ()
+    hands: tuple[tuple[str, ...], ...] = ()
+    deck: tuple[str, ...] = ()
+    discard: tuple[str, ...] = ()
+    gdeck: tuple[str, ...] = ()
+    tokens: tuple[int, ...] = ()
+    # flow (NP-R, NP-C, NP-W, NP-F, NP-Y, NP-E)
+    order: tuple[int, ...] = ()
+    idx: int = 0
+    turn: int = -1
+    passed: frozenset[int] = frozenset()
+    had_turn: frozenset[int] = frozenset()
+    ante: int = 0
+    nonpass: tuple[int, ...] = ()
+    sweep: int = 0
+    pos: int = 0
+    promoted: frozenset[str] = frozenset()
+    free_used: frozenset[str] = frozenset()
+    fence_counts: tuple[int, ...] = ()
+    window: Window | None = None
+    roll: Roll | None = None
+    ruling: Ruling | None = None
+    act: Act | None = None
+    invite: Invite | None = None
+    vacancy: Vacancy | None = None
+    # negotiation (NP-M)
+    offers: tuple[Offer, ...] = ()
+    next_offer: int = 1
+    offers_made: tuple[int, ...] = ()
+    chats_made: tuple[int, ...] = ()
+    ap_changes: tuple[int, ...] = ()
+    autopass: tuple[tuple[bool, bool], ...] = ()
+    contracts: tuple[Contract, ...] = ()
+    broken: frozenset[int] = frozenset()
+    ranking: tuple[int, ...] = ()

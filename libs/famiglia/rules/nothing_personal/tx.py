@@ -1,0 +1,99 @@
+"""A decision in progress: events are applied as they are emitted, so later rules see their effect.
+
+NP-W1 (control is evaluated whenever needed) and NP-W7 (the ring moves at once, in any phase,
+even in the middle of a step) both follow from applying every event immediately.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from famiglia.engine import Rng
+
+from .board import strict
+from .events import ev
+from .evolve import EVOLVERS
+from .state import Phase, State
+
+RING_SENSITIVE = frozenset({
+    "setup_marker_placed", "markers_placed", "markers_removed", "marker_moved", "markers_swapped",
+    "gangster_removed", "gangsters_exchanged", "gangster_promoted", "invited_marker_placed",
+})
+
+
+class Tx:
+    __slots__ = ("s", "events", "rng")
+
+    def __init__(self, state: State, rng: Rng) -> None:
+        self.s = state
+        self.events: list[Any] = []
+        self.rng = rng
+
+    def emit(self, event_kind: str, /, **fields: Any) -> None:
+        e = ev(event_kind, **fields)
+        self.events.append(e)
+        self.s = EVOLVERS[event_kind](self.s, getattr(e, event_kind))
+        if event_kind in RING_SENSITIVE:
+            self._ring()
+
+    def _ring(self) -> None:
+        """NP-W7, NP-W8: strict control of position 9 takes the ring; a tie never moves it."""
+        capo = self.s.board[8]
+        if capo:
+            holder = strict(self.s, capo)
+            if holder >= 0 and holder != self.s.ring:
+                self.emit("ring_moved", seat=holder, reason="capo")
+
+    # -- common bookkeeping ----------------------------------------------------------------------
+    def respect(self, deltas: dict[int, int], reason: str) -> None:
+        """NP-X7, NP-X8: changes of one rule step are summed, then floored at 0."""
+        for seat in sorted(deltas):
+            d = deltas[seat]
+            if d == 0:
+                continue
+            new = max(0, self.s.respect[seat] + d)
+            if new != self.s.respect[seat]:
+                self.emit("respect_changed", seat=seat, delta=new - self.s.respect[seat], respect=new,
+                          reason=reason)
+
+    def money(self, seat: int, delta: int, reason: str) -> int:
+        """NP-X6: money never goes below 0; returns what actually moved."""
+        new = max(0, self.s.money[seat] + delta)
+        moved = new - self.s.money[seat]
+        if moved:
+            self.emit("money_changed", seat=seat, delta=moved, money=new, reason=reason)
+        return moved
+
+    def take(self, frm: int, to: int, amount: int, reason: str) -> None:
+        """NP-X6: an involuntary payment takes what the payer has; the receiver gets only that."""
+        got = -self.money(frm, -amount, reason)
+        if got:
+            self.money(to, got, reason)
+
+    def draw(self, seat: int, count: int, reason: str) -> int:
+        """NP-X4: an empty deck is rebuilt from the shuffled discard pile; then the draw stops short."""
+        drawn: list[str] = []
+        while len(drawn) < count:
+            if not self.s.deck:
+                if not self.s.discard:
+                    break
+                order = self.rng.shuffled(sorted(self.s.discard))
+                self.emit("discard_reshuffled", count=len(order))
+                self.emit("influence_deck_ordered", cards=order)
+            k = min(count - len(drawn), len(self.s.deck))
+            cards = list(self.s.deck[:k])
+            self.emit("cards_drawn", seat=seat, count=k, reason=reason)
+            self.emit("cards_received", seat=seat, cards=cards)
+            drawn.extend(cards)
+        return len(drawn)
+
+    def gone(self, gid: str, to: str, reason: str) -> None:
+        """A gangster leaves the board (NP-C29, NP-W38, NP-W41, NP-P3); NP-V4 GANGSTER_GONE pays."""
+        self.emit("gangster_removed", gangster=gid, to=to, reason=reason)
+        for c in self.s.contracts:
+            if c.condition == "GANGSTER_GONE" and c.gangster == gid:
+                self.emit("contract_settled", id=c.id, to=c.payee, how="paid")
+
+    @property
+    def over(self) -> bool:
+        return self.s.phase == Phase.OVER

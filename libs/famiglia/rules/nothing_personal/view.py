@@ -1,0 +1,127 @@
+"""view() and visibility(): an allow-list of what one viewer may know (NP-H1..H10).
+
+Public: the board, supplies, Respect, money, the ring, the flow, hand sizes, the discard pile,
+deck sizes, rulings, blackmail proposals, contracts. Private: the viewer's own hand, its window
+answer, its offers and auto-pass. Never: other hands, deck orders, who a window still waits for.
+Once the game is over everything is revealed (NP-H10).
+"""
+
+from __future__ import annotations
+
+from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+from .data import GIDX
+from .state import Phase, State
+
+
+def view(s: State, viewer: int | None) -> pb.View:
+    over = s.phase == Phase.OVER
+    me = -1 if viewer is None else viewer
+    v = pb.View(
+        seats=s.n, viewer=me, round=s.round, phase=s.phase, stage=s.stage, ring=s.ring,
+        respect=s.respect, money=s.money, supply=s.supply, neutral_supply=s.neutral,
+        blackmail_free=s.bm_free, omerta_free=s.om_free, spots=s.board, prison=s.prison, fishes=s.fishes,
+        hand_sizes=[len(h) for h in s.hands], deck_size=len(s.deck), discard=s.discard,
+        gangster_deck_size=len(s.gdeck), tokens=s.tokens, order=s.order, idx=s.idx, turn=s.turn,
+        passed=sorted(s.passed), had_turn=sorted(s.had_turn), ante=s.ante, nonpass=s.nonpass,
+        sweep=s.sweep, position=s.pos, promoted=sorted(s.promoted), free_reroll_used=sorted(s.free_used),
+        fence_counts=s.fence_counts, next_offer=s.next_offer, offers_made=s.offers_made,
+        chats_made=s.chats_made, autopass_changes=s.ap_changes, ranking=s.ranking,
+        colours=s.cfg.colours, broken=sorted(s.broken),
+    )
+    for k, val in _options(s).items():
+        v.options[k] = val
+    for gid in s.board:
+        if gid:
+            st = s.gs[GIDX[gid]]
+            v.gangsters.append(pb.GangsterView(id=gid, markers=st.markers, neutral=st.neutral, coin_owner=st.coin,
+                                               omerta=st.omerta, sideways=st.sideways))
+    if 0 <= me < s.n:
+        v.hand.extend(s.hands[me])
+        v.autopass_cards, v.autopass_rerolls = s.autopass[me]
+    w = s.window
+    if w is not None:
+        v.window = w.kind
+        if 0 <= me < s.n and me in w.seats:
+            v.window_asks_me = True
+            ans = w.answers[me]
+            if ans is not None:
+                v.window_answered_by_me = True
+                v.my_answer.CopyFrom(pb.Command.FromString(ans) if ans else pb.Command(**{"pass": pb.Pass()}))
+    r = s.roll
+    if r is not None:
+        v.die, v.face, v.roll_purpose, v.roll_actor = r.die, r.face, r.purpose, r.actor
+        v.roll_gangster, v.roll_target, v.roll_target_position = r.gangster, r.target, r.target_pos
+        v.roll_free_whack_used = r.free_whack_used
+    v.ruled = -1
+    if s.ruling is not None:
+        v.ruling_gangster, v.ruling_use, v.ruled = s.ruling.gangster, s.ruling.use, s.ruling.answer
+        v.ruling_seats.extend(s.ruling.seats)
+    v.act_seat = -1
+    if s.act is not None:
+        a = s.act
+        v.act_position, v.act_gangster, v.act_seat, v.act_refusals, v.act_stage = (
+            a.position, a.gangster, a.seat, a.refusals, a.stage)
+        if a.proposal:   # NP-H8: proposals are public
+            v.proposal.CopyFrom(pb.Command.FromString(a.proposal))
+    v.invite_seat = v.invite_by = -1
+    if s.invite is not None:
+        v.invite_seat, v.invite_by = s.invite.seat, s.invite.by
+    v.vacancy_spot = v.vacancy_decider = -1
+    if s.vacancy is not None:
+        v.vacancy_spot, v.vacancy_decider = s.vacancy.spot, s.vacancy.decider
+        v.vacancy_candidates.extend(s.vacancy.candidates)
+    for o in s.offers:   # NP-H7
+        if me in (o.frm, o.to):
+            v.offers.append(pb.OpenOffer(id=o.id, offer=pb.OfferDeal.FromString(o.deal), **{"from": o.frm}))
+    for c in s.contracts:   # NP-V5: public
+        v.contracts.append(pb.Contract(id=c.id, payer=c.payer, payee=c.payee, amount=c.amount,
+                                       condition=c.condition, gangster=c.gangster, seat=c.seat, action=c.action,
+                                       target=c.target, deadline=c.deadline))
+    if over:   # NP-H10
+        v.gangster_deck.extend(s.gdeck)
+        v.influence_deck.extend(s.deck)
+        v.hands_all.extend(f"{i}:{c}" for i, h in enumerate(s.hands) for c in h)
+    return v
+
+
+def _options(s: State) -> dict[str, str]:
+    c = s.cfg
+    return {
+        "commission_turns": str(c.commission_turns), "offers_per_phase": str(c.offers_per_phase),
+        "chats_per_phase": str(c.chats_per_phase), "autopass_changes_per_phase": str(c.autopass_changes_per_phase),
+        "arrest_associates": str(c.arrest_associates).lower(), "random_setup": str(c.random_setup).lower(),
+        "reroll_tokens": str(c.reroll_tokens).lower(), "keep_your_word": str(c.keep_your_word).lower(),
+        "colours": ",".join(c.colours),
+    }
+
+
+_SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
+
+
+def visibility(event: pb.Event) -> Visibility:
+    kind = event.WhichOneof("kind")
+    if kind in _SERVER:
+        return SERVER_ONLY
+    m = getattr(event, kind)
+    if kind in ("cards_received", "window_answered", "claim_lapsed", "auto_pass_set"):
+        return private_to(m.seat)
+    if kind in ("offer_made", "offer_closed", "trade_cards_moved"):
+        to = m.offer.to if kind == "offer_made" else m.to
+        return private_to(getattr(m, "from"), to)
+    if kind == "chat_sent":
+        return private_to(getattr(m, "from"), *m.to)
+    return PUBLIC
+
+
+def redact(event: pb.Event, viewer: int | None) -> pb.Event | None:
+    """Visibility, plus NP-H9: the seats a window waits for are server-only."""
+    if not visibility(event).allows(viewer):
+        return None
+    if event.WhichOneof("kind") == "window_opened":
+        out = pb.Event()
+        out.CopyFrom(event)
+        del out.window_opened.seats[:]
+        return out
+    return event
