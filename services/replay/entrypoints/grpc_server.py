@@ -87,9 +87,10 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
                                            match_finished=page.timeline.finished)
         for info in page.events:
             env = info.envelope
+            # A hidden event keeps its place and time; its command id (client-chosen text) is not shown.
             reply.events.add(event_id=env.event_id, seq=env.seq, type=info.type, seat=env.seat,
-                             command_id=env.command_id, timestamp_ms=env.timestamp.ToMilliseconds(),
-                             hidden=info.hidden)
+                             command_id="" if info.hidden else env.command_id,
+                             timestamp_ms=env.timestamp.ToMilliseconds(), hidden=info.hidden)
         return reply
 
     @rpc
