@@ -1,0 +1,58 @@
+"""Event sources: the hot store finds any event id, the layered source falls back whole to the archive."""
+
+from __future__ import annotations
+
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.replay.sources import EventIndex, EventLocation, LayeredSource, MemorySource, StoreSource
+
+from .games import copy, game_ids, recorded
+
+
+def _two_matches() -> tuple[InMemoryEventStore, list, list]:
+    store = InMemoryEventStore(partitions=4)
+    a, b = copy(recorded(game_ids()[-1], 3)), copy(recorded(game_ids()[-1], 11))
+    for envelopes in (a, b):
+        store.append(envelopes[0].match_id, 0, envelopes)
+    return store, a, b
+
+
+def test_the_store_source_finds_event_ids_of_matches_it_never_read() -> None:
+    store, a, b = _two_matches()
+    source = StoreSource(store, chunk=7)
+    assert source.find(b[-1].event_id) == EventLocation(b[0].match_id, len(b))
+    assert source.find(a[3].event_id) == EventLocation(a[0].match_id, 4)
+    assert source.find("01NOSUCHEVENT") is None
+    late = copy(recorded(game_ids()[-1], 5))
+    store.append(late[0].match_id, 0, late)
+    assert source.find(late[2].event_id) == EventLocation(late[0].match_id, 3)
+
+
+def test_the_index_forgets_the_oldest_beyond_its_capacity() -> None:
+    index = EventIndex(capacity=3)
+    envelopes = copy(recorded(game_ids()[-1]))[:5]
+    index.note(envelopes)
+    assert index.get(envelopes[0].event_id) is None
+    assert index.get(envelopes[4].event_id) == EventLocation(envelopes[0].match_id, 5)
+
+
+def test_the_layered_source_reads_a_trimmed_match_whole_from_the_archive() -> None:
+    store, a, _ = _two_matches()
+    cold = MemorySource()
+    cold.add(a)
+    layered = LayeredSource(StoreSource(store), cold)
+    assert layered.read(a[0].match_id) == a
+    store.trim(a[0].match_id)
+    assert layered.read(a[0].match_id) == a
+    assert layered.read(a[0].match_id, after=10) == []  # catching up: nothing new (only the over are trimmed)
+    assert layered.find(a[5].event_id) == EventLocation(a[0].match_id, 6)
+    assert LayeredSource(MemorySource(), cold).find(a[5].event_id) == EventLocation(a[0].match_id, 6)
+    assert layered.read("no-such-match") == []
+
+
+def test_the_memory_archive_keeps_bytes_so_readers_cannot_change_it() -> None:
+    cold = MemorySource()
+    envelopes = copy(recorded(game_ids()[-1]))
+    cold.add(envelopes)
+    cold.read(envelopes[0].match_id)[3].payload = b"changed"
+    assert cold.read(envelopes[0].match_id) == envelopes
+    assert cold.read(envelopes[0].match_id, after=5) == envelopes[5:]
