@@ -221,3 +221,13 @@ def test_every_effect_code_has_a_function_and_every_function_is_used() -> None:
 def test_respect_helper_reads_the_territory() -> None:
     """NC-V12 via NC-K12."""
     assert seat_respect(seat(business_table(), 2, trophies=("R5",)), 2) == 2
+
+
+def test_nc_k90_respect_values_come_from_configuration() -> None:
+    """NC-K90 with NC-K04, NC-M10, NC-K21: Respect defaults are options, not code."""
+    s = business_table(two_colour_turf_respect="2", investigation_win_respect="3", zealous_respect="2",
+                       zealous_cards="1")
+    s = seat(s, 1, trophies=("I1", "ZC1"))
+    assert seat_respect(s, 1) == 2 + 3 + 2 and s.zealous_left == ("ZC1",)
+    with pytest.raises(RuleViolation):
+        ENGINE.setup(MatchConfig(seats=4, options={"months": "7"}), 1)

@@ -32,8 +32,33 @@ OPTIONS: tuple[OptionSpec, ...] = (
                _BOOL, "NC-M14"),
     OptionSpec("end_game_bonus_respect", "2", "Respect per End of Game Bonus card",
                ("0", "1", "2", "3"), "NC-V14"),
+    OptionSpec("two_colour_turf_respect", "1", "Respect of Connecticut and New Jersey",
+               ("0", "1", "2", "3"), "NC-K04"),
+    OptionSpec("investigation_win_respect", "1", "Respect per Investigation won", ("0", "1", "2", "3"),
+               "NC-M10"),
+    OptionSpec("zealous_cards", "3", "number of Zealous Corruptor cards", ("0", "1", "2", "3"), "NC-K21"),
+    OptionSpec("zealous_respect", "1", "Respect per Zealous Corruptor card", ("0", "1", "2", "3"), "NC-K21"),
     OptionSpec("turn_timeout_s", "120", "turn clock in seconds", (), "NC-D02"),
     OptionSpec("choice_timeout_s", "45", "choice clock in seconds", (), "NC-D02"),
+    # NC-K90 keys this engine fixes: listed so that ListGames shows them, one choice each.
+    OptionSpec("months", "6", "months before the Final Verdict", ("6",), "NC-R01"),
+    OptionSpec("street_spaces", "4", "Street spaces", ("4",), "NC-K60"),
+    OptionSpec("cashin_limits", "racket:1,per_traffic_icon:1", "cash-ins per Business",
+               ("racket:1,per_traffic_icon:1",), "NC-B14"),
+    OptionSpec("cashin_active_sees_drawn_notes", "true", "the active player sees the drawn faces",
+               ("true",), "NC-B09"),
+    OptionSpec("forced_shortfall_cheats", "true", "a Raid or empty supply still Cheats", ("true",), "NC-B10"),
+    OptionSpec("investigation_bids", "always_revealed", "Investigation bids revealed and discarded",
+               ("always_revealed",), "NC-M12"),
+    OptionSpec("underboss_full_street", "replace_highest_non_investigation",
+               "where the Underboss goes on a full Street", ("replace_highest_non_investigation",), "NC-C07"),
+    OptionSpec("verdict_clamp", "none", "bounds of the Jury Box", ("none",), "NC-V03"),
+    OptionSpec("guilty_without_snitch", "nobody_wins", "GUILTY and no Snitch", ("nobody_wins",), "NC-V10"),
+    OptionSpec("end_game_bonus_tie", "nobody", "a tied End of Game Bonus", ("nobody",), "NC-V14"),
+    OptionSpec("winner_tiebreak", "highest_title,bank_value,shared", "ties for the win",
+               ("highest_title,bank_value,shared",), "NC-V15"),
+    OptionSpec("vendetta_draws", "only_when_cheated", "when Vendetta cards are drawn",
+               ("only_when_cheated",), "NC-K43"),
 )
 
 
@@ -49,6 +74,10 @@ class Config:
     turfs_free_in_reception: bool
     title_counts_as_win: bool
     bonus_respect: int
+    two_colour_respect: int
+    investigation_respect: int
+    zealous_cards: int
+    zealous_respect: int
     turn_timeout: float
     choice_timeout: float
 
@@ -91,6 +120,10 @@ class Config:
             turfs_free_in_reception=values["turfs_free_in_reception"] == "true",
             title_counts_as_win=values["title_counts_as_meeting_win"] == "true",
             bonus_respect=int(values["end_game_bonus_respect"]),
+            two_colour_respect=int(values["two_colour_turf_respect"]),
+            investigation_respect=int(values["investigation_win_respect"]),
+            zealous_cards=int(values["zealous_cards"]),
+            zealous_respect=int(values["zealous_respect"]),
             turn_timeout=float(integer("turn_timeout_s", 0, 86400)),
             choice_timeout=float(integer("choice_timeout_s", 0, 86400)),
         )

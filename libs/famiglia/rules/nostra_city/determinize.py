@@ -166,7 +166,7 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
         meeting_winners=frozenset(view.meeting_winners), meeting_bidders=frozenset(view.meeting_bidders),
         choice=choice, draws=tuple(Draw(d.seat, d.count, d.cause) for d in view.draws),
         underboss=view.underboss, titles=tuple(titles),
-        zealous_left=tuple(z for z in ZEALOUS_CARDS if z not in taken), w13_spent=view.w13_spent,
+        zealous_left=tuple(z for z in ZEALOUS_CARDS[:config.zealous_cards] if z not in taken), w13_spent=view.w13_spent,
         verdict_result=view.verdict_result,
         snitches=tuple(i for i, p in enumerate(pv) if p.snitch),
     )

@@ -12,7 +12,15 @@ from typing import Any
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .config import Config
-from .data import CONSIGLIERE, PRIMO_CAPO, UNDERBOSS, VENDETTA_BY_ID, WISEGUY_BY_ID, card_kind
+from .data import (
+    CONSIGLIERE,
+    PRIMO_CAPO,
+    UNDERBOSS,
+    VENDETTA_BY_ID,
+    WISEGUY_BY_ID,
+    ZEALOUS_CARDS,
+    card_kind,
+)
 from .state import Bid, Choice, Draw, Phase, Seat, State, replace
 
 
@@ -48,7 +56,8 @@ def _match_set_up(e: pb.MatchSetUp) -> State:
     options = dict(e.options)
     config = Config.parse(e.seats, options)
     return State(config=config, options=tuple(sorted(options.items())), seats=e.seats,
-                 players=tuple(Seat() for _ in range(e.seats)), verdict=config.verdict_start)
+                 players=tuple(Seat() for _ in range(e.seats)), verdict=config.verdict_start,
+                 zealous_left=ZEALOUS_CARDS[:config.zealous_cards])
 
 
 def _cards_dealt(s: State, e: pb.CardsDealt) -> State:

@@ -5,6 +5,7 @@ Pure functions of the state; both `decide` and `view` read them.
 
 from __future__ import annotations
 
+from .config import Config
 from .data import (
     ATLANTIC_CITY,
     BONUS_CARDS,
@@ -17,27 +18,27 @@ from .data import (
     TITLE_RESPECT,
     TURF_BY_ID,
     WISEGUY_BY_ID,
-    ZEALOUS_RESPECT,
 )
 from .state import Seat, State
 
 
-def respect(seat: Seat, bonus_respect: int = 2) -> int:
+def respect(seat: Seat, config: Config) -> int:
     """NC-V11/V12: Respect is computed from the Territory, never accumulated."""
     total = 0
     for card in seat.trophies:
         if card in RESPECT_CARDS:
             total += RESPECT_CARDS[card]
         elif card in INVESTIGATION_BY_ID:
-            total += 1  # NC-M10
+            total += config.investigation_respect  # NC-M10
         elif card in TITLE_RESPECT:
             total += TITLE_RESPECT[card]
         elif card.startswith("ZC"):
-            total += ZEALOUS_RESPECT
+            total += config.zealous_respect  # NC-K21
         elif card in BONUS_CARDS:
-            total += bonus_respect
+            total += config.bonus_respect  # NC-V14
     for turf in seat.turfs:
-        total += TURF_BY_ID[turf].respect  # NC-K04 two-colour Turfs
+        if TURF_BY_ID[turf].respect:
+            total += config.two_colour_respect  # NC-K04 two-colour Turfs
     for w in seat.wiseguys:
         if WISEGUY_BY_ID[w].effect == "respect":
             total += int(WISEGUY_BY_ID[w].param)  # NC-W120
@@ -45,7 +46,7 @@ def respect(seat: Seat, bonus_respect: int = 2) -> int:
 
 
 def seat_respect(state: State, seat: int) -> int:
-    return respect(state.players[seat], state.config.bonus_respect)
+    return respect(state.players[seat], state.config)
 
 
 def has_power(seat: Seat, effect: str) -> bool:
