@@ -38,6 +38,7 @@ def _text(message: object) -> str:
 
 
 def test_gc_h01_public_facts_are_in_every_view() -> None:
+    """GC-H01: Public facts are in every view."""
     state, _ = assign(table_state(), [1, 1, 2, 2, 3, 3])
     state, _ = act(state, 2, C.place_threat(0))
     state, _ = act(state, 1, C.choose_action_card(ROB))
@@ -53,6 +54,7 @@ def test_gc_h01_public_facts_are_in_every_view() -> None:
 
 
 def test_gc_h02_stashes_are_secret() -> None:
+    """GC-H02: Stashes are secret."""
     state = new_game(4, seed=5)
     for viewer in range(4):
         view = ENGINE.view(state, viewer)
@@ -64,6 +66,7 @@ def test_gc_h02_stashes_are_secret() -> None:
 
 
 def test_gc_h03_stash_counts_are_public_unless_switched_off() -> None:
+    """GC-H03: Stash counts are public unless switched off."""
     state = new_game(4, options={"stash_counts_public": "false"})
     view = ENGINE.view(state, 1)
     assert [sv.stash_count for sv in view.seat_views] == [0, 4, 0, 0]
@@ -71,6 +74,7 @@ def test_gc_h03_stash_counts_are_public_unless_switched_off() -> None:
 
 
 def test_gc_h04_loot_that_entered_a_stash_face_up_stays_in_the_public_log() -> None:
+    """GC-H04: Loot that entered a stash face up stays in the public log."""
     before, after, events = round_with([VOTE_YES] * 4, assignment=[2] * 6)
     (handed,) = of_kind(events, "loot_handed_out")
     assert (
@@ -83,6 +87,7 @@ def test_gc_h04_loot_that_entered_a_stash_face_up_stays_in_the_public_log() -> N
 
 
 def test_gc_h05_gc_h06_a_chosen_card_is_known_only_to_its_owner_until_revealed() -> None:
+    """GC-H05, GC-H06: A chosen card is known only to its owner until revealed."""
     state, _ = assign(table_state())
     state, events = act(state, 2, C.choose_action_card(GUARD))
     (event,) = events
@@ -101,6 +106,7 @@ def test_gc_h05_gc_h06_a_chosen_card_is_known_only_to_its_owner_until_revealed()
 
 
 def test_gc_h07_the_pile_order_and_the_fuzz_are_server_only() -> None:
+    """GC-H07: The pile order and the fuzz are server only."""
     events = ENGINE.setup(MatchConfig(4), 3)
     (stacked,) = [e for e in events if e.WhichOneof("kind") == "pile_stacked"]
     assert ENGINE.visibility(stacked).kind.name == "SERVER"
@@ -113,6 +119,7 @@ def test_gc_h07_the_pile_order_and_the_fuzz_are_server_only() -> None:
 
 
 def test_gc_h08_threats_and_table_are_face_up() -> None:
+    """GC-H08: Threats and table are face up."""
     state, _ = assign(table_state())
     state, events = act(state, 3, C.place_threat(1))
     assert ENGINE.visibility(events[0]).kind.name == "PUBLIC"
@@ -121,6 +128,7 @@ def test_gc_h08_threats_and_table_are_face_up() -> None:
 
 
 def test_gc_h09_only_the_skimmer_sees_the_skimmed_card() -> None:
+    """GC-H09: Only the skimmer sees the skimmed card."""
     _, _, events = round_with([VOTE_YES, SKIM, VOTE_YES, VOTE_YES])
     (event,) = [e for e in events if e.WhichOneof("kind") == "loot_skimmed"]
     assert ENGINE.visibility(event).seats == frozenset({1})
@@ -129,6 +137,7 @@ def test_gc_h09_only_the_skimmer_sees_the_skimmed_card() -> None:
 
 
 def test_gc_h10_only_robber_and_victim_see_the_stolen_card() -> None:
+    """GC-H10: Only robber and victim see the stolen card."""
     _, _, events = round_with([VOTE_YES, ROB, VOTE_YES, VOTE_YES], threats={1: 3})
     (event,) = [e for e in events if e.WhichOneof("kind") == "loot_stolen"]
     assert ENGINE.visibility(event).seats == frozenset({1, 3})
@@ -139,6 +148,7 @@ def test_gc_h10_only_robber_and_victim_see_the_stolen_card() -> None:
 
 
 def test_gc_h11_no_view_shows_another_stash_value_before_the_end() -> None:
+    """GC-H11: No view shows another stash value before the end."""
     state = new_game(4, seed=2)
     view = ENGINE.view(state, 0)
     fields = set(type(view.seat_views[0]).DESCRIPTOR.fields_by_name) | set(
@@ -149,6 +159,7 @@ def test_gc_h11_no_view_shows_another_stash_value_before_the_end() -> None:
 
 
 def test_gc_h12_spectators_see_public_information_only() -> None:
+    """GC-H12: Spectators see public information only."""
     state, _ = assign(table_state())
     state, _ = act(state, 1, C.choose_action_card(ROB))
     view = ENGINE.view(state, None)
@@ -159,6 +170,7 @@ def test_gc_h12_spectators_see_public_information_only() -> None:
 
 
 def test_gc_h13_after_the_end_everything_is_public() -> None:
+    """GC-H13: After the end everything is public."""
     pile = loot(20) + (FUZZ,) + loot(23)
     _, after, _ = round_with([VOTE_YES] * 4, pile=pile)
     view = ENGINE.view(after, None)
@@ -170,6 +182,7 @@ def test_gc_h13_after_the_end_everything_is_public() -> None:
 
 
 def test_gc_d01_pending_names_the_boss_then_every_uncommitted_player() -> None:
+    """GC-D01: Pending names the boss then every uncommitted player."""
     state = table_state(boss=2)
     (p,) = ENGINE.pending(state)
     assert (p.seat, p.kind) == (2, DecisionKind.DISTRIBUTION)
@@ -181,6 +194,7 @@ def test_gc_d01_pending_names_the_boss_then_every_uncommitted_player() -> None:
 
 
 def test_gc_d02_the_timeout_deals_in_table_order_from_the_boss_left() -> None:
+    """GC-D02: The timeout deals in table order from the boss left."""
     state = table_state(5, boss=2, table=loot(61, 62, 63, 64, 65, 66, 67))
     assert [s for _, s in round_robin(state)] == [3, 4, 0, 1, 2, 3, 4]
     command = ENGINE.timeout_command(state, 2)
@@ -191,6 +205,7 @@ def test_gc_d02_the_timeout_deals_in_table_order_from_the_boss_left() -> None:
 
 
 def test_gc_d02_the_boss_may_submit_any_split_and_legal_commands_samples_them() -> None:
+    """GC-D02: The boss may submit any split and legal commands samples them."""
     state = table_state()
     commands = ENGINE.legal_commands(state, 0, limit=8)
     assert 1 <= len(commands) <= 8
@@ -204,6 +219,7 @@ def test_gc_d02_the_boss_may_submit_any_split_and_legal_commands_samples_them() 
 
 
 def test_gc_d03_step_3_has_no_turns_anybody_acts_in_any_order() -> None:
+    """GC-D03: Step 3 has no turns anybody acts in any order."""
     state, _ = assign(table_state())
     state, _ = act(state, 3, C.place_threat(0))
     state, _ = act(state, 1, C.choose_action_card(SKIM))
@@ -213,6 +229,7 @@ def test_gc_d03_step_3_has_no_turns_anybody_acts_in_any_order() -> None:
 
 
 def test_gc_d04_step_3_closes_when_all_are_committed_and_public_changes_release() -> None:
+    """GC-D04: Step 3 closes when all are committed and public changes release."""
     state, _ = assign(table_state())
     with pytest.raises(RuleViolation) as exc:
         act(state, 0, C.commit())
@@ -237,6 +254,7 @@ def test_gc_d04_step_3_closes_when_all_are_committed_and_public_changes_release(
 
 
 def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand() -> None:
+    """GC-D05: The step 3 deadline commits and plays vote yes for an empty hand."""
     state, _ = assign(table_state())
     state, _ = act(state, 1, C.choose_action_card(ROB))
     assert ENGINE.pending(state)[0].timeout_seconds == 120
@@ -251,6 +269,7 @@ def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand
 
 
 def test_gc_d06_turn_mode_step_3a_then_3b() -> None:
+    """GC-D06: Turn mode step 3a then 3b."""
     state = table_state(boss=1, options={"step3_mode": "turns"})
     state, _ = assign(state)
     assert state.step is Step.THREAT_TURNS and state.turn == 1
@@ -277,6 +296,7 @@ def test_gc_d06_turn_mode_step_3a_then_3b() -> None:
 
 
 def test_gc_d06_a_turn_ends_by_itself_when_no_public_change_is_left() -> None:
+    """GC-D06: A turn ends by itself when no public change is left."""
     state = table_state(options={"step3_mode": "turns", "step3_public_change_limit": "1"})
     state, _ = assign(state)
     state, events = act(state, 0, C.place_threat(2))
@@ -287,6 +307,7 @@ def test_gc_d06_a_turn_ends_by_itself_when_no_public_change_is_left() -> None:
 
 
 def test_gc_d07_offers_and_gifts_never_make_anyone_pending() -> None:
+    """GC-D07: Offers and gifts never make anyone pending."""
     options = {"payoff.enabled": "true"}
     state, _ = assign(table_state(options=options))
     state, _ = act(state, 0, C.make_offer(1, 1, [], 1, 1))
@@ -296,12 +317,14 @@ def test_gc_d07_offers_and_gifts_never_make_anyone_pending() -> None:
 
 
 def test_gc_d08_only_the_rules_are_enforced_no_promise_is_recorded() -> None:
+    """GC-D08: Only the rules are enforced no promise is recorded."""
     # the command vocabulary has no promise, chat or acceptance: only rule moves
     names = set(ENGINE.info.command_type.DESCRIPTOR.fields_by_name)
     assert not {n for n in names if "promise" in n or "chat" in n or "accept" in n}
 
 
 def test_gc_d09_public_changes_are_capped_per_round() -> None:
+    """GC-D09: Public changes are capped per round."""
     state, _ = assign(table_state())
     for target in (1, 2, 3):
         state, _ = act(state, 0, C.place_threat(target))
@@ -313,6 +336,7 @@ def test_gc_d09_public_changes_are_capped_per_round() -> None:
 
 
 def test_gc_d10_card_choices_are_capped_and_the_last_card_stays() -> None:
+    """GC-D10: Card choices are capped and the last card stays."""
     state, _ = assign(table_state(options={"step3_card_choice_limit": "2"}))
     state, _ = act(state, 1, C.choose_action_card(SKIM))
     state, _ = act(state, 1, C.choose_action_card(SKIM))  # the same card again counts

@@ -39,6 +39,7 @@ def step3(**options: str):  # type: ignore[no-untyped-def]
 
 
 def test_gc_p01_the_variant_is_off_by_default() -> None:
+    """GC-P01: The variant is off by default."""
     state, _ = assign(table_state())
     with pytest.raises(RuleViolation) as exc:
         act(state, 0, C.make_offer(1, YES, [], 1, OPEN))
@@ -52,6 +53,7 @@ def test_gc_p01_the_variant_is_off_by_default() -> None:
 
 
 def test_gc_p02_each_player_has_2_tokens_and_5_payoff_cards() -> None:
+    """GC-P02: Each player has 2 tokens and 5 payoff cards."""
     state = step3()
     assert state.payoff_cards == (5, 5, 5, 5)
     view = ENGINE.view(state, 1)
@@ -59,6 +61,7 @@ def test_gc_p02_each_player_has_2_tokens_and_5_payoff_cards() -> None:
 
 
 def test_gc_p03_payoff_cards_are_never_robbed() -> None:
+    """GC-P03: Payoff cards are never robbed."""
     state = dc_replace(step3(), stashes=(loot(1), (), loot(3), loot(4)))
     state, _ = play_step3(state, [VOTE_YES, GUARD, ROB, VOTE_YES], threats={0: 1, 2: 1})
     # seat 1 has an empty Stash but 5 Payoff cards: Robs take nothing from it
@@ -66,11 +69,13 @@ def test_gc_p03_payoff_cards_are_never_robbed() -> None:
 
 
 def test_gc_p04_bribes_are_not_enforced_nothing_is_recorded() -> None:
+    """GC-P04: Bribes are not enforced nothing is recorded."""
     command_fields = set(ENGINE.info.command_type.DESCRIPTOR.fields_by_name)
     assert "promise" not in command_fields and "bribe" not in command_fields
 
 
 def test_gc_p05_gc_p10_offered_loot_lies_open_peek_or_hidden() -> None:
+    """GC-P05, GC-P10: Offered loot lies open peek or hidden."""
     state = step3()
     for target, vis in ((1, OPEN), (2, PEEK)):
         state, events = act(state, 0, C.make_offer(target, YES, [state.stashes[0][0]], 0, vis))
@@ -88,6 +93,7 @@ def test_gc_p05_gc_p10_offered_loot_lies_open_peek_or_hidden() -> None:
 
 
 def test_gc_p06_gifts_move_at_once_in_steps_2_and_3() -> None:
+    """GC-P06: Gifts move at once in steps 2 and 3."""
     state = table_state(options=PAYOFF)
     card = state.stashes[2][0]
     state, (event,) = act(state, 2, C.give_gift(3, [card], 2, False))  # Step 2, not the Boss
@@ -110,6 +116,7 @@ def test_gc_p06_gifts_move_at_once_in_steps_2_and_3() -> None:
 
 
 def test_gc_p06_gifts_only_in_the_configured_steps_and_own_turn() -> None:
+    """GC-P06: Gifts only in the configured steps and own turn."""
     state = table_state(options={**PAYOFF, "payoff.gift_steps": "3"})
     with pytest.raises(RuleViolation) as exc:
         act(state, 1, C.give_gift(2, [], 1))
@@ -123,6 +130,7 @@ def test_gc_p06_gifts_only_in_the_configured_steps_and_own_turn() -> None:
 
 
 def test_gc_p07_a_payoff_is_a_token_with_items_and_a_side() -> None:
+    """GC-P07: A payoff is a token with items and a side."""
     state = step3()
     card = state.stashes[1][0]
     state, _ = act(state, 1, C.make_offer(2, NO, [card], 2, OPEN))
@@ -137,6 +145,7 @@ def test_gc_p07_a_payoff_is_a_token_with_items_and_a_side() -> None:
 
 
 def test_gc_p08_offer_limits() -> None:
+    """GC-P08: Offer limits."""
     state = step3(step3_public_change_limit="5")
     state, _ = act(state, 0, C.make_offer(1, YES, [], 1, OPEN))
     with pytest.raises(RuleViolation) as exc:
@@ -161,6 +170,7 @@ def test_gc_p08_offer_limits() -> None:
 
 
 def test_gc_p09_offered_items_belong_to_nobody_and_cannot_be_robbed() -> None:
+    """GC-P09: Offered items belong to nobody and cannot be robbed."""
     state = dc_replace(step3(), stashes=(loot(1), loot(2), loot(3), loot(4)))
     state, _ = act(state, 1, C.make_offer(3, YES, loot(2), 0, HIDDEN))
     assert state.stashes[1] == ()
@@ -170,6 +180,7 @@ def test_gc_p09_offered_items_belong_to_nobody_and_cannot_be_robbed() -> None:
 
 
 def test_gc_p11_a_matching_vote_earns_the_offer_else_it_goes_back() -> None:
+    """GC-P11: A matching vote earns the offer else it goes back."""
     state = dc_replace(step3(), stashes=(loot(1), loot(2), loot(3), loot(4)))
     state, _ = act(state, 0, C.make_offer(1, YES, loot(1), 1, OPEN))
     state, _ = act(state, 2, C.make_offer(1, NO, [], 2, OPEN))
@@ -190,6 +201,7 @@ def test_gc_p11_a_matching_vote_earns_the_offer_else_it_goes_back() -> None:
 
 
 def test_gc_p12_loot_handed_out_by_an_offer_can_be_robbed_later_in_the_round() -> None:
+    """GC-P12: Loot handed out by an offer can be robbed later in the round."""
     state = dc_replace(step3(), stashes=(loot(1), (), loot(3), loot(4)))
     state, _ = act(state, 0, C.make_offer(1, YES, loot(1), 0, OPEN))
     state, events = play_step3(state, [VOTE_YES, VOTE_YES, ROB, VOTE_YES], threats={2: 1})
@@ -197,6 +209,7 @@ def test_gc_p12_loot_handed_out_by_an_offer_can_be_robbed_later_in_the_round() -
 
 
 def test_gc_p13_tokens_come_back_at_the_end_of_the_round() -> None:
+    """GC-P13: Tokens come back at the end of the round."""
     state = step3()
     state, _ = act(state, 0, C.make_offer(1, YES, [], 1, OPEN))
     state, _ = act(state, 0, C.make_offer(2, YES, [], 1, OPEN))
@@ -206,12 +219,14 @@ def test_gc_p13_tokens_come_back_at_the_end_of_the_round() -> None:
 
 
 def test_gc_p14_payoff_cards_score_1000_each() -> None:
+    """GC-P14: Payoff cards score 1000 each."""
     state = dc_replace(step3(), step=Step.OVER, stashes=(loot(1), (), (), ()), payoff_cards=(0, 7, 3, 5))
     assert scores(state) == [2000, 7000, 3000, 5000]
     assert ENGINE.result(state).winners() == [1]
 
 
 def test_gc_p15_counts_are_public_faces_follow_the_visibility() -> None:
+    """GC-P15: Counts are public faces follow the visibility."""
     state = dc_replace(step3(), stashes=(loot(1, 2), loot(3), loot(5), loot(6)))
     state, (made,) = act(state, 0, C.make_offer(2, YES, loot(1), 1, HIDDEN))
     for viewer in (None, 1, 2, 3):
@@ -228,6 +243,7 @@ def test_gc_p15_counts_are_public_faces_follow_the_visibility() -> None:
 
 
 def test_gc_p06_gc_p08_every_listed_gift_and_offer_is_accepted() -> None:
+    """GC-P06, GC-P08: Every listed gift and offer is accepted."""
     state = dc_replace(step3(), stashes=(loot(1, 2), loot(3), loot(5), loot(6)), payoff_cards=(1, 0, 0, 0))
     gifts = list(all_gifts(state, 0))
     offers = list(all_offers(state, 0))
@@ -240,6 +256,7 @@ def test_gc_p06_gc_p08_every_listed_gift_and_offer_is_accepted() -> None:
 
 
 def test_gc_p11_a_guard_target_and_skim_fail_the_offer() -> None:
+    """GC-P11: A guard target and skim fail the offer."""
     state = dc_replace(step3(), stashes=(loot(1), loot(2), loot(3), loot(4)))
     state, _ = act(state, 0, C.make_offer(1, YES, [], 1, OPEN))
     state, _ = act(state, 0, C.make_offer(2, NO, [], 1, OPEN))

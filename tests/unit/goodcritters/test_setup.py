@@ -16,6 +16,7 @@ from ._helpers import ENGINE, kinds, new_game, of_kind
 
 @pytest.mark.parametrize("seats", [3, 9, 0])
 def test_gc_s01_refuses_fewer_than_4_or_more_than_8_players(seats: int) -> None:
+    """GC-S01: Refuses fewer than 4 or more than 8 players."""
     with pytest.raises(RuleViolation) as exc:
         ENGINE.setup(MatchConfig(seats), 1)
     assert exc.value.code == "GC-S01"
@@ -23,10 +24,12 @@ def test_gc_s01_refuses_fewer_than_4_or_more_than_8_players(seats: int) -> None:
 
 @pytest.mark.parametrize("seats", range(4, 9))
 def test_gc_s01_plays_4_to_8_players(seats: int) -> None:
+    """GC-S01: Plays 4 to 8 players."""
     assert new_game(seats).seats == seats
 
 
 def test_gc_s02_clockwise_and_left_go_to_the_next_seat() -> None:
+    """GC-S02: Clockwise and left go to the next seat."""
     state = new_game(5)
     assert state.left_of(4) == 0
     assert state.left_of(1) == 2
@@ -34,6 +37,7 @@ def test_gc_s02_clockwise_and_left_go_to_the_next_seat() -> None:
 
 
 def test_gc_s03_critters_have_no_powers_every_seat_starts_alike() -> None:
+    """GC-S03: Critters have no powers every seat starts alike."""
     state = new_game(8)
     view = ENGINE.view(state, None)
     shapes = {(sv.stash_count, sv.threat_target, sv.has_card, sv.payoff_cards) for sv in view.seat_views}
@@ -41,6 +45,7 @@ def test_gc_s03_critters_have_no_powers_every_seat_starts_alike() -> None:
 
 
 def test_gc_s04_each_player_has_5_action_cards_1_threat_marker_and_payoff_items() -> None:
+    """GC-S04: Each player has 5 action cards 1 threat marker and payoff items."""
     state = new_game(4, options={"payoff.enabled": "true"})
     assert state.payoff_cards == (5, 5, 5, 5)
     assert state.config.tokens_per_player == 2
@@ -50,6 +55,7 @@ def test_gc_s04_each_player_has_5_action_cards_1_threat_marker_and_payoff_items(
 
 
 def test_gc_s05_gc_s06_gc_s07_the_loot_deck_is_the_table() -> None:
+    """GC-S05, GC-S06, GC-S07: The loot deck is the table."""
     deck = loot_deck()
     assert len(deck) == 140
     assert Counter(c.value for c in deck) == {2000: 35, 3000: 35, 4000: 35, 5000: 35}
@@ -65,6 +71,7 @@ def test_gc_s05_gc_s06_gc_s07_the_loot_deck_is_the_table() -> None:
 
 @pytest.mark.parametrize("seats", range(4, 9))
 def test_gc_s08_gc_s09_every_stash_holds_one_card_of_each_value(seats: int) -> None:
+    """GC-S08, GC-S09: Every stash holds one card of each value."""
     state = new_game(seats, seed=seats)
     values = card_values()
     for stash in state.stashes:
@@ -77,6 +84,7 @@ def test_gc_s08_gc_s09_every_stash_holds_one_card_of_each_value(seats: int) -> N
 
 
 def test_gc_s09_the_deal_is_random_and_private() -> None:
+    """GC-S09: The deal is random and private."""
     a, b = new_game(4, seed=1), new_game(4, seed=2)
     assert a.stashes != b.stashes
     events = ENGINE.setup(MatchConfig(4), 1)
@@ -91,6 +99,7 @@ def test_gc_s09_the_deal_is_random_and_private() -> None:
 def test_gc_s10_gc_s11_the_fuzz_lies_in_its_part_of_the_pile(
     seats: int, pile: int, low: int, high: int
 ) -> None:
+    """GC-S10, GC-S11: The fuzz lies in its part of the pile."""
     assert fuzz_gap_range(seats, pile) == (low, high)
     assert high - low + 1 in (21, 18, 24, 17, 23)
     for seed in range(40):
@@ -102,6 +111,7 @@ def test_gc_s10_gc_s11_the_fuzz_lies_in_its_part_of_the_pile(
 
 
 def test_gc_s10_the_fuzz_position_varies_over_its_range() -> None:
+    """GC-S10: The fuzz position varies over its range."""
     positions = set()
     for seed in range(200):
         (stacked,) = of_kind(ENGINE.setup(MatchConfig(4), seed), "pile_stacked")
@@ -110,6 +120,7 @@ def test_gc_s10_the_fuzz_position_varies_over_its_range() -> None:
 
 
 def test_gc_s12_gc_s13_the_configured_first_boss_takes_the_marker() -> None:
+    """GC-S12, GC-S13: The configured first boss takes the marker."""
     assert new_game(6, options={"first_boss_seat": "4"}).boss == 4
     with pytest.raises(RuleViolation) as exc:
         new_game(4, options={"first_boss_seat": "6"})
@@ -117,6 +128,7 @@ def test_gc_s12_gc_s13_the_configured_first_boss_takes_the_marker() -> None:
 
 
 def test_gc_s13_without_configuration_the_first_boss_is_random_and_public() -> None:
+    """GC-S13: Without configuration the first boss is random and public."""
     bosses = {new_game(5, seed=s).boss for s in range(40)}
     assert bosses == set(range(5))
     events = ENGINE.setup(MatchConfig(5), 3)
@@ -125,6 +137,7 @@ def test_gc_s13_without_configuration_the_first_boss_is_random_and_public() -> N
 
 
 def test_gc_s14_the_first_round_starts_at_step_1_with_an_empty_table() -> None:
+    """GC-S14: The first round starts at step 1 with an empty table."""
     events = ENGINE.setup(MatchConfig(4), 9)
     k = kinds(events)
     assert k[:1] == ["game_set_up"] and k.count("stash_dealt") == 4
@@ -137,6 +150,7 @@ def test_gc_s14_the_first_round_starts_at_step_1_with_an_empty_table() -> None:
 
 
 def test_gc_k01_every_configuration_key_is_an_option_with_its_rule() -> None:
+    """GC-K01: Every configuration key is an option with its rule."""
     keys = {o.key for o in INFO.options}
     for key in (
         "loot_copies_per_value_and_type",
@@ -167,12 +181,14 @@ def test_gc_k01_every_configuration_key_is_an_option_with_its_rule() -> None:
     ],
 )
 def test_gc_k01_bad_options_are_refused_with_their_rule_id(key: str, value: str, code: str) -> None:
+    """GC-K01: Bad options are refused with their rule id."""
     with pytest.raises(RuleViolation) as exc:
         ENGINE.setup(MatchConfig(4, {key: value}), 1)
     assert exc.value.code == code
 
 
 def test_gc_k01_options_are_normalized_into_the_first_event() -> None:
+    """GC-K01: Options are normalized into the first event."""
     events = ENGINE.setup(MatchConfig(4, {"payoff.enabled": "1"}), 1)
     options = {o.key: o.value for o in events[0].game_set_up.options}
     assert options["payoff.enabled"] == "true"
@@ -180,6 +196,7 @@ def test_gc_k01_options_are_normalized_into_the_first_event() -> None:
 
 
 def test_gc_k01_a_small_test_deck_deals_and_plays() -> None:
+    """GC-K01: A small test deck deals and plays."""
     state = new_game(5, options={"loot_copies_per_value_and_type": "1"})
     assert len(loot_deck(1)) == 20
     assert len([c for c in state.pile if c != FUZZ]) + len(state.table) == 0
