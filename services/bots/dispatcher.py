@@ -5,7 +5,7 @@ each running match folded in memory (MatchState: server-side code may see the
 true state; bots never do) and after each batch asks the engine who must act:
 
 - a bot seat (MatchCreated.seat_info: bot=True, policy) gets a `decide` task for
-  the match version it must act at;
+  the match version it must act at — one bot seat per version, see `_schedule`;
 - a human seat whose decision has a clock (Pending.timeout_seconds, set by the
   game's own clock options) gets a `clock` task with that countdown.
 
@@ -154,22 +154,33 @@ class Dispatcher:
             self._forget(match.match_id)
             return
         tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
-        for pending in match.engine.pending(match.state):
-            key = (match.version, pending.seat)
-            if key in tracked.sent:
-                continue
-            policy = tracked.bots.get(pending.seat)
-            if policy is not None:
-                self.tasks.decide(match.match_id, match.game_id, pending.seat, match.version, policy,
+        pendings = match.engine.pending(match.state)
+        # One bot at a time: when several bot seats are asked at once (a simultaneous
+        # choice), the first answer moves the version and makes the others' tasks stale,
+        # so queueing them all would waste most of the work. The next one is queued
+        # when the version moves; the pick rotates with the version, for fairness.
+        bots = [p for p in pendings if p.seat in tracked.bots]
+        if bots:
+            chosen = bots[match.version % len(bots)].seat
+            if self._first_time(tracked, chosen):
+                self.tasks.decide(match.match_id, match.game_id, chosen, match.version, tracked.bots[chosen],
                                   trace=tracked.trace)
                 tracked.sent_at = self.now()
-            elif pending.timeout_seconds > 0:
+        for pending in pendings:
+            if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
+                continue
+            if self._first_time(tracked, pending.seat):
                 self.tasks.clock(match.match_id, pending.seat, match.version,
                                  pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace)
-            else:
-                continue
-            tracked.sent.add(key)
-            self.queued += 1
+
+    def _first_time(self, tracked: Tracked, seat: int) -> bool:
+        """Mark (version, seat) as queued; False if it already was."""
+        key = (tracked.match.version, seat)
+        if key in tracked.sent:
+            return False
+        tracked.sent.add(key)
+        self.queued += 1
+        return True
 
     def check_stalls(self) -> int:
         """Queue again bot decisions left unanswered for `stall_seconds`."""

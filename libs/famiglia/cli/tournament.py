@@ -1,0 +1,288 @@
+"""`famiglia tournament ...` — bot tournaments on the bots service, and the main job of `make run`.
+
+    famiglia tournament run [--game G ...] [--entrants random,heuristic,ismcts]
+                            [--matches N | --round-robin] [--seats N ...]   create, follow, show standings
+    famiglia tournament show TOURNAMENT_ID [--matches]                       progress and standings
+    famiglia tournament list | cancel TOURNAMENT_ID
+
+Matches run on the Celery workers of the embedded stack (or wherever
+FAMIGLIA_BOTS_ADDR points); each entrant is a bot policy, optionally with its
+budget: `ismcts?iterations=200&seconds=0.5`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass
+
+import grpc
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from famiglia.config import Settings
+from famiglia.v1 import tournament_service_pb2 as pb
+from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
+
+console = Console()
+_STATUS = {pb.TOURNAMENT_RUNNING: "running", pb.TOURNAMENT_FINISHED: "finished",
+           pb.TOURNAMENT_CANCELLED: "cancelled"}
+
+
+@dataclass(frozen=True)
+class Size:
+    """One `--size` of the main job: how many matches and how much thinking."""
+
+    matches_per_game: int
+    ismcts: str
+    deadline_seconds: float
+    all_seat_counts: bool
+
+
+SIZES = {
+    # quick: about two minutes on 2 cores — small ISMCTS budgets, minimum seats,
+    # and no new match starts after 60 s (the ones in play finish).
+    "quick": Size(6, "ismcts?iterations=16&seconds=0.03&rollout=12", 60.0, False),
+    "normal": Size(12, "ismcts?iterations=200&seconds=0.3&rollout=40", 900.0, True),
+    "long": Size(60, "ismcts?iterations=1000&seconds=1.0&rollout=60", 0.0, True),
+}
+
+
+class TournamentClient:
+    """A thin client of famiglia.v1.TournamentService."""
+
+    def __init__(self, address: str, timeout: float = 30.0) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.stub = pb_grpc.TournamentServiceStub(self.channel)
+        self.timeout = timeout
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+
+    def create(self, request: pb.CreateTournamentRequest) -> pb.Tournament:
+        return self.stub.CreateTournament(request, timeout=self.timeout)
+
+    def get(self, tournament_id: str, include_matches: bool = False) -> pb.Tournament:
+        return self.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tournament_id,
+                                                               include_matches=include_matches),
+                                       timeout=self.timeout)
+
+    def list(self, limit: int = 20) -> list[pb.Tournament]:
+        return list(self.stub.ListTournaments(pb.ListTournamentsRequest(limit=limit), timeout=self.timeout).tournaments)
+
+    def cancel(self, tournament_id: str) -> pb.Tournament:
+        return self.stub.CancelTournament(pb.CancelTournamentRequest(tournament_id=tournament_id),
+                                          timeout=self.timeout)
+
+    def policies(self) -> pb.ListPoliciesResponse:
+        return self.stub.ListPolicies(pb.ListPoliciesRequest(), timeout=self.timeout)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def short(entrant: str) -> str:
+    return entrant.partition("?")[0]
+
+
+def standings_table(t: pb.Tournament) -> Table:
+    table = Table(title=f"Standings — {t.name} ({t.tournament_id}, {_STATUS.get(t.status, '?')})")
+    for col, justify in (("game", "left"), ("entrant", "left"), ("seats played", "right"), ("wins", "right"),
+                         ("win %", "right"), ("mean rank", "right"), ("OpenSkill μ", "right"),
+                         ("σ", "right"), ("ordinal", "right")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    last = ""
+    for s in t.standings:
+        table.add_row(s.game_id if s.game_id != last else "", short(s.entrant), str(s.matches), str(s.wins),
+                      f"{100 * s.wins / max(1, s.matches):.0f}%", f"{s.mean_rank:.2f}", f"{s.mu:.1f}",
+                      f"{s.sigma:.1f}", f"{s.ordinal:.1f}", end_section=False)
+        last = s.game_id
+    return table
+
+
+def replay_ids(t: pb.Tournament, per_game: int = 1) -> list[pb.MatchSummary]:
+    picked: dict[str, list[pb.MatchSummary]] = {}
+    for m in t.matches:
+        rows = picked.setdefault(m.game_id, [])
+        if len(rows) < per_game:
+            rows.append(m)
+    return [m for rows in picked.values() for m in rows]
+
+
+def replay_table(matches: list[pb.MatchSummary]) -> Table:
+    table = Table(title="Matches to replay")
+    for col in ("game", "match id", "seats (entrant: rank)", "commands"):
+        table.add_column(col)
+    for m in matches:
+        seats = ", ".join(f"{short(e)}: {r}" for e, r in zip(m.entrants, m.ranks, strict=False))
+        table.add_row(m.game_id, m.match_id, seats, str(m.commands))
+    return table
+
+
+def follow(client: TournamentClient, tournament_id: str, out: Console, poll: float = 0.5) -> pb.Tournament:
+    """Live progress until the tournament ends: matches done per game, moves per second."""
+    t = client.get(tournament_id)
+    last_moves, last_at = t.moves, time.monotonic()
+    rate = 0.0
+    with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=out) as progress:
+        bars = {g.game_id: progress.add_task(g.game_id, total=max(1, g.planned), note="") for g in t.games}
+        total = progress.add_task("all games", total=max(1, t.planned), note="")
+        while True:
+            for g in t.games:
+                progress.update(bars[g.game_id], completed=g.finished, total=max(1, g.planned),
+                                note=f"{g.started - g.finished} in play")
+            now = time.monotonic()
+            if now - last_at >= 1.0:
+                rate = (t.moves - last_moves) / (now - last_at)
+                last_moves, last_at = t.moves, now
+            progress.update(total, completed=t.finished, total=max(1, t.planned),
+                            note=f"{t.moves:,} moves, {rate:,.0f} moves/s")
+            if t.status != pb.TOURNAMENT_RUNNING:
+                # A deadline may leave planned matches unplayed: show the bars as they ended.
+                for g in t.games:
+                    progress.update(bars[g.game_id], total=max(1, g.started), completed=g.finished)
+                progress.update(total, total=max(1, t.finished), completed=t.finished,
+                                note=f"{t.moves:,} moves, {t.moves / max(1e-9, t.elapsed_seconds):,.0f} moves/s")
+                break
+            time.sleep(poll)
+            t = client.get(tournament_id)
+    return client.get(tournament_id, include_matches=True)
+
+
+# -- commands ----------------------------------------------------------------------------------
+def _client(args: argparse.Namespace) -> TournamentClient:
+    client = TournamentClient(getattr(args, "address", "") or Settings.from_env().bots_addr)
+    client.wait_ready()
+    return client
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    client = _client(args)
+    games = [pb.TournamentGame(game_id=g, seat_counts=args.seats) for g in args.game]
+    request = pb.CreateTournamentRequest(
+        name=args.name, games=games, entrants=[e for e in args.entrants.split(",") if e],
+        matches_per_game=args.matches, round_robin=args.round_robin, seed=args.seed,
+        concurrency=args.concurrency, deadline_seconds=args.deadline)
+    t = client.create(request)
+    console.print(f"tournament [bold]{t.tournament_id}[/]: {t.planned} matches")
+    if args.no_wait:
+        return 0
+    t = follow(client, t.tournament_id, console)
+    console.print(standings_table(t))
+    console.print(replay_table(replay_ids(t)))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    client = _client(args)
+    t = client.get(args.tournament_id, include_matches=args.matches)
+    console.print(f"{t.finished}/{t.planned} matches, {t.moves:,} moves, {t.elapsed_seconds:.0f}s")
+    console.print(standings_table(t))
+    if args.matches:
+        console.print(replay_table(list(t.matches)))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    table = Table(title="Tournaments")
+    for col in ("id", "name", "status", "matches", "moves", "time"):
+        table.add_column(col)
+    for t in _client(args).list():
+        table.add_row(t.tournament_id, t.name, _STATUS.get(t.status, "?"), f"{t.finished}/{t.planned}",
+                      f"{t.moves:,}", f"{t.elapsed_seconds:.0f}s")
+    console.print(table)
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    t = _client(args).cancel(args.tournament_id)
+    console.print(f"{t.tournament_id}: {_STATUS.get(t.status, '?')}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("tournament", help="bot tournaments: run, show, list, cancel",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--address", default="", help="bots service (default: FAMIGLIA_BOTS_ADDR)")
+    sub = parser.add_subparsers(dest="tournament_cmd", required=True)
+    run = sub.add_parser("run", help="create a tournament, follow it, print the standings")
+    run.add_argument("--game", action="append", default=[], help="a game id (repeat; default: every game)")
+    run.add_argument("--seats", type=int, action="append", default=[], help="seat count(s) per match")
+    run.add_argument("--entrants", default="random,heuristic,ismcts", help="comma-separated bot policies")
+    run.add_argument("--matches", type=int, default=0, help="matches per game (default: 2 per entrant)")
+    run.add_argument("--round-robin", action="store_true", help="every seat rotation of the entrants")
+    run.add_argument("--concurrency", type=int, default=4, help="matches in play at once")
+    run.add_argument("--deadline", type=float, default=0.0, help="start no match after this many seconds")
+    run.add_argument("--seed", type=int, default=1)
+    run.add_argument("--name", default="cli")
+    run.add_argument("--no-wait", action="store_true", help="create it and return")
+    run.set_defaults(func=cmd_run)
+    show = sub.add_parser("show", help="progress and standings of one tournament")
+    show.add_argument("tournament_id")
+    show.add_argument("--matches", action="store_true", help="list the finished matches too")
+    show.set_defaults(func=cmd_show)
+    sub.add_parser("list", help="recent tournaments").set_defaults(func=cmd_list)
+    cancel = sub.add_parser("cancel", help="start no further match of a tournament")
+    cancel.add_argument("tournament_id")
+    cancel.set_defaults(func=cmd_cancel)
+
+
+# -- the main job ------------------------------------------------------------------------------
+def main_job_request(size_name: str, games: list[pb.TournamentGame], seed: int, concurrency: int
+                     ) -> pb.CreateTournamentRequest:
+    size = SIZES[size_name]
+    return pb.CreateTournamentRequest(
+        name=f"make run ({size_name})", games=games, entrants=["random", "heuristic", size.ismcts],
+        matches_per_game=size.matches_per_game, seed=seed, concurrency=concurrency,
+        deadline_seconds=size.deadline_seconds, request_id="")
+
+
+def run_main_job(args: argparse.Namespace, out: Console) -> int:
+    """`make run`: every game the bots can play, random vs heuristic vs ismcts, on the
+    already started embedded stack; live progress, then standings and replay ids."""
+    started = time.monotonic()
+    settings = Settings.from_env()
+    client = TournamentClient(settings.bots_addr)
+    client.wait_ready(timeout=60)
+    size_name = getattr(args, "size", "quick") or "quick"
+    size = SIZES[size_name]
+    offered = client.policies()
+    games = []
+    from famiglia.client import GameClient
+
+    game_client = GameClient(settings.command_addr)
+    try:
+        infos = {g.game_id: g for g in game_client.list_games()}
+    finally:
+        game_client.close()
+    for game_id in offered.games:
+        info = infos.get(game_id)
+        if info is None:  # the command service does not play it (FAMIGLIA_GAMES)
+            continue
+        counts = (list(range(info.min_players, info.max_players + 1)) if size.all_seat_counts
+                  else [info.min_players])
+        games.append(pb.TournamentGame(game_id=game_id, seat_counts=counts))
+    if not games:
+        out.print("[red]no game is playable by both the command service and the bots[/]")
+        return 1
+    # Enough matches in play to keep every worker process busy while others wait on gRPC.
+    concurrency = max(getattr(args, "workers", 4) or 4, 4 * (os.cpu_count() or 2))
+    request = main_job_request(size_name, games, getattr(args, "seed", 1), concurrency)
+    t = client.create(request)
+    out.rule(f"bot tournament: {', '.join(g.game_id for g in games)} — "
+             f"{', '.join(short(e) for e in request.entrants)}")
+    t = follow(client, t.tournament_id, out)
+    out.print(standings_table(t))
+    picks = replay_ids(t)
+    if picks:
+        out.print(replay_table(picks))
+        out.print(f"Replay one with [bold]famiglia replay events {picks[0].match_id}[/] "
+                  f"or export it with [bold]famiglia replay export {picks[0].match_id} -o match.json[/].")
+    out.print(f"{t.finished} matches, {t.moves:,} moves in {time.monotonic() - started:.0f}s "
+              f"(tournament {t.tournament_id}; `famiglia tournament show {t.tournament_id}`).")
+    client.close()
+    return 0
