@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.engine import Pending, pending_for
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, new_event_id, open_event
@@ -63,6 +64,7 @@ class StateAt:
     seat_views: list[Message] = field(default_factory=list)
     game_over: bool = False
     finished: bool = False
+    to_act: list[Pending] = field(default_factory=list)
 
 
 @dataclass
@@ -198,6 +200,8 @@ class ReplayApp:
         engine = timeline.engine
         answer.view = engine.view(state, access.viewer)
         answer.game_over = engine.result(state) is not None
+        answer.to_act = (engine.pending(state) if access.scope is Scope.FULL
+                         else pending_for(engine, state, access.viewer))
         if access.scope is Scope.FULL:
             answer.seat_views = seat_views(engine, state, timeline.seats)
             answer.text = engine.render_state(state)

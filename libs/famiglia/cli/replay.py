@@ -119,7 +119,9 @@ def step_through(client, event_id: str, *, token: str | None = None, full: bool 
         title = (f"{at.game_id} {at.match_id} · event {at.seq}/{at.last_seq} · "
                  f"{'(hidden)' if info.hidden else info.type} · {SCOPES.get(at.scope, '?')}"
                  + (" · game over" if at.game_over else ""))
-        out.print(Panel(at.text or "(nothing to show)", title=title, title_align="left"))
+        to_act = ", ".join(f"seat {p.seat} {p.label}".strip() for p in at.to_act)
+        body = (at.text or "(nothing to show)") + (f"\n\nto act: {to_act}" if to_act else "")
+        out.print(Panel(body, title=title, title_align="left"))
         try:
             key = ask("n(ext) p(rev) q(uit) > ").strip().lower()
         except EOFError:

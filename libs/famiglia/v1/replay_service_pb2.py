@@ -25,9 +25,10 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from famiglia.v1 import envelope_pb2 as famiglia_dot_v1_dot_envelope__pb2
+from famiglia.v1 import game_service_pb2 as famiglia_dot_v1_dot_game__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n famiglia/v1/replay_service.proto\x12\x0b\x66\x61miglia.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1a\x66\x61miglia/v1/envelope.proto\"E\n\x11GetStateAtRequest\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ull\x18\x02 \x01(\x08\x12\x10\n\x08match_id\x18\x03 \x01(\t\"\xa4\x02\n\x12GetStateAtResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07game_id\x18\x02 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x03\x12\x10\n\x08last_seq\x18\x05 \x01(\x03\x12\x16\n\x0ematch_finished\x18\x06 \x01(\x08\x12%\n\x05scope\x18\x07 \x01(\x0e\x32\x16.famiglia.v1.ViewScope\x12\x0c\n\x04seat\x18\x08 \x01(\x05\x12\"\n\x04view\x18\t \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04text\x18\n \x01(\t\x12(\n\nseat_views\x18\x0b \x03(\x0b\x32\x14.google.protobuf.Any\x12\x11\n\tgame_over\x18\x0c \x01(\x08\"\xc4\x01\n\x13StreamReplayRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x03 \x01(\x03\x12\x0e\n\x06to_seq\x18\x04 \x01(\x03\x12\x1f\n\x04pace\x18\x05 \x01(\x0e\x32\x11.famiglia.v1.Pace\x12\r\n\x05speed\x18\x06 \x01(\x01\x12\x12\n\nmax_gap_ms\x18\x07 \x01(\x03\x12\x0c\n\x04\x66ull\x18\x08 \x01(\x08\x12\x15\n\rwithout_views\x18\t \x01(\x08\"\x88\x02\n\nReplayStep\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04seat\x18\x04 \x01(\x05\x12\x12\n\ncommand_id\x18\x05 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12#\n\x05\x65vent\x18\x07 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x12\n\nevent_text\x18\x08 \x01(\t\x12\"\n\x04view\x18\t \x01(\x0b\x32\x14.google.protobuf.Any\x12\x11\n\tview_text\x18\n \x01(\t\x12%\n\x05scope\x18\x0b \x01(\x0e\x32\x16.famiglia.v1.ViewScope\"Q\n\x16ListMatchEventsRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x85\x01\n\x0eMatchEventInfo\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04seat\x18\x04 \x01(\x05\x12\x12\n\ncommand_id\x18\x05 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12\x0e\n\x06hidden\x18\x07 \x01(\x08\"\xac\x01\n\x17ListMatchEventsResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07game_id\x18\x02 \x01(\t\x12+\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x1b.famiglia.v1.MatchEventInfo\x12\x17\n\x0fnext_page_token\x18\x04 \x01(\t\x12\x10\n\x08last_seq\x18\x05 \x01(\x03\x12\x16\n\x0ematch_finished\x18\x06 \x01(\x08\"\x8d\x01\n\x0fRecordedCommand\x12\x11\n\tfirst_seq\x18\x01 \x01(\x03\x12\x10\n\x08last_seq\x18\x02 \x01(\x03\x12\x0c\n\x04seat\x18\x03 \x01(\x05\x12\x12\n\ncommand_id\x18\x04 \x01(\t\x12\x14\n\x0c\x63ommand_type\x18\x05 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x06 \x01(\x0c\x12\x0c\n\x04text\x18\x07 \x01(\t\"\xd9\x03\n\x0bMatchExport\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x11\n\tgenerator\x18\x02 \x01(\t\x12/\n\x0b\x65xported_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08match_id\x18\x04 \x01(\t\x12\x0f\n\x07game_id\x18\x05 \x01(\t\x12\r\n\x05seats\x18\x06 \x01(\x05\x12\x0c\n\x04seed\x18\x07 \x01(\x04\x12\x36\n\x07options\x18\x08 \x03(\x0b\x32%.famiglia.v1.MatchExport.OptionsEntry\x12(\n\x05setup\x18\t \x01(\x0b\x32\x19.famiglia.v1.MatchCreated\x12\x16\n\x0esetup_last_seq\x18\n \x01(\x03\x12.\n\x08\x63ommands\x18\x0b \x03(\x0b\x32\x1c.famiglia.v1.RecordedCommand\x12*\n\x06\x65vents\x18\x0c \x03(\x0b\x32\x1a.famiglia.v1.EventEnvelope\x12\x12\n\nevent_type\x18\r \x01(\t\x12\x14\n\x0c\x63ommand_type\x18\x0e \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"6\n\x12\x45xportMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62inary\x18\x02 \x01(\x08\"j\n\x13\x45xportMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ile\x18\x02 \x01(\x0c\x12\x11\n\tfile_name\x18\x03 \x01(\t\x12\x0e\n\x06\x65vents\x18\x04 \x01(\x03\x12\x10\n\x08\x63ommands\x18\x05 \x01(\x03\"R\n\x12ImportMatchRequest\x12\x0c\n\x04\x66ile\x18\x01 \x01(\x0c\x12\x14\n\x0cnew_match_id\x18\x02 \x01(\t\x12\x18\n\x10\x61llow_unverified\x18\x03 \x01(\x08\"p\n\x13ImportMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x36\n\x0cverification\x18\x03 \x01(\x0b\x32 .famiglia.v1.VerifyMatchResponse\"B\n\x12VerifyMatchRequest\x12\x12\n\x08match_id\x18\x01 \x01(\tH\x00\x12\x0e\n\x04\x66ile\x18\x02 \x01(\x0cH\x00\x42\x08\n\x06source\"w\n\nDivergence\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08\x65xpected\x18\x03 \x01(\t\x12\x0b\n\x03got\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\x12\x0c\n\x04seat\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"\xa3\x01\n\x13VerifyMatchResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x10\n\x08match_id\x18\x02 \x01(\t\x12\x0f\n\x07game_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65vents_checked\x18\x04 \x01(\x03\x12\x18\n\x10\x63ommands_checked\x18\x05 \x01(\x03\x12+\n\ndivergence\x18\x06 \x01(\x0b\x32\x17.famiglia.v1.Divergence*k\n\tViewScope\x12\x1a\n\x16VIEW_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n\x14VIEW_SCOPE_SPECTATOR\x10\x01\x12\x13\n\x0fVIEW_SCOPE_SEAT\x10\x02\x12\x13\n\x0fVIEW_SCOPE_FULL\x10\x03*A\n\x04Pace\x12\x14\n\x10PACE_UNSPECIFIED\x10\x00\x12\x10\n\x0cPACE_INSTANT\x10\x01\x12\x11\n\rPACE_RECORDED\x10\x02\x32\xff\x03\n\rReplayService\x12M\n\nGetStateAt\x12\x1e.famiglia.v1.GetStateAtRequest\x1a\x1f.famiglia.v1.GetStateAtResponse\x12K\n\x0cStreamReplay\x12 .famiglia.v1.StreamReplayRequest\x1a\x17.famiglia.v1.ReplayStep0\x01\x12\\\n\x0fListMatchEvents\x12#.famiglia.v1.ListMatchEventsRequest\x1a$.famiglia.v1.ListMatchEventsResponse\x12P\n\x0b\x45xportMatch\x12\x1f.famiglia.v1.ExportMatchRequest\x1a .famiglia.v1.ExportMatchResponse\x12P\n\x0bImportMatch\x12\x1f.famiglia.v1.ImportMatchRequest\x1a .famiglia.v1.ImportMatchResponse\x12P\n\x0bVerifyMatch\x12\x1f.famiglia.v1.VerifyMatchRequest\x1a .famiglia.v1.VerifyMatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n famiglia/v1/replay_service.proto\x12\x0b\x66\x61miglia.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1a\x66\x61miglia/v1/envelope.proto\x1a\x1e\x66\x61miglia/v1/game_service.proto\"E\n\x11GetStateAtRequest\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ull\x18\x02 \x01(\x08\x12\x10\n\x08match_id\x18\x03 \x01(\t\"\xd2\x02\n\x12GetStateAtResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07game_id\x18\x02 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\t\x12\x0b\n\x03seq\x18\x04 \x01(\x03\x12\x10\n\x08last_seq\x18\x05 \x01(\x03\x12\x16\n\x0ematch_finished\x18\x06 \x01(\x08\x12%\n\x05scope\x18\x07 \x01(\x0e\x32\x16.famiglia.v1.ViewScope\x12\x0c\n\x04seat\x18\x08 \x01(\x05\x12\"\n\x04view\x18\t \x01(\x0b\x32\x14.google.protobuf.Any\x12\x0c\n\x04text\x18\n \x01(\t\x12(\n\nseat_views\x18\x0b \x03(\x0b\x32\x14.google.protobuf.Any\x12\x11\n\tgame_over\x18\x0c \x01(\x08\x12,\n\x06to_act\x18\r \x03(\x0b\x32\x1c.famiglia.v1.PendingDecision\"\xc4\x01\n\x13StreamReplayRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x02 \x01(\t\x12\x10\n\x08\x66rom_seq\x18\x03 \x01(\x03\x12\x0e\n\x06to_seq\x18\x04 \x01(\x03\x12\x1f\n\x04pace\x18\x05 \x01(\x0e\x32\x11.famiglia.v1.Pace\x12\r\n\x05speed\x18\x06 \x01(\x01\x12\x12\n\nmax_gap_ms\x18\x07 \x01(\x03\x12\x0c\n\x04\x66ull\x18\x08 \x01(\x08\x12\x15\n\rwithout_views\x18\t \x01(\x08\"\x88\x02\n\nReplayStep\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04seat\x18\x04 \x01(\x05\x12\x12\n\ncommand_id\x18\x05 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12#\n\x05\x65vent\x18\x07 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x12\n\nevent_text\x18\x08 \x01(\t\x12\"\n\x04view\x18\t \x01(\x0b\x32\x14.google.protobuf.Any\x12\x11\n\tview_text\x18\n \x01(\t\x12%\n\x05scope\x18\x0b \x01(\x0e\x32\x16.famiglia.v1.ViewScope\"Q\n\x16ListMatchEventsRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"\x85\x01\n\x0eMatchEventInfo\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0c\n\x04seat\x18\x04 \x01(\x05\x12\x12\n\ncommand_id\x18\x05 \x01(\t\x12\x14\n\x0ctimestamp_ms\x18\x06 \x01(\x03\x12\x0e\n\x06hidden\x18\x07 \x01(\x08\"\xac\x01\n\x17ListMatchEventsResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07game_id\x18\x02 \x01(\t\x12+\n\x06\x65vents\x18\x03 \x03(\x0b\x32\x1b.famiglia.v1.MatchEventInfo\x12\x17\n\x0fnext_page_token\x18\x04 \x01(\t\x12\x10\n\x08last_seq\x18\x05 \x01(\x03\x12\x16\n\x0ematch_finished\x18\x06 \x01(\x08\"\x8d\x01\n\x0fRecordedCommand\x12\x11\n\tfirst_seq\x18\x01 \x01(\x03\x12\x10\n\x08last_seq\x18\x02 \x01(\x03\x12\x0c\n\x04seat\x18\x03 \x01(\x05\x12\x12\n\ncommand_id\x18\x04 \x01(\t\x12\x14\n\x0c\x63ommand_type\x18\x05 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x06 \x01(\x0c\x12\x0c\n\x04text\x18\x07 \x01(\t\"\xd9\x03\n\x0bMatchExport\x12\x16\n\x0e\x66ormat_version\x18\x01 \x01(\r\x12\x11\n\tgenerator\x18\x02 \x01(\t\x12/\n\x0b\x65xported_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08match_id\x18\x04 \x01(\t\x12\x0f\n\x07game_id\x18\x05 \x01(\t\x12\r\n\x05seats\x18\x06 \x01(\x05\x12\x0c\n\x04seed\x18\x07 \x01(\x04\x12\x36\n\x07options\x18\x08 \x03(\x0b\x32%.famiglia.v1.MatchExport.OptionsEntry\x12(\n\x05setup\x18\t \x01(\x0b\x32\x19.famiglia.v1.MatchCreated\x12\x16\n\x0esetup_last_seq\x18\n \x01(\x03\x12.\n\x08\x63ommands\x18\x0b \x03(\x0b\x32\x1c.famiglia.v1.RecordedCommand\x12*\n\x06\x65vents\x18\x0c \x03(\x0b\x32\x1a.famiglia.v1.EventEnvelope\x12\x12\n\nevent_type\x18\r \x01(\t\x12\x14\n\x0c\x63ommand_type\x18\x0e \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"6\n\x12\x45xportMatchRequest\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62inary\x18\x02 \x01(\x08\"j\n\x13\x45xportMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0c\n\x04\x66ile\x18\x02 \x01(\x0c\x12\x11\n\tfile_name\x18\x03 \x01(\t\x12\x0e\n\x06\x65vents\x18\x04 \x01(\x03\x12\x10\n\x08\x63ommands\x18\x05 \x01(\x03\"R\n\x12ImportMatchRequest\x12\x0c\n\x04\x66ile\x18\x01 \x01(\x0c\x12\x14\n\x0cnew_match_id\x18\x02 \x01(\t\x12\x18\n\x10\x61llow_unverified\x18\x03 \x01(\x08\"p\n\x13ImportMatchResponse\x12\x10\n\x08match_id\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x36\n\x0cverification\x18\x03 \x01(\x0b\x32 .famiglia.v1.VerifyMatchResponse\"B\n\x12VerifyMatchRequest\x12\x12\n\x08match_id\x18\x01 \x01(\tH\x00\x12\x0e\n\x04\x66ile\x18\x02 \x01(\x0cH\x00\x42\x08\n\x06source\"w\n\nDivergence\x12\x0b\n\x03seq\x18\x01 \x01(\x03\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08\x65xpected\x18\x03 \x01(\t\x12\x0b\n\x03got\x18\x04 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x05 \x01(\t\x12\x0c\n\x04seat\x18\x06 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"\xa3\x01\n\x13VerifyMatchResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x10\n\x08match_id\x18\x02 \x01(\t\x12\x0f\n\x07game_id\x18\x03 \x01(\t\x12\x16\n\x0e\x65vents_checked\x18\x04 \x01(\x03\x12\x18\n\x10\x63ommands_checked\x18\x05 \x01(\x03\x12+\n\ndivergence\x18\x06 \x01(\x0b\x32\x17.famiglia.v1.Divergence*k\n\tViewScope\x12\x1a\n\x16VIEW_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n\x14VIEW_SCOPE_SPECTATOR\x10\x01\x12\x13\n\x0fVIEW_SCOPE_SEAT\x10\x02\x12\x13\n\x0fVIEW_SCOPE_FULL\x10\x03*A\n\x04Pace\x12\x14\n\x10PACE_UNSPECIFIED\x10\x00\x12\x10\n\x0cPACE_INSTANT\x10\x01\x12\x11\n\rPACE_RECORDED\x10\x02\x32\xff\x03\n\rReplayService\x12M\n\nGetStateAt\x12\x1e.famiglia.v1.GetStateAtRequest\x1a\x1f.famiglia.v1.GetStateAtResponse\x12K\n\x0cStreamReplay\x12 .famiglia.v1.StreamReplayRequest\x1a\x17.famiglia.v1.ReplayStep0\x01\x12\\\n\x0fListMatchEvents\x12#.famiglia.v1.ListMatchEventsRequest\x1a$.famiglia.v1.ListMatchEventsResponse\x12P\n\x0b\x45xportMatch\x12\x1f.famiglia.v1.ExportMatchRequest\x1a .famiglia.v1.ExportMatchResponse\x12P\n\x0bImportMatch\x12\x1f.famiglia.v1.ImportMatchRequest\x1a .famiglia.v1.ImportMatchResponse\x12P\n\x0bVerifyMatch\x12\x1f.famiglia.v1.VerifyMatchRequest\x1a .famiglia.v1.VerifyMatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,44 +37,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MATCHEXPORT_OPTIONSENTRY']._loaded_options = None
   _globals['_MATCHEXPORT_OPTIONSENTRY']._serialized_options = b'8\001'
-  _globals['_VIEWSCOPE']._serialized_start=2700
-  _globals['_VIEWSCOPE']._serialized_end=2807
-  _globals['_PACE']._serialized_start=2809
-  _globals['_PACE']._serialized_end=2874
-  _globals['_GETSTATEATREQUEST']._serialized_start=137
-  _globals['_GETSTATEATREQUEST']._serialized_end=206
-  _globals['_GETSTATEATRESPONSE']._serialized_start=209
-  _globals['_GETSTATEATRESPONSE']._serialized_end=501
-  _globals['_STREAMREPLAYREQUEST']._serialized_start=504
-  _globals['_STREAMREPLAYREQUEST']._serialized_end=700
-  _globals['_REPLAYSTEP']._serialized_start=703
-  _globals['_REPLAYSTEP']._serialized_end=967
-  _globals['_LISTMATCHEVENTSREQUEST']._serialized_start=969
-  _globals['_LISTMATCHEVENTSREQUEST']._serialized_end=1050
-  _globals['_MATCHEVENTINFO']._serialized_start=1053
-  _globals['_MATCHEVENTINFO']._serialized_end=1186
-  _globals['_LISTMATCHEVENTSRESPONSE']._serialized_start=1189
-  _globals['_LISTMATCHEVENTSRESPONSE']._serialized_end=1361
-  _globals['_RECORDEDCOMMAND']._serialized_start=1364
-  _globals['_RECORDEDCOMMAND']._serialized_end=1505
-  _globals['_MATCHEXPORT']._serialized_start=1508
-  _globals['_MATCHEXPORT']._serialized_end=1981
-  _globals['_MATCHEXPORT_OPTIONSENTRY']._serialized_start=1935
-  _globals['_MATCHEXPORT_OPTIONSENTRY']._serialized_end=1981
-  _globals['_EXPORTMATCHREQUEST']._serialized_start=1983
-  _globals['_EXPORTMATCHREQUEST']._serialized_end=2037
-  _globals['_EXPORTMATCHRESPONSE']._serialized_start=2039
-  _globals['_EXPORTMATCHRESPONSE']._serialized_end=2145
-  _globals['_IMPORTMATCHREQUEST']._serialized_start=2147
-  _globals['_IMPORTMATCHREQUEST']._serialized_end=2229
-  _globals['_IMPORTMATCHRESPONSE']._serialized_start=2231
-  _globals['_IMPORTMATCHRESPONSE']._serialized_end=2343
-  _globals['_VERIFYMATCHREQUEST']._serialized_start=2345
-  _globals['_VERIFYMATCHREQUEST']._serialized_end=2411
-  _globals['_DIVERGENCE']._serialized_start=2413
-  _globals['_DIVERGENCE']._serialized_end=2532
-  _globals['_VERIFYMATCHRESPONSE']._serialized_start=2535
-  _globals['_VERIFYMATCHRESPONSE']._serialized_end=2698
-  _globals['_REPLAYSERVICE']._serialized_start=2877
-  _globals['_REPLAYSERVICE']._serialized_end=3388
+  _globals['_VIEWSCOPE']._serialized_start=2778
+  _globals['_VIEWSCOPE']._serialized_end=2885
+  _globals['_PACE']._serialized_start=2887
+  _globals['_PACE']._serialized_end=2952
+  _globals['_GETSTATEATREQUEST']._serialized_start=169
+  _globals['_GETSTATEATREQUEST']._serialized_end=238
+  _globals['_GETSTATEATRESPONSE']._serialized_start=241
+  _globals['_GETSTATEATRESPONSE']._serialized_end=579
+  _globals['_STREAMREPLAYREQUEST']._serialized_start=582
+  _globals['_STREAMREPLAYREQUEST']._serialized_end=778
+  _globals['_REPLAYSTEP']._serialized_start=781
+  _globals['_REPLAYSTEP']._serialized_end=1045
+  _globals['_LISTMATCHEVENTSREQUEST']._serialized_start=1047
+  _globals['_LISTMATCHEVENTSREQUEST']._serialized_end=1128
+  _globals['_MATCHEVENTINFO']._serialized_start=1131
+  _globals['_MATCHEVENTINFO']._serialized_end=1264
+  _globals['_LISTMATCHEVENTSRESPONSE']._serialized_start=1267
+  _globals['_LISTMATCHEVENTSRESPONSE']._serialized_end=1439
+  _globals['_RECORDEDCOMMAND']._serialized_start=1442
+  _globals['_RECORDEDCOMMAND']._serialized_end=1583
+  _globals['_MATCHEXPORT']._serialized_start=1586
+  _globals['_MATCHEXPORT']._serialized_end=2059
+  _globals['_MATCHEXPORT_OPTIONSENTRY']._serialized_start=2013
+  _globals['_MATCHEXPORT_OPTIONSENTRY']._serialized_end=2059
+  _globals['_EXPORTMATCHREQUEST']._serialized_start=2061
+  _globals['_EXPORTMATCHREQUEST']._serialized_end=2115
+  _globals['_EXPORTMATCHRESPONSE']._serialized_start=2117
+  _globals['_EXPORTMATCHRESPONSE']._serialized_end=2223
+  _globals['_IMPORTMATCHREQUEST']._serialized_start=2225
+  _globals['_IMPORTMATCHREQUEST']._serialized_end=2307
+  _globals['_IMPORTMATCHRESPONSE']._serialized_start=2309
+  _globals['_IMPORTMATCHRESPONSE']._serialized_end=2421
+  _globals['_VERIFYMATCHREQUEST']._serialized_start=2423
+  _globals['_VERIFYMATCHREQUEST']._serialized_end=2489
+  _globals['_DIVERGENCE']._serialized_start=2491
+  _globals['_DIVERGENCE']._serialized_end=2610
+  _globals['_VERIFYMATCHRESPONSE']._serialized_start=2613
+  _globals['_VERIFYMATCHRESPONSE']._serialized_end=2776
+  _globals['_REPLAYSERVICE']._serialized_start=2955
+  _globals['_REPLAYSERVICE']._serialized_end=3466
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ import and deterministic verification of whole matches (docs/replay.md).
 
 from collections import abc as _abc
 from famiglia.v1 import envelope_pb2 as _envelope_pb2
+from famiglia.v1 import game_service_pb2 as _game_service_pb2
 from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -114,6 +115,7 @@ class GetStateAtResponse(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     SEAT_VIEWS_FIELD_NUMBER: _builtins.int
     GAME_OVER_FIELD_NUMBER: _builtins.int
+    TO_ACT_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     game_id: _builtins.str
     event_id: _builtins.str
@@ -138,6 +140,10 @@ class GetStateAtResponse(_message.Message):
     def seat_views(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
         """full only: index = seat"""
 
+    @_builtins.property
+    def to_act(self) -> _containers.RepeatedCompositeFieldContainer[_game_service_pb2.PendingDecision]:
+        """who had to act then, as the asker may know it"""
+
     def __init__(
         self,
         *,
@@ -153,10 +159,11 @@ class GetStateAtResponse(_message.Message):
         text: _builtins.str = ...,
         seat_views: _abc.Iterable[_any_pb2.Any] | None = ...,
         game_over: _builtins.bool = ...,
+        to_act: _abc.Iterable[_game_service_pb2.PendingDecision] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_id", b"event_id", "game_id", b"game_id", "game_over", b"game_over", "last_seq", b"last_seq", "match_finished", b"match_finished", "match_id", b"match_id", "scope", b"scope", "seat", b"seat", "seat_views", b"seat_views", "seq", b"seq", "text", b"text", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event_id", b"event_id", "game_id", b"game_id", "game_over", b"game_over", "last_seq", b"last_seq", "match_finished", b"match_finished", "match_id", b"match_id", "scope", b"scope", "seat", b"seat", "seat_views", b"seat_views", "seq", b"seq", "text", b"text", "to_act", b"to_act", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -9,6 +9,7 @@ from google.protobuf.message import Message
 from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.replay.export import dump, file_name
+from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import replay_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
 
@@ -35,6 +36,9 @@ def _state_reply(answer: StateAt) -> pb.GetStateAtResponse:
     view = _pack(answer.view)
     if view is not None:
         reply.view.CopyFrom(view)
+    for p in answer.to_act:
+        reply.to_act.add(seat=p.seat, kind=game_pb.DecisionKind.ValueType(p.kind), label=p.label,
+                         timeout_seconds=p.timeout_seconds)
     for seat_view in answer.seat_views:
         reply.seat_views.add().Pack(seat_view, type_url_prefix="type.googleapis.com/")
     return reply

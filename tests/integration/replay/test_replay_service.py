@@ -51,6 +51,7 @@ def test_state_at_any_event_is_the_askers_view_and_events_are_found_without_a_hi
         assert _unpack(spectator.view, engine) == engine.view(state, None)
         seat = stack.client.state_at(env.event_id, token=played.tokens[1])
         assert seat.scope == pb.VIEW_SCOPE_SEAT and _unpack(seat.view, engine) == engine.view(state, 1)
+        assert [p.seat for p in seat.to_act] == [p.seat for p in engine.pending(state)]
         full = stack.client.state_at(env.event_id, full=True)
         assert full.text == engine.render_state(state) and len(full.seat_views) == 3
 

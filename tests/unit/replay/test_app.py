@@ -6,7 +6,7 @@ import pytest
 
 from famiglia.auth import TokenSigner
 from famiglia.config import Settings
-from famiglia.engine import fold
+from famiglia.engine import fold, pending_for
 from famiglia.eventstore.envelopes import open_event
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import (
@@ -69,6 +69,8 @@ def test_state_at_every_event_is_the_askers_view_of_the_fold_up_to_it(game_id: s
         assert spectator.view == eng.view(state, None), f"seq {env.seq}"
         mine = app.state_at(env.event_id, token)
         assert mine.access.scope is Scope.SEAT and mine.view == eng.view(state, seat)
+        assert mine.to_act == pending_for(eng, state, seat)
+        assert spectator.to_act == pending_for(eng, state, None)
         full = app.state_at(env.event_id, None, full=True)
         assert full.text == eng.render_state(state)
         assert full.seat_views == [eng.view(state, s) for s in range(eng.info.min_players)]
