@@ -1,35 +1,45 @@
-"""Replay from the projection's SQL event archive after the Redis stream was trimmed."""
+"""Replay from the projection's SQL event archive (written by the real projection) after the Redis
+stream was trimmed: the same answer as from Redis."""
 
 from __future__ import annotations
 
 import pytest
 
+from famiglia.config import Settings
 from famiglia.replay.client import ReplayClient
 from famiglia.replay.sources import EventLocation, sql_archive_source
 from famiglia.replay.toy import GAME_ID
 
+from ...unit.replay.games import registry
 from .conftest import Stack, play, start_replay
 
 readmodels = pytest.importorskip("famiglia.readmodels", reason="SQL archive binding: no famiglia.readmodels yet")
 pytestmark = pytest.mark.redis
 
 
-def _archive(url: str, envelopes) -> None:
-    """What the projection does for every event: one archive row, in one transaction."""
-    from famiglia.readmodels.archive import archive_row
+def _archive(stack: Stack, url: str, match_id: str) -> None:
+    """Run the real projection until it archived the whole match (as it does in production)."""
+    from services.projection.bootstrap import bootstrap as projection_bootstrap
 
-    engine = readmodels.make_engine(url)
-    readmodels.metadata.create_all(engine)
-    with readmodels.write_session(engine) as session:
-        session.add_all(archive_row(e) for e in envelopes)
-    engine.dispose()
+    projection = projection_bootstrap(store=stack.store, sql=readmodels.make_engine(url), registry=registry(),
+                                      settings=Settings(secret="x", redis_url=stack.redis_url))
+    runner = projection.runner("replay-test")
+    version = stack.store.version(match_id)
+    for _ in range(200):
+        runner.run_once(block_ms=50)
+        with readmodels.read_session(projection.sql) as session:
+            if readmodels.archived_version(session, match_id) == version:
+                break
+    else:
+        raise AssertionError("the projection did not archive the match")
+    projection.sql.dispose()
 
 
 def test_a_replay_from_the_sql_archive_after_trimming_redis_equals_one_from_redis(stack: Stack, tmp_path) -> None:
     played = play(stack.commands, GAME_ID, 3, seed=51, options={"turns": "24"})
     envelopes = stack.store.read(played.match_id)
     url = f"sqlite:///{tmp_path / 'archive.db'}"
-    _archive(url, envelopes)
+    _archive(stack, url, played.match_id)
 
     def replay(client: ReplayClient) -> list:
         return [
