@@ -5,6 +5,7 @@ until SIGTERM/SIGINT. `... rebuild [--force]`: rebuild every read model from the
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure("projection")
     configure_metrics("projection")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = Settings.from_env()
     if args.cmd == "rebuild":
         return cmd_rebuild(settings, args.force)

@@ -61,6 +61,7 @@ class ProjectionRunner:
         self._last_claim = 0.0
         self._last_lag = 0.0
         self._started = False
+        self._stuck_rounds = 0
         self.projected = 0
 
     @property
@@ -87,9 +88,15 @@ class ProjectionRunner:
             self._take(claimed)
         wait = self.config.block_ms if block_ms is None else block_ms
         if self.deferred:
-            wait = min(wait, 50)  # retry deferred entries soon
+            # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
+            wait = min(wait, 20 * 2 ** min(self._stuck_rounds, 6))
         self._take(self.consumer.read(self.config.batch, block_ms=wait))
         outcome = self.process(list(self.deferred.values()))
+        self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
+        if self._stuck_rounds and self._stuck_rounds % 500 == 0:
+            first = outcome.deferred[0].envelope
+            log.warning("projection_entries_stuck", deferred=len(outcome.deferred), match_id=first.match_id,
+                        seq=first.seq, hint="an earlier event of the match is missing from every consumer")
         if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
             self._last_lag = now
             self.lag.measure()

@@ -78,7 +78,4 @@ def read_session(engine: Engine) -> Iterator[Session]:
     """A read-only unit: on SQLite a deferred (shared) transaction, so readers never queue behind the writer."""
     bind = engine.execution_options(sqlite_begin="DEFERRED") if is_sqlite(engine) else engine
     with Session(bind, expire_on_commit=False) as session:
-        try:
-            yield session
-        finally:
-            session.rollback()
+        yield session  # closing ends the transaction and keeps loaded rows readable (detached)

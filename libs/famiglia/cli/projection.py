@@ -1,0 +1,102 @@
+"""`famiglia projection ...` — the read models from the command line.
+
+    famiglia projection rebuild [--force]       every read model again from the streams
+    famiglia projection migrate                 bring the SQL schema to head
+    famiglia projection matches [--game G]      the newest matches (QueryService)
+    famiglia projection leaderboard GAME        a game's ratings (QueryService)
+
+`rebuild` and `migrate` run the projection service's own command
+(`python -m services.projection ...`) with this environment, so they use the
+same FAMIGLIA_REDIS_URL / FAMIGLIA_DATABASE_URL as the service (the embedded
+stack's by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import grpc
+from rich.console import Console
+from rich.table import Table
+
+from famiglia.config import Settings
+
+console = Console()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "projection", help="rebuild or query the SQL read models",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="projection_cmd", required=True)
+    rebuild = sub.add_parser("rebuild", help="rebuild every read model from the streams")
+    rebuild.add_argument("--force", action="store_true",
+                         help="even when the archive holds events the streams no longer have")
+    rebuild.set_defaults(func=cmd_service, service_args=["rebuild"])
+    migrate = sub.add_parser("migrate", help="bring the SQL schema to head")
+    migrate.set_defaults(func=cmd_service, service_args=["migrate"])
+    matches = sub.add_parser("matches", help="the newest matches")
+    matches.add_argument("--game", default="")
+    matches.add_argument("--player", default="")
+    matches.add_argument("--limit", type=int, default=20)
+    matches.add_argument("--address", default="")
+    matches.set_defaults(func=cmd_matches)
+    board = sub.add_parser("leaderboard", help="a game's OpenSkill leaderboard")
+    board.add_argument("game")
+    board.add_argument("--limit", type=int, default=20)
+    board.add_argument("--address", default="")
+    board.set_defaults(func=cmd_leaderboard)
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    argv = [sys.executable, "-m", "services.projection", *args.service_args]
+    if getattr(args, "force", False):
+        argv.append("--force")
+    return subprocess.call(argv)
+
+
+def _stub(address: str):  # type: ignore[no-untyped-def]
+    from famiglia.v1 import query_service_pb2_grpc as pb_grpc
+
+    return pb_grpc.QueryServiceStub(grpc.insecure_channel(address or Settings.from_env().projection_addr))
+
+
+def cmd_matches(args: argparse.Namespace) -> int:
+    from famiglia.v1 import query_service_pb2 as pb
+
+    try:
+        reply = _stub(args.address).ListMatches(
+            pb.ListMatchesRequest(game_id=args.game, player_id=args.player, page_size=args.limit), timeout=10)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        return 2
+    table = Table(title="Matches, newest first")
+    for column in ("match id", "game", "status", "seats", "winner(s)", "created"):
+        table.add_column(column)
+    for m in reply.matches:
+        winners = ", ".join(s.player_id or f"seat {s.seat}" for s in m.seats if s.winner)
+        table.add_row(m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
+                      str(len(m.seats)), winners, m.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S"))
+    console.print(table)
+    return 0
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from famiglia.v1 import query_service_pb2 as pb
+
+    try:
+        reply = _stub(args.address).GetLeaderboard(pb.GetLeaderboardRequest(game_id=args.game, limit=args.limit),
+                                                   timeout=10)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        return 2
+    table = Table(title=f"{args.game} leaderboard (OpenSkill, ordinal = mu - 3 sigma)")
+    for column in ("#", "player", "bot", "ordinal", "mu", "sigma", "matches", "wins"):
+        table.add_column(column)
+    for e in reply.entries:
+        table.add_row(str(e.rank), e.display_name or e.player_id, e.policy if e.bot else "", f"{e.ordinal:.2f}",
+                      f"{e.mu:.2f}", f"{e.sigma:.2f}", str(e.matches), str(e.wins))
+    console.print(table)
+    return 0

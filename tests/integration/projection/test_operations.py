@@ -1,0 +1,118 @@
+"""Operating the projection: schema migrations, the lag metric, the process and its rebuild command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.localstack.redis_server import free_port
+from famiglia.readmodels.db import make_engine
+from famiglia.readmodels.tables import metadata
+from famiglia.v1 import query_service_pb2 as pb
+from famiglia.v1 import query_service_pb2_grpc as pb_grpc
+from services.projection import schema
+from services.projection.app import ProjectionApp
+from services.projection.lag import LagMonitor
+
+from .support import Clock, MatchSpec, drain, games_registry, write_matches
+from .test_projection import specs
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_initial_migration_creates_exactly_the_models(database_url: str) -> None:
+    engine = make_engine(database_url)
+    schema.upgrade(engine)
+    schema.upgrade(engine)  # idempotent
+    assert schema.current_revision(engine) == schema.head_revision()
+    with engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}), metadata)
+    assert [d for d in diff if not (d[0] == "remove_table" and d[1].name == schema.VERSION_TABLE)] == []
+    schema.downgrade(engine)
+    assert schema.current_revision(engine) is None
+    engine.dispose()
+
+
+def _gauge_points(reader: InMemoryMetricReader) -> dict[object, float]:
+    points: dict[object, float] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == "famiglia.projection.lag":
+                    for point in metric.data.data_points:
+                        points[point.attributes.get("partition", "max")] = point.value
+    return points
+
+
+def test_lag_is_a_gauge_that_falls_to_zero_once_caught_up(app: ProjectionApp) -> None:
+    reader = InMemoryMetricReader()
+    monitor = LagMonitor(app.store, app.sql, meter=MeterProvider(metric_readers=[reader]).get_meter("t"))
+    write_matches(app.store, app.registry, specs(3), clock=Clock(step_ms=250))
+    behind = monitor.measure()
+    assert behind.max_lag_ms > 0
+    assert _gauge_points(reader)["max"] == behind.max_lag_ms
+    drain([app.runner("lag")])
+    assert monitor.measure().max_lag_ms == 0
+    points = _gauge_points(reader)
+    assert points["max"] == 0 and set(points) == {"max", *range(app.store.partitions)}
+
+
+def _env(redis_url: str, database_url: str, port: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_DATABASE_URL=database_url, FAMIGLIA_PARTITIONS="4",
+               FAMIGLIA_PROJECTION_ADDR=f"localhost:{port}", FAMIGLIA_SECRET="test",
+               FAMIGLIA_PROJECTION_BLOCK_MS="100", PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
+    return env
+
+
+@pytest.mark.slow
+def test_the_service_process_consumes_serves_stops_and_rebuilds(store: RedisEventStore, redis_url: str,
+                                                                tmp_path: Path) -> None:
+    """The process itself (what the embedded stack starts); the database backends are covered above."""
+    registry = games_registry()
+    games = [g for g in ("nostra_city", "grifters", "goodcritters", "nothing_personal") if g in registry]
+    if not games:
+        pytest.skip("the service process plays real games only, and none is registered yet")
+    seats = registry.get(games[0]).info.min_players
+    played = write_matches(store, registry, [
+        MatchSpec(match_id=f"s{i}", players=["ann", "bob", "cy", "dee", "eve"][:seats], seed=i, game_id=games[0])
+        for i in range(2)])
+    database_url = f"sqlite:///{tmp_path / 'service.db'}"
+    port = free_port()
+    env = _env(redis_url, database_url, port)
+    proc = subprocess.Popen([sys.executable, "-m", "services.projection"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        stub = pb_grpc.QueryServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        deadline = time.monotonic() + 30
+        finished = 0
+        while time.monotonic() < deadline and finished < len(played):
+            try:
+                reply = stub.ListMatches(pb.ListMatchesRequest(status=pb.MATCH_STATUS_FINISHED), timeout=2)
+                finished = len(reply.matches)
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+        assert finished == len(played), proc.stdout.read1().decode() if proc.stdout else ""  # type: ignore[union-attr]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out.decode()[-3000:]
+    # `famiglia projection rebuild` runs `python -m services.projection rebuild`: both paths at once.
+    rebuilt = subprocess.run([sys.executable, "-m", "famiglia.cli.main", "projection", "rebuild"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert "2 matches finished" in rebuilt.stdout

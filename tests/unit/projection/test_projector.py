@@ -1,0 +1,80 @@
+"""The projector on SQLite with hand-made partition entries (no Redis): the exactly-once rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from famiglia.eventstore import PartitionEntry
+from famiglia.readmodels import match_summary
+from famiglia.readmodels.db import make_engine, read_session
+from services.projection import schema
+from services.projection.projector import Projector
+from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
+from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
+
+
+def played_entries(match_id: str, seed: int, partition: int = 0) -> tuple[list[PartitionEntry], int]:
+    """The entries of one random Dice Race match, as a partition stream would deliver them."""
+    spec = MatchSpec(match_id=match_id, players=["ann", "bob"], seed=seed, game_id=GAME_ID)
+    entries: list[PartitionEntry] = []
+    for command_id, envelopes in _batches(ENGINE, spec, Clock()):
+        if command_id == "done":
+            break
+        for env in envelopes:
+            entries.append(PartitionEntry(partition, f"{env.timestamp.ToMilliseconds()}-{env.seq}", env))
+    return entries, len(entries)
+
+
+@pytest.fixture()
+def projector(tmp_path: Path) -> Iterator[Projector]:
+    engine = make_engine(f"sqlite:///{tmp_path / 'unit.db'}")
+    schema.upgrade(engine)
+    yield Projector(engine, registry())
+    engine.dispose()
+
+
+def test_a_gap_defers_the_rest_of_the_match_until_the_missing_events_arrive(projector: Projector) -> None:
+    entries, total = played_entries("m1", seed=3)
+    head, tail = entries[:4], entries[4:]
+    early = projector.project(tail)
+    assert not early.applied and len(early.deferred) == len(tail)
+    assert projector.project(head).applied == head
+    late = projector.project(early.deferred)
+    assert len(late.applied) == len(tail)
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == total and summary.status == "finished"
+
+
+def test_redelivery_is_skipped_and_changes_no_table(projector: Projector) -> None:
+    entries, _ = played_entries("m1", seed=4)
+    projector.project(entries)
+    before = dump(projector.engine)
+    again = projector.project(entries[2:] + entries[:2])
+    assert not again.applied and len(again.skipped) == len(entries)
+    assert dump(projector.engine) == before
+
+
+def test_a_restarted_projector_refolds_live_matches_from_the_archive(projector: Projector) -> None:
+    entries, _ = played_entries("m1", seed=5)
+    projector.project(entries[:5])
+    fresh = Projector(projector.engine, registry())  # a new process: nothing in memory
+    outcome = fresh.project(entries[5:])
+    assert outcome.finished_matches == ["m1"]
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.status == "finished"
+    assert sorted(s.rank for s in summary.seats if s.rank is not None) in ([1, 1], [1, 2])
+
+
+def test_the_checkpoint_keeps_the_newest_entry_per_partition(projector: Projector) -> None:
+    first, _ = played_entries("m1", seed=6, partition=2)
+    projector.project(first)
+    tables = dump(projector.engine)
+    [(partition, last_id, _ms, events)] = tables["projection_checkpoints"]
+    assert partition == 2 and last_id == first[-1].entry_id and events == len(first)
+
+
