@@ -9,7 +9,7 @@ from famiglia.engine import Rng, RuleViolation
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from ..data import POLICE_RAID, VENDETTA_BY_ID
-from ..evolve import evolve
+from ..evolve import evolve, remember
 from ..state import State
 
 
@@ -25,7 +25,9 @@ class Emitter:
     def __call__(self, **kind: Any) -> None:
         event = pb.Event(**kind)
         self.events.append(event)
-        self.state = evolve(self.state, event)
+        before = self.state
+        self.state = evolve(before, event)
+        remember(event, before, self.state)
 
 
 def refuse(code: str, message: str) -> RuleViolation:
