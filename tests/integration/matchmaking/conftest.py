@@ -68,13 +68,27 @@ class RecordingCreator:
         return [i.player_id for t in self.tables.values() for i in t.seat_info if not i.bot]
 
 
+class FakeClock:
+    """Milliseconds that move only when a test says so: timeouts without sleeping or flakiness."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, seconds: float) -> None:
+        self.now_ms += int(seconds * 1000)
+
+
 def make_mm(url: str, creator: RecordingCreator, *, policy: MatchPolicy | None = None,
-            ratings: FixedRatings | None = None, tuning: MatcherTuning | None = None) -> Matchmaking:
+            ratings: FixedRatings | None = None, tuning: MatcherTuning | None = None,
+            clock: FakeClock | None = None) -> Matchmaking:
     settings = Settings(redis_url=url, secret=SECRET)
     mm = MatchmakingSettings(policy=policy or MatchPolicy(backfill_after=None),
                              tuning=tuning or MatcherTuning(interval_s=0.02, claim_retry_ms=300))
     return bootstrap(settings=settings, mm=mm, client=redis.Redis.from_url(url, decode_responses=True),
-                     creator=creator, games=dict(SHAPES), ratings=ratings or FixedRatings())
+                     creator=creator, games=dict(SHAPES), ratings=ratings or FixedRatings(), clock=clock)
 
 
 @pytest.fixture()

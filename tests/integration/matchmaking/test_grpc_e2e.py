@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.settings import MatchmakingSettings
 
 SECRET = "mm-e2e-secret"
+BACKFILL = 1.5  # seconds: long enough that queueing a full table one by one never races it
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -79,24 +81,42 @@ def command_address(redis_url: str) -> Iterator[str]:
     store.close()
 
 
-@pytest.fixture()
-def stack(redis_url: str, command_address: str) -> Iterator[Stack]:
+@contextmanager
+def _serving(redis_url: str, command_address: str, *, matcher: bool) -> Iterator[Stack]:
     settings = Settings(redis_url=redis_url, secret=SECRET, command_addr=command_address)
     mm = bootstrap(settings=settings, registry=REGISTRY,
-                   mm=MatchmakingSettings(MatchPolicy(backfill_after=0.5, bot_policy="random"),
+                   mm=MatchmakingSettings(MatchPolicy(backfill_after=BACKFILL, bot_policy="random"),
                                           MatcherTuning(interval_s=0.05)))
     server, port = serve(mm.app, "127.0.0.1:0", workers=16)
     server.start()
     stop = threading.Event()
     loop = threading.Thread(target=mm.matcher.run, args=(stop,))
-    loop.start()
+    if matcher:
+        loop.start()
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield Stack(command_address, f"127.0.0.1:{port}", channel)
-    channel.close()
-    stop.set()
-    loop.join()
-    server.stop(grace=None)
-    mm.close()
+    try:
+        yield Stack(command_address, f"127.0.0.1:{port}", channel)
+    finally:
+        channel.close()
+        stop.set()
+        if matcher:
+            loop.join()
+        server.stop(grace=None)
+        mm.close()
+
+
+@pytest.fixture()
+def stack(redis_url: str, command_address: str) -> Iterator[Stack]:
+    """Matchmaking with its matcher loop running (bots after BACKFILL seconds)."""
+    with _serving(redis_url, command_address, matcher=True) as s:
+        yield s
+
+
+@pytest.fixture()
+def quiet_stack(redis_url: str, command_address: str) -> Iterator[Stack]:
+    """Matchmaking without a matcher: tickets stay searching."""
+    with _serving(redis_url, command_address, matcher=False) as s:
+        yield s
 
 
 def _auth(token: str) -> list[tuple[str, str]]:
@@ -230,11 +250,15 @@ def test_the_service_process_matches_players_and_stops_on_sigterm(redis_url: str
     assert code == 0, stderr[-3000:]
 
 
-def test_the_cli_finds_a_match_and_cancels_on_timeout(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_finds_a_match(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
     from famiglia.cli.main import main
 
-    game = GAMES[0].info.game_id
-    assert main(["matchmake", game, "--address", stack.matchmaking, "--timeout", "20"]) == 0
+    assert main(["matchmake", GAMES[0].info.game_id, "--address", stack.matchmaking, "--timeout", "20"]) == 0
     assert "matched" in capsys.readouterr().out
-    assert main(["matchmake", game, "--address", stack.matchmaking, "--timeout", "0.1"]) == 1
+
+
+def test_the_cli_cancels_its_ticket_on_timeout(quiet_stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    from famiglia.cli.main import main
+
+    assert main(["matchmake", GAMES[0].info.game_id, "--address", quiet_stack.matchmaking, "--timeout", "0.2"]) == 1
     assert "ticket cancelled" in capsys.readouterr().out

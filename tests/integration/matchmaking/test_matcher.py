@@ -17,7 +17,7 @@ from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
 
-from .conftest import GAME, SECRET, SHAPES, RecordingCreator, make_mm
+from .conftest import GAME, SECRET, SHAPES, FakeClock, RecordingCreator, make_mm
 
 FAST = MatchPolicy(window_start=3.0, window_growth=40.0, backfill_after=0.6, bot_policy="random")
 
@@ -164,15 +164,18 @@ def test_cancellations_racing_the_matchers_are_safe(redis_url: str, creator: Rec
 
 
 def test_bots_fill_the_table_after_the_timeout(redis_url: str, creator: RecordingCreator) -> None:
-    mm = make_mm(redis_url, creator, policy=MatchPolicy(backfill_after=0.3, bot_policy="random"))
+    clock = FakeClock()
+    mm = make_mm(redis_url, creator, policy=MatchPolicy(backfill_after=30, bot_policy="random"), clock=clock)
     p = mm.app.register_guest("Alone")[0].player_id
     ticket = mm.app.create_ticket(p, GAME, [3, 4], {}).ticket_id
+    clock.advance(29.9)
     assert mm.matcher.run_once() == 0
     assert mm.app.ticket(p, ticket).state == "searching"
-    time.sleep(0.35)
+    clock.advance(0.1)
     assert mm.matcher.run_once() == 1
     status = mm.app.ticket(p, ticket)
     assert (status.state, status.seats, status.bots) == ("matched", 3, 2)  # the fewest bots
+    assert status.waited_s == 30.0
     table = creator.tables[status.match_id]
     assert [(i.bot, i.policy) for i in table.seat_info if i.player_id != p] == [(True, "random")] * 2
     assert [i.display_name for i in table.seat_info if i.player_id == p] == ["Alone"]
@@ -202,19 +205,21 @@ def test_a_restarted_matcher_keeps_the_queued_tickets(redis_url: str, creator: R
 
 
 def test_a_crashed_matchers_claim_is_finished_by_another(redis_url: str, creator: RecordingCreator) -> None:
-    crashed = make_mm(redis_url, creator)
+    clock = FakeClock()
+    crashed = make_mm(redis_url, creator, clock=clock)
     a, b = (crashed.app.register_guest(n)[0].player_id for n in "AB")
     ta = crashed.app.create_ticket(a, "duel", [], {}).ticket_id
     crashed.app.create_ticket(b, "duel", [], {})
     records = crashed.app.store.queued("duel")
-    [proposal] = form_matches([r.to_ticket() for r in records], crashed.app.clock(), crashed.matcher.policy)
-    assert crashed.app.store.claim(proposal, crashed.matcher._plan(proposal, {}), crashed.app.clock())
+    [proposal] = form_matches([r.to_ticket() for r in records], clock(), crashed.matcher.policy)
+    assert crashed.app.store.claim(proposal, crashed.matcher._plan(proposal, {}), clock())
     crashed.close()  # claimed, never created
 
-    other = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=100))
+    other = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=5000), clock=clock)
+    clock.advance(4.9)
     assert other.matcher.run_once() == 0  # too fresh to be presumed dead
     assert other.app.ticket(a, ta).state == "searching"  # claimed tickets still read as searching
-    time.sleep(0.15)
+    clock.advance(0.1)
     assert other.matcher.run_once() == 1
     status = other.app.ticket(a, ta)
     assert status.state == "matched" and status.match_id == f"m-mm-{proposal.proposal_id}"

@@ -114,16 +114,19 @@ def test_a_matched_ticket_cannot_be_cancelled(mm: Matchmaking, creator: Recordin
 def test_tickets_expire_after_their_lifetime(redis_url: str, creator: RecordingCreator) -> None:
     from famiglia.matchmaking import MatchPolicy
 
-    from .conftest import make_mm
+    from .conftest import FakeClock, make_mm
 
-    mm = make_mm(redis_url, creator, policy=MatchPolicy(backfill_after=None, ticket_ttl=0.05))
+    clock = FakeClock()
+    mm = make_mm(redis_url, creator, policy=MatchPolicy(backfill_after=None, ticket_ttl=600), clock=clock)
     p = _guest(mm)
     ticket = mm.app.create_ticket(p, GAME, [], {}).ticket_id
-    import time
-
-    time.sleep(0.1)
+    clock.advance(599)
     mm.matcher.run_once()
-    assert mm.app.ticket(p, ticket).state == "expired"
+    assert mm.app.ticket(p, ticket).state == "searching"
+    clock.advance(1)
+    mm.matcher.run_once()
+    status = mm.app.ticket(p, ticket)
+    assert (status.state, status.waited_s) == ("expired", 600.0)
     mm.app.create_ticket(p, GAME, [], {})  # the player is free again
     mm.close()
 
