@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from famiglia.engine import RuleViolation
 
 from .config import parse_options
 from .data import BLACKMAIL_COINS, FAMILY_MARKERS, GIDX, NEUTRAL_MARKERS, OMERTA_COINS, START_MONEY
-from .state import Act, Contract, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
+from .state import Act, Contract, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window, replace
 
 Handler = Callable[[State, Any], State]
 
@@ -66,11 +65,10 @@ def _gangster_deck_ordered(s: State, e: Any) -> State:
 
 
 def _influence_deck_ordered(s: State, e: Any) -> State:
-    return replace(s, deck=tuple(e.cards))
-
-
-def _discard_reshuffled(s: State, e: Any) -> State:
-    return replace(s, discard=())
+    """NP-S8, NP-X4: the new deck; a reshuffle takes its cards out of the discard pile."""
+    cards = tuple(e.cards)
+    moved = set(cards)
+    return replace(s, deck=cards, discard=tuple(c for c in s.discard if c not in moved))
 
 
 def _noop(s: State, e: Any) -> State:
@@ -414,7 +412,7 @@ EVOLVERS: dict[str, Handler] = {
     "board_dealt": _board_dealt,
     "gangster_deck_ordered": _gangster_deck_ordered,
     "influence_deck_ordered": _influence_deck_ordered,
-    "discard_reshuffled": _discard_reshuffled,
+    "discard_reshuffled": _noop,
     "cards_drawn": _noop,
     "cards_received": _cards_received,
     "ring_holder_chosen": _ring,

@@ -55,7 +55,10 @@ def required(s: State, seat: int) -> list[pb.Command]:
 
 
 def optional(s: State, seat: int) -> list[pb.Command]:
-    """A representative sample of the commands that never advance the game."""
+    """A representative sample of the commands that never advance the game.
+
+    Chat (NP-M7) is free text with no game effect: `decide` accepts it, but it is not enumerated.
+    """
     if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
         return []
     out = [pb.Command(shakedown=pb.Shakedown(cards=[c])) for c in sorted(set(s.hands[seat]))]
@@ -68,8 +71,6 @@ def optional(s: State, seat: int) -> list[pb.Command]:
             out.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
     if s.offers_made[seat] < s.cfg.offers_per_phase and s.money[seat] >= 1:
         out.append(pb.Command(offer_deal=pb.OfferDeal(to=(seat + 1) % s.n, give_money=1)))
-    if s.chats_made[seat] < s.cfg.chats_per_phase:
-        out.append(pb.Command(send_chat=pb.SendChat(text="it's nothing personal")))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
         cards, rerolls = s.autopass[seat]
         out.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))

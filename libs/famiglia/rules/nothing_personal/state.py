@@ -6,7 +6,8 @@ Per-gangster marker state is a tuple indexed like `data.GANGSTERS`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from .config import Config
 
@@ -123,8 +124,10 @@ class Contract:
     deadline: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class State:
+    """The whole table. Frozen; not slotted on purpose: `replace` copies its __dict__ (the hot path)."""
+
     n: int
     cfg: Config
     round: int = 0
@@ -175,3 +178,25 @@ class State:
     contracts: tuple[Contract, ...] = ()
     broken: frozenset[int] = frozenset()
     ranking: tuple[int, ...] = ()
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_set = object.__setattr__
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """`dataclasses.replace` for these frozen slotted classes, without re-running __init__ (hot path)."""
+    cls = obj.__class__
+    if cls is State:
+        new = object.__new__(State)
+        d = new.__dict__
+        d.update(obj.__dict__)
+        d.update(changes)
+        return new
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    new = object.__new__(cls)
+    for name in names:
+        _set(new, name, changes[name] if name in changes else getattr(obj, name))
+    return new
