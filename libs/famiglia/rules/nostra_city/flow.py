@@ -40,7 +40,7 @@ TURN_COMMANDS = frozenset({"cash_in", "place_bid", "corrupt", "play_vendetta", "
 
 CHOICES: dict[str, ChoiceRow] = {
     "distribute": ChoiceRow(DecisionKind.DISTRIBUTION, "distribute_notes", "NC-D05"),
-    "keep": ChoiceRow(DecisionKind.TIE_BREAK, "keep_notes", "NC-D09"),
+    "keep": ChoiceRow(DecisionKind.SECRET_CHOICE, "keep_notes", "NC-D09"),
     "consigliere": ChoiceRow(DecisionKind.TURN, "assign_title", "NC-D10"),
     "primo_capo": ChoiceRow(DecisionKind.TURN, "assign_title", "NC-D11"),
     "rage": ChoiceRow(DecisionKind.RESPONSE, "play_rage", "NC-D06"),
