@@ -93,9 +93,15 @@ class Matcher:
             seats.append(entry)
         return {
             "proposal_id": proposal.proposal_id, "game_id": proposal.game_id, "seats": proposal.seats,
-            "bots": proposal.bots, "bot_policy": policy, "options": dict(options),
+            "bots": proposal.bots, "bot_policy": policy, "options": self._deviations(proposal.game_id, options),
             "tickets": [[t.ticket_id, list(t.players)] for t in proposal.tickets], "seat_plan": seats,
         }
+
+    def _deviations(self, game_id: str, options: Mapping[str, str]) -> dict[str, str]:
+        """Only the options that differ from the game's defaults go to CreateMatch: the pool is
+        canonical either way, and the match records what was chosen, not every default."""
+        defaults = self.games[game_id].option_defaults if game_id in self.games else {}
+        return {k: v for k, v in sorted(options.items()) if defaults.get(k) != v}
 
     def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any]) -> int:
         tickets = [(t, tuple(p)) for t, p in plan["tickets"]]

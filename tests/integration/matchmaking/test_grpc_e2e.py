@@ -135,8 +135,9 @@ def _watch_until_done(stack: Stack, token: str, ticket_id: str) -> list[pb.Ticke
     return updates
 
 
-def test_register_queue_watch_and_play_with_the_seat_token(stack: Stack) -> None:
-    game = GAMES[0].info
+@pytest.mark.parametrize("game_id", [e.info.game_id for e in GAMES])
+def test_register_queue_watch_and_play_with_the_seat_token(stack: Stack, game_id: str) -> None:
+    game = REGISTRY.get(game_id).info
     guests = [_register(stack, f"Guest {i}") for i in range(game.min_players)]
     tickets = [stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=game.game_id,
                                                                  seat_counts=[game.min_players],

@@ -82,7 +82,9 @@ def _check_tables(mm: Matchmaking, creator: RecordingCreator, tickets: dict[str,
         assert record is not None and record.state == "matched", (ticket_id, record and record.state)
         table = creator.tables[record.match_id]
         assert table.seats == record.seats and table.seats in record.seat_counts
-        assert {**SHAPES[record.game_id].option_defaults, **table.options} == record.options
+        defaults = SHAPES[record.game_id].option_defaults
+        assert {**defaults, **table.options} == record.options  # only deviations go to CreateMatch
+        assert all(defaults[k] != v for k, v in table.options.items())
         at_table = {i.player_id: i.seat for i in table.seat_info if not i.bot}
         for player in record.players:  # the party sits together, each with its own token
             status = mm.app.ticket(player, ticket_id)
