@@ -79,7 +79,7 @@ def test_gr_c05_parts_resolve_in_the_order_written() -> None:
     s = table(2, hands={0: [INFORMANT, CON]})
     _, events = act(s, caper(INFORMANT))
     k = kinds(events)
-    assert k.index("card_drawn") < k.index("isk_stolen") < k.index("cards_placed")
+    assert k.index("card_drawn") < k.index("isk_stolen") < k.index("caper_completed")
 
 
 def test_gr_c06_stealing_from_a_player_takes_at_most_their_stash() -> None:
@@ -158,7 +158,7 @@ def test_gr_c12_a_nested_caper_resolves_completely_first() -> None:
     s = table(2, hands={0: [IM, "R0-TH"]}, nights={1: [[], [CON], []]}, coffers=30)
     s, events = act(s, caper(IM))
     k = kinds(events)
-    assert k.index("specialist_abducted") < k.index("isk_stolen") < k.index("cards_placed")
+    assert k.index("specialist_abducted") < k.index("isk_stolen") < k.index("caper_completed")
     assert s.players[0].nights[0] == (CON,) and s.players[1].nights[2] == (IM,)  # seat 1's turn advanced it
 
 

@@ -236,7 +236,7 @@ def test_gr_k18_thug_with_partner_steals_per_lone_card_of_the_partners_skill() -
     s, events = act(s, answer(PARTNER, "R0-TH"))  # SPEED
     stolen = [(e.victim, e.amount) for e in of_kind(events, "isk_stolen")]
     assert stolen == [(1, 2), (2, 1)]  # the SPEED Team on seat 1's Night Two does not count
-    assert of_kind(events, "cards_placed")[0].cards == [THUG, "R0-TH"]
+    assert of_kind(events, "caper_completed")[0].placed == [THUG, "R0-TH"]
 
 
 def test_gr_k18_thug_alone_steals_nothing() -> None:
@@ -305,3 +305,14 @@ def test_gr_k23_hitman_discards_a_specialist_face_up() -> None:
     s, events = act(s, cmds[0])
     assert s.discard == (MIDDLE,) and s.players[1].nights[1] == ("R1-TH",)
     assert OPPONENT
+
+
+def test_gr_k15_without_first_turn_extra_advance_no_second_caper_is_offered() -> None:
+    """GR-K15, GR-R15, GR-F01 extra_advance_on_first_turn=false: Night One would still be taken."""
+    s = table(2, hands={0: [FEMME, CON]}, had_turn=False, options={"extra_advance_on_first_turn": "false"})
+    s, events = act(s, caper(FEMME))
+    assert "choice_opened" not in kinds(events) and s.players[0].nights[0] == (FEMME,)
+    s = table(2, hands={0: [WHEEL, CON]}, nights={0: [[MIDDLE], [], []]}, had_turn=False,
+              options={"extra_advance_on_first_turn": "false"})
+    s, events = act(s, caper(WHEEL))
+    assert of_kind(events, "time_advanced")[0].skipped

@@ -59,7 +59,7 @@ def test_gr_e02_the_game_ends_in_the_middle_of_a_text() -> None:
     """GR-E02: the game ends in the middle of a text."""
     s = table(2, hands={0: [SMUGGLER, CON]}, coffers=2)
     s, events = act(s, caper(SMUGGLER))
-    assert s.over and "card_drawn" not in kinds(events) and "cards_placed" not in kinds(events)
+    assert s.over and "card_drawn" not in kinds(events) and "caper_completed" not in kinds(events)
     assert s.players[0].in_play == (SMUGGLER,)  # cards in play stay with the active player
     assert ENGINE.pending(s) == [] and ENGINE.legal_commands(s, 0) == []
 

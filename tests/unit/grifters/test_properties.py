@@ -18,7 +18,7 @@ from famiglia.testing.random_play import Step, play_random
 from tests.profile import examples
 
 ALL_SPECIALISTS = Counter(c.id for c in SPECIALISTS)
-PROPERTY_SETTINGS = settings(max_examples=examples(quick=10, soak=1500), deadline=None,
+PROPERTY_SETTINGS = settings(max_examples=examples(quick=10, soak=1000), deadline=None,
                              suppress_health_check=[HealthCheck.too_slow])
 OPTIONS = st.fixed_dictionaries({}, optional={
     "fall_guy_may_copy_fall_guy": st.sampled_from(["true", "false"]),
@@ -77,6 +77,7 @@ def play(seats: int, seed: int, options: dict[str, str]) -> Any:
     return play
 
 
+@pytest.mark.timeout(examples(quick=300, soak=7200))
 @pytest.mark.parametrize("seats", [2, 3, 4])
 @PROPERTY_SETTINGS
 @given(seed=st.integers(0, 2**32 - 1), options=OPTIONS)

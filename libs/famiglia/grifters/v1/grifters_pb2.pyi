@@ -1145,7 +1145,7 @@ Global___SecondCaperDeclined: _TypeAlias = SecondCaperDeclined  # noqa: Y015
 
 @_typing.final
 class CardsPlaced(_message.Message):
-    """GR-C01: cards in play go onto Night One as one group (a Team when 2 or more)."""
+    """GR-K15: the Femme Fatale goes onto Night One before her second caper."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1170,18 +1170,27 @@ Global___CardsPlaced: _TypeAlias = CardsPlaced  # noqa: Y015
 
 @_typing.final
 class CaperCompleted(_message.Message):
+    """The caper text is done (GR-C01, GR-C05) or a Job's reward is paid (GR-J06). `placed`: the
+    cards in play that went onto Night One as the text's last part, as one group (a Team when 2
+    or more: the Thug and its partner, GR-K18).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
+    PLACED_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    @_builtins.property
+    def placed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         seat: _builtins.int = ...,
+        placed: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["seat", b"seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["placed", b"placed", "seat", b"seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -32,11 +32,20 @@ TEAMS_PER_JOB_SAMPLE = 4
 
 
 def pull_caper(card: str, use_defaults: bool = False) -> Command:
-    return Command(pull_caper=pb.PullCaper(card=card, use_defaults=use_defaults))
+    c = Command()  # fields set in place: cheaper than building and copying a sub-message
+    body = c.pull_caper
+    body.card = card
+    if use_defaults:
+        body.use_defaults = True
+    return c
 
 
 def complete_job(job: str, team: Any) -> Command:
-    return Command(complete_job=pb.CompleteJob(job=job, team=list(team)))
+    c = Command()
+    body = c.complete_job
+    body.job = job
+    body.team.extend(team)
+    return c
 
 
 def answer_command(choice: str, answer: Any) -> Command:

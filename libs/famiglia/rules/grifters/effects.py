@@ -121,9 +121,15 @@ def wheelman(ctx: Ctx, c: Caper, answer: Any) -> None:
 
 
 def femme_fatale(ctx: Ctx, c: Caper, answer: Any) -> None:
-    """GR-K15, GR-X11: placed first; then an optional second caper after an extra Advance Time."""
+    """GR-K15, GR-X11: placed first; then an optional second caper after an extra Advance Time.
+    With GR-F01 `extra_advance_on_first_turn` off, a first turn offers no second caper: without the
+    Advance Time, Night One would still hold the Femme Fatale (GR-R15)."""
     if answer is START:
         ctx.place((c.card,))
+        s = ctx.state
+        if not s.players[s.active].had_turn and not s.config.extra_advance_on_first_turn:
+            ctx.complete()
+            return
         answer = ctx.ask(SECOND)
         if answer is ASKED:
             return
@@ -167,8 +173,7 @@ def thug(ctx: Ctx, c: Caper, answer: Any) -> None:
         count = sum(1 for group in nights if len(group) == 1 and SKILL_OF[group[0]] == skill)
         if count:
             ctx.steal(opponent, count)
-    ctx.place((c.card, answer))
-    ctx.complete()
+    ctx.complete((c.card, answer))
 
 
 def middle_man(ctx: Ctx, c: Caper, answer: Any) -> None:

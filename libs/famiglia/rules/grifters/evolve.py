@@ -255,14 +255,20 @@ def _caper_copied(s: State, e: pb.CaperCopied) -> State:
     return replace_state(s, caper=caper, locked=s.locked | {e.card})
 
 
-def _cards_placed(s: State, e: pb.CardsPlaced) -> State:
-    p = s.players[e.seat]
-    cards = tuple(e.cards)
+def _cards_placed(s: State, seat: int, cards: tuple[str, ...]) -> State:
+    """GR-C01, GR-R15: the cards in play go onto the (empty) Night One as one group."""
+    p = s.players[seat]
     player = replace_player(p, in_play=_remove(p.in_play, cards), nights=_set_night(p.nights, 0, cards))
-    return replace_state(s, players=_with_player(s, e.seat, player))
+    return replace_state(s, players=_with_player(s, seat, player))
+
+
+def _femme_placed(s: State, e: pb.CardsPlaced) -> State:
+    return _cards_placed(s, e.seat, tuple(e.cards))
 
 
 def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
+    if e.placed:
+        s = _cards_placed(s, e.seat, tuple(e.placed))
     caper = s.caper
     if caper is not None and caper.job and not s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, caper.job)
@@ -304,7 +310,7 @@ _EVOLVERS: dict[str, Callable[[State, Any], State]] = {
     "partner_chosen": _partner_chosen,
     "caper_copied": _caper_copied,
     "second_caper_declined": _nothing,
-    "cards_placed": _cards_placed,
+    "cards_placed": _femme_placed,
     "caper_completed": _caper_completed,
     "cards_refreshed": _cards_refreshed,
     "discard_reshuffled": _discard_reshuffled,

@@ -100,16 +100,16 @@ class Ctx:
         self.emit(ev.time_advanced(self.seat, skipped=skipped))
 
     def place(self, cards: list[str] | tuple[str, ...]) -> None:
-        """GR-C01: the cards in play go onto Night One as one group."""
+        """GR-K15: the Femme Fatale goes onto Night One before her text goes on."""
         self.emit(ev.cards_placed(self.seat, cards))
 
-    def complete(self) -> None:
-        self.emit(ev.caper_completed(self.seat))
+    def complete(self, placed: tuple[str, ...] = ()) -> None:
+        """The text is done; `placed` go onto Night One as its last part (GR-C01)."""
+        self.emit(ev.caper_completed(self.seat, placed))
 
     def finish(self, card: str) -> None:
         """The usual end of a caper: this card alone on Night One (GR-C01)."""
-        self.place((card,))
-        self.complete()
+        self.complete((card,))
 
     def ask(self, choice: str, step: int = 0) -> Any:
         """GR-D03/GR-D04: the answer when the engine may choose, else open the choice (ASKED)."""

@@ -115,13 +115,14 @@ _MISSING: Any = object()
 
 
 def _make_replacer(cls: type) -> Callable[..., Any]:
-    """`dataclasses.replace` without its generic checks: a generated function per class (evolve runs
-    it for every event, twice per event in random play)."""
+    """`dataclasses.replace` without its generic checks: a generated function per class that sets
+    each slot through its descriptor (evolve runs it for every event, twice per event in random play)."""
     names = [f.name for f in fields(cls)]
     lines = [f"def replacer(o, {', '.join(f'{n}=_M' for n in names)}):", "    n = _new(_cls)"]
-    lines += [f"    _set(n, {n!r}, o.{n} if {n} is _M else {n})" for n in names]
+    lines += [f"    _set_{n}(n, o.{n} if {n} is _M else {n})" for n in names]
     lines.append("    return n")
-    scope: dict[str, Any] = {"_M": _MISSING, "_new": object.__new__, "_cls": cls, "_set": object.__setattr__}
+    scope: dict[str, Any] = {"_M": _MISSING, "_new": object.__new__, "_cls": cls}
+    scope.update({f"_set_{n}": cls.__dict__[n].__set__ for n in names})
     exec("\n".join(lines), scope)  # noqa: S102 - code generated from the dataclass's own field names
     return scope["replacer"]  # type: ignore[no-any-return]
 
