@@ -1,0 +1,106 @@
+"""How strong the bot policies are: per game, the win rate of `ismcts` and of
+`heuristic` against `random` seats, with 95% Wilson intervals, and the seconds
+each spends per decision. Engine-level (no services): `python -m famiglia.bench.strength`.
+
+The candidate takes one seat (rotating through the seat positions, since seat
+order matters) and `random` fills the others, at the game's minimum seat count.
+A random seat wins about 1/N of the time, which the table shows as the bar to
+beat. Not a timed test: it prints, it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from famiglia.bots import make_policy
+from famiglia.bots.arena import play_match
+from famiglia.bots.games import playable_registry
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.engine import Engine
+
+
+@dataclass
+class Strength:
+    game_id: str
+    policy: str
+    seats: int
+    matches: int
+    wins: int
+    seconds_per_decision: float
+
+    @property
+    def rate(self) -> float:
+        return self.wins / self.matches if self.matches else 0.0
+
+
+def wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval for a win rate (sound for small n and rates near 0 or 1)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = wins / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def measure(engine: Engine, policy: str, matches: int, seed: int = 1) -> Strength:
+    seats = engine.info.min_players
+    wins, thinking, decisions = 0, 0.0, 0
+    for i in range(matches):
+        me = i % seats
+        policies = [make_policy("random") for _ in range(seats)]
+        policies[me] = make_policy(policy)
+        played = play_match(engine, policies, seed * 100_003 + i)
+        wins += any(s.seat == me and s.rank == 1 for s in played.result.seats)
+        thinking += played.seconds.get(me, 0.0)
+        decisions += played.decisions.get(me, 0)
+    return Strength(engine.info.game_id, policy, seats, matches, wins, thinking / max(1, decisions))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="famiglia.bench.strength", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matches", type=int, default=40, help="matches per game and policy")
+    parser.add_argument("--ismcts", default="ismcts?iterations=200&seconds=0.25", help="the ismcts entrant")
+    parser.add_argument("--heuristic", default="heuristic")
+    parser.add_argument("--game", action="append", default=[], help="a game id (repeat; default: all)")
+    parser.add_argument("--toy", action="store_true", help="include the High Card test game")
+    parser.add_argument("--quick", action="store_true", help="10 matches, small ISMCTS budget")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.matches = min(args.matches, 10)
+        args.ismcts = "ismcts?iterations=40&seconds=0.05"
+    registry = playable_registry()
+    engines = [registry.get(g) for g in registry if not args.game or g in args.game]
+    if args.toy or "highcard" in args.game:
+        engines.append(HIGHCARD)
+    console = Console()
+    table = Table(title=f"Bot strength against random seats ({args.matches} matches each)")
+    for col in ("game", "seats", "policy", "win rate", "95% CI", "random's share", "s/decision"):
+        table.add_column(col, justify="left" if col in ("game", "policy") else "right")
+    for engine in engines:
+        for policy in (args.ismcts, args.heuristic):
+            started = time.perf_counter()
+            try:
+                s = measure(engine, policy, args.matches, args.seed)
+            except Exception as exc:  # noqa: BLE001 - an engine in progress: report, go on
+                table.add_row(engine.info.game_id, "", policy, f"[red]error[/] {exc!r}"[:60], "", "", "")
+                continue
+            low, high = wilson(s.wins, s.matches)
+            table.add_row(s.game_id, str(s.seats), policy.partition("?")[0], f"{s.rate:.0%}",
+                          f"{low:.0%}–{high:.0%}", f"{1 / s.seats:.0%}", f"{s.seconds_per_decision:.4f}")
+            console.print(f"[dim]{s.game_id} {policy}: {time.perf_counter() - started:.1f}s[/]")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
