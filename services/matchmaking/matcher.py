@@ -22,7 +22,7 @@ from famiglia.v1 import envelope_pb2
 
 from .creator import CreateFailed, MatchCreator
 from .players import RedisPlayers
-from .store import EXPIRED, RedisTicketStore
+from .store import CANCELLED, EXPIRED, SEARCHING, RedisTicketStore
 
 log = get_logger("famiglia.matchmaking")
 Clock = Callable[[], int]
@@ -38,6 +38,10 @@ class MatcherTuning:
     """creation attempts before a claimed table's tickets go back to the queue."""
     load_limit: int = 2000
     """oldest tickets of a game looked at per tick."""
+    leave_other_queues: bool = True
+    """a matched player's searching tickets in other games are cancelled: one table at a time.
+    Best effort (other games are other slots), so a near-simultaneous match elsewhere can slip
+    through; within one game a player never has two open tickets."""
 
 
 class Matcher:
@@ -126,7 +130,15 @@ class Matcher:
             done = self.store.finalize(game_id, proposal_id, tickets, fields, self.clock())
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
                      tickets=len(tickets), finalized=done)
+            if done and self.tuning.leave_other_queues:
+                self._leave_other_queues(game_id, created.match_id, [p for _, ps in tickets for p in ps])
             return 1 if done else 0
+
+    def _leave_other_queues(self, game_id: str, match_id: str, players: list[str]) -> None:
+        others = [g for g in self.games if g != game_id]
+        for record in self.store.open_tickets(players, others):
+            if record.state == SEARCHING:
+                self.store.close_ticket(record, CANCELLED, f"matched in {game_id} ({match_id})", self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
                 exc: CreateFailed) -> int:

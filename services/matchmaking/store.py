@@ -191,6 +191,15 @@ class RedisTicketStore:
             self.client.zrem(k.queue, *dangling)
         return out
 
+    def open_tickets(self, player_ids: Sequence[str], game_ids: Sequence[str]) -> list[TicketRecord]:
+        """The open tickets these players hold in these games."""
+        pipe = self.client.pipeline(transaction=False)
+        for g in game_ids:
+            for p in player_ids:
+                pipe.get(Keys(g).open(p))
+        ids = {str(t) for t in pipe.execute() if t}
+        return [r for r in (self.get(t) for t in sorted(ids)) if r is not None]
+
     def queue_size(self, game_id: str) -> int:
         return int(self.client.zcard(Keys(game_id).queue))
 

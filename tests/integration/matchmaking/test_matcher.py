@@ -304,3 +304,14 @@ def test_party_members_are_never_split(redis_url: str, creator: RecordingCreator
         assert len({creator.tables[record.match_id].match_id for _ in record.players}) == 1
         assert set(record.seat_of) == set(record.players)
     mm.close()
+
+
+def test_a_match_in_one_game_takes_the_player_out_of_the_others(mm: Matchmaking) -> None:
+    a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+    elsewhere = mm.app.create_ticket(a, GAME, [], {}).ticket_id
+    mm.app.create_ticket(a, "duel", [], {})
+    mm.app.create_ticket(b, "duel", [], {})
+    assert mm.matcher.run_once() == 1
+    status = mm.app.ticket(a, elsewhere)
+    assert status.state == "cancelled" and status.reason.startswith("matched in duel")
+    assert mm.app.store.queue_size(GAME) == 0
