@@ -140,3 +140,41 @@ def money(state: State, *amounts: int) -> State:
 
 def respect(state: State, *amounts: int) -> State:
     return replace(state, respect=tuple(amounts))
+
+
+STD = {1: "T01", 2: "H02", 3: "C01", 4: "G02", 5: "T03", 6: "H04", 7: "C06", 8: "G05", 9: "M00",
+       10: "T07", 11: "H05", 12: "C09"}
+
+
+def std(n: int = 4, ring: int = 0, cash: int = 50) -> State:
+    """Round 1, Commission, seat `ring` to act and holding the ring; a known board with no markers."""
+    s = round1(n)
+    s = clear(place(s, STD))
+    s = replace(s, ring=ring, turn=ring, order=tuple((ring + i) % n for i in range(n)), money=(cash,) * n,
+                had_turn=frozenset(), passed=frozenset(), ante=0)
+    return s
+
+
+def pfi(card: str, *targets: str, ante: int = 0, use_effect: bool = False, **effect: Any) -> Any:
+    """PlayForInfluence with group i on targets[i] ('' skips the group)."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+    placements = [pb.GroupPlacement(group=i, gangster=t) for i, t in enumerate(targets) if t]
+    return pb.Command(play_for_influence=pb.PlayForInfluence(
+        card=card, placements=placements, ante=ante, use_effect=use_effect, effect=pb.Targets(**effect)))
+
+
+def por(card: str, ante: int = 0, **effect: Any) -> Any:
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+    return pb.Command(play_or_effect=pb.PlayOrEffect(card=card, ante=ante, effect=pb.Targets(**effect)))
+
+
+def ref(gangster: str, owner: int, coin: bool = False) -> Any:
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+
+    return pb.MarkerRef(gangster=gangster, owner=owner, coin=coin)
+
+
+def markers_of(state: State, gid: str) -> GState:
+    return state.gs[GIDX[gid]]
