@@ -60,10 +60,11 @@ class Matcher:
     def run(self, stop: threading.Event) -> None:
         """Tick until `stop` is set; a failing tick is logged and the loop goes on."""
         while not stop.is_set():
-            try:
-                self.run_once()
-            except Exception:  # noqa: BLE001 - Redis blips must not end the loop
-                log.exception("matcher_tick_failed")
+            for game_id in self.games:  # one game's trouble does not stall the others
+                try:
+                    self.tick(game_id)
+                except Exception:  # noqa: BLE001 - Redis blips must not end the loop
+                    log.exception("matcher_tick_failed", game_id=game_id)
             stop.wait(self.tuning.interval_s)
 
     def run_once(self) -> int:
