@@ -1,9 +1,9 @@
 """Nostra City (rules/nostra-city.md, NC-...): the rules engine.
 
 Modules in reading order: data (cards), config (options, NC-K90), state, queries
-(derived facts), flow (the phase table), evolve, decide/ (business, meeting, trial,
-reception, verdict, turns, common), effects (Vendetta cards), legal, view, result,
-render, determinize.
+(derived facts), flow (the phase table), evolve, setup, decide/ (business, meeting,
+trial, reception, verdict, turns, common), effects (Vendetta cards), legal, view,
+result, render, determinize.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from . import determinize as _determinize
 from . import flow, legal, render, result, view
 from .config import OPTIONS
 from .decide import decide as _decide
-from .decide import setup as _setup
 from .decide.business import default_distribution
 from .decide.meeting import default_keep, default_title
 from .decide.turns import default_rage
 from .evolve import evolve as _evolve
+from .setup import setup as _setup
 from .state import State
 
 INFO = GameInfo(
