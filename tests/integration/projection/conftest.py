@@ -11,7 +11,7 @@ from famiglia.eventstore.redis_store import RedisEventStore
 from services.projection.app import ProjectionApp
 from services.projection.bootstrap import bootstrap
 from services.projection.settings import ProjectionSettings
-from tests.support.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
+from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
 
 from .support import games_registry
 
