@@ -104,6 +104,11 @@ class TestNostraCityContract(EngineContract):
             "zealous_needs_titles_given": st.sampled_from(["true", "false"]),
             "turfs_free_in_reception": st.sampled_from(["true", "false"]),
             "title_counts_as_meeting_win": st.sampled_from(["true", "false"]),
+            "zealous_cards": st.sampled_from(["0", "1", "3"]),
+            "zealous_from_month": st.sampled_from(["1", "4", "6"]),
+            "two_colour_turf_respect": st.sampled_from(["0", "1", "2"]),
+            "verdict_start_3": st.sampled_from(["-3", "2"]),
+            "verdict_start_5": st.sampled_from(["-5", "3"]),
         })
 
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
