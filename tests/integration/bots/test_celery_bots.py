@@ -84,3 +84,33 @@ def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
     bots_stack.start_worker()
     view = bots_stack.wait_finished(handle.match_id, timeout=45)
     assert view.version == handle.version + 12  # every card played exactly once
+
+
+def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: BotsStack) -> None:
+    from famiglia.cli.tournament import TournamentClient
+    from famiglia.v1 import tournament_service_pb2 as tpb
+    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+    from services.bots.tournaments import TournamentRepo
+
+    server, port = serve_tournaments(TournamentRepo(bots_stack.command.store.client), bots_stack.registry,
+                                     "127.0.0.1:0")
+    server.start()
+    client = TournamentClient(f"127.0.0.1:{port}")
+    try:
+        t = client.create(tpb.CreateTournamentRequest(
+            name="it", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],
+            entrants=["random", "ismcts?iterations=10&seconds=0.02"], matches_per_game=4, concurrency=4))
+        assert t.planned == 4 and t.status == tpb.TOURNAMENT_RUNNING
+        deadline = time.monotonic() + 30
+        while t.status == tpb.TOURNAMENT_RUNNING and time.monotonic() < deadline:
+            time.sleep(0.2)
+            t = client.get(t.tournament_id, include_matches=True)
+        assert t.status == tpb.TOURNAMENT_FINISHED and t.finished == 4
+        assert t.moves == 4 * 6
+        assert {s.entrant for s in t.standings} == {"random", "ismcts?iterations=10&seconds=0.02"}
+        assert sum(s.matches for s in t.standings) == 8
+        assert len(t.matches) == 4 and all(len(m.ranks) == 2 for m in t.matches)
+        assert t.tournament_id in [x.tournament_id for x in client.list()]
+    finally:
+        client.close()
+        server.stop(0)

@@ -1,0 +1,72 @@
+"""Tournament plans rotate entrants through the seats; standings rank the stronger entrant first."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+from famiglia.bots.standings import MatchRecord, SeatRecord, standings
+from famiglia.bots.tournament import GamePlan, TournamentSpec, plan
+from famiglia.cli import tournament as cli
+
+ENTRANTS = ("random", "heuristic", "ismcts")
+
+
+def spec(**kwargs) -> TournamentSpec:
+    base = dict(name="t", games=(GamePlan("a", (3,)), GamePlan("b", (2, 4))), entrants=ENTRANTS)
+    base.update(kwargs)
+    return TournamentSpec(**base)  # type: ignore[arg-type]
+
+
+def test_every_entrant_holds_every_seat_position_equally_in_a_round_robin() -> None:
+    matches = [m for m in plan(spec(round_robin=True)) if m.game_id == "a"]
+    assert len(matches) == 3
+    for seat in range(3):
+        assert Counter(m.entrants[seat] for m in matches) == Counter(ENTRANTS)
+
+
+def test_round_robin_covers_every_seat_count_and_round() -> None:
+    matches = plan(spec(round_robin=True, rounds=2))
+    assert Counter(m.game_id for m in matches) == {"a": 6, "b": 12}
+    assert Counter(m.seats for m in matches if m.game_id == "b") == {2: 6, 4: 6}
+
+
+def test_matches_interleave_games_so_a_deadline_leaves_every_game_covered() -> None:
+    matches = plan(spec(matches_per_game=4))
+    assert [m.game_id for m in matches[:4]] == ["a", "b", "a", "b"]
+    assert [m.index for m in matches] == list(range(8))
+    assert len({m.seed for m in matches}) == 8
+
+
+def test_the_spec_survives_its_json_form() -> None:
+    s = spec(matches_per_game=5, deadline_seconds=60.0)
+    assert TournamentSpec.from_json(s.to_json()) == s
+
+
+def test_the_entrant_that_always_wins_tops_the_standings() -> None:
+    records = []
+    for i in range(12):
+        order = [ENTRANTS[(i + k) % 3] for k in range(3)]
+        ranks = {"ismcts": 1, "heuristic": 2, "random": 3}
+        records.append(MatchRecord(f"m{i}", "a", tuple(SeatRecord(s, e, ranks[e]) for s, e in enumerate(order)),
+                                   finished_ms=i))
+    rows = standings(records)
+    assert [r.entrant for r in rows] == ["ismcts", "heuristic", "random"]
+    top = rows[0]
+    assert (top.matches, top.wins, top.mean_rank) == (12, 12, 1.0)
+    assert top.mu > 25 > rows[-1].mu
+
+
+def test_an_entrant_on_several_seats_of_one_match_counts_each_seat() -> None:
+    record = MatchRecord("m", "a", (SeatRecord(0, "random", 1), SeatRecord(1, "ismcts", 2),
+                                    SeatRecord(2, "random", 3)))
+    rows = {r.entrant: r for r in standings([record])}
+    assert rows["random"].matches == 2 and rows["random"].wins == 1 and rows["random"].mean_rank == 2.0
+
+
+def test_the_cli_registers_its_commands() -> None:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["tournament", "run", "--game", "grifters", "--seats", "3", "--matches", "5"])
+    assert (args.game, args.seats, args.matches, args.func) == (["grifters"], [3], 5, cli.cmd_run)
+    assert set(cli.SIZES) == {"quick", "normal", "long"}
