@@ -1,5 +1,8 @@
 """Match options (GR-F01): keys, defaults, meaning, rule ids; parsed once into a frozen Config.
 
+A bad value is refused with RuleViolation("GR-F01", ...) whose message starts with the rule the
+option comes from; a bad seat count with GR-S01.
+
 Options arrive as strings. Structured values use a compact text form ("2:50,3:65,4:75", "1-4",
 "90,30"). Keys whose value is fixed by the data of this engine (the card and Job tables, the exact
 match reading) list their only accepted value as `choices`, so a bad value is refused with GR-F01.
@@ -155,11 +158,12 @@ def parse(seats: int, options: Mapping[str, str]) -> Config:
     for key in KEYS:
         text = raw[key.spec.key]
         if key.spec.choices and text not in key.spec.choices:
-            raise RuleViolation(key.spec.rule, f"{key.spec.key}={text!r}: expected one of {key.spec.choices}")
+            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={text!r}: expected one of "
+                                          f"{key.spec.choices}")
         try:
             values[key.spec.key] = key.parse(text)
         except (ValueError, KeyError, TypeError):
-            raise RuleViolation(key.spec.rule, f"{key.spec.key}={text!r} is not a valid value") from None
+            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={text!r} is not a valid value") from None
     cfg = _build(seats, values)
     _check(cfg)
     return cfg
@@ -170,12 +174,12 @@ def _build(seats: int, v: dict[str, object]) -> Config:
     try:
         first = int(fps) if fps else None
     except ValueError:
-        raise RuleViolation("GR-S12", f"first_player_seat={fps!r} is not a seat") from None
+        raise RuleViolation("GR-F01", f"GR-S12: first_player_seat={fps!r} is not a seat") from None
     cat = v["cat_burglar_steal"]
     timeouts = v["timeouts"]
     assert isinstance(cat, tuple) and isinstance(timeouts, tuple)
     if len(timeouts) != 2:
-        raise RuleViolation("GR-D06", "timeouts needs two values: play,choice")
+        raise RuleViolation("GR-F01", "GR-D06: timeouts needs two values: play,choice")
     return Config(
         seats=seats,
         coffers_by_players=v["coffers_by_players"],  # type: ignore[arg-type]
@@ -206,24 +210,24 @@ def _build(seats: int, v: dict[str, object]) -> Config:
 def _check(c: Config) -> None:
     coffers = dict(c.coffers_by_players)
     if c.seats not in coffers:
-        raise RuleViolation("GR-S04", f"coffers_by_players has no entry for {c.seats} players")
+        raise RuleViolation("GR-F01", f"GR-S04: coffers_by_players has no entry for {c.seats} players")
     if coffers[c.seats] > c.isk_tokens:
-        raise RuleViolation("GR-S03", "the Coffers cannot hold more ISK than the box")
+        raise RuleViolation("GR-F01", "GR-S03: the Coffers cannot hold more ISK than the box")
     if not 0 <= c.start_isk or c.start_isk * c.seats >= coffers[c.seats]:
-        raise RuleViolation("GR-S08", "the starting ISK must leave the Coffers non-empty (GR-E03)")
+        raise RuleViolation("GR-F01", "GR-S08: the starting ISK must leave the Coffers non-empty (GR-E03)")
     if not 0 <= c.start_specialists or c.start_specialists * c.seats >= len(data.SPECIALISTS):
-        raise RuleViolation("GR-S09", "the deal must leave cards in the deck (GR-E03)")
+        raise RuleViolation("GR-F01", "GR-S09: the deal must leave cards in the deck (GR-E03)")
     if len(set(c.ringleaders)) != len(c.ringleaders):
-        raise RuleViolation("GR-S07", "each Ringleader at most once")
+        raise RuleViolation("GR-F01", "GR-S07: each Ringleader at most once")
     if c.first_player_seat is not None and not 0 <= c.first_player_seat < c.seats:
-        raise RuleViolation("GR-S12", f"first_player_seat {c.first_player_seat} is not a seat")
+        raise RuleViolation("GR-F01", f"GR-S12: first_player_seat {c.first_player_seat} is not a seat")
     if not 0 <= c.cat_burglar_min <= c.cat_burglar_max:
-        raise RuleViolation("GR-K17", "cat_burglar_steal needs 0 <= min <= max")
+        raise RuleViolation("GR-F01", "GR-K17: cat_burglar_steal needs 0 <= min <= max")
     if any(t not in TIEBREAKS for t in c.tiebreak) or len(set(c.tiebreak)) != len(c.tiebreak):
-        raise RuleViolation("GR-T01", f"tiebreak: a list of distinct {TIEBREAKS}")
+        raise RuleViolation("GR-F01", f"GR-T01: tiebreak: a list of distinct {TIEBREAKS}")
     if not 1 <= c.max_rounds <= data.MAX_ROUNDS:
-        raise RuleViolation("GR-E08", f"max_rounds must be between 1 and {data.MAX_ROUNDS} (the step bound of INFO)")
+        raise RuleViolation("GR-F01", f"GR-E08: max_rounds must be between 1 and {data.MAX_ROUNDS} (the step bound of INFO)")
     if any(count < 0 or value < 0 for count, value in c.colour_bonus):
-        raise RuleViolation("GR-E05", "colour_bonus values are not negative")
+        raise RuleViolation("GR-F01", "GR-E05: colour_bonus values are not negative")
     if c.play_timeout < 0 or c.choice_timeout < 0:
-        raise RuleViolation("GR-D06", "timeouts are not negative")
+        raise RuleViolation("GR-F01", "GR-D06: timeouts are not negative")
