@@ -1,0 +1,223 @@
+"""Money and negotiation (NP-M1..M10, NP-R6), contracts (NP-V1..V5) and re-roll tokens (NP-V8, NP-V9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.engine import Rng, RuleViolation
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+from famiglia.rules.nothing_personal.crew import reroll_means
+from famiglia.rules.nothing_personal.data import MONEY_TOKENS
+from famiglia.rules.nothing_personal.state import Roll
+
+from .support import (
+    ENGINE,
+    PASS,
+    Phase,
+    at_stage,
+    cmd,
+    hand,
+    kinds,
+    mark,
+    markers_of,
+    new,
+    of,
+    play,
+    replace,
+    round1,
+    std,
+    step,
+)
+
+
+def refused(state, seat, command) -> str:
+    with pytest.raises(RuleViolation) as exc:
+        ENGINE.decide(state, seat, command, Rng(0))
+    return exc.value.code
+
+
+def deal(to: int, **kw) -> pb.Command:
+    return pb.Command(offer_deal=pb.OfferDeal(to=to, **kw))
+
+
+def test_np_m1_np_r6_shakedown_any_time_8_dollars_a_card_pending_unchanged() -> None:
+    s = hand(std(4), 2, "I01", "I02")
+    before = ENGINE.pending(s)
+    events, after = play(s, 2, cmd("shakedown", cards=["I01", "I02"]))   # not seat 2's turn
+    assert after.money[2] == 66 and ENGINE.pending(after) == before and after.ante == 0
+    assert set(after.discard) >= {"I01", "I02"}
+    assert refused(s, 2, cmd("shakedown", cards=["I03"])) == "NP-M1"
+
+
+def test_np_r6_no_shakedown_or_trade_during_setup() -> None:
+    s = new(4)
+    seat = s.hands[0][0]
+    assert refused(s, 0, cmd("shakedown", cards=[seat])) == "NP-R6"
+
+
+def test_np_m2_the_bank_never_runs_out() -> None:
+    assert sum(k * v for k, v in MONEY_TOKENS.items()) == 250   # cosmetic tokens only
+    s = replace(std(4), money=(10_000, 0, 0, 0))
+    s = hand(s, 0, "I01")
+    _, after = play(s, 0, cmd("shakedown", cards=["I01"]))
+    assert after.money[0] == 10_008
+
+
+def test_np_m3_np_m4_np_h7_offers_accept_move_both_sides_at_once() -> None:
+    s = hand(hand(std(4), 0, "I01"), 1, "I06")
+    events, s = play(s, 0, deal(1, give_money=5, give_cards=["I01"], want_cards=["I06"]))
+    made = events[0]
+    assert ENGINE.visibility(made).seats == frozenset({0, 1})
+    assert ENGINE.view(s, 2).offers == [] and len(ENGINE.view(s, 1).offers) == 1
+    assert refused(s, 2, cmd("accept_deal", offer=1)) == "NP-M4"
+    events, s = play(s, 1, cmd("accept_deal", offer=1))
+    executed = of(events, "trade_executed")[0]
+    assert executed.give_card_count == 1 and ENGINE.visibility(events[kinds(events).index("trade_executed")]) \
+        .kind.name == "PUBLIC"
+    assert ENGINE.visibility(events[kinds(events).index("trade_cards_moved")]).seats == frozenset({0, 1})
+    assert "I06" in s.hands[0] and "I01" in s.hands[1] and s.money[:2] == (45, 55)
+
+
+def test_np_m4_refused_acceptance_decline_withdraw_and_lapse() -> None:
+    s = hand(std(4), 0, "I01")
+    _, s = play(s, 0, deal(1, give_cards=["I01"]))
+    gone = hand(s, 0)   # the card left seat 0's hand meanwhile
+    assert refused(gone, 1, cmd("accept_deal", offer=1)) == "NP-M4"
+    events, d = play(s, 1, cmd("decline_deal", offer=1))
+    assert of(events, "offer_closed")[0].how == "declined" and d.offers == ()
+    assert refused(s, 1, cmd("withdraw_deal", offer=1)) == "NP-M4"
+    events, w = play(s, 0, cmd("withdraw_deal", offer=1))
+    assert of(events, "offer_closed")[0].how == "withdrawn"
+    # an open offer lapses at the end of its phase (NP-D15)
+    ended = s
+    for seat in range(4):
+        seat_now = ENGINE.pending(ended)[0].seat
+        events, ended = play(ended, seat_now, PASS)
+    assert ended.offers == () and "lapsed" in [e.how for e in of(events, "offer_closed")] or ended.phase != "x"
+
+
+def test_np_m5_np_m6_only_a_blackmail_hand_over_moves_markers_between_seats() -> None:
+    s = mark(std(4), "T01", {0: 2, 1: 1}, coin=0)
+    assert refused(s, 0, deal(2, handover_gangster="T01")) == "NP-M6"    # seat 2 has no marker there
+    _, s = play(s, 0, deal(1, handover_gangster="T01", want_money=3))
+    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    st = markers_of(s, "T01")
+    assert st.coin == 1 and st.markers[:2] == (2, 1) and s.money[:2] == (53, 47)
+    assert not any(f.name in ("respect", "markers", "ring") for f in pb.OfferDeal.DESCRIPTOR.fields)
+
+
+def test_np_m7_chat_has_no_game_effect_and_is_private() -> None:
+    s = std(4)
+    events, after = play(s, 0, cmd("send_chat", to=[2], text="nothing personal"))
+    assert ENGINE.visibility(events[0]).seats == frozenset({0, 2})
+    assert after.money == s.money and ENGINE.pending(after) == ENGINE.pending(s)
+
+
+def test_np_m8_money_is_public_and_voluntary_payments_need_the_full_amount() -> None:
+    s = replace(std(4), money=(3, 50, 50, 50))
+    assert list(ENGINE.view(s, None).money) == [3, 50, 50, 50]
+    assert refused(s, 0, deal(1, give_money=4)) == "NP-M8"
+
+
+def test_np_m9_offers_are_capped_per_seat_per_phase() -> None:
+    s = std(4)
+    for _ in range(3):
+        _, s = play(s, 0, deal(1, give_money=1))
+    assert refused(s, 0, deal(1, give_money=1)) == "NP-M9"
+    assert not [c for c in ENGINE.legal_commands(s, 0) if c.WhichOneof("kind") == "offer_deal"]
+
+
+def test_np_m10_chats_and_auto_pass_changes_are_capped() -> None:
+    s = replace(std(4), chats_made=(10, 0, 0, 0), ap_changes=(2, 0, 0, 0))
+    assert refused(s, 0, cmd("send_chat", text="x")) == "NP-M10"
+    assert refused(s, 0, cmd("set_auto_pass", cards=True)) == "NP-M10"
+
+
+def test_np_d7_auto_pass_keeps_a_seat_out_of_card_windows() -> None:
+    s = std(4)
+    s = replace(s, hands=((),) * 4, deck=s.deck + tuple(c for h in s.hands for c in h))
+    s = hand(hand(s, 1, "I76"), 2, "I77")
+    events, s = play(s, 1, cmd("set_auto_pass", cards=True))
+    assert ENGINE.visibility(events[0]).seats == frozenset({1})
+    s = at_stage(s, Phase.FEDS, "window")
+    events, s = step(s)
+    assert list(of(events, "window_opened")[0].seats) == [2]
+
+
+def contract(**kw) -> pb.Contract:
+    return pb.Contract(**kw)
+
+
+def keep_word(ring: int = 0):
+    s = std(4, ring)
+    return replace(s, cfg=replace(s.cfg, keep_your_word=True))
+
+
+def test_np_v1_contracts_need_the_variant() -> None:
+    s = std(4)
+    c = contract(payer=0, payee=1, amount=5, condition="GANGSTER_GONE", gangster="T01")
+    assert refused(s, 0, deal(1, contract=c)) == "NP-V1"
+
+
+def test_np_v2_np_v3_np_v4_gangster_gone_pays_at_once_into_and_out_of_escrow() -> None:
+    s = keep_word()
+    c = contract(payer=0, payee=1, amount=5, condition="GANGSTER_GONE", gangster="G05")
+    _, s = play(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    assert s.money[0] == 45 and s.contracts[0].deadline == 1 and ENGINE.view(s, 3).contracts
+    s = mark(mark(s, "T01", {2: 1}), "G05", {3: 1})
+    s = at_stage(s, Phase.CREW, "roll_result", pos=1, sweep=1)
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    s = replace(s, act=A(1, "T01", 2, stage=2), roll=Roll("whack", "pistol", "whack", 2, "T01", "G05"))
+    events, s = step(s)
+    assert of(events, "contract_settled")[0].to == 1 and s.money[1] == 55 and s.contracts == ()
+
+
+def test_np_v3_np_v4_not_targeted_pays_at_the_deadline_and_returns_when_broken() -> None:
+    s = keep_word()
+    c = contract(payer=0, payee=1, amount=5, condition="NOT_TARGETED", gangster="G05", seat=1)
+    _, s = play(s, 0, deal(1, contract=c))
+    _, kept = play(s, 1, cmd("accept_deal", offer=1))
+    _, paid = step(at_stage(kept, Phase.FAMILY, "assoc"))
+    assert paid.money[1] == 55 and paid.contracts == ()
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    broken = at_stage(mark(mark(kept, "T01", {1: 1}), "G05", {3: 1}), Phase.CREW, "action", pos=1, sweep=1)
+    broken = replace(broken, act=A(1, "T01", 1))
+    events, broken = play(broken, 1, cmd("whack", target="G05"))
+    assert of(events, "contract_settled")[0].to == 0
+
+
+def test_np_v3_action_by_pays_when_the_action_is_taken() -> None:
+    s = keep_word()
+    c = contract(payer=0, payee=1, amount=5, condition="ACTION_BY", gangster="T01", seat=1, action="pass")
+    _, s = play(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    s = replace(at_stage(mark(s, "T01", {1: 1}), Phase.CREW, "action", pos=1, sweep=1), act=A(1, "T01", 1))
+    events, s = play(s, 1, PASS)
+    assert of(events, "contract_settled")[0].to == 1 and s.money[1] == 55
+
+
+def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:
+    s = keep_word()
+    c = contract(payer=0, payee=1, amount=5, condition="GANGSTER_GONE", gangster="G05")
+    _, s = play(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    assert refused(s, 2, cmd("cancel_contract", contract=1)) == "NP-V5"
+    _, s = play(s, 1, cmd("cancel_contract", contract=1))
+    events, s = play(s, 0, cmd("accept_deal", offer=2))
+    assert of(events, "contract_settled")[0].how == "cancelled" and s.money[0] == 50
+
+
+def test_np_v8_np_v9_a_reroll_token_replaces_10_dollars_once() -> None:
+    s = round1(4, reroll_tokens="true")
+    assert s.tokens == (1, 1, 1, 1)
+    s = replace(s, money=(0, 0, 0, 0), roll=Roll("number", "1", "dice_money", 0, "G01"))
+    assert reroll_means(s, 2) == [pb.REROLL_TOKEN]
+    from famiglia.rules.nothing_personal.crew import eligible
+
+    assert eligible(s, "reroll") == tuple((s.ring + i) % 4 for i in range(4))
+    assert reroll_means(replace(s, cfg=replace(s.cfg, reroll_tokens=False)), 2) == []
