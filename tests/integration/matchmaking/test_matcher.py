@@ -16,6 +16,7 @@ from famiglia.grpcutil.errors import FailedPrecondition
 from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
+from tests.profile import examples
 
 from .conftest import GAME, SECRET, SHAPES, FakeClock, RecordingCreator, make_mm
 
@@ -47,7 +48,7 @@ def _queue_players(mm: Matchmaking, rng: random.Random, n: int, ratings: FixedRa
     return tickets
 
 
-def _drain(matchers: list[Matchmaking], game: str = GAME, timeout: float = 20.0) -> None:
+def _drain(matchers: list[Matchmaking], game: str = GAME, timeout: float = 20) -> None:
     """Run every matcher in its own thread until the game's queue and claims are empty."""
     stop = threading.Event()
 
@@ -100,12 +101,13 @@ def _check_tables(mm: Matchmaking, creator: RecordingCreator, tickets: dict[str,
 def test_hundreds_of_players_all_end_up_in_valid_matches(redis_url: str, creator: RecordingCreator) -> None:
     ratings = FixedRatings()
     mm = make_mm(redis_url, creator, policy=FAST, ratings=ratings)
-    tickets = _queue_players(mm, random.Random(8), 400, ratings)
-    _drain([mm])
+    n = examples(400, 5000)
+    tickets = _queue_players(mm, random.Random(8), n, ratings)
+    _drain([mm], timeout=examples(20, 600))
     _check_tables(mm, creator, tickets)
     humans = sum(1 for t in creator.tables.values() for i in t.seat_info if not i.bot)
     bots = sum(1 for t in creator.tables.values() for i in t.seat_info if i.bot)
-    assert humans == 400 and bots < humans / 4  # backfill is the exception, not the rule
+    assert humans == n and bots < humans / 4  # backfill is the exception, not the rule
     mm.close()
 
 
@@ -113,8 +115,8 @@ def test_concurrent_matchers_never_double_book(redis_url: str, creator: Recordin
     ratings = FixedRatings()
     policy = MatchPolicy(window_start=100.0, backfill_after=0.5, bot_policy="random")  # everyone overlaps
     matchers = [make_mm(redis_url, creator, policy=policy, ratings=ratings) for _ in range(4)]
-    tickets = _queue_players(matchers[0], random.Random(3), 300, ratings)
-    _drain(matchers)
+    tickets = _queue_players(matchers[0], random.Random(3), examples(300, 3000), ratings)
+    _drain(matchers, timeout=examples(20, 600))
     _check_tables(matchers[0], creator, tickets)
     for m in matchers:
         m.close()

@@ -23,6 +23,7 @@ from famiglia.matchmaking import (
     plan_seats,
     pool_key,
 )
+from tests.profile import examples
 
 NOW = 1_000_000
 POOL = pool_key("parlour", {})
@@ -122,7 +123,7 @@ def test_no_ticket_is_proposed_twice() -> None:
     assert len(ids) == len(set(ids))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150, 3000), deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 3), st.sets(st.integers(2, 6), min_size=1), st.floats(0, 50),
                           st.floats(0, 60), st.sampled_from(["x", "y"])), max_size=40),
        st.one_of(st.none(), st.floats(0, 60)))
