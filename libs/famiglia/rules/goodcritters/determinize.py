@@ -50,12 +50,12 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
     spare -= sum(
         sv.stash_count for sv in seat_views if sv.seat != seat and not over and sv.seat not in unknown_sizes
     )
-    share = spare // len(unknown_sizes) if unknown_sizes and spare > 0 else 0
+    share, extra = divmod(max(spare, 0), len(unknown_sizes)) if unknown_sizes else (0, 0)
     for sv in seat_views:
         if sv.seat == seat or over:
             stashes.append(tuple(sv.stash))
         elif sv.seat in unknown_sizes:
-            stashes.append(take(share))
+            stashes.append(take(share + (unknown_sizes.index(sv.seat) < extra)))
         else:
             stashes.append(take(sv.stash_count))
     offers = []

@@ -8,9 +8,9 @@ each card in `assignment`) until the vote hands it out (GC-A02), so it is in nob
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 from .config import Config
 from .data import NOBODY
@@ -123,7 +123,12 @@ def _make_replace() -> Callable[..., State]:
     args = ", ".join(f"{n}=_KEEP" for n in names)
     body = "".join(f"    _set(new, {n!r}, s.{n} if {n} is _KEEP else {n})\n" for n in names)
     src = f"def replace(s, *, {args}):\n    new = _new(State)\n{body}    return new\n"
-    scope: dict[str, object] = {"_KEEP": _KEEP, "_new": object.__new__, "_set": object.__setattr__, "State": State}
+    scope: dict[str, object] = {
+        "_KEEP": _KEEP,
+        "_new": object.__new__,
+        "_set": object.__setattr__,
+        "State": State,
+    }
     exec(src, scope)  # noqa: S102 - generated from the field names only
     return scope["replace"]  # type: ignore[return-value]
 
