@@ -13,6 +13,7 @@ from typing import Protocol
 
 import grpc
 
+from famiglia.client import GameClient
 from famiglia.v1 import envelope_pb2
 
 
@@ -44,8 +45,6 @@ class GrpcMatchCreator:
     """CreateMatch over gRPC (famiglia.client.GameClient); the channel connects lazily."""
 
     def __init__(self, address: str, timeout: float = 10.0) -> None:
-        from famiglia.client import GameClient
-
         self.client = GameClient(address, timeout=timeout)
 
     def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],

@@ -81,13 +81,13 @@ class Matcher:
             else:
                 live[record.ticket_id] = record
         for proposal in form_matches([r.to_ticket() for r in live.values()], now, self.policy):
-            plan = self._plan(proposal, live[proposal.tickets[0].ticket_id].options)
+            plan = self.plan_table(proposal, live[proposal.tickets[0].ticket_id].options)
             if self.store.claim(proposal, plan, now):
                 formed += self._create(game_id, proposal.proposal_id, plan)
         return formed
 
     # -- one table -------------------------------------------------------------------
-    def _plan(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
+    def plan_table(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
         """Everything needed to create and finish the table, stored with the claim."""
         names = self.players.names(proposal.players)
         policy = self.policy.bot_policy

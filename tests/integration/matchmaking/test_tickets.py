@@ -139,7 +139,7 @@ def test_cancel_after_claim_is_refused_and_claim_after_cancel_fails(mm: Matchmak
     ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
     mm.app.create_ticket(b, "duel", [], {})
     [first] = form_matches([r.to_ticket() for r in mm.app.store.queued("duel")], mm.app.clock(), mm.matcher.policy)
-    assert mm.app.store.claim(first, mm.matcher._plan(first, {}), mm.app.clock())
+    assert mm.app.store.claim(first, mm.matcher.plan_table(first, {}), mm.app.clock())
     with pytest.raises(FailedPrecondition):
         mm.app.cancel(a, ta)
 
@@ -148,7 +148,7 @@ def test_cancel_after_claim_is_refused_and_claim_after_cancel_fails(mm: Matchmak
     [second] = form_matches([r.to_ticket() for r in mm.app.store.queued("duel")], mm.app.clock(),
                             mm.matcher.policy)
     mm.app.cancel(c, tc)
-    assert not mm.app.store.claim(second, mm.matcher._plan(second, {}), mm.app.clock())
+    assert not mm.app.store.claim(second, mm.matcher.plan_table(second, {}), mm.app.clock())
     assert [r.players for r in mm.app.store.queued("duel")] == [(d,)]  # the other ticket is untouched
 
 
