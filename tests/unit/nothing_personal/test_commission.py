@@ -32,6 +32,7 @@ def refused(state, seat, command) -> str:
 
 
 def test_np_c1_ring_holder_first_then_clockwise_skipping_passed_seats() -> None:
+    """NP-C1."""
     s = std(4, ring=2)
     assert [p.seat for p in ENGINE.pending(s)] == [2]
     _, s = play(s, 2, PASS)
@@ -44,12 +45,14 @@ def test_np_c1_ring_holder_first_then_clockwise_skipping_passed_seats() -> None:
 
 
 def test_np_c2_a_turn_is_one_of_four_kinds() -> None:
+    """NP-C2."""
     s = hand(std(4), 0, "I01", "I82")
     got = {c.WhichOneof("kind") for c in legal_commands(s, 0)}
     assert {"play_for_influence", "play_or_effect", "discard_for_marker", "pass"} <= got
 
 
 def test_np_c3_a_pass_is_final_for_the_round() -> None:
+    """NP-C3."""
     s = hand(std(3), 0, "I01")
     _, s = play(s, 0, PASS)
     _, s = play(s, 1, PASS)
@@ -59,6 +62,7 @@ def test_np_c3_a_pass_is_final_for_the_round() -> None:
 
 
 def test_np_c4_np_d4_a_seat_without_cards_can_only_pass_and_is_still_asked() -> None:
+    """NP-C4, NP-D4."""
     s = hand(std(4), 0)
     assert [p.seat for p in ENGINE.pending(s)] == [0]
     required = [c for c in legal_commands(s, 0) if c.WhichOneof("kind") not in ENGINE.info.optional_commands]
@@ -70,6 +74,7 @@ def kinds_of(commands) -> list[str]:
 
 
 def test_np_c5_type_icons_reach_associates_position_icons_only_their_position() -> None:
+    """NP-C5."""
     s = hand(std(4), 0, "I01", "I52")
     _, after = play(s, 0, pfi("I01", "T07"))                     # thug icon on the Associate T07
     assert markers_of(after, "T07").markers[0] == 2
@@ -80,18 +85,21 @@ def test_np_c5_type_icons_reach_associates_position_icons_only_their_position() 
 
 
 def test_np_c6_the_grey_any_icon_reaches_the_typeless_capo() -> None:
+    """NP-C6."""
     s = hand(std(4), 0, "I41")
     _, after = play(s, 0, pfi("I41", "M00"))
     assert markers_of(after, "M00").markers[0] == 1
 
 
 def test_np_c7_groups_of_one_card_may_share_a_gangster_or_not() -> None:
+    """NP-C7."""
     s = hand(std(4), 0, "I29")   # thug:2, hitman:1
     _, after = play(s, 0, pfi("I29", "T01", "H02"))
     assert markers_of(after, "T01").markers[0] == 2 and markers_of(after, "H02").markers[0] == 1
 
 
 def test_np_c8_a_group_is_placed_whole_or_not_at_all() -> None:
+    """NP-C8."""
     s = hand(std(4), 0, "I29")
     s = replace(s, supply=(2, 25, 25, 25))   # only the thug:2 group fits
     _, after = play(s, 0, pfi("I29", "T01"))
@@ -100,6 +108,7 @@ def test_np_c8_a_group_is_placed_whole_or_not_at_all() -> None:
 
 
 def test_np_c9_the_chosen_groups_must_be_maximal_and_nonempty() -> None:
+    """NP-C9."""
     s = hand(std(4), 0, "I29")
     assert refused(s, 0, pfi("I29", "T01")) == "NP-C9"           # the hitman group could also be placed
     assert refused(s, 0, pfi("I29")) == "NP-C9"
@@ -108,6 +117,7 @@ def test_np_c9_the_chosen_groups_must_be_maximal_and_nonempty() -> None:
 
 
 def test_np_c10_keywords_blank_is_optional_and_none_has_no_effect() -> None:
+    """NP-C10."""
     s = hand(std(4), 0, "I21", "I01")
     _, without = play(s, 0, pfi("I21", "T01"))
     assert markers_of(without, "T01").markers[0] == 2
@@ -117,12 +127,14 @@ def test_np_c10_keywords_blank_is_optional_and_none_has_no_effect() -> None:
 
 
 def test_np_c11_np_c25_a_compulsory_blackmail_coin_is_skipped_when_none_is_free() -> None:
+    """NP-C11, NP-C25."""
     s = replace(hand(std(4), 0, "I57"), bm_free=0)
     events, after = play(s, 0, pfi("I57", "T01"))
     assert markers_of(after, "T01").coin == -1 and "card_played" in kinds(events)
 
 
 def test_np_c12_an_or_card_is_played_for_influence_or_for_its_effect_never_both() -> None:
+    """NP-C12."""
     s = hand(std(4), 0, "I82")   # conman:2 OR TAKE_6
     _, infl = play(s, 0, pfi("I82", "C01"))
     assert infl.money[0] == 50 and markers_of(infl, "C01").markers[0] == 2
@@ -134,12 +146,14 @@ def test_np_c12_an_or_card_is_played_for_influence_or_for_its_effect_never_both(
 
 
 def test_np_c13_an_or_effect_needs_a_legal_resolution() -> None:
+    """NP-C13."""
     s = hand(std(4), 0, "I65")   # Snitch: nobody has 10 markers
     assert refused(s, 0, por("I65", gangster="T01")) == "NP-C29"
     assert not [c for c in legal_commands(s, 0) if c.WhichOneof("kind") == "play_or_effect"]
 
 
 def test_np_c14_discard_for_one_places_one_marker_on_an_active_gangster() -> None:
+    """NP-C14."""
     s = hand(std(4), 0, "I05")
     _, after = play(s, 0, cmd("discard_for_marker", card="I05", gangster="G05"))
     assert markers_of(after, "G05").markers[0] == 1 and "I05" in after.discard
@@ -149,12 +163,14 @@ def test_np_c14_discard_for_one_places_one_marker_on_an_active_gangster() -> Non
 
 
 def test_np_c15_played_cards_go_face_up_to_the_discard_pile() -> None:
+    """NP-C15."""
     s = hand(std(4), 0, "I01")
     _, after = play(s, 0, pfi("I01", "T01"))
     assert after.discard[-1] == "I01" and "I01" not in after.hands[0]
 
 
 def test_np_c16_np_c17_np_c18_the_ante() -> None:
+    """NP-C16, NP-C17, NP-C18."""
     s = std(3)
     for seat, cards in enumerate((("I01", "I06"), ("I02", "I07"), ("I03", "I08"))):
         s = hand(s, seat, *cards)
@@ -178,6 +194,7 @@ def test_np_c16_np_c17_np_c18_the_ante() -> None:
 
 
 def test_np_c19_np_c20_extra_influence_costs_5_and_goes_on_a_gangster_of_this_play() -> None:
+    """NP-C19, NP-C20."""
     s = hand(std(4), 0, "I21")
     _, after = play(s, 0, pfi("I21", "T01", use_effect=True, gangster="T01"))
     assert after.money[0] == 45 and markers_of(after, "T01").markers[0] == 3
@@ -187,6 +204,7 @@ def test_np_c19_np_c20_extra_influence_costs_5_and_goes_on_a_gangster_of_this_pl
 
 
 def test_np_c24_np_c25_a_blackmail_coin_goes_under_a_marker_of_this_play() -> None:
+    """NP-C24, NP-C25."""
     s = hand(std(4), 0, "I57")
     _, after = play(s, 0, pfi("I57", "T01", gangster="T01"))
     assert markers_of(after, "T01").coin == 0 and after.bm_free == 7
@@ -196,6 +214,7 @@ def test_np_c24_np_c25_a_blackmail_coin_goes_under_a_marker_of_this_play() -> No
 
 
 def test_np_c26_a_coin_returns_when_its_marker_leaves_but_stays_when_the_card_moves() -> None:
+    """NP-C26."""
     from .support import at_stage, step
 
     s = mark(std(4), "H04", {1: 2}, coin=1)
@@ -212,6 +231,7 @@ def test_np_c26_a_coin_returns_when_its_marker_leaves_but_stays_when_the_card_mo
 
 
 def test_np_c27_np_c28_a_swapped_coin_marker_hands_the_coin_over_or_returns_it() -> None:
+    """NP-C27, NP-C28."""
     from famiglia.engine import Rng
     from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
     from famiglia.rules.nothing_personal.effects import EFFECTS, Ctx
@@ -227,6 +247,7 @@ def test_np_c27_np_c28_a_swapped_coin_marker_hands_the_coin_over_or_returns_it()
 
 
 def test_np_c29_np_c30_snitch_sends_a_10_marker_gangster_to_prison_12_with_prison_resist() -> None:
+    """NP-C29, NP-C30."""
     s = mark(hand(std(4), 0, "I65"), "H04", {1: 6, 2: 4}, coin=1)
     _, after = play(s, 0, por("I65", gangster="H04"))
     assert "H04" in after.prison and after.supply[1] == 25 and after.supply[2] == 25 and after.bm_free == 8
@@ -241,11 +262,13 @@ def test_np_c29_np_c30_snitch_sends_a_10_marker_gangster_to_prison_12_with_priso
 
 
 def test_np_c31_markers_name_the_coin_marker_apart() -> None:
+    """NP-C31."""
     s = mark(hand(std(4), 0, "I84"), "H04", {1: 1}, coin=1)
     assert refused(s, 0, por("I84", markers=[ref("H04", 1, coin=False)])) == "NP-C31"
 
 
 def test_np_c33_non_pass_turns_are_capped() -> None:
+    """NP-C33."""
     s = replace(hand(std(4), 0, "I01", "I02"), nonpass=(30, 0, 0, 0))
     assert refused(s, 0, pfi("I01", "T01")) == "NP-C33"
     assert kinds_of([c for c in legal_commands(s, 0) if c.WhichOneof("kind") not in
@@ -253,6 +276,7 @@ def test_np_c33_non_pass_turns_are_capped() -> None:
 
 
 def test_np_x20_the_last_seat_keeps_taking_turns_until_it_passes() -> None:
+    """NP-X20."""
     s = hand(std(3), 2, "I01", "I02")
     s = replace(s, turn=2, passed=frozenset({0, 1}), had_turn=frozenset({0, 1}))
     _, s = play(s, 2, pfi("I01", "T01"))
@@ -262,6 +286,7 @@ def test_np_x20_the_last_seat_keeps_taking_turns_until_it_passes() -> None:
 
 
 def test_np_c21_np_c22_np_c23_window_plays() -> None:
+    """NP-C21, NP-C22, NP-C23."""
     from famiglia.rules.nothing_personal.state import Window
 
     s = replace(hand(std(4), 1, "I68", "I76", "I01", "I57"), phase=Phase.CREW, stage="score_window", pos=9,

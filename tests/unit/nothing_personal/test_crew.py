@@ -55,6 +55,7 @@ def rolled(s, pos: int, seat: int, die: str, face: str, purpose: str, target: st
 
 
 def test_np_w1_np_w11_scoring_runs_9_down_to_1_then_actions_1_up_to_9() -> None:
+    """NP-W1, NP-W11."""
     s = crew()
     for gid in ("T01", "G02", "M00"):
         s = mark(s, gid, {1: 1})
@@ -66,6 +67,7 @@ def test_np_w1_np_w11_scoring_runs_9_down_to_1_then_actions_1_up_to_9() -> None:
 
 
 def test_np_w2_control_neutral_wins_ties_and_leaders_tie() -> None:
+    """NP-W2."""
     s = crew()
     s = mark(s, "T01", {0: 2}, neutral=2)
     assert leaders(s, "T01") == ()
@@ -76,6 +78,7 @@ def test_np_w2_control_neutral_wins_ties_and_leaders_tie() -> None:
 
 
 def test_np_w3_np_x16_associates_and_cards_off_the_board_are_never_controlled() -> None:
+    """NP-W3, NP-X16."""
     s = mark(crew(), "T07", {1: 5})
     assert leaders(s, "T07") == () and leaders(s, "X99" if False else "") == ()
     from famiglia.rules.nothing_personal.board import markers_on_board
@@ -84,6 +87,7 @@ def test_np_w3_np_x16_associates_and_cards_off_the_board_are_never_controlled() 
 
 
 def test_np_w4_np_w9_np_x19_the_ring_holder_rules_each_use_of_a_tie_separately() -> None:
+    """NP-W4, NP-W9, NP-X19."""
     s = mark(crew(ring=2), "G05", {0: 2, 2: 2})
     s = at_stage(s, Phase.CREW, "score", pos=8)
     events, s = step(s)
@@ -96,6 +100,7 @@ def test_np_w4_np_w9_np_x19_the_ring_holder_rules_each_use_of_a_tie_separately()
 
 
 def test_np_w5_np_f1_the_fence_counts_strict_control_only() -> None:
+    """NP-W5, NP-F1."""
     from famiglia.rules.nothing_personal.family import fence_counts
 
     s = mark(mark(mark(crew(), "T01", {0: 1}), "H02", {0: 1, 1: 1}), "C01", {1: 2}, neutral=2)
@@ -103,6 +108,7 @@ def test_np_w5_np_f1_the_fence_counts_strict_control_only() -> None:
 
 
 def test_np_w6_free_reroll_only_for_the_strict_controller() -> None:
+    """NP-W6."""
     s = place(crew(), {6: "G07"})
     s = replace(mark(s, "G07", {1: 2, 2: 2}), roll=Roll("number", "1", "dice_money", 0, "G01"))
     assert not free_means(s, 1) and not free_means(s, 2)
@@ -111,6 +117,7 @@ def test_np_w6_free_reroll_only_for_the_strict_controller() -> None:
 
 
 def test_np_w7_np_w8_np_x18_the_ring_follows_strict_control_of_the_capo_at_once() -> None:
+    """NP-W7, NP-W8, NP-X18."""
     s = hand(std(4, ring=0), 0)
     s = hand(s, 0, "I41")
     s = replace(s, turn=0)
@@ -136,6 +143,7 @@ def test_np_w7_np_w8_np_x18_the_ring_follows_strict_control_of_the_capo_at_once(
 
 
 def test_np_w10_np_w12_np_w13_position_modifiers_add_or_multiply_and_can_lose() -> None:
+    """NP-W10, NP-W12, NP-W13."""
     assert Modifier("+", 1).apply(-1) == 0 and Modifier("x", 2).apply(3) == 6   # the rules' example
     assert POSITIONS[7].respect == Modifier("x", 2)                             # NP-W12
     s = mark(respect_money(crew(), 1, 5), "C06", {1: 1})                         # C06: respect 2 at 7 -> 4
@@ -154,6 +162,7 @@ def respect_money(s, seat: int, value: int):
 
 
 def test_np_w14_np_w21_the_four_choices_of_an_action_turn() -> None:
+    """NP-W14, NP-W21."""
     s = acting(mark(place(crew(), {5: "T04"}), "T04", {1: 1}), 5, 1)   # Racketeer SWAP_2, T04 PLACE_OWN_2
     s = mark(s, "H02", {2: 1})
     got = [c.WhichOneof("kind") + (":g" if c.WhichOneof("kind") == "use_ability" and
@@ -162,6 +171,7 @@ def test_np_w14_np_w21_the_four_choices_of_an_action_turn() -> None:
 
 
 def test_np_w15_no_action_turn_for_sideways_or_uncontrolled_gangsters() -> None:
+    """NP-W15."""
     s = mark(mark(crew(), "T01", {0: 1}, sideways=True), "H02", {})
     s = at_stage(s, Phase.CREW, "act_window", pos=1, sweep=1)
     events, s = step(s)
@@ -169,6 +179,7 @@ def test_np_w15_no_action_turn_for_sideways_or_uncontrolled_gangsters() -> None:
 
 
 def test_np_w16_np_w17_omerta_forces_a_pass_and_unused_coins_return_after_the_crew() -> None:
+    """NP-W16, NP-W17."""
     s = mark(mark(crew(), "T03", {1: 1}, omerta=True), "G05", {2: 1}, omerta=True)
     s = at_stage(s, Phase.CREW, "act", pos=5, sweep=1)
     events, s = step(s)
@@ -179,6 +190,7 @@ def test_np_w16_np_w17_omerta_forces_a_pass_and_unused_coins_return_after_the_cr
 
 
 def test_np_w18_np_w19_np_d10_np_d11_np_h8_blackmail_proposals() -> None:
+    """NP-W18, NP-W19, NP-D10, NP-D11, NP-H8."""
     s = acting(mark(crew(), "T03", {1: 2, 2: 1}, coin=2), 5, 1)   # seat 2's coin on the Racketeer
     s = mark(s, "H02", {3: 1})
     swap = cmd("use_ability", gangster_ability=False,
@@ -199,6 +211,7 @@ def test_np_w18_np_w19_np_d10_np_d11_np_h8_blackmail_proposals() -> None:
 
 
 def test_np_x22_an_accepted_proposal_that_is_no_longer_legal_counts_as_a_refusal() -> None:
+    """NP-X22."""
     s = acting(mark(crew(), "T03", {1: 2, 2: 1}, coin=2), 5, 1)
     s = replace(s, act=replace(s.act, stage=1, proposal=cmd("whack", target="T01").SerializeToString()))
     events, s = play(s, 2, cmd("grant_blackmail", accept=True))
@@ -206,6 +219,7 @@ def test_np_x22_an_accepted_proposal_that_is_no_longer_legal_counts_as_a_refusal
 
 
 def test_np_w20_an_action_needs_a_legal_target_and_a_payable_cost() -> None:
+    """NP-W20."""
     s = acting(mark(replace(crew(), money=(0, 9, 0, 0)), "T01", {1: 1}), 1, 1)
     assert refused(s, 1, cmd("whack", target="H02")) == "NP-W20"
     assert not [c for c in action_options(s) if c.WhichOneof("kind") == "whack"]
@@ -214,6 +228,7 @@ def test_np_w20_an_action_needs_a_legal_target_and_a_payable_cost() -> None:
 
 
 def test_np_w22_passives_work_only_while_active() -> None:
+    """NP-W22."""
     from famiglia.rules.nothing_personal.board import arrest_limit, passive
 
     s = place(crew(), {10: "T09"})
@@ -223,6 +238,7 @@ def test_np_w22_passives_work_only_while_active() -> None:
 
 
 def test_np_w23_np_w31_np_x17_the_third_guy_whacks_for_10_plus_10_for_the_capo() -> None:
+    """NP-W23, NP-W31, NP-X17."""
     s = acting(mark(crew(), "T01", {1: 1}), 1, 1)
     events, s2 = play(s, 1, cmd("whack", target="M00"), seed=3)
     assert s2.money[1] == 30 and of(events, "die_rolled")[0].die == "whack"
@@ -235,6 +251,7 @@ def test_np_w23_np_w31_np_x17_the_third_guy_whacks_for_10_plus_10_for_the_capo()
 
 
 def test_np_w24_omerta_not_on_position_1_twice_or_omerta_immune() -> None:
+    """NP-W24."""
     s = acting(mark(place(crew(), {4: "H10"}), "H02", {1: 1}), 2, 1)
     targets = {c.use_ability.targets.gangster for c in action_options(s) if c.WhichOneof("kind") == "use_ability"}
     assert "T01" not in targets and "H10" not in targets and "C01" in targets
@@ -243,6 +260,7 @@ def test_np_w24_omerta_not_on_position_1_twice_or_omerta_immune() -> None:
 
 
 def test_np_w25_remove_one_marker_of_any_colour_from_an_active_gangster() -> None:
+    """NP-W25."""
     s = acting(mark(mark(crew(), "C01", {1: 1}), "G05", {3: 1}, neutral=1), 3, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(markers=[ref("G05", -1)])))
     assert markers_of(after, "G05").neutral == 0 and after.neutral == 25
@@ -250,6 +268,7 @@ def test_np_w25_remove_one_marker_of_any_colour_from_an_active_gangster() -> Non
 
 
 def test_np_w26_np_x6_steal_takes_3_or_what_there_is() -> None:
+    """NP-W26, NP-X6."""
     s = acting(mark(replace(crew(), money=(50, 50, 2, 0)), "G02", {1: 1}), 4, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(seat=2)))
     assert after.money[1] == 52 and after.money[2] == 0
@@ -259,6 +278,7 @@ def test_np_w26_np_x6_steal_takes_3_or_what_there_is() -> None:
 
 
 def test_np_w27_swap_any_two_markers_including_a_coin_marker() -> None:
+    """NP-W27."""
     s = acting(mark(mark(crew(), "T03", {1: 1}), "G05", {2: 1}, coin=2), 5, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(markers=[ref("T03", 1), ref("G05", 2, True)])))
     assert markers_of(after, "G05").markers[1] == 1 and markers_of(after, "G05").coin == 1
@@ -267,6 +287,7 @@ def test_np_w27_swap_any_two_markers_including_a_coin_marker() -> None:
 
 
 def test_np_w28_np_x2_place_one_own_marker() -> None:
+    """NP-W28, NP-X2."""
     s = acting(mark(crew(), "H04", {1: 1}), 6, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(gangster="M00")))
     assert markers_of(after, "M00").markers[1] == 1
@@ -275,6 +296,7 @@ def test_np_w28_np_x2_place_one_own_marker() -> None:
 
 
 def test_np_w29_np_x1_three_neutral_markers_as_the_seat_likes_as_many_as_remain() -> None:
+    """NP-W29, NP-X1."""
     s = acting(mark(crew(), "C06", {1: 1}), 7, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(gangsters=["T01", "T01", "M00"])))
     assert markers_of(after, "T01").neutral == 2 and markers_of(after, "M00").neutral == 1
@@ -285,6 +307,7 @@ def test_np_w29_np_x1_three_neutral_markers_as_the_seat_likes_as_many_as_remain(
 
 
 def test_np_w30_np_x4_draw_one_and_an_empty_deck_reshuffles_the_discards() -> None:
+    """NP-W30, NP-X4."""
     s = acting(mark(crew(), "G05", {1: 1}), 8, 1)
     s = replace(s, deck=(), discard=s.deck)
     events, after = play(s, 1, cmd("use_ability", targets=pb.Targets()))
@@ -294,6 +317,7 @@ def test_np_w30_np_x4_draw_one_and_an_empty_deck_reshuffles_the_discards() -> No
 
 
 def test_np_w31_np_w32_take_the_ring_unless_already_held() -> None:
+    """NP-W31, NP-W32."""
     s = acting(mark(crew(ring=0), "M00", {1: 1, 2: 1}), 9, 1)
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets()))
     assert after.ring == 1
@@ -302,6 +326,7 @@ def test_np_w31_np_w32_take_the_ring_unless_already_held() -> None:
 
 
 def test_np_w33_np_w34_moves_follow_the_arrows_to_occupied_positions() -> None:
+    """NP-W33, NP-W34."""
     assert POSITIONS[7].arrows == (8, 9) and POSITIONS[8].arrows == (9,) and POSITIONS[9].arrows == ()
     s = acting(mark(crew(), "T01", {1: 1}), 1, 1)
     targets = {c.make_a_move.target_position for c in action_options(s) if c.WhichOneof("kind") == "make_a_move"}
@@ -315,6 +340,7 @@ def test_np_w33_np_w34_moves_follow_the_arrows_to_occupied_positions() -> None:
 @pytest.mark.parametrize("face,ok", [("ring", "success"), ("2", "failure"), ("4", "failure"), ("5", "success"),
                                      ("knife", "death")])
 def test_np_w35_np_w36_np_w37_np_w38_move_results(face: str, ok: str) -> None:
+    """NP-W35, NP-W36, NP-W37, NP-W38."""
     # T01 here is T10 (printed Respect 1) at 1 moving against 5 (T03, seat 2's): n + 1 > 5 succeeds.
     s = place(crew(), {1: "T10"})
     s = mark(mark(respect_money(s, 1, 6), "T10", {1: 2}, coin=1), "T03", {2: 1})
@@ -334,6 +360,7 @@ def test_np_w35_np_w36_np_w37_np_w38_move_results(face: str, ok: str) -> None:
 
 
 def test_np_w35_move_bonus_adds_one_to_a_number() -> None:
+    """NP-W35."""
     s = place(crew(), {1: "T02"})                 # T02: Respect 4, MOVE_BONUS
     s = mark(mark(s, "T02", {1: 1}), "T03", {2: 1})
     s = rolled(s, 1, 1, "move", "2", "move", q=5)
@@ -342,6 +369,7 @@ def test_np_w35_move_bonus_adds_one_to_a_number() -> None:
 
 
 def test_np_w39_a_target_with_no_printed_respect_changes_nobodys_respect() -> None:
+    """NP-W39."""
     s = place(crew(), {5: "C01"})                 # C01 printed Respect 0
     s = replace(mark(mark(s, "T01", {1: 1}), "C01", {2: 1}), respect=(0, 5, 5, 0))
     events, after = step(rolled(s, 1, 1, "move", "ring", "move", q=5))
@@ -353,6 +381,7 @@ def test_np_w39_a_target_with_no_printed_respect_changes_nobodys_respect() -> No
 @pytest.mark.parametrize("face,outcome", [("ring", "success"), ("two_pistols", "success"), ("long_gun", "success"),
                                           ("X", "failure"), ("knife", "death")])
 def test_np_w40_np_w41_np_w42_whack_results(face: str, outcome: str) -> None:
+    """NP-W40, NP-W41, NP-W42."""
     s = replace(mark(mark(crew(), "T01", {1: 1}), "G05", {2: 2}, neutral=1, coin=2), respect=(0, 6, 6, 0))
     events, after = step(rolled(s, 1, 1, "whack", face, "whack", target="G05"))
     assert of(events, "whack_resolved")[0].outcome == outcome
@@ -366,12 +395,14 @@ def test_np_w40_np_w41_np_w42_whack_results(face: str, outcome: str) -> None:
 
 
 def test_np_w43_np_x14_whacks_place_no_neutral_and_sideways_gangsters_can_be_whacked() -> None:
+    """NP-W43, NP-X14."""
     s = mark(mark(crew(), "T01", {1: 1}), "G05", {2: 1}, sideways=True)
     events, after = step(rolled(s, 1, 1, "whack", "pistol", "whack", target="G05"))
     assert after.neutral == 25 and "G05" in after.fishes
 
 
 def test_np_w44_np_w45_np_d6_rerolls_cost_10_and_reopen_the_window() -> None:
+    """NP-W44, NP-W45, NP-D6."""
     s = replace(mark(crew(), "G01", {1: 1}), money=(50, 50, 5, 50))
     s = place(s, {4: "G01"})
     s = acting(mark(s, "G01", {1: 1}), 4, 1)
@@ -393,6 +424,7 @@ def test_np_w44_np_w45_np_d6_rerolls_cost_10_and_reopen_the_window() -> None:
 
 
 def test_np_w46_the_acting_seat_stays_even_if_control_changes() -> None:
+    """NP-W46."""
     s = replace(mark(mark(crew(), "T01", {1: 1}), "G05", {1: 1, 2: 1}), respect=(0, 5, 5, 0))
     s = rolled(s, 1, 1, "whack", "pistol", "whack", target="G05")
     s = mark(s, "T01", {2: 3})   # control of the whacker changed meanwhile
@@ -403,6 +435,7 @@ def test_np_w46_the_acting_seat_stays_even_if_control_changes() -> None:
 
 
 def test_np_d8_the_loser_of_a_successful_move_is_ruled_after_the_last_reroll() -> None:
+    """NP-D8."""
     s = replace(mark(mark(crew(ring=3), "T01", {1: 1}), "T03", {0: 1, 2: 1}), respect=(5, 5, 5, 5))
     events, s = step(rolled(s, 1, 1, "move", "ring", "move", q=5))
     assert of(events, "tie_ruling_asked")[0].use == "loser" and [p.seat for p in ENGINE.pending(s)] == [3]
@@ -411,6 +444,7 @@ def test_np_d8_the_loser_of_a_successful_move_is_ruled_after_the_last_reroll() -
 
 
 def test_np_x8_np_x13_respect_changes_of_one_step_are_summed_before_the_floor() -> None:
+    """NP-X8, NP-X13."""
     s = place(crew(), {1: "T10"})
     s = replace(mark(mark(s, "T10", {1: 1}), "T03", {1: 1}), respect=(0, 2, 0, 0))
     _, after = step(rolled(s, 1, 1, "move", "ring", "move", q=5))   # own gangster: +4 - 4
@@ -420,6 +454,7 @@ def test_np_x8_np_x13_respect_changes_of_one_step_are_summed_before_the_floor() 
 
 
 def test_np_x9_np_x10_empty_positions_are_skipped_and_gone_gangsters_take_no_further_part() -> None:
+    """NP-X9, NP-X10."""
     s = empty_at(mark(crew(), "T01", {1: 1}), 5)
     s = at_stage(s, Phase.CREW, "score_window", pos=5)
     events, after = step(s)
@@ -437,12 +472,14 @@ def empty_at(s, pos: int):
 
 
 def test_np_x11_a_capo_whacked_in_the_crew_leaves_9_empty_and_the_ring_stays() -> None:
+    """NP-X11."""
     s = replace(mark(mark(crew(ring=2), "T01", {1: 1}), "M00", {2: 1}), respect=(5, 5, 5, 5))
     _, after = step(rolled(s, 1, 1, "whack", "pistol", "whack", target="M00"))
     assert after.board[8] == "" and after.ring == 2
 
 
 def test_np_x12_seats_without_anything_still_take_turns() -> None:
+    """NP-X12."""
     s = replace(std(4), money=(0, 0, 0, 0))
     s = replace(s, hands=((),) * 4, deck=s.deck + tuple(c for h in s.hands for c in h))
     assert [p.seat for p in ENGINE.pending(s)] == [0]
@@ -450,6 +487,7 @@ def test_np_x12_seats_without_anything_still_take_turns() -> None:
 
 
 def test_np_r4_card_windows_open_before_scoring_and_upright_action_turns_only() -> None:
+    """NP-R4."""
     s = hand(crew(), 2, "I76")
     s = mark(mark(s, "T01", {1: 1}), "H02", {1: 1}, sideways=True)
     s = at_stage(s, Phase.CREW, "act_window", pos=2, sweep=1)
@@ -461,12 +499,14 @@ def test_np_r4_card_windows_open_before_scoring_and_upright_action_turns_only() 
 
 
 def test_np_r5_a_reroll_window_follows_every_roll() -> None:
+    """NP-R5."""
     s = acting(mark(crew(), "T01", {1: 1}), 1, 1)
     events, s = play(s, 1, cmd("whack", target="H02"))
     assert kinds(events)[-2:] == ["die_rolled", "window_opened"]
 
 
 def test_np_d5_window_answers_cannot_be_changed_and_the_first_claimant_in_ring_order_wins() -> None:
+    """NP-D5."""
     s = hand(hand(crew(ring=2), 1, "I76"), 3, "I77")
     s = replace(s, window=Window("card", (2, 3, 1), (None,) * 4), phase=Phase.FEDS, stage="window")
     s = hand(s, 2, "I78")

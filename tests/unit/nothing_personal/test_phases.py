@@ -42,6 +42,7 @@ def bare(n: int = 4, ring: int = 0):
 
 # -- the Fence --------------------------------------------------------------------------------------------
 def test_np_f2_np_f3_draws_4_3_2_in_ring_order_counted_once() -> None:
+    """NP-F2, NP-F3."""
     s = mark(mark(mark(bare(ring=1), "T01", {1: 1}), "H02", {2: 1}), "C01", {2: 1})
     events, s = step(at_stage(s, Phase.FENCE, "draws"))
     assert list(of(events, "fence_counted")[0].counts) == [0, 1, 2, 0]
@@ -50,6 +51,7 @@ def test_np_f2_np_f3_draws_4_3_2_in_ring_order_counted_once() -> None:
 
 
 def test_np_f4_np_f5_np_d13_purchases_in_ring_order_capped_by_money_and_cards() -> None:
+    """NP-F4, NP-F5, NP-D13."""
     s = replace(bare(ring=1), money=(25, 9, 30, 0))
     events, s = step(at_stage(s, Phase.FENCE, "draws"))
     assert [p.seat for p in ENGINE.pending(s)] == [1] and s.order[0] == 1
@@ -67,6 +69,7 @@ def test_np_f4_np_f5_np_d13_purchases_in_ring_order_capped_by_money_and_cards() 
     assert refused(short, 0, cmd("buy", count=2)) == "NP-F5"
 
 def test_np_f6_there_is_no_hand_limit() -> None:
+    """NP-F6."""
     s = replace(bare(), money=(500, 0, 0, 0))
     s = at_stage(s, Phase.FENCE, "buy", order=(0, 1, 2, 3))
     _, s = play(s, 0, cmd("buy", count=40))
@@ -74,6 +77,7 @@ def test_np_f6_there_is_no_hand_limit() -> None:
 
 
 def test_np_r3_a_sequential_step_keeps_its_order_when_the_ring_moves() -> None:
+    """NP-R3."""
     s = at_stage(replace(bare(ring=1), money=(50,) * 4), Phase.FENCE, "buy", order=(1, 2, 3, 0))
     s = replace(s, ring=3)
     assert [p.seat for p in ENGINE.pending(s)] == [1]
@@ -81,6 +85,7 @@ def test_np_r3_a_sequential_step_keeps_its_order_when_the_ring_moves() -> None:
 
 # -- the Feds -----------------------------------------------------------------------------------------------
 def test_np_p1_np_p3_np_p5_arrests_at_the_limit_markers_go_home_sideways_turn_upright() -> None:
+    """NP-P1, NP-P3, NP-P5."""
     s = mark(mark(bare(5), "T01", {0: 6, 1: 4}, neutral=1, coin=0), "H02", {0: 10})
     s = mark(s, "C01", {2: 1}, sideways=True)
     events, s = step(at_stage(s, Phase.FEDS, "arrest"))
@@ -90,12 +95,14 @@ def test_np_p1_np_p3_np_p5_arrests_at_the_limit_markers_go_home_sideways_turn_up
 
 
 def test_np_p2_prison_resist_raises_the_limit_to_12() -> None:
+    """NP-P2."""
     s = mark(place(bare(3), {6: "T09"}), "T09", {0: 11})
     _, s = step(at_stage(s, Phase.FEDS, "arrest"))
     assert "T09" not in s.prison
 
 
 def test_np_p4_associates_are_checked_only_with_the_switch() -> None:
+    """NP-P4."""
     s = mark(bare(3), "T07", {0: 9})
     _, off = step(at_stage(s, Phase.FEDS, "arrest"))
     assert "T07" not in off.prison
@@ -105,6 +112,7 @@ def test_np_p4_associates_are_checked_only_with_the_switch() -> None:
 
 
 def test_np_p6_prison_and_the_fishes_are_permanent() -> None:
+    """NP-P6."""
     s = replace(bare(), prison=("T05",), fishes=("T06",), gdeck=tuple(g for g in bare().gdeck
                                                                     if g not in ("T05", "T06")))
     s = empty(s, 8)
@@ -114,12 +122,14 @@ def test_np_p6_prison_and_the_fishes_are_permanent() -> None:
 
 # -- the Family ---------------------------------------------------------------------------------------------------
 def test_np_y1_np_y3_np_y8_the_highest_gangster_becomes_capo_and_counts_as_promoted() -> None:
+    """NP-Y1, NP-Y3, NP-Y8."""
     s = mark(empty(bare(ring=0), 9, 8), "C06", {2: 2})
     events, s = step(at_stage(s, Phase.FAMILY, "capo"))
     assert s.board[8] == "C06" and "C06" in s.promoted and s.ring == 2
 
 
 def test_np_y2_an_empty_board_capo_comes_from_the_associates_chosen_by_the_ring_holder() -> None:
+    """NP-Y2."""
     s = empty(bare(ring=3), *range(1, 10))
     events, s = step(at_stage(s, Phase.FAMILY, "capo"))
     assert [p.seat for p in ENGINE.pending(s)] == [3] and set(s.vacancy.candidates) == {"T07", "H05", "C09"}
@@ -132,6 +142,7 @@ def test_np_y2_an_empty_board_capo_comes_from_the_associates_chosen_by_the_ring_
 
 
 def test_np_y4_np_y5_np_y7_vacancies_fill_from_sources_decided_by_the_decider_position() -> None:
+    """NP-Y4, NP-Y5, NP-Y7."""
     # 6 empty: sources 5, 3, 2; decider position 8 (G05), controlled by seat 1.
     s = mark(empty(bare(), 6), "G05", {1: 1})
     events, s = step(at_stage(s, Phase.FAMILY, "fill", pos=8))
@@ -143,6 +154,7 @@ def test_np_y4_np_y5_np_y7_vacancies_fill_from_sources_decided_by_the_decider_po
 
 
 def test_np_y6_np_d14_an_empty_decider_position_leaves_it_to_the_ring_holder() -> None:
+    """NP-Y6, NP-D14."""
     s = empty(bare(ring=2), 6, 8)
     s = replace(s, board=s.board[:7] + ("G05",) + s.board[8:]) if False else s
     events, s = step(at_stage(s, Phase.FAMILY, "fill", pos=7))
@@ -152,12 +164,14 @@ def test_np_y6_np_d14_an_empty_decider_position_leaves_it_to_the_ring_holder() -
 
 
 def test_np_y6_a_single_candidate_is_promoted_without_asking() -> None:
+    """NP-Y6."""
     s = empty(bare(), 4, 11, 12)   # 4: sources A1..A3 -> only T07
     events, s = step(at_stage(s, Phase.FAMILY, "fill", pos=4))
     assert s.board[3] == "T07" or s.vacancy is None
 
 
 def test_np_y9_np_y10_associate_slots_refill_from_the_deck_or_stay_empty() -> None:
+    """NP-Y9, NP-Y10."""
     s = empty(bare(), 10, 11)
     top = s.gdeck[:2]
     events, s = step(at_stage(s, Phase.FAMILY, "assoc"))
@@ -168,6 +182,7 @@ def test_np_y9_np_y10_associate_slots_refill_from_the_deck_or_stay_empty() -> No
 
 
 def test_np_k1_np_k2_bookkeeping_ends_the_round_and_resets_round_state() -> None:
+    """NP-K1, NP-K2."""
     s = replace(bare(), round=2, passed=frozenset({0, 1}), ante=7, free_used=frozenset({"G07"}))
     events, s = step(at_stage(s, Phase.FAMILY, "assoc"))
     assert s.round == 3 and s.phase == Phase.COMMISSION and s.ante == 0 and s.free_used == frozenset()
@@ -179,6 +194,7 @@ def final(s):
 
 
 def test_np_e1_np_e2_np_e3_final_scoring_sells_cards_and_converts_money() -> None:
+    """NP-E1, NP-E2, NP-E3."""
     s = mark(mark(bare(), "M00", {0: 1}), "T01", {1: 1})
     s = hand(replace(s, money=(15, 0, 3, 9)), 2, "I01", "I02")
     events, s = step(final(s))
@@ -190,6 +206,7 @@ def test_np_e1_np_e2_np_e3_final_scoring_sells_cards_and_converts_money() -> Non
 
 
 def test_np_e1_a_tied_gangster_is_ruled_and_np_k3_only_rulings_are_accepted_then() -> None:
+    """NP-E1, NP-K3."""
     s = mark(bare(ring=1), "M00", {0: 1, 2: 1})
     events, s = step(final(s))
     assert s.ruling is not None and [p.seat for p in ENGINE.pending(s)] == [1]
@@ -199,6 +216,7 @@ def test_np_e1_a_tied_gangster_is_ruled_and_np_k3_only_rulings_are_accepted_then
 
 
 def test_np_e4_np_e5_np_t1_to_t6_the_ranking_orders_every_seat() -> None:
+    """NP-E4, NP-E5, NP-T1."""
     s = replace(bare(ring=2), respect=(5, 5, 5, 9))
     s = mark(s, "G05", {0: 1})          # seat 0 controls 8; seat 1 nothing; seat 2 holds the ring
     key = {i: tiebreak_key(s, i) for i in range(4)}
@@ -213,12 +231,14 @@ def test_np_e4_np_e5_np_t1_to_t6_the_ranking_orders_every_seat() -> None:
 
 
 def test_np_t2_np_t3_only_strict_control_counts_and_none_ranks_below() -> None:
+    """NP-T2, NP-T3."""
     s = mark(mark(replace(bare(ring=3), respect=(5, 5, 5, 0), money=(0,) * 4), "G05", {0: 1, 1: 1}), "T01", {1: 2})
     assert tiebreak_key(s, 1)[2] == -1 and tiebreak_key(s, 0)[2] == tiebreak_key(s, 2)[2] == 0
     assert tiebreak_key(s, 1) < tiebreak_key(s, 2)
 
 
 def test_np_t7_remaining_ties_roll_off_and_the_result_ranks_everyone() -> None:
+    """NP-T7."""
     s = replace(bare(ring=3), respect=(5, 5, 5, 0), money=(0,) * 4)
     events, s = step(final(s))
     rolls = of(events, "roll_off")
@@ -233,6 +253,7 @@ def test_result_is_none_while_the_game_runs() -> None:
 
 
 def test_np_r1_np_k1_a_whole_round_runs_through_the_six_phases_in_order() -> None:
+    """NP-R1, NP-K1."""
     s = bare()
     seen = []
     n = 0

@@ -115,6 +115,7 @@ def play_checked(seats: int, seed: int, options: dict[str, str]) -> State:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), options=OPTIONS)
 def test_np_r1_random_games_keep_every_invariant(seats: int, seed: int, options: dict[str, str]) -> None:
+    """NP-R1."""
     final = play_checked(seats, seed, options)
     result = ENGINE.result(final)
     assert result is not None

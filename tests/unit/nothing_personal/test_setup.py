@@ -26,6 +26,7 @@ from .support import ENGINE, Phase, kinds, new, of, play, round1
 
 
 def test_np_s1_three_to_five_seats_with_25_markers_0_respect_and_5_dollars() -> None:
+    """NP-S1."""
     for bad in (2, 6):
         with pytest.raises(RuleViolation) as exc:
             ENGINE.setup(MatchConfig(bad), 1)
@@ -35,6 +36,7 @@ def test_np_s1_three_to_five_seats_with_25_markers_0_respect_and_5_dollars() -> 
 
 
 def test_np_s2_colours_in_seat_order_unless_configured() -> None:
+    """NP-S2."""
     assert new(3).cfg.colours == ("purple", "brown", "orange")
     assert new(3, colours="red,green,blue").cfg.colours == ("red", "green", "blue")
     with pytest.raises(RuleViolation) as exc:
@@ -43,6 +45,7 @@ def test_np_s2_colours_in_seat_order_unless_configured() -> None:
 
 
 def test_np_s3_shared_supplies_and_table_a_constants() -> None:
+    """NP-S3."""
     s = new(4)
     assert (s.neutral, s.bm_free, s.om_free) == (25, 8, 2)
     assert set(DICE) == {"move", "whack", "number"}                         # Table E
@@ -51,6 +54,7 @@ def test_np_s3_shared_supplies_and_table_a_constants() -> None:
 
 
 def test_np_s4_loader_rejects_bad_data() -> None:
+    """NP-S4."""
     good = [{"id": "M00", "name": "x", "types": [], "respect": 1, "money": 1, "ability": "", "start_capo": True}]
     load_gangsters(good)
     with pytest.raises(RuleViolation):
@@ -66,6 +70,7 @@ def test_np_s4_loader_rejects_bad_data() -> None:
 
 
 def test_np_c32_pairing_rules_are_enforced_by_the_loader() -> None:
+    """NP-C32."""
     card = {"id": "I1", "set": "A", "groups": ["thug:2"], "keyword": "OR", "timing": "commission",
             "effect": "EXTRA_5"}
     with pytest.raises(RuleViolation) as exc:
@@ -99,12 +104,14 @@ def test_tables_g_and_h_have_the_documented_composition() -> None:
 
 
 def test_np_s5_the_starting_capo_goes_to_position_9() -> None:
+    """NP-S5."""
     assert START_CAPO == "M00" and G["M00"].types == frozenset()
     assert new(4, seed=7).board[8] == "M00"
 
 
 @pytest.mark.parametrize("seed", range(25))
 def test_np_s6_positions_8_to_5_show_all_four_types(seed: int) -> None:
+    """NP-S6."""
     spots, aside, deck = deal_board(Rng(seed), random_setup=False)
     shown = set().union(*(G[g].types for g in spots[4:8]))
     assert shown == {"thug", "hitman", "conman", "gambler"}
@@ -114,12 +121,14 @@ def test_np_s6_positions_8_to_5_show_all_four_types(seed: int) -> None:
 
 
 def test_np_s7_remaining_cards_deal_4_to_1_then_associates_and_the_rest_is_the_deck() -> None:
+    """NP-S7."""
     spots, aside, deck = deal_board(Rng(3), random_setup=False)
     assert all(spots) and len(deck) == 50 - 12
     assert set(aside) <= set(spots[:4]) | set(spots[9:]) | set(deck)   # set-aside cards were reshuffled in
 
 
 def test_np_x5_a_short_deck_keeps_the_next_card_anyway() -> None:
+    """NP-X5."""
     # With only thugs left in the deck no card shows a missing type, so the next card is kept.
     from famiglia.rules.nothing_personal import setup as setup_mod
 
@@ -133,6 +142,7 @@ def test_np_x5_a_short_deck_keeps_the_next_card_anyway() -> None:
 
 
 def test_np_x15_a_card_with_several_types_matches_each() -> None:
+    """NP-X15."""
     from famiglia.rules.nothing_personal.board import icon_targets
     from famiglia.rules.nothing_personal.data import Gangster
 
@@ -148,16 +158,19 @@ def test_np_x15_a_card_with_several_types_matches_each() -> None:
 
 
 def test_np_s8_four_cards_each_rest_is_the_deck_discard_empty() -> None:
+    """NP-S8."""
     s = new(5)
     assert [len(h) for h in s.hands] == [4] * 5 and len(s.deck) == 94 - 20 and s.discard == ()
 
 
 def test_np_s9_first_ring_holder_drawn_with_the_match_rng() -> None:
+    """NP-S9."""
     holders = {new(4, seed=seed).ring for seed in range(30)}
     assert holders == {0, 1, 2, 3}
 
 
 def test_np_s10_three_laps_in_ring_order_each_seat_places_3_on_active_gangsters() -> None:
+    """NP-S10."""
     s = new(4, seed=2)
     assert s.phase == Phase.SETUP and len(s.order) == 12
     assert s.order[:4] == tuple((s.ring + i) % 4 for i in range(4))
@@ -171,6 +184,7 @@ def test_np_s10_three_laps_in_ring_order_each_seat_places_3_on_active_gangsters(
 
 
 def test_np_s11_setup_order_is_fixed_even_if_the_ring_moves() -> None:
+    """NP-S11."""
     from .support import cmd
 
     s = new(3, seed=4)
@@ -183,6 +197,7 @@ def test_np_s11_setup_order_is_fixed_even_if_the_ring_moves() -> None:
 
 
 def test_np_s12_ring_rule_applies_from_the_first_setup_marker_then_round_1_begins() -> None:
+    """NP-S12."""
     from .support import cmd
 
     s = new(3, seed=5)
@@ -195,12 +210,14 @@ def test_np_s12_ring_rule_applies_from_the_first_setup_marker_then_round_1_begin
 
 
 def test_np_v6_random_setup_deals_every_card_including_the_capo() -> None:
+    """NP-V6."""
     starts = {deal_board(Rng(seed), random_setup=True)[0][8] for seed in range(40)}
     assert len(starts) > 5
     assert new(4, random_setup="true").board[8] in {g.id for g in GANGSTERS}
 
 
 def test_np_v7_expansion_sets_are_refused_since_no_data_is_shipped() -> None:
+    """NP-V7."""
     with pytest.raises(RuleViolation) as exc:
         new(4, expansions="Young Turks")
     assert exc.value.code == "NP-V7"

@@ -11,7 +11,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .config import parse_options
 from .data import GANGSTERS, GIDX, INFLUENCE
-from .state import Act, GState, Invite, Offer, Roll, Ruling, State, Vacancy, Window
+from .state import Act, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
 from .state import Contract as ContractRow
 
 
@@ -23,7 +23,7 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
     known = set(v.discard) | set(v.hand)
     hands: list[tuple[str, ...]] = [()] * n
-    if v.hands_all:
+    if v.phase == Phase.OVER:   # NP-H10: everything is revealed
         per: list[list[str]] = [[] for _ in range(n)]
         for item in v.hands_all:
             i, c = item.split(":")

@@ -1,0 +1,209 @@
+"""Hidden information (NP-H1..H10), decisions and their defaults (NP-D1..D15), refusals (NP-X21)."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.engine import Rng, RuleViolation, pending_for
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+from famiglia.rules.nothing_personal.data import TIMEOUTS
+from famiglia.rules.nothing_personal.state import Act, Window
+
+from .support import (
+    ENGINE,
+    PASS,
+    Phase,
+    at_stage,
+    cmd,
+    hand,
+    kinds,
+    mark,
+    new,
+    of,
+    play,
+    replace,
+    round1,
+    std,
+    step,
+)
+
+
+def test_np_h1_np_h4_a_hand_is_seen_by_its_owner_only_the_count_by_everyone() -> None:
+    """NP-H1, NP-H4."""
+    s = round1(4)
+    for seat in range(4):
+        v = ENGINE.view(s, seat)
+        assert sorted(v.hand) == sorted(s.hands[seat]) and list(v.hand_sizes) == [4] * 4
+    assert list(ENGINE.view(s, None).hand) == []
+    events = ENGINE.setup(__import__("famiglia.engine", fromlist=["MatchConfig"]).MatchConfig(4), 3)
+    drawn = [e for e in events if e.WhichOneof("kind") == "cards_drawn"]
+    received = [e for e in events if e.WhichOneof("kind") == "cards_received"]
+    assert all(ENGINE.visibility(e).kind.name == "PUBLIC" for e in drawn)
+    assert all(ENGINE.redact(e, (e.cards_received.seat + 1) % 4) is None for e in received)
+
+
+def test_np_h2_deck_orders_are_server_only_their_sizes_public() -> None:
+    """NP-H2."""
+    s = round1(4)
+    v = ENGINE.view(s, 0)
+    assert v.deck_size == len(s.deck) and v.gangster_deck_size == len(s.gdeck)
+    assert not v.influence_deck and not v.gangster_deck
+
+
+def test_np_h3_discards_are_public_and_a_reshuffle_order_is_server_only() -> None:
+    """NP-H3."""
+    s = hand(std(4), 0, "I01")
+    events, s = play(s, 2, cmd("shakedown", cards=list(s.hands[2][:1])))
+    assert ENGINE.visibility(events[0]).kind.name == "PUBLIC" and list(ENGINE.view(s, 3).discard) == list(s.discard)
+    s = replace(s, deck=(), discard=s.discard)
+    from famiglia.rules.nothing_personal.tx import Tx
+
+    tx = Tx(s, Rng(1))
+    tx.draw(1, 1, "test")
+    vis = {e.WhichOneof("kind"): ENGINE.visibility(e).kind.name for e in tx.events}
+    assert vis["discard_reshuffled"] == "PUBLIC" and vis["influence_deck_ordered"] == "SERVER"
+
+
+def test_np_h5_np_h6_the_board_respect_ring_phase_ante_and_dice_are_public() -> None:
+    """NP-H5, NP-H6."""
+    s = mark(replace(std(4, ring=2), respect=(1, 2, 3, 4), ante=5), "T01", {1: 2}, coin=1, sideways=True)
+    v = ENGINE.view(s, None)
+    g = next(x for x in v.gangsters if x.id == "T01")
+    assert list(g.markers) == [0, 2, 0, 0] and g.coin_owner == 1 and g.sideways
+    assert list(v.respect) == [1, 2, 3, 4] and v.ring == 2 and v.ante == 5 and v.phase == "commission"
+    assert list(v.spots) == list(s.board)
+    rolled = ENGINE.visibility(pb.Event(die_rolled=pb.DieRolled(die="move", face="3")))
+    assert rolled.kind.name == "PUBLIC"
+
+
+def test_np_h7_offers_are_private_to_the_two_seats() -> None:
+    """NP-H7."""
+    s = std(4)
+    events, s = play(s, 0, cmd("offer_deal", to=1, give_money=2))
+    assert ENGINE.redact(events[0], 2) is None and ENGINE.redact(events[0], 1) is not None
+
+
+def test_np_h8_blackmail_proposals_and_answers_are_public() -> None:
+    """NP-H8."""
+    e = pb.Event(blackmail_proposed=pb.BlackmailProposed(seat=1, coin_owner=2, action=PASS))
+    a = pb.Event(blackmail_answered=pb.BlackmailAnswered(seat=2, accept=False))
+    assert ENGINE.visibility(e).kind.name == "PUBLIC" and ENGINE.visibility(a).kind.name == "PUBLIC"
+
+
+def test_np_h9_window_answers_stay_hidden_and_who_is_asked_is_private() -> None:
+    """NP-H9."""
+    s = hand(hand(std(4), 1, "I76"), 2, "I77")
+    s = replace(s, phase=Phase.FEDS, stage="window", window=Window("card", (1, 2), (None,) * 4))
+    events, s = play(s, 1, cmd("play_for_influence", card="I76",
+                                placements=[pb.GroupPlacement(group=0, gangster="T01")]))
+    assert ENGINE.redact(events[0], 2) is None
+    assert ENGINE.view(s, 2).window == "card" and not ENGINE.view(s, 2).window_answered_by_me
+    assert ENGINE.view(s, 1).window_answered_by_me and ENGINE.view(s, 1).my_answer.WhichOneof("kind")
+    assert pending_for(ENGINE, s, 0) == [] and [p.seat for p in pending_for(ENGINE, s, 2)] == [2]
+
+
+def test_np_h10_everything_is_revealed_once_the_game_is_over() -> None:
+    """NP-H10."""
+    from famiglia.testing.random_play import play_random
+
+    final = play_random(ENGINE, 3, 11).state
+    v = ENGINE.view(final, None)
+    assert len(v.influence_deck) == len(final.deck) and len(v.gangster_deck) == len(final.gdeck)
+
+
+def test_np_d1_every_decision_has_an_owner_and_a_timeout_with_a_default() -> None:
+    """NP-D1."""
+    from famiglia.testing.random_play import play_random
+
+    seen = set()
+
+    def check(before, step_, after) -> None:
+        for p in ENGINE.pending(before):
+            assert p.timeout_seconds > 0
+            seen.add(p.label)
+            default = ENGINE.timeout_command(before, p.seat)
+            assert default is not None
+            ENGINE.decide(before, p.seat, default, Rng(0))   # the default is legal
+
+    play_random(ENGINE, 4, 5, on_step=check)
+    assert {"setup", "commission", "window", "action", "buy"} <= seen
+    assert set(TIMEOUTS) >= {"setup", "commission", "card_window", "reroll_window", "ruling"}
+
+
+def test_np_d2_a_play_carries_all_its_parameters_in_one_command() -> None:
+    """NP-D2."""
+    s = hand(std(4), 0, "I57")
+    events, s = play(s, 0, cmd("play_for_influence", card="I57", ante=0,
+                                placements=[pb.GroupPlacement(group=0, gangster="T01")],
+                                effect=pb.Targets(gangster="T01")))
+    assert "blackmail_coin_placed" in kinds(events) and ENGINE.pending(s)[0].seat == 1
+
+
+def test_np_d3_np_d4_np_d9_np_d12_documented_defaults() -> None:
+    """NP-D3, NP-D4, NP-D9, NP-D12."""
+    s = new(4)
+    assert ENGINE.timeout_command(s, s.ring).place_setup_marker.gangster == s.board[8]   # highest position
+    c = std(4)
+    assert ENGINE.timeout_command(c, 0).WhichOneof("kind") == "pass"
+    r = mark(std(4, ring=2), "G05", {0: 1, 3: 1})
+    _, r = step(at_stage(r, Phase.CREW, "score", pos=8))
+    assert ENGINE.timeout_command(r, 2).rule_on_tie.seat == 3   # first tied seat in ring order from 2
+    from famiglia.rules.nothing_personal.state import Invite
+
+    inv = replace(std(4), invite=Invite(3, 0))
+    assert ENGINE.timeout_command(inv, 3).place_invited_marker.gangster == "M00"
+
+
+def test_np_d12_invite_asks_the_invited_seat_to_place_one_marker() -> None:
+    """NP-D12."""
+    s = hand(std(4), 0, "I93")   # any:2 AND INVITE_1
+    events, s = play(s, 0, cmd("play_for_influence", card="I93", placements=[pb.GroupPlacement(group=0,
+                                gangster="M00")], effect=pb.Targets(seat=2)))
+    assert of(events, "invite_asked")[0].seat == 2 and [p.seat for p in ENGINE.pending(s)] == [2]
+    with pytest.raises(RuleViolation):
+        ENGINE.decide(s, 2, cmd("place_invited_marker", gangster="T07"), Rng(0))
+    _, s = play(s, 2, cmd("place_invited_marker", gangster="T01"))
+    assert s.gs[[g for g in range(50)][0]] is not None and s.turn == 1
+
+
+def test_np_r2_sequential_steps_run_in_ring_order() -> None:
+    """NP-R2."""
+    s = std(4, ring=3)
+    assert s.order == (3, 0, 1, 2)
+    _, s = step(at_stage(replace(s, hands=((),) * 4), Phase.FENCE, "draws"))
+    assert s.order == (3, 0, 1, 2) and ENGINE.pending(s)[0].seat == 3
+
+
+def test_np_x21_illegal_commands_are_refused_with_a_rule_id_and_change_nothing() -> None:
+    """NP-X21."""
+    s = std(4)
+    for seat, command in ((1, PASS), (0, cmd("buy", count=1)), (9, PASS), (0, pb.Command())):
+        with pytest.raises(RuleViolation) as exc:
+            ENGINE.decide(s, seat, command, Rng(0))
+        assert exc.value.code.startswith("NP-")
+
+
+def test_determinize_is_consistent_with_the_view_and_never_reads_hidden_cards() -> None:
+    from famiglia.testing.random_play import play_random
+
+    states = []
+    play_random(ENGINE, 4, 8, on_step=lambda b, st, a: states.append(a))
+    for s in states[:: max(1, len(states) // 25)]:
+        for seat in range(4):
+            v = ENGINE.view(s, seat)
+            d = ENGINE.determinize(v, seat, Rng(3))
+            assert ENGINE.view(d, seat).SerializeToString(deterministic=True) == \
+                v.SerializeToString(deterministic=True)
+            assert d.hands[seat] == s.hands[seat]
+            assert len(d.deck) == len(s.deck) and [len(h) for h in d.hands] == [len(h) for h in s.hands]
+
+
+def test_np_x3_blackmail_own_and_omerta_need_a_free_coin() -> None:
+    """NP-X3."""
+    s = replace(at_stage(mark(std(4), "C01", {1: 1}), Phase.CREW, "action", pos=3, sweep=1), act=Act(3, "C01", 1))
+    from famiglia.rules.nothing_personal.effects import EFFECTS, Ctx
+
+    s = mark(s, "T01", {1: 1})
+    assert EFFECTS["BLACKMAIL_OWN"].options(s, Ctx(1), 5)
+    assert not EFFECTS["BLACKMAIL_OWN"].options(replace(s, bm_free=0), Ctx(1), 5)
+    assert not EFFECTS["OMERTA"].options(replace(s, om_free=0), Ctx(1), 5)
