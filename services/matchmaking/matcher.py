@@ -37,7 +37,8 @@ class MatcherTuning:
     max_attempts: int = 5
     """creation attempts before a claimed table's tickets go back to the queue."""
     load_limit: int = 2000
-    """oldest tickets of a game looked at per tick."""
+    """oldest tickets of a game looked at per tick. With bot backfill off and more tickets than
+    this that cannot match each other, newer ones wait until older ones match or expire."""
     leave_other_queues: bool = True
     """a matched player's searching tickets in other games are cancelled: one table at a time.
     Best effort (other games are other slots), so a near-simultaneous match elsewhere can slip
