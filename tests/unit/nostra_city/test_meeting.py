@@ -171,3 +171,18 @@ def test_nc_w109_meeting_order_puts_w09_last() -> None:
     assert phase_order(s, Phase.MEETING) == (0, 1, 2, 3)
     s = table(s, first_player=1)
     assert phase_order(s, Phase.MEETING) == (1, 2, 0, 3)
+
+
+def test_nc_m15_meeting_draws_go_clockwise_from_the_first_player() -> None:
+    """NC-M15: Cheated bidders draw one at a time, clockwise from the first player."""
+    s = table(meeting_table(), first_player=1)
+    s = table(s, order=phase_order(s, Phase.MEETING))
+    assert s.order == (1, 2, 0, 3)  # W09's owner (seat 3) meets last
+    s, events = _bids_and_end(s, {
+        2: [("W06", 1, list(s.players[2].bank[:2]))],
+        0: [("W01", 1, [s.players[0].bank[0]])],
+        1: [("W03", 1, [s.players[1].bank[1]])],
+    })
+    cheats = [c.seat for e in of_kind(events, "players_cheated") for c in e.cheats]
+    assert "R1" in s.players[2].trophies
+    assert cheats == [1, 0]  # clockwise from the first player, seat 1
