@@ -21,9 +21,14 @@ def configure_metrics(service: str = "projection", interval_ms: int = 10_000) ->
     if name in ("", "none"):
         return
     from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.metrics.export import (
+        ConsoleMetricExporter,
+        MetricExporter,
+        PeriodicExportingMetricReader,
+    )
     from opentelemetry.sdk.resources import Resource
 
+    exporter: MetricExporter
     if name == "console":
         exporter = ConsoleMetricExporter(out=sys.stderr)
     else:

@@ -30,7 +30,8 @@ def _ts(ms: int | None) -> Timestamp | None:
 
 
 def match_record(m: queries.MatchSummary) -> pb.MatchRecord:
-    out = pb.MatchRecord(match_id=m.match_id, game_id=m.game_id, status=_STATUS.get(m.status, 0),
+    out = pb.MatchRecord(match_id=m.match_id, game_id=m.game_id,
+                         status=_STATUS.get(m.status, pb.MATCH_STATUS_UNSPECIFIED),
                          version=m.version, options=dict(m.options), tournament_id=m.tournament_id,
                          outcome=dict(m.outcome), created_at=_ts(m.created_ms), finished_at=_ts(m.finished_ms),
                          last_event_at=_ts(m.last_event_ms))
