@@ -251,3 +251,47 @@ def test_nc_x19_nobody_else_has_a_share_so_no_distribution() -> None:
     s = seat(s, 3, turfs=("T10",))
     s, events = run(s, 0, cash_in("W02", "T02", "drugs"))
     assert s.choice is None and "notes_banked" in kinds(events)
+
+
+def test_nc_d01_malformed_or_wrong_commands_are_refusals_never_crashes() -> None:
+    """NC-D01..D15: any command from any seat is accepted or refused with an NC rule id."""
+    import random
+
+    from famiglia.engine import RuleViolation
+    from famiglia.testing.random_play import play_random
+
+    chooser = random.Random(5)
+    ids = ["W01", "W05", "W11", "W12", "W13", "T01", "T13", "AC", "V04", "V07", "V10", "V13", "X", ""]
+    words = ["queens", "gambling", "drugs", "racket", "consigliere", "primo_capo", ""]
+
+    def garbage() -> pb.Command:
+        n = [chooser.randrange(-2, 82) for _ in range(chooser.randrange(0, 3))]
+        t = chooser.randrange(-1, 6)
+        return chooser.choice([
+            pb.Command(),
+            pb.Command(cash_in=pb.CashIn(wiseguy=chooser.choice(ids), turf=chooser.choice(ids),
+                                         declared=chooser.choice(words), use_power=chooser.random() < 0.3)),
+            pb.Command(distribute_notes=pb.DistributeNotes(gifts=[pb.Gift(seat=t, notes=n)],
+                                                           first_player_to=chooser.randrange(-1, 6))),
+            pb.Command(place_bid=pb.PlaceBid(wiseguy=chooser.choice(ids), location=chooser.randrange(-1, 6),
+                                             notes=n)),
+            pb.Command(keep_notes=pb.KeepNotes(notes=n)),
+            pb.Command(assign_title=pb.AssignTitle(title=chooser.choice(words), seat=t)),
+            pb.Command(corrupt=pb.Corrupt(wiseguy=chooser.choice(ids), notes=n, from_deck=chooser.random() < 0.3,
+                                          move_token=chooser.random() < 0.3)),
+            pb.Command(play_vendetta=pb.PlayVendetta(card=chooser.choice(ids), target=t,
+                                                     wiseguy=chooser.choice(ids), turf=chooser.choice(ids))),
+            pb.Command(play_rage=pb.PlayRage(target=t, wiseguy=chooser.choice(ids))),
+            END,
+        ])
+
+    def on_step(before, step, after) -> None:
+        for _ in range(6):
+            who = chooser.randrange(-1, after.seats + 1)
+            try:
+                ENGINE.decide(after, who, garbage(), Rng(1))
+            except RuleViolation as exc:
+                assert exc.code.startswith("NC-") and exc.message
+
+    for seed in range(3):
+        play_random(ENGINE, 3 + seed, seed, on_step=on_step)
