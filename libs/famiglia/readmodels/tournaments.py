@@ -78,10 +78,9 @@ def record_tournament(
     if status is not None and status not in ("running", "finished"):
         raise ValueError(f"status must be running or finished, not {status!r}")
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    row = session.get(Tournament, tournament_id, with_for_update=True)
-    if row is None:
-        row = Tournament(tournament_id=tournament_id, created_ms=now)
-        session.add(row)
+    _insert_if_absent(session, tournament_id, now)
+    row = session.get(Tournament, tournament_id, with_for_update=True, populate_existing=True)
+    assert row is not None
     if name is not None:
         row.name = name
     if games is not None:
@@ -94,6 +93,24 @@ def record_tournament(
             row.finished_ms = now
     session.flush()
     return tournament_info(row)
+
+
+def _insert_if_absent(session: Session, tournament_id: str, now_ms: int) -> None:
+    """INSERT ... ON CONFLICT DO NOTHING: the projection may create the row at the same moment."""
+    dialect = session.get_bind().dialect.name
+    values: dict[str, Any] = {"tournament_id": tournament_id, "name": "", "status": "running", "games": [],
+                              "config": {}, "created_ms": now_ms, "finished_ms": None, "matches_finished": 0}
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        session.execute(pg_insert(Tournament).values(**values).on_conflict_do_nothing())
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        session.execute(sqlite_insert(Tournament).values(**values).on_conflict_do_nothing())
+    elif session.get(Tournament, tournament_id) is None:
+        session.add(Tournament(**values))
+        session.flush()
 
 
 def get_tournament(session: Session, tournament_id: str) -> TournamentInfo | None:
