@@ -1675,7 +1675,9 @@ class View(_message.Message):
     fuzz_position: _builtins.int
     """only once the game is over, else -1"""
     @_builtins.property
-    def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]: ...
+    def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]:
+        """the options that differ from their defaults"""
+
     @_builtins.property
     def table(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """table order (GC-R05)"""

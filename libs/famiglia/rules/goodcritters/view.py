@@ -13,11 +13,13 @@ from __future__ import annotations
 from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
+from .config import OPTIONS
 from .data import FUZZ, NOBODY, fuzz_gap_range
 from .events import Event
 from .state import State
 
 OPEN, PEEK, HIDDEN = 1, 2, 3
+DEFAULTS = {o.key: o.default for o in OPTIONS}
 
 
 def offer_loot_seen(visibility: int, briber: int, target: int, viewer: int | None) -> bool:
@@ -51,7 +53,8 @@ def view(state: State, viewer: int | None) -> pb.View:
         end_reason=s.end_reason,
         fuzz_position=NOBODY,
     )
-    v.options.extend(pb.OptionValue(key=k, value=val) for k, val in s.options)
+    # only the options that differ from their defaults (INFO.options has the rest)
+    v.options.extend(pb.OptionValue(key=k, value=val) for k, val in s.options if DEFAULTS.get(k) != val)
     low, high = fuzz_gap_range(s.seats, s.pile_start - 1) if s.pile_start else (0, 0)
     v.fuzz_min_above, v.fuzz_max_above = low, high
     if s.assignment:
