@@ -16,7 +16,7 @@ from .bootstrap import BotsApp, bootstrap
 from .dispatcher import GROUP, Dispatcher
 from .entrypoints.celery_app import CeleryTasks
 from .entrypoints.grpc_server import serve
-from .tournaments import TournamentObserver, TournamentRepo, TournamentRunner
+from .tournaments import ReadModelLog, TournamentObserver, TournamentRepo, TournamentRunner
 
 
 def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500) -> list[threading.Thread]:
@@ -29,7 +29,8 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")
-    runner = TournamentRunner(repo, app.game_client, store)
+    runner = TournamentRunner(repo, app.game_client, store,
+                              read_model=ReadModelLog(app.settings.database_url))
     threads = [
         threading.Thread(target=dispatcher.run, args=(consumer, stop), kwargs={"block_ms": block_ms},
                          name="bots-dispatcher", daemon=True),

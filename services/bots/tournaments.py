@@ -163,15 +163,49 @@ class TournamentObserver:
             self.repo.record(tournament_id, match.match_id, finished_record(match))
 
 
+class ReadModelLog:
+    """Tells the projection's tournament table (famiglia.readmodels.tournaments) when a
+    tournament starts and ends; the projection derives its standings from the matches.
+
+    Best effort: the SQL database belongs to the projection and may not exist yet,
+    and the tournament plays on without it.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self._engine: Any = None
+        self._recorded: set[tuple[str, str]] = set()
+
+    def record(self, record: TournamentRecord, status: str) -> None:
+        key = (record.tournament_id, status)
+        if not self.database_url or key in self._recorded:
+            return
+        try:
+            from famiglia.readmodels.db import make_engine, write_session
+            from famiglia.readmodels.tournaments import record_tournament
+
+            if self._engine is None:
+                self._engine = make_engine(self.database_url)
+            with write_session(self._engine) as session:
+                record_tournament(session, record.tournament_id, name=record.spec.name,
+                                  games=[g.game_id for g in record.spec.games],
+                                  config=json.loads(record.spec.to_json()),
+                                  status="running" if status == RUNNING else "finished")
+        except Exception as exc:  # noqa: BLE001 - no read model yet: the tournament does not need it
+            log.info("tournament_read_model_skipped", tournament_id=record.tournament_id, reason=repr(exc)[:200])
+        self._recorded.add(key)
+
+
 class TournamentRunner:
     """Starts each tournament's matches as room frees up and closes finished tournaments."""
 
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
-                 stuck_seconds: float = 180.0) -> None:
+                 stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None) -> None:
         self.repo = repo
         self.game = game
         self.store = store
         self.stuck_seconds = stuck_seconds
+        self.read_model = read_model
         self._plans: dict[str, list[PlannedMatch]] = {}
         self._seen: dict[str, tuple[int, float]] = {}  # match id -> (version, when it last moved)
 
@@ -187,6 +221,8 @@ class TournamentRunner:
                 self._advance(record)
 
     def _advance(self, record: TournamentRecord) -> None:
+        if self.read_model is not None:
+            self.read_model.record(record, RUNNING)
         matches = self.plan_of(record)
         active = [m for m in record.started.values() if m not in record.results]
         for match_id in active:
@@ -204,6 +240,8 @@ class TournamentRunner:
         all_started = len(record.started) >= len(matches) or past_deadline
         if all_started and all(m in record.results for m in record.started.values()):
             self.repo.set_status(record.tournament_id, FINISHED)
+            if self.read_model is not None:
+                self.read_model.record(record, FINISHED)
             log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
 
     def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:

@@ -1,6 +1,7 @@
 """Tournament standings: per game and entrant, seats played, wins, mean rank and an
-OpenSkill rating (Plackett-Luce, every seat its own team). Ratings are folded in
-match order, so the same finished matches always give the same table."""
+OpenSkill rating (Plackett-Luce, every entrant its own team, famiglia.ratings).
+Ratings are folded in match order, so the same finished matches always give the
+same table."""
 
 from __future__ import annotations
 
@@ -45,40 +46,27 @@ class Standing:
 
 
 def standings(records: Iterable[MatchRecord]) -> list[Standing]:
-    """Sorted by game, then conservative rating (ordinal), best first."""
-    from openskill.models import PlackettLuce
+    """Sorted by game, then conservative rating (ordinal), best first.
 
-    model = PlackettLuce()
+    Ratings come from famiglia.ratings, the helper the projection's tournament
+    tables use too: matches rated in canonical order (finish time, match id), an
+    entrant holding several seats of one match rated once, at its best rank.
+    """
+    from famiglia.ratings import MatchOutcome, Placement, rate_in_order
+
     table: dict[tuple[str, str], Standing] = {}
-    ratings: dict[tuple[str, str], object] = {}
-    for record in sorted(records, key=lambda r: (r.finished_ms, r.match_id)):
+    outcomes: dict[str, list[MatchOutcome]] = {}
+    for record in records:
         seats: Sequence[SeatRecord] = sorted(record.seats, key=lambda s: s.seat)
-        if not seats:
-            continue
         for s in seats:
             row = table.setdefault((record.game_id, s.entrant), Standing(record.game_id, s.entrant))
             row.matches += 1
             row.wins += int(s.rank == 1)
             row.rank_total += s.rank
-        if len(seats) < 2:
-            continue
-        teams = []
-        for s in seats:
-            key = (record.game_id, s.entrant)
-            current = ratings.get(key) or model.rating(name=s.entrant)
-            ratings[key] = current
-            teams.append([model.rating(mu=current.mu, sigma=current.sigma, name=s.entrant)])  # type: ignore[attr-defined]
-        rated = model.rate(teams, ranks=[s.rank for s in seats])
-        # An entrant holding several seats gets the mean of its seats' updates.
-        updates: dict[str, list] = {}
-        for s, team in zip(seats, rated, strict=True):
-            updates.setdefault(s.entrant, []).append(team[0])
-        for entrant, new in updates.items():
-            mu = sum(r.mu for r in new) / len(new)
-            sigma = sum(r.sigma for r in new) / len(new)
-            ratings[(record.game_id, entrant)] = model.rating(mu=mu, sigma=sigma, name=entrant)
-    for key, row in table.items():
-        rating = ratings.get(key)
-        if rating is not None:
-            row.mu, row.sigma = rating.mu, rating.sigma  # type: ignore[attr-defined]
+        outcomes.setdefault(record.game_id, []).append(
+            MatchOutcome(record.match_id, record.finished_ms, tuple(Placement(s.entrant, s.rank) for s in seats)))
+    for game_id, game_outcomes in outcomes.items():
+        for entrant, rating in rate_in_order(game_outcomes).items():
+            row = table[(game_id, entrant)]
+            row.mu, row.sigma = rating.mu, rating.sigma
     return sorted(table.values(), key=lambda r: (r.game_id, -r.ordinal, r.mean_rank))

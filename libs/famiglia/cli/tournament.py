@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 import grpc
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -89,17 +90,18 @@ def short(entrant: str) -> str:
 
 
 def standings_table(t: pb.Tournament) -> Table:
-    table = Table(title=f"Standings — {t.name} ({t.tournament_id}, {_STATUS.get(t.status, '?')})")
-    for col, justify in (("game", "left"), ("entrant", "left"), ("seats played", "right"), ("wins", "right"),
-                         ("win %", "right"), ("mean rank", "right"), ("OpenSkill μ", "right"),
-                         ("σ", "right"), ("ordinal", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table = Table(title=f"Standings — {t.name} ({t.tournament_id}, {_STATUS.get(t.status, '?')})",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, justify in (("game", "left"), ("entrant", "left"), ("seats", "right"), ("wins", "right"),
+                         ("win%", "right"), ("rank", "right"), ("μ±σ", "right"), ("ordinal", "right")):
+        table.add_column(col, justify=justify, no_wrap=True, min_width=len(col))  # type: ignore[arg-type]
     last = ""
     for s in t.standings:
         table.add_row(s.game_id if s.game_id != last else "", short(s.entrant), str(s.matches), str(s.wins),
-                      f"{100 * s.wins / max(1, s.matches):.0f}%", f"{s.mean_rank:.2f}", f"{s.mu:.1f}",
-                      f"{s.sigma:.1f}", f"{s.ordinal:.1f}", end_section=False)
+                      f"{100 * s.wins / max(1, s.matches):.0f}", f"{s.mean_rank:.2f}",
+                      f"{s.mu:.1f}±{s.sigma:.1f}", f"{s.ordinal:.1f}")
         last = s.game_id
+    table.caption = "seats: seats played; rank: mean rank (1 = best); μ±σ: OpenSkill rating; ordinal: μ − 3σ, the sort key"
     return table
 
 
@@ -113,7 +115,7 @@ def replay_ids(t: pb.Tournament, per_game: int = 1) -> list[pb.MatchSummary]:
 
 
 def replay_table(matches: list[pb.MatchSummary]) -> Table:
-    table = Table(title="Matches to replay")
+    table = Table(title="Matches to replay", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("game", "match id", "seats (entrant: rank)", "commands"):
         table.add_column(col)
     for m in matches:
