@@ -2,14 +2,16 @@
 (distributions, bids, Corruptions) a bounded representative sample.
 
 Complete generators, all accepted by `decide`:
+- CashIn: every Free Wiseguy x legal (source Turf, declared type, W05 option). Sample:
+  the Earners and W18 plus one other Wiseguy.
 - DistributeNotes: every split of the drawn Notes among the other seats with at most
   s(p) Notes each (s(p) - 1 for the First Player gift's receiver), plus optionally the
   gift to a seat with a share. Sample: fair, keep-all, cheat-one, serve-one, gifts.
 - PlaceBid: every Free Wiseguy x unused Location on a filled space x every non-empty
-  subset of the Bank (at least 2 Notes under I5). Sample: per Wiseguy and Location, the
-  lowest Note, the highest Note, the two lowest, the whole Bank.
+  subset of the Bank (at least 2 Notes under I5). Sample: the Baldini plus one other
+  Wiseguy, per Location the lowest Note, the highest Note, the two lowest, the whole Bank.
 - Corrupt: every Free Wiseguy x every Bank Note (pairs with W11), W12 and W13 options.
-  Sample: one Note of each (value, mark) kind.
+  Sample: the Fixers plus one other Wiseguy, one Note of each (value, mark) kind.
 """
 
 from __future__ import annotations
@@ -93,12 +95,18 @@ def _revenge(state: State, seat: int) -> list[pb.Command]:
 
 
 def _cash_ins(state: State, seat: int) -> list[pb.Command]:
-    free = free_wiseguys(state.players[seat])
+    free = _representatives(free_wiseguys(state.players[seat]), "cash_in")
     out = []
     for turf, declared, power in cash_in_options(state, seat):
         for w in ([POWER_HOLDER["any_source"]] if power else free):
             out.append(pb.Command(cash_in=pb.CashIn(wiseguy=w, turf=turf, declared=declared, use_power=power)))
     return out
+
+
+def _representatives(free: list[str], action: str) -> list[str]:
+    """Wiseguys whose powers do not touch `action` act alike: the first of them stands for all."""
+    plain = [w for w in free if WISEGUY_BY_ID[w].action != action]
+    return [w for w in free if WISEGUY_BY_ID[w].action == action] + plain[:1]
 
 
 def _bids(state: State, seat: int) -> list[pb.Command]:
@@ -112,7 +120,7 @@ def _bids(state: State, seat: int) -> list[pb.Command]:
         if len(notes) >= need and notes not in sets:
             sets.append(notes)
     out = []
-    for w in free_wiseguys(p):
+    for w in _representatives(free_wiseguys(p), "auction"):
         for loc in p.locations:
             if state.street[loc - 1]:
                 for notes in sets:
@@ -129,7 +137,7 @@ def _corruptions(state: State, seat: int) -> list[pb.Command]:
         kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
     singles = sorted(kinds.values())
     out = []
-    for w in free_wiseguys(p):
+    for w in _representatives(free_wiseguys(p), "corruption"):
         effect = WISEGUY_BY_ID[w].effect
         for n in singles:
             out.append(pb.Command(corrupt=pb.Corrupt(wiseguy=w, notes=[n])))
