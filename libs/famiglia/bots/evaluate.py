@@ -80,7 +80,7 @@ def nothing_personal(view: Message, seat: int) -> float:
     return float(_at(getattr(view, "respect", ()), seat)) + 0.1 * float(_at(getattr(view, "money", ()), seat))
 
 
-def highcard(view: Message, seat: int) -> float:
+def highcard(view: Any, seat: int) -> float:
     """The toy game: own score, plus the hand's strength for the tricks to come."""
     return float(_at(view.scores, seat)) + 0.2 * sum(view.hand)
 

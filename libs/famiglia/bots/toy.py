@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
@@ -81,6 +82,8 @@ def _build_messages() -> dict[str, type[Message]]:
 
 
 _MESSAGES = _build_messages()
+# Built at run time, so type checkers know them only as messages: typed Any below.
+Msg = Any
 Command = _MESSAGES["Command"]
 Event = _MESSAGES["Event"]
 View = _MESSAGES["View"]
@@ -107,7 +110,7 @@ class State:
         return self.tricks_done >= self.hand_size
 
 
-def play(card: int) -> Message:
+def play(card: int) -> Msg:
     return Command(play={"card": card})
 
 
@@ -133,7 +136,7 @@ class HighCard:
             events.append(Event(dealt={"seat": s, "cards": sorted(deck[s * hand:(s + 1) * hand])}))
         return events
 
-    def evolve(self, state: State | None, event: Message) -> State:
+    def evolve(self, state: State | None, event: Msg) -> State:
         kind = event.WhichOneof("kind")
         if kind == "seated":
             e = event.seated
@@ -156,7 +159,7 @@ class HighCard:
         return dataclasses.replace(state, scores=tuple(scores), trick=(), leader=winner,
                                    tricks_done=state.tricks_done + 1)
 
-    def decide(self, state: State, seat: int, command: Message, rng: Rng) -> list[Message]:
+    def decide(self, state: State, seat: int, command: Msg, rng: Rng) -> list[Message]:
         if command.WhichOneof("kind") != "play":
             raise RuleViolation("HC-2", "the only command is play")
         if state.over or seat != state.turn:
@@ -175,20 +178,20 @@ class HighCard:
             return []
         return [play(c) for c in state.hands[seat]][: limit or None]
 
-    def view(self, state: State, viewer: int | None) -> Message:
-        v = View(viewer=-1 if viewer is None else viewer, seats=state.seats, hand_sizes=[len(h) for h in state.hands],
+    def view(self, state: State, viewer: int | None) -> Msg:
+        v: Msg = View(viewer=-1 if viewer is None else viewer, seats=state.seats, hand_sizes=[len(h) for h in state.hands],
                  scores=list(state.scores), trick=list(state.trick), leader=state.leader,
                  turn=-1 if state.over else state.turn, seen=list(state.seen), over=state.over)
         if viewer is not None:
             v.hand.extend(state.hands[viewer])
         return v
 
-    def visibility(self, event: Message):
+    def visibility(self, event: Msg):
         if event.WhichOneof("kind") == "dealt":
             return private_to(event.dealt.seat)
         return PUBLIC
 
-    def redact(self, event: Message, viewer: int | None) -> Message | None:
+    def redact(self, event: Msg, viewer: int | None) -> Message | None:
         return event if self.visibility(event).allows(viewer) else None
 
     def result(self, state: State) -> Result | None:
@@ -205,13 +208,13 @@ class HighCard:
     def render_state(self, state: State) -> str:
         return f"hands:{state.hands} scores:{state.scores} trick:{state.trick} turn:{state.turn}"
 
-    def render_command(self, command: Message) -> str:
+    def render_command(self, command: Msg) -> str:
         return f"play {command.play.card}"
 
-    def render_event(self, event: Message) -> str:
+    def render_event(self, event: Msg) -> str:
         return str(event).replace("\n", " ")
 
-    def determinize(self, view: Message, seat: int, rng: Rng) -> State:
+    def determinize(self, view: Msg, seat: int, rng: Rng) -> State:
         """Deal the cards `seat` cannot see at random among the other hands."""
         seats = len(view.hand_sizes)
         unseen = [c for c in range(1, 14) if c not in set(view.hand) | set(view.seen)]
