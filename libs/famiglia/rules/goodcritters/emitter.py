@@ -10,7 +10,7 @@ from __future__ import annotations
 from famiglia.engine import Rng
 
 from .events import Event
-from .evolve import evolve
+from .evolve import evolve, remember
 from .state import State
 
 
@@ -24,4 +24,7 @@ class Emitter:
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
-        self.state = evolve(self.state, event)
+        before = self.state
+        self.state = evolve(before, event)
+        if before is not None:
+            remember(before, event, self.state)

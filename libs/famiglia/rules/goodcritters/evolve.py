@@ -15,8 +15,26 @@ from .data import NOBODY
 from .events import Event
 from .state import Offer, State, Step, fresh_round_fields, put, replace
 
+_RECENT: dict[tuple[int, int], tuple[State, Event, State]] = {}
+_RECENT_MAX = 512
+
+
+def remember(before: State, event: Event, after: State) -> None:
+    """`decide` has just evolved `before` by `event`: keep the result for the fold that follows.
+
+    The command path folds the very event objects `decide` returned onto the very state it was
+    given, so each of them is evolved twice; this memo (checked by identity, bounded, pure)
+    halves that work. Events are facts: never change one after `decide` returned it."""
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[(id(before), id(event))] = (before, event, after)
+
 
 def evolve(state: State | None, event: Event) -> State:
+    if state is not None:
+        hit = _RECENT.get((id(state), id(event)))
+        if hit is not None and hit[0] is state and hit[1] is event:
+            return hit[2]
     kind = event.WhichOneof("kind")
     if state is None:
         if kind != "game_set_up":

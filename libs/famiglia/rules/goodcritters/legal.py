@@ -180,7 +180,11 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
     if step is Step.DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:
-            count = ASSIGNMENT_SAMPLE if limit is None else max(1, min(ASSIGNMENT_SAMPLE, limit // 2))
+            count = (
+                max(ASSIGNMENT_SAMPLE, state.seats + 4)
+                if limit is None
+                else max(1, min(state.seats + 4, limit // 2))
+            )
             out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
     else:
         card_step = step is Step.ACTIONS or step is Step.CARD_CHOICE
