@@ -70,7 +70,7 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
         raise RuleViolation("NP-X21", f"unknown option(s) {unknown}")
     if options.get("expansions", ""):
         raise RuleViolation("NP-V7", "no expansion gangster set is shipped")
-    colours = COLOURS
+    colours: tuple[str, ...] = COLOURS
     raw = options.get("colours", "")
     if raw:
         colours = tuple(c.strip() for c in raw.split(","))

@@ -5,6 +5,8 @@ Also the resolution of window claims (NP-D5, NP-D6, NP-X22), shared by every pha
 
 from __future__ import annotations
 
+from typing import Any
+
 from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
@@ -19,6 +21,7 @@ from .data import (
     G,
 )
 from .effects import DICE_CODES, EFFECTS, Ctx
+from .events import pass_command
 from .rounds import begin_phase
 from .state import Phase, State
 from .tx import Tx
@@ -189,8 +192,8 @@ def check_action(s: State, cmd: pb.Command) -> None:
         EFFECTS[code].check(s, ctx, m.targets)
         return
     if kind == "whack":
-        m = cmd.whack
-        if m.gangster_ability:
+        w = cmd.whack
+        if w.gangster_ability:
             code = G[a.gangster].ability
             if code not in ("WHACK_5", "WHACK_LOWER_FREE"):
                 raise RuleViolation("NP-W21", "this gangster cannot whack")
@@ -198,17 +201,17 @@ def check_action(s: State, cmd: pb.Command) -> None:
             code = POSITIONS[a.position].ability
             if code != "WHACK_10":
                 raise RuleViolation("NP-W23", "only the Third Guy whacks by position")
-        if not is_active(s, m.target) or m.target == a.gangster:
+        if not is_active(s, w.target) or w.target == a.gangster:
             raise RuleViolation("NP-W43", "whack another active gangster")
-        if code == "WHACK_LOWER_FREE" and s.board.index(m.target) + 1 >= a.position:
+        if code == "WHACK_LOWER_FREE" and s.board.index(w.target) + 1 >= a.position:
             raise RuleViolation("NP-W21", "WHACK_LOWER_FREE targets a lower-numbered position")
-        if s.money[a.seat] < _whack_cost(s, a.position, code, m.target):
+        if s.money[a.seat] < _whack_cost(s, a.position, code, w.target):
             raise RuleViolation("NP-W20", "the whack's cost cannot be paid")
         return
     if kind == "make_a_move":
-        m = cmd.make_a_move
-        q = m.target_position
-        if m.gangster_ability:
+        mv = cmd.make_a_move
+        q = mv.target_position
+        if mv.gangster_ability:
             if G[a.gangster].ability != "MOVE_ANY_HIGHER" or q <= a.position:
                 raise RuleViolation("NP-W21", "MOVE_ANY_HIGHER targets a higher position")
         elif q not in POSITIONS[a.position].arrows:
@@ -222,7 +225,7 @@ def check_action(s: State, cmd: pb.Command) -> None:
 def action_options(s: State, limit: int = 16) -> list[pb.Command]:
     a = s.act
     assert a is not None
-    out = [pb.Command(**{"pass": pb.Pass()})]
+    out = [pass_command()]
     ctx = Ctx(a.seat, a.gangster, a.position)
     pcode = POSITIONS[a.position].ability
     if pcode == "WHACK_10":
@@ -283,12 +286,12 @@ def resolve_action(tx: Tx, cmd: pb.Command) -> None:
             tx.emit("action_turn_ended", position=a.position, outcome=code)
         return
     if kind == "whack":
-        m = cmd.whack
-        code = G[a.gangster].ability if m.gangster_ability else "WHACK_10"
-        cost = _whack_cost(s, a.position, code, m.target)
+        w = cmd.whack
+        code = G[a.gangster].ability if w.gangster_ability else "WHACK_10"
+        cost = _whack_cost(s, a.position, code, w.target)
         if cost:
             tx.money(a.seat, -cost, "whack")
-        _roll(tx, "whack", "whack", a.seat, a.gangster, target=m.target)
+        _roll(tx, "whack", "whack", a.seat, a.gangster, target=w.target)
         return
     _roll(tx, "move", "move", a.seat, a.gangster, target_position=cmd.make_a_move.target_position)
 
@@ -301,7 +304,7 @@ def _roll(tx: Tx, die: str, purpose: str, actor: int, gangster: str, target: str
 
 
 # -- rerolls (NP-W44, NP-W45, NP-D6, NP-V9) ---------------------------------------------------------------------------
-def free_means(s: State, seat: int) -> list[int]:
+def free_means(s: State, seat: int) -> list[Any]:
     """Free reroll rights of `seat` in the open roll: FREE_REROLL, WHACK_FREE_REROLL, a token."""
     out = []
     r = s.roll
@@ -317,7 +320,7 @@ def free_means(s: State, seat: int) -> list[int]:
     return out
 
 
-def reroll_means(s: State, seat: int) -> list[int]:
+def reroll_means(s: State, seat: int) -> list[Any]:
     out = [pb.REROLL_PAY] if s.money[seat] >= REROLL_PRICE else []
     return out + free_means(s, seat)
 
@@ -373,7 +376,7 @@ def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) ->
                 gangster=_free_gangster(tx.s, winner) if means == pb.REROLL_FREE_RING else "")
         _roll(tx, r.die, r.purpose, r.actor, r.gangster, r.target, r.target_pos)
         return
-    k = chosen.WhichOneof("kind")
+    k = str(chosen.WhichOneof("kind"))
     resolve_play(tx, winner, k, getattr(chosen, k), window=True)
 
 

@@ -26,8 +26,8 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
     if v.phase == Phase.OVER:   # NP-H10: everything is revealed
         per: list[list[str]] = [[] for _ in range(n)]
         for item in v.hands_all:
-            i, c = item.split(":")
-            per[int(i)].append(c)
+            owner, card = item.split(":")
+            per[int(owner)].append(card)
         hands = [tuple(sorted(h)) for h in per]
         deck = tuple(v.influence_deck)
         gdeck = tuple(v.gangster_deck)

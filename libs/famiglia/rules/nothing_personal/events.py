@@ -6,20 +6,29 @@ from typing import Any
 
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-_EVENT_CLS: dict[str, Any] = {
-    f.name: getattr(pb, f.message_type.name) for f in pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
-}
-_COMMAND_CLS: dict[str, Any] = {
-    f.name: getattr(pb, f.message_type.name) for f in pb.Command.DESCRIPTOR.oneofs_by_name["kind"].fields
-}
+
+def _classes(message: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in message.DESCRIPTOR.oneofs_by_name["kind"].fields:
+        out[f.name] = getattr(pb, f.message_type.name)
+    return out
+
+
+_EVENT_CLS = _classes(pb.Event)
+_COMMAND_CLS = _classes(pb.Command)
 
 
 def ev(event_kind: str, /, **fields: Any) -> pb.Event:
     return pb.Event(**{event_kind: _EVENT_CLS[event_kind](**fields)})
 
 
-def cmd(command_kind: str, /, **fields: Any) -> pb.Command:
+def cmd(command_kind: str, /, **fields: Any) -> Any:
     return pb.Command(**{command_kind: _COMMAND_CLS[command_kind](**fields)})
+
+
+def pass_command() -> Any:
+    """`Pass` is a Python keyword, so the field is reached by name."""
+    return cmd("pass")
 
 
 EVENT_KINDS = tuple(_EVENT_CLS)

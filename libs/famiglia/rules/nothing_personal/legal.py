@@ -7,12 +7,13 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from . import crew
 from .board import active
 from .decide.negotiation import executable
+from .events import cmd, pass_command
 from .family import max_buy
 from .flow import decision
 from .plays import play_options
 from .state import Phase, State
 
-PASS = pb.Command(**{"pass": pb.Pass()})
+PASS = pass_command()
 
 
 def required(s: State, seat: int) -> list[pb.Command]:
@@ -30,7 +31,7 @@ def required(s: State, seat: int) -> list[pb.Command]:
         assert s.window is not None
         if s.window.kind == "card":
             return [PASS, *play_options(s, seat, window=True)]
-        return [PASS, *(pb.Command(buy_reroll=pb.BuyReroll(means=m)) for m in crew.reroll_means(s, seat))]
+        return [PASS, *(cmd("buy_reroll", means=m) for m in crew.reroll_means(s, seat))]
     if k == "action":
         return crew.action_options(s)
     if k == "blackmail":
@@ -58,10 +59,12 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     """A representative sample of the commands that never advance the game.
 
     Chat (NP-M7) is free text with no game effect: `decide` accepts it, but it is not enumerated.
+    A shakedown may sell any cards of the hand; the sample lists selling the first one.
     """
     if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
         return []
-    out = [pb.Command(shakedown=pb.Shakedown(cards=[c])) for c in sorted(set(s.hands[seat]))]
+    hand = s.hands[seat]
+    out = [pb.Command(shakedown=pb.Shakedown(cards=[hand[0]]))] if hand else []
     for o in s.offers:
         if o.to == seat:
             if executable(s, o):

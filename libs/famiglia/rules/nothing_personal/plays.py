@@ -202,8 +202,8 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
                     made += 1
         if card.keyword == "OR":
             ctx = Ctx(seat)
-            for t in EFFECTS[card.effect].options(s, ctx, per_card):
-                out.append(pb.Command(play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=t)))
+            for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
+                out.append(pb.Command(play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets)))
         if not window and s.supply[seat] >= 1:
             act = active(s)
             for g in act[:: max(1, len(act) // 2)][:2]:

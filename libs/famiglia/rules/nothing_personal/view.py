@@ -8,10 +8,13 @@ Once the game is over everything is revealed (NP-H10).
 
 from __future__ import annotations
 
+from typing import Any
+
 from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .data import GIDX
+from .events import pass_command
 from .state import Phase, State
 
 
@@ -48,7 +51,7 @@ def view(s: State, viewer: int | None) -> pb.View:
             ans = w.answers[me]
             if ans is not None:
                 v.window_answered_by_me = True
-                v.my_answer.CopyFrom(pb.Command.FromString(ans) if ans else pb.Command(**{"pass": pb.Pass()}))
+                v.my_answer.CopyFrom(pb.Command.FromString(ans) if ans else pass_command())
     r = s.roll
     if r is not None:
         v.die, v.face, v.roll_purpose, v.roll_actor = r.die, r.face, r.purpose, r.actor
@@ -101,10 +104,10 @@ _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
 
 
 def visibility(event: pb.Event) -> Visibility:
-    kind = event.WhichOneof("kind")
+    kind = str(event.WhichOneof("kind"))
     if kind in _SERVER:
         return SERVER_ONLY
-    m = getattr(event, kind)
+    m: Any = getattr(event, kind)
     if kind in ("cards_received", "window_answered", "claim_lapsed", "auto_pass_set"):
         return private_to(m.seat)
     if kind in ("offer_made", "offer_closed", "trade_cards_moved"):
