@@ -1,5 +1,7 @@
 """Match options (GC-K01): keys, defaults, allowed values and parsing.
 
+A bad option is refused with RuleViolation("GC-K01", ...), naming the key's own rule id.
+
 Options arrive as strings. Every key of GC-K01 is listed; keys whose behaviour the engine
 implements in one way only (the deck's values and types, the Fuzz table...) accept just that
 value, so a configuration that asks for something else is refused instead of ignored.
@@ -150,7 +152,9 @@ class Config:
 
 
 def _bad(key: str, value: str, why: str) -> RuleViolation:
-    return RuleViolation(SPECS[key].rule if key in SPECS else "GC-K01", f"option {key}={value!r}: {why}")
+    """Every bad option is refused under GC-K01; the message names the rule the key belongs to."""
+    rule = SPECS[key].rule if key in SPECS else "GC-K01"
+    return RuleViolation("GC-K01", f"option {key}={value!r} ({rule}): {why}")
 
 
 def normalize(options: Mapping[str, str]) -> dict[str, str]:
@@ -158,7 +162,7 @@ def normalize(options: Mapping[str, str]) -> dict[str, str]:
     out = {o.key: o.default for o in OPTIONS}
     for key, raw in options.items():
         if key not in SPECS:
-            raise RuleViolation("GC-K01", f"unknown option {key!r}")
+            raise RuleViolation("GC-K01", f"unknown option {key!r} (GC-K01)")
         value = str(raw).strip()
         if SPECS[key].choices == _BOOL:
             lowered = value.lower()
