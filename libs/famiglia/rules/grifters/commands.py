@@ -107,8 +107,10 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
         out = [pull_caper(card) for card in hand]
         per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
         skills = by_skill(hand)
-        for job in state.available_jobs():
-            out.extend(complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
+        have = {skill: len(cards) for skill, cards in skills.items()}
+        for _, jobs in state.stacks:
+            if jobs and all(have.get(skill, 0) >= n for skill, n in JOBS_BY_ID[jobs[0]].skills):
+                out.extend(complete_job(jobs[0], team) for team in islice(teams(hand, jobs[0], skills), per_job))
     else:
         options: list[Any] = choice_options(state, decision)
         if decision in OPTIONAL_CHOICES:

@@ -47,11 +47,16 @@ def evolve(state: State | None, event: Event) -> State:
     hit = _FOLDED.get(id(event))
     if hit is not None and hit[0] is event and hit[1] is state:
         return hit[2]
-    kind = event.WhichOneof("kind")
     if state is None:
-        if kind != "match_started":
-            raise ValueError(f"the first Grifters event is match_started, not {kind}")
+        if event.WhichOneof("kind") != "match_started":
+            raise ValueError(f"the first Grifters event is match_started, not {event.WhichOneof('kind')}")
         return _match_started(event.match_started)
+    return apply(state, event)
+
+
+def apply(state: State, event: Event) -> State:
+    """One event on a running match (no cache lookup: `decide` calls this for fresh events)."""
+    kind = event.WhichOneof("kind")
     if state.choice and kind != "choice_opened":
         state = replace_state(state, choice=NONE)
     return _EVOLVERS[kind](state, getattr(event, kind))
@@ -69,6 +74,9 @@ def _add(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
 
 
 def _remove(cards: tuple[str, ...], gone: Any) -> tuple[str, ...]:
+    if len(gone) == 1:
+        one = gone[0]
+        return tuple(c for c in cards if c != one)
     gone = set(gone)
     return tuple(c for c in cards if c not in gone)
 

@@ -11,7 +11,7 @@ from typing import Any
 from famiglia.engine import Rng
 
 from . import events as ev
-from .evolve import evolve, remember
+from .evolve import apply, remember
 from .flow import choice_options, default_answer
 from .state import COPY, OPTIONAL_CHOICES, State
 
@@ -56,8 +56,8 @@ class Ctx:
     def emit(self, event: ev.Event) -> None:
         self.events.append(event)
         before = self.state
-        self.state = evolve(before, event)
-        remember(before, event, self.state)
+        self.state = after = apply(before, event)
+        remember(before, event, after)
 
     def end(self, reason: str) -> None:
         """GR-E01, GR-E02, GR-H11: the game ends now; every hand and the deck become public."""
