@@ -56,7 +56,7 @@ def evolve(state: State | None, event: Event) -> State:
 
 def apply(state: State, event: Event) -> State:
     """One event on a running match (no cache lookup: `decide` calls this for fresh events)."""
-    kind = event.WhichOneof("kind")
+    kind: str = event.WhichOneof("kind")  # type: ignore[assignment]
     if state.choice and kind != "choice_opened":
         state = replace_state(state, choice=NONE)
     return _EVOLVERS[kind](state, getattr(event, kind))

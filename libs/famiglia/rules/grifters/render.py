@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import text_format
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
@@ -39,7 +41,7 @@ def _fields(msg: object) -> str:
 
 def render_command(command: pb.Command) -> str:
     kind = command.WhichOneof("kind") or "?"
-    body = getattr(command, kind) if kind != "?" else command
+    body: Any = getattr(command, kind) if kind != "?" else command
     if kind == "pull_caper":
         return f"PullCaper {body.card}" + (" (defaults)" if body.use_defaults else "")
     if kind == "complete_job":
@@ -50,7 +52,7 @@ def render_command(command: pb.Command) -> str:
 
 def render_event(event: pb.Event) -> str:
     kind = event.WhichOneof("kind") or "?"
-    body = getattr(event, kind) if kind != "?" else event
+    body: Any = getattr(event, kind) if kind != "?" else event
     name = "".join(part.title() for part in kind.split("_"))
     if kind == "deck_shuffled":
         return f"{name} {len(body.cards)} cards [{' '.join(body.cards)}]"
