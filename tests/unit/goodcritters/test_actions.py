@@ -309,3 +309,17 @@ def test_gc_a07_play_step3_helper_commits_every_seat() -> None:
     state, _ = assign(table_state())
     state, events = play_step3(state, [VOTE_YES] * 4)
     assert kinds(events).count("committed") == 4
+
+
+def test_gc_a08_every_action_card_has_an_effect_and_every_effect_is_used() -> None:
+    """GC-A08: the effect table covers the five cards, and no effect function is unused."""
+    import inspect
+
+    from famiglia.rules.goodcritters import effects
+
+    assert set(effects.EFFECTS) == set(ACTION_CARDS)
+    used = {f.__name__ for f in effects.EFFECTS.values()} | {"steal", "resolve_offers"}
+    defined = {
+        n for n, f in inspect.getmembers(effects, inspect.isfunction) if f.__module__ == effects.__name__
+    }
+    assert defined <= used
