@@ -15,7 +15,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from .board import active, icon_targets
 from .data import CARD, CREW_SURCHARGE, InfluenceCard
 from .effects import EFFECTS, Ctx
-from .state import Phase, State
+from .state import Phase, State, replace
 from .tx import Tx
 
 
@@ -174,10 +174,9 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         if sig in seen:
             continue
         seen.add(sig)
-        try:
-            surcharge = _check_timing(s, card, window)
-        except RuleViolation:
+        if window and not (card.timing == "anytime" or (card.timing == "crew" and s.phase == Phase.CREW)):
             continue
+        surcharge = _check_timing(s, card, window)
         if base_ante + surcharge > s.money[seat]:
             continue
         antes = [base_ante]
@@ -211,17 +210,27 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
     return out
 
 
+_MARKER_BLIND = frozenset({"EXTRA_5", "BLACKMAIL_COIN", "INVITE_1"})
+
+
 def _effect_variants(s: State, seat: int, card: InfluenceCard, msg: pb.PlayForInfluence,
                      window: bool) -> list[pb.PlayForInfluence]:
     if card.keyword not in ("blank", "AND"):
         return [msg]
-    tx = Tx(s, Rng(0))
     surcharge = _check_timing(s, card, window)
-    _pay(tx, seat, msg.ante, surcharge)
-    for p in msg.placements:
-        tx.emit("markers_placed", gangster=p.gangster, owner=seat, count=card.groups[p.group].count)
     received = tuple(dict.fromkeys(p.gangster for p in msg.placements))
-    opts = EFFECTS[card.effect].options(tx.s, Ctx(seat, received=received), 2)
+    if card.effect in _MARKER_BLIND:
+        # These effects read only money, supply, coins and seats: adjust those instead of simulating.
+        placed = sum(card.groups[p.group].count for p in msg.placements)
+        after = replace(s, supply=s.supply[:seat] + (s.supply[seat] - placed,) + s.supply[seat + 1:],
+                        money=s.money[:seat] + (s.money[seat] - msg.ante - surcharge,) + s.money[seat + 1:])
+    else:
+        tx = Tx(s, Rng(0))
+        _pay(tx, seat, msg.ante, surcharge)
+        for p in msg.placements:
+            tx.emit("markers_placed", gangster=p.gangster, owner=seat, count=card.groups[p.group].count)
+        after = tx.s
+    opts = EFFECTS[card.effect].options(after, Ctx(seat, received=received), 2)
     if card.keyword == "AND":
         if not opts:
             return [msg]
