@@ -286,6 +286,12 @@ def test_nc_d01_malformed_or_wrong_commands_are_refusals_never_crashes() -> None
         ])
 
     def on_step(before, step, after) -> None:
+        for who in range(after.seats):
+            for limit in (1, 3, 64):
+                listed = ENGINE.legal_commands(after, who, limit=limit)
+                assert len(listed) <= limit  # a bounded, representative sample
+                for cmd in listed:
+                    ENGINE.decide(after, who, cmd, Rng(2))
         for _ in range(6):
             who = chooser.randrange(-1, after.seats + 1)
             try:

@@ -31,7 +31,7 @@ _END = pb.Command(end_turn=pb.EndTurn())
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
     cap = limit if limit is not None else 10_000
-    if state.phase is Phase.OVER:
+    if state.phase is Phase.OVER or cap <= 0:
         return []
     choice = state.choice
     if choice is not None:
