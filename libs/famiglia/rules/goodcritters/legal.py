@@ -115,7 +115,8 @@ def _sample_gifts(state: State, seat: int) -> list[Command]:
     for i in range(GIFT_SAMPLE):
         receiver = others[(state.round + i) % len(others)]
         if i % 2 == 0 and stash:
-            out.append(cmd.give_gift(receiver, [stash[(state.round + i) % len(stash)]], 0, i % 4 == 0))
+            open_ = (state.round + receiver) % 2 == 0
+            out.append(cmd.give_gift(receiver, [stash[(state.round + i) % len(stash)]], 0, open_))
         elif state.payoff_cards[seat]:
             out.append(cmd.give_gift(receiver, [], 1, True))
     return out
