@@ -120,6 +120,7 @@ class Projector:
         self.cache = MatchCache(cache_size)
         self.max_attempts = max_attempts
         self.ratings = RatingBook()
+        self._finished: list[Match] = []
 
     # -- the batch ----------------------------------------------------------------------
     def project(self, entries: Sequence[PartitionEntry]) -> BatchOutcome:
@@ -154,6 +155,7 @@ class Projector:
 
     def _apply_batch(self, session: Session, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
         outcome = BatchOutcome()
+        self._finished: list[Match] = []
         ids = sorted(by_match)  # one lock order for every process: no deadlocks between consumers
         rows = {m.match_id: m for m in session.exec(
             select(Match).where(col(Match.match_id).in_(ids)).order_by(col(Match.match_id)).with_for_update()).all()}
@@ -177,6 +179,11 @@ class Projector:
                 outcome.applied.extend(ready)
                 if finished:
                     outcome.finished_matches.append(match_id)
+        # Rate this batch's finished matches in canonical order, so a batch never re-rates itself.
+        for row in sorted(self._finished, key=lambda m: (m.finished_ms or 0, m.match_id)):
+            self.ratings.rate(session, game_scope(row.game_id), row)
+            if row.tournament_id:
+                self.ratings.rate(session, tournament_scope(row.tournament_id), row)
         self._advance_checkpoints(session, outcome.applied)
         if outcome.applied:
             outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
@@ -291,7 +298,8 @@ class Projector:
 
     # -- finishing ----------------------------------------------------------------------
     def _finish(self, session: Session, row: Match, result: Result) -> None:
-        """Seat results, ratings (once per match: the live -> finished transition) and standings."""
+        """Seat results, standings, and a place in the batch's rating queue (once per match: the
+        live -> finished transition)."""
         row.status = "finished"
         row.finished_ms = row.last_event_ms
         row.outcome = {str(k): str(v) for k, v in sorted(result.outcome.items())}
@@ -306,9 +314,8 @@ class Projector:
             seat.details = {str(k): str(v) for k, v in sorted(outcome.details.items())}
             session.add(seat)
         session.flush()
-        self.ratings.rate(session, game_scope(row.game_id), row)
+        self._finished.append(row)  # rated at the end of the batch, in canonical order
         if row.tournament_id:
-            self.ratings.rate(session, tournament_scope(row.tournament_id), row)
             self._tournament_result(session, row, list(seats.values()))
 
     def _tournament_result(self, session: Session, row: Match, seats: list[MatchSeat]) -> None:

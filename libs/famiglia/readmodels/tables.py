@@ -122,6 +122,29 @@ class PlayerRating(ReadModel, table=True):
     wins: int = 0
 
 
+class RatingHistory(ReadModel, table=True):
+    """A player's rating before and after one rated match of a scope, in canonical order.
+
+    What lets a match that finishes "in the past" re-rate only the matches after
+    it: the ratings just before it are read from here.
+    """
+
+    __tablename__ = "rating_history"
+    __table_args__ = (Index("ix_rating_history_player", "scope", "player_id", "order_ms", "match_id"),
+                      Index("ix_rating_history_order", "scope", "order_ms", "match_id"))
+
+    scope: str = Field(primary_key=True, max_length=200)
+    match_id: str = Field(primary_key=True, max_length=64)
+    player_id: str = Field(primary_key=True, max_length=128)
+    order_ms: int = _ms(nullable=False)
+    """The match's finish time: with match_id, the canonical rating order."""
+    rank: int
+    mu_before: float
+    sigma_before: float
+    mu_after: float
+    sigma_after: float
+
+
 class Tournament(ReadModel, table=True):
     __tablename__ = "tournaments"
 
@@ -185,5 +208,6 @@ class Checkpoint(ReadModel, table=True):
 
 #: Tables in dependency order (children after parents), for wiping and dumping.
 TABLES: tuple[type[ReadModel], ...] = (
-    Player, Match, MatchSeat, RatingScope, PlayerRating, Tournament, TournamentStanding, ArchivedEvent, Checkpoint,
+    Player, Match, MatchSeat, RatingScope, PlayerRating, RatingHistory, Tournament, TournamentStanding, ArchivedEvent,
+    Checkpoint,
 )

@@ -16,11 +16,12 @@ from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 
 
-def played_entries(match_id: str, seed: int, partition: int = 0) -> tuple[list[PartitionEntry], int]:
+def played_entries(match_id: str, seed: int, partition: int = 0, players: tuple[str, ...] = ("ann", "bob"),
+                   start_ms: int = 1_700_000_000_000) -> tuple[list[PartitionEntry], int]:
     """The entries of one random Dice Race match, as a partition stream would deliver them."""
-    spec = MatchSpec(match_id=match_id, players=["ann", "bob"], seed=seed, game_id=GAME_ID)
+    spec = MatchSpec(match_id=match_id, players=list(players), seed=seed, game_id=GAME_ID)
     entries: list[PartitionEntry] = []
-    for command_id, envelopes in _batches(ENGINE, spec, Clock()):
+    for command_id, envelopes in _batches(ENGINE, spec, Clock(start_ms)):
         if command_id == "done":
             break
         for env in envelopes:
@@ -78,3 +79,24 @@ def test_the_checkpoint_keeps_the_newest_entry_per_partition(projector: Projecto
     assert partition == 2 and last_id == first[-1].entry_id and events == len(first)
 
 
+
+
+def test_ratings_do_not_depend_on_the_order_matches_finish_in(tmp_path: Path) -> None:
+    import random
+
+    pool = ("ann", "bob", "cy", "dee")
+    matches = [played_entries(f"m{i}", seed=20 + i, partition=i % 3, players=(pool[i % 4], pool[(i + 1) % 4], "eve"),
+                              start_ms=1_700_000_000_000 + 7_000 * i)[0] for i in range(6)]
+    dumps = []
+    for attempt, order in enumerate([list(range(6)), list(reversed(range(6))), random.Random(3).sample(range(6), 6)]):
+        engine = make_engine(f"sqlite:///{tmp_path / f'order{attempt}.db'}")
+        schema.upgrade(engine)
+        projector = Projector(engine, registry())
+        for i in order:
+            projector.project(matches[i])
+        tables = dump(engine)
+        tables.pop("projection_checkpoints")  # entry ids are per partition arrival, not part of the ratings
+        dumps.append(tables)
+        engine.dispose()
+    assert dumps[0]["ratings"] and dumps[0]["rating_history"]
+    assert dumps[1] == dumps[0] and dumps[2] == dumps[0]
