@@ -6,6 +6,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from . import crew
 from .board import active
+from .data import GIDX
 from .decide.negotiation import executable
 from .events import cmd, pass_command
 from .family import max_buy
@@ -72,8 +73,19 @@ def optional(s: State, seat: int) -> list[pb.Command]:
             out.append(pb.Command(decline_deal=pb.DeclineDeal(offer=o.id)))
         elif o.frm == seat:
             out.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
-    if s.offers_made[seat] < s.cfg.offers_per_phase and s.money[seat] >= 1:
-        out.append(pb.Command(offer_deal=pb.OfferDeal(to=(seat + 1) % s.n, give_money=1)))
+    if s.offers_made[seat] < s.cfg.offers_per_phase:
+        to = (seat + 1) % s.n
+        if s.money[seat] >= 1:
+            out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
+        for gid in s.board:   # NP-M6: a blackmail hand-over
+            if gid:
+                st = s.gs[GIDX[gid]]
+                if st.coin == seat and st.markers[to] >= 1:
+                    out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid)))
+                    break
+        if s.cfg.keep_your_word and s.money[seat] >= 1 and s.board[8]:   # NP-V2
+            c = pb.Contract(payer=seat, payee=to, amount=1, condition="GANGSTER_GONE", gangster=s.board[8])
+            out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
         cards, rerolls = s.autopass[seat]
         out.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
