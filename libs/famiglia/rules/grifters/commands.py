@@ -8,7 +8,7 @@ from typing import Any
 from famiglia.engine import DecisionKind, Pending
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
-from .data import JOBS_BY_ID, SKILL_OF
+from .data import BRAIN, BRAWN, JOBS_BY_ID, SKILL_OF, SPEED
 from .flow import PLAY_DECISION, choice_options, default_answer, open_decision, timeout_seconds
 from .state import (
     ABDUCT,
@@ -78,10 +78,17 @@ def answer_command(choice: str, answer: Any) -> Command:
 
 
 def by_skill(hand: tuple[str, ...]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[str]] = {BRAIN: [], SPEED: [], BRAWN: []}
     for card in hand:
-        out.setdefault(SKILL_OF[card], []).append(card)
+        out[SKILL_OF[card]].append(card)
     return out
+
+
+#: GR-J03: each Job's icons as (BRAIN, SPEED, BRAWN) counts, for a quick feasibility check
+_NEEDS: dict[str, tuple[int, int, int]] = {
+    j.id: (dict(j.skills).get(BRAIN, 0), dict(j.skills).get(SPEED, 0), dict(j.skills).get(BRAWN, 0))
+    for j in JOBS_BY_ID.values()
+}
 
 
 def teams(hand: tuple[str, ...], job: str, skills: dict[str, list[str]] | None = None) -> Any:
@@ -107,9 +114,12 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
         out = [pull_caper(card) for card in hand]
         per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
         skills = by_skill(hand)
-        have = {skill: len(cards) for skill, cards in skills.items()}
+        b, s, w = len(skills[BRAIN]), len(skills[SPEED]), len(skills[BRAWN])
         for _, jobs in state.stacks:
-            if jobs and all(have.get(skill, 0) >= n for skill, n in JOBS_BY_ID[jobs[0]].skills):
+            if not jobs:
+                continue
+            nb, ns, nw = _NEEDS[jobs[0]]
+            if b >= nb and s >= ns and w >= nw:
                 out.extend(complete_job(jobs[0], team) for team in islice(teams(hand, jobs[0], skills), per_job))
     else:
         options: list[Any] = choice_options(state, decision)

@@ -62,6 +62,9 @@ def apply(state: State, event: Event) -> State:
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 
+_NO_CARDS: frozenset[str] = frozenset()
+
+
 # -- helpers --------------------------------------------------------------------------------------------
 def _with_player(state: State, seat: int, player: Player) -> tuple[Player, ...]:
     players = list(state.players)
@@ -87,13 +90,14 @@ def _set_night(nights: tuple[tuple[str, ...], ...], index: int, group: tuple[str
     return tuple(out)
 
 
-def _advance(state: State, seat: int) -> State:
-    """GR-R03: Night Three -> Refresh area (a token -> the Coffers, GR-R07), Two -> Three, One -> Two."""
+def _advanced(state: State, seat: int) -> tuple[tuple[Player, ...], int]:
+    """GR-R03: Night Three -> Refresh area (a token -> the Coffers, GR-R07), Two -> Three, One -> Two.
+    Returns the players and the Coffers after it."""
     p = state.players[seat]
     n1, n2, n3 = p.nights
     t1, t2, t3 = p.tokens
     player = replace_player(p, nights=((), n1, n2), tokens=(False, t1, t2), refresh=p.refresh + n3)
-    return replace_state(state, players=_with_player(state, seat, player), coffers=state.coffers + (1 if t3 else 0))
+    return _with_player(state, seat, player), state.coffers + (1 if t3 else 0)
 
 
 # -- one function per event kind --------------------------------------------------------------------
@@ -132,14 +136,18 @@ def _card_drawn(s: State, e: pb.CardDrawn) -> State:
 
 def _turn_began(s: State, e: pb.TurnBegan) -> State:
     """A new turn; its Phase 1 Advance Time happens with it unless skipped (GR-R03, GR-R04)."""
-    s = replace_state(s, active=e.seat, round=e.round, turn=e.turn, phase=PLAY, played=False, caper=None,
-                use_defaults=False, swapped_in=frozenset(), locked=frozenset())
-    return s if e.advance_skipped else _advance(s, e.seat)
+    players, coffers = (s.players, s.coffers) if e.advance_skipped else _advanced(s, e.seat)
+    return replace_state(s, players=players, coffers=coffers, active=e.seat, round=e.round, turn=e.turn,
+                         phase=PLAY, played=False, caper=None, use_defaults=False, swapped_in=_NO_CARDS,
+                         locked=_NO_CARDS)
 
 
 def _time_advanced(s: State, e: pb.TimeAdvanced) -> State:
     """An extra Advance Time from a card (GR-R05)."""
-    return s if e.skipped else _advance(s, e.seat)
+    if e.skipped:
+        return s
+    players, coffers = _advanced(s, e.seat)
+    return replace_state(s, players=players, coffers=coffers)
 
 
 def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
@@ -275,12 +283,15 @@ def _femme_placed(s: State, e: pb.CardsPlaced) -> State:
 
 
 def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
-    if e.placed:
-        s = _cards_placed(s, e.seat, tuple(e.placed))
     caper = s.caper
     if caper is not None and caper.job and not s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, caper.job)
-    return replace_state(s, caper=None)
+    if not e.placed:
+        return replace_state(s, caper=None)
+    p = s.players[e.seat]
+    cards = tuple(e.placed)
+    player = replace_player(p, in_play=_remove(p.in_play, cards), nights=(cards, p.nights[1], p.nights[2]))
+    return replace_state(s, players=_with_player(s, e.seat, player), caper=None)
 
 
 def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
