@@ -9,58 +9,62 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from .events import pairs_of
 
 Command = pb.Command
+_pb: Any = pb  # enum fields take plain ints (see events.py)
 
 
 def assign_loot(pairs: Iterable[tuple[str, int]]) -> Command:
-    return Command(assign_loot=pb.AssignLoot(assignments=pairs_of(pairs)))
+    return Command(assign_loot=_pb.AssignLoot(assignments=pairs_of(pairs)))
 
 
 def place_threat(target: int) -> Command:
-    return Command(place_threat=pb.PlaceThreat(target=target))
+    return Command(place_threat=_pb.PlaceThreat(target=target))
 
 
 def withdraw_threat() -> Command:
-    return Command(withdraw_threat=pb.WithdrawThreat())
+    return Command(withdraw_threat=_pb.WithdrawThreat())
 
 
 def choose_action_card(card: int, commit: bool = False) -> Command:
-    return Command(choose_action_card=pb.ChooseActionCard(card=card, commit=commit))
+    return Command(choose_action_card=_pb.ChooseActionCard(card=card, commit=commit))
 
 
 def change_action_card(card: int) -> Command:
-    return Command(change_action_card=pb.ChangeActionCard(card=card))
+    return Command(change_action_card=_pb.ChangeActionCard(card=card))
 
 
 def commit() -> Command:
-    return Command(commit=pb.Commit())
+    return Command(commit=_pb.Commit())
 
 
 def end_turn() -> Command:
-    return Command(end_turn=pb.EndTurn())
+    return Command(end_turn=_pb.EndTurn())
 
 
 def give_gift(receiver: int, loot: Sequence[str] = (), payoff_cards: int = 0, open_: bool = True) -> Command:
-    return Command(give_gift=pb.GiveGift(receiver=receiver, loot=loot, payoff_cards=payoff_cards, open=open_))
+    return Command(
+        give_gift=_pb.GiveGift(receiver=receiver, loot=loot, payoff_cards=payoff_cards, open=open_)
+    )
 
 
 def make_offer(
     target: int, side: int, loot: Sequence[str] = (), payoff_cards: int = 0, visibility: int = 1
 ) -> Command:
     return Command(
-        make_offer=pb.MakeOffer(
+        make_offer=_pb.MakeOffer(
             target=target, side=side, loot=loot, payoff_cards=payoff_cards, visibility=visibility
         )
     )
 
 
 def withdraw_offer(target: int) -> Command:
-    return Command(withdraw_offer=pb.WithdrawOffer(target=target))
+    return Command(withdraw_offer=_pb.WithdrawOffer(target=target))
 
 
 @cache

@@ -73,7 +73,7 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
             high = max(low, min(view.fuzz_max_above, drawn + pile_loot))
             pile_list.insert(rng.randint(low, high) - drawn, FUZZ)
         pile = tuple(pile_list)
-    cards = []
+    cards: list[int] = []
     for sv in seat_views:
         if sv.revealed_card:
             cards.append(sv.revealed_card)

@@ -6,7 +6,7 @@ Every chance outcome is in the events themselves, so folding a match's events re
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from famiglia.engine import RuleViolation
 
@@ -35,7 +35,7 @@ def evolve(state: State | None, event: Event) -> State:
         hit = _RECENT.get((id(state), id(event)))
         if hit is not None and hit[0] is state and hit[1] is event:
             return hit[2]
-    kind = event.WhichOneof("kind")
+    kind = cast(str, event.WhichOneof("kind"))
     if state is None:
         if kind != "game_set_up":
             raise RuleViolation("GC-S01", f"a match starts with game_set_up, not {kind}")

@@ -60,7 +60,7 @@ def render_state(state: State) -> str:
 
 def render_command(command: Command) -> str:
     kind = command.WhichOneof("kind")
-    c = getattr(command, kind) if kind else None
+    c: Any = getattr(command, kind) if kind else None
     match kind:
         case "assign_loot":
             return "assign " + " ".join(f"{a.card}>{a.seat}" for a in c.assignments)
@@ -92,7 +92,7 @@ def render_command(command: Command) -> str:
 
 def render_event(event: Event) -> str:
     kind = event.WhichOneof("kind")
-    e = getattr(event, kind) if kind else None
+    e: Any = getattr(event, kind) if kind else None
     match kind:
         case "game_set_up":
             changed = [f"{o.key}={o.value}" for o in e.options if o.key in _SHOWN_OPTIONS]

@@ -10,6 +10,8 @@ redacted copy with the content (card ids, the chosen card) cleared and the publi
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -19,6 +21,7 @@ from .events import Event
 from .state import State
 
 OPEN, PEEK, HIDDEN = 1, 2, 3
+_pb: Any = pb  # enum fields take plain ints (see events.py)
 DEFAULTS = {o.key: o.default for o in OPTIONS}
 
 
@@ -34,7 +37,7 @@ def offer_loot_seen(visibility: int, briber: int, target: int, viewer: int | Non
 def view(state: State, viewer: int | None) -> pb.View:
     over = state.over
     s = state
-    v = pb.View(
+    v: Any = _pb.View(
         viewer=NOBODY if viewer is None else viewer,
         seats=s.seats,
         round=s.round,
@@ -101,8 +104,8 @@ def view(state: State, viewer: int | None) -> pb.View:
 
 
 def visibility(event: Event) -> Visibility:
-    kind = event.WhichOneof("kind")
-    e = getattr(event, kind)
+    kind = cast(str, event.WhichOneof("kind"))
+    e: Any = getattr(event, kind)
     if kind == "pile_stacked":
         return SERVER_ONLY  # GC-H07
     if kind in ("stash_dealt", "action_card_chosen", "loot_skimmed"):
@@ -149,7 +152,7 @@ def redact(event: Event, viewer: int | None) -> Event | None:
     vis = visibility(event)
     if vis.allows(viewer):
         return event
-    kind = event.WhichOneof("kind")
+    kind = cast(str, event.WhichOneof("kind"))
     fields = _SECRET_FIELDS.get(kind)
     if fields is None:
         return None
