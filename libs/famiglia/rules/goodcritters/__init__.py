@@ -5,6 +5,22 @@ step table), commands and events (message constructors), setup, decide (one func
 command; `decide.rounds` runs the steps nobody decides), effects (what each Action card does),
 evolve, legal (legal commands and timeouts), view (view, visibility, redaction), result,
 render, determinize.
+
+Choices the rules leave to the engine, and why:
+
+- Step 3 commits (GC-D04). `choose_action_card` is for an uncommitted seat (with `commit` set
+  it commits at once, which the Step 3 timeout uses, GC-D05); a committed seat that changes
+  its mind uses `change_action_card`, an optional move that takes its commitment back. So
+  `pending` (every uncommitted seat) names exactly the seats with a non-optional move, as the
+  engine contract demands, and the choice cap of GC-D10 counts both.
+- Step 1 and Step 4 have no decision: the command that leads into them (the Boss's split, the
+  last commit) carries every event up to the next decision or the end of the game.
+- A Guard revealed out of turn by a Rob (GC-A10) is resolved at once, offers in front of its
+  owner included (GC-P11), and then the Rob's counter-steal follows (GC-A15).
+- The Step 3 deadline (GC-D05) is the timeout command of every uncommitted seat: commit the
+  chosen card, or play the configured default card (Vote Yes) and commit.
+- Secret content travels in events private to the seats that may see it; every other seat
+  gets the same event with the content cleared (`view.redact`). The pile is server-only.
 """
 
 from __future__ import annotations
