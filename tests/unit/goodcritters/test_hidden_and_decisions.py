@@ -348,3 +348,17 @@ def test_gc_d10_card_choices_are_capped_and_the_last_card_stays() -> None:
     assert ENGINE.view(state, 3).seat_views[1].choices == 2
     state, _ = act(state, 1, C.commit())
     assert state.cards[1] == SKIM
+
+
+def test_gc_d01_a_limit_never_cuts_off_the_moves_that_advance_the_game() -> None:
+    """GC-D01: non-optional commands come first, so `legal_commands(limit=1)` still has one."""
+    optional = ENGINE.info.optional_commands
+    for state in (table_state(), assign(table_state())[0]):
+        for seat in {p.seat for p in ENGINE.pending(state)}:
+            (command,) = ENGINE.legal_commands(state, seat, limit=1)
+            assert command.WhichOneof("kind") not in optional
+            ENGINE.decide(state, seat, command, Rng(0))
+    state, _ = assign(table_state())
+    state, _ = act(state, 0, C.choose_action_card(VOTE_YES, commit=True))
+    listed = ENGINE.legal_commands(state, 0)
+    assert listed and all(c.WhichOneof("kind") in optional for c in listed)  # committed: optional only
