@@ -57,38 +57,48 @@ def required(s: State, seat: int) -> list[pb.Command]:
 
 
 def optional(s: State, seat: int) -> list[pb.Command]:
-    """A representative sample of the commands that never advance the game.
+    """A representative sample of the commands that never advance the game (NP-R6, NP-M).
 
+    Answers to offers made to the seat are always listed. Of the seat's own initiatives (a shakedown,
+    an offer, a hand-over, a contract, a withdrawal, an auto-pass change) one is listed, rotating with
+    the state, so a random player negotiates without drowning the game in side deals. Shakedowns
+    and offers are huge compound choices (any cards, any amounts); `decide` accepts all of them.
     Chat (NP-M7) is free text with no game effect: `decide` accepts it, but it is not enumerated.
-    A shakedown may sell any cards of the hand; the sample lists selling the first one.
     """
     if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
         return []
+    out: list[pb.Command] = []
+    own: list[pb.Command] = []
     hand = s.hands[seat]
-    out = [pb.Command(shakedown=pb.Shakedown(cards=[hand[0]]))] if hand else []
+    if hand:
+        own.append(pb.Command(shakedown=pb.Shakedown(cards=[hand[0]])))
     for o in s.offers:
         if o.to == seat:
             if executable(s, o):
                 out.append(pb.Command(accept_deal=pb.AcceptDeal(offer=o.id)))
             out.append(pb.Command(decline_deal=pb.DeclineDeal(offer=o.id)))
         elif o.frm == seat:
-            out.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
+            own.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
     if s.offers_made[seat] < s.cfg.offers_per_phase:
-        to = (seat + 1) % s.n
+        to = (seat + 1 + s.round) % s.n
+        if to == seat:
+            to = (to + 1) % s.n
         if s.money[seat] >= 1:
-            out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
+            own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
         for gid in s.board:   # NP-M6: a blackmail hand-over
             if gid:
                 st = s.gs[GIDX[gid]]
                 if st.coin == seat and st.markers[to] >= 1:
-                    out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid)))
+                    own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid)))
                     break
         if s.cfg.keep_your_word and s.money[seat] >= 1 and s.board[8]:   # NP-V2
             c = pb.Contract(payer=seat, payee=to, amount=1, condition="GANGSTER_GONE", gangster=s.board[8])
-            out.append(pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
+            own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
         cards, rerolls = s.autopass[seat]
-        out.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
+        own.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
+    if own:
+        out.append(own[(s.idx + s.pos + len(s.discard) + len(hand) + s.money[seat]) % len(own)])
     return out
 
 

@@ -146,19 +146,21 @@ def _signature(c: InfluenceCard) -> tuple:
     return (c.groups, c.keyword, c.timing, c.effect)
 
 
-def _group_sets(s: State, seat: int, card: InfluenceCard) -> list[tuple[int, ...]]:
-    """NP-C9: the maximal non-empty sets of placeable groups."""
+def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]]) -> list[tuple[int, ...]]:
+    """NP-C9: the maximal non-empty sets of placeable groups (`targets`: icon -> eligible gangsters)."""
     k = len(card.groups)
+    groups = card.groups
     out = []
     for mask in range(1, 1 << k):
-        chosen = {i for i in range(k) if mask >> i & 1}
-        if any(not icon_targets(s, card.groups[i].icon) for i in chosen):
+        chosen = [i for i in range(k) if mask >> i & 1]
+        if any(not targets[groups[i].icon] for i in chosen):
             continue
-        if sum(card.groups[i].count for i in chosen) > s.supply[seat]:
+        used = sum(groups[i].count for i in chosen)
+        if used > supply:
             continue
-        if placeable(s, s.supply[seat], card, chosen):
+        if any(i not in chosen and groups[i].count <= supply - used and targets[groups[i].icon] for i in range(k)):
             continue
-        out.append(tuple(sorted(chosen)))
+        out.append(tuple(chosen))
     return out
 
 
@@ -168,6 +170,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
     seen: set[tuple] = set()
     avail = ante_available(s) and not window
     base_ante = s.ante if avail else 0
+    icons: dict[str, list[str]] = {}
     for cid in s.hands[seat]:
         card = CARD[cid]
         sig = _signature(card)
@@ -182,9 +185,11 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         antes = [base_ante]
         if avail and base_ante + 1 + surcharge <= s.money[seat]:
             antes.append(base_ante + 1)
-        made = 0
-        for groups in _group_sets(s, seat, card):
-            targets = [icon_targets(s, card.groups[i].icon) for i in groups]
+        for g in card.groups:
+            if g.icon not in icons:
+                icons[g.icon] = icon_targets(s, g.icon)
+        for groups in _group_sets(s.supply[seat], card, icons):
+            targets = [icons[card.groups[i].icon] for i in groups]
             combos: list[tuple[str, ...]]
             total = 1
             for t in targets:
@@ -198,7 +203,6 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
                 msg = pb.PlayForInfluence(card=cid, placements=placements, ante=antes[n % len(antes)])
                 for variant in _effect_variants(s, seat, card, msg, window):
                     out.append(pb.Command(play_for_influence=variant))
-                    made += 1
         if card.keyword == "OR":
             ctx = Ctx(seat)
             for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
