@@ -185,9 +185,9 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         antes = [base_ante]
         if avail and base_ante + 1 + surcharge <= s.money[seat]:
             antes.append(base_ante + 1)
-        for g in card.groups:
-            if g.icon not in icons:
-                icons[g.icon] = icon_targets(s, g.icon)
+        for group in card.groups:
+            if group.icon not in icons:
+                icons[group.icon] = icon_targets(s, group.icon)
         for groups in _group_sets(s.supply[seat], card, icons):
             targets = [icons[card.groups[i].icon] for i in groups]
             combos: list[tuple[str, ...]]
