@@ -59,11 +59,11 @@ def goodcritters(view: Message, seat: int) -> float:
 
 
 def grifters(view: Message, seat: int) -> float:
-    """GR-T01: ISK in the Stash, plus a little for Jobs (colour bonuses, the tie-break)."""
+    """GR-E04: ISK in the Stash; Jobs lead to colour bonuses (GR-E05) and break ties (GR-T01)."""
     me = _seat_entry(getattr(view, "players", ()), seat)
     if me is None:
         return 0.0
-    return float(getattr(me, "stash", 0)) + 0.5 * len(getattr(me, "jobs", ()))
+    return float(getattr(me, "stash", 0)) + 1.0 * len(getattr(me, "jobs", ()))
 
 
 def nostra_city(view: Message, seat: int) -> float:
@@ -75,9 +75,35 @@ def nostra_city(view: Message, seat: int) -> float:
     return float(getattr(me, "respect", 0)) + 0.1 * (sum(bank) if bank else getattr(me, "bank_size", 0))
 
 
+@functools.cache
+def _gangster_respect() -> dict[str, int]:
+    try:
+        from famiglia.rules.nothing_personal.data import GANGSTERS
+
+        return {g.id: g.respect for g in GANGSTERS}
+    except Exception:  # noqa: BLE001 - the engine is someone else's work in progress
+        return {}
+
+
 def nothing_personal(view: Message, seat: int) -> float:
-    """Respect decides; money is what buys it."""
-    return float(_at(getattr(view, "respect", ()), seat)) + 0.1 * float(_at(getattr(view, "money", ()), seat))
+    """NP-E4: Respect decides; every $10 left becomes 1 Respect (NP-E3). Control of a
+    gangster (NP-W2: strictly most markers, more than the neutral ones) is what
+    earns Respect each round, so it counts at about its printed Respect — else a
+    one-ply player would hoard money and cards and never build control."""
+    respect = _gangster_respect()
+    control = 0.0
+    for g in getattr(view, "gangsters", ()):
+        markers = list(getattr(g, "markers", ()))
+        mine = _at(markers, seat)
+        if mine <= 0:
+            continue
+        others = max((m for i, m in enumerate(markers) if i != seat), default=0)
+        if mine > others and mine > getattr(g, "neutral", 0):
+            control += 1.0 + respect.get(getattr(g, "id", ""), 2)
+        elif mine == others and mine > getattr(g, "neutral", 0):
+            control += 0.5
+    money = float(_at(getattr(view, "money", ()), seat))
+    return float(_at(getattr(view, "respect", ()), seat)) + money / 10.0 + control
 
 
 def highcard(view: Any, seat: int) -> float:
