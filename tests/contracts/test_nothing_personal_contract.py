@@ -25,7 +25,19 @@ def perturb_hidden(state: Any, viewer: int | None, rng: random.Random) -> Any:
         hands[i], pool = tuple(sorted(pool[:k])), pool[k:]
     gdeck = list(state.gdeck)
     rng.shuffle(gdeck)
-    return replace(state, hands=tuple(hands), deck=tuple(pool), gdeck=tuple(gdeck))
+    # NP-H7, NP-D7: other seats' offers, chats and auto-pass settings are private too
+    secret = [i for i in range(state.n) if i != viewer]
+    counts = {name: list(getattr(state, name)) for name in ("offers_made", "chats_made", "ap_changes")}
+    autopass = list(state.autopass)
+    for i in secret:
+        for values in counts.values():
+            values[i] = rng.randrange(3)
+        autopass[i] = (rng.random() < 0.5, rng.random() < 0.5)
+    offers = tuple(o for o in state.offers if viewer in (o.frm, o.to))
+    return replace(state, hands=tuple(hands), deck=tuple(pool), gdeck=tuple(gdeck), offers=offers,
+                   offers_made=tuple(counts["offers_made"]), chats_made=tuple(counts["chats_made"]),
+                   ap_changes=tuple(counts["ap_changes"]), autopass=tuple(autopass),
+                   next_offer=state.next_offer + rng.randrange(3))
 
 
 class TestNothingPersonalContract(EngineContract):

@@ -79,8 +79,9 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
         vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
         if v.vacancy_spot >= 0 else None,
-        offers=offers, next_offer=v.next_offer, offers_made=tuple(v.offers_made), chats_made=tuple(v.chats_made),
-        ap_changes=tuple(v.autopass_changes), autopass=tuple(autopass), contracts=contracts,
+        offers=offers, next_offer=max((o.id for o in offers), default=0) + 1,
+        offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
+        ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
         broken=frozenset(v.broken), ranking=tuple(v.ranking),
     )
     if window is not None:

@@ -29,8 +29,7 @@ def view(s: State, viewer: int | None) -> pb.View:
         gangster_deck_size=len(s.gdeck), tokens=s.tokens, order=s.order, idx=s.idx, turn=s.turn,
         passed=sorted(s.passed), had_turn=sorted(s.had_turn), ante=s.ante, nonpass=s.nonpass,
         sweep=s.sweep, position=s.pos, promoted=sorted(s.promoted), free_reroll_used=sorted(s.free_used),
-        fence_counts=s.fence_counts, next_offer=s.next_offer, offers_made=s.offers_made,
-        chats_made=s.chats_made, autopass_changes=s.ap_changes, ranking=s.ranking,
+        fence_counts=s.fence_counts, ranking=s.ranking,
         colours=s.cfg.colours, broken=sorted(s.broken),
     )
     for k, val in _options(s).items():
@@ -43,6 +42,12 @@ def view(s: State, viewer: int | None) -> pb.View:
     if 0 <= me < s.n:
         v.hand.extend(s.hands[me])
         v.autopass_cards, v.autopass_rerolls = s.autopass[me]
+        # NP-H7, NP-D7: offers, chats and auto-pass changes are private, so are their counts.
+        own = [0] * s.n
+        for field, counts in (("offers_made", s.offers_made), ("chats_made", s.chats_made),
+                              ("autopass_changes", s.ap_changes)):
+            own[me] = counts[me]
+            getattr(v, field).extend(own)
     w = s.window
     if w is not None:
         v.window = w.kind
