@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session, col, select
@@ -35,10 +36,11 @@ from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
 from famiglia.matchstate import MatchState
 from famiglia.readmodels import archived_envelopes, game_scope, tournament_scope
-from famiglia.readmodels.archive import archive_row
+from famiglia.readmodels.archive import archive_values
 from famiglia.readmodels.db import write_session
 from famiglia.readmodels.queries import seed_to_db
 from famiglia.readmodels.tables import (
+    ArchivedEvent,
     Checkpoint,
     Match,
     MatchSeat,
@@ -212,7 +214,7 @@ class Projector:
         else:
             state = self._state_for(session, row)
             rest = envelopes
-        session.add_all(archive_row(env) for env in envelopes)
+        session.execute(insert(ArchivedEvent), [archive_values(env) for env in envelopes])
         for env in rest:
             if state is None:
                 break

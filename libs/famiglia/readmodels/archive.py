@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlmodel import Session, col, select
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -11,7 +13,12 @@ from .tables import ArchivedEvent
 
 def archive_row(envelope: EventEnvelope) -> ArchivedEvent:
     """The archive row of one envelope (the envelope's own bytes are kept whole)."""
-    return ArchivedEvent(
+    return ArchivedEvent(**archive_values(envelope))
+
+
+def archive_values(envelope: EventEnvelope) -> dict[str, Any]:
+    """The archive row as plain column values, for bulk inserts (no ORM object per event)."""
+    return dict(
         match_id=envelope.match_id,
         seq=envelope.seq,
         event_id=envelope.event_id,
