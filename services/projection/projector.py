@@ -157,7 +157,7 @@ class Projector:
 
     def _apply_batch(self, session: Session, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
         outcome = BatchOutcome()
-        self._finished: list[Match] = []
+        self._finished = []
         ids = sorted(by_match)  # one lock order for every process: no deadlocks between consumers
         rows = {m.match_id: m for m in session.exec(
             select(Match).where(col(Match.match_id).in_(ids)).order_by(col(Match.match_id)).with_for_update()).all()}
@@ -171,6 +171,10 @@ class Projector:
                 if seq <= version:
                     outcome.skipped.append(entry)
                 elif seq == version + 1:
+                    if seq == 1 and entry.envelope.type != MATCH_CREATED:
+                        log.error("projection_not_a_match", match_id=match_id, type=entry.envelope.type)
+                        outcome.deferred.extend(group[i:])  # poison: left pending, never wedges the batch
+                        break
                     ready.append(entry)
                     version = seq
                 else:  # an earlier event is elsewhere (another consumer's batch, or not yet claimed)

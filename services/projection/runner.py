@@ -46,6 +46,9 @@ class RunnerConfig:
     """How long an entry must sit unacked before another consumer takes it over."""
     claim_every_s: float = 5.0
     lag_every_s: float = 5.0
+    cleanup_every_s: float = 60.0
+    forget_idle_ms: int = 3_600_000
+    """Consumers idle this long with nothing pending are removed from the group."""
 
 
 class ProjectionRunner:
@@ -60,6 +63,7 @@ class ProjectionRunner:
         self.deferred: dict[tuple[int, str], PartitionEntry] = {}
         self._last_claim = 0.0
         self._last_lag = 0.0
+        self._last_cleanup = time.monotonic()
         self._started = False
         self._stuck_rounds = 0
         self.projected = 0
@@ -86,6 +90,9 @@ class ProjectionRunner:
             if claimed:
                 log.info("projection_claimed", entries=len(claimed), consumer=self.name)
             self._take(claimed)
+        if now - self._last_cleanup >= self.config.cleanup_every_s:
+            self._last_cleanup = now
+            self.forget_dead_consumers()
         wait = self.config.block_ms if block_ms is None else block_ms
         if self.deferred:
             # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
@@ -117,6 +124,31 @@ class ProjectionRunner:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def forget_dead_consumers(self) -> list[str]:
+        """XGROUP DELCONSUMER for consumers that hold nothing and have not read for a long time.
+
+        Consumer names are unique per process, so every restart would otherwise leave
+        one more name in the group forever. A live consumer reads at least every
+        `block_ms`; one idle for `forget_idle_ms` is gone. Only consumers without
+        pending entries are deleted (deleting drops their pending entries).
+        """
+        forgotten: list[str] = []
+        client = self.store.client
+        for partition in self.consumer.partitions:
+            key = self.store.keys.partition_stream(partition)
+            try:
+                consumers = client.xinfo_consumers(key, self.config.group)
+            except Exception:  # noqa: BLE001 - no group yet on this stream
+                continue
+            for info in consumers:
+                name = info["name"].decode() if isinstance(info["name"], bytes) else str(info["name"])
+                if name != self.name and int(info["pending"]) == 0 and int(info["idle"]) >= self.config.forget_idle_ms:
+                    client.xgroup_delconsumer(key, self.config.group, name)
+                    forgotten.append(name)
+        if forgotten:
+            log.info("projection_consumers_forgotten", consumers=sorted(set(forgotten)))
+        return forgotten
 
     def _take(self, entries: list[PartitionEntry]) -> None:
         for entry in entries:

@@ -127,6 +127,9 @@ def test_a_crashed_consumers_entries_are_claimed_and_nothing_counts_twice(app: P
     drain_app_with(survivor)
     assert survivor.consumer.pending_count() == 0
     assert_projected(app, played)
+    # The dead consumers hold nothing any more: they are forgotten once idle long enough.
+    survivor.config = survivor.config.__class__(**{**survivor.config.__dict__, "forget_idle_ms": 0})
+    assert set(survivor.forget_dead_consumers()) == {"dead", "half"}
     with read_session(app.sql) as session:
         from famiglia.readmodels.tables import RatingScope
 
