@@ -99,8 +99,7 @@ def score(tx: Tx) -> None:
         tx.respect({seat: pos.respect.apply(g.respect)}, "scoring")        # NP-W10, NP-W13
         tx.money(seat, pos.money.apply(g.money), "scoring")
         tx.emit("position_scored", position=s.pos, gangster=gid, seat=seat)
-    else:
-        tx.emit("step_advanced", stage="scored", position=s.pos)
+    next_score(tx)
 
 
 def next_score(tx: Tx) -> None:
@@ -127,7 +126,7 @@ def start_action_turn(tx: Tx) -> None:
     s = tx.s
     gid = at(s, s.pos)
     if not _upright(s, gid) or not leaders(s, gid):
-        tx.emit("step_advanced", stage="act_done", position=s.pos)
+        next_act(tx)
         return
     if gstate(s, gid).omerta:   # NP-W16: forced pass, no ruling asked
         tx.emit("omerta_observed", position=s.pos, gangster=gid)

@@ -118,12 +118,14 @@ def decider(tx: Tx, p: int) -> int:
 def fill(tx: Tx) -> None:
     s = tx.s
     p = s.pos
+    while p >= 1 and at(s, p):
+        p -= 1
     if p < 1:
         tx.emit("step_advanced", stage="assoc", position=0)
         return
-    if at(s, p):
-        tx.emit("step_advanced", stage="fill", position=p - 1)
-        return
+    if p != s.pos:
+        tx.emit("step_advanced", stage="fill", position=p)
+        s = tx.s
     cands = candidates(s, p)
     if len(cands) == 1:
         _promote(tx, cands[0], p - 1)
@@ -176,8 +178,7 @@ def final_score(tx: Tx) -> None:
     if seat >= 0:
         tx.respect({seat: POSITIONS[p].respect.apply(G[gid].respect)}, "final scoring")   # NP-E1
         tx.emit("position_scored", position=p, gangster=gid, seat=seat)
-    else:
-        tx.emit("step_advanced", stage="scored", position=p)
+    final_next(tx)
 
 
 def final_next(tx: Tx) -> None:

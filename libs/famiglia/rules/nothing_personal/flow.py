@@ -15,7 +15,7 @@ from famiglia.engine import DecisionKind, Pending
 from . import crew, family
 from .crew import eligible, window_step
 from .data import TIMEOUTS
-from .rounds import begin_phase, begin_round
+from .rounds import begin_round, next_commission_turn
 from .state import Phase, State
 from .tx import Tx
 
@@ -30,6 +30,17 @@ class Decision:
 
 
 def decision(s: State) -> Decision | None:
+    """The open decision (memoised on the immutable state; `state.replace` drops the memo)."""
+    memo = s.__dict__.get("_memo", _NONE)
+    if memo is _NONE:
+        memo = s.__dict__["_memo"] = _decision(s)
+    return memo   # type: ignore[no-any-return]
+
+
+_NONE = object()
+
+
+def _decision(s: State) -> Decision | None:
     """The open decision, by priority: rulings and nested choices first, then windows, then turns."""
     if s.phase == Phase.OVER:
         return None
@@ -76,22 +87,11 @@ def _setup_done(tx: Tx) -> None:
     begin_round(tx, 1)
 
 
-def _commission_after(tx: Tx) -> None:
-    """NP-C1, NP-X20: turns go clockwise, skipping seats that passed; the phase ends when all passed."""
-    s = tx.s
-    if len(s.passed) == s.n:
-        begin_phase(tx, Phase.CREW)
-        return
-    for k in range(1, s.n + 1):
-        seat = (s.turn + k) % s.n
-        if seat not in s.passed:
-            tx.emit("commission_turn_began", seat=seat)
-            return
 
 
 STEPS: dict[tuple[str, str], Callable[[Tx], None]] = {
     (Phase.SETUP, "marker"): _setup_done,
-    (Phase.COMMISSION, "after"): _commission_after,
+    (Phase.COMMISSION, "after"): next_commission_turn,
     (Phase.CREW, "score_window"): crew.score_window,
     (Phase.CREW, "score"): crew.score,
     (Phase.CREW, "scored"): crew.next_score,

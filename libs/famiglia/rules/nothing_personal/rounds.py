@@ -14,6 +14,19 @@ def begin_phase(tx: Tx, phase: str) -> None:
     tx.emit("phase_began", phase=phase, order=ring_order(tx.s))
 
 
+def next_commission_turn(tx: Tx) -> None:
+    """NP-C1, NP-X20: turns go clockwise, skipping seats that passed; the phase ends when all passed."""
+    s = tx.s
+    if len(s.passed) == s.n:
+        begin_phase(tx, Phase.CREW)
+        return
+    for k in range(1, s.n + 1):
+        seat = (s.turn + k) % s.n
+        if seat not in s.passed:
+            tx.emit("commission_turn_began", seat=seat)
+            return
+
+
 def begin_round(tx: Tx, r: int) -> None:
     """NP-K2: passes, the Ante and once-per-round uses are cleared; the round opens with the Commission."""
     tx.emit("round_began", round=r)

@@ -192,6 +192,7 @@ def replace(obj: Any, **changes: Any) -> Any:
         d = new.__dict__
         d.update(obj.__dict__)
         d.update(changes)
+        d.pop("_memo", None)   # flow.decision's memo belongs to the old state
         return new
     names = _FIELDS.get(cls)
     if names is None:

@@ -12,6 +12,7 @@ from ..board import is_active
 from ..data import BLACKMAIL_PROPOSALS, FENCE_PRICE
 from ..family import max_buy
 from ..plays import resolve_play
+from ..rounds import next_commission_turn
 from ..tx import Tx
 
 
@@ -25,7 +26,7 @@ def place_setup_marker(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
 def commission_pass(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     """NP-C3: a pass is final for this round's Commission."""
     tx.emit("commission_passed", seat=seat)
-    tx.emit("step_advanced", stage="after", position=0)
+    next_commission_turn(tx)
 
 
 def commission_play(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -33,7 +34,10 @@ def commission_play(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     if tx.s.nonpass[seat] >= tx.s.cfg.commission_turns:
         raise RuleViolation("NP-C33", "no more non-pass Commission turns this phase")
     resolve_play(tx, seat, cmd.WhichOneof("kind"), msg, window=False)
-    tx.emit("step_advanced", stage="after", position=0)
+    if tx.s.invite is None:
+        next_commission_turn(tx)
+    else:   # the next turn waits for the invited placement (INVITE_1)
+        tx.emit("step_advanced", stage="after", position=0)
 
 
 def choose_action(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
