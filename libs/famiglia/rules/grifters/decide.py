@@ -49,6 +49,7 @@ def decide(state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Ev
         drive(ctx)
     except GameOver:
         pass
+    ctx.remember()
     return ctx.events
 
 

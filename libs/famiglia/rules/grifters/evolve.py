@@ -29,24 +29,36 @@ from .state import (
 Event = pb.Event
 
 
-#: id(event) -> (event, state before, state after) for the events `decide` just emitted: `decide`
-#: folds every event as it emits it (resolve.Ctx), so folding them again right after (the command
-#: service and random play do) reuses that work. Hits need the very same event and state objects;
-#: anything else is evolved afresh, so results never depend on the cache.
-_FOLDED: dict[int, tuple[Event, State, State]] = {}
-_FOLDED_MAX = 512
+class FoldedRun:
+    """The events one `decide` call emitted and the states it folded them into (states[0] is the
+    state it started from). `decide` folds every event as it emits it (resolve.Ctx), so folding the
+    same events again right after (the command service and random play do) reuses that work: while
+    the very same event and state objects come in order, `evolve` returns the next known state.
+    Anything else is evolved afresh, so results never depend on this."""
+
+    __slots__ = ("events", "states", "cursor")
+
+    def __init__(self, events: list[Event], states: list[State]) -> None:
+        self.events = events
+        self.states = states
+        self.cursor = 0
 
 
-def remember(before: State, event: Event, after: State) -> None:
-    if len(_FOLDED) >= _FOLDED_MAX:
-        _FOLDED.clear()
-    _FOLDED[id(event)] = (event, before, after)
+_LAST_RUN: FoldedRun | None = None
+
+
+def remember(run: FoldedRun) -> None:
+    global _LAST_RUN
+    _LAST_RUN = run
 
 
 def evolve(state: State | None, event: Event) -> State:
-    hit = _FOLDED.get(id(event))
-    if hit is not None and hit[0] is event and hit[1] is state:
-        return hit[2]
+    run = _LAST_RUN
+    if run is not None:
+        i = run.cursor
+        if i < len(run.events) and run.events[i] is event and run.states[i] is state:
+            run.cursor = i + 1
+            return run.states[i + 1]
     if state is None:
         if event.WhichOneof("kind") != "match_started":
             raise ValueError(f"the first Grifters event is match_started, not {event.WhichOneof('kind')}")

@@ -11,7 +11,7 @@ from typing import Any
 from famiglia.engine import Rng
 
 from . import events as ev
-from .evolve import apply, remember
+from .evolve import FoldedRun, apply, remember
 from .flow import choice_options, default_answer
 from .state import COPY, OPTIONAL_CHOICES, State
 
@@ -42,12 +42,13 @@ ROUND_LIMIT = "round_limit"
 
 
 class Ctx:
-    __slots__ = ("state", "rng", "events")
+    __slots__ = ("state", "rng", "events", "states")
 
     def __init__(self, state: State, rng: Rng) -> None:
         self.state = state
         self.rng = rng
         self.events: list[ev.Event] = []
+        self.states: list[State] = [state]  # states[i] is the state before events[i]
 
     @property
     def seat(self) -> int:
@@ -55,9 +56,12 @@ class Ctx:
 
     def emit(self, event: ev.Event) -> None:
         self.events.append(event)
-        before = self.state
-        self.state = after = apply(before, event)
-        remember(before, event, after)
+        self.state = after = apply(self.state, event)
+        self.states.append(after)
+
+    def remember(self) -> None:
+        """Let folding these events again reuse the states (evolve.FoldedRun)."""
+        remember(FoldedRun(self.events, self.states))
 
     def end(self, reason: str) -> None:
         """GR-E01, GR-E02, GR-H11: the game ends now; every hand and the deck become public."""

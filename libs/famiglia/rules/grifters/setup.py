@@ -31,11 +31,10 @@ def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
         start_isk=cfg.start_isk, out_of_play=cfg.isk_tokens - coffers, stacks=stacks,
     ))
     ctx = Ctx(evolve(None, started), rng)
-    ctx.events.append(started)
     ctx.emit(ev.deck_shuffled(rng.shuffled([c.id for c in SPECIALISTS])))  # GR-S09
     for _ in range(cfg.start_specialists):  # GR-S10
         for seat in range(n):
             ctx.emit(ev.card_drawn(seat, ctx.state.deck[0], dealt=True))
     ctx.begin_turn(first, 1, 1)
     drive(ctx)
-    return ctx.events
+    return [started, *ctx.events]
