@@ -20,6 +20,7 @@ from .config import OPTIONS
 from .decide import OPTIONAL, decide
 from .evolve import evolve
 from .state import State
+from .tx import FOLDED
 
 INFO = GameInfo(
     game_id="nothing_personal",
@@ -46,6 +47,9 @@ class NothingPersonal:
         return setup.setup(config, seed)
 
     def evolve(self, state: State | None, event: Any) -> State:
+        hit = FOLDED.get(id(event))
+        if hit is not None and hit[1] is event and hit[0] is state:
+            return hit[2]
         return evolve(state, event)
 
     def decide(self, state: State, seat: int, command: Any, rng: Rng) -> list[Any]:

@@ -21,6 +21,13 @@ RING_SENSITIVE = frozenset({
 })
 
 
+# decide already computed the state after each event it emits; folding those very events (the
+# caller's next step) reuses them. Keyed by the event object's id and checked by identity of both
+# the event and the state before it, so a hit is exactly what evolve would compute.
+FOLDED: dict[int, tuple[State, Any, State]] = {}
+FOLDED_MAX = 4096
+
+
 class Tx:
     __slots__ = ("s", "events", "rng")
 
@@ -32,7 +39,11 @@ class Tx:
     def emit(self, event_kind: str, /, **fields: Any) -> None:
         e = ev(event_kind, **fields)
         self.events.append(e)
-        self.s = EVOLVERS[event_kind](self.s, getattr(e, event_kind))
+        before = self.s
+        self.s = EVOLVERS[event_kind](before, getattr(e, event_kind))
+        if len(FOLDED) >= FOLDED_MAX:
+            FOLDED.clear()
+        FOLDED[id(e)] = (before, e, self.s)
         if event_kind in RING_SENSITIVE:
             self._ring()
 
