@@ -6,7 +6,6 @@ import pytest
 
 from famiglia.engine import RuleViolation
 from famiglia.rules.grifters import ENGINE
-from famiglia.rules.grifters.state import NIGHT
 
 from ._helpers import CON, FIXER, MIDDLE, THUG, WHEEL, act, caper, kinds, new_game, of_kind, sp, table
 
@@ -162,5 +161,4 @@ def test_gr_r15_every_play_lands_on_an_empty_night_one() -> None:
     """GR-R15: every play lands on an empty night one."""
     s = table(2, hands={0: [THUG, "R0-TH"]}, nights={0: [[], [CON], []]})
     s, events = act(s, caper(THUG))
-    assert s.players[0].nights[0] == (THUG, "R0-TH")
-    assert NIGHT  # the Fixer's choice kind exists for Night spaces
+    assert s.players[0].nights == ((THUG, "R0-TH"), (CON,), ())  # one group per Night, never merged
