@@ -16,6 +16,7 @@ from .support import (
     kinds,
     mark,
     markers_of,
+    of,
     pfi,
     play,
     por,
@@ -167,6 +168,17 @@ def test_np_c15_played_cards_go_face_up_to_the_discard_pile() -> None:
     s = hand(std(4), 0, "I01")
     _, after = play(s, 0, pfi("I01", "T01"))
     assert after.discard[-1] == "I01" and "I01" not in after.hands[0]
+
+
+def test_np_c15_np_x4_a_card_reaches_the_discard_pile_only_once_resolved() -> None:
+    """NP-C15, NP-X4."""
+    s = hand(std(4), 0, "I80")   # conman:2 OR DRAW_2
+    s = replace(s, discard=s.deck[:1], deck=())
+    only = s.discard[0]
+    events, after = play(s, 0, por("I80"))
+    assert of(events, "cards_received")[0].cards == [only]     # the played card was not reshuffled
+    assert after.discard == ("I80",) and after.table == ()
+    assert kinds(events).index("card_resolved") > kinds(events).index("cards_received")
 
 
 def test_np_c16_np_c17_np_c18_the_ante() -> None:

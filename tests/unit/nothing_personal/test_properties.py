@@ -49,7 +49,7 @@ def check_table(s: State) -> None:
     for g, st_ in zip(GANGSTERS, s.gs, strict=True):
         if g.id not in on_board:
             assert st_.total == 0 and st_.coin == -1 and not st_.omerta, f"markers off the board on {g.id}"
-    cards = [c for h in s.hands for c in h] + list(s.deck) + list(s.discard)
+    cards = [c for h in s.hands for c in h] + list(s.deck) + list(s.discard) + list(s.table)
     assert Counter(cards) == ALL_CARDS, "every influence card in exactly one place"
     assert all(m >= 0 for m in s.money), "NP-X6"
     assert all(r >= 0 for r in s.respect), "NP-X7"

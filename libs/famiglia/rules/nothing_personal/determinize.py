@@ -21,7 +21,7 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
     gs = [GState((0,) * n)] * len(GANGSTERS)
     for g in v.gangsters:
         gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
-    known = set(v.discard) | set(v.hand)
+    known = set(v.discard) | set(v.hand) | set(v.table)
     hands: list[tuple[str, ...]] = [()] * n
     if v.phase == Phase.OVER:   # NP-H10: everything is revealed
         per: list[list[str]] = [[] for _ in range(n)]
@@ -71,7 +71,8 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         n=n, cfg=cfg, round=v.round, phase=v.phase, stage=v.stage, ring=v.ring,
         respect=tuple(v.respect), money=tuple(v.money), supply=tuple(v.supply), neutral=v.neutral_supply,
         bm_free=v.blackmail_free, om_free=v.omerta_free, board=tuple(v.spots), gs=tuple(gs),
-        prison=tuple(v.prison), fishes=tuple(v.fishes), hands=tuple(hands), deck=deck, discard=tuple(v.discard),
+        prison=tuple(v.prison), fishes=tuple(v.fishes), hands=tuple(hands), deck=deck,
+        discard=tuple(v.discard), table=tuple(v.table),
         gdeck=gdeck, tokens=tuple(v.tokens), order=tuple(v.order), idx=v.idx, turn=v.turn,
         passed=frozenset(v.passed), had_turn=frozenset(v.had_turn), ante=v.ante, nonpass=tuple(v.nonpass),
         sweep=v.sweep, pos=v.position, promoted=frozenset(v.promoted), free_used=frozenset(v.free_reroll_used),

@@ -126,12 +126,17 @@ def _ante_paid(s: State, e: Any) -> State:
 
 
 def _card_played(s: State, e: Any) -> State:
-    """NP-C15: the card goes face up to the discard pile."""
+    """The card leaves the hand face up; it reaches the discard pile once resolved (CardResolved)."""
     s = replace(s, hands=_set(s.hands, e.seat, _hand_remove(s.hands[e.seat], (e.card,))),
-                discard=s.discard + (e.card,))
+                table=s.table + (e.card,))
     if not e.window and s.phase == Phase.COMMISSION:
         s = replace(s, had_turn=s.had_turn | {e.seat}, nonpass=_add(s.nonpass, e.seat, 1))
     return s
+
+
+def _card_resolved(s: State, e: Any) -> State:
+    """NP-C15: face up to the discard pile once resolved."""
+    return replace(s, table=_hand_remove(s.table, (e.card,)), discard=s.discard + (e.card,))
 
 
 def _markers_placed(s: State, e: Any) -> State:
@@ -424,6 +429,7 @@ EVOLVERS: dict[str, Handler] = {
     "commission_passed": _commission_passed,
     "ante_paid": _ante_paid,
     "card_played": _card_played,
+    "card_resolved": _card_resolved,
     "markers_placed": _markers_placed,
     "markers_removed": _markers_removed,
     "marker_moved": _marker_moved,

@@ -101,6 +101,7 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
         _pay(tx, seat, msg.ante, surcharge)
         tx.emit("card_played", seat=seat, card=card.id, mode="discard", window=window)
         tx.emit("markers_placed", gangster=msg.gangster, owner=seat, count=1)
+        tx.emit("card_resolved", card=card.id)
         return
     if kind == "play_or_effect":
         if card.keyword != "OR":
@@ -112,6 +113,7 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
         _pay(tx, seat, msg.ante, surcharge)
         tx.emit("card_played", seat=seat, card=card.id, mode="effect", window=window)
         EFFECTS[card.effect].apply(tx, ctx, msg.effect)
+        tx.emit("card_resolved", card=card.id)
         return
     placements = _check_placements(s, seat, card, msg.placements)
     _pay(tx, seat, msg.ante, surcharge)
@@ -132,6 +134,7 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
             eff.apply(tx, ctx, msg.effect)
     elif msg.use_effect:
         raise RuleViolation("NP-C10", f"{card.id} has no optional effect")
+    tx.emit("card_resolved", card=card.id)
 
 
 def _pay(tx: Tx, seat: int, ante: int, surcharge: int) -> None:

@@ -147,6 +147,7 @@ class State:
     hands: tuple[tuple[str, ...], ...] = ()
     deck: tuple[str, ...] = ()
     discard: tuple[str, ...] = ()
+    table: tuple[str, ...] = ()       # played cards until resolved (NP-C15)
     gdeck: tuple[str, ...] = ()
     tokens: tuple[int, ...] = ()
     # flow (NP-R, NP-C, NP-W, NP-F, NP-Y, NP-E)

@@ -25,7 +25,7 @@ RING_SENSITIVE = frozenset({
 # caller's next step) reuses them. Keyed by the event object's id and checked by identity of both
 # the event and the state before it, so a hit is exactly what evolve would compute.
 FOLDED: dict[int, tuple[State, Any, State]] = {}
-FOLDED_MAX = 4096
+FOLDED_MAX = 512
 
 
 class Tx:

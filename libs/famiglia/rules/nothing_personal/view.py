@@ -25,7 +25,7 @@ def view(s: State, viewer: int | None) -> pb.View:
         seats=s.n, viewer=me, round=s.round, phase=s.phase, stage=s.stage, ring=s.ring,
         respect=s.respect, money=s.money, supply=s.supply, neutral_supply=s.neutral,
         blackmail_free=s.bm_free, omerta_free=s.om_free, spots=s.board, prison=s.prison, fishes=s.fishes,
-        hand_sizes=[len(h) for h in s.hands], deck_size=len(s.deck), discard=s.discard,
+        hand_sizes=[len(h) for h in s.hands], deck_size=len(s.deck), discard=s.discard, table=s.table,
         gangster_deck_size=len(s.gdeck), tokens=s.tokens, order=s.order, idx=s.idx, turn=s.turn,
         passed=sorted(s.passed), had_turn=sorted(s.had_turn), ante=s.ante, nonpass=s.nonpass,
         sweep=s.sweep, position=s.pos, promoted=sorted(s.promoted), free_reroll_used=sorted(s.free_used),
