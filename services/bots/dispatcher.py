@@ -18,6 +18,7 @@ again: the deterministic command id makes that harmless.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,18 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "the broker or the store is away", not "this match is broken"."""
+    import redis
+    from kombu.exceptions import OperationalError
+
+    return (ConnectionError, TimeoutError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+            OperationalError)
+
+
+TRANSIENT = _transient_errors()
 
 
 class TaskSender(Protocol):
@@ -93,22 +106,31 @@ class Dispatcher:
         for env in envelopes:
             by_match.setdefault(env.match_id, []).append(env)
         for match_id, batch in by_match.items():
-            tracked = self._track(match_id, batch)
-            if tracked is None:
-                continue
-            before = len(tracked.match.commands)
             try:
-                tracked.match.apply(batch)
-            except ValueError:  # a gap: this consumer missed entries; the match stream has them all
-                tracked = self._load(match_id)
-                if tracked is None:
-                    continue
-            if batch[-1].trace:
-                tracked.trace = dict(batch[-1].trace)
-            moved = len(tracked.match.commands) - before
-            if moved > 0 and tracked.tournament_id and self.observer is not None:
-                self.observer.match_progress(tracked.tournament_id, match_id, moved)
-            self._schedule(tracked)
+                self._handle_match(match_id, batch)
+            except TRANSIENT:
+                raise  # the broker or the store is away: keep the entries unacked, redo them
+            except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
+                log.exception("match_dispatch_failed", match_id=match_id)
+                self._forget(match_id)
+
+    def _handle_match(self, match_id: str, batch: Sequence[EventEnvelope]) -> None:
+        tracked = self._track(match_id, batch)
+        if tracked is None:
+            return
+        before = len(tracked.match.commands)
+        try:
+            tracked.match.apply(batch)
+        except ValueError:  # a gap: this consumer missed entries; the match stream has them all
+            tracked = self._load(match_id)
+            if tracked is None:
+                return
+        if batch[-1].trace:
+            tracked.trace = dict(batch[-1].trace)
+        moved = len(tracked.match.commands) - before
+        if moved > 0 and tracked.tournament_id and self.observer is not None:
+            self.observer.match_progress(tracked.tournament_id, match_id, moved)
+        self._schedule(tracked)
 
     def _track(self, match_id: str, batch: Sequence[EventEnvelope]) -> Tracked | None:
         tracked = self.matches.get(match_id)
@@ -162,22 +184,23 @@ class Dispatcher:
         bots = [p for p in pendings if p.seat in tracked.bots]
         if bots:
             chosen = bots[match.version % len(bots)].seat
-            if self._first_time(tracked, chosen):
-                self.tasks.decide(match.match_id, match.game_id, chosen, match.version, tracked.bots[chosen],
-                                  trace=tracked.trace)
+            if self._queue(tracked, chosen, functools.partial(
+                    self.tasks.decide, match.match_id, match.game_id, chosen, match.version,
+                    tracked.bots[chosen], trace=tracked.trace)):
                 tracked.sent_at = self.now()
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
-            if self._first_time(tracked, pending.seat):
-                self.tasks.clock(match.match_id, pending.seat, match.version,
-                                 pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace)
+            self._queue(tracked, pending.seat, functools.partial(
+                self.tasks.clock, match.match_id, pending.seat, match.version,
+                pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace))
 
-    def _first_time(self, tracked: Tracked, seat: int) -> bool:
-        """Mark (version, seat) as queued; False if it already was."""
+    def _queue(self, tracked: Tracked, seat: int, send: Callable[[], None]) -> bool:
+        """Send once per (version, seat); marked only once the broker took it."""
         key = (tracked.match.version, seat)
         if key in tracked.sent:
             return False
+        send()
         tracked.sent.add(key)
         self.queued += 1
         return True

@@ -47,15 +47,24 @@ def _loot_values() -> dict[str, int]:
 
 
 def goodcritters(view: Message, seat: int) -> float:
-    """GC-E06: the face value of the own Stash, in thousands."""
+    """GC-E06: the face value of the own Stash, in thousands; plus the rule of thumb
+    for the split on the table: half of what is assigned to me (it pays out if the
+    vote passes), and a vote card that matches whether my share beats an even split."""
     me = _seat_entry(getattr(view, "seat_views", ()), seat)
     if me is None:
         return 0.0
     values = _loot_values()
     stash = list(getattr(me, "stash", ()))
-    if stash:
-        return sum(values.get(card, 3500) for card in stash) / 1000.0
-    return 3.5 * getattr(me, "stash_count", 0)
+    value = (sum(values.get(card, 3500) for card in stash) / 1000.0 if stash
+             else 3.5 * getattr(me, "stash_count", 0))
+    assignments = list(getattr(view, "assignments", ()))
+    if assignments:
+        total = sum(values.get(a.card, 3500) for a in assignments) / 1000.0
+        mine = sum(values.get(a.card, 3500) for a in assignments if a.seat == seat) / 1000.0
+        edge = mine - total / max(1, getattr(view, "seats", 1) or 1)
+        card = getattr(me, "chosen_card", 0)
+        value += 0.5 * mine + {1: 0.5 * edge, 2: -0.5 * edge}.get(int(card or 0), 0.0)
+    return value
 
 
 def grifters(view: Message, seat: int) -> float:
@@ -67,12 +76,13 @@ def grifters(view: Message, seat: int) -> float:
 
 
 def nostra_city(view: Message, seat: int) -> float:
-    """NC-V08: Respect wins; Notes in the Bank buy Street cards and jurors."""
+    """NC-V08: Respect wins. Notes (the Bank holds note ids, so count them) buy Street
+    cards and jurors; Wiseguys and Turfs earn Notes every Business phase."""
     me = _seat_entry(getattr(view, "players", ()), seat)
     if me is None:
         return 0.0
-    bank = list(getattr(me, "bank", ()))
-    return float(getattr(me, "respect", 0)) + 0.1 * (sum(bank) if bank else getattr(me, "bank_size", 0))
+    earners = len(getattr(me, "wiseguys", ())) + len(getattr(me, "turfs", ()))
+    return float(getattr(me, "respect", 0)) + 0.25 * getattr(me, "bank_size", 0) + 0.3 * earners
 
 
 @functools.cache

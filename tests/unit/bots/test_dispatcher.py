@@ -55,9 +55,9 @@ class Table:
                                      stall_seconds=10, clock_grace_seconds=0.5, now=lambda: self.clock_now[0])
         self.cursors: dict[str, int] = {}
 
-    def create(self, bots: dict[int, str], seats: int = 2, **options: str) -> str:
+    def create(self, bots: dict[int, str], seats: int = 2, seed: int = 3, **options: str) -> str:
         info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p, player_id=p) for s, p in bots.items()]
-        created = self.app.create_match("highcard", seats, seed=3, options=options, seat_info=info,
+        created = self.app.create_match("highcard", seats, seed=seed, options=options, seat_info=info,
                                         tournament_id="t1")
         return created.match_id
 
@@ -154,3 +154,38 @@ def test_matches_of_games_it_cannot_play_are_ignored(game_id: str) -> None:
 
     table.dispatcher.handle([match_created_envelope("mx", created)])
     assert table.dispatcher.matches == {} and table.tasks.decisions == []
+
+
+def test_a_broker_failure_leaves_the_decision_unmarked_so_the_redo_sends_it() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    envelopes = table.store.read(match_id)
+
+    def broker_down(*args, **kwargs) -> None:
+        raise ConnectionError("broker away")
+
+    table.tasks.decide = broker_down  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        table.dispatcher.handle(envelopes)
+    table.tasks.decide = FakeTasks.decide.__get__(table.tasks)  # type: ignore[method-assign]
+    table.dispatcher.handle(envelopes)  # the unacked entries come again
+    assert table.tasks.decisions == [(match_id, 0, table.version(match_id), "random")]
+
+
+def test_one_broken_match_does_not_stop_the_others() -> None:
+    table = Table()
+    broken = table.create({0: "random", 1: "random"})
+    healthy = table.create({0: "random", 1: "random"}, seed=4)
+    real_pending = HIGHCARD.pending
+
+    def pending(state):
+        if state.hands == table.app.matches.get(broken).match.state.hands:
+            raise RuntimeError("engine bug")
+        return real_pending(state)
+
+    table.dispatcher.registry.get("highcard").pending = pending  # type: ignore[method-assign]
+    try:
+        table.dispatcher.handle(table.store.read(broken) + table.store.read(healthy))
+    finally:
+        del table.dispatcher.registry.get("highcard").pending
+    assert [d[0] for d in table.tasks.decisions] == [healthy]
