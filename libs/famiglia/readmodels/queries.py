@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import and_, or_
 from sqlmodel import Session, col, func, select
 
-from .tables import Match, MatchSeat, Player, PlayerRating
+from famiglia.ratings import Rating
+
+from .tables import Match, MatchSeat, Player, PlayerRating, RatingHistory
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
@@ -102,6 +104,9 @@ class PlayerInfo:
 class HistoryEntry:
     match: MatchSummary
     seat: int
+    rating_before: Rating | None = None
+    """The player's rating in the game before and after this match (None until it is rated)."""
+    rating_after: Rating | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +240,15 @@ def player_history(session: Session, player_id: str, *, game_id: str = "", page_
                    page_token: str = "") -> PlayerHistory:
     """The player's matches, newest first, with their seat in each, and their ratings per game."""
     page = list_matches(session, game_id=game_id, player_id=player_id, page_size=page_size, page_token=page_token)
+    history = {(h.scope, h.match_id): h for h in session.exec(select(RatingHistory).where(
+        RatingHistory.player_id == player_id, col(RatingHistory.match_id).in_([m.match_id for m in page.matches]))).all()}
     entries = []
     for m in page.matches:
+        rated = history.get((game_scope(m.game_id), m.match_id))
+        before = Rating(rated.mu_before, rated.sigma_before) if rated else None
+        after = Rating(rated.mu_after, rated.sigma_after) if rated else None
         for seat in m.seats:
             if seat.player_id == player_id:
-                entries.append(HistoryEntry(m, seat.seat))
+                entries.append(HistoryEntry(m, seat.seat, before, after))
     return PlayerHistory(player_info(session, player_id), entries, player_ratings(session, player_id),
                          page.next_page_token)

@@ -488,8 +488,15 @@ class PlayerMatchRecord(_message.Message):
 
     MATCH_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
+    ORDINAL_BEFORE_FIELD_NUMBER: _builtins.int
+    ORDINAL_AFTER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     """the player's seat in it"""
+    ordinal_before: _builtins.float
+    """The player's rating in the game (ordinal, mu - 3 sigma) before and after this match,
+    once it is finished and rated.
+    """
+    ordinal_after: _builtins.float
     @_builtins.property
     def match(self) -> Global___MatchRecord: ...
     def __init__(
@@ -497,12 +504,21 @@ class PlayerMatchRecord(_message.Message):
         *,
         match: Global___MatchRecord | None = ...,
         seat: _builtins.int = ...,
+        ordinal_before: _builtins.float | None = ...,
+        ordinal_after: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["match", b"match"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ordinal_after", b"_ordinal_after", "_ordinal_before", b"_ordinal_before", "match", b"match", "ordinal_after", b"ordinal_after", "ordinal_before", b"ordinal_before"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["match", b"match", "seat", b"seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ordinal_after", b"_ordinal_after", "_ordinal_before", b"_ordinal_before", "match", b"match", "ordinal_after", b"ordinal_after", "ordinal_before", b"ordinal_before", "seat", b"seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__ordinal_after: _TypeAlias = _typing.Literal["ordinal_after"]  # noqa: Y015
+    _WhichOneofArgType__ordinal_after: _TypeAlias = _typing.Literal["_ordinal_after", b"_ordinal_after"]  # noqa: Y015
+    _WhichOneofReturnType__ordinal_before: _TypeAlias = _typing.Literal["ordinal_before"]  # noqa: Y015
+    _WhichOneofArgType__ordinal_before: _TypeAlias = _typing.Literal["_ordinal_before", b"_ordinal_before"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordinal_after) -> _WhichOneofReturnType__ordinal_after | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ordinal_before) -> _WhichOneofReturnType__ordinal_before | None: ...
 
 Global___PlayerMatchRecord: _TypeAlias = PlayerMatchRecord  # noqa: Y015
 

@@ -53,6 +53,14 @@ def leaderboard_entry(e: queries.LeaderboardEntry) -> pb.LeaderboardEntry:
                                wins=e.wins)
 
 
+def _player_match(entry: queries.HistoryEntry) -> pb.PlayerMatchRecord:
+    out = pb.PlayerMatchRecord(match=match_record(entry.match), seat=entry.seat)
+    if entry.rating_before is not None and entry.rating_after is not None:
+        out.ordinal_before = entry.rating_before.ordinal
+        out.ordinal_after = entry.rating_after.ordinal
+    return out
+
+
 class QueryServicer(pb_grpc.QueryServiceServicer):
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -107,7 +115,7 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         reply = pb.GetPlayerHistoryResponse(
             player=pb.PlayerRecord(player_id=p.player_id, display_name=p.display_name, bot=p.bot, policy=p.policy,
                                    first_seen=_ts(p.first_seen_ms), last_seen=_ts(p.last_seen_ms)),
-            matches=[pb.PlayerMatchRecord(match=match_record(e.match), seat=e.seat) for e in history.entries],
+            matches=[_player_match(e) for e in history.entries],
             next_page_token=history.next_page_token,
         )
         for game_id, entry in history.ratings.items():

@@ -89,6 +89,10 @@ def test_leaderboard_history_and_standings(played: list[Played], channel: grpc.C
     assert history.player.display_name == "Bob" and history.player.bot
     assert {h.match.match_id for h in history.matches} == {p.match_id for p in played if "bob" in p.players}
     assert all(h.match.seats[h.seat].player_id == "bob" for h in history.matches)
+    rated = [h for h in history.matches if h.HasField("ordinal_after")]
+    assert rated and all(h.HasField("ordinal_before") for h in rated)
+    newest = max(rated, key=lambda h: (h.match.finished_at.ToMilliseconds(), h.match.match_id))
+    assert newest.ordinal_after == pytest.approx(history.ratings["dice_race"].ordinal)
     assert history.ratings["dice_race"].player_id == "bob"
     standings = stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id="cup"))
     assert standings.name == "The Cup" and standings.games == ["dice_race"]
