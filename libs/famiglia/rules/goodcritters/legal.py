@@ -20,7 +20,8 @@ from .data import ACTION_CARDS, NOBODY
 from .state import State, Step
 
 ASSIGNMENT_SAMPLE = 12
-"""How many splits `legal_commands` lists for the Boss when no limit is given."""
+"""How many splits `legal_commands` lists for the Boss when no limit is given (at least N + 4;
+with a limit, N + 4 and at most half the limit, so the rest of the list still fits)."""
 GIFT_SAMPLE = 2
 OFFER_SAMPLE = 2
 VISIBILITIES = {"open": 1, "peek": 2, "hidden": 3}
@@ -40,7 +41,8 @@ def all_assignments(state: State) -> Iterator[list[tuple[str, int]]]:
 
 def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
     """A deterministic, representative sample: the timeout deal, everything to one seat
-    (each seat), then uniform random splits from a generator seeded by the table."""
+    (each seat), then uniform random splits from a generator seeded by the round, the pile size
+    and the Boss, so the same state always lists the same splits."""
     table = state.table
     out = [round_robin(state)]
     out += [[(c, seat) for c in table] for seat in state.clockwise_from(state.boss)]
