@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import combinations, islice, product
+from itertools import chain, combinations, islice, product
 from typing import Any
 
 from famiglia.engine import DecisionKind, Pending
@@ -102,7 +102,9 @@ def teams(hand: tuple[str, ...], job: str, skills: dict[str, list[str]] | None =
         if len(cards) < n:
             return iter(())
         parts.append(combinations(cards, n))
-    return (tuple(c for group in pick for c in group) for pick in product(*parts))
+    if len(parts) == 1:
+        return parts[0]
+    return (tuple(chain.from_iterable(pick)) for pick in product(*parts))
 
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
