@@ -100,27 +100,98 @@ Global___Command: _TypeAlias = Command  # noqa: Y015
 class PullCaper(_message.Message):
     """GR-C01, GR-D02: play one card from hand for its caper.
     `use_defaults` (GR-D06): every follow-up choice of this caper takes its timeout default at once.
+    The other fields optionally answer in advance the choices the text will ask (GR-D03), each used
+    the first time the text (nested capers included) reaches a choice of that kind; a choice not
+    answered here is asked as a follow-up. An advance answer that is not legal when its choice is
+    reached, or that no choice used, refuses the whole command.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CARD_FIELD_NUMBER: _builtins.int
     USE_DEFAULTS_FIELD_NUMBER: _builtins.int
+    OPPONENT_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    PARTNER_FIELD_NUMBER: _builtins.int
+    NIGHT_FIELD_NUMBER: _builtins.int
+    SWAP_JOBS_FIELD_NUMBER: _builtins.int
+    DECLINE_JOB_SWAP_FIELD_NUMBER: _builtins.int
+    COPY_FIELD_NUMBER: _builtins.int
+    SECOND_CAPER_FIELD_NUMBER: _builtins.int
+    DECLINE_SECOND_CAPER_FIELD_NUMBER: _builtins.int
     card: _builtins.str
     use_defaults: _builtins.bool
+    opponent: _builtins.int
+    """Pickpocket, Enforcer (GR-K06, GR-K22)"""
+    partner: _builtins.str
+    """Thug (GR-K18)"""
+    night: _builtins.int
+    """Fixer (GR-K12)"""
+    decline_job_swap: _builtins.bool
+    copy: _builtins.str
+    """Fall Guy (GR-K20)"""
+    second_caper: _builtins.str
+    """Femme Fatale (GR-K15)"""
+    decline_second_caper: _builtins.bool
+    @_builtins.property
+    def target(self) -> Global___SpecialistTarget:
+        """Inside Man, Kidnapper, Hitman (GR-K08, GR-K21, GR-K23)"""
+
+    @_builtins.property
+    def swap_jobs(self) -> Global___SwapJobs:
+        """Forger (GR-K11)"""
+
     def __init__(
         self,
         *,
         card: _builtins.str = ...,
         use_defaults: _builtins.bool = ...,
+        opponent: _builtins.int | None = ...,
+        target: Global___SpecialistTarget | None = ...,
+        partner: _builtins.str = ...,
+        night: _builtins.int | None = ...,
+        swap_jobs: Global___SwapJobs | None = ...,
+        decline_job_swap: _builtins.bool = ...,
+        copy: _builtins.str = ...,
+        second_caper: _builtins.str = ...,
+        decline_second_caper: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_night", b"_night", "_opponent", b"_opponent", "night", b"night", "opponent", b"opponent", "swap_jobs", b"swap_jobs", "target", b"target"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_night", b"_night", "_opponent", b"_opponent", "card", b"card", "copy", b"copy", "decline_job_swap", b"decline_job_swap", "decline_second_caper", b"decline_second_caper", "night", b"night", "opponent", b"opponent", "partner", b"partner", "second_caper", b"second_caper", "swap_jobs", b"swap_jobs", "target", b"target", "use_defaults", b"use_defaults"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__night: _TypeAlias = _typing.Literal["night"]  # noqa: Y015
+    _WhichOneofArgType__night: _TypeAlias = _typing.Literal["_night", b"_night"]  # noqa: Y015
+    _WhichOneofReturnType__opponent: _TypeAlias = _typing.Literal["opponent"]  # noqa: Y015
+    _WhichOneofArgType__opponent: _TypeAlias = _typing.Literal["_opponent", b"_opponent"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__night) -> _WhichOneofReturnType__night | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__opponent) -> _WhichOneofReturnType__opponent | None: ...
+
+Global___PullCaper: _TypeAlias = PullCaper  # noqa: Y015
+
+@_typing.final
+class SpecialistTarget(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPPONENT_FIELD_NUMBER: _builtins.int
+    CARD_FIELD_NUMBER: _builtins.int
+    opponent: _builtins.int
+    card: _builtins.str
+    def __init__(
+        self,
+        *,
+        opponent: _builtins.int = ...,
+        card: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "use_defaults", b"use_defaults"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "opponent", b"opponent"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___PullCaper: _TypeAlias = PullCaper  # noqa: Y015
+Global___SpecialistTarget: _TypeAlias = SpecialistTarget  # noqa: Y015
 
 @_typing.final
 class CompleteJob(_message.Message):

@@ -47,6 +47,8 @@ def decide(state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Ev
     try:
         _DECIDERS[kind](ctx, getattr(command, kind))
         drive(ctx)
+        if ctx.presets:
+            raise RuleViolation("GR-D02", f"this caper asked no {', '.join(sorted(ctx.presets))} choice")
     except GameOver:
         pass
     ctx.remember()
@@ -96,7 +98,32 @@ def _pull_caper(ctx: Ctx, cmd: pb.PullCaper) -> None:
     _require_play(ctx)
     if cmd.card not in ctx.state.players[ctx.seat].hand:
         raise RuleViolation("GR-C01", f"{cmd.card} is not in your hand")
+    ctx.presets = _presets(cmd)
     ctx.emit(ev.caper_pulled(ctx.seat, cmd.card, use_defaults=cmd.use_defaults))
+
+
+def _presets(cmd: pb.PullCaper) -> dict[str, Any]:
+    """The advance answers a PullCaper carries, by resolve.PRESET_KEY (GR-D03)."""
+    out: dict[str, Any] = {}
+    if cmd.HasField("opponent"):
+        out["opponent"] = cmd.opponent
+    if cmd.HasField("target"):
+        out["target"] = (cmd.target.opponent, cmd.target.card)
+    if cmd.partner:
+        out["partner"] = cmd.partner
+    if cmd.HasField("night"):
+        out["night"] = cmd.night
+    if cmd.HasField("swap_jobs"):
+        out["job_swap"] = (cmd.swap_jobs.own_job, cmd.swap_jobs.opponent, cmd.swap_jobs.their_job)
+    elif cmd.decline_job_swap:
+        out["job_swap"] = None
+    if cmd.copy:
+        out["copy"] = cmd.copy
+    if cmd.second_caper:
+        out["second_caper"] = cmd.second_caper
+    elif cmd.decline_second_caper:
+        out["second_caper"] = None
+    return out
 
 
 def team_matches(job: str, team: list[str] | tuple[str, ...]) -> bool:

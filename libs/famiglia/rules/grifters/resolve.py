@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from famiglia.engine import Rng
+from famiglia.engine import Rng, RuleViolation
 
 from . import events as ev
 from .evolve import FoldedRun, apply, remember
-from .flow import choice_options, default_answer
-from .state import COPY, OPTIONAL_CHOICES, State
+from .flow import CHOICE_RULE, choice_options, default_answer
+from .state import (
+    ABDUCT,
+    COPY,
+    HIT,
+    JOB_SWAP,
+    KIDNAP,
+    NIGHT,
+    OPPONENT,
+    OPTIONAL_CHOICES,
+    PARTNER,
+    SECOND,
+    State,
+)
 
 
 class GameOver(Exception):
@@ -41,14 +53,21 @@ NO_SPECIALISTS = "no_specialists_left"
 ROUND_LIMIT = "round_limit"
 
 
+#: which advance answer of a PullCaper (decide._presets) a choice uses; the Mastermind's keep
+#: choice has none: its options are the cards it draws
+PRESET_KEY: dict[str, str] = {OPPONENT: "opponent", ABDUCT: "target", KIDNAP: "target", HIT: "target", PARTNER: "partner",
+              NIGHT: "night", JOB_SWAP: "job_swap", COPY: "copy", SECOND: "second_caper"}
+
+
 class Ctx:
-    __slots__ = ("state", "rng", "events", "states")
+    __slots__ = ("state", "rng", "events", "states", "presets")
 
     def __init__(self, state: State, rng: Rng) -> None:
         self.state = state
         self.rng = rng
         self.events: list[ev.Event] = []
         self.states: list[State] = [state]  # states[i] is the state before events[i]
+        self.presets: dict[str, Any] = {}  # advance answers of a PullCaper, by PRESET_KEY
 
     @property
     def seat(self) -> int:
@@ -121,6 +140,9 @@ class Ctx:
         options = choice_options(s, choice)
         if not options:
             return SKIP
+        key = PRESET_KEY.get(choice)
+        if key in self.presets:
+            return self._preset(choice, options, self.presets.pop(key))
         if s.use_defaults:
             return default_answer(s, choice, options)  # GR-D06
         if (len(options) == 1 and s.config.auto_single_option and choice not in OPTIONAL_CHOICES
@@ -128,3 +150,13 @@ class Ctx:
             return options[0]
         self.emit(ev.choice_opened(self.seat, choice, step))
         return ASKED
+
+    def _preset(self, choice: str, options: list[Any], answer: Any) -> Any:
+        """An advance answer from the PullCaper, checked like a follow-up command (GR-D03, GR-D07)."""
+        if answer is None and choice in OPTIONAL_CHOICES:
+            return None
+        if choice in (ABDUCT, KIDNAP, HIT):
+            answer = next((o for o in options if (o[0], o[2]) == answer), answer)
+        if answer not in options:
+            raise RuleViolation(CHOICE_RULE[choice], f"{answer!r} is not a legal {choice} choice now")
+        return answer
