@@ -43,7 +43,12 @@ def render_command(command: pb.Command) -> str:
     kind = command.WhichOneof("kind") or "?"
     body: Any = getattr(command, kind) if kind != "?" else command
     if kind == "pull_caper":
-        return f"PullCaper {body.card}" + (" (defaults)" if body.use_defaults else "")
+        extra = pb.PullCaper()
+        extra.CopyFrom(body)
+        extra.ClearField("card")
+        extra.ClearField("use_defaults")
+        answers = f" [{_fields(extra)}]" if extra.ListFields() else ""
+        return f"PullCaper {body.card}" + (" (defaults)" if body.use_defaults else "") + answers
     if kind == "complete_job":
         return f"CompleteJob {body.job} [{' '.join(body.team)}]"
     name = "".join(part.title() for part in kind.split("_"))
