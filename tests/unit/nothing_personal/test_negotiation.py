@@ -112,6 +112,16 @@ def test_np_m5_np_m6_only_a_blackmail_hand_over_moves_markers_between_seats() ->
     assert not any(f.name in ("respect", "markers", "ring") for f in pb.OfferDeal.DESCRIPTOR.fields)
 
 
+def test_np_r6_no_hand_over_of_a_coin_whose_owner_is_answering_a_proposal() -> None:
+    """NP-R6, NP-M6."""
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    s = mark(std(4), "T03", {1: 2, 2: 1}, coin=2)
+    s = replace(at_stage(s, Phase.CREW, "action", pos=5, sweep=1), act=A(5, "T03", 1, stage=1,
+                                                                          proposal=PASS.SerializeToString()))
+    assert refused(s, 2, deal(1, handover_gangster="T03")) == "NP-R6"
+
+
 def test_np_m7_chat_has_no_game_effect_and_is_private() -> None:
     """NP-M7."""
     s = std(4)

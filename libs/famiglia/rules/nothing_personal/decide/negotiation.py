@@ -66,6 +66,9 @@ def _check_handover(s: State, a: int, b: int, gid: str) -> None:
     st = s.gs[GIDX[gid]]
     if st.coin not in (a, b) or st.markers[a] < 1 or st.markers[b] < 1:
         raise RuleViolation("NP-M6", "both seats need markers there, one on the blackmail coin")
+    if s.act is not None and s.act.stage == 1 and s.act.gangster == gid:
+        # NP-R6: a trade never changes whose decision is pending, and the coin owner is deciding now.
+        raise RuleViolation("NP-R6", "the coin is answering a blackmail proposal")
 
 
 def _check_contract(s: State, seat: int, m: pb.OfferDeal) -> None:
