@@ -111,8 +111,7 @@ def test_the_service_process_consumes_serves_stops_and_rebuilds(store: RedisEven
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out.decode()[-3000:]
-    # `famiglia projection rebuild` runs `python -m services.projection rebuild`: both paths at once.
-    rebuilt = subprocess.run([sys.executable, "-m", "famiglia.cli.main", "projection", "rebuild"], env=env, cwd=ROOT,
+    rebuilt = subprocess.run([sys.executable, "-m", "services.projection", "rebuild"], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     assert "2 matches finished" in rebuilt.stdout

@@ -1,0 +1,23 @@
+"""`famiglia projection ...` hands rebuild and migrate to the service's own command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from famiglia.cli import main as cli
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["projection", "rebuild"], ["services.projection", "rebuild"]),
+    (["projection", "rebuild", "--force"], ["services.projection", "rebuild", "--force"]),
+    (["projection", "migrate"], ["services.projection", "migrate"]),
+])
+def test_rebuild_and_migrate_run_the_service_command(monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                                     expected: list[str]) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "call", lambda args: calls.append(list(args)) or 0)
+    assert cli.main(argv) == 0
+    assert calls == [[sys.executable, "-m", *expected]]
