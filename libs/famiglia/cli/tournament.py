@@ -274,6 +274,11 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
     # Enough matches in play to keep every worker process busy while others wait on gRPC.
     concurrency = max(getattr(args, "workers", 4) or 4, 4 * (os.cpu_count() or 2))
     request = main_job_request(size_name, games, getattr(args, "seed", 1), concurrency)
+    for old in client.list(limit=50):
+        # An earlier `make run` stopped halfway would resume with the stack and share the workers.
+        if old.status == pb.TOURNAMENT_RUNNING and old.name.startswith("make run"):
+            client.cancel(old.tournament_id)
+            out.print(f"[dim]cancelled the unfinished {old.name} {old.tournament_id}[/]")
     t = client.create(request)
     out.rule(f"bot tournament: {', '.join(g.game_id for g in games)} — "
              f"{', '.join(short(e) for e in request.entrants)}")

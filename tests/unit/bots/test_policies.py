@@ -103,3 +103,15 @@ def test_ismcts_beats_random_at_high_card() -> None:
         result = play_match(HIGHCARD, policies, seed, options={"hand": "5"}).result
         wins += next(s.rank for s in result.seats if s.seat == me) == 1
     assert wins / games > 0.55
+
+
+def test_the_one_ply_heuristic_takes_a_trick_it_can_win() -> None:
+    from famiglia.bots.toy import State
+
+    # Seat 1 follows a 6 holding 2, 7 and 13: the 2 would give the trick away.
+    state = State(seats=2, hand_size=3, clock_s=0, hands=((1, 3), (2, 7, 13)), scores=(0, 0), trick=(6,),
+                  leader=0, seen=(6,), tricks_done=0)
+    legal = tuple(HIGHCARD.legal_commands(state, 1))
+    decision = Decision("highcard", 1, HIGHCARD.view(state, 1), legal, 5, seed=1)
+    chosen = make_policy("heuristic").choose(HIGHCARD, decision)
+    assert chosen.play.card in (7, 13)  # type: ignore[attr-defined]
