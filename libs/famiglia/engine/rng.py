@@ -21,16 +21,26 @@ def derive_seed(seed: int, version: int, salt: str = "") -> int:
 
 
 class Rng:
-    """A seeded generator with the few draws games need."""
+    """A seeded generator with the few draws games need.
 
-    __slots__ = ("_r",)
+    The generator is seeded on the first draw: most commands draw nothing, and seeding
+    a Mersenne Twister costs more than deciding many a command."""
+
+    __slots__ = ("_seed", "_rand")
 
     def __init__(self, seed: int) -> None:
-        self._r = random.Random(seed)
+        self._seed = seed
+        self._rand: random.Random | None = None
 
     @classmethod
     def derive(cls, seed: int, version: int, salt: str = "") -> Rng:
         return cls(derive_seed(seed, version, salt))
+
+    @property
+    def _r(self) -> random.Random:
+        if self._rand is None:
+            self._rand = random.Random(self._seed)
+        return self._rand
 
     def randint(self, a: int, b: int) -> int:
         """Uniform integer in [a, b], both included."""
