@@ -88,7 +88,8 @@ def optional(s: State, seat: int) -> list[pb.Command]:
         for gid in s.board:   # NP-M6: a blackmail hand-over
             if gid:
                 st = s.gs[GIDX[gid]]
-                if st.coin == seat and st.markers[to] >= 1:
+                answering = s.act is not None and s.act.stage == 1 and s.act.gangster == gid
+                if st.coin == seat and st.markers[to] >= 1 and not answering:
                     own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid)))
                     break
         if s.cfg.keep_your_word and s.money[seat] >= 1 and s.board[8]:   # NP-V2
