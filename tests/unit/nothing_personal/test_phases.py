@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from famiglia.engine import Rng, RuleViolation
-from famiglia.rules.nothing_personal.family import default_candidate, tiebreak_key
+from famiglia.rules.nothing_personal.family import default_candidate
+from famiglia.rules.nothing_personal.result import tiebreak_key
 from famiglia.rules.nothing_personal.legal import legal_commands
 from famiglia.rules.nothing_personal.state import Window
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .board import active, arrest_limit, at, leaders, markers_on_board, ring_order, strict
+from .board import active, arrest_limit, at, leaders, ring_order, strict
 from .crew import controller
 from .data import (
     ARREST_LIMIT,
@@ -13,6 +13,7 @@ from .data import (
     ROUNDS,
     G,
 )
+from .result import ranking
 from .rounds import begin_phase, begin_round
 from .state import A_SLOTS, Phase, State
 from .tx import Tx
@@ -197,37 +198,4 @@ def final_sell(tx: Tx) -> None:
         tx.respect({seat: m // MONEY_PER_RESPECT}, "money converted")
         tx.money(seat, -(m - m % MONEY_PER_RESPECT), "money converted")
     tx.emit("final_scored", respect=tx.s.respect, money=tx.s.money)
-    tx.emit("game_ended", ranking=ranking(tx))
-
-
-def tiebreak_key(s: State, seat: int) -> tuple[int, ...]:
-    """NP-E4, NP-E5, NP-T1..T6 (NP-T3: strict control only for NP-T2)."""
-    top = max((p for p in range(1, 10) if at(s, p) and strict(s, at(s, p)) == seat), default=0)
-    return (-s.respect[seat], 0 if s.ring == seat else 1, -top, -s.money[seat],
-            -markers_on_board(s, seat), -len(s.hands[seat]))
-
-
-def ranking(tx: Tx) -> list[int]:
-    """Seats best first; NP-T7 roll-offs among seats still tied (rolled through the rng, in events)."""
-    s = tx.s
-    seats = sorted(range(s.n), key=lambda i: tiebreak_key(s, i))
-    out: list[int] = []
-    i = 0
-    while i < len(seats):
-        j = i
-        while j + 1 < len(seats) and tiebreak_key(s, seats[j + 1]) == tiebreak_key(s, seats[i]):
-            j += 1
-        out.extend(_roll_off(tx, seats[i:j + 1]))
-        i = j + 1
-    return out
-
-
-def _roll_off(tx: Tx, group: list[int]) -> list[int]:
-    if len(group) == 1:
-        return group
-    rolls = [tx.rng.die(6) for _ in group]
-    tx.emit("roll_off", seats=group, rolls=rolls)
-    out: list[int] = []
-    for value in sorted(set(rolls), reverse=True):
-        out.extend(_roll_off(tx, [seat for seat, r in zip(group, rolls, strict=True) if r == value]))
-    return out
+    tx.emit("game_ended", ranking=ranking(tx))   # result.py: NP-E4, NP-E5, NP-T1..T7
