@@ -6,8 +6,8 @@ import pytest
 
 from famiglia.engine import Rng, RuleViolation
 from famiglia.rules.nothing_personal.family import default_candidate
-from famiglia.rules.nothing_personal.result import tiebreak_key
 from famiglia.rules.nothing_personal.legal import legal_commands
+from famiglia.rules.nothing_personal.result import tiebreak_key
 from famiglia.rules.nothing_personal.state import Window
 
 from .support import (
