@@ -19,7 +19,8 @@ _COMMAND_CLS = _classes(pb.Command)
 
 
 def ev(event_kind: str, /, **fields: Any) -> pb.Event:
-    return pb.Event(**{event_kind: fields})   # the message is built in place from the dict
+    build: Any = pb.Event
+    return build(**{event_kind: fields})   # the message is built in place from the dict
 
 
 def cmd(command_kind: str, /, **fields: Any) -> Any:
