@@ -35,7 +35,7 @@ from . import config, data, flow, legal, render, result, setup, view
 from .decide import decide as _decide
 from .determinize import determinize as _determinize
 from .evolve import evolve as _evolve
-from .state import State
+from .state import State, Step
 
 MAX_ROUNDS = 140 - 4 * data.MIN_PLAYERS + 2
 """Every round takes at least one card from the pile (GC-D10, GC-V06: reveal_after_failed_vote >= 1)."""
@@ -55,7 +55,8 @@ def _max_steps() -> int:
 
 
 @cache
-def _pendings(row: flow.StepRow, seats: tuple[int, ...], timeout: float) -> tuple[Pending, ...]:
+def _pendings(step: Step, seats: tuple[int, ...], timeout: float) -> tuple[Pending, ...]:
+    row = flow.FLOW[step]
     return tuple(Pending(seat, row.kind, row.label, False, timeout) for seat in seats)
 
 
@@ -94,7 +95,7 @@ class GoodCrittersEngine:
         row = flow.FLOW.get(state.step)
         if row is None:
             return []
-        return list(_pendings(row, row.actors(state), float(row.timeout(state.config))))
+        return list(_pendings(state.step, row.actors(state), float(row.timeout(state.config))))
 
     def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
         return legal.legal_commands(state, seat, limit)

@@ -13,14 +13,16 @@ from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
-from .events import pairs_of
-
 Command = pb.Command
 _pb: Any = pb  # enum fields take plain ints (see events.py)
 
 
 def assign_loot(pairs: Iterable[tuple[str, int]]) -> Command:
-    return Command(assign_loot=_pb.AssignLoot(assignments=pairs_of(pairs)))
+    command = Command()
+    add = command.assign_loot.assignments.add
+    for card, seat in pairs:
+        add(card=card, seat=seat)
+    return command
 
 
 def place_threat(target: int) -> Command:

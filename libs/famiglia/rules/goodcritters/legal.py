@@ -44,18 +44,28 @@ def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
     (each seat), then uniform random splits from a generator seeded by the round, the pile size
     and the Boss, so the same state always lists the same splits."""
     table = state.table
+    n, k = state.seats, len(table)
     out = [round_robin(state)]
     out += [[(c, seat) for c in table] for seat in state.clockwise_from(state.boss)]
+    if len(out) >= count or k == 0:
+        return out[:count]
     rng = Rng(state.round * 7919 + len(state.pile) * 31 + state.boss)
     seen = {tuple(s for _, s in a) for a in out}
-    tries = 0
-    while len(out) < count and tries < 4 * count:
-        tries += 1
-        split = tuple(rng.randrange(state.seats) for _ in table)
-        if split not in seen:
-            seen.add(split)
+    space = n**k
+    for _ in range(4 * count):
+        # one draw per split: the digits of a uniform number below N^k, in base N
+        code = rng.randrange(space)
+        split = []
+        for _ in range(k):
+            code, seat = divmod(code, n)
+            split.append(seat)
+        key = tuple(split)
+        if key not in seen:
+            seen.add(key)
             out.append(list(zip(table, split, strict=True)))
-    return out[:count]
+            if len(out) >= count:
+                break
+    return out
 
 
 def _can_change_publicly(state: State, seat: int) -> bool:
