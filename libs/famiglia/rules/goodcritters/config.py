@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from famiglia.engine import OptionSpec, RuleViolation
 
@@ -222,3 +223,10 @@ def parse(options: Mapping[str, str], seats: int) -> Config:
         gift_steps=frozenset(int(s) for s in o["payoff.gift_steps"].split(",") if s),
         offer_visibilities=frozenset(o["payoff.offer_loot_visibility"].split(",")),
     )
+
+
+@lru_cache(maxsize=256)
+def parse_items(items: tuple[tuple[str, str], ...], seats: int) -> Config:
+    """`parse` for the normalized option pairs of a GameSetUp event, cached: every match with
+    the same options shares one Config."""
+    return parse(dict(items), seats)

@@ -46,7 +46,7 @@ def evolve(state: State | None, event: Event) -> State:
 def _game_set_up(e: Any) -> State:
     options = tuple((o.key, o.value) for o in e.options)
     seats = e.seats
-    config = cfg.parse(dict(options), seats)
+    config = cfg.parse_items(options, seats)
     return State(
         config=config,
         options=options,

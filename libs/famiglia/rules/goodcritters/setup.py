@@ -23,12 +23,13 @@ def setup(config: MatchConfig, seed: int) -> list[Event]:
             "GC-S01", f"GoodCritters needs {MIN_PLAYERS} to {MAX_PLAYERS} players, not {seats}"
         )
     options = cfg.normalize(config.options)
-    conf = cfg.parse(options, seats)
+    items = tuple(sorted(options.items()))
+    conf = cfg.parse_items(items, seats)
     rng = Rng.derive(seed, 0, "goodcritters-setup")
     em = Emitter(None, rng)
     # GC-S13: the configured first Boss, else a seat at random
     boss = conf.first_boss_seat if conf.first_boss_seat is not None else rng.randrange(seats)
-    em.emit(ev.game_set_up(seats, sorted(options.items()), boss))
+    em.emit(ev.game_set_up(seats, items, boss))
     # GC-S09: shuffle, then each seat takes the topmost card of each value
     deck = rng.shuffled(loot_deck(conf.copies))
     taken: set[str] = set()
