@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from . import crew
@@ -68,39 +71,47 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
         return []
     out: list[pb.Command] = []
-    own: list[pb.Command] = []
+    own: list[Callable[[], pb.Command]] = []   # built lazily: only the chosen one is made
     hand = s.hands[seat]
     if hand:
-        own.append(pb.Command(shakedown=pb.Shakedown(cards=[hand[0]])))
+        own.append(lambda: pb.Command(shakedown=pb.Shakedown(cards=[hand[0]])))
     for o in s.offers:
         if o.to == seat:
             if executable(s, o):
                 out.append(pb.Command(accept_deal=pb.AcceptDeal(offer=o.id)))
             out.append(pb.Command(decline_deal=pb.DeclineDeal(offer=o.id)))
         elif o.frm == seat:
-            own.append(pb.Command(withdraw_deal=pb.WithdrawDeal(offer=o.id)))
+            own.append(partial(_withdraw, o.id))
     if s.offers_made[seat] < s.cfg.offers_per_phase:
         to = (seat + 1 + s.round) % s.n
         if to == seat:
             to = (to + 1) % s.n
         if s.money[seat] >= 1:
-            own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
+            own.append(lambda: pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
         for gid in s.board:   # NP-M6: a blackmail hand-over
             if gid:
                 st = s.gs[GIDX[gid]]
                 answering = s.act is not None and s.act.stage == 1 and s.act.gangster == gid
                 if st.coin == seat and st.markers[to] >= 1 and not answering:
-                    own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid)))
+                    own.append(partial(_handover, to, gid))
                     break
         if s.cfg.keep_your_word and s.money[seat] >= 1 and s.board[8]:   # NP-V2
             c = pb.Contract(payer=seat, payee=to, amount=1, condition="GANGSTER_GONE", gangster=s.board[8])
-            own.append(pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
+            own.append(lambda: pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
         cards, rerolls = s.autopass[seat]
-        own.append(pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
+        own.append(lambda: pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
     if own:
-        out.append(own[(s.idx + s.pos + len(s.discard) + len(hand) + s.money[seat]) % len(own)])
+        out.append(own[(s.idx + s.pos + len(s.discard) + len(hand) + s.money[seat]) % len(own)]())
     return out
+
+
+def _withdraw(oid: int) -> pb.Command:
+    return pb.Command(withdraw_deal=pb.WithdrawDeal(offer=oid))
+
+
+def _handover(to: int, gid: str) -> pb.Command:
+    return pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid))
 
 
 def legal_commands(s: State, seat: int, limit: int | None = None) -> list[pb.Command]:
