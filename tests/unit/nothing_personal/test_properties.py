@@ -120,3 +120,18 @@ def test_np_r1_random_games_keep_every_invariant(seats: int, seed: int, options:
     result = ENGINE.result(final)
     assert result is not None
     assert sorted(s.rank for s in result.seats) == list(range(1, seats + 1)), "NP-T7 orders every seat"
+
+
+def test_folding_decides_own_events_gives_the_states_decide_computed() -> None:
+    """Fold determinism (DESIGN): the reuse of decide's states is exact and keyed by identity."""
+    import dataclasses
+
+    from tests.unit.nothing_personal.support import round1
+
+    s = round1(4)
+    seat = ENGINE.pending(s)[0].seat
+    events = ENGINE.decide(s, seat, ENGINE.timeout_command(s, seat), Rng(1))
+    fast = fold(ENGINE, events, s)
+    copy = dataclasses.replace(s)           # equal, but another object: no reuse
+    slow = fold(ENGINE, [type(e).FromString(e.SerializeToString()) for e in events], copy)
+    assert fast == slow

@@ -1,9 +1,10 @@
 """Nothing Personal (rules/nothing-personal.md, rule ids NP-...): the rules engine.
 
-Modules in reading order: data (Tables A-H), config (options), state, board (queries), events,
-evolve, tx (events applied as emitted), effects (Table F codes), plays (card plays), crew (the Crew,
-windows, dice), family (Fence, Feds, Family, Bookkeeping, final scoring), flow (the phase table),
-setup, decide/ (commands), legal, view, result, render, determinize.
+Modules in reading order: data (Tables A-H; data/*.toml hold the placeholder card lists), config
+(options), state, board (queries), events, evolve, tx (events applied as emitted), effects (Table F
+codes), plays (card plays), crew (the Crew, windows, dice), family (Fence, Feds, Family, final
+scoring), rounds (phase and round boundaries), flow (the phase table), setup, decide/ (commands),
+legal, view, result (tie-breakers), render, determinize.
 """
 
 from __future__ import annotations
