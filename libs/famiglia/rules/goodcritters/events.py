@@ -23,23 +23,23 @@ def pairs_of(pairs: Iterable[tuple[str, int]]) -> list[pb.LootAssignment]:
 
 def game_set_up(seats: int, options: Sequence[tuple[str, str]], first_boss: int) -> Event:
     opts = [_pb.OptionValue(key=k, value=v) for k, v in options]
-    return Event(game_set_up=_pb.GameSetUp(seats=seats, options=opts, first_boss=first_boss))
+    return _pb.Event(game_set_up={"seats": seats, "options": opts, "first_boss": first_boss})
 
 
 def stash_dealt(seat: int, cards: Sequence[str]) -> Event:
-    return Event(stash_dealt=_pb.StashDealt(seat=seat, cards=cards, count=len(cards)))
+    return _pb.Event(stash_dealt={"seat": seat, "cards": cards, "count": len(cards)})
 
 
 def pile_stacked(cards: Sequence[str], fuzz_position: int) -> Event:
-    return Event(pile_stacked=_pb.PileStacked(cards=cards, fuzz_position=fuzz_position))
+    return _pb.Event(pile_stacked={"cards": cards, "fuzz_position": fuzz_position})
 
 
 def round_started(round_: int, boss: int, step: int) -> Event:
-    return Event(round_started=_pb.RoundStarted(round=round_, boss=boss, step=step))
+    return _pb.Event(round_started={"round": round_, "boss": boss, "step": step})
 
 
 def step_started(step: int, turn: int = -1) -> Event:
-    return Event(step_started=_pb.StepStarted(step=step, turn=turn))
+    return _pb.Event(step_started={"step": step, "turn": turn})
 
 
 def loot_revealed(card: str) -> Event:
@@ -49,11 +49,11 @@ def loot_revealed(card: str) -> Event:
 
 
 def fuzz_revealed(cause: int) -> Event:
-    return Event(fuzz_revealed=_pb.FuzzRevealed(cause=cause))
+    return _pb.Event(fuzz_revealed={"cause": cause})
 
 
 def loot_assigned(pairs: Iterable[tuple[str, int]]) -> Event:
-    return Event(loot_assigned=_pb.LootAssigned(assignments=pairs_of(pairs)))
+    return _pb.Event(loot_assigned={"assignments": pairs_of(pairs)})
 
 
 def threat_placed(seat: int, target: int) -> Event:
@@ -65,7 +65,7 @@ def threat_placed(seat: int, target: int) -> Event:
 
 
 def threat_withdrawn(seat: int) -> Event:
-    return Event(threat_withdrawn=_pb.ThreatWithdrawn(seat=seat))
+    return _pb.Event(threat_withdrawn={"seat": seat})
 
 
 def action_card_chosen(seat: int, card: int, choices: int) -> Event:
@@ -84,11 +84,11 @@ def committed(seat: int) -> Event:
 
 
 def turn_ended(seat: int) -> Event:
-    return Event(turn_ended=_pb.TurnEnded(seat=seat))
+    return _pb.Event(turn_ended={"seat": seat})
 
 
 def actions_locked() -> Event:
-    return Event(actions_locked=_pb.ActionsLocked())
+    return _pb.Event(actions_locked={})
 
 
 def action_revealed(seat: int, card: int, out_of_turn: bool = False) -> Event:
@@ -101,49 +101,49 @@ def action_revealed(seat: int, card: int, out_of_turn: bool = False) -> Event:
 
 
 def loot_skimmed(seat: int, card: str) -> Event:
-    return Event(loot_skimmed=_pb.LootSkimmed(seat=seat, card=card))
+    return _pb.Event(loot_skimmed={"seat": seat, "card": card})
 
 
 def skim_came_up_empty(seat: int) -> Event:
-    return Event(skim_came_up_empty=_pb.SkimCameUpEmpty(seat=seat))
+    return _pb.Event(skim_came_up_empty={"seat": seat})
 
 
 def loot_stolen(thief: int, victim: int, card: str, cause: int) -> Event:
-    return Event(
+    return _pb.Event(
         loot_stolen=_pb.LootStolen(thief=thief, victim=victim, card=card, cause=cause, nothing=not card)
     )
 
 
 def vote_counted(yes: int, no: int, outcome: int) -> Event:
-    return Event(vote_counted=_pb.VoteCounted(yes=yes, no=no, outcome=outcome))
+    return _pb.Event(vote_counted={"yes": yes, "no": no, "outcome": outcome})
 
 
 def loot_handed_out(pairs: Iterable[tuple[str, int]]) -> Event:
-    return Event(loot_handed_out=_pb.LootHandedOut(assignments=pairs_of(pairs)))
+    return _pb.Event(loot_handed_out={"assignments": pairs_of(pairs)})
 
 
 def loot_returned() -> Event:
-    return Event(loot_returned=_pb.LootReturned())
+    return _pb.Event(loot_returned={})
 
 
 def boss_changed(boss: int, reason: int) -> Event:
-    return Event(boss_changed=_pb.BossChanged(boss=boss, reason=reason))
+    return _pb.Event(boss_changed={"boss": boss, "reason": reason})
 
 
 def round_ended(round_: int) -> Event:
-    return Event(round_ended=_pb.RoundEnded(round=round_))
+    return _pb.Event(round_ended={"round": round_})
 
 
 def loot_confiscated(cards: Sequence[str]) -> Event:
-    return Event(loot_confiscated=_pb.LootConfiscated(cards=cards))
+    return _pb.Event(loot_confiscated={"cards": cards})
 
 
 def game_ended(reason: int) -> Event:
-    return Event(game_ended=_pb.GameEnded(reason=reason))
+    return _pb.Event(game_ended={"reason": reason})
 
 
 def stashes_revealed(stashes: Sequence[Sequence[str]], pile: Sequence[str]) -> Event:
-    return Event(
+    return _pb.Event(
         stashes_revealed=_pb.StashesRevealed(
             stashes=[_pb.SeatStash(seat=i, cards=cards) for i, cards in enumerate(stashes)], pile=pile
         )
@@ -151,7 +151,7 @@ def stashes_revealed(stashes: Sequence[Sequence[str]], pile: Sequence[str]) -> E
 
 
 def gift_given(giver: int, receiver: int, loot: Sequence[str], payoff_cards: int, open_: bool) -> Event:
-    return Event(
+    return _pb.Event(
         gift_given=_pb.GiftGiven(
             giver=giver,
             receiver=receiver,
@@ -166,7 +166,7 @@ def gift_given(giver: int, receiver: int, loot: Sequence[str], payoff_cards: int
 def offer_made(
     briber: int, target: int, side: int, loot: Sequence[str], payoff_cards: int, visibility: int
 ) -> Event:
-    return Event(
+    return _pb.Event(
         offer_made=_pb.OfferMade(
             briber=briber,
             target=target,
@@ -180,13 +180,13 @@ def offer_made(
 
 
 def offer_withdrawn(briber: int, target: int) -> Event:
-    return Event(offer_withdrawn=_pb.OfferWithdrawn(briber=briber, target=target))
+    return _pb.Event(offer_withdrawn={"briber": briber, "target": target})
 
 
 def offer_resolved(
     briber: int, target: int, receiver: int, loot: Sequence[str], payoff_cards: int, visibility: int
 ) -> Event:
-    return Event(
+    return _pb.Event(
         offer_resolved=_pb.OfferResolved(
             briber=briber,
             target=target,
