@@ -2962,6 +2962,7 @@ class View(_message.Message):
     vacancy_spot: _builtins.int
     vacancy_decider: _builtins.int
     next_offer: _builtins.int
+    """unused: how many offers exist is private (NP-H7)"""
     autopass_cards: _builtins.bool
     """the viewer's own standing auto-pass"""
     autopass_rerolls: _builtins.bool
