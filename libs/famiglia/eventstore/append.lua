@@ -14,47 +14,73 @@
 --   status 0 appended, 1 duplicate command (the first answer, nothing written),
 --   status 2 conflict (version is the actual version, nothing written).
 --
--- Every check happens before the first write: Redis does not roll back a
--- script that fails half-way, so nothing after the first XADD may fail.
+-- Nothing may fail after the first write (Redis does not roll back a script that
+-- fails half-way). Every call to Redis costs the script more than the command's
+-- own work, so the common path makes four: MGET, XADD, XADD, MSET.
 -- Only Redis 6.2 commands are used (no functions, no script flags).
 
 local expected = tonumber(ARGV[1])
-local match_id = ARGV[2]
-local command_id = ARGV[3]
-local maxlen = tonumber(ARGV[4])
 local count = #ARGV - 4
 
--- 1. A command id seen before gets its first answer, even if `expected` is stale now.
+-- 1. The version key and the command record in one read. A command id seen before
+--    gets its first answer, even if `expected` is stale now.
+local stored
 if KEYS[4] then
-  local seen = redis.call('GET', KEYS[4])
-  if seen then
-    local first, last = string.match(seen, '^(%d+):(%d+)$')
+  local got = redis.call('MGET', KEYS[2], KEYS[4])
+  if got[2] then
+    local first, last = string.match(got[2], '^(%d+):(%d+)$')
     return {1, tonumber(last), tonumber(first), tonumber(last)}
   end
+  stored = got[1]
+else
+  stored = redis.call('GET', KEYS[2])
 end
 
--- 2. The version: the kept version key (survives trimming), healed by the
---    stream's last id should the two ever disagree, so the explicit XADD ids
---    below can never be refused as "equal or smaller" mid-batch.
-local version = tonumber(redis.call('GET', KEYS[2]) or '0')
-local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-if top[1] then
-  local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
-  if top_seq > version then
-    version = top_seq
+-- The actual version: the kept version key (it survives trimming), healed by the
+-- stream's last id should the two ever disagree. Only needed off the common path.
+local function actual()
+  local version = tonumber(stored or '0')
+  local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  if top[1] then
+    local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
+    if top_seq > version then
+      version = top_seq
+    end
   end
+  return version
 end
-if version ~= expected then
-  return {2, version, 0, 0}
+
+-- 2. The expected-version check. A key that differs from `expected` may be lost or
+--    behind the stream: ask the stream.
+if tonumber(stored or '0') ~= expected then
+  local version = actual()
+  if version ~= expected then
+    return {2, version, 0, 0}
+  end
 end
 
 -- 3. Write: the match stream (entry id = seq), the partition stream, then the records.
+--    The first XADD doubles as the last check: a version key behind the stream's top
+--    makes it fail (ids must grow) before anything is written, and that is a conflict.
+local match_id, command_id, maxlen = ARGV[2], ARGV[3], tonumber(ARGV[4])
 for i = 1, count do
   local seq = string.format('%d', expected + i)
   local envelope = ARGV[4 + i]
-  if i == 1 and command_id ~= '' then
-    -- `c` lets trim() find the command records to drop without a key scan.
-    redis.call('XADD', KEYS[1], seq .. '-0', 'e', envelope, 'c', command_id)
+  if i == 1 then
+    local added
+    if command_id ~= '' then
+      -- `c` lets trim() find the command records to drop without a key scan.
+      added = redis.pcall('XADD', KEYS[1], seq .. '-0', 'e', envelope, 'c', command_id)
+    else
+      added = redis.pcall('XADD', KEYS[1], seq .. '-0', 'e', envelope)
+    end
+    if type(added) == 'table' and added.err then
+      local version = actual()
+      if version ~= expected then
+        return {2, version, 0, 0}
+      end
+      return added -- any other refusal (OOM, wrong type): nothing was written
+    end
   else
     redis.call('XADD', KEYS[1], seq .. '-0', 'e', envelope)
   end
@@ -67,8 +93,10 @@ end
 
 local first = expected + 1
 local last = expected + count
-redis.call('SET', KEYS[2], string.format('%d', last))
+local last_text = string.format('%d', last)
 if KEYS[4] then
-  redis.call('SET', KEYS[4], string.format('%d:%d', first, last))
+  redis.call('MSET', KEYS[2], last_text, KEYS[4], string.format('%d:%s', first, last_text))
+else
+  redis.call('SET', KEYS[2], last_text)
 end
 return {0, last, first, last}

@@ -32,6 +32,7 @@ from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventSt
 from .port import partition_of as _partition_of
 
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
+_KEY_CACHE = 4096  # matches whose key names an adapter remembers
 
 # Trimming drops the match stream and its command records but keeps the
 # version key. It runs only if the match did not move since the caller read
@@ -130,6 +131,7 @@ class RedisEventStore(EventStore):
         self.partition_maxlen = partition_maxlen
         self._append_script: Script = client.register_script(_load_append_lua())
         self._trim_script: Script = client.register_script(_TRIM_LUA)
+        self._append_keys: dict[str, tuple[str, str, str, str]] = {}
 
     @classmethod
     def connect(
@@ -168,30 +170,43 @@ class RedisEventStore(EventStore):
         command_id: str = "",
     ) -> AppendResult:
         validate_batch(match_id, expected_version, events)
-        keys = [
-            self.keys.match_stream(match_id),
-            self.keys.version(match_id),
-            self.keys.partition_stream(self.partition_of(match_id)),
-        ]
+        stream, version_key, partition, command_prefix = self._keys_of(match_id)
         if command_id:
-            keys.append(self.keys.command(match_id, command_id))
-        args: list[Any] = [expected_version, match_id, command_id, self.partition_maxlen or 0]
-        args.extend(event.SerializeToString() for event in events)
-        status, version, first, last = self._evalsha(self._append_script, keys, args)
+            args: list[Any] = ["EVALSHA", self._append_script.sha, 4, stream, version_key, partition,
+                               command_prefix + command_id]
+        else:
+            args = ["EVALSHA", self._append_script.sha, 3, stream, version_key, partition]
+        args += (expected_version, match_id, command_id, self.partition_maxlen or 0)
+        args += [event.SerializeToString() for event in events]
+        status, version, first, last = self._append(args)
         if status == _CONFLICT:
             raise ConcurrencyConflict(match_id, expected_version, int(version))
         return AppendResult(
             version=int(version), first_seq=int(first), last_seq=int(last), duplicate=status == _DUPLICATE
         )
 
-    def _evalsha(self, script: Script, keys: list[str], args: list[Any]) -> Any:
-        """EVALSHA straight through execute_command: redis-py's Script wrapper costs more
-        client time than the script itself on the hot path. Reloads after SCRIPT FLUSH."""
+    def _keys_of(self, match_id: str) -> tuple[str, str, str, str]:
+        """(stream, version, partition stream, command key prefix) of a match, remembered:
+        a match appends hundreds of times and each name costs a crc32 and four f-strings."""
+        keys = self._append_keys.get(match_id)
+        if keys is None:
+            if len(self._append_keys) >= _KEY_CACHE:
+                self._append_keys.clear()  # bounded; rebuilding is cheap
+            layout = self.keys
+            keys = (layout.match_stream(match_id), layout.version(match_id),
+                    layout.partition_stream(self.partition_of(match_id)), layout.command(match_id, ""))
+            self._append_keys[match_id] = keys
+        return keys
+
+    def _append(self, args: list[Any]) -> Any:
+        """EVALSHA straight through execute_command (args[1] is the sha): redis-py's Script
+        wrapper costs more client time than the script itself. Reloads after SCRIPT FLUSH."""
         try:
-            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return self.client.execute_command(*args)
         except NoScriptError:
-            script.sha = self.client.script_load(script.script)
-            return self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            script = self._append_script
+            script.sha = args[1] = self.client.script_load(script.script)
+            return self.client.execute_command(*args)
 
     def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
         if limit is not None and limit < 0:
