@@ -189,7 +189,7 @@ class Projector:
         for row in sorted(self._finished, key=lambda m: (m.finished_ms or 0, m.match_id)):
             self.ratings.rate(session, game_scope(row.game_id), row)
             if row.tournament_id:
-                self.ratings.rate(session, tournament_scope(row.tournament_id), row)
+                self.ratings.rate(session, tournament_scope(row.tournament_id, row.game_id), row)
         self._advance_checkpoints(session, outcome.applied)
         if outcome.applied:
             outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
@@ -338,9 +338,11 @@ class Projector:
         for player_id in sorted(best):
             seat = best[player_id]
             rank = seat.rank or n
-            standing = session.get(TournamentStanding, (row.tournament_id, player_id), with_for_update=True)
+            key = (row.tournament_id, row.game_id, player_id)
+            standing = session.get(TournamentStanding, key, with_for_update=True)
             if standing is None:
-                standing = TournamentStanding(tournament_id=row.tournament_id, player_id=player_id)
+                standing = TournamentStanding(tournament_id=row.tournament_id, game_id=row.game_id,
+                                              player_id=player_id)
             standing.played += 1
             standing.wins += 1 if rank == 1 else 0
             standing.points += (n - rank) / (n - 1)

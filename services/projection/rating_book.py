@@ -37,7 +37,8 @@ def _scope_filter(scope: str):  # type: ignore[no-untyped-def]
     if kind == "game":
         return Match.game_id == key
     if kind == "tournament":
-        return Match.tournament_id == key
+        tournament_id, _, game_id = key.rpartition(":")
+        return and_(col(Match.tournament_id) == tournament_id, col(Match.game_id) == game_id)
     raise ValueError(f"unknown rating scope {scope!r}")
 
 

@@ -159,11 +159,16 @@ class Tournament(ReadModel, table=True):
 
 
 class TournamentStanding(ReadModel, table=True):
-    """A tournament entrant's totals; all sums, so the order of matches does not matter."""
+    """A tournament entrant's totals in one of its games; all sums, so the order of matches does not matter.
+
+    Per game, like the tournament's ratings (scope "tournament:<id>:<game>"): skill
+    at one game says little about another.
+    """
 
     __tablename__ = "tournament_standings"
 
     tournament_id: str = Field(primary_key=True, max_length=128)
+    game_id: str = Field(primary_key=True, max_length=64)
     player_id: str = Field(primary_key=True, max_length=128)
     played: int = 0
     wins: int = 0

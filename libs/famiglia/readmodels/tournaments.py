@@ -14,15 +14,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlalchemy import literal
+from sqlmodel import Session, col, select
 
 from famiglia.ratings import DEFAULT_RATING
 
 from .tables import Player, PlayerRating, Tournament, TournamentStanding
 
 
-def tournament_scope(tournament_id: str) -> str:
-    return f"tournament:{tournament_id}"
+def tournament_scope(tournament_id: str, game_id: str) -> str:
+    """The rating scope of one game of a tournament (game ids never contain ':')."""
+    return f"tournament:{tournament_id}:{game_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +41,10 @@ class TournamentInfo:
 
 @dataclass(frozen=True, slots=True)
 class Standing:
-    """One entrant, best first; ranked by tournament rating ordinal, then points, then wins."""
+    """One entrant in one game of a tournament; ranked within the game by tournament rating
+    ordinal, then points, then wins."""
 
+    game_id: str
     rank: int
     player_id: str
     display_name: str
@@ -123,25 +127,29 @@ def tournament_info(row: Tournament) -> TournamentInfo:
                           row.created_ms, row.finished_ms, row.matches_finished)
 
 
-def tournament_standings(session: Session, tournament_id: str) -> list[Standing]:
-    """Entrants best first (rating ordinal, then points, wins, player id)."""
-    rows = session.exec(
+def tournament_standings(session: Session, tournament_id: str, game_id: str = "") -> list[Standing]:
+    """Entrants per game (games in name order), best first within each game."""
+    query = (
         select(TournamentStanding, PlayerRating, Player)
-        .join(PlayerRating, (PlayerRating.scope == tournament_scope(tournament_id))  # type: ignore[arg-type]
-              & (PlayerRating.player_id == TournamentStanding.player_id), isouter=True)
+        .join(PlayerRating, (PlayerRating.player_id == TournamentStanding.player_id)  # type: ignore[arg-type]
+              & (PlayerRating.scope == literal("tournament:") + col(TournamentStanding.tournament_id) + ":"
+                 + col(TournamentStanding.game_id)), isouter=True)
         .join(Player, Player.player_id == TournamentStanding.player_id, isouter=True)  # type: ignore[arg-type]
         .where(TournamentStanding.tournament_id == tournament_id)
-    ).all()
+    )
+    if game_id:
+        query = query.where(TournamentStanding.game_id == game_id)
     unranked = []
-    for standing, rating, player in rows:
+    for standing, rating, player in session.exec(query).all():
         mu = rating.mu if rating is not None else DEFAULT_RATING.mu
         sigma = rating.sigma if rating is not None else DEFAULT_RATING.sigma
         unranked.append((standing, player, mu, sigma))
-    unranked.sort(key=lambda r: (-(r[2] - 3 * r[3]), -r[0].points, -r[0].wins, r[0].player_id))
-    out = []
-    for i, (standing, player, mu, sigma) in enumerate(unranked, start=1):
+    unranked.sort(key=lambda r: (r[0].game_id, -(r[2] - 3 * r[3]), -r[0].points, -r[0].wins, r[0].player_id))
+    out: list[Standing] = []
+    for standing, player, mu, sigma in unranked:
+        rank = 1 if not out or out[-1].game_id != standing.game_id else out[-1].rank + 1
         out.append(Standing(
-            rank=i, player_id=standing.player_id,
+            game_id=standing.game_id, rank=rank, player_id=standing.player_id,
             display_name=player.display_name if player else "", bot=bool(player and player.bot),
             policy=player.policy if player else "", played=standing.played, wins=standing.wins,
             points=standing.points, score_total=standing.score_total,

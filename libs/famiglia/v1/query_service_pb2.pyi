@@ -581,15 +581,19 @@ class GetTournamentStandingsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
+    GAME_ID_FIELD_NUMBER: _builtins.int
     tournament_id: _builtins.str
+    game_id: _builtins.str
+    """"" = every game of the tournament"""
     def __init__(
         self,
         *,
         tournament_id: _builtins.str = ...,
+        game_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["tournament_id", b"tournament_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game_id", b"game_id", "tournament_id", b"tournament_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -612,6 +616,7 @@ class StandingEntry(_message.Message):
     MU_FIELD_NUMBER: _builtins.int
     SIGMA_FIELD_NUMBER: _builtins.int
     ORDINAL_FIELD_NUMBER: _builtins.int
+    GAME_ID_FIELD_NUMBER: _builtins.int
     rank: _builtins.int
     player_id: _builtins.str
     display_name: _builtins.str
@@ -626,6 +631,8 @@ class StandingEntry(_message.Message):
     mu: _builtins.float
     sigma: _builtins.float
     ordinal: _builtins.float
+    game_id: _builtins.str
+    """standings and ratings are per game of the tournament; rank restarts per game"""
     def __init__(
         self,
         *,
@@ -642,10 +649,11 @@ class StandingEntry(_message.Message):
         mu: _builtins.float = ...,
         sigma: _builtins.float = ...,
         ordinal: _builtins.float = ...,
+        game_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["average_rank", b"average_rank", "bot", b"bot", "display_name", b"display_name", "mu", b"mu", "ordinal", b"ordinal", "played", b"played", "player_id", b"player_id", "points", b"points", "policy", b"policy", "rank", b"rank", "score_total", b"score_total", "sigma", b"sigma", "wins", b"wins"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["average_rank", b"average_rank", "bot", b"bot", "display_name", b"display_name", "game_id", b"game_id", "mu", b"mu", "ordinal", b"ordinal", "played", b"played", "player_id", b"player_id", "points", b"points", "policy", b"policy", "rank", b"rank", "score_total", b"score_total", "sigma", b"sigma", "wins", b"wins"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

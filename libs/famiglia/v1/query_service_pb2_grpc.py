@@ -93,7 +93,7 @@ class QueryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTournamentStandings(self, request, context):
-        """A tournament's entrants best first (tournament rating, then points and wins).
+        """A tournament's entrants per game, best first (tournament rating in that game, then points and wins).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -40,7 +40,7 @@ class QueryServiceStub:
     GetPlayerHistory: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetPlayerHistoryRequest, _query_service_pb2.GetPlayerHistoryResponse]
     """A player's matches newest first, with their seat, results and ratings per game."""
     GetTournamentStandings: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetTournamentStandingsRequest, _query_service_pb2.GetTournamentStandingsResponse]
-    """A tournament's entrants best first (tournament rating, then points and wins)."""
+    """A tournament's entrants per game, best first (tournament rating in that game, then points and wins)."""
 
 @_typing.type_check_only
 class QueryServiceAsyncStub(QueryServiceStub):
@@ -54,7 +54,7 @@ class QueryServiceAsyncStub(QueryServiceStub):
     GetPlayerHistory: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetPlayerHistoryRequest, _query_service_pb2.GetPlayerHistoryResponse]  # type: ignore[assignment]
     """A player's matches newest first, with their seat, results and ratings per game."""
     GetTournamentStandings: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetTournamentStandingsRequest, _query_service_pb2.GetTournamentStandingsResponse]  # type: ignore[assignment]
-    """A tournament's entrants best first (tournament rating, then points and wins)."""
+    """A tournament's entrants per game, best first (tournament rating in that game, then points and wins)."""
 
 class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -95,6 +95,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _query_service_pb2.GetTournamentStandingsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_query_service_pb2.GetTournamentStandingsResponse, _abc.Awaitable[_query_service_pb2.GetTournamentStandingsResponse]]:
-        """A tournament's entrants best first (tournament rating, then points and wins)."""
+        """A tournament's entrants per game, best first (tournament rating in that game, then points and wins)."""
 
 def add_QueryServiceServicer_to_server(servicer: QueryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -131,12 +131,12 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
             info = tournaments.get_tournament(session, request.tournament_id)
             if info is None:
                 raise NotFound("unknown_tournament", f"no tournament {request.tournament_id!r}")
-            standings = tournaments.tournament_standings(session, request.tournament_id)
+            standings = tournaments.tournament_standings(session, request.tournament_id, request.game_id)
         return pb.GetTournamentStandingsResponse(
             tournament_id=info.tournament_id, name=info.name, status=info.status, games=list(info.games),
             created_at=_ts(info.created_ms), finished_at=_ts(info.finished_ms),
             matches_finished=info.matches_finished,
-            standings=[pb.StandingEntry(rank=s.rank, player_id=s.player_id, display_name=s.display_name, bot=s.bot,
+            standings=[pb.StandingEntry(game_id=s.game_id, rank=s.rank, player_id=s.player_id, display_name=s.display_name, bot=s.bot,
                                         policy=s.policy, played=s.played, wins=s.wins, points=s.points,
                                         score_total=s.score_total, average_rank=s.average_rank, mu=s.mu,
                                         sigma=s.sigma, ordinal=s.ordinal) for s in standings],

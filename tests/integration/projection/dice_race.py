@@ -7,6 +7,7 @@ oneof is named `kind` like every game's Command and Event.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 
 from google.protobuf import struct_pb2
@@ -115,6 +116,11 @@ class DiceRace:
 
 ENGINE = DiceRace()
 
+#: The same race under another game id, for tests that need two games (tournaments, leaderboards).
+DUEL_ID = "dice_duel"
+DUEL = DiceRace()
+DUEL.info = dataclasses.replace(DiceRace.info, game_id=DUEL_ID, title="Dice Duel")
+
 
 def registry() -> Registry:
-    return Registry({GAME_ID: ENGINE})
+    return Registry({GAME_ID: ENGINE, DUEL_ID: DUEL})

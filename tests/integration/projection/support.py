@@ -33,7 +33,7 @@ def real_engines() -> dict[str, Engine]:
 
 
 def games_registry() -> Registry:
-    return Registry({**real_engines(), dice_race.GAME_ID: dice_race.ENGINE})
+    return Registry({**real_engines(), dice_race.GAME_ID: dice_race.ENGINE, dice_race.DUEL_ID: dice_race.DUEL})
 
 
 class Clock:

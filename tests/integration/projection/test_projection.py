@@ -109,6 +109,30 @@ def test_tournament_standings_sum_the_tournament_matches(app: ProjectionApp) -> 
     assert standings == sorted(standings, key=lambda s: -s.ordinal)
 
 
+def test_tournaments_rank_and_rate_each_game_on_its_own(app: ProjectionApp) -> None:
+    from famiglia.readmodels import tournament_scope
+
+    from .dice_race import DUEL_ID
+
+    games = [MatchSpec(match_id=f"g{i:02d}", players=[PLAYERS[(i + k) % 5] for k in range(2 + i % 2)], seed=70 + i,
+                       game_id=DUEL_ID if i % 2 else "dice_race", tournament_id="open") for i in range(8)]
+    played = write_matches(app.store, app.registry, games)
+    drain_app(app)
+    with read_session(app.sql) as session:
+        standings = tournament_standings(session, "open")
+        duel_only = tournament_standings(session, "open", DUEL_ID)
+        duel_board = {e.player_id: (e.mu, e.sigma) for e in leaderboard(session, DUEL_ID)}
+    assert {s.game_id for s in standings} == {"dice_race", DUEL_ID}
+    for game_id in ("dice_race", DUEL_ID):
+        rows = [s for s in standings if s.game_id == game_id]
+        assert [s.rank for s in rows] == list(range(1, len(rows) + 1))
+        expected = expected_ratings([p for p in played if p.game_id == game_id])
+        assert {s.player_id: (s.mu, s.sigma) for s in rows} == expected
+    assert duel_only == [s for s in standings if s.game_id == DUEL_ID]
+    assert duel_board == expected_ratings([p for p in played if p.game_id == DUEL_ID])
+    assert tournament_scope("open", DUEL_ID) == "tournament:open:dice_duel"
+
+
 def test_a_crashed_consumers_entries_are_claimed_and_nothing_counts_twice(app: ProjectionApp) -> None:
     played = write_matches(app.store, app.registry, specs(5))
     # Consumer "dead" reads a batch and dies before committing (never acks).

@@ -98,6 +98,9 @@ def test_leaderboard_history_and_standings(played: list[Played], channel: grpc.C
     assert standings.name == "The Cup" and standings.games == ["dice_race"]
     assert standings.matches_finished == sum(1 for p in played if p.tournament_id == "cup")
     assert [s.rank for s in standings.standings] == list(range(1, len(standings.standings) + 1))
+    assert {s.game_id for s in standings.standings} == {"dice_race"}
+    only = stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id="cup", game_id="grifters"))
+    assert not only.standings
     with pytest.raises(grpc.RpcError) as missing:
         stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id="nope"))
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
