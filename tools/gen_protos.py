@@ -47,6 +47,8 @@ def generate(out: Path) -> list[Path]:
         raise SystemExit("protoc failed")
     generated = []
     for path in sorted(out.rglob("*_pb2*.py*")):
+        if "__pycache__" in path.parts or path.suffix not in (".py", ".pyi"):
+            continue
         rel = path.relative_to(out)
         generated.append(rel)
     return generated
@@ -70,7 +72,8 @@ def main() -> int:
             target = OUT / rel
             if not target.exists() or not filecmp.cmp(tmp_out / rel, target, shallow=False):
                 stale.append(rel)
-        committed = {p.relative_to(OUT) for p in OUT.rglob("*_pb2*.py*") if ".venv" not in p.parts}
+        committed = {p.relative_to(OUT) for p in OUT.rglob("*_pb2*.py*")
+                     if "__pycache__" not in p.parts and p.suffix in (".py", ".pyi")}
         orphans = sorted(committed - set(files))
         if args.check:
             if stale or orphans:
