@@ -38,9 +38,9 @@ def generate(out: Path) -> list[Path]:
         f"-I{PROTOS}",
         f"-I{include}",
         f"--python_out={out}",
-        f"--mypy_out={out}",
+        f"--mypy_out=quiet:{out}",
         f"--grpc_python_out={out}",
-        f"--mypy_grpc_out={out}",
+        f"--mypy_grpc_out=quiet:{out}",
         *files,
     ]
     if protoc.main(args) != 0:
