@@ -165,7 +165,8 @@ class Engine(Protocol):
         ...
 
     def decide(self, state: State, seat: int, command: Command, rng: Rng) -> list[Event]:
-        """The events a command causes, or raise RuleViolation. All chance happens here."""
+        """The events a command causes, or raise RuleViolation. All chance happens here.
+        The returned events are never changed afterwards (engines may memoise their folds)."""
         ...
 
     def pending(self, state: State) -> list[Pending]:
@@ -175,7 +176,8 @@ class Engine(Protocol):
     def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Command]:
         """Every legal command for `seat` now; for huge compound choices a bounded,
         representative sample of at most `limit` (the full set is then covered by
-        `decide`, which accepts any legal command)."""
+        `decide`, which accepts any legal command). The returned messages may be shared,
+        prebuilt instances: callers treat them as read-only (copy before changing)."""
         ...
 
     def view(self, state: State, viewer: int | None) -> View:
