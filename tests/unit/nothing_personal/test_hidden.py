@@ -207,3 +207,25 @@ def test_np_x3_blackmail_own_and_omerta_need_a_free_coin() -> None:
     assert EFFECTS["BLACKMAIL_OWN"].options(s, Ctx(1), 5)
     assert not EFFECTS["BLACKMAIL_OWN"].options(replace(s, bm_free=0), Ctx(1), 5)
     assert not EFFECTS["OMERTA"].options(replace(s, om_free=0), Ctx(1), 5)
+
+
+def test_determinized_states_play_to_the_end() -> None:
+    """NP-H9: a determinized open window still waits for someone; bots can roll out from any view."""
+    import random
+
+    from famiglia.engine import fold
+    from famiglia.testing.random_play import choose_actor, play_random
+
+    states = []
+    play_random(ENGINE, 4, 21, {"keep_your_word": "true"}, on_step=lambda b, st, a: states.append(a))
+    chooser = random.Random(0)
+    for s in states[::40]:
+        for seat in range(4):
+            d = ENGINE.determinize(ENGINE.view(s, seat), seat, Rng(seat))
+            n = 0
+            while ENGINE.result(d) is None:
+                picked = choose_actor(ENGINE, d, chooser)
+                assert picked is not None, ENGINE.render_state(d)
+                d = fold(ENGINE, ENGINE.decide(d, picked[0], picked[1], Rng(n)), d)
+                n += 1
+                assert n < ENGINE.info.max_steps

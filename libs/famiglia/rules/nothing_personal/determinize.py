@@ -80,7 +80,7 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
         vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
         if v.vacancy_spot >= 0 else None,
-        offers=offers, next_offer=max((o.id for o in offers), default=0) + 1,
+        offers=offers, next_offer=max([0, *(o.id for o in offers), *(c.id for c in contracts)]) + 1,
         offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
         ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
         broken=frozenset(v.broken), ranking=tuple(v.ranking),
@@ -91,7 +91,10 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
 
         from .flow import eligible
 
-        others = tuple(i for i in eligible(state, window.kind) if i != seat)
+        others = [i for i in eligible(state, window.kind) if i != seat]
+        if not others and (not window.seats or window.answers[seat] is not None):
+            # The window is open, so someone is still asked: whoever it is may have emptied its hand.
+            others = [i for i in range(n) if i != seat]
         window = replace(window, seats=tuple(sorted(set(window.seats) | set(others))))
         state = replace(state, window=window)
     return state
