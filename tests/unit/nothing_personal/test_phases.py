@@ -157,7 +157,6 @@ def test_np_y4_np_y5_np_y7_vacancies_fill_from_sources_decided_by_the_decider_po
 def test_np_y6_np_d14_an_empty_decider_position_leaves_it_to_the_ring_holder() -> None:
     """NP-Y6, NP-D14."""
     s = empty(bare(ring=2), 6, 8)
-    s = replace(s, board=s.board[:7] + ("G05",) + s.board[8:]) if False else s
     events, s = step(at_stage(s, Phase.FAMILY, "fill", pos=7))
     assert s.vacancy.decider == 2
     assert default_candidate(s, s.vacancy.candidates) == max(s.vacancy.candidates, key=s.board.index)
