@@ -486,7 +486,8 @@ def test_np_r4_card_windows_open_before_scoring_and_upright_action_turns_only() 
     s = mark(mark(s, "T01", {1: 1}), "H02", {1: 1}, sideways=True)
     s = at_stage(s, Phase.CREW, "act_window", pos=2, sweep=1)
     events, s2 = step(s)
-    assert not of(events, "window_opened") or of(events, "crew_position_reached")   # 2 is sideways: no window
+    assert kinds(events)[:2] == ["crew_position_reached", "window_opened"]   # 2 is sideways: no window there
+    assert of(events, "crew_position_reached")[0].position == 3 and s2.pos == 3
     s = at_stage(hand(crew(), 2, "I76"), Phase.CREW, "score_window", pos=9)
     events, s = step(s)
     assert of(events, "window_opened")[0].kind == "card" and [p.seat for p in ENGINE.pending(s)] == [2]

@@ -146,12 +146,12 @@ def test_np_x15_a_card_with_several_types_matches_each() -> None:
     from famiglia.rules.nothing_personal.board import icon_targets
     from famiglia.rules.nothing_personal.data import Gangster
 
-    from .support import place
+    from .support import place, replace
 
     s = place(new(4), {1: "T01"})
     G["ZZ1"] = Gangster("ZZ1", "two-type", frozenset({"thug", "hitman"}), 1, 1, "")
     try:
-        s2 = s.__class__(**{**s.__dict__, "board": ("ZZ1",) + s.board[1:]})
+        s2 = replace(s, board=("ZZ1",) + s.board[1:])
         assert "ZZ1" in icon_targets(s2, "thug") and "ZZ1" in icon_targets(s2, "hitman")
     finally:
         del G["ZZ1"]
