@@ -3,6 +3,7 @@ becomes a stored `famiglia.v1.EventEnvelope` and back."""
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -14,18 +15,18 @@ from famiglia.v1 import envelope_pb2
 
 MATCH_CREATED = "match_created"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
 
 
 def new_event_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, 26 Crockford base32 characters.
-    Globally unique and sortable by creation time."""
+    Globally unique and sortable by creation time.
+
+    The 128 bits sit at the bottom of 20 bytes (160 bits, 32 base32 digits), so the C
+    base32 encoder does the digit loop; the first 6 digits are the zero padding."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
-    out = []
-    for _ in range(26):
-        out.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(out))
+    raw = (ms & 0xFFFFFFFFFFFF).to_bytes(10, "big") + os.urandom(10)
+    return base64.b32encode(raw).translate(_TO_CROCKFORD)[6:].decode()
 
 
 def visibility_proto(v: Visibility) -> envelope_pb2.Visibility:
@@ -66,12 +67,16 @@ def game_envelopes(
     The command that caused them rides on the first one, for verification replays."""
     out = []
     ms = int(time.time() * 1000) if now_ms is None else now_ms
+    game_id = engine.info.game_id
     for i, event in enumerate(events, start=1):
-        env = _base(match_id, version + i, engine.info.game_id, command_id, seat, trace, ms)
+        env = _base(match_id, version + i, game_id, command_id, seat, trace, ms)
         env.type = event.WhichOneof("kind") or ""
         env.payload_type = event.DESCRIPTOR.full_name
         env.payload = event.SerializeToString(deterministic=True)
-        env.visibility.CopyFrom(visibility_proto(engine.visibility(event)))
+        shown = engine.visibility(event)
+        env.visibility.kind = int(shown.kind)  # type: ignore[assignment]
+        if shown.seats:
+            env.visibility.seats.extend(sorted(shown.seats))
         if i == 1 and command is not None:
             env.command = command.SerializeToString(deterministic=True)
         out.append(env)

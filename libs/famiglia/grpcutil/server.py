@@ -13,7 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from famiglia.telemetry import extract_context, get_logger, tracer
@@ -35,8 +35,33 @@ def bearer_token(context: grpc.ServicerContext) -> str | None:
     return None
 
 
-def _carrier(context: grpc.ServicerContext) -> dict[str, str]:
-    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+_fields: frozenset[str] | None = None
+
+
+def _propagation_fields() -> frozenset[str]:
+    """Metadata keys the global propagator reads (traceparent, tracestate, baggage)."""
+    global _fields
+    if _fields is None:
+        _fields = frozenset(f.lower() for f in propagate.get_global_textmap().fields)
+    return _fields
+
+
+def _carrier(context: grpc.ServicerContext) -> dict[str, str] | None:
+    """The trace carrier of a call, or None when the client sent no trace context
+    (then there is nothing to extract or attach: most calls skip that work)."""
+    fields = _propagation_fields()
+    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+    return carrier if not fields.isdisjoint(carrier) else None
+
+
+def _attach(context: grpc.ServicerContext) -> object | None:
+    carrier = _carrier(context)
+    return None if carrier is None else otel_context.attach(extract_context(carrier))
+
+
+def _detach(token: object | None) -> None:
+    if token is not None:
+        otel_context.detach(token)  # type: ignore[arg-type]
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -57,7 +82,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def stream_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
-            token = otel_context.attach(extract_context(_carrier(context)))
+            token = _attach(context)
             try:
                 with tracer().start_as_current_span(name, kind=SpanKind.SERVER) as span:
                     try:
@@ -68,13 +93,13 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                         if context.is_active():
                             _fail(context, span, exc)
             finally:
-                otel_context.detach(token)
+                _detach(token)
 
         return stream_wrapper
 
     @functools.wraps(method)
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        token = otel_context.attach(extract_context(_carrier(context)))
+        token = _attach(context)
         try:
             with tracer().start_as_current_span(name, kind=SpanKind.SERVER) as span:
                 try:
@@ -82,7 +107,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 except Exception as exc:  # noqa: BLE001
                     _fail(context, span, exc)
         finally:
-            otel_context.detach(token)
+            _detach(token)
 
     return unary_wrapper
 

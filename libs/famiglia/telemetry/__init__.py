@@ -83,8 +83,17 @@ def get_logger(name: str = "famiglia") -> Any:
     return structlog.get_logger(name)
 
 
+_tracers: dict[str, trace.Tracer] = {}
+
+
 def tracer(name: str = "famiglia") -> trace.Tracer:
-    return trace.get_tracer(name)
+    """The tracer of `name`, made once: the SDK's get_tracer builds scope objects and
+    re-registers a warnings filter on every call. Before `configure` this is a proxy
+    that follows the provider set later."""
+    found = _tracers.get(name)
+    if found is None:
+        found = _tracers[name] = trace.get_tracer(name)
+    return found
 
 
 def inject_context() -> dict[str, str]:
