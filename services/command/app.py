@@ -41,7 +41,7 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
     Unavailable,
 )
-from famiglia.telemetry import get_logger, inject_context, tracer
+from famiglia.telemetry import child_span, get_logger, inject_context, tracer
 from famiglia.v1 import envelope_pb2
 
 from .hot_matches import HotMatch, HotMatches, UnknownMatch
@@ -271,9 +271,7 @@ class CommandApp:
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
                 try:
-                    # A child span that is not made current: nothing below opens spans,
-                    # and attaching a context costs as much as the span.
-                    with tracer().start_span("eventstore.append", attributes={"match_id": match_id}):
+                    with child_span("eventstore.append", {"match_id": match_id}):
                         result = self.store.append(match_id, m.version, envelopes, command_id)
                 except ConcurrencyConflict:
                     # Another process moved the match: re-decide on the new state.
@@ -297,7 +295,7 @@ class CommandApp:
         if not command.WhichOneof("kind"):
             raise InvalidArgument("empty_command", "the command has no kind set")
         try:
-            with tracer().start_span("engine.decide", attributes={"game_id": m.game_id}):
+            with child_span("engine.decide", {"game_id": m.game_id}):
                 return m.engine.decide(m.state, seat, command, Rng.derive(m.seed, m.version))
         except MalformedCommand as exc:
             raise InvalidArgument(exc.code, exc.message) from None

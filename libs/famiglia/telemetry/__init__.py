@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, MutableMapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import structlog
@@ -94,6 +95,26 @@ def tracer(name: str = "famiglia") -> trace.Tracer:
     if found is None:
         found = _tracers[name] = trace.get_tracer(name)
     return found
+
+
+def spans_exported() -> bool:
+    """Whether finished spans go anywhere (an SDK provider with a span processor).
+
+    Without one, only the server span of a call matters (its ids reach the logs and
+    the events); child spans nobody can see cost as much as the rest of a command."""
+    provider = trace.get_tracer_provider()
+    active = getattr(provider, "_active_span_processor", None)
+    if active is None:
+        return not isinstance(provider, (TracerProvider, trace.NoOpTracerProvider, trace.ProxyTracerProvider))
+    return bool(getattr(active, "_span_processors", True))
+
+
+def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
+    """A span under the current one, not made current (nothing below opens spans, and
+    attaching a context costs as much as the span); a no-op when spans go nowhere."""
+    if not spans_exported():
+        return nullcontext()
+    return tracer().start_span(name, attributes=attributes)
 
 
 def inject_context() -> dict[str, str]:
