@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     engines = [registry.get(g) for g in registry if not args.game or g in args.game]
     if args.toy or "highcard" in args.game:
         engines.append(HIGHCARD)
-    console = Console()
+    console = Console(width=max(110, Console().width))
     table = Table(title=f"Bot strength against random seats ({args.matches} matches each)")
     for col in ("game", "seats", "policy", "win rate", "95% CI", "random's share", "s/decision"):
         table.add_column(col, justify="left" if col in ("game", "policy") else "right")
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 s = measure(engine, policy, args.matches, args.seed)
             except Exception as exc:  # noqa: BLE001 - an engine in progress: report, go on
-                table.add_row(engine.info.game_id, "", policy, f"[red]error[/] {exc!r}"[:60], "", "", "")
+                table.add_row(engine.info.game_id, "", policy.partition("?")[0], "[red]error[/]", repr(exc)[:40],
+                              "", "")
                 continue
             low, high = wilson(s.wins, s.matches)
             table.add_row(s.game_id, str(s.seats), policy.partition("?")[0], f"{s.rate:.0%}",

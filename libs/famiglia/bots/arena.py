@@ -52,7 +52,7 @@ def play_match(rules: Engine, policies: Sequence[Policy], seed: int, *,
             events = rules.decide(state, seat, command, Rng.derive(seed, version))
         except RuleViolation:
             played.fallbacks += 1
-            events = rules.decide(state, seat, legal[chooser.randrange(len(legal))], Rng.derive(seed, version))
+            events = _any_accepted(rules, state, seat, chooser.sample(legal, len(legal)), Rng.derive(seed, version))
         state = fold(rules, events, state)
         version += len(events)
         played.commands += 1
@@ -60,3 +60,14 @@ def play_match(rules: Engine, policies: Sequence[Policy], seed: int, *,
             on_command()
     played.result = result
     return played
+
+
+def _any_accepted(rules: Engine, state: object, seat: int, commands: Sequence[object], rng: Rng) -> list:
+    """The events of the first command the engine accepts (a listed command it refuses
+    is an engine bug; the match plays on, as the service would with another choice)."""
+    for command in commands:
+        try:
+            return rules.decide(state, seat, command, rng)  # type: ignore[arg-type]
+        except RuleViolation:
+            continue
+    raise RuntimeError(f"{rules.info.game_id}: seat {seat} has legal commands but the engine refuses them all")
