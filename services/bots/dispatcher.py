@@ -222,9 +222,39 @@ class Dispatcher:
             resent += self.queued - before
         return resent
 
+    # -- after a restart -------------------------------------------------------------
+    def recover(self, recent: int = 500) -> int:
+        """Queue again what recently active matches wait for.
+
+        A match whose task was lost with a crashed process (a broker without
+        persistence, a dispatcher killed between fold and send) gets no new
+        event, so nothing would ever wake it. After a restart the matches seen
+        in the last `recent` entries of each partition are folded again and their
+        pending decisions queued; tasks are idempotent, so one queued twice is harmless.
+        """
+        recovered = 0
+        for match_id in _recent_matches(self.store, recent):
+            if match_id in self.matches or match_id in self._done:
+                continue
+            try:
+                tracked = self._load(match_id)
+                if tracked is not None:
+                    self._schedule(tracked)
+                    recovered += match_id in self.matches
+            except TRANSIENT:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("match_recovery_failed", match_id=match_id)
+                self._forget(match_id)
+        return recovered
+
     # -- the loop --------------------------------------------------------------------
     def run(self, consumer, stop: threading.Event, *, block_ms: int = 500, claim_idle_ms: int = 60_000) -> None:
         """Consume until `stop` is set. `consumer` is a PartitionConsumer of group GROUP."""
+        try:
+            log.info("dispatcher_recovered", matches=self.recover())
+        except Exception:  # noqa: BLE001 - the stall watchdog and new events still cover most cases
+            log.exception("dispatcher_recovery_failed")
         backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
         last_claim = self.now()
         while not stop.is_set():
@@ -246,3 +276,18 @@ class Dispatcher:
                 self.check_stalls()
             except Exception:  # noqa: BLE001
                 log.exception("stall_check_failed")
+
+
+def _recent_matches(store: EventStore, recent: int) -> list[str]:
+    """Match ids in the last `recent` entries of every partition stream, newest first."""
+    seen: dict[str, None] = {}
+    client, keys = getattr(store, "client", None), getattr(store, "keys", None)
+    for partition in range(store.partitions):
+        if client is not None and keys is not None:  # Redis: read backwards, never the whole history
+            rows = client.xrevrange(keys.partition_stream(partition), count=recent)
+            envelopes = [EventEnvelope.FromString(fields[b"e"]) for _, fields in rows or [] if fields]
+        else:
+            envelopes = [e.envelope for e in store.read_partition(partition, count=1_000_000)[-recent:]][::-1]
+        for env in envelopes:
+            seen.setdefault(env.match_id, None)
+    return list(seen)

@@ -114,3 +114,10 @@ def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: Bots
     finally:
         client.close()
         server.stop(0)
+
+
+def test_recent_matches_are_found_on_the_redis_partition_streams(bots_stack: BotsStack) -> None:
+    from services.bots.dispatcher import _recent_matches
+
+    handle = bots_stack.client.create_match("highcard", 2, seed=3, seat_info=[])
+    assert handle.match_id in _recent_matches(bots_stack.command.store, 50)

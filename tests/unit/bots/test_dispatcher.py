@@ -189,3 +189,13 @@ def test_one_broken_match_does_not_stop_the_others() -> None:
     finally:
         del table.dispatcher.registry.get("highcard").pending
     assert [d[0] for d in table.tasks.decisions] == [healthy]
+
+
+def test_a_restarted_dispatcher_wakes_recent_matches_that_wait_on_a_lost_task() -> None:
+    table = Table()
+    waiting = table.create({0: "random", 1: "random"})
+    finished = table.create({}, hand="1", seed=4)
+    for _ in range(2):
+        table.act(finished, HIGHCARD.pending(table.app.matches.get(finished).match.state)[0].seat)
+    assert table.dispatcher.recover() == 1
+    assert table.tasks.decisions == [(waiting, 0, table.version(waiting), "random")]
