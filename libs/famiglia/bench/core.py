@@ -148,25 +148,43 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
     with command_service(redis_url) as address, _ClientPool(16) as pool:
         try:
             for clients in (1, 4, 16):
-                echo_rate, _ = pool.drive(address, clients, seconds, [("echo", sample)] * clients)
+                cpu = _process_cpu(_SERVICES[address])
+                echo_rate, echo_lat = pool.drive(address, clients, seconds, [("echo", sample)] * clients)
+                echo_cpu, cpu = (_process_cpu(_SERVICES[address]) - cpu) / len(echo_lat), _process_cpu(
+                    _SERVICES[address])
                 cmd_rate, lat = pool.drive(address, clients, seconds, [("submit", j) for j in jobs[:clients]])
+                cmd_cpu = (_process_cpu(_SERVICES[address]) - cpu) / len(lat)
                 p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
                 ratio = cmd_rate / echo_rate if echo_rate else 0
                 report.add(Figure(f"SubmitCommand x{clients}", cmd_rate, "cmds/s", baseline=echo_rate,
                                   baseline_name="Echo RPC", target="ratio >= 0.50", ok=ratio >= 0.5,
-                                  notes=f"p50 {p50:.2f} ms, p99 {p99:.2f} ms"))
+                                  notes=f"p50 {p50:.2f} ms, p99 {p99:.2f} ms; service CPU/call "
+                                        f"{cmd_cpu * 1e6:,.0f} us vs echo {echo_cpu * 1e6:,.0f} us"))
                 if clients == 4:
-                    # p99 at half the echo throughput: paced clients.
-                    load = echo_rate * 0.5
+                    # The issue's "p99 < 10 ms at half that load": half the target throughput
+                    # (50% of echo), so 25% of the echo rate, from paced clients.
+                    load = echo_rate * 0.25
                     done, lat = pool.drive(address, clients, seconds, [("submit", j) for j in jobs[:clients]],
                                            rate=load / clients)
                     p99 = percentile(lat, 99) * 1000
-                    report.add(Figure("SubmitCommand p99 at half echo load", p99, "ms", target="< 10 ms",
+                    report.add(Figure("SubmitCommand p99 at half the target load", p99, "ms", target="< 10 ms",
                                       ok=p99 < 10 and done >= 0.9 * load,
-                                      notes=f"asked {load:,.0f}/s, served {done:,.0f}/s, "
+                                      notes=f"x4 paced at 25% of echo: asked {load:,.0f}/s, served {done:,.0f}/s, "
                                             f"p50 {percentile(lat, 50) * 1000:.2f} ms"))
         except grpc.RpcError as exc:
             report.add(Figure("SubmitCommand", 0, "", notes=f"failed: {exc}"))
+
+
+_SERVICES: dict[str, int] = {}  # address -> pid of a running bench command service
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextlib.contextmanager
@@ -189,8 +207,10 @@ def command_service(redis_url: str) -> Iterator[str]:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         grpc.channel_ready_future(channel).result(timeout=30)
+        _SERVICES[f"127.0.0.1:{port}"] = proc.pid
         yield f"127.0.0.1:{port}"
     finally:
+        _SERVICES.pop(f"127.0.0.1:{port}", None)
         channel.close()
         proc.terminate()
         proc.wait(timeout=10)
