@@ -27,15 +27,21 @@ class ServiceSpec:
     port: int | None = None  # a gRPC port to wait for
 
 
+def _port(service: str) -> int:
+    """The port a service listens on: its FAMIGLIA_<SERVICE>_ADDR, or the default."""
+    addr = os.environ.get(f"FAMIGLIA_{service.upper()}_ADDR", "")
+    return int(addr.rpartition(":")[2]) if addr else DEFAULT_PORTS[service]
+
+
 def default_services() -> list[ServiceSpec]:
     """Every service of the embedded stack whose code is present."""
     py = sys.executable
-    specs = [ServiceSpec("command", (py, "-m", "services.command"), DEFAULT_PORTS["command"])]
+    specs = [ServiceSpec("command", (py, "-m", "services.command"), _port("command"))]
     optional = [
-        ("projection", (py, "-m", "services.projection"), DEFAULT_PORTS["projection"]),
-        ("replay", (py, "-m", "services.replay"), DEFAULT_PORTS["replay"]),
-        ("matchmaking", (py, "-m", "services.matchmaking"), DEFAULT_PORTS["matchmaking"]),
-        ("bots", (py, "-m", "services.bots"), DEFAULT_PORTS["bots"]),
+        ("projection", (py, "-m", "services.projection"), _port("projection")),
+        ("replay", (py, "-m", "services.replay"), _port("replay")),
+        ("matchmaking", (py, "-m", "services.matchmaking"), _port("matchmaking")),
+        ("bots", (py, "-m", "services.bots"), _port("bots")),
         ("bots-worker", (py, "-m", "services.bots.worker"), None),
     ]
     root = Path(__file__).resolve().parents[3]
