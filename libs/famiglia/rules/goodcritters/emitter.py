@@ -10,21 +10,25 @@ from __future__ import annotations
 from famiglia.engine import Rng
 
 from .events import Event
-from .evolve import evolve, remember
+from .evolve import apply, remember
 from .state import State
 
 
 class Emitter:
-    __slots__ = ("state", "events", "rng")
+    __slots__ = ("state", "events", "states", "rng")
 
     def __init__(self, state: State | None, rng: Rng) -> None:
         self.state: State = state  # type: ignore[assignment]
         self.events: list[Event] = []
+        self.states: list[State | None] = [state]
         self.rng = rng
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
-        before = self.state
-        self.state = evolve(before, event)
-        if before is not None:
-            remember(before, event, self.state)
+        self.state = state = apply(self.state, event)
+        self.states.append(state)
+
+    def done(self) -> list[Event]:
+        """The events, with the states they lead to kept for the fold that follows (evolve)."""
+        remember(self.events, self.states)
+        return self.events

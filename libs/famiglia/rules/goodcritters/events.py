@@ -1,8 +1,14 @@
-"""Event constructors over the generated messages, one per kind, in the game's words."""
+"""Event constructors over the generated messages, one per kind, in the game's words.
+
+Constructors whose arguments are a few small values (seats, cards, counts) are cached: `decide`
+hands out shared, prebuilt events, as the engine contract allows (events are facts, never
+changed after `decide` returned them). Treat every event as read-only.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
@@ -34,20 +40,24 @@ def pile_stacked(cards: Sequence[str], fuzz_position: int) -> Event:
     return _pb.Event(pile_stacked={"cards": cards, "fuzz_position": fuzz_position})
 
 
+@cache
 def round_started(round_: int, boss: int, step: int) -> Event:
     return _pb.Event(round_started={"round": round_, "boss": boss, "step": step})
 
 
+@cache
 def step_started(step: int, turn: int = -1) -> Event:
     return _pb.Event(step_started={"step": step, "turn": turn})
 
 
+@cache
 def loot_revealed(card: str) -> Event:
     e = Event()
     e.loot_revealed.card = card
     return e
 
 
+@cache
 def fuzz_revealed(cause: int) -> Event:
     return _pb.Event(fuzz_revealed={"cause": cause})
 
@@ -56,6 +66,7 @@ def loot_assigned(pairs: Iterable[tuple[str, int]]) -> Event:
     return _pb.Event(loot_assigned={"assignments": pairs_of(pairs)})
 
 
+@cache
 def threat_placed(seat: int, target: int) -> Event:
     e = Event()
     body = e.threat_placed
@@ -64,10 +75,12 @@ def threat_placed(seat: int, target: int) -> Event:
     return e
 
 
+@cache
 def threat_withdrawn(seat: int) -> Event:
     return _pb.Event(threat_withdrawn={"seat": seat})
 
 
+@cache
 def action_card_chosen(seat: int, card: int, choices: int) -> Event:
     e = Event()
     body: Any = e.action_card_chosen
@@ -77,20 +90,24 @@ def action_card_chosen(seat: int, card: int, choices: int) -> Event:
     return e
 
 
+@cache
 def committed(seat: int) -> Event:
     e = Event()
     e.committed.seat = seat
     return e
 
 
+@cache
 def turn_ended(seat: int) -> Event:
     return _pb.Event(turn_ended={"seat": seat})
 
 
+@cache
 def actions_locked() -> Event:
     return _pb.Event(actions_locked={})
 
 
+@cache
 def action_revealed(seat: int, card: int, out_of_turn: bool = False) -> Event:
     e = Event()
     body: Any = e.action_revealed
@@ -100,20 +117,24 @@ def action_revealed(seat: int, card: int, out_of_turn: bool = False) -> Event:
     return e
 
 
+@cache
 def loot_skimmed(seat: int, card: str) -> Event:
     return _pb.Event(loot_skimmed={"seat": seat, "card": card})
 
 
+@cache
 def skim_came_up_empty(seat: int) -> Event:
     return _pb.Event(skim_came_up_empty={"seat": seat})
 
 
+@cache
 def loot_stolen(thief: int, victim: int, card: str, cause: int) -> Event:
     return _pb.Event(
         loot_stolen=_pb.LootStolen(thief=thief, victim=victim, card=card, cause=cause, nothing=not card)
     )
 
 
+@cache
 def vote_counted(yes: int, no: int, outcome: int) -> Event:
     return _pb.Event(vote_counted={"yes": yes, "no": no, "outcome": outcome})
 
@@ -122,14 +143,17 @@ def loot_handed_out(pairs: Iterable[tuple[str, int]]) -> Event:
     return _pb.Event(loot_handed_out={"assignments": pairs_of(pairs)})
 
 
+@cache
 def loot_returned() -> Event:
     return _pb.Event(loot_returned={})
 
 
+@cache
 def boss_changed(boss: int, reason: int) -> Event:
     return _pb.Event(boss_changed={"boss": boss, "reason": reason})
 
 
+@cache
 def round_ended(round_: int) -> Event:
     return _pb.Event(round_ended={"round": round_})
 
@@ -138,6 +162,7 @@ def loot_confiscated(cards: Sequence[str]) -> Event:
     return _pb.Event(loot_confiscated={"cards": cards})
 
 
+@cache
 def game_ended(reason: int) -> Event:
     return _pb.Event(game_ended={"reason": reason})
 
@@ -179,6 +204,7 @@ def offer_made(
     )
 
 
+@cache
 def offer_withdrawn(briber: int, target: int) -> Event:
     return _pb.Event(offer_withdrawn={"briber": briber, "target": target})
 

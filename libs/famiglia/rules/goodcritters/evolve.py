@@ -15,26 +15,46 @@ from .data import NOBODY
 from .events import Event
 from .state import Offer, State, Step, fresh_round_fields, put, replace
 
-_RECENT: dict[tuple[int, int], tuple[State, Event, State]] = {}
-_RECENT_MAX = 512
+
+class FoldedRun:
+    """The events one `decide` (or `setup`) emitted and the states it folded them into:
+    `states[0]` is the state it started from, `states[i + 1]` is `states[i]` evolved by
+    `events[i]`. `decide` folds every event as it emits it, and the command path folds the very
+    same event objects onto the very same state right after, so `evolve` walks along the last
+    run (by identity, in order) instead of evolving each event twice. Anything else is evolved
+    afresh, so no result depends on this. Events are facts: never change one after `decide`."""
+
+    __slots__ = ("events", "states", "cursor")
+
+    def __init__(self, events: list[Event], states: list[State | None]) -> None:
+        self.events = events
+        self.states = states
+        self.cursor = 0
 
 
-def remember(before: State, event: Event, after: State) -> None:
-    """`decide` has just evolved `before` by `event`: keep the result for the fold that follows.
+_LAST_RUN = FoldedRun([], [None])
 
-    The command path folds the very event objects `decide` returned onto the very state it was
-    given, so each of them is evolved twice; this memo (checked by identity, bounded, pure)
-    halves that work. Events are facts: never change one after `decide` returned it."""
-    if len(_RECENT) >= _RECENT_MAX:
-        _RECENT.clear()
-    _RECENT[(id(before), id(event))] = (before, event, after)
+
+def remember(events: list[Event], states: list[State | None]) -> None:
+    global _LAST_RUN
+    _LAST_RUN = FoldedRun(events, states)
 
 
 def evolve(state: State | None, event: Event) -> State:
-    if state is not None:
-        hit = _RECENT.get((id(state), id(event)))
-        if hit is not None and hit[0] is state and hit[1] is event:
-            return hit[2]
+    run = _LAST_RUN
+    i = run.cursor
+    events = run.events
+    if i < len(events) and events[i] is event and run.states[i] is state:
+        run.cursor = i + 1
+        return run.states[i + 1]  # type: ignore[return-value]
+    if events and events[0] is event and run.states[0] is state:  # the same run folded again
+        run.cursor = 1
+        return run.states[1]  # type: ignore[return-value]
+    return apply(state, event)
+
+
+def apply(state: State | None, event: Event) -> State:
+    """One event, evolved afresh (no look-up in the last run)."""
     kind = cast(str, event.WhichOneof("kind"))
     if state is None:
         if kind != "game_set_up":

@@ -47,4 +47,4 @@ def setup(config: MatchConfig, seed: int) -> list[Event]:
     pile.insert(gap, FUZZ)
     em.emit(ev.pile_stacked(pile, gap))
     start_round(em, boss, show_loot=True)  # GC-S14, GC-R02
-    return em.events
+    return em.done()

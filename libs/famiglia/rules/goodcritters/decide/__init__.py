@@ -60,4 +60,4 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
         raise RuleViolation(WINDOW_RULE[kind], f"{kind} is not allowed in step {state.step.name}")
     em = Emitter(state, rng)
     DECIDERS[kind](em, seat, getattr(command, kind))
-    return em.events
+    return em.done()
