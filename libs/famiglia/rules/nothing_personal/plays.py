@@ -79,9 +79,13 @@ def _check_placements(s: State, seat: int, card: InfluenceCard, placements: Any)
     return out
 
 
+# Dry runs never keep their events, so one generator serves them all (seeding one costs more than a check).
+_SCRATCH_RNG = Rng(0)
+
+
 def check_play(s: State, seat: int, kind: str, msg: Any, window: bool) -> None:
     """Raise RuleViolation unless the play is legal now; simulates the placement for the effect."""
-    resolve_play(Tx(s, Rng(0)), seat, kind, msg, window, dry=True)
+    resolve_play(Tx(s, _SCRATCH_RNG), seat, kind, msg, window, dry=True)
 
 
 def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool = False) -> None:
@@ -145,8 +149,7 @@ def _pay(tx: Tx, seat: int, ante: int, surcharge: int) -> None:
 
 
 # -- listing -------------------------------------------------------------------------------------------
-def _signature(c: InfluenceCard) -> tuple:
-    return (c.groups, c.keyword, c.timing, c.effect)
+_SIGNATURE: dict[str, tuple] = {c.id: (c.groups, c.keyword, c.timing, c.effect) for c in CARD.values()}
 
 
 def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]]) -> list[tuple[int, ...]]:
@@ -176,7 +179,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
     icons: dict[str, list[str]] = {}
     for cid in s.hands[seat]:
         card = CARD[cid]
-        sig = _signature(card)
+        sig = _SIGNATURE[cid]
         if sig in seen:
             continue
         seen.add(sig)
@@ -232,7 +235,7 @@ def _effect_variants(s: State, seat: int, card: InfluenceCard, msg: pb.PlayForIn
         after = replace(s, supply=s.supply[:seat] + (s.supply[seat] - placed,) + s.supply[seat + 1:],
                         money=s.money[:seat] + (s.money[seat] - msg.ante - surcharge,) + s.money[seat + 1:])
     else:
-        tx = Tx(s, Rng(0))
+        tx = Tx(s, _SCRATCH_RNG)
         _pay(tx, seat, msg.ante, surcharge)
         for p in msg.placements:
             tx.emit("markers_placed", gangster=p.gangster, owner=seat, count=card.groups[p.group].count)
