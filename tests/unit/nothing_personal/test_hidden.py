@@ -229,3 +229,15 @@ def test_determinized_states_play_to_the_end() -> None:
                 d = fold(ENGINE, ENGINE.decide(d, picked[0], picked[1], Rng(n)), d)
                 n += 1
                 assert n < ENGINE.info.max_steps
+
+
+def test_np_x22_a_claim_whose_card_was_sold_meanwhile_lapses() -> None:
+    """NP-X22, NP-D5."""
+    s = replace(hand(hand(std(4), 1, "I76"), 2, "I77"), phase=Phase.FEDS, stage="window",
+                window=Window("card", (1, 2), (None,) * 4))
+    play_76 = cmd("play_for_influence", card="I76", placements=[pb.GroupPlacement(group=0, gangster="T01")])
+    _, s = play(s, 1, play_76)
+    _, s = play(s, 1, cmd("shakedown", cards=["I76"]))   # sold before the window resolves
+    events, s = play(s, 2, PASS)
+    assert of(events, "claim_lapsed")[0].seat == 1 and not of(events, "claim_resolved")
+    assert s.gs[0] is not None and "window_closed" in kinds(events)
