@@ -64,6 +64,8 @@ def _rule(key: str) -> str:
 
 
 def parse_options(options: Mapping[str, str], seats: int) -> Config:
+    """Validate the string options. The caps have upper limits so that `INFO.max_steps` stays a
+    true bound on a match's commands under random legal play (DESIGN: every match ends)."""
     known = {o.key for o in OPTIONS}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -77,10 +79,10 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
         if len(colours) < seats or len(set(colours)) != len(colours) or not all(colours):
             raise RuleViolation("NP-S2", "colours must name one distinct colour per seat")
     return Config(
-        commission_turns=_int(options, "commission_turns", 30, 0, 1000),
-        offers_per_phase=_int(options, "offers_per_phase", 3, 0, 100),
-        chats_per_phase=_int(options, "chats_per_phase", 10, 0, 1000),
-        autopass_changes_per_phase=_int(options, "autopass_changes_per_phase", 2, 0, 100),
+        commission_turns=_int(options, "commission_turns", 30, 0, 60),
+        offers_per_phase=_int(options, "offers_per_phase", 3, 0, 10),
+        chats_per_phase=_int(options, "chats_per_phase", 10, 0, 50),
+        autopass_changes_per_phase=_int(options, "autopass_changes_per_phase", 2, 0, 10),
         arrest_associates=_bool(options, "arrest_associates"),
         random_setup=_bool(options, "random_setup"),
         reroll_tokens=_bool(options, "reroll_tokens"),
