@@ -25,9 +25,7 @@ Choices the rules leave to the engine, and why:
 
 from __future__ import annotations
 
-from functools import cache
-
-from famiglia.engine import GameInfo, MatchConfig, Pending, Rng
+from famiglia.engine import GameInfo, Pending, Rng
 from famiglia.engine.protocol import Result, Visibility
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -54,12 +52,6 @@ def _max_steps() -> int:
     return per_round * MAX_ROUNDS
 
 
-@cache
-def _pendings(step: Step, seats: tuple[int, ...], timeout: float) -> tuple[Pending, ...]:
-    row = flow.FLOW[step]
-    return tuple(Pending(seat, row.kind, row.label, False, timeout) for seat in seats)
-
-
 INFO = GameInfo(
     game_id="goodcritters",
     title="GoodCritters",
@@ -81,24 +73,15 @@ class GoodCrittersEngine:
 
     info = INFO
 
-    def setup(self, config: MatchConfig, seed: int) -> list[pb.Event]:
-        return setup.setup(config, seed)
-
-    def evolve(self, state: State | None, event: pb.Event) -> State:
-        return _evolve(state, event)
-
-    def decide(self, state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Event]:
-        return _decide(state, seat, command, rng)
+    # The hot methods are the module functions themselves (no extra call per command).
+    setup = staticmethod(setup.setup)
+    evolve = staticmethod(_evolve)
+    decide = staticmethod(_decide)
+    legal_commands = staticmethod(legal.legal_commands)
 
     def pending(self, state: State) -> list[Pending]:
         """GC-D01: the Boss in Step 2, every uncommitted player in Step 3, the turn in Step 3a."""
-        row = flow.FLOW.get(state.step)
-        if row is None:
-            return []
-        return list(_pendings(state.step, row.actors(state), float(row.timeout(state.config))))
-
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
-        return legal.legal_commands(state, seat, limit)
+        return list(flow.pending(state))
 
     def view(self, state: State, viewer: int | None) -> pb.View:
         return view.view(state, viewer)
@@ -110,6 +93,8 @@ class GoodCrittersEngine:
         return view.redact(event, viewer)
 
     def result(self, state: State) -> Result | None:
+        if state.step is not Step.OVER:  # asked after every command: answer at once
+            return None
         return result.result(state)
 
     def timeout_command(self, state: State, seat: int) -> pb.Command | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from famiglia.engine import DecisionKind
+from famiglia.engine import DecisionKind, Pending
 
 from .config import Config
 from .state import State, Step
@@ -106,3 +106,33 @@ FLOW: dict[Step, StepRow] = {
 def step3_opening(config: Config) -> Step:
     """GC-D06: the step Step 3 opens with."""
     return Step.THREAT_TURNS if config.turn_mode else Step.ACTIONS
+
+
+_PENDING: dict[tuple[object, ...], tuple[Pending, ...]] = {}
+_PENDING_MAX = 4096
+
+
+def pending(state: State) -> tuple[Pending, ...]:
+    """GC-D01: who must decide now, as Pending records. Memoised by what they depend on: the
+    step, who acts in it (the commitments in Step 3, the turn in Step 3a, the Boss in Step 2) and
+    the step's clock; the shared tuples are read-only."""
+    step = state.step
+    row = FLOW.get(step)
+    if row is None:
+        return ()
+    if step is Step.ACTIONS or step is Step.CARD_CHOICE:
+        who: object = state.committed
+    elif step is Step.THREAT_TURNS:
+        who = state.turn
+    else:
+        who = state.boss
+    timeout = row.timeout(state.config)
+    key = (step, who, timeout)
+    hit = _PENDING.get(key)
+    if hit is None:
+        if len(_PENDING) >= _PENDING_MAX:
+            _PENDING.clear()
+        hit = _PENDING[key] = tuple(
+            Pending(seat, row.kind, row.label, False, float(timeout)) for seat in row.actors(state)
+        )
+    return hit

@@ -68,26 +68,6 @@ def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
     return out
 
 
-def _can_change_publicly(state: State, seat: int) -> bool:
-    if state.step is Step.ACTIONS:
-        pass
-    elif state.step is Step.THREAT_TURNS:
-        if seat != state.turn:
-            return False
-    else:
-        return False
-    return state.changes[seat] < state.config.public_change_limit
-
-
-def _gift_allowed(state: State, seat: int) -> bool:
-    conf = state.config
-    if not conf.payoff:
-        return False
-    if state.step is Step.DISTRIBUTE:
-        return 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit
-    return 3 in conf.gift_steps and _can_change_publicly(state, seat)
-
-
 def all_gifts(state: State, seat: int) -> Iterator[Command]:
     """GC-P06: every gift (any non-empty bundle of own Loot and Payoff cards, open or private)."""
     stash = state.stashes[seat]
@@ -187,9 +167,10 @@ def _simple_commands(
 
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
-    if state.over or not 0 <= seat < state.seats:
-        return []
     step = state.step
+    if step is Step.OVER or not 0 <= seat < state.seats:
+        return []
+    conf = state.config
     if step is Step.DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:
@@ -199,14 +180,24 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
                 else max(1, min(state.seats + 4, limit // 2))
             )
             out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
+        if conf.payoff and 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit:
+            out += _sample_gifts(state, seat)
     else:
-        card_step = step is Step.ACTIONS or step is Step.CARD_CHOICE
-        can_change = _can_change_publicly(state, seat)
+        # who may make a public change (GC-D06, GC-D09) and give a gift (GC-P06) now
+        if step is Step.ACTIONS:
+            can_change = state.changes[seat] < conf.public_change_limit
+            card_step = True
+        elif step is Step.THREAT_TURNS:
+            can_change = seat == state.turn and state.changes[seat] < conf.public_change_limit
+            card_step = False
+        else:
+            can_change = False
+            card_step = step is Step.CARD_CHOICE
         out = list(
             _simple_commands(
                 card_step,
                 state.committed[seat],
-                card_step and state.choices[seat] < state.config.card_choice_limit,
+                card_step and state.choices[seat] < conf.card_choice_limit,
                 bool(state.cards[seat]),
                 step is Step.THREAT_TURNS and seat == state.turn,
                 can_change,
@@ -215,13 +206,13 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
                 state.threats[seat],
             )
         )
-        if can_change and state.config.payoff:
+        if can_change and conf.payoff:
             out += _sample_offers(state, seat)
             out += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
-    if _gift_allowed(state, seat):
-        out += _sample_gifts(state, seat)
-    if limit is not None:
-        out = out[:limit]
+            if 3 in conf.gift_steps:
+                out += _sample_gifts(state, seat)
+    if limit is not None and len(out) > limit:
+        del out[limit:]
     return out
 
 
