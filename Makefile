@@ -48,8 +48,8 @@ protos: setup ## regenerate Python code and mypy stubs from protos/
 protos-check: setup ## fail when generated code is stale
 	@$(PY) tools/gen_protos.py --check
 
-golden: setup ## regenerate the golden playthroughs (review the diff like code)
-	@$(PY) -m famiglia.testing.playthrough regen
+golden: setup ## regenerate golden playthroughs (GAME=id for one game; review the diff like code)
+	@$(PY) -m famiglia.testing.playthrough regen $(if $(GAME),--game $(GAME))
 
 lint: setup ## ruff everywhere, mypy on libs/
 	@$(PY) -m ruff check libs services tests tools

@@ -2,7 +2,7 @@
 with their visibility, each seat's rendered view (first steps and every tenth) and who is pending.
 
     python -m famiglia.testing.playthrough new goodcritters --seats 5 --seed 7   # write a new file
-    python -m famiglia.testing.playthrough regen                                 # rewrite all from commands
+    python -m famiglia.testing.playthrough regen [--game G]                      # rewrite from their commands
 
 Every command is stored (as proto text), so a file regenerates from its own commands;
 tests/golden/test_golden.py compares the regenerated text line by line.
@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--seed", type=int, required=True)
     new.add_argument("--option", action="append", default=[], help="key=value")
     new.add_argument("--name", default=None)
-    sub.add_parser("regen")
+    regen = sub.add_parser("regen")
+    regen.add_argument("--game", default="", help="only this game's playthroughs")
     args = parser.parse_args(argv)
     if args.cmd == "new":
         engine = registry.get(args.game)
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text("\n".join(render(engine, args.seats, args.seed, options, commands)) + "\n")
         print(f"wrote {out.relative_to(GOLDEN_ROOT.parent.parent)} ({len(commands)} commands)")
         return 0
-    for path in sorted(GOLDEN_ROOT.glob("*/*.txt")):
+    pattern = f"{args.game}/*.txt" if args.game else "*/*.txt"
+    for path in sorted(GOLDEN_ROOT.glob(pattern)):
         engine, seats, seed, options, commands = parse(path, registry.get)
         path.write_text("\n".join(render(engine, seats, seed, options, commands)) + "\n")
         print(f"regenerated {path.relative_to(GOLDEN_ROOT.parent.parent)}")
