@@ -31,7 +31,7 @@ test: setup ## run the whole test suite (quick profile) against a real redis-ser
 	@$(PY) -m pytest -q -n 2 --dist loadgroup $(ARGS)
 
 soak: setup ## long randomized runs: thousands of games per engine, load and fault suites
-	@FAMIGLIA_PROFILE=soak $(PY) -m pytest -q -n 2 --dist loadgroup $(ARGS)
+	@FAMIGLIA_PROFILE=soak $(PY) -m pytest -q -n 2 --dist loadgroup --timeout 7200 $(ARGS)
 
 up: setup ## start the embedded stack in the background (redis-server + services + worker)
 	@$(PY) -m famiglia.cli.main up
