@@ -28,6 +28,13 @@ class Emitter:
         self.state = state = apply(self.state, event)
         self.states.append(state)
 
+    def emit_folded(self, event: Event, state: State) -> None:
+        """`emit` for an event whose state the caller has already evolved, with evolve's own
+        function for that kind and the very values the event was built from."""
+        self.events.append(event)
+        self.state = state
+        self.states.append(state)
+
     def done(self) -> list[Event]:
         """The events, with the states they lead to kept for the fold that follows (evolve)."""
         remember(self.events, self.states)

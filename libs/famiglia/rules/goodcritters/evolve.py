@@ -114,35 +114,56 @@ def _release_commitments(s: State) -> tuple[bool, ...]:
     return (False,) * s.seats
 
 
-def _threat_placed(s: State, e: Any) -> State:
+# The hot Step 3 events have their state change as a function of plain values as well, which
+# `decide` calls with the values it put into the event (Emitter.emit_folded): the same code, without
+# reading the event back.
+
+
+def threat_placed(s: State, seat: int, target: int) -> State:
     return replace(
         s,
-        threats=put(s.threats, e.seat, e.target),
-        changes=put(s.changes, e.seat, s.changes[e.seat] + 1),
+        threats=put(s.threats, seat, target),
+        changes=put(s.changes, seat, s.changes[seat] + 1),
         committed=_release_commitments(s),
     )
+
+
+def threat_withdrawn(s: State, seat: int) -> State:
+    return replace(
+        s,
+        threats=put(s.threats, seat, NOBODY),
+        changes=put(s.changes, seat, s.changes[seat] + 1),
+        committed=_release_commitments(s),
+    )
+
+
+def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
+    return replace(
+        s,
+        cards=put(s.cards, seat, card),
+        choices=put(s.choices, seat, choices),
+        committed=put(s.committed, seat, False),
+    )
+
+
+def committed(s: State, seat: int) -> State:
+    return replace(s, committed=put(s.committed, seat, True))
+
+
+def _threat_placed(s: State, e: Any) -> State:
+    return threat_placed(s, e.seat, e.target)
 
 
 def _threat_withdrawn(s: State, e: Any) -> State:
-    return replace(
-        s,
-        threats=put(s.threats, e.seat, NOBODY),
-        changes=put(s.changes, e.seat, s.changes[e.seat] + 1),
-        committed=_release_commitments(s),
-    )
+    return threat_withdrawn(s, e.seat)
 
 
 def _action_card_chosen(s: State, e: Any) -> State:
-    return replace(
-        s,
-        cards=put(s.cards, e.seat, e.card),
-        choices=put(s.choices, e.seat, e.choices),
-        committed=put(s.committed, e.seat, False),
-    )
+    return action_card_chosen(s, e.seat, e.card, e.choices)
 
 
 def _committed(s: State, e: Any) -> State:
-    return replace(s, committed=put(s.committed, e.seat, True))
+    return committed(s, e.seat)
 
 
 def _turn_ended(s: State, e: Any) -> State:

@@ -100,7 +100,9 @@ class State:
 
 def put(items: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
     """The tuple with one item replaced."""
-    return items[:index] + (value,) + items[index + 1 :]
+    out = list(items)
+    out[index] = value
+    return tuple(out)
 
 
 def fresh_round_fields(seats: int) -> dict[str, object]:

@@ -14,7 +14,7 @@ from famiglia.engine import MalformedCommand, Rng, RuleViolation
 from ..emitter import Emitter
 from ..events import Event
 from ..flow import FLOW
-from ..state import State
+from ..state import State, Step
 from . import payoff, step3
 
 Decider = Callable[[Emitter, int, Any], None]
@@ -47,17 +47,21 @@ WINDOW_RULE: dict[str, str] = {
 }
 
 
+_ALLOWED: dict[Step, frozenset[str]] = {step: row.commands for step, row in FLOW.items()}
+
+
 def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
     kind = command.WhichOneof("kind")
     if kind is None:
         raise MalformedCommand("GC-D01", "empty command")
-    if state.over:
+    step = state.step
+    if step is Step.OVER:
         raise RuleViolation("GC-E06", "the game is over")
     if not 0 <= seat < state.seats:
         raise RuleViolation("GC-S02", f"there is no seat {seat}")
-    row = FLOW.get(state.step)
-    if row is None or kind not in row.commands:
-        raise RuleViolation(WINDOW_RULE[kind], f"{kind} is not allowed in step {state.step.name}")
+    allowed = _ALLOWED.get(step)
+    if allowed is None or kind not in allowed:
+        raise RuleViolation(WINDOW_RULE[kind], f"{kind} is not allowed in step {step.name}")
     em = Emitter(state, rng)
     DECIDERS[kind](em, seat, getattr(command, kind))
     return em.done()

@@ -8,6 +8,7 @@ from typing import Any
 from famiglia.engine import RuleViolation
 
 from .. import events as ev
+from .. import evolve as fold
 from ..data import ACTION_CARDS, NOBODY
 from ..emitter import Emitter
 from ..state import State, Step
@@ -61,9 +62,10 @@ def place_threat(em: Emitter, seat: int, cmd: Any) -> None:
         raise RuleViolation("GC-A04", f"there is no seat {cmd.target}")
     if cmd.target == seat:
         raise RuleViolation("GC-A04", "nobody can threaten themselves")
-    if s.threats[seat] == cmd.target:
-        raise RuleViolation("GC-A06", f"the marker already stands in front of seat {cmd.target}")
-    em.emit(ev.threat_placed(seat, cmd.target))
+    target = cmd.target
+    if s.threats[seat] == target:
+        raise RuleViolation("GC-A06", f"the marker already stands in front of seat {target}")
+    em.emit_folded(ev.threat_placed(seat, target), fold.threat_placed(s, seat, target))
     after_public_change(em, seat)
 
 
@@ -73,7 +75,7 @@ def withdraw_threat(em: Emitter, seat: int, cmd: Any) -> None:
     check_public_change(s, seat, "GC-A06")
     if s.threats[seat] == NOBODY:
         raise RuleViolation("GC-A06", "the marker is not out")
-    em.emit(ev.threat_withdrawn(seat))
+    em.emit_folded(ev.threat_withdrawn(seat), fold.threat_withdrawn(s, seat))
     after_public_change(em, seat)
 
 
@@ -89,22 +91,30 @@ def _check_card_choice(s: State, seat: int, card: int) -> None:
 def choose_action_card(em: Emitter, seat: int, cmd: Any) -> None:
     """GC-A07, GC-D10, GC-H06: the card lies face down; only the number of choices is public."""
     s = em.state
-    _check_card_choice(s, seat, cmd.card)
+    card = cmd.card
+    _check_card_choice(s, seat, card)
     if s.committed[seat]:
         raise RuleViolation("GC-D04", "a committed player changes the card with change_action_card")
-    em.emit(ev.action_card_chosen(seat, cmd.card, s.choices[seat] + 1))
+    choices = s.choices[seat] + 1
+    em.emit_folded(
+        ev.action_card_chosen(seat, card, choices), fold.action_card_chosen(s, seat, card, choices)
+    )
     if cmd.commit:
-        em.emit(ev.committed(seat))
+        em.emit_folded(ev.committed(seat), fold.committed(em.state, seat))
         close_if_all_committed(em)
 
 
 def change_action_card(em: Emitter, seat: int, cmd: Any) -> None:
     """GC-D04: choosing again takes a committed player's commitment back."""
     s = em.state
-    _check_card_choice(s, seat, cmd.card)
+    card = cmd.card
+    _check_card_choice(s, seat, card)
     if not s.committed[seat]:
         raise RuleViolation("GC-D04", "an uncommitted player chooses with choose_action_card")
-    em.emit(ev.action_card_chosen(seat, cmd.card, s.choices[seat] + 1))
+    choices = s.choices[seat] + 1
+    em.emit_folded(
+        ev.action_card_chosen(seat, card, choices), fold.action_card_chosen(s, seat, card, choices)
+    )
 
 
 def commit(em: Emitter, seat: int, cmd: Any) -> None:
@@ -116,7 +126,7 @@ def commit(em: Emitter, seat: int, cmd: Any) -> None:
         raise RuleViolation("GC-D04", "already committed")
     if not s.cards[seat]:
         raise RuleViolation("GC-D04", "choose an Action card before committing")
-    em.emit(ev.committed(seat))
+    em.emit_folded(ev.committed(seat), fold.committed(s, seat))
     close_if_all_committed(em)
 
 
