@@ -3,7 +3,6 @@ becomes a stored `famiglia.v1.EventEnvelope` and back."""
 
 from __future__ import annotations
 
-import base64
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -15,18 +14,18 @@ from famiglia.v1 import envelope_pb2
 
 MATCH_CREATED = "match_created"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as 2 digits
+_SHIFTS = tuple(range(120, -1, -10))
 
 
 def new_event_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, 26 Crockford base32 characters.
-    Globally unique and sortable by creation time.
-
-    The 128 bits sit at the bottom of 20 bytes (160 bits, 32 base32 digits), so the C
-    base32 encoder does the digit loop; the first 6 digits are the zero padding."""
+    Globally unique and sortable by creation time. Encoded ten bits (two digits) at a
+    time: an id per event makes this loop part of every command's cost."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    raw = (ms & 0xFFFFFFFFFFFF).to_bytes(10, "big") + os.urandom(10)
-    return base64.b32encode(raw).translate(_TO_CROCKFORD)[6:].decode()
+    value = ((ms & 0xFFFFFFFFFFFF) << 80) | int.from_bytes(os.urandom(10), "big")
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def visibility_proto(v: Visibility) -> envelope_pb2.Visibility:
