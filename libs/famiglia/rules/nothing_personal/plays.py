@@ -170,92 +170,143 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
     return out
 
 
+# Built commands are shared, read-only messages (the engine contract allows it): a listing costs a few
+# dictionary look-ups instead of building the same protobuf messages for every state. Keys are contents,
+# so dropping a full cache never changes a listing.
+_CACHE_MAX = 50_000
+_PLAYS: dict[tuple, tuple[tuple[Any, ...], ...]] = {}
+_DISCARDS: dict[tuple, tuple[pb.Command, ...]] = {}
+_VARIANTS: dict[tuple, pb.Command] = {}
+_OR_PLAYS: dict[tuple, pb.Command] = {}
+_CAP: dict[str, int] = {c.id: sum(g.count for g in c.groups) for c in CARD.values()}
+_EFFECT_KEYWORDS = frozenset({"blank", "AND"})
+
+
+def _bounded(cache: dict) -> dict:
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    return cache
+
+
+def _influence_plays(s: State, cid: str, supply: int, antes: tuple[int, ...],
+                     per_card: int) -> tuple[tuple[Any, ...], ...]:
+    """The plays for influence of one card: (groups, combo, ante, command) rows, every group set,
+    targets rotated. They depend only on the board (icons), the seat's supply and the Antes offered."""
+    key = (cid, s.board, min(supply, _CAP[cid]), antes, per_card)
+    rows = _PLAYS.get(key)
+    if rows is not None:
+        return rows
+    card = CARD[cid]
+    icons = {g.icon: icon_targets(s, g.icon) for g in card.groups}
+    out = []
+    for groups in _group_sets(supply, card, icons):
+        targets = [icons[card.groups[i].icon] for i in groups]
+        combos: list[tuple[str, ...]]
+        total = 1
+        for t in targets:
+            total *= len(t)
+        if total <= per_card:
+            combos = list(product(*targets))
+        else:
+            combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(targets)) for k in range(per_card)]
+        for n, combo in enumerate(combos):
+            ante = antes[n % len(antes)]
+            placements = [pb.GroupPlacement(group=g, gangster=t) for g, t in zip(groups, combo, strict=True)]
+            msg = pb.PlayForInfluence(card=cid, placements=placements, ante=ante)
+            out.append((groups, combo, ante, pb.Command(play_for_influence=msg)))
+    rows = _bounded(_PLAYS)[key] = tuple(out)
+    return rows
+
+
+def _discards(s: State, cid: str, ante: int) -> tuple[pb.Command, ...]:
+    key = (cid, s.board, ante)
+    cmds = _DISCARDS.get(key)
+    if cmds is None:
+        act = active(s)
+        cmds = _bounded(_DISCARDS)[key] = tuple(
+            pb.Command(discard_for_marker=pb.DiscardForMarker(card=cid, gangster=g, ante=ante))
+            for g in act[:: max(1, len(act) // 2)][:2])
+    return cmds
+
+
 def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[pb.Command]:
     """Representative legal plays: every card and group set, targets rotated, first effect targets."""
     out: list[pb.Command] = []
     seen: set[tuple] = set()
     avail = ante_available(s) and not window
     base_ante = s.ante if avail else 0
-    icons: dict[str, list[str]] = {}
+    money = s.money[seat]
+    supply = s.supply[seat]
+    crew_phase = s.phase == Phase.CREW
     for cid in s.hands[seat]:
-        card = CARD[cid]
         sig = _SIGNATURE[cid]
         if sig in seen:
             continue
         seen.add(sig)
-        if window and not (card.timing == "anytime" or (card.timing == "crew" and s.phase == Phase.CREW)):
+        card = CARD[cid]
+        surcharge = 0
+        if window:   # NP-C21, NP-C22, NP-C23 (as _check_timing)
+            if card.timing == "crew" and crew_phase:
+                surcharge = CREW_SURCHARGE
+            elif card.timing != "anytime":
+                continue
+        if base_ante + surcharge > money:
             continue
-        surcharge = _check_timing(s, card, window)
-        if base_ante + surcharge > s.money[seat]:
-            continue
-        antes = [base_ante]
-        if avail and base_ante + 1 + surcharge <= s.money[seat]:
-            antes.append(base_ante + 1)
-        for group in card.groups:
-            if group.icon not in icons:
-                icons[group.icon] = icon_targets(s, group.icon)
-        for groups in _group_sets(s.supply[seat], card, icons):
-            targets = [icons[card.groups[i].icon] for i in groups]
-            combos: list[tuple[str, ...]]
-            total = 1
-            for t in targets:
-                total *= len(t)
-            if total <= per_card:
-                combos = list(product(*targets))
-            else:
-                combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(targets)) for k in range(per_card)]
-            for n, combo in enumerate(combos):
-                placements = [pb.GroupPlacement(group=g, gangster=t) for g, t in zip(groups, combo, strict=True)]
-                msg = pb.PlayForInfluence(card=cid, placements=placements, ante=antes[n % len(antes)])
-                for variant in _effect_variants(s, seat, card, msg, window):
-                    out.append(pb.Command(play_for_influence=variant))
+        antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
+        rows = _influence_plays(s, cid, supply, antes, per_card)
+        if card.keyword in _EFFECT_KEYWORDS:
+            for groups, combo, ante, command in rows:
+                out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
+        else:
+            out.extend([row[3] for row in rows])
         if card.keyword == "OR":
             ctx = Ctx(seat)
             for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
-                out.append(pb.Command(play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets)))
-        if not window and s.supply[seat] >= 1:
-            act = active(s)
-            for g in act[:: max(1, len(act) // 2)][:2]:
-                out.append(pb.Command(discard_for_marker=pb.DiscardForMarker(card=cid, gangster=g, ante=base_ante)))
+                key = (cid, base_ante, effect_targets.SerializeToString(deterministic=True))
+                command = _OR_PLAYS.get(key)
+                if command is None:
+                    command = _bounded(_OR_PLAYS)[key] = pb.Command(
+                        play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
+                out.append(command)
+        if not window and supply >= 1:
+            out.extend(_discards(s, cid, base_ante))
     return out
 
 
 _MARKER_BLIND = frozenset({"EXTRA_5", "BLACKMAIL_COIN", "INVITE_1"})
 
 
-def _effect_variants(s: State, seat: int, card: InfluenceCard, msg: pb.PlayForInfluence,
-                     window: bool) -> list[pb.PlayForInfluence]:
-    if card.keyword not in ("blank", "AND"):
-        return [msg]
-    surcharge = _check_timing(s, card, window)
-    received = tuple(dict.fromkeys(p.gangster for p in msg.placements))
+def _effect_variants(s: State, seat: int, card: InfluenceCard, groups: tuple[int, ...], combo: tuple[str, ...],
+                     ante: int, surcharge: int, command: pb.Command) -> list[pb.Command]:
+    """A blank or AND play with its effect targets: the state after the placement gives the options."""
+    received = tuple(dict.fromkeys(combo))
     if card.effect in _MARKER_BLIND:
         # These effects read only money, supply, coins and seats: adjust those instead of simulating.
-        placed = sum(card.groups[p.group].count for p in msg.placements)
+        placed = sum(card.groups[g].count for g in groups)
         after = replace(s, supply=s.supply[:seat] + (s.supply[seat] - placed,) + s.supply[seat + 1:],
-                        money=s.money[:seat] + (s.money[seat] - msg.ante - surcharge,) + s.money[seat + 1:])
+                        money=s.money[:seat] + (s.money[seat] - ante - surcharge,) + s.money[seat + 1:])
     else:
         tx = Tx(s, _SCRATCH_RNG)
-        _pay(tx, seat, msg.ante, surcharge)
-        for p in msg.placements:
-            tx.emit("markers_placed", gangster=p.gangster, owner=seat, count=card.groups[p.group].count)
+        _pay(tx, seat, ante, surcharge)
+        for g, gid in zip(groups, combo, strict=True):
+            tx.emit("markers_placed", gangster=gid, owner=seat, count=card.groups[g].count)
         after = tx.s
     opts = EFFECTS[card.effect].options(after, Ctx(seat, received=received), 2)
     if card.keyword == "AND":
         if not opts:
-            return [msg]
-        out = []
-        for t in opts:
-            m = pb.PlayForInfluence()
-            m.CopyFrom(msg)
-            m.effect.CopyFrom(t)
-            out.append(m)
-        return out
-    out = [msg]
-    for t in opts[:1]:
-        m = pb.PlayForInfluence()
-        m.CopyFrom(msg)
-        m.use_effect = True
-        m.effect.CopyFrom(t)
-        out.append(m)
-    return out
+            return [command]
+        return [_variant(card.id, groups, combo, ante, False, t) for t in opts]
+    return [command, *(_variant(card.id, groups, combo, ante, True, t) for t in opts[:1])]
+
+
+def _variant(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ante: int, use_effect: bool,
+             t: pb.Targets) -> pb.Command:
+    key = (cid, groups, combo, ante, use_effect, t.SerializeToString(deterministic=True))
+    command = _VARIANTS.get(key)
+    if command is None:
+        placements = [pb.GroupPlacement(group=g, gangster=gid) for g, gid in zip(groups, combo, strict=True)]
+        msg = pb.PlayForInfluence(card=cid, placements=placements, ante=ante, effect=t)
+        if use_effect:
+            msg.use_effect = True
+        command = _bounded(_VARIANTS)[key] = pb.Command(play_for_influence=msg)
+    return command
