@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from famiglia.engine import OptionSpec, RuleViolation
 
@@ -231,3 +232,10 @@ def _check(c: Config) -> None:
         raise RuleViolation("GR-F01", "GR-E05: colour_bonus values are not negative")
     if c.play_timeout < 0 or c.choice_timeout < 0:
         raise RuleViolation("GR-F01", "GR-D06: timeouts are not negative")
+
+
+@lru_cache(maxsize=256)
+def parse_items(seats: int, items: tuple[tuple[str, str], ...]) -> Config:
+    """`parse` for option pairs, cached: every match with the same options shares one Config
+    (setup and the first event of every fold parse them)."""
+    return parse(seats, dict(items))

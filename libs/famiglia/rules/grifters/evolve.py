@@ -6,7 +6,7 @@ closes it, because the only thing that can follow an open choice is its answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
@@ -38,7 +38,7 @@ class FoldedRun:
 
     __slots__ = ("events", "states", "cursor")
 
-    def __init__(self, events: list[Event], states: list[State]) -> None:
+    def __init__(self, events: list[Event], states: Sequence[State | None]) -> None:
         self.events = events
         self.states = states
         self.cursor = 0
@@ -58,12 +58,17 @@ def evolve(state: State | None, event: Event) -> State:
         i = run.cursor
         if i < len(run.events) and run.events[i] is event and run.states[i] is state:
             run.cursor = i + 1
-            return run.states[i + 1]
+            return run.states[i + 1]  # type: ignore[return-value]
     if state is None:
-        if event.WhichOneof("kind") != "match_started":
-            raise ValueError(f"the first Grifters event is match_started, not {event.WhichOneof('kind')}")
-        return _match_started(event.match_started)
+        return apply_first(event)
     return apply(state, event)
+
+
+def apply_first(event: Event) -> State:
+    """The first event of a match, which creates the state."""
+    if event.WhichOneof("kind") != "match_started":
+        raise ValueError(f"the first Grifters event is match_started, not {event.WhichOneof('kind')}")
+    return _match_started(event.match_started)
 
 
 def apply(state: State, event: Event) -> State:
@@ -115,7 +120,7 @@ def _advanced(state: State, seat: int) -> tuple[tuple[Player, ...], int]:
 # -- one function per event kind --------------------------------------------------------------------
 def _match_started(e: pb.MatchStarted) -> State:
     options = dict(e.options)
-    cfg = config_mod.parse(e.seats, options)
+    cfg = config_mod.parse_items(e.seats, tuple(sorted(options.items())))
     players = tuple(
         Player(hand=in_hand_order([f"R{seat}-{code}" for code in cfg.ringleaders]), stash=e.start_isk)
         for seat in range(e.seats)

@@ -9,12 +9,13 @@ from . import config as config_mod
 from . import events as ev
 from .data import COLOURS, JOBS, SPECIALISTS
 from .decide import drive
-from .evolve import evolve
+from .evolve import FoldedRun, apply_first, remember
 from .resolve import Ctx
 
 
 def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
-    cfg = config_mod.parse(match.seats, match.options)  # GR-S01, GR-F01
+    # GR-S01, GR-F01 (cached by the options: parse checks every key)
+    cfg = config_mod.parse_items(match.seats, tuple(sorted((k, str(v)) for k, v in match.options.items())))
     options = config_mod.normalize(match.options)
     rng = Rng(seed)
     n = match.seats
@@ -30,11 +31,13 @@ def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
         seats=n, options=options, first_player=first, coffers=coffers - cfg.start_isk * n,
         start_isk=cfg.start_isk, out_of_play=cfg.isk_tokens - coffers, stacks=stacks,
     ))
-    ctx = Ctx(evolve(None, started), rng)
+    ctx = Ctx(apply_first(started), rng)
     ctx.emit(ev.deck_shuffled(rng.shuffled([c.id for c in SPECIALISTS])))  # GR-S09
     for _ in range(cfg.start_specialists):  # GR-S10
         for seat in range(n):
             ctx.emit(ev.card_drawn(seat, ctx.state.deck[0], dealt=True))
     ctx.begin_turn(first, 1, 1)
     drive(ctx)
-    return [started, *ctx.events]
+    events = [started, *ctx.events]
+    remember(FoldedRun(events, [None, *ctx.states]))  # the fold that follows walks these states
+    return events
