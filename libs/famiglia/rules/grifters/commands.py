@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache, lru_cache
 from itertools import chain, combinations, islice, product
 from typing import Any
 
@@ -107,28 +108,42 @@ def teams(hand: tuple[str, ...], job: str, skills: dict[str, list[str]] | None =
     return (tuple(chain.from_iterable(pick)) for pick in product(*parts))
 
 
+# legal_commands lists the same few commands over and over (a card, a Job with a Team, an answer):
+# it hands out shared, prebuilt instances of them. Treat listed commands as read-only (the engine
+# contract): copy one (`Command().CopyFrom(c)`) before changing it.
+_listed_pull_caper = cache(pull_caper)
+_listed_complete_job = lru_cache(maxsize=1 << 14)(complete_job)
+_listed_answer = lru_cache(maxsize=1 << 14)(answer_command)
+
+
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
     decision = open_decision(state)
     if not decision or seat != state.active:
         return []
     if decision == PLAY_DECISION:
         hand = state.players[seat].hand
-        out = [pull_caper(card) for card in hand]
+        out = [_listed_pull_caper(card) for card in hand]
         per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
         skills = by_skill(hand)
         b, s, w = len(skills[BRAIN]), len(skills[SPEED]), len(skills[BRAWN])
         for _, jobs in state.stacks:
             if not jobs:
                 continue
-            nb, ns, nw = _NEEDS[jobs[0]]
+            job = jobs[0]
+            nb, ns, nw = _NEEDS[job]
             if b >= nb and s >= ns and w >= nw:
-                out.extend(complete_job(jobs[0], team) for team in islice(teams(hand, jobs[0], skills), per_job))
+                out.extend(_listed_complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
     else:
         options: list[Any] = choice_options(state, decision)
         if decision in OPTIONAL_CHOICES:
             options = [None, *options]
-        out = [answer_command(decision, o) for o in options]
-    return out if limit is None else out[:limit]
+        out = [_listed_answer(decision, o) for o in options]
+    if limit is not None and len(out) > limit:
+        del out[limit:]
+    return out
+
+
+_PENDING: dict[tuple[int, str, float], Pending] = {}
 
 
 def pending(state: State) -> list[Pending]:
@@ -136,7 +151,13 @@ def pending(state: State) -> list[Pending]:
     decision = open_decision(state)
     if not decision:
         return []
-    return [Pending(state.active, DecisionKind.TURN, decision, False, timeout_seconds(state, decision))]
+    key = (state.active, decision, timeout_seconds(state, decision))
+    hit = _PENDING.get(key)
+    if hit is None:
+        if len(_PENDING) > 1024:
+            _PENDING.clear()
+        hit = _PENDING[key] = Pending(state.active, DecisionKind.TURN, decision, False, key[2])
+    return [hit]
 
 
 def timeout_command(state: State, seat: int) -> Command | None:

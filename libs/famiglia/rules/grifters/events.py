@@ -2,17 +2,23 @@
 
 Each sets the fields of the event's sub-message in place: building the sub-message first and
 passing it to `Event(...)` copies it, which costs about three times as much on the hot path.
+
+Most constructors are cached by their arguments: `decide` hands out shared, prebuilt events, as
+the engine contract allows (events are facts, never changed after `decide` returned them).
+Treat every event as read-only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache, lru_cache
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 Event = pb.Event
 
 
+@cache
 def card_drawn(seat: int, card: str, dealt: bool = False) -> Event:
     e = Event()
     body = e.card_drawn
@@ -28,6 +34,7 @@ def deck_shuffled(cards: Iterable[str]) -> Event:
     return e
 
 
+@cache
 def turn_began(seat: int, round_: int, turn: int, advance_skipped: bool) -> Event:
     e = Event()
     body = e.turn_began
@@ -38,6 +45,7 @@ def turn_began(seat: int, round_: int, turn: int, advance_skipped: bool) -> Even
     return e
 
 
+@cache
 def time_advanced(seat: int, skipped: bool = False) -> Event:
     e = Event()
     body = e.time_advanced
@@ -46,6 +54,7 @@ def time_advanced(seat: int, skipped: bool = False) -> Event:
     return e
 
 
+@cache
 def isk_token_placed(seat: int, placed: bool) -> Event:
     e = Event()
     body = e.isk_token_placed
@@ -54,6 +63,7 @@ def isk_token_placed(seat: int, placed: bool) -> Event:
     return e
 
 
+@cache
 def caper_pulled(seat: int, card: str, second: bool = False, use_defaults: bool = False) -> Event:
     e = Event()
     body = e.caper_pulled
@@ -65,6 +75,11 @@ def caper_pulled(seat: int, card: str, second: bool = False, use_defaults: bool 
 
 
 def job_completed(seat: int, job: str, team: Iterable[str]) -> Event:
+    return _job_completed(seat, job, tuple(team))
+
+
+@lru_cache(maxsize=1 << 14)
+def _job_completed(seat: int, job: str, team: tuple[str, ...]) -> Event:
     e = Event()
     body = e.job_completed
     body.seat = seat
@@ -73,6 +88,7 @@ def job_completed(seat: int, job: str, team: Iterable[str]) -> Event:
     return e
 
 
+@cache
 def isk_stolen(seat: int, victim: int | None, amount: int) -> Event:
     e = Event()
     body = e.isk_stolen
@@ -86,6 +102,7 @@ def isk_stolen(seat: int, victim: int | None, amount: int) -> Event:
     return e
 
 
+@cache
 def choice_opened(seat: int, choice: str, step: int = 0) -> Event:
     e = Event()
     body = e.choice_opened
@@ -95,6 +112,7 @@ def choice_opened(seat: int, choice: str, step: int = 0) -> Event:
     return e
 
 
+@cache
 def opponent_chosen(seat: int, opponent: int) -> Event:
     e = Event()
     body = e.opponent_chosen
@@ -104,6 +122,11 @@ def opponent_chosen(seat: int, opponent: int) -> Event:
 
 
 def cards_discarded(seat: int, cards: Iterable[str]) -> Event:
+    return _cards_discarded(seat, tuple(cards))
+
+
+@lru_cache(maxsize=1 << 14)
+def _cards_discarded(seat: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.cards_discarded
     body.seat = seat
@@ -111,6 +134,7 @@ def cards_discarded(seat: int, cards: Iterable[str]) -> Event:
     return e
 
 
+@cache
 def specialist_abducted(seat: int, opponent: int, night: int, card: str, agent: str) -> Event:
     e = Event()
     body = e.specialist_abducted
@@ -122,6 +146,7 @@ def specialist_abducted(seat: int, opponent: int, night: int, card: str, agent: 
     return e
 
 
+@cache
 def specialist_kidnapped(seat: int, opponent: int, night: int, card: str) -> Event:
     e = Event()
     body = e.specialist_kidnapped
@@ -132,6 +157,7 @@ def specialist_kidnapped(seat: int, opponent: int, night: int, card: str) -> Eve
     return e
 
 
+@cache
 def specialist_hit(seat: int, opponent: int, night: int, card: str) -> Event:
     e = Event()
     body = e.specialist_hit
@@ -142,6 +168,7 @@ def specialist_hit(seat: int, opponent: int, night: int, card: str) -> Event:
     return e
 
 
+@cache
 def jobs_swapped(seat: int, own_job: str, opponent: int, their_job: str) -> Event:
     e = Event()
     body = e.jobs_swapped
@@ -152,6 +179,7 @@ def jobs_swapped(seat: int, own_job: str, opponent: int, their_job: str) -> Even
     return e
 
 
+@cache
 def job_swap_declined(seat: int) -> Event:
     e = Event()
     e.job_swap_declined.seat = seat
@@ -160,6 +188,11 @@ def job_swap_declined(seat: int) -> Event:
 
 
 def night_returned(seat: int, night: int, cards: Iterable[str]) -> Event:
+    return _night_returned(seat, night, tuple(cards))
+
+
+@lru_cache(maxsize=1 << 14)
+def _night_returned(seat: int, night: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.night_returned
     body.seat = seat
@@ -168,6 +201,7 @@ def night_returned(seat: int, night: int, cards: Iterable[str]) -> Event:
     return e
 
 
+@cache
 def partner_chosen(seat: int, card: str) -> Event:
     e = Event()
     body = e.partner_chosen
@@ -176,6 +210,7 @@ def partner_chosen(seat: int, card: str) -> Event:
     return e
 
 
+@cache
 def caper_copied(seat: int, card: str, copier: str) -> Event:
     e = Event()
     body = e.caper_copied
@@ -185,6 +220,7 @@ def caper_copied(seat: int, card: str, copier: str) -> Event:
     return e
 
 
+@cache
 def second_caper_declined(seat: int) -> Event:
     e = Event()
     e.second_caper_declined.seat = seat
@@ -193,6 +229,11 @@ def second_caper_declined(seat: int) -> Event:
 
 
 def cards_placed(seat: int, cards: Iterable[str]) -> Event:
+    return _cards_placed(seat, tuple(cards))
+
+
+@lru_cache(maxsize=1 << 14)
+def _cards_placed(seat: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.cards_placed
     body.seat = seat
@@ -201,6 +242,11 @@ def cards_placed(seat: int, cards: Iterable[str]) -> Event:
 
 
 def caper_completed(seat: int, placed: Iterable[str] = ()) -> Event:
+    return _caper_completed(seat, tuple(placed))
+
+
+@lru_cache(maxsize=1 << 14)
+def _caper_completed(seat: int, placed: tuple[str, ...]) -> Event:
     e = Event()
     body = e.caper_completed
     body.seat = seat
@@ -210,6 +256,11 @@ def caper_completed(seat: int, placed: Iterable[str] = ()) -> Event:
 
 
 def cards_refreshed(seat: int, cards: Iterable[str]) -> Event:
+    return _cards_refreshed(seat, tuple(cards))
+
+
+@lru_cache(maxsize=1 << 14)
+def _cards_refreshed(seat: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.cards_refreshed
     body.seat = seat
@@ -218,6 +269,7 @@ def cards_refreshed(seat: int, cards: Iterable[str]) -> Event:
     return e
 
 
+@cache
 def discard_reshuffled(count: int) -> Event:
     e = Event()
     e.discard_reshuffled.count = count
