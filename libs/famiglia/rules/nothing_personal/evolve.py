@@ -28,11 +28,18 @@ def _gs(s: State, gid: str, **kw: Any) -> tuple[GState, ...]:
 
 
 def _place(s: State, gid: str, owner: int, count: int) -> State:
-    st = s.gs[GIDX[gid]]
+    """The hottest evolver: the new GState is built directly rather than through `replace`."""
+    i = GIDX[gid]
+    gs = s.gs
+    st = gs[i]
     if owner == -1:
-        return replace(s, neutral=s.neutral - count, gs=_gs(s, gid, neutral=st.neutral + count))
-    return replace(s, supply=_add(s.supply, owner, -count),
-                   gs=_gs(s, gid, markers=_add(st.markers, owner, count)))
+        new = GState(st.markers, st.neutral + count, st.coin, st.omerta, st.sideways)
+        return replace(s, neutral=s.neutral - count, gs=gs[:i] + (new,) + gs[i + 1:])
+    m = st.markers
+    new = GState(m[:owner] + (m[owner] + count,) + m[owner + 1:], st.neutral, st.coin, st.omerta, st.sideways)
+    supply = s.supply
+    return replace(s, supply=supply[:owner] + (supply[owner] - count,) + supply[owner + 1:],
+                   gs=gs[:i] + (new,) + gs[i + 1:])
 
 
 def _hand_remove(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:

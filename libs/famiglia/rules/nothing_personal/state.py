@@ -183,17 +183,18 @@ class State:
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _set = object.__setattr__
+_new = object.__new__
 
 
 def replace(obj: Any, **changes: Any) -> Any:
     """`dataclasses.replace` for these frozen slotted classes, without re-running __init__ (hot path)."""
     cls = obj.__class__
     if cls is State:
-        new = object.__new__(State)
-        d = new.__dict__
-        d.update(obj.__dict__)
+        d = obj.__dict__.copy()   # a plain dict copy: far cheaper than filling a fresh instance dict
         d.update(changes)
         d.pop("_memo", None)   # flow.decision's memo belongs to the old state
+        new = _new(State)
+        _set(new, "__dict__", d)
         return new
     names = _FIELDS.get(cls)
     if names is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from famiglia.engine import Rng
 
-from .board import strict
+from .data import GIDX
 from .events import ev
 from .evolve import EVOLVERS
 from .state import Phase, State
@@ -48,12 +48,19 @@ class Tx:
             self._ring()
 
     def _ring(self) -> None:
-        """NP-W7, NP-W8: strict control of position 9 takes the ring; a tie never moves it."""
-        capo = self.s.board[8]
+        """NP-W7, NP-W8: strict control of position 9 takes the ring; a tie never moves it.
+
+        `board.strict` inlined (this runs after every board event): the Capo is active by definition."""
+        s = self.s
+        capo = s.board[8]
         if capo:
-            holder = strict(self.s, capo)
-            if holder >= 0 and holder != self.s.ring:
-                self.emit("ring_moved", seat=holder, reason="capo")
+            st = s.gs[GIDX[capo]]
+            markers = st.markers
+            m = max(markers)
+            if m and st.neutral < m and markers.count(m) == 1:
+                holder = markers.index(m)
+                if holder != s.ring:
+                    self.emit("ring_moved", seat=holder, reason="capo")
 
     # -- common bookkeeping ----------------------------------------------------------------------
     def respect(self, deltas: dict[int, int], reason: str) -> None:
