@@ -8,8 +8,8 @@ result, render, determinize.
 
 from __future__ import annotations
 
-from famiglia.engine import GameInfo, MatchConfig, Rng
-from famiglia.engine.protocol import Pending, Result, Visibility
+from famiglia.engine import GameInfo, Rng
+from famiglia.engine.protocol import Result, Visibility
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import commands, config, data, decide, determinize, evolve, render, result, setup, view
@@ -42,20 +42,12 @@ class GriftersEngine:
 
     info = INFO
 
-    def setup(self, config: MatchConfig, seed: int) -> list[pb.Event]:
-        return setup.setup(config, seed)
-
-    def evolve(self, state: State | None, event: pb.Event) -> State:
-        return evolve.evolve(state, event)
-
-    def decide(self, state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Event]:
-        return decide.decide(state, seat, command, rng)
-
-    def pending(self, state: State) -> list[Pending]:
-        return commands.pending(state)
-
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
-        return commands.legal_commands(state, seat, limit)
+    # The hot methods are the module functions themselves (no extra call per command or event).
+    setup = staticmethod(setup.setup)
+    evolve = staticmethod(evolve.evolve)
+    decide = staticmethod(decide.decide)
+    pending = staticmethod(commands.pending)
+    legal_commands = staticmethod(commands.legal_commands)
 
     def view(self, state: State, viewer: int | None) -> pb.View:
         return view.view(state, viewer)
@@ -67,6 +59,8 @@ class GriftersEngine:
         return view.redact(event, viewer)
 
     def result(self, state: State) -> Result | None:
+        if not state.over:  # asked after every command: answer at once
+            return None
         return result.result(state)
 
     def timeout_command(self, state: State, seat: int) -> pb.Command | None:

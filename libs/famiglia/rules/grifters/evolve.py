@@ -7,6 +7,7 @@ closes it, because the only thing that can follow an open choice is its answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
@@ -82,6 +83,12 @@ def apply(state: State, event: Event) -> State:
 _NO_CARDS: frozenset[str] = frozenset()
 
 
+@cache
+def _caper(card: str, code: str, job: str = "") -> Caper:
+    """A caper text as it begins (frozen, so one shared instance per card and code)."""
+    return Caper(card, code, job)
+
+
 # -- helpers --------------------------------------------------------------------------------------------
 def _with_player(state: State, seat: int, player: Player) -> tuple[Player, ...]:
     players = list(state.players)
@@ -96,9 +103,9 @@ def _add(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
 def _remove(cards: tuple[str, ...], gone: Any) -> tuple[str, ...]:
     if len(gone) == 1:
         one = gone[0]
-        return tuple(c for c in cards if c != one)
+        return tuple([c for c in cards if c != one])
     gone = set(gone)
-    return tuple(c for c in cards if c not in gone)
+    return tuple([c for c in cards if c not in gone])
 
 
 def _set_night(nights: tuple[tuple[str, ...], ...], index: int, group: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
@@ -178,7 +185,7 @@ def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
 def _caper_pulled(s: State, e: pb.CaperPulled) -> State:
     p = s.players[e.seat]
     player = replace_player(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
-    caper = Caper(e.card, EFFECT_OF[e.card])
+    caper = _caper(e.card, EFFECT_OF[e.card])
     if e.second:
         return replace_state(s, players=_with_player(s, e.seat, player), caper=caper)
     return replace_state(s, players=_with_player(s, e.seat, player), caper=caper, played=True,
@@ -190,7 +197,7 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
     p = s.players[e.seat]
     team = tuple(e.team)
     player = replace_player(p, hand=_remove(p.hand, team), nights=_set_night(p.nights, 0, team))
-    s = replace_state(s, players=_with_player(s, e.seat, player), played=True, caper=Caper("", "reward", job=e.job))
+    s = replace_state(s, players=_with_player(s, e.seat, player), played=True, caper=_caper("", "reward", e.job))
     if s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, e.job)
     return s
@@ -238,7 +245,7 @@ def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
     players[e.opponent] = replace_player(o, nights=_set_night(o.nights, e.night - 1, group))
     p = players[e.seat]
     players[e.seat] = replace_player(p, in_play=(*_remove(p.in_play, (e.agent,)), e.card))
-    return replace_state(s, players=tuple(players), caper=Caper(e.card, EFFECT_OF[e.card]),
+    return replace_state(s, players=tuple(players), caper=_caper(e.card, EFFECT_OF[e.card]),
                    swapped_in=s.swapped_in | {e.agent})
 
 
@@ -284,7 +291,7 @@ def _partner_chosen(s: State, e: pb.PartnerChosen) -> State:
 
 
 def _caper_copied(s: State, e: pb.CaperCopied) -> State:
-    caper = Caper(e.copier, EFFECT_OF[e.card])
+    caper = _caper(e.copier, EFFECT_OF[e.card])
     return replace_state(s, caper=caper, locked=s.locked | {e.card})
 
 
