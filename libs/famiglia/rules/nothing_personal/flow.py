@@ -40,37 +40,65 @@ def decision(s: State) -> Decision | None:
 _NONE = object()
 
 
+# Decisions are interned (a handful of kinds and seat tuples), each with its `Pending` rows built once.
+_INTERNED: dict[tuple, Decision] = {}
+_PENDINGS: dict[int, tuple[Pending, ...]] = {}   # id of an interned Decision (never dropped) -> rows
+
+
+def _make(kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool = False,
+          timeout: float = 0.0) -> Decision:
+    key = (kind, seats, dk, private, timeout)
+    d = _INTERNED.get(key)
+    if d is None:
+        d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout)
+        _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, timeout) for seat in seats)
+    return d
+
+
+_T_RULING = TIMEOUTS["ruling"]
+_T_INVITE = TIMEOUTS["invite"]
+_T_VACANCY = TIMEOUTS["vacancy"]
+_T_CARD = TIMEOUTS["card_window"]
+_T_REROLL = TIMEOUTS["reroll_window"]
+_T_ACTION = TIMEOUTS["action"]
+_T_BLACKMAIL = TIMEOUTS["blackmail"]
+_T_SETUP = TIMEOUTS["setup"]
+_T_COMMISSION = TIMEOUTS["commission"]
+_T_BUY = TIMEOUTS["buy"]
+
+
 def _decision(s: State) -> Decision | None:
     """The open decision, by priority: rulings and nested choices first, then windows, then turns."""
     if s.phase == Phase.OVER:
         return None
     if s.ruling is not None and s.ruling.answer < 0:
-        return Decision("ruling", (s.ring,), DecisionKind.TIE_BREAK, timeout=TIMEOUTS["ruling"])      # NP-D9
+        return _make("ruling", (s.ring,), DecisionKind.TIE_BREAK, timeout=_T_RULING)      # NP-D9
     if s.invite is not None:
-        return Decision("invite", (s.invite.seat,), DecisionKind.TURN, timeout=TIMEOUTS["invite"])    # NP-D12
+        return _make("invite", (s.invite.seat,), DecisionKind.TURN, timeout=_T_INVITE)    # NP-D12
     if s.vacancy is not None:
-        return Decision("vacancy", (s.vacancy.decider,), DecisionKind.TURN, timeout=TIMEOUTS["vacancy"])
+        return _make("vacancy", (s.vacancy.decider,), DecisionKind.TURN, timeout=_T_VACANCY)
     w = s.window
     if w is not None:
-        seats = tuple(i for i in w.seats if w.answers[i] is None)
+        answers = w.answers
+        seats = tuple(i for i in w.seats if answers[i] is None)
         if seats:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
-            return Decision("window", seats, DecisionKind.RESPONSE, private=True,
-                            timeout=TIMEOUTS["card_window" if w.kind == "card" else "reroll_window"])
+            return _make("window", seats, DecisionKind.RESPONSE, private=True,
+                         timeout=_T_CARD if w.kind == "card" else _T_REROLL)
         return None
     a = s.act
     if a is not None and s.stage == "action":
         if a.stage == 0:
-            return Decision("action", (a.seat,), DecisionKind.TURN, timeout=TIMEOUTS["action"])      # NP-D10
+            return _make("action", (a.seat,), DecisionKind.TURN, timeout=_T_ACTION)      # NP-D10
         if a.stage == 1:
             owner = crew.coin_owner(s)
-            return Decision("blackmail", (owner,), DecisionKind.RESPONSE, timeout=TIMEOUTS["blackmail"])
+            return _make("blackmail", (owner,), DecisionKind.RESPONSE, timeout=_T_BLACKMAIL)
         return None
     if s.phase == Phase.SETUP and s.stage == "marker" and s.idx < len(s.order):
-        return Decision("setup", (s.order[s.idx],), DecisionKind.TURN, timeout=TIMEOUTS["setup"])     # NP-D3
+        return _make("setup", (s.order[s.idx],), DecisionKind.TURN, timeout=_T_SETUP)     # NP-D3
     if s.phase == Phase.COMMISSION and s.stage == "turn":
-        return Decision("commission", (s.turn,), DecisionKind.TURN, timeout=TIMEOUTS["commission"])  # NP-D4
+        return _make("commission", (s.turn,), DecisionKind.TURN, timeout=_T_COMMISSION)  # NP-D4
     if s.phase == Phase.FENCE and s.stage == "buy" and s.idx < len(s.order):
-        return Decision("buy", (s.order[s.idx],), DecisionKind.TURN, timeout=TIMEOUTS["buy"])         # NP-D13
+        return _make("buy", (s.order[s.idx],), DecisionKind.TURN, timeout=_T_BUY)         # NP-D13
     return None
 
 
@@ -78,7 +106,7 @@ def pending(s: State) -> list[Pending]:
     d = decision(s)
     if d is None:
         return []
-    return [Pending(seat, d.dk, d.kind, d.private, d.timeout) for seat in d.seats]
+    return list(_PENDINGS[id(d)])
 
 
 # -- steps ------------------------------------------------------------------------------------------------------

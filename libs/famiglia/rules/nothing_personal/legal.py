@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from typing import Any
 
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
@@ -68,50 +68,91 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     and offers are huge compound choices (any cards, any amounts); `decide` accepts all of them.
     Chat (NP-M7) is free text with no game effect: `decide` accepts it, but it is not enumerated.
     """
-    if s.round < 1 or s.phase in (Phase.SETUP, Phase.FINAL, Phase.OVER):
+    if s.round < 1 or s.phase in _NO_NEGOTIATION:
         return []
     out: list[pb.Command] = []
-    own: list[Callable[[], pb.Command]] = []   # built lazily: only the chosen one is made
+    own: list[tuple] = []   # (builder, args): only the chosen one is looked up or built
     hand = s.hands[seat]
     if hand:
-        own.append(lambda: pb.Command(shakedown=pb.Shakedown(cards=[hand[0]])))
+        own.append((_shakedown, hand[0]))
     for o in s.offers:
         if o.to == seat:
             if executable(s, o):
-                out.append(pb.Command(accept_deal=pb.AcceptDeal(offer=o.id)))
-            out.append(pb.Command(decline_deal=pb.DeclineDeal(offer=o.id)))
+                out.append(_built(_accept, o.id))
+            out.append(_built(_decline, o.id))
         elif o.frm == seat:
-            own.append(partial(_withdraw, o.id))
+            own.append((_withdraw, o.id))
+    money = s.money[seat]
     if s.offers_made[seat] < s.cfg.offers_per_phase:
         to = (seat + 1 + s.round) % s.n
         if to == seat:
             to = (to + 1) % s.n
-        if s.money[seat] >= 1:
-            own.append(lambda: pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1)))
+        if money >= 1:
+            own.append((_give_money, to))
+        act = s.act
         for gid in s.board:   # NP-M6: a blackmail hand-over
             if gid:
                 st = s.gs[GIDX[gid]]
-                answering = s.act is not None and s.act.stage == 1 and s.act.gangster == gid
-                if st.coin == seat and st.markers[to] >= 1 and not answering:
-                    own.append(partial(_handover, to, gid))
+                if st.coin == seat and st.markers[to] >= 1 and not (
+                        act is not None and act.stage == 1 and act.gangster == gid):
+                    own.append((_handover, to, gid))
                     break
-        if s.cfg.keep_your_word and s.money[seat] >= 1 and s.board[8]:   # NP-V2
-            c = pb.Contract(payer=seat, payee=to, amount=1, condition="GANGSTER_GONE", gangster=s.board[8])
-            own.append(lambda: pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c)))
+        if s.cfg.keep_your_word and money >= 1 and s.board[8]:   # NP-V2
+            own.append((_contract, seat, to, s.board[8]))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
         cards, rerolls = s.autopass[seat]
-        own.append(lambda: pb.Command(set_auto_pass=pb.SetAutoPass(cards=not cards, rerolls=rerolls)))
+        own.append((_autopass, not cards, rerolls))
     if own:
-        out.append(own[(s.idx + s.pos + len(s.discard) + len(hand) + s.money[seat]) % len(own)]())
+        out.append(_built(*own[(s.idx + s.pos + len(s.discard) + len(hand) + money) % len(own)]))
     return out
+
+
+# Optional commands are shared, read-only messages built once per content (the contract allows it).
+_NO_NEGOTIATION = frozenset({Phase.SETUP, Phase.FINAL, Phase.OVER})
+_BUILT: dict[tuple, pb.Command] = {}
+
+
+def _built(build: Callable[..., pb.Command], *args: Any) -> pb.Command:
+    key = (build, *args)
+    command = _BUILT.get(key)
+    if command is None:
+        if len(_BUILT) >= 20_000:
+            _BUILT.clear()
+        command = _BUILT[key] = build(*args)
+    return command
+
+
+def _shakedown(card: str) -> pb.Command:
+    return pb.Command(shakedown=pb.Shakedown(cards=[card]))
+
+
+def _accept(oid: int) -> pb.Command:
+    return pb.Command(accept_deal=pb.AcceptDeal(offer=oid))
+
+
+def _decline(oid: int) -> pb.Command:
+    return pb.Command(decline_deal=pb.DeclineDeal(offer=oid))
 
 
 def _withdraw(oid: int) -> pb.Command:
     return pb.Command(withdraw_deal=pb.WithdrawDeal(offer=oid))
 
 
+def _give_money(to: int) -> pb.Command:
+    return pb.Command(offer_deal=pb.OfferDeal(to=to, give_money=1))
+
+
 def _handover(to: int, gid: str) -> pb.Command:
     return pb.Command(offer_deal=pb.OfferDeal(to=to, handover_gangster=gid))
+
+
+def _contract(seat: int, to: int, capo: str) -> pb.Command:
+    c = pb.Contract(payer=seat, payee=to, amount=1, condition="GANGSTER_GONE", gangster=capo)
+    return pb.Command(offer_deal=pb.OfferDeal(to=to, contract=c))
+
+
+def _autopass(cards: bool, rerolls: bool) -> pb.Command:
+    return pb.Command(set_auto_pass=pb.SetAutoPass(cards=cards, rerolls=rerolls))
 
 
 def legal_commands(s: State, seat: int, limit: int | None = None) -> list[pb.Command]:

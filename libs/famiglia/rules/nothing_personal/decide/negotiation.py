@@ -119,9 +119,22 @@ def _offer(s: State, oid: int) -> Offer:
     return o
 
 
+_DEALS: dict[bytes, pb.OfferDeal] = {}
+
+
+def deal(o: Offer) -> pb.OfferDeal:
+    """The offer's deal, parsed once per content (a read-only shared message)."""
+    m = _DEALS.get(o.deal)
+    if m is None:
+        if len(_DEALS) >= 4096:
+            _DEALS.clear()
+        m = _DEALS[o.deal] = pb.OfferDeal.FromString(o.deal)
+    return m
+
+
 def executable(s: State, o: Offer) -> bool:
     """NP-M4: on acceptance both seats must still hold everything offered."""
-    m = pb.OfferDeal.FromString(o.deal)
+    m = deal(o)
     if m.give_money > s.money[o.frm] or m.want_money > s.money[o.to]:
         return False
     if not holds(s.hands[o.frm], m.give_cards) or not holds(s.hands[o.to], m.want_cards):
@@ -149,7 +162,7 @@ def accept_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
         raise RuleViolation("NP-M4", "only the recipient accepts an offer")
     if not executable(tx.s, o):
         raise RuleViolation("NP-M4", "one side no longer holds what was offered")
-    m = pb.OfferDeal.FromString(o.deal)
+    m = deal(o)
     tx.emit("offer_closed", id=o.id, how="accepted", to=o.to, **{"from": o.frm})
     if m.give_money or m.want_money or m.give_cards or m.want_cards or m.handover_gangster:
         tx.emit("trade_executed", id=o.id, to=o.to, give_money=m.give_money, give_card_count=len(m.give_cards),
