@@ -172,12 +172,14 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
 
 # Built commands are shared, read-only messages (the engine contract allows it): a listing costs a few
 # dictionary look-ups instead of building the same protobuf messages for every state. Keys are contents,
-# so dropping a full cache never changes a listing.
+# so dropping a full cache never changes a listing. Three levels: the rows of one card on one board
+# (`_PLAYS`), the shapes of its plays, independent of the Antes (`_SHAPES`), and each command by content
+# (`_COMMANDS`), which survives board changes and new Antes.
 _CACHE_MAX = 50_000
-_PLAYS: dict[tuple, tuple[tuple[Any, ...], ...]] = {}
-_DISCARDS: dict[tuple, tuple[pb.Command, ...]] = {}
-_VARIANTS: dict[tuple, pb.Command] = {}
-_OR_PLAYS: dict[tuple, pb.Command] = {}
+_PLAYS: dict[tuple, tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]] = {}
+_SHAPES: dict[tuple, tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]] = {}
+_COMMANDS: dict[tuple, pb.Command] = {}
+_DISCARD_TARGETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _CAP: dict[str, int] = {c.id: sum(g.count for g in c.groups) for c in CARD.values()}
 _EFFECT_KEYWORDS = frozenset({"blank", "AND"})
 
@@ -188,17 +190,15 @@ def _bounded(cache: dict) -> dict:
     return cache
 
 
-def _influence_plays(s: State, cid: str, supply: int, antes: tuple[int, ...],
-                     per_card: int) -> tuple[tuple[Any, ...], ...]:
-    """The plays for influence of one card: (groups, combo, ante, command) rows, every group set,
-    targets rotated. They depend only on the board (icons), the seat's supply and the Antes offered."""
-    key = (cid, s.board, min(supply, _CAP[cid]), antes, per_card)
-    rows = _PLAYS.get(key)
-    if rows is not None:
-        return rows
+def _shapes(s: State, cid: str, supply: int, per_card: int) -> tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]:
+    """(groups, targets, index) of one card's plays: every maximal group set, targets rotated."""
+    key = (cid, s.board, supply, per_card)
+    shapes = _SHAPES.get(key)
+    if shapes is not None:
+        return shapes
     card = CARD[cid]
     icons = {g.icon: icon_targets(s, g.icon) for g in card.groups}
-    out = []
+    out: list[tuple[tuple[int, ...], tuple[str, ...], int]] = []
     for groups in _group_sets(supply, card, icons):
         targets = [icons[card.groups[i].icon] for i in groups]
         combos: list[tuple[str, ...]]
@@ -209,24 +209,52 @@ def _influence_plays(s: State, cid: str, supply: int, antes: tuple[int, ...],
             combos = list(product(*targets))
         else:
             combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(targets)) for k in range(per_card)]
-        for n, combo in enumerate(combos):
-            ante = antes[n % len(antes)]
-            placements = [pb.GroupPlacement(group=g, gangster=t) for g, t in zip(groups, combo, strict=True)]
-            msg = pb.PlayForInfluence(card=cid, placements=placements, ante=ante)
-            out.append((groups, combo, ante, pb.Command(play_for_influence=msg)))
-    rows = _bounded(_PLAYS)[key] = tuple(out)
-    return rows
+        out.extend((groups, combo, n) for n, combo in enumerate(combos))
+    shapes = _bounded(_SHAPES)[key] = tuple(out)
+    return shapes
 
 
-def _discards(s: State, cid: str, ante: int) -> tuple[pb.Command, ...]:
-    key = (cid, s.board, ante)
-    cmds = _DISCARDS.get(key)
-    if cmds is None:
+def _play_command(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ante: int) -> pb.Command:
+    key = ("influence", cid, groups, combo, ante)
+    command = _COMMANDS.get(key)
+    if command is None:
+        placements = [pb.GroupPlacement(group=g, gangster=t) for g, t in zip(groups, combo, strict=True)]
+        command = _bounded(_COMMANDS)[key] = pb.Command(
+            play_for_influence=pb.PlayForInfluence(card=cid, placements=placements, ante=ante))
+    return command
+
+
+def _influence_plays(s: State, cid: str, supply: int, antes: tuple[int, ...],
+                     per_card: int) -> tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]:
+    """The plays for influence of one card as (groups, combo, ante, command) rows, and their commands.
+    They depend only on the board (icons), the seat's supply (up to the card's total) and the Antes."""
+    supply = min(supply, _CAP[cid])
+    key = (cid, s.board, supply, antes, per_card)
+    hit = _PLAYS.get(key)
+    if hit is not None:
+        return hit
+    k = len(antes)
+    rows = tuple((groups, combo, antes[n % k], _play_command(cid, groups, combo, antes[n % k]))
+                 for groups, combo, n in _shapes(s, cid, supply, per_card))
+    hit = _bounded(_PLAYS)[key] = (rows, tuple(row[3] for row in rows))
+    return hit
+
+
+def _discards(s: State, cid: str, ante: int) -> list[pb.Command]:
+    board = s.board
+    targets = _DISCARD_TARGETS.get(board)
+    if targets is None:
         act = active(s)
-        cmds = _bounded(_DISCARDS)[key] = tuple(
-            pb.Command(discard_for_marker=pb.DiscardForMarker(card=cid, gangster=g, ante=ante))
-            for g in act[:: max(1, len(act) // 2)][:2])
-    return cmds
+        targets = _bounded(_DISCARD_TARGETS)[board] = tuple(act[:: max(1, len(act) // 2)][:2])
+    out = []
+    for g in targets:
+        key = ("discard", cid, g, ante)
+        command = _COMMANDS.get(key)
+        if command is None:
+            command = _bounded(_COMMANDS)[key] = pb.Command(
+                discard_for_marker=pb.DiscardForMarker(card=cid, gangster=g, ante=ante))
+        out.append(command)
+    return out
 
 
 def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[pb.Command]:
@@ -253,19 +281,19 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         if base_ante + surcharge > money:
             continue
         antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
-        rows = _influence_plays(s, cid, supply, antes, per_card)
+        rows, commands = _influence_plays(s, cid, supply, antes, per_card)
         if card.keyword in _EFFECT_KEYWORDS:
             for groups, combo, ante, command in rows:
                 out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
         else:
-            out.extend([row[3] for row in rows])
+            out.extend(commands)
         if card.keyword == "OR":
             ctx = Ctx(seat)
             for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
-                key = (cid, base_ante, effect_targets.SerializeToString(deterministic=True))
-                command = _OR_PLAYS.get(key)
+                key = ("effect", cid, base_ante, effect_targets.SerializeToString(deterministic=True))
+                command = _COMMANDS.get(key)
                 if command is None:
-                    command = _bounded(_OR_PLAYS)[key] = pb.Command(
+                    command = _bounded(_COMMANDS)[key] = pb.Command(
                         play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
                 out.append(command)
         if not window and supply >= 1:
@@ -301,12 +329,12 @@ def _effect_variants(s: State, seat: int, card: InfluenceCard, groups: tuple[int
 
 def _variant(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ante: int, use_effect: bool,
              t: pb.Targets) -> pb.Command:
-    key = (cid, groups, combo, ante, use_effect, t.SerializeToString(deterministic=True))
-    command = _VARIANTS.get(key)
+    key = ("variant", cid, groups, combo, ante, use_effect, t.SerializeToString(deterministic=True))
+    command = _COMMANDS.get(key)
     if command is None:
         placements = [pb.GroupPlacement(group=g, gangster=gid) for g, gid in zip(groups, combo, strict=True)]
         msg = pb.PlayForInfluence(card=cid, placements=placements, ante=ante, effect=t)
         if use_effect:
             msg.use_effect = True
-        command = _bounded(_VARIANTS)[key] = pb.Command(play_for_influence=msg)
+        command = _bounded(_COMMANDS)[key] = pb.Command(play_for_influence=msg)
     return command
