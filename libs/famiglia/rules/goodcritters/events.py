@@ -1,8 +1,8 @@
 """Event constructors over the generated messages, one per kind, in the game's words.
 
-Constructors whose arguments are a few small values (seats, cards, counts) are cached: `decide`
-hands out shared, prebuilt events, as the engine contract allows (events are facts, never
-changed after `decide` returned them). Treat every event as read-only.
+Constructors of recurring events with a few small arguments (seats, cards, counts) are cached:
+`decide` hands out shared, prebuilt events, as the engine contract allows (events are facts,
+never changed after `decide` returned them). Treat every event as read-only.
 """
 
 from __future__ import annotations
@@ -117,7 +117,6 @@ def action_revealed(seat: int, card: int, out_of_turn: bool = False) -> Event:
     return e
 
 
-@cache
 def loot_skimmed(seat: int, card: str) -> Event:
     return _pb.Event(loot_skimmed={"seat": seat, "card": card})
 
@@ -127,7 +126,6 @@ def skim_came_up_empty(seat: int) -> Event:
     return _pb.Event(skim_came_up_empty={"seat": seat})
 
 
-@cache
 def loot_stolen(thief: int, victim: int, card: str, cause: int) -> Event:
     return _pb.Event(
         loot_stolen=_pb.LootStolen(thief=thief, victim=victim, card=card, cause=cause, nothing=not card)

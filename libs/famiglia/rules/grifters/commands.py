@@ -112,7 +112,7 @@ def teams(hand: tuple[str, ...], job: str, skills: dict[str, list[str]] | None =
 # it hands out shared, prebuilt instances of them. Treat listed commands as read-only (the engine
 # contract): copy one (`Command().CopyFrom(c)`) before changing it.
 _listed_pull_caper = cache(pull_caper)
-_listed_complete_job = lru_cache(maxsize=1 << 14)(complete_job)
+_listed_complete_job = complete_job  # Teams vary too much to be worth caching
 _listed_answer = lru_cache(maxsize=1 << 14)(answer_command)
 
 

@@ -3,9 +3,9 @@
 Each sets the fields of the event's sub-message in place: building the sub-message first and
 passing it to `Event(...)` copies it, which costs about three times as much on the hot path.
 
-Most constructors are cached by their arguments: `decide` hands out shared, prebuilt events, as
-the engine contract allows (events are facts, never changed after `decide` returned them).
-Treat every event as read-only.
+The events that recur (a turn, a caper, a draw, a theft...) are cached by their arguments: `decide`
+hands out shared, prebuilt events, as the engine contract allows (events are facts, never changed
+after `decide` returned them). Treat every event as read-only.
 """
 
 from __future__ import annotations
@@ -75,11 +75,6 @@ def caper_pulled(seat: int, card: str, second: bool = False, use_defaults: bool 
 
 
 def job_completed(seat: int, job: str, team: Iterable[str]) -> Event:
-    return _job_completed(seat, job, tuple(team))
-
-
-@lru_cache(maxsize=1 << 14)
-def _job_completed(seat: int, job: str, team: tuple[str, ...]) -> Event:
     e = Event()
     body = e.job_completed
     body.seat = seat
@@ -122,11 +117,6 @@ def opponent_chosen(seat: int, opponent: int) -> Event:
 
 
 def cards_discarded(seat: int, cards: Iterable[str]) -> Event:
-    return _cards_discarded(seat, tuple(cards))
-
-
-@lru_cache(maxsize=1 << 14)
-def _cards_discarded(seat: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.cards_discarded
     body.seat = seat
@@ -134,7 +124,6 @@ def _cards_discarded(seat: int, cards: tuple[str, ...]) -> Event:
     return e
 
 
-@cache
 def specialist_abducted(seat: int, opponent: int, night: int, card: str, agent: str) -> Event:
     e = Event()
     body = e.specialist_abducted
@@ -146,7 +135,6 @@ def specialist_abducted(seat: int, opponent: int, night: int, card: str, agent: 
     return e
 
 
-@cache
 def specialist_kidnapped(seat: int, opponent: int, night: int, card: str) -> Event:
     e = Event()
     body = e.specialist_kidnapped
@@ -157,7 +145,6 @@ def specialist_kidnapped(seat: int, opponent: int, night: int, card: str) -> Eve
     return e
 
 
-@cache
 def specialist_hit(seat: int, opponent: int, night: int, card: str) -> Event:
     e = Event()
     body = e.specialist_hit
@@ -168,7 +155,6 @@ def specialist_hit(seat: int, opponent: int, night: int, card: str) -> Event:
     return e
 
 
-@cache
 def jobs_swapped(seat: int, own_job: str, opponent: int, their_job: str) -> Event:
     e = Event()
     body = e.jobs_swapped
@@ -188,11 +174,6 @@ def job_swap_declined(seat: int) -> Event:
 
 
 def night_returned(seat: int, night: int, cards: Iterable[str]) -> Event:
-    return _night_returned(seat, night, tuple(cards))
-
-
-@lru_cache(maxsize=1 << 14)
-def _night_returned(seat: int, night: int, cards: tuple[str, ...]) -> Event:
     e = Event()
     body = e.night_returned
     body.seat = seat
@@ -201,7 +182,6 @@ def _night_returned(seat: int, night: int, cards: tuple[str, ...]) -> Event:
     return e
 
 
-@cache
 def partner_chosen(seat: int, card: str) -> Event:
     e = Event()
     body = e.partner_chosen
@@ -210,7 +190,6 @@ def partner_chosen(seat: int, card: str) -> Event:
     return e
 
 
-@cache
 def caper_copied(seat: int, card: str, copier: str) -> Event:
     e = Event()
     body = e.caper_copied
