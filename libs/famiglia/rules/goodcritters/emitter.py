@@ -10,17 +10,20 @@ from __future__ import annotations
 from famiglia.engine import Rng
 
 from .events import Event
-from .evolve import apply, remember
+from .evolve import FoldedRun, apply, remember
 from .state import State
 
 
-class Emitter:
-    __slots__ = ("state", "events", "states", "rng")
+class Emitter(FoldedRun):
+    """Emits events and folds each at once; `done` keeps the run for the fold that follows."""
+
+    __slots__ = ("state", "rng")
 
     def __init__(self, state: State | None, rng: Rng) -> None:
         self.state: State = state  # type: ignore[assignment]
         self.events: list[Event] = []
         self.states: list[State | None] = [state]
+        self.cursor = 0
         self.rng = rng
 
     def emit(self, event: Event) -> None:
@@ -37,5 +40,5 @@ class Emitter:
 
     def done(self) -> list[Event]:
         """The events, with the states they lead to kept for the fold that follows (evolve)."""
-        remember(self.events, self.states)
+        remember(self)
         return self.events

@@ -35,9 +35,10 @@ class FoldedRun:
 _LAST_RUN = FoldedRun([], [None])
 
 
-def remember(events: list[Event], states: list[State | None]) -> None:
+def remember(run: FoldedRun) -> None:
     global _LAST_RUN
-    _LAST_RUN = FoldedRun(events, states)
+    run.cursor = 0
+    _LAST_RUN = run
 
 
 def evolve(state: State | None, event: Event) -> State:
@@ -95,8 +96,12 @@ def _step_started(s: State, e: Any) -> State:
     return replace(s, step=Step(e.step), turn=e.turn)
 
 
+def loot_revealed(s: State, card: str) -> State:
+    return replace(s, pile=s.pile[1:], table=s.table + (card,))
+
+
 def _loot_revealed(s: State, e: Any) -> State:
-    return replace(s, pile=s.pile[1:], table=s.table + (e.card,))
+    return loot_revealed(s, e.card)
 
 
 def _fuzz_revealed(s: State, e: Any) -> State:
@@ -114,7 +119,7 @@ def _release_commitments(s: State) -> tuple[bool, ...]:
     return (False,) * s.seats
 
 
-# The hot Step 3 events have their state change as a function of plain values as well, which
+# The hot events have their state change as a function of plain values as well, which
 # `decide` calls with the values it put into the event (Emitter.emit_folded): the same code, without
 # reading the event back.
 
@@ -174,8 +179,12 @@ def _actions_locked(s: State, e: Any) -> State:
     return replace(s, step=Step.RESOLVE, turn=NOBODY)
 
 
+def action_revealed(s: State, seat: int, card: int) -> State:
+    return replace(s, revealed=put(s.revealed, seat, card), skims=s.skims + (card == 3))
+
+
 def _action_revealed(s: State, e: Any) -> State:
-    return replace(s, revealed=put(s.revealed, e.seat, e.card), skims=s.skims + (e.card == 3))
+    return action_revealed(s, e.seat, e.card)
 
 
 def _loot_skimmed(s: State, e: Any) -> State:

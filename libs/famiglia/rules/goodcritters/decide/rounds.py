@@ -6,6 +6,7 @@ GC-V01 to GC-V06, GC-E01 to GC-E05).
 from __future__ import annotations
 
 from .. import events as ev
+from .. import evolve as fold
 from ..data import FUZZ, VOTE_NO, VOTE_YES
 from ..effects import EFFECTS, resolve_offers
 from ..emitter import Emitter
@@ -42,7 +43,7 @@ def reveal_from_pile(em: Emitter, count: int, cause: int) -> bool:
             em.emit(ev.fuzz_revealed(cause))
             end_game(em, _END_FOR_CAUSE[cause])
             return False
-        em.emit(ev.loot_revealed(pile[0]))
+        em.emit_folded(ev.loot_revealed(pile[0]), fold.loot_revealed(em.state, pile[0]))
     return True
 
 
@@ -123,7 +124,7 @@ def resolve_actions(em: Emitter) -> None:
         if em.state.revealed[seat]:
             continue
         card = em.state.cards[seat] or s.config.timeout_action
-        em.emit(ev.action_revealed(seat, card))
+        em.emit_folded(ev.action_revealed(seat, card), fold.action_revealed(em.state, seat, card))
         EFFECTS[card](em, seat)
         resolve_offers(em, seat)
 
@@ -156,7 +157,7 @@ def apply_outcome(em: Emitter, outcome: int) -> bool:
     if s.fuzz_skimmed:
         # skim_fuzz_failed_vote_extra_cards: the cards turn up, and are confiscated with the rest
         for card in em.state.pile[:count]:
-            em.emit(ev.loot_revealed(card))
+            em.emit_folded(ev.loot_revealed(card), fold.loot_revealed(em.state, card))
         return True
     return reveal_from_pile(em, count, FUZZ_FAILED_VOTE)
 
