@@ -33,7 +33,7 @@ from . import config, data, flow, legal, render, result, setup, view
 from .decide import decide as _decide
 from .determinize import determinize as _determinize
 from .evolve import evolve as _evolve
-from .state import State, Step
+from .state import OVER, State
 
 MAX_ROUNDS = 140 - 4 * data.MIN_PLAYERS + 2
 """Every round takes at least one card from the pile (GC-D10, GC-V06: reveal_after_failed_vote >= 1)."""
@@ -93,7 +93,7 @@ class GoodCrittersEngine:
         return view.redact(event, viewer)
 
     def result(self, state: State) -> Result | None:
-        if state.step is not Step.OVER:  # asked after every command: answer at once
+        if state.step is not OVER:  # asked after every command: answer at once
             return None
         return result.result(state)
 

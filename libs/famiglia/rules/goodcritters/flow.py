@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from famiglia.engine import DecisionKind, Pending
 
 from .config import Config
-from .state import State, Step
+from .state import ACTIONS, CARD_CHOICE, THREAT_TURNS, State, Step
 
 # Command kinds (the Command oneof names).
 ASSIGN_LOOT = "assign_loot"
@@ -120,9 +120,9 @@ def pending(state: State) -> tuple[Pending, ...]:
     row = FLOW.get(step)
     if row is None:
         return ()
-    if step is Step.ACTIONS or step is Step.CARD_CHOICE:
+    if step is ACTIONS or step is CARD_CHOICE:
         who: object = state.committed
-    elif step is Step.THREAT_TURNS:
+    elif step is THREAT_TURNS:
         who = state.turn
     else:
         who = state.boss

@@ -17,7 +17,7 @@ from famiglia.engine import Rng
 from . import commands as cmd
 from .commands import Command, listed
 from .data import ACTION_CARDS, NOBODY
-from .state import State, Step
+from .state import ACTIONS, CARD_CHOICE, DISTRIBUTE, OVER, THREAT_TURNS, State, Step
 
 ASSIGNMENT_SAMPLE = 12
 """How many splits `legal_commands` lists for the Boss when no limit is given (at least N + 4;
@@ -168,10 +168,10 @@ def _simple_commands(
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
     step = state.step
-    if step is Step.OVER or not 0 <= seat < state.seats:
+    if step is OVER or not 0 <= seat < state.seats:
         return []
     conf = state.config
-    if step is Step.DISTRIBUTE:
+    if step is DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:
             count = (
@@ -184,22 +184,22 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
             out += _sample_gifts(state, seat)
     else:
         # who may make a public change (GC-D06, GC-D09) and give a gift (GC-P06) now
-        if step is Step.ACTIONS:
+        if step is ACTIONS:
             can_change = state.changes[seat] < conf.public_change_limit
             card_step = True
-        elif step is Step.THREAT_TURNS:
+        elif step is THREAT_TURNS:
             can_change = seat == state.turn and state.changes[seat] < conf.public_change_limit
             card_step = False
         else:
             can_change = False
-            card_step = step is Step.CARD_CHOICE
+            card_step = step is CARD_CHOICE
         out = list(
             _simple_commands(
                 card_step,
                 state.committed[seat],
                 card_step and state.choices[seat] < conf.card_choice_limit,
                 bool(state.cards[seat]),
-                step is Step.THREAT_TURNS and seat == state.turn,
+                step is THREAT_TURNS and seat == state.turn,
                 can_change,
                 seat,
                 state.seats,

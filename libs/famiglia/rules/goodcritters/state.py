@@ -29,6 +29,10 @@ class Step(enum.IntEnum):
     OVER = 7
 
 
+# The members as plain module constants for the hot paths: `Step.X` is a look-up through the enum
+# class, several times slower than a global, and every command compares steps a few times.
+SHOW_LOOT, DISTRIBUTE, ACTIONS, THREAT_TURNS, CARD_CHOICE, RESOLVE, OVER = tuple(Step)
+
 STEP3 = frozenset({Step.ACTIONS, Step.THREAT_TURNS, Step.CARD_CHOICE})
 
 
@@ -78,7 +82,7 @@ class State:
 
     @property
     def over(self) -> bool:
-        return self.step is Step.OVER
+        return self.step is OVER
 
     def left_of(self, seat: int) -> int:
         """GC-S02: the next seat clockwise."""

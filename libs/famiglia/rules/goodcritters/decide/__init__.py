@@ -14,7 +14,7 @@ from famiglia.engine import MalformedCommand, Rng, RuleViolation
 from ..emitter import Emitter
 from ..events import Event
 from ..flow import FLOW
-from ..state import State, Step
+from ..state import OVER, State, Step
 from . import payoff, step3
 
 Decider = Callable[[Emitter, int, Any], None]
@@ -55,7 +55,7 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
     if kind is None:
         raise MalformedCommand("GC-D01", "empty command")
     step = state.step
-    if step is Step.OVER:
+    if step is OVER:
         raise RuleViolation("GC-E06", "the game is over")
     if not 0 <= seat < state.seats:
         raise RuleViolation("GC-S02", f"there is no seat {seat}")

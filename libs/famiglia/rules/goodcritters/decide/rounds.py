@@ -11,7 +11,7 @@ from ..data import FUZZ, VOTE_NO, VOTE_YES
 from ..effects import EFFECTS, resolve_offers
 from ..emitter import Emitter
 from ..flow import step3_opening
-from ..state import Step
+from ..state import THREAT_TURNS, Step
 
 # proto enum values
 FUZZ_SHOW_LOOT, FUZZ_FAILED_VOTE, FUZZ_SKIM = 1, 2, 3
@@ -90,7 +90,7 @@ def end_turn(em: Emitter, seat: int) -> None:
 def after_public_change(em: Emitter, seat: int) -> None:
     """GC-D06: in Step 3a the turn ends by itself once the cap of GC-D09 is reached."""
     s = em.state
-    if s.step is Step.THREAT_TURNS and s.turn == seat and s.changes[seat] >= s.config.public_change_limit:
+    if s.step is THREAT_TURNS and s.turn == seat and s.changes[seat] >= s.config.public_change_limit:
         end_turn(em, seat)
         skip_spent_turns(em)
 

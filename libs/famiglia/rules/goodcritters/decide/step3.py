@@ -11,7 +11,7 @@ from .. import events as ev
 from .. import evolve as fold
 from ..data import ACTION_CARDS, NOBODY
 from ..emitter import Emitter
-from ..state import State, Step
+from ..state import ACTIONS, THREAT_TURNS, State, Step
 from .rounds import after_public_change, close_if_all_committed, end_turn, open_step3, skip_spent_turns
 
 CARD_STEPS = frozenset({Step.ACTIONS, Step.CARD_CHOICE})
@@ -43,10 +43,10 @@ def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
 
 def check_public_change(s: State, seat: int, code: str) -> None:
     """GC-A06, GC-D06, GC-D09: who may make a public change now."""
-    if s.step is Step.THREAT_TURNS:
+    if s.step is THREAT_TURNS:
         if seat != s.turn:
             raise RuleViolation("GC-D06", f"in Step 3a only seat {s.turn} acts now")
-    elif s.step is not Step.ACTIONS:
+    elif s.step is not ACTIONS:
         raise RuleViolation(code, "threats and offers are made in Step 3 (in Step 3a in turn mode)")
     if s.changes[seat] >= s.config.public_change_limit:
         raise RuleViolation(
