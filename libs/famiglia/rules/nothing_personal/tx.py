@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from famiglia.engine import Rng
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .data import GIDX
-from .events import ev
 from .evolve import EVOLVERS
 from .state import Phase, State
 
@@ -28,6 +28,19 @@ FOLDED: dict[int, tuple[State, Any, State]] = {}
 FOLDED_MAX = 512
 
 
+# Events are immutable once returned (engine contract), so an event whose fields are all scalars (or
+# tuples of them) is built once per content and shared, with its payload message: most events repeat
+# (`step_advanced`, `commission_turn_began`, ...). Keyed by content, so dropping the cache is always safe.
+# A shared event may appear at several places; FOLDED keeps the latest, and its identity checks send
+# any other fold of it to `evolve`.
+SHARED: dict[tuple, tuple[Any, Any]] = {}
+SHARED_MAX = 20_000
+_KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
+_UNSHARED = frozenset(   # kinds with a message field: never hashable
+    f.name for f in _KINDS if any(g.message_type is not None for g in f.message_type.fields))
+_Event: Any = pb.Event
+
+
 class Tx:
     __slots__ = ("s", "events", "rng")
 
@@ -37,13 +50,30 @@ class Tx:
         self.rng = rng
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
-        e = ev(event_kind, **fields)
+        if event_kind in _UNSHARED:
+            e = _Event(**{event_kind: fields})   # the message is built in place from the dict
+            m = getattr(e, event_kind)
+        else:
+            key: tuple | None = (event_kind, *fields.items())
+            try:
+                hit = SHARED.get(key)   # type: ignore[arg-type]
+            except TypeError:   # a list value: not shared
+                hit = key = None
+            if hit is None:
+                e = _Event(**{event_kind: fields})
+                m = getattr(e, event_kind)
+                if key is not None:
+                    if len(SHARED) >= SHARED_MAX:
+                        SHARED.clear()
+                    SHARED[key] = (e, m)
+            else:
+                e, m = hit
         self.events.append(e)
         before = self.s
-        self.s = EVOLVERS[event_kind](before, getattr(e, event_kind))
+        after = self.s = EVOLVERS[event_kind](before, m)
         if len(FOLDED) >= FOLDED_MAX:
             FOLDED.clear()
-        FOLDED[id(e)] = (before, e, self.s)
+        FOLDED[id(e)] = (before, e, after)
         if event_kind in RING_SENSITIVE:
             self._ring()
 
