@@ -48,6 +48,7 @@ from .hot_matches import HotMatch, HotMatches, UnknownMatch
 
 log = get_logger("famiglia.command")
 MAX_RETRIES = 8
+MAX_LEGAL = 256
 _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes meaning)
 
 
@@ -217,7 +218,8 @@ class CommandApp:
             self.matches.catch_up(hot)
             m = hot.match
             self._check_seat(m.seats, viewer)
-            cap = limit if limit > 0 else 256
+            # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
+            cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
             commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
             return LegalAnswer(m.version, commands, len(commands) < cap,
                                [m.engine.render_command(c) for c in commands])
