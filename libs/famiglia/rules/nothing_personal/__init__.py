@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from famiglia.engine import GameInfo, MatchConfig, Pending, Result, Rng, Visibility
+from famiglia.engine import GameInfo, Result, Rng, Visibility
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from . import determinize as _det
@@ -20,8 +20,17 @@ from .board import ring_order
 from .config import OPTIONS
 from .decide import OPTIONAL, decide
 from .evolve import evolve
-from .state import State
+from .state import Phase, State
 from .tx import FOLDED
+
+
+def _evolve(state: State | None, event: Any) -> State:
+    """`evolve`, reusing the state `decide` computed for this very event after this very state."""
+    hit = FOLDED.get(id(event))
+    if hit is not None and hit[1] is event and hit[0] is state:
+        return hit[2]
+    return evolve(state, event)
+
 
 INFO = GameInfo(
     game_id="nothing_personal",
@@ -44,23 +53,12 @@ class NothingPersonal:
 
     info = INFO
 
-    def setup(self, config: MatchConfig, seed: int) -> list[Any]:
-        return setup.setup(config, seed)
-
-    def evolve(self, state: State | None, event: Any) -> State:
-        hit = FOLDED.get(id(event))
-        if hit is not None and hit[1] is event and hit[0] is state:
-            return hit[2]
-        return evolve(state, event)
-
-    def decide(self, state: State, seat: int, command: Any, rng: Rng) -> list[Any]:
-        return decide(state, seat, command, rng)
-
-    def pending(self, state: State) -> list[Pending]:
-        return flow.pending(state)
-
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Any]:
-        return legal.legal_commands(state, seat, limit)
+    # The hot methods are the module functions themselves (no extra call per command).
+    setup = staticmethod(setup.setup)
+    evolve = staticmethod(_evolve)
+    decide = staticmethod(decide)
+    pending = staticmethod(flow.pending)
+    legal_commands = staticmethod(legal.legal_commands)
 
     def view(self, state: State, viewer: int | None) -> pb.View:
         return view.view(state, viewer)
@@ -72,6 +70,8 @@ class NothingPersonal:
         return view.redact(event, viewer)
 
     def result(self, state: State) -> Result | None:
+        if state.phase != Phase.OVER:   # asked after every command: answer at once
+            return None
         return result.result(state)
 
     def timeout_command(self, state: State, seat: int) -> Any | None:

@@ -47,7 +47,7 @@ _PENDINGS: dict[int, tuple[Pending, ...]] = {}   # id of an interned Decision (n
 
 def _make(kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool = False,
           timeout: float = 0.0) -> Decision:
-    key = (kind, seats, dk, private, timeout)
+    key = (kind, seats, timeout)   # the kind fixes `dk` and `private` (an enum hashes slowly)
     d = _INTERNED.get(key)
     if d is None:
         d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout)

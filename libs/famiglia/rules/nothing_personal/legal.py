@@ -26,7 +26,7 @@ def required(s: State, seat: int) -> list[pb.Command]:
         return []
     k = d.kind
     if k == "setup":
-        return [pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=g)) for g in active(s)]
+        return [_built(_setup_marker, g) for g in active(s)]
     if k == "commission":
         if s.nonpass[seat] >= s.cfg.commission_turns:   # NP-C33
             return [PASS]
@@ -35,28 +35,56 @@ def required(s: State, seat: int) -> list[pb.Command]:
         assert s.window is not None
         if s.window.kind == "card":
             return [PASS, *play_options(s, seat, window=True)]
-        return [PASS, *(cmd("buy_reroll", means=m) for m in crew.reroll_means(s, seat))]
+        return [PASS, *(_built(_reroll, m) for m in crew.reroll_means(s, seat))]
     if k == "action":
         return crew.action_options(s)
     if k == "blackmail":
-        out = [pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))]
+        out = [_REFUSE]
         try:
             crew.check_action(s, crew.proposal(s))
-            out.append(pb.Command(grant_blackmail=pb.GrantBlackmail(accept=True)))
+            out.append(_GRANT)
         except Exception:   # noqa: BLE001 - an illegal proposal can only be refused (NP-X22)
             pass
         return out
     if k == "ruling":
         assert s.ruling is not None
-        return [pb.Command(rule_on_tie=pb.RuleOnTie(seat=i)) for i in s.ruling.seats]
+        return [_built(_rule, i) for i in s.ruling.seats]
     if k == "invite":
-        return [pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=g)) for g in active(s)]
+        return [_built(_invited_marker, g) for g in active(s)]
     if k == "vacancy":
         assert s.vacancy is not None
-        return [pb.Command(fill_vacancy=pb.FillVacancy(gangster=g)) for g in s.vacancy.candidates]
+        return [_built(_fill, g) for g in s.vacancy.candidates]
     if k == "buy":
-        return [pb.Command(buy=pb.Buy(count=n)) for n in range(max_buy(s, seat) + 1)]
+        return [_built(_buy, n) for n in range(max_buy(s, seat) + 1)]
     return []
+
+
+def _setup_marker(gid: str) -> pb.Command:
+    return pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=gid))
+
+
+def _invited_marker(gid: str) -> pb.Command:
+    return pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=gid))
+
+
+def _reroll(means: int) -> pb.Command:
+    return cmd("buy_reroll", means=means)
+
+
+def _rule(seat: int) -> pb.Command:
+    return pb.Command(rule_on_tie=pb.RuleOnTie(seat=seat))
+
+
+def _fill(gid: str) -> pb.Command:
+    return pb.Command(fill_vacancy=pb.FillVacancy(gangster=gid))
+
+
+def _buy(n: int) -> pb.Command:
+    return pb.Command(buy=pb.Buy(count=n))
+
+
+_REFUSE = pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))
+_GRANT = pb.Command(grant_blackmail=pb.GrantBlackmail(accept=True))
 
 
 def optional(s: State, seat: int) -> list[pb.Command]:
