@@ -6,7 +6,6 @@ Advance Time, the empty-hand token, Refresh and the next turn need no decision (
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -126,10 +125,15 @@ def _presets(cmd: pb.PullCaper) -> dict[str, Any]:
     return out
 
 
+#: GR-J03: each Job's icons as a sorted tuple of skills (a multiset in canonical form)
+_ICONS: dict[str, tuple[str, ...]] = {
+    j.id: tuple(sorted(skill for skill, n in j.skills for _ in range(n))) for j in JOBS_BY_ID.values()
+}
+
+
 def team_matches(job: str, team: list[str] | tuple[str, ...]) -> bool:
     """GR-J03, GR-J04: the Team's skills equal the Job's icons as multisets."""
-    need = {skill: n for skill, n in JOBS_BY_ID[job].skills if n}
-    return Counter(SKILL_OF[c] for c in team) == Counter(need)
+    return tuple(sorted([SKILL_OF[c] for c in team])) == _ICONS[job]
 
 
 def _complete_job(ctx: Ctx, cmd: pb.CompleteJob) -> None:
