@@ -43,10 +43,13 @@ def leaders(s: State, gid: str) -> tuple[int, ...]:
     if not gid or gid not in s.board[:9]:
         return ()
     st = s.gs[GIDX[gid]]
-    m = max(st.markers)
+    markers = st.markers
+    m = max(markers)
     if m == 0 or st.neutral >= m:
         return ()
-    return tuple(i for i, c in enumerate(st.markers) if c == m)
+    if markers.count(m) == 1:
+        return (markers.index(m),)
+    return tuple(i for i, c in enumerate(markers) if c == m)
 
 
 def strict(s: State, gid: str) -> int:
@@ -60,10 +63,16 @@ def passive(s: State, gid: str, code: str) -> bool:
     return bool(gid) and G[gid].ability == code and gid in s.board[:9]
 
 
+_RING_ORDERS = {(n, start): tuple((start + i) % n for i in range(n)) for n in range(1, 9) for start in range(n)}
+
+
 def ring_order(s: State, first: int | None = None) -> tuple[int, ...]:
     """NP-R2: the ring holder first, then clockwise."""
     start = s.ring if first is None else first
-    return tuple((start + i) % s.n for i in range(s.n))
+    order = _RING_ORDERS.get((s.n, start))
+    if order is None:
+        order = tuple((start + i) % s.n for i in range(s.n))
+    return order
 
 
 def icon_targets(s: State, icon: str) -> list[str]:

@@ -45,13 +45,10 @@ _INTERNED: dict[tuple, Decision] = {}
 _PENDINGS: dict[int, tuple[Pending, ...]] = {}   # id of an interned Decision (never dropped) -> rows
 
 
-def _make(kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool = False,
-          timeout: float = 0.0) -> Decision:
-    key = (kind, seats, timeout)   # the kind fixes `dk` and `private` (an enum hashes slowly)
-    d = _INTERNED.get(key)
-    if d is None:
-        d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout)
-        _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, timeout) for seat in seats)
+def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool,
+          timeout: float) -> Decision:
+    d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout)
+    _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, timeout) for seat in seats)
     return d
 
 
@@ -65,40 +62,57 @@ _T_BLACKMAIL = TIMEOUTS["blackmail"]
 _T_SETUP = TIMEOUTS["setup"]
 _T_COMMISSION = TIMEOUTS["commission"]
 _T_BUY = TIMEOUTS["buy"]
+_TURN = DecisionKind.TURN
+_RESPONSE = DecisionKind.RESPONSE
+_TIE_BREAK = DecisionKind.TIE_BREAK
 
 
 def _decision(s: State) -> Decision | None:
     """The open decision, by priority: rulings and nested choices first, then windows, then turns."""
     if s.phase == Phase.OVER:
         return None
-    if s.ruling is not None and s.ruling.answer < 0:
-        return _make("ruling", (s.ring,), DecisionKind.TIE_BREAK, timeout=_T_RULING)      # NP-D9
-    if s.invite is not None:
-        return _make("invite", (s.invite.seat,), DecisionKind.TURN, timeout=_T_INVITE)    # NP-D12
+    get = _INTERNED.get
+    r = s.ruling
+    if r is not None and r.answer < 0:                                                             # NP-D9
+        key: tuple = ("ruling", s.ring)
+        return get(key) or _make(key, "ruling", (s.ring,), _TIE_BREAK, False, _T_RULING)
+    if s.invite is not None:                                                                       # NP-D12
+        key = ("invite", s.invite.seat)
+        return get(key) or _make(key, "invite", (s.invite.seat,), _TURN, False, _T_INVITE)
     if s.vacancy is not None:
-        return _make("vacancy", (s.vacancy.decider,), DecisionKind.TURN, timeout=_T_VACANCY)
+        key = ("vacancy", s.vacancy.decider)
+        return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, _T_VACANCY)
     w = s.window
     if w is not None:
         answers = w.answers
         seats = tuple(i for i in w.seats if answers[i] is None)
         if seats:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
-            return _make("window", seats, DecisionKind.RESPONSE, private=True,
-                         timeout=_T_CARD if w.kind == "card" else _T_REROLL)
+            key = (w.kind, seats)
+            return get(key) or _make(key, "window", seats, _RESPONSE, True,
+                                     _T_CARD if w.kind == "card" else _T_REROLL)
         return None
     a = s.act
     if a is not None and s.stage == "action":
-        if a.stage == 0:
-            return _make("action", (a.seat,), DecisionKind.TURN, timeout=_T_ACTION)      # NP-D10
+        if a.stage == 0:                                                                           # NP-D10
+            key = ("action", a.seat)
+            return get(key) or _make(key, "action", (a.seat,), _TURN, False, _T_ACTION)
         if a.stage == 1:
             owner = crew.coin_owner(s)
-            return _make("blackmail", (owner,), DecisionKind.RESPONSE, timeout=_T_BLACKMAIL)
+            key = ("blackmail", owner)
+            return get(key) or _make(key, "blackmail", (owner,), _RESPONSE, False, _T_BLACKMAIL)
         return None
-    if s.phase == Phase.SETUP and s.stage == "marker" and s.idx < len(s.order):
-        return _make("setup", (s.order[s.idx],), DecisionKind.TURN, timeout=_T_SETUP)     # NP-D3
-    if s.phase == Phase.COMMISSION and s.stage == "turn":
-        return _make("commission", (s.turn,), DecisionKind.TURN, timeout=_T_COMMISSION)  # NP-D4
-    if s.phase == Phase.FENCE and s.stage == "buy" and s.idx < len(s.order):
-        return _make("buy", (s.order[s.idx],), DecisionKind.TURN, timeout=_T_BUY)         # NP-D13
+    phase = s.phase
+    if phase == Phase.COMMISSION:
+        if s.stage == "turn":                                                                      # NP-D4
+            key = ("commission", s.turn)
+            return get(key) or _make(key, "commission", (s.turn,), _TURN, False, _T_COMMISSION)
+        return None
+    if phase == Phase.SETUP and s.stage == "marker" and s.idx < len(s.order):                     # NP-D3
+        key = ("setup", s.order[s.idx])
+        return get(key) or _make(key, "setup", (s.order[s.idx],), _TURN, False, _T_SETUP)
+    if phase == Phase.FENCE and s.stage == "buy" and s.idx < len(s.order):                        # NP-D13
+        key = ("buy", s.order[s.idx])
+        return get(key) or _make(key, "buy", (s.order[s.idx],), _TURN, False, _T_BUY)
     return None
 
 
