@@ -1,0 +1,110 @@
+"""The engine's fast paths give exactly what the plain definitions give: the dict-backed
+`replace`, the fold memo of the last run, values-evolvers, memoised pending, prebuilt events
+and the listed commands."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from famiglia.engine import Rng, fold
+from famiglia.engine.protocol import DecisionKind, Pending
+from famiglia.rules.goodcritters import ENGINE
+from famiglia.rules.goodcritters import events as ev
+from famiglia.rules.goodcritters import evolve as fold_mod
+from famiglia.rules.goodcritters.flow import FLOW
+from famiglia.rules.goodcritters.state import State, replace
+from famiglia.testing.random_play import play_random
+
+from ._helpers import new_game
+
+OPTIONS = [{}, {"payoff.enabled": "true"}, {"step3_mode": "turns", "payoff.enabled": "true"}]
+
+
+def test_replace_is_dataclasses_replace_and_refuses_unknown_fields() -> None:
+    state = new_game(5)
+    fast = replace(state, round=7, boss=2, cards=(1, 2, 3, 4, 5))
+    slow = dataclasses.replace(state, round=7, boss=2, cards=(1, 2, 3, 4, 5))
+    assert fast == slow and hash(fast) == hash(slow)
+    assert type(fast) is State and fast.round == 7
+    assert replace(state) == state and replace(state) is not state
+    with pytest.raises(TypeError):
+        replace(state, no_such_field=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.round = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_folding_afresh_gives_the_states_decide_folded(options: dict[str, str]) -> None:
+    """The memo returns decide's own states; evolving every event afresh gives equal ones."""
+    seen = {"steps": 0}
+
+    def check(before: State, step: object, after: State) -> None:
+        events = step.events  # type: ignore[attr-defined]
+        state = before
+        for event in events:
+            state = fold_mod.apply(state, event)
+        assert state == after
+        seen["steps"] += 1
+
+    play = play_random(ENGINE, 5, 3, options, on_step=check)
+    assert seen["steps"] == len(play.steps) > 0
+    assert fold(ENGINE, play.events) == play.state
+
+
+def test_values_evolvers_match_the_event_evolvers() -> None:
+    state = new_game(4)
+    state = replace(state, committed=(True, False, True, False), changes=(0, 1, 2, 0))
+    cases = [
+        (ev.threat_placed(1, 3), fold_mod.threat_placed(state, 1, 3)),
+        (ev.threat_withdrawn(2), fold_mod.threat_withdrawn(state, 2)),
+        (ev.action_card_chosen(0, 4, 2), fold_mod.action_card_chosen(state, 0, 4, 2)),
+        (ev.committed(3), fold_mod.committed(state, 3)),
+        (ev.action_revealed(1, 3), fold_mod.action_revealed(state, 1, 3)),
+        (ev.loot_revealed(state.pile[0]), fold_mod.loot_revealed(state, state.pile[0])),
+    ]
+    for event, folded in cases:
+        assert fold_mod.apply(state, event) == folded, event.WhichOneof("kind")
+
+
+def test_prebuilt_events_equal_fresh_ones() -> None:
+    a, b = ev.action_card_chosen(2, 5, 3), ev.action_card_chosen(2, 5, 3)
+    assert a is b  # shared, read-only
+    fresh = ev.Event()
+    body: Any = fresh.action_card_chosen
+    body.seat, body.card, body.choices = 2, 5, 3
+    assert a == fresh
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_memoised_pending_matches_the_step_table(options: dict[str, str]) -> None:
+    def expected(state: State) -> list[Pending]:
+        row = FLOW.get(state.step)
+        if row is None:
+            return []
+        timeout = float(row.timeout(state.config))
+        return [Pending(s, row.kind, row.label, False, timeout) for s in row.actors(state)]
+
+    def check(before: State, step: object, after: State) -> None:
+        assert ENGINE.pending(before) == expected(before)
+        assert ENGINE.pending(after) == expected(after)
+
+    play_random(ENGINE, 6, 11, options, on_step=check)
+    assert all(p.kind in DecisionKind for p in ENGINE.pending(new_game(4)))
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_every_listed_command_is_accepted_and_lists_are_fresh(options: dict[str, str]) -> None:
+    rng = random.Random(5)
+
+    def check(before: State, step: object, after: State) -> None:
+        for seat in range(before.seats):
+            listed = ENGINE.legal_commands(before, seat, limit=64)
+            assert listed is not ENGINE.legal_commands(before, seat, limit=64)  # callers may keep it
+            for command in rng.sample(listed, min(3, len(listed))):
+                ENGINE.decide(before, seat, command, Rng(1))
+
+    play_random(ENGINE, 4, 2, options, on_step=check)
