@@ -18,7 +18,7 @@ from famiglia.bench import core
 from famiglia.bench.harness import Report
 
 # Benchmarks of other parts, each a module with `run(report, quick)` (optional).
-EXTRA = ("famiglia.bench.replay", "famiglia.bench.projection", "famiglia.bench.tournament")
+EXTRA = ("famiglia.bench.replay", "famiglia.bench.projection", "famiglia.bench.tournament", "famiglia.bench.strength")
 
 
 def main(argv: list[str] | None = None) -> int:

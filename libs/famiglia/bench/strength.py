@@ -105,3 +105,27 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def run(report, quick: bool, redis_url: str = "") -> None:  # noqa: ANN001 - harness Report
+    """The `make bench` plug-in: one figure per game and policy, random's fair share as baseline.
+    Target (issue 7): ismcts wins at least twice its fair share at <= 1 s per decision."""
+    from famiglia.bench.harness import Figure
+
+    matches = 10 if quick else 40
+    ismcts = "ismcts?iterations=40&seconds=0.05" if quick else "ismcts?iterations=200&seconds=0.25"
+    registry = playable_registry()
+    for game_id in registry:
+        engine = registry.get(game_id)
+        for policy in (ismcts, "heuristic"):
+            s = measure(engine, policy, matches)
+            low, high = wilson(s.wins, s.matches)
+            fair = 1 / s.seats
+            name = policy.partition("?")[0]
+            target = min(1.0, 2 * fair)
+            report.add(Figure(
+                f"strength {game_id} {name} vs random", s.rate * 100, "% wins", baseline=fair * 100,
+                baseline_name="random's share", target=f">= {target:.0%}" + (" at <= 1 s/decision" if name == "ismcts"
+                                                                                else ""),
+                ok=(s.rate >= target and s.seconds_per_decision <= 1.0) if name == "ismcts" else None,
+                spread=(low * 100, high * 100), notes=f"{s.matches} matches, {s.seconds_per_decision:.3f} s/decision"))
