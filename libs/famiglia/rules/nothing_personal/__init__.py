@@ -21,15 +21,13 @@ from .config import OPTIONS
 from .decide import OPTIONAL, decide
 from .evolve import evolve
 from .state import Phase, State
-from .tx import FOLDED
+from .tx import folded
 
 
 def _evolve(state: State | None, event: Any) -> State:
     """`evolve`, reusing the state `decide` computed for this very event after this very state."""
-    hit = FOLDED.get(id(event))
-    if hit is not None and hit[1] is event and hit[0] is state:
-        return hit[2]
-    return evolve(state, event)
+    hit = folded(state, event)
+    return hit if hit is not None else evolve(state, event)
 
 
 INFO = GameInfo(

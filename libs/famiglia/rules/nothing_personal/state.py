@@ -193,6 +193,7 @@ def replace(obj: Any, **changes: Any) -> Any:
         d = obj.__dict__.copy()   # a plain dict copy: far cheaper than filling a fresh instance dict
         d.update(changes)
         d.pop("_memo", None)   # flow.decision's memo belongs to the old state
+        d.pop("_next", None)   # and so does its fold link (tx.NEXT)
         new = _new(State)
         _set(new, "__dict__", d)
         return new

@@ -22,17 +22,29 @@ RING_SENSITIVE = frozenset({
 
 
 # decide already computed the state after each event it emits; folding those very events (the
-# caller's next step) reuses them. Keyed by the event object's id and checked by identity of both
-# the event and the state before it, so a hit is exactly what evolve would compute.
-FOLDED: dict[int, tuple[State, Any, State]] = {}
-FOLDED_MAX = 512
+# caller's next step) reuses them. The state before an event keeps `(event, state after)` in its
+# `__dict__` under NEXT (not a field: equality is untouched; `state.replace` drops it); `folded`
+# returns it only for that very event after that very state, so a hit is exactly what evolve would
+# compute. A hit consumes the link, so folded chains never keep old states alive.
+NEXT = "_next"
+
+
+def folded(state: State | None, event: Any) -> State | None:
+    """The state decide computed for `event` after `state`, or None."""
+    if state is None:
+        return None
+    d = state.__dict__
+    link = d.get(NEXT)
+    if link is not None and link[0] is event:
+        del d[NEXT]
+        return link[1]   # type: ignore[no-any-return]
+    return None
 
 
 # Events are immutable once returned (engine contract), so an event whose fields are all scalars (or
 # tuples of them) is built once per content and shared, with its payload message: most events repeat
 # (`step_advanced`, `commission_turn_began`, ...). Keyed by content, so dropping the cache is always safe.
-# A shared event may appear at several places; FOLDED keeps the latest, and its identity checks send
-# any other fold of it to `evolve`.
+# A shared event may appear at several places: the links are per state, so each fold finds its own.
 SHARED: dict[tuple, tuple[Any, Any]] = {}
 SHARED_MAX = 20_000
 _KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
@@ -71,9 +83,7 @@ class Tx:
         self.events.append(e)
         before = self.s
         after = self.s = EVOLVERS[event_kind](before, m)
-        if len(FOLDED) >= FOLDED_MAX:
-            FOLDED.clear()
-        FOLDED[id(e)] = (before, e, after)
+        before.__dict__[NEXT] = (e, after)
         if event_kind in RING_SENSITIVE:
             self._ring()
 
