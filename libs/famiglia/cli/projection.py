@@ -100,3 +100,41 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                       f"{e.mu:.2f}", f"{e.sigma:.2f}", str(e.matches), str(e.wins))
     console.print(table)
     return 0
+
+
+def tournament_table(tournament_id: str, *, expected_matches: int, address: str = "",
+                     timeout: float = 60.0) -> Table | None:
+    """A tournament's standings as the projection serves them (QueryService), once it has
+    projected `expected_matches` finished matches; None when the projection is not there."""
+    import time
+
+    from famiglia.v1 import query_service_pb2 as pb
+
+    stub = _stub(address)
+    deadline = time.monotonic() + timeout
+    reply = None
+    while time.monotonic() < deadline:
+        try:
+            reply = stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id=tournament_id),
+                                                timeout=5)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                return None
+            reply = None
+        if reply is not None and reply.matches_finished >= expected_matches:
+            break
+        time.sleep(0.5)
+    if reply is None:
+        return None
+    table = Table(title=f"Standings from the projection (QueryService) — {reply.name}, "
+                        f"{reply.matches_finished} matches")
+    for column in ("game", "#", "entrant", "played", "wins", "mean rank", "mu±sigma", "ordinal"):
+        table.add_column(column)
+    previous = ""
+    for e in sorted(reply.standings, key=lambda e: (e.game_id, e.rank)):
+        table.add_row(e.game_id if e.game_id != previous else "", str(e.rank),
+                      (e.policy or e.display_name).partition("?")[0],
+                      str(e.played), str(e.wins), f"{e.average_rank:.2f}", f"{e.mu:.1f}±{e.sigma:.1f}",
+                      f"{e.ordinal:.1f}")
+        previous = e.game_id
+    return table

@@ -283,7 +283,11 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
     out.rule(f"bot tournament: {', '.join(g.game_id for g in games)} — "
              f"{', '.join(short(e) for e in request.entrants)}")
     t = follow(client, t.tournament_id, out)
-    out.print(standings_table(t))
+    # The final table is the read side's: what the projection made of the event streams.
+    from famiglia.cli.projection import tournament_table
+
+    projected = tournament_table(t.tournament_id, expected_matches=t.finished, address=settings.projection_addr)
+    out.print(projected if projected is not None else standings_table(t))
     picks = replay_ids(t)
     if picks:
         out.print(replay_table(picks))
