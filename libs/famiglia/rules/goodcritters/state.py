@@ -125,6 +125,7 @@ def fresh_round_fields(seats: int) -> dict[str, object]:
 
 
 _FIELDS = frozenset(f.name for f in fields(State))
+_COUNT = len(_FIELDS)
 _new = object.__new__
 _set = object.__setattr__
 
@@ -133,10 +134,10 @@ def replace(state: State, **changes: Any) -> State:
     """`dataclasses.replace(state, **changes)`, several times faster: evolve runs once per event,
     and the generic one walks the field list and calls the checking __init__ each time. A State
     keeps its fields in its instance dict (no slots), so a copy is one dict copy."""
-    if not _FIELDS.issuperset(changes):
-        raise TypeError(f"State has no field {sorted(set(changes) - _FIELDS)}")
     values = state.__dict__.copy()
     values.update(changes)
+    if len(values) != _COUNT:  # a name that is no field was added
+        raise TypeError(f"State has no field {sorted(set(changes) - _FIELDS)}")
     new: State = _new(State)
     _set(new, "__dict__", values)
     return new

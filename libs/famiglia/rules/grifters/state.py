@@ -124,14 +124,15 @@ def _make_replacer(cls: type) -> Callable[..., Any]:
     names = [f.name for f in fields(cls)]
     if "__slots__" not in cls.__dict__:
         known = frozenset(names)
+        count = len(known)
         new = object.__new__
         set_dict = object.__setattr__
 
         def replace_dict(o: Any, **changes: Any) -> Any:
-            if not known.issuperset(changes):
-                raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
             values = o.__dict__.copy()
             values.update(changes)
+            if len(values) != count:  # a name that is no field was added
+                raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
             n: Any = new(cls)
             set_dict(n, "__dict__", values)
             return n
