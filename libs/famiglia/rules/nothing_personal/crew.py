@@ -224,26 +224,50 @@ def check_action(s: State, cmd: pb.Command) -> None:
 def action_options(s: State, limit: int = 16) -> list[pb.Command]:
     a = s.act
     assert a is not None
-    out = [pass_command()]
+    out = [_PASS]
     ctx = Ctx(a.seat, a.gangster, a.position)
     pcode = POSITIONS[a.position].ability
     if pcode == "WHACK_10":
         out += _whacks(s, "WHACK_10", False, limit)
     else:
         for t in EFFECTS[pcode].options(s, ctx, limit):
-            out.append(pb.Command(use_ability=pb.UseAbility(gangster_ability=False, targets=t)))
+            out.append(_ability(False, t))
     gcode = G[a.gangster].ability
     if gcode in ("WHACK_5", "WHACK_LOWER_FREE"):
         out += _whacks(s, gcode, True, limit)
     elif gcode == "MOVE_ANY_HIGHER":
-        out += [pb.Command(make_a_move=pb.MakeAMove(target_position=q, gangster_ability=True))
-                for q in range(a.position + 1, 10) if at(s, q)]
+        out += [_move(q, True) for q in range(a.position + 1, 10) if at(s, q)]
     elif gcode in EFFECTS:
         for t in EFFECTS[gcode].options(s, ctx, limit):
-            out.append(pb.Command(use_ability=pb.UseAbility(gangster_ability=True, targets=t)))
-    out += [pb.Command(make_a_move=pb.MakeAMove(target_position=q))
-            for q in POSITIONS[a.position].arrows if at(s, q)]
+            out.append(_ability(True, t))
+    out += [_move(q, False) for q in POSITIONS[a.position].arrows if at(s, q)]
     return out
+
+
+# Action choices are shared, read-only messages built once per content (the contract allows it).
+_PASS = pass_command()
+_CHOICES: dict[tuple, pb.Command] = {}
+
+
+def _choice(key: tuple, build: Any) -> pb.Command:
+    command = _CHOICES.get(key)
+    if command is None:
+        if len(_CHOICES) >= 20_000:
+            _CHOICES.clear()
+        command = _CHOICES[key] = build()
+    return command
+
+
+def _ability(gangster_ability: bool, t: pb.Targets) -> pb.Command:
+    return _choice(("ability", gangster_ability, t.SerializeToString(deterministic=True)),
+                   lambda: pb.Command(use_ability=pb.UseAbility(gangster_ability=gangster_ability, targets=t)))
+
+
+def _move(q: int, gangster_ability: bool) -> pb.Command:
+    if gangster_ability:
+        return _choice(("move", q, True),
+                       lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q, gangster_ability=True)))
+    return _choice(("move", q, False), lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q)))
 
 
 def _whacks(s: State, code: str, gangster_ability: bool, limit: int) -> list[pb.Command]:
@@ -256,7 +280,8 @@ def _whacks(s: State, code: str, gangster_ability: bool, limit: int) -> list[pb.
         if code == "WHACK_LOWER_FREE" and i + 1 >= a.position:
             continue
         if s.money[a.seat] >= _whack_cost(s, a.position, code, g):
-            out.append(pb.Command(whack=pb.Whack(target=g, gangster_ability=gangster_ability)))
+            out.append(_choice(("whack", g, gangster_ability),
+                               lambda g=g: pb.Command(whack=pb.Whack(target=g, gangster_ability=gangster_ability))))
     return out[:limit]
 
 

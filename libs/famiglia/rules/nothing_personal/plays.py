@@ -156,6 +156,8 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
     """NP-C9: the maximal non-empty sets of placeable groups (`targets`: icon -> eligible gangsters)."""
     k = len(card.groups)
     groups = card.groups
+    if k == 1:   # most cards: the one group, if it has a target and fits the supply
+        return [(0,)] if targets[groups[0].icon] and groups[0].count <= supply else []
     out = []
     for mask in range(1, 1 << k):
         chosen = [i for i in range(k) if mask >> i & 1]
