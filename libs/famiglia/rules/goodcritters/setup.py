@@ -32,13 +32,14 @@ def setup(config: MatchConfig, seed: int) -> list[Event]:
     em.emit(ev.game_set_up(seats, items, boss))
     # GC-S09: shuffle, then each seat takes the topmost card of each value
     deck = rng.shuffled(loot_deck(conf.copies))
+    # the topmost card of a value not taken yet is the next one of that value in deck order
+    of_value: dict[int, list[str]] = {value: [] for value in LOOT_VALUES}
+    for c in deck:
+        of_value[c.value].append(c.id)
     taken: set[str] = set()
     for seat in range(seats):
-        stash = []
-        for value in LOOT_VALUES:
-            card = next(c for c in deck if c.value == value and c.id not in taken)
-            taken.add(card.id)
-            stash.append(card.id)
+        stash = [of_value[value][seat] for value in LOOT_VALUES]
+        taken.update(stash)
         em.emit(ev.stash_dealt(seat, stash))
     pile = [c.id for c in deck if c.id not in taken]
     # GC-S10, GC-S11: The Fuzz! goes uniformly into a gap of its part of the pile
