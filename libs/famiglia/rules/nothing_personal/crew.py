@@ -21,7 +21,7 @@ from .data import (
     G,
 )
 from .effects import DICE_CODES, EFFECTS, Ctx
-from .events import pass_command
+from .events import PASS as _PASS
 from .rounds import begin_phase
 from .state import Phase, State
 from .tx import Tx
@@ -245,7 +245,6 @@ def action_options(s: State, limit: int = 16) -> list[pb.Command]:
 
 
 # Action choices are shared, read-only messages built once per content (the contract allows it).
-_PASS = pass_command()
 _CHOICES: dict[tuple, pb.Command] = {}
 
 

@@ -34,3 +34,7 @@ def pass_command() -> Any:
 
 EVENT_KINDS = tuple(_EVENT_CLS)
 COMMAND_KINDS = tuple(_COMMAND_CLS)
+
+
+PASS = pass_command()
+"""The engine's one pass command: shared and read-only (legal listings, defaults, shared events)."""

@@ -11,13 +11,11 @@ from . import crew
 from .board import active
 from .data import GIDX
 from .decide.negotiation import executable
-from .events import cmd, pass_command
+from .events import PASS, cmd
 from .family import max_buy
 from .flow import decision
 from .plays import play_options
 from .state import Phase, State
-
-PASS = pass_command()
 
 
 def required(s: State, seat: int) -> list[pb.Command]:

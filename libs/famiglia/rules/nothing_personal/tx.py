@@ -12,6 +12,7 @@ from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .data import GIDX
+from .events import PASS
 from .evolve import EVOLVERS
 from .state import Phase, State
 
@@ -51,6 +52,7 @@ _KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
 _UNSHARED = frozenset(   # kinds with a message field: never hashable
     f.name for f in _KINDS if any(g.message_type is not None for g in f.message_type.fields))
 _Event: Any = pb.Event
+_PASS_FIELD = {"window_answered": "answer", "action_chosen": "action"}   # (seat, this command) events
 
 
 class Tx:
@@ -62,11 +64,24 @@ class Tx:
         self.rng = rng
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
+        key: tuple | None
         if event_kind in _UNSHARED:
-            e = _Event(**{event_kind: fields})   # the message is built in place from the dict
-            m = getattr(e, event_kind)
+            if fields.get(_PASS_FIELD.get(event_kind, "")) is PASS and len(fields) == 2:
+                key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
+                hit = SHARED.get(key)
+                if hit is None:
+                    e = _Event(**{event_kind: fields})
+                    m = getattr(e, event_kind)
+                    if len(SHARED) >= SHARED_MAX:
+                        SHARED.clear()
+                    SHARED[key] = (e, m)
+                else:
+                    e, m = hit
+            else:
+                e = _Event(**{event_kind: fields})   # the message is built in place from the dict
+                m = getattr(e, event_kind)
         else:
-            key: tuple | None = (event_kind, *fields.items())
+            key = (event_kind, *fields.items())
             try:
                 hit = SHARED.get(key)   # type: ignore[arg-type]
             except TypeError:   # a list value: not shared

@@ -27,6 +27,8 @@ def negotiable(s: State) -> None:
 
 
 def holds(hand: tuple[str, ...], cards: Any) -> bool:
+    if len(cards) <= 1:   # the usual case, without counting
+        return not cards or cards[0] in hand
     need = Counter(cards)
     have = Counter(hand)
     return all(have[c] >= k for c, k in need.items())
