@@ -13,7 +13,7 @@ from famiglia.engine import Rng, RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .board import active, icon_targets
-from .data import CARD, CREW_SURCHARGE, InfluenceCard
+from .data import CARD, CREW_SURCHARGE, ICONS, InfluenceCard
 from .effects import EFFECTS, Ctx
 from .state import Phase, State, replace
 from .tx import Tx
@@ -174,14 +174,14 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
 
 # Built commands are shared, read-only messages (the engine contract allows it): a listing costs a few
 # dictionary look-ups instead of building the same protobuf messages for every state. Keys are contents,
-# so dropping a full cache never changes a listing. Three levels: the rows of one card on one board
-# (`_PLAYS`), the shapes of its plays, independent of the Antes (`_SHAPES`), and each command by content
-# (`_COMMANDS`), which survives board changes and new Antes.
+# so dropping a full cache never changes a listing. Per board: every icon's targets (`_BOARDS`); per card
+# and targets: its rows (`_PLAYS`, with the Antes) and their shapes (`_SHAPES`, shared by cards with the
+# same groups); per content: each command (`_COMMANDS`), which survives board changes and new Antes.
 _CACHE_MAX = 50_000
+_BOARDS: dict[tuple[str, ...], tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {}
 _PLAYS: dict[tuple, tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]] = {}
 _SHAPES: dict[tuple, tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]] = {}
 _COMMANDS: dict[tuple, pb.Command] = {}
-_DISCARD_TARGETS: dict[tuple[str, ...], tuple[str, ...]] = {}
 _CAP: dict[str, int] = {c.id: sum(g.count for g in c.groups) for c in CARD.values()}
 _EFFECT_KEYWORDS = frozenset({"blank", "AND"})
 
@@ -192,25 +192,37 @@ def _bounded(cache: dict) -> dict:
     return cache
 
 
-def _shapes(s: State, cid: str, supply: int, per_card: int) -> tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]:
-    """(groups, targets, index) of one card's plays: every maximal group set, targets rotated."""
-    key = (cid, s.board, supply, per_card)
+def _board(s: State) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """Of one board: each icon's targets (NP-C5, NP-C6), and the two discard-for-one targets."""
+    board = s.board
+    hit = _BOARDS.get(board)
+    if hit is None:
+        act = active(s)
+        hit = _bounded(_BOARDS)[board] = ({icon: tuple(icon_targets(s, icon)) for icon in ICONS},
+                                          tuple(act[:: max(1, len(act) // 2)][:2]))
+    return hit
+
+
+def _shapes(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], supply: int,
+            per_card: int) -> tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]:
+    """(groups, targets, index) of one card's plays: every maximal group set, targets rotated.
+    `targets` holds each group's eligible gangsters."""
+    key = (card.groups, targets, supply, per_card)
     shapes = _SHAPES.get(key)
     if shapes is not None:
         return shapes
-    card = CARD[cid]
-    icons = {g.icon: icon_targets(s, g.icon) for g in card.groups}
+    icons = {g.icon: list(t) for g, t in zip(card.groups, targets, strict=True)}
     out: list[tuple[tuple[int, ...], tuple[str, ...], int]] = []
     for groups in _group_sets(supply, card, icons):
-        targets = [icons[card.groups[i].icon] for i in groups]
+        chosen = [icons[card.groups[i].icon] for i in groups]
         combos: list[tuple[str, ...]]
         total = 1
-        for t in targets:
+        for t in chosen:
             total *= len(t)
         if total <= per_card:
-            combos = list(product(*targets))
+            combos = list(product(*chosen))
         else:
-            combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(targets)) for k in range(per_card)]
+            combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(chosen)) for k in range(per_card)]
         out.extend((groups, combo, n) for n, combo in enumerate(combos))
     shapes = _bounded(_SHAPES)[key] = tuple(out)
     return shapes
@@ -226,28 +238,25 @@ def _play_command(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ant
     return command
 
 
-def _influence_plays(s: State, cid: str, supply: int, antes: tuple[int, ...],
-                     per_card: int) -> tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]:
+def _influence_plays(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], supply: int,
+                     antes: tuple[int, ...], per_card: int
+                     ) -> tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]:
     """The plays for influence of one card as (groups, combo, ante, command) rows, and their commands.
-    They depend only on the board (icons), the seat's supply (up to the card's total) and the Antes."""
+    They depend only on its groups' targets, the seat's supply (up to the card's total) and the Antes."""
+    cid = card.id
     supply = min(supply, _CAP[cid])
-    key = (cid, s.board, supply, antes, per_card)
+    key = (cid, targets, supply, antes, per_card)
     hit = _PLAYS.get(key)
     if hit is not None:
         return hit
     k = len(antes)
     rows = tuple((groups, combo, antes[n % k], _play_command(cid, groups, combo, antes[n % k]))
-                 for groups, combo, n in _shapes(s, cid, supply, per_card))
+                 for groups, combo, n in _shapes(card, targets, supply, per_card))
     hit = _bounded(_PLAYS)[key] = (rows, tuple(row[3] for row in rows))
     return hit
 
 
-def _discards(s: State, cid: str, ante: int) -> list[pb.Command]:
-    board = s.board
-    targets = _DISCARD_TARGETS.get(board)
-    if targets is None:
-        act = active(s)
-        targets = _bounded(_DISCARD_TARGETS)[board] = tuple(act[:: max(1, len(act) // 2)][:2])
+def _discards(targets: tuple[str, ...], cid: str, ante: int) -> list[pb.Command]:
     out = []
     for g in targets:
         key = ("discard", cid, g, ante)
@@ -268,6 +277,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
     money = s.money[seat]
     supply = s.supply[seat]
     crew_phase = s.phase == Phase.CREW
+    icons, discard_targets = _board(s)
     for cid in s.hands[seat]:
         sig = _SIGNATURE[cid]
         if sig in seen:
@@ -283,7 +293,8 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         if base_ante + surcharge > money:
             continue
         antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
-        rows, commands = _influence_plays(s, cid, supply, antes, per_card)
+        targets = tuple([icons[g.icon] for g in card.groups])
+        rows, commands = _influence_plays(card, targets, supply, antes, per_card)
         if card.keyword in _EFFECT_KEYWORDS:
             for groups, combo, ante, command in rows:
                 out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
@@ -299,7 +310,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
                         play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
                 out.append(command)
         if not window and supply >= 1:
-            out.extend(_discards(s, cid, base_ante))
+            out.extend(_discards(discard_targets, cid, base_ante))
     return out
 
 
