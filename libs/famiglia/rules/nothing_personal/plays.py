@@ -149,7 +149,10 @@ def _pay(tx: Tx, seat: int, ante: int, surcharge: int) -> None:
 
 
 # -- listing -------------------------------------------------------------------------------------------
-_SIGNATURE: dict[str, tuple] = {c.id: (c.groups, c.keyword, c.timing, c.effect) for c in CARD.values()}
+# Plain tuples (a slotted dataclass hashes through Python code): (icon, count) per group.
+_GROUPS: dict[str, tuple[tuple[str, int], ...]] = {c.id: tuple((g.icon, g.count) for g in c.groups)
+                                                   for c in CARD.values()}
+_SIGNATURE: dict[str, tuple] = {c.id: (_GROUPS[c.id], c.keyword, c.timing, c.effect) for c in CARD.values()}
 
 
 def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]]) -> list[tuple[int, ...]]:
@@ -207,7 +210,7 @@ def _shapes(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], supply: i
             per_card: int) -> tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]:
     """(groups, targets, index) of one card's plays: every maximal group set, targets rotated.
     `targets` holds each group's eligible gangsters."""
-    key = (card.groups, targets, supply, per_card)
+    key = (_GROUPS[card.id], targets, supply, per_card)
     shapes = _SHAPES.get(key)
     if shapes is not None:
         return shapes
