@@ -1,0 +1,37 @@
+"""The projection benchmark's measurement code on a tiny workload: figures come out, sane.
+
+No timing is asserted: only that every figure exists with plausible fields."""
+
+from __future__ import annotations
+
+import math
+
+from famiglia.bench.harness import Report
+from famiglia.bench.projection import Drain, Window, add_figures, measure
+
+
+def test_add_figures_from_windows() -> None:
+    report = Report()
+    windows = [Window(1.0, 3, [5.0, 7.0, 40.0], [1.0, 2.0, 3.0]), Window(1.0, 2, [6.0, 8.0], [1.0, 1.0])]
+    figures = add_figures(report, {"windows": windows, "paced": windows[:1], "drain": Drain(100, 0.5, 0.01),
+                                   "clients": 2})
+    assert [f.name for f in report.figures] == [f.name for f in figures]
+    lag, paced, drain = figures
+    assert lag.unit == paced.unit == "ms" and lag.target == "< 100 ms"
+    assert lag.spread[0] <= lag.value <= lag.spread[1]
+    assert lag.baseline_name == "raw XREADGROUP+XACK" and lag.ok is True
+    assert drain.value == 200 and drain.baseline == 10_000 and drain.unit == "events/s"
+
+
+def test_measure_tiny_workload(redis_server) -> None:  # type: ignore[no-untyped-def]
+    result = measure(redis_server.url, seconds=0.5, repeats=1, clients=1, drain_seconds=0.5)
+    report = Report()
+    lag, paced, drain = add_figures(report, result)
+    for figure in (lag, paced):
+        assert figure.value > 0 and math.isfinite(figure.value)
+        assert figure.baseline is not None and figure.baseline > 0
+        assert figure.ok is not None
+    (window,) = result["windows"]  # type: ignore[misc]
+    assert window.appended > 0 and len(window.raw_lags) >= window.appended
+    assert drain.value > 0 and drain.baseline is not None and drain.baseline > 0
+    assert "backlog" in drain.name

@@ -1,0 +1,41 @@
+"""The tournament benchmark's measurement code on a tiny workload: figures come out, sane.
+
+No timing is asserted. The stack test starts every service on two grifters matches (~10 s)."""
+
+from __future__ import annotations
+
+import os
+
+from famiglia.bench.harness import Report
+from famiglia.bench.tournament import StackRun, add_figure, engine_only, group_cpu, measure, tournament_spec
+
+
+def test_spec_covers_every_game_and_baseline_plays_it() -> None:
+    spec = tournament_spec(8)
+    assert spec.entrants == ("random", "heuristic")
+    assert spec.matches_per_game * len(spec.games) >= 8
+    small = tournament_spec(1, games=["grifters"])
+    seconds, commands = engine_only(small)
+    assert seconds > 0 and commands > 0
+
+
+def test_add_figure_and_cpu_accounting() -> None:
+    cpu = group_cpu({"me": os.getpgid(0)})
+    assert cpu["me"] > 0
+    report = Report()
+    run = StackRun(10, 30.0, 900, {"command": 5.0, "bots-worker": 20.0})
+    figure = add_figure(report, {"rates": [20.0], "base_rates": [200.0], "runs": [run], "planned": 10})
+    assert report.figures == [figure]
+    assert figure.value == 20.0 and figure.baseline == 200.0 and figure.ok is False
+    assert figure.unit == "matches/min" and figure.target == ">= 100/min"
+    assert "bots-worker" in figure.notes
+
+
+def test_measure_on_the_stack() -> None:
+    result = measure(2, 1, games=["grifters"], warmup_matches=0)
+    report = Report()
+    figure = add_figure(report, result)
+    (run,) = result["runs"]  # type: ignore[misc]
+    assert run.matches == 2 and run.moves > 0
+    assert figure.value > 0 and figure.baseline is not None and figure.baseline > 0
+    assert sum(run.cpu.values()) > 0
