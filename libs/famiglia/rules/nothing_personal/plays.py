@@ -182,7 +182,7 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
 # same groups); per content: each command (`_COMMANDS`), which survives board changes and new Antes.
 _CACHE_MAX = 50_000
 _BOARDS: dict[tuple[str, ...], tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {}
-_PLAYS: dict[tuple, tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]] = {}
+_PLAYS: dict[tuple, tuple[tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...], tuple[pb.Command, ...]]] = {}
 _SHAPES: dict[tuple, tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]] = {}
 _COMMANDS: dict[tuple, pb.Command] = {}
 _CAP: dict[str, int] = {c.id: sum(g.count for g in c.groups) for c in CARD.values()}
@@ -243,9 +243,10 @@ def _play_command(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ant
 
 def _influence_plays(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], supply: int,
                      antes: tuple[int, ...], per_card: int
-                     ) -> tuple[tuple[tuple[Any, ...], ...], tuple[pb.Command, ...]]:
-    """The plays for influence of one card as (groups, combo, ante, command) rows, and their commands.
-    They depend only on its groups' targets, the seat's supply (up to the card's total) and the Antes."""
+                     ) -> tuple[tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...], tuple[pb.Command, ...]]:
+    """The plays for influence of one card as (groups, combo, ante) rows, and their commands (rows hold
+    no message, so the garbage collector stops tracking them). They depend only on its groups' targets,
+    the seat's supply (up to the card's total) and the Antes."""
     cid = card.id
     supply = min(supply, _CAP[cid])
     key = (cid, targets, supply, antes, per_card)
@@ -253,9 +254,8 @@ def _influence_plays(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], 
     if hit is not None:
         return hit
     k = len(antes)
-    rows = tuple((groups, combo, antes[n % k], _play_command(cid, groups, combo, antes[n % k]))
-                 for groups, combo, n in _shapes(card, targets, supply, per_card))
-    hit = _bounded(_PLAYS)[key] = (rows, tuple(row[3] for row in rows))
+    rows = tuple((groups, combo, antes[n % k]) for groups, combo, n in _shapes(card, targets, supply, per_card))
+    hit = _bounded(_PLAYS)[key] = (rows, tuple(_play_command(cid, *row) for row in rows))
     return hit
 
 
@@ -299,7 +299,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         targets = tuple([icons[g.icon] for g in card.groups])
         rows, commands = _influence_plays(card, targets, supply, antes, per_card)
         if card.keyword in _EFFECT_KEYWORDS:
-            for groups, combo, ante, command in rows:
+            for (groups, combo, ante), command in zip(rows, commands, strict=True):
                 out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
         else:
             out.extend(commands)
@@ -307,11 +307,11 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
             ctx = Ctx(seat)
             for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
                 key = ("effect", cid, base_ante, effect_targets.SerializeToString(deterministic=True))
-                command = _COMMANDS.get(key)
-                if command is None:
-                    command = _bounded(_COMMANDS)[key] = pb.Command(
+                effect_play = _COMMANDS.get(key)
+                if effect_play is None:
+                    effect_play = _bounded(_COMMANDS)[key] = pb.Command(
                         play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
-                out.append(command)
+                out.append(effect_play)
         if not window and supply >= 1:
             out.extend(_discards(discard_targets, cid, base_ante))
     return out

@@ -46,7 +46,7 @@ def folded(state: State | None, event: Any) -> State | None:
 # tuples of them) is built once per content and shared, with its payload message: most events repeat
 # (`step_advanced`, `commission_turn_began`, ...). Keyed by content, so dropping the cache is always safe.
 # A shared event may appear at several places: the links are per state, so each fold finds its own.
-SHARED: dict[tuple, tuple[Any, Any]] = {}
+SHARED: dict[tuple, Any] = {}
 SHARED_MAX = 20_000
 _KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
 _UNSHARED = frozenset(   # kinds with a message field: never hashable
@@ -68,33 +68,29 @@ class Tx:
         if event_kind in _UNSHARED:
             if fields.get(_PASS_FIELD.get(event_kind, "")) is PASS and len(fields) == 2:
                 key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
-                hit = SHARED.get(key)
-                if hit is None:
+                e = SHARED.get(key)
+                if e is None:
                     e = _Event(**{event_kind: fields})
-                    m = getattr(e, event_kind)
                     if len(SHARED) >= SHARED_MAX:
                         SHARED.clear()
-                    SHARED[key] = (e, m)
-                else:
-                    e, m = hit
+                    SHARED[key] = e
+                m = getattr(e, event_kind)
             else:
                 e = _Event(**{event_kind: fields})   # the message is built in place from the dict
                 m = getattr(e, event_kind)
         else:
             key = (event_kind, *fields.items())
             try:
-                hit = SHARED.get(key)   # type: ignore[arg-type]
+                e = SHARED.get(key)   # type: ignore[arg-type]
             except TypeError:   # a list value: not shared
-                hit = key = None
-            if hit is None:
+                e = key = None
+            if e is None:
                 e = _Event(**{event_kind: fields})
-                m = getattr(e, event_kind)
                 if key is not None:
                     if len(SHARED) >= SHARED_MAX:
                         SHARED.clear()
-                    SHARED[key] = (e, m)
-            else:
-                e, m = hit
+                    SHARED[key] = e
+            m = getattr(e, event_kind)
         self.events.append(e)
         before = self.s
         after = self.s = EVOLVERS[event_kind](before, m)
