@@ -20,7 +20,7 @@ from .data import (
     WHACK_SUCCESS,
     G,
 )
-from .effects import DICE_CODES, EFFECTS, Ctx
+from .effects import DICE_CODES, EFFECTS, Ctx, target_key
 from .events import PASS as _PASS
 from .rounds import begin_phase
 from .state import Phase, State
@@ -258,7 +258,7 @@ def _choice(key: tuple, build: Any) -> pb.Command:
 
 
 def _ability(gangster_ability: bool, t: pb.Targets) -> pb.Command:
-    return _choice(("ability", gangster_ability, t.SerializeToString(deterministic=True)),
+    return _choice(("ability", gangster_ability, target_key(t)),
                    lambda: pb.Command(use_ability=pb.UseAbility(gangster_ability=gangster_ability, targets=t)))
 
 

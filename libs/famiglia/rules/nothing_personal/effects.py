@@ -43,6 +43,53 @@ def _no(ctx: Ctx, msg: str, rule: str | None = None) -> RuleViolation:
     return RuleViolation(rule or ctx.rule, msg)
 
 
+# Option targets are shared, read-only messages built once per content (listings copy them into
+# commands). TARGET_KEYS gives an interned message's content key, so callers key their own caches
+# without serializing; both tables are dropped together, and `target_key` falls back to the bytes.
+_TARGETS: dict[tuple, pb.Targets] = {}
+TARGET_KEYS: dict[int, tuple] = {}
+
+
+def _build(key: tuple) -> pb.Targets:
+    kind = key[0]
+    if kind == "none":
+        return pb.Targets()
+    if kind == "seat":
+        return pb.Targets(seat=key[1])
+    if kind == "gangster":
+        return pb.Targets(gangster=key[1])
+    if kind == "gangsters":
+        return pb.Targets(gangsters=key[1])
+    if kind == "markers":
+        return pb.Targets(markers=[pb.MarkerRef(gangster=g, owner=o, coin=c) for g, o, c in key[1]])
+    if kind == "move":
+        (g, o, c), dest, count = key[1], key[2], key[3]
+        return pb.Targets(markers=[pb.MarkerRef(gangster=g, owner=o, coin=c)], destination=dest, count=count)
+    if kind == "assoc":
+        return pb.Targets(slot=key[1], position=key[2])
+    if kind == "joint":
+        return pb.Targets(gangster=key[1], seat=key[2])
+    raise AssertionError(kind)
+
+
+def targets(*key: object) -> pb.Targets:
+    """The shared Targets message of this content key (see _build)."""
+    t = _TARGETS.get(key)
+    if t is None:
+        if len(_TARGETS) >= 20_000:
+            _TARGETS.clear()
+            TARGET_KEYS.clear()
+        t = _TARGETS[key] = _build(key)
+        TARGET_KEYS[id(t)] = key
+    return t
+
+
+def target_key(t: pb.Targets) -> object:
+    """A content key of `t`: its interned key, or its bytes."""
+    key = TARGET_KEYS.get(id(t))
+    return key if key is not None else t.SerializeToString(deterministic=True)
+
+
 def _need_active(s: State, ctx: Ctx, gid: str) -> None:
     if not is_active(s, gid):
         raise _no(ctx, f"{gid or '-'} is not an active gangster", "NP-X9")
@@ -55,7 +102,7 @@ def _need_other(s: State, ctx: Ctx, t: pb.Targets) -> int:
 
 
 def _others(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [pb.Targets(seat=i) for i in range(s.n) if i != ctx.seat][:limit]
+    return [targets("seat", i) for i in range(s.n) if i != ctx.seat][:limit]
 
 
 def _none_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
@@ -63,7 +110,7 @@ def _none_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _none_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [pb.Targets()]
+    return [targets("none")]
 
 
 def _ref(t: pb.MarkerRef) -> tuple[str, int, bool]:
@@ -77,7 +124,7 @@ def _ring_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _ring_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [] if s.ring == ctx.seat else [pb.Targets()]
+    return [] if s.ring == ctx.seat else [targets("none")]
 
 
 def _ring_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -91,7 +138,7 @@ def _draw_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _draw_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [pb.Targets()] if (s.deck or s.discard) else []
+    return [targets("none")] if (s.deck or s.discard) else []
 
 
 def _draw(k: int) -> Callable[[Tx, Ctx, pb.Targets], None]:
@@ -118,7 +165,7 @@ def _neutral_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
         return []
     out = []
     for combo in combinations_with_replacement(active(s), k):
-        out.append(pb.Targets(gangsters=combo))
+        out.append(targets("gangsters", combo))
         if len(out) >= limit:
             break
     return out
@@ -139,7 +186,7 @@ def _place_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _place_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.supply[ctx.seat] < 1:
         return []
-    return [pb.Targets(gangster=g) for g in active(s)][:limit]
+    return [targets("gangster", g) for g in active(s)][:limit]
 
 
 def _place(k: int) -> Callable[[Tx, Ctx, pb.Targets], None]:
@@ -150,14 +197,6 @@ def _place(k: int) -> Callable[[Tx, Ctx, pb.Targets], None]:
 
 
 # -- SWAP_2 (NP-W27, Table F) ---------------------------------------------------------------------------
-def _all_refs(s: State, only_active: bool = False) -> list[pb.MarkerRef]:
-    out = []
-    for g in (active(s) if only_active else on_board(s)):
-        for owner, coin in marker_refs(s.gs[GIDX[g]]):
-            out.append(pb.MarkerRef(gangster=g, owner=owner, coin=coin))
-    return out
-
-
 def _swap_ok(a: pb.MarkerRef, b: pb.MarkerRef) -> bool:
     if a.owner == b.owner:
         return False
@@ -179,10 +218,11 @@ def _swap_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _swap_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
+    refs = [(g, owner, coin) for g in on_board(s) for owner, coin in marker_refs(s.gs[GIDX[g]])]
     out = []
-    for a, b in combinations(_all_refs(s), 2):
-        if _swap_ok(a, b):
-            out.append(pb.Targets(markers=[a, b]))
+    for a, b in combinations(refs, 2):
+        if a[1] != b[1] and (a[0] != b[0] or a[2] != b[2]):   # as _swap_ok
+            out.append(targets("markers", (a, b)))
             if len(out) >= limit:
                 break
     return out
@@ -250,13 +290,12 @@ def _remove_options(most: int) -> Callable[[State, Ctx, int], list[pb.Targets]]:
         for g in active(s):
             refs = marker_refs(s.gs[GIDX[g]])
             for owner, coin in refs:
-                out.append(pb.Targets(markers=[pb.MarkerRef(gangster=g, owner=owner, coin=coin)]))
+                out.append(targets("markers", ((g, owner, coin),)))
                 if len(out) >= limit:
                     return out
             if most == 2 and len(refs) >= 2:
                 (o1, c1), (o2, c2) = refs[0], refs[1]
-                out.append(pb.Targets(markers=[pb.MarkerRef(gangster=g, owner=o1, coin=c1),
-                                               pb.MarkerRef(gangster=g, owner=o2, coin=c2)]))
+                out.append(targets("markers", ((g, o1, c1), (g, o2, c2))))
                 if len(out) >= limit:
                     return out
         return out
@@ -286,7 +325,7 @@ def _omerta_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _omerta_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.om_free < 1:
         return []
-    return [pb.Targets(gangster=g) for g in active(s) if _omerta_ok(s, g)][:limit]
+    return [targets("gangster", g) for g in active(s) if _omerta_ok(s, g)][:limit]
 
 
 def _omerta_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -310,7 +349,7 @@ def _bm_own_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _bm_own_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.bm_free < 1:
         return []
-    return [pb.Targets(gangster=g) for g in active(s) if _bm_own_ok(s, ctx, g)][:limit]
+    return [targets("gangster", g) for g in active(s) if _bm_own_ok(s, ctx, g)][:limit]
 
 
 def _bm_coin_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
@@ -323,7 +362,7 @@ def _bm_coin_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _bm_coin_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.bm_free < 1:
         return []
-    return [pb.Targets(gangster=g) for g in ctx.received if s.gs[GIDX[g]].coin == -1][:limit]
+    return [targets("gangster", g) for g in ctx.received if s.gs[GIDX[g]].coin == -1][:limit]
 
 
 def _bm_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -367,8 +406,7 @@ def _move_own_options(most: int) -> Callable[[State, Ctx, int], list[pb.Targets]
                     continue
                 for d in dests:
                     if d != g:
-                        out.append(pb.Targets(markers=[pb.MarkerRef(gangster=g, owner=owner, coin=coin)],
-                                              destination=d, count=1 if most == 2 else 0))
+                        out.append(targets("move", (g, owner, coin), d, 1 if most == 2 else 0))
                         if len(out) >= limit:
                             return out
         return out
@@ -393,7 +431,7 @@ def _extra_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _extra_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.money[ctx.seat] < EXTRA_PRICE or s.supply[ctx.seat] < 1:
         return []
-    return [pb.Targets(gangster=g) for g in ctx.received][:limit]
+    return [targets("gangster", g) for g in ctx.received][:limit]
 
 
 def _extra_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -412,7 +450,7 @@ def _snitch_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _snitch_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [pb.Targets(gangster=g) for g in on_board(s) if _snitch_ok(s, g)][:limit]
+    return [targets("gangster", g) for g in on_board(s) if _snitch_ok(s, g)][:limit]
 
 
 def _snitch_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -428,7 +466,7 @@ def _assoc_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _assoc_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    out = [pb.Targets(slot=a, position=p) for a in (1, 2, 3) for p in (1, 2, 3)
+    out = [targets("assoc", a, p) for a in (1, 2, 3) for p in (1, 2, 3)
            if s.board[A_SLOTS[a - 1]] and s.board[p - 1]]
     return out[:limit]
 
@@ -450,7 +488,7 @@ def _joint_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     for g in active(s):
         for i in range(s.n):
             if i != ctx.seat and (s.supply[ctx.seat] or s.supply[i]):
-                out.append(pb.Targets(gangster=g, seat=i))
+                out.append(targets("joint", g, i))
                 if len(out) >= limit:
                     return out
     return out
@@ -474,7 +512,7 @@ def _dice_double_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _dice_double_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [pb.Targets()] if s.money[ctx.seat] >= 5 else []
+    return [targets("none")] if s.money[ctx.seat] >= 5 else []
 
 
 def _unused_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:  # dice codes resolve through rolls

@@ -14,7 +14,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .board import active, icon_targets
 from .data import CARD, CREW_SURCHARGE, ICONS, InfluenceCard
-from .effects import EFFECTS, Ctx
+from .effects import EFFECTS, Ctx, target_key
 from .state import Phase, State, replace
 from .tx import Tx
 
@@ -306,7 +306,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         if card.keyword == "OR":
             ctx = Ctx(seat)
             for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
-                key = ("effect", cid, base_ante, effect_targets.SerializeToString(deterministic=True))
+                key = ("effect", cid, base_ante, target_key(effect_targets))
                 effect_play = _COMMANDS.get(key)
                 if effect_play is None:
                     effect_play = _bounded(_COMMANDS)[key] = pb.Command(
@@ -345,7 +345,7 @@ def _effect_variants(s: State, seat: int, card: InfluenceCard, groups: tuple[int
 
 def _variant(cid: str, groups: tuple[int, ...], combo: tuple[str, ...], ante: int, use_effect: bool,
              t: pb.Targets) -> pb.Command:
-    key = ("variant", cid, groups, combo, ante, use_effect, t.SerializeToString(deterministic=True))
+    key = ("variant", cid, groups, combo, ante, use_effect, target_key(t))
     command = _COMMANDS.get(key)
     if command is None:
         placements = [pb.GroupPlacement(group=g, gangster=gid) for g, gid in zip(groups, combo, strict=True)]
