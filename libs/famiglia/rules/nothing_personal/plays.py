@@ -56,17 +56,19 @@ def _check_timing(s: State, card: InfluenceCard, window: bool) -> int:
 def placeable(s: State, supply: int, card: InfluenceCard, chosen: set[int]) -> list[int]:
     """NP-C8: groups left out that could still be placed in full."""
     used = sum(card.groups[i].count for i in chosen)
+    icons = _board(s)[0]   # NP-C5, NP-C6: icon_targets per icon, per board
     return [i for i, g in enumerate(card.groups)
-            if i not in chosen and g.count <= supply - used and icon_targets(s, g.icon)]
+            if i not in chosen and g.count <= supply - used and icons[g.icon]]
 
 
 def _check_placements(s: State, seat: int, card: InfluenceCard, placements: Any) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     chosen: set[int] = set()
+    icons = _board(s)[0]   # NP-C5, NP-C6: icon_targets per icon, per board
     for p in placements:
         if not 0 <= p.group < len(card.groups) or p.group in chosen:
             raise RuleViolation("NP-C7", "each group is placed once")
-        if p.gangster not in icon_targets(s, card.groups[p.group].icon):
+        if p.gangster not in icons[card.groups[p.group].icon]:
             raise RuleViolation("NP-C5", f"{p.gangster} does not match {card.groups[p.group].icon}")
         chosen.add(p.group)
         out.append((p.group, p.gangster))
