@@ -134,11 +134,12 @@ def _ante_paid(s: State, e: Any) -> State:
 
 def _card_played(s: State, e: Any) -> State:
     """The card leaves the hand face up; it reaches the discard pile once resolved (CardResolved)."""
-    s = replace(s, hands=_set(s.hands, e.seat, _hand_remove(s.hands[e.seat], (e.card,))),
-                table=s.table + (e.card,))
+    seat = e.seat
+    hands = _set(s.hands, seat, _hand_remove(s.hands[seat], (e.card,)))
     if not e.window and s.phase == Phase.COMMISSION:
-        s = replace(s, had_turn=s.had_turn | {e.seat}, nonpass=_add(s.nonpass, e.seat, 1))
-    return s
+        return replace(s, hands=hands, table=s.table + (e.card,), had_turn=s.had_turn | {seat},
+                       nonpass=_add(s.nonpass, seat, 1))
+    return replace(s, hands=hands, table=s.table + (e.card,))
 
 
 def _card_resolved(s: State, e: Any) -> State:
@@ -271,7 +272,7 @@ def _window_answered(s: State, e: Any) -> State:
     assert w is not None
     kind = e.answer.WhichOneof("kind")
     data = b"" if kind in (None, "pass") else e.answer.SerializeToString(deterministic=True)
-    return replace(s, window=replace(w, answers=_set(w.answers, e.seat, data)))
+    return replace(s, window=Window(w.kind, w.seats, _set(w.answers, e.seat, data)))
 
 
 def _window_gone(s: State, e: Any) -> State:
@@ -298,8 +299,9 @@ def _tie_ruling_asked(s: State, e: Any) -> State:
 
 
 def _tie_ruled(s: State, e: Any) -> State:
-    assert s.ruling is not None
-    return replace(s, ruling=replace(s.ruling, answer=e.seat))
+    r = s.ruling
+    assert r is not None
+    return replace(s, ruling=Ruling(r.gangster, r.seats, r.use, e.seat))
 
 
 def _position_scored(s: State, e: Any) -> State:
@@ -360,10 +362,9 @@ def _vacancy_choice_asked(s: State, e: Any) -> State:
 
 
 def _step_advanced(s: State, e: Any) -> State:
-    s = replace(s, stage=e.stage, pos=e.position)
     if e.order:
-        s = replace(s, order=tuple(e.order), idx=0)
-    return s
+        return replace(s, stage=e.stage, pos=e.position, order=tuple(e.order), idx=0)
+    return replace(s, stage=e.stage, pos=e.position)
 
 
 # -- negotiation -------------------------------------------------------------------------------------
