@@ -46,13 +46,19 @@ def folded(state: State | None, event: Any) -> State | None:
 # tuples of them) is built once per content and shared, with its payload message: most events repeat
 # (`step_advanced`, `commission_turn_began`, ...). Keyed by content, so dropping the cache is always safe.
 # A shared event may appear at several places: the links are per state, so each fold finds its own.
-SHARED: dict[tuple, Any] = {}
+SHARED: dict[tuple, tuple[Any, Any]] = {}
 SHARED_MAX = 20_000
 _KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
 _UNSHARED = frozenset(   # kinds with a message field: never hashable
     f.name for f in _KINDS if any(g.message_type is not None for g in f.message_type.fields))
 _Event: Any = pb.Event
 _PASS_FIELD = {"window_answered": "answer", "action_chosen": "action"}   # (seat, this command) events
+# Always built: kinds with a message field, and kinds emitted with lists or with one-off contents.
+_BUILT = _UNSHARED | {
+    "influence_deck_ordered", "gangster_deck_ordered", "board_dealt", "cards_received", "cards_discarded",
+    "fence_counted", "vacancy_choice_asked", "trade_cards_moved", "chat_sent", "roll_off", "final_scored",
+    "game_ended",
+}
 
 
 class Tx:
@@ -65,32 +71,36 @@ class Tx:
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
         key: tuple | None
-        if event_kind in _UNSHARED:
+        if event_kind in _BUILT:
             if fields.get(_PASS_FIELD.get(event_kind, "")) is PASS and len(fields) == 2:
                 key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
-                e = SHARED.get(key)
-                if e is None:
+                hit = SHARED.get(key)
+                if hit is None:
                     e = _Event(**{event_kind: fields})
+                    m = getattr(e, event_kind)
                     if len(SHARED) >= SHARED_MAX:
                         SHARED.clear()
-                    SHARED[key] = e
-                m = getattr(e, event_kind)
+                    SHARED[key] = (e, m)
+                else:
+                    e, m = hit
             else:
                 e = _Event(**{event_kind: fields})   # the message is built in place from the dict
                 m = getattr(e, event_kind)
         else:
             key = (event_kind, *fields.items())
             try:
-                e = SHARED.get(key)   # type: ignore[arg-type]
-            except TypeError:   # a list value: not shared
-                e = key = None
-            if e is None:
+                hit = SHARED.get(key)   # type: ignore[arg-type]
+            except TypeError:   # an unhashable value after all: not shared
+                hit = key = None
+            if hit is None:
                 e = _Event(**{event_kind: fields})
+                m = getattr(e, event_kind)
                 if key is not None:
                     if len(SHARED) >= SHARED_MAX:
                         SHARED.clear()
-                    SHARED[key] = e
-            m = getattr(e, event_kind)
+                    SHARED[key] = (e, m)
+            else:
+                e, m = hit
         self.events.append(e)
         before = self.s
         after = self.s = EVOLVERS[event_kind](before, m)
