@@ -331,8 +331,8 @@ def free_means(s: State, seat: int) -> list[Any]:
     """Free reroll rights of `seat` in the open roll: FREE_REROLL, WHACK_FREE_REROLL, a token."""
     out = []
     r = s.roll
-    for gid in s.board[:9]:
-        if gid and G[gid].ability == "FREE_REROLL" and gid not in s.free_used and strict(s, gid) == seat:
+    for gid in _free_rerollers(s.board):
+        if gid not in s.free_used and strict(s, gid) == seat:
             out.append(pb.REROLL_FREE_RING)       # NP-W6: strict control only
             break
     if (r is not None and r.purpose == "whack" and r.actor == seat and not r.free_whack_used
@@ -348,9 +348,22 @@ def reroll_means(s: State, seat: int) -> list[Any]:
     return out + free_means(s, seat)
 
 
+_FREE_REROLLERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _free_rerollers(board: tuple[str, ...]) -> tuple[str, ...]:
+    """The active FREE_REROLL gangsters of a board, in spot order (memoised per board)."""
+    gids = _FREE_REROLLERS.get(board)
+    if gids is None:
+        if len(_FREE_REROLLERS) >= 4096:
+            _FREE_REROLLERS.clear()
+        gids = _FREE_REROLLERS[board] = tuple(g for g in board[:9] if g and G[g].ability == "FREE_REROLL")
+    return gids
+
+
 def _free_gangster(s: State, seat: int) -> str:
-    for gid in s.board[:9]:
-        if gid and G[gid].ability == "FREE_REROLL" and gid not in s.free_used and strict(s, gid) == seat:
+    for gid in _free_rerollers(s.board):
+        if gid not in s.free_used and strict(s, gid) == seat:
             return gid
     return ""
 
