@@ -116,13 +116,11 @@ def optional(s: State, seat: int) -> list[pb.Command]:
         if money >= 1:
             own.append((_give_money, to))
         act = s.act
-        for gid in s.board:   # NP-M6: a blackmail hand-over
-            if gid:
-                st = s.gs[GIDX[gid]]
-                if st.coin == seat and st.markers[to] >= 1 and not (
-                        act is not None and act.stage == 1 and act.gangster == gid):
-                    own.append((_handover, to, gid))
-                    break
+        for gid, coin in _coins(s):   # NP-M6: a blackmail hand-over
+            if coin == seat and s.gs[GIDX[gid]].markers[to] >= 1 and not (
+                    act is not None and act.stage == 1 and act.gangster == gid):
+                own.append((_handover, to, gid))
+                break
         if s.cfg.keep_your_word and money >= 1 and s.board[8]:   # NP-V2
             own.append((_contract, seat, to, s.board[8]))
     if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
@@ -131,6 +129,21 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     if own:
         out.append(_built(*own[(s.idx + s.pos + len(s.discard) + len(hand) + money) % len(own)]))
     return out
+
+
+# The blackmail coins of the last board and markers seen: (gangster, owner) in spot order. Keyed by the
+# identity of both tuples (held here, so the identities stay valid); most listings share them.
+_LAST_COINS: list = [None, None, ()]
+
+
+def _coins(s: State) -> tuple[tuple[str, int], ...]:
+    last = _LAST_COINS
+    if last[0] is s.board and last[1] is s.gs:
+        return last[2]   # type: ignore[no-any-return]
+    gs = s.gs
+    coins = tuple((g, gs[GIDX[g]].coin) for g in s.board if g and gs[GIDX[g]].coin >= 0)
+    last[0], last[1], last[2] = s.board, gs, coins
+    return coins
 
 
 # Optional commands are shared, read-only messages built once per content (the contract allows it).
