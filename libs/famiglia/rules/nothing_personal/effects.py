@@ -47,7 +47,7 @@ def _no(ctx: Ctx, msg: str, rule: str | None = None) -> RuleViolation:
 # commands). TARGET_KEYS gives an interned message's content key, so callers key their own caches
 # without serializing; both tables are dropped together, and `target_key` falls back to the bytes.
 _TARGETS: dict[tuple, pb.Targets] = {}
-TARGET_KEYS: dict[int, tuple] = {}
+TARGET_KEYS: dict[int, tuple[pb.Targets, tuple]] = {}   # id -> (the message itself, so the id stays its, key)
 
 
 def _build(key: tuple) -> pb.Targets:
@@ -80,14 +80,16 @@ def targets(*key: object) -> pb.Targets:
             _TARGETS.clear()
             TARGET_KEYS.clear()
         t = _TARGETS[key] = _build(key)
-        TARGET_KEYS[id(t)] = key
+        TARGET_KEYS[id(t)] = (t, key)
     return t
 
 
 def target_key(t: pb.Targets) -> object:
     """A content key of `t`: its interned key, or its bytes."""
-    key = TARGET_KEYS.get(id(t))
-    return key if key is not None else t.SerializeToString(deterministic=True)
+    hit = TARGET_KEYS.get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    return t.SerializeToString(deterministic=True)
 
 
 def _need_active(s: State, ctx: Ctx, gid: str) -> None:

@@ -132,17 +132,18 @@ def optional(s: State, seat: int) -> list[pb.Command]:
 
 
 # The blackmail coins of the last board and markers seen: (gangster, owner) in spot order. Keyed by the
-# identity of both tuples (held here, so the identities stay valid); most listings share them.
-_LAST_COINS: list = [None, None, ()]
+# identity of both tuples (held here, so the identities stay valid); most listings share them. One
+# tuple, swapped whole, so concurrent readers never see a mixed entry.
+_LAST_COINS: list[tuple[Any, Any, tuple[tuple[str, int], ...]]] = [((), (), ())]
 
 
 def _coins(s: State) -> tuple[tuple[str, int], ...]:
-    last = _LAST_COINS
-    if last[0] is s.board and last[1] is s.gs:
-        return last[2]   # type: ignore[no-any-return]
+    board, gs, coins = _LAST_COINS[0]
+    if board is s.board and gs is s.gs:
+        return coins
     gs = s.gs
     coins = tuple((g, gs[GIDX[g]].coin) for g in s.board if g and gs[GIDX[g]].coin >= 0)
-    last[0], last[1], last[2] = s.board, gs, coins
+    _LAST_COINS[0] = (s.board, gs, coins)
     return coins
 
 

@@ -191,8 +191,8 @@ _CAP: dict[str, int] = {c.id: sum(g.count for g in c.groups) for c in CARD.value
 _EFFECT_KEYWORDS = frozenset({"blank", "AND"})
 
 
-def _bounded(cache: dict) -> dict:
-    if len(cache) >= _CACHE_MAX:
+def _bounded(cache: dict, most: int = _CACHE_MAX) -> dict:
+    if len(cache) >= most:
         cache.clear()
     return cache
 
@@ -203,7 +203,7 @@ def _board(s: State) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
     hit = _BOARDS.get(board)
     if hit is None:
         act = active(s)
-        hit = _bounded(_BOARDS)[board] = ({icon: tuple(icon_targets(s, icon)) for icon in ICONS},
+        hit = _bounded(_BOARDS, 2048)[board] = ({icon: tuple(icon_targets(s, icon)) for icon in ICONS},
                                           tuple(act[:: max(1, len(act) // 2)][:2]))
     return hit
 

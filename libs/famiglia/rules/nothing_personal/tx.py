@@ -37,7 +37,7 @@ def folded(state: State | None, event: Any) -> State | None:
     d = state.__dict__
     link = d.get(NEXT)
     if link is not None and link[0] is event:
-        del d[NEXT]
+        d.pop(NEXT, None)   # (not `del`: another thread may have taken it meanwhile)
         return link[1]   # type: ignore[no-any-return]
     return None
 
