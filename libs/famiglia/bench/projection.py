@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -279,9 +280,7 @@ def measure(redis_url: str | None = None, *, seconds: float = 8.0, repeats: int 
         redis_url = redis_url.rsplit("/", 1)[0] + "/7"
     client = redis_lib.Redis.from_url(redis_url)
     client.flushdb()
-    from famiglia.config import Settings
-
-    partitions = Settings().partitions
+    partitions = int(os.environ.get("FAMIGLIA_PARTITIONS", "16"))  # as the services read it
     keys = KeyLayout(partitions=partitions).partition_streams()
     jobs = _jobs(clients)
     windows: list[Window] = []
@@ -327,6 +326,7 @@ def measure(redis_url: str | None = None, *, seconds: float = 8.0, repeats: int 
         client.close()
         if server is not None:
             server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"windows": windows, "paced": paced, "drain": drain, "clients": clients}
 
 

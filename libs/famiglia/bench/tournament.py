@@ -26,6 +26,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,10 +125,14 @@ def private_stack(workers: int | None = None) -> Iterator[dict[str, str]]:
     stack = Stack(var=var, redis_port=redis_port)
     with _env(env):
         try:
-            stack.up(log=lambda *_: None)
+            try:
+                stack.up(log=lambda *_: None)
+            except SystemExit as exc:  # the stack's way to say a service did not start
+                raise RuntimeError(f"embedded stack did not start: {exc}") from None
             yield dict(env, pids=json.dumps(stack.running()))
         finally:
             stack.down(log=lambda *_: None)
+            shutil.rmtree(var, ignore_errors=True)
 
 
 def group_cpu(pgids: dict[str, int]) -> dict[str, float]:
@@ -240,7 +245,7 @@ def run(report: Report, quick: bool, redis_url: str | None = None, *, matches: i
     """Add the tournament figure to `report` (the `make bench` entry point; `redis_url` is
     unused: the stack brings its own redis-server)."""
     try:
-        result = measure(matches or (40 if quick else 200), repeats or (1 if quick else 3))
+        result = measure(matches or (40 if quick else 80), repeats or (1 if quick else 3))
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other benchmarks
         report.add(Figure("tournament bot matches", 0.0, "matches/min", notes=f"failed: {exc!r}"[:300]))
         return

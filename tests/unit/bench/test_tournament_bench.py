@@ -1,10 +1,13 @@
 """The tournament benchmark's measurement code on a tiny workload: figures come out, sane.
 
-No timing is asserted. The stack test starts every service on two grifters matches (~10 s)."""
+No timing is asserted. The stack test starts every service for two grifters matches (10-15 s,
+most of it starting the stack), so it is marked slow."""
 
 from __future__ import annotations
 
 import os
+
+import pytest
 
 from famiglia.bench.harness import Report
 from famiglia.bench.tournament import StackRun, add_figure, engine_only, group_cpu, measure, tournament_spec
@@ -31,6 +34,7 @@ def test_add_figure_and_cpu_accounting() -> None:
     assert "bots-worker" in figure.notes
 
 
+@pytest.mark.slow
 def test_measure_on_the_stack() -> None:
     result = measure(2, 1, games=["grifters"], warmup_matches=0)
     report = Report()
