@@ -256,7 +256,7 @@ def _jobs(clients: int):  # type: ignore[no-untyped-def]
     from famiglia.engine.registry import default_registry
 
     registry = default_registry()
-    engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)).info.game_id)
+    engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)))
     recordings = [record_match(engine, engine.info.min_players, seed) for seed in range(clients)]
     return [("submit", (r.game_id, r.seats, r.seed, [(seat, pack(c).SerializeToString()) for seat, c in r.commands]))
             for r in recordings]
