@@ -1,5 +1,6 @@
 """The engine contract (protocol), chance (rng), refusals (errors) and the game registry."""
 
+from .decider import Decider
 from .errors import MalformedCommand, NotYourTurn, RuleViolation
 from .protocol import (
     PUBLIC,
@@ -29,6 +30,7 @@ __all__ = [
     "SERVER_ONLY",
     "SPECTATOR",
     "DecisionKind",
+    "Decider",
     "Engine",
     "GameInfo",
     "MalformedCommand",

@@ -25,8 +25,8 @@ Choices the rules leave to the engine, and why:
 
 from __future__ import annotations
 
-from famiglia.engine import GameInfo, Pending, Rng
-from famiglia.engine.protocol import Result, Visibility
+from famiglia.engine import Decider, GameInfo, Pending
+from famiglia.engine.protocol import Result
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from . import config, data, flow, legal, render, result, setup, view
@@ -68,51 +68,33 @@ INFO = GameInfo(
 )
 
 
-class GoodCrittersEngine:
-    """The Decider for GoodCritters; every method is pure."""
-
-    info = INFO
-
-    # The hot methods are the module functions themselves (no extra call per command).
-    setup = staticmethod(setup.setup)
-    evolve = staticmethod(_evolve)
-    decide = staticmethod(_decide)
-    legal_commands = staticmethod(legal.legal_commands)
-
-    def pending(self, state: State) -> list[Pending]:
-        """GC-D01: the Boss in Step 2, every uncommitted player in Step 3, the turn in Step 3a."""
-        return list(flow.pending(state))
-
-    def view(self, state: State, viewer: int | None) -> pb.View:
-        return view.view(state, viewer)
-
-    def visibility(self, event: pb.Event) -> Visibility:
-        return view.visibility(event)
-
-    def redact(self, event: pb.Event, viewer: int | None) -> pb.Event | None:
-        return view.redact(event, viewer)
-
-    def result(self, state: State) -> Result | None:
-        if state.step is not OVER:  # asked after every command: answer at once
-            return None
-        return result.result(state)
-
-    def timeout_command(self, state: State, seat: int) -> pb.Command | None:
-        return legal.timeout_command(state, seat)
-
-    def render_state(self, state: State) -> str:
-        return render.render_state(state)
-
-    def render_command(self, command: pb.Command) -> str:
-        return render.render_command(command)
-
-    def render_event(self, event: pb.Event) -> str:
-        return render.render_event(event)
-
-    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
-        return _determinize(view, seat, rng)
+def _pending(state: State) -> list[Pending]:
+    """GC-D01: the Boss in Step 2, every uncommitted player in Step 3, the turn in Step 3a."""
+    return list(flow.pending(state))
 
 
-ENGINE = GoodCrittersEngine()
+def _result(state: State) -> Result | None:
+    if state.step is not OVER:  # asked after every command: answer at once
+        return None
+    return result.result(state)
 
-__all__ = ["ENGINE", "INFO", "GoodCrittersEngine", "State"]
+
+ENGINE = Decider(
+    info=INFO,
+    setup=setup.setup,
+    evolve=_evolve,
+    decide=_decide,
+    pending=_pending,
+    legal_commands=legal.legal_commands,
+    view=view.view,
+    visibility=view.visibility,
+    redact=view.redact,
+    result=_result,
+    timeout_command=legal.timeout_command,
+    render_state=render.render_state,
+    render_command=render.render_command,
+    render_event=render.render_event,
+    determinize=_determinize,
+)
+
+__all__ = ["ENGINE", "INFO", "State"]

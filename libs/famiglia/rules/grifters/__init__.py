@@ -8,8 +8,8 @@ result, render, determinize.
 
 from __future__ import annotations
 
-from famiglia.engine import GameInfo, Rng
-from famiglia.engine.protocol import Result, Visibility
+from famiglia.engine import Decider, GameInfo
+from famiglia.engine.protocol import Result
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import commands, config, data, decide, determinize, evolve, render, result, setup, view
@@ -37,48 +37,28 @@ INFO = GameInfo(
 )
 
 
-class GriftersEngine:
-    """The Decider for Grifters."""
-
-    info = INFO
-
-    # The hot methods are the module functions themselves (no extra call per command or event).
-    setup = staticmethod(setup.setup)
-    evolve = staticmethod(evolve.evolve)
-    decide = staticmethod(decide.decide)
-    pending = staticmethod(commands.pending)
-    legal_commands = staticmethod(commands.legal_commands)
-
-    def view(self, state: State, viewer: int | None) -> pb.View:
-        return view.view(state, viewer)
-
-    def visibility(self, event: pb.Event) -> Visibility:
-        return view.visibility(event)
-
-    def redact(self, event: pb.Event, viewer: int | None) -> pb.Event | None:
-        return view.redact(event, viewer)
-
-    def result(self, state: State) -> Result | None:
-        if not state.over:  # asked after every command: answer at once
-            return None
-        return result.result(state)
-
-    def timeout_command(self, state: State, seat: int) -> pb.Command | None:
-        return commands.timeout_command(state, seat)
-
-    def render_state(self, state: State) -> str:
-        return render.render_state(state)
-
-    def render_command(self, command: pb.Command) -> str:
-        return render.render_command(command)
-
-    def render_event(self, event: pb.Event) -> str:
-        return render.render_event(event)
-
-    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
-        return determinize.determinize(view, seat, rng)
+def _result(state: State) -> Result | None:
+    if not state.over:  # asked after every command: answer at once
+        return None
+    return result.result(state)
 
 
-ENGINE = GriftersEngine()
+ENGINE = Decider(
+    info=INFO,
+    setup=setup.setup,
+    evolve=evolve.evolve,
+    decide=decide.decide,
+    pending=commands.pending,
+    legal_commands=commands.legal_commands,
+    view=view.view,
+    visibility=view.visibility,
+    redact=view.redact,
+    result=_result,
+    timeout_command=commands.timeout_command,
+    render_state=render.render_state,
+    render_command=render.render_command,
+    render_event=render.render_event,
+    determinize=determinize.determinize,
+)
 
-__all__ = ["ENGINE", "INFO", "GriftersEngine"]
+__all__ = ["ENGINE", "INFO"]

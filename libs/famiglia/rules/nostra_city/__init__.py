@@ -8,8 +8,8 @@ result, render, determinize.
 
 from __future__ import annotations
 
-from famiglia.engine import MatchConfig, Rng
-from famiglia.engine.protocol import GameInfo, Pending, Result, Visibility
+from famiglia.engine import Decider
+from famiglia.engine.protocol import GameInfo
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from . import determinize as _determinize
@@ -50,60 +50,31 @@ _TIMEOUTS = {
 }
 
 
-class NostraCityEngine:
-    """The Decider for Nostra City."""
-
-    info = INFO
-
-    def setup(self, config: MatchConfig, seed: int) -> list[pb.Event]:
-        """NC-S01..S16."""
-        return _setup(config, seed)
-
-    def evolve(self, state: State | None, event: pb.Event) -> State:
-        return _evolve(state, event)
-
-    def decide(self, state: State, seat: int, command: pb.Command, rng: Rng) -> list[pb.Event]:
-        return _decide(state, seat, command, rng)
-
-    def pending(self, state: State) -> list[Pending]:
-        return flow.pending(state)
-
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
-        return legal.legal_commands(state, seat, limit)
-
-    def view(self, state: State, viewer: int | None) -> pb.View:
-        return view.view(state, viewer)
-
-    def visibility(self, event: pb.Event) -> Visibility:
-        return view.visibility(event)
-
-    def redact(self, event: pb.Event, viewer: int | None) -> pb.Event | None:
-        return view.redact(event, viewer)
-
-    def result(self, state: State) -> Result | None:
-        return result.result(state)
-
-    def timeout_command(self, state: State, seat: int) -> pb.Command | None:
-        """NC-D02..D12: end the turn, or the documented default of the pending choice."""
-        if state.choice is not None:
-            return _TIMEOUTS[state.choice.kind](state) if state.choice.seat == seat else None
-        if seat == state.turn_seat and not state.draws:
-            return pb.Command(end_turn=pb.EndTurn())
-        return None
-
-    def render_state(self, state: State) -> str:
-        return render.render_state(state)
-
-    def render_command(self, command: pb.Command) -> str:
-        return render.render_command(command)
-
-    def render_event(self, event: pb.Event) -> str:
-        return render.render_event(event)
-
-    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
-        return _determinize.determinize(view, seat, rng)
+def _timeout_command(state: State, seat: int) -> pb.Command | None:
+    """NC-D02..D12: end the turn, or the documented default of the pending choice."""
+    if state.choice is not None:
+        return _TIMEOUTS[state.choice.kind](state) if state.choice.seat == seat else None
+    if seat == state.turn_seat and not state.draws:
+        return pb.Command(end_turn=pb.EndTurn())
+    return None
 
 
-ENGINE = NostraCityEngine()
+ENGINE = Decider(
+    info=INFO,
+    setup=_setup,  # NC-S01..S16
+    evolve=_evolve,
+    decide=_decide,
+    pending=flow.pending,
+    legal_commands=legal.legal_commands,
+    view=view.view,
+    visibility=view.visibility,
+    redact=view.redact,
+    result=result.result,
+    timeout_command=_timeout_command,
+    render_state=render.render_state,
+    render_command=render.render_command,
+    render_event=render.render_event,
+    determinize=_determinize.determinize,
+)
 
-__all__ = ["ENGINE", "INFO", "NostraCityEngine"]
+__all__ = ["ENGINE", "INFO"]

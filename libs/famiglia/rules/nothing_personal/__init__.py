@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from famiglia.engine import GameInfo, Result, Rng, Visibility
+from famiglia.engine import Decider, GameInfo, Result
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from . import determinize as _det
@@ -46,70 +46,55 @@ INFO = GameInfo(
 )
 
 
-class NothingPersonal:
-    """The Decider for Nothing Personal."""
-
-    info = INFO
-
-    # The hot methods are the module functions themselves (no extra call per command).
-    setup = staticmethod(setup.setup)
-    evolve = staticmethod(_evolve)
-    decide = staticmethod(decide)
-    pending = staticmethod(flow.pending)
-    legal_commands = staticmethod(legal.legal_commands)
-
-    def view(self, state: State, viewer: int | None) -> pb.View:
-        return view.view(state, viewer)
-
-    def visibility(self, event: Any) -> Visibility:
-        return view.visibility(event)
-
-    def redact(self, event: Any, viewer: int | None) -> Any | None:
-        return view.redact(event, viewer)
-
-    def result(self, state: State) -> Result | None:
-        if state.phase != Phase.OVER:   # asked after every command: answer at once
-            return None
-        return result.result(state)
-
-    def timeout_command(self, state: State, seat: int) -> Any | None:
-        """The documented defaults of NP-D3..NP-D14."""
-        d = flow.decision(state)
-        if d is None or seat not in d.seats:
-            return None
-        if d.kind == "setup":
-            gid = next(g for g in reversed(state.board[:9]) if g)
-            return pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=gid))
-        if d.kind == "invite":
-            gid = next(g for g in reversed(state.board[:9]) if g)
-            return pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=gid))
-        if d.kind == "blackmail":
-            return pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))
-        if d.kind == "ruling":
-            assert state.ruling is not None
-            first = next(i for i in ring_order(state) if i in state.ruling.seats)
-            return pb.Command(rule_on_tie=pb.RuleOnTie(seat=first))
-        if d.kind == "vacancy":
-            assert state.vacancy is not None
-            gid = family.default_candidate(state, state.vacancy.candidates)
-            return pb.Command(fill_vacancy=pb.FillVacancy(gangster=gid))
-        if d.kind == "buy":
-            return pb.Command(buy=pb.Buy(count=0))
-        return legal.PASS
-
-    def render_state(self, state: State) -> str:
-        return render.render_state(state)
-
-    def render_command(self, command: Any) -> str:
-        return render.render_command(command)
-
-    def render_event(self, event: Any) -> str:
-        return render.render_event(event)
-
-    def determinize(self, view: pb.View, seat: int, rng: Rng) -> State:
-        return _det.determinize(view, seat, rng)
+def _result(state: State) -> Result | None:
+    if state.phase != Phase.OVER:   # asked after every command: answer at once
+        return None
+    return result.result(state)
 
 
-ENGINE = NothingPersonal()
+def _timeout_command(state: State, seat: int) -> Any | None:
+    """The documented defaults of NP-D3..NP-D14."""
+    d = flow.decision(state)
+    if d is None or seat not in d.seats:
+        return None
+    if d.kind == "setup":
+        gid = next(g for g in reversed(state.board[:9]) if g)
+        return pb.Command(place_setup_marker=pb.PlaceSetupMarker(gangster=gid))
+    if d.kind == "invite":
+        gid = next(g for g in reversed(state.board[:9]) if g)
+        return pb.Command(place_invited_marker=pb.PlaceInvitedMarker(gangster=gid))
+    if d.kind == "blackmail":
+        return pb.Command(grant_blackmail=pb.GrantBlackmail(accept=False))
+    if d.kind == "ruling":
+        assert state.ruling is not None
+        first = next(i for i in ring_order(state) if i in state.ruling.seats)
+        return pb.Command(rule_on_tie=pb.RuleOnTie(seat=first))
+    if d.kind == "vacancy":
+        assert state.vacancy is not None
+        gid = family.default_candidate(state, state.vacancy.candidates)
+        return pb.Command(fill_vacancy=pb.FillVacancy(gangster=gid))
+    if d.kind == "buy":
+        return pb.Command(buy=pb.Buy(count=0))
+    return legal.PASS
 
-__all__ = ["ENGINE", "INFO", "NothingPersonal"]
+
+ENGINE = Decider(
+    info=INFO,
+    setup=setup.setup,
+    evolve=_evolve,
+    decide=decide,
+    pending=flow.pending,
+    legal_commands=legal.legal_commands,
+    view=view.view,
+    visibility=view.visibility,
+    redact=view.redact,
+    result=_result,
+    timeout_command=_timeout_command,
+    render_state=render.render_state,
+    render_command=render.render_command,
+    render_event=render.render_event,
+    determinize=_det.determinize,
+)
+
+
+__all__ = ["ENGINE", "INFO"]
