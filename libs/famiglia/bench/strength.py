@@ -3,7 +3,8 @@
 each spends per decision. Engine-level (no services): `python -m famiglia.bench.strength`.
 
 The candidate takes one seat (rotating through the seat positions, since seat
-order matters) and `random` fills the others, at the game's minimum seat count.
+order matters) and `random` fills the others, at the game's minimum seat count
+(three for a game that allows it and starts at two, see `strength_seats`).
 A random seat wins about 1/N of the time, which the table shows as the bar to
 beat. Not a timed test: it prints, it asserts nothing.
 """
@@ -50,8 +51,15 @@ def wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def strength_seats(engine: Engine) -> int:
+    """The fewest seats at which "twice the fair share" can be reached: at two seats it
+    would mean winning every match, so two-player games are measured at three if allowed."""
+    info = engine.info
+    return min(info.max_players, max(info.min_players, 3))
+
+
 def measure(engine: Engine, policy: str, matches: int, seed: int = 1) -> Strength:
-    seats = engine.info.min_players
+    seats = strength_seats(engine)
     wins, thinking, decisions = 0, 0.0, 0
     for i in range(matches):
         me = i % seats
