@@ -4,12 +4,12 @@ runner in one process, until SIGTERM/SIGINT. The Celery workers run apart
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import BotsApp, bootstrap
@@ -50,8 +50,7 @@ def main() -> None:
     stop = threading.Event()
     threads = start_background(app, stop)
     get_logger().info("bots_service_started", port=port, games=list(app.registry))
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop_on_signals(stop)
     stop.wait()
     server.stop(grace=3).wait()
     for t in threads:

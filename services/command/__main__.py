@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-
 from famiglia.config import Settings, listen_address
+from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -19,9 +17,7 @@ def main() -> None:
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers)
     server.start()
     get_logger().info("command_service_started", port=port, redis=settings.redis_url)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = stop_on_signals()
     stop.wait()
     server.stop(grace=5).wait()
     app.store.close()

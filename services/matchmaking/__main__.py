@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import signal
 import threading
 
 from famiglia.config import Settings, listen_address
+from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -18,9 +18,7 @@ def main() -> None:
     mm = bootstrap(settings=settings)
     server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers)
     server.start()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = stop_on_signals()
     loop = None
     if mm.settings.run_matcher:
         loop = threading.Thread(target=mm.matcher.run, args=(stop,), name="matcher", daemon=True)

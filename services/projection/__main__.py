@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 
 from famiglia.config import Settings, listen_address
+from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -27,9 +27,7 @@ def run(settings: Settings) -> int:
     log = get_logger()
     log.info("projection_service_started", port=port, consumer=runner.name, group=runner.config.group,
              database=app.sql.url.render_as_string(hide_password=True), redis=settings.redis_url)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = stop_on_signals()
     consumer = threading.Thread(target=runner.run, args=(stop,), name="projection-consumer", daemon=True)
     consumer.start()
     stop.wait()

@@ -1,0 +1,15 @@
+"""How every service process stops: SIGTERM or SIGINT sets one event that the gRPC
+server and the background loops all watch."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
+    """An event set by SIGTERM/SIGINT (call from the main thread)."""
+    stop = stop or threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
