@@ -8,18 +8,15 @@ Rules: 2-4 seats, each dealt `hand` cards (1..13, one deck) face down. On each
 trick the seats play one card in turn order starting with the last trick's
 winner; the highest card takes the trick and scores the sum of its cards. After
 `hand` tricks the highest score wins. A turn clock (`clock_s`) plays the lowest
-card on expiry. The messages are built at import time from a descriptor (no
-.proto file), so this module stays self-contained.
+card on expiry. Its messages are `protos/famiglia/testgames/highcard/v1/highcard.proto`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from famiglia.engine import (
@@ -36,57 +33,13 @@ from famiglia.engine import (
     private_to,
 )
 from famiglia.engine.registry import Registry
+from famiglia.testgames.highcard.v1 import highcard_pb2 as pb
 
 GAME_ID = "highcard"
-_PACKAGE = "famiglia.bots.toy.v1"
-_F = descriptor_pb2.FieldDescriptorProto
-
-
-def _build_messages() -> dict[str, type[Message]]:
-    pool = descriptor_pool.Default()
-    name = "famiglia/bots/toy/v1/highcard.proto"
-    try:
-        pool.FindFileByName(name)
-    except KeyError:
-        fd = descriptor_pb2.FileDescriptorProto(name=name, package=_PACKAGE, syntax="proto3")
-
-        def message(msg_name: str, fields: Sequence[tuple[str, int, int, str, bool]], oneof: bool = False) -> None:
-            m = fd.message_type.add(name=msg_name)
-            if oneof:
-                m.oneof_decl.add(name="kind")
-            for fname, number, ftype, type_name, repeated in fields:
-                f = m.field.add(name=fname, number=number, type=ftype,
-                                label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
-                if type_name:
-                    f.type_name = f".{_PACKAGE}.{type_name}"
-                if oneof:
-                    f.oneof_index = 0
-
-        i32, msg, b = _F.TYPE_INT32, _F.TYPE_MESSAGE, _F.TYPE_BOOL
-        message("Play", [("card", 1, i32, "", False)])
-        message("Command", [("play", 1, msg, "Play", False)], oneof=True)
-        message("Seated", [("seats", 1, i32, "", False), ("hand", 2, i32, "", False),
-                           ("clock_s", 3, i32, "", False)])
-        message("Dealt", [("seat", 1, i32, "", False), ("cards", 2, i32, "", True)])
-        message("Played", [("seat", 1, i32, "", False), ("card", 2, i32, "", False)])
-        message("Event", [("seated", 1, msg, "Seated", False), ("dealt", 2, msg, "Dealt", False),
-                          ("played", 3, msg, "Played", False)], oneof=True)
-        message("View", [("viewer", 1, i32, "", False), ("hand", 2, i32, "", True),
-                         ("hand_sizes", 3, i32, "", True), ("scores", 4, i32, "", True),
-                         ("trick", 5, i32, "", True), ("leader", 6, i32, "", False),
-                         ("turn", 7, i32, "", False), ("seen", 8, i32, "", True),
-                         ("over", 9, b, "", False), ("seats", 10, i32, "", False)])
-        pool.Add(fd)
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{n}"))
-            for n in ("Play", "Command", "Event", "View")}
-
-
-_MESSAGES = _build_messages()
-# Built at run time, so type checkers know them only as messages: typed Any below.
-Msg = Any
-Command = _MESSAGES["Command"]
-Event = _MESSAGES["Event"]
-View = _MESSAGES["View"]
+Msg = Any  # the generated classes' constructors take dicts for sub-messages; keep call sites terse
+Command = pb.Command
+Event = pb.Event
+View = pb.View
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +64,7 @@ class State:
 
 
 def play(card: int) -> Msg:
-    return Command(play={"card": card})
+    return Command(play=pb.Play(card=card))
 
 
 class HighCard:
@@ -130,10 +83,10 @@ class HighCard:
         if not 1 <= hand <= 13 // config.seats:
             raise RuleViolation("HC-1", "not enough cards for that hand size")
         deck = Rng(seed).shuffled(range(1, 14))
-        events = [Event(seated={"seats": config.seats, "hand": hand,
-                                "clock_s": int(config.options.get("clock_s", "0"))})]
+        events: list[Message] = [Event(seated=pb.Seated(seats=config.seats, hand=hand,
+                                                        clock_s=int(config.options.get("clock_s", "0"))))]
         for s in range(config.seats):
-            events.append(Event(dealt={"seat": s, "cards": sorted(deck[s * hand:(s + 1) * hand])}))
+            events.append(Event(dealt=pb.Dealt(seat=s, cards=sorted(deck[s * hand:(s + 1) * hand]))))
         return events
 
     def evolve(self, state: State | None, event: Msg) -> State:
@@ -166,7 +119,7 @@ class HighCard:
             raise RuleViolation("HC-2", "not your turn")
         if command.play.card not in state.hands[seat]:
             raise RuleViolation("HC-3", "that card is not in your hand")
-        return [Event(played={"seat": seat, "card": command.play.card})]
+        return [Event(played=pb.Played(seat=seat, card=command.play.card))]
 
     def pending(self, state: State) -> list[Pending]:
         if state.over:

@@ -11,8 +11,7 @@ look like, so this one keeps every feature replay cares about, small:
   exercises `Rng.derive(seed, version_before)`;
 - a bounded length (`turns` option), so a "long match" is one option away.
 
-Its messages are built at run time (`famiglia.replaytoy.v1`) because it ships no
-.proto of its own; `toy_engine()` registers them once in the default pool.
+Its messages are `protos/famiglia/testgames/stash/v1/stash.proto`.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import Message
 
 from famiglia.engine import (
@@ -42,66 +40,9 @@ from famiglia.engine import (
     private_to,
 )
 from famiglia.engine.protocol import default_redact
+from famiglia.testgames.stash.v1 import stash_pb2 as pb
 
 GAME_ID = "replay_toy"
-_PACKAGE = "famiglia.replaytoy.v1"
-_FILE = "famiglia/replaytoy/v1/toy.proto"
-_INT32, _BOOL, _MESSAGE = 5, 8, 11
-_OPTIONAL, _REPEATED = 1, 3
-
-# message name -> [(field, number, type, label)]
-_MESSAGES: dict[str, list[tuple[str, int, int, int]]] = {
-    "DeckShuffled": [("order", 1, _INT32, _REPEATED)],
-    "HandDealt": [("seat", 1, _INT32, _OPTIONAL), ("cards", 2, _INT32, _REPEATED)],
-    "CardsDealt": [("per_seat", 1, _INT32, _OPTIONAL), ("turns", 2, _INT32, _OPTIONAL)],
-    "CardDrawn": [("seat", 1, _INT32, _OPTIONAL)],
-    "CardTaken": [("seat", 1, _INT32, _OPTIONAL), ("card", 2, _INT32, _OPTIONAL)],
-    "CardStashed": [("seat", 1, _INT32, _OPTIONAL), ("card", 2, _INT32, _OPTIONAL)],
-    "DiceRolled": [("seat", 1, _INT32, _OPTIONAL), ("value", 2, _INT32, _OPTIONAL)],
-    "Draw": [],
-    "Stash": [("card", 1, _INT32, _OPTIONAL)],
-    "Roll": [],
-    "View": [
-        ("seat", 1, _INT32, _OPTIONAL), ("hand", 2, _INT32, _REPEATED), ("hand_sizes", 3, _INT32, _REPEATED),
-        ("scores", 4, _INT32, _REPEATED), ("deck_size", 5, _INT32, _OPTIONAL), ("turn", 6, _INT32, _OPTIONAL),
-        ("over", 7, _BOOL, _OPTIONAL),
-    ],
-}
-_EVENT_KINDS = ("deck_shuffled", "hand_dealt", "cards_dealt", "card_drawn", "card_taken", "card_stashed",
-                "dice_rolled")
-_COMMAND_KINDS = ("draw", "stash", "roll")
-
-
-def _camel(kind: str) -> str:
-    return "".join(part.title() for part in kind.split("_"))
-
-
-def _file_proto() -> descriptor_pb2.FileDescriptorProto:
-    f = descriptor_pb2.FileDescriptorProto(name=_FILE, package=_PACKAGE, syntax="proto3")
-    for name, fields in _MESSAGES.items():
-        m = f.message_type.add(name=name)
-        for field_name, number, field_type, label in fields:
-            m.field.add(name=field_name, number=number, type=field_type, label=label)
-    for union, kinds in (("Event", _EVENT_KINDS), ("Command", _COMMAND_KINDS)):
-        m = f.message_type.add(name=union)
-        m.oneof_decl.add(name="kind")
-        for number, kind in enumerate(kinds, start=1):
-            m.field.add(name=kind, number=number, type=_MESSAGE, label=_OPTIONAL,
-                        type_name=f".{_PACKAGE}.{_camel(kind)}", oneof_index=0)
-    return f
-
-
-@functools.cache
-def _classes() -> dict[str, type[Message]]:
-    pool = descriptor_pool.Default()
-    try:
-        pool.FindFileByName(_FILE)
-    except KeyError:
-        pool.Add(_file_proto())
-    names = [*_MESSAGES, "Event", "Command"]
-    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{n}")) for n in names}
-
-
 @dataclass(frozen=True, slots=True)
 class ToyState:
     seats: int
@@ -118,8 +59,7 @@ class ToyEngine:
     """The Decider of Stash (see the module docstring)."""
 
     def __init__(self) -> None:
-        c = _classes()
-        self.Event, self.Command, self.View = c["Event"], c["Command"], c["View"]
+        self.Event, self.Command, self.View = pb.Event, pb.Command, pb.View
         self.info = GameInfo(
             game_id=GAME_ID, title="Stash (replay test game)", min_players=2, max_players=4,
             options=(OptionSpec("turns", "12", "turns in the whole match"),
@@ -133,10 +73,10 @@ class ToyEngine:
             raise RuleViolation("TOY-S01", "Stash is for 2 to 4 seats")
         options = {**self.info.defaults(), **config.options}
         deck = Rng.derive(seed, 0, "setup").shuffled(range(1, int(options["deck"]) + 1))
-        events = [self.Event(deck_shuffled={"order": deck})]
+        events: list[Message] = [pb.Event(deck_shuffled=pb.DeckShuffled(order=deck))]
         for seat in range(config.seats):
-            events.append(self.Event(hand_dealt={"seat": seat, "cards": deck[seat * 3:seat * 3 + 3]}))
-        events.append(self.Event(cards_dealt={"per_seat": 3, "turns": int(options["turns"])}))
+            events.append(pb.Event(hand_dealt=pb.HandDealt(seat=seat, cards=deck[seat * 3:seat * 3 + 3])))
+        events.append(pb.Event(cards_dealt=pb.CardsDealt(per_seat=3, turns=int(options["turns"]))))
         return events
 
     def evolve(self, state: ToyState | None, event: Message) -> ToyState:
@@ -184,13 +124,14 @@ class ToyEngine:
                 raise RuleViolation("TOY-T02", "the deck is empty")
             card = state.deck[0]
             # Drawing does not end the turn: the fact is public, the card private.
-            return [self.Event(card_drawn={"seat": seat}), self.Event(card_taken={"seat": seat, "card": card})]
+            return [pb.Event(card_drawn=pb.CardDrawn(seat=seat)),
+                    pb.Event(card_taken=pb.CardTaken(seat=seat, card=card))]
         if kind == "stash":
             if command.stash.card not in state.hands[seat]:
                 raise RuleViolation("TOY-T03", "you can only stash a card from your hand")
-            return [self.Event(card_stashed={"seat": seat, "card": command.stash.card})]
+            return [pb.Event(card_stashed=pb.CardStashed(seat=seat, card=command.stash.card))]
         if kind == "roll":
-            return [self.Event(dice_rolled={"seat": seat, "value": rng.die(6)})]
+            return [pb.Event(dice_rolled=pb.DiceRolled(seat=seat, value=rng.die(6)))]
         raise RuleViolation("TOY-T04", f"unknown command {kind!r}")
 
     def pending(self, state: ToyState) -> list[Pending]:
@@ -201,10 +142,10 @@ class ToyEngine:
     def legal_commands(self, state: ToyState, seat: int, limit: int | None = None) -> list[Message]:
         if seat != state.turn or self.result(state) is not None:
             return []
-        out = [self.Command(roll={})]
+        out: list[Message] = [pb.Command(roll=pb.Roll())]
         if state.deck and len(state.hands[seat]) < 6:
-            out.append(self.Command(draw={}))
-        out.extend(self.Command(stash={"card": c}) for c in sorted(set(state.hands[seat])))
+            out.append(pb.Command(draw=pb.Draw()))
+        out.extend(pb.Command(stash=pb.Stash(card=c)) for c in sorted(set(state.hands[seat])))
         return out[:limit] if limit else out
 
     # -- views ------------------------------------------------------------------------------
@@ -234,7 +175,7 @@ class ToyEngine:
         return Result(tuple(SeatOutcome(s, float(v), best.index(v) + 1) for s, v in enumerate(state.scores)))
 
     def timeout_command(self, state: ToyState, seat: int) -> Message | None:
-        return self.Command(roll={})
+        return pb.Command(roll=pb.Roll())
 
     # -- text -------------------------------------------------------------------------------
     def render_state(self, state: ToyState | None) -> str:
