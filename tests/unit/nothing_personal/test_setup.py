@@ -132,13 +132,9 @@ def test_np_x5_a_short_deck_keeps_the_next_card_anyway() -> None:
     # With only thugs left in the deck no card shows a missing type, so the next card is kept.
     from famiglia.rules.nothing_personal import setup as setup_mod
 
-    original = setup_mod.GANGSTERS
-    try:
-        setup_mod.GANGSTERS = tuple(g for g in original if "thug" in g.types or g.start_capo)
-        spots, aside, deck = setup_mod.deal_board(Rng(1), random_setup=False)
-        assert all(spots[4:8]) and aside == []
-    finally:
-        setup_mod.GANGSTERS = original
+    thugs = tuple(g for g in GANGSTERS if "thug" in g.types or g.start_capo)
+    spots, aside, deck = setup_mod.deal_board(Rng(1), False, thugs)
+    assert all(spots[4:8]) and aside == []
 
 
 def test_np_x15_a_card_with_several_types_matches_each() -> None:

@@ -1,21 +1,22 @@
 """Nothing Personal (rules/nothing-personal.md, rule ids NP-...): the rules engine.
 
 Modules in reading order: data (Tables A-H; data/*.toml hold the placeholder card lists), config
-(options), state, board (queries), events, evolve, tx (events applied as emitted), effects (Table F
-codes), plays (card plays), crew (the Crew, windows, dice), family (Fence, Feds, Family, final
-scoring), rounds (phase and round boundaries), flow (the phase table), setup, decide/ (commands),
+(options), expansions (NP-V7 set files, loaded here at import), state, board (queries), events,
+evolve, tx (events applied as emitted), effects (Table F codes), plays (card plays), crew (the
+Crew, windows, dice), family (Fence, Feds, Family, final scoring), rounds (phase and round boundaries), flow (the phase table), setup, decide/ (commands),
 legal, view, result (tie-breakers), render, determinize.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from famiglia.engine import Decider, GameInfo, Result
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from . import determinize as _det
-from . import family, flow, legal, render, result, setup, view
+from . import expansions, family, flow, legal, render, result, setup, view
 from .board import ring_order
 from .config import OPTIONS
 from .decide import OPTIONAL, decide
@@ -97,4 +98,16 @@ ENGINE = Decider(
 )
 
 
-__all__ = ["ENGINE", "INFO"]
+expansions.install(*expansions.directories())   # NP-V7: the set files found when the engine is loaded
+
+
+def engine(expansions_dir: str | Path | None = None) -> Decider:
+    """The engine; with `expansions_dir`, the set files found there are installed first (NP-V7).
+
+    Installed sets are process-wide (the cards' marker indices are fixed once installed)."""
+    if expansions_dir is not None:
+        expansions.install(expansions_dir)
+    return ENGINE
+
+
+__all__ = ["ENGINE", "INFO", "engine"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from famiglia.engine import OptionSpec, RuleViolation
 
-from .data import COLOURS
+from .data import COLOURS, REFUSED, SETS, set_name
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("commission_turns", "30", "Non-pass Commission turns per seat per phase", (), "NP-C33"),
@@ -23,7 +23,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("reroll_tokens", "false", "Second-edition re-roll tokens, one per seat", ("false", "true"),
                "NP-V9"),
     OptionSpec("keep_your_word", "false", "Binding contracts", ("false", "true"), "NP-V1"),
-    OptionSpec("expansions", "", "Expansion gangster sets (none shipped)", ("",), "NP-V7"),
+    OptionSpec("expansions", "", "Comma-separated expansion gangster sets, each an installed data file "
+               "(none shipped)", (), "NP-V7"),
     OptionSpec("colours", "", "Comma-separated family colours in seat order", (), "NP-S2"),
 )
 
@@ -38,6 +39,7 @@ class Config:
     random_setup: bool = False
     reroll_tokens: bool = False
     keep_your_word: bool = False
+    expansions: tuple[str, ...] = ()   # NP-V7: installed set names, in the option's order
     colours: tuple[str, ...] = COLOURS
 
 
@@ -70,8 +72,7 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
     unknown = sorted(set(options) - known)
     if unknown:
         raise RuleViolation("NP-X21", f"unknown option(s) {unknown}")
-    if options.get("expansions", ""):
-        raise RuleViolation("NP-V7", "no expansion gangster set is shipped")
+    expansions = parse_expansions(options.get("expansions", ""))
     colours: tuple[str, ...] = COLOURS
     raw = options.get("colours", "")
     if raw:
@@ -87,5 +88,20 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
         random_setup=_bool(options, "random_setup"),
         reroll_tokens=_bool(options, "reroll_tokens"),
         keep_your_word=_bool(options, "keep_your_word"),
+        expansions=expansions,
         colours=colours[:seats],
     )
+
+
+def parse_expansions(raw: str) -> tuple[str, ...]:
+    """NP-V7: the named sets must be installed (see `expansions`); none is shipped."""
+    names = tuple(set_name(n) for n in str(raw).split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise RuleViolation("NP-V7", f"an expansion set is named twice in {raw!r}")
+    for name in names:
+        if name not in SETS:
+            why = REFUSED.get(name)
+            raise RuleViolation("NP-V7", f"expansion set {name!r} is not installed: "
+                                + (f"its file was refused ({why})" if why else
+                                   f"no {name}.toml in the expansion data directories (no set is shipped)"))
+    return names

@@ -174,18 +174,21 @@ class InfluenceCard:
     effect: str
 
 
+def _gangster(r: dict) -> Gangster:
+    """One Table G row (NP-S4): known types, an action or passive ability code (NP-C32)."""
+    types = frozenset(r.get("types", ()))
+    if not types <= set(TYPES):
+        raise RuleViolation("NP-S4", f"{r['id']}: unknown type in {sorted(types)}")
+    ability = r.get("ability", "")
+    if ability and not (CODE_KINDS.get(ability, frozenset()) & {"action", "passive"}):
+        raise RuleViolation("NP-C32", f"{r['id']}: {ability} is not an action or passive code")
+    return Gangster(r["id"], r["name"], types, int(r["respect"]), int(r["money"]), ability,
+                    bool(r.get("start_capo", False)))
+
+
 def load_gangsters(rows: list[dict]) -> tuple[Gangster, ...]:
     """NP-S4: exactly one starting Capo; known types and codes (action or passive, NP-C32)."""
-    out = []
-    for r in rows:
-        types = frozenset(r.get("types", ()))
-        if not types <= set(TYPES):
-            raise RuleViolation("NP-S4", f"{r['id']}: unknown type in {sorted(types)}")
-        ability = r.get("ability", "")
-        if ability and not (CODE_KINDS.get(ability, frozenset()) & {"action", "passive"}):
-            raise RuleViolation("NP-C32", f"{r['id']}: {ability} is not an action or passive code")
-        out.append(Gangster(r["id"], r["name"], types, int(r["respect"]), int(r["money"]), ability,
-                            bool(r.get("start_capo", False))))
+    out = [_gangster(r) for r in rows]
     if sum(g.start_capo for g in out) != 1:
         raise RuleViolation("NP-S4", "the gangster list needs exactly one starting Capo")
     if len({g.id for g in out}) != len(out):
@@ -231,3 +234,53 @@ G: dict[str, Gangster] = {g.id: g for g in GANGSTERS}
 GIDX: dict[str, int] = {g.id: i for i, g in enumerate(GANGSTERS)}
 CARD: dict[str, InfluenceCard] = {c.id: c for c in INFLUENCE}
 START_CAPO: str = next(g.id for g in GANGSTERS if g.start_capo)   # NP-S5
+
+
+# -- NP-V7: expansion gangster sets ---------------------------------------------------------------
+SET_SIZE = 18
+# The installed sets, by name (`set_name`), filled by `expansions.install` when the engine is loaded:
+# their cards join `G` and `GIDX` (after the base cards, so base indices never move); a match deals
+# only the sets its `expansions` option names. A set whose file was refused is kept with the reason.
+SETS: dict[str, tuple[Gangster, ...]] = {}
+REFUSED: dict[str, str] = {}
+
+
+def set_name(name: str) -> str:
+    """A set's name as the option and the file name spell it: "Young Turks" -> young_turks."""
+    return "_".join(name.replace("-", " ").replace("_", " ").lower().split())
+
+
+def load_set(name: str, rows: list[dict]) -> tuple[Gangster, ...]:
+    """NP-V7: an expansion set is 18 Table G rows (NP-S4 checks), no starting Capo, ids new to the
+    table (not a base card nor a card of an installed set)."""
+    out = tuple(_gangster(r) for r in rows)
+    if len(out) != SET_SIZE:
+        raise RuleViolation("NP-V7", f"expansion set {name}: {len(out)} gangsters, not {SET_SIZE}")
+    if any(g.start_capo for g in out):
+        raise RuleViolation("NP-V7", f"expansion set {name}: only the base list has the starting Capo")
+    ids = [g.id for g in out]
+    taken = sorted(i for i in ids if i in G)
+    if len(set(ids)) != len(ids) or taken:
+        raise RuleViolation("NP-V7", f"expansion set {name}: duplicate gangster id {taken or ids}")
+    return out
+
+
+def add_set(name: str, cards: tuple[Gangster, ...]) -> None:
+    """Install a loaded set: its cards get the next indices of the marker table."""
+    for g in cards:
+        GIDX[g.id] = len(GIDX)
+        G[g.id] = g
+    SETS[name] = cards
+    REFUSED.pop(name, None)
+
+
+def match_gangsters(expansions: tuple[str, ...]) -> tuple[Gangster, ...]:
+    """The gangster cards of a match (NP-S5, NP-V7): the base list, then each named set in order."""
+    if not expansions:
+        return GANGSTERS
+    return GANGSTERS + tuple(g for name in expansions for g in SETS[name])
+
+
+def marker_slots(expansions: tuple[str, ...]) -> int:
+    """Length of a match's per-gangster marker table: every card of the match has its index in it."""
+    return 1 + max(GIDX[g.id] for g in match_gangsters(expansions))

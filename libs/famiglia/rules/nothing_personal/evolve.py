@@ -8,7 +8,15 @@ from typing import Any
 from famiglia.engine import RuleViolation
 
 from .config import parse_options
-from .data import BLACKMAIL_COINS, FAMILY_MARKERS, GIDX, NEUTRAL_MARKERS, OMERTA_COINS, START_MONEY
+from .data import (
+    BLACKMAIL_COINS,
+    FAMILY_MARKERS,
+    GIDX,
+    NEUTRAL_MARKERS,
+    OMERTA_COINS,
+    START_MONEY,
+    marker_slots,
+)
 from .state import Act, Contract, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window, replace
 
 Handler = Callable[[State, Any], State]
@@ -57,7 +65,7 @@ def _match_set_up(_: State | None, e: Any) -> State:
     return State(
         n=n, cfg=cfg, respect=zeros, money=(START_MONEY,) * n, supply=(FAMILY_MARKERS,) * n,
         neutral=NEUTRAL_MARKERS, bm_free=BLACKMAIL_COINS, om_free=OMERTA_COINS,
-        gs=(GState(zeros),) * len(GIDX), hands=((),) * n, tokens=(1 if cfg.reroll_tokens else 0,) * n,
+        gs=(GState(zeros),) * marker_slots(cfg.expansions), hands=((),) * n, tokens=(1 if cfg.reroll_tokens else 0,) * n,
         nonpass=zeros, offers_made=zeros, chats_made=zeros, ap_changes=zeros,
         autopass=((False, False),) * n,
     )

@@ -6,25 +6,27 @@ from famiglia.engine import MatchConfig, Rng, RuleViolation
 
 from .board import ring_order
 from .config import parse_options
-from .data import GANGSTERS, INFLUENCE, SETUP_LAPS, START_CAPO, START_HAND, G
+from .data import GANGSTERS, INFLUENCE, SETUP_LAPS, START_CAPO, START_HAND, G, Gangster, match_gangsters
 from .events import ev
 from .evolve import evolve
 from .state import Phase
 from .tx import Tx
 
 
-def deal_board(rng: Rng, random_setup: bool) -> tuple[list[str], list[str], list[str]]:
-    """NP-S5..S7 (NP-V6 random setup, NP-X5 short decks). Returns (12 spots, set aside, deck)."""
+def deal_board(rng: Rng, random_setup: bool, gangsters: tuple[Gangster, ...] = GANGSTERS,
+               ) -> tuple[list[str], list[str], list[str]]:
+    """NP-S5..S7 (NP-V6 random setup, NP-V7 expansion cards shuffled in, NP-X5 short decks).
+    Returns (12 spots, set aside, deck)."""
     spots = [""] * 12
     if random_setup:
-        deck = rng.shuffled([g.id for g in GANGSTERS])
+        deck = rng.shuffled([g.id for g in gangsters])
         order = [8, 7, 6, 5, 4, 3, 2, 1, 0, 9, 10, 11]
         for spot in order:
             if deck:
                 spots[spot] = deck.pop(0)
         return spots, [], deck
     spots[8] = START_CAPO
-    deck = rng.shuffled([g.id for g in GANGSTERS if g.id != START_CAPO])
+    deck = rng.shuffled([g.id for g in gangsters if g.id != START_CAPO])
     aside: list[str] = []
     shown: set[str] = set()
     for spot in (7, 6, 5, 4):   # positions 8, 7, 6, 5
@@ -54,7 +56,7 @@ def setup(config: MatchConfig, seed: int) -> list:
     first = ev("match_set_up", seats=n, options=options, colours=cfg.colours)
     tx = Tx(evolve(None, first), rng)
     tx.events.append(first)
-    spots, aside, gdeck = deal_board(rng, cfg.random_setup)
+    spots, aside, gdeck = deal_board(rng, cfg.random_setup, match_gangsters(cfg.expansions))
     tx.emit("board_dealt", spots=spots, set_aside=aside, gangster_deck_size=len(gdeck))
     tx.emit("gangster_deck_ordered", cards=gdeck)
     tx.emit("influence_deck_ordered", cards=rng.shuffled([c.id for c in INFLUENCE]))   # NP-S8

@@ -102,7 +102,7 @@ def _options(s: State) -> dict[str, str]:
         "arrest_associates": str(c.arrest_associates).lower(), "random_setup": str(c.random_setup).lower(),
         "reroll_tokens": str(c.reroll_tokens).lower(), "keep_your_word": str(c.keep_your_word).lower(),
         "colours": ",".join(c.colours),
-    }
+    } | ({"expansions": ",".join(c.expansions)} if c.expansions else {})   # NP-V7 (absent when off)
 
 
 _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
