@@ -25,41 +25,27 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
-from sqlmodel import Session, col, select
+from sqlmodel import Session
 
 from famiglia.engine import Result
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
 from famiglia.matchstate import MatchState
+from famiglia.ratings import MatchOutcome, Placement
 from famiglia.readmodels import archived_envelopes, game_scope, tournament_scope
 from famiglia.readmodels.archive import archive_values
 from famiglia.readmodels.db import write_session
 from famiglia.readmodels.queries import seed_to_db
-from famiglia.readmodels.tables import (
-    ArchivedEvent,
-    Checkpoint,
-    Match,
-    MatchSeat,
-    Player,
-    Tournament,
-    TournamentStanding,
-)
-from famiglia.telemetry import extract_context, get_logger, tracer
-from famiglia.v1.envelope_pb2 import EventEnvelope
+from famiglia.telemetry import extract_context, get_logger, spans_exported, tracer
+from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 from .rating_book import RatingBook
+from .writes import BatchWriter, BatchWrites, MatchRow, SeatResult, entry_key
 
 log = get_logger("famiglia.projection")
-
-
-def entry_key(entry_id: str) -> tuple[int, int]:
-    """Stream entry ids compare as (milliseconds, sequence), not as text."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 @dataclass
@@ -122,7 +108,7 @@ class Projector:
         self.cache = MatchCache(cache_size)
         self.max_attempts = max_attempts
         self.ratings = RatingBook()
-        self._finished: list[Match] = []
+        self.writer = BatchWriter(engine.dialect.name)
 
     # -- the batch ----------------------------------------------------------------------
     def project(self, entries: Sequence[PartitionEntry]) -> BatchOutcome:
@@ -156,11 +142,13 @@ class Projector:
         raise AssertionError("unreachable")
 
     def _apply_batch(self, session: Session, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
+        """Fold every match of the batch in memory, then write what it changed in a few statements."""
         outcome = BatchOutcome()
-        self._finished = []
+        writes = BatchWrites()
+        conn = session.connection()
         ids = sorted(by_match)  # one lock order for every process: no deadlocks between consumers
-        rows = {m.match_id: m for m in session.exec(
-            select(Match).where(col(Match.match_id).in_(ids)).order_by(col(Match.match_id)).with_for_update()).all()}
+        rows = self.writer.lock_match_rows(conn, ids)
+        traced = spans_exported()
         for match_id in ids:
             group = by_match[match_id]
             row = rows.get(match_id)
@@ -181,22 +169,29 @@ class Projector:
                     outcome.deferred.extend(group[i:])
                     break
             if ready:
-                finished = self._apply_match(session, row, [e.envelope for e in ready])
+                envelopes = [e.envelope for e in ready]
+                if traced:
+                    finished = self._apply_match_traced(session, writes, row, envelopes)
+                else:
+                    finished = self._apply_events(session, writes, row, envelopes)
                 outcome.applied.extend(ready)
                 if finished:
                     outcome.finished_matches.append(match_id)
+        self.writer.write(conn, writes)
         # Rate this batch's finished matches in canonical order, so a batch never re-rates itself.
-        for row in sorted(self._finished, key=lambda m: (m.finished_ms or 0, m.match_id)):
-            self.ratings.rate(session, game_scope(row.game_id), row)
-            if row.tournament_id:
-                self.ratings.rate(session, tournament_scope(row.tournament_id, row.game_id), row)
-        self._advance_checkpoints(session, outcome.applied)
+        for match, rated in sorted(((m, _rated(m, seats)) for m, seats in writes.results),
+                                   key=lambda pair: pair[1].order_key):
+            self.ratings.rate(session, game_scope(match.game_id), rated)
+            if match.tournament_id:
+                self.ratings.rate(session, tournament_scope(match.tournament_id, match.game_id), rated)
+        self._advance_checkpoints(conn, outcome.applied)
         if outcome.applied:
             outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
         return outcome
 
     # -- one match ----------------------------------------------------------------------
-    def _apply_match(self, session: Session, row: Match | None, envelopes: list[EventEnvelope]) -> bool:
+    def _apply_match_traced(self, session: Session, writes: BatchWrites, row: MatchRow | None,
+                            envelopes: list[EventEnvelope]) -> bool:
         """Continue the trace of the command that wrote the events (from the envelope), then apply them."""
         first = envelopes[0]
         parent = extract_context(first.trace) if first.trace else None
@@ -204,34 +199,33 @@ class Projector:
             "projection.apply", context=parent,
             attributes={"match_id": first.match_id, "first_seq": first.seq, "events": len(envelopes)},
         ):
-            return self._apply_events(session, row, envelopes)
+            return self._apply_events(session, writes, row, envelopes)
 
-    def _apply_events(self, session: Session, row: Match | None, envelopes: list[EventEnvelope]) -> bool:
+    def _apply_events(self, session: Session, writes: BatchWrites, row: MatchRow | None,
+                      envelopes: list[EventEnvelope]) -> bool:
         """Archive, fold and project a run of consecutive events of one match; True when it finished."""
         first = envelopes[0]
         if row is None:
             if first.seq != 1 or first.type != MATCH_CREATED:
                 raise ValueError(f"{first.match_id}: the first event is {first.type}@{first.seq}")
-            row = self._create_match(session, first)
+            row = self._create_match(writes, first)
             state = self._start_state(row, first)
             rest = envelopes[1:]
         else:
             state = self._state_for(session, row)
             rest = envelopes
-        session.execute(insert(ArchivedEvent), [archive_values(env) for env in envelopes])
-        for env in rest:
-            if state is None:
-                break
+        writes.matches.append(row)
+        writes.archive.extend(archive_values(env) for env in envelopes)
+        if state is not None and rest:
             try:
-                state.apply([env])
+                state.apply(rest)
             except Exception as exc:  # noqa: BLE001 - a broken engine must not wedge the projection
-                log.exception("projection_fold_failed", match_id=row.match_id, seq=env.seq)
-                row.fold_error = f"{type(exc).__name__} at seq {env.seq}: {exc}"[:2000]
+                log.exception("projection_fold_failed", match_id=row.match_id, seq=state.version + 1)
+                row.fold_error = f"{type(exc).__name__} at seq {state.version + 1}: {exc}"[:2000]
                 self.cache.drop([row.match_id])
                 state = None
         row.version = envelopes[-1].seq
         row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
-        session.add(row)
         if state is None or row.status != "live":
             return False
         self.cache.put(state)
@@ -243,35 +237,32 @@ class Projector:
             return False
         if result is None:
             return False
-        self._finish(session, row, result)
+        self._finish(writes, row, state.created, result)
         return True
 
-    def _create_match(self, session: Session, envelope: EventEnvelope) -> Match:
+    def _create_match(self, writes: BatchWrites, envelope: EventEnvelope) -> MatchRow:
+        """The match, its seats, its players and its tournament, as rows to insert."""
         created = open_match_created(envelope)
         ms = envelope.timestamp.ToMilliseconds()
-        row = Match(
-            match_id=envelope.match_id, game_id=created.game_id, status="live", seats=created.seats,
-            created_ms=ms, finished_ms=None, last_event_ms=ms, version=0, seed=seed_to_db(int(created.seed)),
-            options=dict(sorted(created.options.items())), tournament_id=created.tournament_id, outcome={},
-        )
-        session.add(row)
+        row = MatchRow(match_id=envelope.match_id, game_id=created.game_id, seats=created.seats,
+                       tournament_id=created.tournament_id, version=0, last_event_ms=ms,
+                       created=dict(created_ms=ms, seed=seed_to_db(int(created.seed)),
+                                    options=dict(sorted(created.options.items()))))
         infos = {info.seat: info for info in created.seat_info}
         for seat in range(created.seats):
             info = infos.get(seat)
-            session.add(MatchSeat(
+            writes.seats.append(dict(
                 match_id=row.match_id, seat=seat, player_id=info.player_id if info else "",
                 display_name=info.display_name if info else "", bot=bool(info and info.bot),
-                policy=info.policy if info else "", details={},
-            ))
+                policy=info.policy if info else "", score=None, rank=None, winner=False, details={}))
         for info in sorted(infos.values(), key=lambda i: i.player_id):
             if info.player_id:
-                self._see_player(session, info.player_id, info.display_name, info.bot, info.policy, ms)
+                writes.see_player(info.player_id, info.display_name, info.bot, info.policy, ms)
         if created.tournament_id:
-            self._see_tournament(session, created.tournament_id, created.game_id, ms)
-        session.flush()
+            writes.see_tournament(created.tournament_id, created.game_id, ms)
         return row
 
-    def _start_state(self, row: Match, first: EventEnvelope) -> MatchState | None:
+    def _start_state(self, row: MatchRow, first: EventEnvelope) -> MatchState | None:
         try:
             return MatchState.start(self.registry, first)
         except UnknownGame:
@@ -279,7 +270,7 @@ class Projector:
             log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
             return None
 
-    def _state_for(self, session: Session, row: Match) -> MatchState | None:
+    def _state_for(self, session: Session, row: MatchRow) -> MatchState | None:
         """The folded match at `row.version`: from the cache, caught up or rebuilt from the archive."""
         if row.fold_error:
             return None
@@ -303,80 +294,23 @@ class Projector:
         return state
 
     # -- finishing ----------------------------------------------------------------------
-    def _finish(self, session: Session, row: Match, result: Result) -> None:
+    def _finish(self, writes: BatchWrites, row: MatchRow, created: MatchCreated, result: Result) -> None:
         """Seat results, standings, and a place in the batch's rating queue (once per match: the
         live -> finished transition)."""
         row.status = "finished"
         row.finished_ms = row.last_event_ms
         row.outcome = {str(k): str(v) for k, v in sorted(result.outcome.items())}
-        seats = {s.seat: s for s in session.exec(select(MatchSeat).where(MatchSeat.match_id == row.match_id)).all()}
+        players = {info.seat: info.player_id for info in created.seat_info}
+        seats: dict[int, SeatResult] = {}
         for outcome in result.seats:
-            seat = seats.get(outcome.seat)
-            if seat is None:
-                continue
-            seat.score = float(outcome.score)
-            seat.rank = int(outcome.rank)
-            seat.winner = outcome.rank == 1
-            seat.details = {str(k): str(v) for k, v in sorted(outcome.details.items())}
-            session.add(seat)
-        session.flush()
-        self._finished.append(row)  # rated at the end of the batch, in canonical order
-        if row.tournament_id:
-            self._tournament_result(session, row, list(seats.values()))
+            if 0 <= outcome.seat < row.seats:
+                seats[outcome.seat] = SeatResult(
+                    seat=outcome.seat, player_id=players.get(outcome.seat, ""), score=float(outcome.score),
+                    rank=int(outcome.rank), details={str(k): str(v) for k, v in sorted(outcome.details.items())})
+        writes.results.append((row, [seats[s] for s in sorted(seats)]))
 
-    def _tournament_result(self, session: Session, row: Match, seats: list[MatchSeat]) -> None:
-        tournament = session.get(Tournament, row.tournament_id, with_for_update=True)
-        if tournament is not None:
-            tournament.matches_finished += 1
-            session.add(tournament)
-        best: dict[str, MatchSeat] = {}
-        for seat in seats:
-            if seat.player_id and seat.rank is not None:
-                if seat.player_id not in best or seat.rank < (best[seat.player_id].rank or 0):
-                    best[seat.player_id] = seat
-        n = max(2, row.seats)
-        for player_id in sorted(best):
-            seat = best[player_id]
-            rank = seat.rank or n
-            key = (row.tournament_id, row.game_id, player_id)
-            standing = session.get(TournamentStanding, key, with_for_update=True)
-            if standing is None:
-                standing = TournamentStanding(tournament_id=row.tournament_id, game_id=row.game_id,
-                                              player_id=player_id)
-            standing.played += 1
-            standing.wins += 1 if rank == 1 else 0
-            standing.points += (n - rank) / (n - 1)
-            standing.score_total += seat.score or 0.0
-            standing.rank_total += rank
-            session.add(standing)
-
-    # -- players, tournaments, checkpoints -------------------------------------------------
-    def _see_player(self, session: Session, player_id: str, name: str, bot: bool, policy: str, ms: int) -> None:
-        """Name, bot flag and policy follow the newest match (by creation time), whatever the arrival order."""
-        player = session.get(Player, player_id, with_for_update=True)
-        if player is None:
-            session.add(Player(player_id=player_id, display_name=name, bot=bot, policy=policy,
-                               first_seen_ms=ms, last_seen_ms=ms))
-            session.flush()
-            return
-        player.first_seen_ms = min(player.first_seen_ms, ms)
-        if ms >= player.last_seen_ms:
-            player.last_seen_ms = ms
-            player.display_name, player.bot, player.policy = name, bot, policy
-        session.add(player)
-
-    def _see_tournament(self, session: Session, tournament_id: str, game_id: str, ms: int) -> None:
-        tournament = session.get(Tournament, tournament_id, with_for_update=True)
-        if tournament is None:
-            tournament = Tournament(tournament_id=tournament_id, created_ms=ms, games=[game_id])
-        else:
-            tournament.created_ms = min(tournament.created_ms, ms)
-            if game_id not in tournament.games:
-                tournament.games = sorted({*tournament.games, game_id})
-        session.add(tournament)
-        session.flush()
-
-    def _advance_checkpoints(self, session: Session, applied: list[PartitionEntry]) -> None:
+    # -- checkpoints ----------------------------------------------------------------------
+    def _advance_checkpoints(self, conn: Connection, applied: list[PartitionEntry]) -> None:
         newest: dict[int, PartitionEntry] = {}
         counts: dict[int, int] = {}
         for entry in applied:
@@ -384,16 +318,14 @@ class Projector:
             best = newest.get(entry.partition)
             if best is None or entry_key(entry.entry_id) > entry_key(best.entry_id):
                 newest[entry.partition] = entry
-        for partition in sorted(newest):
-            entry = newest[partition]
-            checkpoint = session.get(Checkpoint, partition, with_for_update=True)
-            if checkpoint is None:
-                checkpoint = Checkpoint(partition=partition, last_entry_id="0-0", last_event_ms=0, events=0)
-            if entry_key(entry.entry_id) > entry_key(checkpoint.last_entry_id):
-                checkpoint.last_entry_id = entry.entry_id
-                checkpoint.last_event_ms = entry.envelope.timestamp.ToMilliseconds()
-            checkpoint.events += counts[partition]
-            session.add(checkpoint)
+        self.writer.advance_checkpoints(
+            conn, {p: (e.entry_id, e.envelope.timestamp.ToMilliseconds()) for p, e in newest.items()}, counts)
+
+
+def _rated(match: MatchRow, seats: list[SeatResult]) -> MatchOutcome:
+    """A finished match as the ratings need it (seats without a player are not rated)."""
+    return MatchOutcome(match.match_id, match.finished_ms or match.last_event_ms,
+                        tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id))
 
 
 def _retryable(exc: BaseException) -> bool:

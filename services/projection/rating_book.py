@@ -43,10 +43,8 @@ def _scope_filter(scope: str):  # type: ignore[no-untyped-def]
 
 
 class RatingBook:
-    def rate(self, session: Session, scope: str, match: Match) -> None:
+    def rate(self, session: Session, scope: str, outcome: MatchOutcome) -> None:
         """Rate a match that just finished into `scope` (once: the caller's live -> finished transition)."""
-        seats = session.exec(select(MatchSeat).where(MatchSeat.match_id == match.match_id)).all()
-        outcome = outcome_of(match, seats)
         book = session.get(RatingScope, scope, with_for_update=True)
         if book is None:
             book = RatingScope(scope=scope, last_finished_ms=0, last_match_id="", matches=0)

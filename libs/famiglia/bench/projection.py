@@ -41,8 +41,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from famiglia.bench.harness import Figure, Report, percentile
+
+if TYPE_CHECKING:
+    from famiglia.eventstore import PartitionEntry
+    from famiglia.v1.envelope_pb2 import EventEnvelope
 
 RAW_GROUP = "bench-raw"
 GROUP = "projection"
@@ -328,6 +333,146 @@ def measure(redis_url: str | None = None, *, seconds: float = 8.0, repeats: int 
             server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return {"windows": windows, "paced": paced, "drain": drain, "clients": clients}
+
+
+# -- the projector alone, in process ----------------------------------------------------------
+def recorded_appends(game_id: str, matches: int, *, tournament_id: str = "", start_ms: int = 1_700_000_000_000
+                     ) -> list[list[list[EventEnvelope]]]:
+    """Per match, its appends (one command's envelopes each, match_created and setup first), random
+    legal play fixed by seeds; players are bots `p0`.. so ratings and standings are projected too."""
+    from famiglia.engine.registry import default_registry
+    from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
+    from famiglia.testing.random_play import play_random
+    from famiglia.v1 import envelope_pb2
+
+    engine = default_registry().get(game_id)
+    seats = engine.info.min_players
+    out: list[list[list[EventEnvelope]]] = []
+    for m in range(matches):
+        match_id = f"bench-{game_id}-{m:04d}"
+        play = play_random(engine, seats, m)
+        created = envelope_pb2.MatchCreated(game_id=game_id, seats=seats, seed=m, tournament_id=tournament_id)
+        for seat in range(seats):
+            player = f"p{(m + seat) % (seats + 2)}"
+            created.seat_info.add(seat=seat, player_id=player, display_name=player, bot=True, policy="random")
+        now = start_ms + m
+        first = [match_created_envelope(match_id, created, now_ms=now)]
+        first += game_envelopes(engine, match_id, 1, play.setup_events, now_ms=now)
+        appends = [first]
+        version = len(first)
+        for i, step in enumerate(play.steps):
+            now += 7
+            envelopes = game_envelopes(engine, match_id, version, step.events, command_id=f"{match_id}-c{i}",
+                                       seat=step.seat, command=step.command, now_ms=now)
+            version += len(envelopes)
+            appends.append(list(envelopes))
+        out.append(appends)
+    return out
+
+
+def interleaved_batches(appends: list[list[list[EventEnvelope]]], events_per_batch: int, partitions: int = 16
+                        ) -> list[list[PartitionEntry]]:
+    """The appends of all matches round-robin (as concurrent clients write them), as partition
+    entries, cut into batches of `events_per_batch` (0: one append per batch, a bot's move)."""
+    from famiglia.eventstore import PartitionEntry  # noqa: F811 - at run time
+    from famiglia.eventstore.port import partition_of
+
+    entries: list[list[PartitionEntry]] = []
+    seq = 0
+    cursors = [0] * len(appends)
+    while any(c < len(a) for c, a in zip(cursors, appends, strict=True)):
+        for m, match in enumerate(appends):
+            if cursors[m] < len(match):
+                run = []
+                for env in match[cursors[m]]:
+                    seq += 1
+                    run.append(PartitionEntry(partition_of(env.match_id, partitions),
+                                              f"{1_700_000_000_000 + seq}-0", env))
+                entries.append(run)
+                cursors[m] += 1
+    if events_per_batch <= 0:
+        return entries
+    flat = [e for run in entries for e in run]
+    return [flat[i:i + events_per_batch] for i in range(0, len(flat), events_per_batch)]
+
+
+@dataclass
+class ProjectorRun:
+    events: int
+    batches: int
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def events_per_cpu_s(self) -> float:
+        return self.events / self.cpu_s if self.cpu_s else 0.0
+
+    @property
+    def cpu_ms_per_batch(self) -> float:
+        return 1000 * self.cpu_s / self.batches if self.batches else 0.0
+
+
+def project_batches(make_projector, batches: list[list[PartitionEntry]], database_url: str  # type: ignore[no-untyped-def]
+                    ) -> ProjectorRun:
+    """Feed `batches` to a fresh projector on a fresh database; CPU time of this process for the lot.
+
+    `make_projector(engine, registry)` builds the projector, so two implementations can be compared
+    on the same batches in the same session."""
+    from famiglia.engine.registry import default_registry
+    from famiglia.readmodels.db import make_engine
+    from services.projection import schema
+
+    engine = make_engine(database_url)
+    schema.upgrade(engine)
+    projector = make_projector(engine, default_registry())
+    events = 0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for batch in batches:
+        outcome = projector.project(batch)
+        events += len(outcome.applied)
+    run = ProjectorRun(events, len(batches), time.process_time() - cpu, time.perf_counter() - wall)
+    engine.dispose()
+    return run
+
+
+def add_projector_figures(report: Report, runs: dict[str, list[ProjectorRun]]) -> list[Figure]:
+    """One figure per workload: events per CPU second of the projector alone (median of the runs)."""
+    figures = []
+    for name, values in runs.items():
+        rates = [r.events_per_cpu_s for r in values]
+        per_batch = statistics.median(r.cpu_ms_per_batch for r in values)
+        figures.append(report.add(Figure(
+            f"projector alone, {name}", statistics.median(rates), "events/CPU s", spread=(min(rates), max(rates)),
+            notes=f"{values[0].events} events in {values[0].batches} batches, {per_batch:.2f} ms CPU per batch; "
+                  f"SQLite, in process; {len(values)} runs")))
+    return figures
+
+
+def measure_projector(*, matches: int = 8, events_per_batch: int = 30, repeats: int = 3, game_id: str = "",
+                      make_projector=None) -> dict[str, list[ProjectorRun]]:  # type: ignore[no-untyped-def]
+    """The projector alone on two workloads: batches of ~`events_per_batch` events over `matches`
+    interleaved matches (the command load), and one bot move per batch (a tournament)."""
+    from famiglia.engine.registry import default_registry
+
+    if make_projector is None:
+        from services.projection.projector import Projector as make_projector  # noqa: N813
+    registry = default_registry()
+    game = game_id or ("goodcritters" if "goodcritters" in registry else next(iter(registry)))
+    workloads = {
+        f"{game} x{matches} matches, {events_per_batch} events a batch":
+            interleaved_batches(recorded_appends(game, matches), events_per_batch),
+        f"{game} x{matches} tournament matches, one move a batch":
+            interleaved_batches(recorded_appends(game, matches, tournament_id="bench-cup"), 0),
+    }
+    runs: dict[str, list[ProjectorRun]] = {name: [] for name in workloads}
+    tmp = Path(tempfile.mkdtemp(prefix="famiglia-bench-projector-"))
+    try:
+        for i in range(repeats):
+            for name, batches in workloads.items():
+                runs[name].append(project_batches(make_projector, batches, f"sqlite:///{tmp / f'{i}-{len(runs[name])}.db'}"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return runs
 
 
 def add_figures(report: Report, result: dict[str, object]) -> list[Figure]:

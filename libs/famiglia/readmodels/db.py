@@ -65,6 +65,19 @@ def _sqlite_transactions(engine: Engine) -> None:
         connection.exec_driver_sql(f"BEGIN {mode}")
 
 
+def dialect_insert(dialect: str) -> Any:
+    """The INSERT of `dialect` that knows ON CONFLICT (upserts); the read models live on SQLite or PostgreSQL."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    raise NotImplementedError(f"read models need SQLite or PostgreSQL, not {dialect}")
+
+
 @contextmanager
 def write_session(engine: Engine) -> Iterator[Session]:
     """One write transaction: commit on success, roll back on any error."""

@@ -19,6 +19,7 @@ from sqlmodel import Session, col, select
 
 from famiglia.ratings import DEFAULT_RATING
 
+from .db import dialect_insert
 from .tables import Player, PlayerRating, Tournament, TournamentStanding
 
 
@@ -101,20 +102,10 @@ def record_tournament(
 
 def _insert_if_absent(session: Session, tournament_id: str, now_ms: int) -> None:
     """INSERT ... ON CONFLICT DO NOTHING: the projection may create the row at the same moment."""
-    dialect = session.get_bind().dialect.name
     values: dict[str, Any] = {"tournament_id": tournament_id, "name": "", "status": "running", "games": [],
                               "config": {}, "created_ms": now_ms, "finished_ms": None, "matches_finished": 0}
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        session.execute(pg_insert(Tournament).values(**values).on_conflict_do_nothing())
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        session.execute(sqlite_insert(Tournament).values(**values).on_conflict_do_nothing())
-    elif session.get(Tournament, tournament_id) is None:
-        session.add(Tournament(**values))
-        session.flush()
+    insert = dialect_insert(session.get_bind().dialect.name)
+    session.execute(insert(Tournament).values(**values).on_conflict_do_nothing())
 
 
 def get_tournament(session: Session, tournament_id: str) -> TournamentInfo | None:

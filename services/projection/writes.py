@@ -1,0 +1,273 @@
+"""What one batch writes, gathered while folding and sent as a few executemany statements.
+
+A batch used to cost far more than its events: an ORM `session.get` and flush per
+match, one bulk insert per match, a `get` per checkpoint. Here the projector only
+records plain values (`BatchWrites`), and `write` sends them in dependency order
+through SQLAlchemy Core on the batch's connection: one statement per kind of row,
+whatever the number of matches — archive rows, new matches and seats, players
+(one upsert), match progress, seat results, tournaments, standings (additive
+upserts), checkpoints. Row locks are taken in key order, like the match rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import JSON, Table, bindparam, case, select, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.dml import Insert
+
+from famiglia.readmodels.db import dialect_insert
+from famiglia.readmodels.tables import (
+    ArchivedEvent,
+    Checkpoint,
+    Match,
+    MatchSeat,
+    Player,
+    Tournament,
+    TournamentStanding,
+)
+
+MATCHES: Table = Match.__table__  # type: ignore[attr-defined]
+SEATS: Table = MatchSeat.__table__  # type: ignore[attr-defined]
+PLAYERS: Table = Player.__table__  # type: ignore[attr-defined]
+ARCHIVE: Table = ArchivedEvent.__table__  # type: ignore[attr-defined]
+TOURNAMENTS: Table = Tournament.__table__  # type: ignore[attr-defined]
+STANDINGS: Table = TournamentStanding.__table__  # type: ignore[attr-defined]
+CHECKPOINTS: Table = Checkpoint.__table__  # type: ignore[attr-defined]
+
+
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """Stream entry ids compare as (milliseconds, sequence), not as text."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(slots=True)
+class MatchRow:
+    """The columns of a `matches` row a batch reads or writes, as plain values (no ORM object)."""
+
+    match_id: str
+    game_id: str
+    seats: int
+    tournament_id: str
+    version: int
+    last_event_ms: int
+    status: str = "live"
+    fold_error: str = ""
+    finished_ms: int | None = None
+    outcome: dict[str, str] = field(default_factory=dict)
+    created: dict[str, Any] | None = None
+    """The other columns when this batch creates the row (inserted whole, at its final version)."""
+
+
+@dataclass(slots=True)
+class SeatResult:
+    seat: int
+    player_id: str
+    score: float
+    rank: int
+    details: dict[str, str]
+
+
+@dataclass
+class BatchWrites:
+    """Every row a batch writes; filled by the projector in match-id order, written by `write`."""
+
+    archive: list[dict[str, Any]] = field(default_factory=list)
+    matches: list[MatchRow] = field(default_factory=list)
+    seats: list[dict[str, Any]] = field(default_factory=list)
+    players: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tournaments: dict[str, tuple[int, set[str]]] = field(default_factory=dict)
+    results: list[tuple[MatchRow, list[SeatResult]]] = field(default_factory=list)
+
+    def see_player(self, player_id: str, name: str, bot: bool, policy: str, ms: int) -> None:
+        """Name, bot flag and policy follow the newest match (by creation time; later in the batch on a tie)."""
+        seen = self.players.get(player_id)
+        if seen is None:
+            self.players[player_id] = dict(player_id=player_id, display_name=name, bot=bot, policy=policy,
+                                           first_seen_ms=ms, last_seen_ms=ms)
+            return
+        seen["first_seen_ms"] = min(seen["first_seen_ms"], ms)
+        if ms >= seen["last_seen_ms"]:
+            seen.update(display_name=name, bot=bot, policy=policy, last_seen_ms=ms)
+
+    def see_tournament(self, tournament_id: str, game_id: str, ms: int) -> None:
+        first, games = self.tournaments.get(tournament_id, (ms, set()))
+        games.add(game_id)
+        self.tournaments[tournament_id] = (min(first, ms), games)
+
+
+class BatchWriter:
+    """The statements, built once per dialect (SQLAlchemy caches their compiled form)."""
+
+    def __init__(self, dialect: str) -> None:
+        insert = dialect_insert(dialect)
+        self.lock_matches = (
+            select(MATCHES.c.match_id, MATCHES.c.game_id, MATCHES.c.seats, MATCHES.c.tournament_id,
+                   MATCHES.c.version, MATCHES.c.last_event_ms, MATCHES.c.status, MATCHES.c.fold_error)
+            .where(MATCHES.c.match_id.in_(bindparam("ids", expanding=True)))
+            .order_by(MATCHES.c.match_id).with_for_update())
+        self.progress = (
+            update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
+            .values(version=bindparam("b_version"), last_event_ms=bindparam("b_last"),
+                    fold_error=bindparam("b_error")))
+        self.finish = (
+            update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
+            .values(status=bindparam("b_status"), finished_ms=bindparam("b_finished"),
+                    outcome=bindparam("b_outcome", type_=JSON)))
+        self.seat_result = (
+            update(SEATS).where(SEATS.c.match_id == bindparam("b_match"), SEATS.c.seat == bindparam("b_seat"))
+            .values(score=bindparam("b_score"), rank=bindparam("b_rank"), winner=bindparam("b_winner"),
+                    details=bindparam("b_details", type_=JSON)))
+        players = insert(PLAYERS)
+        newer = players.excluded.last_seen_ms >= PLAYERS.c.last_seen_ms
+        self.players = players.on_conflict_do_update(index_elements=[PLAYERS.c.player_id], set_={
+            "first_seen_ms": case((players.excluded.first_seen_ms < PLAYERS.c.first_seen_ms,
+                                   players.excluded.first_seen_ms), else_=PLAYERS.c.first_seen_ms),
+            **{name: case((newer, players.excluded[name]), else_=PLAYERS.c[name])
+               for name in ("display_name", "bot", "policy", "last_seen_ms")},
+        })
+        self.new_tournament = insert(TOURNAMENTS).on_conflict_do_nothing(index_elements=[TOURNAMENTS.c.tournament_id])
+        self.lock_tournaments = (
+            select(TOURNAMENTS.c.tournament_id, TOURNAMENTS.c.created_ms, TOURNAMENTS.c.games)
+            .where(TOURNAMENTS.c.tournament_id.in_(bindparam("ids", expanding=True)))
+            .order_by(TOURNAMENTS.c.tournament_id).with_for_update())
+        self.tournament_seen = (
+            update(TOURNAMENTS).where(TOURNAMENTS.c.tournament_id == bindparam("b_tournament"))
+            .values(created_ms=bindparam("b_created"), games=bindparam("b_games", type_=JSON)))
+        self.tournament_finished = (
+            update(TOURNAMENTS).where(TOURNAMENTS.c.tournament_id == bindparam("b_tournament"))
+            .values(matches_finished=TOURNAMENTS.c.matches_finished + bindparam("b_finished")))
+        standings = insert(STANDINGS)
+        self.standings = standings.on_conflict_do_update(
+            index_elements=[STANDINGS.c.tournament_id, STANDINGS.c.game_id, STANDINGS.c.player_id],
+            set_={name: STANDINGS.c[name] + standings.excluded[name]
+                  for name in ("played", "wins", "points", "score_total", "rank_total")})
+        self.lock_checkpoints = (
+            select(CHECKPOINTS.c.partition, CHECKPOINTS.c.last_entry_id)
+            .where(CHECKPOINTS.c.partition.in_(bindparam("ids", expanding=True)))
+            .order_by(CHECKPOINTS.c.partition).with_for_update())
+        self.checkpoint = (
+            update(CHECKPOINTS).where(CHECKPOINTS.c.partition == bindparam("b_partition"))
+            .values(last_entry_id=bindparam("b_entry"), last_event_ms=bindparam("b_event_ms"),
+                    events=CHECKPOINTS.c.events + bindparam("b_events")))
+        self.checkpoint_count = (
+            update(CHECKPOINTS).where(CHECKPOINTS.c.partition == bindparam("b_partition"))
+            .values(events=CHECKPOINTS.c.events + bindparam("b_events")))
+        self.new_checkpoint: Insert = insert(CHECKPOINTS)
+
+    # -- reads under lock ------------------------------------------------------------------
+    def lock_match_rows(self, conn: Connection, ids: Sequence[str]) -> dict[str, MatchRow]:
+        """The batch's match rows, locked in match-id order (FOR UPDATE; SQLite holds BEGIN IMMEDIATE)."""
+        return {r[0]: MatchRow(*r) for r in conn.execute(self.lock_matches, {"ids": list(ids)})}
+
+    # -- the writes ------------------------------------------------------------------------
+    def write(self, conn: Connection, batch: BatchWrites) -> None:
+        """Parents before children: players and tournaments, matches, seats, archive, results, standings."""
+        if batch.players:
+            conn.execute(self.players, [batch.players[p] for p in sorted(batch.players)])
+        if batch.tournaments:
+            self._see_tournaments(conn, batch.tournaments)
+        new = [m for m in batch.matches if m.created is not None]
+        if new:
+            conn.execute(MATCHES.insert(), [_match_values(m) for m in new])
+        if batch.seats:
+            conn.execute(SEATS.insert(), batch.seats)
+        if batch.archive:
+            conn.execute(ARCHIVE.insert(), batch.archive)
+        moved = [m for m in batch.matches if m.created is None]
+        if moved:
+            conn.execute(self.progress, [dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms,
+                                              b_error=m.fold_error) for m in moved])
+        finished = [m for m, _seats in batch.results if m.created is None]
+        if finished:
+            conn.execute(self.finish, [dict(b_match=m.match_id, b_status=m.status, b_finished=m.finished_ms,
+                                            b_outcome=m.outcome) for m in finished])
+        if batch.results:
+            self._results(conn, batch.results)
+
+    def _see_tournaments(self, conn: Connection, seen: dict[str, tuple[int, set[str]]]) -> None:
+        """Create missing tournaments (the bots' runner may create the same row at once), then widen
+        the created time and the games of the existing ones."""
+        ids = sorted(seen)
+        conn.execute(self.new_tournament, [
+            dict(tournament_id=t, name="", status="running", games=sorted(seen[t][1]), config={},
+                 created_ms=seen[t][0], finished_ms=None, matches_finished=0) for t in ids])
+        changed = []
+        for tournament_id, created_ms, games in conn.execute(self.lock_tournaments, {"ids": ids}):
+            first, new_games = seen[tournament_id]
+            widened = sorted({*games, *new_games})
+            if first < created_ms or widened != list(games):
+                changed.append(dict(b_tournament=tournament_id, b_created=min(first, created_ms), b_games=widened))
+        if changed:
+            conn.execute(self.tournament_seen, changed)
+
+    def _results(self, conn: Connection, results: list[tuple[MatchRow, list[SeatResult]]]) -> None:
+        """Seat results, then tournament standings (sums, added in match-id then player order)."""
+        rows = [dict(b_match=m.match_id, b_seat=s.seat, b_score=s.score, b_rank=s.rank, b_winner=s.rank == 1,
+                     b_details=s.details) for m, seats in results for s in seats]
+        if rows:
+            conn.execute(self.seat_result, rows)
+        finished: dict[str, int] = {}
+        standings = []
+        for match, seats in results:
+            if not match.tournament_id:
+                continue
+            finished[match.tournament_id] = finished.get(match.tournament_id, 0) + 1
+            standings += tournament_points(match, seats)
+        if finished:
+            conn.execute(self.tournament_finished,
+                         [dict(b_tournament=t, b_finished=n) for t, n in sorted(finished.items())])
+        if standings:
+            conn.execute(self.standings, standings)
+
+    def advance_checkpoints(self, conn: Connection, newest: dict[int, tuple[str, int]], counts: dict[int, int]
+                            ) -> None:
+        """Per touched partition: the newest entry id (and its event time) when newer, plus the events applied."""
+        partitions = sorted(newest)
+        if not partitions:
+            return
+        current = dict(conn.execute(self.lock_checkpoints, {"ids": partitions}).all())
+        moved, counted, created = [], [], []
+        for p in partitions:
+            entry_id, event_ms = newest[p]
+            if p not in current:
+                created.append(dict(partition=p, last_entry_id=entry_id, last_event_ms=event_ms, events=counts[p]))
+            elif entry_key(entry_id) > entry_key(current[p]):
+                moved.append(dict(b_partition=p, b_entry=entry_id, b_event_ms=event_ms, b_events=counts[p]))
+            else:  # another consumer committed a newer entry of the partition already
+                counted.append(dict(b_partition=p, b_events=counts[p]))
+        if moved:
+            conn.execute(self.checkpoint, moved)
+        if counted:
+            conn.execute(self.checkpoint_count, counted)
+        if created:
+            conn.execute(self.new_checkpoint, created)
+
+
+def tournament_points(match: MatchRow, seats: list[SeatResult]) -> list[dict[str, Any]]:
+    """One standings increment per player of a finished tournament match, at their best seat
+    (1 point first ... 0 last, linear between; a missing rank counts as last)."""
+    best: dict[str, SeatResult] = {}
+    for seat in seats:
+        if seat.player_id and (seat.player_id not in best or seat.rank < (best[seat.player_id].rank or 0)):
+            best[seat.player_id] = seat
+    n = max(2, match.seats)
+    out = []
+    for player_id in sorted(best):
+        seat = best[player_id]
+        rank = seat.rank or n
+        out.append(dict(tournament_id=match.tournament_id, game_id=match.game_id, player_id=player_id, played=1,
+                        wins=1 if rank == 1 else 0, points=(n - rank) / (n - 1), score_total=seat.score or 0.0,
+                        rank_total=rank))
+    return out
+
+
+def _match_values(m: MatchRow) -> dict[str, Any]:
+    assert m.created is not None
+    return dict(m.created, match_id=m.match_id, game_id=m.game_id, seats=m.seats, tournament_id=m.tournament_id,
+                version=m.version, last_event_ms=m.last_event_ms, status=m.status, fold_error=m.fold_error,
+                finished_ms=m.finished_ms, outcome=m.outcome)
