@@ -23,24 +23,31 @@ def derive_seed(seed: int, version: int, salt: str = "") -> int:
 class Rng:
     """A seeded generator with the few draws games need.
 
-    The generator is seeded on the first draw: most commands draw nothing, and seeding
-    a Mersenne Twister costs more than deciding many a command."""
+    Nothing is computed before the first draw: most commands draw nothing, and hashing the
+    seed of a derived generator (`derive`) or seeding a Mersenne Twister costs more than
+    deciding many a command. `_seed` holds the seed, or the (seed, version, salt) it derives
+    from until the first draw."""
 
     __slots__ = ("_seed", "_rand")
 
     def __init__(self, seed: int) -> None:
-        self._seed = seed
+        self._seed: int | tuple[int, int, str] = seed
         self._rand: random.Random | None = None
 
     @classmethod
     def derive(cls, seed: int, version: int, salt: str = "") -> Rng:
-        return cls(derive_seed(seed, version, salt))
+        """The generator of `derive_seed(seed, version, salt)`, hashed only when first drawn."""
+        rng = cls(0)
+        rng._seed = (seed, version, salt)
+        return rng
 
     @property
     def _r(self) -> random.Random:
-        if self._rand is None:
-            self._rand = random.Random(self._seed)
-        return self._rand
+        rand = self._rand
+        if rand is None:
+            seed = self._seed
+            rand = self._rand = random.Random(derive_seed(*seed) if isinstance(seed, tuple) else seed)
+        return rand
 
     def randint(self, a: int, b: int) -> int:
         """Uniform integer in [a, b], both included."""

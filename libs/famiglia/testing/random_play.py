@@ -59,27 +59,58 @@ def play_random(
     max_steps: int | None = None,
     on_step: Callable[[State, Step, State], Any] | None = None,
 ) -> Playthrough:
-    """Random legal play to the end. `on_step(before, step, after)` sees every step."""
+    """Random legal play to the end. `on_step(before, step, after)` sees every step.
+
+    The loop is `choose_actor`, `decide` and `fold` written out with the engine's methods
+    bound once: it runs once per command of every benchmark and property test, so its own
+    cost counts. The draws are the same, so the same seeds play the same games."""
     config = MatchConfig(seats=seats, options=dict(options or {}))
     setup_events = engine.setup(config, seed)
     state = fold(engine, setup_events)
     play = Playthrough(engine, config, seed, setup_events, state=state)
     chooser = random.Random(seed if policy_seed is None else policy_seed)
+    getrandbits = chooser.getrandbits
     version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
     limit = max_steps or engine.info.max_steps
-    while engine.result(state) is None:
-        if len(play.steps) >= limit:
+    result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
+    decide, evolve, derive = engine.decide, engine.evolve, Rng.derive
+    steps = play.steps
+    while result(state) is None:
+        if len(steps) >= limit:
             raise AssertionError(f"{engine.info.game_id}: no end after {limit} commands (seed {seed})")
-        picked = choose_actor(engine, state, chooser)
-        if picked is None:
+        pendings = pending(state)
+        if not pendings:
             raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-        seat, command = picked
-        events = engine.decide(state, seat, command, Rng.derive(seed, version))
+        # choose_actor's draws, `randrange(n)` written out as CPython makes it (getrandbits of
+        # n's bit length until below n): a seat among the sorted pending seats, then a command
+        if len(pendings) == 1:
+            seat = pendings[0].seat
+            while getrandbits(1):  # randrange(1) draws too
+                pass
+        else:
+            choices = sorted({p.seat for p in pendings})
+            n = len(choices)
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            seat = choices[r]
+        commands = legal_commands(state, seat, limit=64)
+        if not commands:
+            raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")
+        n = len(commands)
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        command = commands[r]
+        events = decide(state, seat, command, derive(seed, version))
         step = Step(seat, command, events, version)
         before = state
-        state = fold(engine, events, state)
+        for event in events:
+            state = evolve(state, event)
         version += len(events)
-        play.steps.append(step)
+        steps.append(step)
         if on_step is not None:
             on_step(before, step, state)
     play.state = state
