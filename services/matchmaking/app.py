@@ -1,4 +1,4 @@
-"""The matchmaking use cases, free of gRPC: players, tickets, watching, cancelling.
+"""The matchmaking use cases, free of gRPC: players, tickets, party invites, watching, cancelling.
 
 Methods take plain values and return plain values or raise an AppError with a
 stable code; the gRPC entrypoint only translates. Matching itself runs in the
@@ -35,7 +35,17 @@ from famiglia.matchmaking.ratings import Rating
 from famiglia.telemetry import get_logger
 
 from .players import Player, RedisPlayers
-from .store import CANCELLED, CLAIMED, MATCHED, SEARCHING, PlayerBusy, RedisTicketStore, TicketRecord
+from .store import (
+    CANCELLED,
+    CLAIMED,
+    FAILED,
+    MATCHED,
+    PENDING,
+    SEARCHING,
+    PlayerBusy,
+    RedisTicketStore,
+    TicketRecord,
+)
 
 log = get_logger("famiglia.matchmaking")
 Clock = Callable[[], int]
@@ -69,10 +79,13 @@ class TicketStatus:
     reason: str = ""
     seat_counts: tuple[int, ...] = ()
     party: tuple[str, ...] = ()
+    awaiting: tuple[str, ...] = ()
+    """pending party tickets: the invitees who have not accepted yet."""
+    answer_within_s: float = 0.0
 
     @property
     def open(self) -> bool:
-        return self.state in (SEARCHING, CLAIMED)
+        return self.state in (PENDING, SEARCHING, CLAIMED)
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,7 @@ class MatchmakingApp:
         if len(request_id) > 128:
             raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
         players = tuple(dict.fromkeys([player_id, *party]))
+        invited = players[1:]
         missing = self.players.missing(players)
         if missing:
             raise NotFound("unknown_player", f"not registered: {', '.join(missing)}")
@@ -138,11 +152,12 @@ class MatchmakingApp:
             raise InvalidArgument(exc.code, exc.message) from None
         now = self.clock()
         rating = party_rating(self.ratings.ratings(game_id, players), players)
+        lifetime = self.policy.invite_ttl if invited else self.policy.ticket_ttl
         record = TicketRecord(
             ticket_id=f"{game_id}.{secrets.token_hex(10)}", game_id=game_id, pool=request.pool,
             owner=player_id, players=players, seat_counts=tuple(sorted(request.seat_counts)),
-            options=request.options, rating=rating, created_ms=now,
-            expires_ms=now + int(self.policy.ticket_ttl * 1000),
+            options=request.options, rating=rating, created_ms=now, expires_ms=now + int(lifetime * 1000),
+            state=PENDING if invited else SEARCHING, awaiting=invited,
         )
         try:
             created = self.store.create(record, request_id or secrets.token_hex(8))
@@ -168,15 +183,18 @@ class MatchmakingApp:
         now = self.clock()
         end = record.closed_ms if record.closed_ms else now
         waited = max(0.0, (end - record.created_ms) / 1000.0)
-        estimate = 0.0
+        estimate = answer_within = 0.0
         if record.state in (SEARCHING, CLAIMED):
             estimate = estimate_wait(self.policy, waited, self.store.recent_wait(record.game_id))
+        elif record.state == PENDING:
+            answer_within = max(0.0, (record.expires_ms - now) / 1000.0)
         return TicketStatus(
             ticket_id=record.ticket_id, state=SEARCHING if record.state == CLAIMED else record.state,
             game_id=record.game_id, waited_s=waited, estimated_wait_s=estimate, match_id=record.match_id,
             seat_token=record.token_of.get(player_id, ""), seat=record.seat_of.get(player_id, -1),
             seats=record.seats, bots=record.bots, reason=record.reason,
             seat_counts=record.seat_counts, party=record.players,
+            awaiting=record.awaiting if record.state == PENDING else (), answer_within_s=answer_within,
         )
 
     def cancel(self, player_id: str, ticket_id: str) -> TicketStatus:
@@ -185,12 +203,56 @@ class MatchmakingApp:
         record = self._record(player_id, ticket_id)
         if record.state == CANCELLED:
             return self._status(record, player_id)
-        done, state = self.store.close_ticket(record, CANCELLED, f"cancelled by {player_id}", self.clock())
+        done, state = self.store.close_ticket(record, CANCELLED, f"cancelled by {player_id}", self.clock(),
+                                              from_states=(SEARCHING, PENDING))
         if not done and state != CANCELLED:
             if state in (CLAIMED, MATCHED):
                 raise FailedPrecondition("ticket_matched", "a match was already found for this ticket")
             raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
         log.info("ticket_cancelled", ticket_id=ticket_id)
+        return self.ticket(player_id, ticket_id)
+
+    # -- party invites -----------------------------------------------------------------
+    def invites(self, player_id: str, game_id: str = "") -> list[TicketStatus]:
+        """Party tickets waiting for this player's answer."""
+        if game_id and game_id not in self.games:
+            raise InvalidArgument("unknown_game", f"no game {game_id!r}")
+        games = [game_id] if game_id else sorted(self.games)
+        return [self._status(r, player_id) for r in self.store.invited(player_id, games)]
+
+    def _invitation(self, player_id: str, ticket_id: str) -> TicketRecord:
+        record = self._record(player_id, ticket_id)
+        if player_id == record.owner:
+            raise PermissionDenied("not_invited", "the ticket's creator is not invited to it; CancelTicket ends it")
+        return record
+
+    def accept_invite(self, player_id: str, ticket_id: str) -> TicketStatus:
+        """Join a party ticket. The invitee takes their one open ticket in the game now (refused
+        while they hold another); the last acceptance puts the ticket in the queue."""
+        record = self._invitation(player_id, ticket_id)
+        try:
+            outcome = self.store.accept(record, player_id, self.clock(), int(self.policy.ticket_ttl * 1000))
+        except PlayerBusy as exc:
+            raise AlreadyExists("ticket_open", f"{player_id} already has an open {record.game_id} ticket "
+                                f"({exc.ticket_id}); cancel it first") from None
+        if outcome not in ("accepted", "queued", PENDING, SEARCHING, CLAIMED, MATCHED):
+            raise FailedPrecondition(f"ticket_{outcome}", f"the ticket is {outcome}")
+        log.info("party_invite_accepted", ticket_id=ticket_id, queued=outcome == "queued")
+        return self.ticket(player_id, ticket_id)
+
+    def decline_invite(self, player_id: str, ticket_id: str) -> TicketStatus:
+        """Refuse a party ticket: it fails for everyone, with who declined as the reason."""
+        record = self._invitation(player_id, ticket_id)
+        reason = f"{player_id} declined the party invite"
+        if record.state == FAILED and record.reason == reason:
+            return self._status(record, player_id)  # declining twice is fine
+        done, state = self.store.close_ticket(record, FAILED, reason, self.clock(), from_states=(PENDING,))
+        if not done:
+            if state in (SEARCHING, CLAIMED, MATCHED):
+                raise FailedPrecondition("invite_answered", "every invitee accepted already; CancelTicket "
+                                         "leaves a searching ticket")
+            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
+        log.info("party_invite_declined", ticket_id=ticket_id)
         return self.ticket(player_id, ticket_id)
 
     def watch(self, player_id: str, ticket_id: str, *, is_active: Callable[[], bool] = lambda: True,
@@ -202,7 +264,8 @@ class MatchmakingApp:
         last_sent = 0.0
         while True:
             status = self.ticket(player_id, ticket_id)
-            changed = last is None or (status.state, status.match_id) != (last.state, last.match_id)
+            changed = last is None or (status.state, status.match_id, status.awaiting) != \
+                (last.state, last.match_id, last.awaiting)
             if changed or time.monotonic() - last_sent >= heartbeat_s:
                 yield status
                 last, last_sent = status, time.monotonic()

@@ -1,10 +1,14 @@
-"""The matcher loop: expire, recover, propose, claim, create, finalize — per game, per tick.
+"""The matcher loop: expire, recover, propose, hold, claim, create, finalize — per game, per tick.
 
 Any number of matcher processes may run at once. They may propose overlapping
 tables; the claim script lets exactly one take each ticket, and CreateMatch's
 request id (the proposal id) makes creating one table twice give one match. A
 matcher that dies between claim and finalize leaves a claim behind, which any
 matcher finishes after `claim_retry_ms` with the same request id.
+
+Across games (other slots) the per-player holds (holds.py) keep a player at one
+table: a proposal is claimed only while its matcher holds every one of its players,
+and a table is created only once those holds name it.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from famiglia.telemetry import get_logger, tracer
 from famiglia.v1 import envelope_pb2
 
 from .creator import CreateFailed, MatchCreator
+from .holds import Hold, HoldSeat, PlayerHolds
 from .players import RedisPlayers
-from .store import CANCELLED, EXPIRED, SEARCHING, RedisTicketStore
+from .store import CANCELLED, DAY_MS, EXPIRED, MATCHED, PENDING, SEARCHING, RedisTicketStore, TicketRecord
 
 log = get_logger("famiglia.matchmaking")
 Clock = Callable[[], int]
@@ -40,9 +45,11 @@ class MatcherTuning:
     """oldest tickets of a game looked at per tick. With bot backfill off and more tickets than
     this that cannot match each other, newer ones wait until older ones match or expire."""
     leave_other_queues: bool = True
-    """a matched player's searching tickets in other games are cancelled: one table at a time.
-    Best effort (other games are other slots), so a near-simultaneous match elsewhere can slip
-    through; within one game a player never has two open tickets."""
+    """a matched player's open tickets in other games are cancelled at once (the holds would
+    refuse them anyway when their game next tries to seat the player)."""
+    hold_ms: int = 10_000
+    """lifetime of a player's hold between taking it and claiming: how long a matcher that
+    dies right there keeps its players out of other tables."""
 
 
 class Matcher:
@@ -56,6 +63,9 @@ class Matcher:
         self.policy = policy
         self.clock = clock
         self.tuning = tuning or MatcherTuning()
+        self.holds = PlayerHolds(store.client, proposal_pending=store.proposal_pending, settle=self._settle,
+                                 lease_ms=self.tuning.hold_ms, keep_ms=DAY_MS,
+                                 seated_ms=int(policy.ticket_ttl * 1000) + 60_000)
 
     # -- the loop --------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -74,6 +84,9 @@ class Matcher:
 
     def tick(self, game_id: str) -> int:
         now = self.clock()
+        for record in self.store.overdue_invites(game_id, now):
+            self.store.close_ticket(record, EXPIRED, "the party invite was not answered in time", now,
+                                    only_if_expired=True, from_states=(PENDING,))
         formed = self._recover(game_id, now)
         live = {}
         for record in self.store.queued(game_id, self.tuning.load_limit):
@@ -83,9 +96,39 @@ class Matcher:
                 live[record.ticket_id] = record
         for proposal in form_matches([r.to_ticket() for r in live.values()], now, self.policy):
             plan = self.plan_table(proposal, live[proposal.tickets[0].ticket_id].options)
-            if self.store.claim(proposal, plan, now):
+            if self._claim(proposal, plan, live, now):
                 formed += self._create(game_id, proposal.proposal_id, plan)
         return formed
+
+    def _claim(self, proposal: Proposal, plan: dict[str, Any], live: Mapping[str, TicketRecord], now: int) -> bool:
+        """Hold every player, claim every ticket, then pin the holds to this table — or nothing."""
+        game_id, proposal_id = proposal.game_id, proposal.proposal_id
+        seats = [HoldSeat(p, t.ticket_id, t.created_ms) for t in proposal.tickets for p in t.players]
+        taken = self.holds.take(game_id, proposal_id, seats)
+        if not taken.ok:
+            if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here
+                self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, now)
+            return False
+        if not self.store.claim(proposal, plan, now):
+            self.holds.free(game_id, proposal_id, seats, taken.lease)
+            return False
+        if not self.holds.commit(game_id, proposal_id, seats, taken.lease):  # a lease expired and went elsewhere
+            log.warning("hold_lost", proposal_id=proposal_id, game_id=game_id)
+            self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost", now_ms=now)
+            self.holds.free(game_id, proposal_id, seats, taken.lease)
+            return False
+        return True
+
+    def _leave(self, record: TicketRecord, seated: Hold, now: int) -> None:
+        self.store.close_ticket(record, CANCELLED, f"matched in {seated.game_id} ({seated.ref})", now,
+                                from_states=(SEARCHING, PENDING))
+
+    def _settle(self, held: Hold) -> Hold | None:
+        """A `table` hold whose proposal is gone: `seated` if the table was made, else nothing."""
+        record = self.store.get(held.detail)
+        if record is not None and record.state == MATCHED and record.proposal == held.ref:
+            return Hold("seated", held.game_id, record.match_id, str(record.closed_ms))
+        return None
 
     # -- one table -------------------------------------------------------------------
     def plan_table(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
@@ -110,7 +153,7 @@ class Matcher:
         return {k: v for k, v in sorted(options.items()) if defaults.get(k) != v}
 
     def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any]) -> int:
-        tickets = [(t, tuple(p)) for t, p in plan["tickets"]]
+        tickets = _tickets(plan)
         seat_info = [envelope_pb2.SeatInfo(
             seat=s["seat"], player_id=s["player_id"] or f"bot:{plan['bot_policy']}",
             display_name=s["display_name"], bot=s["bot"], policy=plan["bot_policy"] if s["bot"] else "")
@@ -129,18 +172,24 @@ class Matcher:
                 if not s["bot"]:
                     fields[s["ticket_id"]][f"seat:{s['player_id']}"] = str(s["seat"])
                     fields[s["ticket_id"]][f"token:{s['player_id']}"] = created.seat_tokens[s["seat"]]
-            done = self.store.finalize(game_id, proposal_id, tickets, fields, self.clock())
+            now = self.clock()
+            done = self.store.finalize(game_id, proposal_id, tickets, fields, now)
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
                      tickets=len(tickets), finalized=done)
-            if done and self.tuning.leave_other_queues:
+            seats = _seats(plan)
+            if not done:  # finished by another matcher (which seats the holds) or given up
+                self.holds.free(game_id, proposal_id, seats)
+                return 0
+            if self.tuning.leave_other_queues:  # while the holds still keep other games out
                 self._leave_other_queues(game_id, created.match_id, [p for _, ps in tickets for p in ps])
-            return 1 if done else 0
+            self.holds.seat(game_id, proposal_id, seats, created.match_id, now)
+            return 1
 
     def _leave_other_queues(self, game_id: str, match_id: str, players: list[str]) -> None:
         others = [g for g in self.games if g != game_id]
         for record in self.store.open_tickets(players, others):
-            if record.state == SEARCHING:
-                self.store.close_ticket(record, CANCELLED, f"matched in {game_id} ({match_id})", self.clock())
+            if record.state in (SEARCHING, PENDING):
+                self._leave(record, Hold("seated", game_id, match_id), self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
                 exc: CreateFailed) -> int:
@@ -148,11 +197,13 @@ class Matcher:
         if exc.permanent:
             log.warning("match_refused", reason=exc.reason)
             self.store.release(game_id, proposal_id, tickets, requeue=False, reason=exc.reason, now_ms=now)
+            self.holds.free(game_id, proposal_id, _seats_of(tickets))
             return 0
         attempts = self.store.retry_later(game_id, proposal_id, now)
         log.warning("match_creation_failed", reason=exc.reason, attempts=attempts)
         if attempts >= self.tuning.max_attempts:
             self.store.release(game_id, proposal_id, tickets, requeue=True, reason=exc.reason, now_ms=now)
+            self.holds.free(game_id, proposal_id, _seats_of(tickets))
         return 0
 
     def _recover(self, game_id: str, now: int) -> int:
@@ -164,5 +215,26 @@ class Matcher:
                 self.store.forget_claim(game_id, proposal_id)
                 continue
             log.info("claim_recovered", proposal_id=proposal_id)
+            if not self.holds.retake(game_id, proposal_id, _seats(plan)):  # its players went elsewhere
+                log.warning("claim_hold_lost", proposal_id=proposal_id)
+                self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                                   now_ms=now)
+                continue
             formed += self._create(game_id, proposal_id, plan)
         return formed
+
+
+def _tickets(plan: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(t, tuple(p)) for t, p in plan["tickets"]]
+
+
+def _seats_of(tickets: list[tuple[str, tuple[str, ...]]]) -> list[HoldSeat]:
+    return [HoldSeat(p, t) for t, players in tickets for p in players]
+
+
+def _seats(plan: Mapping[str, Any]) -> list[HoldSeat]:
+    return _seats_of(_tickets(plan))
+
+
+def _ticket_of(seats: list[HoldSeat], player_id: str) -> str:
+    return next(s.ticket_id for s in seats if s.player_id == player_id)

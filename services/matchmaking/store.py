@@ -5,15 +5,18 @@ below touches a single slot (one Redis or a cluster alike) and each state change
 one atomic EVALSHA (Redis 6.2: no functions):
 
     {mm:G}:queue                zset   ticket id -> created ms (searching tickets, oldest first)
-    {mm:G}:ticket:<ticket>      hash   the ticket; state searching|claimed|matched|cancelled|expired|failed
+    {mm:G}:pending              zset   ticket id -> answer deadline ms (party tickets awaiting invitees)
+    {mm:G}:ticket:<ticket>      hash   the ticket; state pending|searching|claimed|matched|cancelled|expired|failed
     {mm:G}:open:<player>        string the player's open ticket in G (one per player per game)
+    {mm:G}:invites:<player>     set    party tickets the player was invited to (pruned when read)
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
     {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
     {mm:G}:proposal:<proposal>  hash   the claimed table: plan json, attempts
     {mm:G}:stats                hash   avg_wait_ms (estimates)
 
 A restarted matcher finds everything here; tickets and pointers carry TTLs so a
-stack left alone cleans itself up.
+stack left alone cleans itself up. The per-player holds that keep a player at one
+table across games are in holds.py (the player's own slot).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from redis.commands.core import Script
 
 from famiglia.matchmaking import Proposal, Ticket
 
-SEARCHING, CLAIMED, MATCHED = "searching", "claimed", "matched"
+PENDING, SEARCHING, CLAIMED, MATCHED = "pending", "searching", "claimed", "matched"
 CANCELLED, EXPIRED, FAILED = "cancelled", "expired", "failed"
-OPEN_STATES = frozenset({SEARCHING, CLAIMED})
+OPEN_STATES = frozenset({PENDING, SEARCHING, CLAIMED})
 DAY_MS = 24 * 3600 * 1000
+POINTER_MARGIN_MS = 60_000
 
 
 def _lua(name: str) -> str:
@@ -49,6 +53,7 @@ class Keys:
     def __init__(self, game_id: str) -> None:
         self.tag = "{mm:" + game_id + "}"
         self.queue = f"{self.tag}:queue"
+        self.pending = f"{self.tag}:pending"
         self.claims = f"{self.tag}:claims"
         self.stats = f"{self.tag}:stats"
 
@@ -57,6 +62,9 @@ class Keys:
 
     def open(self, player_id: str) -> str:
         return f"{self.tag}:open:{player_id}"
+
+    def invites(self, player_id: str) -> str:
+        return f"{self.tag}:invites:{player_id}"
 
     def request(self, player_id: str, request_id: str) -> str:
         return f"{self.tag}:req:{player_id}:{request_id}"
@@ -80,6 +88,8 @@ class TicketRecord:
     created_ms: int
     expires_ms: int
     state: str = SEARCHING
+    awaiting: tuple[str, ...] = ()
+    """pending party tickets: the invitees who have not accepted yet."""
     reason: str = ""
     proposal: str = ""
     closed_ms: int = 0
@@ -99,6 +109,7 @@ class TicketRecord:
             "players": json.dumps(list(self.players)), "counts": json.dumps(list(self.seat_counts)),
             "options": json.dumps(self.options, sort_keys=True), "rating": repr(self.rating),
             "created_ms": str(self.created_ms), "expires_ms": str(self.expires_ms), "state": self.state,
+            "awaiting": json.dumps(list(self.awaiting)),
         }
 
     @classmethod
@@ -110,7 +121,7 @@ class TicketRecord:
             players=tuple(json.loads(raw["players"])), seat_counts=tuple(json.loads(raw["counts"])),
             options=json.loads(raw.get("options", "{}")), rating=float(raw["rating"]),
             created_ms=int(raw["created_ms"]), expires_ms=int(raw["expires_ms"]), state=raw["state"],
-            reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
+            awaiting=tuple(json.loads(raw.get("awaiting") or "[]")), reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
             closed_ms=int(float(raw.get("closed_ms", "0") or 0)), match_id=raw.get("match_id", ""),
             seats=int(raw.get("seats", "0") or 0), bots=int(raw.get("bots", "0") or 0),
             seat_of=seat_of, token_of=token_of,
@@ -124,7 +135,7 @@ class Created:
 
 
 class PlayerBusy(Exception):
-    """A player of the new ticket already has an open ticket in this game."""
+    """The player already has an open ticket in this game (creating one, or accepting an invite)."""
 
     def __init__(self, player_id: str, ticket_id: str) -> None:
         super().__init__(f"{player_id} already has ticket {ticket_id}")
@@ -141,6 +152,7 @@ class RedisTicketStore:
         self._finalize: Script = client.register_script(_lua("finalize.lua"))
         self._release: Script = client.register_script(_lua("release.lua"))
         self._close: Script = client.register_script(_lua("close_ticket.lua"))
+        self._accept: Script = client.register_script(_lua("accept_invite.lua"))
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
@@ -151,19 +163,69 @@ class RedisTicketStore:
 
     # -- tickets ---------------------------------------------------------------------
     def create(self, record: TicketRecord, request_id: str) -> Created:
-        """Queue the ticket atomically; a seen request id returns the first ticket; raises PlayerBusy."""
+        """Queue the ticket (or, with invitees awaiting, park it pending) atomically; a seen request
+        id returns the first ticket; raises PlayerBusy if the creator has an open ticket here."""
         k = Keys(record.game_id)
         ttl = record.expires_ms - record.created_ms
-        keys = [k.queue, k.ticket(record.ticket_id), k.request(record.owner, request_id),
-                *(k.open(p) for p in record.players)]
-        args: list[Any] = [record.ticket_id, record.created_ms, ttl + self.retention_ms, ttl + 60_000, DAY_MS]
+        keys = [k.queue, k.pending, k.ticket(record.ticket_id), k.request(record.owner, request_id),
+                k.open(record.owner), *(k.invites(p) for p in record.awaiting)]
+        deadline = record.expires_ms if record.state == PENDING else ""
+        args: list[Any] = [record.ticket_id, record.created_ms, ttl + self.retention_ms, ttl + POINTER_MARGIN_MS,
+                           DAY_MS, deadline]
         for name, value in record.to_fields().items():
             args += [name, value]
         reply = self._create(keys=keys, args=args)
         status = reply[0]
         if status == "busy":
-            raise PlayerBusy(record.players[int(reply[2]) - 1], reply[1])
+            raise PlayerBusy(record.owner, reply[1])
         return Created(reply[1], duplicate=status == "duplicate")
+
+    def accept(self, record: TicketRecord, player_id: str, now_ms: int, lifetime_ms: int) -> str:
+        """An invitee joins the pending ticket: 'accepted', 'queued' (the last one), or the state
+        it is in when there was nothing to accept; raises PlayerBusy."""
+        k = Keys(record.game_id)
+        keys = [k.queue, k.pending, k.ticket(record.ticket_id), k.invites(player_id), k.open(player_id),
+                *(k.open(p) for p in record.players)]
+        args: list[Any] = [record.ticket_id, player_id, now_ms, max(0, record.expires_ms - now_ms) + POINTER_MARGIN_MS,
+                           lifetime_ms, self.retention_ms, POINTER_MARGIN_MS]
+        status, detail = self._accept(keys=keys, args=args)
+        if status == "busy":
+            raise PlayerBusy(player_id, detail)
+        return str(detail) if status == "state" else str(status)
+
+    def invited(self, player_id: str, game_ids: Sequence[str]) -> list[TicketRecord]:
+        """The pending party tickets still awaiting this player, oldest first; answered or
+        ended ones are dropped from the player's invites sets on the way."""
+        pipe = self.client.pipeline(transaction=False)
+        for g in game_ids:
+            pipe.smembers(Keys(g).invites(player_id))
+        out: list[TicketRecord] = []
+        for g, ids in zip(game_ids, pipe.execute(), strict=True):
+            gone = []
+            for ticket_id in sorted(str(i) for i in ids):
+                record = self.get(ticket_id)
+                if record is not None and record.state == PENDING and player_id in record.awaiting:
+                    out.append(record)
+                else:
+                    gone.append(ticket_id)
+            if gone:
+                self.client.srem(Keys(g).invites(player_id), *gone)
+        return sorted(out, key=lambda r: (r.created_ms, r.ticket_id))
+
+    def overdue_invites(self, game_id: str, now_ms: int, limit: int = 500) -> list[TicketRecord]:
+        """Pending party tickets past their answer deadline (dangling entries are dropped)."""
+        k = Keys(game_id)
+        ids = [str(i) for i in self.client.zrangebyscore(k.pending, "-inf", now_ms, start=0, num=limit)]
+        out, dangling = [], []
+        for ticket_id in ids:
+            record = self.get(ticket_id)
+            if record is None or record.state != PENDING:
+                dangling.append(ticket_id)
+            else:
+                out.append(record)
+        if dangling:
+            self.client.zrem(k.pending, *dangling)
+        return out
 
     def get(self, ticket_id: str) -> TicketRecord | None:
         game = game_of(ticket_id)
@@ -204,12 +266,13 @@ class RedisTicketStore:
         return int(self.client.zcard(Keys(game_id).queue))
 
     def close_ticket(self, record: TicketRecord, state: str, reason: str, now_ms: int, *,
-                     only_if_expired: bool = False) -> tuple[bool, str]:
-        """Cancel or expire a searching ticket; (done, the state it is in now)."""
+                     only_if_expired: bool = False, from_states: Sequence[str] = (SEARCHING,)) -> tuple[bool, str]:
+        """End an open ticket (cancel, expire, fail) if it is in one of `from_states`;
+        (done, the state it is in now)."""
         k = Keys(record.game_id)
-        keys = [k.queue, k.ticket(record.ticket_id), *(k.open(p) for p in record.players)]
+        keys = [k.queue, k.pending, k.ticket(record.ticket_id), *(k.open(p) for p in record.players)]
         args: list[Any] = [record.ticket_id, state, reason, now_ms, self.retention_ms,
-                           now_ms if only_if_expired else ""]
+                           now_ms if only_if_expired else "", ",".join(from_states)]
         done, now_state = self._close(keys=keys, args=args)
         return bool(done), now_state
 
@@ -222,6 +285,10 @@ class RedisTicketStore:
         args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, *ids]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
+
+    def proposal_pending(self, game_id: str, proposal_id: str) -> bool:
+        """Is that table still claimed (neither finalized nor released)?"""
+        return bool(self.client.exists(Keys(game_id).proposal(proposal_id)))
 
     def plan(self, game_id: str, proposal_id: str) -> dict[str, Any] | None:
         raw = self.client.hget(Keys(game_id).proposal(proposal_id), "plan")

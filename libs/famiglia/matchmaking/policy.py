@@ -23,6 +23,8 @@ class MatchPolicy:
     """the bots service's policy for backfilled seats (random, heuristic, ismcts)."""
     ticket_ttl: float = 600.0
     """seconds a ticket may search before it expires."""
+    invite_ttl: float = 120.0
+    """seconds a party ticket waits for its invitees to accept before it expires."""
     max_candidates: int = 64
     """how many compatible tickets one table's search looks at (keeps a tick cheap)."""
 

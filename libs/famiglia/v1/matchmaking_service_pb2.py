@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%famiglia/v1/matchmaking_service.proto\x12\x0b\x66\x61miglia.v1\"@\n\x14RegisterGuestRequest\x12\x14\n\x0c\x64isplay_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"m\n\x15RegisterGuestResponse\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x14\n\x0cplayer_token\x18\x02 \x01(\t\x12+\n\x07profile\x18\x03 \x01(\x0b\x32\x1a.famiglia.v1.PlayerProfile\"&\n\x11GetProfileRequest\x12\x11\n\tplayer_id\x18\x01 \x01(\t\"8\n\nGameRating\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\r\n\x05sigma\x18\x03 \x01(\x01\"\x88\x01\n\rPlayerProfile\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\r\n\x05guest\x18\x03 \x01(\x08\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12(\n\x07ratings\x18\x05 \x03(\x0b\x32\x17.famiglia.v1.GameRating\"\xce\x01\n\x13\x43reateTicketRequest\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x13\n\x0bseat_counts\x18\x02 \x03(\x05\x12>\n\x07options\x18\x03 \x03(\x0b\x32-.famiglia.v1.CreateTicketRequest.OptionsEntry\x12\r\n\x05party\x18\x04 \x03(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x14\x43reateTicketResponse\x12\x11\n\tticket_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12)\n\x06ticket\x18\x03 \x01(\x0b\x32\x19.famiglia.v1.TicketUpdate\"\x98\x02\n\x0cTicketUpdate\x12\x11\n\tticket_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.famiglia.v1.TicketState\x12\x0f\n\x07game_id\x18\x03 \x01(\t\x12\x16\n\x0ewaited_seconds\x18\x04 \x01(\x01\x12\x1e\n\x16\x65stimated_wait_seconds\x18\x05 \x01(\x01\x12\x10\n\x08match_id\x18\x06 \x01(\t\x12\x12\n\nseat_token\x18\x07 \x01(\t\x12\x0c\n\x04seat\x18\x08 \x01(\x05\x12\r\n\x05seats\x18\t \x01(\x05\x12\x0c\n\x04\x62ots\x18\n \x01(\x05\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12\x13\n\x0bseat_counts\x18\x0c \x03(\x05\x12\r\n\x05party\x18\r \x03(\t\"\'\n\x12WatchTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"%\n\x10GetTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"(\n\x13\x43\x61ncelTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t*\x92\x01\n\x0bTicketState\x12\x1c\n\x18TICKET_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10TICKET_SEARCHING\x10\x01\x12\x12\n\x0eTICKET_MATCHED\x10\x02\x12\x14\n\x10TICKET_CANCELLED\x10\x03\x12\x12\n\x0eTICKET_EXPIRED\x10\x04\x12\x11\n\rTICKET_FAILED\x10\x05\x32\xb1\x01\n\rPlayerService\x12V\n\rRegisterGuest\x12!.famiglia.v1.RegisterGuestRequest\x1a\".famiglia.v1.RegisterGuestResponse\x12H\n\nGetProfile\x12\x1e.famiglia.v1.GetProfileRequest\x1a\x1a.famiglia.v1.PlayerProfile2\xca\x02\n\x12MatchmakingService\x12S\n\x0c\x43reateTicket\x12 .famiglia.v1.CreateTicketRequest\x1a!.famiglia.v1.CreateTicketResponse\x12K\n\x0bWatchTicket\x12\x1f.famiglia.v1.WatchTicketRequest\x1a\x19.famiglia.v1.TicketUpdate0\x01\x12\x45\n\tGetTicket\x12\x1d.famiglia.v1.GetTicketRequest\x1a\x19.famiglia.v1.TicketUpdate\x12K\n\x0c\x43\x61ncelTicket\x12 .famiglia.v1.CancelTicketRequest\x1a\x19.famiglia.v1.TicketUpdateb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%famiglia/v1/matchmaking_service.proto\x12\x0b\x66\x61miglia.v1\"@\n\x14RegisterGuestRequest\x12\x14\n\x0c\x64isplay_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"m\n\x15RegisterGuestResponse\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x14\n\x0cplayer_token\x18\x02 \x01(\t\x12+\n\x07profile\x18\x03 \x01(\x0b\x32\x1a.famiglia.v1.PlayerProfile\"&\n\x11GetProfileRequest\x12\x11\n\tplayer_id\x18\x01 \x01(\t\"8\n\nGameRating\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\n\n\x02mu\x18\x02 \x01(\x01\x12\r\n\x05sigma\x18\x03 \x01(\x01\"\x88\x01\n\rPlayerProfile\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\r\n\x05guest\x18\x03 \x01(\x08\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x03\x12(\n\x07ratings\x18\x05 \x03(\x0b\x32\x17.famiglia.v1.GameRating\"\xce\x01\n\x13\x43reateTicketRequest\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\x13\n\x0bseat_counts\x18\x02 \x03(\x05\x12>\n\x07options\x18\x03 \x03(\x0b\x32-.famiglia.v1.CreateTicketRequest.OptionsEntry\x12\r\n\x05party\x18\x04 \x03(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"g\n\x14\x43reateTicketResponse\x12\x11\n\tticket_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\x12)\n\x06ticket\x18\x03 \x01(\x0b\x32\x19.famiglia.v1.TicketUpdate\"\xc9\x02\n\x0cTicketUpdate\x12\x11\n\tticket_id\x18\x01 \x01(\t\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x18.famiglia.v1.TicketState\x12\x0f\n\x07game_id\x18\x03 \x01(\t\x12\x16\n\x0ewaited_seconds\x18\x04 \x01(\x01\x12\x1e\n\x16\x65stimated_wait_seconds\x18\x05 \x01(\x01\x12\x10\n\x08match_id\x18\x06 \x01(\t\x12\x12\n\nseat_token\x18\x07 \x01(\t\x12\x0c\n\x04seat\x18\x08 \x01(\x05\x12\r\n\x05seats\x18\t \x01(\x05\x12\x0c\n\x04\x62ots\x18\n \x01(\x05\x12\x0e\n\x06reason\x18\x0b \x01(\t\x12\x13\n\x0bseat_counts\x18\x0c \x03(\x05\x12\r\n\x05party\x18\r \x03(\t\x12\x10\n\x08\x61waiting\x18\x0e \x03(\t\x12\x1d\n\x15\x61nswer_within_seconds\x18\x0f \x01(\x01\"\'\n\x12WatchTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"%\n\x10GetTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"(\n\x13\x43\x61ncelTicketRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"-\n\x18\x41\x63\x63\x65ptPartyInviteRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\".\n\x19\x44\x65\x63linePartyInviteRequest\x12\x11\n\tticket_id\x18\x01 \x01(\t\"%\n\x12ListInvitesRequest\x12\x0f\n\x07game_id\x18\x01 \x01(\t\"A\n\x13ListInvitesResponse\x12*\n\x07invites\x18\x01 \x03(\x0b\x32\x19.famiglia.v1.TicketUpdate*\xac\x01\n\x0bTicketState\x12\x1c\n\x18TICKET_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10TICKET_SEARCHING\x10\x01\x12\x12\n\x0eTICKET_MATCHED\x10\x02\x12\x14\n\x10TICKET_CANCELLED\x10\x03\x12\x12\n\x0eTICKET_EXPIRED\x10\x04\x12\x11\n\rTICKET_FAILED\x10\x05\x12\x18\n\x14TICKET_PENDING_PARTY\x10\x06\x32\xb1\x01\n\rPlayerService\x12V\n\rRegisterGuest\x12!.famiglia.v1.RegisterGuestRequest\x1a\".famiglia.v1.RegisterGuestResponse\x12H\n\nGetProfile\x12\x1e.famiglia.v1.GetProfileRequest\x1a\x1a.famiglia.v1.PlayerProfile2\xcc\x04\n\x12MatchmakingService\x12S\n\x0c\x43reateTicket\x12 .famiglia.v1.CreateTicketRequest\x1a!.famiglia.v1.CreateTicketResponse\x12K\n\x0bWatchTicket\x12\x1f.famiglia.v1.WatchTicketRequest\x1a\x19.famiglia.v1.TicketUpdate0\x01\x12\x45\n\tGetTicket\x12\x1d.famiglia.v1.GetTicketRequest\x1a\x19.famiglia.v1.TicketUpdate\x12K\n\x0c\x43\x61ncelTicket\x12 .famiglia.v1.CancelTicketRequest\x1a\x19.famiglia.v1.TicketUpdate\x12P\n\x0bListInvites\x12\x1f.famiglia.v1.ListInvitesRequest\x1a .famiglia.v1.ListInvitesResponse\x12U\n\x11\x41\x63\x63\x65ptPartyInvite\x12%.famiglia.v1.AcceptPartyInviteRequest\x1a\x19.famiglia.v1.TicketUpdate\x12W\n\x12\x44\x65\x63linePartyInvite\x12&.famiglia.v1.DeclinePartyInviteRequest\x1a\x19.famiglia.v1.TicketUpdateb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,8 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATETICKETREQUEST_OPTIONSENTRY']._loaded_options = None
   _globals['_CREATETICKETREQUEST_OPTIONSENTRY']._serialized_options = b'8\001'
-  _globals['_TICKETSTATE']._serialized_start=1188
-  _globals['_TICKETSTATE']._serialized_end=1334
+  _globals['_TICKETSTATE']._serialized_start=1438
+  _globals['_TICKETSTATE']._serialized_end=1610
   _globals['_REGISTERGUESTREQUEST']._serialized_start=54
   _globals['_REGISTERGUESTREQUEST']._serialized_end=118
   _globals['_REGISTERGUESTRESPONSE']._serialized_start=120
@@ -52,15 +52,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATETICKETRESPONSE']._serialized_start=677
   _globals['_CREATETICKETRESPONSE']._serialized_end=780
   _globals['_TICKETUPDATE']._serialized_start=783
-  _globals['_TICKETUPDATE']._serialized_end=1063
-  _globals['_WATCHTICKETREQUEST']._serialized_start=1065
-  _globals['_WATCHTICKETREQUEST']._serialized_end=1104
-  _globals['_GETTICKETREQUEST']._serialized_start=1106
-  _globals['_GETTICKETREQUEST']._serialized_end=1143
-  _globals['_CANCELTICKETREQUEST']._serialized_start=1145
-  _globals['_CANCELTICKETREQUEST']._serialized_end=1185
-  _globals['_PLAYERSERVICE']._serialized_start=1337
-  _globals['_PLAYERSERVICE']._serialized_end=1514
-  _globals['_MATCHMAKINGSERVICE']._serialized_start=1517
-  _globals['_MATCHMAKINGSERVICE']._serialized_end=1847
+  _globals['_TICKETUPDATE']._serialized_end=1112
+  _globals['_WATCHTICKETREQUEST']._serialized_start=1114
+  _globals['_WATCHTICKETREQUEST']._serialized_end=1153
+  _globals['_GETTICKETREQUEST']._serialized_start=1155
+  _globals['_GETTICKETREQUEST']._serialized_end=1192
+  _globals['_CANCELTICKETREQUEST']._serialized_start=1194
+  _globals['_CANCELTICKETREQUEST']._serialized_end=1234
+  _globals['_ACCEPTPARTYINVITEREQUEST']._serialized_start=1236
+  _globals['_ACCEPTPARTYINVITEREQUEST']._serialized_end=1281
+  _globals['_DECLINEPARTYINVITEREQUEST']._serialized_start=1283
+  _globals['_DECLINEPARTYINVITEREQUEST']._serialized_end=1329
+  _globals['_LISTINVITESREQUEST']._serialized_start=1331
+  _globals['_LISTINVITESREQUEST']._serialized_end=1368
+  _globals['_LISTINVITESRESPONSE']._serialized_start=1370
+  _globals['_LISTINVITESRESPONSE']._serialized_end=1435
+  _globals['_PLAYERSERVICE']._serialized_start=1613
+  _globals['_PLAYERSERVICE']._serialized_end=1790
+  _globals['_MATCHMAKINGSERVICE']._serialized_start=1793
+  _globals['_MATCHMAKINGSERVICE']._serialized_end=2381
 # @@protoc_insertion_point(module_scope)

@@ -37,7 +37,9 @@ class _TicketStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TicketSta
     TICKET_EXPIRED: _TicketState.ValueType  # 4
     """waited longer than the ticket lifetime"""
     TICKET_FAILED: _TicketState.ValueType  # 5
-    """the match could not be created; `reason` says why"""
+    """the match could not be created, or a party member declined; `reason` says why"""
+    TICKET_PENDING_PARTY: _TicketState.ValueType  # 6
+    """a party ticket waiting for its invited players (`awaiting`) to accept"""
 
 class TicketState(_TicketState, metaclass=_TicketStateEnumTypeWrapper): ...
 
@@ -50,7 +52,9 @@ TICKET_CANCELLED: TicketState.ValueType  # 3
 TICKET_EXPIRED: TicketState.ValueType  # 4
 """waited longer than the ticket lifetime"""
 TICKET_FAILED: TicketState.ValueType  # 5
-"""the match could not be created; `reason` says why"""
+"""the match could not be created, or a party member declined; `reason` says why"""
+TICKET_PENDING_PARTY: TicketState.ValueType  # 6
+"""a party ticket waiting for its invited players (`awaiting`) to accept"""
 Global___TicketState: _TypeAlias = TicketState  # noqa: Y015
 
 @_typing.final
@@ -213,7 +217,9 @@ class CreateTicketRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     request_id: _builtins.str
-    """idempotency key: a retried CreateTicket gets the same ticket"""
+    """each must accept (AcceptPartyInvite) before the ticket queues
+    idempotency key: a retried CreateTicket gets the same ticket
+    """
     @_builtins.property
     def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """acceptable table sizes; empty = any the game allows"""
@@ -224,7 +230,7 @@ class CreateTicketRequest(_message.Message):
 
     @_builtins.property
     def party(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """other registered players who must sit at the same table"""
+        """other registered players who must sit at the same table;"""
 
     def __init__(
         self,
@@ -287,6 +293,8 @@ class TicketUpdate(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     SEAT_COUNTS_FIELD_NUMBER: _builtins.int
     PARTY_FIELD_NUMBER: _builtins.int
+    AWAITING_FIELD_NUMBER: _builtins.int
+    ANSWER_WITHIN_SECONDS_FIELD_NUMBER: _builtins.int
     ticket_id: _builtins.str
     state: Global___TicketState.ValueType
     game_id: _builtins.str
@@ -305,11 +313,17 @@ class TicketUpdate(_message.Message):
     """matched only: how many seats bots fill"""
     reason: _builtins.str
     """failed / cancelled / expired: why"""
+    answer_within_seconds: _builtins.float
+    """pending party only: seconds left before the invite expires"""
     @_builtins.property
     def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property
     def party(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """every player of the ticket, the creator first"""
+
+    @_builtins.property
+    def awaiting(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """pending party only: invited players who have not accepted yet"""
 
     def __init__(
         self,
@@ -327,10 +341,12 @@ class TicketUpdate(_message.Message):
         reason: _builtins.str = ...,
         seat_counts: _abc.Iterable[_builtins.int] | None = ...,
         party: _abc.Iterable[_builtins.str] | None = ...,
+        awaiting: _abc.Iterable[_builtins.str] | None = ...,
+        answer_within_seconds: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bots", b"bots", "estimated_wait_seconds", b"estimated_wait_seconds", "game_id", b"game_id", "match_id", b"match_id", "party", b"party", "reason", b"reason", "seat", b"seat", "seat_counts", b"seat_counts", "seat_token", b"seat_token", "seats", b"seats", "state", b"state", "ticket_id", b"ticket_id", "waited_seconds", b"waited_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answer_within_seconds", b"answer_within_seconds", "awaiting", b"awaiting", "bots", b"bots", "estimated_wait_seconds", b"estimated_wait_seconds", "game_id", b"game_id", "match_id", b"match_id", "party", b"party", "reason", b"reason", "seat", b"seat", "seat_counts", b"seat_counts", "seat_token", b"seat_token", "seats", b"seats", "state", b"state", "ticket_id", b"ticket_id", "waited_seconds", b"waited_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -392,3 +408,83 @@ class CancelTicketRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelTicketRequest: _TypeAlias = CancelTicketRequest  # noqa: Y015
+
+@_typing.final
+class AcceptPartyInviteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TICKET_ID_FIELD_NUMBER: _builtins.int
+    ticket_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        ticket_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ticket_id", b"ticket_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcceptPartyInviteRequest: _TypeAlias = AcceptPartyInviteRequest  # noqa: Y015
+
+@_typing.final
+class DeclinePartyInviteRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TICKET_ID_FIELD_NUMBER: _builtins.int
+    ticket_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        ticket_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ticket_id", b"ticket_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeclinePartyInviteRequest: _TypeAlias = DeclinePartyInviteRequest  # noqa: Y015
+
+@_typing.final
+class ListInvitesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    GAME_ID_FIELD_NUMBER: _builtins.int
+    game_id: _builtins.str
+    """empty = every game"""
+    def __init__(
+        self,
+        *,
+        game_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game_id", b"game_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInvitesRequest: _TypeAlias = ListInvitesRequest  # noqa: Y015
+
+@_typing.final
+class ListInvitesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INVITES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def invites(self) -> _containers.RepeatedCompositeFieldContainer[Global___TicketUpdate]:
+        """oldest first"""
+
+    def __init__(
+        self,
+        *,
+        invites: _abc.Iterable[Global___TicketUpdate] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["invites", b"invites"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListInvitesResponse: _TypeAlias = ListInvitesResponse  # noqa: Y015

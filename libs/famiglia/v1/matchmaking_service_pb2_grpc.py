@@ -175,6 +175,21 @@ class MatchmakingServiceStub:
                 request_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.CancelTicketRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
                 _registered_method=True)
+        self.ListInvites = channel.unary_unary(
+                '/famiglia.v1.MatchmakingService/ListInvites',
+                request_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesResponse.FromString,
+                _registered_method=True)
+        self.AcceptPartyInvite = channel.unary_unary(
+                '/famiglia.v1.MatchmakingService/AcceptPartyInvite',
+                request_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.AcceptPartyInviteRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
+                _registered_method=True)
+        self.DeclinePartyInvite = channel.unary_unary(
+                '/famiglia.v1.MatchmakingService/DeclinePartyInvite',
+                request_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.DeclinePartyInviteRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
+                _registered_method=True)
 
 
 class MatchmakingServiceServicer:
@@ -183,6 +198,8 @@ class MatchmakingServiceServicer:
 
     def CreateTicket(self, request, context):
         """Queue for a match; idempotent per request_id. One open ticket per player per game.
+        With a party, the ticket waits (TICKET_PENDING_PARTY) until every invited player
+        accepts; it queues then, expires if one does not answer in time, fails if one declines.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -211,6 +228,29 @@ class MatchmakingServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInvites(self, request, context):
+        """The party tickets the caller is invited to and has not answered yet (all games, or one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AcceptPartyInvite(self, request, context):
+        """Join a party ticket one was invited to. Refused with ALREADY_EXISTS (ticket_open) while
+        the caller has another open ticket in that game. When the last invitee accepts, the
+        ticket queues. Accepting twice is fine.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeclinePartyInvite(self, request, context):
+        """Refuse a party invite: the ticket fails for the whole party, `reason` names who declined.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MatchmakingServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -232,6 +272,21 @@ def add_MatchmakingServiceServicer_to_server(servicer, server):
             'CancelTicket': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelTicket,
                     request_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.CancelTicketRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.SerializeToString,
+            ),
+            'ListInvites': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInvites,
+                    request_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesResponse.SerializeToString,
+            ),
+            'AcceptPartyInvite': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcceptPartyInvite,
+                    request_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.AcceptPartyInviteRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.SerializeToString,
+            ),
+            'DeclinePartyInvite': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeclinePartyInvite,
+                    request_deserializer=famiglia_dot_v1_dot_matchmaking__service__pb2.DeclinePartyInviteRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.SerializeToString,
             ),
     }
@@ -343,6 +398,87 @@ class MatchmakingService:
             target,
             '/famiglia.v1.MatchmakingService/CancelTicket',
             famiglia_dot_v1_dot_matchmaking__service__pb2.CancelTicketRequest.SerializeToString,
+            famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInvites(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.MatchmakingService/ListInvites',
+            famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesRequest.SerializeToString,
+            famiglia_dot_v1_dot_matchmaking__service__pb2.ListInvitesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcceptPartyInvite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.MatchmakingService/AcceptPartyInvite',
+            famiglia_dot_v1_dot_matchmaking__service__pb2.AcceptPartyInviteRequest.SerializeToString,
+            famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeclinePartyInvite(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.MatchmakingService/DeclinePartyInvite',
+            famiglia_dot_v1_dot_matchmaking__service__pb2.DeclinePartyInviteRequest.SerializeToString,
             famiglia_dot_v1_dot_matchmaking__service__pb2.TicketUpdate.FromString,
             options,
             channel_credentials,

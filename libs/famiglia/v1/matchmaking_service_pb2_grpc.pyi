@@ -80,7 +80,10 @@ class MatchmakingServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> MatchmakingServiceAsyncStub: ...
     CreateTicket: _grpc.UnaryUnaryMultiCallable[_matchmaking_service_pb2.CreateTicketRequest, _matchmaking_service_pb2.CreateTicketResponse]
-    """Queue for a match; idempotent per request_id. One open ticket per player per game."""
+    """Queue for a match; idempotent per request_id. One open ticket per player per game.
+    With a party, the ticket waits (TICKET_PENDING_PARTY) until every invited player
+    accepts; it queues then, expires if one does not answer in time, fails if one declines.
+    """
     WatchTicket: _grpc.UnaryStreamMultiCallable[_matchmaking_service_pb2.WatchTicketRequest, _matchmaking_service_pb2.TicketUpdate]
     """The ticket now and every change until it ends: searching (with an estimated wait)
     -> matched (match id and the caller's seat token), cancelled, expired or failed.
@@ -91,6 +94,15 @@ class MatchmakingServiceStub:
     """Leave the queue. Refused with FAILED_PRECONDITION (ticket_matched) once a match
     has been formed; cancelling a cancelled ticket again is fine.
     """
+    ListInvites: _grpc.UnaryUnaryMultiCallable[_matchmaking_service_pb2.ListInvitesRequest, _matchmaking_service_pb2.ListInvitesResponse]
+    """The party tickets the caller is invited to and has not answered yet (all games, or one)."""
+    AcceptPartyInvite: _grpc.UnaryUnaryMultiCallable[_matchmaking_service_pb2.AcceptPartyInviteRequest, _matchmaking_service_pb2.TicketUpdate]
+    """Join a party ticket one was invited to. Refused with ALREADY_EXISTS (ticket_open) while
+    the caller has another open ticket in that game. When the last invitee accepts, the
+    ticket queues. Accepting twice is fine.
+    """
+    DeclinePartyInvite: _grpc.UnaryUnaryMultiCallable[_matchmaking_service_pb2.DeclinePartyInviteRequest, _matchmaking_service_pb2.TicketUpdate]
+    """Refuse a party invite: the ticket fails for the whole party, `reason` names who declined."""
 
 @_typing.type_check_only
 class MatchmakingServiceAsyncStub(MatchmakingServiceStub):
@@ -98,7 +110,10 @@ class MatchmakingServiceAsyncStub(MatchmakingServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateTicket: _aio.UnaryUnaryMultiCallable[_matchmaking_service_pb2.CreateTicketRequest, _matchmaking_service_pb2.CreateTicketResponse]  # type: ignore[assignment]
-    """Queue for a match; idempotent per request_id. One open ticket per player per game."""
+    """Queue for a match; idempotent per request_id. One open ticket per player per game.
+    With a party, the ticket waits (TICKET_PENDING_PARTY) until every invited player
+    accepts; it queues then, expires if one does not answer in time, fails if one declines.
+    """
     WatchTicket: _aio.UnaryStreamMultiCallable[_matchmaking_service_pb2.WatchTicketRequest, _matchmaking_service_pb2.TicketUpdate]  # type: ignore[assignment]
     """The ticket now and every change until it ends: searching (with an estimated wait)
     -> matched (match id and the caller's seat token), cancelled, expired or failed.
@@ -109,6 +124,15 @@ class MatchmakingServiceAsyncStub(MatchmakingServiceStub):
     """Leave the queue. Refused with FAILED_PRECONDITION (ticket_matched) once a match
     has been formed; cancelling a cancelled ticket again is fine.
     """
+    ListInvites: _aio.UnaryUnaryMultiCallable[_matchmaking_service_pb2.ListInvitesRequest, _matchmaking_service_pb2.ListInvitesResponse]  # type: ignore[assignment]
+    """The party tickets the caller is invited to and has not answered yet (all games, or one)."""
+    AcceptPartyInvite: _aio.UnaryUnaryMultiCallable[_matchmaking_service_pb2.AcceptPartyInviteRequest, _matchmaking_service_pb2.TicketUpdate]  # type: ignore[assignment]
+    """Join a party ticket one was invited to. Refused with ALREADY_EXISTS (ticket_open) while
+    the caller has another open ticket in that game. When the last invitee accepts, the
+    ticket queues. Accepting twice is fine.
+    """
+    DeclinePartyInvite: _aio.UnaryUnaryMultiCallable[_matchmaking_service_pb2.DeclinePartyInviteRequest, _matchmaking_service_pb2.TicketUpdate]  # type: ignore[assignment]
+    """Refuse a party invite: the ticket fails for the whole party, `reason` names who declined."""
 
 class MatchmakingServiceServicer(metaclass=_abc_1.ABCMeta):
     """Tickets: "find me a match of this game". Every call needs the player token."""
@@ -119,7 +143,10 @@ class MatchmakingServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _matchmaking_service_pb2.CreateTicketRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_matchmaking_service_pb2.CreateTicketResponse, _abc.Awaitable[_matchmaking_service_pb2.CreateTicketResponse]]:
-        """Queue for a match; idempotent per request_id. One open ticket per player per game."""
+        """Queue for a match; idempotent per request_id. One open ticket per player per game.
+        With a party, the ticket waits (TICKET_PENDING_PARTY) until every invited player
+        accepts; it queues then, expires if one does not answer in time, fails if one declines.
+        """
 
     @_abc_1.abstractmethod
     def WatchTicket(
@@ -148,5 +175,32 @@ class MatchmakingServiceServicer(metaclass=_abc_1.ABCMeta):
         """Leave the queue. Refused with FAILED_PRECONDITION (ticket_matched) once a match
         has been formed; cancelling a cancelled ticket again is fine.
         """
+
+    @_abc_1.abstractmethod
+    def ListInvites(
+        self,
+        request: _matchmaking_service_pb2.ListInvitesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_matchmaking_service_pb2.ListInvitesResponse, _abc.Awaitable[_matchmaking_service_pb2.ListInvitesResponse]]:
+        """The party tickets the caller is invited to and has not answered yet (all games, or one)."""
+
+    @_abc_1.abstractmethod
+    def AcceptPartyInvite(
+        self,
+        request: _matchmaking_service_pb2.AcceptPartyInviteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_matchmaking_service_pb2.TicketUpdate, _abc.Awaitable[_matchmaking_service_pb2.TicketUpdate]]:
+        """Join a party ticket one was invited to. Refused with ALREADY_EXISTS (ticket_open) while
+        the caller has another open ticket in that game. When the last invitee accepts, the
+        ticket queues. Accepting twice is fine.
+        """
+
+    @_abc_1.abstractmethod
+    def DeclinePartyInvite(
+        self,
+        request: _matchmaking_service_pb2.DeclinePartyInviteRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_matchmaking_service_pb2.TicketUpdate, _abc.Awaitable[_matchmaking_service_pb2.TicketUpdate]]:
+        """Refuse a party invite: the ticket fails for the whole party, `reason` names who declined."""
 
 def add_MatchmakingServiceServicer_to_server(servicer: MatchmakingServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -13,7 +13,7 @@ from ..app import MatchmakingApp, Profile, TicketStatus
 
 STATES = {
     "searching": pb.TICKET_SEARCHING, "matched": pb.TICKET_MATCHED, "cancelled": pb.TICKET_CANCELLED,
-    "expired": pb.TICKET_EXPIRED, "failed": pb.TICKET_FAILED,
+    "expired": pb.TICKET_EXPIRED, "failed": pb.TICKET_FAILED, "pending": pb.TICKET_PENDING_PARTY,
 }
 
 
@@ -22,7 +22,8 @@ def ticket_update(s: TicketStatus) -> pb.TicketUpdate:
         ticket_id=s.ticket_id, state=STATES.get(s.state, pb.TICKET_STATE_UNSPECIFIED), game_id=s.game_id,
         waited_seconds=s.waited_s, estimated_wait_seconds=s.estimated_wait_s, match_id=s.match_id,
         seat_token=s.seat_token, seat=s.seat, seats=s.seats, bots=s.bots, reason=s.reason,
-        seat_counts=list(s.seat_counts), party=list(s.party),
+        seat_counts=list(s.seat_counts), party=list(s.party), awaiting=list(s.awaiting),
+        answer_within_seconds=s.answer_within_s,
     )
 
 
@@ -79,6 +80,21 @@ class MatchmakingServicer(pb_grpc.MatchmakingServiceServicer):
     def CancelTicket(self, request, context):
         player_id = self.app.authenticate(bearer_token(context))
         return ticket_update(self.app.cancel(player_id, request.ticket_id))
+
+    @rpc
+    def ListInvites(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        return pb.ListInvitesResponse(invites=[ticket_update(s) for s in self.app.invites(player_id, request.game_id)])
+
+    @rpc
+    def AcceptPartyInvite(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        return ticket_update(self.app.accept_invite(player_id, request.ticket_id))
+
+    @rpc
+    def DeclinePartyInvite(self, request, context):
+        player_id = self.app.authenticate(bearer_token(context))
+        return ticket_update(self.app.decline_invite(player_id, request.ticket_id))
 
 
 def serve(app: MatchmakingApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:

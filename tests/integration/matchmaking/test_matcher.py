@@ -44,6 +44,8 @@ def _queue_players(mm: Matchmaking, rng: random.Random, n: int, ratings: FixedRa
         if options.get("variant") == "classic" and rng.random() < 0.5:
             options = {}  # the default, spelled out or not, is one pool
         created = mm.app.create_ticket(ids[0], game, counts, options, party=ids[1:])
+        for invitee in ids[1:]:  # a party queues once every invitee has accepted
+            mm.app.accept_invite(invitee, created.ticket_id)
         tickets[created.ticket_id] = ids[0]
     return tickets
 

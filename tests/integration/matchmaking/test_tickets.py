@@ -62,12 +62,22 @@ def test_one_open_ticket_per_player_per_game(mm: Matchmaking) -> None:
     mm.app.create_ticket(p, "duel", [], {})  # another game is another queue
 
 
-def test_a_party_member_with_an_open_ticket_blocks_the_party(mm: Matchmaking) -> None:
+def test_an_invitee_with_an_open_ticket_must_end_it_before_accepting(mm: Matchmaking) -> None:
+    """An invite does not take the invitee's one open ticket per game until they accept it."""
     a, b = _guest(mm, "A"), _guest(mm, "B")
-    mm.app.create_ticket(b, GAME, [], {})
-    with pytest.raises(AlreadyExists):
-        mm.app.create_ticket(a, GAME, [], {}, party=[b])
-    assert mm.app.store.queue_size(GAME) == 1
+    own = mm.app.create_ticket(b, GAME, [], {}).ticket_id
+    party = mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    assert mm.app.ticket(b, party).state == "pending"
+    with pytest.raises(AlreadyExists) as busy:
+        mm.app.accept_invite(b, party)
+    assert busy.value.code == "ticket_open"
+    assert mm.app.ticket(b, party).awaiting == (b,)
+    assert mm.app.store.queue_size(GAME) == 1  # only b's own ticket
+    mm.app.cancel(b, own)
+    assert mm.app.accept_invite(b, party).state == "searching"
+    assert mm.app.store.queue_size(GAME) == 1  # now only the party's
+    with pytest.raises(AlreadyExists):  # and the accepted invite is b's open ticket
+        mm.app.create_ticket(b, GAME, [], {})
 
 
 def test_requests_no_table_can_satisfy_are_refused(mm: Matchmaking) -> None:
