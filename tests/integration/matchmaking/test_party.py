@@ -1,0 +1,147 @@
+"""Party consent on real Redis: a party ticket waits for every invitee to accept, fails when
+one declines, expires when one does not answer, and never seats anyone who did not agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, PermissionDenied
+from famiglia.matchmaking import MatchPolicy
+from services.matchmaking.bootstrap import Matchmaking
+
+from .conftest import GAME, FakeClock, RecordingCreator, make_mm
+
+DUEL = "duel"
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture()
+def party_mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Matchmaking:
+    mm = make_mm(redis_url, creator, clock=clock,
+                 policy=MatchPolicy(backfill_after=None, invite_ttl=60, ticket_ttl=600))
+    yield mm  # type: ignore[misc]
+    mm.close()
+
+
+def _guests(mm: Matchmaking, names: str) -> list[str]:
+    return [mm.app.register_guest(n)[0].player_id for n in names]
+
+
+def test_a_party_ticket_queues_only_when_every_invitee_has_accepted(party_mm: Matchmaking, clock: FakeClock,
+                                                                    creator: RecordingCreator) -> None:
+    a, b, c, d = _guests(party_mm, "ABCD")
+    created = party_mm.app.create_ticket(a, GAME, [4], {}, party=[b, c])
+    ticket = created.ticket_id
+    assert created.status.state == "pending" and created.status.awaiting == (b, c)
+    assert created.status.answer_within_s == 60.0
+    party_mm.app.create_ticket(d, GAME, [4], {})
+    assert party_mm.app.store.queue_size(GAME) == 1  # only D's
+
+    [invite] = party_mm.app.invites(b)  # the invitee sees it, with who asked and who else is asked
+    assert (invite.ticket_id, invite.party, invite.awaiting) == (ticket, (a, b, c), (b, c))
+    assert party_mm.app.ticket(c, ticket).state == "pending"  # and may read or watch it by id
+
+    clock.advance(10)
+    status = party_mm.app.accept_invite(b, ticket)
+    assert (status.state, status.awaiting) == ("pending", (c,))
+    assert party_mm.app.accept_invite(b, ticket).awaiting == (c,)  # accepting twice is fine
+    assert party_mm.app.invites(b) == [] and [i.ticket_id for i in party_mm.app.invites(c)] == [ticket]
+    assert party_mm.matcher.run_once() == 0 and not creator.tables  # D + a pending party is no table
+
+    clock.advance(10)
+    status = party_mm.app.accept_invite(c, ticket)
+    assert status.state == "searching" and status.awaiting == () and status.waited_s == 0.0  # waits from now
+    assert party_mm.app.invites(c) == []
+    assert party_mm.matcher.run_once() == 1
+    for p in (a, b, c):
+        assert party_mm.app.ticket(p, ticket).state == "matched"
+    [table] = creator.tables.values()
+    assert sorted(i.player_id for i in table.seat_info) == sorted([a, b, c, d])
+
+
+def test_a_declined_invite_fails_the_ticket_for_the_whole_party(party_mm: Matchmaking) -> None:
+    a, b, c = _guests(party_mm, "ABC")
+    ticket = party_mm.app.create_ticket(a, GAME, [], {}, party=[b, c]).ticket_id
+    party_mm.app.accept_invite(b, ticket)
+    status = party_mm.app.decline_invite(c, ticket)
+    assert status.state == "failed" and status.reason == f"{c} declined the party invite"
+    assert party_mm.app.decline_invite(c, ticket).state == "failed"  # declining twice is fine
+    assert party_mm.app.ticket(a, ticket).reason == status.reason
+    with pytest.raises(FailedPrecondition) as late:
+        party_mm.app.accept_invite(b, ticket)
+    assert late.value.code == "ticket_failed"
+    for p in (a, b, c):  # nobody is left holding the failed ticket
+        party_mm.app.create_ticket(p, GAME, [], {})
+    assert party_mm.app.invites(c) == []
+
+
+def test_an_unanswered_invite_expires_the_ticket(party_mm: Matchmaking, clock: FakeClock) -> None:
+    a, b = _guests(party_mm, "AB")
+    ticket = party_mm.app.create_ticket(a, DUEL, [], {}, party=[b]).ticket_id
+    clock.advance(59.9)
+    party_mm.matcher.run_once()
+    assert party_mm.app.ticket(b, ticket).state == "pending"
+    clock.advance(0.1)
+    with pytest.raises(FailedPrecondition) as late:  # too late even before the matcher passes
+        party_mm.app.accept_invite(b, ticket)
+    assert late.value.code == "ticket_expired"
+    party_mm.matcher.run_once()
+    status = party_mm.app.ticket(a, ticket)
+    assert status.state == "expired" and "not answered" in status.reason
+    assert party_mm.app.invites(b) == []
+    party_mm.app.create_ticket(a, DUEL, [], {})  # the creator is free again
+
+
+def test_only_invitees_answer_and_only_while_the_ticket_waits(party_mm: Matchmaking) -> None:
+    a, b, stranger = _guests(party_mm, "ABS")
+    ticket = party_mm.app.create_ticket(a, DUEL, [], {}, party=[b]).ticket_id
+    with pytest.raises(PermissionDenied) as own:
+        party_mm.app.accept_invite(a, ticket)
+    assert own.value.code == "not_invited"
+    with pytest.raises(PermissionDenied) as other:
+        party_mm.app.decline_invite(stranger, ticket)
+    assert other.value.code == "not_your_ticket"
+    assert party_mm.app.accept_invite(b, ticket).state == "searching"
+    with pytest.raises(FailedPrecondition) as answered:
+        party_mm.app.decline_invite(b, ticket)
+    assert answered.value.code == "invite_answered"
+    assert party_mm.app.cancel(b, ticket).state == "cancelled"  # a member leaves by cancelling
+
+
+def test_a_pending_ticket_holds_its_creators_place_and_can_be_cancelled(party_mm: Matchmaking) -> None:
+    a, b = _guests(party_mm, "AB")
+    ticket = party_mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    with pytest.raises(AlreadyExists):
+        party_mm.app.create_ticket(a, GAME, [], {})
+    assert party_mm.app.cancel(a, ticket).state == "cancelled"
+    assert party_mm.app.invites(b) == []
+    with pytest.raises(FailedPrecondition) as gone:
+        party_mm.app.accept_invite(b, ticket)
+    assert gone.value.code == "ticket_cancelled"
+    party_mm.app.create_ticket(a, GAME, [], {})
+
+
+def test_invites_are_listed_across_games_or_for_one(party_mm: Matchmaking, clock: FakeClock) -> None:
+    a, b, c = _guests(party_mm, "ABC")
+    first = party_mm.app.create_ticket(a, GAME, [], {}, party=[c]).ticket_id
+    clock.advance(1)
+    second = party_mm.app.create_ticket(b, DUEL, [], {}, party=[c]).ticket_id
+    assert [i.ticket_id for i in party_mm.app.invites(c)] == [first, second]
+    assert [i.ticket_id for i in party_mm.app.invites(c, DUEL)] == [second]
+    assert party_mm.app.invites(a) == []
+
+
+def test_being_seated_elsewhere_ends_the_creators_pending_party(party_mm: Matchmaking, clock: FakeClock) -> None:
+    a, b, c = _guests(party_mm, "ABC")
+    party = party_mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    party_mm.app.create_ticket(a, DUEL, [], {})
+    party_mm.app.create_ticket(c, DUEL, [], {})
+    clock.advance(0.001)
+    assert party_mm.matcher.run_once() == 1  # A sits in the duel
+    status = party_mm.app.ticket(b, party)
+    assert status.state == "cancelled" and status.reason.startswith(f"matched in {DUEL}")
+    assert party_mm.app.invites(b) == []
