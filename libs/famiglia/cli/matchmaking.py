@@ -2,11 +2,18 @@
 
     famiglia matchmake GAME [--seats 3,4] [--option key=value ...] [--name NAME]
                             [--token PLAYER_TOKEN] [--party PLAYER_ID ...] [--timeout S]
+    famiglia matchmake --invites --token PLAYER_TOKEN
+    famiglia matchmake --accept TICKET_ID --token PLAYER_TOKEN [--timeout S]
+    famiglia matchmake --decline TICKET_ID --token PLAYER_TOKEN
 
 Registers a guest (unless --token names a player), queues a ticket, follows it
 until a match is found and prints the match id, the seat and its seat token: the
 command service accepts that token for that seat (`famiglia play` style clients
 send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket.
+
+With --party the ticket waits until every invited player accepts: each of them runs
+`--invites` to see it and `--accept TICKET_ID` to join (then follows it like the
+creator) or `--decline TICKET_ID` to refuse it for the whole party.
 """
 
 from __future__ import annotations
@@ -23,20 +30,25 @@ from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 
 console = Console()
 STATE = {pb.TICKET_SEARCHING: "searching", pb.TICKET_MATCHED: "matched", pb.TICKET_CANCELLED: "cancelled",
-         pb.TICKET_EXPIRED: "expired", pb.TICKET_FAILED: "failed"}
+         pb.TICKET_EXPIRED: "expired", pb.TICKET_FAILED: "failed", pb.TICKET_PENDING_PARTY: "waiting for the party"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "matchmake", help="find a match through the matchmaking service",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("game", help="game id (goodcritters, nothing_personal, nostra_city, grifters)")
+    parser.add_argument("game", nargs="?", default="",
+                        help="game id (goodcritters, nothing_personal, nostra_city, grifters)")
     parser.add_argument("--seats", default="", help="acceptable table sizes, e.g. 3,4 (default: any)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a match option")
     parser.add_argument("--name", default="CLI guest", help="display name of the new guest")
     parser.add_argument("--token", default="", help="queue as this player (a player token)")
     parser.add_argument("--party", action="append", default=[], metavar="PLAYER_ID",
-                        help="another player who must sit at the same table")
+                        help="another player who must sit at the same table (they must accept the invite)")
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument("--invites", action="store_true", help="list the party invites waiting for --token's player")
+    answer.add_argument("--accept", default="", metavar="TICKET_ID", help="join a party ticket and follow it")
+    answer.add_argument("--decline", default="", metavar="TICKET_ID", help="refuse a party ticket")
     parser.add_argument("--timeout", type=float, default=0.0, help="cancel after this many seconds (0: never)")
     parser.add_argument("--address", default="", help="matchmaking service (default: FAMIGLIA_MATCHMAKING_ADDR)")
     parser.set_defaults(func=cmd_matchmake)
@@ -47,6 +59,11 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
     channel = grpc.insecure_channel(address)
     players, tickets = pb_grpc.PlayerServiceStub(channel), pb_grpc.MatchmakingServiceStub(channel)
     try:
+        if args.invites or args.accept or args.decline:
+            return _answer(tickets, args)
+        if not args.game:
+            console.print("[red]name a game[/] (or --invites, --accept, --decline)")
+            return 2
         token = args.token
         if not token:
             guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
@@ -67,12 +84,39 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         channel.close()
 
 
+def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -> int:
+    """An invitee's side of a party ticket."""
+    if not args.token:
+        console.print("[red]--token is needed[/]: invites belong to a player")
+        return 2
+    auth = [("authorization", f"Bearer {args.token}")]
+    if args.invites:
+        listed = tickets.ListInvites(pb.ListInvitesRequest(game_id=args.game), metadata=auth, timeout=10)
+        for invite in listed.invites:
+            console.print(f"[bold]{invite.ticket_id}[/] from {invite.party[0]}: {invite.game_id} with "
+                          f"{', '.join(invite.party[1:])}; answer within {invite.answer_within_seconds:.0f}s")
+        if not listed.invites:
+            console.print("no invites")
+        return 0
+    if args.decline:
+        update = tickets.DeclinePartyInvite(pb.DeclinePartyInviteRequest(ticket_id=args.decline), metadata=auth,
+                                            timeout=10)
+        console.print(f"ticket {STATE.get(update.state, '?')}: {update.reason}")
+        return 0
+    tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=args.accept), metadata=auth, timeout=10)
+    console.print(f"joined ticket [bold]{args.accept}[/]")
+    return _follow(tickets, args.accept, auth, args.timeout or None)
+
+
 def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
             timeout: float | None) -> int:
     last = None
     try:
         for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth,
                                           timeout=timeout):
+            if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
+                console.print(f"waiting for {', '.join(update.awaiting)} to accept "
+                              f"({update.answer_within_seconds:.0f}s left)")
             last = update
             if update.state == pb.TICKET_SEARCHING:
                 console.print(f"searching… waited {update.waited_seconds:.0f}s, "

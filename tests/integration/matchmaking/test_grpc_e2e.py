@@ -263,3 +263,60 @@ def test_the_cli_cancels_its_ticket_on_timeout(quiet_stack: Stack, capsys: pytes
 
     assert main(["matchmake", GAMES[0].info.game_id, "--address", quiet_stack.matchmaking, "--timeout", "0.2"]) == 1
     assert "ticket cancelled" in capsys.readouterr().out
+
+
+def test_a_party_queues_after_its_invitee_accepts_over_grpc(stack: Stack) -> None:
+    game = GAMES[0].info
+    host, friend = _register(stack, "Host"), _register(stack, "Friend")
+    created = stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=game.game_id, party=[friend.player_id],
+                                                                request_id="party-1"),
+                                         metadata=_auth(host.player_token), timeout=10)
+    assert created.ticket.state == pb.TICKET_PENDING_PARTY
+    assert list(created.ticket.awaiting) == [friend.player_id] and created.ticket.answer_within_seconds > 0
+    invites = stack.tickets.ListInvites(pb.ListInvitesRequest(), metadata=_auth(friend.player_token), timeout=10)
+    assert [i.ticket_id for i in invites.invites] == [created.ticket_id]
+    assert list(invites.invites[0].party) == [host.player_id, friend.player_id]
+    with pytest.raises(grpc.RpcError) as own:
+        stack.tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=created.ticket_id),
+                                        metadata=_auth(host.player_token), timeout=10)
+    assert own.value.code() == grpc.StatusCode.PERMISSION_DENIED and error_code(own.value) == "not_invited"
+    accepted = stack.tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=created.ticket_id),
+                                               metadata=_auth(friend.player_token), timeout=10)
+    assert accepted.state in (pb.TICKET_SEARCHING, pb.TICKET_MATCHED)
+    finals = {g.player_id: _watch_until_done(stack, g.player_token, created.ticket_id)[-1] for g in (host, friend)}
+    assert {u.state for u in finals.values()} == {pb.TICKET_MATCHED}
+    assert len({u.match_id for u in finals.values()}) == 1 and len({u.seat for u in finals.values()}) == 2
+    signer = TokenSigner(SECRET)
+    for player_id, update in finals.items():
+        assert signer.read_seat(update.seat_token).player_id == player_id
+
+
+def test_a_declined_invite_fails_the_party_over_grpc(quiet_stack: Stack) -> None:
+    game = GAMES[0].info
+    host, friend = _register(quiet_stack, "Host"), _register(quiet_stack, "Friend")
+    created = quiet_stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=game.game_id, party=[friend.player_id]),
+                                               metadata=_auth(host.player_token), timeout=10)
+    declined = quiet_stack.tickets.DeclinePartyInvite(pb.DeclinePartyInviteRequest(ticket_id=created.ticket_id),
+                                                      metadata=_auth(friend.player_token), timeout=10)
+    assert declined.state == pb.TICKET_FAILED and friend.player_id in declined.reason
+    with pytest.raises(grpc.RpcError) as late:
+        quiet_stack.tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=created.ticket_id),
+                                              metadata=_auth(friend.player_token), timeout=10)
+    assert late.value.code() == grpc.StatusCode.FAILED_PRECONDITION and error_code(late.value) == "ticket_failed"
+    final = quiet_stack.tickets.GetTicket(pb.GetTicketRequest(ticket_id=created.ticket_id),
+                                          metadata=_auth(host.player_token), timeout=10)
+    assert final.state == pb.TICKET_FAILED and final.reason == declined.reason
+
+
+def test_the_cli_lists_and_accepts_an_invite(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:
+    from famiglia.cli.main import main
+
+    game = GAMES[0].info
+    host, friend = _register(stack, "Host"), _register(stack, "Friend")
+    created = stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=game.game_id, party=[friend.player_id]),
+                                         metadata=_auth(host.player_token), timeout=10)
+    assert main(["matchmake", "--invites", "--token", friend.player_token, "--address", stack.matchmaking]) == 0
+    assert created.ticket_id in capsys.readouterr().out
+    assert main(["matchmake", "--accept", created.ticket_id, "--token", friend.player_token,
+                 "--address", stack.matchmaking, "--timeout", "20"]) == 0
+    assert "matched" in capsys.readouterr().out
