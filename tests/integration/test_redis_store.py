@@ -98,6 +98,33 @@ def test_the_script_is_reloaded_after_a_script_flush(store: RedisEventStore) -> 
     assert store.append(match, 1, batch(match, 1, 1)).last_seq == 2
 
 
+def test_an_append_after_its_kept_connection_was_cut_reconnects_and_writes_once(store: RedisEventStore) -> None:
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1), command_id="c1")
+    killer = redis.Redis.from_url(_url_of(store))
+    assert killer.client_kill_filter(_type="normal", skipme=True) >= 1  # the store's kept connection too
+    killer.close()
+    result = store.append(match, 1, batch(match, 1, 2), command_id="c2")
+    assert (result.version, result.duplicate) == (3, False)
+    assert [e.seq for e in store.read(match)] == [1, 2, 3]
+    assert store.append(match, 3, batch(match, 3, 1), command_id="c3").version == 4  # and it keeps working
+
+
+def test_an_error_reply_leaves_the_kept_connection_usable(store: RedisEventStore) -> None:
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.client.set(store.keys.version(match), "not a number")  # the script fails on tonumber(nil)
+    with pytest.raises(redis.ResponseError):
+        store.append(match, 1, batch(match, 1, 1))
+    store.client.set(store.keys.version(match), "1")
+    assert store.append(match, 1, batch(match, 1, 1)).last_seq == 2
+
+
+def _url_of(store: RedisEventStore) -> str:
+    kwargs = store.client.get_connection_kwargs()
+    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
+
+
 def test_partition_maxlen_caps_the_partition_stream(redis_url: str) -> None:
     store = RedisEventStore.connect(redis_url, partitions=1, partition_maxlen=10)
     try:

@@ -14,9 +14,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Status, StatusCode
 
-from famiglia.telemetry import extract_context, get_logger, tracer
+from famiglia.telemetry import extract_context, get_logger, server_span
 
 from .errors import AppError, to_status
 
@@ -54,14 +54,10 @@ def _carrier(context: grpc.ServicerContext) -> dict[str, str] | None:
     return carrier if not fields.isdisjoint(carrier) else None
 
 
-def _attach(context: grpc.ServicerContext) -> object | None:
+def _parent(context: grpc.ServicerContext) -> otel_context.Context | None:
+    """The caller's trace context, or None when it sent none (the current context then)."""
     carrier = _carrier(context)
-    return None if carrier is None else otel_context.attach(extract_context(carrier))
-
-
-def _detach(token: object | None) -> None:
-    if token is not None:
-        otel_context.detach(token)  # type: ignore[arg-type]
+    return None if carrier is None else extract_context(carrier)
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -82,32 +78,24 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def stream_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
-            token = _attach(context)
-            try:
-                with tracer().start_as_current_span(name, kind=SpanKind.SERVER) as span:
-                    try:
-                        yield from method(self, request, context)
-                    except AppError as exc:
+            with server_span(name, _parent(context)) as span:
+                try:
+                    yield from method(self, request, context)
+                except AppError as exc:
+                    _fail(context, span, exc)
+                except Exception as exc:  # noqa: BLE001
+                    if context.is_active():
                         _fail(context, span, exc)
-                    except Exception as exc:  # noqa: BLE001
-                        if context.is_active():
-                            _fail(context, span, exc)
-            finally:
-                _detach(token)
 
         return stream_wrapper
 
     @functools.wraps(method)
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        token = _attach(context)
-        try:
-            with tracer().start_as_current_span(name, kind=SpanKind.SERVER) as span:
-                try:
-                    return method(self, request, context)
-                except Exception as exc:  # noqa: BLE001
-                    _fail(context, span, exc)
-        finally:
-            _detach(token)
+        with server_span(name, _parent(context)) as span:
+            try:
+                return method(self, request, context)
+            except Exception as exc:  # noqa: BLE001
+                _fail(context, span, exc)
 
     return unary_wrapper
 

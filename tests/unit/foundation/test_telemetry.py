@@ -1,0 +1,57 @@
+"""The server span of a call: recorded when spans go somewhere, ids only when they go nowhere."""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import SpanKind
+
+from famiglia.telemetry import extract_context, inject_context, server_span
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_without_an_exporter_the_span_is_not_recorded_but_carries_fresh_sampled_ids() -> None:
+    provider = TracerProvider()  # the production default: SDK on, no span processor
+    seen = []
+    for _ in range(2):
+        with server_span("SubmitCommand", provider=provider) as span:
+            assert not span.is_recording()
+            assert trace.get_current_span() is span
+            seen.append(span.get_span_context())
+            carrier = inject_context()
+    first, second = seen
+    assert first.is_valid and second.is_valid and first.trace_id != second.trace_id
+    assert first.trace_flags.sampled  # what ParentBased(ALWAYS_ON) decides for a root span
+    assert carrier["traceparent"] == f"00-{second.trace_id:032x}-{second.span_id:016x}-{second.trace_flags:02x}"
+    assert trace.get_current_span() is not span
+
+
+def test_without_an_exporter_the_span_continues_the_callers_trace_and_its_sampling() -> None:
+    provider = TracerProvider()
+    for flags, sampled in (("01", True), ("00", False)):
+        parent = extract_context({"traceparent": PARENT[:-2] + flags, "baggage": "team=blue"})
+        with server_span("SubmitCommand", parent, provider=provider) as span:
+            ctx = span.get_span_context()
+            assert f"{ctx.trace_id:032x}" == "0af7651916cd43dd8448eb211c80319c"
+            assert ctx.span_id != 0xB7AD6B7169203331 and ctx.trace_flags.sampled is sampled
+            assert inject_context()["baggage"] == "team=blue"  # the caller's context is current too
+
+
+def test_the_providers_sampler_decides_the_flags() -> None:
+    with server_span("SubmitCommand", provider=TracerProvider(sampler=ALWAYS_OFF)) as span:
+        assert span.get_span_context().is_valid and not span.get_span_context().trace_flags.sampled
+
+
+def test_with_an_exporter_the_server_span_is_recorded_under_the_caller() -> None:
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with server_span("SubmitCommand", extract_context({"traceparent": PARENT}), provider=provider) as span:
+        assert span.is_recording()
+    (finished,) = exporter.get_finished_spans()
+    assert finished.name == "SubmitCommand" and finished.kind == SpanKind.SERVER
+    assert finished.parent is not None and finished.parent.span_id == 0xB7AD6B7169203331
