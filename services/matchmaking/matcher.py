@@ -103,7 +103,7 @@ class Matcher:
     def _claim(self, proposal: Proposal, plan: dict[str, Any], live: Mapping[str, TicketRecord], now: int) -> bool:
         """Hold every player, claim every ticket, then pin the holds to this table — or nothing."""
         game_id, proposal_id = proposal.game_id, proposal.proposal_id
-        seats = [HoldSeat(p, t.ticket_id, t.created_ms) for t in proposal.tickets for p in t.players]
+        seats = [HoldSeat(p, t.ticket_id, live[t.ticket_id].asked_ms) for t in proposal.tickets for p in t.players]
         taken = self.holds.take(game_id, proposal_id, seats)
         if not taken.ok:
             if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here
@@ -177,8 +177,12 @@ class Matcher:
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
                      tickets=len(tickets), finalized=done)
             seats = _seats(plan)
-            if not done:  # finished by another matcher (which seats the holds) or given up
-                self.holds.free(game_id, proposal_id, seats)
+            if not done:  # finished by another matcher meanwhile, or given up
+                made = self.store.get(tickets[0][0])
+                if made is not None and made.state == MATCHED and made.proposal == proposal_id:
+                    self.holds.seat(game_id, proposal_id, seats, made.match_id, made.closed_ms)
+                else:
+                    self.holds.free(game_id, proposal_id, seats)
                 return 0
             if self.tuning.leave_other_queues:  # while the holds still keep other games out
                 self._leave_other_queues(game_id, created.match_id, [p for _, ps in tickets for p in ps])

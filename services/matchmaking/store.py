@@ -88,6 +88,8 @@ class TicketRecord:
     created_ms: int
     expires_ms: int
     state: str = SEARCHING
+    asked_ms: int = 0
+    """when the ticket was asked for; a party's `created_ms` restarts when it queues (0: the same)."""
     awaiting: tuple[str, ...] = ()
     """pending party tickets: the invitees who have not accepted yet."""
     reason: str = ""
@@ -109,7 +111,7 @@ class TicketRecord:
             "players": json.dumps(list(self.players)), "counts": json.dumps(list(self.seat_counts)),
             "options": json.dumps(self.options, sort_keys=True), "rating": repr(self.rating),
             "created_ms": str(self.created_ms), "expires_ms": str(self.expires_ms), "state": self.state,
-            "awaiting": json.dumps(list(self.awaiting)),
+            "awaiting": json.dumps(list(self.awaiting)), "asked_ms": str(self.asked_ms or self.created_ms),
         }
 
     @classmethod
@@ -121,6 +123,7 @@ class TicketRecord:
             players=tuple(json.loads(raw["players"])), seat_counts=tuple(json.loads(raw["counts"])),
             options=json.loads(raw.get("options", "{}")), rating=float(raw["rating"]),
             created_ms=int(raw["created_ms"]), expires_ms=int(raw["expires_ms"]), state=raw["state"],
+            asked_ms=int(raw.get("asked_ms") or raw["created_ms"]),
             awaiting=tuple(json.loads(raw.get("awaiting") or "[]")), reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
             closed_ms=int(float(raw.get("closed_ms", "0") or 0)), match_id=raw.get("match_id", ""),
             seats=int(raw.get("seats", "0") or 0), bots=int(raw.get("bots", "0") or 0),

@@ -56,6 +56,8 @@ def test_a_party_ticket_queues_only_when_every_invitee_has_accepted(party_mm: Ma
     status = party_mm.app.accept_invite(c, ticket)
     assert status.state == "searching" and status.awaiting == () and status.waited_s == 0.0  # waits from now
     assert party_mm.app.invites(c) == []
+    record = party_mm.app.store.get(ticket)
+    assert record is not None and record.asked_ms == record.created_ms - 20_000  # the wish is older than the wait
     assert party_mm.matcher.run_once() == 1
     for p in (a, b, c):
         assert party_mm.app.ticket(p, ticket).state == "matched"
