@@ -22,6 +22,7 @@ from .data import (
 )
 from .effects import DICE_CODES, EFFECTS, Ctx, target_key
 from .events import PASS as _PASS
+from .plays import check_play, resolve_play
 from .rounds import begin_phase
 from .state import Phase, State
 from .tx import Tx
@@ -369,8 +370,6 @@ def _free_gangster(s: State, seat: int) -> str:
 
 
 def claim_legal(s: State, seat: int, cmd: pb.Command, kind: str) -> bool:
-    from .plays import check_play
-
     k = cmd.WhichOneof("kind")
     if kind == "reroll":
         return k == "buy_reroll" and cmd.buy_reroll.means in reroll_means(s, seat)
@@ -385,8 +384,6 @@ def claim_legal(s: State, seat: int, cmd: pb.Command, kind: str) -> bool:
 
 def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) -> None:
     """NP-D5, NP-D6, NP-X22: the first still-legal claim in ring order resolves; the rest lapse."""
-    from .plays import resolve_play
-
     s = tx.s
     winner = -1
     chosen: pb.Command | None = None

@@ -17,7 +17,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .board import active, has_ref, is_active, marker_refs, on_board, passive, snitch_threshold
 from .data import EXTRA_PRICE, GIDX, STEAL
-from .state import A_SLOTS, State
+from .state import A_SLOTS, GState, State
 from .tx import Tx
 
 
@@ -271,8 +271,6 @@ def _remove_check(most: int) -> Callable[[State, Ctx, pb.Targets], None]:
         for m in t.markers:
             if m.gangster != gid:
                 raise _no(ctx, "the markers come from one gangster", "NP-W25")
-            from .state import GState
-
             cur = GState(tuple(markers), neutral, coin)
             if not has_ref(cur, m.owner, m.coin):
                 raise _no(ctx, f"no such marker {m.owner}@{gid}", "NP-C31")

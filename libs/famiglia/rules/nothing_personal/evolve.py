@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from famiglia.engine import RuleViolation
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .config import parse_options
 from .data import (
@@ -14,6 +15,7 @@ from .data import (
     GIDX,
     NEUTRAL_MARKERS,
     OMERTA_COINS,
+    REROLL_PRICE,
     START_MONEY,
     marker_slots,
 )
@@ -288,11 +290,7 @@ def _window_gone(s: State, e: Any) -> State:
 
 
 def _reroll_bought(s: State, e: Any) -> State:
-    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
-
     if e.means == pb.REROLL_PAY:
-        from .data import REROLL_PRICE
-
         return replace(s, money=_add(s.money, e.seat, -REROLL_PRICE))
     if e.means == pb.REROLL_FREE_RING:
         return replace(s, free_used=s.free_used | {e.gangster})

@@ -8,6 +8,7 @@ from .data import (
     ARREST_LIMIT,
     CARD_VALUE_AT_END,
     FENCE_DRAWS,
+    GIDX,
     MONEY_PER_RESPECT,
     POSITIONS,
     ROUNDS,
@@ -66,8 +67,6 @@ def arrests(tx: Tx) -> None:
 
 
 def _i(gid: str) -> int:
-    from .data import GIDX
-
     return GIDX[gid]
 
 

@@ -183,7 +183,7 @@ def _group_sets(supply: int, card: InfluenceCard, targets: dict[str, list[str]])
 # and targets: its rows (`_PLAYS`, with the Antes) and their shapes (`_SHAPES`, shared by cards with the
 # same groups); per content: each command (`_COMMANDS`), which survives board changes and new Antes.
 _CACHE_MAX = 50_000
-_BOARDS: dict[tuple[str, ...], tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {}
+_BOARDS: dict[tuple[str, ...], tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[tuple, Any]]] = {}
 _PLAYS: dict[tuple, tuple[tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...], tuple[pb.Command, ...]]] = {}
 _SHAPES: dict[tuple, tuple[tuple[tuple[int, ...], tuple[str, ...], int], ...]] = {}
 _COMMANDS: dict[tuple, pb.Command] = {}
@@ -197,14 +197,15 @@ def _bounded(cache: dict, most: int = _CACHE_MAX) -> dict:
     return cache
 
 
-def _board(s: State) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
-    """Of one board: each icon's targets (NP-C5, NP-C6), and the two discard-for-one targets."""
+def _board(s: State) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...], dict[tuple, Any]]:
+    """Of one board: each icon's targets (NP-C5, NP-C6), the two discard-for-one targets, and a memo of
+    the listings that depend only on the board and a few numbers (`play_options`)."""
     board = s.board
     hit = _BOARDS.get(board)
     if hit is None:
         act = active(s)
         hit = _bounded(_BOARDS, 2048)[board] = ({icon: tuple(icon_targets(s, icon)) for icon in ICONS},
-                                          tuple(act[:: max(1, len(act) // 2)][:2]))
+                                               tuple(act[:: max(1, len(act) // 2)][:2]), {})
     return hit
 
 
@@ -282,7 +283,7 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
     money = s.money[seat]
     supply = s.supply[seat]
     crew_phase = s.phase == Phase.CREW
-    icons, discard_targets = _board(s)
+    icons, discard_targets, memo = _board(s)
     for cid in s.hands[seat]:
         sig = _SIGNATURE[cid]
         if sig in seen:
@@ -298,8 +299,12 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
         if base_ante + surcharge > money:
             continue
         antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
-        targets = tuple([icons[g.icon] for g in card.groups])
-        rows, commands = _influence_plays(card, targets, supply, antes, per_card)
+        plays_key: tuple = (cid, min(supply, _CAP[cid]), antes, per_card)   # small keys hash fast
+        hit = memo.get(plays_key)
+        if hit is None:   # this board's plays of the card
+            targets = tuple([icons[g.icon] for g in card.groups])
+            hit = memo[plays_key] = _influence_plays(card, targets, supply, antes, per_card)
+        rows, commands = hit
         if card.keyword in _EFFECT_KEYWORDS:
             for (groups, combo, ante), command in zip(rows, commands, strict=True):
                 out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
@@ -315,7 +320,10 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
                         play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
                 out.append(effect_play)
         if not window and supply >= 1:
-            out.extend(_discards(discard_targets, cid, base_ante))
+            discards = memo.get((cid, base_ante))
+            if discards is None:
+                discards = memo[(cid, base_ante)] = tuple(_discards(discard_targets, cid, base_ante))
+            out.extend(discards)
     return out
 
 

@@ -61,6 +61,13 @@ _BUILT = _UNSHARED | {
 }
 
 
+# Per kind, one look-up: (evolver, how its event is built, whether the Capo ring is re-checked after
+# it). How: None = shared by content; "" = always built; a field name = always built, except a pass
+# made with the engine's one PASS in that field (shared per seat).
+_KIND: dict[str, tuple[Any, str | None, bool]] = {
+    k: (f, (_PASS_FIELD.get(k, "") if k in _BUILT else None), k in RING_SENSITIVE) for k, f in EVOLVERS.items()}
+
+
 class Tx:
     __slots__ = ("s", "events", "rng")
 
@@ -70,24 +77,9 @@ class Tx:
         self.rng = rng
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
-        key: tuple | None
-        if event_kind in _BUILT:
-            if fields.get(_PASS_FIELD.get(event_kind, "")) is PASS and len(fields) == 2:
-                key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
-                hit = SHARED.get(key)
-                if hit is None:
-                    e = _Event(**{event_kind: fields})
-                    m = getattr(e, event_kind)
-                    if len(SHARED) >= SHARED_MAX:
-                        SHARED.clear()
-                    SHARED[key] = (e, m)
-                else:
-                    e, m = hit
-            else:
-                e = _Event(**{event_kind: fields})   # the message is built in place from the dict
-                m = getattr(e, event_kind)
-        else:
-            key = (event_kind, *fields.items())
+        evolver, built, ring = _KIND[event_kind]
+        if built is None:
+            key: tuple | None = (event_kind, *fields.items())
             try:
                 hit = SHARED.get(key)   # type: ignore[arg-type]
             except TypeError:   # an unhashable value after all: not shared
@@ -101,11 +93,25 @@ class Tx:
                     SHARED[key] = (e, m)
             else:
                 e, m = hit
+        elif built and len(fields) == 2 and fields.get(built) is PASS:
+            key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
+            hit = SHARED.get(key)
+            if hit is None:
+                e = _Event(**{event_kind: fields})
+                m = getattr(e, event_kind)
+                if len(SHARED) >= SHARED_MAX:
+                    SHARED.clear()
+                SHARED[key] = (e, m)
+            else:
+                e, m = hit
+        else:
+            e = _Event(**{event_kind: fields})   # the message is built in place from the dict
+            m = getattr(e, event_kind)
         self.events.append(e)
         before = self.s
-        after = self.s = EVOLVERS[event_kind](before, m)
+        after = self.s = evolver(before, m)
         before.__dict__[NEXT] = (e, after)
-        if event_kind in RING_SENSITIVE:
+        if ring:
             self._ring()
 
     def _ring(self) -> None:
