@@ -11,6 +11,7 @@ takes an immediate win).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -75,14 +76,69 @@ def grifters(view: Message, seat: int) -> float:
     return float(getattr(me, "stash", 0)) + 1.0 * len(getattr(me, "jobs", ()))
 
 
+@functools.cache
+def _nostra_city_cards() -> tuple[frozenset[str], frozenset[str], dict[int, int]]:
+    """Snitch card ids, Investigation ids and each Note's verdict mark (+1 Innocent, -1 Guilty)."""
+    try:
+        from famiglia.rules.nostra_city.data import INVESTIGATION_BY_ID, NOTES, VENDETTA
+
+        snitches = frozenset(v.id for v in VENDETTA if v.kind == "snitch")
+        marks = {n.id: {"I": 1, "G": -1}.get(n.mark, 0) for n in NOTES}
+        return snitches, frozenset(INVESTIGATION_BY_ID), marks
+    except Exception:  # noqa: BLE001 - the engine is someone else's work in progress
+        return frozenset(), frozenset(), {}
+
+
+def _logistic(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, x))))
+
+
+def nostra_city_chance(view: Message, seat: int) -> float:
+    """NC-V06..V10: the chance to win as the seat sees it. Respect only wins under the
+    right verdict: INNOCENT for the loyal, GUILTY for a Snitch (a lone Snitch wins
+    whatever its Respect), and GUILTY without any Snitch is a win for nobody — every
+    seat shares rank 1. The verdict is projected from the token, the marks of the
+    seat's own bribes and the Guilt the Investigations on the Street will still add;
+    the others' Snitch cards from how many Vendetta cards they drew."""
+    players = list(getattr(view, "players", ()))
+    me = _seat_entry(players, seat)
+    if me is None:
+        return 0.0
+    snitch_ids, investigations, marks = _nostra_city_cards()
+    snitch = bool(getattr(me, "snitch", False)) or any(c in snitch_ids for c in getattr(me, "hand", ()))
+    month = int(getattr(view, "month", 1) or 1)
+    phase = str(getattr(view, "phase", ""))
+    receptions_left = max(0, 6 - month + (0 if phase in ("reception", "verdict", "over") else 1))
+    open_investigations = sum(1 for c in getattr(view, "street", ()) if c in investigations)
+    verdict = (float(getattr(view, "verdict", 0)) + sum(marks.get(n, 0) for n in getattr(me, "corrupted", ()))
+               - 0.6 * open_investigations * receptions_left)
+    spread = 1.0 + 0.6 * receptions_left
+    innocent = _logistic((verdict - 0.5) / spread)
+    others = [p for p in players if getattr(p, "seat", -1) != seat]
+    respect = float(getattr(me, "respect", 0)) + 0.1 * getattr(me, "bank_size", 0)
+    best_other = max((float(getattr(p, "respect", 0)) + 0.1 * getattr(p, "bank_size", 0) for p in others),
+                     default=respect)
+    ahead = _logistic((respect - best_other) / 1.5)
+    no_other_snitch = 1.0
+    for p in others:
+        if getattr(p, "snitch", False):
+            no_other_snitch = 0.0
+        no_other_snitch *= 0.9 ** int(getattr(p, "vendetta_drawn", 0))
+    if snitch:
+        return (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
+    return innocent * ahead + (1.0 - innocent) * no_other_snitch
+
+
 def nostra_city(view: Message, seat: int) -> float:
-    """NC-V08: Respect wins. Notes (the Bank holds note ids, so count them) buy Street
-    cards and jurors; Wiseguys and Turfs earn Notes every Business phase."""
+    """`nostra_city_chance` in tenths, plus a little for Respect and what earns Notes
+    (Wiseguys, Turfs, the Bank) so that the one-ply player still builds when the
+    chance does not move."""
     me = _seat_entry(getattr(view, "players", ()), seat)
     if me is None:
         return 0.0
     earners = len(getattr(me, "wiseguys", ())) + len(getattr(me, "turfs", ()))
-    return float(getattr(me, "respect", 0)) + 0.25 * getattr(me, "bank_size", 0) + 0.3 * earners
+    return (10.0 * nostra_city_chance(view, seat) + 0.2 * float(getattr(me, "respect", 0))
+            + 0.05 * getattr(me, "bank_size", 0) + 0.05 * earners)
 
 
 @functools.cache
@@ -155,17 +211,54 @@ def result_values(result: Result, seats: int) -> list[float]:
     return values
 
 
+CHANCES: dict[str, Evaluator] = {"nostra_city": nostra_city_chance}
+"""Games whose search value is an estimated chance to win rather than a score margin
+(Nostra City: Respect alone does not decide who wins)."""
+
+MARGIN_SCALES: dict[str, float] = {
+    "goodcritters": 12.0,
+    "grifters": 5.0,
+    "nostra_city": 2.0,
+    "nothing_personal": 10.0,
+    "highcard": 3.0,
+}
+"""About one standard deviation of (own score − best other score) half-way through a
+random game at the strength seat count, in the evaluator's own units: what makes a
+lead "clear" for `seat_values`."""
+
+
+def win_values(result: Result, seats: int) -> list[float]:
+    """Search values of a finished game: winning is what counts (rank 1 is 1.0; the
+    other places keep a little of `rank_value`, so a search still prefers 2nd to last)."""
+    values = [0.0] * seats
+    for outcome in result.seats:
+        if 0 <= outcome.seat < seats:
+            values[outcome.seat] = 1.0 if outcome.rank == 1 else 0.25 * rank_value(outcome.rank, seats)
+    return values
+
+
 def seat_values(rules: Engine, state: Any, seats: int) -> list[float]:
-    """Every seat's value in [0, 1] for a (sampled) state: its rank, final or as the
-    evaluators see it now. Used by search, which owns the sampled state."""
+    """Every seat's value in [0, 1] for a (sampled) state, used by search: for a finished
+    game `win_values`; otherwise its margin over the best other seat as the evaluators
+    see it, squashed (0.5 is level, a lead of one `MARGIN_SCALES` is about 0.88). A margin
+    rather than a rank: the rank hides whether a move widened a lead or closed a gap."""
     result = rules.result(state)
     if result is not None:
-        return result_values(result, seats)
+        return win_values(result, seats)
     game_id = rules.info.game_id
+    chance = CHANCES.get(game_id)
+    if chance is not None:
+        try:
+            return [chance(rules.view(state, s), s) for s in range(seats)]
+        except Exception:  # noqa: BLE001 - a heuristic must never take a bot down
+            return [0.5] * seats
     scores = [evaluate_view(game_id, rules.view(state, s), s) for s in range(seats)]
+    return margin_values(scores, MARGIN_SCALES.get(game_id, 1.0))
+
+
+def margin_values(scores: list[float], scale: float) -> list[float]:
     values = []
-    for mine in scores:
-        below = sum(1 for o in scores if o < mine)
-        ties = sum(1 for o in scores if o == mine) - 1
-        values.append((below + 0.5 * ties) / max(1, seats - 1))
+    for s, mine in enumerate(scores):
+        best_other = max((o for i, o in enumerate(scores) if i != s), default=mine)
+        values.append(0.5 + 0.5 * math.tanh((mine - best_other) / scale))
     return values

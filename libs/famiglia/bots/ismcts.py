@@ -5,11 +5,21 @@ Cowling, Powley and Whitehouse, "Information Set Monte Carlo Tree Search"
 with the seat's view (`engine.determinize`), walks one shared tree whose edges
 are (acting seat, command) restricted to the moves legal in that world, expands
 one edge, plays random legal moves for at most `rollout_steps` commands and
-backs up every seat's value (final rank, or the evaluators' ranking when the
-rollout is cut short). Selection is UCB1 over *availability* counts, the
-paper's fix for moves that exist only in some worlds.
+backs up every seat's value (`evaluate.seat_values`: winning when the game ended,
+else the seat's margin over the best other seat as the game's evaluator sees it).
+Selection is UCB1 over *availability* counts, the paper's fix for moves that
+exist only in some worlds.
 
-The budget is both `iterations` and `seconds`; whichever ends first. The root
+The root's moves also get a prior: the one-ply heuristic's score of each command
+in a couple of sampled worlds, added as progressive bias (Chaslot et al. 2008,
+`prior / (1 + visits)`), which fades as the search gathers its own evidence. The
+evaluators know what each game rewards; random rollouts alone need far more
+iterations than a second of CPU buys to see it.
+
+The budget is both `iterations` and `seconds` of this thread's CPU time
+(`time.thread_time`: on a shared machine wall time would buy fewer iterations
+under load); whichever ends first. Per-game defaults (`TUNING`) set the rollout
+length, exploration and prior weight; a policy spec may override each. The root
 only considers the commands the server listed, so the answer is always legal.
 """
 
@@ -25,11 +35,26 @@ from google.protobuf.message import Message
 
 from famiglia.engine import Engine, Rng
 
-from .evaluate import seat_values
+from .evaluate import evaluate_view, seat_values, win_values
 from .policy import Decision, command_key, first_of
 from .search import sample_world, seats_of, step
 
 Edge = tuple[int, bytes]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How one game is searched (measured with `famiglia.bench.strength`)."""
+
+    rollout_steps: int = 20
+    exploration: float = 0.5
+    prior: float = 1.0
+    """Weight of the one-ply prior at the root (0 turns it off)."""
+    prior_worlds: int = 2
+
+
+TUNING: dict[str, Tuning] = {}
+DEFAULT_TUNING = Tuning()
 
 
 @dataclass
@@ -38,7 +63,6 @@ class Node:
     available: int = 0
     rewards: list[float] = field(default_factory=list)
     children: dict[Edge, Node] = field(default_factory=dict)
-    commands: dict[Edge, Message] = field(default_factory=dict)
 
     def mean(self, seat: int) -> float:
         return self.rewards[seat] / self.visits if self.visits and seat < len(self.rewards) else 0.0
@@ -47,49 +71,111 @@ class Node:
 class Ismcts:
     name = "ismcts"
 
-    def __init__(self, iterations: int = 200, seconds: float = 1.0, exploration: float = 0.7,
-                 rollout_steps: int = 40, branching: int = 24) -> None:
+    def __init__(self, iterations: int = 200, seconds: float = 1.0, exploration: float | None = None,
+                 rollout_steps: int | None = None, branching: int = 24, prior: float | None = None) -> None:
         self.iterations = max(1, iterations)
         self.seconds = max(0.0, seconds)
         self.exploration = exploration
         self.rollout_steps = rollout_steps
         self.branching = branching
+        self.prior = prior
         self.last_iterations = 0
+
+    def tuning(self, game_id: str) -> Tuning:
+        """The game's defaults, overridden by what the policy spec names."""
+        base = TUNING.get(game_id, DEFAULT_TUNING)
+        return Tuning(
+            rollout_steps=base.rollout_steps if self.rollout_steps is None else self.rollout_steps,
+            exploration=base.exploration if self.exploration is None else self.exploration,
+            prior=base.prior if self.prior is None else self.prior,
+            prior_worlds=base.prior_worlds,
+        )
 
     def choose(self, rules: Engine, decision: Decision) -> Message:
         legal = list(decision.legal)
         first_of(legal)
         if len(legal) == 1:
             return legal[0]
+        started = time.thread_time()
         rng = random.Random(decision.seed)
+        tune = self.tuning(decision.game_id)
         seats = seats_of(decision.view) or decision.seat + 1
+        me = decision.seat
         root = Node(rewards=[0.0] * seats)
-        root_moves = {(decision.seat, command_key(c)): c for c in legal}
-        deadline = time.perf_counter() + self.seconds
+        root_moves = {(me, command_key(c)): c for c in legal}
+        worlds = (sample_world(rules, decision.view, me, Rng(rng.getrandbits(62))) for _ in iter(int, 1))
+        priors = self._priors(rules, decision, root_moves, worlds, tune, rng) if tune.prior > 0 else {}
+        search = _Search(rules, tune, seats, self.branching, root, root_moves, priors, rng)
         done = 0
         for done in range(1, self.iterations + 1):  # noqa: B007 - `done` is read after the loop
-            world = sample_world(rules, decision.view, decision.seat, Rng(rng.getrandbits(62)))
+            world = next(worlds)
             if world is None:
                 break
-            self._iterate(rules, root, world, root_moves, decision.seat, seats, rng)
-            if time.perf_counter() >= deadline:
+            search.iterate(world)
+            if time.thread_time() - started >= self.seconds:
                 break
         self.last_iterations = done
-        visited = [(node.visits, node.mean(decision.seat), edge) for edge, node in root.children.items()
+        visited = [(node.visits, node.mean(me), priors.get(edge, 0.0), edge) for edge, node in root.children.items()
                    if edge in root_moves and node.visits]
         if not visited:
+            if priors:
+                return root_moves[max(priors, key=lambda e: priors[e])]
             return legal[rng.randrange(len(legal))]
-        return root_moves[max(visited)[2]]
+        return root_moves[max(visited)[3]]
 
-    # -- one iteration ---------------------------------------------------------------
-    def _iterate(self, rules: Engine, root: Node, state: Any, root_moves: dict[Edge, Message],
-                 me: int, seats: int, rng: random.Random) -> None:
+    @staticmethod
+    def _priors(rules: Engine, decision: Decision, root_moves: dict[Edge, Message], worlds: Any, tune: Tuning,
+                rng: random.Random) -> dict[Edge, float]:
+        """One ply per root move in `prior_worlds` worlds, scored by the game's evaluator
+        (a win first), scaled to [0, 1] over the moves."""
+        me, seats = decision.seat, seats_of(decision.view) or decision.seat + 1
+        totals = dict.fromkeys(root_moves, 0.0)
+        sampled = 0
+        for _ in range(tune.prior_worlds):
+            world = next(worlds)
+            if world is None:
+                break
+            sampled += 1
+            for edge, command in root_moves.items():
+                after = step(rules, world, me, command, Rng(rng.getrandbits(62)))
+                if after is None:
+                    totals[edge] -= 1_000.0
+                    continue
+                result = rules.result(after)
+                if result is not None:
+                    totals[edge] += 1_000.0 * win_values(result, seats)[me]
+                else:
+                    totals[edge] += evaluate_view(decision.game_id, rules.view(after, me), me)
+        if not sampled:
+            return {}
+        low, high = min(totals.values()), max(totals.values())
+        if high - low < 1e-9:
+            return dict.fromkeys(root_moves, 0.5)
+        return {edge: (total - low) / (high - low) for edge, total in totals.items()}
+
+
+class _Search:
+    """One decision's tree and the walks over it."""
+
+    def __init__(self, rules: Engine, tune: Tuning, seats: int, branching: int, root: Node,
+                 root_moves: dict[Edge, Message], priors: dict[Edge, float], rng: random.Random) -> None:
+        self.rules = rules
+        self.tune = tune
+        self.seats = seats
+        self.branching = branching
+        self.root = root
+        self.root_moves = root_moves
+        self.priors = priors
+        self.rng = rng
+
+    def iterate(self, state: Any) -> None:
+        rules, rng, root = self.rules, self.rng, self.root
         node, path = root, [root]
         expanded = False
         while not expanded:
             if rules.result(state) is not None:
                 break
-            moves = root_moves if node is root else self._moves(rules, state, rng)
+            moves = self.root_moves if node is root else self._moves(state)
             if not moves:
                 break
             for edge in moves:
@@ -98,8 +184,14 @@ class Ismcts:
                     child.available += 1
             untried = [e for e in moves if e not in node.children]
             if untried:
-                edge = untried[rng.randrange(len(untried))]
+                if node is root and self.priors:
+                    edge = max(untried, key=lambda e: (self.priors.get(e, 0.0), rng.random()))
+                else:
+                    edge = untried[rng.randrange(len(untried))]
                 expanded = True
+            elif node is root and self.priors:
+                edge = max(moves, key=lambda e: self._ucb(node.children[e], e[0])
+                           + self.tune.prior * self.priors.get(e, 0.0) / (1 + node.children[e].visits))
             else:
                 edge = max(moves, key=lambda e: self._ucb(node.children[e], e[0]))
             after = step(rules, state, edge[0], moves[edge], Rng(rng.getrandbits(62)))
@@ -107,30 +199,31 @@ class Ismcts:
                 break
             child = node.children.get(edge)
             if child is None:
-                child = Node(available=1, rewards=[0.0] * seats)
+                child = Node(available=1, rewards=[0.0] * self.seats)
                 node.children[edge] = child
-                node.commands[edge] = moves[edge]
             node, state = child, after
             path.append(node)
-        values = self._rollout(rules, state, seats, rng)
+        values = self._rollout(state)
         for visited in path:
             visited.visits += 1
-            for s in range(seats):
-                visited.rewards[s] += values[s]
+            rewards = visited.rewards
+            for s in range(self.seats):
+                rewards[s] += values[s]
 
     def _ucb(self, child: Node, seat: int) -> float:
-        return child.mean(seat) + self.exploration * math.sqrt(math.log(max(1, child.available)) / child.visits)
+        return child.mean(seat) + self.tune.exploration * math.sqrt(math.log(max(1, child.available)) / child.visits)
 
-    def _moves(self, rules: Engine, state: Any, rng: random.Random) -> dict[Edge, Message]:
-        pendings = rules.pending(state)
+    def _moves(self, state: Any) -> dict[Edge, Message]:
+        pendings = self.rules.pending(state)
         if not pendings:
             return {}
-        seat = pendings[rng.randrange(len(pendings))].seat if len(pendings) > 1 else pendings[0].seat
-        commands = rules.legal_commands(state, seat, limit=self.branching)
+        seat = pendings[self.rng.randrange(len(pendings))].seat if len(pendings) > 1 else pendings[0].seat
+        commands = self.rules.legal_commands(state, seat, limit=self.branching)
         return {(seat, command_key(c)): c for c in commands}
 
-    def _rollout(self, rules: Engine, state: Any, seats: int, rng: random.Random) -> list[float]:
-        for _ in range(self.rollout_steps):
+    def _rollout(self, state: Any) -> list[float]:
+        rules, rng = self.rules, self.rng
+        for _ in range(self.tune.rollout_steps):
             if rules.result(state) is not None:
                 break
             pendings = rules.pending(state)
@@ -144,4 +237,4 @@ class Ismcts:
             if after is None:
                 break
             state = after
-        return seat_values(rules, state, seats)
+        return seat_values(rules, state, self.seats)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import parse_qsl
 
 from google.protobuf.message import Message
@@ -58,6 +58,7 @@ class PolicySpec:
 
 
 PolicyFactory = Callable[[Mapping[str, str]], Policy]
+T = TypeVar("T")
 
 
 def _factories() -> dict[str, PolicyFactory]:
@@ -71,8 +72,15 @@ def _factories() -> dict[str, PolicyFactory]:
                                                max_candidates=int(p.get("candidates", 24))),
         "ismcts": lambda p: Ismcts(iterations=int(p.get("iterations", 200)),
                                    seconds=float(p.get("seconds", 1.0)),
-                                   rollout_steps=int(p.get("rollout", 40))),
+                                   rollout_steps=_maybe(p, "rollout", int),
+                                   exploration=_maybe(p, "exploration", float),
+                                   prior=_maybe(p, "prior", float)),
     }
+
+
+def _maybe(params: Mapping[str, str], key: str, kind: Callable[[str], T]) -> T | None:
+    """A parameter the spec names, or None for the game's own default."""
+    return kind(params[key]) if key in params else None
 
 
 POLICY_NAMES: tuple[str, ...] = ("random", "heuristic", "ismcts")
