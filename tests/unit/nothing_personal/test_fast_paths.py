@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import random
+from collections import defaultdict
+from pathlib import Path
 
+import famiglia.rules.nothing_personal as np_package
 from famiglia.engine import Rng
 from famiglia.rules.nothing_personal import ENGINE, flow, legal, plays
 from famiglia.rules.nothing_personal.evolve import evolve
 from famiglia.rules.nothing_personal.state import replace
-from famiglia.rules.nothing_personal.tx import NEXT, SHARED, folded
+from famiglia.rules.nothing_personal.tx import _BUILT, NEXT, SHARED, folded
 from tests.unit.nothing_personal.support import new, play, round1
 
 
@@ -87,3 +91,32 @@ def test_shared_events_fold_exactly_wherever_they_appear() -> None:
         for e in events:
             fast = ENGINE.evolve(fast, e)
         assert fast == slow
+
+
+def test_every_emit_of_a_shared_kind_names_its_fields_in_one_order() -> None:
+    """`Tx.emit` keys shared events by kind and field values: two call sites of one kind with the same
+    number of fields in different orders would share the wrong event."""
+    orders: dict[str, set[tuple[str | None, ...]]] = defaultdict(set)
+    for path in Path(np_package.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit":
+                assert node.args and isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}: kind not literal"
+                orders[node.args[0].value].add(tuple(_names(node.keywords)))
+    assert len(orders) > 40
+    for kind, shapes in orders.items():
+        if kind in _BUILT:
+            continue
+        assert all(None not in shape for shape in shapes), f"{kind}: fields passed as **mapping"
+        lengths = [len(shape) for shape in shapes]
+        assert len(set(lengths)) == len(lengths), f"{kind}: fields named in different orders {shapes}"
+
+
+def _names(keywords: list[ast.keyword]) -> list[str | None]:
+    """Field names in call order; `**{"from": x}` (a reserved word) counts as its literal keys."""
+    out: list[str | None] = []
+    for k in keywords:
+        if k.arg is None and isinstance(k.value, ast.Dict):
+            out.extend(key.value if isinstance(key, ast.Constant) else None for key in k.value.keys)
+        else:
+            out.append(k.arg)
+    return out

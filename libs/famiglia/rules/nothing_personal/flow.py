@@ -52,6 +52,9 @@ def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, priva
     return d
 
 
+# A window's decision by its content (kind, seats asked, answers so far): answers repeat across states.
+_WINDOWS: dict[tuple, Decision | None] = {}
+
 _T_RULING = TIMEOUTS["ruling"]
 _T_INVITE = TIMEOUTS["invite"]
 _T_VACANCY = TIMEOUTS["vacancy"]
@@ -83,14 +86,20 @@ def _decision(s: State) -> Decision | None:
         key = ("vacancy", s.vacancy.decider)
         return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, _T_VACANCY)
     w = s.window
-    if w is not None:
-        answers = w.answers
-        seats = tuple(i for i in w.seats if answers[i] is None)
-        if seats:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
-            key = (w.kind, seats)
-            return get(key) or _make(key, "window", seats, _RESPONSE, True,
-                                     _T_CARD if w.kind == "card" else _T_REROLL)
-        return None
+    if w is not None:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
+        wkey = (w.kind, w.seats, w.answers)
+        d = _WINDOWS.get(wkey, _NONE)
+        if d is _NONE:
+            answers = w.answers
+            seats = tuple([i for i in w.seats if answers[i] is None])
+            d = None
+            if seats:
+                key = (w.kind, seats)
+                d = get(key) or _make(key, "window", seats, _RESPONSE, True, _T_CARD if w.kind == "card" else _T_REROLL)
+            if len(_WINDOWS) >= 4096:
+                _WINDOWS.clear()
+            _WINDOWS[wkey] = d
+        return d   # type: ignore[return-value]
     a = s.act
     if a is not None and s.stage == "action":
         if a.stage == 0:                                                                           # NP-D10
@@ -160,11 +169,14 @@ STEPS: dict[tuple[str, str], Callable[[Tx], None]] = {
 def advance(tx: Tx) -> None:
     """Run automatic steps until a decision is open or the game is over."""
     guard = 0
-    while tx.s.phase != Phase.OVER and decision(tx.s) is None:
-        STEPS[(tx.s.phase, tx.s.stage)](tx)
+    over, steps = Phase.OVER, STEPS
+    s = tx.s
+    while s.phase != over and decision(s) is None:
+        steps[(s.phase, s.stage)](tx)
+        s = tx.s
         guard += 1
         if guard > 10_000:
-            raise AssertionError(f"no progress in {tx.s.phase}/{tx.s.stage}")
+            raise AssertionError(f"no progress in {s.phase}/{s.stage}")
 
 
 __all__ = ["advance", "decision", "eligible", "pending", "STEPS"]

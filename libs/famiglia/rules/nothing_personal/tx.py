@@ -79,7 +79,9 @@ class Tx:
     def emit(self, event_kind: str, /, **fields: Any) -> None:
         evolver, built, ring = _KIND[event_kind]
         if built is None:
-            key: tuple | None = (event_kind, *fields.items())
+            # Keyed by the values: every call site of a kind names its fields in one order
+            # (tests/unit/nothing_personal/test_fast_paths.py checks the source).
+            key: tuple | None = (event_kind, *fields.values())
             try:
                 hit = SHARED.get(key)   # type: ignore[arg-type]
             except TypeError:   # an unhashable value after all: not shared
