@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from celery import Celery
 
 
+_TOKEN_CACHE = 20_000  # seat tokens kept per process
+
+
 def _env_float(name: str, default: float) -> float:
     value = os.environ.get(name, "")
     return float(value) if value else default
@@ -69,6 +72,7 @@ class BotsApp:
     _celery: Any = None
     _per_process: dict[int, dict[str, Any]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _tokens: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def _mine(self) -> dict[str, Any]:
         return self._per_process.setdefault(os.getpid(), {})
@@ -96,8 +100,17 @@ class BotsApp:
             return mine["game"]
 
     def seat(self, match_id: str, seat: int) -> SeatClient:
-        """A client acting as `seat`: the bots service mints the seat token with the shared secret."""
-        return self.game_client.seat(match_id, self.signer.seat_token(match_id, seat))
+        """A client acting as `seat`: the bots service mints the seat token with the shared secret.
+
+        A token never changes meaning, so each (match, seat) is signed once per process
+        (a match's every decision would otherwise pay an HMAC)."""
+        key = (match_id, seat)
+        token = self._tokens.get(key)
+        if token is None:
+            if len(self._tokens) >= _TOKEN_CACHE:
+                self._tokens.clear()
+            token = self._tokens[key] = self.signer.seat_token(match_id, seat)
+        return self.game_client.seat(match_id, token)
 
     @property
     def celery(self) -> Celery:

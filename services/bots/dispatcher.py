@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -29,12 +29,17 @@ from typing import Protocol
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED
+from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState, NotAMatch
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
+from .payload import DecisionPayload, seat_payload
+
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
+READ_COUNT = 200
+"""Entries per partition and read (XREADGROUP COUNT)."""
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -51,7 +56,7 @@ TRANSIENT = _transient_errors()
 
 class TaskSender(Protocol):
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               trace: Mapping[str, str] | None = None) -> None: ...
+               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None: ...
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None: ...
@@ -63,6 +68,10 @@ class MatchObserver(Protocol):
     def match_progress(self, tournament_id: str, match_id: str, commands: int) -> None: ...
 
     def match_finished(self, tournament_id: str, match: MatchState) -> None: ...
+
+    def flush(self) -> None:
+        """Write what was buffered (called when the dispatcher is idle)."""
+        ...
 
 
 @dataclass
@@ -184,9 +193,9 @@ class Dispatcher:
         bots = [p for p in pendings if p.seat in tracked.bots]
         if bots:
             chosen = bots[match.version % len(bots)].seat
-            if self._queue(tracked, chosen, functools.partial(
-                    self.tasks.decide, match.match_id, match.game_id, chosen, match.version,
-                    tracked.bots[chosen], trace=tracked.trace)):
+            if self._queue(tracked, chosen, lambda: self.tasks.decide(
+                    match.match_id, match.game_id, chosen, match.version, tracked.bots[chosen],
+                    trace=tracked.trace, payload=seat_payload(match.engine, match.state, chosen))):
                 tracked.sent_at = self.now()
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
@@ -258,7 +267,7 @@ class Dispatcher:
         backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
         last_claim = self.now()
         while not stop.is_set():
-            entries = backlog or consumer.read(count=200, block_ms=block_ms)
+            entries = backlog or self._read_all(consumer, block_ms)
             backlog = []
             if self.now() - last_claim > claim_idle_ms / 1000:
                 entries += consumer.claim_stale(claim_idle_ms)
@@ -273,9 +282,34 @@ class Dispatcher:
                     continue
                 consumer.ack(entries)
             try:
+                if not entries and self.observer is not None:
+                    self.observer.flush()
                 self.check_stalls()
             except Exception:  # noqa: BLE001
                 log.exception("stall_check_failed")
+
+    @staticmethod
+    def _read_all(consumer, block_ms: int, count: int = READ_COUNT, most: int = 20 * READ_COUNT) -> list:
+        """What is new, read until a read comes back short of `count`.
+
+        A command's events reach a partition stream in one atomic script, so a read
+        that returns fewer than `count` entries per partition ends on command
+        boundaries; a capped read may end in the middle of a command, and deciding
+        there would queue a task for a version the match leaves at once. Reading on
+        first (up to `most` entries) keeps such wasted, stale tasks rare."""
+        entries = consumer.read(count=count, block_ms=block_ms)
+        batch = entries
+        while _capped(batch, count) and len(entries) < most:
+            batch = consumer.read(count=count, block_ms=None)
+            entries += batch
+        return entries
+
+
+def _capped(entries: Sequence[PartitionEntry], count: int) -> bool:
+    """Whether some partition gave a full `count` (so it may have more)."""
+    if len(entries) < count:
+        return False
+    return max(Counter(e.partition for e in entries).values()) >= count
 
 
 def _recent_matches(store: EventStore, recent: int) -> list[str]:

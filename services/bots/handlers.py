@@ -17,12 +17,13 @@ from google.protobuf.message import Message
 
 from famiglia.bots import Decision, make_policy
 from famiglia.bots.random_policy import RandomPolicy
-from famiglia.engine import pending_for
+from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
 from famiglia.matchstate import MatchState
-from famiglia.telemetry import get_logger, tracer
+from famiglia.telemetry import child_span, get_logger
 
 from .bootstrap import BotsApp
+from .payload import LEGAL_LIMIT, DecisionPayload
 
 log = get_logger("famiglia.bots")
 
@@ -58,10 +59,37 @@ def _rpc(call, *args, **kwargs):
 
 
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
-                      policy: str) -> str:
-    """Choose from the seat's view and submit. Returns what happened (for logs and tests)."""
+                      policy: str, payload: DecisionPayload | None = None) -> str:
+    """Choose from the seat's view and submit. Returns what happened (for logs and tests).
+
+    With a payload (the dispatcher's: the seat's view and legal commands at `version`)
+    the only RPC is SubmitCommand; without one the view and the legal commands are
+    read over gRPC first, as any client would."""
     engine = app.registry.get(game_id)
     client = app.seat(match_id, seat)
+    seed = derive_seed(zlib.crc32(match_id.encode()), version, f"seat{seat}")
+    if payload is not None:
+        view, commands = payload.messages(engine)
+        if not commands:
+            return "no_command"
+        decision = Decision(game_id, seat, view, commands, version, seed)
+    else:
+        fetched = _fetch_decision(client, engine, game_id, seat, version, seed)
+        if isinstance(fetched, str):
+            return fetched
+        decision = fetched
+    with child_span("bots.choose", {"policy": policy, "game_id": game_id}):
+        try:
+            command = make_policy(policy).choose(engine, decision)
+        except Exception:  # noqa: BLE001 - a policy bug must not stall the match
+            log.exception("policy_failed", match_id=match_id, policy=policy)
+            command = RandomPolicy().choose(engine, decision)
+    return _submit(client, command, bot_command_id(match_id, version, seat), version,
+                   fallback=[c for c in decision.legal if c != command])
+
+
+def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int) -> Decision | str:
+    """The decision read over gRPC (GetView, ListLegalCommands), or why there is none."""
     view = _rpc(client.view)
     if view.finished:
         return "finished"
@@ -69,23 +97,14 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
         return "stale"
     if seat not in {p.seat for p in view.to_act}:
         return "not_pending"
-    legal = _rpc(client.legal_commands, 64)
+    legal = _rpc(client.legal_commands, LEGAL_LIMIT)
     if legal.version != version:
         return "stale"
     assert engine.info.command_type is not None and engine.info.view_type is not None
     commands = tuple(_unpack(engine.info.command_type, c) for c in legal.commands)
     if not commands:
         return "no_command"
-    decision = Decision(game_id, seat, _unpack(engine.info.view_type, view.view), commands, version,
-                        derive_seed(zlib.crc32(match_id.encode()), version, f"seat{seat}"))
-    with tracer().start_as_current_span("bots.choose", attributes={"policy": policy, "game_id": game_id}):
-        try:
-            command = make_policy(policy).choose(engine, decision)
-        except Exception:  # noqa: BLE001 - a policy bug must not stall the match
-            log.exception("policy_failed", match_id=match_id, policy=policy)
-            command = RandomPolicy().choose(engine, decision)
-    return _submit(client, command, bot_command_id(match_id, version, seat), version,
-                   fallback=[c for c in commands if c != command])
+    return Decision(game_id, seat, _unpack(engine.info.view_type, view.view), commands, version, seed)
 
 
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:

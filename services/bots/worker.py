@@ -1,37 +1,129 @@
-"""`python -m services.bots.worker`: a real `celery worker` for bot decisions and clocks.
+"""`python -m services.bots.worker`: real `celery worker`s for bot decisions and clocks.
 
-The pool is prefork with one process per core by default (FAMIGLIA_BOTS_POOL,
-FAMIGLIA_BOTS_CONCURRENCY); search policies are CPU-bound, so threads would
-share one core under the GIL.
+One worker process per core by default (FAMIGLIA_BOTS_CONCURRENCY): search
+policies are CPU-bound, so threads would share one core under the GIL.
+
+Pools (FAMIGLIA_BOTS_POOL):
+
+- `solo` (default): this process forks one `celery worker -P solo` per core and
+  keeps them running (a child that dies is started again). Each child takes a
+  task from Redis and plays it itself, so a decision costs no hand-over between
+  a consumer process and a pool process (the prefork pool pickles every task and
+  its outcome through a pipe; for `random` and `heuristic` seats that was more
+  CPU than the decision). A child killed mid-task leaves its task unacked; Redis
+  gives it to another child after the visibility timeout, and the dispatcher
+  queues the decision again after its stall time, whichever comes first. Solo
+  workers enforce no hard time limit: a policy running over
+  FAMIGLIA_BOTS_TASK_TIME_LIMIT is interrupted by an alarm and the seat plays
+  `random` instead (handlers.play_bot_decision).
+- `prefork`: one Celery worker with a prefork pool of `concurrency` processes.
+- `threads`: one Celery worker with `concurrency` threads (tests).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import socket
 import sys
+import time
 
 from famiglia.engine.registry import Registry
-from famiglia.telemetry import configure
+from famiglia.telemetry import configure, get_logger
 
-from .bootstrap import bootstrap
+from .bootstrap import BotsApp, bootstrap
 from .entrypoints.celery_app import CLOCKS_QUEUE, DECISIONS_QUEUE
 
+log = get_logger("famiglia.bots.worker")
 
-def worker_argv(pool: str, concurrency: int, loglevel: str = "INFO") -> list[str]:
+# Celery's own line per task ("received", "succeeded") at INFO: two log records per
+# decision, more CPU than a random choice. Our `bot_decision` line stays; Celery's
+# warnings and errors (a failed or retried task) still show.
+QUIET_LOGGERS = ("celery.app.trace", "celery.worker.strategy", "celery.worker.request")
+
+
+def worker_argv(pool: str, concurrency: int, loglevel: str = "INFO", name: str = "") -> list[str]:
     return [
         "worker", "-P", pool, "-c", str(concurrency), "-Q", f"{DECISIONS_QUEUE},{CLOCKS_QUEUE}",
-        "-n", f"bots-{os.getpid()}@{socket.gethostname()}", "--loglevel", loglevel,
+        "-n", f"{name or f'bots-{os.getpid()}'}@{socket.gethostname()}", "--loglevel", loglevel,
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]
+
+
+def quiet_celery_task_logs() -> None:
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _run_celery(app: BotsApp, pool: str, concurrency: int, extra: list[str], name: str = "") -> None:
+    quiet_celery_task_logs()
+    app.celery.worker_main(worker_argv(pool, concurrency, app.settings.log_level.upper(), name) + extra)
+
+
+def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
+    pid = os.fork()
+    if pid == 0:  # the child: a whole Celery worker of its own
+        code = 0
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _run_celery(app, "solo", 1, extra, name=f"bots-{os.getppid()}-{index}")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - report, then leave the child
+            log.exception("solo_worker_failed", index=index)
+            code = 1
+        finally:
+            os._exit(code)
+    return pid
+
+
+def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
+    """Fork `count` solo Celery workers and keep them running until SIGTERM/SIGINT."""
+    stopping = False
+
+    def stop(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)  # Celery's warm shutdown: finish the task at hand
+            except ProcessLookupError:
+                pass
+
+    children: dict[int, int] = {}  # pid -> index
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for index in range(count):
+        children[_fork_solo(app, index, extra)] = index
+    log.info("bots_workers_started", pool="solo", processes=count)
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid not in children:
+            continue
+        index = children.pop(pid)
+        if stopping:
+            continue
+        log.warning("solo_worker_exited", index=index, status=status)
+        time.sleep(1.0)  # a child that cannot start must not spin
+        if not stopping:
+            children[_fork_solo(app, index, extra)] = index
 
 
 def main(registry: Registry | None = None, argv: list[str] | None = None) -> None:
     configure("bots-worker")
     app = bootstrap(registry=registry)
-    celery = app.celery
     extra = sys.argv[1:] if argv is None else argv
-    celery.worker_main(worker_argv(app.bots.pool, app.bots.workers, app.settings.log_level.upper()) + extra)
+    if app.bots.pool == "solo" and app.bots.workers > 1:
+        supervise_solo(app, app.bots.workers, extra)
+    else:
+        _run_celery(app, app.bots.pool, app.bots.workers, extra)
 
 
 if __name__ == "__main__":

@@ -155,8 +155,9 @@ def group_cpu(pgids: dict[str, int]) -> dict[str, float]:
 
 
 def play_on_stack(bots_addr: str, spec, timeout: float = 1800.0,  # type: ignore[no-untyped-def]
-                  pgids: dict[str, int] | None = None) -> StackRun:
-    """Create the tournament on the bots service and wait for its end."""
+                  pgids: dict[str, int] | None = None, poll: float = 0.5) -> StackRun:
+    """Create the tournament on the bots service and wait for its end (asking every `poll`
+    seconds: each answer rates the standings, which is work the stack is measured on)."""
     from famiglia.cli.tournament import TournamentClient
     from famiglia.v1 import tournament_service_pb2 as pb
 
@@ -175,7 +176,7 @@ def play_on_stack(bots_addr: str, spec, timeout: float = 1800.0,  # type: ignore
             if time.monotonic() > deadline:
                 client.cancel(t.tournament_id)
                 raise TimeoutError(f"tournament {t.tournament_id}: {t.finished}/{t.planned} after {timeout:.0f}s")
-            time.sleep(0.2)
+            time.sleep(poll)
             t = client.get(t.tournament_id)
         seconds = time.monotonic() - start
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in group_cpu(pgids or {}).items()}

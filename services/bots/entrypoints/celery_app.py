@@ -23,6 +23,7 @@ from famiglia.telemetry import extract_context, get_logger, inject_context, trac
 
 from .. import handlers
 from ..bootstrap import BotsApp
+from ..payload import DecisionPayload
 
 DECIDE = "famiglia.bots.decide"
 CLOCK = "famiglia.bots.clock"
@@ -72,9 +73,11 @@ def make_celery(app: BotsApp) -> Celery:
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
     @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True, **retry)
-    def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str) -> str:
+    def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str,
+               decision: dict[str, Any] | None = None) -> str:
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
-            outcome = handlers.play_bot_decision(app, match_id, game_id, seat, version, policy)
+            outcome = handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
+                                                 DecisionPayload.from_json(decision))
         log.info("bot_decision", match_id=match_id, seat=seat, version=version, policy=policy, outcome=outcome)
         return outcome
 
@@ -98,9 +101,10 @@ class CeleryTasks:
         return {TRACE_HEADER: dict(trace or inject_context())}
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               trace: Mapping[str, str] | None = None) -> None:
-        self.celery.send_task(DECIDE, args=(match_id, game_id, seat, version, policy), queue=DECISIONS_QUEUE,
-                              headers=self._headers(trace))
+               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None:
+        kwargs = {"decision": payload.to_json()} if payload is not None else {}
+        self.celery.send_task(DECIDE, args=(match_id, game_id, seat, version, policy), kwargs=kwargs,
+                              queue=DECISIONS_QUEUE, headers=self._headers(trace))
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None:

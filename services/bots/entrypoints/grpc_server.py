@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from collections.abc import Sequence
 
 import grpc
 
 from famiglia.bots import POLICY_NAMES, PolicySpec, UnknownPolicy, make_policy
-from famiglia.bots.standings import standings
+from famiglia.bots.standings import Standing, standings
 from famiglia.bots.tournament import GamePlan, TournamentSpec, plan
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
@@ -48,7 +50,9 @@ def spec_from_request(request: pb.CreateTournamentRequest, registry: Registry) -
     )
 
 
-def tournament_proto(record: TournamentRecord, *, include_matches: bool = False) -> pb.Tournament:
+def tournament_proto(record: TournamentRecord, *, include_matches: bool = False,
+                     rows: Sequence[Standing] | None = None) -> pb.Tournament:
+    """The tournament as the API shows it; `rows` are its standings if already known."""
     planned = plan(record.spec)
     out = pb.Tournament(tournament_id=record.tournament_id, name=record.spec.name,
                         status=_STATUS.get(record.status, pb.TOURNAMENT_STATUS_UNSPECIFIED),
@@ -63,7 +67,7 @@ def tournament_proto(record: TournamentRecord, *, include_matches: bool = False)
     for game in record.spec.games:
         out.games.add(game_id=game.game_id, planned=planned_per_game[game.game_id],
                       started=started[game.game_id], finished=finished[game.game_id])
-    for row in standings(record.match_records()):
+    for row in standings(record.match_records()) if rows is None else rows:
         out.standings.add(game_id=row.game_id, entrant=row.entrant, matches=row.matches, wins=row.wins,
                           mean_rank=row.mean_rank, mu=row.mu, sigma=row.sigma, ordinal=row.ordinal)
     if include_matches:
@@ -78,6 +82,23 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def __init__(self, repo: TournamentRepo, registry: Registry) -> None:
         self.repo = repo
         self.registry = registry
+        self._standings: dict[str, tuple[int, list[Standing]]] = {}
+        self._lock = threading.Lock()
+
+    def _proto(self, record: TournamentRecord, include_matches: bool = False) -> pb.Tournament:
+        """Standings are rated again only when a result came in since the last call: a
+        client polling a 1,000-match tournament would otherwise cost tens of ms a poll."""
+        with self._lock:
+            cached = self._standings.get(record.tournament_id)
+        if cached is not None and cached[0] == len(record.results):
+            rows = cached[1]
+        else:
+            rows = standings(record.match_records())
+            with self._lock:
+                if len(self._standings) > 256:
+                    self._standings.clear()
+                self._standings[record.tournament_id] = (len(record.results), rows)
+        return tournament_proto(record, include_matches=include_matches, rows=rows)
 
     def _get(self, tid: str) -> TournamentRecord:
         record = self.repo.get(tid) if tid else None
@@ -89,11 +110,11 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def CreateTournament(self, request, context):
         spec = spec_from_request(request, self.registry)
         tid = self.repo.create(spec, request.request_id)
-        return tournament_proto(self._get(tid))
+        return self._proto(self._get(tid))
 
     @rpc
     def GetTournament(self, request, context):
-        return tournament_proto(self._get(request.tournament_id), include_matches=request.include_matches)
+        return self._proto(self._get(request.tournament_id), include_matches=request.include_matches)
 
     @rpc
     def ListTournaments(self, request, context):
@@ -101,7 +122,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         for tid in self.repo.ids(limit=request.limit or 20):
             record = self.repo.get(tid)
             if record is not None:
-                reply.tournaments.append(tournament_proto(record))
+                reply.tournaments.append(self._proto(record))
         return reply
 
     @rpc
@@ -109,7 +130,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         record = self._get(request.tournament_id)
         if record.status == RUNNING:
             self.repo.set_status(record.tournament_id, CANCELLED)
-        return tournament_proto(self._get(request.tournament_id))
+        return self._proto(self._get(request.tournament_id))
 
     @rpc
     def ListPolicies(self, request, context):

@@ -13,6 +13,7 @@ from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.v1 import envelope_pb2
 from services.bots.dispatcher import Dispatcher
+from services.bots.payload import LEGAL_LIMIT, DecisionPayload
 from services.command.app import Viewer
 from services.command.bootstrap import bootstrap as command_bootstrap
 
@@ -20,10 +21,12 @@ from services.command.bootstrap import bootstrap as command_bootstrap
 @dataclass
 class FakeTasks:
     decisions: list[tuple] = field(default_factory=list)
+    payloads: list = field(default_factory=list)
     clocks: list[tuple] = field(default_factory=list)
 
-    def decide(self, match_id, game_id, seat, version, policy, trace=None) -> None:
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None) -> None:
         self.decisions.append((match_id, seat, version, policy))
+        self.payloads.append(payload)
 
     def clock(self, match_id, seat, version, countdown, trace=None) -> None:
         self.clocks.append((match_id, seat, version, countdown))
@@ -39,6 +42,9 @@ class FakeObserver:
 
     def match_finished(self, tournament_id, match) -> None:
         self.finished.append(match.match_id)
+
+    def flush(self) -> None:
+        pass
 
 
 class Table:
@@ -86,6 +92,25 @@ def test_a_bot_seat_gets_one_task_at_the_version_it_must_act_at() -> None:
     table.pump(match_id)  # nothing new: nothing queued again
     table.dispatcher.handle(table.store.read(match_id))  # a redelivered batch neither
     assert len(table.tasks.decisions) == 1
+
+
+def test_a_decision_carries_what_the_read_rpcs_would_answer_that_seat_and_nothing_more() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"}, hand="3")
+    table.pump(match_id)
+    after = table.act(match_id, 0)
+    table.pump(match_id)
+    (_, seat, version, _), payload = table.tasks.decisions[-1], table.tasks.payloads[-1]
+    assert (seat, version) == (1, after)
+    view = table.app.get_view(match_id, Viewer(seat))
+    legal = table.app.legal_commands(match_id, Viewer(seat), LEGAL_LIMIT)
+    assert payload.view == view.view.SerializeToString()
+    assert payload.legal == tuple(c.SerializeToString() for c in legal.commands)
+    other = table.app.get_view(match_id, Viewer(0)).view.SerializeToString()
+    assert payload.view != other  # the other seat's hand is not in it
+    parsed_view, parsed_legal = DecisionPayload.from_json(payload.to_json()).messages(HIGHCARD)
+    assert parsed_view == view.view and list(parsed_legal) == legal.commands
+    assert DecisionPayload.from_json(None) is None  # an older message: the worker reads over gRPC
 
 
 def test_the_next_decision_is_queued_at_the_new_version() -> None:

@@ -1,0 +1,60 @@
+"""A bot decision as the dispatcher hands it to a worker: the seat's own view and
+its legal commands at one version, so the worker needs no read RPC.
+
+The dispatcher holds every match folded (server-side code may see the true
+state); from it this module takes exactly what `GetView` and `ListLegalCommands`
+would answer that seat — `engine.view(state, seat)` and
+`engine.legal_commands(state, seat, limit)` — never the state itself. The
+worker still submits through GameService with `expected_version`, so a payload
+made at a version the match has left is refused there and does nothing.
+
+JSON-safe (Celery's serializer): protobuf bytes as base64 text.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from famiglia.engine import Engine
+
+LEGAL_LIMIT = 64
+"""As many legal commands as the RPC path asks for (ListLegalCommands limit): huge
+choices are sampled by the engine, never enumerated."""
+
+
+@dataclass(frozen=True)
+class DecisionPayload:
+    """The serialized view of one seat and its legal commands."""
+
+    view: bytes
+    legal: tuple[bytes, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"view": base64.b64encode(self.view).decode("ascii"),
+                "legal": [base64.b64encode(c).decode("ascii") for c in self.legal]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> DecisionPayload | None:
+        """The payload of a task message; None for a message without one (sent before
+        payloads existed, or by another sender): the worker then reads over gRPC."""
+        if not data or "view" not in data or "legal" not in data:
+            return None
+        return cls(base64.b64decode(data["view"]), tuple(base64.b64decode(c) for c in data["legal"]))
+
+    def messages(self, engine: Engine) -> tuple[Any, tuple[Any, ...]]:
+        """(view, legal commands) as the game's own View and Command messages."""
+        info = engine.info
+        assert info.view_type is not None and info.command_type is not None
+        parse = info.command_type.FromString
+        return info.view_type.FromString(self.view), tuple(parse(c) for c in self.legal)
+
+
+def seat_payload(engine: Engine, state: Any, seat: int, limit: int = LEGAL_LIMIT) -> DecisionPayload:
+    """What `seat` may know at this state: its own view and its legal commands."""
+    view = engine.view(state, seat)
+    legal = engine.legal_commands(state, seat, limit=limit)
+    return DecisionPayload(view.SerializeToString(),
+                           tuple(c.SerializeToString() for c in legal))
