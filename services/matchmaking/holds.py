@@ -12,7 +12,9 @@ tickets in two games at once. What joins them is one key in the player's own slo
 
 The matcher takes the holds of every player of a proposal in a fixed order (sorted
 player ids; on a refusal it gives back the ones it took, so two matchers never wait
-on each other), claims, turns its leases into `table` holds (compare-and-set: a lease
+on each other; one pipelined try first, then one by one if anything was in the way,
+so that of two matchers wanting the same players the one reaching the first of them
+wins), claims, turns its leases into `table` holds (compare-and-set: a lease
 that expired and went elsewhere fails the claim back to the queue), creates the match,
 finalizes, cancels the players' other tickets, then turns the holds into `seated`.
 
@@ -126,8 +128,16 @@ class PlayerHolds:
     def take(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat]) -> Taken:
         """Lease every player of the proposal, in player order, or none."""
         lease = Hold(LEASE, game_id, proposal_id, secrets.token_hex(6)).encode()
-        taken: list[HoldSeat] = []
-        for seat in sorted(seats, key=lambda s: s.player_id):
+        ordered = sorted(seats, key=lambda s: s.player_id)
+        pipe = self.client.pipeline(transaction=False)  # the usual case, nobody in the way: one round trip
+        for seat in ordered:
+            pipe.set(hold_key(seat.player_id), lease, nx=True, px=self.lease_ms)
+        got = pipe.execute()
+        if all(got):
+            return Taken(lease)
+        self._give_back([seat for seat, ok in zip(ordered, got, strict=True) if ok], lease)
+        taken: list[HoldSeat] = []  # then the careful way: one by one, so the first refusal stops us
+        for seat in ordered:
             refused_by = self._take_one(seat, lease)
             if refused_by is not None:
                 self._give_back(taken, lease)
@@ -161,23 +171,32 @@ class PlayerHolds:
                 return held  # another table is being formed with this player
         return held or Hold(LEASE, "", "", "")  # kept changing under us: busy, try next tick
 
+    def _swaps(self, swaps: Sequence[tuple[str, Sequence[str | int]]]) -> list[int]:
+        """Several players' swaps in one round trip: (player, args) each. EVALSHA straight into the
+        pipeline (redis-py's Script would ask SCRIPT EXISTS first, one more round trip each time);
+        a NOSCRIPT reply (Redis restarted) fails every one of them alike, so loading and resending is safe."""
+        if not swaps:
+            return []
+        for attempt in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for player_id, args in swaps:
+                pipe.evalsha(self._swap.sha, 1, hold_key(player_id), *args)
+            try:
+                return [int(r) for r in pipe.execute()]
+            except redis.exceptions.NoScriptError:
+                if attempt:
+                    raise
+                self.client.script_load(self._swap.script)
+        return []
+
     def _give_back(self, seats: Sequence[HoldSeat], *values: str) -> None:
-        if not seats:
-            return
         accepted = [f"={v}" for v in values if v]
-        pipe = self.client.pipeline(transaction=False)
-        for seat in seats:
-            self._swap(keys=[hold_key(seat.player_id)], args=["", 0, *accepted], client=pipe)
-        pipe.execute()
+        self._swaps([(seat.player_id, ["", 0, *accepted]) for seat in seats])
 
     def commit(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], lease: str) -> bool:
         """After the claim: every lease becomes this table's hold, or False (a lease was lost)."""
-        pipe = self.client.pipeline(transaction=False)
-        for seat in seats:
-            table = self.table(game_id, proposal_id, seat)
-            self._swap(keys=[hold_key(seat.player_id)], args=[table, self.keep_ms, f"={lease}", f"={table}"],
-                       client=pipe)
-        return all(pipe.execute())
+        tables = [(seat.player_id, self.table(game_id, proposal_id, seat)) for seat in seats]
+        return all(self._swaps([(p, [t, self.keep_ms, f"={lease}", f"={t}"]) for p, t in tables]))
 
     # -- a claimed table -------------------------------------------------------------
     def retake(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat]) -> bool:
@@ -195,18 +214,11 @@ class PlayerHolds:
 
     def free(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], lease: str = "") -> None:
         """The table will not be: its players are free (only holds still naming it)."""
-        pipe = self.client.pipeline(transaction=False)
-        for seat in seats:
-            accepted = [f"={self.table(game_id, proposal_id, seat)}"] + ([f"={lease}"] if lease else [])
-            self._swap(keys=[hold_key(seat.player_id)], args=["", 0, *accepted], client=pipe)
-        pipe.execute()
+        self._swaps([(seat.player_id, ["", 0, f"={self.table(game_id, proposal_id, seat)}",
+                                       *([f"={lease}"] if lease else [])]) for seat in seats])
 
     def seat(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], match_id: str, now_ms: int) -> None:
         """The table exists: its players' holds become `seated` (older tickets are stale)."""
         seated = Hold(SEATED, game_id, match_id, str(now_ms)).encode()
-        pipe = self.client.pipeline(transaction=False)
-        for seat in seats:
-            self._swap(keys=[hold_key(seat.player_id)], args=[seated, self.seated_ms,
-                                                              f"={self.table(game_id, proposal_id, seat)}"],
-                       client=pipe)
-        pipe.execute()
+        self._swaps([(seat.player_id, [seated, self.seated_ms, f"={self.table(game_id, proposal_id, seat)}"])
+                     for seat in seats])
