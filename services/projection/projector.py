@@ -35,15 +35,14 @@ from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
 from famiglia.matchstate import MatchState
 from famiglia.ratings import MatchOutcome, Placement
-from famiglia.readmodels import archived_envelopes, game_scope, tournament_scope
+from famiglia.readmodels import game_scope, tournament_scope
 from famiglia.readmodels.archive import archive_values
-from famiglia.readmodels.db import write_session
 from famiglia.readmodels.queries import seed_to_db
 from famiglia.telemetry import extract_context, get_logger, spans_exported, tracer
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 from .rating_book import RatingBook
-from .writes import BatchWriter, BatchWrites, MatchRow, SeatResult, entry_key
+from .writes import BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
 
 log = get_logger("famiglia.projection")
 
@@ -125,8 +124,8 @@ class Projector:
             try:
                 with tracer().start_as_current_span("projection.batch",
                                                     attributes={"entries": len(unique), "attempt": attempt}):
-                    with write_session(self.engine) as session:
-                        outcome = self._apply_batch(session, by_match)
+                    with self.engine.begin() as conn:
+                        outcome = self._apply_batch(conn, by_match)
                 outcome.attempts = attempt
                 self.cache.drop(outcome.finished_matches)
                 return outcome
@@ -141,11 +140,10 @@ class Projector:
                 raise
         raise AssertionError("unreachable")
 
-    def _apply_batch(self, session: Session, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
+    def _apply_batch(self, conn: Connection, by_match: dict[str, list[PartitionEntry]]) -> BatchOutcome:
         """Fold every match of the batch in memory, then write what it changed in a few statements."""
         outcome = BatchOutcome()
         writes = BatchWrites()
-        conn = session.connection()
         ids = sorted(by_match)  # one lock order for every process: no deadlocks between consumers
         rows = self.writer.lock_match_rows(conn, ids)
         traced = spans_exported()
@@ -171,26 +169,33 @@ class Projector:
             if ready:
                 envelopes = [e.envelope for e in ready]
                 if traced:
-                    finished = self._apply_match_traced(session, writes, row, envelopes)
+                    finished = self._apply_match_traced(conn, writes, row, envelopes)
                 else:
-                    finished = self._apply_events(session, writes, row, envelopes)
+                    finished = self._apply_events(conn, writes, row, envelopes)
                 outcome.applied.extend(ready)
                 if finished:
                     outcome.finished_matches.append(match_id)
         self.writer.write(conn, writes)
-        # Rate this batch's finished matches in canonical order, so a batch never re-rates itself.
-        for match, rated in sorted(((m, _rated(m, seats)) for m, seats in writes.results),
-                                   key=lambda pair: pair[1].order_key):
-            self.ratings.rate(session, game_scope(match.game_id), rated)
-            if match.tournament_id:
-                self.ratings.rate(session, tournament_scope(match.tournament_id, match.game_id), rated)
+        if writes.results:
+            self._rate(conn, writes)
         self._advance_checkpoints(conn, outcome.applied)
         if outcome.applied:
             outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
         return outcome
 
+    def _rate(self, conn: Connection, writes: BatchWrites) -> None:
+        """Rate this batch's finished matches in canonical order, so a batch never re-rates itself.
+        (The rating book works with ORM rows, on the batch's connection and transaction.)"""
+        with Session(bind=conn) as session:
+            for match, rated in sorted(((m, _rated(m, seats)) for m, seats in writes.results),
+                                       key=lambda pair: pair[1].order_key):
+                self.ratings.rate(session, game_scope(match.game_id), rated)
+                if match.tournament_id:
+                    self.ratings.rate(session, tournament_scope(match.tournament_id, match.game_id), rated)
+            session.flush()
+
     # -- one match ----------------------------------------------------------------------
-    def _apply_match_traced(self, session: Session, writes: BatchWrites, row: MatchRow | None,
+    def _apply_match_traced(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
                             envelopes: list[EventEnvelope]) -> bool:
         """Continue the trace of the command that wrote the events (from the envelope), then apply them."""
         first = envelopes[0]
@@ -199,9 +204,9 @@ class Projector:
             "projection.apply", context=parent,
             attributes={"match_id": first.match_id, "first_seq": first.seq, "events": len(envelopes)},
         ):
-            return self._apply_events(session, writes, row, envelopes)
+            return self._apply_events(conn, writes, row, envelopes)
 
-    def _apply_events(self, session: Session, writes: BatchWrites, row: MatchRow | None,
+    def _apply_events(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
                       envelopes: list[EventEnvelope]) -> bool:
         """Archive, fold and project a run of consecutive events of one match; True when it finished."""
         first = envelopes[0]
@@ -212,7 +217,7 @@ class Projector:
             state = self._start_state(row, first)
             rest = envelopes[1:]
         else:
-            state = self._state_for(session, row)
+            state = self._state_for(conn, row)
             rest = envelopes
         writes.matches.append(row)
         writes.archive.extend(archive_values(env) for env in envelopes)
@@ -270,7 +275,7 @@ class Projector:
             log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
             return None
 
-    def _state_for(self, session: Session, row: MatchRow) -> MatchState | None:
+    def _state_for(self, conn: Connection, row: MatchRow) -> MatchState | None:
         """The folded match at `row.version`: from the cache, caught up or rebuilt from the archive."""
         if row.fold_error:
             return None
@@ -279,14 +284,14 @@ class Projector:
             state = None  # ahead of the database: a rolled-back batch or a rebuild; start over
         try:
             if state is None:
-                envelopes = archived_envelopes(session, row.match_id, upto=row.version)
+                envelopes = archived(conn, row.match_id, upto=row.version)
                 first = envelopes[0]
                 state = self._start_state(row, first)
                 if state is None:
                     return None
                 state.apply(envelopes[1:])
             elif state.version < row.version:
-                state.apply(archived_envelopes(session, row.match_id, after=state.version, upto=row.version))
+                state.apply(archived(conn, row.match_id, after=state.version, upto=row.version))
         except Exception as exc:  # noqa: BLE001
             log.exception("projection_refold_failed", match_id=row.match_id)
             row.fold_error = f"refold: {type(exc).__name__}: {exc}"[:2000]

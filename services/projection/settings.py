@@ -1,39 +1,40 @@
-"""The projection's own knobs, from FAMIGLIA_PROJECTION_* variables, beside the shared Settings."""
+"""The projection's own knobs, from FAMIGLIA_PROJECTION_* variables, beside the shared Settings.
+
+The consumer's knobs are `RunnerConfig`'s fields, each read from
+FAMIGLIA_PROJECTION_<FIELD> (FAMIGLIA_PROJECTION_BATCH, ..._CLAIM_IDLE_MS, ...), so
+a new field of the runner is configurable without being listed twice.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from .runner import RunnerConfig
+
+PREFIX = "FAMIGLIA_PROJECTION_"
 
 
 @dataclass(frozen=True)
 class ProjectionSettings:
-    group: str = "projection"
-    consumer: str = ""
-    batch: int = 100
-    block_ms: int = 1000
-    claim_idle_ms: int = 30_000
-    claim_every_s: float = 5.0
-    lag_every_s: float = 5.0
+    runner: RunnerConfig = field(default_factory=RunnerConfig)
     cache_size: int = 2000
+    """Live matches kept folded in memory (FAMIGLIA_PROJECTION_CACHE)."""
 
     @classmethod
-    def from_env(cls) -> ProjectionSettings:
-        env = os.environ.get
-        return cls(
-            group=env("FAMIGLIA_PROJECTION_GROUP", "projection"),
-            consumer=env("FAMIGLIA_PROJECTION_CONSUMER", ""),
-            batch=int(env("FAMIGLIA_PROJECTION_BATCH", "100")),
-            block_ms=int(env("FAMIGLIA_PROJECTION_BLOCK_MS", "1000")),
-            claim_idle_ms=int(env("FAMIGLIA_PROJECTION_CLAIM_IDLE_MS", "30000")),
-            claim_every_s=float(env("FAMIGLIA_PROJECTION_CLAIM_EVERY_S", "5")),
-            lag_every_s=float(env("FAMIGLIA_PROJECTION_LAG_EVERY_S", "5")),
-            cache_size=int(env("FAMIGLIA_PROJECTION_CACHE", "2000")),
-        )
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ProjectionSettings:
+        env = os.environ if env is None else env
+        knobs = {f.name: _parse(f.default, env[PREFIX + f.name.upper()])
+                 for f in fields(RunnerConfig) if PREFIX + f.name.upper() in env}
+        return cls(RunnerConfig(**knobs), int(env.get(PREFIX + "CACHE", cls.cache_size)))
 
     def runner_config(self, consumer: str = "") -> RunnerConfig:
-        return RunnerConfig(group=self.group, consumer=consumer or self.consumer, batch=self.batch,
-                            block_ms=self.block_ms, claim_idle_ms=self.claim_idle_ms,
-                            claim_every_s=self.claim_every_s, lag_every_s=self.lag_every_s)
+        """The runner's configuration; `consumer` overrides the configured consumer name."""
+        return replace(self.runner, consumer=consumer) if consumer else self.runner
+
+
+def _parse(default: Any, raw: str) -> Any:
+    """A knob's text as the type of its default (str, int or float)."""
+    return type(default)(raw)

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import JSON, Table, bindparam, case, select, update
+from sqlalchemy import JSON, BigInteger, Table, and_, bindparam, case, cast, func, or_, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.dml import Insert
 
 from famiglia.readmodels.db import dialect_insert
 from famiglia.readmodels.tables import (
@@ -29,6 +28,7 @@ from famiglia.readmodels.tables import (
     Tournament,
     TournamentStanding,
 )
+from famiglia.v1.envelope_pb2 import EventEnvelope
 
 MATCHES: Table = Match.__table__  # type: ignore[attr-defined]
 SEATS: Table = MatchSeat.__table__  # type: ignore[attr-defined]
@@ -146,18 +146,13 @@ class BatchWriter:
             index_elements=[STANDINGS.c.tournament_id, STANDINGS.c.game_id, STANDINGS.c.player_id],
             set_={name: STANDINGS.c[name] + standings.excluded[name]
                   for name in ("played", "wins", "points", "score_total", "rank_total")})
-        self.lock_checkpoints = (
-            select(CHECKPOINTS.c.partition, CHECKPOINTS.c.last_entry_id)
-            .where(CHECKPOINTS.c.partition.in_(bindparam("ids", expanding=True)))
-            .order_by(CHECKPOINTS.c.partition).with_for_update())
-        self.checkpoint = (
-            update(CHECKPOINTS).where(CHECKPOINTS.c.partition == bindparam("b_partition"))
-            .values(last_entry_id=bindparam("b_entry"), last_event_ms=bindparam("b_event_ms"),
-                    events=CHECKPOINTS.c.events + bindparam("b_events")))
-        self.checkpoint_count = (
-            update(CHECKPOINTS).where(CHECKPOINTS.c.partition == bindparam("b_partition"))
-            .values(events=CHECKPOINTS.c.events + bindparam("b_events")))
-        self.new_checkpoint: Insert = insert(CHECKPOINTS)
+        checkpoints = insert(CHECKPOINTS)
+        newer = _entry_newer(dialect, checkpoints.excluded.last_entry_id, CHECKPOINTS.c.last_entry_id)
+        self.checkpoints = checkpoints.on_conflict_do_update(index_elements=[CHECKPOINTS.c.partition], set_={
+            "last_entry_id": case((newer, checkpoints.excluded.last_entry_id), else_=CHECKPOINTS.c.last_entry_id),
+            "last_event_ms": case((newer, checkpoints.excluded.last_event_ms), else_=CHECKPOINTS.c.last_event_ms),
+            "events": CHECKPOINTS.c.events + checkpoints.excluded.events,
+        })
 
     # -- reads under lock ------------------------------------------------------------------
     def lock_match_rows(self, conn: Connection, ids: Sequence[str]) -> dict[str, MatchRow]:
@@ -226,26 +221,34 @@ class BatchWriter:
 
     def advance_checkpoints(self, conn: Connection, newest: dict[int, tuple[str, int]], counts: dict[int, int]
                             ) -> None:
-        """Per touched partition: the newest entry id (and its event time) when newer, plus the events applied."""
-        partitions = sorted(newest)
-        if not partitions:
-            return
-        current = dict(conn.execute(self.lock_checkpoints, {"ids": partitions}).all())
-        moved, counted, created = [], [], []
-        for p in partitions:
-            entry_id, event_ms = newest[p]
-            if p not in current:
-                created.append(dict(partition=p, last_entry_id=entry_id, last_event_ms=event_ms, events=counts[p]))
-            elif entry_key(entry_id) > entry_key(current[p]):
-                moved.append(dict(b_partition=p, b_entry=entry_id, b_event_ms=event_ms, b_events=counts[p]))
-            else:  # another consumer committed a newer entry of the partition already
-                counted.append(dict(b_partition=p, b_events=counts[p]))
-        if moved:
-            conn.execute(self.checkpoint, moved)
-        if counted:
-            conn.execute(self.checkpoint_count, counted)
-        if created:
-            conn.execute(self.new_checkpoint, created)
+        """One upsert: per touched partition, the newest entry id (and its event time) when newer than the
+        committed one — another consumer may have committed a newer entry of the partition — plus the
+        events applied."""
+        if newest:
+            conn.execute(self.checkpoints, [
+                dict(partition=p, last_entry_id=newest[p][0], last_event_ms=newest[p][1], events=counts[p])
+                for p in sorted(newest)])
+
+
+def _entry_newer(dialect: str, candidate: Any, current: Any) -> Any:
+    """SQL for "stream entry id `candidate` is after `current`": ids compare as (ms, seq) numbers, not text."""
+    def parts(entry_id: Any) -> tuple[Any, Any]:
+        if dialect == "postgresql":
+            return (cast(func.split_part(entry_id, "-", 1), BigInteger),
+                    cast(func.split_part(entry_id, "-", 2), BigInteger))
+        dash = func.instr(entry_id, "-")
+        return (cast(func.substr(entry_id, 1, dash - 1), BigInteger), cast(func.substr(entry_id, dash + 1), BigInteger))
+
+    (ms, seq), (top_ms, top_seq) = parts(candidate), parts(current)
+    return or_(ms > top_ms, and_(ms == top_ms, seq > top_seq))
+
+
+def archived(conn: Connection, match_id: str, *, after: int = 0, upto: int) -> list[EventEnvelope]:
+    """The match's archived envelopes with `after < seq <= upto`, in order (to refold a match)."""
+    query = (select(ARCHIVE.c.envelope)
+             .where(ARCHIVE.c.match_id == match_id, ARCHIVE.c.seq > after, ARCHIVE.c.seq <= upto)
+             .order_by(ARCHIVE.c.seq))
+    return [EventEnvelope.FromString(raw) for (raw,) in conn.execute(query)]
 
 
 def tournament_points(match: MatchRow, seats: list[SeatResult]) -> list[dict[str, Any]]:

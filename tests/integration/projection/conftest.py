@@ -10,6 +10,7 @@ from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
 from services.projection.app import ProjectionApp
 from services.projection.bootstrap import bootstrap
+from services.projection.runner import RunnerConfig
 from services.projection.settings import ProjectionSettings
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
 
@@ -33,7 +34,8 @@ def store(redis_url: str) -> Iterator[RedisEventStore]:
 @pytest.fixture()
 def app(store: RedisEventStore, database_url: str, redis_url: str) -> Iterator[ProjectionApp]:
     settings = Settings(redis_url=redis_url, database_url=database_url, secret="test", partitions=4)
-    projection = ProjectionSettings(batch=7, block_ms=0, claim_idle_ms=60_000, claim_every_s=0.0, lag_every_s=3600)
+    projection = ProjectionSettings(RunnerConfig(batch=7, block_ms=0, claim_idle_ms=60_000, claim_every_s=0.0,
+                                                 lag_every_s=3600))
     app = bootstrap(store=store, registry=games_registry(), settings=settings, projection=projection)
     yield app
     app.sql.dispose()

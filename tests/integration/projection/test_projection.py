@@ -136,7 +136,7 @@ def test_tournaments_rank_and_rate_each_game_on_its_own(app: ProjectionApp) -> N
 def test_a_crashed_consumers_entries_are_claimed_and_nothing_counts_twice(app: ProjectionApp) -> None:
     played = write_matches(app.store, app.registry, specs(5))
     # Consumer "dead" reads a batch and dies before committing (never acks).
-    dead = PartitionConsumer.for_store(app.store, app.settings.group, "dead")
+    dead = PartitionConsumer.for_store(app.store, app.settings.runner.group, "dead")
     dead.ensure_groups("0")
     lost = dead.read(count=5)
     assert lost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from services.projection import schema
 from services.projection.projector import Projector
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
+from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
 
 
 def played_entries(match_id: str, seed: int, partition: int = 0, players: tuple[str, ...] = ("ann", "bob"),
@@ -79,6 +81,39 @@ def test_the_checkpoint_keeps_the_newest_entry_per_partition(projector: Projecto
     assert partition == 2 and last_id == first[-1].entry_id and events == len(first)
 
 
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_checkpoint_only_moves_forward_comparing_entry_ids_as_numbers(backend: str, tmp_path: Path,
+                                                                       request: pytest.FixtureRequest) -> None:
+    url = f"sqlite:///{tmp_path / 'ids.db'}" if backend == "sqlite" else str(request.getfixturevalue("postgres_url"))
+    engine = make_engine(url)
+    schema.upgrade(engine)
+    projector = Projector(engine, registry())
+    m1, _ = played_entries("m1", seed=6, partition=1)
+    m2, _ = played_entries("m2", seed=7, partition=1)
+    m3, _ = played_entries("m3", seed=8, partition=1)
+    assert len(m1) < 900 and len(m2) < 900 and len(m3) > 5
+    # m1 ends at 10000-0; m2's ids are older though larger as text (9xxx-5); m3's seqs pass 9 within 10000.
+    m1 = [replace(e, entry_id=f"{10_000 - len(m1) + 1 + i}-0") for i, e in enumerate(m1)]
+    m2 = [replace(e, entry_id=f"{9_000 + i}-5") for i, e in enumerate(m2)]
+    m3 = [replace(e, entry_id=f"10000-{i + 5}") for i, e in enumerate(m3)]
+
+    def checkpoint() -> tuple:
+        [(partition, last_id, event_ms, events)] = dump(engine)["projection_checkpoints"]
+        assert partition == 1
+        return last_id, event_ms, events
+
+    projector.project(m1)
+    assert checkpoint() == ("10000-0", m1[-1].envelope.timestamp.ToMilliseconds(), len(m1))
+    projector.project(m2)
+    assert checkpoint() == ("10000-0", m1[-1].envelope.timestamp.ToMilliseconds(), len(m1) + len(m2))
+    projector.project(m3[:5])
+    assert checkpoint()[0] == "10000-9"
+    projector.project(m3[5:])
+    assert checkpoint() == (m3[-1].entry_id, m3[-1].envelope.timestamp.ToMilliseconds(),
+                            len(m1) + len(m2) + len(m3))
+    engine.dispose()
 
 
 def test_ratings_do_not_depend_on_the_order_matches_finish_in(tmp_path: Path) -> None:
