@@ -28,8 +28,10 @@ class Phase(enum.StrEnum):
 TURN_PHASES = (Phase.BUSINESS, Phase.MEETING, Phase.TRIAL)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Seat:
+    """One player's holdings. Not slotted on purpose: `replace` copies its __dict__ (hot path)."""
+
     wiseguys: tuple[str, ...] = ()
     turfs: tuple[str, ...] = ()  # Atlantic City ("AC") included
     busy: frozenset[str] = frozenset()
@@ -76,8 +78,11 @@ class Draw:
     cause: int  # NC-K48: the active player of a cash-in, -1 for Meeting draws
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class State:
+    """The whole table. Not slotted on purpose: `replace` copies its __dict__ in one call, where a
+    slotted copy reads and writes every one of the 34 fields (the hot path of evolve)."""
+
     config: Config
     options: tuple[tuple[str, str], ...]
     seats: int
@@ -149,7 +154,26 @@ def _copier(cls: type) -> Callable[..., Any]:
     return env["copy_with"]  # type: ignore[no-any-return]
 
 
-_COPIERS = {cls: _copier(cls) for cls in (State, Seat, Bid, Choice, Draw)}
+def _dict_copier(cls: type) -> Callable[..., Any]:
+    """A fast `dataclasses.replace` for a class whose fields live in its __dict__: copy the dict
+    (one C call), update it, give it to a bare instance (bypassing the frozen __setattr__)."""
+    names = frozenset(f.name for f in fields(cls))
+    new, set_ = object.__new__, object.__setattr__
+
+    def copy_with(obj: Any, changes: dict[str, Any]) -> Any:
+        if not changes.keys() <= names:
+            raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
+        d = obj.__dict__.copy()
+        d.update(changes)
+        out: Any = new(cls)
+        set_(out, "__dict__", d)
+        return out
+
+    return copy_with
+
+
+_COPIERS: dict[type, Callable[..., Any]] = {State: _dict_copier(State), Seat: _dict_copier(Seat),
+                                             **{cls: _copier(cls) for cls in (Bid, Choice, Draw)}}
 
 
 def replace(obj: Any, **changes: Any) -> Any:
