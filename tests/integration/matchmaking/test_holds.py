@@ -314,3 +314,15 @@ def test_hold_values_read_back() -> None:
     hold = Hold("seated", DUEL, "m-1", "1700000000000")
     assert Hold.parse(hold.encode()) == hold and hold.seated_ms == 1_700_000_000_000
     assert Hold.parse("junk") is None and Hold.parse("other|a|b|c") is None
+
+
+def test_holds_survive_a_redis_that_forgot_its_scripts(redis_url: str, creator: RecordingCreator) -> None:
+    mm = make_mm(redis_url, creator)
+    a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+    mm.app.create_ticket(a, DUEL, [], {})
+    mm.app.create_ticket(b, DUEL, [], {})
+    mm.app.store.client.script_flush()  # a restarted Redis: EVALSHA answers NOSCRIPT
+    assert mm.matcher.run_once() == 1
+    held = mm.matcher.holds.get(a)
+    assert held is not None and held.kind == "seated"
+    mm.close()
