@@ -30,25 +30,26 @@ def evolve(state: State | None, event: pb.Event) -> State:
         if kind != "match_set_up":
             raise ValueError("the first event must be match_set_up")
         return _match_set_up(event.match_set_up)
-    hit = _FOLDED.get(id(event))
-    if hit is not None and hit[0] is event and hit[1] is state:
-        return hit[2]
+    d = state.__dict__
+    link = d.get(NEXT)
+    if link is not None and link[0] is event:
+        d.pop(NEXT, None)   # (not `del`: another thread may have taken it meanwhile)
+        return link[1]   # type: ignore[no-any-return]
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 
 # `decide` folds every event it emits to see the table it leaves; whoever applies those
-# events next folds the very same objects again. This memo of the most recent folds,
-# keyed by object identity (the entries hold both objects, so ids cannot be reused),
-# answers that second fold at once. A fold of other objects is always computed.
-_FOLDED: dict[int, tuple[pb.Event, State, State]] = {}
-_FOLDED_MAX = 1024
+# events next folds the very same objects again. The state before each event keeps
+# `(event, state after)` in its `__dict__` under NEXT (not a field: equality is untouched;
+# `state.replace` drops it); `evolve` returns it only for that very event after that very
+# state, and a hit consumes the link, so folded chains never keep old states alive. (A global
+# table of recent folds kept up to a thousand states alive for the garbage collector to walk.)
+NEXT = "_next"
 
 
 def remember(event: pb.Event, before: State, after: State) -> None:
-    """Record a fold made by `decide` (see _FOLDED)."""
-    if len(_FOLDED) >= _FOLDED_MAX:
-        _FOLDED.clear()
-    _FOLDED[id(event)] = (event, before, after)
+    """Record a fold made by `decide` (see NEXT)."""
+    before.__dict__[NEXT] = (event, after)
 
 
 # -- helpers ---------------------------------------------------------------------------------

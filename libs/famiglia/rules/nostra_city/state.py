@@ -165,6 +165,7 @@ def _dict_copier(cls: type) -> Callable[..., Any]:
             raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
         d = obj.__dict__.copy()
         d.update(changes)
+        d.pop("_next", None)   # the fold link of `evolve.remember` belongs to the old state
         out: Any = new(cls)
         set_(out, "__dict__", d)
         return out
