@@ -3,6 +3,8 @@ one declines, expires when one does not answer, and never seats anyone who did n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, PermissionDenied
@@ -20,10 +22,10 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture()
-def party_mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Matchmaking:
+def party_mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Iterator[Matchmaking]:
     mm = make_mm(redis_url, creator, clock=clock,
                  policy=MatchPolicy(backfill_after=None, invite_ttl=60, ticket_ttl=600))
-    yield mm  # type: ignore[misc]
+    yield mm
     mm.close()
 
 

@@ -9,6 +9,7 @@ def test_defaults_without_environment() -> None:
     s = MatchmakingSettings.from_env({})
     assert s.policy.backfill_after == 30.0 and s.policy.bot_policy == "heuristic"
     assert s.tuning.claim_retry_ms == 5000 and s.run_matcher
+    assert (s.policy.invite_ttl, s.tuning.hold_ms) == (120.0, 10_000)
 
 
 def test_every_knob_is_read() -> None:
@@ -16,8 +17,9 @@ def test_every_knob_is_read() -> None:
         "FAMIGLIA_MM_BACKFILL_AFTER": "off", "FAMIGLIA_MM_BOT_POLICY": "ismcts?iterations=50",
         "FAMIGLIA_MM_TICKET_TTL": "90", "FAMIGLIA_MM_WINDOW_START": "1", "FAMIGLIA_MM_WINDOW_GROWTH": "0.5",
         "FAMIGLIA_MM_WINDOW_MAX": "10", "FAMIGLIA_MM_TICK": "0.1", "FAMIGLIA_MM_CLAIM_RETRY": "2.5",
-        "FAMIGLIA_MM_MATCHER": "off",
+        "FAMIGLIA_MM_MATCHER": "off", "FAMIGLIA_MM_INVITE_TTL": "45", "FAMIGLIA_MM_HOLD": "3",
     })
     assert s.policy.backfill_after is None and s.policy.bot_policy == "ismcts?iterations=50"
     assert (s.policy.ticket_ttl, s.policy.window(4), s.policy.window(100)) == (90.0, 3.0, 10.0)
     assert (s.tuning.interval_s, s.tuning.claim_retry_ms, s.run_matcher) == (0.1, 2500, False)
+    assert (s.policy.invite_ttl, s.tuning.hold_ms) == (45.0, 3000)
