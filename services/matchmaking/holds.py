@@ -8,7 +8,8 @@ tickets in two games at once. What joins them is one key in the player's own slo
     lease|<game>|<proposal>|<attempt>   taken (SET NX, short TTL) before claim.lua
     table|<game>|<proposal>|<ticket>    after the claim: this table may create its match now
     seated|<game>|<match>|<ms>          the table was created at ms; tickets of this player
-                                        created before then are stale everywhere
+                                        asked for before then are stale everywhere (kept as
+                                        long as such a ticket can live: invite + ticket lifetime)
 
 The matcher takes the holds of every player of a proposal in a fixed order (sorted
 player ids; on a refusal it gives back the ones it took, so two matchers never wait
@@ -205,7 +206,7 @@ class PlayerHolds:
         done: list[HoldSeat] = []
         for seat in sorted(seats, key=lambda s: s.player_id):
             table = self.table(game_id, proposal_id, seat)
-            lease_prefix = Hold(LEASE, game_id, proposal_id).encode()[:-1]
+            lease_prefix = Hold(LEASE, game_id, proposal_id).encode()  # "lease|G|P|": any attempt at P
             if not self.swap(seat.player_id, table, self.keep_ms, f"={table}", f"^{lease_prefix}", "-"):
                 self._give_back(done, table)
                 return False

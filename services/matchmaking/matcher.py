@@ -65,7 +65,7 @@ class Matcher:
         self.tuning = tuning or MatcherTuning()
         self.holds = PlayerHolds(store.client, proposal_pending=store.proposal_pending, settle=self._settle,
                                  lease_ms=self.tuning.hold_ms, keep_ms=DAY_MS,
-                                 seated_ms=int(policy.ticket_ttl * 1000) + 60_000)
+                                 seated_ms=int((policy.ticket_ttl + policy.invite_ttl) * 1000) + 60_000)
 
     # -- the loop --------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
