@@ -25,7 +25,7 @@ from famiglia.telemetry import get_logger, tracer
 from famiglia.v1 import envelope_pb2
 
 from .creator import CreateFailed, MatchCreator
-from .holds import Hold, HoldSeat, PlayerHolds
+from .holds import SEATED, Hold, HoldSeat, PlayerHolds
 from .players import RedisPlayers
 from .store import CANCELLED, DAY_MS, EXPIRED, MATCHED, PENDING, SEARCHING, RedisTicketStore, TicketRecord
 
@@ -120,6 +120,7 @@ class Matcher:
         return True
 
     def _leave(self, record: TicketRecord, seated: Hold, now: int) -> None:
+        """The ticket's player sits at another table: the ticket ends (unless already claimed)."""
         self.store.close_ticket(record, CANCELLED, f"matched in {seated.game_id} ({seated.ref})", now,
                                 from_states=(SEARCHING, PENDING))
 
@@ -127,7 +128,7 @@ class Matcher:
         """A `table` hold whose proposal is gone: `seated` if the table was made, else nothing."""
         record = self.store.get(held.detail)
         if record is not None and record.state == MATCHED and record.proposal == held.ref:
-            return Hold("seated", held.game_id, record.match_id, str(record.closed_ms))
+            return Hold(SEATED, held.game_id, record.match_id, str(record.closed_ms))
         return None
 
     # -- one table -------------------------------------------------------------------
@@ -193,7 +194,7 @@ class Matcher:
         others = [g for g in self.games if g != game_id]
         for record in self.store.open_tickets(players, others):
             if record.state in (SEARCHING, PENDING):
-                self._leave(record, Hold("seated", game_id, match_id), self.clock())
+                self._leave(record, Hold(SEATED, game_id, match_id), self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
                 exc: CreateFailed) -> int:
