@@ -76,8 +76,9 @@ def _drain(matchers: list[Matchmaking], games: list[str], timeout: float) -> Non
             t.join()
 
 
-def test_players_queued_in_two_games_with_racing_matchers_sit_at_one_table(redis_url: str,
-                                                                          creator: RecordingCreator) -> None:
+@pytest.mark.parametrize("parties", [False, True])
+def test_players_queued_in_two_games_with_racing_matchers_sit_at_one_table(redis_url: str, creator: RecordingCreator,
+                                                                          parties: bool) -> None:
     policy = MatchPolicy(window_start=100.0, backfill_after=0.3, bot_policy="random")  # everyone overlaps
     matchers = [make_mm(redis_url, creator, policy=policy) for _ in range(4)]
     for m in matchers[::2]:  # half of them look at the other game first: the games race both ways
@@ -85,11 +86,19 @@ def test_players_queued_in_two_games_with_racing_matchers_sit_at_one_table(redis
     app = matchers[0].app
     rng = random.Random(11)
     players = [app.register_guest(f"P{i}")[0].player_id for i in range(examples(160, 1500))]
-    tickets: dict[str, list[str]] = {}
+    tickets: dict[str, list[str]] = {p: [] for p in players}
     for p in players:
-        games = [GAME, DUEL]
-        rng.shuffle(games)
-        tickets[p] = [app.create_ticket(p, g, [], {}).ticket_id for g in games]
+        tickets[p].append(app.create_ticket(p, DUEL, [], {}).ticket_id)
+    queue = list(players)
+    rng.shuffle(queue)
+    while queue:  # the parlour: alone, or (with parties) in parties of up to three that every member accepted
+        size = min(len(queue), rng.choice([1, 2, 3]) if parties else 1)
+        party, queue = queue[:size], queue[size:]
+        ticket = app.create_ticket(party[0], GAME, [], {}, party=party[1:]).ticket_id
+        for p in party:
+            if p != party[0]:
+                app.accept_invite(p, ticket)
+            tickets[p].append(ticket)
     _drain(matchers, [GAME, DUEL], timeout=examples(30, 600))
 
     seated = Counter(creator.seated_players())
