@@ -33,7 +33,7 @@ def _walk(seats: int, seed: int, steps: int) -> list:
 
 
 def _clear_listing_caches() -> None:
-    for cache in (plays._BOARDS, plays._PLAYS, plays._SHAPES, plays._COMMANDS, legal._BUILT):
+    for cache in (plays._BOARDS, plays._PLAYS, plays._SHAPES, plays._COMMANDS, plays._HANDS, legal._BUILT, flow._WINDOWS):
         cache.clear()
 
 

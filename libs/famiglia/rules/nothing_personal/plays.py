@@ -274,28 +274,47 @@ def _discards(targets: tuple[str, ...], cid: str, ante: int) -> list[pb.Command]
     return out
 
 
+_HANDS: dict[tuple[tuple[str, ...], bool, bool], tuple[tuple[str, InfluenceCard, int], ...]] = {}
+
+
+def _hand_cards(hand: tuple[str, ...], window: bool, crew_window: bool) -> tuple[tuple[str, InfluenceCard, int], ...]:
+    """The cards of a hand worth listing, one per signature (cards alike list alike), with the
+    surcharge of a Crew window; in a window only crew and anytime cards (NP-C21..C23, as
+    `_check_timing`). Memoised per hand."""
+    key = (hand, window, crew_window)
+    hit = _HANDS.get(key)
+    if hit is None:
+        seen: set[tuple] = set()
+        out = []
+        for cid in hand:
+            sig = _SIGNATURE[cid]
+            if sig in seen:
+                continue
+            seen.add(sig)
+            card = CARD[cid]
+            surcharge = 0
+            if window:
+                if card.timing == "crew" and crew_window:
+                    surcharge = CREW_SURCHARGE
+                elif card.timing != "anytime":
+                    continue
+            out.append((cid, card, surcharge))
+        hit = _bounded(_HANDS, 8192)[key] = tuple(out)
+    return hit
+
+
 def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[pb.Command]:
     """Representative legal plays: every card and group set, targets rotated, first effect targets."""
     out: list[pb.Command] = []
-    seen: set[tuple] = set()
+    cards = _hand_cards(s.hands[seat], window, window and s.phase == Phase.CREW)
+    if not cards:   # most hands in most windows
+        return out
     avail = ante_available(s) and not window
     base_ante = s.ante if avail else 0
     money = s.money[seat]
     supply = s.supply[seat]
-    crew_phase = s.phase == Phase.CREW
     icons, discard_targets, memo = _board(s)
-    for cid in s.hands[seat]:
-        sig = _SIGNATURE[cid]
-        if sig in seen:
-            continue
-        seen.add(sig)
-        card = CARD[cid]
-        surcharge = 0
-        if window:   # NP-C21, NP-C22, NP-C23 (as _check_timing)
-            if card.timing == "crew" and crew_phase:
-                surcharge = CREW_SURCHARGE
-            elif card.timing != "anytime":
-                continue
+    for cid, card, surcharge in cards:
         if base_ante + surcharge > money:
             continue
         antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
