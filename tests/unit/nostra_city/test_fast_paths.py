@@ -1,0 +1,60 @@
+"""The engine's fast paths (dict-copied states, per-state fold links) change nothing a caller can observe."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.engine import Rng
+from famiglia.rules.nostra_city import ENGINE
+from famiglia.rules.nostra_city.evolve import NEXT, evolve
+from famiglia.rules.nostra_city.state import replace
+from famiglia.testing.random_play import play_random
+
+from .helpers import start
+
+
+def _decided() -> tuple:
+    s = start(4)
+    seat = ENGINE.pending(s)[0].seat
+    command = ENGINE.legal_commands(s, seat)[0]
+    return s, ENGINE.decide(s, seat, command, Rng(1))
+
+
+def test_fold_links_are_consumed_and_never_copied() -> None:
+    s, events = _decided()
+    assert NEXT in s.__dict__
+    assert NEXT not in replace(s, month=s.month).__dict__   # a copy is another state: no link
+    after = ENGINE.evolve(s, events[0])
+    assert NEXT not in s.__dict__                            # consumed, so old states die young
+    again = ENGINE.evolve(s, events[0])                      # a second fold recomputes
+    assert again == after and again is not after
+
+
+def test_a_fold_of_equal_but_other_events_gives_the_same_table() -> None:
+    s, events = _decided()
+    fast = s
+    for e in events:
+        fast = ENGINE.evolve(fast, e)
+    slow = s
+    for e in events:
+        slow = evolve(slow, type(e).FromString(e.SerializeToString()))
+    assert fast == slow
+
+
+def test_replace_refuses_unknown_fields_and_keeps_the_original() -> None:
+    s = start(3)
+    with pytest.raises(TypeError):
+        replace(s, no_such_field=1)
+    changed = replace(s, month=s.month + 1)
+    assert changed.month == s.month + 1 and changed != s and replace(changed, month=s.month) == s
+    seat = replace(s.players[0], vendetta_drawn=3)
+    assert seat.vendetta_drawn == 3 and s.players[0].vendetta_drawn == 0
+
+
+def test_random_games_refold_from_scratch_to_the_live_table() -> None:
+    for seed in range(3):
+        p = play_random(ENGINE, 3 + seed, seed)
+        state = None
+        for e in p.events:
+            state = evolve(state, type(e).FromString(e.SerializeToString()))
+        assert state == p.state
