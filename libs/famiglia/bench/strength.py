@@ -15,6 +15,7 @@ import argparse
 import math
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -83,19 +84,31 @@ class CpuTimed:
             self.decisions += 1
 
 
-def measure(engine: Engine, policy: str, matches: int, seed: int = 1) -> Strength:
+def measure(engine: Engine, policy: str, matches: int, seed: int = 1, jobs: int = 1) -> Strength:
     seats = strength_seats(engine)
-    wins, thinking, decisions = 0, 0.0, 0
-    for i in range(matches):
-        me = i % seats
-        policies: list[Policy] = [make_policy("random") for _ in range(seats)]
-        candidate = CpuTimed(make_policy(policy))
-        policies[me] = candidate
-        played = play_match(engine, policies, seed * 100_003 + i)
-        wins += any(s.seat == me and s.rank == 1 for s in played.result.seats)
-        thinking += candidate.seconds
-        decisions += candidate.decisions
+    plays = [(engine.info.game_id, policy, seats, seed * 100_003 + i, i % seats) for i in range(matches)]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            outcomes = list(pool.map(_play_one, plays))
+    else:
+        outcomes = [_play_one(play, engine) for play in plays]
+    wins = sum(won for won, _, _ in outcomes)
+    thinking = sum(seconds for _, seconds, _ in outcomes)
+    decisions = sum(count for _, _, count in outcomes)
     return Strength(engine.info.game_id, policy, seats, matches, wins, thinking / max(1, decisions))
+
+
+def _play_one(play: tuple[str, str, int, int, int], engine: Engine | None = None) -> tuple[bool, float, int]:
+    """One match: did the candidate at seat `me` win, its CPU seconds and decisions."""
+    game_id, policy, seats, match_seed, me = play
+    if engine is None:  # in a worker process: engines travel by game id
+        engine = HIGHCARD if game_id == HIGHCARD.info.game_id else playable_registry().get(game_id)
+    policies: list[Policy] = [make_policy("random") for _ in range(seats)]
+    candidate = CpuTimed(make_policy(policy))
+    policies[me] = candidate
+    played = play_match(engine, policies, match_seed)
+    won = any(s.seat == me and s.rank == 1 for s in played.result.seats)
+    return won, candidate.seconds, candidate.decisions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toy", action="store_true", help="include the High Card test game")
     parser.add_argument("--quick", action="store_true", help="10 matches, small ISMCTS budget")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1, help="matches played in parallel processes")
     args = parser.parse_args(argv)
     if args.quick:
         args.matches = min(args.matches, 10)
@@ -124,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         for policy in (args.ismcts, args.heuristic):
             started = time.perf_counter()
             try:
-                s = measure(engine, policy, args.matches, args.seed)
+                s = measure(engine, policy, args.matches, args.seed, args.jobs)
             except Exception as exc:  # noqa: BLE001 - an engine in progress: report, go on
                 table.add_row(engine.info.game_id, "", policy.partition("?")[0], "[red]error[/]", repr(exc)[:40],
                               "", "")
