@@ -51,7 +51,7 @@ class RatingBook:
             session.add(book)
             session.flush()
         if outcome.order_key > (book.last_finished_ms, book.last_match_id):
-            self._rate(session, scope, [outcome], self._current(session, scope, outcome))
+            self._rate_next(session, scope, outcome)
             book.last_finished_ms, book.last_match_id = outcome.order_key
         else:
             self._rerate_from(session, scope, outcome.order_key, (book.last_finished_ms, book.last_match_id))
@@ -59,11 +59,27 @@ class RatingBook:
         session.add(book)
 
     # -- internals ------------------------------------------------------------------------
-    def _current(self, session: Session, scope: str, outcome: MatchOutcome) -> dict[str, Rating]:
-        players = [p.player_id for p in distinct_placements(outcome.placements)]
-        rows = session.exec(select(PlayerRating).where(PlayerRating.scope == scope,
-                                                       col(PlayerRating.player_id).in_(players))).all()
-        return {r.player_id: Rating(r.mu, r.sigma) for r in rows}
+    def _rate_next(self, session: Session, scope: str, outcome: MatchOutcome) -> None:
+        """The usual case, a match after the watermark: rated on top of the players' current ratings,
+        their counts moved on by one (no recount of their history, which only grows)."""
+        ranks = {p.player_id: p.rank for p in distinct_placements(outcome.placements)}
+        if not ranks:
+            return
+        rows = {r.player_id: r for r in session.exec(select(PlayerRating).where(
+            PlayerRating.scope == scope, col(PlayerRating.player_id).in_(sorted(ranks)))).all()}
+        ratings = {pid: Rating(r.mu, r.sigma) for pid, r in rows.items()}
+        before = {p: ratings.get(p, DEFAULT_RATING) for p in ranks}
+        for player_id, after in sorted(apply_match(ratings, outcome).items()):
+            session.add(RatingHistory(
+                scope=scope, match_id=outcome.match_id, player_id=player_id, order_ms=outcome.finished_at_ms,
+                rank=ranks[player_id], mu_before=before[player_id].mu, sigma_before=before[player_id].sigma,
+                mu_after=after.mu, sigma_after=after.sigma))
+            row = rows.get(player_id) or PlayerRating(scope=scope, player_id=player_id, mu=0.0, sigma=0.0,
+                                                      ordinal=0.0, matches=0, wins=0)
+            row.mu, row.sigma, row.ordinal = after.mu, after.sigma, after.ordinal
+            row.matches += 1
+            row.wins += 1 if ranks[player_id] == 1 else 0
+            session.add(row)
 
     def _rerate_from(self, session: Session, scope: str, key: tuple[int, str], watermark: tuple[int, str]) -> None:
         """Rate again every finished match of the scope from `key` to the watermark (the last one rated),
