@@ -179,8 +179,8 @@ class Projector:
         if writes.results:
             self._rate(conn, writes)
         self._advance_checkpoints(conn, outcome.applied)
-        if outcome.applied:
-            outcome.newest_event_ms = max(e.envelope.timestamp.ToMilliseconds() for e in outcome.applied)
+        if writes.archive:
+            outcome.newest_event_ms = max(row["timestamp_ms"] for row in writes.archive)
         return outcome
 
     def _rate(self, conn: Connection, writes: BatchWrites) -> None:
