@@ -9,7 +9,11 @@ answers a repeated command id with the first answer and refuses a stale version.
 
 from __future__ import annotations
 
+import signal
+import threading
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 from google.protobuf import any_pb2
@@ -58,13 +62,41 @@ def _rpc(call, *args, **kwargs):
         raise
 
 
+class PolicyTimeout(Exception):
+    """A policy thought past its task's time limit."""
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise PolicyTimeout in the block after `seconds` (SIGALRM; main thread only, else no limit).
+
+    Celery's own hard limit exists only in the prefork pool, and it kills the
+    process; this one lets the seat still play (random) in any pool that runs
+    tasks on the main thread (solo, prefork's children)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum: int, frame: object) -> None:
+        raise PolicyTimeout(f"no choice after {seconds:.1f}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
-                      policy: str, payload: DecisionPayload | None = None) -> str:
+                      policy: str, payload: DecisionPayload | None = None, *, think_seconds: float = 0.0) -> str:
     """Choose from the seat's view and submit. Returns what happened (for logs and tests).
 
     With a payload (the dispatcher's: the seat's view and legal commands at `version`)
     the only RPC is SubmitCommand; without one the view and the legal commands are
-    read over gRPC first, as any client would."""
+    read over gRPC first, as any client would. A policy that raises, or thinks longer
+    than `think_seconds` (0: no limit), is replaced by `random` for this decision."""
     engine = app.registry.get(game_id)
     client = app.seat(match_id, seat)
     seed = derive_seed(zlib.crc32(match_id.encode()), version, f"seat{seat}")
@@ -80,8 +112,9 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
         decision = fetched
     with child_span("bots.choose", {"policy": policy, "game_id": game_id}):
         try:
-            command = make_policy(policy).choose(engine, decision)
-        except Exception:  # noqa: BLE001 - a policy bug must not stall the match
+            with time_limit(think_seconds):
+                command = make_policy(policy).choose(engine, decision)
+        except Exception:  # noqa: BLE001 - a policy bug (or a timeout) must not stall the match
             log.exception("policy_failed", match_id=match_id, policy=policy)
             command = RandomPolicy().choose(engine, decision)
     return _submit(client, command, bot_command_id(match_id, version, seat), version,

@@ -24,6 +24,7 @@ from famiglia.telemetry import extract_context, get_logger, inject_context, trac
 from .. import handlers
 from ..bootstrap import BotsApp
 from ..payload import DecisionPayload
+from .broker import TRANSPORT
 
 DECIDE = "famiglia.bots.decide"
 CLOCK = "famiglia.bots.clock"
@@ -37,6 +38,7 @@ log = get_logger("famiglia.bots")
 def celery_config(app: BotsApp) -> dict[str, Any]:
     return {
         "broker_url": app.settings.redis_url,
+        "broker_transport": TRANSPORT,  # kombu's Redis transport, one client per channel (broker.py)
         "broker_transport_options": {"visibility_timeout": app.bots.visibility_timeout},
         "broker_connection_retry_on_startup": True,
         "task_acks_late": True,
@@ -69,6 +71,7 @@ def make_celery(app: BotsApp) -> Celery:
     """The Celery app with its tasks bound to `app` (the worker's composition root)."""
     celery = Celery("famiglia.bots", set_as_current=False)
     celery.conf.update(celery_config(app))
+    think = 0.9 * app.bots.task_time_limit  # the seat still plays before any hard limit strikes
     retry = {"autoretry_for": (handlers.Transient, ConnectionError), "retry_backoff": 0.5,
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
@@ -77,7 +80,7 @@ def make_celery(app: BotsApp) -> Celery:
                decision: dict[str, Any] | None = None) -> str:
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
             outcome = handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
-                                                 DecisionPayload.from_json(decision))
+                                                 DecisionPayload.from_json(decision), think_seconds=think)
         log.info("bot_decision", match_id=match_id, seat=seat, version=version, policy=policy, outcome=outcome)
         return outcome
 
@@ -102,9 +105,13 @@ class CeleryTasks:
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None:
+        args = (match_id, game_id, seat, version, policy)
         kwargs = {"decision": payload.to_json()} if payload is not None else {}
-        self.celery.send_task(DECIDE, args=(match_id, game_id, seat, version, policy), kwargs=kwargs,
-                              queue=DECISIONS_QUEUE, headers=self._headers(trace))
+        # argsrepr/kwargsrepr given: Celery would otherwise walk the payload with its
+        # safe repr for every message (a quarter of send_task's CPU), only for monitors.
+        self.celery.send_task(DECIDE, args=args, kwargs=kwargs, queue=DECISIONS_QUEUE,
+                              headers=self._headers(trace), ignore_result=True, argsrepr=repr(args),
+                              kwargsrepr=f"{{decision: {len(payload.legal)} legal}}" if payload else "{}")
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None:

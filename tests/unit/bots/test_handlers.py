@@ -1,0 +1,109 @@
+"""A decide task with the dispatcher's payload chooses from that payload and makes one
+call, SubmitCommand with the expected version; a policy that overruns its time plays random."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.bots.toy import toy_registry
+from famiglia.engine import MatchConfig, fold
+from famiglia.v1 import game_service_pb2 as pb
+from services.bots import handlers
+from services.bots.payload import DecisionPayload, seat_payload
+
+
+@dataclass
+class FakeSeat:
+    """A SeatClient that records calls; reads fail, since the payload path must not read."""
+
+    match_id: str
+    submitted: list[tuple] = field(default_factory=list)
+    refuse_with: grpc.StatusCode | None = None
+
+    def view(self):
+        raise AssertionError("GetView called although the task carried the view")
+
+    def legal_commands(self, limit: int = 0):
+        raise AssertionError("ListLegalCommands called although the task carried the legal commands")
+
+    def submit(self, command, *, command_id=None, expected_version=None):
+        self.submitted.append((command, command_id, expected_version))
+        if self.refuse_with is not None:
+            raise _RpcError(self.refuse_with)
+        return pb.SubmitCommandResponse(version=expected_version + 1)
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._code.name
+
+
+@dataclass
+class FakeApp:
+    seats: dict[int, FakeSeat] = field(default_factory=dict)
+    registry: object = field(default_factory=toy_registry)
+
+    def seat(self, match_id: str, seat: int) -> FakeSeat:
+        return self.seats.setdefault(seat, FakeSeat(match_id))
+
+
+def highcard_decision() -> tuple[int, DecisionPayload, list]:
+    state = fold(HIGHCARD, HIGHCARD.setup(MatchConfig(2, {"hand": "3"}), 7))
+    seat = HIGHCARD.pending(state)[0].seat
+    payload = seat_payload(HIGHCARD, state, seat)
+    return seat, DecisionPayload.from_json(payload.to_json()), HIGHCARD.legal_commands(state, seat)
+
+
+def test_a_task_with_a_payload_only_submits_one_of_its_commands_at_its_version() -> None:
+    app = FakeApp()
+    seat, payload, legal = highcard_decision()
+    outcome = handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "heuristic", payload)  # type: ignore[arg-type]
+    assert outcome == "submitted"
+    [(command, command_id, expected)] = app.seats[seat].submitted
+    assert command in legal
+    assert (command_id, expected) == (handlers.bot_command_id("m1", 9, seat), 9)
+
+
+def test_a_stale_payload_is_refused_by_the_server_and_does_nothing_else() -> None:
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    app.seat("m1", seat).refuse_with = grpc.StatusCode.ABORTED
+    assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "stale"  # type: ignore[arg-type]
+    assert len(app.seats[seat].submitted) == 1
+
+
+def test_a_policy_past_its_time_limit_plays_random(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Slow:
+        name = "slow"
+
+        def choose(self, rules, decision):
+            time.sleep(5)
+            raise AssertionError("not interrupted")
+
+    monkeypatch.setattr(handlers, "make_policy", lambda name: Slow())
+    app = FakeApp()
+    seat, payload, legal = highcard_decision()
+    started = time.monotonic()
+    outcome = handlers.play_bot_decision(app, "m1", "highcard", seat, 4, "slow", payload,  # type: ignore[arg-type]
+                                         think_seconds=0.2)
+    assert outcome == "submitted" and time.monotonic() - started < 3
+    assert app.seats[seat].submitted[0][0] in legal
+
+
+def test_the_time_limit_is_lifted_after_the_block() -> None:
+    with handlers.time_limit(0.2):
+        pass
+    time.sleep(0.3)  # an alarm left armed would raise here
+    with pytest.raises(handlers.PolicyTimeout), handlers.time_limit(0.05):
+        time.sleep(1)
