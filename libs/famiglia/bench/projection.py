@@ -1,6 +1,7 @@
 """Projection benchmark: lag under the command load, and how fast a backlog drains.
 
     python -m famiglia.bench.projection [--seconds 8] [--repeats 3] [--clients 4]
+    python -m famiglia.bench.projection --projector [--matches 8] [--batch 30] [--repeats 3]
 
 Processes, as in production: the command service (`core.command_service`), the
 projection service (`python -m services.projection`, SQLite in a temp dir, its
@@ -22,6 +23,12 @@ Figures, each beside the raw consumer measured in the same run:
 
 The workload is fixed by seeds (recorded matches replayed with their seeds); the
 lag is wall-clock, so it moves with the machine's load. Nothing is asserted.
+
+`--projector` measures the projector alone, in this process, in CPU time (what
+moves least on a shared machine): recorded matches fed as partition entries to a
+fresh `Projector` on a temp SQLite, in batches of ~30 events over several
+interleaved matches (the command load), then one bot move per batch (a
+tournament, where the per-batch cost is everything).
 """
 
 from __future__ import annotations
@@ -468,8 +475,8 @@ def measure_projector(*, matches: int = 8, events_per_batch: int = 30, repeats: 
     tmp = Path(tempfile.mkdtemp(prefix="famiglia-bench-projector-"))
     try:
         for i in range(repeats):
-            for name, batches in workloads.items():
-                runs[name].append(project_batches(make_projector, batches, f"sqlite:///{tmp / f'{i}-{len(runs[name])}.db'}"))
+            for w, (name, batches) in enumerate(workloads.items()):
+                runs[name].append(project_batches(make_projector, batches, f"sqlite:///{tmp / f'{i}-{w}.db'}"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return runs
@@ -523,9 +530,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--redis-url", default="")
+    parser.add_argument("--projector", action="store_true",
+                        help="only the projector in process: events per CPU second, no services (robust on a busy "
+                             "machine)")
+    parser.add_argument("--matches", type=int, default=8, help="with --projector: interleaved matches")
+    parser.add_argument("--batch", type=int, default=30, help="with --projector: events a batch")
     args = parser.parse_args(argv)
     report = Report()
-    run(report, False, args.redis_url or None, seconds=args.seconds, repeats=args.repeats, clients=args.clients)
+    if args.projector:
+        add_projector_figures(report, measure_projector(matches=args.matches, events_per_batch=args.batch,
+                                                        repeats=args.repeats))
+    else:
+        run(report, False, args.redis_url or None, seconds=args.seconds, repeats=args.repeats, clients=args.clients)
     for f in report.figures:
         base = "" if f.baseline is None else f"   vs {f.baseline:,.1f} ({f.baseline_name})"
         print(f"{f.name}: {f.value:,.1f} {f.unit} [{f.spread[0]:,.1f}..{f.spread[1]:,.1f}]{base}\n  {f.notes}")

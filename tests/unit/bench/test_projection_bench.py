@@ -7,7 +7,16 @@ from __future__ import annotations
 import math
 
 from famiglia.bench.harness import Report
-from famiglia.bench.projection import Drain, Window, add_figures, measure
+from famiglia.bench.projection import (
+    Drain,
+    Window,
+    add_figures,
+    add_projector_figures,
+    interleaved_batches,
+    measure,
+    measure_projector,
+    recorded_appends,
+)
 
 
 def test_add_figures_from_windows() -> None:
@@ -35,3 +44,19 @@ def test_measure_tiny_workload(redis_server) -> None:  # type: ignore[no-untyped
     assert window.appended > 0 and len(window.raw_lags) >= window.appended
     assert drain.value > 0 and drain.baseline is not None and drain.baseline > 0
     assert "backlog" in drain.name
+
+
+def test_projector_alone_on_a_tiny_workload() -> None:
+    appends = recorded_appends("goodcritters", 2)
+    events = sum(len(a) for match in appends for a in match)
+    batches = interleaved_batches(appends, 30)
+    assert sum(len(b) for b in batches) == events and all(len(b) <= 30 for b in batches)
+    moves = interleaved_batches(appends, 0)
+    assert len(moves) == sum(len(match) for match in appends)  # one append a batch
+    runs = measure_projector(matches=2, events_per_batch=30, repeats=1)
+    report = Report()
+    load, tournament = add_projector_figures(report, runs)
+    for figure, run_batches in ((load, len(batches)), (tournament, len(moves))):
+        [run] = runs[figure.name.removeprefix("projector alone, ")]
+        assert run.events == events and run.batches == run_batches  # every event applied, once
+        assert figure.value > 0 and figure.unit == "events/CPU s"
