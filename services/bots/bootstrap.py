@@ -35,7 +35,8 @@ def _env_float(name: str, default: float) -> float:
 class BotsSettings:
     """The bots service's own knobs (FAMIGLIA_BOTS_*)."""
 
-    pool: str = "prefork"
+    pool: str = "solo"
+    """`solo`: one single-process Celery worker per core (worker.py); `prefork`, `threads`."""
     concurrency: int = 0
     """Worker processes/threads; 0 = one per core."""
     visibility_timeout: float = 300.0
@@ -49,7 +50,7 @@ class BotsSettings:
     @classmethod
     def from_env(cls) -> BotsSettings:
         return cls(
-            pool=os.environ.get("FAMIGLIA_BOTS_POOL", "prefork"),
+            pool=os.environ.get("FAMIGLIA_BOTS_POOL", "solo"),
             concurrency=int(os.environ.get("FAMIGLIA_BOTS_CONCURRENCY", "0") or 0),
             visibility_timeout=_env_float("FAMIGLIA_BOTS_VISIBILITY_TIMEOUT", 300.0),
             stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),

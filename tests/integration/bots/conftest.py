@@ -60,9 +60,9 @@ class BotsStack:
         self.worker: subprocess.Popen | None = None
         self.start_worker()
 
-    def start_worker(self) -> None:
+    def start_worker(self, pool: str = "threads") -> None:
         env = dict(os.environ, FAMIGLIA_REDIS_URL=self.redis_url, FAMIGLIA_COMMAND_ADDR=self.command_addr,
-                   FAMIGLIA_SECRET=SECRET, FAMIGLIA_BOTS_POOL="threads", FAMIGLIA_BOTS_CONCURRENCY="2",
+                   FAMIGLIA_SECRET=SECRET, FAMIGLIA_BOTS_POOL=pool, FAMIGLIA_BOTS_CONCURRENCY="2",
                    FAMIGLIA_BOTS_VISIBILITY_TIMEOUT="6", FAMIGLIA_VAR_DIR=str(self.tmp),
                    OTEL_SDK_DISABLED="true", FAMIGLIA_LOG_LEVEL="warning",
                    PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))

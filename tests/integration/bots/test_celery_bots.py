@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +124,49 @@ def test_recent_matches_are_found_on_the_redis_partition_streams(bots_stack: Bot
 
     handle = bots_stack.client.create_match("highcard", 2, seed=3, seat_info=[])
     assert handle.match_id in _recent_matches(bots_stack.command.store, 50)
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of `pid` (Linux /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry.name))
+    return sorted(out)
+
+
+def test_solo_workers_are_kept_one_per_core_and_a_killed_one_loses_nothing(bots_stack: BotsStack) -> None:
+    bots_stack.kill_worker()
+    bots_stack.start_worker(pool="solo")
+    try:
+        assert bots_stack.worker is not None
+        supervisor = bots_stack.worker.pid
+        deadline = time.monotonic() + 20
+        while len(_children(supervisor)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = _children(supervisor)
+        assert len(first) == 2  # FAMIGLIA_BOTS_CONCURRENCY=2: two single-process Celery workers
+        slow = "ismcts?iterations=100000&seconds=0.3"
+        handle = bots_stack.client.create_match("highcard", 2, seed=8, options={"hand": "6"},
+                                                seat_info=seats(slow, slow))
+        store = bots_stack.command.store
+        while store.version(handle.match_id) < handle.version + 2 and time.monotonic() < deadline + 20:
+            time.sleep(0.05)
+        time.sleep(0.1)  # most likely one of them is thinking now
+        for pid in first:
+            os.kill(pid, signal.SIGKILL)
+        restarted = time.monotonic() + 20
+        while time.monotonic() < restarted and (len(_children(supervisor)) < 2
+                                                 or set(_children(supervisor)) & set(first)):
+            time.sleep(0.1)
+        assert len(_children(supervisor)) == 2 and not set(_children(supervisor)) & set(first)
+        view = bots_stack.wait_finished(handle.match_id, timeout=60)
+        assert view.version == handle.version + 12  # every card played exactly once
+    finally:
+        bots_stack.kill_worker()
+        bots_stack.start_worker()
