@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+import pytest
+
 from famiglia.bots.standings import MatchRecord, SeatRecord, standings
 from famiglia.bots.tournament import GamePlan, TournamentSpec, plan
 from famiglia.cli import tournament as cli
@@ -70,3 +72,38 @@ def test_the_cli_registers_its_commands() -> None:
     args = parser.parse_args(["tournament", "run", "--game", "grifters", "--seats", "3", "--matches", "5"])
     assert (args.game, args.seats, args.matches, args.func) == (["grifters"], [3], 5, cli.cmd_run)
     assert set(cli.SIZES) == {"quick", "normal", "long"}
+
+
+def test_moves_are_written_in_bulk_and_always_before_the_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    import services.bots.tournaments as tournaments
+    from services.bots.tournaments import TournamentObserver
+
+    monkeypatch.setattr(tournaments, "finished_record", lambda match: {})
+
+    writes: list[tuple] = []
+
+    class Repo:
+        def exists(self, tid: str) -> bool:
+            return tid == "t1"
+
+        def add_moves(self, tid: str, moves: int) -> None:
+            writes.append(("moves", tid, moves))
+
+        def record(self, tid: str, match_id: str, result: dict) -> None:
+            writes.append(("result", tid, match_id))
+
+    class Finished:
+        match_id = "m1"
+
+    now = [0.0]
+    observer = TournamentObserver(Repo(), flush_seconds=0.5, now=lambda: now[0])  # type: ignore[arg-type]
+    for _ in range(10):
+        observer.match_progress("t1", "m1", 1)
+        observer.match_progress("other", "m9", 1)  # not one of ours: never written
+    assert writes == []
+    now[0] = 0.6
+    observer.match_progress("t1", "m2", 2)
+    assert writes == [("moves", "t1", 12)]
+    observer.match_progress("t1", "m1", 3)
+    observer.match_finished("t1", Finished())  # type: ignore[arg-type]
+    assert writes[1:] == [("moves", "t1", 3), ("result", "t1", "m1")]
