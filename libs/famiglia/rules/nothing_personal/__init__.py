@@ -104,13 +104,14 @@ ENGINE = Decider(
 )
 
 
-expansions.install(*expansions.directories())   # NP-V7: the set files found when the engine is loaded
+expansions.install(expansions.PACKAGE_DIR)   # NP-V7: the set files shipped with the package (none yet)
 
 
 def engine(expansions_dir: str | Path | None = None) -> Decider:
     """The engine; with `expansions_dir`, the set files found there are installed first (NP-V7).
 
-    Installed sets are process-wide (the cards' marker indices are fixed once installed)."""
+    Installed sets are process-wide (the cards' marker indices are fixed once installed): install
+    at start-up, before matches run."""
     if expansions_dir is not None:
         expansions.install(expansions_dir)
     return ENGINE
