@@ -10,9 +10,11 @@ each event's `trace` map so consumers continue the trace.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
@@ -21,7 +23,7 @@ import structlog
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 
@@ -37,6 +39,36 @@ def _add_trace_ids(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mut
     return event_dict
 
 
+_second: tuple[int, str] = (-1, "")
+
+
+def _timestamp(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """ISO 8601 UTC with microseconds, like TimeStamper(fmt="iso", utc=True), but the date
+    and time of day are formatted once a second instead of building a datetime per line."""
+    global _second
+    now = time.time()
+    second = int(now)
+    cached = _second
+    if cached[0] != second:
+        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    event_dict["timestamp"] = f"{cached[1]}.{int((now - second) * 1e6):06d}Z"
+    return event_dict
+
+
+def _json_default(obj: Any) -> Any:
+    """What structlog's JSONRenderer does with a value JSON cannot hold."""
+    custom = getattr(obj, "__structlog__", None)
+    return custom() if custom is not None else repr(obj)
+
+
+_encoder = json.JSONEncoder(default=_json_default)
+
+
+def _json_line(obj: Any, **_: Any) -> str:
+    """json.dumps(obj, default=...) builds a JSONEncoder per call; one made once halves it."""
+    return _encoder.encode(obj)
+
+
 def configure(service: str, *, level: str | None = None, json: bool | None = None) -> None:
     """Set up structlog and the tracer provider for this process (idempotent)."""
     global _configured
@@ -47,18 +79,19 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
     log_level = getattr(logging, level_name, logging.INFO)
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(message)s")
     use_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: Any = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer()
+    renderer: Any = (structlog.processors.JSONRenderer(serializer=_json_line) if use_json
+                     else structlog.dev.ConsoleRenderer())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _timestamp,
             _add_trace_ids,
             structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(log_level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # one write per line, not print's two
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
@@ -169,12 +202,17 @@ def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Contex
         trace_id, random_id = above.trace_id, above.trace_flags.random_trace_id
     else:
         trace_id, random_id = ids.generate_trace_id(), ids.is_trace_id_random()
-    sampled = provider.sampler.should_sample(parent, trace_id, name, SpanKind.SERVER)
-    flags = TraceFlags.SAMPLED if sampled.decision.is_sampled() else TraceFlags.DEFAULT
+    sampler = provider.sampler
+    if sampler is sampling.DEFAULT_ON:  # the SDK default, ParentBased(ALWAYS_ON), without the call
+        sampled, state = (above.trace_flags.sampled, above.trace_state) if above.is_valid else (True, None)
+    else:
+        result = sampler.should_sample(parent, trace_id, name, SpanKind.SERVER)
+        sampled, state = result.decision.is_sampled(), result.trace_state
+    flags = TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT
     if random_id:
         flags |= TraceFlags.RANDOM_TRACE_ID
     return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
-                                        trace_flags=TraceFlags(flags), trace_state=sampled.trace_state))
+                                        trace_flags=TraceFlags(flags), trace_state=state))
 
 
 def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:

@@ -12,18 +12,20 @@ from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
 from ..app import CommandApp, SeatEvent
 
+_TYPE_URL = "type.googleapis.com/"
+
 
 def _pack(message) -> any_pb2.Any:
-    out = any_pb2.Any()
-    out.Pack(message, type_url_prefix="type.googleapis.com/")
-    return out
+    """Any.Pack, in one constructor call (Pack sets its two fields from Python)."""
+    return any_pb2.Any(type_url=_TYPE_URL + message.DESCRIPTOR.full_name, value=message.SerializeToString())
 
 
 def _seat_event(e: SeatEvent) -> pb.SeatEvent:
     env = e.envelope
+    stamp = env.timestamp
     return pb.SeatEvent(event_id=env.event_id, seq=env.seq, type=env.type, event=_pack(e.event),
                         seat=env.seat, command_id=env.command_id,
-                        timestamp_ms=env.timestamp.ToMilliseconds(), text=e.text)
+                        timestamp_ms=stamp.seconds * 1000 + stamp.nanos // 1_000_000, text=e.text)
 
 
 def _result(result) -> pb.MatchResult | None:
