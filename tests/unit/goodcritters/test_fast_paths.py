@@ -13,6 +13,7 @@ import pytest
 from famiglia.engine import Rng, fold
 from famiglia.engine.protocol import DecisionKind, Pending
 from famiglia.rules.goodcritters import ENGINE
+from famiglia.rules.goodcritters import commands as cmd_mod
 from famiglia.rules.goodcritters import events as ev
 from famiglia.rules.goodcritters import evolve as fold_mod
 from famiglia.rules.goodcritters.flow import FLOW
@@ -136,3 +137,27 @@ def test_random_play_makes_the_draws_of_the_plain_loop(game: str) -> None:
             version += len(events)
         assert [(s.seat, s.command, s.events, s.version_before) for s in play.steps] == plain
         assert play.state == state and len(plain) > 10
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_listed_commands_decide_as_their_copies(options: dict[str, str]) -> None:
+    """decide reads a shared listed command from its plain fields; a fresh copy of the same
+    message (read from the message itself) gives the same events and states."""
+    seen = {"listed": 0}
+
+    def check(before: State) -> None:
+        for seat in range(before.seats):
+            for command in ENGINE.legal_commands(before, seat, limit=64):
+                copy = type(command)()
+                copy.CopyFrom(command)
+                seen["listed"] += id(command) in cmd_mod.LISTED
+                fast = ENGINE.decide(before, seat, command, Rng(4))
+                plain = ENGINE.decide(before, seat, copy, Rng(4))
+                assert fast == plain
+                assert fold(ENGINE, fast, before) == fold(ENGINE, plain, before)
+
+    states: list[State] = []
+    play_random(ENGINE, 4, 6, options, on_step=lambda b, st, a: states.append(b))
+    for state in states[:: max(1, len(states) // 40)]:
+        check(state)
+    assert seen["listed"] > 50

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
@@ -71,7 +72,18 @@ def withdraw_offer(target: int) -> Command:
     return Command(withdraw_offer=_pb.WithdrawOffer(target=target))
 
 
+LISTED: dict[int, tuple[Command, str, Any]] = {}
+"""Every shared listed command by its id: (the command, its kind, its fields as plain attributes).
+`decide` reads a listed command from here instead of the message (the entry holds the command,
+so its id stays its own)."""
+
+
 @cache
 def listed(factory: Callable[..., Command], *args: object) -> Command:
     """A shared, prebuilt instance of a small command (read-only)."""
-    return factory(*args)
+    command = factory(*args)
+    kind = str(command.WhichOneof("kind"))
+    body = getattr(command, kind)
+    fields = SimpleNamespace(**{f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields})
+    LISTED[id(command)] = (command, kind, fields)
+    return command

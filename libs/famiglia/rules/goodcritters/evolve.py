@@ -97,7 +97,12 @@ def _step_started(s: State, e: Any) -> State:
 
 
 def loot_revealed(s: State, card: str) -> State:
-    return replace(s, pile=s.pile[1:], table=s.table + (card,))
+    values = s.__dict__.copy()
+    values["pile"] = s.pile[1:]
+    values["table"] = s.table + (card,)
+    new: State = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _loot_revealed(s: State, e: Any) -> State:
@@ -119,18 +124,28 @@ def _release_commitments(s: State) -> tuple[bool, ...]:
     return (False,) * s.seats
 
 
+_new = object.__new__
+_set = object.__setattr__
+"""A State from a copied instance dict, as `state.replace` makes it."""
+
+
 # The hot events have their state change as a function of plain values as well, which
 # `decide` calls with the values it put into the event (Emitter.emit_folded): the same code, without
 # reading the event back.
 
 
 def threat_placed(s: State, seat: int, target: int) -> State:
-    return replace(
-        s,
-        threats=put(s.threats, seat, target),
-        changes=put(s.changes, seat, s.changes[seat] + 1),
-        committed=_release_commitments(s),
-    )
+    values = s.__dict__.copy()  # `replace`, written out: these run for most commands
+    threats = list(s.threats)
+    threats[seat] = target
+    values["threats"] = tuple(threats)
+    changes = list(s.changes)
+    changes[seat] += 1
+    values["changes"] = tuple(changes)
+    values["committed"] = _release_commitments(s)
+    new: State = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def threat_withdrawn(s: State, seat: int) -> State:
@@ -143,16 +158,29 @@ def threat_withdrawn(s: State, seat: int) -> State:
 
 
 def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
-    return replace(
-        s,
-        cards=put(s.cards, seat, card),
-        choices=put(s.choices, seat, choices),
-        committed=put(s.committed, seat, False),
-    )
+    values = s.__dict__.copy()
+    cards = list(s.cards)
+    cards[seat] = card
+    values["cards"] = tuple(cards)
+    counts = list(s.choices)
+    counts[seat] = choices
+    values["choices"] = tuple(counts)
+    committed = list(s.committed)
+    committed[seat] = False
+    values["committed"] = tuple(committed)
+    new: State = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def committed(s: State, seat: int) -> State:
-    return replace(s, committed=put(s.committed, seat, True))
+    values = s.__dict__.copy()
+    committed = list(s.committed)
+    committed[seat] = True
+    values["committed"] = tuple(committed)
+    new: State = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _threat_placed(s: State, e: Any) -> State:
@@ -180,7 +208,14 @@ def _actions_locked(s: State, e: Any) -> State:
 
 
 def action_revealed(s: State, seat: int, card: int) -> State:
-    return replace(s, revealed=put(s.revealed, seat, card), skims=s.skims + (card == 3))
+    values = s.__dict__.copy()
+    revealed = list(s.revealed)
+    revealed[seat] = card
+    values["revealed"] = tuple(revealed)
+    values["skims"] = s.skims + (card == 3)
+    new: State = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _action_revealed(s: State, e: Any) -> State:

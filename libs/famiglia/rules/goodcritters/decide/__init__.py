@@ -11,6 +11,7 @@ from typing import Any
 
 from famiglia.engine import MalformedCommand, Rng, RuleViolation
 
+from ..commands import LISTED
 from ..emitter import Emitter
 from ..events import Event
 from ..flow import FLOW
@@ -51,9 +52,15 @@ _ALLOWED: dict[Step, frozenset[str]] = {step: row.commands for step, row in FLOW
 
 
 def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
-    kind = command.WhichOneof("kind")
-    if kind is None:
-        raise MalformedCommand("GC-D01", "empty command")
+    listed = LISTED.get(id(command))
+    if listed is not None and listed[0] is command:  # a shared listed command: read-only
+        kind = listed[1]
+        body = listed[2]
+    else:
+        kind = command.WhichOneof("kind")
+        if kind is None:
+            raise MalformedCommand("GC-D01", "empty command")
+        body = getattr(command, kind)
     step = state.step
     if step is OVER:
         raise RuleViolation("GC-E06", "the game is over")
@@ -63,5 +70,5 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
     if allowed is None or kind not in allowed:
         raise RuleViolation(WINDOW_RULE[kind], f"{kind} is not allowed in step {step.name}")
     em = Emitter(state, rng)
-    DECIDERS[kind](em, seat, getattr(command, kind))
+    DECIDERS[kind](em, seat, body)
     return em.done()
