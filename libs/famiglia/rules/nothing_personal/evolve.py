@@ -19,7 +19,22 @@ from .data import (
     START_MONEY,
     marker_slots,
 )
-from .state import Act, Contract, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window, replace
+from .state import (
+    Act,
+    Contract,
+    GState,
+    Invite,
+    Offer,
+    Phase,
+    Roll,
+    Ruling,
+    State,
+    Vacancy,
+    Window,
+    fresh,
+    made,
+    replace,
+)
 
 Handler = Callable[[State, Any], State]
 
@@ -42,14 +57,18 @@ def _place(s: State, gid: str, owner: int, count: int) -> State:
     i = GIDX[gid]
     gs = s.gs
     st = gs[i]
+    d = fresh(s)
     if owner == -1:
         new = GState(st.markers, st.neutral + count, st.coin, st.omerta, st.sideways)
-        return replace(s, neutral=s.neutral - count, gs=gs[:i] + (new,) + gs[i + 1:])
+        d["neutral"] = s.neutral - count
+        d["gs"] = gs[:i] + (new,) + gs[i + 1:]
+        return made(d)
     m = st.markers
     new = GState(m[:owner] + (m[owner] + count,) + m[owner + 1:], st.neutral, st.coin, st.omerta, st.sideways)
     supply = s.supply
-    return replace(s, supply=supply[:owner] + (supply[owner] - count,) + supply[owner + 1:],
-                   gs=gs[:i] + (new,) + gs[i + 1:])
+    d["supply"] = supply[:owner] + (supply[owner] - count,) + supply[owner + 1:]
+    d["gs"] = gs[:i] + (new,) + gs[i + 1:]
+    return made(d)
 
 
 def _hand_remove(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
@@ -131,7 +150,10 @@ def _phase_began(s: State, e: Any) -> State:
 
 
 def _commission_turn_began(s: State, e: Any) -> State:
-    return replace(s, turn=e.seat, stage="turn")
+    d = fresh(s)
+    d["turn"] = e.seat
+    d["stage"] = "turn"
+    return made(d)
 
 
 def _commission_passed(s: State, e: Any) -> State:
@@ -154,7 +176,10 @@ def _card_played(s: State, e: Any) -> State:
 
 def _card_resolved(s: State, e: Any) -> State:
     """NP-C15: face up to the discard pile once resolved."""
-    return replace(s, table=_hand_remove(s.table, (e.card,)), discard=s.discard + (e.card,))
+    d = fresh(s)
+    d["table"] = _hand_remove(s.table, (e.card,))
+    d["discard"] = s.discard + (e.card,)
+    return made(d)
 
 
 def _markers_placed(s: State, e: Any) -> State:
@@ -249,11 +274,15 @@ def _gangsters_turned_upright(s: State, e: Any) -> State:
 
 
 def _respect_changed(s: State, e: Any) -> State:
-    return replace(s, respect=_set(s.respect, e.seat, e.respect))
+    d = fresh(s)
+    d["respect"] = _set(s.respect, e.seat, e.respect)
+    return made(d)
 
 
 def _money_changed(s: State, e: Any) -> State:
-    return replace(s, money=_set(s.money, e.seat, e.money))
+    d = fresh(s)
+    d["money"] = _set(s.money, e.seat, e.money)
+    return made(d)
 
 
 def _cards_discarded(s: State, e: Any) -> State:
@@ -270,23 +299,34 @@ def _die_rolled(s: State, e: Any) -> State:
 
 
 def _crew_position_reached(s: State, e: Any) -> State:
-    return replace(s, sweep=e.sweep, pos=e.position, stage="score_window" if e.sweep == 0 else "act_window")
+    d = fresh(s)
+    sweep = d["sweep"] = e.sweep
+    d["pos"] = e.position
+    d["stage"] = "score_window" if sweep == 0 else "act_window"
+    return made(d)
 
 
 def _window_opened(s: State, e: Any) -> State:
-    return replace(s, window=Window(e.kind, tuple(e.seats), (None,) * s.n))
+    d = fresh(s)
+    d["window"] = Window(e.kind, tuple(e.seats), (None,) * s.n)
+    return made(d)
 
 
 def _window_answered(s: State, e: Any) -> State:
     w = s.window
     assert w is not None
-    kind = e.answer.WhichOneof("kind")
-    data = b"" if kind in (None, "pass") else e.answer.SerializeToString(deterministic=True)
-    return replace(s, window=Window(w.kind, w.seats, _set(w.answers, e.seat, data)))
+    answer = e.answer
+    kind = answer.WhichOneof("kind")
+    data = b"" if kind in (None, "pass") else answer.SerializeToString(deterministic=True)
+    d = fresh(s)
+    d["window"] = Window(w.kind, w.seats, _set(w.answers, e.seat, data))
+    return made(d)
 
 
 def _window_gone(s: State, e: Any) -> State:
-    return replace(s, window=None)
+    d = fresh(s)
+    d["window"] = None
+    return made(d)
 
 
 def _reroll_bought(s: State, e: Any) -> State:
@@ -311,7 +351,10 @@ def _tie_ruled(s: State, e: Any) -> State:
 
 
 def _position_scored(s: State, e: Any) -> State:
-    return replace(s, ruling=None, stage="scored")
+    d = fresh(s)
+    d["ruling"] = None
+    d["stage"] = "scored"
+    return made(d)
 
 
 def _action_turn_began(s: State, e: Any) -> State:
@@ -368,9 +411,14 @@ def _vacancy_choice_asked(s: State, e: Any) -> State:
 
 
 def _step_advanced(s: State, e: Any) -> State:
-    if e.order:
-        return replace(s, stage=e.stage, pos=e.position, order=tuple(e.order), idx=0)
-    return replace(s, stage=e.stage, pos=e.position)
+    d = fresh(s)
+    d["stage"] = e.stage
+    d["pos"] = e.position
+    order = e.order
+    if order:
+        d["order"] = tuple(order)
+        d["idx"] = 0
+    return made(d)
 
 
 # -- negotiation -------------------------------------------------------------------------------------

@@ -204,3 +204,19 @@ def replace(obj: Any, **changes: Any) -> Any:
     for name in names:
         _set(new, name, changes[name] if name in changes else getattr(obj, name))
     return new
+
+
+def fresh(s: State) -> dict[str, Any]:
+    """The fields of a copy of `s` (its memo and fold link dropped), for the hottest evolvers: they set
+    the changed fields and pass the dict to `made`, which is `replace` without keyword arguments."""
+    d = s.__dict__.copy()
+    d.pop("_memo", None)
+    d.pop("_next", None)
+    return d
+
+
+def made(d: dict[str, Any]) -> State:
+    """The state of a field dict from `fresh`."""
+    new = _new(State)
+    _set(new, "__dict__", d)
+    return new
