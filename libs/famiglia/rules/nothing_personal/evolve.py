@@ -112,9 +112,12 @@ def _noop(s: State, e: Any) -> State:
 
 
 def _cards_received(s: State, e: Any) -> State:
-    k = len(e.cards)
-    hand = tuple(sorted(s.hands[e.seat] + tuple(e.cards)))
-    return replace(s, deck=s.deck[k:], hands=_set(s.hands, e.seat, hand))
+    cards = tuple(e.cards)
+    seat = e.seat
+    d = fresh(s)
+    d["deck"] = s.deck[len(cards):]
+    d["hands"] = _set(s.hands, seat, tuple(sorted(s.hands[seat] + cards)))
+    return made(d)
 
 
 def _ring(s: State, e: Any) -> State:
@@ -157,21 +160,31 @@ def _commission_turn_began(s: State, e: Any) -> State:
 
 
 def _commission_passed(s: State, e: Any) -> State:
-    return replace(s, passed=s.passed | {e.seat}, had_turn=s.had_turn | {e.seat})
+    seat = e.seat
+    d = fresh(s)
+    d["passed"] = s.passed | {seat}
+    d["had_turn"] = s.had_turn | {seat}
+    return made(d)
 
 
 def _ante_paid(s: State, e: Any) -> State:
-    return replace(s, money=_add(s.money, e.seat, -e.amount), ante=e.ante)
+    d = fresh(s)
+    d["money"] = _add(s.money, e.seat, -e.amount)
+    d["ante"] = e.ante
+    return made(d)
 
 
 def _card_played(s: State, e: Any) -> State:
     """The card leaves the hand face up; it reaches the discard pile once resolved (CardResolved)."""
     seat = e.seat
-    hands = _set(s.hands, seat, _hand_remove(s.hands[seat], (e.card,)))
+    card = e.card
+    d = fresh(s)
+    d["hands"] = _set(s.hands, seat, _hand_remove(s.hands[seat], (card,)))
+    d["table"] = s.table + (card,)
     if not e.window and s.phase == Phase.COMMISSION:
-        return replace(s, hands=hands, table=s.table + (e.card,), had_turn=s.had_turn | {seat},
-                       nonpass=_add(s.nonpass, seat, 1))
-    return replace(s, hands=hands, table=s.table + (e.card,))
+        d["had_turn"] = s.had_turn | {seat}
+        d["nonpass"] = _add(s.nonpass, seat, 1)
+    return made(d)
 
 
 def _card_resolved(s: State, e: Any) -> State:
@@ -291,11 +304,15 @@ def _cards_discarded(s: State, e: Any) -> State:
 
 
 def _die_rolled(s: State, e: Any) -> State:
-    if e.purpose == "rolloff":
+    purpose = e.purpose
+    if purpose == "rolloff":
         return s
     used = s.roll.free_whack_used if s.roll is not None else False
-    roll = Roll(e.die, e.face, e.purpose, e.actor, e.gangster, e.target, e.target_position, used)
-    return replace(s, roll=roll, window=None, stage="roll")
+    d = fresh(s)
+    d["roll"] = Roll(e.die, e.face, purpose, e.actor, e.gangster, e.target, e.target_position, used)
+    d["window"] = None
+    d["stage"] = "roll"
+    return made(d)
 
 
 def _crew_position_reached(s: State, e: Any) -> State:
@@ -341,13 +358,17 @@ def _reroll_bought(s: State, e: Any) -> State:
 
 
 def _tie_ruling_asked(s: State, e: Any) -> State:
-    return replace(s, ruling=Ruling(e.gangster, tuple(e.seats), e.use))
+    d = fresh(s)
+    d["ruling"] = Ruling(e.gangster, tuple(e.seats), e.use)
+    return made(d)
 
 
 def _tie_ruled(s: State, e: Any) -> State:
     r = s.ruling
     assert r is not None
-    return replace(s, ruling=Ruling(r.gangster, r.seats, r.use, e.seat))
+    d = fresh(s)
+    d["ruling"] = Ruling(r.gangster, r.seats, r.use, e.seat)
+    return made(d)
 
 
 def _position_scored(s: State, e: Any) -> State:
@@ -358,11 +379,20 @@ def _position_scored(s: State, e: Any) -> State:
 
 
 def _action_turn_began(s: State, e: Any) -> State:
-    return replace(s, act=Act(e.position, e.gangster, e.seat), ruling=None, stage="action")
+    d = fresh(s)
+    d["act"] = Act(e.position, e.gangster, e.seat)
+    d["ruling"] = None
+    d["stage"] = "action"
+    return made(d)
 
 
 def _action_turn_ended(s: State, e: Any) -> State:
-    return replace(s, act=None, roll=None, ruling=None, window=None, stage="act_done")
+    d = fresh(s)
+    d.update(_TURN_ENDED)
+    return made(d)
+
+
+_TURN_ENDED = {"act": None, "roll": None, "ruling": None, "window": None, "stage": "act_done"}
 
 
 def _omerta_observed(s: State, e: Any) -> State:
@@ -423,13 +453,20 @@ def _step_advanced(s: State, e: Any) -> State:
 
 # -- negotiation -------------------------------------------------------------------------------------
 def _offer_made(s: State, e: Any) -> State:
-    offer = Offer(e.id, getattr(e, "from"), e.offer.to, e.offer.SerializeToString(deterministic=True))
-    return replace(s, offers=s.offers + (offer,), next_offer=e.id + 1,
-                   offers_made=_add(s.offers_made, offer.frm, 1))
+    deal = e.offer
+    offer = Offer(e.id, getattr(e, "from"), deal.to, deal.SerializeToString(deterministic=True))
+    d = fresh(s)
+    d["offers"] = s.offers + (offer,)
+    d["next_offer"] = e.id + 1
+    d["offers_made"] = _add(s.offers_made, offer.frm, 1)
+    return made(d)
 
 
 def _offer_closed(s: State, e: Any) -> State:
-    return replace(s, offers=tuple(o for o in s.offers if o.id != e.id))
+    oid = e.id
+    d = fresh(s)
+    d["offers"] = tuple([o for o in s.offers if o.id != oid])
+    return made(d)
 
 
 def _trade_executed(s: State, e: Any) -> State:
@@ -467,8 +504,11 @@ def _chat_sent(s: State, e: Any) -> State:
 
 
 def _auto_pass_set(s: State, e: Any) -> State:
-    return replace(s, autopass=_set(s.autopass, e.seat, (e.cards, e.rerolls)),
-                   ap_changes=_add(s.ap_changes, e.seat, 1))
+    seat = e.seat
+    d = fresh(s)
+    d["autopass"] = _set(s.autopass, seat, (e.cards, e.rerolls))
+    d["ap_changes"] = _add(s.ap_changes, seat, 1)
+    return made(d)
 
 
 def _game_ended(s: State, e: Any) -> State:
