@@ -13,6 +13,10 @@ The partition checkpoint (newest entry id committed per partition) commits in
 the same transaction. It is not the skip rule: when consumers share a
 partition, entries below the newest committed one may still be unprojected.
 
+A batch costs little beyond its events: the matches are folded in memory and
+what they change is written with one statement per kind of row (`writes.py`),
+not per match.
+
 Results are computed by folding each match with `MatchState`; folded states
 stay in memory while a match is live and are rebuilt from the archive when the
 process restarted, another consumer moved the match, or a transaction rolled back.
