@@ -23,6 +23,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -60,6 +61,11 @@ class TaskSender(Protocol):
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Tasks sent in the block may travel together, sent when it ends (or not at
+        all if it raises; a failed send raises at the end of the block)."""
+        ...
 
 
 class MatchObserver(Protocol):
@@ -107,21 +113,35 @@ class Dispatcher:
         self.matches: dict[str, Tracked] = {}
         self._done: OrderedDict[str, None] = OrderedDict()  # finished or unplayable, recently
         self.queued = 0
+        self._marked: list[tuple[set[tuple[int, int]], tuple[int, int]]] = []
+        """(version, seat) marked sent in the current batch: unmarked if its send fails."""
 
     # -- events in -------------------------------------------------------------------
     def handle(self, envelopes: Iterable[EventEnvelope]) -> None:
-        """Fold a batch (any matches, stream order) and queue what became pending."""
+        """Fold a batch (any matches, stream order) and queue what became pending.
+
+        The batch's tasks are sent together at its end. If that send fails, none of
+        them is marked sent, so redoing the batch (its entries stay unacked) sends them."""
         by_match: dict[str, list[EventEnvelope]] = {}
         for env in envelopes:
             by_match.setdefault(env.match_id, []).append(env)
-        for match_id, batch in by_match.items():
-            try:
-                self._handle_match(match_id, batch)
-            except TRANSIENT:
-                raise  # the broker or the store is away: keep the entries unacked, redo them
-            except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
-                log.exception("match_dispatch_failed", match_id=match_id)
-                self._forget(match_id)
+        self._marked = []
+        try:
+            with self.tasks.batch():
+                for match_id, batch in by_match.items():
+                    try:
+                        self._handle_match(match_id, batch)
+                    except TRANSIENT:
+                        raise  # the broker or the store is away: keep the entries unacked, redo them
+                    except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
+                        log.exception("match_dispatch_failed", match_id=match_id)
+                        self._forget(match_id)
+        except BaseException:
+            for sent, key in self._marked:
+                sent.discard(key)
+            raise
+        finally:
+            self._marked = []
 
     def _handle_match(self, match_id: str, batch: Sequence[EventEnvelope]) -> None:
         tracked = self._track(match_id, batch)
@@ -211,6 +231,7 @@ class Dispatcher:
             return False
         send()
         tracked.sent.add(key)
+        self._marked.append((tracked.sent, key))
         self.queued += 1
         return True
 

@@ -3,6 +3,7 @@ at the version the match is at, and never twice for the same (version, seat)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import pytest
@@ -30,6 +31,9 @@ class FakeTasks:
 
     def clock(self, match_id, seat, version, countdown, trace=None) -> None:
         self.clocks.append((match_id, seat, version, countdown))
+
+    def batch(self):
+        return contextlib.nullcontext()
 
 
 @dataclass
@@ -195,6 +199,26 @@ def test_a_broker_failure_leaves_the_decision_unmarked_so_the_redo_sends_it() ->
     table.tasks.decide = FakeTasks.decide.__get__(table.tasks)  # type: ignore[method-assign]
     table.dispatcher.handle(envelopes)  # the unacked entries come again
     assert table.tasks.decisions == [(match_id, 0, table.version(match_id), "random")]
+
+
+def test_a_batch_whose_send_fails_at_its_end_is_unmarked_so_the_redo_sends_it() -> None:
+    table = Table()
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    second = table.create({0: "random", 1: "random"}, seed=2)
+    envelopes = table.store.read(first) + table.store.read(second)
+
+    @contextlib.contextmanager
+    def lost_batch():
+        yield
+        raise ConnectionError("broker away while sending the batch")
+
+    table.tasks.batch = lost_batch  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        table.dispatcher.handle(envelopes)
+    table.tasks.batch = FakeTasks.batch.__get__(table.tasks)  # type: ignore[method-assign]
+    table.tasks.decisions.clear()  # the fake recorded them, but the broker never got them
+    table.dispatcher.handle(envelopes)  # the unacked entries come again
+    assert sorted(d[0] for d in table.tasks.decisions) == sorted([first, second])
 
 
 def test_one_broken_match_does_not_stop_the_others() -> None:
