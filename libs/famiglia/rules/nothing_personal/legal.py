@@ -196,5 +196,6 @@ def _autopass(cards: bool, rerolls: bool) -> pb.Command:
 
 
 def legal_commands(s: State, seat: int, limit: int | None = None) -> list[pb.Command]:
-    out = required(s, seat) + optional(s, seat)
-    return out[:limit] if limit else out
+    out = required(s, seat)   # always a fresh list
+    out += optional(s, seat)
+    return out[:limit] if limit and len(out) > limit else out

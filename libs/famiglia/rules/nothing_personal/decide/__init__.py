@@ -72,7 +72,7 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Any]:
         raise MalformedCommand("NP-X21", f"no seat {seat}")
     if state.phase in (Phase.OVER, Phase.FINAL) and kind != "rule_on_tie":
         raise RuleViolation("NP-K3", "the game has ended; only final tie rulings are accepted")
-    msg = getattr(command, kind)
+    msg = None if kind == "pass" else getattr(command, kind)   # pass handlers read only the command
     tx = Tx(state, rng)
     if kind in OPTIONAL:
         OPTIONAL[kind](tx, seat, msg, command)
