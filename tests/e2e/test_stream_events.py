@@ -60,3 +60,32 @@ def test_a_stream_resumes_from_any_version(command_address: str) -> None:
     assert later == everything[3:]
     assert everything == sorted(everything)
     client.close()
+
+
+def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url: str) -> None:
+    """Unary calls have a small pool; streams that wait for events must not take it."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    store = RedisEventStore.connect(redis_url)
+    server, port = serve(bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="s")),
+                         "127.0.0.1:0", workers=8, call_workers=1)
+    server.start()
+    client = GameClient(f"127.0.0.1:{port}", timeout=10)
+    try:
+        game_id = next(iter(REGISTRY))
+        match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
+        streams = [client.spectator(match.match_id).stream(from_version=match.version, timeout=30)
+                   for _ in range(3)]
+        opened = [threading.Thread(target=lambda s=s: next(iter(s), None), daemon=True) for s in streams]
+        for t in opened:
+            t.start()  # each follower now waits for an event on the server
+        assert _move(client, match.match_id, match.seat_tokens) > match.version
+        for s in streams:
+            s.cancel()
+    finally:
+        client.close()
+        server.stop(grace=None)
+        store.close()

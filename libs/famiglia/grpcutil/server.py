@@ -10,8 +10,9 @@ from concurrent import futures
 from typing import Any
 
 import grpc
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
@@ -105,28 +106,59 @@ def build_server(
     register: Iterable[tuple[Callable[[Any, grpc.Server], None], Any, str]],
     *,
     workers: int = 64,
+    call_workers: int | None = None,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
     `register` holds (add_XServicer_to_server, servicer, full service name) triples.
+    Every call runs on one pool of `workers` threads, unless `call_workers` is set: then
+    unary calls run on a pool of that many threads and streaming calls (each holds its
+    thread for as long as its client stays) on their own pool of `workers`. A few threads
+    for unary calls keep a busy single-process server from handing the GIL around dozens
+    of threads that all want it at once; they must not block for long.
     """
+    streams = None
+    if call_workers is not None:
+        streams = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-stream")
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+        futures.ThreadPoolExecutor(max_workers=call_workers or workers, thread_name_prefix="grpc"),
         options=[
             ("grpc.max_receive_message_length", 8 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
         ],
     )
     names = [reflection.SERVICE_NAME, health.SERVICE_NAME]
-    health_servicer = health.HealthServicer()
+    health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for add, servicer, service_name in register:
-        add(servicer, server)
+        add(_streams_on(servicer, service_name, streams), server)
         names.append(service_name)
         health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    reflection.enable_server_reflection(names, server)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams), server)
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
     return server, port
+
+
+def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecutor | None) -> Any:
+    """Route the servicer's streaming methods (by the service's descriptor) to `pool`, through
+    gRPC's per-method `experimental_thread_pool`; returns the servicer."""
+    if pool is None:
+        return servicer
+    service = descriptor_pool.Default().FindServiceByName(service_name)  # KeyError: protos not imported
+    for method in service.methods:
+        if method.server_streaming or method.client_streaming:
+            setattr(servicer, method.name, _on_pool(getattr(servicer, method.name), pool))
+    return servicer
+
+
+def _on_pool(handler: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Callable[..., Any]:
+    @functools.wraps(handler)
+    def call(*args: Any) -> Any:
+        return handler(*args)
+
+    call.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    return call
