@@ -192,6 +192,7 @@ def measure(matches: int, repeats: int = 1, *, seed: int = SEED, games: Sequence
     warm = tournament_spec(warmup_matches, seed + 1, games)
     stack_runs: list[StackRun] = []
     base_rates: list[float] = []
+    base_cpu: list[float] = []
     commands = 0
     with private_stack(workers) as env:
         pgids = json.loads(env["pids"])
@@ -200,11 +201,13 @@ def measure(matches: int, repeats: int = 1, *, seed: int = SEED, games: Sequence
             engine_only(warm)
         for _ in range(repeats):
             stack_runs.append(play_on_stack(env["FAMIGLIA_BOTS_ADDR"], spec, pgids=pgids))
+            cpu_before = time.process_time()
             seconds, commands = engine_only(spec)
+            base_cpu.append((time.process_time() - cpu_before) / max(commands, 1))
             base_rates.append(60.0 * len_plan(spec) / seconds)
     rates = [r.per_minute for r in stack_runs]
     return {"spec": spec, "runs": stack_runs, "rates": rates, "base_rates": base_rates,
-            "planned": len_plan(spec), "base_commands": commands}
+            "planned": len_plan(spec), "base_commands": commands, "base_cpu_per_move": base_cpu}
 
 
 def len_plan(spec) -> int:  # type: ignore[no-untyped-def]
@@ -228,7 +231,22 @@ def add_figure(report: Report, result: dict[str, object]) -> Figure:
         notes=f"{cores} cores, {cores} worker processes; {run.matches} finished, "
               f"{run.moves / max(run.seconds, 1e-9):,.0f} moves/s on the stack; "
               f"1,000 matches ~ {eta:,.1f} min at this rate; {len(rates)} run(s); "
-              f"CPU ms/move: {cpu_per_move(run)}"))
+              f"CPU ms/move: {cpu_per_move(run)}{cpu_bound(run, result.get('base_cpu_per_move'), cores)}"))
+
+
+def cpu_bound(run: StackRun, base_cpu: object, cores: int) -> str:
+    """The figure as CPU alone would set it: on a shared machine the stack rarely gets
+    every core, so wall-clock rates swing with the neighbours' load, CPU per move much less.
+    Compares with the engine-only loop's CPU per move, measured in the same session."""
+    if not run.moves or not run.cpu or not run.matches:
+        return ""
+    stack = sum(run.cpu.values()) / run.moves
+    moves_per_match = run.moves / run.matches
+    out = f"; CPU-bound on {cores} free cores: {60 * cores / (stack * moves_per_match):,.0f} matches/min"
+    if isinstance(base_cpu, list) and base_cpu:
+        engine = statistics.median(base_cpu)
+        out += f"; engine-only {1000 * engine:.2f} CPU ms/move, stack = {stack / engine:.1f}x"
+    return out
 
 
 def cpu_per_move(run: StackRun) -> str:

@@ -27,11 +27,15 @@ def test_add_figure_and_cpu_accounting() -> None:
     assert cpu["me"] > 0
     report = Report()
     run = StackRun(10, 30.0, 900, {"command": 5.0, "bots-worker": 20.0})
-    figure = add_figure(report, {"rates": [20.0], "base_rates": [200.0], "runs": [run], "planned": 10})
+    figure = add_figure(report, {"rates": [20.0], "base_rates": [200.0], "runs": [run], "planned": 10,
+                                 "base_cpu_per_move": [0.001]})
     assert report.figures == [figure]
     assert figure.value == 20.0 and figure.baseline == 200.0 and figure.ok is False
     assert figure.unit == "matches/min" and figure.target == ">= 100/min"
     assert "bots-worker" in figure.notes
+    assert "stack = 27.8x" in figure.notes  # 25 CPU s over 900 moves against 1 ms per move
+    cores = os.cpu_count() or 1
+    assert f"CPU-bound on {cores} free cores: {60 * cores / (25 / 900 * 90):,.0f} matches/min" in figure.notes
 
 
 @pytest.mark.slow
