@@ -5,15 +5,18 @@ each running match folded in memory (MatchState: server-side code may see the
 true state; bots never do) and after each batch asks the engine who must act:
 
 - a bot seat (MatchCreated.seat_info: bot=True, policy) gets a `decide` task for
-  the match version it must act at — one bot seat per version, see `_schedule`;
+  the match version it must act at — one bot seat per version, see `_schedule`.
+  The task carries that seat's own view and legal commands (payload.py), so the
+  worker's only RPC is SubmitCommand;
 - a human seat whose decision has a clock (Pending.timeout_seconds, set by the
   game's own clock options) gets a `clock` task with that countdown.
 
 Each (version, seat) is queued once. A task for a version the match has left
 does nothing, so a decision queued at an intermediate version (a batch cut in
-the middle of one command's events) is merely wasted. A bot decision not
-answered within `stall_seconds` (a worker killed, a lost message) is queued
-again: the deterministic command id makes that harmless.
+the middle of one command's events, which `_read_all` avoids) is merely wasted.
+A bot decision not answered within `stall_seconds` (a worker killed, a lost
+message) is queued again: the deterministic command id makes that harmless.
+A batch's tasks reach the broker together, at the end of the batch.
 """
 
 from __future__ import annotations
