@@ -14,18 +14,17 @@ from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
+from .events import length_delimited, pairs_wire
+
 Command = pb.Command
 _pb: Any = pb  # enum fields take plain ints (see events.py)
 
 
 def assign_loot(pairs: Iterable[tuple[str, int]]) -> Command:
-    command = Command()
-    add = command.assign_loot.assignments.add
-    for card, seat in pairs:
-        item = add()  # fields set in place: cheaper than passing them to add()
-        item.card = card
-        item.seat = seat
-    return command
+    wire = pairs_wire(pairs)
+    if not wire:
+        return Command()  # no pairs: nothing set, as adding none to the field leaves it
+    return Command.FromString(length_delimited(b"\x0a", wire))  # Command field 1, parsed in C
 
 
 def place_threat(target: int) -> Command:
@@ -86,4 +85,26 @@ def listed(factory: Callable[..., Command], *args: object) -> Command:
     body = getattr(command, kind)
     fields = SimpleNamespace(**{f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields})
     LISTED[id(command)] = (command, kind, fields)
+    return command
+
+
+class SplitFields:
+    """A listed split's fields: its (card, seat) pairs as plain tuples."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list[tuple[str, int]]) -> None:
+        self.pairs = pairs
+
+
+SPLITS: dict[int, tuple[Command, str, Any]] = {}
+"""The Boss's splits `legal_commands` listed lately, like LISTED (bounded: each is listed once)."""
+
+
+def listed_split(pairs: list[tuple[str, int]]) -> Command:
+    """An assign_loot command for a listed split, remembered with its pairs for `decide`."""
+    command = assign_loot(pairs)
+    if len(SPLITS) >= 256:
+        SPLITS.clear()
+    SPLITS[id(command)] = (command, "assign_loot", SplitFields(pairs))
     return command

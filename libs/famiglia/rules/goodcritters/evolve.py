@@ -114,9 +114,14 @@ def _fuzz_revealed(s: State, e: Any) -> State:
     return replace(s, pile=s.pile[1:], fuzz_out=True, fuzz_cause=e.cause, fuzz_skimmed=e.cause == 3)
 
 
+def loot_assigned(s: State, assignment: tuple[int, ...]) -> State:
+    """`assignment`: the seat of each table card, in table order."""
+    return replace(s, assignment=assignment)
+
+
 def _loot_assigned(s: State, e: Any) -> State:
     seat_of = {a.card: a.seat for a in e.assignments}
-    return replace(s, assignment=tuple(seat_of[c] for c in s.table))
+    return loot_assigned(s, tuple(seat_of[c] for c in s.table))
 
 
 def _release_commitments(s: State) -> tuple[bool, ...]:

@@ -179,7 +179,7 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
                 if limit is None
                 else max(1, min(state.seats + 4, limit // 2))
             )
-            out += [cmd.assign_loot(a) for a in sample_assignments(state, count)]
+            out += [cmd.listed_split(a) for a in sample_assignments(state, count)]
         if conf.payoff and 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit:
             out += _sample_gifts(state, seat)
     else:

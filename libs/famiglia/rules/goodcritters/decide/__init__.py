@@ -11,7 +11,7 @@ from typing import Any
 
 from famiglia.engine import MalformedCommand, Rng, RuleViolation
 
-from ..commands import LISTED
+from ..commands import LISTED, SPLITS
 from ..emitter import Emitter
 from ..events import Event
 from ..flow import FLOW
@@ -52,8 +52,8 @@ _ALLOWED: dict[Step, frozenset[str]] = {step: row.commands for step, row in FLOW
 
 
 def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
-    listed = LISTED.get(id(command))
-    if listed is not None and listed[0] is command:  # a shared listed command: read-only
+    listed = LISTED.get(id(command)) or SPLITS.get(id(command))
+    if listed is not None and listed[0] is command:  # a listed command: read-only
         kind = listed[1]
         body = listed[2]
     else:

@@ -9,6 +9,7 @@ from famiglia.engine import RuleViolation
 
 from .. import events as ev
 from .. import evolve as fold
+from ..commands import SplitFields
 from ..data import ACTION_CARDS, NOBODY
 from ..emitter import Emitter
 from ..state import ACTIONS, THREAT_TURNS, State, Step
@@ -26,18 +27,20 @@ def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
         raise RuleViolation("GC-D01", f"only the Boss (seat {s.boss}) assigns the loot")
     seat_of: dict[str, int] = {}
     table = set(s.table)
-    for a in cmd.assignments:
-        if a.card not in table:
-            raise RuleViolation("GC-A03", f"{a.card or '(empty)'} is not table loot")
-        if a.card in seat_of:
-            raise RuleViolation("GC-A03", f"{a.card} is assigned twice")
-        if not 0 <= a.seat < s.seats:
-            raise RuleViolation("GC-A03", f"there is no seat {a.seat}")
-        seat_of[a.card] = a.seat
+    pairs = cmd.pairs if type(cmd) is SplitFields else [(a.card, a.seat) for a in cmd.assignments]
+    for card, to in pairs:
+        if card not in table:
+            raise RuleViolation("GC-A03", f"{card or '(empty)'} is not table loot")
+        if card in seat_of:
+            raise RuleViolation("GC-A03", f"{card} is assigned twice")
+        if not 0 <= to < s.seats:
+            raise RuleViolation("GC-A03", f"there is no seat {to}")
+        seat_of[card] = to
     missing = [c for c in s.table if c not in seat_of]
     if missing:
         raise RuleViolation("GC-A01", f"every table card must be assigned; missing {' '.join(missing)}")
-    em.emit(ev.loot_assigned((c, seat_of[c]) for c in s.table))  # GC-A02: public, final
+    seats = tuple(seat_of[c] for c in s.table)
+    em.emit_folded(ev.loot_assigned(zip(s.table, seats, strict=True)), fold.loot_assigned(s, seats))  # GC-A02
     open_step3(em)
 
 
