@@ -161,3 +161,22 @@ def test_listed_commands_decide_as_their_copies(options: dict[str, str]) -> None
     for state in states[:: max(1, len(states) // 40)]:
         check(state)
     assert seen["listed"] > 50
+
+
+def test_wire_built_splits_equal_messages_built_field_by_field() -> None:
+    pairs = [("A1", 0), ("B2", 3), ("C3", 7), ("Z" * 200, 300), ("", 1)]
+    command = cmd_mod.Command()
+    event = ev.Event()
+    handed = ev.Event()
+    event.loot_assigned.SetInParent()
+    handed.loot_handed_out.SetInParent()
+    for card, seat in pairs:
+        for field in (command.assign_loot.assignments, event.loot_assigned.assignments,
+                      handed.loot_handed_out.assignments):
+            item = field.add()
+            item.card, item.seat = card, seat
+    assert cmd_mod.assign_loot(pairs) == command
+    assert cmd_mod.assign_loot(iter(pairs)) == command
+    assert ev.loot_assigned(pairs) == event and ev.loot_handed_out(pairs) == handed
+    assert cmd_mod.assign_loot([]) == cmd_mod.Command()
+    assert ev.loot_assigned([]).WhichOneof("kind") == "loot_assigned"
