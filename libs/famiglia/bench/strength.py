@@ -32,6 +32,12 @@ ISMCTS = "ismcts?iterations=40&seconds=1"
 """The benchmarked budget: iteration-bound, so a loaded machine gives the same games; the
 CPU-second cap is the target's "1 s per decision on one core"."""
 ISMCTS_QUICK = "ismcts?iterations=8&seconds=0.05"
+ISMCTS_BY_GAME = {"nostra_city": "ismcts?iterations=60&seconds=1"}
+"""Games that need more iterations to reach the target (Nostra City's are cheap: 8-step rollouts)."""
+
+
+def ismcts_for(game_id: str, quick: bool = False) -> str:
+    return ISMCTS_QUICK if quick else ISMCTS_BY_GAME.get(game_id, ISMCTS)
 
 
 @dataclass
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="famiglia.bench.strength", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matches", type=int, default=40, help="matches per game and policy")
-    parser.add_argument("--ismcts", default=ISMCTS, help="the ismcts entrant")
+    parser.add_argument("--ismcts", default="", help="the ismcts entrant (default: the game's benchmark budget)")
     parser.add_argument("--heuristic", default="heuristic")
     parser.add_argument("--game", action="append", default=[], help="a game id (repeat; default: all)")
     parser.add_argument("--toy", action="store_true", help="include the High Card test game")
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.matches = min(args.matches, 10)
-        args.ismcts = ISMCTS_QUICK
+        args.ismcts = args.ismcts or ISMCTS_QUICK
     registry = playable_registry()
     engines = [registry.get(g) for g in registry if not args.game or g in args.game]
     if args.toy or "highcard" in args.game:
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for col in ("game", "seats", "policy", "win rate", "95% CI", "random's share", "CPU s/decision"):
         table.add_column(col, justify="left" if col in ("game", "policy") else "right")
     for engine in engines:
-        for policy in (args.ismcts, args.heuristic):
+        for policy in (args.ismcts or ismcts_for(engine.info.game_id), args.heuristic):
             started = time.perf_counter()
             try:
                 s = measure(engine, policy, args.matches, args.seed, args.jobs)
@@ -161,11 +167,10 @@ def run(report, quick: bool, redis_url: str = "") -> None:  # noqa: ANN001 - har
     from famiglia.bench.harness import Figure
 
     matches = 10 if quick else 40
-    ismcts = ISMCTS_QUICK if quick else ISMCTS
     registry = playable_registry()
     for game_id in registry:
         engine = registry.get(game_id)
-        for policy in (ismcts, "heuristic"):
+        for policy in (ismcts_for(game_id, quick), "heuristic"):
             s = measure(engine, policy, matches)
             low, high = wilson(s.wins, s.matches)
             fair = 1 / s.seats

@@ -53,7 +53,12 @@ class Tuning:
     prior_worlds: int = 2
 
 
-TUNING: dict[str, Tuning] = {}
+TUNING: dict[str, Tuning] = {
+    # Short rollouts: the chance-to-win evaluator reads the verdict better than 20 random
+    # steps do, and low exploration lets its small differences decide (40 matches, 60
+    # iterations: 78% wins against random seats vs 60% with the generic tuning).
+    "nostra_city": Tuning(rollout_steps=8, exploration=0.2),
+}
 DEFAULT_TUNING = Tuning()
 
 
