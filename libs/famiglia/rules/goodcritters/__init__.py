@@ -25,7 +25,7 @@ Choices the rules leave to the engine, and why:
 
 from __future__ import annotations
 
-from famiglia.engine import Decider, GameInfo, Pending
+from famiglia.engine import Decider, GameInfo
 from famiglia.engine.protocol import Result
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -68,11 +68,6 @@ INFO = GameInfo(
 )
 
 
-def _pending(state: State) -> list[Pending]:
-    """GC-D01: the Boss in Step 2, every uncommitted player in Step 3, the turn in Step 3a."""
-    return list(flow.pending(state))
-
-
 def _result(state: State) -> Result | None:
     if state.step is not OVER:  # asked after every command: answer at once
         return None
@@ -84,7 +79,7 @@ ENGINE = Decider(
     setup=setup.setup,
     evolve=_evolve,
     decide=_decide,
-    pending=_pending,
+    pending=flow.pending_list,  # GC-D01: the Boss in Step 2, the uncommitted in Step 3, the turn in 3a
     legal_commands=legal.legal_commands,
     view=view.view,
     visibility=view.visibility,

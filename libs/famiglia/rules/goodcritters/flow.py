@@ -108,31 +108,57 @@ def step3_opening(config: Config) -> Step:
     return Step.THREAT_TURNS if config.turn_mode else Step.ACTIONS
 
 
-_PENDING: dict[tuple[object, ...], tuple[Pending, ...]] = {}
+_PENDING: dict[tuple[object, ...], tuple[Config, tuple[Pending, ...]]] = {}
+"""(step, who acts, id of the Config) -> (that Config, the Pending records). The entry holds its
+Config, so the id is that Config's own; hashing a Config itself would hash all its fields."""
 _PENDING_MAX = 4096
 
 
 def pending(state: State) -> tuple[Pending, ...]:
     """GC-D01: who must decide now, as Pending records. Memoised by what they depend on: the
     step, who acts in it (the commitments in Step 3, the turn in Step 3a, the Boss in Step 2) and
-    the step's clock; the shared tuples are read-only."""
+    the Config (the step's clock); the shared tuples are read-only."""
     step = state.step
-    row = FLOW.get(step)
-    if row is None:
-        return ()
     if step is ACTIONS or step is CARD_CHOICE:
         who: object = state.committed
     elif step is THREAT_TURNS:
         who = state.turn
     else:
         who = state.boss
-    timeout = row.timeout(state.config)
-    key = (step, who, timeout)
+    config = state.config
+    key = (step, who, id(config))
     hit = _PENDING.get(key)
-    if hit is None:
-        if len(_PENDING) >= _PENDING_MAX:
-            _PENDING.clear()
-        hit = _PENDING[key] = tuple(
-            Pending(seat, row.kind, row.label, False, float(timeout)) for seat in row.actors(state)
-        )
-    return hit
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    return _pending(state, key)
+
+
+def pending_list(state: State) -> list[Pending]:
+    """`pending` as the fresh list the engine contract returns (the engine's `pending`): the
+    same look-up, written out because it runs before every command."""
+    step = state.step
+    if step is ACTIONS or step is CARD_CHOICE:
+        who: object = state.committed
+    elif step is THREAT_TURNS:
+        who = state.turn
+    else:
+        who = state.boss
+    config = state.config
+    key = (step, who, id(config))
+    hit = _PENDING.get(key)
+    if hit is not None and hit[0] is config:
+        return list(hit[1])
+    return list(_pending(state, key))
+
+
+def _pending(state: State, key: tuple[object, ...]) -> tuple[Pending, ...]:
+    row = FLOW.get(state.step)
+    if row is None:
+        found: tuple[Pending, ...] = ()
+    else:
+        timeout = float(row.timeout(state.config))
+        found = tuple(Pending(seat, row.kind, row.label, False, timeout) for seat in row.actors(state))
+    if len(_PENDING) >= _PENDING_MAX:
+        _PENDING.clear()
+    _PENDING[key] = (state.config, found)
+    return found
