@@ -46,6 +46,9 @@ class BotsSettings:
     task_time_limit: float = 120.0
     clock_grace_seconds: float = 0.5
     """Added to every human clock so the last instant still belongs to the human."""
+    threads_per_worker: int = 1
+    """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
+    so one decision's SubmitCommand round trip overlaps another's choice."""
 
     @classmethod
     def from_env(cls) -> BotsSettings:
@@ -56,6 +59,7 @@ class BotsSettings:
             stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),
             task_time_limit=_env_float("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0),
             clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
+            threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "1") or 1),
         )
 
     @property

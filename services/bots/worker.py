@@ -68,7 +68,9 @@ def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            _run_celery(app, "solo", 1, extra, name=f"bots-{os.getppid()}-{index}")
+            threads = app.bots.threads_per_worker
+            _run_celery(app, "solo" if threads <= 1 else "threads", max(1, threads), extra,
+                        name=f"bots-{os.getppid()}-{index}")
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:  # noqa: BLE001 - report, then leave the child
