@@ -45,9 +45,9 @@ class Size:
 SIZES = {
     # quick: about two minutes on 2 cores — small ISMCTS budgets, minimum seats,
     # and no new match starts after 60 s (the ones in play finish).
-    "quick": Size(6, "ismcts?iterations=16&seconds=0.03&rollout=12", 60.0, False),
-    "normal": Size(12, "ismcts?iterations=200&seconds=0.3&rollout=40", 900.0, True),
-    "long": Size(60, "ismcts?iterations=1000&seconds=1.0&rollout=60", 0.0, True),
+    "quick": Size(6, "ismcts?iterations=16&seconds=0.03", 60.0, False),
+    "normal": Size(12, "ismcts?iterations=200&seconds=0.3", 900.0, True),
+    "long": Size(60, "ismcts?iterations=1000&seconds=1.0", 0.0, True),
 }
 
 
