@@ -117,3 +117,19 @@ def test_np_v7_the_gangster_deck_with_the_set_stays_hidden() -> None:
         assert not any(g.encode() in v.SerializeToString() for g in hidden)
         assert dict(v.options)["expansions"] == TEST_SET
     assert "expansions" not in dict(ENGINE.view(new(4), 0).options)
+
+
+def test_np_v7_bots_determinize_a_match_with_the_set() -> None:
+    """NP-V7 with the determinization hook: a sampled world has a marker slot for every card of the
+    match and deals its hidden gangster deck from the base cards and the set, never from another set."""
+    from famiglia.engine import Rng
+    from famiglia.rules.nothing_personal.determinize import determinize
+
+    cards = {g.id for g in match_gangsters((TEST_SET,))}
+    s = fold(ENGINE, ENGINE.setup(MatchConfig(4, OPTIONS), 3))
+    for seat in range(4):
+        world = determinize(ENGINE.view(s, seat), seat, Rng(seat))
+        assert len(world.gs) == len(s.gs)
+        assert len(world.gdeck) == len(s.gdeck)
+        assert set(world.gdeck) <= cards and any(g in _test_ids() for g in world.gdeck + world.board)
+        assert ENGINE.pending(world) == ENGINE.pending(s)

@@ -10,7 +10,7 @@ from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .config import parse_options
-from .data import GANGSTERS, GIDX, INFLUENCE
+from .data import GIDX, INFLUENCE, marker_slots, match_gangsters
 from .state import Act, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
 from .state import Contract as ContractRow
 
@@ -18,7 +18,7 @@ from .state import Contract as ContractRow
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
     n = v.seats
     cfg = parse_options({k: val for k, val in v.options.items() if k != "colours" or val}, n)
-    gs = [GState((0,) * n)] * len(GANGSTERS)
+    gs = [GState((0,) * n)] * marker_slots(cfg.expansions)   # NP-V7: expansion cards have slots too
     for g in v.gangsters:
         gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
     known = set(v.discard) | set(v.hand) | set(v.table)
@@ -42,7 +42,7 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
                 unseen = unseen[k:]
         deck = tuple(unseen[: v.deck_size])
         seen_g = set(v.spots) | set(v.prison) | set(v.fishes)
-        gdeck = tuple(rng.shuffled(sorted(g.id for g in GANGSTERS if g.id not in seen_g))[: v.gangster_deck_size])
+        gdeck = tuple(rng.shuffled(sorted(g.id for g in match_gangsters(cfg.expansions) if g.id not in seen_g))[: v.gangster_deck_size])
     window = None
     if v.window:
         answers: list[bytes | None] = [None] * n
