@@ -16,6 +16,12 @@ KNOWN_GAMES: dict[str, str] = {
     "grifters": "famiglia.rules.grifters",
 }
 
+# game id -> environment variable naming a directory of extra card data the game's module
+# installs through its `engine(directory)` (NP-V7: expansion gangster sets, one Table G file each)
+DATA_DIRS: dict[str, str] = {
+    "nothing_personal": "FAMIGLIA_NP_EXPANSIONS",
+}
+
 
 class UnknownGame(KeyError):
     pass
@@ -43,7 +49,9 @@ class Registry:
 
 def default_registry(games: str | None = None) -> Registry:
     """Every known game whose engine module is present, or only those named in
-    `games` / FAMIGLIA_GAMES (comma-separated game ids) when set."""
+    `games` / FAMIGLIA_GAMES (comma-separated game ids) when set. A game with extra card
+    data installs it here, at start-up in every process, from the directory in its DATA_DIRS
+    variable."""
     wanted = games if games is not None else os.environ.get("FAMIGLIA_GAMES", "")
     only = {g.strip() for g in wanted.split(",") if g.strip()}
     unknown = only - set(KNOWN_GAMES)
@@ -59,5 +67,7 @@ def default_registry(games: str | None = None) -> Registry:
             if exc.name and module_name.startswith(exc.name):
                 continue
             raise
-        engines[game_id] = module.ENGINE
+        variable = DATA_DIRS.get(game_id)
+        data_dir = os.environ.get(variable, "") if variable else ""
+        engines[game_id] = module.engine(data_dir) if data_dir else module.ENGINE
     return Registry(engines)

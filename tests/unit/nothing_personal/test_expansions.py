@@ -133,3 +133,20 @@ def test_np_v7_bots_determinize_a_match_with_the_set() -> None:
         assert len(world.gdeck) == len(s.gdeck)
         assert set(world.gdeck) <= cards and any(g in _test_ids() for g in world.gdeck + world.board)
         assert ENGINE.pending(world) == ENGINE.pending(s)
+
+
+def test_np_v7_every_service_process_installs_sets_from_famiglia_np_expansions(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """NP-V7 at start-up: the default registry installs the set files of the directory in
+    FAMIGLIA_NP_EXPANSIONS, so a service can deal a set that is not in the package."""
+    from famiglia.engine.registry import default_registry
+
+    name = "registry_test_gangsters"
+    text = (FIXTURES / f"{TEST_SET}.toml").read_text().replace("TS", "RT")
+    (tmp_path / f"{name}.toml").write_text(text)
+    assert name not in SETS
+    monkeypatch.setenv("FAMIGLIA_NP_EXPANSIONS", str(tmp_path))
+    registry = default_registry("nothing_personal")
+    assert name in SETS and registry.get("nothing_personal") is ENGINE
+    s = fold(ENGINE, ENGINE.setup(MatchConfig(3, {"expansions": name}), 1))
+    assert {g.id for g in SETS[name]} & set(s.gdeck + s.board)
