@@ -115,7 +115,7 @@ class ProjectionRunner:
             return BatchOutcome()
         outcome = self.projector.project(entries)
         if outcome.done:
-            self._ack(outcome.done)
+            self.consumer.ack(outcome.done)
         self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
         self.projected += len(outcome.applied)
         if outcome.applied and self.lag is not None:
@@ -149,17 +149,6 @@ class ProjectionRunner:
         if forgotten:
             log.info("projection_consumers_forgotten", consumers=sorted(set(forgotten)))
         return forgotten
-
-    def _ack(self, entries: list[PartitionEntry]) -> None:
-        """XACK what the batch committed, every partition in one pipelined round trip: a batch touches
-        many partitions, and on a busy machine each round trip is a wait to be scheduled again."""
-        by_partition: dict[int, list[str]] = {}
-        for entry in entries:
-            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
-        with self.store.client.pipeline(transaction=False) as pipe:
-            for partition, ids in sorted(by_partition.items()):
-                pipe.xack(self.store.keys.partition_stream(partition), self.config.group, *ids)
-            pipe.execute()
 
     def _take(self, entries: list[PartitionEntry]) -> None:
         for entry in entries:
