@@ -13,7 +13,7 @@ from famiglia.engine import RuleViolation
 from . import config as cfg
 from .data import NOBODY
 from .events import Event
-from .state import Offer, State, Step, fresh_round_fields, put, replace
+from .state import Offer, State, Step, fresh_round_fields, made, put, replace
 
 
 class FoldedRun:
@@ -100,9 +100,7 @@ def loot_revealed(s: State, card: str) -> State:
     values = s.__dict__.copy()
     values["pile"] = s.pile[1:]
     values["table"] = s.table + (card,)
-    new: State = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    return made(values)
 
 
 def _loot_revealed(s: State, e: Any) -> State:
@@ -129,11 +127,6 @@ def _release_commitments(s: State) -> tuple[bool, ...]:
     return (False,) * s.seats
 
 
-_new = object.__new__
-_set = object.__setattr__
-"""A State from a copied instance dict, as `state.replace` makes it."""
-
-
 # The hot events have their state change as a function of plain values as well, which
 # `decide` calls with the values it put into the event (Emitter.emit_folded): the same code, without
 # reading the event back.
@@ -148,9 +141,7 @@ def threat_placed(s: State, seat: int, target: int) -> State:
     changes[seat] += 1
     values["changes"] = tuple(changes)
     values["committed"] = _release_commitments(s)
-    new: State = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    return made(values)
 
 
 def threat_withdrawn(s: State, seat: int) -> State:
@@ -173,9 +164,7 @@ def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
     committed = list(s.committed)
     committed[seat] = False
     values["committed"] = tuple(committed)
-    new: State = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    return made(values)
 
 
 def committed(s: State, seat: int) -> State:
@@ -183,9 +172,7 @@ def committed(s: State, seat: int) -> State:
     committed = list(s.committed)
     committed[seat] = True
     values["committed"] = tuple(committed)
-    new: State = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    return made(values)
 
 
 def _threat_placed(s: State, e: Any) -> State:
@@ -218,9 +205,7 @@ def action_revealed(s: State, seat: int, card: int) -> State:
     revealed[seat] = card
     values["revealed"] = tuple(revealed)
     values["skims"] = s.skims + (card == 3)
-    new: State = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    return made(values)
 
 
 def _action_revealed(s: State, e: Any) -> State:

@@ -138,6 +138,12 @@ def replace(state: State, **changes: Any) -> State:
     values.update(changes)
     if len(values) != _COUNT:  # a name that is no field was added
         raise TypeError(f"State has no field {sorted(set(changes) - _FIELDS)}")
+    return made(values)
+
+
+def made(values: dict[str, Any]) -> State:
+    """A State from a copied and changed instance dict (bypassing the frozen __init__): how
+    `replace` and the hot evolvers that set fields on the copy themselves end."""
     new: State = _new(State)
     _set(new, "__dict__", values)
     return new
