@@ -70,10 +70,7 @@ class RatingBook:
         ratings = {pid: Rating(r.mu, r.sigma) for pid, r in rows.items()}
         before = {p: ratings.get(p, DEFAULT_RATING) for p in ranks}
         for player_id, after in sorted(apply_match(ratings, outcome).items()):
-            session.add(RatingHistory(
-                scope=scope, match_id=outcome.match_id, player_id=player_id, order_ms=outcome.finished_at_ms,
-                rank=ranks[player_id], mu_before=before[player_id].mu, sigma_before=before[player_id].sigma,
-                mu_after=after.mu, sigma_after=after.sigma))
+            session.add(_history(scope, outcome, player_id, ranks[player_id], before[player_id], after))
             row = rows.get(player_id) or PlayerRating(scope=scope, player_id=player_id, mu=0.0, sigma=0.0,
                                                       ordinal=0.0, matches=0, wins=0)
             row.mu, row.sigma, row.ordinal = after.mu, after.sigma, after.ordinal
@@ -125,10 +122,7 @@ class RatingBook:
             ranks = {p.player_id: p.rank for p in distinct_placements(outcome.placements)}
             before = {p: ratings.get(p, DEFAULT_RATING) for p in ranks}
             for player_id, after in sorted(apply_match(ratings, outcome).items()):
-                session.add(RatingHistory(
-                    scope=scope, match_id=outcome.match_id, player_id=player_id, order_ms=outcome.finished_at_ms,
-                    rank=ranks[player_id], mu_before=before[player_id].mu, sigma_before=before[player_id].sigma,
-                    mu_after=after.mu, sigma_after=after.sigma))
+                session.add(_history(scope, outcome, player_id, ranks[player_id], before[player_id], after))
                 touched.add(player_id)
         if not touched:
             return
@@ -146,3 +140,11 @@ class RatingBook:
             row.mu, row.sigma, row.ordinal = rating.mu, rating.sigma, rating.ordinal
             row.matches, row.wins = counts.get(player_id, (0, 0))
             session.add(row)
+
+
+def _history(scope: str, outcome: MatchOutcome, player_id: str, rank: int, before: Rating,
+             after: Rating) -> RatingHistory:
+    """One player's rating change by one match, as the history keeps it."""
+    return RatingHistory(scope=scope, match_id=outcome.match_id, player_id=player_id,
+                         order_ms=outcome.finished_at_ms, rank=rank, mu_before=before.mu,
+                         sigma_before=before.sigma, mu_after=after.mu, sigma_after=after.sigma)
