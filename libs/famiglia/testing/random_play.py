@@ -70,6 +70,15 @@ def play_random(
     play = Playthrough(engine, config, seed, setup_events, state=state)
     chooser = random.Random(seed if policy_seed is None else policy_seed)
     getrandbits = chooser.getrandbits
+
+    def below(n: int) -> int:
+        """`randrange(n)` as CPython makes it: getrandbits of n's bit length until below n."""
+        k = n.bit_length()
+        r = getrandbits(k)
+        while r >= n:
+            r = getrandbits(k)
+        return r
+
     version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
     limit = max_steps or engine.info.max_steps
     result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
@@ -81,29 +90,17 @@ def play_random(
         pendings = pending(state)
         if not pendings:
             raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-        # choose_actor's draws, `randrange(n)` written out as CPython makes it (getrandbits of
-        # n's bit length until below n): a seat among the sorted pending seats, then a command
+        # choose_actor's draws: a seat among the sorted pending seats, then a command
         if len(pendings) == 1:
             seat = pendings[0].seat
-            while getrandbits(1):  # randrange(1) draws too
-                pass
+            below(1)  # randrange(1) draws too
         else:
             choices = sorted({p.seat for p in pendings})
-            n = len(choices)
-            k = n.bit_length()
-            r = getrandbits(k)
-            while r >= n:
-                r = getrandbits(k)
-            seat = choices[r]
+            seat = choices[below(len(choices))]
         commands = legal_commands(state, seat, limit=64)
         if not commands:
             raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")
-        n = len(commands)
-        k = n.bit_length()
-        r = getrandbits(k)
-        while r >= n:
-            r = getrandbits(k)
-        command = commands[r]
+        command = commands[below(len(commands))]
         events = decide(state, seat, command, derive(seed, version))
         step = Step(seat, command, events, version)
         before = state
