@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from famiglia.bench import core
+from famiglia.bench import append, core
 from famiglia.bench.harness import Report
 
 # Benchmarks of other parts, each a module with `run(report, quick)` (optional).
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sections = [
             ("engines", lambda: core.bench_engines(report, args.quick)),
-            ("append", lambda: core.bench_append(report, url, args.quick)),
+            ("append", lambda: append.bench_append(report, url, args.quick)),
             ("command", lambda: core.bench_command_path(report, url, args.quick)),
             ("flatness", lambda: core.bench_flatness(report, url, args.quick)),
         ]
