@@ -240,7 +240,12 @@ class CommandApp:
         command_id: str,
         command: Message,
         expected_version: int | None = None,
+        *,
+        omit_events: bool = False,
     ) -> Submitted:
+        """Decide and store `command` for the viewer's seat; the answer carries what the seat
+        may see of the new events, or none with `omit_events` (callers that stream events
+        or only need the version, like bots, spare the server redacting and rendering)."""
         if viewer.seat is None:
             raise Unauthenticated("no_token", "commands need `authorization: Bearer <seat token>`")
         if not command_id:
@@ -256,11 +261,11 @@ class CommandApp:
             m = hot.match
             self._check_seat(m.seats, viewer)
             if command_id in m.commands:
-                return self._duplicate(hot, viewer, command_id)
+                return self._duplicate(hot, viewer, command_id, omit_events)
             if expected_version is not None and expected_version != m.version:
                 self.matches.catch_up(hot)
                 if command_id in m.commands:
-                    return self._duplicate(hot, viewer, command_id)
+                    return self._duplicate(hot, viewer, command_id, omit_events)
                 if expected_version != m.version:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.version}")
@@ -279,16 +284,18 @@ class CommandApp:
                     # Another process moved the match: re-decide on the new state.
                     self.matches.catch_up(hot)
                     if command_id in m.commands:
-                        return self._duplicate(hot, viewer, command_id)
+                        return self._duplicate(hot, viewer, command_id, omit_events)
                     if expected_version is not None:
                         raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
                     continue
                 if result.duplicate:
                     self.matches.catch_up(hot)
-                    return self._duplicate(hot, viewer, command_id)
+                    return self._duplicate(hot, viewer, command_id, omit_events)
                 m.apply(envelopes)
                 log.info("command_accepted", **ids, kind=command.WhichOneof("kind"), version=m.version,
                          events=len(envelopes))
+                if omit_events:
+                    return Submitted(m.version)
                 return Submitted(m.version, self._for_viewer(m, envelopes, viewer.seat, events))
             raise Unavailable("contention", "the match is too busy right now; retry")
 
@@ -309,7 +316,9 @@ class CommandApp:
             log.warning("command_malformed", **ids, error=repr(exc))
             raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
 
-    def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str) -> Submitted:
+    def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str, omit_events: bool = False) -> Submitted:
+        if omit_events:
+            return Submitted(hot.match.version, duplicate=True)
         first, last = hot.match.commands[command_id]
         envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=last - first + 1)
         return Submitted(hot.match.version, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)

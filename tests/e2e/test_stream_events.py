@@ -99,3 +99,17 @@ def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url:
         client.close()
         server.stop(grace=None)
         store.close()
+
+
+def test_omit_events_answers_with_the_version_only(command_address: str) -> None:
+    game_id = next(iter(REGISTRY))
+    client = GameClient(command_address)
+    match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
+    seat = client.spectator(match.match_id).view().to_act[0].seat
+    me = client.seat(match.match_id, match.seat_tokens[seat])
+    command = me.legal_commands().commands[0]
+    bare = me.submit(command, command_id="c-omit", omit_events=True)
+    assert bare.version > match.version and len(bare.events) == 0
+    full = me.submit(command, command_id="c-omit")  # the same command again: its events
+    assert full.duplicate and full.version == bare.version and len(full.events) > 0
+    client.close()

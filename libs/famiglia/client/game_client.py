@@ -97,10 +97,11 @@ class SeatClient:
             metadata=_metadata(self.token), timeout=self.client.timeout)
 
     def submit(self, command: Message | any_pb2.Any, *, command_id: str | None = None,
-               expected_version: int | None = None) -> pb.SubmitCommandResponse:
+               expected_version: int | None = None, omit_events: bool = False) -> pb.SubmitCommandResponse:
+        """Submit one command; with `omit_events` the answer carries the version only."""
         packed = command if isinstance(command, any_pb2.Any) else pack(command)
         req = pb.SubmitCommandRequest(match_id=self.match_id, command_id=command_id or uuid.uuid4().hex,
-                                      command=packed)
+                                      command=packed, omit_events=omit_events)
         if expected_version is not None:
             req.expected_version = expected_version
         return self.client.stub.SubmitCommand(req, metadata=_metadata(self.token), timeout=self.client.timeout)

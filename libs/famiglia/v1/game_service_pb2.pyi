@@ -506,9 +506,14 @@ class SubmitCommandRequest(_message.Message):
     COMMAND_ID_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
+    OMIT_EVENTS_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     command_id: _builtins.str
     expected_version: _builtins.int
+    omit_events: _builtins.bool
+    """Answer with the version only: bots and clients that stream events don't need them,
+    and the server skips redacting, packing and rendering them.
+    """
     @_builtins.property
     def command(self) -> _any_pb2.Any: ...
     def __init__(
@@ -518,10 +523,11 @@ class SubmitCommandRequest(_message.Message):
         command_id: _builtins.str = ...,
         expected_version: _builtins.int | None = ...,
         command: _any_pb2.Any | None = ...,
+        omit_events: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "command", b"command", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "command", b"command", "command_id", b"command_id", "expected_version", b"expected_version", "match_id", b"match_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "command", b"command", "command_id", b"command_id", "expected_version", b"expected_version", "match_id", b"match_id", "omit_events", b"omit_events"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
@@ -541,7 +547,7 @@ class SubmitCommandResponse(_message.Message):
     """true when command_id was seen before"""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatEvent]:
-        """what this seat may see of the events appended"""
+        """what this seat may see of the events appended (none with omit_events)"""
 
     def __init__(
         self,

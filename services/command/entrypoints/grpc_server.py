@@ -95,7 +95,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
             raise InvalidArgument("no_command", "the request carries no command")
         command = self.app.parse_command(request.match_id, request.command.type_url, request.command.value)
         expected = request.expected_version if request.HasField("expected_version") else None
-        done = self.app.submit(request.match_id, viewer, request.command_id, command, expected)
+        done = self.app.submit(request.match_id, viewer, request.command_id, command, expected,
+                               omit_events=request.omit_events)
         return pb.SubmitCommandResponse(version=done.version, events=[_seat_event(e) for e in done.events],
                                         duplicate=done.duplicate)
 

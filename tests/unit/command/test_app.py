@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 
@@ -91,6 +92,29 @@ def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: 
     again = app.submit(created.match_id, viewer, "c-1", cmd)
     assert again.duplicate and store.version(created.match_id) == done.version
     assert [e.envelope.event_id for e in again.events] == [e.envelope.event_id for e in done.events]
+
+
+def test_omit_events_answers_with_the_version_only_and_renders_nothing(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    hot = app.matches.get(created.match_id)
+
+    def untouched(*_args):
+        raise AssertionError("omit_events must not redact or render the events")
+
+    shown = hot.match.engine
+    hot.match.engine = dataclasses.replace(shown, redact=untouched, render_event=untouched)
+    done = app.submit(created.match_id, viewer, "c-1", cmd, omit_events=True)
+    again = app.submit(created.match_id, viewer, "c-1", cmd, omit_events=True)
+    hot.match.engine = shown
+    assert done.version == store.version(created.match_id) > created.version
+    assert done.events == [] and not done.duplicate
+    assert again.duplicate and again.events == [] and again.version == done.version
+    # The events were stored all the same: the same command id without the option shows them.
+    full = app.submit(created.match_id, viewer, "c-1", cmd)
+    assert full.duplicate and full.events
+    assert [e.envelope.seq for e in full.events][-1] <= done.version
 
 
 def test_stale_expected_version_is_aborted_and_changes_nothing(app: CommandApp, store) -> None:
