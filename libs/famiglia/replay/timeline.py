@@ -19,7 +19,7 @@ from typing import Any
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, open_match_created
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
 from famiglia.matchstate import NotAMatch
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
@@ -42,6 +42,9 @@ class MatchTimeline:
         self.match_id: str = first.match_id
         self.created: MatchCreated = open_match_created(first)
         self.engine: Engine = registry.get(self.created.game_id)
+        assert self.engine.info.event_type is not None
+        self._decode: Callable[[bytes], Any] = self.engine.info.event_type.FromString
+        """`open_event` without its per-call look-ups (the fold decodes every event)."""
         self.every = every
         self.envelopes: list[EventEnvelope] = [first]
         self._by_event_id: dict[str, int] = {first.event_id: 1}
@@ -54,22 +57,34 @@ class MatchTimeline:
 
     # -- growing ---------------------------------------------------------------------------
     def extend(self, envelopes: Iterable[EventEnvelope]) -> int:
-        """Append the envelopes that follow `last_seq` (older ones are skipped); fold them once."""
+        """Append the envelopes that follow `last_seq` (older ones are skipped); fold them once.
+
+        The loop is the replay fold's hot path (every event of every loaded match passes here),
+        so what does not change per event is looked up once: the decoder, evolve, the lists."""
         added = 0
         with self.lock:
-            for env in envelopes:
-                if env.seq <= self.last_seq:
-                    continue
-                if env.seq != self.last_seq + 1:
-                    raise ValueError(f"{self.match_id}: gap, at {self.last_seq}, got {env.seq}")
-                if env.match_id != self.match_id:
-                    raise ValueError(f"{self.match_id}: envelope {env.seq} names match {env.match_id}")
-                self._head = self.engine.evolve(self._head, open_event(self.engine, env))
-                self.envelopes.append(env)
-                self._by_event_id[env.event_id] = env.seq
-                if env.seq % self.every == 0:
-                    self._snapshots[env.seq] = self._head
-                added += 1
+            decode = self._decode
+            evolve = self.engine.evolve
+            keep, by_event_id, snapshots = self.envelopes.append, self._by_event_id, self._snapshots
+            match_id, every = self.match_id, self.every
+            last, head = len(self.envelopes), self._head
+            try:
+                for env in envelopes:
+                    seq = env.seq
+                    if seq <= last:
+                        continue
+                    if seq != last + 1:
+                        raise ValueError(f"{match_id}: gap, at {last}, got {seq}")
+                    if env.match_id != match_id:
+                        raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
+                    head = evolve(head, decode(env.payload))
+                    keep(env)
+                    by_event_id[env.event_id] = last = seq
+                    if not seq % every:
+                        snapshots[seq] = head
+                    added += 1
+            finally:
+                self._head = head  # the state after the last envelope kept, even if a later one failed
         return added
 
     # -- questions -------------------------------------------------------------------------
@@ -115,7 +130,7 @@ class MatchTimeline:
                 base = 1
             self.folded_last = seq - base
             for env in self.envelopes[base:seq]:
-                state = self.engine.evolve(state, open_event(self.engine, env))
+                state = self.engine.evolve(state, self._decode(env.payload))
             return state
 
     def states(self, first: int = 1, last: int | None = None) -> Iterable[tuple[EventEnvelope, Any]]:
@@ -126,7 +141,7 @@ class MatchTimeline:
         state = self.state_at(first)
         yield self.envelopes[first - 1], state
         for env in self.envelopes[first:last]:
-            state = self.engine.evolve(state, open_event(self.engine, env))
+            state = self.engine.evolve(state, self._decode(env.payload))
             yield env, state
 
     def snapshot_count(self) -> int:
