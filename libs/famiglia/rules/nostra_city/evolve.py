@@ -21,7 +21,7 @@ from .data import (
     ZEALOUS_CARDS,
     card_kind,
 )
-from .state import Bid, Choice, Draw, Phase, Seat, State, replace
+from .state import NEXT, Bid, Choice, Draw, Phase, Seat, State, changed, replace, seat_changed
 
 
 def evolve(state: State | None, event: pb.Event) -> State:
@@ -41,10 +41,9 @@ def evolve(state: State | None, event: pb.Event) -> State:
 # `decide` folds every event it emits to see the table it leaves; whoever applies those
 # events next folds the very same objects again. The state before each event keeps
 # `(event, state after)` in its `__dict__` under NEXT (not a field: equality is untouched;
-# `state.replace` drops it); `evolve` returns it only for that very event after that very
+# a copy drops it); `evolve` returns it only for that very event after that very
 # state, and a hit consumes the link, so folded chains never keep old states alive. (A global
 # table of recent folds kept up to a thousand states alive for the garbage collector to walk.)
-NEXT = "_next"
 
 
 def remember(event: pb.Event, before: State, after: State) -> None:
@@ -53,10 +52,17 @@ def remember(event: pb.Event, before: State, after: State) -> None:
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _seat(state: State, seat: int, **changes: Any) -> State:
+# Each evolver gathers the changes its event makes in one dict and copies the table once
+# (`changed`): the table has 34 fields, and a copy per change was most of the fold's cost.
+def _players(state: State, seat: int, changes: dict[str, Any]) -> tuple[Seat, ...]:
+    """The players with one seat's holdings changed."""
     players = list(state.players)
-    players[seat] = replace(players[seat], **changes)
-    return replace(state, players=tuple(players))
+    players[seat] = seat_changed(players[seat], changes)
+    return tuple(players)
+
+
+def _seat(state: State, seat: int, **changes: Any) -> State:
+    return changed(state, {"players": _players(state, seat, changes)})
 
 
 def _add(items: tuple[int, ...], more: Any) -> tuple[int, ...]:
@@ -90,45 +96,49 @@ def _bank_dealt(s: State, e: pb.BankDealt) -> State:
 
 def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
     if e.deck == "street":
-        return replace(s, street_deck=tuple(e.cards), set_aside=())
+        return changed(s, {"street_deck": tuple(e.cards), "set_aside": ()})
     if e.deck == "note":
-        return replace(s, note_deck=tuple(e.notes), note_discard=())
-    return replace(s, vendetta_deck=tuple(e.cards), vendetta_discard=())
+        return changed(s, {"note_deck": tuple(e.notes), "note_discard": ()})
+    return changed(s, {"vendetta_deck": tuple(e.cards), "vendetta_discard": ()})
 
 
 def _street_card_revealed(s: State, e: pb.StreetCardRevealed) -> State:
     street = list(s.street)
     street[e.space - 1] = e.card
-    return replace(s, street=tuple(street), street_deck=s.street_deck[1:])
+    return changed(s, {"street": tuple(street), "street_deck": s.street_deck[1:]})
 
 
 def _street_card_set_aside(s: State, e: pb.StreetCardSetAside) -> State:
-    return replace(s, set_aside=(*s.set_aside, e.card), street_deck=s.street_deck[1:])
+    return changed(s, {"set_aside": (*s.set_aside, e.card), "street_deck": s.street_deck[1:]})
 
 
 def _first_player_chosen(s: State, e: pb.FirstPlayerChosen) -> State:
-    return replace(s, first_player=e.seat)
+    return changed(s, {"first_player": e.seat})
 
 
 # -- flow ------------------------------------------------------------------------------------
+_PHASE_OF = {p.value: p for p in Phase}
+
+
 def _phase_started(s: State, e: pb.PhaseStarted) -> State:
-    phase = Phase(e.phase)
-    s = replace(s, phase=phase, month=e.month, order=tuple(e.order), turn=0, turn_acted=False)
+    phase = _PHASE_OF[e.phase]
+    changes: dict[str, Any] = {"phase": phase, "month": e.month, "order": tuple(e.order), "turn": 0,
+                               "turn_acted": False}
     if phase is Phase.BUSINESS:
-        s = replace(s, players=tuple(replace(p, cashins=()) for p in s.players))
+        changes["players"] = tuple(seat_changed(p, {"cashins": ()}) for p in s.players)
     elif phase is Phase.MEETING:
-        s = replace(s, meeting_winners=frozenset(), meeting_bidders=frozenset(), resolution=0,
-                    locations_revealed=False)
+        changes.update(meeting_winners=frozenset(), meeting_bidders=frozenset(), resolution=0,
+                       locations_revealed=False)
     elif phase is Phase.RESOLUTION:
-        s = replace(s, resolution=1)
+        changes["resolution"] = 1
     elif phase is Phase.TRIAL:
-        s = replace(s, players=tuple(replace(p, corruption_actions=0, locations=(1, 2, 3, 4))
-                                     for p in s.players))
-    return s
+        changes["players"] = tuple(seat_changed(p, {"corruption_actions": 0, "locations": (1, 2, 3, 4)})
+                                   for p in s.players)
+    return changed(s, changes)
 
 
 def _turn_ended(s: State, e: pb.TurnEnded) -> State:
-    return replace(s, turn=s.turn + 1, turn_acted=False)
+    return changed(s, {"turn": s.turn + 1, "turn_acted": False})
 
 
 # -- business --------------------------------------------------------------------------------
@@ -136,18 +146,19 @@ def _cashed_in(s: State, e: pb.CashedIn) -> State:
     p = s.players[e.seat]
     busy = p.busy | {e.wiseguy} if e.use_power else p.busy | {e.wiseguy, e.turf}
     key = e.declared if e.declared in ("gambling", "drugs", "prostitution") else "racket"
-    s = _seat(s, e.seat, busy=busy, cashins=tuple(sorted((*p.cashins, key))))
+    players = _players(s, e.seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
     choice = Choice("distribute", e.seat, shares=tuple(e.shares), wiseguy=e.wiseguy, declared=e.declared)
-    return replace(s, turn_acted=True, choice=choice)
+    return changed(s, {"players": players, "turn_acted": True, "choice": choice})
 
 
 def _notes_drawn(s: State, e: pb.NotesDrawn) -> State:
     notes = tuple(e.notes)
-    s = replace(s, note_deck=s.note_deck[len(notes):])
+    deck = s.note_deck[len(notes):]
     if e.bonus:
-        return _seat(s, e.seat, bank=_add(s.players[e.seat].bank, notes))
+        return changed(s, {"note_deck": deck,
+                           "players": _players(s, e.seat, {"bank": _add(s.players[e.seat].bank, notes)})})
     assert s.choice is not None
-    return replace(s, choice=replace(s.choice, notes=(*s.choice.notes, *notes)))
+    return changed(s, {"note_deck": deck, "choice": replace(s.choice, notes=(*s.choice.notes, *notes))})
 
 
 def _police_raided(s: State, e: pb.PoliceRaided) -> State:
@@ -155,26 +166,25 @@ def _police_raided(s: State, e: pb.PoliceRaided) -> State:
 
 
 def _notes_given(s: State, e: pb.NotesGiven) -> State:
-    s = _seat(s, e.to_seat, bank=_add(s.players[e.to_seat].bank, e.notes))
     assert s.choice is not None
-    return replace(s, choice=replace(s.choice, notes=_remove(s.choice.notes, e.notes)))
+    players = _players(s, e.to_seat, {"bank": _add(s.players[e.to_seat].bank, e.notes)})
+    return changed(s, {"players": players, "choice": replace(s.choice, notes=_remove(s.choice.notes, e.notes))})
 
 
 def _notes_banked(s: State, e: pb.NotesBanked) -> State:
-    s = _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.notes))
-    return replace(s, choice=None)
+    players = _players(s, e.seat, {"bank": _add(s.players[e.seat].bank, e.notes)})
+    return changed(s, {"players": players, "choice": None})
 
 
 def _first_player_given(s: State, e: pb.FirstPlayerGiven) -> State:
-    return replace(s, first_player=e.to_seat, first_player_moved=True)
+    return changed(s, {"first_player": e.to_seat, "first_player_moved": True})
 
 
 def _players_cheated(s: State, e: pb.PlayersCheated) -> State:
     draws = tuple(Draw(c.seat, c.draws, e.cause) for c in e.cheats if c.draws > 0)
-    s = replace(s, draws=(*s.draws, *draws))
     if e.reason == "meeting":
-        s = replace(s, resolution=6)  # NC-M13 settled: the Meeting is over
-    return s
+        return changed(s, {"draws": (*s.draws, *draws), "resolution": 6})  # NC-M13 settled: the Meeting is over
+    return changed(s, {"draws": (*s.draws, *draws)})
 
 
 # -- vendetta --------------------------------------------------------------------------------
@@ -182,15 +192,18 @@ def _vendetta_drawn(s: State, e: pb.VendettaDrawn) -> State:
     card = s.vendetta_deck[0]
     head = s.draws[0]
     rest = s.draws[1:] if head.count <= 1 else (replace(head, count=head.count - 1), *s.draws[1:])
-    s = replace(s, vendetta_deck=s.vendetta_deck[1:], draws=rest)
+    changes: dict[str, Any] = {"vendetta_deck": s.vendetta_deck[1:], "draws": rest}
     p = s.players[e.seat]
-    s = _seat(s, e.seat, vendetta_drawn=p.vendetta_drawn + 1)
+    mine: dict[str, Any] = {"vendetta_drawn": p.vendetta_drawn + 1}
     kind = VENDETTA_BY_ID[card].kind
     if kind == "atlantic":
-        return _seat(s, e.seat, turfs=(*p.turfs, "AC"))
-    if kind == "rage":
-        return replace(s, choice=Choice("rage", e.seat, card=card, cause=head.cause))
-    return _seat(s, e.seat, hand=tuple(sorted((*p.hand, card))))
+        mine["turfs"] = (*p.turfs, "AC")
+    elif kind == "rage":
+        changes["choice"] = Choice("rage", e.seat, card=card, cause=head.cause)
+    else:
+        mine["hand"] = tuple(sorted((*p.hand, card)))
+    changes["players"] = _players(s, e.seat, mine)
+    return changed(s, changes)
 
 
 def _vendetta_card_dealt(s: State, e: pb.VendettaCardDealt) -> State:
@@ -198,14 +211,14 @@ def _vendetta_card_dealt(s: State, e: pb.VendettaCardDealt) -> State:
 
 
 def _vendetta_draw_skipped(s: State, e: pb.VendettaDrawSkipped) -> State:
-    return replace(s, draws=s.draws[1:])
+    return changed(s, {"draws": s.draws[1:]})
 
 
 def _rage_played(s: State, e: pb.RagePlayed) -> State:
+    changes: dict[str, Any] = {"choice": None, "vendetta_discard": (*s.vendetta_discard, e.card)}
     if e.wiseguy:
-        p = s.players[e.target]
-        s = _seat(s, e.target, busy=p.busy | {e.wiseguy})
-    return replace(s, choice=None, vendetta_discard=(*s.vendetta_discard, e.card))
+        changes["players"] = _players(s, e.target, {"busy": s.players[e.target].busy | {e.wiseguy}})
+    return changed(s, changes)
 
 
 def _revenge_played(s: State, e: pb.RevengePlayed) -> State:
@@ -227,16 +240,15 @@ def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
 
 
 def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
-    s = _seat(s, e.seat, bank=_remove(s.players[e.seat].bank, [e.note]))
-    return replace(s, note_discard=(*s.note_discard, e.note))
+    players = _players(s, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note])})
+    return changed(s, {"players": players, "note_discard": (*s.note_discard, e.note)})
 
 
 # -- meeting ---------------------------------------------------------------------------------
 def _bid_committed(s: State, e: pb.BidCommitted) -> State:
-    p = s.players[e.seat]
-    s = _seat(s, e.seat, busy=p.busy | {e.wiseguy})
-    return replace(s, turn_acted=True, bids=(*s.bids, Bid(e.seat, e.wiseguy, e.count)),
-                   meeting_bidders=s.meeting_bidders | {e.seat})
+    players = _players(s, e.seat, {"busy": s.players[e.seat].busy | {e.wiseguy}})
+    return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(e.seat, e.wiseguy, e.count)),
+                       "meeting_bidders": s.meeting_bidders | {e.seat}})
 
 
 def _bid_content(s: State, e: pb.BidContent) -> State:
@@ -246,31 +258,33 @@ def _bid_content(s: State, e: pb.BidContent) -> State:
             bids[i] = replace(bids[i], location=e.location, notes=tuple(e.notes))
             break
     p = s.players[e.seat]
-    s = _seat(s, e.seat, bank=_remove(p.bank, e.notes), locations=_remove(p.locations, [e.location]))
-    return replace(s, bids=tuple(bids))
+    players = _players(s, e.seat, {"bank": _remove(p.bank, e.notes), "locations": _remove(p.locations, [e.location])})
+    return changed(s, {"players": players, "bids": tuple(bids)})
 
 
 def _locations_revealed(s: State, e: pb.LocationsRevealed) -> State:
-    return replace(s, locations_revealed=True)
+    return changed(s, {"locations_revealed": True})
 
 
 def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
     on_space = [b for b in s.bids if b.location == e.space]
-    s = replace(s, bids=tuple(b for b in s.bids if b.location != e.space), resolution=e.space + 1)
+    changes: dict[str, Any] = {"bids": tuple(b for b in s.bids if b.location != e.space),
+                               "resolution": e.space + 1}
     street = list(s.street)
     if e.outcome in ("single", "investigation_removed"):  # won cards leave with CardWon
         street[e.space - 1] = ""
     if e.outcome == "investigation_removed":
-        s = replace(s, removed=(*s.removed, e.card))
-    s = replace(s, street=tuple(street))
+        changes["removed"] = (*s.removed, e.card)
+    changes["street"] = tuple(street)
     if e.outcome == "single":
         # NC-M07: the card waits with the bid until the winner has kept a Note (NC-D09)
         bid = on_space[0]
         w = WISEGUY_BY_ID[bid.wiseguy]
         keep = int(w.param) if w.effect == "keep_two" else 1  # NC-W108
-        return replace(s, choice=Choice("keep", bid.seat, notes=bid.notes, keep=keep, card=e.card))
-    spent = [n for b in on_space for n in b.notes]
-    return replace(s, note_discard=(*s.note_discard, *spent))
+        changes["choice"] = Choice("keep", bid.seat, notes=bid.notes, keep=keep, card=e.card)
+    else:
+        changes["note_discard"] = (*s.note_discard, *(n for b in on_space for n in b.notes))
+    return changed(s, changes)
 
 
 def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
@@ -278,23 +292,30 @@ def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
 
 
 def _card_won(s: State, e: pb.CardWon) -> State:
-    if 1 <= e.space <= 4 and s.street[e.space - 1] == e.card:
+    changes: dict[str, Any] = {}
+    mine: dict[str, Any] = {}
+    _won(s, e.seat, e.card, e.space, changes, mine)
+    changes["players"] = _players(s, e.seat, mine)
+    return changed(s, changes)
+
+
+def _won(s: State, seat: int, card: str, space: int, changes: dict[str, Any], mine: dict[str, Any]) -> None:
+    """NC-M10: `seat` wins `card` from Street space `space`; adds to the table's and the seat's changes."""
+    if 1 <= space <= 4 and s.street[space - 1] == card:
         street = list(s.street)
-        street[e.space - 1] = ""
-        s = replace(s, street=tuple(street))
-    p = s.players[e.seat]
-    kind = card_kind(e.card)
+        street[space - 1] = ""
+        changes["street"] = tuple(street)
+    p = s.players[seat]
+    kind = card_kind(card)
     if kind == "wiseguy":
-        s = _seat(s, e.seat, wiseguys=(*p.wiseguys, e.card))
+        mine["wiseguys"] = (*p.wiseguys, card)
     elif kind == "turf":
-        s = _seat(s, e.seat, turfs=(*p.turfs, e.card))
+        mine["turfs"] = (*p.turfs, card)
     else:
-        s = _seat(s, e.seat, trophies=(*p.trophies, e.card))
-    s = replace(s, meeting_winners=s.meeting_winners | {e.seat})
-    if e.card == UNDERBOSS:
-        s = replace(s, underboss="won", titles=(*s.titles, (UNDERBOSS, e.seat)),
-                    choice=Choice("consigliere", e.seat))
-    return s
+        mine["trophies"] = (*p.trophies, card)
+    changes["meeting_winners"] = s.meeting_winners | {seat}
+    if card == UNDERBOSS:
+        changes.update(underboss="won", titles=(*s.titles, (UNDERBOSS, seat)), choice=Choice("consigliere", seat))
 
 
 def _notes_kept(s: State, e: pb.NotesKept) -> State:
@@ -302,40 +323,45 @@ def _notes_kept(s: State, e: pb.NotesKept) -> State:
     SpaceResolved already told everyone who won what."""
     assert s.choice is not None
     card, space = s.choice.card, s.resolution - 1
-    s = _seat(s, e.seat, bank=_add(s.players[e.seat].bank, e.kept))
-    s = replace(s, choice=None, note_discard=(*s.note_discard, *e.discarded))
-    return _card_won(s, pb.CardWon(seat=e.seat, card=card, space=space))
+    changes: dict[str, Any] = {"choice": None, "note_discard": (*s.note_discard, *e.discarded)}
+    mine: dict[str, Any] = {"bank": _add(s.players[e.seat].bank, e.kept)}
+    _won(s, e.seat, card, space, changes, mine)
+    changes["players"] = _players(s, e.seat, mine)
+    return changed(s, changes)
 
 
 def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
     title = CONSIGLIERE if e.title == "consigliere" else PRIMO_CAPO
-    p = s.players[e.to_seat]
-    s = _seat(s, e.to_seat, trophies=(*p.trophies, title))
-    s = replace(s, titles=(*s.titles, (title, e.to_seat)))
+    changes: dict[str, Any] = {
+        "players": _players(s, e.to_seat, {"trophies": (*s.players[e.to_seat].trophies, title)}),
+        "titles": (*s.titles, (title, e.to_seat)),
+        "choice": Choice("primo_capo", e.to_seat) if title == CONSIGLIERE else None,
+    }
     if s.config.title_counts_as_win:
-        s = replace(s, meeting_winners=s.meeting_winners | {e.to_seat})
-    choice = Choice("primo_capo", e.to_seat) if title == CONSIGLIERE else None
-    return replace(s, choice=choice)
+        changes["meeting_winners"] = s.meeting_winners | {e.to_seat}
+    return changed(s, changes)
 
 
 # -- trial -----------------------------------------------------------------------------------
 def _corrupted(s: State, e: pb.Corrupted) -> State:
     p = s.players[e.seat]
-    s = _seat(s, e.seat, busy=p.busy | {e.wiseguy}, corruption_actions=p.corruption_actions + 1)
+    changes: dict[str, Any] = {
+        "players": _players(s, e.seat, {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}),
+        "turn_acted": True,
+    }
     if e.mode == "token":
-        s = replace(s, w13_spent=True)
-    return replace(s, turn_acted=True)
+        changes["w13_spent"] = True
+    return changed(s, changes)
 
 
 def _notes_corrupted(s: State, e: pb.NotesCorrupted) -> State:
     p = s.players[e.seat]
+    count = p.corruption_count + len(e.notes)
     if e.from_deck:
-        s = replace(s, note_deck=s.note_deck[len(e.notes):],
-                    pile=(*s.pile, *((n, -1) for n in e.notes)))
-        return _seat(s, e.seat, corruption_count=p.corruption_count + len(e.notes))
-    s = replace(s, pile=(*s.pile, *((n, e.seat) for n in e.notes)))
-    return _seat(s, e.seat, bank=_remove(p.bank, e.notes), corrupted=(*p.corrupted, *e.notes),
-                 corruption_count=p.corruption_count + len(e.notes))
+        return changed(s, {"note_deck": s.note_deck[len(e.notes):], "pile": (*s.pile, *((n, -1) for n in e.notes)),
+                           "players": _players(s, e.seat, {"corruption_count": count})})
+    mine = {"bank": _remove(p.bank, e.notes), "corrupted": (*p.corrupted, *e.notes), "corruption_count": count}
+    return changed(s, {"pile": (*s.pile, *((n, e.seat) for n in e.notes)), "players": _players(s, e.seat, mine)})
 
 
 def _pile_notes_peeked(s: State, e: pb.PileNotesPeeked) -> State:
@@ -344,31 +370,30 @@ def _pile_notes_peeked(s: State, e: pb.PileNotesPeeked) -> State:
 
 
 def _verdict_moved(s: State, e: pb.VerdictMoved) -> State:
-    return replace(s, verdict=e.position)
+    return changed(s, {"verdict": e.position})
 
 
 def _zealous_corruptor_taken(s: State, e: pb.ZealousCorruptorTaken) -> State:
-    p = s.players[e.seat]
-    s = _seat(s, e.seat, trophies=(*p.trophies, e.card))
-    return replace(s, zealous_left=_remove(s.zealous_left, [e.card]))
+    players = _players(s, e.seat, {"trophies": (*s.players[e.seat].trophies, e.card)})
+    return changed(s, {"players": players, "zealous_left": _remove(s.zealous_left, [e.card])})
 
 
 # -- reception and verdict -------------------------------------------------------------------
 def _reception_held(s: State, e: pb.ReceptionHeld) -> State:
     free_turfs = s.config.turfs_free_in_reception  # NC-C03
-    players = tuple(replace(p, busy=frozenset() if free_turfs else p.busy - set(p.wiseguys))
+    players = tuple(seat_changed(p, {"busy": frozenset() if free_turfs else p.busy - set(p.wiseguys)})
                     for p in s.players)
-    return replace(s, phase=Phase.RECEPTION, players=players, first_player_moved=False,
-                   order=(), turn=0)
+    return changed(s, {"phase": Phase.RECEPTION, "players": players, "first_player_moved": False,
+                       "order": (), "turn": 0})
 
 
 def _underboss(s: State, e: pb.Underboss) -> State:
     if e.space == 0:
-        return replace(s, underboss="waiting")
+        return changed(s, {"underboss": "waiting"})
     street = list(s.street)
     street[e.space - 1] = UNDERBOSS
     removed = (*s.removed, e.removed) if e.removed else s.removed
-    return replace(s, street=tuple(street), underboss="street", removed=removed)
+    return changed(s, {"street": tuple(street), "underboss": "street", "removed": removed})
 
 
 def _bonus_awarded(s: State, e: pb.BonusAwarded) -> State:
@@ -379,12 +404,12 @@ def _bonus_awarded(s: State, e: pb.BonusAwarded) -> State:
 
 
 def _corruption_revealed(s: State, e: pb.CorruptionRevealed) -> State:
-    return replace(s, verdict=s.verdict + e.delta, phase=Phase.VERDICT)
+    return changed(s, {"verdict": s.verdict + e.delta, "phase": Phase.VERDICT})
 
 
 def _verdict_reached(s: State, e: pb.VerdictReached) -> State:
-    return replace(s, verdict_result=e.verdict, snitches=tuple(e.snitches), phase=Phase.OVER,
-                   order=(), turn=0)
+    return changed(s, {"verdict_result": e.verdict, "snitches": tuple(e.snitches), "phase": Phase.OVER,
+                       "order": (), "turn": 0})
 
 
 _EVOLVERS: dict[str, Callable[[State, Any], State]] = {

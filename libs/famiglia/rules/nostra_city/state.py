@@ -154,18 +154,26 @@ def _copier(cls: type) -> Callable[..., Any]:
     return env["copy_with"]  # type: ignore[no-any-return]
 
 
-def _dict_copier(cls: type) -> Callable[..., Any]:
+NEXT = "_next"
+"""The key of `evolve.remember`'s fold link: it belongs to the state it was set on, never to a copy."""
+
+
+def _dict_copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     """A fast `dataclasses.replace` for a class whose fields live in its __dict__: copy the dict
-    (one C call), update it, give it to a bare instance (bypassing the frozen __setattr__)."""
+    (one C call), update it, give it to a bare instance (bypassing the frozen __init__ and
+    __setattr__). A name that is no field makes the dict longer than the field count: one
+    length check instead of a subset test per copy."""
     names = frozenset(f.name for f in fields(cls))
+    count = len(names)
     new, set_ = object.__new__, object.__setattr__
 
     def copy_with(obj: Any, changes: dict[str, Any]) -> Any:
-        if not changes.keys() <= names:
-            raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
         d = obj.__dict__.copy()
+        if NEXT in d:
+            del d[NEXT]
         d.update(changes)
-        d.pop("_next", None)   # the fold link of `evolve.remember` belongs to the old state
+        if len(d) != count:
+            raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
         out: Any = new(cls)
         set_(out, "__dict__", d)
         return out
@@ -173,7 +181,14 @@ def _dict_copier(cls: type) -> Callable[..., Any]:
     return copy_with
 
 
-_COPIERS: dict[type, Callable[..., Any]] = {State: _dict_copier(State), Seat: _dict_copier(Seat),
+changed: Callable[[State, dict[str, Any]], State] = _dict_copier(State)
+"""`replace(state, **changes)` with the changes already in a dict: evolve gathers every change
+an event makes and copies the table once (one copy per event, not one per change)."""
+
+seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat)
+"""`changed` for one player's holdings."""
+
+_COPIERS: dict[type, Callable[..., Any]] = {State: changed, Seat: seat_changed,
                                              **{cls: _copier(cls) for cls in (Bid, Choice, Draw)}}
 
 
