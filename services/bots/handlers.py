@@ -142,7 +142,9 @@ def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: in
 
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:
     try:
-        reply = _rpc(client.submit, command, command_id=command_id, expected_version=version)
+        # omit_events: a bot never reads the events its command appended (the next
+        # decision comes with its own payload), so the server need not render them.
+        reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
             return "stale"

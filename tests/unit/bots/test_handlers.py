@@ -23,6 +23,7 @@ class FakeSeat:
 
     match_id: str
     submitted: list[tuple] = field(default_factory=list)
+    omitted: list[bool] = field(default_factory=list)
     refuse_with: grpc.StatusCode | None = None
 
     def view(self):
@@ -31,8 +32,9 @@ class FakeSeat:
     def legal_commands(self, limit: int = 0):
         raise AssertionError("ListLegalCommands called although the task carried the legal commands")
 
-    def submit(self, command, *, command_id=None, expected_version=None):
+    def submit(self, command, *, command_id=None, expected_version=None, omit_events=False):
         self.submitted.append((command, command_id, expected_version))
+        self.omitted.append(omit_events)
         if self.refuse_with is not None:
             raise _RpcError(self.refuse_with)
         return pb.SubmitCommandResponse(version=expected_version + 1)
@@ -73,6 +75,7 @@ def test_a_task_with_a_payload_only_submits_one_of_its_commands_at_its_version()
     [(command, command_id, expected)] = app.seats[seat].submitted
     assert command in legal
     assert (command_id, expected) == (handlers.bot_command_id("m1", 9, seat), 9)
+    assert app.seats[seat].omitted == [True]  # a bot never reads the rendered events
 
 
 def test_a_stale_payload_is_refused_by_the_server_and_does_nothing_else() -> None:
