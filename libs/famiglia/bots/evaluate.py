@@ -186,6 +186,98 @@ EVALUATORS: dict[str, Evaluator] = {
 }
 
 
+def _goodcritters_state(state: Any, seat: int) -> float:
+    """`goodcritters` of `view(state, seat)`, read from the state: the same fields the
+    seat's own View carries (its own Stash and chosen card, the public split)."""
+    if not 0 <= seat < state.seats:
+        raise IndexError(seat)
+    values = _loot_values()
+    stash = state.stashes[seat]
+    value = _stash_value(stash, values) / 1000.0 if stash else 0.0
+    if state.assignment:
+        table = state.table
+        total = sum(values.get(card, 3500) for card in table) / 1000.0
+        mine = sum(values.get(card, 3500) for card, s in zip(table, state.assignment, strict=True)
+                   if s == seat) / 1000.0
+        edge = mine - total / max(1, state.seats or 1)
+        card = state.cards[seat]
+        value += 0.5 * mine + {1: 0.5 * edge, 2: -0.5 * edge}.get(int(card or 0), 0.0)
+    return value
+
+
+_STASH_VALUES: dict[int, tuple[tuple[str, ...], int]] = {}
+
+
+def _stash_value(stash: tuple[str, ...], values: dict[str, int]) -> int:
+    """The face value of a Stash, remembered by identity: one-ply steps copy the state
+    but share the tuples a command did not change, so most sums are asked again."""
+    known = _STASH_VALUES.get(id(stash))
+    if known is not None and known[0] is stash:
+        return known[1]
+    if len(_STASH_VALUES) > 4096:
+        _STASH_VALUES.clear()
+    total = sum(values.get(card, 3500) for card in stash)
+    _STASH_VALUES[id(stash)] = (stash, total)
+    return total
+
+
+def _grifters_state(state: Any, seat: int) -> float:
+    """`grifters` of `view(state, seat)`, read from the state (public fields only)."""
+    if not 0 <= seat < len(state.players):
+        raise IndexError(seat)
+    me = state.players[seat]
+    return float(me.stash) + 1.0 * len(me.jobs)
+
+
+def _nothing_personal_state(state: Any, seat: int) -> float:
+    """`nothing_personal` of `view(state, seat)`, read from the state (public fields only)."""
+    from famiglia.rules.nothing_personal.data import GIDX
+
+    respect = _gangster_respect()
+    control = 0.0
+    for gid in state.board:
+        if not gid:
+            continue
+        g = state.gs[GIDX[gid]]
+        markers = g.markers
+        mine = _at(markers, seat)
+        if mine <= 0:
+            continue
+        others = max((m for i, m in enumerate(markers) if i != seat), default=0)
+        if mine > others and mine > g.neutral:
+            control += 1.0 + respect.get(gid, 2)
+        elif mine == others and mine > g.neutral:
+            control += 0.5
+    money = float(_at(state.money, seat))
+    return float(_at(state.respect, seat)) + money / 10.0 + control
+
+
+StateEvaluator = Callable[[Any, int], float]
+
+STATE_EVALUATORS: dict[str, StateEvaluator] = {
+    "goodcritters": _goodcritters_state,
+    "grifters": _grifters_state,
+    "nothing_personal": _nothing_personal_state,
+}
+"""Evaluators that read a (sampled) state instead of the View built from it: the very
+number `EVALUATORS` gives for `rules.view(state, seat)` (a test holds them equal on
+every state of random games), without building that View — for the one-ply player,
+building a View per candidate move cost more than the move itself. Each reads only
+what the seat's own View shows."""
+
+
+def evaluate_state(game_id: str, rules: Engine, state: Any, seat: int) -> float:
+    """`evaluate_view(game_id, rules.view(state, seat), seat)`, cheaper where the game
+    has a state evaluator; any surprise there falls back to the View."""
+    fast = STATE_EVALUATORS.get(game_id)
+    if fast is not None:
+        try:
+            return fast(state, seat)
+        except Exception:  # noqa: BLE001 - the View path gives the answer (or its own 0.0)
+            pass
+    return evaluate_view(game_id, rules.view(state, seat), seat)
+
+
 def evaluate_view(game_id: str, view: Message, seat: int) -> float:
     evaluator = EVALUATORS.get(game_id)
     if evaluator is None:

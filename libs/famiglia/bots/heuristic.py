@@ -2,7 +2,9 @@
 
 For each legal command it samples a few worlds consistent with the seat's view
 (`determinize`), applies the command there and scores the seat's resulting View
-with the game's small evaluator (evaluate.py). A move that wins at once scores
+with the game's small evaluator (evaluate.py; read straight from the sampled state
+where the game has a state evaluator giving the same number, since building a View
+per candidate cost more than the rest of the choice). A move that wins at once scores
 above everything; a command the sampled worlds refuse scores below everything.
 Ties are broken by the decision's seed, so a retried decision chooses the same.
 """
@@ -15,7 +17,7 @@ from google.protobuf.message import Message
 
 from famiglia.engine import Engine, Rng
 
-from .evaluate import evaluate_view, result_values
+from .evaluate import evaluate_state, result_values
 from .policy import Decision, first_of
 from .search import sample_world, seats_of, step
 
@@ -54,7 +56,7 @@ class OnePlyHeuristic:
                 if result is not None:
                     total += WIN_BONUS * result_values(result, seats)[decision.seat]
                 else:
-                    total += evaluate_view(decision.game_id, rules.view(after, decision.seat), decision.seat)
+                    total += evaluate_state(decision.game_id, rules, after, decision.seat)
             score = total / len(worlds) + chooser.random() * 1e-6
             if score > best_score:
                 best, best_score = command, score
