@@ -25,16 +25,17 @@ from .state import NEXT, Bid, Choice, Draw, Phase, Seat, State, changed, replace
 
 
 def evolve(state: State | None, event: pb.Event) -> State:
-    kind = event.WhichOneof("kind") or ""
     if state is None:
-        if kind != "match_set_up":
+        if event.WhichOneof("kind") != "match_set_up":
             raise ValueError("the first event must be match_set_up")
         return _match_set_up(event.match_set_up)
     d = state.__dict__
-    link = d.get(NEXT)
-    if link is not None and link[0] is event:
-        d.pop(NEXT, None)   # (not `del`: another thread may have taken it meanwhile)
-        return link[1]   # type: ignore[no-any-return]
+    if NEXT in d:   # (a replayed state has no link: one test, no look-up)
+        link = d.get(NEXT)
+        if link is not None and link[0] is event:
+            d.pop(NEXT, None)   # (not `del`: another thread may have taken it meanwhile)
+            return link[1]   # type: ignore[no-any-return]
+    kind: str = event.WhichOneof("kind")  # type: ignore[assignment]
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 

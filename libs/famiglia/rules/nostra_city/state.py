@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, TypeVar
 
 from .config import Config
 
@@ -47,6 +47,31 @@ class Seat:
     peeked: tuple[int, ...] = ()  # NC-W114
 
 
+_C = TypeVar("_C", bound=type)
+
+
+def _slot_init(cls: _C) -> _C:
+    """Give a frozen slotted dataclass an __init__ that sets its slots through their descriptors:
+    the generated one calls object.__setattr__ per field, about twice as slow, and evolve makes
+    a Bid, Choice or Draw for many events. Same parameters and defaults as the dataclass's."""
+    env: dict[str, Any] = {}
+    params, body = ["self"], []
+    for i, f in enumerate(fields(cls)):
+        if f.default_factory is not MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: default factories are not supported")
+        if f.default is MISSING:
+            params.append(f.name)
+        else:
+            env[f"d{i}"] = f.default
+            params.append(f"{f.name}=d{i}")
+        env[f"s{i}"] = cls.__dict__[f.name].__set__
+        body.append(f"    s{i}(self, {f.name})")
+    exec("\n".join([f"def __init__({', '.join(params)}) -> None:", *body]), env)  # noqa: S102 - from the fields
+    cls.__init__ = env["__init__"]  # type: ignore[misc]
+    return cls
+
+
+@_slot_init
 @dataclass(frozen=True, slots=True)
 class Bid:
     seat: int
@@ -56,6 +81,7 @@ class Bid:
     notes: tuple[int, ...] = ()  # in placement order (NC-D09)
 
 
+@_slot_init
 @dataclass(frozen=True, slots=True)
 class Choice:
     """A decision inside a phase turn or a resolution (NC-D05, D06, D09..D11)."""
@@ -71,6 +97,7 @@ class Choice:
     keep: int = 1  # keep: how many Notes (W08)
 
 
+@_slot_init
 @dataclass(frozen=True, slots=True)
 class Draw:
     seat: int
@@ -146,9 +173,8 @@ def _copier(cls: type) -> Callable[..., Any]:
                            "setters": {n: cls.__dict__[n].__set__ for n in names}}
     lines = ["def copy_with(obj, changes):", "    out = new(cls)"]
     for i, n in enumerate(names):
-        env[f"g{i}"] = cls.__dict__[n].__get__
         env[f"s{i}"] = cls.__dict__[n].__set__
-        lines.append(f"    s{i}(out, g{i}(obj))")
+        lines.append(f"    s{i}(out, obj.{n})")
     lines += ["    for k, v in changes.items():", "        setters[k](out, v)", "    return out"]
     exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass fields only
     return env["copy_with"]  # type: ignore[no-any-return]
@@ -158,18 +184,18 @@ NEXT = "_next"
 """The key of `evolve.remember`'s fold link: it belongs to the state it was set on, never to a copy."""
 
 
-def _dict_copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+def _dict_copier(cls: type, linked: bool) -> Callable[[Any, dict[str, Any]], Any]:
     """A fast `dataclasses.replace` for a class whose fields live in its __dict__: copy the dict
     (one C call), update it, give it to a bare instance (bypassing the frozen __init__ and
     __setattr__). A name that is no field makes the dict longer than the field count: one
-    length check instead of a subset test per copy."""
+    length check instead of a subset test per copy. `linked`: instances may carry a fold link."""
     names = frozenset(f.name for f in fields(cls))
     count = len(names)
     new, set_ = object.__new__, object.__setattr__
 
     def copy_with(obj: Any, changes: dict[str, Any]) -> Any:
         d = obj.__dict__.copy()
-        if NEXT in d:
+        if linked and NEXT in d:
             del d[NEXT]
         d.update(changes)
         if len(d) != count:
@@ -181,11 +207,11 @@ def _dict_copier(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     return copy_with
 
 
-changed: Callable[[State, dict[str, Any]], State] = _dict_copier(State)
+changed: Callable[[State, dict[str, Any]], State] = _dict_copier(State, linked=True)
 """`replace(state, **changes)` with the changes already in a dict: evolve gathers every change
 an event makes and copies the table once (one copy per event, not one per change)."""
 
-seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat)
+seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat, linked=False)
 """`changed` for one player's holdings."""
 
 _COPIERS: dict[type, Callable[..., Any]] = {State: changed, Seat: seat_changed,
