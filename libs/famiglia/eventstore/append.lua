@@ -10,17 +10,21 @@
 -- ARGV[4]  partition stream MAXLEN (~), "0" for unbounded
 -- ARGV[5..] serialized EventEnvelope bytes, seq = expected + 1, + 2, ...
 --
--- Returns {status, version, first_seq, last_seq}:
---   status 0 appended, 1 duplicate command (the first answer, nothing written),
---   status 2 conflict (version is the actual version, nothing written).
+-- Returns, by the reply's type (the cheapest replies to build and to parse):
+--   integer      appended; it is the new version (the events got expected + 1 .. it)
+--   bulk string  duplicate command: its record "first:last", the first answer (nothing written)
+--   array {v}    conflict: v is the actual version (nothing written)
 --
 -- Nothing may fail after the first write (Redis does not roll back a script that
 -- fails half-way). Every call to Redis costs the script more than the command's
 -- own work, so the common path makes four: MGET, XADD, XADD, MSET.
 -- Only Redis 6.2 commands are used (no functions, no script flags).
 
-local expected = tonumber(ARGV[1])
-local count = #ARGV - 4
+-- Numbers travel as text: the client sends the expected version as its digits, the
+-- stored version is compared as text, and each seq is spelled once (tostring) and
+-- reused, because formatting and parsing numbers is a good part of a short script's
+-- time (a Lua number passed to redis.call is formatted by sprintf).
+local expected = ARGV[1]
 
 -- 1. The version key and the command record in one read. A command id seen before
 --    gets its first answer, even if `expected` is stale now.
@@ -28,8 +32,7 @@ local stored
 if KEYS[4] then
   local got = redis.call('MGET', KEYS[2], KEYS[4])
   if got[2] then
-    local first, last = string.match(got[2], '^(%d+):(%d+)$')
-    return {1, tonumber(last), tonumber(first), tonumber(last)}
+    return got[2]
   end
   stored = got[1]
 else
@@ -51,52 +54,54 @@ local function actual()
 end
 
 -- 2. The expected-version check. A key that differs from `expected` may be lost or
---    behind the stream: ask the stream.
-if tonumber(stored or '0') ~= expected then
+--    behind the stream (or spelled otherwise, "07"): ask the stream.
+if (stored or '0') ~= expected then
   local version = actual()
-  if version ~= expected then
-    return {2, version, 0, 0}
+  if version ~= tonumber(expected) then
+    return {version}
   end
 end
 
 -- 3. Write: the match stream (entry id = seq), the partition stream, then the records.
 --    The first XADD doubles as the last check: a version key behind the stream's top
 --    makes it fail (ids must grow) before anything is written, and that is a conflict.
-local match_id, command_id, maxlen = ARGV[2], ARGV[3], tonumber(ARGV[4])
-for i = 1, count do
-  local seq = string.format('%d', expected + i)
-  local envelope = ARGV[4 + i]
-  if i == 1 then
+--    Seqs are whole numbers far below 10^14, so tostring spells them as plain digits.
+local match_id, command_id, maxlen = ARGV[2], ARGV[3], ARGV[4]
+local seq = tonumber(expected)
+local first, last
+for i = 5, #ARGV do
+  seq = seq + 1
+  last = tostring(seq)
+  local envelope = ARGV[i]
+  if i == 5 then
+    first = last
     local added
-    if command_id ~= '' then
+    if KEYS[4] then
       -- `c` lets trim() find the command records to drop without a key scan.
-      added = redis.pcall('XADD', KEYS[1], seq .. '-0', 'e', envelope, 'c', command_id)
+      added = redis.pcall('XADD', KEYS[1], last .. '-0', 'e', envelope, 'c', command_id)
     else
-      added = redis.pcall('XADD', KEYS[1], seq .. '-0', 'e', envelope)
+      added = redis.pcall('XADD', KEYS[1], last .. '-0', 'e', envelope)
     end
     if type(added) == 'table' and added.err then
       local version = actual()
-      if version ~= expected then
-        return {2, version, 0, 0}
+      if version ~= tonumber(expected) then
+        return {version}
       end
       return added -- any other refusal (OOM, wrong type): nothing was written
     end
   else
-    redis.call('XADD', KEYS[1], seq .. '-0', 'e', envelope)
+    redis.call('XADD', KEYS[1], last .. '-0', 'e', envelope)
   end
-  if maxlen > 0 then
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'm', match_id, 's', seq, 'e', envelope)
+  if maxlen == '0' then
+    redis.call('XADD', KEYS[3], '*', 'm', match_id, 's', last, 'e', envelope)
   else
-    redis.call('XADD', KEYS[3], '*', 'm', match_id, 's', seq, 'e', envelope)
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'm', match_id, 's', last, 'e', envelope)
   end
 end
 
-local first = expected + 1
-local last = expected + count
-local last_text = string.format('%d', last)
 if KEYS[4] then
-  redis.call('MSET', KEYS[2], last_text, KEYS[4], string.format('%d:%s', first, last_text))
+  redis.call('MSET', KEYS[2], last, KEYS[4], first .. ':' .. last)
 else
-  redis.call('SET', KEYS[2], last_text)
+  redis.call('SET', KEYS[2], last)
 end
-return {0, last, first, last}
+return seq
