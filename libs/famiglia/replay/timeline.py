@@ -61,19 +61,19 @@ class MatchTimeline:
 
         The loop is the replay fold's hot path (every event of every loaded match passes here),
         so what does not change per event is looked up once: the decoder, evolve, the lists."""
-        added = 0
         with self.lock:
             decode = self._decode
             evolve = self.engine.evolve
             keep, by_event_id, snapshots = self.envelopes.append, self._by_event_id, self._snapshots
             match_id, every = self.match_id, self.every
-            last, head = len(self.envelopes), self._head
+            first = last = len(self.envelopes)
+            head = self._head
             try:
                 for env in envelopes:
                     seq = env.seq
-                    if seq <= last:
-                        continue
                     if seq != last + 1:
+                        if seq <= last:
+                            continue
                         raise ValueError(f"{match_id}: gap, at {last}, got {seq}")
                     if env.match_id != match_id:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
@@ -82,10 +82,9 @@ class MatchTimeline:
                     by_event_id[env.event_id] = last = seq
                     if not seq % every:
                         snapshots[seq] = head
-                    added += 1
             finally:
                 self._head = head  # the state after the last envelope kept, even if a later one failed
-        return added
+        return last - first
 
     # -- questions -------------------------------------------------------------------------
     @property

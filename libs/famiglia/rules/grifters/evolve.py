@@ -62,7 +62,11 @@ def evolve(state: State | None, event: Event) -> State:
             return run.states[i + 1]  # type: ignore[return-value]
     if state is None:
         return apply_first(event)
-    return apply(state, event)
+    # `apply`, written out: this is the replay fold's per-event path, and a call costs.
+    kind: str = event.WhichOneof("kind")  # type: ignore[assignment]
+    if state.choice and kind != "choice_opened":
+        state = replace_state(state, choice=NONE)
+    return _EVOLVERS[kind](state, getattr(event, kind))
 
 
 def apply_first(event: Event) -> State:
@@ -150,18 +154,20 @@ def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
 
 
 def _card_drawn(s: State, e: pb.CardDrawn) -> State:
-    p = s.players[e.seat]
-    player = replace_player(p, hand=_add(p.hand, (e.card,)))
+    seat, card = e.seat, e.card
+    p = s.players[seat]
+    player = replace_player(p, hand=_add(p.hand, (card,)))
     caper = s.caper
     if caper is not None:
-        caper = replace_caper(caper, drawn=(*caper.drawn, e.card))
-    return replace_state(s, deck=s.deck[1:], players=_with_player(s, e.seat, player), caper=caper)
+        caper = replace_caper(caper, drawn=(*caper.drawn, card))
+    return replace_state(s, deck=s.deck[1:], players=_with_player(s, seat, player), caper=caper)
 
 
 def _turn_began(s: State, e: pb.TurnBegan) -> State:
     """A new turn; its Phase 1 Advance Time happens with it unless skipped (GR-R03, GR-R04)."""
-    players, coffers = (s.players, s.coffers) if e.advance_skipped else _advanced(s, e.seat)
-    return replace_state(s, players=players, coffers=coffers, active=e.seat, round=e.round, turn=e.turn,
+    seat = e.seat
+    players, coffers = (s.players, s.coffers) if e.advance_skipped else _advanced(s, seat)
+    return replace_state(s, players=players, coffers=coffers, active=seat, round=e.round, turn=e.turn,
                          phase=PLAY, played=False, caper=None, use_defaults=False, swapped_in=_NO_CARDS,
                          locked=_NO_CARDS)
 
@@ -183,13 +189,14 @@ def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
 
 
 def _caper_pulled(s: State, e: pb.CaperPulled) -> State:
-    p = s.players[e.seat]
-    player = replace_player(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
-    caper = _caper(e.card, EFFECT_OF[e.card])
+    seat, card = e.seat, e.card
+    p = s.players[seat]
+    player = replace_player(p, hand=_remove(p.hand, (card,)), in_play=(*p.in_play, card))
+    caper = _caper(card, EFFECT_OF[card])
     if e.second:
-        return replace_state(s, players=_with_player(s, e.seat, player), caper=caper)
-    return replace_state(s, players=_with_player(s, e.seat, player), caper=caper, played=True,
-                   use_defaults=e.use_defaults)
+        return replace_state(s, players=_with_player(s, seat, player), caper=caper)
+    return replace_state(s, players=_with_player(s, seat, player), caper=caper, played=True,
+                         use_defaults=e.use_defaults)
 
 
 def _job_completed(s: State, e: pb.JobCompleted) -> State:
@@ -210,13 +217,14 @@ def _take_job(s: State, seat: int, job: str) -> State:
 
 
 def _isk_stolen(s: State, e: pb.IskStolen) -> State:
-    p = s.players[e.seat]
+    seat, amount = e.seat, e.amount
     players = list(s.players)
-    players[e.seat] = replace_player(p, stash=p.stash + e.amount)
+    players[seat] = replace_player(players[seat], stash=players[seat].stash + amount)
     if e.from_coffers:
-        return replace_state(s, players=tuple(players), coffers=s.coffers - e.amount)
-    v = players[e.victim]
-    players[e.victim] = replace_player(v, stash=v.stash - e.amount)
+        return replace_state(s, players=tuple(players), coffers=s.coffers - amount)
+    victim = e.victim
+    v = players[victim]
+    players[victim] = replace_player(v, stash=v.stash - amount)
     return replace_state(s, players=tuple(players))
 
 
@@ -307,21 +315,23 @@ def _femme_placed(s: State, e: pb.CardsPlaced) -> State:
 
 
 def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
+    seat = e.seat
     caper = s.caper
     if caper is not None and caper.job and not s.config.job_card_moves_before_reward:
-        s = _take_job(s, e.seat, caper.job)
-    if not e.placed:
-        return replace_state(s, caper=None)
-    p = s.players[e.seat]
+        s = _take_job(s, seat, caper.job)
     cards = tuple(e.placed)
+    if not cards:
+        return replace_state(s, caper=None)
+    p = s.players[seat]
     player = replace_player(p, in_play=_remove(p.in_play, cards), nights=(cards, p.nights[1], p.nights[2]))
-    return replace_state(s, players=_with_player(s, e.seat, player), caper=None)
+    return replace_state(s, players=_with_player(s, seat, player), caper=None)
 
 
 def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
-    p = s.players[e.seat]
-    player = replace_player(p, hand=_add(p.hand, p.refresh), refresh=(), had_turn=True)
-    return replace_state(s, players=_with_player(s, e.seat, player))
+    seat = e.seat
+    p = s.players[seat]
+    player = replace_player(p, hand=_add(p.hand, p.refresh) if p.refresh else p.hand, refresh=(), had_turn=True)
+    return replace_state(s, players=_with_player(s, seat, player))
 
 
 def _discard_reshuffled(s: State, e: pb.DiscardReshuffled) -> State:
