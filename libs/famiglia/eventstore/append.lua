@@ -5,10 +5,9 @@
 -- KEYS[3]  partition stream    <prefix>:{pNN}:partition
 -- KEYS[4]  command record      <prefix>:{pNN}:cmd:<match_id>:<command_id>  (absent without a command id)
 -- ARGV[1]  expected version
--- ARGV[2]  match id
--- ARGV[3]  command id ("" for none)
--- ARGV[4]  partition stream MAXLEN (~), "0" for unbounded
--- ARGV[5..] serialized EventEnvelope bytes, seq = expected + 1, + 2, ...
+-- ARGV[2]  command id ("" for none)
+-- ARGV[3]  partition stream MAXLEN (~), "0" for unbounded
+-- ARGV[4..] serialized EventEnvelope bytes, seq = expected + 1, + 2, ...
 --
 -- Returns, by the reply's type (the cheapest replies to build and to parse):
 --   integer      appended; it is the new version (the events got expected + 1 .. it)
@@ -66,14 +65,15 @@ end
 --    The first XADD doubles as the last check: a version key behind the stream's top
 --    makes it fail (ids must grow) before anything is written, and that is a conflict.
 --    Seqs are whole numbers far below 10^14, so tostring spells them as plain digits.
-local match_id, command_id, maxlen = ARGV[2], ARGV[3], ARGV[4]
+--    A partition entry holds the envelope alone: it names its match and seq itself.
+local command_id, maxlen = ARGV[2], ARGV[3]
 local seq = tonumber(expected)
 local first, last
-for i = 5, #ARGV do
+for i = 4, #ARGV do
   seq = seq + 1
   last = tostring(seq)
   local envelope = ARGV[i]
-  if i == 5 then
+  if i == 4 then
     first = last
     local added
     if KEYS[4] then
@@ -93,9 +93,9 @@ for i = 5, #ARGV do
     redis.call('XADD', KEYS[1], last .. '-0', 'e', envelope)
   end
   if maxlen == '0' then
-    redis.call('XADD', KEYS[3], '*', 'm', match_id, 's', last, 'e', envelope)
+    redis.call('XADD', KEYS[3], '*', 'e', envelope)
   else
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'm', match_id, 's', last, 'e', envelope)
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'e', envelope)
   end
 end
 

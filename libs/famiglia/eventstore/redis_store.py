@@ -8,7 +8,7 @@ script can write them all atomically:
     <prefix>:{p07}:match:<match_id>                 stream, entry id <seq>-0, field e
     <prefix>:{p07}:version:<match_id>               the match version (kept after trim)
     <prefix>:{p07}:cmd:<match_id>:<command_id>      "first:last" of the command's first answer
-    <prefix>:{p07}:partition                        stream, fields m (match), s (seq), e
+    <prefix>:{p07}:partition                        stream, field e (the envelope names match and seq)
 
 Only Redis 6.2 features are used: EVALSHA (redis-py `register_script`, which
 reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
@@ -144,7 +144,7 @@ class RedisEventStore(EventStore):
         self._append_script: Script = client.register_script(_load_append_lua())
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(self._append_script.sha.encode())
         self._trim_script: Script = client.register_script(_TRIM_LUA)
-        self._append_keys: dict[str, tuple[bytes, bytes, bytes]] = {}
+        self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._pid = os.getpid()
 
@@ -210,17 +210,16 @@ class RedisEventStore(EventStore):
             return AppendResult(int(last), int(first), int(last), duplicate=True)
         raise ConcurrencyConflict(match_id, expected_version, int(reply[0]))
 
-    def _keys_of(self, match_id: str) -> tuple[bytes, bytes, bytes]:
+    def _keys_of(self, match_id: str) -> tuple[bytes, bytes]:
         """The match's part of an append request, remembered: a match appends hundreds of
-        times and each name costs a crc32 and four f-strings. The three keys and the match
-        id are kept as RESP bulk strings, the command record's key as its prefix."""
+        times and each name costs a crc32 and four f-strings. The three keys are kept as
+        RESP bulk strings, the command record's key as its prefix."""
         if len(self._append_keys) >= _KEY_CACHE:
             self._append_keys.clear()  # bounded; rebuilding is cheap
         layout = self.keys
         names = (layout.match_stream(match_id), layout.version(match_id),
                  layout.partition_stream(self.partition_of(match_id)))
-        keys = (b"".join([_bulk(name.encode()) for name in names]), _bulk(match_id.encode()),
-                layout.command(match_id, "").encode())
+        keys = (b"".join([_bulk(name.encode()) for name in names]), layout.command(match_id, "").encode())
         self._append_keys[match_id] = keys
         return keys
 
@@ -230,14 +229,14 @@ class RedisEventStore(EventStore):
         script.sha = self.client.script_load(script.script)
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode())
 
-    def _append_request(self, keys: tuple[bytes, bytes, bytes], expected_version: int,
+    def _append_request(self, keys: tuple[bytes, bytes], expected_version: int,
                         events: Sequence[EventEnvelope], command_id: str) -> bytes:
         """The EVALSHA request, KEYS and ARGV as append.lua lists them, spelled in RESP here.
 
         Not redis-py's packer: its checks of every argument cost more client time than the
-        script's server time, and most of the request (the script, the keys, the match id,
-        MAXLEN) is the same for every append of a match, so it is spelled once."""
-        key_part, match_part, command_prefix = keys
+        script's server time, and most of the request (the script, the keys, MAXLEN) is the
+        same for every append of a match, so it is spelled once."""
+        key_part, command_prefix = keys
         expected = b"%d" % expected_version
         command = command_id.encode()
         if len(events) == 1:
@@ -246,12 +245,11 @@ class RedisEventStore(EventStore):
         else:
             events_part = b"".join([_bulk(event.SerializeToString()) for event in events])
         if command:
-            return b"*%d\r\n%s$1\r\n4\r\n%s$%d\r\n%s%s\r\n$%d\r\n%s\r\n%s$%d\r\n%s\r\n%s%s" % (
-                11 + len(events), self._evalsha, key_part, len(command_prefix) + len(command), command_prefix,
-                command, len(expected), expected, match_part, len(command), command, self._maxlen_arg, events_part)
-        return b"*%d\r\n%s$1\r\n3\r\n%s$%d\r\n%s\r\n%s$0\r\n\r\n%s%s" % (
-            10 + len(events), self._evalsha, key_part, len(expected), expected, match_part, self._maxlen_arg,
-            events_part)
+            return b"*%d\r\n%s$1\r\n4\r\n%s$%d\r\n%s%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n%s%s" % (
+                10 + len(events), self._evalsha, key_part, len(command_prefix) + len(command), command_prefix,
+                command, len(expected), expected, len(command), command, self._maxlen_arg, events_part)
+        return b"*%d\r\n%s$1\r\n3\r\n%s$%d\r\n%s\r\n$0\r\n\r\n%s%s" % (
+            9 + len(events), self._evalsha, key_part, len(expected), expected, self._maxlen_arg, events_part)
 
     def _call(self, args: Sequence[Any]) -> Any:
         """One command, packed the usual way, sent like an append (see _send)."""
