@@ -4,13 +4,14 @@
 -- KEYS[2]  match version key   <prefix>:{pNN}:version:<match_id>
 -- KEYS[3]  partition stream    <prefix>:{pNN}:partition
 -- KEYS[4]  command record      <prefix>:{pNN}:cmd:<match_id>:<command_id>  (absent without a command id)
--- ARGV[1]  expected version
--- ARGV[2]  command id ("" for none)
--- ARGV[3]  partition stream MAXLEN (~), "0" for unbounded
--- ARGV[4..] serialized EventEnvelope bytes, seq = expected + 1, + 2, ...
+-- ARGV[1]  expected version, in digits
+-- ARGV[2]  expected version + 1 (the first event's seq), in digits
+-- ARGV[3]  command id ("" for none)
+-- ARGV[4]  partition stream MAXLEN (~), "0" for unbounded
+-- ARGV[5..] serialized EventEnvelope bytes, seq = expected + 1, + 2, ...
 --
 -- Returns, by the reply's type (the cheapest replies to build and to parse):
---   integer      appended; it is the new version (the events got expected + 1 .. it)
+--   integer      appended; it is the number of events (they got expected + 1 .. + n)
 --   bulk string  duplicate command: its record "first:last", the first answer (nothing written)
 --   array {v}    conflict: v is the actual version (nothing written)
 --
@@ -18,12 +19,13 @@
 -- fails half-way). Every call to Redis costs the script more than the command's
 -- own work, so the common path makes four: MGET, XADD, XADD, MSET.
 -- Only Redis 6.2 commands are used (no functions, no script flags).
+--
+-- Versions stay text on the common path: the stored version is compared with
+-- ARGV[1] as text and the first seq comes spelled, because turning numbers into
+-- text (sprintf) and back (strtod) was a visible part of the script's time. Only
+-- a batch's later seqs and the rare paths do arithmetic.
 
--- Numbers travel as text: the client sends the expected version as its digits, the
--- stored version is compared as text, and each seq is spelled once (tostring) and
--- reused, because formatting and parsing numbers is a good part of a short script's
--- time (a Lua number passed to redis.call is formatted by sprintf).
-local expected = ARGV[1]
+local expected, first = ARGV[1], ARGV[2]
 
 -- 1. The version key and the command record in one read. A command id seen before
 --    gets its first answer, even if `expected` is stale now.
@@ -64,23 +66,18 @@ end
 -- 3. Write: the match stream (entry id = seq), the partition stream, then the records.
 --    The first XADD doubles as the last check: a version key behind the stream's top
 --    makes it fail (ids must grow) before anything is written, and that is a conflict.
---    Seqs are whole numbers far below 10^14, so tostring spells them as plain digits.
 --    A partition entry holds the envelope alone: it names its match and seq itself.
-local command_id, maxlen = ARGV[2], ARGV[3]
-local seq = tonumber(expected)
-local first, last
-for i = 4, #ARGV do
-  seq = seq + 1
-  last = tostring(seq)
+local command_id, maxlen = ARGV[3], ARGV[4]
+local last = first
+for i = 5, #ARGV do
   local envelope = ARGV[i]
-  if i == 4 then
-    first = last
+  if i == 5 then
     local added
     if KEYS[4] then
       -- `c` lets trim() find the command records to drop without a key scan.
-      added = redis.pcall('XADD', KEYS[1], last .. '-0', 'e', envelope, 'c', command_id)
+      added = redis.pcall('XADD', KEYS[1], first .. '-0', 'e', envelope, 'c', command_id)
     else
-      added = redis.pcall('XADD', KEYS[1], last .. '-0', 'e', envelope)
+      added = redis.pcall('XADD', KEYS[1], first .. '-0', 'e', envelope)
     end
     if type(added) == 'table' and added.err then
       local version = actual()
@@ -90,6 +87,8 @@ for i = 4, #ARGV do
       return added -- any other refusal (OOM, wrong type): nothing was written
     end
   else
+    -- Seqs are whole numbers far below 10^14, so tostring spells them as plain digits.
+    last = tostring(first + (i - 5))
     redis.call('XADD', KEYS[1], last .. '-0', 'e', envelope)
   end
   if maxlen == '0' then
@@ -104,4 +103,4 @@ if KEYS[4] then
 else
   redis.call('SET', KEYS[2], last)
 end
-return seq
+return #ARGV - 4

@@ -203,8 +203,8 @@ class RedisEventStore(EventStore):
         except NoScriptError:
             self._load_append_script()
             reply = self._send(self._append_request(keys, expected_version, events, command_id))
-        if type(reply) is int:  # appended (append.lua names its three replies)
-            return AppendResult(reply, expected_version + 1, reply)
+        if type(reply) is int:  # appended, `reply` events (append.lua names its three replies)
+            return AppendResult(expected_version + reply, expected_version + 1, expected_version + reply)
         if isinstance(reply, bytes):  # a duplicate command: its record, "first:last"
             first, last = reply.split(b":")
             return AppendResult(int(last), int(first), int(last), duplicate=True)
@@ -237,7 +237,7 @@ class RedisEventStore(EventStore):
         script's server time, and most of the request (the script, the keys, MAXLEN) is the
         same for every append of a match, so it is spelled once."""
         key_part, command_prefix = keys
-        expected = b"%d" % expected_version
+        expected, first = b"%d" % expected_version, b"%d" % (expected_version + 1)
         command = command_id.encode()
         if len(events) == 1:
             data = events[0].SerializeToString()
@@ -245,11 +245,13 @@ class RedisEventStore(EventStore):
         else:
             events_part = b"".join([_bulk(event.SerializeToString()) for event in events])
         if command:
-            return b"*%d\r\n%s$1\r\n4\r\n%s$%d\r\n%s%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n%s%s" % (
-                10 + len(events), self._evalsha, key_part, len(command_prefix) + len(command), command_prefix,
-                command, len(expected), expected, len(command), command, self._maxlen_arg, events_part)
-        return b"*%d\r\n%s$1\r\n3\r\n%s$%d\r\n%s\r\n$0\r\n\r\n%s%s" % (
-            9 + len(events), self._evalsha, key_part, len(expected), expected, self._maxlen_arg, events_part)
+            return b"*%d\r\n%s$1\r\n4\r\n%s$%d\r\n%s%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n%s%s" % (
+                11 + len(events), self._evalsha, key_part, len(command_prefix) + len(command), command_prefix,
+                command, len(expected), expected, len(first), first, len(command), command, self._maxlen_arg,
+                events_part)
+        return b"*%d\r\n%s$1\r\n3\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n$0\r\n\r\n%s%s" % (
+            10 + len(events), self._evalsha, key_part, len(expected), expected, len(first), first,
+            self._maxlen_arg, events_part)
 
     def _call(self, args: Sequence[Any]) -> Any:
         """One command, packed the usual way, sent like an append (see _send)."""
