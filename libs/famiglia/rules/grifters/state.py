@@ -117,6 +117,15 @@ T = TypeVar("T")
 _MISSING: Any = object()
 
 
+def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
+    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
+    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
+    for klass in cls.__mro__:
+        if "__dict__" in klass.__dict__:
+            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
+    raise TypeError(f"{cls.__name__} instances have no __dict__")
+
+
 def _make_replacer(cls: type) -> Callable[..., Any]:
     """`dataclasses.replace` without its generic checks (evolve runs one for every event, twice per
     event in random play). A class without slots is copied with one copy of its instance dict; a
@@ -126,7 +135,7 @@ def _make_replacer(cls: type) -> Callable[..., Any]:
         known = frozenset(names)
         count = len(known)
         new = object.__new__
-        set_dict = object.__setattr__
+        set_dict = _dict_setter(cls)
 
         def replace_dict(o: Any, **changes: Any) -> Any:
             values = o.__dict__.copy()
@@ -134,7 +143,7 @@ def _make_replacer(cls: type) -> Callable[..., Any]:
             if len(values) != count:  # a name that is no field was added
                 raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
             n: Any = new(cls)
-            set_dict(n, "__dict__", values)
+            set_dict(n, values)
             return n
 
         return replace_dict

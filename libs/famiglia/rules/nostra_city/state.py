@@ -180,6 +180,15 @@ def _copier(cls: type) -> Callable[..., Any]:
     return env["copy_with"]  # type: ignore[no-any-return]
 
 
+def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
+    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
+    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
+    for klass in cls.__mro__:
+        if "__dict__" in klass.__dict__:
+            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
+    raise TypeError(f"{cls.__name__} instances have no __dict__")
+
+
 NEXT = "_next"
 """The key of `evolve.remember`'s fold link: it belongs to the state it was set on, never to a copy."""
 
@@ -191,7 +200,8 @@ def _dict_copier(cls: type, linked: bool) -> Callable[[Any, dict[str, Any]], Any
     length check instead of a subset test per copy. `linked`: instances may carry a fold link."""
     names = frozenset(f.name for f in fields(cls))
     count = len(names)
-    new, set_ = object.__new__, object.__setattr__
+    new = object.__new__
+    set_dict = _dict_setter(cls)
 
     def copy_with(obj: Any, changes: dict[str, Any]) -> Any:
         d = obj.__dict__.copy()
@@ -201,7 +211,7 @@ def _dict_copier(cls: type, linked: bool) -> Callable[[Any, dict[str, Any]], Any
         if len(d) != count:
             raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
         out: Any = new(cls)
-        set_(out, "__dict__", d)
+        set_dict(out, d)
         return out
 
     return copy_with
