@@ -49,6 +49,12 @@ class RunnerConfig:
     cleanup_every_s: float = 60.0
     forget_idle_ms: int = 3_600_000
     """Consumers idle this long with nothing pending are removed from the group."""
+    gather_ms: int = 20
+    """After a read that came back short of `batch`, the next read waits until this long
+    after it, so a trickle of events (one bot move at a time) is projected in batches
+    rather than one by one: a batch's fixed costs (transaction, checkpoint, the
+    XREADGROUP and XACK round trips) dominate a small batch. Adds at most this to the
+    lag; 0 reads again at once."""
 
 
 class ProjectionRunner:
@@ -66,6 +72,8 @@ class ProjectionRunner:
         self._last_cleanup = time.monotonic()
         self._started = False
         self._stuck_rounds = 0
+        self._short_read_at: float | None = None
+        """When the last read came back short of `batch` (None: it was full)."""
         self.projected = 0
 
     @property
@@ -97,7 +105,9 @@ class ProjectionRunner:
         if self.deferred:
             # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
             wait = min(wait, 20 * 2 ** min(self._stuck_rounds, 6))
-        self._take(self.consumer.read(self.config.batch, block_ms=wait))
+        read = self.consumer.read(self.config.batch, block_ms=wait)
+        self._short_read_at = time.monotonic() if read and not _full(read, self.config.batch) else None
+        self._take(read)
         outcome = self.process(list(self.deferred.values()))
         self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
         if self._stuck_rounds and self._stuck_rounds % 500 == 0:
@@ -124,6 +134,12 @@ class ProjectionRunner:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def gather_pause(self) -> float:
+        """Seconds to wait before the next read: what is left of `gather_ms` after a short read."""
+        if self._short_read_at is None or self.config.gather_ms <= 0:
+            return 0.0
+        return self.config.gather_ms / 1000 - (time.monotonic() - self._short_read_at)
 
     def forget_dead_consumers(self) -> list[str]:
         """XGROUP DELCONSUMER for consumers that hold nothing and have not read for a long time.
@@ -162,6 +178,9 @@ class ProjectionRunner:
             try:
                 self.run_once()
                 failures = 0
+                pause = self.gather_pause()
+                if pause > 0:
+                    stop.wait(pause)
             except Exception:  # noqa: BLE001 - keep consuming: Redis or the database may come back
                 failures += 1
                 log.exception("projection_round_failed", consumer=self.name, failures=failures)
@@ -171,3 +190,13 @@ class ProjectionRunner:
     def caught_up(self) -> bool:
         """Nothing pending in the group and nothing new for this consumer (tests, rebuild checks)."""
         return not self.deferred and self.consumer.pending_count() == 0
+
+
+def _full(entries: list[PartitionEntry], count: int) -> bool:
+    """Whether some partition gave a full `count` (so more is probably waiting there)."""
+    if len(entries) < count:
+        return False
+    per_partition: dict[int, int] = {}
+    for entry in entries:
+        per_partition[entry.partition] = per_partition.get(entry.partition, 0) + 1
+    return max(per_partition.values()) >= count
