@@ -50,6 +50,22 @@ class AppendResult:
     duplicate: bool = False
 
 
+_new_result = object.__new__
+_set_version, _set_first, _set_last, _set_duplicate = (
+    AppendResult.__dict__[name].__set__ for name in ("version", "first_seq", "last_seq", "duplicate"))
+
+
+def appended(version: int, first_seq: int, last_seq: int) -> AppendResult:
+    """`AppendResult(version, first_seq, last_seq)` through its slots: the frozen `__init__`
+    sets each field with `object.__setattr__`, twice the cost, on every command's append."""
+    result = _new_result(AppendResult)
+    _set_version(result, version)
+    _set_first(result, first_seq)
+    _set_last(result, last_seq)
+    _set_duplicate(result, False)
+    return result
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionEntry:
     """One entry of a partition stream, as consumers (projection, bots) read it."""

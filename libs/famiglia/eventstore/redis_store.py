@@ -30,7 +30,7 @@ from redis.exceptions import NoScriptError
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .memory_store import validate_batch
-from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry
+from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, appended
 from .port import partition_of as _partition_of
 
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
@@ -204,7 +204,7 @@ class RedisEventStore(EventStore):
             self._load_append_script()
             reply = self._send(self._append_request(keys, expected_version, events, command_id))
         if type(reply) is int:  # appended, `reply` events (append.lua names its three replies)
-            return AppendResult(expected_version + reply, expected_version + 1, expected_version + reply)
+            return appended(expected_version + reply, expected_version + 1, expected_version + reply)
         if isinstance(reply, bytes):  # a duplicate command: its record, "first:last"
             first, last = reply.split(b":")
             return AppendResult(int(last), int(first), int(last), duplicate=True)
