@@ -116,3 +116,21 @@ def test_every_listed_command_is_accepted(options: dict[str, str]) -> None:
             ENGINE.decide(before, before.active, command, Rng(1))
 
     play_random(ENGINE, 3, 2, options, on_step=check)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_evolve_on_fresh_events_is_apply(options: dict[str, str]) -> None:
+    """The replay path: events decoded anew (no fold memo) go through evolve's own dispatch."""
+    play = play_random(ENGINE, 4, 6, options)
+    by_evolve = by_apply = None
+    closed = 0
+    for event in play.events:
+        fresh = type(event).FromString(event.SerializeToString())
+        if by_apply is None:
+            by_apply = evolve_mod.apply_first(event)
+        else:
+            closed += bool(by_apply.choice) and event.WhichOneof("kind") != "choice_opened"
+            by_apply = evolve_mod.apply(by_apply, event)
+        by_evolve = ENGINE.evolve(by_evolve, fresh)
+        assert by_evolve == by_apply
+    assert by_evolve == play.state and closed > 0   # open choices were closed on the way

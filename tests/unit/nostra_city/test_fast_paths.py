@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from famiglia.engine import Rng
 from famiglia.rules.nostra_city import ENGINE
 from famiglia.rules.nostra_city.evolve import NEXT, evolve
-from famiglia.rules.nostra_city.state import replace
+from famiglia.rules.nostra_city.state import Bid, Choice, Draw, State, changed, replace, seat_changed
 from famiglia.testing.random_play import play_random
 
 from .helpers import start
@@ -58,3 +60,39 @@ def test_random_games_refold_from_scratch_to_the_live_table() -> None:
         for e in p.events:
             state = evolve(state, type(e).FromString(e.SerializeToString()))
         assert state == p.state
+
+
+def test_changed_is_replace_with_the_changes_in_a_dict() -> None:
+    s, _ = _decided()   # s carries a fold link
+    fast = changed(s, {"month": s.month + 1, "turn_acted": True})
+    assert fast == dataclasses.replace(s, month=s.month + 1, turn_acted=True) and type(fast) is State
+    assert NEXT not in fast.__dict__ and NEXT in s.__dict__   # the copy drops the link, the original keeps it
+    with pytest.raises(TypeError):
+        changed(s, {"no_such_field": 1})
+    seat = seat_changed(s.players[1], {"bank": (1, 2)})
+    assert seat == dataclasses.replace(s.players[1], bank=(1, 2)) and seat.bank == (1, 2)
+    with pytest.raises(TypeError):
+        seat_changed(s.players[1], {"no_such_field": 1})
+
+
+def test_a_link_for_another_event_is_kept_and_ignored() -> None:
+    s, events = _decided()
+    other = type(events[0])()
+    other.CopyFrom(events[0])   # equal, but not the folded object
+    after = ENGINE.evolve(s, other)
+    assert NEXT in s.__dict__ and after == s.__dict__[NEXT][1] and after is not s.__dict__[NEXT][1]
+
+
+@pytest.mark.parametrize("cls", [Bid, Choice, Draw])
+def test_slot_initialised_classes_behave_as_their_dataclass(cls: type) -> None:
+    required = [f for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+    args = {f.name: (7 if f.type in ("int", int) else "x") for f in required}
+    made = cls(**args)
+    for f in dataclasses.fields(cls):
+        assert getattr(made, f.name) == args.get(f.name, f.default)
+    assert made == cls(*args.values()) and hash(made) == hash(cls(**args))
+    assert dataclasses.replace(made, **{required[0].name: 8}) != made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, required[0].name, 9)
+    with pytest.raises(TypeError):
+        cls()   # the required fields stay required

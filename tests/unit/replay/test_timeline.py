@@ -65,3 +65,16 @@ def test_the_cache_catches_a_running_match_up_and_forgets_the_least_recent() -> 
     stored[other[0].match_id] = other
     cache.get(other[0].match_id)
     assert cache.get("a") is not timeline  # evicted, loaded again
+
+
+def test_an_envelope_that_fails_to_fold_leaves_the_timeline_at_the_one_before() -> None:
+    envelopes = copy(recorded(game_ids()[-1]))
+    eng = engine(game_ids()[-1])
+    broken = 12
+    envelopes[broken - 1].payload = b"\xff\xff\xff"   # not an event of any game
+    timeline = MatchTimeline(registry(), envelopes[:broken - 1], every=4)
+    with pytest.raises(Exception):  # noqa: B017 - whatever the decoder raises
+        timeline.extend(envelopes[broken - 1:])
+    assert timeline.last_seq == broken - 1
+    assert timeline.head == fold(eng, [open_event(eng, e) for e in envelopes[1:broken - 1]])
+    assert timeline.extend(envelopes[:broken - 1]) == 0   # older envelopes are skipped, not refolded
