@@ -97,37 +97,66 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     if s.round < 1 or s.phase in _NO_NEGOTIATION:
         return []
     out: list[pb.Command] = []
-    own: list[tuple] = []   # (builder, args): only the chosen one is looked up or built
+    # The seat's own initiatives are counted first and only the chosen one is built: in listing
+    # order a shakedown, withdrawals, a gift of money, a hand-over, a contract, an auto-pass change.
     hand = s.hands[seat]
-    if hand:
-        own.append((_shakedown, hand[0]))
+    withdraws: list[int] = []
     for o in s.offers:
         if o.to == seat:
             if executable(s, o):
                 out.append(_built(_accept, o.id))
             out.append(_built(_decline, o.id))
         elif o.frm == seat:
-            own.append((_withdraw, o.id))
+            withdraws.append(o.id)
     money = s.money[seat]
-    if s.offers_made[seat] < s.cfg.offers_per_phase:
-        to = (seat + 1 + s.round) % s.n
+    cfg = s.cfg
+    to = -1
+    gift = False
+    handover = contract = ""
+    if s.offers_made[seat] < cfg.offers_per_phase:
+        n = s.n
+        to = (seat + 1 + s.round) % n
         if to == seat:
-            to = (to + 1) % s.n
-        if money >= 1:
-            own.append((_give_money, to))
+            to = (to + 1) % n
+        gift = money >= 1
         act = s.act
         for gid, coin in _coins(s):   # NP-M6: a blackmail hand-over
             if coin == seat and s.gs[GIDX[gid]].markers[to] >= 1 and not (
                     act is not None and act.stage == 1 and act.gangster == gid):
-                own.append((_handover, to, gid))
+                handover = gid
                 break
-        if s.cfg.keep_your_word and money >= 1 and s.board[8]:   # NP-V2
-            own.append((_contract, seat, to, s.board[8]))
-    if s.ap_changes[seat] < s.cfg.autopass_changes_per_phase:
-        cards, rerolls = s.autopass[seat]
-        own.append((_autopass, not cards, rerolls))
-    if own:
-        out.append(_built(*own[(s.idx + s.pos + len(s.discard) + len(hand) + money) % len(own)]))
+        if cfg.keep_your_word and money >= 1:   # NP-V2
+            contract = s.board[8]
+    autopass = s.ap_changes[seat] < cfg.autopass_changes_per_phase
+    count = (1 if hand else 0) + len(withdraws) + (1 if gift else 0) + (1 if handover else 0) \
+        + (1 if contract else 0) + (1 if autopass else 0)
+    if not count:
+        return out
+    k = (s.idx + s.pos + len(s.discard) + len(hand) + money) % count
+    if hand:
+        if not k:
+            out.append(_built(_shakedown, hand[0]))
+            return out
+        k -= 1
+    if k < len(withdraws):
+        out.append(_built(_withdraw, withdraws[k]))
+        return out
+    k -= len(withdraws)
+    if gift:
+        if not k:
+            out.append(_built(_give_money, to))
+            return out
+        k -= 1
+    if handover:
+        if not k:
+            out.append(_built(_handover, to, handover))
+            return out
+        k -= 1
+    if contract and k == 0:
+        out.append(_built(_contract, seat, to, contract))
+        return out
+    cards, rerolls = s.autopass[seat]
+    out.append(_built(_autopass, not cards, rerolls))
     return out
 
 

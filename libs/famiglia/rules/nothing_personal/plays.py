@@ -305,16 +305,55 @@ def _hand_cards(hand: tuple[str, ...], window: bool, crew_window: bool) -> tuple
 
 def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[pb.Command]:
     """Representative legal plays: every card and group set, targets rotated, first effect targets."""
-    out: list[pb.Command] = []
-    cards = _hand_cards(s.hands[seat], window, window and s.phase == Phase.CREW)
-    if not cards:   # most hands in most windows
-        return out
-    avail = ante_available(s) and not window
+    hand = s.hands[seat]
+    if not hand:
+        return []
+    crew_window = window and s.phase == Phase.CREW
+    if window and not _hand_cards(hand, True, crew_window):   # most hands in most windows
+        return []
+    avail = not window and len(s.had_turn) == s.n   # ante_available
     base_ante = s.ante if avail else 0
-    money = s.money[seat]
-    supply = s.supply[seat]
+    # The listing depends on the money only through the thresholds base Ante (+1) (+ Crew surcharge),
+    # and on the supply only up to the largest card: both are capped so alike seats share a plan.
+    key = (hand, window, crew_window, avail, base_ante, min(s.money[seat], base_ante + _MONEY_SPAN),
+           min(s.supply[seat], _CAP_MAX), per_card)
+    board = _board(s)
+    plan = board[2].get(key)
+    if plan is None:
+        plan = board[2][key] = _plan(s, seat, window, per_card, key)
+    out: list[pb.Command] = []
+    for part in plan:
+        if part.__class__ is tuple:   # the commands of one card that depend on the board only
+            out.extend(part)
+        else:   # [card, rows, commands, surcharge, base ante]: effect targets depend on the table
+            card, rows, commands, surcharge, ante = part
+            if rows is None:   # an OR card's effect plays
+                cid = card.id
+                for effect_targets in EFFECTS[card.effect].options(s, Ctx(seat), per_card):
+                    k = ("effect", cid, ante, target_key(effect_targets))
+                    effect_play = _COMMANDS.get(k)
+                    if effect_play is None:
+                        effect_play = _bounded(_COMMANDS)[k] = pb.Command(
+                            play_or_effect=pb.PlayOrEffect(card=cid, ante=ante, effect=effect_targets))
+                    out.append(effect_play)
+            else:   # a blank or AND card's plays with their effect targets
+                for (groups, combo, row_ante), command in zip(rows, commands, strict=True):
+                    out.extend(_effect_variants(s, seat, card, groups, combo, row_ante, surcharge, command))
+    return out
+
+
+_MONEY_SPAN = CREW_SURCHARGE + 1
+_CAP_MAX = max(_CAP.values())
+
+
+def _plan(s: State, seat: int, window: bool, per_card: int, key: tuple) -> tuple[Any, ...]:
+    """One hand's listing on one board, in order: tuples of ready commands, and lists naming the parts
+    that depend on more of the table (effect targets). Memoised per board by `play_options`."""
+    hand, _, crew_window, avail, base_ante, money, supply, _ = key
+    parts: list[Any] = []
+    static: list[pb.Command] = []
     icons, discard_targets, memo = _board(s)
-    for cid, card, surcharge in cards:
+    for cid, card, surcharge in _hand_cards(hand, window, crew_window):
         if base_ante + surcharge > money:
             continue
         antes = (base_ante, base_ante + 1) if avail and base_ante + 1 + surcharge <= money else (base_ante,)
@@ -324,26 +363,26 @@ def play_options(s: State, seat: int, window: bool, per_card: int = 4) -> list[p
             targets = tuple([icons[g.icon] for g in card.groups])
             hit = memo[plays_key] = _influence_plays(card, targets, supply, antes, per_card)
         rows, commands = hit
+        dynamic: list[Any] = []
         if card.keyword in _EFFECT_KEYWORDS:
-            for (groups, combo, ante), command in zip(rows, commands, strict=True):
-                out.extend(_effect_variants(s, seat, card, groups, combo, ante, surcharge, command))
+            dynamic.append([card, rows, commands, surcharge, base_ante])
         else:
-            out.extend(commands)
+            static.extend(commands)
         if card.keyword == "OR":
-            ctx = Ctx(seat)
-            for effect_targets in EFFECTS[card.effect].options(s, ctx, per_card):
-                key = ("effect", cid, base_ante, target_key(effect_targets))
-                effect_play = _COMMANDS.get(key)
-                if effect_play is None:
-                    effect_play = _bounded(_COMMANDS)[key] = pb.Command(
-                        play_or_effect=pb.PlayOrEffect(card=cid, ante=base_ante, effect=effect_targets))
-                out.append(effect_play)
+            dynamic.append([card, None, None, surcharge, base_ante])
+        if dynamic:
+            if static:
+                parts.append(tuple(static))
+                static = []
+            parts.extend(dynamic)
         if not window and supply >= 1:
             discards = memo.get((cid, base_ante))
             if discards is None:
                 discards = memo[(cid, base_ante)] = tuple(_discards(discard_targets, cid, base_ante))
-            out.extend(discards)
-    return out
+            static.extend(discards)
+    if static:
+        parts.append(tuple(static))
+    return tuple(parts)
 
 
 _MARKER_BLIND = frozenset({"EXTRA_5", "BLACKMAIL_COIN", "INVITE_1"})

@@ -80,21 +80,20 @@ class Tx:
         evolver, built, ring = _KIND[event_kind]
         if built is None:
             # Keyed by the values: every call site of a kind names its fields in one order
-            # (tests/unit/nothing_personal/test_fast_paths.py checks the source).
-            key: tuple | None = (event_kind, *fields.values())
+            # (tests/unit/nothing_personal/test_fast_paths.py checks the source). A subscript, not
+            # `.get`: a miss is rare once warm, and the exception costs nothing when none is raised.
+            key = (event_kind, *fields.values())
             try:
-                hit = SHARED.get(key)   # type: ignore[arg-type]
-            except TypeError:   # an unhashable value after all: not shared
-                hit = key = None
-            if hit is None:
+                e, m = SHARED[key]
+            except KeyError:
                 e = _Event(**{event_kind: fields})
                 m = getattr(e, event_kind)
-                if key is not None:
-                    if len(SHARED) >= SHARED_MAX:
-                        SHARED.clear()
-                    SHARED[key] = (e, m)
-            else:
-                e, m = hit
+                if len(SHARED) >= SHARED_MAX:
+                    SHARED.clear()
+                SHARED[key] = (e, m)
+            except TypeError:   # an unhashable value after all: not shared
+                e = _Event(**{event_kind: fields})
+                m = getattr(e, event_kind)
         elif built and len(fields) == 2 and fields.get(built) is PASS:
             key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
             hit = SHARED.get(key)
