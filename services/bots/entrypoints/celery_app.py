@@ -12,12 +12,17 @@ The trace context travels in the `famiglia_trace` message header.
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import redis
 from celery import Celery
+from kombu.utils.uuid import uuid as kombu_uuid
 from opentelemetry import context as otel_context
 
 from famiglia.telemetry import extract_context, get_logger, inject_context, spans_exported, tracer
@@ -101,27 +106,94 @@ def make_celery(app: BotsApp) -> Celery:
     return celery
 
 
+class DecisionMessages:
+    """`decide` task messages as Celery's send_task would write them to the broker
+    (protocol 2 headers, kombu's Redis envelope, base64 body), built from a template.
+
+    The dispatcher sends one per bot move, and send_task's general path (routing,
+    option merging, a producer from the pool, kombu's publish and envelope) cost
+    more of its CPU than folding the match and building the decision. The headers
+    come from Celery's own `as_task_v2`, so its fields stay Celery's; a test holds
+    the whole message equal to send_task's but for ids."""
+
+    EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+    def __init__(self, celery: Celery, queue: str = DECISIONS_QUEUE, name: str = DECIDE) -> None:
+        self.queue = queue
+        self.reply_to = celery.thread_oid
+        template = celery.amqp.as_task_v2("", name, (), {}, reply_to=self.reply_to, ignore_result=True,
+                                          argsrepr="", kwargsrepr="")
+        self.headers: dict[str, Any] = dict(template.headers)
+
+    def message(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, argsrepr: str, kwargsrepr: str,
+                headers: Mapping[str, Any]) -> str:
+        """The JSON text kombu's Redis transport would LPUSH for this task."""
+        task_id = str(uuid.uuid4())
+        body = json.dumps([list(args), kwargs, self.EMBED]).encode()
+        return json.dumps({
+            "body": base64.b64encode(body).decode("ascii"),
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {**self.headers, "id": task_id, "root_id": task_id, "argsrepr": argsrepr,
+                        "kwargsrepr": kwargsrepr, **headers},
+            "properties": {
+                "correlation_id": task_id,
+                "reply_to": self.reply_to,
+                "argsrepr": argsrepr,
+                "kwargsrepr": kwargsrepr,
+                "delivery_mode": 2,
+                "delivery_info": {"exchange": "", "routing_key": self.queue},
+                "priority": 0,
+                "body_encoding": "base64",
+                "delivery_tag": kombu_uuid(),
+            },
+        })
+
+
 class CeleryTasks:
-    """The dispatcher's task sender over Celery (see dispatcher.TaskSender)."""
+    """The dispatcher's task sender over Celery (see dispatcher.TaskSender).
+
+    `decide` messages are written straight to the decisions queue (DecisionMessages),
+    a batch's in one pipelined round trip; clock tasks, rare, go through send_task."""
 
     def __init__(self, celery: Celery) -> None:
         self.celery = celery
         self._local = threading.local()
+        self._messages = DecisionMessages(celery)
+        self._redis: redis.Redis | None = None
+
+    def _broker(self) -> redis.Redis:
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self.celery.conf.broker_url)
+        return self._redis
 
     @contextmanager
     def batch(self) -> Iterator[None]:
-        """Send the block's tasks together: one producer and one Redis pipeline (kombu's
-        publish batch) for a whole dispatcher batch instead of one round trip per task.
-        Nothing is sent if the block raises; a failed flush raises here."""
-        if getattr(self._local, "producer", None) is not None:
+        """Send the block's tasks together: the decisions in one Redis pipeline, the clocks
+        through one producer. Nothing is sent if the block raises; a failed send raises here."""
+        if getattr(self._local, "decisions", None) is not None:
             yield
             return
-        with self.celery.producer_or_acquire() as producer, producer.batch():
-            self._local.producer = producer
-            try:
-                yield
-            finally:
-                self._local.producer = None
+        decisions: list[str] = []
+        clocks: list[Callable[[Any], None]] = []
+        self._local.decisions, self._local.clocks = decisions, clocks
+        try:
+            yield
+        finally:
+            self._local.decisions = self._local.clocks = None
+        self._push(decisions)
+        if clocks:
+            with self.celery.producer_or_acquire() as producer, producer.batch():
+                for send in clocks:
+                    send(producer)
+
+    def _push(self, decisions: list[str]) -> None:
+        if not decisions:
+            return
+        with self._broker().pipeline(transaction=False) as pipe:
+            for message in decisions:
+                pipe.lpush(self._messages.queue, message)
+            pipe.execute()
 
     def _headers(self, trace: Mapping[str, str] | None) -> dict[str, Any]:
         return {TRACE_HEADER: dict(trace or inject_context())}
@@ -130,16 +202,24 @@ class CeleryTasks:
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None:
         args = (match_id, game_id, seat, version, policy)
         kwargs = {"decision": payload.to_json()} if payload is not None else {}
-        # argsrepr/kwargsrepr given: Celery would otherwise walk the payload with its
-        # safe repr for every message (a quarter of send_task's CPU), only for monitors.
-        # declare=[]: the queue need not be declared per message (the default exchange
-        # routes by name; the workers declare their queues when they start).
-        self.celery.send_task(DECIDE, args=args, kwargs=kwargs, queue=DECISIONS_QUEUE,
-                              headers=self._headers(trace), ignore_result=True, argsrepr=repr(args),
-                              kwargsrepr=f"{{decision: {len(payload.legal)} legal}}" if payload else "{}",
-                              declare=[], producer=getattr(self._local, "producer", None))
+        message = self._messages.message(
+            args, kwargs, argsrepr=repr(args), headers=self._headers(trace),
+            kwargsrepr=f"{{decision: {len(payload.legal)} legal}}" if payload else "{}")
+        decisions = getattr(self._local, "decisions", None)
+        if decisions is None:
+            self._push([message])
+        else:
+            decisions.append(message)
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None:
-        self.celery.send_task(CLOCK, args=(match_id, seat, version), countdown=countdown, queue=CLOCKS_QUEUE,
-                              headers=self._headers(trace), producer=getattr(self._local, "producer", None))
+        def send(producer: Any) -> None:
+            self.celery.send_task(CLOCK, args=(match_id, seat, version), countdown=countdown, queue=CLOCKS_QUEUE,
+                                  headers=self._headers(trace), producer=producer)
+
+        clocks = getattr(self._local, "clocks", None)
+        if clocks is None:
+            with self.celery.producer_or_acquire() as producer:
+                send(producer)
+        else:
+            clocks.append(send)
