@@ -6,6 +6,7 @@ closes it, because the only thing that can follow an open choice is its answer.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -101,6 +102,10 @@ def _with_player(state: State, seat: int, player: Player) -> tuple[Player, ...]:
 
 
 def _add(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
+    if len(cards) == 1:  # a drawn or taken card: put it in its place, no sort (hands are in order)
+        out = list(hand)
+        insort(out, cards[0], key=CARD_ORDER.__getitem__)
+        return tuple(out)
     return tuple(sorted((*hand, *cards), key=CARD_ORDER.__getitem__))
 
 
