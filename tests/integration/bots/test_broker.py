@@ -70,3 +70,14 @@ def test_a_decision_message_is_the_one_celery_send_task_writes_but_for_its_ids(r
         for key in ("correlation_id", "delivery_tag", "reply_to"):
             message["properties"].pop(key)
     assert fast == general
+
+
+def test_the_unacked_bookkeeping_is_pipelined_without_a_transaction(redis_server: RedisServer) -> None:
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        with channel.qos.pipe_or_acquire() as pipe:
+            assert not pipe.transaction
+        with channel.conn_or_acquire() as client, client.pipeline() as given:
+            with channel.qos.pipe_or_acquire(given) as pipe:
+                assert pipe is given  # restore's own WATCH transaction is kept
+        channel.close()
