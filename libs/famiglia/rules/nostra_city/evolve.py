@@ -144,11 +144,12 @@ def _turn_ended(s: State, e: pb.TurnEnded) -> State:
 
 # -- business --------------------------------------------------------------------------------
 def _cashed_in(s: State, e: pb.CashedIn) -> State:
-    p = s.players[e.seat]
-    busy = p.busy | {e.wiseguy} if e.use_power else p.busy | {e.wiseguy, e.turf}
-    key = e.declared if e.declared in ("gambling", "drugs", "prostitution") else "racket"
-    players = _players(s, e.seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
-    choice = Choice("distribute", e.seat, shares=tuple(e.shares), wiseguy=e.wiseguy, declared=e.declared)
+    seat, wiseguy, declared = e.seat, e.wiseguy, e.declared   # (each read of a message field costs)
+    p = s.players[seat]
+    busy = p.busy | {wiseguy} if e.use_power else p.busy | {wiseguy, e.turf}
+    key = declared if declared in ("gambling", "drugs", "prostitution") else "racket"
+    players = _players(s, seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
+    choice = Choice("distribute", seat, shares=tuple(e.shares), wiseguy=wiseguy, declared=declared)
     return changed(s, {"players": players, "turn_acted": True, "choice": choice})
 
 
@@ -156,8 +157,8 @@ def _notes_drawn(s: State, e: pb.NotesDrawn) -> State:
     notes = tuple(e.notes)
     deck = s.note_deck[len(notes):]
     if e.bonus:
-        return changed(s, {"note_deck": deck,
-                           "players": _players(s, e.seat, {"bank": _add(s.players[e.seat].bank, notes)})})
+        seat = e.seat
+        return changed(s, {"note_deck": deck, "players": _players(s, seat, {"bank": _add(s.players[seat].bank, notes)})})
     assert s.choice is not None
     return changed(s, {"note_deck": deck, "choice": replace(s.choice, notes=(*s.choice.notes, *notes))})
 
@@ -173,7 +174,8 @@ def _notes_given(s: State, e: pb.NotesGiven) -> State:
 
 
 def _notes_banked(s: State, e: pb.NotesBanked) -> State:
-    players = _players(s, e.seat, {"bank": _add(s.players[e.seat].bank, e.notes)})
+    seat = e.seat
+    players = _players(s, seat, {"bank": _add(s.players[seat].bank, e.notes)})
     return changed(s, {"players": players, "choice": None})
 
 
@@ -182,7 +184,8 @@ def _first_player_given(s: State, e: pb.FirstPlayerGiven) -> State:
 
 
 def _players_cheated(s: State, e: pb.PlayersCheated) -> State:
-    draws = tuple(Draw(c.seat, c.draws, e.cause) for c in e.cheats if c.draws > 0)
+    cause = e.cause
+    draws = tuple(Draw(c.seat, n, cause) for c in e.cheats if (n := c.draws) > 0)
     if e.reason == "meeting":
         return changed(s, {"draws": (*s.draws, *draws), "resolution": 6})  # NC-M13 settled: the Meeting is over
     return changed(s, {"draws": (*s.draws, *draws)})
@@ -194,16 +197,17 @@ def _vendetta_drawn(s: State, e: pb.VendettaDrawn) -> State:
     head = s.draws[0]
     rest = s.draws[1:] if head.count <= 1 else (replace(head, count=head.count - 1), *s.draws[1:])
     changes: dict[str, Any] = {"vendetta_deck": s.vendetta_deck[1:], "draws": rest}
-    p = s.players[e.seat]
+    seat = e.seat
+    p = s.players[seat]
     mine: dict[str, Any] = {"vendetta_drawn": p.vendetta_drawn + 1}
     kind = VENDETTA_BY_ID[card].kind
     if kind == "atlantic":
         mine["turfs"] = (*p.turfs, "AC")
     elif kind == "rage":
-        changes["choice"] = Choice("rage", e.seat, card=card, cause=head.cause)
+        changes["choice"] = Choice("rage", seat, card=card, cause=head.cause)
     else:
         mine["hand"] = tuple(sorted((*p.hand, card)))
-    changes["players"] = _players(s, e.seat, mine)
+    changes["players"] = _players(s, seat, mine)
     return changed(s, changes)
 
 
@@ -217,8 +221,10 @@ def _vendetta_draw_skipped(s: State, e: pb.VendettaDrawSkipped) -> State:
 
 def _rage_played(s: State, e: pb.RagePlayed) -> State:
     changes: dict[str, Any] = {"choice": None, "vendetta_discard": (*s.vendetta_discard, e.card)}
-    if e.wiseguy:
-        changes["players"] = _players(s, e.target, {"busy": s.players[e.target].busy | {e.wiseguy}})
+    wiseguy = e.wiseguy
+    if wiseguy:
+        target = e.target
+        changes["players"] = _players(s, target, {"busy": s.players[target].busy | {wiseguy}})
     return changed(s, changes)
 
 
@@ -247,19 +253,21 @@ def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
 
 # -- meeting ---------------------------------------------------------------------------------
 def _bid_committed(s: State, e: pb.BidCommitted) -> State:
-    players = _players(s, e.seat, {"busy": s.players[e.seat].busy | {e.wiseguy}})
-    return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(e.seat, e.wiseguy, e.count)),
-                       "meeting_bidders": s.meeting_bidders | {e.seat}})
+    seat, wiseguy = e.seat, e.wiseguy
+    players = _players(s, seat, {"busy": s.players[seat].busy | {wiseguy}})
+    return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(seat, wiseguy, e.count)),
+                       "meeting_bidders": s.meeting_bidders | {seat}})
 
 
 def _bid_content(s: State, e: pb.BidContent) -> State:
+    seat, wiseguy, location, notes = e.seat, e.wiseguy, e.location, tuple(e.notes)
     bids = list(s.bids)
     for i in range(len(bids) - 1, -1, -1):
-        if bids[i].seat == e.seat and bids[i].wiseguy == e.wiseguy:
-            bids[i] = replace(bids[i], location=e.location, notes=tuple(e.notes))
+        if bids[i].seat == seat and bids[i].wiseguy == wiseguy:
+            bids[i] = replace(bids[i], location=location, notes=notes)
             break
-    p = s.players[e.seat]
-    players = _players(s, e.seat, {"bank": _remove(p.bank, e.notes), "locations": _remove(p.locations, [e.location])})
+    p = s.players[seat]
+    players = _players(s, seat, {"bank": _remove(p.bank, notes), "locations": _remove(p.locations, [location])})
     return changed(s, {"players": players, "bids": tuple(bids)})
 
 
@@ -268,16 +276,16 @@ def _locations_revealed(s: State, e: pb.LocationsRevealed) -> State:
 
 
 def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
-    on_space = [b for b in s.bids if b.location == e.space]
-    changes: dict[str, Any] = {"bids": tuple(b for b in s.bids if b.location != e.space),
-                               "resolution": e.space + 1}
+    space, outcome = e.space, e.outcome
+    on_space = [b for b in s.bids if b.location == space]
+    changes: dict[str, Any] = {"bids": tuple(b for b in s.bids if b.location != space), "resolution": space + 1}
     street = list(s.street)
-    if e.outcome in ("single", "investigation_removed"):  # won cards leave with CardWon
-        street[e.space - 1] = ""
-    if e.outcome == "investigation_removed":
+    if outcome in ("single", "investigation_removed"):  # won cards leave with CardWon
+        street[space - 1] = ""
+    if outcome == "investigation_removed":
         changes["removed"] = (*s.removed, e.card)
     changes["street"] = tuple(street)
-    if e.outcome == "single":
+    if outcome == "single":
         # NC-M07: the card waits with the bid until the winner has kept a Note (NC-D09)
         bid = on_space[0]
         w = WISEGUY_BY_ID[bid.wiseguy]
@@ -323,11 +331,11 @@ def _notes_kept(s: State, e: pb.NotesKept) -> State:
     """NC-M07: the Notes are settled and the waiting card goes to the single winner (NC-M10);
     SpaceResolved already told everyone who won what."""
     assert s.choice is not None
-    card, space = s.choice.card, s.resolution - 1
+    card, space, seat = s.choice.card, s.resolution - 1, e.seat
     changes: dict[str, Any] = {"choice": None, "note_discard": (*s.note_discard, *e.discarded)}
-    mine: dict[str, Any] = {"bank": _add(s.players[e.seat].bank, e.kept)}
-    _won(s, e.seat, card, space, changes, mine)
-    changes["players"] = _players(s, e.seat, mine)
+    mine: dict[str, Any] = {"bank": _add(s.players[seat].bank, e.kept)}
+    _won(s, seat, card, space, changes, mine)
+    changes["players"] = _players(s, seat, mine)
     return changed(s, changes)
 
 
@@ -345,9 +353,10 @@ def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
 
 # -- trial -----------------------------------------------------------------------------------
 def _corrupted(s: State, e: pb.Corrupted) -> State:
-    p = s.players[e.seat]
+    seat = e.seat
+    p = s.players[seat]
     changes: dict[str, Any] = {
-        "players": _players(s, e.seat, {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}),
+        "players": _players(s, seat, {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}),
         "turn_acted": True,
     }
     if e.mode == "token":
@@ -356,13 +365,14 @@ def _corrupted(s: State, e: pb.Corrupted) -> State:
 
 
 def _notes_corrupted(s: State, e: pb.NotesCorrupted) -> State:
-    p = s.players[e.seat]
-    count = p.corruption_count + len(e.notes)
+    seat, notes = e.seat, tuple(e.notes)
+    p = s.players[seat]
+    count = p.corruption_count + len(notes)
     if e.from_deck:
-        return changed(s, {"note_deck": s.note_deck[len(e.notes):], "pile": (*s.pile, *((n, -1) for n in e.notes)),
-                           "players": _players(s, e.seat, {"corruption_count": count})})
-    mine = {"bank": _remove(p.bank, e.notes), "corrupted": (*p.corrupted, *e.notes), "corruption_count": count}
-    return changed(s, {"pile": (*s.pile, *((n, e.seat) for n in e.notes)), "players": _players(s, e.seat, mine)})
+        return changed(s, {"note_deck": s.note_deck[len(notes):], "pile": (*s.pile, *((n, -1) for n in notes)),
+                           "players": _players(s, seat, {"corruption_count": count})})
+    mine = {"bank": _remove(p.bank, notes), "corrupted": (*p.corrupted, *notes), "corruption_count": count}
+    return changed(s, {"pile": (*s.pile, *((n, seat) for n in notes)), "players": _players(s, seat, mine)})
 
 
 def _pile_notes_peeked(s: State, e: pb.PileNotesPeeked) -> State:
