@@ -25,26 +25,28 @@
 -- text (sprintf) and back (strtod) was a visible part of the script's time. Only
 -- a batch's later seqs and the rare paths do arithmetic.
 
-local expected, first = ARGV[1], ARGV[2]
+local keys, argv = KEYS, ARGV
+local expected, first, record = argv[1], argv[2], keys[4]
 
 -- 1. The version key and the command record in one read. A command id seen before
 --    gets its first answer, even if `expected` is stale now.
 local stored
-if KEYS[4] then
-  local got = redis.call('MGET', KEYS[2], KEYS[4])
+if record then
+  local got = redis.call('MGET', keys[2], record)
   if got[2] then
     return got[2]
   end
   stored = got[1]
 else
-  stored = redis.call('GET', KEYS[2])
+  stored = redis.call('GET', keys[2])
 end
 
--- The actual version: the kept version key (it survives trimming), healed by the
--- stream's last id should the two ever disagree. Only needed off the common path.
+-- The actual version when the match is not at `expected` by the version key, or the
+-- stream refused the first entry: the kept version key (it survives trimming), healed
+-- by the stream's last id should the two ever disagree. Off the common path.
 local function actual()
   local version = tonumber(stored or '0')
-  local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+  local top = redis.call('XREVRANGE', keys[1], '+', '-', 'COUNT', 1)
   if top[1] then
     local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
     if top_seq > version then
@@ -66,41 +68,39 @@ end
 -- 3. Write: the match stream (entry id = seq), the partition stream, then the records.
 --    The first XADD doubles as the last check: a version key behind the stream's top
 --    makes it fail (ids must grow) before anything is written, and that is a conflict.
+--    It answers with the id it was given when it writes, so one comparison tells.
 --    A partition entry holds the envelope alone: it names its match and seq itself.
-local command_id, maxlen = ARGV[3], ARGV[4]
-local last = first
-for i = 5, #ARGV do
-  local envelope = ARGV[i]
-  if i == 5 then
-    local added
-    if KEYS[4] then
-      -- `c` lets trim() find the command records to drop without a key scan.
-      added = redis.pcall('XADD', KEYS[1], first .. '-0', 'e', envelope, 'c', command_id)
-    else
-      added = redis.pcall('XADD', KEYS[1], first .. '-0', 'e', envelope)
-    end
-    if type(added) == 'table' and added.err then
-      local version = actual()
-      if version ~= tonumber(expected) then
-        return {version}
-      end
-      return added -- any other refusal (OOM, wrong type): nothing was written
-    end
-  else
+local id, added = first .. '-0', nil
+if record then
+  -- `c` lets trim() find the command records to drop without a key scan.
+  added = redis.pcall('XADD', keys[1], id, 'e', argv[5], 'c', argv[3])
+else
+  added = redis.pcall('XADD', keys[1], id, 'e', argv[5])
+end
+if added ~= id then
+  local version = actual()
+  if version ~= tonumber(expected) then
+    return {version}
+  end
+  return added -- any other refusal (OOM, wrong type): nothing was written
+end
+local maxlen, last = argv[4], first
+for i = 5, #argv do
+  if i > 5 then
     -- Seqs are whole numbers far below 10^14, so tostring spells them as plain digits.
     last = tostring(first + (i - 5))
-    redis.call('XADD', KEYS[1], last .. '-0', 'e', envelope)
+    redis.call('XADD', keys[1], last .. '-0', 'e', argv[i])
   end
   if maxlen == '0' then
-    redis.call('XADD', KEYS[3], '*', 'e', envelope)
+    redis.call('XADD', keys[3], '*', 'e', argv[i])
   else
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', maxlen, '*', 'e', envelope)
+    redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'e', argv[i])
   end
 end
 
-if KEYS[4] then
-  redis.call('MSET', KEYS[2], last, KEYS[4], first .. ':' .. last)
+if record then
+  redis.call('MSET', keys[2], last, record, first .. ':' .. last)
 else
-  redis.call('SET', KEYS[2], last)
+  redis.call('SET', keys[2], last)
 end
-return #ARGV - 4
+return #argv - 4

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -25,8 +26,22 @@ def validate_batch(match_id: str, expected_version: int, events: Sequence[EventE
     continue `expected_version` one by one, or whose envelopes name another
     match, is a writer bug; it is refused with ValueError rather than stored
     under ids that disagree with the envelopes. An empty batch is refused too:
-    there is no version to give it.
+    there is no version to give it. Every append pays for this check, so the
+    pass only compares; `_refuse` finds the reason once something is wrong.
     """
+    seq = expected_version
+    for envelope in events:
+        seq += 1
+        if envelope.seq != seq or envelope.match_id != match_id:
+            break
+    else:
+        if seq > expected_version >= 0:
+            return
+    _refuse(match_id, expected_version, events)
+
+
+def _refuse(match_id: str, expected_version: int, events: Sequence[EventEnvelope]) -> NoReturn:
+    """The ValueError for a batch validate_batch found malformed, checks in order."""
     if expected_version < 0:
         raise ValueError(f"match {match_id}: expected version must be >= 0, got {expected_version}")
     if not events:
@@ -39,6 +54,7 @@ def validate_batch(match_id: str, expected_version: int, events: Sequence[EventE
                 f"match {match_id}: envelope {offset} has seq {envelope.seq}, "
                 f"expected {expected_version + offset}"
             )
+    raise AssertionError(f"match {match_id}: batch refused without a reason")
 
 
 @dataclass
