@@ -113,9 +113,9 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
     ratios = [r[0].rate / r[1].rate for r in runs]
     # The figure is the round with the median ratio (the count is odd), so the table's
     # ratio column is the median of the rounds' ratios.
-    pair = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
-    ratio = ratios[pair]
-    lua_run, kept_run = runs[pair][0], runs[pair][1]
+    middle = sorted(range(len(ratios)), key=ratios.__getitem__)[len(ratios) // 2]
+    ratio = ratios[middle]
+    lua_run, kept_run = runs[middle][0], runs[middle][1]
 
     def cpu(side: int, part: str) -> float:
         return statistics.median(getattr(r[side], part) for r in runs)
