@@ -259,15 +259,19 @@ def _choice(key: tuple, build: Any) -> pb.Command:
 
 
 def _ability(gangster_ability: bool, t: pb.Targets) -> pb.Command:
-    return _choice(("ability", gangster_ability, target_key(t)),
-                   lambda: pb.Command(use_ability=pb.UseAbility(gangster_ability=gangster_ability, targets=t)))
+    key = ("ability", gangster_ability, target_key(t))
+    return _CHOICES.get(key) or _choice(   # (looked up first: no builder made on a hit)
+        key, lambda: pb.Command(use_ability=pb.UseAbility(gangster_ability=gangster_ability, targets=t)))
 
 
 def _move(q: int, gangster_ability: bool) -> pb.Command:
+    key = ("move", q, gangster_ability)
+    command = _CHOICES.get(key)
+    if command is not None:
+        return command
     if gangster_ability:
-        return _choice(("move", q, True),
-                       lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q, gangster_ability=True)))
-    return _choice(("move", q, False), lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q)))
+        return _choice(key, lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q, gangster_ability=True)))
+    return _choice(key, lambda: pb.Command(make_a_move=pb.MakeAMove(target_position=q)))
 
 
 def _whacks(s: State, code: str, gangster_ability: bool, limit: int) -> list[pb.Command]:
@@ -280,8 +284,9 @@ def _whacks(s: State, code: str, gangster_ability: bool, limit: int) -> list[pb.
         if code == "WHACK_LOWER_FREE" and i + 1 >= a.position:
             continue
         if s.money[a.seat] >= _whack_cost(s, a.position, code, g):
-            out.append(_choice(("whack", g, gangster_ability),
-                               lambda g=g: pb.Command(whack=pb.Whack(target=g, gangster_ability=gangster_ability))))
+            key = ("whack", g, gangster_ability)
+            out.append(_CHOICES.get(key) or _choice(
+                key, lambda g=g: pb.Command(whack=pb.Whack(target=g, gangster_ability=gangster_ability))))
     return out[:limit]
 
 

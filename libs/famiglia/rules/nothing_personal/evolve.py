@@ -31,8 +31,7 @@ from .state import (
     State,
     Vacancy,
     Window,
-    fresh,
-    made,
+    draft,
     replace,
 )
 
@@ -57,18 +56,17 @@ def _place(s: State, gid: str, owner: int, count: int) -> State:
     i = GIDX[gid]
     gs = s.gs
     st = gs[i]
-    d = fresh(s)
+    after, d = draft(s)
     if owner == -1:
-        new = GState(st.markers, st.neutral + count, st.coin, st.omerta, st.sideways)
         d["neutral"] = s.neutral - count
-        d["gs"] = gs[:i] + (new,) + gs[i + 1:]
-        return made(d)
+        d["gs"] = gs[:i] + (GState(st.markers, st.neutral + count, st.coin, st.omerta, st.sideways),) + gs[i + 1:]
+        return after
     m = st.markers
-    new = GState(m[:owner] + (m[owner] + count,) + m[owner + 1:], st.neutral, st.coin, st.omerta, st.sideways)
     supply = s.supply
     d["supply"] = supply[:owner] + (supply[owner] - count,) + supply[owner + 1:]
-    d["gs"] = gs[:i] + (new,) + gs[i + 1:]
-    return made(d)
+    d["gs"] = gs[:i] + (GState(m[:owner] + (m[owner] + count,) + m[owner + 1:], st.neutral, st.coin, st.omerta,
+                               st.sideways),) + gs[i + 1:]
+    return after
 
 
 def _hand_remove(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
@@ -114,14 +112,16 @@ def _noop(s: State, e: Any) -> State:
 def _cards_received(s: State, e: Any) -> State:
     cards = tuple(e.cards)
     seat = e.seat
-    d = fresh(s)
+    new, d = draft(s)
     d["deck"] = s.deck[len(cards):]
     d["hands"] = _set(s.hands, seat, tuple(sorted(s.hands[seat] + cards)))
-    return made(d)
+    return new
 
 
 def _ring(s: State, e: Any) -> State:
-    return replace(s, ring=e.seat)
+    after, d = draft(s)
+    d["ring"] = e.seat
+    return after
 
 
 def _setup_marker_placed(s: State, e: Any) -> State:
@@ -143,56 +143,64 @@ _FIRST_STAGE = {
 def _phase_began(s: State, e: Any) -> State:
     zeros = (0,) * s.n
     order = tuple(e.order)
-    return replace(
-        s, phase=e.phase, stage=_FIRST_STAGE[e.phase], order=order, idx=0,
-        turn=order[0] if e.phase == Phase.COMMISSION else -1,
-        passed=frozenset(), had_turn=frozenset(), ante=0, nonpass=zeros, sweep=0, pos=9,
-        promoted=frozenset(), offers_made=zeros, chats_made=zeros, ap_changes=zeros,
-        window=None, roll=None, ruling=None, act=None, invite=None, vacancy=None,
-    )
+    phase = e.phase
+    after, d = draft(s)
+    d.update(_PHASE_RESET)
+    d["phase"] = phase
+    d["stage"] = _FIRST_STAGE[phase]
+    d["order"] = order
+    d["turn"] = order[0] if phase == Phase.COMMISSION else -1
+    d["nonpass"] = d["offers_made"] = d["chats_made"] = d["ap_changes"] = zeros
+    return after
+
+
+_NOTHING: frozenset = frozenset()
+_PHASE_RESET = {"idx": 0, "passed": _NOTHING, "had_turn": _NOTHING, "ante": 0, "sweep": 0, "pos": 9,
+                "promoted": _NOTHING, "window": None, "roll": None, "ruling": None, "act": None, "invite": None,
+                "vacancy": None}
 
 
 def _commission_turn_began(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["turn"] = e.seat
     d["stage"] = "turn"
-    return made(d)
+    return new
 
 
 def _commission_passed(s: State, e: Any) -> State:
     seat = e.seat
-    d = fresh(s)
+    new, d = draft(s)
     d["passed"] = s.passed | {seat}
     d["had_turn"] = s.had_turn | {seat}
-    return made(d)
+    return new
 
 
 def _ante_paid(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["money"] = _add(s.money, e.seat, -e.amount)
     d["ante"] = e.ante
-    return made(d)
+    return new
 
 
 def _card_played(s: State, e: Any) -> State:
     """The card leaves the hand face up; it reaches the discard pile once resolved (CardResolved)."""
     seat = e.seat
     card = e.card
-    d = fresh(s)
+    new, d = draft(s)
     d["hands"] = _set(s.hands, seat, _hand_remove(s.hands[seat], (card,)))
     d["table"] = s.table + (card,)
     if not e.window and s.phase == Phase.COMMISSION:
         d["had_turn"] = s.had_turn | {seat}
         d["nonpass"] = _add(s.nonpass, seat, 1)
-    return made(d)
+    return new
 
 
 def _card_resolved(s: State, e: Any) -> State:
     """NP-C15: face up to the discard pile once resolved."""
-    d = fresh(s)
+    new, d = draft(s)
     d["table"] = _hand_remove(s.table, (e.card,))
     d["discard"] = s.discard + (e.card,)
-    return made(d)
+    return new
 
 
 def _markers_placed(s: State, e: Any) -> State:
@@ -278,8 +286,12 @@ def _gangster_promoted(s: State, e: Any) -> State:
         gdeck = gdeck[1:]
     else:
         board = _set(board, e.from_spot, "")
-    return replace(s, gdeck=gdeck, board=_set(board, e.to_spot, e.gangster),
-                   promoted=s.promoted | {e.gangster}, vacancy=None, ruling=None)
+    after, d = draft(s)
+    d["gdeck"] = gdeck
+    d["board"] = _set(board, e.to_spot, e.gangster)
+    d["promoted"] = s.promoted | {e.gangster}
+    d["vacancy"] = d["ruling"] = None
+    return after
 
 
 def _gangsters_turned_upright(s: State, e: Any) -> State:
@@ -287,20 +299,24 @@ def _gangsters_turned_upright(s: State, e: Any) -> State:
 
 
 def _respect_changed(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["respect"] = _set(s.respect, e.seat, e.respect)
-    return made(d)
+    return new
 
 
 def _money_changed(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["money"] = _set(s.money, e.seat, e.money)
-    return made(d)
+    return new
 
 
 def _cards_discarded(s: State, e: Any) -> State:
-    return replace(s, hands=_set(s.hands, e.seat, _hand_remove(s.hands[e.seat], e.cards)),
-                   discard=s.discard + tuple(e.cards))
+    seat = e.seat
+    cards = tuple(e.cards)
+    after, d = draft(s)
+    d["hands"] = _set(s.hands, seat, _hand_remove(s.hands[seat], cards))
+    d["discard"] = s.discard + cards
+    return after
 
 
 def _die_rolled(s: State, e: Any) -> State:
@@ -308,25 +324,25 @@ def _die_rolled(s: State, e: Any) -> State:
     if purpose == "rolloff":
         return s
     used = s.roll.free_whack_used if s.roll is not None else False
-    d = fresh(s)
+    new, d = draft(s)
     d["roll"] = Roll(e.die, e.face, purpose, e.actor, e.gangster, e.target, e.target_position, used)
     d["window"] = None
     d["stage"] = "roll"
-    return made(d)
+    return new
 
 
 def _crew_position_reached(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     sweep = d["sweep"] = e.sweep
     d["pos"] = e.position
     d["stage"] = "score_window" if sweep == 0 else "act_window"
-    return made(d)
+    return new
 
 
 def _window_opened(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["window"] = Window(e.kind, tuple(e.seats), (None,) * s.n)
-    return made(d)
+    return new
 
 
 def _window_answered(s: State, e: Any) -> State:
@@ -335,15 +351,15 @@ def _window_answered(s: State, e: Any) -> State:
     answer = e.answer
     kind = answer.WhichOneof("kind")
     data = b"" if kind in (None, "pass") else answer.SerializeToString(deterministic=True)
-    d = fresh(s)
+    new, d = draft(s)
     d["window"] = Window(w.kind, w.seats, _set(w.answers, e.seat, data))
-    return made(d)
+    return new
 
 
 def _window_gone(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["window"] = None
-    return made(d)
+    return new
 
 
 def _reroll_bought(s: State, e: Any) -> State:
@@ -358,38 +374,38 @@ def _reroll_bought(s: State, e: Any) -> State:
 
 
 def _tie_ruling_asked(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["ruling"] = Ruling(e.gangster, tuple(e.seats), e.use)
-    return made(d)
+    return new
 
 
 def _tie_ruled(s: State, e: Any) -> State:
     r = s.ruling
     assert r is not None
-    d = fresh(s)
+    new, d = draft(s)
     d["ruling"] = Ruling(r.gangster, r.seats, r.use, e.seat)
-    return made(d)
+    return new
 
 
 def _position_scored(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["ruling"] = None
     d["stage"] = "scored"
-    return made(d)
+    return new
 
 
 def _action_turn_began(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["act"] = Act(e.position, e.gangster, e.seat)
     d["ruling"] = None
     d["stage"] = "action"
-    return made(d)
+    return new
 
 
 def _action_turn_ended(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d.update(_TURN_ENDED)
-    return made(d)
+    return new
 
 
 _TURN_ENDED = {"act": None, "roll": None, "ruling": None, "window": None, "stage": "act_done"}
@@ -433,7 +449,9 @@ def _fence_counted(s: State, e: Any) -> State:
 
 
 def _cards_bought(s: State, e: Any) -> State:
-    return replace(s, idx=s.idx + 1)
+    after, d = draft(s)
+    d["idx"] = s.idx + 1
+    return after
 
 
 def _vacancy_choice_asked(s: State, e: Any) -> State:
@@ -441,32 +459,32 @@ def _vacancy_choice_asked(s: State, e: Any) -> State:
 
 
 def _step_advanced(s: State, e: Any) -> State:
-    d = fresh(s)
+    new, d = draft(s)
     d["stage"] = e.stage
     d["pos"] = e.position
     order = e.order
     if order:
         d["order"] = tuple(order)
         d["idx"] = 0
-    return made(d)
+    return new
 
 
 # -- negotiation -------------------------------------------------------------------------------------
 def _offer_made(s: State, e: Any) -> State:
     deal = e.offer
     offer = Offer(e.id, getattr(e, "from"), deal.to, deal.SerializeToString(deterministic=True))
-    d = fresh(s)
+    new, d = draft(s)
     d["offers"] = s.offers + (offer,)
     d["next_offer"] = e.id + 1
     d["offers_made"] = _add(s.offers_made, offer.frm, 1)
-    return made(d)
+    return new
 
 
 def _offer_closed(s: State, e: Any) -> State:
     oid = e.id
-    d = fresh(s)
+    new, d = draft(s)
     d["offers"] = tuple([o for o in s.offers if o.id != oid])
-    return made(d)
+    return new
 
 
 def _trade_executed(s: State, e: Any) -> State:
@@ -505,10 +523,10 @@ def _chat_sent(s: State, e: Any) -> State:
 
 def _auto_pass_set(s: State, e: Any) -> State:
     seat = e.seat
-    d = fresh(s)
+    new, d = draft(s)
     d["autopass"] = _set(s.autopass, seat, (e.cards, e.rerolls))
     d["ap_changes"] = _add(s.ap_changes, seat, 1)
-    return made(d)
+    return new
 
 
 def _game_ended(s: State, e: Any) -> State:

@@ -31,13 +31,13 @@ class Decision:
 
 def decision(s: State) -> Decision | None:
     """The open decision (memoised on the immutable state; `state.replace` drops the memo)."""
-    memo = s.__dict__.get("_memo", _NONE)
-    if memo is _NONE:
+    memo = s.__dict__.get("_memo", UNSET)
+    if memo is UNSET:
         memo = s.__dict__["_memo"] = _decision(s)
     return memo   # type: ignore[no-any-return]
 
 
-_NONE = object()
+UNSET = object()   # "no memo yet" (None is a decision: nobody decides)
 
 
 # Decisions are interned (a handful of kinds and seat tuples), each with its `Pending` rows built once.
@@ -88,8 +88,8 @@ def _decision(s: State) -> Decision | None:
     w = s.window
     if w is not None:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
         wkey = (w.kind, w.seats, w.answers)
-        d = _WINDOWS.get(wkey, _NONE)
-        if d is _NONE:
+        d = _WINDOWS.get(wkey, UNSET)
+        if d is UNSET:
             answers = w.answers
             seats = tuple([i for i in w.seats if answers[i] is None])
             d = None
@@ -126,7 +126,9 @@ def _decision(s: State) -> Decision | None:
 
 
 def pending(s: State) -> list[Pending]:
-    d = decision(s)
+    d = s.__dict__.get("_memo", UNSET)   # `decision` written out: asked once per command
+    if d is UNSET:
+        d = decision(s)
     if d is None:
         return []
     return list(_PENDINGS[id(d)])
@@ -171,7 +173,13 @@ def advance(tx: Tx) -> None:
     guard = 0
     over, steps = Phase.OVER, STEPS
     s = tx.s
-    while s.phase != over and decision(s) is None:
+    while s.phase != over:
+        memo = s.__dict__
+        d = memo.get("_memo", UNSET)   # `decision` written out: most states here are new
+        if d is UNSET:
+            d = memo["_memo"] = _decision(s)
+        if d is not None:
+            break
         steps[(s.phase, s.stage)](tx)
         s = tx.s
         guard += 1

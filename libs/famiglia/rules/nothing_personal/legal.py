@@ -13,13 +13,15 @@ from .data import GIDX
 from .decide.negotiation import executable
 from .events import PASS, cmd
 from .family import max_buy
-from .flow import decision
+from .flow import UNSET, decision
 from .plays import play_options
 from .state import Phase, State
 
 
 def required(s: State, seat: int) -> list[pb.Command]:
-    d = decision(s)
+    d = s.__dict__.get("_memo", UNSET)   # `decision` written out: asked once per listing
+    if d is UNSET:
+        d = decision(s)
     if d is None or seat not in d.seats:
         return []
     k = d.kind

@@ -215,6 +215,17 @@ def fresh(s: State) -> dict[str, Any]:
     return d
 
 
+def draft(s: State) -> tuple[State, dict[str, Any]]:
+    """A copy of `s` (memo and fold link dropped) and its field dict, which the caller fills before
+    the state is seen by anyone: `fresh` and `made` in one call (it runs once per event)."""
+    d = s.__dict__.copy()
+    d.pop("_memo", None)
+    d.pop("_next", None)
+    new = _new(State)
+    _set(new, "__dict__", d)
+    return new, d
+
+
 def made(d: dict[str, Any]) -> State:
     """The state of a field dict from `fresh`."""
     new = _new(State)

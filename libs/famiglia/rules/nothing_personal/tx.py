@@ -46,8 +46,9 @@ def folded(state: State | None, event: Any) -> State | None:
 # tuples of them) is built once per content and shared, with its payload message: most events repeat
 # (`step_advanced`, `commission_turn_began`, ...). Keyed by content, so dropping the cache is always safe.
 # A shared event may appear at several places: the links are per state, so each fold finds its own.
-SHARED: dict[tuple, tuple[Any, Any]] = {}
-SHARED_MAX = 20_000
+# One table per kind (so the key is the values alone: a tuple of them is built in one call).
+SHARED: dict[str, dict[Any, tuple[Any, Any]]] = {}
+SHARED_MAX = 10_000   # per kind
 _KINDS: Any = pb.Event.DESCRIPTOR.oneofs_by_name["kind"].fields
 _UNSHARED = frozenset(   # kinds with a message field: never hashable
     f.name for f in _KINDS if any(g.message_type is not None for g in f.message_type.fields))
@@ -64,8 +65,10 @@ _BUILT = _UNSHARED | {
 # Per kind, one look-up: (evolver, how its event is built, whether the Capo ring is re-checked after
 # it). How: None = shared by content; "" = always built; a field name = always built, except a pass
 # made with the engine's one PASS in that field (shared per seat).
-_KIND: dict[str, tuple[Any, str | None, bool]] = {
-    k: (f, (_PASS_FIELD.get(k, "") if k in _BUILT else None), k in RING_SENSITIVE) for k, f in EVOLVERS.items()}
+# Last, the kind's table of shared events (keyed by the seat alone for the shared passes).
+_KIND: dict[str, tuple[Any, str | None, bool, dict[Any, tuple[Any, Any]]]] = {
+    k: (f, (_PASS_FIELD.get(k, "") if k in _BUILT else None), k in RING_SENSITIVE, SHARED.setdefault(k, {}))
+    for k, f in EVOLVERS.items()}
 
 
 class Tx:
@@ -77,32 +80,30 @@ class Tx:
         self.rng = rng
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
-        evolver, built, ring = _KIND[event_kind]
+        evolver, built, ring, shared = _KIND[event_kind]
         if built is None:
             # Keyed by the values: every call site of a kind names its fields in one order
             # (tests/unit/nothing_personal/test_fast_paths.py checks the source). A subscript, not
             # `.get`: a miss is rare once warm, and the exception costs nothing when none is raised.
-            key = (event_kind, *fields.values())
+            key = tuple(fields.values())
             try:
-                e, m = SHARED[key]
+                e, m = shared[key]
             except KeyError:
                 e = _Event(**{event_kind: fields})
                 m = getattr(e, event_kind)
-                if len(SHARED) >= SHARED_MAX:
-                    SHARED.clear()
-                SHARED[key] = (e, m)
+                if len(shared) >= SHARED_MAX:
+                    shared.clear()
+                shared[key] = (e, m)
             except TypeError:   # an unhashable value after all: not shared
                 e = _Event(**{event_kind: fields})
                 m = getattr(e, event_kind)
         elif built and len(fields) == 2 and fields.get(built) is PASS:
-            key = (event_kind, fields["seat"])   # a pass by the engine's own PASS: shared too
-            hit = SHARED.get(key)
+            seat = fields["seat"]   # a pass by the engine's own PASS: shared too, per seat
+            hit = shared.get(seat)
             if hit is None:
                 e = _Event(**{event_kind: fields})
                 m = getattr(e, event_kind)
-                if len(SHARED) >= SHARED_MAX:
-                    SHARED.clear()
-                SHARED[key] = (e, m)
+                shared[seat] = (e, m)
             else:
                 e, m = hit
         else:
