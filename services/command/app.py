@@ -91,6 +91,8 @@ class SeatEvent:
     envelope: envelope_pb2.EventEnvelope
     event: Message
     text: str
+    stored: bool = False
+    """The event is the stored one, unredacted: the envelope's payload is its bytes."""
 
 
 @dataclass
@@ -232,6 +234,15 @@ class CommandApp:
     def parse_command(self, match_id: str, type_url: str, value: bytes) -> Message:
         return parse_command(self._hot(match_id).match.engine.info, type_url, value)
 
+    def submit_packed(self, match_id: str, viewer: Viewer, command_id: str, type_url: str, value: bytes,
+                      expected_version: int | None = None, *, omit_events: bool = False) -> Submitted:
+        """`submit` of a command still packed as the request carries it (an Any's type URL
+        and bytes): the match is looked up once for parsing and deciding."""
+        hot = self._hot(match_id)
+        command = parse_command(hot.match.engine.info, type_url, value)
+        _check_submission(viewer, command_id)
+        return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
+
     # -- submit ------------------------------------------------------------------------
     def submit(
         self,
@@ -246,14 +257,14 @@ class CommandApp:
         """Decide and store `command` for the viewer's seat; the answer carries what the seat
         may see of the new events, or none with `omit_events` (callers that stream events
         or only need the version, like bots, spare the server redacting and rendering)."""
-        if viewer.seat is None:
-            raise Unauthenticated("no_token", "commands need `authorization: Bearer <seat token>`")
-        if not command_id:
-            raise InvalidArgument("no_command_id", "command_id (the idempotency key) is required")
-        if len(command_id) > 128:
-            raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
-        hot = self._hot(match_id)
+        _check_submission(viewer, command_id)
+        return self._submit(self._hot(match_id), viewer, command_id, command, expected_version, omit_events)
+
+    def _submit(self, hot: HotMatch, viewer: Viewer, command_id: str, command: Message,
+                expected_version: int | None, omit_events: bool) -> Submitted:
+        match_id = hot.match.match_id
         seat = viewer.seat
+        assert seat is not None  # _check_submission
         # Passed to the few log calls rather than bound as context variables: binding and
         # resetting three contextvars cost more per command than the log lines themselves.
         ids = {"match_id": match_id, "seat": seat, "command_id": command_id}
@@ -336,7 +347,7 @@ class CommandApp:
             shown = match.engine.redact(event, seat)
             if shown is None:
                 continue
-            out.append(SeatEvent(env, shown, match.engine.render_event(shown)))
+            out.append(SeatEvent(env, shown, match.engine.render_event(shown), shown is event))
         return out
 
     def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
@@ -366,6 +377,15 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+
+def _check_submission(viewer: Viewer, command_id: str) -> None:
+    if viewer.seat is None:
+        raise Unauthenticated("no_token", "commands need `authorization: Bearer <seat token>`")
+    if not command_id:
+        raise InvalidArgument("no_command_id", "command_id (the idempotency key) is required")
+    if len(command_id) > 128:
+        raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
 
 
 def _match_id(request_id: str) -> str:

@@ -69,6 +69,26 @@ def _json_line(obj: Any, **_: Any) -> str:
     return _encoder.encode(obj)
 
 
+_LEVEL_NAMES = {"warn": "warning", "exception": "error"}  # what add_log_level writes
+
+
+def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> str:
+    """add_log_level, _timestamp, _add_trace_ids, format_exc_info and the JSON renderer in
+    one processor: the same keys in the same order, without five calls through structlog's
+    chain for every line (the command service writes one per command)."""
+    event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
+    _timestamp(logger, method_name, event_dict)
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        if "trace_id" not in event_dict:
+            event_dict["trace_id"] = format(ctx.trace_id, "032x")
+        if "span_id" not in event_dict:
+            event_dict["span_id"] = format(ctx.span_id, "016x")
+    if "exc_info" in event_dict:
+        event_dict = structlog.processors.format_exc_info(logger, method_name, event_dict)
+    return _encoder.encode(event_dict)
+
+
 def configure(service: str, *, level: str | None = None, json: bool | None = None) -> None:
     """Set up structlog and the tracer provider for this process (idempotent)."""
     global _configured
@@ -79,17 +99,11 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
     log_level = getattr(logging, level_name, logging.INFO)
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(message)s")
     use_json = (not sys.stderr.isatty()) if json is None else json
-    renderer: Any = (structlog.processors.JSONRenderer(serializer=_json_line) if use_json
-                     else structlog.dev.ConsoleRenderer())
+    tail: list[Any] = ([_json_tail] if use_json else
+                       [structlog.processors.add_log_level, _timestamp, _add_trace_ids,
+                        structlog.processors.format_exc_info, structlog.dev.ConsoleRenderer()])
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            _timestamp,
-            _add_trace_ids,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[structlog.contextvars.merge_contextvars, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(log_level),
         logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # one write per line, not print's two
         cache_logger_on_first_use=True,

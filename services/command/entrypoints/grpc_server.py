@@ -23,7 +23,10 @@ def _pack(message) -> any_pb2.Any:
 def _seat_event(e: SeatEvent) -> pb.SeatEvent:
     env = e.envelope
     stamp = env.timestamp
-    return pb.SeatEvent(event_id=env.event_id, seq=env.seq, type=env.type, event=_pack(e.event),
+    # An unredacted event is packed from the bytes already stored rather than serialized again.
+    event = (any_pb2.Any(type_url=_TYPE_URL + env.payload_type, value=env.payload) if e.stored
+             else _pack(e.event))
+    return pb.SeatEvent(event_id=env.event_id, seq=env.seq, type=env.type, event=event,
                         seat=env.seat, command_id=env.command_id,
                         timestamp_ms=stamp.seconds * 1000 + stamp.nanos // 1_000_000, text=e.text)
 
@@ -93,10 +96,10 @@ class GameServicer(pb_grpc.GameServiceServicer):
         viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
         if not request.HasField("command"):
             raise InvalidArgument("no_command", "the request carries no command")
-        command = self.app.parse_command(request.match_id, request.command.type_url, request.command.value)
+        packed = request.command
         expected = request.expected_version if request.HasField("expected_version") else None
-        done = self.app.submit(request.match_id, viewer, request.command_id, command, expected,
-                               omit_events=request.omit_events)
+        done = self.app.submit_packed(request.match_id, viewer, request.command_id, packed.type_url, packed.value,
+                                      expected, omit_events=request.omit_events)
         return pb.SubmitCommandResponse(version=done.version, events=[_seat_event(e) for e in done.events],
                                         duplicate=done.duplicate)
 
