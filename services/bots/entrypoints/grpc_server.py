@@ -10,7 +10,7 @@ import grpc
 
 from famiglia.bots import POLICY_NAMES, PolicySpec, UnknownPolicy, make_policy
 from famiglia.bots.standings import Standing, standings
-from famiglia.bots.tournament import GamePlan, TournamentSpec, plan
+from famiglia.bots.tournament import GamePlan, PlannedMatch, TournamentSpec, plan
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
 from famiglia.grpcutil.server import build_server, rpc
@@ -51,9 +51,11 @@ def spec_from_request(request: pb.CreateTournamentRequest, registry: Registry) -
 
 
 def tournament_proto(record: TournamentRecord, *, include_matches: bool = False,
-                     rows: Sequence[Standing] | None = None) -> pb.Tournament:
-    """The tournament as the API shows it; `rows` are its standings if already known."""
-    planned = plan(record.spec)
+                     rows: Sequence[Standing] | None = None,
+                     planned: Sequence[PlannedMatch] | None = None) -> pb.Tournament:
+    """The tournament as the API shows it; `rows` are its standings and `planned` its
+    plan if already known."""
+    planned = plan(record.spec) if planned is None else planned
     out = pb.Tournament(tournament_id=record.tournament_id, name=record.spec.name,
                         status=_STATUS.get(record.status, pb.TOURNAMENT_STATUS_UNSPECIFIED),
                         entrants=list(record.spec.entrants), moves=record.moves,
@@ -83,13 +85,22 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         self.repo = repo
         self.registry = registry
         self._standings: dict[str, tuple[int, list[Standing]]] = {}
+        self._plans: dict[str, list[PlannedMatch]] = {}
         self._lock = threading.Lock()
 
     def _proto(self, record: TournamentRecord, include_matches: bool = False) -> pb.Tournament:
         """Standings are rated again only when a result came in since the last call: a
-        client polling a 1,000-match tournament would otherwise cost tens of ms a poll."""
+        client polling a 1,000-match tournament would otherwise cost tens of ms a poll.
+        The plan (fixed by the spec) is made once per tournament, not per call."""
         with self._lock:
             cached = self._standings.get(record.tournament_id)
+            planned = self._plans.get(record.tournament_id)
+        if planned is None:
+            planned = plan(record.spec)
+            with self._lock:
+                if len(self._plans) > 256:
+                    self._plans.clear()
+                self._plans[record.tournament_id] = planned
         if cached is not None and cached[0] == len(record.results):
             rows = cached[1]
         else:
@@ -98,7 +109,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
                 if len(self._standings) > 256:
                     self._standings.clear()
                 self._standings[record.tournament_id] = (len(record.results), rows)
-        return tournament_proto(record, include_matches=include_matches, rows=rows)
+        return tournament_proto(record, include_matches=include_matches, rows=rows, planned=planned)
 
     def _get(self, tid: str) -> TournamentRecord:
         record = self.repo.get(tid) if tid else None

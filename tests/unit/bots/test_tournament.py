@@ -107,3 +107,24 @@ def test_moves_are_written_in_bulk_and_always_before_the_result(monkeypatch: pyt
     observer.match_progress("t1", "m1", 3)
     observer.match_finished("t1", Finished())  # type: ignore[arg-type]
     assert writes[1:] == [("moves", "t1", 3), ("result", "t1", "m1")]
+
+
+def test_the_tournament_service_plans_a_tournament_once_however_often_it_is_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.bots.entrypoints import grpc_server
+    from services.bots.tournaments import RUNNING, TournamentRecord
+
+    made: list[str] = []
+
+    def counted(s: TournamentSpec) -> list:
+        made.append(s.name)
+        return plan(s)
+
+    monkeypatch.setattr(grpc_server, "plan", counted)
+    servicer = grpc_server.TournamentServicer(repo=None, registry=None)  # type: ignore[arg-type]
+    record = TournamentRecord("t1", spec(matches_per_game=4), RUNNING, created_ms=0, started={0: "m0", 5: "m5"})
+    first = servicer._proto(record)
+    again = servicer._proto(record)
+    assert made == ["t"]
+    assert first.games == again.games and first.planned == again.planned == len(plan(record.spec)) == 8
+    assert sum(g.started for g in again.games) == 2
