@@ -33,6 +33,8 @@ class FoldedRun:
 
 
 _LAST_RUN = FoldedRun([], [None])
+_LAST_ONE: tuple[object, object, State | None] = (None, None, None)
+"""The last one-event decision (state before, event, state after): most commands are one."""
 
 
 def remember(run: FoldedRun) -> None:
@@ -41,7 +43,21 @@ def remember(run: FoldedRun) -> None:
     _LAST_RUN = run
 
 
+def remember_one(before: State, event: Event, after: State) -> None:
+    """The memo of a one-event decision, without a run: the fold that follows asks for it."""
+    global _LAST_ONE
+    _LAST_ONE = (before, event, after)
+
+
+def remember_two(before: State, first: Event, middle: State, second: Event, after: State) -> None:
+    global _LAST_RUN
+    _LAST_RUN = FoldedRun([first, second], [before, middle, after])
+
+
 def evolve(state: State | None, event: Event) -> State:
+    one = _LAST_ONE
+    if one[1] is event and one[0] is state:
+        return one[2]  # type: ignore[return-value]
     run = _LAST_RUN
     i = run.cursor
     events = run.events

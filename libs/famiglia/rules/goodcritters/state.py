@@ -133,8 +133,14 @@ _set = object.__setattr__
 def replace(state: State, **changes: Any) -> State:
     """`dataclasses.replace(state, **changes)`, several times faster: evolve runs once per event,
     and the generic one walks the field list and calls the checking __init__ each time. A State
-    keeps its fields in its instance dict (no slots), so a copy is one dict copy."""
-    values = state.__dict__.copy()
+    keeps its fields in its instance dict (no slots), so a copy is one dict copy.
+
+    `dict(...)`, not `.copy()`: a State made by its __init__ keeps its fields in a split
+    (key-sharing) dict, whose copies are split too, and CPython reads an attribute of an object
+    with a split dict several times slower (it cannot specialise the read: ~300 instructions
+    instead of ~40). `dict` builds a combined one, and the hot evolvers' `.copy()` of a
+    combined dict stays combined, so every State after the first event reads fast."""
+    values = dict(state.__dict__)
     values.update(changes)
     if len(values) != _COUNT:  # a name that is no field was added
         raise TypeError(f"State has no field {sorted(set(changes) - _FIELDS)}")

@@ -17,6 +17,7 @@ from ..events import Event
 from ..flow import FLOW
 from ..state import OVER, State, Step
 from . import payoff, step3
+from .quick import QUICK
 
 Decider = Callable[[Emitter, int, Any], None]
 
@@ -56,6 +57,11 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
     if listed is not None and listed[0] is command:  # a listed command: read-only
         kind = listed[1]
         body = listed[2]
+        quick = QUICK.get(kind)
+        if quick is not None:
+            events = quick(state, seat, body)
+            if events is not None:
+                return events
     else:
         kind = command.WhichOneof("kind")
         if kind is None:
