@@ -91,6 +91,19 @@ def test_a_version_key_behind_the_stream_is_healed_not_half_written(store: Redis
     assert [e.seq for e in store.read(match)] == [1, 2, 3, 4, 5]
 
 
+def test_a_version_key_spelled_otherwise_is_read_as_its_number(store: RedisEventStore) -> None:
+    """The script compares the version key with the expected version as text on its common
+    path; a key holding the same number in other digits takes the slow path and still agrees."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 3))
+    store.client.set(store.keys.version(match), "03")
+    assert store.append(match, 3, batch(match, 3, 2), command_id="c").last_seq == 5
+    assert store.client.get(store.keys.version(match)) == b"5"
+    with pytest.raises(ConcurrencyConflict) as refused:
+        store.append(match, 4, batch(match, 4, 1))
+    assert refused.value.actual == 5
+
+
 def test_the_script_is_reloaded_after_a_script_flush(store: RedisEventStore) -> None:
     match = new_match_id()
     store.append(match, 0, batch(match, 0, 1))
