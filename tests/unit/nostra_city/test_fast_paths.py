@@ -84,7 +84,7 @@ def test_a_link_for_another_event_is_kept_and_ignored() -> None:
 
 
 @pytest.mark.parametrize("cls", [Bid, Choice, Draw])
-def test_slot_initialised_classes_behave_as_their_dataclass(cls: type) -> None:
+def test_dict_initialised_classes_behave_as_their_dataclass(cls: type) -> None:
     required = [f for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
     args = {f.name: (7 if f.type in ("int", int) else "x") for f in required}
     made = cls(**args)

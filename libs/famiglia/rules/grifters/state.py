@@ -43,8 +43,11 @@ def in_hand_order(cards: tuple[str, ...] | list[str]) -> tuple[str, ...]:
     return tuple(sorted(cards, key=CARD_ORDER.__getitem__))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Player:
+    """No slots, like State: `replace_player` copies the instance dict with two C calls, where a
+    slotted copy called a slot setter (a tuple-args C call) for each of the eight fields."""
+
     hand: tuple[str, ...] = ()
     nights: tuple[tuple[str, ...], ...] = EMPTY_NIGHTS  # Night One, Two, Three
     tokens: tuple[bool, ...] = NO_TOKENS  # an ISK token on that Night (GR-R07)

@@ -50,12 +50,22 @@ class Seat:
 _C = TypeVar("_C", bound=type)
 
 
-def _slot_init(cls: _C) -> _C:
-    """Give a frozen slotted dataclass an __init__ that sets its slots through their descriptors:
-    the generated one calls object.__setattr__ per field, about twice as slow, and evolve makes
-    a Bid, Choice or Draw for many events. Same parameters and defaults as the dataclass's."""
-    env: dict[str, Any] = {}
-    params, body = ["self"], []
+def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
+    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
+    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
+    for klass in cls.__mro__:
+        if "__dict__" in klass.__dict__:
+            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
+    raise TypeError(f"{cls.__name__} instances have no __dict__")
+
+
+def _dict_init(cls: _C) -> _C:
+    """Give a small frozen dataclass an __init__ that hands it its whole instance dict at once:
+    the generated one calls object.__setattr__ per field (a C call with a tuple of arguments
+    each), and evolve makes a Bid, Choice or Draw for many events. Same parameters and
+    defaults as the dataclass's own."""
+    env: dict[str, Any] = {"set_dict": _dict_setter(cls)}
+    params, values = ["self"], []
     for i, f in enumerate(fields(cls)):
         if f.default_factory is not MISSING:
             raise TypeError(f"{cls.__name__}.{f.name}: default factories are not supported")
@@ -64,15 +74,15 @@ def _slot_init(cls: _C) -> _C:
         else:
             env[f"d{i}"] = f.default
             params.append(f"{f.name}=d{i}")
-        env[f"s{i}"] = cls.__dict__[f.name].__set__
-        body.append(f"    s{i}(self, {f.name})")
-    exec("\n".join([f"def __init__({', '.join(params)}) -> None:", *body]), env)  # noqa: S102 - from the fields
+        values.append(f"{f.name!r}: {f.name}")
+    source = f"def __init__({', '.join(params)}) -> None:\n    set_dict(self, {{{', '.join(values)}}})"
+    exec(source, env)  # noqa: S102 - generated from the dataclass fields only
     cls.__init__ = env["__init__"]  # type: ignore[misc]
     return cls
 
 
-@_slot_init
-@dataclass(frozen=True, slots=True)
+@_dict_init
+@dataclass(frozen=True)
 class Bid:
     seat: int
     wiseguy: str
@@ -81,8 +91,8 @@ class Bid:
     notes: tuple[int, ...] = ()  # in placement order (NC-D09)
 
 
-@_slot_init
-@dataclass(frozen=True, slots=True)
+@_dict_init
+@dataclass(frozen=True)
 class Choice:
     """A decision inside a phase turn or a resolution (NC-D05, D06, D09..D11)."""
 
@@ -97,8 +107,8 @@ class Choice:
     keep: int = 1  # keep: how many Notes (W08)
 
 
-@_slot_init
-@dataclass(frozen=True, slots=True)
+@_dict_init
+@dataclass(frozen=True)
 class Draw:
     seat: int
     count: int
@@ -165,30 +175,6 @@ class State:
         return -1
 
 
-def _copier(cls: type) -> Callable[..., Any]:
-    """A fast `dataclasses.replace` for one slotted class, generated once: copy every slot,
-    then set the changed ones. Slot descriptors bypass the frozen __setattr__."""
-    names = [f.name for f in fields(cls)]
-    env: dict[str, Any] = {"new": object.__new__, "cls": cls,
-                           "setters": {n: cls.__dict__[n].__set__ for n in names}}
-    lines = ["def copy_with(obj, changes):", "    out = new(cls)"]
-    for i, n in enumerate(names):
-        env[f"s{i}"] = cls.__dict__[n].__set__
-        lines.append(f"    s{i}(out, obj.{n})")
-    lines += ["    for k, v in changes.items():", "        setters[k](out, v)", "    return out"]
-    exec("\n".join(lines), env)  # noqa: S102 - generated from the dataclass fields only
-    return env["copy_with"]  # type: ignore[no-any-return]
-
-
-def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
-    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
-    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
-    for klass in cls.__mro__:
-        if "__dict__" in klass.__dict__:
-            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
-    raise TypeError(f"{cls.__name__} instances have no __dict__")
-
-
 NEXT = "_next"
 """The key of `evolve.remember`'s fold link: it belongs to the state it was set on, never to a copy."""
 
@@ -225,7 +211,7 @@ seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat, linked
 """`changed` for one player's holdings."""
 
 _COPIERS: dict[type, Callable[..., Any]] = {State: changed, Seat: seat_changed,
-                                             **{cls: _copier(cls) for cls in (Bid, Choice, Draw)}}
+                                             **{cls: _dict_copier(cls, linked=False) for cls in (Bid, Choice, Draw)}}
 
 
 def replace(obj: Any, **changes: Any) -> Any:
