@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
+from operator import getitem
 from types import SimpleNamespace
 from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
-from .events import length_delimited, pairs_wire
+from .events import body_length, card_row, length_delimited, pairs_wire
 
 Command = pb.Command
 _pb: Any = pb  # enum fields take plain ints (see events.py)
@@ -89,12 +90,19 @@ def listed(factory: Callable[..., Command], *args: object) -> Command:
 
 
 class SplitFields:
-    """A listed split's fields: its (card, seat) pairs as plain tuples."""
+    """A listed split's fields: the table it was listed for, the seat of each card and their
+    pairs' wire form (which the loot_assigned event repeats)."""
 
-    __slots__ = ("pairs",)
+    __slots__ = ("table", "seats", "body")
 
-    def __init__(self, pairs: list[tuple[str, int]]) -> None:
-        self.pairs = pairs
+    def __init__(self, table: tuple[str, ...], seats: tuple[int, ...], body: bytes) -> None:
+        self.table = table
+        self.seats = seats
+        self.body = body
+
+    @property
+    def pairs(self) -> list[tuple[str, int]]:
+        return list(zip(self.table, self.seats, strict=True))
 
 
 SPLITS: dict[int, tuple[Command, str, Any]] = {}
@@ -103,8 +111,22 @@ SPLITS: dict[int, tuple[Command, str, Any]] = {}
 
 def listed_split(pairs: list[tuple[str, int]]) -> Command:
     """An assign_loot command for a listed split, remembered with its pairs for `decide`."""
-    command = assign_loot(pairs)
+    table = tuple(card for card, _ in pairs)
+    return listed_splits(table, [tuple(seat for _, seat in pairs)])[0]
+
+
+def listed_splits(table: tuple[str, ...], splits: list[tuple[int, ...]]) -> list[Command]:
+    """The assign_loot commands of splits of `table` (the seat of each card), each remembered
+    with its fields for `decide`. Why: the Boss's listing is a dozen splits of a dozen cards
+    every round; each is one join of prebuilt pair bytes and one parse (in C)."""
     if len(SPLITS) >= 256:
         SPLITS.clear()
-    SPLITS[id(command)] = (command, "assign_loot", SplitFields(pairs))
-    return command
+    out = []
+    rows = list(map(card_row, table))
+    for seats in splits:
+        body = b"".join(map(getitem, rows, seats))
+        # no pairs: nothing set, as adding none to the field leaves it (as assign_loot)
+        command = Command.FromString(b"\x0a" + body_length(body) + body) if body else Command()
+        SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, body))
+        out.append(command)
+    return out

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from functools import cache
+from operator import getitem
 from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
+
+from .data import MAX_PLAYERS
 
 Event = pb.Event
 _pb: Any = pb
@@ -53,6 +56,31 @@ def pairs_wire(pairs: Iterable[tuple[str, int]]) -> bytes:
         return b"".join(map(_PAIR_WIRE.__getitem__, pairs))
 
 
+@cache
+def card_row(card: str) -> tuple[bytes, ...]:
+    """The wire form of `LootAssignment(card, seat)` for every seat, as `pairs_wire` makes it."""
+    out = []
+    for seat in range(MAX_PLAYERS):
+        item = _pb.LootAssignment(card=card, seat=seat).SerializeToString()
+        out.append(length_delimited(b"\x0a", item))
+    return tuple(out)
+
+
+def split_wire(table: Sequence[str], seats: Sequence[int]) -> bytes:
+    """`pairs_wire(zip(table, seats))` for engine-made splits (every seat below MAX_PLAYERS):
+    one look-up per card and one per seat, in C."""
+    return b"".join(map(getitem, map(card_row, table), seats))
+
+
+def body_length(body: bytes) -> bytes:
+    """The length prefix of a message field's body (one byte below 128)."""
+    n = len(body)
+    return _ONE_BYTE[n] if n < 128 else _varint(n)
+
+
+_ONE_BYTE = tuple(bytes((n,)) for n in range(128))
+
+
 # -- events ---------------------------------------------------------------------------------
 
 
@@ -92,7 +120,12 @@ def fuzz_revealed(cause: int) -> Event:
 
 
 def loot_assigned(pairs: Iterable[tuple[str, int]]) -> Event:
-    return Event.FromString(length_delimited(b"\x42", pairs_wire(pairs)))  # Event field 8
+    return loot_assigned_wire(pairs_wire(pairs))
+
+
+def loot_assigned_wire(body: bytes) -> Event:
+    """`loot_assigned` from its pairs' wire form (`pairs_wire`, `split_wire`)."""
+    return Event.FromString(b"\x42" + body_length(body) + body)  # Event field 8
 
 
 @cache
@@ -167,7 +200,11 @@ def vote_counted(yes: int, no: int, outcome: int) -> Event:
 
 
 def loot_handed_out(pairs: Iterable[tuple[str, int]]) -> Event:
-    return Event.FromString(length_delimited(b"\xa2\x01", pairs_wire(pairs)))  # Event field 20
+    return loot_handed_out_wire(pairs_wire(pairs))
+
+
+def loot_handed_out_wire(body: bytes) -> Event:
+    return Event.FromString(b"\xa2\x01" + body_length(body) + body)  # Event field 20
 
 
 @cache

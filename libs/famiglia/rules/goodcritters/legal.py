@@ -44,13 +44,23 @@ def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
     (each seat), then uniform random splits from a generator seeded by the round, the pile size
     and the Boss, so the same state always lists the same splits."""
     table = state.table
+    return [list(zip(table, seats, strict=True)) for seats in sample_splits(state, count)]
+
+
+def sample_splits(state: State, count: int) -> list[tuple[int, ...]]:
+    """`sample_assignments` as the seat of each table card, in table order: the form the
+    listing builds its commands from (each (card, seat) pair's bytes are made once)."""
+    table = state.table
     n, k = state.seats, len(table)
-    out = [round_robin(state)]
-    out += [[(c, seat) for c in table] for seat in state.clockwise_from(state.boss)]
+    boss = state.boss
+    left = (boss + 1) % n  # round_robin: card i goes to the i-th seat from the Boss's left
+    out = [tuple([(left + i) % n for i in range(k)])]
+    for i in range(n):
+        out.append(((boss + i) % n,) * k)
     if len(out) >= count or k == 0:
         return out[:count]
-    rng = Rng(state.round * 7919 + len(state.pile) * 31 + state.boss)
-    seen = {tuple(s for _, s in a) for a in out}
+    rng = Rng(state.round * 7919 + len(state.pile) * 31 + boss)
+    seen = set(out)
     space = n**k
     for _ in range(4 * count):
         # one draw per split: the digits of a uniform number below N^k, in base N
@@ -62,7 +72,7 @@ def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
         key = tuple(split)
         if key not in seen:
             seen.add(key)
-            out.append(list(zip(table, split, strict=True)))
+            out.append(key)
             if len(out) >= count:
                 break
     return out
@@ -179,7 +189,7 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
                 if limit is None
                 else max(1, min(state.seats + 4, limit // 2))
             )
-            out += [cmd.listed_split(a) for a in sample_assignments(state, count)]
+            out += cmd.listed_splits(state.table, sample_splits(state, count))
         if conf.payoff and 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit:
             out += _sample_gifts(state, seat)
     else:

@@ -143,7 +143,7 @@ def apply_outcome(em: Emitter, outcome: int) -> bool:
     """GC-V02 to GC-V06, GC-E02, GC-E04. Returns whether the round reaches its clean-up."""
     s = em.state
     if outcome != FAILED:
-        em.emit(ev.loot_handed_out(zip(s.table, s.assignment, strict=True)))
+        em.emit(ev.loot_handed_out_wire(ev.split_wire(s.table, s.assignment)))
         if outcome == TIED:
             em.emit(ev.boss_changed(s.left_of(s.boss), BOSS_TIED))
         return True

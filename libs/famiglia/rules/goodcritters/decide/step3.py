@@ -25,6 +25,13 @@ def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
         raise RuleViolation("GC-A01", "loot is assigned in Step 2")
     if seat != s.boss:
         raise RuleViolation("GC-D01", f"only the Boss (seat {s.boss}) assigns the loot")
+    if type(cmd) is SplitFields and cmd.table is s.table and cmd.seats:
+        # listed for this very table: every card once, in table order, by construction
+        seats = cmd.seats
+        if len(seats) == len(s.table) and min(seats) >= 0 and max(seats) < s.seats:
+            em.emit_folded(ev.loot_assigned_wire(cmd.body), fold.loot_assigned(s, seats))  # GC-A02
+            open_step3(em)
+            return
     seat_of: dict[str, int] = {}
     table = set(s.table)
     pairs = cmd.pairs if type(cmd) is SplitFields else [(a.card, a.seat) for a in cmd.assignments]
