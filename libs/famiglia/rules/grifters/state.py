@@ -65,11 +65,11 @@ class Player:
         return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Caper:
     """The caper text being resolved (GR-C05). Nesting is always the last part of a text
     (GR-C12: the Inside Man's abducted card, the Femme Fatale's second caper, a copied caper),
-    so a nested caper replaces its parent here."""
+    so a nested caper replaces its parent here. No slots, for the reason Player has none."""
 
     card: str  # "this card" (GR-C11); "" while a Job's reward is paid
     code: str  # effect code, or "reward"
@@ -117,7 +117,6 @@ class State:
 
 # -- a fast `dataclasses.replace` for these classes ---------------------------------------------------------
 T = TypeVar("T")
-_MISSING: Any = object()
 
 
 def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
@@ -131,32 +130,25 @@ def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
 
 def _make_replacer(cls: type) -> Callable[..., Any]:
     """`dataclasses.replace` without its generic checks (evolve runs one for every event, twice per
-    event in random play). A class without slots is copied with one copy of its instance dict; a
-    class with slots gets a generated function that sets each slot through its descriptor."""
-    names = [f.name for f in fields(cls)]
-    if "__slots__" not in cls.__dict__:
-        known = frozenset(names)
-        count = len(known)
-        new = object.__new__
-        set_dict = _dict_setter(cls)
+    event in random play): one copy of the instance dict, updated, given to a bare instance. The
+    classes have no slots for this: a slotted copy sets every field through its own C call."""
+    if "__slots__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__} has slots: its fields are not in an instance dict")
+    known = frozenset(f.name for f in fields(cls))
+    count = len(known)
+    new = object.__new__
+    set_dict = _dict_setter(cls)
 
-        def replace_dict(o: Any, **changes: Any) -> Any:
-            values = o.__dict__.copy()
-            values.update(changes)
-            if len(values) != count:  # a name that is no field was added
-                raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
-            n: Any = new(cls)
-            set_dict(n, values)
-            return n
+    def replace_dict(o: Any, **changes: Any) -> Any:
+        values = o.__dict__.copy()
+        values.update(changes)
+        if len(values) != count:  # a name that is no field was added
+            raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
+        n: Any = new(cls)
+        set_dict(n, values)
+        return n
 
-        return replace_dict
-    lines = [f"def replacer(o, {', '.join(f'{n}=_M' for n in names)}):", "    n = _new(_cls)"]
-    lines += [f"    _set_{n}(n, o.{n} if {n} is _M else {n})" for n in names]
-    lines.append("    return n")
-    scope: dict[str, Any] = {"_M": _MISSING, "_new": object.__new__, "_cls": cls}
-    scope.update({f"_set_{n}": cls.__dict__[n].__set__ for n in names})
-    exec("\n".join(lines), scope)  # noqa: S102 - code generated from the dataclass's own field names
-    return scope["replacer"]  # type: ignore[no-any-return]
+    return replace_dict
 
 
 _REPLACERS: dict[type, Callable[..., Any]] = {cls: _make_replacer(cls) for cls in (Player, Caper, State)}
