@@ -95,6 +95,6 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         if not others and (not window.seats or window.answers[seat] is not None):
             # The window is open, so someone is still asked: whoever it is may have emptied its hand.
             others = [i for i in range(n) if i != seat]
-        window = replace(window, seats=tuple(sorted(set(window.seats) | set(others))))
+        window = window._replace(seats=tuple(sorted(set(window.seats) | set(others))))
         state = replace(state, window=window)
     return state

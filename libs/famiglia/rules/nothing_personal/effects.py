@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement
+from typing import NamedTuple
 
 from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
@@ -21,9 +22,9 @@ from .state import A_SLOTS, GState, State
 from .tx import Tx
 
 
-@dataclass(frozen=True, slots=True)
-class Ctx:
-    """Who resolves the effect and what it may refer to."""
+class Ctx(NamedTuple):
+    """Who resolves the effect and what it may refer to. A named tuple, not a frozen dataclass: one is
+    made for nearly every play and action listed or resolved, and a tuple is made in one call."""
 
     seat: int
     gangster: str = ""              # the acting gangster (abilities)

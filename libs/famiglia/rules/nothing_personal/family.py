@@ -87,7 +87,7 @@ def capo_first(tx: Tx) -> None:
         elif len(assoc) == 1:
             _promote(tx, assoc[0], 8)
         elif assoc:
-            tx.emit("vacancy_choice_asked", spot=8, decider=s.ring, candidates=assoc)
+            tx.emit("vacancy_choice_asked", spot=8, decider=s.ring, candidates=tuple(assoc))
             return
         elif s.gdeck:
             _promote(tx, s.gdeck[0], 8)
@@ -133,7 +133,7 @@ def fill(tx: Tx) -> None:
         who = decider(tx, p)
         if who == -2:
             return
-        tx.emit("vacancy_choice_asked", spot=p - 1, decider=who, candidates=cands)
+        tx.emit("vacancy_choice_asked", spot=p - 1, decider=who, candidates=tuple(cands))
         return
     elif s.gdeck:
         _promote(tx, s.gdeck[0], p - 1)

@@ -7,7 +7,7 @@ Per-gangster marker state is a tuple indexed like `data.GANGSTERS`.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import Config
 
@@ -44,9 +44,11 @@ class GState:
         return sum(self.markers) + self.neutral
 
 
-@dataclass(frozen=True, slots=True)
-class Window:
-    """A card or reroll window answer round (NP-D5, NP-D6): answers per seat, None = not yet."""
+class Window(NamedTuple):
+    """A card or reroll window answer round (NP-D5, NP-D6): answers per seat, None = not yet.
+
+    Named tuples (this and `Ruling`), not frozen dataclasses: one is made for every answer, and a
+    tuple is made in one call."""
 
     kind: str                            # "card" | "reroll"
     seats: tuple[int, ...]               # asked in this answer round
@@ -67,8 +69,7 @@ class Roll:
     free_whack_used: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Ruling:
+class Ruling(NamedTuple):
     """A tie ruling asked of the ring holder (NP-W4, NP-D9); `answer` -1 until given."""
 
     gangster: str
@@ -197,6 +198,8 @@ def replace(obj: Any, **changes: Any) -> Any:
         new = _new(State)
         _set(new, "__dict__", d)
         return new
+    if cls is Window or cls is Ruling:   # the named tuples
+        return obj._replace(**changes)
     names = _FIELDS.get(cls)
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in fields(cls))

@@ -56,8 +56,8 @@ _Event: Any = pb.Event
 _PASS_FIELD = {"window_answered": "answer", "action_chosen": "action"}   # (seat, this command) events
 # Always built: kinds with a message field, and kinds emitted with lists or with one-off contents.
 _BUILT = _UNSHARED | {
-    "influence_deck_ordered", "gangster_deck_ordered", "board_dealt", "cards_received", "cards_discarded",
-    "fence_counted", "vacancy_choice_asked", "trade_cards_moved", "chat_sent", "roll_off", "final_scored",
+    "influence_deck_ordered", "gangster_deck_ordered", "board_dealt",
+    "fence_counted", "trade_cards_moved", "chat_sent", "roll_off", "final_scored",
     "game_ended",
 }
 
@@ -168,7 +168,7 @@ class Tx:
                 self.emit("discard_reshuffled", count=len(order))
                 self.emit("influence_deck_ordered", cards=order)
             k = min(count - len(drawn), len(self.s.deck))
-            cards = list(self.s.deck[:k])
+            cards = self.s.deck[:k]   # a tuple: the event is shared by content
             self.emit("cards_drawn", seat=seat, count=k, reason=reason)
             self.emit("cards_received", seat=seat, cards=cards)
             drawn.extend(cards)
