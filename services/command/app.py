@@ -41,12 +41,15 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
     Unavailable,
 )
-from famiglia.telemetry import child_span, get_logger, inject_context, tracer
+from famiglia.telemetry import EventLine, child_span, get_logger, inject_context, tracer
 from famiglia.v1 import envelope_pb2
 
 from .hot_matches import HotMatch, HotMatches, UnknownMatch
 
 log = get_logger("famiglia.command")
+#: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
+accepted_line = EventLine("famiglia.command", "command_accepted",
+                          "match_id", "seat", "command_id", "kind", "version", "events")
 MAX_RETRIES = 8
 MAX_LEGAL = 256
 _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes meaning)
@@ -303,8 +306,7 @@ class CommandApp:
                     self.matches.catch_up(hot)
                     return self._duplicate(hot, viewer, command_id, omit_events)
                 m.apply(envelopes)
-                log.info("command_accepted", **ids, kind=command.WhichOneof("kind"), version=m.version,
-                         events=len(envelopes))
+                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.version, len(envelopes))
                 if omit_events:
                     return Submitted(m.version)
                 return Submitted(m.version, self._for_viewer(m, envelopes, viewer.seat, events))

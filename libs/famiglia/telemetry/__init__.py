@@ -89,6 +89,59 @@ def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, An
     return _encoder.encode(event_dict)
 
 
+_json_out: structlog.WriteLogger | None = None  # set by configure when lines are JSON at info or below
+
+
+class EventLine:
+    """One log line with a fixed event and keys, for a line written on a hot path:
+    `line(*values)` writes exactly what `log.info(event, **dict(zip(keys, values)))` writes
+    when logs are JSON (same keys, order and values, the same write lock), but the fixed
+    parts are rendered once and each value encoded alone, without structlog's chain (about
+    a third of its cost). Anything else (console output, another level, no `configure`,
+    a value JSON cannot hold as is) goes through structlog."""
+
+    __slots__ = ("log", "event", "keys", "tail")
+
+    def __init__(self, logger_name: str, event: str, *keys: str) -> None:
+        self.log = get_logger(logger_name)
+        self.event, self.keys = event, keys
+        self.tail = f', "event": {_encoder.encode(event)}'
+
+    def __call__(self, *values: Any) -> None:
+        out = _json_out
+        if out is None or not _CONTEXT_VARS_OK:
+            self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
+            return
+        parts = []
+        for key, value in zip(self.keys, values, strict=True):
+            kind = type(value)
+            if kind is str:
+                parts.append(f'"{key}": {_quote(value)}')
+            elif kind is int:
+                parts.append(f'"{key}": {value}')
+            else:
+                self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
+                return
+        line = "{" + ", ".join(parts) + self.tail
+        for name, var in _CONTEXT_VARS.items():
+            bound = var.get(Ellipsis)
+            if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
+                line += f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
+        event_dict: dict[str, Any] = {}
+        _timestamp(None, "info", event_dict)
+        line += f', "level": "info", "timestamp": "{event_dict["timestamp"]}"'
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            line += f', "trace_id": "{ctx.trace_id:032x}", "span_id": "{ctx.span_id:016x}"'
+        out.msg(line + "}")
+
+
+_quote = json.encoder.encode_basestring_ascii  # what the encoder writes for a str (ensure_ascii)
+_CONTEXT_VARS: Mapping[str, Any] = getattr(structlog.contextvars, "_CONTEXT_VARS", {})
+_CONTEXT_VARS_OK = hasattr(structlog.contextvars, "_CONTEXT_VARS")  # else the structlog path
+_PREFIX = len(structlog.contextvars.STRUCTLOG_KEY_PREFIX)
+
+
 def configure(service: str, *, level: str | None = None, json: bool | None = None) -> None:
     """Set up structlog and the tracer provider for this process (idempotent)."""
     global _configured
@@ -109,6 +162,8 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
+    global _json_out
+    _json_out = structlog.WriteLogger(sys.stderr) if use_json and log_level <= logging.INFO else None
     _configure_tracing(service)
 
 

@@ -1,0 +1,71 @@
+"""The command service's hot log line writes what structlog's JSON chain writes."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+import structlog
+from opentelemetry.sdk.trace import TracerProvider
+
+from famiglia import telemetry
+from famiglia.telemetry import EventLine, server_span
+from services.command.app import accepted_line
+
+
+def _lines(buffer: io.StringIO) -> list[dict]:
+    out = []
+    for text in buffer.getvalue().splitlines():
+        line = json.loads(text)
+        assert line.pop("timestamp").endswith("Z")
+        out.append(line)
+    return out
+
+
+@pytest.fixture()
+def outputs(monkeypatch: pytest.MonkeyPatch):
+    """(fast buffer, structlog buffer, structlog logger) with the production JSON chain."""
+    fast, slow = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(telemetry, "_json_out", structlog.WriteLogger(fast))
+    reference = structlog.wrap_logger(
+        structlog.WriteLogger(slow),
+        processors=[structlog.contextvars.merge_contextvars, telemetry._json_tail],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+    return fast, slow, reference
+
+
+@pytest.mark.parametrize("values", [
+    ("m1", 2, "c-1", "play_card", 17, 3),
+    ('m"\\\n\u00e9', 0, "\u2603" * 3, "bid", 1, 12),
+])
+def test_the_accepted_line_is_the_structlog_line(outputs, values) -> None:
+    fast, slow, reference = outputs
+    with structlog.contextvars.bound_contextvars(service="command", tenant="t1"), server_span("SubmitCommand", provider=TracerProvider()):
+        accepted_line(*values)
+        reference.info("command_accepted", **dict(zip(accepted_line.keys, values, strict=True)))
+    ours, theirs = _lines(fast), _lines(slow)
+    assert ours == theirs and len(ours) == 1
+    # The same key order, bound context variables aside (structlog takes them in the
+    # context's own order, which is not the order they were bound in).
+    bound = {"service", "tenant"}
+    assert [k for k in ours[0] if k not in bound] == [k for k in theirs[0] if k not in bound]
+    assert ours[0]["trace_id"] and ours[0]["tenant"] == "t1" and ours[0]["service"] == "command"
+
+
+def test_values_json_cannot_hold_as_is_go_through_structlog(outputs, monkeypatch) -> None:
+    fast, slow, reference = outputs
+    line = EventLine("test", "odd_values", "flag", "nothing", "ratio")
+    monkeypatch.setattr(line, "log", reference)
+    line(True, None, 0.5)
+    assert fast.getvalue() == ""
+    assert _lines(slow)[0] == {"flag": True, "nothing": None, "ratio": 0.5, "event": "odd_values", "level": "info"}
+
+
+def test_without_json_output_the_line_goes_through_structlog(monkeypatch) -> None:
+    monkeypatch.setattr(telemetry, "_json_out", None)
+    with structlog.testing.capture_logs() as captured:
+        accepted_line("m1", 1, "c-1", "pass", 4, 1)
+    assert captured == [{"match_id": "m1", "seat": 1, "command_id": "c-1", "kind": "pass", "version": 4,
+                         "events": 1, "event": "command_accepted", "log_level": "info"}]
