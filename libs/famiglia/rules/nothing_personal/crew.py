@@ -61,12 +61,14 @@ def window_step(tx: Tx, kind: str, then: str) -> None:
 
 
 # -- rulings (NP-W4, NP-D9) -------------------------------------------------------------------------------
-def controller(tx: Tx, gid: str, use: str) -> int:
+def controller(tx: Tx, gid: str, use: str, lead: tuple[int, ...] | None = None) -> int:
     """The controller for one use: strict control, or the ring holder's ruling (asked if needed).
+    `lead`: the gangster's `leaders` when the caller has just computed them.
 
     Returns -1 when nobody controls it, -2 when a ruling has just been asked.
     """
-    lead = leaders(tx.s, gid)
+    if lead is None:
+        lead = leaders(tx.s, gid)
     if not lead:
         return -1
     if len(lead) == 1:
@@ -126,13 +128,14 @@ def act_window(tx: Tx) -> None:
 def start_action_turn(tx: Tx) -> None:
     s = tx.s
     gid = at(s, s.pos)
-    if not _upright(s, gid) or not leaders(s, gid):
+    lead = leaders(s, gid) if _upright(s, gid) else ()
+    if not lead:
         next_act(tx)
         return
     if gstate(s, gid).omerta:   # NP-W16: forced pass, no ruling asked
         tx.emit("omerta_observed", position=s.pos, gangster=gid)
         return
-    seat = controller(tx, gid, "act")
+    seat = controller(tx, gid, "act", lead)
     if seat == -2:
         return
     tx.emit("action_turn_began", position=s.pos, gangster=gid, seat=seat)

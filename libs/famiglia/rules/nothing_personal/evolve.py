@@ -364,7 +364,9 @@ def _window_gone(s: State, e: Any) -> State:
 
 def _reroll_bought(s: State, e: Any) -> State:
     if e.means == pb.REROLL_PAY:
-        return replace(s, money=_add(s.money, e.seat, -REROLL_PRICE))
+        after, d = draft(s)
+        d["money"] = _add(s.money, e.seat, -REROLL_PRICE)
+        return after
     if e.means == pb.REROLL_FREE_RING:
         return replace(s, free_used=s.free_used | {e.gangster})
     if e.means == pb.REROLL_FREE_WHACK:
@@ -415,14 +417,21 @@ def _omerta_observed(s: State, e: Any) -> State:
     return replace(s, om_free=s.om_free + 1, gs=_gs(s, e.gangster, omerta=False), stage="act_done")
 
 
+def _act_staged(s: State, stage: int, proposal: bytes) -> State:
+    """The action turn at `stage` with `proposal` (the Act built directly: once per action turn)."""
+    a = s.act
+    assert a is not None
+    after, d = draft(s)
+    d["act"] = Act(a.position, a.gangster, a.seat, a.refusals, proposal, stage)
+    return after
+
+
 def _action_chosen(s: State, e: Any) -> State:
-    assert s.act is not None
-    return replace(s, act=replace(s.act, stage=2, proposal=e.action.SerializeToString(deterministic=True)))
+    return _act_staged(s, 2, e.action.SerializeToString(deterministic=True))
 
 
 def _blackmail_proposed(s: State, e: Any) -> State:
-    assert s.act is not None
-    return replace(s, act=replace(s.act, stage=1, proposal=e.action.SerializeToString(deterministic=True)))
+    return _act_staged(s, 1, e.action.SerializeToString(deterministic=True))
 
 
 def _blackmail_answered(s: State, e: Any) -> State:

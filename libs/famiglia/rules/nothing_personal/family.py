@@ -110,9 +110,10 @@ def decider(tx: Tx, p: int) -> int:
     """NP-Y5, NP-Y6: the decider position's controller (a ruling if tied), else the ring holder."""
     dp = POSITIONS[p].decider
     gid = at(tx.s, dp) if dp else ""
-    if not gid or not leaders(tx.s, gid):
+    lead = leaders(tx.s, gid) if gid else ()
+    if not lead:
         return tx.s.ring
-    return controller(tx, gid, "decider")
+    return controller(tx, gid, "decider", lead)
 
 
 def fill(tx: Tx) -> None:

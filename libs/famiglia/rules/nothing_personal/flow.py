@@ -16,7 +16,7 @@ from . import crew, family
 from .crew import eligible, window_step
 from .data import TIMEOUTS
 from .rounds import begin_round, next_commission_turn
-from .state import Phase, State
+from .state import Phase, State, Window
 from .tx import Tx
 
 
@@ -53,7 +53,7 @@ def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, priva
 
 
 # A window's decision by its content (kind, seats asked, answers so far): answers repeat across states.
-_WINDOWS: dict[tuple, Decision | None] = {}
+_WINDOWS: dict[Window, Decision | None] = {}
 
 _T_RULING = TIMEOUTS["ruling"]
 _T_INVITE = TIMEOUTS["invite"]
@@ -87,8 +87,7 @@ def _decision(s: State) -> Decision | None:
         return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, _T_VACANCY)
     w = s.window
     if w is not None:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
-        wkey = (w.kind, w.seats, w.answers)
-        d = _WINDOWS.get(wkey, UNSET)
+        d = _WINDOWS.get(w, UNSET)   # keyed by the window itself: a (kind, seats, answers) tuple
         if d is UNSET:
             answers = w.answers
             seats = tuple([i for i in w.seats if answers[i] is None])
@@ -98,7 +97,7 @@ def _decision(s: State) -> Decision | None:
                 d = get(key) or _make(key, "window", seats, _RESPONSE, True, _T_CARD if w.kind == "card" else _T_REROLL)
             if len(_WINDOWS) >= 4096:
                 _WINDOWS.clear()
-            _WINDOWS[wkey] = d
+            _WINDOWS[w] = d
         return d   # type: ignore[return-value]
     a = s.act
     if a is not None and s.stage == "action":

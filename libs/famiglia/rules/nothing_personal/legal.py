@@ -35,7 +35,7 @@ def required(s: State, seat: int) -> list[pb.Command]:
         assert s.window is not None
         if s.window.kind == "card":
             return [PASS, *play_options(s, seat, window=True)]
-        return [PASS, *(_built(_reroll, m) for m in crew.reroll_means(s, seat))]
+        return [PASS, *[_built(_reroll, m) for m in crew.reroll_means(s, seat)]]
     if k == "action":
         return crew.action_options(s)
     if k == "blackmail":
@@ -184,7 +184,7 @@ _BUILT: dict[tuple, pb.Command] = {}
 
 
 def _built(build: Callable[..., pb.Command], *args: Any) -> pb.Command:
-    key = (build, *args)
+    key = (build,) + args   # (a tuple concatenation: cheaper than unpacking into a new tuple)
     command = _BUILT.get(key)
     if command is None:
         if len(_BUILT) >= 20_000:
