@@ -88,7 +88,8 @@ class MatchTimeline:
                 # The state and index after the last envelope kept, even if a later one failed;
                 # the index in one C-level pass (a dict store per event in the loop cost more).
                 self._head = head
-                by_event_id.update(zip(map(_EVENT_ID, self.envelopes[first:last]), range(first + 1, last + 1), strict=True))
+                kept = self.envelopes[first:last]
+                by_event_id.update(zip(map(_EVENT_ID, kept), range(first + 1, last + 1), strict=True))
         return last - first
 
     # -- questions -------------------------------------------------------------------------

@@ -22,10 +22,10 @@ from .state import (
     Caper,
     Player,
     State,
+    caper_with,
     in_hand_order,
-    replace_caper,
-    replace_player,
-    replace_state,
+    player_with,
+    state_with,
 )
 
 Event = pb.Event
@@ -66,7 +66,7 @@ def evolve(state: State | None, event: Event) -> State:
     # `apply`, written out: this is the replay fold's per-event path, and a call costs.
     kind: str = event.WhichOneof("kind")  # type: ignore[assignment]
     if state.choice and kind != "choice_opened":
-        state = replace_state(state, choice=NONE)
+        state = state_with(state, {"choice": NONE})
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 
@@ -81,7 +81,7 @@ def apply(state: State, event: Event) -> State:
     """One event on a running match (no cache lookup: `decide` calls this for fresh events)."""
     kind: str = event.WhichOneof("kind")  # type: ignore[assignment]
     if state.choice and kind != "choice_opened":
-        state = replace_state(state, choice=NONE)
+        state = state_with(state, {"choice": NONE})
     return _EVOLVERS[kind](state, getattr(event, kind))
 
 
@@ -129,7 +129,7 @@ def _advanced(state: State, seat: int) -> tuple[tuple[Player, ...], int]:
     p = state.players[seat]
     n1, n2, n3 = p.nights
     t1, t2, t3 = p.tokens
-    player = replace_player(p, nights=((), n1, n2), tokens=(False, t1, t2), refresh=p.refresh + n3)
+    player = player_with(p, {"nights": ((), n1, n2), "tokens": (False, t1, t2), "refresh": p.refresh + n3})
     return _with_player(state, seat, player), state.coffers + (1 if t3 else 0)
 
 
@@ -155,26 +155,26 @@ def _match_started(e: pb.MatchStarted) -> State:
 
 
 def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
-    return replace_state(s, deck=tuple(e.cards))
+    return state_with(s, {"deck": tuple(e.cards)})
 
 
 def _card_drawn(s: State, e: pb.CardDrawn) -> State:
     seat, card = e.seat, e.card
     p = s.players[seat]
-    player = replace_player(p, hand=_add(p.hand, (card,)))
+    player = player_with(p, {"hand": _add(p.hand, (card,))})
     caper = s.caper
     if caper is not None:
-        caper = replace_caper(caper, drawn=(*caper.drawn, card))
-    return replace_state(s, deck=s.deck[1:], players=_with_player(s, seat, player), caper=caper)
+        caper = caper_with(caper, {"drawn": (*caper.drawn, card)})
+    return state_with(s, {"deck": s.deck[1:], "players": _with_player(s, seat, player), "caper": caper})
 
 
 def _turn_began(s: State, e: pb.TurnBegan) -> State:
     """A new turn; its Phase 1 Advance Time happens with it unless skipped (GR-R03, GR-R04)."""
     seat = e.seat
     players, coffers = (s.players, s.coffers) if e.advance_skipped else _advanced(s, seat)
-    return replace_state(s, players=players, coffers=coffers, active=seat, round=e.round, turn=e.turn,
-                         phase=PLAY, played=False, caper=None, use_defaults=False, swapped_in=_NO_CARDS,
-                         locked=_NO_CARDS)
+    return state_with(s, {"players": players, "coffers": coffers, "active": seat, "round": e.round, "turn": e.turn,
+                          "phase": PLAY, "played": False, "caper": None, "use_defaults": False,
+                          "swapped_in": _NO_CARDS, "locked": _NO_CARDS})
 
 
 def _time_advanced(s: State, e: pb.TimeAdvanced) -> State:
@@ -182,34 +182,35 @@ def _time_advanced(s: State, e: pb.TimeAdvanced) -> State:
     if e.skipped:
         return s
     players, coffers = _advanced(s, e.seat)
-    return replace_state(s, players=players, coffers=coffers)
+    return state_with(s, {"players": players, "coffers": coffers})
 
 
 def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
     if not e.placed:
-        return replace_state(s, played=True)
+        return state_with(s, {"played": True})
     p = s.players[e.seat]
-    player = replace_player(p, stash=p.stash - 1, tokens=(True, p.tokens[1], p.tokens[2]))
-    return replace_state(s, players=_with_player(s, e.seat, player), played=True)
+    player = player_with(p, {"stash": p.stash - 1, "tokens": (True, p.tokens[1], p.tokens[2])})
+    return state_with(s, {"players": _with_player(s, e.seat, player), "played": True})
 
 
 def _caper_pulled(s: State, e: pb.CaperPulled) -> State:
     seat, card = e.seat, e.card
     p = s.players[seat]
-    player = replace_player(p, hand=_remove(p.hand, (card,)), in_play=(*p.in_play, card))
+    player = player_with(p, {"hand": _remove(p.hand, (card,)), "in_play": (*p.in_play, card)})
     caper = _caper(card, EFFECT_OF[card])
     if e.second:
-        return replace_state(s, players=_with_player(s, seat, player), caper=caper)
-    return replace_state(s, players=_with_player(s, seat, player), caper=caper, played=True,
-                         use_defaults=e.use_defaults)
+        return state_with(s, {"players": _with_player(s, seat, player), "caper": caper})
+    return state_with(s, {"players": _with_player(s, seat, player), "caper": caper, "played": True,
+                          "use_defaults": e.use_defaults})
 
 
 def _job_completed(s: State, e: pb.JobCompleted) -> State:
     """GR-J06 steps 1 and 2 (step 2 waits for the reward when job_card_moves_before_reward is off)."""
     p = s.players[e.seat]
     team = tuple(e.team)
-    player = replace_player(p, hand=_remove(p.hand, team), nights=_set_night(p.nights, 0, team))
-    s = replace_state(s, players=_with_player(s, e.seat, player), played=True, caper=_caper("", "reward", e.job))
+    player = player_with(p, {"hand": _remove(p.hand, team), "nights": _set_night(p.nights, 0, team)})
+    s = state_with(s, {"players": _with_player(s, e.seat, player), "played": True,
+                       "caper": _caper("", "reward", e.job)})
     if s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, e.job)
     return s
@@ -218,26 +219,27 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
 def _take_job(s: State, seat: int, job: str) -> State:
     stacks = tuple((colour, jobs[1:] if jobs and jobs[0] == job else jobs) for colour, jobs in s.stacks)
     p = s.players[seat]
-    return replace_state(s, stacks=stacks, players=_with_player(s, seat, replace_player(p, jobs=(*p.jobs, job))))
+    player = player_with(p, {"jobs": (*p.jobs, job)})
+    return state_with(s, {"stacks": stacks, "players": _with_player(s, seat, player)})
 
 
 def _isk_stolen(s: State, e: pb.IskStolen) -> State:
     seat, amount = e.seat, e.amount
     players = list(s.players)
-    players[seat] = replace_player(players[seat], stash=players[seat].stash + amount)
+    players[seat] = player_with(players[seat], {"stash": players[seat].stash + amount})
     if e.from_coffers:
-        return replace_state(s, players=tuple(players), coffers=s.coffers - amount)
+        return state_with(s, {"players": tuple(players), "coffers": s.coffers - amount})
     victim = e.victim
     v = players[victim]
-    players[victim] = replace_player(v, stash=v.stash - amount)
-    return replace_state(s, players=tuple(players))
+    players[victim] = player_with(v, {"stash": v.stash - amount})
+    return state_with(s, {"players": tuple(players)})
 
 
 def _choice_opened(s: State, e: pb.ChoiceOpened) -> State:
     caper = s.caper
     if caper is not None and caper.step != e.step:
-        caper = replace_caper(caper, step=e.step)
-    return replace_state(s, choice=e.choice, caper=caper)
+        caper = caper_with(caper, {"step": e.step})
+    return state_with(s, {"choice": e.choice, "caper": caper})
 
 
 def _nothing(s: State, e: Any) -> State:
@@ -246,8 +248,8 @@ def _nothing(s: State, e: Any) -> State:
 
 def _cards_discarded(s: State, e: pb.CardsDiscarded) -> State:
     p = s.players[e.seat]
-    player = replace_player(p, hand=_remove(p.hand, e.cards))
-    return replace_state(s, players=_with_player(s, e.seat, player), discard=(*s.discard, *e.cards))
+    player = player_with(p, {"hand": _remove(p.hand, e.cards)})
+    return state_with(s, {"players": _with_player(s, e.seat, player), "discard": (*s.discard, *e.cards)})
 
 
 def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
@@ -255,64 +257,64 @@ def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
     players = list(s.players)
     o = players[e.opponent]
     group = tuple(e.agent if c == e.card else c for c in o.nights[e.night - 1])
-    players[e.opponent] = replace_player(o, nights=_set_night(o.nights, e.night - 1, group))
+    players[e.opponent] = player_with(o, {"nights": _set_night(o.nights, e.night - 1, group)})
     p = players[e.seat]
-    players[e.seat] = replace_player(p, in_play=(*_remove(p.in_play, (e.agent,)), e.card))
-    return replace_state(s, players=tuple(players), caper=_caper(e.card, EFFECT_OF[e.card]),
-                   swapped_in=s.swapped_in | {e.agent})
+    players[e.seat] = player_with(p, {"in_play": (*_remove(p.in_play, (e.agent,)), e.card)})
+    return state_with(s, {"players": tuple(players), "caper": _caper(e.card, EFFECT_OF[e.card]),
+                          "swapped_in": s.swapped_in | {e.agent}})
 
 
 def _out_of_hideout(s: State, opponent: int, night: int, card: str) -> list[Player]:
     players = list(s.players)
     o = players[opponent]
     group = _remove(o.nights[night - 1], (card,))
-    players[opponent] = replace_player(o, nights=_set_night(o.nights, night - 1, group))
+    players[opponent] = player_with(o, {"nights": _set_night(o.nights, night - 1, group)})
     return players
 
 
 def _specialist_kidnapped(s: State, e: pb.SpecialistKidnapped) -> State:
     players = _out_of_hideout(s, e.opponent, e.night, e.card)
     p = players[e.seat]
-    players[e.seat] = replace_player(p, hand=_add(p.hand, (e.card,)))
-    return replace_state(s, players=tuple(players))
+    players[e.seat] = player_with(p, {"hand": _add(p.hand, (e.card,))})
+    return state_with(s, {"players": tuple(players)})
 
 
 def _specialist_hit(s: State, e: pb.SpecialistHit) -> State:
     players = _out_of_hideout(s, e.opponent, e.night, e.card)
-    return replace_state(s, players=tuple(players), discard=(*s.discard, e.card))
+    return state_with(s, {"players": tuple(players), "discard": (*s.discard, e.card)})
 
 
 def _jobs_swapped(s: State, e: pb.JobsSwapped) -> State:
     players = list(s.players)
     p, o = players[e.seat], players[e.opponent]
-    players[e.seat] = replace_player(p, jobs=tuple(e.their_job if j == e.own_job else j for j in p.jobs))
-    players[e.opponent] = replace_player(o, jobs=tuple(e.own_job if j == e.their_job else j for j in o.jobs))
-    return replace_state(s, players=tuple(players))
+    players[e.seat] = player_with(p, {"jobs": tuple(e.their_job if j == e.own_job else j for j in p.jobs)})
+    players[e.opponent] = player_with(o, {"jobs": tuple(e.own_job if j == e.their_job else j for j in o.jobs)})
+    return state_with(s, {"players": tuple(players)})
 
 
 def _night_returned(s: State, e: pb.NightReturned) -> State:
     p = s.players[e.seat]
     group = p.nights[e.night - 1]
-    player = replace_player(p, hand=_add(p.hand, group), nights=_set_night(p.nights, e.night - 1, ()))
-    return replace_state(s, players=_with_player(s, e.seat, player))
+    player = player_with(p, {"hand": _add(p.hand, group), "nights": _set_night(p.nights, e.night - 1, ())})
+    return state_with(s, {"players": _with_player(s, e.seat, player)})
 
 
 def _partner_chosen(s: State, e: pb.PartnerChosen) -> State:
     p = s.players[e.seat]
-    player = replace_player(p, hand=_remove(p.hand, (e.card,)), in_play=(*p.in_play, e.card))
-    return replace_state(s, players=_with_player(s, e.seat, player))
+    player = player_with(p, {"hand": _remove(p.hand, (e.card,)), "in_play": (*p.in_play, e.card)})
+    return state_with(s, {"players": _with_player(s, e.seat, player)})
 
 
 def _caper_copied(s: State, e: pb.CaperCopied) -> State:
     caper = _caper(e.copier, EFFECT_OF[e.card])
-    return replace_state(s, caper=caper, locked=s.locked | {e.card})
+    return state_with(s, {"caper": caper, "locked": s.locked | {e.card}})
 
 
 def _cards_placed(s: State, seat: int, cards: tuple[str, ...]) -> State:
     """GR-C01, GR-R15: the cards in play go onto the (empty) Night One as one group."""
     p = s.players[seat]
-    player = replace_player(p, in_play=_remove(p.in_play, cards), nights=_set_night(p.nights, 0, cards))
-    return replace_state(s, players=_with_player(s, seat, player))
+    player = player_with(p, {"in_play": _remove(p.in_play, cards), "nights": _set_night(p.nights, 0, cards)})
+    return state_with(s, {"players": _with_player(s, seat, player)})
 
 
 def _femme_placed(s: State, e: pb.CardsPlaced) -> State:
@@ -326,25 +328,25 @@ def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
         s = _take_job(s, seat, caper.job)
     cards = tuple(e.placed)
     if not cards:
-        return replace_state(s, caper=None)
+        return state_with(s, {"caper": None})
     p = s.players[seat]
-    player = replace_player(p, in_play=_remove(p.in_play, cards), nights=(cards, p.nights[1], p.nights[2]))
-    return replace_state(s, players=_with_player(s, seat, player), caper=None)
+    player = player_with(p, {"in_play": _remove(p.in_play, cards), "nights": (cards, p.nights[1], p.nights[2])})
+    return state_with(s, {"players": _with_player(s, seat, player), "caper": None})
 
 
 def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
     seat = e.seat
     p = s.players[seat]
-    player = replace_player(p, hand=_add(p.hand, p.refresh) if p.refresh else p.hand, refresh=(), had_turn=True)
-    return replace_state(s, players=_with_player(s, seat, player))
+    player = player_with(p, {"hand": _add(p.hand, p.refresh) if p.refresh else p.hand, "refresh": (), "had_turn": True})
+    return state_with(s, {"players": _with_player(s, seat, player)})
 
 
 def _discard_reshuffled(s: State, e: pb.DiscardReshuffled) -> State:
-    return replace_state(s, deck=s.discard, discard=())
+    return state_with(s, {"deck": s.discard, "discard": ()})
 
 
 def _game_ended(s: State, e: pb.GameEnded) -> State:
-    return replace_state(s, over=True, phase=OVER, end_reason=e.reason, choice=NONE)
+    return state_with(s, {"over": True, "phase": OVER, "end_reason": e.reason, "choice": NONE})
 
 
 _EVOLVERS: dict[str, Callable[[State, Any], State]] = {

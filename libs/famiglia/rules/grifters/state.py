@@ -128,10 +128,11 @@ def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
     raise TypeError(f"{cls.__name__} instances have no __dict__")
 
 
-def _make_replacer(cls: type) -> Callable[..., Any]:
+def _make_copiers(cls: type) -> tuple[Callable[[Any, dict[str, Any]], Any], Callable[..., Any]]:
     """`dataclasses.replace` without its generic checks (evolve runs one for every event, twice per
     event in random play): one copy of the instance dict, updated, given to a bare instance. The
-    classes have no slots for this: a slotted copy sets every field through its own C call."""
+    classes have no slots for this: a slotted copy sets every field through its own C call.
+    Two forms: the changes in a dict (evolve's: no keyword arguments to bind) or as keywords."""
     if "__slots__" in cls.__dict__:
         raise TypeError(f"{cls.__name__} has slots: its fields are not in an instance dict")
     known = frozenset(f.name for f in fields(cls))
@@ -139,7 +140,7 @@ def _make_replacer(cls: type) -> Callable[..., Any]:
     new = object.__new__
     set_dict = _dict_setter(cls)
 
-    def replace_dict(o: Any, **changes: Any) -> Any:
+    def copy_with(o: Any, changes: dict[str, Any]) -> Any:
         values = o.__dict__.copy()
         values.update(changes)
         if len(values) != count:  # a name that is no field was added
@@ -148,15 +149,28 @@ def _make_replacer(cls: type) -> Callable[..., Any]:
         set_dict(n, values)
         return n
 
-    return replace_dict
+    def replace_dict(o: Any, **changes: Any) -> Any:
+        values = o.__dict__.copy()
+        values.update(changes)
+        if len(values) != count:
+            raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
+        n: Any = new(cls)
+        set_dict(n, values)
+        return n
+
+    return copy_with, replace_dict
 
 
-_REPLACERS: dict[type, Callable[..., Any]] = {cls: _make_replacer(cls) for cls in (Player, Caper, State)}
-replace_player: Callable[..., Player] = _REPLACERS[Player]
-replace_caper: Callable[..., Caper] = _REPLACERS[Caper]
-replace_state: Callable[..., State] = _REPLACERS[State]
+_COPIERS: dict[type, tuple[Callable[[Any, dict[str, Any]], Any], Callable[..., Any]]] = {
+    cls: _make_copiers(cls) for cls in (Player, Caper, State)}
+player_with: Callable[[Player, dict[str, Any]], Player] = _COPIERS[Player][0]
+caper_with: Callable[[Caper, dict[str, Any]], Caper] = _COPIERS[Caper][0]
+state_with: Callable[[State, dict[str, Any]], State] = _COPIERS[State][0]
+replace_player: Callable[..., Player] = _COPIERS[Player][1]
+replace_caper: Callable[..., Caper] = _COPIERS[Caper][1]
+replace_state: Callable[..., State] = _COPIERS[State][1]
 
 
 def evolved(obj: T, **changes: Any) -> T:
     """`obj` with `changes`: like `dataclasses.replace`, for Player, Caper and State."""
-    return _REPLACERS[type(obj)](obj, **changes)  # type: ignore[no-any-return]
+    return _COPIERS[type(obj)][0](obj, changes)  # type: ignore[no-any-return]
