@@ -5,13 +5,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from famiglia.engine import Engine, MatchConfig, Rng, fold
 from famiglia.engine.protocol import Command, Event, State
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     seat: int
     command: Command
@@ -63,22 +64,18 @@ def play_random(
 
     The loop is `choose_actor`, `decide` and `fold` written out with the engine's methods
     bound once: it runs once per command of every benchmark and property test, so its own
-    cost counts. The draws are the same, so the same seeds play the same games."""
+    cost counts (the draws written out inline, the pending seats taken without a comprehension).
+    The draws are the same, so the same seeds play the same games."""
     config = MatchConfig(seats=seats, options=dict(options or {}))
     setup_events = engine.setup(config, seed)
     state = fold(engine, setup_events)
     play = Playthrough(engine, config, seed, setup_events, state=state)
     chooser = random.Random(seed if policy_seed is None else policy_seed)
     getrandbits = chooser.getrandbits
-
-    def below(n: int) -> int:
-        """`randrange(n)` as CPython makes it: getrandbits of n's bit length until below n."""
-        k = n.bit_length()
-        r = getrandbits(k)
-        while r >= n:
-            r = getrandbits(k)
-        return r
-
+    seat_of = attrgetter("seat")
+    # The sorted pending seats by the identity of the Pending records (engines may hand out
+    # shared ones, as GoodCritters does); each entry holds its records, so the ids stay theirs.
+    seats_of: dict[tuple[int, ...], tuple[list[int], list[Any]]] = {}
     version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
     limit = max_steps or engine.info.max_steps
     result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
@@ -88,19 +85,40 @@ def play_random(
         if len(steps) >= limit:
             raise AssertionError(f"{engine.info.game_id}: no end after {limit} commands (seed {seed})")
         pendings = pending(state)
-        if not pendings:
-            raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-        # choose_actor's draws: a seat among the sorted pending seats, then a command
+        # choose_actor's draws, as CPython makes `randrange(n)`: getrandbits of n's bit length
+        # until below n (so randrange(1) draws too); first a seat among the sorted pending seats
         if len(pendings) == 1:
             seat = pendings[0].seat
-            below(1)  # randrange(1) draws too
+            while getrandbits(1):
+                pass
         else:
-            choices = sorted({p.seat for p in pendings})
-            seat = choices[below(len(choices))]
+            if not pendings:
+                raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
+            key = tuple(map(id, pendings))
+            hit = seats_of.get(key)
+            if hit is None:
+                choices = sorted(set(map(seat_of, pendings)))
+                if len(seats_of) >= 1024:
+                    seats_of.clear()
+                seats_of[key] = (choices, pendings)
+            else:
+                choices = hit[0]
+            n = len(choices)
+            bits = n.bit_length()
+            r = getrandbits(bits)
+            while r >= n:
+                r = getrandbits(bits)
+            seat = choices[r]
+        # then one of its legal commands
         commands = legal_commands(state, seat, limit=64)
-        if not commands:
+        n = len(commands)
+        if not n:
             raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")
-        command = commands[below(len(commands))]
+        bits = n.bit_length()
+        r = getrandbits(bits)
+        while r >= n:
+            r = getrandbits(bits)
+        command = commands[r]
         events = decide(state, seat, command, derive(seed, version))
         step = Step(seat, command, events, version)
         before = state

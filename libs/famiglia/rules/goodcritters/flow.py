@@ -134,8 +134,21 @@ def pending(state: State) -> tuple[Pending, ...]:
 
 
 def pending_list(state: State) -> list[Pending]:
-    """`pending` as the fresh list the engine contract returns (the engine's `pending`)."""
-    return list(pending(state))
+    """`pending` as the fresh list the engine contract returns (the engine's `pending`), written
+    out: it runs once per command."""
+    step = state.step
+    if step is ACTIONS or step is CARD_CHOICE:
+        who: object = state.committed
+    elif step is THREAT_TURNS:
+        who = state.turn
+    else:
+        who = state.boss
+    config = state.config
+    key = (step, who, id(config))
+    hit = _PENDING.get(key)
+    if hit is not None and hit[0] is config:
+        return list(hit[1])
+    return list(_pending(state, key))
 
 
 def _pending(state: State, key: tuple[object, ...]) -> tuple[Pending, ...]:
