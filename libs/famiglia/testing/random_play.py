@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 from famiglia.engine import Engine, MatchConfig, Rng, fold
@@ -64,18 +63,13 @@ def play_random(
 
     The loop is `choose_actor`, `decide` and `fold` written out with the engine's methods
     bound once: it runs once per command of every benchmark and property test, so its own
-    cost counts (the draws written out inline, the pending seats taken without a comprehension).
-    The draws are the same, so the same seeds play the same games."""
+    cost counts (the draws written out inline). The draws are the same, so the same seeds play the same games."""
     config = MatchConfig(seats=seats, options=dict(options or {}))
     setup_events = engine.setup(config, seed)
     state = fold(engine, setup_events)
     play = Playthrough(engine, config, seed, setup_events, state=state)
     chooser = random.Random(seed if policy_seed is None else policy_seed)
     getrandbits = chooser.getrandbits
-    seat_of = attrgetter("seat")
-    # The sorted pending seats by the identity of the Pending records (engines may hand out
-    # shared ones, as GoodCritters does); each entry holds its records, so the ids stay theirs.
-    seats_of: dict[tuple[int, ...], tuple[list[int], list[Any]]] = {}
     version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
     limit = max_steps or engine.info.max_steps
     result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
@@ -94,15 +88,7 @@ def play_random(
         else:
             if not pendings:
                 raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-            key = tuple(map(id, pendings))
-            hit = seats_of.get(key)
-            if hit is None:
-                choices = sorted(set(map(seat_of, pendings)))
-                if len(seats_of) >= 1024:
-                    seats_of.clear()
-                seats_of[key] = (choices, pendings)
-            else:
-                choices = hit[0]
+            choices = sorted({p.seat for p in pendings})
             n = len(choices)
             bits = n.bit_length()
             r = getrandbits(bits)
