@@ -11,9 +11,9 @@ from typing import Any, cast
 from famiglia.engine import RuleViolation
 
 from . import config as cfg
-from .data import NOBODY
+from .data import MAX_PLAYERS, NOBODY
 from .events import Event
-from .state import Offer, State, Step, fresh_round_fields, made, put, replace
+from .state import Offer, State, Step, fresh_round_fields, put, replace
 
 
 class FoldedRun:
@@ -31,6 +31,9 @@ class FoldedRun:
         self.states = states
         self.cursor = 0
 
+
+_new = object.__new__
+_set = object.__setattr__
 
 _LAST_RUN = FoldedRun([], [None])
 _LAST_ONE: tuple[object, object, State | None] = (None, None, None)
@@ -116,7 +119,9 @@ def loot_revealed(s: State, card: str) -> State:
     values = s.__dict__.copy()
     values["pile"] = s.pile[1:]
     values["table"] = s.table + (card,)
-    return made(values)
+    new = _new(State)
+    _set(new, "__dict__", values)  # `made`, inline: these run for most events
+    return new
 
 
 def _loot_revealed(s: State, e: Any) -> State:
@@ -140,7 +145,10 @@ def _loot_assigned(s: State, e: Any) -> State:
 
 def _release_commitments(s: State) -> tuple[bool, ...]:
     # GC-D04: every public change in Step 3 takes back every commitment.
-    return (False,) * s.seats
+    return _NONE_COMMITTED[s.seats]
+
+
+_NONE_COMMITTED = tuple((False,) * n for n in range(MAX_PLAYERS + 1))
 
 
 # The hot events have their state change as a function of plain values as well, which
@@ -156,17 +164,24 @@ def threat_placed(s: State, seat: int, target: int) -> State:
     changes = list(s.changes)
     changes[seat] += 1
     values["changes"] = tuple(changes)
-    values["committed"] = _release_commitments(s)
-    return made(values)
+    values["committed"] = _NONE_COMMITTED[s.seats]
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def threat_withdrawn(s: State, seat: int) -> State:
-    return replace(
-        s,
-        threats=put(s.threats, seat, NOBODY),
-        changes=put(s.changes, seat, s.changes[seat] + 1),
-        committed=_release_commitments(s),
-    )
+    values = s.__dict__.copy()
+    threats = list(s.threats)
+    threats[seat] = NOBODY
+    values["threats"] = tuple(threats)
+    changes = list(s.changes)
+    changes[seat] += 1
+    values["changes"] = tuple(changes)
+    values["committed"] = _NONE_COMMITTED[s.seats]
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
@@ -177,10 +192,13 @@ def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
     counts = list(s.choices)
     counts[seat] = choices
     values["choices"] = tuple(counts)
-    committed = list(s.committed)
-    committed[seat] = False
-    values["committed"] = tuple(committed)
-    return made(values)
+    if s.committed[seat]:  # a change of mind takes the commitment back (an uncommitted choice keeps it)
+        committed = list(s.committed)
+        committed[seat] = False
+        values["committed"] = tuple(committed)
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def committed(s: State, seat: int) -> State:
@@ -188,7 +206,9 @@ def committed(s: State, seat: int) -> State:
     committed = list(s.committed)
     committed[seat] = True
     values["committed"] = tuple(committed)
-    return made(values)
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _threat_placed(s: State, e: Any) -> State:
@@ -221,7 +241,9 @@ def action_revealed(s: State, seat: int, card: int) -> State:
     revealed[seat] = card
     values["revealed"] = tuple(revealed)
     values["skims"] = s.skims + (card == 3)
-    return made(values)
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _action_revealed(s: State, e: Any) -> State:

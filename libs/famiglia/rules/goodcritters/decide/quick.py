@@ -24,7 +24,8 @@ from ..state import ACTIONS, CARD_CHOICE, State
 
 Quick = Callable[[State, int, Any], "list[Event] | None"]
 
-_remember_one = fold.remember_one
+# `fold._LAST_ONE = (before, event, after)` is `evolve.remember_one` written out (a call saved
+# per command): the fold that follows finds the state these deciders already made.
 _remember_two = fold.remember_two
 
 
@@ -39,7 +40,7 @@ def choose_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
             event = ev.action_card_chosen(seat, card, choices)
             after = fold.action_card_chosen(s, seat, card, choices)
             if not cmd.commit:
-                _remember_one(s, event, after)
+                fold._LAST_ONE = (s, event, after)
                 return [event]
             if committed.count(False) > 1:  # the last commitment closes Step 3: the general way
                 second = ev.committed(seat)
@@ -56,7 +57,7 @@ def change_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
         card = cmd.card
         if choices <= s.config.card_choice_limit and card in ACTION_CARDS:
             event = ev.action_card_chosen(seat, card, choices)
-            _remember_one(s, event, fold.action_card_chosen(s, seat, card, choices))
+            fold._LAST_ONE = (s, event, fold.action_card_chosen(s, seat, card, choices))
             return [event]
     return None
 
@@ -68,7 +69,7 @@ def commit(s: State, seat: int, cmd: Any) -> list[Event] | None:
         committed = s.committed
         if not committed[seat] and s.cards[seat] and committed.count(False) > 1:
             event = ev.committed(seat)
-            _remember_one(s, event, fold.committed(s, seat))
+            fold._LAST_ONE = (s, event, fold.committed(s, seat))
             return [event]
     return None
 
@@ -79,7 +80,7 @@ def place_threat(s: State, seat: int, cmd: Any) -> list[Event] | None:
         target = cmd.target
         if 0 <= target < s.seats and target != seat and s.threats[seat] != target:
             event = ev.threat_placed(seat, target)
-            _remember_one(s, event, fold.threat_placed(s, seat, target))
+            fold._LAST_ONE = (s, event, fold.threat_placed(s, seat, target))
             return [event]
     return None
 
@@ -93,7 +94,7 @@ def withdraw_threat(s: State, seat: int, cmd: Any) -> list[Event] | None:
         and s.threats[seat] != NOBODY
     ):
         event = ev.threat_withdrawn(seat)
-        _remember_one(s, event, fold.threat_withdrawn(s, seat))
+        fold._LAST_ONE = (s, event, fold.threat_withdrawn(s, seat))
         return [event]
     return None
 
