@@ -88,7 +88,15 @@ def play_random(
         else:
             if not pendings:
                 raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-            choices = sorted({p.seat for p in pendings})
+            # the sorted distinct seats, taken in one plain loop (engines list them in order)
+            choices: list[int] = []
+            in_order = True
+            for p in pendings:
+                if choices and p.seat <= choices[-1]:
+                    in_order = False
+                choices.append(p.seat)
+            if not in_order:
+                choices = sorted(set(choices))
             n = len(choices)
             bits = n.bit_length()
             r = getrandbits(bits)

@@ -53,12 +53,20 @@ def remember_one(before: State, event: Event, after: State) -> None:
 
 
 def remember_two(before: State, first: Event, middle: State, second: Event, after: State) -> None:
-    global _LAST_RUN
-    _LAST_RUN = FoldedRun([first, second], [before, middle, after])
+    global _LAST_ONE, _LAST_TWO
+    _LAST_ONE = (before, first, middle)
+    _LAST_TWO = (middle, second, after)
+
+
+_LAST_TWO: tuple[object, object, State | None] = (None, None, None)
+"""The second event of the last two-event decision (a card chosen and committed)."""
 
 
 def evolve(state: State | None, event: Event) -> State:
     one = _LAST_ONE
+    if one[1] is event and one[0] is state:
+        return one[2]  # type: ignore[return-value]
+    one = _LAST_TWO
     if one[1] is event and one[0] is state:
         return one[2]  # type: ignore[return-value]
     run = _LAST_RUN
