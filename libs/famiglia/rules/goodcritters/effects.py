@@ -64,6 +64,8 @@ def resolve_offers(em: Emitter, target: int) -> None:
     in front of it pays out if the token's side matches the card, else goes back to the briber;
     bribers in seat order clockwise from the target's left."""
     s = em.state
+    if not s.offers:
+        return  # most rounds (every round without the Payoff variant): no list built per seat
     mine = [o for o in s.offers if o.target == target]
     if not mine:
         return

@@ -132,8 +132,8 @@ def resolve_actions(em: Emitter) -> None:
 def count_votes(em: Emitter) -> int:
     """GC-V01, GC-T04: more Yes passes, equal (none at all included) ties, more No fails."""
     revealed = em.state.revealed
-    yes = sum(1 for c in revealed if c == VOTE_YES)
-    no = sum(1 for c in revealed if c == VOTE_NO)
+    yes = revealed.count(VOTE_YES)
+    no = revealed.count(VOTE_NO)
     outcome = PASSED if yes > no else TIED if yes == no else FAILED
     em.emit(ev.vote_counted(yes, no, outcome))
     return outcome
