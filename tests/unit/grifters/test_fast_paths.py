@@ -20,7 +20,7 @@ from famiglia.rules.grifters import evolve as evolve_mod
 from famiglia.rules.grifters.data import JOBS_BY_ID, SKILL_OF
 from famiglia.rules.grifters.decide import team_matches
 from famiglia.rules.grifters.flow import open_decision, timeout_seconds
-from famiglia.rules.grifters.state import State, replace_state
+from famiglia.rules.grifters.state import State, player_in, replace_state, state_with
 from famiglia.testing.random_play import play_random
 
 from ._helpers import new_game
@@ -134,3 +134,15 @@ def test_evolve_on_fresh_events_is_apply(options: dict[str, str]) -> None:
         by_evolve = ENGINE.evolve(by_evolve, fresh)
         assert by_evolve == by_apply
     assert by_evolve == play.state and closed > 0   # open choices were closed on the way
+
+
+def test_player_in_and_state_with_are_dataclasses_replace() -> None:
+    state = new_game(3)
+    players = player_in(state.players, 1, {"stash": 7, "had_turn": True})
+    assert players[1] == dataclasses.replace(state.players[1], stash=7, had_turn=True)
+    assert players[0] is state.players[0] and players[2] is state.players[2] and state.players[1].stash != 7
+    assert state_with(state, {"round": 5}) == dataclasses.replace(state, round=5)
+    with pytest.raises(TypeError):
+        player_in(state.players, 1, {"no_such_field": 1})
+    with pytest.raises(TypeError):
+        state_with(state, {"no_such_field": 1})

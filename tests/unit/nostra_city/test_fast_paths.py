@@ -9,7 +9,7 @@ import pytest
 from famiglia.engine import Rng
 from famiglia.rules.nostra_city import ENGINE
 from famiglia.rules.nostra_city.evolve import NEXT, evolve
-from famiglia.rules.nostra_city.state import Bid, Choice, Draw, State, changed, replace, seat_changed
+from famiglia.rules.nostra_city.state import Bid, Choice, Draw, State, changed, replace, seat_changed, seat_in
 from famiglia.testing.random_play import play_random
 
 from .helpers import start
@@ -96,3 +96,12 @@ def test_dict_initialised_classes_behave_as_their_dataclass(cls: type) -> None:
         setattr(made, required[0].name, 9)
     with pytest.raises(TypeError):
         cls()   # the required fields stay required
+
+
+def test_seat_in_changes_one_seat_of_a_new_players_tuple() -> None:
+    s = start(4)
+    players = seat_in(s.players, 2, {"bank": (5, 6)})
+    assert players[2] == dataclasses.replace(s.players[2], bank=(5, 6)) and players[2] != s.players[2]
+    assert players[:2] == s.players[:2] and players[3] is s.players[3] and type(players) is tuple
+    with pytest.raises(TypeError):
+        seat_in(s.players, 2, {"no_such_field": 1})

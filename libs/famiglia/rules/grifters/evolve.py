@@ -24,6 +24,7 @@ from .state import (
     State,
     caper_with,
     in_hand_order,
+    player_in,
     player_with,
     state_with,
 )
@@ -95,12 +96,6 @@ def _caper(card: str, code: str, job: str = "") -> Caper:
 
 
 # -- helpers --------------------------------------------------------------------------------------------
-def _with_player(state: State, seat: int, player: Player) -> tuple[Player, ...]:
-    players = list(state.players)
-    players[seat] = player
-    return tuple(players)
-
-
 def _add(hand: tuple[str, ...], cards: Any) -> tuple[str, ...]:
     if len(cards) == 1:  # a drawn or taken card: put it in its place, no sort (hands are in order)
         out = list(hand)
@@ -129,8 +124,9 @@ def _advanced(state: State, seat: int) -> tuple[tuple[Player, ...], int]:
     p = state.players[seat]
     n1, n2, n3 = p.nights
     t1, t2, t3 = p.tokens
-    player = player_with(p, {"nights": ((), n1, n2), "tokens": (False, t1, t2), "refresh": p.refresh + n3})
-    return _with_player(state, seat, player), state.coffers + (1 if t3 else 0)
+    players = player_in(state.players, seat,
+                        {"nights": ((), n1, n2), "tokens": (False, t1, t2), "refresh": p.refresh + n3})
+    return players, state.coffers + (1 if t3 else 0)
 
 
 # -- one function per event kind --------------------------------------------------------------------
@@ -161,11 +157,11 @@ def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
 def _card_drawn(s: State, e: pb.CardDrawn) -> State:
     seat, card = e.seat, e.card
     p = s.players[seat]
-    player = player_with(p, {"hand": _add(p.hand, (card,))})
+    players = player_in(s.players, seat, {"hand": _add(p.hand, (card,))})
     caper = s.caper
     if caper is not None:
         caper = caper_with(caper, {"drawn": (*caper.drawn, card)})
-    return state_with(s, {"deck": s.deck[1:], "players": _with_player(s, seat, player), "caper": caper})
+    return state_with(s, {"deck": s.deck[1:], "players": players, "caper": caper})
 
 
 def _turn_began(s: State, e: pb.TurnBegan) -> State:
@@ -189,18 +185,18 @@ def _isk_token_placed(s: State, e: pb.IskTokenPlaced) -> State:
     if not e.placed:
         return state_with(s, {"played": True})
     p = s.players[e.seat]
-    player = player_with(p, {"stash": p.stash - 1, "tokens": (True, p.tokens[1], p.tokens[2])})
-    return state_with(s, {"players": _with_player(s, e.seat, player), "played": True})
+    players = player_in(s.players, e.seat, {"stash": p.stash - 1, "tokens": (True, p.tokens[1], p.tokens[2])})
+    return state_with(s, {"players": players, "played": True})
 
 
 def _caper_pulled(s: State, e: pb.CaperPulled) -> State:
     seat, card = e.seat, e.card
     p = s.players[seat]
-    player = player_with(p, {"hand": _remove(p.hand, (card,)), "in_play": (*p.in_play, card)})
+    players = player_in(s.players, seat, {"hand": _remove(p.hand, (card,)), "in_play": (*p.in_play, card)})
     caper = _caper(card, EFFECT_OF[card])
     if e.second:
-        return state_with(s, {"players": _with_player(s, seat, player), "caper": caper})
-    return state_with(s, {"players": _with_player(s, seat, player), "caper": caper, "played": True,
+        return state_with(s, {"players": players, "caper": caper})
+    return state_with(s, {"players": players, "caper": caper, "played": True,
                           "use_defaults": e.use_defaults})
 
 
@@ -208,8 +204,9 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
     """GR-J06 steps 1 and 2 (step 2 waits for the reward when job_card_moves_before_reward is off)."""
     p = s.players[e.seat]
     team = tuple(e.team)
-    player = player_with(p, {"hand": _remove(p.hand, team), "nights": _set_night(p.nights, 0, team)})
-    s = state_with(s, {"players": _with_player(s, e.seat, player), "played": True,
+    players = player_in(s.players, e.seat,
+                        {"hand": _remove(p.hand, team), "nights": _set_night(p.nights, 0, team)})
+    s = state_with(s, {"players": players, "played": True,
                        "caper": _caper("", "reward", e.job)})
     if s.config.job_card_moves_before_reward:
         s = _take_job(s, e.seat, e.job)
@@ -219,8 +216,8 @@ def _job_completed(s: State, e: pb.JobCompleted) -> State:
 def _take_job(s: State, seat: int, job: str) -> State:
     stacks = tuple((colour, jobs[1:] if jobs and jobs[0] == job else jobs) for colour, jobs in s.stacks)
     p = s.players[seat]
-    player = player_with(p, {"jobs": (*p.jobs, job)})
-    return state_with(s, {"stacks": stacks, "players": _with_player(s, seat, player)})
+    players = player_in(s.players, seat, {"jobs": (*p.jobs, job)})
+    return state_with(s, {"stacks": stacks, "players": players})
 
 
 def _isk_stolen(s: State, e: pb.IskStolen) -> State:
@@ -248,8 +245,8 @@ def _nothing(s: State, e: Any) -> State:
 
 def _cards_discarded(s: State, e: pb.CardsDiscarded) -> State:
     p = s.players[e.seat]
-    player = player_with(p, {"hand": _remove(p.hand, e.cards)})
-    return state_with(s, {"players": _with_player(s, e.seat, player), "discard": (*s.discard, *e.cards)})
+    players = player_in(s.players, e.seat, {"hand": _remove(p.hand, e.cards)})
+    return state_with(s, {"players": players, "discard": (*s.discard, *e.cards)})
 
 
 def _specialist_abducted(s: State, e: pb.SpecialistAbducted) -> State:
@@ -295,14 +292,15 @@ def _jobs_swapped(s: State, e: pb.JobsSwapped) -> State:
 def _night_returned(s: State, e: pb.NightReturned) -> State:
     p = s.players[e.seat]
     group = p.nights[e.night - 1]
-    player = player_with(p, {"hand": _add(p.hand, group), "nights": _set_night(p.nights, e.night - 1, ())})
-    return state_with(s, {"players": _with_player(s, e.seat, player)})
+    players = player_in(s.players, e.seat,
+                        {"hand": _add(p.hand, group), "nights": _set_night(p.nights, e.night - 1, ())})
+    return state_with(s, {"players": players})
 
 
 def _partner_chosen(s: State, e: pb.PartnerChosen) -> State:
     p = s.players[e.seat]
-    player = player_with(p, {"hand": _remove(p.hand, (e.card,)), "in_play": (*p.in_play, e.card)})
-    return state_with(s, {"players": _with_player(s, e.seat, player)})
+    players = player_in(s.players, e.seat, {"hand": _remove(p.hand, (e.card,)), "in_play": (*p.in_play, e.card)})
+    return state_with(s, {"players": players})
 
 
 def _caper_copied(s: State, e: pb.CaperCopied) -> State:
@@ -313,8 +311,9 @@ def _caper_copied(s: State, e: pb.CaperCopied) -> State:
 def _cards_placed(s: State, seat: int, cards: tuple[str, ...]) -> State:
     """GR-C01, GR-R15: the cards in play go onto the (empty) Night One as one group."""
     p = s.players[seat]
-    player = player_with(p, {"in_play": _remove(p.in_play, cards), "nights": _set_night(p.nights, 0, cards)})
-    return state_with(s, {"players": _with_player(s, seat, player)})
+    players = player_in(s.players, seat,
+                        {"in_play": _remove(p.in_play, cards), "nights": _set_night(p.nights, 0, cards)})
+    return state_with(s, {"players": players})
 
 
 def _femme_placed(s: State, e: pb.CardsPlaced) -> State:
@@ -330,15 +329,17 @@ def _caper_completed(s: State, e: pb.CaperCompleted) -> State:
     if not cards:
         return state_with(s, {"caper": None})
     p = s.players[seat]
-    player = player_with(p, {"in_play": _remove(p.in_play, cards), "nights": (cards, p.nights[1], p.nights[2])})
-    return state_with(s, {"players": _with_player(s, seat, player), "caper": None})
+    players = player_in(s.players, seat,
+                        {"in_play": _remove(p.in_play, cards), "nights": (cards, p.nights[1], p.nights[2])})
+    return state_with(s, {"players": players, "caper": None})
 
 
 def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
     seat = e.seat
     p = s.players[seat]
-    player = player_with(p, {"hand": _add(p.hand, p.refresh) if p.refresh else p.hand, "refresh": (), "had_turn": True})
-    return state_with(s, {"players": _with_player(s, seat, player)})
+    hand = _add(p.hand, p.refresh) if p.refresh else p.hand
+    players = player_in(s.players, seat, {"hand": hand, "refresh": (), "had_turn": True})
+    return state_with(s, {"players": players})
 
 
 def _discard_reshuffled(s: State, e: pb.DiscardReshuffled) -> State:

@@ -166,6 +166,30 @@ _COPIERS: dict[type, tuple[Callable[[Any, dict[str, Any]], Any], Callable[..., A
 player_with: Callable[[Player, dict[str, Any]], Player] = _COPIERS[Player][0]
 caper_with: Callable[[Caper, dict[str, Any]], Caper] = _COPIERS[Caper][0]
 state_with: Callable[[State, dict[str, Any]], State] = _COPIERS[State][0]
+
+
+def _player_placer() -> Callable[[tuple[Player, ...], int, dict[str, Any]], tuple[Player, ...]]:
+    """`player_with` and the new players tuple in one call (most events change one player)."""
+    names = frozenset(f.name for f in fields(Player))
+    count = len(names)
+    new, set_dict = object.__new__, _dict_setter(Player)
+
+    def player_in(players: tuple[Player, ...], seat: int, changes: dict[str, Any]) -> tuple[Player, ...]:
+        values = players[seat].__dict__.copy()
+        values.update(changes)
+        if len(values) != count:
+            raise TypeError(f"Player has no field {sorted(set(changes) - names)}")
+        player: Player = new(Player)
+        set_dict(player, values)
+        out = list(players)
+        out[seat] = player
+        return tuple(out)
+
+    return player_in
+
+
+player_in = _player_placer()
+"""The players with one player's fields changed."""
 replace_player: Callable[..., Player] = _COPIERS[Player][1]
 replace_caper: Callable[..., Caper] = _COPIERS[Caper][1]
 replace_state: Callable[..., State] = _COPIERS[State][1]

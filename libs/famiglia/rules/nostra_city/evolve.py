@@ -21,7 +21,7 @@ from .data import (
     ZEALOUS_CARDS,
     card_kind,
 )
-from .state import NEXT, Bid, Choice, Draw, Phase, Seat, State, changed, replace, seat_changed
+from .state import NEXT, Bid, Choice, Draw, Phase, Seat, State, changed, replace, seat_changed, seat_in
 
 
 def evolve(state: State | None, event: pb.Event) -> State:
@@ -55,15 +55,8 @@ def remember(event: pb.Event, before: State, after: State) -> None:
 # -- helpers ---------------------------------------------------------------------------------
 # Each evolver gathers the changes its event makes in one dict and copies the table once
 # (`changed`): the table has 34 fields, and a copy per change was most of the fold's cost.
-def _players(state: State, seat: int, changes: dict[str, Any]) -> tuple[Seat, ...]:
-    """The players with one seat's holdings changed."""
-    players = list(state.players)
-    players[seat] = seat_changed(players[seat], changes)
-    return tuple(players)
-
-
 def _seat(state: State, seat: int, **changes: Any) -> State:
-    return changed(state, {"players": _players(state, seat, changes)})
+    return changed(state, {"players": seat_in(state.players, seat, changes)})
 
 
 def _add(items: tuple[int, ...], more: Any) -> tuple[int, ...]:
@@ -148,7 +141,7 @@ def _cashed_in(s: State, e: pb.CashedIn) -> State:
     p = s.players[seat]
     busy = p.busy | {wiseguy} if e.use_power else p.busy | {wiseguy, e.turf}
     key = declared if declared in ("gambling", "drugs", "prostitution") else "racket"
-    players = _players(s, seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
+    players = seat_in(s.players, seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
     choice = Choice("distribute", seat, shares=tuple(e.shares), wiseguy=wiseguy, declared=declared)
     return changed(s, {"players": players, "turn_acted": True, "choice": choice})
 
@@ -158,7 +151,8 @@ def _notes_drawn(s: State, e: pb.NotesDrawn) -> State:
     deck = s.note_deck[len(notes):]
     if e.bonus:
         seat = e.seat
-        return changed(s, {"note_deck": deck, "players": _players(s, seat, {"bank": _add(s.players[seat].bank, notes)})})
+        players = seat_in(s.players, seat, {"bank": _add(s.players[seat].bank, notes)})
+        return changed(s, {"note_deck": deck, "players": players})
     assert s.choice is not None
     return changed(s, {"note_deck": deck, "choice": replace(s.choice, notes=(*s.choice.notes, *notes))})
 
@@ -169,13 +163,13 @@ def _police_raided(s: State, e: pb.PoliceRaided) -> State:
 
 def _notes_given(s: State, e: pb.NotesGiven) -> State:
     assert s.choice is not None
-    players = _players(s, e.to_seat, {"bank": _add(s.players[e.to_seat].bank, e.notes)})
+    players = seat_in(s.players, e.to_seat, {"bank": _add(s.players[e.to_seat].bank, e.notes)})
     return changed(s, {"players": players, "choice": replace(s.choice, notes=_remove(s.choice.notes, e.notes))})
 
 
 def _notes_banked(s: State, e: pb.NotesBanked) -> State:
     seat = e.seat
-    players = _players(s, seat, {"bank": _add(s.players[seat].bank, e.notes)})
+    players = seat_in(s.players, seat, {"bank": _add(s.players[seat].bank, e.notes)})
     return changed(s, {"players": players, "choice": None})
 
 
@@ -207,7 +201,7 @@ def _vendetta_drawn(s: State, e: pb.VendettaDrawn) -> State:
         changes["choice"] = Choice("rage", seat, card=card, cause=head.cause)
     else:
         mine["hand"] = tuple(sorted((*p.hand, card)))
-    changes["players"] = _players(s, seat, mine)
+    changes["players"] = seat_in(s.players, seat, mine)
     return changed(s, changes)
 
 
@@ -224,7 +218,7 @@ def _rage_played(s: State, e: pb.RagePlayed) -> State:
     wiseguy = e.wiseguy
     if wiseguy:
         target = e.target
-        changes["players"] = _players(s, target, {"busy": s.players[target].busy | {wiseguy}})
+        changes["players"] = seat_in(s.players, target, {"busy": s.players[target].busy | {wiseguy}})
     return changed(s, changes)
 
 
@@ -247,14 +241,14 @@ def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
 
 
 def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
-    players = _players(s, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note])})
+    players = seat_in(s.players, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note])})
     return changed(s, {"players": players, "note_discard": (*s.note_discard, e.note)})
 
 
 # -- meeting ---------------------------------------------------------------------------------
 def _bid_committed(s: State, e: pb.BidCommitted) -> State:
     seat, wiseguy = e.seat, e.wiseguy
-    players = _players(s, seat, {"busy": s.players[seat].busy | {wiseguy}})
+    players = seat_in(s.players, seat, {"busy": s.players[seat].busy | {wiseguy}})
     return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(seat, wiseguy, e.count)),
                        "meeting_bidders": s.meeting_bidders | {seat}})
 
@@ -267,7 +261,7 @@ def _bid_content(s: State, e: pb.BidContent) -> State:
             bids[i] = replace(bids[i], location=location, notes=notes)
             break
     p = s.players[seat]
-    players = _players(s, seat, {"bank": _remove(p.bank, notes), "locations": _remove(p.locations, [location])})
+    players = seat_in(s.players, seat, {"bank": _remove(p.bank, notes), "locations": _remove(p.locations, [location])})
     return changed(s, {"players": players, "bids": tuple(bids)})
 
 
@@ -304,7 +298,7 @@ def _card_won(s: State, e: pb.CardWon) -> State:
     changes: dict[str, Any] = {}
     mine: dict[str, Any] = {}
     _won(s, e.seat, e.card, e.space, changes, mine)
-    changes["players"] = _players(s, e.seat, mine)
+    changes["players"] = seat_in(s.players, e.seat, mine)
     return changed(s, changes)
 
 
@@ -335,14 +329,14 @@ def _notes_kept(s: State, e: pb.NotesKept) -> State:
     changes: dict[str, Any] = {"choice": None, "note_discard": (*s.note_discard, *e.discarded)}
     mine: dict[str, Any] = {"bank": _add(s.players[seat].bank, e.kept)}
     _won(s, seat, card, space, changes, mine)
-    changes["players"] = _players(s, seat, mine)
+    changes["players"] = seat_in(s.players, seat, mine)
     return changed(s, changes)
 
 
 def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
     title = CONSIGLIERE if e.title == "consigliere" else PRIMO_CAPO
     changes: dict[str, Any] = {
-        "players": _players(s, e.to_seat, {"trophies": (*s.players[e.to_seat].trophies, title)}),
+        "players": seat_in(s.players, e.to_seat, {"trophies": (*s.players[e.to_seat].trophies, title)}),
         "titles": (*s.titles, (title, e.to_seat)),
         "choice": Choice("primo_capo", e.to_seat) if title == CONSIGLIERE else None,
     }
@@ -355,10 +349,8 @@ def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
 def _corrupted(s: State, e: pb.Corrupted) -> State:
     seat = e.seat
     p = s.players[seat]
-    changes: dict[str, Any] = {
-        "players": _players(s, seat, {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}),
-        "turn_acted": True,
-    }
+    mine = {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}
+    changes: dict[str, Any] = {"players": seat_in(s.players, seat, mine), "turn_acted": True}
     if e.mode == "token":
         changes["w13_spent"] = True
     return changed(s, changes)
@@ -370,9 +362,9 @@ def _notes_corrupted(s: State, e: pb.NotesCorrupted) -> State:
     count = p.corruption_count + len(notes)
     if e.from_deck:
         return changed(s, {"note_deck": s.note_deck[len(notes):], "pile": (*s.pile, *((n, -1) for n in notes)),
-                           "players": _players(s, seat, {"corruption_count": count})})
+                           "players": seat_in(s.players, seat, {"corruption_count": count})})
     mine = {"bank": _remove(p.bank, notes), "corrupted": (*p.corrupted, *notes), "corruption_count": count}
-    return changed(s, {"pile": (*s.pile, *((n, seat) for n in notes)), "players": _players(s, seat, mine)})
+    return changed(s, {"pile": (*s.pile, *((n, seat) for n in notes)), "players": seat_in(s.players, seat, mine)})
 
 
 def _pile_notes_peeked(s: State, e: pb.PileNotesPeeked) -> State:
@@ -385,7 +377,7 @@ def _verdict_moved(s: State, e: pb.VerdictMoved) -> State:
 
 
 def _zealous_corruptor_taken(s: State, e: pb.ZealousCorruptorTaken) -> State:
-    players = _players(s, e.seat, {"trophies": (*s.players[e.seat].trophies, e.card)})
+    players = seat_in(s.players, e.seat, {"trophies": (*s.players[e.seat].trophies, e.card)})
     return changed(s, {"players": players, "zealous_left": _remove(s.zealous_left, [e.card])})
 
 

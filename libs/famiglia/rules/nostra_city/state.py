@@ -210,6 +210,30 @@ an event makes and copies the table once (one copy per event, not one per change
 seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat, linked=False)
 """`changed` for one player's holdings."""
 
+
+def _seat_placer() -> Callable[[tuple[Seat, ...], int, dict[str, Any]], tuple[Seat, ...]]:
+    """`seat_changed` and the new players tuple in one call (most events change one seat)."""
+    names = frozenset(f.name for f in fields(Seat))
+    count = len(names)
+    new, set_dict = object.__new__, _dict_setter(Seat)
+
+    def seat_in(players: tuple[Seat, ...], seat: int, changes: dict[str, Any]) -> tuple[Seat, ...]:
+        d = players[seat].__dict__.copy()
+        d.update(changes)
+        if len(d) != count:
+            raise TypeError(f"Seat has no field(s) {sorted(changes.keys() - names)}")
+        changed_seat: Seat = new(Seat)
+        set_dict(changed_seat, d)
+        out = list(players)
+        out[seat] = changed_seat
+        return tuple(out)
+
+    return seat_in
+
+
+seat_in = _seat_placer()
+"""The players with one seat's holdings changed."""
+
 _COPIERS: dict[type, Callable[..., Any]] = {State: changed, Seat: seat_changed,
                                              **{cls: _dict_copier(cls, linked=False) for cls in (Bid, Choice, Draw)}}
 
