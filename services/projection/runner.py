@@ -73,6 +73,7 @@ class ProjectionRunner:
         self._started = False
         self._stuck_rounds = 0
         self._short_read_at: float | None = None
+        self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
         self.projected = 0
 
@@ -106,7 +107,7 @@ class ProjectionRunner:
             # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
             wait = min(wait, 20 * 2 ** min(self._stuck_rounds, 6))
         read = self.consumer.read(self.config.batch, block_ms=wait)
-        self._short_read_at = time.monotonic() if read and not _full(read, self.config.batch) else None
+        self._short_read_at = self.clock() if read and not _full(read, self.config.batch) else None
         self._take(read)
         outcome = self.process(list(self.deferred.values()))
         self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
@@ -139,7 +140,7 @@ class ProjectionRunner:
         """Seconds to wait before the next read: what is left of `gather_ms` after a short read."""
         if self._short_read_at is None or self.config.gather_ms <= 0:
             return 0.0
-        return self.config.gather_ms / 1000 - (time.monotonic() - self._short_read_at)
+        return self.config.gather_ms / 1000 - (self.clock() - self._short_read_at)
 
     def forget_dead_consumers(self) -> list[str]:
         """XGROUP DELCONSUMER for consumers that hold nothing and have not read for a long time.
