@@ -119,7 +119,8 @@ class MatchTimeline:
         return self.envelopes[seq - 1]
 
     def seq_of(self, event_id: str) -> int | None:
-        return self._by_event_id.get(event_id)
+        with self.lock:  # an extend in flight indexes its envelopes when it ends
+            return self._by_event_id.get(event_id)
 
     def state_at(self, seq: int) -> Any:
         """The state after event `seq`: the nearest snapshot plus at most K-1 events."""
