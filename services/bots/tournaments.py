@@ -122,10 +122,10 @@ class TournamentRepo:
         return ids
 
     def set_status(self, tid: str, status: str) -> None:
-        mapping: dict[str, Any] = {"status": status}
-        if status != RUNNING:
-            mapping["finished_ms"] = _ms()
-        self.client.hset(self._key(tid), mapping=mapping)
+        if status == RUNNING:
+            self.client.hset(self._key(tid), "status", status)
+        else:
+            self.client.hset(self._key(tid), mapping={"status": status, "finished_ms": _ms()})
 
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
         self.client.hset(self._key(tid, "started"), str(index), match_id)
