@@ -17,7 +17,7 @@ from famiglia.rules.goodcritters import commands as cmd_mod
 from famiglia.rules.goodcritters import events as ev
 from famiglia.rules.goodcritters import evolve as fold_mod
 from famiglia.rules.goodcritters.flow import FLOW
-from famiglia.rules.goodcritters.state import State, replace
+from famiglia.rules.goodcritters.state import State, Step, replace
 from famiglia.testing.random_play import play_random
 
 from ._helpers import new_game
@@ -180,3 +180,80 @@ def test_wire_built_splits_equal_messages_built_field_by_field() -> None:
     assert ev.loot_assigned(pairs) == event and ev.loot_handed_out(pairs) == handed
     assert cmd_mod.assign_loot([]) == cmd_mod.Command()
     assert ev.loot_assigned([]).WhichOneof("kind") == "loot_assigned"
+
+
+QUICK_OPTIONS = [{}, {"step3_mode": "turns"}, {"payoff.enabled": "true", "step3_card_choice_limit": "2"}]
+
+
+@pytest.mark.parametrize("options", QUICK_OPTIONS)
+def test_quick_decisions_decide_as_the_general_path(options: dict[str, str]) -> None:
+    """A quick decider answers exactly when the general decider accepts without ending a step,
+    with the same events and states; otherwise it leaves the command to the general path."""
+    from famiglia.engine import RuleViolation
+    from famiglia.rules.goodcritters.decide import DECIDERS
+    from famiglia.rules.goodcritters.decide.quick import QUICK
+    from famiglia.rules.goodcritters.emitter import Emitter
+
+    seen = {"quick": 0, "general": 0, "refused": 0}
+
+    def general(state: State, seat: int, kind: str, fields: object) -> list[Any] | None:
+        em = Emitter(state, Rng(3))
+        try:
+            DECIDERS[kind](em, seat, fields)
+        except RuleViolation:
+            return None
+        return em.done()
+
+    def check(before: State, step: object, after: State) -> None:
+        listed = [entry for entry in cmd_mod.LISTED.values() if entry[1] in QUICK]  # as listed so far
+        for seat in range(-1, before.seats + 1):
+            for _command, kind, fields in listed:
+                quick = QUICK[kind](before, seat, fields)
+                plain = general(before, seat, kind, fields) if 0 <= seat < before.seats else None
+                if quick is None:
+                    seen["general" if plain else "refused"] += 1
+                    continue
+                seen["quick"] += 1
+                assert plain is not None and plain == quick and len(quick) <= 2, (kind, seat)
+                # folded through the memo the quick decider left, and afresh event by event
+                memo, fresh = before, before
+                for event in quick:
+                    memo = ENGINE.evolve(memo, event)
+                    fresh = fold_mod.apply(fresh, event)
+                    assert memo == fresh
+
+    play_random(ENGINE, 5, 4, options, on_step=check)
+    assert seen["quick"] > 100 and seen["refused"] > 100
+
+
+def test_listed_splits_are_the_sampled_assignments() -> None:
+    """The Boss's listing (built from seat tuples and per-card wire rows) lists exactly
+    `assign_loot(pairs)` for `sample_assignments`, and deciding a listed split is deciding
+    its copy."""
+    from famiglia.rules.goodcritters.legal import ASSIGNMENT_SAMPLE, sample_assignments
+
+    checked = {"listings": 0}
+
+    def check(before: State, step: object, after: State) -> None:
+        if before.step is not Step.DISTRIBUTE:
+            return
+        for limit in (None, 64, 10):
+            listed = ENGINE.legal_commands(before, before.boss, limit=limit)
+            count = (
+                max(ASSIGNMENT_SAMPLE, before.seats + 4)
+                if limit is None
+                else max(1, min(before.seats + 4, limit // 2))
+            )
+            expected = [cmd_mod.assign_loot(pairs) for pairs in sample_assignments(before, count)]
+            assert listed[: len(expected)] == expected
+        for command in listed[: len(expected)]:
+            copy = cmd_mod.Command()
+            copy.CopyFrom(command)
+            fast = ENGINE.decide(before, before.boss, command, Rng(2))
+            plain = ENGINE.decide(before, before.boss, copy, Rng(2))
+            assert fast == plain and fold(ENGINE, fast, before) == fold(ENGINE, plain, before)
+        checked["listings"] += 1
+
+    for seats in (4, 8):
+        play_random(ENGINE, seats, 5, on_step=check)
+    assert checked["listings"] > 5
