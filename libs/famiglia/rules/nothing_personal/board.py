@@ -49,7 +49,7 @@ def leaders(s: State, gid: str) -> tuple[int, ...]:
         return ()
     if markers.count(m) == 1:
         return (markers.index(m),)
-    return tuple(i for i, c in enumerate(markers) if c == m)
+    return tuple([i for i, c in enumerate(markers) if c == m])   # (a list comprehension: no generator)
 
 
 def strict(s: State, gid: str) -> int:

@@ -80,8 +80,22 @@ def targets(*key: object) -> pb.Targets:
         if len(_TARGETS) >= 20_000:
             _TARGETS.clear()
             TARGET_KEYS.clear()
+            _GANGSTER.clear()
+            _OTHERS.clear()
         t = _TARGETS[key] = _build(key)
         TARGET_KEYS[id(t)] = (t, key)
+    return t
+
+
+_GANGSTER: dict[str, pb.Targets] = {}   # targets("gangster", g) by g alone: the most frequent targets
+
+
+def gangster_target(g: str) -> pb.Targets:
+    """`targets("gangster", g)`, looked up by the name (its hash is cached) instead of a new tuple."""
+    t = _GANGSTER.get(g)
+    if t is None:
+        t = targets("gangster", g)
+        _GANGSTER[g] = t
     return t
 
 
@@ -105,7 +119,14 @@ def _need_other(s: State, ctx: Ctx, t: pb.Targets) -> int:
 
 
 def _others(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [targets("seat", i) for i in range(s.n) if i != ctx.seat][:limit]
+    key = (s.n, ctx.seat)
+    others = _OTHERS.get(key)
+    if others is None:   # the other seats' targets depend only on these two numbers
+        others = _OTHERS[key] = tuple([targets("seat", i) for i in range(s.n) if i != ctx.seat])
+    return list(others[:limit])
+
+
+_OTHERS: dict[tuple[int, int], tuple[pb.Targets, ...]] = {}
 
 
 def _none_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
@@ -189,7 +210,7 @@ def _place_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _place_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.supply[ctx.seat] < 1:
         return []
-    return [targets("gangster", g) for g in active(s)][:limit]
+    return [gangster_target(g) for g in active(s)][:limit]
 
 
 def _place(k: int) -> Callable[[Tx, Ctx, pb.Targets], None]:
@@ -326,7 +347,7 @@ def _omerta_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _omerta_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.om_free < 1:
         return []
-    return [targets("gangster", g) for g in active(s) if _omerta_ok(s, g)][:limit]
+    return [gangster_target(g) for g in active(s) if _omerta_ok(s, g)][:limit]
 
 
 def _omerta_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -350,7 +371,7 @@ def _bm_own_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _bm_own_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.bm_free < 1:
         return []
-    return [targets("gangster", g) for g in active(s) if _bm_own_ok(s, ctx, g)][:limit]
+    return [gangster_target(g) for g in active(s) if _bm_own_ok(s, ctx, g)][:limit]
 
 
 def _bm_coin_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
@@ -363,7 +384,7 @@ def _bm_coin_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _bm_coin_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.bm_free < 1:
         return []
-    return [targets("gangster", g) for g in ctx.received if s.gs[GIDX[g]].coin == -1][:limit]
+    return [gangster_target(g) for g in ctx.received if s.gs[GIDX[g]].coin == -1][:limit]
 
 
 def _bm_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -432,7 +453,7 @@ def _extra_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 def _extra_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
     if s.money[ctx.seat] < EXTRA_PRICE or s.supply[ctx.seat] < 1:
         return []
-    return [targets("gangster", g) for g in ctx.received][:limit]
+    return [gangster_target(g) for g in ctx.received][:limit]
 
 
 def _extra_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
@@ -451,7 +472,7 @@ def _snitch_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
 
 
 def _snitch_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
-    return [targets("gangster", g) for g in on_board(s) if _snitch_ok(s, g)][:limit]
+    return [gangster_target(g) for g in on_board(s) if _snitch_ok(s, g)][:limit]
 
 
 def _snitch_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:

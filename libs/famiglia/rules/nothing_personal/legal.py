@@ -173,7 +173,7 @@ def _coins(s: State) -> tuple[tuple[str, int], ...]:
     if board is s.board and gs is s.gs:
         return coins
     gs = s.gs
-    coins = tuple((g, gs[GIDX[g]].coin) for g in s.board if g and gs[GIDX[g]].coin >= 0)
+    coins = tuple([(g, gs[GIDX[g]].coin) for g in s.board if g and gs[GIDX[g]].coin >= 0])
     _LAST_COINS[0] = (s.board, gs, coins)
     return coins
 

@@ -183,6 +183,7 @@ class State:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_NFIELDS = len(fields(State))
 _set = object.__setattr__
 _new = object.__new__
 
@@ -209,28 +210,13 @@ def replace(obj: Any, **changes: Any) -> Any:
     return new
 
 
-def fresh(s: State) -> dict[str, Any]:
-    """The fields of a copy of `s` (its memo and fold link dropped), for the hottest evolvers: they set
-    the changed fields and pass the dict to `made`, which is `replace` without keyword arguments."""
-    d = s.__dict__.copy()
-    d.pop("_memo", None)
-    d.pop("_next", None)
-    return d
-
-
 def draft(s: State) -> tuple[State, dict[str, Any]]:
-    """A copy of `s` (memo and fold link dropped) and its field dict, which the caller fills before
-    the state is seen by anyone: `fresh` and `made` in one call (it runs once per event)."""
+    """A copy of `s` (memo and fold link dropped) and its field dict, which the hottest evolvers fill
+    before anyone sees the state: `replace` without keyword arguments, in one call per event."""
     d = s.__dict__.copy()
-    d.pop("_memo", None)
-    d.pop("_next", None)
+    if len(d) > _NFIELDS:   # only then a memo or a fold link to drop
+        d.pop("_memo", None)
+        d.pop("_next", None)
     new = _new(State)
     _set(new, "__dict__", d)
     return new, d
-
-
-def made(d: dict[str, Any]) -> State:
-    """The state of a field dict from `fresh`."""
-    new = _new(State)
-    _set(new, "__dict__", d)
-    return new

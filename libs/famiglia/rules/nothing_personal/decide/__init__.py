@@ -11,7 +11,7 @@ from typing import Any
 
 from famiglia.engine import MalformedCommand, NotYourTurn, Rng, RuleViolation
 
-from ..flow import advance, decision
+from ..flow import UNSET, advance, decision
 from ..state import Phase, State
 from ..tx import Tx
 from . import negotiation, turns, windows
@@ -58,6 +58,7 @@ OPTIONAL: dict[str, Handler] = {
     "set_auto_pass": negotiation.set_auto_pass,
 }
 
+_ENDED = frozenset({Phase.OVER, Phase.FINAL})
 _RULE_OF = {
     "setup": "NP-S10", "commission": "NP-C1", "window": "NP-D5", "action": "NP-W14", "blackmail": "NP-W18",
     "ruling": "NP-W4", "invite": "NP-D12", "vacancy": "NP-Y5", "buy": "NP-F4",
@@ -70,14 +71,17 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Any]:
         raise MalformedCommand("NP-X21", "empty command")
     if not 0 <= seat < state.n:
         raise MalformedCommand("NP-X21", f"no seat {seat}")
-    if state.phase in (Phase.OVER, Phase.FINAL) and kind != "rule_on_tie":
+    if state.phase in _ENDED and kind != "rule_on_tie":
         raise RuleViolation("NP-K3", "the game has ended; only final tie rulings are accepted")
     msg = None if kind == "pass" else getattr(command, kind)   # pass handlers read only the command
     tx = Tx(state, rng)
-    if kind in OPTIONAL:
-        OPTIONAL[kind](tx, seat, msg, command)
+    optional = OPTIONAL.get(kind)
+    if optional is not None:
+        optional(tx, seat, msg, command)
         return tx.events
-    d = decision(state)
+    d = state.__dict__.get("_memo", UNSET)   # `decision` written out: asked once per command
+    if d is UNSET:
+        d = decision(state)
     if d is None or seat not in d.seats:
         raise NotYourTurn("NP-X21", f"seat {seat} has no decision to make now")
     handler = DECIDERS[d.kind].get(kind)
