@@ -118,7 +118,7 @@ class EventLine:
                 self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
                 return
         line = "{" + ", ".join(parts) + self.tail
-        for name, var in _CONTEXT_VARS.items():
+        for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
             bound = var.get(Ellipsis)
             if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
                 line += f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
