@@ -108,57 +108,69 @@ def step3_opening(config: Config) -> Step:
     return Step.THREAT_TURNS if config.turn_mode else Step.ACTIONS
 
 
-_PENDING: dict[tuple[object, ...], tuple[Config, tuple[Pending, ...]]] = {}
-"""(step, who acts, id of the Config) -> (that Config, the Pending records). The entry holds its
+_TABLES: dict[tuple[Step, int], tuple[Config, dict[object, tuple[Pending, ...]]]] = {}
+"""(step, id of the Config) -> (that Config, {who acts: the Pending records}). The entry holds its
 Config, so the id is that Config's own; hashing a Config itself would hash all its fields."""
-_PENDING_MAX = 4096
+_LAST_TABLE: tuple[object, object, dict[object, tuple[Pending, ...]]] = (None, None, {})
+"""The table of the last step asked about: a match stays in one step for many commands."""
+_TABLE_MAX = 1024
 
 
 def pending(state: State) -> tuple[Pending, ...]:
     """GC-D01: who must decide now, as Pending records. Memoised by what they depend on: the
-    step, who acts in it (the commitments in Step 3, the turn in Step 3a, the Boss in Step 2) and
-    the Config (the step's clock); the shared tuples are read-only."""
+    step and the Config (the step's clock), then who acts in it (the commitments in Step 3, the
+    turn in Step 3a, the Boss in Step 2); the shared tuples are read-only."""
     step = state.step
+    config = state.config
+    last = _LAST_TABLE
+    table = last[2] if last[0] is step and last[1] is config else _table(step, config)
     if step is ACTIONS or step is CARD_CHOICE:
         who: object = state.committed
     elif step is THREAT_TURNS:
         who = state.turn
     else:
         who = state.boss
-    config = state.config
-    key = (step, who, id(config))
-    hit = _PENDING.get(key)
-    if hit is not None and hit[0] is config:
-        return hit[1]
-    return _pending(state, key)
+    found = table.get(who)
+    return found if found is not None else _pending(state, table, who)
 
 
 def pending_list(state: State) -> list[Pending]:
     """`pending` as the fresh list the engine contract returns (the engine's `pending`), written
     out: it runs once per command."""
     step = state.step
+    config = state.config
+    last = _LAST_TABLE
+    table = last[2] if last[0] is step and last[1] is config else _table(step, config)
     if step is ACTIONS or step is CARD_CHOICE:
         who: object = state.committed
     elif step is THREAT_TURNS:
         who = state.turn
     else:
         who = state.boss
-    config = state.config
-    key = (step, who, id(config))
-    hit = _PENDING.get(key)
-    if hit is not None and hit[0] is config:
-        return list(hit[1])
-    return list(_pending(state, key))
+    found = table.get(who)
+    return list(found if found is not None else _pending(state, table, who))
 
 
-def _pending(state: State, key: tuple[object, ...]) -> tuple[Pending, ...]:
+def _table(step: Step, config: Config) -> dict[object, tuple[Pending, ...]]:
+    global _LAST_TABLE
+    key = (step, id(config))
+    hit = _TABLES.get(key)
+    if hit is None or hit[0] is not config:
+        if len(_TABLES) >= _TABLE_MAX:
+            _TABLES.clear()
+        hit = _TABLES[key] = (config, {})
+    _LAST_TABLE = (step, config, hit[1])
+    return hit[1]
+
+
+def _pending(state: State, table: dict[object, tuple[Pending, ...]], who: object) -> tuple[Pending, ...]:
     row = FLOW.get(state.step)
     if row is None:
         found: tuple[Pending, ...] = ()
     else:
         timeout = float(row.timeout(state.config))
         found = tuple(Pending(seat, row.kind, row.label, False, timeout) for seat in row.actors(state))
-    if len(_PENDING) >= _PENDING_MAX:
-        _PENDING.clear()
-    _PENDING[key] = (state.config, found)
+    if len(table) >= _TABLE_MAX:
+        table.clear()
+    table[who] = found
     return found
