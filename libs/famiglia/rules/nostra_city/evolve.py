@@ -112,24 +112,22 @@ def _first_player_chosen(s: State, e: pb.FirstPlayerChosen) -> State:
 
 # -- flow ------------------------------------------------------------------------------------
 _PHASE_OF = {p.value: p for p in Phase}
-_ALL_LOCATIONS = (1, 2, 3, 4)
 
 
 def _phase_started(s: State, e: pb.PhaseStarted) -> State:
     phase = _PHASE_OF[e.phase]
     changes: dict[str, Any] = {"phase": phase, "month": e.month, "order": tuple(e.order), "turn": 0,
                                "turn_acted": False}
-    if phase is Phase.BUSINESS:  # (a seat with nothing to reset is kept as it is: equal, and no copy)
-        changes["players"] = tuple(seat_changed(p, {"cashins": ()}) if p.cashins else p for p in s.players)
+    if phase is Phase.BUSINESS:
+        changes["players"] = tuple(seat_changed(p, {"cashins": ()}) for p in s.players)
     elif phase is Phase.MEETING:
         changes.update(meeting_winners=frozenset(), meeting_bidders=frozenset(), resolution=0,
                        locations_revealed=False)
     elif phase is Phase.RESOLUTION:
         changes["resolution"] = 1
     elif phase is Phase.TRIAL:
-        changes["players"] = tuple(
-            seat_changed(p, {"corruption_actions": 0, "locations": _ALL_LOCATIONS})
-            if p.corruption_actions or p.locations != _ALL_LOCATIONS else p for p in s.players)
+        changes["players"] = tuple(seat_changed(p, {"corruption_actions": 0, "locations": (1, 2, 3, 4)})
+                                   for p in s.players)
     return changed(s, changes)
 
 
@@ -386,9 +384,8 @@ def _zealous_corruptor_taken(s: State, e: pb.ZealousCorruptorTaken) -> State:
 # -- reception and verdict -------------------------------------------------------------------
 def _reception_held(s: State, e: pb.ReceptionHeld) -> State:
     free_turfs = s.config.turfs_free_in_reception  # NC-C03
-    players = tuple(p if busy == p.busy else seat_changed(p, {"busy": busy})
-                    for p in s.players
-                    for busy in (frozenset() if free_turfs else p.busy - set(p.wiseguys),))
+    players = tuple(seat_changed(p, {"busy": frozenset() if free_turfs else p.busy - set(p.wiseguys)})
+                    for p in s.players)
     return changed(s, {"phase": Phase.RECEPTION, "players": players, "first_player_moved": False,
                        "order": (), "turn": 0})
 
