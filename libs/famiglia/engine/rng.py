@@ -13,6 +13,7 @@ from collections.abc import MutableSequence, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+_new = object.__new__
 
 
 def derive_seed(seed: int, version: int, salt: str = "") -> int:
@@ -37,8 +38,9 @@ class Rng:
     @classmethod
     def derive(cls, seed: int, version: int, salt: str = "") -> Rng:
         """The generator of `derive_seed(seed, version, salt)`, hashed only when first drawn."""
-        rng = cls(0)
+        rng = _new(cls)  # every command derives one: skip __init__'s call
         rng._seed = (seed, version, salt)
+        rng._rand = None
         return rng
 
     @property
