@@ -20,7 +20,7 @@ from typing import Any
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
+from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
 from famiglia.matchstate import NotAMatch
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
@@ -44,8 +44,7 @@ class MatchTimeline:
         self.match_id: str = first.match_id
         self.created: MatchCreated = open_match_created(first)
         self.engine: Engine = registry.get(self.created.game_id)
-        assert self.engine.info.event_type is not None
-        self._decode: Callable[[bytes], Any] = self.engine.info.event_type.FromString
+        self._decode: Callable[[bytes], Any] = event_decoder(self.engine)
         """`open_event` without its per-call look-ups (the fold decodes every event)."""
         self.every = every
         self.envelopes: list[EventEnvelope] = [first]
