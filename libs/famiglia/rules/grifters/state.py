@@ -7,8 +7,10 @@ equal. A Night space holds one group: a card, a Team (2 or more cards) or a toke
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from famiglia.engine.records import dict_copier, tuple_placer
 
 from .config import Config
 from .data import CARD_ORDER
@@ -119,82 +121,25 @@ class State:
 T = TypeVar("T")
 
 
-def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
-    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
-    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
-    for klass in cls.__mro__:
-        if "__dict__" in klass.__dict__:
-            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
-    raise TypeError(f"{cls.__name__} instances have no __dict__")
+def _keywords(copy_with: Callable[[Any, dict[str, Any]], Any]) -> Callable[..., Any]:
+    """The keyword form of a copier (`dataclasses.replace`'s), for code off evolve's hot path."""
+    def replace(o: Any, **changes: Any) -> Any:
+        return copy_with(o, changes)
+    return replace
 
 
-def _make_copiers(cls: type) -> tuple[Callable[[Any, dict[str, Any]], Any], Callable[..., Any]]:
-    """`dataclasses.replace` without its generic checks (evolve runs one for every event, twice per
-    event in random play): one copy of the instance dict, updated, given to a bare instance. The
-    classes have no slots for this: a slotted copy sets every field through its own C call.
-    Two forms: the changes in a dict (evolve's: no keyword arguments to bind) or as keywords."""
-    if "__slots__" in cls.__dict__:
-        raise TypeError(f"{cls.__name__} has slots: its fields are not in an instance dict")
-    known = frozenset(f.name for f in fields(cls))
-    count = len(known)
-    new = object.__new__
-    set_dict = _dict_setter(cls)
-
-    def copy_with(o: Any, changes: dict[str, Any]) -> Any:
-        values = o.__dict__.copy()
-        values.update(changes)
-        if len(values) != count:  # a name that is no field was added
-            raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
-        n: Any = new(cls)
-        set_dict(n, values)
-        return n
-
-    def replace_dict(o: Any, **changes: Any) -> Any:
-        values = o.__dict__.copy()
-        values.update(changes)
-        if len(values) != count:
-            raise TypeError(f"{cls.__name__} has no field {sorted(set(changes) - known)}")
-        n: Any = new(cls)
-        set_dict(n, values)
-        return n
-
-    return copy_with, replace_dict
-
-
-_COPIERS: dict[type, tuple[Callable[[Any, dict[str, Any]], Any], Callable[..., Any]]] = {
-    cls: _make_copiers(cls) for cls in (Player, Caper, State)}
-player_with: Callable[[Player, dict[str, Any]], Player] = _COPIERS[Player][0]
-caper_with: Callable[[Caper, dict[str, Any]], Caper] = _COPIERS[Caper][0]
-state_with: Callable[[State, dict[str, Any]], State] = _COPIERS[State][0]
-
-
-def _player_placer() -> Callable[[tuple[Player, ...], int, dict[str, Any]], tuple[Player, ...]]:
-    """`player_with` and the new players tuple in one call (most events change one player)."""
-    names = frozenset(f.name for f in fields(Player))
-    count = len(names)
-    new, set_dict = object.__new__, _dict_setter(Player)
-
-    def player_in(players: tuple[Player, ...], seat: int, changes: dict[str, Any]) -> tuple[Player, ...]:
-        values = players[seat].__dict__.copy()
-        values.update(changes)
-        if len(values) != count:
-            raise TypeError(f"Player has no field {sorted(set(changes) - names)}")
-        player: Player = new(Player)
-        set_dict(player, values)
-        out = list(players)
-        out[seat] = player
-        return tuple(out)
-
-    return player_in
-
-
-player_in = _player_placer()
+# evolve copies one of these for every event (twice per event in random play): no generic checks.
+_COPIERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {cls: dict_copier(cls) for cls in (Player, Caper, State)}
+player_with: Callable[[Player, dict[str, Any]], Player] = _COPIERS[Player]
+caper_with: Callable[[Caper, dict[str, Any]], Caper] = _COPIERS[Caper]
+state_with: Callable[[State, dict[str, Any]], State] = _COPIERS[State]
+player_in: Callable[[tuple[Player, ...], int, dict[str, Any]], tuple[Player, ...]] = tuple_placer(Player)
 """The players with one player's fields changed."""
-replace_player: Callable[..., Player] = _COPIERS[Player][1]
-replace_caper: Callable[..., Caper] = _COPIERS[Caper][1]
-replace_state: Callable[..., State] = _COPIERS[State][1]
+replace_player: Callable[..., Player] = _keywords(player_with)
+replace_caper: Callable[..., Caper] = _keywords(caper_with)
+replace_state: Callable[..., State] = _keywords(state_with)
 
 
 def evolved(obj: T, **changes: Any) -> T:
     """`obj` with `changes`: like `dataclasses.replace`, for Player, Caper and State."""
-    return _COPIERS[type(obj)][0](obj, changes)  # type: ignore[no-any-return]
+    return _COPIERS[type(obj)](obj, changes)  # type: ignore[no-any-return]

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, TypeVar
 
+from famiglia.engine.records import dict_copier, dict_setter, tuple_placer
+
 from .config import Config
 
 
@@ -50,21 +52,12 @@ class Seat:
 _C = TypeVar("_C", bound=type)
 
 
-def _dict_setter(cls: type) -> Callable[[Any, dict[str, Any]], None]:
-    """The class's own `__dict__` setter: called straight, it skips the attribute look-up that
-    `object.__setattr__(obj, "__dict__", d)` makes on every copy."""
-    for klass in cls.__mro__:
-        if "__dict__" in klass.__dict__:
-            return klass.__dict__["__dict__"].__set__  # type: ignore[no-any-return]
-    raise TypeError(f"{cls.__name__} instances have no __dict__")
-
-
 def _dict_init(cls: _C) -> _C:
     """Give a small frozen dataclass an __init__ that hands it its whole instance dict at once:
     the generated one calls object.__setattr__ per field (a C call with a tuple of arguments
     each), and evolve makes a Bid, Choice or Draw for many events. Same parameters and
     defaults as the dataclass's own."""
-    env: dict[str, Any] = {"set_dict": _dict_setter(cls)}
+    env: dict[str, Any] = {"set_dict": dict_setter(cls)}
     params, values = ["self"], []
     for i, f in enumerate(fields(cls)):
         if f.default_factory is not MISSING:
@@ -179,63 +172,19 @@ NEXT = "_next"
 """The key of `evolve.remember`'s fold link: it belongs to the state it was set on, never to a copy."""
 
 
-def _dict_copier(cls: type, linked: bool) -> Callable[[Any, dict[str, Any]], Any]:
-    """A fast `dataclasses.replace` for a class whose fields live in its __dict__: copy the dict
-    (one C call), update it, give it to a bare instance (bypassing the frozen __init__ and
-    __setattr__). A name that is no field makes the dict longer than the field count: one
-    length check instead of a subset test per copy. `linked`: instances may carry a fold link."""
-    names = frozenset(f.name for f in fields(cls))
-    count = len(names)
-    new = object.__new__
-    set_dict = _dict_setter(cls)
-
-    def copy_with(obj: Any, changes: dict[str, Any]) -> Any:
-        d = obj.__dict__.copy()
-        if linked and NEXT in d:
-            del d[NEXT]
-        d.update(changes)
-        if len(d) != count:
-            raise TypeError(f"{cls.__name__} has no field(s) {sorted(changes.keys() - names)}")
-        out: Any = new(cls)
-        set_dict(out, d)
-        return out
-
-    return copy_with
-
-
-changed: Callable[[State, dict[str, Any]], State] = _dict_copier(State, linked=True)
+changed: Callable[[State, dict[str, Any]], State] = dict_copier(State, drop=NEXT)
 """`replace(state, **changes)` with the changes already in a dict: evolve gathers every change
 an event makes and copies the table once (one copy per event, not one per change)."""
 
-seat_changed: Callable[[Seat, dict[str, Any]], Seat] = _dict_copier(Seat, linked=False)
+seat_changed: Callable[[Seat, dict[str, Any]], Seat] = dict_copier(Seat)
 """`changed` for one player's holdings."""
 
 
-def _seat_placer() -> Callable[[tuple[Seat, ...], int, dict[str, Any]], tuple[Seat, ...]]:
-    """`seat_changed` and the new players tuple in one call (most events change one seat)."""
-    names = frozenset(f.name for f in fields(Seat))
-    count = len(names)
-    new, set_dict = object.__new__, _dict_setter(Seat)
-
-    def seat_in(players: tuple[Seat, ...], seat: int, changes: dict[str, Any]) -> tuple[Seat, ...]:
-        d = players[seat].__dict__.copy()
-        d.update(changes)
-        if len(d) != count:
-            raise TypeError(f"Seat has no field(s) {sorted(changes.keys() - names)}")
-        changed_seat: Seat = new(Seat)
-        set_dict(changed_seat, d)
-        out = list(players)
-        out[seat] = changed_seat
-        return tuple(out)
-
-    return seat_in
-
-
-seat_in = _seat_placer()
+seat_in: Callable[[tuple[Seat, ...], int, dict[str, Any]], tuple[Seat, ...]] = tuple_placer(Seat)
 """The players with one seat's holdings changed."""
 
 _COPIERS: dict[type, Callable[..., Any]] = {State: changed, Seat: seat_changed,
-                                             **{cls: _dict_copier(cls, linked=False) for cls in (Bid, Choice, Draw)}}
+                                             **{cls: dict_copier(cls) for cls in (Bid, Choice, Draw)}}
 
 
 def replace(obj: Any, **changes: Any) -> Any:
