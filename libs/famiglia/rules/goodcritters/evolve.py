@@ -179,17 +179,8 @@ def threat_placed(s: State, seat: int, target: int) -> State:
 
 
 def threat_withdrawn(s: State, seat: int) -> State:
-    values = s.__dict__.copy()
-    threats = list(s.threats)
-    threats[seat] = NOBODY
-    values["threats"] = tuple(threats)
-    changes = list(s.changes)
-    changes[seat] += 1
-    values["changes"] = tuple(changes)
-    values["committed"] = _NONE_COMMITTED[s.seats]
-    new = _new(State)
-    _set(new, "__dict__", values)
-    return new
+    """A withdrawn threat points at nobody; it counts as a change like a placed one."""
+    return threat_placed(s, seat, NOBODY)
 
 
 def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:

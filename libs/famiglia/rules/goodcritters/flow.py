@@ -135,20 +135,8 @@ def pending(state: State) -> tuple[Pending, ...]:
 
 
 def pending_list(state: State) -> list[Pending]:
-    """`pending` as the fresh list the engine contract returns (the engine's `pending`), written
-    out: it runs once per command."""
-    step = state.step
-    config = state.config
-    last = _LAST_TABLE
-    table = last[2] if last[0] is step and last[1] is config else _table(step, config)
-    if step is ACTIONS or step is CARD_CHOICE:
-        who: object = state.committed
-    elif step is THREAT_TURNS:
-        who = state.turn
-    else:
-        who = state.boss
-    found = table.get(who)
-    return list(found if found is not None else _pending(state, table, who))
+    """`pending` as the fresh list the engine contract returns (the engine's `pending`)."""
+    return list(pending(state))
 
 
 def _table(step: Step, config: Config) -> dict[object, tuple[Pending, ...]]:
