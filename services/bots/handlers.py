@@ -9,11 +9,13 @@ answers a repeated command id with the first answer and refuses a stale version.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -66,6 +68,39 @@ class PolicyTimeout(Exception):
     """A policy thought past its task's time limit."""
 
 
+class _PolicyAlarm:
+    """The process's SIGALRM handler, installed once: `signal.signal` (and the enum
+    conversion of what it returns) twice per decision was 1-2 % of a worker's CPU.
+
+    It raises only while a policy's limit is armed; any other alarm goes to the
+    handler that was there before."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.seconds = 0.0
+        self.previous: Any = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.seconds:
+            raise PolicyTimeout(f"no choice after {self.seconds:.1f}s")
+        if callable(self.previous):
+            self.previous(signum, frame)
+
+    def arm(self, seconds: float) -> None:
+        if self.pid != os.getpid() or signal.getsignal(signal.SIGALRM) is not self:
+            self.previous = signal.signal(signal.SIGALRM, self)
+            self.pid = os.getpid()
+        self.seconds = seconds
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def disarm(self) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        self.seconds = 0.0
+
+
+_ALARM = _PolicyAlarm()
+
+
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise PolicyTimeout in the block after `seconds` (SIGALRM; main thread only, else no limit).
@@ -76,17 +111,11 @@ def time_limit(seconds: float) -> Iterator[None]:
     if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         yield
         return
-
-    def expired(signum: int, frame: object) -> None:
-        raise PolicyTimeout(f"no choice after {seconds:.1f}s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    _ALARM.arm(seconds)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        _ALARM.disarm()
 
 
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
