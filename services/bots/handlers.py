@@ -9,13 +9,15 @@ answers a repeated command id with the first answer and refuses a stale version.
 
 from __future__ import annotations
 
+import ctypes
+import math
 import os
-import signal
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
 
 import grpc
 from google.protobuf import any_pb2
@@ -68,64 +70,106 @@ class PolicyTimeout(Exception):
     """A policy thought past its task's time limit."""
 
 
-class _PolicyAlarm:
-    """The process's SIGALRM handler, installed once: `signal.signal` (and the enum
-    conversion of what it returns) twice per decision was 1-2 % of a worker's CPU.
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 
-    It raises only while a policy's limit is armed; any other alarm goes to the
-    handler that was there before."""
+
+@dataclass
+class _Limit:
+    thread: int
+    at: float
+    fired: bool = False
+
+
+class _Watchdog:
+    """Interrupts a policy still thinking at its limit, in whichever thread it runs.
+
+    A Celery `threads` pool runs decisions off the main thread, where no SIGALRM
+    arrives; so one daemon thread per process raises PolicyTimeout *in* the late
+    thread (`PyThreadState_SetAsyncExc`, delivered at its next bytecode, as a
+    signal handler's exception would be). Arming costs a dict entry, no system call:
+    the watchdog sleeps until the earliest limit and is woken only by an earlier one.
+    A limit fires at most once, and under the lock its disarm takes, so an exception
+    never arrives after the block: one fired but not yet delivered is cleared there."""
 
     def __init__(self) -> None:
-        self.pid = 0
-        self.seconds = 0.0
-        self.previous: Any = None
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked worker starts its own
 
-    def __call__(self, signum: int, frame: Any) -> None:
-        if self.seconds:
-            raise PolicyTimeout(f"no choice after {self.seconds:.1f}s")
-        if callable(self.previous):
-            self.previous(signum, frame)
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: dict[int, _Limit] = {}
+        self._wake = threading.Event()
+        self._next = math.inf
+        self._pid = 0
 
-    def arm(self, seconds: float) -> None:
-        if self.pid != os.getpid() or signal.getsignal(signal.SIGALRM) is not self:
-            self.previous = signal.signal(signal.SIGALRM, self)
-            self.pid = os.getpid()
-        self.seconds = seconds
-        signal.setitimer(signal.ITIMER_REAL, seconds)
+    def arm(self, seconds: float) -> _Limit:
+        if not self._pid:  # first use in this process
+            self._start()
+        limit = _Limit(threading.get_ident(), time.monotonic() + seconds)
+        self._armed[limit.thread] = limit
+        if limit.at < self._next:
+            self._wake.set()
+        return limit
 
-    def disarm(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        self.seconds = 0.0
+    def disarm(self, limit: _Limit) -> None:
+        with self._lock:
+            if self._armed.get(limit.thread) is limit:
+                del self._armed[limit.thread]
+            if limit.fired:
+                _set_async_exc(ctypes.c_ulong(limit.thread), None)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._pid:
+                return
+            self._pid = os.getpid()
+            threading.Thread(target=self._watch, name="policy-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            with self._lock:
+                for limit in list(self._armed.values()):
+                    if not limit.fired and limit.at <= now:
+                        limit.fired = True
+                        _set_async_exc(ctypes.c_ulong(limit.thread), ctypes.py_object(PolicyTimeout))
+                self._next = min((x.at for x in self._armed.values() if not x.fired), default=math.inf)
+            self._wake.wait(None if self._next == math.inf else self._next - now)
 
 
-_ALARM = _PolicyAlarm()
+_WATCHDOG = _Watchdog()
 
 
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
-    """Raise PolicyTimeout in the block after `seconds` (SIGALRM; main thread only, else no limit).
+    """Raise PolicyTimeout in the block if it is still running after `seconds` (0: no limit).
 
-    Celery's own hard limit exists only in the prefork pool, and it kills the
-    process; this one lets the seat still play (random) in any pool that runs
-    tasks on the main thread (solo, prefork's children)."""
-    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+    Works in any thread and pool (solo, threads, prefork's children). Celery's own hard
+    limit exists only in prefork, and it kills the process; this one lets the seat still
+    play (random). Like a signal, it interrupts Python code, not a blocking system call."""
+    if seconds <= 0:
         yield
         return
-    _ALARM.arm(seconds)
+    limit = _WATCHDOG.arm(seconds)
     try:
         yield
     finally:
-        _ALARM.disarm()
+        _WATCHDOG.disarm(limit)
 
 
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
-                      policy: str, payload: DecisionPayload | None = None, *, think_seconds: float = 0.0) -> str:
+                      policy: str, payload: DecisionPayload | None = None, *, think_seconds: float = 0.0,
+                      interrupt_seconds: float = 0.0) -> str:
     """Choose from the seat's view and submit. Returns what happened (for logs and tests).
 
     With a payload (the dispatcher's: the seat's view and legal commands at `version`)
     the only RPC is SubmitCommand; without one the view and the legal commands are
-    read over gRPC first, as any client would. A policy that raises, or thinks longer
-    than `think_seconds` (0: no limit), is replaced by `random` for this decision."""
+    read over gRPC first, as any client would. The policy is asked to answer within
+    `think_seconds` (its decision's deadline; 0: none); one that raises, or is still
+    thinking after `interrupt_seconds` (0: never interrupted), is replaced by `random`
+    for this decision."""
+    deadline = time.monotonic() + think_seconds if think_seconds > 0 else math.inf
     engine = app.registry.get(game_id)
     client = app.seat(match_id, seat)
     seed = derive_seed(zlib.crc32(match_id.encode()), version, f"seat{seat}")
@@ -133,15 +177,15 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
         view, commands = payload.messages(engine)
         if not commands:
             return "no_command"
-        decision = Decision(game_id, seat, view, commands, version, seed)
+        decision = Decision(game_id, seat, view, commands, version, seed, deadline)
     else:
-        fetched = _fetch_decision(client, engine, game_id, seat, version, seed)
+        fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
         if isinstance(fetched, str):
             return fetched
         decision = fetched
     with child_span("bots.choose", {"policy": policy, "game_id": game_id}):
         try:
-            with time_limit(think_seconds):
+            with time_limit(interrupt_seconds):
                 command = make_policy(policy).choose(engine, decision)
         except Exception:  # noqa: BLE001 - a policy bug (or a timeout) must not stall the match
             log.exception("policy_failed", match_id=match_id, policy=policy)
@@ -150,7 +194,8 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
                    fallback=[c for c in decision.legal if c != command])
 
 
-def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int) -> Decision | str:
+def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int,
+                    deadline: float) -> Decision | str:
     """The decision read over gRPC (GetView, ListLegalCommands), or why there is none."""
     view = _rpc(client.view)
     if view.finished:
@@ -166,7 +211,7 @@ def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: in
     commands = tuple(_unpack(engine.info.command_type, c) for c in legal.commands)
     if not commands:
         return "no_command"
-    return Decision(game_id, seat, _unpack(engine.info.view_type, view.view), commands, version, seed)
+    return Decision(game_id, seat, _unpack(engine.info.view_type, view.view), commands, version, seed, deadline)
 
 
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:

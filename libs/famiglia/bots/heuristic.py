@@ -7,11 +7,14 @@ where the game has a state evaluator giving the same number, since building a Vi
 per candidate cost more than the rest of the choice). A move that wins at once scores
 above everything; a command the sampled worlds refuse scores below everything.
 Ties are broken by the decision's seed, so a retried decision chooses the same.
+Past the decision's deadline it answers with the best command scored so far.
 """
 
 from __future__ import annotations
 
+import math
 import random
+import time
 
 from google.protobuf.message import Message
 
@@ -45,7 +48,11 @@ class OnePlyHeuristic:
         if not worlds:
             return legal[chooser.randrange(len(legal))]
         best, best_score = legal[0], float("-inf")
+        deadline = decision.deadline
+        timed = deadline != math.inf
         for command in legal:
+            if timed and best_score > float("-inf") and time.monotonic() >= deadline:
+                break
             total = 0.0
             for world in worlds:
                 after = step(rules, world, decision.seat, command, Rng(chooser.getrandbits(62)))

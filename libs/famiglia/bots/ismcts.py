@@ -18,7 +18,7 @@ iterations than a second of CPU buys to see it.
 
 The budget is both `iterations` and `seconds` of this thread's CPU time
 (`time.thread_time`: on a shared machine wall time would buy fewer iterations
-under load); whichever ends first. Per-game defaults (`TUNING`) set the rollout
+under load); whichever ends first, or the decision's wall-clock `deadline`. Per-game defaults (`TUNING`) set the rollout
 length, exploration and prior weight; a policy spec may override each. The root
 only considers the commands the server listed, so the answer is always legal.
 """
@@ -112,12 +112,13 @@ class Ismcts:
         priors = self._priors(rules, decision, root_moves, worlds, tune, rng) if tune.prior > 0 else {}
         search = _Search(rules, tune, seats, self.branching, root, root_moves, priors, rng)
         done = 0
+        deadline = decision.deadline
         for done in range(1, self.iterations + 1):  # noqa: B007 - `done` is read after the loop
             world = next(worlds)
             if world is None:
                 break
             search.iterate(world)
-            if time.thread_time() - started >= self.seconds:
+            if time.thread_time() - started >= self.seconds or time.monotonic() >= deadline:
                 break
         self.last_iterations = done
         visited = [(node.visits, node.mean(me), priors.get(edge, 0.0), edge) for edge, node in root.children.items()
@@ -137,6 +138,8 @@ class Ismcts:
         totals = dict.fromkeys(root_moves, 0.0)
         sampled = 0
         for _ in range(tune.prior_worlds):
+            if sampled and time.monotonic() >= decision.deadline:
+                break
             world = next(worlds)
             if world is None:
                 break

@@ -8,6 +8,7 @@ consistent with the view through `engine.determinize(view, seat, rng)`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -29,6 +30,9 @@ class Decision:
     version: int = 0
     seed: int = 0
     """Seeds the policy's own choices, so a retried decision chooses the same way."""
+    deadline: float = math.inf
+    """`time.monotonic()` by which to answer: a search still thinking then answers with its
+    best so far (the worker interrupts a policy that ignores it, in any thread)."""
 
 
 class Policy(Protocol):

@@ -83,7 +83,9 @@ def make_celery(app: BotsApp) -> Celery:
     """The Celery app with its tasks bound to `app` (the worker's composition root)."""
     celery = Celery("famiglia.bots", set_as_current=False)
     celery.conf.update(celery_config(app))
-    think = 0.9 * app.bots.task_time_limit  # the seat still plays before any hard limit strikes
+    # The policy answers (its best so far) by 0.8 of the limit and is interrupted at 0.9
+    # (the seat plays random): the seat still plays before prefork's hard limit strikes.
+    think, interrupt = 0.8 * app.bots.task_time_limit, 0.9 * app.bots.task_time_limit
     retry = {"autoretry_for": (handlers.Transient, ConnectionError), "retry_backoff": 0.5,
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
@@ -92,7 +94,8 @@ def make_celery(app: BotsApp) -> Celery:
                decision: dict[str, Any] | None = None) -> str:
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
             outcome = handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
-                                                 DecisionPayload.from_json(decision), think_seconds=think)
+                                                 DecisionPayload.from_json(decision), think_seconds=think,
+                                                 interrupt_seconds=interrupt)
         # One line per move at INFO was a tenth of a random decision's CPU: the usual
         # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
         (log.debug if outcome == "submitted" else log.info)(

@@ -3,6 +3,7 @@ call, SubmitCommand with the expected version; a policy that overruns its time p
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -86,12 +87,19 @@ def test_a_stale_payload_is_refused_by_the_server_and_does_nothing_else() -> Non
     assert len(app.seats[seat].submitted) == 1
 
 
+def _busy(seconds: float) -> None:
+    """Python code running (a policy thinking), which an interrupt can stop, unlike a sleep."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        pass
+
+
 def test_a_policy_past_its_time_limit_plays_random(monkeypatch: pytest.MonkeyPatch) -> None:
     class Slow:
         name = "slow"
 
         def choose(self, rules, decision):
-            time.sleep(5)
+            _busy(5)
             raise AssertionError("not interrupted")
 
     monkeypatch.setattr(handlers, "make_policy", lambda name: Slow())
@@ -99,14 +107,66 @@ def test_a_policy_past_its_time_limit_plays_random(monkeypatch: pytest.MonkeyPat
     seat, payload, legal = highcard_decision()
     started = time.monotonic()
     outcome = handlers.play_bot_decision(app, "m1", "highcard", seat, 4, "slow", payload,  # type: ignore[arg-type]
-                                         think_seconds=0.2)
+                                         think_seconds=0.1, interrupt_seconds=0.2)
     assert outcome == "submitted" and time.monotonic() - started < 3
     assert app.seats[seat].submitted[0][0] in legal
+
+
+def test_a_policy_answers_by_its_deadline_and_is_not_interrupted(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Punctual:
+        name = "punctual"
+
+        def choose(self, rules, decision):
+            while time.monotonic() < decision.deadline:
+                pass
+            return decision.legal[-1]
+
+    monkeypatch.setattr(handlers, "make_policy", lambda name: Punctual())
+    app = FakeApp()
+    seat, payload, legal = highcard_decision()
+    handlers.play_bot_decision(app, "m1", "highcard", seat, 4, "punctual", payload,  # type: ignore[arg-type]
+                               think_seconds=0.1, interrupt_seconds=0.5)
+    assert app.seats[seat].submitted[0][0] == legal[-1]  # its own answer, not random's
+    _busy(0.6)  # nothing left armed
 
 
 def test_the_time_limit_is_lifted_after_the_block() -> None:
     with handlers.time_limit(0.2):
         pass
-    time.sleep(0.3)  # an alarm left armed would raise here
+    _busy(0.3)  # a limit left armed would raise here
     with pytest.raises(handlers.PolicyTimeout), handlers.time_limit(0.05):
-        time.sleep(1)
+        _busy(2)
+
+
+def test_the_time_limit_works_in_a_pool_thread() -> None:
+    """Celery's `threads` pool runs tasks off the main thread, where no signal arrives."""
+    outcomes: list[str] = []
+
+    def task(seconds: float) -> None:
+        try:
+            with handlers.time_limit(0.1):
+                _busy(seconds)
+            outcomes.append("done")
+        except handlers.PolicyTimeout:
+            outcomes.append("interrupted")
+
+    threads = [threading.Thread(target=task, args=(s,)) for s in (3.0, 0.01)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert sorted(outcomes) == ["done", "interrupted"]
+
+
+def test_an_interrupt_never_arrives_after_its_block() -> None:
+    """Blocks ending right at their limit: one that fired is either raised in the block or
+    cleared, never delivered to the code after it."""
+    fired = 0
+    for i in range(300):
+        try:
+            with handlers.time_limit(0.001):
+                _busy(0.0005 + (i % 7) * 0.0002)
+        except handlers.PolicyTimeout:
+            fired += 1
+        _busy(0.0003)  # a leaked interrupt would raise here, failing the test
+    assert fired > 0

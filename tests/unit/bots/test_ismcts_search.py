@@ -78,3 +78,19 @@ def test_nostra_city_chance_follows_the_verdict_a_seat_needs() -> None:
     assert loyal_innocent > snitch_innocent and loyal_innocent > loyal_guilty
     # GUILTY while nobody else drew a Vendetta card: no Snitch, a shared win for everyone (NC-V10)
     assert nostra_city_chance(_nostra_city_view(verdict=-4, my_hand=(), drawn=0), 0) > 0.9
+
+
+def test_past_its_deadline_the_search_answers_with_what_it_has() -> None:
+    """The decision's deadline (the worker's time limit) ends the search, whatever its
+    own budget: one iteration, then the best root move so far."""
+    import time
+
+    state = State(seats=2, hand_size=3, clock_s=0, hands=((1, 3), (2, 7, 13)), scores=(0, 0), trick=(6,),
+                  leader=0, seen=(6,), tricks_done=0)
+    legal = tuple(HIGHCARD.legal_commands(state, 1))
+    policy = Ismcts(iterations=10**6, seconds=100.0)
+    late = Decision("highcard", 1, HIGHCARD.view(state, 1), legal, 5, seed=1, deadline=time.monotonic())
+    assert policy.choose(HIGHCARD, late) in legal
+    assert policy.last_iterations == 1
+    policy.choose(HIGHCARD, Decision("highcard", 1, late.view, legal, 5, seed=1, deadline=time.monotonic() + 0.05))
+    assert 1 < policy.last_iterations < 10**6

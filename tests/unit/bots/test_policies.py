@@ -67,7 +67,8 @@ def decisions(engine: Engine, seed: int, limit: int = 12):
 
 
 def test_a_decision_carries_the_view_and_legal_commands_but_no_state() -> None:
-    assert [f.name for f in dataclasses.fields(Decision)] == ["game_id", "seat", "view", "legal", "version", "seed"]
+    assert [f.name for f in dataclasses.fields(Decision)] == ["game_id", "seat", "view", "legal", "version", "seed",
+                                                         "deadline"]
 
 
 @pytest.mark.parametrize("engine", engines(), ids=lambda e: e.info.game_id)
@@ -122,3 +123,16 @@ def test_the_one_ply_heuristic_takes_a_trick_it_can_win() -> None:
     decision = Decision("highcard", 1, HIGHCARD.view(state, 1), legal, 5, seed=1)
     chosen = make_policy("heuristic").choose(HIGHCARD, decision)
     assert chosen.play.card in (7, 13)  # type: ignore[attr-defined]
+
+
+def test_past_its_deadline_the_heuristic_answers_with_the_best_it_scored() -> None:
+    import time
+
+    from famiglia.bots.toy import State
+
+    state = State(seats=2, hand_size=3, clock_s=0, hands=((1, 3), (2, 7, 13)), scores=(0, 0), trick=(6,),
+                  leader=0, seen=(6,), tricks_done=0)
+    legal = tuple(HIGHCARD.legal_commands(state, 1))
+    assert legal[0].play.card == 2  # type: ignore[attr-defined]
+    late = Decision("highcard", 1, HIGHCARD.view(state, 1), legal, 5, seed=1, deadline=time.monotonic())
+    assert make_policy("heuristic").choose(HIGHCARD, late) == legal[0]  # the only one it had time to score
