@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import events as ev
+from . import evolve as fold
 from .data import FUZZ, GUARD, NOBODY, ROB, SKIM, VOTE_NO, VOTE_YES
 from .emitter import Emitter
 
@@ -31,9 +32,10 @@ def skim(em: Emitter, seat: int) -> None:
         em.emit(ev.fuzz_revealed(FUZZ_CAUSE_SKIM))
         s = em.state
     if s.pile:
-        em.emit(ev.loot_skimmed(seat, s.pile[0]))
+        card = s.pile[0]
+        em.emit_folded(ev.loot_skimmed(seat, card), fold.loot_skimmed(s, seat, card))
     else:
-        em.emit(ev.skim_came_up_empty(seat))
+        em.emit_folded(ev.skim_came_up_empty(seat), s)  # nothing changes
 
 
 def rob(em: Emitter, seat: int) -> None:
@@ -54,9 +56,10 @@ def rob(em: Emitter, seat: int) -> None:
 
 def steal(em: Emitter, thief: int, victim: int, cause: int) -> None:
     """GC-A19, GC-A21: a uniform pick from the Stash as it is now; nothing from an empty one."""
-    stash = em.state.stashes[victim]
+    s = em.state
+    stash = s.stashes[victim]
     card = stash[em.rng.randrange(len(stash))] if stash else ""
-    em.emit(ev.loot_stolen(thief, victim, card, cause))
+    em.emit_folded(ev.loot_stolen(thief, victim, card, cause), fold.loot_stolen(s, thief, victim, card))
 
 
 def resolve_offers(em: Emitter, target: int) -> None:

@@ -5,7 +5,7 @@ Every chance outcome is in the events themselves, so folding a match's events re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from famiglia.engine import RuleViolation
@@ -115,12 +115,36 @@ def _pile_stacked(s: State, e: Any) -> State:
     return replace(s, pile=pile, pile_start=len(pile))
 
 
+_FRESH: dict[int, dict[str, object]] = {n: fresh_round_fields(n) for n in range(MAX_PLAYERS + 1)}
+"""`fresh_round_fields` per seat count, made once (its tuples are immutable, so States share them)."""
+
+
+def round_started(s: State, round_: int, boss: int, step: Step) -> State:
+    values = s.__dict__.copy()  # `replace`, written out: these run every round
+    values.update(_FRESH[s.seats])
+    values["round"] = round_
+    values["boss"] = boss
+    values["step"] = step
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
+
+
 def _round_started(s: State, e: Any) -> State:
-    return replace(s, round=e.round, boss=e.boss, step=Step(e.step), **fresh_round_fields(s.seats))  # type: ignore[arg-type]
+    return round_started(s, e.round, e.boss, Step(e.step))
+
+
+def step_started(s: State, step: Step, turn: int) -> State:
+    values = s.__dict__.copy()
+    values["step"] = step
+    values["turn"] = turn
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _step_started(s: State, e: Any) -> State:
-    return replace(s, step=Step(e.step), turn=e.turn)
+    return step_started(s, Step(e.step), e.turn)
 
 
 def loot_revealed(s: State, card: str) -> State:
@@ -230,8 +254,12 @@ def _turn_ended(s: State, e: Any) -> State:
     return replace(s, turn=s.left_of(e.seat))
 
 
+def actions_locked(s: State) -> State:
+    return step_started(s, Step.RESOLVE, NOBODY)
+
+
 def _actions_locked(s: State, e: Any) -> State:
-    return replace(s, step=Step.RESOLVE, turn=NOBODY)
+    return actions_locked(s)
 
 
 def action_revealed(s: State, seat: int, card: int) -> State:
@@ -249,44 +277,101 @@ def _action_revealed(s: State, e: Any) -> State:
     return action_revealed(s, e.seat, e.card)
 
 
+def loot_skimmed(s: State, seat: int, card: str) -> State:
+    values = s.__dict__.copy()
+    values["pile"] = s.pile[1:]
+    stashes = list(s.stashes)
+    stashes[seat] += (card,)
+    values["stashes"] = tuple(stashes)
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
+
+
 def _loot_skimmed(s: State, e: Any) -> State:
-    return replace(s, pile=s.pile[1:], stashes=put(s.stashes, e.seat, s.stashes[e.seat] + (e.card,)))
+    return loot_skimmed(s, e.seat, e.card)
 
 
 def _skim_came_up_empty(s: State, e: Any) -> State:
     return s
 
 
-def _loot_stolen(s: State, e: Any) -> State:
-    if not e.card:
+def loot_stolen(s: State, thief: int, victim: int, card: str) -> State:
+    if not card:
         return s
-    victim = tuple(c for c in s.stashes[e.victim] if c != e.card)
-    stashes = put(s.stashes, e.victim, victim)
-    stashes = put(stashes, e.thief, stashes[e.thief] + (e.card,))
-    return replace(s, stashes=stashes)
+    stashes = list(s.stashes)
+    robbed = list(stashes[victim])
+    while card in robbed:  # every copy of the id, as a filter would (ids are unique)
+        robbed.remove(card)
+    stashes[victim] = tuple(robbed)
+    stashes[thief] += (card,)
+    values = s.__dict__.copy()
+    values["stashes"] = tuple(stashes)
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
+
+
+def _loot_stolen(s: State, e: Any) -> State:
+    return loot_stolen(s, e.thief, e.victim, e.card)
 
 
 def _vote_counted(s: State, e: Any) -> State:
     return s
 
 
-def _loot_handed_out(s: State, e: Any) -> State:
+def loot_handed_out(s: State, pairs: Iterable[tuple[str, int]]) -> State:
+    """`pairs`: (card, seat) in the event's order (for the engine's own event, the table's)."""
     stashes = list(s.stashes)
-    for a in e.assignments:
-        stashes[a.seat] = stashes[a.seat] + (a.card,)
-    return replace(s, stashes=tuple(stashes), table=(), assignment=())
+    for card, seat in pairs:
+        stashes[seat] += (card,)
+    values = s.__dict__.copy()
+    values["stashes"] = tuple(stashes)
+    values["table"] = ()
+    values["assignment"] = ()
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
+
+
+def _loot_handed_out(s: State, e: Any) -> State:
+    return loot_handed_out(s, [(a.card, a.seat) for a in e.assignments])
+
+
+def loot_returned(s: State) -> State:
+    values = s.__dict__.copy()
+    values["assignment"] = ()
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _loot_returned(s: State, e: Any) -> State:
-    return replace(s, assignment=())
+    return loot_returned(s)
+
+
+def boss_changed(s: State, boss: int) -> State:
+    values = s.__dict__.copy()
+    values["boss"] = boss
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _boss_changed(s: State, e: Any) -> State:
-    return replace(s, boss=e.boss)
+    return boss_changed(s, e.boss)
+
+
+def round_ended(s: State) -> State:
+    values = s.__dict__.copy()
+    values.update(_FRESH[s.seats])
+    new = _new(State)
+    _set(new, "__dict__", values)
+    return new
 
 
 def _round_ended(s: State, e: Any) -> State:
-    return replace(s, **fresh_round_fields(s.seats))  # type: ignore[arg-type]
+    return round_ended(s)
 
 
 def _loot_confiscated(s: State, e: Any) -> State:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from .. import events as ev
 from .. import evolve as fold
-from ..data import FUZZ, VOTE_NO, VOTE_YES
+from ..data import FUZZ, NOBODY, VOTE_NO, VOTE_YES
 from ..effects import EFFECTS, resolve_offers
 from ..emitter import Emitter
 from ..flow import step3_opening
-from ..state import THREAT_TURNS, Step
+from ..state import DISTRIBUTE, SHOW_LOOT, THREAT_TURNS, Step
 
 # proto enum values
 FUZZ_SHOW_LOOT, FUZZ_FAILED_VOTE, FUZZ_SKIM = 1, 2, 3
@@ -50,11 +50,12 @@ def reveal_from_pile(em: Emitter, count: int, cause: int) -> bool:
 def start_round(em: Emitter, boss: int, show_loot: bool) -> None:
     """GC-R02, GC-R03, GC-R06: a new round at Step 1, or at Step 2 after a failed vote."""
     s = em.state
-    em.emit(ev.round_started(s.round + 1, boss, Step.SHOW_LOOT if show_loot else Step.DISTRIBUTE))
+    step = SHOW_LOOT if show_loot else DISTRIBUTE
+    em.emit_folded(ev.round_started(s.round + 1, boss, step), fold.round_started(s, s.round + 1, boss, step))
     if show_loot:
         if not reveal_from_pile(em, s.seats + 2, FUZZ_SHOW_LOOT):  # GC-R04: N + 2 cards
             return
-        em.emit(ev.step_started(Step.DISTRIBUTE))
+        em.emit_folded(ev.step_started(DISTRIBUTE), fold.step_started(em.state, DISTRIBUTE, NOBODY))
 
 
 def open_step3(em: Emitter) -> None:
@@ -62,10 +63,10 @@ def open_step3(em: Emitter) -> None:
     s = em.state
     step = step3_opening(s.config)
     if step is Step.THREAT_TURNS:
-        em.emit(ev.step_started(step, s.boss))
+        em.emit_folded(ev.step_started(step, s.boss), fold.step_started(s, step, s.boss))
         skip_spent_turns(em)
     else:
-        em.emit(ev.step_started(step))
+        em.emit_folded(ev.step_started(step), fold.step_started(s, step, NOBODY))
 
 
 def skip_spent_turns(em: Emitter) -> None:
@@ -103,13 +104,13 @@ def close_if_all_committed(em: Emitter) -> None:
 
 def close_step3(em: Emitter) -> None:
     """GC-R06, GC-R08: lock, resolve Step 4, apply the vote, clean up, go on or end."""
-    em.emit(ev.actions_locked())
+    em.emit_folded(ev.actions_locked(), fold.actions_locked(em.state))
     resolve_actions(em)
     outcome = count_votes(em)
     if not apply_outcome(em, outcome):
         return
     s = em.state
-    em.emit(ev.round_ended(s.round))  # GC-R07
+    em.emit_folded(ev.round_ended(s.round), fold.round_ended(s))  # GC-R07
     s = em.state
     if s.fuzz_skimmed:
         end_game(em, END_FUZZ_SKIMMED)  # GC-E03, GC-E04
@@ -135,7 +136,7 @@ def count_votes(em: Emitter) -> int:
     yes = revealed.count(VOTE_YES)
     no = revealed.count(VOTE_NO)
     outcome = PASSED if yes > no else TIED if yes == no else FAILED
-    em.emit(ev.vote_counted(yes, no, outcome))
+    em.emit_folded(ev.vote_counted(yes, no, outcome), em.state)  # the count changes no field
     return outcome
 
 
@@ -143,16 +144,18 @@ def apply_outcome(em: Emitter, outcome: int) -> bool:
     """GC-V02 to GC-V06, GC-E02, GC-E04. Returns whether the round reaches its clean-up."""
     s = em.state
     if outcome != FAILED:
-        em.emit(ev.loot_handed_out_wire(ev.split_wire(s.table, s.assignment)))
+        handed = fold.loot_handed_out(s, zip(s.table, s.assignment, strict=True))
+        em.emit_folded(ev.loot_handed_out_wire(ev.split_wire(s.table, s.assignment)), handed)
         if outcome == TIED:
-            em.emit(ev.boss_changed(s.left_of(s.boss), BOSS_TIED))
+            boss = s.left_of(s.boss)
+            em.emit_folded(ev.boss_changed(boss, BOSS_TIED), fold.boss_changed(handed, boss))
         return True
-    em.emit(ev.loot_returned())
+    em.emit_folded(ev.loot_returned(), fold.loot_returned(s))
     if s.fuzz_skimmed and not s.config.skim_fuzz_failed_vote_extra_cards:
         return True  # GC-E04: no new Boss, no extra cards
     boss = new_boss_after_failed_vote(em)
     if boss != s.boss:
-        em.emit(ev.boss_changed(boss, BOSS_FAILED))
+        em.emit_folded(ev.boss_changed(boss, BOSS_FAILED), fold.boss_changed(em.state, boss))
     count = s.config.reveal_after_failed_vote
     if s.fuzz_skimmed:
         # skim_fuzz_failed_vote_extra_cards: the cards turn up, and are confiscated with the rest
