@@ -121,12 +121,22 @@ def listed_splits(table: tuple[str, ...], splits: list[tuple[int, ...]]) -> list
     every round; each is one join of prebuilt pair bytes and one parse (in C)."""
     if len(SPLITS) >= 256:
         SPLITS.clear()
+    if not table:  # no pairs: nothing set, as adding none to the field leaves it (as assign_loot)
+        out = [Command() for _ in splits]
+        for seats, command in zip(splits, out, strict=True):
+            SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, b""))
+        return out
     out = []
     rows = list(map(card_row, table))
+    parse = Command.FromString
+    join = b"".join
     for seats in splits:
-        body = b"".join(map(getitem, rows, seats))
-        # no pairs: nothing set, as adding none to the field leaves it (as assign_loot)
-        command = Command.FromString(b"\x0a" + body_length(body) + body) if body else Command()
+        body = join(map(getitem, rows, seats))
+        command = parse(_FIELD_1[len(body)] + body if len(body) < 256 else b"\x0a" + body_length(body) + body)
         SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, body))
         out.append(command)
     return out
+
+
+_FIELD_1 = tuple(b"\x0a" + body_length(b"-" * n) for n in range(256))
+"""Command field 1's tag and length prefix, for bodies below 256 bytes (a split's usually are)."""

@@ -50,32 +50,50 @@ def sample_assignments(state: State, count: int) -> list[list[tuple[str, int]]]:
 def sample_splits(state: State, count: int) -> list[tuple[int, ...]]:
     """`sample_assignments` as the seat of each table card, in table order: the form the
     listing builds its commands from (each (card, seat) pair's bytes are made once)."""
-    table = state.table
-    n, k = state.seats, len(table)
+    n, k = state.seats, len(state.table)
     boss = state.boss
-    left = (boss + 1) % n  # round_robin: card i goes to the i-th seat from the Boss's left
-    out = [tuple([(left + i) % n for i in range(k)])]
-    for i in range(n):
-        out.append(((boss + i) % n,) * k)
-    if len(out) >= count or k == 0:
-        return out[:count]
-    rng = Rng(state.round * 7919 + len(state.pile) * 31 + boss)
+    fixed = _fixed_splits(n, k, boss)
+    if len(fixed) >= count or k == 0:
+        return list(fixed[:count])
+    out = list(fixed)
+    randrange = Rng(state.round * 7919 + len(state.pile) * 31 + boss).randrange
     seen = set(out)
     space = n**k
+    chunk = _digit_chunks(n)
+    size = len(chunk)
+    chunks = (k + 2) // 3
     for _ in range(4 * count):
-        # one draw per split: the digits of a uniform number below N^k, in base N
-        code = rng.randrange(space)
-        split = []
-        for _ in range(k):
-            code, seat = divmod(code, n)
-            split.append(seat)
-        key = tuple(split)
+        # one draw per split: the digits of a uniform number below N^k, in base N, lowest
+        # first (three at a time from a table: the higher digits past k are zeros)
+        code = randrange(space)
+        split: tuple[int, ...] = ()
+        for _ in range(chunks):
+            code, digits = divmod(code, size)
+            split += chunk[digits]
+        key = split[:k]
         if key not in seen:
             seen.add(key)
             out.append(key)
             if len(out) >= count:
                 break
     return out
+
+
+@cache
+def _fixed_splits(n: int, k: int, boss: int) -> tuple[tuple[int, ...], ...]:
+    """The sample's first splits: the timeout deal (card i to the i-th seat from the Boss's
+    left, as `round_robin`), then everything to one seat, each seat from the Boss on."""
+    left = (boss + 1) % n
+    out = [tuple([(left + i) % n for i in range(k)])]
+    for i in range(n):
+        out.append(((boss + i) % n,) * k)
+    return tuple(out)
+
+
+@cache
+def _digit_chunks(n: int) -> tuple[tuple[int, int, int], ...]:
+    """Every number below N^3 as its three base-N digits, lowest first."""
+    return tuple((r % n, r // n % n, r // (n * n)) for r in range(n**3))
 
 
 def all_gifts(state: State, seat: int) -> Iterator[Command]:
