@@ -72,7 +72,70 @@ def test_a_decision_message_is_the_one_celery_send_task_writes_but_for_its_ids(r
     assert fast == general
 
 
-def test_the_unacked_bookkeeping_is_pipelined_without_a_transaction(redis_server: RedisServer) -> None:
+def test_the_unacked_record_is_kombus_and_a_dead_workers_message_comes_back(redis_server: RedisServer) -> None:
+    """The record written on the channel's own connection is the one kombu's QoS writes,
+    so kombu's restore (visibility timeout) finds it and requeues the message."""
+    queue = Queue("famiglia.test.restore")
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        conn.Producer(channel).publish({"n": 7}, routing_key=queue.name, declare=[queue], serializer="json")
+        message = queue(channel).get(no_ack=False)
+        assert message is not None
+        tag = message.delivery_tag
+        client = channel.client
+        raw, exchange, routing_key = json.loads(client.hget(channel.unacked_key, tag))
+        assert raw == message._raw and (exchange, routing_key) == ("", queue.name)  # type: ignore[attr-defined]
+        assert client.zscore(channel.unacked_index_key, tag) is not None
+        assert not client.llen(queue.name)
+        # The worker dies here: no ack. Another one restores what is past its visibility timeout.
+        with Connection(redis_server.url, transport=TRANSPORT,
+                        transport_options={"visibility_timeout": 0}) as other:
+            survivor = other.channel()
+            survivor.qos.restore_visible(num=100)
+            again = queue(survivor).get(no_ack=False)
+            assert again is not None and again.payload == {"n": 7}
+            again.ack()
+            assert not survivor.client.hlen(survivor.unacked_key)
+            survivor.close()
+        channel.close()
+
+
+def test_the_bookkeeping_holds_a_connection_per_thread_and_survives_a_dropped_one(redis_server: RedisServer) -> None:
+    import threading
+
+    queue = Queue("famiglia.test.held")
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        producer = conn.Producer(channel)
+        for n in range(4):
+            producer.publish({"n": n}, routing_key=queue.name, declare=[queue], serializer="json")
+        first = queue(channel).get(no_ack=False)
+        held = channel._held.connection
+        second = queue(channel).get(no_ack=False)
+        assert channel._held.connection is held  # the same connection, no checkout per write
+        assert channel.client.hlen(channel.unacked_key) == 2
+        acked_in: list[object] = []
+
+        def ack_elsewhere() -> None:  # a `threads` pool acks from its own threads
+            second.ack()
+            acked_in.append(channel._held.connection)
+
+        thread = threading.Thread(target=ack_elsewhere)
+        thread.start()
+        thread.join(10)
+        assert acked_in and acked_in[0] is not held
+        redis.Redis.from_url(redis_server.url).client_kill_filter(_type="normal", skipme=True)  # every connection
+        first.ack()  # tried again on a fresh connection once the dropped one failed
+        assert not channel.client.hlen(channel.unacked_key)
+        for _ in range(2):
+            message = queue(channel).get(no_ack=False)
+            assert message is not None
+            message.ack()
+        assert not channel.client.hlen(channel.unacked_key)
+        channel.close()
+
+
+def test_a_rejected_unacked_record_is_removed_in_a_plain_pipeline(redis_server: RedisServer) -> None:
     with Connection(redis_server.url, transport=TRANSPORT) as conn:
         channel = conn.channel()
         with channel.qos.pipe_or_acquire() as pipe:
