@@ -135,8 +135,28 @@ def pending(state: State) -> tuple[Pending, ...]:
 
 
 def pending_list(state: State) -> list[Pending]:
-    """`pending` as the fresh list the engine contract returns (the engine's `pending`)."""
-    return list(pending(state))
+    """`pending` as the fresh list the engine contract returns (the engine's `pending`), asked
+    before every command: `pending` written out, and the last answer reused while who acts is
+    the very same object (a card choice keeps the commitments tuple, every public change shares
+    the all-uncommitted one), so the tuple is not hashed again."""
+    global _LAST_WHO
+    step = state.step
+    if step is ACTIONS or step is CARD_CHOICE:
+        who: object = state.committed
+    elif step is THREAT_TURNS:
+        who = state.turn
+    else:
+        who = state.boss
+    last = _LAST_WHO
+    if last[0] is who and last[1] is step and last[2] is state.config:
+        return list(last[3])
+    found = pending(state)
+    _LAST_WHO = (who, step, state.config, found)
+    return list(found)
+
+
+_LAST_WHO: tuple[object, object, object, tuple[Pending, ...]] = (None, None, None, ())
+"""(who acts, step, Config, their Pending records) of the last `pending_list`."""
 
 
 def _table(step: Step, config: Config) -> dict[object, tuple[Pending, ...]]:

@@ -194,11 +194,39 @@ def _simple_commands(
     return tuple(out)
 
 
+_OPEN_STEP: dict[tuple[object, ...], tuple[Command, ...]] = {}
+"""`_simple_commands` of an open Step 3 by (seat, seats, threat, committed, can choose, has a
+card, can change): asked before most commands, so read without the cache wrapper's own key."""
+
+
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
     step = state.step
-    if step is OVER or not 0 <= seat < state.seats:
+    if not 0 <= seat < state.seats or step is OVER:
         return []
     conf = state.config
+    if step is ACTIONS:  # most commands: the open Step 3
+        can_change = state.changes[seat] < conf.public_change_limit
+        key = (
+            seat,
+            state.seats,
+            state.threats[seat],
+            state.committed[seat],
+            state.choices[seat] < conf.card_choice_limit,
+            state.cards[seat] != 0,
+            can_change,
+        )
+        shape = _OPEN_STEP.get(key)
+        if shape is None:
+            shape = _OPEN_STEP[key] = _simple_commands(True, *key[3:6], False, can_change, seat, *key[1:3])
+        listing = list(shape)
+        if can_change and conf.payoff:
+            listing += _sample_offers(state, seat)
+            listing += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
+            if 3 in conf.gift_steps:
+                listing += _sample_gifts(state, seat)
+        if limit is not None and len(listing) > limit:
+            del listing[limit:]
+        return listing
     if step is DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:

@@ -52,14 +52,24 @@ WINDOW_RULE: dict[str, str] = {
 _ALLOWED: dict[Step, frozenset[str]] = {step: row.commands for step, row in FLOW.items()}
 
 
+_QUICK_LISTED: dict[int, tuple[Any, Any, Any]] = {}
+"""Listed commands of the quick kinds by id: (the command, its quick decider, its fields), filled
+as they are first decided (a bounded set: the shared listed commands live for the process)."""
+
+
 def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
+    quick = _QUICK_LISTED.get(id(command))  # most commands: one look-up to the quick decider
+    if quick is not None and quick[0] is command:
+        events = quick[1](state, seat, quick[2])
+        if events is not None:
+            return events
     listed = LISTED.get(id(command)) or SPLITS.get(id(command))
     if listed is not None and listed[0] is command:  # a listed command: read-only
         kind = listed[1]
         body = listed[2]
-        quick = QUICK.get(kind)
-        if quick is not None:
-            events = quick(state, seat, body)
+        if quick is None and kind in QUICK and id(command) in LISTED:
+            _QUICK_LISTED[id(command)] = (command, QUICK[kind], body)
+            events = QUICK[kind](state, seat, body)
             if events is not None:
                 return events
     else:
