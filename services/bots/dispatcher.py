@@ -290,38 +290,51 @@ class Dispatcher:
             log.exception("dispatcher_recovery_failed")
         backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
         last_claim = self.now()
-        while not stop.is_set():
-            entries = backlog or self._read_all(consumer, block_ms)
-            backlog = []
-            if self.now() - last_claim > claim_idle_ms / 1000:
-                entries += consumer.claim_stale(claim_idle_ms)
-                last_claim = self.now()
-            if entries:
+        done: list[PartitionEntry] = []
+        """Entries whose tasks the broker took, acked with the next read (one round trip less
+        a batch): the XACK follows the task messages, never precedes them."""
+        try:
+            while not stop.is_set():
+                if backlog:
+                    entries, backlog = backlog, []
+                    if done:
+                        consumer.ack(done)
+                else:
+                    entries = self._read_all(consumer, block_ms, ack=done)
+                done = []
+                if self.now() - last_claim > claim_idle_ms / 1000:
+                    entries += consumer.claim_stale(claim_idle_ms)
+                    last_claim = self.now()
+                if entries:
+                    try:
+                        self.handle(e.envelope for e in entries)
+                    except Exception:  # noqa: BLE001 - broker down: keep the entries, redo them
+                        log.exception("dispatch_failed", entries=len(entries))
+                        stop.wait(1.0)
+                        backlog = consumer.read_pending(count=500)
+                        continue
+                    done = entries
                 try:
-                    self.handle(e.envelope for e in entries)
-                except Exception:  # noqa: BLE001 - broker down: keep the entries, redo them
-                    log.exception("dispatch_failed", entries=len(entries))
-                    stop.wait(1.0)
-                    backlog = consumer.read_pending(count=500)
-                    continue
-                consumer.ack(entries)
-            try:
-                if not entries and self.observer is not None:
-                    self.observer.flush()
-                self.check_stalls()
-            except Exception:  # noqa: BLE001
-                log.exception("stall_check_failed")
+                    if not entries and self.observer is not None:
+                        self.observer.flush()
+                    self.check_stalls()
+                except Exception:  # noqa: BLE001
+                    log.exception("stall_check_failed")
+        finally:
+            if done:
+                consumer.ack(done)
 
     @staticmethod
-    def _read_all(consumer, block_ms: int, count: int = READ_COUNT, most: int = 20 * READ_COUNT) -> list:
-        """What is new, read until a read comes back short of `count`.
+    def _read_all(consumer, block_ms: int, count: int = READ_COUNT, most: int = 20 * READ_COUNT, *,
+                  ack: Sequence[PartitionEntry] = ()) -> list:
+        """What is new, read until a read comes back short of `count` (the first read acks `ack`).
 
         A command's events reach a partition stream in one atomic script, so a read
         that returns fewer than `count` entries per partition ends on command
         boundaries; a capped read may end in the middle of a command, and deciding
         there would queue a task for a version the match leaves at once. Reading on
         first (up to `most` entries) keeps such wasted, stale tasks rare."""
-        entries = consumer.read(count=count, block_ms=block_ms)
+        entries = consumer.read(count=count, block_ms=block_ms, ack=ack)
         batch = entries
         while _capped(batch, count) and len(entries) < most:
             batch = consumer.read(count=count, block_ms=None)

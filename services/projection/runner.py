@@ -3,7 +3,9 @@
 Each round: entries other consumers left pending too long (XAUTOCLAIM, every
 `claim_every_s`), entries deferred last round, then new entries (XREADGROUP);
 one `Projector.project` transaction; XACK only what it committed or found
-already done. Deferred entries (an earlier event of the match is in someone
+already done — sent with the next round's XREADGROUP, in one round trip (the
+commit always precedes it; a process that dies in between redoes the batch,
+which finds its events already done). Deferred entries (an earlier event of the match is in someone
 else's hands) stay pending under this consumer and are retried next round;
 should this process die they are XAUTOCLAIMed like any other.
 
@@ -76,6 +78,8 @@ class ProjectionRunner:
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
         self.projected = 0
+        self.unacked: list[PartitionEntry] = []
+        """Committed (or found done) entries, acked with the next read or `flush_acks`."""
 
     @property
     def name(self) -> str:
@@ -106,7 +110,12 @@ class ProjectionRunner:
         if self.deferred:
             # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
             wait = min(wait, 20 * 2 ** min(self._stuck_rounds, 6))
-        read = self.consumer.read(self.config.batch, block_ms=wait)
+        done, self.unacked = self.unacked, []
+        try:
+            read = self.consumer.read(self.config.batch, block_ms=wait, ack=done)
+        except BaseException:
+            self.unacked = done + self.unacked  # not acked: try again next round
+            raise
         self._short_read_at = self.clock() if read and not _full(read, self.config.batch) else None
         self._take(read)
         outcome = self.process(list(self.deferred.values()))
@@ -121,12 +130,11 @@ class ProjectionRunner:
         return outcome
 
     def process(self, entries: list[PartitionEntry]) -> BatchOutcome:
-        """Project `entries` and ack what is done; the rest stays deferred."""
+        """Project `entries`; what is done is acked with the next read, the rest stays deferred."""
         if not entries:
             return BatchOutcome()
         outcome = self.projector.project(entries)
-        if outcome.done:
-            self.consumer.ack(outcome.done)
+        self.unacked += outcome.done
         self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
         self.projected += len(outcome.applied)
         if outcome.applied and self.lag is not None:
@@ -135,6 +143,11 @@ class ProjectionRunner:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def flush_acks(self) -> int:
+        """Ack now what is done (before stopping, or to see the group caught up)."""
+        done, self.unacked = self.unacked, []
+        return self.consumer.ack(done) if done else 0
 
     def gather_pause(self) -> float:
         """Seconds to wait before the next read: what is left of `gather_ms` after a short read."""
@@ -186,10 +199,15 @@ class ProjectionRunner:
                 failures += 1
                 log.exception("projection_round_failed", consumer=self.name, failures=failures)
                 stop.wait(min(10.0, 0.2 * 2**min(failures, 6)))
+        try:
+            self.flush_acks()
+        except Exception:  # noqa: BLE001 - Redis away: the entries stay pending and are redone (found done)
+            log.exception("projection_final_ack_failed", consumer=self.name)
         log.info("projection_consumer_stopped", consumer=self.name, projected=self.projected)
 
     def caught_up(self) -> bool:
         """Nothing pending in the group and nothing new for this consumer (tests, rebuild checks)."""
+        self.flush_acks()
         return not self.deferred and self.consumer.pending_count() == 0
 
 

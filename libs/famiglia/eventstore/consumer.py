@@ -75,15 +75,22 @@ class PartitionConsumer:
                     raise
         self._groups_ready = True
 
-    def read(self, count: int = 100, block_ms: int | None = None) -> list[PartitionEntry]:
+    def read(self, count: int = 100, block_ms: int | None = None, *, ack: Iterable[PartitionEntry] = ()
+             ) -> list[PartitionEntry]:
         """New entries for this consumer (XREADGROUP `>`), at most `count` per partition.
 
         `block_ms` waits for the first entry on any partition; None (or <= 0)
         does not wait — BLOCK 0 would wait forever.
+
+        `ack`: entries whose work the caller has already made durable, acked in the
+        same round trip, before the read (XACK then XREADGROUP on one connection,
+        which Redis runs in that order). A consumer that acks each batch just
+        before reading the next saves one round trip a batch; should the call fail,
+        those entries stay pending and are redone, as with a failed `ack`.
         """
         streams = {key: ">" for key in self._key_of.values()}
         block = block_ms if block_ms and block_ms > 0 else None
-        return self._read_group(streams, count, block)
+        return self._read_group(streams, count, block, self._ids_by_partition(ack))
 
     def read_pending(self, count: int = 100) -> list[PartitionEntry]:
         """This consumer's own unacked entries (XREADGROUP `0`): what a restarted consumer redoes."""
@@ -93,14 +100,11 @@ class PartitionConsumer:
         """XACK after the caller committed, every partition in one pipelined round trip (a batch
         touches many partitions, and on a busy machine each round trip is a wait to be scheduled
         again); returns how many entries were still pending."""
-        by_partition: dict[int, list[str]] = {}
-        for entry in entries:
-            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        by_partition = self._ids_by_partition(entries)
         if not by_partition:
             return 0
         with self.client.pipeline(transaction=False) as pipe:
-            for partition, ids in sorted(by_partition.items()):
-                pipe.xack(self._key_of[partition], self.group, *ids)
+            self._queue_acks(pipe, by_partition)
             return sum(int(n) for n in pipe.execute())
 
     def claim_stale(self, min_idle_ms: int, count: int = 100) -> list[PartitionEntry]:
@@ -137,12 +141,35 @@ class PartitionConsumer:
         if not self._groups_ready:
             self.ensure_groups()
 
-    def _read_group(self, streams: dict[Any, Any], count: int, block: int | None) -> list[PartitionEntry]:
+    def _ids_by_partition(self, entries: Iterable[PartitionEntry]) -> dict[int, list[str]]:
+        by_partition: dict[int, list[str]] = {}
+        for entry in entries:
+            by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+        return by_partition
+
+    def _queue_acks(self, pipe: Any, by_partition: dict[int, list[str]]) -> None:
+        for partition, ids in sorted(by_partition.items()):
+            pipe.xack(self._key_of[partition], self.group, *ids)
+
+    def _read_group(self, streams: dict[Any, Any], count: int, block: int | None,
+                    acks: dict[int, list[str]] | None = None) -> list[PartitionEntry]:
         self._ensure_ready()
         try:
-            reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
+            if acks:
+                with self.client.pipeline(transaction=False) as pipe:
+                    self._queue_acks(pipe, acks)
+                    pipe.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
+                    replies = pipe.execute(raise_on_error=False)
+                reply = replies[-1]
+                if isinstance(reply, Exception):
+                    raise reply
+                # A failed XACK (only a vanished group, which fails the read too) leaves its
+                # entries pending, to be redone: the read's entries are returned regardless.
+            else:
+                reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
         except ResponseError as error:
             # The groups vanished (FLUSHALL, a fresh server without AOF): recreate, read once more.
+            # (Acks sent with the read are moot then: a new group has nothing pending.)
             if "NOGROUP" not in str(error):
                 raise
             self.ensure_groups()

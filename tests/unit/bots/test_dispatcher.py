@@ -4,6 +4,7 @@ at the version the match is at, and never twice for the same (version, seat)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 
 import pytest
@@ -12,6 +13,7 @@ from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.eventstore.port import PartitionEntry
 from famiglia.v1 import envelope_pb2
 from services.bots.dispatcher import Dispatcher
 from services.bots.payload import LEGAL_LIMIT, DecisionPayload
@@ -248,3 +250,84 @@ def test_a_restarted_dispatcher_wakes_recent_matches_that_wait_on_a_lost_task() 
         table.act(finished, HIGHCARD.pending(table.app.matches.get(finished).match.state)[0].seat)
     assert table.dispatcher.recover() == 1
     assert table.tasks.decisions == [(waiting, 0, table.version(waiting), "random")]
+
+
+class ScriptedConsumer:
+    """A consumer handing out scripted batches and recording each ack with the decisions
+    queued by then (what the broker had taken when the entries were acked)."""
+
+    def __init__(self, tasks: FakeTasks, stop: threading.Event, batches: list[list[PartitionEntry]],
+                 pending: list[list[PartitionEntry]] | None = None) -> None:
+        self.tasks, self.stop = tasks, stop
+        self.batches, self.pending = list(batches), list(pending or [])
+        self.acks: list[tuple[list[str], int]] = []
+        self.reads = 0
+        self.separate_acks = 0
+
+    def _acked(self, entries) -> None:
+        if entries:
+            self.acks.append(([e.entry_id for e in entries], len(self.tasks.decisions)))
+
+    def read(self, count=100, block_ms=None, *, ack=()):
+        self.reads += 1
+        self._acked(list(ack))
+        if not self.batches:
+            self.stop.set()
+            return []
+        return self.batches.pop(0)
+
+    def read_pending(self, count=100):
+        return self.pending.pop(0) if self.pending else []
+
+    def ack(self, entries) -> int:
+        self.separate_acks += 1
+        self._acked(list(entries))
+        return len(entries)
+
+    def claim_stale(self, min_idle_ms, count=100):
+        return []
+
+
+def _entries(table: Table, match_id: str, first_id: int) -> list[PartitionEntry]:
+    return [PartitionEntry(0, f"{first_id + i}-0", env) for i, env in enumerate(table.store.read(match_id))]
+
+
+def test_a_batch_is_acked_with_the_next_read_once_its_tasks_were_sent() -> None:
+    table = Table()
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    second = table.create({0: "random", 1: "random"}, seed=2)
+    one, two = _entries(table, first, 1), _entries(table, second, 100)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]  # only the reads queue
+    stop = threading.Event()
+    consumer = ScriptedConsumer(table.tasks, stop, [one, two])
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    # one round trip a batch: the first read acks nothing, each next read acks the batch before it,
+    # and only after that batch's task was sent
+    assert consumer.reads == 3 and consumer.separate_acks == 0
+    assert consumer.acks == [([e.entry_id for e in one], 1), ([e.entry_id for e in two], 2)]
+    assert [d[0] for d in table.tasks.decisions] == [first, second]
+
+
+def test_a_batch_whose_tasks_could_not_be_sent_is_not_acked_but_redone() -> None:
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    entries = _entries(table, match_id, 1)
+    sends = []
+
+    @contextlib.contextmanager
+    def flaky_batch():
+        yield
+        sends.append(len(sends))
+        if len(sends) == 1:
+            table.tasks.decisions.clear()  # the broker never got it
+            raise ConnectionError("broker away while sending the batch")
+
+    table.tasks.batch = flaky_batch  # type: ignore[method-assign]
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]  # only the reads queue
+    stop = threading.Event()
+    # read_pending: nothing at start; after the failure, the same entries (still pending)
+    consumer = ScriptedConsumer(table.tasks, stop, [entries], pending=[[], entries])
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    assert len(sends) == 2
+    assert consumer.acks == [([e.entry_id for e in entries], 1)]  # once, after the send that worked
+    assert table.tasks.decisions == [(match_id, 0, table.version(match_id), "random")]
