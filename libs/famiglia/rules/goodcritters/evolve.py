@@ -36,8 +36,10 @@ _new = object.__new__
 _set = object.__setattr__
 
 _LAST_RUN = FoldedRun([], [None])
-_LAST_ONE: tuple[object, object, State | None] = (None, None, None)
-"""The last one-event decision (state before, event, state after): most commands are one."""
+LAST: list[tuple[object, object, State | None]] = [(None, None, None), (None, None, None)]
+"""The last one- or two-event decision, as (state before, event, state after) per event: most
+commands are one. A list, so the quick deciders set it by index (a module attribute set is not
+specialised by CPython and costs several times more)."""
 
 
 def remember(run: FoldedRun) -> None:
@@ -48,25 +50,19 @@ def remember(run: FoldedRun) -> None:
 
 def remember_one(before: State, event: Event, after: State) -> None:
     """The memo of a one-event decision, without a run: the fold that follows asks for it."""
-    global _LAST_ONE
-    _LAST_ONE = (before, event, after)
+    LAST[0] = (before, event, after)
 
 
 def remember_two(before: State, first: Event, middle: State, second: Event, after: State) -> None:
-    global _LAST_ONE, _LAST_TWO
-    _LAST_ONE = (before, first, middle)
-    _LAST_TWO = (middle, second, after)
-
-
-_LAST_TWO: tuple[object, object, State | None] = (None, None, None)
-"""The second event of the last two-event decision (a card chosen and committed)."""
+    LAST[0] = (before, first, middle)
+    LAST[1] = (middle, second, after)
 
 
 def evolve(state: State | None, event: Event) -> State:
-    one = _LAST_ONE
+    one = LAST[0]
     if one[1] is event and one[0] is state:
         return one[2]  # type: ignore[return-value]
-    one = _LAST_TWO
+    one = LAST[1]
     if one[1] is event and one[0] is state:
         return one[2]  # type: ignore[return-value]
     run = _LAST_RUN

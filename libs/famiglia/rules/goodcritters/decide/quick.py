@@ -18,15 +18,35 @@ from typing import Any
 
 from .. import events as ev
 from .. import evolve as fold
-from ..data import ACTION_CARDS, NOBODY
+from ..config import SPECS
+from ..data import ACTION_CARDS, MAX_PLAYERS, NOBODY
 from ..events import Event
 from ..state import ACTIONS, CARD_CHOICE, State
 
 Quick = Callable[[State, int, Any], "list[Event] | None"]
 
-# `fold._LAST_ONE = (before, event, after)` is `evolve.remember_one` written out (a call saved
-# per command): the fold that follows finds the state these deciders already made.
-_remember_two = fold.remember_two
+# `_LAST[0] = (before, event, after)` is `evolve.remember_one` written out (a call saved per
+# command): the fold that follows finds the state these deciders already made. The fold's value
+# functions and the events are bound here once: most commands are one of these deciders, and a
+# module attribute read or a cached constructor call costs more than a tuple index.
+_LAST = fold.LAST
+_chosen = fold.action_card_chosen
+_committed = fold.committed
+_threat_placed = fold.threat_placed
+_threat_withdrawn = fold.threat_withdrawn
+_SEATS = range(MAX_PLAYERS)
+_CHOICES = range(1 + max(int(c) for c in SPECS["step3_card_choice_limit"].choices))
+_CHOSEN_EVENT = tuple(
+    tuple(
+        tuple(ev.action_card_chosen(seat, card, n) for n in _CHOICES) if card in ACTION_CARDS else ()
+        for card in range(max(ACTION_CARDS) + 1)
+    )
+    for seat in _SEATS
+)
+"""ev.action_card_chosen(seat, card, choices) as [seat][card][choices]: the very shared events."""
+_COMMITTED_EVENT = tuple(ev.committed(seat) for seat in _SEATS)
+_THREAT_EVENT = tuple(tuple(ev.threat_placed(seat, target) for target in _SEATS) for seat in _SEATS)
+_WITHDRAWN_EVENT = tuple(ev.threat_withdrawn(seat) for seat in _SEATS)
 
 
 def choose_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
@@ -37,14 +57,15 @@ def choose_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
         choices = s.choices[seat] + 1
         card = cmd.card
         if not committed[seat] and choices <= s.config.card_choice_limit and card in ACTION_CARDS:
-            event = ev.action_card_chosen(seat, card, choices)
-            after = fold.action_card_chosen(s, seat, card, choices)
+            event = _CHOSEN_EVENT[seat][card][choices]
+            after = _chosen(s, seat, card, choices)
             if not cmd.commit:
-                fold._LAST_ONE = (s, event, after)
+                _LAST[0] = (s, event, after)
                 return [event]
             if committed.count(False) > 1:  # the last commitment closes Step 3: the general way
-                second = ev.committed(seat)
-                _remember_two(s, event, after, second, fold.committed(after, seat))
+                second = _COMMITTED_EVENT[seat]
+                _LAST[0] = (s, event, after)
+                _LAST[1] = (after, second, _committed(after, seat))
                 return [event, second]
     return None
 
@@ -56,8 +77,8 @@ def change_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
         choices = s.choices[seat] + 1
         card = cmd.card
         if choices <= s.config.card_choice_limit and card in ACTION_CARDS:
-            event = ev.action_card_chosen(seat, card, choices)
-            fold._LAST_ONE = (s, event, fold.action_card_chosen(s, seat, card, choices))
+            event = _CHOSEN_EVENT[seat][card][choices]
+            _LAST[0] = (s, event, _chosen(s, seat, card, choices))
             return [event]
     return None
 
@@ -68,8 +89,8 @@ def commit(s: State, seat: int, cmd: Any) -> list[Event] | None:
     if (step is ACTIONS or step is CARD_CHOICE) and 0 <= seat < s.seats:
         committed = s.committed
         if not committed[seat] and s.cards[seat] and committed.count(False) > 1:
-            event = ev.committed(seat)
-            fold._LAST_ONE = (s, event, fold.committed(s, seat))
+            event = _COMMITTED_EVENT[seat]
+            _LAST[0] = (s, event, _committed(s, seat))
             return [event]
     return None
 
@@ -79,8 +100,8 @@ def place_threat(s: State, seat: int, cmd: Any) -> list[Event] | None:
     if s.step is ACTIONS and 0 <= seat < s.seats and s.changes[seat] < s.config.public_change_limit:
         target = cmd.target
         if 0 <= target < s.seats and target != seat and s.threats[seat] != target:
-            event = ev.threat_placed(seat, target)
-            fold._LAST_ONE = (s, event, fold.threat_placed(s, seat, target))
+            event = _THREAT_EVENT[seat][target]
+            _LAST[0] = (s, event, _threat_placed(s, seat, target))
             return [event]
     return None
 
@@ -93,8 +114,8 @@ def withdraw_threat(s: State, seat: int, cmd: Any) -> list[Event] | None:
         and s.changes[seat] < s.config.public_change_limit
         and s.threats[seat] != NOBODY
     ):
-        event = ev.threat_withdrawn(seat)
-        fold._LAST_ONE = (s, event, fold.threat_withdrawn(s, seat))
+        event = _WITHDRAWN_EVENT[seat]
+        _LAST[0] = (s, event, _threat_withdrawn(s, seat))
         return [event]
     return None
 
