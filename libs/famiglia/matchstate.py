@@ -3,13 +3,15 @@ replay, projection, bots). Pure apart from the envelopes it is given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.protobuf.message import Message
+
 from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, open_match_created
+from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
 from famiglia.v1 import envelope_pb2
 
 
@@ -60,19 +62,28 @@ class MatchState:
         match.apply(it)
         return match
 
-    def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope]) -> None:
-        """Fold envelopes that follow the current version (older ones are skipped)."""
-        for env in envelopes:
-            if env.seq <= self.version:
+    def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope],
+              events: Sequence[Message] | None = None) -> None:
+        """Fold envelopes that follow the current version (older ones are skipped).
+
+        `events`: the envelopes' events already decoded, one per envelope (the command
+        service has them from `decide`): folding them spares parsing each payload again."""
+        engine = self.engine
+        decode = event_decoder(engine)
+        for i, env in enumerate(envelopes):
+            seq = env.seq
+            if seq <= self.version:
                 continue
-            if env.seq != self.version + 1:
-                raise ValueError(f"{self.match_id}: gap, at {self.version}, got {env.seq}")
-            self.state = self.engine.evolve(self.state, open_event(self.engine, env))
-            self.version = env.seq
-            self.last_timestamp_ms = env.timestamp.ToMilliseconds()
-            if env.command_id:
-                first, _ = self.commands.get(env.command_id, (env.seq, env.seq))
-                self.commands[env.command_id] = (first, env.seq)
+            if seq != self.version + 1:
+                raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
+            self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
+            self.version = seq
+            stamp = env.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
+            self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+            command_id = env.command_id
+            if command_id:
+                first, _ = self.commands.get(command_id, (seq, seq))
+                self.commands[command_id] = (first, seq)
 
     def result(self) -> Result | None:
         if self.state is None:

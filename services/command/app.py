@@ -305,7 +305,7 @@ class CommandApp:
                 if result.duplicate:
                     self.matches.catch_up(hot)
                     return self._duplicate(hot, viewer, command_id, omit_events)
-                m.apply(envelopes)
+                m.apply(envelopes, events)
                 accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.version, len(envelopes))
                 if omit_events:
                     return Submitted(m.version)

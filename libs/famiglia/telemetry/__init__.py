@@ -20,12 +20,16 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import structlog
+from opentelemetry import baggage as otel_baggage
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _configured: str | None = None
 
@@ -200,18 +204,35 @@ def spans_exported() -> bool:
 
     Without one, only the server span of a call matters (its ids reach the logs and
     the events); a child span nobody can see still costs ~25 us in the SDK."""
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, (trace.NoOpTracerProvider, trace.ProxyTracerProvider)):
-        return False  # not configured, or OTEL_SDK_DISABLED: every span is a no-op
-    return _unexported(provider) is None
+    return _export_state(trace.get_tracer_provider())[0]
 
 
 def _unexported(provider: object) -> TracerProvider | None:
     """The SDK provider if it has no span processor (whatever it records goes nowhere)."""
-    if not isinstance(provider, TracerProvider):
-        return None  # unknown provider: assume its spans go somewhere
+    return _export_state(provider)[1]
+
+
+#: (provider, its span processors, the answer) of the last `_export_state` asked: the
+#: isinstance checks against OpenTelemetry's abstract classes cost more than the rest of
+#: a child span's no-op; adding a span processor replaces the processors tuple.
+_export_seen: tuple[object, object, tuple[bool, TracerProvider | None]] = (None, None, (False, None))
+
+
+def _export_state(provider: object) -> tuple[bool, TracerProvider | None]:
+    """(spans are exported, the SDK provider if it records for nobody) of `provider`."""
     processors = getattr(getattr(provider, "_active_span_processor", None), "_span_processors", None)
-    return provider if processors is not None and not processors else None
+    global _export_seen
+    seen = _export_seen
+    if seen[0] is provider and seen[1] is processors:
+        return seen[2]
+    if isinstance(provider, (trace.NoOpTracerProvider, trace.ProxyTracerProvider)):
+        state: tuple[bool, TracerProvider | None] = (False, None)  # not configured, or OTEL_SDK_DISABLED
+    elif isinstance(provider, TracerProvider) and processors is not None and not processors:
+        state = (False, provider)
+    else:
+        state = (True, None)  # spans go somewhere, or an unknown provider: assume they do
+    _export_seen = (provider, processors, state)
+    return state
 
 
 class _Current(AbstractContextManager[trace.Span]):
@@ -272,26 +293,70 @@ def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Contex
     else:
         result = sampler.should_sample(parent, trace_id, name, SpanKind.SERVER)
         sampled, state = result.decision.is_sampled(), result.trace_state
-    flags = TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT
-    if random_id:
-        flags |= TraceFlags.RANDOM_TRACE_ID
     return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
-                                        trace_flags=TraceFlags(flags), trace_state=state))
+                                        trace_flags=_FLAGS[sampled, bool(random_id)], trace_state=state))
+
+
+#: TraceFlags by (sampled, random trace id), made once rather than per span.
+_FLAGS = {(sampled, random_id): TraceFlags((TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+                                           | (TraceFlags.RANDOM_TRACE_ID if random_id else 0))
+          for sampled in (False, True) for random_id in (False, True)}
 
 
 def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
     """A span under the current one, not made current (nothing below opens spans, and
     attaching a context costs as much as the span); a no-op when spans go nowhere."""
-    if not spans_exported():
-        return nullcontext()
+    if not _export_state(trace.get_tracer_provider())[0]:
+        return _NO_SPAN
     return tracer().start_span(name, attributes=attributes)
 
 
+_NO_SPAN = nullcontext()  # reusable: it holds nothing
+
+
 def inject_context() -> dict[str, str]:
-    """The current trace context as a carrier (traceparent, tracestate)."""
+    """The current trace context as a carrier (traceparent, tracestate, baggage).
+
+    With the default propagators (W3C trace context, then baggage) the carrier is written
+    here, as they would write it, without the composite's calls and context look-ups per
+    field; any other propagator setting goes through `propagate.inject`."""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    if not _default_propagation():
+        propagate.inject(carrier)
+        return carrier
+    ctx = otel_context.get_current()
+    span: Any = ctx.get(_SPAN_KEY)  # type: ignore[arg-type]
+    if span is not None:
+        sc = span.get_span_context()
+        if sc != trace.INVALID_SPAN_CONTEXT:
+            carrier["traceparent"] = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
+            if sc.trace_state:
+                carrier["tracestate"] = sc.trace_state.to_header()
+    if ctx.get(_BAGGAGE_KEY):  # type: ignore[arg-type]
+        _BAGGAGE.inject(carrier, ctx)
     return carrier
+
+
+# The context keys OpenTelemetry keeps the current span and the baggage under (private
+# names: if a release renames them, every carrier goes through `propagate.inject`).
+_SPAN_KEY: str | None = getattr(trace.propagation, "_SPAN_KEY", None)
+_BAGGAGE_KEY: str | None = getattr(otel_baggage, "_BAGGAGE_KEY", None)
+_BAGGAGE = W3CBaggagePropagator()
+_textmap_seen: tuple[object, bool] = (None, False)
+
+
+def _default_propagation() -> bool:
+    """Whether the global propagator is OpenTelemetry's default: trace context, then baggage."""
+    global _textmap_seen
+    textmap = propagate.get_global_textmap()
+    seen = _textmap_seen
+    if seen[0] is textmap:
+        return seen[1]
+    kinds = [type(p) for p in getattr(textmap, "_propagators", ())]
+    default = (type(textmap) is CompositePropagator and _SPAN_KEY is not None and _BAGGAGE_KEY is not None
+               and kinds == [TraceContextTextMapPropagator, W3CBaggagePropagator])
+    _textmap_seen = (textmap, default)
+    return default
 
 
 def extract_context(carrier: Mapping[str, str]) -> otel_context.Context:
