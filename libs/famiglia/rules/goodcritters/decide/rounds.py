@@ -8,7 +8,7 @@ from __future__ import annotations
 from .. import events as ev
 from .. import evolve as fold
 from ..data import FUZZ, NOBODY, VOTE_NO, VOTE_YES
-from ..effects import EFFECTS, resolve_offers
+from ..effects import EFFECTS, no_effect, resolve_offers
 from ..emitter import Emitter
 from ..flow import step3_opening
 from ..state import DISTRIBUTE, SHOW_LOOT, THREAT_TURNS, Step
@@ -121,13 +121,19 @@ def close_step3(em: Emitter) -> None:
 def resolve_actions(em: Emitter) -> None:
     """GC-A09, GC-A10: the Boss first, then clockwise; a Guard already revealed is skipped."""
     s = em.state
+    default = s.config.timeout_action
+    offers = bool(s.offers)  # offers are made in Step 3 only: none now, none to resolve (GC-P11)
     for seat in s.clockwise_from(s.boss):
-        if em.state.revealed[seat]:
+        now = em.state
+        if now.revealed[seat]:
             continue
-        card = em.state.cards[seat] or s.config.timeout_action
-        em.emit_folded(ev.action_revealed(seat, card), fold.action_revealed(em.state, seat, card))
-        EFFECTS[card](em, seat)
-        resolve_offers(em, seat)
+        card = now.cards[seat] or default
+        em.emit_folded(ev.action_revealed(seat, card), fold.action_revealed(now, seat, card))
+        effect = EFFECTS[card]
+        if effect is not no_effect:  # the votes and an untargeted Guard do nothing now
+            effect(em, seat)
+        if offers:
+            resolve_offers(em, seat)
 
 
 def count_votes(em: Emitter) -> int:
