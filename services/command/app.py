@@ -268,9 +268,6 @@ class CommandApp:
         match_id = hot.match.match_id
         seat = viewer.seat
         assert seat is not None  # _check_submission
-        # Passed to the few log calls rather than bound as context variables: binding and
-        # resetting three contextvars cost more per command than the log lines themselves.
-        ids = {"match_id": match_id, "seat": seat, "command_id": command_id}
         with hot.lock:
             m = hot.match
             self._check_seat(m.seats, viewer)
@@ -286,7 +283,7 @@ class CommandApp:
             for _attempt in range(MAX_RETRIES):
                 if m.finished:
                     raise FailedPrecondition("match_over", "the match is over")
-                events = self._decide(hot, seat, command, ids)
+                events = self._decide(hot, seat, command, command_id)
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.version, [])
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
@@ -312,8 +309,10 @@ class CommandApp:
                 return Submitted(m.version, self._for_viewer(m, envelopes, viewer.seat, events))
             raise Unavailable("contention", "the match is too busy right now; retry")
 
-    def _decide(self, hot: HotMatch, seat: int, command: Message, ids: Mapping[str, object]) -> list[Message]:
+    def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str) -> list[Message]:
         m = hot.match
+        # The ids are passed to the few log calls rather than bound as context variables:
+        # binding and resetting three contextvars cost more per command than the log lines.
         if not command.WhichOneof("kind"):
             raise InvalidArgument("empty_command", "the command has no kind set")
         try:
@@ -322,11 +321,13 @@ class CommandApp:
         except MalformedCommand as exc:
             raise InvalidArgument(exc.code, exc.message) from None
         except RuleViolation as exc:
-            log.info("command_refused", **ids, code=exc.code, reason=exc.message)
+            log.info("command_refused", match_id=m.match_id, seat=seat, command_id=command_id, code=exc.code,
+                     reason=exc.message)
             raise FailedPrecondition(exc.code, exc.message) from None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             # A field value the engine cannot even read: the client's input, not a rule.
-            log.warning("command_malformed", **ids, error=repr(exc))
+            log.warning("command_malformed", match_id=m.match_id, seat=seat, command_id=command_id,
+                        error=repr(exc))
             raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
 
     def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str, omit_events: bool = False) -> Submitted:

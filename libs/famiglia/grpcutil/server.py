@@ -51,8 +51,11 @@ def _carrier(context: grpc.ServicerContext) -> dict[str, str] | None:
     """The trace carrier of a call, or None when the client sent no trace context
     (then there is nothing to extract or attach: most calls skip that work)."""
     fields = _propagation_fields()
-    carrier = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-    return carrier if not fields.isdisjoint(carrier) else None
+    metadata = context.invocation_metadata() or ()
+    for key, _value in metadata:
+        if key in fields:
+            return {k: v for k, v in metadata if isinstance(v, str)}
+    return None
 
 
 def _parent(context: grpc.ServicerContext) -> otel_context.Context | None:

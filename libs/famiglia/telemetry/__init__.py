@@ -49,14 +49,19 @@ _second: tuple[int, str] = (-1, "")
 def _timestamp(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """ISO 8601 UTC with microseconds, like TimeStamper(fmt="iso", utc=True), but the date
     and time of day are formatted once a second instead of building a datetime per line."""
-    global _second
     now = time.time()
     second = int(now)
     cached = _second
     if cached[0] != second:
-        cached = _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        cached = _stamp_second(second)
     event_dict["timestamp"] = f"{cached[1]}.{int((now - second) * 1e6):06d}Z"
     return event_dict
+
+
+def _stamp_second(second: int) -> tuple[int, str]:
+    global _second
+    _second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return _second
 
 
 def _json_default(obj: Any) -> Any:
@@ -77,8 +82,8 @@ def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, An
     chain for every line. `_encoder` is made once (json.dumps(..., default=) builds one a call)."""
     event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
     _timestamp(logger, method_name, event_dict)
-    ctx = trace.get_current_span().get_span_context()
-    if ctx.is_valid:
+    ctx = _current_span_context()
+    if ctx is not None and ctx.is_valid:
         if "trace_id" not in event_dict:
             event_dict["trace_id"] = format(ctx.trace_id, "032x")
         if "span_id" not in event_dict:
@@ -99,40 +104,59 @@ class EventLine:
     half its cost). Anything else (console output, another level, no `configure`,
     a value JSON cannot hold as is) goes through structlog."""
 
-    __slots__ = ("log", "event", "keys", "tail")
+    __slots__ = ("log", "event", "keys", "heads", "tail")
 
     def __init__(self, logger_name: str, event: str, *keys: str) -> None:
         self.log = get_logger(logger_name)
         self.event, self.keys = event, keys
+        self.heads = tuple(f'"{key}": ' for key in keys)  # what the encoder writes before each value
         self.tail = f', "event": {_encoder.encode(event)}'
+
+    def _structlog(self, values: tuple[Any, ...]) -> None:
+        self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
 
     def __call__(self, *values: Any) -> None:
         out = _json_out
-        if out is None or not _CONTEXT_VARS_OK:
-            self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
+        if out is None or not _CONTEXT_VARS_OK or len(values) != len(self.heads):
+            self._structlog(values)
             return
         parts = []
-        for key, value in zip(self.keys, values, strict=True):
+        for head, value in zip(self.heads, values, strict=True):
             kind = type(value)
             if kind is str:
-                parts.append(f'"{key}": {_quote(value)}')
+                parts.append(head + _quote(value))
             elif kind is int:
-                parts.append(f'"{key}": {value}')
+                parts.append(f"{head}{value}")
             else:
-                self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
+                self._structlog(values)
                 return
         line = "{" + ", ".join(parts) + self.tail
-        for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
-            bound = var.get(Ellipsis)
-            if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
-                line += f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
-        event_dict: dict[str, Any] = {}
-        _timestamp(None, "info", event_dict)
-        line += f', "level": "info", "timestamp": "{event_dict["timestamp"]}"'
-        ctx = trace.get_current_span().get_span_context()
-        if ctx.is_valid:
-            line += f', "trace_id": "{ctx.trace_id:032x}", "span_id": "{ctx.span_id:016x}"'
-        out.msg(line + "}")
+        if _CONTEXT_VARS:
+            for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
+                bound = var.get(Ellipsis)
+                if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
+                    line += f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
+        now = time.time()  # what _timestamp writes, inline
+        second = int(now)
+        cached = _second
+        if cached[0] != second:
+            cached = _stamp_second(second)
+        line += f', "level": "info", "timestamp": "{cached[1]}.{int((now - second) * 1e6):06d}Z'
+        ctx = _current_span_context()
+        if ctx is not None and ctx.is_valid:
+            line += f'", "trace_id": "{ctx.trace_id:032x}", "span_id": "{ctx.span_id:016x}"}}'
+        else:
+            line += '"}'
+        out.msg(line)
+
+
+def _current_span_context() -> SpanContext | None:
+    """trace.get_current_span().get_span_context(), or None for no span: one context look-up
+    instead of trace's three calls."""
+    if _SPAN_KEY is None:
+        return trace.get_current_span().get_span_context()
+    span: Any = otel_context.get_current().get(_SPAN_KEY)
+    return None if span is None else span.get_span_context()
 
 
 _quote = json.encoder.encode_basestring_ascii  # what the encoder writes for a str (ensure_ascii)

@@ -21,14 +21,24 @@ def _pack(message) -> any_pb2.Any:
 
 
 def _seat_event(e: SeatEvent) -> pb.SeatEvent:
+    out = pb.SeatEvent()
+    _fill_seat_event(out, e)
+    return out
+
+
+def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
+    """Write `e` into a SeatEvent already in place in its reply: a message built apart and
+    then passed to the reply's constructor is copied once more."""
     env = e.envelope
     stamp = env.timestamp
-    # An unredacted event is packed from the bytes already stored rather than serialized again.
-    event = (any_pb2.Any(type_url=_TYPE_URL + env.payload_type, value=env.payload) if e.stored
-             else _pack(e.event))
-    return pb.SeatEvent(event_id=env.event_id, seq=env.seq, type=env.type, event=event,
-                        seat=env.seat, command_id=env.command_id,
-                        timestamp_ms=stamp.seconds * 1000 + stamp.nanos // 1_000_000, text=e.text)
+    out.event_id, out.seq, out.type, out.seat = env.event_id, env.seq, env.type, env.seat
+    out.command_id, out.text = env.command_id, e.text
+    out.timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+    event = out.event
+    if e.stored:  # unredacted: packed from the bytes already stored rather than serialized again
+        event.type_url, event.value = _TYPE_URL + env.payload_type, env.payload
+    else:
+        event.type_url, event.value = _TYPE_URL + e.event.DESCRIPTOR.full_name, e.event.SerializeToString()
 
 
 def _result(result) -> pb.MatchResult | None:
@@ -100,8 +110,11 @@ class GameServicer(pb_grpc.GameServiceServicer):
         expected = request.expected_version if request.HasField("expected_version") else None
         done = self.app.submit_packed(request.match_id, viewer, request.command_id, packed.type_url, packed.value,
                                       expected, omit_events=request.omit_events)
-        return pb.SubmitCommandResponse(version=done.version, events=[_seat_event(e) for e in done.events],
-                                        duplicate=done.duplicate)
+        reply = pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
+        add = reply.events.add
+        for e in done.events:
+            _fill_seat_event(add(), e)
+        return reply
 
     @rpc
     def StreamEvents(self, request, context):
