@@ -77,3 +77,15 @@ def test_a_round_whose_read_fails_keeps_its_acks_for_the_next(app: ProjectionApp
     monkeypatch.setattr(runner.consumer, "read", real_read)
     runner.run_once(block_ms=0)
     assert {e.entry_id for e in done}.isdisjoint(_pending_ids(app.store, runner.config.group))
+
+
+def test_a_read_whose_kept_connection_was_cut_is_done_again_through_the_client(app: ProjectionApp) -> None:
+    store = app.store
+    write_matches(store, app.registry, [MatchSpec("a5", ["ann", "bob"], seed=5)])
+    consumer = PartitionConsumer.for_store(store, "acks", "c1")
+    first = consumer.read(count=3)
+    assert consumer._own is not None  # the connection it keeps for new reads
+    store.client.client_kill_filter(_type="normal", skipme=True)  # every other connection, the kept one too
+    second = consumer.read(count=3, ack=first)
+    assert second and {e.entry_id for e in second}.isdisjoint(e.entry_id for e in first)
+    assert _pending_ids(store, "acks") == {e.entry_id for e in second}
