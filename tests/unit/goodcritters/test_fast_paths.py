@@ -71,6 +71,81 @@ def test_values_evolvers_match_the_event_evolvers() -> None:
         assert fold_mod.apply(state, event) == folded, event.WhichOneof("kind")
 
 
+def test_round_values_evolvers_match_the_event_evolvers() -> None:
+    """The evolvers the round's close folds from values (Step 1, Step 4, the vote, the clean-up)."""
+    state = new_game(5)
+    stash = state.stashes[2]
+    state = replace(
+        state, table=("L001", "L002", "L003"), assignment=(0, 4, 0), step=Step.ACTIONS,
+        threats=(1, 2, -1, 0, 3), cards=(1, 2, 3, 4, 5), committed=(True,) * 5, revealed=(1, 0, 2, 0, 0),
+    )
+    pairs = [("L001", 0), ("L002", 4), ("L003", 0)]
+    cases = [
+        (ev.round_started(7, 3, Step.SHOW_LOOT), fold_mod.round_started(state, 7, 3, Step.SHOW_LOOT)),
+        (ev.round_started(2, 1, Step.DISTRIBUTE), fold_mod.round_started(state, 2, 1, Step.DISTRIBUTE)),
+        (ev.step_started(Step.DISTRIBUTE), fold_mod.step_started(state, Step.DISTRIBUTE, -1)),
+        (ev.step_started(Step.THREAT_TURNS, 2), fold_mod.step_started(state, Step.THREAT_TURNS, 2)),
+        (ev.actions_locked(), fold_mod.actions_locked(state)),
+        (ev.loot_skimmed(3, state.pile[0]), fold_mod.loot_skimmed(state, 3, state.pile[0])),
+        (ev.loot_stolen(0, 2, stash[1], 1), fold_mod.loot_stolen(state, 0, 2, stash[1])),
+        (ev.loot_stolen(2, 4, "", 2), fold_mod.loot_stolen(state, 2, 4, "")),
+        (ev.loot_handed_out(pairs), fold_mod.loot_handed_out(state, pairs)),
+        (ev.loot_returned(), fold_mod.loot_returned(state)),
+        (ev.boss_changed(4, 1), fold_mod.boss_changed(state, 4)),
+        (ev.round_ended(state.round), fold_mod.round_ended(state)),
+    ]
+    for event, folded in cases:
+        assert fold_mod.apply(state, event) == folded, event.WhichOneof("kind")
+    assert fold_mod.loot_stolen(state, 0, 2, stash[1]).stashes[2] == tuple(c for c in stash if c != stash[1])
+    assert fold_mod.round_ended(state).committed == (False,) * 5
+
+
+def test_every_state_field_read_can_be_specialised() -> None:
+    """CPython specialises `state.x` only if the class holds no `x` of a mutable type (a dataclass
+    default is a class attribute): an enum member there made every `state.step` ~4x slower."""
+    immutable = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+    for f in dataclasses.fields(State):
+        held = State.__dict__.get(f.name)
+        assert held is None or type(held).__flags__ & immutable, f.name
+    assert new_game(4).step is Step.SHOW_LOOT or new_game(4).step is Step.DISTRIBUTE
+
+
+def test_sampled_splits_are_the_plain_draws() -> None:
+    """`sample_splits` (fixed splits memoised, three digits a division) draws what the plain
+    definition draws: the timeout deal, everything to each seat, then one uniform number below
+    N^k per split read digit by digit, lowest first."""
+    from famiglia.rules.goodcritters.legal import sample_splits
+
+    def plain(state: State, count: int) -> list[tuple[int, ...]]:
+        n, k, boss = state.seats, len(state.table), state.boss
+        out = [tuple((boss + 1 + i) % n for i in range(k))] + [((boss + i) % n,) * k for i in range(n)]
+        if len(out) >= count or k == 0:
+            return out[:count]
+        rng = Rng(state.round * 7919 + len(state.pile) * 31 + boss)
+        for _ in range(4 * count):
+            code, split = rng.randrange(n**k), []
+            for _ in range(k):
+                code, seat = divmod(code, n)
+                split.append(seat)
+            if tuple(split) not in out:
+                out.append(tuple(split))
+                if len(out) >= count:
+                    break
+        return out
+
+    checked = 0
+    for seats in (4, 6, 8):
+        state = new_game(seats, seed=seats)
+        for k in (0, 1, 2, 3, 4, 7, 10, 13):
+            for boss in range(seats):
+                table = tuple(f"L{i:03d}" for i in range(1, k + 1))
+                s = replace(state, table=table, boss=boss, round=k + boss)
+                for count in (1, seats + 1, 12, 30):
+                    assert sample_splits(s, count) == plain(s, count), (seats, k, boss, count)
+                    checked += 1
+    assert checked > 300
+
+
 def test_prebuilt_events_equal_fresh_ones() -> None:
     a, b = ev.action_card_chosen(2, 5, 3), ev.action_card_chosen(2, 5, 3)
     assert a is b  # shared, read-only
