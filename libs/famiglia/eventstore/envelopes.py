@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -22,7 +23,33 @@ def new_event_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, 26 Crockford base32 characters.
     Globally unique and sortable by creation time."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    return _time_part(ms) + _random_parts(os.urandom(10))
+    return _time_part(ms) + _random_parts(random_bytes(10))
+
+
+def random_bytes(n: int) -> bytes:
+    """`n` bytes of os.urandom, served from a pool read 4 KiB at a time: os.urandom is a
+    system call that lets go of the GIL, and on a busy server every such release costs
+    a thread switch. Each byte is handed out once; a forked child starts a pool of its own."""
+    with _pool_lock:
+        pool, at = _pool
+        if at + n > len(pool):
+            pool, at = os.urandom(max(_POOL_SIZE, n)), 0
+        _pool[:] = [pool, at + n]
+    return pool[at:at + n]
+
+
+_POOL_SIZE = 4096
+_pool: list = [b"", 0]
+_pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    global _pool_lock
+    _pool[:] = [b"", 0]  # the parent's pool: the child must not hand out the same bytes
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _time_part(ms: int) -> str:
@@ -90,7 +117,7 @@ def game_envelopes(
     # them field by field per event (the map, the timestamp) cost more than the copy.
     shared = _shared(match_id, engine.info.game_id, command_id, seat, trace, ms)
     # The random bits of every event id in one read of the OS's random source, not one each.
-    prefix, randoms = _time_part(ms), _random_parts(os.urandom(10 * len(events)))
+    prefix, randoms = _time_part(ms), _random_parts(random_bytes(10 * len(events)))
     visibility = engine.visibility
     out = []
     for i, event in enumerate(events):
