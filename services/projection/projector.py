@@ -24,6 +24,7 @@ process restarted, another consumer moved the match, or a transaction rolled bac
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -124,10 +125,13 @@ class Projector:
         by_match: dict[str, list[PartitionEntry]] = {}
         for (match_id, _seq), entry in sorted(unique.items()):
             by_match.setdefault(match_id, []).append(entry)
+        traced = spans_exported()
         for attempt in range(1, self.max_attempts + 1):
             try:
-                with tracer().start_as_current_span("projection.batch",
-                                                    attributes={"entries": len(unique), "attempt": attempt}):
+                # A span nobody exports still costs its context switch and attributes on every batch.
+                with (tracer().start_as_current_span("projection.batch",
+                                                     attributes={"entries": len(unique), "attempt": attempt})
+                      if traced else contextlib.nullcontext()):
                     with self.engine.begin() as conn:
                         outcome = self._apply_batch(conn, by_match)
                 outcome.attempts = attempt

@@ -11,11 +11,13 @@ upserts), checkpoints. Row locks are taken in key order, like the match rows.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Table, and_, bindparam, case, cast, func, or_, select, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
 from famiglia.readmodels.db import dialect_insert
@@ -100,8 +102,41 @@ class BatchWrites:
         self.tournaments[tournament_id] = (min(first, ms), games)
 
 
+@dataclass(frozen=True)
+class DriverStatement:
+    """A statement compiled once to SQLite's SQL, run with plain tuples through the driver.
+
+    A batch of bot moves is small, and SQLAlchemy's execution path (cache lookup, a
+    parameter dict and bind processors per row, events) cost more than SQLite's own
+    work on the hot statements; here each row is one tuple in the compiled order."""
+
+    sql: str
+    names: tuple[str, ...]
+    constants: dict[str, Any]
+    """Literal parameters of the statement itself (SQLAlchemy binds them too)."""
+    json_names: frozenset[str] = frozenset()
+    """Parameters of JSON columns, serialized as SQLAlchemy's JSON type would."""
+
+    @classmethod
+    def compile(cls, statement: Any, column_keys: Sequence[str] | None = None, json_names: Sequence[str] = ()
+                ) -> DriverStatement:
+        compiled = statement.compile(dialect=sqlite.dialect(), column_keys=column_keys)
+        names = tuple(compiled.positiontup or ())
+        constants = {n: compiled.binds[n].effective_value for n in names if not compiled.binds[n].required}
+        return cls(compiled.string, names, constants, frozenset(json_names))
+
+    def execute(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+        dumps = conn.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
+        constants, json_names = self.constants, self.json_names
+        getters = [(name, name in json_names, name not in constants) for name in self.names]
+        conn.exec_driver_sql(self.sql, [
+            tuple(dumps(row[n]) if is_json else (row[n] if is_row else constants[n]) for n, is_json, is_row in getters)
+            for row in rows])
+
+
 class BatchWriter:
-    """The statements, built once per dialect (SQLAlchemy caches their compiled form)."""
+    """The statements, built once per dialect (SQLAlchemy caches their compiled form; on SQLite the
+    three written by every batch — archive, match progress, checkpoints — go through the driver)."""
 
     def __init__(self, dialect: str) -> None:
         insert = dialect_insert(dialect)
@@ -153,6 +188,14 @@ class BatchWriter:
             "last_event_ms": case((newer, checkpoints.excluded.last_event_ms), else_=CHECKPOINTS.c.last_event_ms),
             "events": CHECKPOINTS.c.events + checkpoints.excluded.events,
         })
+        self.driver: dict[str, DriverStatement] = {}
+        if dialect == "sqlite":
+            self.driver = {
+                "archive": DriverStatement.compile(ARCHIVE.insert(), [c.name for c in ARCHIVE.columns],
+                                                   json_names=["visible_seats"]),
+                "progress": DriverStatement.compile(self.progress),
+                "checkpoints": DriverStatement.compile(self.checkpoints, [c.name for c in CHECKPOINTS.columns]),
+            }
 
     # -- reads under lock ------------------------------------------------------------------
     def lock_match_rows(self, conn: Connection, ids: Sequence[str]) -> dict[str, MatchRow]:
@@ -172,11 +215,12 @@ class BatchWriter:
         if batch.seats:
             conn.execute(SEATS.insert(), batch.seats)
         if batch.archive:
-            conn.execute(ARCHIVE.insert(), batch.archive)
+            self._execute("archive", ARCHIVE.insert(), conn, batch.archive)
         moved = [m for m in batch.matches if m.created is None]
         if moved:
-            conn.execute(self.progress, [dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms,
-                                              b_error=m.fold_error) for m in moved])
+            self._execute("progress", self.progress, conn, [
+                dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms, b_error=m.fold_error)
+                for m in moved])
         finished = [m for m, _seats in batch.results if m.created is None]
         if finished:
             conn.execute(self.finish, [dict(b_match=m.match_id, b_status=m.status, b_finished=m.finished_ms,
@@ -225,9 +269,16 @@ class BatchWriter:
         committed one — another consumer may have committed a newer entry of the partition — plus the
         events applied."""
         if newest:
-            conn.execute(self.checkpoints, [
+            self._execute("checkpoints", self.checkpoints, conn, [
                 dict(partition=p, last_entry_id=newest[p][0], last_event_ms=newest[p][1], events=counts[p])
                 for p in sorted(newest)])
+
+    def _execute(self, name: str, statement: Any, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        driver = self.driver.get(name)
+        if driver is not None:
+            driver.execute(conn, rows)
+        else:
+            conn.execute(statement, rows)
 
 
 def _entry_newer(dialect: str, candidate: Any, current: Any) -> Any:

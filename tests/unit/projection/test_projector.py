@@ -135,3 +135,28 @@ def test_ratings_do_not_depend_on_the_order_matches_finish_in(tmp_path: Path) ->
         engine.dispose()
     assert dumps[0]["ratings"] and dumps[0]["rating_history"]
     assert dumps[1] == dumps[0] and dumps[2] == dumps[0]
+
+
+def test_sqlite_driver_statements_write_what_sqlalchemy_writes(tmp_path: Path) -> None:
+    """The archive, match progress and checkpoint rows the SQLite driver path writes are the very
+    rows (stored values, not only read-back ones) that SQLAlchemy's own execution writes."""
+    entries = played_entries("m1", seed=9, partition=3)[0] + played_entries("m2", seed=10, partition=5)[0]
+
+    def project(name: str, driver: bool) -> dict[str, list[tuple]]:
+        engine = make_engine(f"sqlite:///{tmp_path / name}")
+        schema.upgrade(engine)
+        projector = Projector(engine, registry())
+        assert set(projector.writer.driver) == {"archive", "progress", "checkpoints"}
+        if not driver:
+            projector.writer.driver = {}
+        for i in range(0, len(entries), 7):  # batches that create, move and finish matches
+            projector.project(entries[i:i + 7])
+        with engine.connect() as conn:
+            raw = {t: sorted(tuple(r) for r in conn.exec_driver_sql(f"SELECT * FROM {t}"))
+                   for t in ("event_archive", "matches", "projection_checkpoints")}
+        engine.dispose()
+        return raw
+
+    through_driver, through_sqlalchemy = project("driver.db", True), project("sqlalchemy.db", False)
+    assert through_driver["event_archive"] and through_driver["projection_checkpoints"]
+    assert through_driver == through_sqlalchemy
