@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from operator import getitem
-from types import SimpleNamespace
 from typing import Any
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
@@ -72,6 +71,11 @@ def withdraw_offer(target: int) -> Command:
     return Command(withdraw_offer=_pb.WithdrawOffer(target=target))
 
 
+class Fields:
+    """A listed command's fields as plain attributes. A plain class, not a SimpleNamespace:
+    CPython specialises attribute reads on its instances (~70 instructions a read, not ~370)."""
+
+
 LISTED: dict[int, tuple[Command, str, Any]] = {}
 """Every shared listed command by its id: (the command, its kind, its fields as plain attributes).
 `decide` reads a listed command from here instead of the message (the entry holds the command,
@@ -84,7 +88,9 @@ def listed(factory: Callable[..., Command], *args: object) -> Command:
     command = factory(*args)
     kind = str(command.WhichOneof("kind"))
     body = getattr(command, kind)
-    fields = SimpleNamespace(**{f.name: getattr(body, f.name) for f in body.DESCRIPTOR.fields})
+    fields = Fields()
+    for f in body.DESCRIPTOR.fields:
+        setattr(fields, f.name, getattr(body, f.name))
     LISTED[id(command)] = (command, kind, fields)
     return command
 

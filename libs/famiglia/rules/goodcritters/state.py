@@ -129,7 +129,6 @@ def fresh_round_fields(seats: int) -> dict[str, object]:
 _FIELDS = frozenset(f.name for f in fields(State))
 _COUNT = len(_FIELDS)
 _new = object.__new__
-_set = object.__setattr__
 
 
 def replace(state: State, **changes: Any) -> State:
@@ -153,5 +152,10 @@ def made(values: dict[str, Any]) -> State:
     """A State from a copied and changed instance dict (bypassing the frozen __init__): how
     `replace` and the hot evolvers that set fields on the copy themselves end."""
     new: State = _new(State)
-    _set(new, "__dict__", values)
+    _set_dict(new, values)
     return new
+
+
+_set_dict = State.__dict__["__dict__"].__set__
+"""State's own `__dict__` descriptor's setter: `object.__setattr__(new, "__dict__", ...)` looks it
+up first (~450 instructions more a State)."""
