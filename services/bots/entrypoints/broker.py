@@ -34,6 +34,7 @@ from time import time
 from typing import Any
 
 import redis
+from hiredis import pack_command
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps
@@ -100,7 +101,7 @@ class Channel(kombu_redis.Channel):
         for attempt in (1, 2):
             connection = self._held_connection()
             try:
-                connection.send_packed_command(connection.pack_commands(commands))
+                connection.send_packed_command([b"".join(map(pack_command, commands))])
                 return [connection.read_response() for _ in commands]
             except (redis.ConnectionError, redis.TimeoutError):
                 self._drop_held_connection(connection)
