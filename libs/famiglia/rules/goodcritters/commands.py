@@ -134,10 +134,13 @@ def listed_splits(table: tuple[str, ...], splits: list[tuple[int, ...]]) -> list
         return out
     out = []
     rows = list(map(card_row, table))
+    columns = list(zip(*rows, strict=True))  # per seat, every card's pair bytes: a one-seat split is one join
     parse = Command.FromString
     join = b"".join
+    k = len(table)
     for seats in splits:
-        body = join(map(getitem, rows, seats))
+        first = seats[0]
+        body = join(columns[first]) if seats.count(first) == k else join(map(getitem, rows, seats))
         command = parse(_FIELD_1[len(body)] + body if len(body) < 256 else b"\x0a" + body_length(body) + body)
         SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, body))
         out.append(command)
