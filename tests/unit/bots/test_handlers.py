@@ -159,14 +159,16 @@ def test_the_time_limit_works_in_a_pool_thread() -> None:
 
 
 def test_an_interrupt_never_arrives_after_its_block() -> None:
-    """Blocks ending right at their limit: one that fired is either raised in the block or
-    cleared, never delivered to the code after it."""
+    """Blocks ending around their limit: one that fired is either raised in the block or
+    cleared, never delivered to the code after it. (The watchdog needs the GIL to fire,
+    which a busy thread gives up every `sys.getswitchinterval()`, 5 ms: the longer blocks
+    outlast that, so some fire even on a loaded machine.)"""
     fired = 0
-    for i in range(300):
+    for i in range(120):
         try:
-            with handlers.time_limit(0.001):
-                _busy(0.0005 + (i % 7) * 0.0002)
+            with handlers.time_limit(0.004):
+                _busy(0.002 + (i % 12) * 0.002)
         except handlers.PolicyTimeout:
             fired += 1
-        _busy(0.0003)  # a leaked interrupt would raise here, failing the test
+        _busy(0.001)  # a leaked interrupt would raise here, failing the test
     assert fired > 0
