@@ -44,5 +44,6 @@ class ProjectionApp:
         return rebuild(self.store, self.sql, self.projector, force=force, progress=progress)
 
     def close(self) -> None:
+        self.projector.release()
         self.store.close()
         self.sql.dispose()

@@ -25,9 +25,10 @@ process restarted, another consumer moved the match, or a transaction rolled bac
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection, Engine
@@ -113,6 +114,37 @@ class Projector:
         self.max_attempts = max_attempts
         self.ratings = RatingBook()
         self.writer = BatchWriter(engine.dialect.name)
+        self._conn: Connection | None = None
+        self._conn_thread = 0
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """One transaction on a connection this projector keeps between batches (the thread that
+        projects first owns it; others take one from the pool): a pool checkout and return per
+        batch cost as much as a small batch's statements. Any error gives the connection back,
+        so the retry starts on a fresh one."""
+        thread = threading.get_ident()
+        if self._conn_thread not in (0, thread):
+            with self.engine.begin() as conn:
+                yield conn
+            return
+        self._conn_thread = thread
+        kept = self._conn
+        if kept is None or kept.closed or kept.invalidated:
+            kept = self._conn = self.engine.connect()
+        try:
+            with kept.begin():
+                yield kept
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give the kept connection back to the pool (after an error, or when done)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     # -- the batch ----------------------------------------------------------------------
     def project(self, entries: Sequence[PartitionEntry]) -> BatchOutcome:
@@ -132,7 +164,7 @@ class Projector:
                 with (tracer().start_as_current_span("projection.batch",
                                                      attributes={"entries": len(unique), "attempt": attempt})
                       if traced else contextlib.nullcontext()):
-                    with self.engine.begin() as conn:
+                    with self._transaction() as conn:
                         outcome = self._apply_batch(conn, by_match)
                 outcome.attempts = attempt
                 self.cache.drop(outcome.finished_matches)

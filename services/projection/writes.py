@@ -12,6 +12,7 @@ upserts), checkpoints. Row locks are taken in key order, like the match rows.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,12 +127,21 @@ class DriverStatement:
         return cls(compiled.string, names, constants, frozenset(json_names))
 
     def execute(self, conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
-        dumps = conn.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
-        constants, json_names = self.constants, self.json_names
-        getters = [(name, name in json_names, name not in constants) for name in self.names]
-        conn.exec_driver_sql(self.sql, [
-            tuple(dumps(row[n]) if is_json else (row[n] if is_row else constants[n]) for n, is_json, is_row in getters)
-            for row in rows])
+        pick = operator.itemgetter(*self.names)
+        values = pick if len(self.names) > 1 else (lambda row: (pick(row),))
+        if self.constants:
+            tuples = [values({**self.constants, **row}) for row in rows]
+        else:
+            tuples = [values(row) for row in rows]
+        json_at = [i for i, name in enumerate(self.names) if name in self.json_names]
+        if json_at:
+            dumps = conn.dialect._json_serializer or json.dumps  # type: ignore[attr-defined]
+            for k, row in enumerate(tuples):
+                cells = list(row)
+                for i in json_at:
+                    cells[i] = dumps(cells[i])
+                tuples[k] = tuple(cells)
+        conn.exec_driver_sql(self.sql, tuples)
 
 
 class BatchWriter:
@@ -189,6 +199,7 @@ class BatchWriter:
             "events": CHECKPOINTS.c.events + checkpoints.excluded.events,
         })
         self.driver: dict[str, DriverStatement] = {}
+        self._lock_sql: dict[int, str] = {}
         if dialect == "sqlite":
             self.driver = {
                 "archive": DriverStatement.compile(ARCHIVE.insert(), [c.name for c in ARCHIVE.columns],
@@ -200,7 +211,14 @@ class BatchWriter:
     # -- reads under lock ------------------------------------------------------------------
     def lock_match_rows(self, conn: Connection, ids: Sequence[str]) -> dict[str, MatchRow]:
         """The batch's match rows, locked in match-id order (FOR UPDATE; SQLite holds BEGIN IMMEDIATE)."""
-        return {r[0]: MatchRow(*r) for r in conn.execute(self.lock_matches, {"ids": list(ids)})}
+        if not self.driver:
+            return {r[0]: MatchRow(*r) for r in conn.execute(self.lock_matches, {"ids": list(ids)})}
+        sql = self._lock_sql.get(len(ids))
+        if sql is None:  # SQLite: the same SELECT with the IN list spelled out, once per list length
+            compiled = self.lock_matches.params(ids=list(ids)).compile(
+                dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+            sql = self._lock_sql[len(ids)] = compiled.string
+        return {r[0]: MatchRow(*r) for r in conn.exec_driver_sql(sql, tuple(ids))}
 
     # -- the writes ------------------------------------------------------------------------
     def write(self, conn: Connection, batch: BatchWrites) -> None:

@@ -160,3 +160,26 @@ def test_sqlite_driver_statements_write_what_sqlalchemy_writes(tmp_path: Path) -
     through_driver, through_sqlalchemy = project("driver.db", True), project("sqlalchemy.db", False)
     assert through_driver["event_archive"] and through_driver["projection_checkpoints"]
     assert through_driver == through_sqlalchemy
+
+
+def test_a_failed_batch_gives_its_kept_connection_back_and_the_next_starts_afresh(projector: Projector,
+                                                                                 monkeypatch) -> None:
+    entries, total = played_entries("m1", seed=11)
+    projector.project(entries[:3])
+    kept = projector._conn
+    assert kept is not None and not kept.closed
+    projector.project(entries[3:5])
+    assert projector._conn is kept  # one connection for every batch of this thread
+
+    def broken(conn, writes) -> None:
+        raise RuntimeError("disk gone")
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    with pytest.raises(RuntimeError):
+        projector.project(entries[5:8])
+    assert projector._conn is None and kept.closed  # rolled back and returned
+    monkeypatch.undo()
+    assert len(projector.project(entries[5:]).applied) == total - 5
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == total
