@@ -332,3 +332,29 @@ def test_listed_splits_are_the_sampled_assignments() -> None:
     for seats in (4, 8):
         play_random(ENGINE, seats, 5, on_step=check)
     assert checked["listings"] > 5
+
+
+def test_visibility_reads_the_body_only_of_kinds_that_can_be_secret() -> None:
+    """`visibility` answers PUBLIC for every kind outside its short list without reading the
+    event's body; each kind on the list can be private (or server-only) for some body."""
+    from famiglia.rules.goodcritters.view import _NOT_PUBLIC_KINDS
+
+    kinds = [f.name for f in ev.Event.DESCRIPTOR.oneofs_by_name["kind"].fields]
+    for kind in kinds:
+        event = ev.Event()
+        getattr(event, kind).SetInParent()
+        if kind not in _NOT_PUBLIC_KINDS:
+            assert ENGINE.visibility(event).kind.name == "PUBLIC", kind
+    secret = [
+        ev.pile_stacked(["L001"], 0),
+        ev.stash_dealt(1, ["L001"]),
+        ev.action_card_chosen(1, 3, 1),
+        ev.loot_skimmed(1, "L001"),
+        ev.loot_stolen(0, 1, "L001", 1),
+        ev.gift_given(0, 1, ["L001"], 0, False),
+        ev.offer_made(0, 1, 1, ["L001"], 0, 3),
+        ev.offer_resolved(0, 1, 1, ["L001"], 0, 2),
+    ]
+    assert {e.WhichOneof("kind") for e in secret} == _NOT_PUBLIC_KINDS
+    for event in secret:
+        assert ENGINE.visibility(event).kind.name != "PUBLIC", event.WhichOneof("kind")

@@ -103,8 +103,26 @@ def view(state: State, viewer: int | None) -> pb.View:
 # -- visibility and redaction ---------------------------------------------------------------
 
 
+_NOT_PUBLIC_KINDS = frozenset(
+    {
+        "pile_stacked",
+        "stash_dealt",
+        "action_card_chosen",
+        "loot_skimmed",
+        "loot_stolen",
+        "gift_given",
+        "offer_made",
+        "offer_resolved",
+    }
+)
+"""The kinds that may be private or server-only; every other event is public (asked per event
+and viewer on the command path, so those skip reading the body)."""
+
+
 def visibility(event: Event) -> Visibility:
     kind = cast(str, event.WhichOneof("kind"))
+    if kind not in _NOT_PUBLIC_KINDS:
+        return PUBLIC
     e: Any = getattr(event, kind)
     if kind == "pile_stacked":
         return SERVER_ONLY  # GC-H07
