@@ -167,10 +167,12 @@ _SECRET_FIELDS: dict[str, tuple[str, ...]] = {
 def redact(event: Event, viewer: int | None) -> Event | None:
     """The event itself where the viewer may see it; else the public fact with the content
     cleared (GC-H06, GC-H09, GC-H10, GC-P15); server-only events reach nobody."""
+    kind = cast(str, event.WhichOneof("kind"))
+    if kind not in _NOT_PUBLIC_KINDS:
+        return event  # public (as `visibility` says), without building its Visibility
     vis = visibility(event)
     if vis.allows(viewer):
         return event
-    kind = cast(str, event.WhichOneof("kind"))
     fields = _SECRET_FIELDS.get(kind)
     if fields is None:
         return None
