@@ -3,7 +3,6 @@ becomes a stored `famiglia.v1.EventEnvelope` and back."""
 
 from __future__ import annotations
 
-import base64
 import os
 import threading
 import time
@@ -23,33 +22,7 @@ def new_event_id(now_ms: int | None = None) -> str:
     """A ULID: 48 bits of milliseconds then 80 random bits, 26 Crockford base32 characters.
     Globally unique and sortable by creation time."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    return _time_part(ms) + _random_parts(random_bytes(10))
-
-
-def random_bytes(n: int) -> bytes:
-    """`n` bytes of os.urandom, served from a pool read 4 KiB at a time: os.urandom is a
-    system call that lets go of the GIL, and on a busy server every such release costs
-    a thread switch. Each byte is handed out once; a forked child starts a pool of its own."""
-    with _pool_lock:
-        pool, at = _pool
-        if at + n > len(pool):
-            pool, at = os.urandom(max(_POOL_SIZE, n)), 0
-        _pool[:] = [pool, at + n]
-    return pool[at:at + n]
-
-
-_POOL_SIZE = 4096
-_pool: list = [b"", 0]
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    global _pool_lock
-    _pool[:] = [b"", 0]  # the parent's pool: the child must not hand out the same bytes
-    _pool_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
+    return _time_part(ms) + _pool.take(16)
 
 
 def _time_part(ms: int) -> str:
@@ -66,14 +39,41 @@ def _time_part(ms: int) -> str:
 
 
 _last_time_part: tuple[int, str] = (-1, "")
-_TO_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _CROCKFORD.encode())
+#: A random byte to a random Crockford digit: its low 5 bits (256 is a multiple of 32, so
+#: every digit is equally likely).
+_DIGIT_OF_BYTE = bytes(_CROCKFORD.encode()[b & 31] for b in range(256))
 
 
-def _random_parts(randoms: bytes) -> str:
-    """The last 16 characters of one ULID per 10 random bytes, concatenated: 80 bits are
-    exactly 16 base32 digits, so the standard encoder (in C) writes them, in Crockford's
-    alphabet once translated."""
-    return base64.b32encode(randoms).translate(_TO_CROCKFORD).decode()
+class _DigitPool:
+    """Random Crockford digits (5 random bits each), read from os.urandom 4,096 at a time
+    and handed out once each. os.urandom is a system call that lets go of the GIL (on a
+    busy server every release costs a thread switch), and turning bits into digits in
+    Python costs more than the call: here one `translate` does it for 256 event ids."""
+
+    __slots__ = ("lock", "digits", "at")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.digits, self.at = "", 0
+
+    def take(self, n: int) -> str:
+        with self.lock:
+            at = self.at
+            if at + n > len(self.digits):
+                self.digits, at = os.urandom(max(4096, n)).translate(_DIGIT_OF_BYTE).decode("ascii"), 0
+            self.at = at + n
+            return self.digits[at:at + n]
+
+
+_pool = _DigitPool()
+
+
+def _fresh_pool() -> None:
+    global _pool
+    _pool = _DigitPool()  # a forked child must not hand out its parent's digits
+
+
+os.register_at_fork(after_in_child=_fresh_pool)
 
 
 def visibility_proto(v: Visibility) -> envelope_pb2.Visibility:
@@ -117,7 +117,7 @@ def game_envelopes(
     # them field by field per event (the map, the timestamp) cost more than the copy.
     shared = _shared(match_id, engine.info.game_id, command_id, seat, trace, ms)
     # The random bits of every event id in one read of the OS's random source, not one each.
-    prefix, randoms = _time_part(ms), _random_parts(random_bytes(10 * len(events)))
+    prefix, randoms = _time_part(ms), _pool.take(16 * len(events))
     visibility = engine.visibility
     out = []
     for i, event in enumerate(events):
@@ -150,12 +150,14 @@ def _base(match_id: str, seq: int, game_id: str, command_id: str, seat: int,
 def _shared(match_id: str, game_id: str, command_id: str, seat: int, trace: Mapping[str, str] | None,
             ms: int) -> envelope_pb2.EventEnvelope:
     """The fields that do not depend on the event."""
-    # The trace map in the constructor: `env.trace.update` is MutableMapping's Python loop.
-    env = envelope_pb2.EventEnvelope(match_id=match_id, command_id=command_id, seat=seat, game_id=game_id,
-                                     trace=trace or None)
-    seconds, millis = divmod(ms, 1000)  # Timestamp.FromMilliseconds, without its Python-level checks
-    env.timestamp.seconds = seconds
-    env.timestamp.nanos = millis * 1_000_000
+    env = envelope_pb2.EventEnvelope(match_id=match_id, command_id=command_id, seat=seat, game_id=game_id)
+    stamp = env.timestamp
+    stamp.seconds, millis = divmod(ms, 1000)  # Timestamp.FromMilliseconds, without its Python-level checks
+    stamp.nanos = millis * 1_000_000
+    if trace:  # entry by entry: the constructor's `trace=` and `update` go through MutableMapping in Python
+        carrier = env.trace
+        for key, value in trace.items():
+            carrier[key] = value
     return env
 
 

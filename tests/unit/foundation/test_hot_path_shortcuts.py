@@ -20,7 +20,7 @@ from famiglia import telemetry
 from famiglia.engine import MatchConfig
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore import envelopes
-from famiglia.eventstore.envelopes import game_envelopes, new_event_id, random_bytes
+from famiglia.eventstore.envelopes import game_envelopes, new_event_id
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -31,16 +31,21 @@ def _reference_ulid(ms: int, random80: int) -> str:
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
-def test_event_ids_are_ulids_of_the_millisecond_and_fresh_random_bits() -> None:
+def test_event_ids_are_the_ulid_time_then_random_digits() -> None:
     rng = random.Random(5)
     for _ in range(500):
-        ms, randoms = rng.getrandbits(50), rng.randbytes(30)
+        ms = rng.getrandbits(50)
         envelopes._last_time_part = (-1, "")
-        parts = envelopes._random_parts(randoms)
-        for i in range(3):
-            expected = _reference_ulid(ms, int.from_bytes(randoms[10 * i:10 * i + 10], "big"))
-            assert envelopes._time_part(ms) + parts[16 * i:16 * i + 16] == expected
-    assert new_event_id(1234)[:10] == _reference_ulid(1234, 0)[:10]
+        assert envelopes._time_part(ms) == _reference_ulid(ms, 0)[:10]
+    ids = [new_event_id(1234) for _ in range(2000)]
+    assert {i[:10] for i in ids} == {_reference_ulid(1234, 0)[:10]}
+    assert len(set(ids)) == 2000 and all(len(i) == 26 and set(i) <= set(_CROCKFORD) for i in ids)
+    digits = "".join(i[10:] for i in ids)  # 32,000 random digits: each of the 32 about as often
+    assert min(digits.count(d) for d in _CROCKFORD) > 800
+
+
+def test_every_random_byte_maps_to_its_low_five_bits() -> None:
+    assert envelopes._DIGIT_OF_BYTE == bytes(_CROCKFORD[b % 32].encode()[0] for b in range(256))
 
 
 def test_a_batch_of_envelopes_has_distinct_ids_of_its_millisecond() -> None:
@@ -53,18 +58,18 @@ def test_a_batch_of_envelopes_has_distinct_ids_of_its_millisecond() -> None:
     assert [e.seq for e in out] == list(range(2, 2 + len(events)))
 
 
-def test_random_bytes_are_never_handed_out_twice_even_across_a_fork() -> None:
-    seen = [random_bytes(10) for _ in range(1000)]  # several refills of the pool
+def test_random_digits_are_never_handed_out_twice_even_across_a_fork() -> None:
+    seen = [envelopes._pool.take(16) for _ in range(1000)]  # several refills of the pool
     assert len(set(seen)) == 1000
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: what would the parent hand out next?
-        os.write(write, random_bytes(16))
+        os.write(write, envelopes._pool.take(16).encode())
         os._exit(0)
     os.close(write)
-    child = os.read(read, 16)
+    child = os.read(read, 16).decode()
     os.waitpid(pid, 0)
-    assert len(child) == 16 and child != random_bytes(16)
+    assert len(child) == 16 and child != envelopes._pool.take(16)
 
 
 def _span(state: TraceState | None = None, flags: int = 1) -> NonRecordingSpan:
