@@ -104,33 +104,34 @@ class EventLine:
     half its cost). Anything else (console output, another level, no `configure`,
     a value JSON cannot hold as is) goes through structlog."""
 
-    __slots__ = ("log", "event", "keys", "heads", "tail")
+    __slots__ = ("log", "event", "keys", "head")
 
     def __init__(self, logger_name: str, event: str, *keys: str) -> None:
         self.log = get_logger(logger_name)
         self.event, self.keys = event, keys
-        self.heads = tuple(f'"{key}": ' for key in keys)  # what the encoder writes before each value
-        self.tail = f', "event": {_encoder.encode(event)}'
+        # The fixed text with a %s per value: one format instead of a string per key.
+        fixed = [f'"{key}": '.replace("%", "%%") + "%s" for key in keys]
+        self.head = "{" + ", ".join(fixed) + f', "event": {_encoder.encode(event)}'.replace("%", "%%")
 
     def _structlog(self, values: tuple[Any, ...]) -> None:
         self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
 
     def __call__(self, *values: Any) -> None:
         out = _json_out
-        if out is None or not _CONTEXT_VARS_OK or len(values) != len(self.heads):
+        if out is None or not _CONTEXT_VARS_OK or len(values) != len(self.keys):
             self._structlog(values)
             return
-        parts = []
-        for head, value in zip(self.heads, values, strict=True):
+        encoded = []
+        for value in values:
             kind = type(value)
             if kind is str:
-                parts.append(head + _quote(value))
+                encoded.append(_quote(value))
             elif kind is int:
-                parts.append(f"{head}{value}")
+                encoded.append(value)
             else:
                 self._structlog(values)
                 return
-        line = "{" + ", ".join(parts) + self.tail
+        line = self.head % tuple(encoded)
         if _CONTEXT_VARS:
             for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
                 bound = var.get(Ellipsis)
@@ -141,13 +142,17 @@ class EventLine:
         cached = _second
         if cached[0] != second:
             cached = _stamp_second(second)
-        line += f', "level": "info", "timestamp": "{cached[1]}.{int((now - second) * 1e6):06d}Z'
         ctx = _current_span_context()
         if ctx is not None and ctx.is_valid:
-            line += f'", "trace_id": "{ctx.trace_id:032x}", "span_id": "{ctx.span_id:016x}"}}'
+            out.msg(_TAIL_TRACED % (line, cached[1], (now - second) * 1e6, ctx.trace_id, ctx.span_id))
         else:
-            line += '"}'
-        out.msg(line)
+            out.msg(_TAIL % (line, cached[1], (now - second) * 1e6))
+
+
+# What _json_tail adds after the event: level, timestamp (%06d of the float truncates like
+# int()), trace and span ids, as one format each.
+_TAIL = '%s, "level": "info", "timestamp": "%s.%06dZ"}'
+_TAIL_TRACED = '%s, "level": "info", "timestamp": "%s.%06dZ", "trace_id": "%032x", "span_id": "%016x"}'
 
 
 def _current_span_context() -> SpanContext | None:
@@ -305,7 +310,11 @@ def _recorded(name: str, parent: otel_context.Context | None, spans: trace.Trace
 
 def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Context | None) -> trace.Span:
     """What `Tracer.start_span` makes when its sampler says not to record, sampled or not."""
-    above = trace.get_current_span(parent).get_span_context()
+    if _SPAN_KEY is None:
+        above = trace.get_current_span(parent).get_span_context()
+    else:  # get_current_span's look-up, without its three calls
+        span: Any = (otel_context.get_current() if parent is None else parent).get(_SPAN_KEY)
+        above = trace.INVALID_SPAN_CONTEXT if span is None else span.get_span_context()
     ids = provider.id_generator
     if above.is_valid:
         trace_id, random_id = above.trace_id, above.trace_flags.random_trace_id

@@ -69,3 +69,12 @@ def test_without_json_output_the_line_goes_through_structlog(monkeypatch) -> Non
         accepted_line("m1", 1, "c-1", "pass", 4, 1)
     assert captured == [{"match_id": "m1", "seat": 1, "command_id": "c-1", "kind": "pass", "version": 4,
                          "events": 1, "event": "command_accepted", "log_level": "info"}]
+
+
+def test_without_a_span_the_line_has_no_trace_ids_like_structlog(outputs) -> None:
+    fast, slow, reference = outputs
+    values = ("m%s%d", 0, "c-100%", "pass", 99, 1)  # percent signs are values, not formats
+    accepted_line(*values)
+    reference.info("command_accepted", **dict(zip(accepted_line.keys, values, strict=True)))
+    ours, theirs = _lines(fast), _lines(slow)
+    assert ours == theirs and "trace_id" not in ours[0] and ours[0]["command_id"] == "c-100%"
