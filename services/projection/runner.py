@@ -204,6 +204,7 @@ class ProjectionRunner:
         except Exception:  # noqa: BLE001 - Redis away: the entries stay pending and are redone (found done)
             log.exception("projection_final_ack_failed", consumer=self.name)
         self.projector.release()
+        self.consumer.close()
         log.info("projection_consumer_stopped", consumer=self.name, projected=self.projected)
 
     def caught_up(self) -> bool:

@@ -202,6 +202,13 @@ class PartitionConsumer:
                 for entry_id, fields in entries if entry_id is not None and fields)
         return result
 
+    def close(self) -> None:
+        """Give the connection kept for reads back to the pool (a later read takes one again)."""
+        with self._own_lock:
+            own, self._own = self._own, None
+            if own is not None and self._own_pid == os.getpid():
+                self.client.connection_pool.release(own)
+
     def _drop_own(self) -> None:
         own, self._own = self._own, None
         if own is not None:

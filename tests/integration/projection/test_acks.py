@@ -89,3 +89,15 @@ def test_a_read_whose_kept_connection_was_cut_is_done_again_through_the_client(a
     second = consumer.read(count=3, ack=first)
     assert second and {e.entry_id for e in second}.isdisjoint(e.entry_id for e in first)
     assert _pending_ids(store, "acks") == {e.entry_id for e in second}
+
+
+def test_a_closed_consumer_gives_its_connection_back_and_reads_on(app: ProjectionApp) -> None:
+    store = app.store
+    write_matches(store, app.registry, [MatchSpec("a6", ["ann", "bob"], seed=6)])
+    consumer = PartitionConsumer.for_store(store, "acks", "c1")
+    first = consumer.read(count=2)
+    kept = consumer._own
+    assert kept is not None
+    consumer.close()
+    assert consumer._own is None and kept not in store.client.connection_pool._in_use_connections
+    assert consumer.read(count=2, ack=first)  # takes a connection again
