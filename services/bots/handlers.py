@@ -77,6 +77,9 @@ _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
 class _Limit:
     thread: int
     at: float
+    live: bool = False
+    """Set last in `arm`: an interrupt inside `Event.set` (Python code holding the Event's
+    lock) would leave that lock held for good."""
     fired: bool = False
 
 
@@ -89,7 +92,9 @@ class _Watchdog:
     signal handler's exception would be). Arming costs a dict entry, no system call:
     the watchdog sleeps until the earliest limit and is woken only by an earlier one.
     A limit fires at most once, and under the lock its disarm takes, so an exception
-    never arrives after the block: one fired but not yet delivered is cleared there."""
+    never arrives after the block: one fired but not yet delivered is cleared there.
+    It fires only once `arm` is done (`_Limit.live`): an interrupt inside `arm`'s
+    Event.set could leave the Event's lock held, and the next arm would hang on it."""
 
     def __init__(self) -> None:
         self._reset()
@@ -109,6 +114,7 @@ class _Watchdog:
         self._armed[limit.thread] = limit
         if limit.at < self._next:
             self._wake.set()
+        limit.live = True
         return limit
 
     def disarm(self, limit: _Limit) -> None:
@@ -131,10 +137,12 @@ class _Watchdog:
             now = time.monotonic()
             with self._lock:
                 for limit in list(self._armed.values()):
-                    if not limit.fired and limit.at <= now:
+                    if limit.live and not limit.fired and limit.at <= now:
                         limit.fired = True
                         _set_async_exc(ctypes.c_ulong(limit.thread), ctypes.py_object(PolicyTimeout))
-                self._next = min((x.at for x in self._armed.values() if not x.fired), default=math.inf)
+                # A limit due but not live yet (its thread is still in `arm`): look again in 1 ms.
+                self._next = min((x.at if x.live or x.at > now else now + 0.001
+                                  for x in self._armed.values() if not x.fired), default=math.inf)
             self._wake.wait(None if self._next == math.inf else self._next - now)
 
 
@@ -158,6 +166,18 @@ def time_limit(seconds: float) -> Iterator[None]:
         _WATCHDOG.disarm(limit)
 
 
+_REACHED: dict[str, int] = {}
+"""match -> a version this process knows the match has reached (its own submits told it)."""
+_REACHED_CAP = 50_000
+
+
+def _reached(match_id: str, version: int) -> None:
+    if len(_REACHED) >= _REACHED_CAP:
+        _REACHED.clear()
+    if _REACHED.get(match_id, -1) < version:
+        _REACHED[match_id] = version
+
+
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
                       policy: str, payload: DecisionPayload | None = None, *, think_seconds: float = 0.0,
                       interrupt_seconds: float = 0.0) -> str:
@@ -168,7 +188,14 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
     read over gRPC first, as any client would. The policy is asked to answer within
     `think_seconds` (its decision's deadline; 0: none); one that raises, or is still
     thinking after `interrupt_seconds` (0: never interrupted), is replaced by `random`
-    for this decision."""
+    for this decision.
+
+    A task for a version this process already saw the match leave (a redelivered or
+    re-queued duplicate: the dispatcher queues a decision again after its stall time,
+    even one a slow worker is still answering) is stale at once, without thinking: on a
+    loaded machine thinking for nothing made the duplicates pile up."""
+    if version < _REACHED.get(match_id, -1):
+        return "stale"
     deadline = time.monotonic() + think_seconds if think_seconds > 0 else math.inf
     engine = app.registry.get(game_id)
     client = app.seat(match_id, seat)
@@ -190,8 +217,11 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
         except Exception:  # noqa: BLE001 - a policy bug (or a timeout) must not stall the match
             log.exception("policy_failed", match_id=match_id, policy=policy)
             command = RandomPolicy().choose(engine, decision)
-    return _submit(client, command, bot_command_id(match_id, version, seat), version,
-                   fallback=[c for c in decision.legal if c != command])
+    outcome = _submit(client, command, bot_command_id(match_id, version, seat), version,
+                      fallback=[c for c in decision.legal if c != command])
+    if outcome in ("submitted", "duplicate", "stale"):  # the match is past `version` now
+        _reached(match_id, version + 1)
+    return outcome
 
 
 def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int,

@@ -13,9 +13,11 @@ Pools (FAMIGLIA_BOTS_POOL):
   CPU than the decision). A child killed mid-task leaves its task unacked; Redis
   gives it to another child after the visibility timeout, and the dispatcher
   queues the decision again after its stall time, whichever comes first. Solo
-  workers enforce no hard time limit: a policy running over
-  FAMIGLIA_BOTS_TASK_TIME_LIMIT is interrupted by an alarm and the seat plays
-  `random` instead (handlers.play_bot_decision).
+  workers enforce no hard time limit: a policy past its decision's deadline
+  answers with its best so far, and one still running near
+  FAMIGLIA_BOTS_TASK_TIME_LIMIT is interrupted by the process's watchdog and the
+  seat plays `random` instead (handlers.time_limit; it works in pool threads too,
+  so FAMIGLIA_BOTS_THREADS_PER_WORKER > 1 keeps it).
 - `prefork`: one Celery worker with a prefork pool of `concurrency` processes.
 - `threads`: one Celery worker with `concurrency` threads (tests).
 """

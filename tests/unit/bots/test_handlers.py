@@ -61,6 +61,12 @@ class FakeApp:
         return self.seats.setdefault(seat, FakeSeat(match_id))
 
 
+@pytest.fixture(autouse=True)
+def _fresh_process() -> None:
+    """What a process learnt of its matches' versions stays with each test."""
+    handlers._REACHED.clear()
+
+
 def highcard_decision() -> tuple[int, DecisionPayload, list]:
     state = fold(HIGHCARD, HIGHCARD.setup(MatchConfig(2, {"hand": "3"}), 7))
     seat = HIGHCARD.pending(state)[0].seat
@@ -172,3 +178,27 @@ def test_an_interrupt_never_arrives_after_its_block() -> None:
             fired += 1
         _busy(0.001)  # a leaked interrupt would raise here, failing the test
     assert fired > 0
+
+
+def test_a_duplicate_of_a_decision_this_process_answered_is_stale_without_thinking(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    thought: list[int] = []
+
+    class Counting:
+        name = "counting"
+
+        def choose(self, rules, decision):
+            thought.append(decision.version)
+            return decision.legal[0]
+
+    monkeypatch.setattr(handlers, "make_policy", lambda name: Counting())
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    play = handlers.play_bot_decision
+    assert play(app, "m-dup", "highcard", seat, 6, "counting", payload) == "submitted"  # type: ignore[arg-type]
+    assert play(app, "m-dup", "highcard", seat, 6, "counting", payload) == "stale"  # type: ignore[arg-type]
+    assert play(app, "m-dup", "highcard", seat, 5, "counting", payload) == "stale"  # type: ignore[arg-type]
+    assert thought == [6] and len(app.seats[seat].submitted) == 1
+    assert play(app, "m-dup", "highcard", seat, 7, "counting", payload) == "submitted"  # type: ignore[arg-type]
+    assert play(app, "m-other", "highcard", seat, 6, "counting", payload) == "submitted"  # type: ignore[arg-type]
+    assert thought == [6, 7, 6]
