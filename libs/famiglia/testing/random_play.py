@@ -19,20 +19,33 @@ class Step:
     version_before: int
 
 
+Row = tuple[int, Command, list[Event], int]
+"""A step as random play keeps it: (seat, command, events, version_before)."""
+
+
 @dataclass
 class Playthrough:
     engine: Engine
     config: MatchConfig
     seed: int
     setup_events: list[Event]
-    steps: list[Step] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     state: State = None
+    _steps: list[Step] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def steps(self) -> list[Step]:
+        """The steps as records, made when first asked for: the benchmark never reads them, and
+        a plain tuple per command costs a third of a record made by its `__init__`."""
+        if len(self._steps) != len(self.rows):
+            self._steps = [Step(*row) for row in self.rows]
+        return self._steps
 
     @property
     def events(self) -> list[Event]:
         out = list(self.setup_events)
-        for s in self.steps:
-            out.extend(s.events)
+        for row in self.rows:
+            out.extend(row[2])
         return out
 
 
@@ -63,21 +76,27 @@ def play_random(
 
     The loop is `choose_actor`, `decide` and `fold` written out with the engine's methods
     bound once: it runs once per command of every benchmark and property test, so its own
-    cost counts (the draws written out inline). The draws are the same, so the same seeds play the same games."""
+    cost counts. The draws are the very ones `choose_actor` makes, so the same seeds play the
+    same games."""
     config = MatchConfig(seats=seats, options=dict(options or {}))
     setup_events = engine.setup(config, seed)
     state = fold(engine, setup_events)
     play = Playthrough(engine, config, seed, setup_events, state=state)
-    chooser = random.Random(seed if policy_seed is None else policy_seed)
-    getrandbits = chooser.getrandbits
+    getrandbits = random.Random(seed if policy_seed is None else policy_seed).getrandbits
     version = len(setup_events) + 1  # + the MatchCreated envelope the store writes first
     limit = max_steps or engine.info.max_steps
     result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
     decide, evolve, derive = engine.decide, engine.evolve, Rng.derive
-    steps = play.steps
-    while result(state) is None:
-        if len(steps) >= limit:
-            raise AssertionError(f"{engine.info.game_id}: no end after {limit} commands (seed {seed})")
+    rows = play.rows
+    # the last pending list of two or more (our own copy) and its sorted distinct seats: at
+    # 6-8 seats most commands leave the same seats pending, and comparing two lists of the
+    # same records is cheaper than reading every seat again
+    known: list[Any] = [None]
+    choices: list[int] = []
+    n_choices = bits_choices = 0
+    for _ in range(limit):
+        if result(state) is not None:
+            break
         pendings = pending(state)
         # choose_actor's draws, as CPython makes `randrange(n)`: getrandbits of n's bit length
         # until below n (so randrange(1) draws too); first a seat among the sorted pending seats
@@ -86,25 +105,27 @@ def play_random(
             while getrandbits(1):
                 pass
         else:
-            if not pendings:
-                raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
-            # the sorted distinct seats, taken in one plain loop (engines list them in order)
-            choices: list[int] = []
-            in_order = True
-            for p in pendings:
-                if choices and p.seat <= choices[-1]:
-                    in_order = False
-                choices.append(p.seat)
-            if not in_order:
-                choices = sorted(set(choices))
-            n = len(choices)
-            bits = n.bit_length()
-            r = getrandbits(bits)
-            while r >= n:
-                r = getrandbits(bits)
+            if pendings != known:
+                if not pendings:
+                    raise AssertionError(f"{engine.info.game_id}: nobody pending but no result (seed {seed})")
+                known = pendings.copy()
+                # the sorted distinct seats, taken in one plain loop (engines list them in order)
+                choices = []
+                in_order = True
+                for p in pendings:
+                    if choices and p.seat <= choices[-1]:
+                        in_order = False
+                    choices.append(p.seat)
+                if not in_order:
+                    choices = sorted(set(choices))
+                n_choices = len(choices)
+                bits_choices = n_choices.bit_length()
+            r = getrandbits(bits_choices)
+            while r >= n_choices:
+                r = getrandbits(bits_choices)
             seat = choices[r]
         # then one of its legal commands
-        commands = legal_commands(state, seat, limit=64)
+        commands = legal_commands(state, seat, 64)
         n = len(commands)
         if not n:
             raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")
@@ -114,13 +135,18 @@ def play_random(
             r = getrandbits(bits)
         command = commands[r]
         events = decide(state, seat, command, derive(seed, version))
-        step = Step(seat, command, events, version)
-        before = state
-        for event in events:
-            state = evolve(state, event)
+        rows.append((seat, command, events, version))
+        if on_step is None:
+            for event in events:
+                state = evolve(state, event)
+        else:
+            before = state
+            for event in events:
+                state = evolve(state, event)
+            on_step(before, Step(seat, command, events, version), state)
         version += len(events)
-        steps.append(step)
-        if on_step is not None:
-            on_step(before, step, state)
+    else:
+        if result(state) is None:
+            raise AssertionError(f"{engine.info.game_id}: no end after {limit} commands (seed {seed})")
     play.state = state
     return play
