@@ -7,6 +7,7 @@ need a generator: every outcome is written into the events.
 
 from __future__ import annotations
 
+import _random
 import hashlib
 import random
 from collections.abc import MutableSequence, Sequence
@@ -14,6 +15,21 @@ from typing import TypeVar
 
 T = TypeVar("T")
 _new = object.__new__
+_Random = random.Random
+_new_random = random.Random.__new__
+_seed_random = _random.Random.seed
+
+
+def _generator(seed: int) -> random.Random:
+    """`random.Random(seed)` without its Python `__init__` and `seed` wrappers (~5 k of the
+    ~36 k instructions a seeding costs): for an int seed those only hand it to the C seeding
+    and set `gauss_next`, so the object is the same."""
+    if type(seed) is not int:
+        return _Random(seed)
+    rand = _new_random(_Random)
+    _seed_random(rand, seed)
+    rand.gauss_next = None  # type: ignore[attr-defined]
+    return rand
 
 
 def derive_seed(seed: int, version: int, salt: str = "") -> int:
@@ -47,33 +63,37 @@ class Rng:
     def _r(self) -> random.Random:
         rand = self._rand
         if rand is None:
-            seed = self._seed
-            rand = self._rand = random.Random(derive_seed(*seed) if isinstance(seed, tuple) else seed)
+            rand = self._seeded()
+        return rand
+
+    def _seeded(self) -> random.Random:
+        seed = self._seed
+        rand = self._rand = _generator(derive_seed(*seed) if isinstance(seed, tuple) else seed)
         return rand
 
     def randint(self, a: int, b: int) -> int:
         """Uniform integer in [a, b], both included."""
-        return self._r.randint(a, b)
+        return (self._rand or self._seeded()).randint(a, b)
 
     def randrange(self, n: int) -> int:
-        return self._r.randrange(n)
+        return (self._rand or self._seeded()).randrange(n)
 
     def choice(self, items: Sequence[T]) -> T:
-        return items[self._r.randrange(len(items))]
+        return items[(self._rand or self._seeded()).randrange(len(items))]
 
     def shuffle(self, items: MutableSequence[T]) -> None:
-        self._r.shuffle(items)
+        (self._rand or self._seeded()).shuffle(items)
 
     def shuffled(self, items: Sequence[T]) -> list[T]:
         out = list(items)
-        self._r.shuffle(out)
+        (self._rand or self._seeded()).shuffle(out)
         return out
 
     def sample(self, items: Sequence[T], k: int) -> list[T]:
-        return self._r.sample(list(items), k)
+        return (self._rand or self._seeded()).sample(list(items), k)
 
     def random(self) -> float:
-        return self._r.random()
+        return (self._rand or self._seeded()).random()
 
     def die(self, faces: int = 6) -> int:
-        return self._r.randint(1, faces)
+        return (self._rand or self._seeded()).randint(1, faces)

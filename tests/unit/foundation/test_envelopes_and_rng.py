@@ -28,3 +28,21 @@ def test_rng_is_derived_from_seed_and_version() -> None:
     c = Rng.derive(7, 11).shuffled(range(50))
     assert a == b and a != c
     assert derive_seed(1, 2) != derive_seed(2, 1)
+
+
+def test_rng_generator_is_the_one_random_random_makes() -> None:
+    """The generator is seeded without random.Random's Python wrappers: same state, same draws."""
+    import random
+
+    for seed in [0, 1, 7, -7, 2**32, 2**64 - 1, 2**70 + 3, derive_seed(3, 40), derive_seed(3, 40, "rob")]:
+        rng, plain = Rng(seed), random.Random(seed)
+        assert rng._seeded().getstate()[1] == plain.getstate()[1]
+        assert [rng.randrange(10), rng.randint(-3, 3), rng.die(), rng.random()] == [
+            plain.randrange(10), plain.randint(-3, 3), plain.randint(1, 6), plain.random()]
+    derived, plain = Rng.derive(5, 12, "x"), random.Random(derive_seed(5, 12, "x"))
+    items = list(range(40))
+    plain_items = list(items)
+    plain.shuffle(plain_items)
+    assert derived.shuffled(items) == plain_items and items == list(range(40))
+    assert derived.sample(range(100), 5) == plain.sample(list(range(100)), 5)
+    assert derived.choice("abcdefgh") == "abcdefgh"[plain.randrange(8)]
