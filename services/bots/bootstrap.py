@@ -46,9 +46,11 @@ class BotsSettings:
     task_time_limit: float = 120.0
     clock_grace_seconds: float = 0.5
     """Added to every human clock so the last instant still belongs to the human."""
-    threads_per_worker: int = 1
+    threads_per_worker: int = 2
     """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
-    so one decision's SubmitCommand round trip overlaps another's choice."""
+    so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~13 %
+    more matches a minute than 1 over five alternating tournament pairs (docs/
+    performance-tournament.md, fifth pass); the policy time limit holds in pool threads."""
 
     @classmethod
     def from_env(cls) -> BotsSettings:
@@ -59,7 +61,7 @@ class BotsSettings:
             stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),
             task_time_limit=_env_float("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0),
             clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
-            threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "1") or 1),
+            threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "2") or 2),
         )
 
     @property

@@ -1,12 +1,15 @@
 """`python -m services.bots.worker`: real `celery worker`s for bot decisions and clocks.
 
 One worker process per core by default (FAMIGLIA_BOTS_CONCURRENCY): search
-policies are CPU-bound, so threads would share one core under the GIL.
+policies are CPU-bound, so threads would share one core under the GIL. Within
+each process, FAMIGLIA_BOTS_THREADS_PER_WORKER (default 2) decisions at once, so
+one decision's SubmitCommand round trip overlaps another's choice.
 
 Pools (FAMIGLIA_BOTS_POOL):
 
-- `solo` (default): this process forks one `celery worker -P solo` per core and
-  keeps them running (a child that dies is started again). Each child takes a
+- `solo` (default): this process forks one `celery worker` per core and keeps
+  them running (a child that dies is started again); each runs `-P solo`, or
+  `-P threads` with FAMIGLIA_BOTS_THREADS_PER_WORKER > 1 (the default, 2). Each child takes a
   task from Redis and plays it itself, so a decision costs no hand-over between
   a consumer process and a pool process (the prefork pool pickles every task and
   its outcome through a pipe; for `random` and `heuristic` seats that was more

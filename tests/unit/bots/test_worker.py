@@ -15,13 +15,13 @@ def test_one_solo_worker_per_core_unless_told_otherwise(monkeypatch: pytest.Monk
     for name in ("FAMIGLIA_BOTS_POOL", "FAMIGLIA_BOTS_CONCURRENCY", "FAMIGLIA_BOTS_THREADS_PER_WORKER"):
         monkeypatch.delenv(name, raising=False)
     settings = BotsSettings.from_env()
-    assert (settings.pool, settings.threads_per_worker) == ("solo", 1)
+    assert (settings.pool, settings.threads_per_worker) == ("solo", 2)
     assert settings.workers >= 1
     monkeypatch.setenv("FAMIGLIA_BOTS_POOL", "prefork")
     monkeypatch.setenv("FAMIGLIA_BOTS_CONCURRENCY", "3")
-    monkeypatch.setenv("FAMIGLIA_BOTS_THREADS_PER_WORKER", "2")
+    monkeypatch.setenv("FAMIGLIA_BOTS_THREADS_PER_WORKER", "1")
     settings = BotsSettings.from_env()
-    assert (settings.pool, settings.workers, settings.threads_per_worker) == ("prefork", 3, 2)
+    assert (settings.pool, settings.workers, settings.threads_per_worker) == ("prefork", 3, 1)
 
 
 def test_a_worker_listens_on_both_queues_under_its_own_name() -> None:
