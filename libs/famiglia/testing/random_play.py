@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from sys import getrefcount
 from typing import Any
 
 from famiglia.engine import Engine, MatchConfig, Rng, fold
@@ -88,6 +89,12 @@ def play_random(
     result, pending, legal_commands = engine.result, engine.pending, engine.legal_commands
     decide, evolve, derive = engine.decide, engine.evolve, Rng.derive
     rows = play.rows
+    # `decide` gets a lazily derived generator (`Rng.derive`); most commands draw nothing and
+    # keep no reference to it, so one object is re-aimed at each version instead of a new one
+    # made (a call and an object per command); a new one is made whenever anyone still holds
+    # the last, so what an engine kept never changes
+    rng = derive(seed, version)
+    alone = getrefcount(rng)
     # the last pending list of two or more (our own copy) and its sorted distinct seats: at
     # 6-8 seats most commands leave the same seats pending, and comparing two lists of the
     # same records is cheaper than reading every seat again
@@ -134,7 +141,13 @@ def play_random(
         while r >= n:
             r = getrandbits(bits)
         command = commands[r]
-        events = decide(state, seat, command, derive(seed, version))
+        # the generator for this version: the last one, re-aimed, unless the engine kept it
+        if getrefcount(rng) > alone:
+            rng = derive(seed, version)
+        else:
+            rng._seed = (seed, version, "")
+            rng._rand = None
+        events = decide(state, seat, command, rng)
         rows.append((seat, command, events, version))
         if on_step is None:
             for event in events:
