@@ -48,9 +48,10 @@ class BotsSettings:
     """Added to every human clock so the last instant still belongs to the human."""
     threads_per_worker: int = 2
     """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
-    so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~13 %
-    more matches a minute than 1 over five alternating tournament pairs (docs/
-    performance-tournament.md, fifth pass); the policy time limit holds in pool threads."""
+    so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~10 %
+    more matches a minute than 1 over seven alternating tournament pairs, most of it
+    under heavy load (docs/performance-tournament.md, fifth pass); the policy time
+    limit holds in pool threads."""
 
     @classmethod
     def from_env(cls) -> BotsSettings:
