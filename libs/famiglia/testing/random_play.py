@@ -96,8 +96,8 @@ def play_random(
     rng = derive(seed, version)
     alone = getrefcount(rng)
     # the last pending list of two or more (our own copy) and its sorted distinct seats: at
-    # 6-8 seats most commands leave the same seats pending, and comparing two lists of the
-    # same records is cheaper than reading every seat again
+    # 6-8 seats ~40% of commands leave the same seats pending (a card choice), and comparing
+    # two lists of the same records is cheaper than reading every seat again
     known: list[Any] = [None]
     choices: list[int] = []
     n_choices = bits_choices = 0
@@ -119,10 +119,13 @@ def play_random(
                 # the sorted distinct seats, taken in one plain loop (engines list them in order)
                 choices = []
                 in_order = True
+                last = -1
                 for p in pendings:
-                    if choices and p.seat <= choices[-1]:
+                    seat = p.seat
+                    if seat <= last:
                         in_order = False
-                    choices.append(p.seat)
+                    choices.append(seat)
+                    last = seat
                 if not in_order:
                     choices = sorted(set(choices))
                 n_choices = len(choices)
