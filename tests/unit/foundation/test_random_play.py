@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,11 @@ from famiglia.testing.random_play import Step, choose_actor, play_random
 GAMES = [engine.info.game_id for engine in default_registry().engines()]
 
 
+def keeper_of(steps: list[Step]) -> Callable[[Any, Step, Any], None]:
+    """An `on_step` that keeps every Step it is shown."""
+    return lambda before, step, after: steps.append(step)
+
+
 @pytest.mark.parametrize("game", GAMES)
 def test_random_play_makes_the_draws_of_the_plain_loop(game: str) -> None:
     """Same seat, command, events and version for every step as choose_actor + decide with an
@@ -21,7 +28,7 @@ def test_random_play_makes_the_draws_of_the_plain_loop(game: str) -> None:
     engine = default_registry().get(game)
     for seats, seed in [(engine.info.min_players, 4), (engine.info.max_players, 9)]:
         seen: list[Step] = []
-        play = play_random(engine, seats, seed, on_step=lambda before, step, after, seen=seen: seen.append(step))
+        play = play_random(engine, seats, seed, on_step=keeper_of(seen))
         state = fold(engine, engine.setup(MatchConfig(seats=seats, options={}), seed))
         chooser = random.Random(seed)
         version = len(play.setup_events) + 1
