@@ -186,34 +186,6 @@ def test_every_listed_command_is_accepted_and_lists_are_fresh(options: dict[str,
     play_random(ENGINE, 4, 2, options, on_step=check)
 
 
-@pytest.mark.parametrize("game", ["goodcritters", "grifters"])
-def test_random_play_makes_the_draws_of_the_plain_loop(game: str) -> None:
-    """play_random's written-out loop (draws, lazily derived Rng) plays what the documented loop
-    plays: choose_actor with randrange, decide with an Rng seeded by derive_seed."""
-    from famiglia.engine import MatchConfig, derive_seed
-    from famiglia.engine.registry import default_registry
-    from famiglia.testing.random_play import choose_actor
-
-    engine = default_registry().get(game)
-    for seats, seed in [(engine.info.min_players, 3), (engine.info.max_players, 8)]:
-        play = play_random(engine, seats, seed)
-        setup = engine.setup(MatchConfig(seats=seats, options={}), seed)
-        state = fold(engine, setup)
-        chooser = random.Random(seed)
-        version = len(setup) + 1
-        plain = []
-        while engine.result(state) is None:
-            picked = choose_actor(engine, state, chooser)
-            assert picked is not None
-            seat, command = picked
-            events = engine.decide(state, seat, command, Rng(derive_seed(seed, version)))
-            plain.append((seat, command, events, version))
-            state = fold(engine, events, state)
-            version += len(events)
-        assert [(s.seat, s.command, s.events, s.version_before) for s in play.steps] == plain
-        assert play.state == state and len(plain) > 10
-
-
 @pytest.mark.parametrize("options", OPTIONS)
 def test_listed_commands_decide_as_their_copies(options: dict[str, str]) -> None:
     """decide reads a shared listed command from its plain fields; a fresh copy of the same
