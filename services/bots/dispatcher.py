@@ -43,6 +43,8 @@ from .payload import DecisionPayload, seat_payload
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
 READ_COUNT = 200
+MAX_BACKOFF = 4
+"""a stalled decision is queued again after stall_seconds, then 2x, 4x ... up to 16x that"""
 """Entries per partition and read (XREADGROUP COUNT)."""
 
 
@@ -91,6 +93,10 @@ class Tracked:
     sent: set[tuple[int, int]] = field(default_factory=set)
     """(version, seat) already queued"""
     sent_at: float = 0.0
+    stalls: int = 0
+    """times this version's bot decision was queued again: each wait is twice the last, so a
+    slow worker still thinking is not buried under copies of its own task"""
+    stalled_version: int = -1
     trace: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -243,12 +249,15 @@ class Dispatcher:
         resent = 0
         now = self.now()
         for tracked in list(self.matches.values()):
-            if not tracked.sent or now - tracked.sent_at < self.stall_seconds:
+            stalls = tracked.stalls if tracked.stalled_version == tracked.match.version else 0
+            if not tracked.sent or now - tracked.sent_at < self.stall_seconds * (1 << min(stalls, MAX_BACKOFF)):
                 continue
             bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
             if not bot_keys:
                 continue
-            log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version)
+            log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version,
+                        stalls=stalls + 1)
+            tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
             before = self.queued
             self._schedule(tracked)

@@ -156,6 +156,33 @@ def test_an_unanswered_bot_decision_is_queued_again_after_the_stall_time() -> No
     assert table.tasks.decisions[0] == table.tasks.decisions[1]
 
 
+def test_a_decision_stalled_again_waits_twice_as_long_each_time() -> None:
+    """A worker still thinking is not buried under copies: 10 s, then 20, then 40 more."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    now[0] = 11.0
+    assert table.dispatcher.check_stalls() == 1
+    now[0] = 25.0
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 32.0
+    assert table.dispatcher.check_stalls() == 1
+    now[0] = 60.0
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 73.0
+    assert table.dispatcher.check_stalls() == 1
+    assert len(table.tasks.decisions) == 4 and len(set(table.tasks.decisions)) == 1
+    # the match moves on: the next version's first wait is the plain stall time again
+    _, seat, _, _ = table.tasks.decisions[-1]
+    table.act(match_id, seat)
+    table.pump(match_id)
+    assert len(table.tasks.decisions) == 5
+    now[0] = 73.0 + 11.0
+    assert table.dispatcher.check_stalls() == 1
+    assert table.tasks.decisions[-1] == table.tasks.decisions[-2] != table.tasks.decisions[0]
+
+
 def test_a_finished_match_is_reported_and_forgotten() -> None:
     table = Table()
     match_id = table.create({}, hand="1")
