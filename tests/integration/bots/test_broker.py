@@ -144,3 +144,24 @@ def test_a_rejected_unacked_record_is_removed_in_a_plain_pipeline(redis_server: 
             with channel.qos.pipe_or_acquire(given) as pipe:
                 assert pipe is given  # restore's own WATCH transaction is kept
         channel.close()
+
+
+def test_a_batch_is_one_push_in_order_and_a_broken_kept_connection_is_redone(redis_url: str) -> None:
+    celery = make_celery(bootstrap(settings=Settings(redis_url=redis_url, secret="test"), bots=BotsSettings()))
+    tasks = CeleryTasks(celery)
+    client = redis.Redis.from_url(redis_url)
+    client.delete(DECISIONS_QUEUE)
+
+    def queued() -> list[int]:  # the versions in the queue, oldest first (LPUSH: newest at the head)
+        return [json.loads(base64.b64decode(json.loads(m)["body"]))[0][3]
+                for m in reversed(client.lrange(DECISIONS_QUEUE, 0, -1))]
+
+    with tasks.batch():
+        for version in (1, 2, 3):
+            tasks.decide("m1", "highcard", 1, version, "random")
+    assert queued() == [1, 2, 3]
+    client.client_kill_filter(_type="normal", skipme=True)  # the kept connection dies between batches
+    with tasks.batch():
+        tasks.decide("m1", "highcard", 1, 4, "random")
+    assert queued() == [1, 2, 3, 4]
+    assert tasks._own is None  # the broken one was dropped; the push went through the client
