@@ -14,6 +14,7 @@ JSON-safe (Celery's serializer): protobuf bytes as base64 text.
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +34,10 @@ class DecisionPayload:
     legal: tuple[bytes, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"view": base64.b64encode(self.view).decode("ascii"),
-                "legal": [base64.b64encode(c).decode("ascii") for c in self.legal]}
+        # binascii directly: base64.b64encode's wrapper is a third of each (short) command's cost.
+        encode = binascii.b2a_base64
+        return {"view": encode(self.view, newline=False).decode("ascii"),
+                "legal": [encode(c, newline=False).decode("ascii") for c in self.legal]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> DecisionPayload | None:

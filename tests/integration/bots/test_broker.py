@@ -20,6 +20,7 @@ from services.bots.entrypoints.celery_app import (
     DECISIONS_QUEUE,
     TRACE_HEADER,
     CeleryTasks,
+    DecisionMessages,
     make_celery,
 )
 from services.bots.payload import DecisionPayload
@@ -165,3 +166,17 @@ def test_a_batch_is_one_push_in_order_and_a_broken_kept_connection_is_redone(red
         tasks.decide("m1", "highcard", 1, 4, "random")
     assert queued() == [1, 2, 3, 4]
     assert tasks._own is None  # the broken one was dropped; the push went through the client
+
+
+@pytest.mark.parametrize("headers", [{}, {TRACE_HEADER: {"traceparent": "00-ab\"\\é"}}, {"retries": 3, "x": [1, None]}])
+@pytest.mark.parametrize("argsrepr", ["('m1', 'highcard', 1, 17, 'random')", "\"q\\\u00e9\u2028\x00"])
+def test_a_decision_message_from_its_template_is_the_whole_envelope_dumped(
+        redis_url: str, headers: dict[str, object], argsrepr: str) -> None:
+    messages = DecisionMessages(make_celery(bootstrap(settings=Settings(redis_url=redis_url, secret="test"),
+                                                      bots=BotsSettings())))
+    body = json.dumps([["m1"], {"decision": {"view": "", "legal": []}}, DecisionMessages.EMBED]).encode()
+    for kwargsrepr in ("{}", "{decision: 3 legal}"):
+        fast = messages.render(body, "id-1", "tag-1", argsrepr=argsrepr, kwargsrepr=kwargsrepr, headers=headers)
+        assert fast == messages.render_dumped(body, "id-1", "tag-1", argsrepr=argsrepr, kwargsrepr=kwargsrepr,
+                                              headers=headers)
+        assert json.loads(fast)["headers"]["argsrepr"] == argsrepr

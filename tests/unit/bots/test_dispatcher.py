@@ -3,6 +3,7 @@ at the version the match is at, and never twice for the same (version, seat)."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import threading
 from dataclasses import dataclass, field
@@ -114,7 +115,10 @@ def test_a_decision_carries_what_the_read_rpcs_would_answer_that_seat_and_nothin
     assert payload.legal == tuple(c.SerializeToString() for c in legal.commands)
     other = table.app.get_view(match_id, Viewer(0)).view.SerializeToString()
     assert payload.view != other  # the other seat's hand is not in it
-    parsed_view, parsed_legal = DecisionPayload.from_json(payload.to_json()).messages(HIGHCARD)
+    text = payload.to_json()  # the worker's JSON: standard base64 text, as before
+    assert text == {"view": base64.b64encode(payload.view).decode(),
+                    "legal": [base64.b64encode(c).decode() for c in payload.legal]}
+    parsed_view, parsed_legal = DecisionPayload.from_json(text).messages(HIGHCARD)
     assert parsed_view == view.view and list(parsed_legal) == legal.commands
     assert DecisionPayload.from_json(None) is None  # an older message: the worker reads over gRPC
 
