@@ -21,6 +21,10 @@ index entry after the ack (a leftover, never redelivered); the message itself wa
 already taken by BRPOP before either, as with the transaction. The keys and the
 record are kombu's, so its restore (visibility timeout) works unchanged.
 
+The consumer's BRPOP is re-armed after every message: kombu rebuilds the key
+list and packs the command through redis-py each time; the channel keeps the
+packed command for each queue order it has seen (the same bytes).
+
 Selected with Celery's `broker_transport` (celery_app.celery_config); the URL
 stays `redis://...`.
 """
@@ -30,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from time import time
+from time import monotonic, time
 from typing import Any
 
 import redis
@@ -81,6 +85,7 @@ class Channel(kombu_redis.Channel):
     QoS = QoS
     _shared_client: Any = None
     _held: threading.local | None = None
+    _brpops: dict[tuple[Any, ...], bytes] | None = None
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:  # the consumer's polling client: kombu already keeps that one
@@ -89,6 +94,29 @@ class Channel(kombu_redis.Channel):
         if client is None or client.connection_pool is not self.pool:  # a new pool after a reconnect
             client = self._shared_client = super()._create_client()
         return client
+
+    def _brpop_start(self, timeout: Any = None) -> None:
+        """kombu's BRPOP for the next message, its packed bytes kept per queue order and timeout."""
+        if self.global_keyprefix:
+            super()._brpop_start(timeout)
+            return
+        if timeout is None:
+            timeout = self.brpop_timeout
+        queues = self._queue_cycle.consume(len(self.active_queues))
+        if not queues:
+            return
+        brpops = self._brpops
+        if brpops is None or len(brpops) > 64:  # a handful of orders in practice; never grows unbounded
+            brpops = self._brpops = {}
+        key = (*queues, timeout)
+        packed = brpops.get(key)
+        if packed is None:
+            keys = [self._q_for_pri(queue, pri) for pri in self.priority_steps for queue in queues]
+            packed = brpops[key] = pack_command(("BRPOP", *keys, timeout or 0))
+        connection = self.client.connection
+        self._in_poll = connection
+        self._brpop_sent_at = monotonic()  # type: ignore[assignment]  # kombu declares it None
+        connection.send_packed_command([packed])
 
     def bookkeep(self, commands: Sequence[Command]) -> list[Any]:
         """Send `commands` in one write on a connection this thread holds and read their replies.

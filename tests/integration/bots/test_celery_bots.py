@@ -6,11 +6,18 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hiredis import pack_command
+from kombu import Connection, Queue
+from kombu.transport import redis as kombu_redis
 
+from famiglia.localstack.redis_server import RedisServer
 from famiglia.v1 import envelope_pb2
 from services.bots import handlers
+from services.bots.entrypoints.broker import TRANSPORT
 
 from .conftest import BotsStack
 
@@ -170,3 +177,33 @@ def test_solo_workers_are_kept_one_per_core_and_a_killed_one_loses_nothing(bots_
     finally:
         bots_stack.kill_worker()
         bots_stack.start_worker()
+
+
+def test_the_kept_brpop_is_kombus_own_and_serves_every_queue(redis_server: RedisServer) -> None:
+    """The consumer's BRPOP is packed once per queue order (broker.Channel._brpop_start):
+    the bytes are those kombu's own `_brpop_start` sends, and messages on both queues arrive."""
+    queues = [Queue("famiglia.test.brpop.a"), Queue("famiglia.test.brpop.b")]
+    got: list[str] = []
+
+    def take(body: Any, message: Any) -> None:
+        got.append(body["queue"])
+        message.ack()
+
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        producer = conn.Producer()
+        for queue in queues * 3:
+            producer.publish({"queue": queue.name}, routing_key=queue.name, declare=[queue], serializer="json")
+        with conn.Consumer(queues, callbacks=[take], accept=["json"]):
+            while len(got) < 6:
+                conn.drain_events(timeout=5)
+            channel = conn.default_channel
+            assert channel._brpops  # the kept path ran
+            connection = channel.client.connection
+            sent: list[Any] = []
+            with patch.object(connection, "send_command", lambda *args: sent.append(pack_command(args))), \
+                    patch.object(connection, "send_packed_command", lambda packed: sent.append(b"".join(packed))):
+                kombu_redis.Channel._brpop_start(channel)
+                channel._brpop_start()
+            channel._in_poll = None
+        assert len(sent) == 2 and sent[0] == sent[1] and b"$5\r\nBRPOP\r\n$21\r\nfamiglia.test.brpop." in sent[0]
+        assert sorted(got) == sorted(q.name for q in queues * 3)
