@@ -128,3 +128,42 @@ def test_the_tournament_service_plans_a_tournament_once_however_often_it_is_aske
     assert made == ["t"]
     assert first.games == again.games and first.planned == again.planned == len(plan(record.spec)) == 8
     assert sum(g.started for g in again.games) == 2
+
+
+def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_every_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.bots import tournaments
+
+    class Store:
+        reads = 0
+        at = 1
+
+        def version(self, match_id: str) -> int:
+            self.reads += 1
+            return self.at
+
+    class Repo:
+        recorded: list[tuple[str, str, dict]] = []
+
+        def record(self, tournament_id: str, match_id: str, result: dict) -> None:
+            self.recorded.append((tournament_id, match_id, result))
+
+    store, repo, clock = Store(), Repo(), [1000.0]
+    monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
+    runner = tournaments.TournamentRunner(repo, None, store, stuck_seconds=40.0)  # type: ignore[arg-type]
+    record = tournaments.TournamentRecord("t1", spec(), tournaments.RUNNING, 0, started={0: "m1"})
+    runner._plans["t1"] = []
+
+    def steps(seconds: float) -> None:  # the runner's 4 steps a second
+        for _ in range(int(seconds * 4)):
+            clock[0] += 0.25
+            runner._check_stuck(record, "m1")
+
+    steps(30)
+    store.at = 2  # it moved
+    steps(30)
+    assert not record.results  # 30 s at version 2: not stuck yet
+    assert store.reads <= 60 / 10 + 2  # a read every 10 s, not 240
+    steps(30)
+    assert record.results == {"m1": {"abandoned": True}}
+    assert repo.recorded == [("t1", "m1", {"abandoned": True, "game_id": "", "error": "stuck"})]
