@@ -121,36 +121,38 @@ def pending(state: State) -> tuple[Pending, ...]:
     step and the Config (the step's clock), then who acts in it (the commitments in Step 3, the
     turn in Step 3a, the Boss in Step 2); the shared tuples are read-only."""
     step = state.step
+    return _pending_of(state, step, _who_acts(state, step))
+
+
+def _who_acts(state: State, step: Step) -> object:
+    """What the pending records of `step` depend on beyond the step and the Config."""
+    if step is ACTIONS or step is CARD_CHOICE:
+        return state.committed
+    if step is THREAT_TURNS:
+        return state.turn
+    return state.boss
+
+
+def _pending_of(state: State, step: Step, who: object) -> tuple[Pending, ...]:
     config = state.config
     last = _LAST_TABLE
     table = last[2] if last[0] is step and last[1] is config else _table(step, config)
-    if step is ACTIONS or step is CARD_CHOICE:
-        who: object = state.committed
-    elif step is THREAT_TURNS:
-        who = state.turn
-    else:
-        who = state.boss
     found = table.get(who)
     return found if found is not None else _pending(state, table, who)
 
 
 def pending_list(state: State) -> list[Pending]:
     """`pending` as the fresh list the engine contract returns (the engine's `pending`), asked
-    before every command: `pending` written out, and the last answer reused while who acts is
-    the very same object (a card choice keeps the commitments tuple, every public change shares
-    the all-uncommitted one), so the tuple is not hashed again."""
+    before every command: the last answer reused while who acts is the very same object (a card
+    choice keeps the commitments tuple, every public change shares the all-uncommitted one), so
+    the tuple is not hashed again."""
     global _LAST_WHO
     step = state.step
-    if step is ACTIONS or step is CARD_CHOICE:
-        who: object = state.committed
-    elif step is THREAT_TURNS:
-        who = state.turn
-    else:
-        who = state.boss
+    who = _who_acts(state, step)
     last = _LAST_WHO
     if last[0] is who and last[1] is step and last[2] is state.config:
         return list(last[3])
-    found = pending(state)
+    found = _pending_of(state, step, who)
     _LAST_WHO = (who, step, state.config, found)
     return list(found)
 
