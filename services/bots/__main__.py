@@ -23,14 +23,15 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     """The dispatcher and the tournament runner as daemon threads (tests use this too)."""
     store = app.store
     repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
-    dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery), observer=TournamentObserver(repo),
+    runner = TournamentRunner(repo, app.game_client, store,
+                              read_model=ReadModelLog(app.settings.database_url))
+    dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery),
+                            observer=TournamentObserver(repo, on_finished=runner.wake.set),
                             stall_seconds=app.bots.stall_seconds,
                             clock_grace_seconds=app.bots.clock_grace_seconds)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")
-    runner = TournamentRunner(repo, app.game_client, store,
-                              read_model=ReadModelLog(app.settings.database_url))
     threads = [
         threading.Thread(target=dispatcher.run, args=(consumer, stop), kwargs={"block_ms": block_ms},
                          name="bots-dispatcher", daemon=True),

@@ -160,10 +160,13 @@ class TournamentObserver:
     so a finished tournament's total is exact."""
 
     def __init__(self, repo: TournamentRepo, *, flush_seconds: float = 0.5,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic,
+                 on_finished: Callable[[], None] | None = None) -> None:
         self.repo = repo
         self.flush_seconds = flush_seconds
         self.now = now
+        self.on_finished = on_finished
+        """Called after a tournament match's result is recorded (the runner's wake-up)."""
         self._known: dict[str, bool] = {}
         self._moves: dict[str, int] = {}
         self._flushed_at = now()
@@ -183,6 +186,8 @@ class TournamentObserver:
         if self._ours(tournament_id):
             self.flush()
             self.repo.record(tournament_id, match.match_id, finished_record(match))
+            if self.on_finished is not None:
+                self.on_finished()
 
     def flush(self) -> None:
         """Write the moves counted since the last flush."""
@@ -244,6 +249,8 @@ class TournamentRunner:
         self._plans: dict[str, list[PlannedMatch]] = {}
         self._seen: dict[str, tuple[int, float, float]] = {}
         """match id -> (version, when it was first seen there, when it was last read)"""
+        self.wake = threading.Event()
+        """Set when a match ends, so its seat at the table is filled at once, not at the next tick."""
 
     def plan_of(self, record: TournamentRecord) -> list[PlannedMatch]:
         if record.tournament_id not in self._plans:
@@ -325,10 +332,14 @@ class TournamentRunner:
             record.results[match_id] = {"abandoned": True}
 
     def run(self, stop: threading.Event, interval: float = 0.25) -> None:
+        """Step every `interval`, and at once when `wake` is set (a match ended): with 8
+        matches in play a slot left empty for half a tick on average was ~2 % of the
+        tournament's time, and more in its last matches."""
         while not stop.is_set():
             try:
                 self.step()
             except Exception:  # noqa: BLE001 - the command service restarting; try again
                 log.exception("tournament_step_failed")
                 stop.wait(1.0)
-            stop.wait(interval)
+            if self.wake.wait(interval):
+                self.wake.clear()

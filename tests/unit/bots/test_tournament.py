@@ -167,3 +167,45 @@ def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_ever
     steps(30)
     assert record.results == {"m1": {"abandoned": True}}
     assert repo.recorded == [("t1", "m1", {"abandoned": True, "game_id": "", "error": "stuck"})]
+
+
+def test_a_finished_match_wakes_the_runner_to_fill_its_seat_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from services.bots import tournaments
+
+    monkeypatch.setattr(tournaments, "finished_record", lambda match: {})
+
+    class Repo:
+        def exists(self, tid: str) -> bool:
+            return True
+
+        def add_moves(self, tid: str, moves: int) -> None:
+            pass
+
+        def record(self, tid: str, match_id: str, result: dict) -> None:
+            pass
+
+    class Finished:
+        match_id = "m1"
+
+    runner = tournaments.TournamentRunner(Repo(), None, None)  # type: ignore[arg-type]
+    steps: list[float] = []
+    stop = threading.Event()
+
+    def step() -> None:
+        steps.append(0.0)
+        if len(steps) >= 2:
+            stop.set()
+            runner.wake.set()  # so the runner's last wait ends too
+
+    monkeypatch.setattr(runner, "step", step)
+    observer = tournaments.TournamentObserver(Repo(), on_finished=runner.wake.set)  # type: ignore[arg-type]
+    thread = threading.Thread(target=runner.run, args=(stop,), kwargs={"interval": 3600.0}, daemon=True)
+    thread.start()
+    while not steps:
+        stop.wait(0.01)
+    observer.match_finished("t1", Finished())  # type: ignore[arg-type]
+    thread.join(timeout=30)
+    assert not thread.is_alive() and len(steps) == 2  # the second step came from the wake, not the hour's tick
+    assert not runner.wake.is_set()
