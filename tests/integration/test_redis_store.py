@@ -378,3 +378,23 @@ def test_a_consumer_of_some_partitions_sees_only_those(store: RedisEventStore) -
     assert _keys(got) == {(m, s) for m, s in written if store.partition_of(m) in mine}
     with pytest.raises(ValueError):
         PartitionConsumer.for_store(store, "projection", "a", partitions=[16])
+
+
+def test_a_connected_kept_connection_exchanges_without_redis_py_layers(store: RedisEventStore) -> None:
+    """The append's request and reply go straight through the connection's socket and
+    hiredis reader once it is connected (redis-py's send/read are only for connecting)."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1), command_id="c1")  # connects the kept connection
+    (conn,) = store._idle
+
+    def refused(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("redis-py's send/read were used on a connected kept connection")
+
+    conn.send_packed_command, conn.read_response = refused, refused
+    assert store.append(match, 1, batch(match, 1, 2), command_id="c2").version == 3
+    assert store.append(match, 1, batch(match, 1, 2), command_id="c2").duplicate
+    with pytest.raises(ConcurrencyConflict):
+        store.append(match, 1, batch(match, 1, 1), command_id="c3")
+    store.client.script_flush()  # NOSCRIPT comes back as redis-py's NoScriptError: reloaded
+    assert store.append(match, 3, batch(match, 3, 1), command_id="c4").version == 4
+    assert [e.seq for e in store.read(match)] == [1, 2, 3, 4]
