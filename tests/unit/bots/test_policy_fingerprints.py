@@ -1,0 +1,90 @@
+"""The policies choose exactly what they chose when these digests were recorded.
+
+Speed work on the policies (the one-ply player, the evaluators, the games'
+`determinize`) must not change a single choice: same seeds, same commands. Each
+game plays tournament-like matches (`random` and `heuristic` rotating through
+the seats, every seat count, as `famiglia.bench.tournament` plans them) through
+`arena.play_match`, plus a few short ISMCTS decisions (an iteration budget, so
+no clock decides), and hashes every decision: which seat, which policy, the
+command's bytes. A digest that moves means some choice moved. Re-record only
+for a deliberate change of the rules or of a policy's play (the digests were
+taken from the code before the policy speed work of session 5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from famiglia.bots.arena import play_match
+from famiglia.bots.games import playable_registry
+from famiglia.bots.policy import Decision, make_policy
+from famiglia.engine import Engine
+
+MOST = 200
+"""Decisions hashed per match (then the match is stopped): enough to reach every phase's
+decisions in each game while keeping the test to seconds."""
+
+
+class Enough(Exception):
+    pass
+
+
+def fingerprint(rules: Engine, entrants: tuple[str, ...], seed: int, most: int = MOST) -> tuple[int, str]:
+    """(decisions, sha256) of the first `most` decisions of one match."""
+    digest = hashlib.sha256()
+    made = [0]
+
+    class Hashed:
+        def __init__(self, spec: str) -> None:
+            self.inner = make_policy(spec)
+            self.name = self.inner.name
+
+        def choose(self, rules: Engine, decision: Decision) -> Any:
+            command = self.inner.choose(rules, decision)
+            digest.update(f"{decision.seat}:{self.name}:".encode())
+            digest.update(command.SerializeToString(deterministic=True))
+            made[0] += 1
+            if made[0] >= most:
+                raise Enough
+            return command
+
+    try:
+        play_match(rules, [Hashed(e) for e in entrants], seed)  # type: ignore[list-item]
+    except Enough:
+        pass
+    return made[0], digest.hexdigest()[:20]
+
+
+def rotation(entrants: tuple[str, ...], seats: int, k: int) -> tuple[str, ...]:
+    return tuple(entrants[(k + i) % len(entrants)] for i in range(seats))
+
+
+RECORDED: dict[str, list[tuple[int, str]]] = {
+    'goodcritters': [(167, '3cb53b6f571b6e225cf3'), (200, '18e8d34c658fc17d837e'), (200, '8bc98a1f2af3a116de92'), (200, '204c8ce8c54b49f114fe'), (200, '4136523050ba17d55fd6'), (200, '459537c6914769ae926a'), (200, 'f3986e794c1b0fb4907e'), (200, '11e65e2ac287bb18f67e'), (200, 'd2db56f01b4e27df1b74'), (200, '40102c12a5c49a8fae78'), (200, 'a30a6fb6e0e100093580'), (200, '67c118f4b1d535cbb5d2'), (200, '811b5306a566768bc365'), (200, 'b17e32352e4d47192ec5'), (200, '256d8dfdd2bb582c21ac'), (60, '62543fefaf871c44852f')],
+    'grifters': [(45, '089b41ef98956494515a'), (67, 'bcf04d4d2c2f818e2585'), (34, 'ddff058506a9ae5e4c79'), (42, 'b906946754dbc4743085'), (79, 'f73b1dac7afb2842488f'), (55, '1d6aaed67f5c62828c0d'), (102, 'e074a6fbdef3aa68c5ea'), (69, 'c56a5890f94583aad5cc'), (75, 'd3e00b40f7bae6bee17a'), (28, '47b2822b502115290bd2')],
+    'nostra_city': [(91, 'ac2402413d2c86fd20ca'), (85, '8333b8f2ef9be005c60d'), (76, '148466304d6464006a34'), (128, '83081f26cc5d2f4900ff'), (141, 'dd27631ff83fef036da5'), (114, '85343d00e27679cbbb43'), (151, '04c0516b7721ed46f47b'), (155, 'e401048a9a0d99f33f70'), (144, 'a017a506c56d08be46c1'), (60, '8aac3dafc7adee408df2')],
+    'nothing_personal': [(200, 'aa793bda6d066e91a0d0'), (200, '21f6dabf3f279993469c'), (200, 'e61f01c6a6ecf7f8d78d'), (200, '393b989e5858ef441e2d'), (200, '504f7e64de7901530cfa'), (200, '9e39187b16780baab9f0'), (200, 'b119764d5cce31e539d4'), (200, 'c38071ef6ce3d1b2219e'), (200, '826fd362058cc5d75c59'), (60, 'd45aecb3f3b4baaede2f')],
+}
+"""game -> one (decisions, digest) per match of `matches(game)`, recorded before the speed work."""
+
+
+def matches(rules: Engine) -> list[tuple[tuple[str, ...], int]]:
+    """Every seat count, `random` and `heuristic` rotating; then one short ISMCTS match."""
+    out = []
+    for k, seats in enumerate(range(rules.info.min_players, rules.info.max_players + 1)):
+        for j, seed in enumerate((1000, 2000, 3000)):
+            out.append((rotation(("random", "heuristic"), seats, k + j), seed + 7 * k))
+    out.append((("ismcts?iterations=12&seconds=1000",) + ("heuristic",) * (rules.info.min_players - 1), 31))
+    return out
+
+
+@pytest.mark.parametrize("game_id", ["goodcritters", "grifters", "nostra_city", "nothing_personal"])
+def test_the_policies_choose_what_they_chose_when_recorded(game_id: str) -> None:
+    rules = playable_registry().get(game_id)
+    played = [fingerprint(rules, entrants, seed, 60 if entrants[0].startswith("ismcts") else MOST)
+              for entrants, seed in matches(rules)]
+    assert sum(n for n, _ in played) > 500
+    assert played == RECORDED[game_id]
