@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import base64
 import json
+import time
+from typing import Any
 
 import pytest
 import redis
 from kombu import Connection, Queue
+from kombu.transport import redis as kombu_redis
 
 from famiglia.config import Settings
 from famiglia.localstack.redis_server import RedisServer
@@ -42,9 +45,11 @@ def test_a_channel_reuses_one_client_and_messages_still_round_trip(redis_server:
             message = queue(channel).get(no_ack=False)
             assert message is not None
             got.append(message.payload["n"])
+            channel.settle()  # the record's replies read: it is in Redis
             assert channel.client.hlen(channel.unacked_key) == 1  # held until acked (acks late)
             message.ack()
         assert sorted(got) == [0, 1, 2]
+        channel.settle()
         assert not channel.client.hlen(channel.unacked_key)  # every ack removed its record
         channel.close()
 
@@ -83,6 +88,7 @@ def test_the_unacked_record_is_kombus_and_a_dead_workers_message_comes_back(redi
         message = queue(channel).get(no_ack=False)
         assert message is not None
         tag = message.delivery_tag
+        channel.settle()
         client = channel.client
         raw, exchange, routing_key = json.loads(client.hget(channel.unacked_key, tag))
         assert raw == message._raw and (exchange, routing_key) == ("", queue.name)  # type: ignore[attr-defined]
@@ -126,12 +132,14 @@ def test_the_bookkeeping_holds_a_connection_per_thread_and_survives_a_dropped_on
         thread.join(10)
         assert acked_in and acked_in[0] is not held
         redis.Redis.from_url(redis_server.url).client_kill_filter(_type="normal", skipme=True)  # every connection
-        first.ack()  # tried again on a fresh connection once the dropped one failed
+        first.ack()  # written into the dropped connection, or at once on a fresh one if that failed
+        channel.settle()  # its replies read: the dropped connection found, the write redone on a fresh one
         assert not channel.client.hlen(channel.unacked_key)
         for _ in range(2):
             message = queue(channel).get(no_ack=False)
             assert message is not None
             message.ack()
+        channel.settle()
         assert not channel.client.hlen(channel.unacked_key)
         channel.close()
 
@@ -180,3 +188,117 @@ def test_a_decision_message_from_its_template_is_the_whole_envelope_dumped(
         assert fast == messages.render_dumped(body, "id-1", "tag-1", argsrepr=argsrepr, kwargsrepr=kwargsrepr,
                                               headers=headers)
         assert json.loads(fast)["headers"]["argsrepr"] == argsrepr
+
+
+def test_a_consumed_messages_record_is_its_own_text_and_kombus_restore_brings_it_back(
+        redis_server: RedisServer) -> None:
+    """On the worker's path (BRPOP) the HSET record holds the message's text as it came,
+    the same JSON kombu would dump; a dead worker's message is restored from it intact."""
+    queue = Queue("famiglia.test.raw")
+    client = redis.Redis.from_url(redis_server.url)
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        conn.Producer(channel).publish({"n": 7, "s": "\u00e9\"q\u2028"}, routing_key=queue.name, declare=[queue],
+                                       serializer="json", headers={"famiglia_trace": {"a": "b"}})
+        (text,) = client.lrange(queue.name, 0, -1)
+        taken: list[object] = []
+        with conn.Consumer([queue], channel=channel, callbacks=[lambda body, message: taken.append(message)],
+                           accept=["json"]):
+            conn.drain_events(timeout=5)
+        (message,) = taken
+        channel.settle()
+        record = client.hget(channel.unacked_key, message.delivery_tag)  # type: ignore[attr-defined]
+        assert record == b"[" + text + b', "", "' + queue.name.encode() + b'"]'
+        assert json.loads(record) == [message._raw, "", queue.name]  # type: ignore[attr-defined]
+        assert channel._taken is None  # kept only while the message is delivered
+        # The worker dies here, unacked: another one restores it past the visibility timeout.
+        with Connection(redis_server.url, transport=TRANSPORT, transport_options={"visibility_timeout": 0}) as other:
+            survivor = other.channel()
+            survivor.qos.restore_visible(num=100)
+            again = queue(survivor).get(no_ack=False)
+            assert again is not None and again.payload == {"n": 7, "s": "\u00e9\"q\u2028"}
+            assert again.headers["famiglia_trace"] == {"a": "b"}
+            again.ack()
+            survivor.settle()
+            assert not survivor.client.hlen(survivor.unacked_key)
+            survivor.close()
+        channel.close()
+
+
+def test_a_refused_bookkeeping_write_is_logged_and_the_connection_stays_in_step(
+        redis_server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    client.set("famiglia.test.string", "x")
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        channel.bookkeep((("HSET", "famiglia.test.string", "f", "v"), ("SET", "famiglia.test.a", "1")))
+        channel.bookkeep((("SET", "famiglia.test.b", "2"),))  # reads the first write's replies
+        assert len(channel._held.unread) == 1  # only the last write's replies are still to come
+        assert any("WRONGTYPE" in r.getMessage() for r in caplog.records)
+        channel.bookkeep((("INCR", "famiglia.test.a"),))
+        channel.settle()
+        assert not channel._held.unread
+        assert client.mget("famiglia.test.a", "famiglia.test.b") == [b"2", b"2"]
+        channel.close()
+
+
+def test_writes_into_a_dropped_connection_are_redone_in_order_on_a_new_one(redis_server: RedisServer) -> None:
+    client = redis.Redis.from_url(redis_server.url)
+    client.delete("famiglia.test.order")
+    with Connection(redis_server.url, transport=TRANSPORT) as conn:
+        channel = conn.channel()
+        channel.bookkeep((("RPUSH", "famiglia.test.order", "1"),))
+        channel.settle()
+        dropped = channel._held.connection._sock
+        client.client_kill_filter(_type="normal", skipme=True)
+        for n in (2, 3, 4):  # the first may go into the dead socket: found at the next write, then redone
+            channel.bookkeep((("RPUSH", "famiglia.test.order", str(n)),))
+        channel.settle()
+        assert channel._held.connection._sock is not dropped  # a new socket (the pool may reuse the object)
+        pushed = [int(v) for v in client.lrange("famiglia.test.order", 0, -1)]
+        assert sorted(set(pushed)) == [1, 2, 3, 4] and pushed[0] == 1
+        assert pushed == sorted(pushed)  # in order; a write may be there twice if it was done before the drop
+        channel.close()
+
+
+def test_the_event_loop_adds_a_reader_once_not_every_tick(redis_server: RedisServer) -> None:
+    """kombu's per-tick callback added every socket to the poller at every tick (an
+    epoll_ctl failing with EEXIST each time); ours adds each once, and messages flow."""
+    from kombu.asynchronous import Hub
+
+    queue = Queue("famiglia.test.loop")
+    for transport, most in ((TRANSPORT, 1), (kombu_redis.Transport, None)):
+        hub = Hub()
+        added: list[int] = []
+        register = hub.poller.register
+
+        def counted(fd: int, events: int, register: Any = register, added: list[int] = added) -> Any:
+            added.append(fd)
+            return register(fd, events)
+
+        hub.poller.register = counted  # type: ignore[method-assign]
+        with Connection(redis_server.url, transport=transport) as conn:
+            channel = conn.channel()
+            got: list[int] = []
+            consumer = conn.Consumer([queue], channel=channel, callbacks=[lambda body, message: (got.append(body["n"]),
+                                                                                           message.ack())],
+                                     accept=["json"])
+            consumer.consume()
+            conn.transport.register_with_event_loop(conn.connection, hub)
+            producer = conn.Producer(conn.channel())
+            for n in range(5):
+                producer.publish({"n": n}, routing_key=queue.name, declare=[queue], serializer="json")
+            deadline = time.monotonic() + 10
+            while len(got) < 5 and time.monotonic() < deadline:
+                hub.run_once()
+            assert sorted(got) == list(range(5))
+            brpop = [fd for fd, (_, kind) in conn.transport.cycle._fd_to_chan.items() if kind == "BRPOP"]
+            assert brpop and hub.readers.get(brpop[0]) is not None
+            per_fd = [added.count(fd) for fd in brpop]
+            if most is not None:
+                assert max(per_fd) <= most + 1  # kombu's own _register, then the loop's add at most once
+            else:
+                assert max(per_fd) >= 5  # kombu's own callback: once a tick (the check can fail)
+            consumer.cancel()
+            channel.close()
+        hub.close()
