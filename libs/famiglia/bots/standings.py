@@ -70,3 +70,49 @@ def standings(records: Iterable[MatchRecord]) -> list[Standing]:
             row = table[(game_id, entrant)]
             row.mu, row.sigma = rating.mu, rating.sigma
     return sorted(table.values(), key=lambda r: (r.game_id, -r.ordinal, r.mean_rank))
+
+
+class RunningStandings:
+    """`standings` of a tournament whose results keep coming: each call folds only the
+    matches not seen before, on top of the table and ratings so far.
+
+    A client polling a 1,000-match tournament twice a second would otherwise rate
+    every finished match again at each poll (~30 ms at 1,000 matches). Ratings
+    depend on the order matches are rated in (finish time, then match id): when a
+    new match sorts before one already rated — a clock step, a result written
+    late — the table is rated again from scratch, so the answer is always exactly
+    `standings(records)`."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self._table: dict[tuple[str, str], Standing] = {}
+        self._ratings: dict[str, dict] = {}  # game id -> entrant -> famiglia.ratings.Rating
+        self._last: dict[str, tuple[int, str]] = {}  # game id -> order key of the last match rated
+
+    def __call__(self, records: Iterable[MatchRecord]) -> list[Standing]:
+        from famiglia.ratings import MatchOutcome, Placement, apply_match
+
+        records = list(records)
+        new = [r for r in records if r.match_id not in self._seen]
+        if len(records) != len(self._seen) + len(new) or any(
+                (r.finished_ms, r.match_id) < self._last.get(r.game_id, (-1, "")) for r in new):
+            self.__init__()  # type: ignore[misc]  # a record went away or sorts before one rated: start over
+            new = records
+        for record in sorted(new, key=lambda r: (r.finished_ms, r.match_id)):
+            self._seen.add(record.match_id)
+            seats: Sequence[SeatRecord] = sorted(record.seats, key=lambda s: s.seat)
+            for s in seats:
+                row = self._table.setdefault((record.game_id, s.entrant), Standing(record.game_id, s.entrant))
+                row.matches += 1
+                row.wins += int(s.rank == 1)
+                row.rank_total += s.rank
+            ratings = self._ratings.setdefault(record.game_id, {})
+            changed = apply_match(ratings, MatchOutcome(record.match_id, record.finished_ms,
+                                                        tuple(Placement(s.entrant, s.rank) for s in seats)))
+            for entrant, rating in changed.items():
+                row = self._table[(record.game_id, entrant)]
+                row.mu, row.sigma = rating.mu, rating.sigma
+            self._last[record.game_id] = (record.finished_ms, record.match_id)
+        rows = [Standing(r.game_id, r.entrant, r.matches, r.wins, r.rank_total, r.mu, r.sigma)
+                for r in self._table.values()]
+        return sorted(rows, key=lambda r: (r.game_id, -r.ordinal, r.mean_rank))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import grpc
 
 from famiglia.bots import POLICY_NAMES, PolicySpec, UnknownPolicy, make_policy
-from famiglia.bots.standings import Standing, standings
+from famiglia.bots.standings import RunningStandings, Standing, standings
 from famiglia.bots.tournament import GamePlan, PlannedMatch, TournamentSpec, plan
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
@@ -85,12 +85,14 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         self.repo = repo
         self.registry = registry
         self._standings: dict[str, tuple[int, list[Standing]]] = {}
+        self._running: dict[str, RunningStandings] = {}
         self._plans: dict[str, list[PlannedMatch]] = {}
         self._lock = threading.Lock()
 
     def _proto(self, record: TournamentRecord, include_matches: bool = False) -> pb.Tournament:
-        """Standings are rated again only when a result came in since the last call: a
-        client polling a 1,000-match tournament would otherwise cost tens of ms a poll.
+        """Standings are rated again only when a result came in since the last call, and
+        then only the new results are folded in (RunningStandings): a client polling a
+        1,000-match tournament would otherwise cost tens of ms a poll.
         The plan (fixed by the spec) is made once per tournament, not per call."""
         with self._lock:
             cached = self._standings.get(record.tournament_id)
@@ -104,8 +106,13 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         if cached is not None and cached[0] == len(record.results):
             rows = cached[1]
         else:
-            rows = standings(record.match_records())
             with self._lock:
+                running = self._running.get(record.tournament_id)
+                if running is None:
+                    if len(self._running) > 256:
+                        self._running.clear()
+                    running = self._running[record.tournament_id] = RunningStandings()
+                rows = running(record.match_records())
                 if len(self._standings) > 256:
                     self._standings.clear()
                 self._standings[record.tournament_id] = (len(record.results), rows)
