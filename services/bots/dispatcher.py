@@ -7,7 +7,7 @@ true state; bots never do) and after each batch asks the engine who must act:
 - a bot seat (MatchCreated.seat_info: bot=True, policy) gets a `decide` task for
   the match version it must act at — one bot seat per version, see `_schedule`.
   The task carries that seat's own view and legal commands (payload.py), so the
-  worker's only RPC is SubmitCommand;
+  worker's only RPC is SubmitCommand (a `random` seat's carries no view: it never reads one);
 - a human seat whose decision has a clock (Pending.timeout_seconds, set by the
   game's own clock options) gets a `clock` task with that countdown.
 
@@ -38,7 +38,7 @@ from famiglia.matchstate import MatchState, NotAMatch
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .payload import DecisionPayload, seat_payload
+from .payload import DecisionPayload, reads_view, seat_payload
 
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
@@ -222,9 +222,10 @@ class Dispatcher:
         bots = [p for p in pendings if p.seat in tracked.bots]
         if bots:
             chosen = bots[match.version % len(bots)].seat
+            policy = tracked.bots[chosen]
             if self._queue(tracked, chosen, lambda: self.tasks.decide(
-                    match.match_id, match.game_id, chosen, match.version, tracked.bots[chosen],
-                    trace=tracked.trace, payload=seat_payload(match.engine, match.state, chosen))):
+                    match.match_id, match.game_id, chosen, match.version, policy, trace=tracked.trace,
+                    payload=seat_payload(match.engine, match.state, chosen, view=reads_view(policy)))):
                 tracked.sent_at = self.now()
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:

@@ -8,6 +8,11 @@ would answer that seat — `engine.view(state, seat)` and
 worker still submits through GameService with `expected_version`, so a payload
 made at a version the match has left is refused there and does nothing.
 
+A seat whose policy chooses from the legal commands alone (`random`) gets no view
+(an empty one): rendering it was the dearest part of the payload (a view takes
+several times a legal listing's CPU, and is 0.35-1.1 kB of a message), and the
+worker parses nothing it would not read.
+
 JSON-safe (Celery's serializer): protobuf bytes as base64 text.
 """
 
@@ -15,15 +20,27 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from famiglia.bots.policy import PolicySpec
 from famiglia.engine import Engine
 
 LEGAL_LIMIT = 64
 """As many legal commands as the RPC path asks for (ListLegalCommands limit): huge
 choices are sampled by the engine, never enumerated."""
+
+VIEWLESS_POLICIES = frozenset({"random"})
+"""Policies that never read the view (random_policy.py: uniform over the legal commands,
+seeded by the decision). A test holds `random`'s choices equal with and without the view."""
+
+
+@functools.lru_cache(maxsize=256)
+def reads_view(policy: str) -> bool:
+    """Whether a seat playing `policy` (a seat_info.policy string) needs its view in the payload."""
+    return PolicySpec.parse(policy).name not in VIEWLESS_POLICIES
 
 
 @dataclass(frozen=True)
@@ -55,9 +72,10 @@ class DecisionPayload:
         return info.view_type.FromString(self.view), tuple(parse(c) for c in self.legal)
 
 
-def seat_payload(engine: Engine, state: Any, seat: int, limit: int = LEGAL_LIMIT) -> DecisionPayload:
-    """What `seat` may know at this state: its own view and its legal commands."""
-    view = engine.view(state, seat)
+def seat_payload(engine: Engine, state: Any, seat: int, limit: int = LEGAL_LIMIT, *,
+                 view: bool = True) -> DecisionPayload:
+    """What `seat` may know at this state: its own view (unless `view` is False: an empty
+    one, for a policy that never reads it) and its legal commands."""
     legal = engine.legal_commands(state, seat, limit=limit)
-    return DecisionPayload(view.SerializeToString(),
-                           tuple(c.SerializeToString() for c in legal))
+    return DecisionPayload(engine.view(state, seat).SerializeToString() if view else b"",
+                           tuple([c.SerializeToString() for c in legal]))

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from famiglia.bots.policy import Decision
+from famiglia.bots.random_policy import RandomPolicy
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
@@ -17,7 +19,7 @@ from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.v1 import envelope_pb2
 from services.bots.dispatcher import Dispatcher
-from services.bots.payload import LEGAL_LIMIT, DecisionPayload
+from services.bots.payload import LEGAL_LIMIT, DecisionPayload, reads_view
 from services.command.app import Viewer
 from services.command.bootstrap import bootstrap as command_bootstrap
 
@@ -103,7 +105,7 @@ def test_a_bot_seat_gets_one_task_at_the_version_it_must_act_at() -> None:
 
 def test_a_decision_carries_what_the_read_rpcs_would_answer_that_seat_and_nothing_more() -> None:
     table = Table()
-    match_id = table.create({0: "random", 1: "random"}, hand="3")
+    match_id = table.create({0: "heuristic", 1: "heuristic"}, hand="3")
     table.pump(match_id)
     after = table.act(match_id, 0)
     table.pump(match_id)
@@ -121,6 +123,31 @@ def test_a_decision_carries_what_the_read_rpcs_would_answer_that_seat_and_nothin
     parsed_view, parsed_legal = DecisionPayload.from_json(text).messages(HIGHCARD)
     assert parsed_view == view.view and list(parsed_legal) == legal.commands
     assert DecisionPayload.from_json(None) is None  # an older message: the worker reads over gRPC
+
+
+def test_a_random_seat_gets_its_legal_commands_and_no_view_and_chooses_as_with_one() -> None:
+    """`random` never reads the view, so the dispatcher does not render it; the choice with the
+    empty view must be the one the seat's real view gives (else the view must come back)."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random?note=x"}, hand="3")
+    table.pump(match_id)
+    for _ in range(2):
+        (_, seat, version, _), payload = table.tasks.decisions[-1], table.tasks.payloads[-1]
+        legal = table.app.legal_commands(match_id, Viewer(seat), LEGAL_LIMIT)
+        assert payload.view == b"" and payload.legal == tuple(c.SerializeToString() for c in legal.commands)
+        parsed = DecisionPayload.from_json(payload.to_json())
+        assert parsed is not None
+        view, commands = parsed.messages(HIGHCARD)
+        real = table.app.get_view(match_id, Viewer(seat)).view
+        assert real != view  # the seat has a hand to see: an empty view is not the same message
+        for seed in range(8):
+            blind = Decision("highcard", seat, view, commands, version, seed)
+            seeing = Decision("highcard", seat, real, tuple(legal.commands), version, seed)
+            assert RandomPolicy().choose(HIGHCARD, blind) == RandomPolicy().choose(HIGHCARD, seeing)
+        table.act(match_id, seat)
+        table.pump(match_id)
+    assert [policy for *_, policy in table.tasks.decisions] == ["random", "random?note=x", "random"]
+    assert reads_view("heuristic") and reads_view("ismcts?iterations=5") and not reads_view("Random")
 
 
 def test_the_next_decision_is_queued_at_the_new_version() -> None:
