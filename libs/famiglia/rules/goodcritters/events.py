@@ -7,10 +7,10 @@ never changed after `decide` returned them). Treat every event as read-only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from functools import cache
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache as _cache
 from operator import getitem
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -21,6 +21,29 @@ _pb: Any = pb
 """The same module, untyped: enum fields take the plain ints the engine keeps (the stubs want
 their NewType). Events are built from field dicts or set in place, which is about twice as
 cheap as building a sub-message and copying it into the Event."""
+
+SHARED: dict[int, list[Any]] = {}
+"""Every prebuilt (shared) event by its id: `[event, visibility, text, seen by]`, the last
+three filled by `view.visibility`, `render.render_event` and `view.redact` the first time
+they are asked. The command
+service asks both of every event it stores and answers, and a shared event's answer never
+changes (events are read-only), so it is worked out once. The entry holds the event, so its
+id stays its own; events built afresh (thefts, splits, redacted or parsed copies) are not here."""
+
+_F = TypeVar("_F", bound=Callable[..., Event])
+
+
+def cache(constructor: _F) -> _F:
+    """`functools.cache` for event constructors that also registers each new event in SHARED."""
+
+    def register(*args: Any, **kwargs: Any) -> Event:
+        event = constructor(*args, **kwargs)
+        SHARED[id(event)] = [event, None, None, None]
+        return event
+
+    cached: Any = _cache(register)
+    cached.__doc__, cached.__name__ = constructor.__doc__, constructor.__name__
+    return cast(_F, cached)
 
 
 def _varint(n: int) -> bytes:
@@ -56,7 +79,7 @@ def pairs_wire(pairs: Iterable[tuple[str, int]]) -> bytes:
         return b"".join(map(_PAIR_WIRE.__getitem__, pairs))
 
 
-@cache
+@_cache
 def card_row(card: str) -> tuple[bytes, ...]:
     """The wire form of `LootAssignment(card, seat)` for every seat, as `pairs_wire` makes it."""
     out = []

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from .commands import Command
 from .data import ACTION_NAMES, NOBODY
-from .events import Event
+from .events import SHARED, Event
 from .state import State
 
 SIDES = {1: "yes", 2: "no"}
@@ -91,6 +91,16 @@ def render_command(command: Command) -> str:
 
 
 def render_event(event: Event) -> str:
+    fact = SHARED.get(id(event))
+    if fact is not None:  # a prebuilt event: rendered the first time it is asked
+        text = fact[2]
+        if text is None:
+            text = fact[2] = _render_event(event)
+        return cast(str, text)
+    return _render_event(event)
+
+
+def _render_event(event: Event) -> str:
     kind = event.WhichOneof("kind")
     e: Any = getattr(event, kind) if kind else None
     match kind:

@@ -16,8 +16,8 @@ from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from .config import OPTIONS
-from .data import FUZZ, NOBODY, fuzz_gap_range
-from .events import Event
+from .data import FUZZ, MAX_PLAYERS, NOBODY, fuzz_gap_range
+from .events import SHARED, Event
 from .state import State
 
 OPEN, PEEK, HIDDEN = 1, 2, 3
@@ -120,6 +120,24 @@ and viewer on the command path, so those skip reading the body)."""
 
 
 def visibility(event: Event) -> Visibility:
+    fact = SHARED.get(id(event))
+    if fact is not None:  # a prebuilt event: worked out the first time it is asked
+        vis = fact[1]
+        if vis is None:
+            vis = fact[1] = _visibility(event)
+        return cast(Visibility, vis)
+    return _visibility(event)
+
+
+_PRIVATE = tuple(private_to(seat) for seat in range(MAX_PLAYERS))
+"""One seat's Visibility, made once (a frozen dataclass costs several µs to build)."""
+
+
+def _private(seat: int) -> Visibility:
+    return _PRIVATE[seat] if 0 <= seat < MAX_PLAYERS else private_to(seat)
+
+
+def _visibility(event: Event) -> Visibility:
     kind = cast(str, event.WhichOneof("kind"))
     if kind not in _NOT_PUBLIC_KINDS:
         return PUBLIC
@@ -127,7 +145,7 @@ def visibility(event: Event) -> Visibility:
     if kind == "pile_stacked":
         return SERVER_ONLY  # GC-H07
     if kind in ("stash_dealt", "action_card_chosen", "loot_skimmed"):
-        return private_to(e.seat)  # GC-H02, GC-H06, GC-H09
+        return _private(e.seat)  # GC-H02, GC-H06, GC-H09
     if kind == "loot_stolen":
         return PUBLIC if e.nothing else private_to(e.thief, e.victim)  # GC-H10
     if kind == "gift_given":
@@ -145,12 +163,19 @@ def visibility(event: Event) -> Visibility:
     return PUBLIC
 
 
+def _seen_by(vis: Visibility) -> bool | frozenset[int]:
+    """True for everybody, else the seats `vis.allows` (none for server-only)."""
+    if vis.allows(None):
+        return True
+    return frozenset(seat for seat in vis.seats if vis.allows(seat))
+
+
 def _offer_visibility(vis: int, loot_count: int, briber: int, target: int) -> Visibility:
     if vis == OPEN or not loot_count:
         return PUBLIC
     if vis == PEEK:
         return private_to(briber, target)
-    return private_to(briber)
+    return _private(briber)
 
 
 _SECRET_FIELDS: dict[str, tuple[str, ...]] = {
@@ -167,12 +192,21 @@ _SECRET_FIELDS: dict[str, tuple[str, ...]] = {
 def redact(event: Event, viewer: int | None) -> Event | None:
     """The event itself where the viewer may see it; else the public fact with the content
     cleared (GC-H06, GC-H09, GC-H10, GC-P15); server-only events reach nobody."""
-    kind = cast(str, event.WhichOneof("kind"))
-    if kind not in _NOT_PUBLIC_KINDS:
-        return event  # public (as `visibility` says), without building its Visibility
-    vis = visibility(event)
-    if vis.allows(viewer):
-        return event
+    fact = SHARED.get(id(event))
+    if fact is not None:  # a prebuilt event: who sees it is worked out once
+        seen = fact[3]
+        if seen is None:
+            seen = fact[3] = _seen_by(visibility(event))
+        if seen is True or viewer in seen:
+            return event
+        kind = cast(str, event.WhichOneof("kind"))
+    else:
+        kind = cast(str, event.WhichOneof("kind"))
+        if kind not in _NOT_PUBLIC_KINDS:
+            return event  # public (as `visibility` says), without building its Visibility
+        vis = _visibility(event)
+        if vis.allows(viewer):
+            return event
     fields = _SECRET_FIELDS.get(kind)
     if fields is None:
         return None
