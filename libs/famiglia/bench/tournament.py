@@ -154,10 +154,14 @@ def group_cpu(pgids: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def play_on_stack(bots_addr: str, spec, timeout: float = 1800.0,  # type: ignore[no-untyped-def]
-                  pgids: dict[str, int] | None = None, poll: float = 0.5) -> StackRun:
+def play_on_stack(bots_addr: str, spec, timeout: float = 3600.0,  # type: ignore[no-untyped-def]
+                  pgids: dict[str, int] | None = None, poll: float | None = None) -> StackRun:
     """Create the tournament on the bots service and wait for its end (asking every `poll`
-    seconds: each answer rates the standings, which is work the stack is measured on)."""
+    seconds: each answer rates the standings, which is work the stack is measured on;
+    by default twice a second, once a second for a tournament of hundreds of matches,
+    where one answer reads every result so far)."""
+    if poll is None:
+        poll = 0.5 if spec.matches_per_game * len(spec.games) < 200 else 1.0
     from famiglia.cli.tournament import TournamentClient
     from famiglia.v1 import tournament_service_pb2 as pb
 
@@ -262,9 +266,16 @@ def cpu_per_move(run: StackRun) -> str:
 def run(report: Report, quick: bool, redis_url: str | None = None, *, matches: int | None = None,
         repeats: int | None = None) -> None:
     """Add the tournament figure to `report` (the `make bench` entry point; `redis_url` is
-    unused: the stack brings its own redis-server)."""
+    unused: the stack brings its own redis-server).
+
+    The full run plays the target's own tournament, 1,000 matches, once: a short
+    tournament is not a scaled-down long one, because its first and last matches run
+    with fewer than `concurrency` matches in play (the last Good Critters matches,
+    ~900 moves each, finish one by one on a half-idle stack). Three runs of 80
+    matches carried that tail twelve times as often as 1,000 matches do and read
+    ~5 % low (a simulation over the planned matches' lengths, docs/performance-tournament.md)."""
     try:
-        result = measure(matches or (40 if quick else 80), repeats or (1 if quick else 3))
+        result = measure(matches or (40 if quick else 1000), repeats or 1)
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other benchmarks
         report.add(Figure("tournament bot matches", 0.0, "matches/min", notes=f"failed: {exc!r}"[:300]))
         return
