@@ -214,6 +214,30 @@ def test_a_decision_stalled_again_waits_twice_as_long_each_time() -> None:
     assert table.tasks.decisions[-1] == table.tasks.decisions[-2] != table.tasks.decisions[0]
 
 
+def test_stalls_are_found_on_time_though_the_matches_are_looked_at_only_when_one_may_be_due() -> None:
+    now = [0.0]
+    table = Table(now)
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    table.pump(first)  # queued at 0: due at 10
+    now[0] = 5.0
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 6.0
+    second = table.create({0: "random", 1: "random"}, seed=2)
+    table.pump(second)  # queued at 6, after the last look: due at 16
+    now[0] = 10.5
+    assert table.dispatcher.check_stalls() == 1  # the first (its second wait: 20 s, due at 30.5)
+    now[0] = 15.9
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 16.1
+    assert table.dispatcher.check_stalls() == 1  # the second, on time
+    assert [d[0] for d in table.tasks.decisions] == [first, second, first, second]
+    now[0] = 30.4
+    assert table.dispatcher.check_stalls() == 0
+    now[0] = 30.6
+    assert table.dispatcher.check_stalls() == 1
+    assert table.tasks.decisions[-1][0] == first
+
+
 def test_a_finished_match_is_reported_and_forgotten() -> None:
     table = Table()
     match_id = table.create({}, hand="1")
