@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import re
 import threading
@@ -23,7 +24,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
-from celery import Celery
+from celery import Celery, signals
+from celery.app.task import Context
+from celery.utils.imports import symbol_by_name
+from celery.worker import strategy as celery_strategy
+from celery.worker.request import create_request_cls
+from celery.worker.state import task_reserved
 from kombu.utils.uuid import uuid as kombu_uuid
 from opentelemetry import context as otel_context
 
@@ -81,6 +87,54 @@ def _continued_trace(request: Any, name: str, **attributes: Any) -> Iterator[Non
         otel_context.detach(token)
 
 
+CELERY_REQUEST_KEYS = frozenset({*Context.__dict__, "lang", "task", "argsrepr", "kwargsrepr", "compression"})
+"""The request keys that are Celery's own: the rest of a message's headers are its custom
+headers (`Context._get_custom_headers` drops these)."""
+
+
+def decide_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Callable[..., Any]:
+    """Celery's default strategy for `decide` messages, with their usual case taken short.
+
+    A protocol-2 message with no ETA, expiry or rate limit, when no task events are sent
+    and received tasks are not logged (worker.py quiets that logger): its body, decoded
+    once by kombu for the strategy, goes to the request already decoded (the tracer
+    decoded it again), and the request carries its custom headers (the message's
+    headers that are not Celery's), which the task's Context otherwise works out per
+    task from a set of ~40 keys. Anything else takes Celery's own path unchanged."""
+    general = celery_strategy.default(task, app, consumer, **options)
+    eventer = consumer.event_dispatcher
+    if (eventer and eventer.enabled and task.send_events) or celery_strategy.logger.isEnabledFor(logging.INFO):
+        return general
+    hostname, connection_errors = consumer.hostname, consumer.connection_errors
+    request = create_request_cls(symbol_by_name(task.Request), task, consumer.pool, hostname, eventer, app=app)
+    revoked, buckets, handle = consumer.controller.state.revoked, consumer.task_buckets, consumer.on_task_request
+    utc, name, received = app.uses_utc_timezone(), task.name, signals.task_received
+
+    def task_message_handler(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **rest: Any) -> Any:
+        headers = message.headers
+        if (body is not None or not headers or headers.get("eta") or headers.get("expires")
+                or buckets[name] is not None):
+            return general(message, body, ack, reject, callbacks, **rest)
+        payload = message.payload
+        if type(payload) is not list:  # protocol 1 or hybrid: Celery converts those
+            return general(message, body, ack, reject, callbacks, **rest)
+        custom = {key: value for key, value in headers.items() if key not in CELERY_REQUEST_KEYS}
+        req = request(message, on_ack=ack, on_reject=reject, app=app, hostname=hostname, eventer=eventer,
+                      task=task, connection_errors=connection_errors, body=payload,
+                      headers={**headers, "headers": custom or None}, decoded=True, utc=utc)
+        if req.id in revoked and req.revoked():
+            return None
+        received.send(sender=consumer, request=req)
+        task_reserved(req)
+        if callbacks:
+            for callback in callbacks:
+                callback(req)
+        handle(req)
+        return None
+
+    return task_message_handler
+
+
 def make_celery(app: BotsApp) -> Celery:
     """The Celery app with its tasks bound to `app` (the worker's composition root)."""
     celery = Celery("famiglia.bots", set_as_current=False)
@@ -91,7 +145,8 @@ def make_celery(app: BotsApp) -> Celery:
     retry = {"autoretry_for": (handlers.Transient, ConnectionError), "retry_backoff": 0.5,
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
-    @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True, **retry)
+    @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True,
+                 Strategy=f"{__name__}:decide_strategy", **retry)
     def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str,
                decision: dict[str, Any] | None = None) -> str:
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):

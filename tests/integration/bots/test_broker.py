@@ -208,7 +208,7 @@ def test_a_consumed_messages_record_is_its_own_text_and_kombus_restore_brings_it
         (message,) = taken
         channel.settle()
         record = client.hget(channel.unacked_key, message.delivery_tag)  # type: ignore[attr-defined]
-        assert record == b"[" + text + b', "", "' + queue.name.encode() + b'"]'
+        assert record == b"[" + bytes(text) + b', "", "' + queue.name.encode() + b'"]'
         assert json.loads(record) == [message._raw, "", queue.name]  # type: ignore[attr-defined]
         assert channel._taken is None  # kept only while the message is delivered
         # The worker dies here, unacked: another one restores it past the visibility timeout.
@@ -280,9 +280,12 @@ def test_the_event_loop_adds_a_reader_once_not_every_tick(redis_server: RedisSer
         with Connection(redis_server.url, transport=transport) as conn:
             channel = conn.channel()
             got: list[int] = []
-            consumer = conn.Consumer([queue], channel=channel, callbacks=[lambda body, message: (got.append(body["n"]),
-                                                                                           message.ack())],
-                                     accept=["json"])
+
+            def take(body: Any, message: Any, got: list[int] = got) -> None:
+                got.append(body["n"])
+                message.ack()
+
+            consumer = conn.Consumer([queue], channel=channel, callbacks=[take], accept=["json"])
             consumer.consume()
             conn.transport.register_with_event_loop(conn.connection, hub)
             producer = conn.Producer(conn.channel())
