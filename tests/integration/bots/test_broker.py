@@ -201,6 +201,7 @@ def test_a_consumed_messages_record_is_its_own_text_and_kombus_restore_brings_it
         conn.Producer(channel).publish({"n": 7, "s": "\u00e9\"q\u2028"}, routing_key=queue.name, declare=[queue],
                                        serializer="json", headers={"famiglia_trace": {"a": "b"}})
         (text,) = client.lrange(queue.name, 0, -1)
+        assert isinstance(text, bytes)
         taken: list[object] = []
         with conn.Consumer([queue], channel=channel, callbacks=[lambda body, message: taken.append(message)],
                            accept=["json"]):
@@ -208,7 +209,7 @@ def test_a_consumed_messages_record_is_its_own_text_and_kombus_restore_brings_it
         (message,) = taken
         channel.settle()
         record = client.hget(channel.unacked_key, message.delivery_tag)  # type: ignore[attr-defined]
-        assert record == b"[" + bytes(text) + b', "", "' + queue.name.encode() + b'"]'
+        assert record == b"[" + text + b', "", "' + queue.name.encode() + b'"]'
         assert json.loads(record) == [message._raw, "", queue.name]  # type: ignore[attr-defined]
         assert channel._taken is None  # kept only while the message is delivered
         # The worker dies here, unacked: another one restores it past the visibility timeout.
