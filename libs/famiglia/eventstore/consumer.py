@@ -22,6 +22,15 @@ from typing import Any
 import redis
 from redis.exceptions import ResponseError
 
+try:  # redis-py's hiredis parser, whose reader and buffer `_exchange` uses directly
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _HiredisParser
+except ImportError:  # another redis-py layout: every call goes through redis-py
+    _HiredisParser = None  # type: ignore[assignment,misc]
+    _NOT_ENOUGH_DATA = False
+
+import hiredis
+
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .port import PartitionEntry
@@ -30,6 +39,50 @@ from .redis_store import KeyLayout, RedisEventStore
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _bulk(value: bytes) -> bytes:
+    """One RESP bulk string."""
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+_PUSH = getattr(hiredis, "PushNotification", None)  # a RESP3 push, out of band (hiredis >= 3.2)
+
+
+def _exchange(conn: Any, request: bytes, replies: int) -> list[Any]:
+    """Send `request` (`replies` commands, packed) on a kept connection and read their replies.
+
+    Once the connection is connected with redis-py's hiredis parser, the bytes go to its
+    socket in one write and the replies come out of its hiredis reader here, without
+    redis-py's Python layers around each (~3k instructions a reply, as much again for
+    `send_packed_command`). Every reply is read before any reply error is raised, so the
+    connection stays in step; a RESP3 push goes to the parser's push handler as redis-py's
+    read does; a socket error is an OSError, a closed socket redis-py's ConnectionError.
+    A connection not yet connected, or another parser, goes through redis-py."""
+    sock, parser = conn._sock, conn._parser
+    if sock is None or _HiredisParser is None or type(parser) is not _HiredisParser:
+        conn.send_packed_command([request], check_health=False)
+        answers = [conn.read_response() for _ in range(replies)]
+    else:
+        reader, buffer = parser._reader, parser._buffer
+        sock.sendall(request)
+        answers = []
+        while len(answers) < replies:
+            reply = reader.gets()
+            while reply is _NOT_ENOUGH_DATA:
+                received = sock.recv_into(buffer)
+                if not received:
+                    raise redis.ConnectionError("Connection closed by server.")
+                reader.feed(buffer, 0, received)  # type: ignore[arg-type]  # hiredis takes any buffer
+                reply = reader.gets()
+            if _PUSH is not None and isinstance(reply, _PUSH):
+                parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
+                continue
+            answers.append(reply)
+    for reply in answers:
+        if isinstance(reply, Exception):  # a reply error, as redis-py's parser made it
+            raise reply
+    return answers
 
 
 class PartitionConsumer:
@@ -59,7 +112,10 @@ class PartitionConsumer:
         """A pool connection kept for new reads (see `_read_new`), with the pid that took it."""
         self._own_pid = 0
         self._own_lock = threading.Lock()
-        self._packed_reads: dict[tuple[int, int | None], list[bytes]] = {}
+        self._packed_reads: dict[tuple[int, int | None], bytes] = {}
+        self._ack_heads = {p: b"$4\r\nXACK\r\n" + _bulk(key.encode()) + _bulk(group.encode())
+                           for p, key in self._key_of.items()}
+        """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
 
     @classmethod
     def for_store(
@@ -158,8 +214,10 @@ class PartitionConsumer:
             self.ensure_groups()
 
     def _read_new(self, count: int, block: int | None, acks: dict[int, list[str]]) -> list[PartitionEntry]:
-        """XACKs then XREADGROUP `>` on a connection this consumer keeps, the read's command
-        packed once per (count, block), the reply parsed here.
+        """XACKs then XREADGROUP `>` on a connection this consumer keeps, in one write: the
+        read's command packed once per (count, block), each XACK its partition's packed head
+        and the ids; the replies read straight from the connection's hiredis reader
+        (`_exchange`) and the entries parsed here.
 
         A consumer reads in a loop, one batch after another; through the client each call
         paid a pool checkout and release (with redis-py's connection-count bookkeeping),
@@ -175,14 +233,13 @@ class PartitionConsumer:
             if block is not None:
                 args += ["BLOCK", block]
             keys = list(self._key_of.values())
-            read = self._packed_reads[(count, block)] = conn.pack_command(*args, "STREAMS", *keys, *[">"] * len(keys))
+            read = self._packed_reads[(count, block)] = b"".join(
+                conn.pack_command(*args, "STREAMS", *keys, *[">"] * len(keys)))
         try:
-            commands = [("XACK", self._key_of[p], self.group, *ids) for p, ids in sorted(acks.items())]
-            conn.send_packed_command([*conn.pack_commands(commands), *read] if commands else read,
-                                     check_health=False)
-            for _ in commands:
-                conn.read_response()
-            reply = conn.read_response()
+            if acks:
+                reply = _exchange(conn, self._packed_acks(acks) + read, len(acks) + 1)[-1]
+            else:
+                reply = _exchange(conn, read, 1)[0]
         except ResponseError as error:
             self._drop_own()
             if "NOGROUP" not in str(error):
@@ -194,13 +251,20 @@ class PartitionConsumer:
             self._drop_own()
             raise
         result: list[PartitionEntry] = []
+        parse = EventEnvelope.FromString
         for key, entries in (reply.items() if isinstance(reply, dict) else reply or []):  # RESP3: a map
             partition = self._partition_of[key]
-            result.extend(
-                PartitionEntry(partition=partition, entry_id=_text(entry_id),
-                               envelope=EventEnvelope.FromString(_field(fields, b"e")))
-                for entry_id, fields in entries if entry_id is not None and fields)
+            result += [
+                PartitionEntry(partition, entry_id.decode(),
+                               parse(fields[1] if fields[0] == b"e" else _field(fields, b"e")))
+                for entry_id, fields in entries if entry_id is not None and fields]
         return result
+
+    def _packed_acks(self, acks: dict[int, list[str]]) -> bytes:
+        """One XACK per partition, in partition order, as redis-py would pack them."""
+        heads = self._ack_heads
+        return b"".join([b"*%d\r\n%s%s" % (3 + len(ids), heads[p], b"".join([_bulk(i.encode()) for i in ids]))
+                         for p, ids in sorted(acks.items())])
 
     def close(self) -> None:
         """Give the connection kept for reads back to the pool (a later read takes one again)."""
