@@ -63,16 +63,19 @@ log = logging.getLogger(__name__)
 
 
 class QoS(kombu_redis.QoS):
+    _keys: tuple[str, str] | None = None  # (the unacked index, the unacked records)
+
     def append(self, message: Any, delivery_tag: str) -> None:
         """kombu's unacked record (ZADD to the index, HSET of the message), written on the
         channel's own connection (Channel.bookkeep) instead of a pipeline."""
         if self.channel.global_keyprefix:  # kombu prefixes keys in its client: leave it that path
             super().append(message, delivery_tag)
             return
+        index, records = self._keys or self._keep_keys()
         delivery = message.delivery_info
         self.channel.bookkeep((
-            ("ZADD", self.unacked_index_key, time(), delivery_tag),
-            ("HSET", self.unacked_key, delivery_tag,
+            ("ZADD", index, time(), delivery_tag),
+            ("HSET", records, delivery_tag,
              self.channel.unacked_record(message, delivery["exchange"], delivery["routing_key"])),
         ))
         virtual.QoS.append(self, message, delivery_tag)
@@ -82,9 +85,14 @@ class QoS(kombu_redis.QoS):
         if self.channel.global_keyprefix:
             super().ack(delivery_tag)
             return
-        self.channel.bookkeep((("ZREM", self.unacked_index_key, delivery_tag),
-                               ("HDEL", self.unacked_key, delivery_tag)))
+        index, records = self._keys or self._keep_keys()
+        self.channel.bookkeep((("ZREM", index, delivery_tag), ("HDEL", records, delivery_tag)))
         virtual.QoS.ack(self, delivery_tag)
+
+    def _keep_keys(self) -> tuple[str, str]:
+        """kombu's two keys, read once: each read of its cached properties takes a lock."""
+        self._keys = (self.unacked_index_key, self.unacked_key)
+        return self._keys
 
     @contextmanager
     def pipe_or_acquire(self, pipe: Any = None, client: Any = None) -> Iterator[Any]:
@@ -210,7 +218,10 @@ class Channel(kombu_redis.Channel):
             log.warning("unacked bookkeeping not confirmed: %s", exc)
 
     def close(self) -> None:
-        self.settle()
+        try:
+            self.settle()
+        except Exception:  # noqa: BLE001 - a channel must still close (a broken connection's parameters...)
+            log.warning("unacked bookkeeping not settled at close", exc_info=True)
         super().close()
 
     def _flush(self, held: _Held, keep: int, send_last: bool, timeout: float | None = None) -> None:
