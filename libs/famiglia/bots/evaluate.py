@@ -195,14 +195,37 @@ def _goodcritters_state(state: Any, seat: int) -> float:
     stash = state.stashes[seat]
     value = _stash_value(stash, values) / 1000.0 if stash else 0.0
     if state.assignment:
-        table = state.table
-        total = sum(values.get(card, 3500) for card in table) / 1000.0
-        mine = sum(values.get(card, 3500) for card, s in zip(table, state.assignment, strict=True)
-                   if s == seat) / 1000.0
-        edge = mine - total / max(1, state.seats or 1)
+        total, shares = _split_values(state.table, state.assignment, values)
+        mine = shares.get(seat, 0) / 1000.0
+        edge = mine - total / 1000.0 / max(1, state.seats or 1)
         card = state.cards[seat]
         value += 0.5 * mine + {1: 0.5 * edge, 2: -0.5 * edge}.get(int(card or 0), 0.0)
     return value
+
+
+_SPLITS: dict[int, tuple[tuple[str, ...], tuple[int, ...], int, dict[int, int]]] = {}
+
+
+def _split_values(table: tuple[str, ...], assignment: tuple[int, ...],
+                  values: dict[str, int]) -> tuple[int, dict[int, int]]:
+    """The face value of the table and of each seat's share of the split, remembered by the
+    identity of both tuples: every candidate move that leaves the split alone shares them
+    (sums of ints, so a remembered total is the very number summed again)."""
+    known = _SPLITS.get(id(assignment))
+    if known is not None and known[0] is table and known[1] is assignment:
+        return known[2], known[3]
+    if len(table) != len(assignment):
+        raise ValueError("a split that does not cover the table")
+    if len(_SPLITS) > 4096:
+        _SPLITS.clear()
+    total = 0
+    shares: dict[int, int] = {}
+    for card, owner in zip(table, assignment, strict=True):
+        worth = values.get(card, 3500)
+        total += worth
+        shares[owner] = shares.get(owner, 0) + worth
+    _SPLITS[id(assignment)] = (table, assignment, total, shares)
+    return total, shares
 
 
 _STASH_VALUES: dict[int, tuple[tuple[str, ...], int]] = {}
@@ -230,26 +253,75 @@ def _grifters_state(state: Any, seat: int) -> float:
 
 
 def _nothing_personal_state(state: Any, seat: int) -> float:
-    """`nothing_personal` of `view(state, seat)`, read from the state (public fields only)."""
+    """`nothing_personal` of `view(state, seat)`, read from the state (public fields only).
+    Every term is a whole number or a half, so the sum is exact in any order."""
     from famiglia.rules.nothing_personal.data import GIDX
 
+    if not 0 <= seat < len(state.money) or seat >= len(state.respect):
+        raise IndexError(seat)
     respect = _gangster_respect()
     control = 0.0
+    gs = state.gs
     for gid in state.board:
         if not gid:
             continue
-        g = state.gs[GIDX[gid]]
+        g = gs[GIDX[gid]]
         markers = g.markers
-        mine = _at(markers, seat)
-        if mine <= 0:
+        if seat >= len(markers):
             continue
-        others = max((m for i, m in enumerate(markers) if i != seat), default=0)
-        if mine > others and mine > g.neutral:
+        mine = markers[seat]
+        if mine <= 0 or mine <= g.neutral:
+            continue
+        others = max(markers[:seat] + markers[seat + 1:], default=0)
+        if mine > others:
             control += 1.0 + respect.get(gid, 2)
-        elif mine == others and mine > g.neutral:
+        elif mine == others:
             control += 0.5
-    money = float(_at(state.money, seat))
-    return float(_at(state.respect, seat)) + money / 10.0 + control
+    return float(state.respect[seat]) + float(state.money[seat]) / 10.0 + control
+
+
+def _nostra_city_state(state: Any, seat: int) -> float:
+    """`nostra_city` of `view(state, seat)`, read from the state: the public Respect, Bank
+    sizes, Vendetta draws and Territory of every seat, the seat's own hand and corrupted
+    Notes, and the Snitches only once the match is over — what the seat's View shows.
+    The same arithmetic in the same order as `nostra_city_chance`, so the same number."""
+    from famiglia.rules.nostra_city.queries import respect as seat_respect
+
+    players = state.players
+    if not 0 <= seat < len(players):
+        raise IndexError(seat)
+    snitch_ids, investigations, marks = _nostra_city_cards()
+    config = state.config
+    phase = state.phase.value
+    over = phase == "over"
+    me = players[seat]
+    raw = [seat_respect(p, config) for p in players]
+    respects = [float(r) + 0.1 * len(p.bank) for r, p in zip(raw, players, strict=True)]
+    snitch = (over and seat in state.snitches) or any(c in snitch_ids for c in me.hand)
+    month = int(state.month or 1)
+    receptions_left = max(0, 6 - month + (0 if phase in ("reception", "verdict", "over") else 1))
+    open_investigations = sum(1 for c in state.street if c in investigations)
+    verdict = (float(state.verdict) + sum(marks.get(n, 0) for n in me.corrupted)
+               - 0.6 * open_investigations * receptions_left)
+    spread = 1.0 + 0.6 * receptions_left
+    innocent = _logistic((verdict - 0.5) / spread)
+    mine = respects[seat]
+    best_other = max((r for i, r in enumerate(respects) if i != seat), default=mine)
+    ahead = _logistic((mine - best_other) / 1.5)
+    no_other_snitch = 1.0
+    for i, p in enumerate(players):
+        if i == seat:
+            continue
+        if over and i in state.snitches:
+            no_other_snitch = 0.0
+        no_other_snitch *= 0.9 ** int(p.vendetta_drawn)
+    if snitch:
+        chance = (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
+    else:
+        chance = innocent * ahead + (1.0 - innocent) * no_other_snitch
+    earners = len(me.wiseguys) + len(me.turfs)
+    return (10.0 * chance + 0.2 * float(raw[seat])
+            + 0.05 * len(me.bank) + 0.05 * earners)
 
 
 StateEvaluator = Callable[[Any, int], float]
@@ -258,6 +330,7 @@ STATE_EVALUATORS: dict[str, StateEvaluator] = {
     "goodcritters": _goodcritters_state,
     "grifters": _grifters_state,
     "nothing_personal": _nothing_personal_state,
+    "nostra_city": _nostra_city_state,
 }
 """Evaluators that read a (sampled) state instead of the View built from it: the very
 number `EVALUATORS` gives for `rules.view(state, seat)` (a test holds them equal on
