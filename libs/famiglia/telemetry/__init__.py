@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any
 
 import structlog
@@ -24,11 +25,13 @@ from opentelemetry import baggage as otel_baggage
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _configured: str | None = None
@@ -94,6 +97,9 @@ def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, An
 
 
 _json_out: structlog.WriteLogger | None = None  # set by configure when lines are JSON at info or below
+#: Whether WriteLogger keeps its file's lock, write and flush where `EventLine` can call them.
+_OUT_PARTS = all(hasattr(structlog.WriteLogger(sys.__stderr__ or sys.stderr), name)
+                 for name in ("_lock", "_write", "_flush"))
 
 
 class EventLine:
@@ -136,23 +142,50 @@ class EventLine:
             for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
                 bound = var.get(Ellipsis)
                 if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
-                    line += f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
+                    line += _bound_pair(name, bound)
         now = time.time()  # what _timestamp writes, inline
         second = int(now)
         cached = _second
         if cached[0] != second:
             cached = _stamp_second(second)
-        ctx = _current_span_context()
-        if ctx is not None and ctx.is_valid:
-            out.msg(_TAIL_TRACED % (line, cached[1], (now - second) * 1e6, ctx.trace_id, ctx.span_id))
+        span: Any = _current().get(_SPAN_KEY) if _SPAN_KEY is not None else trace.get_current_span()
+        if type(span) is _ServedSpan:  # its ids are in its traceparent, already in hex
+            parent = span.traceparent
+            text = _TAIL_SERVED % (line, cached[1], (now - second) * 1e6, parent[3:35], parent[36:52])
         else:
-            out.msg(_TAIL % (line, cached[1], (now - second) * 1e6))
+            ids = None if span is None else _ids(span.get_span_context())
+            if ids is not None and ids[4]:
+                text = _TAIL_TRACED % (line, cached[1], (now - second) * 1e6, ids[0], ids[1])
+            else:
+                text = _TAIL % (line, cached[1], (now - second) * 1e6)
+        if _OUT_PARTS:  # WriteLogger.msg without its call: the same lock, write and flush
+            with out._lock:  # type: ignore[attr-defined]
+                out._write(text + "\n")  # type: ignore[attr-defined]
+                out._flush()  # type: ignore[attr-defined]
+        else:
+            out.msg(text)
+
+
+#: ", name: value" of a bound context variable, by name, while it stays bound to the same
+#: value (a service binds `service` once; encoding it for every line cost two encoder calls).
+_bound_seen: dict[str, tuple[Any, str]] = {}
+
+
+def _bound_pair(name: str, bound: Any) -> str:
+    seen = _bound_seen.get(name)
+    if seen is not None and seen[0] is bound:
+        return seen[1]
+    pair = f", {_encoder.encode(name[_PREFIX:])}: {_encoder.encode(bound)}"
+    if type(bound) is str:  # immutable: its text cannot change under the same object
+        _bound_seen[name] = (bound, pair)
+    return pair
 
 
 # What _json_tail adds after the event: level, timestamp (%06d of the float truncates like
 # int()), trace and span ids, as one format each.
 _TAIL = '%s, "level": "info", "timestamp": "%s.%06dZ"}'
 _TAIL_TRACED = '%s, "level": "info", "timestamp": "%s.%06dZ", "trace_id": "%032x", "span_id": "%016x"}'
+_TAIL_SERVED = '%s, "level": "info", "timestamp": "%s.%06dZ", "trace_id": "%s", "span_id": "%s"}'
 
 
 def _current_span_context() -> SpanContext | None:
@@ -160,8 +193,77 @@ def _current_span_context() -> SpanContext | None:
     instead of trace's three calls."""
     if _SPAN_KEY is None:
         return trace.get_current_span().get_span_context()
-    span: Any = otel_context.get_current().get(_SPAN_KEY)
+    span: Any = _current().get(_SPAN_KEY)
     return None if span is None else span.get_span_context()
+
+
+# -- OpenTelemetry's per-call steps, done directly ----------------------------------------
+# A served call opens a span, makes it current, reads it back for the log line and the
+# events' trace map, and detaches it: through the API that is a dozen Python calls and
+# property reads (about a fifth of a command). The shortcuts below rely on two layouts of
+# the OpenTelemetry release, checked once here; when either differs, the public API is used.
+
+_RUNTIME = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+_CURRENT_VAR: ContextVar[Context] | None = getattr(_RUNTIME, "_current_context", None)
+if type(_RUNTIME) is not ContextVarsRuntimeContext or not isinstance(_CURRENT_VAR, ContextVar):
+    _CURRENT_VAR = None  # another runtime context: its own get, attach and detach
+#: otel_context.get_current / attach: the runtime's ContextVar itself (one C call, not two
+#: Python ones) when the runtime is the default contextvars one.
+_current = otel_context.get_current if _CURRENT_VAR is None else _CURRENT_VAR.get
+_attach = otel_context.attach if _CURRENT_VAR is None else _CURRENT_VAR.set
+
+
+def _detach(token: Any) -> None:
+    """otel_context.detach: a failure (a token of another context) goes through it, so it is
+    logged and swallowed as OpenTelemetry does."""
+    if _CURRENT_VAR is None:
+        otel_context.detach(token)
+        return
+    try:
+        _CURRENT_VAR.reset(token)
+    except Exception:  # noqa: BLE001
+        otel_context.detach(token)
+
+
+def _span_context_is_tuple() -> bool:
+    """Whether SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags,
+    trace_state, is_valid) its properties read: then hot paths index and build it directly."""
+    state = TraceState([("k", "v")])
+    probe = SpanContext(0x1234, 0x56, True, TraceFlags(TraceFlags.SAMPLED), state)
+    invalid = SpanContext(0, 0x56, False)
+    return (isinstance(probe, tuple) and tuple(probe) == (0x1234, 0x56, True, 1, state, True)
+            and (probe.trace_id, probe.span_id, probe.is_remote, probe.trace_flags, probe.trace_state,
+                 probe.is_valid) == tuple(probe)
+            and tuple(invalid)[5] is False and invalid.trace_state is trace.DEFAULT_TRACE_STATE
+            and tuple.__new__(SpanContext, tuple(probe)) == probe)
+
+
+_SC_TUPLE = _span_context_is_tuple()
+_DEFAULT_STATE = trace.DEFAULT_TRACE_STATE
+_TRACE_ID_MAX, _SPAN_ID_MAX = 2**128 - 1, 2**64 - 1
+
+
+def _ids(sc: SpanContext) -> tuple[int, int, TraceFlags, TraceState, bool]:
+    """(trace_id, span_id, trace_flags, trace_state, is_valid) of a span context."""
+    if _SC_TUPLE:
+        trace_id, span_id, _remote, flags, state, valid = sc
+        return trace_id, span_id, flags, state, valid
+    return sc.trace_id, sc.span_id, sc.trace_flags, sc.trace_state, sc.is_valid
+
+
+def _span_context(trace_id: int, span_id: int, flags: TraceFlags, state: TraceState | None) -> SpanContext:
+    """SpanContext(trace_id, span_id, is_remote=False, ...), without its Python constructor."""
+    if not _SC_TUPLE:
+        return SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags, trace_state=state)
+    valid = 0 < trace_id <= _TRACE_ID_MAX and 0 < span_id <= _SPAN_ID_MAX
+    return tuple.__new__(SpanContext, (trace_id, span_id, False, flags,
+                                       _DEFAULT_STATE if state is None else state, valid))
+
+
+def _provider() -> object:
+    """trace.get_tracer_provider(), without its `cast` call once a provider is set."""
+    found = getattr(trace, "_TRACER_PROVIDER", None)
+    return trace.get_tracer_provider() if found is None else found
 
 
 _quote = json.encoder.encode_basestring_ascii  # what the encoder writes for a str (ensure_ascii)
@@ -233,7 +335,7 @@ def spans_exported() -> bool:
 
     Without one, only the server span of a call matters (its ids reach the logs and
     the events); a child span nobody can see still costs ~25 us in the SDK."""
-    return _export_state(trace.get_tracer_provider())[0]
+    return _export_state(_provider())[0]
 
 
 def _unexported(provider: object) -> TracerProvider | None:
@@ -273,11 +375,16 @@ class _Current(AbstractContextManager[trace.Span]):
         self.span, self.parent = span, parent
 
     def __enter__(self) -> trace.Span:
-        self.token = otel_context.attach(trace.set_span_in_context(self.span, self.parent))
+        if _SPAN_KEY is None:
+            self.token = _attach(trace.set_span_in_context(self.span, self.parent))
+        else:  # set_span_in_context's copy with the span, built at once
+            values = dict(_current() if self.parent is None else self.parent)
+            values[_SPAN_KEY] = self.span
+            self.token = _attach(Context(values))
         return self.span
 
     def __exit__(self, *exc: object) -> None:
-        otel_context.detach(self.token)
+        _detach(self.token)
 
 
 def server_span(name: str, parent: otel_context.Context | None = None, *,
@@ -291,7 +398,7 @@ def server_span(name: str, parent: otel_context.Context | None = None, *,
     so log lines, each event's `trace` map and downstream services see the same trace
     as before. With an exporter, a recorded SDK span as usual. `provider`: the global
     one unless given (tests)."""
-    sdk = _unexported(trace.get_tracer_provider() if provider is None else provider)
+    sdk = _unexported(_provider() if provider is None else provider)
     if sdk is not None:
         return _Current(_unrecorded(sdk, name, parent), parent)
     return _recorded(name, parent, tracer() if provider is None else provider.get_tracer("famiglia"))
@@ -313,23 +420,54 @@ def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Contex
     if _SPAN_KEY is None:
         above = trace.get_current_span(parent).get_span_context()
     else:  # get_current_span's look-up, without its three calls
-        span: Any = (otel_context.get_current() if parent is None else parent).get(_SPAN_KEY)
+        span: Any = (_current() if parent is None else parent).get(_SPAN_KEY)
         above = trace.INVALID_SPAN_CONTEXT if span is None else span.get_span_context()
+    above_trace, _, above_flags, above_state, above_valid = _ids(above)
     ids = provider.id_generator
-    if above.is_valid:
-        trace_id, random_id = above.trace_id, above.trace_flags.random_trace_id
+    if above_valid:
+        trace_id, random_id = above_trace, above_flags & _RANDOM_TRACE_ID
     else:
         trace_id, random_id = ids.generate_trace_id(), ids.is_trace_id_random()
     sampler = provider.sampler
     if sampler is sampling.DEFAULT_ON:  # the SDK default, ParentBased(ALWAYS_ON), without the call
-        sampled, state = (above.trace_flags.sampled, above.trace_state) if above.is_valid else (True, None)
+        sampled, state = (bool(above_flags & _SAMPLED), above_state) if above_valid else (True, None)
     else:
         result = sampler.should_sample(parent, trace_id, name, SpanKind.SERVER)
         sampled, state = result.decision.is_sampled(), result.trace_state
-    return NonRecordingSpan(SpanContext(trace_id, ids.generate_span_id(), is_remote=False,
-                                        trace_flags=_FLAGS[sampled, bool(random_id)], trace_state=state))
+    flags = _FLAGS[sampled, bool(random_id)]
+    context = _span_context(trace_id, ids.generate_span_id(), flags, state)
+    if not _SERVED_SPANS or not context[5]:  # is_valid: else no ids to write
+        return NonRecordingSpan(context)
+    header = "" if state is None or not state else state.to_header()
+    return _ServedSpan(context, _TRACEPARENT_IDS % (context[0], context[1]) + _FLAGS_HEX[flags], header)
 
 
+class _ServedSpan(NonRecordingSpan):
+    """The NonRecordingSpan of a served call, with its W3C `traceparent` (and `tracestate`)
+    written once: the events' trace map copies them and the log line slices its trace and
+    span ids out of them, instead of each reading and formatting the ids again."""
+
+    def __init__(self, context: SpanContext, traceparent: str, tracestate: str) -> None:
+        self._context = context  # what NonRecordingSpan.__init__ sets (checked below)
+        self.traceparent, self.tracestate = traceparent, tracestate
+
+
+def _served_spans_work() -> bool:
+    """Whether a _ServedSpan is a NonRecordingSpan of its context (the SDK layout it relies on)."""
+    if not _SC_TUPLE:
+        return False
+    probe = SpanContext(0x1234, 0x56, False)
+    try:
+        span = _ServedSpan(probe, "", "")
+        return span.get_span_context() is probe and not span.is_recording()
+    except Exception:  # noqa: BLE001
+        return False
+
+
+_SAMPLED, _RANDOM_TRACE_ID = int(TraceFlags.SAMPLED), int(TraceFlags.RANDOM_TRACE_ID)
+_TRACEPARENT_IDS = "00-%032x-%016x-"
+_FLAGS_HEX = {flags: "%02x" % flags for flags in _FLAGS.values()}  # formatting an int subclass is slow
+_SERVED_SPANS = _served_spans_work()
 #: TraceFlags by (sampled, random trace id), made once rather than per span.
 _FLAGS = {(sampled, random_id): TraceFlags((TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
                                            | (TraceFlags.RANDOM_TRACE_ID if random_id else 0))
@@ -339,7 +477,7 @@ _FLAGS = {(sampled, random_id): TraceFlags((TraceFlags.SAMPLED if sampled else T
 def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
     """A span under the current one, not made current (nothing below opens spans, and
     attaching a context costs as much as the span); a no-op when spans go nowhere."""
-    if not _export_state(trace.get_tracer_provider())[0]:
+    if not _export_state(_provider())[0]:
         return _NO_SPAN
     return tracer().start_span(name, attributes=attributes)
 
@@ -357,19 +495,25 @@ def inject_context() -> dict[str, str]:
     if not _default_propagation():
         propagate.inject(carrier)
         return carrier
-    ctx = otel_context.get_current()
+    ctx = _current()
     span: Any = ctx.get(_SPAN_KEY)  # type: ignore[arg-type]
-    if span is not None:
+    if type(span) is _ServedSpan:
+        carrier["traceparent"] = span.traceparent
+        if span.tracestate:
+            carrier["tracestate"] = span.tracestate
+    elif span is not None:
         sc = span.get_span_context()
         if sc != trace.INVALID_SPAN_CONTEXT:
-            carrier["traceparent"] = f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
-            if sc.trace_state:
-                carrier["tracestate"] = sc.trace_state.to_header()
+            trace_id, span_id, flags, state, _valid = _ids(sc)
+            carrier["traceparent"] = _TRACEPARENT % (trace_id, span_id, flags)
+            if state is not _DEFAULT_STATE and state:
+                carrier["tracestate"] = state.to_header()
     if ctx.get(_BAGGAGE_KEY):  # type: ignore[arg-type]
         _BAGGAGE.inject(carrier, ctx)
     return carrier
 
 
+_TRACEPARENT = "00-%032x-%016x-%02x"
 # The context keys OpenTelemetry keeps the current span and the baggage under (private
 # names: if a release renames them, every carrier goes through `propagate.inject`).
 _SPAN_KEY: str | None = getattr(trace.propagation, "_SPAN_KEY", None)

@@ -55,3 +55,37 @@ def test_with_an_exporter_the_server_span_is_recorded_under_the_caller() -> None
     (finished,) = exporter.get_finished_spans()
     assert finished.name == "SubmitCommand" and finished.kind == SpanKind.SERVER
     assert finished.parent is not None and finished.parent.span_id == 0xB7AD6B7169203331
+
+
+def test_a_served_span_carries_what_the_public_api_writes() -> None:
+    """The served span's shortcuts (its traceparent and tracestate written once, the span
+    context built as a tuple, the context var set directly) give what the API gives."""
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate
+    from opentelemetry.trace import SpanContext
+
+    provider = TracerProvider()
+    cases = [None, extract_context({"traceparent": PARENT, "tracestate": "vendor=x1,other=y2"}),
+             extract_context({"traceparent": PARENT[:-2] + "00", "baggage": "team=blue"})]
+    for parent in cases:
+        before = otel_context.get_current()
+        with server_span("SubmitCommand", parent, provider=provider) as span:
+            ctx = span.get_span_context()
+            rebuilt = SpanContext(ctx.trace_id, ctx.span_id, is_remote=False, trace_flags=ctx.trace_flags,
+                                  trace_state=ctx.trace_state)
+            assert ctx == rebuilt and ctx.is_valid and not ctx.is_remote
+            assert otel_context.get_current() == trace.set_span_in_context(span, parent)
+            expected: dict[str, str] = {}
+            propagate.inject(expected)
+            assert inject_context() == expected and "traceparent" in expected
+            assert ("tracestate" in expected) is (parent is cases[1])
+        assert otel_context.get_current() is before
+
+
+def test_detaching_in_another_context_is_logged_and_swallowed_like_opentelemetry(caplog) -> None:
+    import contextvars
+
+    cm = server_span("StreamEvents", provider=TracerProvider())
+    contextvars.copy_context().run(cm.__enter__)
+    cm.__exit__(None, None, None)  # the token belongs to the other context: OpenTelemetry logs it
+    assert "Failed to detach context" in caplog.text
