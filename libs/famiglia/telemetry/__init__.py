@@ -465,13 +465,13 @@ def _served_spans_work() -> bool:
 
 
 _SAMPLED, _RANDOM_TRACE_ID = int(TraceFlags.SAMPLED), int(TraceFlags.RANDOM_TRACE_ID)
-_TRACEPARENT_IDS = "00-%032x-%016x-"
-_FLAGS_HEX = {flags: "%02x" % flags for flags in _FLAGS.values()}  # formatting an int subclass is slow
 _SERVED_SPANS = _served_spans_work()
 #: TraceFlags by (sampled, random trace id), made once rather than per span.
 _FLAGS = {(sampled, random_id): TraceFlags((TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
                                            | (TraceFlags.RANDOM_TRACE_ID if random_id else 0))
           for sampled in (False, True) for random_id in (False, True)}
+_TRACEPARENT_IDS = "00-%032x-%016x-"
+_FLAGS_HEX = {flags: f"{flags:02x}" for flags in _FLAGS.values()}  # formatting an int subclass is slow
 
 
 def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
