@@ -113,16 +113,17 @@ def game_envelopes(
     """Envelopes for events appended after `version` (seq = version + 1, + 2, ...).
     The command that caused them rides on the first one, for verification replays."""
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    # The fields every envelope of the batch shares are set once and copied: setting
-    # them field by field per event (the map, the timestamp) cost more than the copy.
-    shared = _shared(match_id, engine.info.game_id, command_id, seat, trace, ms)
+    # The fields every envelope of the batch shares are set once, serialized, and each
+    # envelope starts as a parse of those bytes: twice as fast as CopyFrom of the message
+    # (whose trace map is copied entry by entry), and setting them per event cost more still.
+    shared = _shared(match_id, engine.info.game_id, command_id, seat, trace, ms).SerializeToString()
+    start = envelope_pb2.EventEnvelope.FromString
     # The random bits of every event id in one read of the OS's random source, not one each.
     prefix, randoms = _time_part(ms), _pool.take(16 * len(events))
     visibility = engine.visibility
     out = []
     for i, event in enumerate(events):
-        env = envelope_pb2.EventEnvelope()
-        env.CopyFrom(shared)
+        env = start(shared)
         env.event_id = prefix + randoms[16 * i:16 * i + 16]
         env.seq = version + i + 1
         env.type = event.WhichOneof("kind") or ""
@@ -150,7 +151,9 @@ def _base(match_id: str, seq: int, game_id: str, command_id: str, seat: int,
 def _shared(match_id: str, game_id: str, command_id: str, seat: int, trace: Mapping[str, str] | None,
             ms: int) -> envelope_pb2.EventEnvelope:
     """The fields that do not depend on the event."""
-    env = envelope_pb2.EventEnvelope(match_id=match_id, command_id=command_id, seat=seat, game_id=game_id)
+    env = envelope_pb2.EventEnvelope()
+    # Field by field: the constructor's keyword arguments cost twice as much.
+    env.match_id, env.command_id, env.seat, env.game_id = match_id, command_id, seat, game_id
     stamp = env.timestamp
     stamp.seconds, millis = divmod(ms, 1000)  # Timestamp.FromMilliseconds, without its Python-level checks
     stamp.nanos = millis * 1_000_000

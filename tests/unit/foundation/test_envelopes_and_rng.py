@@ -46,3 +46,32 @@ def test_rng_generator_is_the_one_random_random_makes() -> None:
     assert derived.shuffled(items) == plain_items and items == list(range(40))
     assert derived.sample(range(100), 5) == plain.sample(list(range(100)), 5)
     assert derived.choice("abcdefgh") == "abcdefgh"[plain.randrange(8)]
+
+
+def test_a_batchs_envelopes_are_the_fields_set_one_by_one() -> None:
+    """game_envelopes starts each envelope from the batch's shared bytes: the result is the
+    envelope built field by field, the shared fields, the event's own and the command."""
+    from famiglia.engine import MatchConfig
+    from famiglia.engine.registry import default_registry
+    from famiglia.eventstore.envelopes import game_envelopes
+
+    engine = default_registry().get("goodcritters")
+    events = list(engine.setup(MatchConfig(seats=4, options={}), 5))
+    trace = {"traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01", "tracestate": "vendor=x1"}
+    command = engine.info.command_type()  # type: ignore[misc]
+    out = game_envelopes(engine, "m7", 3, events, command_id="c9", seat=2, trace=trace, now_ms=1_700_000_000_123,
+                         command=command)
+    for i, (env, event) in enumerate(zip(out, events, strict=True)):
+        shown = engine.visibility(event)
+        expected = envelope_pb2.EventEnvelope()
+        expected.match_id, expected.command_id, expected.seat, expected.game_id = "m7", "c9", 2, "goodcritters"
+        expected.timestamp.seconds, expected.timestamp.nanos = 1_700_000_000, 123_000_000
+        expected.trace["traceparent"], expected.trace["tracestate"] = trace["traceparent"], trace["tracestate"]
+        expected.event_id, expected.seq, expected.type = env.event_id, 4 + i, event.WhichOneof("kind") or ""
+        expected.payload_type = event.DESCRIPTOR.full_name
+        expected.payload = event.SerializeToString(deterministic=True)
+        expected.visibility.kind = int(shown.kind)  # type: ignore[assignment]
+        expected.visibility.seats.extend(sorted(shown.seats))
+        if i == 0:
+            expected.command = command.SerializeToString(deterministic=True)
+        assert env == expected
