@@ -18,7 +18,6 @@ JSON-safe (Celery's serializer): protobuf bytes as base64 text.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 from collections.abc import Mapping
@@ -62,14 +61,15 @@ class DecisionPayload:
         payloads existed, or by another sender): the worker then reads over gRPC."""
         if not data or "view" not in data or "legal" not in data:
             return None
-        return cls(base64.b64decode(data["view"]), tuple(base64.b64decode(c) for c in data["legal"]))
+        # binascii directly, as base64.b64decode does under its wrapper (the worker decodes every command).
+        decode = binascii.a2b_base64
+        return cls(decode(data["view"]), tuple(map(decode, data["legal"])))
 
     def messages(self, engine: Engine) -> tuple[Any, tuple[Any, ...]]:
         """(view, legal commands) as the game's own View and Command messages."""
         info = engine.info
         assert info.view_type is not None and info.command_type is not None
-        parse = info.command_type.FromString
-        return info.view_type.FromString(self.view), tuple(parse(c) for c in self.legal)
+        return info.view_type.FromString(self.view), tuple(map(info.command_type.FromString, self.legal))
 
 
 def seat_payload(engine: Engine, state: Any, seat: int, limit: int = LEGAL_LIMIT, *,

@@ -413,3 +413,13 @@ def test_a_batch_whose_tasks_could_not_be_sent_is_not_acked_but_redone() -> None
     assert len(sends) == 2
     assert consumer.acks == [([e.entry_id for e in entries], 1)]  # once, after the send that worked
     assert table.tasks.decisions == [(match_id, 0, table.version(match_id), "random")]
+
+
+def test_a_payload_reads_back_what_standard_base64_wrote() -> None:
+    """The worker's decoding (binascii) agrees with the base64 module, padding and all."""
+    payload = DecisionPayload(b"\x00view\xff", (b"", b"a", b"ab", b"abc", bytes(range(256))))
+    text = {"view": base64.b64encode(payload.view).decode(),
+            "legal": [base64.b64encode(c).decode() for c in payload.legal]}
+    assert payload.to_json() == text
+    assert DecisionPayload.from_json(text) == payload
+    assert DecisionPayload.from_json({"view": "", "legal": []}) == DecisionPayload(b"", ())
