@@ -18,11 +18,11 @@ import time
 
 from google.protobuf.message import Message
 
-from famiglia.engine import Engine, Rng
+from famiglia.engine import Engine
 
 from .evaluate import evaluate_state, result_values
 from .policy import Decision, first_of
-from .search import sample_world, seats_of, step
+from .search import SearchRng, sample_world, seats_of, step
 
 WIN_BONUS = 1_000.0
 
@@ -43,7 +43,7 @@ class OnePlyHeuristic:
         if len(legal) > self.max_candidates:
             legal = chooser.sample(legal, self.max_candidates)
         seats = seats_of(decision.view) or 1
-        worlds = [w for w in (sample_world(rules, decision.view, decision.seat, Rng(chooser.getrandbits(62)))
+        worlds = [w for w in (sample_world(rules, decision.view, decision.seat, SearchRng(chooser.getrandbits(62)))
                               for _ in range(self.samples)) if w is not None]
         if not worlds:
             return legal[chooser.randrange(len(legal))]
@@ -55,7 +55,7 @@ class OnePlyHeuristic:
                 break
             total = 0.0
             for world in worlds:
-                after = step(rules, world, decision.seat, command, Rng(chooser.getrandbits(62)))
+                after = step(rules, world, decision.seat, command, SearchRng(chooser.getrandbits(62)))
                 if after is None:
                     total -= WIN_BONUS * 10
                     continue

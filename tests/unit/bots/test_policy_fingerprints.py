@@ -21,7 +21,8 @@ import pytest
 from famiglia.bots.arena import play_match
 from famiglia.bots.games import playable_registry
 from famiglia.bots.policy import Decision, make_policy
-from famiglia.engine import Engine
+from famiglia.bots.search import SearchRng
+from famiglia.engine import Engine, Rng
 
 MOST = 200
 """Decisions hashed per match (then the match is stopped): enough to reach every phase's
@@ -88,3 +89,24 @@ def test_the_policies_choose_what_they_chose_when_recorded(game_id: str) -> None
               for entrants, seed in matches(rules)]
     assert sum(n for n, _ in played) > 500
     assert played == RECORDED[game_id]
+
+
+@pytest.mark.parametrize("length", [0, 1, 2, 3, 7, 8, 9, 64, 65, 120, 257])
+def test_a_search_rng_shuffles_as_the_engine_rng_does(length: int) -> None:
+    """Same order and the generator left in the same place, whatever the seed and length."""
+    moved = False
+    for seed in range(40):
+        stock, search = Rng(seed), SearchRng(seed)
+        items = [f"c{i}" for i in range(length)]
+        shuffled = list(items)
+        stock.shuffle(shuffled)
+        assert search.shuffled(items) == shuffled
+        again = list(shuffled)
+        stock.shuffle(shuffled)
+        search.shuffle(again)
+        assert again == shuffled
+        moved = moved or again != items
+        assert search.randrange(10**9) == stock.randrange(10**9)
+    assert moved or length < 2
+    derived, stock = SearchRng.derive(3, 4, "x"), Rng.derive(3, 4, "x")
+    assert derived.shuffled(range(length)) == stock.shuffled(range(length))

@@ -9,6 +9,9 @@ shown (GC-H04); search bots that want that can condition on it themselves.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
+
 from famiglia.engine import Rng
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
@@ -18,6 +21,53 @@ from .state import Offer, State, Step
 
 
 def determinize(view: pb.View, seat: int, rng: Rng) -> State:
+    return _deal(_read(view, seat), rng)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """What the View fixes for one seat, before any card is dealt: the cards the seat cannot
+    see (in deck order), how many go where, and every public field already as state values."""
+
+    unseen: tuple[str, ...]
+    stashes: tuple[tuple[str, ...] | int, ...]
+    """A known Stash, or how many unseen cards to deal it."""
+    offers: tuple[tuple[tuple[int, int, int, int, int], tuple[str, ...] | int], ...]
+    """Each Offer's (briber, target, side, payoff cards, visibility) and its known Loot or how
+    many cards to deal it."""
+    pile: tuple[str, ...] | None
+    """The pile once over; None: deal `pile_loot` cards and place The Fuzz! as GC-S11 allows."""
+    pile_loot: int
+    fuzz: tuple[int, int, int] | None
+    """(drawn, low, high) while The Fuzz! is in the pile."""
+    cards: tuple[int | None, ...]
+    """A known Action card (0: none), or None: a face-down card the seat cannot see."""
+    fields: dict[str, object]
+    """Every other State field."""
+
+
+_TABLES: dict[tuple[bytes, int], _Table] = {}
+
+
+def _read(view: pb.View, seat: int) -> _Table:
+    """The View read once per (view, seat): a search samples many worlds from one View, and
+    reading its protobuf fields cost more than dealing. Keyed by the View's bytes, so a
+    changed or another equal View is never confused with one read before."""
+    key = (view.SerializeToString(deterministic=True), seat)
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        table = _TABLES[key] = _read_view(view, seat)
+    return table
+
+
+@cache
+def _loot_ids(copies: int) -> tuple[str, ...]:
+    return tuple(c.id for c in loot_deck(copies))
+
+
+def _read_view(view: pb.View, seat: int) -> _Table:
     options = tuple((o.key, o.value) for o in view.options)
     config = cfg.parse(dict(options), view.seats)
     n = view.seats
@@ -29,17 +79,9 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
             seen.update(sv.stash)
     for ov in view.offers:
         seen.update(ov.loot)
-    unseen = [c.id for c in loot_deck(config.copies) if c.id not in seen]
-    rng.shuffle(unseen)
-
-    def take(k: int) -> tuple[str, ...]:
-        k = min(k, len(unseen))
-        out = tuple(unseen[:k])
-        del unseen[:k]
-        return out
+    unseen = tuple(c for c in _loot_ids(config.copies) if c not in seen)
 
     # what the others hold: exact once over, else sizes from the view (or a fair share)
-    stashes: list[tuple[str, ...]] = []
     fuzz_in_pile = not view.fuzz_revealed
     pile_loot = view.pile_count - (1 if fuzz_in_pile else 0)
     hidden_offer_loot = sum(ov.loot_count - len(ov.loot) for ov in view.offers)
@@ -51,64 +93,93 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
         sv.stash_count for sv in seat_views if sv.seat != seat and not over and sv.seat not in unknown_sizes
     )
     share, extra = divmod(max(spare, 0), len(unknown_sizes)) if unknown_sizes else (0, 0)
+    stashes: list[tuple[str, ...] | int] = []
     for sv in seat_views:
         if sv.seat == seat or over:
             stashes.append(tuple(sv.stash))
         elif sv.seat in unknown_sizes:
-            stashes.append(take(share + (unknown_sizes.index(sv.seat) < extra)))
+            stashes.append(share + (unknown_sizes.index(sv.seat) < extra))
         else:
-            stashes.append(take(sv.stash_count))
-    offers = []
-    for ov in view.offers:
-        loot = tuple(ov.loot) if len(ov.loot) == ov.loot_count else take(ov.loot_count)
-        offers.append(Offer(ov.briber, ov.target, ov.side, loot, ov.payoff_cards, ov.visibility))
-    if over:
-        pile = tuple(view.pile)
-    else:
-        pile_list = list(take(pile_loot))
-        if fuzz_in_pile:
-            # GC-S11: g cards were above The Fuzz!; `drawn` have left the pile since
-            drawn = view.pile_start - view.pile_count
-            low = max(view.fuzz_min_above, drawn)
-            high = max(low, min(view.fuzz_max_above, drawn + pile_loot))
-            pile_list.insert(rng.randint(low, high) - drawn, FUZZ)
-        pile = tuple(pile_list)
-    cards: list[int] = []
+            stashes.append(sv.stash_count)
+    offers = tuple(((ov.briber, ov.target, ov.side, ov.payoff_cards, ov.visibility),
+                    tuple(ov.loot) if len(ov.loot) == ov.loot_count else ov.loot_count) for ov in view.offers)
+    fuzz = None
+    if not over and fuzz_in_pile:
+        # GC-S11: g cards were above The Fuzz!; `drawn` have left the pile since
+        drawn = view.pile_start - view.pile_count
+        low = max(view.fuzz_min_above, drawn)
+        high = max(low, min(view.fuzz_max_above, drawn + pile_loot))
+        fuzz = (drawn, low, high)
+    cards: list[int | None] = []
     for sv in seat_views:
         if sv.revealed_card:
             cards.append(sv.revealed_card)
         elif sv.seat == seat or over:
             cards.append(sv.chosen_card)
         elif sv.has_card:
-            cards.append(rng.choice(ACTION_CARDS))
+            cards.append(None)
         else:
             cards.append(0)
     seat_of = {a.card: a.seat for a in view.assignments}
-    return State(
-        config=config,
-        options=options,
-        seats=n,
-        boss=view.boss,
+    return _Table(
+        unseen=unseen,
         stashes=tuple(stashes),
-        payoff_cards=tuple(sv.payoff_cards for sv in seat_views),
-        pile=pile,
-        pile_start=view.pile_start,
-        round=view.round,
-        step=Step(view.step),
-        turn=view.turn,
-        table=tuple(view.table),
-        assignment=tuple(seat_of[c] for c in view.table) if view.assignments else (),
-        threats=tuple(sv.threat_target for sv in seat_views),
+        offers=offers,
+        pile=tuple(view.pile) if over else None,
+        pile_loot=pile_loot,
+        fuzz=fuzz,
         cards=tuple(cards),
-        choices=tuple(sv.choices for sv in seat_views),
-        committed=tuple(sv.committed for sv in seat_views),
-        changes=tuple(sv.public_changes for sv in seat_views),
-        revealed=tuple(sv.revealed_card for sv in seat_views),
-        offers=tuple(offers),
-        skims=view.skims_revealed,
-        fuzz_skimmed=view.fuzz_cause == 3,
-        fuzz_out=view.fuzz_revealed,
-        fuzz_cause=view.fuzz_cause,
-        confiscated=tuple(view.confiscated),
-        end_reason=view.end_reason,
+        fields=dict(
+            config=config,
+            options=options,
+            seats=n,
+            boss=view.boss,
+            payoff_cards=tuple(sv.payoff_cards for sv in seat_views),
+            pile_start=view.pile_start,
+            round=view.round,
+            step=Step(view.step),
+            turn=view.turn,
+            table=tuple(view.table),
+            assignment=tuple(seat_of[c] for c in view.table) if view.assignments else (),
+            threats=tuple(sv.threat_target for sv in seat_views),
+            choices=tuple(sv.choices for sv in seat_views),
+            committed=tuple(sv.committed for sv in seat_views),
+            changes=tuple(sv.public_changes for sv in seat_views),
+            revealed=tuple(sv.revealed_card for sv in seat_views),
+            skims=view.skims_revealed,
+            fuzz_skimmed=view.fuzz_cause == 3,
+            fuzz_out=view.fuzz_revealed,
+            fuzz_cause=view.fuzz_cause,
+            confiscated=tuple(view.confiscated),
+            end_reason=view.end_reason,
+        ),
     )
+
+
+def _deal(table: _Table, rng: Rng) -> State:
+    """One world: the unseen cards shuffled and dealt where the table says, in the order
+    (and with the draws) the seat's sample has always used."""
+    unseen = list(table.unseen)
+    rng.shuffle(unseen)
+    at = 0
+
+    def take(k: int) -> tuple[str, ...]:
+        nonlocal at
+        k = min(k, len(unseen) - at)
+        out = tuple(unseen[at:at + k])
+        at += k
+        return out
+
+    stashes = tuple(s if isinstance(s, tuple) else take(s) for s in table.stashes)
+    offers = tuple(Offer(briber, target, side, loot if isinstance(loot, tuple) else take(loot), cards, seen)
+                   for (briber, target, side, cards, seen), loot in table.offers)
+    if table.pile is not None:
+        pile = table.pile
+    else:
+        pile_list = list(take(table.pile_loot))
+        if table.fuzz is not None:
+            drawn, low, high = table.fuzz
+            pile_list.insert(rng.randint(low, high) - drawn, FUZZ)
+        pile = tuple(pile_list)
+    cards = tuple(rng.choice(ACTION_CARDS) if c is None else c for c in table.cards)
+    return State(stashes=stashes, pile=pile, cards=cards, offers=offers, **table.fields)  # type: ignore[arg-type]
