@@ -1,6 +1,7 @@
 """Prebuilt events answer `visibility`, `redact` and `render_event` from their SHARED entry
-(the command service asks all three of every event it stores): the answers must be exactly
-the plain definitions', for every viewer, on the first ask and on every later one."""
+(the command service asks all three of every event it stores), and the splits decide just
+made are rendered from their values (SPLITS_MADE): the answers must be exactly the plain
+definitions', for every viewer, on the first ask and on every later one."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _plain_answers(event: Event, seats: int) -> list[Any]:
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_shared_events_answer_as_the_plain_definitions(options: dict[str, str]) -> None:
-    shared = fresh = 0
+    shared = fresh = splits = 0
     for seats, seed in ((4, 0), (6, 1), (8, 2)):
         play = play_random(ENGINE, seats, seed, options)
         for event in play.events:
@@ -64,7 +65,8 @@ def test_shared_events_answer_as_the_plain_definitions(options: dict[str, str]) 
                 shared += 1
             else:
                 fresh += 1
-    assert shared > fresh > 0  # both paths are exercised, the shared one most
+                splits += id(event) in ev.SPLITS_MADE
+    assert shared > fresh > splits > 0  # every path is exercised, the shared one most
 
 
 def test_every_shared_entry_holds_its_own_event() -> None:

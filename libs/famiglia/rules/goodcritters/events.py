@@ -30,6 +30,19 @@ service asks both of every event it stores and answers, and a shared event's ans
 changes (events are read-only), so it is worked out once. The entry holds the event, so its
 id stays its own; events built afresh (thefts, splits, redacted or parsed copies) are not here."""
 
+SPLITS_MADE: dict[int, tuple[Event, str, Sequence[str], Sequence[int]]] = {}
+"""The last splits `decide` made (`loot_assigned`, `loot_handed_out`) by the event's id: (event,
+text prefix, table, seats). Rendering a split from the message reads a dozen sub-messages
+(~40k instructions); from the values it is one join. Bounded; the entry holds the event."""
+
+
+def remember_split(event: Event, prefix: str, table: Sequence[str], seats: Sequence[int]) -> Event:
+    if len(SPLITS_MADE) >= 64:
+        SPLITS_MADE.clear()
+    SPLITS_MADE[id(event)] = (event, prefix, table, seats)
+    return event
+
+
 _F = TypeVar("_F", bound=Callable[..., Event])
 
 

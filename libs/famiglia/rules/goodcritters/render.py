@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from .commands import Command
 from .data import ACTION_NAMES, NOBODY
-from .events import SHARED, Event
+from .events import SHARED, SPLITS_MADE, Event
 from .state import State
 
 SIDES = {1: "yes", 2: "no"}
@@ -92,12 +92,15 @@ def render_command(command: Command) -> str:
 
 def render_event(event: Event) -> str:
     fact = SHARED.get(id(event))
-    if fact is not None:  # a prebuilt event: rendered the first time it is asked
-        text = fact[2]
-        if text is None:
-            text = fact[2] = _render_event(event)
-        return cast(str, text)
-    return _render_event(event)
+    if fact is None:
+        split = SPLITS_MADE.get(id(event))
+        if split is not None:  # a split decide just made: from its values
+            return split[1] + " ".join(map("{}>{}".format, split[2], split[3]))
+        return _render_event(event)
+    text: str | None = fact[2]  # a prebuilt event: rendered the first time it is asked
+    if text is None:
+        text = fact[2] = _render_event(event)
+    return text
 
 
 def _render_event(event: Event) -> str:

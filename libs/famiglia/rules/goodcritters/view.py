@@ -121,12 +121,12 @@ and viewer on the command path, so those skip reading the body)."""
 
 def visibility(event: Event) -> Visibility:
     fact = SHARED.get(id(event))
-    if fact is not None:  # a prebuilt event: worked out the first time it is asked
-        vis = fact[1]
-        if vis is None:
-            vis = fact[1] = _visibility(event)
-        return cast(Visibility, vis)
-    return _visibility(event)
+    if fact is None:
+        return _visibility(event)
+    vis: Visibility | None = fact[1]  # a prebuilt event: worked out the first time it is asked
+    if vis is None:
+        vis = fact[1] = _visibility(event)
+    return vis
 
 
 _PRIVATE = tuple(private_to(seat) for seat in range(MAX_PLAYERS))

@@ -151,7 +151,8 @@ def apply_outcome(em: Emitter, outcome: int) -> bool:
     s = em.state
     if outcome != FAILED:
         handed = fold.loot_handed_out(s, zip(s.table, s.assignment, strict=True))
-        em.emit_folded(ev.loot_handed_out_wire(ev.split_wire(s.table, s.assignment)), handed)
+        event = ev.loot_handed_out_wire(ev.split_wire(s.table, s.assignment))
+        em.emit_folded(ev.remember_split(event, "LootHandedOut ", s.table, s.assignment), handed)
         if outcome == TIED:
             boss = s.left_of(s.boss)
             em.emit_folded(ev.boss_changed(boss, BOSS_TIED), fold.boss_changed(handed, boss))

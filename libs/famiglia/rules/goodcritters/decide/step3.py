@@ -29,7 +29,8 @@ def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
         # listed for this very table: every card once, in table order, by construction
         seats = cmd.seats
         if len(seats) == len(s.table) and min(seats) >= 0 and max(seats) < s.seats:
-            em.emit_folded(ev.loot_assigned_wire(cmd.body), fold.loot_assigned(s, seats))  # GC-A02
+            event = ev.remember_split(ev.loot_assigned_wire(cmd.body), "LootAssigned ", s.table, seats)
+            em.emit_folded(event, fold.loot_assigned(s, seats))  # GC-A02
             open_step3(em)
             return
     seat_of: dict[str, int] = {}
@@ -47,7 +48,8 @@ def assign_loot(em: Emitter, seat: int, cmd: Any) -> None:
     if missing:
         raise RuleViolation("GC-A01", f"every table card must be assigned; missing {' '.join(missing)}")
     seats = tuple(seat_of[c] for c in s.table)
-    em.emit_folded(ev.loot_assigned(zip(s.table, seats, strict=True)), fold.loot_assigned(s, seats))  # GC-A02
+    event = ev.remember_split(ev.loot_assigned(zip(s.table, seats, strict=True)), "LootAssigned ", s.table, seats)
+    em.emit_folded(event, fold.loot_assigned(s, seats))  # GC-A02
     open_step3(em)
 
 
