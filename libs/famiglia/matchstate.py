@@ -70,20 +70,26 @@ class MatchState:
         service has them from `decide`): folding them spares parsing each payload again."""
         engine = self.engine
         decode = event_decoder(engine)
-        for i, env in enumerate(envelopes):
-            seq = env.seq
-            if seq <= self.version:
-                continue
-            if seq != self.version + 1:
-                raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
-            self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
-            self.version = seq
-            stamp = env.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
-            self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
-            command_id = env.command_id
-            if command_id:
-                first, _ = self.commands.get(command_id, (seq, seq))
-                self.commands[command_id] = (first, seq)
+        commands = self.commands
+        last = None
+        try:
+            for i, env in enumerate(envelopes):
+                seq = env.seq
+                if seq <= self.version:
+                    continue
+                if seq != self.version + 1:
+                    raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
+                self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
+                self.version = seq
+                last = env
+                command_id = env.command_id
+                if command_id:
+                    first = commands.get(command_id)
+                    commands[command_id] = (seq if first is None else first[0], seq)
+        finally:
+            if last is not None:  # the last envelope folded: its time is the match's latest
+                stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
+                self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
 
     def result(self) -> Result | None:
         if self.state is None:

@@ -110,7 +110,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
         expected = request.expected_version if request.HasField("expected_version") else None
         done = self.app.submit_packed(request.match_id, viewer, request.command_id, packed.type_url, packed.value,
                                       expected, omit_events=request.omit_events)
-        reply = pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
+        reply = pb.SubmitCommandResponse()
+        reply.version, reply.duplicate = done.version, done.duplicate  # keywords cost twice as much
         add = reply.events.add
         for e in done.events:
             _fill_seat_event(add(), e)
