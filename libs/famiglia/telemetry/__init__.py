@@ -213,18 +213,6 @@ _current = otel_context.get_current if _CURRENT_VAR is None else _CURRENT_VAR.ge
 _attach = otel_context.attach if _CURRENT_VAR is None else _CURRENT_VAR.set
 
 
-def _detach(token: Any) -> None:
-    """otel_context.detach: a failure (a token of another context) goes through it, so it is
-    logged and swallowed as OpenTelemetry does."""
-    if _CURRENT_VAR is None:
-        otel_context.detach(token)
-        return
-    try:
-        _CURRENT_VAR.reset(token)
-    except Exception:  # noqa: BLE001
-        otel_context.detach(token)
-
-
 def _span_context_is_tuple() -> bool:
     """Whether SpanContext is the tuple (trace_id, span_id, is_remote, trace_flags,
     trace_state, is_valid) its properties read: then hot paths index and build it directly."""
@@ -338,11 +326,6 @@ def spans_exported() -> bool:
     return _export_state(_provider())[0]
 
 
-def _unexported(provider: object) -> TracerProvider | None:
-    """The SDK provider if it has no span processor (whatever it records goes nowhere)."""
-    return _export_state(provider)[1]
-
-
 #: (provider, its span processors, the answer) of the last `_export_state` asked: the
 #: isinstance checks against OpenTelemetry's abstract classes cost more than the rest of
 #: a child span's no-op; adding a span processor replaces the processors tuple.
@@ -384,7 +367,13 @@ class _Current(AbstractContextManager[trace.Span]):
         return self.span
 
     def __exit__(self, *exc: object) -> None:
-        _detach(self.token)
+        if _CURRENT_VAR is None:
+            otel_context.detach(self.token)
+            return
+        try:
+            _CURRENT_VAR.reset(self.token)
+        except Exception:  # noqa: BLE001
+            otel_context.detach(self.token)  # logged and swallowed, as OpenTelemetry does
 
 
 def server_span(name: str, parent: otel_context.Context | None = None, *,
@@ -398,7 +387,7 @@ def server_span(name: str, parent: otel_context.Context | None = None, *,
     so log lines, each event's `trace` map and downstream services see the same trace
     as before. With an exporter, a recorded SDK span as usual. `provider`: the global
     one unless given (tests)."""
-    sdk = _unexported(_provider() if provider is None else provider)
+    sdk = _export_state(_provider() if provider is None else provider)[1]
     if sdk is not None:
         return _Current(_unrecorded(sdk, name, parent), parent)
     return _recorded(name, parent, tracer() if provider is None else provider.get_tracer("famiglia"))
@@ -422,7 +411,10 @@ def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Contex
     else:  # get_current_span's look-up, without its three calls
         span: Any = (_current() if parent is None else parent).get(_SPAN_KEY)
         above = trace.INVALID_SPAN_CONTEXT if span is None else span.get_span_context()
-    above_trace, _, above_flags, above_state, above_valid = _ids(above)
+    if _SC_TUPLE:  # _ids, inline
+        above_trace, _, _, above_flags, above_state, above_valid = above
+    else:
+        above_trace, _, above_flags, above_state, above_valid = _ids(above)
     ids = provider.id_generator
     if above_valid:
         trace_id, random_id = above_trace, above_flags & _RANDOM_TRACE_ID
@@ -435,8 +427,13 @@ def _unrecorded(provider: TracerProvider, name: str, parent: otel_context.Contex
         result = sampler.should_sample(parent, trace_id, name, SpanKind.SERVER)
         sampled, state = result.decision.is_sampled(), result.trace_state
     flags = _FLAGS[sampled, bool(random_id)]
-    context = _span_context(trace_id, ids.generate_span_id(), flags, state)
-    if not _SERVED_SPANS or not context[5]:  # is_valid: else no ids to write
+    if not _SERVED_SPANS:
+        return NonRecordingSpan(_span_context(trace_id, ids.generate_span_id(), flags, state))
+    span_id = ids.generate_span_id()
+    valid = 0 < trace_id <= _TRACE_ID_MAX and 0 < span_id <= _SPAN_ID_MAX  # _span_context, inline
+    context = tuple.__new__(SpanContext, (trace_id, span_id, False, flags,
+                                          _DEFAULT_STATE if state is None else state, valid))
+    if not valid:  # no ids to write
         return NonRecordingSpan(context)
     header = "" if state is None or not state else state.to_header()
     return _ServedSpan(context, _TRACEPARENT_IDS % (context[0], context[1]) + _FLAGS_HEX[flags], header)
