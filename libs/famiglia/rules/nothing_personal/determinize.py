@@ -6,24 +6,68 @@ cards the seat cannot see. It never reads the true state.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .config import parse_options
 from .data import GIDX, INFLUENCE, marker_slots, match_gangsters
+from .flow import eligible
 from .state import Act, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
 from .state import Contract as ContractRow
 
 
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
+    return _deal(_read(v, seat), seat, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """What the View fixes for one seat: every public field as state values, and the cards the
+    seat cannot see (in id order) with how many go to each hand and deck."""
+
+    n: int
+    over: bool
+    unseen: tuple[str, ...]
+    hand_sizes: tuple[int, ...]
+    deck_size: int
+    unseen_gangsters: tuple[str, ...]
+    gangster_deck_size: int
+    hands: tuple[tuple[str, ...], ...]
+    """Every hand once over; else only the seat's own is read from here."""
+    fields: dict[str, object]
+    """Every other State field."""
+
+
+_TABLES: dict[tuple[bytes, int], _Table] = {}
+
+
+def _read(v: pb.View, seat: int) -> _Table:
+    """The View read once per (view, seat): a search samples many worlds from one View, and
+    reading its protobuf fields cost as much as dealing. Keyed by the View's bytes, so a
+    changed or another equal View is never confused with one read before."""
+    key = (v.SerializeToString(deterministic=True), seat)
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        table = _TABLES[key] = _read_view(v, seat)
+    return table
+
+
+def _read_view(v: pb.View, seat: int) -> _Table:
     n = v.seats
     cfg = parse_options({k: val for k, val in v.options.items() if k != "colours" or val}, n)
     gs = [GState((0,) * n)] * marker_slots(cfg.expansions)   # NP-V7: expansion cards have slots too
     for g in v.gangsters:
         gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
     known = set(v.discard) | set(v.hand) | set(v.table)
+    over = v.phase == Phase.OVER
     hands: list[tuple[str, ...]] = [()] * n
-    if v.phase == Phase.OVER:   # NP-H10: everything is revealed
+    unseen: tuple[str, ...] = ()
+    unseen_g: tuple[str, ...] = ()
+    if over:   # NP-H10: everything is revealed
         per: list[list[str]] = [[] for _ in range(n)]
         for item in v.hands_all:
             owner, card = item.split(":")
@@ -32,17 +76,12 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
         deck = tuple(v.influence_deck)
         gdeck = tuple(v.gangster_deck)
     else:
-        unseen = rng.shuffled(sorted(c.id for c in INFLUENCE if c.id not in known))
-        for i in range(n):
-            if i == seat:
-                hands[i] = tuple(sorted(v.hand))
-            else:
-                k = v.hand_sizes[i]
-                hands[i] = tuple(sorted(unseen[:k]))
-                unseen = unseen[k:]
-        deck = tuple(unseen[: v.deck_size])
+        unseen = tuple(sorted(c.id for c in INFLUENCE if c.id not in known))
+        if 0 <= seat < n:
+            hands[seat] = tuple(sorted(v.hand))
         seen_g = set(v.spots) | set(v.prison) | set(v.fishes)
-        gdeck = tuple(rng.shuffled(sorted(g.id for g in match_gangsters(cfg.expansions) if g.id not in seen_g))[: v.gangster_deck_size])
+        unseen_g = tuple(sorted(g.id for g in match_gangsters(cfg.expansions) if g.id not in seen_g))
+        deck = gdeck = ()
     window = None
     if v.window:
         answers: list[bytes | None] = [None] * n
@@ -67,30 +106,52 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
     autopass = [(False, False)] * n
     if 0 <= seat < n:
         autopass[seat] = (v.autopass_cards, v.autopass_rerolls)
-    state = State(
-        n=n, cfg=cfg, round=v.round, phase=v.phase, stage=v.stage, ring=v.ring,
-        respect=tuple(v.respect), money=tuple(v.money), supply=tuple(v.supply), neutral=v.neutral_supply,
-        bm_free=v.blackmail_free, om_free=v.omerta_free, board=tuple(v.spots), gs=tuple(gs),
-        prison=tuple(v.prison), fishes=tuple(v.fishes), hands=tuple(hands), deck=deck,
-        discard=tuple(v.discard), table=tuple(v.table),
-        gdeck=gdeck, tokens=tuple(v.tokens), order=tuple(v.order), idx=v.idx, turn=v.turn,
-        passed=frozenset(v.passed), had_turn=frozenset(v.had_turn), ante=v.ante, nonpass=tuple(v.nonpass),
-        sweep=v.sweep, pos=v.position, promoted=frozenset(v.promoted), free_used=frozenset(v.free_reroll_used),
-        fence_counts=tuple(v.fence_counts), window=window, roll=roll, ruling=ruling, act=act,
-        invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
-        vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
-        if v.vacancy_spot >= 0 else None,
-        offers=offers, next_offer=max([0, *(o.id for o in offers), *(c.id for c in contracts)]) + 1,
-        offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
-        ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
-        broken=frozenset(v.broken), ranking=tuple(v.ranking),
+    return _Table(
+        n=n, over=over, unseen=unseen, hand_sizes=tuple(v.hand_sizes), deck_size=v.deck_size,
+        unseen_gangsters=unseen_g, gangster_deck_size=v.gangster_deck_size, hands=tuple(hands),
+        fields=dict(
+            n=n, cfg=cfg, round=v.round, phase=v.phase, stage=v.stage, ring=v.ring,
+            respect=tuple(v.respect), money=tuple(v.money), supply=tuple(v.supply), neutral=v.neutral_supply,
+            bm_free=v.blackmail_free, om_free=v.omerta_free, board=tuple(v.spots), gs=tuple(gs),
+            prison=tuple(v.prison), fishes=tuple(v.fishes), deck=deck,
+            discard=tuple(v.discard), table=tuple(v.table),
+            gdeck=gdeck, tokens=tuple(v.tokens), order=tuple(v.order), idx=v.idx, turn=v.turn,
+            passed=frozenset(v.passed), had_turn=frozenset(v.had_turn), ante=v.ante, nonpass=tuple(v.nonpass),
+            sweep=v.sweep, pos=v.position, promoted=frozenset(v.promoted), free_used=frozenset(v.free_reroll_used),
+            fence_counts=tuple(v.fence_counts), window=window, roll=roll, ruling=ruling, act=act,
+            invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
+            vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
+            if v.vacancy_spot >= 0 else None,
+            offers=offers, next_offer=max([0, *(o.id for o in offers), *(c.id for c in contracts)]) + 1,
+            offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
+            ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
+            broken=frozenset(v.broken), ranking=tuple(v.ranking),
+        ),
     )
+
+
+def _deal(table: _Table, seat: int, rng: Rng) -> State:
+    """One world: the unseen Influence cards dealt to the other hands and the deck, the unseen
+    gangsters to theirs, with the draws (and in the order) the sample has always used."""
+    fields = table.fields
+    n = table.n
+    if table.over:
+        state = State(hands=table.hands, **fields)  # type: ignore[arg-type]
+    else:
+        hands = list(table.hands)
+        unseen = rng.shuffled(table.unseen)
+        at = 0
+        for i in range(n):
+            if i != seat:
+                k = table.hand_sizes[i]
+                hands[i] = tuple(sorted(unseen[at:at + k]))
+                at += k
+        deck = tuple(unseen[at:at + table.deck_size])
+        gdeck = tuple(rng.shuffled(table.unseen_gangsters)[: table.gangster_deck_size])
+        state = State(**dict(fields, hands=tuple(hands), deck=deck, gdeck=gdeck))  # type: ignore[arg-type]
+    window = state.window
     if window is not None:
         # Who else is still asked is hidden (NP-H9): sample it as every publicly eligible seat.
-        from dataclasses import replace
-
-        from .flow import eligible
-
         others = [i for i in eligible(state, window.kind) if i != seat]
         if not others and (not window.seats or window.answers[seat] is not None):
             # The window is open, so someone is still asked: whoever it is may have emptied its hand.
