@@ -7,6 +7,8 @@ into the hidden places, keeping every public count (NC-H01) and the seat's own s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from famiglia.engine import Rng
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
@@ -31,6 +33,71 @@ from .state import Bid, Choice, Draw, Phase, Seat, State
 
 
 def determinize(view: pb.View, seat: int, rng: Rng) -> State:
+    return _deal(_read(view, seat), rng)
+
+
+_ChoiceRow = tuple[str, int, tuple[int, ...], "tuple[int, ...] | None", str, int, str, str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """What the View fixes for one seat, before anything hidden is dealt: the cards it cannot
+    see (in id order), how many go where, and every public field already as state values."""
+
+    seat: int
+    over: bool
+    pool: tuple[int, ...]
+    """Notes the seat has not seen, in id order."""
+    peeked: tuple[int, ...]
+    banks: tuple[tuple[int, ...] | int, ...]
+    """A known Bank, or how many Notes to deal it."""
+    bids: tuple[tuple[int, str, int, int, tuple[int, ...] | None], ...]
+    """(seat, wiseguy, count, location, its Notes or None: deal `count`)."""
+    choice: _ChoiceRow | None
+    """The Choice's fields with its Notes, or None in their place: deal `choice_notes`."""
+    choice_notes: int
+    hidden_pile: int
+    pile_head: tuple[tuple[int, int], ...]
+    placers: tuple[int, ...]
+    over_pile: tuple[tuple[int, int], ...] | None
+    discard_size: int
+    deck_size: int
+    vendetta: tuple[str, ...]
+    """Vendetta cards the seat has not seen, in id order."""
+    hands: tuple[tuple[str, ...] | int, ...]
+    vendetta_deck_size: int
+    street: tuple[str, ...]
+    """Street cards nobody can see, in deck order."""
+    set_aside_size: int
+    street_deck_size: int
+    locations: tuple[tuple[int, ...] | int, ...]
+    """Known Location cards, or how many to draw from the four a hidden bid left (-1 - count)."""
+    seat_fields: tuple[dict[str, object], ...]
+    fields: dict[str, object]
+    """Every other State field."""
+
+
+_TABLES: dict[tuple[bytes, int], _Table] = {}
+
+
+def _read(view: pb.View, seat: int) -> _Table:
+    """The View read once per (view, seat): a search samples many worlds from one View, and
+    reading its protobuf fields cost about as much as dealing. Keyed by the View's bytes, so a
+    changed or another equal View is never confused with one read before."""
+    key = (view.SerializeToString(deterministic=True), seat)
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        table = _TABLES[key] = _read_view(view, seat)
+    return table
+
+
+_STREET_ALL = (*(w.id for w in WISEGUYS), *(t.id for t in TURFS), *RESPECT_CARDS, *INVESTIGATION_BY_ID)
+_HOLDABLE = frozenset(v.id for v in VENDETTA if VENDETTA_BY_ID[v.id].kind in ("snitch", "revenge"))
+
+
+def _read_view(view: pb.View, seat: int) -> _Table:
     n = view.seats
     options = dict(view.options)
     config = Config.parse(n, options)
@@ -53,43 +120,27 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
     own_choice = choice_v is not None and choice_v.seat == seat
     if own_choice and choice_v is not None:
         known_notes.update(choice_v.notes)
-    peeked = [x for x in me.peeked if x not in known_notes]
-    pool = [x.id for x in NOTES if x.id not in known_notes and x.id not in peeked]
-    rng.shuffle(pool)
-
-    def take(k: int) -> list[int]:
-        out = pool[:k]
-        del pool[:k]
-        return out
-
-    banks = [list(p.bank) if mine(i) else take(p.bank_size) for i, p in enumerate(pv)]
-    bids = []
-    for b in view.bids:
-        if mine(b.seat):
-            bids.append(Bid(b.seat, b.wiseguy, b.count, b.location, tuple(b.notes)))
-        else:
-            bids.append(Bid(b.seat, b.wiseguy, b.count, b.location, tuple(take(b.count))))
-    choice = None
+    peeked = tuple(x for x in me.peeked if x not in known_notes)
+    pool = tuple(x.id for x in NOTES if x.id not in known_notes and x.id not in peeked)
+    banks = tuple(tuple(p.bank) if mine(i) else p.bank_size for i, p in enumerate(pv))
+    bids = tuple((b.seat, b.wiseguy, b.count, b.location, tuple(b.notes) if mine(b.seat) else None)
+                 for b in view.bids)
+    choice: _ChoiceRow | None = None
     if choice_v is not None:
-        notes = tuple(choice_v.notes) if own_choice else tuple(take(choice_v.note_count))
-        choice = Choice(choice_v.kind, choice_v.seat, tuple(choice_v.shares), notes, choice_v.card,
-                        choice_v.cause, choice_v.wiseguy, choice_v.declared, choice_v.keep)
+        choice = (choice_v.kind, choice_v.seat, tuple(choice_v.shares),
+                  tuple(choice_v.notes) if own_choice else None, choice_v.card,
+                  choice_v.cause, choice_v.wiseguy, choice_v.declared, choice_v.keep)
     # the Corruption Pile: own Notes, Notes seen with W14, then unknown ones
     hidden_pile = 0 if over else view.corruption_pile_size - len(me.corrupted)
-    pile_notes = peeked[:hidden_pile]
-    pile_notes += take(hidden_pile - len(pile_notes))
     placers: list[int] = []
     for i, p in enumerate(pv):
         if i != seat:
             placers += [i] * p.corruption_count
     placers += [-1] * hidden_pile
-    pile = [(x, seat) for x in me.corrupted] + list(zip(pile_notes, placers, strict=False))
+    over_pile = None
     if over:
         placer = {x: i for i, p in enumerate(pv) for x in p.corrupted}
-        pile = [(x, placer.get(x, -1)) for x in view.corruption_pile]
-    discard = take(view.note_discard_size)
-    deck_notes = take(view.note_deck_size - 1) + pool  # what is left belongs to the deck
-    deck_notes.insert(rng.randrange(len(deck_notes) + 1), POLICE_RAID)
+        over_pile = tuple((x, placer.get(x, -1)) for x in view.corruption_pile)
 
     # Vendetta cards
     placed_ac = any(ATLANTIC_CITY in p.turfs for p in pv)
@@ -101,19 +152,8 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
         seen.add(ATLANTIC_CARD)
     if choice_v is not None and choice_v.kind == "rage":
         seen.add(choice_v.card)
-    vpool = [v.id for v in VENDETTA if v.id not in seen]
-    rng.shuffle(vpool)
-    hands: list[list[str]] = []
-    for i, p in enumerate(pv):
-        if mine(i):
-            hands.append(list(p.hand))
-            continue
-        holdable = [c for c in vpool if VENDETTA_BY_ID[c].kind in ("snitch", "revenge")]
-        hand = holdable[:p.hand_size]
-        for c in hand:
-            vpool.remove(c)
-        hands.append(hand)
-    vendetta_deck = vpool[:view.vendetta_deck_size]
+    vendetta = tuple(v.id for v in VENDETTA if v.id not in seen)
+    hands = tuple(tuple(p.hand) if mine(i) else p.hand_size for i, p in enumerate(pv))
 
     # Street cards
     visible: set[str] = set(view.street) | set(view.removed)
@@ -121,52 +161,112 @@ def determinize(view: pb.View, seat: int, rng: Rng) -> State:
         visible.update(p.wiseguys, p.turfs, p.trophies)
     if choice_v is not None and choice_v.kind == "keep":
         visible.add(choice_v.card)
-    street_all = [*(w.id for w in WISEGUYS), *(t.id for t in TURFS), *RESPECT_CARDS, *INVESTIGATION_BY_ID]
-    spool = [c for c in street_all if c not in visible]
-    rng.shuffle(spool)
-    set_aside = tuple(spool[:view.set_aside_size])
-    street_deck = tuple(spool[view.set_aside_size:view.set_aside_size + view.street_deck_size])
+    street = tuple(c for c in _STREET_ALL if c not in visible)
 
     # Location cards of unrevealed bids
-    players = []
+    locations: list[tuple[int, ...] | int] = []
     for i, p in enumerate(pv):
-        if i == seat or view.locations_revealed or view.phase not in ("meeting", "resolution"):
-            locations = tuple(p.locations) if i == seat else tuple(range(5 - p.locations_left, 5))
-        else:
-            carried = [j for j, b in enumerate(bids) if b.seat == i]
-            locs = rng.shuffled([1, 2, 3, 4])
-            for j, loc in zip(carried, locs, strict=False):
-                old = bids[j]
-                bids[j] = Bid(old.seat, old.wiseguy, old.count, loc, old.notes)
-            locations = tuple(sorted(locs[len(carried):len(carried) + p.locations_left]))
         if mine(i):
-            locations = tuple(p.locations)
-        players.append(Seat(
-            wiseguys=tuple(p.wiseguys), turfs=tuple(p.turfs), busy=frozenset(p.busy),
-            bank=tuple(sorted(banks[i])), hand=tuple(sorted(hands[i])), trophies=tuple(p.trophies),
-            locations=locations, vendetta_drawn=p.vendetta_drawn,
-            corrupted=tuple(p.corrupted) if mine(i) else (),
-            corruption_count=p.corruption_count, corruption_actions=p.corruption_actions,
-            cashins=tuple(p.cashins), peeked=tuple(p.peeked) if mine(i) else ()))
+            locations.append(tuple(p.locations))
+        elif view.locations_revealed or view.phase not in ("meeting", "resolution"):
+            locations.append(tuple(range(5 - p.locations_left, 5)))
+        else:
+            locations.append(-1 - p.locations_left)
+    seat_fields = tuple(dict(
+        wiseguys=tuple(p.wiseguys), turfs=tuple(p.turfs), busy=frozenset(p.busy), trophies=tuple(p.trophies),
+        vendetta_drawn=p.vendetta_drawn, corrupted=tuple(p.corrupted) if mine(i) else (),
+        corruption_count=p.corruption_count, corruption_actions=p.corruption_actions,
+        cashins=tuple(p.cashins), peeked=tuple(p.peeked) if mine(i) else ()) for i, p in enumerate(pv))
     titles = []
     for title in (UNDERBOSS, CONSIGLIERE, PRIMO_CAPO):
         for i, p in enumerate(pv):
             if title in p.trophies:
                 titles.append((title, i))
     taken = {c for p in pv for c in p.trophies}
-    return State(
-        config=config, options=tuple(sorted(options.items())), seats=n, players=tuple(players),
-        month=view.month, phase=Phase(view.phase), order=tuple(view.order), turn=view.turn,
-        turn_acted=view.turn_acted, first_player=view.first_player,
-        first_player_moved=view.first_player_moved, verdict=view.verdict, street=tuple(view.street),
-        street_deck=street_deck, set_aside=set_aside, removed=tuple(view.removed),
-        note_deck=tuple(deck_notes), note_discard=tuple(discard), vendetta_deck=tuple(vendetta_deck),
-        vendetta_discard=tuple(view.vendetta_discard), pile=tuple(pile), bids=tuple(bids),
-        locations_revealed=view.locations_revealed, resolution=view.resolution,
-        meeting_winners=frozenset(view.meeting_winners), meeting_bidders=frozenset(view.meeting_bidders),
-        choice=choice, draws=tuple(Draw(d.seat, d.count, d.cause) for d in view.draws),
-        underboss=view.underboss, titles=tuple(titles),
-        zealous_left=tuple(z for z in ZEALOUS_CARDS[:config.zealous_cards] if z not in taken), w13_spent=view.w13_spent,
-        verdict_result=view.verdict_result,
-        snitches=tuple(i for i, p in enumerate(pv) if p.snitch),
+    return _Table(
+        seat=seat, over=over, pool=pool, peeked=peeked, banks=banks, bids=bids, choice=choice,
+        choice_notes=choice_v.note_count if choice_v is not None else 0, hidden_pile=hidden_pile,
+        pile_head=tuple((x, seat) for x in me.corrupted), placers=tuple(placers), over_pile=over_pile,
+        discard_size=view.note_discard_size, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
+        vendetta_deck_size=view.vendetta_deck_size, street=street, set_aside_size=view.set_aside_size,
+        street_deck_size=view.street_deck_size, locations=tuple(locations), seat_fields=seat_fields,
+        fields=dict(
+            config=config, options=tuple(sorted(options.items())), seats=n,
+            month=view.month, phase=Phase(view.phase), order=tuple(view.order), turn=view.turn,
+            turn_acted=view.turn_acted, first_player=view.first_player,
+            first_player_moved=view.first_player_moved, verdict=view.verdict, street=tuple(view.street),
+            removed=tuple(view.removed), vendetta_discard=tuple(view.vendetta_discard),
+            locations_revealed=view.locations_revealed, resolution=view.resolution,
+            meeting_winners=frozenset(view.meeting_winners), meeting_bidders=frozenset(view.meeting_bidders),
+            draws=tuple(Draw(d.seat, d.count, d.cause) for d in view.draws),
+            underboss=view.underboss, titles=tuple(titles),
+            zealous_left=tuple(z for z in ZEALOUS_CARDS[:config.zealous_cards] if z not in taken),
+            w13_spent=view.w13_spent, verdict_result=view.verdict_result,
+            snitches=tuple(i for i, p in enumerate(pv) if p.snitch),
+        ),
     )
+
+
+def _deal(table: _Table, rng: Rng) -> State:
+    """One world: Notes, Vendetta, Street and Location cards dealt into the hidden places,
+    with the draws (and in the order) the sample has always used."""
+    pool = list(table.pool)
+    rng.shuffle(pool)
+
+    def take(k: int) -> list[int]:
+        out = pool[:k]
+        del pool[:k]
+        return out
+
+    banks = [list(b) if isinstance(b, tuple) else take(b) for b in table.banks]
+    bids = [Bid(s, w, count, loc, notes if notes is not None else tuple(take(count)))
+            for s, w, count, loc, notes in table.bids]
+    choice = None
+    if table.choice is not None:
+        kind, cseat, shares, notes, card, cause, wiseguy, declared, keep = table.choice
+        choice = Choice(kind, cseat, shares, notes if notes is not None else tuple(take(table.choice_notes)),
+                        card, cause, wiseguy, declared, keep)
+    pile_notes = list(table.peeked[:table.hidden_pile])
+    pile_notes += take(table.hidden_pile - len(pile_notes))
+    pile = list(table.pile_head) + list(zip(pile_notes, table.placers, strict=False))
+    if table.over_pile is not None:
+        pile = list(table.over_pile)
+    discard = take(table.discard_size)
+    deck_notes = take(table.deck_size - 1) + pool  # what is left belongs to the deck
+    deck_notes.insert(rng.randrange(len(deck_notes) + 1), POLICE_RAID)
+
+    vpool = list(table.vendetta)
+    rng.shuffle(vpool)
+    hands: list[list[str]] = []
+    for h in table.hands:
+        if isinstance(h, tuple):
+            hands.append(list(h))
+            continue
+        hand = [c for c in vpool if c in _HOLDABLE][:h]
+        for c in hand:
+            vpool.remove(c)
+        hands.append(hand)
+    vendetta_deck = vpool[:table.vendetta_deck_size]
+
+    spool = list(table.street)
+    rng.shuffle(spool)
+    set_aside = tuple(spool[:table.set_aside_size])
+    street_deck = tuple(spool[table.set_aside_size:table.set_aside_size + table.street_deck_size])
+
+    players = []
+    for i, (known, fields) in enumerate(zip(table.locations, table.seat_fields, strict=True)):
+        if isinstance(known, tuple):
+            locations = known
+        else:
+            carried = [j for j, b in enumerate(bids) if b.seat == i]
+            locs = rng.shuffled([1, 2, 3, 4])
+            for j, loc in zip(carried, locs, strict=False):
+                old = bids[j]
+                bids[j] = Bid(old.seat, old.wiseguy, old.count, loc, old.notes)
+            locations = tuple(sorted(locs[len(carried):len(carried) - 1 - known]))
+        players.append(Seat(bank=tuple(sorted(banks[i])), hand=tuple(sorted(hands[i])), locations=locations,
+                            **fields))  # type: ignore[arg-type]
+    return State(
+        players=tuple(players), street_deck=street_deck, set_aside=set_aside,
+        note_deck=tuple(deck_notes), note_discard=tuple(discard), vendetta_deck=tuple(vendetta_deck),
+        pile=tuple(pile), bids=tuple(bids), choice=choice, **table.fields)  # type: ignore[arg-type]
