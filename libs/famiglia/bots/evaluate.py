@@ -351,6 +351,22 @@ def evaluate_state(game_id: str, rules: Engine, state: Any, seat: int) -> float:
     return evaluate_view(game_id, rules.view(state, seat), seat)
 
 
+def state_evaluator(game_id: str, rules: Engine) -> StateEvaluator:
+    """`evaluate_state` for one game with its evaluator looked up once: a one-ply decision
+    scores some fifty sampled states."""
+    fast = STATE_EVALUATORS.get(game_id)
+
+    def score(state: Any, seat: int) -> float:
+        if fast is not None:
+            try:
+                return fast(state, seat)
+            except Exception:  # noqa: BLE001 - the View path gives the answer (or its own 0.0)
+                pass
+        return evaluate_view(game_id, rules.view(state, seat), seat)
+
+    return score
+
+
 def evaluate_view(game_id: str, view: Message, seat: int) -> float:
     evaluator = EVALUATORS.get(game_id)
     if evaluator is None:

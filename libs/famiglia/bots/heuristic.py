@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 
 from famiglia.engine import Engine
 
-from .evaluate import evaluate_state, result_values
+from .evaluate import result_values, state_evaluator
 from .policy import Decision, first_of
 from .search import SearchRng, sample_world, seats_of, step
 
@@ -50,21 +50,26 @@ class OnePlyHeuristic:
         best, best_score = legal[0], float("-inf")
         deadline = decision.deadline
         timed = deadline != math.inf
+        seat = decision.seat
+        score_of = state_evaluator(decision.game_id, rules)
+        result_of = rules.result
+        draw = chooser.getrandbits
+        sampled = len(worlds)
         for command in legal:
             if timed and best_score > float("-inf") and time.monotonic() >= deadline:
                 break
             total = 0.0
             for world in worlds:
-                after = step(rules, world, decision.seat, command, SearchRng(chooser.getrandbits(62)))
+                after = step(rules, world, seat, command, SearchRng(draw(62)))
                 if after is None:
                     total -= WIN_BONUS * 10
                     continue
-                result = rules.result(after)
+                result = result_of(after)
                 if result is not None:
-                    total += WIN_BONUS * result_values(result, seats)[decision.seat]
+                    total += WIN_BONUS * result_values(result, seats)[seat]
                 else:
-                    total += evaluate_state(decision.game_id, rules, after, decision.seat)
-            score = total / len(worlds) + chooser.random() * 1e-6
+                    total += score_of(after, seat)
+            score = total / sampled + chooser.random() * 1e-6
             if score > best_score:
                 best, best_score = command, score
         return best

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import random
-
 from google.protobuf.message import Message
 
-from famiglia.engine import Engine
+from famiglia.engine import Engine, Rng
 
 from .policy import Decision, first_of
 
@@ -16,4 +14,5 @@ class RandomPolicy:
 
     def choose(self, rules: Engine, decision: Decision) -> Message:
         first_of(decision.legal)
-        return decision.legal[random.Random(decision.seed).randrange(len(decision.legal))]
+        # Rng(seed) draws what random.Random(seed) draws, seeded without its Python wrappers.
+        return decision.legal[Rng(decision.seed).randrange(len(decision.legal))]
