@@ -77,6 +77,14 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
         if kind is None:
             raise MalformedCommand("GC-D01", "empty command")
         body = getattr(command, kind)
+        # A command parsed from the wire (the server's, a worker's) is not listed, but its
+        # fields read the same: the quick deciders' guards are the general checks, so any
+        # value they do not accept goes the general way and gets its refusal there.
+        decider = QUICK.get(kind)
+        if decider is not None:
+            events = decider(state, seat, body)
+            if events is not None:
+                return events
     step = state.step
     if step is OVER:
         raise RuleViolation("GC-E06", "the game is over")
