@@ -7,6 +7,8 @@ to keep, which of its hand cards were drawn (GR-H07).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from famiglia.engine import Rng
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
@@ -16,6 +18,48 @@ from .state import KEEP, NONE, Caper, Player, State, evolved, in_hand_order
 
 
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
+    return _deal(_read(v, seat), rng)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """What the View fixes for one seat, before any card is dealt: the Specialists it cannot
+    see (in id order), each hand known or to be dealt, and every public field as state values."""
+
+    unseen: tuple[str, ...]
+    hands: tuple[tuple[str, ...], ...]
+    """A known hand, or the own Ringleaders of a hand the seat cannot see."""
+    dealt: tuple[int | None, ...]
+    """How many unseen cards join each hidden hand (None: a known hand)."""
+    players: tuple[dict[str, object], ...]
+    """Each Player's fields but its hand."""
+    deck: tuple[str, ...] | None
+    """The deck once over; None: what is left of the unseen cards."""
+    caper: Caper | None
+    keep_drawn: tuple[str, ...] | None
+    """The Mastermind cards drawn while a keep choice is open (sampled when not shown: ())."""
+    active: int
+    fields: dict[str, object]
+    """Every other State field."""
+
+
+_TABLES: dict[tuple[bytes, int], _Table] = {}
+
+
+def _read(v: pb.View, seat: int) -> _Table:
+    """The View read once per (view, seat): a search samples many worlds from one View, and
+    reading its protobuf fields cost about as much as dealing. Keyed by the View's bytes, so a
+    changed or another equal View is never confused with one read before."""
+    key = (v.SerializeToString(deterministic=True), seat)
+    table = _TABLES.get(key)
+    if table is None:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        table = _TABLES[key] = _read_view(v, seat)
+    return table
+
+
+def _read_view(v: pb.View, seat: int) -> _Table:
     options = config_mod.normalize(dict(v.options))
     cfg = config_mod.parse(v.seats, options)
     seen: set[str] = set(v.discard)
@@ -26,20 +70,21 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
             seen.update(night.cards)
         if pv.seat == seat or v.over:
             seen.update(pv.hand)
-    unseen = rng.shuffled(sorted(c.id for c in SPECIALISTS if c.id not in seen))
-    players = []
+    unseen = tuple(sorted(c.id for c in SPECIALISTS if c.id not in seen))
+    hands: list[tuple[str, ...]] = []
+    dealt: list[int | None] = []
+    players: list[dict[str, object]] = []
     for pv in v.players:
         if pv.seat == seat or v.over:
-            hand = tuple(pv.hand)
+            hands.append(tuple(pv.hand))
+            dealt.append(None)
         else:
             # A player's own Ringleaders are in hand unless they lie in view elsewhere (GR-C10).
-            rings = [f"R{pv.seat}-{code}" for code, *_ in RINGLEADER_TYPES
-                     if code in cfg.ringleaders and f"R{pv.seat}-{code}" not in seen]
-            k = pv.hand_size - len(rings)
-            hand = tuple(rings) + tuple(unseen[:k])
-            del unseen[:k]
-        players.append(Player(
-            hand=in_hand_order(hand),
+            rings = tuple(f"R{pv.seat}-{code}" for code, *_ in RINGLEADER_TYPES
+                          if code in cfg.ringleaders and f"R{pv.seat}-{code}" not in seen)
+            hands.append(rings)
+            dealt.append(pv.hand_size - len(rings))
+        players.append(dict(
             nights=tuple(tuple(n.cards) for n in pv.nights),
             tokens=tuple(n.token for n in pv.nights),
             refresh=tuple(pv.refresh),
@@ -48,41 +93,57 @@ def determinize(v: pb.View, seat: int, rng: Rng) -> State:
             jobs=tuple(pv.jobs),
             had_turn=pv.had_turn,
         ))
-    deck = tuple(v.deck) if v.over else tuple(unseen)
     caper = None
     if v.caper_code:
         caper = Caper(v.caper_card, v.caper_code, v.caper_job, v.caper_step)
     choice = v.choice.choice if v.HasField("choice") and v.choice.choice != "play" else NONE
-    if caper is not None and choice == KEEP:
-        drawn = tuple(v.choice.drawn)
+    keep_drawn = tuple(v.choice.drawn) if caper is not None and choice == KEEP else None
+    return _Table(
+        unseen=unseen, hands=tuple(hands), dealt=tuple(dealt), players=tuple(players),
+        deck=tuple(v.deck) if v.over else None, caper=caper, keep_drawn=keep_drawn, active=v.active,
+        fields=dict(
+            config=cfg,
+            options=tuple(sorted(options.items())),
+            seats=v.seats,
+            first_player=v.first_player,
+            coffers=v.coffers,
+            out_of_play=v.out_of_play,
+            stacks=tuple((s.colour, tuple(s.jobs)) for s in v.stacks),
+            discard=tuple(v.discard),
+            active=v.active,
+            round=v.round,
+            turn=v.turn,
+            phase=v.phase,
+            played=_played(v),
+            choice=choice,
+            use_defaults=v.use_defaults,
+            swapped_in=frozenset(v.swapped_in),
+            locked=frozenset(v.choice.locked) if v.HasField("choice") else frozenset(),
+            over=v.over,
+            end_reason=v.end_reason,
+        ),
+    )
+
+
+def _deal(table: _Table, rng: Rng) -> State:
+    """One world: the unseen Specialists shuffled into the other hands and the deck, with the
+    draws (and in the order) the sample has always used."""
+    unseen = rng.shuffled(table.unseen)
+    players = []
+    for hand, k, fields in zip(table.hands, table.dealt, table.players, strict=True):
+        if k is not None:
+            hand = hand + tuple(unseen[:k])
+            del unseen[:k]
+        players.append(Player(hand=in_hand_order(hand), **fields))  # type: ignore[arg-type]
+    deck = table.deck if table.deck is not None else tuple(unseen)
+    caper = table.caper
+    if caper is not None and table.keep_drawn is not None:
+        drawn = table.keep_drawn
         if not drawn:  # another seat's Mastermind: any 3 of its hand Specialists (GR-H07)
-            specs = [c for c in players[v.active].hand if not IS_RINGLEADER[c]]
+            specs = [c for c in players[table.active].hand if not IS_RINGLEADER[c]]
             drawn = tuple(rng.sample(specs, min(3, len(specs))))
         caper = evolved(caper, drawn=drawn)
-    return State(
-        config=cfg,
-        options=tuple(sorted(options.items())),
-        seats=v.seats,
-        first_player=v.first_player,
-        players=tuple(players),
-        coffers=v.coffers,
-        out_of_play=v.out_of_play,
-        stacks=tuple((s.colour, tuple(s.jobs)) for s in v.stacks),
-        deck=deck,
-        discard=tuple(v.discard),
-        active=v.active,
-        round=v.round,
-        turn=v.turn,
-        phase=v.phase,
-        played=_played(v),
-        caper=caper,
-        choice=choice,
-        use_defaults=v.use_defaults,
-        swapped_in=frozenset(v.swapped_in),
-        locked=frozenset(v.choice.locked) if v.HasField("choice") else frozenset(),
-        over=v.over,
-        end_reason=v.end_reason,
-    )
+    return State(players=tuple(players), deck=deck, caper=caper, **table.fields)  # type: ignore[arg-type]
 
 
 def _played(v: pb.View) -> bool:
