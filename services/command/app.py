@@ -404,11 +404,19 @@ def _match_id(request_id: str) -> str:
     return "m" + secrets.token_hex(10)[:19]
 
 
+#: A command type's full name, and the end of a type URL naming it, per command type.
+_COMMAND_NAMES: dict[type, tuple[str, str]] = {}
+
+
 def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
     """An Any's bytes as this game's Command, or INVALID_ARGUMENT."""
     assert info.command_type is not None
-    expected = info.command_type.DESCRIPTOR.full_name
-    if not type_url.endswith("/" + expected) and type_url != expected:
+    names = _COMMAND_NAMES.get(info.command_type)
+    if names is None:
+        full_name = info.command_type.DESCRIPTOR.full_name
+        names = _COMMAND_NAMES[info.command_type] = (full_name, "/" + full_name)
+    expected, suffix = names
+    if not type_url.endswith(suffix) and type_url != expected:
         raise InvalidArgument("wrong_command_type", f"this match takes {expected}, not {type_url or 'nothing'}")
     try:
         return info.command_type.FromString(value)
