@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from itertools import filterfalse
 
 from famiglia.engine import Rng
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
@@ -69,7 +70,7 @@ def _loot_ids(copies: int) -> tuple[str, ...]:
 
 def _read_view(view: pb.View, seat: int) -> _Table:
     options = tuple((o.key, o.value) for o in view.options)
-    config = cfg.parse(dict(options), view.seats)
+    config = cfg.parse_items(options, view.seats)  # the cached parse: one Config per options
     n = view.seats
     over = view.step == Step.OVER
     seat_views = sorted(view.seat_views, key=lambda sv: sv.seat)
@@ -79,7 +80,7 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             seen.update(sv.stash)
     for ov in view.offers:
         seen.update(ov.loot)
-    unseen = tuple(c for c in _loot_ids(config.copies) if c not in seen)
+    unseen = tuple(filterfalse(seen.__contains__, _loot_ids(config.copies)))
 
     # what the others hold: exact once over, else sizes from the view (or a fair share)
     fuzz_in_pile = not view.fuzz_revealed

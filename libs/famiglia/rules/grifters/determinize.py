@@ -8,6 +8,8 @@ to keep, which of its hand cards were drawn (GR-H07).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache, lru_cache
+from itertools import filterfalse
 
 from famiglia.engine import Rng
 from famiglia.grifters.v1 import grifters_pb2 as pb
@@ -59,9 +61,21 @@ def _read(v: pb.View, seat: int) -> _Table:
     return table
 
 
+@lru_cache(maxsize=64)
+def _config(seats: int, items: tuple[tuple[str, str], ...]) -> tuple[tuple[tuple[str, str], ...], config_mod.Config]:
+    """The normalized options (sorted pairs) and their Config, once per options (a frozen
+    Config; a refused option raises each time)."""
+    options = config_mod.normalize(dict(items))
+    return tuple(sorted(options.items())), config_mod.parse(seats, options)
+
+
+@cache
+def _specialist_ids() -> tuple[str, ...]:
+    return tuple(sorted(c.id for c in SPECIALISTS))
+
+
 def _read_view(v: pb.View, seat: int) -> _Table:
-    options = config_mod.normalize(dict(v.options))
-    cfg = config_mod.parse(v.seats, options)
+    options, cfg = _config(v.seats, tuple(v.options.items()))
     seen: set[str] = set(v.discard)
     for pv in v.players:
         seen.update(pv.refresh)
@@ -70,7 +84,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             seen.update(night.cards)
         if pv.seat == seat or v.over:
             seen.update(pv.hand)
-    unseen = tuple(sorted(c.id for c in SPECIALISTS if c.id not in seen))
+    unseen = tuple(filterfalse(seen.__contains__, _specialist_ids()))
     hands: list[tuple[str, ...]] = []
     dealt: list[int | None] = []
     players: list[dict[str, object]] = []
@@ -103,7 +117,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
         deck=tuple(v.deck) if v.over else None, caper=caper, keep_drawn=keep_drawn, active=v.active,
         fields=dict(
             config=cfg,
-            options=tuple(sorted(options.items())),
+            options=options,
             seats=v.seats,
             first_player=v.first_player,
             coffers=v.coffers,

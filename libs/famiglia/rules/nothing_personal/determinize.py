@@ -7,11 +7,13 @@ cards the seat cannot see. It never reads the true state.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache, lru_cache
+from itertools import filterfalse
 
 from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from .config import parse_options
+from .config import Config, parse_options
 from .data import GIDX, INFLUENCE, marker_slots, match_gangsters
 from .flow import eligible
 from .state import Act, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
@@ -56,10 +58,31 @@ def _read(v: pb.View, seat: int) -> _Table:
     return table
 
 
+@lru_cache(maxsize=64)
+def _config(options: tuple[tuple[str, str], ...], n: int) -> Config:
+    """`parse_options`, once per options (a frozen Config; a refused option raises each time)."""
+    return parse_options(dict(options), n)
+
+
+@lru_cache(maxsize=16)
+def _marker_slots(expansions: tuple[str, ...]) -> int:
+    return marker_slots(expansions)
+
+
+@cache
+def _influence_ids() -> tuple[str, ...]:
+    return tuple(sorted(c.id for c in INFLUENCE))
+
+
+@lru_cache(maxsize=16)
+def _gangster_ids(expansions: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(sorted(g.id for g in match_gangsters(expansions)))
+
+
 def _read_view(v: pb.View, seat: int) -> _Table:
     n = v.seats
-    cfg = parse_options({k: val for k, val in v.options.items() if k != "colours" or val}, n)
-    gs = [GState((0,) * n)] * marker_slots(cfg.expansions)   # NP-V7: expansion cards have slots too
+    cfg = _config(tuple((k, val) for k, val in v.options.items() if k != "colours" or val), n)
+    gs = [GState((0,) * n)] * _marker_slots(cfg.expansions)   # NP-V7: expansion cards have slots too
     for g in v.gangsters:
         gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
     known = set(v.discard) | set(v.hand) | set(v.table)
@@ -76,11 +99,11 @@ def _read_view(v: pb.View, seat: int) -> _Table:
         deck = tuple(v.influence_deck)
         gdeck = tuple(v.gangster_deck)
     else:
-        unseen = tuple(sorted(c.id for c in INFLUENCE if c.id not in known))
+        unseen = tuple(filterfalse(known.__contains__, _influence_ids()))
         if 0 <= seat < n:
             hands[seat] = tuple(sorted(v.hand))
         seen_g = set(v.spots) | set(v.prison) | set(v.fishes)
-        unseen_g = tuple(sorted(g.id for g in match_gangsters(cfg.expansions) if g.id not in seen_g))
+        unseen_g = tuple(filterfalse(seen_g.__contains__, _gangster_ids(cfg.expansions)))
         deck = gdeck = ()
     window = None
     if v.window:
