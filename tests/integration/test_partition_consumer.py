@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.port import PartitionEntry
@@ -92,3 +93,98 @@ def test_an_error_reply_among_the_acks_is_raised_after_every_reply_is_read(store
     again = consumer.read(count=100, ack=first)  # new groups from the start: both again
     assert _keys(again) == _keys(first)
     assert consumer.read(count=100, ack=again) == [] and _pending(store, "g") == set()
+
+
+def _lpush(key: str, *values: str) -> bytes:
+    """A packed LPUSH, as the bots' task sender hands it over."""
+    parts = [b"LPUSH", key.encode(), *(v.encode() for v in values)]
+    return b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+
+
+def test_commands_before_the_acks_run_with_them_in_one_transaction_before_the_read(
+        store: RedisEventStore) -> None:
+    consumer = PartitionConsumer.for_store(store, "g-push", "c")
+    consumer.ensure_groups(start_id="$")
+    queue = f"q-{new_match_id()}"
+    _write(store, matches=3, each=1)
+    first = consumer.read(count=100)
+    assert len(first) == 3
+    _write(store, matches=2, each=1)
+    conn = consumer._own
+    sent: list[bytes] = []
+    sendall = conn._sock.sendall
+    conn._sock = _Recording(conn._sock, sent)
+    try:
+        rest = consumer.read(count=100, ack=first, before_ack=[_lpush(queue, "a", "b")])
+    finally:
+        conn._sock = conn._sock.inner
+    assert len(rest) == 2 and _pending(store, "g-push") == _keys(rest)  # the acks applied, the read done
+    assert store.client.lrange(queue, 0, -1) == [b"b", b"a"]
+    request = b"".join(sent)  # one write: MULTI, the push, the XACKs, EXEC, then the read
+    assert len(sent) == 1 and sendall is not None
+    assert request.startswith(b"*1\r\n$5\r\nMULTI\r\n" + _lpush(queue, "a", "b") + b"*")
+    assert request.index(b"XACK") < request.index(b"EXEC") < request.index(b"XREADGROUP")
+    assert consumer._own is conn  # in step, kept
+
+
+class _Recording:
+    """A socket whose writes are recorded."""
+
+    def __init__(self, inner: object, sent: list[bytes]) -> None:
+        self.inner, self.sent = inner, sent
+
+    def sendall(self, data: bytes) -> None:
+        self.sent.append(bytes(data))
+        self.inner.sendall(data)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_a_command_refused_before_the_acks_aborts_them_and_is_raised(store: RedisEventStore) -> None:
+    """Refused when queued (here: no values, as an out-of-memory LPUSH is refused): EXEC
+    aborts, nothing is acked; the error is raised after every reply was read."""
+    consumer = PartitionConsumer.for_store(store, "g-refused", "c")
+    consumer.ensure_groups(start_id="$")
+    queue = f"q-{new_match_id()}"
+    _write(store, matches=3, each=1)
+    first = consumer.read(count=100)
+    _write(store, matches=1, each=1)
+    with pytest.raises(Exception, match="aborted"):
+        consumer.read(count=100, ack=first, before_ack=[_lpush(queue)])
+    pending = _pending(store, "g-refused")
+    assert _keys(first) < pending and len(pending) == 4  # not acked; the read still delivered its entry
+    assert store.client.llen(queue) == 0
+    assert consumer.read(count=100) == []  # the connection is in step
+    redone = consumer.read_pending(count=100)
+    assert _keys(redone) == pending
+
+
+def test_a_command_failing_inside_the_transaction_is_raised(store: RedisEventStore) -> None:
+    """A key of the wrong type: the push fails while EXEC runs it (the acks run regardless,
+    which only a misconfigured queue key can cause); the caller hears of it."""
+    consumer = PartitionConsumer.for_store(store, "g-wrongtype", "c")
+    consumer.ensure_groups(start_id="$")
+    queue = f"q-{new_match_id()}"
+    store.client.set(queue, "not a list")
+    _write(store, matches=2, each=1)
+    first = consumer.read(count=100)
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        consumer.read(count=100, ack=first, before_ack=[_lpush(queue, "a")])
+    assert consumer.read(count=100) == []  # in step
+
+
+def test_a_dropped_connection_with_commands_before_the_acks_is_raised_not_redone(store: RedisEventStore) -> None:
+    """Whether the transaction ran is unknown then: raised to the caller (no read through the
+    client, which would hide it); nothing ran here, the entries stay pending."""
+    consumer = PartitionConsumer.for_store(store, "g-dropped", "c")
+    consumer.ensure_groups(start_id="$")
+    queue = f"q-{new_match_id()}"
+    _write(store, matches=2, each=1)
+    first = consumer.read(count=100)
+    store.client.client_kill_filter(_type="normal", skipme=True)
+    with pytest.raises((redis.exceptions.ConnectionError, OSError)):
+        consumer.read(count=100, ack=first, before_ack=[_lpush(queue, "a")])
+    assert _pending(store, "g-dropped") == _keys(first) and store.client.llen(queue) == 0
+    again = consumer.read(count=100, ack=first, before_ack=[_lpush(queue, "a")])  # a new kept connection
+    assert again == [] and _pending(store, "g-dropped") == set() and store.client.lrange(queue, 0, -1) == [b"a"]

@@ -49,20 +49,26 @@ def _bulk(value: bytes) -> bytes:
 _PUSH = getattr(hiredis, "PushNotification", None)  # a RESP3 push, out of band (hiredis >= 3.2)
 
 
-def _exchange(conn: Any, request: bytes, replies: int) -> list[Any]:
+def exchange(conn: Any, request: bytes, replies: int, *, check: bool = True) -> list[Any]:
     """Send `request` (`replies` commands, packed) on a kept connection and read their replies.
 
     Once the connection is connected with redis-py's hiredis parser, the bytes go to its
     socket in one write and the replies come out of its hiredis reader here, without
     redis-py's Python layers around each (~3k instructions a reply, as much again for
-    `send_packed_command`). Every reply is read before any reply error is raised, so the
-    connection stays in step; a RESP3 push goes to the parser's push handler as redis-py's
-    read does; a socket error is an OSError, a closed socket redis-py's ConnectionError.
-    A connection not yet connected, or another parser, goes through redis-py."""
+    `send_packed_command`). Every reply is read before any reply error is raised (or, with
+    `check=False`, returned in its place), so the connection stays in step; a RESP3 push
+    goes to the parser's push handler as redis-py's read does; a socket error is an
+    OSError, a closed socket redis-py's ConnectionError. A connection not yet connected,
+    or another parser, goes through redis-py."""
     sock, parser = conn._sock, conn._parser
     if sock is None or _HiredisParser is None or type(parser) is not _HiredisParser:
         conn.send_packed_command([request], check_health=False)
-        answers = [conn.read_response() for _ in range(replies)]
+        answers = []
+        for _ in range(replies):
+            try:
+                answers.append(conn.read_response())
+            except ResponseError as error:  # redis-py raises a reply error: keep reading the rest
+                answers.append(error)
     else:
         reader, buffer = parser._reader, parser._buffer
         sock.sendall(request)
@@ -79,10 +85,16 @@ def _exchange(conn: Any, request: bytes, replies: int) -> list[Any]:
                 parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
                 continue
             answers.append(reply)
-    for reply in answers:
-        if isinstance(reply, Exception):  # a reply error, as redis-py's parser made it
-            raise reply
+    if check:
+        for reply in answers:
+            if isinstance(reply, Exception):  # a reply error, as redis-py's parser made it
+                raise reply
     return answers
+
+
+_exchange = exchange
+_MULTI = b"*1\r\n$5\r\nMULTI\r\n"
+_EXEC = b"*1\r\n$4\r\nEXEC\r\n"
 
 
 class PartitionConsumer:
@@ -138,8 +150,8 @@ class PartitionConsumer:
                     raise
         self._groups_ready = True
 
-    def read(self, count: int = 100, block_ms: int | None = None, *, ack: Iterable[PartitionEntry] = ()
-             ) -> list[PartitionEntry]:
+    def read(self, count: int = 100, block_ms: int | None = None, *, ack: Iterable[PartitionEntry] = (),
+             before_ack: Sequence[bytes] = ()) -> list[PartitionEntry]:
         """New entries for this consumer (XREADGROUP `>`), at most `count` per partition.
 
         `block_ms` waits for the first entry on any partition; None (or <= 0)
@@ -150,10 +162,22 @@ class PartitionConsumer:
         which Redis runs in that order). A consumer that acks each batch just
         before reading the next saves one round trip a batch; should the call fail,
         those entries stay pending and are redone, as with a failed `ack`.
+
+        `before_ack`: packed commands (one each) that are the work itself — the bots
+        dispatcher's task push — sent in the same round trip as `MULTI, <them>, XACK…,
+        EXEC, XREADGROUP`, so the acks take effect only with them: a command refused
+        when queued (out of memory) aborts the transaction, nothing is acked; an error
+        while running one (a key of the wrong type) is raised, though the acks ran. Any
+        failure raises, with no fall-back to the client (whether they ran is then
+        unknown): the caller does its work again and re-reads its pending entries, which
+        include any this read delivered before failing.
         """
         block = block_ms if block_ms and block_ms > 0 else None
         acks = self._ids_by_partition(ack)
         self._ensure_ready()
+        if before_ack:
+            with self._own_lock:
+                return self._read_new(count, block, acks, before_ack)
         if self._own_lock.acquire(blocking=False):
             try:
                 return self._read_new(count, block, acks)
@@ -213,11 +237,13 @@ class PartitionConsumer:
         if not self._groups_ready:
             self.ensure_groups()
 
-    def _read_new(self, count: int, block: int | None, acks: dict[int, list[str]]) -> list[PartitionEntry]:
+    def _read_new(self, count: int, block: int | None, acks: dict[int, list[str]],
+                  before: Sequence[bytes] = ()) -> list[PartitionEntry]:
         """XACKs then XREADGROUP `>` on a connection this consumer keeps, in one write: the
         read's command packed once per (count, block), each XACK its partition's packed head
         and the ids; the replies read straight from the connection's hiredis reader
-        (`_exchange`) and the entries parsed here.
+        (`exchange`) and the entries parsed here. With `before` (see `read`), those commands
+        and the XACKs go in one MULTI/EXEC ahead of the read.
 
         A consumer reads in a loop, one batch after another; through the client each call
         paid a pool checkout and release (with redis-py's connection-count bookkeeping),
@@ -236,10 +262,20 @@ class PartitionConsumer:
             read = self._packed_reads[(count, block)] = b"".join(
                 conn.pack_command(*args, "STREAMS", *keys, *[">"] * len(keys)))
         try:
-            if acks:
-                reply = _exchange(conn, self._packed_acks(acks) + read, len(acks) + 1)[-1]
+            if before:
+                queued = len(before) + len(acks)
+                replies = exchange(conn, b"".join([_MULTI, *before, self._packed_acks(acks), _EXEC, read]),
+                                   queued + 3, check=False)
+                _raise_unless_applied(replies[1:1 + queued], replies[-2], len(before))
+                reply = replies[-1]
+                if isinstance(reply, Exception):
+                    raise reply
+            elif acks:
+                reply = exchange(conn, self._packed_acks(acks) + read, len(acks) + 1)[-1]
             else:
-                reply = _exchange(conn, read, 1)[0]
+                reply = exchange(conn, read, 1)[0]
+        except _NotApplied:
+            raise  # every reply was read: the connection is in step
         except ResponseError as error:
             self._drop_own()
             if "NOGROUP" not in str(error):
@@ -323,6 +359,24 @@ class PartitionConsumer:
             for entry_id, fields in entries
             if entry_id is not None and fields
         ]
+
+
+class _NotApplied(ResponseError):
+    """The commands sent before a read's acks did not run: the transaction was aborted or
+    one of them failed (the reply's own error is the cause)."""
+
+
+def _raise_unless_applied(queued: Sequence[Any], executed: Any, first: int) -> None:
+    """Raise unless the transaction ran and its `first` commands succeeded (their
+    replies being QUEUED, then EXEC's list of results)."""
+    for reply in queued:
+        if isinstance(reply, Exception):  # refused when queued (OOM, a bad command): EXEC aborts
+            raise _NotApplied(f"not queued, the transaction aborted: {reply}") from reply
+    if not isinstance(executed, list):  # EXECABORT (an error), or nil (a WATCH, never set here)
+        raise _NotApplied(f"the transaction did not run: {executed!r}")
+    for reply in executed[:first]:
+        if isinstance(reply, Exception):
+            raise _NotApplied(f"failed in the transaction: {reply}") from reply
 
 
 def _field(fields: list[bytes], name: bytes) -> bytes:
