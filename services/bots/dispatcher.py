@@ -74,6 +74,29 @@ class TaskSender(Protocol):
         ...
 
 
+class HeldBatch(Protocol):
+    commands: tuple[bytes, ...]
+    """the held tasks as packed Redis commands, for a read to send before its acks"""
+
+
+class HoldingTaskSender(TaskSender, Protocol):
+    """A TaskSender whose batches can ride on the dispatcher's next read (celery_app.CeleryTasks)."""
+
+    def shares_server(self, client: object) -> bool:
+        """Whether `client` talks to the broker's own Redis server and database."""
+        ...
+
+    def batch(self, *, hold: bool = False) -> AbstractContextManager[None]: ...
+
+    def take_batch(self) -> HeldBatch | None:
+        """The decisions held by `batch(hold=True)` blocks since the last call."""
+        ...
+
+    def push_held(self, held: HeldBatch) -> None:
+        """Send held decisions on their own."""
+        ...
+
+
 class MatchObserver(Protocol):
     """Told about tournament matches as they move and end (tournaments.py)."""
 
@@ -129,17 +152,19 @@ class Dispatcher:
         """No decision can have stalled before this (see check_stalls)."""
 
     # -- events in -------------------------------------------------------------------
-    def handle(self, envelopes: Iterable[EventEnvelope]) -> None:
+    def handle(self, envelopes: Iterable[EventEnvelope], *, hold: bool = False) -> None:
         """Fold a batch (any matches, stream order) and queue what became pending.
 
         The batch's tasks are sent together at its end. If that send fails, none of
-        them is marked sent, so redoing the batch (its entries stay unacked) sends them."""
+        them is marked sent, so redoing the batch (its entries stay unacked) sends them.
+        `hold` (a HoldingTaskSender): the decisions are held for the next read to send
+        (see `run`); they count as sent, and `run` sends them on their own if that fails."""
         by_match: dict[str, list[EventEnvelope]] = {}
         for env in envelopes:
             by_match.setdefault(env.match_id, []).append(env)
         self._marked = []
         try:
-            with self.tasks.batch():
+            with self.tasks.batch(hold=True) if hold else self.tasks.batch():  # type: ignore[call-arg]
                 for match_id, batch in by_match.items():
                     try:
                         self._handle_match(match_id, batch)
@@ -309,37 +334,67 @@ class Dispatcher:
 
     # -- the loop --------------------------------------------------------------------
     def run(self, consumer, stop: threading.Event, *, block_ms: int = 500, claim_idle_ms: int = 60_000) -> None:
-        """Consume until `stop` is set. `consumer` is a PartitionConsumer of group GROUP."""
+        """Consume until `stop` is set. `consumer` is a PartitionConsumer of group GROUP.
+
+        A batch is acked with the next read, after its tasks are queued. When the broker
+        is the consumer's own Redis (`shares_server`), a batch's decide messages travel in
+        that same round trip — `MULTI, LPUSH, XACK…, EXEC, XREADGROUP`, so Redis applies
+        the acks only with the push (consumer.read's `before_ack`) — instead of a round
+        trip of their own at the end of the batch. If that read fails, whether the push
+        ran is unknown: the tasks are pushed again on their own (a task queued twice is
+        harmless, a lost one would stall its match) and this consumer's pending entries
+        read again before anything is acked."""
         try:
             log.info("dispatcher_recovered", matches=self.recover())
         except Exception:  # noqa: BLE001 - the stall watchdog and new events still cover most cases
             log.exception("dispatcher_recovery_failed")
+        holding = self._holding(consumer)
         backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
         last_claim = self.now()
         done: list[PartitionEntry] = []
-        """Entries whose tasks the broker took, acked with the next read (one round trip less
-        a batch): the XACK follows the task messages, never precedes them."""
+        """Entries whose tasks the broker took (or `held` carries), acked with the next read (one
+        round trip less a batch): the XACK follows the task messages, never precedes them."""
+        held: HeldBatch | None = None
+        """The last batch's decisions, held to go with its acks (`holding` only)."""
         try:
             while not stop.is_set():
                 if backlog:
                     entries, backlog = backlog, []
-                    if done:
-                        consumer.ack(done)
+                    self._settle(consumer, held, done)
+                    held, done = None, []
                 else:
-                    entries = self._read_all(consumer, block_ms, ack=done)
+                    try:
+                        entries = self._read_all(consumer, block_ms, ack=done,
+                                                 before_ack=held.commands if held is not None else ())
+                    except Exception:
+                        if held is None:
+                            raise
+                        log.exception("dispatch_read_failed", entries=len(done))
+                        try:
+                            self.tasks.push_held(held)  # type: ignore[attr-defined]
+                        except Exception:  # noqa: BLE001 - broker down: keep them, try again
+                            log.exception("dispatch_failed", entries=len(done))
+                            stop.wait(1.0)
+                            continue
+                        held = None  # queued now: `done` is acked with the backlog's turn
+                        backlog = consumer.read_pending(count=500)  # with what that read may have delivered
+                        continue
+                    held = None
                 done = []
                 if self.now() - last_claim > claim_idle_ms / 1000:
                     entries += consumer.claim_stale(claim_idle_ms)
                     last_claim = self.now()
                 if entries:
                     try:
-                        self.handle(e.envelope for e in entries)
+                        self.handle((e.envelope for e in entries), hold=holding)
                     except Exception:  # noqa: BLE001 - broker down: keep the entries, redo them
                         log.exception("dispatch_failed", entries=len(entries))
                         stop.wait(1.0)
                         backlog = consumer.read_pending(count=500)
                         continue
                     done = entries
+                    if holding:
+                        held = self.tasks.take_batch()  # type: ignore[attr-defined]
                 try:
                     if not entries and self.observer is not None:
                         self.observer.flush()
@@ -347,12 +402,23 @@ class Dispatcher:
                 except Exception:  # noqa: BLE001
                     log.exception("stall_check_failed")
         finally:
-            if done:
-                consumer.ack(done)
+            self._settle(consumer, held, done)
+
+    def _holding(self, consumer) -> bool:
+        """Whether batches can be held for the read (the sender can, on the consumer's server)."""
+        shares = getattr(self.tasks, "shares_server", None)
+        return shares is not None and bool(shares(getattr(consumer, "client", None)))
+
+    def _settle(self, consumer, held: HeldBatch | None, done: Sequence[PartitionEntry]) -> None:
+        """Send held decisions on their own, then ack `done` (raises, acking nothing, if the send fails)."""
+        if held is not None:
+            self.tasks.push_held(held)  # type: ignore[attr-defined]
+        if done:
+            consumer.ack(done)
 
     @staticmethod
     def _read_all(consumer, block_ms: int, count: int = READ_COUNT, most: int = 20 * READ_COUNT, *,
-                  ack: Sequence[PartitionEntry] = ()) -> list:
+                  ack: Sequence[PartitionEntry] = (), before_ack: Sequence[bytes] = ()) -> list:
         """What is new, read until a read comes back short of `count` (the first read acks `ack`).
 
         A command's events reach a partition stream in one atomic script, so a read
@@ -360,7 +426,10 @@ class Dispatcher:
         boundaries; a capped read may end in the middle of a command, and deciding
         there would queue a task for a version the match leaves at once. Reading on
         first (up to `most` entries) keeps such wasted, stale tasks rare."""
-        entries = consumer.read(count=count, block_ms=block_ms, ack=ack)
+        if before_ack:
+            entries = consumer.read(count=count, block_ms=block_ms, ack=ack, before_ack=before_ack)
+        else:
+            entries = consumer.read(count=count, block_ms=block_ms, ack=ack)
         batch = entries
         while _capped(batch, count) and len(entries) < most:
             batch = consumer.read(count=count, block_ms=None)

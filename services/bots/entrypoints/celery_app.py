@@ -13,14 +13,15 @@ The trace context travels in the `famiglia_trace` message header.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import logging
 import os
 import re
 import threading
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -30,9 +31,9 @@ from celery.utils.imports import symbol_by_name
 from celery.worker import strategy as celery_strategy
 from celery.worker.request import create_request_cls
 from celery.worker.state import task_reserved
-from kombu.utils.uuid import uuid as kombu_uuid
 from opentelemetry import context as otel_context
 
+from famiglia.eventstore.consumer import exchange
 from famiglia.telemetry import extract_context, get_logger, inject_context, spans_exported, tracer
 
 from .. import handlers
@@ -47,6 +48,53 @@ CLOCKS_QUEUE = "famiglia.clocks"
 TRACE_HEADER = "famiglia_trace"
 
 log = get_logger("famiglia.bots")
+
+
+class _UuidPool:
+    """Random version-4 UUIDs as text (what `str(uuid.uuid4())` gives: 122 random bits,
+    lower-case hex), cut from `os.urandom` read 4 kB at a time.
+
+    A decide message takes two (its task id and kombu's delivery tag), and each
+    `uuid4()` is an os.urandom system call that lets go of the GIL (the command
+    service's event ids come from a pool for the same reason, envelopes.py)."""
+
+    _VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}  # the 10xx variant bits
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.hex, self.at = "", 0
+
+    def take(self) -> str:
+        with self.lock:
+            at = self.at
+            if at + 32 > len(self.hex):
+                self.hex, at = os.urandom(4096).hex(), 0
+            self.at = at + 32
+            h = self.hex[at:at + 32]
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{self._VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_uuids = _UuidPool()
+
+
+def _fresh_uuids() -> None:
+    global _uuids
+    _uuids = _UuidPool()  # a forked child must not hand out its parent's ids
+
+
+os.register_at_fork(after_in_child=_fresh_uuids)
+
+
+def new_uuid() -> str:
+    """A random UUID4 text, as kombu's and Celery's ids are."""
+    return _uuids.take()
+
+
+def _quoted(text: str) -> str:
+    """`json.dumps(text)`, without its call for plain printable ASCII (ids, reprs of ids)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text)
 
 
 def celery_config(app: BotsApp) -> dict[str, Any]:
@@ -188,13 +236,40 @@ class DecisionMessages:
                                           argsrepr="", kwargsrepr="")
         self.headers: dict[str, Any] = dict(template.headers)
         self._pieces = self._template()
+        self._embed = json.dumps(self.EMBED)
 
     def message(self, args: tuple[Any, ...], kwargs: Mapping[str, Any], *, argsrepr: str, kwargsrepr: str,
                 headers: Mapping[str, Any]) -> str:
         """The JSON text kombu's Redis transport would LPUSH for this task."""
         body = json.dumps([list(args), kwargs, self.EMBED]).encode()
-        return self.render(body, str(uuid.uuid4()), kombu_uuid(), argsrepr=argsrepr, kwargsrepr=kwargsrepr,
+        return self.render(body, new_uuid(), new_uuid(), argsrepr=argsrepr, kwargsrepr=kwargsrepr,
                            headers=headers)
+
+    def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
+               payload: DecisionPayload | None, extra: str) -> str:
+        """A `decide` message (`message` of the dispatcher's arguments), its body written out
+        rather than dumped: the legal commands' base64 is plain text, so only the names
+        need quoting. `extra` is `headers_text` of its headers (the same for a match's
+        every task). A test holds it equal to `message`'s text."""
+        names = (_quoted(match_id), _quoted(game_id), _quoted(policy))
+        if payload is None:
+            decision, kwargsrepr = "{}", "{}"
+        else:
+            as_json = payload.to_json()
+            legal = '"' + '", "'.join(as_json["legal"]) + '"' if payload.legal else ""
+            decision = '{"decision": {"view": "' + as_json["view"] + '", "legal": [' + legal + "]}}"
+            kwargsrepr = f"{{decision: {len(payload.legal)} legal}}"
+        body = f"[[{names[0]}, {names[1]}, {int(seat)}, {int(version)}, {names[2]}], {decision}, {self._embed}]"
+        argsrepr = repr((match_id, game_id, seat, version, policy))
+        return self._render(body.encode(), new_uuid(), f'"{new_uuid()}"', _quoted(argsrepr), _quoted(kwargsrepr),
+                            extra)
+
+    def headers_text(self, headers: Mapping[str, Any]) -> str | None:
+        """The text the caller's extra headers add to the envelope; None when one replaces
+        one of the template's (`render` then dumps the whole envelope)."""
+        if headers and not headers.keys().isdisjoint(self.headers):
+            return None
+        return ", " + json.dumps(headers)[1:-1] if headers else ""
 
     def render(self, body: bytes, task_id: str, delivery_tag: str, *, argsrepr: str, kwargsrepr: str,
                headers: Mapping[str, Any]) -> str:
@@ -202,13 +277,19 @@ class DecisionMessages:
         this task's values — the same characters `render_dumped` writes (a test holds them
         equal), without walking the ~30-key envelope each time. Headers that replace one
         of the template's take the general path (their place in the order differs)."""
-        if headers and not headers.keys().isdisjoint(self.headers):
+        extra = self.headers_text(headers)
+        if extra is None:
             return self.render_dumped(body, task_id, delivery_tag, argsrepr=argsrepr, kwargsrepr=kwargsrepr,
                                       headers=headers)
+        return self._render(body, task_id, json.dumps(delivery_tag), json.dumps(argsrepr), json.dumps(kwargsrepr),
+                            extra)
+
+    def _render(self, body: bytes, task_id: str, tag: str, argsrepr: str, kwargsrepr: str, extra: str) -> str:
+        """The template's pieces around this task's values (`tag`, `argsrepr` and `kwargsrepr`
+        already JSON text)."""
         quoted_id = f'"{task_id}"'
-        values = {"body": f'"{base64.b64encode(body).decode("ascii")}"', "id": quoted_id,
-                  "argsrepr": json.dumps(argsrepr), "kwargsrepr": json.dumps(kwargsrepr),
-                  "tag": json.dumps(delivery_tag), "extra": ", " + json.dumps(headers)[1:-1] if headers else ""}
+        values = {"body": f'"{binascii.b2a_base64(body, newline=False).decode("ascii")}"', "id": quoted_id,
+                  "argsrepr": argsrepr, "kwargsrepr": kwargsrepr, "tag": tag, "extra": extra}
         pieces = self._pieces.copy()
         pieces[1::2] = [values[slot] for slot in pieces[1::2]]
         return "".join(pieces)
@@ -252,11 +333,30 @@ class DecisionMessages:
         return pieces
 
 
+def _bulk(value: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+@dataclass(frozen=True)
+class HeldTasks:
+    """A batch's `decide` messages, not sent yet: `commands` is their one LPUSH, packed, for
+    a read to send before its acks (PartitionConsumer.read's `before_ack`)."""
+
+    messages: tuple[str, ...]
+    commands: tuple[bytes, ...]
+
+
+_TARGET = ("host", "port", "path", "db", "username", "password")
+"""The connection settings that say which Redis server and database a client talks to."""
+
+
 class CeleryTasks:
     """The dispatcher's task sender over Celery (see dispatcher.TaskSender).
 
     `decide` messages are written straight to the decisions queue (DecisionMessages),
-    a batch's in one pipelined round trip; clock tasks, rare, go through send_task."""
+    a batch's in one LPUSH — or, held (`batch(hold=True)`, `take_batch`), in the same
+    round trip as the dispatcher's acks and next read; clock tasks, rare, go through
+    send_task."""
 
     def __init__(self, celery: Celery) -> None:
         self.celery = celery
@@ -266,16 +366,30 @@ class CeleryTasks:
         self._own: Any = None  # a broker connection kept for pushes (see _push)
         self._own_pid = 0
         self._own_lock = threading.Lock()
+        self._lpush = b"$5\r\nLPUSH\r\n" + _bulk(self._messages.queue.encode())
+        self._extras: dict[tuple[tuple[str, str], ...], str] = {}
+        """A trace carrier's items -> its header text in a message (a match's tasks share one)."""
 
     def _broker(self) -> redis.Redis:
         if self._redis is None:
             self._redis = redis.Redis.from_url(self.celery.conf.broker_url)
         return self._redis
 
+    def shares_server(self, client: Any) -> bool:
+        """Whether `client` (a redis.Redis) talks to the broker's Redis server and database,
+        so held batches can travel on its connections; False for any other client."""
+        pool = getattr(client, "connection_pool", None)
+        if pool is None:
+            return False
+        mine = self._broker().connection_pool
+        return (type(pool) is type(mine) and pool.connection_class is mine.connection_class
+                and all(pool.connection_kwargs.get(k) == mine.connection_kwargs.get(k) for k in _TARGET))
+
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Send the block's tasks together: the decisions in one Redis pipeline, the clocks
-        through one producer. Nothing is sent if the block raises; a failed send raises here."""
+    def batch(self, *, hold: bool = False) -> Iterator[None]:
+        """Send the block's tasks together: the decisions in one LPUSH, the clocks through one
+        producer. Nothing is sent if the block raises; a failed send raises here. With `hold`
+        the decisions are kept for `take_batch` instead (the clocks are sent)."""
         if getattr(self._local, "decisions", None) is not None:
             yield
             return
@@ -286,11 +400,34 @@ class CeleryTasks:
             yield
         finally:
             self._local.decisions = self._local.clocks = None
-        self._push(decisions)
+        if hold:
+            held = getattr(self._local, "held", None)
+            self._local.held = decisions if held is None else held + decisions
+        else:
+            self._push(decisions)
         if clocks:
             with self.celery.producer_or_acquire() as producer, producer.batch():
                 for send in clocks:
                     send(producer)
+
+    def take_batch(self) -> HeldTasks | None:
+        """The decisions held since the last call (None if none): the caller sends them,
+        as `commands` before its acks, or through `push_held`."""
+        held = getattr(self._local, "held", None)
+        self._local.held = None
+        if not held:
+            return None
+        return HeldTasks(tuple(held), (self._packed(held),))
+
+    def push_held(self, held: HeldTasks) -> None:
+        """Send held decisions on their own (a round trip that carried them failed: they may
+        be queued twice then, which tasks allow)."""
+        self._push(list(held.messages))
+
+    def _packed(self, decisions: Sequence[str]) -> bytes:
+        """One LPUSH of `decisions`, packed as redis-py packs it."""
+        return b"*%d\r\n%s%s" % (2 + len(decisions), self._lpush,
+                                 b"".join([_bulk(m.encode()) for m in decisions]))
 
     def _push(self, decisions: list[str]) -> None:
         """One LPUSH of the whole batch (Redis pushes its values in order, as one LPUSH
@@ -314,29 +451,36 @@ class CeleryTasks:
         self._broker().lpush(self._messages.queue, *decisions)
 
     def _push_own(self, decisions: list[str]) -> None:
+        """The LPUSH packed here and sent on the kept connection's socket, its reply read
+        from its hiredis reader (consumer.exchange), without redis-py's layers."""
         if self._own is None or self._own_pid != os.getpid():
             self._own, self._own_pid = self._broker().connection_pool.get_connection(), os.getpid()
         conn = self._own
         try:
-            conn.send_packed_command(conn.pack_command("LPUSH", self._messages.queue, *decisions),
-                                     check_health=False)
-            conn.read_response()
+            exchange(conn, self._packed(decisions), 1)
         except BaseException:
             self._own = None
             conn.disconnect()
             self._broker().connection_pool.release(conn)
             raise
 
+    def _extra(self, trace: Mapping[str, str] | None) -> str:
+        """The trace header's text in a message, dumped once per carrier."""
+        carrier = trace or inject_context()
+        key = tuple(carrier.items())
+        extra = self._extras.get(key)
+        if extra is None:
+            if len(self._extras) >= 4096:
+                self._extras.clear()
+            extra = self._extras[key] = self._messages.headers_text({TRACE_HEADER: dict(carrier)}) or ""
+        return extra
+
     def _headers(self, trace: Mapping[str, str] | None) -> dict[str, Any]:
         return {TRACE_HEADER: dict(trace or inject_context())}
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None:
-        args = (match_id, game_id, seat, version, policy)
-        kwargs = {"decision": payload.to_json()} if payload is not None else {}
-        message = self._messages.message(
-            args, kwargs, argsrepr=repr(args), headers=self._headers(trace),
-            kwargsrepr=f"{{decision: {len(payload.legal)} legal}}" if payload else "{}")
+        message = self._messages.decide(match_id, game_id, seat, version, policy, payload, self._extra(trace))
         decisions = getattr(self._local, "decisions", None)
         if decisions is None:
             self._push([message])

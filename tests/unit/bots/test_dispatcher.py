@@ -423,3 +423,133 @@ def test_a_payload_reads_back_what_standard_base64_wrote() -> None:
     assert payload.to_json() == text
     assert DecisionPayload.from_json(text) == payload
     assert DecisionPayload.from_json({"view": "", "legal": []}) == DecisionPayload(b"", ())
+
+
+@dataclass
+class HoldingTasks(FakeTasks):
+    """A sender that can hold a batch's decisions for the next read (as CeleryTasks does on
+    the consumer's own Redis): `queued` is what reached the broker, in order."""
+
+    same_server: bool = True
+    queued: list[tuple] = field(default_factory=list)
+    held: list[tuple] = field(default_factory=list)
+    separate_pushes: int = 0
+    holding: bool = False
+
+    def shares_server(self, client) -> bool:
+        return self.same_server and client is not None
+
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None) -> None:
+        FakeTasks.decide(self, match_id, game_id, seat, version, policy, trace, payload)
+        (self.held if self.holding else self.queued).append((match_id, seat, version))
+
+    @contextlib.contextmanager
+    def batch(self, *, hold: bool = False):
+        self.holding = hold
+        try:
+            yield
+        finally:
+            self.holding = False
+
+    def take_batch(self):
+        held, self.held = self.held, []
+        return HeldCommands(tuple(held)) if held else None
+
+    def push_held(self, held) -> None:
+        self.separate_pushes += 1
+        self.queued.extend(held.commands)
+
+
+@dataclass(frozen=True)
+class HeldCommands:
+    commands: tuple
+
+
+class MergingConsumer(ScriptedConsumer):
+    """A consumer whose reads take commands to send before their acks: the commands reach
+    the broker, then the acks apply (as MULTI/EXEC does); `fail` makes reads raise."""
+
+    client = object()
+
+    def __init__(self, tasks: HoldingTasks, *args, fail: set[int] = frozenset(), **kwargs) -> None:
+        super().__init__(tasks, *args, **kwargs)
+        self.holding_tasks, self.fail, self.carried = tasks, set(fail), []
+
+    def _acked(self, entries) -> None:
+        if entries:
+            self.acks.append(([e.entry_id for e in entries], len(self.holding_tasks.queued)))
+
+    def read(self, count=100, block_ms=None, *, ack=(), before_ack=()):
+        if self.reads + 1 in self.fail:
+            self.reads += 1
+            raise ConnectionError("connection lost: did the transaction run?")
+        self.holding_tasks.queued.extend(before_ack)
+        self.carried.append(len(before_ack))
+        return super().read(count, block_ms, ack=ack)
+
+
+def test_a_batchs_tasks_ride_on_the_next_read_ahead_of_its_acks_on_the_same_server() -> None:
+    table = Table()
+    table.tasks = tasks = HoldingTasks()
+    table.dispatcher.tasks = tasks
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    second = table.create({0: "random", 1: "random"}, seed=2)
+    one, two = _entries(table, first, 1), _entries(table, second, 100)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
+    stop = threading.Event()
+    consumer = MergingConsumer(tasks, stop, [one, two])
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    # no push of its own: each batch's one task goes with the next read, and is queued when its ack applies
+    assert tasks.separate_pushes == 0 and consumer.separate_acks == 0
+    assert consumer.carried == [0, 1, 1]
+    assert consumer.acks == [([e.entry_id for e in one], 1), ([e.entry_id for e in two], 2)]
+    assert [q[0] for q in tasks.queued] == [first, second]
+
+
+def test_on_another_server_a_batchs_tasks_are_pushed_at_its_end_and_reads_carry_only_acks() -> None:
+    table = Table()
+    table.tasks = tasks = HoldingTasks(same_server=False)
+    table.dispatcher.tasks = tasks
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    second = table.create({0: "random", 1: "random"}, seed=2)
+    one, two = _entries(table, first, 1), _entries(table, second, 100)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
+    stop = threading.Event()
+    consumer = MergingConsumer(tasks, stop, [one, two])
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    assert consumer.carried == [0, 0, 0] and tasks.held == []
+    assert consumer.acks == [([e.entry_id for e in one], 1), ([e.entry_id for e in two], 2)]
+    assert [q[0] for q in tasks.queued] == [first, second]
+
+
+def test_a_failed_read_carrying_tasks_pushes_them_again_before_acking_and_redoes_the_pending() -> None:
+    """The read that carried the first batch's task fails (it may or may not have run):
+    the task is pushed again on its own, the pending entries are read again, and the
+    batch is acked only after — its decision is queued, never lost (twice is harmless)."""
+    table = Table()
+    table.tasks = tasks = HoldingTasks()
+    table.dispatcher.tasks = tasks
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    one = _entries(table, first, 1)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
+    stop = threading.Event()
+    consumer = MergingConsumer(tasks, stop, [one], pending=[[], one], fail={2})
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    assert tasks.separate_pushes == 1
+    assert [q[0] for q in tasks.queued] == [first]
+    assert consumer.acks and all(queued >= 1 for _, queued in consumer.acks)
+    assert consumer.acks[0] == ([e.entry_id for e in one], 1)
+
+
+def test_held_tasks_are_pushed_before_the_last_acks_when_the_dispatcher_stops() -> None:
+    table = Table()
+    table.tasks = tasks = HoldingTasks()
+    table.dispatcher.tasks = tasks
+    first = table.create({0: "random", 1: "random"}, seed=1)
+    one = _entries(table, first, 1)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
+    stop = threading.Event()
+    consumer = MergingConsumer(tasks, stop, [one])
+    table.dispatcher.check_stalls = lambda: stop.set() or 0  # type: ignore[method-assign]  # stop after the batch
+    table.dispatcher.run(consumer, stop, block_ms=0)
+    assert tasks.separate_pushes == 1 and consumer.acks == [([e.entry_id for e in one], 1)]
