@@ -110,7 +110,7 @@ class EventLine:
     half its cost). Anything else (console output, another level, no `configure`,
     a value JSON cannot hold as is) goes through structlog."""
 
-    __slots__ = ("log", "event", "keys", "head", "kinds")
+    __slots__ = ("log", "event", "keys", "head")
 
     def __init__(self, logger_name: str, event: str, *keys: str) -> None:
         self.log = get_logger(logger_name)
@@ -118,8 +118,6 @@ class EventLine:
         # The fixed text with a %s per value: one format instead of a string per key.
         fixed = [f'"{key}": '.replace("%", "%%") + "%s" for key in keys]
         self.head = "{" + ", ".join(fixed) + f', "event": {_encoder.encode(event)}'.replace("%", "%%")
-        #: The value types of the last line (all str or int), and where its str values are.
-        self.kinds: tuple[tuple[type, ...], tuple[int, ...]] = ((), ())
 
     def _structlog(self, values: tuple[Any, ...]) -> None:
         self.log.info(self.event, **dict(zip(self.keys, values, strict=True)))
@@ -129,16 +127,16 @@ class EventLine:
         if out is None or not _CONTEXT_VARS_OK or len(values) != len(self.keys):
             self._structlog(values)
             return
-        kinds = tuple(map(type, values))
-        seen = self.kinds  # one attribute, so threads never see one line's types with another's places
-        if kinds != seen[0]:  # not the value types of the last line: check and remember them
-            if not all(kind is str or kind is int for kind in kinds):
+        encoded = []
+        for value in values:
+            kind = type(value)
+            if kind is str:
+                encoded.append(_quote(value))
+            elif kind is int:
+                encoded.append(value)
+            else:
                 self._structlog(values)
                 return
-            seen = self.kinds = (kinds, tuple(i for i, kind in enumerate(kinds) if kind is str))
-        encoded = list(values)  # an int is written as is, a str quoted by the JSON encoder's C code
-        for i in seen[1]:
-            encoded[i] = _quote(encoded[i])
         line = self.head % tuple(encoded)
         if _CONTEXT_VARS:
             for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
