@@ -27,8 +27,10 @@ log = get_logger("famiglia.grpc")
 def bearer_token(context: grpc.ServicerContext) -> str | None:
     """The token of `authorization: Bearer <token>` metadata, or None."""
     for key, value in context.invocation_metadata() or ():
-        if key.lower() == "authorization":
+        if key == "authorization" or key.lower() == "authorization":  # gRPC hands keys in lower case
             text = value if isinstance(value, str) else value.decode()
+            if text.startswith("Bearer "):  # what every client sends: the partition below, at once
+                return text[7:].strip()
             scheme, _, token = text.partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
@@ -50,7 +52,7 @@ def _propagation_fields() -> frozenset[str]:
 def _carrier(context: grpc.ServicerContext) -> dict[str, str] | None:
     """The trace carrier of a call, or None when the client sent no trace context
     (then there is nothing to extract or attach: most calls skip that work)."""
-    fields = _propagation_fields()
+    fields = _fields if _fields is not None else _propagation_fields()
     metadata = context.invocation_metadata() or ()
     for key, _value in metadata:
         if key in fields:
