@@ -17,7 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
 
-from famiglia.telemetry import extract_context, get_logger, server_span
+from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 
 from .errors import AppError, to_status
 
@@ -97,11 +97,22 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        with server_span(name, _parent(context)) as span:
-            try:
-                return method(self, request, context)
-            except Exception as exc:  # noqa: BLE001
-                _fail(context, span, exc)
+        parent = _parent(context)
+        opened = open_server_span(name, parent)
+        if opened is None:  # a recorded span (or another OpenTelemetry layout)
+            with server_span(name, parent) as span:
+                try:
+                    return method(self, request, context)
+                except Exception as exc:  # noqa: BLE001
+                    _fail(context, span, exc)
+            return None
+        span, token = opened  # the usual case, without a context manager object
+        try:
+            return method(self, request, context)
+        except Exception as exc:  # noqa: BLE001
+            _fail(context, span, exc)
+        finally:
+            close_server_span(token)
 
     return unary_wrapper
 

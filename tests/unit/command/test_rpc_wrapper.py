@@ -1,0 +1,91 @@
+"""The `rpc` wrapper: each call under its own server span, the caller's context restored
+after it, errors mapped to statuses; the same whether the span is recorded or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from famiglia import telemetry
+from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.grpcutil.server import rpc
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Call:
+    def __init__(self, *metadata: tuple[str, str]) -> None:
+        self.metadata = metadata
+        self.status: Any = None
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self.metadata
+
+    def abort_with_status(self, status: Any) -> None:
+        self.status = status
+        raise _Aborted
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.status = (code, details)
+        raise _Aborted
+
+
+class _Service:
+    def __init__(self) -> None:
+        self.spans: list[trace.Span] = []
+        self.recording: list[bool] = []
+
+    @rpc
+    def Ok(self, request: Any, context: Any) -> str:
+        self.spans.append(trace.get_current_span())
+        self.recording.append(self.spans[-1].is_recording())
+        return f"reply to {request}"
+
+    @rpc
+    def Refused(self, request: Any, context: Any) -> None:
+        raise FailedPrecondition("match_over", "the match is over")
+
+    @rpc
+    def Broken(self, request: Any, context: Any) -> None:
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_each_call_has_its_span_and_leaves_the_context_as_it_found_it(monkeypatch, exported: bool) -> None:
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    if exported:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # the global provider, for this test
+    monkeypatch.setattr(telemetry, "_tracers", {})
+    service, before = _Service(), otel_context.get_current()
+
+    assert service.Ok("a", _Call(("authorization", "Bearer x"))) == "reply to a"
+    assert service.Ok("b", _Call(("traceparent", PARENT))) == "reply to b"
+    assert otel_context.get_current() is before
+    root, child = (span.get_span_context() for span in service.spans)
+    assert root.is_valid and child.is_valid and root.trace_id != child.trace_id
+    assert f"{child.trace_id:032x}" == PARENT[3:35] and child.span_id != int(PARENT[36:52], 16)
+    assert service.recording == [exported, exported]
+
+    refused = _Call()
+    with pytest.raises(_Aborted):
+        service.Refused(None, refused)
+    assert refused.status.code == grpc.StatusCode.FAILED_PRECONDITION
+    broken = _Call()
+    with pytest.raises(_Aborted):
+        service.Broken(None, broken)
+    assert broken.status == (grpc.StatusCode.INTERNAL, "internal error in Broken")
+    assert otel_context.get_current() is before
+    assert [s.name for s in exporter.get_finished_spans()] == (["Ok", "Ok", "Refused", "Broken"] if exported else [])
