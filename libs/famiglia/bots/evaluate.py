@@ -280,30 +280,13 @@ def _nothing_personal_state(state: Any, seat: int) -> float:
     return float(state.respect[seat]) + float(state.money[seat]) / 10.0 + control
 
 
-_RESPECT: dict[int, tuple[Any, Any, int]] = {}
-
-
-def _seat_respect(player: Any, config: Any) -> int:
-    """`queries.respect` of one seat, remembered by the identity of its Seat (and Config):
-    a candidate move changes one seat at most, the others' Seats are shared by every
-    stepped world, and Respect is computed from the Territory each time it is asked."""
-    known = _RESPECT.get(id(player))
-    if known is not None and known[0] is player and known[1] is config:
-        return known[2]
-    from famiglia.rules.nostra_city.queries import respect
-
-    if len(_RESPECT) > 4096:
-        _RESPECT.clear()
-    value = respect(player, config)
-    _RESPECT[id(player)] = (player, config, value)
-    return value
-
-
 def _nostra_city_state(state: Any, seat: int) -> float:
     """`nostra_city` of `view(state, seat)`, read from the state: the public Respect, Bank
     sizes, Vendetta draws and Territory of every seat, the seat's own hand and corrupted
     Notes, and the Snitches only once the match is over — what the seat's View shows.
     The same arithmetic in the same order as `nostra_city_chance`, so the same number."""
+    from famiglia.rules.nostra_city.queries import respect as seat_respect
+
     players = state.players
     if not 0 <= seat < len(players):
         raise IndexError(seat)
@@ -312,7 +295,7 @@ def _nostra_city_state(state: Any, seat: int) -> float:
     phase = state.phase.value
     over = phase == "over"
     me = players[seat]
-    raw = [_seat_respect(p, config) for p in players]
+    raw = [seat_respect(p, config) for p in players]
     respects = [float(r) + 0.1 * len(p.bank) for r, p in zip(raw, players, strict=True)]
     snitch = (over and seat in state.snitches) or any(c in snitch_ids for c in me.hand)
     month = int(state.month or 1)
