@@ -69,6 +69,20 @@ def _marker_slots(expansions: tuple[str, ...]) -> int:
     return marker_slots(expansions)
 
 
+_GSTATES: dict[tuple[tuple[int, ...], int, int, bool, bool], GState] = {}
+
+
+def _gstate(fields: tuple[tuple[int, ...], int, int, bool, bool]) -> GState:
+    """One frozen GState per distinct marker row: a frozen dataclass's __init__ sets each
+    field through object.__setattr__, and most rows repeat from View to View."""
+    known = _GSTATES.get(fields)
+    if known is None:
+        if len(_GSTATES) >= 4096:
+            _GSTATES.clear()
+        known = _GSTATES[fields] = GState(*fields)
+    return known
+
+
 @cache
 def _influence_ids() -> tuple[str, ...]:
     return tuple(sorted(c.id for c in INFLUENCE))
@@ -84,7 +98,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
     cfg = _config(tuple((k, val) for k, val in v.options.items() if k != "colours" or val), n)
     gs = [GState((0,) * n)] * _marker_slots(cfg.expansions)   # NP-V7: expansion cards have slots too
     for g in v.gangsters:
-        gs[GIDX[g.id]] = GState(tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways)
+        gs[GIDX[g.id]] = _gstate((tuple(g.markers), g.neutral, g.coin_owner, g.omerta, g.sideways))
     known = set(v.discard) | set(v.hand) | set(v.table)
     over = v.phase == Phase.OVER
     hands: list[tuple[str, ...]] = [()] * n
