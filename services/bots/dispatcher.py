@@ -16,7 +16,9 @@ does nothing, so a decision queued at an intermediate version (a batch cut in
 the middle of one command's events, which `_read_all` avoids) is merely wasted.
 A bot decision not answered within `stall_seconds` (a worker killed, a lost
 message) is queued again: the deterministic command id makes that harmless.
-A batch's tasks reach the broker together, at the end of the batch.
+A batch's tasks reach the broker together: at the end of the batch, or — when the
+broker is the event store's own Redis — in one transaction with the batch's acks,
+ahead of the next read (one round trip; see `run`).
 """
 
 from __future__ import annotations
