@@ -43,7 +43,7 @@ def test_a_changed_view_is_read_again(game_id: str) -> None:
     setattr(view, field, getattr(view, field) + 5)
     after = rules.determinize(view, seat, Rng(1))
     assert getattr(after, field) == getattr(before, field) + 5
-    importlib.import_module(f"famiglia.rules.{game_id}.determinize")._TABLES.clear()
+    importlib.import_module(f"famiglia.rules.{game_id}.determinize")._read.tables.clear()
     fresh = rules.info.view_type.FromString(view.SerializeToString())  # type: ignore[union-attr]
     assert rules.determinize(fresh, seat, Rng(1)) == after
 
@@ -55,13 +55,13 @@ def test_each_seat_reads_its_own_view(game_id: str) -> None:
     rules, view, seat = mid_game_view(game_id)
     other = (seat + 1) % rules.info.min_players
     module = importlib.import_module(f"famiglia.rules.{game_id}.determinize")
-    module._TABLES.clear()
+    module._read.tables.clear()
     first = rules.determinize(view, seat, Rng(2))
     try:
         as_other = rules.determinize(view, other, Rng(2))
     except Exception:  # noqa: BLE001 - some engines refuse a view read as another seat's: also a new reading
         as_other = None
-    module._TABLES.clear()
+    module._read.tables.clear()
     if as_other is not None:
         assert rules.determinize(view, other, Rng(2)) == as_other
     assert rules.determinize(view, seat, Rng(2)) == first

@@ -14,6 +14,7 @@ from functools import cache
 from itertools import filterfalse
 
 from famiglia.engine import Rng
+from famiglia.engine.readings import ViewReadings
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from . import config as cfg
@@ -46,21 +47,6 @@ class _Table:
     fields: dict[str, object]
     """Every other State field."""
 
-
-_TABLES: dict[tuple[bytes, int], _Table] = {}
-
-
-def _read(view: pb.View, seat: int) -> _Table:
-    """The View read once per (view, seat): a search samples many worlds from one View, and
-    reading its protobuf fields cost more than dealing. Keyed by the View's bytes, so a
-    changed or another equal View is never confused with one read before."""
-    key = (view.SerializeToString(deterministic=True), seat)
-    table = _TABLES.get(key)
-    if table is None:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
-        table = _TABLES[key] = _read_view(view, seat)
-    return table
 
 
 @cache
@@ -184,3 +170,6 @@ def _deal(table: _Table, rng: Rng) -> State:
         pile = tuple(pile_list)
     cards = tuple(rng.choice(ACTION_CARDS) if c is None else c for c in table.cards)
     return State(stashes=stashes, pile=pile, cards=cards, offers=offers, **table.fields)  # type: ignore[arg-type]
+
+
+_read = ViewReadings(_read_view)  # read once per (View, seat)

@@ -12,6 +12,7 @@ from functools import cache, lru_cache
 from itertools import filterfalse
 
 from famiglia.engine import Rng
+from famiglia.engine.readings import ViewReadings
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import config as config_mod
@@ -44,21 +45,6 @@ class _Table:
     fields: dict[str, object]
     """Every other State field."""
 
-
-_TABLES: dict[tuple[bytes, int], _Table] = {}
-
-
-def _read(v: pb.View, seat: int) -> _Table:
-    """The View read once per (view, seat): a search samples many worlds from one View, and
-    reading its protobuf fields cost about as much as dealing. Keyed by the View's bytes, so a
-    changed or another equal View is never confused with one read before."""
-    key = (v.SerializeToString(deterministic=True), seat)
-    table = _TABLES.get(key)
-    if table is None:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
-        table = _TABLES[key] = _read_view(v, seat)
-    return table
 
 
 @lru_cache(maxsize=64)
@@ -167,3 +153,6 @@ def _played(v: pb.View) -> bool:
     if v.HasField("choice") and v.choice.choice == "play":
         return False
     return v.phase == "play"
+
+
+_read = ViewReadings(_read_view)  # read once per (View, seat)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from famiglia.engine import Rng
+from famiglia.engine.readings import ViewReadings
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .config import Config
@@ -76,21 +77,6 @@ class _Table:
     fields: dict[str, object]
     """Every other State field."""
 
-
-_TABLES: dict[tuple[bytes, int], _Table] = {}
-
-
-def _read(view: pb.View, seat: int) -> _Table:
-    """The View read once per (view, seat): a search samples many worlds from one View, and
-    reading its protobuf fields cost about as much as dealing. Keyed by the View's bytes, so a
-    changed or another equal View is never confused with one read before."""
-    key = (view.SerializeToString(deterministic=True), seat)
-    table = _TABLES.get(key)
-    if table is None:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
-        table = _TABLES[key] = _read_view(view, seat)
-    return table
 
 
 _STREET_ALL = (*(w.id for w in WISEGUYS), *(t.id for t in TURFS), *RESPECT_CARDS, *INVESTIGATION_BY_ID)
@@ -270,3 +256,6 @@ def _deal(table: _Table, rng: Rng) -> State:
         players=tuple(players), street_deck=street_deck, set_aside=set_aside,
         note_deck=tuple(deck_notes), note_discard=tuple(discard), vendetta_deck=tuple(vendetta_deck),
         pile=tuple(pile), bids=tuple(bids), choice=choice, **table.fields)  # type: ignore[arg-type]
+
+
+_read = ViewReadings(_read_view)  # read once per (View, seat)

@@ -11,6 +11,7 @@ from functools import cache, lru_cache
 from itertools import filterfalse
 
 from famiglia.engine import Rng
+from famiglia.engine.readings import ViewReadings
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from .config import Config, parse_options
@@ -41,21 +42,6 @@ class _Table:
     fields: dict[str, object]
     """Every other State field."""
 
-
-_TABLES: dict[tuple[bytes, int], _Table] = {}
-
-
-def _read(v: pb.View, seat: int) -> _Table:
-    """The View read once per (view, seat): a search samples many worlds from one View, and
-    reading its protobuf fields cost as much as dealing. Keyed by the View's bytes, so a
-    changed or another equal View is never confused with one read before."""
-    key = (v.SerializeToString(deterministic=True), seat)
-    table = _TABLES.get(key)
-    if table is None:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
-        table = _TABLES[key] = _read_view(v, seat)
-    return table
 
 
 @lru_cache(maxsize=64)
@@ -196,3 +182,6 @@ def _deal(table: _Table, seat: int, rng: Rng) -> State:
         window = window._replace(seats=tuple(sorted(set(window.seats) | set(others))))
         state = replace(state, window=window)
     return state
+
+
+_read = ViewReadings(_read_view)  # read once per (View, seat)
