@@ -339,21 +339,11 @@ building a View per candidate move cost more than the move itself. Each reads on
 what the seat's own View shows."""
 
 
-def evaluate_state(game_id: str, rules: Engine, state: Any, seat: int) -> float:
-    """`evaluate_view(game_id, rules.view(state, seat), seat)`, cheaper where the game
-    has a state evaluator; any surprise there falls back to the View."""
-    fast = STATE_EVALUATORS.get(game_id)
-    if fast is not None:
-        try:
-            return fast(state, seat)
-        except Exception:  # noqa: BLE001 - the View path gives the answer (or its own 0.0)
-            pass
-    return evaluate_view(game_id, rules.view(state, seat), seat)
-
-
 def state_evaluator(game_id: str, rules: Engine) -> StateEvaluator:
-    """`evaluate_state` for one game with its evaluator looked up once: a one-ply decision
-    scores some fifty sampled states."""
+    """Scores a state for `seat`: `evaluate_view(game_id, rules.view(state, seat), seat)`,
+    cheaper where the game has a state evaluator (any surprise there falls back to the
+    View); the evaluator is looked up once, since a one-ply decision scores some fifty
+    sampled states."""
     fast = STATE_EVALUATORS.get(game_id)
 
     def score(state: Any, seat: int) -> float:
