@@ -123,7 +123,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The main job on the embedded default: stack up, then every game played to the end."""
     stack = Stack()
     console.rule("[bold]famiglia[/] — embedded stack")
-    stack.up(log=console.print)
+    try:
+        stack.up(log=console.print)
+    except BaseException:
+        if not args.keep_up:  # a service that would not start: what did start must not linger
+            stack.down(log=lambda *_: None)
+        raise
     try:
         main_job = importlib.import_module("famiglia.cli.tournament").run_main_job
     except (ModuleNotFoundError, AttributeError):
