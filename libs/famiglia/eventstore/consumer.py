@@ -22,19 +22,15 @@ from typing import Any
 import redis
 from redis.exceptions import ResponseError
 
-try:  # redis-py's hiredis parser, whose reader and buffer `_exchange` uses directly
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+try:  # redis-py's hiredis parser, whose reader and buffer `exchange` reads directly
     from redis._parsers.hiredis import _HiredisParser
 except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
-    _NOT_ENOUGH_DATA = False
-
-import hiredis
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .port import PartitionEntry
-from .redis_store import KeyLayout, RedisEventStore
+from .redis_store import KeyLayout, RedisEventStore, read_reply
 
 
 def _text(value: bytes | str) -> str:
@@ -44,9 +40,6 @@ def _text(value: bytes | str) -> str:
 def _bulk(value: bytes) -> bytes:
     """One RESP bulk string."""
     return b"$%d\r\n%s\r\n" % (len(value), value)
-
-
-_PUSH = getattr(hiredis, "PushNotification", None)  # a RESP3 push, out of band (hiredis >= 3.2)
 
 
 def exchange(conn: Any, request: bytes, replies: int, *, check: bool = True) -> list[Any]:
@@ -70,21 +63,8 @@ def exchange(conn: Any, request: bytes, replies: int, *, check: bool = True) -> 
             except ResponseError as error:  # redis-py raises a reply error: keep reading the rest
                 answers.append(error)
     else:
-        reader, buffer = parser._reader, parser._buffer
         sock.sendall(request)
-        answers = []
-        while len(answers) < replies:
-            reply = reader.gets()
-            while reply is _NOT_ENOUGH_DATA:
-                received = sock.recv_into(buffer)
-                if not received:
-                    raise redis.ConnectionError("Connection closed by server.")
-                reader.feed(buffer, 0, received)  # type: ignore[arg-type]  # hiredis takes any buffer
-                reply = reader.gets()
-            if _PUSH is not None and isinstance(reply, _PUSH):
-                parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
-                continue
-            answers.append(reply)
+        answers = [read_reply(sock, parser) for _ in range(replies)]
     if check:
         for reply in answers:
             if isinstance(reply, Exception):  # a reply error, as redis-py's parser made it

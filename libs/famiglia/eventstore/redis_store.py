@@ -128,6 +128,25 @@ def _pack(args: Sequence[Any]) -> bytes:
 _PUSH = getattr(hiredis, "PushNotification", None)  # a RESP3 push, out of band (hiredis >= 3.2)
 
 
+def read_reply(sock: Any, parser: Any) -> Any:
+    """The next reply on a connected connection, from redis-py's hiredis parser's own reader
+    and buffer (so redis-py can go on reading after us); a RESP3 push goes to the parser's
+    push handler, as redis-py's read does, and the reply after it is returned. Reply errors
+    come back as values; a closed socket raises redis-py's ConnectionError."""
+    reader, buffer = parser._reader, parser._buffer
+    while True:
+        reply = reader.gets()
+        while reply is _NOT_ENOUGH_DATA:
+            received = sock.recv_into(buffer)
+            if not received:
+                raise redis.ConnectionError("Connection closed by server.")
+            reader.feed(buffer, 0, received)
+            reply = reader.gets()
+        if _PUSH is None or not isinstance(reply, _PUSH):
+            return reply
+        parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
+
+
 def _exchange(conn: Any, request: bytes) -> Any:
     """`send_packed_command` then `read_response` on a kept connection: once it is connected
     with redis-py's hiredis parser, the bytes go to its socket and the reply comes out of
@@ -143,19 +162,8 @@ def _exchange(conn: Any, request: bytes) -> Any:
     if sock is None or type(parser) is not _HiredisParser:
         conn.send_packed_command([request], check_health=False)
         return conn.read_response()
-    reader, buffer = parser._reader, parser._buffer
     sock.sendall(request)
-    while True:
-        reply = reader.gets()
-        while reply is _NOT_ENOUGH_DATA:
-            received = sock.recv_into(buffer)
-            if not received:
-                raise redis.ConnectionError("Connection closed by server.")
-            reader.feed(buffer, 0, received)  # type: ignore[arg-type]  # hiredis takes any buffer
-            reply = reader.gets()
-        if _PUSH is None or not isinstance(reply, _PUSH):
-            break
-        parser.handle_push_response(reply)  # not the answer: what redis-py does, then read on
+    reply = read_reply(sock, parser)
     if isinstance(reply, Exception):  # a reply error, as parse_error made it
         raise reply
     if type(reply) is list and reply and isinstance(reply[0], redis.ConnectionError):
