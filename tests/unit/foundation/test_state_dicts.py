@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
 
-from famiglia.rules.nostra_city import ENGINE
-
-SEATS = 4
+GAMES = [("grifters", 3), ("nostra_city", 4)]  # Good Critters: tests/unit/goodcritters/test_fast_paths.py
 
 
 def _split(d: dict) -> bool:  # type: ignore[type-arg]
@@ -18,7 +17,8 @@ def _split(d: dict) -> bool:  # type: ignore[type-arg]
     return ctypes.c_void_p.from_address(id(d) + 40).value is not None
 
 
-def test_every_state_and_record_keeps_a_combined_dict() -> None:
+@pytest.mark.parametrize(("game", "seats"), GAMES)
+def test_every_state_and_record_keeps_a_combined_dict(game: str, seats: int) -> None:
     """A split instance dict (what a dataclass __init__ fills) makes every field read ~3x
     slower, and each copy of it stays split: records are made with combined dicts."""
     import sys
@@ -33,8 +33,10 @@ def test_every_state_and_record_keeps_a_combined_dict() -> None:
     from famiglia.engine import Rng
     from famiglia.testing.random_play import play_random
 
+    ENGINE = importlib.import_module(f"famiglia.rules.{game}").ENGINE  # noqa: N806 - the game's engine
+
     states: list[Any] = []
-    play = play_random(ENGINE, SEATS, 3, on_step=lambda b, st, a, keep=states.append: keep(a))
+    play = play_random(ENGINE, seats, 3, on_step=lambda b, st, a, keep=states.append: keep(a))
     states.append(ENGINE.determinize(ENGINE.view(states[len(states) // 2], 0), 0, Rng(1)))
     assert play.rows and states
     for state in states:
