@@ -92,6 +92,8 @@ def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
 
     def stop(signum: int, _frame: object) -> None:
         nonlocal stopping
+        if not stopping:
+            log.info("bots_workers_stopping", signal=signal.Signals(signum).name, sender="signal")
         stopping = True
         for pid in children:
             try:
@@ -109,6 +111,7 @@ def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
         try:
             pid, status = os.wait()
         except ChildProcessError:
+            log.warning("bots_workers_lost", processes=len(children))  # reaped elsewhere: nothing to keep
             break
         except InterruptedError:
             continue

@@ -64,7 +64,7 @@ class BotsStack:
         env = dict(os.environ, FAMIGLIA_REDIS_URL=self.redis_url, FAMIGLIA_COMMAND_ADDR=self.command_addr,
                    FAMIGLIA_SECRET=SECRET, FAMIGLIA_BOTS_POOL=pool, FAMIGLIA_BOTS_CONCURRENCY="2",
                    FAMIGLIA_BOTS_VISIBILITY_TIMEOUT="6", FAMIGLIA_VAR_DIR=str(self.tmp),
-                   OTEL_SDK_DISABLED="true", FAMIGLIA_LOG_LEVEL="warning",
+                   OTEL_SDK_DISABLED="true", FAMIGLIA_LOG_LEVEL="info",
                    PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
         log = open(self.tmp / "worker.log", "ab")
         self.worker = subprocess.Popen([sys.executable, "-c", WORKER], env=env, stdout=log, stderr=log,

@@ -171,7 +171,8 @@ def test_solo_workers_are_kept_one_per_core_and_a_killed_one_loses_nothing(bots_
         while time.monotonic() < restarted and (len(_children(supervisor)) < 2
                                                  or set(_children(supervisor)) & set(first)):
             time.sleep(0.1)
-        assert len(_children(supervisor)) == 2 and not set(_children(supervisor)) & set(first)
+        assert len(_children(supervisor)) == 2 and not set(_children(supervisor)) & set(first), (
+            (bots_stack.tmp / "worker.log").read_text()[-3000:])  # what the supervisor said
         view = bots_stack.wait_finished(handle.match_id, timeout=120)
         assert view.version == handle.version + 12  # every card played exactly once
     finally:
