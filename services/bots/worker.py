@@ -33,6 +33,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 from famiglia.engine.registry import Registry
 from famiglia.telemetry import configure, get_logger
@@ -86,6 +87,22 @@ def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
     return pid
 
 
+def _back_off(seconds: float, stopping: Callable[[], bool]) -> None:
+    """Wait `seconds` in short slices, by the monotonic clock. One plain `time.sleep(1.0)`
+    here was seen, in a CI run, still asleep 45 s later (py-spy: the supervisor at that line,
+    its only thread in `hrtimer_nanosleep`), so no worker was started again; a slice that
+    comes back far too late is logged."""
+    end = time.monotonic() + seconds
+    while not stopping():
+        now = time.monotonic()
+        if now >= end:
+            return
+        time.sleep(min(0.05, end - now))
+        late = time.monotonic() - now - 0.05
+        if late > 1.0:
+            log.warning("supervisor_overslept", seconds=round(late, 3))
+
+
 def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
     """Fork `count` solo Celery workers and keep them running until SIGTERM/SIGINT."""
     stopping = False
@@ -121,7 +138,7 @@ def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
         if stopping:
             continue
         log.warning("solo_worker_exited", index=index, status=status)
-        time.sleep(1.0)  # a child that cannot start must not spin
+        _back_off(1.0, lambda: stopping)  # a child that cannot start must not spin
         if not stopping:
             children[_fork_solo(app, index, extra)] = index
 
