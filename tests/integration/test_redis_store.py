@@ -380,6 +380,26 @@ def test_a_consumer_of_some_partitions_sees_only_those(store: RedisEventStore) -
         PartitionConsumer.for_store(store, "projection", "a", partitions=[16])
 
 
+@pytest.mark.parametrize("held", [0, 7])
+def test_what_a_held_send_leaves_goes_out_with_sendall(store: RedisEventStore, monkeypatch, held: int) -> None:
+    """The request's bytes that `send_held` did not send (none, or a first few) follow with
+    the socket's sendall, in order: the append is whole either way."""
+    from famiglia.eventstore import redis_store
+
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1), command_id="c1")  # connects the kept connection
+    sent: list[int] = []
+
+    def partly(sock, data: bytes) -> int:
+        sent.append(held)
+        return sock.send(data[:held]) if held else 0
+
+    monkeypatch.setattr(redis_store, "send_held", partly)
+    assert store.append(match, 1, batch(match, 1, 2), command_id="c2").version == 3
+    assert sent == [held]
+    assert [e.seq for e in store.read(match)] == [1, 2, 3]
+
+
 def test_a_connected_kept_connection_exchanges_without_redis_py_layers(store: RedisEventStore) -> None:
     """The append's request and reply go straight through the connection's socket and
     hiredis reader once it is connected (redis-py's send/read are only for connecting)."""

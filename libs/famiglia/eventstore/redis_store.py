@@ -34,6 +34,7 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
     _NOT_ENOUGH_DATA = False
 
+from famiglia.heldio import send_held
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .memory_store import validate_batch
@@ -162,7 +163,9 @@ def _exchange(conn: Any, request: bytes) -> Any:
     if sock is None or type(parser) is not _HiredisParser:
         conn.send_packed_command([request], check_health=False)
         return conn.read_response()
-    sock.sendall(request)
+    sent = send_held(sock, request)  # a send that cannot wait keeps the GIL (famiglia.heldio)
+    if sent < len(request):
+        sock.sendall(request[sent:] if sent else request)
     reply = read_reply(sock, parser)
     if isinstance(reply, Exception):  # a reply error, as parse_error made it
         raise reply

@@ -34,6 +34,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from famiglia.heldio import never_waiting_fd, write_held
+
 _configured: str | None = None
 
 
@@ -97,6 +99,9 @@ def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, An
 
 
 _json_out: structlog.WriteLogger | None = None  # set by configure when lines are JSON at info or below
+#: (that writer, its descriptor) when a write there never waits (a file, /dev/null): EventLine
+#: writes its lines to the descriptor with the GIL kept (famiglia.heldio); (None, -1) otherwise.
+_held: tuple[Any, int] = (None, -1)
 #: Whether WriteLogger keeps its file's lock, write and flush where `EventLine` can call them.
 _OUT_PARTS = all(hasattr(structlog.WriteLogger(sys.__stderr__ or sys.stderr), name)
                  for name in ("_lock", "_write", "_flush"))
@@ -160,6 +165,16 @@ class EventLine:
                 text = _TAIL % (line, cached[1], (now - second) * 1e6)
         if _OUT_PARTS:  # WriteLogger.msg without its call: the same lock, write and flush
             with out._lock:  # type: ignore[attr-defined]
+                held = _held
+                if held[0] is out:  # a file that never waits: written with the GIL kept
+                    data = (text + "\n").encode()
+                    done = write_held(held[1], data)
+                    if done == len(data):
+                        return
+                    if done:  # a short write to a file (full disk?): the rest as Python writes
+                        out._write(data[done:].decode())  # type: ignore[attr-defined]
+                        out._flush()  # type: ignore[attr-defined]
+                        return
                 out._write(text + "\n")  # type: ignore[attr-defined]
                 out._flush()  # type: ignore[attr-defined]
         else:
@@ -280,8 +295,10 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)
-    global _json_out
+    global _json_out, _held
     _json_out = structlog.WriteLogger(sys.stderr) if use_json and log_level <= logging.INFO else None
+    fd = never_waiting_fd(sys.stderr) if _json_out is not None else None
+    _held = (None, -1) if fd is None else (_json_out, fd)
     _configure_tracing(service)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 
 import pytest
 import structlog
@@ -93,3 +94,52 @@ def test_a_line_whose_value_types_change_quotes_each_value_by_its_own_type(outpu
         line(*values)
     ours, theirs = _lines(fast), _lines(slow)
     assert ours == theirs and [(o["a"], o["b"], o["c"]) for o in ours] == [v for v in cases if None not in v]
+
+
+def test_to_a_file_the_line_is_written_with_the_gil_kept_and_in_order(monkeypatch, tmp_path) -> None:
+    """Where logs go to a file (or /dev/null) the line skips Python's file layers (famiglia.heldio)
+    and still lands whole, between the lines structlog writes to the same file, in order."""
+    from famiglia import heldio
+
+    path = tmp_path / "service.log"
+    with open(path, "w") as file:
+        writer = structlog.WriteLogger(file)
+        fd = heldio.never_waiting_fd(file)
+        assert fd is not None
+        monkeypatch.setattr(telemetry, "_json_out", writer)
+        monkeypatch.setattr(telemetry, "_held", (writer, fd))
+        held: list[int] = []
+        real = telemetry.write_held
+        monkeypatch.setattr(telemetry, "write_held", lambda fd, data: held.append(len(data)) or real(fd, data))
+        reference = structlog.wrap_logger(writer, processors=[telemetry._json_tail],
+                                          wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
+        reference.info("before")
+        accepted_line("m1", 2, "c-1", "play_card", 17, 3)
+        reference.info("after")
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    assert [line["event"] for line in lines] == ["before", "command_accepted", "after"]
+    assert lines[1]["command_id"] == "c-1" and lines[1]["version"] == 17
+    assert len(held) == 1
+
+
+def test_a_short_held_write_is_finished_by_python(monkeypatch, tmp_path) -> None:
+    path = tmp_path / "service.log"
+    with open(path, "w") as file:
+        writer = structlog.WriteLogger(file)
+        monkeypatch.setattr(telemetry, "_json_out", writer)
+        monkeypatch.setattr(telemetry, "_held", (writer, file.fileno()))
+        monkeypatch.setattr(telemetry, "write_held", lambda fd, data: os.write(fd, data[:10]))
+        accepted_line("m1", 2, "c-1", "play_card", 17, 3)
+        monkeypatch.setattr(telemetry, "write_held", lambda fd, data: 0)  # an error: all of it by Python
+        accepted_line("m2", 0, "c-2", "pass", 18, 1)
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    assert [(line["match_id"], line["command_id"]) for line in lines] == [("m1", "c-1"), ("m2", "c-2")]
+
+
+def test_another_writer_than_the_held_one_is_written_by_python(outputs, monkeypatch, tmp_path) -> None:
+    fast, slow, reference = outputs  # a test's StringIO writer replaced the configured one
+    with open(tmp_path / "other", "w") as file:
+        monkeypatch.setattr(telemetry, "_held", (structlog.WriteLogger(file), file.fileno()))
+        accepted_line("m1", 2, "c-1", "play_card", 17, 3)
+    assert (tmp_path / "other").read_text() == ""
+    assert _lines(fast)[0]["command_id"] == "c-1"
