@@ -380,6 +380,30 @@ def test_a_consumer_of_some_partitions_sees_only_those(store: RedisEventStore) -
         PartitionConsumer.for_store(store, "projection", "a", partitions=[16])
 
 
+def test_a_forked_child_appends_on_its_own_connection_not_its_parents(store: RedisEventStore) -> None:
+    import os
+
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1), command_id="c1")  # the parent keeps a connection
+    (parents,) = store._idle
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, and leave without running the parent's cleanup
+        try:
+            version = store.append(match, 1, batch(match, 1, 1), command_id="c2").version
+            ok = version == 2 and parents not in store._idle and len(store._idle) == 1
+            os.write(write_end, b"ok" if ok else b"no")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 2)
+    os.waitpid(pid, 0)
+    os.close(read_end)
+    assert answer == b"ok"
+    assert store._idle == [parents]  # the parent's own connection, still clean
+    assert store.append(match, 2, batch(match, 2, 1), command_id="c3").version == 3
+
+
 @pytest.mark.parametrize("held", [0, 7])
 def test_what_a_held_send_leaves_goes_out_with_sendall(store: RedisEventStore, monkeypatch, held: int) -> None:
     """The request's bytes that `send_held` did not send (none, or a first few) follow with

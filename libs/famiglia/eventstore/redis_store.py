@@ -148,6 +148,19 @@ def read_reply(sock: Any, parser: Any) -> Any:
         parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
 
 
+_process_generation = 0
+"""Counts forks into this process: a kept connection from before a fork is the parent's.
+(Read per append instead of `os.getpid()`, which is a system call on every glibc since 2.25.)"""
+
+
+def _forked() -> None:
+    global _process_generation
+    _process_generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
 def _exchange(conn: Any, request: bytes) -> Any:
     """`send_packed_command` then `read_response` on a kept connection: once it is connected
     with redis-py's hiredis parser, the bytes go to its socket and the reply comes out of
@@ -202,7 +215,7 @@ class RedisEventStore(EventStore):
         self._trim_script: Script = client.register_script(_TRIM_LUA)
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
-        self._pid = os.getpid()
+        self._generation = _process_generation  # which process's sockets `_idle` holds
 
     @classmethod
     def connect(
@@ -324,9 +337,9 @@ class RedisEventStore(EventStore):
         safe to retry: it finds its command id or a moved version). The request and reply
         themselves go through `_exchange`."""
         idle = self._idle
-        if self._pid != os.getpid():  # forked: the parent's sockets are not ours
+        if self._generation != _process_generation:  # forked: the parent's sockets are not ours
             idle.clear()
-            self._pid = os.getpid()
+            self._generation = _process_generation
         try:
             conn = idle.pop()
         except IndexError:
