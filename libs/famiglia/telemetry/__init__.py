@@ -167,6 +167,7 @@ class EventLine:
             with out._lock:  # type: ignore[attr-defined]
                 held = _held
                 if held[0] is out:  # a file that never waits: written with the GIL kept
+                    out._flush()  # type: ignore[attr-defined]  # text another writer left buffered goes first
                     data = (text + "\n").encode()
                     done = write_held(held[1], data)
                     if done == len(data):

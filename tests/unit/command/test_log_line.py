@@ -143,3 +143,15 @@ def test_another_writer_than_the_held_one_is_written_by_python(outputs, monkeypa
         accepted_line("m1", 2, "c-1", "play_card", 17, 3)
     assert (tmp_path / "other").read_text() == ""
     assert _lines(fast)[0]["command_id"] == "c-1"
+
+
+def test_text_left_in_the_files_buffer_is_written_before_a_held_line(monkeypatch, tmp_path) -> None:
+    path = tmp_path / "service.log"
+    with open(path, "w") as file:
+        writer = structlog.WriteLogger(file)
+        monkeypatch.setattr(telemetry, "_json_out", writer)
+        monkeypatch.setattr(telemetry, "_held", (writer, file.fileno()))
+        file.write("partial ")  # someone else's unflushed text on the same file
+        accepted_line("m1", 2, "c-1", "play_card", 17, 3)
+    text = path.read_text()
+    assert text.startswith("partial {") and json.loads(text[len("partial "):])["command_id"] == "c-1"
