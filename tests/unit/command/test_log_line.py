@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import os
+from pathlib import Path
 
 import pytest
 import structlog
@@ -122,17 +123,25 @@ def test_to_a_file_the_line_is_written_with_the_gil_kept_and_in_order(monkeypatc
     assert len(held) == 1
 
 
-def test_a_short_held_write_is_finished_by_python(monkeypatch, tmp_path) -> None:
+@pytest.fixture()
+def held_file(monkeypatch, tmp_path):
+    """A log file configured as the JSON output that lines are written to with the GIL kept;
+    yields the open file, closed (and so flushed) when the test ends its `with`."""
     path = tmp_path / "service.log"
     with open(path, "w") as file:
         writer = structlog.WriteLogger(file)
         monkeypatch.setattr(telemetry, "_json_out", writer)
         monkeypatch.setattr(telemetry, "_held", (writer, file.fileno()))
+        yield file
+
+
+def test_a_short_held_write_is_finished_by_python(held_file, monkeypatch) -> None:
+    with held_file:
         monkeypatch.setattr(telemetry, "write_held", lambda fd, data: os.write(fd, data[:10]))
         accepted_line("m1", 2, "c-1", "play_card", 17, 3)
         monkeypatch.setattr(telemetry, "write_held", lambda fd, data: 0)  # an error: all of it by Python
         accepted_line("m2", 0, "c-2", "pass", 18, 1)
-    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    lines = [json.loads(text) for text in Path(held_file.name).read_text().splitlines()]
     assert [(line["match_id"], line["command_id"]) for line in lines] == [("m1", "c-1"), ("m2", "c-2")]
 
 
@@ -145,13 +154,9 @@ def test_another_writer_than_the_held_one_is_written_by_python(outputs, monkeypa
     assert _lines(fast)[0]["command_id"] == "c-1"
 
 
-def test_text_left_in_the_files_buffer_is_written_before_a_held_line(monkeypatch, tmp_path) -> None:
-    path = tmp_path / "service.log"
-    with open(path, "w") as file:
-        writer = structlog.WriteLogger(file)
-        monkeypatch.setattr(telemetry, "_json_out", writer)
-        monkeypatch.setattr(telemetry, "_held", (writer, file.fileno()))
-        file.write("partial ")  # someone else's unflushed text on the same file
+def test_text_left_in_the_files_buffer_is_written_before_a_held_line(held_file) -> None:
+    with held_file:
+        held_file.write("partial ")  # someone else's unflushed text on the same file
         accepted_line("m1", 2, "c-1", "play_card", 17, 3)
-    text = path.read_text()
+    text = Path(held_file.name).read_text()
     assert text.startswith("partial {") and json.loads(text[len("partial "):])["command_id"] == "c-1"
