@@ -488,17 +488,30 @@ class MergingConsumer(ScriptedConsumer):
         return super().read(count, block_ms, ack=ack)
 
 
-def test_a_batchs_tasks_ride_on_the_next_read_ahead_of_its_acks_on_the_same_server() -> None:
+def _holding_table(same_server: bool = True) -> tuple[Table, HoldingTasks]:
+    """A table whose dispatcher queues through HoldingTasks and recovers nothing at start."""
     table = Table()
-    table.tasks = tasks = HoldingTasks()
+    table.tasks = tasks = HoldingTasks(same_server=same_server)
     table.dispatcher.tasks = tasks
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
+    return table, tasks
+
+
+def _two_batches_run(same_server: bool):
+    """Two matches' first entries, read as two batches by a MergingConsumer:
+    (tasks, consumer, the matches, their entries)."""
+    table, tasks = _holding_table(same_server)
     first = table.create({0: "random", 1: "random"}, seed=1)
     second = table.create({0: "random", 1: "random"}, seed=2)
     one, two = _entries(table, first, 1), _entries(table, second, 100)
-    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
     stop = threading.Event()
     consumer = MergingConsumer(tasks, stop, [one, two])
     table.dispatcher.run(consumer, stop, block_ms=0)
+    return tasks, consumer, (first, second), (one, two)
+
+
+def test_a_batchs_tasks_ride_on_the_next_read_ahead_of_its_acks_on_the_same_server() -> None:
+    tasks, consumer, (first, second), (one, two) = _two_batches_run(same_server=True)
     # no push of its own: each batch's one task goes with the next read, and is queued when its ack applies
     assert tasks.separate_pushes == 0 and consumer.separate_acks == 0
     assert consumer.carried == [0, 1, 1]
@@ -507,16 +520,7 @@ def test_a_batchs_tasks_ride_on_the_next_read_ahead_of_its_acks_on_the_same_serv
 
 
 def test_on_another_server_a_batchs_tasks_are_pushed_at_its_end_and_reads_carry_only_acks() -> None:
-    table = Table()
-    table.tasks = tasks = HoldingTasks(same_server=False)
-    table.dispatcher.tasks = tasks
-    first = table.create({0: "random", 1: "random"}, seed=1)
-    second = table.create({0: "random", 1: "random"}, seed=2)
-    one, two = _entries(table, first, 1), _entries(table, second, 100)
-    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
-    stop = threading.Event()
-    consumer = MergingConsumer(tasks, stop, [one, two])
-    table.dispatcher.run(consumer, stop, block_ms=0)
+    tasks, consumer, (first, second), (one, two) = _two_batches_run(same_server=False)
     assert consumer.carried == [0, 0, 0] and tasks.held == []
     assert consumer.acks == [([e.entry_id for e in one], 1), ([e.entry_id for e in two], 2)]
     assert [q[0] for q in tasks.queued] == [first, second]
@@ -526,12 +530,9 @@ def test_a_failed_read_carrying_tasks_pushes_them_again_before_acking_and_redoes
     """The read that carried the first batch's task fails (it may or may not have run):
     the task is pushed again on its own, the pending entries are read again, and the
     batch is acked only after — its decision is queued, never lost (twice is harmless)."""
-    table = Table()
-    table.tasks = tasks = HoldingTasks()
-    table.dispatcher.tasks = tasks
+    table, tasks = _holding_table()
     first = table.create({0: "random", 1: "random"}, seed=1)
     one = _entries(table, first, 1)
-    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
     stop = threading.Event()
     consumer = MergingConsumer(tasks, stop, [one], pending=[[], one], fail={2})
     table.dispatcher.run(consumer, stop, block_ms=0)
@@ -542,12 +543,9 @@ def test_a_failed_read_carrying_tasks_pushes_them_again_before_acking_and_redoes
 
 
 def test_held_tasks_are_pushed_before_the_last_acks_when_the_dispatcher_stops() -> None:
-    table = Table()
-    table.tasks = tasks = HoldingTasks()
-    table.dispatcher.tasks = tasks
+    table, tasks = _holding_table()
     first = table.create({0: "random", 1: "random"}, seed=1)
     one = _entries(table, first, 1)
-    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]
     stop = threading.Event()
     consumer = MergingConsumer(tasks, stop, [one])
     table.dispatcher.check_stalls = lambda: stop.set() or 0  # type: ignore[method-assign]  # stop after the batch
