@@ -197,6 +197,9 @@ class CommandApp:
         try:
             return self.matches.get(match_id)
         except UnknownMatch:
+            if self.store.exists(match_id):  # the version key outlives a trim
+                raise NotFound("match_archived", f"match {match_id!r} is over and archived: "
+                                                 "the replay service has its events and final state") from None
             raise NotFound("unknown_match", f"no match {match_id!r}") from None
 
     def get_view(self, match_id: str, viewer: Viewer) -> ViewAnswer:

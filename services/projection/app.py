@@ -14,6 +14,7 @@ from . import schema
 from .lag import LagMonitor
 from .projector import Projector
 from .rebuild import RebuildReport, rebuild
+from .retention import RetentionSweep
 from .runner import ProjectionRunner
 from .settings import ProjectionSettings
 
@@ -36,9 +37,14 @@ class ProjectionApp:
 
     def runner(self, consumer: str = "", *, projector: Projector | None = None) -> ProjectionRunner:
         """A consumer of the group; each runner needs its own thread (or process)."""
+        config = self.settings.runner_config(consumer)
         return ProjectionRunner(self.store, projector or Projector(self.sql, self.registry,
                                                                    cache_size=self.settings.cache_size),
-                                self.settings.runner_config(consumer), lag=self.lag_monitor())
+                                config, lag=self.lag_monitor(), retention=self.retention(config.retain_finished_ms))
+
+    def retention(self, retain_ms: int) -> RetentionSweep | None:
+        """The sweep that trims archived finished matches from Redis (None when `retain_ms` is 0)."""
+        return RetentionSweep(self.store, self.sql, retain_ms) if retain_ms > 0 else None
 
     def rebuild(self, *, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
         return rebuild(self.store, self.sql, self.projector, force=force, progress=progress)

@@ -28,6 +28,7 @@ from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor
 from .projector import BatchOutcome, Projector
+from .retention import RetentionSweep
 
 log = get_logger("famiglia.projection.runner")
 
@@ -51,6 +52,11 @@ class RunnerConfig:
     cleanup_every_s: float = 60.0
     forget_idle_ms: int = 3_600_000
     """Consumers idle this long with nothing pending are removed from the group."""
+    retain_finished_ms: int = 3_600_000
+    """How long a finished, archived match stays in Redis before its stream is trimmed
+    (replay then reads the SQL archive); 0 keeps every match in Redis."""
+    retain_every_s: float = 60.0
+    """How often the retention sweep runs."""
     gather_ms: int = 20
     """After a read that came back short of `batch`, the next read waits until this long
     after it, so a trickle of events (one bot move at a time) is projected in batches
@@ -61,10 +67,12 @@ class RunnerConfig:
 
 class ProjectionRunner:
     def __init__(self, store: RedisEventStore, projector: Projector, config: RunnerConfig | None = None,
-                 lag: LagMonitor | None = None) -> None:
+                 lag: LagMonitor | None = None, retention: RetentionSweep | None = None) -> None:
         self.store = store
         self.projector = projector
         self.config = config or RunnerConfig()
+        self.retention = retention
+        self._last_retention = time.monotonic()
         name = self.config.consumer or default_consumer_name()
         self.consumer = PartitionConsumer.for_store(store, self.config.group, name)
         self.lag = lag
@@ -106,6 +114,9 @@ class ProjectionRunner:
         if now - self._last_cleanup >= self.config.cleanup_every_s:
             self._last_cleanup = now
             self.forget_dead_consumers()
+        if self.retention is not None and now - self._last_retention >= self.config.retain_every_s:
+            self._last_retention = now
+            self.sweep_retention()
         wait = self.config.block_ms if block_ms is None else block_ms
         if self.deferred:
             # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
@@ -154,6 +165,15 @@ class ProjectionRunner:
         if self._short_read_at is None or self.config.gather_ms <= 0:
             return 0.0
         return self.config.gather_ms / 1000 - (self.clock() - self._short_read_at)
+
+    def sweep_retention(self) -> None:
+        """Trim the streams of matches over and archived long enough; a failure is logged and
+        the sweep tried again next time (projecting goes on either way)."""
+        assert self.retention is not None
+        try:
+            self.retention.sweep()
+        except Exception:  # noqa: BLE001 - Redis or the database away: the next sweep retries
+            log.exception("retention_sweep_failed", consumer=self.name)
 
     def forget_dead_consumers(self) -> list[str]:
         """XGROUP DELCONSUMER for consumers that hold nothing and have not read for a long time.

@@ -54,6 +54,7 @@ class Match(ReadModel, table=True):
         Index("ix_matches_created", "created_ms", "match_id"),
         Index("ix_matches_game_status", "game_id", "status", "created_ms"),
         Index("ix_matches_tournament", "tournament_id"),
+        Index("ix_matches_finished", "finished_ms", "match_id"),  # the retention sweep's order
     )
 
     match_id: str = Field(primary_key=True, max_length=64)

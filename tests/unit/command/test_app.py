@@ -165,8 +165,20 @@ def test_tokens_are_checked(app: CommandApp) -> None:
 
 
 def test_unknown_match_is_not_found(app: CommandApp) -> None:
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as refused:
         app.get_view("m-nope", Viewer(None))
+    assert refused.value.code == "unknown_match"
+
+
+def test_a_match_trimmed_from_the_store_is_not_found_as_archived(store: InMemoryEventStore) -> None:
+    engine, seats = _game()
+    created = bootstrap(store=store, settings=SETTINGS).create_match(engine.info.game_id, seats, seed=3)
+    assert store.trim(created.match_id) > 0
+    cold = bootstrap(store=store, settings=SETTINGS)  # a process without the match in memory
+    with pytest.raises(NotFound) as refused:
+        cold.get_view(created.match_id, Viewer(None))
+    assert refused.value.code == "match_archived"
+    assert "replay" in refused.value.message
 
 
 def test_malformed_commands_are_invalid_arguments(app: CommandApp, store) -> None:

@@ -1,0 +1,110 @@
+"""Finished matches leave Redis once archived: the sweep that trims their streams.
+
+The projector writes a match's events to the SQL archive in the same transaction
+that moves the match's projected version, so a finished match whose projected
+version equals the store's has every event in the archive. Once it has been over
+for `retain_ms` (a client may still follow its last events or fetch its final
+view), the sweep drops its stream and command records (`RedisEventStore.trim`):
+from then on replay reads the archive, and the command service answers
+`match_archived`. Without it Redis keeps every event of every match ever played.
+
+The sweep walks finished matches in (finished_ms, match_id) order from a watermark
+kept in Redis, so each match is looked at once. Several projection processes may
+sweep at once: a trim is idempotent, and a watermark written back by a slower
+sweep only makes the next sweep look at some matches again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import and_, or_
+from sqlalchemy.engine import Engine
+from sqlmodel import col, select
+
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.readmodels.db import read_session
+from famiglia.readmodels.tables import Match
+from famiglia.telemetry import get_logger
+
+log = get_logger("famiglia.projection.retention")
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    looked_at: int = 0
+    trimmed: int = 0
+    """Matches whose streams were dropped."""
+    events: int = 0
+    """Events dropped from Redis (they stay in the archive)."""
+    skipped: int = 0
+    """Finished matches whose store version differs from the projected one (left alone)."""
+
+
+@dataclass
+class RetentionSweep:
+    store: RedisEventStore
+    sql: Engine
+    retain_ms: int
+    batch: int = 200
+    most: int = 2000
+    """Matches one sweep looks at, at most: a first sweep over a long history is spread over
+    several rounds of the consumer instead of holding it up."""
+    clock: Callable[[], float] = time.time
+
+    @property
+    def watermark_key(self) -> str:
+        return f"{self.store.keys.prefix}:retention:watermark"
+
+    def watermark(self) -> tuple[int, str]:
+        """(finished_ms, match_id) of the last finished match looked at; (-1, "") at first."""
+        raw = self.store.client.get(self.watermark_key)
+        if not raw:
+            return -1, ""
+        finished_ms, _, match_id = (raw.decode() if isinstance(raw, bytes) else str(raw)).partition(" ")
+        return int(finished_ms), match_id
+
+    def sweep(self) -> SweepReport:
+        """Trim every archived match finished at least `retain_ms` ago and not looked at yet."""
+        cutoff = int(self.clock() * 1000) - self.retain_ms
+        looked = trimmed = events = skipped = 0
+        mark = self.watermark()
+        while True:
+            rows = self._finished_before(cutoff, mark)
+            for match_id, finished_ms, projected in rows:
+                looked += 1
+                stored = self.store.version(match_id)
+                if stored != projected:
+                    # Not every event is in the archive (or the store lost some): keep the stream.
+                    skipped += 1
+                    log.warning("retention_skipped", match_id=match_id, projected_version=projected,
+                                store_version=stored)
+                else:
+                    dropped = self.store.trim(match_id)
+                    if dropped:
+                        trimmed += 1
+                        events += dropped
+                mark = (finished_ms, match_id)
+            if rows:
+                self.store.client.set(self.watermark_key, f"{mark[0]} {mark[1]}")
+            if len(rows) < self.batch or looked >= self.most:
+                break
+        report = SweepReport(looked, trimmed, events, skipped)
+        if trimmed or skipped:
+            log.info("retention_swept", matches=trimmed, events=events, skipped=skipped, looked_at=looked)
+        return report
+
+    def _finished_before(self, cutoff: int, mark: tuple[int, str]) -> list[tuple[str, int, int]]:
+        mark_ms, mark_id = mark
+        finished_ms, match_id = col(Match.finished_ms), col(Match.match_id)
+        query = (
+            select(Match.match_id, Match.finished_ms, Match.version)
+            .where(Match.status == "finished", finished_ms <= cutoff,
+                   or_(finished_ms > mark_ms, and_(finished_ms == mark_ms, match_id > mark_id)))
+            .order_by(finished_ms, match_id)
+            .limit(self.batch)
+        )
+        with read_session(self.sql) as session:
+            return [(m, int(f or 0), int(v)) for m, f, v in session.exec(query).all()]
