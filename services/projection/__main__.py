@@ -1,5 +1,5 @@
 """`python -m services.projection [run]`: consume into the read models and serve QueryService
-until SIGTERM/SIGINT. `... rebuild [--force]`: rebuild every read model from the streams.
+until SIGTERM/SIGINT. `... rebuild`: rebuild every read model from the archive and the streams.
 `... migrate`: bring the schema to head and exit."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from famiglia.telemetry import configure, get_logger
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import serve
 from .metrics import configure_metrics
-from .rebuild import RebuildRefused
 
 
 def run(settings: Settings) -> int:
@@ -37,16 +36,14 @@ def run(settings: Settings) -> int:
     return 0
 
 
-def cmd_rebuild(settings: Settings, force: bool) -> int:
+def cmd_rebuild(settings: Settings) -> int:
     app = bootstrap(settings=settings)
     try:
-        report = app.rebuild(force=force)
-    except RebuildRefused as exc:
-        print(f"rebuild refused: {exc}", file=sys.stderr)
-        return 2
+        report = app.rebuild()
     finally:
         app.close()
-    print(f"rebuilt from {report.entries} stream entries: {report.applied} events projected, "
+    print(f"rebuilt from {report.archived} archived events and {report.entries} stream entries: "
+          f"{report.applied} events projected, "
           f"{report.matches_finished} matches finished"
           + (f", {report.left_deferred} entries after gaps NOT projected" if report.left_deferred else ""))
     return 0 if not report.left_deferred else 1
@@ -56,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.projection", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
     sub.add_parser("run", help="consume and serve QueryService (the default)")
-    rebuild = sub.add_parser("rebuild", help="rebuild every read model from the streams")
-    rebuild.add_argument("--force", action="store_true",
-                         help="rebuild even when the archive holds events the streams no longer have")
+    sub.add_parser("rebuild", help="rebuild every read model from the archive and the streams")
     sub.add_parser("migrate", help="bring the schema to head and exit")
     args = parser.parse_args(argv)
     configure("projection")
@@ -66,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = Settings.from_env()
     if args.cmd == "rebuild":
-        return cmd_rebuild(settings, args.force)
+        return cmd_rebuild(settings)
     if args.cmd == "migrate":
         bootstrap(settings=settings).close()
         return 0

@@ -40,14 +40,15 @@ class ProjectionApp:
         config = self.settings.runner_config(consumer)
         return ProjectionRunner(self.store, projector or Projector(self.sql, self.registry,
                                                                    cache_size=self.settings.cache_size),
-                                config, lag=self.lag_monitor(), retention=self.retention(config.retain_finished_ms))
+                                config, lag=self.lag_monitor(),
+                                retention=self.retention(config.retain_finished_ms, config.group))
 
-    def retention(self, retain_ms: int) -> RetentionSweep | None:
+    def retention(self, retain_ms: int, group: str = "projection") -> RetentionSweep | None:
         """The sweep that trims archived finished matches from Redis (None when `retain_ms` is 0)."""
-        return RetentionSweep(self.store, self.sql, retain_ms) if retain_ms > 0 else None
+        return RetentionSweep(self.store, self.sql, retain_ms, group) if retain_ms > 0 else None
 
-    def rebuild(self, *, force: bool = False, progress: Callable[[int], None] | None = None) -> RebuildReport:
-        return rebuild(self.store, self.sql, self.projector, force=force, progress=progress)
+    def rebuild(self, *, progress: Callable[[int], None] | None = None) -> RebuildReport:
+        return rebuild(self.store, self.sql, self.projector, progress=progress)
 
     def close(self) -> None:
         self.projector.release()

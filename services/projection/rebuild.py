@@ -1,24 +1,28 @@
-"""Rebuild every read model from the partition streams, from nothing.
+"""Rebuild every read model from the SQL archive and the partition streams, from nothing.
 
-The streams are read with XRANGE (no consumer group is touched), merged across
-partitions by entry id, and fed to the same `Projector` as live consumption, so
-a rebuild and an incremental build give equal tables. What the bots' runner
-recorded about tournaments (name, status, configuration) does not come from the
-streams and is kept.
+The archive holds every event the projection ever committed, also those whose
+match streams and partition entries were trimmed from Redis (retention); the
+streams hold what came after. The rebuild keeps the archive in a side table
+(`event_archive_rebuild`), empties every table, feeds the kept archive to the same
+`Projector` as live consumption in event-time order, then every partition entry
+merged by entry id (those already applied from the archive are skipped by the
+per-match version fence), so a rebuild and an incremental build give equal
+tables. Each partition's checkpoint ends at its stream's newest entry, as a
+caught-up consumer leaves it. What the bots' runner recorded about tournaments
+(name, status, configuration) does not come from events and is kept.
 
-The archive is the cold copy of events whose match streams were trimmed; the
-partition streams keep every entry unless a MAXLEN was set. The rebuild refuses
-to start when the archive holds more events than the streams (it would lose
-them) unless forced.
+A rebuild that dies leaves the side table: the next one starts again from it (not
+from the half-refilled archive), and drops it when done.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, inspect, text
 from sqlalchemy.engine import Engine
 from sqlmodel import select
 
@@ -27,23 +31,26 @@ from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.readmodels.db import read_session, write_session
 from famiglia.readmodels.tables import TABLES, ArchivedEvent, Tournament
 from famiglia.telemetry import get_logger
+from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .projector import Projector, entry_key
 
 log = get_logger("famiglia.projection.rebuild")
 
-
-class RebuildRefused(RuntimeError):
-    """Rebuilding would drop archived events the streams no longer hold."""
+KEPT_ARCHIVE = "event_archive_rebuild"
+"""The archive as it was when a rebuild started (only while one runs, or after one died)."""
 
 
 @dataclass(frozen=True)
 class RebuildReport:
     entries: int
+    """Partition stream entries read."""
     applied: int
     matches_finished: int
     left_deferred: int
-    """Entries whose earlier events were missing from the streams (trimmed): not projected."""
+    """Events whose earlier events are in neither the archive nor the streams: not projected."""
+    archived: int = 0
+    """Archived events read."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[PartitionEntry]:
@@ -63,45 +70,113 @@ def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[Partit
         yield entry
 
 
-def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *, force: bool = False,
+def kept_archive_entries(store: RedisEventStore, engine: Engine, page: int = 2000) -> Iterator[PartitionEntry]:
+    """The kept archive's events in (event time, match, seq) order, as entries of their match's
+    partition. They carry no stream entry id ("0-0"): the checkpoints come from the streams."""
+    order = "ORDER BY timestamp_ms, match_id, seq LIMIT :page"
+    after: tuple[int, str, int] | None = None
+    while True:
+        if after is None:
+            query, params = f"SELECT match_id, seq, timestamp_ms, envelope FROM {KEPT_ARCHIVE} {order}", {}
+        else:
+            query = (f"SELECT match_id, seq, timestamp_ms, envelope FROM {KEPT_ARCHIVE} WHERE timestamp_ms > :t "
+                     f"OR (timestamp_ms = :t AND (match_id > :m OR (match_id = :m AND seq > :s))) {order}")
+            params = {"t": after[0], "m": after[1], "s": after[2]}
+        with engine.connect() as conn:
+            rows = conn.execute(text(query), {**params, "page": page}).all()
+        for match_id, _seq, _ms, raw in rows:
+            yield PartitionEntry(store.partition_of(match_id), "0-0", EventEnvelope.FromString(bytes(raw)))
+        if len(rows) < page:
+            return
+        last = rows[-1]
+        after = (int(last[2]), str(last[0]), int(last[1]))
+
+
+def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
             batch: int = 500, progress: Callable[[int], None] | None = None) -> RebuildReport:
-    stream_total = sum(int(store.client.xlen(store.keys.partition_stream(p))) for p in range(store.partitions))
     with read_session(engine) as session:
-        archived = int(session.exec(select(func.count()).select_from(ArchivedEvent)).one())
         recorded = [Tournament.model_validate(t.model_dump()) for t in session.exec(select(Tournament)).all()]
-    if archived > stream_total and not force:
-        raise RebuildRefused(
-            f"the archive holds {archived} events but the partition streams only {stream_total}: "
-            "a rebuild would lose the difference (use --force to rebuild anyway)")
-    log.info("projection_rebuild_started", stream_entries=stream_total, archived=archived)
-    with write_session(engine) as session:
-        for table in reversed(TABLES):
-            session.execute(delete(table))
+    kept = _keep_archive_and_empty(engine)
+    log.info("projection_rebuild_started", archived=kept)
     projector.cache.clear()
-    entries = applied = finished = 0
-    pending: list[PartitionEntry] = []
-    deferred: list[PartitionEntry] = []
-    for entry in stream_entries(store):
-        pending.append(entry)
-        if len(pending) >= batch:
-            outcome = projector.project(deferred + pending)
-            entries += len(pending)
-            applied += len(outcome.applied)
-            finished += len(outcome.finished_matches)
-            deferred, pending = outcome.deferred, []
-            if progress is not None:
-                progress(entries)
-    if pending or deferred:
-        outcome = projector.project(deferred + pending)
-        entries += len(pending)
-        applied += len(outcome.applied)
-        finished += len(outcome.finished_matches)
-        deferred = outcome.deferred
+    feed = _Feed(projector, batch, progress)
+    feed.all(kept_archive_entries(store, engine))
+    archived = feed.read
+    feed.all(stream_entries(store))
+    feed.flush()
+    _checkpoints_at_the_top(store, engine, projector)
     _restore_tournaments(engine, recorded)
-    report = RebuildReport(entries, applied, finished, len(deferred))
-    log.info("projection_rebuild_done", entries=entries, applied=applied, finished=finished,
-             left_deferred=len(deferred))
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE {KEPT_ARCHIVE}"))
+    report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived)
+    log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
+             finished=report.matches_finished, left_deferred=report.left_deferred)
     return report
+
+
+@dataclass
+class _Feed:
+    """Entries to the projector in batches, each with what the last one deferred (an earlier
+    event of the match came later), counting as it goes."""
+
+    projector: Projector
+    batch: int
+    progress: Callable[[int], None] | None
+    read: int = 0
+    applied: int = 0
+    finished: int = 0
+
+    def __post_init__(self) -> None:
+        self.pending: list[PartitionEntry] = []
+        self.deferred: list[PartitionEntry] = []
+
+    def all(self, entries: Iterable[PartitionEntry]) -> None:
+        for entry in entries:
+            self.pending.append(entry)
+            self.read += 1
+            if len(self.pending) >= self.batch:
+                self.flush()
+
+    def flush(self) -> None:
+        if not (self.pending or self.deferred):
+            return
+        outcome = self.projector.project(self.deferred + self.pending)
+        self.applied += len(outcome.applied)
+        self.finished += len(outcome.finished_matches)
+        self.deferred, self.pending = outcome.deferred, []
+        if self.progress is not None:
+            self.progress(self.read)
+
+
+def _keep_archive_and_empty(engine: Engine) -> int:
+    """Copy the archive aside (unless a rebuild that died left the copy: it is the archive as
+    it was), then empty every table, in one transaction; how many events are kept."""
+    with engine.begin() as conn:
+        if not inspect(conn).has_table(KEPT_ARCHIVE):
+            conn.execute(text(f"CREATE TABLE {KEPT_ARCHIVE} AS SELECT match_id, seq, timestamp_ms, envelope "
+                              f"FROM {ArchivedEvent.__tablename__}"))
+            conn.execute(text(f"CREATE INDEX ix_{KEPT_ARCHIVE}_order ON {KEPT_ARCHIVE} (timestamp_ms, match_id, seq)"))
+        for table in reversed(TABLES):
+            conn.execute(delete(table))
+        return int(conn.execute(text(f"SELECT count(*) FROM {KEPT_ARCHIVE}")).scalar_one())
+
+
+def _checkpoints_at_the_top(store: RedisEventStore, engine: Engine, projector: Projector) -> None:
+    """Each partition's checkpoint at its newest entry, where a caught-up consumer leaves it."""
+    newest: dict[int, tuple[str, int]] = {}
+    for partition in range(store.partitions):
+        top: Any = store.client.xrevrange(store.keys.partition_stream(partition), count=1)
+        if top:
+            entry_id, fields = top[0]
+            ts = EventEnvelope.FromString(fields[b"e"]).timestamp
+            newest[partition] = (_text(entry_id), ts.seconds * 1000 + ts.nanos // 1_000_000)
+    if newest:
+        with engine.begin() as conn:
+            projector.writer.advance_checkpoints(conn, newest, dict.fromkeys(newest, 0))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _restore_tournaments(engine: Engine, recorded: list[Tournament]) -> None:

@@ -6,7 +6,9 @@ version equals the store's has every event in the archive. Once it has been over
 for `retain_ms` (a client may still follow its last events or fetch its final
 view), the sweep drops its stream and command records (`RedisEventStore.trim`):
 from then on replay reads the archive, and the command service answers
-`match_archived`. Without it Redis keeps every event of every match ever played.
+`match_archived`. It also drops the partition stream entries older than that which
+every consumer group has acked (`trim_consumed`). Without it Redis keeps every event
+of every match ever played, twice.
 
 The sweep walks finished matches in (finished_ms, match_id) order from a watermark
 kept in Redis, so each match is looked at once. Several projection processes may
@@ -24,6 +26,7 @@ from sqlalchemy import and_, or_
 from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
+from famiglia.eventstore.consumer import trim_consumed
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
@@ -41,6 +44,8 @@ class SweepReport:
     """Events dropped from Redis (they stay in the archive)."""
     skipped: int = 0
     """Finished matches whose store version differs from the projected one (left alone)."""
+    entries: int = 0
+    """Partition stream entries dropped."""
 
 
 @dataclass
@@ -48,6 +53,8 @@ class RetentionSweep:
     store: RedisEventStore
     sql: Engine
     retain_ms: int
+    group: str = "projection"
+    """The projection's consumer group: partition entries go only where it is (it archives)."""
     batch: int = 200
     most: int = 2000
     """Matches one sweep looks at, at most: a first sweep over a long history is spread over
@@ -67,7 +74,8 @@ class RetentionSweep:
         return int(finished_ms), match_id
 
     def sweep(self) -> SweepReport:
-        """Trim every archived match finished at least `retain_ms` ago and not looked at yet."""
+        """Trim every archived match finished at least `retain_ms` ago and not looked at yet, and
+        the partition entries older than that every group is done with."""
         cutoff = int(self.clock() * 1000) - self.retain_ms
         looked = trimmed = events = skipped = 0
         mark = self.watermark()
@@ -91,9 +99,11 @@ class RetentionSweep:
                 self.store.client.set(self.watermark_key, f"{mark[0]} {mark[1]}")
             if len(rows) < self.batch or looked >= self.most:
                 break
-        report = SweepReport(looked, trimmed, events, skipped)
-        if trimmed or skipped:
-            log.info("retention_swept", matches=trimmed, events=events, skipped=skipped, looked_at=looked)
+        entries = trim_consumed(self.store, self.group, keep_after_ms=cutoff)
+        report = SweepReport(looked, trimmed, events, skipped, entries)
+        if trimmed or skipped or entries:
+            log.info("retention_swept", matches=trimmed, events=events, skipped=skipped, looked_at=looked,
+                     partition_entries=entries)
         return report
 
     def _finished_before(self, cutoff: int, mark: tuple[int, str]) -> list[tuple[str, int, int]]:

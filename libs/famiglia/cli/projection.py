@@ -1,6 +1,6 @@
 """`famiglia projection ...` — the read models from the command line.
 
-    famiglia projection rebuild [--force]       every read model again from the streams
+    famiglia projection rebuild                 every read model again from the archive and the streams
     famiglia projection migrate                 bring the SQL schema to head
     famiglia projection matches [--game G]      the newest matches (QueryService)
     famiglia projection leaderboard GAME        a game's ratings (QueryService)
@@ -31,9 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "projection", help="rebuild or query the SQL read models",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="projection_cmd", required=True)
-    rebuild = sub.add_parser("rebuild", help="rebuild every read model from the streams")
-    rebuild.add_argument("--force", action="store_true",
-                         help="even when the archive holds events the streams no longer have")
+    rebuild = sub.add_parser("rebuild", help="rebuild every read model from the archive and the streams")
     rebuild.set_defaults(func=cmd_service, service_args=["rebuild"])
     migrate = sub.add_parser("migrate", help="bring the SQL schema to head")
     migrate.set_defaults(func=cmd_service, service_args=["migrate"])
@@ -51,10 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    argv = [sys.executable, "-m", "services.projection", *args.service_args]
-    if getattr(args, "force", False):
-        argv.append("--force")
-    return subprocess.call(argv)
+    return subprocess.call([sys.executable, "-m", "services.projection", *args.service_args])
 
 
 def _stub(address: str):  # type: ignore[no-untyped-def]

@@ -341,6 +341,42 @@ class PartitionConsumer:
         ]
 
 
+def trim_consumed(store: RedisEventStore, group: str, *, keep_after_ms: int) -> int:
+    """Drop partition stream entries every consumer group is done with; returns how many went.
+
+    An entry may go once every group on its stream has been given it and acked it: it is
+    below each group's oldest pending entry, or, with nothing pending, below the last
+    entry the group was given (that one stays, so a stream keeps its newest id). Entries
+    newer than `keep_after_ms` (epoch ms: the ids are append times) stay in any case. A
+    stream without `group` on it is left alone: the projection's group is the one that
+    archives the events first. A group created later starts from what is left; the rest
+    is in the SQL archive, which is what a rebuild reads first. (An exact `XTRIM MINID`,
+    run once a minute, costs little.)"""
+    client = store.client
+    dropped = 0
+    for key in store.partitions_keys():
+        try:
+            groups = client.xinfo_groups(key)
+        except ResponseError:  # no such stream yet
+            continue
+        names = [_text(g["name"]) for g in groups]
+        if group not in names:
+            continue
+        floor = (keep_after_ms, 0)
+        for info, name in zip(groups, names, strict=True):
+            pending = client.xpending(key, name)
+            done = _text(pending["min"]) if pending["pending"] else _text(info["last-delivered-id"])
+            floor = min(floor, _id(done))
+        if floor > (0, 0):
+            dropped += int(client.xtrim(key, minid=f"{floor[0]}-{floor[1]}", approximate=False))
+    return dropped
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 class _NotApplied(ResponseError):
     """The commands sent before a read's acks did not run: the transaction was aborted or
     one of them failed (the reply's own error is the cause)."""

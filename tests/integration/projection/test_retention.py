@@ -5,18 +5,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sqlalchemy import inspect
+
+from famiglia.eventstore.consumer import PartitionConsumer, trim_consumed
 from famiglia.eventstore.envelopes import match_created_envelope
-from famiglia.readmodels import archived_envelopes
-from famiglia.readmodels.db import read_session
+from famiglia.readmodels import archived_envelopes, record_tournament
+from famiglia.readmodels.db import read_session, write_session
 from famiglia.v1 import envelope_pb2
 from services.projection.app import ProjectionApp
+from services.projection.projector import entry_key
+from services.projection.rebuild import KEPT_ARCHIVE, _keep_archive_and_empty, kept_archive_entries
 from services.projection.retention import RetentionSweep
 from services.projection.settings import ProjectionSettings
 
-from .support import Played, drain, write_matches
+from .support import Played, drain, dump, write_matches
 from .test_projection import drain_app, specs
 
 HOUR_MS = 3_600_000
+FAR_FUTURE_MS = 4_000_000_000_000  # after every entry id and event time of these tests
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _sweep(app: ProjectionApp, now_ms: int, batch: int = 2) -> RetentionSweep:
@@ -88,3 +98,60 @@ def test_the_consumer_sweeps_on_its_own_and_zero_retention_keeps_everything(app:
     assert all(app.store.read(p.match_id) == [] for p in played)
     for p in played:
         _assert_archived_whole(app, p)
+
+
+def _stream_lengths(app: ProjectionApp) -> list[int]:
+    return [int(app.store.client.xlen(key)) for key in app.store.partitions_keys()]
+
+
+def test_partition_entries_go_once_every_group_acked_them(app: ProjectionApp) -> None:
+    write_matches(app.store, app.registry, specs(4))
+    drain_app(app)
+    before = _stream_lengths(app)
+    other = PartitionConsumer.for_store(app.store, "other", "o1")
+    other.ensure_groups("0")
+    assert trim_consumed(app.store, "projection", keep_after_ms=FAR_FUTURE_MS) == 0, "a group that read nothing"
+
+    taken = other.read(count=3)  # three entries per partition given to `other`, not acked
+    assert trim_consumed(app.store, "projection", keep_after_ms=FAR_FUTURE_MS) == 0, "its pending entries hold"
+    oldest_pending = min(taken, key=lambda e: entry_key(e.entry_id))  # the first entry of its partition
+    other.ack([e for e in taken if e is not oldest_pending])
+    while batch := other.read(count=100):
+        other.ack(batch)
+    dropped = trim_consumed(app.store, "projection", keep_after_ms=FAR_FUTURE_MS)
+    key = app.store.keys.partition_stream(oldest_pending.partition)
+    assert _text(app.store.client.xrange(key, count=1)[0][0]) == oldest_pending.entry_id
+    other.ack([oldest_pending])
+    dropped += trim_consumed(app.store, "projection", keep_after_ms=FAR_FUTURE_MS)
+    assert dropped == sum(before) - sum(1 for n in before if n), "each stream keeps its newest entry"
+    assert trim_consumed(app.store, "projection", keep_after_ms=0) == 0
+    assert trim_consumed(app.store, "no-such-group", keep_after_ms=FAR_FUTURE_MS) == 0
+
+
+def test_a_rebuild_after_retention_trimmed_redis_gives_the_same_tables(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(7))
+    with write_session(app.sql) as session:
+        record_tournament(session, "cup", name="The Cup", status="finished", now_ms=1)
+    drain_app(app, consumers=2)
+    incremental = dump(app.sql)
+    report = _sweep(app, FAR_FUTURE_MS).sweep()
+    assert report.trimmed == 7 and report.entries > 0
+    assert all(app.store.read(p.match_id) == [] for p in played)
+    assert sum(_stream_lengths(app)) < sum(len(p.envelopes) for p in played) // 2
+    rebuilt = app.rebuild()
+    assert rebuilt.archived == sum(len(p.envelopes) for p in played)
+    assert rebuilt.left_deferred == 0 and rebuilt.matches_finished == 7
+    assert dump(app.sql) == incremental
+
+
+def test_a_rebuild_that_died_starts_again_from_the_archive_it_kept(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(5))
+    drain_app(app)
+    incremental = dump(app.sql)
+    _sweep(app, FAR_FUTURE_MS).sweep()
+    assert _keep_archive_and_empty(app.sql) == sum(len(p.envelopes) for p in played)
+    app.projector.project(list(kept_archive_entries(app.store, app.sql))[:10])  # then it died
+    app.rebuild()
+    assert dump(app.sql) == incremental
+    with app.sql.connect() as conn:
+        assert not inspect(conn).has_table(KEPT_ARCHIVE)

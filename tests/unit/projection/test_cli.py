@@ -12,7 +12,6 @@ from famiglia.cli import main as cli
 
 @pytest.mark.parametrize(("argv", "expected"), [
     (["projection", "rebuild"], ["services.projection", "rebuild"]),
-    (["projection", "rebuild", "--force"], ["services.projection", "rebuild", "--force"]),
     (["projection", "migrate"], ["services.projection", "migrate"]),
 ])
 def test_rebuild_and_migrate_run_the_service_command(monkeypatch: pytest.MonkeyPatch, argv: list[str],
