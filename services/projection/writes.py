@@ -21,6 +21,7 @@ from sqlalchemy import JSON, BigInteger, Table, and_, bindparam, case, cast, fun
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 
+from famiglia.eventstore.port import entry_key  # noqa: F401 - imported from here by the projection
 from famiglia.readmodels.db import dialect_insert
 from famiglia.readmodels.tables import (
     ArchivedEvent,
@@ -40,12 +41,6 @@ ARCHIVE: Table = ArchivedEvent.__table__  # type: ignore[attr-defined]
 TOURNAMENTS: Table = Tournament.__table__  # type: ignore[attr-defined]
 STANDINGS: Table = TournamentStanding.__table__  # type: ignore[attr-defined]
 CHECKPOINTS: Table = Checkpoint.__table__  # type: ignore[attr-defined]
-
-
-def entry_key(entry_id: str) -> tuple[int, int]:
-    """Stream entry ids compare as (milliseconds, sequence), not as text."""
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .port import PartitionEntry
+from .port import PartitionEntry, entry_key
 from .redis_store import KeyLayout, RedisEventStore, read_reply
 
 
@@ -366,15 +366,10 @@ def trim_consumed(store: RedisEventStore, group: str, *, keep_after_ms: int) -> 
         for info, name in zip(groups, names, strict=True):
             pending = client.xpending(key, name)
             done = _text(pending["min"]) if pending["pending"] else _text(info["last-delivered-id"])
-            floor = min(floor, _id(done))
+            floor = min(floor, entry_key(done))
         if floor > (0, 0):
             dropped += int(client.xtrim(key, minid=f"{floor[0]}-{floor[1]}", approximate=False))
     return dropped
-
-
-def _id(entry_id: str) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition("-")
-    return int(ms), int(seq or 0)
 
 
 class _NotApplied(ResponseError):

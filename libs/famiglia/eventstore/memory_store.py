@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry
+from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, entry_key
 
 
 def validate_batch(match_id: str, expected_version: int, events: Sequence[EventEnvelope]) -> None:
@@ -64,11 +64,6 @@ class _Match:
     version: int = 0
     #: events[0] has seq `base + 1` (base > 0 once trimmed)
     base: int = 0
-
-
-def _entry_key(entry_id: str) -> tuple[int, int]:
-    left, _, right = entry_id.partition("-")
-    return int(left), int(right or 0)
 
 
 class InMemoryEventStore(EventStore):
@@ -141,10 +136,10 @@ class InMemoryEventStore(EventStore):
     ) -> list[PartitionEntry]:
         if not 0 <= partition < self.partitions:
             raise ValueError(f"partition {partition} out of range 0..{self.partitions - 1}")
-        after = _entry_key(after_entry_id)
+        after = entry_key(after_entry_id)
         with self._lock:
             stream = list(self._partition_streams[partition])
-        entries = [entry for entry in stream if _entry_key(entry[0]) > after][:count]
+        entries = [entry for entry in stream if entry_key(entry[0]) > after][:count]
         return [
             PartitionEntry(partition=partition, entry_id=entry_id, envelope=EventEnvelope.FromString(blob))
             for entry_id, _match_id, _seq, blob in entries

@@ -75,6 +75,12 @@ class PartitionEntry:
     envelope: EventEnvelope
 
 
+def entry_key(entry_id: str) -> tuple[int, int]:
+    """Stream entry ids compare as (milliseconds, sequence), not as text."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 def partition_of(match_id: str, partitions: int = DEFAULT_PARTITIONS) -> int:
     """The fixed partition of a match: a stable hash, so every process agrees."""
     return zlib.crc32(match_id.encode()) % partitions
