@@ -53,22 +53,19 @@ class LagMonitor:
 
     def measure(self) -> LagReport:
         keys = self.store.keys
-        with self.store.client.pipeline(transaction=False) as pipe:
-            for p in range(self.store.partitions):
-                pipe.xrevrange(keys.partition_stream(p), count=1)
-            tops = pipe.execute()
+        tops = self.store.partition_tops()
         with read_session(self.engine) as session:
             checkpoints = {c.partition: c for c in session.exec(select(Checkpoint)).all()}
         by_partition: dict[int, int] = {}
         firsts: dict[int, int] = {}
         needs_first = []
-        for p, top in enumerate(tops):
-            if not top:
+        for p in range(self.store.partitions):
+            top = tops.get(p)
+            if top is None:
                 by_partition[p] = 0
                 continue
-            top_id, fields = top[0]
-            top_id = top_id.decode() if isinstance(top_id, bytes) else top_id
-            newest_ms = EventEnvelope.FromString(fields[b"e"]).timestamp.ToMilliseconds()
+            top_id = top.entry_id
+            newest_ms = top.envelope.timestamp.ToMilliseconds()
             checkpoint = checkpoints.get(p)
             if checkpoint is not None and entry_key(checkpoint.last_entry_id) >= entry_key(top_id):
                 by_partition[p] = 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy import delete, inspect, text
 from sqlalchemy.engine import Engine
@@ -163,20 +162,11 @@ def _keep_archive_and_empty(engine: Engine) -> int:
 
 def _checkpoints_at_the_top(store: RedisEventStore, engine: Engine, projector: Projector) -> None:
     """Each partition's checkpoint at its newest entry, where a caught-up consumer leaves it."""
-    newest: dict[int, tuple[str, int]] = {}
-    for partition in range(store.partitions):
-        top: Any = store.client.xrevrange(store.keys.partition_stream(partition), count=1)
-        if top:
-            entry_id, fields = top[0]
-            ts = EventEnvelope.FromString(fields[b"e"]).timestamp
-            newest[partition] = (_text(entry_id), ts.seconds * 1000 + ts.nanos // 1_000_000)
+    newest = {p: (top.entry_id, top.envelope.timestamp.ToMilliseconds())
+              for p, top in store.partition_tops().items()}
     if newest:
         with engine.begin() as conn:
             projector.writer.advance_checkpoints(conn, newest, dict.fromkeys(newest, 0))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _restore_tournaments(engine: Engine, recorded: list[Tournament]) -> None:

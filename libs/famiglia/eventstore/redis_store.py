@@ -425,6 +425,19 @@ class RedisEventStore(EventStore):
             for entry_id, fields in entries
         ]
 
+    def partition_tops(self) -> dict[int, PartitionEntry]:
+        """Each non-empty partition stream's newest entry, in one pipelined round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for partition in range(self.partitions):
+                pipe.xrevrange(self.keys.partition_stream(partition), count=1)
+            tops = pipe.execute()
+        out = {}
+        for partition, top in enumerate(tops):
+            for entry_id, fields in _entries(top):
+                out[partition] = PartitionEntry(partition=partition, entry_id=_text(entry_id),
+                                                envelope=EventEnvelope.FromString(fields[b"e"]))
+        return out
+
     # -- extras for the services ----------------------------------------------------------
     def partitions_keys(self) -> list[str]:
         """The partition stream keys, index = partition (for consumer groups)."""
