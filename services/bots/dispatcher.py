@@ -1,17 +1,19 @@
-"""The dispatcher: partition streams in, one Celery task per pending decision out.
+"""The dispatcher: partition streams in, Celery tasks for the pending decisions out.
 
 It reads every match's events through its own consumer group ("bots"), keeps
 each running match folded in memory (MatchState: server-side code may see the
 true state; bots never do) and after each batch asks the engine who must act:
 
-- a bot seat (MatchCreated.seat_info: bot=True, policy) gets a `decide` task for
-  the match version it must act at — one bot seat per version, see `_schedule`.
-  The task carries that seat's own view and legal commands (payload.py), so the
-  worker's only RPC is SubmitCommand (a `random` seat's carries no view: it never reads one);
+- the bot seats asked (MatchCreated.seat_info: bot=True, policy) get one `decide`
+  task for the match version they must act at, see `_queue_bots`: several seats
+  asked at once (a simultaneous choice) are played by that one task, one after
+  another. The task carries each seat's own view and legal commands (payload.py), so
+  the worker's only RPC is SubmitCommand (a `random` seat's carries no view: it never reads one);
 - a human seat whose decision has a clock (Pending.timeout_seconds, set by the
   game's own clock options) gets a `clock` task with that countdown.
 
-Each (version, seat) is queued once. A task for a version the match has left
+Each (version, seat) is queued once; while a task of several seats plays them, the
+versions its own commands produce queue nothing. A task for a version the match has left
 does nothing, so a decision queued at an intermediate version (a batch cut in
 the middle of one command's events, which `_read_all` avoids) is merely wasted.
 A bot decision not answered within `stall_seconds` (a worker killed, a lost
@@ -41,7 +43,7 @@ from famiglia.matchstate import MatchState, NotAMatch
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .payload import DecisionPayload, reads_view, seat_payload
+from .payload import DecisionPayload, bot_command_id, reads_view, seat_payload
 
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
@@ -65,7 +67,11 @@ TRANSIENT = _transient_errors()
 
 class TaskSender(Protocol):
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None: ...
+               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None,
+               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> None:
+        """One decide task: `seat`'s decision at `version`, then those of the `then` seats
+        (seat, policy, payload), asked at the same version (a simultaneous choice)."""
+        ...
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None: ...
@@ -112,6 +118,18 @@ class MatchObserver(Protocol):
 
 
 @dataclass
+class SeatBatch:
+    """A decide task playing several bot seats asked at once, one after another (see `_schedule`)."""
+
+    seats: tuple[int, ...]
+    """in the order the worker submits them"""
+    version: int
+    """the version the next of them is submitted at: the task's, then each answer's"""
+    next: int = 0
+    """how many of `seats` were found played"""
+
+
+@dataclass
 class Tracked:
     match: MatchState
     bots: dict[int, str]
@@ -124,6 +142,8 @@ class Tracked:
     slow worker still thinking is not buried under copies of its own task"""
     stalled_version: int = -1
     trace: dict[str, str] = field(default_factory=dict)
+    seat_batch: SeatBatch | None = None
+    """the decide task of several seats still being played, if any"""
 
     @property
     def tournament_id(self) -> str:
@@ -150,6 +170,9 @@ class Dispatcher:
         self.queued = 0
         self._marked: list[tuple[set[tuple[int, int]], tuple[int, int]]] = []
         """(version, seat) marked sent in the current batch: unmarked if its send fails."""
+        self._batched: list[tuple[Tracked, SeatBatch | None]] = []
+        """(match, its batch before) for each task of several seats in the current batch: put
+        back if its send fails."""
         self._next_stall_check = -math.inf
         """No decision can have stalled before this (see check_stalls)."""
 
@@ -164,7 +187,7 @@ class Dispatcher:
         by_match: dict[str, list[EventEnvelope]] = {}
         for env in envelopes:
             by_match.setdefault(env.match_id, []).append(env)
-        self._marked = []
+        self._marked, self._batched = [], []
         try:
             with self.tasks.batch(hold=True) if hold else self.tasks.batch():  # type: ignore[call-arg]
                 for match_id, batch in by_match.items():
@@ -178,9 +201,11 @@ class Dispatcher:
         except BaseException:
             for sent, key in self._marked:
                 sent.discard(key)
+            for tracked, before in reversed(self._batched):
+                tracked.seat_batch = before
             raise
         finally:
-            self._marked = []
+            self._marked, self._batched = [], []
 
     def _handle_match(self, match_id: str, batch: Sequence[EventEnvelope]) -> None:
         tracked = self._track(match_id, batch)
@@ -245,24 +270,76 @@ class Dispatcher:
             return
         tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
         pendings = match.engine.pending(match.state)
-        # One bot at a time: when several bot seats are asked at once (a simultaneous
-        # choice), the first answer moves the version and makes the others' tasks stale,
-        # so queueing them all would waste most of the work. The next one is queued
-        # when the version moves; the pick rotates with the version, for fairness.
-        bots = [p for p in pendings if p.seat in tracked.bots]
-        if bots:
-            chosen = bots[match.version % len(bots)].seat
-            policy = tracked.bots[chosen]
-            if self._queue(tracked, chosen, lambda: self.tasks.decide(
-                    match.match_id, match.game_id, chosen, match.version, policy, trace=tracked.trace,
-                    payload=seat_payload(match.engine, match.state, chosen, view=reads_view(policy)))):
-                tracked.sent_at = self.now()
+        bots = [p.seat for p in pendings if p.seat in tracked.bots]
+        if tracked.seat_batch is not None and not self._batch_playing(tracked, bots):
+            tracked.seat_batch = None
+        if bots and tracked.seat_batch is None:
+            self._queue_bots(tracked, bots)
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
             self._queue(tracked, pending.seat, functools.partial(
                 self.tasks.clock, match.match_id, pending.seat, match.version,
                 pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace))
+
+    def _queue_bots(self, tracked: Tracked, bots: Sequence[int]) -> None:
+        """One task for every bot seat asked at this version, played one after another.
+
+        Several bot seats asked at once (a simultaneous secret choice) used to get one task
+        at a time: the first answer moves the version and made the others' tasks stale, so
+        the next was queued only when the version moved. Now one task carries each seat's
+        own payload (its view and legal commands at this version; a policy sees only its
+        own seat's) and the worker submits them in turn, each at the version the previous
+        answer returned (handlers.play_bot_decisions): a whole Celery task round and a
+        dispatcher pass less for each further seat. The order rotates with the version,
+        for fairness; while the task plays, the versions its own commands produce queue
+        nothing (`_batch_playing`)."""
+        match = tracked.match
+        first = match.version % len(bots)
+        order = list(bots[first:]) + list(bots[:first])
+        seat = order[0]
+        if (match.version, seat) in tracked.sent:
+            return
+        engine, state, policies = match.engine, match.state, tracked.bots
+        payloads = [seat_payload(engine, state, s, view=reads_view(policies[s])) for s in order]
+        then = [(s, policies[s], p) for s, p in zip(order[1:], payloads[1:], strict=True)]
+        send = functools.partial(self.tasks.decide, match.match_id, match.game_id, seat, match.version,
+                                 policies[seat], trace=tracked.trace, payload=payloads[0])
+        if then:
+            send = functools.partial(send, then=then)
+        if self._queue(tracked, seat, send):
+            tracked.sent_at = self.now()
+            for s in order[1:]:
+                tracked.sent.add((match.version, s))  # unmarked with the first if the send fails
+                self._marked.append((tracked.sent, (match.version, s)))
+            if then:
+                self._batched.append((tracked, tracked.seat_batch))
+                tracked.seat_batch = SeatBatch(tuple(order), match.version)
+
+    def _batch_playing(self, tracked: Tracked, bots: Sequence[int]) -> bool:
+        """Whether the match's task of several seats is still playing them: every command since
+        it was queued is one of its own (`bot:<match>:<version>:<seat>`, in its order) and its
+        next seat is asked. Then its seats are marked sent at this version (the stall timer
+        runs from its last move) and nothing is queued for them. Otherwise — all played, an
+        outside command moved the match (the worker's next submit is stale), or its next seat
+        is no longer asked (the worker stops there too) — scheduling goes on as usual."""
+        batch = tracked.seat_batch
+        assert batch is not None
+        match = tracked.match
+        commands, moved = match.commands, False
+        while batch.version < match.version and batch.next < len(batch.seats):
+            command_id = bot_command_id(match.match_id, batch.version, batch.seats[batch.next])
+            span = commands.get(command_id) or commands.get(command_id + ":f")
+            if span is None or span[0] != batch.version + 1:
+                return False  # someone else's command (or one of the batch's that changed nothing)
+            batch.version, batch.next, moved = span[1], batch.next + 1, True
+        if batch.version != match.version or batch.next >= len(batch.seats) or batch.seats[batch.next] not in bots:
+            return False
+        if moved:
+            tracked.sent_at = self.now()
+        for s in batch.seats[batch.next:]:
+            tracked.sent.add((match.version, s))
+        return True
 
     def _queue(self, tracked: Tracked, seat: int, send: Callable[[], None]) -> bool:
         """Send once per (version, seat); marked only once the broker took it."""
@@ -302,6 +379,7 @@ class Dispatcher:
                         stalls=stalls + 1)
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
+            tracked.seat_batch = None  # its worker may be gone: a new task for whoever is asked now
             before = self.queued
             self._schedule(tracked)
             resent += self.queued - before

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -31,7 +31,7 @@ from famiglia.matchstate import MatchState
 from famiglia.telemetry import child_span, get_logger
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, DecisionPayload
+from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id
 
 log = get_logger("famiglia.bots")
 
@@ -43,10 +43,6 @@ TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLI
 
 class Transient(Exception):
     """Worth a retry (Celery's autoretry_for)."""
-
-
-def bot_command_id(match_id: str, version: int, seat: int) -> str:
-    return f"bot:{match_id}:{version}:{seat}"
 
 
 def clock_command_id(match_id: str, version: int, seat: int) -> str:
@@ -178,6 +174,10 @@ def _reached(match_id: str, version: int) -> None:
         _REACHED[match_id] = version
 
 
+BatchSeat = tuple[int, str, DecisionPayload | None]
+"""(seat, policy, payload) of one seat in a decide task: the payload made at the task's version."""
+
+
 def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
                       policy: str, payload: DecisionPayload | None = None, *, think_seconds: float = 0.0,
                       interrupt_seconds: float = 0.0) -> str:
@@ -194,34 +194,107 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
     re-queued duplicate: the dispatcher queues a decision again after its stall time,
     even one a slow worker is still answering) is stale at once, without thinking: on a
     loaded machine thinking for nothing made the duplicates pile up."""
+    return play_bot_decisions(app, match_id, game_id, version, [(seat, policy, payload)],
+                              think_seconds=think_seconds, interrupt_seconds=interrupt_seconds)[0]
+
+
+def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat], *,
+                       think_seconds: float = 0.0, interrupt_seconds: float = 0.0) -> list[str]:
+    """Play a simultaneous choice of several bot seats, one after another: what each did.
+
+    Every seat's payload is its own view and legal commands at `version` (the dispatcher's);
+    each seat's policy sees only its own. The first is submitted with
+    `expected_version=version`, each next one with the version the previous answer
+    returned, and command id `bot:<match>:<that version>:<seat>` — so anything else that
+    moved the match meanwhile (a human, a clock, a re-queued task) makes the rest
+    `stale` and the task stops there; so does a seat no longer asked. A later seat's
+    command refused (the earlier seats' commands changed what it may do) is decided
+    again from its view and legal commands read over gRPC at the version reached, as a
+    task without a payload would. A redelivered or retried task is answered from the
+    first answers: a duplicate's answer carries the match's current version, so the
+    version right after that command is read from the event store (its events' command
+    id) and the next seat goes on from there. The seats share the task's time budget
+    (`think_seconds`, `interrupt_seconds`)."""
     if version < _REACHED.get(match_id, -1):
-        return "stale"
-    deadline = time.monotonic() + think_seconds if think_seconds > 0 else math.inf
+        return ["stale"]
     engine = app.registry.get(game_id)
-    client = app.seat(match_id, seat)
-    seed = derive_seed(zlib.crc32(match_id.encode()), version, f"seat{seat}")
-    if payload is not None:
-        view, commands = payload.messages(engine)
-        if not commands:
-            return "no_command"
-        decision = Decision(game_id, seat, view, commands, version, seed, deadline)
-    else:
-        fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
-        if isinstance(fetched, str):
-            return fetched
-        decision = fetched
-    with child_span("bots.choose", {"policy": policy, "game_id": game_id}):
+    started = time.monotonic()
+    deadline = started + think_seconds if think_seconds > 0 else math.inf
+    crc = zlib.crc32(match_id.encode())
+    at, reached = version, -1
+    outcomes: list[str] = []
+    for i, (seat, policy, payload) in enumerate(seats):
+        client = app.seat(match_id, seat)
+        interrupt = max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
+        if payload is not None:
+            view, commands = payload.messages(engine)
+            if not commands:
+                outcomes.append("no_command")
+                break
+            decision = Decision(game_id, seat, view, commands, version, derive_seed(crc, version, f"seat{seat}"),
+                                deadline)
+        else:
+            fetched = _fetch_decision(client, engine, game_id, seat, at, derive_seed(crc, at, f"seat{seat}"),
+                                      deadline)
+            if isinstance(fetched, str):
+                outcomes.append(fetched)
+                break
+            decision = fetched
+        command = _choose(engine, policy, decision, match_id, interrupt)
+        command_id = bot_command_id(match_id, at, seat)
+        # The first seat's payload is at the version it is submitted at: a refused listed
+        # command is retried with another once. A later seat's is older: decide it afresh.
+        fallback = [c for c in decision.legal if c != command] if i == 0 else []
+        done = _submit_at(client, command, command_id, at, fallback)
+        if done.outcome == "refused" and i > 0:
+            log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
+            done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
+                                  deadline, interrupt, command_id)
+        outcomes.append(done.outcome)
+        if done.outcome == "stale":
+            reached = max(reached, at + 1)
+        if done.version is None:
+            break
+        reached = max(reached, done.version)
+        after: int | None = done.version
+        if done.outcome == "duplicate" and i + 1 < len(seats):
+            after = _version_after(app, match_id, at, done.command_id)
+        if after is None:
+            break
+        at = after
+    if reached >= 0:  # the match is past `version` now
+        _reached(match_id, reached)
+    return outcomes
+
+
+def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, interrupt_seconds: float) -> Message:
+    with child_span("bots.choose", {"policy": policy, "game_id": decision.game_id}):
         try:
             with time_limit(interrupt_seconds):
-                command = make_policy(policy).choose(engine, decision)
+                return make_policy(policy).choose(engine, decision)
         except Exception:  # noqa: BLE001 - a policy bug (or a timeout) must not stall the match
             log.exception("policy_failed", match_id=match_id, policy=policy)
-            command = RandomPolicy().choose(engine, decision)
-    outcome = _submit(client, command, bot_command_id(match_id, version, seat), version,
-                      fallback=[c for c in decision.legal if c != command])
-    if outcome in ("submitted", "duplicate", "stale"):  # the match is past `version` now
-        _reached(match_id, version + 1)
-    return outcome
+            return RandomPolicy().choose(engine, decision)
+
+
+def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int, policy: str, seed: int,
+                   deadline: float, interrupt_seconds: float, command_id: str) -> _Submitted:
+    """A batch's later seat decided from what it may do at `version`, read over gRPC."""
+    fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
+    if isinstance(fetched, str):
+        return _Submitted(fetched, None, command_id)
+    command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds)
+    return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command])
+
+
+def _version_after(app: BotsApp, match_id: str, version: int, command_id: str) -> int | None:
+    """The version right after `command_id`'s events, which follow `version` (None: they do not)."""
+    last = None
+    for env in app.store.read(match_id, after=version, limit=64):
+        if env.command_id != command_id:
+            break
+        last = env.seq
+    return last
 
 
 def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int,
@@ -244,22 +317,35 @@ def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: in
     return Decision(game_id, seat, _unpack(engine.info.view_type, view.view), commands, version, seed, deadline)
 
 
+@dataclass(frozen=True)
+class _Submitted:
+    outcome: str
+    version: int | None
+    """the version the answer carried (a duplicate's: the match's current one); None: refused, stale..."""
+    command_id: str
+    """the id it went with (a fallback's ends in `:f`)"""
+
+
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:
+    return _submit_at(client, command, command_id, version, fallback).outcome
+
+
+def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
     try:
         # omit_events: a bot never reads the events its command appended (the next
         # decision comes with its own payload), so the server need not render them.
         reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
-            return "stale"
+            return _Submitted("stale", None, command_id)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT) and fallback:
             # A listed command refused (a sampled legal set, a racing window): try another once.
             log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
-            return _submit(client, fallback[0], command_id + ":f", version, [])
+            return _submit_at(client, fallback[0], command_id + ":f", version, [])
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-            return "refused"
+            return _Submitted("refused", None, command_id)
         raise
-    return "duplicate" if reply.duplicate else "submitted"
+    return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), command_id)
 
 
 def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:

@@ -36,6 +36,14 @@ VIEWLESS_POLICIES = frozenset({"random"})
 seeded by the decision). A test holds `random`'s choices equal with and without the view."""
 
 
+def bot_command_id(match_id: str, version: int, seat: int) -> str:
+    """The command id of `seat`'s bot decision submitted at `version` (a batch's later seats
+    included: the version each is submitted at), so a retried or redelivered task, a batch
+    or a single task, is answered from the first answer. The dispatcher reads a batch's
+    progress from these ids (dispatcher.py, `_batch_playing`)."""
+    return f"bot:{match_id}:{version}:{seat}"
+
+
 @functools.lru_cache(maxsize=256)
 def reads_view(policy: str) -> bool:
     """Whether a seat playing `policy` (a seat_info.policy string) needs its view in the payload."""

@@ -196,16 +196,27 @@ def make_celery(app: BotsApp) -> Celery:
     @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True,
                  Strategy=f"{__name__}:decide_strategy", **retry)
     def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               decision: dict[str, Any] | None = None) -> str:
+               decision: dict[str, Any] | None = None, then: list[list[Any]] | None = None) -> str:
+        """`then`: the other bot seats asked at `version` (a simultaneous choice), each as
+        [seat, policy, decision], played after this one (handlers.play_bot_decisions)."""
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
-            outcome = handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
-                                                 DecisionPayload.from_json(decision), think_seconds=think,
-                                                 interrupt_seconds=interrupt)
+            if not then:
+                outcomes = [handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
+                                                       DecisionPayload.from_json(decision), think_seconds=think,
+                                                       interrupt_seconds=interrupt)]
+                seats = [(seat, policy)]
+            else:
+                batch = [(seat, policy, DecisionPayload.from_json(decision))]
+                batch += [(int(s), str(p), DecisionPayload.from_json(d)) for s, p, d in then]
+                outcomes = handlers.play_bot_decisions(app, match_id, game_id, version, batch,
+                                                       think_seconds=think, interrupt_seconds=interrupt)
+                seats = [(s, p) for s, p, _ in batch]
         # One line per move at INFO was a tenth of a random decision's CPU: the usual
         # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
-        (log.debug if outcome == "submitted" else log.info)(
-            "bot_decision", match_id=match_id, seat=seat, version=version, policy=policy, outcome=outcome)
-        return outcome
+        for (s, p), outcome in zip(seats, outcomes, strict=False):
+            (log.debug if outcome == "submitted" else log.info)(
+                "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome)
+        return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
     @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, **retry)
     def clock(self: Any, match_id: str, seat: int, version: int) -> str:
@@ -246,19 +257,26 @@ class DecisionMessages:
                            headers=headers)
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               payload: DecisionPayload | None, extra: str) -> str:
+               payload: DecisionPayload | None, extra: str,
+               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> str:
         """A `decide` message (`message` of the dispatcher's arguments), its body written out
         rather than dumped: the legal commands' base64 is plain text, so only the names
         need quoting. `extra` is `headers_text` of its headers (the same for a match's
-        every task). A test holds it equal to `message`'s text."""
+        every task). `then`: the other seats of a simultaneous choice, as (seat, policy,
+        payload), in the `then` keyword argument (their payload needed). A test holds it
+        equal to `message`'s text."""
         names = (_quoted(match_id), _quoted(game_id), _quoted(policy))
         if payload is None:
             decision, kwargsrepr = "{}", "{}"
         else:
-            as_json = payload.to_json()
-            legal = '"' + '", "'.join(as_json["legal"]) + '"' if payload.legal else ""
-            decision = '{"decision": {"view": "' + as_json["view"] + '", "legal": [' + legal + "]}}"
-            kwargsrepr = f"{{decision: {len(payload.legal)} legal}}"
+            decision = '{"decision": ' + _payload_text(payload)
+            kwargsrepr = f"{{decision: {len(payload.legal)} legal"
+            if then:
+                decision += ', "then": [' + ", ".join(
+                    f"[{int(s)}, {_quoted(p)}, {_payload_text(d)}]" for s, p, d in then) + "]"
+                kwargsrepr += f", then: {len(then)} seats"
+            decision += "}"
+            kwargsrepr += "}"
         body = f"[[{names[0]}, {names[1]}, {int(seat)}, {int(version)}, {names[2]}], {decision}, {self._embed}]"
         argsrepr = repr((match_id, game_id, seat, version, policy))
         return self._render(body.encode(), new_uuid(), f'"{new_uuid()}"', _quoted(argsrepr), _quoted(kwargsrepr),
@@ -331,6 +349,13 @@ class DecisionMessages:
         pieces = re.split(r'"\\u0000(\w+)\\u0000"', text)
         assert len(pieces) == 2 * 10 + 1 and pieces[1] == "body", pieces
         return pieces
+
+
+def _payload_text(payload: DecisionPayload) -> str:
+    """`json.dumps(payload.to_json())`: base64 is plain text, nothing to escape."""
+    as_json = payload.to_json()
+    legal = '"' + '", "'.join(as_json["legal"]) + '"' if payload.legal else ""
+    return '{"view": "' + as_json["view"] + '", "legal": [' + legal + "]}"
 
 
 def _bulk(value: bytes) -> bytes:
@@ -479,8 +504,10 @@ class CeleryTasks:
         return {TRACE_HEADER: dict(trace or inject_context())}
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None) -> None:
-        message = self._messages.decide(match_id, game_id, seat, version, policy, payload, self._extra(trace))
+               trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None,
+               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> None:
+        message = self._messages.decide(match_id, game_id, seat, version, policy, payload, self._extra(trace),
+                                        then)
         decisions = getattr(self._local, "decisions", None)
         if decisions is None:
             self._push([message])

@@ -53,6 +53,71 @@ def test_a_worker_plays_a_registered_game(bots_stack: BotsStack) -> None:
     assert view.finished
 
 
+def test_a_worker_plays_simultaneous_choices_several_seats_a_task(bots_stack: BotsStack) -> None:
+    """GoodCritters asks every seat at once in its secret steps: one task carries them all (the
+    task's `then`), so the worker takes far fewer tasks (BRPOPs) than it plays moves."""
+    import redis
+
+    if "goodcritters" not in bots_stack.registry:
+        pytest.skip("GoodCritters is not registered")
+    client = redis.Redis.from_url(bots_stack.redis_url)
+    brpops = client.info("commandstats").get("cmdstat_brpop", {}).get("calls", 0)
+    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=seats(*["random"] * 4))
+    view = bots_stack.wait_finished(handle.match_id, timeout=90)
+    taken = client.info("commandstats")["cmdstat_brpop"]["calls"] - brpops
+    envelopes = bots_stack.command.store.read(handle.match_id)
+    first_seq: dict[str, int] = {}
+    for env in envelopes:
+        if env.command_id:
+            first_seq.setdefault(env.command_id, env.seq)
+    moves = len(first_seq)
+    assert view.finished and moves > 100
+    for command_id, seq in first_seq.items():  # every move submitted at the version its id names
+        assert command_id.startswith(f"bot:{handle.match_id}:")
+        assert int(command_id.split(":")[2]) == seq - 1, command_id
+    assert taken < 0.7 * moves, (taken, moves)  # idle BRPOP timeouts included
+
+
+def test_a_redelivered_batch_is_answered_from_the_first_answers_over_grpc(bots_stack: BotsStack) -> None:
+    from famiglia.matchstate import MatchState
+    from services.bots.payload import bot_command_id, seat_payload
+
+    if "goodcritters" not in bots_stack.registry:
+        pytest.skip("GoodCritters is not registered")
+    app = bots_stack.bots
+    store = bots_stack.command.store
+    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=[])  # humans: nothing queued
+    match_id = handle.match_id
+    while True:  # play as the humans until several seats are asked at once
+        match = MatchState.from_envelopes(bots_stack.registry, store.read(match_id))
+        pending = [p.seat for p in match.engine.pending(match.state)]
+        if len(pending) > 1:
+            break
+        command = match.engine.legal_commands(match.state, pending[0], 1)[0]
+        app.seat(match_id, pending[0]).submit(command, command_id=f"h{match.version}", expected_version=match.version)
+    version = match.version
+    batch = [(s, "random", seat_payload(match.engine, match.state, s, view=False)) for s in pending]
+    handlers._REACHED.clear()
+    # A worker killed after its first seat's submit ...
+    assert handlers.play_bot_decisions(app, match_id, "goodcritters", version, batch[:1]) == ["submitted"]
+    # ... and the message redelivered to another process: the first seat is a duplicate (its answer
+    # carries the current version; the version after its command comes from the store), the rest play.
+    handlers._REACHED.clear()
+    outcomes = handlers.play_bot_decisions(app, match_id, "goodcritters", version, batch)
+    assert outcomes == ["duplicate"] + ["submitted"] * (len(batch) - 1)
+    after = store.version(match_id)
+    handlers._REACHED.clear()
+    assert handlers.play_bot_decisions(app, match_id, "goodcritters", version, batch) == ["duplicate"] * len(batch)
+    assert store.version(match_id) == after
+    match = MatchState.from_envelopes(bots_stack.registry, store.read(match_id))
+    at = version
+    for seat, _, _ in batch:  # each seat once, each at the version the previous one left
+        first, last = match.commands[bot_command_id(match_id, at, seat)]
+        assert first == at + 1
+        at = last
+    assert at == after
+
+
 def test_a_stale_decision_does_nothing(bots_stack: BotsStack) -> None:
     handle = bots_stack.client.create_match("highcard", 2, seed=1, seat_info=[])  # humans: nothing queued
     app = bots_stack.bots
@@ -94,6 +159,28 @@ def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
     bots_stack.start_worker()
     view = bots_stack.wait_finished(handle.match_id, timeout=45)
     assert view.version == handle.version + 12  # every card played exactly once
+
+
+def test_a_worker_killed_in_the_middle_of_a_batch_loses_nothing(bots_stack: BotsStack) -> None:
+    if "goodcritters" not in bots_stack.registry:
+        pytest.skip("GoodCritters is not registered")
+    slow = "ismcts?iterations=100000&seconds=0.03"
+    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=seats(slow, "random", slow, "random"))
+    store = bots_stack.command.store
+    deadline = time.monotonic() + 30
+    while store.version(handle.match_id) < handle.version + 12 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    bots_stack.kill_worker()
+    stopped_at = store.version(handle.match_id)
+    bots_stack.start_worker()
+    view = bots_stack.wait_finished(handle.match_id, timeout=120)  # the stall re-queue or the redelivery went on
+    assert view.version > stopped_at
+    first_seq: dict[str, int] = {}
+    for env in store.read(handle.match_id):
+        if env.command_id:
+            first_seq.setdefault(env.command_id, env.seq)
+    for command_id, seq in first_seq.items():  # no move twice: each at the version its id names
+        assert int(command_id.split(":")[2]) == seq - 1, command_id
 
 
 def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: BotsStack) -> None:

@@ -98,6 +98,21 @@ def test_a_decide_message_written_out_is_the_dumped_one_but_for_its_ids(redis_ur
                 assert UUID4.sub("ID", written) == UUID4.sub("ID", dumped)
 
 
+def test_a_decide_message_of_several_seats_written_out_is_the_dumped_one_but_for_its_ids(redis_url: str) -> None:
+    messages = DecisionMessages(make_celery(bootstrap(settings=Settings(redis_url=redis_url, secret="test"),
+                                                      bots=BotsSettings())))
+    first = DecisionPayload(b"\x08\x01v", (b"\x0a\x01a", b"\xff" * 40))
+    then = [(2, "heuristic?samples=1", DecisionPayload(b"\x08\x02w", (b"\x0a\x01b",))),
+            (0, "q\"\\é\u2028", DecisionPayload(b"", ()))]
+    args = ("m1", "goodcritters", 1, 17, "random")
+    headers = {TRACE_HEADER: {"traceparent": "00-ab"}}
+    written = messages.decide(*args, first, messages.headers_text(headers) or "", then)
+    dumped = messages.message(
+        args, {"decision": first.to_json(), "then": [[s, p, d.to_json()] for s, p, d in then]},
+        argsrepr=repr(args), kwargsrepr="{decision: 2 legal, then: 2 seats}", headers=headers)
+    assert UUID4.sub("ID", written) == UUID4.sub("ID", dumped)
+
+
 def test_task_ids_are_unique_random_uuid4s() -> None:
     ids = [new_uuid() for _ in range(2000)]  # several pool refills
     assert len(set(ids)) == len(ids)

@@ -29,10 +29,13 @@ class FakeTasks:
     decisions: list[tuple] = field(default_factory=list)
     payloads: list = field(default_factory=list)
     clocks: list[tuple] = field(default_factory=list)
+    thens: list = field(default_factory=list)
+    """each decision's further seats (seat, policy, payload): () for a task of one seat"""
 
-    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None) -> None:
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None, then=()) -> None:
         self.decisions.append((match_id, seat, version, policy))
         self.payloads.append(payload)
+        self.thens.append(tuple(then))
 
     def clock(self, match_id, seat, version, countdown, trace=None) -> None:
         self.clocks.append((match_id, seat, version, countdown))
@@ -59,9 +62,9 @@ class FakeObserver:
 class Table:
     """A command service on the in-memory store and a dispatcher reading what it writes."""
 
-    def __init__(self, now: list[float] | None = None) -> None:
+    def __init__(self, now: list[float] | None = None, registry=None) -> None:
         self.store = InMemoryEventStore()
-        registry = toy_registry()
+        registry = registry or toy_registry()
         self.app = command_bootstrap(store=self.store, registry=registry, settings=Settings(secret="test"))
         self.tasks = FakeTasks()
         self.observer = FakeObserver()
@@ -70,9 +73,10 @@ class Table:
                                      stall_seconds=10, clock_grace_seconds=0.5, now=lambda: self.clock_now[0])
         self.cursors: dict[str, int] = {}
 
-    def create(self, bots: dict[int, str], seats: int = 2, seed: int = 3, **options: str) -> str:
+    def create(self, bots: dict[int, str], seats: int = 2, seed: int = 3, game: str = "highcard",
+               **options: str) -> str:
         info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p, player_id=p) for s, p in bots.items()]
-        created = self.app.create_match("highcard", seats, seed=seed, options=options, seat_info=info,
+        created = self.app.create_match(game, seats, seed=seed, options=options, seat_info=info,
                                         tournament_id="t1")
         return created.match_id
 
@@ -439,8 +443,8 @@ class HoldingTasks(FakeTasks):
     def shares_server(self, client) -> bool:
         return self.same_server and client is not None
 
-    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None) -> None:
-        FakeTasks.decide(self, match_id, game_id, seat, version, policy, trace, payload)
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None, then=()) -> None:
+        FakeTasks.decide(self, match_id, game_id, seat, version, policy, trace, payload, then)
         (self.held if self.holding else self.queued).append((match_id, seat, version))
 
     @contextlib.contextmanager
