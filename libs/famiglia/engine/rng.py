@@ -10,7 +10,7 @@ from __future__ import annotations
 import _random
 import hashlib
 import random
-from collections.abc import MutableSequence, Sequence
+from collections.abc import Callable, MutableSequence, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -71,15 +71,33 @@ class Rng:
         rand = self._rand = _generator(derive_seed(*seed) if isinstance(seed, tuple) else seed)
         return rand
 
+    # randint, randrange and choice make the very draws `random.Random` makes for them
+    # (`randrange(n)` is `_randbelow(n)`: getrandbits of n's bit length until below n), without
+    # its two Python frames and argument checks per draw; anything but a plain int range (an
+    # empty one included) goes to `random.Random` itself, for the same answer or error.
+
     def randint(self, a: int, b: int) -> int:
         """Uniform integer in [a, b], both included."""
-        return (self._rand or self._seeded()).randint(a, b)
+        rand = self._rand or self._seeded()
+        if type(a) is int and type(b) is int and b >= a:
+            return a + _below(rand.getrandbits, b - a + 1)
+        return rand.randint(a, b)
 
     def randrange(self, n: int) -> int:
-        return (self._rand or self._seeded()).randrange(n)
+        rand = self._rand or self._seeded()
+        if type(n) is int and n > 0:
+            getrandbits = rand.getrandbits
+            k = n.bit_length()
+            r = getrandbits(k)
+            while r >= n:
+                r = getrandbits(k)
+            return r
+        return rand.randrange(n)
 
     def choice(self, items: Sequence[T]) -> T:
-        return items[(self._rand or self._seeded()).randrange(len(items))]
+        n = len(items)
+        rand = self._rand or self._seeded()
+        return items[_below(rand.getrandbits, n) if n > 0 else rand.randrange(n)]
 
     def shuffle(self, items: MutableSequence[T]) -> None:
         (self._rand or self._seeded()).shuffle(items)
@@ -96,4 +114,13 @@ class Rng:
         return (self._rand or self._seeded()).random()
 
     def die(self, faces: int = 6) -> int:
-        return (self._rand or self._seeded()).randint(1, faces)
+        return self.randint(1, faces)
+
+
+def _below(getrandbits: Callable[[int], int], n: int) -> int:
+    """`random.Random._randbelow(n)` for n >= 1: the same draws."""
+    k = n.bit_length()
+    r = getrandbits(k)
+    while r >= n:
+        r = getrandbits(k)
+    return r

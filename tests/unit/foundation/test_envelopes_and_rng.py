@@ -75,3 +75,25 @@ def test_a_batchs_envelopes_are_the_fields_set_one_by_one() -> None:
         if i == 0:
             expected.command = command.SerializeToString(deterministic=True)
         assert env == expected
+
+
+def test_rng_draws_are_random_randoms_for_every_range() -> None:
+    """randrange, randint, choice and die skip random.Random's Python frames, not its draws: the
+    same numbers for small, power-of-two and huge ranges, the same errors for empty ones."""
+    import random
+
+    import pytest
+
+    for seed in [*range(40), -7, 2**64 - 1, derive_seed(3, 40, "rob")]:
+        rng, plain = Rng(seed), random.Random(seed)
+        for n in [1, 2, 3, 7, 8, 9, 16, 17, 100, 2**30, 2**30 + 1, 8**10, 5**12, 2**64 + 5]:
+            assert rng.randrange(n) == plain.randrange(n)
+            assert rng.randint(-n, n) == plain.randint(-n, n)
+            assert rng.randint(n, n) == plain.randint(n, n)
+            items = list(range(n % 50 + 1))
+            assert rng.choice(items) == items[plain.randrange(len(items))]
+        assert [rng.die(), rng.die(20), rng.random()] == [plain.randint(1, 6), plain.randint(1, 20), plain.random()]
+    rng = Rng(1)
+    for call in (lambda: rng.randrange(0), lambda: rng.randrange(-3), lambda: rng.randint(3, 2), lambda: rng.choice([])):
+        with pytest.raises(ValueError):
+            call()

@@ -13,7 +13,7 @@ from famiglia.engine import RuleViolation
 from . import config as cfg
 from .data import MAX_PLAYERS, NOBODY
 from .events import Event
-from .state import Offer, State, Step, fresh_round_fields, put, replace
+from .state import COMMITTING, NONE_COMMITTED, RELEASING, Offer, State, Step, fresh_round_fields, put, replace
 
 
 class FoldedRun:
@@ -178,7 +178,7 @@ def _release_commitments(s: State) -> tuple[bool, ...]:
     return _NONE_COMMITTED[s.seats]
 
 
-_NONE_COMMITTED = tuple((False,) * n for n in range(MAX_PLAYERS + 1))
+_NONE_COMMITTED = NONE_COMMITTED
 
 
 # The hot events have their state change as a function of plain values as well, which
@@ -214,9 +214,7 @@ def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
     counts[seat] = choices
     values["choices"] = tuple(counts)
     if s.committed[seat]:  # a change of mind takes the commitment back (an uncommitted choice keeps it)
-        committed = list(s.committed)
-        committed[seat] = False
-        values["committed"] = tuple(committed)
+        values["committed"] = RELEASING[s.committed][seat]
     new = _new(State)
     _set_dict(new, values)
     return new
@@ -224,9 +222,7 @@ def action_card_chosen(s: State, seat: int, card: int, choices: int) -> State:
 
 def committed(s: State, seat: int) -> State:
     values = s.__dict__.copy()
-    committed = list(s.committed)
-    committed[seat] = True
-    values["committed"] = tuple(committed)
+    values["committed"] = COMMITTING[s.committed][seat]
     new = _new(State)
     _set_dict(new, values)
     return new

@@ -145,15 +145,21 @@ def pending_list(state: State) -> list[Pending]:
     """`pending` as the fresh list the engine contract returns (the engine's `pending`), asked
     before every command: the last answer reused while who acts is the very same object (a card
     choice keeps the commitments tuple, every public change shares the all-uncommitted one), so
-    the tuple is not hashed again."""
+    the tuple is not hashed again. `_who_acts` written out (a call saved per command)."""
     global _LAST_WHO
     step = state.step
-    who = _who_acts(state, step)
+    if step is ACTIONS or step is CARD_CHOICE:
+        who: object = state.committed
+    elif step is THREAT_TURNS:
+        who = state.turn
+    else:
+        who = state.boss
     last = _LAST_WHO
-    if last[0] is who and last[1] is step and last[2] is state.config:
+    config = state.config
+    if last[0] is who and last[1] is step and last[2] is config:
         return list(last[3])
     found = _pending_of(state, step, who)
-    _LAST_WHO = (who, step, state.config, found)
+    _LAST_WHO = (who, step, config, found)
     return list(found)
 
 

@@ -16,7 +16,7 @@ from famiglia.engine import Rng
 
 from . import commands as cmd
 from .commands import Command, listed
-from .data import ACTION_CARDS, NOBODY
+from .data import ACTION_CARDS, MAX_PLAYERS, NOBODY
 from .state import ACTIONS, CARD_CHOICE, DISTRIBUTE, OVER, THREAT_TURNS, State, Step
 
 ASSIGNMENT_SAMPLE = 12
@@ -194,9 +194,13 @@ def _simple_commands(
     return tuple(out)
 
 
-_OPEN_STEP: dict[tuple[object, ...], tuple[Command, ...]] = {}
-"""`_simple_commands` of an open Step 3 by (seat, seats, threat, committed, can choose, has a
-card, can change): asked before most commands, so read without the cache wrapper's own key."""
+_OPEN_STEP: list[list[list[tuple[Command, ...] | None]]] = [
+    [[None] * (16 * (MAX_PLAYERS + 1)) for _ in range(seats)] for seats in range(MAX_PLAYERS + 1)
+]
+"""`_simple_commands` of an open Step 3, as `_OPEN_STEP[seats][seat][code]`, filled as asked:
+`code` is 16 * (the seat's threat + 1) plus its flags (committed 8, may choose 4, has a card 2,
+may change 1). Asked before most commands; small-int indexes instead of a 7-tuple key to hash
+and compare (every code is below 256, so no int is allocated)."""
 
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
@@ -206,18 +210,24 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
     conf = state.config
     if step is ACTIONS:  # most commands: the open Step 3
         can_change = state.changes[seat] < conf.public_change_limit
-        key = (
-            seat,
-            state.seats,
-            state.threats[seat],
-            state.committed[seat],
-            state.choices[seat] < conf.card_choice_limit,
-            state.cards[seat] != 0,
-            can_change,
-        )
-        shape = _OPEN_STEP.get(key)
+        committed = state.committed[seat]
+        can_choose = state.choices[seat] < conf.card_choice_limit
+        has_card = state.cards[seat] != 0
+        code = 16 * (state.threats[seat] + 1)
+        if committed:
+            code += 8
+        if can_choose:
+            code += 4
+        if has_card:
+            code += 2
+        if can_change:
+            code += 1
+        shapes = _OPEN_STEP[state.seats][seat]
+        shape = shapes[code]
         if shape is None:
-            shape = _OPEN_STEP[key] = _simple_commands(True, *key[3:6], False, can_change, seat, *key[1:3])
+            shape = shapes[code] = _simple_commands(
+                True, committed, can_choose, has_card, False, can_change, seat, state.seats, state.threats[seat]
+            )
         listing = list(shape)
         if can_change and conf.payoff:
             listing += _sample_offers(state, seat)

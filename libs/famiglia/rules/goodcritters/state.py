@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from .config import Config
-from .data import NOBODY
+from .data import MAX_PLAYERS, NOBODY
 
 T = TypeVar("T")
 
@@ -117,13 +117,36 @@ def put(items: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
     return tuple(out)
 
 
+Commitments = tuple[bool, ...]
+
+
+def _commitments() -> tuple[tuple[Commitments, ...], dict[Commitments, tuple[Commitments, ...]], dict[Commitments, tuple[Commitments, ...]]]:
+    """Every commitments tuple of every seat count, once, and what committing or releasing
+    each seat makes of it (see COMMITTING)."""
+    every = [[tuple(bool(mask >> i & 1) for i in range(n)) for mask in range(2**n)] for n in range(MAX_PLAYERS + 1)]
+    on, off = {}, {}
+    for n, tuples in enumerate(every):
+        for mask, t in enumerate(tuples):
+            on[t] = tuple(tuples[mask | 1 << i] for i in range(n))
+            off[t] = tuple(tuples[mask & ~(1 << i)] for i in range(n))
+    return tuple(tuples[0] for tuples in every), on, off
+
+
+NONE_COMMITTED, COMMITTING, RELEASING = _commitments()
+"""`NONE_COMMITTED[n]`: nobody committed at n seats; `COMMITTING[t][seat]` is the commitments
+`t` with `seat` committed, `RELEASING[t][seat]` with it released, for every tuple of every
+seat count. Commitments change with most commands: a look-up (one tuple hash) is cheaper than
+a tuple rebuilt, and as every State's commitments then come from these same tuples (setup, a
+round's clean-up, a public change, a commit), look-ups by them (`pending`) match by identity."""
+
+
 def fresh_round_fields(seats: int) -> dict[str, object]:
     """GC-R07, GC-P13: what the clean-up resets for every seat."""
     return {
         "threats": (NOBODY,) * seats,
         "cards": (0,) * seats,
         "choices": (0,) * seats,
-        "committed": (False,) * seats,
+        "committed": NONE_COMMITTED[seats],
         "changes": (0,) * seats,
         "revealed": (0,) * seats,
         "offers": (),
