@@ -232,9 +232,10 @@ class DecisionMessages:
     """`decide` task messages as Celery's send_task would write them to the broker
     (protocol 2 headers, kombu's Redis envelope, base64 body), built from a template.
 
-    The dispatcher sends one per bot move, and send_task's general path (routing,
-    option merging, a producer from the pool, kombu's publish and envelope) cost
-    more of its CPU than folding the match and building the decision. The headers
+    The dispatcher sends one per bot decision (one for all the seats of a simultaneous
+    choice), and send_task's general path (routing, option merging, a producer from the
+    pool, kombu's publish and envelope) cost more of its CPU than folding the match and
+    building the decision. The headers
     come from Celery's own `as_task_v2`, so its fields stay Celery's; a test holds
     the whole message equal to send_task's but for ids."""
 
