@@ -15,8 +15,16 @@ help: ## list the targets
 	@echo "famiglia — make targets"
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# .venv is built on the fastest build of $(PYTHON)'s version on PATH (tools/pick_python.py:
+# a distribution's PGO+LTO build runs famiglia 10-25 % faster than a pyenv one), and built
+# again when that choice changes.
+$(STAMP): pyproject.toml tools/pick_python.py
+	@base="$$($(PYTHON) tools/pick_python.py)"; \
+	if [ -x $(PY) ] && [ "$$(cat $(VENV)/.base-python 2>/dev/null)" != "$$base" ]; then \
+	  echo "rebuilding $(VENV) on $$base"; rm -rf $(VENV); fi; \
+	if [ ! -x $(PY) ]; then \
+	  $$base -m venv $(VENV) || { base=$(PYTHON); rm -rf $(VENV); $(PYTHON) -m venv $(VENV); }; fi; \
+	echo "$$base" > $(VENV)/.base-python
 	@$(PY) -m pip install -q --upgrade pip >/dev/null
 	@$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
