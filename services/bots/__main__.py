@@ -28,7 +28,8 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery),
                             observer=TournamentObserver(repo, on_finished=runner.wake.set),
                             stall_seconds=app.bots.stall_seconds,
-                            clock_grace_seconds=app.bots.clock_grace_seconds)
+                            clock_grace_seconds=app.bots.clock_grace_seconds,
+                            seats_per_task=app.bots.seats_per_task)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")

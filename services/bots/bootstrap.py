@@ -46,6 +46,10 @@ class BotsSettings:
     task_time_limit: float = 120.0
     clock_grace_seconds: float = 0.5
     """Added to every human clock so the last instant still belongs to the human."""
+    seats_per_task: int = 0
+    """Bot seats one `decide` task may carry when several are asked at once (a simultaneous
+    choice): 0 = all of them, played one after another (docs/bots.md); 1 = one task per
+    decision, the next queued when the version moves."""
     threads_per_worker: int = 2
     """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
     so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~10 %
@@ -62,6 +66,7 @@ class BotsSettings:
             stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),
             task_time_limit=_env_float("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0),
             clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
+            seats_per_task=int(os.environ.get("FAMIGLIA_BOTS_SEATS_PER_TASK", "0") or 0),
             threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "2") or 2),
         )
 

@@ -157,13 +157,16 @@ def bot_seats(match: MatchState) -> dict[int, str]:
 class Dispatcher:
     def __init__(self, store: EventStore, registry: Registry, tasks: TaskSender, *,
                  observer: MatchObserver | None = None, stall_seconds: float = 30.0,
-                 clock_grace_seconds: float = 0.5, now: Callable[[], float] = time.monotonic) -> None:
+                 clock_grace_seconds: float = 0.5, seats_per_task: int = 0,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.registry = registry
         self.tasks = tasks
         self.observer = observer
         self.stall_seconds = stall_seconds
         self.clock_grace_seconds = clock_grace_seconds
+        self.seats_per_task = seats_per_task
+        """Most bot seats one task carries (0: every seat asked at once; 1: one task per decision)."""
         self.now = now
         self.matches: dict[str, Tracked] = {}
         self._done: OrderedDict[str, None] = OrderedDict()  # finished or unplayable, recently
@@ -297,6 +300,8 @@ class Dispatcher:
         match = tracked.match
         first = match.version % len(bots)
         order = list(bots[first:]) + list(bots[:first])
+        if self.seats_per_task > 0:
+            order = order[:self.seats_per_task]
         seat = order[0]
         if (match.version, seat) in tracked.sent:
             return

@@ -185,6 +185,20 @@ def test_a_whole_match_of_simultaneous_choices_takes_one_task_a_trick() -> None:
     assert played == 4 and table.observer.finished == [match_id]
 
 
+def test_one_seat_per_task_queues_one_task_per_decision_the_next_when_the_version_moves() -> None:
+    table = secret_table()
+    table.dispatcher.seats_per_task = 1  # FAMIGLIA_BOTS_SEATS_PER_TASK=1
+    match_id = three_bots(table, hand="4")
+    table.pump(match_id)
+    worker = LocalWorker(table)
+    moves = 0
+    while match_id in table.dispatcher.matches:
+        assert len(table.tasks.decisions) == moves + 1  # one task, one seat, never a duplicate
+        assert worker.play() == ["submitted"]
+        moves += 1
+    assert moves == 4 * 3 and table.observer.finished == [match_id]
+
+
 def test_an_outside_command_breaks_the_batch_and_the_rest_of_it_is_stale() -> None:
     table = secret_table()
     match_id = table.create({0: "random", 1: "random", 2: "random"}, seats=3, seed=5, game=GAME_ID)
