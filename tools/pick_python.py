@@ -5,7 +5,7 @@
 Machines often carry two builds of the same CPython: a distribution's (built with
 profile-guided optimisation and LTO, as the official Docker images are) and a
 pyenv or hand-made one built without them, which runs famiglia's pure-Python engines
-and services 10-25 % slower. PATH order says nothing about which is which, and the
+and services 3-10 % slower (more on a busy machine). PATH order says nothing about which is which, and the
 build flags are not reliably readable from `sysconfig`, so each candidate runs the
 same short pure-Python workload and the one with the least CPU time wins.
 

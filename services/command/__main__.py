@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 from famiglia.config import Settings, listen_address
 from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
-from .entrypoints.grpc_server import serve
+from .entrypoints.grpc_server import CALL_WORKERS, serve
 
 
 def main() -> None:
     configure("command")
     settings = Settings.from_env()
     app = bootstrap(settings=settings)
-    server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers)
+    server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
+                         call_workers=int(os.environ.get("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)))
     server.start()
     get_logger().info("command_service_started", port=port, redis=settings.redis_url)
     stop = stop_on_signals()
