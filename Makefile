@@ -16,7 +16,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
 # .venv is built on the fastest build of $(PYTHON)'s version on PATH (tools/pick_python.py:
-# a distribution's PGO+LTO build runs famiglia 10-25 % faster than a pyenv one), and built
+# a distribution's PGO+LTO build runs famiglia 3-10 % faster than a pyenv one), and built
 # again when that choice changes.
 $(STAMP): pyproject.toml tools/pick_python.py
 	@base="$$($(PYTHON) tools/pick_python.py)"; \
