@@ -5,7 +5,6 @@ that task plays them (dispatcher.py `_queue_bots`, handlers.py `play_bot_decisio
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -20,7 +19,7 @@ from services.command.app import Viewer
 
 from .secret_card import ENGINE as SECRET
 from .secret_card import GAME_ID, secret_registry
-from .test_dispatcher import FakeTasks, Table
+from .test_dispatcher import Table, handle_with_a_lost_batch
 
 
 class _RpcError(grpc.RpcError):
@@ -316,18 +315,8 @@ def test_a_batch_whose_send_fails_is_queued_again_whole_by_the_redo() -> None:
     table = secret_table()
     match_id = three_bots(table)
     envelopes = table.store.read(match_id)
-
-    @contextlib.contextmanager
-    def lost_batch():
-        yield
-        raise ConnectionError("broker away while sending the batch")
-
-    table.tasks.batch = lost_batch  # type: ignore[method-assign]
-    with pytest.raises(ConnectionError):
-        table.dispatcher.handle(envelopes)
+    handle_with_a_lost_batch(table, envelopes)
     assert table.dispatcher.matches[match_id].seat_batch is None and not table.dispatcher.matches[match_id].sent
-    table.tasks.batch = FakeTasks.batch.__get__(table.tasks)  # type: ignore[method-assign]
-    table.tasks.decisions.clear()  # the fake recorded it, but the broker never got it
     table.tasks.thens.clear()
     table.dispatcher.handle(envelopes)  # the unacked entries come again
     assert len(table.tasks.decisions) == 1 and len(table.tasks.thens[0]) == 2

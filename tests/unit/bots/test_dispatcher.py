@@ -96,6 +96,23 @@ class Table:
         return self.store.version(match_id)
 
 
+
+def handle_with_a_lost_batch(table: Table, envelopes) -> None:
+    """The dispatcher handles `envelopes` while the broker goes away at the end of its batch
+    (the send raises); then the broker is back, and what the fake recorded is forgotten,
+    since the broker never got it."""
+
+    @contextlib.contextmanager
+    def lost_batch():
+        yield
+        raise ConnectionError("broker away while sending the batch")
+
+    table.tasks.batch = lost_batch  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        table.dispatcher.handle(envelopes)
+    table.tasks.batch = FakeTasks.batch.__get__(table.tasks)  # type: ignore[method-assign]
+    table.tasks.decisions.clear()
+
 def test_a_bot_seat_gets_one_task_at_the_version_it_must_act_at() -> None:
     table = Table()
     match_id = table.create({0: "random", 1: "heuristic"})
@@ -294,17 +311,7 @@ def test_a_batch_whose_send_fails_at_its_end_is_unmarked_so_the_redo_sends_it() 
     first = table.create({0: "random", 1: "random"}, seed=1)
     second = table.create({0: "random", 1: "random"}, seed=2)
     envelopes = table.store.read(first) + table.store.read(second)
-
-    @contextlib.contextmanager
-    def lost_batch():
-        yield
-        raise ConnectionError("broker away while sending the batch")
-
-    table.tasks.batch = lost_batch  # type: ignore[method-assign]
-    with pytest.raises(ConnectionError):
-        table.dispatcher.handle(envelopes)
-    table.tasks.batch = FakeTasks.batch.__get__(table.tasks)  # type: ignore[method-assign]
-    table.tasks.decisions.clear()  # the fake recorded them, but the broker never got them
+    handle_with_a_lost_batch(table, envelopes)
     table.dispatcher.handle(envelopes)  # the unacked entries come again
     assert sorted(d[0] for d in table.tasks.decisions) == sorted([first, second])
 
