@@ -211,9 +211,8 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     command refused (the earlier seats' commands changed what it may do) is decided
     again from its view and legal commands read over gRPC at the version reached, as a
     task without a payload would. A redelivered or retried task is answered from the
-    first answers: a duplicate's answer carries the match's current version, so the
-    version right after that command is read from the event store (its events' command
-    id) and the next seat goes on from there. The seats share the task's time budget
+    first answers: a duplicate's answer carries the version right after that command, and
+    the next seat goes on from there. The seats share the task's time budget
     (`think_seconds`, `interrupt_seconds`)."""
     if version < _REACHED.get(match_id, -1):
         return ["stale"]
@@ -256,12 +255,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         if done.version is None:
             break
         reached = max(reached, done.version)
-        after: int | None = done.version
-        if done.outcome == "duplicate" and i + 1 < len(seats):
-            after = _version_after(app, match_id, at, done.command_id)
-        if after is None:
-            break
-        at = after
+        at = done.version
     if reached >= 0:  # the match is past `version` now
         _reached(match_id, reached)
     return outcomes
@@ -282,19 +276,9 @@ def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int
     """A batch's later seat decided from what it may do at `version`, read over gRPC."""
     fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
     if isinstance(fetched, str):
-        return _Submitted(fetched, None, command_id)
+        return _Submitted(fetched, None)
     command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds)
     return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command])
-
-
-def _version_after(app: BotsApp, match_id: str, version: int, command_id: str) -> int | None:
-    """The version right after `command_id`'s events, which follow `version` (None: they do not)."""
-    last = None
-    for env in app.store.read(match_id, after=version, limit=64):
-        if env.command_id != command_id:
-            break
-        last = env.seq
-    return last
 
 
 def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int,
@@ -321,9 +305,7 @@ def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: in
 class _Submitted:
     outcome: str
     version: int | None
-    """the version the answer carried (a duplicate's: the match's current one); None: refused, stale..."""
-    command_id: str
-    """the id it went with (a fallback's ends in `:f`)"""
+    """the version the answer carried (a duplicate's: the first answer's); None: refused, stale..."""
 
 
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:
@@ -337,15 +319,15 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
-            return _Submitted("stale", None, command_id)
+            return _Submitted("stale", None)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT) and fallback:
             # A listed command refused (a sampled legal set, a racing window): try another once.
             log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
             return _submit_at(client, fallback[0], command_id + ":f", version, [])
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-            return _Submitted("refused", None, command_id)
+            return _Submitted("refused", None)
         raise
-    return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), command_id)
+    return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version))
 
 
 def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:

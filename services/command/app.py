@@ -340,11 +340,13 @@ class CommandApp:
             raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
 
     def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str, omit_events: bool = False) -> Submitted:
-        if omit_events:
-            return Submitted(hot.match.version, duplicate=True)
+        """The first answer again: the version right after that command's events (not the
+        match's version now), so a client replaying a chain of commands knows where it stood."""
         first, last = hot.match.commands[command_id]
+        if omit_events:
+            return Submitted(last, duplicate=True)
         envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=last - first + 1)
-        return Submitted(hot.match.version, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)
+        return Submitted(last, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,

@@ -543,6 +543,7 @@ class SubmitCommandResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _builtins.int
     DUPLICATE_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    """the version right after this command (a duplicate: the first answer's)"""
     duplicate: _builtins.bool
     """true when command_id was seen before"""
     @_builtins.property

@@ -94,6 +94,19 @@ def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: 
     assert [e.envelope.event_id for e in again.events] == [e.envelope.event_id for e in done.events]
 
 
+def test_a_repeated_command_id_answers_its_first_version_after_the_match_moved_on(app: CommandApp) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    done = app.submit(created.match_id, viewer, "c-1", cmd)
+    _seat, other, later = _first_move(app, created.match_id, created.seat_tokens)
+    moved = app.submit(created.match_id, other, "c-2", later)
+    assert moved.version > done.version
+    for omit in (True, False):
+        again = app.submit(created.match_id, viewer, "c-1", cmd, omit_events=omit)
+        assert again.duplicate and again.version == done.version  # the first answer, not the match's now
+
+
 def test_omit_events_answers_with_the_version_only_and_renders_nothing(app: CommandApp, store) -> None:
     engine, seats = _game()
     created = app.create_match(engine.info.game_id, seats, seed=3)
