@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml tools/pick_python.py
 	@$(PY) -m pip install -q -e '.[dev]'
 	@touch $(STAMP)
 
-setup: $(STAMP) ## create .venv and install famiglia with its dependencies
+setup: $(STAMP) ## create .venv on the fastest Python build on PATH (tools/pick_python.py), install famiglia
 	@$(PY) -m famiglia.localstack.redis_server --ensure >/dev/null
 
 run: setup ## the main job: start the embedded stack and play a bot tournament over every game
