@@ -254,11 +254,14 @@ def test_solo_workers_are_kept_one_per_core_and_a_killed_one_loses_nothing(bots_
         time.sleep(0.1)  # most likely one of them is thinking now
         for pid in first:
             os.kill(pid, signal.SIGKILL)
+        # One look at the children per check: two looks (a count, then the pids) could see
+        # the killed workers still alive in the first and already gone in the second.
         restarted = time.monotonic() + 45
-        while time.monotonic() < restarted and (len(_children(supervisor)) < 2
-                                                 or set(_children(supervisor)) & set(first)):
+        now = _children(supervisor)
+        while time.monotonic() < restarted and (len(now) < 2 or set(now) & set(first)):
             time.sleep(0.1)
-        assert len(_children(supervisor)) == 2 and not set(_children(supervisor)) & set(first), (
+            now = _children(supervisor)
+        assert len(now) == 2 and not set(now) & set(first), (
             (bots_stack.tmp / "worker.log").read_text()[-3000:])  # what the supervisor said
         view = bots_stack.wait_finished(handle.match_id, timeout=120)
         assert view.version == handle.version + 12  # every card played exactly once
