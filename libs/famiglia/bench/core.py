@@ -97,6 +97,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
     jobs = [(r.game_id, r.seats, r.seed, [(seat, pack(c).SerializeToString()) for seat, c in r.commands])
             for r in recordings]
     sample = jobs[0][3][0][1]
+    redis_pid = _redis_pid(redis_url)
     with command_service(redis_url) as address, _ClientPool(16) as pool:
         try:
             for clients in (1, 4, 16):
@@ -105,15 +106,16 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
                 runs: dict[str, list[_Run]] = {"echo": [], "submit": []}
                 for pair in range(pairs):
                     for side in ("echo", "submit") if pair % 2 == 0 else ("submit", "echo"):
-                        runs[side].append(_Run.of(pool, address, clients, seconds, sides[side]))
+                        runs[side].append(_Run.of(pool, address, clients, seconds, sides[side], redis_pid))
                 ratios = [c.rate / e.rate if e.rate else 0.0 for e, c in zip(runs["echo"], runs["submit"],
                                                                                strict=True)]
                 middle = sorted(range(pairs), key=ratios.__getitem__)[pairs // 2]
                 echo, cmd = runs["echo"][middle], runs["submit"][middle]
                 lat = [x for r in runs["submit"] for x in r.latencies]
                 p50, p99 = percentile(lat, 50) * 1000, percentile(lat, 99) * 1000
-                # Service and client CPU per call, both sides: on 2 cores the clients share the
-                # machine with the service, so their cost per call bounds the rate as well.
+                # Service, client and Redis CPU per call, both sides: on 2 cores the clients and
+                # redis-server share the machine with the service, so the three together bound
+                # the rate (the ratio is about Echo's whole cost over a command's).
                 cmd_cpu, echo_cpu = _Run.per_call(runs["submit"]), _Run.per_call(runs["echo"])
                 report.add(Figure(f"SubmitCommand x{clients}", cmd.rate, "cmds/s", baseline=echo.rate,
                                   baseline_name="Echo RPC", target="ratio >= 0.50", ok=ratios[middle] >= 0.5,
@@ -121,7 +123,8 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
                                   notes=f"median of {pairs} pairs, ratios {min(ratios):.2f}-{max(ratios):.2f}; "
                                         f"p50 {p50:.2f} ms, p99 {p99:.2f} ms; service CPU/call "
                                         f"{cmd_cpu[0] * 1e6:,.0f} us vs echo {echo_cpu[0] * 1e6:,.0f} us; "
-                                        f"client CPU/call {cmd_cpu[1] * 1e6:,.0f} vs {echo_cpu[1] * 1e6:,.0f} us"))
+                                        f"client CPU/call {cmd_cpu[1] * 1e6:,.0f} vs {echo_cpu[1] * 1e6:,.0f} us; "
+                                        f"redis CPU/call {cmd_cpu[2] * 1e6:,.0f} vs {echo_cpu[2] * 1e6:,.0f} us"))
                 echo_rate = statistics.median(r.rate for r in runs["echo"])
                 if clients == 4:
                     # The issue's "p99 < 10 ms at half that load": half the target throughput
@@ -141,37 +144,59 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
 
 @dataclass
 class _Run:
-    """One timed run of the bench clients: rate, latencies, service and client CPU seconds."""
+    """One timed run of the bench clients: rate, latencies, and the CPU seconds the service,
+    the clients and redis-server spent in it."""
 
     rate: float
     latencies: list[float]
     service_cpu: float
     client_cpu: float
+    redis_cpu: float = 0.0
 
     @classmethod
     def of(cls, pool: _ClientPool, address: str, clients: int, seconds: float,
-           work: list[tuple[str, object]]) -> _Run:
-        before = _process_cpu(_SERVICES[address])
+           work: list[tuple[str, object]], redis_pid: int = 0) -> _Run:
+        service = _SERVICES[address]
+        before, redis_before = _process_cpu(service), _process_cpu(redis_pid)
         rate, latencies = pool.drive(address, clients, seconds, work, create_ahead=True)
-        return cls(rate, latencies, _process_cpu(_SERVICES[address]) - before, pool.client_cpu)
+        return cls(rate, latencies, _process_cpu(service) - before, pool.client_cpu,
+                   _process_cpu(redis_pid) - redis_before)
 
     @staticmethod
-    def per_call(runs: list[_Run]) -> tuple[float, float]:
-        """(service, client) CPU seconds per call over `runs`."""
+    def per_call(runs: list[_Run]) -> tuple[float, float, float]:
+        """(service, client, redis) CPU seconds per call over `runs`."""
         calls = sum(len(r.latencies) for r in runs) or 1
-        return sum(r.service_cpu for r in runs) / calls, sum(r.client_cpu for r in runs) / calls
+        return (sum(r.service_cpu for r in runs) / calls, sum(r.client_cpu for r in runs) / calls,
+                sum(r.redis_cpu for r in runs) / calls)
 
 
 _SERVICES: dict[str, int] = {}  # address -> pid of a running bench command service
 
 
 def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere)."""
+    """User + system CPU seconds of a process so far (Linux /proc; 0 elsewhere or for pid 0)."""
+    if pid <= 0:
+        return 0.0
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _redis_pid(redis_url: str) -> int:
+    """redis-server's pid, as it reports it (0 when it cannot be asked): its CPU is part of a
+    command's cost on the same machine."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            return int(client.info("server").get("process_id", 0))
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError):
+        return 0
 
 
 @contextlib.contextmanager
