@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from famiglia.bench.harness import Figure, Report
+from famiglia.bench.harness import Figure, Report, redis_pid
 
 
 class Run(NamedTuple):
@@ -54,7 +54,7 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
 
     store = RedisEventStore.connect(redis_url)
     client = redis_lib.Redis.from_url(redis_url)
-    server_cpu = _server_cpu(int(client.info("server")["process_id"]))
+    server_cpu = _server_cpu(redis_pid(redis_url))
     n = 2000 if quick else 5000
     payload = b"x" * 120
 

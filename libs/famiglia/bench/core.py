@@ -22,7 +22,7 @@ from pathlib import Path
 
 from google.protobuf.message import Message
 
-from famiglia.bench.harness import Figure, Report, percentile, repeat
+from famiglia.bench.harness import Figure, Report, percentile, redis_pid, repeat
 from famiglia.engine import Engine
 from famiglia.engine.registry import default_registry
 from famiglia.testing.random_play import play_random
@@ -97,7 +97,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
     jobs = [(r.game_id, r.seats, r.seed, [(seat, pack(c).SerializeToString()) for seat, c in r.commands])
             for r in recordings]
     sample = jobs[0][3][0][1]
-    redis_pid = _redis_pid(redis_url)
+    server_pid = redis_pid(redis_url)
     with command_service(redis_url) as address, _ClientPool(16) as pool:
         try:
             for clients in (1, 4, 16):
@@ -106,7 +106,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
                 runs: dict[str, list[_Run]] = {"echo": [], "submit": []}
                 for pair in range(pairs):
                     for side in ("echo", "submit") if pair % 2 == 0 else ("submit", "echo"):
-                        runs[side].append(_Run.of(pool, address, clients, seconds, sides[side], redis_pid))
+                        runs[side].append(_Run.of(pool, address, clients, seconds, sides[side], server_pid))
                 ratios = [c.rate / e.rate if e.rate else 0.0 for e, c in zip(runs["echo"], runs["submit"],
                                                                                strict=True)]
                 middle = sorted(range(pairs), key=ratios.__getitem__)[pairs // 2]
@@ -155,12 +155,12 @@ class _Run:
 
     @classmethod
     def of(cls, pool: _ClientPool, address: str, clients: int, seconds: float,
-           work: list[tuple[str, object]], redis_pid: int = 0) -> _Run:
+           work: list[tuple[str, object]], server_pid: int = 0) -> _Run:
         service = _SERVICES[address]
-        before, redis_before = _process_cpu(service), _process_cpu(redis_pid)
+        before, redis_before = _process_cpu(service), _process_cpu(server_pid)
         rate, latencies = pool.drive(address, clients, seconds, work, create_ahead=True)
         return cls(rate, latencies, _process_cpu(service) - before, pool.client_cpu,
-                   _process_cpu(redis_pid) - redis_before)
+                   _process_cpu(server_pid) - redis_before)
 
     @staticmethod
     def per_call(runs: list[_Run]) -> tuple[float, float, float]:
@@ -182,21 +182,6 @@ def _process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _redis_pid(redis_url: str) -> int:
-    """redis-server's pid, as it reports it (0 when it cannot be asked): its CPU is part of a
-    command's cost on the same machine."""
-    import redis
-
-    try:
-        client = redis.Redis.from_url(redis_url)
-        try:
-            return int(client.info("server").get("process_id", 0))
-        finally:
-            client.close()
-    except (redis.RedisError, OSError, ValueError):
-        return 0
 
 
 @contextlib.contextmanager

@@ -63,3 +63,18 @@ def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     k = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
     return ordered[k]
+
+
+def redis_pid(redis_url: str) -> int:
+    """redis-server's pid, as it reports it (0 when it cannot be asked): on the same machine
+    its CPU is part of what a figure's work costs."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            return int(client.info("server").get("process_id", 0))
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError):
+        return 0

@@ -6,21 +6,21 @@ import os
 
 import redis
 
-from famiglia.bench.core import _process_cpu, _redis_pid, _Run
+from famiglia.bench.core import _process_cpu, _Run
+from famiglia.bench.harness import redis_pid
 
 
 def test_the_redis_pid_is_the_server_that_answers_and_its_cpu_grows_with_work(redis_url: str) -> None:
-    pid = _redis_pid(redis_url)
+    pid = redis_pid(redis_url)
     assert pid > 0 and pid != os.getpid()
     before = _process_cpu(pid)
-    client = redis.Redis.from_url(redis_url)
-    script = client.register_script("local n = 0 for i = 1, 20000000 do n = n + i end return n")
-    script()
+    with redis.Redis.from_url(redis_url) as client:
+        client.register_script("local n = 0 for i = 1, 20000000 do n = n + i end return n")()
     assert _process_cpu(pid) > before
 
 
 def test_no_redis_to_ask_counts_no_redis_cpu() -> None:
-    assert _redis_pid("redis://127.0.0.1:1/0") == 0
+    assert redis_pid("redis://127.0.0.1:1/0") == 0
     assert _process_cpu(0) == 0.0
 
 
