@@ -31,7 +31,7 @@ from famiglia.matchstate import MatchState
 from famiglia.telemetry import child_span, get_logger
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id
+from .payload import LEGAL_LIMIT, VERSION_PLACEHOLDER, DecisionPayload, bot_command_id
 
 log = get_logger("famiglia.bots")
 
@@ -213,42 +213,79 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     task without a payload would. A redelivered or retried task is answered from the
     first answers: a duplicate's answer carries the version right after that command, and
     the next seat goes on from there. The seats share the task's time budget
-    (`think_seconds`, `interrupt_seconds`)."""
+    (`think_seconds`, `interrupt_seconds`).
+
+    Several seats with payloads are chosen first and sent in one SubmitCommands call
+    (`_submit_chained`), which the command service takes exactly as that many
+    SubmitCommand calls in turn; the seats from a refused one on go on one call each."""
     if version < _REACHED.get(match_id, -1):
         return ["stale"]
     engine = app.registry.get(game_id)
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
     crc = zlib.crc32(match_id.encode())
+
+    def interrupt() -> float:
+        return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
+
     at, reached = version, -1
     outcomes: list[str] = []
-    for i, (seat, policy, payload) in enumerate(seats):
-        client = app.seat(match_id, seat)
-        interrupt = max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
-        if payload is not None:
+    chosen: dict[int, tuple[Decision, Message]] = {}
+    refused = -1  # the index of a seat whose command the chained call refused
+    if len(seats) > 1 and all(payload is not None for _, _, payload in seats):
+        for i, (seat, policy, payload) in enumerate(seats):
+            assert payload is not None
             view, commands = payload.messages(engine)
             if not commands:
-                outcomes.append("no_command")
                 break
             decision = Decision(game_id, seat, view, commands, version, derive_seed(crc, version, f"seat{seat}"),
                                 deadline)
+            chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt()))
+        chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)])
+        if chained is not None:
+            taken, refusal = chained
+            for done in taken:
+                outcomes.append(done.outcome)
+                at = done.version
+                reached = max(reached, at)
+            if refusal == "stale":
+                outcomes.append("stale")
+                _reached(match_id, max(reached, at + 1))
+                return outcomes
+            refused = len(taken) if refusal == "refused" else -1
+    for i in range(len(outcomes), len(seats)):
+        seat, policy, payload = seats[i]
+        client = app.seat(match_id, seat)
+        if i in chosen:
+            decision, command = chosen[i]
         else:
-            fetched = _fetch_decision(client, engine, game_id, seat, at, derive_seed(crc, at, f"seat{seat}"),
-                                      deadline)
-            if isinstance(fetched, str):
-                outcomes.append(fetched)
-                break
-            decision = fetched
-        command = _choose(engine, policy, decision, match_id, interrupt)
+            if payload is not None:
+                view, commands = payload.messages(engine)
+                if not commands:
+                    outcomes.append("no_command")
+                    break
+                decision = Decision(game_id, seat, view, commands, version,
+                                    derive_seed(crc, version, f"seat{seat}"), deadline)
+            else:
+                fetched = _fetch_decision(client, engine, game_id, seat, at, derive_seed(crc, at, f"seat{seat}"),
+                                          deadline)
+                if isinstance(fetched, str):
+                    outcomes.append(fetched)
+                    break
+                decision = fetched
+            command = _choose(engine, policy, decision, match_id, interrupt())
         command_id = bot_command_id(match_id, at, seat)
         # The first seat's payload is at the version it is submitted at: a refused listed
         # command is retried with another once. A later seat's is older: decide it afresh.
         fallback = [c for c in decision.legal if c != command] if i == 0 else []
-        done = _submit_at(client, command, command_id, at, fallback)
+        if i == refused:  # the chained call's answer already said so
+            done = _retry_refused(client, command_id, at, fallback)
+        else:
+            done = _submit_at(client, command, command_id, at, fallback)
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
-                                  deadline, interrupt, command_id)
+                                  deadline, interrupt(), command_id)
         outcomes.append(done.outcome)
         if done.outcome == "stale":
             reached = max(reached, at + 1)
@@ -259,6 +296,45 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     if reached >= 0:  # the match is past `version` now
         _reached(match_id, reached)
     return outcomes
+
+
+_REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
+
+
+def _submit_chained(app: BotsApp, match_id: str, version: int,
+                    commands: Sequence[tuple[int, Message]]) -> tuple[list[_Submitted], str] | None:
+    """Submit several seats' chosen commands in one SubmitCommands call: what was taken,
+    in order, and how the chain ended ("" all taken, "stale", "refused" a rule or a
+    malformed command, "other"). None: nothing was sent (fewer than two commands) or
+    the call itself failed for good (a command service without the call, ...): the
+    caller submits them one call each, as before, and meets the same error there."""
+    if len(commands) < 2:
+        return None
+    entries = [(app.seat(match_id, seat).token or "", command, bot_command_id(match_id, VERSION_PLACEHOLDER, seat))
+               for seat, command in commands]
+    try:
+        reply = _rpc(app.game_client.submit_commands, match_id, entries, expected_version=version,
+                     omit_events=True)
+    except grpc.RpcError as exc:
+        log.warning("bot_chain_failed", match_id=match_id, code=exc.code().name)
+        return None
+    taken = [_Submitted("duplicate" if r.duplicate else "submitted", int(r.version)) for r in reply.results]
+    if not reply.HasField("refusal"):
+        return taken, ""
+    status = reply.refusal.status
+    if status == grpc.StatusCode.ABORTED.value[0]:
+        return taken, "stale"
+    if status in _REFUSED:
+        log.warning("bot_command_refused", match_id=match_id, code=reply.refusal.code)
+        return taken, "refused"
+    return taken, "other"
+
+
+def _retry_refused(client, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
+    """A seat whose command was refused: another listed command once, as `_submit_at` does."""
+    if fallback:
+        return _submit_at(client, fallback[0], command_id + ":f", version, [])
+    return _Submitted("refused", None)
 
 
 def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, interrupt_seconds: float) -> Message:

@@ -34,6 +34,7 @@ from famiglia.eventstore.envelopes import (
 )
 from famiglia.grpcutil.errors import (
     Aborted,
+    AppError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -52,6 +53,8 @@ accepted_line = EventLine("famiglia.command", "command_accepted",
                           "match_id", "seat", "command_id", "kind", "version", "events")
 MAX_RETRIES = 8
 MAX_LEGAL = 256
+#: The most commands one SubmitCommands call takes (a table's seats, with room to spare).
+MAX_CHAIN = 16
 _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes meaning)
 
 
@@ -103,6 +106,26 @@ class Submitted:
     version: int
     events: list[SeatEvent] = field(default_factory=list)
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class ChainedCommand:
+    """One entry of `submit_chain`: a seat token, its command id, the command as packed."""
+
+    token: str
+    command_id: str
+    type_url: str
+    value: bytes
+
+
+@dataclass
+class ChainAnswer:
+    """What `submit_chain` took, in order, and why it stopped early (the refused entry's
+    index and the error SubmitCommand would have raised), if it did."""
+
+    taken: list[Submitted]
+    refused_at: int = -1
+    refusal: AppError | None = None
 
 
 class CommandApp:
@@ -249,6 +272,44 @@ class CommandApp:
         command = parse_command(hot.match.engine.info, type_url, value)
         _check_submission(viewer, command_id)
         return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
+
+    def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
+                     *, omit_events: bool = False) -> ChainAnswer:
+        """Several seats' commands, in order, each submitted at the version the previous one
+        left (the first at `expected_version`), as that many SubmitCommand calls would be,
+        in one call: a simultaneous choice that one client plays for several seats (the bots'
+        worker) costs one round trip to the service instead of one per seat. "{version}" in
+        a command id becomes the version it is submitted at. Each entry is checked, decided,
+        stored and deduplicated on its own; the first refusal ends the chain and is answered
+        with what was taken before it. Errors of the whole call (no such match, an empty or
+        overlong chain) are raised."""
+        if not chain:
+            raise InvalidArgument("no_commands", "the call carries no commands")
+        if len(chain) > MAX_CHAIN:
+            raise InvalidArgument("too_many_commands", f"at most {MAX_CHAIN} commands a call, not {len(chain)}")
+        hot = self._hot(match_id)
+        answer = ChainAnswer([])
+        at = expected_version
+        for i, entry in enumerate(chain):
+            try:
+                if not entry.token:
+                    raise Unauthenticated("no_token", f"command {i} carries no seat_token")
+                viewer = self.viewer(match_id, entry.token, require_seat=True)
+                command = parse_command(hot.match.engine.info, entry.type_url, entry.value)
+                command_id = entry.command_id
+                if "{version}" in command_id:
+                    if at is None:  # the id names the version it is submitted at: hold it there
+                        with hot.lock:
+                            at = hot.match.version
+                    command_id = command_id.replace("{version}", str(at))
+                _check_submission(viewer, command_id)
+                done = self._submit(hot, viewer, command_id, command, at, omit_events)
+            except AppError as exc:
+                answer.refused_at, answer.refusal = i, exc
+                return answer
+            answer.taken.append(done)
+            at = done.version
+        return answer
 
     # -- submit ------------------------------------------------------------------------
     def submit(

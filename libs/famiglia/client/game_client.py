@@ -72,6 +72,22 @@ class GameClient:
         reply = self.stub.CreateMatch(req, metadata=_metadata(None), timeout=self.timeout)
         return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
 
+    def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,
+                        expected_version: int | None = None,
+                        omit_events: bool = False) -> pb.SubmitCommandsResponse:
+        """Several seats' commands in one call, in order, each at the version the one before
+        left: `commands` are (seat token, command, command id) — "{version}" in an id is the
+        version it is submitted at. The answer has one result per command taken and, if one
+        was refused, `refusal` (its index, status, code and message): the rest were not tried."""
+        req = pb.SubmitCommandsRequest(match_id=match_id, omit_events=omit_events)
+        if expected_version is not None:
+            req.expected_version = expected_version
+        add = req.commands.add
+        for token, command, command_id in commands:
+            add(seat_token=token, command_id=command_id,
+                command=command if isinstance(command, any_pb2.Any) else pack(command))
+        return self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout)
+
     def seat(self, match_id: str, token: str | None) -> SeatClient:
         return SeatClient(self, match_id, token)
 

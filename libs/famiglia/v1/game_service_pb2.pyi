@@ -566,6 +566,136 @@ class SubmitCommandResponse(_message.Message):
 Global___SubmitCommandResponse: _TypeAlias = SubmitCommandResponse  # noqa: Y015
 
 @_typing.final
+class SeatCommand(_message.Message):
+    """One seat's command in a SubmitCommands call. The seat token travels here, not in the
+    call's metadata, because each entry may be another seat's.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    COMMAND_ID_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    seat_token: _builtins.str
+    command_id: _builtins.str
+    """The idempotency key, as in SubmitCommand. Every "{version}" in it is replaced by the
+    version this command is submitted at, which only the server knows for the entries
+    after the first (the version each earlier command left).
+    """
+    @_builtins.property
+    def command(self) -> _any_pb2.Any: ...
+    def __init__(
+        self,
+        *,
+        seat_token: _builtins.str = ...,
+        command_id: _builtins.str = ...,
+        command: _any_pb2.Any | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["command", b"command"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "command_id", b"command_id", "seat_token", b"seat_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatCommand: _TypeAlias = SeatCommand  # noqa: Y015
+
+@_typing.final
+class SubmitCommandsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    COMMANDS_FIELD_NUMBER: _builtins.int
+    OMIT_EVENTS_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    expected_version: _builtins.int
+    """The version the first command is submitted at (as SubmitCommand's); every later one is
+    submitted at the version the one before it left. Unset: the match's version then.
+    """
+    omit_events: _builtins.bool
+    @_builtins.property
+    def commands(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatCommand]:
+        """1 to 16"""
+
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+        commands: _abc.Iterable[Global___SeatCommand] | None = ...,
+        omit_events: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "commands", b"commands", "expected_version", b"expected_version", "match_id", b"match_id", "omit_events", b"omit_events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___SubmitCommandsRequest: _TypeAlias = SubmitCommandsRequest  # noqa: Y015
+
+@_typing.final
+class CommandRefusal(_message.Message):
+    """Why the entry at `index` was not taken; the entries after it were not tried."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INDEX_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    index: _builtins.int
+    status: _builtins.int
+    """the gRPC status code SubmitCommand would have failed with"""
+    code: _builtins.str
+    """the stable code (a rule id, "stale_version", ...)"""
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        index: _builtins.int = ...,
+        status: _builtins.int = ...,
+        code: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "index", b"index", "message", b"message", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommandRefusal: _TypeAlias = CommandRefusal  # noqa: Y015
+
+@_typing.final
+class SubmitCommandsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    REFUSAL_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubmitCommandResponse]:
+        """One answer per command taken, in order, each what SubmitCommand would have answered."""
+
+    @_builtins.property
+    def refusal(self) -> Global___CommandRefusal:
+        """Set when a command was refused: the call stops there and answers what was taken before."""
+
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___SubmitCommandResponse] | None = ...,
+        refusal: Global___CommandRefusal | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["refusal", b"refusal"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["refusal", b"refusal", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitCommandsResponse: _TypeAlias = SubmitCommandsResponse  # noqa: Y015
+
+@_typing.final
 class SeatEvent(_message.Message):
     """One event as one viewer may see it."""
 

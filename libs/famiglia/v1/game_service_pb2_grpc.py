@@ -59,6 +59,11 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandResponse.FromString,
                 _registered_method=True)
+        self.SubmitCommands = channel.unary_unary(
+                '/famiglia.v1.GameService/SubmitCommands',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsResponse.FromString,
+                _registered_method=True)
         self.StreamEvents = channel.unary_stream(
                 '/famiglia.v1.GameService/StreamEvents',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamEventsRequest.SerializeToString,
@@ -104,6 +109,14 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitCommands(self, request, context):
+        """Several seats' commands on one match in one call, in order, each at the version the
+        previous one left: a simultaneous choice played by one client (the bots' worker).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def StreamEvents(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -144,6 +157,11 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.SubmitCommand,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandResponse.SerializeToString,
+            ),
+            'SubmitCommands': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitCommands,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsResponse.SerializeToString,
             ),
             'StreamEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.StreamEvents,
@@ -291,6 +309,33 @@ class GameService:
             '/famiglia.v1.GameService/SubmitCommand',
             famiglia_dot_v1_dot_game__service__pb2.SubmitCommandRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.SubmitCommandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitCommands(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/SubmitCommands',
+            famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.SubmitCommandsResponse.FromString,
             options,
             channel_credentials,
             insecure,

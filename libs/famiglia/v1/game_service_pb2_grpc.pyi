@@ -36,6 +36,10 @@ class GameServiceStub:
     GetView: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.GetViewRequest, _game_service_pb2.GetViewResponse]
     ListLegalCommands: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ListLegalCommandsRequest, _game_service_pb2.ListLegalCommandsResponse]
     SubmitCommand: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandRequest, _game_service_pb2.SubmitCommandResponse]
+    SubmitCommands: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandsRequest, _game_service_pb2.SubmitCommandsResponse]
+    """Several seats' commands on one match in one call, in order, each at the version the
+    previous one left: a simultaneous choice played by one client (the bots' worker).
+    """
     StreamEvents: _grpc.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
@@ -48,6 +52,10 @@ class GameServiceAsyncStub(GameServiceStub):
     GetView: _aio.UnaryUnaryMultiCallable[_game_service_pb2.GetViewRequest, _game_service_pb2.GetViewResponse]  # type: ignore[assignment]
     ListLegalCommands: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ListLegalCommandsRequest, _game_service_pb2.ListLegalCommandsResponse]  # type: ignore[assignment]
     SubmitCommand: _aio.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandRequest, _game_service_pb2.SubmitCommandResponse]  # type: ignore[assignment]
+    SubmitCommands: _aio.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandsRequest, _game_service_pb2.SubmitCommandsResponse]  # type: ignore[assignment]
+    """Several seats' commands on one match in one call, in order, each at the version the
+    previous one left: a simultaneous choice played by one client (the bots' worker).
+    """
     StreamEvents: _aio.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]  # type: ignore[assignment]
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
@@ -87,6 +95,16 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _game_service_pb2.SubmitCommandRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_game_service_pb2.SubmitCommandResponse, _abc.Awaitable[_game_service_pb2.SubmitCommandResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SubmitCommands(
+        self,
+        request: _game_service_pb2.SubmitCommandsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.SubmitCommandsResponse, _abc.Awaitable[_game_service_pb2.SubmitCommandsResponse]]:
+        """Several seats' commands on one match in one call, in order, each at the version the
+        previous one left: a simultaneous choice played by one client (the bots' worker).
+        """
 
     @_abc_1.abstractmethod
     def StreamEvents(

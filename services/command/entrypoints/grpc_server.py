@@ -10,7 +10,7 @@ from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
-from ..app import CommandApp, SeatEvent
+from ..app import ChainedCommand, CommandApp, SeatEvent, Submitted
 
 _TYPE_URL = "type.googleapis.com/"
 
@@ -39,6 +39,13 @@ def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
         event.type_url, event.value = _TYPE_URL + env.payload_type, env.payload
     else:
         event.type_url, event.value = _TYPE_URL + e.event.DESCRIPTOR.full_name, e.event.SerializeToString()
+
+
+def _fill_submitted(reply: pb.SubmitCommandResponse, done: Submitted) -> None:
+    reply.version, reply.duplicate = done.version, done.duplicate  # keywords cost twice as much
+    add = reply.events.add
+    for e in done.events:
+        _fill_seat_event(add(), e)
 
 
 def _result(result) -> pb.MatchResult | None:
@@ -111,10 +118,26 @@ class GameServicer(pb_grpc.GameServiceServicer):
         done = self.app.submit_packed(request.match_id, viewer, request.command_id, packed.type_url, packed.value,
                                       expected, omit_events=request.omit_events)
         reply = pb.SubmitCommandResponse()
-        reply.version, reply.duplicate = done.version, done.duplicate  # keywords cost twice as much
-        add = reply.events.add
-        for e in done.events:
-            _fill_seat_event(add(), e)
+        _fill_submitted(reply, done)
+        return reply
+
+    @rpc
+    def SubmitCommands(self, request, context):
+        chain = [ChainedCommand(c.seat_token, c.command_id, c.command.type_url, c.command.value)
+                 for c in request.commands]
+        for i, c in enumerate(request.commands):
+            if not c.HasField("command"):
+                raise InvalidArgument("no_command", f"command {i} carries no command")
+        expected = request.expected_version if request.HasField("expected_version") else None
+        answer = self.app.submit_chain(request.match_id, chain, expected, omit_events=request.omit_events)
+        reply = pb.SubmitCommandsResponse()
+        add = reply.results.add
+        for done in answer.taken:
+            _fill_submitted(add(), done)
+        if answer.refusal is not None:
+            refusal = reply.refusal
+            refusal.index, refusal.status = answer.refused_at, answer.refusal.status.value[0]
+            refusal.code, refusal.message = answer.refusal.code, answer.refusal.message
         return reply
 
     @rpc

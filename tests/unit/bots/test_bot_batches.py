@@ -1,7 +1,11 @@
 """Several bot seats asked at once (a simultaneous secret choice) get one decide task carrying
 each seat's own view and legal commands; the worker submits them one after another, each at
 the version the previous answer returned, and the dispatcher queues nothing for them while
-that task plays them (dispatcher.py `_queue_bots`, handlers.py `play_bot_decisions`)."""
+that task plays them (dispatcher.py `_queue_bots`, handlers.py `play_bot_decisions`).
+
+Every worker test runs twice: with the seats sent in one SubmitCommands call (the command
+service's own servicer over the in-process app), and against a command service without
+that call (UNIMPLEMENTED), where the worker submits them one call each."""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
+from famiglia.client.game_client import GameClient
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.bots.payload import LEGAL_LIMIT, bot_command_id
 from services.command.app import Viewer
+from services.command.entrypoints.grpc_server import GameServicer
 
 from .secret_card import ENGINE as SECRET
 from .secret_card import GAME_ID, secret_registry
@@ -41,6 +47,7 @@ class LocalSeat:
     table: Table
     match_id: str
     seat: int
+    token: str = ""
     reads: list[str] = field(default_factory=list)
     submitted: list[tuple[str, int]] = field(default_factory=list)
 
@@ -71,12 +78,59 @@ class LocalSeat:
         return pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
 
 
+class _Context:
+    def invocation_metadata(self):
+        return ()
+
+
+class _NoChannel:
+    """Enough of a channel for GameClient to build its stub (replaced below); it never connects."""
+
+    def unary_unary(self, *args, **kwargs):
+        return None
+
+    unary_stream = stream_unary = stream_stream = unary_unary
+
+
+class LocalStub:
+    """GameService's SubmitCommands as the command service serves it (its servicer over the
+    in-process app), or UNIMPLEMENTED (`chained=False`: a command service without the call).
+    Each command it took or refused is recorded on its seat as that seat's submit would
+    be; the dispatcher is pumped once, after the call, as the partition stream would."""
+
+    def __init__(self, worker: LocalWorker, chained: bool) -> None:
+        self.worker, self.chained = worker, chained
+        self.calls: list[int] = []  # the number of commands in each call
+
+    def SubmitCommands(self, request, metadata=None, timeout=None):  # noqa: N802 - gRPC's name
+        if not self.chained:
+            raise _RpcError(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        table = self.worker.table
+        self.calls.append(len(request.commands))
+        reply = GameServicer(table.app).SubmitCommands(request, _Context())
+        tried = len(reply.results) + (1 if reply.HasField("refusal") else 0)
+        at = request.expected_version
+        for i, entry in enumerate(request.commands[:tried]):
+            claim = table.app.signer.read_seat(entry.seat_token)
+            seat = self.worker.seat(request.match_id, claim.seat)
+            seat.submitted.append((entry.command_id.replace("{version}", str(at)), at))
+            if i < len(reply.results):
+                at = reply.results[i].version
+        table.pump(request.match_id)
+        return reply
+
+
 @dataclass
 class LocalWorker:
     """The worker's side of a decide task (a BotsApp as handlers.py uses it), in process."""
 
     table: Table
     seats: dict[tuple[str, int], LocalSeat] = field(default_factory=dict)
+    chained: bool = True
+
+    def __post_init__(self) -> None:
+        self.game_client = GameClient(channel=_NoChannel())  # type: ignore[arg-type]
+        self.stub = self.game_client.stub = LocalStub(self, self.chained)  # type: ignore[assignment]
 
     @property
     def registry(self):
@@ -87,7 +141,10 @@ class LocalWorker:
         return self.table.store
 
     def seat(self, match_id: str, seat: int) -> LocalSeat:
-        return self.seats.setdefault((match_id, seat), LocalSeat(self.table, match_id, seat))
+        if (match_id, seat) not in self.seats:
+            self.seats[match_id, seat] = LocalSeat(self.table, match_id, seat,
+                                                   token=self.table.app.signer.seat_token(match_id, seat))
+        return self.seats[match_id, seat]
 
     def play(self, task: int = -1) -> list[str]:
         """Play the `task`-th decide task the dispatcher queued, as the worker would."""
@@ -100,6 +157,11 @@ class LocalWorker:
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
     handlers._REACHED.clear()
+
+
+@pytest.fixture(params=[True, False], ids=["one-call", "a-call-each"])
+def chained(request: pytest.FixtureRequest) -> bool:
+    return request.param
 
 
 def secret_table(now: list[float] | None = None) -> Table:
@@ -136,7 +198,7 @@ def test_bot_seats_asked_at_once_get_one_task_with_each_seats_own_view_and_legal
     assert len(hands) == 3  # each seat's own cards, no other's
 
 
-def test_views_never_cross_seats_in_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_views_never_cross_seats_in_a_batch(monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
     table = secret_table()
     match_id = table.create({0: "spy", 1: "spy", 2: "spy"}, seats=3, seed=5, game=GAME_ID)
     table.pump(match_id)
@@ -149,62 +211,65 @@ def test_views_never_cross_seats_in_a_batch(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(handlers, "make_policy", lambda name: Spy())
     state_before = table.app.matches.get(match_id).match.state
-    assert LocalWorker(table).play() == ["submitted"] * 3
+    assert LocalWorker(table, chained=chained).play() == ["submitted"] * 3
     for seat, hand, legal in seen:
         assert hand == state_before.hands[seat] and set(legal) == set(hand)  # its own hand only
 
 
-def test_a_batch_is_submitted_in_order_and_nothing_is_queued_until_it_is_done() -> None:
+def test_a_batch_is_submitted_in_order_and_nothing_is_queued_until_it_is_done(chained: bool) -> None:
     table = secret_table()
     match_id = three_bots(table)
     table.pump(match_id)
     version = table.version(match_id)
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     order = [table.tasks.decisions[0][1]] + [s for s, _, _ in table.tasks.thens[0]]
     assert worker.play() == ["submitted"] * 3
     submitted = [worker.seats[(match_id, s)].submitted for s in order]
     assert [x[0][1] for x in submitted] == [version, version + 1, version + 2]  # each at the previous answer's
     assert [x[0][0] for x in submitted] == [bot_command_id(match_id, version + i, s) for i, s in enumerate(order)]
+    assert worker.stub.calls == ([3] if chained else [])  # one SubmitCommands call for the three seats
     # Each submit was pumped to the dispatcher at once: nothing was queued until the trick was
     # complete, then one task for the next trick, at the version the batch reached.
     assert len(table.tasks.decisions) == 2
     assert table.tasks.decisions[1][2] == table.version(match_id) == version + 3
 
 
-def test_a_whole_match_of_simultaneous_choices_takes_one_task_a_trick() -> None:
+def test_a_whole_match_of_simultaneous_choices_takes_one_task_a_trick(chained: bool) -> None:
     table = secret_table()
     match_id = three_bots(table, hand="4")
     table.pump(match_id)
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     played = 0
     while match_id in table.dispatcher.matches:
         assert len(table.tasks.decisions) == played + 1  # never a duplicate task
         assert worker.play() == ["submitted"] * 3
         played += 1
     assert played == 4 and table.observer.finished == [match_id]
+    assert worker.stub.calls == ([3] * 4 if chained else [])
 
 
-def test_one_seat_per_task_queues_one_task_per_decision_the_next_when_the_version_moves() -> None:
+def test_one_seat_per_task_queues_one_task_per_decision_the_next_when_the_version_moves(chained: bool) -> None:
     table = secret_table()
     table.dispatcher.seats_per_task = 1  # FAMIGLIA_BOTS_SEATS_PER_TASK=1
     match_id = three_bots(table, hand="4")
     table.pump(match_id)
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     moves = 0
     while match_id in table.dispatcher.matches:
         assert len(table.tasks.decisions) == moves + 1  # one task, one seat, never a duplicate
         assert worker.play() == ["submitted"]
         moves += 1
     assert moves == 4 * 3 and table.observer.finished == [match_id]
+    assert worker.stub.calls == []  # a seat a task: SubmitCommand, as ever
 
 
-def test_an_outside_command_breaks_the_batch_and_the_rest_of_it_is_stale() -> None:
+def test_an_outside_command_breaks_the_batch_and_the_rest_of_it_is_stale(chained: bool) -> None:
     table = secret_table()
     match_id = table.create({0: "random", 1: "random", 2: "random"}, seats=3, seed=5, game=GAME_ID)
     table.pump(match_id)
     version = table.version(match_id)
     first, second, third = [table.tasks.decisions[0][1]] + [s for s, _, _ in table.tasks.thens[0]]
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     batch = [(first, "random", table.tasks.payloads[0]), *table.tasks.thens[0]]
     # The worker plays the first seat (then, say, is slow): the dispatcher waits on the batch.
     assert handlers.play_bot_decisions(worker, match_id, GAME_ID, version, batch[:1]) == ["submitted"]  # type: ignore[arg-type]
@@ -225,7 +290,7 @@ def test_an_outside_command_breaks_the_batch_and_the_rest_of_it_is_stale() -> No
     assert not worker.seats.get((match_id, third), LocalSeat(table, match_id, third)).submitted
 
 
-def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
     """With `parity`, the first card on a trick restricts the others: a later seat's payload
     (made before) may list a card it can no longer play."""
     table = secret_table()
@@ -249,7 +314,7 @@ def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypa
             return decision.legal[other[0] if other else 0]
 
     monkeypatch.setattr(handlers, "make_policy", lambda name: Contrary())
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     assert worker.play() == ["submitted"] * 3
     refused = [s for s in order[1:] if {c % 2 for c in hands[s]} == {0, 1}]
     assert refused, "the seed should give a later seat both parities"
@@ -264,14 +329,15 @@ def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypa
     assert [match.commands.get(bot_command_id(match_id, version + i, s)) for i, s in enumerate(order)] == [
         (version + i + 1, version + i + 1) for i in range(3)]
     assert len(table.tasks.decisions) == 2  # nothing queued meanwhile; then the next trick
+    assert worker.stub.calls == ([3] if chained else [])  # the seats after the refused one: a call each
 
 
-def test_a_redelivered_batch_is_answered_from_the_first_answers() -> None:
+def test_a_redelivered_batch_is_answered_from_the_first_answers(chained: bool) -> None:
     table = secret_table()
     match_id = three_bots(table)
     table.pump(match_id)
     version = table.version(match_id)
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     tasks = table.tasks
     batch = [(tasks.decisions[0][1], tasks.decisions[0][3], tasks.payloads[0]), *tasks.thens[0]]
     # Killed after its first seat's submit: the match waits there ...
@@ -290,13 +356,13 @@ def test_a_redelivered_batch_is_answered_from_the_first_answers() -> None:
     assert len(table.tasks.decisions) == 2  # the next trick's, once
 
 
-def test_a_batch_left_unplayed_is_queued_again_after_the_stall_time_from_its_last_move() -> None:
+def test_a_batch_left_unplayed_is_queued_again_after_the_stall_time_from_its_last_move(chained: bool) -> None:
     now = [100.0]
     table = secret_table(now)
     match_id = three_bots(table)
     table.pump(match_id)
     version = table.version(match_id)
-    worker = LocalWorker(table)
+    worker = LocalWorker(table, chained=chained)
     batch = [(table.tasks.decisions[0][1], table.tasks.decisions[0][3], table.tasks.payloads[0]),
              *table.tasks.thens[0]]
     now[0] = 108.0
