@@ -25,13 +25,14 @@ from google.protobuf.message import Message
 
 from famiglia.bots import Decision, make_policy
 from famiglia.bots.random_policy import RandomPolicy
+from famiglia.client.game_client import VERSION_PLACEHOLDER
 from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import child_span, get_logger
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, VERSION_PLACEHOLDER, DecisionPayload, bot_command_id
+from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id
 
 log = get_logger("famiglia.bots")
 
@@ -331,7 +332,8 @@ def _submit_chained(app: BotsApp, match_id: str, version: int,
 
 
 def _retry_refused(client, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
-    """A seat whose command was refused: another listed command once, as `_submit_at` does."""
+    """A seat whose listed command was refused (a sampled legal set, a racing window, a
+    chain's earlier seats): another listed command once, or `refused`."""
     if fallback:
         return _submit_at(client, fallback[0], command_id + ":f", version, [])
     return _Submitted("refused", None)
@@ -396,12 +398,9 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
             return _Submitted("stale", None)
-        if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT) and fallback:
-            # A listed command refused (a sampled legal set, a racing window): try another once.
-            log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
-            return _submit_at(client, fallback[0], command_id + ":f", version, [])
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-            return _Submitted("refused", None)
+            log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
+            return _retry_refused(client, command_id, version, fallback)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version))
 

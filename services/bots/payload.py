@@ -36,11 +36,6 @@ VIEWLESS_POLICIES = frozenset({"random"})
 seeded by the decision). A test holds `random`'s choices equal with and without the view."""
 
 
-VERSION_PLACEHOLDER = "{version}"
-"""In a SubmitCommands entry's command id: the version it is submitted at, filled in by the
-command service (a chain's later seats are submitted at versions only it knows)."""
-
-
 def bot_command_id(match_id: str, version: int | str, seat: int) -> str:
     """The command id of `seat`'s bot decision submitted at `version` (a batch's later seats
     included: the version each is submitted at), so a retried or redelivered task, a batch

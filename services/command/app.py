@@ -55,6 +55,8 @@ MAX_RETRIES = 8
 MAX_LEGAL = 256
 #: The most commands one SubmitCommands call takes (a table's seats, with room to spare).
 MAX_CHAIN = 16
+#: In a SubmitCommands entry's command id: the version the command goes in at (game_service.proto).
+VERSION_PLACEHOLDER = "{version}"
 _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes meaning)
 
 
@@ -279,7 +281,7 @@ class CommandApp:
         left (the first at `expected_version`), as that many SubmitCommand calls would be,
         in one call: a simultaneous choice that one client plays for several seats (the bots'
         worker) costs one round trip to the service instead of one per seat. "{version}" in
-        a command id becomes the version it is submitted at. Each entry is checked, decided,
+        a command id becomes the version it is submitted at. Each entry is `submit_packed`. Each entry is checked, decided,
         stored and deduplicated on its own; the first refusal ends the chain and is answered
         with what was taken before it. Errors of the whole call (no such match, an empty or
         overlong chain) are raised."""
@@ -295,15 +297,14 @@ class CommandApp:
                 if not entry.token:
                     raise Unauthenticated("no_token", f"command {i} carries no seat_token")
                 viewer = self.viewer(match_id, entry.token, require_seat=True)
-                command = parse_command(hot.match.engine.info, entry.type_url, entry.value)
                 command_id = entry.command_id
-                if "{version}" in command_id:
+                if VERSION_PLACEHOLDER in command_id:
                     if at is None:  # the id names the version it is submitted at: hold it there
                         with hot.lock:
                             at = hot.match.version
-                    command_id = command_id.replace("{version}", str(at))
-                _check_submission(viewer, command_id)
-                done = self._submit(hot, viewer, command_id, command, at, omit_events)
+                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(at))
+                done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
+                                          omit_events=omit_events)
             except AppError as exc:
                 answer.refused_at, answer.refusal = i, exc
                 return answer

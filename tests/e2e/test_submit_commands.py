@@ -140,8 +140,7 @@ def test_an_entry_with_a_bad_seat_token_is_refused_there(client: GameClient, sto
     assert store.version(match_id) == reply.results[0].version
 
 
-def test_errors_of_the_whole_call_are_statuses_and_take_nothing(client: GameClient, command_address: str,
-                                                                store: RedisEventStore) -> None:
+def test_errors_of_the_whole_call_are_statuses_and_take_nothing(client: GameClient, store: RedisEventStore) -> None:
     match_id, tokens, version, asked = _simultaneous(client)
     command = _first_legal(client, match_id, tokens[asked[0]])
 

@@ -23,6 +23,10 @@ from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
+VERSION_PLACEHOLDER = "{version}"
+"""In a `submit_commands` command id: the version that command goes in at, filled in by
+the server (a chain's later commands go in at versions only it knows)."""
+
 
 @dataclass(frozen=True)
 class MatchHandle:

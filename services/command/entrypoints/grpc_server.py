@@ -123,11 +123,11 @@ class GameServicer(pb_grpc.GameServiceServicer):
 
     @rpc
     def SubmitCommands(self, request, context):
-        chain = [ChainedCommand(c.seat_token, c.command_id, c.command.type_url, c.command.value)
-                 for c in request.commands]
+        chain = []
         for i, c in enumerate(request.commands):
             if not c.HasField("command"):
                 raise InvalidArgument("no_command", f"command {i} carries no command")
+            chain.append(ChainedCommand(c.seat_token, c.command_id, c.command.type_url, c.command.value))
         expected = request.expected_version if request.HasField("expected_version") else None
         answer = self.app.submit_chain(request.match_id, chain, expected, omit_events=request.omit_events)
         reply = pb.SubmitCommandsResponse()
