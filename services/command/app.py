@@ -120,14 +120,38 @@ class ChainedCommand:
     value: bytes
 
 
+@dataclass(frozen=True)
+class NextSeat:
+    """One seat of `submit_chain`'s `ask_next`: its token, whether its view is wanted, the
+    most legal commands wanted (0: MAX_LEGAL)."""
+
+    token: str
+    view: bool = True
+    legal_limit: int = 0
+
+
+@dataclass
+class NextAnswer:
+    """What one seat asked after a chain may know: what GetView and ListLegalCommands would
+    answer it (its view only if it was asked for)."""
+
+    seat: int
+    view: Message | None
+    legal: list[Message]
+    complete: bool
+
+
 @dataclass
 class ChainAnswer:
     """What `submit_chain` took, in order, and why it stopped early (the refused entry's
-    index and the error SubmitCommand would have raised), if it did."""
+    index and the error SubmitCommand would have raised), if it did; with `ask_next`, the
+    asked seats the game waits for after it, at `next_version`."""
 
     taken: list[Submitted]
     refused_at: int = -1
     refusal: AppError | None = None
+    next: list[NextAnswer] = field(default_factory=list)
+    next_version: int = 0
 
 
 class CommandApp:
@@ -276,7 +300,7 @@ class CommandApp:
         return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
 
     def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
-                     *, omit_events: bool = False) -> ChainAnswer:
+                     *, omit_events: bool = False, ask_next: Sequence[NextSeat] = ()) -> ChainAnswer:
         """Several seats' commands, in order, each submitted at the version the previous one
         left (the first at `expected_version`), as that many SubmitCommand calls would be,
         in one call: a simultaneous choice that one client plays for several seats (the bots'
@@ -284,12 +308,28 @@ class CommandApp:
         a command id becomes the version it is submitted at. Each entry is `submit_packed`. Each entry is checked, decided,
         stored and deduplicated on its own; the first refusal ends the chain and is answered
         with what was taken before it. Errors of the whole call (no such match, an empty or
-        overlong chain) are raised."""
-        if not chain:
+        overlong chain) are raised.
+
+        `ask_next`: seats the caller plays next. After the last command, if the match is
+        still where it left it, the answer lists those of them the game waits for, each with
+        what that seat may know (`_next_decisions`): a bots worker plays a match's bot seats
+        on without a round of the dispatcher and the broker between their turns. Their
+        tokens are checked before any command is taken. With no commands the call only asks,
+        at `expected_version` (stale: ABORTED) or the match's version."""
+        if not chain and not ask_next:
             raise InvalidArgument("no_commands", "the call carries no commands")
         if len(chain) > MAX_CHAIN:
             raise InvalidArgument("too_many_commands", f"at most {MAX_CHAIN} commands a call, not {len(chain)}")
+        if len(ask_next) > MAX_CHAIN:
+            raise InvalidArgument("too_many_seats", f"at most {MAX_CHAIN} seats to ask about, not {len(ask_next)}")
         hot = self._hot(match_id)
+        asked = []
+        for i, seat in enumerate(ask_next):
+            if not seat.token:
+                raise Unauthenticated("no_token", f"ask_next {i} carries no seat_token")
+            viewer = self.viewer(match_id, seat.token, require_seat=True)
+            self._check_seat(hot.match.seats, viewer)
+            asked.append((viewer, seat))
         answer = ChainAnswer([])
         at = expected_version
         for i, entry in enumerate(chain):
@@ -310,7 +350,36 @@ class CommandApp:
                 return answer
             answer.taken.append(done)
             at = done.version
+        if asked:
+            self._next_decisions(hot, answer, at, asked)
         return answer
+
+    def _next_decisions(self, hot: HotMatch, answer: ChainAnswer, at: int | None,
+                        asked: Sequence[tuple[Viewer, NextSeat]]) -> None:
+        """Fill `answer.next`: the asked seats pending at version `at` (the version the chain
+        left, or the one the caller gives), each with exactly what its own GetView and
+        ListLegalCommands would say. Nothing when the match is elsewhere or over."""
+        with hot.lock:
+            m = hot.match
+            if not answer.taken:  # only asking: at the version the caller names, as a submit is
+                if at is not None and at != m.version:
+                    self.matches.catch_up(hot)
+                    if at != m.version:
+                        raise Aborted("stale_version", f"expected version {at}, the match is at {m.version}")
+                at = m.version
+            if at != m.version or m.finished:
+                return
+            by_seat = {viewer.seat: seat for viewer, seat in asked}
+            engine, state = m.engine, m.state
+            for pending in engine.pending(state):
+                seat = by_seat.pop(pending.seat, None)
+                if seat is None:
+                    continue
+                cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
+                legal = engine.legal_commands(state, pending.seat, limit=cap)
+                view = engine.view(state, pending.seat) if seat.view else None
+                answer.next.append(NextAnswer(pending.seat, view, legal, len(legal) < cap))
+            answer.next_version = m.version
 
     # -- submit ------------------------------------------------------------------------
     def submit(

@@ -171,3 +171,87 @@ def test_without_an_expected_version_the_first_goes_in_at_the_versions_its_id_na
     assert len(reply.results) == 2 and not reply.HasField("refusal")
     ids = [e.command_id for e in store.read(match_id, after=version)]
     assert ids[0] == f"n:{version}:{asked[0]}" and ids[-1] == f"n:{reply.results[0].version}:{asked[1]}"
+
+
+# -- ask_next: the seats the caller plays next ---------------------------------------------
+
+
+def _next_as_reads(client: GameClient, match_id: str, tokens: list[str], seats: list[int], limit: int):
+    """What GetView and ListLegalCommands answer each of `seats` now, with its own token."""
+    out = {}
+    for s in seats:
+        seat = client.seat(match_id, tokens[s])
+        view, legal = seat.view(), seat.legal_commands(limit)
+        out[s] = (view.view.value, [c.SerializeToString() for c in legal.commands], legal.complete)
+    return out
+
+
+def test_ask_next_answers_each_asked_seat_exactly_what_its_own_reads_would(client: GameClient) -> None:
+    match_id, tokens, version, asked = _simultaneous(client)
+    first, rest = asked[0], asked[1:]
+    every = list(range(len(tokens)))
+    reply = client.submit_commands(match_id, [(tokens[first], _first_legal(client, match_id, tokens[first]),
+                                               "n:{version}")], expected_version=version, omit_events=True,
+                                   ask_next=[(tokens[s], True, 8) for s in every])
+    assert not reply.HasField("refusal") and len(reply.results) == 1
+    assert reply.next_version == reply.results[0].version
+    answered = [n.seat for n in reply.next]
+    assert set(answered) == set(rest)  # the seat that just chose is no longer asked; nobody else is
+    reads = _next_as_reads(client, match_id, tokens, answered, 8)
+    for n in reply.next:
+        view_bytes, legal, complete = reads[n.seat]
+        assert n.view.value == view_bytes  # its own view: hidden information stays hidden
+        assert [c.SerializeToString() for c in n.legal] == legal and n.complete == complete
+        assert len(n.legal) <= 8
+
+
+def test_ask_next_without_view_and_without_commands(client: GameClient) -> None:
+    match_id, tokens, version, asked = _simultaneous(client)
+    reply = client.submit_commands(match_id, [], expected_version=version,
+                                   ask_next=[(tokens[s], False, 0) for s in asked])
+    assert not reply.results and reply.next_version == version
+    assert [n.seat for n in reply.next] == sorted(asked, key=[n.seat for n in reply.next].index)
+    assert {n.seat for n in reply.next} == set(asked)
+    for n in reply.next:
+        assert not n.HasField("view") and n.legal
+
+    # Asking at a version the match has left is stale, as a submit there would be.
+    with pytest.raises(grpc.RpcError) as err:
+        client.submit_commands(match_id, [], expected_version=version - 1, ask_next=[(tokens[0], False, 0)])
+    assert err.value.code() == grpc.StatusCode.ABORTED and error_code(err.value) == "stale_version"
+
+
+def test_ask_next_is_empty_after_a_refusal_or_a_chain_the_match_has_moved_past(client: GameClient) -> None:
+    match_id, tokens, version, asked = _simultaneous(client)
+    ask = [(tokens[s], False, 0) for s in asked]
+    a, b = asked[0], asked[1]
+    cmd_a = _first_legal(client, match_id, tokens[a])
+    reply = client.submit_commands(match_id, [(tokens[a], cmd_a, "m:{version}")], expected_version=version,
+                                   ask_next=ask)
+    assert reply.next
+    moved = client.submit_commands(match_id, [(tokens[b], _first_legal(client, match_id, tokens[b]),
+                                               "m:{version}")], expected_version=reply.results[0].version)
+    assert not moved.HasField("refusal")
+    # The first call again: a duplicate, answered as before, but the match is past it.
+    again = client.submit_commands(match_id, [(tokens[a], cmd_a, "m:{version}")], expected_version=version,
+                                   ask_next=ask)
+    assert again.results[0].duplicate and not again.next and again.next_version == 0
+    # A refused chain (a stale first version) asks nothing either.
+    stale = client.submit_commands(match_id, [(tokens[a], cmd_a, "x:{version}")], expected_version=version,
+                                   ask_next=ask)
+    assert stale.HasField("refusal") and not stale.next
+
+
+def test_ask_next_checks_every_token_before_taking_a_command(client: GameClient, store: RedisEventStore) -> None:
+    match_id, tokens, version, asked = _simultaneous(client)
+    other = client.create_match("goodcritters", 5, seed=99)
+    s = asked[0]
+    for bad, code in (("", "no_token"), ("nonsense", "bad_token"), (other.seat_tokens[0], "wrong_match")):
+        with pytest.raises(grpc.RpcError) as err:
+            client.submit_commands(match_id, [(tokens[s], _first_legal(client, match_id, tokens[s]), "t:{version}")],
+                                   expected_version=version, ask_next=[(tokens[s], False, 0), (bad, False, 0)])
+        assert error_code(err.value) == code
+    assert store.version(match_id) == version  # nothing was taken
+    with pytest.raises(grpc.RpcError) as err:
+        client.submit_commands(match_id, [], ask_next=[(tokens[0], False, 0)] * 17)
+    assert error_code(err.value) == "too_many_seats"

@@ -77,12 +77,14 @@ class GameClient:
         return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
 
     def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,
-                        expected_version: int | None = None,
-                        omit_events: bool = False) -> pb.SubmitCommandsResponse:
+                        expected_version: int | None = None, omit_events: bool = False,
+                        ask_next: Sequence[tuple[str, bool, int]] = ()) -> pb.SubmitCommandsResponse:
         """Several seats' commands in one call, in order, each at the version the one before
         left: `commands` are (seat token, command, command id) — "{version}" in an id is the
         version it is submitted at. The answer has one result per command taken and, if one
-        was refused, `refusal` (its index, status, code and message): the rest were not tried."""
+        was refused, `refusal` (its index, status, code and message): the rest were not tried.
+        `ask_next`: (seat token, with its view, legal limit) of seats the caller plays next;
+        the answer's `next` has those the game waits for after the last command."""
         req = pb.SubmitCommandsRequest(match_id=match_id, omit_events=omit_events)
         if expected_version is not None:
             req.expected_version = expected_version
@@ -90,6 +92,9 @@ class GameClient:
         for token, command, command_id in commands:
             add(seat_token=token, command_id=command_id,
                 command=command if isinstance(command, any_pb2.Any) else pack(command))
+        add_next = req.ask_next.add
+        for token, view, limit in ask_next:
+            add_next(seat_token=token, view=view, legal_limit=limit)
         return self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout)
 
     def seat(self, match_id: str, token: str | None) -> SeatClient:

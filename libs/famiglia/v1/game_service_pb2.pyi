@@ -607,6 +607,7 @@ class SubmitCommandsRequest(_message.Message):
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     COMMANDS_FIELD_NUMBER: _builtins.int
     OMIT_EVENTS_FIELD_NUMBER: _builtins.int
+    ASK_NEXT_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     expected_version: _builtins.int
     """The version the first command is submitted at (as SubmitCommand's); every later one is
@@ -615,7 +616,14 @@ class SubmitCommandsRequest(_message.Message):
     omit_events: _builtins.bool
     @_builtins.property
     def commands(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatCommand]:
-        """1 to 16"""
+        """1 to 16 (0 only with ask_next: then the call only asks)"""
+
+    @_builtins.property
+    def ask_next(self) -> _containers.RepeatedCompositeFieldContainer[Global___NextSeat]:
+        """Seats the caller plays next (a bots worker playing a match's bot seats on): after the
+        last command, the answer's `next` says which of them are asked then, each with what
+        that seat may know, as GetView and ListLegalCommands would answer it with its own token.
+        """
 
     def __init__(
         self,
@@ -624,16 +632,83 @@ class SubmitCommandsRequest(_message.Message):
         expected_version: _builtins.int | None = ...,
         commands: _abc.Iterable[Global___SeatCommand] | None = ...,
         omit_events: _builtins.bool = ...,
+        ask_next: _abc.Iterable[Global___NextSeat] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "commands", b"commands", "expected_version", b"expected_version", "match_id", b"match_id", "omit_events", b"omit_events"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "ask_next", b"ask_next", "commands", b"commands", "expected_version", b"expected_version", "match_id", b"match_id", "omit_events", b"omit_events"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
 
 Global___SubmitCommandsRequest: _TypeAlias = SubmitCommandsRequest  # noqa: Y015
+
+@_typing.final
+class NextSeat(_message.Message):
+    """One seat of SubmitCommandsRequest.ask_next."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
+    LEGAL_LIMIT_FIELD_NUMBER: _builtins.int
+    seat_token: _builtins.str
+    view: _builtins.bool
+    """also the seat's view (a policy that reads it); else legal commands only"""
+    legal_limit: _builtins.int
+    """as ListLegalCommands' limit (0: the server's cap)"""
+    def __init__(
+        self,
+        *,
+        seat_token: _builtins.str = ...,
+        view: _builtins.bool = ...,
+        legal_limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["legal_limit", b"legal_limit", "seat_token", b"seat_token", "view", b"view"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NextSeat: _TypeAlias = NextSeat  # noqa: Y015
+
+@_typing.final
+class NextDecision(_message.Message):
+    """A seat of ask_next that is asked at SubmitCommandsResponse.next_version."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
+    LEGAL_FIELD_NUMBER: _builtins.int
+    COMPLETE_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    complete: _builtins.bool
+    """as ListLegalCommands' complete"""
+    @_builtins.property
+    def view(self) -> _any_pb2.Any:
+        """set only when its NextSeat asked for it"""
+
+    @_builtins.property
+    def legal(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """as ListLegalCommands' commands"""
+
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        view: _any_pb2.Any | None = ...,
+        legal: _abc.Iterable[_any_pb2.Any] | None = ...,
+        complete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "legal", b"legal", "seat", b"seat", "view", b"view"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NextDecision: _TypeAlias = NextDecision  # noqa: Y015
 
 @_typing.final
 class CommandRefusal(_message.Message):
@@ -673,6 +748,9 @@ class SubmitCommandsResponse(_message.Message):
 
     RESULTS_FIELD_NUMBER: _builtins.int
     REFUSAL_FIELD_NUMBER: _builtins.int
+    NEXT_FIELD_NUMBER: _builtins.int
+    NEXT_VERSION_FIELD_NUMBER: _builtins.int
+    next_version: _builtins.int
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubmitCommandResponse]:
         """One answer per command taken, in order, each what SubmitCommand would have answered."""
@@ -681,15 +759,25 @@ class SubmitCommandsResponse(_message.Message):
     def refusal(self) -> Global___CommandRefusal:
         """Set when a command was refused: the call stops there and answers what was taken before."""
 
+    @_builtins.property
+    def next(self) -> _containers.RepeatedCompositeFieldContainer[Global___NextDecision]:
+        """With ask_next, when every command was taken and the match is still at the version the
+        last one left (for a call without commands: at expected_version): those of the asked
+        seats the game waits for now, in the game's order, and that version. Empty otherwise
+        (a refusal, a duplicate chain the match has moved past, the match over, none asked).
+        """
+
     def __init__(
         self,
         *,
         results: _abc.Iterable[Global___SubmitCommandResponse] | None = ...,
         refusal: Global___CommandRefusal | None = ...,
+        next: _abc.Iterable[Global___NextDecision] | None = ...,
+        next_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["refusal", b"refusal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["refusal", b"refusal", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["next", b"next", "next_version", b"next_version", "refusal", b"refusal", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

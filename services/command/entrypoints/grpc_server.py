@@ -10,7 +10,7 @@ from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
-from ..app import ChainedCommand, CommandApp, SeatEvent, Submitted
+from ..app import ChainedCommand, CommandApp, NextSeat, SeatEvent, Submitted
 
 _TYPE_URL = "type.googleapis.com/"
 
@@ -129,7 +129,9 @@ class GameServicer(pb_grpc.GameServiceServicer):
                 raise InvalidArgument("no_command", f"command {i} carries no command")
             chain.append(ChainedCommand(c.seat_token, c.command_id, c.command.type_url, c.command.value))
         expected = request.expected_version if request.HasField("expected_version") else None
-        answer = self.app.submit_chain(request.match_id, chain, expected, omit_events=request.omit_events)
+        ask_next = [NextSeat(s.seat_token, s.view, s.legal_limit) for s in request.ask_next]
+        answer = self.app.submit_chain(request.match_id, chain, expected, omit_events=request.omit_events,
+                                       ask_next=ask_next)
         reply = pb.SubmitCommandsResponse()
         add = reply.results.add
         for done in answer.taken:
@@ -138,6 +140,17 @@ class GameServicer(pb_grpc.GameServiceServicer):
             refusal = reply.refusal
             refusal.index, refusal.status = answer.refused_at, answer.refusal.status.value[0]
             refusal.code, refusal.message = answer.refusal.code, answer.refusal.message
+        if answer.next:
+            reply.next_version = answer.next_version
+            add_next = reply.next.add
+            for n in answer.next:
+                out = add_next(seat=n.seat, complete=n.complete)
+                if n.view is not None:
+                    view = out.view
+                    view.type_url, view.value = _TYPE_URL + n.view.DESCRIPTOR.full_name, n.view.SerializeToString()
+                add_legal = out.legal.add
+                for c in n.legal:
+                    add_legal(type_url=_TYPE_URL + c.DESCRIPTOR.full_name, value=c.SerializeToString())
         return reply
 
     @rpc
