@@ -29,7 +29,7 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
                             observer=TournamentObserver(repo, on_finished=runner.wake.set),
                             stall_seconds=app.bots.stall_seconds,
                             clock_grace_seconds=app.bots.clock_grace_seconds,
-                            seats_per_task=app.bots.seats_per_task)
+                            seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")

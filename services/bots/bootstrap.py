@@ -50,6 +50,11 @@ class BotsSettings:
     """Bot seats one `decide` task may carry when several are asked at once (a simultaneous
     choice): 0 = all of them, played one after another (docs/bots.md); 1 = one task per
     decision, the next queued when the version moves."""
+    lease_moves: int = 32
+    """Most commands one `decide` task plays on through a match's bot turns when every bot
+    seat plays a quick policy (`random`, `heuristic`): the worker asks the command service
+    for the next decisions in its own calls instead of a round of the dispatcher and the
+    broker each turn (docs/bots.md, "Leases"). 0: off; off with `seats_per_task`."""
     threads_per_worker: int = 2
     """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
     so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~10 %
@@ -68,6 +73,7 @@ class BotsSettings:
             clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
             seats_per_task=int(os.environ.get("FAMIGLIA_BOTS_SEATS_PER_TASK", "0") or 0),
             threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "2") or 2),
+            lease_moves=int(os.environ.get("FAMIGLIA_BOTS_LEASE_MOVES", "32") or 32),
         )
 
     @property

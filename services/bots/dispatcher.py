@@ -43,7 +43,7 @@ from famiglia.matchstate import MatchState, NotAMatch
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .payload import DecisionPayload, bot_command_id, reads_view, seat_payload
+from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
 
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
@@ -68,9 +68,12 @@ TRANSIENT = _transient_errors()
 class TaskSender(Protocol):
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None,
-               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> None:
+               then: Sequence[tuple[int, str, DecisionPayload]] = (),
+               lease: tuple[int, Sequence[tuple[int, str]]] | None = None) -> None:
         """One decide task: `seat`'s decision at `version`, then those of the `then` seats
-        (seat, policy, payload), asked at the same version (a simultaneous choice)."""
+        (seat, policy, payload), asked at the same version (a simultaneous choice); with a
+        `lease` (most commands, every bot seat's (seat, policy)), then on through the bot
+        seats' next turns (handlers.play_bot_decisions)."""
         ...
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
@@ -130,6 +133,18 @@ class SeatBatch:
 
 
 @dataclass
+class Lease:
+    """A decide task that plays the match's bot seats on through their turns (see `_lease_playing`)."""
+
+    version: int
+    """the version its next command goes in at, as far as the dispatcher has read"""
+    most: int
+    """the most commands it submits (the task was told the same number)"""
+    moves: int = 0
+    """its commands read so far"""
+
+
+@dataclass
 class Tracked:
     match: MatchState
     bots: dict[int, str]
@@ -144,6 +159,8 @@ class Tracked:
     trace: dict[str, str] = field(default_factory=dict)
     seat_batch: SeatBatch | None = None
     """the decide task of several seats still being played, if any"""
+    lease: Lease | None = None
+    """the decide task playing on through the bot seats' turns, if any"""
 
     @property
     def tournament_id(self) -> str:
@@ -157,7 +174,7 @@ def bot_seats(match: MatchState) -> dict[int, str]:
 class Dispatcher:
     def __init__(self, store: EventStore, registry: Registry, tasks: TaskSender, *,
                  observer: MatchObserver | None = None, stall_seconds: float = 30.0,
-                 clock_grace_seconds: float = 0.5, seats_per_task: int = 0,
+                 clock_grace_seconds: float = 0.5, seats_per_task: int = 0, lease_moves: int = 0,
                  now: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.registry = registry
@@ -167,15 +184,18 @@ class Dispatcher:
         self.clock_grace_seconds = clock_grace_seconds
         self.seats_per_task = seats_per_task
         """Most bot seats one task carries (0: every seat asked at once; 1: one task per decision)."""
+        self.lease_moves = lease_moves if seats_per_task == 0 else 0
+        """Most commands one task plays on through the bot seats' turns, in a match whose bot
+        seats all play quick policies (0: none; off with `seats_per_task`)."""
         self.now = now
         self.matches: dict[str, Tracked] = {}
         self._done: OrderedDict[str, None] = OrderedDict()  # finished or unplayable, recently
         self.queued = 0
         self._marked: list[tuple[set[tuple[int, int]], tuple[int, int]]] = []
         """(version, seat) marked sent in the current batch: unmarked if its send fails."""
-        self._batched: list[tuple[Tracked, SeatBatch | None]] = []
-        """(match, its batch before) for each task of several seats in the current batch: put
-        back if its send fails."""
+        self._batched: list[tuple[Tracked, SeatBatch | None, Lease | None]] = []
+        """(match, its batch and lease before) for each task of several seats or with a lease in
+        the current batch: put back if its send fails."""
         self._next_stall_check = -math.inf
         """No decision can have stalled before this (see check_stalls)."""
 
@@ -204,8 +224,8 @@ class Dispatcher:
         except BaseException:
             for sent, key in self._marked:
                 sent.discard(key)
-            for tracked, before in reversed(self._batched):
-                tracked.seat_batch = before
+            for tracked, batch, lease in reversed(self._batched):
+                tracked.seat_batch, tracked.lease = batch, lease
             raise
         finally:
             self._marked, self._batched = [], []
@@ -276,7 +296,9 @@ class Dispatcher:
         bots = [p.seat for p in pendings if p.seat in tracked.bots]
         if tracked.seat_batch is not None and not self._batch_playing(tracked, bots):
             tracked.seat_batch = None
-        if bots and tracked.seat_batch is None:
+        if tracked.lease is not None and not self._lease_playing(tracked, bots):
+            tracked.lease = None
+        if bots and tracked.seat_batch is None and tracked.lease is None:
             self._queue_bots(tracked, bots)
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
@@ -298,8 +320,7 @@ class Dispatcher:
         for fairness; while the task plays, the versions its own commands produce queue
         nothing (`_batch_playing`)."""
         match = tracked.match
-        first = match.version % len(bots)
-        order = list(bots[first:]) + list(bots[:first])
+        order = turn_order(bots, match.version)
         if self.seats_per_task > 0:
             order = order[:self.seats_per_task]
         seat = order[0]
@@ -312,13 +333,19 @@ class Dispatcher:
                                  policies[seat], trace=tracked.trace, payload=payloads[0])
         if then:
             send = functools.partial(send, then=then)
+        lease = self.lease_moves > 0 and all(leasable(p) for p in policies.values())
+        if lease:
+            send = functools.partial(send, lease=(self.lease_moves, sorted(policies.items())))
         if self._queue(tracked, seat, send):
             tracked.sent_at = self.now()
             for s in order[1:]:
                 tracked.sent.add((match.version, s))  # unmarked with the first if the send fails
                 self._marked.append((tracked.sent, (match.version, s)))
-            if then:
-                self._batched.append((tracked, tracked.seat_batch))
+            if lease:
+                self._batched.append((tracked, tracked.seat_batch, tracked.lease))
+                tracked.lease = Lease(match.version, self.lease_moves)
+            elif then:
+                self._batched.append((tracked, tracked.seat_batch, tracked.lease))
                 tracked.seat_batch = SeatBatch(tuple(order), match.version)
 
     def _batch_playing(self, tracked: Tracked, bots: Sequence[int]) -> bool:
@@ -343,6 +370,40 @@ class Dispatcher:
         if moved:
             tracked.sent_at = self.now()
         for s in batch.seats[batch.next:]:
+            tracked.sent.add((match.version, s))
+        return True
+
+    def _lease_playing(self, tracked: Tracked, bots: Sequence[int]) -> bool:
+        """Whether the match's leased task still plays it: every command since it was queued is
+        a bot seat's command named for the version it went in at (`bot:<match>:<version>:<seat>`,
+        what the task submits), it has not reached its most commands, and a bot seat is asked.
+        Then the seats asked are marked sent at this version (the stall timer runs from its
+        last move) and nothing is queued. Otherwise — an outside command (the task's next
+        submit is stale and it stops), the task's last command read, the match over or no bot
+        asked (it stops there too) — scheduling goes on as usual. A task that stops for
+        another reason (killed, a refusal it cannot get past) leaves the match to the stall
+        timer, as a task of one seat does."""
+        lease = tracked.lease
+        assert lease is not None
+        match = tracked.match
+        commands, moved = match.commands, False
+        while lease.version < match.version:
+            if lease.moves >= lease.most:
+                return False
+            span = None
+            for s in tracked.bots:
+                command_id = bot_command_id(match.match_id, lease.version, s)
+                span = commands.get(command_id) or commands.get(command_id + ":f")
+                if span is not None:
+                    break
+            if span is None or span[0] != lease.version + 1:
+                return False  # someone else's command
+            lease.version, lease.moves, moved = span[1], lease.moves + 1, True
+        if lease.moves >= lease.most or not bots:
+            return False
+        if moved:
+            tracked.sent_at = self.now()
+        for s in bots:
             tracked.sent.add((match.version, s))
         return True
 
@@ -384,7 +445,7 @@ class Dispatcher:
                         stalls=stalls + 1)
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
-            tracked.seat_batch = None  # its worker may be gone: a new task for whoever is asked now
+            tracked.seat_batch = tracked.lease = None  # its worker may be gone: a new task for whoever is asked now
             before = self.queued
             self._schedule(tracked)
             resent += self.queued - before

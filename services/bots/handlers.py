@@ -15,9 +15,10 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -30,9 +31,10 @@ from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import child_span, get_logger
+from famiglia.v1 import game_service_pb2 as pb
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id
+from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
 
 log = get_logger("famiglia.bots")
 
@@ -199,8 +201,13 @@ def play_bot_decision(app: BotsApp, match_id: str, game_id: str, seat: int, vers
                               think_seconds=think_seconds, interrupt_seconds=interrupt_seconds)[0]
 
 
+Lease = tuple[int, Mapping[int, str]]
+"""(the most commands the task submits, every bot seat of the match -> its policy)."""
+
+
 def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat], *,
-                       think_seconds: float = 0.0, interrupt_seconds: float = 0.0) -> list[str]:
+                       think_seconds: float = 0.0, interrupt_seconds: float = 0.0,
+                       lease: Lease | None = None) -> list[str]:
     """Play a simultaneous choice of several bot seats, one after another: what each did.
 
     Every seat's payload is its own view and legal commands at `version` (the dispatcher's);
@@ -218,13 +225,108 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
 
     Several seats with payloads are chosen first and sent in one SubmitCommands call
     (`_submit_chained`), which the command service takes exactly as that many
-    SubmitCommand calls in turn; the seats from a refused one on go on one call each."""
+    SubmitCommand calls in turn; the seats from a refused one on go on one call each.
+
+    With a `lease` the task plays on: the call also asks which of the match's bot seats are
+    asked next (`ask_next`), and while some are, the task plays their turn as a fresh task
+    would have — the same seat order (`turn_order`), payloads (made by the command service
+    from the state then), seeds and command ids — up to the lease's number of commands.
+    The dispatcher follows it by those command ids (dispatcher.py, `_lease_playing`)."""
     if version < _REACHED.get(match_id, -1):
         return ["stale"]
     engine = app.registry.get(game_id)
+    crc = zlib.crc32(match_id.encode())
+    ask = [] if lease is None else [(app.seat(match_id, s).token or "", reads_view(p), LEGAL_LIMIT)
+                                    for s, p in sorted(lease[1].items())]
+    outcomes: list[str] = []
+    moves, reached, first = 0, -1, True
+    while True:
+        if lease is not None:
+            seats = seats[:lease[0] - moves]
+        try:
+            step, at, upcoming, step_reached = _play_step(app, engine, match_id, game_id, version, seats, crc,
+                                                          think_seconds, interrupt_seconds, ask)
+        except Transient:
+            if first:
+                raise  # Celery retries the task, from its first answers
+            log.warning("bot_lease_interrupted", match_id=match_id, version=version)
+            break  # the dispatcher's stall timer queues the match's next decision again
+        first = False
+        outcomes += step
+        reached = max(reached, step_reached)
+        if lease is None:
+            break
+        taken = sum(outcome in _TAKEN for outcome in step)
+        moves += taken
+        if taken < len(seats) or at is None or moves >= lease[0]:
+            break
+        if upcoming is None:  # the step went a call a seat: ask on its own
+            upcoming = _ask_next(app, match_id, at, ask, lease[1])
+        if upcoming is None or not upcoming.next:  # over, a human's turn, or the match moved on
+            break
+        by_seat = {n.seat: n for n in upcoming.next}
+        version = int(upcoming.next_version)
+        seats = [(s, lease[1][s], _payload_of(by_seat[s])) for s in turn_order(list(by_seat), version)]
+    if reached >= 0:  # the match is past the task's version now
+        _reached(match_id, reached)
+    return outcomes
+
+
+_TAKEN = frozenset({"submitted", "duplicate"})
+
+
+def _payload_of(decision: Any) -> DecisionPayload:
+    """A SubmitCommands `next` entry as the dispatcher's payload for that seat would be."""
+    view = decision.view.value if decision.HasField("view") else b""
+    return DecisionPayload(view, tuple(c.value for c in decision.legal))
+
+
+def _ask_next(app: BotsApp, match_id: str, version: int, ask: Sequence[tuple[str, bool, int]],
+              policies: Mapping[int, str]) -> Any:
+    """Which of the asked seats the game waits for at `version` (a SubmitCommands call that
+    only asks); None if it cannot say (the match moved on, an error). A command service
+    without the call is asked as any client would, seat by seat (`_read_next`), so the
+    lease goes on and the dispatcher, which cannot tell, never waits for it."""
+    try:
+        return _rpc(app.game_client.submit_commands, match_id, [], expected_version=version, omit_events=True,
+                    ask_next=ask)
+    except grpc.RpcError as exc:
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            return _read_next(app, match_id, version, policies)
+        if exc.code() != grpc.StatusCode.ABORTED:
+            log.warning("bot_lease_ask_failed", match_id=match_id, code=exc.code().name)
+        return None
+
+
+def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int, str]) -> Any:
+    """`_ask_next` over GetView and ListLegalCommands, each bot seat with its own token."""
+    answer = pb.SubmitCommandsResponse(next_version=version)
+    for seat, policy in sorted(policies.items()):
+        client = app.seat(match_id, seat)
+        view = _rpc(client.view)
+        if view.finished or view.version != version:
+            return None if view.version != version else answer
+        if seat not in {p.seat for p in view.to_act}:
+            continue
+        legal = _rpc(client.legal_commands, LEGAL_LIMIT)
+        if legal.version != version:
+            return None
+        decision = answer.next.add(seat=seat, complete=legal.complete)
+        for command in legal.commands:
+            decision.legal.add(value=command.value)
+        if reads_view(policy):
+            decision.view.value = view.view.value
+    return answer
+
+
+def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
+               crc: int, think_seconds: float, interrupt_seconds: float,
+               ask: Sequence[tuple[str, bool, int]]) -> tuple[list[str], int | None, Any, int]:
+    """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
+    taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
+    turn went in one call that asked, the highest version seen)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
-    crc = zlib.crc32(match_id.encode())
 
     def interrupt() -> float:
         return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
@@ -233,7 +335,8 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     outcomes: list[str] = []
     chosen: dict[int, tuple[Decision, Message]] = {}
     refused = -1  # the index of a seat whose command the chained call refused
-    if len(seats) > 1 and all(payload is not None for _, _, payload in seats):
+    upcoming = None
+    if (len(seats) > 1 or ask) and all(payload is not None for _, _, payload in seats):
         for i, (seat, policy, payload) in enumerate(seats):
             assert payload is not None
             view, commands = payload.messages(engine)
@@ -242,18 +345,20 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
             decision = Decision(game_id, seat, view, commands, version, derive_seed(crc, version, f"seat{seat}"),
                                 deadline)
             chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt()))
-        chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)])
+        chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)],
+                                  ask)
         if chained is not None:
-            taken, refusal = chained
+            taken, refusal, reply = chained
             for done in taken:
                 outcomes.append(done.outcome)
                 at = done.version
                 reached = max(reached, at)
             if refusal == "stale":
                 outcomes.append("stale")
-                _reached(match_id, max(reached, at + 1))
-                return outcomes
+                return outcomes, None, None, max(reached, at + 1)
             refused = len(taken) if refusal == "refused" else -1
+            if not refusal:
+                upcoming = reply
     for i in range(len(outcomes), len(seats)):
         seat, policy, payload = seats[i]
         client = app.seat(match_id, seat)
@@ -291,44 +396,45 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
-            break
+            return outcomes, None, None, reached
         reached = max(reached, done.version)
         at = done.version
-    if reached >= 0:  # the match is past `version` now
-        _reached(match_id, reached)
-    return outcomes
+    if len(outcomes) < len(seats) or any(outcome not in _TAKEN for outcome in outcomes):
+        return outcomes, None, None, reached
+    return outcomes, at, upcoming, reached
 
 
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
 
 
-def _submit_chained(app: BotsApp, match_id: str, version: int,
-                    commands: Sequence[tuple[int, Message]]) -> tuple[list[_Submitted], str] | None:
+def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequence[tuple[int, Message]],
+                    ask: Sequence[tuple[str, bool, int]] = ()) -> tuple[list[_Submitted], str, Any] | None:
     """Submit several seats' chosen commands in one SubmitCommands call: what was taken,
-    in order, and how the chain ended ("" all taken, "stale", "refused" a rule or a
-    malformed command, "other"). None: nothing was sent (fewer than two commands) or
-    the call itself failed for good (a command service without the call, ...): the
-    caller submits them one call each, as before, and meets the same error there."""
-    if len(commands) < 2:
+    in order, how the chain ended ("" all taken, "stale", "refused" a rule or a
+    malformed command, "other"), and the answer (its `next` for the `ask` seats). None:
+    nothing was sent (fewer than two commands and nothing to ask, or none) or the call
+    itself failed for good (a command service without the call, ...): the caller submits
+    them one call each, as before, and meets the same error there."""
+    if not commands or (len(commands) < 2 and not ask):
         return None
     entries = [(app.seat(match_id, seat).token or "", command, bot_command_id(match_id, VERSION_PLACEHOLDER, seat))
                for seat, command in commands]
     try:
         reply = _rpc(app.game_client.submit_commands, match_id, entries, expected_version=version,
-                     omit_events=True)
+                     omit_events=True, ask_next=ask)
     except grpc.RpcError as exc:
         log.warning("bot_chain_failed", match_id=match_id, code=exc.code().name)
         return None
     taken = [_Submitted("duplicate" if r.duplicate else "submitted", int(r.version)) for r in reply.results]
     if not reply.HasField("refusal"):
-        return taken, ""
+        return taken, "", reply
     status = reply.refusal.status
     if status == grpc.StatusCode.ABORTED.value[0]:
-        return taken, "stale"
+        return taken, "stale", reply
     if status in _REFUSED:
         log.warning("bot_command_refused", match_id=match_id, code=reply.refusal.code)
-        return taken, "refused"
-    return taken, "other"
+        return taken, "refused", reply
+    return taken, "other", reply
 
 
 def _retry_refused(client, command_id: str, version: int, fallback: list[Message]) -> _Submitted:

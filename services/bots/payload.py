@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import binascii
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,26 @@ choices are sampled by the engine, never enumerated."""
 VIEWLESS_POLICIES = frozenset({"random"})
 """Policies that never read the view (random_policy.py: uniform over the legal commands,
 seeded by the decision). A test holds `random`'s choices equal with and without the view."""
+
+
+LEASE_POLICIES = frozenset({"random", "heuristic"})
+"""Policies that answer in a few milliseconds: a match whose bot seats all play one of them
+may be played on by one task through several turns (a lease, docs/bots.md). A search
+policy's task keeps to its own decision and its own time budget."""
+
+
+@functools.lru_cache(maxsize=256)
+def leasable(policy: str) -> bool:
+    """Whether a seat playing `policy` may be played on by a lease."""
+    return PolicySpec.parse(policy).name in LEASE_POLICIES
+
+
+def turn_order(bots: Sequence[int], version: int) -> list[int]:
+    """The bot seats asked at `version` (in the game's pending order) in the order one task
+    plays them: rotated by the version, so no seat always chooses first. The dispatcher and
+    a lease's worker both use it, so a lease plays what a fresh task would."""
+    first = version % len(bots)
+    return list(bots[first:]) + list(bots[:first])
 
 
 def bot_command_id(match_id: str, version: int | str, seat: int) -> str:

@@ -196,11 +196,21 @@ def make_celery(app: BotsApp) -> Celery:
     @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True,
                  Strategy=f"{__name__}:decide_strategy", **retry)
     def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str,
-               decision: dict[str, Any] | None = None, then: list[list[Any]] | None = None) -> str:
+               decision: dict[str, Any] | None = None, then: list[list[Any]] | None = None,
+               lease: list[Any] | None = None) -> str:
         """`then`: the other bot seats asked at `version` (a simultaneous choice), each as
-        [seat, policy, decision], played after this one (handlers.play_bot_decisions)."""
+        [seat, policy, decision], played after this one (handlers.play_bot_decisions).
+        `lease`: [most commands, [[seat, policy], ...] every bot seat]: play on through the
+        bot seats' next turns."""
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
-            if not then:
+            if lease:
+                batch = [(seat, policy, DecisionPayload.from_json(decision))]
+                batch += [(int(s), str(p), DecisionPayload.from_json(d)) for s, p, d in then or ()]
+                outcomes = handlers.play_bot_decisions(
+                    app, match_id, game_id, version, batch, think_seconds=think, interrupt_seconds=interrupt,
+                    lease=(int(lease[0]), {int(s): str(p) for s, p in lease[1]}))
+                seats = [(s, p) for s, p, _ in batch]
+            elif not then:
                 outcomes = [handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
                                                        DecisionPayload.from_json(decision), think_seconds=think,
                                                        interrupt_seconds=interrupt)]
@@ -259,13 +269,15 @@ class DecisionMessages:
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                payload: DecisionPayload | None, extra: str,
-               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> str:
+               then: Sequence[tuple[int, str, DecisionPayload]] = (),
+               lease: tuple[int, Sequence[tuple[int, str]]] | None = None) -> str:
         """A `decide` message (`message` of the dispatcher's arguments), its body written out
         rather than dumped: the legal commands' base64 is plain text, so only the names
         need quoting. `extra` is `headers_text` of its headers (the same for a match's
         every task). `then`: the other seats of a simultaneous choice, as (seat, policy,
-        payload), in the `then` keyword argument (their payload needed). A test holds it
-        equal to `message`'s text."""
+        payload), in the `then` keyword argument (their payload needed); `lease`, (most
+        commands, every bot seat's (seat, policy)), in `lease` (with a payload). A test holds
+        it equal to `message`'s text."""
         names = (_quoted(match_id), _quoted(game_id), _quoted(policy))
         if payload is None:
             decision, kwargsrepr = "{}", "{}"
@@ -276,6 +288,10 @@ class DecisionMessages:
                 decision += ', "then": [' + ", ".join(
                     f"[{int(s)}, {_quoted(p)}, {_payload_text(d)}]" for s, p, d in then) + "]"
                 kwargsrepr += f", then: {len(then)} seats"
+            if lease is not None:
+                decision += f', "lease": [{int(lease[0])}, [' + ", ".join(
+                    f"[{int(s)}, {_quoted(p)}]" for s, p in lease[1]) + "]]"
+                kwargsrepr += f", lease: {int(lease[0])}"
             decision += "}"
             kwargsrepr += "}"
         body = f"[[{names[0]}, {names[1]}, {int(seat)}, {int(version)}, {names[2]}], {decision}, {self._embed}]"
@@ -506,9 +522,10 @@ class CeleryTasks:
 
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None,
-               then: Sequence[tuple[int, str, DecisionPayload]] = ()) -> None:
+               then: Sequence[tuple[int, str, DecisionPayload]] = (),
+               lease: tuple[int, Sequence[tuple[int, str]]] | None = None) -> None:
         message = self._messages.decide(match_id, game_id, seat, version, policy, payload, self._extra(trace),
-                                        then)
+                                        then, lease)
         decisions = getattr(self._local, "decisions", None)
         if decisions is None:
             self._push([message])

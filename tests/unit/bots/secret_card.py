@@ -66,6 +66,9 @@ class SecretCard(HighCard):
         events[0].seated.clock_s = int(config.options.get("parity", "0"))  # carried in clock_s: parity on/off
         return events
 
+    def render_state(self, state: State) -> str:
+        return f"hands:{state.hands} scores:{state.scores} played:{state.played}"
+
     def evolve(self, state: Any, event: Any) -> State:
         kind = event.WhichOneof("kind")
         if kind == "seated":

@@ -67,7 +67,7 @@ class LocalSeat:
     def legal_commands(self, limit: int = 0):
         self.reads.append("legal")
         answer = self._call(self.table.app.legal_commands, self.match_id, Viewer(self.seat), limit)
-        return SimpleNamespace(version=answer.version,
+        return SimpleNamespace(version=answer.version, complete=answer.complete,
                                commands=[SimpleNamespace(value=c.SerializeToString()) for c in answer.commands])
 
     def submit(self, command, *, command_id=None, expected_version=None, omit_events=False):
@@ -107,7 +107,10 @@ class LocalStub:
             raise _RpcError(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         table = self.worker.table
         self.calls.append(len(request.commands))
-        reply = GameServicer(table.app).SubmitCommands(request, _Context())
+        try:  # the servicer's own method, its errors as the status the client would get
+            reply = GameServicer.SubmitCommands.__wrapped__(GameServicer(table.app), request, _Context())
+        except AppError as exc:
+            raise _RpcError(exc.status, exc.code) from None
         tried = len(reply.results) + (1 if reply.HasField("refusal") else 0)
         at = request.expected_version
         for i, entry in enumerate(request.commands[:tried]):
