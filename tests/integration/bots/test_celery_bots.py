@@ -78,6 +78,25 @@ def test_a_worker_plays_simultaneous_choices_several_seats_a_task(bots_stack: Bo
     assert taken < 0.7 * moves, (taken, moves)  # idle BRPOP timeouts included
 
 
+def test_a_lease_plays_a_turn_based_match_of_quick_bots_in_a_task_every_32_moves(bots_stack: BotsStack) -> None:
+    """Grifters asks one seat at a time; with every bot seat on a quick policy one task plays
+    on through up to 32 turns (asking for the next decisions in its own calls), so the worker
+    takes a few tasks (BRPOPs) for a match instead of one a move."""
+    import redis
+
+    if "grifters" not in bots_stack.registry:
+        pytest.skip("Grifters is not registered")
+    client = redis.Redis.from_url(bots_stack.redis_url)
+    brpops = client.info("commandstats").get("cmdstat_brpop", {}).get("calls", 0)
+    handle = bots_stack.client.create_match("grifters", 3, seed=3, seat_info=seats("random", "heuristic", "random"))
+    view = bots_stack.wait_finished(handle.match_id, timeout=90)
+    taken = client.info("commandstats")["cmdstat_brpop"]["calls"] - brpops
+    ids = {e.command_id for e in bots_stack.command.store.read(handle.match_id) if e.command_id}
+    assert view.finished and len(ids) > 40
+    assert all(i.startswith(f"bot:{handle.match_id}:") for i in ids)
+    assert taken < len(ids) / 4, (taken, len(ids))  # idle BRPOP timeouts included
+
+
 def test_a_redelivered_batch_is_answered_from_the_first_answers_over_grpc(bots_stack: BotsStack) -> None:
     from famiglia.matchstate import MatchState
     from services.bots.payload import bot_command_id, seat_payload
