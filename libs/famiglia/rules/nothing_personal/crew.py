@@ -48,14 +48,14 @@ def window_step(tx: Tx, kind: str, then: str) -> None:
     if w is None:
         seats = eligible(s, kind)
         if seats:
-            tx.emit("window_opened", kind=kind, seats=seats)
+            tx.emit_values("window_opened", kind, seats)
         else:
-            tx.emit("step_advanced", stage=then, position=s.pos)
+            tx.emit_values("step_advanced", then, s.pos)
         return
     claims = [(seat, w.answers[seat]) for seat in ring_order(s) if w.answers[seat]]
     if not claims:
-        tx.emit("window_closed", kind=kind)
-        tx.emit("step_advanced", stage=then, position=s.pos)
+        tx.emit_values("window_closed", kind)
+        tx.emit_values("step_advanced", then, s.pos)
         return
     resolve_claims(tx, kind, claims)
 
@@ -101,16 +101,16 @@ def score(tx: Tx) -> None:
         pos, g = POSITIONS[s.pos], G[gid]
         tx.respect({seat: pos.respect.apply(g.respect)}, "scoring")        # NP-W10, NP-W13
         tx.money(seat, pos.money.apply(g.money), "scoring")
-        tx.emit("position_scored", position=s.pos, gangster=gid, seat=seat)
+        tx.emit_values("position_scored", s.pos, gid, seat)
     next_score(tx)
 
 
 def next_score(tx: Tx) -> None:
     p = tx.s.pos
     if p > 1:
-        tx.emit("crew_position_reached", sweep=0, position=p - 1)
+        tx.emit_values("crew_position_reached", 0, p - 1)   # sweep 0, the next position
     else:
-        tx.emit("crew_position_reached", sweep=1, position=1)
+        tx.emit_values("crew_position_reached", 1, 1)   # sweep 1 from position 1
 
 
 # -- action sweep (NP-W14..W16) ------------------------------------------------------------------------------
@@ -138,13 +138,13 @@ def start_action_turn(tx: Tx) -> None:
     seat = controller(tx, gid, "act", lead)
     if seat == -2:
         return
-    tx.emit("action_turn_began", position=s.pos, gangster=gid, seat=seat)
+    tx.emit_values("action_turn_began", s.pos, gid, seat)
 
 
 def next_act(tx: Tx) -> None:
     p = tx.s.pos
     if p < 9:
-        tx.emit("crew_position_reached", sweep=1, position=p + 1)
+        tx.emit_values("crew_position_reached", 1, p + 1)   # sweep 1, the next position
         return
     for gid in tx.s.board:   # NP-W17: unused Omerta coins return at the end of the Crew
         if gid and gstate(tx.s, gid).omerta:
@@ -301,7 +301,7 @@ def resolve_action(tx: Tx, cmd: pb.Command) -> None:
     kind = cmd.WhichOneof("kind")
     _contracts_on_action(tx, cmd)
     if kind == "pass":
-        tx.emit("action_turn_ended", position=a.position, outcome="pass")
+        tx.emit_values("action_turn_ended", a.position, "pass")
         return
     ctx = Ctx(a.seat, a.gangster, a.position)
     if kind == "use_ability":
@@ -315,7 +315,7 @@ def resolve_action(tx: Tx, cmd: pb.Command) -> None:
             return
         EFFECTS[code].apply(tx, ctx, m.targets)
         if tx.s.invite is None:
-            tx.emit("action_turn_ended", position=a.position, outcome=code)
+            tx.emit_values("action_turn_ended", a.position, code)
         return
     if kind == "whack":
         w = cmd.whack
@@ -403,7 +403,7 @@ def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) ->
     if chosen is None:
         for seat, _ in claims:
             tx.emit("claim_lapsed", seat=seat)
-        tx.emit("window_closed", kind=kind)   # nobody resolved: a fresh answer round
+        tx.emit_values("window_closed", kind)   # nobody resolved: a fresh answer round
         return
     tx.emit("claim_resolved", seat=winner, claim=chosen)
     for seat, _ in claims:
@@ -439,7 +439,7 @@ def resolve_roll(tx: Tx) -> None:
             tx.respect({r.actor: 3 if n >= 5 else (-2 if n == 1 else 0)}, "DICE_RESPECT")
         elif n >= 4:
             tx.money(r.actor, 12, "DOUBLE_OR_NOTHING")
-        tx.emit("action_turn_ended", position=pos, outcome=r.purpose)
+        tx.emit_values("action_turn_ended", pos, r.purpose)
     return
 
 
@@ -457,13 +457,13 @@ def _move_result(tx: Tx, face: str, actor: int, mover: str, q: int) -> None:
     s = tx.s
     pos = s.act.position if s.act else 0
     if not is_active(s, mover):
-        tx.emit("action_turn_ended", position=pos, outcome="gone")
+        tx.emit_values("action_turn_ended", pos, "gone")
         return
     if face == "knife":                                   # NP-W38
         tx.respect({actor: -SWING}, "move death")
         tx.emit("move_resolved", mover=mover, target_position=q, outcome="death")
         tx.gone(mover, "fishes", "move death")
-        tx.emit("action_turn_ended", position=pos, outcome="death")
+        tx.emit_values("action_turn_ended", pos, "death")
         return
     bonus = 1 if passive(s, mover, "MOVE_BONUS") else 0
     target = at(s, q)
@@ -479,8 +479,8 @@ def _move_result(tx: Tx, face: str, actor: int, mover: str, q: int) -> None:
         tx.respect({actor: -SWING}, "move failure")        # NP-W37
         tx.emit("move_resolved", mover=mover, target_position=q, outcome="failure")
     if tx.s.neutral > 0:                                   # NP-X1
-        tx.emit("markers_placed", gangster=mover, owner=-1, count=1)
-    tx.emit("action_turn_ended", position=pos, outcome="move")
+        tx.emit_values("markers_placed", mover, -1, 1)   # one neutral marker
+    tx.emit_values("action_turn_ended", pos, "move")
 
 
 def _whack_result(tx: Tx, face: str, actor: int, whacker: str, target: str) -> None:
@@ -504,7 +504,7 @@ def _whack_result(tx: Tx, face: str, actor: int, whacker: str, target: str) -> N
         tx.emit("whack_resolved", whacker=whacker, target=target, outcome="death")
         if is_active(s, whacker):
             tx.gone(whacker, "fishes", "whacker death")
-    tx.emit("action_turn_ended", position=pos, outcome="whack")
+    tx.emit_values("action_turn_ended", pos, "whack")
 
 
 # -- contracts on actions (NP-V3, NP-V4) -----------------------------------------------------------------------------

@@ -197,7 +197,7 @@ def _neutral_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
 
 def _neutral_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
     for g in sorted(set(t.gangsters), key=list(t.gangsters).index):
-        tx.emit("markers_placed", gangster=g, owner=-1, count=list(t.gangsters).count(g))
+        tx.emit_values("markers_placed", g, -1, list(t.gangsters).count(g))
 
 
 # -- PLACE_OWN_1 / PLACE_OWN_2 (NP-W28, NP-X2) -------------------------------------------------------
@@ -215,7 +215,7 @@ def _place_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
 
 def _place(k: int) -> Callable[[Tx, Ctx, pb.Targets], None]:
     def apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
-        tx.emit("markers_placed", gangster=t.gangster, owner=ctx.seat, count=min(k, tx.s.supply[ctx.seat]))
+        tx.emit_values("markers_placed", t.gangster, ctx.seat, min(k, tx.s.supply[ctx.seat]))
 
     return apply
 
@@ -458,7 +458,7 @@ def _extra_options(s: State, ctx: Ctx, limit: int) -> list[pb.Targets]:
 
 def _extra_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
     tx.money(ctx.seat, -EXTRA_PRICE, "extra influence")
-    tx.emit("markers_placed", gangster=t.gangster, owner=ctx.seat, count=1)
+    tx.emit_values("markers_placed", t.gangster, ctx.seat, 1)
 
 
 # -- SNITCH (NP-C29, NP-C30) --------------------------------------------------------------------------------
@@ -520,7 +520,7 @@ def _joint_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:
     for seat in (ctx.seat, t.seat):
         k = min(2, tx.s.supply[seat])
         if k:
-            tx.emit("markers_placed", gangster=t.gangster, owner=seat, count=k)
+            tx.emit_values("markers_placed", t.gangster, seat, k)
 
 
 def _invite_apply(tx: Tx, ctx: Ctx, t: pb.Targets) -> None:

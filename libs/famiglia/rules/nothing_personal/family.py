@@ -37,7 +37,7 @@ def fence_draws(tx: Tx) -> None:
     tx.emit("fence_counted", counts=counts)
     for seat in ring_order(tx.s):
         tx.draw(seat, FENCE_DRAWS[min(counts[seat], 2)], "fence")
-    tx.emit("step_advanced", stage="buy", position=0, order=ring_order(tx.s))
+    tx.emit_values("step_advanced", "buy", 0, ring_order(tx.s))
 
 
 def max_buy(s: State, seat: int) -> int:
@@ -91,7 +91,7 @@ def capo_first(tx: Tx) -> None:
             return
         elif s.gdeck:
             _promote(tx, s.gdeck[0], 8)
-    tx.emit("step_advanced", stage="fill", position=8)
+    tx.emit_values("step_advanced", "fill", 8)
 
 
 def candidates(s: State, p: int) -> list[str]:
@@ -122,10 +122,10 @@ def fill(tx: Tx) -> None:
     while p >= 1 and at(s, p):
         p -= 1
     if p < 1:
-        tx.emit("step_advanced", stage="assoc", position=0)
+        tx.emit_values("step_advanced", "assoc", 0)
         return
     if p != s.pos:
-        tx.emit("step_advanced", stage="fill", position=p)
+        tx.emit_values("step_advanced", "fill", p)
         s = tx.s
     cands = candidates(s, p)
     if len(cands) == 1:
@@ -138,7 +138,7 @@ def fill(tx: Tx) -> None:
         return
     elif s.gdeck:
         _promote(tx, s.gdeck[0], p - 1)
-    tx.emit("step_advanced", stage="fill", position=p - 1)
+    tx.emit_values("step_advanced", "fill", p - 1)
 
 
 def default_candidate(s: State, cands: tuple[str, ...]) -> str:
@@ -170,7 +170,7 @@ def final_score(tx: Tx) -> None:
     s = tx.s
     p = s.pos
     if p < 1:
-        tx.emit("step_advanced", stage="sell", position=0)
+        tx.emit_values("step_advanced", "sell", 0)
         return
     gid = at(s, p)
     seat = controller(tx, gid, "final") if gid else -1
@@ -178,12 +178,12 @@ def final_score(tx: Tx) -> None:
         return
     if seat >= 0:
         tx.respect({seat: POSITIONS[p].respect.apply(G[gid].respect)}, "final scoring")   # NP-E1
-        tx.emit("position_scored", position=p, gangster=gid, seat=seat)
+        tx.emit_values("position_scored", p, gid, seat)
     final_next(tx)
 
 
 def final_next(tx: Tx) -> None:
-    tx.emit("step_advanced", stage="score", position=tx.s.pos - 1)
+    tx.emit_values("step_advanced", "score", tx.s.pos - 1)
 
 
 def final_sell(tx: Tx) -> None:

@@ -105,9 +105,9 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
         if msg.gangster not in s.board[:9] or not msg.gangster:
             raise RuleViolation("NP-C14", "the marker goes on an active gangster")
         _pay(tx, seat, msg.ante, surcharge)
-        tx.emit("card_played", seat=seat, card=card.id, mode="discard", window=window)
-        tx.emit("markers_placed", gangster=msg.gangster, owner=seat, count=1)
-        tx.emit("card_resolved", card=card.id)
+        tx.emit_values("card_played", seat, card.id, "discard", window)
+        tx.emit_values("markers_placed", msg.gangster, seat, 1)
+        tx.emit_values("card_resolved", card.id)
         return
     if kind == "play_or_effect":
         if card.keyword != "OR":
@@ -117,15 +117,15 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
         if dry:
             return
         _pay(tx, seat, msg.ante, surcharge)
-        tx.emit("card_played", seat=seat, card=card.id, mode="effect", window=window)
+        tx.emit_values("card_played", seat, card.id, "effect", window)
         EFFECTS[card.effect].apply(tx, ctx, msg.effect)
-        tx.emit("card_resolved", card=card.id)
+        tx.emit_values("card_resolved", card.id)
         return
     placements = _check_placements(s, seat, card, msg.placements)
     _pay(tx, seat, msg.ante, surcharge)
-    tx.emit("card_played", seat=seat, card=card.id, mode="influence", window=window)
+    tx.emit_values("card_played", seat, card.id, "influence", window)
     for group, gid in placements:
-        tx.emit("markers_placed", gangster=gid, owner=seat, count=card.groups[group].count)
+        tx.emit_values("markers_placed", gid, seat, card.groups[group].count)
     received = tuple(dict.fromkeys(g for _, g in placements))
     ctx = Ctx(seat, received=received, rule="NP-C13")
     eff = EFFECTS.get(card.effect)
@@ -140,7 +140,7 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
             eff.apply(tx, ctx, msg.effect)
     elif msg.use_effect:
         raise RuleViolation("NP-C10", f"{card.id} has no optional effect")
-    tx.emit("card_resolved", card=card.id)
+    tx.emit_values("card_resolved", card.id)
 
 
 def _pay(tx: Tx, seat: int, ante: int, surcharge: int) -> None:
@@ -401,7 +401,7 @@ def _effect_variants(s: State, seat: int, card: InfluenceCard, groups: tuple[int
         tx = Tx(s, _SCRATCH_RNG)
         _pay(tx, seat, ante, surcharge)
         for g, gid in zip(groups, combo, strict=True):
-            tx.emit("markers_placed", gangster=gid, owner=seat, count=card.groups[g].count)
+            tx.emit_values("markers_placed", gid, seat, card.groups[g].count)
         after = tx.s
     opts = EFFECTS[card.effect].options(after, Ctx(seat, received=received), 2)
     if card.keyword == "AND":

@@ -10,7 +10,7 @@ from .tx import Tx
 def begin_phase(tx: Tx, phase: str) -> None:
     """NP-M4: open offers lapse at the end of the phase in which they were made; NP-R3 order fixed now."""
     for o in tx.s.offers:
-        tx.emit("offer_closed", id=o.id, how="lapsed", to=o.to, **{"from": o.frm})
+        tx.emit_values("offer_closed", o.id, "lapsed", o.to, o.frm)
     tx.emit("phase_began", phase=phase, order=ring_order(tx.s))
 
 
@@ -23,7 +23,7 @@ def next_commission_turn(tx: Tx) -> None:
     for k in range(1, s.n + 1):
         seat = (s.turn + k) % s.n
         if seat not in s.passed:
-            tx.emit("commission_turn_began", seat=seat)
+            tx.emit_values("commission_turn_began", seat)
             return
 
 

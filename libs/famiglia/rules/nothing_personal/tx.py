@@ -62,13 +62,71 @@ _BUILT = _UNSHARED | {
 }
 
 
+# What the evolver of a shared event is handed: its payload read once into plain attributes (a
+# protobuf field read costs several times a Python attribute's, and a shared event repeats). Every
+# field of the message, repeated ones as tuples and messages as the message's own field, so an
+# evolver reads exactly what it would read on the message.
+_PAYLOADS: dict[str, type] = {}
+
+
+def _payload(kind: str, m: Any) -> Any:
+    """The plain-attribute copy of `m`, the `kind` payload of a shared event."""
+    cls = _PAYLOADS.get(kind)
+    if cls is None:
+        names = tuple(f.name for f in m.DESCRIPTOR.fields)
+        cls = _PAYLOADS[kind] = type(f"{kind}_payload", (), {"__slots__": names})
+    p = cls()
+    for f in m.DESCRIPTOR.fields:
+        value = getattr(m, f.name)
+        object.__setattr__(p, f.name, tuple(value) if f.is_repeated else value)
+    return p
+
+
+def _shared_event(kind: str, fields: dict[str, Any]) -> tuple[Any, Any]:
+    """A new shared event and its payload, as the shared tables keep them."""
+    e = _Event(**{kind: fields})
+    return e, _payload(kind, getattr(e, kind))
+
+
+# The kinds that make most events are emitted with their values in this order (`Tx.emit_values`):
+# no keyword dictionary, and the values are already the key of the kind's shared events.
+VALUES: dict[str, tuple[str, ...]] = {
+    "step_advanced": ("stage", "position", "order"),
+    "money_changed": ("seat", "delta", "money", "reason"),
+    "respect_changed": ("seat", "delta", "respect", "reason"),
+    "crew_position_reached": ("sweep", "position"),
+    "markers_placed": ("gangster", "owner", "count"),
+    "commission_turn_began": ("seat",),
+    "card_played": ("seat", "card", "mode", "window"),
+    "card_resolved": ("card",),
+    "window_opened": ("kind", "seats"),
+    "window_closed": ("kind",),
+    "position_scored": ("position", "gangster", "seat"),
+    "action_turn_began": ("position", "gangster", "seat"),
+    "action_turn_ended": ("position", "outcome"),
+    "cards_drawn": ("seat", "count", "reason"),
+    "cards_received": ("seat", "cards"),
+    "offer_closed": ("id", "how", "to", "from"),
+    "auto_pass_set": ("seat", "cards", "rerolls"),
+}
+
 # Per kind, one look-up: (evolver, how its event is built, whether the Capo ring is re-checked after
 # it). How: None = shared by content; "" = always built; a field name = always built, except a pass
 # made with the engine's one PASS in that field (shared per seat).
-# Last, the kind's table of shared events (keyed by the seat alone for the shared passes).
-_KIND: dict[str, tuple[Any, str | None, bool, dict[Any, tuple[Any, Any]]]] = {
-    k: (f, (_PASS_FIELD.get(k, "") if k in _BUILT else None), k in RING_SENSITIVE, SHARED.setdefault(k, {}))
+# Last, the kind's table of shared events (keyed by the seat alone for the shared passes), and the
+# one of `emit_values` (keyed by the values in `VALUES` order: apart, so no key means two things).
+_KIND: dict[str, tuple[Any, str | None, bool, dict[Any, tuple[Any, Any]], dict[Any, tuple[Any, Any]]]] = {
+    k: (f, (_PASS_FIELD.get(k, "") if k in _BUILT else None), k in RING_SENSITIVE, SHARED.setdefault(k, {}), {})
     for k, f in EVOLVERS.items()}
+assert not set(VALUES) & _BUILT
+
+
+def _named(kind: str, values: tuple[Any, ...]) -> dict[str, Any]:
+    """`emit_values`' values as the message's fields (trailing fields left out keep their defaults)."""
+    names = VALUES[kind]
+    if len(values) > len(names):
+        raise TypeError(f"{kind} has the fields {names}, not {len(values)} values")
+    return dict(zip(names, values, strict=False))
 
 
 class Tx:
@@ -80,7 +138,7 @@ class Tx:
         self.rng = rng
 
     def emit(self, event_kind: str, /, **fields: Any) -> None:
-        evolver, built, ring, shared = _KIND[event_kind]
+        evolver, built, ring, shared, _ = _KIND[event_kind]
         if built is None:
             # Keyed by the values: every call site of a kind names its fields in one order
             # (tests/unit/nothing_personal/test_fast_paths.py checks the source). A subscript, not
@@ -89,11 +147,9 @@ class Tx:
             try:
                 e, m = shared[key]
             except KeyError:
-                e = _Event(**{event_kind: fields})
-                m = getattr(e, event_kind)
                 if len(shared) >= SHARED_MAX:
                     shared.clear()
-                shared[key] = (e, m)
+                e, m = shared[key] = _shared_event(event_kind, fields)
             except TypeError:   # an unhashable value after all: not shared
                 e = _Event(**{event_kind: fields})
                 m = getattr(e, event_kind)
@@ -101,13 +157,30 @@ class Tx:
             seat = fields["seat"]   # a pass by the engine's own PASS: shared too, per seat
             hit = shared.get(seat)
             if hit is None:
-                e = _Event(**{event_kind: fields})
-                m = getattr(e, event_kind)
-                shared[seat] = (e, m)
-            else:
-                e, m = hit
+                hit = shared[seat] = _shared_event(event_kind, fields)
+            e, m = hit
         else:
             e = _Event(**{event_kind: fields})   # the message is built in place from the dict
+            m = getattr(e, event_kind)
+        self.events.append(e)
+        before = self.s
+        after = self.s = evolver(before, m)
+        before.__dict__[NEXT] = (e, after)
+        if ring:
+            self._ring()
+
+    def emit_values(self, event_kind: str, /, *values: Any) -> None:
+        """`emit` for the kinds of `VALUES`, their fields given in that order (trailing ones may be
+        left out, as defaults): the shared event is found by the values as they came."""
+        evolver, _, ring, _, shared = _KIND[event_kind]
+        try:
+            e, m = shared[values]
+        except KeyError:
+            if len(shared) >= SHARED_MAX:
+                shared.clear()
+            e, m = shared[values] = _shared_event(event_kind, _named(event_kind, values))
+        except TypeError:   # an unhashable value after all: not shared
+            e = _Event(**{event_kind: _named(event_kind, values)})
             m = getattr(e, event_kind)
         self.events.append(e)
         before = self.s
@@ -140,15 +213,14 @@ class Tx:
                 continue
             new = max(0, self.s.respect[seat] + d)
             if new != self.s.respect[seat]:
-                self.emit("respect_changed", seat=seat, delta=new - self.s.respect[seat], respect=new,
-                          reason=reason)
+                self.emit_values("respect_changed", seat, new - self.s.respect[seat], new, reason)
 
     def money(self, seat: int, delta: int, reason: str) -> int:
         """NP-X6: money never goes below 0; returns what actually moved."""
         new = max(0, self.s.money[seat] + delta)
         moved = new - self.s.money[seat]
         if moved:
-            self.emit("money_changed", seat=seat, delta=moved, money=new, reason=reason)
+            self.emit_values("money_changed", seat, moved, new, reason)
         return moved
 
     def take(self, frm: int, to: int, amount: int, reason: str) -> None:
@@ -169,8 +241,8 @@ class Tx:
                 self.emit("influence_deck_ordered", cards=order)
             k = min(count - len(drawn), len(self.s.deck))
             cards = self.s.deck[:k]   # a tuple: the event is shared by content
-            self.emit("cards_drawn", seat=seat, count=k, reason=reason)
-            self.emit("cards_received", seat=seat, cards=cards)
+            self.emit_values("cards_drawn", seat, k, reason)
+            self.emit_values("cards_received", seat, cards)
             drawn.extend(cards)
         return len(drawn)
 

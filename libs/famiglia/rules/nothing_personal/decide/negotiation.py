@@ -165,7 +165,7 @@ def accept_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     if not executable(tx.s, o):
         raise RuleViolation("NP-M4", "one side no longer holds what was offered")
     m = deal(o)
-    tx.emit("offer_closed", id=o.id, how="accepted", to=o.to, **{"from": o.frm})
+    tx.emit_values("offer_closed", o.id, "accepted", o.to, o.frm)
     if m.give_money or m.want_money or m.give_cards or m.want_cards or m.handover_gangster:
         tx.emit("trade_executed", id=o.id, to=o.to, give_money=m.give_money, give_card_count=len(m.give_cards),
                 want_money=m.want_money, want_card_count=len(m.want_cards),
@@ -191,7 +191,7 @@ def decline_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     o = _offer(tx.s, msg.offer)
     if o.to != seat:
         raise RuleViolation("NP-M4", "only the recipient declines an offer")
-    tx.emit("offer_closed", id=o.id, how="declined", to=o.to, **{"from": o.frm})
+    tx.emit_values("offer_closed", o.id, "declined", o.to, o.frm)
 
 
 def withdraw_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -199,7 +199,7 @@ def withdraw_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     o = _offer(tx.s, msg.offer)
     if o.frm != seat:
         raise RuleViolation("NP-M4", "only its maker withdraws an offer")
-    tx.emit("offer_closed", id=o.id, how="withdrawn", to=o.to, **{"from": o.frm})
+    tx.emit_values("offer_closed", o.id, "withdrawn", o.to, o.frm)
 
 
 def send_chat(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -220,4 +220,4 @@ def set_auto_pass(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
         raise RuleViolation("NP-M10", "no more auto-pass changes this phase")
     if (msg.cards, msg.rerolls) == tx.s.autopass[seat]:
         raise RuleViolation("NP-D7", "the auto-pass is already set so")
-    tx.emit("auto_pass_set", seat=seat, cards=msg.cards, rerolls=msg.rerolls)
+    tx.emit_values("auto_pass_set", seat, msg.cards, msg.rerolls)

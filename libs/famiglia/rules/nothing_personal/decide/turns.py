@@ -37,7 +37,7 @@ def commission_play(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     if tx.s.invite is None:
         next_commission_turn(tx)
     else:   # the next turn waits for the invited placement (INVITE_1)
-        tx.emit("step_advanced", stage="after", position=0)
+        tx.emit_values("step_advanced", "after", 0)
 
 
 def choose_action(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -65,7 +65,7 @@ def grant_blackmail(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     if accept:
         crew.resolve_action(tx, proposal)
     elif tx.s.act is not None and tx.s.act.refusals >= BLACKMAIL_PROPOSALS:
-        tx.emit("action_turn_ended", position=act.position, outcome="forced pass")
+        tx.emit_values("action_turn_ended", act.position, "forced pass")
 
 
 def rule_on_tie(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
