@@ -27,13 +27,18 @@ from .tx import NEXT
 
 def _evolve(state: State | None, event: Any) -> State:
     """`evolve`, reusing the state `decide` computed for this very event after this very state
-    (`tx.folded` written out: this runs once per event of every fold)."""
-    if state is not None:
+    (`tx.folded` written out: this runs once per event of every fold). The link is taken out at
+    once (a hit consumes it) and put back if it belongs to another event: an engine no-op event
+    leaves its state unchanged, so that state's link is the next event's."""
+    try:
         d = state.__dict__
-        link = d.get(NEXT)
-        if link is not None and link[0] is event:
-            d.pop(NEXT, None)
+    except AttributeError:   # None: the match's first event
+        return evolve(state, event)
+    link = d.pop(NEXT, None)
+    if link is not None:
+        if link[0] is event:
             return link[1]   # type: ignore[no-any-return]
+        d.setdefault(NEXT, link)   # (`setdefault`: another thread may have linked it meanwhile)
     return evolve(state, event)
 
 

@@ -76,7 +76,7 @@ def controller(tx: Tx, gid: str, use: str, lead: tuple[int, ...] | None = None) 
     r = tx.s.ruling
     if r is not None and r.gangster == gid and r.use == use and r.answer >= 0:
         return r.answer
-    tx.emit("tie_ruling_asked", gangster=gid, seats=lead, use=use)
+    tx.emit_values("tie_ruling_asked", gid, lead, use)
     return -2
 
 
@@ -331,8 +331,7 @@ def resolve_action(tx: Tx, cmd: pb.Command) -> None:
 def _roll(tx: Tx, die: str, purpose: str, actor: int, gangster: str, target: str = "",
           target_position: int = 0) -> None:
     face = tx.rng.choice(DICE[die])
-    tx.emit("die_rolled", die=die, face=face, purpose=purpose, actor=actor, gangster=gangster, target=target,
-            target_position=target_position)
+    tx.emit_values("die_rolled", die, face, purpose, actor, gangster, target, target_position)
 
 
 # -- rerolls (NP-W44, NP-W45, NP-D6, NP-V9) ---------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _i(gid: str) -> int:
 # -- the Family ----------------------------------------------------------------------------------------------------
 def _promote(tx: Tx, gid: str, to_spot: int) -> None:
     frm = tx.s.board.index(gid) if gid in tx.s.board else -1
-    tx.emit("gangster_promoted", gangster=gid, from_spot=frm, to_spot=to_spot)
+    tx.emit_values("gangster_promoted", gid, frm, to_spot)
 
 
 def capo_first(tx: Tx) -> None:
@@ -153,7 +153,7 @@ def associates_and_bookkeeping(tx: Tx) -> None:
     """NP-Y9, NP-Y10, then Bookkeeping (NP-K1) and contract deadlines (NP-V4)."""
     for spot in A_SLOTS:
         if not tx.s.board[spot] and tx.s.gdeck:
-            tx.emit("gangster_promoted", gangster=tx.s.gdeck[0], from_spot=-1, to_spot=spot)
+            tx.emit_values("gangster_promoted", tx.s.gdeck[0], -1, spot)
     r = tx.s.round
     for c in tx.s.contracts:
         if c.deadline <= r:
@@ -191,7 +191,7 @@ def final_sell(tx: Tx) -> None:
     for seat in range(tx.s.n):
         hand = tx.s.hands[seat]
         if hand:
-            tx.emit("cards_discarded", seat=seat, cards=hand, reason="sold at the end")
+            tx.emit_values("cards_discarded", seat, hand, "sold at the end")
             tx.money(seat, CARD_VALUE_AT_END * len(hand), "cards sold")
     for seat in range(tx.s.n):
         m = tx.s.money[seat]

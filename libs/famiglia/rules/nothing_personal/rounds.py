@@ -11,7 +11,7 @@ def begin_phase(tx: Tx, phase: str) -> None:
     """NP-M4: open offers lapse at the end of the phase in which they were made; NP-R3 order fixed now."""
     for o in tx.s.offers:
         tx.emit_values("offer_closed", o.id, "lapsed", o.to, o.frm)
-    tx.emit("phase_began", phase=phase, order=ring_order(tx.s))
+    tx.emit_values("phase_began", phase, ring_order(tx.s))
 
 
 def next_commission_turn(tx: Tx) -> None:

@@ -63,5 +63,5 @@ def setup(config: MatchConfig, seed: int) -> list:
     for seat in range(n):
         tx.draw(seat, START_HAND, "setup")
     tx.emit("ring_holder_chosen", seat=rng.randrange(n))                               # NP-S9
-    tx.emit("phase_began", phase=Phase.SETUP, order=ring_order(tx.s) * SETUP_LAPS)       # NP-S10, NP-S11
+    tx.emit_values("phase_began", Phase.SETUP, ring_order(tx.s) * SETUP_LAPS)       # NP-S10, NP-S11
     return tx.events

@@ -214,9 +214,10 @@ def draft(s: State) -> tuple[State, dict[str, Any]]:
     """A copy of `s` (memo and fold link dropped) and its field dict, which the hottest evolvers fill
     before anyone sees the state: `replace` without keyword arguments, in one call per event."""
     d = s.__dict__.copy()
-    if len(d) > _NFIELDS:   # only then a memo or a fold link to drop
+    if len(d) > _NFIELDS:   # only then a memo or a fold link to drop (most often the memo alone)
         d.pop("_memo", None)
-        d.pop("_next", None)
+        if len(d) > _NFIELDS:
+            d.pop("_next", None)
     new = _new(State)
     _set(new, "__dict__", d)
     return new, d

@@ -89,7 +89,8 @@ def _shared_event(kind: str, fields: dict[str, Any]) -> tuple[Any, Any]:
 
 
 # The kinds that make most events are emitted with their values in this order (`Tx.emit_values`):
-# no keyword dictionary, and the values are already the key of the kind's shared events.
+# no keyword dictionary, and the values are already the key of the kind's shared events. (The rarer
+# kinds keep `emit` with named fields, whose one order per kind test_fast_paths.py checks.)
 VALUES: dict[str, tuple[str, ...]] = {
     "step_advanced": ("stage", "position", "order"),
     "money_changed": ("seat", "delta", "money", "reason"),
@@ -108,6 +109,14 @@ VALUES: dict[str, tuple[str, ...]] = {
     "cards_received": ("seat", "cards"),
     "offer_closed": ("id", "how", "to", "from"),
     "auto_pass_set": ("seat", "cards", "rerolls"),
+    "cards_discarded": ("seat", "cards", "reason"),
+    "die_rolled": ("die", "face", "purpose", "actor", "gangster", "target", "target_position"),
+    "phase_began": ("phase", "order"),
+    "commission_passed": ("seat",),
+    "cards_bought": ("seat", "count"),
+    "tie_ruling_asked": ("gangster", "seats", "use"),
+    "tie_ruled": ("gangster", "seat", "use"),
+    "gangster_promoted": ("gangster", "from_spot", "to_spot"),
 }
 
 # Per kind, one look-up: (evolver, how its event is built, whether the Capo ring is re-checked after

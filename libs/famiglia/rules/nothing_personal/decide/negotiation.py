@@ -39,7 +39,7 @@ def shakedown(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     negotiable(tx.s)
     if not msg.cards or not holds(tx.s.hands[seat], msg.cards):
         raise RuleViolation("NP-M1", "shake down one or more cards from your hand")
-    tx.emit("cards_discarded", seat=seat, cards=tuple(msg.cards), reason="shakedown")
+    tx.emit_values("cards_discarded", seat, tuple(msg.cards), "shakedown")
     tx.money(seat, SHAKEDOWN_PRICE * len(msg.cards), "shakedown")
 
 

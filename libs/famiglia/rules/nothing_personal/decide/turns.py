@@ -25,7 +25,7 @@ def place_setup_marker(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
 
 def commission_pass(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     """NP-C3: a pass is final for this round's Commission."""
-    tx.emit("commission_passed", seat=seat)
+    tx.emit_values("commission_passed", seat)
     next_commission_turn(tx)
 
 
@@ -74,7 +74,7 @@ def rule_on_tie(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     assert r is not None
     if msg.seat not in r.seats:
         raise RuleViolation("NP-W4", f"seat {msg.seat} is not among the tied seats {list(r.seats)}")
-    tx.emit("tie_ruled", gangster=r.gangster, seat=msg.seat, use=r.use)
+    tx.emit_values("tie_ruled", r.gangster, msg.seat, r.use)
 
 
 def place_invited_marker(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -90,7 +90,7 @@ def fill_vacancy(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     assert v is not None
     if msg.gangster not in v.candidates:
         raise RuleViolation("NP-Y5", f"{msg.gangster} is not a candidate")
-    tx.emit("gangster_promoted", gangster=msg.gangster, from_spot=tx.s.board.index(msg.gangster), to_spot=v.spot)
+    tx.emit_values("gangster_promoted", msg.gangster, tx.s.board.index(msg.gangster), v.spot)
 
 
 def buy(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -100,6 +100,6 @@ def buy(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
         raise RuleViolation("NP-F5", f"buy between 0 and {max_buy(tx.s, seat)} cards")
     if n:
         tx.money(seat, -FENCE_PRICE * n, "fence purchase")
-    tx.emit("cards_bought", seat=seat, count=n)
+    tx.emit_values("cards_bought", seat, n)
     if n:
         tx.draw(seat, n, "fence purchase")
