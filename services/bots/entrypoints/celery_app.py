@@ -203,29 +203,26 @@ def make_celery(app: BotsApp) -> Celery:
         `lease`: [most commands, [[seat, policy], ...] every bot seat]: play on through the
         bot seats' next turns."""
         with _continued_trace(self.request, "bots.decide", match_id=match_id, seat=seat, version=version):
-            if lease:
-                batch = [(seat, policy, DecisionPayload.from_json(decision))]
-                batch += [(int(s), str(p), DecisionPayload.from_json(d)) for s, p, d in then or ()]
-                outcomes = handlers.play_bot_decisions(
-                    app, match_id, game_id, version, batch, think_seconds=think, interrupt_seconds=interrupt,
-                    lease=(int(lease[0]), {int(s): str(p) for s, p in lease[1]}))
-                seats = [(s, p) for s, p, _ in batch]
-            elif not then:
+            if not then and not lease:
                 outcomes = [handlers.play_bot_decision(app, match_id, game_id, seat, version, policy,
                                                        DecisionPayload.from_json(decision), think_seconds=think,
                                                        interrupt_seconds=interrupt)]
                 seats = [(seat, policy)]
             else:
                 batch = [(seat, policy, DecisionPayload.from_json(decision))]
-                batch += [(int(s), str(p), DecisionPayload.from_json(d)) for s, p, d in then]
-                outcomes = handlers.play_bot_decisions(app, match_id, game_id, version, batch,
-                                                       think_seconds=think, interrupt_seconds=interrupt)
+                batch += [(int(s), str(p), DecisionPayload.from_json(d)) for s, p, d in then or ()]
+                outcomes = handlers.play_bot_decisions(
+                    app, match_id, game_id, version, batch, think_seconds=think, interrupt_seconds=interrupt,
+                    lease=None if not lease else (int(lease[0]), {int(s): str(p) for s, p in lease[1]}))
                 seats = [(s, p) for s, p, _ in batch]
         # One line per move at INFO was a tenth of a random decision's CPU: the usual
         # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
         for (s, p), outcome in zip(seats, outcomes, strict=False):
             (log.debug if outcome == "submitted" else log.info)(
                 "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome)
+        if len(outcomes) > len(seats):  # a lease played on: one line for its further turns
+            (log.debug if outcomes[-1] == "submitted" else log.info)(
+                "bot_lease", match_id=match_id, version=version, moves=len(outcomes), outcome=outcomes[-1])
         return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
     @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, **retry)
