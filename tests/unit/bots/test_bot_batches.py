@@ -157,16 +157,6 @@ class LocalWorker:
         return handlers.play_bot_decisions(self, match_id, GAME_ID, version, batch)  # type: ignore[arg-type]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_process() -> None:
-    handlers._REACHED.clear()
-
-
-@pytest.fixture(params=[True, False], ids=["one-call", "a-call-each"])
-def chained(request: pytest.FixtureRequest) -> bool:
-    return request.param
-
-
 def secret_table(now: list[float] | None = None) -> Table:
     return Table(now=now, registry=secret_registry())
 

@@ -23,16 +23,6 @@ from .test_dispatcher_lease import LeaseTasks
 BOTS = {0: "random", 1: "heuristic", 2: "random"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_process() -> None:
-    handlers._REACHED.clear()
-
-
-@pytest.fixture(params=[True, False], ids=["one-call", "a-call-each"])
-def chained(request: pytest.FixtureRequest) -> bool:
-    return request.param
-
-
 def table_with(most: int, registry=None) -> Table:
     table = Table(registry=registry or secret_registry())
     table.tasks = LeaseTasks()

@@ -1,0 +1,19 @@
+"""Fixtures of the bots' worker tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.bots import handlers
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process() -> None:
+    """Each test a fresh worker process: no match versions remembered from another test."""
+    handlers._REACHED.clear()
+
+
+@pytest.fixture(params=[True, False], ids=["one-call", "a-call-each"])
+def chained(request: pytest.FixtureRequest) -> bool:
+    """With the seats sent in one SubmitCommands call, or against a command service without it."""
+    return request.param
