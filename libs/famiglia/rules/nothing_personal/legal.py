@@ -101,17 +101,21 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     out: list[pb.Command] = []
     # The seat's own initiatives are counted first and only the chosen one is built: in listing
     # order a shakedown, withdrawals, a gift of money, a hand-over, a contract, an auto-pass change.
-    hand = s.hands[seat]
     withdraws: list[int] = []
-    for o in s.offers:
-        if o.to == seat:
-            if executable(s, o):
-                out.append(_built(_accept, o.id))
-            out.append(_built(_decline, o.id))
-        elif o.frm == seat:
-            withdraws.append(o.id)
+    offers = s.offers
+    if offers:
+        for o in offers:
+            if o.to == seat:
+                if executable(s, o):
+                    out.append(_built(_accept, o.id))
+                out.append(_built(_decline, o.id))
+            elif o.frm == seat:
+                withdraws.append(o.id)
+    hand = s.hands[seat]
     money = s.money[seat]
     cfg = s.cfg
+    autopass = s.ap_changes[seat] < cfg.autopass_changes_per_phase
+    count = (1 if hand else 0) + len(withdraws) + (1 if autopass else 0)
     to = -1
     gift = False
     handover = contract = ""
@@ -120,18 +124,22 @@ def optional(s: State, seat: int) -> list[pb.Command]:
         to = (seat + 1 + s.round) % n
         if to == seat:
             to = (to + 1) % n
-        gift = money >= 1
-        act = s.act
-        for gid, coin in _coins(s):   # NP-M6: a blackmail hand-over
-            if coin == seat and s.gs[GIDX[gid]].markers[to] >= 1 and not (
-                    act is not None and act.stage == 1 and act.gangster == gid):
-                handover = gid
-                break
-        if cfg.keep_your_word and money >= 1:   # NP-V2
-            contract = s.board[8]
-    autopass = s.ap_changes[seat] < cfg.autopass_changes_per_phase
-    count = (1 if hand else 0) + len(withdraws) + (1 if gift else 0) + (1 if handover else 0) \
-        + (1 if contract else 0) + (1 if autopass else 0)
+        if money >= 1:
+            gift = True
+            count += 1
+            if cfg.keep_your_word:   # NP-V2
+                contract = s.board[8]
+                if contract:
+                    count += 1
+        coins = _coins(s)
+        if coins:
+            act = s.act
+            for gid, coin in coins:   # NP-M6: a blackmail hand-over
+                if coin == seat and s.gs[GIDX[gid]].markers[to] >= 1 and not (
+                        act is not None and act.stage == 1 and act.gangster == gid):
+                    handover = gid
+                    count += 1
+                    break
     if not count:
         return out
     k = (s.idx + s.pos + len(s.discard) + len(hand) + money) % count

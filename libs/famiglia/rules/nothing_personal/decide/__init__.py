@@ -59,6 +59,7 @@ OPTIONAL: dict[str, Handler] = {
 }
 
 _ENDED = frozenset({Phase.OVER, Phase.FINAL})
+_new = object.__new__
 _RULE_OF = {
     "setup": "NP-S10", "commission": "NP-C1", "window": "NP-D5", "action": "NP-W14", "blackmail": "NP-W18",
     "ruling": "NP-W4", "invite": "NP-D12", "vacancy": "NP-Y5", "buy": "NP-F4",
@@ -74,7 +75,10 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Any]:
     if state.phase in _ENDED and kind != "rule_on_tie":
         raise RuleViolation("NP-K3", "the game has ended; only final tie rulings are accepted")
     msg = None if kind == "pass" else getattr(command, kind)   # pass handlers read only the command
-    tx = Tx(state, rng)
+    tx = _new(Tx)   # `Tx(state, rng)` without its `__init__` frame: once per command
+    tx.s = state
+    tx.events = []
+    tx.rng = rng
     optional = OPTIONAL.get(kind)
     if optional is not None:
         optional(tx, seat, msg, command)
