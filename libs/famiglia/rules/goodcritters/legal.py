@@ -205,38 +205,56 @@ and compare (every code is below 256, so no int is allocated)."""
 
 def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
     step = state.step
+    if step is ACTIONS and 0 <= seat < state.seats:  # most commands: the open Step 3
+        conf = state.config
+        # the seat's shape code (see _OPEN_STEP), read straight from the state: this runs before
+        # nearly every command, so each test is one comparison and no flag is kept
+        code = 16 * (state.threats[seat] + 1)
+        if state.committed[seat]:
+            code += 8
+        if state.choices[seat] < conf.card_choice_limit:
+            code += 4
+        if state.cards[seat]:
+            code += 2
+        if state.changes[seat] < conf.public_change_limit:
+            code += 1
+            if conf.payoff:  # offers and gifts, sampled from the Stash
+                return _open_step_with_payoff(state, seat, limit, code)
+        # `shape[:limit]` is the shape itself when nothing is cut (limit None or no shorter)
+        return list(_open_step_shape(state.seats, seat, code)[:limit])
+    return _other_steps(state, seat, limit)
+
+
+def _open_step_shape(seats: int, seat: int, code: int) -> tuple[Command, ...]:
+    """`_simple_commands` of an open Step 3 for the shape `code`, made on the first ask."""
+    shapes = _OPEN_STEP[seats][seat]
+    shape = shapes[code]
+    if shape is None:
+        shape = shapes[code] = _simple_commands(
+            True, bool(code & 8), bool(code & 4), bool(code & 2), False, bool(code & 1), seat, seats, code // 16 - 1
+        )
+    return shape
+
+
+def _open_step_with_payoff(state: State, seat: int, limit: int | None, code: int) -> list[Command]:
+    """The open Step 3 of a seat that may still make a public change in the Payoff variant."""
+    conf = state.config
+    listing = list(_open_step_shape(state.seats, seat, code))
+    listing += _sample_offers(state, seat)
+    listing += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
+    if 3 in conf.gift_steps:
+        listing += _sample_gifts(state, seat)
+    if limit is not None and len(listing) > limit:
+        del listing[limit:]
+    return listing
+
+
+def _other_steps(state: State, seat: int, limit: int | None) -> list[Command]:
+    """`legal_commands` outside the open Step 3 (and for a seat out of range)."""
+    step = state.step
     if not 0 <= seat < state.seats or step is OVER:
         return []
     conf = state.config
-    if step is ACTIONS:  # most commands: the open Step 3
-        can_change = state.changes[seat] < conf.public_change_limit
-        committed = state.committed[seat]
-        can_choose = state.choices[seat] < conf.card_choice_limit
-        has_card = state.cards[seat] != 0
-        code = 16 * (state.threats[seat] + 1)
-        if committed:
-            code += 8
-        if can_choose:
-            code += 4
-        if has_card:
-            code += 2
-        if can_change:
-            code += 1
-        shapes = _OPEN_STEP[state.seats][seat]
-        shape = shapes[code]
-        if shape is None:
-            shape = shapes[code] = _simple_commands(
-                True, committed, can_choose, has_card, False, can_change, seat, state.seats, state.threats[seat]
-            )
-        listing = list(shape)
-        if can_change and conf.payoff:
-            listing += _sample_offers(state, seat)
-            listing += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
-            if 3 in conf.gift_steps:
-                listing += _sample_gifts(state, seat)
-        if limit is not None and len(listing) > limit:
-            del listing[limit:]
-        return listing
     if step is DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:
@@ -250,10 +268,7 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Co
             out += _sample_gifts(state, seat)
     else:
         # who may make a public change (GC-D06, GC-D09) and give a gift (GC-P06) now
-        if step is ACTIONS:
-            can_change = state.changes[seat] < conf.public_change_limit
-            card_step = True
-        elif step is THREAT_TURNS:
+        if step is THREAT_TURNS:
             can_change = seat == state.turn and state.changes[seat] < conf.public_change_limit
             card_step = False
         else:
