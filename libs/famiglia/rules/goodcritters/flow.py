@@ -145,8 +145,8 @@ def pending_list(state: State) -> list[Pending]:
     """`pending` as the fresh list the engine contract returns (the engine's `pending`), asked
     before every command: the last answer reused while who acts is the very same object (a card
     choice keeps the commitments tuple, every public change shares the all-uncommitted one), so
-    the tuple is not hashed again. `_who_acts` written out (a call saved per command)."""
-    global _LAST_WHO
+    the tuple is not hashed again. `_who_acts` and `_pending_of` written out (two calls saved per
+    command: most commands change who acts, so the table is looked up for most of them)."""
     step = state.step
     if step is ACTIONS or step is CARD_CHOICE:
         who: object = state.committed
@@ -154,17 +154,22 @@ def pending_list(state: State) -> list[Pending]:
         who = state.turn
     else:
         who = state.boss
-    last = _LAST_WHO
+    last = _LAST_WHO[0]
     config = state.config
     if last[0] is who and last[1] is step and last[2] is config:
         return list(last[3])
-    found = _pending_of(state, step, who)
-    _LAST_WHO = (who, step, config, found)
+    tables = _LAST_TABLE
+    table = tables[2] if tables[0] is step and tables[1] is config else _table(step, config)
+    found = table.get(who)
+    if found is None:
+        found = _pending(state, table, who)
+    _LAST_WHO[0] = (who, step, config, found)
     return list(found)
 
 
-_LAST_WHO: tuple[object, object, object, tuple[Pending, ...]] = (None, None, None, ())
-"""(who acts, step, Config, their Pending records) of the last `pending_list`."""
+_LAST_WHO: list[tuple[object, object, object, tuple[Pending, ...]]] = [(None, None, None, ())]
+"""[(who acts, step, Config, their Pending records)] of the last `pending_list`: a list, so it is
+set by index (a module attribute set is not specialised by CPython and costs several times more)."""
 
 
 def _table(step: Step, config: Config) -> dict[object, tuple[Pending, ...]]:
