@@ -59,10 +59,12 @@ as they are first decided (a bounded set: the shared listed commands live for th
 
 def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
     quick = _QUICK_LISTED.get(id(command))  # most commands: one look-up to the quick decider
-    if quick is not None and quick[0] is command:
-        events = quick[1](state, seat, quick[2])
-        if events is not None:
-            return events
+    if quick is not None:
+        listed_command, decider, fields = quick
+        if listed_command is command:
+            events = decider(state, seat, fields)
+            if events is not None:
+                return events
     listed = LISTED.get(id(command)) or SPLITS.get(id(command))
     if listed is not None and listed[0] is command:  # a listed command: read-only
         kind = listed[1]

@@ -47,6 +47,8 @@ _CHOSEN_EVENT = tuple(
 _COMMITTED_EVENT = tuple(ev.committed(seat) for seat in _SEATS)
 _THREAT_EVENT = tuple(tuple(ev.threat_placed(seat, target) for target in _SEATS) for seat in _SEATS)
 _WITHDRAWN_EVENT = tuple(ev.threat_withdrawn(seat) for seat in _SEATS)
+_IS_ACTION_CARD = frozenset(ACTION_CARDS)
+"""ACTION_CARDS as a set: a card is checked on every card choice, and `in` scans a tuple."""
 
 
 def choose_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
@@ -56,7 +58,7 @@ def choose_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
         committed = s.committed
         choices = s.choices[seat] + 1
         card = cmd.card
-        if not committed[seat] and choices <= s.config.card_choice_limit and card in ACTION_CARDS:
+        if not committed[seat] and choices <= s.config.card_choice_limit and card in _IS_ACTION_CARD:
             event = _CHOSEN_EVENT[seat][card][choices]
             after = _chosen(s, seat, card, choices)
             if not cmd.commit:
@@ -76,7 +78,7 @@ def change_action_card(s: State, seat: int, cmd: Any) -> list[Event] | None:
     if (step is ACTIONS or step is CARD_CHOICE) and 0 <= seat < s.seats and s.committed[seat]:
         choices = s.choices[seat] + 1
         card = cmd.card
-        if choices <= s.config.card_choice_limit and card in ACTION_CARDS:
+        if choices <= s.config.card_choice_limit and card in _IS_ACTION_CARD:
             event = _CHOSEN_EVENT[seat][card][choices]
             _LAST[0] = (s, event, _chosen(s, seat, card, choices))
             return [event]
