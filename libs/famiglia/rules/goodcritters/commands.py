@@ -111,8 +111,10 @@ class SplitFields:
         return list(zip(self.table, self.seats, strict=True))
 
 
-SPLITS: dict[int, tuple[Command, str, Any]] = {}
-"""The Boss's splits `legal_commands` listed lately, like LISTED (bounded: each is listed once)."""
+SPLITS: dict[int, tuple[Command, tuple[str, ...], tuple[int, ...], bytes]] = {}
+"""The Boss's splits `legal_commands` listed lately, by id: (the command, its table, the seat of
+each card, their pairs' wire form), bounded (each is listed once). `decide` makes the SplitFields
+of the one split played: a dozen are listed every round and one is chosen."""
 
 
 def listed_split(pairs: list[tuple[str, int]]) -> Command:
@@ -130,7 +132,7 @@ def listed_splits(table: tuple[str, ...], splits: list[tuple[int, ...]]) -> list
     if not table:  # no pairs: nothing set, as adding none to the field leaves it (as assign_loot)
         out = [Command() for _ in splits]
         for seats, command in zip(splits, out, strict=True):
-            SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, b""))
+            SPLITS[id(command)] = (command, table, seats, b"")
         return out
     out = []
     rows = list(map(card_row, table))
@@ -142,7 +144,7 @@ def listed_splits(table: tuple[str, ...], splits: list[tuple[int, ...]]) -> list
         first = seats[0]
         body = join(columns[first]) if seats.count(first) == k else join(map(getitem, rows, seats))
         command = parse(_FIELD_1[len(body)] + body if len(body) < 256 else b"\x0a" + body_length(body) + body)
-        SPLITS[id(command)] = (command, "assign_loot", SplitFields(table, seats, body))
+        SPLITS[id(command)] = (command, table, seats, body)
         out.append(command)
     return out
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from famiglia.engine import MalformedCommand, Rng, RuleViolation
 
-from ..commands import LISTED, SPLITS
+from ..commands import LISTED, SPLITS, SplitFields
 from ..emitter import Emitter
 from ..events import Event
 from ..flow import FLOW
@@ -65,7 +65,11 @@ def decide(state: State, seat: int, command: Any, rng: Rng) -> list[Event]:
             events = decider(state, seat, fields)
             if events is not None:
                 return events
-    listed = LISTED.get(id(command)) or SPLITS.get(id(command))
+    listed = LISTED.get(id(command))
+    if listed is None:
+        split = SPLITS.get(id(command))
+        if split is not None:  # a listed split: its fields made now, for the one split played
+            listed = (split[0], "assign_loot", SplitFields(split[1], split[2], split[3]))
     if listed is not None and listed[0] is command:  # a listed command: read-only
         kind = listed[1]
         body = listed[2]
