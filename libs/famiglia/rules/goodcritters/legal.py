@@ -52,12 +52,12 @@ def sample_splits(state: State, count: int) -> list[tuple[int, ...]]:
     listing builds its commands from (each (card, seat) pair's bytes are made once)."""
     n, k = state.seats, len(state.table)
     boss = state.boss
-    fixed = _fixed_splits(n, k, boss)
+    fixed, fixed_set = _fixed_splits(n, k, boss)
     if len(fixed) >= count or k == 0:
         return list(fixed[:count])
     out = list(fixed)
     randrange = Rng(state.round * 7919 + len(state.pile) * 31 + boss).randrange
-    seen = set(out)
+    seen = set(fixed_set)  # a copy of a set keeps its hashes: no split is hashed again
     space = n**k
     chunk = _digit_chunks(n)
     size = len(chunk)
@@ -68,8 +68,8 @@ def sample_splits(state: State, count: int) -> list[tuple[int, ...]]:
         code = randrange(space)
         split: tuple[int, ...] = ()
         for _ in range(chunks):
-            code, digits = divmod(code, size)
-            split += chunk[digits]
+            split += chunk[code % size]  # `%` and `//`: no (quotient, remainder) tuple a chunk
+            code //= size
         key = split[:k]
         if key not in seen:
             seen.add(key)
@@ -80,14 +80,15 @@ def sample_splits(state: State, count: int) -> list[tuple[int, ...]]:
 
 
 @cache
-def _fixed_splits(n: int, k: int, boss: int) -> tuple[tuple[int, ...], ...]:
+def _fixed_splits(n: int, k: int, boss: int) -> tuple[tuple[tuple[int, ...], ...], frozenset[tuple[int, ...]]]:
     """The sample's first splits: the timeout deal (card i to the i-th seat from the Boss's
-    left, as `round_robin`), then everything to one seat, each seat from the Boss on."""
+    left, as `round_robin`), then everything to one seat, each seat from the Boss on; and the
+    same as a set (the sample's `seen` starts from it)."""
     left = (boss + 1) % n
     out = [tuple([(left + i) % n for i in range(k)])]
     for i in range(n):
         out.append(((boss + i) % n,) * k)
-    return tuple(out)
+    return tuple(out), frozenset(out)
 
 
 @cache
