@@ -304,8 +304,10 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
     for seat, policy in sorted(policies.items()):
         client = app.seat(match_id, seat)
         view = _rpc(client.view)
-        if view.finished or view.version != version:
-            return None if view.version != version else answer
+        if view.version != version:
+            return None  # the match moved on
+        if view.finished:
+            return answer  # nobody is asked
         if seat not in {p.seat for p in view.to_act}:
             continue
         legal = _rpc(client.legal_commands, LEGAL_LIMIT)
