@@ -36,6 +36,26 @@ class TestRedisEventStore(EventStoreContract):
         return RedisEventStore.connect(self.url)
 
 
+class _AlwaysIdle:
+    """A machine whose CPUs are always idle: every append polls for its reply."""
+
+    def poll_now(self, now: float) -> bool:
+        return True
+
+
+class TestRedisEventStorePollingForReplies(EventStoreContract):
+    """The contract again with every append polling for its reply (famiglia.spinwait)."""
+
+    @pytest.fixture(autouse=True)
+    def _clean_redis(self, redis_url: str) -> None:
+        self.url = redis_url
+
+    def make_store(self) -> EventStore:
+        store = RedisEventStore.connect(self.url)
+        store._idle_cpus = _AlwaysIdle()  # type: ignore[assignment]
+        return store
+
+
 @pytest.fixture()
 def store(redis_url: str) -> Iterator[RedisEventStore]:
     store = RedisEventStore.connect(redis_url)
@@ -442,3 +462,63 @@ def test_a_connected_kept_connection_exchanges_without_redis_py_layers(store: Re
     store.client.script_flush()  # NOSCRIPT comes back as redis-py's NoScriptError: reloaded
     assert store.append(match, 3, batch(match, 3, 1), command_id="c4").version == 4
     assert [e.seq for e in store.read(match)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("budget_us", [0.0, 150.0])
+def test_an_append_polls_for_its_reply_only_with_a_budget_and_idle_cpus(redis_url: str, monkeypatch,
+                                                                        budget_us: float) -> None:
+    """With a budget and an idle machine an append's reply is polled for (and read whole,
+    conflicts and duplicates as ever); with budget 0, or a busy machine, it never is."""
+    from famiglia.eventstore import redis_store
+
+    polls: list[float] = []
+    real = redis_store.recv_polling
+
+    def counted(sock, buffer, budget: float):  # type: ignore[no-untyped-def]
+        polls.append(budget)
+        return real(sock, buffer, budget)
+
+    monkeypatch.setattr(redis_store, "recv_polling", counted)
+    store = RedisEventStore.connect(redis_url, reply_poll_us=budget_us)
+    try:
+        idle = _AlwaysIdle()
+        if budget_us:
+            assert store._idle_cpus is not None
+            store._idle_cpus = idle  # type: ignore[assignment]
+        else:
+            assert store._idle_cpus is None
+        match = new_match_id()
+        assert store.append(match, 0, batch(match, 0, 2), command_id="c1").version == 2
+        assert store.append(match, 0, batch(match, 0, 2), command_id="c1").duplicate
+        with pytest.raises(ConcurrencyConflict):
+            store.append(match, 0, batch(match, 0, 1), command_id="c2")
+        assert polls == ([budget_us / 1e6] * 3 if budget_us else [])
+        if budget_us:
+            monkeypatch.setattr(idle, "poll_now", lambda now: False)  # the machine got busy
+            assert store.append(match, 2, batch(match, 2, 1), command_id="c3").version == 3
+            assert len(polls) == 3
+        assert store.version(match) == 3 if budget_us else store.version(match) == 2
+        assert len(polls) == (3 if budget_us else 0)  # reads and blocking reads never poll
+    finally:
+        store.close()
+
+
+def test_a_poll_that_finds_the_connection_cut_reconnects_and_writes_once(redis_url: str) -> None:
+    """A kept connection cut while an append polls for its reply is retried on a fresh one,
+    as with a blocking read: the append is written once."""
+    store = RedisEventStore.connect(redis_url, reply_poll_us=150.0)
+    try:
+        store._idle_cpus = _AlwaysIdle()  # type: ignore[assignment]
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1), command_id="c1")
+        (conn,) = store._idle
+        admin = redis.Redis.from_url(redis_url)
+        try:
+            admin.client_kill_filter(_type="normal", skipme=True)
+        finally:
+            admin.close()
+        assert conn._sock is not None
+        assert store.append(match, 1, batch(match, 1, 1), command_id="c2").version == 2
+        assert [e.seq for e in store.read(match)] == [1, 2]
+    finally:
+        store.close()

@@ -17,6 +17,7 @@ reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -34,7 +35,9 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
     _NOT_ENOUGH_DATA = False
 
+from famiglia import spinwait
 from famiglia.heldio import send_held
+from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .memory_store import validate_batch
@@ -129,16 +132,20 @@ def _pack(args: Sequence[Any]) -> bytes:
 _PUSH = getattr(hiredis, "PushNotification", None)  # a RESP3 push, out of band (hiredis >= 3.2)
 
 
-def read_reply(sock: Any, parser: Any) -> Any:
+def read_reply(sock: Any, parser: Any, poll: float = 0.0) -> Any:
     """The next reply on a connected connection, from redis-py's hiredis parser's own reader
     and buffer (so redis-py can go on reading after us); a RESP3 push goes to the parser's
     push handler, as redis-py's read does, and the reply after it is returned. Reply errors
-    come back as values; a closed socket raises redis-py's ConnectionError."""
+    come back as values; a closed socket raises redis-py's ConnectionError. `poll`: seconds
+    to poll for the reply's first bytes before sleeping on the socket (famiglia.spinwait)."""
     reader, buffer = parser._reader, parser._buffer
     while True:
         reply = reader.gets()
         while reply is _NOT_ENOUGH_DATA:
-            received = sock.recv_into(buffer)
+            received = recv_polling(sock, buffer, poll) if poll else None
+            if received is None:
+                received = sock.recv_into(buffer)
+            poll = 0.0
             if not received:
                 raise redis.ConnectionError("Connection closed by server.")
             reader.feed(buffer, 0, received)
@@ -146,6 +153,10 @@ def read_reply(sock: Any, parser: Any) -> Any:
         if _PUSH is None or not isinstance(reply, _PUSH):
             return reply
         parser.handle_push_response(reply)  # not an answer: what redis-py does, then read on
+
+
+DEFAULT_REPLY_POLL_US = 150.0
+"""An append's reply takes ~40-70 us on a quiet machine (the script runs ~40 of them)."""
 
 
 _process_generation = 0
@@ -161,7 +172,7 @@ def _forked() -> None:
 os.register_at_fork(after_in_child=_forked)
 
 
-def _exchange(conn: Any, request: bytes) -> Any:
+def _exchange(conn: Any, request: bytes, poll: float = 0.0) -> Any:
     """`send_packed_command` then `read_response` on a kept connection: once it is connected
     with redis-py's hiredis parser, the bytes go to its socket and the reply comes out of
     its hiredis reader here, without redis-py's Python layers around them (~11k
@@ -179,7 +190,7 @@ def _exchange(conn: Any, request: bytes) -> Any:
     sent = send_held(sock, request)  # a send that cannot wait keeps the GIL (famiglia.heldio)
     if sent < len(request):
         sock.sendall(request[sent:] if sent else request)
-    reply = read_reply(sock, parser)
+    reply = read_reply(sock, parser, poll)
     if isinstance(reply, Exception):  # a reply error, as parse_error made it
         raise reply
     if type(reply) is list and reply and isinstance(reply[0], redis.ConnectionError):
@@ -203,6 +214,7 @@ class RedisEventStore(EventStore):
         partitions: int = DEFAULT_PARTITIONS,
         prefix: str = "famiglia",
         partition_maxlen: int | None = None,
+        reply_poll_us: float | None = None,
     ) -> None:
         if partitions < 1:
             raise ValueError("partitions must be >= 1")
@@ -216,6 +228,20 @@ class RedisEventStore(EventStore):
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds
+        if reply_poll_us is None:
+            reply_poll_us = float(os.environ.get("FAMIGLIA_REDIS_POLL_US", DEFAULT_REPLY_POLL_US))
+        self.reply_poll = max(0.0, reply_poll_us) / 1e6
+        self._idle_cpus = spinwait.machine() if self.reply_poll else None
+
+    def _reply_poll(self) -> float:
+        """How long an append polls for Redis's reply before it sleeps on the socket: the
+        store's budget while the machine has idle CPUs, else 0 (famiglia.spinwait says
+        why). Only appends poll: their reply is due within tens of
+        microseconds, where a blocking read (XREAD BLOCK) may wait for seconds."""
+        idle_cpus = self._idle_cpus
+        if idle_cpus is None or not idle_cpus.poll_now(time.perf_counter()):
+            return 0.0
+        return self.reply_poll
 
     @classmethod
     def connect(
@@ -227,12 +253,15 @@ class RedisEventStore(EventStore):
         partition_maxlen: int | None = None,
         socket_timeout: float | None = None,
         socket_connect_timeout: float = 5.0,
+        reply_poll_us: float | None = None,
     ) -> RedisEventStore:
         """A store on its own connection pool (no I/O happens until the first call).
 
         `partition_maxlen` caps each partition stream approximately (MAXLEN ~);
         leave it None unless every consumer group is known to keep up, since
-        entries trimmed before delivery never reach the projection.
+        entries trimmed before delivery never reach the projection. `reply_poll_us`: how
+        long an append may poll for its reply (`FAMIGLIA_REDIS_POLL_US`, 150 by default; 0
+        never polls; see `_reply_poll`).
         """
         client = redis.Redis.from_url(
             url,
@@ -240,7 +269,8 @@ class RedisEventStore(EventStore):
             socket_timeout=socket_timeout,
             socket_connect_timeout=socket_connect_timeout,
         )
-        return cls(client, partitions=partitions, prefix=prefix, partition_maxlen=partition_maxlen)
+        return cls(client, partitions=partitions, prefix=prefix, partition_maxlen=partition_maxlen,
+                   reply_poll_us=reply_poll_us)
 
     def close(self) -> None:
         idle, self._idle = self._idle, []
@@ -268,7 +298,8 @@ class RedisEventStore(EventStore):
         validate_batch(match_id, expected_version, events)
         keys = self._append_keys.get(match_id) or self._keys_of(match_id)
         try:
-            reply = self._send(self._append_request(keys, expected_version, events, command_id))
+            request = self._append_request(keys, expected_version, events, command_id)
+            reply = self._send(request, self._reply_poll())
         except NoScriptError:
             self._load_append_script()
             reply = self._send(self._append_request(keys, expected_version, events, command_id))
@@ -326,7 +357,7 @@ class RedisEventStore(EventStore):
         """One command, packed the usual way, sent like an append (see _send)."""
         return self._send(_pack(args))
 
-    def _send(self, request: bytes) -> Any:
+    def _send(self, request: bytes, poll: float = 0.0) -> Any:
         """One packed command on a connection the store keeps for itself between calls.
 
         `execute_command` checks a connection out of the pool (a lock and a poll for stray
@@ -335,7 +366,7 @@ class RedisEventStore(EventStore):
         never holds stray data. On a connection error it is dropped and the request goes
         out again on a fresh connection with redis-py's reconnect and retry (an append is
         safe to retry: it finds its command id or a moved version). The request and reply
-        themselves go through `_exchange`."""
+        themselves go through `_exchange` (`poll`: see `_reply_poll`)."""
         idle = self._idle
         if self._generation != _process_generation:  # forked: the parent's sockets are not ours
             idle.clear()
@@ -345,7 +376,7 @@ class RedisEventStore(EventStore):
         except IndexError:
             conn = self.client.connection_pool.get_connection()
         try:
-            reply = _exchange(conn, request)
+            reply = _exchange(conn, request, poll)
         except (OSError, redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             self.client.connection_pool.release(conn)
