@@ -9,7 +9,8 @@ the very processes that must answer (Redis) or call next (the clients). So the p
 bounded, and made only while the machine's idle CPUs over the last tenth of a second, from
 /proc/stat and not counting the process's own polling as work, come to at least
 `POLL_WHEN_IDLE_CPUS`, and no more threads are ready to run at that instant than there are
-CPUs (/proc/loadavg). Without those files it never polls. Measured in
+CPUs (/proc/loadavg); between two reads it yields its CPU to whatever else is ready there
+(Redis, woken by the request, may be queued behind it). Without those files it never polls. Measured in
 docs/performance-command.md, "Session 12".
 """
 
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 _DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+_sched_yield = getattr(os, "sched_yield", lambda: None)
 
 POLL_WHEN_IDLE_CPUS = 0.6
 """Poll only while at least this many of the machine's CPUs were idle over the last window:
@@ -120,6 +122,9 @@ def recv_polling(sock: Any, buffer: Any, budget: float) -> int | None:
             except (BlockingIOError, InterruptedError):
                 if time.perf_counter() >= deadline:
                     return None
+                # The send woke Redis as for a caller about to sleep, so the kernel may have
+                # queued it on this very CPU: let it run rather than poll in its way.
+                _sched_yield()
     finally:
         if _MACHINE:
             _MACHINE[0].polled += time.perf_counter() - start

@@ -44,15 +44,19 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
     starts from the same envelopes and serializes them inside its timed loop; the sides take
     turns every 250 calls so drift hits all of them alike, and the figure is the median of
     the rounds' ratios.
+    Both sides wait for their reply the same way: the figure's store never polls for it (as
+    every store did before session 12); the same pair with the store's default waiting,
+    which polls while the machine has idle CPUs (famiglia.spinwait), is a note.
     Client and server CPU per call are noted too: on a shared machine they move less than
     the wall clock, which also counts the waits to be scheduled again."""
     import redis as redis_lib
 
     from famiglia.eventstore.envelopes import new_event_id
-    from famiglia.eventstore.redis_store import RedisEventStore
+    from famiglia.eventstore.redis_store import RedisEventStore, _pack
     from famiglia.v1 import envelope_pb2
 
-    store = RedisEventStore.connect(redis_url)
+    store = RedisEventStore.connect(redis_url, reply_poll_us=0)
+    polling = RedisEventStore.connect(redis_url)  # the default: polls while CPUs are idle
     client = redis_lib.Redis.from_url(redis_url)
     server_cpu = _server_cpu(redis_pid(redis_url))
     n = 2000 if quick else 5000
@@ -62,7 +66,7 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
         return [envelope_pb2.EventEnvelope(event_id=new_event_id(), match_id=mid, seq=i + 1, type="bench",
                                            payload=payload) for i in range(n)]
 
-    def lua_side() -> Callable[[int, int], None]:
+    def lua_side(store: RedisEventStore) -> Callable[[int, int], None]:
         mid = "bench-" + uuid.uuid4().hex
         envs = envelopes(mid)
 
@@ -71,14 +75,16 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
                 store.append(mid, i, [envs[i]], command_id=f"c{i}")
         return calls
 
-    def raw_kept_side() -> Callable[[int, int], None]:
-        """XADD on the store's kept connection, packed and sent as the store sends its own calls."""
+    def raw_kept_side(store: RedisEventStore) -> Callable[[int, int], None]:
+        """XADD on the store's kept connection, packed and sent as the store sends its own
+        calls, its reply waited for as the store waits for an append's."""
         key = "bench-raw-" + uuid.uuid4().hex
         envs = envelopes(key)
 
         def calls(start: int, stop: int) -> None:
             for i in range(start, stop):
-                store._call(["XADD", key, f"{i + 1}-0", "e", envs[i].SerializeToString()])
+                request = _pack(["XADD", key, f"{i + 1}-0", "e", envs[i].SerializeToString()])
+                store._send(request, store._reply_poll())
         return calls
 
     def raw_redis_py_side() -> Callable[[int, int], None]:
@@ -93,7 +99,8 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
     def round_() -> tuple[Run, ...]:
         """n calls a side, the sides taking turns every `chunk` calls: the load of a shared
         machine changes within a second, and a turn this short puts every side under it."""
-        sides = [lua_side(), raw_kept_side(), raw_redis_py_side()]
+        sides = [lua_side(store), raw_kept_side(store), raw_redis_py_side(), lua_side(polling),
+                 raw_kept_side(polling)]
         totals = [[0.0, 0.0, 0.0] for _ in sides]  # wall s, client CPU s, server CPU ns
         for start in range(0, n, chunk):
             for side, total in zip(sides, totals, strict=True):
@@ -126,7 +133,10 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
         spread=(min(r[0].rate for r in runs), max(r[0].rate for r in runs)),
         notes=f"median of {len(ratios)} rounds (turns of {chunk} calls); rounds {min(ratios):.2f}-{max(ratios):.2f}; "
               f"vs redis-py's client.xadd {statistics.median(r[0].rate / r[2].rate for r in runs):.2f}; "
+              f"both polling for the reply {statistics.median(r[3].rate / r[4].rate for r in runs):.2f} "
+              f"({statistics.median(r[3].rate for r in runs):,.0f} vs {statistics.median(r[4].rate for r in runs):,.0f}/s); "
               f"CPU us/call client {cpu(0, 'client_us'):.0f} vs {cpu(1, 'client_us'):.0f}, "
               f"redis-server {cpu(0, 'server_us'):.0f} vs {cpu(1, 'server_us'):.0f}"))
     store.close()
+    polling.close()
     client.close()

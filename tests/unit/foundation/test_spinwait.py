@@ -146,3 +146,21 @@ def test_a_socket_with_a_timeout_is_not_polled() -> None:
         right.sendall(b"+OK\r\n")
         assert recv_polling(left, bytearray(64), 0.5) is None  # the caller's own read takes it
         assert left.recv(64) == b"+OK\r\n"
+
+
+def test_between_two_reads_the_poll_yields_its_cpu(monkeypatch) -> None:
+    yields = {"n": 0}
+
+    def counted() -> None:
+        yields["n"] += 1
+
+    monkeypatch.setattr(spinwait, "_sched_yield", counted)
+    left, right = socket.socketpair()
+    with left, right:
+        assert recv_polling(left, bytearray(64), 0.002) is None
+        assert yields["n"] > 0
+        right.sendall(b"+OK\r\n")
+        time.sleep(0.01)
+        before = yields["n"]
+        assert recv_polling(left, bytearray(64), 0.5) == 5
+        assert yields["n"] == before  # a reply already there is read without yielding
