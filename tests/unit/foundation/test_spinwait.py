@@ -30,6 +30,13 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return stat, loadavg
 
 
+def _two_cpus(files: tuple[Path, Path]) -> tuple[Path, IdleCpus, float]:
+    """A reader of `files` for a 2-CPU machine with a 0.1 s window, and when it began."""
+    stat, loadavg = files
+    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
+    return stat, cpus, cpus._at
+
+
 def test_idle_cpus_are_the_idle_share_of_the_window_times_the_cpus(files: tuple[Path, Path]) -> None:
     stat, loadavg = files
     cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=4)
@@ -41,9 +48,7 @@ def test_idle_cpus_are_the_idle_share_of_the_window_times_the_cpus(files: tuple[
 
 
 def test_the_files_are_read_again_only_once_a_window(files: tuple[Path, Path]) -> None:
-    stat, loadavg = files
-    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
-    start = cpus._at
+    stat, cpus, start = _two_cpus(files)
     _stat(stat, user=1000, idle=1020)
     assert cpus.spare(start + 0.11) == pytest.approx(2.0)
     _stat(stat, user=1040, idle=1020)  # busy now, but the window has not ended
@@ -52,18 +57,14 @@ def test_the_files_are_read_again_only_once_a_window(files: tuple[Path, Path]) -
 
 
 def test_a_window_with_no_tick_keeps_the_last_figure(files: tuple[Path, Path]) -> None:
-    stat, loadavg = files
-    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
-    start = cpus._at
+    stat, cpus, start = _two_cpus(files)
     _stat(stat, user=1010, idle=1010)
     assert cpus.spare(start + 0.11) == pytest.approx(1.0)
     assert cpus.spare(start + 0.22) == pytest.approx(1.0)  # same ticks: nothing measured
 
 
 def test_the_process_own_polling_counts_as_idle(files: tuple[Path, Path]) -> None:
-    stat, loadavg = files
-    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
-    start = cpus._at
+    stat, cpus, start = _two_cpus(files)
     _stat(stat, user=1020, idle=1000)  # both CPUs busy...
     cpus.polled = 0.05  # ...0.4 of a CPU of it our own polling over the 0.125 s window
     assert cpus.spare(start + 0.125) == pytest.approx(0.4)
@@ -71,9 +72,8 @@ def test_the_process_own_polling_counts_as_idle(files: tuple[Path, Path]) -> Non
 
 
 def test_it_polls_only_with_idle_cpus_and_a_free_cpu_this_instant(files: tuple[Path, Path]) -> None:
-    stat, loadavg = files
-    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
-    start = cpus._at
+    stat, cpus, start = _two_cpus(files)
+    loadavg = files[1]
     _stat(stat, user=1004, idle=1016)  # 1.6 idle CPUs
     assert cpus.poll_now(start + 0.11)
     _loadavg(loadavg, running=3)  # more threads ready than CPUs
