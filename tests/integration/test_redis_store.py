@@ -522,3 +522,25 @@ def test_a_poll_that_finds_the_connection_cut_reconnects_and_writes_once(redis_u
         assert [e.seq for e in store.read(match)] == [1, 2]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("url", "env", "budget"), [
+    ("redis://127.0.0.1:1/0", None, 150e-6),
+    ("redis://localhost:1/0", None, 150e-6),
+    ("unix:///tmp/no-such-redis.sock", None, 150e-6),
+    ("redis://redis.example:6379/0", None, 0.0),  # across the network: never polls
+    ("redis://redis.example:6379/0", "40", 40e-6),  # unless told to
+    ("redis://127.0.0.1:1/0", "0", 0.0),
+])
+def test_the_poll_budget_follows_where_redis_is_and_the_setting(monkeypatch, url: str, env: str | None,
+                                                                budget: float) -> None:
+    if env is None:
+        monkeypatch.delenv("FAMIGLIA_REDIS_POLL_US", raising=False)
+    else:
+        monkeypatch.setenv("FAMIGLIA_REDIS_POLL_US", env)
+    store = RedisEventStore.connect(url)  # no I/O until the first call
+    try:
+        assert store.reply_poll == pytest.approx(budget)
+        assert (store._idle_cpus is None) == (budget == 0.0)
+    finally:
+        store.close()

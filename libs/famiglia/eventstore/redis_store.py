@@ -159,6 +159,15 @@ DEFAULT_REPLY_POLL_US = 150.0
 """An append's reply takes ~40-70 us on a quiet machine (the script runs ~40 of them)."""
 
 
+def _on_this_machine(client: redis.Redis) -> bool:
+    """Whether the client's Redis listens on this machine: a Unix socket or a loopback address."""
+    kwargs = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return True
+    host = str(kwargs.get("host", ""))
+    return host == "localhost" or host.startswith("127.") or host == "::1"
+
+
 _process_generation = 0
 """Counts forks into this process: a kept connection from before a fork is the parent's.
 (Read per append instead of `os.getpid()`, which is a system call on every glibc since 2.25.)"""
@@ -229,7 +238,11 @@ class RedisEventStore(EventStore):
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds
         if reply_poll_us is None:
-            reply_poll_us = float(os.environ.get("FAMIGLIA_REDIS_POLL_US", DEFAULT_REPLY_POLL_US))
+            env = os.environ.get("FAMIGLIA_REDIS_POLL_US")
+            if env is not None:
+                reply_poll_us = float(env)
+            else:  # a reply over the network comes long after any poll would have given up
+                reply_poll_us = DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0
         self.reply_poll = max(0.0, reply_poll_us) / 1e6
         self._idle_cpus = spinwait.machine() if self.reply_poll else None
 
@@ -260,8 +273,8 @@ class RedisEventStore(EventStore):
         `partition_maxlen` caps each partition stream approximately (MAXLEN ~);
         leave it None unless every consumer group is known to keep up, since
         entries trimmed before delivery never reach the projection. `reply_poll_us`: how
-        long an append may poll for its reply (`FAMIGLIA_REDIS_POLL_US`, 150 by default; 0
-        never polls; see `_reply_poll`).
+        long an append may poll for its reply (`FAMIGLIA_REDIS_POLL_US`; by default 150 for
+        a Redis on this machine and 0, never, for one across the network; see `_reply_poll`).
         """
         client = redis.Redis.from_url(
             url,
