@@ -10,8 +10,8 @@ bounded, and made only while the machine's idle CPUs over the last tenth of a se
 /proc/stat and not counting the process's own polling as work, come to at least
 `POLL_WHEN_IDLE_CPUS`, and no more threads are ready to run at that instant than there are
 CPUs (/proc/loadavg); between two reads it yields its CPU to whatever else is ready there
-(Redis, woken by the request, may be queued behind it). Without those files it never polls. Measured in
-docs/performance-command.md, "Session 12".
+(Redis, woken by the request, may be queued behind it). Without those files it never
+polls. Measured in docs/performance-command.md, "Session 12".
 """
 
 from __future__ import annotations
@@ -87,7 +87,6 @@ class IdleCpus:
         lags a rise of load by up to its length). A poll that runs out of budget does not
         stop the next ones: on a quiet machine one reply in a hundred is slow."""
         return self.spare(now) >= POLL_WHEN_IDLE_CPUS and self.running() <= self.cpus
-
 
 
 def _open(path: str) -> int | None:

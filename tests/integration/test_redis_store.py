@@ -497,7 +497,7 @@ def test_an_append_polls_for_its_reply_only_with_a_budget_and_idle_cpus(redis_ur
             monkeypatch.setattr(idle, "poll_now", lambda now: False)  # the machine got busy
             assert store.append(match, 2, batch(match, 2, 1), command_id="c3").version == 3
             assert len(polls) == 3
-        assert store.version(match) == 3 if budget_us else store.version(match) == 2
+        assert store.version(match) == (3 if budget_us else 2)
         assert len(polls) == (3 if budget_us else 0)  # reads and blocking reads never poll
     finally:
         store.close()
@@ -544,3 +544,10 @@ def test_the_poll_budget_follows_where_redis_is_and_the_setting(monkeypatch, url
         assert (store._idle_cpus is None) == (budget == 0.0)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("setting", ["abc", "-5", "nan", "inf", ""])
+def test_a_poll_budget_that_is_not_microseconds_is_refused_clearly(monkeypatch, setting: str) -> None:
+    monkeypatch.setenv("FAMIGLIA_REDIS_POLL_US", setting)
+    with pytest.raises(ValueError, match="FAMIGLIA_REDIS_POLL_US must be microseconds"):
+        RedisEventStore.connect("redis://127.0.0.1:1/0")

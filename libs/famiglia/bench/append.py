@@ -52,7 +52,7 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
     import redis as redis_lib
 
     from famiglia.eventstore.envelopes import new_event_id
-    from famiglia.eventstore.redis_store import RedisEventStore, _pack
+    from famiglia.eventstore.redis_store import RedisEventStore
     from famiglia.v1 import envelope_pb2
 
     store = RedisEventStore.connect(redis_url, reply_poll_us=0)
@@ -83,8 +83,7 @@ def bench_append(report: Report, redis_url: str, quick: bool) -> None:
 
         def calls(start: int, stop: int) -> None:
             for i in range(start, stop):
-                request = _pack(["XADD", key, f"{i + 1}-0", "e", envs[i].SerializeToString()])
-                store._send(request, store._reply_poll())
+                store._call(["XADD", key, f"{i + 1}-0", "e", envs[i].SerializeToString()], store._reply_poll())
         return calls
 
     def raw_redis_py_side() -> Callable[[int, int], None]:

@@ -16,6 +16,7 @@ reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -159,6 +160,17 @@ DEFAULT_REPLY_POLL_US = 150.0
 """An append's reply takes ~40-70 us on a quiet machine (the script runs ~40 of them)."""
 
 
+def _poll_budget_us(text: str) -> float:
+    """FAMIGLIA_REDIS_POLL_US read as microseconds: a finite number, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < math.inf:
+        raise ValueError(f"FAMIGLIA_REDIS_POLL_US must be microseconds, 0 or more (0 = never poll), not {text!r}")
+    return value
+
+
 def _on_this_machine(client: redis.Redis) -> bool:
     """Whether the client's Redis listens on this machine: a Unix socket or a loopback address."""
     kwargs = client.connection_pool.connection_kwargs
@@ -240,7 +252,7 @@ class RedisEventStore(EventStore):
         if reply_poll_us is None:
             env = os.environ.get("FAMIGLIA_REDIS_POLL_US")
             if env is not None:
-                reply_poll_us = float(env)
+                reply_poll_us = _poll_budget_us(env)
             else:  # a reply over the network comes long after any poll would have given up
                 reply_poll_us = DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0
         self.reply_poll = max(0.0, reply_poll_us) / 1e6
@@ -366,9 +378,9 @@ class RedisEventStore(EventStore):
             10 + len(events), self._evalsha, key_part, len(expected), expected, len(first), first,
             self._maxlen_arg, events_part)
 
-    def _call(self, args: Sequence[Any]) -> Any:
+    def _call(self, args: Sequence[Any], poll: float = 0.0) -> Any:
         """One command, packed the usual way, sent like an append (see _send)."""
-        return self._send(_pack(args))
+        return self._send(_pack(args), poll)
 
     def _send(self, request: bytes, poll: float = 0.0) -> Any:
         """One packed command on a connection the store keeps for itself between calls.
