@@ -193,7 +193,9 @@ def make_celery(app: BotsApp) -> Celery:
     retry = {"autoretry_for": (handlers.Transient, ConnectionError), "retry_backoff": 0.5,
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
-    @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True,
+    # shared=False: Celery's default adds a task to every app finalized later in the process,
+    # where its name would reach whichever app's closure registered first (another BotsApp).
+    @celery.task(name=DECIDE, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False,
                  Strategy=f"{__name__}:decide_strategy", **retry)
     def decide(self: Any, match_id: str, game_id: str, seat: int, version: int, policy: str,
                decision: dict[str, Any] | None = None, then: list[list[Any]] | None = None,
@@ -225,7 +227,7 @@ def make_celery(app: BotsApp) -> Celery:
                 "bot_lease", match_id=match_id, version=version, moves=len(outcomes), outcome=outcomes[-1])
         return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
-    @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, **retry)
+    @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False, **retry)
     def clock(self: Any, match_id: str, seat: int, version: int) -> str:
         with _continued_trace(self.request, "bots.clock", match_id=match_id, seat=seat, version=version):
             outcome = handlers.run_clock(app, match_id, seat, version)
