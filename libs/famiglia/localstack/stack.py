@@ -100,8 +100,8 @@ class Stack:
                 continue
             if spec.port and _port_busy(spec.port):
                 raise SystemExit(f"port {spec.port} for {spec.name} is taken; stop it or set its FAMIGLIA_*_ADDR")
-            out = open(self.var / "logs" / f"{spec.name}.log", "ab")
-            proc = subprocess.Popen(spec.argv, env=env, stdout=out, stderr=out, start_new_session=True)
+            with open(self.var / "logs" / f"{spec.name}.log", "ab") as out:  # the child keeps its own copy
+                proc = subprocess.Popen(spec.argv, env=env, stdout=out, stderr=out, start_new_session=True)
             pids[spec.name] = proc.pid
             self._save(pids)
             if spec.port:
