@@ -92,7 +92,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
     engine = registry.get("goodcritters" if "goodcritters" in registry else next(iter(registry)))
     # Echo and SubmitCommand alternate in pairs (which goes first alternates too), so both
     # sides of a pair see the same machine; the figure is the pair with the median ratio.
-    seconds, pairs = (1.0, 3) if quick else (3.0, 7)
+    seconds, pairs = (0.6, 3) if quick else (3.0, 7)
     recordings = [record_match(engine, engine.info.min_players, seed) for seed in range(16)]
     jobs = [(r.game_id, r.seats, r.seed, [(seat, pack(c).SerializeToString()) for seat, c in r.commands])
             for r in recordings]
