@@ -8,6 +8,7 @@ and consumer groups (delivery, ack, XAUTOCLAIM of a dead consumer's entries).
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import threading
 import time
@@ -551,3 +552,10 @@ def test_a_poll_budget_that_is_not_microseconds_is_refused_clearly(monkeypatch, 
     monkeypatch.setenv("FAMIGLIA_REDIS_POLL_US", setting)
     with pytest.raises(ValueError, match="FAMIGLIA_REDIS_POLL_US must be microseconds"):
         RedisEventStore.connect("redis://127.0.0.1:1/0")
+
+
+@pytest.mark.parametrize("budget", [-5.0, math.nan, math.inf])
+def test_a_poll_budget_argument_that_is_not_microseconds_is_refused_clearly(budget: float) -> None:
+    with pytest.raises(ValueError, match="must be microseconds"):
+        RedisEventStore.connect("redis://127.0.0.1:1/0", reply_poll_us=budget)
+

@@ -160,14 +160,15 @@ DEFAULT_REPLY_POLL_US = 150.0
 """An append's reply takes ~40-70 us on a quiet machine (the script runs ~40 of them)."""
 
 
-def _poll_budget_us(text: str) -> float:
-    """FAMIGLIA_REDIS_POLL_US read as microseconds: a finite number, 0 or more."""
+def _poll_budget_us(given: str | float) -> float:
+    """A poll budget (FAMIGLIA_REDIS_POLL_US, or `reply_poll_us`) as microseconds: a finite
+    number, 0 or more."""
     try:
-        value = float(text)
-    except ValueError:
+        value = float(given)
+    except (TypeError, ValueError):
         value = math.nan
     if not 0.0 <= value < math.inf:
-        raise ValueError(f"FAMIGLIA_REDIS_POLL_US must be microseconds, 0 or more (0 = never poll), not {text!r}")
+        raise ValueError(f"FAMIGLIA_REDIS_POLL_US must be microseconds, 0 or more (0 = never poll), not {given!r}")
     return value
 
 
@@ -252,10 +253,10 @@ class RedisEventStore(EventStore):
         if reply_poll_us is None:
             env = os.environ.get("FAMIGLIA_REDIS_POLL_US")
             if env is not None:
-                reply_poll_us = _poll_budget_us(env)
+                reply_poll_us = env
             else:  # a reply over the network comes long after any poll would have given up
                 reply_poll_us = DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0
-        self.reply_poll = max(0.0, reply_poll_us) / 1e6
+        self.reply_poll = _poll_budget_us(reply_poll_us) / 1e6
         self._idle_cpus = spinwait.machine() if self.reply_poll else None
 
     def _reply_poll(self) -> float:
