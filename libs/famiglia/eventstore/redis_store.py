@@ -250,13 +250,12 @@ class RedisEventStore(EventStore):
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds
-        if reply_poll_us is None:
-            env = os.environ.get("FAMIGLIA_REDIS_POLL_US")
-            if env is not None:
-                reply_poll_us = env
-            else:  # a reply over the network comes long after any poll would have given up
-                reply_poll_us = DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0
-        self.reply_poll = _poll_budget_us(reply_poll_us) / 1e6
+        budget: str | float | None = reply_poll_us
+        if budget is None:
+            # a reply over the network comes long after any poll would have given up
+            budget = os.environ.get("FAMIGLIA_REDIS_POLL_US",
+                                    DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0)
+        self.reply_poll = _poll_budget_us(budget) / 1e6
         self._idle_cpus = spinwait.machine() if self.reply_poll else None
 
     def _reply_poll(self) -> float:
