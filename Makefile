@@ -70,7 +70,7 @@ fmt: setup ## format and fix imports
 bench: setup ## benchmarks, printed as ratios against baselines measured in the same run
 	@$(PY) -m famiglia.bench $(ARGS)
 
-bench-quick: setup ## a short version of `make bench` (~80 s: fewer, shorter repeats)
+bench-quick: setup ## a short version of `make bench` (~1 minute: fewer, shorter repeats)
 	@$(PY) -m famiglia.bench --quick $(ARGS)
 
 clean: down ## remove the venv, local data and caches

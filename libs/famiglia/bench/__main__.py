@@ -23,7 +23,7 @@ EXTRA = ("famiglia.bench.replay", "famiglia.bench.projection", "famiglia.bench.t
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="famiglia.bench")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (~80 s on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter repeats (~1 minute on 2 cores)")
     parser.add_argument("--only", default="", help="comma-separated sections: engines,append,command,flatness,extra")
     args = parser.parse_args(argv)
     only = set(filter(None, args.only.split(",")))

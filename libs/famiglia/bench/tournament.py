@@ -275,7 +275,7 @@ def run(report: Report, quick: bool, redis_url: str | None = None, *, matches: i
     matches carried that tail twelve times as often as 1,000 matches do and read
     ~5 % low (a simulation over the planned matches' lengths, docs/performance-tournament.md)."""
     try:
-        result = measure(matches or (24 if quick else 1000), repeats or 1)
+        result = measure(matches or (16 if quick else 1000), repeats or 1, warmup_matches=2 if quick else 4)
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other benchmarks
         report.add(Figure("tournament bot matches", 0.0, "matches/min", notes=f"failed: {exc!r}"[:300]))
         return

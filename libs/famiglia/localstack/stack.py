@@ -4,6 +4,7 @@ background and records the pids in var/stack.json; `famiglia down` stops it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -111,21 +112,32 @@ class Stack:
 
     def down(self, *, log=print) -> None:
         pids = self.read_state().get("pids", {})
-        order = [n for n in pids if n != "redis"] + (["redis"] if "redis" in pids else [])
-        for name in order:
-            pid = pids[name]
-            if _alive(pid):
-                try:
-                    os.killpg(pid, signal.SIGTERM)
-                except OSError:
-                    os.kill(pid, signal.SIGTERM)
-                _wait_gone(pid)
-                log(f"{name:<14} stopped")
+        # The services stop together (each drains its own calls; waiting for one after
+        # another added their shutdowns up), then Redis, which they may still write to.
+        services = {n: pid for n, pid in pids.items() if n != "redis" and _alive(pid)}
+        for pid in services.values():
+            _terminate(pid)
+        for name, pid in services.items():
+            _wait_gone(pid)
+            log(f"{name:<14} stopped")
+        if "redis" in pids and _alive(pids["redis"]):
+            _terminate(pids["redis"])
+            _wait_gone(pids["redis"])
+            log(f"{'redis':<14} stopped")
         if self.state_file.exists():
             self.state_file.unlink()
 
     def _save(self, pids: dict[str, int]) -> None:
         self.state_file.write_text(json.dumps({"pids": pids, "redis_url": self.redis_url}, indent=2))
+
+
+def _terminate(pid: int) -> None:
+    """SIGTERM to the service's process group (its Celery children too), else to it alone."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        with contextlib.suppress(ProcessLookupError):  # gone meanwhile: nothing to stop
+            os.kill(pid, signal.SIGTERM)
 
 
 def _alive(pid: int) -> bool:

@@ -1,0 +1,63 @@
+"""`make down` (Stack.down): every service is told to stop before any is waited for, and
+Redis stops only once they are all gone (they may write to it while they drain)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from famiglia.localstack.stack import Stack
+
+# A stand-in process: on SIGTERM it notes that it was told, waits (up to `patience`
+# seconds) until every file in `wait_for` exists, notes which it saw and exits.
+_SERVICE = textwrap.dedent("""
+    import pathlib, signal, sys, time
+    here, name, patience, wait_for = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+    def stop(*_):
+        (here / f"told-{name}").touch()
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline and not all((here / f"{w}").exists() for w in wait_for):
+            time.sleep(0.02)
+        seen = [w for w in wait_for if (here / w).exists()]
+        (here / f"saw-{name}").write_text(" ".join(seen))
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    (here / f"ready-{name}").touch()
+    while True:
+        time.sleep(1)
+""")
+
+
+def _start(tmp: Path, name: str, patience: float, *wait_for: str) -> int:
+    proc = subprocess.Popen([sys.executable, "-c", _SERVICE, str(tmp), name, str(patience), *wait_for],
+                            start_new_session=True)
+    while not (tmp / f"ready-{name}").exists():
+        assert proc.poll() is None, f"{name} exited early"
+        time.sleep(0.01)
+    return proc.pid
+
+
+def test_services_stop_together_and_redis_after_them(tmp_path: Path) -> None:
+    pids = {
+        # each service waits until the other was told: stopped one after the other, the
+        # first would wait for a SIGTERM that only comes once it is gone (and be killed)
+        "command": _start(tmp_path, "command", 20, "told-bots"),
+        "bots": _start(tmp_path, "bots", 20, "told-command"),
+        # Redis looks at once whether both services had finished when it was told
+        "redis": _start(tmp_path, "redis", 0, "saw-command", "saw-bots"),
+    }
+    stack = Stack(var=tmp_path / "var", redis_port=1)
+    stack.var.mkdir()
+    stack._save(pids)
+    stopped: list[str] = []
+
+    stack.down(log=stopped.append)
+
+    assert (tmp_path / "saw-command").read_text() == "told-bots"
+    assert (tmp_path / "saw-bots").read_text() == "told-command"
+    assert (tmp_path / "saw-redis").read_text() == "saw-command saw-bots"
+    assert [line.split()[0] for line in stopped] == ["command", "bots", "redis"]
+    assert not stack.state_file.exists()
