@@ -12,6 +12,7 @@ beat. Not a timed test: it prints, it asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -91,16 +92,12 @@ class CpuTimed:
             self.decisions += 1
 
 
-def measure(engine: Engine, policy: str, matches: int, seed: int = 1, jobs: int = 1,
-            pool: Executor | None = None) -> Strength:
-    """`pool`: play the matches there (kept across calls by `run`); else in `jobs` processes."""
+def measure(engine: Engine, policy: str, matches: int, seed: int = 1, pool: Executor | None = None) -> Strength:
+    """`pool`: play the matches in its processes (the same seeded matches), else here."""
     seats = strength_seats(engine)
     plays = [(engine.info.game_id, policy, seats, seed * 100_003 + i, i % seats) for i in range(matches)]
     if pool is not None:
         outcomes = list(pool.map(_play_one, plays))
-    elif jobs > 1:
-        with ProcessPoolExecutor(jobs) as jobs_pool:
-            outcomes = list(jobs_pool.map(_play_one, plays))
     else:
         outcomes = [_play_one(play, engine) for play in plays]
     wins = sum(won for won, _, _ in outcomes)
@@ -145,19 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"Bot strength against random seats ({args.matches} matches each)")
     for col in ("game", "seats", "policy", "win rate", "95% CI", "random's share", "CPU s/decision"):
         table.add_column(col, justify="left" if col in ("game", "policy") else "right")
-    for engine in engines:
-        for policy in (args.ismcts or ismcts_for(engine.info.game_id), args.heuristic):
-            started = time.perf_counter()
-            try:
-                s = measure(engine, policy, args.matches, args.seed, args.jobs)
-            except Exception as exc:  # noqa: BLE001 - an engine in progress: report, go on
-                table.add_row(engine.info.game_id, "", policy.partition("?")[0], "[red]error[/]", repr(exc)[:40],
-                              "", "")
-                continue
-            low, high = wilson(s.wins, s.matches)
-            table.add_row(s.game_id, str(s.seats), policy.partition("?")[0], f"{s.rate:.0%}",
-                          f"{low:.0%}–{high:.0%}", f"{1 / s.seats:.0%}", f"{s.seconds_per_decision:.4f}")
-            console.print(f"[dim]{s.game_id} {policy}: {time.perf_counter() - started:.1f}s[/]")
+    with ProcessPoolExecutor(args.jobs) if args.jobs > 1 else contextlib.nullcontext() as pool:
+        for engine in engines:
+            for policy in (args.ismcts or ismcts_for(engine.info.game_id), args.heuristic):
+                started = time.perf_counter()
+                try:
+                    s = measure(engine, policy, args.matches, args.seed, pool)
+                except Exception as exc:  # noqa: BLE001 - an engine in progress: report, go on
+                    table.add_row(engine.info.game_id, "", policy.partition("?")[0], "[red]error[/]",
+                                  repr(exc)[:40], "", "")
+                    continue
+                low, high = wilson(s.wins, s.matches)
+                table.add_row(s.game_id, str(s.seats), policy.partition("?")[0], f"{s.rate:.0%}",
+                              f"{low:.0%}–{high:.0%}", f"{1 / s.seats:.0%}", f"{s.seconds_per_decision:.4f}")
+                console.print(f"[dim]{s.game_id} {policy}: {time.perf_counter() - started:.1f}s[/]")
     console.print(table)
     return 0
 

@@ -114,21 +114,23 @@ class Stack:
         pids = self.read_state().get("pids", {})
         # The services stop together (each drains its own calls; waiting for one after
         # another added their shutdowns up), then Redis, which they may still write to.
-        services = {n: pid for n, pid in pids.items() if n != "redis" and _alive(pid)}
-        for pid in services.values():
-            _terminate(pid)
-        for name, pid in services.items():
-            _wait_gone(pid)
-            log(f"{name:<14} stopped")
-        if "redis" in pids and _alive(pids["redis"]):
-            _terminate(pids["redis"])
-            _wait_gone(pids["redis"])
-            log(f"{'redis':<14} stopped")
+        _stop_together({n: pid for n, pid in pids.items() if n != "redis"}, log)
+        _stop_together({n: pid for n, pid in pids.items() if n == "redis"}, log)
         if self.state_file.exists():
             self.state_file.unlink()
 
     def _save(self, pids: dict[str, int]) -> None:
         self.state_file.write_text(json.dumps({"pids": pids, "redis_url": self.redis_url}, indent=2))
+
+
+def _stop_together(pids: dict[str, int], log) -> None:  # type: ignore[no-untyped-def]
+    """SIGTERM to every live one at once, then wait for each (SIGKILL after 10 s)."""
+    alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+    for pid in alive.values():
+        _terminate(pid)
+    for name, pid in alive.items():
+        _wait_gone(pid)
+        log(f"{name:<14} stopped")
 
 
 def _terminate(pid: int) -> None:
