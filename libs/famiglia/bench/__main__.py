@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         spread = f" [{f.spread[0]:,.1f}–{f.spread[1]:,.1f}]" if f.spread != (0.0, 0.0) else ""
         table.add_row(f.name, f"{f.value:,.1f} {f.unit}{spread}", base, ratio, f.target, ok, f.notes)
     console.print(table)
+    console.print(report.verdict())
     out = Path("bench-results") / f"{time.strftime('%Y%m%dT%H%M%S')}.json"
     report.to_json(out)
     console.print(f"written {out}")

@@ -38,6 +38,18 @@ class Report:
         self.figures.append(figure)
         return figure
 
+    def verdict(self) -> str:
+        """One line under the table: how many figures with a target met it, and which missed,
+        each with its measure against the target (an operator's answer without reading rows)."""
+        judged = [f for f in self.figures if f.ok is not None]
+        missed = [f for f in judged if not f.ok]
+        line = f"targets met: {len(judged) - len(missed)} of {len(judged)}"
+        if missed:
+            line += "; missed: " + "; ".join(
+                f"{f.name} ({f.ratio:.2f}, {f.target})" if f.ratio is not None and f.target.startswith("ratio")
+                else f"{f.name} ({f.value:,.1f} {f.unit}, {f.target})" for f in missed)
+        return line
+
     def to_json(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         rows = []
