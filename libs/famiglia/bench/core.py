@@ -142,7 +142,7 @@ def bench_command_path(report: Report, redis_url: str, quick: bool) -> None:
                                       notes=f"x4 paced at 25% of echo: asked {load:,.0f}/s, served {done:,.0f}/s, "
                                             f"p50 {percentile(lat, 50) * 1000:.2f} ms"))
         except grpc.RpcError as exc:
-            report.add(Figure("SubmitCommand", 0, "", notes=f"failed: {exc}"))
+            report.add(Figure.failure("SubmitCommand", "cmds/s", "ratio >= 0.50", str(exc)))
 
 
 @dataclass

@@ -22,6 +22,13 @@ class Figure:
     ok: bool | None = None
     spread: tuple[float, float] = (0.0, 0.0)
     notes: str = ""
+    error: str = ""
+
+    @classmethod
+    def failure(cls, name: str, unit: str, target: str, error: str) -> Figure:
+        """A figure whose measurement failed: a missed target, with the error in its notes."""
+        error = error[:300]
+        return cls(name, 0.0, unit, target=target, ok=False, notes=f"failed: {error}", error=error)
 
     @property
     def ratio(self) -> float | None:
@@ -45,9 +52,7 @@ class Report:
         missed = [f for f in judged if not f.ok]
         line = f"targets met: {len(judged) - len(missed)} of {len(judged)}"
         if missed:
-            line += "; missed: " + "; ".join(
-                f"{f.name} ({f.ratio:.2f}, {f.target})" if f.ratio is not None and f.target.startswith("ratio")
-                else f"{f.name} ({f.value:,.1f} {f.unit}, {f.target})" for f in missed)
+            line += "; missed: " + "; ".join(f"{f.name} ({_measure(f)}, {f.target})" for f in missed)
         return line
 
     def to_json(self, path: Path) -> None:
@@ -59,6 +64,15 @@ class Report:
             rows.append(row)
         path.write_text(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                     "figures": rows}, indent=2))
+
+
+def _measure(f: Figure) -> str:
+    """What a figure measured, as its target speaks of it."""
+    if f.error:
+        return "failed"
+    if f.ratio is not None and f.target.startswith("ratio"):
+        return f"{f.ratio:.2f}"
+    return f"{f.value:,.1f} {f.unit}"
 
 
 def repeat(fn: Callable[[], float], times: int, warmup: int = 1) -> tuple[float, float, float]:

@@ -518,7 +518,7 @@ def run(report: Report, quick: bool, redis_url: str | None = None, *, seconds: f
         result = measure(redis_url, seconds=seconds or (1.0 if quick else 8.0), repeats=repeats or (2 if quick else 5),
                          clients=clients)
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other benchmarks
-        report.add(Figure("projection lag p99", 0.0, "ms", notes=f"failed: {exc!r}"[:300]))
+        report.add(Figure.failure("projection lag p99", "ms", "< 100 ms", repr(exc)))
         return
     add_figures(report, result)
 

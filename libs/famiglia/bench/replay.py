@@ -139,7 +139,8 @@ def run(report: Report, quick: bool, redis_url: str | None = None, *, events: in
         try:
             _, envelopes = random_match(engine, engine.info.min_players, 1)
         except Exception as exc:  # noqa: BLE001 - report, do not stop
-            report.add(Figure(f"replay fold {engine.info.game_id}", 0.0, "events/s", notes=f"failed: {exc!r}"))
+            report.add(Figure.failure(f"replay fold {engine.info.game_id}", "events/s", f">= {FOLD_TARGET:,}/s",
+                                      repr(exc)))
             continue
         (rate, lo, hi), bare = fold_rate(registry, envelopes, every, repeats)
         report.add(Figure(f"replay fold {engine.info.game_id} ({len(envelopes)} events)", rate, "events/s",

@@ -277,7 +277,7 @@ def run(report: Report, quick: bool, redis_url: str | None = None, *, matches: i
     try:
         result = measure(matches or (16 if quick else 1000), repeats or 1, warmup_matches=2 if quick else 4)
     except Exception as exc:  # noqa: BLE001 - report, do not stop the other benchmarks
-        report.add(Figure("tournament bot matches", 0.0, "matches/min", notes=f"failed: {exc!r}"[:300]))
+        report.add(Figure.failure("tournament bot matches", "matches/min", ">= 100/min", repr(exc)))
         return
     add_figure(report, result)
 

@@ -19,3 +19,11 @@ def test_the_verdict_when_every_target_is_met() -> None:
     report.add(Figure("engine x", 250.0, "games/s", baseline=200.0, target=">= 200/s", ok=True))
 
     assert report.verdict() == "targets met: 1 of 1"
+
+
+def test_a_figure_that_failed_to_measure_is_a_miss() -> None:
+    report = Report()
+    report.add(Figure.failure("tournament bot matches", "matches/min", ">= 100/min", "RuntimeError('stack down')"))
+
+    assert report.figures[0].notes == "failed: RuntimeError('stack down')"
+    assert report.verdict() == "targets met: 0 of 1; missed: tournament bot matches (failed, >= 100/min)"
