@@ -19,6 +19,12 @@ class NotAMatch(ValueError):
     """The envelopes do not start with match_created."""
 
 
+def command_key(seat: int, command_id: str) -> str:
+    """A command id is an idempotency key of its seat, not of the match: one seat can
+    neither answer for another's id nor learn from a duplicate whether another has acted."""
+    return f"{seat}/{command_id}"
+
+
 @dataclass
 class MatchState:
     match_id: str
@@ -27,7 +33,7 @@ class MatchState:
     state: Any = None
     version: int = 1
     commands: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """command id -> (first seq, last seq) of the events it caused."""
+    """`command_key(seat, command id)` -> (first seq, last seq) of the events it caused."""
     last_timestamp_ms: int = 0
 
     @property
@@ -84,8 +90,9 @@ class MatchState:
                 last = env
                 command_id = env.command_id
                 if command_id:
-                    first = commands.get(command_id)
-                    commands[command_id] = (seq if first is None else first[0], seq)
+                    key = command_key(env.seat, command_id)
+                    first = commands.get(key)
+                    commands[key] = (seq if first is None else first[0], seq)
         finally:
             if last is not None:  # the last envelope folded: its time is the match's latest
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check

@@ -24,7 +24,7 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     store = app.store
     repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
     runner = TournamentRunner(repo, app.game_client, store,
-                              read_model=ReadModelLog(app.settings.database_url))
+                              read_model=ReadModelLog(app.settings.database_url), secret=app.settings.secret)
     dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery),
                             observer=TournamentObserver(repo, on_finished=runner.wake.set),
                             stall_seconds=app.bots.stall_seconds,

@@ -39,7 +39,7 @@ from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED
 from famiglia.eventstore.port import PartitionEntry
-from famiglia.matchstate import MatchState, NotAMatch
+from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -360,7 +360,8 @@ class Dispatcher:
         match = tracked.match
         commands, moved = match.commands, False
         while batch.version < match.version and batch.next < len(batch.seats):
-            command_id = bot_command_id(match.match_id, batch.version, batch.seats[batch.next])
+            seat = batch.seats[batch.next]
+            command_id = command_key(seat, bot_command_id(match.match_id, batch.version, seat))
             span = commands.get(command_id) or commands.get(command_id + ":f")
             if span is None or span[0] != batch.version + 1:
                 return False  # someone else's command (or one of the batch's that changed nothing)
@@ -392,7 +393,7 @@ class Dispatcher:
                 return False
             span = None
             for s in tracked.bots:
-                command_id = bot_command_id(match.match_id, lease.version, s)
+                command_id = command_key(s, bot_command_id(match.match_id, lease.version, s))
                 span = commands.get(command_id) or commands.get(command_id + ":f")
                 if span is not None:
                     break

@@ -9,8 +9,8 @@ hash tag per tournament:
     famiglia:bots:{t:<id>}:results    hash: match id -> finished match (JSON)
     famiglia:bots:tournaments         sorted set of ids by creation time
 
-The runner creates matches with request_id "<tournament>:<index>" (a restart
-finds the same match), at most `concurrency` in play at once; the dispatcher
+The runner creates matches with a request id keyed from "<tournament>:<index>" (a
+restart finds the same match; nobody else can rebuild it), at most `concurrency` in play at once; the dispatcher
 reports progress and results (MatchObserver), and the workers play the seats.
 """
 
@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 import redis
 
+from famiglia.auth.request_ids import private_request_id
 from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
 from famiglia.client import GameClient
@@ -240,8 +241,12 @@ class TournamentRunner:
     """Starts each tournament's matches as room frees up and closes finished tournaments."""
 
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
-                 stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None) -> None:
+                 stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None,
+                 secret: str | None = None) -> None:
         self.repo = repo
+        # Keys the matches' creation request ids (famiglia.auth.request_ids): a tournament's
+        # id and a match's index are public, its seat tokens are not.
+        self._secret = secret or secrets.token_hex(32)
         self.game = game
         self.store = store
         self.stuck_seconds = stuck_seconds
@@ -294,7 +299,8 @@ class TournamentRunner:
         try:
             handle = self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
                                             options=dict(planned.options), seat_info=seat_info,
-                                            request_id=f"{record.tournament_id}:{planned.index}",
+                                            request_id=private_request_id(
+                                                self._secret, f"{record.tournament_id}:{planned.index}"),
                                             tournament_id=record.tournament_id)
             match_id = handle.match_id
         except grpc.RpcError as exc:

@@ -31,9 +31,11 @@ from famiglia.eventstore.envelopes import (
     game_envelopes,
     match_created_envelope,
     open_event,
+    open_match_created,
 )
 from famiglia.grpcutil.errors import (
     Aborted,
+    AlreadyExists,
     AppError,
     FailedPrecondition,
     InvalidArgument,
@@ -42,10 +44,11 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
     Unavailable,
 )
+from famiglia.matchstate import command_key
 from famiglia.telemetry import EventLine, child_span, get_logger, inject_context, spans_exported, tracer
 from famiglia.v1 import envelope_pb2
 
-from .hot_matches import HotMatch, HotMatches, UnknownMatch
+from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch
 
 log = get_logger("famiglia.command")
 #: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
@@ -210,12 +213,15 @@ class CommandApp:
         if unknown:
             raise InvalidArgument("unknown_option", f"{game_id} has no option(s) {', '.join(unknown)}")
         # The seed predicts every draw: the server picks it unless the creator asks for one.
+        seed_given = seed is not None
         seed = secrets.randbits(63) if seed is None else seed
         config = MatchConfig(seats=seats, options=dict(options or {}))
         try:
             setup_events = engine.setup(config, seed)
         except RuleViolation as exc:
             raise InvalidArgument(exc.code, exc.message) from None
+        except (ValueError, TypeError, OverflowError) as exc:  # an option value the game cannot read
+            raise InvalidArgument("bad_option", f"{game_id} cannot use these options: {exc}") from None
         match_id = _match_id(request_id)
         created = envelope_pb2.MatchCreated(game_id=game_id, seats=seats, seed=seed,
                                             tournament_id=tournament_id)
@@ -233,11 +239,27 @@ class CommandApp:
                 if not request_id:
                     raise Aborted("match_exists", f"match {match_id} exists") from None
                 result = None
+        if result is None or result.duplicate:
+            self._check_same_creation(match_id, created, seed_given)
         version = self.store.version(match_id) if result is None or result.duplicate else result.version
         players = {i.seat: i.player_id for i in seat_info}
         tokens = [self.signer.seat_token(match_id, s, players.get(s, "")) for s in range(seats)]
         log.info("match_created", match_id=match_id, game_id=game_id, seats=seats)
         return Created(match_id, tokens, version)
+
+    def _check_same_creation(self, match_id: str, asked: envelope_pb2.MatchCreated, seed_given: bool) -> None:
+        """A retried creation answers with the match's seat tokens only when it asks for the
+        same match: a request id reused for another game, table or seating is refused."""
+        first = self.store.read(match_id, limit=1)
+        stored = open_match_created(first[0]) if first else None
+        if stored is None:
+            return
+        same = (stored.game_id == asked.game_id and stored.seats == asked.seats
+                and dict(stored.options) == dict(asked.options) and list(stored.seat_info) == list(asked.seat_info)
+                and stored.tournament_id == asked.tournament_id and (not seed_given or stored.seed == asked.seed))
+        if not same:
+            raise AlreadyExists("request_id_reused", "request_id was already used to create a different match; "
+                                                     "use a new request_id for a new match")
 
     # -- read --------------------------------------------------------------------------
     def _hot(self, match_id: str) -> HotMatch:
@@ -245,6 +267,8 @@ class CommandApp:
             raise InvalidArgument("no_match_id", "match_id is required")
         try:
             return self.matches.get(match_id)
+        except UnreadableMatch as exc:
+            raise FailedPrecondition("match_unreadable", f"match {match_id!r} cannot be played here: {exc}") from None
         except UnknownMatch:
             if self.store.exists(match_id):  # the version key outlives a trim
                 raise NotFound("match_archived", f"match {match_id!r} is over and archived: "
@@ -403,15 +427,16 @@ class CommandApp:
         match_id = hot.match.match_id
         seat = viewer.seat
         assert seat is not None  # _check_submission
+        key = command_key(seat, command_id)
         with hot.lock:
             m = hot.match
             self._check_seat(m.seats, viewer)
-            if command_id in m.commands:
-                return self._duplicate(hot, viewer, command_id, omit_events)
+            if key in m.commands:
+                return self._duplicate(hot, viewer, key, command, omit_events)
             if expected_version is not None and expected_version != m.version:
                 self.matches.catch_up(hot)
-                if command_id in m.commands:
-                    return self._duplicate(hot, viewer, command_id, omit_events)
+                if key in m.commands:
+                    return self._duplicate(hot, viewer, key, command, omit_events)
                 if expected_version != m.version:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.version}")
@@ -426,20 +451,20 @@ class CommandApp:
                 try:
                     if spans_exported():
                         with child_span("eventstore.append", {"match_id": match_id}):
-                            result = self.store.append(match_id, m.version, envelopes, command_id)
+                            result = self.store.append(match_id, m.version, envelopes, key)
                     else:  # the same call, without entering a span that goes nowhere
-                        result = self.store.append(match_id, m.version, envelopes, command_id)
+                        result = self.store.append(match_id, m.version, envelopes, key)
                 except ConcurrencyConflict:
                     # Another process moved the match: re-decide on the new state.
                     self.matches.catch_up(hot)
-                    if command_id in m.commands:
-                        return self._duplicate(hot, viewer, command_id, omit_events)
+                    if key in m.commands:
+                        return self._duplicate(hot, viewer, key, command, omit_events)
                     if expected_version is not None:
                         raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
                     continue
                 if result.duplicate:
                     self.matches.catch_up(hot)
-                    return self._duplicate(hot, viewer, command_id, omit_events)
+                    return self._duplicate(hot, viewer, key, command, omit_events)
                 m.apply(envelopes, events)
                 accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.version, len(envelopes))
                 if omit_events:
@@ -470,13 +495,20 @@ class CommandApp:
                         error=repr(exc))
             raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
 
-    def _duplicate(self, hot: HotMatch, viewer: Viewer, command_id: str, omit_events: bool = False) -> Submitted:
+    def _duplicate(self, hot: HotMatch, viewer: Viewer, key: str, command: Message,
+                   omit_events: bool = False) -> Submitted:
         """The first answer again: the version right after that command's events (not the
-        match's version now), so a client replaying a chain of commands knows where it stood."""
-        first, last = hot.match.commands[command_id]
+        match's version now), so a client replaying a chain of commands knows where it stood.
+        Only for the same command: an id reused for another one is refused, not answered
+        with the first one's result while the new command is silently dropped."""
+        first, last = hot.match.commands[key]
+        envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=1 if omit_events else last - first + 1)
+        if envelopes and envelopes[0].command and \
+                envelopes[0].command != command.SerializeToString(deterministic=True):
+            raise Aborted("command_id_reused", f"command_id {key.partition('/')[2]!r} was used by this seat "
+                                               "for another command; use a new id for a new command")
         if omit_events:
             return Submitted(last, duplicate=True)
-        envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=last - first + 1)
         return Submitted(last, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)
 
     # -- events ------------------------------------------------------------------------

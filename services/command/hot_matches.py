@@ -7,7 +7,9 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from famiglia.engine.registry import Registry
+from google.protobuf.message import DecodeError
+
+from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.matchstate import MatchState, NotAMatch
 
@@ -20,6 +22,11 @@ class HotMatch:
 
 class UnknownMatch(KeyError):
     pass
+
+
+class UnreadableMatch(Exception):
+    """The stored events cannot be folded here: a game this server does not have, or a
+    payload its engine cannot parse (an unverified import, a newer server's events)."""
 
 
 class HotMatches:
@@ -47,6 +54,10 @@ class HotMatches:
             match = MatchState.from_envelopes(self._registry, envelopes)
         except NotAMatch:
             raise UnknownMatch(match_id) from None
+        except UnknownGame as exc:
+            raise UnreadableMatch(f"its game is not served here: {exc}") from None
+        except (DecodeError, ValueError) as exc:
+            raise UnreadableMatch(f"its events cannot be read: {exc}") from None
         with self._lock:
             hot = self._entries.setdefault(match_id, HotMatch(match))
             self._entries.move_to_end(match_id)

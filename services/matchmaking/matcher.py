@@ -13,6 +13,7 @@ and a table is created only once those holds name it.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from famiglia.auth.request_ids import private_request_id
 from famiglia.matchmaking import GameShape, MatchPolicy, Proposal, form_matches, plan_seats
 from famiglia.telemetry import get_logger, tracer
 from famiglia.v1 import envelope_pb2
@@ -55,8 +57,11 @@ class MatcherTuning:
 class Matcher:
     def __init__(self, *, store: RedisTicketStore, players: RedisPlayers, creator: MatchCreator,
                  games: Mapping[str, GameShape], policy: MatchPolicy, clock: Clock,
-                 tuning: MatcherTuning | None = None) -> None:
+                 tuning: MatcherTuning | None = None, secret: str | None = None) -> None:
         self.store = store
+        # Keys the tables' creation request ids (famiglia.auth.request_ids): every matcher of
+        # a deployment shares it, so whichever retries a claimed table finds its match.
+        self._secret = secret or secrets.token_hex(32)
         self.players = players
         self.creator = creator
         self.games = games
@@ -163,7 +168,8 @@ class Matcher:
                 tracer().start_as_current_span("matchmaking.create_match", attributes={"game_id": game_id}):
             try:
                 created = self.creator.create_match(game_id, plan["seats"], options=plan["options"],
-                                                    seat_info=seat_info, request_id=f"mm:{proposal_id}")
+                                                    seat_info=seat_info,
+                                                    request_id=private_request_id(self._secret, f"mm:{proposal_id}"))
             except CreateFailed as exc:
                 return self._failed(game_id, proposal_id, tickets, exc)
             fields: dict[str, dict[str, str]] = {

@@ -196,8 +196,9 @@ class CreateMatchRequest(_message.Message):
     seats: _builtins.int
     seed: _builtins.int
     request_id: _builtins.str
-    """idempotency key for the creation itself"""
+    """idempotency key for the creation itself: a secret (a retry gets every"""
     tournament_id: _builtins.str
+    """seat's token); reused for another match: ALREADY_EXISTS"""
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -509,6 +510,7 @@ class SubmitCommandRequest(_message.Message):
     OMIT_EVENTS_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     command_id: _builtins.str
+    """the seat's idempotency key; another command under a used id: ABORTED"""
     expected_version: _builtins.int
     omit_events: _builtins.bool
     """Answer with the version only: bots and clients that stream events don't need them,
@@ -545,7 +547,7 @@ class SubmitCommandResponse(_message.Message):
     version: _builtins.int
     """the version right after this command (a duplicate: the first answer's)"""
     duplicate: _builtins.bool
-    """true when command_id was seen before"""
+    """true when this seat sent this command under command_id before"""
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatEvent]:
         """what this seat may see of the events appended (none with omit_events)"""

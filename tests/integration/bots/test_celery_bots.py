@@ -15,6 +15,7 @@ from kombu import Connection, Queue
 from kombu.transport import redis as kombu_redis
 
 from famiglia.localstack.redis_server import RedisServer
+from famiglia.matchstate import command_key
 from famiglia.v1 import envelope_pb2
 from services.bots import handlers
 from services.bots.entrypoints.broker import TRANSPORT
@@ -131,7 +132,7 @@ def test_a_redelivered_batch_is_answered_from_the_first_answers_over_grpc(bots_s
     match = MatchState.from_envelopes(bots_stack.registry, store.read(match_id))
     at = version
     for seat, _, _ in batch:  # each seat once, each at the version the previous one left
-        first, last = match.commands[bot_command_id(match_id, at, seat)]
+        first, last = match.commands[command_key(seat, bot_command_id(match_id, at, seat))]
         assert first == at + 1
         at = last
     assert at == after

@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from famiglia.auth import TokenSigner
+from famiglia.auth.request_ids import private_request_id
 from famiglia.grpcutil.errors import FailedPrecondition
 from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches
 from services.matchmaking.bootstrap import Matchmaking
@@ -228,7 +229,9 @@ def test_a_crashed_matchers_claim_is_finished_by_another(redis_url: str, creator
     clock.advance(0.1)
     assert other.matcher.run_once() == 1
     status = other.app.ticket(a, ta)
-    assert status.state == "matched" and status.match_id == f"m-mm-{proposal.proposal_id}"
+    # The same table's request id: the other matcher keys it with the deployment's secret too.
+    request_id = private_request_id(SECRET, f"mm:{proposal.proposal_id}")
+    assert status.state == "matched" and status.match_id == f"m-{request_id}"
     other.close()
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from famiglia.client.game_client import GameClient
 from famiglia.grpcutil.errors import AppError
+from famiglia.matchstate import command_key
 from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.bots.payload import LEGAL_LIMIT, bot_command_id
@@ -319,7 +320,7 @@ def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypa
         else:
             assert client.reads == []
     match = table.app.matches.get(match_id).match
-    assert [match.commands.get(bot_command_id(match_id, version + i, s)) for i, s in enumerate(order)] == [
+    assert [match.commands.get(command_key(s, bot_command_id(match_id, version + i, s))) for i, s in enumerate(order)] == [
         (version + i + 1, version + i + 1) for i in range(3)]
     assert len(table.tasks.decisions) == 2  # nothing queued meanwhile; then the next trick
     assert worker.stub.calls == ([3] if chained else [])  # the seats after the refused one: a call each
@@ -344,7 +345,7 @@ def test_a_redelivered_batch_is_answered_from_the_first_answers(chained: bool) -
     handlers._REACHED.clear()
     assert handlers.play_bot_decisions(worker, match_id, GAME_ID, version, batch) == ["duplicate"] * 3  # type: ignore[arg-type]
     assert table.version(match_id) == after
-    ids = [bot_command_id(match_id, version + i, s) for i, (s, _, _) in enumerate(batch)]
+    ids = [command_key(s, bot_command_id(match_id, version + i, s)) for i, (s, _, _) in enumerate(batch)]
     assert all(i in table.app.matches.get(match_id).match.commands for i in ids)
     assert len(table.tasks.decisions) == 2  # the next trick's, once
 

@@ -14,12 +14,14 @@ from famiglia.engine.registry import default_registry
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import (
     Aborted,
+    AlreadyExists,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
     Unauthenticated,
 )
+from famiglia.v1 import envelope_pb2
 from services.command.app import CommandApp, Viewer
 from services.command.bootstrap import bootstrap
 
@@ -81,6 +83,81 @@ def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp
     b = app.create_match(engine.info.game_id, seats, request_id="req-1")
     assert a.match_id == b.match_id and a.seat_tokens == b.seat_tokens
     assert store.version(a.match_id) == a.version == b.version
+
+
+def test_a_request_id_reused_for_another_match_is_refused_not_answered_with_its_tokens(app: CommandApp) -> None:
+    engine, seats = _game()
+    a = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-2")
+    asked_differently = [dict(seats=seats + 1), dict(seats=seats, seed=5),
+                         dict(seats=seats, seat_info=[envelope_pb2.SeatInfo(seat=0, player_id="p-mallory")])]
+    if engine.info.max_players == seats:
+        asked_differently.pop(0)
+    for asked in asked_differently:
+        with pytest.raises(AlreadyExists) as exc:
+            app.create_match(engine.info.game_id, request_id="req-2", **asked)  # type: ignore[arg-type]
+        assert exc.value.code == "request_id_reused"
+    # The same request again (its seed left to the server) is the retry it was meant for.
+    assert app.create_match(engine.info.game_id, seats, request_id="req-2").seat_tokens == a.seat_tokens
+
+
+def test_an_option_value_the_game_cannot_read_is_an_invalid_argument(app: CommandApp, monkeypatch) -> None:
+    engine, seats = _game()
+
+    def unreadable(config, seed):
+        raise ValueError("invalid literal for int() with base 10: 'many'")
+
+    reading = dataclasses.replace(engine, setup=unreadable)
+    monkeypatch.setattr(app, "registry", type("OneGame", (), {"get": staticmethod(lambda _game_id: reading)}))
+    with pytest.raises(InvalidArgument) as exc:
+        app.create_match(engine.info.game_id, seats)
+    assert exc.value.code == "bad_option" and "many" in exc.value.message
+
+
+def test_a_command_id_belongs_to_its_seat(app: CommandApp, store) -> None:
+    """Another seat's id neither answers for a seat's command nor tells whether it was used."""
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    done = app.submit(created.match_id, viewer, "shared-id", cmd)
+    for n in range(50):  # play on until another seat is asked
+        other_seat, other, later = _first_move(app, created.match_id, created.seat_tokens)
+        if other_seat != seat:
+            break
+        app.submit(created.match_id, other, f"more-{n}", later)
+    assert other_seat != seat
+    theirs = app.submit(created.match_id, other, "shared-id", later)
+    assert not theirs.duplicate and theirs.version > done.version  # decided and stored, not deduplicated
+    again = app.submit(created.match_id, viewer, "shared-id", cmd)
+    assert again.duplicate and again.version == done.version
+
+
+def test_a_command_id_reused_for_another_command_is_refused(app: CommandApp, store) -> None:
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    app.submit(created.match_id, viewer, "c-1", cmd)
+    legal = [c for c in app.legal_commands(created.match_id, viewer).commands
+             if c.SerializeToString(deterministic=True) != cmd.SerializeToString(deterministic=True)]
+    other = legal[0] if legal else engine.info.command_type()  # any other command: even an empty one
+    version = store.version(created.match_id)
+    for omit in (True, False):
+        with pytest.raises(Aborted) as exc:
+            app.submit(created.match_id, viewer, "c-1", other, omit_events=omit)
+        assert exc.value.code == "command_id_reused"
+    assert store.version(created.match_id) == version
+
+
+def test_a_match_whose_events_this_server_cannot_read_is_a_failed_precondition(store) -> None:
+    app = bootstrap(store=store, settings=SETTINGS)
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    unreadable = store.read(created.match_id)[-1]
+    unreadable.seq, unreadable.payload = created.version + 1, b"\xff\xff\xff"  # no engine parses this
+    store.append(created.match_id, created.version, [unreadable])
+    fresh = bootstrap(store=store, settings=SETTINGS)  # nothing hot: it folds the stored events
+    with pytest.raises(FailedPrecondition) as exc:
+        fresh.get_view(created.match_id, Viewer(None))
+    assert exc.value.code == "match_unreadable"
 
 
 def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: CommandApp, store) -> None:
