@@ -138,8 +138,10 @@ def test_refusals_have_their_status_and_code_and_change_nothing(command_address:
     other = client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seed=9)
     assert code_of(lambda: client.call(GS, "SubmitCommand", other.seat_tokens[seat], match_id=mid, command_id="x",
                                        command=command))[0] == grpc.StatusCode.PERMISSION_DENIED
-    # unknown match
+    # unknown match; one with a very long id still gets its status and code, not a header overflow
     assert code_of(lambda: client.call(GS, "GetView", match_id="m-none"))[0] == grpc.StatusCode.NOT_FOUND
+    assert code_of(lambda: client.call(GS, "GetView", match_id="m" * 20_000)) == \
+        (grpc.StatusCode.NOT_FOUND, "unknown_match")
     # malformed: wrong type, garbage bytes, no command
     bad = type(command)(type_url="type.googleapis.com/famiglia.v1.EchoRequest", value=b"")
     assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="x",
@@ -165,6 +167,15 @@ def test_refusals_have_their_status_and_code_and_change_nothing(command_address:
     first = client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once", command=command)
     second = client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once", command=command)
     assert second.duplicate and second.version == first.version == store.version(mid)
+    # ... and the same id for another command is refused, not answered with the first one's result
+    assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once",
+                                       command=bad)) == (grpc.StatusCode.INVALID_ARGUMENT, "wrong_command_type")
+    other_command = next((c for c in client.call(GS, "ListLegalCommands", tokens[seat], match_id=mid).commands
+                          if c.value != command.value), None)
+    if other_command is not None:
+        assert code_of(lambda: client.call(GS, "SubmitCommand", tokens[seat], match_id=mid, command_id="once",
+                                           command=other_command)) == (grpc.StatusCode.ABORTED, "command_id_reused")
+    assert store.version(mid) == first.version
     assert r.ping()
     store.close()
     client.close()

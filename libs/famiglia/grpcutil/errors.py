@@ -58,13 +58,23 @@ class Unavailable(AppError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+#: The longest message a status carries. It travels twice (the message header and the status
+#: details' trailer) and messages quote the caller's ids: a long id must not push the trailers
+#: past a client's header limit (8 KB by default), which would hide the code behind
+#: RESOURCE_EXHAUSTED.
+MAX_MESSAGE = 1000
+
+
 def to_status(error: AppError) -> grpc.Status:
     info = error_details_pb2.ErrorInfo(reason=error.code, domain=DOMAIN)
     detail = any_pb2.Any()
     detail.Pack(info)
+    message = f"{error.code}: {error.message}"
+    if len(message) > MAX_MESSAGE:
+        message = message[:MAX_MESSAGE - 1] + "…"
     proto = status_pb2.Status(
         code=getattr(code_pb2, error.status.name),
-        message=f"{error.code}: {error.message}",
+        message=message,
         details=[detail],
     )
     status = rpc_status.to_status(proto)
