@@ -208,6 +208,7 @@ class CommandApp:
             engine = self.registry.get(game_id)
         except UnknownGame:
             raise InvalidArgument("unknown_game", f"no game {game_id!r}; ListGames tells which exist") from None
+        _check_creation(seats, seat_info, tournament_id, request_id)
         known = {o.key for o in engine.info.options}
         unknown = sorted(set(options or {}) - known)
         if unknown:
@@ -563,6 +564,24 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
         raise InvalidArgument("no_command_id", "command_id (the idempotency key) is required")
     if len(command_id) > 128:
         raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
+
+
+def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,
+                    request_id: str) -> None:
+    """What a creation writes besides the game's own setup: within what the read models keep
+    (`famiglia.readmodels.tables`), so the projection can always store the match."""
+    if len(request_id) > 256:
+        raise InvalidArgument("bad_request_id", "request_id is at most 256 characters")
+    if len(tournament_id) > 100:
+        raise InvalidArgument("bad_tournament_id", "tournament_id is at most 100 characters")
+    seen = set()
+    for info in seat_info:
+        if not 0 <= info.seat < seats or info.seat in seen:
+            raise InvalidArgument("bad_seat_info", f"seat_info names seat {info.seat} twice or outside 0-{seats - 1}")
+        seen.add(info.seat)
+        if len(info.player_id) > 128 or len(info.display_name) > 200 or len(info.policy) > 64:
+            raise InvalidArgument("bad_seat_info", "seat_info: player_id is at most 128 characters, "
+                                                   "display_name 200, policy 64")
 
 
 def _match_id(request_id: str) -> str:

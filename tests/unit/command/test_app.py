@@ -100,6 +100,21 @@ def test_a_request_id_reused_for_another_match_is_refused_not_answered_with_its_
     assert app.create_match(engine.info.game_id, seats, request_id="req-2").seat_tokens == a.seat_tokens
 
 
+def test_what_a_creation_writes_besides_the_setup_fits_the_read_models(app: CommandApp) -> None:
+    engine, seats = _game()
+    bad = [dict(tournament_id="t" * 101), dict(request_id="r" * 257),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=seats)]),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0), envelope_pb2.SeatInfo(seat=0)]),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0, player_id="p" * 129)]),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0, display_name="n" * 201)])]
+    for asked in bad:
+        with pytest.raises(InvalidArgument) as exc:
+            app.create_match(engine.info.game_id, seats, **asked)  # type: ignore[arg-type]
+        assert exc.value.code in ("bad_tournament_id", "bad_request_id", "bad_seat_info")
+    assert app.create_match(engine.info.game_id, seats, tournament_id="t" * 100,
+                            seat_info=[envelope_pb2.SeatInfo(seat=seats - 1, player_id="p" * 128)]).match_id
+
+
 def test_an_option_value_the_game_cannot_read_is_an_invalid_argument(app: CommandApp, monkeypatch) -> None:
     engine, seats = _game()
 
