@@ -36,8 +36,7 @@ def perturb_hidden(state: Any, viewer: int | None, rng: random.Random) -> Any:
     offers = tuple(o for o in state.offers if viewer in (o.frm, o.to))
     return replace(state, hands=tuple(hands), deck=tuple(pool), gdeck=tuple(gdeck), offers=offers,
                    offers_made=tuple(counts["offers_made"]), chats_made=tuple(counts["chats_made"]),
-                   ap_changes=tuple(counts["ap_changes"]), autopass=tuple(autopass),
-                   next_offer=state.next_offer + rng.randrange(3))
+                   ap_changes=tuple(counts["ap_changes"]), autopass=tuple(autopass))
 
 
 class TestNothingPersonalContract(EngineContract):

@@ -518,3 +518,65 @@ def pfi_any(card: str, target: str):
     from .support import pfi
 
     return pfi(card, target)
+
+
+def _moves_on(s, steps: int = 40) -> None:
+    """The match is not wedged: every pending seat's documented default is accepted, for a while."""
+    for n in range(steps):
+        pendings = ENGINE.pending(s)
+        if not pendings:
+            return
+        seat = pendings[0].seat
+        _, s = play(s, seat, ENGINE.timeout_command(s, seat), seed=n)
+
+
+@pytest.mark.parametrize("target", ["", "ZZZ"])
+@pytest.mark.parametrize("gangster_ability", [False, True])
+def test_np_w43_np_x9_a_whack_at_an_empty_spot_or_unknown_id_is_refused_and_play_goes_on(
+        target: str, gangster_ability: bool) -> None:
+    """NP-W43, NP-X9, NP-X21: "" is what an empty spot holds, never a gangster; refused, nothing wedged."""
+    s = empty_at(crew(), 5)
+    if gangster_ability:   # H01 (WHACK_5) at position 1
+        s = place(s, {1: "H01"})
+    s = acting(mark(s, s.board[0], {1: 1}), 1, 1)
+    assert refused(s, 1, cmd("whack", target=target, gangster_ability=gangster_ability)) == "NP-W43"
+    assert all(c.whack.target for c in action_options(s) if c.WhichOneof("kind") == "whack")
+    _moves_on(s)
+
+
+def test_np_w18_np_x22_a_blackmail_proposal_naming_an_empty_spot_is_refused_or_lapses() -> None:
+    """NP-W18, NP-X9, NP-X22: no proposal may name "" (an empty spot); one that does lapses on acceptance."""
+    s = empty_at(acting(mark(place(crew(), {6: "H04"}), "H04", {1: 2, 2: 1}, coin=2), 6, 1), 5)  # Enforcer
+    place_on_empty = cmd("use_ability", targets=pb.Targets(gangster=""))
+    assert refused(s, 1, place_on_empty) == "NP-X9"
+    assert refused(s, 1, cmd("use_ability", targets=pb.Targets(gangster="ZZZ"))) == "NP-X9"
+    stale = replace(s, act=replace(s.act, stage=1, proposal=place_on_empty.SerializeToString()))
+    events, after = play(stale, 2, cmd("grant_blackmail", accept=True))
+    assert of(events, "blackmail_answered")[0].accept is False and after.act.refusals == 1
+    assert "markers_placed" not in kinds(events)
+    _moves_on(after)
+
+
+def test_np_x9_np_c31_no_command_may_name_an_empty_spot_as_a_gangster() -> None:
+    """NP-X9, NP-C31, NP-X21: the empty spot's "" is refused with a rule id wherever a gangster is named."""
+    s = empty_at(mark(mark(crew(), "C01", {1: 1}), "G05", {2: 1}), 5)
+    from famiglia.rules.nothing_personal.effects import EFFECTS, Ctx
+
+    ctx = Ctx(1, rule="NP-W20")
+    for code, t in (
+        ("SWAP_2", pb.Targets(markers=[ref("", 1), ref("G05", 2)])),
+        ("MOVE_OWN_1", pb.Targets(markers=[ref("", 1)], destination="G05")),
+        ("MOVE_OWN_2", pb.Targets(markers=[ref("C01", 1)], destination="", count=1)),
+        ("REMOVE_1", pb.Targets(markers=[ref("", -1)])),
+        ("NEUTRAL_3", pb.Targets(gangsters=["", "G05", "C01"])),
+        ("PLACE_OWN_1", pb.Targets(gangster="")),
+        ("OMERTA", pb.Targets(gangster="")),
+        ("BLACKMAIL_OWN", pb.Targets(gangster="")),
+        ("JOINT_2", pb.Targets(gangster="", seat=2)),
+        ("SNITCH", pb.Targets(gangster="")),
+    ):
+        with pytest.raises(RuleViolation):
+            EFFECTS[code].check(s, ctx, t)
+    commission = hand(std(4), 0, "I01")
+    commission = empty_at(commission, 5)
+    assert refused(commission, 0, cmd("discard_for_marker", card="I01", gangster="")) == "NP-C14"

@@ -10,6 +10,7 @@ from pathlib import Path
 import famiglia.rules.nothing_personal as np_package
 from famiglia.engine import Rng
 from famiglia.rules.nothing_personal import ENGINE, flow, legal, plays
+from famiglia.rules.nothing_personal.data import TIMEOUTS
 from famiglia.rules.nothing_personal.evolve import evolve
 from famiglia.rules.nothing_personal.state import replace
 from famiglia.rules.nothing_personal.tx import _BUILT, NEXT, SHARED, folded
@@ -58,7 +59,8 @@ def test_interned_decisions_give_the_pending_rows_of_the_decision() -> None:
             assert rows == []
             continue
         assert [p.seat for p in rows] == list(d.seats)
-        assert all((p.kind, p.label, p.private, p.timeout_seconds) == (d.dk, d.kind, d.private, d.timeout)
+        assert all((p.kind, p.label, p.private, p.timeout_seconds)
+                   == (d.dk, d.kind, d.private, TIMEOUTS["auto_pass"] if p.seat in d.auto else d.timeout)
                    for p in rows)
         rows.clear()   # callers own the list they get
         assert len(ENGINE.pending(s)) == len(d.seats)

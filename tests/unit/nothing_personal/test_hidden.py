@@ -83,6 +83,48 @@ def test_np_h7_offers_are_private_to_the_two_seats() -> None:
     assert ENGINE.redact(events[0], 2) is None and ENGINE.redact(events[0], 1) is not None
 
 
+def _refusal(state, seat, command) -> tuple[str, str]:
+    with pytest.raises(RuleViolation) as exc:
+        ENGINE.decide(state, seat, command, Rng(0))
+    return exc.value.code, str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["accept_deal", "decline_deal", "withdraw_deal"])
+def test_np_h7_a_seat_outside_an_offer_is_refused_as_if_it_did_not_exist(kind: str) -> None:
+    """NP-H7, NP-M4: a private offer between seats 0 and 1 leaves no trace in seat 2's refusals."""
+    s = std(4)
+    events, with_offer = play(s, 0, cmd("offer_deal", to=1, give_money=2))
+    oid = of(events, "offer_made")[0].id
+    for outsider in (2, 3):
+        assert _refusal(with_offer, outsider, cmd(kind, offer=oid)) == _refusal(s, outsider, cmd(kind, offer=oid))
+    # the parties still learn why they are refused
+    party = 0 if kind != "withdraw_deal" else 1
+    assert "only" in _refusal(with_offer, party, cmd(kind, offer=oid))[1]
+
+
+def test_np_h7_offer_ids_say_nothing_about_other_seats_offers() -> None:
+    """NP-H7: an offer's id (seen by its maker, and by everyone on TradeExecuted and ContractMade) is drawn,
+    not counted, so it does not depend on how many private offers other seats have made."""
+    quiet = std(4)
+    busy = quiet
+    for to in (1, 3):
+        _, busy = play(busy, 0, cmd("offer_deal", to=to, give_money=1), seed=to)
+    _, busy = play(busy, 1, cmd("offer_deal", to=3, give_money=1), seed=9)
+    mine = cmd("offer_deal", to=3, give_money=2)
+    ids = [of(ENGINE.decide(table, 2, mine, Rng(5)), "offer_made")[0].id for table in (quiet, busy)]
+    assert ids[0] == ids[1]
+    assert ids == [of(ENGINE.decide(quiet, 2, mine, Rng(5)), "offer_made")[0].id] * 2, "deterministic"
+    # unique: an id already naming an open offer (or a live contract) is drawn again
+    from famiglia.rules.nothing_personal.state import Offer
+
+    taken = replace(quiet, offers=(Offer(ids[0], 0, 1, b""),))
+    again = of(ENGINE.decide(taken, 2, mine, Rng(5)), "offer_made")[0].id
+    assert again != ids[0] and again >= 1
+    _, made = play(quiet, 2, mine, seed=5)
+    events, _ = play(made, 3, cmd("accept_deal", offer=ids[0]))
+    assert of(events, "trade_executed")[0].id == ids[0]
+
+
 def test_np_h8_blackmail_proposals_and_answers_are_public() -> None:
     """NP-H8."""
     e = pb.Event(blackmail_proposed=pb.BlackmailProposed(seat=1, coin_owner=2, action=PASS))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from famiglia.engine import Rng, RuleViolation
+from famiglia.engine import Rng, RuleViolation, pending_for
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.crew import reroll_means
-from famiglia.rules.nothing_personal.data import MONEY_TOKENS
+from famiglia.rules.nothing_personal.data import MONEY_TOKENS, TIMEOUTS
 from famiglia.rules.nothing_personal.state import Roll
 
 from .support import (
@@ -22,6 +22,7 @@ from .support import (
     markers_of,
     new,
     of,
+    pfi,
     play,
     replace,
     round1,
@@ -38,6 +39,12 @@ def refused(state, seat, command) -> str:
 
 def deal(to: int, **kw) -> pb.Command:
     return pb.Command(offer_deal=pb.OfferDeal(to=to, **kw))
+
+
+def offered(state, seat: int, command: pb.Command) -> tuple[int, object]:
+    """Make an offer; its id (drawn, NP-H7) and the state after."""
+    events, state = play(state, seat, command)
+    return of(events, "offer_made")[0].id, state
 
 
 def test_np_m1_np_r6_shakedown_any_time_8_dollars_a_card_pending_unchanged() -> None:
@@ -71,10 +78,11 @@ def test_np_m3_np_m4_np_h7_offers_accept_move_both_sides_at_once() -> None:
     s = hand(hand(std(4), 0, "I01"), 1, "I06")
     events, s = play(s, 0, deal(1, give_money=5, give_cards=["I01"], want_cards=["I06"]))
     made = events[0]
+    oid = made.offer_made.id
     assert ENGINE.visibility(made).seats == frozenset({0, 1})
     assert ENGINE.view(s, 2).offers == [] and len(ENGINE.view(s, 1).offers) == 1
-    assert refused(s, 2, cmd("accept_deal", offer=1)) == "NP-M4"
-    events, s = play(s, 1, cmd("accept_deal", offer=1))
+    assert refused(s, 2, cmd("accept_deal", offer=oid)) == "NP-M4"
+    events, s = play(s, 1, cmd("accept_deal", offer=oid))
     executed = of(events, "trade_executed")[0]
     assert executed.give_card_count == 1 and ENGINE.visibility(events[kinds(events).index("trade_executed")]) \
         .kind.name == "PUBLIC"
@@ -85,13 +93,13 @@ def test_np_m3_np_m4_np_h7_offers_accept_move_both_sides_at_once() -> None:
 def test_np_m4_refused_acceptance_decline_withdraw_and_lapse() -> None:
     """NP-M4."""
     s = hand(std(4), 0, "I01")
-    _, s = play(s, 0, deal(1, give_cards=["I01"]))
+    oid, s = offered(s, 0, deal(1, give_cards=["I01"]))
     gone = hand(s, 0)   # the card left seat 0's hand meanwhile
-    assert refused(gone, 1, cmd("accept_deal", offer=1)) == "NP-M4"
-    events, d = play(s, 1, cmd("decline_deal", offer=1))
+    assert refused(gone, 1, cmd("accept_deal", offer=oid)) == "NP-M4"
+    events, d = play(s, 1, cmd("decline_deal", offer=oid))
     assert of(events, "offer_closed")[0].how == "declined" and d.offers == ()
-    assert refused(s, 1, cmd("withdraw_deal", offer=1)) == "NP-M4"
-    events, w = play(s, 0, cmd("withdraw_deal", offer=1))
+    assert refused(s, 1, cmd("withdraw_deal", offer=oid)) == "NP-M4"
+    events, w = play(s, 0, cmd("withdraw_deal", offer=oid))
     assert of(events, "offer_closed")[0].how == "withdrawn"
     # an open offer lapses at the end of its phase (NP-D15)
     ended, lapsed = s, []
@@ -105,8 +113,8 @@ def test_np_m5_np_m6_only_a_blackmail_hand_over_moves_markers_between_seats() ->
     """NP-M5, NP-M6."""
     s = mark(std(4), "T01", {0: 2, 1: 1}, coin=0)
     assert refused(s, 0, deal(2, handover_gangster="T01")) == "NP-M6"    # seat 2 has no marker there
-    _, s = play(s, 0, deal(1, handover_gangster="T01", want_money=3))
-    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    oid, s = offered(s, 0, deal(1, handover_gangster="T01", want_money=3))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
     st = markers_of(s, "T01")
     assert st.coin == 1 and st.markers[:2] == (2, 1) and s.money[:2] == (53, 47)
     assert not any(f.name in ("respect", "markers", "ring") for f in pb.OfferDeal.DESCRIPTOR.fields)
@@ -153,16 +161,32 @@ def test_np_m10_chats_and_auto_pass_changes_are_capped() -> None:
     assert refused(s, 0, cmd("set_auto_pass", cards=True)) == "NP-M10"
 
 
-def test_np_d7_auto_pass_keeps_a_seat_out_of_card_windows() -> None:
-    """NP-D7."""
+def test_np_d7_np_h9_a_standing_auto_pass_answers_pass_at_once_and_shows_nothing() -> None:
+    """NP-D7, NP-H9: eligibility is public, so an auto-passing seat is still asked; its clock runs out at
+    once (its pass is its own timeout command), only pass is open to it, and nobody else's events or
+    pending rows depend on its private setting."""
     s = std(4)
     s = replace(s, hands=((),) * 4, deck=s.deck + tuple(c for h in s.hands for c in h))
     s = hand(hand(s, 1, "I76"), 2, "I77")
-    events, s = play(s, 1, cmd("set_auto_pass", cards=True))
+    events, auto = play(s, 1, cmd("set_auto_pass", cards=True))
     assert ENGINE.visibility(events[0]).seats == frozenset({1})
-    s = at_stage(s, Phase.FEDS, "window")
-    events, s = step(s)
-    assert list(of(events, "window_opened")[0].seats) == [2]
+    opened = []
+    for table in (s, auto):
+        events, table = step(at_stage(table, Phase.FEDS, "window"))
+        assert list(of(events, "window_opened")[0].seats) == [1, 2]
+        opened.append((events, table))
+    (plain, _), (events, after) = opened
+    for viewer in (0, 2, 3, None):
+        assert [ENGINE.redact(e, viewer) for e in plain] == [ENGINE.redact(e, viewer) for e in events]
+        assert pending_for(ENGINE, after, viewer) == pending_for(ENGINE, opened[0][1], viewer)
+    assert {p.seat: p.timeout_seconds for p in ENGINE.pending(after)} == \
+        {1: TIMEOUTS["auto_pass"], 2: TIMEOUTS["card_window"]}
+    answers = [c for c in ENGINE.legal_commands(after, 1) if c.WhichOneof("kind") in ("pass", "play_for_influence")]
+    assert answers == [PASS] and ENGINE.timeout_command(after, 1) == PASS
+    assert refused(after, 1, pfi("I76", "T01")) == "NP-D7"
+    events, after = play(after, 1, ENGINE.timeout_command(after, 1))
+    assert kinds(events) == ["window_answered"] and ENGINE.visibility(events[0]).seats == frozenset({1})
+    assert [p.seat for p in ENGINE.pending(after)] == [2]
 
 
 def contract(**kw) -> pb.Contract:
@@ -185,8 +209,8 @@ def test_np_v2_np_v3_np_v4_gangster_gone_pays_at_once_into_and_out_of_escrow() -
     """NP-V2, NP-V3, NP-V4."""
     s = keep_word()
     c = contract(payer=0, payee=1, amount=5, condition="GANGSTER_GONE", gangster="G05")
-    _, s = play(s, 0, deal(1, contract=c))
-    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
     assert s.money[0] == 45 and s.contracts[0].deadline == 1 and ENGINE.view(s, 3).contracts
     s = mark(mark(s, "T01", {2: 1}), "G05", {3: 1})
     s = at_stage(s, Phase.CREW, "roll_result", pos=1, sweep=1)
@@ -201,8 +225,8 @@ def test_np_v3_np_v4_not_targeted_pays_at_the_deadline_and_returns_when_broken()
     """NP-V3, NP-V4."""
     s = keep_word()
     c = contract(payer=0, payee=1, amount=5, condition="NOT_TARGETED", gangster="G05", seat=1)
-    _, s = play(s, 0, deal(1, contract=c))
-    _, kept = play(s, 1, cmd("accept_deal", offer=1))
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, kept = play(s, 1, cmd("accept_deal", offer=oid))
     _, paid = step(at_stage(kept, Phase.FAMILY, "assoc"))
     assert paid.money[1] == 55 and paid.contracts == ()
     from famiglia.rules.nothing_personal.state import Act as A
@@ -217,8 +241,8 @@ def test_np_v3_action_by_pays_when_the_action_is_taken() -> None:
     """NP-V3."""
     s = keep_word()
     c = contract(payer=0, payee=1, amount=5, condition="ACTION_BY", gangster="T01", seat=1, action="pass")
-    _, s = play(s, 0, deal(1, contract=c))
-    _, s = play(s, 1, cmd("accept_deal", offer=1))
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
     from famiglia.rules.nothing_personal.state import Act as A
 
     s = replace(at_stage(mark(s, "T01", {1: 1}), Phase.CREW, "action", pos=1, sweep=1), act=A(1, "T01", 1))
@@ -230,11 +254,13 @@ def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:
     """NP-V5."""
     s = keep_word()
     c = contract(payer=0, payee=1, amount=5, condition="GANGSTER_GONE", gangster="G05")
-    _, s = play(s, 0, deal(1, contract=c))
-    _, s = play(s, 1, cmd("accept_deal", offer=1))
-    assert refused(s, 2, cmd("cancel_contract", contract=1)) == "NP-V5"
-    _, s = play(s, 1, cmd("cancel_contract", contract=1))
-    events, s = play(s, 0, cmd("accept_deal", offer=2))
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
+    assert s.contracts[0].id == oid   # a contract keeps its offer's id
+    assert refused(s, 2, cmd("cancel_contract", contract=oid)) == "NP-V5"
+    cancel, s = offered(s, 1, cmd("cancel_contract", contract=oid))
+    assert cancel != oid
+    events, s = play(s, 0, cmd("accept_deal", offer=cancel))
     assert of(events, "contract_settled")[0].how == "cancelled" and s.money[0] == 50
 
 

@@ -23,7 +23,13 @@ def gstate(s: State, gid: str) -> GState:
 
 
 def is_active(s: State, gid: str) -> bool:
-    return gid in s.board[:9]
+    """At a position 1-9. An empty spot holds "", which names no gangster: never active."""
+    return bool(gid) and gid in s.board[:9]
+
+
+def is_on_board(s: State, gid: str) -> bool:
+    """At a position or in an Associate slot; "" (an empty spot) is never on the board."""
+    return bool(gid) and gid in s.board
 
 
 def active(s: State) -> list[str]:
@@ -40,7 +46,7 @@ def associates(s: State) -> list[str]:
 
 def leaders(s: State, gid: str) -> tuple[int, ...]:
     """NP-W2: the seats with the most family markers, when they beat the neutral markers; NP-W3."""
-    if not gid or gid not in s.board[:9]:
+    if not is_active(s, gid):
         return ()
     st = s.gs[GIDX[gid]]
     markers = st.markers
@@ -60,7 +66,7 @@ def strict(s: State, gid: str) -> int:
 
 def passive(s: State, gid: str, code: str) -> bool:
     """NP-W21, NP-W22: a passive ability works only while its card is active."""
-    return bool(gid) and G[gid].ability == code and gid in s.board[:9]
+    return is_active(s, gid) and G[gid].ability == code
 
 
 _RING_ORDERS = {(n, start): tuple((start + i) % n for i in range(n)) for n in range(1, 9) for start in range(n)}

@@ -30,13 +30,17 @@ from .tx import Tx
 
 # -- windows (NP-R4, NP-R5, NP-D5, NP-D6, NP-D7) ---------------------------------------------------------
 def eligible(s: State, kind: str) -> tuple[int, ...]:
-    """NP-D7: public tests only: a card in hand, or $10 / a free reroll right; minus auto-passes."""
+    """NP-D7: public tests only: a card in hand, or $10 / a free reroll right.
+
+    A seat's standing auto-pass is private, so it never keeps the seat out of a window (that would
+    show in whether the public WindowOpened appears, NP-H9): the seat is asked like any other and its
+    pass arrives at once through its window clock (`flow`, TIMEOUTS["auto_pass"]), as its own command."""
     out = []
     for seat in ring_order(s):
         if kind == "card":
-            if s.hands[seat] and not s.autopass[seat][0]:
+            if s.hands[seat]:
                 out.append(seat)
-        elif not s.autopass[seat][1] and (s.money[seat] >= REROLL_PRICE or free_means(s, seat)):
+        elif s.money[seat] >= REROLL_PRICE or free_means(s, seat):
             out.append(seat)
     return tuple(out)
 
@@ -204,8 +208,10 @@ def check_action(s: State, cmd: pb.Command) -> None:
             code = POSITIONS[a.position].ability
             if code != "WHACK_10":
                 raise RuleViolation("NP-W23", "only the Third Guy whacks by position")
-        if not is_active(s, w.target) or w.target == a.gangster:
-            raise RuleViolation("NP-W43", "whack another active gangster")
+        if not is_active(s, w.target):   # "" (an empty spot) and unknown ids included (NP-X9)
+            raise RuleViolation("NP-W43", f"whack another active gangster; {w.target or '(none)'} is not one")
+        if w.target == a.gangster:
+            raise RuleViolation("NP-W43", "a gangster cannot whack itself")
         if code == "WHACK_LOWER_FREE" and s.board.index(w.target) + 1 >= a.position:
             raise RuleViolation("NP-W21", "WHACK_LOWER_FREE targets a lower-numbered position")
         if s.money[a.seat] < _whack_cost(s, a.position, code, w.target):

@@ -39,6 +39,7 @@ RESIST_THRESHOLD = 12           # NP-C30, NP-P2 [default]
 CARD_VALUE_AT_END = 8           # NP-E2
 MONEY_PER_RESPECT = 10          # NP-E3
 BLACKMAIL_PROPOSALS = 3         # NP-W19 [default]
+OFFER_IDS = 999_999             # NP-H7 [default]: offer ids are drawn from 1..OFFER_IDS, never counted
 COLOURS = ("purple", "brown", "orange", "black", "grey")   # NP-S2
 MONEY_TOKENS = {1: 50, 5: 20, 10: 10}   # NP-M2: cosmetic, the bank never runs out
 
@@ -46,6 +47,9 @@ MONEY_TOKENS = {1: 50, 5: 20, 10: 10}   # NP-M2: cosmetic, the bank never runs o
 TIMEOUTS = {
     "setup": 30.0, "commission": 60.0, "card_window": 20.0, "reroll_window": 15.0, "ruling": 30.0,
     "action": 60.0, "blackmail": 30.0, "invite": 30.0, "buy": 30.0, "vacancy": 30.0,
+    # NP-D7, NP-H9: a standing auto-pass runs the seat's window clock down at once, so its pass is the
+    # seat's own timeout command (0 would mean "no clock"). Only that seat sees its row (Pending.private).
+    "auto_pass": 0.01,
 }
 
 # -- Table E: dice ------------------------------------------------------------------------------

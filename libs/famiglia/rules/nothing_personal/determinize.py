@@ -114,7 +114,9 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             if v.window_answered_by_me:
                 kind = v.my_answer.WhichOneof("kind")
                 answers[seat] = b"" if kind == "pass" else v.my_answer.SerializeToString(deterministic=True)
-        window = Window(v.window, seats, tuple(answers))
+        # NP-D7: the viewer's own auto-pass (the view shows its setting now, not at opening)
+        own_auto = v.autopass_cards if v.window == "card" else v.autopass_rerolls
+        window = Window(v.window, seats, tuple(answers), seats if own_auto else ())
     roll = Roll(v.die, v.face, v.roll_purpose, v.roll_actor, v.roll_gangster, v.roll_target,
                 v.roll_target_position, v.roll_free_whack_used) if v.die else None
     ruling = Ruling(v.ruling_gangster, tuple(v.ruling_seats), v.ruling_use, v.ruled) if v.ruling_gangster else None
@@ -145,7 +147,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             invite=Invite(v.invite_seat, v.invite_by) if v.invite_seat >= 0 else None,
             vacancy=Vacancy(v.vacancy_spot, v.vacancy_decider, tuple(v.vacancy_candidates))
             if v.vacancy_spot >= 0 else None,
-            offers=offers, next_offer=max([0, *(o.id for o in offers), *(c.id for c in contracts)]) + 1,
+            offers=offers,
             offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
             ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
             broken=frozenset(v.broken), ranking=tuple(v.ranking),

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from .board import active, has_ref, is_active, marker_refs, on_board, passive, snitch_threshold
+from .board import active, has_ref, is_active, is_on_board, marker_refs, on_board, passive, snitch_threshold
 from .data import EXTRA_PRICE, GIDX, STEAL
 from .state import A_SLOTS, GState, State
 from .tx import Tx
@@ -234,7 +234,7 @@ def _swap_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
         raise _no(ctx, "a swap names two markers", "NP-W27")
     a, b = t.markers
     for m in (a, b):
-        if m.gangster not in s.board or not has_ref(s.gs[GIDX[m.gangster]], m.owner, m.coin):
+        if not is_on_board(s, m.gangster) or not has_ref(s.gs[GIDX[m.gangster]], m.owner, m.coin):
             raise _no(ctx, f"no such marker {m.owner}@{m.gangster}", "NP-C31")
     if not _swap_ok(a, b):
         raise _no(ctx, "swap two markers of different owners, on different gangsters or one the coin marker",
@@ -400,7 +400,7 @@ def _move_own_check(most: int) -> Callable[[State, Ctx, pb.Targets], None]:
         count = t.count if most == 2 else 1
         if not 1 <= count <= most:
             raise _no(ctx, f"move 1 to {most} markers", "NP-C31")
-        if m.gangster not in s.board:
+        if not is_on_board(s, m.gangster):
             raise _no(ctx, "the source must be on the board", "NP-X9")
         st = s.gs[GIDX[m.gangster]]
         if not has_ref(st, ctx.seat, m.coin):
@@ -467,7 +467,7 @@ def _snitch_ok(s: State, g: str) -> bool:
 
 
 def _snitch_check(s: State, ctx: Ctx, t: pb.Targets) -> None:
-    if t.gangster not in s.board or not t.gangster or not _snitch_ok(s, t.gangster):
+    if not is_on_board(s, t.gangster) or not _snitch_ok(s, t.gangster):
         raise _no(ctx, "Snitch needs a gangster on the board with 10 or more markers", "NP-C29")
 
 

@@ -340,8 +340,12 @@ def _crew_position_reached(s: State, e: Any) -> State:
 
 
 def _window_opened(s: State, e: Any) -> State:
+    """NP-D7: the auto-pass settings in force at opening hold for this answer round."""
+    seats = tuple(e.seats)
+    col = 0 if e.kind == "card" else 1
+    auto = tuple([seat for seat in seats if s.autopass[seat][col]])
     new, d = draft(s)
-    d["window"] = Window(e.kind, tuple(e.seats), (None,) * s.n)
+    d["window"] = Window(e.kind, seats, (None,) * s.n, auto)
     return new
 
 
@@ -352,7 +356,7 @@ def _window_answered(s: State, e: Any) -> State:
     kind = answer.WhichOneof("kind")
     data = b"" if kind in (None, "pass") else answer.SerializeToString(deterministic=True)
     new, d = draft(s)
-    d["window"] = Window(w.kind, w.seats, _set(w.answers, e.seat, data))
+    d["window"] = Window(w.kind, w.seats, _set(w.answers, e.seat, data), w.auto)
     return new
 
 
@@ -484,7 +488,6 @@ def _offer_made(s: State, e: Any) -> State:
     offer = Offer(e.id, getattr(e, "from"), deal.to, deal.SerializeToString(deterministic=True))
     new, d = draft(s)
     d["offers"] = s.offers + (offer,)
-    d["next_offer"] = e.id + 1
     d["offers_made"] = _add(s.offers_made, offer.frm, 1)
     return new
 

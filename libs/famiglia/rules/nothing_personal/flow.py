@@ -27,6 +27,7 @@ class Decision:
     dk: DecisionKind
     private: bool = False
     timeout: float = 0.0
+    auto: tuple[int, ...] = ()   # seats on the auto-pass clock instead (NP-D7; private rows only)
 
 
 def decision(s: State) -> Decision | None:
@@ -46,9 +47,11 @@ _PENDINGS: dict[int, tuple[Pending, ...]] = {}   # id of an interned Decision (n
 
 
 def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool,
-          timeout: float) -> Decision:
-    d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout)
-    _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, timeout) for seat in seats)
+          timeout: float, auto: tuple[int, ...] = ()) -> Decision:
+    """`auto`: seats whose clock is the auto-pass one (NP-D7), in private rows only."""
+    d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout, auto)
+    _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, _T_AUTO if seat in auto else timeout)
+                             for seat in seats)
     return d
 
 
@@ -65,6 +68,7 @@ _T_BLACKMAIL = TIMEOUTS["blackmail"]
 _T_SETUP = TIMEOUTS["setup"]
 _T_COMMISSION = TIMEOUTS["commission"]
 _T_BUY = TIMEOUTS["buy"]
+_T_AUTO = TIMEOUTS["auto_pass"]
 _TURN = DecisionKind.TURN
 _RESPONSE = DecisionKind.RESPONSE
 _TIE_BREAK = DecisionKind.TIE_BREAK
@@ -87,14 +91,17 @@ def _decision(s: State) -> Decision | None:
         return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, _T_VACANCY)
     w = s.window
     if w is not None:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
-        d = _WINDOWS.get(w, UNSET)   # keyed by the window itself: a (kind, seats, answers) tuple
+        d = _WINDOWS.get(w, UNSET)   # keyed by the window itself: a (kind, seats, answers, auto) tuple
         if d is UNSET:
             answers = w.answers
             seats = tuple([i for i in w.seats if answers[i] is None])
             d = None
             if seats:
-                key = (w.kind, seats)
-                d = get(key) or _make(key, "window", seats, _RESPONSE, True, _T_CARD if w.kind == "card" else _T_REROLL)
+                # NP-D7: an auto-passing seat is asked like the others, on a clock that runs out at once
+                auto = tuple([i for i in w.auto if answers[i] is None])
+                key = (w.kind, seats, auto)
+                d = get(key) or _make(key, "window", seats, _RESPONSE, True,
+                                      _T_CARD if w.kind == "card" else _T_REROLL, auto)
             if len(_WINDOWS) >= 4096:
                 _WINDOWS.clear()
             _WINDOWS[w] = d

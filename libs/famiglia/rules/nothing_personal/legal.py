@@ -33,6 +33,8 @@ def required(s: State, seat: int) -> list[pb.Command]:
         return [PASS, *play_options(s, seat, window=False)]
     if k == "window":
         assert s.window is not None
+        if seat in s.window.auto:   # NP-D7: a standing auto-pass answers pass
+            return [PASS]
         if s.window.kind == "card":
             return [PASS, *play_options(s, seat, window=True)]
         return [PASS, *[_built(_reroll, m) for m in crew.reroll_means(s, seat)]]

@@ -12,7 +12,7 @@ from typing import Any
 from famiglia.engine import Rng, RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from .board import active, icon_targets
+from .board import active, icon_targets, is_active
 from .data import CARD, CREW_SURCHARGE, ICONS, InfluenceCard
 from .effects import EFFECTS, Ctx, target_key
 from .state import Phase, State, replace
@@ -102,7 +102,7 @@ def resolve_play(tx: Tx, seat: int, kind: str, msg: Any, window: bool, dry: bool
             raise RuleViolation("NP-C23", "discard for one is not available in a window")
         if s.supply[seat] < 1:
             raise RuleViolation("NP-C14", "discard for one needs a marker in the supply")
-        if msg.gangster not in s.board[:9] or not msg.gangster:
+        if not is_active(s, msg.gangster):
             raise RuleViolation("NP-C14", "the marker goes on an active gangster")
         _pay(tx, seat, msg.ante, surcharge)
         tx.emit_values("card_played", seat, card.id, "discard", window)

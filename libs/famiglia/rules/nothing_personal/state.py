@@ -53,6 +53,7 @@ class Window(NamedTuple):
     kind: str                            # "card" | "reroll"
     seats: tuple[int, ...]               # asked in this answer round
     answers: tuple[bytes | None, ...]    # per seat: None unanswered, b"" pass, else a serialized Command
+    auto: tuple[int, ...] = ()           # of `seats`, those whose standing auto-pass (NP-D7) was on at opening
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +173,6 @@ class State:
     vacancy: Vacancy | None = None
     # negotiation (NP-M)
     offers: tuple[Offer, ...] = ()
-    next_offer: int = 1
     offers_made: tuple[int, ...] = ()
     chats_made: tuple[int, ...] = ()
     ap_changes: tuple[int, ...] = ()

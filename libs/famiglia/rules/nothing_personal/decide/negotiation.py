@@ -12,7 +12,8 @@ from typing import Any
 from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from ..data import GIDX, ROUNDS, SHAKEDOWN_PRICE
+from ..board import is_on_board
+from ..data import GIDX, OFFER_IDS, ROUNDS, SHAKEDOWN_PRICE
 from ..state import Offer, Phase, State
 from ..tx import Tx
 
@@ -63,7 +64,7 @@ def _check_offer(s: State, seat: int, m: pb.OfferDeal) -> None:
 
 def _check_handover(s: State, a: int, b: int, gid: str) -> None:
     """NP-M6: both seats have markers there, one of them the coin marker."""
-    if gid not in s.board:
+    if not is_on_board(s, gid):
         raise RuleViolation("NP-M6", "the gangster must be on the board")
     st = s.gs[GIDX[gid]]
     if st.coin not in (a, b) or st.markers[a] < 1 or st.markers[b] < 1:
@@ -95,11 +96,25 @@ def _check_contract(s: State, seat: int, m: pb.OfferDeal) -> None:
         raise RuleViolation("NP-V2", "deadlines end by round 5")
 
 
+def new_offer_id(tx: Tx) -> int:
+    """NP-H7: an offer's id is drawn with the command's generator, not counted. A counter would tell
+    the maker (and, through the public TradeExecuted and ContractMade ids, everyone) how many private
+    offers other seats have made. Redrawn while it names an open offer or a live contract (a contract
+    keeps its offer's id), so ids stay unique; the draw lands in the event, so replays reproduce it."""
+    s = tx.s
+    taken = {o.id for o in s.offers}
+    taken.update(c.id for c in s.contracts)
+    while True:
+        oid = 1 + tx.rng.randrange(OFFER_IDS)
+        if oid not in taken:
+            return oid
+
+
 def offer_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     """NP-M3, NP-M6, NP-V2; NP-H7: seen only by the two seats."""
     negotiable(tx.s)
     _check_offer(tx.s, seat, msg)
-    tx.emit("offer_made", id=tx.s.next_offer, offer=msg, **{"from": seat})
+    tx.emit("offer_made", id=new_offer_id(tx), offer=msg, **{"from": seat})
 
 
 def cancel_contract(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
@@ -111,12 +126,16 @@ def cancel_contract(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     other = con.payee if seat == con.payer else con.payer
     deal = pb.OfferDeal(to=other, contract=pb.Contract(id=con.id, condition="CANCEL"))
     _check_offer(tx.s, seat, deal)
-    tx.emit("offer_made", id=tx.s.next_offer, offer=deal, **{"from": seat})
+    tx.emit("offer_made", id=new_offer_id(tx), offer=deal, **{"from": seat})
 
 
-def _offer(s: State, oid: int) -> Offer:
+def _offer(s: State, oid: int, seat: int) -> Offer:
+    """The open offer `oid` of which `seat` is a party (NP-M4).
+
+    NP-H7: offers are seen only by their two seats, so a seat that is not a party gets exactly the
+    refusal it would get for an offer that does not exist; whether others are negotiating stays hidden."""
     o = next((o for o in s.offers if o.id == oid), None)
-    if o is None:
+    if o is None or seat not in (o.frm, o.to):
         raise RuleViolation("NP-M4", f"no open offer {oid}")
     return o
 
@@ -159,7 +178,7 @@ def executable(s: State, o: Offer) -> bool:
 
 def accept_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     negotiable(tx.s)
-    o = _offer(tx.s, msg.offer)
+    o = _offer(tx.s, msg.offer, seat)
     if o.to != seat:
         raise RuleViolation("NP-M4", "only the recipient accepts an offer")
     if not executable(tx.s, o):
@@ -188,7 +207,7 @@ def accept_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
 
 def decline_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     negotiable(tx.s)
-    o = _offer(tx.s, msg.offer)
+    o = _offer(tx.s, msg.offer, seat)
     if o.to != seat:
         raise RuleViolation("NP-M4", "only the recipient declines an offer")
     tx.emit_values("offer_closed", o.id, "declined", o.to, o.frm)
@@ -196,7 +215,7 @@ def decline_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
 
 def withdraw_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     negotiable(tx.s)
-    o = _offer(tx.s, msg.offer)
+    o = _offer(tx.s, msg.offer, seat)
     if o.frm != seat:
         raise RuleViolation("NP-M4", "only its maker withdraws an offer")
     tx.emit_values("offer_closed", o.id, "withdrawn", o.to, o.frm)

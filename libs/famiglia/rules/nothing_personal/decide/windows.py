@@ -16,6 +16,8 @@ def answer(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     assert w is not None
     kind = cmd.WhichOneof("kind")
     if kind != "pass":
+        if seat in w.auto:
+            raise RuleViolation("NP-D7", "the seat's standing auto-pass answers this window round with a pass")
         if w.kind == "card":
             if kind not in ("play_for_influence", "play_or_effect"):
                 raise RuleViolation("NP-C23", "a card window takes a pass or a card play")
