@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import redis
 
 from famiglia.auth import TokenSigner
 from famiglia.config import Settings
+from famiglia.engine import Engine, MatchConfig, RuleViolation
 from famiglia.engine.registry import Registry, default_registry
-from famiglia.matchmaking import GameShape, RatingProvider
+from famiglia.matchmaking import GameShape, OptionCheck, RatingProvider
+from famiglia.telemetry import get_logger
 
 from .app import Clock, MatchmakingApp, system_clock
 from .creator import GrpcMatchCreator, MatchCreator
@@ -35,25 +38,51 @@ class Matchmaking:
             close()
 
 
+log = get_logger("famiglia.matchmaking")
+
+
 def games_of(registry: Registry) -> dict[str, GameShape]:
-    """What matchmaking needs of each registered game (sizes, options)."""
+    """What matchmaking needs of each registered game (sizes, options, the options check)."""
     return {
         e.info.game_id: GameShape(
             e.info.game_id, e.info.min_players, e.info.max_players,
-            {o.key: o.default for o in e.info.options}, {o.key: tuple(o.choices) for o in e.info.options})
+            {o.key: o.default for o in e.info.options}, {o.key: tuple(o.choices) for o in e.info.options},
+            option_check(e))
         for e in registry.engines()
     }
 
 
+def option_check(engine: Engine) -> OptionCheck:
+    """The game's own verdict on a ticket's options: its `setup` (pure, a fraction of a
+    millisecond) with a fixed seed, which is what CreateMatch will run for the table."""
+
+    def check(seats: int, options: Mapping[str, str]) -> tuple[str, str] | None:
+        try:
+            engine.setup(MatchConfig(seats, dict(options)), 0)
+        except RuleViolation as exc:
+            return exc.code, exc.message
+        except Exception as exc:  # a bug of the engine: CreateMatch would fail the same way, so refuse
+            log.warning("options_check_failed", game_id=engine.info.game_id, seats=seats, error=repr(exc)[:200])
+            return "bad_option", f"{engine.info.game_id} cannot set up a table with these options"
+        return None
+
+    return check
+
+
 def check_bot_policy(spec: str) -> None:
-    """Refuse at start-up a backfill policy the bots service would refuse for every seat."""
+    """Refuse at start-up a backfill policy the bots service would refuse for every seat:
+    an unknown name or a parameter out of its bounds."""
     try:
-        from famiglia.bots.policy import POLICY_NAMES, PolicySpec
+        from famiglia.bots.policy import POLICY_NAMES, PolicySpec, make_policy
     except ImportError:  # no bots library installed: nothing to check against
         return
     name = PolicySpec.parse(spec).name
     if name not in POLICY_NAMES:
         raise ValueError(f"FAMIGLIA_MM_BOT_POLICY={spec!r}: no bot policy {name!r}; known: {', '.join(POLICY_NAMES)}")
+    try:
+        make_policy(spec)
+    except ValueError as exc:
+        raise ValueError(f"FAMIGLIA_MM_BOT_POLICY={spec!r}: {exc}") from None
 
 
 def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | None = None,
@@ -73,5 +102,5 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
                          ratings=ratings or projection_ratings(settings.database_url), policy=mm.policy,
                          clock=clock)
     matcher = Matcher(store=store, players=players, creator=creator or GrpcMatchCreator(settings.command_addr),
-                      games=games, policy=mm.policy, clock=clock, tuning=mm.tuning)
+                      games=games, policy=mm.policy, clock=clock, tuning=mm.tuning, secret=settings.secret)
     return Matchmaking(app, matcher, mm)

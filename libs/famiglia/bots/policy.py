@@ -65,24 +65,85 @@ PolicyFactory = Callable[[Mapping[str, str]], Policy]
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter a policy spec may name: its type and its bounds (both inclusive)."""
+
+    kind: type[int] | type[float]
+    low: float
+    high: float
+
+    def parse(self, name: str, text: str) -> int | float:
+        try:
+            value: int | float = self.kind(text.strip())
+        except ValueError:
+            expected = "a whole number" if self.kind is int else "a number"
+            raise BadPolicyParameter(f"{name}={_shown(text)} is not {expected}") from None
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise BadPolicyParameter(f"{name}={_shown(text)} is outside {self.low:g}..{self.high:g}")
+        return value
+
+
+# Every parameter a policy spec may name, with its bounds: the only place they are set.
+# A budget beyond these buys nothing a tournament or a backfilled seat could use (each decision
+# also stops at its deadline), and an unbounded one lets a request hold a worker for ever.
+PARAMETERS: dict[str, dict[str, Parameter]] = {
+    "random": {},
+    "heuristic": {
+        "samples": Parameter(int, 1, 64),           # sampled worlds per candidate
+        "candidates": Parameter(int, 1, 1_000),     # commands scored, the rest sampled away
+    },
+    "ismcts": {
+        "iterations": Parameter(int, 1, 100_000),
+        "seconds": Parameter(float, 0.0, 3_600.0),  # thread CPU time per decision
+        "rollout": Parameter(int, 0, 1_000),        # random steps after the tree
+        "exploration": Parameter(float, 0.0, 100.0),
+        "prior": Parameter(float, 0.0, 1_000.0),    # weight of the one-ply prior at the root
+    },
+}
+MAX_SPEC_CHARS = 64
+"""A policy spec is a short name with a few parameters; it is also a bot seat's `policy`
+and player id in a match's seat info, which the read models keep in 64 characters."""
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "...")
+
+
+def _params(spec: PolicySpec) -> dict[str, int | float]:
+    """The spec's parameters, parsed and checked against PARAMETERS; unknown names are refused."""
+    known = PARAMETERS.get(spec.name, {})
+    unknown = sorted(set(spec.params) - set(known))
+    if unknown:
+        allowed = ", ".join(known) or "none"
+        raise BadPolicyParameter(f"{spec.name} has no parameter(s) {', '.join(_shown(u) for u in unknown)}; "
+                                 f"known: {allowed}")
+    return {k: known[k].parse(k, v) for k, v in spec.params.items()}
+
+
 def _factories() -> dict[str, PolicyFactory]:
     from .heuristic import OnePlyHeuristic
     from .ismcts import Ismcts
     from .random_policy import RandomPolicy
 
-    return {
-        "random": lambda p: RandomPolicy(),
-        "heuristic": lambda p: OnePlyHeuristic(samples=int(p.get("samples", 2)),
-                                               max_candidates=int(p.get("candidates", 24))),
-        "ismcts": lambda p: Ismcts(iterations=int(p.get("iterations", 200)),
-                                   seconds=float(p.get("seconds", 1.0)),
-                                   rollout_steps=_maybe(p, "rollout", int),
-                                   exploration=_maybe(p, "exploration", float),
-                                   prior=_maybe(p, "prior", float)),
-    }
+    def ismcts(p: Mapping[str, str]) -> Policy:
+        got = _params(PolicySpec("ismcts", p))
+        return Ismcts(iterations=int(got.get("iterations", 200)), seconds=float(got.get("seconds", 1.0)),
+                      rollout_steps=_maybe(got, "rollout", int), exploration=_maybe(got, "exploration", float),
+                      prior=_maybe(got, "prior", float))
+
+    def heuristic(p: Mapping[str, str]) -> Policy:
+        got = _params(PolicySpec("heuristic", p))
+        return OnePlyHeuristic(samples=int(got.get("samples", 2)), max_candidates=int(got.get("candidates", 24)))
+
+    def random_policy(p: Mapping[str, str]) -> Policy:
+        _params(PolicySpec("random", p))
+        return RandomPolicy()
+
+    return {"random": random_policy, "heuristic": heuristic, "ismcts": ismcts}
 
 
-def _maybe(params: Mapping[str, str], key: str, kind: Callable[[str], T]) -> T | None:
+def _maybe(params: Mapping[str, int | float], key: str, kind: Callable[[int | float], T]) -> T | None:
     """A parameter the spec names, or None for the game's own default."""
     return kind(params[key]) if key in params else None
 
@@ -94,8 +155,15 @@ class UnknownPolicy(ValueError):
     pass
 
 
+class BadPolicyParameter(ValueError):
+    """A policy spec's parameter that is unknown, of the wrong type or outside PARAMETERS' bounds."""
+
+
 def make_policy(spec: str | PolicySpec) -> Policy:
-    """The policy a seat_info.policy string names (unknown names are refused, not guessed)."""
+    """The policy a seat_info.policy string names (unknown names and parameters, and parameters
+    outside their bounds, are refused, not guessed)."""
+    if isinstance(spec, str) and len(spec) > MAX_SPEC_CHARS:
+        raise BadPolicyParameter(f"a policy spec is at most {MAX_SPEC_CHARS} characters")
     parsed = spec if isinstance(spec, PolicySpec) else PolicySpec.parse(spec)
     factory = _factories().get(parsed.name)
     if factory is None:

@@ -14,7 +14,7 @@ reading order:
 
 from .compat import InvalidRequest, TicketRequest, normalize_request, pool_key
 from .grouping import form_matches
-from .model import GameShape, Proposal, Ticket
+from .model import GameShape, OptionCheck, Proposal, Ticket
 from .policy import MatchPolicy, estimate_wait
 from .ratings import DEFAULT_RATING, FixedRatings, Rating, RatingProvider, party_rating
 from .seating import SeatPlan, plan_seats
@@ -25,6 +25,7 @@ __all__ = [
     "GameShape",
     "InvalidRequest",
     "MatchPolicy",
+    "OptionCheck",
     "Proposal",
     "Rating",
     "RatingProvider",

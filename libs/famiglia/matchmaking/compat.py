@@ -3,6 +3,10 @@
 Two tickets can share a table when they are in the same pool (same game, same
 options once defaults are filled in: `{}` and `{"variant": "<default>"}` are one
 pool) and accept a common table size that fits everyone.
+
+A ticket keeps only the table sizes at which the game accepts its options (the game's
+`check_options`): a ticket no size fits is refused with the game's rule id, so no queued
+ticket can make CreateMatch fail.
 """
 
 from __future__ import annotations
@@ -57,4 +61,18 @@ def normalize_request(shape: GameShape, seat_counts: Iterable[int], options: Map
     fitting = frozenset(n for n in asked if n >= party_size)
     if not fitting:
         raise InvalidRequest("party_too_big", f"a party of {party_size} fits no table of {sorted(asked)}")
+    if shape.check_options is not None:
+        fitting = _accepted_sizes(shape, fitting, full)
     return TicketRequest(shape.game_id, fitting, full, pool_key(shape.game_id, full))
+
+
+def _accepted_sizes(shape: GameShape, sizes: frozenset[int], options: Mapping[str, str]) -> frozenset[int]:
+    """The sizes at which the game accepts the options; none: the game's refusal for the smallest."""
+    assert shape.check_options is not None
+    refusals = {n: shape.check_options(n, options) for n in sorted(sizes)}
+    accepted = frozenset(n for n, refusal in refusals.items() if refusal is None)
+    if not accepted:
+        n, (code, message) = next((n, r) for n, r in refusals.items() if r is not None)
+        where = f"at a table of {n}" if len(sizes) == 1 else f"at any table of {sorted(sizes)}"
+        raise InvalidRequest(code, f"{shape.game_id} refuses these options {where}: {message}")
+    return accepted

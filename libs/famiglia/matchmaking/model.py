@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+OptionCheck = Callable[[int, Mapping[str, str]], tuple[str, str] | None]
+"""(seats, options with defaults filled in) -> None when the game can set up that table, else
+(code, message): the refusal CreateMatch would answer, with the game's rule id."""
 
 
 @dataclass(frozen=True, slots=True)
 class GameShape:
-    """What matchmaking needs to know of a game: table sizes and options (from its GameInfo)."""
+    """What matchmaking needs to know of a game: table sizes and options (from its GameInfo).
+
+    `check_options` asks the game itself whether it accepts a ticket's options at a table size
+    (types, ranges, combinations), so that a ticket CreateMatch would refuse is never queued."""
 
     game_id: str
     min_players: int
     max_players: int
     option_defaults: Mapping[str, str] = field(default_factory=dict)
     option_choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    check_options: OptionCheck | None = None
 
     @property
     def seat_counts(self) -> frozenset[int]:

@@ -21,6 +21,10 @@ from .tables import Match, MatchSeat, Player, PlayerRating, RatingHistory
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
+MAX_TOKEN_CHARS = 512
+"""Tokens we hand out are ~40 characters; a longer one is refused before it is decoded."""
+MAX_MATCH_ID_CHARS = 256
+INT64_MAX = (1 << 63) - 1
 
 
 class BadPageToken(ValueError):
@@ -125,12 +129,31 @@ def encode_token(created_ms: int, match_id: str) -> str:
 
 
 def decode_token(token: str) -> tuple[int, str]:
+    """(created_ms, match_id) of a token `encode_token` made; BadPageToken for anything else.
+
+    A token comes from the client, so every step may fail: its length is bounded before
+    decoding (deep JSON nesting), the JSON must be exactly [int, str] (no floats such as 1e400,
+    no NaN), and created_ms must fit the BIGINT column it is compared with."""
+    shown = token if len(token) <= 40 else token[:40] + "..."
+    if len(token) > MAX_TOKEN_CHARS:
+        raise BadPageToken(f"bad page token {shown!r}: too long")
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        created_ms, match_id = json.loads(raw)
-        return int(created_ms), str(match_id)
-    except (ValueError, TypeError) as exc:
-        raise BadPageToken(f"bad page token {token!r}") from exc
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        decoded = json.loads(raw, parse_float=_no_float, parse_constant=_no_float)
+    except Exception as exc:  # binascii.Error, UnicodeDecodeError, JSONDecodeError, RecursionError...
+        raise BadPageToken(f"bad page token {shown!r}") from exc
+    if not (isinstance(decoded, list) and len(decoded) == 2):
+        raise BadPageToken(f"bad page token {shown!r}: not a position")
+    created_ms, match_id = decoded
+    if type(created_ms) is not int or not 0 <= created_ms <= INT64_MAX:
+        raise BadPageToken(f"bad page token {shown!r}: created time out of range")
+    if not isinstance(match_id, str) or not 0 < len(match_id) <= MAX_MATCH_ID_CHARS:
+        raise BadPageToken(f"bad page token {shown!r}: not a match id")
+    return created_ms, match_id
+
+
+def _no_float(text: str) -> float:
+    raise ValueError(f"not a whole number: {text[:20]}")
 
 
 def _page_size(size: int) -> int:

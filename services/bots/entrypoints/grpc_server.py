@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections import Counter
 from collections.abc import Sequence
 
 import grpc
 
-from famiglia.bots import POLICY_NAMES, PolicySpec, UnknownPolicy, make_policy
+from famiglia.bots import POLICY_NAMES, PolicySpec
 from famiglia.bots.standings import RunningStandings, Standing, standings
-from famiglia.bots.tournament import GamePlan, PlannedMatch, TournamentSpec, plan
+from famiglia.bots.tournament import BadTournament, GamePlan, PlannedMatch, TournamentSpec, check, plan
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
 from famiglia.grpcutil.server import build_server, rpc
@@ -22,32 +23,35 @@ from ..tournaments import CANCELLED, FINISHED, RUNNING, TournamentRecord, Tourna
 _STATUS = {RUNNING: pb.TOURNAMENT_RUNNING, FINISHED: pb.TOURNAMENT_FINISHED, CANCELLED: pb.TOURNAMENT_CANCELLED}
 
 
+MAX_LIST = 100
+"""ListTournaments answers at most this many (each answer carries a tournament's standings)."""
+MAX_REQUEST_ID = 128
+
+
 def spec_from_request(request: pb.CreateTournamentRequest, registry: Registry) -> TournamentSpec:
+    """The request's spec, defaults filled in, held to `Limits` (INVALID_ARGUMENT with the code)."""
+    if len(request.request_id) > MAX_REQUEST_ID:
+        raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_REQUEST_ID} characters")
     entrants = tuple(request.entrants) or POLICY_NAMES
-    for entrant in entrants:
-        try:
-            make_policy(entrant)
-        except (UnknownPolicy, ValueError) as exc:
-            raise InvalidArgument("unknown_policy", str(exc)) from None
     games = []
-    wanted = list(request.games) or [pb.TournamentGame(game_id=g) for g in registry]
-    for game in wanted:
-        if game.game_id not in registry:
-            raise InvalidArgument("unknown_game", f"the bots cannot play {game.game_id!r}")
-        info = registry.get(game.game_id).info
-        counts = tuple(game.seat_counts) or (info.min_players,)
-        for n in counts:
-            if not info.min_players <= n <= info.max_players:
-                raise InvalidArgument("bad_seats", f"{game.game_id} takes {info.min_players}-{info.max_players} seats")
-        games.append(GamePlan(game.game_id, counts, dict(game.options)))
-    if not games:
-        raise InvalidArgument("no_games", "no game to play")
-    return TournamentSpec(
+    for game in list(request.games) or [pb.TournamentGame(game_id=g) for g in registry]:
+        default = (registry.get(game.game_id).info.min_players,) if game.game_id in registry else ()
+        games.append(GamePlan(game.game_id, tuple(game.seat_counts) or default, dict(game.options)))
+    spec = TournamentSpec(
         name=request.name or "tournament", games=tuple(games), entrants=entrants,
         matches_per_game=request.matches_per_game or len(entrants) * 2, round_robin=request.round_robin,
-        rounds=request.rounds or 1, seed=request.seed or 1, concurrency=request.concurrency or 4,
-        deadline_seconds=request.deadline_seconds,
+        rounds=request.rounds or 1,
+        # The seed predicts every deal of every match, so without one the server draws it:
+        # a spectator cannot rebuild the decks of a match in play. An explicit seed is kept (a
+        # reproducible run); the API never shows it.
+        seed=request.seed or secrets.randbits(63),
+        concurrency=request.concurrency or 4, deadline_seconds=request.deadline_seconds,
     )
+    try:
+        check(spec, registry)
+    except BadTournament as exc:
+        raise InvalidArgument(exc.code, exc.message) from None
+    return spec
 
 
 def tournament_proto(record: TournamentRecord, *, include_matches: bool = False,
@@ -137,7 +141,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     @rpc
     def ListTournaments(self, request, context):
         reply = pb.ListTournamentsResponse()
-        for tid in self.repo.ids(limit=request.limit or 20):
+        for tid in self.repo.ids(limit=min(request.limit, MAX_LIST) if request.limit > 0 else 20):
             record = self.repo.get(tid)
             if record is not None:
                 reply.tournaments.append(self._proto(record))

@@ -6,10 +6,12 @@ Options arrive as strings. Every key of GC-K01 is listed; keys whose behaviour t
 implements in one way only (the deck's values and types, the Fuzz table...) accept just that
 value, so a configuration that asks for something else is refused instead of ignored.
 Nested keys of GC-K01 are flattened with dots (`payoff.enabled`, `timeouts.step3_s`).
+Numbers are ASCII digits within the bounds below, so no option can overflow a field of the events.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -20,6 +22,12 @@ from .data import ACTION_KEYS, LOOT_COPIES, MAX_PLAYERS
 
 _BOOL = ("false", "true")
 _OFFER_VIS = ("open", "peek", "hidden")
+MAX_TIMEOUT_S = 86_400
+"""A clock of GC-D02..GC-D06: at most a day."""
+MAX_PAYOFF_CARD_VALUE = 1_000_000
+"""GC-P03: the score of one Payoff card (Loot cards are worth 2,000 to 5,000)."""
+_DIGITS = re.compile(r"[0-9]{1,12}")
+_SHOWN = 40
 
 
 def _ints(lo: int, hi: int) -> tuple[str, ...]:
@@ -155,7 +163,13 @@ class Config:
 def _bad(key: str, value: str, why: str) -> RuleViolation:
     """Every bad option is refused under GC-K01; the message names the rule the key belongs to."""
     rule = SPECS[key].rule if key in SPECS else "GC-K01"
-    return RuleViolation("GC-K01", f"option {key}={value!r} ({rule}): {why}")
+    shown = value if len(value) <= _SHOWN else value[:_SHOWN] + "..."
+    return RuleViolation("GC-K01", f"option {key}={shown!r} ({rule}): {why}")
+
+
+def _whole(value: str, low: int, high: int) -> bool:
+    """ASCII digits (not `str.isdigit`, which also takes "²") within low..high."""
+    return bool(_DIGITS.fullmatch(value)) and low <= int(value) <= high
 
 
 def normalize(options: Mapping[str, str]) -> dict[str, str]:
@@ -163,7 +177,8 @@ def normalize(options: Mapping[str, str]) -> dict[str, str]:
     out = {o.key: o.default for o in OPTIONS}
     for key, raw in options.items():
         if key not in SPECS:
-            raise RuleViolation("GC-K01", f"unknown option {key!r} (GC-K01)")
+            shown = key if len(key) <= _SHOWN else key[:_SHOWN] + "..."
+            raise RuleViolation("GC-K01", f"unknown option {shown!r} (GC-K01)")
         value = str(raw).strip()
         if SPECS[key].choices == _BOOL:
             lowered = value.lower()
@@ -182,10 +197,10 @@ def normalize(options: Mapping[str, str]) -> dict[str, str]:
         choices = SPECS[key].choices
         if choices and value not in choices:
             raise _bad(key, value, f"allowed: {', '.join(repr(c) for c in choices)}")
-        if key.startswith("timeouts.") and not (value.isdigit() and int(value) > 0):
-            raise _bad(key, value, "a positive number of seconds")
-        if key == "payoff.card_value" and not value.isdigit():
-            raise _bad(key, value, "a whole number of dollars")
+        if key.startswith("timeouts.") and not _whole(value, 1, MAX_TIMEOUT_S):
+            raise _bad(key, value, f"a whole number of seconds from 1 to {MAX_TIMEOUT_S}")
+        if key == "payoff.card_value" and not _whole(value, 0, MAX_PAYOFF_CARD_VALUE):
+            raise _bad(key, value, f"a whole number of dollars from 0 to {MAX_PAYOFF_CARD_VALUE}")
         out[key] = value
     return out
 

@@ -6,10 +6,14 @@ option comes from; a bad seat count with GR-S01.
 Options arrive as strings. Structured values use a compact text form ("2:50,3:65,4:75", "1-4",
 "90,30"). Keys whose value is fixed by the data of this engine (the card and Job tables, the exact
 match reading) list their only accepted value as `choices`, so a bad value is refused with GR-F01.
+
+Every number is checked for its type (whole numbers are ASCII digits with an optional sign; seconds
+are finite) and its range (the bounds below), so no option can overflow a field of the events.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +23,16 @@ from famiglia.engine import OptionSpec, RuleViolation
 from . import data
 
 BOOL = ("true", "false")
+
+# Bounds of the numeric options (GR-F01). The events carry counts as int32: these keep every
+# total far from overflow while leaving room well beyond the rulebook's values.
+MAX_ISK = 10_000
+"""ISK in the box (GR-S03), in any Coffers entry (GR-S04), a colour bonus (GR-E05) or a steal (GR-K17)."""
+MAX_TIMEOUT_S = 86_400.0
+"""A decision clock (GR-D06): at most a day."""
+_WHOLE = re.compile(r"[+-]?[0-9]{1,18}")
+_DECIMAL = re.compile(r"[0-9]{1,12}(\.[0-9]{1,9})?")
+_SHOWN = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +73,40 @@ class Config:
         return best
 
 
+def _int(text: str) -> int:
+    """A whole number in ASCII digits (no exponent, no digits of other scripts)."""
+    text = text.strip()
+    if not _WHOLE.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    """Seconds in plain decimal: no sign, exponent, nan or inf."""
+    text = text.strip()
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
+
+
 def _pairs(text: str) -> tuple[tuple[int, int], ...]:
     out = []
     for part in text.split(","):
         k, v = part.split(":")
-        out.append((int(k), int(v)))
+        out.append((_int(k), _int(v)))
+    if len({k for k, _ in out}) != len(out):
+        raise ValueError(text)
     return tuple(sorted(out))
 
 
 def _range(text: str) -> tuple[int, int]:
     lo, hi = text.split("-")
-    return int(lo), int(hi)
+    return _int(lo), _int(hi)
+
+
+def _show(text: str) -> str:
+    """The value as a message quotes it: long values cut short."""
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
 
 
 def _bool(text: str) -> bool:
@@ -93,9 +130,9 @@ KEYS: tuple[_Key, ...] = (
     _k("players", "2-4", "allowed player counts (found S6)", "GR-S01", choices=("2-4",)),
     _k("coffers_by_players", "2:50,3:65,4:75", "ISK in the Coffers before the players take theirs",
        "GR-S04", _pairs),
-    _k("isk_tokens", "75", "ISK tokens in the box", "GR-S03", int),
-    _k("start_isk_from_coffers", "3", "ISK each player takes from the Coffers", "GR-S08", int),
-    _k("start_specialists", "3", "Specialists dealt to each player", "GR-S09", int),
+    _k("isk_tokens", "75", "ISK tokens in the box", "GR-S03", _int),
+    _k("start_isk_from_coffers", "3", "ISK each player takes from the Coffers", "GR-S08", _int),
+    _k("start_specialists", "3", "Specialists dealt to each player", "GR-S09", _int),
     _k("ringleaders", "mastermind,thief,pickpocket", "Ringleaders each player starts with", "GR-S07",
        lambda t: tuple(data.RINGLEADER_KEYS[x] for x in t.split(",") if x)),
     _k("specialist_types", "16", "Specialist types (the table of GR-K07)", "GR-K07", choices=("16",)),
@@ -130,8 +167,8 @@ KEYS: tuple[_Key, ...] = (
     _k("count_ringleaders_in_tiebreak", "false", "Ringleaders count as Specialists in the tie-break",
        "GR-T02", _bool, BOOL),
     _k("timeouts", "90,30", "seconds for the play decision and each follow-up choice", "GR-D06",
-       lambda t: tuple(float(x) for x in t.split(","))),
-    _k("max_rounds", "100", "round limit", "GR-E08", int),
+       lambda t: tuple(_seconds(x) for x in t.split(","))),
+    _k("max_rounds", "100", "round limit", "GR-E08", _int),
     _k("timeout_play", "first_card_in_hand_order_as_caper", "what a play timeout does", "GR-D06",
        choices=("first_card_in_hand_order_as_caper",)),
     _k("auto_single_option", "true", "a compulsory choice with one option is made without asking",
@@ -159,12 +196,12 @@ def parse(seats: int, options: Mapping[str, str]) -> Config:
     for key in KEYS:
         text = raw[key.spec.key]
         if key.spec.choices and text not in key.spec.choices:
-            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={text!r}: expected one of "
+            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={_show(text)}: expected one of "
                                           f"{key.spec.choices}")
         try:
             values[key.spec.key] = key.parse(text)
         except (ValueError, KeyError, TypeError):
-            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={text!r} is not a valid value") from None
+            raise RuleViolation("GR-F01", f"{key.spec.rule}: {key.spec.key}={_show(text)} is not a valid value") from None
     cfg = _build(seats, values)
     _check(cfg)
     return cfg
@@ -173,9 +210,9 @@ def parse(seats: int, options: Mapping[str, str]) -> Config:
 def _build(seats: int, v: dict[str, object]) -> Config:
     fps = str(v["first_player_seat"])
     try:
-        first = int(fps) if fps else None
+        first = _int(fps) if fps else None
     except ValueError:
-        raise RuleViolation("GR-F01", f"GR-S12: first_player_seat={fps!r} is not a seat") from None
+        raise RuleViolation("GR-F01", f"GR-S12: first_player_seat={_show(fps)} is not a seat") from None
     cat = v["cat_burglar_steal"]
     timeouts = v["timeouts"]
     assert isinstance(cat, tuple) and isinstance(timeouts, tuple)
@@ -209,7 +246,12 @@ def _build(seats: int, v: dict[str, object]) -> Config:
 
 
 def _check(c: Config) -> None:
+    if not 1 <= c.isk_tokens <= MAX_ISK:
+        raise RuleViolation("GR-F01", f"GR-S03: isk_tokens must be between 1 and {MAX_ISK}")
     coffers = dict(c.coffers_by_players)
+    if any(not data.MIN_SEATS <= n <= data.MAX_SEATS or not 0 <= isk <= MAX_ISK for n, isk in coffers.items()):
+        raise RuleViolation("GR-F01", f"GR-S04: coffers_by_players maps {data.MIN_SEATS}..{data.MAX_SEATS} players "
+                                      f"to 0..{MAX_ISK} ISK")
     if c.seats not in coffers:
         raise RuleViolation("GR-F01", f"GR-S04: coffers_by_players has no entry for {c.seats} players")
     if coffers[c.seats] > c.isk_tokens:
@@ -222,16 +264,16 @@ def _check(c: Config) -> None:
         raise RuleViolation("GR-F01", "GR-S07: each Ringleader at most once")
     if c.first_player_seat is not None and not 0 <= c.first_player_seat < c.seats:
         raise RuleViolation("GR-F01", f"GR-S12: first_player_seat {c.first_player_seat} is not a seat")
-    if not 0 <= c.cat_burglar_min <= c.cat_burglar_max:
-        raise RuleViolation("GR-F01", "GR-K17: cat_burglar_steal needs 0 <= min <= max")
+    if not 0 <= c.cat_burglar_min <= c.cat_burglar_max <= MAX_ISK:
+        raise RuleViolation("GR-F01", f"GR-K17: cat_burglar_steal needs 0 <= min <= max <= {MAX_ISK}")
     if any(t not in TIEBREAKS for t in c.tiebreak) or len(set(c.tiebreak)) != len(c.tiebreak):
         raise RuleViolation("GR-F01", f"GR-T01: tiebreak: a list of distinct {TIEBREAKS}")
     if not 1 <= c.max_rounds <= data.MAX_ROUNDS:
         raise RuleViolation("GR-F01", f"GR-E08: max_rounds must be between 1 and {data.MAX_ROUNDS} (the step bound of INFO)")
-    if any(count < 0 or value < 0 for count, value in c.colour_bonus):
-        raise RuleViolation("GR-F01", "GR-E05: colour_bonus values are not negative")
-    if c.play_timeout < 0 or c.choice_timeout < 0:
-        raise RuleViolation("GR-F01", "GR-D06: timeouts are not negative")
+    if any(not 0 <= count <= len(data.JOBS) or not 0 <= value <= MAX_ISK for count, value in c.colour_bonus):
+        raise RuleViolation("GR-F01", f"GR-E05: colour_bonus maps 0..{len(data.JOBS)} Jobs to 0..{MAX_ISK}")
+    if not (0 <= c.play_timeout <= MAX_TIMEOUT_S and 0 <= c.choice_timeout <= MAX_TIMEOUT_S):
+        raise RuleViolation("GR-F01", f"GR-D06: timeouts are between 0 and {MAX_TIMEOUT_S:.0f} seconds")
 
 
 @lru_cache(maxsize=256)

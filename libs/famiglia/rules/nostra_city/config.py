@@ -1,11 +1,13 @@
 """Match options (NC-K90): keys, defaults and the rule each one comes from.
 
 Options arrive as strings; `Config.parse` validates them and refuses bad values
-with a RuleViolation naming NC-K90.
+with a RuleViolation naming NC-K90. Numbers are ASCII digits (an optional minus sign for the
+Jury Box) within the bounds below, every key checked whatever the player count.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -13,6 +15,17 @@ from famiglia.engine import RuleViolation
 from famiglia.engine.protocol import OptionSpec
 
 _BOOL = ("true", "false")
+VERDICT_START_RANGE = (-20, 20)
+"""NC-V03: a Jury Box start V (the seed's values are 2 and 3)."""
+MAX_TIMEOUT_S = 86_400
+"""NC-D02: a clock, at most a day."""
+_WHOLE = re.compile(r"-?[0-9]{1,12}")
+_SHOWN = 40
+
+
+def _show(value: str) -> str:
+    """A value as a message quotes it: long values cut short."""
+    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("first_player_seat", "random", "seat holding the First Player card, or random",
@@ -91,19 +104,24 @@ class Config:
         for key, value in options.items():
             spec = known.get(key)
             if spec is None:
-                raise RuleViolation("NC-K90", f"unknown option {key!r}")
+                raise RuleViolation("NC-K90", f"unknown option {_show(str(key))}")
             if spec.choices and value not in spec.choices:
-                raise RuleViolation("NC-K90", f"option {key}={value!r} not in {spec.choices}")
+                raise RuleViolation("NC-K90", f"option {key}={_show(str(value))} not in {spec.choices}")
             values[key] = str(value)
 
         def integer(key: str, low: int, high: int) -> int:
-            try:
-                n = int(values[key])
-            except ValueError:
-                raise RuleViolation("NC-K90", f"option {key} must be an integer") from None
+            text = values[key].strip()
+            if not _WHOLE.fullmatch(text):
+                raise RuleViolation("NC-K90", f"option {key}={_show(values[key])} must be a whole number "
+                                              f"within {low}..{high}")
+            n = int(text)
             if not low <= n <= high:
                 raise RuleViolation("NC-K90", f"option {key} must be within {low}..{high}")
             return n
+
+        # Every player count's start V is checked, not only this match's: the options are
+        # recorded whole, so a value that is wrong for another table size is wrong here too.
+        starts = {n: integer(f"verdict_start_{n}", *VERDICT_START_RANGE) for n in (3, 4, 5)}
 
         fp = values["first_player_seat"]
         first = -1 if fp == "random" else int(fp)
@@ -112,7 +130,7 @@ class Config:
         return Config(
             seats=seats,
             first_player_seat=first,
-            verdict_start=integer(f"verdict_start_{seats}", -20, 20),
+            verdict_start=starts[seats],
             value_weighted=values["verdict_count_mode"] == "value_weighted",
             tie_innocent=values["verdict_tie_result"] == "innocent",
             zealous_needs_titles=values["zealous_needs_titles_given"] == "true",
@@ -124,6 +142,6 @@ class Config:
             investigation_respect=int(values["investigation_win_respect"]),
             zealous_cards=int(values["zealous_cards"]),
             zealous_respect=int(values["zealous_respect"]),
-            turn_timeout=float(integer("turn_timeout_s", 0, 86400)),
-            choice_timeout=float(integer("choice_timeout_s", 0, 86400)),
+            turn_timeout=float(integer("turn_timeout_s", 0, MAX_TIMEOUT_S)),
+            choice_timeout=float(integer("choice_timeout_s", 0, MAX_TIMEOUT_S)),
         )

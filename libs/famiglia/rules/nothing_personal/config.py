@@ -1,10 +1,12 @@
 """Match options of Nothing Personal, named after the rules file; validated once (NP-X21).
 
-Options arrive as strings. Every variant is off by default (NP-V1..NP-V9).
+Options arrive as strings. Every variant is off by default (NP-V1..NP-V9). Numbers are ASCII
+digits within each key's bounds; a bad value is refused with the rule id of its key.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +31,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
+MAX_COLOUR_CHARS = 24
+"""NP-S2: a family colour is a short printable name."""
+_WHOLE = re.compile(r"[0-9]{1,12}")
+_SHOWN = 40
+
+
+def _show(value: str) -> str:
+    """A value as a message quotes it: long values cut short."""
+    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     commission_turns: int = 30
@@ -44,11 +57,10 @@ class Config:
 
 
 def _int(options: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
-    raw = options.get(key, str(default))
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        raise RuleViolation(_rule(key), f"{key} must be an integer, not {raw!r}") from None
+    raw = str(options.get(key, str(default))).strip()
+    if not _WHOLE.fullmatch(raw):
+        raise RuleViolation(_rule(key), f"{key} must be a whole number from {low} to {high}, not {_show(raw)}")
+    value = int(raw)
     if not low <= value <= high:
         raise RuleViolation(_rule(key), f"{key} must be between {low} and {high}")
     return value
@@ -57,7 +69,7 @@ def _int(options: Mapping[str, str], key: str, default: int, low: int, high: int
 def _bool(options: Mapping[str, str], key: str) -> bool:
     raw = str(options.get(key, "false")).lower()
     if raw not in ("true", "false"):
-        raise RuleViolation(_rule(key), f"{key} must be true or false, not {raw!r}")
+        raise RuleViolation(_rule(key), f"{key} must be true or false, not {_show(raw)}")
     return raw == "true"
 
 
@@ -71,7 +83,7 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
     known = {o.key for o in OPTIONS}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise RuleViolation("NP-X21", f"unknown option(s) {unknown}")
+        raise RuleViolation("NP-X21", f"unknown option(s) {', '.join(_show(k) for k in unknown)}")
     expansions = parse_expansions(options.get("expansions", ""))
     colours: tuple[str, ...] = COLOURS
     raw = options.get("colours", "")
@@ -79,6 +91,9 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
         colours = tuple(c.strip() for c in raw.split(","))
         if len(colours) < seats or len(set(colours)) != len(colours) or not all(colours):
             raise RuleViolation("NP-S2", "colours must name one distinct colour per seat")
+        if len(colours) > len(COLOURS) or any(len(c) > MAX_COLOUR_CHARS or not c.isprintable() for c in colours):
+            raise RuleViolation("NP-S2", f"colours names at most {len(COLOURS)} colours, each at most "
+                                         f"{MAX_COLOUR_CHARS} printable characters")
     return Config(
         commission_turns=_int(options, "commission_turns", 30, 0, 60),
         offers_per_phase=_int(options, "offers_per_phase", 3, 0, 10),
@@ -97,11 +112,12 @@ def parse_expansions(raw: str) -> tuple[str, ...]:
     """NP-V7: the named sets must be installed (see `expansions`); none is shipped."""
     names = tuple(set_name(n) for n in str(raw).split(",") if n.strip())
     if len(set(names)) != len(names):
-        raise RuleViolation("NP-V7", f"an expansion set is named twice in {raw!r}")
+        raise RuleViolation("NP-V7", f"an expansion set is named twice in {_show(str(raw))}")
     for name in names:
         if name not in SETS:
             why = REFUSED.get(name)
-            raise RuleViolation("NP-V7", f"expansion set {name!r} is not installed: "
+            file = f"{name}.toml" if len(name) <= _SHOWN else "such file"
+            raise RuleViolation("NP-V7", f"expansion set {_show(name)} is not installed: "
                                 + (f"its file was refused ({why})" if why else
-                                   f"no {name}.toml in the expansion data directories (no set is shipped)"))
+                                   f"no {file} in the expansion data directories (no set is shipped)"))
     return names
