@@ -38,7 +38,8 @@ class MatchCreator(Protocol):
 
 
 PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                       grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED})
+                       grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED,
+                       grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.OUT_OF_RANGE})
 
 
 class GrpcMatchCreator:
