@@ -1,6 +1,7 @@
 """`python -m services.projection [run]`: consume into the read models and serve QueryService
 until SIGTERM/SIGINT. `... rebuild`: rebuild every read model from the archive and the streams.
-`... migrate`: bring the schema to head and exit."""
+`... migrate`: bring the schema to head and exit. `... parked` / `... unpark MATCH_ID...`: list the
+matches the projection gave up on (poison entries) / project them again after a fix."""
 
 from __future__ import annotations
 
@@ -45,8 +46,36 @@ def cmd_rebuild(settings: Settings) -> int:
     print(f"rebuilt from {report.archived} archived events and {report.entries} stream entries: "
           f"{report.applied} events projected, "
           f"{report.matches_finished} matches finished"
-          + (f", {report.left_deferred} entries after gaps NOT projected" if report.left_deferred else ""))
-    return 0 if not report.left_deferred else 1
+          + (f", {report.left_deferred} entries after gaps NOT projected" if report.left_deferred else "")
+          + (f", {report.parked} entries of poison matches parked (see the log)" if report.parked else ""))
+    return 0 if not (report.left_deferred or report.parked) else 1
+
+
+def cmd_unpark(settings: Settings, match_ids: list[str]) -> int:
+    """Forget the dead-letter record of each match and project it from its own stream."""
+    app = bootstrap(settings=settings)
+    failed = 0
+    try:
+        for match_id in match_ids:
+            outcome = app.unpark(match_id)
+            if outcome.parked or outcome.deferred:
+                failed += 1
+                print(f"{match_id}: still not projectable ({len(outcome.parked)} entries parked again)")
+            else:
+                print(f"{match_id}: {len(outcome.applied)} events projected, {len(outcome.skipped)} already there")
+    finally:
+        app.close()
+    return 1 if failed else 0
+
+
+def cmd_parked(settings: Settings) -> int:
+    app = bootstrap(settings=settings)
+    try:
+        for match_id, record in sorted(app.dead_letters().records().items()):
+            print(f"{match_id}  seq {record.get('seq')}  {record.get('event_id')}  {record.get('reason')}")
+    finally:
+        app.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("run", help="consume and serve QueryService (the default)")
     sub.add_parser("rebuild", help="rebuild every read model from the archive and the streams")
     sub.add_parser("migrate", help="bring the schema to head and exit")
+    sub.add_parser("parked", help="list the matches the projection parked (poison entries)")
+    unpark = sub.add_parser("unpark", help="project parked matches again from their streams (after a fix)")
+    unpark.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
     args = parser.parse_args(argv)
     configure("projection")
     configure_metrics("projection")
@@ -62,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     if args.cmd == "rebuild":
         return cmd_rebuild(settings)
+    if args.cmd == "parked":
+        return cmd_parked(settings)
+    if args.cmd == "unpark":
+        return cmd_unpark(settings, args.match_ids)
     if args.cmd == "migrate":
         bootstrap(settings=settings).close()
         return 0

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Engine
 
 from famiglia.engine.registry import Registry
+from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
 
 from . import schema
 from .lag import LagMonitor
-from .projector import Projector
+from .parking import DeadLetters
+from .projector import BatchOutcome, Projector
 from .rebuild import RebuildReport, rebuild
 from .retention import RetentionSweep
 from .runner import ProjectionRunner
@@ -49,6 +51,24 @@ class ProjectionApp:
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> RebuildReport:
         return rebuild(self.store, self.sql, self.projector, progress=progress)
+
+    def dead_letters(self) -> DeadLetters:
+        return DeadLetters(self.store)
+
+    def unpark(self, match_id: str) -> BatchOutcome:
+        """Forget a parked match's record and project it from its own stream (once its cause is
+        fixed). Running consumers stop parking its later entries at their next refresh."""
+        self.dead_letters().forget(match_id)
+        partition = self.store.partition_of(match_id)
+        entries = [PartitionEntry(partition, "0-0", env) for env in self.store.read(match_id)]
+        projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size, park_after=1)
+        try:
+            outcome = projector.project(entries)
+        finally:
+            projector.release()
+        if outcome.parked:
+            DeadLetters(self.store).record(outcome.parked, "unpark")
+        return outcome
 
     def close(self) -> None:
         self.projector.release()

@@ -13,6 +13,14 @@ The partition checkpoint (newest entry id committed per partition) commits in
 the same transaction. It is not the skip rule: when consumers share a
 partition, entries below the newest committed one may still be unprojected.
 
+A poison entry — one whose match fails in a transaction of its own, batch after batch, for a
+reason no retry mends (a unique violation, data the database refuses, a record our code cannot
+read) — is *parked*: after `park_after` such failures its match's entries are handed back in
+`BatchOutcome.parked` (the runner acks them and writes a dead-letter record) and every later
+entry of the match follows them, so one bad match never stops the others. A match whose first
+event is not `match_created` is parked at once. Failures of the database itself (connection
+lost, locked, serialisation) are never parked: they fail the round, which is retried.
+
 A batch costs little beyond its events: the matches are folded in memory and
 what they change is written with one statement per kind of row (`writes.py`),
 not per match.
@@ -32,7 +40,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
 
 from famiglia.engine import Result
@@ -63,10 +71,31 @@ class BatchOutcome:
     newest_event_ms: int = 0
     finished_matches: list[str] = field(default_factory=list)
     attempts: int = 1
+    parked: list[Parked] = field(default_factory=list)
+    """Entries given up on (poison): ack them, keep a dead-letter record."""
 
     @property
     def done(self) -> list[PartitionEntry]:
         return self.applied + self.skipped
+
+    def merge(self, other: BatchOutcome) -> None:
+        self.applied += other.applied
+        self.skipped += other.skipped
+        self.deferred += other.deferred
+        self.parked += other.parked
+        self.finished_matches += other.finished_matches
+        self.newest_event_ms = max(self.newest_event_ms, other.newest_event_ms)
+        self.attempts = max(self.attempts, other.attempts)
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A poison entry and why it was given up on."""
+
+    entry: PartitionEntry
+    reason: str
+    first: bool = False
+    """The entry that got its match parked (False: a later entry of an already parked match)."""
 
 
 class RetryBatch(Exception):
@@ -106,12 +135,18 @@ class MatchCache:
 class Projector:
     """Applies batches of partition entries to the read models (see the module docstring)."""
 
-    def __init__(self, engine: Engine, registry: Registry, *, cache_size: int = 2000, max_attempts: int = 8
-                 ) -> None:
+    def __init__(self, engine: Engine, registry: Registry, *, cache_size: int = 2000, max_attempts: int = 8,
+                 park_after: int = 3) -> None:
         self.engine = engine
         self.registry = registry
         self.cache = MatchCache(cache_size)
         self.max_attempts = max_attempts
+        self.park_after = park_after
+        """Failures of a match in a transaction of its own before its entries are parked."""
+        self.parked_matches: set[str] = set()
+        """Matches given up on: their entries are parked without being tried (the runner
+        loads the dead-letter records of other consumers into it)."""
+        self._strikes: dict[str, int] = {}
         self.ratings = RatingBook()
         self.writer = BatchWriter(engine.dialect.name)
         self._conn: Connection | None = None
@@ -148,7 +183,9 @@ class Projector:
 
     # -- the batch ----------------------------------------------------------------------
     def project(self, entries: Sequence[PartitionEntry]) -> BatchOutcome:
-        """Apply what can be applied, in one transaction; retried when it loses a race."""
+        """Apply what can be applied, in one transaction; retried when it loses a race. A batch
+        that fails for good is split by match, so a poison match is found and, when it keeps
+        failing, parked (module docstring)."""
         unique: dict[tuple[str, int], PartitionEntry] = {}
         for entry in entries:
             unique.setdefault((entry.envelope.match_id, entry.envelope.seq), entry)
@@ -157,12 +194,81 @@ class Projector:
         by_match: dict[str, list[PartitionEntry]] = {}
         for (match_id, _seq), entry in sorted(unique.items()):
             by_match.setdefault(match_id, []).append(entry)
+        outcome = BatchOutcome()
+        for match_id in [m for m in by_match if m in self.parked_matches]:
+            outcome.parked += [Parked(e, "match_parked") for e in by_match.pop(match_id)]
+        # A match that failed before goes alone, so it cannot fail the others' transaction again.
+        suspects = [m for m in by_match if m in self._strikes]
+        main = {m: group for m, group in by_match.items() if m not in self._strikes}
+        failures: list[tuple[str, Exception]] = []
+        if main:
+            try:
+                outcome.merge(self._project(main))
+            except Exception as exc:
+                if not _poison_like(exc):
+                    raise
+                if len(main) == 1:
+                    failures.append((next(iter(main)), exc))
+                else:
+                    log.warning("projection_batch_split", matches=len(main), reason=_reason(exc))
+                    suspects += list(main)
+        for match_id in suspects:
+            try:
+                # Alone, a lost race is redone at once; a few attempts tell it from a poison entry.
+                outcome.merge(self._project({match_id: by_match[match_id]}, attempts=min(3, self.max_attempts)))
+                self._strikes.pop(match_id, None)
+            except Exception as exc:
+                if not _poison_like(exc):
+                    raise
+                failures.append((match_id, exc))
+        if failures:
+            self._strike(outcome, failures, by_match)
+        for parked in outcome.parked:
+            env = parked.entry.envelope
+            if parked.first:
+                self.parked_matches.add(env.match_id)
+                log.error("projection_match_parked", match_id=env.match_id, seq=env.seq, event_id=env.event_id,
+                          partition=parked.entry.partition, entry_id=parked.entry.entry_id, reason=parked.reason)
+            else:
+                log.warning("projection_entry_parked", match_id=env.match_id, seq=env.seq, event_id=env.event_id,
+                            partition=parked.entry.partition, entry_id=parked.entry.entry_id, reason=parked.reason)
+        return outcome
+
+    def _strike(self, outcome: BatchOutcome, failures: list[tuple[str, Exception]],
+                by_match: dict[str, list[PartitionEntry]]) -> None:
+        """Count a failure against each failing match; park those that reached `park_after`.
+        When nothing else moved, the round fails instead (the error is raised): if several
+        matches fail alone at once, the fault is ours or the database's, not theirs, and
+        nothing is counted."""
+        if not outcome.applied and len(failures) > 1:
+            raise failures[0][1]
+        if len(self._strikes) > 10_000:  # matches that failed once and never came back
+            self._strikes.clear()
+        for match_id, exc in failures:
+            strikes = self._strikes[match_id] = self._strikes.get(match_id, 0) + 1
+            group = by_match[match_id]
+            if strikes < self.park_after:
+                log.warning("projection_match_failed", match_id=match_id, strikes=strikes,
+                            park_after=self.park_after, first_seq=group[0].envelope.seq, reason=_reason(exc))
+                outcome.deferred += group
+                continue
+            del self._strikes[match_id]
+            reason = _reason(exc)
+            outcome.parked += [Parked(e, reason, first=i == 0) for i, e in enumerate(group)]
+        if not outcome.applied and not outcome.parked:
+            raise failures[0][1]
+
+    def _project(self, by_match: dict[str, list[PartitionEntry]], attempts: int = 0) -> BatchOutcome:
+        """One transaction over `by_match`, redone when it loses a race (`attempts` times at most,
+        0: `max_attempts`)."""
         traced = spans_exported()
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = attempts or self.max_attempts
+        for attempt in range(1, attempts + 1):
             try:
                 # A span nobody exports still costs its context switch and attributes on every batch.
                 with (tracer().start_as_current_span("projection.batch",
-                                                     attributes={"entries": len(unique), "attempt": attempt})
+                                                     attributes={"entries": sum(map(len, by_match.values())),
+                                                                 "attempt": attempt})
                       if traced else contextlib.nullcontext()):
                     with self._transaction() as conn:
                         outcome = self._apply_batch(conn, by_match)
@@ -171,7 +277,7 @@ class Projector:
                 return outcome
             except (RetryBatch, IntegrityError, OperationalError, DBAPIError) as exc:
                 self.cache.drop(by_match)
-                if attempt == self.max_attempts or not _retryable(exc):
+                if attempt == attempts or not _retryable(exc):
                     raise
                 log.info("projection_batch_retry", attempt=attempt, reason=type(exc).__name__)
                 time.sleep(min(0.5, 0.01 * 2**attempt))
@@ -198,8 +304,10 @@ class Projector:
                     outcome.skipped.append(entry)
                 elif seq == version + 1:
                     if seq == 1 and entry.envelope.type != MATCH_CREATED:
+                        # Never a match: parked at once (acked with a dead-letter record by the runner).
                         log.error("projection_not_a_match", match_id=match_id, type=entry.envelope.type)
-                        outcome.deferred.extend(group[i:])  # poison: left pending, never wedges the batch
+                        outcome.parked += [Parked(e, f"not_a_match: first event is {e.envelope.type!r}",
+                                                  first=j == 0) for j, e in enumerate(group[i:])]
                         break
                     ready.append(entry)
                     version = seq
@@ -371,6 +479,21 @@ def _rated(match: MatchRow, seats: list[SeatResult]) -> MatchOutcome:
     """A finished match as the ratings need it (seats without a player are not rated)."""
     return MatchOutcome(match.match_id, match.finished_ms or match.last_event_ms,
                         tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id))
+
+
+def _poison_like(exc: BaseException) -> bool:
+    """Whether a failure may be the data's fault (and so end in parking): a constraint the
+    events break, a value the database refuses, an error of our own code reading them — not
+    the database being away, locked or in a serialisation conflict."""
+    if isinstance(exc, (IntegrityError, DataError)):
+        return True
+    if isinstance(exc, (DBAPIError, RetryBatch)):
+        return False
+    return isinstance(exc, Exception)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -50,6 +50,8 @@ class RebuildReport:
     """Events whose earlier events are in neither the archive nor the streams: not projected."""
     archived: int = 0
     """Archived events read."""
+    parked: int = 0
+    """Entries of matches the projector gave up on (poison; logged as projection_match_parked)."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[PartitionEntry]:
@@ -107,9 +109,10 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
     _restore_tournaments(engine, recorded)
     with engine.begin() as conn:
         conn.execute(text(f"DROP TABLE {KEPT_ARCHIVE}"))
-    report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived)
+    report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
+                           feed.parked)
     log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
-             finished=report.matches_finished, left_deferred=report.left_deferred)
+             finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked)
     return report
 
 
@@ -124,6 +127,7 @@ class _Feed:
     read: int = 0
     applied: int = 0
     finished: int = 0
+    parked: int = 0
 
     def __post_init__(self) -> None:
         self.pending: list[PartitionEntry] = []
@@ -142,6 +146,7 @@ class _Feed:
         outcome = self.projector.project(self.deferred + self.pending)
         self.applied += len(outcome.applied)
         self.finished += len(outcome.finished_matches)
+        self.parked += len(outcome.parked)
         self.deferred, self.pending = outcome.deferred, []
         if self.progress is not None:
             self.progress(self.read)

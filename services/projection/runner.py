@@ -9,6 +9,10 @@ which finds its events already done). Deferred entries (an earlier event of the 
 else's hands) stay pending under this consumer and are retried next round;
 should this process die they are XAUTOCLAIMed like any other.
 
+Entries the projector parked (poison: see `projector.py`) are acked like done ones
+and recorded as dead letters (`parking.py`); the parked matches are read back from
+Redis at start and every `claim_every_s`, so every consumer parks their later entries.
+
 Run more processes (distinct consumer names, one group) to scale out.
 """
 
@@ -27,6 +31,7 @@ from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor
+from .parking import DeadLetters
 from .projector import BatchOutcome, Projector
 from .retention import RetentionSweep
 
@@ -75,6 +80,7 @@ class ProjectionRunner:
         self._last_retention = time.monotonic()
         name = self.config.consumer or default_consumer_name()
         self.consumer = PartitionConsumer.for_store(store, self.config.group, name)
+        self.dead_letters = DeadLetters(store)
         self.lag = lag
         self.deferred: dict[tuple[int, str], PartitionEntry] = {}
         self._last_claim = 0.0
@@ -96,7 +102,12 @@ class ProjectionRunner:
     def start(self) -> None:
         """Create the group on every partition from the beginning of history (a new group sees everything)."""
         self.consumer.ensure_groups("0")
+        self.refresh_parked()
         self._started = True
+
+    def refresh_parked(self) -> None:
+        """The parked matches as recorded in Redis (by any consumer, or forgotten by `unpark`)."""
+        self.projector.parked_matches = self.dead_letters.parked_matches()
 
     def run_once(self, block_ms: int | None = None) -> BatchOutcome:
         """One round; returns what the batch did."""
@@ -107,6 +118,7 @@ class ProjectionRunner:
         now = time.monotonic()
         if now - self._last_claim >= self.config.claim_every_s:
             self._last_claim = now
+            self.refresh_parked()
             claimed = self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4)
             if claimed:
                 log.info("projection_claimed", entries=len(claimed), consumer=self.name)
@@ -145,7 +157,10 @@ class ProjectionRunner:
         if not entries:
             return BatchOutcome()
         outcome = self.projector.project(entries)
-        self.unacked += outcome.done
+        if outcome.parked:
+            # Recorded before they are acked: a parked entry is never dropped without a trace.
+            self.dead_letters.record(outcome.parked, self.name)
+        self.unacked += outcome.done + [p.entry for p in outcome.parked]
         self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
         self.projected += len(outcome.applied)
         if outcome.applied and self.lag is not None:

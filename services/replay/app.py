@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.auth.tokens import WrongKind
 from famiglia.engine import Pending, pending_for
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
-from famiglia.eventstore.envelopes import MATCH_CREATED, new_event_id, open_event
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_event
 from famiglia.grpcutil.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -41,8 +42,9 @@ from famiglia.replay.access import (
     shown_event,
     view_text,
 )
+from famiglia.replay.admission import Refused, stored_envelopes
 from famiglia.replay.sources import EventSource
-from famiglia.replay.timeline import DEFAULT_EVERY, MatchTimeline, TimelineCache
+from famiglia.replay.timeline import DEFAULT_EVERY, MatchTimeline, TimelineCache, UnreadableEvent
 from famiglia.replay.verify import Report, verify_envelopes, verify_export
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -50,6 +52,12 @@ from famiglia.v1.replay_service_pb2 import MatchExport
 
 log = get_logger("famiglia.replay")
 MAX_PAGE = 1000
+
+
+def envelope_ms(env: EventEnvelope) -> int:
+    """An event's time in ms, without Timestamp.ToMilliseconds' range check: a stored record
+    with an impossible time is still shown, not turned into a server error."""
+    return env.timestamp.seconds * 1000 + env.timestamp.nanos // 1_000_000
 
 
 @dataclass
@@ -81,9 +89,24 @@ class Step:
 
 @dataclass
 class EventInfo:
+    """One line of ListMatchEvents as the asker may see it. A hidden event keeps its place
+    (event id, seq) and nothing else: no type, no acting seat (-1, as for the server), no
+    time (0), no command id."""
+
     envelope: EventEnvelope
     type: str
     hidden: bool
+    seat: int = -1
+    timestamp_ms: int = 0
+    command_id: str = ""
+
+    @classmethod
+    def shown(cls, env: EventEnvelope, type_: str) -> EventInfo:
+        return cls(env, type_, False, env.seat, envelope_ms(env), env.command_id)
+
+    @classmethod
+    def concealed(cls, env: EventEnvelope) -> EventInfo:
+        return cls(env, "", True)
 
 
 @dataclass
@@ -167,6 +190,10 @@ class ReplayApp:
             return None
         except UnknownGame as exc:
             raise FailedPrecondition("unknown_game", f"match {match_id} is a game this server lacks: {exc}") from None
+        except UnreadableEvent as exc:
+            log.warning("replay_unreadable_event", match_id=exc.match_id, seq=exc.seq, event_id=exc.event_id,
+                        error=str(exc))
+            raise FailedPrecondition("unreadable_event", str(exc)) from None
 
     def locate(self, event_id: str, match_hint: str = "") -> tuple[MatchTimeline, int]:
         """The match of an event id and its seq, found through the hint or the sources' index."""
@@ -258,7 +285,7 @@ class ReplayApp:
                     continue
                 text = engine.render_event(event)
             if recorded_pace:
-                now_ms = env.timestamp.ToMilliseconds()
+                now_ms = envelope_ms(env)
                 if previous_ms is not None:
                     gap = min(max(now_ms - previous_ms, 0), max_gap_ms) / (speed or 1.0)
                     self._wait(gap / 1000, is_active)
@@ -301,11 +328,11 @@ class ReplayApp:
         for seq in range(start, end + 1):
             env = timeline.envelope(seq)
             if env.type == MATCH_CREATED:
-                infos.append(EventInfo(env, MATCH_CREATED, False))
+                infos.append(EventInfo.shown(env, MATCH_CREATED))
                 continue
             shown = shown_event(engine, open_event(engine, env), access)
-            kind = (shown.WhichOneof("kind") or "") if shown is not None else ""
-            infos.append(EventInfo(env, kind, shown is None))
+            infos.append(EventInfo.concealed(env) if shown is None
+                         else EventInfo.shown(env, shown.WhichOneof("kind") or ""))
         next_token = str(end + 1) if end < timeline.last_seq else ""
         return EventPage(timeline, infos, next_token)
 
@@ -323,21 +350,35 @@ class ReplayApp:
     def verify_file(self, data: bytes) -> Report:
         return verify_export(self.registry, self._load(data))
 
-    def import_file(self, data: bytes, *, new_match_id: str = "", allow_unverified: bool = False
-                    ) -> tuple[str, int, Report]:
+    def operator_of(self, token: str | None) -> str:
+        """The operator an operator token names; UNAUTHENTICATED without a valid one,
+        PERMISSION_DENIED for a valid token of another kind (a seat or player token)."""
+        if not token:
+            raise Unauthenticated("no_token", "this call needs `authorization: Bearer <operator token>`")
+        try:
+            return self.signer.read_operator(token)
+        except WrongKind:
+            raise PermissionDenied("operator_only", "only an operator token may import matches") from None
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
+
+    def import_file(self, data: bytes, *, token: str | None, new_match_id: str = "",
+                    allow_unverified: bool = False) -> tuple[str, int, Report]:
+        """Store an export (an operator action): checked to be readable by every service
+        (`famiglia.replay.admission`, whatever `allow_unverified` says), verified unless
+        `allow_unverified`, stored under fresh event ids and attributed to no player or tournament."""
+        operator = self.operator_of(token)
         if self.store is None:
             raise FailedPrecondition("imports_disabled", "this replay server does not import matches")
         export = self._load(data)
+        match_id = new_match_id or export.match_id
+        try:
+            envelopes = stored_envelopes(self.registry, export, match_id)
+        except Refused as exc:
+            raise (FailedPrecondition if exc.precondition else InvalidArgument)(exc.code, exc.message) from None
         report = verify_export(self.registry, export)
         if not report.ok and not allow_unverified:
             raise FailedPrecondition("unverified", report.describe())
-        envelopes = [EventEnvelope.FromString(e.SerializeToString()) for e in export.events]
-        match_id = new_match_id or export.match_id
-        if new_match_id:
-            # Event ids are globally unique: a copy under another id gets its own.
-            for env in envelopes:
-                env.match_id = new_match_id
-                env.event_id = new_event_id(env.timestamp.ToMilliseconds())
         try:
             result = self.store.append(match_id, 0, envelopes)
         except ConcurrencyConflict:
@@ -345,7 +386,8 @@ class ReplayApp:
         except ValueError as exc:
             raise InvalidArgument("bad_export", str(exc)) from None
         self.timelines.forget(match_id)
-        log.info("match_imported", match_id=match_id, events=len(envelopes), verified=report.ok)
+        log.info("match_imported", match_id=match_id, source_match_id=export.match_id, events=len(envelopes),
+                 verified=report.ok, operator=operator)
         return match_id, result.version, report
 
     @staticmethod

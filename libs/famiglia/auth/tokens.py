@@ -1,5 +1,10 @@
 """HMAC-signed tokens. A seat token names one match and one seat and nothing else, so a
-leaked token can act for that seat only; the server keeps no token table."""
+leaked token can act for that seat only; the server keeps no token table.
+
+Kinds (claim `k`): `seat` (one seat of one match), `player` (one player) and `operator`
+(operator actions such as ReplayService.ImportMatch; minted from the deployment's secret
+by the CLI, and short-lived: it carries an expiry, claim `x`, in unix seconds).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,19 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from dataclasses import dataclass
+
+OPERATOR_TTL_S = 3600
+"""How long an operator token minted without an explicit ttl stays valid."""
 
 
 class InvalidToken(Exception):
     pass
+
+
+class WrongKind(InvalidToken):
+    """A well-signed token of another kind (a seat token where an operator token is needed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,10 @@ class TokenSigner:
         return f"{body}.{self._sign(body)}"
 
     def read(self, token: str) -> dict[str, object]:
+        # A token is base64url and a dot: anything else (non-ASCII text, which compare_digest
+        # refuses with a TypeError) reads as a bad token, never as a server error.
+        if not isinstance(token, str) or not token.isascii():
+            raise InvalidToken("malformed token")
         try:
             body, sig = token.split(".", 1)
         except ValueError:
@@ -57,13 +74,17 @@ class TokenSigner:
             raise InvalidToken("malformed token body")
         return claims
 
+    def _of_kind(self, token: str, kind: str) -> dict[str, object]:
+        claims = self.read(token)
+        if claims.get("k") != kind:
+            raise WrongKind(f"not {'an' if kind[0] in 'aeiou' else 'a'} {kind} token")
+        return claims
+
     def seat_token(self, match_id: str, seat: int, player_id: str = "") -> str:
         return self.issue({"k": "seat", "m": match_id, "s": seat, "p": player_id})
 
     def read_seat(self, token: str) -> SeatClaim:
-        claims = self.read(token)
-        if claims.get("k") != "seat":
-            raise InvalidToken("not a seat token")
+        claims = self._of_kind(token, "seat")
         m, s, p = claims.get("m"), claims.get("s"), claims.get("p", "")
         if not isinstance(m, str) or not isinstance(s, int) or not isinstance(p, str):
             raise InvalidToken("malformed seat token")
@@ -73,8 +94,26 @@ class TokenSigner:
         return self.issue({"k": "player", "p": player_id})
 
     def read_player(self, token: str) -> str:
-        claims = self.read(token)
-        p = claims.get("p")
-        if claims.get("k") != "player" or not isinstance(p, str):
+        p = self._of_kind(token, "player").get("p")
+        if not isinstance(p, str):
             raise InvalidToken("not a player token")
         return p
+
+    def operator_token(self, operator: str = "operator", *, ttl_s: float = OPERATOR_TTL_S,
+                       now: float | None = None) -> str:
+        """A token for operator actions (ImportMatch), valid for `ttl_s` seconds."""
+        if ttl_s <= 0:
+            raise ValueError("an operator token needs a positive ttl")
+        issued = time.time() if now is None else now
+        return self.issue({"k": "operator", "o": operator, "x": int(issued + ttl_s)})
+
+    def read_operator(self, token: str, *, now: float | None = None) -> str:
+        """The operator's name; InvalidToken when forged, expired or malformed, WrongKind for
+        a valid token of another kind."""
+        claims = self._of_kind(token, "operator")
+        name, expires = claims.get("o"), claims.get("x")
+        if not isinstance(name, str) or not isinstance(expires, int) or isinstance(expires, bool):
+            raise InvalidToken("malformed operator token")
+        if (time.time() if now is None else now) >= expires:
+            raise InvalidToken("operator token expired")
+        return name

@@ -4,9 +4,14 @@
     famiglia replay events MATCH_ID                 event ids, types and seqs
     famiglia replay export MATCH_ID -o FILE         the whole match as a file
     famiglia replay verify FILE                     re-run it through today's engines
+    famiglia replay import FILE [--as MATCH_ID] [--allow-unverified]
+                                                    store an export here (operator)
 
 `verify` needs no server: it reads the file and runs the engines in process,
 so a file checked on a laptop means the same as one checked by the service.
+`import` is an operator action: it sends an operator token minted from the
+deployment's secret (FAMIGLIA_SECRET, or the embedded stack's var/secret), or
+the one given with --operator-token.
 """
 
 from __future__ import annotations
@@ -30,13 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "replay", help="replay, export or verify a match",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("target", help="an EVENT_ID, or one of: verify, export, events")
-    parser.add_argument("arg", nargs="?", default="", help="FILE for verify, MATCH_ID for export/events")
+    parser.add_argument("target", help="an EVENT_ID, or one of: verify, export, events, import")
+    parser.add_argument("arg", nargs="?", default="", help="FILE for verify/import, MATCH_ID for export/events")
     parser.add_argument("-o", "--output", default="", help="export: where to write the file")
     parser.add_argument("--binary", action="store_true", help="export: protobuf binary instead of JSON")
     parser.add_argument("--token", default="", help="a seat token: see the match as that seat")
     parser.add_argument("--full", action="store_true", help="everything (once the match is over)")
     parser.add_argument("--address", default="", help="replay service (default: FAMIGLIA_REPLAY_ADDR)")
+    parser.add_argument("--as", dest="new_match_id", default="", help="import: store under this match id")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="import: store even if today's engine does not reproduce it")
+    parser.add_argument("--operator-token", default="",
+                        help="import: an operator token (default: one minted from FAMIGLIA_SECRET)")
     parser.set_defaults(func=cmd_replay)
 
 
@@ -46,6 +56,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         if args.target == "export":
             return export_match(_client(args), _need(args.arg, "export MATCH_ID"), args.output, binary=args.binary)
+        if args.target == "import":
+            return import_file(_client(args), Path(_need(args.arg, "import FILE")),
+                               token=args.operator_token or None, new_match_id=args.new_match_id,
+                               allow_unverified=args.allow_unverified)
         if args.target == "events":
             return list_events(_client(args), _need(args.arg, "events MATCH_ID"), token=args.token or None)
         return step_through(_client(args), args.target, token=args.token or None, full=args.full)
@@ -96,6 +110,27 @@ def export_match(client, match_id: str, output: str, *, binary: bool = False) ->
     path.write_bytes(answer.file)
     console.print(f"wrote {path}: {answer.events} events, {answer.commands} commands")
     return 0
+
+
+# -- import ----------------------------------------------------------------------------------
+def import_file(client, path: Path, *, token: str | None = None, new_match_id: str = "",
+                allow_unverified: bool = False, secret: str = "", out: Console | None = None) -> int:
+    """ImportMatch with an operator token (minted from `secret` or the configured one unless
+    given); 0 when stored and verified, 1 when stored unverified, 2 when refused or unreadable."""
+    from famiglia.replay.client import operator_token
+
+    out = out or console
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        out.print(f"[red]cannot read {path}[/]: {exc}")
+        return 2
+    token = token or operator_token(secret or Settings.from_env().secret)
+    answer = client.import_file(data, token=token, new_match_id=new_match_id, allow_unverified=allow_unverified)
+    verified = answer.verification.ok
+    out.print(f"stored match {answer.match_id} ({answer.version} events, "
+              f"{'verified' if verified else 'NOT verified'})", highlight=False)
+    return 0 if verified else 1
 
 
 def list_events(client, match_id: str, *, token: str | None = None) -> int:

@@ -70,12 +70,21 @@ class ReplayClient:
         return self.stub.ExportMatch(pb.ExportMatchRequest(match_id=match_id, binary=binary),
                                      metadata=_metadata(None), timeout=self.timeout)
 
-    def import_file(self, data: bytes, *, new_match_id: str = "", allow_unverified: bool = False
-                    ) -> pb.ImportMatchResponse:
+    def import_file(self, data: bytes, *, token: str | None, new_match_id: str = "",
+                    allow_unverified: bool = False) -> pb.ImportMatchResponse:
+        """ImportMatch, an operator action: `token` is an operator token
+        (`TokenSigner(secret).operator_token()`, see `operator_token` below)."""
         return self.stub.ImportMatch(
             pb.ImportMatchRequest(file=data, new_match_id=new_match_id, allow_unverified=allow_unverified),
-            metadata=_metadata(None), timeout=self.timeout)
+            metadata=_metadata(token), timeout=self.timeout)
 
     def verify(self, *, match_id: str = "", data: bytes | None = None) -> pb.VerifyMatchResponse:
         request = pb.VerifyMatchRequest(file=data) if data is not None else pb.VerifyMatchRequest(match_id=match_id)
         return self.stub.VerifyMatch(request, metadata=_metadata(None), timeout=self.timeout)
+
+
+def operator_token(secret: str, operator: str = "cli") -> str:
+    """A short-lived operator token minted from the deployment's secret (FAMIGLIA_SECRET)."""
+    from famiglia.auth import TokenSigner
+
+    return TokenSigner(secret).operator_token(operator)

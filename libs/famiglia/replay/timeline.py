@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
@@ -26,6 +28,15 @@ from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 DEFAULT_EVERY = 64
 _EVENT_ID = attrgetter("event_id")
+
+
+class UnreadableEvent(ValueError):
+    """A stored event today's engine cannot decode or fold (a corrupt or foreign record)."""
+
+    def __init__(self, match_id: str, seq: int, event_id: str, cause: BaseException) -> None:
+        super().__init__(f"match {match_id} event {seq} ({event_id}) cannot be read: "
+                         f"{type(cause).__name__}: {cause}"[:500])
+        self.match_id, self.seq, self.event_id = match_id, seq, event_id
 
 
 class MatchTimeline:
@@ -42,7 +53,10 @@ class MatchTimeline:
             raise NotAMatch("a match starts with match_created at seq 1")
         first = envelopes[0]
         self.match_id: str = first.match_id
-        self.created: MatchCreated = open_match_created(first)
+        try:
+            self.created: MatchCreated = open_match_created(first)
+        except DecodeError as exc:
+            raise UnreadableEvent(first.match_id, 1, first.event_id, exc) from None
         self.engine: Engine = registry.get(self.created.game_id)
         self._decode: Callable[[bytes], Any] = event_decoder(self.engine)
         """`open_event` without its per-call look-ups (the fold decodes every event)."""
@@ -78,7 +92,10 @@ class MatchTimeline:
                         raise ValueError(f"{match_id}: gap, at {last}, got {seq}")
                     if env.match_id != match_id:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
-                    head = evolve(head, decode(env.payload))
+                    try:
+                        head = evolve(head, decode(env.payload))
+                    except Exception as exc:  # noqa: BLE001 - garbage stored by someone: say which event
+                        raise UnreadableEvent(match_id, seq, env.event_id, exc) from exc
                     keep(env)
                     last = seq
                     if not seq % every:

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError, Message
 from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created, visibility_of, visibility_proto
-from famiglia.v1.envelope_pb2 import EventEnvelope
+from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 from famiglia.v1.replay_service_pb2 import Divergence, MatchExport, VerifyMatchResponse
 
 from .export import recorded_commands, setup_last_seq
@@ -104,7 +104,7 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         if env.seq != i or env.match_id != envelopes[0].match_id:
             raise _Diverged(Divergence(seq=i, reason="format",
                                        detail=f"envelope {i} is seq {env.seq} of match {env.match_id}"))
-    created = open_match_created(envelopes[0])
+    created = _created(envelopes[0])
     report.game_id = created.game_id
     try:
         engine = registry.get(created.game_id)
@@ -112,10 +112,17 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         raise _Diverged(Divergence(seq=1, reason="format", detail=f"no engine for game {created.game_id!r}")) from None
     report.events_checked = 1
 
+    info = engine.info
+    if not info.min_players <= created.seats <= info.max_players:
+        raise _Diverged(Divergence(seq=2, reason="setup", detail=f"{created.game_id} seats {info.min_players}.."
+                                                                 f"{info.max_players} players, not {created.seats}"))
     try:
         setup = engine.setup(MatchConfig(seats=created.seats, options=dict(created.options)), int(created.seed))
     except RuleViolation as exc:
         raise _Diverged(Divergence(seq=2, reason="setup", detail=f"setup refused: {exc.code} {exc.message}")) from None
+    except Exception as exc:  # noqa: BLE001 - an option value the game cannot read (ValueError, OverflowError...)
+        raise _Diverged(Divergence(seq=2, reason="setup",
+                                   detail=f"setup fails on these options: {type(exc).__name__}: {exc}"[:500])) from None
     recorded_setup = list(envelopes[1:setup_last_seq(envelopes)])
     state = _compare_all(engine, None, recorded_setup, setup, 2, report, reason_missing="setup")
     seq = 1 + len(setup)
@@ -144,6 +151,11 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
             raise _Diverged(Divergence(seq=first.seq, reason="refused", command=rendered, seat=first.seat,
                                        expected=_render_recorded(engine, first),
                                        detail=f"today's engine refuses it: {exc.code} {exc.message}")) from None
+        except Exception as exc:  # noqa: BLE001 - a tampered command (a seat out of range...) must not crash us
+            raise _Diverged(Divergence(seq=first.seq, reason="refused", command=rendered, seat=first.seat,
+                                       expected=_render_recorded(engine, first),
+                                       detail=f"today's engine fails on it: {type(exc).__name__}: {exc}"[:500])
+                            ) from None
         # A command's events run until the next recorded command; more produced ones show as missing.
         state = _compare_all(engine, state, group, produced, first.seq, report, command=rendered, seat=first.seat)
         report.commands_checked += 1
@@ -219,12 +231,20 @@ def _safe(render: Any, message: Message) -> str:
         return str(message).replace("\n", " ")
 
 
+def _created(first: EventEnvelope) -> MatchCreated:
+    try:
+        return open_match_created(first)
+    except DecodeError as exc:
+        raise _Diverged(Divergence(seq=1, reason="format", detail=f"the match_created payload does not parse: {exc}")
+                        ) from None
+
+
 # -- the file's own consistency -----------------------------------------------------------------
 def _check_header(export: MatchExport) -> None:
     first = export.events[0]
     if first.type != MATCH_CREATED:
         raise _Diverged(Divergence(seq=first.seq, reason="format", detail="the first event is not match_created"))
-    created = open_match_created(first)
+    created = _created(first)
     header = (export.game_id, export.seats, export.seed, dict(export.options))
     stored = (created.game_id, created.seats, created.seed, dict(created.options))
     if header != stored or export.setup != created:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
 
-from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.errors import FailedPrecondition, InvalidArgument
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.replay.export import dump, file_name
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import replay_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
 
-from ..app import ReplayApp, StateAt, Step
+from ..app import ReplayApp, StateAt, Step, envelope_ms
 
 
 def _pack(message: Message | None) -> any_pb2.Any | None:
@@ -48,7 +48,7 @@ def _step(step: Step) -> pb.ReplayStep:
     env = step.envelope
     out = pb.ReplayStep(event_id=env.event_id, seq=env.seq, type=env.type if step.event is None else
                         (step.event.WhichOneof("kind") or env.type), seat=env.seat, command_id=env.command_id,
-                        timestamp_ms=env.timestamp.ToMilliseconds(), event_text=step.event_text,
+                        timestamp_ms=envelope_ms(env), event_text=step.event_text,
                         view_text=step.view_text, scope=pb.ViewScope.ValueType(step.access.scope))
     event, view = _pack(step.event), _pack(step.view)
     if event is not None:
@@ -89,24 +89,27 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
         reply = pb.ListMatchEventsResponse(match_id=page.timeline.match_id, game_id=page.timeline.game_id,
                                            next_page_token=page.next_token, last_seq=page.timeline.last_seq,
                                            match_finished=page.timeline.finished)
-        for info in page.events:
-            env = info.envelope
-            # A hidden event keeps its place and time; its command id (client-chosen text) is not shown.
-            reply.events.add(event_id=env.event_id, seq=env.seq, type=info.type, seat=env.seat,
-                             command_id="" if info.hidden else env.command_id,
-                             timestamp_ms=env.timestamp.ToMilliseconds(), hidden=info.hidden)
+        for info in page.events:  # hidden ones come already stripped (EventInfo.concealed)
+            reply.events.add(event_id=info.envelope.event_id, seq=info.envelope.seq, type=info.type,
+                             seat=info.seat, command_id=info.command_id, timestamp_ms=info.timestamp_ms,
+                             hidden=info.hidden)
         return reply
 
     @rpc
     def ExportMatch(self, request, context):
         export = self.app.export(request.match_id)
-        return pb.ExportMatchResponse(match_id=export.match_id, file=dump(export, binary=request.binary),
+        try:
+            data = dump(export, binary=request.binary)
+        except json_format.SerializeToJsonError as exc:  # a stored time JSON cannot write (1 AD..9999 only)
+            raise FailedPrecondition("unexportable", f"{exc}; the binary export holds it") from None
+        return pb.ExportMatchResponse(match_id=export.match_id, file=data,
                                       file_name=file_name(export), events=len(export.events),
                                       commands=len(export.commands))
 
     @rpc
     def ImportMatch(self, request, context):
-        match_id, version, report = self.app.import_file(request.file, new_match_id=request.new_match_id,
+        match_id, version, report = self.app.import_file(request.file, token=bearer_token(context),
+                                                         new_match_id=request.new_match_id,
                                                          allow_unverified=request.allow_unverified)
         return pb.ImportMatchResponse(match_id=match_id, version=version, verification=report.to_proto())
 

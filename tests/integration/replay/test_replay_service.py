@@ -10,14 +10,14 @@ from famiglia.cli import replay as cli
 from famiglia.cli.main import main as famiglia_main
 from famiglia.eventstore.envelopes import open_event
 from famiglia.grpcutil.errors import error_code
-from famiglia.replay.client import ReplayClient
+from famiglia.replay.client import ReplayClient, operator_token
 from famiglia.replay.export import dump, load
 from famiglia.replay.sources import MemorySource
 from famiglia.replay.toy import GAME_ID, toy_engine
 from famiglia.v1 import replay_service_pb2 as pb
 
 from ...unit.replay.games import registry
-from .conftest import Stack, play, start_replay
+from .conftest import SECRET, Stack, play, start_replay
 
 TOY_OPTIONS = {"turns": "24"}
 pytestmark = pytest.mark.redis
@@ -145,14 +145,68 @@ def test_a_replay_from_the_archive_after_trimming_redis_equals_one_from_redis(st
 def test_import_stores_an_export_under_a_new_id_that_replays_the_same(stack: Stack) -> None:
     played = play(stack.commands, GAME_ID, 2, seed=30, options=TOY_OPTIONS)
     data = stack.client.export(played.match_id, binary=True).file
-    answer = stack.client.import_file(data, new_match_id="m-copy")
+    operator = operator_token(SECRET)
+    answer = stack.client.import_file(data, token=operator, new_match_id="m-copy")
     assert answer.match_id == "m-copy" and answer.verification.ok and answer.version == played.version
     original = [s.event_text for s in stack.client.stream(match_id=played.match_id, full=True)]
     copied = [s.event_text for s in stack.client.stream(match_id="m-copy", full=True)]
     assert copied == original
     with pytest.raises(grpc.RpcError) as again:
-        stack.client.import_file(data, new_match_id="m-copy")
+        stack.client.import_file(data, token=operator, new_match_id="m-copy")
     assert again.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_import_needs_an_operator_token_over_the_wire(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=31, options=TOY_OPTIONS)
+    data = stack.client.export(played.match_id, binary=True).file
+    refusals = {
+        None: (grpc.StatusCode.UNAUTHENTICATED, "no_token"),
+        "not.a-token": (grpc.StatusCode.UNAUTHENTICATED, "bad_token"),
+        operator_token("another-secret"): (grpc.StatusCode.UNAUTHENTICATED, "bad_token"),
+        played.tokens[0]: (grpc.StatusCode.PERMISSION_DENIED, "operator_only"),
+    }
+    for token, (status, code) in refusals.items():
+        with pytest.raises(grpc.RpcError) as refused:
+            stack.client.import_file(data, token=token, new_match_id="m-anon")
+        assert (refused.value.code(), error_code(refused.value)) == (status, code), token
+    assert stack.store.read("m-anon") == []
+    # A stored copy never shares an event id with its original, even under the original's own id.
+    stack.client.import_file(data, token=operator_token(SECRET), new_match_id="m-op")
+    assert not {e.event_id for e in stack.store.read("m-op")} & {e.event_id for e in stack.store.read(played.match_id)}
+
+
+def test_import_refuses_unreadable_events_even_unverified_over_the_wire(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=32, options=TOY_OPTIONS)
+    export = load(stack.client.export(played.match_id, binary=True).file)
+    export.events[5].timestamp.seconds = 2**62
+    with pytest.raises(grpc.RpcError) as refused:
+        stack.client.import_file(dump(export, binary=True), token=operator_token(SECRET), new_match_id="m-time",
+                                 allow_unverified=True)
+    assert (refused.value.code(), error_code(refused.value)) == (grpc.StatusCode.INVALID_ARGUMENT, "bad_export")
+
+
+def test_hidden_events_show_neither_seat_nor_time_over_the_wire(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=34, options=TOY_OPTIONS, stop_after=8)
+    envelopes = {e.seq: e for e in stack.store.read(played.match_id)}
+    listed = stack.client.events(played.match_id, token=played.tokens[0])
+    hidden = [e for e in listed if e.hidden]
+    assert any(envelopes[e.seq].seat == 1 for e in hidden), "seat 1's own secret actions are hidden from seat 0"
+    assert all((e.seat, e.timestamp_ms, e.command_id, e.type) == (-1, 0, "", "") for e in hidden)
+    for e in listed:
+        if not e.hidden:
+            assert (e.seat, e.timestamp_ms) == (envelopes[e.seq].seat, envelopes[e.seq].timestamp.ToMilliseconds())
+
+
+def test_the_cli_imports_with_an_operator_token_minted_from_the_secret(stack: Stack, tmp_path, monkeypatch) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=35, options=TOY_OPTIONS)
+    path = tmp_path / "match.json"
+    path.write_bytes(stack.client.export(played.match_id).file)
+    monkeypatch.setenv("FAMIGLIA_SECRET", SECRET)
+    assert famiglia_main(["replay", "import", str(path), "--as", "m-cli", "--address", stack.address]) == 0
+    assert len(stack.store.read("m-cli")) == played.version
+    monkeypatch.setenv("FAMIGLIA_SECRET", "not-the-servers-secret")
+    assert famiglia_main(["replay", "import", str(path), "--as", "m-cli2", "--address", stack.address]) == 2
+    assert stack.store.read("m-cli2") == []
 
 
 def test_the_cli_steps_forward_and_back_and_exports(stack: Stack, tmp_path) -> None:

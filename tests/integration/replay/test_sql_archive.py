@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from famiglia.config import Settings
-from famiglia.replay.client import ReplayClient
+from famiglia.replay.client import ReplayClient, operator_token
 from famiglia.replay.sources import EventLocation, sql_archive_source
 from famiglia.replay.toy import GAME_ID
 
@@ -69,3 +69,37 @@ def test_a_database_without_an_archive_reads_as_empty(tmp_path) -> None:
     cold = sql_archive_source(f"sqlite:///{tmp_path / 'empty.db'}")
     assert cold is not None
     assert cold.read("m-none") == [] and cold.find("01NOSUCHEVENT") is None
+
+
+def test_imported_matches_are_projected_beside_their_original_and_rate_no_one(stack: Stack, tmp_path) -> None:
+    """An import of a match this server holds (the P1 wedge) and one claiming players and a
+    tournament (the P2 forgery): both archived by the real projection, neither rated nor ranked."""
+    from famiglia.replay.export import dump, load
+    from famiglia.v1.envelope_pb2 import MatchCreated
+
+    from .conftest import SECRET
+
+    played = play(stack.commands, GAME_ID, 2, seed=52, options={"turns": "24"})
+    data = stack.client.export(played.match_id, binary=True).file
+    forged = load(data)
+    created = MatchCreated.FromString(forged.events[0].payload)
+    created.seat_info.add(seat=0, player_id="attacker", display_name="Attacker")
+    created.seat_info.add(seat=1, player_id="victim", display_name="Victim")
+    created.tournament_id = "t-forged"
+    forged.events[0].payload = created.SerializeToString(deterministic=True)
+    forged.setup.CopyFrom(created)
+    token = operator_token(SECRET)
+    assert stack.client.import_file(data, token=token, new_match_id="m-again").verification.ok
+    assert stack.client.import_file(dump(forged, binary=True), token=token, new_match_id="m-forged").verification.ok
+    url = f"sqlite:///{tmp_path / 'archive.db'}"
+    for match_id in (played.match_id, "m-again", "m-forged"):
+        _archive(stack, url, match_id)
+    engine = readmodels.make_engine(url)
+    with readmodels.read_session(engine) as session:
+        for match_id in ("m-again", "m-forged"):
+            summary = readmodels.match_summary(session, match_id)
+            assert summary is not None and summary.status == "finished" and summary.tournament_id == ""
+            assert all(seat.player_id == "" for seat in summary.seats)
+        assert readmodels.leaderboard(session, GAME_ID) == []
+        assert readmodels.tournament_standings(session, "t-forged") == []
+    engine.dispose()

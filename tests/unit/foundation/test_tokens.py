@@ -39,3 +39,26 @@ def test_a_player_token_is_not_a_seat_token() -> None:
     with pytest.raises(InvalidToken):
         signer.read_seat(signer.player_token("p1"))
     assert signer.read_player(signer.player_token("p1")) == "p1"
+
+
+@pytest.mark.parametrize("token", ["x.é", "é.x", "é", "abc.\u00ff", "\u2603.\u2603", "a\udcff.b"])
+def test_non_ascii_tokens_are_invalid_tokens_for_every_kind(token: str) -> None:
+    signer = TokenSigner("k")
+    for read in (signer.read_seat, signer.read_player, signer.read_operator):
+        with pytest.raises(InvalidToken):
+            read(token)
+
+
+def test_an_operator_token_is_only_an_operator_token_and_expires() -> None:
+    signer = TokenSigner("k")
+    token = signer.operator_token("ops", ttl_s=10, now=100.0)
+    assert signer.read_operator(token, now=109.0) == "ops"
+    with pytest.raises(InvalidToken, match="expired"):
+        signer.read_operator(token, now=110.0)
+    for read in (signer.read_seat, signer.read_player):
+        with pytest.raises(InvalidToken):
+            read(token)
+    with pytest.raises(InvalidToken):
+        signer.read_operator(signer.seat_token("m1", 0))
+    with pytest.raises(InvalidToken):
+        TokenSigner("other").read_operator(token, now=101.0)

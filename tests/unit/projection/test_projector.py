@@ -11,6 +11,7 @@ import pytest
 from famiglia.eventstore import PartitionEntry
 from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import make_engine, read_session
+from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection import schema
 from services.projection.projector import Projector
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
@@ -183,3 +184,103 @@ def test_a_failed_batch_gives_its_kept_connection_back_and_the_next_starts_afres
     with read_session(projector.engine) as session:
         summary = match_summary(session, "m1")
     assert summary is not None and summary.version == total
+
+
+# -- poison entries: parked, never wedging the others ---------------------------------------------------
+def _copy_keeping_event_ids(entries: list[PartitionEntry], match_id: str) -> list[PartitionEntry]:
+    """What an import before the fix stored: another match id, the same event ids (unique in the archive)."""
+    out = []
+    for entry in entries:
+        env = EventEnvelope.FromString(entry.envelope.SerializeToString())
+        env.match_id = match_id
+        out.append(replace(entry, envelope=env))
+    return out
+
+
+def test_a_match_whose_events_break_the_archive_is_parked_and_the_others_go_on(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'poison.db'}")
+    schema.upgrade(engine)
+    projector = Projector(engine, registry(), max_attempts=2, park_after=3)
+    original, _ = played_entries("m-original", seed=3)
+    projector.project(original)
+    dupe = _copy_keeping_event_ids(original, "m-dupe")
+    others = [played_entries(f"m-other{i}", seed=20 + i, partition=1)[0] for i in range(3)]
+
+    first = projector.project(dupe + others[0])
+    assert first.applied == others[0] and {e.envelope.match_id for e in first.deferred} == {"m-dupe"}
+    assert not first.parked
+    second = projector.project(first.deferred + others[1])  # the suspect goes alone: the rest commits
+    assert second.applied == others[1] and not second.parked
+    third = projector.project(second.deferred + others[2])
+    assert third.applied == others[2] and not third.deferred
+    assert [p.entry for p in third.parked] == dupe and [p.first for p in third.parked].count(True) == 1
+    assert "IntegrityError" in third.parked[0].reason
+    assert projector.parked_matches == {"m-dupe"}
+    late = projector.project(dupe[-1:])  # a later entry of a parked match is parked without a try
+    assert [p.reason for p in late.parked] == ["match_parked"] and not late.deferred
+    with read_session(engine) as session:
+        assert match_summary(session, "m-dupe") is None
+        assert all(match_summary(session, f"m-other{i}").status == "finished" for i in range(3))  # type: ignore[union-attr]
+    projector.release()
+    engine.dispose()
+
+
+def test_a_match_that_does_not_start_with_match_created_is_parked_at_once(projector: Projector) -> None:
+    entries, _ = played_entries("m-headless", seed=6)
+    entries[0].envelope.type = "zzz"  # seq 1, but no match_created: corrupt, for good
+    good, _ = played_entries("m-fine", seed=7, partition=1)
+    outcome = projector.project(entries + good)
+    assert outcome.applied == good
+    assert [p.entry for p in outcome.parked] == entries and outcome.parked[0].first
+    assert outcome.parked[0].reason.startswith("not_a_match") and not outcome.deferred
+    assert projector.parked_matches == {"m-headless"}
+
+
+def test_a_failure_of_our_own_fails_the_round_until_the_match_is_parked(projector: Projector, monkeypatch) -> None:
+    entries, _ = played_entries("m1", seed=12)
+    real_write = projector.writer.write
+
+    def broken(conn, writes) -> None:
+        if any(row.match_id == "m1" for row in writes.matches):
+            raise KeyError("cannot read m1")
+        real_write(conn, writes)
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    for _ in range(projector.park_after - 1):  # alone and nothing else moved: the round fails, as before
+        with pytest.raises(KeyError):
+            projector.project(entries)
+    parked = projector.project(entries)
+    assert [p.entry for p in parked.parked] == entries and "KeyError" in parked.parked[0].reason
+
+
+def test_several_matches_failing_alone_at_once_are_never_parked(projector: Projector, monkeypatch) -> None:
+    """The fault is then ours or the database's, not the matches': the round fails, nothing is parked."""
+    a, _ = played_entries("m-a", seed=13)
+    b, _ = played_entries("m-b", seed=14, partition=1)
+
+    def broken(conn, writes) -> None:
+        raise TypeError("a bug in the writer")
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    for _ in range(projector.park_after + 2):
+        with pytest.raises(TypeError):
+            projector.project(a + b)
+    assert not projector.parked_matches
+    monkeypatch.undo()
+    assert len(projector.project(a + b).applied) == len(a) + len(b)
+
+
+def test_a_database_that_is_away_is_never_a_reason_to_park(projector: Projector, monkeypatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    entries, _ = played_entries("m1", seed=15)
+    projector.max_attempts = 1
+
+    def away(conn, writes) -> None:
+        raise OperationalError("INSERT", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(projector.writer, "write", away)
+    for _ in range(projector.park_after + 2):
+        with pytest.raises(OperationalError):
+            projector.project(entries)
+    assert not projector.parked_matches

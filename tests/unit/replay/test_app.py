@@ -207,6 +207,11 @@ def test_list_match_events_pages_through_every_event_and_hides_what_the_asker_ma
     hidden = {i.envelope.seq for i in seen if i.hidden}
     assert hidden == {e.seq for e in envelopes[1:] if e.type in ("deck_shuffled", "hand_dealt", "card_taken")}
     assert all(i.type == "" for i in seen if i.hidden)
+    # A hidden event shows neither who acted nor when (H2): seat -1 and time 0, as for nothing.
+    assert any(i.envelope.seat >= 0 for i in seen if i.hidden), "the toy hides some seat's own action"
+    assert all((i.seat, i.timestamp_ms, i.command_id) == (-1, 0, "") for i in seen if i.hidden)
+    shown = [i for i in seen if not i.hidden]
+    assert all((i.seat, i.timestamp_ms) == (i.envelope.seat, i.envelope.timestamp.ToMilliseconds()) for i in shown)
     mine = app.list_events(match_id, _token(envelopes, 0), page_size=1000)
     assert {i.envelope.seq for i in mine.events if i.hidden} < hidden
     with pytest.raises(InvalidArgument):
@@ -224,24 +229,27 @@ def test_export_import_and_verify_round_trip() -> None:
 
     target = InMemoryEventStore()
     other = _app(target)
-    new_id, version, report = other.import_file(data, new_match_id="m-imported")
+    op = SIGNER.operator_token()
+    new_id, version, report = other.import_file(data, token=op, new_match_id="m-imported")
     assert (new_id, version, report.ok) == ("m-imported", len(envelopes), True)
     copied = target.read("m-imported")
     assert [e.payload for e in copied] == [e.payload for e in envelopes]
     assert not {e.event_id for e in copied} & {e.event_id for e in envelopes}
-    assert other.import_file(data)[0] == match_id
+    assert other.import_file(data, token=op)[0] == match_id
+    assert not {e.event_id for e in target.read(match_id)} & {e.event_id for e in envelopes}  # fresh ids always
     with pytest.raises(AlreadyExists):
-        other.import_file(data)
+        other.import_file(data, token=op)
 
     tampered = load(data)
     tampered.events[20].payload += b"\x08\x01"
     with pytest.raises(FailedPrecondition, match="seq 21"):
-        other.import_file(dump(tampered), new_match_id="m-tampered")
-    assert other.import_file(dump(tampered), new_match_id="m-tampered", allow_unverified=True)[2].divergence.seq == 21
+        other.import_file(dump(tampered), token=op, new_match_id="m-tampered")
+    assert other.import_file(dump(tampered), token=op, new_match_id="m-tampered",
+                             allow_unverified=True)[2].divergence.seq == 21
     with pytest.raises(InvalidArgument):
-        other.import_file(b"not an export")
+        other.import_file(b"not an export", token=op)
     with pytest.raises(FailedPrecondition):
-        _app(InMemoryEventStore(), imports=False).import_file(data)
+        _app(InMemoryEventStore(), imports=False).import_file(data, token=op)
 
 
 def test_a_running_match_is_neither_exported_nor_verified_by_id() -> None:

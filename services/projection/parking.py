@@ -1,0 +1,74 @@
+"""Dead letters: the record of partition entries the projection gave up on (parked).
+
+The projector parks the entries of a match that keeps failing in a transaction of
+its own (a poison entry: see `projector.py`); the runner acks them, so they no
+longer hold the consumer group, and writes two things to Redis, next to the
+retention watermark:
+
+    <prefix>:projection:parked        hash: match id -> JSON of the entry that got it parked
+                                      (partition, entry id, seq, event id, reason, consumer, time)
+    <prefix>:projection:dead_letters  stream: every parked entry (same fields), capped
+
+Every consumer reads the hash when it starts and again every `claim_every_s`, so
+later entries of a parked match are parked by whichever consumer gets them. The
+events stay in the match's own stream (a parked match never finishes in SQL, so
+retention never trims it): after fixing the cause, `python -m services.projection
+unpark MATCH_ID` forgets the record and projects the match from that stream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from famiglia.eventstore.redis_store import RedisEventStore
+
+from .projector import Parked
+
+DEAD_LETTERS_MAXLEN = 100_000
+
+
+class DeadLetters:
+    def __init__(self, store: RedisEventStore) -> None:
+        self.store = store
+
+    @property
+    def parked_key(self) -> str:
+        return f"{self.store.keys.prefix}:projection:parked"
+
+    @property
+    def stream_key(self) -> str:
+        return f"{self.store.keys.prefix}:projection:dead_letters"
+
+    def record(self, parked: Iterable[Parked], consumer: str = "") -> int:
+        """Write each parked entry to the stream, and its match to the hash unless already there."""
+        client = self.store.client
+        count = 0
+        now_ms = int(time.time() * 1000)
+        for item in parked:
+            env = item.entry.envelope
+            fields: dict[Any, Any] = {"match_id": env.match_id, "seq": str(env.seq), "event_id": env.event_id,
+                      "partition": str(item.entry.partition), "entry_id": item.entry.entry_id,
+                      "reason": item.reason, "consumer": consumer, "at_ms": str(now_ms)}
+            client.hsetnx(self.parked_key, env.match_id, json.dumps(fields, sort_keys=True))
+            client.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
+            count += 1
+        return count
+
+    def parked_matches(self) -> set[str]:
+        return {_text(k) for k in self.store.client.hkeys(self.parked_key)}
+
+    def records(self) -> dict[str, dict[str, str]]:
+        """Match id -> the record of the entry that got it parked."""
+        raw = self.store.client.hgetall(self.parked_key)
+        return {_text(k): json.loads(_text(v)) for k, v in raw.items()}
+
+    def forget(self, match_id: str) -> bool:
+        """Drop a match's record (before projecting it again); False when it had none."""
+        return bool(self.store.client.hdel(self.parked_key, match_id))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,109 @@
+"""Poison entries on a real Redis and SQL: parked (acked, with a dead-letter record), never
+wedging the projection of every other match; and projected again with `unpark` after a fix."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from famiglia.readmodels import match_summary
+from famiglia.readmodels.db import read_session
+from famiglia.v1.envelope_pb2 import EventEnvelope
+from services.projection.app import ProjectionApp
+from services.projection.parking import DeadLetters
+from services.projection.projector import Projector
+from services.projection.runner import ProjectionRunner
+
+from .support import MatchSpec, write_matches
+
+pytestmark = pytest.mark.redis
+
+
+def _specs(prefix: str, n: int) -> list[MatchSpec]:
+    return [MatchSpec(match_id=f"{prefix}{i}", players=["ann", "bob"], seed=500 + i) for i in range(n)]
+
+
+def _finished(app: ProjectionApp, match_ids: list[str]) -> bool:
+    with read_session(app.sql) as session:
+        return all((s := match_summary(session, m)) is not None and s.status == "finished" for m in match_ids)
+
+
+def _run(runner: ProjectionRunner, done: Callable[[], bool], timeout: float = 60.0) -> int:
+    """Rounds as `ProjectionRunner.run` does them (a failed round is retried), until `done`;
+    how many rounds failed."""
+    failed = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            runner.run_once(block_ms=0)
+        except Exception:  # noqa: BLE001 - what run() logs as projection_round_failed
+            failed += 1
+        if done() and runner.caught_up():
+            return failed
+    raise AssertionError("the projection did not get there")
+
+
+def test_an_import_that_kept_the_event_ids_is_parked_and_new_matches_still_appear(app: ProjectionApp) -> None:
+    first = write_matches(app.store, app.registry, _specs("m", 2))
+    runner = app.runner("c1")
+    _run(runner, lambda: _finished(app, ["m0", "m1"]))
+    # What ImportMatch stored before the fix: a finished match again under another id, same event ids.
+    dupe = [EventEnvelope.FromString(e.SerializeToString()) for e in first[0].envelopes]
+    for env in dupe:
+        env.match_id = "m-dupe"
+    app.store.append("m-dupe", 0, dupe)
+    write_matches(app.store, app.registry, _specs("n", 3))
+
+    failed = _run(runner, lambda: _finished(app, ["n0", "n1", "n2"]) and "m-dupe" in runner.projector.parked_matches)
+    assert failed < runner.projector.park_after  # a bounded number of failed rounds, not forever
+    assert runner.consumer.pending_count() == 0  # parked entries are acked: nothing held, nothing reclaimed
+    letters = DeadLetters(app.store)
+    record = letters.records()["m-dupe"]
+    assert (record["seq"], record["event_id"]) == ("1", dupe[0].event_id)
+    assert "IntegrityError" in record["reason"] and record["consumer"] == "c1"
+    assert app.store.client.xlen(letters.stream_key) == len(dupe)
+    with read_session(app.sql) as session:
+        assert match_summary(session, "m-dupe") is None
+    # The projection keeps going: a match created afterwards is projected at once.
+    write_matches(app.store, app.registry, _specs("later", 1))
+    assert _run(runner, lambda: _finished(app, ["later0"])) == 0
+
+
+def test_every_consumer_parks_the_later_entries_of_a_parked_match(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, _specs("h", 1))
+    headless = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
+    for env in headless:
+        env.match_id = "m-headless"
+    headless[0].type = "zzz"  # seq 1 is not match_created: never a match
+    app.store.append("m-headless", 0, headless[:3])
+    one = app.runner("c1")
+    _run(one, lambda: _finished(app, ["h0"]) and "m-headless" in one.projector.parked_matches)
+    assert DeadLetters(app.store).records()["m-headless"]["reason"].startswith("not_a_match")
+    app.store.append("m-headless", 3, headless[3:])
+    other = app.runner("c2")  # another process: knows the match is parked from Redis alone
+    assert _run(other, lambda: True) == 0
+    assert other.consumer.pending_count() == 0
+    assert app.store.client.xlen(DeadLetters(app.store).stream_key) == len(headless)
+
+
+def test_unpark_projects_a_match_again_once_its_cause_is_fixed(app: ProjectionApp, monkeypatch) -> None:
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading this one match
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 3))
+    runner = app.runner("c1")
+    _run(runner, lambda: _finished(app, ["f0", "f2"]) and "f1" in runner.projector.parked_matches)
+    assert "ValueError: cannot read f1" in DeadLetters(app.store).records()["f1"]["reason"]
+    monkeypatch.undo()  # the fix is deployed
+    outcome = app.unpark("f1")
+    assert outcome.applied and not outcome.parked
+    assert _finished(app, ["f1"]) and "f1" not in DeadLetters(app.store).records()
+    runner.refresh_parked()
+    assert "f1" not in runner.projector.parked_matches
