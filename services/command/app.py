@@ -366,6 +366,7 @@ class CommandApp:
                 if VERSION_PLACEHOLDER in command_id:
                     if at is None:  # the id names the version it is submitted at: hold it there
                         with hot.lock:
+                            self.matches.catch_up(hot)  # the stream's version, not this process's
                             at = hot.match.version
                     command_id = command_id.replace(VERSION_PLACEHOLDER, str(at))
                 done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
@@ -442,9 +443,23 @@ class CommandApp:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.version}")
             for _attempt in range(MAX_RETRIES):
-                if m.finished:
-                    raise FailedPrecondition("match_over", "the match is over")
-                events = self._decide(hot, seat, command, command_id)
+                try:
+                    if m.finished:
+                        raise FailedPrecondition("match_over", "the match is over")
+                    events = self._decide(hot, seat, command, command_id)
+                except FailedPrecondition:
+                    # Refused on this process's state: another replica may have moved the match
+                    # on (to where the command is legal, or past this very command). Refuse only
+                    # what the stream's latest state refuses.
+                    before = m.version
+                    self.matches.catch_up(hot)
+                    if m.version == before:
+                        raise
+                    if key in m.commands:
+                        return self._duplicate(hot, viewer, key, command, omit_events)
+                    if expected_version is not None:
+                        raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
+                    continue
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.version, [])
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,

@@ -7,6 +7,7 @@ import random
 import threading
 
 import pytest
+from google.protobuf import any_pb2
 
 from famiglia.config import Settings
 from famiglia.engine import command_kind
@@ -22,7 +23,7 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
 )
 from famiglia.v1 import envelope_pb2
-from services.command.app import CommandApp, Viewer
+from services.command.app import ChainedCommand, CommandApp, Viewer
 from services.command.bootstrap import bootstrap
 
 REGISTRY = default_registry()
@@ -49,6 +50,8 @@ def _game(game_id: str | None = None):
 def _first_move(app: CommandApp, match_id: str, tokens: list[str]):
     """A pending seat (as the server knows it) and one of its legal commands."""
     hot = app.matches.get(match_id)
+    with hot.lock:
+        app.matches.catch_up(hot)  # another replica may have moved it
     m = hot.match
     seat = m.engine.pending(m.state)[0].seat
     viewer = app.viewer(match_id, tokens[seat])
@@ -325,6 +328,43 @@ def test_every_registered_game_plays_to_the_end_through_the_app(app: CommandApp,
     assert fresh.matches.get(created.match_id).match.state == app.matches.get(created.match_id).match.state
     with pytest.raises(FailedPrecondition):
         app.submit(created.match_id, viewers[0], "after-the-end", cmd)
+
+
+def test_a_replica_behind_the_stream_refuses_only_what_the_latest_state_refuses(store) -> None:
+    """A replica's hot state may lag another's appends: a command legal at the stream's
+    version, or the retry of one the other replica stored, is not refused on the old state."""
+    engine, seats = _game()
+    a = bootstrap(store=store, settings=SETTINGS)
+    b = bootstrap(store=store, settings=SETTINGS)
+    created = a.create_match(engine.info.game_id, seats, seed=21)
+    a.matches.get(created.match_id)  # a holds the match at its first version
+    played = []
+    for i in range(8):  # b moves it on
+        _seat, viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)
+        played.append((viewer, f"b-{i}", cmd, b.submit(created.match_id, viewer, f"b-{i}", cmd).version))
+    for viewer, command_id, cmd, version in reversed(played):  # retried on a: the first answers
+        again = a.submit(created.match_id, viewer, command_id, cmd)
+        assert again.duplicate and again.version == version
+    c = bootstrap(store=store, settings=SETTINGS)
+    c.matches.get(created.match_id)  # c falls behind by one move
+    _seat, viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)
+    b.submit(created.match_id, viewer, "b-last", cmd)
+    _seat, viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)  # legal now, by the stream
+    done = c.submit(created.match_id, viewer, "c-1", cmd)
+    assert not done.duplicate and done.version == store.version(created.match_id)
+    # A chain whose id names "{version}" is held at the stream's version, not the lagging one's.
+    d = bootstrap(store=store, settings=SETTINGS)
+    d.matches.get(created.match_id)
+    seat, viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)
+    b.submit(created.match_id, viewer, "b-after", cmd)
+    seat, viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)
+    at = store.version(created.match_id)
+    packed = any_pb2.Any()
+    packed.Pack(cmd)
+    answer = d.submit_chain(created.match_id, [ChainedCommand(created.seat_tokens[seat], "d@{version}",
+                                                              packed.type_url, packed.value)])
+    assert answer.refusal is None and answer.taken[0].version > at
+    assert d.matches.get(created.match_id).match.commands.get(f"{seat}/d@{at}")
 
 
 def test_two_replicas_racing_on_one_match_never_fork_it(store) -> None:
