@@ -65,6 +65,48 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 TRANSIENT = _transient_errors()
 
 
+class LiveMatches:
+    """The matches the dispatcher follows and that are not over, kept outside its memory: a
+    restarted dispatcher wakes each of them (`recover`), however long ago it last moved. A
+    match whose task died with a worker is a quiet one, so a window of recent events alone
+    would miss exactly those."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+
+    def add(self, match_id: str) -> None:
+        self._ids.add(match_id)
+
+    def remove(self, match_id: str) -> None:
+        self._ids.discard(match_id)
+
+    def members(self) -> list[str]:
+        return sorted(self._ids)
+
+
+class RedisLiveMatches(LiveMatches):
+    """`LiveMatches` as a Redis set beside the event store's keys (`<prefix>:bots:live`)."""
+
+    def __init__(self, client, key: str) -> None:
+        self.client, self.key = client, key
+
+    def add(self, match_id: str) -> None:
+        self.client.sadd(self.key, match_id)
+
+    def remove(self, match_id: str) -> None:
+        self.client.srem(self.key, match_id)
+
+    def members(self) -> list[str]:
+        return sorted(m.decode() if isinstance(m, bytes) else m for m in self.client.smembers(self.key))
+
+
+def live_matches_of(store: EventStore) -> LiveMatches:
+    client, keys = getattr(store, "client", None), getattr(store, "keys", None)
+    if client is not None and keys is not None:
+        return RedisLiveMatches(client, f"{keys.prefix}:bots:live")
+    return LiveMatches()
+
+
 class TaskSender(Protocol):
     def decide(self, match_id: str, game_id: str, seat: int, version: int, policy: str,
                trace: Mapping[str, str] | None = None, payload: DecisionPayload | None = None,
@@ -175,8 +217,9 @@ class Dispatcher:
     def __init__(self, store: EventStore, registry: Registry, tasks: TaskSender, *,
                  observer: MatchObserver | None = None, stall_seconds: float = 30.0,
                  clock_grace_seconds: float = 0.5, seats_per_task: int = 0, lease_moves: int = 0,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None) -> None:
         self.store = store
+        self.live = live if live is not None else live_matches_of(store)
         self.registry = registry
         self.tasks = tasks
         self.observer = observer
@@ -261,6 +304,7 @@ class Dispatcher:
                 return None
             tracked = Tracked(match, bot_seats(match))
             self.matches[match_id] = tracked
+            self.live.add(match_id)
             return tracked
         return self._load(match_id)
 
@@ -273,9 +317,12 @@ class Dispatcher:
             return None
         tracked = Tracked(match, bot_seats(match))
         self.matches[match_id] = tracked
+        if not match.finished:
+            self.live.add(match_id)
         return tracked
 
     def _forget(self, match_id: str) -> None:
+        self.live.remove(match_id)
         self.matches.pop(match_id, None)
         self._done[match_id] = None
         while len(self._done) > 10_000:
@@ -460,11 +507,14 @@ class Dispatcher:
         A match whose task was lost with a crashed process (a broker without
         persistence, a dispatcher killed between fold and send) gets no new
         event, so nothing would ever wake it. After a restart the matches seen
-        in the last `recent` entries of each partition are folded again and their
+        in the last `recent` entries of each partition, and every match the dispatcher
+        had followed and not seen end (`LiveMatches`), are folded again and their
         pending decisions queued; tasks are idempotent, so one queued twice is harmless.
         """
         recovered = 0
-        for match_id in _recent_matches(self.store, recent):
+        candidates = dict.fromkeys(_recent_matches(self.store, recent))
+        candidates.update(dict.fromkeys(self.live.members()))
+        for match_id in candidates:
             if match_id in self.matches or match_id in self._done:
                 continue
             try:
@@ -480,8 +530,29 @@ class Dispatcher:
         return recovered
 
     # -- the loop --------------------------------------------------------------------
-    def run(self, consumer, stop: threading.Event, *, block_ms: int = 500, claim_idle_ms: int = 60_000) -> None:
-        """Consume until `stop` is set. `consumer` is a PartitionConsumer of group GROUP.
+    def run(self, consumer, stop: threading.Event, *, block_ms: int = 500, claim_idle_ms: int = 60_000,
+            retry_seconds: float = 1.0) -> None:
+        """Consume until `stop` is set, whatever happens to Redis or the broker meanwhile: a
+        pass (`_consume`) that fails starts again after a pause (doubling up to 30 s while
+        passes keep failing at once), with this consumer's unacked entries read again and
+        the matches recovered, as at a restart. Without this the thread died with the first
+        Redis restart and every bot and clock seat of every match waited for good."""
+        pause = retry_seconds
+        while not stop.is_set():
+            started = self.now()
+            try:
+                self._consume(consumer, stop, block_ms=block_ms, claim_idle_ms=claim_idle_ms)
+                return
+            except Exception:  # noqa: BLE001 - Redis or the broker away; anything else: logged, and try again
+                log.exception("dispatcher_pass_failed", pause_s=pause)
+            if self.now() - started > 60:
+                pause = retry_seconds
+            stop.wait(pause)
+            pause = min(pause * 2, 30.0)
+
+    def _consume(self, consumer, stop: threading.Event, *, block_ms: int, claim_idle_ms: int) -> None:
+        """One pass: consume until `stop` is set or an error escapes. `consumer` is a
+        PartitionConsumer of group GROUP.
 
         A batch is acked with the next read, after its tasks are queued. When the broker
         is the consumer's own Redis (`shares_server`), a batch's decide messages travel in

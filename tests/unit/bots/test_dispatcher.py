@@ -18,6 +18,7 @@ from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.v1 import envelope_pb2
+from services.bots import dispatcher as dispatcher_module
 from services.bots.dispatcher import Dispatcher
 from services.bots.payload import LEGAL_LIMIT, DecisionPayload, reads_view
 from services.command.app import Viewer
@@ -343,6 +344,62 @@ def test_a_restarted_dispatcher_wakes_recent_matches_that_wait_on_a_lost_task() 
         table.act(finished, HIGHCARD.pending(table.app.matches.get(finished).match.state)[0].seat)
     assert table.dispatcher.recover() == 1
     assert table.tasks.decisions == [(waiting, 0, table.version(waiting), "random")]
+
+
+def test_a_restarted_dispatcher_wakes_every_match_it_followed_however_quiet(monkeypatch) -> None:
+    """A match whose task died with its worker gets no new event: it is a quiet one, which a
+    window of recent entries misses under load. The live set still names it."""
+    table = Table()
+    quiet = table.create({0: "random", 1: "random"})
+    table.pump(quiet)
+    busy = [table.create({0: "random", 1: "random"}, seed=10 + i) for i in range(3)]
+    for match_id in busy:
+        table.pump(match_id)
+    table.tasks.decisions.clear()  # the worker died with them
+    restarted = Dispatcher(table.store, table.dispatcher.registry, table.tasks, live=table.dispatcher.live,
+                           stall_seconds=10, now=lambda: table.clock_now[0])
+    # the recent window has only the busy matches' entries
+    monkeypatch.setattr(dispatcher_module, "_recent_matches", lambda _store, _recent: list(busy))
+    restarted.recover()
+    assert quiet in [d[0] for d in table.tasks.decisions]
+    # a match over leaves the set
+    finished = table.create({}, hand="1", seed=4)
+    table.pump(finished)
+    assert finished in table.dispatcher.live.members()
+    for _ in range(2):
+        table.act(finished, HIGHCARD.pending(table.app.matches.get(finished).match.state)[0].seat)
+    table.pump(finished)
+    assert finished not in table.dispatcher.live.members()
+
+
+def test_the_dispatcher_outlives_redis_going_away() -> None:
+    """Errors of the consumer's Redis end a pass, not the thread: the next pass reads the
+    unacked entries again and goes on."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    entries = _entries(table, match_id, 1)
+    table.dispatcher.recover = lambda recent=500: 0  # type: ignore[method-assign]  # only the reads queue
+    stop = threading.Event()
+    consumer = ScriptedConsumer(table.tasks, stop, [entries])
+    failures = {"read_pending": 2, "read": 1}
+    real_read, real_pending = consumer.read, consumer.read_pending
+
+    def read(*args, **kwargs):
+        if failures["read"]:
+            failures["read"] -= 1
+            raise ConnectionError("redis restarting")
+        return real_read(*args, **kwargs)
+
+    def read_pending(*args, **kwargs):
+        if failures["read_pending"]:
+            failures["read_pending"] -= 1
+            raise ConnectionError("redis restarting")
+        return real_pending(*args, **kwargs)
+
+    consumer.read, consumer.read_pending = read, read_pending  # type: ignore[method-assign]
+    table.dispatcher.run(consumer, stop, block_ms=0, retry_seconds=0.001)
+    assert failures == {"read_pending": 0, "read": 0}
+    assert [d[0] for d in table.tasks.decisions] == [match_id]
 
 
 class ScriptedConsumer:
