@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import islice
 
 from google.protobuf.message import DecodeError
 
@@ -61,9 +62,22 @@ class HotMatches:
         with self._lock:
             hot = self._entries.setdefault(match_id, HotMatch(match))
             self._entries.move_to_end(match_id)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            excess = len(self._entries) - self._capacity
+            if excess > 0:
+                self._evict(excess)
             return hot
+
+    def _evict(self, excess: int) -> None:
+        """Drop the least recently used matches, but none a command holds: a thread that got
+        it again would get a fresh entry with another lock, and two commands of one match
+        would be decided side by side here (the store's version check would still keep the
+        match whole, at the cost of a conflict and a retry). Call with `_lock` held."""
+        for match_id in list(islice(self._entries, excess + 16)):  # the oldest, and a few more
+            if excess <= 0:
+                break
+            if not self._entries[match_id].lock.locked():
+                del self._entries[match_id]
+                excess -= 1
 
     def catch_up(self, hot: HotMatch) -> None:
         """Fold what other processes appended (call with hot.lock held)."""
