@@ -217,8 +217,11 @@ class Dispatcher:
     def __init__(self, store: EventStore, registry: Registry, tasks: TaskSender, *,
                  observer: MatchObserver | None = None, stall_seconds: float = 30.0,
                  clock_grace_seconds: float = 0.5, seats_per_task: int = 0, lease_moves: int = 0,
-                 now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None) -> None:
+                 now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.wall = wall
+        """Seconds since the epoch, as events are stamped (clocks count from their event)."""
         self.live = live if live is not None else live_matches_of(store)
         self.registry = registry
         self.tasks = tasks
@@ -347,12 +350,15 @@ class Dispatcher:
             tracked.lease = None
         if bots and tracked.seat_batch is None and tracked.lease is None:
             self._queue_bots(tracked, bots)
+        # A clock counts from the event that started it: the grace covers delivery, and a
+        # dispatcher that queues it late (a restart, a backlog) takes the rest off.
+        late = max(0.0, self.wall() - match.last_timestamp_ms / 1000 - self.clock_grace_seconds)
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
             self._queue(tracked, pending.seat, functools.partial(
                 self.tasks.clock, match.match_id, pending.seat, match.version,
-                pending.timeout_seconds + self.clock_grace_seconds, trace=tracked.trace))
+                max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late), trace=tracked.trace))
 
     def _queue_bots(self, tracked: Tracked, bots: Sequence[int]) -> None:
         """One task for every bot seat asked at this version, played one after another.

@@ -190,6 +190,21 @@ def test_human_seats_get_a_clock_and_no_bot_task() -> None:
     assert table.tasks.clocks == [(match_id, 0, table.version(match_id), 30.5)]
 
 
+def test_a_clock_queued_late_counts_from_its_event() -> None:
+    """A dispatcher that comes to a clock late (restarted, behind) takes the delay off the
+    countdown, beyond the grace that covers delivery; one past its time fires at once."""
+    table = Table()
+    match_id = table.create({1: "random"}, clock_s="30")
+    stamped = table.store.read(match_id)[-1].timestamp.ToMilliseconds() / 1000
+    for waited, countdown in ((0.3, 30.5), (10.5, 20.5), (95.0, 0.0)):
+        table.tasks.clocks.clear()
+        restarted = Dispatcher(table.store, table.dispatcher.registry, table.tasks, stall_seconds=10,
+                               clock_grace_seconds=0.5, now=lambda: table.clock_now[0],
+                               wall=lambda w=waited: stamped + w)
+        restarted.handle(table.store.read(match_id))
+        assert table.tasks.clocks == [(match_id, 0, table.version(match_id), pytest.approx(countdown))]
+
+
 def test_human_seats_without_a_clock_wait_forever() -> None:
     table = Table()
     match_id = table.create({1: "random"})
