@@ -32,6 +32,7 @@ from famiglia.eventstore.envelopes import (
     match_created_envelope,
     open_event,
     open_match_created,
+    unattributed,
 )
 from famiglia.grpcutil.errors import (
     Aborted,
@@ -104,6 +105,9 @@ class SeatEvent:
     text: str
     stored: bool = False
     """The event is the stored one, unredacted: the envelope's payload is its bytes."""
+    unattributed: bool = False
+    """Shown without its acting seat and command id: its command's other events are hidden
+    from this viewer (`famiglia.eventstore.envelopes.unattributed`)."""
 
 
 @dataclass
@@ -532,15 +536,24 @@ class CommandApp:
                     events: Sequence[Message] | None = None) -> list[SeatEvent]:
         """What `seat` may see of `envelopes`; `events` are their decoded events when the
         caller has them (a fresh decide), which spares parsing each payload again."""
-        out = []
+        engine = match.engine
+        pairs: list[tuple[Message, Message | None] | None] = []
         for i, env in enumerate(envelopes):
             if env.type == MATCH_CREATED:
+                pairs.append(None)
                 continue
-            event = events[i] if events is not None else open_event(match.engine, env)
-            shown = match.engine.redact(event, seat)
+            event = events[i] if events is not None else open_event(engine, env)
+            pairs.append((event, engine.redact(event, seat)))
+        hidden = [pair is not None and pair[1] is None for pair in pairs]
+        anonymous = unattributed(envelopes, hidden) if any(hidden) else ()
+        out = []
+        for i, pair in enumerate(pairs):
+            if pair is None:
+                continue
+            event, shown = pair
             if shown is None:
                 continue
-            out.append(SeatEvent(env, shown, match.engine.render_event(shown), shown is event))
+            out.append(SeatEvent(envelopes[i], shown, engine.render_event(shown), shown is event, i in anonymous))
         return out
 
     def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
@@ -554,6 +567,8 @@ class CommandApp:
         cursor = max(0, after)
         while True:
             envelopes = self.store.read(match_id, after=cursor, limit=500)
+            if len(envelopes) == 500:  # a command the read cut in two comes whole with the next one
+                envelopes = _whole_commands(envelopes)
             if envelopes:
                 for seat_event in self._for_viewer(m, envelopes, viewer.seat):
                     yield seat_event, seat_event.envelope.seq, False
@@ -570,6 +585,18 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+
+def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelope_pb2.EventEnvelope]:
+    """`envelopes` without its last command's, unless that is all of them: a viewer's view of
+    a command depends on all of its events (`_for_viewer`)."""
+    last = envelopes[-1]
+    if not last.command_id:
+        return envelopes
+    end = len(envelopes)
+    while end > 0 and envelopes[end - 1].command_id == last.command_id and envelopes[end - 1].seat == last.seat:
+        end -= 1
+    return envelopes[:end] or envelopes
 
 
 def _check_submission(viewer: Viewer, command_id: str) -> None:

@@ -85,6 +85,9 @@ class Step:
     view: Message | None
     view_text: str
     access: Access
+    unattributed: bool = False
+    """Shown without its acting seat and command id: another event of its command is hidden
+    from the asker (`famiglia.eventstore.envelopes.unattributed`)."""
 
 
 @dataclass
@@ -101,12 +104,45 @@ class EventInfo:
     command_id: str = ""
 
     @classmethod
-    def shown(cls, env: EventEnvelope, type_: str) -> EventInfo:
+    def shown(cls, env: EventEnvelope, type_: str, attributed: bool = True) -> EventInfo:
+        if not attributed:  # another event of its command is hidden from the asker
+            return cls(env, type_, False, -1, envelope_ms(env), "")
         return cls(env, type_, False, env.seat, envelope_ms(env), env.command_id)
 
     @classmethod
     def concealed(cls, env: EventEnvelope) -> EventInfo:
         return cls(env, "", True)
+
+
+class _PartlyHidden:
+    """Whether another event of an envelope's command is hidden from `access` (then the
+    envelope is shown unattributed), remembered per command."""
+
+    def __init__(self, timeline: MatchTimeline, access: Access) -> None:
+        self.timeline, self.access = timeline, access
+        self._known: dict[tuple[int, str], bool] = {}
+
+    def __call__(self, env: EventEnvelope) -> bool:
+        if not env.command_id or self.access.scope is Scope.FULL:
+            return False
+        key = (env.seat, env.command_id)
+        known = self._known.get(key)
+        if known is None:
+            timeline, engine = self.timeline, self.timeline.engine
+
+            def same(seq: int) -> bool:
+                other = timeline.envelope(seq)
+                return other.command_id == env.command_id and other.seat == env.seat
+
+            first = last = env.seq
+            while first > 1 and same(first - 1):
+                first -= 1
+            while last < timeline.last_seq and same(last + 1):
+                last += 1
+            known = self._known[key] = any(
+                shown_event(engine, open_event(engine, timeline.envelope(seq)), self.access) is None
+                for seq in range(first, last + 1))
+        return known
 
 
 @dataclass
@@ -273,6 +309,7 @@ class ReplayApp:
         access = self._access(timeline, token, full)
         last = min(to_seq or timeline.last_seq, timeline.last_seq)
         engine = timeline.engine
+        partly_hidden = _PartlyHidden(timeline, access)
         previous_ms: int | None = None
         for env, state in timeline.states(first, last):
             if not is_active():
@@ -295,7 +332,7 @@ class ReplayApp:
             if with_views and state is not None:
                 view = engine.view(state, access.viewer)
                 shown_view = engine.render_state(state) if access.scope is Scope.FULL else view_text(view)
-            yield Step(env, event, text, view, shown_view, access)
+            yield Step(env, event, text, view, shown_view, access, env.type != MATCH_CREATED and partly_hidden(env))
 
     def _wait(self, seconds: float, is_active: Callable[[], bool]) -> None:
         if seconds <= 0:
@@ -325,6 +362,7 @@ class ReplayApp:
         end = min(start + size - 1, timeline.last_seq)
         infos: list[EventInfo] = []
         engine = timeline.engine
+        partly_hidden = _PartlyHidden(timeline, access)
         for seq in range(start, end + 1):
             env = timeline.envelope(seq)
             if env.type == MATCH_CREATED:
@@ -332,7 +370,8 @@ class ReplayApp:
                 continue
             shown = shown_event(engine, open_event(engine, env), access)
             infos.append(EventInfo.concealed(env) if shown is None
-                         else EventInfo.shown(env, shown.WhichOneof("kind") or ""))
+                         else EventInfo.shown(env, shown.WhichOneof("kind") or "",
+                                              not partly_hidden(env)))
         next_token = str(end + 1) if end < timeline.last_seq else ""
         return EventPage(timeline, infos, next_token)
 

@@ -179,3 +179,24 @@ def event_decoder(engine: Engine) -> Callable[[bytes], Message]:
     assert engine.info.event_type is not None
     decode: Callable[[bytes], Message] = engine.info.event_type.FromString
     return decode
+
+
+def unattributed(envelopes: Sequence[envelope_pb2.EventEnvelope], hidden: Sequence[bool]) -> set[int]:
+    """Indices of the envelopes a viewer may see but must not see attributed (acting seat,
+    command id): those of a command with another event hidden from that viewer. A hidden
+    answer's public consequences (a Nothing Personal window closing) would otherwise name
+    who answered, and when. `hidden[i]`: envelope i is hidden from the viewer. A command's
+    envelopes are consecutive and share its seat and command id."""
+    out: set[int] = set()
+    start = 0
+    n = len(envelopes)
+    while start < n:
+        first = envelopes[start]
+        end = start + 1
+        if first.command_id:
+            while end < n and envelopes[end].command_id == first.command_id and envelopes[end].seat == first.seat:
+                end += 1
+        if any(hidden[start:end]):
+            out.update(i for i in range(start, end) if not hidden[i])
+        start = end
+    return out

@@ -31,8 +31,12 @@ def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
     then passed to the reply's constructor is copied once more."""
     env = e.envelope
     stamp = env.timestamp
-    out.event_id, out.seq, out.type, out.seat = env.event_id, env.seq, env.type, env.seat
-    out.command_id, out.text = env.command_id, e.text
+    out.event_id, out.seq, out.type = env.event_id, env.seq, env.type
+    if e.unattributed:  # its command's other events are hidden from this viewer: so is who sent it
+        out.seat, out.command_id = -1, ""
+    else:
+        out.seat, out.command_id = env.seat, env.command_id
+    out.text = e.text
     out.timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
     event = out.event
     if e.stored:  # unredacted: packed from the bytes already stored rather than serialized again

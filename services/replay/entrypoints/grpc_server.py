@@ -47,7 +47,9 @@ def _state_reply(answer: StateAt) -> pb.GetStateAtResponse:
 def _step(step: Step) -> pb.ReplayStep:
     env = step.envelope
     out = pb.ReplayStep(event_id=env.event_id, seq=env.seq, type=env.type if step.event is None else
-                        (step.event.WhichOneof("kind") or env.type), seat=env.seat, command_id=env.command_id,
+                        (step.event.WhichOneof("kind") or env.type),
+                        seat=-1 if step.unattributed else env.seat,
+                        command_id="" if step.unattributed else env.command_id,
                         timestamp_ms=envelope_ms(env), event_text=step.event_text,
                         view_text=step.view_text, scope=pb.ViewScope.ValueType(step.access.scope))
     event, view = _pack(step.event), _pack(step.view)

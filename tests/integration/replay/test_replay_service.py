@@ -192,9 +192,19 @@ def test_hidden_events_show_neither_seat_nor_time_over_the_wire(stack: Stack) ->
     hidden = [e for e in listed if e.hidden]
     assert any(envelopes[e.seq].seat == 1 for e in hidden), "seat 1's own secret actions are hidden from seat 0"
     assert all((e.seat, e.timestamp_ms, e.command_id, e.type) == (-1, 0, "", "") for e in hidden)
+    # A shown event of a command that also made a hidden one names neither its seat nor command.
+    partly = {(envelopes[e.seq].seat, envelopes[e.seq].command_id) for e in hidden if envelopes[e.seq].command_id}
+    unattributed = 0
     for e in listed:
         if not e.hidden:
-            assert (e.seat, e.timestamp_ms) == (envelopes[e.seq].seat, envelopes[e.seq].timestamp.ToMilliseconds())
+            env = envelopes[e.seq]
+            assert e.timestamp_ms == env.timestamp.ToMilliseconds()
+            if (env.seat, env.command_id) in partly:
+                assert (e.seat, e.command_id) == (-1, "")
+                unattributed += 1
+            else:
+                assert (e.seat, e.command_id) == (env.seat, env.command_id)
+    assert unattributed, "seat 1 has a command with a secret part and a public part"
 
 
 def test_the_cli_imports_with_an_operator_token_minted_from_the_secret(stack: Stack, tmp_path, monkeypatch) -> None:

@@ -211,7 +211,13 @@ def test_list_match_events_pages_through_every_event_and_hides_what_the_asker_ma
     assert any(i.envelope.seat >= 0 for i in seen if i.hidden), "the toy hides some seat's own action"
     assert all((i.seat, i.timestamp_ms, i.command_id) == (-1, 0, "") for i in seen if i.hidden)
     shown = [i for i in seen if not i.hidden]
-    assert all((i.seat, i.timestamp_ms) == (i.envelope.seat, i.envelope.timestamp.ToMilliseconds()) for i in shown)
+    assert all(i.timestamp_ms == i.envelope.timestamp.ToMilliseconds() for i in shown)
+    # ... and a shown event of a command with a hidden part is not attributed either.
+    partly = {(i.envelope.seat, i.envelope.command_id) for i in seen if i.hidden and i.envelope.command_id}
+    for i in shown:
+        attributed = (i.envelope.seat, i.envelope.command_id) not in partly
+        assert (i.seat, i.command_id) == ((i.envelope.seat, i.envelope.command_id) if attributed else (-1, ""))
+    assert any((i.envelope.seat, i.envelope.command_id) in partly for i in shown)
     mine = app.list_events(match_id, _token(envelopes, 0), page_size=1000)
     assert {i.envelope.seq for i in mine.events if i.hidden} < hidden
     with pytest.raises(InvalidArgument):
