@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
 from dataclasses import dataclass
 
 import redis
 
 from famiglia.auth import TokenSigner
 from famiglia.config import Settings
-from famiglia.engine import Engine, MatchConfig, RuleViolation
+from famiglia.engine import Engine, options_refusal
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.matchmaking import GameShape, OptionCheck, RatingProvider
-from famiglia.telemetry import get_logger
 
 from .app import Clock, MatchmakingApp, system_clock
 from .creator import GrpcMatchCreator, MatchCreator
@@ -38,8 +37,6 @@ class Matchmaking:
             close()
 
 
-log = get_logger("famiglia.matchmaking")
-
 
 def games_of(registry: Registry) -> dict[str, GameShape]:
     """What matchmaking needs of each registered game (sizes, options, the options check)."""
@@ -53,20 +50,9 @@ def games_of(registry: Registry) -> dict[str, GameShape]:
 
 
 def option_check(engine: Engine) -> OptionCheck:
-    """The game's own verdict on a ticket's options: its `setup` (pure, a fraction of a
-    millisecond) with a fixed seed, which is what CreateMatch will run for the table."""
-
-    def check(seats: int, options: Mapping[str, str]) -> tuple[str, str] | None:
-        try:
-            engine.setup(MatchConfig(seats, dict(options)), 0)
-        except RuleViolation as exc:
-            return exc.code, exc.message
-        except Exception as exc:  # a bug of the engine: CreateMatch would fail the same way, so refuse
-            log.warning("options_check_failed", game_id=engine.info.game_id, seats=seats, error=repr(exc)[:200])
-            return "bad_option", f"{engine.info.game_id} cannot set up a table with these options"
-        return None
-
-    return check
+    """The game's own verdict on a ticket's options (`famiglia.engine.options_refusal`): what
+    CreateMatch will run for the table."""
+    return functools.partial(options_refusal, engine)
 
 
 def check_bot_policy(spec: str) -> None:

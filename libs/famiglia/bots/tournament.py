@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-from famiglia.engine import MatchConfig, RuleViolation
+from famiglia.engine import options_refusal
 from famiglia.engine.registry import Registry
 from famiglia.engine.rng import derive_seed
 
@@ -157,15 +157,11 @@ def _check_game(game: GamePlan, registry: Registry) -> None:
     for n in counts:
         if not info.min_players <= n <= info.max_players:
             raise BadTournament("bad_seats", f"{game.game_id} takes {info.min_players}-{info.max_players} seats")
-    unknown = sorted(set(game.options) - {o.key for o in info.options})
-    if unknown:
-        raise BadTournament("unknown_option", f"{game.game_id} has no option(s) "
-                                              f"{', '.join(repr(k[:40]) for k in unknown)}")
-    for n in sorted(set(counts)):
-        try:  # what CreateMatch will run for each match (pure; the seed does not matter)
-            engine.setup(MatchConfig(n, dict(game.options)), 0)
-        except RuleViolation as exc:
-            raise BadTournament(exc.code, f"{game.game_id} at {n} seats: {exc.message}") from None
+    for n in sorted(set(counts)):  # what CreateMatch will run for each match
+        refusal = options_refusal(engine, n, game.options)
+        if refusal is not None:
+            code, message = refusal
+            raise BadTournament(code, message if code == "unknown_option" else f"{game.game_id} at {n} seats: {message}")
 
 
 def rotation(entrants: Sequence[str], seats: int, k: int) -> tuple[str, ...]:

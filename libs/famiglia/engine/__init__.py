@@ -20,6 +20,7 @@ from .protocol import (
     default_redact,
     fold,
     is_over,
+    options_refusal,
     pending_for,
     private_to,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "derive_seed",
     "fold",
     "is_over",
+    "options_refusal",
     "pending_for",
     "private_to",
 ]

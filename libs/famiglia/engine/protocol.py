@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from google.protobuf.message import Message
 
+from .errors import RuleViolation
 from .rng import Rng
 
 State: TypeAlias = Any
@@ -227,6 +228,23 @@ def pending_for(engine: Engine, state: State, viewer: int | None) -> list[Pendin
 
 def is_over(engine: Engine, state: State) -> bool:
     return engine.result(state) is not None
+
+
+def options_refusal(engine: Engine, seats: int, options: Mapping[str, str]) -> tuple[str, str] | None:
+    """Why the game would refuse a table of `seats` with `options` — (code, message): an
+    option it does not have, or its own `setup`'s verdict (pure; the seed does not matter)
+    — or None. Matchmaking and the tournament service ask it before they queue what will
+    become a CreateMatch."""
+    unknown = sorted(set(options) - {o.key for o in engine.info.options})
+    if unknown:
+        return "unknown_option", f"{engine.info.game_id} has no option(s) {', '.join(repr(k[:40]) for k in unknown)}"
+    try:
+        engine.setup(MatchConfig(seats, dict(options)), 0)
+    except RuleViolation as exc:
+        return exc.code, exc.message
+    except Exception as exc:  # noqa: BLE001 - a value the game cannot even read: CreateMatch refuses it too
+        return "bad_option", f"{engine.info.game_id} cannot set up a table with these options: {exc}"[:300]
+    return None
 
 
 def command_kind(command: Message) -> str:
