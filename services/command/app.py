@@ -32,6 +32,7 @@ from famiglia.eventstore.envelopes import (
     match_created_envelope,
     open_event,
     open_match_created,
+    same_command,
     unattributed,
 )
 from famiglia.grpcutil.errors import (
@@ -593,8 +594,8 @@ def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelop
     last = envelopes[-1]
     if not last.command_id:
         return envelopes
-    end = len(envelopes)
-    while end > 0 and envelopes[end - 1].command_id == last.command_id and envelopes[end - 1].seat == last.seat:
+    end = len(envelopes) - 1
+    while end > 0 and same_command(envelopes[end - 1], last):
         end -= 1
     return envelopes[:end] or envelopes
 

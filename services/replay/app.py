@@ -20,7 +20,7 @@ from famiglia.auth.tokens import WrongKind
 from famiglia.engine import Pending, pending_for
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_event
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, same_command
 from famiglia.grpcutil.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -131,8 +131,7 @@ class _PartlyHidden:
             timeline, engine = self.timeline, self.timeline.engine
 
             def same(seq: int) -> bool:
-                other = timeline.envelope(seq)
-                return other.command_id == env.command_id and other.seat == env.seat
+                return same_command(env, timeline.envelope(seq))
 
             first = last = env.seq
             while first > 1 and same(first - 1):

@@ -181,6 +181,12 @@ def event_decoder(engine: Engine) -> Callable[[bytes], Message]:
     return decode
 
 
+def same_command(a: envelope_pb2.EventEnvelope, b: envelope_pb2.EventEnvelope) -> bool:
+    """Whether two envelopes come from one command (a command's envelopes are consecutive and
+    share its seat and command id; events of no command are each their own)."""
+    return bool(a.command_id) and a.command_id == b.command_id and a.seat == b.seat
+
+
 def unattributed(envelopes: Sequence[envelope_pb2.EventEnvelope], hidden: Sequence[bool]) -> set[int]:
     """Indices of the envelopes a viewer may see but must not see attributed (acting seat,
     command id): those of a command with another event hidden from that viewer. A hidden
@@ -193,9 +199,8 @@ def unattributed(envelopes: Sequence[envelope_pb2.EventEnvelope], hidden: Sequen
     while start < n:
         first = envelopes[start]
         end = start + 1
-        if first.command_id:
-            while end < n and envelopes[end].command_id == first.command_id and envelopes[end].seat == first.seat:
-                end += 1
+        while end < n and same_command(first, envelopes[end]):
+            end += 1
         if any(hidden[start:end]):
             out.update(i for i in range(start, end) if not hidden[i])
         start = end

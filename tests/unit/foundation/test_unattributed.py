@@ -27,3 +27,12 @@ def test_a_command_with_a_hidden_event_shows_its_other_events_unattributed() -> 
 def test_events_without_a_command_are_each_their_own() -> None:
     envelopes = [_env(1, -1, ""), _env(2, -1, "")]
     assert unattributed(envelopes, [True, False]) == set()
+
+
+def test_a_read_cut_inside_a_command_keeps_that_command_for_the_next_read() -> None:
+    from services.command.app import _whole_commands
+
+    cut = [_env(1, -1, ""), _env(2, 0, "a"), _env(3, 1, "b"), _env(4, 1, "b")]
+    assert [e.seq for e in _whole_commands(cut)] == [1, 2]
+    assert [e.seq for e in _whole_commands(cut[:2] + [_env(3, -1, "")])] == [1, 2, 3]  # no command: whole
+    assert [e.seq for e in _whole_commands(cut[2:])] == [3, 4]  # one command only: all of it
