@@ -538,23 +538,23 @@ class CommandApp:
         """What `seat` may see of `envelopes`; `events` are their decoded events when the
         caller has them (a fresh decide), which spares parsing each payload again."""
         engine = match.engine
-        pairs: list[tuple[Message, Message | None] | None] = []
+        out = []
+        hidden: list[bool] | None = None  # made only when something is hidden from this viewer
         for i, env in enumerate(envelopes):
             if env.type == MATCH_CREATED:
-                pairs.append(None)
                 continue
             event = events[i] if events is not None else open_event(engine, env)
-            pairs.append((event, engine.redact(event, seat)))
-        hidden = [pair is not None and pair[1] is None for pair in pairs]
-        anonymous = unattributed(envelopes, hidden) if any(hidden) else ()
-        out = []
-        for i, pair in enumerate(pairs):
-            if pair is None:
-                continue
-            event, shown = pair
+            shown = engine.redact(event, seat)
             if shown is None:
+                if hidden is None:
+                    hidden = [False] * len(envelopes)
+                hidden[i] = True
                 continue
-            out.append(SeatEvent(envelopes[i], shown, engine.render_event(shown), shown is event, i in anonymous))
+            out.append(SeatEvent(env, shown, engine.render_event(shown), shown is event))
+        if hidden is not None:
+            anonymous = {id(envelopes[i]) for i in unattributed(envelopes, hidden)}
+            for seat_event in out:
+                seat_event.unattributed = id(seat_event.envelope) in anonymous
         return out
 
     def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
