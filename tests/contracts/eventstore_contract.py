@@ -8,7 +8,8 @@ It reads as a story of one match's stream: versions count up from 1 with no
 gaps; a stale writer is refused and writes nothing; a batch lands whole; a
 retried command gets its first answer; readers see the tail in order; the
 partition stream sees every entry; matches stay apart; `wait_for` wakes on a
-new append; racing writers get exactly one winner per version. What only one
+new append; racing writers get exactly one winner per version; staged events
+(NP-H9) stay out of every reader's sight until the next append writes them first. What only one
 adapter can show (AOF survival, hash slots) extends its binding.
 """
 
@@ -158,6 +159,72 @@ class EventStoreContract(ABC):
         store.append(match, 0, batch(match, 0, 1))
         assert store.append(match, 1, batch(match, 1, 1)).duplicate is False
         assert store.version(match) == 2
+
+    # -- staging (NP-H9) -----------------------------------------------------------------
+    def test_staged_events_take_their_seqs_but_no_reader_sees_them(self, store: EventStore) -> None:
+        match = new_match_id()
+        partition = store.partition_of(match)
+        store.append(match, 0, batch(match, 0, 2))
+        staged = store.stage(match, 2, batch(match, 2, 1, "answer-a"), command_id="answer-a")
+        assert staged == AppendResult(version=3, first_seq=3, last_seq=3)
+        assert store.stage(match, 3, batch(match, 3, 2, "answer-b"), command_id="answer-b").version == 5
+        assert store.version(match) == 2
+        assert [e.seq for e in store.read(match)] == [1, 2]
+        assert store.wait_for(match, 2, 50) == []
+        assert len(store.read_partition(partition, count=10_000)) == 2
+        assert [(e.seq, e.command_id) for e in store.read_staged(match)] == [(3, "answer-a"), (4, "answer-b"),
+                                                                            (5, "answer-b")]
+        assert [e.seq for e in store.read_staged(match, after=3)] == [4, 5]
+
+    def test_the_next_append_writes_the_staged_events_first(self, store: EventStore) -> None:
+        match = new_match_id()
+        partition = store.partition_of(match)
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer-a"), command_id="answer-a")
+        store.stage(match, 2, batch(match, 2, 1, "answer-b"), command_id="answer-b")
+        result = store.append(match, 3, batch(match, 3, 2, "resolve"), command_id="resolve")
+        assert result == AppendResult(version=5, first_seq=4, last_seq=5)
+        assert store.version(match) == 5
+        assert store.read_staged(match) == []
+        assert [(e.seq, e.command_id) for e in store.read(match)] == [
+            (1, ""), (2, "answer-a"), (3, "answer-b"), (4, "resolve"), (5, "resolve")]
+        assert [e.envelope.seq for e in store.read_partition(partition, count=10_000)] == [1, 2, 3, 4, 5]
+        # and the match goes on as before
+        assert store.append(match, 5, batch(match, 5, 1)).version == 6
+
+    def test_writers_check_the_position_and_conflicts_report_it(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1))
+        for write in (store.append, store.stage):
+            with pytest.raises(ConcurrencyConflict) as conflict:
+                write(match, 1, batch(match, 1, 1))  # the version, not the position
+            assert conflict.value.actual == 2
+        assert store.version(match) == 1
+        assert [e.seq for e in store.read_staged(match)] == [2]
+        with pytest.raises(ConcurrencyConflict) as ahead:
+            store.stage(match, 3, batch(match, 3, 1))
+        assert ahead.value.actual == 2
+
+    def test_a_staged_command_id_answers_with_its_first_answer(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+        again = store.stage(match, 2, batch(match, 2, 1, "answer"), command_id="answer")
+        assert again == AppendResult(version=2, first_seq=2, last_seq=2, duplicate=True)
+        assert store.append(match, 2, batch(match, 2, 1, "answer"), command_id="answer").duplicate
+        store.append(match, 2, batch(match, 2, 1))
+        late = store.append(match, 3, batch(match, 3, 1, "answer"), command_id="answer")
+        assert late == AppendResult(version=2, first_seq=2, last_seq=2, duplicate=True)
+        assert [e.seq for e in store.read(match)] == [1, 2, 3]
+
+    def test_nothing_is_staged_before_a_match_exists(self, store: EventStore) -> None:
+        match = new_match_id()
+        with pytest.raises(ValueError):
+            store.stage(match, 0, batch(match, 0, 1))
+        with pytest.raises(ConcurrencyConflict):
+            store.stage(match, 1, batch(match, 1, 1))
+        assert store.version(match) == 0 and store.read_staged(match) == []
 
     # -- reads ---------------------------------------------------------------------------
     def test_reads_from_any_version_return_the_tail_in_order(self, store: EventStore) -> None:

@@ -147,10 +147,13 @@ def test_an_append_after_its_kept_connection_was_cut_reconnects_and_writes_once(
 def test_an_error_reply_leaves_the_kept_connection_usable(store: RedisEventStore) -> None:
     match = new_match_id()
     store.append(match, 0, batch(match, 0, 1))
-    store.client.set(store.keys.version(match), "not a number")  # the script fails on tonumber(nil)
+    stream = store.keys.match_stream(match)
+    store.client.rename(stream, stream + ":aside")
+    store.client.set(stream, "not a stream")  # the script's XADD and XREVRANGE fail: WRONGTYPE
     with pytest.raises(redis.ResponseError):
         store.append(match, 1, batch(match, 1, 1))
-    store.client.set(store.keys.version(match), "1")
+    store.client.delete(stream)
+    store.client.rename(stream + ":aside", stream)
     assert store.append(match, 1, batch(match, 1, 1)).last_seq == 2
 
 
@@ -559,3 +562,19 @@ def test_a_poll_budget_argument_that_is_not_microseconds_is_refused_clearly(budg
     with pytest.raises(ValueError, match="must be microseconds"):
         RedisEventStore.connect("redis://127.0.0.1:1/0", reply_poll_us=budget)
 
+
+
+def test_staged_commands_are_named_in_the_stream_so_trim_drops_their_records(store: RedisEventStore) -> None:
+    """NP-H9's staged events carry their command id into the match stream when they are
+    written (field `c`, as appended ones), so a trim finds their records too."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.stage(match, 1, batch(match, 1, 2, "answer"), command_id="answer")
+    assert store.client.get(store.keys.version(match)) == b"3:1"  # position:version while staged
+    store.append(match, 3, batch(match, 3, 1, "resolve"), command_id="resolve")
+    assert store.client.get(store.keys.version(match)) == b"4"
+    assert not store.client.exists(store.keys.staged(match))
+    assert store.client.exists(store.keys.command(match, "answer"))
+    assert store.trim(match) == 4
+    assert not store.client.exists(store.keys.command(match, "answer"), store.keys.command(match, "resolve"))
+    assert store.version(match) == 4

@@ -45,7 +45,7 @@ end
 -- stream refused the first entry: the kept version key (it survives trimming), healed
 -- by the stream's last id should the two ever disagree. Off the common path.
 local function actual()
-  local version = tonumber(stored or '0')
+  local version = tonumber(string.match(stored or '0', '^(%d+)') or '0')
   local top = redis.call('XREVRANGE', keys[1], '+', '-', 'COUNT', 1)
   if top[1] then
     local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
@@ -57,12 +57,49 @@ local function actual()
 end
 
 -- 2. The expected-version check. A key that differs from `expected` may be lost or
---    behind the stream (or spelled otherwise, "07"): ask the stream.
+--    behind the stream (or spelled otherwise, "07"): ask the stream. A key that reads
+--    "<position>:<version>" has staged events (stage.lua): `expected` is then checked
+--    against the position, and the staged events go to the streams first.
+local staged_after
 if (stored or '0') ~= expected then
-  local version = actual()
-  if version ~= tonumber(expected) then
-    return {version}
+  local position, version = string.match(stored or '', '^(%d+):(%d+)$')
+  if position then
+    if tonumber(position) ~= tonumber(expected) then
+      return {tonumber(position)}
+    end
+    staged_after = version
+  else
+    local version = actual()
+    if version ~= tonumber(expected) then
+      return {version}
+    end
   end
+end
+
+-- 2b. Staged events (rare): written to both streams at seqs version + 1, ..., position, as
+--     they were staged, their list dropped. Their key shares the match's hash tag.
+if staged_after then
+  local staged_key = string.gsub(keys[2], '(:{p%d+}:)version:', '%1staged:', 1)
+  local staged = redis.call('LRANGE', staged_key, 0, -1)
+  local seq = tonumber(staged_after)
+  for i = 1, #staged, 2 do
+    seq = seq + 1
+    local entry
+    if staged[i] ~= '' then
+      entry = redis.pcall('XADD', keys[1], seq .. '-0', 'e', staged[i + 1], 'c', staged[i])
+    else
+      entry = redis.pcall('XADD', keys[1], seq .. '-0', 'e', staged[i + 1])
+    end
+    if i == 1 and entry ~= seq .. '-0' then
+      return {actual()} -- the stream is past the version key: nothing was written
+    end
+    if argv[4] == '0' then
+      redis.call('XADD', keys[3], '*', 'e', staged[i + 1])
+    else
+      redis.call('XADD', keys[3], 'MAXLEN', '~', argv[4], '*', 'e', staged[i + 1])
+    end
+  end
+  redis.call('DEL', staged_key)
 end
 
 -- 3. Write: the match stream (entry id = seq), the partition stream, then the records.

@@ -64,6 +64,12 @@ class _Match:
     version: int = 0
     #: events[0] has seq `base + 1` (base > 0 once trimmed)
     base: int = 0
+    #: staged events (seqs version + 1, ...) and their command ids, for the next append
+    staged: list[tuple[bytes, str]] = field(default_factory=list)
+
+    @property
+    def position(self) -> int:
+        return self.version + len(self.staged)
 
 
 class InMemoryEventStore(EventStore):
@@ -95,18 +101,55 @@ class InMemoryEventStore(EventStore):
                 if seen is not None:
                     return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
             match = self._matches.setdefault(match_id, _Match())
-            if match.version != expected_version:
-                raise ConcurrencyConflict(match_id, expected_version, match.version)
+            if match.position != expected_version:
+                raise ConcurrencyConflict(match_id, expected_version, match.position)
             partition = self._partition_streams[self.partition_of(match_id)]
-            for seq, blob in enumerate(blobs, start=expected_version + 1):
+            staged = [blob for blob, _command in match.staged]
+            for seq, blob in enumerate(staged + blobs, start=match.version + 1):
                 match.events.append(blob)
                 partition.append((f"{len(partition) + 1}-0", match_id, seq, blob))
+            match.staged.clear()
             first, last = expected_version + 1, expected_version + len(blobs)
             match.version = last
             if command_id:
                 self._commands[(match_id, command_id)] = (first, last)
             self._changed.notify_all()
         return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def stage(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        validate_batch(match_id, expected_version, events)
+        if expected_version == 0:
+            raise ValueError(f"match {match_id}: nothing to stage on before its first event")
+        blobs = [event.SerializeToString() for event in events]
+        with self._lock:
+            if command_id:
+                seen = self._commands.get((match_id, command_id))
+                if seen is not None:
+                    return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
+            match = self._matches.get(match_id)
+            position = match.position if match else 0
+            if position != expected_version:
+                raise ConcurrencyConflict(match_id, expected_version, position)
+            assert match is not None  # position == expected_version > 0
+            match.staged.extend((blob, command_id) for blob in blobs)
+            first, last = expected_version + 1, expected_version + len(blobs)
+            if command_id:
+                self._commands[(match_id, command_id)] = (first, last)
+        return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def read_staged(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        with self._lock:
+            match = self._matches.get(match_id)
+            if match is None:
+                return []
+            blobs = [blob for blob, _command in match.staged[max(after - match.version, 0):]]
+        return [EventEnvelope.FromString(blob) for blob in blobs]
 
     def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
         if limit is not None and limit < 0:

@@ -8,6 +8,14 @@ Events travel as `famiglia.v1.EventEnvelope`. The writer builds the envelopes
 with `seq` = expected_version + 1, + 2, ...; the store checks the expected
 version, refuses a duplicate command id (returning the first answer) and
 writes the match stream and the match's partition stream atomically.
+
+Staged events (NP-H9): a command whose events only their own seat may see, and whose
+very existence would tell the other seats something (an answer to a card window), is
+`stage`d instead: its events take their seqs but wait outside the match stream, seen
+by no reader, until the match's next `append` writes them to the streams, in order,
+ahead of its own events. So the match's version (what every reader sees) moves only
+with events the table may know of; the *position* (version + staged events) is what
+writers check, and what `ConcurrencyConflict.actual` reports.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ DEFAULT_PARTITIONS = 16
 
 
 class ConcurrencyConflict(Exception):
-    """The match moved on: `expected` is stale, `actual` is the version now."""
+    """The match moved on: `expected` is stale, `actual` is the position now (the version
+    and the staged events)."""
 
     def __init__(self, match_id: str, expected: int, actual: int) -> None:
         super().__init__(f"match {match_id}: expected version {expected}, stream is at {actual}")
@@ -99,10 +108,32 @@ class EventStore(ABC):
     ) -> AppendResult:
         """Append atomically, or raise ConcurrencyConflict and write nothing.
 
+        `expected_version` is the match's position: its version and its staged events,
+        which this append writes to the streams first (their seqs come before `events`').
         A non-empty `command_id` already seen for this match returns the first
         answer with duplicate=True and appends nothing (even if the expected
         version is stale by now).
         """
+
+    @abstractmethod
+    def stage(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        """Keep events back from the streams until the match's next `append`, atomically.
+
+        As `append` (the expected position, seqs continuing it, a command id's first
+        answer), but nothing reaches the match or partition stream and the version does
+        not move: `read`, `wait_for`, `version` and consumers see nothing of it. The
+        result's `version` is the position after it. A match must exist to stage on.
+        """
+
+    @abstractmethod
+    def read_staged(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        """The staged events with seq > after, in order (for writers catching up)."""
 
     @abstractmethod
     def read(self, match_id: str, after: int = 0, limit: int | None = None) -> list[EventEnvelope]:
@@ -110,7 +141,7 @@ class EventStore(ABC):
 
     @abstractmethod
     def version(self, match_id: str) -> int:
-        """The match's current version (0 when it has no events)."""
+        """The match's current version (0 when it has no events); staged events not counted."""
 
     @abstractmethod
     def wait_for(self, match_id: str, after: int, timeout_ms: int) -> list[EventEnvelope]:

@@ -6,7 +6,9 @@ records and its partition stream share one Redis Cluster slot and a single
 script can write them all atomically:
 
     <prefix>:{p07}:match:<match_id>                 stream, entry id <seq>-0, field e
-    <prefix>:{p07}:version:<match_id>               the match version (kept after trim)
+    <prefix>:{p07}:version:<match_id>               the match version (kept after trim);
+                                                    "<position>:<version>" while events are staged
+    <prefix>:{p07}:staged:<match_id>                list of staged events: (command id, envelope) pairs
     <prefix>:{p07}:cmd:<match_id>:<command_id>      "first:last" of the command's first answer
     <prefix>:{p07}:partition                        stream, field e (the envelope names match and seq)
 
@@ -52,7 +54,7 @@ _KEY_CACHE = 4096  # matches whose key names an adapter remembers
 # version key. It runs only if the match did not move since the caller read
 # the command ids (returns -1 then), so no record of a new command is lost.
 _TRIM_LUA = """
-local version = tonumber(redis.call('GET', KEYS[2]) or '0')
+local version = tonumber(string.match(redis.call('GET', KEYS[2]) or '0', '(%d+)$'))
 local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 if top[1] then
   local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
@@ -67,9 +69,16 @@ return dropped
 """
 
 
-def _load_append_lua() -> str:
-    """The append script ships inside the package (package-data `*.lua`)."""
-    return resources.files(__package__).joinpath("append.lua").read_text(encoding="utf-8")
+def _load_append_lua(name: str = "append.lua") -> str:
+    """The append and stage scripts ship inside the package (package-data `*.lua`)."""
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _stored_version(stored: bytes | None) -> int:
+    """The version key's version: "<version>", or "<position>:<version>" while events are staged."""
+    if stored is None:
+        return 0
+    return int(stored.rpartition(b":")[2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +100,9 @@ class KeyLayout:
 
     def version(self, match_id: str) -> str:
         return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:version:{match_id}"
+
+    def staged(self, match_id: str) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:staged:{match_id}"
 
     def command(self, match_id: str, command_id: str) -> str:
         return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:cmd:{match_id}:{command_id}"
@@ -246,6 +258,7 @@ class RedisEventStore(EventStore):
         self.partition_maxlen = partition_maxlen
         self._append_script: Script = client.register_script(_load_append_lua())
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(self._append_script.sha.encode())
+        self._stage_script: Script = client.register_script(_load_append_lua("stage.lua"))
         self._trim_script: Script = client.register_script(_TRIM_LUA)
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
@@ -334,6 +347,36 @@ class RedisEventStore(EventStore):
             first, last = reply.split(b":")
             return AppendResult(int(last), int(first), int(last), duplicate=True)
         raise ConcurrencyConflict(match_id, expected_version, int(reply[0]))
+
+    def stage(
+        self,
+        match_id: str,
+        expected_version: int,
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        """stage.lua through redis-py: staging is rare (a card window's answers), so it
+        takes the plain path, not the append's hand-spelled request."""
+        validate_batch(match_id, expected_version, events)
+        if expected_version == 0:
+            raise ValueError(f"match {match_id}: nothing to stage on before its first event")
+        layout = self.keys
+        keys = [layout.match_stream(match_id), layout.version(match_id), layout.staged(match_id)]
+        if command_id:
+            keys.append(layout.command(match_id, command_id))
+        reply = self._stage_script(keys=keys, args=[expected_version, command_id,
+                                                    *(event.SerializeToString() for event in events)])
+        if type(reply) is int:
+            return appended(expected_version + reply, expected_version + 1, expected_version + reply)
+        if isinstance(reply, bytes):
+            first, last = reply.split(b":")
+            return AppendResult(int(last), int(first), int(last), duplicate=True)
+        raise ConcurrencyConflict(match_id, expected_version, int(reply[0]))
+
+    def read_staged(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
+        envelopes = [EventEnvelope.FromString(blob)
+                     for blob in self.client.lrange(self.keys.staged(match_id), 0, -1)[1::2]]
+        return [envelope for envelope in envelopes if envelope.seq > after]
 
     def _keys_of(self, match_id: str) -> tuple[bytes, bytes]:
         """The match's part of an append request, remembered: a match appends hundreds of
@@ -447,7 +490,7 @@ class RedisEventStore(EventStore):
             pipe.xrevrange(stream, count=1)
             stored, top = pipe.execute()
         top = _entries(top)
-        version = int(stored) if stored is not None else 0
+        version = _stored_version(stored)
         if top:
             version = max(version, _seq_of(top[0][0]))
         return version
