@@ -32,6 +32,10 @@ class MatchState:
     engine: Engine
     state: Any = None
     version: int = 1
+    """The position: every event folded, staged ones included (what a writer checks)."""
+    staged: list[envelope_pb2.EventEnvelope] = field(default_factory=list)
+    """The folded events the store holds back (NP-H9, `GameInfo.held_events`): the last
+    `len(staged)` of the fold, seen by their own seat only until the next append."""
     commands: dict[str, tuple[int, int]] = field(default_factory=dict)
     """`command_key(seat, command id)` -> (first seq, last seq) of the events it caused."""
     last_timestamp_ms: int = 0
@@ -47,6 +51,11 @@ class MatchState:
     @property
     def seats(self) -> int:
         return int(self.created.seats)
+
+    @property
+    def public_version(self) -> int:
+        """The version every reader sees: the position less the staged events."""
+        return self.version - len(self.staged)
 
     @classmethod
     def start(cls, registry: Registry, first: envelope_pb2.EventEnvelope) -> MatchState:
@@ -69,11 +78,13 @@ class MatchState:
         return match
 
     def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope],
-              events: Sequence[Message] | None = None) -> None:
+              events: Sequence[Message] | None = None, *, staged: bool = False) -> None:
         """Fold envelopes that follow the current version (older ones are skipped).
 
         `events`: the envelopes' events already decoded, one per envelope (the command
-        service has them from `decide`): folding them spares parsing each payload again."""
+        service has them from `decide`): folding them spares parsing each payload again.
+        `staged`: the envelopes are staged (`EventStore.stage`). Any other envelope folded
+        means the staged ones are in the stream now: the store writes them first."""
         engine = self.engine
         decode = event_decoder(engine)
         commands = self.commands
@@ -87,6 +98,10 @@ class MatchState:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
                 self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
                 self.version = seq
+                if staged:
+                    self.staged.append(env)
+                elif self.staged:
+                    self.staged.clear()
                 last = env
                 command_id = env.command_id
                 if command_id:

@@ -109,6 +109,8 @@ class SeatEvent:
     unattributed: bool = False
     """Shown without its acting seat and command id: its command's other events are hidden
     from this viewer (`famiglia.eventstore.envelopes.unattributed`)."""
+    held: bool = False
+    """Staged (NP-H9): shown with seq 0, since its seq would count the others' staged events."""
 
 
 @dataclass
@@ -116,6 +118,8 @@ class Submitted:
     version: int
     events: list[SeatEvent] = field(default_factory=list)
     duplicate: bool = False
+    held: bool = False
+    """Its events are staged (NP-H9): numbered and shown to the table with the next public event."""
 
 
 @dataclass(frozen=True)
@@ -289,7 +293,7 @@ class CommandApp:
             self._check_seat(m.seats, viewer)
             view = m.engine.view(m.state, viewer.seat)
             return ViewAnswer(
-                version=m.version,
+                version=m.public_version,
                 view=view,
                 to_act=pending_for(m.engine, m.state, viewer.seat),
                 result=m.engine.result(m.state),
@@ -309,7 +313,7 @@ class CommandApp:
             # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
             cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
             commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
-            return LegalAnswer(m.version, commands, len(commands) < cap,
+            return LegalAnswer(m.public_version, commands, len(commands) < cap,
                                [m.engine.render_command(c) for c in commands])
 
     @staticmethod
@@ -372,7 +376,7 @@ class CommandApp:
                     if at is None:  # the id names the version it is submitted at: hold it there
                         with hot.lock:
                             self.matches.catch_up(hot)  # the stream's version, not this process's
-                            at = hot.match.version
+                            at = hot.match.public_version
                     command_id = command_id.replace(VERSION_PLACEHOLDER, str(at))
                 done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
                                           omit_events=omit_events)
@@ -393,12 +397,12 @@ class CommandApp:
         with hot.lock:
             m = hot.match
             if not answer.taken:  # only asking: at the version the caller names, as a submit is
-                if at is not None and at != m.version:
+                if at is not None and at != m.public_version:
                     self.matches.catch_up(hot)
-                    if at != m.version:
-                        raise Aborted("stale_version", f"expected version {at}, the match is at {m.version}")
-                at = m.version
-            if at != m.version or m.finished:
+                    if at != m.public_version:
+                        raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
+                at = m.public_version
+            if at != m.public_version or m.finished:
                 return
             by_seat = {viewer.seat: seat for viewer, seat in asked}
             engine, state = m.engine, m.state
@@ -410,7 +414,7 @@ class CommandApp:
                 legal = engine.legal_commands(state, pending.seat, limit=cap)
                 view = engine.view(state, pending.seat) if seat.view else None
                 answer.next.append(NextAnswer(pending.seat, view, legal, len(legal) < cap))
-            answer.next_version = m.version
+            answer.next_version = m.public_version
 
     # -- submit ------------------------------------------------------------------------
     def submit(
@@ -440,13 +444,15 @@ class CommandApp:
             self._check_seat(m.seats, viewer)
             if key in m.commands:
                 return self._duplicate(hot, viewer, key, command, omit_events)
-            if expected_version is not None and expected_version != m.version:
+            # A client knows the version, not the staged events (NP-H9): its expected version
+            # is checked against what it can know; the store checks the position.
+            if expected_version is not None and expected_version != m.public_version:
                 self.matches.catch_up(hot)
                 if key in m.commands:
                     return self._duplicate(hot, viewer, key, command, omit_events)
-                if expected_version != m.version:
+                if expected_version != m.public_version:
                     raise Aborted("stale_version",
-                                  f"expected version {expected_version}, the match is at {m.version}")
+                                  f"expected version {expected_version}, the match is at {m.public_version}")
             for _attempt in range(MAX_RETRIES):
                 try:
                     if m.finished:
@@ -462,35 +468,38 @@ class CommandApp:
                         raise
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if expected_version is not None:
-                        raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
+                    if expected_version is not None and expected_version != m.public_version:
+                        raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if not events:  # accepted but changes nothing: nothing to store
-                    return Submitted(m.version, [])
+                    return Submitted(m.public_version, [])
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
+                held = _held(m.engine.info.held_events, events)
+                write = self.store.stage if held else self.store.append
                 try:
                     if spans_exported():
-                        with child_span("eventstore.append", {"match_id": match_id}):
-                            result = self.store.append(match_id, m.version, envelopes, key)
+                        with child_span("eventstore.stage" if held else "eventstore.append", {"match_id": match_id}):
+                            result = write(match_id, m.version, envelopes, key)
                     else:  # the same call, without entering a span that goes nowhere
-                        result = self.store.append(match_id, m.version, envelopes, key)
+                        result = write(match_id, m.version, envelopes, key)
                 except ConcurrencyConflict:
                     # Another process moved the match: re-decide on the new state.
                     self.matches.catch_up(hot)
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if expected_version is not None:
-                        raise Aborted("stale_version", f"the match moved on to version {m.version}") from None
+                    if expected_version is not None and expected_version != m.public_version:
+                        raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if result.duplicate:
                     self.matches.catch_up(hot)
                     return self._duplicate(hot, viewer, key, command, omit_events)
-                m.apply(envelopes, events)
-                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.version, len(envelopes))
+                m.apply(envelopes, events, staged=held)
+                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.public_version, len(envelopes))
                 if omit_events:
-                    return Submitted(m.version)
-                return Submitted(m.version, self._for_viewer(m, envelopes, viewer.seat, events))
+                    return Submitted(m.public_version, held=held)
+                return Submitted(m.public_version, self._for_viewer(m, envelopes, viewer.seat, events, held=held),
+                                 held=held)
             raise Unavailable("contention", "the match is too busy right now; retry")
 
     def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str) -> list[Message]:
@@ -522,21 +531,28 @@ class CommandApp:
         match's version now), so a client replaying a chain of commands knows where it stood.
         Only for the same command: an id reused for another one is refused, not answered
         with the first one's result while the new command is silently dropped."""
-        first, last = hot.match.commands[key]
-        envelopes = self.store.read(hot.match.match_id, after=first - 1, limit=1 if omit_events else last - first + 1)
+        m = hot.match
+        first, last = m.commands[key]
+        held = last > m.public_version  # still staged: its events are in memory, not in the stream
+        if held:
+            envelopes = [env for env in m.staged if first <= env.seq <= last]
+            last = m.public_version
+        else:
+            envelopes = self.store.read(m.match_id, after=first - 1, limit=1 if omit_events else last - first + 1)
         if envelopes and envelopes[0].command and \
                 envelopes[0].command != command.SerializeToString(deterministic=True):
             raise Aborted("command_id_reused", f"command_id {key.partition('/')[2]!r} was used by this seat "
                                                "for another command; use a new id for a new command")
         if omit_events:
-            return Submitted(last, duplicate=True)
-        return Submitted(last, self._for_viewer(hot.match, envelopes, viewer.seat), duplicate=True)
+            return Submitted(last, duplicate=True, held=held)
+        return Submitted(last, self._for_viewer(m, envelopes, viewer.seat, held=held), duplicate=True, held=held)
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,
-                    events: Sequence[Message] | None = None) -> list[SeatEvent]:
+                    events: Sequence[Message] | None = None, *, held: bool = False) -> list[SeatEvent]:
         """What `seat` may see of `envelopes`; `events` are their decoded events when the
-        caller has them (a fresh decide), which spares parsing each payload again."""
+        caller has them (a fresh decide), which spares parsing each payload again. `held`:
+        the envelopes are staged, shown without their seq (it would count the others')."""
         engine = match.engine
         out = []
         hidden: list[bool] | None = None  # made only when something is hidden from this viewer
@@ -550,7 +566,7 @@ class CommandApp:
                     hidden = [False] * len(envelopes)
                 hidden[i] = True
                 continue
-            out.append(SeatEvent(env, shown, engine.render_event(shown), shown is event))
+            out.append(SeatEvent(env, shown, engine.render_event(shown), shown is event, held=held))
         if hidden is not None:
             anonymous = {id(envelopes[i]) for i in unattributed(envelopes, hidden)}
             for seat_event in out:
@@ -586,6 +602,11 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+
+def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:
+    """Whether a command's events are all of kinds the game holds back (NP-H9)."""
+    return bool(held_events) and all(event.WhichOneof("kind") in held_events for event in events)
 
 
 def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelope_pb2.EventEnvelope]:

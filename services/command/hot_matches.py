@@ -53,6 +53,7 @@ class HotMatches:
             raise UnknownMatch(match_id)
         try:
             match = MatchState.from_envelopes(self._registry, envelopes)
+            self._fold_staged(match)
         except NotAMatch:
             raise UnknownMatch(match_id) from None
         except UnknownGame as exc:
@@ -80,8 +81,15 @@ class HotMatches:
                 excess -= 1
 
     def catch_up(self, hot: HotMatch) -> None:
-        """Fold what other processes appended (call with hot.lock held)."""
-        hot.match.apply(self._store.read(hot.match.match_id, after=hot.match.version))
+        """Fold what other processes appended, and staged (call with hot.lock held)."""
+        match = hot.match
+        match.apply(self._store.read(match.match_id, after=match.version))
+        self._fold_staged(match)
+
+    def _fold_staged(self, match: MatchState) -> None:
+        """The staged events after the match's position (NP-H9), for a game that stages any."""
+        if match.engine.info.held_events:
+            match.apply(self._store.read_staged(match.match_id, after=match.version), staged=True)
 
     def forget(self, match_id: str) -> None:
         with self._lock:

@@ -120,6 +120,11 @@ class GameInfo:
     """Upper bound on accepted commands in one match under random legal play (termination)."""
     optional_commands: frozenset[str] = frozenset()
     """Command kinds that do not advance the game (offers, withdrawals...): capped, never pending-only."""
+    held_events: frozenset[str] = frozenset()
+    """Event kinds, each seen by its own seat only, whose mere arrival would tell the other
+    seats something (an answer to a window that must not show whom it waits for): a
+    command whose events are all of these kinds is staged by the store, out of the match's
+    version, until the next other command writes it first (NP-H9, docs/eventstore.md)."""
     command_type: type[Message] | None = None
     event_type: type[Message] | None = None
     view_type: type[Message] | None = None

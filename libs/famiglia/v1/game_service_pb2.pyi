@@ -544,10 +544,16 @@ class SubmitCommandResponse(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     EVENTS_FIELD_NUMBER: _builtins.int
     DUPLICATE_FIELD_NUMBER: _builtins.int
+    HELD_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """the version right after this command (a duplicate: the first answer's)"""
     duplicate: _builtins.bool
     """true when this seat sent this command under command_id before"""
+    held: _builtins.bool
+    """The command's events are held back (NP-H9: an answer to a card or reroll window, a
+    private setting): nobody else learns of them, and the version does not move, until
+    the match's next other command; its events come with seq 0 until then.
+    """
     @_builtins.property
     def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatEvent]:
         """what this seat may see of the events appended (none with omit_events)"""
@@ -558,10 +564,11 @@ class SubmitCommandResponse(_message.Message):
         version: _builtins.int = ...,
         events: _abc.Iterable[Global___SeatEvent] | None = ...,
         duplicate: _builtins.bool = ...,
+        held: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "events", b"events", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "events", b"events", "held", b"held", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -801,6 +808,7 @@ class SeatEvent(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
     seq: _builtins.int
+    """0: held back, not yet numbered (SubmitCommandResponse.held)"""
     type: _builtins.str
     seat: _builtins.int
     """acting seat, -1 = server"""

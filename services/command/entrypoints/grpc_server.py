@@ -31,7 +31,7 @@ def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
     then passed to the reply's constructor is copied once more."""
     env = e.envelope
     stamp = env.timestamp
-    out.event_id, out.seq, out.type = env.event_id, env.seq, env.type
+    out.event_id, out.seq, out.type = env.event_id, 0 if e.held else env.seq, env.type
     if e.unattributed:  # its command's other events are hidden from this viewer: so is who sent it
         out.seat, out.command_id = -1, ""
     else:
@@ -47,6 +47,8 @@ def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
 
 def _fill_submitted(reply: pb.SubmitCommandResponse, done: Submitted) -> None:
     reply.version, reply.duplicate = done.version, done.duplicate  # keywords cost twice as much
+    if done.held:
+        reply.held = True
     add = reply.events.add
     for e in done.events:
         _fill_seat_event(add(), e)

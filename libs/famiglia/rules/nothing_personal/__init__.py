@@ -23,6 +23,7 @@ from .decide import OPTIONAL, decide
 from .evolve import evolve
 from .state import Phase, State
 from .tx import NEXT
+from .view import HELD
 
 
 def _evolve(state: State | None, event: Any) -> State:
@@ -52,6 +53,7 @@ INFO = GameInfo(
     chance=True,
     max_steps=20_000,
     optional_commands=frozenset(OPTIONAL),
+    held_events=HELD,
     command_type=pb.Command,
     event_type=pb.Event,
     view_type=pb.View,

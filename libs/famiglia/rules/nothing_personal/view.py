@@ -108,6 +108,12 @@ def _options(s: State) -> dict[str, str]:
 _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
 
 
+#: NP-H9: a card or reroll window's answer, and a change of the private standing auto-pass
+#: (NP-D7), are their own seat's alone, and so is the fact that they were made: the service
+#: keeps them out of the match's version until the next public event (GameInfo.held_events).
+HELD = frozenset({"window_answered", "auto_pass_set"})
+
+
 def visibility(event: pb.Event) -> Visibility:
     kind = str(event.WhichOneof("kind"))
     if kind in _SERVER:
