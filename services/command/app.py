@@ -120,6 +120,9 @@ class Submitted:
     duplicate: bool = False
     held: bool = False
     """Its events are staged (NP-H9): numbered and shown to the table with the next public event."""
+    position: int = 0
+    """The match's position right after the command (its last seq; staged events counted):
+    the server's own, for a chain's next entry; never sent (it counts the staged events)."""
 
 
 @dataclass(frozen=True)
@@ -325,13 +328,14 @@ class CommandApp:
         return parse_command(self._hot(match_id).match.engine.info, type_url, value)
 
     def submit_packed(self, match_id: str, viewer: Viewer, command_id: str, type_url: str, value: bytes,
-                      expected_version: int | None = None, *, omit_events: bool = False) -> Submitted:
+                      expected_version: int | None = None, *, omit_events: bool = False,
+                      expected_position: int | None = None) -> Submitted:
         """`submit` of a command still packed as the request carries it (an Any's type URL
         and bytes): the match is looked up once for parsing and deciding."""
         hot = self._hot(match_id)
         command = parse_command(hot.match.engine.info, type_url, value)
         _check_submission(viewer, command_id)
-        return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
+        return self._submit(hot, viewer, command_id, command, expected_version, omit_events, expected_position)
 
     def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
                      *, omit_events: bool = False, ask_next: Sequence[NextSeat] = ()) -> ChainAnswer:
@@ -365,7 +369,9 @@ class CommandApp:
             self._check_seat(hot.match.seats, viewer)
             asked.append((viewer, seat))
         answer = ChainAnswer([])
-        at = expected_version
+        # The first entry goes in at the caller's version; each later one where the one before
+        # it left the match: its position, staged answers counted (NP-H9), which names it too.
+        at, position = expected_version, None
         for i, entry in enumerate(chain):
             try:
                 if not entry.token:
@@ -373,26 +379,27 @@ class CommandApp:
                 viewer = self.viewer(match_id, entry.token, require_seat=True)
                 command_id = entry.command_id
                 if VERSION_PLACEHOLDER in command_id:
-                    if at is None:  # the id names the version it is submitted at: hold it there
+                    if at is None and position is None:  # the id names the version it is submitted at: hold it there
                         with hot.lock:
                             self.matches.catch_up(hot)  # the stream's version, not this process's
                             at = hot.match.public_version
-                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(at))
-                done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
-                                          omit_events=omit_events)
+                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(at if position is None else position))
+                done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value,
+                                          at if position is None else None, omit_events=omit_events,
+                                          expected_position=position)
             except AppError as exc:
                 answer.refused_at, answer.refusal = i, exc
                 return answer
             answer.taken.append(done)
-            at = done.version
+            position = done.position
         if asked:
-            self._next_decisions(hot, answer, at, asked)
+            self._next_decisions(hot, answer, at if position is None else position, asked)
         return answer
 
     def _next_decisions(self, hot: HotMatch, answer: ChainAnswer, at: int | None,
                         asked: Sequence[tuple[Viewer, NextSeat]]) -> None:
-        """Fill `answer.next`: the asked seats pending at version `at` (the version the chain
-        left, or the one the caller gives), each with exactly what its own GetView and
+        """Fill `answer.next`: the asked seats pending at `at` (the position the chain left,
+        or the version the caller gives), each with exactly what its own GetView and
         ListLegalCommands would say. Nothing when the match is elsewhere or over."""
         with hot.lock:
             m = hot.match
@@ -402,7 +409,9 @@ class CommandApp:
                     if at != m.public_version:
                         raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
                 at = m.public_version
-            if at != m.public_version or m.finished:
+            elif at != m.version:  # the position the chain left
+                return
+            if m.finished:
                 return
             by_seat = {viewer.seat: seat for viewer, seat in asked}
             engine, state = m.engine, m.state
@@ -434,7 +443,7 @@ class CommandApp:
         return self._submit(self._hot(match_id), viewer, command_id, command, expected_version, omit_events)
 
     def _submit(self, hot: HotMatch, viewer: Viewer, command_id: str, command: Message,
-                expected_version: int | None, omit_events: bool) -> Submitted:
+                expected_version: int | None, omit_events: bool, expected_position: int | None = None) -> Submitted:
         match_id = hot.match.match_id
         seat = viewer.seat
         assert seat is not None  # _check_submission
@@ -453,6 +462,12 @@ class CommandApp:
                 if expected_version != m.public_version:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.public_version}")
+            if expected_position is not None and expected_position != m.version:  # a chain's later entry
+                self.matches.catch_up(hot)
+                if key in m.commands:
+                    return self._duplicate(hot, viewer, key, command, omit_events)
+                if expected_position != m.version:
+                    raise Aborted("stale_version", f"the match moved on to version {m.public_version}")
             for _attempt in range(MAX_RETRIES):
                 try:
                     if m.finished:
@@ -468,11 +483,11 @@ class CommandApp:
                         raise
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if expected_version is not None and expected_version != m.public_version:
+                    if _moved(m, expected_version, expected_position):
                         raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if not events:  # accepted but changes nothing: nothing to store
-                    return Submitted(m.public_version, [])
+                    return Submitted(m.public_version, [], position=m.version)
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
                 held = _held(m.engine.info.held_events, events)
@@ -488,7 +503,7 @@ class CommandApp:
                     self.matches.catch_up(hot)
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if expected_version is not None and expected_version != m.public_version:
+                    if _moved(m, expected_version, expected_position):
                         raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if result.duplicate:
@@ -497,9 +512,9 @@ class CommandApp:
                 m.apply(envelopes, events, staged=held)
                 accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.public_version, len(envelopes))
                 if omit_events:
-                    return Submitted(m.public_version, held=held)
+                    return Submitted(m.public_version, held=held, position=m.version)
                 return Submitted(m.public_version, self._for_viewer(m, envelopes, viewer.seat, events, held=held),
-                                 held=held)
+                                 held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
 
     def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str) -> list[Message]:
@@ -533,6 +548,7 @@ class CommandApp:
         with the first one's result while the new command is silently dropped."""
         m = hot.match
         first, last = m.commands[key]
+        position = last
         held = last > m.public_version  # still staged: its events are in memory, not in the stream
         if held:
             envelopes = [env for env in m.staged if first <= env.seq <= last]
@@ -544,8 +560,9 @@ class CommandApp:
             raise Aborted("command_id_reused", f"command_id {key.partition('/')[2]!r} was used by this seat "
                                                "for another command; use a new id for a new command")
         if omit_events:
-            return Submitted(last, duplicate=True, held=held)
-        return Submitted(last, self._for_viewer(m, envelopes, viewer.seat, held=held), duplicate=True, held=held)
+            return Submitted(last, duplicate=True, held=held, position=position)
+        return Submitted(last, self._for_viewer(m, envelopes, viewer.seat, held=held), duplicate=True, held=held,
+                         position=position)
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,
@@ -602,6 +619,14 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+
+def _moved(m, expected_version: int | None, expected_position: int | None) -> bool:
+    """Whether the match is no longer where the caller expects it: at the version it knows,
+    or (a chain's later entry) at the position the entry before left it."""
+    if expected_position is not None:
+        return expected_position != m.version
+    return expected_version is not None and expected_version != m.public_version
 
 
 def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:

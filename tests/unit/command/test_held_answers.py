@@ -1,0 +1,180 @@
+"""NP-H9 through the command service: a window's answers are held back, out of the version.
+
+Other seats see that a card window is open, never which seats it waits for. An answer that
+took a version of its own told them: each version step is visible to every seat (a hidden
+event's place in ListMatchEvents, GetView's version), so in a window asking two seats each
+learnt whether the other had answered. Answers are now staged (`EventStore.stage`) until
+the next public event, which the store writes after them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from famiglia.config import Settings
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+from services.command.app import CommandApp
+from services.command.bootstrap import bootstrap
+
+SETTINGS = Settings(secret="unit-test-secret")
+GAME = "nothing_personal"
+
+
+def _to_a_window(app: CommandApp, match_id: str, tokens: list[str], rng: random.Random, asked: int = 2):
+    """Random legal play until a window asks at least `asked` seats and none has answered;
+    None if the game ends first."""
+    hot = app.matches.get(match_id)
+    for step in range(4000):
+        m = hot.match
+        w = m.state.window
+        if w is not None and len(w.seats) >= asked and all(w.answers[s] is None for s in w.seats):
+            return w
+        if m.finished:
+            return None
+        seat = rng.choice([p.seat for p in m.engine.pending(m.state)])
+        viewer = app.viewer(match_id, tokens[seat])
+        commands = app.legal_commands(match_id, viewer, limit=32).commands
+        app.submit(match_id, viewer, f"walk-{step}", rng.choice(commands))
+    raise AssertionError("no window in 4,000 commands")
+
+
+def _window_match(app: CommandApp, asked: int = 2):
+    for seed in range(1, 40):
+        created = app.create_match(GAME, 3, seed=seed)
+        window = _to_a_window(app, created.match_id, created.seat_tokens, random.Random(seed), asked)
+        if window is not None:
+            return created, window
+    raise AssertionError("no seed reached a window")
+
+
+def _what_seat_sees(app: CommandApp, match_id: str, token: str | None):
+    """Everything a seat can ask the service about the match, as comparable values."""
+    viewer = app.viewer(match_id, token)
+    view = app.get_view(match_id, viewer)
+    seen = [view.version, view.view.SerializeToString(deterministic=True), [(p.seat, p.kind) for p in view.to_act]]
+    if viewer.seat is not None:
+        legal = app.legal_commands(match_id, viewer)
+        seen += [legal.version, [c.SerializeToString(deterministic=True) for c in legal.commands]]
+    seen.append([(e.envelope.seq, e.envelope.seat, e.envelope.command_id, e.event.SerializeToString())
+                 for e, _v, _f in app.events(match_id, viewer, 0, follow=False) if e is not None])
+    return seen
+
+
+def _pass(seat_token_viewer_app: CommandApp, match_id: str, token: str, command_id: str, **kw):
+    app = seat_token_viewer_app
+    return app.submit(match_id, app.viewer(match_id, token), command_id, pb.Command(**{"pass": pb.Pass()}), **kw)
+
+
+def test_an_answer_moves_nothing_another_seat_or_a_spectator_can_see() -> None:
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    first, other = window.seats[0], window.seats[1]
+    outsiders = [None] + [tokens[s] for s in range(3) if s != first]
+    before = {token: _what_seat_sees(app, match_id, token) for token in outsiders}
+    version = store.version(match_id)
+
+    answered = _pass(app, match_id, tokens[first], "answer-1")
+
+    assert answered.held and answered.version == version
+    assert [e.envelope.seq for e in answered.events] and all(e.held for e in answered.events)
+    assert store.version(match_id) == version and store.read(match_id, after=version) == []
+    for token in outsiders:
+        assert _what_seat_sees(app, match_id, token) == before[token]
+    # the seat that answered sees its answer in its view, at the same version
+    mine = app.get_view(match_id, app.viewer(match_id, tokens[first]))
+    assert mine.version == version and mine.view.window_answered_by_me
+    # a retry is the first answer again, still held
+    again = _pass(app, match_id, tokens[first], "answer-1")
+    assert again.duplicate and again.held and again.version == version
+    # the other seat answers at the version it knows
+    _pass(app, match_id, tokens[other], "answer-2", expected_version=version)
+
+
+def test_the_next_public_event_writes_the_answers_first_in_their_order() -> None:
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    for i, seat in enumerate(window.seats):
+        done = _pass(app, match_id, tokens[seat], f"answer-{i}")
+        if i < len(window.seats) - 1:
+            assert done.held and done.version == version
+    assert not done.held and done.version > version + len(window.seats)
+    written = store.read(match_id, after=version)
+    assert [e.seq for e in written] == list(range(version + 1, done.version + 1))
+    answers = [e for e in written if e.type == "window_answered"]
+    assert [(e.seat, e.command_id) for e in answers] == [(s, f"answer-{i}") for i, s in enumerate(window.seats)]
+    assert store.read_staged(match_id) == [] and app.matches.get(match_id).match.staged == []
+
+
+def test_a_second_replica_finds_the_held_answers_and_resolves_the_window() -> None:
+    store = InMemoryEventStore()
+    one = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(one)
+    match_id, tokens = created.match_id, created.seat_tokens
+    two = bootstrap(store=store, settings=SETTINGS)
+    two.get_view(match_id, two.viewer(match_id, None))  # loaded before the answers
+    version = store.version(match_id)
+    for i, seat in enumerate(window.seats[:-1]):
+        assert _pass(one, match_id, tokens[seat], f"answer-{i}").held
+    # the last answer on the other replica: it catches up with the staged answers and resolves
+    last = _pass(two, match_id, tokens[window.seats[-1]], "last", expected_version=version)
+    assert not last.held and last.version > version
+    assert store.read_staged(match_id) == []
+    # and the first replica goes on from the stream
+    spectator = one.get_view(match_id, one.viewer(match_id, None))
+    assert spectator.version == store.version(match_id) == last.version
+    assert one.matches.get(match_id).match.staged == []
+
+
+@pytest.mark.parametrize("stale", [True, False])
+def test_a_held_answer_does_not_make_a_seats_version_stale(stale: bool) -> None:
+    """The version a seat knows is the one it may name; naming the position (a version it
+    cannot know) would tell it that someone answered, so that is refused as stale."""
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    _pass(app, match_id, tokens[window.seats[0]], "answer-1")
+    from famiglia.grpcutil.errors import Aborted
+    if stale:
+        with pytest.raises(Aborted):
+            _pass(app, match_id, tokens[window.seats[1]], "answer-2", expected_version=version + 1)
+    else:
+        assert _pass(app, match_id, tokens[window.seats[1]], "answer-2", expected_version=version).version >= version
+
+
+def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_answer() -> None:
+    """A bots worker plays a window's seats in one SubmitCommands call. Each later entry goes
+    in where the one before left the match (its position: the held answers counted), and
+    "{version}" in its id names that, so a retried call resolves every id as the first did."""
+    from services.command.app import ChainedCommand
+
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app, asked=3)
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    passing = pb.Command(**{"pass": pb.Pass()}).SerializeToString()
+    type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+    chain = [ChainedCommand(tokens[s], f"bot:{{version}}:{s}", type_url, passing) for s in window.seats]
+
+    first = app.submit_chain(match_id, chain, version)
+    assert first.refusal is None
+    assert [d.held for d in first.taken] == [True] * (len(chain) - 1) + [False]
+    assert [d.version for d in first.taken[:-1]] == [version] * (len(chain) - 1)
+    written = [e for e in store.read(match_id, after=version) if e.type == "window_answered"]
+    assert [e.command_id for e in written] == [f"bot:{version + i}:{s}" for i, s in enumerate(window.seats)]
+
+    stored = store.version(match_id)
+    again = app.submit_chain(match_id, chain, version)
+    assert again.refusal is None and all(d.duplicate for d in again.taken)
+    assert [d.position for d in again.taken] == [d.position for d in first.taken]
+    assert store.version(match_id) == stored == first.taken[-1].version  # nothing new
