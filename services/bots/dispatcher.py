@@ -37,7 +37,7 @@ from typing import Protocol
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
-from famiglia.eventstore.envelopes import MATCH_CREATED
+from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import get_logger
@@ -495,6 +495,10 @@ class Dispatcher:
             bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
             if not bot_keys:
                 continue
+            if self._answered_held(tracked, {s for _v, s in bot_keys}):
+                tracked.sent_at = now  # answered, held back from the table (NP-H9): not stalled
+                due = min(due, now + wait)
+                continue
             log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version,
                         stalls=stalls + 1)
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
@@ -505,6 +509,23 @@ class Dispatcher:
             resent += self.queued - before
         self._next_stall_check = due
         return resent
+
+    def _answered_held(self, tracked: Tracked, seats: set[int]) -> bool:
+        """Whether none of `seats` is asked once the match's held-back answers are counted
+        (NP-H9: a window's answers reach the stream only when it resolves, so the stream
+        alone shows a bot that answered as still asked). The tracked state is not changed:
+        its version is the table's, which clocks name."""
+        match = tracked.match
+        if not match.engine.info.held_events:
+            return False
+        staged = self.store.read_staged(match.match_id, after=match.version)
+        if not staged:
+            return False
+        engine, state = match.engine, match.state
+        decode = event_decoder(engine)
+        for envelope in staged:
+            state = engine.evolve(state, decode(envelope.payload))
+        return not seats & {p.seat for p in engine.pending(state)}
 
     # -- after a restart -------------------------------------------------------------
     def recover(self, recent: int = 500) -> int:

@@ -521,6 +521,8 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
         return "finished"
     if match.version != version:
         return "stale"
+    # A seat's answer held back from the table (NP-H9) is an answer all the same.
+    match.apply(app.store.read_staged(match_id, after=match.version), staged=True)
     if seat not in {p.seat for p in pending_for(match.engine, match.state, seat)}:
         return "not_pending"
     command = match.engine.timeout_command(match.state, seat)

@@ -634,3 +634,61 @@ def test_held_tasks_are_pushed_before_the_last_acks_when_the_dispatcher_stops() 
     table.dispatcher.check_stalls = lambda: stop.set() or 0  # type: ignore[method-assign]  # stop after the batch
     table.dispatcher.run(consumer, stop, block_ms=0)
     assert tasks.separate_pushes == 1 and consumer.acks == [([e.entry_id for e in one], 1)]
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_bots_whose_window_answers_are_held_back_are_not_taken_for_stalled(answered: bool) -> None:
+    """NP-H9: a window's answers reach the stream only when it resolves; a bot that answered
+    still looks asked there, but the held answers say it is not: no stall, no task again."""
+    import random
+
+    from famiglia.engine.registry import default_registry
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from tests.unit.command.test_held_answers import _to_a_window
+
+    now = [0.0]
+    table = Table(now, registry=default_registry())
+    for seed in range(1, 40):
+        info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3)]
+        created = table.app.create_match("nothing_personal", 3, seed=seed, seat_info=info)
+        window = _to_a_window(table.app, created.match_id, created.seat_tokens, random.Random(seed))
+        if window is not None:
+            break
+    match_id = created.match_id
+    human = window.seats[-1]  # the one asked seat left to answer is a human's
+    table.dispatcher.handle(table.store.read(match_id))
+    table.dispatcher.matches[match_id].bots.pop(human)
+    queued = len(table.tasks.decisions)
+    assert queued
+    if answered:
+        for seat in window.seats[:-1]:
+            table.app.submit(match_id, Viewer(seat), f"answer-{seat}", np_pb.Command(**{"pass": np_pb.Pass()}))
+    now[0] = 11.0
+    resent = table.dispatcher.check_stalls()
+    assert (resent == 0) if answered else (resent > 0)
+    assert len(table.tasks.decisions) == queued + resent
+
+
+def test_a_clock_that_runs_out_after_its_seat_answered_held_back_does_nothing() -> None:
+    """NP-H9: the seat's answer is not in the stream yet, but it is an answer: `run_clock`
+    counts the held-back answers and leaves the seat be (it would be refused otherwise)."""
+    import random
+
+    from famiglia.engine.registry import default_registry
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots import handlers
+    from services.bots.bootstrap import bootstrap as bots_bootstrap
+    from tests.unit.command.test_held_answers import _to_a_window
+
+    table = Table(registry=default_registry())
+    for seed in range(1, 40):
+        created = table.app.create_match("nothing_personal", 3, seed=seed)
+        window = _to_a_window(table.app, created.match_id, created.seat_tokens, random.Random(seed))
+        if window is not None:
+            break
+    match_id, seat = created.match_id, window.seats[0]
+    bots = bots_bootstrap(settings=Settings(secret="test"), registry=default_registry(), store=table.store)
+    version = table.store.version(match_id)
+    table.app.submit(match_id, Viewer(seat), "answer", np_pb.Command(**{"pass": np_pb.Pass()}))
+    assert handlers.run_clock(bots, match_id, seat, version) == "not_pending"
+    assert table.store.version(match_id) == version and len(table.store.read_staged(match_id)) == 1
