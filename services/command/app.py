@@ -490,7 +490,7 @@ class CommandApp:
                     return Submitted(m.public_version, [], position=m.version)
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
-                held = _held(m.engine.info.held_events, events)
+                held = _held(m.engine.info.held_events, events) and _asks_nobody(m.engine, m.state, seat, events)
                 write = self.store.stage if held else self.store.append
                 try:
                     if spans_exported():
@@ -632,6 +632,19 @@ def _moved(m, expected_version: int | None, expected_position: int | None) -> bo
 def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:
     """Whether a command's events are all of kinds the game holds back (NP-H9)."""
     return bool(held_events) and all(event.WhichOneof("kind") in held_events for event in events)
+
+
+def _asks_nobody(engine, state, seat: int, events: Sequence[Message]) -> bool:
+    """Whether the events only take their own seat out of what the game waits for. A held
+    command that asked anyone anything (its own seat again included: an optional move) would
+    wait on a command that nobody, the bots' dispatcher included, could know to make: it goes
+    to the stream instead. (For the events of a fresh decide, this fold is the one the hot
+    state makes next: the engines keep it.)"""
+    before = {(p.seat, p.label) for p in engine.pending(state)}
+    after = state
+    for event in events:
+        after = engine.evolve(after, event)
+    return all(p.seat != seat and (p.seat, p.label) in before for p in engine.pending(after))
 
 
 def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelope_pb2.EventEnvelope]:

@@ -178,3 +178,41 @@ def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_ans
     assert again.refusal is None and all(d.duplicate for d in again.taken)
     assert [d.position for d in again.taken] == [d.position for d in first.taken]
     assert store.version(match_id) == stored == first.taken[-1].version  # nothing new
+
+
+def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
+    """A held command waits unseen by every other process, the bots' dispatcher included: one
+    after which the game waits for anyone anew (its own seat again, after an optional move on
+    its own turn) would wait forever. Such a command goes to the stream, whatever its kinds.
+    Here the private auto-pass is made a held kind to show both sides."""
+    import dataclasses
+
+    from famiglia.engine.registry import Registry, default_registry
+
+    engine = default_registry().get(GAME)
+    registry = Registry({GAME: dataclasses.replace(engine, info=dataclasses.replace(
+        engine.info, held_events=engine.info.held_events | {"auto_pass_set"}))})
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, registry=registry, settings=SETTINGS)
+    created = app.create_match(GAME, 3, seed=2)
+    match_id, tokens = created.match_id, created.seat_tokens
+    m = app.matches.get(match_id).match
+    auto = pb.Command(set_auto_pass=pb.SetAutoPass(cards=True))
+    rng = random.Random(2)
+    for step in range(200):  # to a turn of one seat where another may change its auto-pass
+        asked = {p.seat for p in m.engine.pending(m.state)}
+        if len(asked) == 1:
+            turn, idle = min(asked), (min(asked) + 1) % 3
+            if auto in m.engine.legal_commands(m.state, idle) and auto in m.engine.legal_commands(m.state, turn):
+                break
+        seat = rng.choice(sorted(asked))
+        commands = app.legal_commands(match_id, app.viewer(match_id, tokens[seat]), limit=32).commands
+        app.submit(match_id, app.viewer(match_id, tokens[seat]), f"walk-{step}",
+                   rng.choice([c for c in commands if c.WhichOneof("kind") != "set_auto_pass"]))
+    else:
+        raise AssertionError("no turn of one seat in 200 commands")
+    version = store.version(match_id)
+    on_its_turn = app.submit(match_id, app.viewer(match_id, tokens[turn]), "auto-1", auto)
+    assert not on_its_turn.held and store.version(match_id) == version + 1
+    meanwhile = app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-2", auto)
+    assert meanwhile.held and store.version(match_id) == version + 1

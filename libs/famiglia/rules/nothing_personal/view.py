@@ -108,10 +108,11 @@ def _options(s: State) -> dict[str, str]:
 _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
 
 
-#: NP-H9: a card or reroll window's answer, and a change of the private standing auto-pass
-#: (NP-D7), are their own seat's alone, and so is the fact that they were made: the service
-#: keeps them out of the match's version until the next public event (GameInfo.held_events).
-HELD = frozenset({"window_answered", "auto_pass_set"})
+#: NP-H9: a card or reroll window's answer is its seat's alone, and so is the fact that it was
+#: given: the service keeps it out of the match's version until the window resolves
+#: (GameInfo.held_events). A change of the private auto-pass (NP-D7) is not held: it may be a
+#: seat's move on its own turn, after which the game waits for that seat again.
+HELD = frozenset({"window_answered"})
 
 
 def visibility(event: pb.Event) -> Visibility:
