@@ -53,6 +53,11 @@ class MatchState:
         return int(self.created.seats)
 
     @property
+    def has_humans(self) -> bool:
+        """Whether a seat is not a bot's (a seat without seat info is a human's)."""
+        return sum(1 for info in self.created.seat_info if info.bot) < self.seats
+
+    @property
     def public_version(self) -> int:
         """The version every reader sees: the position less the staged events."""
         return self.version - len(self.staged)

@@ -209,6 +209,26 @@ class Tracked:
         return self.match.created.tournament_id
 
 
+def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int) -> tuple[int, int] | None:
+    """The span of a bot seat's command that went in right after `version` but is named for
+    an earlier version: a task's turn that followed answers held back from the table (NP-H9)
+    names its first command by the version it could see, which those answers, written since,
+    have pushed on. Any other command there (a human's, a clock's) is None, as before."""
+    prefix = f"bot:{match.match_id}:"
+    for key, span in reversed(match.commands.items()):  # the newest commands last
+        if span[1] <= version:
+            return None
+        if span[0] != version + 1:
+            continue
+        seat, _, command_id = key.partition("/")
+        named, _, rest = command_id.removeprefix(prefix).partition(":")
+        if command_id.startswith(prefix) and int(seat) in bots and named.isdigit() and int(named) <= version \
+                and rest in (seat, seat + ":f"):
+            return span
+        return None
+    return None
+
+
 def bot_seats(match: MatchState) -> dict[int, str]:
     return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
 
@@ -442,18 +462,20 @@ class Dispatcher:
         match = tracked.match
         commands, moved = match.commands, False
         while lease.version < match.version:
-            if lease.moves >= lease.most:
+            if lease.moves >= lease.most and not self._held_back(match):
                 return False
             span = None
-            for s in tracked.bots:
+            for s in tracked.bots:  # (after held answers, two seats' commands can share a name)
                 command_id = command_key(s, bot_command_id(match.match_id, lease.version, s))
                 span = commands.get(command_id) or commands.get(command_id + ":f")
-                if span is not None:
+                if span is not None and span[0] == lease.version + 1:
                     break
+            if (span is None or span[0] != lease.version + 1) and match.engine.info.held_events:
+                span = _named_before_held(match, tracked.bots, lease.version)
             if span is None or span[0] != lease.version + 1:
                 return False  # someone else's command
             lease.version, lease.moves, moved = span[1], lease.moves + 1, True
-        if lease.moves >= lease.most or not bots:
+        if (lease.moves >= lease.most and not self._held_back(match)) or not bots:
             return False
         if moved:
             tracked.sent_at = self.now()
@@ -495,7 +517,7 @@ class Dispatcher:
             bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
             if not bot_keys:
                 continue
-            if self._answered_held(tracked, {s for _v, s in bot_keys}):
+            if self._bots_answered_held(tracked):
                 tracked.sent_at = now  # answered, held back from the table (NP-H9): not stalled
                 due = min(due, now + wait)
                 continue
@@ -510,11 +532,19 @@ class Dispatcher:
         self._next_stall_check = due
         return resent
 
-    def _answered_held(self, tracked: Tracked, seats: set[int]) -> bool:
-        """Whether none of `seats` is asked once the match's held-back answers are counted
-        (NP-H9: a window's answers reach the stream only when it resolves, so the stream
-        alone shows a bot that answered as still asked). The tracked state is not changed:
-        its version is the table's, which clocks name."""
+    def _held_back(self, match: MatchState) -> bool:
+        """Whether the match has answers held back from the table (NP-H9). A task plays on
+        past its lease until its window resolves (handlers.play_bot_decisions), so a lease
+        that has used its moves is still playing while some are."""
+        return bool(match.engine.info.held_events) and bool(self.store.read_staged(match.match_id,
+                                                                                    after=match.version))
+
+    def _bots_answered_held(self, tracked: Tracked) -> bool:
+        """Whether the match has answers held back from the table (NP-H9) and, once they are
+        counted, the game asks none of its bot seats: a window's answers reach the stream only
+        when it resolves, so the stream alone shows a bot that answered as still asked, and
+        the match waits for a human, not a task. The tracked state is not changed: its
+        version is the table's, which clocks and tasks name."""
         match = tracked.match
         if not match.engine.info.held_events:
             return False
@@ -525,7 +555,7 @@ class Dispatcher:
         decode = event_decoder(engine)
         for envelope in staged:
             state = engine.evolve(state, decode(envelope.payload))
-        return not seats & {p.seat for p in engine.pending(state)}
+        return not any(p.seat in tracked.bots for p in engine.pending(state))
 
     # -- after a restart -------------------------------------------------------------
     def recover(self, recent: int = 500) -> int:

@@ -236,16 +236,16 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         return ["stale"]
     engine = app.registry.get(game_id)
     crc = zlib.crc32(match_id.encode())
-    ask = [] if lease is None else [(app.seat(match_id, s).token or "", reads_view(p), LEGAL_LIMIT)
-                                    for s, p in sorted(lease[1].items())]
+    ask = [] if lease is None else _asking(app, match_id, lease[1])
     outcomes: list[str] = []
-    moves, reached, first = 0, -1, True
+    moves, reached, first, follow_ups = 0, -1, True, 0
+    policies = dict(lease[1]) if lease is not None else {seat: policy for seat, policy, _ in seats}
     while True:
-        if lease is not None:
+        if lease is not None and lease[0] > moves:
             seats = seats[:lease[0] - moves]
         try:
-            step, at, upcoming, step_reached = _play_step(app, engine, match_id, game_id, version, seats, crc,
-                                                          think_seconds, interrupt_seconds, ask)
+            step, at, upcoming, step_reached, held = _play_step(app, engine, match_id, game_id, version, seats,
+                                                                crc, think_seconds, interrupt_seconds, ask)
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers
@@ -254,25 +254,38 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         first = False
         outcomes += step
         reached = max(reached, step_reached)
-        if lease is None:
-            break
         taken = sum(outcome in _TAKEN for outcome in step)
         moves += taken
-        if taken < len(seats) or at is None or moves >= lease[0]:
+        if taken < len(seats) or at is None:
             break
-        if upcoming is None:  # the step went a call a seat: ask on its own
-            upcoming = _ask_next(app, match_id, at, ask, lease[1])
+        # Past its lease (or with none) a task still plays on while its last turn held answers
+        # back (NP-H9): they leave the version, and so the stream the dispatcher reads, where it
+        # was, and a seat of the task the game still asks (one that made an optional move in a
+        # window, say) would wait for the stall timer. So a task never stops inside a window.
+        if lease is None or moves >= lease[0]:
+            if not held or follow_ups >= MAX_HELD_FOLLOW_UPS:
+                break
+            follow_ups += 1
+        if upcoming is None or not ask:  # the step went a call a seat, or asked nothing: ask on its own
+            upcoming = _ask_next(app, match_id, at, ask or _asking(app, match_id, policies), policies)
         if upcoming is None or not upcoming.next:  # over, a human's turn, or the match moved on
             break
         by_seat = {n.seat: n for n in upcoming.next}
         version = int(upcoming.next_version)
-        seats = [(s, lease[1][s], _payload_of(by_seat[s])) for s in turn_order(list(by_seat), version)]
+        seats = [(s, policies[s], _payload_of(by_seat[s])) for s in turn_order(list(by_seat), version)]
     if reached >= 0:  # the match is past the task's version now
         _reached(match_id, reached)
     return outcomes
 
 
 _TAKEN = frozenset({"submitted", "duplicate"})
+MAX_HELD_FOLLOW_UPS = 8
+"""Turns a task without a lease plays on after held-back answers (each asks the server first)."""
+
+
+def _asking(app: BotsApp, match_id: str, policies: Mapping[int, str]) -> list[tuple[str, bool, int]]:
+    """`ask_next` entries for these bot seats of the match."""
+    return [(app.seat(match_id, s).token or "", reads_view(p), LEGAL_LIMIT) for s, p in sorted(policies.items())]
 
 
 def _payload_of(decision: Any) -> DecisionPayload:
@@ -323,17 +336,18 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
 
 def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
                crc: int, think_seconds: float, interrupt_seconds: float,
-               ask: Sequence[tuple[str, bool, int]]) -> tuple[list[str], int | None, Any, int]:
+               ask: Sequence[tuple[str, bool, int]]) -> tuple[list[str], int | None, Any, int, bool]:
     """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
     taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
-    turn went in one call that asked, the highest version seen)."""
+    turn went in one call that asked, the highest version seen, whether a command taken was
+    held back: NP-H9)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
 
     def interrupt() -> float:
         return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
 
-    at, reached = version, -1
+    at, reached, held = version, -1, False
     outcomes: list[str] = []
     chosen: dict[int, tuple[Decision, Message]] = {}
     refused = -1  # the index of a seat whose command the chained call refused
@@ -355,9 +369,13 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 outcomes.append(done.outcome)
                 at = done.version
                 reached = max(reached, at)
+                held = held or done.held
             if refusal == "stale":
                 outcomes.append("stale")
-                return outcomes, None, None, max(reached, at + 1)
+                # The first entry names the version: the match is past it. A later one goes in
+                # where the entry before left the match, held answers counted (NP-H9): another
+                # answer held back meanwhile makes it stale with the version still `at`.
+                return outcomes, None, None, max(reached, at + 1 if not taken else at), held
             refused = len(taken) if refusal == "refused" else -1
             if not refusal:
                 upcoming = reply
@@ -395,15 +413,16 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
                                   deadline, interrupt(), command_id)
         outcomes.append(done.outcome)
+        held = held or done.held
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
-            return outcomes, None, None, reached
+            return outcomes, None, None, reached, held
         reached = max(reached, done.version)
         at = done.version
     if len(outcomes) < len(seats) or any(outcome not in _TAKEN for outcome in outcomes):
-        return outcomes, None, None, reached
-    return outcomes, at, upcoming, reached
+        return outcomes, None, None, reached, held
+    return outcomes, at, upcoming, reached, held
 
 
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
@@ -427,11 +446,13 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
     except grpc.RpcError as exc:
         log.warning("bot_chain_failed", match_id=match_id, code=exc.code().name)
         return None
-    taken = [_Submitted("duplicate" if r.duplicate else "submitted", int(r.version)) for r in reply.results]
+    taken = [_Submitted("duplicate" if r.duplicate else "submitted", int(r.version), r.held) for r in reply.results]
     if not reply.HasField("refusal"):
         return taken, "", reply
     status = reply.refusal.status
     if status == grpc.StatusCode.ABORTED.value[0]:
+        log.info("bot_chain_stale", match_id=match_id, version=version, index=reply.refusal.index,
+                 code=reply.refusal.code, reason=reply.refusal.message)
         return taken, "stale", reply
     if status in _REFUSED:
         log.warning("bot_command_refused", match_id=match_id, code=reply.refusal.code)
@@ -492,6 +513,8 @@ class _Submitted:
     outcome: str
     version: int | None
     """the version the answer carried (a duplicate's: the first answer's); None: refused, stale..."""
+    held: bool = False
+    """the command was held back from the table (NP-H9): the version did not move"""
 
 
 def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:
@@ -505,12 +528,13 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
+            log.info("bot_command_stale", match_id=client.match_id, version=version, reason=exc.details())
             return _Submitted("stale", None)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
             log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
             return _retry_refused(client, command_id, version, fallback)
         raise
-    return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version))
+    return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)
 
 
 def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:

@@ -490,7 +490,9 @@ class CommandApp:
                     return Submitted(m.public_version, [], position=m.version)
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
-                held = _held(m.engine.info.held_events, events) and _asks_nobody(m.engine, m.state, seat, events)
+                # NP-H9 hides what the table's people could learn: a match of bots only holds nothing back.
+                held = _held(m.engine.info.held_events, events) and m.has_humans \
+                    and _asks_nobody(m.engine, m.state, seat, events)
                 write = self.store.stage if held else self.store.append
                 try:
                     if spans_exported():

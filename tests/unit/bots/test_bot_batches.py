@@ -76,7 +76,7 @@ class LocalSeat:
         done = self._call(self.table.app.submit, self.match_id, Viewer(self.seat), command_id, command,
                           expected_version, omit_events=omit_events)
         self.table.pump(self.match_id)
-        return pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
+        return pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate, held=done.held)
 
 
 class _Context:

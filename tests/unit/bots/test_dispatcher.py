@@ -648,21 +648,22 @@ def test_bots_whose_window_answers_are_held_back_are_not_taken_for_stalled(answe
 
     now = [0.0]
     table = Table(now, registry=default_registry())
+    human = 2  # the one asked seat left to answer is a person's
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3) if s != human]
     for seed in range(1, 40):
-        info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3)]
         created = table.app.create_match("nothing_personal", 3, seed=seed, seat_info=info)
         window = _to_a_window(table.app, created.match_id, created.seat_tokens, random.Random(seed))
-        if window is not None:
+        if window is not None and human in window.seats:
             break
     match_id = created.match_id
-    human = window.seats[-1]  # the one asked seat left to answer is a human's
     table.dispatcher.handle(table.store.read(match_id))
-    table.dispatcher.matches[match_id].bots.pop(human)
     queued = len(table.tasks.decisions)
     assert queued
     if answered:
-        for seat in window.seats[:-1]:
-            table.app.submit(match_id, Viewer(seat), f"answer-{seat}", np_pb.Command(**{"pass": np_pb.Pass()}))
+        for seat in window.seats:
+            if seat != human:
+                table.app.submit(match_id, Viewer(seat), f"answer-{seat}", np_pb.Command(**{"pass": np_pb.Pass()}))
+        assert table.store.read_staged(match_id)
     now[0] = 11.0
     resent = table.dispatcher.check_stalls()
     assert (resent == 0) if answered else (resent > 0)

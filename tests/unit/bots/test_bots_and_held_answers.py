@@ -1,0 +1,83 @@
+"""Bots in Nothing Personal, whose window answers are held back from the stream (NP-H9).
+
+A match with a person at the table holds its window answers back until the window resolves
+(a match of bots only holds nothing: there is nobody to hide them from). The dispatcher reads
+the stream, so such a match must never wait on what it cannot see: a task whose answers were
+held plays on the seats of its own the game still asks (a bot that made an optional move in a
+window, say), a lease that has used its moves is still playing while answers are held, and the
+stall timer counts the held answers. Random bots make such moves all the time; every match here
+is played to its end by the dispatcher and the worker's own code, in process, the person's
+seat by the test.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from famiglia.engine.registry import default_registry
+from famiglia.v1 import envelope_pb2
+from services.bots import handlers
+from services.command.app import Viewer
+
+from .test_bot_batches import LocalWorker
+from .test_bot_lease import play, table_with
+
+GAME = "nothing_personal"
+PERSON = 2
+
+
+@pytest.mark.parametrize("most", [0, 32])
+@pytest.mark.parametrize("seed", [3, 7])
+def test_matches_with_a_person_and_bots_play_to_the_end(most: int, seed: int) -> None:
+    handlers._REACHED.clear()
+    table = table_with(most, registry=default_registry())
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3) if s != PERSON]
+    match_id = table.app.create_match(GAME, 3, seed=seed, seat_info=info, tournament_id="t1").match_id
+    table.pump(match_id)
+    worker = LocalWorker(table, chained=True)
+    staged, stage = [], table.store.stage
+
+    def counting_stage(*args, **kwargs):
+        staged.append(args[0])
+        return stage(*args, **kwargs)
+
+    table.store.stage = counting_stage  # type: ignore[method-assign]
+    rng = random.Random(seed)
+    done, stalls, steps = 0, 0, 0
+    match = table.app.matches.get(match_id).match
+    while match_id in table.dispatcher.matches:
+        steps += 1
+        assert steps < 20_000, "the match does not end"
+        if done < len(table.tasks.decisions):
+            play(worker, GAME, task=done)
+            done += 1
+        elif PERSON in {p.seat for p in match.engine.pending(match.state)}:
+            legal = table.app.legal_commands(match_id, Viewer(PERSON), limit=32).commands
+            table.app.submit(match_id, Viewer(PERSON), f"person-{steps}", rng.choice(legal))
+        else:  # nothing queued and nobody to play: only the stall timer is left
+            stalls += 1
+            table.clock_now[0] += 1000
+            assert table.dispatcher.check_stalls() > 0, "the match waits on nothing the dispatcher sees"
+        table.pump(match_id)
+    assert table.observer.finished == [match_id]
+    assert staged  # the walk met held answers
+    assert stalls == 0  # no bot decision waited for the stall timer
+
+
+def test_a_match_of_bots_only_holds_nothing_back() -> None:
+    handlers._REACHED.clear()
+    table = table_with(32, registry=default_registry())
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3)]
+    match_id = table.app.create_match(GAME, 3, seed=3, seat_info=info, tournament_id="t1").match_id
+    table.pump(match_id)
+    worker = LocalWorker(table, chained=True)
+    table.store.stage = None  # type: ignore[assignment,method-assign]  # any stage would fail
+    done = 0
+    while match_id in table.dispatcher.matches:
+        assert done < len(table.tasks.decisions), "nothing queued"
+        play(worker, GAME, task=done)
+        done += 1
+        table.pump(match_id)
+    assert table.observer.finished == [match_id]
