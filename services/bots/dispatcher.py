@@ -209,6 +209,12 @@ class Tracked:
         return self.match.created.tournament_id
 
 
+def _holds_back(match: MatchState) -> bool:
+    """Whether the command service may hold the match's answers back (NP-H9): its game holds
+    some, and a person sits at its table (services/command/app.py)."""
+    return bool(match.engine.info.held_events) and match.has_humans
+
+
 def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int) -> tuple[int, int] | None:
     """The span of a bot seat's command that went in right after `version` but is named for
     an earlier version: a task's turn that followed answers held back from the table (NP-H9)
@@ -470,7 +476,7 @@ class Dispatcher:
                 span = commands.get(command_id) or commands.get(command_id + ":f")
                 if span is not None and span[0] == lease.version + 1:
                     break
-            if (span is None or span[0] != lease.version + 1) and match.engine.info.held_events:
+            if (span is None or span[0] != lease.version + 1) and _holds_back(match):
                 span = _named_before_held(match, tracked.bots, lease.version)
             if span is None or span[0] != lease.version + 1:
                 return False  # someone else's command
@@ -536,8 +542,7 @@ class Dispatcher:
         """Whether the match has answers held back from the table (NP-H9). A task plays on
         past its lease until its window resolves (handlers.play_bot_decisions), so a lease
         that has used its moves is still playing while some are."""
-        return bool(match.engine.info.held_events) and bool(self.store.read_staged(match.match_id,
-                                                                                    after=match.version))
+        return _holds_back(match) and bool(self.store.read_staged(match.match_id, after=match.version))
 
     def _bots_answered_held(self, tracked: Tracked) -> bool:
         """Whether the match has answers held back from the table (NP-H9) and, once they are
@@ -546,7 +551,7 @@ class Dispatcher:
         the match waits for a human, not a task. The tracked state is not changed: its
         version is the table's, which clocks and tasks name."""
         match = tracked.match
-        if not match.engine.info.held_events:
+        if not _holds_back(match):
             return False
         staged = self.store.read_staged(match.match_id, after=match.version)
         if not staged:

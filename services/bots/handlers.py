@@ -280,7 +280,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
 
 _TAKEN = frozenset({"submitted", "duplicate"})
 MAX_HELD_FOLLOW_UPS = 8
-"""Turns a task without a lease plays on after held-back answers (each asks the server first)."""
+"""Turns a task plays on, without a lease or past it, after held-back answers (each asks the server first)."""
 
 
 def _asking(app: BotsApp, match_id: str, policies: Mapping[int, str]) -> list[tuple[str, bool, int]]:
