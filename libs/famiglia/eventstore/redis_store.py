@@ -374,8 +374,8 @@ class RedisEventStore(EventStore):
         raise ConcurrencyConflict(match_id, expected_version, int(reply[0]))
 
     def read_staged(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
-        envelopes = [EventEnvelope.FromString(blob)
-                     for blob in self.client.lrange(self.keys.staged(match_id), 0, -1)[1::2]]
+        pairs: list[bytes] = self.client.lrange(self.keys.staged(match_id), 0, -1)  # type: ignore[assignment]
+        envelopes = [EventEnvelope.FromString(blob) for blob in pairs[1::2]]
         return [envelope for envelope in envelopes if envelope.seq > after]
 
     def _keys_of(self, match_id: str) -> tuple[bytes, bytes]:
