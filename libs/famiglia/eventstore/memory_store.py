@@ -96,10 +96,9 @@ class InMemoryEventStore(EventStore):
         # Serialize outside the lock: it is the slow part and touches no shared state.
         blobs = [event.SerializeToString() for event in events]
         with self._changed:
-            if command_id:
-                seen = self._commands.get((match_id, command_id))
-                if seen is not None:
-                    return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
+            seen = self._first_answer(match_id, command_id)
+            if seen is not None:
+                return seen
             match = self._matches.setdefault(match_id, _Match())
             if match.position != expected_version:
                 raise ConcurrencyConflict(match_id, expected_version, match.position)
@@ -128,10 +127,9 @@ class InMemoryEventStore(EventStore):
             raise ValueError(f"match {match_id}: nothing to stage on before its first event")
         blobs = [event.SerializeToString() for event in events]
         with self._lock:
-            if command_id:
-                seen = self._commands.get((match_id, command_id))
-                if seen is not None:
-                    return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
+            seen = self._first_answer(match_id, command_id)
+            if seen is not None:
+                return seen
             match = self._matches.get(match_id)
             position = match.position if match else 0
             if position != expected_version:
@@ -142,6 +140,13 @@ class InMemoryEventStore(EventStore):
             if command_id:
                 self._commands[(match_id, command_id)] = (first, last)
         return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def _first_answer(self, match_id: str, command_id: str) -> AppendResult | None:
+        """A command id's first answer, if it has one (call with the lock held)."""
+        seen = self._commands.get((match_id, command_id)) if command_id else None
+        if seen is None:
+            return None
+        return AppendResult(version=seen[1], first_seq=seen[0], last_seq=seen[1], duplicate=True)
 
     def read_staged(self, match_id: str, after: int = 0) -> list[EventEnvelope]:
         with self._lock:
