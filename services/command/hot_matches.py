@@ -87,8 +87,9 @@ class HotMatches:
         self._fold_staged(match)
 
     def _fold_staged(self, match: MatchState) -> None:
-        """The staged events after the match's position (NP-H9), for a game that stages any."""
-        if match.engine.info.held_events:
+        """The staged events after the match's position (NP-H9), for a match that may have
+        some: its game holds answers back and a person sits at its table (app.py)."""
+        if match.engine.info.held_events and match.has_humans:
             match.apply(self._store.read_staged(match.match_id, after=match.version), staged=True)
 
     def forget(self, match_id: str) -> None:
