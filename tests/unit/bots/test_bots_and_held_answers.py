@@ -21,6 +21,8 @@ from famiglia.v1 import envelope_pb2
 from services.bots import handlers
 from services.command.app import Viewer
 
+from tests.profile import examples
+
 from .test_bot_batches import LocalWorker
 from .test_bot_lease import play, table_with
 
@@ -29,7 +31,7 @@ PERSON = 2
 
 
 @pytest.mark.parametrize("most", [0, 32])
-@pytest.mark.parametrize("seed", [3, 7])
+@pytest.mark.parametrize("seed", [3, 7, *range(100, 100 + examples(0, 60))])
 def test_matches_with_a_person_and_bots_play_to_the_end(most: int, seed: int) -> None:
     handlers._REACHED.clear()
     table = table_with(most, registry=default_registry())
