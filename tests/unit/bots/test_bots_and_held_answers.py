@@ -20,7 +20,6 @@ from famiglia.engine.registry import default_registry
 from famiglia.v1 import envelope_pb2
 from services.bots import handlers
 from services.command.app import Viewer
-
 from tests.profile import examples
 
 from .test_bot_batches import LocalWorker
