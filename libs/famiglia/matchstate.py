@@ -3,7 +3,7 @@ replay, projection, bots). Pure apart from the envelopes it is given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +117,20 @@ class MatchState:
             if last is not None:  # the last envelope folded: its time is the match's latest
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
                 self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+
+    def fold_staged(self, read: Callable[[int], list[envelope_pb2.EventEnvelope]],
+                    staged: Callable[[int], list[envelope_pb2.EventEnvelope]], attempts: int = 5) -> None:
+        """Fold the stream's new events, then the staged ones after them (NP-H9), through the
+        two reads given (`EventStore.read` and `read_staged`, from a version). The reads are
+        two calls: should the stream move between them (the staged answers written out, new
+        ones staged), the staged events no longer follow, and the stream is read again."""
+        for _ in range(attempts):
+            self.apply(read(self.version))
+            tail = staged(self.version)
+            if not tail or tail[0].seq == self.version + 1:
+                self.apply(tail, staged=True)
+                return
+        self.apply(read(self.version))  # the stream alone, always whole; the staged events next time
 
     def result(self) -> Result | None:
         if self.state is None:

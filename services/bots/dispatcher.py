@@ -370,6 +370,10 @@ class Dispatcher:
         tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
         pendings = match.engine.pending(match.state)
         bots = [p.seat for p in pendings if p.seat in tracked.bots]
+        if bots and _holds_back(match):  # a bot whose answer is held back is asked no more (NP-H9)
+            asked = self._asked_with_held(tracked)
+            if asked is not None:
+                bots = [seat for seat in bots if seat in asked]
         if tracked.seat_batch is not None and not self._batch_playing(tracked, bots):
             tracked.seat_batch = None
         if tracked.lease is not None and not self._lease_playing(tracked, bots):
@@ -548,19 +552,23 @@ class Dispatcher:
         """Whether the match has answers held back from the table (NP-H9) and, once they are
         counted, the game asks none of its bot seats: a window's answers reach the stream only
         when it resolves, so the stream alone shows a bot that answered as still asked, and
-        the match waits for a human, not a task. The tracked state is not changed: its
-        version is the table's, which clocks and tasks name."""
+        the match waits for a human, not a task."""
+        asked = self._asked_with_held(tracked) if _holds_back(tracked.match) else None
+        return asked is not None and not any(seat in tracked.bots for seat in asked)
+
+    def _asked_with_held(self, tracked: Tracked) -> set[int] | None:
+        """The seats the game asks once the match's held-back answers are counted, or None if
+        none are held. The tracked state is not changed: its version is the table's, which
+        clocks and tasks name."""
         match = tracked.match
-        if not _holds_back(match):
-            return False
         staged = self.store.read_staged(match.match_id, after=match.version)
-        if not staged:
-            return False
+        if not staged or staged[0].seq != match.version + 1:  # none, or the stream moved on: it will say
+            return None
         engine, state = match.engine, match.state
         decode = event_decoder(engine)
         for envelope in staged:
             state = engine.evolve(state, decode(envelope.payload))
-        return not any(p.seat in tracked.bots for p in engine.pending(state))
+        return {p.seat for p in engine.pending(state)}
 
     # -- after a restart -------------------------------------------------------------
     def recover(self, recent: int = 500) -> int:

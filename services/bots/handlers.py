@@ -34,7 +34,7 @@ from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
+from .payload import HELD_FOLLOW_UP, LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
 
 log = get_logger("famiglia.bots")
 
@@ -245,7 +245,8 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
             seats = seats[:lease[0] - moves]
         try:
             step, at, upcoming, step_reached, held = _play_step(app, engine, match_id, game_id, version, seats,
-                                                                crc, think_seconds, interrupt_seconds, ask)
+                                                                crc, think_seconds, interrupt_seconds, ask,
+                                                                HELD_FOLLOW_UP if follow_ups else "")
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers
@@ -336,11 +337,11 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
 
 def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
                crc: int, think_seconds: float, interrupt_seconds: float,
-               ask: Sequence[tuple[str, bool, int]]) -> tuple[list[str], int | None, Any, int, bool]:
+               ask: Sequence[tuple[str, bool, int]], suffix: str = "") -> tuple[list[str], int | None, Any, int, bool]:
     """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
     taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
     turn went in one call that asked, the highest version seen, whether a command taken was
-    held back: NP-H9)."""
+    held back: NP-H9). `suffix` ends its command ids (`HELD_FOLLOW_UP` for a turn played on)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
 
@@ -362,7 +363,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                                 deadline)
             chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt()))
         chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)],
-                                  ask)
+                                  ask, suffix)
         if chained is not None:
             taken, refusal, reply = chained
             for done in taken:
@@ -400,7 +401,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                     break
                 decision = fetched
             command = _choose(engine, policy, decision, match_id, interrupt())
-        command_id = bot_command_id(match_id, at, seat)
+        command_id = bot_command_id(match_id, at, seat) + suffix
         # The first seat's payload is at the version it is submitted at: a refused listed
         # command is retried with another once. A later seat's is older: decide it afresh.
         fallback = [c for c in decision.legal if c != command] if i == 0 else []
@@ -429,7 +430,8 @@ _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusC
 
 
 def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequence[tuple[int, Message]],
-                    ask: Sequence[tuple[str, bool, int]] = ()) -> tuple[list[_Submitted], str, Any] | None:
+                    ask: Sequence[tuple[str, bool, int]] = (), suffix: str = "",
+                    ) -> tuple[list[_Submitted], str, Any] | None:
     """Submit several seats' chosen commands in one SubmitCommands call: what was taken,
     in order, how the chain ended ("" all taken, "stale", "refused" a rule or a
     malformed command, "other"), and the answer (its `next` for the `ask` seats). None:
@@ -438,8 +440,8 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
     them one call each, as before, and meets the same error there."""
     if not commands or (len(commands) < 2 and not ask):
         return None
-    entries = [(app.seat(match_id, seat).token or "", command, bot_command_id(match_id, VERSION_PLACEHOLDER, seat))
-               for seat, command in commands]
+    entries = [(app.seat(match_id, seat).token or "", command,
+                bot_command_id(match_id, VERSION_PLACEHOLDER, seat) + suffix) for seat, command in commands]
     try:
         reply = _rpc(app.game_client.submit_commands, match_id, entries, expected_version=version,
                      omit_events=True, ask_next=ask)
@@ -546,7 +548,11 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
     if match.version != version:
         return "stale"
     # A seat's answer held back from the table (NP-H9) is an answer all the same.
-    match.apply(app.store.read_staged(match_id, after=match.version), staged=True)
+    store = app.store
+    match.fold_staged(lambda after: store.read(match_id, after=after),
+                      lambda after: store.read_staged(match_id, after=after))
+    if match.public_version != version:  # the stream moved meanwhile
+        return "stale"
     if seat not in {p.seat for p in pending_for(match.engine, match.state, seat)}:
         return "not_pending"
     command = match.engine.timeout_command(match.state, seat)

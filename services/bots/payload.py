@@ -56,6 +56,12 @@ def turn_order(bots: Sequence[int], version: int) -> list[int]:
     return list(bots[first:]) + list(bots[:first])
 
 
+HELD_FOLLOW_UP = ":h"
+"""The end of the command ids of a task's turns played on after held-back answers (NP-H9),
+past its lease or with none: the dispatcher, which did not queue them, reads them as any
+other command's and schedules from what it sees next (`handlers.play_bot_decisions`)."""
+
+
 def bot_command_id(match_id: str, version: int | str, seat: int) -> str:
     """The command id of `seat`'s bot decision submitted at `version` (a batch's later seats
     included: the version each is submitted at), so a retried or redelivered task, a batch

@@ -83,14 +83,18 @@ class HotMatches:
     def catch_up(self, hot: HotMatch) -> None:
         """Fold what other processes appended, and staged (call with hot.lock held)."""
         match = hot.match
-        match.apply(self._store.read(match.match_id, after=match.version))
-        self._fold_staged(match)
+        if match.engine.info.held_events and match.has_humans:
+            self._fold_staged(match)
+        else:
+            match.apply(self._store.read(match.match_id, after=match.version))
 
     def _fold_staged(self, match: MatchState) -> None:
-        """The staged events after the match's position (NP-H9), for a match that may have
-        some: its game holds answers back and a person sits at its table (app.py)."""
+        """The stream's new events and the staged ones after them (NP-H9), for a match that
+        may have some: its game holds answers back and a person sits at its table (app.py)."""
         if match.engine.info.held_events and match.has_humans:
-            match.apply(self._store.read_staged(match.match_id, after=match.version), staged=True)
+            match_id, store = match.match_id, self._store
+            match.fold_staged(lambda after: store.read(match_id, after=after),
+                              lambda after: store.read_staged(match_id, after=after))
 
     def forget(self, match_id: str) -> None:
         with self._lock:

@@ -6,8 +6,8 @@ the stream, so such a match must never wait on what it cannot see: a task whose 
 held plays on the seats of its own the game still asks (a bot that made an optional move in a
 window, say), a lease that has used its moves is still playing while answers are held, and the
 stall timer counts the held answers. Random bots make such moves all the time; every match here
-is played to its end by the dispatcher and the worker's own code, in process, the person's
-seat by the test.
+is played to its end by the dispatcher and the worker's own code, in process, the people's
+seats by the test.
 """
 
 from __future__ import annotations
@@ -26,18 +26,23 @@ from .test_bot_batches import LocalWorker
 from .test_bot_lease import play, table_with
 
 GAME = "nothing_personal"
-PERSON = 2
 
 
-@pytest.mark.parametrize("most", [0, 32])
-@pytest.mark.parametrize("seed", [3, 7, *range(100, 100 + examples(0, 60))])
-def test_matches_with_a_person_and_bots_play_to_the_end(most: int, seed: int) -> None:
+@pytest.mark.parametrize("chained", [True, False])
+@pytest.mark.parametrize("most", [0, 1, 32])
+@pytest.mark.parametrize(("seats", "persons"), [(3, (0,)), (4, (1,)), (5, (0, 3)), (4, (0, 1, 2))])
+@pytest.mark.parametrize("seed", range(11, 11 + examples(2, 30)))
+def test_matches_with_people_and_bots_play_to_the_end(chained: bool, most: int, seats: int,
+                                                      persons: tuple[int, ...], seed: int) -> None:
+    """Every table shape, leases of none, one and many moves, with and without SubmitCommands;
+    a request id per case, so a case plays the same match every run."""
     handlers._REACHED.clear()
     table = table_with(most, registry=default_registry())
-    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3) if s != PERSON]
-    match_id = table.app.create_match(GAME, 3, seed=seed, seat_info=info, tournament_id="t1").match_id
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(seats) if s not in persons]
+    match_id = table.app.create_match(GAME, seats, seed=seed, seat_info=info, tournament_id="t1",
+                                      request_id=f"held-{seed}-{seats}-{persons}-{most}-{chained}").match_id
     table.pump(match_id)
-    worker = LocalWorker(table, chained=True)
+    worker = LocalWorker(table, chained=chained)
     staged, stage = [], table.store.stage
 
     def counting_stage(*args, **kwargs):
@@ -51,12 +56,14 @@ def test_matches_with_a_person_and_bots_play_to_the_end(most: int, seed: int) ->
     while match_id in table.dispatcher.matches:
         steps += 1
         assert steps < 20_000, "the match does not end"
+        asked = [p.seat for p in match.engine.pending(match.state) if p.seat in persons]
         if done < len(table.tasks.decisions):
             play(worker, GAME, task=done)
             done += 1
-        elif PERSON in {p.seat for p in match.engine.pending(match.state)}:
-            legal = table.app.legal_commands(match_id, Viewer(PERSON), limit=32).commands
-            table.app.submit(match_id, Viewer(PERSON), f"person-{steps}", rng.choice(legal))
+        elif asked:
+            person = rng.choice(asked)
+            legal = table.app.legal_commands(match_id, Viewer(person), limit=32).commands
+            table.app.submit(match_id, Viewer(person), f"person-{steps}", rng.choice(legal))
         else:  # nothing queued and nobody to play: only the stall timer is left
             stalls += 1
             table.clock_now[0] += 1000

@@ -23,7 +23,8 @@ SETTINGS = Settings(secret="unit-test-secret")
 GAME = "nothing_personal"
 
 
-def _to_a_window(app: CommandApp, match_id: str, tokens: list[str], rng: random.Random, asked: int = 2):
+def _to_a_window(app: CommandApp, match_id: str, tokens: list[str], rng: random.Random, asked: int = 2,
+                 prefix: str = "walk"):
     """Random legal play until a window asks at least `asked` seats and none has answered;
     None if the game ends first."""
     hot = app.matches.get(match_id)
@@ -37,7 +38,7 @@ def _to_a_window(app: CommandApp, match_id: str, tokens: list[str], rng: random.
         seat = rng.choice([p.seat for p in m.engine.pending(m.state)])
         viewer = app.viewer(match_id, tokens[seat])
         commands = app.legal_commands(match_id, viewer, limit=32).commands
-        app.submit(match_id, viewer, f"walk-{step}", rng.choice(commands))
+        app.submit(match_id, viewer, f"{prefix}-{step}", rng.choice(commands))
     raise AssertionError("no window in 4,000 commands")
 
 
@@ -216,3 +217,33 @@ def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
     assert not on_its_turn.held and store.version(match_id) == version + 1
     meanwhile = app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-2", auto)
     assert meanwhile.held and store.version(match_id) == version + 1
+
+
+def test_a_replica_whose_two_reads_straddle_a_window_catches_up_whole() -> None:
+    """Catching up reads the stream, then the staged answers: two calls. Should another replica
+    write the held answers out and hold new ones in between, the staged answers no longer
+    follow what was read, and the stream is read again (it was a ValueError: INTERNAL)."""
+    store = InMemoryEventStore()
+    one = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(one)
+    match_id, tokens = created.match_id, created.seat_tokens
+    two = bootstrap(store=store, settings=SETTINGS)
+    two.get_view(match_id, two.viewer(match_id, None))  # loaded before the window's answers
+    read_staged, meanwhile = store.read_staged, []
+
+    def straddled(mid: str, after: int = 0):
+        if not meanwhile:  # between the two reads: the window resolves and a new answer is held
+            meanwhile.append(store.version(mid))
+            for i, seat in enumerate(window.seats):
+                _pass(one, match_id, tokens[seat], f"answer-{i}")
+            _to_a_window(one, match_id, tokens, random.Random(5), prefix="again")
+            hot = one.matches.get(match_id).match
+            _pass(one, match_id, tokens[hot.state.window.seats[0]], "next-window")
+            assert one.matches.get(match_id).match.staged
+        return read_staged(mid, after)
+
+    store.read_staged = straddled  # type: ignore[method-assign]
+    view = two.get_view(match_id, two.viewer(match_id, None))
+    assert meanwhile and view.version == store.version(match_id) > meanwhile[0]
+    m = two.matches.get(match_id).match
+    assert m.version == one.matches.get(match_id).match.version and len(m.staged) == 1
