@@ -1,11 +1,13 @@
 """A match rebuilt from its envelopes: the fold every reader shares (command service,
-replay, projection, bots). Pure apart from the envelopes it is given."""
+replay, projection, bots). Pure apart from the envelopes it is given, and the store
+`catch_up` is given to read them from."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
@@ -13,6 +15,9 @@ from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
 from famiglia.v1 import envelope_pb2
+
+if TYPE_CHECKING:
+    from famiglia.eventstore import EventStore
 
 
 class NotAMatch(ValueError):
@@ -52,10 +57,13 @@ class MatchState:
     def seats(self) -> int:
         return int(self.created.seats)
 
-    @property
-    def has_humans(self) -> bool:
-        """Whether a seat is not a bot's (a seat without seat info is a human's)."""
-        return sum(1 for info in self.created.seat_info if info.bot) < self.seats
+    @functools.cached_property
+    def may_hold(self) -> bool:
+        """Whether answers of this match may be held back from the table (NP-H9): its game
+        holds some (`GameInfo.held_events`) and a person sits at it (a seat without seat info,
+        or not a bot's). A match of bots only has nobody to hide them from."""
+        bots = sum(1 for info in self.created.seat_info if info.bot)
+        return bool(self.engine.info.held_events) and bots < self.seats
 
     @property
     def public_version(self) -> int:
@@ -118,19 +126,22 @@ class MatchState:
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
                 self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
 
-    def fold_staged(self, read: Callable[[int], list[envelope_pb2.EventEnvelope]],
-                    staged: Callable[[int], list[envelope_pb2.EventEnvelope]], attempts: int = 5) -> None:
-        """Fold the stream's new events, then the staged ones after them (NP-H9), through the
-        two reads given (`EventStore.read` and `read_staged`, from a version). The reads are
-        two calls: should the stream move between them (the staged answers written out, new
+    def catch_up(self, store: EventStore, attempts: int = 5) -> None:
+        """Fold what the store has after this match's position: the stream's new events and,
+        where answers may be held (`may_hold`), the staged ones after them (NP-H9). Those are
+        two reads: should the stream move between them (the staged answers written out, new
         ones staged), the staged events no longer follow, and the stream is read again."""
+        match_id = self.match_id
+        if not self.may_hold:
+            self.apply(store.read(match_id, after=self.version))
+            return
         for _ in range(attempts):
-            self.apply(read(self.version))
-            tail = staged(self.version)
+            self.apply(store.read(match_id, after=self.version))
+            tail = store.read_staged(match_id, after=self.version)
             if not tail or tail[0].seq == self.version + 1:
                 self.apply(tail, staged=True)
                 return
-        self.apply(read(self.version))  # the stream alone, always whole; the staged events next time
+        self.apply(store.read(match_id, after=self.version))  # the stream alone; the staged events next time
 
     def result(self) -> Result | None:
         if self.state is None:

@@ -209,12 +209,6 @@ class Tracked:
         return self.match.created.tournament_id
 
 
-def _holds_back(match: MatchState) -> bool:
-    """Whether the command service may hold the match's answers back (NP-H9): its game holds
-    some, and a person sits at its table (services/command/app.py)."""
-    return bool(match.engine.info.held_events) and match.has_humans
-
-
 def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int) -> tuple[int, int] | None:
     """The span of a bot seat's command that went in right after `version` but is named for
     an earlier version: a task's turn that followed answers held back from the table (NP-H9)
@@ -370,7 +364,7 @@ class Dispatcher:
         tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
         pendings = match.engine.pending(match.state)
         bots = [p.seat for p in pendings if p.seat in tracked.bots]
-        if bots and _holds_back(match):  # a bot whose answer is held back is asked no more (NP-H9)
+        if bots and match.may_hold:  # a bot whose answer is held back is asked no more (NP-H9)
             asked = self._asked_with_held(tracked)
             if asked is not None:
                 bots = [seat for seat in bots if seat in asked]
@@ -480,7 +474,7 @@ class Dispatcher:
                 span = commands.get(command_id) or commands.get(command_id + ":f")
                 if span is not None and span[0] == lease.version + 1:
                     break
-            if (span is None or span[0] != lease.version + 1) and _holds_back(match):
+            if (span is None or span[0] != lease.version + 1) and match.may_hold:
                 span = _named_before_held(match, tracked.bots, lease.version)
             if span is None or span[0] != lease.version + 1:
                 return False  # someone else's command
@@ -546,14 +540,14 @@ class Dispatcher:
         """Whether the match has answers held back from the table (NP-H9). A task plays on
         past its lease until its window resolves (handlers.play_bot_decisions), so a lease
         that has used its moves is still playing while some are."""
-        return _holds_back(match) and bool(self.store.read_staged(match.match_id, after=match.version))
+        return match.may_hold and bool(self.store.read_staged(match.match_id, after=match.version))
 
     def _bots_answered_held(self, tracked: Tracked) -> bool:
         """Whether the match has answers held back from the table (NP-H9) and, once they are
         counted, the game asks none of its bot seats: a window's answers reach the stream only
         when it resolves, so the stream alone shows a bot that answered as still asked, and
         the match waits for a human, not a task."""
-        asked = self._asked_with_held(tracked) if _holds_back(tracked.match) else None
+        asked = self._asked_with_held(tracked) if tracked.match.may_hold else None
         return asked is not None and not any(seat in tracked.bots for seat in asked)
 
     def _asked_with_held(self, tracked: Tracked) -> set[int] | None:

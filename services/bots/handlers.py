@@ -548,9 +548,7 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
     if match.version != version:
         return "stale"
     # A seat's answer held back from the table (NP-H9) is an answer all the same.
-    store = app.store
-    match.fold_staged(lambda after: store.read(match_id, after=after),
-                      lambda after: store.read_staged(match_id, after=after))
+    match.catch_up(app.store)
     if match.public_version != version:  # the stream moved meanwhile
         return "stale"
     if seat not in {p.seat for p in pending_for(match.engine, match.state, seat)}:

@@ -490,8 +490,7 @@ class CommandApp:
                     return Submitted(m.public_version, [], position=m.version)
                 envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
                                            seat=seat, trace=inject_context(), command=command)
-                # NP-H9 hides what the table's people could learn: a match of bots only holds nothing back.
-                held = _held(m.engine.info.held_events, events) and m.has_humans \
+                held = m.may_hold and _held(m.engine.info.held_events, events) \
                     and _asks_nobody(m.engine, m.state, seat, events)
                 write = self.store.stage if held else self.store.append
                 try:
@@ -633,7 +632,7 @@ def _moved(m, expected_version: int | None, expected_position: int | None) -> bo
 
 def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:
     """Whether a command's events are all of kinds the game holds back (NP-H9)."""
-    return bool(held_events) and all(event.WhichOneof("kind") in held_events for event in events)
+    return all(event.WhichOneof("kind") in held_events for event in events)
 
 
 def _asks_nobody(engine, state, seat: int, events: Sequence[Message]) -> bool:

@@ -53,7 +53,8 @@ class HotMatches:
             raise UnknownMatch(match_id)
         try:
             match = MatchState.from_envelopes(self._registry, envelopes)
-            self._fold_staged(match)
+            if match.may_hold:
+                match.catch_up(self._store)
         except NotAMatch:
             raise UnknownMatch(match_id) from None
         except UnknownGame as exc:
@@ -82,19 +83,7 @@ class HotMatches:
 
     def catch_up(self, hot: HotMatch) -> None:
         """Fold what other processes appended, and staged (call with hot.lock held)."""
-        match = hot.match
-        if match.engine.info.held_events and match.has_humans:
-            self._fold_staged(match)
-        else:
-            match.apply(self._store.read(match.match_id, after=match.version))
-
-    def _fold_staged(self, match: MatchState) -> None:
-        """The stream's new events and the staged ones after them (NP-H9), for a match that
-        may have some: its game holds answers back and a person sits at its table (app.py)."""
-        if match.engine.info.held_events and match.has_humans:
-            match_id, store = match.match_id, self._store
-            match.fold_staged(lambda after: store.read(match_id, after=after),
-                              lambda after: store.read_staged(match_id, after=after))
+        hot.match.catch_up(self._store)
 
     def forget(self, match_id: str) -> None:
         with self._lock:
