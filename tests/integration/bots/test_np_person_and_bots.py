@@ -26,7 +26,7 @@ GAME = "nothing_personal"
 PERSON = 0
 
 
-def test_a_person_and_two_bots_finish_a_match_and_the_persons_answers_are_held(bots_stack: BotsStack) -> None:
+def test_a_person_and_two_bots_finish_a_match_holding_back_the_answers_that_wait(bots_stack: BotsStack) -> None:
     info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random", player_id=f"bot{s}") for s in (1, 2)]
     handle = bots_stack.client.create_match(GAME, 3, seed=11, seat_info=info)
     person = bots_stack.client.seat(handle.match_id, handle.seat_tokens[PERSON])
@@ -47,9 +47,13 @@ def test_a_person_and_two_bots_finish_a_match_and_the_persons_answers_are_held(b
                                   expected_version=view.version)
         except Exception:  # noqa: BLE001 - the bots moved the match meanwhile: look again
             continue
-        window_answers += any(e.type == "window_answered" for e in reply.events)
+        answered = any(e.type == "window_answered" for e in reply.events)
+        window_answers += answered
         held += reply.held
+        # An answer is held exactly when the window still waits for others (the bots usually
+        # answer first, so the person's answer usually closes it: public events in the reply).
+        assert reply.held == (answered and [e.type for e in reply.events] == ["window_answered"])
         if reply.held:  # the table sees nothing of it: the version did not move
             assert reply.version == view.version and all(e.seq == 0 for e in reply.events)
-    assert window_answers and held  # the person answered windows, and some answers were held back
+    assert window_answers  # the person answered windows (`held`: how many of them waited for bots)
     assert bots_stack.command.store.read_staged(handle.match_id) == []
