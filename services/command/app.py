@@ -7,7 +7,9 @@ Each method takes plain values and returns plain values or raises an AppError
 from __future__ import annotations
 
 import hashlib
+import random
 import secrets
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -57,6 +59,11 @@ log = get_logger("famiglia.command")
 accepted_line = EventLine("famiglia.command", "command_accepted",
                           "match_id", "seat", "command_id", "kind", "version", "events")
 MAX_RETRIES = 8
+#: After the second conflict in a row, a retry waits a random 0..(base * 2**n) seconds (n
+#: capped at 4): two replicas racing on one match in lockstep would otherwise keep
+#: overtaking each other (seen once in ~100 such races without a wait), whereas a random
+#: wait lets one of them through. One replica per match never waits.
+CONFLICT_BACKOFF_S = 0.0005
 MAX_LEGAL = 256
 #: The most commands one SubmitCommands call takes (a table's seats, with room to spare).
 MAX_CHAIN = 16
@@ -468,6 +475,7 @@ class CommandApp:
                     return self._duplicate(hot, viewer, key, command, omit_events)
                 if expected_position != m.version:
                     raise Aborted("stale_version", f"the match moved on to version {m.public_version}")
+            read_in_call = False  # the hot state was read from the store during this call
             for _attempt in range(MAX_RETRIES):
                 try:
                     if m.finished:
@@ -476,7 +484,11 @@ class CommandApp:
                 except FailedPrecondition:
                     # Refused on this process's state: another replica may have moved the match
                     # on (to where the command is legal, or past this very command). Refuse only
-                    # what the stream's latest state refuses.
+                    # what the stream's latest state refuses: a state read during this call was
+                    # the latest when it was read, so its refusal stands even if the match has
+                    # moved on since (re-deciding after every move could go on for as long as
+                    # another replica keeps moving the match).
+                    decided_fresh = read_in_call
                     before = m.version
                     self.matches.catch_up(hot)
                     if m.version == before:
@@ -485,6 +497,9 @@ class CommandApp:
                         return self._duplicate(hot, viewer, key, command, omit_events)
                     if _moved(m, expected_version, expected_position):
                         raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
+                    if decided_fresh:
+                        raise
+                    read_in_call = True
                     continue
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.public_version, [], position=m.version)
@@ -501,7 +516,10 @@ class CommandApp:
                         result = write(match_id, m.version, envelopes, key)
                 except ConcurrencyConflict:
                     # Another process moved the match: re-decide on the new state.
+                    if _attempt:
+                        time.sleep(random.uniform(0, CONFLICT_BACKOFF_S * 2 ** min(_attempt, 4)))
                     self.matches.catch_up(hot)
+                    read_in_call = True
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
                     if _moved(m, expected_version, expected_position):

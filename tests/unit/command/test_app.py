@@ -11,7 +11,9 @@ from google.protobuf import any_pb2
 
 from famiglia.config import Settings
 from famiglia.engine import command_kind
-from famiglia.engine.registry import default_registry
+from famiglia.engine.errors import RuleViolation
+from famiglia.engine.registry import Registry, default_registry
+from famiglia.eventstore import ConcurrencyConflict
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import (
     Aborted,
@@ -21,8 +23,10 @@ from famiglia.grpcutil.errors import (
     NotFound,
     PermissionDenied,
     Unauthenticated,
+    Unavailable,
 )
 from famiglia.v1 import envelope_pb2
+from services.command import app as command_app
 from services.command.app import ChainedCommand, CommandApp, Viewer
 from services.command.bootstrap import bootstrap
 
@@ -365,6 +369,89 @@ def test_a_replica_behind_the_stream_refuses_only_what_the_latest_state_refuses(
                                                               packed.type_url, packed.value)])
     assert answer.refusal is None and answer.taken[0].version > at
     assert d.matches.get(created.match_id).match.commands.get(f"{seat}/d@{at}")
+
+
+class _RefusingEngine:
+    """A game's engine that refuses one command on every state, as a rule would."""
+
+    def __init__(self, inner, refused: bytes) -> None:
+        self._inner, self._refused = inner, refused
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def decide(self, state, seat, command, rng):
+        if command.SerializeToString(deterministic=True) == self._refused:
+            raise RuleViolation("TEST-1", "refused on every state")
+        return self._inner.decide(state, seat, command, rng)
+
+
+class _MovedOnEveryRead(InMemoryEventStore):
+    """A store another replica writes to whenever this one reads a match's stream."""
+
+    def __init__(self, inner: InMemoryEventStore, other_move) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.other_move = other_move
+        self.reads = 0
+
+    def read(self, match_id, after=0, limit=None):
+        self.reads += 1
+        self.other_move()
+        return super().read(match_id, after=after, limit=limit)
+
+
+def test_a_refusal_on_a_state_read_during_the_call_stands_while_another_replica_moves_on(store) -> None:
+    """Re-deciding after every move of another replica could go on for as long as it keeps
+    moving the match (and end in UNAVAILABLE): a command refused on a state this call read
+    from the store is refused, as that state was the latest when it was read."""
+    engine, seats = _game()
+    b = bootstrap(store=store, settings=SETTINGS)
+    created = b.create_match(engine.info.game_id, seats, seed=5)
+    seat, _viewer, cmd = _first_move(b, created.match_id, created.seat_tokens)
+    refusing = _RefusingEngine(engine, cmd.SerializeToString(deterministic=True))
+    moves = iter(range(100))
+
+    def b_moves() -> None:
+        _seat, viewer, next_cmd = _first_move(b, created.match_id, created.seat_tokens)
+        b.submit(created.match_id, viewer, f"b-{next(moves)}", next_cmd)
+
+    moving = _MovedOnEveryRead(store, lambda: None)
+    a = bootstrap(store=moving, settings=SETTINGS, registry=Registry({engine.info.game_id: refusing}))
+    a.matches.get(created.match_id)  # a holds the match; b moves it on before a's command
+    b_moves()
+    moving.other_move, moving.reads = b_moves, 0
+    with pytest.raises(FailedPrecondition) as exc:
+        a.submit(created.match_id, a.viewer(created.match_id, created.seat_tokens[seat]), "a-1", cmd)
+    assert exc.value.code == "TEST-1"
+    # Refused on a's old state, read once, refused on the state read, read once more to
+    # rule out that the command was stored meanwhile: then the refusal stands.
+    assert moving.reads == 2
+    assert store.version(created.match_id) == b.matches.get(created.match_id).match.version
+
+
+class _AlwaysOvertaken(InMemoryEventStore):
+    def __init__(self, inner: InMemoryEventStore) -> None:
+        self.__dict__.update(inner.__dict__)
+
+    def append(self, match_id, expected_version, events, command_id=""):
+        raise ConcurrencyConflict(match_id, expected_version, expected_version + 1)
+
+
+def test_a_replica_overtaken_again_and_again_waits_longer_each_time_then_answers_unavailable(
+        store, monkeypatch) -> None:
+    """Two replicas racing in lockstep would overtake each other on every retry: from the
+    second conflict on, a retry waits a random time that grows, so one of them gets through."""
+    engine, seats = _game()
+    created = bootstrap(store=store, settings=SETTINGS).create_match(engine.info.game_id, seats, seed=5)
+    a = bootstrap(store=_AlwaysOvertaken(store), settings=SETTINGS)
+    waits: list[float] = []
+    monkeypatch.setattr(command_app.time, "sleep", waits.append)
+    monkeypatch.setattr(command_app.random, "uniform", lambda low, high: high)
+    seat, viewer, cmd = _first_move(a, created.match_id, created.seat_tokens)
+    with pytest.raises(Unavailable):
+        a.submit(created.match_id, viewer, "a-1", cmd)
+    assert len(waits) == command_app.MAX_RETRIES - 1  # none after the first conflict
+    assert waits == sorted(waits) and waits[0] < waits[-1] <= 16 * command_app.CONFLICT_BACKOFF_S
 
 
 def test_two_replicas_racing_on_one_match_never_fork_it(store) -> None:
