@@ -283,3 +283,9 @@ def test_np_x22_a_claim_whose_card_was_sold_meanwhile_lapses() -> None:
     events, s = play(s, 2, PASS)
     assert of(events, "claim_lapsed")[0].seat == 1 and not of(events, "claim_resolved")
     assert s.gs[0] is not None and "window_closed" in kinds(events)
+    # The lapsed claim counts as a pass, so the round was all passes: the window closes for
+    # good and the Feds go on to the arrests (no fresh answer round of the Feds' window; a
+    # window that opens after is the next phase's).
+    after_close = kinds(events)[kinds(events).index("window_closed") + 1:]
+    assert after_close[0] == "step_advanced" and of(events, "step_advanced")[0].stage == "arrest"
+    assert s.phase != Phase.FEDS

@@ -61,7 +61,8 @@ def window_step(tx: Tx, kind: str, then: str) -> None:
         tx.emit_values("window_closed", kind)
         tx.emit_values("step_advanced", then, s.pos)
         return
-    resolve_claims(tx, kind, claims)
+    if not resolve_claims(tx, kind, claims):  # every claim lapsed, each as a pass: all passed
+        tx.emit_values("step_advanced", then, tx.s.pos)
 
 
 # -- rulings (NP-W4, NP-D9) -------------------------------------------------------------------------------
@@ -395,8 +396,9 @@ def claim_legal(s: State, seat: int, cmd: pb.Command, kind: str) -> bool:
     return True
 
 
-def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) -> None:
-    """NP-D5, NP-D6, NP-X22: the first still-legal claim in ring order resolves; the rest lapse."""
+def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) -> bool:
+    """NP-D5, NP-D6, NP-X22: the first still-legal claim in ring order resolves; the rest lapse.
+    False when none was still legal: the window closes, as after a round of passes."""
     s = tx.s
     winner = -1
     chosen: pb.Command | None = None
@@ -408,8 +410,8 @@ def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) ->
     if chosen is None:
         for seat, _ in claims:
             tx.emit("claim_lapsed", seat=seat)
-        tx.emit_values("window_closed", kind)   # nobody resolved: a fresh answer round
-        return
+        tx.emit_values("window_closed", kind)
+        return False
     tx.emit("claim_resolved", seat=winner, claim=chosen)
     for seat, _ in claims:
         if seat != winner:
@@ -421,9 +423,10 @@ def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) ->
         tx.emit("reroll_bought", seat=winner, means=means,
                 gangster=_free_gangster(tx.s, winner) if means == pb.REROLL_FREE_RING else "")
         _roll(tx, r.die, r.purpose, r.actor, r.gangster, r.target, r.target_pos)
-        return
+        return True
     k = str(chosen.WhichOneof("kind"))
     resolve_play(tx, winner, k, getattr(chosen, k), window=True)
+    return True
 
 
 # -- roll results (NP-W35..W43, Table F dice codes) ----------------------------------------------------------------
