@@ -126,7 +126,7 @@ def test_nc_w112_w12_corrupts_from_the_note_deck_unseen() -> None:
     """NC-W112: W12 corrupts from the note deck unseen."""
     s = seat(_trial(note_deck=DECK), 0, wiseguys=("W12",))
     s2, events = run(s, 0, corrupt("W12", deck=True))
-    assert s2.pile == ((DECK[0], -1),) and of_kind(events, "notes_corrupted")[0].from_deck
+    assert s2.pile == ((DECK[0], 0),) and of_kind(events, "notes_corrupted")[0].from_deck
     s3, events = run(table(s, note_deck=(POLICE_RAID, *DECK[:2])), 0, corrupt("W12", deck=True))
     assert s3.pile == () and of_kind(events, "police_raided")
 
@@ -147,6 +147,18 @@ def test_nc_w114_w14_peeks_at_pile_notes_of_others() -> None:
     s2, events = run(s, 0, corrupt("W14", [s.players[0].bank[0]]))
     assert of_kind(events, "pile_notes_peeked")[0].notes == [other]
     assert s2.players[0].peeked == (other,)
+
+
+def test_nc_w114_w14_never_picks_a_note_its_owner_placed_with_w12() -> None:
+    """NC-W114, NC-W112, NC-H17: a Note the owner put on the pile unseen with W12 is still
+    one the owner placed, so W14 does not show it; another seat's W12 Note it may show."""
+    s = seat(_trial(note_deck=DECK), 0, wiseguys=("W12", "W14", "W01"))
+    s, _ = run(s, 0, corrupt("W12", deck=True))
+    s2, events = run(s, 0, corrupt("W14", [s.players[0].bank[0]]))
+    assert not of_kind(events, "pile_notes_peeked") and s2.players[0].peeked == ()
+    theirs = table(s, pile=((DECK[0], 2),))  # the same Note, put there by seat 2's W12
+    _, events = run(theirs, 0, corrupt("W14", [s.players[0].bank[0]]))
+    assert of_kind(events, "pile_notes_peeked")[0].notes == [DECK[0]]
 
 
 def test_nc_w115_w15_draws_a_note_after_corrupting() -> None:

@@ -361,7 +361,8 @@ def _notes_corrupted(s: State, e: pb.NotesCorrupted) -> State:
     p = s.players[seat]
     count = p.corruption_count + len(notes)
     if e.from_deck:
-        return changed(s, {"note_deck": s.note_deck[len(notes):], "pile": (*s.pile, *((n, -1) for n in notes)),
+        # W12 (NC-W112): the seat placed it, unseen; its W14 does not pick it (NC-W114).
+        return changed(s, {"note_deck": s.note_deck[len(notes):], "pile": (*s.pile, *((n, seat) for n in notes)),
                            "players": seat_in(s.players, seat, {"corruption_count": count})})
     mine = {"bank": _remove(p.bank, notes), "corrupted": (*p.corrupted, *notes), "corruption_count": count}
     return changed(s, {"pile": (*s.pile, *((n, seat) for n in notes)), "players": seat_in(s.players, seat, mine)})

@@ -139,7 +139,7 @@ class State:
     note_discard: tuple[int, ...] = ()
     vendetta_deck: tuple[str, ...] = ()
     vendetta_discard: tuple[str, ...] = ()
-    pile: tuple[tuple[int, int], ...] = ()  # Corruption Pile: (note, placer or -1 for W12)
+    pile: tuple[tuple[int, int], ...] = ()  # Corruption Pile: (note, the seat that placed it, W12's too)
     bids: tuple[Bid, ...] = ()
     locations_revealed: bool = False
     resolution: int = 0  # next Street space to resolve (1..4), 5 = spaces done
