@@ -410,7 +410,7 @@ def test_np_w44_np_w45_np_d6_rerolls_cost_10_and_reopen_the_window() -> None:
     _, s = play(s, 0, cmd("buy_reroll", means=pb.REROLL_PAY))
     _, s = play(s, 1, PASS)
     events, s = play(s, 3, cmd("buy_reroll", means=pb.REROLL_PAY), seed=5)
-    assert of(events, "claim_resolved")[0].seat == 0 and of(events, "claim_lapsed")[0].seat == 3
+    assert of(events, "claim_resolved")[0].seat == 0 and of(events, "claim_resolved")[0].lapsed == [3]
     assert s.money[0] == 40 and s.money[3] == 50 and s.window is not None     # a fresh answer round
     for seat in s.window.seats:
         _, s = play(s, seat, PASS)
@@ -510,8 +510,11 @@ def test_np_d5_window_answers_cannot_be_changed_and_the_first_claimant_in_ring_o
     _, s = play(s, 3, pfi_any("I77", "H02"))
     events, s = play(s, 2, PASS)
     assert of(events, "claim_resolved")[0].seat == 3   # ring order from seat 2: 2, 3, 0, 1
-    assert ENGINE.visibility(next(e for e in events if e.WhichOneof("kind") == "claim_lapsed")).kind.name \
-        == "PRIVATE"
+    resolved = next(e for e in events if e.WhichOneof("kind") == "claim_resolved")
+    assert list(resolved.claim_resolved.lapsed) == [1] and not of(events, "claim_lapsed")
+    # NP-H9: a lapsed claim is told only to its own seat
+    assert ENGINE.redact(resolved, 1).claim_resolved.lapsed == [1]
+    assert all(ENGINE.redact(resolved, v).claim_resolved.lapsed == [] for v in (0, 2, 3, None))
 
 
 def pfi_any(card: str, target: str):

@@ -104,7 +104,7 @@ def test_every_emit_of_a_shared_kind_names_its_fields_in_one_order() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "emit":
                 assert node.args and isinstance(node.args[0], ast.Constant), f"{path}:{node.lineno}: kind not literal"
                 orders[node.args[0].value].add(tuple(_names(node.keywords)))
-    assert len(orders) > 40
+    assert len(orders) > 30  # the scan found the call sites
     for kind, shapes in orders.items():
         if kind in _BUILT:
             continue

@@ -281,7 +281,7 @@ def test_np_x22_a_claim_whose_card_was_sold_meanwhile_lapses() -> None:
     _, s = play(s, 1, play_76)
     _, s = play(s, 1, cmd("shakedown", cards=["I76"]))   # sold before the window resolves
     events, s = play(s, 2, PASS)
-    assert of(events, "claim_lapsed")[0].seat == 1 and not of(events, "claim_resolved")
+    assert of(events, "window_closed")[0].lapsed == [1] and not of(events, "claim_resolved")
     assert s.gs[0] is not None and "window_closed" in kinds(events)
     # The lapsed claim counts as a pass, so the round was all passes: the window closes for
     # good and the Feds go on to the arrests (no fresh answer round of the Feds' window; a
@@ -289,3 +289,30 @@ def test_np_x22_a_claim_whose_card_was_sold_meanwhile_lapses() -> None:
     after_close = kinds(events)[kinds(events).index("window_closed") + 1:]
     assert after_close[0] == "step_advanced" and of(events, "step_advanced")[0].stage == "arrest"
     assert s.phase != Phase.FEDS
+
+
+def test_np_h9_how_many_claims_lapsed_shows_in_no_version_and_no_event() -> None:
+    """NP-H9, NP-D5, NP-X22: a window that resolves the same claim looks the same to a seat
+    that passed, and to a spectator, whether the other seats passed or claimed and lapsed: the
+    same events (so the same versions), each as they see it."""
+    base = replace(hand(hand(hand(std(4), 1, "I76"), 3, "I77"), 2, "I78"), phase=Phase.FEDS,
+                   stage="window", window=Window("card", (0, 1, 2, 3), (None,) * 4))
+
+    def resolved(claimers: dict[int, str]) -> list:
+        s = base
+        events: list = []
+        for seat in (0, 1, 2, 3):
+            answer = cmd("play_for_influence", card=claimers[seat],
+                         placements=[pb.GroupPlacement(group=0, gangster="T01")]) if seat in claimers else PASS
+            events, s = play(s, seat, answer)
+        assert of(events, "claim_resolved")[0].seat == 1
+        return events
+
+    alone = resolved({1: "I76"})
+    with_lapses = resolved({1: "I76", 2: "I78", 3: "I77"})
+    assert len(alone) == len(with_lapses)
+    for viewer in (0, None):
+        assert [ENGINE.redact(e, viewer) for e in alone] == [ENGINE.redact(e, viewer) for e in with_lapses]
+    told = [ENGINE.redact(e, 3) for e in with_lapses]
+    assert [e.claim_resolved.lapsed for e in told if e is not None and e.WhichOneof("kind") == "claim_resolved"] \
+        == [[3]]

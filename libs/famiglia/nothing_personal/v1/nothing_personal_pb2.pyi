@@ -1692,22 +1692,32 @@ Global___WindowAnswered: _TypeAlias = WindowAnswered  # noqa: Y015
 
 @_typing.final
 class ClaimResolved(_message.Message):
+    """A round of window answers ends with claim_resolved (a claim was still legal) or
+    window_closed. `lapsed`, the claimants whose claims lapsed (NP-D5, NP-X22), is redacted to
+    the viewer's own seat (NP-H9: a lapsed claim is told only to its own seat), so the table
+    learns neither who claimed nor how many: one public event whatever the answers were.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CLAIM_FIELD_NUMBER: _builtins.int
+    LAPSED_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     @_builtins.property
     def claim(self) -> Global___Command: ...
+    @_builtins.property
+    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         seat: _builtins.int = ...,
         claim: Global___Command | None = ...,
+        lapsed: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["claim", b"claim"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim", b"claim", "seat", b"seat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim", b"claim", "lapsed", b"lapsed", "seat", b"seat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1715,6 +1725,10 @@ Global___ClaimResolved: _TypeAlias = ClaimResolved  # noqa: Y015
 
 @_typing.final
 class ClaimLapsed(_message.Message):
+    """No longer made (a lapse is told in `lapsed` above: a private event of its own took a
+    version, and the table could count them); kept so that streams written before still read.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1737,15 +1751,19 @@ class WindowClosed(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
+    LAPSED_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
+    @_builtins.property
+    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
         kind: _builtins.str = ...,
+        lapsed: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "lapsed", b"lapsed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -407,15 +407,13 @@ def resolve_claims(tx: Tx, kind: str, claims: list[tuple[int, bytes | None]]) ->
         if claim_legal(s, seat, cmd, kind):
             winner, chosen = seat, cmd
             break
+    # The lapsed claims ride on the one public event that ends the round, each shown only to
+    # its own seat (view.redact): events of their own would each take a version (NP-H9).
+    lapsed = tuple(seat for seat, _ in claims if seat != winner)
     if chosen is None:
-        for seat, _ in claims:
-            tx.emit("claim_lapsed", seat=seat)
-        tx.emit_values("window_closed", kind)
+        tx.emit_values("window_closed", kind, lapsed)
         return False
-    tx.emit("claim_resolved", seat=winner, claim=chosen)
-    for seat, _ in claims:
-        if seat != winner:
-            tx.emit("claim_lapsed", seat=seat)
+    tx.emit("claim_resolved", seat=winner, claim=chosen, lapsed=lapsed)
     if kind == "reroll":
         means = chosen.buy_reroll.means
         r = tx.s.roll

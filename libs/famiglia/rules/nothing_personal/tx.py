@@ -101,7 +101,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     "card_played": ("seat", "card", "mode", "window"),
     "card_resolved": ("card",),
     "window_opened": ("kind", "seats"),
-    "window_closed": ("kind",),
+    "window_closed": ("kind", "lapsed"),
     "position_scored": ("position", "gangster", "seat"),
     "action_turn_began": ("position", "gangster", "seat"),
     "action_turn_ended": ("position", "outcome"),

@@ -131,12 +131,25 @@ def visibility(event: pb.Event) -> Visibility:
 
 
 def redact(event: pb.Event, viewer: int | None) -> pb.Event | None:
-    """Visibility, plus NP-H9: the seats a window waits for are server-only."""
+    """Visibility, plus NP-H9: the seats a window waits for are server-only, and a lapsed
+    claim is told only to its own seat."""
     if not visibility(event).allows(viewer):
         return None
-    if event.WhichOneof("kind") == "window_opened":
+    kind = event.WhichOneof("kind")
+    if kind == "window_opened":
         out = pb.Event()
         out.CopyFrom(event)
         del out.window_opened.seats[:]
+        return out
+    if kind in ("claim_resolved", "window_closed"):
+        lapsed = getattr(event, kind).lapsed
+        if not lapsed or list(lapsed) == [viewer]:
+            return event
+        out = pb.Event()
+        out.CopyFrom(event)
+        mine = getattr(out, kind).lapsed
+        del mine[:]
+        if viewer is not None and viewer in lapsed:
+            mine.append(viewer)
         return out
     return event
