@@ -93,8 +93,9 @@ class Step:
 @dataclass
 class EventInfo:
     """One line of ListMatchEvents as the asker may see it. A hidden event keeps its place
-    (event id, seq) and nothing else: no type, no acting seat (-1, as for the server), no
-    time (0), no command id."""
+    (seq) and nothing else: no event id (a ULID, whose first part is the millisecond it was
+    made: a held window answer's would tell when it was given), no type, no acting seat (-1,
+    as for the server), no time (0), no command id."""
 
     envelope: EventEnvelope
     type: str
@@ -112,6 +113,10 @@ class EventInfo:
     @classmethod
     def concealed(cls, env: EventEnvelope) -> EventInfo:
         return cls(env, "", True)
+
+    @property
+    def event_id(self) -> str:
+        return "" if self.hidden else self.envelope.event_id
 
 
 class _PartlyHidden:

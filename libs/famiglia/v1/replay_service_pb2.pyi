@@ -316,6 +316,7 @@ class MatchEventInfo(_message.Message):
     TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
     HIDDEN_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
+    """"" when hidden from the asker (a ULID tells when it was made)"""
     seq: _builtins.int
     type: _builtins.str
     """"" when hidden from the asker"""

@@ -92,7 +92,7 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
                                            next_page_token=page.next_token, last_seq=page.timeline.last_seq,
                                            match_finished=page.timeline.finished)
         for info in page.events:  # hidden ones come already stripped (EventInfo.concealed)
-            reply.events.add(event_id=info.envelope.event_id, seq=info.envelope.seq, type=info.type,
+            reply.events.add(event_id=info.event_id, seq=info.envelope.seq, type=info.type,
                              seat=info.seat, command_id=info.command_id, timestamp_ms=info.timestamp_ms,
                              hidden=info.hidden)
         return reply

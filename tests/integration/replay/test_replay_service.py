@@ -192,6 +192,9 @@ def test_hidden_events_show_neither_seat_nor_time_over_the_wire(stack: Stack) ->
     hidden = [e for e in listed if e.hidden]
     assert any(envelopes[e.seq].seat == 1 for e in hidden), "seat 1's own secret actions are hidden from seat 0"
     assert all((e.seat, e.timestamp_ms, e.command_id, e.type) == (-1, 0, "", "") for e in hidden)
+    # Nor its id: a ULID begins with the millisecond the event was made.
+    assert all(e.event_id == "" for e in hidden)
+    assert all(e.event_id == envelopes[e.seq].event_id for e in listed if not e.hidden)
     # A shown event of a command that also made a hidden one names neither its seat nor command.
     partly = {(envelopes[e.seq].seat, envelopes[e.seq].command_id) for e in hidden if envelopes[e.seq].command_id}
     unattributed = 0

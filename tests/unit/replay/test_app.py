@@ -210,6 +210,9 @@ def test_list_match_events_pages_through_every_event_and_hides_what_the_asker_ma
     # A hidden event shows neither who acted nor when (H2): seat -1 and time 0, as for nothing.
     assert any(i.envelope.seat >= 0 for i in seen if i.hidden), "the toy hides some seat's own action"
     assert all((i.seat, i.timestamp_ms, i.command_id) == (-1, 0, "") for i in seen if i.hidden)
+    # Nor its id, whose first part is the millisecond it was made (a ULID).
+    assert all(i.event_id == "" for i in seen if i.hidden)
+    assert all(i.event_id == i.envelope.event_id for i in seen if not i.hidden)
     shown = [i for i in seen if not i.hidden]
     assert all(i.timestamp_ms == i.envelope.timestamp.ToMilliseconds() for i in shown)
     # ... and a shown event of a command with a hidden part is not attributed either.
