@@ -44,6 +44,7 @@ from famiglia.grpcutil.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    OutOfRange,
     PermissionDenied,
     Unauthenticated,
     Unavailable,
@@ -618,6 +619,12 @@ class CommandApp:
         m = hot.match
         self._check_seat(m.seats, viewer)
         cursor = max(0, after)
+        if cursor > m.public_version:
+            with hot.lock:
+                self.matches.catch_up(hot)  # this replica may lag the one the client heard from
+            if cursor > m.public_version:  # else every event up to it would be skipped, silently
+                raise OutOfRange("version_ahead",
+                                 f"from version {cursor}: the match is at version {m.public_version}")
         while True:
             envelopes = self.store.read(match_id, after=cursor, limit=500)
             if len(envelopes) == 500:  # a command the read cut in two comes whole with the next one

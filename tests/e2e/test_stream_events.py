@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import grpc
@@ -99,6 +100,71 @@ def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url:
         client.close()
         server.stop(grace=None)
         store.close()
+
+
+def test_one_stream_past_the_limit_is_refused_at_once_not_queued(redis_url: str) -> None:
+    """Followers hold their threads for as long as their clients stay: one more stream than
+    the server follows gets RESOURCE_EXHAUSTED (too_many_streams) at once, instead of waiting
+    without a word behind them; when a follower leaves, streams are admitted again."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from famiglia.grpcutil.errors import error_code
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    store = RedisEventStore.connect(redis_url)
+    server, port = serve(bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="s")),
+                         "127.0.0.1:0", workers=2, call_workers=1)
+    server.start()
+    client = GameClient(f"127.0.0.1:{port}", timeout=10)
+    try:
+        game_id = next(iter(REGISTRY))
+        match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
+        spectator = client.spectator(match.match_id)
+        followers = [spectator.stream(from_version=match.version, timeout=30) for _ in range(2)]
+        for s in followers:
+            threading.Thread(target=_first_or_cancelled, args=(s,), daemon=True).start()
+
+        def one_more() -> grpc.RpcError | None:
+            try:
+                list(spectator.stream(from_version=match.version, until_now=True, timeout=5))
+            except grpc.RpcError as exc:
+                return exc
+            return None
+
+        deadline = time.monotonic() + 10
+        refused = one_more()
+        while refused is None and time.monotonic() < deadline:  # until both followers are in
+            time.sleep(0.05)
+            refused = one_more()
+        assert refused is not None, "a third stream was never refused"
+        assert (refused.code(), error_code(refused)) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "too_many_streams")
+        followers[0].cancel()
+        deadline = time.monotonic() + 10
+        while one_more() is not None:
+            assert time.monotonic() < deadline, "no stream admitted after a follower left"
+            time.sleep(0.05)
+        followers[1].cancel()
+    finally:
+        client.close()
+        server.stop(grace=None)
+        store.close()
+
+
+def test_a_stream_from_past_the_match_version_is_refused(command_address: str) -> None:
+    """Every event up to a cursor past the match's version would be skipped without a word."""
+    from famiglia.grpcutil.errors import error_code
+
+    game_id = next(iter(REGISTRY))
+    client = GameClient(command_address)
+    match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=5)
+    for from_version in (match.version + 1, 2**63 - 1):
+        with pytest.raises(grpc.RpcError) as exc:
+            list(client.spectator(match.match_id).stream(from_version=from_version, until_now=True, timeout=5))
+        assert (exc.value.code(), error_code(exc.value)) == (grpc.StatusCode.OUT_OF_RANGE, "version_ahead")
+    at_end = [r for r in client.spectator(match.match_id).stream(from_version=match.version, until_now=True)]
+    assert not any(r.HasField("event") for r in at_end)  # its own version is where it is: nothing after
+    client.close()
 
 
 def test_omit_events_answers_with_the_version_only(command_address: str) -> None:

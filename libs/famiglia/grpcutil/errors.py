@@ -58,6 +58,14 @@ class Unavailable(AppError):
     status = grpc.StatusCode.UNAVAILABLE
 
 
+class OutOfRange(AppError):
+    status = grpc.StatusCode.OUT_OF_RANGE
+
+
+class ResourceExhausted(AppError):
+    status = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 #: The longest message a status carries. It travels twice (the message header and the status
 #: details' trailer) and messages quote the caller's ids: a long id must not push the trailers
 #: past a client's header limit (8 KB by default), which would hide the code behind

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from typing import Any
@@ -19,7 +20,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 
-from .errors import AppError, to_status
+from .errors import AppError, ResourceExhausted, to_status
 
 log = get_logger("famiglia.grpc")
 
@@ -132,10 +133,18 @@ def build_server(
     thread for as long as its client stays) on their own pool of `workers`. A few threads
     for unary calls keep a busy single-process server from handing the GIL around dozens
     of threads that all want it at once; they must not block for long.
+
+    Streams are admitted up to a limit (`workers` on their own pool; on a shared pool,
+    what leaves a quarter of it to other calls), and one more is refused at once with
+    RESOURCE_EXHAUSTED (`too_many_streams`): queued behind streams that may last for hours,
+    it would wait without a word, and on a shared pool take every thread from short calls.
     """
     streams = None
     if call_workers is not None:
-        streams = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc-stream")
+        streams = futures.ThreadPoolExecutor(max_workers=workers + STREAM_SPARE, thread_name_prefix="grpc-stream")
+        gate = _StreamGate(workers)
+    else:
+        gate = _StreamGate(max(1, workers - max(2, workers // 4)))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=call_workers or workers, thread_name_prefix="grpc"),
         options=[
@@ -144,37 +153,66 @@ def build_server(
         ],
     )
     names = [reflection.SERVICE_NAME, health.SERVICE_NAME]
-    health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams)
+    health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams, gate)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for add, servicer, service_name in register:
-        add(_streams_on(servicer, service_name, streams), server)
+        add(_streams_on(servicer, service_name, streams, gate), server)
         names.append(service_name)
         health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
-        _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams), server)
+        _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams, gate), server)
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
     return server, port
 
 
-def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecutor | None) -> Any:
-    """Route the servicer's streaming methods (by the service's descriptor) to `pool`, through
-    gRPC's per-method `experimental_thread_pool`; returns the servicer."""
-    if pool is None:
-        return servicer
+#: Threads a streams pool has beyond its limit of streams: one more stream is refused on them.
+STREAM_SPARE = 4
+
+
+class _StreamGate:
+    """How many streaming calls a server follows at once, at most."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = threading.BoundedSemaphore(limit)
+
+    def enter(self) -> bool:
+        return self._free.acquire(blocking=False)
+
+    def leave(self) -> None:
+        self._free.release()
+
+
+def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecutor | None,
+                gate: _StreamGate) -> Any:
+    """Route the servicer's streaming methods (by the service's descriptor) through `gate`,
+    and to `pool` when there is one (gRPC's per-method `experimental_thread_pool`); returns
+    the servicer."""
     service = descriptor_pool.Default().FindServiceByName(service_name)  # KeyError: protos not imported
     for method in service.methods:
         if method.server_streaming or method.client_streaming:
-            setattr(servicer, method.name, _on_pool(getattr(servicer, method.name), pool))
+            setattr(servicer, method.name, _gated(getattr(servicer, method.name), gate, pool))
     return servicer
 
 
-def _on_pool(handler: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Callable[..., Any]:
-    @functools.wraps(handler)
-    def call(*args: Any) -> Any:
-        return handler(*args)
+def _gated(handler: Callable[..., Any], gate: _StreamGate, pool: futures.ThreadPoolExecutor | None
+           ) -> Callable[..., Any]:
+    name = getattr(handler, "__name__", "stream")
 
-    call.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    @functools.wraps(handler)
+    def call(request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
+        if not gate.enter():
+            log.warning("stream_refused", rpc=name, limit=gate.limit)
+            context.abort_with_status(to_status(ResourceExhausted(
+                "too_many_streams", f"this server follows as many streams as it may ({gate.limit}); retry later")))
+        try:
+            yield from handler(request, context)
+        finally:
+            gate.leave()
+
+    if pool is not None:
+        call.experimental_thread_pool = pool  # type: ignore[attr-defined]
     return call

@@ -70,9 +70,11 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         if request.page_size < 0:
             raise InvalidArgument("bad_page_size", "page_size must be >= 0")
         with read_session(self.engine) as session:
+            if request.status not in _STATUS_FILTER:  # a newer client's value: not "any status"
+                raise InvalidArgument("bad_status", f"unknown match status {request.status}")
             try:
                 page = queries.list_matches(session, game_id=request.game_id,
-                                            status=_STATUS_FILTER.get(request.status, ""),
+                                            status=_STATUS_FILTER[request.status],
                                             player_id=request.player_id, tournament_id=request.tournament_id,
                                             page_size=request.page_size, page_token=request.page_token)
             except queries.BadPageToken as exc:

@@ -59,6 +59,9 @@ def test_list_matches_pages_are_stable_and_filtered(played: list[Played], channe
     with pytest.raises(grpc.RpcError) as bad:
         stub.ListMatches(pb.ListMatchesRequest(page_token="garbage!"))
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_code(bad.value) == "bad_page_token"
+    with pytest.raises(grpc.RpcError) as bad:  # a status this server does not know is not "any status"
+        stub.ListMatches(pb.ListMatchesRequest(status=99))  # type: ignore[arg-type]
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_code(bad.value) == "bad_status"
 
 
 def test_match_summary_has_seats_results_and_the_seed_once_finished(played: list[Played],
