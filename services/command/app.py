@@ -6,6 +6,7 @@ Each method takes plain values and returns plain values or raises an AppError
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import secrets
@@ -481,7 +482,8 @@ class CommandApp:
                 try:
                     if m.finished:
                         raise FailedPrecondition("match_over", "the match is over")
-                    events = self._decide(hot, seat, command, command_id)
+                    pad = _padding(m)
+                    events = self._decide(hot, seat, command, command_id, at=m.version + pad)
                 except FailedPrecondition:
                     # Refused on this process's state: another replica may have moved the match
                     # on (to where the command is legal, or past this very command). Refuse only
@@ -504,10 +506,23 @@ class CommandApp:
                     continue
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.public_version, [], position=m.version)
-                envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
-                                           seat=seat, trace=inject_context(), command=command)
                 held = m.may_hold and _held(m.engine.info.held_events, events) \
                     and _asks_nobody(m.engine, m.state, seat, events)
+                if held and pad:  # staged where it stands, so decided there (what a replay checks)
+                    events = self._decide(hot, seat, command, command_id)
+                    pad = 0
+                if pad:
+                    # An open window (NP-H9): whatever the held answers written out ahead of this
+                    # command, they and the padding are one fewer than the seats, so nobody can
+                    # count the answers by making a command (a chat) while the window is open.
+                    padding = [_padding_event(m.engine)] * pad
+                    envelopes = game_envelopes(m.engine, match_id, m.version, padding, trace=inject_context()) \
+                        + game_envelopes(m.engine, match_id, m.version + pad, events, command_id=command_id,
+                                         seat=seat, trace=inject_context(), command=command)
+                    events = padding + events
+                else:
+                    envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
+                                               seat=seat, trace=inject_context(), command=command)
                 write = self.store.stage if held else self.store.append
                 try:
                     if spans_exported():
@@ -537,17 +552,21 @@ class CommandApp:
                                  held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
 
-    def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str) -> list[Message]:
+    def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str,
+                at: int | None = None) -> list[Message]:
+        """The command's events, decided with the dice of the version its first event will
+        follow (`at`; the match's position unless padding goes first)."""
         m = hot.match
+        rng = Rng.derive(m.seed, m.version if at is None else at)
         # The ids are passed to the few log calls rather than bound as context variables:
         # binding and resetting three contextvars cost more per command than the log lines.
         if not command.WhichOneof("kind"):
             raise InvalidArgument("empty_command", "the command has no kind set")
         try:
             if not spans_exported():  # no span that goes nowhere to enter and leave
-                return m.engine.decide(m.state, seat, command, Rng.derive(m.seed, m.version))
+                return m.engine.decide(m.state, seat, command, rng)
             with child_span("engine.decide", {"game_id": m.game_id}):
-                return m.engine.decide(m.state, seat, command, Rng.derive(m.seed, m.version))
+                return m.engine.decide(m.state, seat, command, rng)
         except MalformedCommand as exc:
             raise InvalidArgument(exc.code, exc.message) from None
         except RuleViolation as exc:
@@ -653,6 +672,24 @@ def _moved(m, expected_version: int | None, expected_position: int | None) -> bo
     if expected_position is not None:
         return expected_position != m.version
     return expected_version is not None and expected_version != m.public_version
+
+
+def _padding(m) -> int:
+    """How many padding events go ahead of a command made now (GameInfo.held_padding): while
+    the game asks any seat privately (an open window, NP-H9) in a match where answers are held,
+    enough to make the held events written out with it one fewer than the seats."""
+    if not m.may_hold or not m.engine.info.held_padding:
+        return 0
+    if not any(p.private for p in m.engine.pending(m.state)):
+        return 0
+    return max(0, m.seats - 1 - len(m.staged))
+
+
+@functools.cache
+def _padding_event(engine) -> Message:
+    event = engine.info.event_type()
+    getattr(event, engine.info.held_padding).SetInParent()
+    return event
 
 
 def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:

@@ -125,6 +125,11 @@ class GameInfo:
     seats something (an answer to a window that must not show whom it waits for): a
     command whose events are all of these kinds is staged by the store, out of the match's
     version, until the next other command writes it first (NP-H9, docs/eventstore.md)."""
+    held_padding: str = ""
+    """With `held_events`: an event kind with no effect and seen by nobody, which the server
+    writes ahead of a command made while the game asks any seat privately (`Pending.private`,
+    an open window), as many as make the held events written out before it one fewer than
+    the seats. Otherwise how many there were would tell the table how many had answered."""
     command_type: type[Message] | None = None
     event_type: type[Message] | None = None
     view_type: type[Message] | None = None

@@ -16,6 +16,7 @@ import pytest
 from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+from famiglia.replay.verify import verify_envelopes
 from services.command.app import CommandApp
 from services.command.bootstrap import bootstrap
 
@@ -247,3 +248,63 @@ def test_a_replica_whose_two_reads_straddle_a_window_catches_up_whole() -> None:
     assert meanwhile and view.version == store.version(match_id) > meanwhile[0]
     m = two.matches.get(match_id).match
     assert m.version == one.matches.get(match_id).match.version and len(m.staged) == 1
+
+
+def _chat(app: CommandApp, match_id: str, token: str, command_id: str, to: list[int]):
+    chat = pb.Command(send_chat=pb.SendChat(to=to, text="how is everyone?"))
+    return app.submit(match_id, app.viewer(match_id, token), command_id, chat)
+
+
+@pytest.mark.parametrize("answers", [0, 1, 2])
+def test_a_command_made_while_a_window_is_open_does_not_count_the_answers(answers: int) -> None:
+    """NP-H9: a chat (or an offer, a shakedown) made while a window is open writes out the
+    answers held so far ahead of it; padding events, seen by nobody, make them one fewer than
+    the seats whatever their number, so neither the table nor the one who chats can count
+    the answers by the version it moved on."""
+    seen = {}
+    for given in (0, answers):
+        store = InMemoryEventStore()
+        app = bootstrap(store=store, settings=SETTINGS)
+        created, window = _window_match(app, asked=3)  # the same seeds: the same window
+        match_id, tokens = created.match_id, created.seat_tokens
+        version = store.version(match_id)
+        for i, seat in enumerate(window.seats[:given]):
+            assert _pass(app, match_id, tokens[seat], f"answer-{i}").held
+        chatter = window.seats[-1]  # asked, not answered yet
+        chatted = _chat(app, match_id, tokens[chatter], "chat-1", [window.seats[0]])
+        assert not chatted.held and chatted.version == version + 2 + 1  # 3 seats: 2 hidden, the chat
+        written = store.read(match_id, after=version)
+        assert [e.type for e in written].count("window_answered") == given
+        assert [e.type for e in written].count("window_padding") == 2 - given
+        assert all(e.seat == -1 and not e.command_id for e in written if e.type == "window_padding")
+        seen[given] = {"spectator": _what_seat_sees(app, match_id, None),
+                       "chatter": _what_seat_sees(app, match_id, tokens[chatter])}
+        # the answers still to come are held as before, and the last resolves the window
+        for i, seat in enumerate(window.seats[given:], start=given):
+            last = _pass(app, match_id, tokens[seat], f"answer-{i}")
+        assert not last.held and store.read_staged(match_id) == []
+        fresh = bootstrap(store=store, settings=SETTINGS)  # a replica folding the stream agrees
+        assert fresh.matches.get(match_id).match.state == app.matches.get(match_id).match.state
+        report = verify_envelopes(app.registry, store.read(match_id))  # and a replay re-deciding it
+        assert report.divergence is None, report.divergence
+    # A spectator, and the one who chats (asked, not answered yet), see the same whether
+    # answers had come in or not.
+    assert seen[answers] == seen[0]
+
+
+def test_no_padding_where_nothing_is_held() -> None:
+    """A match of bots only holds nothing back, and so pads nothing (tournaments, benchmarks)."""
+    from famiglia.v1 import envelope_pb2
+
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    bots = [envelope_pb2.SeatInfo(seat=s, player_id=f"bot-{s}", bot=True) for s in range(3)]
+    for seed in range(1, 40):
+        created = app.create_match(GAME, 3, seed=seed, seat_info=bots)
+        window = _to_a_window(app, created.match_id, created.seat_tokens, random.Random(seed), 3)
+        if window is not None:
+            break
+    version = store.version(created.match_id)
+    chatted = _chat(app, created.match_id, created.seat_tokens[window.seats[0]], "chat-1", [window.seats[1]])
+    assert chatted.version == version + 1
+    assert [e.type for e in store.read(created.match_id, after=version)] == ["chat_sent"]

@@ -23,7 +23,7 @@ from .decide import OPTIONAL, decide
 from .evolve import evolve
 from .state import Phase, State
 from .tx import NEXT
-from .view import HELD
+from .view import HELD, HELD_PADDING
 
 
 def _evolve(state: State | None, event: Any) -> State:
@@ -54,6 +54,7 @@ INFO = GameInfo(
     max_steps=20_000,
     optional_commands=frozenset(OPTIONAL),
     held_events=HELD,
+    held_padding=HELD_PADDING,
     command_type=pb.Command,
     event_type=pb.Event,
     view_type=pb.View,

@@ -551,6 +551,7 @@ EVOLVERS: dict[str, Handler] = {
     "influence_deck_ordered": _influence_deck_ordered,
     "discard_reshuffled": _noop,
     "cards_drawn": _noop,
+    "window_padding": _noop,
     "cards_received": _cards_received,
     "ring_holder_chosen": _ring,
     "ring_moved": _ring,

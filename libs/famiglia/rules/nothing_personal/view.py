@@ -105,7 +105,7 @@ def _options(s: State) -> dict[str, str]:
     } | ({"expansions": ",".join(c.expansions)} if c.expansions else {})   # NP-V7 (absent when off)
 
 
-_SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
+_SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered", "window_padding"})
 
 
 #: NP-H9: a card or reroll window's answer is its seat's alone, and so is the fact that it was
@@ -113,6 +113,8 @@ _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered"})
 #: (GameInfo.held_events). A change of the private auto-pass (NP-D7) is not held: it may be a
 #: seat's move on its own turn, after which the game waits for that seat again.
 HELD = frozenset({"window_answered"})
+#: ... and what pads them out when a command is made while a window is open (GameInfo.held_padding).
+HELD_PADDING = "window_padding"
 
 
 def visibility(event: pb.Event) -> Visibility:
