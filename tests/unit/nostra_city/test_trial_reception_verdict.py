@@ -171,7 +171,8 @@ def test_nc_v09_v10_guilty_only_a_snitch_can_win() -> None:
     r = ENGINE.result(_over(s, "guilty", {2: ("V02",)}))
     assert r.winners() == [2]
     r = ENGINE.result(_over(s, "guilty", {}))
-    assert r.outcome.get("no_winner") == "true" and {o.rank for o in r.seats} == {1}
+    assert r.outcome.get("no_winner") == "true" and {o.rank for o in r.seats} == {s.seats}
+    assert r.winners() == []  # nobody is first: no reader counts a win (standings, ratings)
 
 
 def test_nc_v11_v12_respect_from_the_territory() -> None:

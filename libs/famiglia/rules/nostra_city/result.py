@@ -31,8 +31,10 @@ def result(state: State) -> Result | None:
         "winners": ",".join(str(p) for p in winners) or "none",
     }
     if not winners:  # NC-V10: GUILTY without a Snitch, nobody wins; all share one rank
+        # The last one: rank 1 is a win to every reader (Result.winners, standings, ratings,
+        # the read models' `winner`), and nobody won. All equal, it rates as a draw all the same.
         outcome["no_winner"] = "true"
-        outs = tuple(SeatOutcome(p, float(resp[p]), 1, _details(state, p)) for p in seats)
+        outs = tuple(SeatOutcome(p, float(resp[p]), state.seats, _details(state, p)) for p in seats)
         return Result(outs, outcome)
     # NC-V16: winners, then the other eligible players, then the ineligible ones
     groups = [winners, [p for p in eligible if p not in winners], [p for p in seats if p not in eligible]]
