@@ -41,6 +41,8 @@ log = get_logger("famiglia.bots.tournaments")
 
 RUNNING, FINISHED, CANCELLED = "running", "finished", "cancelled"
 PREFIX = "famiglia:bots"
+#: The running tournaments, by creation time: what the runner steps.
+RUNNING_KEY = f"{PREFIX}:tournaments:running"
 
 
 def _ms() -> int:
@@ -94,6 +96,7 @@ class TournamentRepo:
         if self.client.hsetnx(self._key(tid), "spec", spec.to_json()):
             self.client.hset(self._key(tid), mapping={"status": RUNNING, "created_ms": now, "moves": 0})
             self.client.zadd(f"{PREFIX}:tournaments", {tid: now})
+            self.client.zadd(RUNNING_KEY, {tid: now})
         return tid
 
     def exists(self, tid: str) -> bool:
@@ -117,16 +120,22 @@ class TournamentRepo:
                                 int(raw.get("moves", 0)), started, done)
 
     def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
-        ids = [_text(i) for i in self.client.zrevrange(f"{PREFIX}:tournaments", 0, max(0, limit - 1))]
+        """The newest tournaments; with `running_only`, the oldest running ones (from their own
+        index: among the newest of all, a running tournament older than `limit` finished ones
+        would never be found, so never advanced)."""
         if running_only:
-            ids = [i for i in ids if _text(self.client.hget(self._key(i), "status") or b"") == RUNNING]
-        return ids
+            ids = [_text(i) for i in self.client.zrange(RUNNING_KEY, 0, max(0, limit - 1))]
+            return [i for i in ids if _text(self.client.hget(self._key(i), "status") or b"") == RUNNING]
+        return [_text(i) for i in self.client.zrevrange(f"{PREFIX}:tournaments", 0, max(0, limit - 1))]
 
     def set_status(self, tid: str, status: str) -> None:
         if status == RUNNING:
             self.client.hset(self._key(tid), "status", status)
+            created = self.client.hget(self._key(tid), "created_ms")
+            self.client.zadd(RUNNING_KEY, {tid: int(created or _ms())})
         else:
             self.client.hset(self._key(tid), mapping={"status": status, "finished_ms": _ms()})
+            self.client.zrem(RUNNING_KEY, tid)
 
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
         self.client.hset(self._key(tid, "started"), str(index), match_id)
@@ -134,8 +143,11 @@ class TournamentRepo:
     def add_moves(self, tid: str, moves: int) -> None:
         self.client.hincrby(self._key(tid), "moves", moves)
 
-    def record(self, tid: str, match_id: str, result: dict[str, Any]) -> None:
-        self.client.hset(self._key(tid, "results"), match_id, json.dumps(result, sort_keys=True))
+    def record(self, tid: str, match_id: str, result: dict[str, Any]) -> bool:
+        """A match's outcome, once: a match abandoned as stuck that finishes after all stays
+        abandoned (the runner has filled its place), and a result is never overwritten by a
+        late abandonment, so the standings do not depend on which came first or on restarts."""
+        return bool(self.client.hsetnx(self._key(tid, "results"), match_id, json.dumps(result, sort_keys=True)))
 
 
 def finished_record(match: MatchState) -> dict[str, Any]:

@@ -1,0 +1,44 @@
+"""The tournaments' records in Redis (services.bots.tournaments.TournamentRepo), on a real server."""
+
+from __future__ import annotations
+
+import redis
+
+from famiglia.bots.tournament import GamePlan, TournamentSpec
+from services.bots.tournaments import FINISHED, RUNNING, TournamentRepo
+
+
+def _spec(name: str) -> TournamentSpec:
+    return TournamentSpec(name=name, entrants=("random", "heuristic"),
+                          games=(GamePlan("goodcritters", (4,)),), seed=1)
+
+
+def test_a_running_tournament_is_found_however_many_newer_ones_have_finished(redis_url: str) -> None:
+    """The runner steps the running tournaments; among the newest 50 of all, an older one
+    still running would never be found, so never finish."""
+    repo = TournamentRepo(redis.Redis.from_url(redis_url))
+    oldest = repo.create(_spec("old"))
+    newer = [repo.create(_spec(f"new-{i}")) for i in range(60)]
+    for tid in newer:
+        repo.set_status(tid, FINISHED)
+    assert repo.ids(limit=50, running_only=True) == [oldest]
+    assert oldest not in repo.ids(limit=50)  # the newest, as listed to people
+    repo.set_status(oldest, FINISHED)
+    assert repo.ids(limit=50, running_only=True) == []
+    repo.set_status(oldest, RUNNING)  # resumed
+    assert repo.ids(limit=50, running_only=True) == [oldest]
+
+
+def test_a_matchs_first_outcome_stands(redis_url: str) -> None:
+    """Abandoned as stuck, then finished after all (the dispatcher plays on): it stays
+    abandoned, as the runner counted it; and a late abandonment never hides a result."""
+    repo = TournamentRepo(redis.Redis.from_url(redis_url))
+    tid = repo.create(_spec("t"))
+    assert repo.record(tid, "m1", {"abandoned": True, "game_id": "goodcritters", "error": "stuck"})
+    assert not repo.record(tid, "m1", {"game_id": "goodcritters", "seats": []})
+    assert not repo.record(tid, "m1", {"abandoned": True})  # a duplicate too
+    assert repo.record(tid, "m2", {"game_id": "goodcritters", "seats": []})
+    assert not repo.record(tid, "m2", {"abandoned": True, "game_id": "goodcritters", "error": "stuck"})
+    record = repo.get(tid)
+    assert record is not None
+    assert record.results["m1"].get("abandoned") and not record.results["m2"].get("abandoned")
