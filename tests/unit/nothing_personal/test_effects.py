@@ -146,3 +146,13 @@ def test_associate_swap_joint_2_move_own_1_and_neutral_3_cards() -> None:
     assert markers_of(after, "M00").markers[0] == 1 and markers_of(after, "T01").markers[0] == 0
     _, after = play(s, 0, por("I86", gangsters=["T01", "H02", "C01"]))
     assert after.neutral == 22
+
+
+def test_move_own_1_moves_one_marker_whatever_count_the_command_names() -> None:
+    """Table F MOVE_OWN_1, NP-X21: a count above 1 is refused and changes nothing (it was
+    checked as 1 and applied as named: 5 markers moved from a gangster that had 1)."""
+    s = mark(replace(hand(bare(), 0, "I88"), turn=0), "T01", {0: 1})
+    assert refused(s, 0, por("I88", markers=[ref("T01", 0)], destination="C01", count=5)) == "NP-C31"
+    for count in (0, 1):
+        _, after = play(s, 0, por("I88", markers=[ref("T01", 0)], destination="C01", count=count))
+        assert markers_of(after, "T01").markers[0] == 0 and markers_of(after, "C01").markers[0] == 1

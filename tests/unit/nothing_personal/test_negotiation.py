@@ -24,6 +24,7 @@ from .support import (
     of,
     pfi,
     play,
+    ref,
     replace,
     round1,
     std,
@@ -248,6 +249,29 @@ def test_np_v3_action_by_pays_when_the_action_is_taken() -> None:
     s = replace(at_stage(mark(s, "T01", {1: 1}), Phase.CREW, "action", pos=1, sweep=1), act=A(1, "T01", 1))
     events, s = play(s, 1, PASS)
     assert of(events, "contract_settled")[0].to == 1 and s.money[1] == 55
+
+
+@pytest.mark.parametrize("named", ["markers", "destination"])
+def test_np_v3_action_by_against_a_target_pays_for_an_ability_that_names_it_as_markers(named: str) -> None:
+    """NP-V3: "optionally against that target": an ability names its gangsters in the target
+    field it uses (First Guy's REMOVE_1 names a marker on them), not only `gangster`."""
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    s = keep_word()
+    target = "T01" if named == "markers" else "H02"
+    c = contract(payer=0, payee=1, amount=5, condition="ACTION_BY", gangster="C01", seat=1, action="position",
+                 target=target)
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
+    s = mark(mark(s, "C01", {1: 2}), "T01", {2: 2})
+    s = replace(at_stage(s, Phase.CREW, "action", pos=3, sweep=1), act=A(3, "C01", 1))
+    removes = pb.Command(use_ability=pb.UseAbility(targets=pb.Targets(markers=[ref("T01", 2)])))
+    events, s = play(s, 1, removes)
+    paid = of(events, "contract_settled")
+    if named == "markers":
+        assert paid and paid[0].to == 1 and paid[0].how == "paid" and not s.contracts
+    else:  # a gangster the action did not name
+        assert not paid and s.contracts
 
 
 def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:

@@ -514,16 +514,21 @@ def _whack_result(tx: Tx, face: str, actor: int, whacker: str, target: str) -> N
 
 
 # -- contracts on actions (NP-V3, NP-V4) -----------------------------------------------------------------------------
-def _action_kind(cmd: pb.Command) -> tuple[str, str]:
+def _action_kind(cmd: pb.Command) -> tuple[str, tuple[str, ...]]:
+    """The action's kind and the gangsters it is taken against (NP-V3): an ability names them
+    in whichever target fields it uses (a gangster, markers on gangsters, neutral markers'
+    gangsters, a destination)."""
     kind = cmd.WhichOneof("kind")
     if kind == "pass":
-        return "pass", ""
+        return "pass", ()
     if kind == "whack":
-        return "whack", cmd.whack.target
+        return "whack", (cmd.whack.target,)
     if kind == "make_a_move":
-        return "move", ""
+        return "move", ()
     m = cmd.use_ability
-    return ("gangster" if m.gangster_ability else "position"), m.targets.gangster
+    t = m.targets
+    named = (t.gangster, *(r.gangster for r in t.markers), *t.gangsters, t.destination)
+    return ("gangster" if m.gangster_ability else "position"), tuple(g for g in named if g)
 
 
 def _contracts_on_action(tx: Tx, cmd: pb.Command) -> None:
@@ -531,15 +536,15 @@ def _contracts_on_action(tx: Tx, cmd: pb.Command) -> None:
     a = s.act
     if not s.contracts or a is None:
         return
-    kind, target = _action_kind(cmd)
+    kind, targets = _action_kind(cmd)
     if kind == "move":
-        target = at(s, cmd.make_a_move.target_position)
+        targets = (at(s, cmd.make_a_move.target_position),)
     for c in s.contracts:
         if c.condition == "ACTION_BY" and c.seat == a.seat and c.gangster == a.gangster and c.action == kind \
-                and (not c.target or c.target == target):
+                and (not c.target or c.target in targets):
             tx.emit("contract_settled", id=c.id, to=c.payee, how="paid")
         elif c.condition == "NOT_TARGETED" and c.seat == a.seat and kind in ("whack", "move") \
-                and target == c.gangster:
+                and c.gangster in targets:
             tx.emit("contract_settled", id=c.id, to=c.payer, how="returned")
 
 

@@ -397,7 +397,7 @@ def _move_own_check(most: int) -> Callable[[State, Ctx, pb.Targets], None]:
         if len(t.markers) != 1 or t.markers[0].owner != ctx.seat:
             raise _no(ctx, "name one of your own markers to move", "NP-C31")
         m = t.markers[0]
-        count = t.count if most == 2 else 1
+        count = t.count if most == 2 else max(1, t.count)  # the count applied (_move_own_apply)
         if not 1 <= count <= most:
             raise _no(ctx, f"move 1 to {most} markers", "NP-C31")
         if not is_on_board(s, m.gangster):
