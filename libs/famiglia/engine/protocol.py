@@ -154,11 +154,19 @@ class SeatOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Result:
+    """How a game ended. Someone ranks 1 (a win to every reader: standings, ratings, the read
+    models), unless nobody won (`outcome["no_winner"] == "true"`, Nostra City's NC-V10): then
+    every seat shares the last rank, a draw that counts no win."""
+
     seats: tuple[SeatOutcome, ...]
     outcome: Mapping[str, str] = field(default_factory=dict)
 
     def winners(self) -> list[int]:
         return [s.seat for s in self.seats if s.rank == 1]
+
+    @property
+    def no_winner(self) -> bool:
+        return self.outcome.get("no_winner") == "true"
 
 
 @runtime_checkable
