@@ -85,6 +85,10 @@ class StoreSource:
         self.index.note(envelopes)
         return envelopes
 
+    def version(self, match_id: str) -> int:
+        """The match's version: kept when its events are trimmed."""
+        return self.store.version(match_id)
+
     def find(self, event_id: str) -> EventLocation | None:
         found = self.index.get(event_id)
         if found is None:
@@ -183,10 +187,15 @@ class LayeredSource:
         envelopes = self.hot.read(match_id, after)
         if envelopes and envelopes[0].seq == after + 1:
             return envelopes
-        if self.cold is None or (after > 0 and not envelopes):
-            # Catching up a running match: only finished matches are trimmed, so nothing new
-            # in the hot stream means nothing new at all (and no SQL query per question).
+        if self.cold is None:
             return envelopes
+        if after > 0 and not envelopes:
+            # Catching up a match seen running: nothing new in the hot stream means nothing new
+            # at all (and no SQL query per question), unless it went on, ended and was trimmed
+            # since: its version outlives the trim.
+            version = getattr(self.hot, "version", None)
+            if version is None or version(match_id) <= after:
+                return envelopes
         cold = self.cold.read(match_id, after)
         return cold if cold else envelopes
 

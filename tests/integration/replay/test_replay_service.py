@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -140,6 +143,31 @@ def test_a_replay_from_the_archive_after_trimming_redis_equals_one_from_redis(st
     finally:
         client.close()
         server.stop(grace=None)
+
+
+def test_a_match_seen_running_then_finished_and_trimmed_is_read_from_the_archive(stack: Stack) -> None:
+    """The service caches a match it was asked about while it ran; after the match ends and
+    Redis trims it, the same service answers as a fresh one would (not stuck at the old end)."""
+    created = stack.commands.create_match(GAME_ID, 2, seed=22, options=TOY_OPTIONS)
+    chooser = random.Random(22)
+    for n in itertools.count():
+        m = stack.commands.matches.get(created.match_id).match
+        if m.finished:
+            break
+        seat = chooser.choice(sorted({p.seat for p in m.engine.pending(m.state)}))
+        viewer = stack.commands.viewer(created.match_id, created.seat_tokens[seat])
+        stack.commands.submit(created.match_id, viewer, f"seen-{n}",
+                              chooser.choice(stack.commands.legal_commands(created.match_id, viewer).commands))
+        if n == 5:  # a spectator watches the running match through the replay service
+            seen = stack.client.state_at(stack.store.read(created.match_id)[-1].event_id)
+            assert not seen.match_finished
+    envelopes = stack.store.read(created.match_id)
+    stack.cold.add(envelopes)  # the projection archived it
+    assert stack.store.trim(created.match_id) == len(envelopes)
+    last = stack.client.state_at(envelopes[-1].event_id)
+    assert last.match_finished and last.seq == last.last_seq == len(envelopes)
+    assert len(list(stack.client.stream(match_id=created.match_id, full=True))) == len(envelopes)
+    assert stack.client.export(created.match_id).events == len(envelopes)
 
 
 def test_import_stores_an_export_under_a_new_id_that_replays_the_same(stack: Stack) -> None:
