@@ -184,8 +184,10 @@ def plan(spec: TournamentSpec) -> list[PlannedMatch]:
                         rows.append((game.game_id, seats, rotation(spec.entrants, seats, k), game.options))
         else:
             for k in range(spec.matches_per_game):
+                # The sizes take turns; each size's own matches rotate the seats (counted over all
+                # sizes, entrants and sizes sharing a factor kept some entrant off a seat at a size).
                 seats = counts[k % len(counts)]
-                rows.append((game.game_id, seats, rotation(spec.entrants, seats, k), game.options))
+                rows.append((game.game_id, seats, rotation(spec.entrants, seats, k // len(counts)), game.options))
         per_game.append(rows)
     out: list[PlannedMatch] = []
     for i in range(max((len(r) for r in per_game), default=0)):

@@ -27,6 +27,20 @@ def test_every_entrant_holds_every_seat_position_equally_in_a_round_robin() -> N
         assert Counter(m.entrants[seat] for m in matches) == Counter(ENTRANTS)
 
 
+@pytest.mark.parametrize("entrants", [("random", "heuristic"), ("a", "b", "c", "d")])
+def test_every_entrant_holds_every_seat_equally_at_every_table_size(entrants: tuple[str, ...]) -> None:
+    """Sizes take turns; the seats rotate within each size (rotated over all sizes, two
+    entrants at sizes 3 and 4 kept one off seat 0 at 3 seats, the other at 4)."""
+    sizes = (3, 4)
+    matches = plan(spec(entrants=entrants, games=(GamePlan("g", sizes),),
+                        matches_per_game=len(sizes) * len(entrants) * 2))
+    for size in sizes:
+        at_size = [m for m in matches if m.seats == size]
+        assert len(at_size) == 2 * len(entrants)
+        for seat in range(size):
+            assert Counter(m.entrants[seat] for m in at_size) == Counter({e: 2 for e in entrants})
+
+
 def test_round_robin_covers_every_seat_count_and_round() -> None:
     matches = plan(spec(round_robin=True, rounds=2))
     assert Counter(m.game_id for m in matches) == {"a": 6, "b": 12}
