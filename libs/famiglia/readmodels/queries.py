@@ -245,8 +245,14 @@ def player_ratings(session: Session, player_id: str) -> dict[str, LeaderboardEnt
     rows = session.exec(select(PlayerRating).where(PlayerRating.player_id == player_id,
                                                    col(PlayerRating.scope).startswith("game:"))).all()
     for rating in rows:
+        # Ranked as the leaderboard orders its rows (ordinal, then mu, then player id), so a tie
+        # shows the same rank in both places.
+        ahead = or_(col(PlayerRating.ordinal) > rating.ordinal,
+                    and_(col(PlayerRating.ordinal) == rating.ordinal,
+                         or_(col(PlayerRating.mu) > rating.mu,
+                             and_(col(PlayerRating.mu) == rating.mu, col(PlayerRating.player_id) < rating.player_id))))
         better = session.exec(select(func.count()).select_from(PlayerRating).where(
-            PlayerRating.scope == rating.scope, col(PlayerRating.ordinal) > rating.ordinal)).one()
+            PlayerRating.scope == rating.scope, ahead)).one()
         out[rating.scope.removeprefix("game:")] = _entry(int(better) + 1, rating, player)
     return out
 

@@ -38,3 +38,24 @@ def test_the_cache_evicts_the_least_recently_used() -> None:
     cache.get("a")
     cache.put(Fake("c"))  # type: ignore[arg-type]
     assert cache.get("b") is None and cache.get("a") is not None and len(cache) == 2
+
+
+def test_a_players_rank_in_its_history_is_its_place_on_the_leaderboard(tmp_path) -> None:
+    """Two players tied on their rating: the leaderboard orders them (ordinal, then mu, then
+    player id), and each one's history names the same place, not a shared one."""
+    from famiglia import readmodels
+    from famiglia.readmodels.queries import player_ratings, scope_leaderboard
+    from famiglia.readmodels.tables import PlayerRating
+
+    engine = readmodels.make_engine(f"sqlite:///{tmp_path / 'read.db'}")
+    readmodels.metadata.create_all(engine)
+    scope = readmodels.game_scope("grifters")
+    rows = [("dan", 30.0, 3.4), ("bob", 26.0, 0.8), ("ann", 26.0, 0.8), ("eve", 27.0, 0.8), ("cat", 20.0, -1.8)]
+    with readmodels.write_session(engine) as session:
+        for player_id, mu, ordinal in rows:
+            session.add(PlayerRating(scope=scope, player_id=player_id, mu=mu, sigma=8.0, ordinal=ordinal))
+    with readmodels.read_session(engine) as session:
+        board = [(e.rank, e.player_id) for e in scope_leaderboard(session, scope)]
+        assert board == [(1, "dan"), (2, "eve"), (3, "ann"), (4, "bob"), (5, "cat")]
+        for rank, player_id in board:
+            assert player_ratings(session, player_id)["grifters"].rank == rank
