@@ -13,6 +13,7 @@ and a table is created only once those holds name it.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import threading
 from collections.abc import Callable, Mapping
@@ -160,8 +161,12 @@ class Matcher:
 
     def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any]) -> int:
         tickets = _tickets(plan)
+        # Each bot seat is its own player (`bot:<policy>#<k>`, the table's k-th bot): under one
+        # id the bots would be rated as one player at its best rank (a person second of four
+        # behind one bot and ahead of two would rate as last).
+        bot_ids = (f"bot:{plan['bot_policy']}#{k}" for k in itertools.count(1))
         seat_info = [envelope_pb2.SeatInfo(
-            seat=s["seat"], player_id=s["player_id"] or f"bot:{plan['bot_policy']}",
+            seat=s["seat"], player_id=s["player_id"] or next(bot_ids),
             display_name=s["display_name"], bot=s["bot"], policy=plan["bot_policy"] if s["bot"] else "")
             for s in plan["seat_plan"]]
         with structlog.contextvars.bound_contextvars(proposal_id=proposal_id, game_id=game_id), \

@@ -185,6 +185,8 @@ def test_bots_fill_the_table_after_the_timeout(redis_url: str, creator: Recordin
     assert status.waited_s == 30.0
     table = creator.tables[status.match_id]
     assert [(i.bot, i.policy) for i in table.seat_info if i.player_id != p] == [(True, "random")] * 2
+    # each bot its own player, so a person's result against them rates seat by seat
+    assert sorted(i.player_id for i in table.seat_info if i.bot) == ["bot:random#1", "bot:random#2"]
     assert [i.display_name for i in table.seat_info if i.player_id == p] == ["Alone"]
     mm.close()
 
