@@ -109,7 +109,7 @@ class Matcher:
     def _claim(self, proposal: Proposal, plan: dict[str, Any], live: Mapping[str, TicketRecord], now: int) -> bool:
         """Hold every player, claim every ticket, then pin the holds to this table — or nothing."""
         game_id, proposal_id = proposal.game_id, proposal.proposal_id
-        seats = [HoldSeat(p, t.ticket_id, live[t.ticket_id].asked_ms) for t in proposal.tickets for p in t.players]
+        seats = [HoldSeat(p, t.ticket_id, live[t.ticket_id].asked_by(p)) for t in proposal.tickets for p in t.players]
         taken = self.holds.take(game_id, proposal_id, seats)
         if not taken.ok:
             if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here

@@ -100,6 +100,13 @@ class TicketRecord:
     bots: int = 0
     seat_of: dict[str, int] = field(default_factory=dict)
     token_of: dict[str, str] = field(default_factory=dict)
+    accepted_ms: dict[str, int] = field(default_factory=dict)
+    """party tickets: when each invitee accepted, which is when their wish to play began."""
+
+    def asked_by(self, player_id: str) -> int:
+        """When this player asked to play at this ticket's table: the ticket's asking, or for an
+        invitee its acceptance (a table it sat at in between is no reason to drop the ticket)."""
+        return max(self.asked_ms or self.created_ms, self.accepted_ms.get(player_id, 0))
 
     def to_ticket(self) -> Ticket:
         return Ticket(self.ticket_id, self.game_id, self.pool, self.players, frozenset(self.seat_counts),
@@ -118,6 +125,7 @@ class TicketRecord:
     def from_fields(cls, raw: dict[str, str]) -> TicketRecord:
         seat_of = {k[5:]: int(v) for k, v in raw.items() if k.startswith("seat:")}
         token_of = {k[6:]: v for k, v in raw.items() if k.startswith("token:")}
+        accepted_ms = {k[9:]: int(v) for k, v in raw.items() if k.startswith("accepted:")}
         return cls(
             ticket_id=raw["id"], game_id=raw["game"], pool=raw["pool"], owner=raw.get("owner", ""),
             players=tuple(json.loads(raw["players"])), seat_counts=tuple(json.loads(raw["counts"])),
@@ -127,7 +135,7 @@ class TicketRecord:
             awaiting=tuple(json.loads(raw.get("awaiting") or "[]")), reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
             closed_ms=int(float(raw.get("closed_ms", "0") or 0)), match_id=raw.get("match_id", ""),
             seats=int(raw.get("seats", "0") or 0), bots=int(raw.get("bots", "0") or 0),
-            seat_of=seat_of, token_of=token_of,
+            seat_of=seat_of, token_of=token_of, accepted_ms=accepted_ms,
         )
 
 

@@ -34,6 +34,8 @@ if other and other ~= ARGV[1] then
 end
 redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[4])
 redis.call('SREM', KEYS[4], ARGV[1])
+-- The member's wish starts now: a table they sat at before this is no reason to drop the ticket.
+redis.call('HSET', KEYS[3], 'accepted:' .. ARGV[2], ARGV[3])
 if #left > 0 then
   redis.call('HSET', KEYS[3], 'awaiting', cjson.encode(left))
   return {'accepted', ''}

@@ -149,3 +149,20 @@ def test_being_seated_elsewhere_ends_the_creators_pending_party(party_mm: Matchm
     status = party_mm.app.ticket(b, party)
     assert status.state == "cancelled" and status.reason.startswith(f"matched in {DUEL}")
     assert party_mm.app.invites(b) == []
+
+
+def test_an_invitee_seated_elsewhere_before_accepting_keeps_the_party(party_mm: Matchmaking, clock: FakeClock) -> None:
+    """An invitee's wish to play starts when they accept (docs/matchmaking.md, parties): a
+    table they sat at before that is no reason to cancel the party's ticket."""
+    a, b, x, y = _guests(party_mm, "ABXY")
+    party = party_mm.app.create_ticket(a, GAME, [3], {}, party=[b]).ticket_id
+    clock.advance(5)
+    party_mm.app.create_ticket(b, DUEL, [2], {})
+    party_mm.app.create_ticket(x, DUEL, [2], {})
+    assert party_mm.matcher.run_once() == 1  # B sits in a duel
+    clock.advance(5)
+    assert party_mm.app.accept_invite(b, party).state == "searching"
+    party_mm.app.create_ticket(y, GAME, [3], {})
+    clock.advance(1)
+    assert party_mm.matcher.run_once() == 1
+    assert {party_mm.app.ticket(p, party).state for p in (a, b)} == {"matched"}
