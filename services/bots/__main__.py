@@ -10,6 +10,7 @@ import threading
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import BotsApp, bootstrap
@@ -25,11 +26,13 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
     runner = TournamentRunner(repo, app.game_client, store,
                               read_model=ReadModelLog(app.settings.database_url), secret=app.settings.secret)
+    archive = sql_archive_source(app.settings.database_url) if app.settings.database_url else None
     dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery),
                             observer=TournamentObserver(repo, on_finished=runner.wake.set),
                             stall_seconds=app.bots.stall_seconds,
                             clock_grace_seconds=app.bots.clock_grace_seconds,
-                            seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves)
+                            seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves,
+                            archive=archive.read if archive is not None else None)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")

@@ -238,8 +238,12 @@ class Dispatcher:
                  observer: MatchObserver | None = None, stall_seconds: float = 30.0,
                  clock_grace_seconds: float = 0.5, seats_per_task: int = 0, lease_moves: int = 0,
                  now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 archive: Callable[[str], list[EventEnvelope]] | None = None) -> None:
         self.store = store
+        self.archive = archive
+        """A trimmed match's events (the projection's archive), for a match first met after
+        its stream was trimmed: finished while this service was away, its result is still due."""
         self.wall = wall
         """Seconds since the epoch, as events are stamped (clocks count from their event)."""
         self.live = live if live is not None else live_matches_of(store)
@@ -332,10 +336,18 @@ class Dispatcher:
         return self._load(match_id)
 
     def _load(self, match_id: str) -> Tracked | None:
-        """A match first seen mid-way (a restart, a gap): fold it from its own stream."""
+        """A match first seen mid-way (a restart, a gap): fold it from its own stream, or,
+        trimmed since (only a finished match is), from the archive."""
+        envelopes = self.store.read(match_id)
+        if not envelopes and self.archive is not None:
+            try:
+                envelopes = self.archive(match_id)
+            except Exception as exc:  # noqa: BLE001 - the projection's database: not ours to fail on
+                log.warning("archive_unreadable", match_id=match_id, error=str(exc)[:300])
         try:
-            match = MatchState.from_envelopes(self.registry, self.store.read(match_id))
+            match = MatchState.from_envelopes(self.registry, envelopes)
         except (UnknownGame, NotAMatch):
+            log.info("match_not_followed", match_id=match_id, events=len(envelopes))
             self._forget(match_id)
             return None
         tracked = Tracked(match, bot_seats(match))

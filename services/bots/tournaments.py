@@ -76,6 +76,14 @@ class TournamentRecord:
         return out
 
     @property
+    def total_moves(self) -> int:
+        """The moves played: the counter, or where more, the sum of the finished matches' own
+        counts (each result's `commands`, exact): the counter loses what a dispatcher killed
+        before it wrote, and a match it folds anew after a restart adds nothing to it."""
+        exact = sum(int(r.get("commands", 0)) for r in self.results.values())
+        return max(self.moves, exact)
+
+    @property
     def elapsed_seconds(self) -> float:
         end = self.finished_ms or _ms()
         return max(0.0, (end - self.created_ms) / 1000)
@@ -169,8 +177,9 @@ class TournamentObserver:
     Moves are counted in memory and written at most every `flush_seconds` (and
     before any result), not once per command: a tournament's move count is a
     progress figure, and a Redis round trip per move was a noticeable share of the
-    dispatcher's time. A result always lands after every move counted before it,
-    so a finished tournament's total is exact."""
+    dispatcher's time. The counter is a progress figure; a finished tournament's total
+    is exact all the same (`TournamentRecord.total_moves`: its matches' results carry
+    their counts)."""
 
     def __init__(self, repo: TournamentRepo, *, flush_seconds: float = 0.5,
                  now: Callable[[], float] = time.monotonic,

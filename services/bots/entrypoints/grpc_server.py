@@ -62,7 +62,7 @@ def tournament_proto(record: TournamentRecord, *, include_matches: bool = False,
     planned = plan(record.spec) if planned is None else planned
     out = pb.Tournament(tournament_id=record.tournament_id, name=record.spec.name,
                         status=_STATUS.get(record.status, pb.TOURNAMENT_STATUS_UNSPECIFIED),
-                        entrants=list(record.spec.entrants), moves=record.moves,
+                        entrants=list(record.spec.entrants), moves=record.total_moves,
                         elapsed_seconds=record.elapsed_seconds, planned=len(planned),
                         finished=len(record.results))
     by_index = {p.index: p for p in planned}

@@ -42,3 +42,20 @@ def test_a_matchs_first_outcome_stands(redis_url: str) -> None:
     record = repo.get(tid)
     assert record is not None
     assert record.results["m1"].get("abandoned") and not record.results["m2"].get("abandoned")
+
+
+def test_a_finished_tournaments_moves_are_its_matches_own_counts(redis_url: str) -> None:
+    """The counter is written every half second and a dispatcher killed in between loses what
+    it had not written (a match it folds anew after a restart adds nothing either); the
+    results carry each match's exact count, and the total is never below their sum."""
+    repo = TournamentRepo(redis.Redis.from_url(redis_url))
+    tid = repo.create(_spec("t"))
+    repo.add_moves(tid, 150)  # what made it to Redis before a crash
+    repo.record(tid, "m1", {"game_id": "goodcritters", "seats": [], "commands": 120})
+    repo.record(tid, "m2", {"game_id": "goodcritters", "seats": [], "commands": 110})
+    repo.record(tid, "m3", {"abandoned": True, "game_id": "goodcritters", "error": "stuck"})
+    record = repo.get(tid)
+    assert record is not None and record.total_moves == 230
+    repo.add_moves(tid, 100)  # a counter ahead (moves of a match still playing): it stands
+    record = repo.get(tid)
+    assert record is not None and record.total_moves == 250

@@ -693,3 +693,24 @@ def test_a_clock_that_runs_out_after_its_seat_answered_held_back_does_nothing() 
     table.app.submit(match_id, Viewer(seat), "answer", np_pb.Command(**{"pass": np_pb.Pass()}))
     assert handlers.run_clock(bots, match_id, seat, version) == "not_pending"
     assert table.store.version(match_id) == version and len(table.store.read_staged(match_id)) == 1
+
+
+@pytest.mark.parametrize("archived", [True, False])
+def test_a_match_trimmed_before_the_dispatcher_met_it_gets_its_result_from_the_archive(archived: bool) -> None:
+    """Finished while the bots service was away and trimmed from Redis before it came back:
+    its events are in the projection's archive, and its tournament result is still due
+    (without the archive the match is let go, and the runner would abandon it as stuck)."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    while True:  # played to the end by someone else while the dispatcher was away
+        m = table.app.matches.get(match_id).match
+        if m.finished:
+            break
+        table.act(match_id, m.engine.pending(m.state)[0].seat)
+    envelopes = table.store.read(match_id)
+    table.store.trim(match_id)
+    dispatcher = Dispatcher(table.store, toy_registry(), table.tasks, observer=table.observer,
+                            archive=(lambda mid: list(envelopes) if mid == match_id else []) if archived else None)
+    dispatcher.handle(envelopes[-2:])  # the tail of it, as the partition stream still holds it
+    assert table.observer.finished == ([match_id] if archived else [])
+    assert match_id not in dispatcher.matches and table.tasks.decisions == []
