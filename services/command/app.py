@@ -495,7 +495,14 @@ class CommandApp:
                     before = m.version
                     self.matches.catch_up(hot)
                     if m.version == before:
-                        raise
+                        if self.store.version(match_id) >= m.public_version:
+                            raise
+                        # The store went back (acknowledged writes lost): decide on its state.
+                        log.warning("store_behind_hot_state", match_id=match_id, hot=m.public_version)
+                        self.matches.refold(hot)
+                        m = hot.match
+                        read_in_call = True
+                        continue
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
                     if _moved(m, expected_version, expected_position):
@@ -530,11 +537,16 @@ class CommandApp:
                             result = write(match_id, m.version, envelopes, key)
                     else:  # the same call, without entering a span that goes nowhere
                         result = write(match_id, m.version, envelopes, key)
-                except ConcurrencyConflict:
+                except ConcurrencyConflict as conflict:
                     # Another process moved the match: re-decide on the new state.
                     if _attempt:
                         time.sleep(random.uniform(0, CONFLICT_BACKOFF_S * 2 ** min(_attempt, 4)))
-                    self.matches.catch_up(hot)
+                    if conflict.actual < m.version:  # the store went back: start again from it
+                        log.warning("store_behind_hot_state", match_id=match_id, hot=m.version, store=conflict.actual)
+                        self.matches.refold(hot)
+                        m = hot.match
+                    else:
+                        self.matches.catch_up(hot)
                     read_in_call = True
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)

@@ -85,6 +85,19 @@ class HotMatches:
         """Fold what other processes appended, and staged (call with hot.lock held)."""
         hot.match.catch_up(self._store)
 
+    def refold(self, hot: HotMatch) -> None:
+        """Fold the match anew from the store, in place (call with hot.lock held): the store is
+        behind what this process folded, so it lost acknowledged writes (a Redis restored from
+        an older AOF, or `appendfsync everysec` on a host crash). The store is the truth; a
+        state ahead of it would make every append conflict, for good."""
+        envelopes = self._store.read(hot.match.match_id)
+        if not envelopes:
+            raise UnknownMatch(hot.match.match_id)
+        match = MatchState.from_envelopes(self._registry, envelopes)
+        if match.may_hold:
+            match.catch_up(self._store)
+        hot.match = match
+
     def forget(self, match_id: str) -> None:
         with self._lock:
             self._entries.pop(match_id, None)

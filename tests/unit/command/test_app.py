@@ -429,6 +429,49 @@ def test_a_refusal_on_a_state_read_during_the_call_stands_while_another_replica_
     assert store.version(created.match_id) == b.matches.get(created.match_id).match.version
 
 
+def _lose_tail(store: InMemoryEventStore, match_id: str, keep: int) -> None:
+    """The store goes back to version `keep`, as a Redis restored from an older AOF would."""
+    match = store._matches[match_id]
+    del match.events[keep:]
+    match.version = keep
+    store._commands = {k: v for k, v in store._commands.items() if k[0] != match_id or v[1] <= keep}
+
+
+def test_a_store_gone_back_is_the_truth_the_hot_state_folds_again(store) -> None:
+    """Acknowledged writes lost by the store (a Redis restored from an older AOF): the hot
+    state ahead of it made every append conflict, for good (UNAVAILABLE until a restart).
+    The service folds the match anew from the store and decides there."""
+    engine, seats = _game()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created = app.create_match(engine.info.game_id, seats, seed=9)
+    for i in range(4):
+        _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+        app.submit(created.match_id, viewer, f"c-{i}", cmd)
+    ahead = store.version(created.match_id)
+    _lose_tail(store, created.match_id, created.version)  # back to just after setup
+    assert app.matches.get(created.match_id).match.version == ahead  # the hot state does not know
+    fresh = bootstrap(store=store, settings=SETTINGS)
+    seat, _viewer, cmd = _first_move(fresh, created.match_id, created.seat_tokens)  # legal on the store's state
+    done = app.submit(created.match_id, app.viewer(created.match_id, created.seat_tokens[seat]), "after-loss", cmd)
+    assert not done.duplicate and store.version(created.match_id) == done.version > created.version
+    assert app.matches.get(created.match_id).match.state == \
+        bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
+    # A command legal on the state the service folded, made after the store went back again:
+    # its append is refused as a conflict from behind, and it is decided anew on the store's
+    # state (taken there, or refused by the rules: never UNAVAILABLE).
+    for i in range(3):
+        _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+        app.submit(created.match_id, viewer, f"again-{i}", cmd)
+    _lose_tail(store, created.match_id, done.version)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)  # on the state ahead
+    try:
+        app.submit(created.match_id, viewer, "on-the-state-ahead", cmd)
+    except FailedPrecondition:
+        pass
+    assert app.matches.get(created.match_id).match.state == \
+        bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
+
+
 class _AlwaysOvertaken(InMemoryEventStore):
     def __init__(self, inner: InMemoryEventStore) -> None:
         self.__dict__.update(inner.__dict__)
