@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -73,8 +75,9 @@ def _first_or_cancelled(stream: Any) -> None:
             raise
 
 
-def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url: str) -> None:
-    """Unary calls have a small pool; streams that wait for events must not take it."""
+@contextlib.contextmanager
+def _server(redis_url: str, workers: int, call_workers: int) -> Iterator[GameClient]:
+    """A GameService of its own, with these pools, and a client of it."""
     from famiglia.config import Settings
     from famiglia.eventstore.redis_store import RedisEventStore
     from services.command.bootstrap import bootstrap
@@ -82,10 +85,20 @@ def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url:
 
     store = RedisEventStore.connect(redis_url)
     server, port = serve(bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="s")),
-                         "127.0.0.1:0", workers=8, call_workers=1)
+                         "127.0.0.1:0", workers=workers, call_workers=call_workers)
     server.start()
     client = GameClient(f"127.0.0.1:{port}", timeout=10)
     try:
+        yield client
+    finally:
+        client.close()
+        server.stop(grace=None)
+        store.close()
+
+
+def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url: str) -> None:
+    """Unary calls have a small pool; streams that wait for events must not take it."""
+    with _server(redis_url, workers=8, call_workers=1) as client:
         game_id = next(iter(REGISTRY))
         match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
         streams = [client.spectator(match.match_id).stream(from_version=match.version, timeout=30)
@@ -96,28 +109,15 @@ def test_followers_hold_threads_of_their_own_so_unary_calls_still_run(redis_url:
         assert _move(client, match.match_id, match.seat_tokens) > match.version
         for s in streams:
             s.cancel()
-    finally:
-        client.close()
-        server.stop(grace=None)
-        store.close()
 
 
 def test_one_stream_past_the_limit_is_refused_at_once_not_queued(redis_url: str) -> None:
     """Followers hold their threads for as long as their clients stay: one more stream than
     the server follows gets RESOURCE_EXHAUSTED (too_many_streams) at once, instead of waiting
     without a word behind them; when a follower leaves, streams are admitted again."""
-    from famiglia.config import Settings
-    from famiglia.eventstore.redis_store import RedisEventStore
     from famiglia.grpcutil.errors import error_code
-    from services.command.bootstrap import bootstrap
-    from services.command.entrypoints.grpc_server import serve
 
-    store = RedisEventStore.connect(redis_url)
-    server, port = serve(bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="s")),
-                         "127.0.0.1:0", workers=2, call_workers=1)
-    server.start()
-    client = GameClient(f"127.0.0.1:{port}", timeout=10)
-    try:
+    with _server(redis_url, workers=2, call_workers=1) as client:
         game_id = next(iter(REGISTRY))
         match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
         spectator = client.spectator(match.match_id)
@@ -145,10 +145,6 @@ def test_one_stream_past_the_limit_is_refused_at_once_not_queued(redis_url: str)
             assert time.monotonic() < deadline, "no stream admitted after a follower left"
             time.sleep(0.05)
         followers[1].cancel()
-    finally:
-        client.close()
-        server.stop(grace=None)
-        store.close()
 
 
 def test_a_stream_from_past_the_match_version_is_refused(command_address: str) -> None:
