@@ -85,6 +85,8 @@ def _json_tail(logger: Any, method_name: str, event_dict: MutableMapping[str, An
     """add_log_level, _timestamp, _add_trace_ids, format_exc_info and the JSON rendering in
     one processor: the same keys in the same order, without five calls through structlog's
     chain for every line. `_encoder` is made once (json.dumps(..., default=) builds one a call)."""
+    if _configured is not None and "service" not in event_dict:
+        event_dict["service"] = _configured
     event_dict["level"] = _LEVEL_NAMES.get(method_name, method_name)
     _timestamp(logger, method_name, event_dict)
     ctx = _current_span_context()
@@ -143,11 +145,16 @@ class EventLine:
                 self._structlog(values)
                 return
         line = self.head % tuple(encoded)
+        service = _configured is not None and "service" not in self.keys
         if _CONTEXT_VARS:
             for name, var in tuple(_CONTEXT_VARS.items()):  # a copy: another thread may bind a new one
                 bound = var.get(Ellipsis)
                 if bound is not Ellipsis and name[_PREFIX:] not in self.keys:
                     line += _bound_pair(name, bound)
+                    if name[_PREFIX:] == "service":
+                        service = False
+        if service:  # as _json_tail adds it
+            line += _bound_pair(_SERVICE_KEY, _configured)
         now = time.time()  # what _timestamp writes, inline
         second = int(now)
         cached = _second
@@ -274,6 +281,15 @@ _quote = json.encoder.encode_basestring_ascii  # what the encoder writes for a s
 _CONTEXT_VARS: Mapping[str, Any] = getattr(structlog.contextvars, "_CONTEXT_VARS", {})
 _CONTEXT_VARS_OK = hasattr(structlog.contextvars, "_CONTEXT_VARS")  # else the structlog path
 _PREFIX = len(structlog.contextvars.STRUCTLOG_KEY_PREFIX)
+_SERVICE_KEY = structlog.contextvars.STRUCTLOG_KEY_PREFIX + "service"  # _bound_pair's form of the name
+
+
+def _add_service(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """The process's service on every line, whatever thread writes it (a context variable
+    bound in the main thread is not seen by the gRPC, consumer and dispatcher threads)."""
+    if _configured is not None:
+        event_dict.setdefault("service", _configured)
+    return event_dict
 
 
 def configure(service: str, *, level: str | None = None, json: bool | None = None) -> None:
@@ -287,7 +303,7 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(message)s")
     use_json = (not sys.stderr.isatty()) if json is None else json
     tail: list[Any] = ([_json_tail] if use_json else
-                       [structlog.processors.add_log_level, _timestamp, _add_trace_ids,
+                       [_add_service, structlog.processors.add_log_level, _timestamp, _add_trace_ids,
                         structlog.processors.format_exc_info, structlog.dev.ConsoleRenderer()])
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *tail],
@@ -295,7 +311,6 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
         logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),  # one write per line, not print's two
         cache_logger_on_first_use=True,
     )
-    structlog.contextvars.bind_contextvars(service=service)
     global _json_out, _held
     _json_out = structlog.WriteLogger(sys.stderr) if use_json and log_level <= logging.INFO else None
     fd = never_waiting_fd(sys.stderr) if _json_out is not None else None

@@ -160,3 +160,24 @@ def test_text_left_in_the_files_buffer_is_written_before_a_held_line(held_file) 
         accepted_line("m1", 2, "c-1", "play_card", 17, 3)
     text = Path(held_file.name).read_text()
     assert text.startswith("partial {") and json.loads(text[len("partial "):])["command_id"] == "c-1"
+
+
+def test_every_thread_writes_the_service(outputs, monkeypatch) -> None:
+    """The service is on every line, not only on the main thread's (a context variable bound
+    there is not seen by the gRPC, consumer and dispatcher threads)."""
+    import threading
+
+    fast, slow, reference = outputs
+    monkeypatch.setattr(telemetry, "_configured", "command")
+    values = ("m1", 2, "c-1", "play_card", 17, 3)
+
+    def write() -> None:
+        accepted_line(*values)
+        reference.info("command_accepted", **dict(zip(accepted_line.keys, values, strict=True)))
+
+    worker = threading.Thread(target=write)
+    worker.start()
+    worker.join()
+    ours, theirs = _lines(fast), _lines(slow)
+    assert ours == theirs and ours[0]["service"] == "command"
+    assert list(ours[0]) == list(theirs[0])
