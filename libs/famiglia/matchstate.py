@@ -43,6 +43,9 @@ class MatchState:
     `len(staged)` of the fold, seen by their own seat only until the next append."""
     commands: dict[str, tuple[int, int]] = field(default_factory=dict)
     """`command_key(seat, command id)` -> (first seq, last seq) of the events it caused."""
+    padded: dict[int, int] = field(default_factory=dict)
+    """Runs of padding (`GameInfo.held_padding`, NP-H9), the newest ones: the version before
+    a run -> the version after it. A command made at version v went in at `past_padding(v)`."""
     last_timestamp_ms: int = 0
 
     @property
@@ -64,6 +67,10 @@ class MatchState:
         or not a bot's). A match of bots only has nobody to hide them from."""
         bots = sum(1 for info in self.created.seat_info if info.bot)
         return bool(self.engine.info.held_events) and bots < self.seats
+
+    def past_padding(self, version: int) -> int:
+        """`version`, or the version after the padding written right after it."""
+        return self.padded.get(version, version)
 
     @property
     def public_version(self) -> int:
@@ -101,6 +108,7 @@ class MatchState:
         engine = self.engine
         decode = event_decoder(engine)
         commands = self.commands
+        padding = engine.info.held_padding
         last = None
         try:
             for i, env in enumerate(envelopes):
@@ -117,7 +125,9 @@ class MatchState:
                     self.staged.clear()
                 last = env
                 command_id = env.command_id
-                if command_id:
+                if padding and not command_id and env.type == padding:
+                    self._padded(seq)
+                elif command_id:
                     key = command_key(env.seat, command_id)
                     first = commands.get(key)
                     commands[key] = (seq if first is None else first[0], seq)
@@ -125,6 +135,17 @@ class MatchState:
             if last is not None:  # the last envelope folded: its time is the match's latest
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
                 self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+
+    def _padded(self, seq: int) -> None:
+        padded = self.padded
+        start = seq - 1
+        for before, after in reversed(padded.items()):  # the newest run: does this one extend it?
+            if after == seq - 1:
+                start = before
+            break
+        padded[start] = seq
+        if len(padded) > 64:  # readers ask about recent versions only
+            del padded[next(iter(padded))]
 
     def catch_up(self, store: EventStore, attempts: int = 5) -> None:
         """Fold what the store has after this match's position: the stream's new events and,

@@ -215,10 +215,11 @@ def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int)
     names its first command by the version it could see, which those answers, written since,
     have pushed on. Any other command there (a human's, a clock's) is None, as before."""
     prefix = f"bot:{match.match_id}:"
+    start = match.past_padding(version)
     for key, span in reversed(match.commands.items()):  # the newest commands last
         if span[1] <= version:
             return None
-        if span[0] != version + 1:
+        if span[0] != start + 1:
             continue
         seat, _, command_id = key.partition("/")
         named, _, rest = command_id.removeprefix(prefix).partition(":")
@@ -452,7 +453,7 @@ class Dispatcher:
             seat = batch.seats[batch.next]
             command_id = command_key(seat, bot_command_id(match.match_id, batch.version, seat))
             span = commands.get(command_id) or commands.get(command_id + ":f")
-            if span is None or span[0] != batch.version + 1:
+            if span is None or span[0] != match.past_padding(batch.version) + 1:
                 return False  # someone else's command (or one of the batch's that changed nothing)
             batch.version, batch.next, moved = span[1], batch.next + 1, True
         if batch.version != match.version or batch.next >= len(batch.seats) or batch.seats[batch.next] not in bots:
@@ -481,14 +482,15 @@ class Dispatcher:
             if lease.moves >= lease.most and not self._held_back(match):
                 return False
             span = None
+            start = match.past_padding(lease.version)  # a command made in a window went in after padding
             for s in tracked.bots:  # (after held answers, two seats' commands can share a name)
                 command_id = command_key(s, bot_command_id(match.match_id, lease.version, s))
                 span = commands.get(command_id) or commands.get(command_id + ":f")
-                if span is not None and span[0] == lease.version + 1:
+                if span is not None and span[0] == start + 1:
                     break
-            if (span is None or span[0] != lease.version + 1) and match.may_hold:
+            if (span is None or span[0] != start + 1) and match.may_hold:
                 span = _named_before_held(match, tracked.bots, lease.version)
-            if span is None or span[0] != lease.version + 1:
+            if span is None or span[0] != start + 1:
                 return False  # someone else's command
             lease.version, lease.moves, moved = span[1], lease.moves + 1, True
         if (lease.moves >= lease.most and not self._held_back(match)) or not bots:

@@ -43,6 +43,7 @@ RUNNING, FINISHED, CANCELLED = "running", "finished", "cancelled"
 PREFIX = "famiglia:bots"
 #: The running tournaments, by creation time: what the runner steps.
 RUNNING_KEY = f"{PREFIX}:tournaments:running"
+RUNNING_INDEXED = f"{PREFIX}:tournaments:running:indexed"
 
 
 def _ms() -> int:
@@ -92,6 +93,7 @@ class TournamentRecord:
 class TournamentRepo:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self._indexed = False
 
     @staticmethod
     def _key(tid: str, part: str = "") -> str:
@@ -132,9 +134,22 @@ class TournamentRepo:
         index: among the newest of all, a running tournament older than `limit` finished ones
         would never be found, so never advanced)."""
         if running_only:
+            self._index_running()
             ids = [_text(i) for i in self.client.zrange(RUNNING_KEY, 0, max(0, limit - 1))]
             return [i for i in ids if _text(self.client.hget(self._key(i), "status") or b"") == RUNNING]
         return [_text(i) for i in self.client.zrevrange(f"{PREFIX}:tournaments", 0, max(0, limit - 1))]
+
+    def _index_running(self) -> None:
+        """Index the running tournaments once, for records written before the index was kept
+        (an upgrade): a running tournament missing from it would never be stepped again."""
+        if self._indexed or self.client.exists(RUNNING_INDEXED):
+            self._indexed = True
+            return
+        for tid, created in self.client.zrange(f"{PREFIX}:tournaments", 0, -1, withscores=True):
+            if _text(self.client.hget(self._key(_text(tid)), "status") or b"") == RUNNING:
+                self.client.zadd(RUNNING_KEY, {_text(tid): created})
+        self.client.set(RUNNING_INDEXED, "1")
+        self._indexed = True
 
     def set_status(self, tid: str, status: str) -> None:
         if status == RUNNING:

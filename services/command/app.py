@@ -653,6 +653,7 @@ class CommandApp:
         if cursor > m.public_version:
             with hot.lock:
                 self.matches.catch_up(hot)  # this replica may lag the one the client heard from
+                m = hot.match
             if cursor > m.public_version:  # else every event up to it would be skipped, silently
                 raise OutOfRange("version_ahead",
                                  f"from version {cursor}: the match is at version {m.public_version}")
@@ -667,6 +668,7 @@ class CommandApp:
                 continue
             with hot.lock:
                 self.matches.catch_up(hot)
+                m = hot.match  # folded anew, should the store have gone back (HotMatches.refold)
                 finished = m.finished and m.version <= cursor
             if finished:
                 yield None, cursor, True

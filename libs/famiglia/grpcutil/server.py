@@ -194,7 +194,10 @@ def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecut
     service = descriptor_pool.Default().FindServiceByName(service_name)  # KeyError: protos not imported
     for method in service.methods:
         if method.server_streaming or method.client_streaming:
-            setattr(servicer, method.name, _gated(getattr(servicer, method.name), gate, pool))
+            handler = getattr(servicer, method.name)
+            if getattr(handler, "experimental_non_blocking", False):
+                continue  # it answers through a callback and holds no thread (health's Watch)
+            setattr(servicer, method.name, _gated(handler, gate, pool))
     return servicer
 
 

@@ -59,3 +59,16 @@ def test_a_finished_tournaments_moves_are_its_matches_own_counts(redis_url: str)
     repo.add_moves(tid, 100)  # a counter ahead (moves of a match still playing): it stands
     record = repo.get(tid)
     assert record is not None and record.total_moves == 250
+
+
+def test_running_tournaments_written_before_the_index_are_indexed(redis_url: str) -> None:
+    """Tournaments an earlier release left running (no index of running ones then) are still
+    found, so stepped, after an upgrade."""
+    from services.bots.tournaments import RUNNING_INDEXED, RUNNING_KEY
+
+    client = redis.Redis.from_url(redis_url)
+    old = TournamentRepo(client)
+    running, done = old.create(_spec("running")), old.create(_spec("done"))
+    old.set_status(done, FINISHED)
+    client.delete(RUNNING_KEY, RUNNING_INDEXED)  # as the earlier release wrote them
+    assert TournamentRepo(client).ids(limit=50, running_only=True) == [running]

@@ -113,3 +113,8 @@ def test_health_reports_the_query_service_serving(app: ProjectionApp, channel: g
     health = health_pb2_grpc.HealthStub(channel)
     reply = health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+    # Watch too (client-side health checking): it answers through a callback, past the gate
+    # that counts the streams holding a thread
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=5)
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()

@@ -472,6 +472,46 @@ def test_a_store_gone_back_is_the_truth_the_hot_state_folds_again(store) -> None
         bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
 
 
+def test_a_follower_sees_the_match_end_after_the_store_went_back() -> None:
+    """StreamEvents follows the match the service folds anew (HotMatches.refold), not the
+    state it started with, or it would wait forever for an end that state never reaches."""
+    import time
+
+    from famiglia.bots.toy import ENGINE as HIGHCARD
+    from famiglia.bots.toy import toy_registry
+
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, registry=toy_registry(), settings=SETTINGS)
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    hot = app.matches.get(match_id)
+    moves = iter(range(1000))
+
+    def move() -> None:
+        m = hot.match
+        seat = HIGHCARD.pending(m.state)[0].seat
+        app.submit(match_id, Viewer(seat), f"c{next(moves)}", HIGHCARD.legal_commands(m.state, seat)[0])
+
+    for _ in range(2):
+        move()
+    kept = store.version(match_id)
+    for _ in range(2):
+        move()  # acknowledged, then lost
+    ended = threading.Event()
+
+    def follow() -> None:
+        for _event, _version, finished in app.events(match_id, Viewer(None), 0, follow=True, poll_ms=20):
+            if finished:
+                ended.set()
+                return
+
+    threading.Thread(target=follow, daemon=True).start()
+    time.sleep(0.1)
+    _lose_tail(store, match_id, kept)
+    while not hot.match.finished:
+        move()  # the first one folds the match anew
+    assert ended.wait(5), "the follower never saw the match end"
+
+
 class _AlwaysOvertaken(InMemoryEventStore):
     def __init__(self, inner: InMemoryEventStore) -> None:
         self.__dict__.update(inner.__dict__)
