@@ -210,3 +210,30 @@ def test_killing_the_command_service_mid_match_loses_nothing(command_process, re
         assert final.finished
     finally:
         client.close()
+
+
+def test_every_refusal_leaves_a_line_naming_its_match_and_code(command_address: str) -> None:
+    """A refusal is a status for the client and a log line for the operator: the rpc, the
+    status, the code and the request's ids (a stale version, a forged token alike)."""
+    import structlog
+
+    from famiglia.client import GameClient
+    from famiglia.engine.registry import default_registry
+
+    registry = default_registry()
+    game_id = next(iter(registry))
+    client = GameClient(command_address)
+    match = client.create_match(game_id, registry.get(game_id).info.min_players, seed=6)
+    seat = client.spectator(match.match_id).view().to_act[0].seat
+    me = client.seat(match.match_id, match.seat_tokens[seat])
+    command = me.legal_commands().commands[0]
+    with structlog.testing.capture_logs() as captured:
+        with pytest.raises(grpc.RpcError):
+            me.submit(command, command_id="stale-1", expected_version=match.version + 7)
+        with pytest.raises(grpc.RpcError):
+            client.seat(match.match_id, "forged").view()
+    refused = [line for line in captured if line["event"] == "rpc_refused"]
+    assert [(r["rpc"], r["code"], r["match_id"]) for r in refused] == [
+        ("SubmitCommand", "stale_version", match.match_id), ("GetView", "bad_token", match.match_id)]
+    assert refused[0]["command_id"] == "stale-1" and refused[0]["status"] == "ABORTED"
+    client.close()

@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="an EVENT_ID, or one of: verify, export, events, import")
     parser.add_argument("arg", nargs="?", default="", help="FILE for verify/import, MATCH_ID for export/events")
-    parser.add_argument("-o", "--output", default="", help="export: where to write the file")
+    parser.add_argument("-o", "--output", default="",
+                        help="export: where to write the file (default: GAME-MATCH.famiglia.json here)")
     parser.add_argument("--binary", action="store_true", help="export: protobuf binary instead of JSON")
     parser.add_argument("--token", default="", help="a seat token: see the match as that seat")
     parser.add_argument("--full", action="store_true", help="everything (once the match is over)")

@@ -67,18 +67,37 @@ def _parent(context: grpc.ServicerContext) -> otel_context.Context | None:
     return None if carrier is None else extract_context(carrier)
 
 
+#: Request fields a refusal's or failure's log line names, when the request has them.
+_ID_FIELDS = ("match_id", "command_id", "ticket_id", "tournament_id", "event_id")
+
+
+def _request_ids(request: Any) -> dict[str, Any]:
+    """The ids of a request an operator looks a line up by (those it has and set)."""
+    out: dict[str, Any] = {}
+    fields = getattr(getattr(request, "DESCRIPTOR", None), "fields_by_name", {})
+    for key in _ID_FIELDS:
+        if key in fields:
+            value = getattr(request, key)
+            if value:
+                out[key] = value[:200] if isinstance(value, str) else value
+    return out
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a servicer method: a server span continuing the client's trace,
     AppError -> status with code, any other exception -> INTERNAL (logged)."""
     name = method.__name__
     streaming = inspect.isgeneratorfunction(method)
 
-    def _fail(context: grpc.ServicerContext, span: trace.Span, exc: BaseException) -> None:
+    def _fail(context: grpc.ServicerContext, span: trace.Span, exc: BaseException, request: Any = None) -> None:
+        ids = _request_ids(request)
         if isinstance(exc, AppError):
             span.set_attribute("famiglia.code", exc.code)
+            log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
+                     reason=exc.message[:300], **ids)
             context.abort_with_status(to_status(exc))
         span.set_status(Status(StatusCode.ERROR, str(exc)))
-        log.exception("rpc_failed", rpc=name)
+        log.exception("rpc_failed", rpc=name, **ids)
         context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
 
     if streaming:
@@ -89,10 +108,10 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 try:
                     yield from method(self, request, context)
                 except AppError as exc:
-                    _fail(context, span, exc)
+                    _fail(context, span, exc, request)
                 except Exception as exc:  # noqa: BLE001
                     if context.is_active():
-                        _fail(context, span, exc)
+                        _fail(context, span, exc, request)
 
         return stream_wrapper
 
@@ -105,13 +124,13 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 try:
                     return method(self, request, context)
                 except Exception as exc:  # noqa: BLE001
-                    _fail(context, span, exc)
+                    _fail(context, span, exc, request)
             return None
         span, token = opened  # the usual case, without a context manager object
         try:
             return method(self, request, context)
         except Exception as exc:  # noqa: BLE001
-            _fail(context, span, exc)
+            _fail(context, span, exc, request)
         finally:
             close_server_span(token)
 

@@ -217,21 +217,23 @@ def make_celery(app: BotsApp) -> Celery:
                     app, match_id, game_id, version, batch, think_seconds=think, interrupt_seconds=interrupt,
                     lease=None if not lease else (int(lease[0]), {int(s): str(p) for s, p in lease[1]}))
                 seats = [(s, p) for s, p, _ in batch]
-        # One line per move at INFO was a tenth of a random decision's CPU: the usual
-        # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
-        for (s, p), outcome in zip(seats, outcomes, strict=False):
-            (log.debug if outcome == "submitted" else log.info)(
-                "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome)
-        if len(outcomes) > len(seats):  # a lease played on: one line for its further turns
-            (log.debug if outcomes[-1] == "submitted" else log.info)(
-                "bot_lease", match_id=match_id, version=version, moves=len(outcomes), outcome=outcomes[-1])
+            # One line per move at INFO was a tenth of a random decision's CPU: the usual
+            # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
+            # Inside the task's trace, so the lines carry its trace id.
+            for (s, p), outcome in zip(seats, outcomes, strict=False):
+                (log.debug if outcome == "submitted" else log.info)(
+                    "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome,
+                    command_id=bot_command_id(match_id, version, s))
+            if len(outcomes) > len(seats):  # a lease played on: one line for its further turns
+                (log.debug if outcomes[-1] == "submitted" else log.info)(
+                    "bot_lease", match_id=match_id, version=version, moves=len(outcomes), outcome=outcomes[-1])
         return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
     @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False, **retry)
     def clock(self: Any, match_id: str, seat: int, version: int) -> str:
         with _continued_trace(self.request, "bots.clock", match_id=match_id, seat=seat, version=version):
             outcome = handlers.run_clock(app, match_id, seat, version)
-        log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
+            log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
         return outcome
 
     return celery
