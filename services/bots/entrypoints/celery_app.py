@@ -38,7 +38,7 @@ from famiglia.telemetry import extract_context, get_logger, inject_context, span
 
 from .. import handlers
 from ..bootstrap import BotsApp
-from ..payload import DecisionPayload
+from ..payload import DecisionPayload, bot_command_id
 from .broker import TRANSPORT
 
 DECIDE = "famiglia.bots.decide"
