@@ -230,6 +230,12 @@ def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int)
     return None
 
 
+def _trace_id(trace: Mapping[str, str] | None) -> str:
+    """The trace id in a stored traceparent ("00-<trace id>-<span id>-<flags>"), or ""."""
+    parent = (trace or {}).get("traceparent", "")
+    return parent[3:35] if len(parent) >= 35 else ""
+
+
 def bot_seats(match: MatchState) -> dict[int, str]:
     return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
 
@@ -352,6 +358,8 @@ class Dispatcher:
             self._forget(match_id)
             return None
         tracked = Tracked(match, bot_seats(match))
+        if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
+            tracked.trace = dict(envelopes[-1].trace)
         self.matches[match_id] = tracked
         if not match.finished:
             self.live.add(match_id)
@@ -540,7 +548,10 @@ class Dispatcher:
                 due = min(due, now + wait)
                 continue
             log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version,
-                        stalls=stalls + 1)
+                        stalls=stalls + 1, seats=sorted({s for _v, s in bot_keys}),
+                        policies=sorted({tracked.bots[s] for _v, s in bot_keys}),
+                        waited_s=round(now - tracked.sent_at, 1), lease=tracked.lease is not None,
+                        trace_id=_trace_id(tracked.trace))
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
             tracked.seat_batch = tracked.lease = None  # its worker may be gone: a new task for whoever is asked now

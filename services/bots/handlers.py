@@ -29,6 +29,7 @@ from famiglia.bots.random_policy import RandomPolicy
 from famiglia.client.game_client import VERSION_PLACEHOLDER
 from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
+from famiglia.grpcutil.errors import error_code
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
@@ -454,12 +455,28 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
     status = reply.refusal.status
     if status == grpc.StatusCode.ABORTED.value[0]:
         log.info("bot_chain_stale", match_id=match_id, version=version, index=reply.refusal.index,
-                 code=reply.refusal.code, reason=reply.refusal.message)
+                 command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
+                 reason=reply.refusal.message)
         return taken, "stale", reply
     if status in _REFUSED:
-        log.warning("bot_command_refused", match_id=match_id, code=reply.refusal.code)
+        log.warning("bot_command_refused", match_id=match_id, version=version, index=reply.refusal.index,
+                    command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
+                    reason=reply.refusal.message)
         return taken, "refused", reply
     return taken, "other", reply
+
+
+def _code(exc: grpc.RpcError) -> str:
+    """The famiglia code of a refused call, else its status name."""
+    try:
+        return error_code(exc) or exc.code().name
+    except Exception:  # noqa: BLE001 - an error without the call's metadata
+        return exc.code().name
+
+
+def _entry_id(entries: Sequence[tuple[str, Message, str]], index: int) -> str:
+    """The command id of a chain's entry, as sent ("{version}" unresolved), or ""."""
+    return entries[index][2] if 0 <= index < len(entries) else ""
 
 
 def _retry_refused(client, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
@@ -476,7 +493,8 @@ def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, inte
             with time_limit(interrupt_seconds):
                 return make_policy(policy).choose(engine, decision)
         except Exception:  # noqa: BLE001 - a policy bug (or a timeout) must not stall the match
-            log.exception("policy_failed", match_id=match_id, policy=policy)
+            log.exception("policy_failed", match_id=match_id, seat=decision.seat, version=decision.version,
+                          policy=policy, fallback="random")
             return RandomPolicy().choose(engine, decision)
 
 
@@ -530,10 +548,12 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.ABORTED:
-            log.info("bot_command_stale", match_id=client.match_id, version=version, reason=exc.details())
+            log.info("bot_command_stale", match_id=client.match_id, version=version, command_id=command_id,
+                     code=_code(exc), reason=exc.details())
             return _Submitted("stale", None)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-            log.warning("bot_command_refused", match_id=client.match_id, code=exc.details())
+            log.warning("bot_command_refused", match_id=client.match_id, version=version, command_id=command_id,
+                        code=_code(exc), reason=exc.details())
             return _retry_refused(client, command_id, version, fallback)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)

@@ -164,8 +164,8 @@ class MatchmakingApp:
         except PlayerBusy as exc:
             raise AlreadyExists("ticket_open", f"{exc.player_id} already has an open {game_id} ticket "
                                 f"({exc.ticket_id}); cancel it first") from None
-        log.info("ticket_created", ticket_id=created.ticket_id, game_id=game_id, players=len(players),
-                 duplicate=created.duplicate)
+        log.info("ticket_created", ticket_id=created.ticket_id, game_id=game_id, player_id=player_id,
+                 players=len(players), party=list(players[1:]), duplicate=created.duplicate)
         return TicketCreated(created.ticket_id, created.duplicate, self.ticket(player_id, created.ticket_id))
 
     def _record(self, player_id: str, ticket_id: str) -> TicketRecord:

@@ -187,7 +187,8 @@ class Matcher:
             now = self.clock()
             done = self.store.finalize(game_id, proposal_id, tickets, fields, now)
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
-                     tickets=len(tickets), finalized=done)
+                     tickets=[t for t, _players in tickets], players=[p for _t, ps in tickets for p in ps],
+                     finalized=done)
             seats = _seats(plan)
             if not done:  # finished by another matcher meanwhile, or given up
                 made = self.store.get(tickets[0][0])
