@@ -14,12 +14,15 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from famiglia.cli import add_column
 from famiglia.client import GameClient
 from famiglia.config import Settings
+from famiglia.grpcutil.errors import error_code
 from famiglia.localstack.stack import Stack
 
 from .play import PlayedMatch, play_match
@@ -94,7 +97,7 @@ def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, 
 def results_table(results: list[PlayedMatch]) -> Table:
     table = Table(title="Matches played")
     for col in ("game", "match id", "seats", "moves", "winner(s)", "scores", "time"):
-        table.add_column(col)
+        add_column(table, col)
     for r in sorted(results, key=lambda r: (r.game_id, r.match_id)):
         winners = scores = ""
         if r.result is not None:
@@ -109,6 +112,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     client = GameClient(args.address or settings.command_addr)
     client.wait_ready()
     games = _games(client, [args.game] if args.game else None)
+    if not games:
+        console.print(f"[red]unknown game[/] {args.game!r}; this server plays "
+                      + ", ".join(g.game_id for g in client.list_games()))
+        return 2
     plan = []
     for g in games:
         for i in range(args.matches):
@@ -123,10 +130,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     """The main job on the embedded default: stack up, then every game played to the end."""
     stack = Stack()
     console.rule("[bold]famiglia[/] — embedded stack")
+    ours = not stack.running()  # a stack someone started with `make up` is left running
+    if not ours:
+        console.print("the embedded stack is already up: playing on it, and leaving it up")
     try:
         stack.up(log=console.print)
     except BaseException:
-        if not args.keep_up:  # a service that would not start: what did start must not linger
+        if ours and not args.keep_up:  # a service that would not start: what did start must not linger
             stack.down(log=lambda *_: None)
         raise
     try:
@@ -136,7 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         return int(main_job(args, console) or 0)
     finally:
-        if not args.keep_up:
+        if ours and not args.keep_up:
             stack.down(log=lambda *_: None)
 
 
@@ -164,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="start the stack and play the main job")
     run.add_argument("--size", choices=sorted(SIZES), default="quick",
-                     help="quick (about two minutes), normal or long")
+                     help="quick (about half a minute), normal or long")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--workers", type=int, default=4)
     run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
@@ -190,7 +200,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         module.register(sub)
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except grpc.FutureTimeoutError:  # wait_ready on a service that is not there
+        console.print("[red]UNAVAILABLE[/]: a famiglia service did not answer; is the stack up (`make up`)?")
+        return 2
+    except grpc.RpcError as exc:  # a refusal or an absent service: its status and code, one line
+        code = error_code(exc)  # type: ignore[arg-type]
+        console.print(f"[red]{exc.code().name}[/]: {exc.details()}" if not code or code in (exc.details() or "")  # type: ignore[attr-defined]
+                      else f"[red]{exc.code().name}[/] ({code}): {exc.details()}", soft_wrap=True)  # type: ignore[attr-defined]
+        return 2
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         if not token:
             guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
             token = guest.player_token
-            console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}")
+            console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}", soft_wrap=True)
         auth = [("authorization", f"Bearer {token}")]
         options = dict(o.split("=", 1) for o in args.option)
         seats = [int(s) for s in args.seats.split(",") if s.strip()]
@@ -134,5 +134,5 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
         console.print(f"ticket {STATE.get(last.state, '?')}" + (f": {last.reason}" if last.reason else ""))
         return 1
     console.print(f"[green]matched[/]: match [bold]{last.match_id}[/], seat {last.seat} of {last.seats}"
-                  f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{last.seat_token}")
+                  f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{last.seat_token}", soft_wrap=True)
     return 0

@@ -21,6 +21,7 @@ import grpc
 from rich.console import Console
 from rich.table import Table
 
+from famiglia.cli import add_column
 from famiglia.config import Settings
 
 console = Console()
@@ -69,7 +70,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
         return 2
     table = Table(title="Matches, newest first")
     for column in ("match id", "game", "status", "seats", "winner(s)", "created"):
-        table.add_column(column)
+        add_column(table, column)
     for m in reply.matches:
         winners = ", ".join(s.player_id or f"seat {s.seat}" for s in m.seats if s.winner)
         table.add_row(m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
@@ -122,9 +123,10 @@ def tournament_table(tournament_id: str, *, expected_matches: int, address: str 
     if reply is None:
         return None
     table = Table(title=f"Standings from the projection (QueryService) — {reply.name}, "
-                        f"{reply.matches_finished} matches")
+                        f"{reply.matches_finished} matches",
+                  caption="an entrant in several seats of one match plays it once, at its best seat")
     for column in ("game", "#", "entrant", "played", "wins", "mean rank", "mu±sigma", "ordinal"):
-        table.add_column(column)
+        add_column(table, column)
     previous = ""
     for e in sorted(reply.standings, key=lambda e: (e.game_id, e.rank)):
         table.add_row(e.game_id if e.game_id != previous else "", str(e.rank),

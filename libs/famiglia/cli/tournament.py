@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from famiglia.cli import add_column
 from famiglia.config import Settings
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
@@ -91,10 +92,11 @@ def short(entrant: str) -> str:
 
 def standings_table(t: pb.Tournament) -> Table:
     table = Table(title=f"Standings — {t.name} ({t.tournament_id}, {_STATUS.get(t.status, '?')})",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+                  box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption="every seat an entrant held counts (wins and win% per seat)")
     for col, justify in (("game", "left"), ("entrant", "left"), ("seats", "right"), ("wins", "right"),
                          ("win%", "right"), ("rank", "right"), ("μ±σ", "right"), ("ordinal", "right")):
-        table.add_column(col, justify=justify, no_wrap=True, min_width=len(col))  # type: ignore[arg-type]
+        add_column(table, col, justify=justify, no_wrap=True, min_width=len(col))
     last = ""
     for s in t.standings:
         table.add_row(s.game_id if s.game_id != last else "", short(s.entrant), str(s.matches), str(s.wins),
@@ -117,7 +119,7 @@ def replay_ids(t: pb.Tournament, per_game: int = 1) -> list[pb.MatchSummary]:
 def replay_table(matches: list[pb.MatchSummary]) -> Table:
     table = Table(title="Matches to replay", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("game", "match id", "seats (entrant: rank)", "commands"):
-        table.add_column(col)
+        add_column(table, col)
     for m in matches:
         seats = ", ".join(f"{short(e)}: {r}" for e, r in zip(m.entrants, m.ranks, strict=False))
         table.add_row(m.game_id, m.match_id, seats, str(m.commands))
@@ -192,7 +194,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     table = Table(title="Tournaments")
     for col in ("id", "name", "status", "matches", "moves", "time"):
-        table.add_column(col)
+        add_column(table, col)
     for t in _client(args).list():
         table.add_row(t.tournament_id, t.name, _STATUS.get(t.status, "?"), f"{t.finished}/{t.planned}",
                       f"{t.moves:,}", f"{t.elapsed_seconds:.0f}s")
@@ -291,9 +293,13 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
     picks = replay_ids(t)
     if picks:
         out.print(replay_table(picks))
-        out.print(f"Replay one with [bold]famiglia replay events {picks[0].match_id}[/] "
-                  f"or export it with [bold]famiglia replay export {picks[0].match_id} -o match.json[/].")
+        keep_up = getattr(args, "keep_up", False)
+        out.print(f"Replay one{'' if keep_up else ' after `make up`'} with "
+                  f"[bold].venv/bin/famiglia replay events {picks[0].match_id}[/] "
+                  f"or export it with [bold].venv/bin/famiglia replay export {picks[0].match_id} -o match.json[/].",
+                  soft_wrap=True)
     out.print(f"{t.finished} matches, {t.moves:,} moves in {time.monotonic() - started:.0f}s "
-              f"(tournament {t.tournament_id}; `famiglia tournament show {t.tournament_id}`).")
+              f"(tournament {t.tournament_id}; `.venv/bin/famiglia tournament show {t.tournament_id}`).",
+              soft_wrap=True)
     client.close()
     return 0

@@ -4,7 +4,7 @@
     match = client.create_match("goodcritters", seats=5)
     seat = client.seat(match.match_id, match.seat_tokens[0])
     view = seat.view()
-    for cmd in seat.legal_commands(): ...
+    for cmd in seat.legal_commands().commands: ...
     seat.submit(cmd)
 """
 

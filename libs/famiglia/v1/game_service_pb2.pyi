@@ -417,7 +417,7 @@ class GetViewResponse(_message.Message):
     seat: _builtins.int
     """-1 for a spectator"""
     text: _builtins.str
-    """short text form of the view"""
+    """short text form of the whole state, once the match is over ("" before)"""
     @_builtins.property
     def view(self) -> _any_pb2.Any: ...
     @_builtins.property
