@@ -21,8 +21,16 @@ DEFAULT_PORTS = {
 
 
 def project_var_dir() -> Path:
-    """Where the embedded stack keeps its data (FAMIGLIA_VAR_DIR, default ./var)."""
-    return Path(os.environ.get("FAMIGLIA_VAR_DIR", "var")).resolve()
+    """Where the embedded stack keeps its data (FAMIGLIA_VAR_DIR): by default the checkout's
+    `var/` when famiglia runs from one (whatever the working directory: the CLI must find the
+    stack `make up` started, and its secret), else ./var."""
+    configured = os.environ.get("FAMIGLIA_VAR_DIR")
+    if configured:
+        return Path(configured).resolve()
+    root = Path(__file__).resolve().parents[2]
+    if (root / "Makefile").is_file() and (root / "libs" / "famiglia").is_dir():
+        return root / "var"
+    return Path("var").resolve()
 
 
 def _addr(service: str) -> str:
@@ -69,7 +77,9 @@ class Settings:
     def from_env(cls) -> Settings:
         var = project_var_dir()
         return cls(
-            redis_url=os.environ.get("FAMIGLIA_REDIS_URL", "redis://127.0.0.1:6390/0"),
+            # the embedded stack's Redis (on FAMIGLIA_REDIS_PORT when `make up` was given one)
+            redis_url=os.environ.get("FAMIGLIA_REDIS_URL",
+                                     f"redis://127.0.0.1:{os.environ.get('FAMIGLIA_REDIS_PORT', '6390')}/0"),
             database_url=os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}"),
             secret=_secret(),
             command_addr=_addr("command"),
