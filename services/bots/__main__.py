@@ -9,7 +9,7 @@ import threading
 
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
-from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
 
@@ -47,6 +47,7 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
 
 
 def main() -> None:
+    service_arguments("python -m services.bots", __doc__)
     configure("bots")
     app = bootstrap()
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]

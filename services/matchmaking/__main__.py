@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from famiglia.config import Settings, listen_address
-from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -13,6 +13,7 @@ from .entrypoints.grpc_server import serve
 
 
 def main() -> None:
+    service_arguments("python -m services.matchmaking", __doc__)
     configure("matchmaking")
     settings = Settings.from_env()
     mm = bootstrap(settings=settings)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from famiglia.config import Settings, listen_address
-from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -11,6 +11,7 @@ from .entrypoints.grpc_server import serve
 
 
 def main() -> None:
+    service_arguments("python -m services.replay", __doc__)
     configure("replay")
     settings = Settings.from_env()
     app = bootstrap(settings=settings)

@@ -13,3 +13,15 @@ def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
+
+
+def service_arguments(prog: str, description: str | None, argv: list[str] | None = None) -> None:
+    """A service takes no arguments, only its environment: `--help` says so (and exits) rather
+    than starting the server, and anything else is refused."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description,
+        epilog="Configured by environment variables (FAMIGLIA_*; the README's Configuration table); "
+               "runs until SIGTERM or SIGINT.")
+    parser.parse_args(argv)
