@@ -226,7 +226,9 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
 
     Several seats with payloads are chosen first and sent in one SubmitCommands call
     (`_submit_chained`), which the command service takes exactly as that many
-    SubmitCommand calls in turn; the seats from a refused one on go on one call each.
+    SubmitCommand calls in turn; the seats from a refused one on go on one call each. A
+    seat refused for good (it has no turn to take after all: its answer given and held
+    back by another task, NP-H9) is passed over, and the seats after it still play.
 
     With a `lease` the task plays on: the call also asks which of the match's bot seats are
     asked next (`ask_next`), and while some are, the task plays their turn as a fresh task
@@ -419,6 +421,10 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
+            if done.outcome == "refused":
+                # This seat has no turn to take after all (its answer already given, held back
+                # from the table: NP-H9); nothing moved, and the other seats' turns still wait.
+                continue
             return outcomes, None, None, reached, held
         reached = max(reached, done.version)
         at = done.version

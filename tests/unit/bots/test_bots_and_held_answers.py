@@ -79,6 +79,14 @@ def test_matches_with_people_and_bots_play_to_the_end(chained: bool, most: int, 
         assert "duplicate" not in outcomes and "stale" not in outcomes, outcomes
 
 
+def test_a_seat_refused_in_a_task_does_not_stop_the_other_seats_of_it() -> None:
+    """The walk of seed 18 (a soak case): a task of two seats, queued while another task
+    still played the first one's answer, which is held back; that seat's command is refused
+    (it has answered), and the other seat's turn must still be played, or the match waits
+    for the stall timer."""
+    test_matches_with_people_and_bots_play_to_the_end(True, 0, 4, (1,), 18)
+
+
 def test_a_match_of_bots_only_holds_nothing_back() -> None:
     handlers._REACHED.clear()
     table = table_with(32, registry=default_registry())
