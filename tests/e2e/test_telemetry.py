@@ -47,3 +47,8 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
         assert envelope.trace["traceparent"].split("-")[1] == trace_id
     names = {s.name for s in EXPORTER.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id}
     assert {"SubmitCommand", "eventstore.append", "engine.decide"} <= names
+    served = [s for s in EXPORTER.get_finished_spans()
+              if s.name == "SubmitCommand" and format(s.context.trace_id, "032x") == trace_id]
+    # the server span names what it is about: the match and the command
+    assert served[0].attributes["famiglia.match_id"] == match.match_id
+    assert served[0].attributes["famiglia.command_id"] == "traced-1"

@@ -83,6 +83,12 @@ def _request_ids(request: Any) -> dict[str, Any]:
     return out
 
 
+def _name_ids(span: trace.Span, request: Any) -> None:
+    """A recorded server span names the match (ticket, tournament...) its request is about."""
+    for key, value in _request_ids(request).items():
+        span.set_attribute(f"famiglia.{key}", value)
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a servicer method: a server span continuing the client's trace,
     AppError -> status with code, any other exception -> INTERNAL (logged)."""
@@ -105,6 +111,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def stream_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
             with server_span(name, _parent(context)) as span:
+                if span.is_recording():
+                    _name_ids(span, request)
                 try:
                     yield from method(self, request, context)
                 except AppError as exc:
@@ -121,6 +129,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         opened = open_server_span(name, parent)
         if opened is None:  # a recorded span (or another OpenTelemetry layout)
             with server_span(name, parent) as span:
+                if span.is_recording():
+                    _name_ids(span, request)
                 try:
                     return method(self, request, context)
                 except Exception as exc:  # noqa: BLE001
