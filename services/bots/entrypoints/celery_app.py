@@ -183,6 +183,35 @@ def decide_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Ca
     return task_message_handler
 
 
+def _task_ids(request: Any) -> dict[str, Any]:
+    """The match, seat and version a decide or clock task is about (its first arguments)."""
+    args = list(getattr(request, "args", None) or ())
+    ids: dict[str, Any] = {"match_id": args[0]} if args else {}
+    if getattr(request, "task", "") == CLOCK or len(args) == 3:
+        ids.update(zip(("seat", "version"), args[1:3], strict=False))
+    elif len(args) >= 4:
+        ids.update(seat=args[2], version=args[3])
+    return ids
+
+
+@signals.task_retry.connect(dispatch_uid="famiglia-bots-task-retry")
+def _task_retried(sender: Any = None, request: Any = None, reason: Any = None, **_: Any) -> None:
+    """A task that will be tried again (the command service or Redis away): at WARNING with its
+    match, as celery's own retry line (INFO, a logger kept quiet) names none."""
+    log.warning("bot_task_retry", task=getattr(sender, "name", ""), attempt=getattr(request, "retries", 0) + 1,
+                reason=str(reason)[:300], **_task_ids(request))
+
+
+@signals.task_failure.connect(dispatch_uid="famiglia-bots-task-failure")
+def _task_failed(sender: Any = None, task_id: str = "", exception: BaseException | None = None, args: Any = None,
+                 **_: Any) -> None:
+    """A task given up (a bug, the retries spent): its match, seat and error, in the JSON lines."""
+    request = getattr(sender, "request", None)
+    ids = _task_ids(request) if request is not None and getattr(request, "args", None) else \
+        _task_ids(type("Args", (), {"args": args, "task": getattr(sender, "name", "")})())
+    log.error("bot_task_failed", task=getattr(sender, "name", ""), task_id=task_id, error=repr(exception)[:500], **ids)
+
+
 def make_celery(app: BotsApp) -> Celery:
     """The Celery app with its tasks bound to `app` (the worker's composition root)."""
     celery = Celery("famiglia.bots", set_as_current=False)

@@ -50,3 +50,26 @@ def test_each_app_runs_its_own_tasks_bound_to_its_own_bots_app(monkeypatch: pyte
         (f"clock-{id(second)}", False), (f"decide-{id(second)}", False)]
     assert not [w for w in caught if issubclass(w.category, DuplicateTaskNameWarning)]
 
+
+
+def test_a_task_retried_or_given_up_leaves_a_line_naming_its_match_and_seat() -> None:
+    """Celery's own retry and failure lines are plain text that names no match (and its retry
+    line is at a level the worker keeps quiet): these say which match waits, and why."""
+    from types import SimpleNamespace
+
+    import structlog
+
+    from services.bots.entrypoints import celery_app
+
+    decide = SimpleNamespace(name=celery_app.DECIDE, request=None)
+    clock = SimpleNamespace(name=celery_app.CLOCK, request=None)
+    with structlog.testing.capture_logs() as captured:
+        celery_app._task_retried(sender=decide, reason="UNAVAILABLE: command service away",
+                                 request=SimpleNamespace(args=["m1", "grifters", 2, 17, "random"], retries=0,
+                                                         task=celery_app.DECIDE))
+        celery_app._task_failed(sender=clock, task_id="t-9", exception=ValueError("boom"), args=["m2", 1, 9])
+    retry, failed = captured
+    assert (retry["event"], retry["match_id"], retry["seat"], retry["version"], retry["attempt"]) == \
+        ("bot_task_retry", "m1", 2, 17, 1)
+    assert (failed["event"], failed["match_id"], failed["seat"], failed["version"], failed["log_level"]) == \
+        ("bot_task_failed", "m2", 1, 9, "error")
