@@ -38,6 +38,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
@@ -373,7 +374,9 @@ class Projector:
             try:
                 state.apply(rest)
             except Exception as exc:  # noqa: BLE001 - a broken engine must not wedge the projection
-                log.exception("projection_fold_failed", match_id=row.match_id, seq=state.version + 1)
+                failing = next((e for e in rest if e.seq == state.version + 1), None)
+                log.exception("projection_fold_failed", match_id=row.match_id, seq=state.version + 1,
+                              **_envelope_ids(failing))
                 row.fold_error = f"{type(exc).__name__} at seq {state.version + 1}: {exc}"[:2000]
                 self.cache.drop([row.match_id])
                 state = None
@@ -504,3 +507,16 @@ def _retryable(exc: BaseException) -> bool:
         code = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
         return code in ("40001", "40P01", "55P03")
     return False
+
+
+def _envelope_ids(envelope: EventEnvelope | None) -> dict[str, Any]:
+    """What a failure line names of the event it failed on: who made it, and the trace of the
+    command that did (the operator's way from the line to that command's other lines)."""
+    if envelope is None:
+        return {}
+    ids: dict[str, Any] = {"event_id": envelope.event_id, "type": envelope.type, "seat": envelope.seat,
+                           "command_id": envelope.command_id}
+    parent = envelope.trace.get("traceparent", "")
+    if len(parent) >= 35:
+        ids["trace_id"] = parent[3:35]
+    return ids
