@@ -40,14 +40,18 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    Stack().down(log=console.print)
+    stack = Stack()
+    if not stack.running():
+        console.print(f"no embedded stack is running (none recorded in {stack.state_file})")
+    stack.down(log=console.print)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    running = Stack().running()
+    stack = Stack()
+    running = stack.running()
     if not running:
-        console.print("embedded stack is not running")
+        console.print(f"embedded stack is not running (none recorded in {stack.state_file})")
     for name, pid in running.items():
         console.print(f"{name:<14} pid {pid}")
     return 0
