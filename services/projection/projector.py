@@ -517,6 +517,6 @@ def _envelope_ids(envelope: EventEnvelope | None) -> dict[str, Any]:
     ids: dict[str, Any] = {"event_id": envelope.event_id, "type": envelope.type, "seat": envelope.seat,
                            "command_id": envelope.command_id}
     parent = envelope.trace.get("traceparent", "")
-    if len(parent) >= 35:
-        ids["trace_id"] = parent[3:35]
+    if len(parent) >= 35:  # its own key: trace_id and span_id are the current span's, another trace's maybe
+        ids["event_trace_id"] = parent[3:35]
     return ids

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -101,7 +102,7 @@ def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, 
 def results_table(results: list[PlayedMatch]) -> Table:
     table = Table(title="Matches played")
     for col in ("game", "match id", "seats", "moves", "winner(s)", "scores", "time"):
-        add_column(table, col)
+        add_column(table, col, no_wrap=col in ("seats", "moves", "time"))
     for r in sorted(results, key=lambda r: (r.game_id, r.match_id)):
         winners = scores = ""
         if r.result is not None:
@@ -117,7 +118,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     client.wait_ready()
     games = _games(client, [args.game] if args.game else None)
     if not games:
-        console.print(f"[red]unknown game[/] {args.game!r}; this server plays "
+        console.print(f"[red]unknown game[/] {escape(repr(args.game))}; this server plays "
                       + ", ".join(g.game_id for g in client.list_games()))
         return 2
     plan = []
@@ -211,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except grpc.RpcError as exc:  # a refusal or an absent service: its status and code, one line
         code = error_code(exc)  # type: ignore[arg-type]
-        console.print(f"[red]{exc.code().name}[/]: {exc.details()}" if not code or code in (exc.details() or "")  # type: ignore[attr-defined]
-                      else f"[red]{exc.code().name}[/] ({code}): {exc.details()}", soft_wrap=True)  # type: ignore[attr-defined]
+        details = exc.details() or ""  # type: ignore[attr-defined]
+        said = "" if not code or code in details else f" ({escape(code)})"
+        console.print(f"[red]{exc.code().name}[/]{said}: {escape(details)}", soft_wrap=True)  # type: ignore[attr-defined]
         return 2
 
 

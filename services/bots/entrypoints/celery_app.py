@@ -249,10 +249,12 @@ def make_celery(app: BotsApp) -> Celery:
             # One line per move at INFO was a tenth of a random decision's CPU: the usual
             # outcome is at DEBUG, the unusual ones (stale, refused, duplicate...) at INFO.
             # Inside the task's trace, so the lines carry its trace id.
-            for (s, p), outcome in zip(seats, outcomes, strict=False):
+            for i, ((s, p), outcome) in enumerate(zip(seats, outcomes, strict=False)):
+                # The first seat's command id is named for `version`; a later one's for the version
+                # the one before it left (the line says which that was not: the first's is enough).
+                extra = {"command_id": bot_command_id(match_id, version, s)} if i == 0 else {}
                 (log.debug if outcome == "submitted" else log.info)(
-                    "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome,
-                    command_id=bot_command_id(match_id, version, s))
+                    "bot_decision", match_id=match_id, seat=s, version=version, policy=p, outcome=outcome, **extra)
             if len(outcomes) > len(seats):  # a lease played on: one line for its further turns
                 (log.debug if outcomes[-1] == "submitted" else log.info)(
                     "bot_lease", match_id=match_id, version=version, moves=len(outcomes), outcome=outcomes[-1])

@@ -60,7 +60,7 @@ def test_a_refusal_is_one_line_with_its_code_not_a_traceback(capsys: pytest.Capt
             return grpc.StatusCode.NOT_FOUND
 
         def details(self) -> str:
-            return "unknown_tournament: no tournament tnosuch"
+            return "unknown_tournament: no tournament '[/x]tnosuch'"
 
         def trailing_metadata(self):  # type: ignore[no-untyped-def]
             return (("famiglia-code", "unknown_tournament"),)
@@ -72,3 +72,4 @@ def test_a_refusal_is_one_line_with_its_code_not_a_traceback(capsys: pytest.Capt
     assert main.main(["status"]) == 2
     out = capsys.readouterr().out
     assert "NOT_FOUND" in out and "unknown_tournament" in out and "Traceback" not in out
+    assert "[/x]tnosuch" in out  # what the user typed, shown as typed (not read as markup)

@@ -292,5 +292,5 @@ def test_a_fold_failure_names_the_event_its_command_and_its_trace() -> None:
     envelope = EventEnvelope(event_id="e1", type="card_played", seat=2, command_id="c-7",
                              trace={"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"})
     assert _envelope_ids(envelope) == {"event_id": "e1", "type": "card_played", "seat": 2, "command_id": "c-7",
-                                       "trace_id": "ab" * 16}
+                                       "event_trace_id": "ab" * 16}
     assert _envelope_ids(None) == {}
