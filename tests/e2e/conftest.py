@@ -91,3 +91,16 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def match_and_first_move(client, seed: int):  # type: ignore[no-untyped-def]
+    """A new match of the first registered game at its fewest seats, the seat client of the
+    first seat asked, and a legal command of that seat: (match, seat client, command)."""
+    from famiglia.engine.registry import default_registry
+
+    registry = default_registry()
+    game_id = next(iter(registry))
+    match = client.create_match(game_id, registry.get(game_id).info.min_players, seed=seed)
+    seat = client.spectator(match.match_id).view().to_act[0].seat
+    me = client.seat(match.match_id, match.seat_tokens[seat])
+    return match, me, me.legal_commands().commands[0]

@@ -218,15 +218,11 @@ def test_every_refusal_leaves_a_line_naming_its_match_and_code(command_address: 
     import structlog
 
     from famiglia.client import GameClient
-    from famiglia.engine.registry import default_registry
 
-    registry = default_registry()
-    game_id = next(iter(registry))
+    from .conftest import match_and_first_move
+
     client = GameClient(command_address)
-    match = client.create_match(game_id, registry.get(game_id).info.min_players, seed=6)
-    seat = client.spectator(match.match_id).view().to_act[0].seat
-    me = client.seat(match.match_id, match.seat_tokens[seat])
-    command = me.legal_commands().commands[0]
+    match, me, command = match_and_first_move(client, seed=6)
     with structlog.testing.capture_logs() as captured:
         with pytest.raises(grpc.RpcError):
             me.submit(command, command_id="stale-1", expected_version=match.version + 7)

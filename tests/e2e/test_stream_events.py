@@ -164,12 +164,10 @@ def test_a_stream_from_past_the_match_version_is_refused(command_address: str) -
 
 
 def test_omit_events_answers_with_the_version_only(command_address: str) -> None:
-    game_id = next(iter(REGISTRY))
+    from .conftest import match_and_first_move
+
     client = GameClient(command_address)
-    match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=4)
-    seat = client.spectator(match.match_id).view().to_act[0].seat
-    me = client.seat(match.match_id, match.seat_tokens[seat])
-    command = me.legal_commands().commands[0]
+    match, me, command = match_and_first_move(client, seed=4)
     bare = me.submit(command, command_id="c-omit", omit_events=True)
     assert bare.version > match.version and len(bare.events) == 0
     full = me.submit(command, command_id="c-omit")  # the same command again: its events
