@@ -64,14 +64,18 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         if not args.game:
             console.print("[red]name a game[/] (or --invites, --accept, --decline)")
             return 2
+        try:  # read what we can before anything is registered on the server
+            options = dict(o.split("=", 1) for o in args.option)
+            seats = [int(s) for s in args.seats.split(",") if s.strip()]
+        except ValueError:
+            console.print("[red]bad request[/]: options are KEY=VALUE, seats a comma-separated list of numbers")
+            return 2
         token = args.token
         if not token:
             guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
             token = guest.player_token
             console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}", soft_wrap=True)
         auth = [("authorization", f"Bearer {token}")]
-        options = dict(o.split("=", 1) for o in args.option)
-        seats = [int(s) for s in args.seats.split(",") if s.strip()]
         created = tickets.CreateTicket(pb.CreateTicketRequest(
             game_id=args.game, seat_counts=seats, options=options, party=args.party,
             request_id=uuid.uuid4().hex), metadata=auth, timeout=10)
