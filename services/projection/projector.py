@@ -40,6 +40,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.trace import Link
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
@@ -350,7 +352,7 @@ class Projector:
         first = envelopes[0]
         parent = extract_context(first.trace) if first.trace else None
         with tracer().start_as_current_span(
-            "projection.apply", context=parent,
+            "projection.apply", context=parent, links=_other_commands(envelopes),
             attributes={"match_id": first.match_id, "first_seq": first.seq, "events": len(envelopes)},
         ):
             return self._apply_events(conn, writes, row, envelopes)
@@ -520,3 +522,24 @@ def _envelope_ids(envelope: EventEnvelope | None) -> dict[str, Any]:
     if len(parent) >= 35:  # its own key: trace_id and span_id are the current span's, another trace's maybe
         ids["event_trace_id"] = parent[3:35]
     return ids
+
+
+#: The most other commands' traces one projection span links to.
+MAX_LINKS = 32
+
+
+def _other_commands(envelopes: Sequence[EventEnvelope]) -> list[Link]:
+    """Links to the traces of the batch's other commands: the span continues the first
+    command's trace, and each later command's trace can still be followed to it."""
+    first = envelopes[0].trace.get("traceparent", "") if envelopes[0].trace else ""
+    seen, links = {first}, []
+    for envelope in envelopes[1:]:
+        parent = envelope.trace.get("traceparent", "") if envelope.trace else ""
+        if parent and parent not in seen:
+            seen.add(parent)
+            context = trace.get_current_span(extract_context(envelope.trace)).get_span_context()
+            if context.is_valid:
+                links.append(Link(context))
+                if len(links) >= MAX_LINKS:
+                    break
+    return links

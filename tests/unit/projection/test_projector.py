@@ -294,3 +294,13 @@ def test_a_fold_failure_names_the_event_its_command_and_its_trace() -> None:
     assert _envelope_ids(envelope) == {"event_id": "e1", "type": "card_played", "seat": 2, "command_id": "c-7",
                                        "event_trace_id": "ab" * 16}
     assert _envelope_ids(None) == {}
+
+
+def test_a_projection_span_links_the_traces_of_the_batchs_other_commands() -> None:
+    from services.projection.projector import _other_commands
+
+    def traced(n: int) -> EventEnvelope:
+        return EventEnvelope(trace={"traceparent": f"00-{n:032x}-{n:016x}-01"})
+
+    links = _other_commands([traced(1), traced(1), traced(2), EventEnvelope(), traced(3), traced(2)])
+    assert [link.context.trace_id for link in links] == [2, 3]  # the first's is the span's own
