@@ -33,7 +33,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
@@ -203,6 +203,10 @@ class Tracked:
     """the decide task of several seats still being played, if any"""
     lease: Lease | None = None
     """the decide task playing on through the bot seats' turns, if any"""
+    clock_starts: dict[int, tuple[tuple[Any, ...], float]] = field(default_factory=dict)
+    """human seat -> (its decision, when that decision began, seconds since the epoch)"""
+    clock_version: int = 0
+    """the version `clock_starts` were last set at"""
 
     @property
     def tournament_id(self) -> str:
@@ -228,6 +232,16 @@ def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int)
             return span
         return None
     return None
+
+
+def _seats_acted_since(match: MatchState, version: int) -> set[int]:
+    """The seats whose commands went in after `version` (the newest commands are last)."""
+    acted: set[int] = set()
+    for key, span in reversed(match.commands.items()):
+        if span[1] <= version:
+            break
+        acted.add(int(key.partition("/")[0]))
+    return acted
 
 
 def _trace_id(trace: Mapping[str, str] | None) -> str:
@@ -395,15 +409,33 @@ class Dispatcher:
             tracked.lease = None
         if bots and tracked.seat_batch is None and tracked.lease is None:
             self._queue_bots(tracked, bots)
-        # A clock counts from the event that started it: the grace covers delivery, and a
-        # dispatcher that queues it late (a restart, a backlog) takes the rest off.
-        late = max(0.0, self.wall() - match.last_timestamp_ms / 1000 - self.clock_grace_seconds)
+        self._queue_clocks(tracked, pendings)
+
+    def _queue_clocks(self, tracked: Tracked, pendings: Sequence[Any]) -> None:
+        """A clock for every human seat whose decision has one, counting from when that decision
+        began: the event that asked the seat, not the last event. Another seat's command (a
+        chat, a bot's move, another clock's default) moves the version and makes the running
+        clock stale; the new one takes the time gone off, so a deadline is never stretched
+        (GC-D05: "never extended"). The seat's own command starts its next decision afresh.
+        The grace covers delivery, and a dispatcher that queues a clock late (a restart, a
+        backlog) takes the rest off."""
+        match = tracked.match
+        now, event = self.wall(), match.last_timestamp_ms / 1000
+        acted = _seats_acted_since(match, tracked.clock_version)
+        starts: dict[int, tuple[tuple[Any, ...], float]] = {}
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
+            decision = (pending.kind, pending.label, pending.timeout_seconds)
+            known = tracked.clock_starts.get(pending.seat)
+            began = known[1] if known is not None and known[0] == decision and pending.seat not in acted \
+                else event
+            starts[pending.seat] = (decision, began)
+            late = max(0.0, now - began - self.clock_grace_seconds)
             self._queue(tracked, pending.seat, functools.partial(
                 self.tasks.clock, match.match_id, pending.seat, match.version,
                 max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late), trace=tracked.trace))
+        tracked.clock_starts, tracked.clock_version = starts, match.version
 
     def _queue_bots(self, tracked: Tracked, bots: Sequence[int]) -> None:
         """One task for every bot seat asked at this version, played one after another.

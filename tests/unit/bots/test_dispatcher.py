@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -714,3 +715,37 @@ def test_a_match_trimmed_before_the_dispatcher_met_it_gets_its_result_from_the_a
     dispatcher.handle(envelopes[-2:])  # the tail of it, as the partition stream still holds it
     assert table.observer.finished == ([match_id] if archived else [])
     assert match_id not in dispatcher.matches and table.tasks.decisions == []
+
+
+def test_a_clock_counts_from_when_its_decision_began_not_from_the_last_event(monkeypatch) -> None:
+    """Another seat's command moves the version, so the running clock goes stale and a new
+    one is queued: it takes off the time already gone (a deadline is never stretched,
+    GC-D05), while a seat's own next decision starts afresh."""
+    from famiglia.engine.registry import default_registry
+    from famiglia.eventstore import envelopes as stamping
+
+    wall = [time.time()]
+    monkeypatch.setattr(stamping, "time", type("Clock", (), {"time": staticmethod(lambda: wall[0])}))
+    table = Table(registry=default_registry())
+    table.dispatcher.wall = lambda: wall[0]
+    match_id = table.create({}, seats=4, game="goodcritters")
+    table.pump(match_id)
+    hot = table.app.matches.get(match_id)
+    for step in range(200):  # on to a step where several seats choose at once
+        asked = [p for p in hot.match.engine.pending(hot.match.state) if p.timeout_seconds > 0]
+        if len(asked) >= 2:
+            break
+        state = hot.match.state
+        table.app.submit(match_id, Viewer(asked[0].seat), f"walk-{step}",
+                         hot.match.engine.timeout_command(state, asked[0].seat))
+        table.pump(match_id)
+    first = {seat: countdown for (_m, seat, v, countdown) in table.tasks.clocks if v == table.version(match_id)}
+    assert len(first) >= 2
+    seat, other = sorted(first)[:2]
+    wall[0] += 20.0
+    hot = table.app.matches.get(match_id).match
+    table.app.submit(match_id, Viewer(other), "other-1", hot.engine.timeout_command(hot.state, other))
+    table.pump(match_id)
+    again = {s: countdown for (_m, s, v, countdown) in table.tasks.clocks if v == table.version(match_id)}
+    assert again[seat] == pytest.approx(first[seat] - 20.0 + 0.5, abs=0.01)  # not first[seat] again
+    assert other not in again or again[other] >= first[other] - 0.01  # its next decision: afresh
