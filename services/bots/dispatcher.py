@@ -40,7 +40,7 @@ from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState, NotAMatch, command_key
-from famiglia.telemetry import get_logger
+from famiglia.telemetry import carried_trace_id, get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
@@ -242,12 +242,6 @@ def _seats_acted_since(match: MatchState, version: int) -> set[int]:
             break
         acted.add(int(key.partition("/")[0]))
     return acted
-
-
-def _trace_id(trace: Mapping[str, str] | None) -> str:
-    """The trace id in a stored traceparent ("00-<trace id>-<span id>-<flags>"), or ""."""
-    parent = (trace or {}).get("traceparent", "")
-    return parent[3:35] if len(parent) >= 35 else ""
 
 
 def bot_seats(match: MatchState) -> dict[int, str]:
@@ -583,7 +577,7 @@ class Dispatcher:
                         stalls=stalls + 1, seats=sorted({s for _v, s in bot_keys}),
                         policies=sorted({tracked.bots[s] for _v, s in bot_keys}),
                         waited_s=round(now - tracked.sent_at, 1), lease=tracked.lease is not None,
-                        trace_id=_trace_id(tracked.trace))
+                        trace_id=carried_trace_id(tracked.trace))
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
             tracked.seat_batch = tracked.lease = None  # its worker may be gone: a new task for whoever is asked now

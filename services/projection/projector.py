@@ -55,7 +55,7 @@ from famiglia.ratings import MatchOutcome, Placement
 from famiglia.readmodels import game_scope, tournament_scope
 from famiglia.readmodels.archive import archive_values
 from famiglia.readmodels.queries import seed_to_db
-from famiglia.telemetry import extract_context, get_logger, spans_exported, tracer
+from famiglia.telemetry import carried_trace_id, extract_context, get_logger, spans_exported, tracer
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 from .rating_book import RatingBook
@@ -518,9 +518,9 @@ def _envelope_ids(envelope: EventEnvelope | None) -> dict[str, Any]:
         return {}
     ids: dict[str, Any] = {"event_id": envelope.event_id, "type": envelope.type, "seat": envelope.seat,
                            "command_id": envelope.command_id}
-    parent = envelope.trace.get("traceparent", "")
-    if len(parent) >= 35:  # its own key: trace_id and span_id are the current span's, another trace's maybe
-        ids["event_trace_id"] = parent[3:35]
+    trace_id = carried_trace_id(envelope.trace)
+    if trace_id:  # its own key: trace_id and span_id are the current span's, another trace's maybe
+        ids["event_trace_id"] = trace_id
     return ids
 
 

@@ -591,3 +591,10 @@ def _default_propagation() -> bool:
 
 def extract_context(carrier: Mapping[str, str]) -> otel_context.Context:
     return propagate.extract(dict(carrier))
+
+
+def carried_trace_id(carrier: Mapping[str, str] | None) -> str:
+    """The trace id of a stored carrier's W3C traceparent ("00-<trace id>-<span id>-<flags>"),
+    or "": what a log line names so an operator can find the command's other lines."""
+    parent = (carrier or {}).get("traceparent", "")
+    return parent[3:35] if len(parent) >= 35 else ""
