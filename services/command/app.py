@@ -701,8 +701,8 @@ def _padding(m) -> int:
 
 @functools.cache
 def _padding_event(engine) -> Message:
-    event = engine.info.event_type()
-    getattr(event, engine.info.held_padding).SetInParent()
+    event = engine.info.padding_event()
+    assert event is not None  # _padding is 0 for a game without padding
     return event
 
 

@@ -137,6 +137,15 @@ class GameInfo:
     def defaults(self) -> dict[str, str]:
         return {o.key: o.default for o in self.options}
 
+    def padding_event(self) -> Message | None:
+        """The event `held_padding` names, as the server writes it (and a replay expects it),
+        or None for a game that pads nothing."""
+        if not self.held_padding or self.event_type is None:
+            return None
+        event = self.event_type()
+        getattr(event, self.held_padding).SetInParent()
+        return event
+
 
 @dataclass(frozen=True, slots=True)
 class MatchConfig:

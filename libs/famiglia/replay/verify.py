@@ -127,10 +127,7 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
     state = _compare_all(engine, None, recorded_setup, setup, 2, report, reason_missing="setup")
     seq = 1 + len(setup)
 
-    padding = None
-    if info.held_padding:  # written by the server beside held events, never decided (GameInfo)
-        padding = info.event_type()  # type: ignore[misc]
-        getattr(padding, info.held_padding).SetInParent()
+    padding = info.padding_event()  # written by the server beside held events, never decided
     while seq < len(envelopes):
         first = envelopes[seq]  # seq + 1
         if padding is not None and not first.command and first.type == info.held_padding:
