@@ -50,7 +50,7 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
     Unavailable,
 )
-from famiglia.matchstate import command_key
+from famiglia.matchstate import MatchState, command_key
 from famiglia.telemetry import EventLine, child_span, get_logger, inject_context, spans_exported, tracer
 from famiglia.v1 import envelope_pb2
 
@@ -495,12 +495,10 @@ class CommandApp:
                     before = m.version
                     self.matches.catch_up(hot)
                     if m.version == before:
-                        if self.store.version(match_id) >= m.public_version:
+                        store_version = self.store.version(match_id)
+                        if store_version >= m.public_version:
                             raise
-                        # The store went back (acknowledged writes lost): decide on its state.
-                        log.warning("store_behind_hot_state", match_id=match_id, hot=m.public_version)
-                        self.matches.refold(hot)
-                        m = hot.match
+                        m = self._store_went_back(hot, store_version)  # decide on the store's state
                         read_in_call = True
                         continue
                     if key in m.commands:
@@ -542,9 +540,7 @@ class CommandApp:
                     if _attempt:
                         time.sleep(random.uniform(0, CONFLICT_BACKOFF_S * 2 ** min(_attempt, 4)))
                     if conflict.actual < m.version:  # the store went back: start again from it
-                        log.warning("store_behind_hot_state", match_id=match_id, hot=m.version, store=conflict.actual)
-                        self.matches.refold(hot)
-                        m = hot.match
+                        m = self._store_went_back(hot, conflict.actual)
                     else:
                         self.matches.catch_up(hot)
                     read_in_call = True
@@ -563,6 +559,13 @@ class CommandApp:
                 return Submitted(m.public_version, self._for_viewer(m, envelopes, viewer.seat, events, held=held),
                                  held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _store_went_back(self, hot: HotMatch, store: int) -> MatchState:
+        """The store is behind what this process folded (acknowledged writes lost): it is the
+        truth, so the match is folded anew from it (call with hot.lock held)."""
+        log.warning("store_behind_hot_state", match_id=hot.match.match_id, hot=hot.match.version, store=store)
+        self.matches.refold(hot)
+        return hot.match
 
     def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str,
                 at: int | None = None) -> list[Message]:
