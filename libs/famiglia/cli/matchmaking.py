@@ -23,8 +23,11 @@ import uuid
 
 import grpc
 from rich.console import Console
+from rich.markup import escape
 
 from famiglia.config import Settings
+from famiglia.engine import options_refusal
+from famiglia.engine.registry import UnknownGame, default_registry
 from famiglia.v1 import matchmaking_service_pb2 as pb
 from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 
@@ -70,6 +73,10 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         except ValueError:
             console.print("[red]bad request[/]: options are KEY=VALUE, seats a comma-separated list of numbers")
             return 2
+        refusal = _refusal(args.game, seats, options)
+        if refusal:
+            console.print(f"[red]bad request[/]: {escape(refusal)}")
+            return 2
         token = args.token
         if not token:
             guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
@@ -86,6 +93,24 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         return 2
     finally:
         channel.close()
+
+
+def _refusal(game_id: str, seats: list[int], options: dict[str, str]) -> str | None:
+    """What the server would refuse in the ticket, asked of the games this client ships (the
+    server's own) before a guest is registered for nothing; the server still judges the ticket."""
+    registry = default_registry()
+    try:
+        engine = registry.get(game_id)
+    except UnknownGame:
+        return f"no game {game_id!r}; the games are {', '.join(sorted(registry))}"
+    info = engine.info
+    for n in seats or [info.min_players]:
+        if not info.min_players <= n <= info.max_players:
+            return f"{game_id} seats {info.min_players}-{info.max_players}, not {n}"
+        refused = options_refusal(engine, n, options)
+        if refused:
+            return f"{refused[1]} ({refused[0]})"
+    return None
 
 
 def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -> int:
