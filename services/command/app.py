@@ -25,6 +25,7 @@ from famiglia.engine import (
     Result,
     Rng,
     RuleViolation,
+    Sampled,
     pending_for,
 )
 from famiglia.engine.registry import Registry, UnknownGame
@@ -314,7 +315,9 @@ class CommandApp:
                 text=m.engine.render_state(m.state) if m.finished else "",
             )
 
-    def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0) -> LegalAnswer:
+    def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0, sample_seed: int = 0) -> LegalAnswer:
+        """The seat's legal commands; `sample_seed` (not 0) draws a compound choice's members with
+        that seed, so that any legal command can come up, instead of the representative ones."""
         if viewer.seat is None:
             raise Unauthenticated("no_token", "legal commands are per seat: send the seat token")
         hot = self._hot(match_id)
@@ -324,9 +327,13 @@ class CommandApp:
             self._check_seat(m.seats, viewer)
             # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
             cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
-            commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
-            return LegalAnswer(m.public_version, commands, len(commands) < cap,
-                               [m.engine.render_command(c) for c in commands])
+            if sample_seed:
+                draws = random.Random(sample_seed)
+                commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
+            else:
+                commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
+            complete = len(commands) < cap and not isinstance(commands, Sampled)
+            return LegalAnswer(m.public_version, commands, complete, [m.engine.render_command(c) for c in commands])
 
     @staticmethod
     def _check_seat(seats: int, viewer: Viewer) -> None:

@@ -12,12 +12,13 @@ The no-leak check demands that the viewer's view is byte-identical for both.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, fold
+from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, Sampled, fold
 from famiglia.engine.protocol import command_kind
 from famiglia.testing.random_play import Step, play_random
 from tests.profile import examples
@@ -44,14 +45,28 @@ class EngineContract:
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
         raise NotImplementedError("bind perturb_hidden to check that views do not leak")
 
+    def compound_candidates(self, state: Any, seat: int) -> Iterable[Any]:
+        """Brute force over the game's compound choices: every command of those kinds that
+        `seat` could try now (each team, split, target set, amount...), legal or not; the
+        coverage check keeps those `decide` accepts. A game without compound choices yields
+        nothing."""
+        return ()
+
     # -- helpers ---------------------------------------------------------------------------
     @classmethod
     def seats_strategy(cls) -> st.SearchStrategy[int]:
         info = cls.engine.info
         return st.integers(info.min_players, info.max_players)
 
-    def _play(self, seats: int, seed: int, options: dict[str, str], on_step=None):
-        return play_random(self.engine, seats, seed, options, on_step=on_step)
+    def _play(self, seats: int, seed: int, options: dict[str, str], on_step=None, sampler=None):
+        return play_random(self.engine, seats, seed, options, on_step=on_step, sampler=sampler)
+
+    def _accepts(self, state: Any, seat: int, command: Any, seed: int, version: int) -> bool:
+        try:
+            self.engine.decide(state, seat, command, Rng.derive(seed, version))
+        except RuleViolation:
+            return False
+        return True
 
     # -- the contract ------------------------------------------------------------------------
     def test_info_is_complete(self) -> None:
@@ -131,6 +146,54 @@ class EngineContract:
         play = self._play(seats, seed, options, on_step=check)
         self._check_state(play.state, seats, checker, seed, 0)
 
+    @CONTRACT_SETTINGS
+    @given(data=st.data())
+    def test_random_games_over_the_whole_sampler_terminate(self, data: st.DataObject) -> None:
+        """DESIGN.md: a seat that only ever picks random legal commands, any of them, still ends
+        the game; and what the sampler draws is accepted, as the fixed samples are."""
+        seats = data.draw(self.seats_strategy(), label="seats")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        options = data.draw(self.options_strategy(), label="options")
+        play = self._play(seats, seed, options, sampler=random.Random(seed ^ 0xC0DE))
+        assert len(play.steps) <= self.engine.info.max_steps
+        assert self.engine.result(play.state) is not None
+        assert fold(self.engine, play.events) == play.state
+
+    @CONTRACT_SETTINGS
+    @given(data=st.data())
+    def test_the_sampler_covers_every_legal_compound_choice(self, data: st.DataObject) -> None:
+        """DESIGN.md, `legal_commands`: for a compound choice, "a complete generator/sampler that
+        covers them all". Where the binding's brute force finds few enough legal members to
+        check, the sampler's draws come up with every one of them."""
+        seats = data.draw(self.seats_strategy(), label="seats")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        options = data.draw(self.options_strategy(), label="options")
+        engine = self.engine
+        counter = {"n": 0, "checked": 0}
+
+        def check(before: Any, step: Step, after: Any) -> None:
+            counter["n"] += 1
+            if counter["n"] % self.check_every:
+                return
+            for seat in sorted({p.seat for p in engine.pending(before)}):
+                legal = {c.SerializeToString(deterministic=True): c
+                         for c in self.compound_candidates(before, seat)
+                         if self._accepts(before, seat, c, seed, step.version_before)}
+                if not legal or len(legal) > 48:
+                    continue
+                counter["checked"] += 1
+                seen: set[bytes] = set()
+                draws = random.Random(seed + counter["n"])
+                for _ in range(400):
+                    listed = engine.legal_commands(before, seat, 16, rng=draws)
+                    seen.update(c.SerializeToString(deterministic=True) for c in listed)
+                    if seen >= legal.keys():
+                        break
+                missing = [engine.render_command(legal[k]) for k in legal.keys() - seen]
+                assert not missing, f"seat {seat}: the sampler never drew {missing[:5]}"
+
+        self._play(seats, seed, options, on_step=check, sampler=random.Random(seed ^ 0xC0DE))
+
     def _check_state(self, state: Any, seats: int, checker: random.Random, seed: int, version: int) -> None:
         engine = self.engine
         optional = engine.info.optional_commands
@@ -147,6 +210,12 @@ class EngineContract:
                 some_required.extend(required[:2])
                 # everything listed is accepted (sampled in the quick profile)
                 for cmd in checker.sample(commands, min(len(commands), 4)):
+                    engine.decide(state, seat, cmd, Rng.derive(seed, version))
+                # and so is everything the sampler draws from the whole of a compound choice
+                drawn = engine.legal_commands(state, seat, limit=32, rng=checker)
+                assert isinstance(drawn, Sampled) == isinstance(commands, Sampled), "a sample either way"
+                assert len(drawn) <= 32
+                for cmd in checker.sample(drawn, min(len(drawn), 4)):
                     engine.decide(state, seat, cmd, Rng.derive(seed, version))
             else:
                 assert not required, (

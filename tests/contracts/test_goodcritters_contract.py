@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from hypothesis import strategies as st
 
 from famiglia.rules.goodcritters import ENGINE
+from famiglia.rules.goodcritters import commands as cmd
 from famiglia.rules.goodcritters.data import ACTION_CARDS, FUZZ
-from famiglia.rules.goodcritters.state import Offer, State
+from famiglia.rules.goodcritters.state import Offer, State, Step
 from famiglia.rules.goodcritters.view import offer_loot_seen
 from tests.contracts.engine_contract import EngineContract
 
@@ -64,6 +67,46 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     )
 
 
+CANDIDATES_MAX = 512
+"""Above this many raw candidates a state is left out of the coverage check, which deciding each
+would make slow. It loses nothing the check could take: with the gift steps these options
+keep (2 and 3), a seat that may make an offer may give a gift too, and gifts are a quarter of
+the raw candidates, so 48 legal members or fewer means at most 4 * 48 candidates (a Step 2
+table has N + 2 cards or more, so the Boss's N^k splits are always over)."""
+
+
+def compound_candidates(state: State, seat: int) -> Iterator[Any]:
+    """The Boss's splits in Step 2 (GC-A01: every seat for every table card, N^k) and, with the
+    Payoff variant, in Steps 2 and 3, every gift and offer (GC-P06 to GC-P10: to any other seat,
+    any non-empty bundle of the seat's Loot, in Stash order, and Payoff cards, either side and
+    visibility, open or private), legal or not. Nothing when there are more than
+    CANDIDATES_MAX."""
+    if state.over:
+        return
+    others = [s for s in range(state.seats) if s != seat]
+    splits = state.step is Step.DISTRIBUTE and seat == state.boss
+    payoff = state.config.payoff and state.step in (Step.DISTRIBUTE, Step.ACTIONS, Step.THREAT_TURNS)
+    stash, cards = state.stashes[seat], state.payoff_cards[seat]
+    bundles = 2 ** len(stash) * (cards + 1) - 1
+    size = (state.seats ** len(state.table) if splits else 0) + (len(others) * 8 * bundles if payoff else 0)
+    if size > CANDIDATES_MAX:
+        return
+    if splits:
+        for seats in itertools.product(range(state.seats), repeat=len(state.table)):
+            yield cmd.assign_loot(zip(state.table, seats, strict=True))
+    if not payoff:
+        return
+    loots = [loot for k in range(len(stash) + 1) for loot in itertools.combinations(stash, k)]
+    items = [(loot, n) for loot in loots for n in range(cards + 1) if loot or n]
+    for other in others:
+        for loot, n in items:
+            for open_ in (True, False):
+                yield cmd.give_gift(other, loot, n, open_)
+            for side in (1, 2):
+                for visibility in (1, 2, 3):
+                    yield cmd.make_offer(other, side, loot, n, visibility)
+
+
 OPTIONS = st.fixed_dictionaries(
     {},
     optional={
@@ -88,3 +131,6 @@ class TestGoodCrittersContract(EngineContract):
 
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
         return perturb_hidden(state, viewer, rng)
+
+    def compound_candidates(self, state: Any, seat: int) -> Iterator[Any]:
+        return compound_candidates(state, seat)

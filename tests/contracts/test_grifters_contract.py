@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import combinations
+from math import comb
 from typing import Any
 
 from hypothesis import strategies as st
 
 from famiglia.rules.grifters import ENGINE
-from famiglia.rules.grifters.data import IS_RINGLEADER
-from famiglia.rules.grifters.state import KEEP, State, in_hand_order
+from famiglia.rules.grifters import commands as C
+from famiglia.rules.grifters.data import BRAIN, BRAWN, IS_RINGLEADER, JOBS_BY_ID, SKILL_OF, SPEED
+from famiglia.rules.grifters.flow import awaiting_play
+from famiglia.rules.grifters.state import JOB_SWAP, KEEP, State, in_hand_order
 from tests.contracts.engine_contract import EngineContract
 
 
@@ -36,6 +41,34 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     return replace(state, players=tuple(players), deck=tuple(pool))
 
 
+#: above this many raw candidates a state is left out of the coverage check (it stays cheap)
+MAX_CANDIDATES = 3000
+_SKILL_RANK = {BRAIN: 0, SPEED: 1, BRAWN: 2}  # the order of a Job's icons (GR-J02)
+
+
+def compound_candidates(state: State, seat: int) -> Iterator[Any]:
+    """Every Team of the hand's cards for every available Job (GR-J01, GR-J03), matching or not,
+    and every swap of a Job in a Job area for one in another (GR-K11), legal or not. A Team is a
+    set: decide files it in hand order whatever order it comes in, so each set is named once, in
+    the order the engine lists Teams (by the Job's skills, then hand order)."""
+    if state.over or seat != state.active:
+        return
+    if awaiting_play(state):
+        hand = state.players[seat].hand
+        jobs = [(job, sum(n for _, n in JOBS_BY_ID[job].skills)) for job in state.available_jobs()]
+        if sum(comb(len(hand), size) for _, size in jobs) > MAX_CANDIDATES:
+            return
+        for job, size in jobs:
+            for cards in combinations(hand, size):
+                yield C.complete_job(job, sorted(cards, key=lambda c: _SKILL_RANK[SKILL_OF[c]]))
+    elif state.choice == JOB_SWAP:
+        done = [job for p in state.players for job in p.jobs]
+        for own in done:
+            for opponent in range(state.seats):
+                for theirs in done:
+                    yield C.answer_command(JOB_SWAP, (own, opponent, theirs))
+
+
 class TestGriftersContract(EngineContract):
     engine = ENGINE
 
@@ -57,3 +90,6 @@ class TestGriftersContract(EngineContract):
 
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
         return perturb_hidden(state, viewer, rng)
+
+    def compound_candidates(self, state: Any, seat: int) -> Iterator[Any]:
+        return compound_candidates(state, seat)

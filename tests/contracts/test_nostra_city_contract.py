@@ -1,14 +1,19 @@
-"""Nostra City binds the engine contract (STYLE: one line plus its hidden-state perturbation)."""
+"""Nostra City binds the engine contract (STYLE: one line plus its hidden-state perturbation and
+its compound choices brute-forced for the sampler's coverage check)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import combinations, product
 from typing import Any
 
 from hypothesis import strategies as st
 
+from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 from famiglia.rules.nostra_city import ENGINE
+from famiglia.rules.nostra_city.data import NOTE_VALUE, TURF_BY_ID
 from famiglia.rules.nostra_city.state import Phase, State
 from tests.contracts.engine_contract import EngineContract
 
@@ -92,6 +97,67 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
                    street_deck=tuple(rng.sample(state.street_deck, len(state.street_deck))))
 
 
+BRUTE_FORCE = 2000
+"""The most candidates one state may try (each a `decide`); a larger choice is skipped."""
+
+
+def compound_candidates(state: State, seat: int) -> Iterator[pb.Command]:
+    """Every cash-in, bid, Corruption, distribution and Note kept that `seat` could try now,
+    legal or not (any own Wiseguy, Turf, type, Location, set of Notes, receiver), in the form
+    the sampler lists them: a bid's Notes by value, pairs in Bank order, gifts clockwise from
+    the distributor's left in draw order. Nothing where that passes BRUTE_FORCE."""
+    choice = state.choice
+    p = state.players[seat]
+    if state.phase is Phase.OVER or (choice is not None and choice.seat != seat):
+        return
+    if choice is not None and choice.kind == "distribute":
+        yield from _distributions(state)
+    elif choice is not None and choice.kind == "keep":
+        notes = choice.notes
+        yield from (pb.Command(keep_notes=pb.KeepNotes(notes=sorted(k)))
+                    for size in (1, 2) for k in combinations(notes, size))
+    elif choice is not None:
+        return
+    elif state.phase is Phase.BUSINESS:
+        for w, turf, power in product(p.wiseguys, p.turfs, (False, True)):
+            t = TURF_BY_ID[turf]
+            for declared in (*t.colours, *t.icons):
+                yield pb.Command(cash_in=pb.CashIn(wiseguy=w, turf=turf, declared=declared, use_power=power))
+    elif state.phase is Phase.MEETING:
+        if len(p.wiseguys) * len(p.locations) * 2 ** len(p.bank) > BRUTE_FORCE:
+            return
+        by_value = sorted(p.bank, key=lambda n: (NOTE_VALUE[n], n))
+        sets = [list(c) for size in range(1, len(by_value) + 1) for c in combinations(by_value, size)]
+        for w, loc, notes in product(p.wiseguys, p.locations, sets):
+            yield pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes))
+    elif state.phase is Phase.TRIAL:
+        sets = [list(c) for size in (1, 2) for c in combinations(p.bank, size)]
+        if len(p.wiseguys) * (len(sets) + 2) > BRUTE_FORCE:
+            return
+        for w in p.wiseguys:
+            yield from (pb.Command(corrupt=pb.Corrupt(wiseguy=w, notes=notes)) for notes in sets)
+            yield pb.Command(corrupt=pb.Corrupt(wiseguy=w, from_deck=True))
+            yield pb.Command(corrupt=pb.Corrupt(wiseguy=w, move_token=True))
+
+
+def _distributions(state: State) -> Iterator[pb.Command]:
+    """NC-B08/B12: each drawn Note to the distributor or any other seat, with or without the
+    First Player card to any other seat."""
+    choice = state.choice
+    assert choice is not None
+    others = [(choice.seat + i) % state.seats for i in range(1, state.seats)]
+    if state.seats ** len(choice.notes) * state.seats > BRUTE_FORCE:
+        return
+    for owners in product([-1, *others], repeat=len(choice.notes)):
+        gifts = [pb.Gift(seat=o, notes=[n for n, to in zip(choice.notes, owners, strict=True) if to == o])
+                 for o in others if o in owners]
+        for fp in [-1, *others]:
+            msg = pb.DistributeNotes(gifts=gifts)
+            if fp >= 0:
+                msg.first_player_to = fp
+            yield pb.Command(distribute_notes=msg)
+
+
 class TestNostraCityContract(EngineContract):
     engine = ENGINE
 
@@ -113,3 +179,6 @@ class TestNostraCityContract(EngineContract):
 
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:
         return perturb_hidden(state, viewer, rng)
+
+    def compound_candidates(self, state: Any, seat: int) -> Iterator[pb.Command]:
+        return compound_candidates(state, seat)

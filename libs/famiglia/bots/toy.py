@@ -126,7 +126,7 @@ class HighCard:
             return []
         return [Pending(state.turn, DecisionKind.TURN, "play", timeout_seconds=float(state.clock_s))]
 
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Message]:
+    def legal_commands(self, state: State, seat: int, limit: int | None = None, *, rng: Any = None) -> list[Message]:
         if state.over or seat != state.turn:
             return []
         return [play(c) for c in state.hands[seat]][: limit or None]

@@ -31,7 +31,8 @@ class PlayedMatch:
 def play_match(client: GameClient, game_id: str, seats: int, *, rng: random.Random,
                options: dict[str, str] | None = None, on_command: Callable[[], None] | None = None,
                max_commands: int = 200_000) -> PlayedMatch:
-    """Create a match and play it to the end; every seat picks uniformly among its legal commands."""
+    """Create a match and play it to the end; every seat picks uniformly among its legal commands,
+    drawn from the whole of each compound choice (`sample_seed`)."""
     start = time.perf_counter()
     handle = client.create_match(game_id, seats, options=options or {})
     tokens = handle.seat_tokens
@@ -53,7 +54,8 @@ def play_match(client: GameClient, game_id: str, seats: int, *, rng: random.Rand
         if not candidates:
             raise RuntimeError(f"{handle.match_id}: nobody to act and not finished")
         seat = rng.choice(candidates)
-        legal = seat_clients[seat].legal_commands(limit=64)
+        # drawn from the whole of a compound choice, so random play reaches every legal command
+        legal = seat_clients[seat].legal_commands(limit=64, sample_seed=rng.getrandbits(63) | 1)
         if not legal.commands:
             continue
         command = rng.choice(list(legal.commands))

@@ -116,9 +116,10 @@ class SeatClient:
         return self.client.stub.GetView(pb.GetViewRequest(match_id=self.match_id),
                                         metadata=_metadata(self.token), timeout=self.client.timeout)
 
-    def legal_commands(self, limit: int = 0) -> pb.ListLegalCommandsResponse:
+    def legal_commands(self, limit: int = 0, sample_seed: int = 0) -> pb.ListLegalCommandsResponse:
+        """With a `sample_seed`, compound choices are drawn from all their members (proto docs)."""
         return self.client.stub.ListLegalCommands(
-            pb.ListLegalCommandsRequest(match_id=self.match_id, limit=limit),
+            pb.ListLegalCommandsRequest(match_id=self.match_id, limit=limit, sample_seed=sample_seed),
             metadata=_metadata(self.token), timeout=self.client.timeout)
 
     def submit(self, command: Message | any_pb2.Any, *, command_id: str | None = None,

@@ -21,6 +21,7 @@ Lifecycle of a match::
 from __future__ import annotations
 
 import enum
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -37,6 +38,18 @@ View: TypeAlias = Message
 
 SPECTATOR: None = None
 """The viewer that is no seat: sees public information only."""
+
+
+Draws: TypeAlias = random.Random
+"""The generator a compound choice is drawn with (`legal_commands`'s `rng`): one the caller
+seeds, never the `random` module's shared one, which rules modules do not touch."""
+
+
+class Sampled(list):  # type: ignore[type-arg]
+    """A `legal_commands` answer that is a sample of a compound choice, not every legal
+    command: `decide` accepts the others too, and a client may compose them from its view."""
+
+    __slots__ = ()
 
 
 class DecisionKind(enum.IntEnum):
@@ -201,11 +214,15 @@ class Engine(Protocol):
         """Every seat that must act now (server truth; filter with `pending_for`)."""
         ...
 
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Command]:
-        """Every legal command for `seat` now; for huge compound choices a bounded,
-        representative sample of at most `limit` (the full set is then covered by
-        `decide`, which accepts any legal command). The returned messages may be shared,
-        prebuilt instances: callers treat them as read-only (copy before changing)."""
+    def legal_commands(self, state: State, seat: int, limit: int | None = None, *,
+                       rng: Draws | None = None) -> list[Command]:
+        """Every legal command for `seat` now, at most `limit`. A compound choice (a team, a
+        split, a set of targets, an amount) too large to list is sampled, and the list is then
+        a `Sampled`: without `rng`, the same representative members every time (what bots
+        choose among); with `rng`, members drawn so that every legal command of the choice can
+        come up (DESIGN.md: "a complete generator/sampler that covers them all"). Everything
+        listed is accepted by `decide`. The returned messages may be shared, prebuilt
+        instances: callers treat them as read-only (copy before changing)."""
         ...
 
     def view(self, state: State, viewer: int | None) -> View:

@@ -139,7 +139,7 @@ class ToyEngine:
             return []
         return [Pending(state.turn, DecisionKind.TURN, "turn")]
 
-    def legal_commands(self, state: ToyState, seat: int, limit: int | None = None) -> list[Message]:
+    def legal_commands(self, state: ToyState, seat: int, limit: int | None = None, *, rng: Any = None) -> list[Message]:
         if seat != state.turn or self.result(state) is not None:
             return []
         out: list[Message] = [pb.Command(roll=pb.Roll())]

@@ -72,8 +72,11 @@ def play_random(
     policy_seed: int | None = None,
     max_steps: int | None = None,
     on_step: Callable[[State, Step, State], Any] | None = None,
+    sampler: random.Random | None = None,
 ) -> Playthrough:
-    """Random legal play to the end. `on_step(before, step, after)` sees every step.
+    """Random legal play to the end. `on_step(before, step, after)` sees every step. With a
+    `sampler`, compound choices are drawn from all their legal members (`legal_commands`'s
+    `rng`), not only the representative ones bots choose among.
 
     The loop is `choose_actor`, `decide` and `fold` written out with the engine's methods
     bound once: it runs once per command of every benchmark and property test, so its own
@@ -135,7 +138,7 @@ def play_random(
                 r = getrandbits(bits_choices)
             seat = choices[r]
         # then one of its legal commands
-        commands = legal_commands(state, seat, 64)
+        commands = legal_commands(state, seat, 64) if sampler is None else legal_commands(state, seat, 64, rng=sampler)
         n = len(commands)
         if not n:
             raise AssertionError(f"pending seat {seat} has no legal command\n{engine.render_state(state)}")

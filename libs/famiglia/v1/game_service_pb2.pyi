@@ -450,17 +450,26 @@ class ListLegalCommandsRequest(_message.Message):
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    SAMPLE_SEED_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     limit: _builtins.int
+    """at most this many (0: the server's cap, 256)"""
+    sample_seed: _builtins.int
+    """0: a compound choice (a team, a split, an amount, a set of targets) is shown by the same
+    representative members every time, the ones bots choose among. Any other value draws its
+    members at random with this seed (the same seed on the same state, the same draws), so
+    that every legal command can come up.
+    """
     def __init__(
         self,
         *,
         match_id: _builtins.str = ...,
         limit: _builtins.int = ...,
+        sample_seed: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "match_id", b"match_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "match_id", b"match_id", "sample_seed", b"sample_seed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -476,7 +485,7 @@ class ListLegalCommandsResponse(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     complete: _builtins.bool
-    """false when a bounded sample of a huge choice"""
+    """false when a sample of a compound choice, or cut at the limit"""
     @_builtins.property
     def commands(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
     @_builtins.property

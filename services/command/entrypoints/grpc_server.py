@@ -110,7 +110,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
     @rpc
     def ListLegalCommands(self, request, context):
         viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
-        answer = self.app.legal_commands(request.match_id, viewer, request.limit)
+        answer = self.app.legal_commands(request.match_id, viewer, request.limit, request.sample_seed)
         return pb.ListLegalCommandsResponse(version=answer.version, commands=[_pack(c) for c in answer.commands],
                                             complete=answer.complete, text=answer.text)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, replace
+from typing import Any
 
 from google.protobuf import struct_pb2
 from google.protobuf.struct_pb2 import Value
@@ -75,7 +76,7 @@ class DiceRace:
     def pending(self, state: State) -> list[Pending]:
         return [] if state.over else [Pending(state.turn, DecisionKind.TURN, "roll")]
 
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Value]:
+    def legal_commands(self, state: State, seat: int, limit: int | None = None, *, rng: Any = None) -> list[Value]:
         return [] if state.over or seat != state.turn else [Value(string_value="roll")]
 
     def view(self, state: State, viewer: int | None) -> Value:

@@ -110,7 +110,7 @@ class SecretCard(HighCard):
     def pending(self, state: State) -> list[Pending]:
         return [Pending(s, DecisionKind.SECRET_CHOICE, "play") for s in state.waiting()]
 
-    def legal_commands(self, state: State, seat: int, limit: int | None = None) -> list[Message]:
+    def legal_commands(self, state: State, seat: int, limit: int | None = None, *, rng: Any = None) -> list[Message]:
         if seat not in state.waiting():
             return []
         return [play(c) for c in self._allowed(state, seat)][: limit or None]

@@ -3,7 +3,7 @@
 Modules in reading order: data (cards, Fuzz table), config (GC-K01 options), state, flow (the
 step table), commands and events (message constructors), setup, decide (one function per
 command; `decide.rounds` runs the steps nobody decides), effects (what each Action card does),
-evolve, legal (legal commands and timeouts), view (view, visibility, redaction), result,
+evolve, legal (legal commands and timeouts), sampler (draws from a compound choice), view (view, visibility, redaction), result,
 render, determinize.
 
 Choices the rules leave to the engine, and why:

@@ -2,8 +2,10 @@
 
 Non-optional commands come first, so a `limit` never cuts them off. Three choices are huge
 compound choices and are sampled: the Boss's split (N^k assignments of k table cards), gifts
-and offers (any subset of a Stash). The complete generators are `all_assignments`,
-`all_gifts` and `all_offers`; `decide` accepts everything they yield.
+and offers (any subset of a Stash); a listing that holds one is a `Sampled`. Without `rng` the
+samples are the same representative ones every time; with `rng` they are drawn from the whole
+choice (`sampler`). The complete generators are `all_assignments`, `all_gifts` and
+`all_offers`; `decide` accepts everything they yield.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import itertools
 from collections.abc import Iterator
 from functools import cache
 
-from famiglia.engine import Rng
+from famiglia.engine import Draws, Rng, Sampled
 
 from . import commands as cmd
 from .commands import Command, listed
 from .data import ACTION_CARDS, MAX_PLAYERS, NOBODY
+from .flow import ASSIGN_LOOT, GIVE_GIFT, MAKE_OFFER, OPTIONAL
+from .sampler import draw_bundles, draw_splits
 from .state import ACTIONS, CARD_CHOICE, DISTRIBUTE, OVER, THREAT_TURNS, State, Step
 
 ASSIGNMENT_SAMPLE = 12
@@ -24,7 +28,11 @@ ASSIGNMENT_SAMPLE = 12
 with a limit, N + 4 and at most half the limit, so the rest of the list still fits)."""
 GIFT_SAMPLE = 2
 OFFER_SAMPLE = 2
+BUNDLE_DRAWS = 16
+"""With `rng`: at most this many offers and gifts drawn (fewer when the limit leaves less room)."""
 VISIBILITIES = {"open": 1, "peek": 2, "hidden": 3}
+COMPOUND = frozenset({ASSIGN_LOOT, GIVE_GIFT, MAKE_OFFER})
+"""The kinds whose commands are sampled, not listed in full."""
 
 
 def round_robin(state: State) -> list[tuple[str, int]]:
@@ -204,7 +212,11 @@ may change 1). Asked before most commands; small-int indexes instead of a 7-tupl
 and compare (every code is below 256, so no int is allocated)."""
 
 
-def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
+def legal_commands(
+    state: State, seat: int, limit: int | None = None, *, rng: Draws | None = None
+) -> list[Command]:
+    if rng is not None:
+        return _drawn_listing(state, seat, limit, rng)
     step = state.step
     if step is ACTIONS and 0 <= seat < state.seats:  # most commands: the open Step 3
         conf = state.config
@@ -239,12 +251,13 @@ def _open_step_shape(seats: int, seat: int, code: int) -> tuple[Command, ...]:
 
 def _open_step_with_payoff(state: State, seat: int, limit: int | None, code: int) -> list[Command]:
     """The open Step 3 of a seat that may still make a public change in the Payoff variant."""
-    conf = state.config
-    listing = list(_open_step_shape(state.seats, seat, code))
-    listing += _sample_offers(state, seat)
+    offers = _sample_offers(state, seat)
+    gifts = _sample_gifts(state, seat) if 3 in state.config.gift_steps else []
+    shape = _open_step_shape(state.seats, seat, code)
+    listing = Sampled(shape) if offers or gifts else list(shape)
+    listing += offers
     listing += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
-    if 3 in conf.gift_steps:
-        listing += _sample_gifts(state, seat)
+    listing += gifts
     if limit is not None and len(listing) > limit:
         del listing[limit:]
     return listing
@@ -259,14 +272,11 @@ def _other_steps(state: State, seat: int, limit: int | None) -> list[Command]:
     if step is DISTRIBUTE:
         out: list[Command] = []
         if seat == state.boss:
-            count = (
-                max(ASSIGNMENT_SAMPLE, state.seats + 4)
-                if limit is None
-                else max(1, min(state.seats + 4, limit // 2))
-            )
-            out += cmd.listed_splits(state.table, sample_splits(state, count))
+            out += cmd.listed_splits(state.table, sample_splits(state, _split_count(state, limit)))
         if conf.payoff and 2 in conf.gift_steps and state.changes[seat] < conf.public_change_limit:
             out += _sample_gifts(state, seat)
+        if out:  # a split or a gift: both are sampled
+            out = Sampled(out)
     else:
         # who may make a public change (GC-D06, GC-D09) and give a gift (GC-P06) now
         if step is THREAT_TURNS:
@@ -289,10 +299,63 @@ def _other_steps(state: State, seat: int, limit: int | None) -> list[Command]:
             )
         )
         if can_change and conf.payoff:
-            out += _sample_offers(state, seat)
+            offers = _sample_offers(state, seat)
+            gifts = _sample_gifts(state, seat) if 3 in conf.gift_steps else []
+            if offers or gifts:
+                out = Sampled(out)
+            out += offers
             out += [listed(cmd.withdraw_offer, o.target) for o in state.offers if o.briber == seat]
-            if 3 in conf.gift_steps:
-                out += _sample_gifts(state, seat)
+            out += gifts
+    if limit is not None and len(out) > limit:
+        del out[limit:]
+    return out
+
+
+def _split_count(state: State, limit: int | None) -> int:
+    """How many splits the Boss's listing holds (see ASSIGNMENT_SAMPLE)."""
+    if limit is None:
+        return max(ASSIGNMENT_SAMPLE, state.seats + 4)
+    return max(1, min(state.seats + 4, limit // 2))
+
+
+def _drawn_listing(state: State, seat: int, limit: int | None, rng: Draws) -> list[Command]:
+    """`legal_commands` with `rng`: the small commands as listed without it, and each compound
+    choice drawn from all its members (`sampler`). Which compound choices are open is read
+    from the listing without `rng` (a choice's samples are there exactly when it has a legal
+    member), so the two never disagree on it, nor on being a `Sampled`.
+
+    A limit cuts the optional commands, not the non-optional ones, as without `rng`; but the
+    drawn offers and gifts keep at least half the room the non-optional commands leave:
+    otherwise a tight limit would cut them all, and they are what the draws are for."""
+    fixed = legal_commands(state, seat)
+    if not isinstance(fixed, Sampled):  # nothing compound: the same list
+        return fixed if limit is None else fixed[:limit]
+    kinds = [c.WhichOneof("kind") for c in fixed]
+    small = [(c, k in OPTIONAL) for c, k in zip(fixed, kinds, strict=True) if k not in COMPOUND]
+    out: list[Command] = Sampled(c for c, optional in small if not optional)
+    tail = [c for c, optional in small if optional]
+    if ASSIGN_LOOT in kinds:  # GC-A01: non-optional, sized as without rng
+        representatives = _fixed_splits(state.seats, len(state.table), state.boss)[0]
+        splits = draw_splits(state, representatives, _split_count(state, limit), rng)
+        out += cmd.listed_splits(state.table, splits)
+    room = None if limit is None else max(0, limit - len(out))
+    bundles: list[Command] = []
+    if MAKE_OFFER in kinds or GIVE_GIFT in kinds:
+        count = BUNDLE_DRAWS if room is None else min(BUNDLE_DRAWS, max(room - len(tail), (room + 1) // 2))
+        conf = state.config
+        targets = [t for t in range(state.seats) if t != seat and state.offer(seat, t) is None]
+        others = [r for r in range(state.seats) if r != seat]
+        bundles = draw_bundles(
+            state,
+            seat,
+            count,
+            rng,
+            targets=targets if MAKE_OFFER in kinds else [],
+            visibilities=[VISIBILITIES[v] for v in VISIBILITIES if v in conf.offer_visibilities],
+            receivers=others if GIVE_GIFT in kinds else [],
+        )
+    out += tail if room is None else tail[: max(0, room - len(bundles))]
+    out += bundles
     if limit is not None and len(out) > limit:
         del out[limit:]
     return out

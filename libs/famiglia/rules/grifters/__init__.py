@@ -2,7 +2,7 @@
 
 Modules in reading order: data (cards, Jobs, constants), config (GR-F01 options), state, events,
 flow (the decision table), resolve (emit-and-fold context, end checks), effects (one function per
-caper and reward code), decide, setup, evolve, commands (legal commands, pending, timeouts), view,
+caper and reward code), decide, setup, evolve, commands (legal commands, pending, timeouts), sampler (Teams drawn by index), view,
 result, render, determinize.
 """
 

@@ -6,11 +6,12 @@ from functools import cache, lru_cache
 from itertools import chain, combinations, islice, product
 from typing import Any
 
-from famiglia.engine import DecisionKind, Pending
+from famiglia.engine import DecisionKind, Draws, Pending, Sampled
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from .data import BRAIN, BRAWN, JOBS_BY_ID, SKILL_OF, SPEED
 from .flow import PLAY_DECISION, choice_options, default_answer, open_decision, timeout_seconds
+from .sampler import draw_in_order, draw_teams, team_count
 from .state import (
     ABDUCT,
     COPY,
@@ -27,8 +28,8 @@ from .state import (
 )
 
 Command = pb.Command
-#: with a `limit`, at most this many Teams per Job are listed (a representative sample; decide
-#: accepts every matching Team)
+#: with a `limit` and no `rng`, at most this many Teams per Job are listed, the first in `teams`
+#: order (the representative sample bots choose among; decide accepts every matching Team)
 TEAMS_PER_JOB_SAMPLE = 4
 
 
@@ -116,30 +117,69 @@ _listed_complete_job = complete_job  # Teams vary too much to be worth caching
 _listed_answer = lru_cache(maxsize=1 << 14)(answer_command)
 
 
-def legal_commands(state: State, seat: int, limit: int | None = None) -> list[Command]:
+def legal_commands(state: State, seat: int, limit: int | None = None, *,
+                   rng: Draws | None = None) -> list[Command]:
+    """Every legal command of `seat` now, at most `limit`. Compound choices (a Job's Team, the
+    Forger's pair of Jobs) that do not fit are a `Sampled`: fixed members, or with `rng` members
+    drawn from all of them (`sampler`); small choices are listed in full, as always."""
     decision = open_decision(state)
     if not decision or seat != state.active:
         return []
     if decision == PLAY_DECISION:
-        hand = state.players[seat].hand
-        out = [_listed_pull_caper(card) for card in hand]
-        per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE
-        skills = by_skill(hand)
-        b, s, w = len(skills[BRAIN]), len(skills[SPEED]), len(skills[BRAWN])
-        for _, jobs in state.stacks:
-            if not jobs:
-                continue
-            job = jobs[0]
-            nb, ns, nw = _NEEDS[job]
-            if b >= nb and s >= ns and w >= nw:
-                out.extend(_listed_complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
-    else:
-        options: list[Any] = choice_options(state, decision)
-        if decision in OPTIONAL_CHOICES:
-            options = [None, *options]
-        out = [_listed_answer(decision, o) for o in options]
+        return _play_commands(state, seat, limit, rng)
+    options: list[Any] = choice_options(state, decision)
+    if decision in OPTIONAL_CHOICES:
+        options = [None, *options]
+    if limit is not None and len(options) > limit:
+        if decision == JOB_SWAP:  # GR-K11: one own Job by one of theirs, a compound choice
+            if rng is not None:  # declining stays first, as always, while it leaves room
+                keep = 1 if limit > 1 else 0
+                options = options[:keep] + draw_in_order(options[keep:], limit - keep, rng)
+            return Sampled(_listed_answer(decision, o) for o in options[:limit])
+        del options[limit:]
+    return [_listed_answer(decision, o) for o in options]
+
+
+def _play_commands(state: State, seat: int, limit: int | None, rng: Draws | None) -> list[Command]:
+    """GR-D02: a caper with each card in hand (GR-C01), then the Teams of each available Job
+    (GR-J01, GR-J03) in stack order: all of them without a `limit`, else the first
+    TEAMS_PER_JOB_SAMPLE of each, cut at the limit (a `Sampled` when that leaves a Team out)."""
+    hand = state.players[seat].hand
+    skills = by_skill(hand)
+    b, s, w = len(skills[BRAIN]), len(skills[SPEED]), len(skills[BRAWN])
+    jobs: list[tuple[str, int]] = []  # (job, how many Teams) for each Job with a Team
+    total = shown = 0  # how many Teams in all, and how many the fixed answer lists before the limit
+    for _, stack in state.stacks:
+        if not stack:
+            continue
+        job = stack[0]
+        nb, ns, nw = _NEEDS[job]
+        if b >= nb and s >= ns and w >= nw:
+            n = team_count(b, s, w, job)
+            jobs.append((job, n))
+            total += n
+            shown += n if n < TEAMS_PER_JOB_SAMPLE else TEAMS_PER_JOB_SAMPLE
+    sampled = total > 0 and limit is not None and min(max(limit - len(hand), 0), shown) < total
+    if sampled and rng is not None and limit is not None:
+        return _drawn_play_commands(hand, skills, jobs, limit, rng)
+    out = (Sampled if sampled else list)(map(_listed_pull_caper, hand))
+    per_job = None if limit is None else TEAMS_PER_JOB_SAMPLE  # all of them when nothing is sampled
+    for job, _ in jobs:
+        out.extend(_listed_complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
     if limit is not None and len(out) > limit:
         del out[limit:]
+    return out
+
+
+def _drawn_play_commands(hand: tuple[str, ...], skills: dict[str, list[str]], jobs: list[tuple[str, int]],
+                         limit: int, rng: Draws) -> Sampled:
+    """GR-J03 drawn (`sampler.draw_teams`): the Teams get what the capers leave, but never fewer
+    places than one Job's fixed sample (half the limit, below 8), so that a long hand (GR-R14)
+    cannot crowd them out; the capers are then drawn among the hand."""
+    total = sum(n for _, n in jobs)
+    budget = min(total, limit, max(limit - len(hand), min(TEAMS_PER_JOB_SAMPLE, limit // 2), 1))
+    out = Sampled(_listed_pull_caper(card) for card in draw_in_order(hand, limit - budget, rng))
+    out.extend(_listed_complete_job(job, team) for job, team in draw_teams(skills, jobs, budget, rng))
     return out
 
 

@@ -2,7 +2,7 @@
 
 Modules in reading order: data (cards), config (options, NC-K90), state, queries
 (derived facts), flow (the phase table), evolve, setup, decide/ (business, meeting,
-trial, reception, verdict, turns, common), effects (Vendetta cards), legal, view,
+trial, reception, verdict, turns, common), effects (Vendetta cards), legal, sampler (compound choices counted and drawn), view,
 result, render, determinize.
 """
 

@@ -1,21 +1,27 @@
-"""legal_commands(state, seat, limit): every legal command, or for compound choices
-(distributions, bids, Corruptions) a bounded representative sample.
+"""legal_commands(state, seat, limit, rng=None): every legal command; for a compound choice
+(cash-ins, bids, Corruptions, distributions) a sample of it, and then a `Sampled` whenever
+the sample leaves a legal member out.
 
-Complete generators, all accepted by `decide`:
-- CashIn: every Free Wiseguy x legal (source Turf, declared type, W05 option). Sample:
-  the Earners and W18 plus one other Wiseguy.
+Without an rng, the representatives below, the same every time (what bots choose among).
+With one, each compound choice is drawn from all of its legal members (`sampler`), half of
+its room still going to representatives, and whatever is cut at the limit is cut at random,
+so every legal command can come up. Complete generators, all accepted by `decide`:
+- CashIn: every Free Wiseguy x legal (source Turf, declared type, W05 option).
+  Representatives: the Earners and W18 plus one other Wiseguy (the others act alike here).
 - DistributeNotes: every split of the drawn Notes among the other seats with at most
   s(p) Notes each (s(p) - 1 for the First Player gift's receiver), plus optionally the
-  gift to a seat with a share. Sample: fair, keep-all, cheat-one, serve-one, gifts.
+  gift to a seat with a share. Representatives: fair, keep-all, cheat-one, serve-one, gifts.
 - PlaceBid: every Free Wiseguy x unused Location on a filled space x every non-empty
-  subset of the Bank (at least 2 Notes under I5). Sample: the Baldini plus one other
-  Wiseguy, per Location the lowest Note, the highest Note, the two lowest, the whole Bank.
+  subset of the Bank (at least 2 Notes under I5). Representatives: the Baldini plus one
+  other Wiseguy, per Location the lowest Note, the highest Note, the two lowest, the whole Bank.
 - Corrupt: every Free Wiseguy x every Bank Note (pairs with W11), W12 and W13 options.
-  Sample: the Fixers plus one other Wiseguy, one Note of each (value, mark) kind.
+  Representatives: the Fixers plus one other Wiseguy, one Note of each (value, mark) kind.
+- KeepNotes, AssignTitle, PlayRage, PlayVendetta: listed whole (W08's pairs included).
 """
 
 from __future__ import annotations
 
+from famiglia.engine import Draws, Sampled
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .data import NOTE_MARK, NOTE_VALUE, POWER_HOLDER, VENDETTA_BY_ID, WISEGUY_BY_ID
@@ -24,12 +30,14 @@ from .decide.meeting import title_candidates
 from .decide.turns import rage_options
 from .effects import REVENGE_TARGETS
 from .queries import can_bid, can_corrupt, cash_in_options, free_wiseguys, min_bid_notes
+from .sampler import Members, bids, cash_ins, corruptions, cut, distributions, sample
 from .state import Phase, State
 
 _END = pb.Command(end_turn=pb.EndTurn())
 
 
-def legal_commands(state: State, seat: int, limit: int | None = None) -> list[pb.Command]:
+def legal_commands(state: State, seat: int, limit: int | None = None, *,
+                   rng: Draws | None = None) -> list[pb.Command]:
     cap = limit if limit is not None else 10_000
     if state.phase is Phase.OVER or cap <= 0:
         return []
@@ -37,19 +45,29 @@ def legal_commands(state: State, seat: int, limit: int | None = None) -> list[pb
     if choice is not None:
         if choice.seat != seat:
             return []
-        return _bounded(_choice_commands(state, cap), cap)
+        if choice.kind == "distribute":
+            splits, whole = distribution_samples(state, 10_000), distributions(state)
+            listed = splits[:cap] if rng is None else sample(splits, whole, cap, rng)
+            return _flagged(listed, splits, whole)
+        listed = _choice_commands(state)
+        return _bounded(listed, cap) if rng is None else cut(listed, cap, rng)
     if seat != state.turn_seat or state.draws:
         return []
-    out: list[pb.Command] = []
-    if not state.turn_acted:
-        out.extend(_revenge(state, seat))
-    if state.phase is Phase.BUSINESS:
-        out.extend(_cash_ins(state, seat))
-    elif state.phase is Phase.MEETING:
-        out.extend(_bids(state, seat))
-    elif state.phase is Phase.TRIAL:
-        out.extend(_corruptions(state, seat))
-    return [_END, *_bounded(out, cap - 1)]
+    small = _revenge(state, seat) if not state.turn_acted else []
+    compound = _COMPOUND.get(state.phase)
+    fixed, members = compound(state, seat) if compound else ([], None)
+    if rng is None:
+        return _flagged([_END, *_bounded(small + fixed, cap - 1)], fixed, members)
+    # the compound choice keeps at least half of the room; the small ones share the rest
+    room = cap - 1
+    drawn = sample(fixed, members, max(room - len(small), (room + 1) // 2), rng) if members else []
+    return _flagged([_END, *cut(small, room - len(drawn), rng), *drawn], fixed, members)
+
+
+def _flagged(listed: list[pb.Command], fixed: list[pb.Command], members: Members | None) -> list[pb.Command]:
+    """A `Sampled` whenever the representatives leave a legal member of the compound choice
+    out, with or without an rng: a client then knows to compose the others itself."""
+    return Sampled(listed) if members is not None and members.size > len(fixed) else listed
 
 
 def _bounded(commands: list[pb.Command], cap: int) -> list[pb.Command]:
@@ -62,11 +80,10 @@ def _bounded(commands: list[pb.Command], cap: int) -> list[pb.Command]:
     return [commands[int(i * step)] for i in range(cap)]
 
 
-def _choice_commands(state: State, cap: int) -> list[pb.Command]:
+def _choice_commands(state: State) -> list[pb.Command]:
+    """Every answer to a small choice inside a turn (NC-D06, NC-D09..D11)."""
     choice = state.choice
     assert choice is not None
-    if choice.kind == "distribute":
-        return distribution_samples(state, cap)
     if choice.kind == "keep":
         notes = choice.notes
         out = [pb.Command(keep_notes=pb.KeepNotes(notes=[n])) for n in notes]
@@ -94,13 +111,15 @@ def _revenge(state: State, seat: int) -> list[pb.Command]:
     return out
 
 
-def _cash_ins(state: State, seat: int) -> list[pb.Command]:
-    free = _representatives(free_wiseguys(state.players[seat]), "cash_in")
+def _cash_ins(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
+    free = free_wiseguys(state.players[seat])
+    options = cash_in_options(state, seat)
+    reps = _representatives(free, "cash_in")
     out = []
-    for turf, declared, power in cash_in_options(state, seat):
-        for w in ([POWER_HOLDER["any_source"]] if power else free):
+    for turf, declared, power in options:
+        for w in ([POWER_HOLDER["any_source"]] if power else reps):
             out.append(pb.Command(cash_in=pb.CashIn(wiseguy=w, turf=turf, declared=declared, use_power=power)))
-    return out
+    return out, cash_ins(free, options)
 
 
 def _representatives(free: list[str], action: str) -> list[str]:
@@ -109,35 +128,37 @@ def _representatives(free: list[str], action: str) -> list[str]:
     return [w for w in free if WISEGUY_BY_ID[w].action == action] + plain[:1]
 
 
-def _bids(state: State, seat: int) -> list[pb.Command]:
+def _bids(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
     if not can_bid(state, seat):
-        return []
+        return [], None
     p = state.players[seat]
+    free = free_wiseguys(p)
     need = min_bid_notes(state)
     by_value = sorted(p.bank, key=lambda n: (NOTE_VALUE[n], n))
+    locations = [loc for loc in p.locations if state.street[loc - 1]]
     sets: list[list[int]] = []
     for notes in (by_value[:1], by_value[-1:], by_value[:2], by_value):
         if len(notes) >= need and notes not in sets:
             sets.append(notes)
     out = []
-    for w in _representatives(free_wiseguys(p), "auction"):
-        for loc in p.locations:
-            if state.street[loc - 1]:
-                for notes in sets:
-                    out.append(pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes)))
-    return out
+    for w in _representatives(free, "auction"):
+        for loc in locations:
+            for notes in sets:
+                out.append(pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes)))
+    return out, bids(free, locations, by_value, need)
 
 
-def _corruptions(state: State, seat: int) -> list[pb.Command]:
+def _corruptions(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
     if not can_corrupt(state, seat):
-        return []
+        return [], None
     p = state.players[seat]
+    free = free_wiseguys(p)
     kinds: dict[tuple[int, str], int] = {}
     for n in p.bank:
         kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
     singles = sorted(kinds.values())
     out = []
-    for w in _representatives(free_wiseguys(p), "corruption"):
+    for w in _representatives(free, "corruption"):
         effect = WISEGUY_BY_ID[w].effect
         for n in singles:
             out.append(pb.Command(corrupt=pb.Corrupt(wiseguy=w, notes=[n])))
@@ -147,4 +168,8 @@ def _corruptions(state: State, seat: int) -> list[pb.Command]:
             out.append(pb.Command(corrupt=pb.Corrupt(wiseguy=w, from_deck=True)))
         if effect == "token_move" and not state.w13_spent:
             out.append(pb.Command(corrupt=pb.Corrupt(wiseguy=w, move_token=True)))
-    return out
+    return out, corruptions(free, p.bank, state.w13_spent)
+
+
+_COMPOUND = {Phase.BUSINESS: _cash_ins, Phase.MEETING: _bids, Phase.TRIAL: _corruptions}
+"""Each turn phase's compound choice: its representatives and its whole (`sampler`)."""

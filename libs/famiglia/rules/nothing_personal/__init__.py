@@ -4,7 +4,7 @@ Modules in reading order: data (Tables A-H; data/*.toml hold the placeholder car
 (options), expansions (NP-V7 set files, loaded here at import), state, board (queries), events,
 evolve, tx (events applied as emitted), effects (Table F codes), plays (card plays), crew (the
 Crew, windows, dice), family (Fence, Feds, Family, final scoring), rounds (phase and round boundaries), flow (the phase table), setup, decide/ (commands),
-legal, view, result (tie-breakers), render, determinize.
+legal, sampler (draws from compound choices), view, result (tie-breakers), render, determinize.
 """
 
 from __future__ import annotations

@@ -1,13 +1,18 @@
-"""legal_commands: the open decision's commands first, then the optional ones (NP-R6, NP-M9, NP-M10)."""
+"""legal_commands: the open decision's commands first, then the optional ones (NP-R6, NP-M9, NP-M10).
+
+Card plays, action abilities with many targets, shakedowns and offers are compound choices: the
+listing is then a `Sampled`, of representative members, or with `rng` of drawn ones (sampler.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import product
 from typing import Any
 
+from famiglia.engine import Draws, Sampled
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from . import crew
+from . import crew, sampler
 from .board import active
 from .data import GIDX
 from .decide.negotiation import executable
@@ -95,7 +100,8 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     Answers to offers made to the seat are always listed. Of the seat's own initiatives (a shakedown,
     an offer, a hand-over, a contract, a withdrawal, an auto-pass change) one is listed, rotating with
     the state, so a random player negotiates without drowning the game in side deals. Shakedowns
-    and offers are huge compound choices (any cards, any amounts); `decide` accepts all of them.
+    and offers are huge compound choices (any cards, any amounts); `decide` accepts all of them, and
+    `legal_commands` with `rng` draws them (sampler.py).
     Chat (NP-M7) is free text with no game effect: `decide` accepts it, but it is not enumerated.
     """
     if s.round < 1 or s.phase in _NO_NEGOTIATION:
@@ -236,7 +242,92 @@ def _autopass(cards: bool, rerolls: bool) -> pb.Command:
     return pb.Command(set_auto_pass=pb.SetAutoPass(cards=cards, rerolls=rerolls))
 
 
-def legal_commands(s: State, seat: int, limit: int | None = None) -> list[pb.Command]:
+def legal_commands(s: State, seat: int, limit: int | None = None, *,
+                   rng: Draws | None = None) -> list[pb.Command]:
+    """The representative listing; with `rng`, the compound choices' members drawn from all of them."""
+    if rng is not None:
+        return _drawn(s, seat, limit, rng)
     out = required(s, seat)   # always a fresh list
+    n = len(out)
     out += optional(s, seat)
-    return out[:limit] if limit and len(out) > limit else out
+    if limit and len(out) > limit:
+        out = out[:limit]
+    return Sampled(out) if _negotiating(s, seat) or (n > 1 and _compound(s)) else out
+
+
+def _compound(s: State) -> bool:
+    """Whether the open decision's listing (of more than a pass) samples a compound choice: card
+    plays (NP-C2, NP-D5) or an action ability with many targets (NP-W14)."""
+    d = decision(s)
+    assert d is not None
+    if d.kind == "commission":
+        return True
+    if d.kind == "window":
+        assert s.window is not None
+        return s.window.kind == "card"
+    return d.kind == "action" and sampler.compound_abilities(s)
+
+
+def _negotiating(s: State, seat: int) -> bool:
+    """Whether the seat has an initiative (NP-R6): a shakedown, an offer (a request is always possible,
+    NP-H7), a withdrawal or an auto-pass change. `optional` lists one of them, `_drawn` draws them."""
+    if s.round < 1 or s.phase in _NO_NEGOTIATION:
+        return False
+    cfg = s.cfg
+    return (bool(s.hands[seat]) or s.offers_made[seat] < cfg.offers_per_phase
+            or s.ap_changes[seat] < cfg.autopass_changes_per_phase or any(o.frm == seat for o in s.offers))
+
+
+def _drawn(s: State, seat: int, limit: int | None, rng: Draws) -> list[pb.Command]:
+    """`legal_commands` with `rng`: the small choices whole, the compound ones drawn (sampler.py).
+    A `Sampled` exactly when the representative listing is one."""
+    out = required(s, seat)
+    compound = len(out) > 1 and _compound(s)
+    families: list[sampler.Family] = []
+    if compound:
+        d = decision(s)
+        assert d is not None
+        if d.kind == "action":
+            out = sampler.action_small(s)
+            families = sampler.ability_families(s)
+        else:   # a Commission turn or a card window: pass, or any play
+            out = [PASS]
+            families = sampler.play_families(s, seat, window=d.kind == "window")
+    if s.round >= 1 and s.phase not in _NO_NEGOTIATION:
+        out += _answers(s, seat)
+    negotiating = _negotiating(s, seat)
+    initiatives: list[sampler.Family] = []
+    if negotiating:
+        initiatives = sampler.negotiation_families(s, seat)
+        few = sampler.listed(_few(s, seat))
+        if few is not None:
+            initiatives.append(few)
+    out = sampler.sample(out, families, initiatives, limit, rng)
+    return Sampled(out) if compound or negotiating else out
+
+
+def _answers(s: State, seat: int) -> list[pb.Command]:
+    """Answers to the offers made to the seat (NP-M4), as `optional` lists them."""
+    out = []
+    for o in s.offers:
+        if o.to == seat:
+            if executable(s, o):
+                out.append(_built(_accept, o.id))
+            out.append(_built(_decline, o.id))
+    return out
+
+
+def _few(s: State, seat: int) -> list[pb.Command]:
+    """The seat's initiatives of few members: withdrawals (NP-M4), auto-pass changes (NP-D7, NP-M10)
+    and requests to cancel a contract (NP-V5)."""
+    out = [_built(_withdraw, o.id) for o in s.offers if o.frm == seat]
+    cfg = s.cfg
+    if s.ap_changes[seat] < cfg.autopass_changes_per_phase:
+        out += [_built(_autopass, c, r) for c, r in product((False, True), repeat=2) if (c, r) != s.autopass[seat]]
+    if cfg.keep_your_word and s.offers_made[seat] < cfg.offers_per_phase:
+        out += [_built(_cancel, c.id) for c in s.contracts if seat in (c.payer, c.payee)]
+    return out
+
+
+def _cancel(cid: int) -> pb.Command:
+    return pb.Command(cancel_contract=pb.CancelContract(contract=cid))
