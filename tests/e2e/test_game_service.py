@@ -38,6 +38,7 @@ def _play_to_the_end(client: ReflectionClient, match_id: str, tokens: list[str],
                      redis_url: str, check_every: int = 15) -> object:
     engine_checks = 0
     n = 0
+    drawn_checked = False
     while True:
         spectator = client.call(GS, "GetView", match_id=match_id)
         if spectator.finished:
@@ -47,7 +48,16 @@ def _play_to_the_end(client: ReflectionClient, match_id: str, tokens: list[str],
             asked = [s for s, t in enumerate(tokens)
                      if any(p.seat == s for p in client.call(GS, "GetView", t, match_id=match_id).to_act)]
         seat = rng.choice(asked)
-        legal = client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32)
+        # every other command drawn from the whole of a compound choice (`sample_seed`)
+        seed = rng.getrandbits(32) | 1 if n % 2 else 0
+        legal = client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32, sample_seed=seed)
+        if seed and not legal.complete and not drawn_checked:  # once a match: the seed is the request's
+            drawn_checked = True
+            again = client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32, sample_seed=seed)
+            assert list(again.commands) == list(legal.commands), "the same seed draws the same"
+            fixed = list(client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32).commands)
+            assert any(list(client.call(GS, "ListLegalCommands", tokens[seat], match_id=match_id, limit=32,
+                                        sample_seed=other).commands) != fixed for other in range(1, 9))
         command = rng.choice(list(legal.commands))
         reply = client.call(GS, "SubmitCommand", tokens[seat], match_id=match_id, command_id=uuid.uuid4().hex,
                             expected_version=legal.version, command=command)
