@@ -40,7 +40,7 @@ from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState, NotAMatch, command_key
-from famiglia.telemetry import carried_trace_id, get_logger
+from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
@@ -244,6 +244,17 @@ def _seats_acted_since(match: MatchState, version: int) -> set[int]:
     return acted
 
 
+def _carried(tracked: Tracked, last: EventEnvelope) -> dict[str, str]:
+    """The trace the match's next tasks carry: the last command's. After a bot's own move they
+    start a new trace linked to it (`FOLLOWS_KEY`), so a match of bots alone is a trace per
+    task, not one trace nested as deep as the match; after a person's move (or a clock's, or
+    the match's creation) they continue it."""
+    carrier = dict(last.trace)
+    if last.seat in tracked.bots:
+        carrier[FOLLOWS_KEY] = "1"
+    return carrier
+
+
 def bot_seats(match: MatchState) -> dict[int, str]:
     return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
 
@@ -327,7 +338,7 @@ class Dispatcher:
             if tracked is None:
                 return
         if batch[-1].trace:
-            tracked.trace = dict(batch[-1].trace)
+            tracked.trace = _carried(tracked, batch[-1])
         moved = len(tracked.match.commands) - before
         if moved > 0 and tracked.tournament_id and self.observer is not None:
             self.observer.match_progress(tracked.tournament_id, match_id, moved)
@@ -367,7 +378,7 @@ class Dispatcher:
             return None
         tracked = Tracked(match, bot_seats(match))
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
-            tracked.trace = dict(envelopes[-1].trace)
+            tracked.trace = _carried(tracked, envelopes[-1])
         self.matches[match_id] = tracked
         if not match.finished:
             self.live.add(match_id)

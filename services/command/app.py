@@ -6,7 +6,6 @@ Each method takes plain values and returns plain values or raises an AppError
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import random
 import secrets
@@ -18,6 +17,7 @@ from google.protobuf.message import DecodeError, Message
 
 from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.engine import (
+    Engine,
     GameInfo,
     MalformedCommand,
     MatchConfig,
@@ -709,10 +709,16 @@ def _padding(m) -> int:
     return max(0, m.seats - 1 - len(m.staged))
 
 
-@functools.cache
-def _padding_event(engine) -> Message:
-    event = engine.info.padding_event()
-    assert event is not None  # _padding is 0 for a game without padding
+_PADDING: dict[str, Message] = {}
+"""game id -> its padding event, built once"""
+
+
+def _padding_event(engine: Engine) -> Message:
+    event = _PADDING.get(engine.info.game_id)
+    if event is None:
+        event = engine.info.padding_event()
+        assert event is not None  # _padding is 0 for a game without padding
+        _PADDING[engine.info.game_id] = event
     return event
 
 

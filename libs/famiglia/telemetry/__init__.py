@@ -593,6 +593,35 @@ def extract_context(carrier: Mapping[str, str]) -> otel_context.Context:
     return propagate.extract(dict(carrier))
 
 
+FOLLOWS_KEY = "famiglia-follows"
+"""A carrier entry asking its receiver to start a new trace that links to the carried one,
+instead of continuing it: work one step of a long automatic chain (a bot answering a bot)."""
+
+
+@contextmanager
+def follows_from(name: str, carried: otel_context.Context, *,
+                 provider: trace.TracerProvider | None = None, **attributes: Any) -> Iterator[None]:
+    """A new trace for the block, its root span linked to the span in `carried`: each bot move
+    of a match played by bots alone is its own trace, not one more level of a trace as deep as
+    the match. Recorded when spans go somewhere; otherwise fresh ids only, as `server_span`
+    gives, which the logs and the next call's metadata carry."""
+    sdk = _export_state(_provider() if provider is None else provider)[1]
+    root = Context()
+    if sdk is not None:
+        with _Current(_unrecorded(sdk, name, root), root):
+            yield
+        return
+    above = trace.get_current_span(carried).get_span_context()
+    links = [trace.Link(above)] if above.is_valid else []
+    token = otel_context.attach(root)
+    try:
+        spans = tracer() if provider is None else provider.get_tracer("famiglia")
+        with spans.start_as_current_span(name, kind=SpanKind.CONSUMER, links=links, attributes=attributes):
+            yield
+    finally:
+        otel_context.detach(token)
+
+
 def carried_trace_id(carrier: Mapping[str, str] | None) -> str:
     """The trace id of a stored carrier's W3C traceparent ("00-<trace id>-<span id>-<flags>"),
     or "": what a log line names so an operator can find the command's other lines."""

@@ -34,7 +34,15 @@ from celery.worker.state import task_reserved
 from opentelemetry import context as otel_context
 
 from famiglia.eventstore.consumer import exchange
-from famiglia.telemetry import extract_context, get_logger, inject_context, spans_exported, tracer
+from famiglia.telemetry import (
+    FOLLOWS_KEY,
+    extract_context,
+    follows_from,
+    get_logger,
+    inject_context,
+    spans_exported,
+    tracer,
+)
 
 from .. import handlers
 from ..bootstrap import BotsApp
@@ -122,8 +130,14 @@ def celery_config(app: BotsApp) -> dict[str, Any]:
 def _continued_trace(request: Any, name: str, **attributes: Any) -> Iterator[None]:
     """Continue the dispatcher's trace: a task span when spans are exported; otherwise
     only the dispatcher's context, which is all the logs and SubmitCommand's metadata
-    carry on (a span nobody sees cost ~5% of a decision's CPU)."""
+    carry on (a span nobody sees cost ~5% of a decision's CPU). A decision that follows a
+    bot's own move starts a new trace linked to that move's (`follows_from`), so a match of
+    bots is a trace per task, not one trace as deep as the match."""
     carrier = getattr(request, TRACE_HEADER, None) or (getattr(request, "headers", None) or {}).get(TRACE_HEADER)
+    if carrier and carrier.get(FOLLOWS_KEY):  # a bot answering a bot: a new trace, linked
+        with follows_from(name, extract_context(carrier), **attributes):
+            yield
+        return
     token = otel_context.attach(extract_context(carrier or {}))
     try:
         if spans_exported():

@@ -749,3 +749,34 @@ def test_a_clock_counts_from_when_its_decision_began_not_from_the_last_event(mon
     again = {s: countdown for (_m, s, v, countdown) in table.tasks.clocks if v == table.version(match_id)}
     assert again[seat] == pytest.approx(first[seat] - 20.0 + 0.5, abs=0.01)  # not first[seat] again
     assert other not in again or again[other] >= first[other] - 0.01  # its next decision: afresh
+
+
+@dataclass
+class TracedTasks(FakeTasks):
+    traces: list = field(default_factory=list)
+
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None, then=()) -> None:
+        FakeTasks.decide(self, match_id, game_id, seat, version, policy, trace, payload, then)
+        self.traces.append(dict(trace or {}))
+
+
+@pytest.mark.parametrize(("bots", "follows"), [({0: "random", 1: "random"}, True), ({1: "random"}, False)])
+def test_a_decision_after_a_bots_move_starts_a_linked_trace_and_after_a_persons_continues_it(
+        bots: dict[int, str], follows: bool) -> None:
+    """A match of bots alone is a trace per task, not one trace nested as deep as the match."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, server_span
+
+    table = Table()
+    table.tasks = TracedTasks()
+    table.dispatcher.tasks = table.tasks
+    match_id = table.create(bots)
+    table.pump(match_id)
+    with server_span("SubmitCommand", provider=TracerProvider()) as span:  # seat 0's move, traced
+        table.act(match_id, 0)
+    table.pump(match_id)
+    assert table.tasks.decisions[-1][1] == 1
+    carried = table.tasks.traces[-1]
+    assert carried_trace_id(carried) == f"{span.get_span_context().trace_id:032x}"
+    assert (carried.get(FOLLOWS_KEY) == "1") is follows

@@ -89,3 +89,26 @@ def test_detaching_in_another_context_is_logged_and_swallowed_like_opentelemetry
     contextvars.copy_context().run(cm.__enter__)
     cm.__exit__(None, None, None)  # the token belongs to the other context: OpenTelemetry logs it
     assert "Failed to detach context" in caplog.text
+
+
+def test_follows_from_starts_a_new_trace_linked_to_the_carried_one() -> None:
+    from famiglia.telemetry import follows_from
+
+    carried = extract_context({"traceparent": PARENT})
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with follows_from("bots.decide", carried, provider=provider, seat=1):
+        inside = trace.get_current_span().get_span_context()
+    (finished,) = exporter.get_finished_spans()
+    assert finished.name == "bots.decide" and finished.kind == SpanKind.CONSUMER and finished.parent is None
+    assert finished.context.trace_id == inside.trace_id != 0x0AF7651916CD43DD8448EB211C80319C
+    assert [link.context.span_id for link in finished.links] == [0xB7AD6B7169203331]
+    assert finished.attributes["seat"] == 1
+    # without an exporter: fresh ids alone, which the logs and the next call carry
+    with follows_from("bots.decide", carried, provider=TracerProvider()):
+        quiet = trace.get_current_span().get_span_context()
+        carrier = inject_context()
+    assert quiet.is_valid and quiet.trace_id != 0x0AF7651916CD43DD8448EB211C80319C
+    assert carrier["traceparent"].split("-")[1] == f"{quiet.trace_id:032x}"
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left current
