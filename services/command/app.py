@@ -594,7 +594,9 @@ class CommandApp:
         except RuleViolation as exc:
             log.info("command_refused", match_id=m.match_id, seat=seat, command_id=command_id, code=exc.code,
                      reason=exc.message)
-            raise FailedPrecondition(exc.code, exc.message) from None
+            refused = FailedPrecondition(exc.code, exc.message)
+            refused.logged = True  # the line above is the refusal's one line, the RPC's too
+            raise refused from None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             # A field value the engine cannot even read: the client's input, not a rule.
             log.warning("command_malformed", match_id=m.match_id, seat=seat, command_id=command_id,

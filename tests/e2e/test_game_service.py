@@ -242,4 +242,14 @@ def test_every_refusal_leaves_a_line_naming_its_match_and_code(command_address: 
     assert [(r["rpc"], r["code"], r["match_id"]) for r in refused] == [
         ("SubmitCommand", "stale_version", match.match_id), ("GetView", "bad_token", match.match_id)]
     assert refused[0]["command_id"] == "stale-1" and refused[0]["status"] == "ABORTED"
+    # a rule's refusal is one line, the command service's, which names the seat too
+    asked = {p.seat for p in client.spectator(match.match_id).view().to_act}
+    idle = next(s for s in range(len(match.seat_tokens)) if s not in asked)
+    with structlog.testing.capture_logs() as captured:
+        with pytest.raises(grpc.RpcError) as rule:
+            client.seat(match.match_id, match.seat_tokens[idle]).submit(command, command_id="idle-1")
+    assert rule.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    lines = [line for line in captured if line["event"] in ("rpc_refused", "command_refused")]
+    assert [(r["event"], r["match_id"], r["seat"], r["command_id"]) for r in lines] == [
+        ("command_refused", match.match_id, idle, "idle-1")]
     client.close()

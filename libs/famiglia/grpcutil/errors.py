@@ -19,6 +19,9 @@ class AppError(Exception):
     """An error a client caused or may see; `status` is the gRPC code it maps to."""
 
     status: grpc.StatusCode = grpc.StatusCode.INTERNAL
+    logged: bool = False
+    """True when whoever raised it has already written its log line (with more than the RPC
+    knows, a rule refusal's seat): the RPC wrapper then writes no second one."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")

@@ -99,8 +99,9 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         ids = _request_ids(request)
         if isinstance(exc, AppError):
             span.set_attribute("famiglia.code", exc.code)
-            log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
-                     reason=exc.message[:300], **ids)
+            if not exc.logged:
+                log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
+                         reason=exc.message[:300], **ids)
             context.abort_with_status(to_status(exc))
         span.set_status(Status(StatusCode.ERROR, str(exc)))
         log.exception("rpc_failed", rpc=name, **ids)
