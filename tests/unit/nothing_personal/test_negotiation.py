@@ -274,6 +274,29 @@ def test_np_v3_action_by_against_a_target_pays_for_an_ability_that_names_it_as_m
         assert not paid and s.contracts
 
 
+@pytest.mark.parametrize("junk", ["gangster", "gangsters", "destination"])
+def test_np_v3_a_gangster_in_a_field_the_ability_ignores_does_not_settle_an_action_by(junk: str) -> None:
+    """NP-V3: an action is against the gangsters its ability names in the fields it uses; REMOVE_1
+    reads only `markers`, so H02 written in another field leaves a contract against H02 open."""
+    from famiglia.rules.nothing_personal.state import Act as A
+
+    s = keep_word()
+    c = contract(payer=0, payee=1, amount=5, condition="ACTION_BY", gangster="C01", seat=1, action="position",
+                 target="H02")
+    oid, s = offered(s, 0, deal(1, contract=c))
+    _, s = play(s, 1, cmd("accept_deal", offer=oid))
+    s = mark(mark(s, "C01", {1: 2}), "T01", {2: 2})
+    s = replace(at_stage(s, Phase.CREW, "action", pos=3, sweep=1), act=A(3, "C01", 1))
+    t = pb.Targets(markers=[ref("T01", 2)])
+    if junk == "gangsters":
+        t.gangsters.append("H02")
+    else:
+        setattr(t, junk, "H02")
+    events, s = play(s, 1, pb.Command(use_ability=pb.UseAbility(targets=t)))
+    assert of(events, "markers_removed")[0].gangster == "T01"  # the ability ran
+    assert not of(events, "contract_settled") and s.contracts
+
+
 def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:
     """NP-V5."""
     s = keep_word()

@@ -24,7 +24,7 @@ from .effects import DICE_CODES, EFFECTS, Ctx, target_key
 from .events import PASS as _PASS
 from .plays import check_play, resolve_play
 from .rounds import begin_phase
-from .state import Phase, State
+from .state import Act, Phase, State
 from .tx import Tx
 
 
@@ -514,10 +514,11 @@ def _whack_result(tx: Tx, face: str, actor: int, whacker: str, target: str) -> N
 
 
 # -- contracts on actions (NP-V3, NP-V4) -----------------------------------------------------------------------------
-def _action_kind(cmd: pb.Command) -> tuple[str, tuple[str, ...]]:
+def _action_kind(a: Act, cmd: pb.Command) -> tuple[str, tuple[str, ...]]:
     """The action's kind and the gangsters it is taken against (NP-V3): an ability names them
-    in whichever target fields it uses (a gangster, markers on gangsters, neutral markers'
-    gangsters, a destination)."""
+    in the target fields it uses (`Effect.against`: a gangster, markers on gangsters, neutral
+    markers' gangsters, a destination); a gangster written in a field it ignores counts for
+    nothing, or a junk field could settle a contract."""
     kind = cmd.WhichOneof("kind")
     if kind == "pass":
         return "pass", ()
@@ -527,7 +528,17 @@ def _action_kind(cmd: pb.Command) -> tuple[str, tuple[str, ...]]:
         return "move", ()
     m = cmd.use_ability
     t = m.targets
-    named = (t.gangster, *(r.gangster for r in t.markers), *t.gangsters, t.destination)
+    code = G[a.gangster].ability if m.gangster_ability else POSITIONS[a.position].ability
+    named: list[str] = []
+    for field in EFFECTS[code].against if code in EFFECTS else ():
+        if field == "gangster":
+            named.append(t.gangster)
+        elif field == "gangsters":
+            named.extend(t.gangsters)
+        elif field == "markers":
+            named.extend(r.gangster for r in t.markers)
+        else:  # "destination"
+            named.append(t.destination)
     return ("gangster" if m.gangster_ability else "position"), tuple(g for g in named if g)
 
 
@@ -536,7 +547,7 @@ def _contracts_on_action(tx: Tx, cmd: pb.Command) -> None:
     a = s.act
     if not s.contracts or a is None:
         return
-    kind, targets = _action_kind(cmd)
+    kind, targets = _action_kind(a, cmd)
     if kind == "move":
         targets = (at(s, cmd.make_a_move.target_position),)
     for c in s.contracts:

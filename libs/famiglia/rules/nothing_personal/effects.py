@@ -38,6 +38,9 @@ class Effect:
     check: Callable[[State, Ctx, pb.Targets], None]
     options: Callable[[State, Ctx, int], list[pb.Targets]]
     apply: Callable[[Tx, Ctx, pb.Targets], None]
+    against: tuple[str, ...] = ()
+    """the Targets fields naming the gangsters the ability is taken against (NP-V3 contracts):
+    only the fields it uses, so a gangster written in another one counts for nothing"""
 
 
 def _no(ctx: Ctx, msg: str, rule: str | None = None) -> RuleViolation:
@@ -545,26 +548,26 @@ EFFECTS: dict[str, Effect] = {
     "TAKE_RING": Effect(_ring_check, _ring_options, _ring_apply),
     "DRAW_1": Effect(_draw_check, _draw_options, _draw(1)),
     "DRAW_2": Effect(_draw_check, _draw_options, _draw(2)),
-    "NEUTRAL_3": Effect(_neutral_check, _neutral_options, _neutral_apply),
-    "PLACE_OWN_1": Effect(_place_check, _place_options, _place(1)),
-    "PLACE_OWN_2": Effect(_place_check, _place_options, _place(2)),
-    "SWAP_2": Effect(_swap_check, _swap_options, _swap_apply),
+    "NEUTRAL_3": Effect(_neutral_check, _neutral_options, _neutral_apply, ("gangsters",)),
+    "PLACE_OWN_1": Effect(_place_check, _place_options, _place(1), ("gangster",)),
+    "PLACE_OWN_2": Effect(_place_check, _place_options, _place(2), ("gangster",)),
+    "SWAP_2": Effect(_swap_check, _swap_options, _swap_apply, ("markers",)),
     "STEAL_3": Effect(_other_check, _others, _take_from(STEAL)),
     "SQUEEZE_4": Effect(_other_check, _others, _take_from(4)),
-    "REMOVE_1": Effect(_remove_check(1), _remove_options(1), _remove_apply),
-    "REMOVE_2": Effect(_remove_check(2), _remove_options(2), _remove_apply),
-    "OMERTA": Effect(_omerta_check, _omerta_options, _omerta_apply),
+    "REMOVE_1": Effect(_remove_check(1), _remove_options(1), _remove_apply, ("markers",)),
+    "REMOVE_2": Effect(_remove_check(2), _remove_options(2), _remove_apply, ("markers",)),
+    "OMERTA": Effect(_omerta_check, _omerta_options, _omerta_apply, ("gangster",)),
     "SKIM_5": Effect(_none_check, _none_options, _bank(5)),
     "TAX_EACH_2": Effect(_none_check, _none_options, _tax_apply),
     "TAKE_6": Effect(_none_check, _none_options, _bank(6)),
-    "BLACKMAIL_OWN": Effect(_bm_own_check, _bm_own_options, _bm_apply),
-    "BLACKMAIL_COIN": Effect(_bm_coin_check, _bm_coin_options, _bm_apply),
-    "MOVE_OWN_1": Effect(_move_own_check(1), _move_own_options(1), _move_own_apply),
-    "MOVE_OWN_2": Effect(_move_own_check(2), _move_own_options(2), _move_own_apply),
-    "EXTRA_5": Effect(_extra_check, _extra_options, _extra_apply),
-    "SNITCH": Effect(_snitch_check, _snitch_options, _snitch_apply),
+    "BLACKMAIL_OWN": Effect(_bm_own_check, _bm_own_options, _bm_apply, ("gangster",)),
+    "BLACKMAIL_COIN": Effect(_bm_coin_check, _bm_coin_options, _bm_apply, ("gangster",)),
+    "MOVE_OWN_1": Effect(_move_own_check(1), _move_own_options(1), _move_own_apply, ("markers", "destination")),
+    "MOVE_OWN_2": Effect(_move_own_check(2), _move_own_options(2), _move_own_apply, ("markers", "destination")),
+    "EXTRA_5": Effect(_extra_check, _extra_options, _extra_apply, ("gangster",)),
+    "SNITCH": Effect(_snitch_check, _snitch_options, _snitch_apply, ("gangster",)),
     "ASSOCIATE_SWAP": Effect(_assoc_check, _assoc_options, _assoc_apply),
-    "JOINT_2": Effect(_joint_check, _joint_options, _joint_apply),
+    "JOINT_2": Effect(_joint_check, _joint_options, _joint_apply, ("gangster",)),
     "INVITE_1": Effect(_other_check, _others, _invite_apply),
     "DICE_MONEY": Effect(_none_check, _none_options, _unused_apply),
     "DICE_RESPECT": Effect(_none_check, _none_options, _unused_apply),
