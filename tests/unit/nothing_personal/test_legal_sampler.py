@@ -7,10 +7,11 @@ import random
 from typing import Any
 
 from famiglia.engine import Rng, Sampled
+from famiglia.rules.nothing_personal.decide.negotiation import executable
 from famiglia.rules.nothing_personal.legal import legal_commands
-from famiglia.rules.nothing_personal.state import Act, Window
+from famiglia.rules.nothing_personal.state import Act, Offer, Window
 
-from .support import ENGINE, PASS, Phase, at_stage, hand, mark, new, replace, std
+from .support import ENGINE, PASS, Phase, at_stage, hand, mark, money, new, replace, round1, std
 
 
 def drawn(s: Any, seat: int, calls: int = 300, limit: int | None = 16, seed: int = 7) -> list[Any]:
@@ -194,3 +195,46 @@ def test_np_x21_no_pending_seat_draws_a_turn_command() -> None:
     got = drawn(s, 1, calls=50)
     assert got and all(c.WhichOneof("kind") in ENGINE.info.optional_commands for c in got)
     assert {c.WhichOneof("kind") for c in got} >= {"shakedown", "offer_deal"}
+
+
+def reviewed() -> Any:
+    """A review's table (seed 5, 3 seats, keep_your_word): round 1's Commission, money (5, 5, 29), seat 0
+    holding four cards and seat 2 one; seat 0 makes offers to seat 2."""
+    return money(hand(round1(3, 5, keep_your_word="true"), 2, "I49"), 5, 5, 29)
+
+
+def offers_to(s: Any, seat: int, to: int, calls: int = 4000) -> list[Any]:
+    return [o for o in of_kind(drawn(s, seat, calls=calls), "offer_deal") if o.to == to]
+
+
+def test_np_v2_np_m4_a_contract_may_be_paid_from_money_the_same_offer_brings_in() -> None:
+    """NP-V2, NP-M4: a contract's amount is checked on acceptance, against the payer's money after the
+    rest of the offer; amounts past that (and past any range) are legal offers too."""
+    s = reviewed()
+    contracts = [o for o in offers_to(s, 0, 2) if o.HasField("contract") and o.contract.payer == 0]
+    funded = [o for o in contracts if o.contract.amount > s.money[0]
+              and executable(s, Offer(1, 0, 2, o.SerializeToString()))]
+    assert funded, "no contract paid from the money the same offer asks"
+    assert any(o.contract.amount > s.money[0] + o.want_money for o in contracts)
+
+
+def test_np_m3_np_m4_money_is_asked_past_what_the_other_seat_has_now() -> None:
+    """NP-M3, NP-M4: money asked is checked on acceptance, and the other seat may gain money before it
+    answers: more than it has is asked, and money of a seat with $0."""
+    s = reviewed()
+    asked = {o.want_money for o in offers_to(s, 0, 2)}
+    assert set(range(1, s.money[2] + 1)) <= asked and max(asked) > s.money[2]
+    broke = money(s, 5, 0, 29)
+    assert any(o.want_money for o in offers_to(broke, 0, 1))
+
+
+def test_np_m3_np_h7_cards_are_asked_past_what_the_other_seat_holds() -> None:
+    """NP-M3, NP-H7: any cards may be asked, more than the other seat holds, cards the seat holds itself
+    (legal offers, though NP-M4 could not accept them now); most draws keep to the acceptable ones."""
+    s = reviewed()
+    wanted = [list(o.want_cards) for o in offers_to(s, 0, 2) if o.want_cards]
+    assert any(len(w) > len(s.hands[2]) for w in wanted)
+    assert any(set(w) & set(s.hands[0]) for w in wanted)
+    assert "I49" in {c for w in wanted for c in w}
+    plain = [w for w in wanted if len(w) <= len(s.hands[2]) and not set(w) & set(s.hands[0])]
+    assert len(plain) > len(wanted) / 2

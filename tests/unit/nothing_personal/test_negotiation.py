@@ -297,6 +297,18 @@ def test_np_v3_a_gangster_in_a_field_the_ability_ignores_does_not_settle_an_acti
     assert not of(events, "contract_settled") and s.contracts
 
 
+def test_np_m3_np_v3_an_offer_names_only_cards_of_the_game() -> None:
+    """NP-M3, NP-V3: asking for a card the game does not have, or a contract against one, is
+    refused with its rule, not taken as an offer nobody could ever accept or settle."""
+    s = keep_word()
+    assert refused(s, 0, deal(1, want_cards=["NOPE"])) == "NP-M3"
+    c = contract(payer=0, payee=1, amount=5, condition="ACTION_BY", gangster="C01", seat=1, action="position",
+                 target="NOPE")
+    assert refused(s, 0, deal(1, contract=c)) == "NP-V3"
+    c.target = "H02"
+    assert offered(s, 0, deal(1, contract=c))[0]  # a real card is fine
+
+
 def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:
     """NP-V5."""
     s = keep_word()

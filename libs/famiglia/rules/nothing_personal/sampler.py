@@ -8,8 +8,10 @@ capped) and a draw of one member. A draw picks a family in proportion to its wei
 
 The families: a card's plays for influence (groups, targets, their order, the Ante, effect targets:
 NP-C5..C11, NP-C17, NP-C21..C23), its OR effect (NP-C12), discards for one (NP-C14), an action
-ability's targets (NP-W14, Table F), shakedowns (NP-M1) and offers (NP-M3, NP-M6, NP-V2, NP-V5).
-Members are canonical commands: a field the rules do not read is left unset.
+ability's targets (NP-W14, Table F), shakedowns (NP-M1) and offers (NP-M3, NP-M4, NP-M6, NP-V2, NP-V5).
+Members are canonical commands: a field the rules do not read is left unset. Where the rules set no
+bound (money and cards an offer asks for, a contract's amount), a draw keeps to a sensible range most
+of the time and goes past it now and then, any distance (`TAIL`), so that every legal member can come up.
 """
 
 from __future__ import annotations
@@ -38,6 +40,11 @@ ANY_OFFER = 12
 """The weight of offers of every shape, whose space has no useful size (NP-H7: any card may be asked)."""
 INITIATIVES = 1 / 3
 """The share of draws that go to the seat's optional commands (NP-R6), which never advance the game."""
+TAIL = 1 / 8
+"""The share of draws the rules do not bound (an offer's money and cards asked, a contract's amount)
+that go past their sensible range (`_past`)."""
+INT32_MAX = 2**31 - 1
+"""The protocol's bound on amounts (int32 fields): the only one on money asked and a contract's amount."""
 
 COMPOUND_CODES = frozenset({"NEUTRAL_3", "SWAP_2", "REMOVE_1", "REMOVE_2", "MOVE_OWN_1", "MOVE_OWN_2", "JOINT_2"})
 """Table F codes whose targets are too many to list (an action turn lists the others whole)."""
@@ -335,10 +342,14 @@ def negotiation_families(s: State, seat: int) -> list[Family]:
     """Shakedowns of any cards in any order; offers: gifts of money and hand-overs alone (each a
     family of its own, so that a small one comes up often), and offers of every shape.
 
-    Offers are bounded where the rules are not: money asked is at most what the other seat has
-    and cards asked are ones the seat does not hold, at most as many as the other seat holds (more
-    can be asked, NP-H7, but could never be accepted, NP-M4), a contract's amount is at most
-    what its payer has (at least $1), and its optional target card is one of Table G."""
+    Where the rules set no bound, a draw mostly keeps to what could be accepted now (NP-M4) and
+    with `TAIL` odds goes past it, so that every legal offer can come up: money asked is mostly at
+    most what the other seat has (any amount otherwise, also of a seat with $0: it may gain money
+    before it answers); cards asked are mostly ones the seat does not hold, at most as many as the
+    other seat holds (otherwise any cards of the game, repeats included, up to one more than it
+    has: NP-H7); a contract's amount is mostly at most what its payer would have once the same
+    offer is traded (at least $1), any positive amount otherwise. A contract's optional target card
+    is one of Table G."""
     out = []
     hand = s.hands[seat]
     if hand:
@@ -382,11 +393,9 @@ def _handovers(s: State, seat: int, to: int) -> list[str]:
 def _any_offer(s: State, seat: int, others: list[int], rng: Draws) -> pb.Command:
     """An offer of any shape: one part half of the time, otherwise each part with even odds."""
     to = rng.choice(others)
-    parts = ["want_cards"]   # always possible (NP-H7)
+    parts = ["want_cards", "want_money"]   # always possible (NP-H7, NP-M4: checked on acceptance)
     if s.money[seat] >= 1:
         parts.append("give_money")
-    if s.money[to] >= 1:
-        parts.append("want_money")
     if s.hands[seat]:
         parts.append("give_cards")
     handovers = _handovers(s, seat, to)
@@ -399,32 +408,64 @@ def _any_offer(s: State, seat: int, others: list[int], rng: Draws) -> pb.Command
     else:
         chosen = [p for p in parts if rng.random() < 0.5] or [rng.choice(parts)]
     m = pb.OfferDeal(to=to)
-    for part in chosen:
+    for part in chosen:   # in the order of `parts`: the contract last, after the money it may be paid from
         if part == "give_money":
             m.give_money = rng.randint(1, s.money[seat])
         elif part == "want_money":
-            m.want_money = rng.randint(1, s.money[to])
+            m.want_money = _amount(rng, 1, s.money[to])
         elif part == "give_cards":
             hand = s.hands[seat]
             m.give_cards.extend(rng.sample(hand, rng.randint(1, len(hand))))
         elif part == "want_cards":
-            pool = [c for c in CARD if c not in s.hands[seat]]
-            m.want_cards.extend(rng.sample(pool, rng.randint(1, max(1, min(len(pool), len(s.hands[to]))))))
+            m.want_cards.extend(_wanted(s, seat, to, rng))
         elif part == "handover":
             m.handover_gangster = rng.choice(handovers)
         else:
-            m.contract.CopyFrom(_contract(s, seat, to, rng))
+            m.contract.CopyFrom(_contract(s, seat, m, rng))
     return pb.Command(offer_deal=m)
 
 
-def _contract(s: State, seat: int, to: int, rng: Draws) -> pb.Contract:
-    """NP-V2, NP-V3: a new contract of the two seats, or (NP-V5) the cancellation of one of theirs."""
+def _past(rng: Draws, most: int) -> int:
+    """1..`most`, small ones likelier, none impossible: uniform up to 2**k, k = 0, 1, 2... with odds
+    1/2, 1/4, 1/8... (three in four draws are 1 or 2; the mean is about log2(most) / 4)."""
+    k = 0
+    while k < 62 and rng.random() < 0.5:
+        k += 1
+    return rng.randint(1, min(most, 1 << k))
+
+
+def _amount(rng: Draws, lo: int, hi: int) -> int:
+    """lo..hi, each as likely, save with `TAIL` odds (always, when the range is empty) an amount past
+    it (`_past`): every amount from `lo` up to the protocol's bound can come up."""
+    hi = min(hi, INT32_MAX)
+    if lo <= hi and (hi == INT32_MAX or rng.random() >= TAIL):
+        return rng.randint(lo, hi)
+    start = max(lo, hi + 1)
+    return start - 1 + _past(rng, INT32_MAX - start + 1)
+
+
+def _wanted(s: State, seat: int, to: int, rng: Draws) -> list[str]:
+    """NP-M3, NP-H7: cards asked of `to`. Mostly ones the seat does not hold, at most as many as `to`
+    holds (more could not be accepted now, NP-M4); with `TAIL` odds any cards of the game, repeats
+    included, up to one more than the game has (`_past`: longer lists are as unacceptable)."""
+    pool = [c for c in CARD if c not in s.hands[seat]]
+    if pool and rng.random() >= TAIL:
+        return rng.sample(pool, rng.randint(1, max(1, min(len(pool), len(s.hands[to])))))
+    return rng.choices(list(CARD), k=_past(rng, len(CARD) + 1))
+
+
+def _contract(s: State, seat: int, m: pb.OfferDeal, rng: Draws) -> pb.Contract:
+    """NP-V2, NP-V3: a new contract of the two seats, or (NP-V5) the cancellation of one of theirs.
+    Its amount is mostly at most what the payer would have once the rest of the offer `m` is traded
+    (NP-M4 checks that on acceptance, as `decide.negotiation.executable`), any amount otherwise."""
+    to = m.to
     theirs = [c.id for c in s.contracts if {c.payer, c.payee} == {seat, to}]
     if theirs and rng.random() < 0.25:
         return pb.Contract(id=rng.choice(theirs), condition="CANCEL")
     ids = list(GIDX)   # every gangster card, expansions' included
     payer, payee = (seat, to) if rng.random() < 0.5 else (to, seat)
-    c = pb.Contract(payer=payer, payee=payee, amount=rng.randint(1, max(1, s.money[payer])),
+    paid, got = (m.give_money, m.want_money) if payer == seat else (m.want_money, m.give_money)
+    c = pb.Contract(payer=payer, payee=payee, amount=_amount(rng, 1, max(1, s.money[payer] - paid + got)),
                     condition=rng.choice(CONDITIONS), gangster=rng.choice(ids))
     if c.condition != "GANGSTER_GONE":
         c.seat = rng.randrange(s.n)

@@ -13,7 +13,7 @@ from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from ..board import is_on_board
-from ..data import GIDX, OFFER_IDS, ROUNDS, SHAKEDOWN_PRICE
+from ..data import CARD, GIDX, OFFER_IDS, ROUNDS, SHAKEDOWN_PRICE
 from ..state import Offer, Phase, State
 from ..tx import Tx
 
@@ -53,6 +53,9 @@ def _check_offer(s: State, seat: int, m: pb.OfferDeal) -> None:
         raise RuleViolation("NP-M3", "amounts are not negative")
     if m.give_money > s.money[seat] or not holds(s.hands[seat], m.give_cards):
         raise RuleViolation("NP-M8", "offer only what you hold")
+    unknown = next((c for c in m.want_cards if c not in CARD), None)
+    if unknown is not None:
+        raise RuleViolation("NP-M3", f"no card {unknown[:40]!r} in the game to ask for")
     if m.handover_gangster:
         _check_handover(s, seat, m.to, m.handover_gangster)
     if m.HasField("contract"):
@@ -86,7 +89,7 @@ def _check_contract(s: State, seat: int, m: pb.OfferDeal) -> None:
         return
     if {c.payer, c.payee} != {seat, m.to} or c.amount <= 0:
         raise RuleViolation("NP-V2", "a contract is between the two seats, for a positive amount")
-    if c.condition not in CONDITIONS or c.gangster not in GIDX:
+    if c.condition not in CONDITIONS or c.gangster not in GIDX or (c.target and c.target not in GIDX):
         raise RuleViolation("NP-V3", "unknown condition or card")
     if c.condition in ("ACTION_BY", "NOT_TARGETED") and not 0 <= c.seat < s.n:
         raise RuleViolation("NP-V3", "the condition names a seat")
