@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import combinations, product
+from itertools import combinations, groupby, permutations, product
+from math import perm, prod
 from typing import Any
 
 from hypothesis import strategies as st
@@ -104,8 +105,10 @@ BRUTE_FORCE = 2000
 def compound_candidates(state: State, seat: int) -> Iterator[pb.Command]:
     """Every cash-in, bid, Corruption, distribution and Note kept that `seat` could try now,
     legal or not (any own Wiseguy, Turf, type, Location, set of Notes, receiver), in the form
-    the sampler lists them: a bid's Notes by value, pairs in Bank order, gifts clockwise from
-    the distributor's left in draw order. Nothing where that passes BRUTE_FORCE."""
+    the sampler lists them where the order changes nothing: a bid's Notes by value, pairs in
+    Bank order, gifts clockwise from the distributor's left in draw order. A bid's Notes of one
+    value come in every order: the keep choice's timeout keeps the earliest placed (NC-D09).
+    Nothing where that passes BRUTE_FORCE."""
     choice = state.choice
     p = state.players[seat]
     if state.phase is Phase.OVER or (choice is not None and choice.seat != seat):
@@ -124,11 +127,14 @@ def compound_candidates(state: State, seat: int) -> Iterator[pb.Command]:
             for declared in (*t.colours, *t.icons):
                 yield pb.Command(cash_in=pb.CashIn(wiseguy=w, turf=turf, declared=declared, use_power=power))
     elif state.phase is Phase.MEETING:
-        if len(p.wiseguys) * len(p.locations) * 2 ** len(p.bank) > BRUTE_FORCE:
-            return
         by_value = sorted(p.bank, key=lambda n: (NOTE_VALUE[n], n))
-        sets = [list(c) for size in range(1, len(by_value) + 1) for c in combinations(by_value, size)]
-        for w, loc, notes in product(p.wiseguys, p.locations, sets):
+        equals = [list(g) for _, g in groupby(by_value, key=NOTE_VALUE.__getitem__)]
+        orders = prod(sum(perm(len(f), k) for k in range(len(f) + 1)) for f in equals)
+        if len(p.wiseguys) * len(p.locations) * orders > BRUTE_FORCE:
+            return
+        arranged = [[a for k in range(len(f) + 1) for a in permutations(f, k)] for f in equals]
+        bids = [[n for part in parts for n in part] for parts in product(*arranged)]
+        for w, loc, notes in product(p.wiseguys, p.locations, [b for b in bids if b]):
             yield pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes))
     elif state.phase is Phase.TRIAL:
         sets = [list(c) for size in (1, 2) for c in combinations(p.bank, size)]

@@ -132,6 +132,32 @@ def test_nc_w108_d09_every_note_or_pair_kept_can_come_up_under_a_limit() -> None
     assert set(_drawn(s, 2, limit=16)) == whole
 
 
+def test_nc_d09_equal_notes_of_a_bid_are_drawn_in_either_order() -> None:
+    """NC-D09: a bid keeps its placement order into the keep choice, whose timeout keeps the
+    highest Note, the earliest placed among equals. So the sampler draws an Innocent and a
+    Guilty $10,000 Note either way round, both accepted, and the two orders keep different
+    Notes on timeout; a $5,000 Note never changes that, so it stays in value order."""
+    low, i10, g10 = notes(5000)[0], notes(10000, "I")[0], notes(10000, "G")[0]
+    s = seat(table(meeting_table(), vendetta_deck=SAFE_VENDETTA), 0, bank=tuple(sorted((low, i10, g10))))
+    fixed = ENGINE.legal_commands(s, 0)
+    assert _key(bid("W01", 1, [g10, i10])) not in _keys(fixed)  # the representatives: id order
+    drawn = _drawn(s, 0, times=400)
+    orders = {tuple(drawn[k].place_bid.notes) for k in _of_kind(drawn, "place_bid")}
+    assert {(i10, g10), (g10, i10), (low, i10, g10), (low, g10, i10)} <= orders
+    assert all(o[0] == low for o in orders if low in o)  # different values: value order only
+    kept = []
+    for order in ([i10, g10], [g10, i10]):
+        t, _ = run(s, 0, bid("W01", 1, order))
+        for who in t.order:
+            if t.phase is Phase.MEETING and t.turn_seat == who:
+                t, _ = run(t, who, END)
+        assert t.choice is not None and t.choice.kind == "keep" and t.choice.notes == tuple(order)
+        timeout = ENGINE.timeout_command(t, 0)
+        assert timeout is not None
+        kept.append(list(timeout.keep_notes.notes))
+    assert kept == [[i10], [g10]]
+
+
 # -- distributions --------------------------------------------------------------------------------
 def _distributing() -> tuple[State, list[int]]:
     """Seat 0 (First Player) cashes in Gambling: shares (1, 1, 1, 0), three Notes drawn."""

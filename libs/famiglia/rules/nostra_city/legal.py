@@ -12,11 +12,15 @@ so every legal command can come up. Complete generators, all accepted by `decide
   s(p) Notes each (s(p) - 1 for the First Player gift's receiver), plus optionally the
   gift to a seat with a share. Representatives: fair, keep-all, cheat-one, serve-one, gifts.
 - PlaceBid: every Free Wiseguy x unused Location on a filled space x every non-empty
-  subset of the Bank (at least 2 Notes under I5). Representatives: the Baldini plus one
-  other Wiseguy, per Location the lowest Note, the highest Note, the two lowest, the whole Bank.
+  subset of the Bank (at least 2 Notes under I5), in value order with Notes of one value in
+  every order: the timeout of the keep choice keeps the earliest placed of equal Notes
+  (NC-D09). Representatives: the Baldini plus one other Wiseguy, per Location the lowest
+  Note, the highest Note, the two lowest, the whole Bank (equal values in id order).
 - Corrupt: every Free Wiseguy x every Bank Note (pairs with W11), W12 and W13 options.
   Representatives: the Fixers plus one other Wiseguy, one Note of each (value, mark) kind.
 - KeepNotes, AssignTitle, PlayRage, PlayVendetta: listed whole (W08's pairs included).
+The other orders `decide` takes (a Corruption pair's, gifts' and their Notes', a KeepNotes')
+change nothing, so each is listed and drawn in one form (`sampler`).
 """
 
 from __future__ import annotations

@@ -2,23 +2,30 @@
 commands it holds and a uniform draw of one, so that every one of them can come up
 (DESIGN.md: "a complete generator/sampler that covers them all").
 
-A member is a canonical command: a bid's Notes in value order (as the representatives
-list them), a Corruption's two Notes in Bank order, a distribution's gifts clockwise from
-the distributor's left, each in draw order and none empty. `decide` also takes the other
-orders of the same choice; they change nothing, so they are not counted apart.
+A member is a command in a canonical form wherever the form changes nothing: a bid's Notes
+in value order, a Corruption's two Notes in Bank order, a distribution's gifts clockwise
+from the distributor's left, each in draw order and none empty. `decide` also takes the
+other orders; they change nothing but how the record reads (Banks are kept sorted, the
+Corruption Pile is summed, the discard pile reshuffled, a KeepNotes sorted), so they are not
+counted apart. The one order that matters is that of a bid's Notes of one value: the bid
+keeps its placement order into the keep choice, whose timeout keeps the highest Notes and,
+among equals, the earliest placed (NC-D09). So Notes of one value come in every order, each
+order a member of its own (an Innocent and a Guilty $10,000 Note either way round), while
+Notes of different values stay in value order: the timeout ranks by value first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from math import comb
+from itertools import groupby
+from math import comb, perm, prod
 from typing import NamedTuple
 
 from famiglia.engine import Draws
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
-from .data import POWER_HOLDER, WISEGUY_BY_ID
+from .data import NOTE_VALUE, POWER_HOLDER, WISEGUY_BY_ID
 from .decide.business import may_give_first_player
 from .state import State
 
@@ -87,19 +94,28 @@ def cash_ins(free: list[str], options: list[tuple[str, str, bool]]) -> Members |
 
 def bids(free: list[str], locations: list[int], by_value: list[int], need: int) -> Members | None:
     """NC-M01..M03, NC-K15: any Free Wiseguy x unused Location on a filled space x any set of
-    at least `need` Bank Notes (two under I5), listed in value order."""
+    at least `need` Bank Notes (two under I5), listed in value order, and Notes of one value
+    in any order (NC-D09: which of them the timeout keeps). `by_value` is the Bank sorted by
+    value. Each value's part of a member is one of its arrangements (an ordered choice of
+    its Notes), drawn uniformly and independently of the other values'."""
     n = len(by_value)
+    equals = [list(g) for _, g in groupby(by_value, key=NOTE_VALUE.__getitem__)]
+    arrangements = [[perm(len(f), k) for k in range(len(f) + 1)] for f in equals]  # by length
 
     def draw(rng: Draws) -> pb.Command:
         w = free[rng.randrange(len(free))]
         loc = locations[rng.randrange(len(locations))]
-        while True:  # a uniform set, drawn again while too small (at worst 1 in 4 is kept)
-            bits = rng.getrandbits(n)
-            notes = [note for i, note in enumerate(by_value) if bits >> i & 1]
+        while True:  # a uniform member, drawn again while too small (at worst 1 in 4 is kept)
+            notes: list[int] = []
+            for same, sizes in zip(equals, arrangements, strict=True):
+                k, _ = _pick(rng, sizes)
+                notes += rng.sample(same, k)
             if len(notes) >= need:
                 return pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes))
 
-    size = len(free) * len(locations) * (2 ** n - sum(comb(n, k) for k in range(need)))
+    # fewer than `need` (at most 2) Notes have one order each: comb counts them
+    orders = prod(sum(sizes) for sizes in arrangements) - sum(comb(n, k) for k in range(need))
+    size = len(free) * len(locations) * orders
     return Members(size, draw) if size > 0 else None
 
 
