@@ -190,3 +190,33 @@ def test_the_same_draws_give_the_same_sample() -> None:
     a = ENGINE.legal_commands(s, 0, 12, rng=random.Random(42))
     b = ENGINE.legal_commands(s, 0, 12, rng=random.Random(42))
     assert [key(c) for c in a] == [key(c) for c in b]
+
+
+def test_gr_d02_a_small_choice_or_the_capers_cut_at_a_limit_are_cut_at_random_with_rng() -> None:
+    """A follow-up choice, or a hand of capers with no Team, longer than the limit: without rng
+    its first answers (unchanged); with rng any of them can come up, declining first if optional."""
+    from famiglia.testing.random_play import play_random
+
+    found: dict[str, tuple[State, int]] = {}
+
+    def spot(before: State, step: Any, after: State) -> None:
+        decision = C.open_decision(before)
+        if not decision or decision in found:
+            return
+        full = ENGINE.legal_commands(before, before.active)
+        if len(full) > 3 and not isinstance(ENGINE.legal_commands(before, before.active, 2), Sampled):
+            found[decision] = (before, before.active)
+
+    for seed in range(40):
+        play_random(ENGINE, 4, seed, on_step=spot)
+    assert found, "no choice longer than the limit in 40 games"
+    for state, seat in found.values():
+        full = [key(c) for c in ENGINE.legal_commands(state, seat)]
+        assert [key(c) for c in ENGINE.legal_commands(state, seat, 2)] == full[:2]
+        seen: set[bytes] = set()
+        draws = random.Random(9)
+        for _ in range(300):
+            listed = ENGINE.legal_commands(state, seat, 2, rng=draws)
+            assert len(listed) <= 2 and not isinstance(listed, Sampled)
+            seen.update(key(c) for c in listed)
+        assert seen == set(full)

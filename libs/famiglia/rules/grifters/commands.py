@@ -136,7 +136,11 @@ def legal_commands(state: State, seat: int, limit: int | None = None, *,
                 keep = 1 if limit > 1 else 0
                 options = options[:keep] + draw_in_order(options[keep:], limit - keep, rng)
             return Sampled(_listed_answer(decision, o) for o in options[:limit])
-        del options[limit:]
+        if rng is None:
+            del options[limit:]
+        else:  # a small choice cut at the limit is cut at random, so that any answer can come up
+            keep = 1 if decision in OPTIONAL_CHOICES and limit > 1 else 0
+            options = options[:keep] + draw_in_order(options[keep:], limit - keep, rng)
     return [_listed_answer(decision, o) for o in options]
 
 
@@ -167,7 +171,10 @@ def _play_commands(state: State, seat: int, limit: int | None, rng: Draws | None
     for job, _ in jobs:
         out.extend(_listed_complete_job(job, team) for team in islice(teams(hand, job, skills), per_job))
     if limit is not None and len(out) > limit:
-        del out[limit:]
+        if rng is None:
+            del out[limit:]
+        else:  # capers alone (no Team to sample), cut at random
+            out = type(out)(draw_in_order(out, limit, rng))
     return out
 
 
