@@ -241,3 +241,12 @@ class EngineContract:
             a = engine.view(state, viewer).SerializeToString(deterministic=True)
             b = engine.view(other, viewer).SerializeToString(deterministic=True)
             assert a == b, f"view of {viewer} depends on hidden information"
+            if viewer is None:
+                continue
+            # nor do the seat's legal commands (ListLegalCommands), listed or drawn
+            draw = checker.getrandbits(32)
+            for listed in (lambda st: engine.legal_commands(st, viewer, limit=32),
+                           lambda st: engine.legal_commands(st, viewer, limit=32, rng=random.Random(draw))):
+                mine = [c.SerializeToString(deterministic=True) for c in listed(state)]
+                theirs = [c.SerializeToString(deterministic=True) for c in listed(other)]
+                assert mine == theirs, f"legal commands of {viewer} depend on hidden information"
