@@ -332,8 +332,8 @@ class CommandApp:
                 commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
             else:
                 commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
-            complete = len(commands) < cap and not isinstance(commands, Sampled)
-            return LegalAnswer(m.public_version, commands, complete, [m.engine.render_command(c) for c in commands])
+            return LegalAnswer(m.public_version, commands, _complete(commands, cap),
+                               [m.engine.render_command(c) for c in commands])
 
     @staticmethod
     def _check_seat(seats: int, viewer: Viewer) -> None:
@@ -438,7 +438,7 @@ class CommandApp:
                 cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
                 legal = engine.legal_commands(state, pending.seat, limit=cap)
                 view = engine.view(state, pending.seat) if seat.view else None
-                answer.next.append(NextAnswer(pending.seat, view, legal, len(legal) < cap))
+                answer.next.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap)))
             answer.next_version = m.public_version
 
     # -- submit ------------------------------------------------------------------------
@@ -709,6 +709,11 @@ def _padding(m) -> int:
     if not any(p.private for p in m.engine.pending(m.state)):
         return 0
     return max(0, m.seats - 1 - len(m.staged))
+
+
+def _complete(commands: list[Message], cap: int) -> bool:
+    """Whether a listing is every legal command: not cut at the cap, not a compound choice's sample."""
+    return len(commands) < cap and not isinstance(commands, Sampled)
 
 
 _PADDING: dict[str, Message] = {}

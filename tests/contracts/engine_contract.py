@@ -245,8 +245,9 @@ class EngineContract:
                 continue
             # nor do the seat's legal commands (ListLegalCommands), listed or drawn
             draw = checker.getrandbits(32)
-            for listed in (lambda st: engine.legal_commands(st, viewer, limit=32),
-                           lambda st: engine.legal_commands(st, viewer, limit=32, rng=random.Random(draw))):
-                mine = [c.SerializeToString(deterministic=True) for c in listed(state)]
-                theirs = [c.SerializeToString(deterministic=True) for c in listed(other)]
+            for seed in (None, draw):
+                mine, theirs = ([c.SerializeToString(deterministic=True)
+                                 for c in engine.legal_commands(st, viewer, limit=32,
+                                                                rng=None if seed is None else random.Random(seed))]
+                                for st in (state, other))
                 assert mine == theirs, f"legal commands of {viewer} depend on hidden information"

@@ -8,7 +8,7 @@ import pytest
 from famiglia.config import Settings
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.memory_store import InMemoryEventStore
-from services.command.app import CommandApp, Viewer
+from services.command.app import CommandApp, NextSeat, Viewer
 from services.command.bootstrap import bootstrap
 
 REGISTRY = default_registry()
@@ -18,7 +18,7 @@ def _keys(commands) -> list[bytes]:
     return [c.SerializeToString(deterministic=True) for c in commands]
 
 
-def _to_a_compound_choice(app: CommandApp, game_id: str) -> tuple[str, Viewer]:
+def _to_a_compound_choice(app: CommandApp, game_id: str) -> tuple[str, Viewer, str]:
     """Play the first legal command of whoever is pending until a seat's answer is a sample."""
     engine = REGISTRY.get(game_id)
     created = app.create_match(game_id, engine.info.min_players, seed=11)
@@ -30,7 +30,7 @@ def _to_a_compound_choice(app: CommandApp, game_id: str) -> tuple[str, Viewer]:
         for p in pendings:
             viewer = app.viewer(mid, created.seat_tokens[p.seat])
             if not app.legal_commands(mid, viewer).complete:
-                return mid, viewer
+                return mid, viewer, created.seat_tokens[p.seat]
         seat = pendings[n % len(pendings)].seat
         viewer = app.viewer(mid, created.seat_tokens[seat])
         app.submit(mid, viewer, f"c{n}", app.legal_commands(mid, viewer).commands[0])
@@ -40,7 +40,7 @@ def _to_a_compound_choice(app: CommandApp, game_id: str) -> tuple[str, Viewer]:
 @pytest.mark.parametrize("game_id", sorted(REGISTRY))
 def test_a_sample_seed_draws_from_the_whole_compound_choice(game_id: str) -> None:
     app = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="unit-test-secret"))
-    mid, viewer = _to_a_compound_choice(app, game_id)
+    mid, viewer, _ = _to_a_compound_choice(app, game_id)
     fixed = app.legal_commands(mid, viewer)
     assert not fixed.complete, "a compound choice's samples are not called complete"
     assert _keys(app.legal_commands(mid, viewer).commands) == _keys(fixed.commands), "no seed: the same samples"
@@ -54,3 +54,13 @@ def test_a_sample_seed_draws_from_the_whole_compound_choice(game_id: str) -> Non
     assert len(seen - set(_keys(fixed.commands))) > 0, "the draws reach members the fixed samples never list"
     # and whatever was drawn is a command the server takes
     app.submit(mid, viewer, "drawn", app.legal_commands(mid, viewer, sample_seed=99).commands[-1])
+
+
+@pytest.mark.parametrize("game_id", sorted(REGISTRY))
+def test_ask_next_calls_a_sample_incomplete_as_list_legal_commands_does(game_id: str) -> None:
+    app = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="unit-test-secret"))
+    mid, viewer, token = _to_a_compound_choice(app, game_id)
+    listed = app.legal_commands(mid, viewer)
+    asked = app.submit_chain(mid, [], ask_next=[NextSeat(token, view=False)])
+    (mine,) = [n for n in asked.next if n.seat == viewer.seat]
+    assert _keys(mine.legal) == _keys(listed.commands) and mine.complete is listed.complete is False
