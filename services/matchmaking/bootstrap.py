@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import redis
 
 from famiglia.auth import TokenSigner
 from famiglia.config import Settings
-from famiglia.engine import Engine, options_refusal
 from famiglia.engine.registry import Registry, default_registry
-from famiglia.matchmaking import GameShape, OptionCheck, RatingProvider
+from famiglia.matchmaking import GameShape, RatingProvider
+from famiglia.matchmaking.shapes import games_of
 
 from .app import Clock, MatchmakingApp, system_clock
 from .creator import GrpcMatchCreator, MatchCreator
@@ -36,23 +35,6 @@ class Matchmaking:
         if close is not None:
             close()
 
-
-
-def games_of(registry: Registry) -> dict[str, GameShape]:
-    """What matchmaking needs of each registered game (sizes, options, the options check)."""
-    return {
-        e.info.game_id: GameShape(
-            e.info.game_id, e.info.min_players, e.info.max_players,
-            {o.key: o.default for o in e.info.options}, {o.key: tuple(o.choices) for o in e.info.options},
-            option_check(e))
-        for e in registry.engines()
-    }
-
-
-def option_check(engine: Engine) -> OptionCheck:
-    """The game's own verdict on a ticket's options (`famiglia.engine.options_refusal`): what
-    CreateMatch will run for the table."""
-    return functools.partial(options_refusal, engine)
 
 
 def check_bot_policy(spec: str) -> None:

@@ -212,6 +212,8 @@ class EngineContract:
                 for cmd in checker.sample(commands, min(len(commands), 4)):
                     engine.decide(state, seat, cmd, Rng.derive(seed, version))
                 # and so is everything the sampler draws from the whole of a compound choice
+                assert engine.legal_commands(state, seat, limit=-1) == [] == \
+                    engine.legal_commands(state, seat, limit=-1, rng=checker), "at most a negative number: none"
                 drawn = engine.legal_commands(state, seat, limit=32, rng=checker)
                 assert isinstance(drawn, Sampled) == isinstance(commands, Sampled), "a sample either way"
                 assert len(drawn) <= 32

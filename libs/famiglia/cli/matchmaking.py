@@ -26,8 +26,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from famiglia.config import Settings
-from famiglia.engine import options_refusal
-from famiglia.engine.registry import UnknownGame, default_registry
+from famiglia.engine.registry import default_registry
+from famiglia.matchmaking import InvalidRequest, normalize_request
+from famiglia.matchmaking.shapes import games_of
 from famiglia.v1 import matchmaking_service_pb2 as pb
 from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 
@@ -97,19 +98,16 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
 
 def _refusal(game_id: str, seats: list[int], options: dict[str, str]) -> str | None:
     """What the server would refuse in the ticket, asked of the games this client ships (the
-    server's own) before a guest is registered for nothing; the server still judges the ticket."""
-    registry = default_registry()
+    server's own) by the server's own rule (`normalize_request`), before a guest is registered
+    for nothing; the server still judges the ticket."""
+    shapes = games_of(default_registry())
+    shape = shapes.get(game_id)
+    if shape is None:
+        return f"no game {game_id!r}; the games are {', '.join(sorted(shapes))}"
     try:
-        engine = registry.get(game_id)
-    except UnknownGame:
-        return f"no game {game_id!r}; the games are {', '.join(sorted(registry))}"
-    info = engine.info
-    for n in seats or [info.min_players]:
-        if not info.min_players <= n <= info.max_players:
-            return f"{game_id} seats {info.min_players}-{info.max_players}, not {n}"
-        refused = options_refusal(engine, n, options)
-        if refused:
-            return f"{refused[1]} ({refused[0]})"
+        normalize_request(shape, seats, options, 1)
+    except InvalidRequest as exc:
+        return f"{exc.message} ({exc.code})"
     return None
 
 

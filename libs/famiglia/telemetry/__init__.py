@@ -605,7 +605,14 @@ def follows_from(name: str, carried: otel_context.Context, *,
     of a match played by bots alone is its own trace, not one more level of a trace as deep as
     the match. Recorded when spans go somewhere; otherwise fresh ids only, as `server_span`
     gives, which the logs and the next call's metadata carry."""
-    sdk = _export_state(_provider() if provider is None else provider)[1]
+    exported, sdk = _export_state(_provider() if provider is None else provider)
+    if not exported and sdk is None:  # no SDK at all (not configured, OTEL_SDK_DISABLED): no new
+        token = otel_context.attach(carried)  # ids to make, so keep the carried ones, as before
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+        return
     root = Context()
     if sdk is not None:
         with _Current(_unrecorded(sdk, name, root), root):

@@ -7,19 +7,31 @@ from types import SimpleNamespace
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
 
+import famiglia.telemetry as telemetry
 from famiglia.telemetry import FOLLOWS_KEY
 from services.bots.entrypoints.celery_app import TRACE_HEADER, _continued_trace
 
 CARRIED = "0af7651916cd43dd8448eb211c80319c"
 
 
-@pytest.mark.parametrize("follows", [False, True])
-def test_the_task_runs_in_the_carried_trace_unless_it_follows_a_bot(follows: bool) -> None:
+def _trace_inside(follows: bool) -> str:
     carrier = {"traceparent": f"00-{CARRIED}-b7ad6b7169203331-01", **({FOLLOWS_KEY: "1"} if follows else {})}
-    request = SimpleNamespace(**{TRACE_HEADER: carrier})
-    with _continued_trace(request, "bots.decide"):
+    with _continued_trace(SimpleNamespace(**{TRACE_HEADER: carrier}), "bots.decide"):
         inside = trace.get_current_span().get_span_context()
-    # (with telemetry configured, the new trace has fresh ids: tests/unit/foundation/test_telemetry.py)
-    assert (f"{inside.trace_id:032x}" == CARRIED) is not follows
-    assert not trace.get_current_span().get_span_context().is_valid
+    assert inside.is_valid
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left current
+    return f"{inside.trace_id:032x}"
+
+
+@pytest.mark.parametrize("follows", [False, True])
+def test_with_the_sdk_a_task_after_a_bots_move_runs_in_a_new_trace(follows: bool,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(telemetry, "_provider", TracerProvider)  # the production default: SDK, no exporter
+    assert (_trace_inside(follows) == CARRIED) is not follows
+
+
+def test_without_the_sdk_the_task_keeps_the_carried_trace_rather_than_none() -> None:
+    """Tracing off (no SDK): there are no ids to make, so the logs keep the match's trace."""
+    assert _trace_inside(True) == CARRIED

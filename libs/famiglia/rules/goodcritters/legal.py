@@ -215,6 +215,8 @@ and compare (every code is below 256, so no int is allocated)."""
 def legal_commands(
     state: State, seat: int, limit: int | None = None, *, rng: Draws | None = None
 ) -> list[Command]:
+    if limit is not None and limit < 0:  # at most a negative number: none
+        return []
     if rng is not None:
         return _drawn_listing(state, seat, limit, rng)
     step = state.step

@@ -122,6 +122,8 @@ def legal_commands(state: State, seat: int, limit: int | None = None, *,
     """Every legal command of `seat` now, at most `limit`. Compound choices (a Job's Team, the
     Forger's pair of Jobs) that do not fit are a `Sampled`: fixed members, or with `rng` members
     drawn from all of them (`sampler`); small choices are listed in full, as always."""
+    if limit is not None and limit < 0:  # at most a negative number: none
+        return []
     decision = open_decision(state)
     if not decision or seat != state.active:
         return []

@@ -245,6 +245,8 @@ def _autopass(cards: bool, rerolls: bool) -> pb.Command:
 def legal_commands(s: State, seat: int, limit: int | None = None, *,
                    rng: Draws | None = None) -> list[pb.Command]:
     """The representative listing; with `rng`, the compound choices' members drawn from all of them."""
+    if limit is not None and limit < 0:  # at most a negative number: none
+        return []
     if rng is not None:
         return _drawn(s, seat, limit, rng)
     out = required(s, seat)   # always a fresh list
