@@ -8,6 +8,7 @@ reading order:
     ratings.py    the rating provider port and the default rating (OpenSkill mu 25, sigma 25/3)
     policy.py     MatchPolicy: rating windows that widen with waiting, bot backfill, lifetimes
     compat.py     a ticket request made canonical: seat counts, options, the pool it queues in
+    shapes.py     the GameShape of each registered game (for the service and clients' own checks)
     grouping.py   form_matches: oldest first, parties together, exact tables, then backfill
     seating.py    who sits where: a deterministic shuffle of humans and bots per proposal
 """
