@@ -96,8 +96,8 @@ def _logistic(x: float) -> float:
 def nostra_city_chance(view: Message, seat: int) -> float:
     """NC-V06..V10: the chance to win as the seat sees it. Respect only wins under the
     right verdict: INNOCENT for the loyal, GUILTY for a Snitch (a lone Snitch wins
-    whatever its Respect), and GUILTY without any Snitch is a win for nobody — every
-    seat shares rank 1. The verdict is projected from the token, the marks of the
+    whatever its Respect), and GUILTY without any Snitch is a win for nobody (NC-V10):
+    every seat ranks last, a loss for a loyal seat too. The verdict is projected from the token, the marks of the
     seat's own bribes and the Guilt the Investigations on the Street will still add;
     the others' Snitch cards from how many Vendetta cards they drew."""
     players = list(getattr(view, "players", ()))
@@ -126,7 +126,7 @@ def nostra_city_chance(view: Message, seat: int) -> float:
         no_other_snitch *= 0.9 ** int(getattr(p, "vendetta_drawn", 0))
     if snitch:
         return (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
-    return innocent * ahead + (1.0 - innocent) * no_other_snitch
+    return innocent * ahead
 
 
 def nostra_city(view: Message, seat: int) -> float:
@@ -318,7 +318,7 @@ def _nostra_city_state(state: Any, seat: int) -> float:
     if snitch:
         chance = (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
     else:
-        chance = innocent * ahead + (1.0 - innocent) * no_other_snitch
+        chance = innocent * ahead
     earners = len(me.wiseguys) + len(me.turfs)
     return (10.0 * chance + 0.2 * float(raw[seat])
             + 0.05 * len(me.bank) + 0.05 * earners)

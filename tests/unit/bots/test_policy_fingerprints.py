@@ -66,7 +66,9 @@ def rotation(entrants: tuple[str, ...], seats: int, k: int) -> tuple[str, ...]:
 RECORDED: dict[str, list[tuple[int, str]]] = {
     'goodcritters': [(167, '3cb53b6f571b6e225cf3'), (200, '18e8d34c658fc17d837e'), (200, '8bc98a1f2af3a116de92'), (200, '204c8ce8c54b49f114fe'), (200, '4136523050ba17d55fd6'), (200, '459537c6914769ae926a'), (200, 'f3986e794c1b0fb4907e'), (200, '11e65e2ac287bb18f67e'), (200, 'd2db56f01b4e27df1b74'), (200, '40102c12a5c49a8fae78'), (200, 'a30a6fb6e0e100093580'), (200, '67c118f4b1d535cbb5d2'), (200, '811b5306a566768bc365'), (200, 'b17e32352e4d47192ec5'), (200, '256d8dfdd2bb582c21ac'), (60, '62543fefaf871c44852f')],
     'grifters': [(45, '089b41ef98956494515a'), (67, 'bcf04d4d2c2f818e2585'), (34, 'ddff058506a9ae5e4c79'), (42, 'b906946754dbc4743085'), (79, 'f73b1dac7afb2842488f'), (55, '1d6aaed67f5c62828c0d'), (102, 'e074a6fbdef3aa68c5ea'), (69, 'c56a5890f94583aad5cc'), (75, 'd3e00b40f7bae6bee17a'), (28, '47b2822b502115290bd2')],
-    'nostra_city': [(91, 'ac2402413d2c86fd20ca'), (85, '8333b8f2ef9be005c60d'), (76, '148466304d6464006a34'), (128, '83081f26cc5d2f4900ff'), (141, 'dd27631ff83fef036da5'), (114, '85343d00e27679cbbb43'), (151, '04c0516b7721ed46f47b'), (155, 'e401048a9a0d99f33f70'), (144, 'a017a506c56d08be46c1'), (60, '8aac3dafc7adee408df2')],
+    # nostra_city re-recorded: with nobody winning a loss for every seat (NC-V10), the heuristic no
+    # longer counts GUILTY without a Snitch as a win for a loyal seat
+    'nostra_city': [(107, '9f3858adfcf42a731476'), (118, '95446dc93ca77396a3e7'), (76, '148466304d6464006a34'), (137, 'c6533088628b71752815'), (153, '15cb6b1fc2b6153f35b2'), (133, '8922e914052d1ef4d32a'), (165, 'bbb0ef044a2377469bd3'), (162, '59ca50fec7d44227884d'), (151, '7e2f58c5238e4a6215b7'), (60, 'e080b632c624e5fbf749')],
     # nothing_personal re-recorded for rules changes: offer ids are drawn, not counted (NP-H7); an
     # auto-passing seat is still asked in windows, passing on its own clock (NP-D7, NP-H9); lapsed
     # claims ride on the event that ends the round, not events of their own (NP-H9), which moved
