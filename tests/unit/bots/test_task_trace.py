@@ -32,6 +32,7 @@ def test_with_the_sdk_a_task_after_a_bots_move_runs_in_a_new_trace(follows: bool
     assert (_trace_inside(follows) == CARRIED) is not follows
 
 
-def test_without_the_sdk_the_task_keeps_the_carried_trace_rather_than_none() -> None:
+def test_without_the_sdk_the_task_keeps_the_carried_trace_rather_than_none(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tracing off (no SDK): there are no ids to make, so the logs keep the match's trace."""
+    monkeypatch.setattr(telemetry, "_provider", trace.NoOpTracerProvider)  # OTEL_SDK_DISABLED's provider
     assert _trace_inside(True) == CARRIED
