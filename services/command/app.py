@@ -327,11 +327,8 @@ class CommandApp:
             self._check_seat(m.seats, viewer)
             # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
             cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
-            if sample_seed:
-                draws = random.Random(sample_seed)
-                commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
-            else:
-                commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap)
+            draws = random.Random(sample_seed) if sample_seed else None
+            commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
             return LegalAnswer(m.public_version, commands, _complete(commands, cap),
                                [m.engine.render_command(c) for c in commands])
 

@@ -24,7 +24,7 @@ import enum
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from google.protobuf.message import Message
 
@@ -35,6 +35,7 @@ State: TypeAlias = Any
 Command: TypeAlias = Message
 Event: TypeAlias = Message
 View: TypeAlias = Message
+T = TypeVar("T")
 
 SPECTATOR: None = None
 """The viewer that is no seat: sees public information only."""
@@ -43,6 +44,14 @@ SPECTATOR: None = None
 Draws: TypeAlias = random.Random
 """The generator a compound choice is drawn with (`legal_commands`'s `rng`): one the caller
 seeds, never the `random` module's shared one, which rules modules do not touch."""
+
+
+def draw_in_order(items: Sequence[T], k: int, rng: Draws) -> list[T]:
+    """`k` of `items` drawn uniformly, kept in their order: how a listing longer than its limit
+    is cut when drawing (`legal_commands`'s `rng`), so that any item can come up."""
+    if k >= len(items):
+        return list(items)
+    return [items[i] for i in sorted(rng.sample(range(len(items)), max(k, 0)))]
 
 
 class Sampled(list):  # type: ignore[type-arg]

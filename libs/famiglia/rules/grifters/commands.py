@@ -6,12 +6,12 @@ from functools import cache, lru_cache
 from itertools import chain, combinations, islice, product
 from typing import Any
 
-from famiglia.engine import DecisionKind, Draws, Pending, Sampled
+from famiglia.engine import DecisionKind, Draws, Pending, Sampled, draw_in_order
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from .data import BRAIN, BRAWN, JOBS_BY_ID, SKILL_OF, SPEED
 from .flow import PLAY_DECISION, choice_options, default_answer, open_decision, timeout_seconds
-from .sampler import draw_in_order, draw_teams, team_count
+from .sampler import draw_teams, team_count
 from .state import (
     ABDUCT,
     COPY,
@@ -133,16 +133,13 @@ def legal_commands(state: State, seat: int, limit: int | None = None, *,
     if decision in OPTIONAL_CHOICES:
         options = [None, *options]
     if limit is not None and len(options) > limit:
-        if decision == JOB_SWAP:  # GR-K11: one own Job by one of theirs, a compound choice
-            if rng is not None:  # declining stays first, as always, while it leaves room
-                keep = 1 if limit > 1 else 0
-                options = options[:keep] + draw_in_order(options[keep:], limit - keep, rng)
-            return Sampled(_listed_answer(decision, o) for o in options[:limit])
         if rng is None:
             del options[limit:]
-        else:  # a small choice cut at the limit is cut at random, so that any answer can come up
+        else:  # cut at random, so that any answer can come up; declining stays first while it fits
             keep = 1 if decision in OPTIONAL_CHOICES and limit > 1 else 0
             options = options[:keep] + draw_in_order(options[keep:], limit - keep, rng)
+        if decision == JOB_SWAP:  # GR-K11: one own Job by one of theirs, a compound choice
+            return Sampled(_listed_answer(decision, o) for o in options)
     return [_listed_answer(decision, o) for o in options]
 
 

@@ -97,8 +97,3 @@ def draw_teams(skills: dict[str, list[str]], jobs: Sequence[tuple[str, int]], bu
     return out
 
 
-def draw_in_order(items: Sequence[T], k: int, rng: Draws) -> list[T]:
-    """`k` of `items` drawn uniformly, kept in their order."""
-    if k >= len(items):
-        return list(items)
-    return [items[i] for i in sorted(rng.sample(range(len(items)), max(k, 0)))]

@@ -25,7 +25,7 @@ change nothing, so each is listed and drawn in one form (`sampler`).
 
 from __future__ import annotations
 
-from famiglia.engine import Draws, Sampled
+from famiglia.engine import Draws, Sampled, draw_in_order
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .data import NOTE_MARK, NOTE_VALUE, POWER_HOLDER, VENDETTA_BY_ID, WISEGUY_BY_ID
@@ -34,7 +34,7 @@ from .decide.meeting import title_candidates
 from .decide.turns import rage_options
 from .effects import REVENGE_TARGETS
 from .queries import can_bid, can_corrupt, cash_in_options, free_wiseguys, min_bid_notes
-from .sampler import Members, bids, cash_ins, corruptions, cut, distributions, sample
+from .sampler import Members, bids, cash_ins, corruptions, distributions, sample
 from .state import Phase, State
 
 _END = pb.Command(end_turn=pb.EndTurn())
@@ -54,7 +54,7 @@ def legal_commands(state: State, seat: int, limit: int | None = None, *,
             listed = splits[:cap] if rng is None else sample(splits, whole, cap, rng)
             return _flagged(listed, splits, whole)
         listed = _choice_commands(state)
-        return _bounded(listed, cap) if rng is None else cut(listed, cap, rng)
+        return _bounded(listed, cap) if rng is None else draw_in_order(listed, cap, rng)
     if seat != state.turn_seat or state.draws:
         return []
     small = _revenge(state, seat) if not state.turn_acted else []
@@ -65,7 +65,7 @@ def legal_commands(state: State, seat: int, limit: int | None = None, *,
     # the compound choice keeps at least half of the room; the small ones share the rest
     room = cap - 1
     drawn = sample(fixed, members, max(room - len(small), (room + 1) // 2), rng) if members else []
-    return _flagged([_END, *cut(small, room - len(drawn), rng), *drawn], fixed, members)
+    return _flagged([_END, *draw_in_order(small, room - len(drawn), rng), *drawn], fixed, members)
 
 
 def _flagged(listed: list[pb.Command], fixed: list[pb.Command], members: Members | None) -> list[pb.Command]:

@@ -22,7 +22,7 @@ from itertools import groupby
 from math import comb, perm, prod
 from typing import NamedTuple
 
-from famiglia.engine import Draws
+from famiglia.engine import Draws, draw_in_order
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
 from .data import NOTE_VALUE, POWER_HOLDER, WISEGUY_BY_ID
@@ -47,23 +47,13 @@ def _pick(rng: Draws, sizes: list[int]) -> tuple[int, int]:
     raise AssertionError("a draw past the last part")
 
 
-def cut(commands: list[pb.Command], room: int, rng: Draws) -> list[pb.Command]:
-    """At most `room` of `commands` (a new list), picked at random and kept in order: any can
-    come up."""
-    if len(commands) <= room:
-        return list(commands)
-    if room <= 0:
-        return []
-    return [commands[i] for i in sorted(rng.sample(range(len(commands)), room))]
-
-
 def sample(fixed: list[pb.Command], members: Members, room: int, rng: Draws) -> list[pb.Command]:
     """At most `room` commands of a compound choice. While the representatives leave members
     out, half of the room goes to a random few of them (what a bot would weigh) and the rest
     to uniform draws of the whole choice; otherwise they are the whole choice, cut at random."""
     if members.size <= len(fixed):
-        return cut(fixed, room, rng)
-    out = cut(fixed, room // 2, rng)
+        return draw_in_order(fixed, room, rng)
+    out = draw_in_order(fixed, room // 2, rng)
     seen = {c.SerializeToString(deterministic=True) for c in out}
     room = min(room, members.size)
     for _ in range(2 * room):  # bounded: a small choice runs out of new members
