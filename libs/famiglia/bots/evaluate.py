@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
@@ -94,36 +95,98 @@ def _logistic(x: float) -> float:
 
 
 def nostra_city_chance(view: Message, seat: int) -> float:
-    """NC-V06..V10: the chance to win as the seat sees it. Respect only wins under the
-    right verdict: INNOCENT for the loyal, GUILTY for a Snitch (a lone Snitch wins
-    whatever its Respect), and GUILTY without any Snitch is a win for nobody (NC-V10):
-    every seat ranks last, a loss for a loyal seat too. The verdict is projected from the token, the marks of the
-    seat's own bribes and the Guilt the Investigations on the Street will still add;
-    the others' Snitch cards from how many Vendetta cards they drew."""
+    """NC-V06..V10: the chance to win as the seat sees it (`_nostra_city_odds`)."""
     players = list(getattr(view, "players", ()))
     me = _seat_entry(players, seat)
     if me is None:
         return 0.0
-    snitch_ids, investigations, marks = _nostra_city_cards()
-    snitch = bool(getattr(me, "snitch", False)) or any(c in snitch_ids for c in getattr(me, "hand", ()))
-    month = int(getattr(view, "month", 1) or 1)
-    phase = str(getattr(view, "phase", ""))
+    snitch_ids, investigations, _ = _nostra_city_cards()
+    month, phase = int(getattr(view, "month", 1) or 1), str(getattr(view, "phase", ""))
+    per_note = _note_respect(month, phase)
+    respects = [float(getattr(p, "respect", 0)) + per_note * getattr(p, "bank_size", 0) for p in players]
+    seats = [getattr(p, "seat", -1) for p in players]
+    return _nostra_city_odds(
+        snitch=bool(getattr(me, "snitch", False)) or any(c in snitch_ids for c in getattr(me, "hand", ())),
+        month=month, phase=phase, verdict=float(getattr(view, "verdict", 0)),
+        open_investigations=sum(1 for c in getattr(view, "street", ()) if c in investigations),
+        corrupted=getattr(me, "corrupted", ()), bank=getattr(me, "bank", ()),
+        free=len(set(getattr(me, "wiseguys", ())).difference(getattr(me, "busy", ()))),
+        bribe_left=_trial_ahead(phase, list(getattr(view, "order", ())), int(getattr(view, "turn", 0)), seat),
+        mine=respects[seats.index(seat)],
+        others=[(r, bool(getattr(p, "snitch", False)), int(getattr(p, "vendetta_drawn", 0)))
+                for r, p, s in zip(respects, players, seats, strict=True) if s != seat])
+
+
+@dataclass(frozen=True)
+class NostraCityWeights:
+    """The constants of `_nostra_city_odds`, in one place to tune them (`famiglia.bench.strength`)."""
+
+    mark_now: float = 0.6
+    """A marked Note in the Bank that a Free Wiseguy can still bribe with in this month's
+    Trial moves the projected verdict this much (1 for one on the Corruption Pile)..."""
+    mark_later: float = 0.2
+    """...and one that must wait for a later Trial (NC-T01), if the seat keeps it out of
+    its bids and distributions, this much."""
+    guilt_per_investigation: float = 0.6
+    """Expected Guilt an Investigation on the Street still adds per Reception (NC-C04: 1,
+    unless a Meeting takes it first)."""
+    spread: float = 1.0
+    spread_per_reception: float = 0.6
+    """The verdict's uncertainty: the others' hidden bribes and the Receptions to come."""
+    respect_scale: float = 1.5
+    note_respect: float = 0.1
+    """A Note in the Bank buys the cards that give Respect, while Meetings are left..."""
+    note_tie_break: float = 0.02
+    """...and breaks Respect ties at the end (NC-V15)."""
+    snitch_odds_per_draw: float = 0.9
+    """The chance that one Vendetta card drawn was not an FBI Snitch (NC-K41, NC-K42)."""
+
+
+NOSTRA_CITY = NostraCityWeights()
+
+
+def _note_respect(month: int, phase: str) -> float:
+    """What one Note in a Bank is worth in Respect, as the Meetings run out."""
+    meetings_left = max(0, 6 - month + (1 if phase in ("business", "meeting") else 0))
+    return NOSTRA_CITY.note_tie_break + NOSTRA_CITY.note_respect * meetings_left / 6
+
+
+def _trial_ahead(phase: str, order: list[int], turn: int, seat: int) -> bool:
+    """Whether the seat's own turn in this month's Trial is still to come or under way."""
+    if phase in ("business", "meeting", "resolution"):
+        return True
+    return phase == "trial" and seat in order and order.index(seat) >= turn
+
+
+def _nostra_city_odds(*, snitch: bool, month: int, phase: str, verdict: float, open_investigations: int,
+                      corrupted: Iterable[int], bank: Iterable[int], free: int, bribe_left: bool, mine: float,
+                      others: list[tuple[float, bool, int]]) -> float:
+    """Respect only wins under the right verdict: INNOCENT for the loyal, GUILTY for a Snitch
+    (a lone Snitch wins whatever its Respect), and GUILTY without any Snitch is a win for
+    nobody (NC-V10): every seat ranks last, a loss for a loyal seat too. The verdict is
+    projected from the token, the marks of the seat's own bribes, the Notes in its Bank that
+    would push the verdict its way, and the Guilt the Investigations on the Street will still
+    add; the others' Snitch cards from how many Vendetta cards they drew. `others`: each
+    other seat's (Respect with its Bank, revealed Snitch, Vendetta cards drawn)."""
+    _, _, marks = _nostra_city_cards()
     receptions_left = max(0, 6 - month + (0 if phase in ("reception", "verdict", "over") else 1))
-    open_investigations = sum(1 for c in getattr(view, "street", ()) if c in investigations)
-    verdict = (float(getattr(view, "verdict", 0)) + sum(marks.get(n, 0) for n in getattr(me, "corrupted", ()))
-               - 0.6 * open_investigations * receptions_left)
-    spread = 1.0 + 0.6 * receptions_left
+    wanted = -1 if snitch else 1
+    w = NOSTRA_CITY
+    in_bank = sum(1 for n in bank if marks.get(n, 0) == wanted)
+    now = min(in_bank, free) if bribe_left else 0
+    later = in_bank - now if month < 6 else 0
+    verdict = (verdict + sum(marks.get(n, 0) for n in corrupted)
+               + wanted * (w.mark_now * now + w.mark_later * later)
+               - w.guilt_per_investigation * open_investigations * receptions_left)
+    spread = w.spread + w.spread_per_reception * receptions_left
     innocent = _logistic((verdict - 0.5) / spread)
-    others = [p for p in players if getattr(p, "seat", -1) != seat]
-    respect = float(getattr(me, "respect", 0)) + 0.1 * getattr(me, "bank_size", 0)
-    best_other = max((float(getattr(p, "respect", 0)) + 0.1 * getattr(p, "bank_size", 0) for p in others),
-                     default=respect)
-    ahead = _logistic((respect - best_other) / 1.5)
+    best_other = max((r for r, _, _ in others), default=mine)
+    ahead = _logistic((mine - best_other) / w.respect_scale)
     no_other_snitch = 1.0
-    for p in others:
-        if getattr(p, "snitch", False):
+    for _, revealed, drawn in others:
+        if revealed:
             no_other_snitch = 0.0
-        no_other_snitch *= 0.9 ** int(getattr(p, "vendetta_drawn", 0))
+        no_other_snitch *= w.snitch_odds_per_draw ** drawn
     if snitch:
         return (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
     return innocent * ahead
@@ -282,43 +345,30 @@ def _nothing_personal_state(state: Any, seat: int) -> float:
 
 def _nostra_city_state(state: Any, seat: int) -> float:
     """`nostra_city` of `view(state, seat)`, read from the state: the public Respect, Bank
-    sizes, Vendetta draws and Territory of every seat, the seat's own hand and corrupted
+    sizes, Vendetta draws and Territory of every seat, the seat's own hand, Bank and corrupted
     Notes, and the Snitches only once the match is over — what the seat's View shows.
-    The same arithmetic in the same order as `nostra_city_chance`, so the same number."""
+    The same numbers into the same `_nostra_city_odds` as `nostra_city_chance`."""
     from famiglia.rules.nostra_city.queries import respect as seat_respect
 
     players = state.players
     if not 0 <= seat < len(players):
         raise IndexError(seat)
-    snitch_ids, investigations, marks = _nostra_city_cards()
+    snitch_ids, investigations, _ = _nostra_city_cards()
     config = state.config
     phase = state.phase.value
     over = phase == "over"
     me = players[seat]
     raw = [seat_respect(p, config) for p in players]
-    respects = [float(r) + 0.1 * len(p.bank) for r, p in zip(raw, players, strict=True)]
-    snitch = (over and seat in state.snitches) or any(c in snitch_ids for c in me.hand)
-    month = int(state.month or 1)
-    receptions_left = max(0, 6 - month + (0 if phase in ("reception", "verdict", "over") else 1))
-    open_investigations = sum(1 for c in state.street if c in investigations)
-    verdict = (float(state.verdict) + sum(marks.get(n, 0) for n in me.corrupted)
-               - 0.6 * open_investigations * receptions_left)
-    spread = 1.0 + 0.6 * receptions_left
-    innocent = _logistic((verdict - 0.5) / spread)
-    mine = respects[seat]
-    best_other = max((r for i, r in enumerate(respects) if i != seat), default=mine)
-    ahead = _logistic((mine - best_other) / 1.5)
-    no_other_snitch = 1.0
-    for i, p in enumerate(players):
-        if i == seat:
-            continue
-        if over and i in state.snitches:
-            no_other_snitch = 0.0
-        no_other_snitch *= 0.9 ** int(p.vendetta_drawn)
-    if snitch:
-        chance = (1.0 - innocent) * (no_other_snitch + (1.0 - no_other_snitch) * ahead)
-    else:
-        chance = innocent * ahead
+    per_note = _note_respect(int(state.month or 1), phase)
+    respects = [float(r) + per_note * len(p.bank) for r, p in zip(raw, players, strict=True)]
+    chance = _nostra_city_odds(
+        snitch=(over and seat in state.snitches) or any(c in snitch_ids for c in me.hand),
+        month=int(state.month or 1), phase=phase, verdict=float(state.verdict),
+        open_investigations=sum(1 for c in state.street if c in investigations),
+        corrupted=me.corrupted, bank=me.bank, free=len(set(me.wiseguys).difference(me.busy)),
+        bribe_left=_trial_ahead(phase, list(state.order), state.turn, seat), mine=respects[seat],
+        others=[(respects[i], over and i in state.snitches, int(p.vendetta_drawn))
+                for i, p in enumerate(players) if i != seat])
     earners = len(me.wiseguys) + len(me.turfs)
     return (10.0 * chance + 0.2 * float(raw[seat])
             + 0.05 * len(me.bank) + 0.05 * earners)

@@ -81,6 +81,46 @@ def test_nostra_city_chance_follows_the_verdict_a_seat_needs() -> None:
     assert nostra_city_chance(_nostra_city_view(verdict=-4, my_hand=(), drawn=0), 0) < 0.1
 
 
+def _bribing_view(*, bank: list[int], corrupted: list[int] = (), free: int = 2, month: int = 3,
+                  phase: str = "trial", order: tuple[int, ...] = (1, 0, 2), turn: int = 1, snitch: bool = False):
+    from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+    from famiglia.rules.nostra_city.data import VENDETTA
+
+    hand = [next(v.id for v in VENDETTA if v.kind == "snitch")] if snitch else []
+    me = pb.SeatView(seat=0, respect=5, bank=bank, bank_size=len(bank), wiseguys=["W01", "W02", "W03"],
+                     busy=["W01", "W02", "W03"][free:], corrupted=list(corrupted), hand=hand, hand_size=len(hand))
+    others = [pb.SeatView(seat=s, respect=5, bank_size=len(bank) + len(corrupted), vendetta_drawn=2) for s in (1, 2)]
+    return pb.View(viewer=0, seats=3, month=month, phase=phase, verdict=0, order=order, turn=turn,
+                   players=[me, *others])
+
+
+def test_nostra_city_chance_counts_the_notes_a_seat_can_still_bribe_with() -> None:
+    """NC-T01, NC-V05: an Innocent Note in a loyal seat's Bank is a bribe it can still make, worth
+    less than one made (so a bribe is never put off) and nothing once its last Trial turn is
+    over; a Guilty one is that to a Snitch. Kept in the Bank, out of a bid or a gift, it raises
+    the chance; what holds it back is the Free Wiseguys left for the Trial."""
+    from famiglia.rules.nostra_city.data import NOTES
+
+    innocent = [n.id for n in NOTES if n.mark == "I"][:2]
+    guilty = [n.id for n in NOTES if n.mark == "G"][:2]
+    plain = [n.id for n in NOTES if not n.mark][:2]
+
+    def chance(**kw) -> float:  # noqa: ANN003
+        return nostra_city_chance(_bribing_view(**kw), 0)
+
+    kept, spent = chance(bank=innocent[:1] + plain[:1]), chance(bank=plain[:2])
+    bribed = chance(bank=plain[:1], corrupted=innocent[:1])
+    assert bribed > kept > spent
+    assert chance(bank=innocent[:1] + plain[:1], free=0) < kept  # no Wiseguy left this month
+    last = chance(bank=plain[:2], month=6)
+    assert chance(bank=innocent[:1] + plain[:1], free=0, month=6) == pytest.approx(last)  # no Trial after
+    assert chance(bank=innocent[:1] + plain[:1], month=6) > last
+    over = {"month": 6, "turn": 2}  # seat 0's last Trial turn is behind it
+    assert chance(bank=innocent[:1] + plain[:1], **over) == pytest.approx(chance(bank=plain[:2], **over))
+    assert chance(bank=guilty[:1] + plain[:1], snitch=True) > chance(bank=plain[:2], snitch=True)
+    assert chance(bank=guilty[:1] + plain[:1]) == pytest.approx(spent)  # a loyal seat's Guilty Note
+
+
 def test_past_its_deadline_the_search_answers_with_what_it_has() -> None:
     """The decision's deadline (the worker's time limit) ends the search, whatever its
     own budget: one iteration, then the best root move so far."""

@@ -67,8 +67,10 @@ RECORDED: dict[str, list[tuple[int, str]]] = {
     'goodcritters': [(167, '3cb53b6f571b6e225cf3'), (200, '18e8d34c658fc17d837e'), (200, '8bc98a1f2af3a116de92'), (200, '204c8ce8c54b49f114fe'), (200, '4136523050ba17d55fd6'), (200, '459537c6914769ae926a'), (200, 'f3986e794c1b0fb4907e'), (200, '11e65e2ac287bb18f67e'), (200, 'd2db56f01b4e27df1b74'), (200, '40102c12a5c49a8fae78'), (200, 'a30a6fb6e0e100093580'), (200, '67c118f4b1d535cbb5d2'), (200, '811b5306a566768bc365'), (200, 'b17e32352e4d47192ec5'), (200, '256d8dfdd2bb582c21ac'), (60, '62543fefaf871c44852f')],
     'grifters': [(45, '089b41ef98956494515a'), (67, 'bcf04d4d2c2f818e2585'), (34, 'ddff058506a9ae5e4c79'), (42, 'b906946754dbc4743085'), (79, 'f73b1dac7afb2842488f'), (55, '1d6aaed67f5c62828c0d'), (102, 'e074a6fbdef3aa68c5ea'), (69, 'c56a5890f94583aad5cc'), (75, 'd3e00b40f7bae6bee17a'), (28, '47b2822b502115290bd2')],
     # nostra_city re-recorded: with nobody winning a loss for every seat (NC-V10), the heuristic no
-    # longer counts GUILTY without a Snitch as a win for a loyal seat
-    'nostra_city': [(107, '9f3858adfcf42a731476'), (118, '95446dc93ca77396a3e7'), (76, '148466304d6464006a34'), (137, 'c6533088628b71752815'), (153, '15cb6b1fc2b6153f35b2'), (133, '8922e914052d1ef4d32a'), (165, 'bbb0ef044a2377469bd3'), (162, '59ca50fec7d44227884d'), (151, '7e2f58c5238e4a6215b7'), (60, 'e080b632c624e5fbf749')],
+    # longer counts GUILTY without a Snitch as a win for a loyal seat; then (session 20) bids and
+    # distributions are listed by the marks they give up or keep, and the evaluator counts the Notes a
+    # seat can still bribe with and values a Note less as the Meetings run out
+    'nostra_city': [(112, '631701f13920e6980aff'), (104, 'acfc7be5d6bca79c904a'), (93, 'eb28d44271db10ec1b47'), (137, 'da3eca2e8a5c0bc4d885'), (150, '0b0cb42ba9f08730395f'), (142, '72754a02a0215ae0105a'), (158, 'c9f51d725cbd77d0b826'), (140, '64ae1e927ce1e93fef23'), (151, 'a58465e1f4fc5d2e3ef5'), (60, '87ab47e09e6b25658e07')],
     # nothing_personal re-recorded for rules changes: offer ids are drawn, not counted (NP-H7); an
     # auto-passing seat is still asked in windows, passing on its own clock (NP-D7, NP-H9); lapsed
     # claims ride on the event that ends the round, not events of their own (NP-H9), which moved

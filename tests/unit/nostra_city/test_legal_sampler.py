@@ -10,7 +10,7 @@ from itertools import combinations
 from famiglia.engine import Rng, Sampled
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 from famiglia.rules.nostra_city import ENGINE
-from famiglia.rules.nostra_city.data import POLICE_RAID
+from famiglia.rules.nostra_city.data import NOTE_MARK, POLICE_RAID
 from famiglia.rules.nostra_city.state import Phase, State
 
 from .helpers import (
@@ -90,8 +90,8 @@ def test_a_choice_the_representatives_cover_is_no_sample() -> None:
 
 # -- bids -----------------------------------------------------------------------------------------
 def test_nc_m01_m02_m03_any_free_wiseguy_location_and_set_of_notes_may_bid() -> None:
-    """NC-M01..M03: the representatives bid with W01 only, and the lowest, highest, two lowest
-    Notes or the whole Bank; the sampler draws any Wiseguy, any filled space, any set."""
+    """NC-M01..M03: the representatives bid with W01 only (`test_nc_v05_...` says which Notes);
+    the sampler draws any Wiseguy, any filled space, any set."""
     s = table(meeting_table(), street=("R1", "", "R3", "R4"))  # seat 0: W01 W02 W18, four $10,000s
     bank = sorted(s.players[0].bank)
     middle = bid("W02", 4, bank[1:3])
@@ -171,16 +171,34 @@ def _distributing() -> tuple[State, list[int]]:
 def test_nc_b08_b09_b12_every_split_within_the_shares_can_be_drawn() -> None:
     """NC-B08, NC-B09, NC-B12: seats 1 and 2 may each take none or one of the three Notes, or
     one of them the First Player card instead: 13 + 4 + 4 splits. The representatives list
-    six; the sampler draws all 21, each once in its canonical form."""
+    seven (`test_nc_v05_...`); the sampler draws all 21, each once in its canonical form."""
     s, (a, b, c) = _distributing()
     fixed = ENGINE.legal_commands(s, 0)
-    assert isinstance(fixed, Sampled) and len(fixed) == 6
+    assert isinstance(fixed, Sampled) and len(fixed) == 7
     swapped = distribute({1: [c], 2: [a]})
     assert _key(swapped) not in _keys(fixed)
     drawn = _drawn(s, 0)
     assert _key(swapped) in drawn and _key(distribute({2: [b]}, fp=1)) in drawn
     assert len(drawn) == 21
     assert all(c.distribute_notes.first_player_to != 3 for c in drawn.values())  # no share, no card
+
+
+def test_nc_v05_the_representatives_differ_in_the_marks_a_seat_gives_up() -> None:
+    """NC-V05: a marked Note moves the verdict only from the Corruption Pile, so whoever spends
+    or gives Notes cares which marks go. The representatives bid one Note of each (value, mark)
+    kind, the two lowest, the whole Bank and the whole Bank but its Innocent or its Guilty
+    Notes; a distribution serves every share in draw order, or keeping the Innocent or the
+    Guilty Notes drawn, besides keep-all, cheat-one, serve-one and the gifts."""
+    low, i10, g10, i20 = notes(5000)[0], notes(10000, "I")[0], notes(10000, "G")[0], notes(20000, "I")[0]
+    s = seat(table(meeting_table(), street=("R1", "", "", "")), 0, bank=tuple(sorted((low, i10, g10, i20))))
+    sets = {tuple(c.place_bid.notes) for c in ENGINE.legal_commands(s, 0) if c.WhichOneof("kind") == "place_bid"}
+    assert sets == {(low,), (i10,), (g10,), (i20,), (low, min(i10, g10)), (low, *sorted((i10, g10)), i20),
+                    (low, g10), (low, i10, i20)}
+    t, (innocent, plain, guilty) = _distributing()
+    assert [NOTE_MARK[n] for n in (innocent, plain, guilty)] == ["I", "", "G"]  # in draw order
+    listed = _keys(ENGINE.legal_commands(t, 0))
+    assert _key(distribute({1: [innocent], 2: [plain]})) in listed  # draw order: keeps the Guilty
+    assert _key(distribute({1: [plain], 2: [guilty]})) in listed  # keeps the Innocent
 
 
 # -- Corruptions ----------------------------------------------------------------------------------

@@ -10,12 +10,15 @@ so every legal command can come up. Complete generators, all accepted by `decide
   Representatives: the Earners and W18 plus one other Wiseguy (the others act alike here).
 - DistributeNotes: every split of the drawn Notes among the other seats with at most
   s(p) Notes each (s(p) - 1 for the First Player gift's receiver), plus optionally the
-  gift to a seat with a share. Representatives: fair, keep-all, cheat-one, serve-one, gifts.
+  gift to a seat with a share. Representatives: fair (in draw order, and keeping the Innocent
+  or the Guilty Notes drawn: NC-V05), keep-all, cheat-one, serve-one, gifts.
 - PlaceBid: every Free Wiseguy x unused Location on a filled space x every non-empty
   subset of the Bank (at least 2 Notes under I5), in value order with Notes of one value in
   every order: the timeout of the keep choice keeps the earliest placed of equal Notes
-  (NC-D09). Representatives: the Baldini plus one other Wiseguy, per Location the lowest
-  Note, the highest Note, the two lowest, the whole Bank (equal values in id order).
+  (NC-D09). Representatives: the Baldini plus one other Wiseguy, per Location one Note of
+  each (value, mark) kind, the two lowest, the whole Bank, and the whole Bank but its
+  Innocent or its Guilty Notes (equal values in id order): what a bid costs differs by the
+  marks it gives up (NC-V05).
 - Corrupt: every Free Wiseguy x every Bank Note (pairs with W11), W12 and W13 options.
   Representatives: the Fixers plus one other Wiseguy, one Note of each (value, mark) kind.
 - KeepNotes, AssignTitle, PlayRage, PlayVendetta: listed whole (W08's pairs included).
@@ -141,7 +144,7 @@ def _bids(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
     by_value = sorted(p.bank, key=lambda n: (NOTE_VALUE[n], n))
     locations = [loc for loc in p.locations if state.street[loc - 1]]
     sets: list[list[int]] = []
-    for notes in (by_value[:1], by_value[-1:], by_value[:2], by_value):
+    for notes in _bid_sets(by_value):
         if len(notes) >= need and notes not in sets:
             sets.append(notes)
     out = []
@@ -150,6 +153,17 @@ def _bids(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
             for notes in sets:
                 out.append(pb.Command(place_bid=pb.PlaceBid(wiseguy=w, location=loc, notes=notes)))
     return out, bids(free, locations, by_value, need)
+
+
+def _bid_sets(by_value: list[int]) -> list[list[int]]:
+    """Bids that differ in what they cost the bidder: its value and the marks it gives up
+    (NC-V05). One Note of each (value, mark) kind, the two lowest, the whole Bank, and the
+    whole Bank but for its Innocent or its Guilty Notes."""
+    kinds: dict[tuple[int, str], int] = {}
+    for n in by_value:
+        kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
+    but = [[n for n in by_value if NOTE_MARK[n] != mark] for mark in ("I", "G")]
+    return [[n] for n in kinds.values()] + [by_value[:2], by_value, *but]
 
 
 def _corruptions(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:

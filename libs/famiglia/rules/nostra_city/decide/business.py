@@ -5,7 +5,7 @@ from __future__ import annotations
 from famiglia.engine import Rng
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
-from ..data import ATLANTIC_CITY, TURF_BY_ID, WISEGUY_BY_ID
+from ..data import ATLANTIC_CITY, NOTE_MARK, TURF_BY_ID, WISEGUY_BY_ID
 from ..queries import acting_power, blocked, cashin_key, is_racket, shares
 from ..state import Choice, Phase, State
 from .common import Emitter, cheat_draws, draw_notes, refuse
@@ -111,14 +111,19 @@ def default_distribution(state: State) -> pb.DistributeNotes:
     """NC-D05 timeout: no gift; clockwise from the left, Notes in draw order up to each share."""
     choice = state.choice
     assert choice is not None
-    notes = list(choice.notes)
+    return pb.DistributeNotes(gifts=[pb.Gift(seat=p, notes=n) for p, n in _served(state, list(choice.notes)) if n])
+
+
+def _served(state: State, notes: list[int]) -> list[tuple[int, list[int]]]:
+    """Every other seat its full share, clockwise from the left, from `notes` in order."""
+    choice = state.choice
+    assert choice is not None
     gifts = []
     for i in range(1, state.seats):
         p = (choice.seat + i) % state.seats
         take, notes = notes[: choice.shares[p]], notes[choice.shares[p]:]
-        if take:
-            gifts.append(pb.Gift(seat=p, notes=take))
-    return pb.DistributeNotes(gifts=gifts)
+        gifts.append((p, take))
+    return gifts
 
 
 def forced_distribution(state: State) -> pb.DistributeNotes | None:
@@ -140,6 +145,8 @@ def distribution_samples(state: State, limit: int) -> list[pb.Command]:
     base = default_distribution(state)
     fair = [(g.seat, list(g.notes)) for g in base.gifts]
     variants: list[list[tuple[int, list[int]]]] = [fair, []]  # serve everyone / keep everything
+    for mark in ("I", "G"):  # serve everyone, keeping the Notes of one mark (NC-V05)
+        variants.append(_served(state, sorted(choice.notes, key=lambda n: NOTE_MARK[n] == mark)))
     for skip in range(len(fair)):  # cheat one player
         variants.append([g for i, g in enumerate(fair) if i != skip])
     for only in range(len(fair)):  # serve only one player
