@@ -21,7 +21,8 @@ from .metrics import configure_metrics
 
 def run(settings: Settings) -> int:
     app = bootstrap(settings=settings)
-    server, port = serve(app.sql, listen_address(settings.projection_addr), min(settings.grpc_workers, 32))
+    server, port = serve(app.sql, listen_address(settings.projection_addr), min(settings.grpc_workers, 32),
+                         registry=app.registry)
     server.start()
     runner = app.runner()
     log = get_logger()

@@ -24,6 +24,8 @@ DEFAULT_PAGE = 50
 MAX_TOKEN_CHARS = 512
 """Tokens we hand out are ~40 characters; a longer one is refused before it is decoded."""
 MAX_MATCH_ID_CHARS = 256
+MAX_GAME_ID_CHARS = 64
+"""The longest game id a match row holds (`Match.game_id`)."""
 INT64_MAX = (1 << 63) - 1
 
 
@@ -206,6 +208,14 @@ def list_matches(session: Session, *, game_id: str = "", status: str = "", playe
     rows = rows[:size]
     token = encode_token(rows[-1].created_ms, rows[-1].match_id) if more and rows else ""
     return Page(_summaries(session, rows), token)
+
+
+def has_game(session: Session, game_id: str) -> bool:
+    """Whether any match of `game_id` is in the read models (one seek on ix_matches_game_status):
+    they keep the matches of games this server no longer serves, archived without results."""
+    if not game_id or len(game_id) > MAX_GAME_ID_CHARS:
+        return False
+    return session.exec(select(Match.match_id).where(Match.game_id == game_id).limit(1)).first() is not None
 
 
 def match_summary(session: Session, match_id: str) -> MatchSummary | None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from sqlalchemy.engine import Engine
+from sqlmodel import Session
 
+from famiglia.engine.registry import Registry, default_registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
 from famiglia.grpcutil.server import build_server, rpc
 from famiglia.readmodels import queries, tournaments
@@ -62,8 +65,18 @@ def _player_match(entry: queries.HistoryEntry) -> pb.PlayerMatchRecord:
 
 
 class QueryServicer(pb_grpc.QueryServiceServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, registry: Registry) -> None:
         self.engine = engine
+        self.registry = registry
+
+    def _check_game(self, session: Session, game_id: str, also: Collection[str] = ()) -> None:
+        """A game filter names a game this server serves (the registry), one whose matches the
+        read models hold (they keep games no longer served, archived without results), or one
+        of `also`; anything else is a typo, not an empty result. "" (every game) passes."""
+        if not game_id or game_id in self.registry or game_id in also or queries.has_game(session, game_id):
+            return
+        raise InvalidArgument("unknown_game",
+                              f"no game {game_id[:80]!r} on this server or in its read models")
 
     @rpc
     def ListMatches(self, request: pb.ListMatchesRequest, context: grpc.ServicerContext) -> Any:
@@ -72,6 +85,7 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         with read_session(self.engine) as session:
             if request.status not in _STATUS_FILTER:  # a newer client's value: not "any status"
                 raise InvalidArgument("bad_status", f"unknown match status {request.status}")
+            self._check_game(session, request.game_id)
             try:
                 page = queries.list_matches(session, game_id=request.game_id,
                                             status=_STATUS_FILTER[request.status],
@@ -97,6 +111,7 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         if not request.game_id:
             raise InvalidArgument("no_game_id", "game_id is required")
         with read_session(self.engine) as session:
+            self._check_game(session, request.game_id)
             entries = queries.leaderboard(session, request.game_id, limit=request.limit,
                                           offset=max(0, request.offset))
         return pb.GetLeaderboardResponse(game_id=request.game_id, entries=[leaderboard_entry(e) for e in entries])
@@ -106,6 +121,7 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         if not request.player_id:
             raise InvalidArgument("no_player_id", "player_id is required")
         with read_session(self.engine) as session:
+            self._check_game(session, request.game_id)
             try:
                 history = queries.player_history(session, request.player_id, game_id=request.game_id,
                                                  page_size=request.page_size, page_token=request.page_token)
@@ -131,6 +147,7 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
             raise InvalidArgument("no_tournament_id", "tournament_id is required")
         with read_session(self.engine) as session:
             info = tournaments.get_tournament(session, request.tournament_id)
+            self._check_game(session, request.game_id, info.games if info else ())
             if info is None:
                 raise NotFound("unknown_tournament", f"no tournament {request.tournament_id!r}")
             standings = tournaments.tournament_standings(session, request.tournament_id, request.game_id)
@@ -145,7 +162,10 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         )
 
 
-def serve(engine: Engine, address: str, workers: int = 16) -> tuple[grpc.Server, int]:
-    """A QueryService server bound to `address` (not yet started)."""
-    return build_server(address, [(pb_grpc.add_QueryServiceServicer_to_server, QueryServicer(engine), SERVICE_NAME)],
+def serve(engine: Engine, address: str, workers: int = 16, *,
+          registry: Registry | None = None) -> tuple[grpc.Server, int]:
+    """A QueryService server bound to `address` (not yet started); `registry` (default: the
+    games this process plays) is what its game filters accept, with the read models' games."""
+    servicer = QueryServicer(engine, registry if registry is not None else default_registry())
+    return build_server(address, [(pb_grpc.add_QueryServiceServicer_to_server, servicer, SERVICE_NAME)],
                         workers=workers)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import error_code
 from famiglia.readmodels import record_tournament
 from famiglia.readmodels.db import write_session
@@ -30,13 +31,26 @@ def played(app: ProjectionApp) -> list[Played]:
 
 
 @pytest.fixture()
-def channel(app: ProjectionApp) -> Iterator[grpc.Channel]:
-    server, port = serve(app.sql, "127.0.0.1:0", workers=4)
-    server.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    yield channel
-    channel.close()
-    server.stop(grace=None)
+def serving(app: ProjectionApp) -> Iterator[Callable[[Registry], grpc.Channel]]:
+    """Start a QueryService over the app's read models that serves the given registry's games."""
+    started: list[tuple[grpc.Server, grpc.Channel]] = []
+
+    def start(registry: Registry) -> grpc.Channel:
+        server, port = serve(app.sql, "127.0.0.1:0", workers=4, registry=registry)
+        server.start()
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        started.append((server, channel))
+        return channel
+
+    yield start
+    for server, channel in started:
+        channel.close()
+        server.stop(grace=None)
+
+
+@pytest.fixture()
+def channel(app: ProjectionApp, serving: Callable[[Registry], grpc.Channel]) -> grpc.Channel:
+    return serving(app.registry)
 
 
 def test_list_matches_pages_are_stable_and_filtered(played: list[Played], channel: grpc.Channel) -> None:
@@ -54,7 +68,8 @@ def test_list_matches_pages_are_stable_and_filtered(played: list[Played], channe
     assert seen == newest_first
     ann = stub.ListMatches(pb.ListMatchesRequest(player_id="ann", status=pb.MATCH_STATUS_FINISHED))
     assert {m.match_id for m in ann.matches} == {p.match_id for p in played if "ann" in p.players}
-    assert not stub.ListMatches(pb.ListMatchesRequest(game_id="no_such_game")).matches
+    assert {m.match_id for m in stub.ListMatches(pb.ListMatchesRequest(game_id="dice_race", page_size=500)).matches} \
+        == {p.match_id for p in played if p.game_id == "dice_race"}
     assert not stub.ListMatches(pb.ListMatchesRequest(status=pb.MATCH_STATUS_LIVE)).matches
     with pytest.raises(grpc.RpcError) as bad:
         stub.ListMatches(pb.ListMatchesRequest(page_token="garbage!"))
@@ -118,3 +133,61 @@ def test_health_reports_the_query_service_serving(app: ProjectionApp, channel: g
     watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=5)
     assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
     watch.cancel()
+
+
+#: Every QueryService call that takes a game filter, with that filter set to `game_id`.
+GAME_FILTERS: dict[str, Callable[[pb_grpc.QueryServiceStub, str], object]] = {
+    "ListMatches": lambda stub, game_id: stub.ListMatches(pb.ListMatchesRequest(game_id=game_id)),
+    "GetLeaderboard": lambda stub, game_id: stub.GetLeaderboard(pb.GetLeaderboardRequest(game_id=game_id)),
+    "GetPlayerHistory": lambda stub, game_id: stub.GetPlayerHistory(
+        pb.GetPlayerHistoryRequest(player_id="bob", game_id=game_id)),
+    "GetTournamentStandings": lambda stub, game_id: stub.GetTournamentStandings(
+        pb.GetTournamentStandingsRequest(tournament_id="cup", game_id=game_id)),
+}
+
+
+@pytest.mark.parametrize("call", sorted(GAME_FILTERS))
+@pytest.mark.parametrize("game_id", ["chess", "x" * 300])
+def test_game_filters_refuse_games_neither_served_nor_in_the_read_models(
+        played: list[Played], channel: grpc.Channel, call: str, game_id: str) -> None:
+    stub = pb_grpc.QueryServiceStub(channel)
+    with pytest.raises(grpc.RpcError) as bad:
+        GAME_FILTERS[call](stub, game_id)
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_code(bad.value) == "unknown_game"
+    assert f"no game {game_id[:80]!r}" in (bad.value.details() or "")
+
+
+def test_game_filters_accept_served_games_without_matches_and_no_game(played: list[Played],
+                                                                       channel: grpc.Channel) -> None:
+    stub = pb_grpc.QueryServiceStub(channel)
+    assert "grifters" not in {p.game_id for p in played}
+    assert not stub.ListMatches(pb.ListMatchesRequest(game_id="grifters")).matches
+    assert not stub.GetLeaderboard(pb.GetLeaderboardRequest(game_id="grifters")).entries
+    assert not stub.GetPlayerHistory(pb.GetPlayerHistoryRequest(player_id="bob", game_id="grifters")).matches
+    assert len(stub.ListMatches(pb.ListMatchesRequest(game_id="", page_size=500)).matches) == len(played)
+    assert stub.GetPlayerHistory(pb.GetPlayerHistoryRequest(player_id="bob", game_id="")).matches
+
+
+def test_game_filters_accept_games_the_read_models_hold_but_this_server_no_longer_serves(
+        app: ProjectionApp, played: list[Played], serving: Callable[[Registry], grpc.Channel]) -> None:
+    with write_session(app.sql) as session:
+        record_tournament(session, "retired", name="Old times", games=["old_game"])
+    stub = pb_grpc.QueryServiceStub(serving(Registry({})))  # serves no game at all
+    dice = {p.match_id for p in played if p.game_id == "dice_race"}
+    assert dice
+    got = stub.ListMatches(pb.ListMatchesRequest(game_id="dice_race", page_size=500)).matches
+    assert {m.match_id for m in got} == dice
+    assert stub.GetLeaderboard(pb.GetLeaderboardRequest(game_id="dice_race")).entries
+    assert stub.GetPlayerHistory(pb.GetPlayerHistoryRequest(player_id="bob", game_id="dice_race")).matches
+    assert stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id="cup",
+                                                                        game_id="dice_race")).standings
+    # a game only a tournament names (no match of it yet) is that tournament's, not a typo
+    old = stub.GetTournamentStandings(pb.GetTournamentStandingsRequest(tournament_id="retired", game_id="old_game"))
+    assert old.games == ["old_game"] and not old.standings
+    with pytest.raises(grpc.RpcError) as bad:
+        stub.ListMatches(pb.ListMatchesRequest(game_id="old_game"))
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_code(bad.value) == "unknown_game"
+    with pytest.raises(grpc.RpcError) as bad:  # the registry's games, not the ones this process lacks
+        stub.ListMatches(pb.ListMatchesRequest(game_id="grifters"))
+    assert error_code(bad.value) == "unknown_game"
