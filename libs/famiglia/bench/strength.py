@@ -6,7 +6,10 @@ The candidate takes one seat (rotating through the seat positions, since seat
 order matters) and `random` fills the others, at the game's minimum seat count
 (three for a game that allows it and starts at two, see `strength_seats`).
 A random seat wins about 1/N of the time, which the table shows as the bar to
-beat. Not a timed test: it prints, it asserts nothing.
+beat; the `random` row (and the figure's note) shows what a random seat in the candidate's
+place actually won on the same seeds: less than 1/N where a match can end with nobody
+winning (Nostra City, NC-V10), more where seats share a win. Not a timed test: it prints,
+it asserts nothing.
 """
 
 from __future__ import annotations
@@ -144,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(col, justify="left" if col in ("game", "policy") else "right")
     with ProcessPoolExecutor(args.jobs) if args.jobs > 1 else contextlib.nullcontext() as pool:
         for engine in engines:
-            for policy in (args.ismcts or ismcts_for(engine.info.game_id), args.heuristic):
+            for policy in (args.ismcts or ismcts_for(engine.info.game_id), args.heuristic, "random"):
                 started = time.perf_counter()
                 try:
                     s = measure(engine, policy, args.matches, args.seed, pool)
@@ -176,6 +179,7 @@ def run(report, quick: bool, redis_url: str = "") -> None:  # noqa: ANN001 - har
     registry = playable_registry()
     with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         for game_id in registry:
+            alike = measure(registry.get(game_id), "random", matches, pool=pool)
             for policy in (ismcts_for(game_id, quick), "heuristic"):
                 s = measure(registry.get(game_id), policy, matches, pool=pool)
                 low, high = wilson(s.wins, s.matches)
@@ -188,4 +192,5 @@ def run(report, quick: bool, redis_url: str = "") -> None:  # noqa: ANN001 - har
                     target=f">= {target:.0%}" + (" at <= 1 s/decision" if name == "ismcts" else ""),
                     ok=(s.rate >= target and s.seconds_per_decision <= 1.0) if name == "ismcts" else None,
                     spread=(low * 100, high * 100),
-                    notes=f"{s.matches} matches, {s.seconds_per_decision:.3f} s/decision"))
+                    notes=f"{s.matches} matches, {s.seconds_per_decision:.3f} s/decision; "
+                          f"a random seat in its place won {alike.rate:.0%}"))
