@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,7 +151,7 @@ def _note_respect(month: int, phase: str) -> float:
     return NOSTRA_CITY.note_tie_break + NOSTRA_CITY.note_respect * meetings_left / 6
 
 
-def _trial_ahead(phase: str, order: list[int], turn: int, seat: int) -> bool:
+def _trial_ahead(phase: str, order: Sequence[int], turn: int, seat: int) -> bool:
     """Whether the seat's own turn in this month's Trial is still to come or under way."""
     if phase in ("business", "meeting", "resolution"):
         return True
@@ -366,7 +366,7 @@ def _nostra_city_state(state: Any, seat: int) -> float:
         month=int(state.month or 1), phase=phase, verdict=float(state.verdict),
         open_investigations=sum(1 for c in state.street if c in investigations),
         corrupted=me.corrupted, bank=me.bank, free=len(set(me.wiseguys).difference(me.busy)),
-        bribe_left=_trial_ahead(phase, list(state.order), state.turn, seat), mine=respects[seat],
+        bribe_left=_trial_ahead(phase, state.order, state.turn, seat), mine=respects[seat],
         others=[(respects[i], over and i in state.snitches, int(p.vendetta_drawn))
                 for i, p in enumerate(players) if i != seat])
     earners = len(me.wiseguys) + len(me.turfs)

@@ -159,11 +159,16 @@ def _bid_sets(by_value: list[int]) -> list[list[int]]:
     """Bids that differ in what they cost the bidder: its value and the marks it gives up
     (NC-V05). One Note of each (value, mark) kind, the two lowest, the whole Bank, and the
     whole Bank but for its Innocent or its Guilty Notes."""
-    kinds: dict[tuple[int, str], int] = {}
-    for n in by_value:
-        kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
     but = [[n for n in by_value if NOTE_MARK[n] != mark] for mark in ("I", "G")]
-    return [[n] for n in kinds.values()] + [by_value[:2], by_value, *but]
+    return [[n] for n in _one_of_each_kind(by_value)] + [by_value[:2], by_value, *but]
+
+
+def _one_of_each_kind(notes: list[int] | tuple[int, ...]) -> list[int]:
+    """The first Note of each (value, mark) kind, in the order given: Notes of one kind act alike."""
+    kinds: dict[tuple[int, str], int] = {}
+    for n in notes:
+        kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
+    return list(kinds.values())
 
 
 def _corruptions(state: State, seat: int) -> tuple[list[pb.Command], Members | None]:
@@ -171,10 +176,7 @@ def _corruptions(state: State, seat: int) -> tuple[list[pb.Command], Members | N
         return [], None
     p = state.players[seat]
     free = free_wiseguys(p)
-    kinds: dict[tuple[int, str], int] = {}
-    for n in p.bank:
-        kinds.setdefault((NOTE_VALUE[n], NOTE_MARK[n]), n)
-    singles = sorted(kinds.values())
+    singles = sorted(_one_of_each_kind(p.bank))
     out = []
     for w in _representatives(free, "corruption"):
         effect = WISEGUY_BY_ID[w].effect

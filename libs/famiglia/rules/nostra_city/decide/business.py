@@ -142,8 +142,7 @@ def distribution_samples(state: State, limit: int) -> list[pb.Command]:
     choice = state.choice
     assert choice is not None
     seat = choice.seat
-    base = default_distribution(state)
-    fair = [(g.seat, list(g.notes)) for g in base.gifts]
+    fair = [(p, n) for p, n in _served(state, list(choice.notes)) if n]
     variants: list[list[tuple[int, list[int]]]] = [fair, []]  # serve everyone / keep everything
     for mark in ("I", "G"):  # serve everyone, keeping the Notes of one mark (NC-V05)
         variants.append(_served(state, sorted(choice.notes, key=lambda n: NOTE_MARK[n] == mark)))
