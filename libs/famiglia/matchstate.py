@@ -41,11 +41,19 @@ class MatchState:
     staged: list[envelope_pb2.EventEnvelope] = field(default_factory=list)
     """The folded events the store holds back (NP-H9, `GameInfo.held_events`): the last
     `len(staged)` of the fold, seen by their own seat only until the next append."""
+    unstaged: tuple[Any, int] | None = None
+    """The state and the latest time before the staged events were folded: the staged events
+    reach the stream at other seqs than they were staged at (`EventStore.write_out`'s slots),
+    so they are folded again from there (`unstage`)."""
     commands: dict[str, tuple[int, int]] = field(default_factory=dict)
     """`command_key(seat, command id)` -> (first seq, last seq) of the events it caused."""
     padded: dict[int, int] = field(default_factory=dict)
-    """Runs of padding (`GameInfo.held_padding`, NP-H9), the newest ones: the version before
-    a run -> the version after it. A command made at version v went in at `past_padding(v)`."""
+    """The newest blocks a command went in behind (NP-H9): the version before a block of
+    slots (one a seat: its held answer or padding, `GameInfo.held_padding`), or before a run
+    of padding as matches wrote them before slots, -> the version after it. A command made
+    at version v went in at `past_padding(v)`."""
+    filling: tuple[int, int] = (-1, 0)
+    """The block of slots being folded: the version before it and how many slots it has."""
     last_timestamp_ms: int = 0
 
     @property
@@ -104,11 +112,15 @@ class MatchState:
         `events`: the envelopes' events already decoded, one per envelope (the command
         service has them from `decide`): folding them spares parsing each payload again.
         `staged`: the envelopes are staged (`EventStore.stage`). Any other envelope folded
-        means the staged ones are in the stream now: the store writes them first."""
+        means the staged ones are in the stream now, at the seqs they were staged at: the
+        store's `append` writes them first (a writer that placed them elsewhere, in slots,
+        `unstage`s them first)."""
         engine = self.engine
         decode = event_decoder(engine)
         commands = self.commands
         padding = engine.info.held_padding
+        # Blocks of slots only where answers are held: a match of bots only pays nothing for them.
+        slots = engine.info.held_events if padding and not staged and self.may_hold else None
         last = None
         try:
             for i, env in enumerate(envelopes):
@@ -117,12 +129,15 @@ class MatchState:
                     continue
                 if seq != self.version + 1:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
+                if staged and not self.staged:
+                    self.unstaged = (self.state, self.last_timestamp_ms)
                 self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
                 self.version = seq
                 if staged:
                     self.staged.append(env)
                 elif self.staged:
                     self.staged.clear()
+                    self.unstaged = None
                 last = env
                 command_id = env.command_id
                 if padding and not command_id and env.type == padding:
@@ -131,6 +146,10 @@ class MatchState:
                     key = command_key(env.seat, command_id)
                     first = commands.get(key)
                     commands[key] = (seq if first is None else first[0], seq)
+                if slots is not None:
+                    kind = env.type
+                    if kind == padding or kind in slots:
+                        self._slot(env, seq, kind == padding)
         finally:
             if last is not None:  # the last envelope folded: its time is the match's latest
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
@@ -143,9 +162,45 @@ class MatchState:
             if after == seq - 1:
                 start = before
             break
-        padded[start] = seq
+        self._ran(start, seq)
+
+    def _ran(self, start: int, end: int) -> None:
+        padded = self.padded
+        padded[start] = end
         if len(padded) > 64:  # readers ask about recent versions only
             del padded[next(iter(padded))]
+
+    def _slot(self, env: envelope_pb2.EventEnvelope, seq: int, padding: bool) -> None:
+        """Count one slot of a block (NP-H9): slot s holds seat s's written-out answer (a held
+        kind, with its command id) or padding; `seats` of them in a row make a block, which
+        the command after it went in behind."""
+        start, filled = self.filling
+        if start + filled != seq - 1:  # not the next slot of a block: perhaps a new block's first
+            start, filled = seq - 1, 0
+        if not padding and (env.seat != filled or not env.command_id):
+            self.filling = (-1, 0)
+            return
+        filled += 1
+        if filled == self.seats:
+            self._ran(start, seq)
+            start, filled = -1, 0
+        self.filling = (start, filled)
+
+    def unstage(self) -> None:
+        """Take the staged events out of the fold, back to the public version, as they were
+        before them: they are in the stream now where a writer placed them (`EventStore.write_out`:
+        seat order, at other seqs), to be folded from there."""
+        if not self.staged:
+            return
+        assert self.unstaged is not None  # kept when the first staged event was folded
+        commands = self.commands
+        for env in self.staged:
+            if env.command_id:
+                commands.pop(command_key(env.seat, env.command_id), None)
+        self.version = self.public_version
+        self.state, self.last_timestamp_ms = self.unstaged
+        self.staged.clear()
+        self.unstaged = None
 
     def catch_up(self, store: EventStore, attempts: int = 5) -> None:
         """Fold what the store has after this match's position: the stream's new events and,
@@ -157,12 +212,24 @@ class MatchState:
             self.apply(store.read(match_id, after=self.version))
             return
         for _ in range(attempts):
-            self.apply(store.read(match_id, after=self.version))
+            self._fold_stream(store)
             tail = store.read_staged(match_id, after=self.version)
             if not tail or tail[0].seq == self.version + 1:
                 self.apply(tail, staged=True)
                 return
-        self.apply(store.read(match_id, after=self.version))  # the stream alone; the staged events next time
+        self._fold_stream(store)  # the stream alone; the staged events next time
+
+    def _fold_stream(self, store: EventStore) -> None:
+        """The stream's new events. Staged events this fold holds that another writer has
+        written out since are folded again where the stream has them: the stream moved past
+        the public version, and a writer may have placed them at other seqs (slots)."""
+        if not self.staged:
+            self.apply(store.read(self.match_id, after=self.version))
+            return
+        written = store.read(self.match_id, after=self.public_version)
+        if written:
+            self.unstage()
+            self.apply(written)
 
     def result(self) -> Result | None:
         if self.state is None:

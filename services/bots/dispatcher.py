@@ -172,6 +172,9 @@ class SeatBatch:
     """the version the next of them is submitted at: the task's, then each answer's"""
     next: int = 0
     """how many of `seats` were found played"""
+    named: int = -1
+    """the version its next command names, when that is not `version`: answers it had held
+    back (NP-H9), written out in their seats' slots since, put the stream past it"""
 
 
 @dataclass
@@ -232,6 +235,19 @@ def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int)
             return span
         return None
     return None
+
+
+def _written_out(match: MatchState, version: int, end: int) -> list[str]:
+    """The keys of the commands in the block of slots after `version` (to `end`): answers held
+    back from the table (NP-H9), written out in their seats' slots, so in seat order, not in
+    the order they were made (the order their task named them in)."""
+    keys = []
+    for key, span in reversed(match.commands.items()):  # the newest commands last
+        if span[1] <= version:
+            break
+        if span[0] <= end:
+            keys.append(key)
+    return keys
 
 
 def _seats_acted_since(match: MatchState, version: int) -> set[int]:
@@ -495,12 +511,23 @@ class Dispatcher:
         match = tracked.match
         commands, moved = match.commands, False
         while batch.version < match.version and batch.next < len(batch.seats):
+            end = match.past_padding(batch.version)
+            if end != batch.version:  # a block of slots (NP-H9): the batch's held answers, in seat order
+                held = _written_out(match, batch.version, end)
+                played = batch.seats[batch.next:batch.next + len(held)]
+                own = {command_key(s, bot_command_id(match.match_id, batch.version + i, s)) for i, s in enumerate(played)}
+                if len(played) < len(held) or {key.removesuffix(":f") for key in held} != own:
+                    return False  # someone else's answer among them
+                batch.named, batch.version, batch.next = batch.version + len(held), end, batch.next + len(held)
+                moved = moved or bool(held)
+                continue
             seat = batch.seats[batch.next]
-            command_id = command_key(seat, bot_command_id(match.match_id, batch.version, seat))
+            named = batch.version if batch.named < 0 else batch.named
+            command_id = command_key(seat, bot_command_id(match.match_id, named, seat))
             span = commands.get(command_id) or commands.get(command_id + ":f")
-            if span is None or span[0] != match.past_padding(batch.version) + 1:
+            if span is None or span[0] != batch.version + 1:
                 return False  # someone else's command (or one of the batch's that changed nothing)
-            batch.version, batch.next, moved = span[1], batch.next + 1, True
+            batch.version, batch.next, batch.named, moved = span[1], batch.next + 1, -1, True
         if batch.version != match.version or batch.next >= len(batch.seats) or batch.seats[batch.next] not in bots:
             return False
         if moved:
@@ -523,19 +550,27 @@ class Dispatcher:
         assert lease is not None
         match = tracked.match
         commands, moved = match.commands, False
+        prefix = f"bot:{match.match_id}:"
         while lease.version < match.version:
             if lease.moves >= lease.most and not self._held_back(match):
                 return False
+            end = match.past_padding(lease.version)
+            if end != lease.version:  # a command made in a window went in behind slots (NP-H9)
+                held = _written_out(match, lease.version, end)
+                if not all(int(key.partition("/")[0]) in tracked.bots and key.partition("/")[2].startswith(prefix)
+                           for key in held):
+                    return False  # someone else's answer among the held ones
+                lease.version, lease.moves, moved = end, lease.moves + len(held), moved or bool(held)
+                continue  # the command after the slots is named before them (`_named_before_held`)
             span = None
-            start = match.past_padding(lease.version)  # a command made in a window went in after padding
             for s in tracked.bots:  # (after held answers, two seats' commands can share a name)
                 command_id = command_key(s, bot_command_id(match.match_id, lease.version, s))
                 span = commands.get(command_id) or commands.get(command_id + ":f")
-                if span is not None and span[0] == start + 1:
+                if span is not None and span[0] == lease.version + 1:
                     break
-            if (span is None or span[0] != start + 1) and match.may_hold:
+            if (span is None or span[0] != lease.version + 1) and match.may_hold:
                 span = _named_before_held(match, tracked.bots, lease.version)
-            if span is None or span[0] != start + 1:
+            if span is None or span[0] != lease.version + 1:
                 return False  # someone else's command
             lease.version, lease.moves, moved = span[1], lease.moves + 1, True
         if (lease.moves >= lease.most and not self._held_back(match)) or not bots:

@@ -29,7 +29,7 @@ from famiglia.engine import (
     pending_for,
 )
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore import ConcurrencyConflict, EventStore
+from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
 from famiglia.eventstore.envelopes import (
     MATCH_CREATED,
     game_envelopes,
@@ -486,8 +486,9 @@ class CommandApp:
                 try:
                     if m.finished:
                         raise FailedPrecondition("match_over", "the match is over")
-                    pad = _padding(m)
-                    events = self._decide(hot, seat, command, command_id, at=m.version + pad)
+                    slots = _slots(m)
+                    events = self._decide(hot, seat, command, command_id,
+                                          at=m.public_version + slots if slots else None)
                 except FailedPrecondition:
                     # Refused on this process's state: another replica may have moved the match
                     # on (to where the command is legal, or past this very command). Refuse only
@@ -516,29 +517,23 @@ class CommandApp:
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.public_version, [], position=m.version)
                 held = m.may_hold and _held(m.engine.info.held_events, events) \
-                    and _asks_nobody(m.engine, m.state, seat, events)
-                if held and pad:  # staged where it stands, so decided there (what a replay checks)
+                    and _fits_a_slot(m, seat, events) and _asks_nobody(m.engine, m.state, seat, events)
+                if held and slots:  # staged where it stands, so decided there (what a replay checks)
                     events = self._decide(hot, seat, command, command_id)
-                    pad = 0
-                if pad:
-                    # An open window (NP-H9): whatever the held answers written out ahead of this
-                    # command, they and the padding are one fewer than the seats, so nobody can
-                    # count the answers by making a command (a chat) while the window is open.
-                    padding = [_padding_event(m.engine)] * pad
-                    envelopes = game_envelopes(m.engine, match_id, m.version, padding, trace=inject_context()) \
-                        + game_envelopes(m.engine, match_id, m.version + pad, events, command_id=command_id,
-                                         seat=seat, trace=inject_context(), command=command)
-                    events = padding + events
-                else:
-                    envelopes = game_envelopes(m.engine, match_id, m.version, events, command_id=command_id,
-                                               seat=seat, trace=inject_context(), command=command)
-                write = self.store.stage if held else self.store.append
+                    slots = 0
+                envelopes = game_envelopes(m.engine, match_id, m.public_version + slots if slots else m.version,
+                                           events, command_id=command_id, seat=seat, trace=inject_context(),
+                                           command=command)
+                # An open window (NP-H9): the command goes in behind a slot a seat, each the seat's
+                # held answer or padding, so nobody can count the answers, nor tell who answered
+                # before whom, by making a command (a chat) while the window is open (`_block`).
+                block, placed = _block(m, inject_context()) if slots else _NO_BLOCK
                 try:
                     if spans_exported():
-                        with child_span("eventstore.stage" if held else "eventstore.append", {"match_id": match_id}):
-                            result = write(match_id, m.version, envelopes, key)
+                        with child_span(_WRITES[held, bool(placed)], {"match_id": match_id}):
+                            result = self._write(m, held, block, placed, envelopes, key)
                     else:  # the same call, without entering a span that goes nowhere
-                        result = write(match_id, m.version, envelopes, key)
+                        result = self._write(m, held, block, placed, envelopes, key)
                 except ConcurrencyConflict as conflict:
                     # Another process moved the match: re-decide on the new state.
                     if _attempt:
@@ -556,13 +551,29 @@ class CommandApp:
                 if result.duplicate:
                     self.matches.catch_up(hot)
                     return self._duplicate(hot, viewer, key, command, omit_events)
-                m.apply(envelopes, events, staged=held)
-                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.public_version, len(envelopes))
+                if block:
+                    m.unstage()  # the held answers, folded again where their slots put them
+                    m.apply([*block, *envelopes], None if placed else [_padding_event(m.engine)] * slots + events)
+                else:
+                    m.apply(envelopes, events, staged=held)
+                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.public_version,
+                              len(block) + len(envelopes))
                 if omit_events:
                     return Submitted(m.public_version, held=held, position=m.version)
                 return Submitted(m.public_version, self._for_viewer(m, envelopes, viewer.seat, events, held=held),
                                  held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _write(self, m: MatchState, held: bool, block: Sequence[envelope_pb2.EventEnvelope],
+               placed: Sequence[int], envelopes: list[envelope_pb2.EventEnvelope], key: str) -> AppendResult:
+        """Store a command's envelopes at the match's position: staged if held (NP-H9); behind
+        its block of slots, if any, the held answers in it written out where they are placed;
+        else appended."""
+        if held:
+            return self.store.stage(m.match_id, m.version, envelopes, key)
+        if placed:
+            return self.store.write_out(m.match_id, m.version, block, placed, envelopes, key)
+        return self.store.append(m.match_id, m.version, [*block, *envelopes] if block else envelopes, key)
 
     def _store_went_back(self, hot: HotMatch, store: int) -> MatchState:
         """The store is behind what this process folded (acknowledged writes lost): it is the
@@ -574,7 +585,7 @@ class CommandApp:
     def _decide(self, hot: HotMatch, seat: int, command: Message, command_id: str,
                 at: int | None = None) -> list[Message]:
         """The command's events, decided with the dice of the version its first event will
-        follow (`at`; the match's position unless padding goes first)."""
+        follow (`at`; the match's position unless slots go first)."""
         m = hot.match
         rng = Rng.derive(m.seed, m.version if at is None else at)
         # The ids are passed to the few log calls rather than bound as context variables:
@@ -697,21 +708,58 @@ def _moved(m, expected_version: int | None, expected_position: int | None) -> bo
     return expected_version is not None and expected_version != m.public_version
 
 
-def _padding(m) -> int:
-    """How many padding events go ahead of a command made now (GameInfo.held_padding): while
-    the game asks any seat privately (an open window, NP-H9) in a match where answers are held,
-    enough to make the held events written out with it one fewer than the seats."""
+def _slots(m: MatchState) -> int:
+    """How many slots go ahead of a public command made now (NP-H9): one a seat while answers
+    are held or the game asks any seat privately (an open window), in a match where answers
+    are held and the game pads them (GameInfo.held_padding); else none."""
     if not m.may_hold or not m.engine.info.held_padding:
         return 0
-    if not any(p.private for p in m.engine.pending(m.state)):
-        return 0
-    return max(0, m.seats - 1 - len(m.staged))
+    if m.staged or any(p.private for p in m.engine.pending(m.state)):
+        return m.seats
+    return 0
+
+
+def _block(m: MatchState, trace: Mapping[str, str]) -> tuple[list[envelope_pb2.EventEnvelope], list[int]]:
+    """The slots a public command goes in behind (NP-H9), after the public version, in seat
+    order: slot s holds seat s's held answer, renumbered (only its seq changes), or padding.
+    A seat's own answer then lands at its seat's place whoever else answered, and when, and
+    the version moves by the seats whatever was held. Also the seqs the held answers take,
+    in the order they were staged (`EventStore.write_out`)."""
+    answers = {env.seat: env for env in m.staged}
+    assert len(answers) == len(m.staged), "one held answer a seat (_fits_a_slot)"
+    block: list[envelope_pb2.EventEnvelope] = []
+    for seat in range(m.seats):
+        after = m.public_version + seat
+        answer = answers.get(seat)
+        if answer is None:
+            block += game_envelopes(m.engine, m.match_id, after, [_padding_event(m.engine)], trace=trace)
+            continue
+        moved = envelope_pb2.EventEnvelope()
+        moved.CopyFrom(answer)
+        moved.seq = after + 1
+        block.append(moved)
+    return block, [m.public_version + env.seat + 1 for env in m.staged]
+
+
+def _fits_a_slot(m: MatchState, seat: int, events: Sequence[Message]) -> bool:
+    """Whether a command to hold fits its seat's one slot (`_block`): one event, and nothing of
+    the seat's held yet. (A window takes one answer a seat; a second held event would make its
+    slot longer, telling the table whose it is.) Otherwise it goes to the stream, as any
+    public command does, behind the slots."""
+    return len(events) == 1 and all(env.seat != seat for env in m.staged)
 
 
 def _complete(commands: list[Message], cap: int) -> bool:
     """Whether a listing is every legal command: not cut at the cap, not a compound choice's sample."""
     return len(commands) < cap and not isinstance(commands, Sampled)
 
+
+_NO_BLOCK: tuple[tuple[envelope_pb2.EventEnvelope, ...], tuple[int, ...]] = ((), ())
+"""No slots ahead of the command: the common path."""
+
+#: The span of each way a command is stored: (held, held answers written out behind it).
+_WRITES = {(True, False): "eventstore.stage", (False, False): "eventstore.append",
+           (False, True): "eventstore.write_out"}
 
 _PADDING: dict[str, Message] = {}
 """game id -> its padding event, built once"""
@@ -721,7 +769,7 @@ def _padding_event(engine: Engine) -> Message:
     event = _PADDING.get(engine.info.game_id)
     if event is None:
         event = engine.info.padding_event()
-        assert event is not None  # _padding is 0 for a game without padding
+        assert event is not None  # _slots is 0 for a game without padding
         _PADDING[engine.info.game_id] = event
     return event
 

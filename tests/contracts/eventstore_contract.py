@@ -9,7 +9,8 @@ gaps; a stale writer is refused and writes nothing; a batch lands whole; a
 retried command gets its first answer; readers see the tail in order; the
 partition stream sees every entry; matches stay apart; `wait_for` wakes on a
 new append; racing writers get exactly one winner per version; staged events
-(NP-H9) stay out of every reader's sight until the next append writes them first. What only one
+(NP-H9) stay out of every reader's sight until the next append writes them first, or a
+writer writes them out where it places them, their commands' records moving with them. What only one
 adapter can show (AOF survival, hash slots) extends its binding.
 """
 
@@ -43,6 +44,14 @@ def envelope(match_id: str, seq: int, kind: str = "tick", command_id: str = "", 
     )
     event.timestamp.FromMilliseconds(1_700_000_000_000 + seq)
     return event
+
+
+def renumbered(staged: EventEnvelope, seq: int) -> EventEnvelope:
+    """A staged envelope as a writer places it in a block: only its seq changes."""
+    moved = EventEnvelope()
+    moved.CopyFrom(staged)
+    moved.seq = seq
+    return moved
 
 
 def batch(match_id: str, after: int, count: int, command_id: str = "") -> list[EventEnvelope]:
@@ -225,6 +234,92 @@ class EventStoreContract(ABC):
         with pytest.raises(ConcurrencyConflict):
             store.stage(match, 1, batch(match, 1, 1))
         assert store.version(match) == 0 and store.read_staged(match) == []
+
+    # -- writing staged events out (NP-H9's slots) -----------------------------------------
+    def _two_staged(self, store: EventStore) -> str:
+        """A match at version 1 with answer-a staged at 2 and answer-b's two events at 3-4."""
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer-a"), command_id="answer-a")
+        store.stage(match, 2, batch(match, 2, 2, "answer-b"), command_id="answer-b")
+        return match
+
+    def test_a_write_out_puts_the_staged_events_where_the_writer_places_them(self, store: EventStore) -> None:
+        match = self._two_staged(store)
+        a, b1, b2 = store.read_staged(match)
+        block = [renumbered(b1, 2), renumbered(b2, 3), envelope(match, 4, "padding"), renumbered(a, 5)]
+        result = store.write_out(match, 4, block, [5, 2, 3], [envelope(match, 6, command_id="chat")], "chat")
+        assert result == AppendResult(version=6, first_seq=6, last_seq=6)
+        assert store.version(match) == 6 and store.read_staged(match) == []
+        written = store.read(match)
+        assert [e.seq for e in written] == [1, 2, 3, 4, 5, 6]
+        assert [e.event_id for e in written[1:5]] == [b1.event_id, b2.event_id, block[2].event_id, a.event_id]
+        assert [e.SerializeToString() for e in written[1:5]] == [e.SerializeToString() for e in block]
+        assert [e.envelope.seq for e in store.read_partition(store.partition_of(match), count=10_000)] == [
+            1, 2, 3, 4, 5, 6]
+        assert store.append(match, 6, batch(match, 6, 1)).version == 7  # and the match goes on
+
+    def test_a_written_out_command_answers_a_duplicate_with_its_events_new_seqs(self, store: EventStore) -> None:
+        match = self._two_staged(store)
+        a, b1, b2 = store.read_staged(match)
+        block = [renumbered(b1, 2), renumbered(b2, 3), envelope(match, 4, "padding"), renumbered(a, 5)]
+        store.write_out(match, 4, block, [5, 2, 3], [envelope(match, 6, command_id="chat")], "chat")
+        later = batch(match, 6, 1)
+        assert store.append(match, 6, later, "answer-a") == AppendResult(5, 5, 5, duplicate=True)
+        assert store.stage(match, 6, later, "answer-b") == AppendResult(3, 2, 3, duplicate=True)
+        assert store.append(match, 6, later, "chat") == AppendResult(6, 6, 6, duplicate=True)
+        again = store.write_out(match, 6, [], [], later, "chat")
+        assert again == AppendResult(6, 6, 6, duplicate=True)
+        assert store.version(match) == 6
+
+    def test_a_write_out_is_checked_against_the_position_and_writes_nothing_when_stale(
+            self, store: EventStore) -> None:
+        match = self._two_staged(store)
+        a, b1, b2 = store.read_staged(match)
+        stale_writes = (  # (expected, block, placed): as a writer that knows other staged events would
+            (1, [], []),  # the version: a writer that knows nothing staged
+            (2, [renumbered(a, 2)], [2]),  # a position gone by: only answer-a staged
+            (5, [renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4), envelope(match, 5)], [5, 2, 3, 4]),
+        )
+        for expected, block, placed in stale_writes:
+            chat = [envelope(match, expected - len(placed) + len(block) + 1, command_id="c")]
+            with pytest.raises(ConcurrencyConflict) as refused:
+                store.write_out(match, expected, block, placed, chat, "c")
+            assert (refused.value.expected, refused.value.actual) == (expected, 4)
+        assert store.version(match) == 1 and [e.seq for e in store.read_staged(match)] == [2, 3, 4]
+        assert len(store.read_partition(store.partition_of(match), count=10_000)) == 1
+        # the refused command id was not recorded
+        block = [renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)]
+        assert store.write_out(match, 4, block, [4, 2, 3], [envelope(match, 5, command_id="c")], "c").version == 5
+
+    def test_a_write_out_must_place_every_staged_event_once_and_a_command_whole(self, store: EventStore) -> None:
+        match = self._two_staged(store)
+        a, b1, b2 = store.read_staged(match)
+        chat = [envelope(match, 5, command_id="chat")]
+        apart = [renumbered(b1, 2), renumbered(a, 3), renumbered(b2, 4)]
+        for block, placed in (
+            (apart, [3, 2, 4]),  # answer-b's two events with answer-a between them
+            ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [4, 2, 2]),  # one seq twice
+            ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [5, 2, 3]),  # outside the block
+        ):
+            with pytest.raises(ValueError):
+                store.write_out(match, 4, block, placed, chat, "chat")
+        with pytest.raises(ValueError):  # fewer placed than staged: the position matches, the count does not
+            store.write_out(match, 4, [renumbered(b1, 3), renumbered(b2, 4)], [3, 4],
+                            [envelope(match, 5, command_id="chat")], "chat")
+        with pytest.raises(ValueError):  # no command's events
+            store.write_out(match, 4, [renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [4, 2, 3], [])
+        assert store.version(match) == 1 and [e.seq for e in store.read_staged(match)] == [2, 3, 4]
+        assert len(store.read_partition(store.partition_of(match), count=10_000)) == 1
+        assert store.append(match, 4, chat, "chat").duplicate is False  # "chat" was never recorded
+
+    def test_a_write_out_with_nothing_staged_is_an_append_behind_its_block(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        padding = [envelope(match, 2, "padding"), envelope(match, 3, "padding")]
+        result = store.write_out(match, 1, padding, [], [envelope(match, 4, command_id="chat")], "chat")
+        assert result == AppendResult(version=4, first_seq=4, last_seq=4)
+        assert [e.type for e in store.read(match)] == ["tick", "padding", "padding", "tick"]
 
     # -- reads ---------------------------------------------------------------------------
     def test_reads_from_any_version_return_the_tail_in_order(self, store: EventStore) -> None:

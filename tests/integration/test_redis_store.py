@@ -578,3 +578,24 @@ def test_staged_commands_are_named_in_the_stream_so_trim_drops_their_records(sto
     assert store.trim(match) == 4
     assert not store.client.exists(store.keys.command(match, "answer"), store.keys.command(match, "resolve"))
     assert store.version(match) == 4
+
+
+def test_written_out_commands_are_named_at_their_new_seqs_so_trim_drops_their_records(
+        store: RedisEventStore) -> None:
+    """`write_out` names each command in the stream on its first event where it now is (field
+    `c`), the staged ones included, so a trim finds their records where they now are."""
+    from tests.contracts.eventstore_contract import renumbered
+
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.stage(match, 1, batch(match, 1, 2, "answer"), command_id="answer")
+    first, second = store.read_staged(match)
+    block = [envelope(match, 2, "padding"), renumbered(first, 3), renumbered(second, 4)]
+    store.write_out(match, 3, block, [3, 4], [envelope(match, 5, command_id="chat")], "chat")
+    named = {int(entry_id.split(b"-")[0]): fields.get(b"c")
+             for entry_id, fields in store.client.xrange(store.keys.match_stream(match))}
+    assert named == {1: None, 2: None, 3: b"answer", 4: None, 5: b"chat"}
+    assert store.client.get(store.keys.version(match)) == b"5"
+    assert store.client.get(store.keys.command(match, "answer")) == b"3:4"
+    assert store.trim(match) == 5
+    assert not store.client.exists(store.keys.command(match, "answer"), store.keys.command(match, "chat"))

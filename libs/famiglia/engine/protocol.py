@@ -148,10 +148,11 @@ class GameInfo:
     command whose events are all of these kinds is staged by the store, out of the match's
     version, until the next other command writes it first (NP-H9, docs/eventstore.md)."""
     held_padding: str = ""
-    """With `held_events`: an event kind with no effect and seen by nobody, which the server
-    writes ahead of a command made while the game asks any seat privately (`Pending.private`,
-    an open window), as many as make the held events written out before it one fewer than
-    the seats. Otherwise how many there were would tell the table how many had answered."""
+    """With `held_events`: an event kind with no effect and seen by nobody, which fills the
+    slots of a command made while the game asks any seat privately (`Pending.private`, an
+    open window) or events are held: it goes in behind one slot a seat, in seat order, each
+    the seat's held event or this. Otherwise how many were written out, and in what order,
+    would tell the table how many had answered, and a seat how many before it."""
     command_type: type[Message] | None = None
     event_type: type[Message] | None = None
     view_type: type[Message] | None = None

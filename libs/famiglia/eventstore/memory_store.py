@@ -40,6 +40,23 @@ def validate_batch(match_id: str, expected_version: int, events: Sequence[EventE
     _refuse(match_id, expected_version, events)
 
 
+def validate_write_out(match_id: str, expected_version: int, block: Sequence[EventEnvelope],
+                       placed: Sequence[int], events: Sequence[EventEnvelope]) -> int:
+    """Refuse a malformed `write_out` before anything is written (shared by both adapters);
+    returns the version the block continues (the position less the staged events).
+
+    The block and the events continue that version seq by seq, as a batch does; each staged
+    event is placed once, inside the block; and the command has events of its own."""
+    version = expected_version - len(placed)
+    if not events:
+        raise ValueError(f"match {match_id}: a write-out needs a command's events")
+    validate_batch(match_id, version, [*block, *events])
+    if len(set(placed)) != len(placed) or not all(version < seq <= version + len(block) for seq in placed):
+        raise ValueError(f"match {match_id}: staged events placed at {list(placed)}, "
+                         f"not once each in the block {version + 1}..{version + len(block)}")
+    return version
+
+
 def _refuse(match_id: str, expected_version: int, events: Sequence[EventEnvelope]) -> NoReturn:
     """The ValueError for a batch validate_batch found malformed, checks in order."""
     if expected_version < 0:
@@ -140,6 +157,57 @@ class InMemoryEventStore(EventStore):
             if command_id:
                 self._commands[(match_id, command_id)] = (first, last)
         return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def write_out(
+        self,
+        match_id: str,
+        expected_version: int,
+        block: Sequence[EventEnvelope],
+        placed: Sequence[int],
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        version = validate_write_out(match_id, expected_version, block, placed, events)
+        blobs = [event.SerializeToString() for event in [*block, *events]]
+        with self._changed:
+            seen = self._first_answer(match_id, command_id)
+            if seen is not None:
+                return seen
+            match = self._matches.setdefault(match_id, _Match())
+            if match.position != expected_version:
+                raise ConcurrencyConflict(match_id, expected_version, match.position)
+            if match.version != version:
+                raise ValueError(f"match {match_id}: {len(match.staged)} events staged, "
+                                 f"the block places {len(placed)}")
+            moved = self._moved_records(match_id, match, placed)
+            partition = self._partition_streams[self.partition_of(match_id)]
+            for seq, blob in enumerate(blobs, start=version + 1):
+                match.events.append(blob)
+                partition.append((f"{len(partition) + 1}-0", match_id, seq, blob))
+            match.staged.clear()
+            first, last = version + len(block) + 1, version + len(blobs)
+            match.version = last
+            for staged_command, staged_first, staged_last in moved:
+                self._commands[(match_id, staged_command)] = (staged_first, staged_last)
+            if command_id:
+                self._commands[(match_id, command_id)] = (first, last)
+            self._changed.notify_all()
+        return AppendResult(version=last, first_seq=first, last_seq=last)
+
+    def _moved_records(self, match_id: str, match: _Match, placed: Sequence[int]) -> list[tuple[str, int, int]]:
+        """(command id, first, last) of each staged command where `placed` puts its events: its
+        record says how many it has, and they must stay one after another (call with the lock
+        held). A command id rides on a staged command's first event, its record naming it."""
+        moved = []
+        for k, (_blob, command_id) in enumerate(match.staged):
+            record = self._commands.get((match_id, command_id)) if command_id else None
+            if record is None or record[0] != match.version + k + 1:
+                continue
+            seqs = list(placed[k:k + record[1] - record[0] + 1])
+            if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+                raise ValueError(f"match {match_id}: staged command {command_id!r} placed apart, at {seqs}")
+            moved.append((command_id, seqs[0], seqs[-1]))
+        return moved
 
     def _first_answer(self, match_id: str, command_id: str) -> AppendResult | None:
         """A command id's first answer, if it has one (call with the lock held)."""

@@ -15,7 +15,10 @@ very existence would tell the other seats something (an answer to a card window)
 by no reader, until the match's next `append` writes them to the streams, in order,
 ahead of its own events. So the match's version (what every reader sees) moves only
 with events the table may know of; the *position* (version + staged events) is what
-writers check, and what `ConcurrencyConflict.actual` reports.
+writers check, and what `ConcurrencyConflict.actual` reports. A writer may instead
+`write_out` the staged events itself, renumbered into a block of its making (a slot per
+seat), ahead of a command's events: where an answer lands then tells nothing of when it
+came in, nor of how many came before it.
 """
 
 from __future__ import annotations
@@ -129,6 +132,30 @@ class EventStore(ABC):
         answer), but nothing reaches the match or partition stream and the version does
         not move: `read`, `wait_for`, `version` and consumers see nothing of it. The
         result's `version` is the position after it. A match must exist to stage on.
+        """
+
+    @abstractmethod
+    def write_out(
+        self,
+        match_id: str,
+        expected_version: int,
+        block: Sequence[EventEnvelope],
+        placed: Sequence[int],
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        """Write the staged events out in `block`, at the seqs the writer gave them, then
+        `events`, and drop the staged list, atomically; or raise ConcurrencyConflict and write
+        nothing.
+
+        `expected_version` is the position, as for `append`. `block` continues the version
+        (seq = version + 1, ...) and holds every staged event, renumbered (only its `seq`
+        changed), and whatever the writer puts between them; `placed` names each staged
+        event's new seq, in the order they were staged (a command's events one after another).
+        The staged commands' records move with their events, so a duplicate of one answers
+        with its own events at their new seqs; `command_id` is recorded for `events` alone,
+        and the result names them. A `placed` that does not match what is staged is a
+        ValueError, nothing written. NP-H9: the command service's slots, one a seat.
         """
 
     @abstractmethod

@@ -43,7 +43,7 @@ from famiglia.heldio import send_held
 from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .memory_store import validate_batch
+from .memory_store import validate_batch, validate_write_out
 from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, appended
 from .port import partition_of as _partition_of
 
@@ -70,7 +70,7 @@ return dropped
 
 
 def _load_append_lua(name: str = "append.lua") -> str:
-    """The append and stage scripts ship inside the package (package-data `*.lua`)."""
+    """The append, stage and write-out scripts ship inside the package (package-data `*.lua`)."""
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
@@ -259,6 +259,7 @@ class RedisEventStore(EventStore):
         self._append_script: Script = client.register_script(_load_append_lua())
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(self._append_script.sha.encode())
         self._stage_script: Script = client.register_script(_load_append_lua("stage.lua"))
+        self._write_out_script: Script = client.register_script(_load_append_lua("write_out.lua"))
         self._trim_script: Script = client.register_script(_TRIM_LUA)
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
@@ -368,6 +369,40 @@ class RedisEventStore(EventStore):
                                                     *(event.SerializeToString() for event in events)])
         if type(reply) is int:
             return appended(expected_version + reply, expected_version + 1, expected_version + reply)
+        if isinstance(reply, bytes):
+            first, last = reply.split(b":")
+            return AppendResult(int(last), int(first), int(last), duplicate=True)
+        raise ConcurrencyConflict(match_id, expected_version, int(reply[0]))
+
+    def write_out(
+        self,
+        match_id: str,
+        expected_version: int,
+        block: Sequence[EventEnvelope],
+        placed: Sequence[int],
+        events: Sequence[EventEnvelope],
+        command_id: str = "",
+    ) -> AppendResult:
+        """write_out.lua through redis-py: as rare as staging, and kept out of append.lua, whose
+        every call is on the common path (docs/eventstore.md)."""
+        version = validate_write_out(match_id, expected_version, block, placed, events)
+        layout = self.keys
+        keys = [layout.match_stream(match_id), layout.version(match_id),
+                layout.partition_stream(self.partition_of(match_id)), layout.staged(match_id)]
+        if command_id:
+            keys.append(layout.command(match_id, command_id))
+        args: list[bytes | str | int] = [expected_version, command_id, self.partition_maxlen or 0, len(placed),
+                                         *placed, len(block),
+                                         *(event.SerializeToString() for event in [*block, *events])]
+        try:
+            reply = self._write_out_script(keys=keys, args=args)
+        except redis.ResponseError as exc:
+            if "staged" not in str(exc):
+                raise
+            raise ValueError(f"match {match_id}: {exc}") from None
+        if type(reply) is int:
+            start = version + len(block) + 1
+            return appended(start + reply - 1, start, start + reply - 1)
         if isinstance(reply, bytes):
             first, last = reply.split(b":")
             return AppendResult(int(last), int(first), int(last), duplicate=True)

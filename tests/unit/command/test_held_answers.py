@@ -4,21 +4,26 @@ Other seats see that a card window is open, never which seats it waits for. An a
 took a version of its own told them: each version step is visible to every seat (a hidden
 event's place in ListMatchEvents, GetView's version), so in a window asking two seats each
 learnt whether the other had answered. Answers are now staged (`EventStore.stage`) until
-the next public event, which the store writes after them.
+the next public command, which goes in behind a slot a seat, each holding the seat's answer or
+padding (`EventStore.write_out`): where an answer lands tells nothing of when it came.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Sequence
 
 import pytest
 
 from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.matchstate import MatchState, command_key
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.replay.verify import verify_envelopes
 from services.command.app import CommandApp
 from services.command.bootstrap import bootstrap
+from tests.contracts.eventstore_contract import envelope
 
 SETTINGS = Settings(secret="unit-test-secret")
 GAME = "nothing_personal"
@@ -97,21 +102,26 @@ def test_an_answer_moves_nothing_another_seat_or_a_spectator_can_see() -> None:
     _pass(app, match_id, tokens[other], "answer-2", expected_version=version)
 
 
-def test_the_next_public_event_writes_the_answers_first_in_their_order() -> None:
+def test_the_next_public_event_writes_the_answers_first_each_in_its_seats_slot() -> None:
+    """The window's last answer is public: it goes in behind a slot a seat, the held answers
+    in theirs (renumbered), padding in the others', its own seat's included."""
     store = InMemoryEventStore()
     app = bootstrap(store=store, settings=SETTINGS)
     created, window = _window_match(app)
     match_id, tokens = created.match_id, created.seat_tokens
     version = store.version(match_id)
     for i, seat in enumerate(window.seats):
-        done = _pass(app, match_id, tokens[seat], f"answer-{i}")
+        done = _pass(app, match_id, tokens[seat], f"answer-{seat}")
         if i < len(window.seats) - 1:
             assert done.held and done.version == version
-    assert not done.held and done.version > version + len(window.seats)
+    assert not done.held and done.version > version + 3
     written = store.read(match_id, after=version)
     assert [e.seq for e in written] == list(range(version + 1, done.version + 1))
-    answers = [e for e in written if e.type == "window_answered"]
-    assert [(e.seat, e.command_id) for e in answers] == [(s, f"answer-{i}") for i, s in enumerate(window.seats)]
+    held = window.seats[:-1]
+    assert [(e.type, e.seat, e.command_id) for e in written[:3]] == [
+        ("window_answered", s, f"answer-{s}") if s in held else ("window_padding", -1, "") for s in range(3)]
+    assert (written[3].type, written[3].seat, written[3].command_id) == (
+        "window_answered", window.seats[-1], f"answer-{window.seats[-1]}")
     assert store.read_staged(match_id) == [] and app.matches.get(match_id).match.staged == []
 
 
@@ -173,7 +183,9 @@ def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_ans
     assert [d.held for d in first.taken] == [True] * (len(chain) - 1) + [False]
     assert [d.version for d in first.taken[:-1]] == [version] * (len(chain) - 1)
     written = [e for e in store.read(match_id, after=version) if e.type == "window_answered"]
-    assert [e.command_id for e in written] == [f"bot:{version + i}:{s}" for i, s in enumerate(window.seats)]
+    named = {s: f"bot:{version + i}:{s}" for i, s in enumerate(window.seats)}  # by the position it went in at
+    held, last = sorted(window.seats[:-1]), window.seats[-1]  # the held ones in their seats' slots
+    assert [e.command_id for e in written] == [named[s] for s in held] + [named[last]]
 
     stored = store.version(match_id)
     again = app.submit_chain(match_id, chain, version)
@@ -182,11 +194,9 @@ def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_ans
     assert store.version(match_id) == stored == first.taken[-1].version  # nothing new
 
 
-def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
-    """A held command waits unseen by every other process, the bots' dispatcher included: one
-    after which the game waits for anyone anew (its own seat again, after an optional move on
-    its own turn) would wait forever. Such a command goes to the stream, whatever its kinds.
-    Here the private auto-pass is made a held kind to show both sides."""
+def _auto_pass_held(seed: int = 2):
+    """A 3-seat match with the private auto-pass made a held kind, at a turn of one seat (`turn`)
+    where another (`idle`) may change its auto-pass: (app, store, created, turn, idle)."""
     import dataclasses
 
     from famiglia.engine.registry import Registry, default_registry
@@ -196,28 +206,57 @@ def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
         engine.info, held_events=engine.info.held_events | {"auto_pass_set"}))})
     store = InMemoryEventStore()
     app = bootstrap(store=store, registry=registry, settings=SETTINGS)
-    created = app.create_match(GAME, 3, seed=2)
+    created = app.create_match(GAME, 3, seed=seed)
     match_id, tokens = created.match_id, created.seat_tokens
     m = app.matches.get(match_id).match
-    auto = pb.Command(set_auto_pass=pb.SetAutoPass(cards=True))
-    rng = random.Random(2)
+    rng = random.Random(seed)
     for step in range(200):  # to a turn of one seat where another may change its auto-pass
         asked = {p.seat for p in m.engine.pending(m.state)}
         if len(asked) == 1:
             turn, idle = min(asked), (min(asked) + 1) % 3
-            if auto in m.engine.legal_commands(m.state, idle) and auto in m.engine.legal_commands(m.state, turn):
-                break
+            if _AUTO in m.engine.legal_commands(m.state, idle) and _AUTO in m.engine.legal_commands(m.state, turn):
+                return app, store, created, turn, idle
         seat = rng.choice(sorted(asked))
         commands = app.legal_commands(match_id, app.viewer(match_id, tokens[seat]), limit=32).commands
         app.submit(match_id, app.viewer(match_id, tokens[seat]), f"walk-{step}",
                    rng.choice([c for c in commands if c.WhichOneof("kind") != "set_auto_pass"]))
-    else:
-        raise AssertionError("no turn of one seat in 200 commands")
+    raise AssertionError("no turn of one seat in 200 commands")
+
+
+_AUTO = pb.Command(set_auto_pass=pb.SetAutoPass(cards=True))
+
+
+def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
+    """A held command waits unseen by every other process, the bots' dispatcher included: one
+    after which the game waits for anyone anew (its own seat again, after an optional move on
+    its own turn) would wait forever. Such a command goes to the stream, whatever its kinds.
+    Here the private auto-pass is made a held kind to show both sides."""
+    app, store, created, turn, idle = _auto_pass_held()
+    match_id, tokens = created.match_id, created.seat_tokens
     version = store.version(match_id)
-    on_its_turn = app.submit(match_id, app.viewer(match_id, tokens[turn]), "auto-1", auto)
+    on_its_turn = app.submit(match_id, app.viewer(match_id, tokens[turn]), "auto-1", _AUTO)
     assert not on_its_turn.held and store.version(match_id) == version + 1
-    meanwhile = app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-2", auto)
+    meanwhile = app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-2", _AUTO)
     assert meanwhile.held and store.version(match_id) == version + 1
+
+
+def test_a_seat_holds_one_event_at_a_time_and_a_second_goes_behind_the_slots() -> None:
+    """A slot holds one event: a seat's second held event would make its slot longer, telling
+    whose it is. Nothing Personal holds one answer a seat a window, so this never happens
+    there; with the private auto-pass made a held kind a seat can make two, and the second
+    goes to the stream as a public command, behind the slots that write the first out."""
+    app, store, created, turn, idle = _auto_pass_held()
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    assert app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-1", _AUTO).held
+    off = pb.Command(set_auto_pass=pb.SetAutoPass(cards=False))
+    second = app.submit(match_id, app.viewer(match_id, tokens[idle]), "auto-2", off)
+    assert not second.held and second.version == store.version(match_id) == version + 3 + 1
+    written = store.read(match_id, after=version)
+    assert [(e.type, e.seat) for e in written] == [
+        ("auto_pass_set", s) if s == idle else ("window_padding", -1) for s in range(3)] + [("auto_pass_set", idle)]
+    assert [e.command_id for e in written if e.command_id] == ["auto-1", "auto-2"]
+    assert app.matches.get(match_id).match.staged == [] and store.read_staged(match_id) == []
 
 
 def test_a_replica_whose_two_reads_straddle_a_window_catches_up_whole() -> None:
@@ -258,9 +297,11 @@ def _chat(app: CommandApp, match_id: str, token: str, command_id: str, to: list[
 @pytest.mark.parametrize("answers", [0, 1, 2])
 def test_a_command_made_while_a_window_is_open_does_not_count_the_answers(answers: int) -> None:
     """NP-H9: a chat (or an offer, a shakedown) made while a window is open writes out the
-    answers held so far ahead of it; padding events, seen by nobody, make them one fewer than
-    the seats whatever their number, so neither the table nor the one who chats can count
-    the answers by the version it moved on."""
+    answers held so far ahead of it, in a slot a seat: a seat's answer or, for a seat with
+    none, a padding event, seen by nobody. The chat moves the version by the seats and its
+    own event whatever the number of answers, so neither the table nor the one who chats
+    can count them. (Before slots the block was one fewer than the seats: the answers in
+    the order they came, then padding.)"""
     seen = {}
     for given in (0, answers):
         store = InMemoryEventStore()
@@ -272,10 +313,10 @@ def test_a_command_made_while_a_window_is_open_does_not_count_the_answers(answer
             assert _pass(app, match_id, tokens[seat], f"answer-{i}").held
         chatter = window.seats[-1]  # asked, not answered yet
         chatted = _chat(app, match_id, tokens[chatter], "chat-1", [window.seats[0]])
-        assert not chatted.held and chatted.version == version + 2 + 1  # 3 seats: 2 hidden, the chat
+        assert not chatted.held and chatted.version == version + 3 + 1  # 3 seats: 3 slots, the chat
         written = store.read(match_id, after=version)
         assert [e.type for e in written].count("window_answered") == given
-        assert [e.type for e in written].count("window_padding") == 2 - given
+        assert [e.type for e in written].count("window_padding") == 3 - given
         assert all(e.seat == -1 and not e.command_id for e in written if e.type == "window_padding")
         seen[given] = {"spectator": _what_seat_sees(app, match_id, None),
                        "chatter": _what_seat_sees(app, match_id, tokens[chatter])}
@@ -308,3 +349,149 @@ def test_no_padding_where_nothing_is_held() -> None:
     chatted = _chat(app, created.match_id, created.seat_tokens[window.seats[0]], "chat-1", [window.seats[1]])
     assert chatted.version == version + 1
     assert [e.type for e in store.read(created.match_id, after=version)] == ["chat_sent"]
+
+
+def _window_of_every_seat(app: CommandApp, seats: int):
+    """A match of `seats` (a person at the table: no seat info) at a window that asks every seat."""
+    for seed in range(1, 40):
+        created = app.create_match(GAME, seats, seed=seed)
+        window = _to_a_window(app, created.match_id, created.seat_tokens, random.Random(seed), seats)
+        if window is not None:
+            return created, window
+    raise AssertionError(f"no seed reached a window of {seats} seats")
+
+
+def _arrival_orders(seats: list[int], most: int = 24) -> list[tuple[int, ...]]:
+    """Orders the answers may come in: every one (at most `most`, spread over them)."""
+    orders = list(itertools.permutations(seats))
+    step = max(1, len(orders) // most)
+    return orders[::step]
+
+
+@pytest.mark.parametrize("seats", [3, 4, 5])
+def test_where_an_answer_is_written_out_tells_nothing_of_the_others(seats: int) -> None:
+    """NP-H9: held answers are written out ahead of the next public command (a chat made while
+    the window is open) in fixed slots, one per seat in seat order, padding where a seat has
+    none. So a seat whose own answer is written out sees it at the same place whichever order
+    the answers came in: nothing in what any seat can observe tells how many answered before
+    it. (Written in arrival order, a seat counted the hidden events before its own answer.)"""
+    seen = {}
+    for order in _arrival_orders(list(range(seats - 1))):
+        store = InMemoryEventStore()
+        app = bootstrap(store=store, settings=SETTINGS)
+        created, window = _window_of_every_seat(app, seats)  # the same seeds: the same window
+        match_id, tokens = created.match_id, created.seat_tokens
+        chatter = window.seats[-1]  # asked, not answering yet
+        answering = [s for s in window.seats if s != chatter]
+        version = store.version(match_id)
+        for i in order:
+            assert _pass(app, match_id, tokens[answering[i]], f"answer-{answering[i]}").held
+        chatted = _chat(app, match_id, tokens[chatter], "chat-1", [answering[0]])
+        assert not chatted.held and chatted.version == version + seats + 1  # a slot a seat, the chat
+        written = store.read(match_id, after=version)
+        assert [(e.type, e.seat) for e in written[:seats]] == [
+            ("window_answered", s) if s in answering else ("window_padding", -1) for s in range(seats)]
+        seen[order] = [_what_seat_sees(app, match_id, token) for token in [None, *tokens]]
+        assert not _pass(app, match_id, tokens[chatter], "last").held  # the window resolves
+        seen[order] += [_what_seat_sees(app, match_id, token) for token in [None, *tokens]]
+    first = next(iter(seen.values()))
+    for order, observed in seen.items():
+        for viewer, (one, other) in enumerate(zip(first, observed, strict=True)):
+            assert one == other, f"seat {viewer - 1} tells arrival order {order} from {next(iter(seen))}"
+
+
+def _held_then_a_chat(app: CommandApp, seats: int, order: Sequence[int]):
+    """A window of every seat; all but its last seat answer (held) in `order` (indices into
+    them), then the last one chats: (created, window, the version before the window)."""
+    created, window = _window_of_every_seat(app, seats)
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = app.store.version(match_id)
+    answering = window.seats[:-1]
+    for i in order:
+        assert _pass(app, match_id, tokens[answering[i]], f"answer-{answering[i]}").held
+    _chat(app, match_id, tokens[window.seats[-1]], "chat-1", [answering[0]])
+    return created, window, version
+
+
+def _fresh_fold(app: CommandApp, match_id: str) -> MatchState:
+    """The match as a process that has never seen it folds it from the store."""
+    match = MatchState.from_envelopes(app.registry, app.store.read(match_id))
+    match.catch_up(app.store)
+    return match
+
+
+def _same_fold(one: MatchState, other: MatchState) -> None:
+    assert (one.state, one.version, one.staged, one.commands, one.padded, one.last_timestamp_ms) == (
+        other.state, other.version, other.staged, other.commands, other.padded, other.last_timestamp_ms)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
+def test_a_written_out_answers_duplicate_is_its_own_answer_where_its_slot_put_it(order: tuple[int, ...]) -> None:
+    """Written out, a held answer took its seat's slot: a new seq. Its command's record moved
+    with it, so a retry answers with that answer, there, not with whatever came to sit at its
+    old seq (another seat's answer, padding); on this replica, on a fresh one, and in the store."""
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window, version = _held_then_a_chat(app, 4, order)
+    match_id, tokens = created.match_id, created.seat_tokens
+    fresh = bootstrap(store=store, settings=SETTINGS)
+    for seat in window.seats[:-1]:
+        for replica in (app, fresh):
+            again = _pass(replica, match_id, tokens[seat], f"answer-{seat}")
+            assert again.duplicate and not again.held and again.version == version + seat + 1
+            assert [(e.envelope.seq, e.envelope.seat, e.envelope.command_id, e.event.WhichOneof("kind"))
+                    for e in again.events] == [(version + seat + 1, seat, f"answer-{seat}", "window_answered")]
+        at = store.version(match_id)  # the store's record: a duplicate, whatever the batch
+        record = store.append(match_id, at, [envelope(match_id, at + 1)], command_key(seat, f"answer-{seat}"))
+        assert record.duplicate and (record.first_seq, record.last_seq) == (version + seat + 1,) * 2
+
+
+@pytest.mark.parametrize("seats", [3, 4, 5])
+def test_after_a_write_out_the_hot_state_is_a_fresh_fold_of_the_store(seats: int) -> None:
+    """The held answers were folded as they came; the stream has them in seat order, at other
+    seqs. The replica that wrote them out folds them again where they are (`unstage`): its
+    state, commands, padding runs are what folding the store from scratch gives, and a
+    command made at the version before the block went in past it."""
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window, version = _held_then_a_chat(app, seats, list(reversed(range(seats - 1))))
+    hot = app.matches.get(created.match_id).match
+    _same_fold(hot, _fresh_fold(app, created.match_id))
+    assert hot.staged == [] and hot.past_padding(version) == version + seats
+    assert not _pass(app, created.match_id, created.seat_tokens[window.seats[-1]], "last").held
+    _same_fold(hot, _fresh_fold(app, created.match_id))
+    report = verify_envelopes(app.registry, store.read(created.match_id))  # a replay re-decides each answer there
+    assert report.divergence is None, report.divergence
+    assert report.commands_checked > 0
+
+
+@pytest.mark.parametrize("writer", ["the replica that held them", "the other replica"])
+def test_a_replica_that_folded_the_held_answers_catches_up_where_the_slots_put_them(writer: str) -> None:
+    """Two replicas on one store. Both have folded the held answers at the seqs they were
+    staged at; one writes them out in slots, at other seqs. The other, catching up, must not
+    skip them as folded (its position is past their new seqs) nor fold the block's tail on
+    top: it goes back to its public version and folds the stream from there."""
+    store = InMemoryEventStore()
+    one = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_of_every_seat(one, 4)
+    match_id, tokens = created.match_id, created.seat_tokens
+    two = bootstrap(store=store, settings=SETTINGS)
+    two.get_view(match_id, two.viewer(match_id, None))
+    version = store.version(match_id)
+    answering, chatter = window.seats[:-1], window.seats[-1]
+    for seat in reversed(answering):
+        assert _pass(one, match_id, tokens[seat], f"answer-{seat}").held
+    two.get_view(match_id, two.viewer(match_id, None))  # folds the held answers too
+    assert len(two.matches.get(match_id).match.staged) == 3
+    chatting, other = (one, two) if writer == "the replica that held them" else (two, one)
+    assert _chat(chatting, match_id, tokens[chatter], "chat-1", [answering[0]]).version == version + 4 + 1
+    other.get_view(match_id, other.viewer(match_id, None))
+    _same_fold(other.matches.get(match_id).match, _fresh_fold(other, match_id))
+    _same_fold(other.matches.get(match_id).match, chatting.matches.get(match_id).match)
+    # and the other replica plays on: the window's last answer, then a duplicate of a held one
+    assert not _pass(other, match_id, tokens[chatter], "last", expected_version=version + 5).held
+    again = _pass(other, match_id, tokens[answering[0]], f"answer-{answering[0]}")
+    assert again.duplicate and [e.envelope.seq for e in again.events] == [version + answering[0] + 1]
+    chatting.get_view(match_id, chatting.viewer(match_id, None))
+    _same_fold(chatting.matches.get(match_id).match, _fresh_fold(chatting, match_id))
+    assert verify_envelopes(one.registry, store.read(match_id)).divergence is None
