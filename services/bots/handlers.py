@@ -247,7 +247,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         if lease is not None and lease[0] > moves:
             seats = seats[:lease[0] - moves]
         try:
-            step, at, upcoming, step_reached, held = _play_step(app, engine, match_id, game_id, version, seats,
+            step, at, upcoming, step_reached, (held, held_last) = _play_step(app, engine, match_id, game_id, version, seats,
                                                                 crc, think_seconds, interrupt_seconds, ask,
                                                                 HELD_FOLLOW_UP if follow_ups else "")
         except Transient:
@@ -266,8 +266,11 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         # back (NP-H9): they leave the version, and so the stream the dispatcher reads, where it
         # was, and a seat of the task the game still asks (one that made an optional move in a
         # window, say) would wait for the stall timer. So a task never stops inside a window.
+        # Past a lease, only while the turn's last command is held: one written out by a later
+        # command of the turn is in the stream, and the dispatcher, which then finds nothing
+        # staged (`_held_back`), follows no lease past its moves: it queues the next turn itself.
         if lease is None or moves >= lease[0]:
-            if not held or follow_ups >= MAX_HELD_FOLLOW_UPS:
+            if not (held if lease is None else held_last) or follow_ups >= MAX_HELD_FOLLOW_UPS:
                 break
             follow_ups += 1
         if upcoming is None or not ask:  # the step went a call a seat, or asked nothing: ask on its own
@@ -340,18 +343,19 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
 
 def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
                crc: int, think_seconds: float, interrupt_seconds: float,
-               ask: Sequence[tuple[str, bool, int]], suffix: str = "") -> tuple[list[str], int | None, Any, int, bool]:
+               ask: Sequence[tuple[str, bool, int]], suffix: str = "") -> tuple[list[str], int | None, Any, int, tuple[bool, bool]]:
     """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
     taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
-    turn went in one call that asked, the highest version seen, whether a command taken was
-    held back: NP-H9). `suffix` ends its command ids (`HELD_FOLLOW_UP` for a turn played on)."""
+    turn went in one call that asked, the highest version seen, and whether a command taken
+    was held back (NP-H9), and the last one: a public command after a held one writes it
+    out, so the dispatcher's `_held_back` no longer finds it). `suffix` ends its command ids (`HELD_FOLLOW_UP` for a turn played on)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
 
     def interrupt() -> float:
         return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
 
-    at, reached, held = version, -1, False
+    at, reached, held, held_last = version, -1, False, False
     outcomes: list[str] = []
     chosen: dict[int, tuple[Decision, Message]] = {}
     refused = -1  # the index of a seat whose command the chained call refused
@@ -373,13 +377,13 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 outcomes.append(done.outcome)
                 at = done.version
                 reached = max(reached, at)
-                held = held or done.held
+                held, held_last = held or done.held, done.held
             if refusal == "stale":
                 outcomes.append("stale")
                 # The first entry names the version: the match is past it. A later one goes in
                 # where the entry before left the match, held answers counted (NP-H9): another
                 # answer held back meanwhile makes it stale with the version still `at`.
-                return outcomes, None, None, max(reached, at + 1 if not taken else at), held
+                return outcomes, None, None, max(reached, at + 1 if not taken else at), (held, held_last)
             refused = len(taken) if refusal == "refused" else -1
             if not refusal:
                 upcoming = reply
@@ -418,6 +422,8 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                                   deadline, interrupt(), command_id)
         outcomes.append(done.outcome)
         held = held or done.held
+        if done.outcome in _TAKEN:
+            held_last = done.held
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
@@ -425,12 +431,12 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 # This seat has no turn to take after all (its answer already given, held back
                 # from the table: NP-H9); nothing moved, and the other seats' turns still wait.
                 continue
-            return outcomes, None, None, reached, held
+            return outcomes, None, None, reached, (held, held_last)
         reached = max(reached, done.version)
         at = done.version
     if len(outcomes) < len(seats) or any(outcome not in _TAKEN for outcome in outcomes):
-        return outcomes, None, None, reached, held
-    return outcomes, at, upcoming, reached, held
+        return outcomes, None, None, reached, (held, held_last)
+    return outcomes, at, upcoming, reached, (held, held_last)
 
 
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
