@@ -210,6 +210,18 @@ class Tracked:
     """human seat -> (its decision, when that decision began, seconds since the epoch)"""
     clock_version: int = 0
     """the version `clock_starts` were last set at"""
+    event_ids: dict[int, str] = field(default_factory=dict)
+    """seq -> event id of the newest events folded (`KEPT_EVENT_IDS`): an entry at one of
+    those seqs with another id means the store lost acknowledged writes (`_went_back`)"""
+
+    def remember(self, envelopes: Sequence[EventEnvelope], since: int) -> None:
+        """Keep the ids of the envelopes folded past version `since`."""
+        ids = self.event_ids
+        for env in envelopes:
+            if env.seq > since:
+                ids[env.seq] = env.event_id
+        while len(ids) > KEPT_EVENT_IDS:
+            del ids[next(iter(ids))]
 
     @property
     def tournament_id(self) -> str:
@@ -235,6 +247,18 @@ def _named_before_held(match: MatchState, bots: Mapping[int, str], version: int)
             return span
         return None
     return None
+
+
+KEPT_EVENT_IDS = 256
+"""Event ids a tracked match keeps (`Tracked.event_ids`): more than `appendfsync everysec`
+can lose of one match (about a second of its commands)."""
+
+
+def _went_back(tracked: Tracked, batch: Sequence[EventEnvelope]) -> bool:
+    """Whether the batch holds an event at a seq already folded under another event id: the
+    store went back and was written on since. A redelivery has the id folded."""
+    version, ids = tracked.match.version, tracked.event_ids
+    return any(env.seq <= version and ids.get(env.seq, env.event_id) != env.event_id for env in batch)
 
 
 def _written_out(match: MatchState, version: int, end: int) -> list[str]:
@@ -336,8 +360,8 @@ class Dispatcher:
         except BaseException:
             for sent, key in self._marked:
                 sent.discard(key)
-            for tracked, batch, lease in reversed(self._batched):
-                tracked.seat_batch, tracked.lease = batch, lease
+            for tracked, seat_batch, lease in reversed(self._batched):
+                tracked.seat_batch, tracked.lease = seat_batch, lease
             raise
         finally:
             self._marked, self._batched = [], []
@@ -346,9 +370,14 @@ class Dispatcher:
         tracked = self._track(match_id, batch)
         if tracked is None:
             return
-        before = len(tracked.match.commands)
+        if _went_back(tracked, batch):
+            tracked = self._reload(tracked, "event_replaced", batch[0].seq)
+            if tracked is None:
+                return
+        before, since = len(tracked.match.commands), tracked.match.version
         try:
             tracked.match.apply(batch)
+            tracked.remember(batch, since)
         except ValueError:  # a gap: this consumer missed entries; the match stream has them all
             tracked = self._load(match_id)
             if tracked is None:
@@ -393,12 +422,23 @@ class Dispatcher:
             self._forget(match_id)
             return None
         tracked = Tracked(match, bot_seats(match))
+        tracked.remember(envelopes[-KEPT_EVENT_IDS:], 0)
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
             tracked.trace = _carried(tracked, envelopes[-1])
         self.matches[match_id] = tracked
         if not match.finished:
             self.live.add(match_id)
         return tracked
+
+    def _reload(self, tracked: Tracked, why: str, seq: int) -> Tracked | None:
+        """The store lost acknowledged writes this fold holds (a Redis restored from an older
+        AOF, `appendfsync everysec` on a host crash): it is the truth, so the match is folded
+        anew from it, as the command service does (`HotMatches.refold`). Otherwise the events
+        written since at the lost seqs would be skipped as redeliveries, and the match would
+        wait for bot moves nobody queues."""
+        match = tracked.match
+        log.warning("store_behind_dispatcher", match_id=match.match_id, version=match.version, seq=seq, why=why)
+        return self._load(match.match_id)
 
     def _forget(self, match_id: str) -> None:
         self.live.remove(match_id)
@@ -624,6 +664,15 @@ class Dispatcher:
                         policies=sorted({tracked.bots[s] for _v, s in bot_keys}),
                         waited_s=round(now - tracked.sent_at, 1), lease=tracked.lease is not None,
                         trace_id=carried_trace_id(tracked.trace))
+            try:
+                stored = self.store.version(tracked.match.match_id)
+            except TRANSIENT:  # the store is away: queue again on what is folded
+                stored = tracked.match.version
+            if stored < tracked.match.version:  # the store lost what this fold holds: no task can play it
+                reloaded = self._reload(tracked, "stalled", stored)
+                if reloaded is None:
+                    continue
+                tracked = reloaded
             tracked.stalls, tracked.stalled_version = stalls + 1, tracked.match.version
             tracked.sent -= bot_keys
             tracked.seat_batch = tracked.lease = None  # its worker may be gone: a new task for whoever is asked now

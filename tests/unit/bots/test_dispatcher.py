@@ -18,6 +18,7 @@ from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.port import PartitionEntry
+from famiglia.matchstate import MatchState
 from famiglia.v1 import envelope_pb2
 from services.bots import dispatcher as dispatcher_module
 from services.bots.dispatcher import Dispatcher
@@ -274,6 +275,70 @@ def test_stalls_are_found_on_time_though_the_matches_are_looked_at_only_when_one
     now[0] = 30.6
     assert table.dispatcher.check_stalls() == 1
     assert table.tasks.decisions[-1][0] == first
+
+
+def _lose_tail(table: Table, match_id: str, keep: int) -> None:
+    """The store goes back to version `keep` (a Redis restored from an older AOF, or
+    `appendfsync everysec` on a host crash), and the command service restarts on it."""
+    match = table.store._matches[match_id]
+    del match.events[keep:]
+    match.version = keep
+    table.store._commands = {k: v for k, v in table.store._commands.items() if k[0] != match_id or v[1] <= keep}
+    table.app = command_bootstrap(store=table.store, registry=toy_registry(), settings=Settings(secret="test"))
+    table.cursors[match_id] = keep
+
+
+def _turn(table: Table, match_id: str) -> int:
+    """Play whoever is asked (the worker's part, or a person's); the version after it."""
+    hot = table.app.matches.get(match_id).match
+    seat = HIGHCARD.pending(hot.state)[0].seat
+    version = table.act(match_id, seat)
+    table.pump(match_id)
+    return version
+
+
+def test_events_written_at_seqs_the_store_lost_are_folded_not_skipped_as_redeliveries() -> None:
+    """The store lost acknowledged writes and was written on since, at the same seqs under
+    other event ids: the dispatcher folds the match anew from the store, and queues the next
+    decision where the match really is (before, it skipped those events as redeliveries,
+    kept its fold ahead of the store, and the match waited for an operator)."""
+    table = Table()
+    match_id = table.create({0: "random"})
+    table.pump(match_id)
+    kept = _turn(table, match_id)
+    for _ in range(3):
+        _turn(table, match_id)
+    ahead = table.dispatcher.matches[match_id].match.version
+    _lose_tail(table, match_id, kept)
+    for _ in range(2):
+        _turn(table, match_id)  # the same seqs again, other events
+    assert table.version(match_id) < ahead
+    followed = table.dispatcher.matches[match_id].match
+    fresh = MatchState.from_envelopes(toy_registry(), table.store.read(match_id))
+    assert (followed.version, followed.state) == (fresh.version, fresh.state)
+    asked = HIGHCARD.pending(fresh.state)[0].seat
+    if asked == 0:
+        assert table.tasks.decisions[-1] == (match_id, 0, fresh.version, "random")
+
+
+def test_a_bot_decision_stalled_on_writes_the_store_lost_is_queued_where_the_store_is() -> None:
+    """A bot's move acknowledged and then lost by the store: the dispatcher had folded it and
+    queued the next seat, whose task is refused as stale; no event comes. At the stall time it
+    reads the store, finds it behind its fold, folds it anew and queues the lost move again."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    lost_at = table.version(match_id)
+    _match_id, seat, version, _policy = table.tasks.decisions[-1]
+    assert version == lost_at
+    _turn(table, match_id)  # that decision's move, played and folded, then lost
+    assert table.tasks.decisions[-1][2] > lost_at
+    _lose_tail(table, match_id, lost_at)
+    now[0] = 11.0
+    assert table.dispatcher.check_stalls() == 1
+    assert table.tasks.decisions[-1] == (match_id, seat, lost_at, "random")
+    assert table.dispatcher.matches[match_id].match.version == lost_at
 
 
 def test_a_finished_match_is_reported_and_forgotten() -> None:
