@@ -42,6 +42,7 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlmodel import Session
@@ -59,7 +60,7 @@ from famiglia.telemetry import carried_trace_id, extract_context, get_logger, sp
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 from .rating_book import RatingBook
-from .writes import BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
+from .writes import ARCHIVE, BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
 
 log = get_logger("famiglia.projection")
 
@@ -300,6 +301,8 @@ class Projector:
             group = by_match[match_id]
             row = rows.get(match_id)
             version = row.version if row is not None else 0
+            if row is not None and group[0].envelope.seq <= version:  # a redelivery, or a store gone back
+                version = self._went_back(conn, row, group)
             ready: list[PartitionEntry] = []
             for i, entry in enumerate(group):
                 seq = entry.envelope.seq
@@ -333,6 +336,32 @@ class Projector:
         if writes.archive:
             outcome.newest_event_ms = max(row["timestamp_ms"] for row in writes.archive)
         return outcome
+
+    def _went_back(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> int:
+        """The version to project the group from: the row's, unless the store lost acknowledged
+        writes (a Redis restored from an older AOF, `appendfsync everysec` on a host crash) and
+        was written on since, which shows as an entry at an archived seq under another event
+        id (a redelivery has the archived id). A live match then drops the archived events from
+        that seq on, in this batch's transaction, and projects the store's from there; a finished
+        one was rated and ranked on the lost events, so it is left for an operator's rebuild."""
+        seqs = [e.envelope.seq for e in group if e.envelope.seq <= row.version]
+        archived_ids = dict(conn.execute(select(ARCHIVE.c.seq, ARCHIVE.c.event_id).where(
+            ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq.in_(seqs))).all())
+        replaced = [e.envelope for e in group
+                    if e.envelope.seq in archived_ids and archived_ids[e.envelope.seq] != e.envelope.event_id]
+        if not replaced:
+            return row.version
+        seq = min(env.seq for env in replaced)
+        if row.status != "live" or seq <= 1:
+            log.error("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
+                      status=row.status, action="rebuild this match's read models", **_envelope_ids(replaced[0]))
+            return row.version
+        log.warning("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
+                    action="projected again from the store", **_envelope_ids(replaced[0]))
+        conn.execute(delete(ARCHIVE).where(ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq >= seq))
+        self.cache.drop([row.match_id])
+        row.version = seq - 1
+        return row.version
 
     def _rate(self, conn: Connection, writes: BatchWrites) -> None:
         """Rate this batch's finished matches in canonical order, so a batch never re-rates itself.

@@ -186,6 +186,61 @@ def test_a_failed_batch_gives_its_kept_connection_back_and_the_next_starts_afres
     assert summary is not None and summary.version == total
 
 
+# -- a store that lost acknowledged writes -------------------------------------------------------------------
+def _written_again(entries: list[PartitionEntry], suffix: str) -> list[PartitionEntry]:
+    """The same commands made again after the store lost them: the same seqs, new event ids."""
+    out = []
+    for entry in entries:
+        env = EventEnvelope.FromString(entry.envelope.SerializeToString())
+        env.event_id = env.event_id[:-len(suffix)] + suffix
+        out.append(replace(entry, envelope=env, entry_id=entry.entry_id + "9"))
+    return out
+
+
+def _archived_ids(projector: Projector, match_id: str) -> dict[int, str]:
+    from sqlalchemy import select
+
+    from services.projection.writes import ARCHIVE
+
+    with projector.engine.connect() as conn:
+        return dict(conn.execute(select(ARCHIVE.c.seq, ARCHIVE.c.event_id).where(ARCHIVE.c.match_id == match_id)).all())
+
+
+def test_events_written_again_at_lost_seqs_replace_the_archived_ones_of_a_live_match(projector: Projector) -> None:
+    """The store lost acknowledged writes (a Redis restored from an older AOF) and was written
+    on since: entries at archived seqs under other event ids. A redelivery keeps its id and is
+    skipped; these are projected again from the first of them, in the same transaction, and the
+    match goes on to its end from the store's events. Before, they were skipped as redeliveries
+    and the read models kept the lost events."""
+    entries, total = played_entries("m1", seed=6)
+    assert total == 10
+    projector.project(entries[:8])
+    again = _written_again(entries[4:8], suffix="ZZ")  # the store went back to 4
+    assert all(a.envelope.event_id != e.envelope.event_id for a, e in zip(again, entries[4:8], strict=True))
+    outcome = projector.project(again[:2])  # ... and was written on to 6
+    assert outcome.applied == again[:2] and not outcome.skipped
+    ids = _archived_ids(projector, "m1")
+    assert sorted(ids) == list(range(1, 7))  # the lost 7 and 8 are gone with the replaced 5 and 6
+    assert [ids[5], ids[6]] == [e.envelope.event_id for e in again[:2]]
+    assert not projector.project(again[:2]).applied  # redelivered now: skipped
+    assert projector.project(again[2:] + entries[8:]).finished_matches == ["m1"]
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == total and summary.status == "finished"
+    assert _archived_ids(projector, "m1")[8] == again[-1].envelope.event_id
+
+
+def test_events_written_again_after_a_match_was_rated_are_left_for_an_operator(projector: Projector) -> None:
+    """A finished match was ranked and rated on the events the store lost: the projection does
+    not undo that, it logs the match for a rebuild and changes nothing."""
+    entries, _ = played_entries("m1", seed=3)
+    projector.project(entries)
+    before = dump(projector.engine)
+    outcome = projector.project(_written_again(entries[-3:], suffix="ZZ"))
+    assert not outcome.applied and len(outcome.skipped) == 3
+    assert dump(projector.engine) == before
+
+
 # -- poison entries: parked, never wedging the others ---------------------------------------------------
 def _copy_keeping_event_ids(entries: list[PartitionEntry], match_id: str) -> list[PartitionEntry]:
     """What an import before the fix stored: another match id, the same event ids (unique in the archive)."""
