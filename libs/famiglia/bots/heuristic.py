@@ -4,7 +4,8 @@ For each legal command it samples a few worlds consistent with the seat's view
 (`determinize`), applies the command there and scores the seat's resulting View
 with the game's small evaluator (evaluate.py; read straight from the sampled state
 where the game has a state evaluator giving the same number, since building a View
-per candidate cost more than the rest of the choice). A move that wins at once scores
+per candidate cost more than the rest of the choice), plus what the game says pays beyond
+one ply (`evaluate.ONE_PLY`: a sealed bid in Nostra City). A move that wins at once scores
 above everything; a command the sampled worlds refuse scores below everything.
 Ties are broken by the decision's seed, so a retried decision chooses the same.
 Past the decision's deadline it answers with the best command scored so far.
@@ -20,7 +21,7 @@ from google.protobuf.message import Message
 
 from famiglia.engine import Engine
 
-from .evaluate import result_values, state_evaluator
+from .evaluate import ONE_PLY, StateEvaluator, result_values, state_evaluator
 from .policy import Decision, first_of
 from .search import SearchRng, sample_world, seats_of, step
 
@@ -52,6 +53,7 @@ class OnePlyHeuristic:
         timed = deadline != math.inf
         seat = decision.seat
         score_of = state_evaluator(decision.game_id, rules)
+        beyond = ONE_PLY.get(decision.game_id)
         result_of = rules.result
         draw = chooser.getrandbits
         sampled = len(worlds)
@@ -68,8 +70,15 @@ class OnePlyHeuristic:
                 if result is not None:
                     total += WIN_BONUS * result_values(result, seats)[seat]
                 else:
-                    total += score_of(after, seat)
+                    total += score_of(after, seat) + (_beyond(beyond, after, seat) if beyond else 0.0)
             score = total / sampled + chooser.random() * 1e-6
             if score > best_score:
                 best, best_score = command, score
         return best
+
+
+def _beyond(extra: StateEvaluator, state: object, seat: int) -> float:
+    try:
+        return extra(state, seat)
+    except Exception:  # noqa: BLE001 - a heuristic must never take a bot down
+        return 0.0

@@ -69,8 +69,9 @@ RECORDED: dict[str, list[tuple[int, str]]] = {
     # nostra_city re-recorded: with nobody winning a loss for every seat (NC-V10), the heuristic no
     # longer counts GUILTY without a Snitch as a win for a loyal seat; then (session 20) bids and
     # distributions are listed by the marks they give up or keep, and the evaluator counts the Notes a
-    # seat can still bribe with and values a Note less as the Meetings run out
-    'nostra_city': [(112, '631701f13920e6980aff'), (104, 'acfc7be5d6bca79c904a'), (93, 'eb28d44271db10ec1b47'), (137, 'da3eca2e8a5c0bc4d885'), (150, '0b0cb42ba9f08730395f'), (142, '72754a02a0215ae0105a'), (158, 'c9f51d725cbd77d0b826'), (140, '64ae1e927ce1e93fef23'), (151, 'a58465e1f4fc5d2e3ef5'), (60, '87ab47e09e6b25658e07')],
+    # seat can still bribe with and values a Note less as the Meetings run out; then (session 21) the
+    # one-ply heuristic scores its own sealed bids (`evaluate.ONE_PLY`): it bids in Meetings now
+    'nostra_city': [(113, '23917883206e7c9acc1e'), (103, 'b321fba57e399c97d881'), (97, 'ff9e23c092238142741b'), (128, 'f1208da4cad1b0d5691e'), (137, '064a301969bb40a4b77f'), (120, '24a8e0d7ad7d6f599b1b'), (172, 'f728eb983a41368b09d4'), (173, '304d6d9816fe242e54c4'), (165, 'ccc081d378bfad03fe90'), (60, 'c0d82795e77314916c82')],
     # nothing_personal re-recorded for rules changes: offer ids are drawn, not counted (NP-H7); an
     # auto-passing seat is still asked in windows, passing on its own clock (NP-D7, NP-H9); lapsed
     # claims ride on the event that ends the round, not events of their own (NP-H9), which moved
