@@ -113,12 +113,9 @@ class InMemoryEventStore(EventStore):
         # Serialize outside the lock: it is the slow part and touches no shared state.
         blobs = [event.SerializeToString() for event in events]
         with self._changed:
-            seen = self._first_answer(match_id, command_id)
-            if seen is not None:
-                return seen
-            match = self._matches.setdefault(match_id, _Match())
-            if match.position != expected_version:
-                raise ConcurrencyConflict(match_id, expected_version, match.position)
+            match = self._at(match_id, command_id, expected_version)
+            if isinstance(match, AppendResult):
+                return match
             partition = self._partition_streams[self.partition_of(match_id)]
             staged = [blob for blob, _command in match.staged]
             for seq, blob in enumerate(staged + blobs, start=match.version + 1):
@@ -170,12 +167,9 @@ class InMemoryEventStore(EventStore):
         version = validate_write_out(match_id, expected_version, block, placed, events)
         blobs = [event.SerializeToString() for event in [*block, *events]]
         with self._changed:
-            seen = self._first_answer(match_id, command_id)
-            if seen is not None:
-                return seen
-            match = self._matches.setdefault(match_id, _Match())
-            if match.position != expected_version:
-                raise ConcurrencyConflict(match_id, expected_version, match.position)
+            match = self._at(match_id, command_id, expected_version)
+            if isinstance(match, AppendResult):
+                return match
             if match.version != version:
                 raise ValueError(f"match {match_id}: {len(match.staged)} events staged, "
                                  f"the block places {len(placed)}")
@@ -208,6 +202,17 @@ class InMemoryEventStore(EventStore):
                 raise ValueError(f"match {match_id}: staged command {command_id!r} placed apart, at {seqs}")
             moved.append((command_id, seqs[0], seqs[-1]))
         return moved
+
+    def _at(self, match_id: str, command_id: str, expected_version: int) -> _Match | AppendResult:
+        """A known command id's first answer, else the match, at `expected_version` or a
+        ConcurrencyConflict (call with the lock held)."""
+        seen = self._first_answer(match_id, command_id)
+        if seen is not None:
+            return seen
+        match = self._matches.setdefault(match_id, _Match())
+        if match.position != expected_version:
+            raise ConcurrencyConflict(match_id, expected_version, match.position)
+        return match
 
     def _first_answer(self, match_id: str, command_id: str) -> AppendResult | None:
         """A command id's first answer, if it has one (call with the lock held)."""
