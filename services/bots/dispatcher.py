@@ -555,7 +555,8 @@ class Dispatcher:
             if end != batch.version:  # a block of slots (NP-H9): the batch's held answers, in seat order
                 held = _written_out(match, batch.version, end)
                 played = batch.seats[batch.next:batch.next + len(held)]
-                own = {command_key(s, bot_command_id(match.match_id, batch.version + i, s)) for i, s in enumerate(played)}
+                own = {command_key(s, bot_command_id(match.match_id, batch.version + i, s))
+                       for i, s in enumerate(played)}
                 if len(played) < len(held) or {key.removesuffix(":f") for key in held} != own:
                     return False  # someone else's answer among them
                 batch.named, batch.version, batch.next = batch.version + len(held), end, batch.next + len(held)

@@ -247,9 +247,9 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         if lease is not None and lease[0] > moves:
             seats = seats[:lease[0] - moves]
         try:
-            step, at, upcoming, step_reached, (held, held_last) = _play_step(app, engine, match_id, game_id, version, seats,
-                                                                crc, think_seconds, interrupt_seconds, ask,
-                                                                HELD_FOLLOW_UP if follow_ups else "")
+            step, at, upcoming, step_reached, (held, held_last) = _play_step(
+                app, engine, match_id, game_id, version, seats, crc, think_seconds, interrupt_seconds, ask,
+                HELD_FOLLOW_UP if follow_ups else "")
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers
@@ -343,12 +343,14 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
 
 def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
                crc: int, think_seconds: float, interrupt_seconds: float,
-               ask: Sequence[tuple[str, bool, int]], suffix: str = "") -> tuple[list[str], int | None, Any, int, tuple[bool, bool]]:
+               ask: Sequence[tuple[str, bool, int]],
+               suffix: str = "") -> tuple[list[str], int | None, Any, int, tuple[bool, bool]]:
     """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
     taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
     turn went in one call that asked, the highest version seen, and whether a command taken
     was held back (NP-H9), and the last one: a public command after a held one writes it
-    out, so the dispatcher's `_held_back` no longer finds it). `suffix` ends its command ids (`HELD_FOLLOW_UP` for a turn played on)."""
+    out, so the dispatcher's `_held_back` no longer finds it). `suffix` ends its command ids
+    (`HELD_FOLLOW_UP` for a turn played on)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
 
