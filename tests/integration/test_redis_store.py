@@ -599,3 +599,37 @@ def test_written_out_commands_are_named_at_their_new_seqs_so_trim_drops_their_re
     assert store.client.get(store.keys.command(match, "answer")) == b"3:4"
     assert store.trim(match) == 5
     assert not store.client.exists(store.keys.command(match, "answer"), store.keys.command(match, "chat"))
+
+
+def test_the_rare_path_scripts_heal_a_version_key_behind_the_stream_as_the_append_does(redis_url: str) -> None:
+    """stage.lua, write_out.lua and trim.lua read the version through shared.lua: a version key
+    behind the stream (lost, or restored from an older file) gives way to the stream's last id,
+    as in append.lua. Their partition writes honour a capped partition stream's MAXLEN."""
+    from tests.contracts.eventstore_contract import renumbered
+
+    store = RedisEventStore.connect(redis_url, partitions=1, partition_maxlen=1000)
+    try:
+        partition = store.partitions_keys()[0]
+        before = store.client.xlen(partition)
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 2))
+        store.client.set(store.keys.version(match), 1)
+        with pytest.raises(ConcurrencyConflict) as refused:
+            store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+        assert refused.value.actual == 2
+        assert store.stage(match, 2, batch(match, 2, 1, "answer"), command_id="answer").version == 3
+
+        staged, = store.read_staged(match)
+        store.write_out(match, 3, [renumbered(staged, 3)], [3], [envelope(match, 4, command_id="chat")], "chat")
+        assert [e.seq for e in store.read(match)] == [1, 2, 3, 4]
+        store.client.set(store.keys.version(match), 2)
+        with pytest.raises(ConcurrencyConflict) as refused:
+            store.write_out(match, 2, [], [], [envelope(match, 3, command_id="late")], "late")
+        assert refused.value.actual == 4
+        assert store.client.xlen(partition) - before == 4
+
+        store.client.set(store.keys.version(match), 1)
+        assert store.trim(match) == 4
+        assert store.version(match) == 4 and store.client.get(store.keys.version(match)) == b"4"
+    finally:
+        store.close()

@@ -50,28 +50,14 @@ from .port import partition_of as _partition_of
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
 _KEY_CACHE = 4096  # matches whose key names an adapter remembers
 
-# Trimming drops the match stream and its command records but keeps the
-# version key. It runs only if the match did not move since the caller read
-# the command ids (returns -1 then), so no record of a new command is lost.
-_TRIM_LUA = """
-local version = tonumber(string.match(redis.call('GET', KEYS[2]) or '0', '(%d+)$'))
-local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
-if top[1] then
-  local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
-  if top_seq > version then version = top_seq end
-end
-if version ~= tonumber(ARGV[1]) then return -1 end
-local dropped = redis.call('XLEN', KEYS[1])
-if version > 0 then redis.call('SET', KEYS[2], string.format('%d', version)) end
-for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
-redis.call('DEL', KEYS[1])
-return dropped
-"""
-
-
-def _load_append_lua(name: str = "append.lua") -> str:
-    """The append, stage and write-out scripts ship inside the package (package-data `*.lua`)."""
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+def _script(name: str) -> str:
+    """A script shipped inside the package (package-data `*.lua`). The rare-path scripts
+    get `shared.lua` in front (Redis scripts cannot load one another); append.lua, the
+    timed one, spells all it needs itself."""
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    if name == "append.lua":
+        return text
+    return resources.files(__package__).joinpath("shared.lua").read_text(encoding="utf-8") + text
 
 
 def _stored_version(stored: bytes | None) -> int:
@@ -256,11 +242,11 @@ class RedisEventStore(EventStore):
         self.partitions = partitions
         self.keys = KeyLayout(prefix=prefix, partitions=partitions)
         self.partition_maxlen = partition_maxlen
-        self._append_script: Script = client.register_script(_load_append_lua())
+        self._append_script: Script = client.register_script(_script("append.lua"))
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(self._append_script.sha.encode())
-        self._stage_script: Script = client.register_script(_load_append_lua("stage.lua"))
-        self._write_out_script: Script = client.register_script(_load_append_lua("write_out.lua"))
-        self._trim_script: Script = client.register_script(_TRIM_LUA)
+        self._stage_script: Script = client.register_script(_script("stage.lua"))
+        self._write_out_script: Script = client.register_script(_script("write_out.lua"))
+        self._trim_script: Script = client.register_script(_script("trim.lua"))
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds

@@ -17,35 +17,18 @@
 -- duplicate command's record "first:last", nothing written) or an array {p} (conflict: p
 -- is the actual position, nothing written).
 
+-- The store loads it behind shared.lua (read_version, position_of, healed, to_partition).
+
 local keys, argv = KEYS, ARGV
 local record = keys[4]
 
-local stored
-if record then
-  local got = redis.call('MGET', keys[2], record)
-  if got[2] then
-    return got[2]
-  end
-  stored = got[1]
-else
-  stored = redis.call('GET', keys[2])
+local stored, known = read_version(keys[2], record)
+if known then
+  return known
 end
 
-local position, version = string.match(stored or '', '^(%d+):(%d+)$')
-if position then
-  position, version = tonumber(position), tonumber(version)
-else
-  -- Nothing staged: the version key, healed by the stream's last id (as append.lua).
-  version = tonumber(stored or '0') or 0
-  local top = redis.call('XREVRANGE', keys[1], '+', '-', 'COUNT', 1)
-  if top[1] then
-    local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
-    if top_seq > version then
-      version = top_seq
-    end
-  end
-  position = version
-end
+-- The position: "<position>:<version>" while events are staged, else the version.
+local position, version = position_of(stored, keys[1])
 if position ~= tonumber(argv[1]) or position == 0 then
   return {position}
 end

@@ -25,40 +25,20 @@
 -- (conflict: p is the actual position, nothing written), or an error reply (the block does
 -- not place what is staged, nothing written). Nothing fails after the first write.
 
+-- The store loads it behind shared.lua (read_version, position_of, healed, to_partition).
+
 local keys, argv = KEYS, ARGV
 local record = keys[5]
 
 -- 1. A command id seen before gets its first answer.
-local stored
-if record then
-  local got = redis.call('MGET', keys[2], record)
-  if got[2] then
-    return got[2]
-  end
-  stored = got[1]
-else
-  stored = redis.call('GET', keys[2])
+local stored, known = read_version(keys[2], record)
+if known then
+  return known
 end
 
 -- 2. The position: "<position>:<version>" while events are staged, else the version,
 --    healed by the stream's last id (as append.lua).
-local function stream_top(version)
-  local top = redis.call('XREVRANGE', keys[1], '+', '-', 'COUNT', 1)
-  if top[1] then
-    local top_seq = tonumber(string.match(top[1][1], '^(%d+)-'))
-    if top_seq > version then
-      return top_seq
-    end
-  end
-  return version
-end
-local position, version = string.match(stored or '', '^(%d+):(%d+)$')
-if position then
-  position, version = tonumber(position), tonumber(version)
-else
-  version = stream_top(tonumber(stored or '0') or 0)
-  position = version
-end
+local position, version = position_of(stored, keys[1])
 if position ~= tonumber(argv[1]) then
   return {position}
 end
@@ -109,7 +89,7 @@ for i = first_arg, #argv do
   if i == first_arg then
     local added = redis.pcall(unpack(entry))
     if added ~= id then
-      local top = stream_top(version)
+      local top = healed(keys[1], version)
       if top ~= version then
         return {top}
       end
@@ -118,11 +98,7 @@ for i = first_arg, #argv do
   else
     redis.call(unpack(entry))
   end
-  if maxlen == '0' then
-    redis.call('XADD', keys[3], '*', 'e', argv[i])
-  else
-    redis.call('XADD', keys[3], 'MAXLEN', '~', maxlen, '*', 'e', argv[i])
-  end
+  to_partition(keys[3], maxlen, argv[i])
 end
 
 -- 5. The records: the version, the staged commands' at their new seqs, the command's own.
