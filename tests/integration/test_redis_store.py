@@ -633,3 +633,20 @@ def test_the_rare_path_scripts_heal_a_version_key_behind_the_stream_as_the_appen
         assert store.version(match) == 4 and store.client.get(store.keys.version(match)) == b"4"
     finally:
         store.close()
+
+
+def test_staged_events_that_cannot_take_their_seqs_are_refused_before_anything_is_written(
+        store: RedisEventStore) -> None:
+    """append.lua writes staged events out at seqs version + 1, ...: should the stream already
+    hold the first of them (it is ahead of the version key), the append is a conflict and
+    writes nothing, so no staged event lands after a gap or out of order."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.stage(match, 1, batch(match, 1, 2, "answer"), command_id="answer")
+    intruder = envelope(match, 2, "intruder")
+    store.client.xadd(store.keys.match_stream(match), {"e": intruder.SerializeToString()}, id="2-0")
+    with pytest.raises(ConcurrencyConflict):
+        store.append(match, 3, batch(match, 3, 1, "resolve"), command_id="resolve")
+    assert [(e.seq, e.type) for e in store.read(match)] == [(1, "tick"), (2, "intruder")]
+    assert len(store.read_staged(match)) == 2
+    assert not store.client.exists(store.keys.command(match, "resolve"))
