@@ -10,6 +10,7 @@ from sqlalchemy.engine import Engine
 from famiglia.engine.registry import Registry
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from . import schema
 from .lag import LagMonitor
@@ -29,7 +30,12 @@ class ProjectionApp:
     settings: ProjectionSettings
 
     def __post_init__(self) -> None:
-        self.projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size)
+        self.projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size,
+                                   store_events=self.store_events)
+
+    def store_events(self, match_id: str, after: int) -> list[EventEnvelope]:
+        """A match's events past `after`, from the event store (a projector's `store_events`)."""
+        return self.store.read(match_id, after=after)
 
     def migrate(self) -> None:
         schema.upgrade(self.sql)
@@ -41,7 +47,8 @@ class ProjectionApp:
         """A consumer of the group; each runner needs its own thread (or process)."""
         config = self.settings.runner_config(consumer)
         return ProjectionRunner(self.store, projector or Projector(self.sql, self.registry,
-                                                                   cache_size=self.settings.cache_size),
+                                                                   cache_size=self.settings.cache_size,
+                                                                   store_events=self.store_events),
                                 config, lag=self.lag_monitor(),
                                 retention=self.retention(config.retain_finished_ms, config.group))
 
@@ -61,7 +68,8 @@ class ProjectionApp:
         self.dead_letters().forget(match_id)
         partition = self.store.partition_of(match_id)
         entries = [PartitionEntry(partition, "0-0", env) for env in self.store.read(match_id)]
-        projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size, park_after=1)
+        projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size, park_after=1,
+                              store_events=self.store_events)
         try:
             outcome = projector.project(entries)
         finally:

@@ -36,7 +36,7 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,11 @@ class RetryBatch(Exception):
     """The transaction lost a race (another consumer got there first): roll back and redo."""
 
 
+class StoreUnreadable(Exception):
+    """The event store could not be read while a match was projected again from it: the
+    batch fails and is redone later, never parked (the events are not at fault)."""
+
+
 class MatchCache:
     """Folded live matches, least recently used evicted first."""
 
@@ -140,9 +145,12 @@ class Projector:
     """Applies batches of partition entries to the read models (see the module docstring)."""
 
     def __init__(self, engine: Engine, registry: Registry, *, cache_size: int = 2000, max_attempts: int = 8,
-                 park_after: int = 3) -> None:
+                 park_after: int = 3, store_events: Callable[[str, int], list[EventEnvelope]] | None = None) -> None:
         self.engine = engine
         self.registry = registry
+        self.store_events = store_events
+        """A match's events past a seq, read from the event store (`EventStore.read`): what a
+        match that the store took back is projected again from (`_went_back`)."""
         self.cache = MatchCache(cache_size)
         self.max_attempts = max_attempts
         self.park_after = park_after
@@ -302,7 +310,14 @@ class Projector:
             row = rows.get(match_id)
             version = row.version if row is not None else 0
             if row is not None and group[0].envelope.seq <= version:  # a redelivery, or a store gone back
-                version = self._went_back(conn, row, group)
+                back = self._went_back(conn, row, group)
+                if back is not None:
+                    version = back
+                    tail = self._store_tail(match_id, back)
+                    if tail:  # the store's events from there on: the group's are among them
+                        if self._apply_run(conn, writes, row, tail, traced):
+                            outcome.finished_matches.append(match_id)
+                        version = tail[-1].seq
             ready: list[PartitionEntry] = []
             for i, entry in enumerate(group):
                 seq = entry.envelope.seq
@@ -321,13 +336,8 @@ class Projector:
                     outcome.deferred.extend(group[i:])
                     break
             if ready:
-                envelopes = [e.envelope for e in ready]
-                if traced:
-                    finished = self._apply_match_traced(conn, writes, row, envelopes)
-                else:
-                    finished = self._apply_events(conn, writes, row, envelopes)
                 outcome.applied.extend(ready)
-                if finished:
+                if self._apply_run(conn, writes, row, [e.envelope for e in ready], traced):
                     outcome.finished_matches.append(match_id)
         self.writer.write(conn, writes)
         if writes.results:
@@ -337,31 +347,50 @@ class Projector:
             outcome.newest_event_ms = max(row["timestamp_ms"] for row in writes.archive)
         return outcome
 
-    def _went_back(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> int:
-        """The version to project the group from: the row's, unless the store lost acknowledged
-        writes (a Redis restored from an older AOF, `appendfsync everysec` on a host crash) and
-        was written on since, which shows as an entry at an archived seq under another event
-        id (a redelivery has the archived id). A live match then drops the archived events from
-        that seq on, in this batch's transaction, and projects the store's from there; a finished
-        one was rated and ranked on the lost events, so it is left for an operator's rebuild."""
+    def _apply_run(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
+                   envelopes: list[EventEnvelope], traced: bool) -> bool:
+        if traced:
+            return self._apply_match_traced(conn, writes, row, envelopes)
+        return self._apply_events(conn, writes, row, envelopes)
+
+    def _went_back(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> int | None:
+        """The version to project the match from again, or None (a redelivery: the group's
+        entries are at archived seqs under the archived ids). The store lost acknowledged writes
+        (a Redis restored from an older AOF, `appendfsync everysec` on a host crash) and was
+        written on since when an entry is at an archived seq under another event id. A live
+        match then drops the archived events from that seq on, in this batch's transaction, and
+        is projected from the store's (`_store_tail`); a finished one was rated and ranked on the
+        lost events, so it is left for an operator's rebuild."""
         seqs = [e.envelope.seq for e in group if e.envelope.seq <= row.version]
         archived_ids = dict(conn.execute(select(ARCHIVE.c.seq, ARCHIVE.c.event_id).where(
             ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq.in_(seqs))).all())
         replaced = [e.envelope for e in group
                     if e.envelope.seq in archived_ids and archived_ids[e.envelope.seq] != e.envelope.event_id]
         if not replaced:
-            return row.version
+            return None
         seq = min(env.seq for env in replaced)
         if row.status != "live" or seq <= 1:
             log.error("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
                       status=row.status, action="rebuild this match's read models", **_envelope_ids(replaced[0]))
-            return row.version
+            return None
         log.warning("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
                     action="projected again from the store", **_envelope_ids(replaced[0]))
         conn.execute(delete(ARCHIVE).where(ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq >= seq))
         self.cache.drop([row.match_id])
         row.version = seq - 1
         return row.version
+
+    def _store_tail(self, match_id: str, after: int) -> list[EventEnvelope]:
+        """The match's events past `after` as the store holds them now. Read from the store, not
+        waited for from the partition: another consumer of the group may have projected some of
+        them on top of the lost events already (a match's entries can be split between consumers)
+        and acknowledged them, and those entries come back no more."""
+        if self.store_events is None:
+            return []
+        try:
+            return self.store_events(match_id, after)
+        except Exception as exc:
+            raise StoreUnreadable(f"{match_id}: {type(exc).__name__}: {exc}") from exc
 
     def _rate(self, conn: Connection, writes: BatchWrites) -> None:
         """Rate this batch's finished matches in canonical order, so a batch never re-rates itself.
@@ -521,7 +550,7 @@ def _poison_like(exc: BaseException) -> bool:
     the database being away, locked or in a serialisation conflict."""
     if isinstance(exc, (IntegrityError, DataError)):
         return True
-    if isinstance(exc, (DBAPIError, RetryBatch)):
+    if isinstance(exc, (DBAPIError, RetryBatch, StoreUnreadable)):
         return False
     return isinstance(exc, Exception)
 

@@ -13,7 +13,7 @@ from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import make_engine, read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection import schema
-from services.projection.projector import Projector
+from services.projection.projector import Projector, StoreUnreadable
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
@@ -228,6 +228,47 @@ def test_events_written_again_at_lost_seqs_replace_the_archived_ones_of_a_live_m
         summary = match_summary(session, "m1")
     assert summary is not None and summary.version == total and summary.status == "finished"
     assert _archived_ids(projector, "m1")[8] == again[-1].envelope.event_id
+
+
+def test_a_match_the_store_took_back_is_projected_again_from_the_store_whoever_got_its_entries(
+        projector: Projector) -> None:
+    """Consumers of a group split a partition, so after the store went back and was written on,
+    one consumer may project a new entry past the projected version (on top of the lost events)
+    and acknowledge it before another meets the replaced seqs. Once the replaced seqs show, the
+    match is projected again from the store's events, that acknowledged one included: it does
+    not come back from the partition."""
+    entries, total = played_entries("m1", seed=6)
+    assert total == 10
+    again = _written_again(entries[4:], suffix="ZZ")  # the store went back to 4, written on to 10
+    store = [e.envelope for e in entries[:4] + again]
+    projector.store_events = lambda match_id, after: [e for e in store if e.match_id == match_id and e.seq > after]
+    projector.project(entries[:8])
+    assert projector.project(again[4:5]).applied == again[4:5]  # seq 9, applied on the lost 5..8
+    outcome = projector.project(again[:4])  # the replaced 5..8: the store's 5..10 are projected
+    assert not outcome.applied and len(outcome.skipped) == 4 and outcome.finished_matches == ["m1"]
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store}
+    assert not projector.project(again[5:]).applied  # seq 10's entry, when it comes: already projected
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == total and summary.status == "finished"
+
+
+def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(projector: Projector) -> None:
+    """Projecting a match again from the store needs the store: when it is away the batch fails
+    and is redone later, and the events, not at fault, are never parked."""
+    entries, _ = played_entries("m1", seed=6)
+    projector.project(entries[:8])
+
+    def away(match_id: str, after: int) -> list[EventEnvelope]:
+        raise ConnectionError("the store is away")
+
+    projector.store_events = away
+    again = _written_again(entries[4:8], suffix="ZZ")
+    for _ in range(projector.park_after + 1):
+        with pytest.raises(StoreUnreadable):
+            projector.project(again)
+    assert not projector.parked_matches
+    assert _archived_ids(projector, "m1") == {e.envelope.seq: e.envelope.event_id for e in entries[:8]}
 
 
 def test_events_written_again_after_a_match_was_rated_are_left_for_an_operator(projector: Projector) -> None:
