@@ -325,7 +325,9 @@ class Dispatcher:
         seats all play quick policies (0: none; off with `seats_per_task`)."""
         self.now = now
         self.matches: dict[str, Tracked] = {}
-        self._done: OrderedDict[str, None] = OrderedDict()  # finished or unplayable, recently
+        self._done: OrderedDict[str, tuple[int, str] | None] = OrderedDict()
+        """Matches seen finished, with their end (version, last event id), or unplayable (None),
+        recently: their entries are not followed (see `_end_lost`)."""
         self.queued = 0
         self._marked: list[tuple[set[tuple[int, int]], tuple[int, int]]] = []
         """(version, seat) marked sent in the current batch: unmarked if its send fails."""
@@ -391,8 +393,12 @@ class Dispatcher:
 
     def _track(self, match_id: str, batch: Sequence[EventEnvelope]) -> Tracked | None:
         tracked = self.matches.get(match_id)
-        if tracked is not None or match_id in self._done:
+        if tracked is not None:
             return tracked
+        if match_id in self._done:
+            if not self._end_lost(match_id, batch):
+                return None
+            return self._load(match_id)
         first = batch[0]
         if first.seq == 1 and first.type == MATCH_CREATED:
             try:
@@ -440,12 +446,35 @@ class Dispatcher:
         log.warning("store_behind_dispatcher", match_id=match.match_id, version=match.version, seq=seq, why=why)
         return self._load(match.match_id)
 
-    def _forget(self, match_id: str) -> None:
+    def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)
         self.matches.pop(match_id, None)
-        self._done[match_id] = None
+        self._done[match_id] = end
+        self._done.move_to_end(match_id)
         while len(self._done) > 10_000:
             self._done.popitem(last=False)
+
+    def _end_lost(self, match_id: str, batch: Sequence[EventEnvelope] = ()) -> bool:
+        """Whether a match seen finished lost its end in the store since (acknowledged writes
+        lost, as in `_reload`): then it is played on, and followed again. A redelivery of its
+        entries holds its last event; else the store is asked (rarely: a finished match gets
+        no more entries). A store at another version, or another event at the end's seq, has
+        gone back; a stream trimmed since the end (archived) has not."""
+        end = self._done.get(match_id)
+        if end is None:  # unplayable: never followed
+            return False
+        version, event_id = end
+        if all(env.seq <= version for env in batch) and any(
+                env.seq == version and env.event_id == event_id for env in batch):
+            return False
+        lost = self.store.version(match_id) != version
+        if not lost:
+            last = self.store.read(match_id, after=version - 1, limit=1)
+            lost = bool(last) and last[0].event_id != event_id
+        if lost:
+            log.warning("store_behind_dispatcher", match_id=match_id, version=version, why="end_lost")
+            del self._done[match_id]
+        return lost
 
     # -- tasks out -------------------------------------------------------------------
     def _schedule(self, tracked: Tracked) -> None:
@@ -455,7 +484,7 @@ class Dispatcher:
         if match.finished:
             if tracked.tournament_id and self.observer is not None:
                 self.observer.match_finished(tracked.tournament_id, match)
-            self._forget(match.match_id)
+            self._forget(match.match_id, (match.version, tracked.event_ids.get(match.version, "")))
             return
         tracked.sent = {(v, s) for v, s in tracked.sent if v == match.version}
         pendings = match.engine.pending(match.state)
@@ -648,13 +677,23 @@ class Dispatcher:
         for tracked in list(self.matches.values()):
             stalls = tracked.stalls if tracked.stalled_version == tracked.match.version else 0
             wait = self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
-            if not tracked.sent:
-                continue
             if now - tracked.sent_at < wait:
                 due = min(due, tracked.sent_at + wait)
                 continue
             bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
             if not bot_keys:
+                # People are asked (or nobody queued): their clocks move the match on, unless the
+                # store lost a bot's move this fold holds (the store's match asks that bot, and
+                # no event will come to say so). A look at the store's version per wait.
+                tracked.sent_at = now
+                due = min(due, now + wait)
+                stored = self._store_behind(tracked)
+                if stored is not None:
+                    reloaded = self._reload(tracked, "waiting", stored)
+                    if reloaded is not None:
+                        before = self.queued
+                        self._schedule(reloaded)
+                        resent += self.queued - before
                 continue
             if self._bots_answered_held(tracked):
                 tracked.sent_at = now  # answered, held back from the table (NP-H9): not stalled
@@ -665,11 +704,8 @@ class Dispatcher:
                         policies=sorted({tracked.bots[s] for _v, s in bot_keys}),
                         waited_s=round(now - tracked.sent_at, 1), lease=tracked.lease is not None,
                         trace_id=carried_trace_id(tracked.trace))
-            try:
-                stored = self.store.version(tracked.match.match_id)
-            except TRANSIENT:  # the store is away: queue again on what is folded
-                stored = tracked.match.version
-            if stored < tracked.match.version:  # the store lost what this fold holds: no task can play it
+            stored = self._store_behind(tracked)
+            if stored is not None:  # the store lost what this fold holds: no task can play it
                 reloaded = self._reload(tracked, "stalled", stored)
                 if reloaded is None:
                     continue
@@ -682,6 +718,15 @@ class Dispatcher:
             resent += self.queued - before
         self._next_stall_check = due
         return resent
+
+    def _store_behind(self, tracked: Tracked) -> int | None:
+        """The store's version if it is behind this fold (it lost acknowledged writes), else
+        None; a store that is away is taken to agree (the next look asks again)."""
+        try:
+            stored = self.store.version(tracked.match.match_id)
+        except TRANSIENT:
+            return None
+        return stored if stored < tracked.match.version else None
 
     def _held_back(self, match: MatchState) -> bool:
         """Whether the match has answers held back from the table (NP-H9). A task plays on
@@ -726,7 +771,7 @@ class Dispatcher:
         candidates = dict.fromkeys(_recent_matches(self.store, recent))
         candidates.update(dict.fromkeys(self.live.members()))
         for match_id in candidates:
-            if match_id in self.matches or match_id in self._done:
+            if match_id in self.matches or (match_id in self._done and not self._end_lost(match_id)):
                 continue
             try:
                 tracked = self._load(match_id)

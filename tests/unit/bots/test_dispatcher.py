@@ -845,3 +845,75 @@ def test_a_decision_after_a_bots_move_starts_a_linked_trace_and_after_a_persons_
     carried = table.tasks.traces[-1]
     assert carried_trace_id(carried) == f"{span.get_span_context().trace_id:032x}"
     assert (carried.get(FOLLOWS_KEY) == "1") is follows
+
+
+def test_a_bot_move_the_store_lost_while_a_person_is_asked_next_is_queued_again() -> None:
+    """The dispatcher folded a bot's move and its fold asks a person next, so it has no bot
+    decision waiting to stall; the store then loses that move, and its match asks the bot
+    again with no event to say so (the person's clock finds the version stale). The
+    dispatcher looks at the store's version once a wait and queues the bot where the store is."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random"})  # seat 1 is a person
+    table.pump(match_id)
+    for _ in range(20):  # to a version where the bot is asked
+        if HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat == 0:
+            break
+        _turn(table, match_id)
+    lost_at = table.version(match_id)
+    _turn(table, match_id)  # the bot's move, folded, then lost
+    assert HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat == 1
+    _lose_tail(table, match_id, lost_at)
+    mark = len(table.tasks.decisions)
+    now[0] = 11.0
+    table.dispatcher.check_stalls()
+    assert table.tasks.decisions[mark:] == [(match_id, 0, lost_at, "random")]
+    assert table.dispatcher.matches[match_id].match.version == lost_at
+
+
+def test_a_match_whose_end_the_store_lost_is_followed_again() -> None:
+    """A match seen finished is forgotten; should the store then lose its end and be played
+    on (a person's move comes), the dispatcher follows it again and queues its bot seats.
+    A redelivery of its entries, or a look after its stream was trimmed, changes nothing."""
+    table = Table()
+    match_id = table.create({0: "random"}, hand="2")
+    table.pump(match_id)
+    versions = [table.version(match_id)]
+    while match_id in table.dispatcher.matches:
+        versions.append(_turn(table, match_id))
+    assert table.observer.finished == [match_id]
+    asked = []
+    version = table.store.version
+    table.store.version = lambda m: asked.append(m) or version(m)  # type: ignore[method-assign]
+    table.dispatcher.handle(table.store.read(match_id))  # redelivered, its end with it: still done
+    assert match_id not in table.dispatcher.matches and not asked  # and the store was not asked
+    table.store.version = version  # type: ignore[method-assign]
+    table.dispatcher.recover()
+    assert match_id not in table.dispatcher.matches
+    _lose_tail(table, match_id, versions[-3])  # the last two commands, the end among them
+    mark = len(table.tasks.decisions)
+    for _ in range(4):
+        hot = table.app.matches.get(match_id).match
+        if HIGHCARD.pending(hot.state)[0].seat == 0:
+            break
+        _turn(table, match_id)
+    else:
+        raise AssertionError("no bot turn reached")
+    if hot.version == versions[-3]:  # the bot is asked first: no event comes, the recovery pass looks
+        table.dispatcher.recover()
+    assert match_id in table.dispatcher.matches
+    assert (match_id, 0, hot.version, "random") in table.tasks.decisions[mark:]
+
+
+def test_a_finished_match_trimmed_from_the_store_is_not_followed_again() -> None:
+    table = Table()
+    match_id = table.create({0: "random"}, hand="1")
+    table.pump(match_id)
+    while match_id in table.dispatcher.matches:
+        _turn(table, match_id)
+    entries = table.store.read(match_id)
+    table.store.trim(match_id)
+    table.dispatcher.archive = lambda m: list(entries)  # what a reload would fold (and finish again)
+    table.dispatcher.handle(entries[:-1])  # a redelivery without the end: the store is asked
+    table.dispatcher.recover()
+    assert match_id not in table.dispatcher.matches and table.observer.finished == [match_id]
