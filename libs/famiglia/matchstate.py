@@ -52,8 +52,9 @@ class MatchState:
     slots (one a seat: its held answer or padding, `GameInfo.held_padding`), or before a run
     of padding as matches wrote them before slots, -> the version after it. A command made
     at version v went in at `past_padding(v)`."""
-    filling: tuple[int, int] = (-1, 0)
-    """The block of slots being folded: the version before it and how many slots it has."""
+    slotlike: list[tuple[int, int]] = field(default_factory=list)
+    """The newest events that may fill a slot (NP-H9), at most a block's worth: (seq, the
+    slot they fit: a seat's answer its seat's, padding -1 for any)."""
     last_timestamp_ms: int = 0
 
     @property
@@ -171,20 +172,21 @@ class MatchState:
             del padded[next(iter(padded))]
 
     def _slot(self, env: envelope_pb2.EventEnvelope, seq: int, padding: bool) -> None:
-        """Count one slot of a block (NP-H9): slot s holds seat s's written-out answer (a held
-        kind, with its command id) or padding; `seats` of them in a row make a block, which
-        the command after it went in behind."""
-        start, filled = self.filling
-        if start + filled != seq - 1:  # not the next slot of a block: perhaps a new block's first
-            start, filled = seq - 1, 0
-        if not padding and (env.seat != filled or not env.command_id):
-            self.filling = (-1, 0)
+        """Fold an event that may fill a slot of a block (NP-H9): slot s holds seat s's
+        written-out answer (a held kind, with its command id) or padding, and `seats` of them
+        in a row make a block, which the command after it went in behind. Any run of `seats`
+        such events in slot order ending here is one, wherever it starts: a seat's answer
+        right before a block (made public, not held) does not hide the block."""
+        fits = -1 if padding else (env.seat if env.command_id else -2)
+        recent = self.slotlike
+        recent.append((seq, fits))
+        seats = self.seats
+        if len(recent) > seats:
+            del recent[0]
+        if len(recent) < seats or recent[0][0] != seq - seats + 1:
             return
-        filled += 1
-        if filled == self.seats:
-            self._ran(start, seq)
-            start, filled = -1, 0
-        self.filling = (start, filled)
+        if all(fit == slot or fit == -1 for slot, (_seq, fit) in enumerate(recent)):
+            self._ran(seq - seats, seq)
 
     def unstage(self) -> None:
         """Take the staged events out of the fold, back to the public version, as they were

@@ -495,3 +495,27 @@ def test_a_replica_that_folded_the_held_answers_catches_up_where_the_slots_put_t
     chatting.get_view(match_id, chatting.viewer(match_id, None))
     _same_fold(chatting.matches.get(match_id).match, _fresh_fold(chatting, match_id))
     assert verify_envelopes(one.registry, store.read(match_id)).divergence is None
+
+
+@pytest.mark.parametrize("before", [0, 1, 2])
+def test_a_block_is_found_whatever_answer_stands_right_before_it(before: int) -> None:
+    """A block is any run of a seat's worth of slot events in slot order (slot s: seat s's
+    answer or padding): a seat's answer made public just before one (it was not held) is not
+    taken for the block's first slot, hiding the block."""
+    from types import SimpleNamespace
+
+    from famiglia.v1 import envelope_pb2
+
+    info = SimpleNamespace(held_padding="window_padding", held_events=frozenset({"window_answered"}),
+                           event_type=pb.Event)
+    engine = SimpleNamespace(info=info, evolve=lambda state, event: state)
+    match = MatchState("m", envelope_pb2.MatchCreated(seats=3), engine, state=object(), version=10)
+
+    def env(seq: int, kind: str, seat: int = -1, command_id: str = "") -> envelope_pb2.EventEnvelope:
+        return envelope_pb2.EventEnvelope(match_id="m", seq=seq, type=kind, seat=seat, command_id=command_id)
+
+    events = [env(11, "window_answered", before, "answer"),  # public: the window asked it again
+              env(12, "window_padding"), env(13, "window_answered", 1, "held"), env(14, "window_padding"),
+              env(15, "chat_sent", 2, "chat")]  # the command behind the block 12..14
+    match.apply(events, [pb.Event()] * len(events))
+    assert match.past_padding(11) == 14
