@@ -622,7 +622,7 @@ class Dispatcher:
         commands, moved = match.commands, False
         prefix = f"bot:{match.match_id}:"
         while lease.version < match.version:
-            if lease.moves >= lease.most and not self._held_back(match):
+            if lease.moves >= lease.most and not self._held_back(tracked):
                 return False
             end = match.past_padding(lease.version)
             if end != lease.version:  # a command made in a window went in behind slots (NP-H9)
@@ -643,7 +643,7 @@ class Dispatcher:
             if span is None or span[0] != lease.version + 1:
                 return False  # someone else's command
             lease.version, lease.moves, moved = span[1], lease.moves + 1, True
-        if (lease.moves >= lease.most and not self._held_back(match)) or not bots:
+        if (lease.moves >= lease.most and not self._held_back(tracked)) or not bots:
             return False
         if moved:
             tracked.sent_at = self.now()
@@ -728,11 +728,17 @@ class Dispatcher:
             return None
         return stored if stored < tracked.match.version else None
 
-    def _held_back(self, match: MatchState) -> bool:
-        """Whether the match has answers held back from the table (NP-H9). A task plays on
-        past its lease until its window resolves (handlers.play_bot_decisions), so a lease
-        that has used its moves is still playing while some are."""
-        return match.may_hold and bool(self.store.read_staged(match.match_id, after=match.version))
+    def _held_back(self, tracked: Tracked) -> bool:
+        """Whether a bot seat's answer, the leased task's, is held back from the table (NP-H9).
+        A task plays on past its lease while its turn's last command is held
+        (handlers.play_bot_decisions), so a lease that has used its moves is still playing
+        while one is. Someone else's held answer (a person's, a clock's) says nothing of it."""
+        match = tracked.match
+        if not match.may_hold:
+            return False
+        prefix = f"bot:{match.match_id}:"
+        return any(env.seat in tracked.bots and env.command_id.startswith(prefix)
+                   for env in self.store.read_staged(match.match_id, after=match.version))
 
     def _bots_answered_held(self, tracked: Tracked) -> bool:
         """Whether the match has answers held back from the table (NP-H9) and, once they are

@@ -917,3 +917,36 @@ def test_a_finished_match_trimmed_from_the_store_is_not_followed_again() -> None
     table.dispatcher.handle(entries[:-1])  # a redelivery without the end: the store is asked
     table.dispatcher.recover()
     assert match_id not in table.dispatcher.matches and table.observer.finished == [match_id]
+
+
+def test_a_lease_past_its_moves_plays_on_only_while_a_bot_answer_of_its_own_is_held() -> None:
+    """NP-H9: a task plays on past its lease while its turn's last command is held back, so
+    the dispatcher follows the lease on while a bot seat's own answer is staged; a person's
+    staged answer says nothing of the task (which stopped), and the bots are queued as usual."""
+    import random
+
+    from famiglia.engine.registry import default_registry
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots.payload import bot_command_id
+    from tests.unit.command.test_held_answers import _to_a_window
+
+    table = Table(registry=default_registry())
+    human = 2
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in range(3) if s != human]
+    for seed in range(1, 60):
+        created = table.app.create_match("nothing_personal", 3, seed=seed, seat_info=info)
+        window = _to_a_window(table.app, created.match_id, created.seat_tokens, random.Random(seed), asked=3)
+        if window is not None:
+            break
+    else:
+        raise AssertionError("no window asking every seat")
+    match_id = created.match_id
+    table.dispatcher.handle(table.store.read(match_id))
+    tracked = table.dispatcher.matches[match_id]
+    version = table.store.version(match_id)
+    passing = np_pb.Command(**{"pass": np_pb.Pass()})
+    table.app.submit(match_id, Viewer(human), "answer-person", passing)
+    assert table.store.read_staged(match_id) and not table.dispatcher._held_back(tracked)
+    bot = next(s for s in window.seats if s != human)
+    table.app.submit(match_id, Viewer(bot), bot_command_id(match_id, version, bot), passing)
+    assert table.dispatcher._held_back(tracked)
