@@ -43,7 +43,9 @@ class DeadLetters:
         return f"{self.store.keys.prefix}:projection:dead_letters"
 
     def record(self, parked: Iterable[Parked], consumer: str = "") -> int:
-        """Write each parked entry to the stream, and its match to the hash unless already there."""
+        """Write each parked entry to the stream, and the match of one that got it parked to the
+        hash unless already there (an entry parked because its match was, as this consumer last
+        read the hash, must not park again a match `unpark` has just let go)."""
         client = self.store.client
         count = 0
         now_ms = int(time.time() * 1000)
@@ -52,7 +54,8 @@ class DeadLetters:
             fields: dict[Any, Any] = {"match_id": env.match_id, "seq": str(env.seq), "event_id": env.event_id,
                       "partition": str(item.entry.partition), "entry_id": item.entry.entry_id,
                       "reason": item.reason, "consumer": consumer, "at_ms": str(now_ms)}
-            client.hsetnx(self.parked_key, env.match_id, json.dumps(fields, sort_keys=True))
+            if item.first:  # the entry that got its match parked; the others only follow it
+                client.hsetnx(self.parked_key, env.match_id, json.dumps(fields, sort_keys=True))
             client.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
             count += 1
         return count

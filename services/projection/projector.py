@@ -217,20 +217,23 @@ class Projector:
             try:
                 outcome.merge(self._project(main))
             except Exception as exc:
-                if not _poison_like(exc):
+                if not poison_like(exc):
                     raise
                 if len(main) == 1:
                     failures.append((next(iter(main)), exc))
                 else:
                     log.warning("projection_batch_split", matches=len(main), reason=_reason(exc))
                     suspects += list(main)
+        # Alone in the order their entries were written, not by id: when two claim the same
+        # event ids (an import that copied them), the first written is the one projected.
+        suspects.sort(key=lambda m: (entry_key(by_match[m][0].entry_id), m))
         for match_id in suspects:
             try:
                 # Alone, a lost race is redone at once; a few attempts tell it from a poison entry.
                 outcome.merge(self._project({match_id: by_match[match_id]}, attempts=min(3, self.max_attempts)))
                 self._strikes.pop(match_id, None)
             except Exception as exc:
-                if not _poison_like(exc):
+                if not poison_like(exc):
                     raise
                 failures.append((match_id, exc))
         if failures:
@@ -544,7 +547,7 @@ def _rated(match: MatchRow, seats: list[SeatResult]) -> MatchOutcome:
                         tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id))
 
 
-def _poison_like(exc: BaseException) -> bool:
+def poison_like(exc: BaseException) -> bool:
     """Whether a failure may be the data's fault (and so end in parking): a constraint the
     events break, a value the database refuses, an error of our own code reading them — not
     the database being away, locked or in a serialisation conflict."""

@@ -32,7 +32,7 @@ from famiglia.readmodels.tables import TABLES, ArchivedEvent, Tournament
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .projector import Projector, entry_key
+from .projector import Projector, entry_key, poison_like
 
 log = get_logger("famiglia.projection.rebuild")
 
@@ -105,6 +105,10 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
     archived = feed.read
     feed.all(stream_entries(store))
     feed.flush()
+    for _ in range(projector.park_after):  # a match that failed alone is tried until it is parked
+        if not feed.deferred:
+            break
+        feed.flush()
     _checkpoints_at_the_top(store, engine, projector)
     _restore_tournaments(engine, recorded)
     with engine.begin() as conn:
@@ -143,7 +147,16 @@ class _Feed:
     def flush(self) -> None:
         if not (self.pending or self.deferred):
             return
-        outcome = self.projector.project(self.deferred + self.pending)
+        entries = self.deferred + self.pending
+        for attempt in range(1, self.projector.park_after + 1):
+            try:
+                outcome = self.projector.project(entries)
+                break
+            except Exception as exc:
+                # A poison match failing in a batch where nothing else moved raises, struck: the
+                # runner's next round tries it again until it is parked, and so does the rebuild.
+                if attempt == self.projector.park_after or not poison_like(exc):
+                    raise
         self.applied += len(outcome.applied)
         self.finished += len(outcome.finished_matches)
         self.parked += len(outcome.parked)

@@ -156,6 +156,11 @@ class ProjectionRunner:
         """Project `entries`; what is done is acked with the next read, the rest stays deferred."""
         if not entries:
             return BatchOutcome()
+        parked = self.projector.parked_matches
+        if parked and any(e.envelope.match_id in parked for e in entries):
+            # Parked as this consumer last read it: `unpark` may have let the match go since, and
+            # its entries, once parked, are acked for good. The record in Redis says.
+            self.refresh_parked()
         outcome = self.projector.project(entries)
         if outcome.parked:
             # Recorded before they are acked: a parked entry is never dropped without a trace.

@@ -1,0 +1,98 @@
+"""A rebuild when the streams still hold a parked (poison) match, and unparking.
+
+The incremental projection parked `m-dupe` (an import that kept the event ids of `m0`);
+the rebuild must give the same tables (m0 projected, m-dupe not) and report the parked entries.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from famiglia.v1.envelope_pb2 import EventEnvelope
+from services.projection.app import ProjectionApp
+from services.projection.parking import DeadLetters
+from services.projection.projector import Projector
+from services.projection.rebuild import rebuild
+from services.projection.runner import ProjectionRunner
+
+from tests.integration.projection.support import dump, write_matches
+from tests.integration.projection.test_parking import _finished, _run, _specs
+
+pytestmark = pytest.mark.redis
+
+
+def _parked_dupe(app: ProjectionApp) -> int:
+    first = write_matches(app.store, app.registry, _specs("m", 2))
+    runner = app.runner("c1")
+    _run(runner, lambda: _finished(app, ["m0", "m1"]))
+    dupe = [EventEnvelope.FromString(e.SerializeToString()) for e in first[0].envelopes]
+    for env in dupe:
+        env.match_id = "m-dupe"
+    app.store.append("m-dupe", 0, dupe)
+    _run(runner, lambda: "m-dupe" in runner.projector.parked_matches)
+    runner.flush_acks()
+    runner.projector.release()
+    return len(dupe)
+
+
+def _no_checkpoints(tables):
+    return {k: v for k, v in tables.items() if k != "projection_checkpoints"}
+
+
+def test_default_rebuild_keeps_the_original_not_the_duplicate(app: ProjectionApp) -> None:
+    """One rebuild batch holds m0 (archive and stream) and m-dupe: split, the matches go alone in
+    the order their entries were written (the archive's first), not by id, so m0 keeps its event
+    ids and m-dupe ('-' < '0') is parked, as the incremental projection did."""
+    n = _parked_dupe(app)
+    before = dump(app.sql)
+    report = app.rebuild()
+    assert report.left_deferred == 0, report
+    assert _no_checkpoints(dump(app.sql)) == _no_checkpoints(before)
+    assert report.parked == n
+
+
+def test_rebuild_whose_last_batches_hold_only_a_poison_match_finishes(app: ProjectionApp) -> None:
+    """Small batches: the stream part is all skipped (archived already) but for m-dupe. A batch
+    where nothing else moved raises for a struck poison match; the rebuild feeds it again until
+    it is parked, as the runner's next rounds do, instead of dying (and every rebuild after it)."""
+    n = _parked_dupe(app)
+    before = dump(app.sql)
+    report = rebuild(app.store, app.sql, app.projector, batch=4)
+    assert _no_checkpoints(dump(app.sql)) == _no_checkpoints(before)
+    assert report.parked == n and report.left_deferred == 0
+
+
+def test_a_consumer_that_has_not_refreshed_yet_does_not_park_an_unparked_match_again(
+        app: ProjectionApp, monkeypatch) -> None:
+    """`unpark` lets a match go while a consumer still has it parked as it last read (refreshed
+    every few seconds): its next entries are checked against the record in Redis, projected,
+    and the match is not parked again."""
+    played = write_matches(app.store, app.registry, _specs("src", 1))
+    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
+    for env in copy:
+        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    half = len(copy) // 2
+    app.store.append("f1", 0, copy[:half])  # f1 is live: its commands keep coming
+
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    # The default refresh interval (claim_every_s=5): the parked set is re-read every 5 s.
+    config = replace(app.settings.runner_config("c1"), claim_every_s=5.0)
+    runner = ProjectionRunner(app.store, Projector(app.sql, app.registry), config)
+    _run(runner, lambda: _finished(app, ["src0"]) and "f1" in runner.projector.parked_matches)
+    monkeypatch.undo()  # the fix is deployed
+    assert app.unpark("f1").applied
+    app.store.append("f1", half, copy[half:])  # the next move, within the consumer's 5 s
+    _run(runner, lambda: True)
+    assert "f1" not in DeadLetters(app.store).records()  # the unpark stands
+    runner.refresh_parked()
+    _run(runner, lambda: True)
+    assert _finished(app, ["f1"])

@@ -1,0 +1,70 @@
+"""Retention, lag and consumer clean-up rules against a real Redis: each pins what a mutation of
+the code once changed without any other test noticing."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from sqlalchemy import update
+
+from famiglia.readmodels.db import write_session
+from famiglia.readmodels.tables import Match
+from services.projection.app import ProjectionApp
+from services.projection.lag import LagMonitor
+from services.projection.projector import Projector
+from services.projection.retention import RetentionSweep
+from services.projection.runner import ProjectionRunner
+from tests.integration.projection.support import Clock, write_matches
+from tests.integration.projection.test_projection import drain_app, specs
+
+pytestmark = pytest.mark.redis
+HOUR_MS = 3_600_000
+
+
+def _sweep(app: ProjectionApp, now_ms: int, **kw) -> RetentionSweep:
+    return RetentionSweep(app.store, app.sql, HOUR_MS, clock=lambda: now_ms / 1000, **kw)
+
+
+# pins retention `if stored != projected` (the store has fewer events than were projected)
+def test_a_finished_match_whose_store_lost_events_keeps_its_stream(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(2))
+    drain_app(app)
+    odd = played[0]
+    with write_session(app.sql) as session:  # projected past what the store holds now (it went back)
+        session.execute(update(Match).where(Match.match_id == odd.match_id).values(version=len(odd.envelopes) + 1))
+    report = _sweep(app, max(p.finished_ms for p in played) + HOUR_MS).sweep()
+    assert (report.trimmed, report.skipped) == (1, 1)
+    assert len(app.store.read(odd.match_id)) == len(odd.envelopes)
+
+
+# pins retention `looked >= self.most`
+def test_one_sweep_looks_at_most_matches_and_the_next_goes_on(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(5))
+    drain_app(app)
+    now = max(p.finished_ms for p in played) + HOUR_MS
+    first = _sweep(app, now, batch=1, most=2).sweep()
+    assert (first.looked_at, first.trimmed) == (2, 2)
+    second = _sweep(app, now, batch=1, most=10).sweep()
+    assert (second.looked_at, second.trimmed) == (3, 3)
+
+
+# pins lag before anything was projected is measured from the oldest waiting event
+def test_lag_before_any_checkpoint_is_newest_minus_oldest_waiting_event(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(3), clock=Clock(step_ms=250))
+    times = [e.timestamp.ToMilliseconds() for p in played for e in p.envelopes]
+    report = LagMonitor(app.store, app.sql).measure()
+    assert 0 < report.max_lag_ms <= max(times) - min(times)
+
+
+# pins runner.forget_dead_consumers never deletes a consumer holding pending entries
+def test_an_idle_consumer_holding_entries_is_never_forgotten(app: ProjectionApp) -> None:
+    write_matches(app.store, app.registry, specs(2))
+    dead = app.runner("dead")
+    dead.start()
+    held = dead.consumer.read(100, block_ms=0)  # read, then the process died before projecting
+    assert held
+    config = replace(app.settings.runner_config("live"), forget_idle_ms=0)
+    live = ProjectionRunner(app.store, Projector(app.sql, app.registry), config)
+    live.start()
+    assert "dead" not in live.forget_dead_consumers()
+    assert live.consumer.pending_count() == len(held)
