@@ -16,7 +16,6 @@ from services.projection.parking import DeadLetters
 from services.projection.projector import Projector
 from services.projection.rebuild import rebuild
 from services.projection.runner import ProjectionRunner
-
 from tests.integration.projection.support import dump, write_matches
 from tests.integration.projection.test_parking import _finished, _run, _specs
 
