@@ -178,6 +178,19 @@ def _reached(match_id: str, version: int) -> None:
         _REACHED[match_id] = version
 
 
+def _store_went_back(app: Any, match_id: str, version: int) -> bool:
+    """Whether the match is at `version` or before it again though this process moved it past
+    (the store lost acknowledged writes, and the dispatcher queued the lost decision again):
+    then what this process remembers is forgotten. A store that is away is taken to agree."""
+    try:
+        back = app.store.version(match_id) <= version
+    except Exception:  # noqa: BLE001 - Redis away: the task is stale as far as this process knows
+        return False
+    if back:
+        _REACHED.pop(match_id, None)
+    return back
+
+
 BatchSeat = tuple[int, str, DecisionPayload | None]
 """(seat, policy, payload) of one seat in a decide task: the payload made at the task's version."""
 
@@ -235,7 +248,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     would have — the same seat order (`turn_order`), payloads (made by the command service
     from the state then), seeds and command ids — up to the lease's number of commands.
     The dispatcher follows it by those command ids (dispatcher.py, `_lease_playing`)."""
-    if version < _REACHED.get(match_id, -1):
+    if version < _REACHED.get(match_id, -1) and not _store_went_back(app, match_id, version):
         return ["stale"]
     engine = app.registry.get(game_id)
     crc = zlib.crc32(match_id.encode())

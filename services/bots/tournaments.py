@@ -102,11 +102,17 @@ class TournamentRepo:
     def create(self, spec: TournamentSpec, request_id: str = "") -> str:
         tid = ("t" + hashlib.sha256(f"tournament:{request_id}".encode()).hexdigest()[:15] if request_id
                else "t" + secrets.token_hex(8)[:15])
-        now = _ms()
-        if self.client.hsetnx(self._key(tid), "spec", spec.to_json()):
-            self.client.hset(self._key(tid), mapping={"status": RUNNING, "created_ms": now, "moves": 0})
-            self.client.zadd(f"{PREFIX}:tournaments", {tid: now})
-            self.client.zadd(RUNNING_KEY, {tid: now})
+        now, key = _ms(), self._key(tid)
+        if self.client.hsetnx(key, "spec", spec.to_json()):
+            self.client.hset(key, mapping={"status": RUNNING, "created_ms": now, "moves": 0})
+        else:  # a retry: what a creation cut short left undone is done now
+            for field, value in (("status", RUNNING), ("created_ms", now), ("moves", 0)):
+                self.client.hsetnx(key, field, value)
+        status, created = self.client.hmget(key, "status", "created_ms")
+        created_ms = int(_text(created))
+        self.client.zadd(f"{PREFIX}:tournaments", {tid: created_ms}, nx=True)
+        if _text(status) == RUNNING:  # one that ran to its end since is not put back in the running index
+            self.client.zadd(RUNNING_KEY, {tid: created_ms}, nx=True)
         return tid
 
     def exists(self, tid: str) -> bool:

@@ -233,7 +233,10 @@ def make_celery(app: BotsApp) -> Celery:
     # The policy answers (its best so far) by 0.8 of the limit and is interrupted at 0.9
     # (the seat plays random): the seat still plays before prefork's hard limit strikes.
     think, interrupt = 0.8 * app.bots.task_time_limit, 0.9 * app.bots.task_time_limit
-    retry = {"autoretry_for": (handlers.Transient, ConnectionError), "retry_backoff": 0.5,
+    # Redis away (a restart, a failover): redis-py's errors are not the built-in ConnectionError,
+    # and a clock task that gave up would leave its seat waiting for good (nothing queues it again).
+    retry = {"autoretry_for": (handlers.Transient, ConnectionError, redis.exceptions.ConnectionError,
+                               redis.exceptions.TimeoutError), "retry_backoff": 0.5,
              "retry_backoff_max": 10, "retry_jitter": True, "max_retries": 12}
 
     # shared=False: Celery's default adds a task to every app finalized later in the process,

@@ -1,0 +1,241 @@
+"""Tournaments: the runner, the repo's records, the TournamentService (rules a mutation once changed unnoticed)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import grpc
+import pytest
+import redis
+
+from famiglia.bots.policy import BadPolicyParameter, make_policy
+from famiglia.bots.tournament import BadTournament, GamePlan, TournamentSpec, check
+from famiglia.bots.toy import toy_registry
+from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.v1 import tournament_service_pb2 as tpb
+from services.bots.entrypoints import grpc_server
+from services.bots.tournaments import (
+    CANCELLED,
+    FINISHED,
+    RUNNING,
+    TournamentObserver,
+    TournamentRecord,
+    TournamentRepo,
+    TournamentRunner,
+)
+
+
+def _spec(**kwargs) -> TournamentSpec:
+    base = dict(name="t", games=(GamePlan("highcard", (2,)),), entrants=("random", "heuristic"),
+                matches_per_game=6, concurrency=2)
+    base.update(kwargs)
+    return TournamentSpec(**base)  # type: ignore[arg-type]
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._code.name
+
+
+class Game:
+    """A GameClient's create_match: a new match id per call, or an error."""
+
+    def __init__(self) -> None:
+        self.created: list[int] = []
+        self.fail: grpc.StatusCode | None = None
+
+    def create_match(self, game_id, seats, **kwargs):
+        if self.fail is not None:
+            raise _RpcError(self.fail)
+        self.created.append(len(self.created))
+        return SimpleNamespace(match_id=f"m{len(self.created)}")
+
+
+class Store:
+    def __init__(self) -> None:
+        self.versions: dict[str, int] = {}
+
+    def version(self, match_id: str) -> int:
+        return self.versions.get(match_id, 2)
+
+
+def _result(game: str = "highcard", ranks=(1, 2), entrants=("random", "heuristic"), finished_ms: int = 1) -> dict:
+    return {"game_id": game, "seats": [{"seat": i, "entrant": e, "rank": r, "score": 0.0}
+                                       for i, (e, r) in enumerate(zip(entrants, ranks, strict=True))],
+            "commands": 6, "finished_ms": finished_ms}
+
+
+@pytest.fixture
+def repo(redis_url: str) -> TournamentRepo:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    return TournamentRepo(client)
+
+
+def test_the_runner_keeps_at_most_concurrency_matches_in_play(repo: TournamentRepo) -> None:
+    """Fails on a change the suite once missed (room not less the matches in play)."""
+    tid = repo.create(_spec(concurrency=2))
+    game = Game()
+    runner = TournamentRunner(repo, game, Store())  # type: ignore[arg-type]
+    for _ in range(3):
+        runner.step()
+    record = repo.get(tid)
+    assert record is not None and len(record.started) == 2 and len(game.created) == 2
+    repo.record(tid, record.started[0], _result())
+    runner.step()
+    assert len(repo.get(tid).started) == 3  # one finished: one more starts
+
+
+def test_a_tournament_past_its_deadline_finishes_when_its_started_matches_do(repo: TournamentRepo) -> None:
+    """Fails on a change the suite once missed: past the deadline no match starts, so the tournament must finish once the
+    started ones have results, or it stays running for ever."""
+    tid = repo.create(_spec(concurrency=1, deadline_seconds=1.0))
+    runner = TournamentRunner(repo, Game(), Store())  # type: ignore[arg-type]
+    runner.step()
+    record = repo.get(tid)
+    assert record is not None and list(record.started) == [0]
+    repo.client.hset(repo._key(tid), "created_ms", int(time.time() * 1000) - 10_000)  # the deadline passed
+    repo.record(tid, record.started[0], _result())
+    runner.step()
+    record = repo.get(tid)
+    assert record.status == FINISHED and list(record.started) == [0]
+
+
+def test_a_command_service_away_does_not_abandon_planned_matches(repo: TournamentRepo) -> None:
+    """Fails on a change the suite once missed: UNAVAILABLE at CreateMatch is tried again at the next step, never recorded as a
+    failed (abandoned) match."""
+    tid = repo.create(_spec(concurrency=1))
+    game = Game()
+    game.fail = grpc.StatusCode.UNAVAILABLE
+    runner = TournamentRunner(repo, game, Store())  # type: ignore[arg-type]
+    with pytest.raises(grpc.RpcError):
+        runner.step()
+    record = repo.get(tid)
+    assert record is not None and not record.started and not record.results
+    game.fail = None
+    runner.step()
+    assert repo.get(tid).started == {0: "m1"}
+
+
+def test_abandoned_matches_are_left_out_of_the_standings() -> None:
+    """Fails on a change the suite once missed (abandoned results read as finished matches)."""
+    record = TournamentRecord("t1", _spec(), RUNNING, 0, started={0: "m1", 1: "failed:t1:1"},
+                              results={"m1": _result(), "failed:t1:1": {"abandoned": True, "game_id": "highcard"}})
+    assert [m.match_id for m in record.match_records()] == ["m1"]
+    proto = grpc_server.tournament_proto(record)
+    assert {(s.entrant, s.matches, s.wins) for s in proto.standings} == {("random", 1, 1), ("heuristic", 1, 0)}
+
+
+def test_moves_a_failed_flush_could_not_write_are_written_by_the_next() -> None:
+    """Fails on a change the suite once missed (the moves of a failed flush dropped)."""
+    written: list[tuple[str, int]] = []
+    fail = [True]
+
+    class Repo:
+        def exists(self, tid: str) -> bool:
+            return True
+
+        def add_moves(self, tid: str, moves: int) -> None:
+            if fail[0]:
+                raise redis.ConnectionError("away")
+            written.append((tid, moves))
+
+    now = [0.0]
+    observer = TournamentObserver(Repo(), flush_seconds=0.5, now=lambda: now[0])  # type: ignore[arg-type]
+    observer.match_progress("t1", "m1", 3)
+    with pytest.raises(redis.ConnectionError):
+        observer.flush()
+    fail[0] = False
+    observer.match_progress("t1", "m1", 2)
+    observer.flush()
+    assert written == [("t1", 5)]
+
+
+def test_cancelling_a_finished_tournament_leaves_it_finished(repo: TournamentRepo) -> None:
+    """Fails on a change the suite once missed (CancelTournament rewrites any status)."""
+    tid = repo.create(_spec())
+    repo.set_status(tid, FINISHED)
+    servicer = grpc_server.TournamentServicer(repo, toy_registry())
+    answer = grpc_server.TournamentServicer.CancelTournament.__wrapped__(
+        servicer, tpb.CancelTournamentRequest(tournament_id=tid), None)
+    assert answer.status == tpb.TOURNAMENT_FINISHED
+    assert repo.get(tid).status == FINISHED
+    running = repo.create(_spec(), request_id="other")
+    grpc_server.TournamentServicer.CancelTournament.__wrapped__(
+        servicer, tpb.CancelTournamentRequest(tournament_id=running), None)
+    assert repo.get(running).status == CANCELLED
+
+
+def test_the_service_shows_standings_with_every_result_so_far() -> None:
+    """Fails on a change the suite once missed (standings cached past a new result)."""
+    servicer = grpc_server.TournamentServicer(repo=None, registry=None)  # type: ignore[arg-type]
+    record = TournamentRecord("t1", _spec(), RUNNING, 0, started={0: "m1", 1: "m2"}, results={"m1": _result()})
+    first = servicer._proto(record)
+    assert {s.entrant: s.matches for s in first.standings} == {"random": 1, "heuristic": 1}
+    record.results["m2"] = _result(ranks=(2, 1), finished_ms=2)
+    again = servicer._proto(record)
+    assert {s.entrant: (s.matches, s.wins) for s in again.standings} == {"random": (2, 1), "heuristic": (2, 1)}
+
+
+def test_without_matches_per_game_each_entrant_gets_two_per_game() -> None:
+    """Fails on a change the suite once missed (docs: `matches_per_game` 0 = 2 per entrant)."""
+    request = tpb.CreateTournamentRequest(games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2])],
+                                          entrants=["random", "heuristic"], seed=1)
+    assert grpc_server.spec_from_request(request, toy_registry()).matches_per_game == 4
+
+
+def test_a_policy_spec_longer_than_seat_info_keeps_is_refused_before_the_tournament() -> None:
+    """Fails on a change the suite once missed: CreateMatch refuses a seat_info policy over 64 characters (bad_seat_info), so a
+    longer entrant accepted here would have every match of the tournament abandoned."""
+    long = "heuristic?samples=" + "0" * 60 + "2"
+    with pytest.raises(BadPolicyParameter):
+        make_policy(long)
+    request = tpb.CreateTournamentRequest(games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2])],
+                                          entrants=["random", long], seed=1)
+    with pytest.raises(InvalidArgument) as refused:
+        grpc_server.spec_from_request(request, toy_registry())
+    assert refused.value.code == "bad_policy_params"
+
+
+def test_options_are_checked_at_every_seat_count_of_the_game() -> None:
+    """Fails on a change the suite once missed (options judged at the smallest seat count only): High Card deals 4 cards to
+    2 or 3 seats but not to 4, and the plan's 4-seat matches would all be refused."""
+    spec = _spec(games=(GamePlan("highcard", (2, 4), {"hand": "4"}),))
+    with pytest.raises(BadTournament) as refused:
+        check(spec, toy_registry())
+    assert refused.value.code == "HC-1"
+    check(_spec(games=(GamePlan("highcard", (2, 3), {"hand": "4"}),)), toy_registry())
+
+
+
+def test_a_creation_cut_short_and_retried_is_a_tournament_that_runs(repo: TournamentRepo) -> None:
+    """TournamentRepo.create writes the spec (HSETNX) and then, in separate calls, the status and
+    the two indexes. A creation cut short after the spec (Redis away, the process killed: the
+    client sees an error and retries with its request_id) leaves a tournament the retry only
+    finds (HSETNX answers 0): it is shown as running (the status defaults to it) but is in no
+    index, so the runner never starts a match of it and it never finishes."""
+    client = repo.client
+    real_hset = client.hset
+    cut = [True]
+
+    def hset(*args, **kwargs):
+        if cut[0]:
+            cut[0] = False
+            raise redis.ConnectionError("Connection closed by server.")
+        return real_hset(*args, **kwargs)
+
+    client.hset = hset  # type: ignore[method-assign]
+    with pytest.raises(redis.ConnectionError):
+        repo.create(_spec(), request_id="req-1")
+    tid = repo.create(_spec(), request_id="req-1")  # the client's retry
+    assert repo.get(tid).status == RUNNING
+    game = Game()
+    TournamentRunner(repo, game, Store()).step()  # type: ignore[arg-type]
+    assert game.created  # before: the runner never saw it
