@@ -47,6 +47,13 @@ def hold_key(player_id: str) -> str:
     return "mm:hold:{" + player_id + "}"
 
 
+def seated_key(player_id: str) -> str:
+    """The player's newest `seated` hold, kept apart from the hold itself: a newer ticket's
+    attempt replaces the hold by its lease, and should that attempt give up (or its matcher
+    die), the hold is gone, while the player's older tickets must still be known stale."""
+    return "mm:seated:{" + player_id + "}"
+
+
 @dataclass(frozen=True)
 class Hold:
     kind: str
@@ -133,7 +140,14 @@ class PlayerHolds:
         pipe = self.client.pipeline(transaction=False)  # the usual case, nobody in the way: one round trip
         for seat in ordered:
             pipe.set(hold_key(seat.player_id), lease, nx=True, px=self.lease_ms)
-        got = pipe.execute()
+            pipe.get(seated_key(seat.player_id))
+        replies = pipe.execute()
+        got = replies[0::2]
+        for seat, raw in zip(ordered, replies[1::2], strict=True):
+            seated = Hold.parse(str(raw)) if raw else None
+            if seated is not None and seat.created_ms <= seated.seated_ms:  # seated elsewhere since
+                self._give_back([s for s, ok in zip(ordered, got, strict=True) if ok], lease)
+                return Taken(lease, seat.player_id, seated)
         if all(got):
             return Taken(lease)
         self._give_back([seat for seat, ok in zip(ordered, got, strict=True) if ok], lease)
@@ -167,6 +181,8 @@ class PlayerHolds:
                     return None
             elif held.kind == TABLE and not self.proposal_pending(held.game_id, held.ref):
                 settled = self.settle(held)  # its matcher died after finishing: finish its bookkeeping
+                if settled is not None:
+                    self._mark_seated([seat.player_id], settled.encode())
                 self.swap(seat.player_id, settled.encode() if settled else "", self.seated_ms, f"={raw}")
             else:
                 return held  # another table is being formed with this player
@@ -221,5 +237,13 @@ class PlayerHolds:
     def seat(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], match_id: str, now_ms: int) -> None:
         """The table exists: its players' holds become `seated` (older tickets are stale)."""
         seated = Hold(SEATED, game_id, match_id, str(now_ms)).encode()
+        self._mark_seated([seat.player_id for seat in seats], seated)
         self._swaps([(seat.player_id, [seated, self.seated_ms, f"={self.table(game_id, proposal_id, seat)}"])
                      for seat in seats])
+
+    def _mark_seated(self, players: Sequence[str], seated: str) -> None:
+        """Each player's newest seating, for as long as a `seated` hold lasts (`seated_key`)."""
+        pipe = self.client.pipeline(transaction=False)
+        for player_id in players:
+            pipe.set(seated_key(player_id), seated, px=self.seated_ms)
+        pipe.execute()

@@ -164,6 +164,7 @@ class RedisTicketStore:
         self._release: Script = client.register_script(_lua("release.lua"))
         self._close: Script = client.register_script(_lua("close_ticket.lua"))
         self._accept: Script = client.register_script(_lua("accept_invite.lua"))
+        self._retry_later: Script = client.register_script(_lua("retry_later.lua"))
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
@@ -316,13 +317,12 @@ class RedisTicketStore:
             self.client.zrem(k.claims, proposal_id)
 
     def retry_later(self, game_id: str, proposal_id: str, now_ms: int) -> int:
-        """Count a failed creation attempt and push the next retry back; the attempts so far."""
+        """Count a failed creation attempt and push the next retry back; the attempts so far, or
+        0 when the table is gone (another matcher finished it while this one's CreateMatch was
+        still out): a count written then would make the proposal anew, without its expiry, and
+        leave its players' holds waiting on it for good."""
         k = Keys(game_id)
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hincrby(k.proposal(proposal_id), "attempts", 1)
-        pipe.zadd(k.claims, {proposal_id: now_ms}, xx=True)
-        attempts, _ = pipe.execute()
-        return int(attempts)
+        return int(self._retry_later(keys=[k.proposal(proposal_id), k.claims], args=[proposal_id, now_ms]))
 
     def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
                  fields: dict[str, dict[str, str]], now_ms: int) -> int:

@@ -1,0 +1,341 @@
+"""Rules of the matchmaking scripts and guards that a mutation of the code once changed without
+any other test noticing (each script guard, each Python guard)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument
+from famiglia.matchmaking import MatchPolicy, form_matches
+from services.matchmaking.bootstrap import Matchmaking
+from services.matchmaking.matcher import MatcherTuning
+from services.matchmaking.store import Keys
+from tests.integration.matchmaking.conftest import GAME, FakeClock, RecordingCreator, make_mm
+
+DUEL = "duel"
+
+
+class Crash(BaseException):
+    pass
+
+
+def _crash(*_a: Any, **_k: Any) -> Any:
+    raise Crash
+
+
+@pytest.fixture()
+def creator() -> RecordingCreator:
+    return RecordingCreator()
+
+
+@pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture()
+def mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Iterator[Matchmaking]:
+    service = make_mm(redis_url, creator, clock=clock,
+                      policy=MatchPolicy(backfill_after=None, invite_ttl=60, ticket_ttl=600))
+    yield service
+    service.close()
+
+
+def _guests(mm: Matchmaking, names: str) -> list[str]:
+    return [mm.app.register_guest(n)[0].player_id for n in names]
+
+
+def _propose(mm: Matchmaking, game: str, ticket_ids: list[str]) -> Any:
+    """The proposal form_matches makes of exactly these queued tickets."""
+    live = [r.to_ticket() for r in mm.app.store.queued(game) if r.ticket_id in ticket_ids]
+    [proposal] = form_matches(live, mm.app.clock(), mm.matcher.policy)
+    assert {t.ticket_id for t in proposal.tickets} == set(ticket_ids)
+    return proposal
+
+
+def _claim(mm: Matchmaking, game: str, ticket_ids: list[str]) -> tuple[Any, dict[str, Any]]:
+    proposal = _propose(mm, game, ticket_ids)
+    plan = mm.matcher.plan_table(proposal, {})
+    assert mm.app.store.claim(proposal, plan, mm.app.clock())
+    return proposal, plan
+
+
+def _tickets(plan: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(t, tuple(ps)) for t, ps in plan["tickets"]]
+
+
+def _finalize(mm: Matchmaking, plan: dict[str, Any], match_id: str = "m-x") -> int:
+    fields = {t: {"match_id": match_id, "seats": str(plan["seats"]), "bots": "0"} for t, _ in plan["tickets"]}
+    return mm.app.store.finalize(plan["game_id"], plan["proposal_id"], _tickets(plan), fields, mm.app.clock())
+
+
+# -- create_ticket.lua -------------------------------------------------------------------------
+def test_an_invitees_invites_set_expires(mm: Matchmaking) -> None:
+    """C4 (`if PTTL < ttl` -> false): the invites set would be a key without TTL, never cleaned up."""
+    a, b = _guests(mm, "AB")
+    mm.app.create_ticket(a, GAME, [], {}, party=[b])
+    assert mm.app.store.client.pttl(Keys(GAME).invites(b)) > 0
+
+
+# -- accept_invite.lua -------------------------------------------------------------------------
+def test_accepting_a_ticket_that_vanished_reports_missing(mm: Matchmaking) -> None:
+    """A1 (`if not st[1]` -> false): a ticket gone between read and accept answered 'None'."""
+    a, b = _guests(mm, "AB")
+    ticket = mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    record = mm.app.store.get(ticket)
+    assert record is not None
+    mm.app.store.client.delete(Keys(GAME).ticket(ticket))
+    assert mm.app.store.accept(record, b, mm.app.clock(), 600_000) == "missing"
+
+
+def test_accepting_twice_keeps_the_first_acceptance(mm: Matchmaking, clock: FakeClock) -> None:
+    """A4 (`if not found` -> false): a second accept moved the invitee's acceptance time (their
+    wish's start, which decides whether a table they sat at since makes the ticket stale)."""
+    a, b, c = _guests(mm, "ABC")
+    ticket = mm.app.create_ticket(a, GAME, [], {}, party=[b, c]).ticket_id
+    mm.app.accept_invite(b, ticket)
+    first = mm.app.store.get(ticket).accepted_ms[b]  # type: ignore[union-attr]
+    clock.advance(10)
+    assert mm.app.accept_invite(b, ticket).awaiting == (c,)
+    assert mm.app.store.get(ticket).accepted_ms[b] == first  # type: ignore[union-attr]
+
+
+def test_a_queued_party_keeps_its_players_pointers_as_long_as_it_searches(mm: Matchmaking) -> None:
+    """A7 (re-timing guard -> false): the creator's pointer kept its invite-time TTL (invite TTL
+    + 60 s) while the ticket searched for the ticket TTL, so the creator could open a second
+    ticket in the same game once it ran out."""
+    a, b = _guests(mm, "AB")
+    ticket = mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    assert mm.app.accept_invite(b, ticket).state == "searching"
+    for p in (a, b):
+        assert mm.app.store.client.pttl(Keys(GAME).open(p)) > (60 + 60) * 1000 + 5_000
+
+
+# -- close_ticket.lua --------------------------------------------------------------------------
+def test_closing_a_ticket_that_vanished_reports_missing(mm: Matchmaking) -> None:
+    """L1 (`if not st[1]` -> false): the script crashed (INTERNAL) on a ticket gone meanwhile."""
+    (a,) = _guests(mm, "A")
+    ticket = mm.app.create_ticket(a, GAME, [], {}).ticket_id
+    record = mm.app.store.get(ticket)
+    assert record is not None
+    mm.app.store.client.delete(Keys(GAME).ticket(ticket))
+    assert mm.app.store.close_ticket(record, "cancelled", "x", mm.app.clock()) == (False, "missing")
+
+
+@pytest.mark.parametrize("how", ["cancel", "decline", "expire"])
+def test_ending_a_party_ticket_leaves_an_invitees_own_ticket_pointer(mm: Matchmaking, clock: FakeClock,
+                                                                     how: str) -> None:
+    """L4 (pointer guard -> true): ending a party ticket deleted the pointer of an invitee who had
+    not accepted and had their own ticket in the game, so they could open a second one."""
+    a, b = _guests(mm, "AB")
+    own = mm.app.create_ticket(b, GAME, [], {}).ticket_id
+    party = mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
+    if how == "cancel":
+        mm.app.cancel(a, party)
+    elif how == "decline":
+        mm.app.decline_invite(b, party)
+    else:
+        clock.advance(61)
+        mm.matcher.tick(GAME)
+    assert mm.app.ticket(b, party).state in ("cancelled", "failed", "expired")
+    assert mm.app.store.client.get(Keys(GAME).open(b)) == own
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(b, GAME, [], {})
+
+
+# -- finalize.lua ------------------------------------------------------------------------------
+def test_a_late_finalize_of_a_given_up_table_leaves_its_tickets_alone(mm: Matchmaking) -> None:
+    """F1 / F1b (ticket guard -> true / -> claimed only): a matcher finishing a table that was
+    given up meanwhile marked requeued tickets, or tickets claimed by another table, matched."""
+    a, b, c = _guests(mm, "ABC")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x",
+                                now_ms=mm.app.clock()) == 2
+    tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    new, _ = _claim(mm, DUEL, [ta, tc])  # A goes to another table
+    assert _finalize(mm, old_plan) == 0  # the old table's matcher comes back late
+    ra, rb = mm.app.store.get(ta), mm.app.store.get(tb)
+    assert ra is not None and (ra.state, ra.proposal, ra.match_id) == ("claimed", new.proposal_id, "")
+    assert rb is not None and rb.state == "searching" and rb.match_id == ""
+
+
+def test_finishing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
+    """F2 (pointer guard -> true): finalize deleted a pointer naming another ticket (the claimed
+    ticket's pointer ran out during a long claim and the player queued again)."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    _, plan = _claim(mm, DUEL, [ta, tb])
+    mm.app.store.client.delete(Keys(DUEL).open(a))  # its TTL ran out
+    newer = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    assert _finalize(mm, plan) == 2
+    assert mm.app.store.client.get(Keys(DUEL).open(a)) == newer
+
+
+def test_finishing_a_table_twice_keeps_the_estimates(mm: Matchmaking, clock: FakeClock) -> None:
+    """F3 (`done > 0` -> true): a second finalize (a slow matcher after the claim retry) divided
+    0 by 0 and turned the pool's average wait into NaN."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    _, plan = _claim(mm, DUEL, [ta, tb])
+    clock.advance(4)
+    assert _finalize(mm, plan) == 2
+    assert _finalize(mm, plan) == 0
+    recent = mm.app.store.recent_wait(DUEL)
+    assert recent is not None and not math.isnan(recent) and recent == pytest.approx(4.0)
+
+
+def test_the_pools_average_wait_is_smoothed(mm: Matchmaking, clock: FakeClock) -> None:
+    """F4 (`if old` -> false): the average wait is 0.8 old + 0.2 new, not the last wait alone."""
+    a, b, c, d = _guests(mm, "ABCD")
+    mm.app.create_ticket(a, DUEL, [], {})
+    mm.app.create_ticket(b, DUEL, [], {})
+    clock.advance(10)
+    assert mm.matcher.run_once() == 1
+    mm.app.create_ticket(c, DUEL, [], {})
+    mm.app.create_ticket(d, DUEL, [], {})
+    assert mm.matcher.run_once() == 1
+    assert mm.app.store.recent_wait(DUEL) == pytest.approx(8.0)
+
+
+# -- release.lua -------------------------------------------------------------------------------
+def test_releasing_a_table_finished_elsewhere_changes_nothing(mm: Matchmaking) -> None:
+    """R1 (ticket guard -> true): a late release of a finalized table put matched tickets back
+    in the queue (a ticket matched twice)."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    assert _finalize(mm, plan) == 2
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="late",
+                                now_ms=mm.app.clock()) == 0
+    assert {mm.app.store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
+    assert mm.app.store.queue_size(DUEL) == 0
+
+
+def test_releasing_a_given_up_table_late_leaves_the_next_claim_alone(mm: Matchmaking) -> None:
+    """R1b (ticket guard -> claimed only): releasing a table twice undid another table's claim."""
+    a, b, c = _guests(mm, "ABC")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x", now_ms=mm.app.clock())
+    tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    new, _ = _claim(mm, DUEL, [ta, tc])
+    assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=False, reason="late",
+                                now_ms=mm.app.clock()) == 0
+    ra = mm.app.store.get(ta)
+    assert ra is not None and (ra.state, ra.proposal) == ("claimed", new.proposal_id)
+
+
+def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(redis_url: str, creator: RecordingCreator) -> None:
+    """R3 (`mode ~= requeue` -> true): requeueing deleted the pointers, so a player whose ticket
+    went back to the queue could open a second ticket in the same game."""
+    mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=1))
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    mm.app.create_ticket(b, DUEL, [], {})
+    creator.fail_next = 1
+    assert mm.matcher.run_once() == 0
+    assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]  # really back in line
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(a, DUEL, [], {})
+    mm.close()
+
+
+def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
+    """R4 (pointer guard -> true): failing a table deleted a pointer naming another ticket."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    mm.app.store.client.delete(Keys(DUEL).open(a))
+    newer = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=False, reason="refused",
+                                now_ms=mm.app.clock()) == 2
+    assert mm.app.store.client.get(Keys(DUEL).open(a)) == newer
+    assert mm.app.store.client.get(Keys(DUEL).open(b)) is None
+
+
+# -- Python guards ----------------------------------------------------------------------------
+def test_after_max_attempts_the_tickets_are_really_back_in_the_queue(redis_url: str,
+                                                                    creator: RecordingCreator) -> None:
+    """P12 (`attempts >= max_attempts` -> False): the existing test reads 'searching', which a
+    claimed ticket also shows; only a cancel tells the claim was given up."""
+    mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2))
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    mm.app.create_ticket(b, DUEL, [], {})
+    creator.fail_next = 2
+    mm.matcher.tick(DUEL)  # first attempt
+    mm.matcher._recover(DUEL, mm.app.clock())  # the retry alone (a tick would claim them again): given up
+    assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]
+    assert mm.app.cancel(a, ta).state == "cancelled"
+    mm.close()
+
+
+def test_a_late_success_after_another_matcher_finished_seats_the_holds(redis_url: str,
+                                                                       creator: RecordingCreator) -> None:
+    """P4 (not-done branch -> always free): a slow matcher whose table another matcher finished
+    (and died before seating) freed the players' holds instead of seating them."""
+    clock = FakeClock()
+    slow = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=5000))
+    rescuer = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=5000))
+    rescuer.matcher._leave_other_queues = _crash  # type: ignore[method-assign]
+    a, b = _guests(slow, "AB")
+    slow.app.create_ticket(a, DUEL, [], {})
+    slow.app.create_ticket(b, DUEL, [], {})
+
+    class Slow:
+        def create_match(self, *args: Any, **kwargs: Any) -> Any:
+            clock.advance(6)
+            with pytest.raises(Crash):
+                rescuer.matcher.tick(DUEL)
+            return creator.create_match(*args, **kwargs)
+
+    slow.matcher.creator = Slow()  # type: ignore[assignment]
+    assert slow.matcher.tick(DUEL) == 0
+    for p in (a, b):
+        held = slow.matcher.holds.get(p)
+        assert held is not None and held.kind == "seated"
+    for m in (slow, rescuer):
+        m.close()
+
+
+def test_a_lost_claim_gives_the_holds_back_at_once(mm: Matchmaking) -> None:
+    """P6 (no `free` after a lost claim): the other players stayed leased for FAMIGLIA_MM_HOLD."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    mm.app.create_ticket(b, DUEL, [], {})
+    claim = mm.app.store.claim
+
+    def cancelled_first(*args: Any, **kwargs: Any) -> bool:
+        mm.app.cancel(a, ta)  # A leaves just before the claim
+        return claim(*args, **kwargs)
+
+    mm.app.store.claim = cancelled_first  # type: ignore[method-assign]
+    assert mm.matcher.tick(DUEL) == 0
+    assert mm.matcher.holds.get(a) is None and mm.matcher.holds.get(b) is None
+
+
+def test_a_too_long_request_id_is_refused(mm: Matchmaking) -> None:
+    """P10: `bad_request_id` on CreateTicket (documented), not a ticket keyed by a huge id."""
+    (a,) = _guests(mm, "A")
+    with pytest.raises(InvalidArgument) as bad:
+        mm.app.create_ticket(a, DUEL, [], {}, request_id="r" * 129)
+    assert bad.value.code == "bad_request_id"
+
+
+def test_listing_invites_of_an_unknown_game_is_refused(mm: Matchmaking) -> None:
+    """P15: ListInvites { game_id: <unknown> } is INVALID_ARGUMENT unknown_game, not an empty list."""
+    (a,) = _guests(mm, "A")
+    with pytest.raises(InvalidArgument) as bad:
+        mm.app.invites(a, "chess")
+    assert bad.value.code == "unknown_game"
