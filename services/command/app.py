@@ -133,6 +133,10 @@ class Submitted:
     position: int = 0
     """The match's position right after the command (its last seq; staged events counted):
     the server's own, for a chain's next entry; never sent (it counts the staged events)."""
+    slotted: int = 0
+    """A duplicate of an answer held and written out since in its seat's slot (NP-H9): how many
+    events it has. Where it landed is not where it went in: a chain's next entry goes on from
+    where this one left the chain then, which is that many events further."""
 
 
 @dataclass(frozen=True)
@@ -404,7 +408,10 @@ class CommandApp:
                 answer.refused_at, answer.refusal = i, exc
                 return answer
             answer.taken.append(done)
-            position = done.position
+            if done.slotted:  # a held answer written out since: the chain went on from where it was staged
+                position = (at if position is None else position) + done.slotted
+            else:
+                position = done.position
         if asked:
             self._next_decisions(hot, answer, at if position is None else position, asked)
         return answer
@@ -417,10 +424,10 @@ class CommandApp:
         with hot.lock:
             m = hot.match
             if not answer.taken:  # only asking: at the version the caller names, as a submit is
+                self.matches.catch_up(hot)  # the store's version: this replica may lag it
+                m = hot.match
                 if at is not None and at != m.public_version:
-                    self.matches.catch_up(hot)
-                    if at != m.public_version:
-                        raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
+                    raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
                 at = m.public_version
             elif at != m.version:  # the position the chain left
                 return
@@ -621,6 +628,8 @@ class CommandApp:
         first, last = m.commands[key]
         position = last
         held = last > m.public_version  # still staged: its events are in memory, not in the stream
+        slotted = 0 if held else next((last - first + 1 for start, end in m.padded.items()
+                                       if start < first <= end and last <= end), 0)
         if held:
             envelopes = [env for env in m.staged if first <= env.seq <= last]
             last = m.public_version
@@ -631,9 +640,9 @@ class CommandApp:
             raise Aborted("command_id_reused", f"command_id {key.partition('/')[2]!r} was used by this seat "
                                                "for another command; use a new id for a new command")
         if omit_events:
-            return Submitted(last, duplicate=True, held=held, position=position)
+            return Submitted(last, duplicate=True, held=held, position=position, slotted=slotted)
         return Submitted(last, self._for_viewer(m, envelopes, viewer.seat, held=held), duplicate=True, held=held,
-                         position=position)
+                         position=position, slotted=slotted)
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,
@@ -661,6 +670,21 @@ class CommandApp:
                 seat_event.unattributed = id(seat_event.envelope) in anonymous
         return out
 
+    def _command_so_far(self, m: MatchState, cursor: int) -> list[envelope_pb2.EventEnvelope]:
+        """The events of the command that event `cursor` belongs to, up to it: a stream that
+        starts inside a command shows its events as one from the command's start does (a
+        public event of a command with an event hidden from the viewer goes out unattributed,
+        `_for_viewer`), or a client could learn who acted by choosing where to start."""
+        if cursor <= 1:
+            return []
+        last = self.store.read(m.match_id, after=cursor - 1, limit=1)
+        if not last or not last[0].command_id:
+            return []
+        span = m.commands.get(command_key(last[0].seat, last[0].command_id))
+        if span is None or span[0] >= cursor:
+            return last
+        return self.store.read(m.match_id, after=span[0] - 1, limit=cursor - span[0] + 1)
+
     def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
                is_active=lambda: True, poll_ms: int = 1000) -> Iterator[tuple[SeatEvent | None, int, bool]]:
         """(event, version, finished) for every event after `after` this viewer may see.
@@ -677,12 +701,19 @@ class CommandApp:
             if cursor > m.public_version:  # else every event up to it would be skipped, silently
                 raise OutOfRange("version_ahead",
                                  f"from version {cursor}: the match is at version {m.public_version}")
+        earlier = self._command_so_far(m, cursor)
         while True:
             envelopes = self.store.read(match_id, after=cursor, limit=500)
             if len(envelopes) == 500:  # a command the read cut in two comes whole with the next one
                 envelopes = _whole_commands(envelopes)
             if envelopes:
-                for seat_event in self._for_viewer(m, envelopes, viewer.seat):
+                if earlier and same_command(earlier[-1], envelopes[0]):
+                    shown = [e for e in self._for_viewer(m, earlier + envelopes, viewer.seat)
+                             if e.envelope.seq > cursor]
+                else:
+                    shown = self._for_viewer(m, envelopes, viewer.seat)
+                earlier = []
+                for seat_event in shown:
                     yield seat_event, seat_event.envelope.seq, False
                 cursor = envelopes[-1].seq
                 continue
