@@ -235,8 +235,10 @@ class ReplayApp:
                         error=str(exc))
             raise FailedPrecondition("unreadable_event", str(exc)) from None
 
-    def locate(self, event_id: str, match_hint: str = "") -> tuple[MatchTimeline, int]:
-        """The match of an event id and its seq, found through the hint or the sources' index."""
+    def locate(self, event_id: str, match_hint: str = "", *, named: str = "") -> tuple[MatchTimeline, int]:
+        """The match of an event id and its seq, found through the hint or the sources' index.
+        `named`: the match the request names; an event of another match is refused (not
+        answered with that other match's state, which the caller did not ask for)."""
         if not event_id:
             raise InvalidArgument("no_event_id", "event_id is required")
         if match_hint:
@@ -247,6 +249,8 @@ class ReplayApp:
         found = self.source.find(event_id)
         if found is None:
             raise NotFound("unknown_event", f"no event {event_id!r}")
+        if named and found.match_id != named:
+            raise InvalidArgument("event_not_in_match", f"event {event_id!r} is not an event of match {named}")
         timeline = self.timeline(found.match_id)
         seq = timeline.seq_of(event_id)
         if seq is None:
@@ -256,7 +260,7 @@ class ReplayApp:
     # -- GetStateAt ---------------------------------------------------------------------------
     def state_at(self, event_id: str, token: str | None, *, full: bool = False, match_id: str = "") -> StateAt:
         claim = self.seat_of(token)
-        timeline, seq = self.locate(event_id, match_id or (claim[0] if claim else ""))
+        timeline, seq = self.locate(event_id, match_id or (claim[0] if claim else ""), named=match_id)
         access = self._access(timeline, token, full)
         state = timeline.state_at(seq)
         env = timeline.envelope(seq)
@@ -303,7 +307,7 @@ class ReplayApp:
     ) -> Iterator[Step]:
         """The events from `from_seq` (or just after `event_id`) to `to_seq`, each with the view after it."""
         if event_id:
-            timeline, seq = self.locate(event_id, match_id)
+            timeline, seq = self.locate(event_id, match_id, named=match_id)
             first = from_seq or seq + 1
         else:
             timeline = self.timeline(match_id)

@@ -148,8 +148,8 @@ def step_through(client, event_id: str, *, token: str | None = None, full: bool 
     out = out or console
     at = client.state_at(event_id, token=token, full=full)
     events = client.events(at.match_id, token=token)
-    ids = [e.event_id for e in events]
-    index = ids.index(at.event_id)
+    ids = [e.event_id for e in events]  # "" for an event hidden from the asker: no state to ask for
+    index = next((i for i, e in enumerate(events) if e.seq == at.seq), 0)
     while True:
         info = events[index]
         title = (f"{at.game_id} {at.match_id} · event {at.seq}/{at.last_seq} · "
@@ -165,15 +165,17 @@ def step_through(client, event_id: str, *, token: str | None = None, full: bool 
         if key in ("q", "quit"):
             return 0
         if key in ("n", "next", ""):
-            if index == len(ids) - 1:
+            later = [i for i in range(index + 1, len(ids)) if ids[i]]
+            if not later:
                 out.print("(last event)")
                 continue
-            index += 1
+            index = later[0]
         elif key in ("p", "prev"):
-            if index == 0:
+            earlier = [i for i in range(index) if ids[i]]
+            if not earlier:
                 out.print("(first event)")
                 continue
-            index -= 1
+            index = earlier[-1]
         else:
             out.print("keys: n next, p previous, q quit")
             continue

@@ -46,7 +46,8 @@ from famiglia.v1.replay_service_pb2 import MatchExport
 
 MAX_SECONDS = 253_402_300_799
 """9999-12-31T23:59:59Z, the last second a protobuf Timestamp may hold."""
-MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+"""1-64 characters: what the read models' match_id columns hold (famiglia.readmodels.tables)."""
 _KINDS = frozenset(envelope_pb2.VisibilityKind.values())
 
 
@@ -65,7 +66,7 @@ def stored_envelopes(registry: Registry, export: MatchExport, match_id: str, *, 
                      ) -> list[EventEnvelope]:
     """The envelopes to append for `export` stored as `match_id`, or Refused (module docstring)."""
     if not MATCH_ID.fullmatch(match_id):
-        raise Refused("bad_match_id", f"match id {match_id[:80]!r} is not 1-128 letters, digits and ._:-")
+        raise Refused("bad_match_id", f"match id {match_id[:80]!r} is not 1-64 letters, digits and ._:-")
     envelopes = [EventEnvelope.FromString(e.SerializeToString()) for e in export.events]
     created, engine = _check_created(registry, envelopes)
     _check_events(engine, created, envelopes)
@@ -147,12 +148,21 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
 
 
 def _check_fold(registry: Registry, envelopes: Sequence[EventEnvelope]) -> None:
-    """Fold the whole match as every reader will (MatchState) and read its result."""
+    """Fold the whole match as every reader will (MatchState), read its result, and show every
+    state as the replay service does (each seat's view and a spectator's, the whole state as
+    text): a match stored is one every reader can show, at any event."""
     match: MatchState | None = None
     folded = False
     try:
         match = MatchState.start(registry, envelopes[0])
-        match.apply(envelopes[1:])
+        engine = match.engine
+        seats = range(match.seats)
+        for env in envelopes[1:]:
+            match.apply([env])
+            if match.state is not None:
+                for seat in (*seats, None):
+                    engine.view(match.state, seat)
+                engine.render_state(match.state)
         folded = True
         match.result()
     except Exception as exc:  # noqa: BLE001 - whatever the engine raises, the match is unreadable here

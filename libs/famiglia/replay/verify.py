@@ -20,9 +20,9 @@ from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
-from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation
+from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, VisibilityKind
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created, visibility_of, visibility_proto
+from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created, visibility_proto
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 from famiglia.v1.replay_service_pb2 import Divergence, MatchExport, VerifyMatchResponse
 
@@ -182,12 +182,12 @@ def _compare_all(engine: Engine, state: Any, recorded: Sequence[EventEnvelope], 
                                        command=command, seat=seat,
                                        detail="today's engine produces an event the record does not have"))
         env, event = recorded[i], produced[i]
-        reason = _difference(engine, env, event)
+        reason = "seat" if env.seat != seat or (seat < 0 and env.command_id) else _difference(engine, env, event)
         if reason:
             raise _Diverged(Divergence(
                 seq=seq, reason=reason, expected=_render_recorded(engine, env),
                 got=_describe(engine, event), command=command, seat=seat,
-                detail=_detail(engine, env, event, reason)))
+                detail=_detail(engine, env, event, reason, seat)))
         state = engine.evolve(state, event)
         report.events_checked += 1
     return state
@@ -205,15 +205,26 @@ def _difference(engine: Engine, env: EventEnvelope, event: Message) -> str:
     return ""
 
 
-def _detail(engine: Engine, env: EventEnvelope, event: Message, reason: str) -> str:
+def _detail(engine: Engine, env: EventEnvelope, event: Message, reason: str, seat: int = -1) -> str:
+    if reason == "seat":
+        return (f"recorded as seat {env.seat}'s (command {env.command_id!r}), the event of "
+                + (f"seat {seat}'s command" if seat >= 0 else "no command (the server's)"))
     if reason == "visibility":
-        recorded = visibility_of(env)
         got = engine.visibility(event)
-        return f"visibility recorded {recorded.kind.name}{sorted(recorded.seats)}, got {got.kind.name}{sorted(got.seats)}"
+        return (f"visibility recorded {_kind_name(env.visibility.kind)}{sorted(env.visibility.seats)}, "
+                f"got {_kind_name(got.kind)}{sorted(got.seats)}")
     if reason == "payload":
         return f"payload bytes differ (recorded {env.payload.hex()[:80]}, got " \
                f"{event.SerializeToString(deterministic=True).hex()[:80]})"
     return f"type recorded {env.type!r}, got {event.WhichOneof('kind')!r}"
+
+
+def _kind_name(kind: int) -> str:
+    """A visibility kind's name, or its number when this server knows no such kind (a file's)."""
+    try:
+        return VisibilityKind(kind or VisibilityKind.SERVER).name
+    except ValueError:
+        return f"kind {int(kind)}"
 
 
 def _render_recorded(engine: Engine, env: EventEnvelope) -> str:
