@@ -328,9 +328,20 @@ def tournament_points(match: MatchRow, seats: list[SeatResult]) -> list[dict[str
         seat = best[player_id]
         rank = seat.rank or n
         out.append(dict(tournament_id=match.tournament_id, game_id=match.game_id, player_id=player_id, played=1,
-                        wins=1 if rank == 1 else 0, points=(n - rank) / (n - 1), score_total=seat.score or 0.0,
-                        rank_total=rank))
+                        wins=1 if rank == 1 else 0, points=_exact((n - rank) / (n - 1)),
+                        score_total=_exact(seat.score or 0.0), rank_total=rank))
     return out
+
+
+_STEP = 2.0 ** -20
+
+
+def _exact(value: float) -> float:
+    """`value` to the nearest multiple of 2^-20 (a millionth, about): the standings add these up
+    one finished match at a time, and sums of such numbers are exact in floating point, so the
+    totals do not depend on the order matches finished in (2/3 + 1/3 + ... is not), and an
+    incremental build and a rebuild give the same tables."""
+    return round(value / _STEP) * _STEP
 
 
 def _match_values(m: MatchRow) -> dict[str, Any]:
