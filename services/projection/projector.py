@@ -238,6 +238,8 @@ class Projector:
                 failures.append((match_id, exc))
         if failures:
             self._strike(outcome, failures, by_match)
+        if outcome.parked:
+            self._pass_over([p.entry for p in outcome.parked])
         for parked in outcome.parked:
             env = parked.entry.envelope
             if parked.first:
@@ -529,11 +531,17 @@ class Projector:
         writes.results.append((row, [seats[s] for s in sorted(seats)]))
 
     # -- checkpoints ----------------------------------------------------------------------
-    def _advance_checkpoints(self, conn: Connection, applied: list[PartitionEntry]) -> None:
+    def _pass_over(self, parked: list[PartitionEntry]) -> None:
+        """The checkpoints move past parked entries too (no event counted): they are done with,
+        and a partition whose newest entries were parked is not lagging behind them."""
+        with self._transaction() as conn:
+            self._advance_checkpoints(conn, parked, count=False)
+
+    def _advance_checkpoints(self, conn: Connection, applied: list[PartitionEntry], *, count: bool = True) -> None:
         newest: dict[int, PartitionEntry] = {}
         counts: dict[int, int] = {}
         for entry in applied:
-            counts[entry.partition] = counts.get(entry.partition, 0) + 1
+            counts[entry.partition] = counts.get(entry.partition, 0) + count
             best = newest.get(entry.partition)
             if best is None or entry_key(entry.entry_id) > entry_key(best.entry_id):
                 newest[entry.partition] = entry

@@ -95,3 +95,15 @@ def test_a_consumer_that_has_not_refreshed_yet_does_not_park_an_unparked_match_a
     runner.refresh_parked()
     _run(runner, lambda: True)
     assert _finished(app, ["f1"])
+
+
+def test_lag_is_zero_once_the_group_is_caught_up_even_if_the_newest_entries_were_parked(app: ProjectionApp) -> None:
+    """Checkpoints move past parked entries as past applied ones: they are acked and done with,
+    and the partition is not lagging behind them (before, its lag stayed above zero until some
+    other entry landed on that partition)."""
+    from services.projection.lag import LagMonitor
+
+    _parked_dupe(app)
+    runner = app.runner("c1")
+    assert runner.caught_up()
+    assert LagMonitor(app.store, app.sql).measure().max_lag_ms == 0

@@ -192,7 +192,10 @@ def _written_again(entries: list[PartitionEntry], suffix: str) -> list[Partition
     out = []
     for entry in entries:
         env = EventEnvelope.FromString(entry.envelope.SerializeToString())
-        env.event_id = env.event_id[:-len(suffix)] + suffix
+        new = env.event_id[:-len(suffix)] + suffix
+        if new == env.event_id:  # a random id that ended so already: another one all the same
+            new = env.event_id[:-len(suffix)] + suffix.lower()
+        env.event_id = new
         out.append(replace(entry, envelope=env, entry_id=entry.entry_id + "9"))
     return out
 
