@@ -279,6 +279,11 @@ class ReadModelLog:
         self._recorded.add(key)
 
 
+_PASSING_CODES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED})
+"""CreateMatch refusals that may pass (a service at its limits, its Redis away for a moment): a
+planned match is abandoned for one only once it kept failing for `stuck_seconds`."""
+
+
 class TournamentRunner:
     """Starts each tournament's matches as room frees up and closes finished tournaments."""
 
@@ -292,6 +297,8 @@ class TournamentRunner:
         self.game = game
         self.store = store
         self.stuck_seconds = stuck_seconds
+        self._creating_since: dict[tuple[str, int], float] = {}
+        """(tournament, planned match) -> when its CreateMatch first failed with a code that may pass."""
         self.read_model = read_model
         self._plans: dict[str, list[PlannedMatch]] = {}
         self._seen: dict[str, tuple[int, float, float]] = {}
@@ -345,9 +352,15 @@ class TournamentRunner:
                                                 self._secret, f"{record.tournament_id}:{planned.index}"),
                                             tournament_id=record.tournament_id)
             match_id = handle.match_id
+            self._creating_since.pop((record.tournament_id, planned.index), None)
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
+            if exc.code() in _PASSING_CODES:  # tried again at the next steps, for `stuck_seconds` at most
+                now = time.monotonic()
+                if now - self._creating_since.setdefault((record.tournament_id, planned.index), now) \
+                        < self.stuck_seconds:
+                    raise
             match_id = f"failed:{record.tournament_id}:{planned.index}"
             self.repo.record(record.tournament_id, match_id,
                              {"abandoned": True, "game_id": planned.game_id, "error": exc.details() or ""})

@@ -124,6 +124,29 @@ def test_a_command_service_away_does_not_abandon_planned_matches(repo: Tournamen
     assert repo.get(tid).started == {0: "m1"}
 
 
+@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED])
+def test_a_refusal_that_may_pass_abandons_a_planned_match_only_once_it_kept_failing(
+        repo: TournamentRepo, code: grpc.StatusCode) -> None:
+    """CreateMatch refused for a reason that may pass (the service at its limits, its Redis away
+    for a moment) is tried again at the next steps, and the planned match is abandoned only once
+    it kept failing for `stuck_seconds` (before, the first refusal abandoned it for good)."""
+    tid = repo.create(_spec(concurrency=1))
+    game = Game()
+    game.fail = code
+    runner = TournamentRunner(repo, game, Store(), stuck_seconds=60)  # type: ignore[arg-type]
+    with pytest.raises(grpc.RpcError):
+        runner.step()
+    assert not repo.get(tid).started
+    game.fail = None
+    runner.step()
+    assert repo.get(tid).started == {0: "m1"}
+    other = repo.create(_spec(concurrency=1), request_id="other")
+    game.fail = code
+    runner.stuck_seconds = 0  # it kept failing that long
+    runner.step()
+    assert repo.get(other).started and all(m.startswith("failed:") for m in repo.get(other).started.values())
+
+
 def test_abandoned_matches_are_left_out_of_the_standings() -> None:
     """Fails on a change the suite once missed (abandoned results read as finished matches)."""
     record = TournamentRecord("t1", _spec(), RUNNING, 0, started={0: "m1", 1: "failed:t1:1"},
