@@ -24,6 +24,13 @@ class NotAMatch(ValueError):
     """The envelopes do not start with match_created."""
 
 
+class StoreWentBack(Exception):
+    """The store no longer holds the event this fold last took from the stream, at its seq: it
+    lost acknowledged writes (a Redis restored from an older AOF, `appendfsync everysec` on a
+    host crash), and perhaps was written on since. Events read past it would not follow this
+    fold: the match is to be folded anew from the store."""
+
+
 def command_key(seat: int, command_id: str) -> str:
     """A command id is an idempotency key of its seat, not of the match: one seat can
     neither answer for another's id nor learn from a duplicate whether another has acted."""
@@ -56,6 +63,9 @@ class MatchState:
     """The newest events that may fill a slot (NP-H9), at most a block's worth: (seq, the
     slot they fit: a seat's answer its seat's, padding -1 for any)."""
     last_timestamp_ms: int = 0
+    last_stream: tuple[int, str] = (0, "")
+    """(seq, event id) of the newest event folded from the stream (not staged): what the store
+    must still hold for what it holds past it to follow this fold (`_read_on`)."""
 
     @property
     def game_id(self) -> str:
@@ -155,6 +165,8 @@ class MatchState:
             if last is not None:  # the last envelope folded: its time is the match's latest
                 stamp = last.timestamp  # Timestamp.ToMilliseconds without its Python-level range check
                 self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
+                if not staged:
+                    self.last_stream = (last.seq, last.event_id)
 
     def _padded(self, seq: int) -> None:
         padded = self.padded
@@ -211,7 +223,7 @@ class MatchState:
         ones staged), the staged events no longer follow, and the stream is read again."""
         match_id = self.match_id
         if not self.may_hold:
-            self.apply(store.read(match_id, after=self.version))
+            self.apply(self._read_on(store, self.version))
             return
         for _ in range(attempts):
             self._fold_stream(store)
@@ -226,12 +238,23 @@ class MatchState:
         written out since are folded again where the stream has them: the stream moved past
         the public version, and a writer may have placed them at other seqs (slots)."""
         if not self.staged:
-            self.apply(store.read(self.match_id, after=self.version))
+            self.apply(self._read_on(store, self.version))
             return
-        written = store.read(self.match_id, after=self.public_version)
+        written = self._read_on(store, self.public_version)
         if written:
             self.unstage()
             self.apply(written)
+
+    def _read_on(self, store: EventStore, after: int) -> list[envelope_pb2.EventEnvelope]:
+        """The stream's events past `after`, read with the one at `after` when this fold took it
+        from the stream: the store must still hold it there (else StoreWentBack)."""
+        seq, event_id = self.last_stream
+        if not event_id or seq != after:
+            return store.read(self.match_id, after=after)
+        read = store.read(self.match_id, after=after - 1)
+        if not read or read[0].seq != after or read[0].event_id != event_id:
+            raise StoreWentBack(f"{self.match_id}: the store's event {after} is not the one folded")
+        return read[1:]
 
     def result(self) -> Result | None:
         if self.state is None:

@@ -30,7 +30,7 @@ from famiglia.client.game_client import VERSION_PLACEHOLDER
 from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
 from famiglia.grpcutil.errors import error_code
-from famiglia.matchstate import MatchState
+from famiglia.matchstate import MatchState, StoreWentBack
 from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
 
@@ -595,7 +595,10 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
     if match.version != version:
         return "stale"
     # A seat's answer held back from the table (NP-H9) is an answer all the same.
-    match.catch_up(app.store)
+    try:
+        match.catch_up(app.store)
+    except StoreWentBack:  # the store lost writes between the two reads: not the match the clock was set on
+        return "stale"
     if match.public_version != version:  # the stream moved meanwhile
         return "stale"
     if seat not in {p.seat for p in pending_for(match.engine, match.state, seat)}:

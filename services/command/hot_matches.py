@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
-from famiglia.matchstate import MatchState, NotAMatch
+from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack
 
 
 @dataclass
@@ -82,8 +82,13 @@ class HotMatches:
                 excess -= 1
 
     def catch_up(self, hot: HotMatch) -> None:
-        """Fold what other processes appended, and staged (call with hot.lock held)."""
-        hot.match.catch_up(self._store)
+        """Fold what other processes appended, and staged (call with hot.lock held). A store
+        that lost what this fold holds, and perhaps was written on since by another process,
+        is folded anew (`refold`): what it holds past the lost events does not follow them."""
+        try:
+            hot.match.catch_up(self._store)
+        except StoreWentBack:
+            self.refold(hot)
 
     def refold(self, hot: HotMatch) -> None:
         """Fold the match anew from the store, in place (call with hot.lock held): the store is

@@ -472,6 +472,38 @@ def test_a_store_gone_back_is_the_truth_the_hot_state_folds_again(store) -> None
         bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
 
 
+def test_a_store_gone_back_and_written_past_this_replica_is_folded_anew_not_read_on(store) -> None:
+    """The store lost acknowledged writes and another replica, folding from it, wrote past where
+    this one stands: the events past this replica's version do not follow its fold (the store
+    no longer holds the event it last folded, at its seq). This replica folds the match anew
+    instead of folding them on top of the lost ones (which decided, and stored, commands on a
+    state no store had)."""
+    engine, seats = _game()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created = app.create_match(engine.info.game_id, seats, seed=9)
+    for i in range(3):
+        _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+        app.submit(created.match_id, viewer, f"c-{i}", cmd)
+    kept = store.version(created.match_id)
+    for i in range(2):
+        _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+        app.submit(created.match_id, viewer, f"lost-{i}", cmd)
+    ahead = store.version(created.match_id)
+    _lose_tail(store, created.match_id, kept)
+    other = bootstrap(store=store, settings=SETTINGS)  # another replica, on the store as it is now
+    for i in range(100):  # other moves than the lost ones, past where this replica stands
+        if store.version(created.match_id) > ahead:
+            break
+        seat, viewer, _cmd = _first_move(other, created.match_id, created.seat_tokens)
+        other.submit(created.match_id, viewer, f"other-{i}", other.legal_commands(created.match_id, viewer).commands[-1])
+    assert store.version(created.match_id) > ahead
+    hot = app.matches.get(created.match_id)
+    with hot.lock:
+        app.matches.catch_up(hot)
+    assert hot.match.version == store.version(created.match_id)
+    assert hot.match.state == bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
+
+
 def test_a_follower_sees_the_match_end_after_the_store_went_back() -> None:
     """StreamEvents follows the match the service folds anew (HotMatches.refold), not the
     state it started with, or it would wait forever for an end that state never reaches."""
