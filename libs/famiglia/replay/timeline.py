@@ -210,7 +210,14 @@ class TimelineCache:
                     self._entries.popitem(last=False)
             return timeline
         if fresh and not timeline.finished:
-            timeline.extend(self._load(match_id, timeline.last_seq))
+            last = timeline.last_seq
+            envelopes = self._load(match_id, last - 1)  # with the event folded last: still there?
+            if not envelopes or envelopes[0].seq != last or envelopes[0].event_id != timeline.envelopes[-1].event_id:
+                # The store lost acknowledged writes (and may have been written on since): what it
+                # holds past them does not follow this timeline, which is built anew from it.
+                self.forget(match_id)
+                return self.get(match_id)
+            timeline.extend(envelopes)
         return timeline
 
     def forget(self, match_id: str) -> None:

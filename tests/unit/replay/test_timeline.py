@@ -67,6 +67,25 @@ def test_the_cache_catches_a_running_match_up_and_forgets_the_least_recent() -> 
     assert cache.get("a") is not timeline  # evicted, loaded again
 
 
+def test_a_running_match_the_store_took_back_is_loaded_anew_not_read_on() -> None:
+    """The store lost acknowledged writes and was written on since, at the same seqs under
+    other event ids: a cached running match is built anew from the store, not extended on top
+    of the lost events (a replay would have mixed the two)."""
+    played = copy(recorded(game_ids()[-1]))
+    rewritten = copy(played)
+    for env in rewritten:
+        env.event_id = "x" + env.event_id[1:]  # made again, under other ids
+    stored = {"a": played[:12]}
+    cache = TimelineCache(registry(), lambda m, after: [e for e in stored.get(m, []) if e.seq > after], every=4)
+    timeline = cache.get("a")
+    assert timeline is not None and timeline.last_seq == 12
+    stored["a"] = played[:8] + [e for e in rewritten if e.seq > 8][:10]  # back to 8, written on to 18
+    again = cache.get("a")
+    assert again is not timeline and again.last_seq == 18
+    assert [e.event_id for e in again.envelopes] == [e.event_id for e in stored["a"]]
+    assert cache.get("a") is again  # nothing lost since: caught up in place
+
+
 def test_an_envelope_that_fails_to_fold_leaves_the_timeline_at_the_one_before() -> None:
     envelopes = copy(recorded(game_ids()[-1]))
     eng = engine(game_ids()[-1])
