@@ -110,16 +110,19 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
     def GetLeaderboard(self, request: pb.GetLeaderboardRequest, context: grpc.ServicerContext) -> Any:
         if not request.game_id:
             raise InvalidArgument("no_game_id", "game_id is required")
+        if request.limit < 0 or request.offset < 0:
+            raise InvalidArgument("bad_page_size", "limit and offset must be >= 0")
         with read_session(self.engine) as session:
             self._check_game(session, request.game_id)
-            entries = queries.leaderboard(session, request.game_id, limit=request.limit,
-                                          offset=max(0, request.offset))
+            entries = queries.leaderboard(session, request.game_id, limit=request.limit, offset=request.offset)
         return pb.GetLeaderboardResponse(game_id=request.game_id, entries=[leaderboard_entry(e) for e in entries])
 
     @rpc
     def GetPlayerHistory(self, request: pb.GetPlayerHistoryRequest, context: grpc.ServicerContext) -> Any:
         if not request.player_id:
             raise InvalidArgument("no_player_id", "player_id is required")
+        if request.page_size < 0:
+            raise InvalidArgument("bad_page_size", "page_size must be >= 0")
         with read_session(self.engine) as session:
             self._check_game(session, request.game_id)
             try:

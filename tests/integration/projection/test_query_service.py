@@ -124,6 +124,18 @@ def test_leaderboard_history_and_standings(played: list[Played], channel: grpc.C
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("request_", [pb.GetLeaderboardRequest(game_id="dice_race", limit=-1),
+                                      pb.GetLeaderboardRequest(game_id="dice_race", offset=-5),
+                                      pb.GetPlayerHistoryRequest(player_id="bob", page_size=-1)])
+def test_negative_sizes_and_offsets_are_refused_as_list_matches_refuses_them(
+        played: list[Played], channel: grpc.Channel, request_) -> None:
+    stub = pb_grpc.QueryServiceStub(channel)
+    call = stub.GetLeaderboard if isinstance(request_, pb.GetLeaderboardRequest) else stub.GetPlayerHistory
+    with pytest.raises(grpc.RpcError) as bad:
+        call(request_)
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_code(bad.value) == "bad_page_size"
+
+
 def test_health_reports_the_query_service_serving(app: ProjectionApp, channel: grpc.Channel) -> None:
     health = health_pb2_grpc.HealthStub(channel)
     reply = health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME))
