@@ -53,7 +53,7 @@ class PolicySpec:
     @classmethod
     def parse(cls, text: str) -> PolicySpec:
         name, _, query = text.strip().partition("?")
-        return cls(name.strip().lower() or "random", dict(parse_qsl(query)))
+        return cls(name.strip().lower() or "random", dict(parse_qsl(query, keep_blank_values=True)))
 
     def __str__(self) -> str:
         if not self.params:

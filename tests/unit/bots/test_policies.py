@@ -11,7 +11,7 @@ import pytest
 from famiglia.bots import POLICY_NAMES, Decision, PolicySpec, UnknownPolicy, make_policy
 from famiglia.bots.arena import play_match
 from famiglia.bots.games import playable_registry
-from famiglia.bots.policy import command_key
+from famiglia.bots.policy import BadPolicyParameter, command_key
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, fold
 
@@ -89,6 +89,15 @@ def test_policy_names_parse_with_parameters() -> None:
     assert make_policy(spec).iterations == 50  # type: ignore[attr-defined]
     with pytest.raises(UnknownPolicy):
         make_policy("alphazero")
+
+
+@pytest.mark.parametrize("spec", ["ismcts?iteratons=", "ismcts?iterations", "heuristic?samples=",
+                                  "ismcts?iterations=40&seconds="])
+def test_a_parameter_without_a_value_is_refused_not_dropped(spec: str) -> None:
+    """A misspelt or blank parameter is an error the tournament's creator sees, not a default
+    silently played (blank values were dropped by the query parser)."""
+    with pytest.raises(BadPolicyParameter):
+        make_policy(spec)
 
 
 def test_a_retried_decision_chooses_the_same_command() -> None:
