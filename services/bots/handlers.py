@@ -178,6 +178,11 @@ def _reached(match_id: str, version: int) -> None:
         _REACHED[match_id] = version
 
 
+def _left(budget: float, spent: float) -> float:
+    """What is left of a time budget (0: none set, and none after)."""
+    return max(budget - spent, 0.001) if budget > 0 else 0.0
+
+
 def _store_went_back(app: Any, match_id: str, version: int) -> bool:
     """Whether the match is at `version` or before it again though this process moved it past
     (the store lost acknowledged writes, and the dispatcher queued the lost decision again):
@@ -256,13 +261,20 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     outcomes: list[str] = []
     moves, reached, first, follow_ups = 0, -1, True, 0
     policies = dict(lease[1]) if lease is not None else {seat: policy for seat, policy, _ in seats}
+    started = time.monotonic()
     while True:
         if lease is not None and lease[0] > moves:
             seats = seats[:lease[0] - moves]
+        # The turns share the task's time, as its seats do: a turn played on gets what is left,
+        # and none once it is gone (the task's hard limit would kill it half-way through one).
+        spent = time.monotonic() - started
+        if not first and 0 < think_seconds <= spent:
+            log.warning("bot_task_out_of_time", match_id=match_id, version=version, moves=moves)
+            break
         try:
             step, at, upcoming, step_reached, (held, held_last) = _play_step(
-                app, engine, match_id, game_id, version, seats, crc, think_seconds, interrupt_seconds, ask,
-                HELD_FOLLOW_UP if follow_ups else "")
+                app, engine, match_id, game_id, version, seats, crc, _left(think_seconds, spent),
+                _left(interrupt_seconds, spent), ask, HELD_FOLLOW_UP if follow_ups else "")
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers

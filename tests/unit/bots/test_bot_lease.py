@@ -142,3 +142,25 @@ def test_an_outside_command_mid_lease_makes_the_rest_stale(chained: bool, monkey
     assert outcomes == ["submitted"] * 6 + (["stale"] if chained else [])
     assert len(table.tasks.decisions) == 2  # the dispatcher took over after the outside command
     assert table.tasks.decisions[-1][2] == table.version(match_id)
+
+
+def test_a_lease_shares_the_tasks_time_and_stops_once_it_is_gone(chained: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The turns a task plays on share its time budget, as its seats do: a turn played on gets
+    what is left and none once it is gone (before, each turn got the whole budget again, and a
+    task playing on could run past the hard limit that kills it)."""
+    handlers._REACHED.clear()
+    table = table_with(32)
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p) for s, p in BOTS.items()]
+    match_id = table.app.create_match(GAME_ID, 3, seed=5, options={"hand": "4"}, seat_info=info,
+                                      request_id="lease-time", tournament_id="t1").match_id
+    table.pump(match_id)
+    worker = LocalWorker(table, chained=chained)
+    tasks = table.tasks
+    match, seat, version, policy = tasks.decisions[-1]
+    lease = tasks.leases[-1]
+    clock = iter(range(0, 10_000, 5))  # every look at the clock, five seconds later
+    monkeypatch.setattr(handlers.time, "monotonic", lambda: float(next(clock)))
+    outcomes = handlers.play_bot_decisions(worker, match, GAME_ID, version,  # type: ignore[arg-type]
+                                           [(seat, policy, tasks.payloads[-1]), *tasks.thens[-1]],
+                                           think_seconds=8.0, lease=(lease[0], dict(lease[1])))
+    assert outcomes and len(outcomes) < 12  # the first turn only, not the whole match
