@@ -235,6 +235,8 @@ class MatchmakingApp:
         except PlayerBusy as exc:
             raise AlreadyExists("ticket_open", f"{player_id} already has an open {record.game_id} ticket "
                                 f"({exc.ticket_id}); cancel it first") from None
+        if outcome == "missing":  # gone (expired and dropped) between the look-up and the accept
+            raise NotFound("unknown_ticket", f"no ticket {ticket_id!r} (it expired)")
         if outcome not in ("accepted", "queued", PENDING, SEARCHING, CLAIMED, MATCHED):
             raise FailedPrecondition(f"ticket_{outcome}", f"the ticket is {outcome}")
         log.info("party_invite_accepted", ticket_id=ticket_id, queued=outcome == "queued")

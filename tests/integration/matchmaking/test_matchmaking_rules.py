@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument
+from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound
 from famiglia.matchmaking import MatchPolicy, form_matches
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
@@ -75,7 +75,7 @@ def _finalize(mm: Matchmaking, plan: dict[str, Any], match_id: str = "m-x") -> i
 
 # -- create_ticket.lua -------------------------------------------------------------------------
 def test_an_invitees_invites_set_expires(mm: Matchmaking) -> None:
-    """C4 (`if PTTL < ttl` -> false): the invites set would be a key without TTL, never cleaned up."""
+    """Guards a change the suite once missed (`if PTTL < ttl` -> false): the invites set would be a key without TTL, never cleaned up."""
     a, b = _guests(mm, "AB")
     mm.app.create_ticket(a, GAME, [], {}, party=[b])
     assert mm.app.store.client.pttl(Keys(GAME).invites(b)) > 0
@@ -83,17 +83,22 @@ def test_an_invitees_invites_set_expires(mm: Matchmaking) -> None:
 
 # -- accept_invite.lua -------------------------------------------------------------------------
 def test_accepting_a_ticket_that_vanished_reports_missing(mm: Matchmaking) -> None:
-    """A1 (`if not st[1]` -> false): a ticket gone between read and accept answered 'None'."""
+    """Guards a change the suite once missed (`if not st[1]` -> false): a ticket gone between read
+    and accept answered 'None'; the service answers it NOT_FOUND unknown_ticket."""
     a, b = _guests(mm, "AB")
     ticket = mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
     record = mm.app.store.get(ticket)
     assert record is not None
     mm.app.store.client.delete(Keys(GAME).ticket(ticket))
     assert mm.app.store.accept(record, b, mm.app.clock(), 600_000) == "missing"
+    mm.app.store.get = lambda ticket_id: record  # type: ignore[method-assign]  # read before it went
+    with pytest.raises(NotFound) as gone:
+        mm.app.accept_invite(b, ticket)
+    assert gone.value.code == "unknown_ticket"
 
 
 def test_accepting_twice_keeps_the_first_acceptance(mm: Matchmaking, clock: FakeClock) -> None:
-    """A4 (`if not found` -> false): a second accept moved the invitee's acceptance time (their
+    """Guards a change the suite once missed (`if not found` -> false): a second accept moved the invitee's acceptance time (their
     wish's start, which decides whether a table they sat at since makes the ticket stale)."""
     a, b, c = _guests(mm, "ABC")
     ticket = mm.app.create_ticket(a, GAME, [], {}, party=[b, c]).ticket_id
@@ -105,7 +110,7 @@ def test_accepting_twice_keeps_the_first_acceptance(mm: Matchmaking, clock: Fake
 
 
 def test_a_queued_party_keeps_its_players_pointers_as_long_as_it_searches(mm: Matchmaking) -> None:
-    """A7 (re-timing guard -> false): the creator's pointer kept its invite-time TTL (invite TTL
+    """Guards a change the suite once missed (re-timing guard -> false): the creator's pointer kept its invite-time TTL (invite TTL
     + 60 s) while the ticket searched for the ticket TTL, so the creator could open a second
     ticket in the same game once it ran out."""
     a, b = _guests(mm, "AB")
@@ -117,7 +122,7 @@ def test_a_queued_party_keeps_its_players_pointers_as_long_as_it_searches(mm: Ma
 
 # -- close_ticket.lua --------------------------------------------------------------------------
 def test_closing_a_ticket_that_vanished_reports_missing(mm: Matchmaking) -> None:
-    """L1 (`if not st[1]` -> false): the script crashed (INTERNAL) on a ticket gone meanwhile."""
+    """Guards a change the suite once missed (`if not st[1]` -> false): the script crashed (INTERNAL) on a ticket gone meanwhile."""
     (a,) = _guests(mm, "A")
     ticket = mm.app.create_ticket(a, GAME, [], {}).ticket_id
     record = mm.app.store.get(ticket)
@@ -129,7 +134,7 @@ def test_closing_a_ticket_that_vanished_reports_missing(mm: Matchmaking) -> None
 @pytest.mark.parametrize("how", ["cancel", "decline", "expire"])
 def test_ending_a_party_ticket_leaves_an_invitees_own_ticket_pointer(mm: Matchmaking, clock: FakeClock,
                                                                      how: str) -> None:
-    """L4 (pointer guard -> true): ending a party ticket deleted the pointer of an invitee who had
+    """Guards a change the suite once missed (pointer guard -> true): ending a party ticket deleted the pointer of an invitee who had
     not accepted and had their own ticket in the game, so they could open a second one."""
     a, b = _guests(mm, "AB")
     own = mm.app.create_ticket(b, GAME, [], {}).ticket_id
@@ -149,7 +154,7 @@ def test_ending_a_party_ticket_leaves_an_invitees_own_ticket_pointer(mm: Matchma
 
 # -- finalize.lua ------------------------------------------------------------------------------
 def test_a_late_finalize_of_a_given_up_table_leaves_its_tickets_alone(mm: Matchmaking) -> None:
-    """F1 / F1b (ticket guard -> true / -> claimed only): a matcher finishing a table that was
+    """Guards a change the suite once missed (ticket guard -> true / -> claimed only): a matcher finishing a table that was
     given up meanwhile marked requeued tickets, or tickets claimed by another table, matched."""
     a, b, c = _guests(mm, "ABC")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
@@ -166,7 +171,7 @@ def test_a_late_finalize_of_a_given_up_table_leaves_its_tickets_alone(mm: Matchm
 
 
 def test_finishing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
-    """F2 (pointer guard -> true): finalize deleted a pointer naming another ticket (the claimed
+    """Guards a change the suite once missed (pointer guard -> true): finalize deleted a pointer naming another ticket (the claimed
     ticket's pointer ran out during a long claim and the player queued again)."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
@@ -179,7 +184,7 @@ def test_finishing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchma
 
 
 def test_finishing_a_table_twice_keeps_the_estimates(mm: Matchmaking, clock: FakeClock) -> None:
-    """F3 (`done > 0` -> true): a second finalize (a slow matcher after the claim retry) divided
+    """Guards a change the suite once missed (`done > 0` -> true): a second finalize (a slow matcher after the claim retry) divided
     0 by 0 and turned the pool's average wait into NaN."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
@@ -193,7 +198,7 @@ def test_finishing_a_table_twice_keeps_the_estimates(mm: Matchmaking, clock: Fak
 
 
 def test_the_pools_average_wait_is_smoothed(mm: Matchmaking, clock: FakeClock) -> None:
-    """F4 (`if old` -> false): the average wait is 0.8 old + 0.2 new, not the last wait alone."""
+    """Guards a change the suite once missed (`if old` -> false): the average wait is 0.8 old + 0.2 new, not the last wait alone."""
     a, b, c, d = _guests(mm, "ABCD")
     mm.app.create_ticket(a, DUEL, [], {})
     mm.app.create_ticket(b, DUEL, [], {})
@@ -207,7 +212,7 @@ def test_the_pools_average_wait_is_smoothed(mm: Matchmaking, clock: FakeClock) -
 
 # -- release.lua -------------------------------------------------------------------------------
 def test_releasing_a_table_finished_elsewhere_changes_nothing(mm: Matchmaking) -> None:
-    """R1 (ticket guard -> true): a late release of a finalized table put matched tickets back
+    """Guards a change the suite once missed (ticket guard -> true): a late release of a finalized table put matched tickets back
     in the queue (a ticket matched twice)."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
@@ -221,7 +226,7 @@ def test_releasing_a_table_finished_elsewhere_changes_nothing(mm: Matchmaking) -
 
 
 def test_releasing_a_given_up_table_late_leaves_the_next_claim_alone(mm: Matchmaking) -> None:
-    """R1b (ticket guard -> claimed only): releasing a table twice undid another table's claim."""
+    """Guards a change the suite once missed (ticket guard -> claimed only): releasing a table twice undid another table's claim."""
     a, b, c = _guests(mm, "ABC")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
@@ -236,7 +241,7 @@ def test_releasing_a_given_up_table_late_leaves_the_next_claim_alone(mm: Matchma
 
 
 def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(redis_url: str, creator: RecordingCreator) -> None:
-    """R3 (`mode ~= requeue` -> true): requeueing deleted the pointers, so a player whose ticket
+    """Guards a change the suite once missed (`mode ~= requeue` -> true): requeueing deleted the pointers, so a player whose ticket
     went back to the queue could open a second ticket in the same game."""
     mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=1))
     a, b = _guests(mm, "AB")
@@ -251,7 +256,7 @@ def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(redis_url: st
 
 
 def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
-    """R4 (pointer guard -> true): failing a table deleted a pointer naming another ticket."""
+    """Guards a change the suite once missed (pointer guard -> true): failing a table deleted a pointer naming another ticket."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
@@ -267,7 +272,7 @@ def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaki
 # -- Python guards ----------------------------------------------------------------------------
 def test_after_max_attempts_the_tickets_are_really_back_in_the_queue(redis_url: str,
                                                                     creator: RecordingCreator) -> None:
-    """P12 (`attempts >= max_attempts` -> False): the existing test reads 'searching', which a
+    """Guards a change the suite once missed (`attempts >= max_attempts` -> False): the existing test reads 'searching', which a
     claimed ticket also shows; only a cancel tells the claim was given up."""
     mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2))
     a, b = _guests(mm, "AB")
@@ -283,7 +288,7 @@ def test_after_max_attempts_the_tickets_are_really_back_in_the_queue(redis_url: 
 
 def test_a_late_success_after_another_matcher_finished_seats_the_holds(redis_url: str,
                                                                        creator: RecordingCreator) -> None:
-    """P4 (not-done branch -> always free): a slow matcher whose table another matcher finished
+    """Guards a change the suite once missed (not-done branch -> always free): a slow matcher whose table another matcher finished
     (and died before seating) freed the players' holds instead of seating them."""
     clock = FakeClock()
     slow = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=5000))
@@ -310,7 +315,7 @@ def test_a_late_success_after_another_matcher_finished_seats_the_holds(redis_url
 
 
 def test_a_lost_claim_gives_the_holds_back_at_once(mm: Matchmaking) -> None:
-    """P6 (no `free` after a lost claim): the other players stayed leased for FAMIGLIA_MM_HOLD."""
+    """Guards a change the suite once missed (no `free` after a lost claim): the other players stayed leased for FAMIGLIA_MM_HOLD."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     mm.app.create_ticket(b, DUEL, [], {})
@@ -326,7 +331,7 @@ def test_a_lost_claim_gives_the_holds_back_at_once(mm: Matchmaking) -> None:
 
 
 def test_a_too_long_request_id_is_refused(mm: Matchmaking) -> None:
-    """P10: `bad_request_id` on CreateTicket (documented), not a ticket keyed by a huge id."""
+    """`bad_request_id` on CreateTicket (documented), not a ticket keyed by a huge id."""
     (a,) = _guests(mm, "A")
     with pytest.raises(InvalidArgument) as bad:
         mm.app.create_ticket(a, DUEL, [], {}, request_id="r" * 129)
@@ -334,7 +339,7 @@ def test_a_too_long_request_id_is_refused(mm: Matchmaking) -> None:
 
 
 def test_listing_invites_of_an_unknown_game_is_refused(mm: Matchmaking) -> None:
-    """P15: ListInvites { game_id: <unknown> } is INVALID_ARGUMENT unknown_game, not an empty list."""
+    """ListInvites { game_id: <unknown> } is INVALID_ARGUMENT unknown_game, not an empty list."""
     (a,) = _guests(mm, "A")
     with pytest.raises(InvalidArgument) as bad:
         mm.app.invites(a, "chess")
