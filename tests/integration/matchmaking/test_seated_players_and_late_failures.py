@@ -13,16 +13,7 @@ from services.matchmaking.holds import Hold, hold_key
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.store import Keys
 from tests.integration.matchmaking.conftest import GAME, FakeClock, RecordingCreator, make_mm
-
-DUEL = "duel"
-
-
-class Crash(BaseException):
-    pass
-
-
-def _crash(*_a: Any, **_k: Any) -> Any:
-    raise Crash
+from tests.integration.matchmaking.test_matchmaking_rules import DUEL, Crash, _crash
 
 
 @pytest.fixture()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import grpc
-
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import play as play_card
 from famiglia.grpcutil.errors import AppError
@@ -13,17 +11,7 @@ from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.command.app import Viewer
 from tests.unit.bots.test_dispatcher import Table
-
-
-class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._code.name
+from tests.unit.bots.test_handlers import _RpcError
 
 
 @dataclass

@@ -24,6 +24,7 @@ from services.bots.tournaments import (
     TournamentRepo,
     TournamentRunner,
 )
+from tests.unit.bots.test_handlers import _RpcError
 
 
 def _spec(**kwargs) -> TournamentSpec:
@@ -31,17 +32,6 @@ def _spec(**kwargs) -> TournamentSpec:
                 matches_per_game=6, concurrency=2)
     base.update(kwargs)
     return TournamentSpec(**base)  # type: ignore[arg-type]
-
-
-class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._code.name
 
 
 class Game:

@@ -14,22 +14,12 @@ from famiglia.engine import MatchConfig, fold
 from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.bots.payload import DecisionPayload, seat_payload
+from tests.unit.bots.test_handlers import _RpcError
 
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
     handlers._REACHED.clear()
-
-
-class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._code.name
 
 
 def _payload() -> DecisionPayload:
