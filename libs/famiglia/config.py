@@ -87,10 +87,32 @@ class Settings:
             replay_addr=_addr("replay"),
             projection_addr=_addr("projection"),
             bots_addr=_addr("bots"),
-            partitions=int(os.environ.get("FAMIGLIA_PARTITIONS", "16")),
-            grpc_workers=int(os.environ.get("FAMIGLIA_GRPC_WORKERS", "64")),
+            partitions=_whole("FAMIGLIA_PARTITIONS", 16),
+            grpc_workers=_whole("FAMIGLIA_GRPC_WORKERS", 64),
             log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "info"),
         )
+
+
+def _whole(name: str, default: int, low: int = 1) -> int:
+    """A whole-number setting of at least `low`; anything else stops the process naming it."""
+    text = os.environ.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        value = low - 1
+    if value < low:
+        raise SystemExit(f"{name}={text!r} is not a whole number of at least {low}")
+    return value
+
+
+def shown_url(url: str) -> str:
+    """A connection URL as a log line may show it: without its password (`redis://:***@host/0`)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
 
 
 def listen_address(addr: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from famiglia.config import Settings, listen_address
+from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
@@ -20,7 +20,7 @@ def main() -> None:
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
                          call_workers=int(os.environ.get("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)))
     server.start()
-    get_logger().info("command_service_started", port=port, redis=settings.redis_url)
+    get_logger().info("command_service_started", port=port, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()
     stop.wait()
     server.stop(grace=5).wait()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from famiglia.config import Settings, listen_address
+from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
@@ -24,7 +24,7 @@ def main() -> None:
     if mm.settings.run_matcher:
         loop = threading.Thread(target=mm.matcher.run, args=(stop,), name="matcher", daemon=True)
         loop.start()
-    get_logger().info("matchmaking_service_started", port=port, redis=settings.redis_url,
+    get_logger().info("matchmaking_service_started", port=port, redis=shown_url(settings.redis_url),
                       games=sorted(mm.app.games), matcher=mm.settings.run_matcher)
     stop.wait()
     server.stop(grace=5).wait()

@@ -10,7 +10,9 @@ import logging
 import sys
 import threading
 
-from famiglia.config import Settings, listen_address
+import redis
+
+from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
@@ -27,7 +29,7 @@ def run(settings: Settings) -> int:
     runner = app.runner()
     log = get_logger()
     log.info("projection_service_started", port=port, consumer=runner.name, group=runner.config.group,
-             database=app.sql.url.render_as_string(hide_password=True), redis=settings.redis_url)
+             database=app.sql.url.render_as_string(hide_password=True), redis=shown_url(settings.redis_url))
     stop = stop_on_signals()
     consumer = threading.Thread(target=runner.run, args=(stop,), name="projection-consumer", daemon=True)
     consumer.start()
@@ -93,15 +95,20 @@ def main(argv: list[str] | None = None) -> int:
     configure_metrics("projection")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = Settings.from_env()
-    if args.cmd == "rebuild":
-        return cmd_rebuild(settings)
-    if args.cmd == "parked":
-        return cmd_parked(settings)
-    if args.cmd == "unpark":
-        return cmd_unpark(settings, args.match_ids)
-    if args.cmd == "migrate":
-        bootstrap(settings=settings).close()
-        return 0
+    try:
+        if args.cmd == "rebuild":
+            return cmd_rebuild(settings)
+        if args.cmd == "parked":
+            return cmd_parked(settings)
+        if args.cmd == "unpark":
+            return cmd_unpark(settings, args.match_ids)
+        if args.cmd == "migrate":
+            bootstrap(settings=settings).close()
+            return 0
+    except redis.exceptions.ConnectionError as exc:  # an operator's command: one line, not a traceback
+        print(f"cannot reach Redis at {shown_url(settings.redis_url)}: {exc} (is the stack up? `make up`)",
+              file=sys.stderr)
+        return 2
     return run(settings)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from famiglia.config import Settings, listen_address
+from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
@@ -17,7 +17,7 @@ def main() -> None:
     app = bootstrap(settings=settings)
     server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers)
     server.start()
-    get_logger().info("replay_service_started", port=port, redis=settings.redis_url)
+    get_logger().info("replay_service_started", port=port, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()
     stop.wait()
     server.stop(grace=5).wait()

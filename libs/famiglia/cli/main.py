@@ -173,6 +173,17 @@ def _random_main_job(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="famiglia", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--size", choices=sorted(SIZES), default="quick",
                      help="quick (about half a minute), normal or long")
     run.add_argument("--seed", type=int, default=1)
-    run.add_argument("--workers", type=int, default=4)
+    run.add_argument("--workers", type=_positive, default=4)
     run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
     run.set_defaults(func=cmd_run)
     sub.add_parser("up", help="start the embedded stack").set_defaults(func=cmd_up)
@@ -192,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--seats", type=int, default=0)
     play.add_argument("--matches", type=int, default=3)
     play.add_argument("--seed", type=int, default=1)
-    play.add_argument("--workers", type=int, default=4)
+    play.add_argument("--workers", type=_positive, default=4)
     play.add_argument("--address", default="")
     play.set_defaults(func=cmd_play)
     # Each service's commands live in their own module with a `register(subparsers)`.

@@ -108,7 +108,11 @@ def verify_file(path: Path, *, registry=None, out: Console | None = None) -> int
 def export_match(client, match_id: str, output: str, *, binary: bool = False) -> int:
     answer = client.export(match_id, binary=binary)
     path = Path(output or answer.file_name)
-    path.write_bytes(answer.file)
+    try:
+        path.write_bytes(answer.file)
+    except OSError as exc:
+        console.print(f"[red]cannot write {path}[/]: {exc.strerror or exc}")
+        return 2
     console.print(f"wrote {path}: {answer.events} events, {answer.commands} commands")
     return 0
 

@@ -106,6 +106,7 @@ class RedisServer:
             if self.ping():
                 return self
             time.sleep(0.02)
+        self.stop()  # not left running behind the error, holding the port
         raise RuntimeError(f"redis-server did not answer on port {self.port}")
 
     def ping(self) -> bool:

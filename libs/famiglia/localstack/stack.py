@@ -18,7 +18,18 @@ from famiglia.config import DEFAULT_PORTS, project_var_dir
 
 from .redis_server import RedisServer, free_port
 
-REDIS_PORT = int(os.environ.get("FAMIGLIA_REDIS_PORT", "6390"))
+
+def _redis_port() -> int:
+    """FAMIGLIA_REDIS_PORT (6390): the embedded stack's redis-server. Read when a stack is made,
+    so that a bad value stops `make up`/`run` with a clear message, not every CLI command."""
+    text = os.environ.get("FAMIGLIA_REDIS_PORT", "6390")
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise SystemExit(f"FAMIGLIA_REDIS_PORT={text!r} is not a port (1-65535)")
+    return port
 
 
 @dataclass(frozen=True)
@@ -56,7 +67,7 @@ def default_services() -> list[ServiceSpec]:
 @dataclass
 class Stack:
     var: Path = field(default_factory=project_var_dir)
-    redis_port: int = REDIS_PORT
+    redis_port: int = field(default_factory=_redis_port)
 
     @property
     def state_file(self) -> Path:
@@ -81,19 +92,20 @@ class Stack:
         return {}
 
     def running(self) -> dict[str, int]:
-        return {name: pid for name, pid in self.read_state().get("pids", {}).items() if _alive(pid)}
+        return {name: pid for name, pid in self.read_state().get("pids", {}).items() if _ours(name, pid)}
 
     def up(self, *, log=print) -> None:
         self.var.mkdir(parents=True, exist_ok=True)
         (self.var / "logs").mkdir(exist_ok=True)
         state = self.read_state()
-        pids: dict[str, int] = {k: v for k, v in state.get("pids", {}).items() if _alive(v)}
+        pids: dict[str, int] = {k: v for k, v in state.get("pids", {}).items() if _ours(k, v)}
         if "redis" not in pids:
             if _port_busy(self.redis_port):
                 raise SystemExit(f"port {self.redis_port} is taken by another program; set FAMIGLIA_REDIS_PORT")
             server = RedisServer(data_dir=self.var / "redis", port=self.redis_port).start()
             assert server.process is not None
             pids["redis"] = server.process.pid
+            self._save(pids)  # recorded at once: a service that fails to start next must not hide it from `down`
             log(f"redis-server   up on {self.redis_url} (AOF in {self.var.name}/redis)")
         env = self.env()
         for spec in default_services():
@@ -125,7 +137,7 @@ class Stack:
 
 def _stop_together(pids: dict[str, int], log) -> None:  # type: ignore[no-untyped-def]
     """SIGTERM to every live one at once, then wait for each (SIGKILL after 10 s)."""
-    alive = {name: pid for name, pid in pids.items() if _alive(pid)}
+    alive = {name: pid for name, pid in pids.items() if _ours(name, pid)}
     for pid in alive.values():
         _terminate(pid)
     for name, pid in alive.items():
@@ -140,6 +152,24 @@ def _terminate(pid: int) -> None:
     except OSError:
         with contextlib.suppress(ProcessLookupError):  # gone meanwhile: nothing to stop
             os.kill(pid, signal.SIGTERM)
+
+
+def _ours(name: str, pid: int) -> bool:
+    """Whether `pid` is alive and still the stack's `name`: a recorded pid outlives its process
+    (a reboot, a crash, kill -9) and may be another program's now, which `down` must not stop
+    and `status` must not count. Told by the command line: redis-server's, or the service's
+    `-m` module."""
+    if not _alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:  # no /proc here: as alive as the pid says
+        return True
+    if name == "redis":
+        return bool(argv) and "redis-server" in argv[0]
+    module = next((spec.argv[2] for spec in default_services() if spec.name == name), None)
+    return module is None or module in argv
 
 
 def _alive(pid: int) -> bool:

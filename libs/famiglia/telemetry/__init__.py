@@ -292,14 +292,21 @@ def _add_service(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mutab
     return event_dict
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""What FAMIGLIA_LOG_LEVEL may name (any case), as `logging` and Celery's --loglevel know them."""
+
+
 def configure(service: str, *, level: str | None = None, json: bool | None = None) -> None:
     """Set up structlog and the tracer provider for this process (idempotent)."""
     global _configured
     if _configured:
         return
-    _configured = service
     level_name = (level or os.environ.get("FAMIGLIA_LOG_LEVEL", "info")).upper()
-    log_level = getattr(logging, level_name, logging.INFO)
+    log_level = logging.getLevelName(level_name)
+    if level_name not in LOG_LEVELS or not isinstance(log_level, int):  # a typo would log at info, unsaid
+        raise SystemExit(f"FAMIGLIA_LOG_LEVEL={level_name.lower()!r} is not one of "
+                         f"{', '.join(n.lower() for n in LOG_LEVELS)}")
+    _configured = service
     logging.basicConfig(level=log_level, stream=sys.stderr, format="%(message)s")
     use_json = (not sys.stderr.isatty()) if json is None else json
     tail: list[Any] = ([_json_tail] if use_json else

@@ -15,7 +15,7 @@ from famiglia.localstack.stack import Stack
 # seconds) until every file in `wait_for` exists, notes which it saw and exits.
 _SERVICE = textwrap.dedent("""
     import pathlib, signal, sys, time
-    here, name, patience, wait_for = pathlib.Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4:]
+    here, name, patience, wait_for = pathlib.Path(sys.argv[2]), sys.argv[3], float(sys.argv[4]), sys.argv[5:]
     def stop(*_):
         (here / f"told-{name}").touch()
         deadline = time.monotonic() + patience
@@ -32,8 +32,11 @@ _SERVICE = textwrap.dedent("""
 
 
 def _start(tmp: Path, name: str, patience: float, *wait_for: str) -> int:
-    proc = subprocess.Popen([sys.executable, "-c", _SERVICE, str(tmp), name, str(patience), *wait_for],
-                            start_new_session=True)
+    # Its command line says which of the stack's processes it stands for, as down() checks (a
+    # recorded pid may be another program's by now): redis-server's name, or the -m module.
+    marker = "services.bots" if name == "bots" else f"services.{name}"
+    proc = subprocess.Popen(["redis-server" if name == "redis" else sys.executable, "-c", _SERVICE, marker, str(tmp),
+                             name, str(patience), *wait_for], executable=sys.executable, start_new_session=True)
     while not (tmp / f"ready-{name}").exists():
         assert proc.poll() is None, f"{name} exited early"
         time.sleep(0.01)

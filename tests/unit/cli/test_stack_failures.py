@@ -1,0 +1,88 @@
+"""The embedded stack must not leave processes behind when it fails to come up."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from famiglia.localstack import stack as stack_mod
+from famiglia.localstack.redis_server import RedisServer, find_redis_server, free_port
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _shutdown_redis(port: int) -> None:
+    import redis
+
+    try:
+        redis.Redis(port=port, socket_timeout=2).shutdown(nosave=True)
+    except Exception:  # noqa: BLE001 - it closes the connection as it goes
+        pass
+
+
+def test_redis_is_stopped_when_the_first_service_port_is_taken(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """`famiglia up`/`run` with the command port taken: Stack.up raises before it records the
+    redis-server it has just started, so `down` (what `run` calls on failure, what `make down`
+    calls) cannot find it and the redis-server keeps running, holding its port."""
+    pytest.importorskip("redis")
+    find_redis_server()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    redis_port = free_port()
+    monkeypatch.setenv("FAMIGLIA_COMMAND_ADDR", f"127.0.0.1:{busy.getsockname()[1]}")
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=redis_port)
+    try:
+        with pytest.raises(SystemExit, match="taken"):
+            stack.up(log=lambda *_: None)
+        stack.down(log=lambda *_: None)
+        time.sleep(0.2)
+        assert not _listening(redis_port), "redis-server left running after a failed `up` + `down`"
+    finally:
+        busy.close()
+        _shutdown_redis(redis_port)
+
+
+def test_a_redis_server_that_does_not_answer_in_time_is_not_left_running(tmp_path: Path) -> None:
+    """RedisServer.start gives up after `timeout` (a big AOF still loading answers -LOADING)
+    and raises, but leaves the child process running with nobody holding its pid."""
+    fake = tmp_path / "slow-redis"
+    fake.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    fake.chmod(0o755)
+    server = RedisServer(data_dir=tmp_path / "data", port=free_port(), binary=str(fake))
+    with pytest.raises(RuntimeError, match="did not answer"):
+        server.start(timeout=0.5)
+    proc = server.process
+    try:
+        assert proc is None or proc.poll() is not None, "the redis-server child outlived the failed start"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_down_does_not_signal_a_process_that_merely_reuses_a_recorded_pid(tmp_path: Path) -> None:
+    """var/stack.json outlives the processes it names (a reboot, a crash, kill -9): `_alive`
+    only asks whether *some* process has that pid, so `status`/`run` count an unrelated
+    process as the stack's service and `down` SIGTERMs it (killpg fails, then os.kill)."""
+    import subprocess
+
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stack = stack_mod.Stack(var=tmp_path / "var", redis_port=1)
+        stack.var.mkdir()
+        stack._save({"command": stranger.pid})
+        stack.down(log=lambda *_: None)
+        time.sleep(0.2)
+        assert stranger.poll() is None, "`famiglia down` killed a process that is not the stack's"
+    finally:
+        stranger.kill()
+        stranger.wait()

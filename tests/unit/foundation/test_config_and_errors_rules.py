@@ -1,0 +1,182 @@
+"""Config parsing and error mapping: rules a mutation of the code once changed without any
+other test noticing."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import structlog
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from famiglia.config import Settings, listen_address, project_var_dir
+from famiglia.grpcutil.errors import MAX_MESSAGE, FailedPrecondition, NotFound, error_code, to_status
+from famiglia.grpcutil.server import rpc
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture()
+def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("FAMIGLIA_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path / "var"))
+    return monkeypatch
+
+
+# -- config --------------------------------------------------------------------------------
+def test_an_empty_var_dir_means_the_default_not_the_working_directory(env, tmp_path: Path) -> None:
+    """Fails if `if configured is not None`: FAMIGLIA_VAR_DIR= (set but empty, as compose files
+    write it) would put var/ — and the secret — in whatever directory the process runs in."""
+    env.setenv("FAMIGLIA_VAR_DIR", "")
+    env.chdir(tmp_path)
+    assert project_var_dir() == ROOT / "var"
+
+
+def test_the_default_var_dir_is_the_checkouts_from_any_directory(env, tmp_path: Path) -> None:
+    """The CLI finds the stack `make up` started from any working directory."""
+    env.delenv("FAMIGLIA_VAR_DIR")
+    env.chdir(tmp_path)
+    assert project_var_dir() == ROOT / "var"
+
+
+def test_service_addresses_come_from_the_environment(env) -> None:
+    """FAMIGLIA_<SERVICE>_ADDR overrides the default address."""
+    env.setenv("FAMIGLIA_SECRET", "s")
+    env.setenv("FAMIGLIA_COMMAND_ADDR", "command:6000")
+    env.setenv("FAMIGLIA_BOTS_ADDR", "bots:6005")
+    s = Settings.from_env()
+    assert (s.command_addr, s.bots_addr, s.replay_addr) == ("command:6000", "bots:6005", "localhost:50053")
+
+
+def test_an_empty_secret_is_not_used_as_the_key(env, tmp_path: Path) -> None:
+    """Fails if `if env is not None`: FAMIGLIA_SECRET= would sign every token with the empty key."""
+    env.setenv("FAMIGLIA_SECRET", "")
+    secret = Settings.from_env().secret
+    assert len(secret) == 64 and secret == (tmp_path / "var" / "secret").read_text().strip()
+
+
+def test_a_kept_secret_is_read_without_its_newline(env, tmp_path: Path) -> None:
+    """A var/secret written by hand (`echo KEY > var/secret`) is the key, not KEY + newline."""
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "secret").write_text("abc123\n")
+    assert Settings.from_env().secret == "abc123"
+
+
+def test_a_generated_secret_is_private_and_leaves_no_temp_file(env, tmp_path: Path) -> None:
+    """The secret file is private (not 0644), and no secret.tmp, a second copy of the key, is left behind."""
+    Settings.from_env()
+    var = tmp_path / "var"
+    assert stat.S_IMODE((var / "secret").stat().st_mode) == 0o600
+    assert sorted(p.name for p in var.iterdir()) == ["secret"]
+
+
+def test_the_redis_port_reaches_the_default_url_and_the_database_is_under_var(env, tmp_path: Path) -> None:
+    """FAMIGLIA_REDIS_PORT is heeded, and the default database is not relative to the working directory."""
+    env.setenv("FAMIGLIA_SECRET", "s")
+    env.setenv("FAMIGLIA_REDIS_PORT", "7123")
+    s = Settings.from_env()
+    assert s.redis_url == "redis://127.0.0.1:7123/0"
+    assert s.database_url == f"sqlite:///{tmp_path / 'var' / 'famiglia.db'}"
+
+
+def test_a_local_address_binds_the_loopback_only() -> None:
+    """The embedded stack's default addresses listen on 127.0.0.1, not on every interface."""
+    assert listen_address("localhost:50051") == "127.0.0.1:50051"
+    assert listen_address("127.0.0.1:50052") == "127.0.0.1:50052"
+    assert listen_address("0.0.0.0:50053") == "0.0.0.0:50053"
+
+
+# -- error mapping -------------------------------------------------------------------------
+def _details(status: grpc.Status) -> status_pb2.Status:
+    raw = dict(status.trailing_metadata)["grpc-status-details-bin"]
+    return status_pb2.Status.FromString(raw)
+
+
+def test_a_message_of_exactly_the_limit_is_kept_whole_and_a_longer_one_cut_to_it() -> None:
+    """A message is cut only past MAX_MESSAGE characters, and to MAX_MESSAGE."""
+    code = "unknown_match"
+    exact = "x" * (MAX_MESSAGE - len(code) - 2)
+    assert to_status(NotFound(code, exact)).details == f"{code}: {exact}"
+    cut = to_status(NotFound(code, "y" * 5000)).details
+    assert len(cut) == MAX_MESSAGE and cut.endswith("…")
+
+
+def test_the_code_travels_in_the_trailing_metadata_and_in_error_info() -> None:
+    """Fails if no `famiglia-code` trailer: README promises it to clients that do not parse status
+    details; and ErrorInfo keeps its domain."""
+    status = to_status(FailedPrecondition("GC-A03", "not your turn"))
+    assert ("famiglia-code", "GC-A03") in tuple(status.trailing_metadata)
+    detail = _details(status).details[0]
+    info = error_details_pb2.ErrorInfo()
+    assert detail.Unpack(info) and (info.reason, info.domain) == ("GC-A03", "famiglia")
+
+
+class _Failed(grpc.RpcError):
+    def __init__(self, proto: status_pb2.Status) -> None:
+        self.proto = proto
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.FAILED_PRECONDITION
+
+    def details(self) -> str:
+        return self.proto.message
+
+    def trailing_metadata(self) -> tuple[tuple[str, Any], ...]:
+        return (("grpc-status-details-bin", self.proto.SerializeToString()),)
+
+
+def test_error_code_finds_error_info_behind_other_details() -> None:
+    """A status whose first detail is another type (a proxy's DebugInfo) still has its code."""
+    debug, info = any_pb2.Any(), any_pb2.Any()
+    debug.Pack(error_details_pb2.DebugInfo(detail="via proxy"))
+    info.Pack(error_details_pb2.ErrorInfo(reason="stale_version", domain="famiglia"))
+    proto = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message="m", details=[debug, info])
+    assert error_code(_Failed(proto)) == "stale_version"
+
+
+# -- the rpc wrapper's log line --------------------------------------------------------------
+class _Aborted(Exception):
+    pass
+
+
+class _Call:
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def abort_with_status(self, status: Any) -> None:
+        raise _Aborted
+
+    def abort(self, code: Any, details: str) -> None:
+        raise _Aborted
+
+
+class _Request:
+    """A request with a match_id field, as _request_ids reads it."""
+
+    class DESCRIPTOR:  # noqa: N801
+        fields_by_name = {"match_id": None}
+
+    def __init__(self, match_id: str) -> None:
+        self.match_id = match_id
+
+
+class _Service:
+    @rpc
+    def Refused(self, request: Any, context: Any) -> None:
+        raise NotFound("unknown_match", "no match " + request.match_id)
+
+
+def test_a_refusal_line_is_bounded_whatever_the_caller_sent() -> None:
+    """Fails if reason not cut to 300, or if ids not cut to 200: a client's 4 MB match id would
+    otherwise be written into the log twice per refused call."""
+    with structlog.testing.capture_logs() as captured, pytest.raises(_Aborted):
+        _Service().Refused(_Request("m" * 50_000), _Call())
+    (line,) = [c for c in captured if c["event"] == "rpc_refused"]
+    assert len(line["reason"]) <= 300 and len(line["match_id"]) <= 200
