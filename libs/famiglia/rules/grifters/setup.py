@@ -10,7 +10,7 @@ from . import events as ev
 from .data import COLOURS, JOBS, SPECIALISTS
 from .decide import drive
 from .evolve import FoldedRun, apply_first, remember
-from .resolve import Ctx
+from .resolve import Ctx, GameOver
 
 
 def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
@@ -37,7 +37,10 @@ def setup(match: MatchConfig, seed: int) -> list[pb.Event]:
         for seat in range(n):
             ctx.emit(ev.card_drawn(seat, ctx.state.deck[0], dealt=True))
     ctx.begin_turn(first, 1, 1)
-    drive(ctx)
+    try:
+        drive(ctx)
+    except GameOver:  # GR-E08: hands dealt empty (options GR-F01 accepts) play every round without a choice
+        pass
     events = [started, *ctx.events]
     remember(FoldedRun(events, [None, *ctx.states]))  # the fold that follows walks these states
     return events
