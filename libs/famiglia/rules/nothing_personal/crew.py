@@ -449,6 +449,13 @@ def resolve_roll(tx: Tx) -> None:
     return
 
 
+def _loser(tx: Tx, target: str) -> int:
+    """Who loses Respect to a successful Move or Whack on `target`: its controller, a tie ruled by
+    the ring (NP-W4) — unless the target's printed Respect is 0 or less, when nobody's Respect
+    changes (NP-W39) and nothing needs its controller, so no ruling is asked (-1)."""
+    return controller(tx, target, "loser") if G[target].respect > 0 else -1
+
+
 def _swing(tx: Tx, actor: int, loser: int, target: str, reason: str) -> None:
     """NP-W36, NP-W41, NP-W39, NP-X8, NP-X13."""
     if G[target].respect <= 0:
@@ -475,7 +482,7 @@ def _move_result(tx: Tx, face: str, actor: int, mover: str, q: int) -> None:
     target = at(s, q)
     ok = face == "ring" or (face.isdigit() and int(face) + G[mover].respect + bonus > q)
     if ok and target:
-        loser = controller(tx, target, "loser")
+        loser = _loser(tx, target)
         if loser == -2:
             return
         tx.emit("gangsters_exchanged", first_spot=s.board.index(mover), second_spot=q - 1, sideways=True)
@@ -494,7 +501,7 @@ def _whack_result(tx: Tx, face: str, actor: int, whacker: str, target: str) -> N
     pos = s.act.position if s.act else 0
     if face in WHACK_SUCCESS:
         if is_active(s, target):
-            loser = controller(tx, target, "loser")
+            loser = _loser(tx, target)
             if loser == -2:
                 return
             _swing(tx, actor, loser, target, "whack")
