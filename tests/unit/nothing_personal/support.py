@@ -178,3 +178,20 @@ def ref(gangster: str, owner: int, coin: bool = False) -> Any:
 
 def markers_of(state: State, gid: str) -> GState:
     return state.gs[GIDX[gid]]
+
+
+def refused(state: State, seat: int, command: Any) -> str:
+    """The rule id `decide` refuses the command with."""
+    import pytest
+
+    from famiglia.engine import RuleViolation
+
+    with pytest.raises(RuleViolation) as exc:
+        ENGINE.decide(state, seat, command, Rng(0))
+    return exc.value.code
+
+
+def bare(n: int = 4, ring: int = 0) -> State:
+    """Round 1, a known board (STD), no markers, empty hands, $50 each."""
+    s = std(n, ring)
+    return replace(s, hands=((),) * n, deck=s.deck + tuple(c for h in s.hands for c in h))

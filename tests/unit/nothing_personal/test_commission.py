@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from famiglia.engine import RuleViolation
 from famiglia.rules.nothing_personal.legal import legal_commands
 
 from .support import (
@@ -21,15 +18,10 @@ from .support import (
     play,
     por,
     ref,
+    refused,
     replace,
     std,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, __import__("famiglia.engine", fromlist=["Rng"]).Rng(0))
-    return exc.value.code
 
 
 def test_np_c1_ring_holder_first_then_clockwise_skipping_passed_seats() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from famiglia.engine import Rng, RuleViolation
+from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.board import leaders, strict
 from famiglia.rules.nothing_personal.crew import action_options, free_means
@@ -26,16 +26,11 @@ from .support import (
     place,
     play,
     ref,
+    refused,
     replace,
     std,
     step,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, Rng(0))
-    return exc.value.code
 
 
 def crew(n: int = 4, ring: int = 0) -> object:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from famiglia.engine import Rng, RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.crew import action_options, free_means
 from famiglia.rules.nothing_personal.state import Act, Roll
 
 from .support import (
-    ENGINE,
     Phase,
     at_stage,
+    bare,
     cmd,
     hand,
     mark,
@@ -22,21 +21,10 @@ from .support import (
     play,
     por,
     ref,
+    refused,
     replace,
-    std,
     step,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, Rng(0))
-    return exc.value.code
-
-
-def bare(n: int = 4, ring: int = 0):
-    s = std(n, ring)
-    return replace(s, hands=((),) * n, deck=s.deck + tuple(c for h in s.hands for c in h))
 
 
 def acting(s, pos: int, gid: str, seat: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from famiglia.engine import Rng, RuleViolation, pending_for
+from famiglia.engine import pending_for
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.crew import reroll_means
 from famiglia.rules.nothing_personal.data import MONEY_TOKENS, TIMEOUTS
@@ -25,17 +25,12 @@ from .support import (
     pfi,
     play,
     ref,
+    refused,
     replace,
     round1,
     std,
     step,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, Rng(0))
-    return exc.value.code
 
 
 def deal(to: int, **kw) -> pb.Command:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from famiglia.engine import Rng, RuleViolation
 from famiglia.rules.nothing_personal.family import default_candidate
 from famiglia.rules.nothing_personal.legal import legal_commands
 from famiglia.rules.nothing_personal.result import tiebreak_key
@@ -15,6 +12,7 @@ from .support import (
     PASS,
     Phase,
     at_stage,
+    bare,
     cmd,
     empty,
     hand,
@@ -24,21 +22,10 @@ from .support import (
     of,
     place,
     play,
+    refused,
     replace,
-    std,
     step,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, Rng(0))
-    return exc.value.code
-
-
-def bare(n: int = 4, ring: int = 0):
-    s = std(n, ring)
-    return replace(s, hands=((),) * n, deck=s.deck + tuple(c for h in s.hands for c in h))
 
 
 # -- the Fence --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from famiglia.engine import Rng, RuleViolation
+from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.board import leaders
 from famiglia.rules.nothing_personal.crew import free_means
@@ -13,9 +13,9 @@ from famiglia.rules.nothing_personal.effects import EFFECTS, Ctx
 from famiglia.rules.nothing_personal.state import Act, Roll
 from famiglia.rules.nothing_personal.tx import Tx
 from tests.unit.nothing_personal.support import (
-    ENGINE,
     Phase,
     at_stage,
+    bare,
     cmd,
     empty,
     hand,
@@ -27,22 +27,11 @@ from tests.unit.nothing_personal.support import (
     place,
     play,
     por,
+    refused,
     replace,
     std,
     step,
 )
-
-
-def refused(state, seat, command) -> str:
-    with pytest.raises(RuleViolation) as exc:
-        ENGINE.decide(state, seat, command, Rng(0))
-    return exc.value.code
-
-
-def bare(n: int = 4, ring: int = 0):
-    """Round 1, a known board (support.STD), no markers, empty hands, $50 each."""
-    s = std(n, ring)
-    return replace(s, hands=((),) * n, deck=s.deck + tuple(c for h in s.hands for c in h))
 
 
 def rolled(s, pos: int, seat: int, die: str, face: str, purpose: str, target: str = "", q: int = 0):
