@@ -113,12 +113,21 @@ class Stack:
                 continue
             if spec.port and _port_busy(spec.port):
                 raise SystemExit(f"port {spec.port} for {spec.name} is taken; stop it or set its FAMIGLIA_*_ADDR")
-            with open(self.var / "logs" / f"{spec.name}.log", "ab") as out:  # the child keeps its own copy
-                proc = subprocess.Popen(spec.argv, env=env, stdout=out, stderr=out, start_new_session=True)
-            pids[spec.name] = proc.pid
-            self._save(pids)
+            logfile = self.var / "logs" / f"{spec.name}.log"
+            deadline = time.monotonic() + LINGER_SECONDS
+            while True:
+                with open(logfile, "ab") as out:  # the child keeps its own copy
+                    since = out.tell()
+                    proc = subprocess.Popen(spec.argv, env=env, stdout=out, stderr=out, start_new_session=True)
+                pids[spec.name] = proc.pid
+                self._save(pids)
+                if not spec.port or not _lingering(spec.port, proc, logfile, since, deadline):
+                    break
+                log(f"{spec.name:<14} port {spec.port} is still held by a closed connection (TIME_WAIT); "
+                    f"trying again")
+                time.sleep(2)
             if spec.port:
-                _wait_port(spec.port, proc, self.var / "logs" / f"{spec.name}.log")
+                _wait_port(spec.port, proc, logfile)
             log(f"{spec.name:<14} up" + (f" on localhost:{spec.port}" if spec.port else ""))
         self._save(pids)
 
@@ -189,6 +198,26 @@ def _port_busy(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+LINGER_SECONDS = 75.0
+"""How long a service is started again while its port is held by a closed connection: a client
+that took the port as its own ephemeral one (it lies in Linux's range) and closed first leaves
+it in TIME_WAIT for 60 s, and a server cannot bind it meanwhile."""
+
+
+def _lingering(port: int, proc: subprocess.Popen, logfile: Path, since: int, deadline: float) -> bool:
+    """Whether the service just exited because its port is in TIME_WAIT (nobody listens on it),
+    while there is time left to wait that out. `since`: where this start's lines begin in the log."""
+    start = time.monotonic()
+    while time.monotonic() - start < 10 and proc.poll() is None and not _port_busy(port):
+        time.sleep(0.05)
+    if proc.poll() is None or time.monotonic() >= deadline or _port_busy(port):
+        return False
+    with open(logfile, "rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    return "Address already in use" in text and f":{port}" in text
 
 
 def _wait_port(port: int, proc: subprocess.Popen, logfile: Path, timeout: float = 30.0) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -86,3 +87,24 @@ def test_down_does_not_signal_a_process_that_merely_reuses_a_recorded_pid(tmp_pa
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_service_whose_port_lingers_in_time_wait_is_started_again_not_given_up(tmp_path: Path) -> None:
+    """A client that took a service's port as its own ephemeral one (Linux's range holds 50051-
+    50055) and closed first leaves it in TIME_WAIT for a minute, and no server can bind it then:
+    the stack starts that service again until it can (before, `make up`/`run` stopped there).
+    Any other exit is the service's own failure, reported as before."""
+    from famiglia.localstack.redis_server import free_port
+    from famiglia.localstack.stack import _lingering
+
+    port = free_port()
+    log = tmp_path / "svc.log"
+    for said, expected in ((f"Error in bind for address '[::ffff:127.0.0.1]:{port}': Address already in use", True),
+                           ("ModuleNotFoundError: No module named 'x'", False)):
+        log.write_text("an earlier start's lines: Address already in use :1\n")
+        since = log.stat().st_size
+        with open(log, "ab") as out:
+            proc = subprocess.Popen([sys.executable, "-c", f"import sys; print({said!r}); sys.exit(1)"],
+                                    stdout=out, stderr=out)
+        assert _lingering(port, proc, log, since, time.monotonic() + 60) is expected
+        assert not _lingering(port, proc, log, since, time.monotonic() - 1)  # no time left: given up
