@@ -20,8 +20,8 @@ from famiglia.replay.verify import verify_envelopes, verify_export
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import replay_service_pb2 as pb
 from services.replay.bootstrap import ReplaySettings, bootstrap
-from services.replay.entrypoints.grpc_server import _state_reply
 from tests.unit.replay.games import copy, recorded, registry
+from tests.unit.replay.test_forged_and_odd_records import _InProcessClient
 
 SECRET = "review-guards-secret"
 SIGNER = TokenSigner(SECRET)
@@ -283,19 +283,6 @@ def test_cli_import_exits_one_when_stored_unverified(tmp_path) -> None:
     path.write_bytes(b"{}")
     assert cli.import_file(_Importer(True), path, token="t", out=_Quiet()) == 0
     assert cli.import_file(_Importer(False), path, token="t", allow_unverified=True, out=_Quiet()) == 1
-
-
-class _InProcessClient:
-    def __init__(self, app) -> None:
-        self.app = app
-
-    def state_at(self, event_id, *, token=None, full=False, match_id=""):
-        return _state_reply(self.app.state_at(event_id, token, full=full, match_id=match_id))
-
-    def events(self, match_id, *, token=None, page_size=1000):
-        page = self.app.list_events(match_id, token, page_size)
-        return [pb.MatchEventInfo(event_id=i.event_id, seq=i.envelope.seq, type=i.type, seat=i.seat,
-                                  hidden=i.hidden) for i in page.events]
 
 
 def test_cli_stepping_stays_on_the_last_event() -> None:
