@@ -476,14 +476,14 @@ class CommandApp:
             # A client knows the version, not the staged events (NP-H9): its expected version
             # is checked against what it can know; the store checks the position.
             if expected_version is not None and expected_version != m.public_version:
-                self.matches.catch_up(hot)
+                m = self.matches.catch_up(hot)
                 if key in m.commands:
                     return self._duplicate(hot, viewer, key, command, omit_events)
                 if expected_version != m.public_version:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.public_version}")
             if expected_position is not None and expected_position != m.version:  # a chain's later entry
-                self.matches.catch_up(hot)
+                m = self.matches.catch_up(hot)
                 if key in m.commands:
                     return self._duplicate(hot, viewer, key, command, omit_events)
                 if expected_position != m.version:
@@ -505,7 +505,7 @@ class CommandApp:
                     # another replica keeps moving the match).
                     decided_fresh = read_in_call
                     before = m.version
-                    self.matches.catch_up(hot)
+                    m = self.matches.catch_up(hot)
                     if m.version == before:
                         store_version = self.store.version(match_id)
                         if store_version >= m.public_version:
@@ -548,7 +548,7 @@ class CommandApp:
                     if conflict.actual < m.version:  # the store went back: start again from it
                         m = self._store_went_back(hot, conflict.actual)
                     else:
-                        self.matches.catch_up(hot)
+                        m = self.matches.catch_up(hot)
                     read_in_call = True
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)

@@ -81,14 +81,16 @@ class HotMatches:
                 del self._entries[match_id]
                 excess -= 1
 
-    def catch_up(self, hot: HotMatch) -> None:
-        """Fold what other processes appended, and staged (call with hot.lock held). A store
-        that lost what this fold holds, and perhaps was written on since by another process,
-        is folded anew (`refold`): what it holds past the lost events does not follow them."""
+    def catch_up(self, hot: HotMatch) -> MatchState:
+        """Fold what other processes appended, and staged (call with hot.lock held); the match
+        as it is now. A store that lost what this fold holds, and perhaps was written on since
+        by another process, is folded anew (`refold`: a new MatchState, so a caller holding the
+        old one takes this answer): what it holds past the lost events does not follow them."""
         try:
             hot.match.catch_up(self._store)
         except StoreWentBack:
             self.refold(hot)
+        return hot.match
 
     def refold(self, hot: HotMatch) -> None:
         """Fold the match anew from the store, in place (call with hot.lock held): the store is

@@ -497,6 +497,11 @@ def test_a_store_gone_back_and_written_past_this_replica_is_folded_anew_not_read
         seat, viewer, _cmd = _first_move(other, created.match_id, created.seat_tokens)
         other.submit(created.match_id, viewer, f"other-{i}", other.legal_commands(created.match_id, viewer).commands[-1])
     assert store.version(created.match_id) > ahead
+    # A command this replica takes now is decided on the store's state, not on its own: its
+    # append conflicts from ahead, and the catch-up that follows folds the match anew.
+    seat, _viewer, cmd = _first_move(bootstrap(store=store, settings=SETTINGS), created.match_id, created.seat_tokens)
+    done = app.submit(created.match_id, app.viewer(created.match_id, created.seat_tokens[seat]), "after", cmd)
+    assert done.version == store.version(created.match_id)
     hot = app.matches.get(created.match_id)
     with hot.lock:
         app.matches.catch_up(hot)
