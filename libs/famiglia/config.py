@@ -6,8 +6,10 @@ environment variable (FAMIGLIA_*), so containers and Kubernetes configure by env
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,15 +89,18 @@ class Settings:
             replay_addr=_addr("replay"),
             projection_addr=_addr("projection"),
             bots_addr=_addr("bots"),
-            partitions=_whole("FAMIGLIA_PARTITIONS", 16),
-            grpc_workers=_whole("FAMIGLIA_GRPC_WORKERS", 64),
+            partitions=whole("FAMIGLIA_PARTITIONS", 16),
+            grpc_workers=whole("FAMIGLIA_GRPC_WORKERS", 64),
             log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "info"),
         )
 
 
-def _whole(name: str, default: int, low: int = 1) -> int:
-    """A whole-number setting of at least `low`; anything else stops the process naming it."""
-    text = os.environ.get(name, str(default))
+def whole(name: str, default: int, low: int = 1, env: Mapping[str, str] | None = None) -> int:
+    """A whole-number setting of at least `low` (blank: the default); anything else stops the
+    process naming it."""
+    text = (os.environ if env is None else env).get(name, "")
+    if text.strip() == "":
+        return default
     try:
         value = int(text)
     except ValueError:
@@ -103,6 +108,48 @@ def _whole(name: str, default: int, low: int = 1) -> int:
     if value < low:
         raise SystemExit(f"{name}={text!r} is not a whole number of at least {low}")
     return value
+
+
+def number(name: str, default: float, low: float = 0.0, env: Mapping[str, str] | None = None,
+           *, above: bool = False) -> float:
+    """A finite number setting of at least `low` (more than `low` when `above`), or the process
+    stops naming it: a negative timeout or "nan" would otherwise be taken and misbehave later."""
+    text = (os.environ if env is None else env).get(name, "")
+    if text.strip() == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < low or (above and value == low):
+        bound = f"more than {low:g}" if above else f"at least {low:g}"
+        raise SystemExit(f"{name}={text!r} is not a number {bound}")
+    return value
+
+
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def flag(name: str, default: bool, env: Mapping[str, str] | None = None) -> bool:
+    """An on/off setting (1/true/yes/on, 0/false/no/off); a typo stops the process naming it
+    rather than quietly meaning off."""
+    text = (os.environ if env is None else env).get(name, "")
+    word = text.strip().lower()
+    if word == "":
+        return default
+    if word not in _YES + _NO:
+        raise SystemExit(f"{name}={text!r} is not one of {'/'.join(_YES)} or {'/'.join(_NO)}")
+    return word in _YES
+
+
+def choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[str, str] | None = None) -> str:
+    """One of `choices` (blank: the default), or the process stops naming the setting."""
+    text = (os.environ if env is None else env).get(name, "").strip()
+    if text == "":
+        return default
+    if text not in choices:
+        raise SystemExit(f"{name}={text!r} is not one of {', '.join(choices)}")
+    return text
 
 
 def shown_url(url: str) -> str:

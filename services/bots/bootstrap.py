@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from famiglia.auth import TokenSigner
 from famiglia.bots.games import playable_registry
 from famiglia.client import GameClient, SeatClient
-from famiglia.config import Settings
+from famiglia.config import Settings, choice, number, whole
 from famiglia.engine.registry import Registry
 from famiglia.eventstore import EventStore
 
@@ -24,11 +24,7 @@ if TYPE_CHECKING:
 
 
 _TOKEN_CACHE = 20_000  # seat tokens kept per process
-
-
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name, "")
-    return float(value) if value else default
+POOLS = ("solo", "prefork", "threads")
 
 
 @dataclass(frozen=True)
@@ -65,15 +61,15 @@ class BotsSettings:
     @classmethod
     def from_env(cls) -> BotsSettings:
         return cls(
-            pool=os.environ.get("FAMIGLIA_BOTS_POOL", "solo"),
-            concurrency=int(os.environ.get("FAMIGLIA_BOTS_CONCURRENCY", "0") or 0),
-            visibility_timeout=_env_float("FAMIGLIA_BOTS_VISIBILITY_TIMEOUT", 300.0),
-            stall_seconds=_env_float("FAMIGLIA_BOTS_STALL_SECONDS", 30.0),
-            task_time_limit=_env_float("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0),
-            clock_grace_seconds=_env_float("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
-            seats_per_task=int(os.environ.get("FAMIGLIA_BOTS_SEATS_PER_TASK", "0") or 0),
-            threads_per_worker=int(os.environ.get("FAMIGLIA_BOTS_THREADS_PER_WORKER", "2") or 2),
-            lease_moves=int(os.environ.get("FAMIGLIA_BOTS_LEASE_MOVES", "32") or 32),
+            pool=choice("FAMIGLIA_BOTS_POOL", "solo", POOLS),
+            concurrency=whole("FAMIGLIA_BOTS_CONCURRENCY", 0, low=0),
+            visibility_timeout=number("FAMIGLIA_BOTS_VISIBILITY_TIMEOUT", 300.0, above=True),
+            stall_seconds=number("FAMIGLIA_BOTS_STALL_SECONDS", 30.0, above=True),
+            task_time_limit=number("FAMIGLIA_BOTS_TASK_TIME_LIMIT", 120.0, above=True),
+            clock_grace_seconds=number("FAMIGLIA_BOTS_CLOCK_GRACE", 0.5),
+            seats_per_task=whole("FAMIGLIA_BOTS_SEATS_PER_TASK", 0, low=0),
+            threads_per_worker=whole("FAMIGLIA_BOTS_THREADS_PER_WORKER", 2),
+            lease_moves=whole("FAMIGLIA_BOTS_LEASE_MOVES", 32, low=0),
         )
 
     @property

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import os
-
-from famiglia.config import Settings, listen_address, shown_url
+from famiglia.config import Settings, listen_address, shown_url, whole
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import CALL_WORKERS, serve
+
+
+def call_workers() -> int:
+    """Threads for unary calls (FAMIGLIA_COMMAND_CALL_WORKERS, at least 1)."""
+    return whole("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)
 
 
 def main() -> None:
@@ -18,7 +21,7 @@ def main() -> None:
     settings = Settings.from_env()
     app = bootstrap(settings=settings)
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
-                         call_workers=int(os.environ.get("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)))
+                         call_workers=call_workers())
     server.start()
     get_logger().info("command_service_started", port=port, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()

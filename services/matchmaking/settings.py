@@ -7,17 +7,18 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from famiglia.config import flag, number
 from famiglia.matchmaking import MatchPolicy
 
 from .matcher import MatcherTuning
 
 
-def _seconds(value: str | None, default: float | None) -> float | None:
-    if value is None or value.strip() == "":
-        return default
-    if value.strip().lower() in ("off", "never", "none"):
+def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | None:
+    """Seconds of at least 0, or off (never)."""
+    text = e.get(name, "").strip().lower()
+    if text in ("off", "never", "none"):
         return None
-    return float(value)
+    return number(name, 0.0, env=e) if text else default
 
 
 @dataclass(frozen=True)
@@ -35,18 +36,18 @@ class MatchmakingSettings:
         e = os.environ if env is None else env
         d, t = MatchPolicy(), MatcherTuning()
         policy = MatchPolicy(
-            window_start=float(e.get("FAMIGLIA_MM_WINDOW_START", d.window_start)),
-            window_growth=float(e.get("FAMIGLIA_MM_WINDOW_GROWTH", d.window_growth)),
-            window_max=float(e.get("FAMIGLIA_MM_WINDOW_MAX", d.window_max)),
-            backfill_after=_seconds(e.get("FAMIGLIA_MM_BACKFILL_AFTER"), d.backfill_after),
+            window_start=number("FAMIGLIA_MM_WINDOW_START", d.window_start, env=e),
+            window_growth=number("FAMIGLIA_MM_WINDOW_GROWTH", d.window_growth, env=e),
+            window_max=number("FAMIGLIA_MM_WINDOW_MAX", d.window_max, env=e),
+            backfill_after=_seconds(e, "FAMIGLIA_MM_BACKFILL_AFTER", d.backfill_after),
             bot_policy=e.get("FAMIGLIA_MM_BOT_POLICY", d.bot_policy),
-            ticket_ttl=float(e.get("FAMIGLIA_MM_TICKET_TTL", d.ticket_ttl)),
-            invite_ttl=float(e.get("FAMIGLIA_MM_INVITE_TTL", d.invite_ttl)),
+            ticket_ttl=number("FAMIGLIA_MM_TICKET_TTL", d.ticket_ttl, env=e, above=True),
+            invite_ttl=number("FAMIGLIA_MM_INVITE_TTL", d.invite_ttl, env=e, above=True),
         )
         tuning = MatcherTuning(
-            interval_s=float(e.get("FAMIGLIA_MM_TICK", t.interval_s)),
-            claim_retry_ms=int(float(e.get("FAMIGLIA_MM_CLAIM_RETRY", t.claim_retry_ms / 1000)) * 1000),
-            hold_ms=int(float(e.get("FAMIGLIA_MM_HOLD", t.hold_ms / 1000)) * 1000),
+            interval_s=number("FAMIGLIA_MM_TICK", t.interval_s, env=e, above=True),
+            claim_retry_ms=int(number("FAMIGLIA_MM_CLAIM_RETRY", t.claim_retry_ms / 1000, env=e) * 1000),
+            hold_ms=int(number("FAMIGLIA_MM_HOLD", t.hold_ms / 1000, env=e) * 1000),
         )
-        run = e.get("FAMIGLIA_MM_MATCHER", "on").strip().lower() not in ("off", "0", "false", "no")
+        run = flag("FAMIGLIA_MM_MATCHER", True, env=e)
         return cls(policy, tuning, run)

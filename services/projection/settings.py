@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from famiglia.config import number, whole
+
 from .runner import RunnerConfig
 
 PREFIX = "FAMIGLIA_PROJECTION_"
@@ -26,15 +28,20 @@ class ProjectionSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ProjectionSettings:
         env = os.environ if env is None else env
-        knobs = {f.name: _parse(f.default, env[PREFIX + f.name.upper()])
+        knobs = {f.name: _parse(PREFIX + f.name.upper(), f.default, env)
                  for f in fields(RunnerConfig) if PREFIX + f.name.upper() in env}
-        return cls(RunnerConfig(**knobs), int(env.get(PREFIX + "CACHE", cls.cache_size)))
+        return cls(RunnerConfig(**knobs), whole(PREFIX + "CACHE", cls.cache_size, env=env))
 
     def runner_config(self, consumer: str = "") -> RunnerConfig:
         """The runner's configuration; `consumer` overrides the configured consumer name."""
         return replace(self.runner, consumer=consumer) if consumer else self.runner
 
 
-def _parse(default: Any, raw: str) -> Any:
-    """A knob's text as the type of its default (str, int or float)."""
-    return type(default)(raw)
+def _parse(name: str, default: Any, env: Mapping[str, str]) -> Any:
+    """A knob's text as the type of its default: a whole number or a number of at least 0
+    (a batch of at least 1), or text; a value that is none of these stops the process."""
+    if isinstance(default, int):
+        return whole(name, default, low=1 if name == PREFIX + "BATCH" else 0, env=env)
+    if isinstance(default, float):
+        return number(name, default, env=env)
+    return env[name]

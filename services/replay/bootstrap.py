@@ -7,11 +7,10 @@ projection's SQL event archive when that module is installed; both sit behind
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from famiglia.auth import TokenSigner
-from famiglia.config import Settings
+from famiglia.config import Settings, flag, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.replay.access import ReplayPolicy
@@ -19,11 +18,6 @@ from famiglia.replay.sources import EventSource, LayeredSource, StoreSource
 from famiglia.replay.timeline import DEFAULT_EVERY
 
 from .app import ReplayApp
-
-
-def _flag(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -39,11 +33,11 @@ class ReplaySettings:
     @classmethod
     def from_env(cls) -> ReplaySettings:
         return cls(
-            full_after_finish=_flag("FAMIGLIA_REPLAY_FULL_AFTER_FINISH", True),
-            full_while_running=_flag("FAMIGLIA_REPLAY_FULL_WHILE_RUNNING", False),
-            snapshot_every=int(os.environ.get("FAMIGLIA_REPLAY_SNAPSHOT_EVERY", DEFAULT_EVERY)),
-            cached_matches=int(os.environ.get("FAMIGLIA_REPLAY_CACHED_MATCHES", "256")),
-            imports=_flag("FAMIGLIA_REPLAY_IMPORTS", True),
+            full_after_finish=flag("FAMIGLIA_REPLAY_FULL_AFTER_FINISH", True),
+            full_while_running=flag("FAMIGLIA_REPLAY_FULL_WHILE_RUNNING", False),
+            snapshot_every=whole("FAMIGLIA_REPLAY_SNAPSHOT_EVERY", DEFAULT_EVERY),
+            cached_matches=whole("FAMIGLIA_REPLAY_CACHED_MATCHES", 256),
+            imports=flag("FAMIGLIA_REPLAY_IMPORTS", True),
         )
 
 

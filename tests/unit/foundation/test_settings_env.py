@@ -61,3 +61,80 @@ def test_log_level_typo_is_not_silently_info(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("FAMIGLIA_LOG_LEVEL", "warnign")
     with pytest.raises((ValueError, SystemExit), match="FAMIGLIA_LOG_LEVEL"):
         telemetry.configure("review")
+
+
+def _bots() -> object:
+    from services.bots.bootstrap import BotsSettings
+    return BotsSettings.from_env()
+
+
+def _replay() -> object:
+    from services.replay.bootstrap import ReplaySettings
+    return ReplaySettings.from_env()
+
+
+def _projection() -> object:
+    from services.projection.settings import ProjectionSettings
+    return ProjectionSettings.from_env()
+
+
+def _matchmaking() -> object:
+    from services.matchmaking.settings import MatchmakingSettings
+    return MatchmakingSettings.from_env()
+
+
+def _command() -> object:
+    from services.command.__main__ import call_workers
+    return call_workers()
+
+
+@pytest.mark.parametrize(("read", "name", "value"), [
+    # each was an int()/float() traceback naming no variable, or was taken and misbehaved later
+    (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "three"),
+    (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "0"),  # was the whole shared pool (`0 or workers`)
+    (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "-2"),
+    (_bots, "FAMIGLIA_BOTS_STALL_SECONDS", "0"),  # every decision queued again at once
+    (_bots, "FAMIGLIA_BOTS_TASK_TIME_LIMIT", "nan"),
+    (_bots, "FAMIGLIA_BOTS_CLOCK_GRACE", "-1"),
+    (_bots, "FAMIGLIA_BOTS_THREADS_PER_WORKER", "0"),
+    (_bots, "FAMIGLIA_BOTS_LEASE_MOVES", "lots"),
+    (_bots, "FAMIGLIA_BOTS_POOL", "gevnet"),  # Celery's own refusal came only at the worker's start
+    (_replay, "FAMIGLIA_REPLAY_SNAPSHOT_EVERY", "0"),
+    (_replay, "FAMIGLIA_REPLAY_CACHED_MATCHES", "1e3"),
+    (_replay, "FAMIGLIA_REPLAY_IMPORTS", "ture"),  # a typo was quietly "off"
+    (_projection, "FAMIGLIA_PROJECTION_BATCH", "0"),  # XREADGROUP COUNT 0 reads everything
+    (_projection, "FAMIGLIA_PROJECTION_BLOCK_MS", "-5"),
+    (_projection, "FAMIGLIA_PROJECTION_CLAIM_EVERY_S", "inf"),
+    (_projection, "FAMIGLIA_PROJECTION_CACHE", "big"),
+    (_matchmaking, "FAMIGLIA_MM_TICKET_TTL", "0"),  # every ticket expired at once
+    (_matchmaking, "FAMIGLIA_MM_TICK", "-0.1"),
+    (_matchmaking, "FAMIGLIA_MM_BACKFILL_AFTER", "soon"),
+    (_matchmaking, "FAMIGLIA_MM_MATCHER", "of"),  # a typo was quietly "on"
+])
+def test_a_service_setting_out_of_range_stops_the_process_naming_it(
+        monkeypatch: pytest.MonkeyPatch, read: object, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit, match=name):
+        read()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("read", "name", "value", "field", "expected"), [
+    (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "", "concurrency", 0),  # blank: the default
+    (_bots, "FAMIGLIA_BOTS_CLOCK_GRACE", "0", "clock_grace_seconds", 0.0),
+    (_bots, "FAMIGLIA_BOTS_POOL", "threads", "pool", "threads"),
+    (_replay, "FAMIGLIA_REPLAY_IMPORTS", "OFF", "imports", False),
+    (_matchmaking, "FAMIGLIA_MM_MATCHER", "no", "run_matcher", False),
+    (_matchmaking, "FAMIGLIA_MM_BACKFILL_AFTER", "0", "policy.backfill_after", 0.0),
+])
+def test_a_service_setting_in_range_is_taken(monkeypatch: pytest.MonkeyPatch, read: object, name: str,
+                                             value: str, field: str, expected: object) -> None:
+    monkeypatch.setenv(name, value)
+    got: object = read()  # type: ignore[operator]
+    for part in field.split("."):
+        got = getattr(got, part)
+    assert got == expected
+
+
+def test_the_command_service_call_threads_default_to_three(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FAMIGLIA_COMMAND_CALL_WORKERS", raising=False)
+    assert _command() == 3
