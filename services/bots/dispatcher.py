@@ -35,6 +35,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from famiglia.engine import clock_key
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
@@ -210,6 +211,8 @@ class Tracked:
     """human seat -> (its decision, when that decision began, seconds since the epoch)"""
     clock_version: int = 0
     """the version `clock_starts` were last set at"""
+    keyed_clocks: dict[str, KeyedClock] = field(default_factory=dict)
+    """the game's named clocks (`clock_key`: a Step 3 deadline, a turn), running or stood still"""
     event_ids: dict[int, str] = field(default_factory=dict)
     """seq -> event id of the newest events folded (`KEPT_EVENT_IDS`): an entry at one of
     those seqs with another id means the store lost acknowledged writes (`_went_back`)"""
@@ -272,6 +275,40 @@ def _written_out(match: MatchState, version: int, end: int) -> list[str]:
         if span[0] <= end:
             keys.append(key)
     return keys
+
+
+@dataclass
+class KeyedClock:
+    """One named clock of a match (engine `clock_key`): the seconds it ran before, and since
+    when it runs now (None while nobody is asked under its key)."""
+
+    used: float = 0.0
+    since: float | None = None
+
+    def spent(self, now: float) -> float:
+        return self.used + (max(0.0, now - self.since) if self.since is not None else 0.0)
+
+
+KEPT_STILL_CLOCKS = 32
+"""Named clocks kept while they stand still (a turn's, while a choice inside it is asked)."""
+
+
+def _wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], event: float) -> None:
+    """Start the named clocks first asked at `event`, stop those no longer asked and go on
+    with those asked again; the stopped beyond the newest KEPT_STILL_CLOCKS are forgotten."""
+    for key, clock in list(clocks.items()):
+        if key not in asked and clock.since is not None:
+            clock.used, clock.since = clock.spent(event), None
+            clocks[key] = clocks.pop(key)  # the newest stopped last
+    for key in asked:
+        clock = clocks.get(key)
+        if clock is None:
+            clocks[key] = KeyedClock(since=event)
+        elif clock.since is None:
+            clock.since = event
+    still = [key for key, clock in clocks.items() if clock.since is None]
+    for key in still[:max(0, len(still) - KEPT_STILL_CLOCKS)]:
+        del clocks[key]
 
 
 def _seats_acted_since(match: MatchState, version: int) -> set[int]:
@@ -505,23 +542,34 @@ class Dispatcher:
         """A clock for every human seat whose decision has one, counting from when that decision
         began: the event that asked the seat, not the last event. Another seat's command (a
         chat, a bot's move, another clock's default) moves the version and makes the running
-        clock stale; the new one takes the time gone off, so a deadline is never stretched
-        (GC-D05: "never extended"). The seat's own command starts its next decision afresh.
-        The grace covers delivery, and a dispatcher that queues a clock late (a restart, a
-        backlog) takes the rest off."""
+        clock stale; the new one takes the time gone off, so a deadline is never stretched.
+        The seat's own command starts its next decision afresh, unless the game names the
+        clock (`clock_key`): then one clock runs for as long as its key is asked of anyone,
+        whoever acts (GC-D05's Step 3 deadline, "never extended"; a Nostra City turn, NC-D02),
+        and stands still while it is not. The grace covers delivery, and a dispatcher that
+        queues a clock late (a restart, a backlog) takes the rest off."""
         match = tracked.match
         now, event = self.wall(), match.last_timestamp_ms / 1000
+        engine, state = match.engine, match.state
+        keys = {p.seat: clock_key(engine, state, p) for p in pendings if p.timeout_seconds > 0}
+        _wind_keyed(tracked.keyed_clocks, {k for k in keys.values() if k}, event)
         acted = _seats_acted_since(match, tracked.clock_version)
         starts: dict[int, tuple[tuple[Any, ...], float]] = {}
         for pending in pendings:
             if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
-            decision = (pending.kind, pending.label, pending.timeout_seconds)
-            known = tracked.clock_starts.get(pending.seat)
-            began = known[1] if known is not None and known[0] == decision and pending.seat not in acted \
-                else event
-            starts[pending.seat] = (decision, began)
-            late = max(0.0, now - began - self.clock_grace_seconds)
+            key = keys[pending.seat]
+            if key:
+                keyed = tracked.keyed_clocks[key]
+                used, began = keyed.used, keyed.since if keyed.since is not None else event
+            else:
+                decision = (pending.kind, pending.label, pending.timeout_seconds)
+                known = tracked.clock_starts.get(pending.seat)
+                began = known[1] if known is not None and known[0] == decision and pending.seat not in acted \
+                    else event
+                starts[pending.seat] = (decision, began)
+                used = 0.0
+            late = max(0.0, used + now - began - self.clock_grace_seconds)
             self._queue(tracked, pending.seat, functools.partial(
                 self.tasks.clock, match.match_id, pending.seat, match.version,
                 max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late), trace=tracked.trace))

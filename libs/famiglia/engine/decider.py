@@ -34,6 +34,8 @@ class Decider:
     render_command: Callable[..., str]
     render_event: Callable[..., str]
     determinize: Callable[..., State]
+    clock_key: Callable[..., str] = lambda state, pending: ""
+    """protocol.clock_key: "" (every decision its own clock) unless the game names its clocks."""
 
     def __repr__(self) -> str:
         return f"Decider({self.info.game_id})"

@@ -280,6 +280,17 @@ def pending_for(engine: Engine, state: State, viewer: int | None) -> list[Pendin
     return [p for p in engine.pending(state) if not p.private or p.seat == viewer]
 
 
+def clock_key(engine: Engine, state: State, pending: Pending) -> str:
+    """Which running clock times `pending` (docs/engines.md, "Clocks"). Decisions that share a
+    key share one clock: it runs while the key is asked of anyone, from the key's first asking,
+    and neither the seat's own commands nor another seat asked again restart it (a
+    GoodCritters Step 3 deadline, GC-D05; a Nostra City turn, NC-D02). "" times the decision
+    on its own, afresh whenever the seat is asked anew: what an engine without the optional
+    `clock_key(state, pending)` gets."""
+    keyed = getattr(engine, "clock_key", None)
+    return keyed(state, pending) if keyed is not None else ""
+
+
 def is_over(engine: Engine, state: State) -> bool:
     return engine.result(state) is not None
 

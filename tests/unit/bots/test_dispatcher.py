@@ -950,3 +950,109 @@ def test_a_lease_past_its_moves_plays_on_only_while_a_bot_answer_of_its_own_is_h
     bot = next(s for s in window.seats if s != human)
     table.app.submit(match_id, Viewer(bot), bot_command_id(match_id, version, bot), passing)
     assert table.dispatcher._held_back(tracked)
+
+
+class _Walk:
+    """A human-only match of a real game on the Table, with the stamping clock in the test's hand."""
+
+    def __init__(self, monkeypatch, game: str, seats: int, **options: str) -> None:
+        from famiglia.engine.registry import default_registry
+        from famiglia.eventstore import envelopes as stamping
+
+        self.wall = [time.time()]
+        monkeypatch.setattr(stamping, "time", type("Clock", (), {"time": staticmethod(lambda: self.wall[0])}))
+        self.table = Table(registry=default_registry())
+        self.table.dispatcher.wall = lambda: self.wall[0]
+        self.match_id = self.table.create({}, seats=seats, game=game, **options)
+        self.table.pump(self.match_id)
+        self.n = 0
+
+    @property
+    def match(self) -> MatchState:
+        return self.table.app.matches.get(self.match_id).match
+
+    def asked(self) -> list:
+        return [p for p in self.match.engine.pending(self.match.state) if p.timeout_seconds > 0]
+
+    def play(self, seat: int, command, after: float = 0.0) -> None:
+        self.wall[0] += after
+        self.n += 1
+        self.table.app.submit(self.match_id, Viewer(seat), f"walk-{self.n}", command)
+        self.table.pump(self.match_id)
+
+    def countdowns(self) -> dict[int, float]:
+        version = self.table.version(self.match_id)
+        return {seat: c for (_m, seat, v, c) in self.table.tasks.clocks if v == version}
+
+    def kinds(self, seat: int) -> dict[str, list]:
+        from famiglia.engine import command_kind
+
+        out: dict[str, list] = {}
+        for command in self.match.engine.legal_commands(self.match.state, seat):
+            out.setdefault(command_kind(command), []).append(command)
+        return out
+
+
+def _goodcritters_step3(monkeypatch) -> _Walk:
+    walk = _Walk(monkeypatch, "goodcritters", 4)
+    for _ in range(50):
+        asked = walk.asked()
+        if len(asked) >= 2:
+            return walk
+        walk.play(asked[0].seat, walk.match.engine.timeout_command(walk.match.state, asked[0].seat))
+    raise AssertionError("no Step 3 reached")
+
+
+def test_a_step3_seat_moving_its_threat_keeps_the_steps_deadline_GC_D05(monkeypatch) -> None:
+    """GC-D05: Step 3 has a hard deadline of 120 s from its start, never extended. The seat's
+    own threat move kept it asked in the same decision, and its clock restarted in full."""
+    walk = _goodcritters_step3(monkeypatch)
+    seat = walk.asked()[0].seat
+    first = walk.countdowns()[seat]
+    assert first == pytest.approx(120.5)
+    walk.play(seat, walk.kinds(seat)["place_threat"][0], after=40.0)
+    assert seat in {p.seat for p in walk.asked()}
+    assert walk.countdowns()[seat] == pytest.approx(first - 40.0 + 0.5, abs=0.01)  # the grace, once
+
+
+def test_a_seat_asked_again_in_step3_gets_what_is_left_of_the_deadline_GC_D05(monkeypatch) -> None:
+    """A committed seat whose commitment another seat's public change took back (GC-D04) is
+    asked again: its clock began afresh then, 120 s past the step's deadline."""
+    walk = _goodcritters_step3(monkeypatch)
+    committer, mover = (p.seat for p in walk.asked()[:2])
+    walk.play(committer, walk.match.engine.timeout_command(walk.match.state, committer), after=10.0)
+    assert committer not in {p.seat for p in walk.asked()}
+    walk.play(mover, walk.kinds(mover)["place_threat"][0], after=50.0)
+    assert committer in {p.seat for p in walk.asked()}  # GC-D04: asked again
+    assert walk.countdowns()[committer] == pytest.approx(120.5 - 60.0 + 0.5, abs=0.01)
+
+
+def test_a_nostra_city_turn_clock_runs_on_through_its_own_actions_NC_D02(monkeypatch) -> None:
+    """NC-D02: 120 s for a phase turn (45 s for a choice inside it). An action that kept the
+    seat in its turn (a bid, a Corruption) restarted the turn's 120 s each time; the turn's
+    clock now runs on, and stands still while a choice inside the turn has its own."""
+    walk, seen = _Walk(monkeypatch, "nostra_city", 3), set()
+    for _ in range(1500):
+        state, asked = walk.match.state, walk.asked()
+        assert asked, "the match ended before a turn went on after an action"
+        seat = asked[0].seat
+        actions = {k: c for k, c in walk.kinds(seat).items() if k not in ("end_turn", "play_revenge")}
+        if state.choice is not None or not actions:
+            walk.play(seat, walk.match.engine.timeout_command(state, seat))
+            continue
+        phase, turn_s = state.phase, walk.countdowns()[seat]
+        walk.play(seat, next(iter(actions.values()))[0], after=30.0)
+        chosen = 0
+        while (state := walk.match.state).choice is not None:  # each on its own clock, 5 s each
+            chooser = state.choice.seat
+            assert walk.countdowns()[chooser] == pytest.approx(45.5)
+            walk.play(chooser, walk.match.engine.timeout_command(state, chooser), after=5.0)
+            chosen += 1
+        if (state.phase, state.turn_seat) == (phase, seat):  # its turn goes on
+            # 30 s gone (less the grace, the first time), not 120.5 again, and the choices' time not
+            left = walk.countdowns()[seat]
+            assert turn_s - 30.0 - 0.01 <= left <= turn_s - 30.0 + 0.51, (turn_s, left, chosen)
+            seen.add(chosen > 0)
+            if seen == {True, False}:
+                return
+    raise AssertionError(f"no turn went on after an action, with and without a choice inside: {seen}")

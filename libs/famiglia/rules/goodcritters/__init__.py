@@ -90,6 +90,7 @@ ENGINE = Decider(
     render_command=render.render_command,
     render_event=render.render_event,
     determinize=_determinize,
+    clock_key=flow.clock_key,  # GC-D05: one Step 3 deadline for every seat
 )
 
 __all__ = ["ENGINE", "INFO", "State"]

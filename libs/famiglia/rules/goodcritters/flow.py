@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from famiglia.engine import DecisionKind, Pending
 
 from .config import Config
-from .state import ACTIONS, CARD_CHOICE, THREAT_TURNS, State, Step
+from .state import ACTIONS, CARD_CHOICE, DISTRIBUTE, THREAT_TURNS, State, Step
 
 # Command kinds (the Command oneof names).
 ASSIGN_LOOT = "assign_loot"
@@ -101,6 +101,22 @@ FLOW: dict[Step, StepRow] = {
         frozenset({CHOOSE_ACTION_CARD, CHANGE_ACTION_CARD, COMMIT}),
     ),
 }
+
+
+def clock_key(state: State, pending: Pending) -> str:
+    """The engine's `clock_key` (protocol.clock_key): Step 3 has one deadline for every seat,
+    from the step's start, never extended (GC-D05; Step 3b's the same, GC-D06), so a seat asked
+    again after another's public change took its commitment back gets what is left of it; a
+    Step 3a turn and the Boss's Step 2 each have their own clock, which the seat's threat moves,
+    offers and gifts do not restart (GC-D02, GC-D06). A round has each step at most once."""
+    step = state.step
+    if step is ACTIONS or step is CARD_CHOICE:
+        return f"{state.round}:{step.name}"
+    if step is THREAT_TURNS:
+        return f"{state.round}:{step.name}:{state.turn}"
+    if step is DISTRIBUTE:
+        return f"{state.round}:{step.name}:{state.boss}"
+    return ""
 
 
 def step3_opening(config: Config) -> Step:

@@ -75,6 +75,7 @@ ENGINE = Decider(
     render_command=render.render_command,
     render_event=render.render_event,
     determinize=_determinize.determinize,
+    clock_key=flow.clock_key,  # NC-D02: a turn's clock is not restarted by its own actions
 )
 
 __all__ = ["ENGINE", "INFO"]

@@ -77,6 +77,16 @@ def turn_ends_itself(state: State, seat: int) -> bool:
     return not state.players[seat].hand and not can_act(state, seat)
 
 
+def clock_key(state: State, pending: Pending) -> str:
+    """The engine's `clock_key` (protocol.clock_key): a phase turn has one clock of
+    `turn_s` (NC-D02), which the seat's own cash-ins, bids, Revenge plays and Corruptions do not
+    restart; it stands still while a choice inside the turn (`choice_s`, its own clock) is
+    asked. (month, phase, turn) names one turn: each phase comes once a month."""
+    if state.choice is not None or pending.seat != state.turn_seat:
+        return ""
+    return f"{state.month}:{state.phase.value}:{state.turn}"
+
+
 def pending(state: State) -> list[Pending]:
     if state.phase is Phase.OVER:
         return []
