@@ -81,6 +81,20 @@ def test_nc_d06_default_rage_target_and_lowest_free_wiseguy() -> None:
     assert ENGINE.timeout_command(s, 1).play_rage == pb.PlayRage(target=0, wiseguy="W01")
 
 
+def test_nc_d06_x17_default_rage_without_effect_goes_to_the_first_other_player_clockwise() -> None:
+    """NC-D06: with no player on whom the card has an effect, the timeout names "the first other
+    player" clockwise from the drawer -- seat 3 for seat 2's Meeting draw, not the lowest seat
+    (NC-X17: the card is then discarded without effect)."""
+    from famiglia.rules.nostra_city.state import Choice
+
+    s = meeting_table()
+    for i in range(4):
+        s = seat(s, i, bank=(), busy=frozenset(s.players[i].wiseguys))
+    for card in ("V17", "V13"):  # Smash the Joint against empty Banks, Beating without a Free Wiseguy
+        s = table(s, phase=Phase.RESOLUTION, choice=Choice("rage", 2, card=card, cause=-1))
+        assert ENGINE.timeout_command(s, 2).play_rage == pb.PlayRage(target=3), card
+
+
 def test_nc_d07_revenge_cards_run_on_the_turn_clock() -> None:
     """NC-D07: at the turn's timeout no card is played and the turn ends."""
     s = seat(business_table(), 0, hand=("V04",))

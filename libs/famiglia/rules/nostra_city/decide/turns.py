@@ -58,14 +58,15 @@ def default_rage(state: State) -> pb.PlayRage:
     choice = state.choice
     assert choice is not None
     options = rage_options(state)
-    for i in range(1, state.seats):
-        t = (choice.seat + i) % state.seats
+    clockwise = [(choice.seat + i) % state.seats for i in range(1, state.seats)]
+    for t in clockwise:
         hits = sorted((o for o in options if o.target == t), key=lambda o: o.wiseguy)
         effective = [o for o in hits if o.wiseguy or (VENDETTA_BY_ID[choice.card].effect == "smash"
                                                        and state.players[t].bank)]
         if effective:
             return effective[0]
-    return options[0]
+    # no effect on anyone: the first other player clockwise who may be named (NC-X17 discards it)
+    return next(o for t in clockwise for o in options if o.target == t)
 
 
 def forced_rage(state: State) -> pb.PlayRage | None:
