@@ -204,3 +204,15 @@ def test_gc_k01_a_small_test_deck_deals_and_plays() -> None:
     assert state.over  # GC-E01: The Fuzz! is the only card of the pile
     with pytest.raises(RuleViolation):
         new_game(6, options={"loot_copies_per_value_and_type": "1"})
+
+
+def test_gc_s10_the_seeds_five_player_example() -> None:
+    """GC-S10, the seed's own example: with five players the pile is cut into 7 parts and The
+    Fuzz! is shuffled into the fifth, so 4 parts lie above it and 2 below."""
+    pile = 140 - 4 * 5
+    part = pile / 7
+    for seed in range(60):
+        (stacked,) = of_kind(ENGINE.setup(MatchConfig(5), seed), "pile_stacked")
+        above = stacked.fuzz_position
+        below = len(stacked.cards) - 1 - above
+        assert above >= int(4 * part) and below >= int(2 * part), (seed, above, below)

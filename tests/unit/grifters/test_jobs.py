@@ -168,3 +168,18 @@ def test_gr_j03_legal_commands_list_every_matching_team() -> None:
     assert len(r1) == 3 * 2  # 3 BRAIN pairs x 2 SPEED cards
     for team in r1:
         act(s, job("J-R1", *team))
+
+
+def test_gr_j03_j07_the_seeds_worked_example_hack_credit_system() -> None:
+    """GR-J03, GR-J07, the seed's own example: Dave completes Hack Credit System (2 SPEED,
+    1 BRAWN) with the Con Artist ("Estafador", SPEED), the Thief (SPEED) and the Middle Man
+    (BRAWN) as one Team on Night One, and as reward steals 2M from Jake's Stash."""
+    dave, jake = 0, 1
+    s = table(2, hands={dave: [CON, "R0-TH", MIDDLE, "R0-MM"]}, stash={dave: 3, jake: 5},
+              stacks=[("Green", ["J-G1", "J-G2"])])
+    s, _ = act(s, job("J-G1", CON, "R0-TH", MIDDLE))
+    if s.choice == OPPONENT:  # two seats: the one opponent may be chosen for us (GR-D04)
+        s, _ = act(s, answer(OPPONENT, jake))
+    assert s.players[dave].nights[0] == ("R0-TH", CON, MIDDLE)
+    assert s.players[dave].jobs == ("J-G1",) and s.available_jobs() == ("J-G2",)
+    assert (s.players[dave].stash, s.players[jake].stash) == (5, 3)
