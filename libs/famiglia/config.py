@@ -50,14 +50,25 @@ def _secret() -> str:
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(value)
-    os.chmod(tmp, 0o600)
+    # A temporary file of this process's own, private from its creation and on disk before it
+    # is linked in: the link makes var/secret that very file, so a shared name would let another
+    # starter truncate the kept secret (and, killed then, leave it empty for good).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.link(tmp, path)  # first writer wins when several processes start at once
-    except FileExistsError:
-        pass
-    tmp.unlink(missing_ok=True)
+        try:
+            data = value.encode()
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # first writer wins when several processes start at once
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
     return path.read_text().strip()
 
 

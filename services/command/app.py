@@ -258,10 +258,13 @@ class CommandApp:
         trace = inject_context()
         envelopes = [match_created_envelope(match_id, created, trace=trace)]
         envelopes += game_envelopes(engine, match_id, 1, setup_events, seat=-1, trace=trace)
+        # A command id even without a request id (the match's own, then): an append whose reply
+        # was lost (Redis killed after its write, a connection cut) is sent again by the store,
+        # and only a command id makes that resend answer with this very write, not a conflict
+        # with it that would refuse the caller its own match.
         with tracer().start_as_current_span("eventstore.append", attributes={"match_id": match_id}):
             try:
-                result = self.store.append(match_id, 0, envelopes, command_id=f"create:{request_id}"
-                                           if request_id else "")
+                result = self.store.append(match_id, 0, envelopes, command_id=f"create:{request_id or match_id}")
             except ConcurrencyConflict:
                 if not request_id:
                     raise Aborted("match_exists", f"match {match_id} exists") from None

@@ -11,8 +11,9 @@ tables. Each partition's checkpoint ends at its stream's newest entry, as a
 caught-up consumer leaves it. What the bots' runner recorded about tournaments
 (name, status, configuration) does not come from events and is kept.
 
-A rebuild that dies leaves the side table: the next one starts again from it (not
-from the half-refilled archive), and drops it when done.
+A rebuild that dies leaves the side tables: the next one starts again from them (not
+from the half-refilled archive, nor from tournament rows it emptied or rebuilt without
+what the runner recorded), and drops them when done.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from sqlalchemy import delete, inspect, text
+from sqlalchemy import MetaData, Table, delete, inspect, select, text
 from sqlalchemy.engine import Engine
-from sqlmodel import select
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.readmodels.db import read_session, write_session
+from famiglia.readmodels.db import write_session
 from famiglia.readmodels.tables import TABLES, ArchivedEvent, Tournament
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -38,6 +38,9 @@ log = get_logger("famiglia.projection.rebuild")
 
 KEPT_ARCHIVE = "event_archive_rebuild"
 """The archive as it was when a rebuild started (only while one runs, or after one died)."""
+KEPT_TOURNAMENTS = "tournaments_rebuild"
+"""The tournament rows as they were when a rebuild started (only while one runs, or after one
+died): what the runner recorded of them (name, status, configuration) comes from no event."""
 
 
 @dataclass(frozen=True)
@@ -95,9 +98,8 @@ def kept_archive_entries(store: RedisEventStore, engine: Engine, page: int = 200
 
 def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
             batch: int = 500, progress: Callable[[int], None] | None = None) -> RebuildReport:
-    with read_session(engine) as session:
-        recorded = [Tournament.model_validate(t.model_dump()) for t in session.exec(select(Tournament)).all()]
     kept = _keep_archive_and_empty(engine)
+    recorded = _kept_tournaments(engine)
     log.info("projection_rebuild_started", archived=kept)
     projector.cache.clear()
     feed = _Feed(projector, batch, progress)
@@ -113,6 +115,7 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
     _restore_tournaments(engine, recorded)
     with engine.begin() as conn:
         conn.execute(text(f"DROP TABLE {KEPT_ARCHIVE}"))
+        conn.execute(text(f"DROP TABLE {KEPT_TOURNAMENTS}"))
     report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
                            feed.parked)
     log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
@@ -166,9 +169,12 @@ class _Feed:
 
 
 def _keep_archive_and_empty(engine: Engine) -> int:
-    """Copy the archive aside (unless a rebuild that died left the copy: it is the archive as
-    it was), then empty every table, in one transaction; how many events are kept."""
+    """Copy the archive and the tournament rows aside (unless a rebuild that died left the
+    copies: they are the tables as they were), then empty every table, in one transaction;
+    how many events are kept."""
     with engine.begin() as conn:
+        if not inspect(conn).has_table(KEPT_TOURNAMENTS):
+            conn.execute(text(f"CREATE TABLE {KEPT_TOURNAMENTS} AS SELECT * FROM {Tournament.__tablename__}"))
         if not inspect(conn).has_table(KEPT_ARCHIVE):
             conn.execute(text(f"CREATE TABLE {KEPT_ARCHIVE} AS SELECT match_id, seq, timestamp_ms, envelope "
                               f"FROM {ArchivedEvent.__tablename__}"))
@@ -176,6 +182,14 @@ def _keep_archive_and_empty(engine: Engine) -> int:
         for table in reversed(TABLES):
             conn.execute(delete(table))
         return int(conn.execute(text(f"SELECT count(*) FROM {KEPT_ARCHIVE}")).scalar_one())
+
+
+def _kept_tournaments(engine: Engine) -> list[Tournament]:
+    """The tournament rows kept aside when the rebuild (or the one that died before it) began."""
+    kept = Tournament.__table__.to_metadata(MetaData(), name=KEPT_TOURNAMENTS)  # type: ignore[attr-defined]
+    assert isinstance(kept, Table)
+    with engine.connect() as conn:
+        return [Tournament.model_validate(dict(row)) for row in conn.execute(select(kept)).mappings()]
 
 
 def _checkpoints_at_the_top(store: RedisEventStore, engine: Engine, projector: Projector) -> None:

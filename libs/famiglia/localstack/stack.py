@@ -141,7 +141,14 @@ class Stack:
             self.state_file.unlink()
 
     def _save(self, pids: dict[str, int]) -> None:
-        self.state_file.write_text(json.dumps({"pids": pids, "redis_url": self.redis_url}, indent=2))
+        """Written aside, then renamed over the state file: `up` killed while it writes leaves the
+        pids recorded before it, never a truncated file `down` and `status` cannot read."""
+        tmp = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"pids": pids, "redis_url": self.redis_url}, indent=2))
+            os.replace(tmp, self.state_file)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _stop_together(pids: dict[str, int], log) -> None:  # type: ignore[no-untyped-def]

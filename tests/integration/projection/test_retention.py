@@ -155,3 +155,31 @@ def test_a_rebuild_that_died_starts_again_from_the_archive_it_kept(app: Projecti
     assert dump(app.sql) == incremental
     with app.sql.connect() as conn:
         assert not inspect(conn).has_table(KEPT_ARCHIVE)
+
+
+def test_a_rebuild_that_died_keeps_what_the_runner_recorded_about_tournaments(
+        app: ProjectionApp, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The tournament rows' name, status and configuration come from the bots' runner, not from
+    events: a rebuild that dies after emptying the tables must not lose them for the next one."""
+    import services.projection.rebuild as rebuild_module
+
+    write_matches(app.store, app.registry, specs(4))
+    with write_session(app.sql) as session:
+        record_tournament(session, "cup", name="The Cup", games=["dice_race"], config={"rounds": 3},
+                          status="finished", now_ms=1)
+    drain_app(app)
+    incremental = dump(app.sql)
+
+    def killed(*_args, **_kwargs):  # type: ignore[no-untyped-def]
+        raise SystemExit("killed mid-rebuild")
+
+    with monkeypatch.context() as patched:  # dies with every table refilled but the runner's records
+        patched.setattr(rebuild_module, "_checkpoints_at_the_top", killed)
+        try:
+            app.rebuild()
+        except SystemExit:
+            pass
+        else:
+            raise AssertionError("the rebuild was to die")
+    app.rebuild()
+    assert dump(app.sql) == incremental

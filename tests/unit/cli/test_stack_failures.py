@@ -108,3 +108,28 @@ def test_a_service_whose_port_lingers_in_time_wait_is_started_again_not_given_up
                                     stdout=out, stderr=out)
         assert _lingering(port, proc, log, since, time.monotonic() + 60) is expected
         assert not _lingering(port, proc, log, since, time.monotonic() - 1)  # no time left: given up
+
+
+def test_up_killed_while_it_records_a_pid_leaves_the_stack_state_readable(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`famiglia up` records every pid in var/stack.json as it starts each process; killed while
+    it writes the file (Ctrl-C twice, kill -9, the machine going down), the file must still name
+    what was recorded before. Written in place, it is left truncated: `down` and `status` then
+    fail on the JSON and the redis-server and services already running are nobody's to stop."""
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=1)
+    stack.var.mkdir()
+    stack._save({"redis": 101, "command": 102})
+
+    class Killed(BaseException):
+        pass
+
+    def half_then_killed(self: Path, data: str, *args, **kwargs) -> int:  # type: ignore[no-untyped-def]
+        with open(self, "w") as f:
+            f.write(data[: len(data) // 2])
+        raise Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "write_text", half_then_killed)
+        with pytest.raises(Killed):
+            stack._save({"redis": 101, "command": 102, "projection": 103})
+    assert stack.read_state()["pids"] == {"redis": 101, "command": 102}

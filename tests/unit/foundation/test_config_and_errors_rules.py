@@ -180,3 +180,48 @@ def test_a_refusal_line_is_bounded_whatever_the_caller_sent() -> None:
         _Service().Refused(_Request("m" * 50_000), _Call())
     (line,) = [c for c in captured if c["event"] == "rpc_refused"]
     assert len(line["reason"]) <= 300 and len(line["match_id"]) <= 200
+
+
+def test_a_starter_killed_while_writing_its_secret_leaves_the_kept_one_whole(env, tmp_path: Path) -> None:
+    """Two processes start at once on a fresh var/ and both find no secret; the first links its
+    copy in as var/secret, and the second is killed while it writes its own copy (opened, not yet
+    written). Each must write a temporary file of its own: with one shared `secret.tmp` the
+    second truncates the very file the first linked in, and var/secret stays empty for good —
+    every token then signed with the empty key."""
+    from famiglia import config
+
+    real_link, real_exists, real_write_text, real_write = os.link, Path.exists, Path.write_text, os.write
+
+    class Killed(BaseException):
+        pass
+
+    def opened_then_killed(self: Path, *_args: Any, **_kwargs: Any) -> int:
+        with open(self, "w"):  # opened (truncated) for writing, then the process is gone
+            raise Killed
+
+    def killed(*_args: Any, **_kwargs: Any) -> int:
+        raise Killed
+
+    def second_starter() -> None:
+        env.setattr(Path, "exists", lambda self: False if self.name == "secret" else real_exists(self))
+        env.setattr(Path, "write_text", opened_then_killed)
+        env.setattr(os, "write", killed)
+        try:
+            config._secret()
+        except Killed:
+            pass
+        finally:
+            env.setattr(Path, "exists", real_exists)
+            env.setattr(Path, "write_text", real_write_text)
+            env.setattr(os, "write", real_write)
+
+    def link_then_race(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        real_link(src, dst, *args, **kwargs)
+        env.setattr(os, "link", real_link)
+        second_starter()  # found no secret before the first linked its copy in
+
+    env.setattr(os, "link", link_then_race)
+    first = config._secret()
+    kept = (tmp_path / "var" / "secret").read_text().strip()
+    assert len(kept) == 64, f"var/secret is {kept!r} after a starter was killed mid-write"
+    assert first == kept == Settings.from_env().secret
