@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="start the stack and play the main job")
     run.add_argument("--size", choices=sorted(SIZES), default="quick",
-                     help="quick (about half a minute), normal or long")
+                     help="quick (the default: no new match starts after 60 s), normal (after 15 min) "
+                          "or long (docs/bots.md, \"make run\")")
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--workers", type=_positive, default=4)
     run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
