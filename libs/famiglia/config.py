@@ -164,13 +164,23 @@ def choice(name: str, default: str, choices: tuple[str, ...], env: Mapping[str, 
 
 
 def shown_url(url: str) -> str:
-    """A connection URL as a log line may show it: without its password (`redis://:***@host/0`)."""
+    """A connection URL as a log line may show it: without its password (`redis://:***@host/0`),
+    in the user part or in the query string (`?password=`, which redis-py reads too: a unix
+    socket URL has nowhere else to carry it)."""
     scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
+    if not sep:
         return url
-    userinfo, _, host = rest.rpartition("@")
-    user, colon, _password = userinfo.partition(":")
-    return f"{scheme}://{user}{':***' if colon else ''}@{host}"
+    if "@" in rest:
+        userinfo, _, rest = rest.rpartition("@")
+        user, colon, _password = userinfo.partition(":")
+        scheme = f"{scheme}://{user}{':***' if colon else ''}@"
+    else:
+        scheme += "://"
+    where, question, query = rest.partition("?")
+    if question:
+        query = "&".join(f"{part.partition('=')[0]}=***" if part.partition("=")[0].lower() == "password" else part
+                         for part in query.split("&"))
+    return f"{scheme}{where}{question}{query}"
 
 
 def listen_address(addr: str) -> str:

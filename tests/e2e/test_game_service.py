@@ -253,3 +253,35 @@ def test_every_refusal_leaves_a_line_naming_its_match_and_code(command_address: 
     assert [(r["event"], r["match_id"], r["seat"], r["command_id"]) for r in lines] == [
         ("command_refused", match.match_id, idle, "idle-1")]
     client.close()
+
+
+def test_a_refused_entry_of_submit_commands_leaves_a_line_too(command_address: str) -> None:
+    """SubmitCommands answers a refused entry in its reply, not as a status: the operator still
+    gets the refusal's one line, naming the entry's command id and index (a rule's refusal is
+    the command service's `command_refused`, not a second line)."""
+    import structlog
+
+    from famiglia.client import GameClient
+
+    from .conftest import match_and_first_move
+
+    client = GameClient(command_address)
+    match, me, command = match_and_first_move(client, seed=8)
+    asked = {p.seat for p in client.spectator(match.match_id).view().to_act}
+    idle = next(s for s in range(len(match.seat_tokens)) if s not in asked)
+    with structlog.testing.capture_logs() as captured:
+        rule = client.submit_commands(match.match_id, [(match.seat_tokens[idle], command, "chain-idle-1")])
+    assert rule.refusal.status == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    lines = [line for line in captured if line["event"] in ("rpc_refused", "command_refused")]
+    assert [(r["event"], r["seat"], r["command_id"]) for r in lines] == [("command_refused", idle, "chain-idle-1")]
+    with structlog.testing.capture_logs() as captured:
+        stale = client.submit_commands(match.match_id, [(me.token, command, "chain-stale-1")],
+                                       expected_version=match.version + 7)
+        forged = client.submit_commands(match.match_id, [(me.token, command, "chain-ok-1"),
+                                                         ("forged", command, "chain-forged-1")])
+    assert (stale.refusal.code, forged.refusal.code, forged.refusal.index) == ("stale_version", "bad_token", 1)
+    refused = [line for line in captured if line["event"] == "rpc_refused"]
+    assert [(r["rpc"], r["status"], r["code"], r["match_id"], r["command_id"], r["index"]) for r in refused] == [
+        ("SubmitCommands", "ABORTED", "stale_version", match.match_id, "chain-stale-1", 0),
+        ("SubmitCommands", "UNAUTHENTICATED", "bad_token", match.match_id, "chain-forged-1", 1)]
+    client.close()

@@ -103,7 +103,9 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
                          reason=exc.message[:300], **ids)
             context.abort_with_status(to_status(exc))
-        span.set_status(Status(StatusCode.ERROR, str(exc)))
+        # The server's own failure: an error span with its exception (a refusal above is neither).
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
         log.exception("rpc_failed", rpc=name, **ids)
         context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
 

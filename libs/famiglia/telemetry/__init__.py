@@ -425,8 +425,9 @@ def server_span(name: str, parent: otel_context.Context | None = None, *,
     record a span only to drop it (~15 us a call). Then the span is a NonRecordingSpan
     with the ids and flags the SDK would have given it (its id generator and sampler),
     so log lines, each event's `trace` map and downstream services see the same trace
-    as before. With an exporter, a recorded SDK span as usual. `provider`: the global
-    one unless given (tests)."""
+    as before. With an exporter, a recorded SDK span as usual, but one that records no
+    exception and sets no status by itself: the caller says which end is a failure.
+    `provider`: the global one unless given (tests)."""
     sdk = _export_state(_provider() if provider is None else provider)[1]
     if sdk is not None:
         return _Current(_unrecorded(sdk, name, parent), parent)
@@ -460,7 +461,10 @@ def close_server_span(token: Any) -> None:
 def _recorded(name: str, parent: otel_context.Context | None, spans: trace.Tracer) -> Iterator[trace.Span]:
     token = None if parent is None else otel_context.attach(parent)
     try:
-        with spans.start_as_current_span(name, kind=SpanKind.SERVER) as span:
+        # Not on any exception: a call the server refuses (the client's mistake, a rule) ends in
+        # one too, and is no server error; the caller records the failures that are (grpcutil).
+        with spans.start_as_current_span(name, kind=SpanKind.SERVER, record_exception=False,
+                                         set_status_on_exception=False) as span:
             yield span
     finally:
         if token is not None:

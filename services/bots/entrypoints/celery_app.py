@@ -36,6 +36,7 @@ from opentelemetry import context as otel_context
 from famiglia.eventstore.consumer import exchange
 from famiglia.telemetry import (
     FOLLOWS_KEY,
+    carried_trace_id,
     extract_context,
     follows_from,
     get_logger,
@@ -126,6 +127,12 @@ def celery_config(app: BotsApp) -> dict[str, Any]:
     }
 
 
+def _carrier(request: Any) -> Mapping[str, str] | None:
+    """The trace carrier of a task's request (its `famiglia_trace` header), if it has one."""
+    carrier = getattr(request, TRACE_HEADER, None) or (getattr(request, "headers", None) or {}).get(TRACE_HEADER)
+    return carrier if isinstance(carrier, Mapping) else None
+
+
 @contextmanager
 def _continued_trace(request: Any, name: str, **attributes: Any) -> Iterator[None]:
     """Continue the dispatcher's trace: a task span when spans are exported; otherwise
@@ -133,7 +140,7 @@ def _continued_trace(request: Any, name: str, **attributes: Any) -> Iterator[Non
     carry on (a span nobody sees cost ~5% of a decision's CPU). A decision that follows a
     bot's own move starts a new trace linked to that move's (`follows_from`), so a match of
     bots is a trace per task, not one trace as deep as the match."""
-    carrier = getattr(request, TRACE_HEADER, None) or (getattr(request, "headers", None) or {}).get(TRACE_HEADER)
+    carrier = _carrier(request)
     if carrier and carrier.get(FOLLOWS_KEY):  # a bot answering a bot: a new trace, linked
         with follows_from(name, extract_context(carrier), **attributes):
             yield
@@ -205,6 +212,11 @@ def _task_ids(request: Any) -> dict[str, Any]:
         ids.update(zip(("seat", "version"), args[1:3], strict=False))
     elif len(args) >= 4:
         ids.update(seat=args[2], version=args[3])
+    # Celery's retry and failure signals come after the task left its trace: the line names the
+    # trace the task carried (the move that asked for it), so the operator can follow it there.
+    trace_id = carried_trace_id(_carrier(request)) if request is not None else ""
+    if trace_id:
+        ids["trace_id"] = trace_id
     return ids
 
 

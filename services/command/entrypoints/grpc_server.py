@@ -7,12 +7,14 @@ from google.protobuf import any_pb2
 
 from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
 from ..app import ChainedCommand, CommandApp, NextSeat, SeatEvent, Submitted
 
 _TYPE_URL = "type.googleapis.com/"
+log = get_logger("famiglia.grpc")
 
 
 def _pack(message) -> any_pb2.Any:
@@ -61,6 +63,18 @@ def _result(result) -> pb.MatchResult | None:
     for s in result.seats:
         out.seats.add(seat=s.seat, score=s.score, rank=s.rank, details=dict(s.details))
     return out
+
+
+def _log_refused_entry(request: pb.SubmitCommandsRequest, index: int, refused) -> None:
+    """A chain's refusal travels in the reply, not as a status, so the RPC wrapper writes no
+    `rpc_refused` line for it: this is that line (unless the refusal wrote its own, a rule's
+    `command_refused`)."""
+    if refused.logged:
+        return
+    entry = request.commands[index] if 0 <= index < len(request.commands) else None
+    log.info("rpc_refused", rpc="SubmitCommands", status=refused.status.name, code=refused.code,
+             reason=refused.message[:300], match_id=request.match_id[:200],
+             command_id=entry.command_id[:200] if entry is not None else "", index=index)
 
 
 class GameServicer(pb_grpc.GameServiceServicer):
@@ -143,6 +157,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         for done in answer.taken:
             _fill_submitted(add(), done)
         if answer.refusal is not None:
+            _log_refused_entry(request, answer.refused_at, answer.refusal)
             refusal = reply.refusal
             refusal.index, refusal.status = answer.refused_at, answer.refusal.status.value[0]
             refusal.code, refusal.message = answer.refusal.code, answer.refusal.message

@@ -73,3 +73,30 @@ def test_a_task_retried_or_given_up_leaves_a_line_naming_its_match_and_seat() ->
         ("bot_task_retry", "m1", 2, 17, 1)
     assert (failed["event"], failed["match_id"], failed["seat"], failed["version"], failed["log_level"]) == \
         ("bot_task_failed", "m2", 1, 9, "error")
+
+
+def test_a_task_retried_or_given_up_names_the_trace_it_carried() -> None:
+    """The retry and failure lines are written by Celery's signals, after the task left its
+    trace: they name the trace the task carried (its `famiglia_trace` header), or an operator
+    cannot get from the failure to the move that asked for it."""
+    from types import SimpleNamespace
+
+    import structlog
+
+    from services.bots.entrypoints import celery_app
+
+    carried = "0af7651916cd43dd8448eb211c80319c"
+    header = {celery_app.TRACE_HEADER: {"traceparent": f"00-{carried}-b7ad6b7169203331-01"}}
+    request = SimpleNamespace(args=["m1", "grifters", 2, 17, "random"], retries=0, task=celery_app.DECIDE, **header)
+    in_headers = SimpleNamespace(args=["m2", 1, 9], task=celery_app.CLOCK, headers=header)
+    with structlog.testing.capture_logs() as captured:
+        celery_app._task_retried(sender=SimpleNamespace(name=celery_app.DECIDE), reason="UNAVAILABLE",
+                                 request=request)
+        celery_app._task_failed(sender=SimpleNamespace(name=celery_app.CLOCK, request=in_headers), task_id="t-9",
+                                exception=ValueError("boom"), args=["m2", 1, 9])
+        celery_app._task_failed(sender=SimpleNamespace(name=celery_app.CLOCK, request=None), task_id="t-10",
+                                exception=ValueError("boom"), args=["m3", 1, 9])
+    retry, failed, bare = captured
+    assert (retry["match_id"], retry["trace_id"]) == ("m1", carried)
+    assert (failed["match_id"], failed["trace_id"]) == ("m2", carried)
+    assert bare["match_id"] == "m3" and "trace_id" not in bare

@@ -89,3 +89,25 @@ def test_each_call_has_its_span_and_leaves_the_context_as_it_found_it(monkeypatc
     assert broken.status == (grpc.StatusCode.INTERNAL, "internal error in Broken")
     assert otel_context.get_current() is before
     assert [s.name for s in exporter.get_finished_spans()] == (["Ok", "Ok", "Refused", "Broken"] if exported else [])
+
+
+def test_a_clients_mistake_is_not_an_error_span_but_a_servers_failure_is(monkeypatch) -> None:
+    """OpenTelemetry's gRPC conventions: a server span is an error for the server's own
+    failures (INTERNAL), not for a refusal the client caused (FAILED_PRECONDITION with its rule
+    code): those would fill the error view of every trace backend with exception events and
+    stack traces of ordinary play."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.setattr(telemetry, "_tracers", {})
+    service = _Service()
+    for method in (service.Refused, service.Broken):
+        with pytest.raises(_Aborted):
+            method(None, _Call())
+    refused, broken = exporter.get_finished_spans()
+    assert refused.attributes["famiglia.code"] == "match_over"
+    assert refused.status.status_code is not trace.StatusCode.ERROR
+    assert not [e for e in refused.events if e.name == "exception"]
+    assert broken.status.status_code is trace.StatusCode.ERROR
+    assert [e.attributes["exception.type"] for e in broken.events if e.name == "exception"] == ["RuntimeError"]

@@ -138,3 +138,23 @@ def test_a_service_setting_in_range_is_taken(monkeypatch: pytest.MonkeyPatch, re
 def test_the_command_service_call_threads_default_to_three(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAMIGLIA_COMMAND_CALL_WORKERS", raising=False)
     assert _command() == 3
+
+
+@pytest.mark.parametrize("url", [
+    "redis://:hunter2@redis.internal:6379/0",
+    "rediss://famiglia:hunter2@redis.internal:6380/1",
+    "unix://famiglia@/run/redis/redis.sock?db=0&password=hunter2",  # redis-py's socket form
+    "redis://redis.internal:6379/0?password=hunter2&socket_timeout=5",
+    "redis://:hunter2@redis.internal:6379/0?PASSWORD=hunter2",
+])
+def test_a_url_as_a_log_line_shows_it_has_no_password(url: str) -> None:
+    """The start-up lines show FAMIGLIA_REDIS_URL through `shown_url`. redis-py also reads the
+    password from the query string (the only place a unix socket URL can carry it), and there it
+    was shown as it is."""
+    from famiglia.config import shown_url
+
+    shown = shown_url(url)
+    assert "hunter2" not in shown
+    assert shown.split("://")[0] == url.split("://")[0] and "***" in shown
+    assert ("socket_timeout=5" in shown) is ("socket_timeout=5" in url)
+    assert shown_url("redis://127.0.0.1:6390/0") == "redis://127.0.0.1:6390/0"
