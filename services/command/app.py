@@ -845,6 +845,8 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
         raise InvalidArgument("no_command_id", "command_id (the idempotency key) is required")
     if len(command_id) > 128:
         raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
+    if "\x00" in command_id:  # stored with its events: the read models (PostgreSQL text) cannot hold a NUL
+        raise InvalidArgument("bad_command_id", "command_id may not contain a NUL character")
 
 
 def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,
@@ -853,8 +855,8 @@ def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tour
     (`famiglia.readmodels.tables`), so the projection can always store the match."""
     if len(request_id) > 256:
         raise InvalidArgument("bad_request_id", "request_id is at most 256 characters")
-    if len(tournament_id) > 100:
-        raise InvalidArgument("bad_tournament_id", "tournament_id is at most 100 characters")
+    if len(tournament_id) > 100 or "\x00" in tournament_id:
+        raise InvalidArgument("bad_tournament_id", "tournament_id is at most 100 characters, without NUL")
     seen = set()
     for info in seat_info:
         if not 0 <= info.seat < seats or info.seat in seen:
@@ -863,6 +865,9 @@ def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tour
         if len(info.player_id) > 128 or len(info.display_name) > 200 or len(info.policy) > 64:
             raise InvalidArgument("bad_seat_info", "seat_info: player_id is at most 128 characters, "
                                                    "display_name 200, policy 64")
+        if "\x00" in info.player_id or "\x00" in info.display_name or "\x00" in info.policy:
+            raise InvalidArgument("bad_seat_info", "seat_info: player_id, display_name and policy may not "
+                                                   "contain a NUL character")
 
 
 def _match_id(request_id: str) -> str:

@@ -111,8 +111,8 @@ def check(spec: TournamentSpec, registry: Registry | None = None) -> None:
     """Refuse (BadTournament) a spec outside `Limits`, an entrant whose policy spec is refused,
     and, with `registry`, a game, seat count or options the game itself refuses: every match
     of the plan must be one CreateMatch accepts."""
-    if len(spec.name) > Limits.NAME_CHARS:
-        raise BadTournament("bad_name", f"a name is at most {Limits.NAME_CHARS} characters")
+    if len(spec.name) > Limits.NAME_CHARS or "\x00" in spec.name:  # the read models (PostgreSQL) hold it
+        raise BadTournament("bad_name", f"a name is at most {Limits.NAME_CHARS} characters, without NUL")
     if not spec.entrants:
         raise BadTournament("no_entrants", "a tournament needs at least one entrant")
     if len(spec.entrants) > Limits.ENTRANTS:

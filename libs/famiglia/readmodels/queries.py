@@ -149,7 +149,7 @@ def decode_token(token: str) -> tuple[int, str]:
     created_ms, match_id = decoded
     if type(created_ms) is not int or not 0 <= created_ms <= INT64_MAX:
         raise BadPageToken(f"bad page token {shown!r}: created time out of range")
-    if not isinstance(match_id, str) or not 0 < len(match_id) <= MAX_MATCH_ID_CHARS:
+    if not isinstance(match_id, str) or not 0 < len(match_id) <= MAX_MATCH_ID_CHARS or "\x00" in match_id:
         raise BadPageToken(f"bad page token {shown!r}: not a match id")
     return created_ms, match_id
 

@@ -103,7 +103,17 @@ def _check_created(registry: Registry, envelopes: Sequence[EventEnvelope]) -> tu
     if not info.min_players <= created.seats <= info.max_players:
         raise Refused("bad_export", f"{created.game_id} seats {info.min_players}..{info.max_players} players, "
                                     f"not {created.seats}")
+    for seat in created.seat_info:  # kept (the player id is not): within what the read models' columns hold
+        if not _storable(seat.display_name, 200) or not _storable(seat.policy, 64):
+            raise Refused("bad_export", f"match_created: seat {seat.seat}'s display name (at most 200 characters) "
+                                        "or policy (64) is too long or holds a NUL")
     return created, engine
+
+
+def _storable(text: str, most: int) -> bool:
+    """Whether a read model's text column holds `text`: at most `most` characters, no NUL
+    (PostgreSQL refuses it; the projection would fail on the match, then park it)."""
+    return len(text) <= most and "\x00" not in text
 
 
 def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[EventEnvelope]) -> None:
@@ -125,6 +135,8 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
             raise Refused("bad_export", f"{where} names acting seat {env.seat} at a {seats}-seat table")
         if env.visibility.kind not in _KINDS or any(not 0 <= s < seats for s in env.visibility.seats):
             raise Refused("bad_export", f"{where} has an unknown visibility {env.visibility}".rstrip())
+        if not _storable(env.command_id, 128):
+            raise Refused("bad_export", f"{where}: a command id is at most 128 characters, without NUL")
         if seq == 1:
             continue
         if env.type == MATCH_CREATED:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 from collections import Counter
@@ -13,7 +14,7 @@ from famiglia.bots import POLICY_NAMES, PolicySpec
 from famiglia.bots.standings import RunningStandings, Standing, standings
 from famiglia.bots.tournament import BadTournament, GamePlan, PlannedMatch, TournamentSpec, check, plan
 from famiglia.engine.registry import Registry
-from famiglia.grpcutil.errors import InvalidArgument, NotFound
+from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound
 from famiglia.grpcutil.server import build_server, rpc
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
@@ -84,6 +85,14 @@ def tournament_proto(record: TournamentRecord, *, include_matches: bool = False,
     return out
 
 
+def _same_tournament(stored: TournamentSpec, asked: TournamentSpec, *, seed_given: bool) -> bool:
+    """Whether a creation retried under a request id asks for the tournament the id made: the
+    same spec, its seed aside when the retry names none (the server then draws a new one)."""
+    if not seed_given:
+        asked = dataclasses.replace(asked, seed=stored.seed)
+    return stored.to_json() == asked.to_json()
+
+
 class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def __init__(self, repo: TournamentRepo, registry: Registry) -> None:
         self.repo = repo
@@ -132,7 +141,11 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def CreateTournament(self, request, context):
         spec = spec_from_request(request, self.registry)
         tid = self.repo.create(spec, request.request_id)
-        return self._proto(self._get(tid))
+        record = self._get(tid)
+        if request.request_id and not _same_tournament(record.spec, spec, seed_given=bool(request.seed)):
+            raise AlreadyExists("request_id_reused", "request_id was already used to create a different "
+                                                     "tournament; use a new request_id for a new tournament")
+        return self._proto(record)
 
     @rpc
     def GetTournament(self, request, context):

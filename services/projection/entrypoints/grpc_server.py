@@ -64,6 +64,13 @@ def _player_match(entry: queries.HistoryEntry) -> pb.PlayerMatchRecord:
     return out
 
 
+def _unstorable(*values: str) -> bool:
+    """Whether any of these request strings holds a NUL, which no row can (PostgreSQL text
+    refuses it, the projection stores none): such an id names nothing, on every database, and
+    is never sent to one (PostgreSQL would fail the query: INTERNAL instead of an answer)."""
+    return any("\x00" in v for v in values)
+
+
 class QueryServicer(pb_grpc.QueryServiceServicer):
     def __init__(self, engine: Engine, registry: Registry) -> None:
         self.engine = engine
@@ -73,7 +80,8 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         """A game filter names a game this server serves (the registry), one whose matches the
         read models hold (they keep games no longer served, archived without results), or one
         of `also`; anything else is a typo, not an empty result. "" (every game) passes."""
-        if not game_id or game_id in self.registry or game_id in also or queries.has_game(session, game_id):
+        if not game_id or game_id in self.registry or game_id in also or (
+                not _unstorable(game_id) and queries.has_game(session, game_id)):
             return
         raise InvalidArgument("unknown_game",
                               f"no game {game_id[:80]!r} on this server or in its read models")
@@ -86,6 +94,13 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
             if request.status not in _STATUS_FILTER:  # a newer client's value: not "any status"
                 raise InvalidArgument("bad_status", f"unknown match status {request.status}")
             self._check_game(session, request.game_id)
+            if _unstorable(request.player_id, request.tournament_id):  # no match has it
+                if request.page_token:
+                    try:
+                        queries.decode_token(request.page_token)
+                    except queries.BadPageToken as exc:
+                        raise InvalidArgument("bad_page_token", str(exc)) from None
+                return pb.ListMatchesResponse()
             try:
                 page = queries.list_matches(session, game_id=request.game_id,
                                             status=_STATUS_FILTER[request.status],
@@ -100,6 +115,8 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
     def GetMatchSummary(self, request: pb.GetMatchSummaryRequest, context: grpc.ServicerContext) -> Any:
         if not request.match_id:
             raise InvalidArgument("no_match_id", "match_id is required")
+        if _unstorable(request.match_id):
+            raise NotFound("unknown_match", f"no match {request.match_id!r} in the read models (yet)")
         with read_session(self.engine) as session:
             found = queries.match_summary(session, request.match_id)
         if found is None:
@@ -125,6 +142,8 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
             raise InvalidArgument("bad_page_size", "page_size must be >= 0")
         with read_session(self.engine) as session:
             self._check_game(session, request.game_id)
+            if _unstorable(request.player_id):
+                raise NotFound("unknown_player", f"no player {request.player_id!r}")
             try:
                 history = queries.player_history(session, request.player_id, game_id=request.game_id,
                                                  page_size=request.page_size, page_token=request.page_token)
@@ -149,7 +168,8 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
         if not request.tournament_id:
             raise InvalidArgument("no_tournament_id", "tournament_id is required")
         with read_session(self.engine) as session:
-            info = tournaments.get_tournament(session, request.tournament_id)
+            info = (None if _unstorable(request.tournament_id)
+                    else tournaments.get_tournament(session, request.tournament_id))
             self._check_game(session, request.game_id, info.games if info else ())
             if info is None:
                 raise NotFound("unknown_tournament", f"no tournament {request.tournament_id!r}")

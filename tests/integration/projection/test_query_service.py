@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -203,3 +205,32 @@ def test_game_filters_accept_games_the_read_models_hold_but_this_server_no_longe
     with pytest.raises(grpc.RpcError) as bad:  # the registry's games, not the ones this process lacks
         stub.ListMatches(pb.ListMatchesRequest(game_id="grifters"))
     assert error_code(bad.value) == "unknown_game"
+
+
+def test_an_id_holding_a_nul_names_nothing_on_every_database(played: list[Played], channel: grpc.Channel) -> None:
+    """PostgreSQL text cannot hold a NUL, so a query naming one failed there as INTERNAL (a
+    traceback logged) where SQLite answered: every database now answers as for any id that
+    names nothing (and a page token holding one is not ours)."""
+    stub = pb_grpc.QueryServiceStub(channel)
+    nul = "a\x00b"
+    refused = [
+        (stub.ListMatches, pb.ListMatchesRequest(game_id=nul), "INVALID_ARGUMENT", "unknown_game"),
+        (stub.ListMatches, pb.ListMatchesRequest(page_token=base64.urlsafe_b64encode(
+            json.dumps([1, nul]).encode()).decode().rstrip("=")), "INVALID_ARGUMENT", "bad_page_token"),
+        (stub.GetMatchSummary, pb.GetMatchSummaryRequest(match_id=nul), "NOT_FOUND", "unknown_match"),
+        (stub.GetLeaderboard, pb.GetLeaderboardRequest(game_id=nul), "INVALID_ARGUMENT", "unknown_game"),
+        (stub.GetPlayerHistory, pb.GetPlayerHistoryRequest(player_id=nul), "NOT_FOUND", "unknown_player"),
+        (stub.GetPlayerHistory, pb.GetPlayerHistoryRequest(player_id="ann", game_id=nul), "INVALID_ARGUMENT",
+         "unknown_game"),
+        (stub.GetTournamentStandings, pb.GetTournamentStandingsRequest(tournament_id=nul), "NOT_FOUND",
+         "unknown_tournament"),
+        (stub.GetTournamentStandings, pb.GetTournamentStandingsRequest(tournament_id="cup", game_id=nul),
+         "INVALID_ARGUMENT", "unknown_game"),
+    ]
+    for call, request, status, code in refused:
+        with pytest.raises(grpc.RpcError) as exc:
+            call(request)
+        assert (exc.value.code().name, error_code(exc.value)) == (status, code), request
+    for request in (pb.ListMatchesRequest(player_id=nul), pb.ListMatchesRequest(tournament_id=nul)):
+        assert not stub.ListMatches(request).matches
+    assert stub.ListMatches(pb.ListMatchesRequest(player_id="ann")).matches  # the filters still filter

@@ -55,6 +55,7 @@ def refused(**fields: object) -> str:
     ({"games": [pb.TournamentGame(game_id="nostra_city", seat_counts=[3, 5], options={"first_player_seat": "4"})]},
      "NC-S16"),
     ({"name": "n" * (Limits.NAME_CHARS + 1)}, "bad_name"),
+    ({"name": "cup\x00"}, "bad_name"),  # the tournaments read model (PostgreSQL text) cannot hold it
     ({"request_id": "r" * 129}, "bad_request_id"),
     ({"matches_per_game": Limits.MATCHES_PER_GAME, "games": [GRIFTERS] * 3}, "too_many_matches"),
     ({"round_robin": True, "rounds": Limits.ROUNDS, "entrants": ["random"] * Limits.ENTRANTS,

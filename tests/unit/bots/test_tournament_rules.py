@@ -252,3 +252,39 @@ def test_a_creation_cut_short_and_retried_is_a_tournament_that_runs(repo: Tourna
     game = Game()
     TournamentRunner(repo, game, Store()).step()  # type: ignore[arg-type]
     assert game.created  # before: the runner never saw it
+
+
+def test_a_request_id_reused_for_another_tournament_is_refused_not_answered_with_the_first(
+        repo: TournamentRepo) -> None:
+    """CreateTournament's request_id makes a retry safe: the retry gets the tournament it made.
+    A request id reused for a different tournament was answered with the first one, OK, and the
+    new request silently dropped: refused instead, as CreateMatch refuses it (ALREADY_EXISTS
+    request_id_reused). A retry without a seed (the server draws one each time) is still a retry."""
+    from famiglia.grpcutil.errors import error_code
+    from famiglia.v1 import tournament_service_pb2_grpc as tgrpc
+
+    server, port = grpc_server.serve(repo, toy_registry(), "127.0.0.1:0", workers=2)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = tgrpc.TournamentServiceStub(channel)
+        asked = tpb.CreateTournamentRequest(name="cup", games=[tpb.TournamentGame(game_id="highcard")],
+                                            entrants=["random", "heuristic"], request_id="req-7")
+        first = stub.CreateTournament(asked)
+        assert stub.CreateTournament(asked).tournament_id == first.tournament_id  # the retry
+        other = tpb.CreateTournamentRequest()
+        other.CopyFrom(asked)
+        other.name, other.matches_per_game = "another cup", 40
+        with pytest.raises(grpc.RpcError) as exc:
+            stub.CreateTournament(other)
+        assert exc.value.code() == grpc.StatusCode.ALREADY_EXISTS and error_code(exc.value) == "request_id_reused"
+        reseeded = tpb.CreateTournamentRequest()
+        reseeded.CopyFrom(asked)
+        reseeded.seed = 99
+        with pytest.raises(grpc.RpcError) as exc:
+            stub.CreateTournament(reseeded)
+        assert error_code(exc.value) == "request_id_reused"
+        assert repo.get(first.tournament_id).spec.name == "cup"
+    finally:
+        channel.close()
+        server.stop(grace=None)

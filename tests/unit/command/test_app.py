@@ -122,6 +122,40 @@ def test_what_a_creation_writes_besides_the_setup_fits_the_read_models(app: Comm
                             seat_info=[envelope_pb2.SeatInfo(seat=seats - 1, player_id="p" * 128)]).match_id
 
 
+def test_ids_a_creation_stores_may_not_hold_a_nul_the_read_models_cannot(app: CommandApp, store) -> None:
+    """PostgreSQL text cannot hold a NUL: a tournament id or seat info with one would make the
+    projection fail on the match again and again (then park it: never in the read models, never
+    rated). Refused at the door instead, with the codes their lengths already have."""
+    engine, seats = _game()
+    bad = [dict(tournament_id="cup\x00"),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0, player_id="p\x00")]),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0, display_name="\x00")]),
+           dict(seat_info=[envelope_pb2.SeatInfo(seat=0, policy="random\x00")])]
+    for asked in bad:
+        with pytest.raises(InvalidArgument) as exc:
+            app.create_match(engine.info.game_id, seats, **asked)  # type: ignore[arg-type]
+        assert exc.value.code in ("bad_tournament_id", "bad_seat_info")
+
+
+def test_a_command_id_with_a_nul_is_refused_and_stores_nothing(app: CommandApp, store) -> None:
+    """The command id is stored with the command's events (the projection's event archive): one
+    with a NUL would keep the match out of PostgreSQL read models for good, which any seat could
+    do to a match it is losing, so that it is never rated."""
+    engine, seats = _game()
+    created = app.create_match(engine.info.game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    version = store.version(created.match_id)
+    with pytest.raises(InvalidArgument) as exc:
+        app.submit(created.match_id, viewer, "c-1\x00", cmd)
+    assert exc.value.code == "bad_command_id" and "NUL" in exc.value.message
+    chained = app.submit_chain(created.match_id, [ChainedCommand(created.seat_tokens[seat], "\x00{version}",
+                                                                 "type.googleapis.com/"
+                                                                 + cmd.DESCRIPTOR.full_name,
+                                                                 cmd.SerializeToString())])
+    assert not chained.taken and chained.refusal is not None and chained.refusal.code == "bad_command_id"
+    assert store.version(created.match_id) == version
+
+
 def test_an_option_value_the_game_cannot_read_is_an_invalid_argument(app: CommandApp, monkeypatch) -> None:
     engine, seats = _game()
 

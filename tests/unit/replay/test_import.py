@@ -182,6 +182,22 @@ def _unknown_game(e: MatchExport) -> None:
     e.game_id = "chess"
 
 
+def _command_id(command_id: str) -> Callable[[MatchExport], None]:
+    def mutate(e: MatchExport) -> None:
+        for env in e.events:
+            if env.command_id:
+                env.command_id = command_id
+    return mutate
+
+
+def _seat_info(**fields: str) -> Callable[[MatchExport], None]:
+    def mutate(e: MatchExport) -> None:
+        created = MatchCreated.FromString(e.events[0].payload)
+        created.seat_info.add(seat=0, **fields)
+        e.events[0].payload = created.SerializeToString(deterministic=True)
+    return mutate
+
+
 MUTATIONS = {
     "garbage payload": (_garbage_payload, ("InvalidArgument", "bad_export")),
     "first event not match_created": (_not_created, ("InvalidArgument", "bad_export")),
@@ -196,6 +212,13 @@ MUTATIONS = {
     "garbage match_created": (_garbage_created, ("InvalidArgument", "bad_export")),
     "seats beyond the game": (_seats(2**31 - 1), ("InvalidArgument", "bad_export")),
     "unknown game": (_unknown_game, ("FailedPrecondition", "unknown_game")),
+    # What the read models' columns hold (PostgreSQL: VARCHAR lengths, no NUL in text): beyond
+    # it, the projection fails on the match again and again, then parks it (never listed).
+    "command id with a NUL": (_command_id("c\x00"), ("InvalidArgument", "bad_export")),
+    "command id too long": (_command_id("c" * 129), ("InvalidArgument", "bad_export")),
+    "display name with a NUL": (_seat_info(display_name="Vito\x00"), ("InvalidArgument", "bad_export")),
+    "display name too long": (_seat_info(display_name="n" * 201), ("InvalidArgument", "bad_export")),
+    "policy too long": (_seat_info(policy="p" * 65), ("InvalidArgument", "bad_export")),
 }
 
 
