@@ -210,9 +210,11 @@ class ReplayApp:
         except NotAllowed as exc:
             raise PermissionDenied(exc.code, exc.message) from None
 
-    def _require_everything(self, timeline: MatchTimeline) -> None:
-        if not may_see_everything(self.policy, timeline.finished):
-            raise PermissionDenied("match_running", "the whole match is shown once it is over")
+    def _require_everything(self, timeline: MatchTimeline, token: str | None) -> None:
+        """The whole match (an export, a verification by id) is granted as a full view is:
+        the token checked as for every other call (forged: `bad_token`; another match's:
+        `wrong_match`), then `match_running` or `full_view_disabled` as the policy says."""
+        self._access(timeline, token, True)
 
     # -- finding matches and events ---------------------------------------------------------
     def timeline(self, match_id: str) -> MatchTimeline:
@@ -384,14 +386,14 @@ class ReplayApp:
         return EventPage(timeline, infos, next_token)
 
     # -- export, import, verify -----------------------------------------------------------
-    def export(self, match_id: str) -> MatchExport:
+    def export(self, match_id: str, token: str | None = None) -> MatchExport:
         timeline = self.timeline(match_id)
-        self._require_everything(timeline)
+        self._require_everything(timeline, token)
         return export_file.build_export(self.registry, timeline.envelopes, exported_at_ms=int(time.time() * 1000))
 
-    def verify_match(self, match_id: str) -> Report:
+    def verify_match(self, match_id: str, token: str | None = None) -> Report:
         timeline = self.timeline(match_id)
-        self._require_everything(timeline)
+        self._require_everything(timeline, token)
         return verify_envelopes(self.registry, timeline.envelopes)
 
     def verify_file(self, data: bytes) -> Report:

@@ -66,9 +66,9 @@ class ReplayClient:
             if not page_token:
                 return out
 
-    def export(self, match_id: str, *, binary: bool = False) -> pb.ExportMatchResponse:
+    def export(self, match_id: str, *, binary: bool = False, token: str | None = None) -> pb.ExportMatchResponse:
         return self.stub.ExportMatch(pb.ExportMatchRequest(match_id=match_id, binary=binary),
-                                     metadata=_metadata(None), timeout=self.timeout)
+                                     metadata=_metadata(token), timeout=self.timeout)
 
     def import_file(self, data: bytes, *, token: str | None, new_match_id: str = "",
                     allow_unverified: bool = False) -> pb.ImportMatchResponse:
@@ -78,9 +78,10 @@ class ReplayClient:
             pb.ImportMatchRequest(file=data, new_match_id=new_match_id, allow_unverified=allow_unverified),
             metadata=_metadata(token), timeout=self.timeout)
 
-    def verify(self, *, match_id: str = "", data: bytes | None = None) -> pb.VerifyMatchResponse:
+    def verify(self, *, match_id: str = "", data: bytes | None = None, token: str | None = None
+               ) -> pb.VerifyMatchResponse:
         request = pb.VerifyMatchRequest(file=data) if data is not None else pb.VerifyMatchRequest(match_id=match_id)
-        return self.stub.VerifyMatch(request, metadata=_metadata(None), timeout=self.timeout)
+        return self.stub.VerifyMatch(request, metadata=_metadata(token), timeout=self.timeout)
 
 
 def operator_token(secret: str, operator: str = "cli") -> str:

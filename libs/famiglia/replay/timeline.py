@@ -211,8 +211,11 @@ class TimelineCache:
             return timeline
         if fresh and not timeline.finished:
             last = timeline.last_seq
+            seen = timeline.envelope(last).event_id
             envelopes = self._load(match_id, last - 1)  # with the event folded last: still there?
-            if not envelopes or envelopes[0].seq != last or envelopes[0].event_id != timeline.envelopes[-1].event_id:
+            # Checked against the event at `last` as it was before the read: another question may
+            # have caught the timeline up past it meanwhile (extend skips what it already holds).
+            if not envelopes or envelopes[0].seq != last or envelopes[0].event_id != seen:
                 # The store lost acknowledged writes (and may have been written on since): what it
                 # holds past them does not follow this timeline, which is built anew from it.
                 self.forget(match_id)

@@ -99,7 +99,7 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
 
     @rpc
     def ExportMatch(self, request, context):
-        export = self.app.export(request.match_id)
+        export = self.app.export(request.match_id, bearer_token(context))
         try:
             data = dump(export, binary=request.binary)
         except json_format.SerializeToJsonError as exc:  # a stored time JSON cannot write (1 AD..9999 only)
@@ -121,7 +121,7 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
         if source == "file":
             return self.app.verify_file(request.file).to_proto()
         if source == "match_id":
-            return self.app.verify_match(request.match_id).to_proto()
+            return self.app.verify_match(request.match_id, bearer_token(context)).to_proto()
         raise InvalidArgument("no_source", "name a match_id or send a file")
 
 

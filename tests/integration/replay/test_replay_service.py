@@ -104,6 +104,21 @@ def test_list_match_events_pages_and_the_stream_covers_a_range(stack: Stack) -> 
     assert [s.seq for s in steps] == list(range(5, 13))
 
 
+def test_export_and_verify_by_id_check_the_callers_token_over_the_wire(stack: Stack) -> None:
+    played = play(stack.commands, GAME_ID, 2, seed=14, options=TOY_OPTIONS)
+    other = play(stack.commands, GAME_ID, 2, seed=15, options=TOY_OPTIONS, stop_after=1)
+    assert stack.client.export(played.match_id, token=played.tokens[0]).events == played.version
+    assert stack.client.verify(match_id=played.match_id, token=played.tokens[1]).ok
+    for call in (lambda t: stack.client.export(played.match_id, token=t),
+                 lambda t: stack.client.verify(match_id=played.match_id, token=t)):
+        with pytest.raises(grpc.RpcError) as denied:
+            call(other.tokens[0])
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED and error_code(denied.value) == "wrong_match"
+        with pytest.raises(grpc.RpcError) as forged:
+            call("forged.token")
+        assert forged.value.code() == grpc.StatusCode.UNAUTHENTICATED and error_code(forged.value) == "bad_token"
+
+
 def test_an_exported_match_verifies_and_a_tampered_one_fails_at_the_altered_event(stack: Stack, tmp_path) -> None:
     played = play(stack.commands, GAME_ID, 3, seed=12, options=TOY_OPTIONS)
     answer = stack.client.export(played.match_id)

@@ -279,3 +279,24 @@ def test_a_running_match_is_caught_up_between_questions() -> None:
     assert app.timeline(envelopes[0].match_id).last_seq == cut
     store.append(envelopes[0].match_id, cut, envelopes[cut:])
     assert app.state_at(envelopes[-1].event_id, None).finished
+
+
+def test_export_and_verify_by_id_check_the_askers_token_as_every_other_call_does() -> None:
+    """ExportMatch and VerifyMatch(match_id) show the whole match: they are granted as a full
+    view is (docs/replay.md, "Who sees what"), token included, never answered past a token
+    that is forged or of another match, nor with `match_running` for a match that is over."""
+    store, envelopes = _stored(TOY)
+    app = _app(store)
+    match_id = envelopes[0].match_id
+    assert app.export(match_id, token=None).match_id == match_id
+    assert app.export(match_id, token=_token(envelopes, 1)).match_id == match_id
+    assert app.verify_match(match_id, token=_token(envelopes, 0)).ok
+    for call in (app.export, app.verify_match):
+        with pytest.raises(Unauthenticated):
+            call(match_id, token="forged.token")
+        with pytest.raises(PermissionDenied, match="wrong_match"):
+            call(match_id, token=SIGNER.seat_token("another-match", 0))
+    closed = _app(store, full_after_finish=False)
+    for call in (closed.export, closed.verify_match):
+        with pytest.raises(PermissionDenied, match="full_view_disabled"):
+            call(match_id, token=None)

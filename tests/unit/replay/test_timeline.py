@@ -97,3 +97,29 @@ def test_an_envelope_that_fails_to_fold_leaves_the_timeline_at_the_one_before() 
     assert timeline.last_seq == broken - 1
     assert timeline.head == fold(eng, [open_event(eng, e) for e in envelopes[1:broken - 1]])
     assert timeline.extend(envelopes[:broken - 1]) == 0   # older envelopes are skipped, not refolded
+
+
+def test_two_questions_catching_a_running_match_up_at_once_do_not_load_it_anew() -> None:
+    """Question B reads on from the event it saw last while question A caught the timeline up
+    past it: what B read is still the store's (the event it checks is there, at its seq), so
+    the timeline is extended, not refolded from the first event as if the store lost writes."""
+    envelopes = copy(recorded(game_ids()[-1]))
+    stored = {"a": envelopes[:10]}
+    loads: list[int] = []
+    cache: TimelineCache
+
+    def load(match_id: str, after: int) -> list:
+        loads.append(after)
+        found = [e for e in stored.get(match_id, []) if e.seq > after]
+        if len(loads) == 2:  # B's read is in flight: A asks now and catches the match up first
+            stored["a"] = envelopes[:20]
+            found = [e for e in stored["a"] if e.seq > after]
+            cache.get("a")
+        return found
+
+    cache = TimelineCache(registry(), load, every=4)
+    timeline = cache.get("a")
+    assert timeline is not None and timeline.last_seq == 10
+    stored["a"] = envelopes[:20]
+    assert cache.get("a") is timeline and timeline.last_seq == 20
+    assert loads == [0, 9, 9], "a whole reload (after=0) for a store that lost nothing"
