@@ -478,7 +478,7 @@ class Projector:
                 policy=info.policy if info else "", score=None, rank=None, winner=False, details={}))
         for info in sorted(infos.values(), key=lambda i: i.player_id):
             if info.player_id:
-                writes.see_player(info.player_id, info.display_name, info.bot, info.policy, ms)
+                writes.see_player(info.player_id, info.display_name, info.bot, info.policy, ms, row.match_id)
         if created.tournament_id:
             writes.see_tournament(created.tournament_id, created.game_id, ms)
         return row

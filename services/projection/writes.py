@@ -81,16 +81,18 @@ class BatchWrites:
     tournaments: dict[str, tuple[int, set[str]]] = field(default_factory=dict)
     results: list[tuple[MatchRow, list[SeatResult]]] = field(default_factory=list)
 
-    def see_player(self, player_id: str, name: str, bot: bool, policy: str, ms: int) -> None:
-        """Name, bot flag and policy follow the newest match (by creation time; later in the batch on a tie)."""
+    def see_player(self, player_id: str, name: str, bot: bool, policy: str, ms: int, match_id: str = "") -> None:
+        """Name, bot flag and policy follow the newest match: by creation time, then match id (two
+        matches created in one millisecond reach the projection in any order; a rebuild takes
+        them by match id), so the row does not depend on the order matches are projected in."""
         seen = self.players.get(player_id)
         if seen is None:
             self.players[player_id] = dict(player_id=player_id, display_name=name, bot=bot, policy=policy,
-                                           first_seen_ms=ms, last_seen_ms=ms)
+                                           first_seen_ms=ms, last_seen_ms=ms, last_match_id=match_id)
             return
         seen["first_seen_ms"] = min(seen["first_seen_ms"], ms)
-        if ms >= seen["last_seen_ms"]:
-            seen.update(display_name=name, bot=bot, policy=policy, last_seen_ms=ms)
+        if (ms, match_id) >= (seen["last_seen_ms"], seen["last_match_id"]):
+            seen.update(display_name=name, bot=bot, policy=policy, last_seen_ms=ms, last_match_id=match_id)
 
     def see_tournament(self, tournament_id: str, game_id: str, ms: int) -> None:
         first, games = self.tournaments.get(tournament_id, (ms, set()))
@@ -163,12 +165,14 @@ class BatchWriter:
             .values(score=bindparam("b_score"), rank=bindparam("b_rank"), winner=bindparam("b_winner"),
                     details=bindparam("b_details", type_=JSON)))
         players = insert(PLAYERS)
-        newer = players.excluded.last_seen_ms >= PLAYERS.c.last_seen_ms
+        newer = or_(players.excluded.last_seen_ms > PLAYERS.c.last_seen_ms,
+                    and_(players.excluded.last_seen_ms == PLAYERS.c.last_seen_ms,
+                         players.excluded.last_match_id >= PLAYERS.c.last_match_id))
         self.players = players.on_conflict_do_update(index_elements=[PLAYERS.c.player_id], set_={
             "first_seen_ms": case((players.excluded.first_seen_ms < PLAYERS.c.first_seen_ms,
                                    players.excluded.first_seen_ms), else_=PLAYERS.c.first_seen_ms),
             **{name: case((newer, players.excluded[name]), else_=PLAYERS.c[name])
-               for name in ("display_name", "bot", "policy", "last_seen_ms")},
+               for name in ("display_name", "bot", "policy", "last_seen_ms", "last_match_id")},
         })
         self.new_tournament = insert(TOURNAMENTS).on_conflict_do_nothing(index_elements=[TOURNAMENTS.c.tournament_id])
         self.lock_tournaments = (

@@ -45,8 +45,15 @@ class Standing:
         return self.mu - 3 * self.sigma
 
 
+def _order(row: Standing) -> tuple[str, float, float, str]:
+    """Game, then conservative rating (ordinal) best first, then mean rank, then the entrant: entrants
+    tied on both (a Nostra City match nobody won rates everyone alike) stand in one order, not
+    in the order the results happen to be listed in."""
+    return (row.game_id, -row.ordinal, row.mean_rank, row.entrant)
+
+
 def standings(records: Iterable[MatchRecord]) -> list[Standing]:
-    """Sorted by game, then conservative rating (ordinal), best first.
+    """Sorted by game, then conservative rating (ordinal), best first (`_order`).
 
     Ratings come from famiglia.ratings, the helper the projection's tournament
     tables use too: matches rated in canonical order (finish time, match id), an
@@ -69,7 +76,7 @@ def standings(records: Iterable[MatchRecord]) -> list[Standing]:
         for entrant, rating in rate_in_order(game_outcomes).items():
             row = table[(game_id, entrant)]
             row.mu, row.sigma = rating.mu, rating.sigma
-    return sorted(table.values(), key=lambda r: (r.game_id, -r.ordinal, r.mean_rank))
+    return sorted(table.values(), key=_order)
 
 
 class RunningStandings:
@@ -115,4 +122,4 @@ class RunningStandings:
             self._last[record.game_id] = (record.finished_ms, record.match_id)
         rows = [Standing(r.game_id, r.entrant, r.matches, r.wins, r.rank_total, r.mu, r.sigma)
                 for r in self._table.values()]
-        return sorted(rows, key=lambda r: (r.game_id, -r.ordinal, r.mean_rank))
+        return sorted(rows, key=_order)

@@ -34,7 +34,9 @@ def _ms(**kw: Any) -> Any:
 
 
 class Player(ReadModel, table=True):
-    """A person or bot seen in a seat. Name/bot/policy follow the newest match they joined."""
+    """A person or bot seen in a seat. Name/bot/policy follow the newest match they joined: the
+    latest created, the greater match id among matches created in the same millisecond
+    (`last_match_id`), so the row does not depend on the order matches are projected in."""
 
     __tablename__ = "players"
 
@@ -44,6 +46,7 @@ class Player(ReadModel, table=True):
     policy: str = Field(default="", max_length=64)
     first_seen_ms: int = _ms(nullable=False)
     last_seen_ms: int = _ms(nullable=False)
+    last_match_id: str = Field(default="", max_length=64, sa_column_kwargs={"server_default": ""})
 
 
 class Match(ReadModel, table=True):

@@ -70,6 +70,8 @@ class MatchSpec:
     game_id: str = dice_race.GAME_ID
     tournament_id: str = ""
     options: dict[str, str] = field(default_factory=dict)
+    names: list[str] | None = None
+    """The seats' display names (default: each player id, title-cased)."""
 
 
 def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Iterator[tuple[str, list]]:
@@ -81,8 +83,8 @@ def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Itera
     created.options.update(spec.options)
     for seat, player in enumerate(spec.players):
         if player:
-            created.seat_info.add(seat=seat, player_id=player, display_name=player.title(), bot=True,
-                                  policy="random")
+            name = spec.names[seat] if spec.names else player.title()
+            created.seat_info.add(seat=seat, player_id=player, display_name=name, bot=True, policy="random")
     now = clock()
     first = [match_created_envelope(spec.match_id, created, now_ms=now)]
     first += game_envelopes(engine, spec.match_id, 1, play.setup_events, now_ms=now)

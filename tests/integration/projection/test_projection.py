@@ -297,3 +297,53 @@ def test_real_games_project_to_their_results(app: ProjectionApp, game_id: str) -
     played = write_matches(app.store, app.registry, [spec])
     drain_app(app)
     assert_projected(app, played)
+
+
+# Seeds of random play with ties at several rank positions and a Nostra City match nobody won.
+TIED_MATCHES = [
+    ("goodcritters", ["ann", "bob", "cy", "dee"], 27),   # ranks 4, 2, 2, 1
+    ("grifters", ["ann", "bob", "cy"], 178),              # 1, 2, 2
+    ("grifters", ["ann", "ann", "bob", "cy"], 238),       # 1, 4, 2, 2: ann in two seats
+    ("nostra_city", ["ann", "bob", "cy"], 3),             # no winner: 3, 3, 3
+    ("nostra_city", ["ann", "bob", "cy", "dee", "eve"], 158),  # a shared win: 3, 1, 5, 1, 4
+    ("nothing_personal", ["ann", "bob", "cy"], 0),
+]
+
+
+@pytest.mark.parametrize("step_ms", [1000, 0])
+def test_rebuild_equals_live_for_every_game_with_ties_no_winner_and_a_rename(app: ProjectionApp,
+                                                                             step_ms: int) -> None:
+    """Every real game, ties at the top, in the middle and at the bottom, a Nostra City match
+    without a winner, a player in two seats and renamed between matches — with every event in
+    one millisecond too (step 0: creation, finish and rating order all fall to the match id).
+    Two consumers project live; a rebuild from the archive gives the same tables, and the bots'
+    own standings rate the tournament as the read model does."""
+    from famiglia.bots.standings import MatchRecord, SeatRecord, standings
+
+    from .support import Clock
+
+    if any(game not in app.registry for game, _players, _seed in TIED_MATCHES):
+        pytest.skip("the four real games are not all registered")
+    specs_ = [MatchSpec(match_id=f"x{i:02d}", players=players, seed=seed, game_id=game, tournament_id="cup",
+                        names=[f"{p.title()} {i}" for p in players])
+              for i, (game, players, seed) in enumerate(TIED_MATCHES)]
+    played = write_matches(app.store, app.registry, specs_, clock=Clock(step_ms=step_ms))
+    ranks = {p.match_id: [s.rank for s in p.result.seats] for p in played}
+    assert ranks["x03"] == [3, 3, 3] and played[3].result.no_winner
+    assert ranks["x00"] == [4, 2, 2, 1] and ranks["x04"] == [3, 1, 5, 1, 4]
+    drain_app(app, consumers=2)
+    assert_projected(app, played)
+    live = dump(app.sql)
+    with read_session(app.sql) as session:
+        nobody = match_summary(session, "x03")
+        table = tournament_standings(session, "cup")
+    assert nobody is not None and nobody.outcome.get("no_winner") == "true"
+    assert not any(s.winner for s in nobody.seats)
+    report = app.rebuild()
+    assert report.matches_finished == len(played) and report.left_deferred == 0
+    assert dump(app.sql) == live
+    bots = standings(MatchRecord(p.match_id, p.game_id, tuple(SeatRecord(s.seat, p.players[s.seat], s.rank, s.score)
+                                                                for s in p.result.seats), 0, p.finished_ms)
+                     for p in played)
+    assert {(s.game_id, s.entrant): (s.mu, s.sigma) for s in bots} == \
+        {(s.game_id, s.player_id): (s.mu, s.sigma) for s in table}

@@ -38,3 +38,16 @@ def test_a_result_that_sorts_before_one_already_rated_rates_everything_again() -
     late = [_record(rng, 900 + i, 1_005 + 10 * i) for i in range(5)]  # finished among the early ones
     assert running(records + late) == standings(records + late)
     assert running(records[:10]) == standings(records[:10])  # results gone (a new tournament record)
+
+
+def test_entrants_tied_in_rating_and_mean_rank_stand_in_one_order_whatever_order_results_are_listed_in() -> None:
+    """Nostra City matches nobody won (NC-V10: every seat at the last rank) leave the entrants
+    tied on rating and mean rank: the table must not follow the order Redis lists results in."""
+    records = [MatchRecord("m1", "nostra_city", (SeatRecord(0, "random", 3), SeatRecord(1, "heuristic", 3),
+                                                 SeatRecord(2, "ismcts", 3)), finished_ms=100),
+               MatchRecord("m2", "nostra_city", (SeatRecord(0, "ismcts", 3), SeatRecord(1, "random", 3),
+                                                 SeatRecord(2, "heuristic", 3)), finished_ms=200)]
+    tables = [standings(records), standings(records[::-1]), RunningStandings()(records),
+              RunningStandings()(records[::-1])]
+    assert len({r.ordinal for r in tables[0]}) == 1
+    assert all(table == tables[0] for table in tables)

@@ -168,3 +168,33 @@ def test_a_last_page_that_is_exactly_full_has_no_next_token(projector: Projector
         whole = list_matches(session, page_size=4)
     assert first.next_page_token and len(second.matches) == 2
     assert second.next_page_token == "" and whole.next_page_token == ""
+
+
+# pins writes.BatchWriter.players / BatchWrites.see_player: a tie in creation time goes to the match id
+def test_a_renamed_players_name_does_not_depend_on_projection_order_within_one_millisecond(
+        tmp_path: Path) -> None:
+    """Two matches created in the same millisecond, the player renamed between them: the name
+    shown is the same whichever match is projected first (in one batch or in two), as a rebuild
+    (event time, then match id) and the live projection must agree (docs/projection.md)."""
+    def entries(match_id: str, name: str) -> list[PartitionEntry]:
+        spec = MatchSpec(match_id=match_id, players=["ann", "bob"], seed=5, game_id=GAME_ID,
+                         names=[name, "Bob"])
+        out = []
+        for command_id, envelopes in _batches(ENGINE, spec, Clock(1_700_000_000_000)):
+            if command_id == "done":
+                break
+            out += [PartitionEntry(0, f"{e.timestamp.ToMilliseconds()}-{e.seq}", e) for e in envelopes]
+        return out
+
+    a, b = entries("m-a", "Ann Old"), entries("m-b", "Ann New")
+    assert a[0].envelope.timestamp == b[0].envelope.timestamp
+    players = []
+    for name, batches in (("ab", [a, b]), ("ba", [b, a]), ("one", [b[:1] + a[:1]])):
+        engine = make_engine(f"sqlite:///{tmp_path / (name + '.db')}")
+        schema.upgrade(engine)
+        projector = Projector(engine, registry())
+        for batch in batches:
+            projector.project(batch)
+        players.append(dump(engine)["players"])
+        engine.dispose()
+    assert players[0] == players[1] == players[2]
