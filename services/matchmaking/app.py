@@ -38,13 +38,16 @@ from .players import Player, RedisPlayers
 from .store import (
     CANCELLED,
     CLAIMED,
+    EXPIRED,
     FAILED,
     MATCHED,
     PENDING,
     SEARCHING,
+    UNANSWERED,
     PlayerBusy,
     RedisTicketStore,
     TicketRecord,
+    game_of,
 )
 
 log = get_logger("famiglia.matchmaking")
@@ -143,6 +146,9 @@ class MatchmakingApp:
             raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
         players = tuple(dict.fromkeys([player_id, *party]))
         invited = players[1:]
+        if len(players) > shape.max_players:  # before looking thousands of made-up ids up in Redis
+            raise InvalidArgument("party_too_big", f"a party of {len(players)} fits no {game_id} table "
+                                  f"(at most {shape.max_players} seats)")
         missing = self.players.missing(players)
         if missing:
             raise NotFound("unknown_player", f"not registered: {', '.join(missing)}")
@@ -169,7 +175,9 @@ class MatchmakingApp:
         return TicketCreated(created.ticket_id, created.duplicate, self.ticket(player_id, created.ticket_id))
 
     def _record(self, player_id: str, ticket_id: str) -> TicketRecord:
-        record = self.store.get(ticket_id) if ticket_id else None
+        # A ticket id names its game (`<game>.<random>`) and so its key: an id of a game not served
+        # here could name any `{mm:<x>}:ticket:<y>` key, a request id's string among them.
+        record = self.store.get(ticket_id) if game_of(ticket_id) in self.games else None
         if record is None:
             raise NotFound("unknown_ticket", f"no ticket {ticket_id!r}")
         if player_id not in record.players:
@@ -248,7 +256,13 @@ class MatchmakingApp:
         reason = f"{player_id} declined the party invite"
         if record.state == FAILED and record.reason == reason:
             return self._status(record, player_id)  # declining twice is fine
-        done, state = self.store.close_ticket(record, FAILED, reason, self.clock(), from_states=(PENDING,))
+        now = self.clock()
+        if record.state == PENDING and record.expires_ms <= now:  # too late, as for an accept: it expired
+            done, state = self.store.close_ticket(record, EXPIRED, UNANSWERED, now, only_if_expired=True,
+                                                  from_states=(PENDING,))
+            state = EXPIRED if done else state
+            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
+        done, state = self.store.close_ticket(record, FAILED, reason, now, from_states=(PENDING,))
         if not done:
             if state in (SEARCHING, CLAIMED, MATCHED):
                 raise FailedPrecondition("invite_answered", "every invitee accepted already; CancelTicket "

@@ -218,15 +218,28 @@ class PlayerHolds:
     # -- a claimed table -------------------------------------------------------------
     def retake(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat]) -> bool:
         """A claim retry makes every hold this table's again (a crashed matcher's lease, its
-        table hold, or nothing); False if one went to another table meanwhile."""
+        table hold, or nothing); False if one went to another table meanwhile, or if a player
+        was seated since asking for this table (`seats` carry when each asked). An empty hold
+        does not prove the player free: their lease may have run out, they sat elsewhere, and a
+        newer wish's attempt took and gave back the hold, leaving the seating in `seated_key`
+        only. Read once every hold is ours: nobody can seat them after that."""
         done: list[HoldSeat] = []
-        for seat in sorted(seats, key=lambda s: s.player_id):
+        ordered = sorted(seats, key=lambda s: s.player_id)
+        for seat in ordered:
             table = self.table(game_id, proposal_id, seat)
             lease_prefix = Hold(LEASE, game_id, proposal_id).encode()  # "lease|G|P|": any attempt at P
             if not self.swap(seat.player_id, table, self.keep_ms, f"={table}", f"^{lease_prefix}", "-"):
                 self._give_back(done, table)
                 return False
             done.append(seat)
+        pipe = self.client.pipeline(transaction=False)
+        for seat in ordered:
+            pipe.get(seated_key(seat.player_id))
+        for seat, raw in zip(ordered, pipe.execute(), strict=True):
+            seated = Hold.parse(str(raw)) if raw else None
+            if seated is not None and seat.created_ms <= seated.seated_ms:  # seated elsewhere since
+                self._swaps([(s.player_id, ["", 0, f"={self.table(game_id, proposal_id, s)}"]) for s in done])
+                return False
         return True
 
     def free(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], lease: str = "") -> None:

@@ -30,7 +30,17 @@ from famiglia.v1 import envelope_pb2
 from .creator import CreateFailed, MatchCreator
 from .holds import SEATED, Hold, HoldSeat, PlayerHolds
 from .players import RedisPlayers
-from .store import CANCELLED, DAY_MS, EXPIRED, MATCHED, PENDING, SEARCHING, RedisTicketStore, TicketRecord
+from .store import (
+    CANCELLED,
+    DAY_MS,
+    EXPIRED,
+    MATCHED,
+    PENDING,
+    SEARCHING,
+    UNANSWERED,
+    RedisTicketStore,
+    TicketRecord,
+)
 
 log = get_logger("famiglia.matchmaking")
 Clock = Callable[[], int]
@@ -91,7 +101,7 @@ class Matcher:
     def tick(self, game_id: str) -> int:
         now = self.clock()
         for record in self.store.overdue_invites(game_id, now):
-            self.store.close_ticket(record, EXPIRED, "the party invite was not answered in time", now,
+            self.store.close_ticket(record, EXPIRED, UNANSWERED, now,
                                     only_if_expired=True, from_states=(PENDING,))
         formed = self._recover(game_id, now)
         live = {}
@@ -232,13 +242,22 @@ class Matcher:
                 self.store.forget_claim(game_id, proposal_id)
                 continue
             log.info("claim_recovered", proposal_id=proposal_id)
-            if not self.holds.retake(game_id, proposal_id, _seats(plan)):  # its players went elsewhere
+            if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere
                 log.warning("claim_hold_lost", proposal_id=proposal_id)
                 self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost",
                                    now_ms=now)
                 continue
             formed += self._create(game_id, proposal_id, plan)
         return formed
+
+    def _asked_seats(self, plan: Mapping[str, Any]) -> list[HoldSeat]:
+        """The claimed table's players with when each asked for it (0, as old as can be, when
+        the ticket is gone): a claim retry must not seat anyone seated elsewhere since."""
+        seats = []
+        for ticket_id, players in _tickets(plan):
+            record = self.store.get(ticket_id)
+            seats += [HoldSeat(p, ticket_id, record.asked_by(p) if record is not None else 0) for p in players]
+        return seats
 
 
 def _tickets(plan: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:

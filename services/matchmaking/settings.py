@@ -21,6 +21,14 @@ def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | 
     return number(name, 0.0, env=e) if text else default
 
 
+def _whole_ms(seconds: float, name: str) -> int:
+    """At least one whole millisecond (a key's `PX`, which refuses 0), or the process stops naming it."""
+    ms = int(seconds * 1000)
+    if ms < 1:
+        raise SystemExit(f"{name}={seconds:g} is less than a millisecond")
+    return ms
+
+
 @dataclass(frozen=True)
 class MatchmakingSettings:
     policy: MatchPolicy = field(default_factory=MatchPolicy)
@@ -47,7 +55,7 @@ class MatchmakingSettings:
         tuning = MatcherTuning(
             interval_s=number("FAMIGLIA_MM_TICK", t.interval_s, env=e, above=True),
             claim_retry_ms=int(number("FAMIGLIA_MM_CLAIM_RETRY", t.claim_retry_ms / 1000, env=e) * 1000),
-            hold_ms=int(number("FAMIGLIA_MM_HOLD", t.hold_ms / 1000, env=e) * 1000),
+            hold_ms=_whole_ms(number("FAMIGLIA_MM_HOLD", t.hold_ms / 1000, env=e, above=True), "FAMIGLIA_MM_HOLD"),
         )
         run = flag("FAMIGLIA_MM_MATCHER", True, env=e)
         return cls(policy, tuning, run)

@@ -35,6 +35,8 @@ from famiglia.matchmaking import Proposal, Ticket
 PENDING, SEARCHING, CLAIMED, MATCHED = "pending", "searching", "claimed", "matched"
 CANCELLED, EXPIRED, FAILED = "cancelled", "expired", "failed"
 OPEN_STATES = frozenset({PENDING, SEARCHING, CLAIMED})
+UNANSWERED = "the party invite was not answered in time"
+"""the reason of a party ticket that expired waiting for its invitees."""
 DAY_MS = 24 * 3600 * 1000
 POINTER_MARGIN_MS = 60_000
 
