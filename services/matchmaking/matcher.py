@@ -187,6 +187,10 @@ class Matcher:
                                                     request_id=private_request_id(self._secret, f"mm:{proposal_id}"))
             except CreateFailed as exc:
                 return self._failed(game_id, proposal_id, tickets, exc)
+            except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a claim retried forever
+                log.exception("match_creation_broke", proposal_id=proposal_id)
+                return self._failed(game_id, proposal_id, tickets,
+                                    CreateFailed(f"{type(exc).__name__}: {exc}"[:300], permanent=False))
             fields: dict[str, dict[str, str]] = {
                 t: {"match_id": created.match_id, "seats": str(plan["seats"]), "bots": str(plan["bots"])}
                 for t, _ in tickets}

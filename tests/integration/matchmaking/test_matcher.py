@@ -256,6 +256,40 @@ def test_an_unreachable_command_service_puts_tickets_back_in_the_queue(redis_url
     mm.close()
 
 
+def test_a_creation_that_keeps_failing_unexpectedly_counts_its_attempts_too(redis_url: str,
+                                                                          creator: RecordingCreator,
+                                                                          monkeypatch) -> None:
+    """A CreateMatch failing in a way that is no CreateFailed (a bug, a broken channel) failed
+    the whole tick and left the claim to be retried forever, its players held for a day: it
+    now counts as an attempt, and after max_attempts the tickets go back to the queue."""
+    mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=3))
+    a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+    ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
+    mm.app.create_ticket(b, "duel", [], {})
+    broken, tried = {"left": 10**6}, Counter()
+
+    def create_match(*args, **kwargs):
+        if broken["left"]:
+            broken["left"] -= 1
+            tried[kwargs["request_id"]] += 1
+            raise RuntimeError("the channel broke in a way nobody foresaw")
+        return RecordingCreator.create_match(creator, *args, **kwargs)
+
+    monkeypatch.setattr(creator, "create_match", create_match)
+    released = []
+    release = mm.app.store.release
+    monkeypatch.setattr(mm.app.store, "release", lambda *a, **k: (released.append(k), release(*a, **k))[1])
+    for _ in range(6):
+        mm.matcher.run_once()  # never raises: each failure is one attempt
+    assert released and all(k["requeue"] for k in released)  # given up after 3 tries, the players queued anew
+    assert mm.app.ticket(a, ta).state == "searching"
+    broken["left"] = 0
+    mm.matcher.run_once()
+    mm.matcher.run_once()
+    assert mm.app.ticket(a, ta).state == "matched"
+    mm.close()
+
+
 def test_a_refused_table_fails_its_tickets_and_frees_the_players(redis_url: str,
                                                                  creator: RecordingCreator) -> None:
     mm = make_mm(redis_url, creator)
