@@ -8,10 +8,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import random
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -24,7 +28,7 @@ from famiglia.cli import add_column
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.grpcutil.errors import error_code
-from famiglia.localstack.stack import Stack
+from famiglia.localstack.stack import Stack, default_services
 
 from .play import PlayedMatch, play_match
 
@@ -49,13 +53,25 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """Every process of the stack, running or not: 0 when all run or none does, 1 when only some do
+    (a crashed service: `make up` starts what is missing)."""
     stack = Stack()
     running = stack.running()
     if not running:
-        console.print(f"embedded stack is not running (none recorded in {stack.state_file})")
-    for name, pid in running.items():
-        console.print(f"{name:<14} pid {pid}")
-    return 0
+        recorded = stack.read_state().get("pids")
+        console.print("embedded stack is not running"
+                      + (f" (the processes recorded in {stack.state_file} are gone)" if recorded
+                         else f" (none recorded in {stack.state_file})"))
+        return 0
+    missing = 0
+    for name in ("redis", *(spec.name for spec in default_services())):
+        if name in running:
+            console.print(f"{name:<14} pid {running[name]}")
+        else:
+            missing += 1
+            log = stack.var / "redis" / "redis.log" if name == "redis" else stack.var / "logs" / f"{name}.log"
+            console.print(f"{name:<14} [red]not running[/] (see {log}; `make up` starts it)", soft_wrap=True)
+    return 1 if missing else 0
 
 
 def _games(client: GameClient, only: list[str] | None):
@@ -131,6 +147,56 @@ def cmd_play(args: argparse.Namespace) -> int:
     return 0
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (`kill`, `timeout make run`) or SIGHUP (the terminal closed), unwound like Ctrl-C:
+    by default either ends the process at once, and a run's `finally` never takes down the stack
+    it started (redis-server and every service kept running in the background)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped(signum)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """Taking the stack down is not cut short by a second Ctrl-C (it takes a few seconds, and
+    stopped halfway it leaves redis-server running)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _take_down(stack: Stack, failed: bool) -> None:
+    with _shielded():
+        if failed:
+            with contextlib.suppress(OSError):  # a closed terminal
+                console.print("stopping the embedded stack…")
+        stack.down(log=lambda *_: None)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The main job on the embedded default: stack up, then every game played to the end."""
     stack = Stack()
@@ -142,17 +208,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         stack.up(log=console.print)
     except BaseException:
         if ours and not args.keep_up:  # a service that would not start: what did start must not linger
-            stack.down(log=lambda *_: None)
+            _take_down(stack, failed=True)
         raise
     try:
         main_job = importlib.import_module("famiglia.cli.tournament").run_main_job
     except (ModuleNotFoundError, AttributeError):
         main_job = _random_main_job
+    failed = True
     try:
-        return int(main_job(args, console) or 0)
+        code = int(main_job(args, console) or 0)
+        failed = False
+        return code
     finally:
         if ours and not args.keep_up:
-            stack.down(log=lambda *_: None)
+            _take_down(stack, failed)
 
 
 def _random_main_job(args: argparse.Namespace, console: Console) -> int:
@@ -202,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     play = sub.add_parser("play", help="random matches over gRPC")
     play.add_argument("game", nargs="?")
     play.add_argument("--seats", type=int, default=0)
-    play.add_argument("--matches", type=int, default=3)
+    play.add_argument("--matches", type=_positive, default=3)
     play.add_argument("--seed", type=int, default=1)
     play.add_argument("--workers", type=_positive, default=4)
     play.add_argument("--address", default="")
@@ -218,7 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         module.register(sub)
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with _stopped_by_signals():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped): what was started is stopped
+        signum = getattr(exc, "signum", signal.SIGINT)
+        with contextlib.suppress(OSError):  # a closed terminal
+            console.print(f"[yellow]interrupted[/] ({signal.Signals(signum).name})")
+        return 128 + signum
     except grpc.FutureTimeoutError:  # wait_ready on a service that is not there
         console.print("[red]UNAVAILABLE[/]: a famiglia service did not answer; is the stack up (`make up`)?")
         return 2

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import grpc
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -122,11 +123,15 @@ def tournament_table(tournament_id: str, *, expected_matches: int, address: str 
         time.sleep(0.5)
     if reply is None:
         return None
+    # Light borders and whole cells: in 80 columns (a default terminal, a CI log, `| tee`) the boxed
+    # table cut the entrant and the rating short ("heuris…", "36.3±7…").
     table = Table(title=f"Standings from the projection (QueryService) — {reply.name}, "
                         f"{reply.matches_finished} matches",
-                  caption="an entrant in several seats of one match plays it once, at its best seat")
+                  caption="an entrant in several seats of one match plays it once, at its best seat",
+                  box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     for column in ("game", "#", "entrant", "played", "wins", "mean rank", "mu±sigma", "ordinal"):
-        add_column(table, column)
+        add_column(table, column, no_wrap=True, min_width=len(column),
+                   justify="left" if column in ("game", "entrant") else "right")
     previous = ""
     for e in sorted(reply.standings, key=lambda e: (e.game_id, e.rank)):
         table.add_row(e.game_id if e.game_id != previous else "", str(e.rank),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
@@ -126,9 +127,13 @@ def replay_table(matches: list[pb.MatchSummary]) -> Table:
     return table
 
 
-def follow(client: TournamentClient, tournament_id: str, out: Console, poll: float = 0.5) -> pb.Tournament:
-    """Live progress until the tournament ends: matches done per game, moves per second."""
+def follow(client: TournamentClient, tournament_id: str, out: Console, poll: float = 0.5,
+           check: Callable[[], str | None] | None = None, check_every: float = 5.0) -> pb.Tournament:
+    """Live progress until the tournament ends: matches done per game, moves per second.
+    `check`, asked every `check_every` seconds, names what stops the tournament from ever ending
+    (a process of the stack that died): following stops there, with that line."""
     t = client.get(tournament_id)
+    checked_at = time.monotonic()
     last_moves, last_at = t.moves, time.monotonic()
     rate = 0.0
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
@@ -152,6 +157,11 @@ def follow(client: TournamentClient, tournament_id: str, out: Console, poll: flo
                 progress.update(total, total=max(1, t.finished), completed=t.finished,
                                 note=f"{t.moves:,} moves, {t.moves / max(1e-9, t.elapsed_seconds):,.0f} moves/s")
                 break
+            if check is not None and time.monotonic() - checked_at >= check_every:
+                checked_at = time.monotonic()
+                problem = check()
+                if problem:
+                    raise SystemExit(f"tournament {tournament_id} cannot finish: {problem}")
             time.sleep(poll)
             t = client.get(tournament_id)
     return client.get(tournament_id, include_matches=True)
@@ -245,6 +255,22 @@ def main_job_request(size_name: str, games: list[pb.TournamentGame], seed: int, 
         deadline_seconds=size.deadline_seconds, request_id="")
 
 
+def _stack_problem() -> str | None:
+    """What the tournament needs of the embedded stack that is no longer running: with the bots
+    worker (or redis-server, the command or the bots service) gone, the matches in play never
+    finish and `make run` followed them for ever."""
+    from famiglia.localstack.stack import Stack, default_services
+
+    stack = Stack()
+    running = stack.running()
+    needed = ["redis", *(spec.name for spec in default_services() if spec.name in ("command", "bots", "bots-worker"))]
+    gone = [name for name in needed if name not in running]
+    if not gone:
+        return None
+    logs = ", ".join(str(stack.var / "logs" / f"{name}.log") for name in gone if name != "redis")
+    return f"{', '.join(gone)} of the embedded stack stopped" + (f" (see {logs})" if logs else "")
+
+
 def run_main_job(args: argparse.Namespace, out: Console) -> int:
     """`make run`: every game the bots can play, random vs heuristic vs ismcts, on the
     already started embedded stack; live progress, then standings and replay ids."""
@@ -284,7 +310,7 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
     t = client.create(request)
     out.rule(f"bot tournament: {', '.join(g.game_id for g in games)} — "
              f"{', '.join(short(e) for e in request.entrants)}")
-    t = follow(client, t.tournament_id, out)
+    t = follow(client, t.tournament_id, out, check=_stack_problem)
     # The final table is the read side's: what the projection made of the event streams.
     from famiglia.cli.projection import tournament_table
 

@@ -96,13 +96,20 @@ class RedisServer:
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
         ]
+        log = self.data_dir / "redis.log"
+        since = log.stat().st_size if log.exists() else 0  # the log is appended to: earlier runs' lines are no reason
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                log = (self.data_dir / "redis.log")
-                raise RuntimeError(f"redis-server exited: {log.read_text()[-2000:] if log.exists() else ''}")
+                said = ""
+                if log.exists():
+                    with open(log, "rb") as f:
+                        f.seek(since)
+                        said = f.read().decode(errors="replace")[-2000:].strip()
+                raise RuntimeError(f"{self.binary} exited at once (code {self.process.returncode})"
+                                   + (f": {said}" if said else ", saying nothing in its log"))
             if self.ping():
                 return self
             time.sleep(0.02)

