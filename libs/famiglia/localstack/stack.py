@@ -144,7 +144,7 @@ class Stack:
             if spec.port and _port_busy(spec.port):
                 raise SystemExit(f"port {spec.port} for {spec.name} is taken; stop it or set its FAMIGLIA_*_ADDR")
             logfile = self.var / "logs" / f"{spec.name}.log"
-            deadline = time.monotonic() + LINGER_SECONDS
+            deadline, told = time.monotonic() + LINGER_SECONDS, False
             while True:
                 with open(logfile, "ab") as out:  # the child keeps its own copy
                     since = out.tell()
@@ -153,8 +153,10 @@ class Stack:
                 self._save(pids)
                 if not spec.port or not _lingering(spec.port, proc, logfile, since, deadline):
                     break
-                log(f"{spec.name:<14} port {spec.port} is still held by a closed connection (TIME_WAIT); "
-                    f"trying again")
+                if not told:  # once: it may take up to a minute, a try every 2 s
+                    log(f"{spec.name:<14} port {spec.port} is still held by a closed connection (TIME_WAIT); "
+                        f"trying again until it is free (up to {LINGER_SECONDS:.0f} s)")
+                    told = True
                 time.sleep(2)
             if spec.port:
                 _wait_port(spec.port, proc, logfile)
