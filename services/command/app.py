@@ -412,7 +412,11 @@ class CommandApp:
                 return answer
             answer.taken.append(done)
             if done.slotted:  # a held answer written out since: the chain went on from where it was staged
-                position = (at if position is None else position) + done.slotted
+                base = at if position is None else position
+                if base is None:  # no version given: where its window was staged, the padded run's start
+                    base = next((start for start, end in hot.match.padded.items() if start < done.position <= end),
+                                done.position - done.slotted)
+                position = base + done.slotted
             else:
                 position = done.position
         if asked:

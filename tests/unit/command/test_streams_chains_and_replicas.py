@@ -106,3 +106,31 @@ def test_an_ask_only_chain_on_a_lagging_replica_is_answered_at_the_stores_versio
     with pytest.raises(Aborted):
         two.submit_chain(match_id, [], old, ask_next=ask)
     assert two.submit_chain(match_id, [], None, ask_next=ask).next_version == store.version(match_id)
+
+
+def test_a_retried_chain_of_held_answers_without_a_version_is_answered_not_an_internal_error() -> None:
+    """The same retry with no expected_version and plain command ids: the first entry's
+    duplicate was "slotted" (its answer written out since), and the chain's next position was
+    computed as None + slotted, a TypeError, answered as INTERNAL."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
+    from tests.unit.command.test_held_answers import _to_a_window
+
+    for seed in range(1, 30):
+        store = InMemoryEventStore()
+        app = bootstrap(store=store, settings=SETTINGS)
+        created = app.create_match("nothing_personal", 3, seed=seed)
+        match_id, tokens = created.match_id, created.seat_tokens
+        window = _to_a_window(app, match_id, tokens, random.Random(seed), 2)
+        if window is not None and len(window.seats) >= 2:
+            break
+    else:
+        raise AssertionError("no window of two seats or more")
+    passing = pb.Command(**{"pass": pb.Pass()}).SerializeToString()
+    type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+    chain = [ChainedCommand(tokens[s], f"answer-{s}", type_url, passing) for s in window.seats]
+    first = app.submit_chain(match_id, chain, store.version(match_id))
+    assert first.refusal is None and len(first.taken) == len(chain)
+    again = app.submit_chain(match_id, chain, None)
+    assert again.refusal is None, (again.refused_at, again.refusal.code)
+    assert all(d.duplicate for d in again.taken)
+    assert [d.position for d in again.taken] == [d.position for d in first.taken]
