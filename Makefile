@@ -59,7 +59,7 @@ protos-check: setup ## fail when generated code is stale
 golden: setup ## regenerate golden playthroughs (GAME=id for one game; review the diff like code)
 	@$(PY) -m famiglia.testing.playthrough regen $(if $(GAME),--game $(GAME))
 
-lint: setup ## ruff everywhere, mypy on libs/
+lint: setup ## ruff everywhere, mypy on libs/ and services/
 	@$(PY) -m ruff check libs services tests tools
 	@$(PY) -m mypy
 

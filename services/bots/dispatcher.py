@@ -301,11 +301,11 @@ def _wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], event: float) ->
             clock.used, clock.since = clock.spent(event), None
             clocks[key] = clocks.pop(key)  # the newest stopped last
     for key in asked:
-        clock = clocks.get(key)
-        if clock is None:
+        known = clocks.get(key)
+        if known is None:
             clocks[key] = KeyedClock(since=event)
-        elif clock.since is None:
-            clock.since = event
+        elif known.since is None:
+            known.since = event
     still = [key for key, clock in clocks.items() if clock.since is None]
     for key in still[:max(0, len(still) - KEPT_STILL_CLOCKS)]:
         del clocks[key]

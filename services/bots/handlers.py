@@ -402,7 +402,8 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
             taken, refusal, reply = chained
             for done in taken:
                 outcomes.append(done.outcome)
-                at = done.version
+                if done.version is not None:  # every taken entry has one
+                    at = done.version
                 reached = max(reached, at)
                 held, held_last = held or done.held, done.held
             if refusal == "stale":

@@ -151,7 +151,9 @@ class TournamentRepo:
         if self._indexed or self.client.exists(RUNNING_INDEXED):
             self._indexed = True
             return
-        for tid, created in self.client.zrange(f"{PREFIX}:tournaments", 0, -1, withscores=True):
+        indexed: list[tuple[bytes, float]] = self.client.zrange(  # type: ignore[assignment]
+            f"{PREFIX}:tournaments", 0, -1, withscores=True)
+        for tid, created in indexed:
             if _text(self.client.hget(self._key(_text(tid)), "status") or b"") == RUNNING:
                 self.client.zadd(RUNNING_KEY, {_text(tid): created})
         self.client.set(RUNNING_INDEXED, "1")
