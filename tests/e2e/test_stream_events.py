@@ -189,3 +189,47 @@ def test_omit_events_answers_with_the_version_only(command_address: str) -> None
     full = me.submit(command, command_id="c-omit")  # the same command again: its events
     assert full.duplicate and full.version == bare.version and len(full.events) > 0
     client.close()
+
+
+def _play_to_the_end(client: GameClient, match_id: str, tokens: list[str]) -> int:
+    while not (view := client.spectator(match_id).view()).finished:
+        me = client.seat(match_id, tokens[view.to_act[0].seat])
+        legal = me.legal_commands()
+        if legal.version == view.version and legal.commands:
+            me.submit(legal.commands[0], command_id=f"{view.version}", omit_events=True)
+    return view.version
+
+
+def test_follow_resumes_across_a_restarted_server_and_ends_with_the_match(command_process) -> None:
+    """SeatClient.follow: what a mobile client needs, a stream that survives its connection."""
+    game_id = next(iter(REGISTRY))
+    client = GameClient(command_process.address, timeout=10)
+    match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=5)
+    for _ in range(3):
+        _move(client, match.match_id, match.seat_tokens)
+    seat0 = client.seat(match.match_id, match.seat_tokens[0])
+    followed: list[str] = []
+    failed: list[BaseException] = []
+    first = threading.Event()
+
+    def follow() -> None:
+        try:
+            for event in seat0.follow(from_version=0, retry_for=60):
+                followed.append(event.event_id)
+                first.set()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            failed.append(exc)
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    assert first.wait(10)
+    command_process.kill()  # the open stream breaks: UNAVAILABLE
+    command_process.start()
+    last = _play_to_the_end(client, match.match_id, match.seat_tokens)
+    reader.join(60)
+    assert not reader.is_alive(), "follow did not end with the match"
+    assert not failed, failed
+    everything = [r.event.event_id for r in seat0.stream(0, until_now=True) if r.HasField("event")]
+    assert followed == everything
+    assert last == client.spectator(match.match_id).view().version
+    client.close()

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,7 +125,10 @@ class SeatClient:
 
     def submit(self, command: Message | any_pb2.Any, *, command_id: str | None = None,
                expected_version: int | None = None, omit_events: bool = False) -> pb.SubmitCommandResponse:
-        """Submit one command; with `omit_events` the answer carries the version only."""
+        """Submit one command; with `omit_events` the answer carries the version only.
+
+        Without `command_id` a random one is made: retrying after a lost answer (a deadline, a
+        dropped connection) must pass the first call's id, or the retry is another command."""
         packed = command if isinstance(command, any_pb2.Any) else pack(command)
         req = pb.SubmitCommandRequest(match_id=self.match_id, command_id=command_id or uuid.uuid4().hex,
                                       command=packed, omit_events=omit_events)
@@ -134,5 +138,30 @@ class SeatClient:
 
     def stream(self, from_version: int = 0, *, until_now: bool = False,
                timeout: float | None = None) -> Iterator[pb.StreamEventsResponse]:
+        """One StreamEvents call: each reply is one event this viewer may see (`version` = its
+        seq) and, once the match is over, a last reply with no event and `finished`. It ends
+        with its connection; `follow` resumes by itself."""
         req = pb.StreamEventsRequest(match_id=self.match_id, from_version=from_version, until_now=until_now)
         return self.client.stub.StreamEvents(req, metadata=_metadata(self.token), timeout=timeout)
+
+    def follow(self, from_version: int = 0, *, retry_for: float = 30.0) -> Iterator[pb.SeatEvent]:
+        """The events this viewer may see after `from_version`, until the match is over, across
+        dropped connections and restarted servers: a stream that breaks (UNAVAILABLE) is opened
+        again from the last version received, for up to `retry_for` seconds without a reply.
+        Any other status (a bad token, `version_ahead`, ...) is raised as it is. The server sends
+        nothing while the match waits, so a connection lost silently is noticed only by gRPC
+        keepalive (channel options `grpc.keepalive_time_ms`, ...)."""
+        version, deadline = from_version, time.monotonic() + retry_for
+        while True:
+            try:
+                for reply in self.stream(version):
+                    deadline = time.monotonic() + retry_for
+                    version = max(version, reply.version)
+                    if reply.HasField("event"):
+                        yield reply.event
+                    if reply.finished:
+                        return
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)

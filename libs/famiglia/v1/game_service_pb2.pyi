@@ -265,7 +265,10 @@ class PendingDecision(_message.Message):
     seat: _builtins.int
     kind: Global___DecisionKind.ValueType
     label: _builtins.str
-    """the game's own word for it ("assign_loot", "bid")"""
+    """The game's own word for the decision: "assign_loot" (GoodCritters), "meeting" (Nostra
+    City's bid), "window" (Nothing Personal), "play" (Grifters); every game's list is in the
+    README ("Playing a match as a client").
+    """
     timeout_seconds: _builtins.float
     """turn clock for humans (0 = none)"""
     def __init__(
@@ -419,9 +422,16 @@ class GetViewResponse(_message.Message):
     text: _builtins.str
     """short text form of the whole state, once the match is over ("" before)"""
     @_builtins.property
-    def view(self) -> _any_pb2.Any: ...
+    def view(self) -> _any_pb2.Any:
+        """the game's View (ListGames' view_type)"""
+
     @_builtins.property
-    def to_act(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingDecision]: ...
+    def to_act(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingDecision]:
+        """Every seat the game waits for, as this viewer may know it (a private ask, such as a
+        Nothing Personal window, only to its own seat). A seat is asked until its decision is
+        taken: a GoodCritters seat stays asked in Step 3 until it commits.
+        """
+
     @_builtins.property
     def result(self) -> Global___MatchResult: ...
     def __init__(
@@ -484,6 +494,10 @@ class ListLegalCommandsResponse(_message.Message):
     COMPLETE_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    """The version the list is for: submit one of them with this expected_version. A seat not
+    in to_act gets only what the game lets it do out of turn (offers, gifts, chat), usually
+    nothing (with complete = true); so does every seat of a finished match.
+    """
     complete: _builtins.bool
     """false when a sample of a compound choice, or cut at the limit"""
     @_builtins.property
@@ -519,7 +533,10 @@ class SubmitCommandRequest(_message.Message):
     OMIT_EVENTS_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     command_id: _builtins.str
-    """the seat's idempotency key; another command under a used id: ABORTED"""
+    """The seat's idempotency key, required (no_command_id), at most 128 characters: send a
+    retry under the same id. Another command under an id the seat used: ABORTED. An id whose
+    command was refused as stale was not used: re-read, and send it again at the new version.
+    """
     expected_version: _builtins.int
     omit_events: _builtins.bool
     """Answer with the version only: bots and clients that stream events don't need them,
@@ -857,7 +874,7 @@ class StreamEventsRequest(_message.Message):
     UNTIL_NOW_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     from_version: _builtins.int
-    """events with seq > from_version"""
+    """events with seq > from_version (0: all; past the version: OUT_OF_RANGE)"""
     until_now: _builtins.bool
     """close after the events so far instead of staying open"""
     def __init__(
@@ -877,13 +894,21 @@ Global___StreamEventsRequest: _TypeAlias = StreamEventsRequest  # noqa: Y015
 
 @_typing.final
 class StreamEventsResponse(_message.Message):
+    """Every reply but the last carries one event (none while the match waits: no heartbeats).
+    Once the match is over, the last reply has no event and finished = true, and the stream ends.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     EVENT_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    """The match version as of this reply (the event's seq): resume with from_version = it.
+    Seqs the viewer may not see are skipped, so versions may jump.
+    """
     finished: _builtins.bool
+    """the match is over; set on the last reply only"""
     @_builtins.property
     def event(self) -> Global___SeatEvent: ...
     def __init__(

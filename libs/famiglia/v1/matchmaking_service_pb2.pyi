@@ -306,7 +306,7 @@ class TicketUpdate(_message.Message):
     seat_token: _builtins.str
     """matched only: the caller's own seat (bound to the player)"""
     seat: _builtins.int
-    """matched only: the caller's seat number"""
+    """matched only: the caller's seat number (-1 before)"""
     seats: _builtins.int
     """matched only: the table size"""
     bots: _builtins.int
