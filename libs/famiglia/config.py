@@ -40,10 +40,18 @@ def _addr(service: str) -> str:
     return env or f"localhost:{DEFAULT_PORTS[service]}"
 
 
+#: Secrets published in this repository (docker-compose.yml, deploy/k8s): whoever reads them
+#: could mint any token, operator tokens included, so a deployment that kept one is stopped.
+PLACEHOLDER_SECRETS = frozenset({"change-me"})
+
+
 def _secret() -> str:
     """The HMAC secret for tokens: FAMIGLIA_SECRET, or one generated once and kept under var/."""
     env = os.environ.get("FAMIGLIA_SECRET")
     if env:
+        if env.strip().lower() in PLACEHOLDER_SECRETS:
+            raise SystemExit("FAMIGLIA_SECRET is the placeholder the shipped manifests carry: set it to a "
+                             "long random string (e.g. `openssl rand -hex 32`)")
         return env
     path = project_var_dir() / "secret"
     if path.exists():

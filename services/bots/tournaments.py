@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 import redis
 
+from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
@@ -352,7 +353,8 @@ class TournamentRunner:
                                             options=dict(planned.options), seat_info=seat_info,
                                             request_id=private_request_id(
                                                 self._secret, f"{record.tournament_id}:{planned.index}"),
-                                            tournament_id=record.tournament_id)
+                                            tournament_id=record.tournament_id,
+                                            token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300))
             match_id = handle.match_id
             self._creating_since.pop((record.tournament_id, planned.index), None)
         except grpc.RpcError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError, Message
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.auth.tokens import WrongKind
 from famiglia.engine import (
     Engine,
     GameInfo,
@@ -217,6 +218,27 @@ class CommandApp:
         if seen[0] != match_id:
             raise PermissionDenied("wrong_match", "this seat token belongs to another match")
         return seen[1]
+
+    def check_creator(self, token: str | None, seat_info: Sequence[envelope_pb2.SeatInfo],
+                      tournament_id: str) -> None:
+        """A creation that names players (a seat's `player_id`) or a tournament needs an operator
+        token: the read models rate a finished match's players and file it under its tournament,
+        and whoever creates a match holds every seat's token, so a client naming them could rate
+        (or, by the display name, rename) any player and slip results into any tournament. The
+        matchmaker and the tournament runner hold the deployment's secret and mint one; anyone
+        may still create a match that names nobody (bot seats without a player id included)."""
+        if not tournament_id and not any(info.player_id for info in seat_info):
+            return
+        if not token:
+            raise Unauthenticated("no_token", "a match naming players or a tournament needs "
+                                              "`authorization: Bearer <operator token>`")
+        try:
+            self.signer.read_operator(token)
+        except WrongKind:
+            raise PermissionDenied("operator_only", "only an operator token may create a match naming "
+                                                    "players or a tournament") from None
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
 
     # -- create ------------------------------------------------------------------------
     def create_match(

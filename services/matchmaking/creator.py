@@ -13,6 +13,7 @@ from typing import Protocol
 
 import grpc
 
+from famiglia.auth import TokenSigner
 from famiglia.client import GameClient
 from famiglia.v1 import envelope_pb2
 
@@ -45,14 +46,19 @@ PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_
 class GrpcMatchCreator:
     """CreateMatch over gRPC (famiglia.client.GameClient); the channel connects lazily."""
 
-    def __init__(self, address: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, timeout: float = 10.0, *, secret: str = "") -> None:
         self.client = GameClient(address, timeout=timeout)
+        # A match naming its players takes an operator token (GameService.CreateMatch), minted
+        # from the deployment's secret for each creation (it is short-lived).
+        self._signer = TokenSigner(secret) if secret else None
 
     def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],
                      seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch:
         try:
             handle = self.client.create_match(game_id, seats, options=options, seat_info=seat_info,
-                                              request_id=request_id)
+                                              request_id=request_id,
+                                              token=self._signer.operator_token("matchmaking", ttl_s=300)
+                                              if self._signer is not None else None)
         except grpc.RpcError as exc:
             code = exc.code()  # type: ignore[attr-defined]
             raise CreateFailed(f"{code.name}: {exc.details()}",  # type: ignore[attr-defined]

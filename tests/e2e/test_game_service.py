@@ -285,3 +285,50 @@ def test_a_refused_entry_of_submit_commands_leaves_a_line_too(command_address: s
         ("SubmitCommands", "ABORTED", "stale_version", match.match_id, "chain-stale-1", 0),
         ("SubmitCommands", "UNAUTHENTICATED", "bad_token", match.match_id, "chain-forged-1", 1)]
     client.close()
+
+
+def test_only_an_operator_may_create_a_match_that_names_players_or_a_tournament(command_address: str) -> None:
+    """The read models rate and rank a match by the player ids its seats name and file it under
+    its tournament: a client creating a match that names them could play every seat itself and
+    rate any player it likes (or rename one: a player's name is the newest match's), or slip its
+    results into a tournament's standings. Only a service holding the deployment's secret (the
+    matchmaker, the tournament runner) may name them, with an operator token; anyone still
+    creates an unattributed match, bot seats included."""
+    from famiglia.auth import TokenSigner
+
+    from .conftest import SECRET
+
+    client = ReflectionClient(command_address)
+    game_id = GAMES[0]
+    seats = REGISTRY.get(game_id).info.min_players
+    victim = [{"seat": 0, "player_id": "g-victim", "display_name": "Vito"}]
+
+    def code_of(call) -> tuple[grpc.StatusCode, str]:
+        with pytest.raises(grpc.RpcError) as exc:
+            call()
+        return exc.value.code(), error_code(exc.value)
+
+    assert code_of(lambda: client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seat_info=victim)) == \
+        (grpc.StatusCode.UNAUTHENTICATED, "no_token")
+    assert code_of(lambda: client.call(GS, "CreateMatch", game_id=game_id, seats=seats, tournament_id="t123")) == \
+        (grpc.StatusCode.UNAUTHENTICATED, "no_token")
+    signer = TokenSigner(SECRET)
+    seat_token = client.call(GS, "CreateMatch", game_id=game_id, seats=seats).seat_tokens[0]
+    for token in (seat_token, signer.player_token("g-attacker")):
+        assert code_of(lambda: client.call(GS, "CreateMatch", token, game_id=game_id, seats=seats,  # noqa: B023
+                                           seat_info=victim)) == \
+            (grpc.StatusCode.PERMISSION_DENIED, "operator_only")
+    forged = TokenSigner("not-the-secret").operator_token()
+    assert code_of(lambda: client.call(GS, "CreateMatch", forged, game_id=game_id, seats=seats,
+                                       seat_info=victim)) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")
+    expired = signer.operator_token(ttl_s=1, now=1_000)
+    assert code_of(lambda: client.call(GS, "CreateMatch", expired, game_id=game_id, seats=seats,
+                                       seat_info=victim)) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")
+    # an operator (the matchmaker, the tournament runner) names them
+    made = client.call(GS, "CreateMatch", signer.operator_token("matchmaking"), game_id=game_id, seats=seats,
+                       seat_info=victim, tournament_id="t123")
+    assert len(made.seat_tokens) == seats
+    # anyone: a match naming nobody, bots without a player id, a display name alone
+    anonymous = [{"seat": 0, "display_name": "me"}, {"seat": 1, "bot": True, "policy": "random"}]
+    assert len(client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seat_info=anonymous).seat_tokens) == seats
+    client.close()

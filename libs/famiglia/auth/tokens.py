@@ -2,7 +2,8 @@
 leaked token can act for that seat only; the server keeps no token table.
 
 Kinds (claim `k`): `seat` (one seat of one match), `player` (one player) and `operator`
-(operator actions such as ReplayService.ImportMatch; minted from the deployment's secret
+(operator actions such as ReplayService.ImportMatch, or a CreateMatch naming players or a
+tournament; minted from the deployment's secret
 by the CLI, and short-lived: it carries an expiry, claim `x`, in unix seconds).
 """
 

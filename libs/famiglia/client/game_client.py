@@ -68,13 +68,15 @@ class GameClient:
     def create_match(self, game_id: str, seats: int, *, seed: int | None = None,
                      options: Mapping[str, str] | None = None,
                      seat_info: Sequence[envelope_pb2.SeatInfo] = (), request_id: str = "",
-                     tournament_id: str = "") -> MatchHandle:
+                     tournament_id: str = "", token: str | None = None) -> MatchHandle:
+        """A new match and its seat tokens. Naming players (a `seat_info` player id) or a
+        tournament takes an operator `token` (the matchmaker's, the tournament runner's)."""
         req = pb.CreateMatchRequest(game_id=game_id, seats=seats, options=dict(options or {}),
                                     seat_info=list(seat_info), request_id=request_id,
                                     tournament_id=tournament_id)
         if seed is not None:
             req.seed = seed
-        reply = self.stub.CreateMatch(req, metadata=_metadata(None), timeout=self.timeout)
+        reply = self.stub.CreateMatch(req, metadata=_metadata(token), timeout=self.timeout)
         return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
 
     def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,

@@ -98,6 +98,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
 
     @rpc
     def CreateMatch(self, request, context):
+        self.app.check_creator(bearer_token(context), request.seat_info, request.tournament_id)
         created = self.app.create_match(
             request.game_id, request.seats,
             seed=request.seed if request.HasField("seed") else None,

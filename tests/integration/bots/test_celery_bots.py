@@ -31,7 +31,7 @@ def seats(*policies: str | None) -> list[envelope_pb2.SeatInfo]:
 
 
 def test_a_worker_plays_a_whole_match_of_bots(bots_stack: BotsStack) -> None:
-    handle = bots_stack.client.create_match(
+    handle = bots_stack.create_match(
         "highcard", 3, seed=4, options={"hand": "4"},
         seat_info=seats("random", "heuristic", "ismcts?iterations=20&seconds=0.05"))
     view = bots_stack.wait_finished(handle.match_id, timeout=30)
@@ -48,7 +48,7 @@ def test_a_worker_plays_a_registered_game(bots_stack: BotsStack) -> None:
         pytest.skip("no game engine registered yet")
     game = "grifters" if "grifters" in real else real[0]
     info = bots_stack.registry.get(game).info
-    handle = bots_stack.client.create_match(game, info.min_players, seed=2,
+    handle = bots_stack.create_match(game, info.min_players, seed=2,
                                             seat_info=seats(*["random"] * info.min_players))
     view = bots_stack.wait_finished(handle.match_id, timeout=60)
     assert view.finished
@@ -63,7 +63,7 @@ def test_a_worker_plays_simultaneous_choices_several_seats_a_task(bots_stack: Bo
         pytest.skip("GoodCritters is not registered")
     client = redis.Redis.from_url(bots_stack.redis_url)
     brpops = client.info("commandstats").get("cmdstat_brpop", {}).get("calls", 0)
-    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=seats(*["random"] * 4))
+    handle = bots_stack.create_match("goodcritters", 4, seed=6, seat_info=seats(*["random"] * 4))
     view = bots_stack.wait_finished(handle.match_id, timeout=90)
     taken = client.info("commandstats")["cmdstat_brpop"]["calls"] - brpops
     envelopes = bots_stack.command.store.read(handle.match_id)
@@ -89,7 +89,7 @@ def test_a_lease_plays_a_turn_based_match_of_quick_bots_in_a_task_every_32_moves
         pytest.skip("Grifters is not registered")
     client = redis.Redis.from_url(bots_stack.redis_url)
     brpops = client.info("commandstats").get("cmdstat_brpop", {}).get("calls", 0)
-    handle = bots_stack.client.create_match("grifters", 3, seed=3, seat_info=seats("random", "heuristic", "random"))
+    handle = bots_stack.create_match("grifters", 3, seed=3, seat_info=seats("random", "heuristic", "random"))
     view = bots_stack.wait_finished(handle.match_id, timeout=90)
     taken = client.info("commandstats")["cmdstat_brpop"]["calls"] - brpops
     ids = {e.command_id for e in bots_stack.command.store.read(handle.match_id) if e.command_id}
@@ -106,7 +106,7 @@ def test_a_redelivered_batch_is_answered_from_the_first_answers_over_grpc(bots_s
         pytest.skip("GoodCritters is not registered")
     app = bots_stack.bots
     store = bots_stack.command.store
-    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=[])  # humans: nothing queued
+    handle = bots_stack.create_match("goodcritters", 4, seed=6, seat_info=[])  # humans: nothing queued
     match_id = handle.match_id
     while True:  # play as the humans until several seats are asked at once
         match = MatchState.from_envelopes(bots_stack.registry, store.read(match_id))
@@ -139,7 +139,7 @@ def test_a_redelivered_batch_is_answered_from_the_first_answers_over_grpc(bots_s
 
 
 def test_a_stale_decision_does_nothing(bots_stack: BotsStack) -> None:
-    handle = bots_stack.client.create_match("highcard", 2, seed=1, seat_info=[])  # humans: nothing queued
+    handle = bots_stack.create_match("highcard", 2, seed=1, seat_info=[])  # humans: nothing queued
     app = bots_stack.bots
     version = handle.version
     assert handlers.play_bot_decision(app, handle.match_id, "highcard", 0, version - 1, "random") == "stale"
@@ -154,7 +154,7 @@ def test_a_stale_decision_does_nothing(bots_stack: BotsStack) -> None:
 
 
 def test_a_silent_human_is_moved_on_by_the_clock(bots_stack: BotsStack) -> None:
-    handle = bots_stack.client.create_match("highcard", 2, seed=9, options={"hand": "2", "clock_s": "1"},
+    handle = bots_stack.create_match("highcard", 2, seed=9, options={"hand": "2", "clock_s": "1"},
                                             seat_info=seats(None, "random"))
     started = time.monotonic()
     bots_stack.wait_finished(handle.match_id, timeout=20)
@@ -166,7 +166,7 @@ def test_a_silent_human_is_moved_on_by_the_clock(bots_stack: BotsStack) -> None:
 
 def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
     slow = "ismcts?iterations=100000&seconds=0.4"
-    handle = bots_stack.client.create_match("highcard", 2, seed=5, options={"hand": "6"},
+    handle = bots_stack.create_match("highcard", 2, seed=5, options={"hand": "6"},
                                             seat_info=seats(slow, slow))
     store = bots_stack.command.store
     deadline = time.monotonic() + 20
@@ -185,7 +185,7 @@ def test_a_worker_killed_in_the_middle_of_a_batch_loses_nothing(bots_stack: Bots
     if "goodcritters" not in bots_stack.registry:
         pytest.skip("GoodCritters is not registered")
     slow = "ismcts?iterations=100000&seconds=0.03"
-    handle = bots_stack.client.create_match("goodcritters", 4, seed=6, seat_info=seats(slow, "random", slow, "random"))
+    handle = bots_stack.create_match("goodcritters", 4, seed=6, seat_info=seats(slow, "random", slow, "random"))
     store = bots_stack.command.store
     deadline = time.monotonic() + 30
     while store.version(handle.match_id) < handle.version + 12 and time.monotonic() < deadline:
@@ -236,7 +236,7 @@ def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: Bots
 def test_recent_matches_are_found_on_the_redis_partition_streams(bots_stack: BotsStack) -> None:
     from services.bots.dispatcher import _recent_matches
 
-    handle = bots_stack.client.create_match("highcard", 2, seed=3, seat_info=[])
+    handle = bots_stack.create_match("highcard", 2, seed=3, seat_info=[])
     assert handle.match_id in _recent_matches(bots_stack.command.store, 50)
 
 
@@ -266,7 +266,7 @@ def test_solo_workers_are_kept_one_per_core_and_a_killed_one_loses_nothing(bots_
         first = _children(supervisor)
         assert len(first) == 2  # FAMIGLIA_BOTS_CONCURRENCY=2: two single-process Celery workers
         slow = "ismcts?iterations=100000&seconds=0.3"
-        handle = bots_stack.client.create_match("highcard", 2, seed=8, options={"hand": "6"},
+        handle = bots_stack.create_match("highcard", 2, seed=8, options={"hand": "6"},
                                                 seat_info=seats(slow, slow))
         store = bots_stack.command.store
         while store.version(handle.match_id) < handle.version + 2 and time.monotonic() < deadline + 20:

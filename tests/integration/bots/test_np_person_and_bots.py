@@ -28,7 +28,7 @@ PERSON = 0
 
 def test_a_person_and_two_bots_finish_a_match_holding_back_the_answers_that_wait(bots_stack: BotsStack) -> None:
     info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random", player_id=f"bot{s}") for s in (1, 2)]
-    handle = bots_stack.client.create_match(GAME, 3, seed=11, seat_info=info)
+    handle = bots_stack.create_match(GAME, 3, seed=11, seat_info=info)
     person = bots_stack.client.seat(handle.match_id, handle.seat_tokens[PERSON])
     rng = random.Random(11)
     held = window_answers = 0

@@ -62,6 +62,16 @@ def test_an_empty_secret_is_not_used_as_the_key(env, tmp_path: Path) -> None:
     assert len(secret) == 64 and secret == (tmp_path / "var" / "secret").read_text().strip()
 
 
+@pytest.mark.parametrize("placeholder", ["change-me", " change-me ", "CHANGE-ME"])
+def test_the_placeholder_secret_of_the_shipped_manifests_stops_the_service(env, placeholder: str) -> None:
+    """docker-compose.yml and deploy/k8s ship FAMIGLIA_SECRET=change-me: a deployment that kept it
+    signs every token with a key anyone can read in this repository, so anyone could mint any
+    seat token, player token or operator token (ImportMatch). It stops the service, naming the variable."""
+    env.setenv("FAMIGLIA_SECRET", placeholder)
+    with pytest.raises(SystemExit, match="FAMIGLIA_SECRET"):
+        Settings.from_env()
+
+
 def test_a_kept_secret_is_read_without_its_newline(env, tmp_path: Path) -> None:
     """A var/secret written by hand (`echo KEY > var/secret`) is the key, not KEY + newline."""
     (tmp_path / "var").mkdir()
