@@ -51,7 +51,7 @@ def main() -> None:
     configure("bots")
     app = bootstrap()
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
-    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr))
+    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer)
     server.start()
     stop = threading.Event()
     threads = start_background(app, stop)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError, Message
 
 from famiglia.auth import InvalidToken, TokenSigner
-from famiglia.auth.tokens import WrongKind
 from famiglia.engine import (
     Engine,
     GameInfo,
@@ -52,6 +51,7 @@ from famiglia.grpcutil.errors import (
     Unauthenticated,
     Unavailable,
 )
+from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import MatchState, command_key
 from famiglia.telemetry import EventLine, child_span, get_logger, inject_context, spans_exported, tracer
 from famiglia.v1 import envelope_pb2
@@ -229,16 +229,7 @@ class CommandApp:
         may still create a match that names nobody (bot seats without a player id included)."""
         if not tournament_id and not any(info.player_id for info in seat_info):
             return
-        if not token:
-            raise Unauthenticated("no_token", "a match naming players or a tournament needs "
-                                              "`authorization: Bearer <operator token>`")
-        try:
-            self.signer.read_operator(token)
-        except WrongKind:
-            raise PermissionDenied("operator_only", "only an operator token may create a match naming "
-                                                    "players or a tournament") from None
-        except InvalidToken as exc:
-            raise Unauthenticated("bad_token", str(exc)) from None
+        operator_of(self.signer, token, "create a match naming players or a tournament")
 
     # -- create ------------------------------------------------------------------------
     def create_match(

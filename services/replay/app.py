@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from famiglia.auth import InvalidToken, TokenSigner
-from famiglia.auth.tokens import WrongKind
 from famiglia.engine import Pending, pending_for
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
@@ -29,6 +28,7 @@ from famiglia.grpcutil.errors import (
     PermissionDenied,
     Unauthenticated,
 )
+from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import NotAMatch
 from famiglia.replay import export as export_file
 from famiglia.replay.access import (
@@ -400,16 +400,8 @@ class ReplayApp:
         return verify_export(self.registry, self._load(data))
 
     def operator_of(self, token: str | None) -> str:
-        """The operator an operator token names; UNAUTHENTICATED without a valid one,
-        PERMISSION_DENIED for a valid token of another kind (a seat or player token)."""
-        if not token:
-            raise Unauthenticated("no_token", "this call needs `authorization: Bearer <operator token>`")
-        try:
-            return self.signer.read_operator(token)
-        except WrongKind:
-            raise PermissionDenied("operator_only", "only an operator token may import matches") from None
-        except InvalidToken as exc:
-            raise Unauthenticated("bad_token", str(exc)) from None
+        """The operator an operator token names (`grpcutil.operators.operator_of`)."""
+        return operator_of(self.signer, token, "import matches")
 
     def import_file(self, data: bytes, *, token: str | None, new_match_id: str = "",
                     allow_unverified: bool = False) -> tuple[str, int, Report]:

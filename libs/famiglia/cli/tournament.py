@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from famiglia.auth import TokenSigner
 from famiglia.cli import add_column
 from famiglia.config import Settings
 from famiglia.v1 import tournament_service_pb2 as pb
@@ -54,18 +55,24 @@ SIZES = {
 
 
 class TournamentClient:
-    """A thin client of famiglia.v1.TournamentService."""
+    """A thin client of famiglia.v1.TournamentService. Creating and cancelling need an operator
+    token: `secret` (the deployment's, `Settings.secret` by default) mints one per call."""
 
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, timeout: float = 30.0, *, secret: str | None = None) -> None:
         self.channel = grpc.insecure_channel(address)
         self.stub = pb_grpc.TournamentServiceStub(self.channel)
         self.timeout = timeout
+        self._secret = secret
+
+    def _as_operator(self) -> list[tuple[str, str]]:
+        secret = self._secret if self._secret is not None else Settings.from_env().secret
+        return [("authorization", f"Bearer {TokenSigner(secret).operator_token('cli', ttl_s=300)}")]
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
 
     def create(self, request: pb.CreateTournamentRequest) -> pb.Tournament:
-        return self.stub.CreateTournament(request, timeout=self.timeout)
+        return self.stub.CreateTournament(request, timeout=self.timeout, metadata=self._as_operator())
 
     def get(self, tournament_id: str, include_matches: bool = False) -> pb.Tournament:
         return self.stub.GetTournament(pb.GetTournamentRequest(tournament_id=tournament_id,
@@ -77,7 +84,7 @@ class TournamentClient:
 
     def cancel(self, tournament_id: str) -> pb.Tournament:
         return self.stub.CancelTournament(pb.CancelTournamentRequest(tournament_id=tournament_id),
-                                          timeout=self.timeout)
+                                          timeout=self.timeout, metadata=self._as_operator())
 
     def policies(self) -> pb.ListPoliciesResponse:
         return self.stub.ListPolicies(pb.ListPoliciesRequest(), timeout=self.timeout)

@@ -10,12 +10,14 @@ from collections.abc import Sequence
 
 import grpc
 
+from famiglia.auth import TokenSigner
 from famiglia.bots import POLICY_NAMES, PolicySpec
 from famiglia.bots.standings import RunningStandings, Standing, standings
 from famiglia.bots.tournament import BadTournament, GamePlan, PlannedMatch, TournamentSpec, check, plan
 from famiglia.engine.registry import Registry
-from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound
-from famiglia.grpcutil.server import build_server, rpc
+from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
+from famiglia.grpcutil.operators import operator_of
+from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
@@ -94,9 +96,14 @@ def _same_tournament(stored: TournamentSpec, asked: TournamentSpec, *, seed_give
 
 
 class TournamentServicer(pb_grpc.TournamentServiceServicer):
-    def __init__(self, repo: TournamentRepo, registry: Registry) -> None:
+    """Anyone may read tournaments and the policies; only an operator creates or cancels one
+    (`signer` reads the operator token; without one nobody can): a tournament spends the bot
+    workers' time by the thousand matches, and any caller could cancel anyone's."""
+
+    def __init__(self, repo: TournamentRepo, registry: Registry, signer: TokenSigner | None = None) -> None:
         self.repo = repo
         self.registry = registry
+        self.signer = signer
         self._standings: dict[str, tuple[int, list[Standing]]] = {}
         self._running: dict[str, RunningStandings] = {}
         self._plans: dict[str, list[PlannedMatch]] = {}
@@ -137,8 +144,14 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
             raise NotFound("unknown_tournament", f"no tournament {tid!r}")
         return record
 
+    def _operator(self, context: grpc.ServicerContext, what: str) -> str:
+        if self.signer is None:
+            raise PermissionDenied("operator_only", f"this server lets nobody {what}")
+        return operator_of(self.signer, bearer_token(context), what)
+
     @rpc
     def CreateTournament(self, request, context):
+        self._operator(context, "create a tournament")
         spec = spec_from_request(request, self.registry)
         tid = self.repo.create(spec, request.request_id)
         record = self._get(tid)
@@ -162,6 +175,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
     @rpc
     def CancelTournament(self, request, context):
+        self._operator(context, "cancel a tournament")
         record = self._get(request.tournament_id)
         if record.status == RUNNING:
             self.repo.set_status(record.tournament_id, CANCELLED)
@@ -172,11 +186,13 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
         return pb.ListPoliciesResponse(policies=[str(PolicySpec(n)) for n in POLICY_NAMES], games=list(self.registry))
 
 
-def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int = 16) -> tuple[grpc.Server, int]:
-    """A TournamentService server bound to `address` (not yet started)."""
+def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int = 16, *,
+          signer: TokenSigner) -> tuple[grpc.Server, int]:
+    """A TournamentService server bound to `address` (not yet started); `signer` reads the
+    operator tokens that creating and cancelling need."""
     return build_server(
         address,
-        [(pb_grpc.add_TournamentServiceServicer_to_server, TournamentServicer(repo, registry),
+        [(pb_grpc.add_TournamentServiceServicer_to_server, TournamentServicer(repo, registry, signer),
           "famiglia.v1.TournamentService")],
         workers=workers,
     )

@@ -14,13 +14,14 @@ from hiredis import pack_command
 from kombu import Connection, Queue
 from kombu.transport import redis as kombu_redis
 
+from famiglia.auth import TokenSigner
 from famiglia.localstack.redis_server import RedisServer
 from famiglia.matchstate import command_key
 from famiglia.v1 import envelope_pb2
 from services.bots import handlers
 from services.bots.entrypoints.broker import TRANSPORT
 
-from .conftest import BotsStack
+from .conftest import SECRET, BotsStack
 
 pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("bots")]
 
@@ -210,9 +211,9 @@ def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: Bots
     from services.bots.tournaments import TournamentRepo
 
     server, port = serve_tournaments(TournamentRepo(bots_stack.command.store.client), bots_stack.registry,
-                                     "127.0.0.1:0")
+                                     "127.0.0.1:0", signer=TokenSigner(SECRET))
     server.start()
-    client = TournamentClient(f"127.0.0.1:{port}")
+    client = TournamentClient(f"127.0.0.1:{port}", secret=SECRET)
     try:
         t = client.create(tpb.CreateTournamentRequest(
             name="it", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],

@@ -9,6 +9,7 @@ import grpc
 import pytest
 import redis
 
+from famiglia.auth import TokenSigner
 from famiglia.bots.policy import BadPolicyParameter, make_policy
 from famiglia.bots.tournament import BadTournament, GamePlan, TournamentSpec, check
 from famiglia.bots.toy import toy_registry
@@ -171,19 +172,74 @@ def test_moves_a_failed_flush_could_not_write_are_written_by_the_next() -> None:
     assert written == [("t1", 5)]
 
 
+class _Calling:
+    """The part of a gRPC context the servicer reads: the caller's metadata."""
+
+    def __init__(self, token: str | None) -> None:
+        self.metadata = [("authorization", f"Bearer {token}")] if token is not None else []
+
+    def invocation_metadata(self):
+        return self.metadata
+
+
+_SIGNER = TokenSigner("unit-secret")
+
+
+def _as_operator(token: str) -> grpc.UnaryUnaryClientInterceptor:
+    """A channel interceptor that sends `token` with every call."""
+
+    class Interceptor(grpc.UnaryUnaryClientInterceptor):
+        def intercept_unary_unary(self, continuation, details, request):
+            details = details._replace(metadata=[*(details.metadata or ()), ("authorization", f"Bearer {token}")])
+            return continuation(details, request)
+
+    return Interceptor()
+
+
 def test_cancelling_a_finished_tournament_leaves_it_finished(repo: TournamentRepo) -> None:
     """Fails on a change the suite once missed (CancelTournament rewrites any status)."""
     tid = repo.create(_spec())
     repo.set_status(tid, FINISHED)
-    servicer = grpc_server.TournamentServicer(repo, toy_registry())
+    servicer = grpc_server.TournamentServicer(repo, toy_registry(), _SIGNER)
+    operator = _Calling(_SIGNER.operator_token("tests"))
     answer = grpc_server.TournamentServicer.CancelTournament.__wrapped__(
-        servicer, tpb.CancelTournamentRequest(tournament_id=tid), None)
+        servicer, tpb.CancelTournamentRequest(tournament_id=tid), operator)
     assert answer.status == tpb.TOURNAMENT_FINISHED
     assert repo.get(tid).status == FINISHED
     running = repo.create(_spec(), request_id="other")
     grpc_server.TournamentServicer.CancelTournament.__wrapped__(
-        servicer, tpb.CancelTournamentRequest(tournament_id=running), None)
+        servicer, tpb.CancelTournamentRequest(tournament_id=running), operator)
     assert repo.get(running).status == CANCELLED
+
+
+@pytest.mark.parametrize(("token", "code"), [
+    (None, "no_token"), ("forged.token", "bad_token"), ("seat", "operator_only"), ("no signer", "operator_only")])
+def test_only_an_operator_creates_or_cancels_a_tournament(repo: TournamentRepo, token: str | None,
+                                                          code: str) -> None:
+    """TournamentService had no authentication: anyone could cancel anyone's tournament, or
+    create one of 20,000 matches at an hour a decision and keep every bot worker busy for days.
+    Reading (Get, List, ListPolicies) stays open."""
+    from famiglia.grpcutil.errors import AppError
+
+    signer = None if token == "no signer" else _SIGNER
+    if token == "seat":
+        token = _SIGNER.seat_token("m1", 0)
+    elif token == "no signer":
+        token = _SIGNER.operator_token("tests")
+    servicer = grpc_server.TournamentServicer(repo, toy_registry(), signer)
+    running = repo.create(_spec(), request_id="running")
+    calls = [(grpc_server.TournamentServicer.CancelTournament, tpb.CancelTournamentRequest(tournament_id=running)),
+             (grpc_server.TournamentServicer.CreateTournament,
+              tpb.CreateTournamentRequest(name="x", entrants=["random", "heuristic"]))]
+    before = repo.ids(limit=100)
+    for method, request in calls:
+        with pytest.raises(AppError) as refused:
+            method.__wrapped__(servicer, request, _Calling(token))
+        assert refused.value.code == code
+    assert repo.get(running).status == RUNNING and repo.ids(limit=100) == before
+    seen = grpc_server.TournamentServicer.GetTournament.__wrapped__(
+        servicer, tpb.GetTournamentRequest(tournament_id=running), _Calling(None))
+    assert seen.tournament_id == running
 
 
 def test_the_service_shows_standings_with_every_result_so_far() -> None:
@@ -263,9 +319,10 @@ def test_a_request_id_reused_for_another_tournament_is_refused_not_answered_with
     from famiglia.grpcutil.errors import error_code
     from famiglia.v1 import tournament_service_pb2_grpc as tgrpc
 
-    server, port = grpc_server.serve(repo, toy_registry(), "127.0.0.1:0", workers=2)
+    server, port = grpc_server.serve(repo, toy_registry(), "127.0.0.1:0", workers=2, signer=_SIGNER)
     server.start()
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    channel = grpc.intercept_channel(grpc.insecure_channel(f"127.0.0.1:{port}"),
+                                     _as_operator(_SIGNER.operator_token("tests")))
     try:
         stub = tgrpc.TournamentServiceStub(channel)
         asked = tpb.CreateTournamentRequest(name="cup", games=[tpb.TournamentGame(game_id="highcard")],
