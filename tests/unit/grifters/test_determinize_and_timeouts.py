@@ -45,3 +45,27 @@ def test_gr_d06_a_game_of_timeouts_only_is_legal_and_ends(seats: int) -> None:
             steps += 1
             assert steps <= ENGINE.info.max_steps
         assert all(ENGINE.timeout_command(state, s) is None for s in range(seats))
+
+
+def test_gr_d04_determinize_keeps_a_card_the_open_fall_guy_choice_can_copy() -> None:
+    """GR-D04, GR-K20: a Fall Guy's choice is asked only when the hand holds a card it may copy,
+    so another seat's open copy choice tells everyone there is one; every sampled world keeps
+    one there, and the chooser is never left pending without a legal answer."""
+    from famiglia.rules.grifters.data import SPECIALISTS
+    from famiglia.rules.grifters.state import COPY
+
+    from ._helpers import CON, FALL, act, caper, sp, table
+
+    rings = ("R1-MM", "R1-TH", "R1-PP")
+    deck = (sp(13, 2), sp(13, 3))  # the other Fall Guys: unseen, as is the card left in hand
+    kept = {FALL, CON, *deck}
+    s = table(2, active=1, hands={0: ("R0-MM", "R0-TH", "R0-PP"), 1: (FALL, CON)},
+              nights={1: ((rings[0],), (rings[1],), (rings[2],))}, deck=deck,
+              discard=[c.id for c in SPECIALISTS if c.id not in kept])
+    s, _ = act(s, caper(FALL))
+    assert s.choice == COPY and s.players[1].hand == (CON,)
+    view = ENGINE.view(s, 0)
+    for seed in range(40):
+        d = ENGINE.determinize(view, 0, Rng(seed))
+        assert ENGINE.view(d, 0) == view
+        assert ENGINE.legal_commands(d, 1), f"seed {seed}: seat 1 holds {d.players[1].hand}, nothing to copy"

@@ -9,6 +9,7 @@ from famiglia.rules.nothing_personal.crew import action_options, free_means
 from famiglia.rules.nothing_personal.state import Act, Roll
 
 from .support import (
+    ENGINE,
     Phase,
     at_stage,
     bare,
@@ -23,6 +24,7 @@ from .support import (
     ref,
     refused,
     replace,
+    std,
     step,
 )
 
@@ -144,3 +146,25 @@ def test_move_own_1_moves_one_marker_whatever_count_the_command_names() -> None:
     for count in (0, 1):
         _, after = play(s, 0, por("I88", markers=[ref("T01", 0)], destination="C01", count=count))
         assert markers_of(after, "T01").markers[0] == 0 and markers_of(after, "C01").markers[0] == 1
+
+
+@pytest.mark.parametrize("junk", [
+    {"destination": "x" * 100_000},                   # a field REMOVE_1 does not read, any text
+    {"gangster": "not a gangster"},
+    {"gangsters": ["C01"] * 1000},                    # more entries than any ability reads (NEUTRAL_3)
+])
+def test_np_x21_ability_targets_name_gangsters_only_so_the_public_event_carries_nothing_else(junk) -> None:
+    """NP-X21: the chosen action is repeated in a public event (action_chosen, blackmail_proposed),
+    so a Targets that names anything but gangster ids, or more of them than an ability reads, is
+    refused rather than carried to every seat (it would bypass NP-M7's and NP-M10's chat limits)."""
+    s = replace(at_stage(mark(std(4), "C01", {1: 1}), Phase.CREW, "action", pos=3, sweep=1), act=Act(3, "C01", 1))
+    legal = next(c for c in ENGINE.legal_commands(s, 1, 32) if c.WhichOneof("kind") == "use_ability")
+    play(s, 1, legal)   # the listed command itself is accepted
+    padded = pb.Command()
+    padded.CopyFrom(legal)
+    for name, value in junk.items():
+        if isinstance(value, list):
+            getattr(padded.use_ability.targets, name).extend(value)
+        else:
+            setattr(padded.use_ability.targets, name, value)
+    assert refused(s, 1, padded) == "NP-X21"

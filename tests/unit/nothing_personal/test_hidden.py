@@ -316,3 +316,25 @@ def test_np_h9_how_many_claims_lapsed_shows_in_no_version_and_no_event() -> None
     told = [ENGINE.redact(e, 3) for e in with_lapses]
     assert [e.claim_resolved.lapsed for e in told if e is not None and e.WhichOneof("kind") == "claim_resolved"] \
         == [[3]]
+
+
+@pytest.mark.parametrize(("auto_at_opening", "auto_now"), [(False, True), (True, False)])
+def test_np_d7_determinize_keeps_the_viewers_auto_pass_of_the_open_window(auto_at_opening: bool,
+                                                                         auto_now: bool) -> None:
+    """NP-D7: a standing auto-pass applies from the next answer round on, so a seat that changed it
+    while a window is open still answers this one as it was set at the opening. Its view says so,
+    and a determinized state asks it the same question: the same legal commands and clock."""
+    s = hand(hand(std(4), 1, "I76"), 2, "I77")
+    s = replace(s, phase=Phase.FEDS, stage="window",
+                window=Window("card", (1, 2), (None,) * 4, (1,) if auto_at_opening else ()),
+                autopass=tuple((auto_now, False) if i == 1 else (False, False) for i in range(4)))
+    listed = ENGINE.legal_commands(s, 1, 32)
+    answers = [c for c in listed if c.WhichOneof("kind") not in ENGINE.info.optional_commands]
+    assert (answers == [PASS]) == auto_at_opening   # only pass where its auto-pass answers for it
+    truth = [c.SerializeToString(deterministic=True) for c in listed]
+    for seed in range(3):
+        d = ENGINE.determinize(ENGINE.view(s, 1), 1, Rng(seed))
+        assert ENGINE.view(d, 1).SerializeToString(deterministic=True) == \
+            ENGINE.view(s, 1).SerializeToString(deterministic=True)
+        assert [c.SerializeToString(deterministic=True) for c in ENGINE.legal_commands(d, 1, 32)] == truth
+        assert pending_for(ENGINE, d, 1) == pending_for(ENGINE, s, 1)

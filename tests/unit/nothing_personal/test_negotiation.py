@@ -328,3 +328,21 @@ def test_np_v8_np_v9_a_reroll_token_replaces_10_dollars_once() -> None:
 
     assert eligible(s, "reroll") == tuple((s.ring + i) % 4 for i in range(4))
     assert reroll_means(replace(s, cfg=replace(s.cfg, reroll_tokens=False)), 2) == []
+
+
+def test_np_m8_np_m4_determinize_keeps_offered_cards_in_the_offering_hand() -> None:
+    """NP-M8: an offer holds only cards its maker holds, so its recipient knows them to be in that
+    hand; a sampled world deals them there, and the offer stays acceptable (NP-M4) in it as in
+    the true state."""
+    from famiglia.engine import Rng
+
+    s = hand(hand(std(4), 0, "I01", "I02", "I03"), 1, "I06")
+    oid, s = offered(s, 0, deal(1, give_cards=["I02", "I03"]))
+    accept = cmd("accept_deal", offer=oid)
+    assert accept in ENGINE.legal_commands(s, 1, 64)
+    view = ENGINE.view(s, 1)
+    for seed in range(20):
+        d = ENGINE.determinize(view, 1, Rng(seed))
+        assert ENGINE.view(d, 1).SerializeToString(deterministic=True) == view.SerializeToString(deterministic=True)
+        assert {"I02", "I03"} <= set(d.hands[0]), f"seed {seed}: seat 0 holds {d.hands[0]}"
+        assert accept in ENGINE.legal_commands(d, 1, 64)

@@ -17,7 +17,8 @@ from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from . import config as config_mod
 from .data import IS_RINGLEADER, RINGLEADER_TYPES, SPECIALISTS
-from .state import KEEP, NONE, Caper, Player, State, evolved, in_hand_order
+from .flow import choice_options
+from .state import COPY, KEEP, NONE, Caper, Player, State, evolved, in_hand_order
 
 
 def determinize(v: pb.View, seat: int, rng: Rng) -> State:
@@ -127,7 +128,27 @@ def _read_view(v: pb.View, seat: int) -> _Table:
 
 def _deal(table: _Table, rng: Rng) -> State:
     """One world: the unseen Specialists shuffled into the other hands and the deck, with the
-    draws (and in the order) the sample has always used."""
+    draws (and in the order) the sample has always used.
+
+    Another seat's open Fall Guy choice is asked only when its hand holds a card it may copy
+    (GR-D04, GR-K20), which everyone can tell: a world without one is drawn again (rejection
+    keeps the worlds that fit equally likely), so the chooser always has a legal answer."""
+    state = _deal_once(table, rng)
+    if table.fields["choice"] != COPY or table.dealt[table.active] is None:
+        return state
+    for _ in range(_REDRAWS):
+        if choice_options(state, COPY):
+            return state
+        state = _deal_once(table, rng)
+    return state
+
+
+_REDRAWS = 256
+"""Fresh worlds drawn at most for an open copy choice (the true world is one of those that fit,
+so one in a few fits: a hand of k cards misses only when all k are Fall Guys)."""
+
+
+def _deal_once(table: _Table, rng: Rng) -> State:
     unseen = rng.shuffled(table.unseen)
     players = []
     for hand, k, fields in zip(table.hands, table.dealt, table.players, strict=True):

@@ -14,6 +14,7 @@ from .board import at, gstate, is_active, leaders, passive, ring_order, strict
 from .data import (
     CAPO_WHACK_SURCHARGE,
     DICE,
+    GIDX,
     POSITIONS,
     REROLL_PRICE,
     SWING,
@@ -180,6 +181,15 @@ def _whack_cost(s: State, act_pos: int, code: str, target: str) -> int:
     return base
 
 
+def plain_targets(t: pb.Targets) -> None:
+    """NP-X21: the chosen action is repeated in a public event (action_chosen, blackmail_proposed),
+    so its Targets may name gangsters by id only, and no more of them than an ability reads
+    (NEUTRAL_3: three, REMOVE_2 and SWAP_2: two markers); anything else would reach every seat."""
+    names = (t.gangster, t.destination, *t.gangsters, *(r.gangster for r in t.markers))
+    if len(t.gangsters) > 3 or len(t.markers) > 2 or any(g and g not in GIDX for g in names):
+        raise RuleViolation("NP-X21", "targets name at most 3 gangsters and 2 markers, by gangster id")
+
+
 def check_action(s: State, cmd: pb.Command) -> None:
     """Raise unless `cmd` is a legal choice of the open action turn (its cost payable, NP-W20)."""
     a = s.act
@@ -198,6 +208,7 @@ def check_action(s: State, cmd: pb.Command) -> None:
         if m.gangster_ability and code not in EFFECTS:
             raise RuleViolation("NP-W21", "this gangster has no action ability")
         EFFECTS[code].check(s, ctx, m.targets)
+        plain_targets(m.targets)   # after the ability's own checks, which name their rules
         return
     if kind == "whack":
         w = cmd.whack

@@ -39,6 +39,9 @@ class _Table:
     gangster_deck_size: int
     hands: tuple[tuple[str, ...], ...]
     """Every hand once over; else only the seat's own is read from here."""
+    offered: tuple[tuple[str, ...], ...]
+    """Per other seat, the unseen cards it offers the seat in an open offer: an offer holds only
+    cards its maker holds (NP-M8), so they are dealt to that hand first."""
     fields: dict[str, object]
     """Every other State field."""
 
@@ -105,6 +108,16 @@ def _read_view(v: pb.View, seat: int) -> _Table:
         seen_g = set(v.spots) | set(v.prison) | set(v.fishes)
         unseen_g = tuple(filterfalse(seen_g.__contains__, _gangster_ids(cfg.expansions)))
         deck = gdeck = ()
+    offered: list[tuple[str, ...]] = [()] * n
+    if not over:
+        placed: set[str] = set()
+        for o in v.offers:
+            frm = getattr(o, "from")
+            if frm != seat and 0 <= frm < n:
+                cards = [c for c in o.offer.give_cards if c in unseen and c not in placed]
+                cards = cards[: max(0, v.hand_sizes[frm] - len(offered[frm]))]
+                placed.update(cards)
+                offered[frm] += tuple(cards)
     window = None
     if v.window:
         answers: list[bytes | None] = [None] * n
@@ -114,9 +127,9 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             if v.window_answered_by_me:
                 kind = v.my_answer.WhichOneof("kind")
                 answers[seat] = b"" if kind == "pass" else v.my_answer.SerializeToString(deterministic=True)
-        # NP-D7: the viewer's own auto-pass (the view shows its setting now, not at opening)
-        own_auto = v.autopass_cards if v.window == "card" else v.autopass_rerolls
-        window = Window(v.window, seats, tuple(answers), seats if own_auto else ())
+        # NP-D7: the viewer's own auto-pass as it was when the window opened (a change since
+        # applies from the next answer round on), not its setting now
+        window = Window(v.window, seats, tuple(answers), seats if v.window_auto_me else ())
     roll = Roll(v.die, v.face, v.roll_purpose, v.roll_actor, v.roll_gangster, v.roll_target,
                 v.roll_target_position, v.roll_free_whack_used) if v.die else None
     ruling = Ruling(v.ruling_gangster, tuple(v.ruling_seats), v.ruling_use, v.ruled) if v.ruling_gangster else None
@@ -134,6 +147,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
     return _Table(
         n=n, over=over, unseen=unseen, hand_sizes=tuple(v.hand_sizes), deck_size=v.deck_size,
         unseen_gangsters=unseen_g, gangster_deck_size=v.gangster_deck_size, hands=tuple(hands),
+        offered=tuple(offered),
         fields=dict(
             n=n, cfg=cfg, round=v.round, phase=v.phase, stage=v.stage, ring=v.ring,
             respect=tuple(v.respect), money=tuple(v.money), supply=tuple(v.supply), neutral=v.neutral_supply,
@@ -165,11 +179,15 @@ def _deal(table: _Table, seat: int, rng: Rng) -> State:
     else:
         hands = list(table.hands)
         unseen = rng.shuffled(table.unseen)
+        offered = table.offered
+        if any(offered):   # NP-M8: cards offered to the seat are still in their maker's hand
+            held = {c for cards in offered for c in cards}
+            unseen = [c for c in unseen if c not in held]
         at = 0
         for i in range(n):
             if i != seat:
-                k = table.hand_sizes[i]
-                hands[i] = tuple(sorted(unseen[at:at + k]))
+                k = table.hand_sizes[i] - len(offered[i])
+                hands[i] = tuple(sorted((*offered[i], *unseen[at:at + k])))
                 at += k
         deck = tuple(unseen[at:at + table.deck_size])
         gdeck = tuple(rng.shuffled(table.unseen_gangsters)[: table.gangster_deck_size])

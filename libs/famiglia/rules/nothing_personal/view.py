@@ -53,6 +53,7 @@ def view(s: State, viewer: int | None) -> pb.View:
         v.window = w.kind
         if 0 <= me < s.n and me in w.seats:
             v.window_asks_me = True
+            v.window_auto_me = me in w.auto   # NP-D7: as set when the window opened, not now
             ans = w.answers[me]
             if ans is not None:
                 v.window_answered_by_me = True
