@@ -4,7 +4,8 @@ Debian's packages put `initdb` and `pg_ctl` under /usr/lib/postgresql/<major>/bi
 (not on PATH). PostgreSQL refuses to run as root, so when the tests run as root
 the cluster belongs to the `postgres` user and every server command runs through
 `runuser -u postgres --`. Tests that need it skip with a reason when no
-PostgreSQL is installed; CI installs Debian's `postgresql` package.
+PostgreSQL is installed; CI installs Debian's `postgresql` package, and with `CI` set
+(.ci/run sets it) a missing PostgreSQL fails those tests instead of skipping them.
 
 Use the `postgres_url` fixture (one server per test session, a fresh database
 per test) from a conftest: `from tests.support.postgres import postgres_database, postgres_server, postgres_url`.
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -132,24 +134,33 @@ class PostgresServer:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def _no_postgres(reason: str) -> NoReturn:
+    """Skip on a developer's machine; on CI (`CI` set, as .ci/run and CI services set it), which
+    installs PostgreSQL, fail: a skip there would pass every [postgres] test without running it."""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"CI runs the PostgreSQL tests, but: {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole session; skipped when PostgreSQL is not installed."""
+    """One PostgreSQL server for the whole session; skipped when PostgreSQL is not installed
+    (a failure on CI)."""
     try:
         bindir = find_pg_bin()
     except NoPostgres as exc:
-        pytest.skip(str(exc))
+        _no_postgres(str(exc))
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        pytest.skip("psycopg (3) is not installed: pip install 'psycopg[binary]'")
+        _no_postgres("psycopg (3) is not installed: pip install 'psycopg[binary]'")
     base = Path(tempfile.mkdtemp(prefix="famiglia-pg-"))
     server = PostgresServer(bindir=bindir, base=base)
     try:
         server.start()
     except NoPostgres as exc:
         shutil.rmtree(base, ignore_errors=True)
-        pytest.skip(str(exc))
+        _no_postgres(str(exc))
     yield server
     server.stop()
 

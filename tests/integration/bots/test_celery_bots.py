@@ -170,13 +170,14 @@ def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
     handle = bots_stack.create_match("highcard", 2, seed=5, options={"hand": "6"},
                                             seat_info=seats(slow, slow))
     store = bots_stack.command.store
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while store.version(handle.match_id) < handle.version + 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.2)  # most likely in the middle of a decision now
     bots_stack.kill_worker()
     stopped_at = store.version(handle.match_id)
-    assert stopped_at < handle.version + 12
+    # killed mid-match, or this test checks nothing of what a kill loses
+    assert handle.version + 3 <= stopped_at < handle.version + 12, (stopped_at, handle.version)
     bots_stack.start_worker()
     view = bots_stack.wait_finished(handle.match_id, timeout=45)
     assert view.version == handle.version + 12  # every card played exactly once
@@ -188,11 +189,12 @@ def test_a_worker_killed_in_the_middle_of_a_batch_loses_nothing(bots_stack: Bots
     slow = "ismcts?iterations=100000&seconds=0.03"
     handle = bots_stack.create_match("goodcritters", 4, seed=6, seat_info=seats(slow, "random", slow, "random"))
     store = bots_stack.command.store
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while store.version(handle.match_id) < handle.version + 12 and time.monotonic() < deadline:
         time.sleep(0.02)
     bots_stack.kill_worker()
     stopped_at = store.version(handle.match_id)
+    assert stopped_at >= handle.version + 12, "the worker never got going: nothing was killed mid-batch"
     bots_stack.start_worker()
     view = bots_stack.wait_finished(handle.match_id, timeout=120)  # the stall re-queue or the redelivery went on
     assert view.version > stopped_at

@@ -140,7 +140,7 @@ def test_the_running_dispatcher_queues_each_decision_and_acks_its_entries(redis_
     try:
         info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random", player_id="p") for s in (0, 1)]
         matches = [command.create_match("highcard", 2, seed=s, seat_info=info).match_id for s in (1, 2, 3)]
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while broker.llen(DECISIONS_QUEUE) < len(matches) and time.monotonic() < deadline:
             time.sleep(0.02)
         queued = {json.loads(base64.b64decode(json.loads(m)["body"]))[0][0]

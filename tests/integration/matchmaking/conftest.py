@@ -97,6 +97,16 @@ def creator() -> RecordingCreator:
 
 
 @pytest.fixture()
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def guests(mm: Matchmaking, names: str) -> list[str]:
+    """One registered guest per letter of `names`: their player ids."""
+    return [mm.app.register_guest(n)[0].player_id for n in names]
+
+
+@pytest.fixture()
 def mm(redis_url: str, creator: RecordingCreator) -> Iterator[Matchmaking]:
     service = make_mm(redis_url, creator)
     yield service

@@ -313,12 +313,15 @@ def test_watching_a_ticket_sees_searching_then_matched(mm: Matchmaking, creator:
         for status in mm.app.watch(a, ta, poll_s=0.01):
             seen.append(status.state)
 
-    watcher = threading.Thread(target=watch)
+    watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    time.sleep(0.05)
+    deadline = time.monotonic() + 30  # the watcher's first status, before anyone can be matched
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
     mm.app.create_ticket(b, "duel", [], {})
-    mm.matcher.run_once()
-    watcher.join(timeout=5)
+    assert mm.matcher.run_once() == 1
+    watcher.join(timeout=30)
+    assert not watcher.is_alive(), f"the watch did not end on the match: {seen}"
     assert seen[0] == "searching" and seen[-1] == "matched"
     assert mm.app.ticket(a, ta).estimated_wait_s == 0.0
 
@@ -341,11 +344,15 @@ def test_party_members_are_never_split(redis_url: str, creator: RecordingCreator
     mm = make_mm(redis_url, creator, policy=FAST, ratings=ratings)
     tickets = _queue_players(mm, random.Random(seed), 60, ratings)
     _drain([mm])
+    parties = 0
     for ticket_id in tickets:
         record = mm.app.store.get(ticket_id)
-        assert record is not None
-        assert len({creator.tables[record.match_id].match_id for _ in record.players}) == 1
-        assert set(record.seat_of) == set(record.players)
+        assert record is not None and record.state == "matched", ticket_id
+        # every member sits at the ticket's table, at the seat the ticket names for them
+        at_table = {i.player_id: i.seat for i in creator.tables[record.match_id].seat_info if not i.bot}
+        assert {p: at_table.get(p) for p in record.players} == record.seat_of, (ticket_id, at_table)
+        parties += len(record.players) > 1
+    assert parties, "no party of two or more was queued: nothing here could be split"
     mm.close()
 
 

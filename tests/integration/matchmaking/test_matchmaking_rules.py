@@ -15,6 +15,7 @@ from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.store import Keys
 from tests.integration.matchmaking.conftest import GAME, FakeClock, RecordingCreator, make_mm
+from tests.integration.matchmaking.conftest import guests as _guests
 
 DUEL = "duel"
 
@@ -28,25 +29,11 @@ def _crash(*_a: Any, **_k: Any) -> Any:
 
 
 @pytest.fixture()
-def creator() -> RecordingCreator:
-    return RecordingCreator()
-
-
-@pytest.fixture()
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture()
 def mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Iterator[Matchmaking]:
     service = make_mm(redis_url, creator, clock=clock,
                       policy=MatchPolicy(backfill_after=None, invite_ttl=60, ticket_ttl=600))
     yield service
     service.close()
-
-
-def _guests(mm: Matchmaking, names: str) -> list[str]:
-    return [mm.app.register_guest(n)[0].player_id for n in names]
 
 
 def _propose(mm: Matchmaking, game: str, ticket_ids: list[str]) -> Any:

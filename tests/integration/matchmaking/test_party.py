@@ -12,13 +12,9 @@ from famiglia.matchmaking import MatchPolicy
 from services.matchmaking.bootstrap import Matchmaking
 
 from .conftest import GAME, FakeClock, RecordingCreator, make_mm
+from .conftest import guests as _guests
 
 DUEL = "duel"
-
-
-@pytest.fixture()
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture()
@@ -27,10 +23,6 @@ def party_mm(redis_url: str, creator: RecordingCreator, clock: FakeClock) -> Ite
                  policy=MatchPolicy(backfill_after=None, invite_ttl=60, ticket_ttl=600))
     yield mm
     mm.close()
-
-
-def _guests(mm: Matchmaking, names: str) -> list[str]:
-    return [mm.app.register_guest(n)[0].player_id for n in names]
 
 
 def test_a_party_ticket_queues_only_when_every_invitee_has_accepted(party_mm: Matchmaking, clock: FakeClock,

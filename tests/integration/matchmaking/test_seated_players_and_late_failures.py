@@ -16,11 +16,6 @@ from tests.integration.matchmaking.conftest import GAME, FakeClock, RecordingCre
 from tests.integration.matchmaking.test_matchmaking_rules import DUEL, Crash, _crash
 
 
-@pytest.fixture()
-def creator() -> RecordingCreator:
-    return RecordingCreator()
-
-
 def _guest_after(mm: Any, floor: str, name: str) -> str:
     """A guest whose id sorts after `floor` (holds are taken in player-id order)."""
     while True:

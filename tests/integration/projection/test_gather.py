@@ -43,7 +43,7 @@ def test_the_running_consumer_projects_a_trickle_within_the_gather_window(app: P
         played = write_matches(app.store, app.registry, [MatchSpec(f"t{i}", ["ann", "bob"], seed=i)
                                                          for i in range(3)])
         events = sum(len(p.envelopes) for p in played)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while runner.projected < events and time.monotonic() < deadline:
             time.sleep(0.02)
         assert runner.projected == events

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,8 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from famiglia.localstack.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -74,18 +73,25 @@ def test_a_run_stopped_from_outside_takes_its_stack_down_without_a_traceback(tmp
 
 
 def test_ctrl_c_while_waiting_for_a_service_is_one_line(tmp_path: Path) -> None:
-    """`famiglia play` waits up to 30 s for the command service; Ctrl-C meanwhile is an answer."""
-    proc = subprocess.Popen([sys.executable, "-m", "famiglia.cli.main", "play", "grifters", "--address",
-                             f"127.0.0.1:{free_port()}"], env=_env(tmp_path), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        time.sleep(4)  # imported and waiting
-        assert proc.poll() is None
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130
+    """`famiglia play` waits up to 15 s for the command service; Ctrl-C meanwhile is an answer.
+    The "service" is a bare TCP listener that never speaks gRPC: its first connection says the
+    CLI is imported and waiting (a fixed sleep sent the signal during the imports on a loaded
+    machine, and cost 4 s everywhere else)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        listener.settimeout(60)
+        proc = subprocess.Popen([sys.executable, "-m", "famiglia.cli.main", "play", "grifters", "--address",
+                                 f"127.0.0.1:{port}"], env=_env(tmp_path), cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            conn, _ = listener.accept()  # the client's first try: it is in wait_ready now
+            conn.close()
+            assert proc.poll() is None
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, out[-1500:]
     assert "Traceback" not in out, out[-1500:]

@@ -40,7 +40,7 @@ def test_following_a_tournament_stops_when_the_stack_cannot_finish_it() -> None:
 
     follower = threading.Thread(target=run, daemon=True)
     follower.start()
-    follower.join(timeout=10)
+    follower.join(timeout=30)
     assert not follower.is_alive(), "still following a tournament that cannot finish"
     assert isinstance(ended[0], SystemExit) and "bots-worker" in str(ended[0].code)
 

@@ -546,7 +546,6 @@ def test_a_store_gone_back_and_written_past_this_replica_is_folded_anew_not_read
 def test_a_follower_sees_the_match_end_after_the_store_went_back() -> None:
     """StreamEvents follows the match the service folds anew (HotMatches.refold), not the
     state it started with, or it would wait forever for an end that state never reaches."""
-    import time
 
     from famiglia.bots.toy import ENGINE as HIGHCARD
     from famiglia.bots.toy import toy_registry
@@ -568,19 +567,21 @@ def test_a_follower_sees_the_match_end_after_the_store_went_back() -> None:
     for _ in range(2):
         move()  # acknowledged, then lost
     ended = threading.Event()
+    following = threading.Event()
 
     def follow() -> None:
         for _event, _version, finished in app.events(match_id, Viewer(None), 0, follow=True, poll_ms=20):
+            following.set()
             if finished:
                 ended.set()
                 return
 
     threading.Thread(target=follow, daemon=True).start()
-    time.sleep(0.1)
+    assert following.wait(30), "the follower never started"  # it follows before the tail is lost
     _lose_tail(store, match_id, kept)
     while not hot.match.finished:
         move()  # the first one folds the match anew
-    assert ended.wait(5), "the follower never saw the match end"
+    assert ended.wait(30), "the follower never saw the match end"
 
 
 class _AlwaysOvertaken(InMemoryEventStore):

@@ -157,7 +157,8 @@ def test_between_two_reads_the_poll_yields_its_cpu(monkeypatch) -> None:
     monkeypatch.setattr(spinwait, "_sched_yield", counted)
     left, right = socket.socketpair()
     with left, right:
-        assert recv_polling(left, bytearray(64), 0.002) is None
+        # 50 ms, not 2: a thread descheduled past a 2 ms budget gave up before its first yield
+        assert recv_polling(left, bytearray(64), 0.05) is None
         assert yields["n"] > 0
         right.sendall(b"+OK\r\n")
         time.sleep(0.01)

@@ -7,29 +7,17 @@ each real engine joins automatically once `default_registry()` finds it.
 from __future__ import annotations
 
 import functools
-import importlib
-import warnings
 
 from famiglia.engine import Engine
-from famiglia.engine.registry import KNOWN_GAMES, Registry, default_registry
+from famiglia.engine.registry import Registry, default_registry
 from famiglia.replay.recorded import random_match
 from famiglia.replay.toy import toy_engine
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 
 def _registered() -> dict[str, Engine]:
-    """`default_registry()`; while an engine package is half-written, the ones that load."""
-    try:
-        return {e.info.game_id: e for e in default_registry().engines()}
-    except Exception as exc:  # noqa: BLE001 - another engineer's work in progress
-        warnings.warn(f"default_registry() failed ({exc!r}); using the engines that load", stacklevel=2)
-    engines: dict[str, Engine] = {}
-    for game_id, module_name in KNOWN_GAMES.items():
-        try:
-            engines[game_id] = importlib.import_module(module_name).ENGINE
-        except Exception:  # noqa: BLE001, S112
-            continue
-    return engines
+    """`default_registry()`: an engine that fails to load fails the tests, it is not left out."""
+    return {e.info.game_id: e for e in default_registry().engines()}
 
 
 @functools.cache
