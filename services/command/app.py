@@ -708,8 +708,10 @@ class CommandApp:
     def events(self, match_id: str, viewer: Viewer, after: int, *, follow: bool,
                is_active=lambda: True, poll_ms: int = 1000) -> Iterator[tuple[SeatEvent | None, int, bool]]:
         """(event, version, finished) for every event after `after` this viewer may see.
-        With follow, waits for new ones until the match ends or the client leaves;
-        yields (None, version, finished) as a heartbeat while waiting."""
+        With follow, waits for new ones until the match ends or the client leaves (or
+        `is_active` says to stop: the server stopping); the match's end is one last
+        (None, version, True). (No heartbeat goes out while it waits: the server's keepalive
+        pings find a client gone from the network, `famiglia.grpcutil.server.build_server`.)"""
         hot = self._hot(match_id)
         m = hot.match
         self._check_seat(m.seats, viewer)

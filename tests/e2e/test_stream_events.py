@@ -233,3 +233,211 @@ def test_follow_resumes_across_a_restarted_server_and_ends_with_the_match(comman
     assert followed == everything
     assert last == client.spectator(match.match_id).view().version
     client.close()
+
+
+class _Follower:
+    """Reads a stream on its own thread until it ends: its events' seqs, then how it ended."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.seqs: list[int] = []
+        self.first = threading.Event()
+        self.ended = threading.Event()
+        self.error: grpc.RpcError | None = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for reply in self.stream:
+                if reply.HasField("event"):
+                    self.seqs.append(reply.event.seq)
+                self.first.set()
+        except grpc.RpcError as exc:
+            self.error = exc
+        finally:
+            self.first.set()
+            self.ended.set()
+
+
+def test_a_server_stopping_ends_its_open_streams_with_unavailable_not_after_the_grace() -> None:
+    """A server stopped with a grace (every service's shutdown: `server.stop(grace=5)`) kept its
+    followers open for the whole grace, since they wait for events that no longer come, and only
+    then were they cut: the shutdown always took the full grace, and clients learnt nothing until
+    it ran out. Followers now end at once with UNAVAILABLE (`server_stopping`), the status a client
+    reconnects on (to another replica, from the version it has), and the server stops without
+    waiting out the grace. (The grace here is far longer than anything this test waits for.)"""
+    from famiglia.config import Settings
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from famiglia.grpcutil.errors import error_code
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    server, port = serve(bootstrap(store=InMemoryEventStore(), settings=Settings(secret="s")),
+                         "127.0.0.1:0", workers=4, call_workers=1)
+    server.start()
+    client = GameClient(f"127.0.0.1:{port}", timeout=10)
+    try:
+        game_id = next(iter(REGISTRY))
+        match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=6)
+        _move(client, match.match_id, match.seat_tokens)
+        follower = _Follower(client.spectator(match.match_id).stream(from_version=0, timeout=600))
+        assert follower.first.wait(30) and follower.seqs, "the follower got no event"
+        stopped = server.stop(grace=600)
+        assert follower.ended.wait(60), "the follower was kept open through the grace"
+        assert follower.error is not None, "a stream cut short ended as if it were whole"
+        assert (follower.error.code(), error_code(follower.error)) == (grpc.StatusCode.UNAVAILABLE, "server_stopping")
+        assert stopped.wait(60), "the server waited out its grace"
+    finally:
+        client.close()
+        server.stop(grace=None)
+
+
+def test_a_redis_restart_ends_open_streams_with_unavailable_and_they_resume_where_they_were(tmp_path) -> None:
+    """Redis restarting (a crash, a failover) under an open follower ended it with INTERNAL
+    ("internal error in StreamEvents", a traceback in the log): a client cannot tell that from a
+    bug and does not retry it. It is UNAVAILABLE (`store_unavailable`), and a stream opened again
+    from the last version the client had gets every later event once, in order."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from famiglia.grpcutil.errors import error_code
+    from famiglia.localstack.redis_server import RedisServer
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    redis_server = RedisServer(data_dir=tmp_path, appendfsync="always").start()
+    store = RedisEventStore.connect(redis_server.url)
+    server, port = serve(bootstrap(store=store, settings=Settings(redis_url=redis_server.url, secret="s")),
+                         "127.0.0.1:0", workers=4, call_workers=1)
+    server.start()
+    client = GameClient(f"127.0.0.1:{port}", timeout=10)
+    try:
+        game_id = next(iter(REGISTRY))
+        match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=7)
+        _move(client, match.match_id, match.seat_tokens)
+        spectator = client.spectator(match.match_id)
+        follower = _Follower(spectator.stream(from_version=0, timeout=600))
+        assert follower.first.wait(30) and follower.seqs, "the follower got no event"
+        redis_server.restart(kill=True)
+        assert follower.ended.wait(120), "the follower neither recovered nor ended"
+        assert follower.error is not None
+        assert (follower.error.code(), error_code(follower.error)) == (grpc.StatusCode.UNAVAILABLE, "store_unavailable")
+        version = 0
+        deadline = time.monotonic() + 60
+        while not version:  # the service's own connections come back with Redis
+            try:
+                version = _move(client, match.match_id, match.seat_tokens)
+            except grpc.RpcError:
+                assert time.monotonic() < deadline, "the service never came back with Redis"
+                time.sleep(0.2)
+        again = [r.event.seq for r in spectator.stream(from_version=follower.seqs[-1], until_now=True, timeout=30)
+                 if r.HasField("event")]
+        everything = [r.event.seq for r in spectator.stream(from_version=0, until_now=True, timeout=30)
+                      if r.HasField("event")]
+        assert follower.seqs + again == everything and again and again[-1] == version
+    finally:
+        client.close()
+        server.stop(grace=None)
+        store.close()
+        redis_server.stop()
+
+
+class _Link:
+    """A TCP relay between a client and a server whose network can be lost: `lose()` stops
+    carrying bytes either way but leaves both connections open, as a phone that drops off the
+    network does (no FIN, no RST: the server hears nothing more, not even a goodbye)."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+
+        self.target = ("127.0.0.1", target_port)
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen()
+        self.port = self.listener.getsockname()[1]
+        self.lost = threading.Event()
+        self.sockets: list[Any] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                near, _ = self.listener.accept()
+            except OSError:
+                return
+            far = socket.create_connection(self.target)
+            self.sockets += [near, far]
+            for a, b in ((near, far), (far, near)):
+                threading.Thread(target=self._carry, args=(a, b), daemon=True).start()
+
+    def _carry(self, source: Any, sink: Any) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if self.lost.is_set():
+                continue  # swallowed: the bytes never arrive
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
+
+    def lose(self) -> None:
+        self.lost.set()
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self.sockets:
+            s.close()
+
+
+def test_a_follower_whose_network_vanished_gives_its_slot_back() -> None:
+    """A phone that loses its network sends no FIN: its connection stays open on the server,
+    and a follower on a quiet match (nothing to write) never learns that its client is gone.
+    gRPC's server pings such connections only after 2 hours by default, so every vanished
+    client held a stream slot and a thread that long, and enough of them made the server refuse
+    every new stream (`too_many_streams`). The server pings idle connections (`keepalive_s`;
+    short here) and drops those that do not answer, which frees the slot."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from famiglia.grpcutil.errors import error_code
+    from services.command.bootstrap import bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    server, port = serve(bootstrap(store=InMemoryEventStore(), settings=Settings(secret="s")),
+                         "127.0.0.1:0", workers=1, call_workers=1, keepalive_s=1.0)
+    server.start()
+    link = _Link(port)
+    phone = GameClient(f"127.0.0.1:{link.port}", timeout=10)
+    client = GameClient(f"127.0.0.1:{port}", timeout=10)
+    try:
+        game_id = next(iter(REGISTRY))
+        match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=8)
+        _move(client, match.match_id, match.seat_tokens)
+        follower = _Follower(phone.spectator(match.match_id).stream(from_version=0, timeout=600))
+        assert follower.first.wait(30) and follower.seqs, "the follower got no event"
+        spectator = client.spectator(match.match_id)
+
+        def admitted() -> bool:
+            try:
+                list(spectator.stream(from_version=0, until_now=True, timeout=10))
+            except grpc.RpcError as exc:
+                assert (exc.code(), error_code(exc)) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "too_many_streams")
+                return False
+            return True
+
+        assert not admitted()  # the one slot is the follower's
+        link.lose()
+        deadline = time.monotonic() + 90
+        while not admitted():
+            assert time.monotonic() < deadline, "the vanished follower kept its slot"
+            time.sleep(0.2)
+    finally:
+        phone.close()
+        client.close()
+        link.close()
+        server.stop(grace=None)

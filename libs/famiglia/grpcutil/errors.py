@@ -69,6 +69,29 @@ class ResourceExhausted(AppError):
     status = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
+def _store_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from redis import exceptions
+    except ImportError:  # pragma: no cover - every service has redis-py
+        return (ConnectionError, TimeoutError)
+    # BusyLoadingError (Redis loading its AOF after a restart) is one of redis-py's ConnectionErrors.
+    return (ConnectionError, TimeoutError, exceptions.ConnectionError, exceptions.TimeoutError)
+
+
+_STORE_ERRORS: tuple[type[BaseException], ...] | None = None
+
+
+def store_away(exc: BaseException) -> bool:
+    """Whether `exc` says the store (Redis) is out of reach: restarting, failing over, refusing
+    connections, too slow to answer. Such a failure is UNAVAILABLE (retry), not INTERNAL.
+    (A built-in ConnectionError or TimeoutError is a socket's: the store's own fast paths
+    raise those.)"""
+    global _STORE_ERRORS
+    if _STORE_ERRORS is None:
+        _STORE_ERRORS = _store_errors()
+    return isinstance(exc, _STORE_ERRORS)
+
+
 #: The longest message a status carries. It travels twice (the message header and the status
 #: details' trailer) and messages quote the caller's ids: a long id must not push the trailers
 #: past a client's header limit (8 KB by default), which would hide the code behind

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from typing import Any
@@ -20,9 +21,14 @@ from opentelemetry.trace import Status, StatusCode
 
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 
-from .errors import AppError, ResourceExhausted, to_status
+from .errors import AppError, ResourceExhausted, Unavailable, store_away, to_status
 
 log = get_logger("famiglia.grpc")
+
+#: Seconds a connection with calls open may stay quiet before the server pings it, and seconds
+#: it then waits for the answer before it closes the connection (and ends its calls).
+KEEPALIVE_S = 60.0
+KEEPALIVE_TIMEOUT_S = 20.0
 
 
 def bearer_token(context: grpc.ServicerContext) -> str | None:
@@ -95,19 +101,33 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     name = method.__name__
     streaming = inspect.isgeneratorfunction(method)
 
-    def _fail(context: grpc.ServicerContext, span: trace.Span, exc: BaseException, request: Any = None) -> None:
+    def _fail(context: grpc.ServicerContext, span: trace.Span, exc: BaseException, request: Any = None,
+              answer: bool = True) -> None:
+        """Log, trace and answer a call's exception; `answer=False`: its client is gone, so
+        only log and trace it (a failure is the server's own whoever is left to hear of it)."""
         ids = _request_ids(request)
         if isinstance(exc, AppError):
             span.set_attribute("famiglia.code", exc.code)
             if not exc.logged:
                 log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
                          reason=exc.message[:300], **ids)
-            context.abort_with_status(to_status(exc))
+            if answer:
+                context.abort_with_status(to_status(exc))
+            return
         # The server's own failure: an error span with its exception (a refusal above is neither).
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
+        if streaming and store_away(exc):  # Redis restarting or away under a stream: reconnect from
+            # the version it has. (Unary calls keep INTERNAL: the tournament runner reads a
+            # CreateMatch's INTERNAL as Redis away for a moment, services/bots/tournaments.py.)
+            log.warning("store_unavailable", rpc=name, error=f"{type(exc).__name__}: {exc}"[:300], **ids)
+            if answer:
+                context.abort_with_status(to_status(Unavailable(
+                    "store_unavailable", "the event store is out of reach for now; retry")))
+            return
         log.exception("rpc_failed", rpc=name, **ids)
-        context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
+        if answer:
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {name}")
 
     if streaming:
 
@@ -118,11 +138,9 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                     _name_ids(span, request)
                 try:
                     yield from method(self, request, context)
-                except AppError as exc:
-                    _fail(context, span, exc, request)
                 except Exception as exc:  # noqa: BLE001
-                    if context.is_active():
-                        _fail(context, span, exc, request)
+                    # A client that has left hears nothing, but the failure is still logged and traced.
+                    _fail(context, span, exc, request, answer=isinstance(exc, AppError) or context.is_active())
 
         return stream_wrapper
 
@@ -156,6 +174,7 @@ def build_server(
     *,
     workers: int = 64,
     call_workers: int | None = None,
+    keepalive_s: float = KEEPALIVE_S,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
@@ -170,6 +189,11 @@ def build_server(
     what leaves a quarter of it to other calls), and one more is refused at once with
     RESOURCE_EXHAUSTED (`too_many_streams`): queued behind streams that may last for hours,
     it would wait without a word, and on a shared pool take every thread from short calls.
+
+    A connection with calls open that has been quiet for `keepalive_s` is pinged, and closed
+    when the ping goes unanswered (`KEEPALIVE_TIMEOUT_S`): a client whose network vanished
+    (a phone off the network sends no FIN) then leaves its streams, and their slots, within
+    about a minute and a half, rather than gRPC's default two hours.
     """
     streams = None
     if call_workers is not None:
@@ -182,6 +206,11 @@ def build_server(
         options=[
             ("grpc.max_receive_message_length", 8 * 1024 * 1024),
             ("grpc.so_reuseport", 0),
+            ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(min(KEEPALIVE_TIMEOUT_S, keepalive_s) * 1000)),
+            # Any ping's wait for its answer (gRPC's default: a minute), which the keepalive's
+            # timeout does not shorten in this gRPC.
+            ("grpc.http2.ping_timeout_ms", int(min(KEEPALIVE_TIMEOUT_S, keepalive_s) * 1000)),
         ],
     )
     names = [reflection.SERVICE_NAME, health.SERVICE_NAME]
@@ -197,7 +226,40 @@ def build_server(
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
-    return server, port
+    return _Stopping(server, gate, health_servicer), port
+
+
+class _Stopping(grpc.Server):
+    """The gRPC server, whose `stop` first tells its streams: a follower waits for events that
+    will not come before the server is gone, so it would hold the shutdown for the whole grace
+    and then be cut without a word of why. Told, each ends within its next poll with
+    UNAVAILABLE (`server_stopping`), the status a client reconnects on (another replica, from
+    the version it has), and health answers NOT_SERVING to whoever watches it."""
+
+    def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer) -> None:
+        self._server = server
+        self._gate = gate
+        self._health = health_servicer
+
+    def stop(self, grace: float | None) -> threading.Event:
+        self._gate.closing.set()
+        self._health.enter_graceful_shutdown()
+        return self._server.stop(grace)
+
+    def start(self) -> None:
+        self._server.start()
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
+        self._server.add_generic_rpc_handlers(generic_rpc_handlers)
+
+    def add_insecure_port(self, address: str) -> int:
+        return self._server.add_insecure_port(address)
+
+    def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
+        return self._server.add_secure_port(address, server_credentials)
+
+    def __getattr__(self, name: str) -> Any:  # wait_for_termination, add_registered_method_handlers...
+        return getattr(self._server, name)
 
 
 #: Threads a streams pool has beyond its limit of streams: one more stream is refused on them.
@@ -210,6 +272,8 @@ class _StreamGate:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._free = threading.BoundedSemaphore(limit)
+        self.closing = threading.Event()
+        """Set when the server stops: its streams end (`_Followed`)."""
 
     def enter(self) -> bool:
         return self._free.acquire(blocking=False)
@@ -233,20 +297,65 @@ def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecut
     return servicer
 
 
+_STOPPING = Unavailable("server_stopping", "this server is shutting down; reconnect (from the version you have)")
+
+
+class _Followed:
+    """A streaming call's context as its handler sees it: no longer active once the server
+    stops (handlers poll `is_active` between waits and end), and remembering it ended so."""
+
+    __slots__ = ("_context", "_closing", "stopped")
+
+    def __init__(self, context: grpc.ServicerContext, closing: threading.Event) -> None:
+        self._context = context
+        self._closing = closing
+        self.stopped = False
+
+    def is_active(self) -> bool:
+        if self._closing.is_set():
+            self.stopped = True
+            return False
+        return self._context.is_active()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
 def _gated(handler: Callable[..., Any], gate: _StreamGate, pool: futures.ThreadPoolExecutor | None
            ) -> Callable[..., Any]:
     name = getattr(handler, "__name__", "stream")
 
     @functools.wraps(handler)
     def call(request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
+        if gate.closing.is_set():
+            context.abort_with_status(to_status(_STOPPING))
         if not gate.enter():
             log.warning("stream_refused", rpc=name, limit=gate.limit)
             context.abort_with_status(to_status(ResourceExhausted(
                 "too_many_streams", f"this server follows as many streams as it may ({gate.limit}); retry later")))
+        followed = _Followed(context, gate.closing)
+        began, replies, ended = time.monotonic(), 0, "aborted"  # a refusal or failure: its own line says which
+        log.debug("stream_opened", rpc=name, **_request_ids(request))
+        stream = None
         try:
-            yield from handler(request, context)
+            stream = handler(request, followed)
+            for reply in stream:
+                replies += 1
+                yield reply
+            ended = "server_stopping" if followed.stopped else "done" if context.is_active() else "client_left"
+        except GeneratorExit:  # gRPC dropped it between replies: its client is gone
+            ended = "client_left"
+            raise
         finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # at once, as `yield from` did: its span ends now, not when collected
             gate.leave()
+            # An operator following one client's stream turns debug on (FAMIGLIA_LOG_LEVEL).
+            log.debug("stream_closed", rpc=name, ended=ended, replies=replies,
+                      seconds=round(time.monotonic() - began, 3), **_request_ids(request))
+        if followed.stopped and context.is_active():  # cut short, not done: not an OK a client trusts
+            context.abort_with_status(to_status(_STOPPING))
 
     if pool is not None:
         call.experimental_thread_pool = pool  # type: ignore[attr-defined]

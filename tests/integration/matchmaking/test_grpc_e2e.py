@@ -320,3 +320,50 @@ def test_the_cli_lists_and_accepts_an_invite(stack: Stack, capsys: pytest.Captur
     assert main(["matchmake", "--accept", created.ticket_id, "--token", friend.player_token,
                  "--address", stack.matchmaking, "--timeout", "20"]) == 0
     assert "matched" in capsys.readouterr().out
+
+
+def test_a_watch_open_while_the_server_stops_ends_with_unavailable_not_after_the_grace(
+        redis_url: str, command_address: str) -> None:
+    """A WatchTicket stream of a ticket still searching held the server's shutdown for its whole
+    grace (`server.stop(grace=5)` in every service), and then was cut with no word of why. It
+    ends at once with UNAVAILABLE (`server_stopping`): the client watches again, elsewhere.
+    (The grace here is far longer than anything the test waits for.)"""
+    settings = Settings(redis_url=redis_url, secret=SECRET, command_addr=command_address)
+    mm = bootstrap(settings=settings, registry=REGISTRY,
+                   mm=MatchmakingSettings(MatchPolicy(backfill_after=BACKFILL, bot_policy="random"),
+                                          MatcherTuning(interval_s=0.05)))
+    server, port = serve(mm.app, "127.0.0.1:0", workers=4)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stack = Stack(command_address, f"127.0.0.1:{port}", channel)
+        game = GAMES[0].info
+        guest = _register(stack, "Patient")
+        ticket = stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=game.game_id, seat_counts=[game.max_players]),
+                                            metadata=_auth(guest.player_token), timeout=10)
+        watch = stack.tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket.ticket_id),
+                                          metadata=_auth(guest.player_token), timeout=600)
+        assert next(watch).state == pb.TICKET_SEARCHING
+        ended: list[grpc.RpcError | None] = []
+        done = threading.Event()
+
+        def read_on() -> None:
+            try:
+                for _update in watch:
+                    pass
+                ended.append(None)
+            except grpc.RpcError as exc:
+                ended.append(exc)
+            done.set()
+
+        threading.Thread(target=read_on, daemon=True).start()
+        stopped = server.stop(grace=600)
+        assert done.wait(60), "the watch was kept open through the grace"
+        (error,) = ended
+        assert error is not None, "a watch cut short ended as if its ticket were done"
+        assert (error.code(), error_code(error)) == (grpc.StatusCode.UNAVAILABLE, "server_stopping")
+        assert stopped.wait(60), "the server waited out its grace"
+    finally:
+        channel.close()
+        server.stop(grace=None)
+        mm.close()

@@ -111,3 +111,102 @@ def test_a_clients_mistake_is_not_an_error_span_but_a_servers_failure_is(monkeyp
     assert not [e for e in refused.events if e.name == "exception"]
     assert broken.status.status_code is trace.StatusCode.ERROR
     assert [e.attributes["exception.type"] for e in broken.events if e.name == "exception"] == ["RuntimeError"]
+
+
+class _Gone(_Call):
+    """A call whose client has already left (cancelled, its deadline passed, its network gone)."""
+
+    def is_active(self) -> bool:
+        return False
+
+
+class _Open(_Call):
+    def is_active(self) -> bool:
+        return True
+
+
+class _Streams:
+    @rpc
+    def FailsLate(self, request: Any, context: Any):  # type: ignore[no-untyped-def]
+        yield "first"
+        raise RuntimeError("boom after the first reply")
+
+    @rpc
+    def StoreAway(self, request: Any, context: Any):  # type: ignore[no-untyped-def]
+        import redis
+
+        yield "first"
+        raise redis.ConnectionError("Connection closed by server.")
+
+
+def test_a_stream_that_fails_after_its_client_left_still_leaves_its_line_and_error_span(monkeypatch) -> None:
+    """Nothing can be answered to a client that has gone, but the failure is still the server's
+    own: an operator must find its `rpc_failed` line (with the traceback) and its error span.
+    The wrapper used to swallow any exception of a stream whose client had left, silently."""
+    import structlog
+
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.setattr(telemetry, "_tracers", {})
+    gone = _Gone()
+    with structlog.testing.capture_logs() as captured:
+        replies = _Streams().FailsLate(None, gone)
+        assert next(replies) == "first"
+        assert list(replies) == []  # nothing to abort: the client is gone
+    assert gone.status is None
+    assert [c["rpc"] for c in captured if c["event"] == "rpc_failed"] == ["FailsLate"]
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert [e.attributes["exception.type"] for e in span.events if e.name == "exception"] == ["RuntimeError"]
+
+
+def test_a_store_gone_away_under_a_stream_is_unavailable_not_internal() -> None:
+    """Redis restarting under an open stream (StreamEvents' XREAD BLOCK, WatchTicket's poll)
+    ended it with INTERNAL, a status that says "our bug" and that clients do not retry, and a
+    full traceback a stream. It is UNAVAILABLE (`store_unavailable`): reconnect, from the
+    version the client has, and one warning line."""
+    import structlog
+
+    open_call = _Open()
+    with structlog.testing.capture_logs() as captured, pytest.raises(_Aborted):
+        replies = _Streams().StoreAway(None, open_call)
+        assert next(replies) == "first"
+        next(replies)
+    assert open_call.status.code == grpc.StatusCode.UNAVAILABLE
+    assert ("famiglia-code", "store_unavailable") in open_call.status.trailing_metadata
+    assert [c["event"] for c in captured] == ["store_unavailable"]
+    assert captured[0]["log_level"] == "warning" and captured[0]["rpc"] == "StoreAway"
+
+
+def test_a_stream_leaves_debug_lines_when_it_opens_and_closes_saying_how_it_ended() -> None:
+    """An operator chasing one client's dropped stream had no line of it at all (only refusals
+    and failures are logged): at debug, each stream says when it opened, and when it closed how
+    (whole, its client gone, its server stopping), after how many replies and seconds."""
+    import structlog
+
+    from famiglia.grpcutil import server
+
+    def follow(request: Any, context: Any):  # type: ignore[no-untyped-def]
+        while context.is_active():
+            yield "event"
+
+    def two(request: Any, context: Any):  # type: ignore[no-untyped-def]
+        yield from ("a", "b")
+
+    gate = server._StreamGate(4)
+    with structlog.testing.capture_logs() as captured:
+        assert list(server._gated(two, gate, None)(None, _Open())) == ["a", "b"]
+        left = server._gated(follow, gate, None)(None, _Open())
+        assert next(left) == "event"
+        left.close()  # gRPC drops a stream whose client is gone
+        stopping = server._gated(follow, gate, None)(None, _Open())
+        assert next(stopping) == "event"
+        gate.closing.set()
+        with pytest.raises(_Aborted):
+            next(stopping)
+    closed = [(c["rpc"], c["ended"], c["replies"]) for c in captured if c["event"] == "stream_closed"]
+    assert closed == [("two", "done", 2), ("follow", "client_left", 1), ("follow", "server_stopping", 1)]
+    assert [c["event"] for c in captured].count("stream_opened") == 3
+    assert all(c["log_level"] == "debug" for c in captured if c["event"].startswith("stream_"))
