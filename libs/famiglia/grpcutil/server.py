@@ -117,9 +117,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         # The server's own failure: an error span with its exception (a refusal above is neither).
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
-        if streaming and store_away(exc):  # Redis restarting or away under a stream: reconnect from
-            # the version it has. (Unary calls keep INTERNAL: the tournament runner reads a
-            # CreateMatch's INTERNAL as Redis away for a moment, services/bots/tournaments.py.)
+        if store_away(exc):  # Redis restarting or away: retry (a stream, from the version it has)
             log.warning("store_unavailable", rpc=name, error=f"{type(exc).__name__}: {exc}"[:300], **ids)
             if answer:
                 context.abort_with_status(to_status(Unavailable(

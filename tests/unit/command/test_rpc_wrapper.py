@@ -180,6 +180,28 @@ def test_a_store_gone_away_under_a_stream_is_unavailable_not_internal() -> None:
     assert captured[0]["log_level"] == "warning" and captured[0]["rpc"] == "StoreAway"
 
 
+class _Unary:
+    @rpc
+    def StoreAway(self, request: Any, context: Any) -> Any:
+        import redis
+
+        raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
+
+
+def test_a_store_gone_away_under_a_unary_call_is_unavailable_not_internal() -> None:
+    """The same for a unary call (a SubmitCommand while Redis restarts): INTERNAL with a
+    traceback said "our bug", which a client does not retry; UNAVAILABLE store_unavailable is
+    the status to retry on, with one warning line."""
+    import structlog
+
+    call = _Call()
+    with structlog.testing.capture_logs() as captured, pytest.raises(_Aborted):
+        _Unary().StoreAway(None, call)
+    assert call.status.code == grpc.StatusCode.UNAVAILABLE
+    assert ("famiglia-code", "store_unavailable") in call.status.trailing_metadata
+    assert [c["event"] for c in captured] == ["store_unavailable"]
+
+
 def test_a_stream_leaves_debug_lines_when_it_opens_and_closes_saying_how_it_ended() -> None:
     """An operator chasing one client's dropped stream had no line of it at all (only refusals
     and failures are logged): at debug, each stream says when it opened, and when it closed how
