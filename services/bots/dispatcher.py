@@ -332,6 +332,21 @@ def _carried(tracked: Tracked, last: EventEnvelope) -> dict[str, str]:
     return carrier
 
 
+FOLLOWED_MAX = 20_000
+"""Matches the dispatcher keeps folded before it lets the idle ones go (`Dispatcher._follow`):
+well above the matches in play at once, while a match whose people walked away without a
+clock is never finished, so over days of uptime those alone would grow it without end."""
+
+
+def _idle(tracked: Tracked) -> bool:
+    """Whether nothing of the match is in play here: no task or clock queued at its version, no
+    batch or lease playing, no named clock to remember. Folded again from its stream at its
+    next event (`Dispatcher._load`), it is scheduled as it would have been."""
+    version = tracked.match.version
+    return (tracked.seat_batch is None and tracked.lease is None and not tracked.keyed_clocks
+            and not any(v == version for v, _ in tracked.sent))
+
+
 def bot_seats(match: MatchState) -> dict[int, str]:
     return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
 
@@ -342,7 +357,8 @@ class Dispatcher:
                  clock_grace_seconds: float = 0.5, seats_per_task: int = 0, lease_moves: int = 0,
                  now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None,
                  wall: Callable[[], float] = time.time,
-                 archive: Callable[[str], list[EventEnvelope]] | None = None) -> None:
+                 archive: Callable[[str], list[EventEnvelope]] | None = None,
+                 followed_max: int = FOLLOWED_MAX) -> None:
         self.store = store
         self.archive = archive
         """A trimmed match's events (the projection's archive), for a match first met after
@@ -362,6 +378,9 @@ class Dispatcher:
         seats all play quick policies (0: none; off with `seats_per_task`)."""
         self.now = now
         self.matches: dict[str, Tracked] = {}
+        self.followed_max = followed_max
+        self._follow_limit = followed_max
+        """`matches` is looked over for idle ones when it grows past this (see `_follow`)."""
         self._done: OrderedDict[str, tuple[int, str] | None] = OrderedDict()
         """Matches seen finished, with their end (version, last event id), or unplayable (None),
         recently: their entries are not followed (see `_end_lost`)."""
@@ -444,7 +463,7 @@ class Dispatcher:
                 self._forget(match_id)
                 return None
             tracked = Tracked(match, bot_seats(match))
-            self.matches[match_id] = tracked
+            self._follow(match_id, tracked)
             self.live.add(match_id)
             return tracked
         return self._load(match_id)
@@ -468,10 +487,25 @@ class Dispatcher:
         tracked.remember(envelopes[-KEPT_EVENT_IDS:], 0)
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
             tracked.trace = _carried(tracked, envelopes[-1])
-        self.matches[match_id] = tracked
+        self._follow(match_id, tracked)
         if not match.finished:
             self.live.add(match_id)
         return tracked
+
+    def _follow(self, match_id: str, tracked: Tracked) -> None:
+        """Keep `tracked` folded; past `_follow_limit` matches, let the idle ones go (`_idle`: in
+        practice people who walked away from a match without a clock). They stay live, so a
+        restart wakes them, and their next event folds them again from their stream; what they
+        lose is the stall check's look at a store that went back (`_store_behind`), which
+        `recover` still makes. Looked over only as `matches` grows by a tenth of `followed_max`
+        past what was left, so a dispatcher with that many matches in play pays little for it."""
+        self.matches[match_id] = tracked
+        if len(self.matches) <= self._follow_limit:
+            return
+        for other in [m for m, t in self.matches.items() if m != match_id and _idle(t)]:
+            del self.matches[other]
+        log.info("idle_matches_let_go", kept=len(self.matches))
+        self._follow_limit = max(self.followed_max, len(self.matches) + self.followed_max // 10)
 
     def _reload(self, tracked: Tracked, why: str, seq: int) -> Tracked | None:
         """The store lost acknowledged writes this fold holds (a Redis restored from an older

@@ -195,6 +195,12 @@ def finished_record(match: MatchState) -> dict[str, Any]:
     }
 
 
+KNOWN_TOURNAMENTS = 1024
+"""Tournaments the observer (is it ours?) and the read-model log (recorded?) remember: far more
+than ever run at once, and the processes run for days, through tournament after tournament. A
+forgotten one costs one more question (`exists`, an idempotent `record_tournament`)."""
+
+
 class TournamentObserver:
     """The dispatcher's MatchObserver: moves and results into the repo.
 
@@ -218,9 +224,12 @@ class TournamentObserver:
         self._flushed_at = now()
 
     def _ours(self, tid: str) -> bool:
-        if tid not in self._known:
-            self._known[tid] = self.repo.exists(tid)
-        return self._known[tid]
+        known = self._known.get(tid)
+        if known is None:
+            if len(self._known) >= KNOWN_TOURNAMENTS:
+                self._known.clear()
+            known = self._known[tid] = self.repo.exists(tid)
+        return known
 
     def match_progress(self, tournament_id: str, match_id: str, commands: int) -> None:
         if self._ours(tournament_id):
@@ -279,6 +288,8 @@ class ReadModelLog:
                                   status="running" if status == RUNNING else "finished")
         except Exception as exc:  # noqa: BLE001 - no read model yet: the tournament does not need it
             log.info("tournament_read_model_skipped", tournament_id=record.tournament_id, reason=repr(exc)[:200])
+        if len(self._recorded) >= KNOWN_TOURNAMENTS:
+            self._recorded.clear()
         self._recorded.add(key)
 
 
@@ -304,8 +315,9 @@ class TournamentRunner:
         """(tournament, planned match) -> when its CreateMatch first failed with a code that may pass."""
         self.read_model = read_model
         self._plans: dict[str, list[PlannedMatch]] = {}
-        self._seen: dict[str, tuple[int, float, float]] = {}
-        """match id -> (version, when it was first seen there, when it was last read)"""
+        self._seen: dict[tuple[str, str], tuple[int, float, float]] = {}
+        """(tournament, match id) -> (version, when it was first seen there, when it was last read);
+        a finished match's entry stays until its tournament ends (`_forget`)"""
         self.wake = threading.Event()
         """Set when a match ends, so its seat at the table is filled at once, not at the next tick."""
 
@@ -315,10 +327,26 @@ class TournamentRunner:
         return self._plans[record.tournament_id]
 
     def step(self) -> None:
+        running = set()
         for tid in self.repo.ids(limit=50, running_only=True):
             record = self.repo.get(tid, results=False)
             if record is not None and record.status == RUNNING:
+                running.add(tid)
                 self._advance(record)
+        if len(self._plans) > len(running):
+            self._forget(set(self._plans) - running)
+
+    def _forget(self, gone: set[str]) -> None:
+        """Drop what the runner keeps of tournaments it no longer advances (finished, cancelled):
+        it runs for days, through tournament after tournament. Done when a tournament leaves the
+        running list (every tournament the runner keeps anything of has a plan here), so the
+        scans are per tournament ended, not per step."""
+        for tid in gone:
+            self._plans.pop(tid, None)
+        for creating in [k for k in self._creating_since if k[0] in gone]:
+            del self._creating_since[creating]
+        for seen in [k for k in self._seen if k[0] in gone]:
+            del self._seen[seen]
 
     def _advance(self, record: TournamentRecord) -> None:
         if self.read_model is not None:
@@ -380,14 +408,15 @@ class TournamentRunner:
         the bots process in a tournament. A stuck match is abandoned 1 to 1.5
         `stuck_seconds` after its last event."""
         now = time.monotonic()
-        seen = self._seen.get(match_id)
+        key = (record.tournament_id, match_id)
+        seen = self._seen.get(key)
         if seen is not None and now - seen[2] < self.stuck_seconds / 4:
             return
         version = self.store.version(match_id)
         if seen is None or seen[0] != version:
-            self._seen[match_id] = (version, now, now)
+            self._seen[key] = (version, now, now)
             return
-        self._seen[match_id] = (version, seen[1], now)
+        self._seen[key] = (version, seen[1], now)
         if now - seen[1] > self.stuck_seconds:
             log.warning("tournament_match_stuck", tournament_id=record.tournament_id, match_id=match_id)
             game_id = next((p.game_id for p in self.plan_of(record)

@@ -1056,3 +1056,28 @@ def test_a_nostra_city_turn_clock_runs_on_through_its_own_actions_NC_D02(monkeyp
             if seen == {True, False}:
                 return
     raise AssertionError(f"no turn went on after an action, with and without a choice inside: {seen}")
+
+
+def test_matches_left_waiting_on_people_without_a_clock_do_not_pile_up_in_memory() -> None:
+    """A match whose people walked away, with no clock to end it, is never finished: the
+    dispatcher, up for days, must not keep every one of them folded. Past `followed_max` the
+    idle ones are let go (still live, for a restart); a bot's decision in play never is, and a
+    match let go is folded again from its own stream at its next event."""
+    table = Table()
+    table.dispatcher = Dispatcher(table.store, table.dispatcher.registry, table.tasks, stall_seconds=10,
+                                  clock_grace_seconds=0.5, now=lambda: table.clock_now[0], followed_max=40)
+    busy = [table.create({0: "random", 1: "random"}, seed=s) for s in range(10)]
+    for match_id in busy:
+        table.pump(match_id)
+    idle = []
+    for s in range(400):
+        idle.append(table.create({1: "random"}, seed=s))  # seat 0, a person, is asked: no clock
+        table.pump(idle[-1])
+        assert len(table.dispatcher.matches) <= 40 + 40 // 10
+    assert all(match_id in table.dispatcher.matches for match_id in busy)  # their bots are asked
+    assert set(table.dispatcher.live.members()) >= set(idle)  # a restart still wakes each of them
+    first = idle[0]
+    assert first not in table.dispatcher.matches
+    table.act(first, 0)  # the person came back: the bot is asked
+    table.pump(first)
+    assert table.tasks.decisions[-1] == (first, 1, table.version(first), "random")

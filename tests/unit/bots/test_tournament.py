@@ -223,3 +223,114 @@ def test_a_finished_match_wakes_the_runner_to_fill_its_seat_at_once(monkeypatch:
     thread.join(timeout=30)
     assert not thread.is_alive() and len(steps) == 2  # the second step came from the wake, not the hour's tick
     assert not runner.wake.is_set()
+
+
+def test_the_runner_forgets_each_tournament_once_it_is_no_longer_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner lives for days and meets tournament after tournament: what it keeps of one
+    (its plan, its matches' last versions, its failed creations) goes when it stops running."""
+    import grpc
+
+    from services.bots import tournaments
+
+    class Refused(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+        def details(self) -> str:
+            return "busy"
+
+    class Repo:
+        def __init__(self) -> None:
+            self.records: dict[str, tournaments.TournamentRecord] = {}
+
+        def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
+            return [t for t, r in self.records.items() if r.status == tournaments.RUNNING][:limit]
+
+        def get(self, tid: str, *, results: bool = True) -> tournaments.TournamentRecord | None:
+            return self.records.get(tid)
+
+        def set_status(self, tid: str, status: str) -> None:
+            self.records[tid].status = status
+
+        def mark_started(self, tid: str, index: int, match_id: str) -> None:
+            self.records[tid].started[index] = match_id
+
+        def record(self, tid: str, match_id: str, result: dict) -> bool:
+            return self.records[tid].results.setdefault(match_id, result) is result
+
+    class Handle:
+        def __init__(self, match_id: str) -> None:
+            self.match_id = match_id
+
+    class Game:
+        def __init__(self) -> None:
+            self.made: dict[str, int] = {}
+
+        def create_match(self, game_id: str, seats: int, **kwargs) -> Handle:
+            tid = kwargs["tournament_id"]
+            if int(tid[1:]) % 2 and self.made.get(tid, 0):  # busy after a cancelled tournament's first match
+                raise Refused()
+            self.made[tid] = self.made.get(tid, 0) + 1
+            return Handle(f"{tid}:m{self.made[tid]}")
+
+    class Store:
+        def version(self, match_id: str) -> int:
+            return 1
+
+    clock = [1000.0]
+    monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
+    repo = Repo()
+    runner = tournaments.TournamentRunner(repo, Game(), Store(), stuck_seconds=40.0)  # type: ignore[arg-type]
+    for n in range(60):
+        tid = f"t{n}"
+        repo.records[tid] = tournaments.TournamentRecord(tid, spec(matches_per_game=2, concurrency=2),
+                                                         tournaments.RUNNING, created_ms=0)
+        record = repo.records[tid]
+        for step in range(200):
+            if record.status != tournaments.RUNNING:
+                break
+            if n % 2 and step == 3:  # every other tournament is cancelled with matches in play
+                record.status = tournaments.CANCELLED
+                break
+            try:
+                runner.step()
+            except grpc.RpcError:
+                pass  # a refusal that may pass: tried again at the next step
+            clock[0] += 0.25
+            if not n % 2:
+                for match_id in list(record.started.values()):
+                    record.results.setdefault(match_id, {"abandoned": True})  # every match in play ends
+    runner.step()
+    assert all(r.status != tournaments.RUNNING for r in repo.records.values())
+    assert (runner._plans, runner._seen, runner._creating_since) == ({}, {}, {})
+
+
+def test_the_observer_and_the_read_model_log_keep_a_bounded_memory_of_tournaments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from famiglia.readmodels import db
+    from services.bots import tournaments
+
+    class Repo:
+        asked = 0
+
+        def exists(self, tid: str) -> bool:
+            self.asked += 1
+            return False
+
+    repo = Repo()
+    observer = tournaments.TournamentObserver(repo)  # type: ignore[arg-type]
+    for n in range(3 * tournaments.KNOWN_TOURNAMENTS):
+        observer.match_progress(f"t{n}", "m1", 1)
+        observer.match_progress(f"t{n}", "m2", 1)  # asked once while it is remembered
+    assert len(observer._known) <= tournaments.KNOWN_TOURNAMENTS
+    assert repo.asked == 3 * tournaments.KNOWN_TOURNAMENTS
+
+    def away(url: str) -> None:
+        raise ConnectionError(url)
+
+    monkeypatch.setattr(db, "make_engine", away)
+    log = tournaments.ReadModelLog("postgresql://away")  # each record skipped, and remembered all the same
+    for n in range(3 * tournaments.KNOWN_TOURNAMENTS):
+        record = tournaments.TournamentRecord(f"t{n}", spec(), tournaments.RUNNING, created_ms=0)
+        log.record(record, tournaments.RUNNING)
+    assert len(log._recorded) <= tournaments.KNOWN_TOURNAMENTS
