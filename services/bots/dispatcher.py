@@ -664,13 +664,15 @@ class Dispatcher:
         while batch.version < match.version and batch.next < len(batch.seats):
             end = match.past_padding(batch.version)
             if end != batch.version:  # a block of slots (NP-H9): the batch's held answers, in seat order
+                # Held answers move no version the table sees, so the batch named each of them,
+                # and the command after them, by the version before the block (NP-H9: a name
+                # counting them would tell the table how many answers were held).
                 held = _written_out(match, batch.version, end)
                 played = batch.seats[batch.next:batch.next + len(held)]
-                own = {command_key(s, bot_command_id(match.match_id, batch.version + i, s))
-                       for i, s in enumerate(played)}
+                own = {command_key(s, bot_command_id(match.match_id, batch.version, s)) for s in played}
                 if len(played) < len(held) or {key.removesuffix(":f") for key in held} != own:
                     return False  # someone else's answer among them
-                batch.named, batch.version, batch.next = batch.version + len(held), end, batch.next + len(held)
+                batch.named, batch.version, batch.next = batch.version, end, batch.next + len(held)
                 moved = moved or bool(held)
                 continue
             seat = batch.seats[batch.next]

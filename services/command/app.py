@@ -403,8 +403,10 @@ class CommandApp:
             asked.append((viewer, seat))
         answer = ChainAnswer([])
         # The first entry goes in at the caller's version; each later one where the one before
-        # it left the match: its position, staged answers counted (NP-H9), which names it too.
-        at, position = expected_version, None
+        # it left the match: its position, staged answers counted (NP-H9). It is named by the
+        # version the table can see there (`named`), never by the position: a public entry's id
+        # would tell the table how many answers are held, a person's included.
+        at, position, named = expected_version, None, expected_version
         for i, entry in enumerate(chain):
             try:
                 if not entry.token:
@@ -412,11 +414,13 @@ class CommandApp:
                 viewer = self.viewer(match_id, entry.token, require_seat=True)
                 command_id = entry.command_id
                 if VERSION_PLACEHOLDER in command_id:
-                    if at is None and position is None:  # the id names the version it is submitted at: hold it there
+                    if named is None:  # the id names the version it is submitted at: hold it there
                         with hot.lock:
                             self.matches.catch_up(hot)  # the stream's version, not this process's
-                            at = hot.match.public_version
-                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(at if position is None else position))
+                            named = hot.match.public_version
+                        if position is None:
+                            at = named
+                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(named))
                 done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value,
                                           at if position is None else None, omit_events=omit_events,
                                           expected_position=position)
@@ -424,6 +428,8 @@ class CommandApp:
                 answer.refused_at, answer.refusal = i, exc
                 return answer
             answer.taken.append(done)
+            if not (done.held or done.slotted):  # public: the table's version moved (a held one moves none)
+                named = done.version
             if done.slotted:  # a held answer written out since: the chain went on from where it was staged
                 base = at if position is None else position
                 if base is None:  # no version given: where its window was staged, the padded run's start

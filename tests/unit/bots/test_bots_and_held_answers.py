@@ -102,3 +102,71 @@ def test_a_match_of_bots_only_holds_nothing_back() -> None:
         done += 1
         table.pump(match_id)
     assert table.observer.finished == [match_id]
+
+
+def _window_of_three_bots(seed: int):
+    """A 4-seat match, a person at seat 0 and three random bots, walked to a card window that
+    asks every bot and that nobody has answered, with the dispatcher's batch queued for it:
+    (table, match id, the batch's seats in order, the version) or None."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+
+    from .test_dispatcher import Table
+
+    table = Table(registry=default_registry())
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random") for s in (1, 2, 3)]
+    match_id = table.app.create_match(GAME, 4, seed=seed, seat_info=info, tournament_id="t1").match_id
+    table.pump(match_id)
+    rng = random.Random(seed)
+    hot = table.app.matches.get(match_id)
+    for step in range(3000):
+        m = hot.match
+        w = m.state.window
+        if m.finished:
+            return None
+        if w is not None and w.kind == "card" and {1, 2, 3} <= set(w.seats) and m.state.round >= 1 \
+                and all(w.answers[s] is None for s in w.seats):
+            decision, then = table.tasks.decisions[-1], table.tasks.thens[-1]
+            order = [decision[1]] + [s for s, _, _ in then]
+            if decision[2] == m.version and len(order) == 3:
+                return table, match_id, order, m.version
+        seat = rng.choice([p.seat for p in m.engine.pending(m.state)])
+        legal = table.app.legal_commands(match_id, Viewer(seat), limit=32).commands
+        table.app.submit(match_id, Viewer(seat), f"walk-{step}",
+                         rng.choice([c for c in legal if c.WhichOneof("kind") != "set_auto_pass"]
+                                    or [np_pb.Command(**{"pass": np_pb.Pass()})]))
+        table.pump(match_id)
+    return None
+
+
+def test_np_h9_the_dispatcher_follows_a_batch_whose_held_answer_a_public_entry_wrote_out() -> None:
+    """NP-H9: a chain names each entry by the version the table can see (a held answer moves
+    none), not by its position (which counted every held answer, a person's too, and told the
+    table how many had come in). A batch whose first seat's answer is held and whose second
+    seat then makes a public command (a shakedown, NP-R6) in the window is still the batch's
+    own to the dispatcher: nothing is queued for its third seat, which the task plays next."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots.payload import bot_command_id
+
+    for seed in range(1, 40):
+        found = _window_of_three_bots(seed)
+        if found is not None:
+            break
+    else:
+        raise AssertionError("no seed reached a card window asking every bot")
+    table, match_id, order, version = found
+    first, second, third = order
+    m = table.app.matches.get(match_id).match
+    queued = len(table.tasks.decisions)
+    answered = table.app.submit(match_id, Viewer(first), bot_command_id(match_id, version, first),
+                                np_pb.Command(**{"pass": np_pb.Pass()}), version)
+    assert answered.held and answered.version == version
+    table.pump(match_id)
+    card = m.state.hands[second][0]
+    shaken = table.app.submit(match_id, Viewer(second), bot_command_id(match_id, version, second),
+                              np_pb.Command(shakedown=np_pb.Shakedown(cards=[card])), version)
+    assert not shaken.held and shaken.version > version + 4  # behind a block of four slots
+    table.pump(match_id)
+    tracked = table.dispatcher.matches[match_id]
+    assert tracked.seat_batch is not None and tracked.seat_batch.next == 2
+    assert (shaken.version, third) in tracked.sent
+    assert len(table.tasks.decisions) == queued  # the task plays the third seat: nothing queued for it

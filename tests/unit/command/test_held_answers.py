@@ -166,7 +166,8 @@ def test_a_held_answer_does_not_make_a_seats_version_stale(stale: bool) -> None:
 def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_answer() -> None:
     """A bots worker plays a window's seats in one SubmitCommands call. Each later entry goes
     in where the one before left the match (its position: the held answers counted), and
-    "{version}" in its id names that, so a retried call resolves every id as the first did."""
+    "{version}" in its id names the version the table can see there (never the position,
+    which counts the held answers: NP-H9), so a retried call resolves every id as the first did."""
     from services.command.app import ChainedCommand
 
     store = InMemoryEventStore()
@@ -183,7 +184,7 @@ def test_a_chain_answers_a_window_for_several_seats_and_a_retry_is_its_first_ans
     assert [d.held for d in first.taken] == [True] * (len(chain) - 1) + [False]
     assert [d.version for d in first.taken[:-1]] == [version] * (len(chain) - 1)
     written = [e for e in store.read(match_id, after=version) if e.type == "window_answered"]
-    named = {s: f"bot:{version + i}:{s}" for i, s in enumerate(window.seats)}  # by the position it went in at
+    named = {s: f"bot:{version}:{s}" for s in window.seats}  # the version the table sees: held answers move none
     held, last = sorted(window.seats[:-1]), window.seats[-1]  # the held ones in their seats' slots
     assert [e.command_id for e in written] == [named[s] for s in held] + [named[last]]
 
@@ -519,3 +520,51 @@ def test_a_block_is_found_whatever_answer_stands_right_before_it(before: int) ->
               env(15, "chat_sent", 2, "chat")]  # the command behind the block 12..14
     match.apply(events, [pb.Event()] * len(events))
     assert match.past_padding(11) == 14
+
+
+
+def _held_then_a_public_entry(person_answers: bool, bot_answers: bool):
+    """A 3-seat window where the first seat (a person) may answer on its own, held, then a chain
+    plays the second seat's answer (held), if `bot_answers`, and the third seat's shakedown
+    (NP-R6: public, made while the window is open): (app, match id, version before, chain, answer)."""
+    from services.command.app import ChainedCommand
+
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app, asked=3)  # the same seeds: the same window
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    person, bot, shaker = window.seats
+    if person_answers:
+        assert _pass(app, match_id, tokens[person], "person").held
+    type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+    card = app.matches.get(match_id).match.state.hands[shaker][0]
+    shakedown = pb.Command(shakedown=pb.Shakedown(cards=[card])).SerializeToString()
+    passing = pb.Command(**{"pass": pb.Pass()}).SerializeToString()
+    chain = [ChainedCommand(tokens[bot], f"bot:{{version}}:{bot}", type_url, passing)] \
+        if bot_answers else []
+    chain.append(ChainedCommand(tokens[shaker], f"bot:{{version}}:{shaker}", type_url, shakedown))
+    done = app.submit_chain(match_id, chain, version)
+    assert done.refusal is None and [d.held for d in done.taken] == [True] * bot_answers + [False]
+    return app, match_id, version, chain, done
+
+
+def test_np_h9_a_chains_public_entry_is_not_named_by_the_answers_held_before_it() -> None:
+    """NP-H9: a chain's later entry names "{version}" by where the entry before left the match.
+    That was its position, the held answers counted (a person's included): a public entry made
+    while the window is open (a bot's shakedown after another bot's held answer) showed the
+    table, in its command id, how many answers had come in. It is named by the version the
+    table can see, so what the table sees is the same whoever answered before it."""
+    seen = {}
+    for person_answers, bot_answers in itertools.product((False, True), repeat=2):
+        app, match_id, version, chain, done = _held_then_a_public_entry(person_answers, bot_answers)
+        shaken = done.taken[-1]
+        named = {e.envelope.command_id for e in shaken.events}
+        assert named == {chain[-1].command_id.replace("{version}", str(version))}
+        seen[person_answers, bot_answers] = (_what_seat_sees(app, match_id, None),
+                                             [(e.envelope.seq, e.envelope.command_id) for e in shaken.events])
+        # a retry resolves every id as the first call did: each entry is its first answer
+        again = app.submit_chain(match_id, chain, version)
+        assert again.refusal is None and all(d.duplicate for d in again.taken)
+        assert [d.version for d in again.taken][-1] == shaken.version
+    assert all(what == seen[False, False] for what in seen.values())
