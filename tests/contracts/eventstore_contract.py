@@ -321,6 +321,18 @@ class EventStoreContract(ABC):
         assert result == AppendResult(version=4, first_seq=4, last_seq=4)
         assert [e.type for e in store.read(match)] == ["tick", "padding", "padding", "tick"]
 
+    def test_a_write_out_that_places_fewer_than_are_staged_is_refused(self, store: EventStore) -> None:
+        """A writer that missed a staged event (here one with no command id, so no record
+        betrays the count) is refused: the block would overwrite its seq and drop it."""
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1))
+        with pytest.raises(ValueError):
+            store.write_out(match, 2, [envelope(match, 3, "padding")], [], [envelope(match, 4, command_id="c")], "c")
+        assert store.version(match) == 1 and [e.seq for e in store.read_staged(match)] == [2]
+        assert len(store.read_partition(store.partition_of(match), count=10_000)) == 1
+        assert store.append(match, 2, batch(match, 2, 1), "c").first_seq == 3  # "c" was never recorded
+
     # -- reads ---------------------------------------------------------------------------
     def test_reads_from_any_version_return_the_tail_in_order(self, store: EventStore) -> None:
         match = new_match_id()
@@ -366,6 +378,13 @@ class EventStoreContract(ABC):
             after = page[-1].entry_id
         assert pages == [[1, 2, 3], [4, 5, 6], [7]]
 
+    def test_read_partition_refuses_a_partition_out_of_range(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        for partition in (-1, store.partitions):
+            with pytest.raises(ValueError):
+                store.read_partition(partition)
+
     def test_matches_are_kept_apart(self, store: EventStore) -> None:
         one, two = new_match_id(), new_match_id()
         store.append(one, 0, batch(one, 0, 3))
@@ -404,6 +423,35 @@ class EventStoreContract(ABC):
         assert store.wait_for(match, after=2, timeout_ms=150) == []
         assert store.wait_for(new_match_id(), after=0, timeout_ms=50) == []
         assert time.monotonic() - started >= 0.15
+
+    def test_wait_for_with_no_time_to_wait_is_a_plain_read(self, store: EventStore) -> None:
+        """A timeout of 0 (or less) never blocks: the tail if there is one, else []."""
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 2))
+        answers: list[list[int]] = []
+
+        def wait() -> None:
+            for after, timeout_ms in ((0, 0), (2, 0), (2, -1)):
+                answers.append([e.seq for e in store.wait_for(match, after=after, timeout_ms=timeout_ms)])
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        waiter.join(timeout=30)  # a guard against blocking forever, not a measure of speed
+        assert answers == [[1, 2], [], []]
+
+    def test_wait_for_wakes_up_on_a_write_out_from_another_thread(self, store: EventStore) -> None:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+        (staged,) = store.read_staged(match)
+        woke: list[EventEnvelope] = []
+        waiter = threading.Thread(target=lambda: woke.extend(store.wait_for(match, after=1, timeout_ms=120_000)),
+                                  daemon=True)
+        waiter.start()
+        time.sleep(0.15)  # the reader is waiting by now
+        store.write_out(match, 2, [renumbered(staged, 2)], [2], [envelope(match, 3, command_id="chat")], "chat")
+        waiter.join(timeout=30)  # the write-out wakes it: this only guards against its two minutes
+        assert [e.seq for e in woke] == [2, 3]
 
     # -- races ---------------------------------------------------------------------------
     def test_racing_writers_get_exactly_one_winner_per_version(self, store: EventStore) -> None:

@@ -650,3 +650,127 @@ def test_staged_events_that_cannot_take_their_seqs_are_refused_before_anything_i
     assert [(e.seq, e.type) for e in store.read(match)] == [(1, "tick"), (2, "intruder")]
     assert len(store.read_staged(match)) == 2
     assert not store.client.exists(store.keys.command(match, "resolve"))
+
+
+# -- found by mutating the store (review 6) ---------------------------------------------
+def test_a_trim_raced_by_an_append_never_sets_the_version_back(store: RedisEventStore, monkeypatch) -> None:
+    """trim.lua drops the stream only at the version the caller read the command ids at: an
+    append landing in between makes the trim read again, so its record goes too and the
+    version key keeps the newest version (a stale append is still refused)."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 2), command_id="c1")
+    read_ids = store._command_ids
+    raced: list[int] = []
+
+    def racing(stream: str, chunk: int = 1000) -> set[str]:
+        found = read_ids(stream, chunk)
+        if not raced:  # an append between the trim's read and its script, once
+            raced.append(store.append(match, 2, batch(match, 2, 1), command_id="late").version)
+        return found
+
+    monkeypatch.setattr(store, "_command_ids", racing)
+    assert store.trim(match) == 3
+    assert raced == [3] and store.version(match) == 3
+    assert not store.client.exists(store.keys.command(match, "c1"), store.keys.command(match, "late"))
+    with pytest.raises(ConcurrencyConflict) as refused:
+        store.append(match, 2, batch(match, 2, 1))
+    assert refused.value.actual == 3
+
+
+def test_trim_finds_the_command_records_past_a_page_of_the_stream(store: RedisEventStore) -> None:
+    """trim() reads the stream's command ids page by page: a command past the first page
+    (1,000 entries) loses its record with the stream too."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1000), command_id="opening")
+    store.append(match, 1000, batch(match, 1000, 2), command_id="late")
+    assert store.trim(match) == 1002
+    assert not store.client.exists(store.keys.command(match, "opening"), store.keys.command(match, "late"))
+
+
+def test_a_write_out_honours_a_capped_partition_stream(redis_url: str) -> None:
+    """write_out.lua writes its block to the partition stream with the store's MAXLEN (~), as
+    an append does: a long block does not grow it without bound."""
+    from tests.contracts.eventstore_contract import renumbered
+
+    store = RedisEventStore.connect(redis_url, partitions=1, partition_maxlen=10)
+    try:
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+        (staged,) = store.read_staged(match)
+        block = [renumbered(staged, 2), *(envelope(match, seq, "padding") for seq in range(3, 503))]
+        store.write_out(match, 2, block, [2], [envelope(match, 503, command_id="chat")], "chat")
+        assert len(store.read(match)) == 503  # the match stream itself is never capped
+        assert store.client.xlen(store.partitions_keys()[0]) < 500
+    finally:
+        store.close()
+
+
+def test_a_write_out_whose_block_the_stream_already_holds_is_refused_before_anything_is_written(
+        store: RedisEventStore) -> None:
+    """As for an append (above): should the stream already hold the block's first seq (it is
+    ahead of the version key), the write-out is a conflict and writes nothing."""
+    from tests.contracts.eventstore_contract import renumbered
+
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+    (staged,) = store.read_staged(match)
+    intruder = envelope(match, 2, "intruder")
+    store.client.xadd(store.keys.match_stream(match), {"e": intruder.SerializeToString()}, id="2-0")
+    with pytest.raises(ConcurrencyConflict):
+        store.write_out(match, 2, [renumbered(staged, 2)], [2], [envelope(match, 3, command_id="chat")], "chat")
+    assert [(e.seq, e.type) for e in store.read(match)] == [(1, "tick"), (2, "intruder")]
+    assert len(store.read_staged(match)) == 1
+    assert not store.client.exists(store.keys.command(match, "chat"))
+
+
+def test_a_write_out_refused_by_redis_itself_is_redis_error_not_a_bad_block(store: RedisEventStore) -> None:
+    """Only write_out.lua's own refusals of the block are ValueErrors: any other error reply
+    (here WRONGTYPE) stays redis-py's ResponseError, a server fault and not the writer's."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    stream = store.keys.match_stream(match)
+    store.client.rename(stream, stream + ":aside")
+    store.client.set(stream, "not a stream")
+    with pytest.raises(redis.ResponseError) as refused:
+        store.write_out(match, 1, [], [], [envelope(match, 2, command_id="chat")], "chat")
+    assert not isinstance(refused.value, ValueError)
+
+
+def test_error_replies_do_not_leave_connections_behind(store: RedisEventStore) -> None:
+    """An append refused with an error reply keeps its connection for the next one: a run of
+    refusals (an OOM Redis, say) does not open a connection each."""
+    match = new_match_id()
+    store.append(match, 0, batch(match, 0, 1))
+    stream = store.keys.match_stream(match)
+    store.client.rename(stream, stream + ":aside")
+    store.client.set(stream, "not a stream")
+    before = len(store.client.client_list())
+    for _ in range(5):
+        with pytest.raises(redis.ResponseError):
+            store.append(match, 1, batch(match, 1, 1))
+    assert len(store.client.client_list()) - before <= 1
+
+
+def test_the_key_names_an_append_remembers_are_bounded(store: RedisEventStore, monkeypatch) -> None:
+    """The append's cache of key names is bounded (a server lives through many matches)."""
+    from famiglia.eventstore import redis_store
+
+    monkeypatch.setattr(redis_store, "_KEY_CACHE", 3)
+    for _ in range(10):
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        assert len(store._append_keys) <= 3
+        assert store.append(match, 1, batch(match, 1, 1)).version == 2
+
+
+def test_partition_tops_are_each_partitions_newest_entry(store: RedisEventStore) -> None:
+    matches = [new_match_id() for _ in range(40)]
+    for match in matches:
+        store.append(match, 0, batch(match, 0, 2))
+    tops = store.partition_tops()
+    for partition in {store.partition_of(match) for match in matches}:
+        newest = store.read_partition(partition, count=100_000)[-1]
+        assert tops[partition] == newest
+    assert set(tops) <= set(range(store.partitions))

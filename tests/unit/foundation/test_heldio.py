@@ -100,3 +100,16 @@ def test_without_the_c_functions_nothing_is_done_here(monkeypatch: pytest.Monkey
         assert send_held(left, b"x") == 0
         assert never_waiting_fd(file) is None
         assert write_held(file.fileno(), b"x") == 0
+
+
+def test_a_terminal_is_not_the_null_device() -> None:
+    """Only the null device among character devices: a terminal (here a pseudo-terminal
+    nobody reads, or one stopped with ^S) can fill up and block a write made with the GIL."""
+    pytest.importorskip("pty")
+    controller, terminal = os.openpty()
+    try:
+        with os.fdopen(terminal, "w", closefd=False) as tty:
+            assert never_waiting_fd(tty) is None
+    finally:
+        os.close(controller)
+        os.close(terminal)

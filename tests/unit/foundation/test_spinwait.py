@@ -165,3 +165,39 @@ def test_between_two_reads_the_poll_yields_its_cpu(monkeypatch) -> None:
         before = yields["n"]
         assert recv_polling(left, bytearray(64), 0.5) == 5
         assert yields["n"] == before  # a reply already there is read without yielding
+
+
+def test_it_polls_with_exactly_the_idle_cpus_it_asks_for_and_one_thread_a_cpu(files: tuple[Path, Path]) -> None:
+    """At least POLL_WHEN_IDLE_CPUS idle, and no more threads ready than CPUs (the caller
+    counts as one): both bounds are inclusive."""
+    stat, cpus, start = _two_cpus(files)
+    _loadavg(files[1], running=2)
+    _stat(stat, user=1007, idle=1003)  # 3 idle ticks of 10 on 2 CPUs
+    assert cpus.spare(start + 0.11) == POLL_WHEN_IDLE_CPUS
+    assert cpus.poll_now(start + 0.12)
+
+
+def test_a_stat_file_that_stops_reading_well_reads_as_busy(files: tuple[Path, Path]) -> None:
+    stat, cpus, start = _two_cpus(files)
+    _stat(stat, user=1000, idle=1020)
+    assert cpus.poll_now(start + 0.11)
+    stat.write_text("garbage\n")
+    assert not cpus.poll_now(start + 0.22)
+
+
+def test_a_first_line_other_than_the_cpu_total_reads_as_busy(tmp_path: Path) -> None:
+    stat, loadavg = tmp_path / "stat", tmp_path / "loadavg"
+    stat.write_text("intr 1000 0 0 1000 0 0 0 0\n")
+    _loadavg(loadavg, running=1)
+    cpus = IdleCpus(str(stat), str(loadavg), window=0.1, cpus=2)
+    stat.write_text("intr 1000 0 0 1020 0 0 0 0\n")  # as if 20 idle ticks of 20
+    assert not cpus.poll_now(cpus._at + 0.11)
+
+
+def test_the_time_spent_polling_is_counted_for_the_machine() -> None:
+    machine = spinwait.machine()
+    left, right = socket.socketpair()
+    with left, right:
+        before = machine.polled
+        assert recv_polling(left, bytearray(64), 0.002) is None
+        assert machine.polled > before

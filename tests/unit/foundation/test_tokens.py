@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.auth.tokens import WrongKind
 
 
 def test_a_seat_token_names_its_match_and_seat() -> None:
@@ -62,3 +63,39 @@ def test_an_operator_token_is_only_an_operator_token_and_expires() -> None:
         signer.read_operator(signer.seat_token("m1", 0))
     with pytest.raises(InvalidToken):
         TokenSigner("other").read_operator(token, now=101.0)
+
+
+def test_a_token_of_one_kind_is_never_read_as_another_even_where_its_claims_would_fit() -> None:
+    """A seat token carries its player's id in the claim a player token has: only the kind
+    keeps it from acting as that player (and a player token from acting for a seat)."""
+    signer = TokenSigner("k")
+    seat = signer.seat_token("m1", 0, "p9")
+    with pytest.raises(WrongKind):
+        signer.read_player(seat)
+    with pytest.raises(WrongKind):
+        signer.read_operator(seat)
+    with pytest.raises(WrongKind):
+        signer.read_seat(signer.player_token("p9"))
+    with pytest.raises(WrongKind):
+        signer.read_player(signer.operator_token("p9"))
+
+
+def test_a_signature_changed_anywhere_is_refused() -> None:
+    signer = TokenSigner("k")
+    body, sig = signer.seat_token("m1", 0).split(".")
+    for at in range(len(sig)):
+        forged = sig[:at] + ("A" if sig[at] != "A" else "B") + sig[at + 1:]
+        with pytest.raises(InvalidToken):
+            signer.read_seat(f"{body}.{forged}")
+
+
+def test_a_signer_needs_a_secret() -> None:
+    """An empty secret would sign tokens anyone can forge: refused, not used."""
+    with pytest.raises(ValueError):
+        TokenSigner("")
+
+
+@pytest.mark.parametrize("ttl_s", [0, -1])
+def test_an_operator_token_needs_a_positive_ttl(ttl_s: float) -> None:
+    with pytest.raises(ValueError):
+        TokenSigner("k").operator_token("ops", ttl_s=ttl_s, now=100.0)
