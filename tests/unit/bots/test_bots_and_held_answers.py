@@ -170,3 +170,74 @@ def test_np_h9_the_dispatcher_follows_a_batch_whose_held_answer_a_public_entry_w
     assert tracked.seat_batch is not None and tracked.seat_batch.next == 2
     assert (shaken.version, third) in tracked.sent
     assert len(table.tasks.decisions) == queued  # the task plays the third seat: nothing queued for it
+
+
+def _passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every bot answers "pass" wherever it may (a window's answer), so both walks below make
+    the same choices whatever the seeds."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+
+    passing = np_pb.Command(**{"pass": np_pb.Pass()})
+
+    def choose(engine, policy, decision, match_id, interrupt_seconds):
+        return passing if passing in decision.legal else decision.legal[0]
+
+    monkeypatch.setattr(handlers, "_choose", choose)
+
+
+def _public_ids_after_the_window(asked_in_the_task: bool, chained: bool) -> list[tuple[int, int, str]]:
+    """A card window asking three bots (and no one else who has not answered): the last bot's
+    answer closes it, and is public. Either one leased task (one move) plays all three — the
+    first bot's answer held, the other two played on after it — or the first two bots
+    answered in a task of their own before (held), and the task plays the last bot alone.
+    What a spectator and the person see of the match's command ids, the match id left out."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots.payload import DecisionPayload, bot_command_id
+
+    for seed in range(1, 40):
+        found = _window_of_three_bots(seed)
+        if found is not None:
+            break
+    else:
+        raise AssertionError("no seed reached a card window asking every bot")
+    table, match_id, order, version = found
+    m = table.app.matches.get(match_id).match
+    passing = np_pb.Command(**{"pass": np_pb.Pass()})
+    if 0 in m.state.window.seats:  # the person answers first: the bots' last answer closes the window
+        assert table.app.submit(match_id, Viewer(0), "person", passing, version).held
+    handlers._REACHED.clear()
+    worker = LocalWorker(table, chained=chained)
+    bots = {s: "random" for s in (1, 2, 3)}
+    pay = DecisionPayload(b"", (passing.SerializeToString(),))
+    if asked_in_the_task:
+        seats = [(s, "random", pay) for s in order]
+    else:
+        for s in order[:2]:
+            assert table.app.submit(match_id, Viewer(s), bot_command_id(match_id, version, s), passing, version).held
+        seats = [(order[2], "random", pay)]
+    outcomes = handlers.play_bot_decisions(worker, match_id, GAME, version, seats,  # type: ignore[arg-type]
+                                           lease=(1, bots))
+    assert outcomes and set(outcomes) == {"submitted"}, outcomes
+    assert m.state.window is None or m.version > version  # the window closed: the answers are out
+    seen = []
+    for viewer in (Viewer(None), Viewer(0)):
+        seen += [(e.envelope.seq, e.envelope.seat, e.envelope.command_id.replace(match_id, "M"))
+                 for e, _v, _f in table.app.events(match_id, viewer, version, follow=False) if e is not None]
+    return seen
+
+
+@pytest.mark.parametrize("chained", [True, False])
+def test_np_h9_a_bots_public_command_id_does_not_tell_whether_a_task_had_an_answer_held(
+        monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
+    """NP-H9 (NP-D5, NP-D7): a window's answers are given simultaneously and hidden, and only
+    the seat asked may learn that it is asked. A task whose turn had an answer held back
+    plays on; its turns played on were named `bot:<match>:<version>:<seat>:h`, and that id is
+    public on the command that closes the window: it told every seat and spectator that the
+    task had a held answer, i.e. that another of its bots had been asked in the window. What
+    the table sees must be the same whether the other bots answered in the task or before it."""
+    _passes(monkeypatch)
+    in_the_task = _public_ids_after_the_window(True, chained)
+    before_it = _public_ids_after_the_window(False, chained)
+    assert in_the_task  # the command that closed the window is in sight
+    assert in_the_task == before_it
+    assert not any(command_id.endswith(":h") for _seq, _seat, command_id in in_the_task)
