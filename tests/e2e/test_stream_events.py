@@ -318,9 +318,10 @@ def test_a_redis_restart_ends_open_streams_with_unavailable_and_they_resume_wher
         follower = _Follower(spectator.stream(from_version=0, timeout=600))
         assert follower.first.wait(30) and follower.seqs, "the follower got no event"
         redis_server.restart(kill=True)
-        assert follower.ended.wait(120), "the follower neither recovered nor ended"
-        assert follower.error is not None
-        assert (follower.error.code(), error_code(follower.error)) == (grpc.StatusCode.UNAVAILABLE, "store_unavailable")
+        # Either the follower's read fails with Redis gone, and it ends with UNAVAILABLE
+        # store_unavailable, or redis-py's own retry reconnects it to the Redis that came back
+        # (on a loaded machine the restart can be that quick) and it follows on. Either way it
+        # never ends with INTERNAL, and every event reaches the client once, in order.
         version = 0
         deadline = time.monotonic() + 60
         while not version:  # the service's own connections come back with Redis
@@ -329,11 +330,21 @@ def test_a_redis_restart_ends_open_streams_with_unavailable_and_they_resume_wher
             except grpc.RpcError:
                 assert time.monotonic() < deadline, "the service never came back with Redis"
                 time.sleep(0.2)
-        again = [r.event.seq for r in spectator.stream(from_version=follower.seqs[-1], until_now=True, timeout=30)
-                 if r.HasField("event")]
+        deadline = time.monotonic() + 120
+        while not follower.ended.is_set() and not (follower.seqs and follower.seqs[-1] >= version):
+            assert time.monotonic() < deadline, "the follower neither ended nor followed on"
+            time.sleep(0.05)
         everything = [r.event.seq for r in spectator.stream(from_version=0, until_now=True, timeout=30)
                       if r.HasField("event")]
-        assert follower.seqs + again == everything and again and again[-1] == version
+        if follower.ended.is_set():
+            assert follower.error is not None
+            assert (follower.error.code(), error_code(follower.error)) == (
+                grpc.StatusCode.UNAVAILABLE, "store_unavailable")
+            again = [r.event.seq for r in spectator.stream(from_version=follower.seqs[-1], until_now=True,
+                                                           timeout=30) if r.HasField("event")]
+            assert follower.seqs + again == everything and again and again[-1] == version
+        else:
+            assert follower.seqs == everything and follower.seqs[-1] == version
     finally:
         client.close()
         server.stop(grace=None)
