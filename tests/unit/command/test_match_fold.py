@@ -95,3 +95,19 @@ def test_a_fold_notices_the_store_lost_the_event_it_last_took_even_at_its_seq() 
         match.catch_up(_went_back(store, match_id, keep=version))
     match.catch_up(store)  # the store it folded from: nothing new, nothing wrong
     assert match.version == version + 2
+
+
+def test_unstaging_two_staged_applies_goes_back_to_the_state_before_the_first() -> None:
+    """Staged events folded in two applies (two seats' held answers) and then taken out
+    (`unstage`) must leave the fold as it was before the first of them: the snapshot is taken
+    when staging starts, not replaced by each later staged event."""
+    _store, match_id, envelopes = _bots_match()
+    version = envelopes[-1].seq
+    match = MatchState.from_envelopes(REGISTRY, envelopes)
+    before = (match.state, match.last_timestamp_ms, match.version)
+    match.apply(_padding(match_id, version, 1, now_ms=before[1] + 10), staged=True)
+    match.apply(_padding(match_id, version + 1, 1, now_ms=before[1] + 20), staged=True)
+    assert match.state is not before[0] or match.last_timestamp_ms != before[1]
+    match.unstage()
+    assert (match.state, match.last_timestamp_ms, match.version) == before
+    assert match.staged == [] and match.unstaged is None
