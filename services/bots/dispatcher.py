@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from famiglia.engine import clock_key
+from famiglia.engine.decider import Decider
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
@@ -311,6 +312,42 @@ def _wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], event: float) ->
         del clocks[key]
 
 
+_UNNAMED = Decider.__dataclass_fields__["clock_key"].default
+
+
+def _names_clocks(match: MatchState) -> bool:
+    """Whether the match's game names its clocks (`clock_key`): then its named clocks are wound
+    at every version folded, not only at the last of a read (`_fold_winding`)."""
+    keyed = getattr(match.engine, "clock_key", None)
+    return keyed is not None and keyed is not _UNNAMED
+
+
+def _wind_at(match: MatchState, clocks: dict[str, KeyedClock]) -> None:
+    """Wind the named clocks to the match's version: those asked now run from its last event."""
+    if match.state is None:
+        return
+    engine, state = match.engine, match.state
+    asked = {clock_key(engine, state, p) for p in engine.pending(state) if p.timeout_seconds > 0}
+    asked.discard("")
+    _wind_keyed(clocks, asked, match.last_timestamp_ms / 1000)
+
+
+def _fold_winding(match: MatchState, envelopes: Sequence[EventEnvelope], clocks: dict[str, KeyedClock]) -> None:
+    """`match.apply(envelopes)`, winding the named clocks at each version on the way: a read
+    holding several commands (a dispatcher behind, restarted, or folding a match from its stream)
+    stops a clock when its key stopped being asked, not when the read came, and a clock that
+    ran before a restart keeps the time it used (GC-D05: never extended; NC-D02: a turn's clock
+    stands still through a choice inside it)."""
+    if not clocks and not _names_clocks(match):
+        match.apply(envelopes)
+        return
+    for env in envelopes:
+        if env.seq <= match.version:
+            continue  # a redelivery, as `apply` skips it
+        match.apply((env,))
+        _wind_at(match, clocks)
+
+
 def _seats_acted_since(match: MatchState, version: int) -> set[int]:
     """The seats whose commands went in after `version` (the newest commands are last)."""
     acted: set[int] = set()
@@ -434,7 +471,7 @@ class Dispatcher:
                 return
         before, since = len(tracked.match.commands), tracked.match.version
         try:
-            tracked.match.apply(batch)
+            _fold_winding(tracked.match, batch, tracked.keyed_clocks)
             tracked.remember(batch, since)
         except ValueError:  # a gap: this consumer missed entries; the match stream has them all
             tracked = self._load(match_id)
@@ -477,13 +514,18 @@ class Dispatcher:
                 envelopes = self.archive(match_id)
             except Exception as exc:  # noqa: BLE001 - the projection's database: not ours to fail on
                 log.warning("archive_unreadable", match_id=match_id, error=str(exc)[:300])
+        keyed: dict[str, KeyedClock] = {}
         try:
-            match = MatchState.from_envelopes(self.registry, envelopes)
+            if not envelopes:
+                raise NotAMatch("no events")
+            match = MatchState.start(self.registry, envelopes[0])
+            _fold_winding(match, envelopes[1:], keyed)  # the named clocks as they ran (a restart)
         except (UnknownGame, NotAMatch):
             log.info("match_not_followed", match_id=match_id, events=len(envelopes))
             self._forget(match_id)
             return None
         tracked = Tracked(match, bot_seats(match))
+        tracked.keyed_clocks = keyed
         tracked.remember(envelopes[-KEPT_EVENT_IDS:], 0)
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
             tracked.trace = _carried(tracked, envelopes[-1])

@@ -256,7 +256,15 @@ class _Stopping(grpc.Server):
     def add_secure_port(self, address: str, server_credentials: grpc.ServerCredentials) -> int:
         return self._server.add_secure_port(address, server_credentials)
 
-    def __getattr__(self, name: str) -> Any:  # wait_for_termination, add_registered_method_handlers...
+    # grpc.Server defines these two on the base class (one raises NotImplementedError, the other
+    # does nothing), so `__getattr__` would never reach the wrapped server's.
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return self._server.wait_for_termination(timeout)
+
+    def add_registered_method_handlers(self, service_name: str, method_handlers: Any) -> None:
+        self._server.add_registered_method_handlers(service_name, method_handlers)
+
+    def __getattr__(self, name: str) -> Any:  # anything else the wrapped server has
         return getattr(self._server, name)
 
 

@@ -1081,3 +1081,62 @@ def test_matches_left_waiting_on_people_without_a_clock_do_not_pile_up_in_memory
     table.act(first, 0)  # the person came back: the bot is asked
     table.pump(first)
     assert table.tasks.decisions[-1] == (first, 1, table.version(first), "random")
+
+
+def test_a_restarted_dispatcher_keeps_what_a_named_clock_used_GC_D05(monkeypatch) -> None:
+    """The named clocks lived only in the dispatcher's memory: a restarted one (handed the
+    match's stream, or recovering it) started the Step 3 deadline afresh at the last event, so
+    a seat that had moved its threat 40 s in got the whole 120 s again (GC-D05: never extended)."""
+    walk = _goodcritters_step3(monkeypatch)
+    seat = walk.asked()[0].seat
+    walk.play(seat, walk.kinds(seat)["place_threat"][0], after=40.0)
+    expected = walk.countdowns()[seat]
+    assert expected == pytest.approx(120.5 - 40.0 + 0.5, abs=0.01)
+    table, version, before = walk.table, walk.table.version(walk.match_id), walk.countdowns()
+    assert len(before) >= 2 and set(before.values()) == {expected}  # one deadline for every seat
+
+    def restarted() -> Dispatcher:
+        return Dispatcher(table.store, table.dispatcher.registry, table.tasks, stall_seconds=10,
+                          clock_grace_seconds=0.5, now=lambda: table.clock_now[0], wall=lambda: walk.wall[0],
+                          live=table.dispatcher.live)
+
+    table.tasks.clocks.clear()
+    restarted().handle(table.store.read(walk.match_id))  # the whole stream, from its creation
+    assert {s: c for _m, s, v, c in table.tasks.clocks if v == version} == pytest.approx(before, abs=0.01)
+    table.tasks.clocks.clear()
+    restarted().recover()  # folded from its stream (`_load`)
+    assert {s: c for _m, s, v, c in table.tasks.clocks if v == version} == pytest.approx(before, abs=0.01)
+
+
+def test_a_turn_clock_stands_still_through_a_choice_the_dispatcher_did_not_see_NC_D02(monkeypatch) -> None:
+    """A dispatcher behind (one read holding several commands) wound the named clocks only at
+    the versions it read: a turn's action that opened a choice and the choice's answer, read
+    together, counted the choice's time on the turn's clock, which stands still meanwhile."""
+    walk = _Walk(monkeypatch, "nostra_city", 3)
+    for _ in range(1500):
+        state, asked = walk.match.state, walk.asked()
+        assert asked, "the match ended before a turn's action opened a choice"
+        seat = asked[0].seat
+        actions = {k: c for k, c in walk.kinds(seat).items() if k not in ("end_turn", "play_revenge")}
+        if state.choice is None and actions:
+            phase, turn_s = state.phase, walk.countdowns()[seat]
+            walk.wall[0] += 30.0
+            walk.n += 1
+            walk.table.app.submit(walk.match_id, Viewer(seat), f"walk-{walk.n}", next(iter(actions.values()))[0])
+            chosen = 0
+            while (state := walk.match.state).choice is not None:  # answered before the dispatcher reads
+                chooser = state.choice.seat
+                walk.wall[0] += 5.0
+                walk.n += 1
+                walk.table.app.submit(walk.match_id, Viewer(chooser), f"walk-{walk.n}",
+                                      walk.match.engine.timeout_command(state, chooser))
+                chosen += 1
+            walk.table.pump(walk.match_id)
+            state = walk.match.state
+            if chosen and (state.phase, state.turn_seat) == (phase, seat):
+                left = walk.countdowns()[seat]
+                assert turn_s - 30.0 - 0.01 <= left <= turn_s - 30.0 + 0.51, (turn_s, left, chosen)
+                return
+            continue
+        walk.play(seat, walk.match.engine.timeout_command(state, seat))
+    raise AssertionError("no turn went on after a choice inside it")

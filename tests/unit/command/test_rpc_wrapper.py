@@ -232,3 +232,25 @@ def test_a_stream_leaves_debug_lines_when_it_opens_and_closes_saying_how_it_ende
     assert closed == [("two", "done", 2), ("follow", "client_left", 1), ("follow", "server_stopping", 1)]
     assert [c["event"] for c in captured].count("stream_opened") == 3
     assert all(c["log_level"] == "debug" for c in captured if c["event"].startswith("stream_"))
+
+
+def test_the_stopping_server_passes_every_server_method_on_to_grpcs() -> None:
+    """build_server's server wraps gRPC's to tell its streams when it stops. grpc.Server's own
+    `wait_for_termination` (raise NotImplementedError) and `add_registered_method_handlers` (do
+    nothing) are defined on the base class, so a `__getattr__` never reached them: a caller
+    waiting for termination crashed, and a servicer added later (generated code calls
+    add_registered_method_handlers) quietly lost its registered handlers."""
+    from famiglia.grpcutil import server
+
+    built, port = server.build_server("127.0.0.1:0", [], workers=4)
+    assert port > 0 and isinstance(built, grpc.Server)
+    seen: list[str] = []
+    built._server.add_registered_method_handlers = lambda name, handlers: seen.append(name)  # type: ignore[attr-defined]
+    built.add_registered_method_handlers("famiglia.v1.Test", {})
+    assert seen == ["famiglia.v1.Test"]
+    built.start()
+    try:
+        assert built.wait_for_termination(timeout=0.01) is True  # still serving: the wait timed out
+    finally:
+        built.stop(grace=0).wait()
+    assert built.wait_for_termination(timeout=1) is False
