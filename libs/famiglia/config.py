@@ -110,7 +110,7 @@ class Settings:
             bots_addr=_addr("bots"),
             partitions=whole("FAMIGLIA_PARTITIONS", 16),
             grpc_workers=whole("FAMIGLIA_GRPC_WORKERS", 64),
-            log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "info"),
+            log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "").strip() or "info",
         )
 
 

@@ -48,7 +48,7 @@ class MatchmakingSettings:
             window_growth=number("FAMIGLIA_MM_WINDOW_GROWTH", d.window_growth, env=e),
             window_max=number("FAMIGLIA_MM_WINDOW_MAX", d.window_max, env=e),
             backfill_after=_seconds(e, "FAMIGLIA_MM_BACKFILL_AFTER", d.backfill_after),
-            bot_policy=e.get("FAMIGLIA_MM_BOT_POLICY", d.bot_policy),
+            bot_policy=e.get("FAMIGLIA_MM_BOT_POLICY", "").strip() or d.bot_policy,
             ticket_ttl=number("FAMIGLIA_MM_TICKET_TTL", d.ticket_ttl, env=e, above=True),
             invite_ttl=number("FAMIGLIA_MM_INVITE_TTL", d.invite_ttl, env=e, above=True),
         )

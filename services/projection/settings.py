@@ -44,4 +44,4 @@ def _parse(name: str, default: Any, env: Mapping[str, str]) -> Any:
         return whole(name, default, low=1 if name == PREFIX + "BATCH" else 0, env=env)
     if isinstance(default, float):
         return number(name, default, env=env)
-    return env[name]
+    return env[name] if env[name].strip() else default  # blank: the default

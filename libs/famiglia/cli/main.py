@@ -166,7 +166,9 @@ def _stopped_by_signals() -> Iterator[None]:
     def stop(signum: int, frame: object) -> None:
         raise Stopped(signum)
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    # A signal the parent ignores stays ignored: `nohup make run &` is meant to outlive its terminal.
+    old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)
+           if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:

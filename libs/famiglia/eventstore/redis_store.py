@@ -253,8 +253,9 @@ class RedisEventStore(EventStore):
         budget: str | float | None = reply_poll_us
         if budget is None:
             # a reply over the network comes long after any poll would have given up
-            budget = os.environ.get("FAMIGLIA_REDIS_POLL_US",
-                                    DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0)
+            # (blank: the default, as every setting)
+            budget = os.environ.get("FAMIGLIA_REDIS_POLL_US", "").strip() or \
+                (DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0)
         self.reply_poll = _poll_budget_us(budget) / 1e6
         self._idle_cpus = spinwait.machine() if self.reply_poll else None
 

@@ -22,7 +22,7 @@ from .redis_server import RedisServer, free_port
 def _redis_port() -> int:
     """FAMIGLIA_REDIS_PORT (6390): the embedded stack's redis-server. Read when a stack is made,
     so that a bad value stops `make up`/`run` with a clear message, not every CLI command."""
-    text = os.environ.get("FAMIGLIA_REDIS_PORT", "6390")
+    text = os.environ.get("FAMIGLIA_REDIS_PORT", "").strip() or "6390"  # blank: the default
     try:
         port = int(text)
     except ValueError:

@@ -301,7 +301,7 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
     global _configured
     if _configured:
         return
-    level_name = (level or os.environ.get("FAMIGLIA_LOG_LEVEL", "info")).upper()
+    level_name = (level or os.environ.get("FAMIGLIA_LOG_LEVEL", "").strip() or "info").upper()  # blank: the default
     log_level = logging.getLevelName(level_name)
     if level_name not in LOG_LEVELS or not isinstance(log_level, int):  # a typo would log at info, unsaid
         raise SystemExit(f"FAMIGLIA_LOG_LEVEL={level_name.lower()!r} is not one of "

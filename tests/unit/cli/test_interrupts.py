@@ -95,3 +95,27 @@ def test_ctrl_c_while_waiting_for_a_service_is_one_line(tmp_path: Path) -> None:
                 proc.wait()
     assert proc.returncode == 130, out[-1500:]
     assert "Traceback" not in out, out[-1500:]
+
+
+def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
+    """`nohup make run &` (or a parent that ignores SIGHUP) means: keep going when the terminal
+    closes. The run's SIGHUP handler replaced that SIG_IGN, so the closed terminal stopped the run
+    and took its stack down anyway; an ignored SIGHUP (or SIGTERM) stays ignored."""
+    def ignore_hup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=ignore_hup)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "playing").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)  # a handled SIGHUP unwinds within milliseconds
+        assert proc.poll() is None, "SIGHUP ignored by the parent (nohup) stopped the run"
+        assert not (tmp_path / "down").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -195,3 +195,15 @@ def test_run_help_states_the_main_jobs_deadlines(capsys: pytest.CaptureFixture[s
     assert f"no new match starts after {SIZES['quick'].deadline_seconds:g} s" in shown, shown
     assert f"normal (after {SIZES['normal'].deadline_seconds / 60:g} min)" in shown, shown
     assert not SIZES["long"].deadline_seconds
+
+
+def test_the_compose_files_own_instructions_start_it() -> None:
+    """docker-compose.yml requires FAMIGLIA_SECRET (`${FAMIGLIA_SECRET:?...}`: every `docker
+    compose` command, `down` and `logs` too, stops without it), but its header still said just
+    `docker compose up --build`. Its instructions name the secret and where it is kept (`.env`,
+    which compose reads), and `.env` is git-ignored so the key is not committed with the code."""
+    compose = (ROOT / "docker-compose.yml").read_text()
+    header = "".join(line for line in compose.splitlines(keepends=True) if line.startswith("#"))
+    assert "FAMIGLIA_SECRET:?" in compose
+    assert "FAMIGLIA_SECRET" in header and ".env" in header, header
+    assert ".env" in (ROOT / ".gitignore").read_text().split()

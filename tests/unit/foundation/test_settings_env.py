@@ -158,3 +158,54 @@ def test_a_url_as_a_log_line_shows_it_has_no_password(url: str) -> None:
     assert shown.split("://")[0] == url.split("://")[0] and "***" in shown
     assert ("socket_timeout=5" in shown) is ("socket_timeout=5" in url)
     assert shown_url("redis://127.0.0.1:6390/0") == "redis://127.0.0.1:6390/0"
+
+
+def _log_level(monkeypatch: pytest.MonkeyPatch) -> object:
+    import logging
+
+    import structlog
+
+    import famiglia.telemetry as telemetry
+
+    monkeypatch.setattr(telemetry, "_configured", None)
+    monkeypatch.setattr(telemetry, "_json_out", telemetry._json_out)
+    monkeypatch.setattr(telemetry, "_held", telemetry._held)
+    monkeypatch.setattr(telemetry, "_configure_tracing", lambda service: None)
+    monkeypatch.setattr(structlog, "configure", lambda **kw: None)
+    levels: list[object] = []
+    monkeypatch.setattr(logging, "basicConfig", lambda **kw: levels.append(kw["level"]))
+    telemetry.configure("review")
+    return logging.getLevelName(levels[0])
+
+
+def _redis_port(monkeypatch: pytest.MonkeyPatch) -> object:
+    from famiglia.localstack.stack import _redis_port
+    return _redis_port()
+
+
+def _bot_policy(monkeypatch: pytest.MonkeyPatch) -> object:
+    from services.matchmaking.bootstrap import check_bot_policy
+    policy = _matchmaking().policy.bot_policy  # type: ignore[attr-defined]
+    check_bot_policy(policy)
+    return policy
+
+
+def _projection_group(monkeypatch: pytest.MonkeyPatch) -> object:
+    return _projection().runner.group  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("read", "name", "default"), [
+    (_log_level, "FAMIGLIA_LOG_LEVEL", "INFO"),
+    (_redis_port, "FAMIGLIA_REDIS_PORT", 6390),
+    (_bot_policy, "FAMIGLIA_MM_BOT_POLICY", "heuristic"),
+    (_projection_group, "FAMIGLIA_PROJECTION_GROUP", "projection"),
+])
+def test_a_blank_setting_means_its_default(monkeypatch: pytest.MonkeyPatch, read: object, name: str,
+                                           default: object) -> None:
+    """README, Configuration: "a blank value means the default" (a manifest's `NAME: ""`, a
+    compose `${NAME:-}`). The checked readers do so, but these settings, read elsewhere, took the
+    blank as a value: FAMIGLIA_LOG_LEVEL="" stopped every service, FAMIGLIA_MM_BOT_POLICY=""
+    stopped the matchmaker, FAMIGLIA_REDIS_PORT="" stopped `make up`, a blank group was a
+    consumer group named ""."""
+    monkeypatch.setenv(name, "")
+    assert read(monkeypatch) == default  # type: ignore[operator]
