@@ -741,9 +741,7 @@ class Dispatcher:
         submit is stale and it stops), the task's last command read, the match over or no bot
         asked (it stops there too) — scheduling goes on as usual. A task that stops for
         another reason (killed, a refusal it cannot get past) leaves the match to the stall
-        timer, as a task of one seat does. The turns its task plays on past its moves while
-        answers are held (`_held_back`) are named as its others (`payload.bot_command_id`: a
-        mark would tell the table an answer was held), so the walk follows them too."""
+        timer, as a task of one seat does."""
         lease = tracked.lease
         assert lease is not None
         match = tracked.match

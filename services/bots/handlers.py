@@ -35,7 +35,7 @@ from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
 
 from .bootstrap import BotsApp
-from .payload import LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
+from .payload import HELD_FOLLOW_UP, LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
 
 log = get_logger("famiglia.bots")
 
@@ -252,14 +252,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     asked next (`ask_next`), and while some are, the task plays their turn as a fresh task
     would have — the same seat order (`turn_order`), payloads (made by the command service
     from the state then), seeds and command ids — up to the lease's number of commands.
-    The dispatcher follows it by those command ids (dispatcher.py, `_lease_playing`).
-
-    A turn played on (past a lease, or with none, after held answers) is named as any other
-    (`payload.bot_command_id`: a mark would tell the table that an answer had been held). A
-    seat never makes two commands a version the table can see (a held answer asks nobody
-    anything new, its own seat included), so the names of one task's turns never meet; should
-    a service ask a seat again at the version it already named, the task stops there rather
-    than submit that name again (its duplicate would be taken for the new turn)."""
+    The dispatcher follows it by those command ids (dispatcher.py, `_lease_playing`)."""
     if version < _REACHED.get(match_id, -1) and not _store_went_back(app, match_id, version):
         return ["stale"]
     engine = app.registry.get(game_id)
@@ -267,7 +260,6 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     ask = [] if lease is None else _asking(app, match_id, lease[1])
     outcomes: list[str] = []
     moves, reached, first, follow_ups = 0, -1, True, 0
-    named: set[tuple[int, int]] = set()  # (version, seat) of every command id the task submitted
     policies = dict(lease[1]) if lease is not None else {seat: policy for seat, policy, _ in seats}
     started = time.monotonic()
     while True:
@@ -279,14 +271,10 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         if not first and 0 < think_seconds <= spent:
             log.warning("bot_task_out_of_time", match_id=match_id, version=version, moves=moves)
             break
-        if any((version, seat) in named for seat, _, _ in seats):
-            log.warning("bot_seat_asked_again", match_id=match_id, version=version,
-                        seats=sorted(seat for seat, _, _ in seats if (version, seat) in named))
-            break  # the command service never does so (`_asks_nobody`): left to the dispatcher
         try:
             step, at, upcoming, step_reached, (held, held_last) = _play_step(
                 app, engine, match_id, game_id, version, seats, crc, _left(think_seconds, spent),
-                _left(interrupt_seconds, spent), ask, named)
+                _left(interrupt_seconds, spent), ask, HELD_FOLLOW_UP if follow_ups else "")
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers
@@ -381,13 +369,13 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
 def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, version: int, seats: Sequence[BatchSeat],
                crc: int, think_seconds: float, interrupt_seconds: float,
                ask: Sequence[tuple[str, bool, int]],
-               named: set[tuple[int, int]] | None = None) -> tuple[list[str], int | None, Any, int, tuple[bool, bool]]:
+               suffix: str = "") -> tuple[list[str], int | None, Any, int, tuple[bool, bool]]:
     """One turn of `play_bot_decisions`: (what each seat did, the version after the last one
     taken or None if the turn stopped short, the SubmitCommands answer with `next` when the
     turn went in one call that asked, the highest version seen, and whether a command taken
     was held back (NP-H9), and the last one: a public command after a held one writes it
-    out, so the dispatcher's `_held_back` no longer finds it). `named` gains the (version,
-    seat) of each command id it submits."""
+    out, so the dispatcher's `_held_back` no longer finds it). `suffix` ends its command ids
+    (`HELD_FOLLOW_UP` for a turn played on)."""
     started = time.monotonic()
     deadline = started + think_seconds if think_seconds > 0 else math.inf
 
@@ -395,8 +383,6 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
 
     at, reached, held, held_last = version, -1, False, False
-    if named is None:
-        named = set()
     outcomes: list[str] = []
     chosen: dict[int, tuple[Decision, Message]] = {}
     refused = -1  # the index of a seat whose command the chained call refused
@@ -411,11 +397,10 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                                 deadline)
             chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt()))
         chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)],
-                                  ask)
+                                  ask, suffix)
         if chained is not None:
             taken, refusal, reply = chained
-            for j, done in enumerate(taken):
-                named.add((at, seats[j][0]))  # "{version}": where the entry before left the table
+            for done in taken:
                 outcomes.append(done.outcome)
                 if done.version is not None:  # every taken entry has one
                     at = done.version
@@ -427,9 +412,6 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 # where the entry before left the match, held answers counted (NP-H9): another
                 # answer held back meanwhile makes it stale with the version still `at`.
                 return outcomes, None, None, max(reached, at + 1 if not taken else at), (held, held_last)
-            if refusal == "elsewhere":  # that seat's turn was played by another task: the rest go on
-                named.add((at, seats[len(taken)][0]))
-                outcomes.append(_ELSEWHERE)
             refused = len(taken) if refusal == "refused" else -1
             if not refusal:
                 upcoming = reply
@@ -454,8 +436,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                     break
                 decision = fetched
             command = _choose(engine, policy, decision, match_id, interrupt())
-        command_id = bot_command_id(match_id, at, seat)
-        named.add((at, seat))
+        command_id = bot_command_id(match_id, at, seat) + suffix
         # The first seat's payload is at the version it is submitted at: a refused listed
         # command is retried with another once. A later seat's is older: decide it afresh.
         fallback = [c for c in decision.legal if c != command] if i == 0 else []
@@ -474,10 +455,9 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
-            if done.outcome in ("refused", _ELSEWHERE):
+            if done.outcome == "refused":
                 # This seat has no turn to take after all (its answer already given, held back
-                # from the table: NP-H9, or its turn played by another task under the same
-                # name); nothing this task knows of moved, and the other seats' turns still wait.
+                # from the table: NP-H9); nothing moved, and the other seats' turns still wait.
                 continue
             return outcomes, None, None, reached, (held, held_last)
         reached = max(reached, done.version)
@@ -489,30 +469,20 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
 
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
 
-REUSED = "command_id_reused"
-"""The service's answer to a command id its seat already used for another command."""
-_ELSEWHERE = "played_elsewhere"
-"""A seat's turn played by another task under the same name (`payload.bot_command_id`): a task
-the dispatcher queued and a task's turn played on after held answers name a (version, seat)
-alike, and may choose differently. Not stale: the version may not have moved (the other's
-answer held back, NP-H9), so the match is not marked as past it (`_REACHED`) and the task's
-other seats still play; nor refused: no other command is tried under the name."""
-
 
 def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequence[tuple[int, Message]],
-                    ask: Sequence[tuple[str, bool, int]] = (),
+                    ask: Sequence[tuple[str, bool, int]] = (), suffix: str = "",
                     ) -> tuple[list[_Submitted], str, Any] | None:
     """Submit several seats' chosen commands in one SubmitCommands call: what was taken,
     in order, how the chain ended ("" all taken, "stale", "refused" a rule or a
-    malformed command, "elsewhere" the entry's id names a turn another task played with
-    another command (`_ELSEWHERE`), "other"), and the answer (its `next` for the `ask`
-    seats). None: nothing was sent (fewer than two commands and nothing to ask, or none) or the call
+    malformed command, "other"), and the answer (its `next` for the `ask` seats). None:
+    nothing was sent (fewer than two commands and nothing to ask, or none) or the call
     itself failed for good (a command service without the call, ...): the caller submits
     them one call each, as before, and meets the same error there."""
     if not commands or (len(commands) < 2 and not ask):
         return None
     entries = [(app.seat(match_id, seat).token or "", command,
-                bot_command_id(match_id, VERSION_PLACEHOLDER, seat)) for seat, command in commands]
+                bot_command_id(match_id, VERSION_PLACEHOLDER, seat) + suffix) for seat, command in commands]
     try:
         reply = _rpc(app.game_client.submit_commands, match_id, entries, expected_version=version,
                      omit_events=True, ask_next=ask)
@@ -523,10 +493,6 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
     if not reply.HasField("refusal"):
         return taken, "", reply
     status = reply.refusal.status
-    if status == grpc.StatusCode.ABORTED.value[0] and reply.refusal.code == REUSED:
-        log.info("bot_turn_played_elsewhere", match_id=match_id, version=version, index=reply.refusal.index,
-                 command_id=_entry_id(entries, reply.refusal.index))
-        return taken, "elsewhere", reply
     if status == grpc.StatusCode.ABORTED.value[0]:
         log.info("bot_chain_stale", match_id=match_id, version=version, index=reply.refusal.index,
                  command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
@@ -621,9 +587,6 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         # decision comes with its own payload), so the server need not render them.
         reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
-        if exc.code() == grpc.StatusCode.ABORTED and _code(exc) == REUSED:
-            log.info("bot_turn_played_elsewhere", match_id=client.match_id, version=version, command_id=command_id)
-            return _Submitted(_ELSEWHERE, None)
         if exc.code() == grpc.StatusCode.ABORTED:
             log.info("bot_command_stale", match_id=client.match_id, version=version, command_id=command_id,
                      code=_code(exc), reason=exc.details())

@@ -56,26 +56,17 @@ def turn_order(bots: Sequence[int], version: int) -> list[int]:
     return list(bots[first:]) + list(bots[:first])
 
 
+HELD_FOLLOW_UP = ":h"
+"""The end of the command ids of a task's turns played on after held-back answers (NP-H9),
+past its lease or with none: the dispatcher, which did not queue them, reads them as any
+other command's and schedules from what it sees next (`handlers.play_bot_decisions`)."""
+
+
 def bot_command_id(match_id: str, version: int | str, seat: int) -> str:
     """The command id of `seat`'s bot decision submitted at `version` (a batch's later seats
     included: the version each is submitted at), so a retried or redelivered task, a batch
     or a single task, is answered from the first answer. The dispatcher reads a batch's
-    progress from these ids (dispatcher.py, `_batch_playing`).
-
-    Every turn a task plays has ids of this one form, its turns played on after answers held
-    back from the table (NP-H9) included: command ids are public (every seat and spectator
-    reads them on the events), so a mark on those turns (they were once named `...:h`) told
-    the table that the task had an answer held in its turn before, i.e. that one of its bots
-    had been asked in a window, which only that seat may learn (NP-D7, `Pending.private`).
-    The ids stay distinct where they must: a held answer takes its seat out of what the game
-    asks and asks nobody anything new (the command service holds nothing else), so a seat
-    makes at most one command a version the table can see, and a task never names two turns
-    of one seat alike (`handlers.play_bot_decisions` stops rather than do so). A turn played
-    on and a task the dispatcher queued for the same (version, seat) now share the id, and
-    that is harmless: the same command is the other's duplicate, another one is refused as
-    `command_id_reused`, which the worker reads as "this seat's turn was played by another
-    task" (`handlers._submit_at`): it passes over the seat and plays the rest, as it does a
-    seat whose answer another task gave."""
+    progress from these ids (dispatcher.py, `_batch_playing`)."""
     return f"bot:{match_id}:{version}:{seat}"
 
 

@@ -39,11 +39,6 @@ class _RpcError(grpc.RpcError):
     def details(self) -> str:
         return self._details
 
-    def trailing_metadata(self):
-        """The famiglia code as the real service sends it (`error_code`): an AppError's code
-        travels here as the details."""
-        return (("famiglia-code", self._details),)
-
 
 @dataclass
 class LocalSeat:

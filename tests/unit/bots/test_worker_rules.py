@@ -146,17 +146,14 @@ def test_a_chain_stale_after_a_held_answer_does_not_mark_the_version_passed() ->
     assert handlers.play_bot_decision(app, "m1", "highcard", 1, 9, "random", payload) == "submitted"  # type: ignore[arg-type]
 
 
-def _held_then_asked_again(app: App, payload: DecisionPayload, times: int | None, moving: bool = True):
-    """Every submit is held back (the version stays where it was submitted); the service keeps
-    asking seat 0, at a version one on each time (`moving`: someone else's public command
-    went in meanwhile), or again at 9 (which the command service never does: a held answer
-    takes its seat out of what the game asks, `_asks_nobody`)."""
+def _held_then_asked_again(app: App, payload: DecisionPayload, times: int | None):
+    """Every submit is held back (the version stays 9); the service keeps asking seat 0."""
     asks = [0]
 
     def chain(entries, kwargs):
         assert not entries  # only asking
         asks[0] += 1
-        answer = pb.SubmitCommandsResponse(next_version=9 + asks[0] if moving else 9)
+        answer = pb.SubmitCommandsResponse(next_version=9)
         if times is None or asks[0] <= times:
             nxt = answer.next.add(seat=0, complete=True)
             for c in payload.legal:
@@ -164,33 +161,20 @@ def _held_then_asked_again(app: App, payload: DecisionPayload, times: int | None
         return answer
 
     app.on_chain = chain
-    app.on_submit = lambda s, i, v: pb.SubmitCommandResponse(version=v, held=True)
+    app.on_submit = lambda s, i, v: pb.SubmitCommandResponse(version=9, held=True)
 
 
-def test_np_h9_a_turn_played_on_after_a_held_answer_is_named_as_any_other() -> None:
-    """NP-H9: a turn played on after held answers was named `...:h`, which told every seat and
-    spectator that the task had an answer held (a bot asked in a window). It is named as a
-    task the dispatcher queued would name it."""
+def test_a_turn_played_on_after_a_held_answer_has_its_own_command_id() -> None:
+    """Fails on a change the suite once missed: held answers leave the version where it was, so a follow-up named like a
+    task's first command (`bot:m:9:0`) would be answered as its duplicate and never played."""
     payload = _payload()
     app = App()
     _held_then_asked_again(app, payload, times=1)
     outcomes = handlers.play_bot_decision(app, "m1", "highcard", 0, 9, "random", payload)  # type: ignore[arg-type]
     assert outcomes == "submitted"
     ids = [c[2] for c in app.calls if c[0] == "submit"]
-    assert ids == ["bot:m1:9:0", "bot:m1:10:0"]
-
-
-def test_a_task_never_submits_one_name_twice() -> None:
-    """Fails on a change the suite once missed: held answers leave the version where it was, so
-    a seat asked again at its held answer's version would be named like that answer and
-    answered as its duplicate, never played. The command service never asks so; should it, the
-    task stops rather than submit the name again (the dispatcher queues what is asked)."""
-    payload = _payload()
-    app = App()
-    _held_then_asked_again(app, payload, times=1, moving=False)
-    outcomes = handlers.play_bot_decision(app, "m1", "highcard", 0, 9, "random", payload)  # type: ignore[arg-type]
-    assert outcomes == "submitted"
-    assert [c[2] for c in app.calls if c[0] == "submit"] == ["bot:m1:9:0"]
+    assert ids == ["bot:m1:9:0", "bot:m1:9:0:h"]
+    assert len(set(ids)) == len(ids)
 
 
 def test_a_task_plays_on_after_held_answers_a_bounded_number_of_turns() -> None:
@@ -202,55 +186,6 @@ def test_a_task_plays_on_after_held_answers_a_bounded_number_of_turns() -> None:
     handlers.play_bot_decision(app, "m1", "highcard", 0, 9, "random", payload)  # type: ignore[arg-type]
     submits = [c for c in app.calls if c[0] == "submit"]
     assert len(submits) == 1 + handlers.MAX_HELD_FOLLOW_UPS
-    assert len({c[2] for c in submits}) == len(submits)
-
-
-class _Reused(grpc.RpcError):
-    """The service's ABORTED `command_id_reused`, its code in the trailing metadata."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.ABORTED
-
-    def details(self) -> str:
-        return "command_id was used by this seat for another command"
-
-    def trailing_metadata(self):
-        return (("famiglia-code", "command_id_reused"),)
-
-
-def test_a_name_another_task_played_passes_over_its_seat_and_marks_no_version_passed() -> None:
-    """A turn played on after held answers and a task the dispatcher queued name a (version,
-    seat) alike (`payload.bot_command_id`). The same command is a duplicate; another one is
-    refused as `command_id_reused`: that seat's turn was played by the other task, whose answer
-    may be held (the version still 9). The task's other seats still play at 9, and the process
-    does not take 9 for a version the match has left."""
-    def submit(seat, command_id, version):
-        if seat.seat == 0:
-            raise _Reused()
-        return pb.SubmitCommandResponse(version=version, held=True)  # a window's answer: still 9
-
-    app = App(on_submit=submit, to_act=(1,))
-    payload = _payload()
-    outcomes = handlers.play_bot_decisions(app, "m1", "highcard", 9,  # type: ignore[arg-type]
-                                           [(0, "random", payload), (1, "random", None)])
-    assert outcomes == ["played_elsewhere", "submitted"]
-    assert [c[2:] for c in app.calls if c[0] == "submit"] == [("bot:m1:9:0", 9), ("bot:m1:9:1", 9)]
-    assert handlers.play_bot_decision(app, "m1", "highcard", 1, 9, "random", payload) == "submitted"
-
-
-def test_a_chain_entry_another_task_played_passes_over_its_seat() -> None:
-    """As above, in one SubmitCommands call: the entry refused as `command_id_reused` is passed
-    over, and the seats after it go on one call each at the version the chain left."""
-    def chain(entries, kwargs):
-        return pb.SubmitCommandsResponse(
-            refusal=pb.CommandRefusal(index=0, status=grpc.StatusCode.ABORTED.value[0], code="command_id_reused"))
-
-    app = App(on_chain=chain, on_submit=lambda s, i, v: pb.SubmitCommandResponse(version=v + 1))
-    payload = _payload()
-    assert handlers.play_bot_decisions(app, "m1", "highcard", 9,  # type: ignore[arg-type]
-                                       [(0, "random", payload), (1, "random", payload)]) == \
-        ["played_elsewhere", "submitted"]
-    assert [c[2:] for c in app.calls if c[0] == "submit"] == [("bot:m1:9:1", 9)]
 
 
 def test_both_tasks_retry_transient_failures(monkeypatch: pytest.MonkeyPatch) -> None:
