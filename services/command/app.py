@@ -122,6 +122,10 @@ class SeatEvent:
     from this viewer (`famiglia.eventstore.envelopes.unattributed`)."""
     held: bool = False
     """Staged (NP-H9): shown with seq 0, since its seq would count the others' staged events."""
+    foreign: bool = True
+    """Another seat's command (or the server's): shown without its command id, which is
+    that seat's client's idempotency key and could tell what its client knew (a bots task's
+    ids name the version and the turn it played, NP-H9)."""
 
 
 @dataclass
@@ -689,7 +693,8 @@ class CommandApp:
                     hidden = [False] * len(envelopes)
                 hidden[i] = True
                 continue
-            out.append(SeatEvent(env, shown, engine.render_event(shown), shown is event, held=held))
+            out.append(SeatEvent(env, shown, engine.render_event(shown), shown is event, held=held,
+                                 foreign=seat is None or env.seat != seat))
         if hidden is not None:
             anonymous = {id(envelopes[i]) for i in unattributed(envelopes, hidden)}
             for seat_event in out:

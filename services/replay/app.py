@@ -40,6 +40,7 @@ from famiglia.replay.access import (
     may_see_everything,
     seat_views,
     shown_event,
+    shows_command_id,
     view_text,
 )
 from famiglia.replay.admission import Refused, stored_envelopes
@@ -105,10 +106,11 @@ class EventInfo:
     command_id: str = ""
 
     @classmethod
-    def shown(cls, env: EventEnvelope, type_: str, attributed: bool = True) -> EventInfo:
+    def shown(cls, env: EventEnvelope, type_: str, attributed: bool = True, own: bool = True) -> EventInfo:
+        """`own`: the command id may be shown (`famiglia.replay.access.shows_command_id`)."""
         if not attributed:  # another event of its command is hidden from the asker
             return cls(env, type_, False, -1, envelope_ms(env), "")
-        return cls(env, type_, False, env.seat, envelope_ms(env), env.command_id)
+        return cls(env, type_, False, env.seat, envelope_ms(env), env.command_id if own else "")
 
     @classmethod
     def concealed(cls, env: EventEnvelope) -> EventInfo:
@@ -376,12 +378,12 @@ class ReplayApp:
         for seq in range(start, end + 1):
             env = timeline.envelope(seq)
             if env.type == MATCH_CREATED:
-                infos.append(EventInfo.shown(env, MATCH_CREATED))
+                infos.append(EventInfo.shown(env, MATCH_CREATED, own=shows_command_id(access, env.seat)))
                 continue
             shown = shown_event(engine, open_event(engine, env), access)
             infos.append(EventInfo.concealed(env) if shown is None
                          else EventInfo.shown(env, shown.WhichOneof("kind") or "",
-                                              not partly_hidden(env)))
+                                              not partly_hidden(env), shows_command_id(access, env.seat)))
         next_token = str(end + 1) if end < timeline.last_seq else ""
         return EventPage(timeline, infos, next_token)
 

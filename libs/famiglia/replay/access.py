@@ -72,6 +72,13 @@ def may_see_everything(policy: ReplayPolicy, finished: bool) -> bool:
     return policy.full_while_running or (finished and policy.full_after_finish)
 
 
+def shows_command_id(access: Access, acting_seat: int) -> bool:
+    """Whether an event's command id is shown: a full view's, or the asker's own command's.
+    A command id is its sender's idempotency key, chosen by its client: another seat's could
+    tell what that client knew (a bots task's name the version and turn it played, NP-H9)."""
+    return access.scope is Scope.FULL or (access.scope is Scope.SEAT and acting_seat == access.seat)
+
+
 def shown_event(engine: Engine, event: Message, access: Access) -> Message | None:
     """The event as this access may see it: whole for FULL, else the engine's redaction."""
     if access.scope is Scope.FULL:

@@ -839,6 +839,9 @@ class SeatEvent(_message.Message):
     seat: _builtins.int
     """acting seat, -1 = server"""
     command_id: _builtins.str
+    """The viewer's own commands' only: another seat's idempotency key is its client's to
+    choose and could tell what that client knew (a bot's, which turn it played: NP-H9).
+    """
     timestamp_ms: _builtins.int
     text: _builtins.str
     @_builtins.property

@@ -242,6 +242,7 @@ class ReplayStep(_message.Message):
     seat: _builtins.int
     """acting seat, -1 for the server"""
     command_id: _builtins.str
+    """the asker's own commands' only, or every one in a full view"""
     timestamp_ms: _builtins.int
     event_text: _builtins.str
     view_text: _builtins.str
@@ -322,6 +323,7 @@ class MatchEventInfo(_message.Message):
     """"" when hidden from the asker"""
     seat: _builtins.int
     command_id: _builtins.str
+    """the asker's own commands' only, or every one in a full view"""
     timestamp_ms: _builtins.int
     hidden: _builtins.bool
     """the asker may not see this event (yet)"""

@@ -37,7 +37,7 @@ def _fill_seat_event(out: pb.SeatEvent, e: SeatEvent) -> None:
     if e.unattributed:  # its command's other events are hidden from this viewer: so is who sent it
         out.seat, out.command_id = -1, ""
     else:
-        out.seat, out.command_id = env.seat, env.command_id
+        out.seat, out.command_id = env.seat, "" if e.foreign else env.command_id
     out.text = e.text
     out.timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
     event = out.event

@@ -8,6 +8,7 @@ from google.protobuf.message import Message
 
 from famiglia.grpcutil.errors import FailedPrecondition, InvalidArgument
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.replay.access import shows_command_id
 from famiglia.replay.export import dump, file_name
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import replay_service_pb2 as pb
@@ -49,7 +50,8 @@ def _step(step: Step) -> pb.ReplayStep:
     out = pb.ReplayStep(event_id=env.event_id, seq=env.seq, type=env.type if step.event is None else
                         (step.event.WhichOneof("kind") or env.type),
                         seat=-1 if step.unattributed else env.seat,
-                        command_id="" if step.unattributed else env.command_id,
+                        command_id=env.command_id if not step.unattributed and
+                        shows_command_id(step.access, env.seat) else "",
                         timestamp_ms=envelope_ms(env), event_text=step.event_text,
                         view_text=step.view_text, scope=pb.ViewScope.ValueType(step.access.scope))
     event, view = _pack(step.event), _pack(step.view)

@@ -40,7 +40,9 @@ def test_a_worker_plays_a_whole_match_of_bots(bots_stack: BotsStack) -> None:
     events = list(bots_stack.client.spectator(handle.match_id).stream(until_now=True))
     played = [e.event for e in events if e.event.type == "played"]
     assert len(played) == 12
-    assert all(e.command_id.startswith(f"bot:{handle.match_id}:") for e in played)
+    assert all(not e.command_id for e in played), "a bot's command ids are its own (NP-H9)"
+    stored = [e for e in bots_stack.command.store.read(handle.match_id) if e.type == "played"]
+    assert len(stored) == 12 and all(e.command_id.startswith(f"bot:{handle.match_id}:") for e in stored)
 
 
 def test_a_worker_plays_a_registered_game(bots_stack: BotsStack) -> None:
@@ -160,9 +162,11 @@ def test_a_silent_human_is_moved_on_by_the_clock(bots_stack: BotsStack) -> None:
     started = time.monotonic()
     bots_stack.wait_finished(handle.match_id, timeout=20)
     assert time.monotonic() - started >= 1.0  # the human got its full second at least once
-    events = list(bots_stack.client.spectator(handle.match_id).stream(until_now=True))
-    human = [e.event for e in events if e.event.type == "played" and e.event.seat == 0]
+    human = [e for e in bots_stack.command.store.read(handle.match_id) if e.type == "played" and e.seat == 0]
     assert len(human) == 2 and all(e.command_id.startswith("clock:") for e in human)
+    own = [r.event for r in bots_stack.client.seat(handle.match_id, handle.seat_tokens[0]).stream(until_now=True)
+           if r.event.type == "played" and r.event.seat == 0]
+    assert [e.command_id for e in own] == [e.command_id for e in human]  # shown to the seat itself
 
 
 def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:

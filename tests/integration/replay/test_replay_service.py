@@ -248,9 +248,30 @@ def test_hidden_events_show_neither_seat_nor_time_over_the_wire(stack: Stack) ->
             if (env.seat, env.command_id) in partly:
                 assert (e.seat, e.command_id) == (-1, "")
                 unattributed += 1
-            else:
-                assert (e.seat, e.command_id) == (env.seat, env.command_id)
+            else:  # a command id only for the asker's own commands (NP-H9)
+                assert (e.seat, e.command_id) == (env.seat, env.command_id if env.seat == 0 else "")
     assert unattributed, "seat 1 has a command with a secret part and a public part"
+
+
+def test_np_h9_command_ids_are_shown_to_their_own_seat_until_the_match_is_over(stack: Stack) -> None:
+    """A command id is its sender's idempotency key (a bots task's names the turn it played)."""
+    running = play(stack.commands, GAME_ID, 2, seed=36, options=TOY_OPTIONS, stop_after=8)
+    envelopes = {e.seq: e for e in stack.store.read(running.match_id)}
+    assert {e.seat for e in envelopes.values() if e.command_id} >= {0, 1}
+    for viewer, token in ((0, running.tokens[0]), (1, running.tokens[1]), (None, None)):
+        listed = [e for e in stack.client.events(running.match_id, token=token) if not e.hidden]
+        steps = list(stack.client.stream(match_id=running.match_id, token=token))
+        for seq, seat, command_id in [(e.seq, e.seat, e.command_id) for e in listed] + [
+                (s.seq, s.seat, s.command_id) for s in steps]:
+            env = envelopes[seq]
+            own = viewer is not None and env.seat == viewer and seat == env.seat
+            assert command_id == (env.command_id if own else ""), (viewer, seq)
+        assert viewer is None or any(e.command_id for e in listed), "the asker's own ids are shown"
+    over = play(stack.commands, GAME_ID, 2, seed=37, options=TOY_OPTIONS)
+    stored = stack.store.read(over.match_id)
+    assert [e.command_id for e in stack.client.events(over.match_id)] == [e.command_id for e in stored]
+    full = {s.seq: s.command_id for s in stack.client.stream(match_id=over.match_id, full=True)}
+    assert full == {e.seq: e.command_id for e in stored if e.seq in full} and any(full.values())
 
 
 def test_the_cli_imports_with_an_operator_token_minted_from_the_secret(stack: Stack, tmp_path, monkeypatch) -> None:

@@ -178,8 +178,15 @@ def test_an_unattributed_event_goes_out_without_its_seat_or_command_id() -> None
     env = _envelope()
     out = _seat_event(SeatEvent(env, env, "t", stored=True, unattributed=True))
     assert (out.seat, out.command_id) == (-1, "")
-    shown = _seat_event(SeatEvent(env, env, "t", stored=True))
+    shown = _seat_event(SeatEvent(env, env, "t", stored=True, foreign=False))
     assert (shown.seat, shown.command_id) == (2, "secret-cmd")
+
+
+def test_another_seats_event_goes_out_without_its_command_id() -> None:
+    """NP-H9: a command id is its client's to choose (a bots task's names its turn)."""
+    env = _envelope()
+    assert (_seat_event(SeatEvent(env, env, "t", stored=True)).seat,
+            _seat_event(SeatEvent(env, env, "t", stored=True)).command_id) == (2, "")
 
 
 # -- M38: a run of padding (as matches wrote them before slots) is one run --------------------
