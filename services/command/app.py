@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError, Message
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec, over_public_budget
 from famiglia.engine import (
     Engine,
     GameInfo,
@@ -230,7 +231,14 @@ class CommandApp:
         and whoever creates a match holds every seat's token, so a client naming them could rate
         (or, by the display name, rename) any player and slip results into any tournament. The
         matchmaker and the tournament runner hold the deployment's secret and mint one; anyone
-        may still create a match that names nobody (bot seats without a player id included)."""
+        may still create a match that names nobody (bot seats without a player id included),
+        with bot seats whose policies keep within `PUBLIC_BUDGET` (famiglia.bots.policy): a
+        decision of about a CPU second at most, so no one holds the bot workers for hours."""
+        dear = [f"seat {info.seat}: {', '.join(over)}" for info in seat_info if info.bot
+                for over in [_over_budget(info.policy)] if over]
+        if dear:
+            operator_of(self.signer, token, "create a match whose bots think past the public budget ("
+                        + "; ".join(dear) + ")")
         if not tournament_id and not any(info.player_id for info in seat_info):
             return
         operator_of(self.signer, token, "create a match naming players or a tournament")
@@ -898,6 +906,21 @@ def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tour
         if "\x00" in info.player_id or "\x00" in info.display_name or "\x00" in info.policy:
             raise InvalidArgument("bad_seat_info", "seat_info: player_id, display_name and policy may not "
                                                    "contain a NUL character")
+        if info.bot:  # refused now, not played as random with an error a decision in the bots' logs
+            try:
+                checked_spec(info.policy)
+            except UnknownPolicy as exc:
+                raise InvalidArgument("unknown_policy", f"seat_info: seat {info.seat}: {exc}") from None
+            except BadPolicyParameter as exc:
+                raise InvalidArgument("bad_policy_params", f"seat_info: seat {info.seat}: {exc}") from None
+
+
+def _over_budget(policy: str) -> list[str]:
+    """What a bot seat's policy asks past the public budget; [] for one `_check_creation` refuses."""
+    try:
+        return over_public_budget(checked_spec(policy))
+    except (UnknownPolicy, BadPolicyParameter):
+        return []
 
 
 def _match_id(request_id: str) -> str:

@@ -332,3 +332,44 @@ def test_only_an_operator_may_create_a_match_that_names_players_or_a_tournament(
     anonymous = [{"seat": 0, "display_name": "me"}, {"seat": 1, "bot": True, "policy": "random"}]
     assert len(client.call(GS, "CreateMatch", game_id=game_id, seats=seats, seat_info=anonymous).seat_tokens) == seats
     client.close()
+
+
+def test_a_bot_seats_policy_is_checked_at_creation_and_a_dear_one_needs_an_operator(command_address: str) -> None:
+    """A bot seat's policy is refused when the match is created (not played as `random` with an
+    error in the bots' logs at every decision), and one that would think past the public budget
+    (`famiglia.bots.policy.PUBLIC_BUDGET`: about a CPU second a decision) needs an operator
+    token: an anonymous client could otherwise hold every bot worker with hour-long decisions."""
+    from famiglia.auth import TokenSigner
+
+    from .conftest import SECRET
+
+    client = ReflectionClient(command_address)
+    game_id = GAMES[0]
+    seats = REGISTRY.get(game_id).info.min_players
+
+    def create(policy: str, token: str | None = None):
+        return client.call(GS, "CreateMatch", token, game_id=game_id, seats=seats,
+                           seat_info=[{"seat": 1, "bot": True, "policy": policy}])
+
+    def code_of(policy: str, token: str | None = None) -> tuple[grpc.StatusCode, str, str]:
+        with pytest.raises(grpc.RpcError) as exc:
+            create(policy, token)
+        return exc.value.code(), error_code(exc.value), exc.value.details()
+
+    operator = TokenSigner(SECRET).operator_token("admin")
+    for policy, code in (("grandmaster", "unknown_policy"), ("ismcts?iterations=0", "bad_policy_params"),
+                         ("ismcts?depth=3", "bad_policy_params"), ("heuristic?samples=x", "bad_policy_params")):
+        for token in (None, operator):
+            got = code_of(policy, token)
+            assert got[:2] == (grpc.StatusCode.INVALID_ARGUMENT, code), (policy, got)
+            assert "seat 1" in got[2]
+    for dear in ("ismcts?seconds=3600", "ismcts?iterations=100000", "heuristic?samples=64"):
+        got = code_of(dear)
+        assert got[:2] == (grpc.StatusCode.UNAUTHENTICATED, "no_token") and dear.partition("?")[2] in got[2], got
+        assert len(create(dear, operator).seat_tokens) == seats  # an operator may
+    # within the budget, anyone; a seat that is no bot is not read as one
+    for cheap in ("random", "", "heuristic", "ismcts", "ismcts?iterations=1000&seconds=1"):
+        assert len(create(cheap).seat_tokens) == seats
+    assert len(client.call(GS, "CreateMatch", game_id=game_id, seats=seats,
+                           seat_info=[{"seat": 0, "display_name": "me", "policy": "grandmaster"}]).seat_tokens) == seats
+    client.close()

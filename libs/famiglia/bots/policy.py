@@ -101,6 +101,14 @@ PARAMETERS: dict[str, dict[str, Parameter]] = {
         "prior": Parameter(float, 0.0, 1_000.0),    # weight of the one-ply prior at the root
     },
 }
+PUBLIC_BUDGET: dict[str, dict[str, float]] = {
+    "heuristic": {"samples": 8, "candidates": 64},
+    "ismcts": {"iterations": 1_000, "seconds": 1.0, "rollout": 100},
+}
+"""The most a bot seat's policy may ask when the match's creator holds no operator token: one
+decision then costs at most about a CPU second (ismcts's default budget, 200 iterations or 1 s),
+so an anonymous client cannot hold the deployment's bot workers with matches of hour-long
+decisions. An operator (the tournament runner, an admin) may ask up to PARAMETERS' bounds."""
 MAX_SPEC_CHARS = 64
 """A policy spec is a short name with a few parameters; it is also a bot seat's `policy`
 and player id in a match's seat info, which the read models keep in 64 characters."""
@@ -157,6 +165,26 @@ class UnknownPolicy(ValueError):
 
 class BadPolicyParameter(ValueError):
     """A policy spec's parameter that is unknown, of the wrong type or outside PARAMETERS' bounds."""
+
+
+def checked_spec(spec: str) -> PolicySpec:
+    """`spec` parsed and checked as `make_policy` would (UnknownPolicy, BadPolicyParameter), without
+    building the policy: for a service that stores a seat's policy for another to play."""
+    if len(spec) > MAX_SPEC_CHARS:
+        raise BadPolicyParameter(f"a policy spec is at most {MAX_SPEC_CHARS} characters")
+    parsed = PolicySpec.parse(spec)
+    if parsed.name not in PARAMETERS:
+        raise UnknownPolicy(f"no bot policy {parsed.name!r}; known: {', '.join(POLICY_NAMES)}")
+    _params(parsed)
+    return parsed
+
+
+def over_public_budget(spec: PolicySpec) -> list[str]:
+    """The parameters of a checked spec that ask more than PUBLIC_BUDGET allows, as "name=value (at
+    most limit)"; empty when an anonymous creator may name it."""
+    limits = PUBLIC_BUDGET.get(spec.name, {})
+    got = _params(spec)
+    return [f"{k}={spec.params[k]} (at most {limits[k]:g})" for k in sorted(got) if k in limits and got[k] > limits[k]]
 
 
 def make_policy(spec: str | PolicySpec) -> Policy:

@@ -194,7 +194,7 @@ def test_bot_seats_asked_at_once_get_one_task_with_each_seats_own_view_and_legal
 
 def test_views_never_cross_seats_in_a_batch(monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
     table = secret_table()
-    match_id = table.create({0: "spy", 1: "spy", 2: "spy"}, seats=3, seed=5, game=GAME_ID)
+    match_id = table.create({0: "heuristic", 1: "heuristic", 2: "heuristic"}, seats=3, seed=5, game=GAME_ID)
     table.pump(match_id)
     seen: list[tuple[int, tuple[int, ...], tuple[int, ...]]] = []
 
@@ -288,7 +288,7 @@ def test_a_later_seat_refused_is_decided_afresh_from_what_it_may_do_now(monkeypa
     """With `parity`, the first card on a trick restricts the others: a later seat's payload
     (made before) may list a card it can no longer play."""
     table = secret_table()
-    match_id = table.create({0: "contrary", 1: "contrary", 2: "contrary"}, seats=3, seed=5, game=GAME_ID,
+    match_id = table.create({0: "heuristic", 1: "heuristic", 2: "heuristic"}, seats=3, seed=5, game=GAME_ID,
                             parity="1")
     table.pump(match_id)
     version = table.version(match_id)

@@ -153,7 +153,7 @@ def test_a_random_seat_gets_its_legal_commands_and_no_view_and_chooses_as_with_o
     """`random` never reads the view, so the dispatcher does not render it; the choice with the
     empty view must be the one the seat's real view gives (else the view must come back)."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random?note=x"}, hand="3")
+    match_id = table.create({0: "random", 1: "Random"}, hand="3")
     table.pump(match_id)
     for _ in range(2):
         (_, seat, version, _), payload = table.tasks.decisions[-1], table.tasks.payloads[-1]
@@ -170,7 +170,7 @@ def test_a_random_seat_gets_its_legal_commands_and_no_view_and_chooses_as_with_o
             assert RandomPolicy().choose(HIGHCARD, blind) == RandomPolicy().choose(HIGHCARD, seeing)
         table.act(match_id, seat)
         table.pump(match_id)
-    assert [policy for *_, policy in table.tasks.decisions] == ["random", "random?note=x", "random"]
+    assert [policy for *_, policy in table.tasks.decisions] == ["random", "Random", "random"]
     assert reads_view("heuristic") and reads_view("ismcts?iterations=5") and not reads_view("Random")
 
 
