@@ -43,6 +43,14 @@ _RUN = textwrap.dedent("""
 """)
 
 
+def _default_signals() -> None:
+    """The child starts as from a terminal: a test runner started in the background (`make soak &`:
+    SIGINT ignored) or under nohup (SIGHUP ignored) passes those on, and the run keeps an ignored
+    signal ignored, as it should (`test_a_run_under_nohup_outlives_its_terminal`)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _env(tmp: Path) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_VAR_DIR=str(tmp / "var"),
                 FAMIGLIA_SECRET="x", OTEL_SDK_DISABLED="true")
@@ -55,7 +63,7 @@ def test_a_run_stopped_from_outside_takes_its_stack_down_without_a_traceback(tmp
     SIGHUP (the terminal closed) ended the run at once, leaving redis-server and every service
     running in the background, and the next `make run` then played on that stack and left it up."""
     proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "playing").exists():
@@ -82,7 +90,8 @@ def test_ctrl_c_while_waiting_for_a_service_is_one_line(tmp_path: Path) -> None:
         listener.settimeout(60)
         proc = subprocess.Popen([sys.executable, "-m", "famiglia.cli.main", "play", "grifters", "--address",
                                  f"127.0.0.1:{port}"], env=_env(tmp_path), cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_default_signals)
         try:
             conn, _ = listener.accept()  # the client's first try: it is in wait_ready now
             conn.close()
@@ -102,6 +111,7 @@ def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
     closes. The run's SIGHUP handler replaced that SIG_IGN, so the closed terminal stopped the run
     and took its stack down anyway; an ignored SIGHUP (or SIGTERM) stays ignored."""
     def ignore_hup() -> None:
+        _default_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
