@@ -46,16 +46,22 @@ PLACEHOLDER_SECRETS = frozenset({"change-me"})
 
 
 def _secret() -> str:
-    """The HMAC secret for tokens: FAMIGLIA_SECRET, or one generated once and kept under var/."""
-    env = os.environ.get("FAMIGLIA_SECRET")
+    """The HMAC secret for tokens: FAMIGLIA_SECRET, or one generated once and kept under var/.
+    Read without the whitespace around it, as var/secret is (a key kept in a file comes with its
+    newline); blank, as for every setting, is the default: the kept one."""
+    env = os.environ.get("FAMIGLIA_SECRET", "").strip()
     if env:
-        if env.strip().lower() in PLACEHOLDER_SECRETS:
+        if env.lower() in PLACEHOLDER_SECRETS:
             raise SystemExit("FAMIGLIA_SECRET is the placeholder the shipped manifests carry: set it to a "
                              "long random string (e.g. `openssl rand -hex 32`)")
         return env
     path = project_var_dir() / "secret"
     if path.exists():
-        return path.read_text().strip()
+        kept = path.read_text().strip()
+        if not kept:  # a key anyone could guess: never signed with, nor replaced behind the operator's back
+            raise SystemExit(f"{path} holds no secret: delete it (a new one is made at the next start, and "
+                             "tokens already given out stop working) or set FAMIGLIA_SECRET")
+        return kept
     path.parent.mkdir(parents=True, exist_ok=True)
     value = secrets.token_hex(32)
     # A temporary file of this process's own, private from its creation and on disk before it

@@ -37,11 +37,17 @@ class ProjectionSettings:
         return replace(self.runner, consumer=consumer) if consumer else self.runner
 
 
+_LEAST = {PREFIX + "BATCH": 1, PREFIX + "BLOCK_MS": 1}
+"""Whole-number knobs whose 0 is no setting: XREADGROUP COUNT 0 reads everything, and a read
+that never waits (the consumer reads without BLOCK for 0, as BLOCK 0 waits forever) has an idle
+consumer read again at once, on and on (tens of thousands of reads a second)."""
+
+
 def _parse(name: str, default: Any, env: Mapping[str, str]) -> Any:
     """A knob's text as the type of its default: a whole number or a number of at least 0
-    (a batch of at least 1), or text; a value that is none of these stops the process."""
+    (a batch and a read's wait at least 1), or text; a value that is none of these stops the process."""
     if isinstance(default, int):
-        return whole(name, default, low=1 if name == PREFIX + "BATCH" else 0, env=env)
+        return whole(name, default, low=_LEAST.get(name, 0), env=env)
     if isinstance(default, float):
         return number(name, default, env=env)
     return env[name] if env[name].strip() else default  # blank: the default

@@ -4,16 +4,33 @@ A retried `CreateMatch` with the same request id answers with every seat's token
 request id is a secret. The matchmaker and the tournament runner derive theirs from
 things players can see (a table's ticket ids, a tournament's id and a match's index), so
 that a restart finds the match it had created; keyed with the service's secret, the same
-derivation stays repeatable for them and cannot be rebuilt by anyone else."""
+derivation stays repeatable for them and cannot be rebuilt by anyone else.
+
+The key is never the tokens' key (`TokenSigner`'s, SHA-256 of the secret): HMAC hashes a key
+longer than its 64-byte block with SHA-256 first, so keyed with a longer secret as it is, a
+request id was the signature of a token whose body is the same text. Such a secret keys request
+ids with a hash of its own (`_key`); a secret of up to 64 bytes (the generated one, `openssl
+rand -hex 32`) keys them as it always did, so the ids stay those of the matches already made."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 
+_BLOCK = hashlib.sha256().block_size
+_PURPOSE = b"famiglia request id key\0"
+
+
+def _key(secret: str) -> bytes:
+    """The HMAC key of request ids: the secret when HMAC takes it as it is (at most a block),
+    else SHA-256 of it under this purpose's label: never SHA-256 of the bare secret, which is
+    what HMAC would make of it, and the tokens' key."""
+    raw = secret.encode()
+    return raw if len(raw) <= _BLOCK else hashlib.sha256(_PURPOSE + raw).digest()
+
 
 def private_request_id(secret: str, public_id: str) -> str:
     """`public_id` (repeatable, guessable) keyed with `secret`: repeatable, not guessable."""
-    if not secret:
+    if not secret.strip():
         raise ValueError("a private request id needs the service's secret")
-    return hmac.new(secret.encode(), public_id.encode(), hashlib.sha256).hexdigest()
+    return hmac.new(_key(secret), public_id.encode(), hashlib.sha256).hexdigest()

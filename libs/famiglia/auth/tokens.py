@@ -45,8 +45,10 @@ def _unb64(text: str) -> bytes:
 
 class TokenSigner:
     def __init__(self, secret: str) -> None:
-        if not secret:
+        if not secret.strip():  # blank: a key anyone could guess
             raise ValueError("a token secret is required")
+        # The tokens' own key: nothing else keys an HMAC with it, nor with a secret over 64 bytes
+        # as it is, which HMAC would hash into this very key (famiglia.auth.request_ids).
         self._key = hashlib.sha256(secret.encode()).digest()
 
     def _sign(self, body: str) -> str:

@@ -28,7 +28,7 @@ from famiglia.cli import add_column
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.grpcutil.errors import error_code
-from famiglia.localstack.stack import Stack, default_services
+from famiglia.localstack.stack import Stack, default_services, service_modules
 
 from .play import PlayedMatch, play_match
 
@@ -44,18 +44,38 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recorded_stack() -> tuple[Stack, str]:
+    """The stack var/stack.json records, for `down` and `status`: they go by its pids and need no
+    port, so a bad FAMIGLIA_REDIS_PORT or FAMIGLIA_*_ADDR (set since `up`, or in this shell only)
+    must not keep them from the processes `up` started. With the setting's one-line error, which
+    they show once done ("" when every address reads)."""
+    try:
+        stack = Stack()
+    except SystemExit as exc:  # FAMIGLIA_REDIS_PORT: the recorded stack's redis-server is in its pids
+        return Stack(redis_port=0), f"{exc.code} (`make up` refuses it)"
+    try:
+        default_services()
+    except SystemExit as exc:
+        return stack, f"{exc.code} (`make up` refuses it)"
+    return stack, ""
+
+
 def cmd_down(args: argparse.Namespace) -> int:
-    stack = Stack()
+    stack, bad_setting = _recorded_stack()
     if not stack.running():
         console.print(f"no embedded stack is running (none recorded in {stack.state_file})")
     stack.down(log=console.print)
+    if bad_setting:
+        console.print(f"[red]{escape(bad_setting)}[/]", soft_wrap=True)
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Every process of the stack, running or not: 0 when all run or none does, 1 when only some do
     (a crashed service: `make up` starts what is missing)."""
-    stack = Stack()
+    stack, bad_setting = _recorded_stack()
+    if bad_setting:
+        console.print(f"[red]{escape(bad_setting)}[/]", soft_wrap=True)
     running = stack.running()
     if not running:
         recorded = stack.read_state().get("pids")
@@ -64,7 +84,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                          else f" (none recorded in {stack.state_file})"))
         return 0
     missing = 0
-    for name in ("redis", *(spec.name for spec in default_services())):
+    for name in ("redis", *service_modules()):
         if name in running:
             console.print(f"{name:<14} pid {running[name]}")
         else:

@@ -55,23 +55,33 @@ def _port(service: str) -> int:
     return port
 
 
-def default_services() -> list[ServiceSpec]:
-    """Every service of the embedded stack whose code is present."""
-    py = sys.executable
-    specs = [ServiceSpec("command", (py, "-m", "services.command"), _port("command"))]
-    optional = [
-        ("projection", (py, "-m", "services.projection"), _port("projection")),
-        ("replay", (py, "-m", "services.replay"), _port("replay")),
-        ("matchmaking", (py, "-m", "services.matchmaking"), _port("matchmaking")),
-        ("bots", (py, "-m", "services.bots"), _port("bots")),
-        ("bots-worker", (py, "-m", "services.bots.worker"), None),
-    ]
+_SERVICES = (  # name, `-m` module, whether it listens (on its FAMIGLIA_<NAME>_ADDR's port)
+    ("command", "services.command", True),
+    ("projection", "services.projection", True),
+    ("replay", "services.replay", True),
+    ("matchmaking", "services.matchmaking", True),
+    ("bots", "services.bots", True),
+    ("bots-worker", "services.bots.worker", False),
+)
+
+
+def service_modules() -> dict[str, str]:
+    """Every service of the embedded stack whose code is present (the command service always),
+    as its name and `-m` module. Reads no setting: `down` and `status` tell the stack's processes
+    by it, and an address set wrong since `up` must not keep them from what `up` started."""
     root = Path(__file__).resolve().parents[3]
-    for name, argv, port in optional:
-        module = argv[2].replace(".", "/")
-        if (root / module / "__main__.py").exists() or (root / f"{module}.py").exists():
-            specs.append(ServiceSpec(name, argv, port))
-    return specs
+    return {name: module for name, module, _ in _SERVICES
+            if name == "command" or (root / module.replace(".", "/") / "__main__.py").exists()
+            or (root / f"{module.replace('.', '/')}.py").exists()}
+
+
+def default_services() -> list[ServiceSpec]:
+    """Every service of the embedded stack whose code is present, with the port it listens on
+    (a bad FAMIGLIA_<SERVICE>_ADDR stops the process with a line naming it)."""
+    py = sys.executable
+    present = service_modules()
+    return [ServiceSpec(name, (py, "-m", module), _port(name) if listens else None)
+            for name, module, listens in _SERVICES if name in present]
 
 
 @dataclass
@@ -216,7 +226,7 @@ def _ours(name: str, pid: int) -> bool:
         return True
     if name == "redis":
         return bool(argv) and "redis-server" in argv[0]
-    module = next((spec.argv[2] for spec in default_services() if spec.name == name), None)
+    module = service_modules().get(name)
     return module is None or module in argv
 
 
@@ -281,4 +291,4 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> None:
             pass
 
 
-__all__ = ["Stack", "ServiceSpec", "default_services", "free_port"]
+__all__ = ["Stack", "ServiceSpec", "default_services", "free_port", "service_modules"]

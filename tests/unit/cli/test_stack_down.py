@@ -3,11 +3,16 @@ Redis stops only once they are all gone (they may write to it while they drain).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+
+import pytest
 
 from famiglia.localstack.stack import Stack
 
@@ -64,3 +69,41 @@ def test_services_stop_together_and_redis_after_them(tmp_path: Path) -> None:
     assert (tmp_path / "saw-redis").read_text() == "saw-command saw-bots"
     assert [line.split()[0] for line in stopped] == ["command", "bots", "redis"]
     assert not stack.state_file.exists()
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("FAMIGLIA_BOTS_ADDR", "localhost:5005x"),
+    ("FAMIGLIA_COMMAND_ADDR", "localhost"),
+    ("FAMIGLIA_REDIS_PORT", "63 90"),
+])
+def test_down_stops_what_up_started_whatever_an_address_setting_says_now(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        name: str, value: str) -> None:
+    """A typo in an address made after `up` (or in the shell that runs `down`): `down` read every
+    service's address to tell the stack's processes from other programs (`_ours`) and stopped at
+    the first bad one, its own line naming it, with nothing stopped; a bad FAMIGLIA_REDIS_PORT
+    stopped it before it read var/stack.json. `down` needs no address: it stops what the file
+    records, then names the bad setting in one line (`up` refuses it)."""
+    from famiglia.cli.main import main
+
+    pids = {"command": _start(tmp_path, "command", 0), "bots": _start(tmp_path, "bots", 0),
+            "redis": _start(tmp_path, "redis", 0)}
+    monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path / "var"))
+    stack = Stack(var=tmp_path / "var", redis_port=1)
+    stack.var.mkdir()
+    stack._save(pids)
+    monkeypatch.setenv(name, value)
+
+    try:
+        code = main(["down"])
+    finally:
+        for pid in pids.values():  # whatever `down` left running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    out = capsys.readouterr().out
+    assert all((tmp_path / f"saw-{service}").exists() for service in pids), out
+    assert not stack.state_file.exists()
+    assert code == 0
+    said = [line for line in out.splitlines() if name in line]
+    assert len(said) == 1 and repr(value) in said[0], out

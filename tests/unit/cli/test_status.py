@@ -64,3 +64,25 @@ def test_an_unreadable_stack_state_is_a_line_naming_the_file(
     with pytest.raises(SystemExit) as stopped:
         main([command])
     assert "stack.json" in str(stopped.value.code)
+
+
+def test_status_with_an_address_set_wrong_since_up_still_shows_the_stack(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`status` read every service's address to tell the stack's processes from other programs
+    and to list them: a typo in one showed nothing of a stack that was up, only the typo."""
+    from famiglia.cli.main import main
+
+    monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path / "var"))
+    monkeypatch.setenv("FAMIGLIA_BOTS_ADDR", "localhost:5005x")
+    redis = subprocess.Popen(["redis-server", "-c", "import time; time.sleep(60)"], executable=sys.executable)
+    try:
+        stack = Stack(var=tmp_path / "var", redis_port=1)
+        stack.var.mkdir()
+        stack._save({"redis": redis.pid})
+        main(["status"])
+        out = capsys.readouterr().out
+    finally:
+        redis.kill()
+        redis.wait()
+    assert f"pid {redis.pid}" in out
+    assert len([line for line in out.splitlines() if "FAMIGLIA_BOTS_ADDR='localhost:5005x'" in line]) == 1, out

@@ -62,6 +62,24 @@ def test_an_empty_secret_is_not_used_as_the_key(env, tmp_path: Path) -> None:
     assert len(secret) == 64 and secret == (tmp_path / "var" / "secret").read_text().strip()
 
 
+@pytest.mark.parametrize("blank", [" ", "\n", " \t \r\n"])
+def test_a_blank_secret_is_not_used_as_the_key_either(env, tmp_path: Path, blank: str) -> None:
+    """A blank value means the default, for every setting (README, Configuration): here the
+    generated var/secret. FAMIGLIA_SECRET=" " (which passes compose's `${FAMIGLIA_SECRET:?}`)
+    was taken as the key, so anyone could mint any token, operator tokens included."""
+    env.setenv("FAMIGLIA_SECRET", blank)
+    secret = Settings.from_env().secret
+    assert len(secret) == 64 and secret == (tmp_path / "var" / "secret").read_text().strip()
+
+
+def test_a_secret_is_read_without_the_whitespace_around_it(env) -> None:
+    """As var/secret is: a key kept in a file reaches the variable with its newline (`kubectl
+    create secret --from-file`, `$(cat key)` in one place and not in another), and a service
+    keyed with "KEY\\n" refused every token the CLI or another service minted with "KEY"."""
+    env.setenv("FAMIGLIA_SECRET", "  0123456789abcdef\n")
+    assert Settings.from_env().secret == "0123456789abcdef"
+
+
 @pytest.mark.parametrize("placeholder", ["change-me", " change-me ", "CHANGE-ME"])
 def test_the_placeholder_secret_of_the_shipped_manifests_stops_the_service(env, placeholder: str) -> None:
     """docker-compose.yml and deploy/k8s ship FAMIGLIA_SECRET=change-me: a deployment that kept it
@@ -77,6 +95,17 @@ def test_a_kept_secret_is_read_without_its_newline(env, tmp_path: Path) -> None:
     (tmp_path / "var").mkdir()
     (tmp_path / "var" / "secret").write_text("abc123\n")
     assert Settings.from_env().secret == "abc123"
+
+
+@pytest.mark.parametrize("kept", ["", "\n", "  \t\n"])
+def test_a_kept_secret_file_with_no_secret_stops_the_service_with_one_line(env, tmp_path: Path, kept: str) -> None:
+    """A var/secret emptied by hand (or a disk that lost it) was the empty key: TokenSigner then
+    failed every service with a bare ValueError. It names the file and what to do."""
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "secret").write_text(kept)
+    with pytest.raises(SystemExit, match="holds no secret"):
+        Settings.from_env()
+    assert (tmp_path / "var" / "secret").read_text() == kept  # left for the operator to look at
 
 
 def test_a_generated_secret_is_private_and_leaves_no_temp_file(env, tmp_path: Path) -> None:

@@ -89,10 +89,11 @@ def test_a_signature_changed_anywhere_is_refused() -> None:
             signer.read_seat(f"{body}.{forged}")
 
 
-def test_a_signer_needs_a_secret() -> None:
-    """An empty secret would sign tokens anyone can forge: refused, not used."""
+@pytest.mark.parametrize("secret", ["", " ", "\t\n"])
+def test_a_signer_needs_a_secret(secret: str) -> None:
+    """An empty (or blank) secret would sign tokens anyone can forge: refused, not used."""
     with pytest.raises(ValueError):
-        TokenSigner("")
+        TokenSigner(secret)
 
 
 @pytest.mark.parametrize("ttl_s", [0, -1])
