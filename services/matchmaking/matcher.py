@@ -53,7 +53,10 @@ class MatcherTuning:
     claim_retry_ms: int = 5000
     """a claim older than this is presumed abandoned (or failing) and retried."""
     max_attempts: int = 5
-    """creation attempts before a claimed table's tickets go back to the queue."""
+    """creation attempts at the claim retry's pace; a table still without an answer is then
+    retried `max_attempts` times less often. It is never given up for want of an answer: a
+    CreateMatch that failed in transit may have made the match, and only the same table's
+    request id finds it (docs/matchmaking.md, "A creation without an answer")."""
     load_limit: int = 2000
     """oldest tickets of a game looked at per tick. With bot backfill off and more tickets than
     this that cannot match each other, newer ones wait until older ones match or expire."""
@@ -187,7 +190,7 @@ class Matcher:
                                                     request_id=private_request_id(self._secret, f"mm:{proposal_id}"))
             except CreateFailed as exc:
                 return self._failed(game_id, proposal_id, tickets, exc)
-            except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a claim retried forever
+            except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a failed tick
                 log.exception("match_creation_broke", proposal_id=proposal_id)
                 return self._failed(game_id, proposal_id, tickets,
                                     CreateFailed(f"{type(exc).__name__}: {exc}"[:300], permanent=False))
@@ -230,11 +233,15 @@ class Matcher:
             self.store.release(game_id, proposal_id, tickets, requeue=False, reason=exc.reason, now_ms=now)
             self.holds.free(game_id, proposal_id, _seats_of(tickets))
             return 0
-        attempts = self.store.retry_later(game_id, proposal_id, now)
+        # No answer is not a no: the match may exist. The table keeps its claim, its tickets and
+        # its holds, and the claim retry asks again with the same request id until CreateMatch
+        # answers (a match, or a refusal). Requeued, the tickets would make another table (more
+        # players, a bot, one of them cancelled) under another request id, and leave the first
+        # match with seats nobody holds and its players seated twice.
+        slow = self.tuning.max_attempts
+        attempts = self.store.retry_later(game_id, proposal_id, now, slow_after=slow,
+                                          delay_ms=(slow - 1) * self.tuning.claim_retry_ms)
         log.warning("match_creation_failed", reason=exc.reason, attempts=attempts)
-        if attempts >= self.tuning.max_attempts:
-            self.store.release(game_id, proposal_id, tickets, requeue=True, reason=exc.reason, now_ms=now)
-            self.holds.free(game_id, proposal_id, _seats_of(tickets))
         return 0
 
     def _recover(self, game_id: str, now: int) -> int:

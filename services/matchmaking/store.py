@@ -318,13 +318,16 @@ class RedisTicketStore:
         if not self.client.exists(k.proposal(proposal_id)):
             self.client.zrem(k.claims, proposal_id)
 
-    def retry_later(self, game_id: str, proposal_id: str, now_ms: int) -> int:
-        """Count a failed creation attempt and push the next retry back; the attempts so far, or
-        0 when the table is gone (another matcher finished it while this one's CreateMatch was
-        still out): a count written then would make the proposal anew, without its expiry, and
-        leave its players' holds waiting on it for good."""
+    def retry_later(self, game_id: str, proposal_id: str, now_ms: int, *, slow_after: int = 0,
+                    delay_ms: int = 0) -> int:
+        """Count a failed creation attempt and push the next retry back (by `delay_ms` more once
+        `slow_after` attempts failed); the attempts so far, or 0 when the table is gone (another
+        matcher finished it while this one's CreateMatch was still out): a count written then
+        would make the proposal anew, without its expiry, and leave its players' holds waiting
+        on it for good."""
         k = Keys(game_id)
-        return int(self._retry_later(keys=[k.proposal(proposal_id), k.claims], args=[proposal_id, now_ms]))
+        return int(self._retry_later(keys=[k.proposal(proposal_id), k.claims],
+                                     args=[proposal_id, now_ms, slow_after, delay_ms]))
 
     def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
                  fields: dict[str, dict[str, str]], now_ms: int) -> int:

@@ -1,5 +1,7 @@
--- The match could not be created: put the proposal's tickets back in the queue at their
--- old place (mode 'requeue'), or end them as failed with a reason (mode 'failed').
+-- The table will not be made: put the proposal's tickets back in the queue at their old
+-- place (mode 'requeue': its holds were lost before CreateMatch was asked), or end them as
+-- failed with a reason (mode 'failed': CreateMatch refused the table). A requeued ticket
+-- gets back the key lifetime it had before the claim (lifetime left + retention).
 -- KEYS: 1 queue, 2 claims, 3 proposal, 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 mode, 3 reason, 4 now ms, 5 retention ms, 6 n, 6+1..6+n ticket ids,
 --       then for each open pointer the ticket id it must hold to be deleted (mode 'failed')
@@ -7,13 +9,15 @@ local n = tonumber(ARGV[6])
 local released = 0
 for i = 1, n do
   local key = KEYS[3 + i]
-  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms')
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'expires_ms')
   if st[1] == 'claimed' and st[2] == ARGV[1] then
     released = released + 1
     if ARGV[2] == 'requeue' then
       redis.call('HSET', key, 'state', 'searching')
       redis.call('HDEL', key, 'proposal', 'claimed_ms')
       redis.call('ZADD', KEYS[1], st[3], ARGV[6 + i])
+      local left = math.max(0, (tonumber(st[4]) or 0) - tonumber(ARGV[4]))
+      redis.call('PEXPIRE', key, left + tonumber(ARGV[5]))
     else
       redis.call('HSET', key, 'state', 'failed', 'reason', ARGV[3], 'closed_ms', ARGV[4])
       redis.call('PEXPIRE', key, ARGV[5])

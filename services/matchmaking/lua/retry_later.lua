@@ -1,16 +1,24 @@
 -- A failed creation attempt of a claimed table: count it and push its next retry back, only
 -- while the table's proposal still exists (another matcher may have finished it meanwhile:
--- HINCRBY would make the key anew, with no expiry).
+-- HINCRBY would make the key anew, with no expiry). The table is never given up here: the
+-- failed CreateMatch may have made the match, which only a retry with its request id finds.
 --
 -- KEYS[1]  {mm:G}:proposal:<P>
 -- KEYS[2]  {mm:G}:claims
 -- ARGV[1]  the proposal id
 -- ARGV[2]  now, ms
+-- ARGV[3]  attempts after which retries slow down (0: never)
+-- ARGV[4]  how much later each retry comes then, ms
 --
 -- Returns the attempts so far, or 0 when the proposal is gone.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('ZADD', KEYS[2], 'XX', ARGV[2], ARGV[1])
+local due = tonumber(ARGV[2])
+local slow_after = tonumber(ARGV[3] or '0')
+if slow_after > 0 and attempts >= slow_after then
+  due = due + tonumber(ARGV[4] or '0')
+end
+redis.call('ZADD', KEYS[2], 'XX', due, ARGV[1])
 return attempts

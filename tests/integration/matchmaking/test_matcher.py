@@ -237,14 +237,14 @@ def test_a_crashed_matchers_claim_is_finished_by_another(redis_url: str, creator
     other.close()
 
 
-def test_an_unreachable_command_service_puts_tickets_back_in_the_queue(redis_url: str,
+def test_an_unreachable_command_service_keeps_the_table_until_it_answers(redis_url: str,
                                                                      creator: RecordingCreator) -> None:
     mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=3))
     a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
     ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
     mm.app.create_ticket(b, "duel", [], {})
     creator.fail_next = 10**6
-    for _ in range(10):  # each claim is tried max_attempts times, then its tickets go back
+    for _ in range(10):  # the claim is retried (same table, same request id) until an answer comes
         mm.matcher.run_once()
     assert creator.calls >= 10
     assert mm.app.ticket(a, ta).state == "searching"  # never lost, never failed
@@ -260,8 +260,9 @@ def test_a_creation_that_keeps_failing_unexpectedly_counts_its_attempts_too(redi
                                                                           creator: RecordingCreator,
                                                                           monkeypatch) -> None:
     """A CreateMatch failing in a way that is no CreateFailed (a bug, a broken channel) failed
-    the whole tick and left the claim to be retried forever, its players held for a day: it
-    now counts as an attempt, and after max_attempts the tickets go back to the queue."""
+    the whole tick: it now counts as an attempt like any failure without an answer. The table is
+    kept and retried with its own request id (the call may have made the match), never given
+    back to the queue to become another table."""
     mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=3))
     a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
     ta = mm.app.create_ticket(a, "duel", [], {}).ticket_id
@@ -269,9 +270,9 @@ def test_a_creation_that_keeps_failing_unexpectedly_counts_its_attempts_too(redi
     broken, tried = {"left": 10**6}, Counter()
 
     def create_match(*args, **kwargs):
+        tried[kwargs["request_id"]] += 1
         if broken["left"]:
             broken["left"] -= 1
-            tried[kwargs["request_id"]] += 1
             raise RuntimeError("the channel broke in a way nobody foresaw")
         return RecordingCreator.create_match(creator, *args, **kwargs)
 
@@ -281,12 +282,11 @@ def test_a_creation_that_keeps_failing_unexpectedly_counts_its_attempts_too(redi
     monkeypatch.setattr(mm.app.store, "release", lambda *a, **k: (released.append(k), release(*a, **k))[1])
     for _ in range(6):
         mm.matcher.run_once()  # never raises: each failure is one attempt
-    assert released and all(k["requeue"] for k in released)  # given up after 3 tries, the players queued anew
-    assert mm.app.ticket(a, ta).state == "searching"
+    assert released == [] and list(tried.values()) == [6]  # one table, one request id, never given up
+    assert mm.app.ticket(a, ta).state == "searching"  # (claimed reads as searching)
     broken["left"] = 0
     mm.matcher.run_once()
-    mm.matcher.run_once()
-    assert mm.app.ticket(a, ta).state == "matched"
+    assert mm.app.ticket(a, ta).state == "matched" and len(tried) == 1
     mm.close()
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound
+from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from famiglia.matchmaking import MatchPolicy, form_matches
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
@@ -227,19 +227,18 @@ def test_releasing_a_given_up_table_late_leaves_the_next_claim_alone(mm: Matchma
     assert ra is not None and (ra.state, ra.proposal) == ("claimed", new.proposal_id)
 
 
-def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(redis_url: str, creator: RecordingCreator) -> None:
+def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(mm: Matchmaking) -> None:
     """Guards a change the suite once missed (`mode ~= requeue` -> true): requeueing deleted the pointers, so a player whose ticket
-    went back to the queue could open a second ticket in the same game."""
-    mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=1))
+    went back to the queue (a lost hold) could open a second ticket in the same game."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
-    mm.app.create_ticket(b, DUEL, [], {})
-    creator.fail_next = 1
-    assert mm.matcher.run_once() == 0
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                                now_ms=mm.app.clock()) == 2
     assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]  # really back in line
     with pytest.raises(AlreadyExists):
         mm.app.create_ticket(a, DUEL, [], {})
-    mm.close()
 
 
 def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
@@ -257,19 +256,32 @@ def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaki
 
 
 # -- Python guards ----------------------------------------------------------------------------
-def test_after_max_attempts_the_tickets_are_really_back_in_the_queue(redis_url: str,
-                                                                    creator: RecordingCreator) -> None:
-    """Guards a change the suite once missed (`attempts >= max_attempts` -> False): the existing test reads 'searching', which a
-    claimed ticket also shows; only a cancel tells the claim was given up."""
-    mm = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2))
+def test_after_max_attempts_the_table_is_kept_and_retried_less_often(redis_url: str,
+                                                                      creator: RecordingCreator) -> None:
+    """Giving the tickets back to the queue after `max_attempts` (the old rule) let them form another table under another
+    request id while the first CreateMatch, which failed only in transit, had made its match (test_ambiguous_creation.py).
+    The table keeps its claim (a cancel is refused), and the retries slow down: `max_attempts` times the claim retry."""
+    clock = FakeClock()
+    mm = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=1000, max_attempts=2))
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     mm.app.create_ticket(b, DUEL, [], {})
-    creator.fail_next = 2
+    creator.fail_next = 3
     mm.matcher.tick(DUEL)  # first attempt
-    mm.matcher._recover(DUEL, mm.app.clock())  # the retry alone (a tick would claim them again): given up
-    assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]
-    assert mm.app.cancel(a, ta).state == "cancelled"
+    clock.advance(1)
+    mm.matcher.tick(DUEL)  # second: max_attempts, kept
+    assert mm.app.store.get(ta).state == "claimed"  # type: ignore[union-attr]
+    with pytest.raises(FailedPrecondition):
+        mm.app.cancel(a, ta)
+    clock.advance(1.9)
+    mm.matcher.tick(DUEL)
+    assert creator.calls == 2, "retried before max_attempts x claim retry"
+    clock.advance(0.1)
+    mm.matcher.tick(DUEL)  # third, failed too
+    assert creator.calls == 3
+    clock.advance(2)
+    assert mm.matcher.tick(DUEL) == 1
+    assert mm.app.ticket(a, ta).state == "matched" and len(creator.tables) == 1
     mm.close()
 
 

@@ -1,0 +1,168 @@
+"""A CreateMatch that created the match and then failed in transit (UNAVAILABLE, DEADLINE_EXCEEDED,
+a broken channel): the match exists in the command service though the matcher was told nothing.
+Only a retry of the same table with the same request id can find it, so the matcher keeps the
+table (its tickets stay claimed) until CreateMatch answers. Giving the tickets back to the queue
+after `max_attempts` made them a new table (other players, a bot, a cancel in between) under a
+new request id: the first match was left with seats nobody held and its players sat twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.matchmaking import MatchPolicy
+from famiglia.v1 import envelope_pb2
+from services.matchmaking.bootstrap import Matchmaking
+from services.matchmaking.creator import CreatedMatch, CreateFailed
+from services.matchmaking.matcher import MatcherTuning
+from services.matchmaking.store import DAY_MS, Keys
+
+from .conftest import GAME, FakeClock, RecordingCreator, make_mm
+
+DUEL = "duel"
+
+
+@dataclass
+class LostReplies:
+    """The command service creates the match, then the reply is lost `lose` times in a row."""
+
+    inner: RecordingCreator
+    lose: int = 0
+    unforeseen: bool = False
+    request_ids: list[str] = field(default_factory=list)
+
+    def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],
+                     seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch:
+        self.request_ids.append(request_id)
+        created = self.inner.create_match(game_id, seats, options=options, seat_info=seat_info,
+                                          request_id=request_id)
+        if self.lose:
+            self.lose -= 1
+            if self.unforeseen:
+                raise RuntimeError("the channel broke after sending")
+            raise CreateFailed("DEADLINE_EXCEEDED: the reply did not come in time", permanent=False)
+        return created
+
+
+def _nobody_orphaned(mm: Matchmaking, creator: RecordingCreator, tickets: Mapping[str, str]) -> None:
+    """Every created match is the one its players' tickets name; nobody sits in two."""
+    seated = Counter(creator.seated_players())
+    assert all(n == 1 for n in seated.values()), f"players in two matches: {seated}"
+    for table in creator.tables.values():
+        for info in table.seat_info:
+            if info.bot:
+                continue
+            status = mm.app.ticket(info.player_id, tickets[info.player_id])
+            assert (status.state, status.match_id) == ("matched", table.match_id), \
+                f"{info.player_id} holds no seat token of {table.match_id} (ticket {status.state})"
+
+
+def _mm(redis_url: str, creator: RecordingCreator, clock: FakeClock, *,
+        backfill_after: float | None = None, unforeseen: bool = False) -> tuple[Matchmaking, LostReplies]:
+    mm = make_mm(redis_url, creator, clock=clock, policy=MatchPolicy(backfill_after=backfill_after),
+                 tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2))
+    lossy = LostReplies(creator, unforeseen=unforeseen)
+    mm.matcher.creator = lossy
+    return mm, lossy
+
+
+@pytest.mark.parametrize("unforeseen", [False, True], ids=["deadline_exceeded", "unforeseen_error"])
+def test_a_lost_reply_does_not_seat_the_players_at_another_table(redis_url: str, creator: RecordingCreator,
+                                                                 unforeseen: bool) -> None:
+    """A and B (tables of 2 or 3) get a table of 2; its replies are lost past max_attempts while C
+    (2 or 3) queues: A, B and C used to become a table of 3, with A and B also seated in the first."""
+    clock = FakeClock()
+    mm, lossy = _mm(redis_url, creator, clock, unforeseen=unforeseen)
+    a, b, c = (mm.app.register_guest(n)[0].player_id for n in "ABC")
+    tickets = {a: mm.app.create_ticket(a, GAME, [2, 3], {}).ticket_id,
+               b: mm.app.create_ticket(b, GAME, [2, 3], {}).ticket_id}
+    lossy.lose = 4
+    assert mm.matcher.run_once() == 0  # created, reply lost
+    clock.advance(1)
+    tickets[c] = mm.app.create_ticket(c, GAME, [2, 3], {}).ticket_id
+    for _ in range(4):  # three more lost replies, then the answer: the first table's match
+        mm.matcher.run_once()
+        clock.advance(1)
+    _nobody_orphaned(mm, creator, tickets)
+    assert len(set(lossy.request_ids)) == 1, "every retry must ask for the same table"
+    assert len(creator.tables) == 1
+    assert mm.app.ticket(c, tickets[c]).state == "searching"
+    mm.close()
+
+
+def test_a_lost_reply_does_not_leave_a_bot_table_playing_alone(redis_url: str, creator: RecordingCreator) -> None:
+    """A and B want a table of 3: after the backfill wait they get one with a bot; its replies are
+    lost while C queues. The bot's table used to stay in the store with nobody at A's and B's
+    seats while A, B and C played another."""
+    clock = FakeClock()
+    mm, lossy = _mm(redis_url, creator, clock, backfill_after=30)
+    a, b, c = (mm.app.register_guest(n)[0].player_id for n in "ABC")
+    tickets = {a: mm.app.create_ticket(a, GAME, [3], {}).ticket_id,
+               b: mm.app.create_ticket(b, GAME, [3], {}).ticket_id}
+    clock.advance(31)
+    lossy.lose = 3
+    assert mm.matcher.run_once() == 0
+    [first] = creator.tables.values()
+    assert sum(i.bot for i in first.seat_info) == 1
+    tickets[c] = mm.app.create_ticket(c, GAME, [3], {}).ticket_id
+    for _ in range(4):
+        mm.matcher.run_once()
+        clock.advance(1)
+    assert len(creator.tables) == 1, "a second table was made while the bot's table exists"
+    _nobody_orphaned(mm, creator, tickets)
+    mm.close()
+
+
+def test_a_table_waiting_for_its_reply_cannot_be_cancelled_out_of(redis_url: str,
+                                                                  creator: RecordingCreator) -> None:
+    """A duel whose replies are lost: B could cancel once the tickets were back in the queue,
+    and A was then seated with C while A and B's match existed."""
+    clock = FakeClock()
+    mm, lossy = _mm(redis_url, creator, clock)
+    a, b, c = (mm.app.register_guest(n)[0].player_id for n in "ABC")
+    tickets = {a: mm.app.create_ticket(a, DUEL, [], {}).ticket_id,
+               b: mm.app.create_ticket(b, DUEL, [], {}).ticket_id}
+    lossy.lose = 2
+    mm.matcher.tick(DUEL)  # created, reply lost
+    mm.matcher._recover(DUEL, clock())  # the retry alone (a tick would claim the tickets again): lost too
+    refused = ""
+    try:
+        mm.app.cancel(b, tickets[b])  # (it was accepted once the tickets were back in the queue)
+    except FailedPrecondition as exc:
+        refused = exc.code
+    tickets[c] = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    mm.matcher.run_once()
+    _nobody_orphaned(mm, creator, tickets)
+    assert refused == "ticket_matched"
+    assert len(set(lossy.request_ids)) == 1
+    assert mm.app.ticket(a, tickets[a]).state == "matched"
+    mm.close()
+
+
+def test_a_claimed_ticket_lives_as_long_as_its_table_is_retried(redis_url: str, creator: RecordingCreator) -> None:
+    """A table is retried until CreateMatch answers, which an outage can make longer than a ticket's
+    lifetime and retention: its tickets must still be there to take the seats (before, the hash
+    expired and the match made at last was finalized onto nothing). Given back to the queue, a
+    ticket has its own lifetime again."""
+    clock = FakeClock()
+    mm, lossy = _mm(redis_url, creator, clock)
+    client = mm.app.store.client
+    a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    mm.app.create_ticket(b, DUEL, [], {})
+    key = Keys(DUEL).ticket(ta)
+    own = client.pttl(key)
+    lossy.lose = 1
+    mm.matcher.run_once()
+    assert client.pttl(key) > DAY_MS - 60_000
+    plan = mm.app.store.plan(DUEL, mm.app.store.get(ta).proposal)  # type: ignore[union-attr]
+    assert plan is not None
+    clock.advance(100)
+    mm.app.store.release(DUEL, plan["proposal_id"], [(t, tuple(ps)) for t, ps in plan["tickets"]], requeue=True,
+                         reason="hold lost", now_ms=clock())
+    assert own - 110_000 < client.pttl(key) < own - 90_000  # the lifetime left (100 s less), and the retention
+    mm.close()
