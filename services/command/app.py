@@ -448,17 +448,27 @@ class CommandApp:
                     base = next((start for start, end in hot.match.padded.items() if start < done.position <= end),
                                 done.position - done.slotted)
                 position = base + done.slotted
+            elif done.duplicate:
+                # A retried entry left the match where its first answer says, long ago maybe: its
+                # position then is not one to hold the next entry to, since the answers held since
+                # (another seat's too) move the position and not the version (NP-H9). The next
+                # entry goes in at the version the table sees, as a SubmitCommand sent with it would.
+                at, position = done.version, None
             else:
                 position = done.position
         if asked:
-            self._next_decisions(hot, answer, at if position is None else position, asked)
+            # Where the last entry left the match, as the table sees it (its answer's version): its
+            # position would count the answers held since, other seats' included (NP-H9).
+            self._next_decisions(hot, answer, answer.taken[-1].version if answer.taken else at, asked)
         return answer
 
     def _next_decisions(self, hot: HotMatch, answer: ChainAnswer, at: int | None,
                         asked: Sequence[tuple[Viewer, NextSeat]]) -> None:
-        """Fill `answer.next`: the asked seats pending at `at` (the position the chain left,
-        or the version the caller gives), each with exactly what its own GetView and
-        ListLegalCommands would say. Nothing when the match is elsewhere or over."""
+        """Fill `answer.next`: the asked seats pending at `at` (the version the chain's last
+        entry left, as its answer says, or the version the caller gives), each with exactly
+        what its own GetView and ListLegalCommands would say. Nothing when the match is
+        elsewhere or over. Both are public versions: a position would count the answers held
+        since (NP-H9), and an empty `next` would tell the asker another seat had answered."""
         with hot.lock:
             m = hot.match
             if not answer.taken:  # only asking: at the version the caller names, as a submit is
@@ -467,7 +477,7 @@ class CommandApp:
                 if at is not None and at != m.public_version:
                     raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
                 at = m.public_version
-            elif at != m.version:  # the position the chain left
+            elif at != m.public_version:  # the version the chain left (held answers move none)
                 return
             if m.finished:
                 return

@@ -568,3 +568,69 @@ def test_np_h9_a_chains_public_entry_is_not_named_by_the_answers_held_before_it(
         assert again.refusal is None and all(d.duplicate for d in again.taken)
         assert [d.version for d in again.taken][-1] == shaken.version
     assert all(what == seen[False, False] for what in seen.values())
+
+
+def test_np_h9_ask_next_after_a_retried_command_does_not_tell_whether_anyone_answered() -> None:
+    """NP-H9, NP-D7: SubmitCommands' `next` is what GetView and ListLegalCommands would answer
+    the asked seats, "when the match is still at the version the last command left". That was
+    checked against the match's position, which counts the held answers: a seat asked in a
+    window chats (public, behind its slots), then sends the chat again (a duplicate: where it
+    left the match) asking about itself. Its `next` came back empty once another seat's answer
+    was held, and with its own window decision otherwise, so it learnt whether the other had
+    answered. The version the last command left is the one the table sees: held answers move
+    none, and the seat's own decision does not depend on them."""
+    from services.command.app import ChainedCommand, NextSeat
+
+    seen = {}
+    for answered in (False, True):
+        store = InMemoryEventStore()
+        app = bootstrap(store=store, settings=SETTINGS)
+        created, window = _window_match(app)  # the same seeds: the same window
+        match_id, tokens = created.match_id, created.seat_tokens
+        other, asker = window.seats[0], window.seats[1]
+        chat = pb.Command(send_chat=pb.SendChat(to=[other], text="well?"))
+        type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+        chain = [ChainedCommand(tokens[asker], "chat-1", type_url, chat.SerializeToString())]
+        chatted = app.submit_chain(match_id, chain)
+        assert chatted.refusal is None and not chatted.taken[0].held
+        if answered:
+            assert _pass(app, match_id, tokens[other], "answer-1").held
+        again = app.submit_chain(match_id, chain, ask_next=[NextSeat(tokens[asker])])
+        assert again.refusal is None and again.taken[0].duplicate
+        seen[answered] = ([(n.seat, n.view.SerializeToString(deterministic=True),
+                            [c.SerializeToString(deterministic=True) for c in n.legal], n.complete)
+                           for n in again.next], again.next_version)
+        assert [n.seat for n in again.next] == [asker]
+    assert seen[True] == seen[False]
+
+
+def test_np_h9_an_entry_after_a_retried_one_is_not_refused_for_the_answers_held_since() -> None:
+    """NP-H9: a chain's entry goes in where the one before left the match. After a retried
+    entry (a duplicate) that was its position then, and the answers held since, another
+    seat's included, made the next entry stale: a seat asked in a window sent its chat again
+    with a command the rules refuse behind it, and was told `stale_version` once another
+    seat's answer was held, the rule's refusal otherwise (no move made either way). After a
+    retried public entry the next one goes in at the version the table sees, as a
+    SubmitCommand at the version that entry's answer gave would."""
+    from services.command.app import ChainedCommand
+
+    seen = {}
+    for answered in (False, True):
+        store = InMemoryEventStore()
+        app = bootstrap(store=store, settings=SETTINGS)
+        created, window = _window_match(app)  # the same seeds: the same window
+        match_id, tokens = created.match_id, created.seat_tokens
+        other, asker = window.seats[0], window.seats[1]
+        type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+        chat = pb.Command(send_chat=pb.SendChat(to=[other], text="well?")).SerializeToString()
+        nothing = pb.Command(shakedown=pb.Shakedown()).SerializeToString()  # NP-M1: refused
+        chatted = app.submit_chain(match_id, [ChainedCommand(tokens[asker], "chat-1", type_url, chat)])
+        assert chatted.refusal is None and not chatted.taken[0].held
+        if answered:
+            assert _pass(app, match_id, tokens[other], "answer-1").held
+        again = app.submit_chain(match_id, [ChainedCommand(tokens[asker], "chat-1", type_url, chat),
+                                            ChainedCommand(tokens[asker], "nothing", type_url, nothing)])
+        assert again.taken[0].duplicate and again.refused_at == 1
+        seen[answered] = (again.refusal.status, again.refusal.code, again.refusal.message)
+    assert seen[True] == seen[False]
+    assert seen[False][1] == "NP-M1"
