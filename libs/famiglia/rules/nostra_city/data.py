@@ -144,6 +144,7 @@ NOTES: tuple[Note, ...] = _note_set()
 POLICE_RAID = 80  # NC-K33
 NOTE_VALUE: tuple[int, ...] = tuple(n.value for n in NOTES)
 NOTE_MARK: tuple[str, ...] = tuple(n.mark for n in NOTES)
+VALUE_WEIGHTS = {10000: 1, 20000: 2, 50000: 5}  # NC-V05 value_weighted, NC-K90 verdict.value_weights
 # NC-S05: two $5,000, one $10,000 Innocent, one $10,000 Guilty per seat.
 START_BANK = (("", 5000), ("", 5000), ("I", 10000), ("G", 10000))
 

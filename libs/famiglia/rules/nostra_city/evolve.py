@@ -15,6 +15,7 @@ from .config import Config
 from .data import (
     CONSIGLIERE,
     PRIMO_CAPO,
+    TRAFFIC_ICONS,
     UNDERBOSS,
     VENDETTA_BY_ID,
     WISEGUY_BY_ID,
@@ -140,7 +141,7 @@ def _cashed_in(s: State, e: pb.CashedIn) -> State:
     seat, wiseguy, declared = e.seat, e.wiseguy, e.declared   # (each read of a message field costs)
     p = s.players[seat]
     busy = p.busy | {wiseguy} if e.use_power else p.busy | {wiseguy, e.turf}
-    key = declared if declared in ("gambling", "drugs", "prostitution") else "racket"
+    key = declared if declared in TRAFFIC_ICONS else "racket"
     players = seat_in(s.players, seat, {"busy": busy, "cashins": tuple(sorted((*p.cashins, key)))})
     choice = Choice("distribute", seat, shares=tuple(e.shares), wiseguy=wiseguy, declared=declared)
     return changed(s, {"players": players, "turn_acted": True, "choice": choice})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
-from ..data import BONUS_CARDS, NOTE_MARK, NOTE_VALUE, VENDETTA_BY_ID
+from ..data import BONUS_CARDS, NOTE_MARK, NOTE_VALUE, VALUE_WEIGHTS, VENDETTA_BY_ID
 from ..state import Seat
 from .common import Emitter
 
@@ -13,7 +13,6 @@ _COUNTS = {
     "most_wiseguys": lambda p: len(p.wiseguys),
     "most_turfs": lambda p: len(p.turfs),  # Atlantic City counts as a Turf
 }
-VALUE_WEIGHTS = {10000: 1, 20000: 2, 50000: 5}  # NC-V05 value_weighted
 
 
 def pile_delta(notes: list[int], value_weighted: bool) -> int:
