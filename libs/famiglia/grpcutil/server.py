@@ -21,7 +21,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 
-from .errors import AppError, ResourceExhausted, Unavailable, store_away, to_status
+from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
 
 log = get_logger("famiglia.grpc")
 
@@ -215,7 +215,7 @@ def build_server(
     health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams, gate)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for add, servicer, service_name in register:
-        add(_streams_on(servicer, service_name, streams, gate), server)
+        add(_streams_on(servicer, service_name, streams, gate), _Lenient(server))
         names.append(service_name)
         health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -266,6 +266,77 @@ class _Stopping(grpc.Server):
 
     def __getattr__(self, name: str) -> Any:  # anything else the wrapped server has
         return getattr(self._server, name)
+
+
+class _Undecodable:
+    """What a request that does not parse is handed to its handler as (`_lenient`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _lenient(handler: Any) -> Any:
+    """`handler` (a grpc.RpcMethodHandler of one request) with a request that does not parse (a
+    string that is not UTF-8, a field cut short) refused as INVALID_ARGUMENT
+    `undecodable_request`: gRPC itself answers it INTERNAL "Exception deserializing request!",
+    with no code, as if the server had failed."""
+    if handler is None or handler.request_streaming or handler.request_deserializer is None:
+        return handler
+    parse = handler.request_deserializer
+    descriptor = getattr(getattr(parse, "__self__", None), "DESCRIPTOR", None)  # Message.FromString's class
+    shown = descriptor.full_name if descriptor is not None else "request"
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # noqa: BLE001 - DecodeError, or whatever a deserializer raises
+            return _Undecodable(exc)
+
+    field = "unary_stream" if handler.response_streaming else "unary_unary"
+    behavior = getattr(handler, field)
+
+    @functools.wraps(behavior)  # keeps experimental_thread_pool (a stream's own pool)
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        if type(request) is _Undecodable:
+            log.info("rpc_refused", rpc=getattr(behavior, "__name__", "?"), status="INVALID_ARGUMENT",
+                     code="undecodable_request", reason=str(request.error)[:300])
+            context.abort_with_status(to_status(InvalidArgument(
+                "undecodable_request", f"the request is not a valid {shown}: {str(request.error)[:200]}")))
+        return behavior(request, context)
+
+    return handler._replace(request_deserializer=deserialize, **{field: call})
+
+
+class _Lenient:
+    """The server as a generated `add_XServicer_to_server` sees it: what it registers goes to the
+    server with every method handler `_lenient`."""
+
+    def __init__(self, server: grpc.Server) -> None:
+        self._server = server
+
+    def add_registered_method_handlers(self, service_name: str, method_handlers: dict[str, Any]) -> None:
+        self._server.add_registered_method_handlers(
+            service_name, {method: _lenient(h) for method, h in method_handlers.items()})
+
+    def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]) -> None:
+        self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in generic_rpc_handlers))
+
+
+class _LenientGeneric(grpc.GenericRpcHandler):
+    def __init__(self, handler: grpc.GenericRpcHandler) -> None:
+        self._handler = handler
+        self._made: dict[str, Any] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        method = handler_call_details.method
+        made = self._made.get(method)
+        if made is None:
+            made = _lenient(self._handler.service(handler_call_details))
+            if made is not None:
+                self._made[method] = made
+        return made
 
 
 #: Threads a streams pool has beyond its limit of streams: one more stream is refused on them.

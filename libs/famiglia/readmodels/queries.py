@@ -135,7 +135,8 @@ def decode_token(token: str) -> tuple[int, str]:
 
     A token comes from the client, so every step may fail: its length is bounded before
     decoding (deep JSON nesting), the JSON must be exactly [int, str] (no floats such as 1e400,
-    no NaN), and created_ms must fit the BIGINT column it is compared with."""
+    no NaN), created_ms must fit the BIGINT column it is compared with, and the match id must be
+    text a database holds (no NUL, no lone surrogate)."""
     shown = token if len(token) <= 40 else token[:40] + "..."
     if len(token) > MAX_TOKEN_CHARS:
         raise BadPageToken(f"bad page token {shown!r}: too long")
@@ -149,9 +150,20 @@ def decode_token(token: str) -> tuple[int, str]:
     created_ms, match_id = decoded
     if type(created_ms) is not int or not 0 <= created_ms <= INT64_MAX:
         raise BadPageToken(f"bad page token {shown!r}: created time out of range")
-    if not isinstance(match_id, str) or not 0 < len(match_id) <= MAX_MATCH_ID_CHARS or "\x00" in match_id:
+    if not isinstance(match_id, str) or not 0 < len(match_id) <= MAX_MATCH_ID_CHARS or "\x00" in match_id \
+            or not _utf8(match_id):
         raise BadPageToken(f"bad page token {shown!r}: not a match id")
     return created_ms, match_id
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` is UTF-8 text: JSON may escape a lone surrogate ("\\udc00"), which no
+    database can be sent (the query would fail: INTERNAL instead of bad_page_token)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _no_float(text: str) -> float:

@@ -234,3 +234,19 @@ def test_an_id_holding_a_nul_names_nothing_on_every_database(played: list[Played
     for request in (pb.ListMatchesRequest(player_id=nul), pb.ListMatchesRequest(tournament_id=nul)):
         assert not stub.ListMatches(request).matches
     assert stub.ListMatches(pb.ListMatchesRequest(player_id="ann")).matches  # the filters still filter
+
+
+def test_a_page_token_naming_a_lone_surrogate_is_a_bad_page_token(played: list[Played], channel: grpc.Channel) -> None:
+    """JSON may escape a lone surrogate ("\\udc00"), which no UTF-8 text, so no database, can
+    hold: such a token was sent to the database, which failed the query (INTERNAL, a traceback
+    logged), on SQLite and PostgreSQL alike. It is a token this server never made."""
+    stub = pb_grpc.QueryServiceStub(channel)
+    for raw in (b'[1,"\\udc00"]', b'[1700000000000,"m\\ud800"]'):
+        token = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        for call, request in ((stub.ListMatches, pb.ListMatchesRequest(page_token=token)),
+                              (stub.GetPlayerHistory, pb.GetPlayerHistoryRequest(player_id="ann", page_token=token))):
+            with pytest.raises(grpc.RpcError) as exc:
+                call(request)
+            assert (exc.value.code(), error_code(exc.value)) == (grpc.StatusCode.INVALID_ARGUMENT, "bad_page_token")
+    first = stub.ListMatches(pb.ListMatchesRequest(page_size=1))  # and paging still pages
+    assert stub.ListMatches(pb.ListMatchesRequest(page_size=1, page_token=first.next_page_token)).matches

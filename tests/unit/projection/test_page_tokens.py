@@ -45,6 +45,9 @@ CRAFTED = {
     "deep nesting": _b64(b"[" * 100_000 + b"]" * 100_000),
     "shallow nesting": _b64(b"[" * 300 + b"]" * 300),
     "long match id": _b64(json.dumps([1, "x" * 5000]).encode()),
+    # JSON escapes a lone surrogate, which no UTF-8 (no database) can hold
+    "lone surrogate match id": _b64(b'[1,"\\udc00"]'),
+    "half a surrogate pair": _b64(b'[1,"m\\ud800"]'),
     "not utf-8": _b64(b"\xff\xfe\xfd"),
     "not base64": "!!!",
     "non-ascii": "\u00e9",
