@@ -17,7 +17,8 @@ versions its own commands produce queue nothing. A task for a version the match 
 does nothing, so a decision queued at an intermediate version (a batch cut in
 the middle of one command's events, which `_read_all` avoids) is merely wasted.
 A bot decision not answered within `stall_seconds` (a worker killed, a lost
-message) is queued again: the deterministic command id makes that harmless.
+message) is queued again, and so is a clock whose match is still at its version
+`stall_seconds` after it ran out: the deterministic command id makes that harmless.
 A batch's tasks reach the broker together: at the end of the batch, or — when the
 broker is the event store's own Redis — in one transaction with the batch's acks,
 ahead of the next read (one round trip; see `run`).
@@ -212,6 +213,10 @@ class Tracked:
     """human seat -> (its decision, when that decision began, seconds since the epoch)"""
     clock_version: int = 0
     """the version `clock_starts` were last set at"""
+    clock_due: dict[int, tuple[int, float, int]] = field(default_factory=dict)
+    """human seat -> (the version its clock was queued at, when it runs out on the dispatcher's
+    clock, times it was queued again there): a clock whose match has not moved well after that
+    is queued again (`Dispatcher._check_clocks`)"""
     keyed_clocks: dict[str, KeyedClock] = field(default_factory=dict)
     """the game's named clocks (`clock_key`: a Step 3 deadline, a turn), running or stood still"""
     event_ids: dict[int, str] = field(default_factory=dict)
@@ -627,6 +632,8 @@ class Dispatcher:
         match = tracked.match
         now, event = self.wall(), match.last_timestamp_ms / 1000
         engine, state = match.engine, match.state
+        if tracked.clock_due:  # (a match of bots only never has one: nothing to build for it)
+            tracked.clock_due = {s: due for s, due in tracked.clock_due.items() if due[0] == match.version}
         keys = {p.seat: clock_key(engine, state, p) for p in pendings if p.timeout_seconds > 0}
         _wind_keyed(tracked.keyed_clocks, {k for k in keys.values() if k}, event)
         acted = _seats_acted_since(match, tracked.clock_version)
@@ -646,9 +653,12 @@ class Dispatcher:
                 starts[pending.seat] = (decision, began)
                 used = 0.0
             late = max(0.0, used + now - began - self.clock_grace_seconds)
-            self._queue(tracked, pending.seat, functools.partial(
-                self.tasks.clock, match.match_id, pending.seat, match.version,
-                max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late), trace=tracked.trace))
+            countdown = max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late)
+            if self._queue(tracked, pending.seat, functools.partial(
+                    self.tasks.clock, match.match_id, pending.seat, match.version, countdown, trace=tracked.trace)):
+                known_due = tracked.clock_due.get(pending.seat)
+                tracked.clock_due[pending.seat] = (match.version, self.now() + countdown,
+                                                   known_due[2] if known_due is not None else 0)
         tracked.clock_starts, tracked.clock_version = starts, match.version
 
     def _queue_bots(self, tracked: Tracked, bots: Sequence[int]) -> None:
@@ -789,7 +799,8 @@ class Dispatcher:
         return True
 
     def check_stalls(self) -> int:
-        """Queue again bot decisions left unanswered for `stall_seconds`.
+        """Queue again bot decisions left unanswered for `stall_seconds`, and clocks whose
+        match is still at their version `stall_seconds` after they ran out (`_check_clocks`).
 
         Called after every batch, it looks at the matches only when one may be due: the
         earliest wait seen at the last look, or `stall_seconds` after it (a decision queued
@@ -801,6 +812,10 @@ class Dispatcher:
         resent = 0
         due = now + self.stall_seconds
         for tracked in list(self.matches.values()):
+            if tracked.clock_due:
+                clocks, clocks_due = self._check_clocks(tracked, now)
+                resent += clocks
+                due = min(due, clocks_due)
             stalls = tracked.stalls if tracked.stalled_version == tracked.match.version else 0
             wait = self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
             if now - tracked.sent_at < wait:
@@ -808,7 +823,7 @@ class Dispatcher:
                 continue
             bot_keys = {(v, s) for v, s in tracked.sent if s in tracked.bots}
             if not bot_keys:
-                # People are asked (or nobody queued): their clocks move the match on, unless the
+                # People are asked (or nobody queued): their clocks (`_check_clocks`) move the match on, unless the
                 # store lost a bot's move this fold holds (the store's match asks that bot, and
                 # no event will come to say so). A look at the store's version per wait.
                 tracked.sent_at = now
@@ -844,6 +859,57 @@ class Dispatcher:
             resent += self.queued - before
         self._next_stall_check = due
         return resent
+
+    def _check_clocks(self, tracked: Tracked, now: float) -> tuple[int, float]:
+        """Queue again the clocks of a match still at their version `stall_seconds` after they
+        ran out (doubling for each further time, as a bot decision's wait); the clocks queued
+        and when the next may be due. A clock's message can be lost where no visibility timeout
+        brings it back (a worker killed between its BRPOP and its unacked record, a clock that
+        gave up its retries while the command service or Redis was away), and nothing else
+        moves a seat whose person walked away: its match waited for good. The command id names
+        the clock's version, so a clock that fires twice moves the match once."""
+        version = tracked.match.version
+        overdue: list[int] = []
+        due = math.inf
+        for seat, (at, runs_out, stalls) in tracked.clock_due.items():
+            if at != version or (version, seat) not in tracked.sent:
+                continue
+            wait_until = runs_out + self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
+            if now < wait_until:
+                due = min(due, wait_until)
+            else:
+                overdue.append(seat)
+        if overdue and tracked.match.may_hold:  # a seat whose answer is held back is not asked (NP-H9)
+            asked = self._asked_with_held(tracked)
+            if asked is not None:
+                for seat in [s for s in overdue if s not in asked]:
+                    overdue.remove(seat)
+                    at, runs_out, stalls = tracked.clock_due[seat]
+                    tracked.clock_due[seat] = (at, now, stalls + 1)  # looked at again later
+                    due = min(due, now + self.stall_seconds * (1 << min(stalls + 1, MAX_BACKOFF)))
+        if not overdue:
+            return 0, due
+        keys = {(version, seat) for seat in overdue}
+        log.warning("turn_clock_stalled", match_id=tracked.match.match_id, version=version, seats=sorted(overdue),
+                    trace_id=carried_trace_id(tracked.trace))
+        counted = {seat: tracked.clock_due[seat] for seat in overdue}
+        for seat, (at, runs_out, stalls) in counted.items():
+            tracked.clock_due[seat] = (at, runs_out, stalls + 1)
+        tracked.sent -= keys
+        before = self.queued
+        try:
+            self._queue_clocks(tracked, tracked.match.engine.pending(tracked.match.state))
+        except BaseException:
+            tracked.sent |= keys  # not sent: looked at again at the next check
+            tracked.clock_due.update(counted)
+            raise
+        for seat in overdue:
+            if (version, seat) not in tracked.sent:  # no longer asked with a clock
+                tracked.clock_due.pop(seat, None)
+            else:
+                due = min(due, tracked.clock_due[seat][1] + self.stall_seconds
+                          * (1 << min(tracked.clock_due[seat][2], MAX_BACKOFF)))
+        return self.queued - before, due
 
     def _store_behind(self, tracked: Tracked) -> int | None:
         """The store's version if it is behind this fold (it lost acknowledged writes), else

@@ -169,6 +169,38 @@ def test_a_silent_human_is_moved_on_by_the_clock(bots_stack: BotsStack) -> None:
     assert [e.command_id for e in own] == [e.command_id for e in human]  # shown to the seat itself
 
 
+def test_a_clock_taken_by_a_worker_killed_before_it_recorded_it_is_queued_again(bots_stack: BotsStack) -> None:
+    """A worker's BRPOP takes a message off its queue before the worker writes kombu's unacked
+    record (ZADD, HSET): killed in between, the message is gone, and no visibility timeout brings
+    it back. A lost bot decision is queued again by the stall check; a lost clock was not, and
+    a seat whose person walked away kept the match waiting for good. Here the worker is down
+    while the clock is queued, and the clock's message is taken as that worker's BRPOP would."""
+    import redis
+
+    from services.bots.entrypoints.celery_app import CLOCKS_QUEUE
+
+    client = redis.Redis.from_url(bots_stack.redis_url)
+    bots_stack.kill_worker()
+    try:
+        handle = bots_stack.create_match("highcard", 2, seed=9, options={"hand": "1", "clock_s": "1"})
+        deadline = time.monotonic() + 10
+        taken = None
+        while taken is None and time.monotonic() < deadline:
+            taken = client.rpop(CLOCKS_QUEUE)  # the killed worker's BRPOP
+            time.sleep(0.02)
+        assert taken is not None and b"famiglia.bots.clock" in taken
+        assert client.llen(CLOCKS_QUEUE) == 0
+    finally:
+        bots_stack.start_worker()
+        client.close()
+    # the clock's second, the grace, the stall time (3 s) and a worker starting: ~6 s; without
+    # the clock queued again the match never moves (the margin is for a loaded machine)
+    view = bots_stack.wait_finished(handle.match_id, timeout=45)
+    played = [e for e in bots_stack.command.store.read(handle.match_id) if e.type == "played"]
+    assert len(played) == 2 and all(e.command_id.startswith("clock:") for e in played)
+    assert view.version == played[-1].seq
+
+
 def test_a_killed_worker_loses_nothing(bots_stack: BotsStack) -> None:
     slow = "ismcts?iterations=100000&seconds=0.4"
     handle = bots_stack.create_match("highcard", 2, seed=5, options={"hand": "6"},

@@ -207,6 +207,54 @@ def test_a_clock_queued_late_counts_from_its_event() -> None:
         assert table.tasks.clocks == [(match_id, 0, table.version(match_id), pytest.approx(countdown))]
 
 
+def test_a_clock_lost_on_its_way_is_queued_again_once_overdue_and_less_often_each_time() -> None:
+    """A clock's message lost where no visibility timeout brings it back (a worker killed between
+    its BRPOP and its unacked record, a clock that gave up its retries) left a seat whose person
+    walked away asked for good. A match still at the clock's version `stall_seconds` after it ran
+    out gets it again (same version and seat: the same command id), each wait twice the last."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({1: "random"}, clock_s="30")
+    stamped = table.store.read(match_id)[-1].timestamp.ToMilliseconds() / 1000
+    table.dispatcher.wall = lambda: stamped + now[0]
+    table.pump(match_id)
+    version = table.version(match_id)
+    assert table.tasks.clocks == [(match_id, 0, version, 30.5)]
+    # ran out at 30.5: queued again at once 10 s later, then 20 s, then 40 s after that
+    for at, queued in ((40.0, 1), (40.6, 2), (60.0, 2), (61.0, 3), (100.0, 3), (101.5, 4)):
+        now[0] = at
+        table.dispatcher.check_stalls()
+        assert len(table.tasks.clocks) == queued, at
+    assert table.tasks.clocks[1:] == [(match_id, 0, version, 0.0)] * 3  # past its time: it fires at once
+    # the person moves: the next version's clock runs as usual, the old one is not queued again
+    table.act(match_id, 0)
+    table.pump(match_id)
+    table.tasks.clocks.clear()
+    now[0] = 200.0
+    table.dispatcher.check_stalls()
+    assert table.tasks.clocks == [] or all(c[2] > version for c in table.tasks.clocks)
+
+
+def test_a_clock_the_broker_refused_to_queue_again_is_tried_at_the_next_check() -> None:
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({1: "random"}, clock_s="30")
+    table.pump(match_id)
+    sent = table.tasks.clocks
+
+    def away(*_args, **_kwargs) -> None:
+        raise ConnectionError("broker away")
+
+    table.tasks.clock = away  # type: ignore[method-assign]
+    now[0] = 41.0
+    with pytest.raises(ConnectionError):
+        table.dispatcher.check_stalls()
+    table.tasks.clock = FakeTasks.clock.__get__(table.tasks)  # type: ignore[method-assign]
+    now[0] = 42.0
+    table.dispatcher.check_stalls()
+    assert len(sent) == 2 and sent[0][:3] == sent[1][:3]
+
+
 def test_human_seats_without_a_clock_wait_forever() -> None:
     table = Table()
     match_id = table.create({1: "random"})
