@@ -120,4 +120,6 @@ def default_answer(state: State, choice: str, options: list[Any]) -> Any:
         return next(o for o in options if state.players[o].stash == best)
     if choice in (JOB_SWAP, SECOND):
         return None
+    if choice == COPY:  # the first non-Fall Guy, also where GR-K20's option lets a Fall Guy be copied
+        return next((c for c in options if EFFECT_OF[c] != FALL_GUY), options[0])
     return options[0]
