@@ -855,7 +855,13 @@ class Dispatcher:
             tracked.sent -= bot_keys
             tracked.seat_batch = tracked.lease = None  # its worker may be gone: a new task for whoever is asked now
             before = self.queued
-            self._schedule(tracked)
+            try:
+                self._schedule(tracked)
+            except BaseException:
+                # Not sent (the broker away): still stalled, so the next check queues it again.
+                # Forgotten, the match would look like one that waits for people's clocks.
+                tracked.sent |= bot_keys
+                raise
             resent += self.queued - before
         self._next_stall_check = due
         return resent

@@ -255,6 +255,28 @@ def test_a_clock_the_broker_refused_to_queue_again_is_tried_at_the_next_check() 
     assert len(sent) == 2 and sent[0][:3] == sent[1][:3]
 
 
+def test_a_stalled_bot_decision_the_broker_refused_to_queue_again_is_tried_at_a_later_check() -> None:
+    """Its key was dropped before the send: a refused send left the match looking like one whose
+    people's clocks move it on, and no later check queued the bot's decision again."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    sent = table.tasks.decisions
+
+    def away(*_args, **_kwargs) -> None:
+        raise ConnectionError("broker away")
+
+    table.tasks.decide = away  # type: ignore[method-assign]
+    now[0] = 11.0
+    with pytest.raises(ConnectionError):
+        table.dispatcher.check_stalls()
+    table.tasks.decide = FakeTasks.decide.__get__(table.tasks)  # type: ignore[method-assign]
+    now[0] = 100.0
+    assert table.dispatcher.check_stalls() == 1
+    assert len(sent) == 2 and sent[0] == sent[1]
+
+
 def test_human_seats_without_a_clock_wait_forever() -> None:
     table = Table()
     match_id = table.create({1: "random"})
