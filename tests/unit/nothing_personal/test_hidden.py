@@ -338,3 +338,48 @@ def test_np_d7_determinize_keeps_the_viewers_auto_pass_of_the_open_window(auto_a
             ENGINE.view(s, 1).SerializeToString(deterministic=True)
         assert [c.SerializeToString(deterministic=True) for c in ENGINE.legal_commands(d, 1, 32)] == truth
         assert pending_for(ENGINE, d, 1) == pending_for(ENGINE, s, 1)
+
+
+def test_np_d1_a_match_sets_each_decisions_clock_and_an_auto_pass_keeps_its_own() -> None:
+    """NP-D1: "Timeouts are configuration values": `timeouts.<decision>_s` sets each clock of a
+    match (the others keep theirs); a standing auto-pass still runs out at once (NP-D7)."""
+    from famiglia.rules.nothing_personal.config import CLOCKS
+    from famiglia.testing.random_play import play_random
+
+    own = {clock: 100 + i for i, clock in enumerate(CLOCKS)}
+    options = {f"timeouts.{clock}_s": str(seconds) for clock, seconds in own.items()}
+    seen: set[str] = set()
+
+    def clock_of(state, label: str) -> str:
+        if label == "window":
+            return "card_window" if state.window.kind == "card" else "reroll_window"
+        return label
+
+    def check(before, step_, after) -> None:
+        for p in ENGINE.pending(before):
+            clock = clock_of(before, p.label)
+            seen.add(clock)
+            if before.window is not None and p.seat in before.window.auto:
+                assert p.timeout_seconds == TIMEOUTS["auto_pass"]
+            else:
+                assert p.timeout_seconds == own[clock], (p, clock)
+
+    for seed in range(3):
+        play_random(ENGINE, 4, seed, options=options, on_step=check)
+    assert {"setup", "commission", "card_window", "reroll_window", "action", "buy"} <= seen
+    # a match that sets one clock keeps the rules' others; the defaults set nothing apart
+    one = new(4, 1, **{"timeouts.commission_s": "5"})
+    assert one.cfg.timeouts == (("commission", 5.0),)
+    assert new(4, 1, **{f"timeouts.{c}_s": f"{TIMEOUTS[c]:g}" for c in CLOCKS}).cfg.timeouts == ()
+
+
+@pytest.mark.parametrize(("key", "value", "rule"), [
+    ("timeouts.card_window_s", "0", "NP-D5"), ("timeouts.commission_s", "86401", "NP-D4"),
+    ("timeouts.setup_s", "1.5", "NP-D3"), ("timeouts.vacancy_s", "-3", "NP-D14"),
+    ("timeouts.auto_pass_s", "1", "NP-X21"),
+])
+def test_np_d1_a_clock_option_out_of_bounds_is_refused_with_its_rule(key: str, value: str, rule: str) -> None:
+    """NP-D1: whole seconds, 1 to a day; the auto-pass clock is no option (NP-D7)."""
+    with pytest.raises(RuleViolation) as exc:
+        new(4, 1, **{key: value})
+    assert exc.value.code == rule

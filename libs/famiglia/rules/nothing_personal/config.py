@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from famiglia.engine import OptionSpec, RuleViolation
 
-from .data import COLOURS, REFUSED, SETS, set_name
+from .data import COLOURS, REFUSED, SETS, TIMEOUTS, set_name
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("commission_turns", "30", "Non-pass Commission turns per seat per phase", (), "NP-C33"),
@@ -28,7 +28,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("expansions", "", "Comma-separated expansion gangster sets, each an installed data file "
                "(none shipped)", (), "NP-V7"),
     OptionSpec("colours", "", "Comma-separated family colours in seat order", (), "NP-S2"),
+    *(OptionSpec(f"timeouts.{clock}_s", f"{TIMEOUTS[clock]:g}", f"{what} clock, whole seconds", (), rule)
+      for clock, what, rule in (
+          ("setup", "Setup marker", "NP-D3"), ("commission", "Commission turn", "NP-D4"),
+          ("card_window", "Card window", "NP-D5"), ("reroll_window", "Reroll window", "NP-D6"),
+          ("ruling", "Tie ruling", "NP-D9"), ("action", "Crew action turn", "NP-D10"),
+          ("blackmail", "Blackmail permission", "NP-D11"), ("invite", "Invited placement", "NP-D12"),
+          ("buy", "Fence purchase", "NP-D13"), ("vacancy", "Vacancy choice", "NP-D14"))),
 )
+CLOCKS = tuple(o.key[len("timeouts."):-len("_s")] for o in OPTIONS if o.key.startswith("timeouts."))
+"""NP-D1: the decisions whose clock a match may set (`TIMEOUTS` keys; not the auto-pass's, NP-D7)."""
+MAX_TIMEOUT_S = 86_400
 
 
 MAX_COLOUR_CHARS = 24
@@ -54,6 +64,8 @@ class Config:
     keep_your_word: bool = False
     expansions: tuple[str, ...] = ()   # NP-V7: installed set names, in the option's order
     colours: tuple[str, ...] = COLOURS
+    timeouts: tuple[tuple[str, float], ...] = ()
+    """NP-D1: the clocks the match sets apart from `TIMEOUTS`, as (its key, seconds); (): none."""
 
 
 def _int(options: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
@@ -94,7 +106,10 @@ def parse_options(options: Mapping[str, str], seats: int) -> Config:
         if len(colours) > len(COLOURS) or any(len(c) > MAX_COLOUR_CHARS or not c.isprintable() for c in colours):
             raise RuleViolation("NP-S2", f"colours names at most {len(COLOURS)} colours, each at most "
                                          f"{MAX_COLOUR_CHARS} printable characters")
+    timeouts = {clock: float(_int(options, f"timeouts.{clock}_s", int(TIMEOUTS[clock]), 1, MAX_TIMEOUT_S))
+                for clock in CLOCKS if f"timeouts.{clock}_s" in options}
     return Config(
+        timeouts=tuple((k, v) for k, v in timeouts.items() if v != TIMEOUTS[k]),
         commission_turns=_int(options, "commission_turns", 30, 0, 60),
         offers_per_phase=_int(options, "offers_per_phase", 3, 0, 10),
         chats_per_phase=_int(options, "chats_per_phase", 10, 0, 50),

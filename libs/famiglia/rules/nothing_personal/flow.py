@@ -8,7 +8,7 @@ decision is open or the game is over. Each stage of a phase is one row of `STEPS
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from famiglia.engine import DecisionKind, Pending
 
@@ -28,6 +28,7 @@ class Decision:
     private: bool = False
     timeout: float = 0.0
     auto: tuple[int, ...] = ()   # seats on the auto-pass clock instead (NP-D7; private rows only)
+    clock: str = ""              # its TIMEOUTS key (NP-D1)
 
 
 def decision(s: State) -> Decision | None:
@@ -47,9 +48,11 @@ _PENDINGS: dict[int, tuple[Pending, ...]] = {}   # id of an interned Decision (n
 
 
 def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, private: bool,
-          timeout: float, auto: tuple[int, ...] = ()) -> Decision:
-    """`auto`: seats whose clock is the auto-pass one (NP-D7), in private rows only."""
-    d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout, auto)
+          clock: str, auto: tuple[int, ...] = ()) -> Decision:
+    """`clock`: the decision's `TIMEOUTS` key (a match may set its own, `Config.timeouts`);
+    `auto`: seats whose clock is the auto-pass one (NP-D7), in private rows only."""
+    timeout = TIMEOUTS[clock]
+    d = _INTERNED[key] = Decision(kind, seats, dk, private, timeout, auto, clock)
     _PENDINGS[id(d)] = tuple(Pending(seat, dk, kind, private, _T_AUTO if seat in auto else timeout)
                              for seat in seats)
     return d
@@ -58,16 +61,6 @@ def _make(key: tuple, kind: str, seats: tuple[int, ...], dk: DecisionKind, priva
 # A window's decision by its content (kind, seats asked, answers so far): answers repeat across states.
 _WINDOWS: dict[Window, Decision | None] = {}
 
-_T_RULING = TIMEOUTS["ruling"]
-_T_INVITE = TIMEOUTS["invite"]
-_T_VACANCY = TIMEOUTS["vacancy"]
-_T_CARD = TIMEOUTS["card_window"]
-_T_REROLL = TIMEOUTS["reroll_window"]
-_T_ACTION = TIMEOUTS["action"]
-_T_BLACKMAIL = TIMEOUTS["blackmail"]
-_T_SETUP = TIMEOUTS["setup"]
-_T_COMMISSION = TIMEOUTS["commission"]
-_T_BUY = TIMEOUTS["buy"]
 _T_AUTO = TIMEOUTS["auto_pass"]
 _TURN = DecisionKind.TURN
 _RESPONSE = DecisionKind.RESPONSE
@@ -82,13 +75,13 @@ def _decision(s: State) -> Decision | None:
     r = s.ruling
     if r is not None and r.answer < 0:                                                             # NP-D9
         key: tuple = ("ruling", s.ring)
-        return get(key) or _make(key, "ruling", (s.ring,), _TIE_BREAK, False, _T_RULING)
+        return get(key) or _make(key, "ruling", (s.ring,), _TIE_BREAK, False, "ruling")
     if s.invite is not None:                                                                       # NP-D12
         key = ("invite", s.invite.seat)
-        return get(key) or _make(key, "invite", (s.invite.seat,), _TURN, False, _T_INVITE)
+        return get(key) or _make(key, "invite", (s.invite.seat,), _TURN, False, "invite")
     if s.vacancy is not None:
         key = ("vacancy", s.vacancy.decider)
-        return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, _T_VACANCY)
+        return get(key) or _make(key, "vacancy", (s.vacancy.decider,), _TURN, False, "vacancy")
     w = s.window
     if w is not None:   # NP-D5, NP-D6, NP-H9: who a window waits for is private
         d = _WINDOWS.get(w, UNSET)   # keyed by the window itself: a (kind, seats, answers, auto) tuple
@@ -101,7 +94,7 @@ def _decision(s: State) -> Decision | None:
                 auto = tuple([i for i in w.auto if answers[i] is None])
                 key = (w.kind, seats, auto)
                 d = get(key) or _make(key, "window", seats, _RESPONSE, True,
-                                      _T_CARD if w.kind == "card" else _T_REROLL, auto)
+                                      "card_window" if w.kind == "card" else "reroll_window", auto)
             if len(_WINDOWS) >= 4096:
                 _WINDOWS.clear()
             _WINDOWS[w] = d
@@ -110,24 +103,24 @@ def _decision(s: State) -> Decision | None:
     if a is not None and s.stage == "action":
         if a.stage == 0:                                                                           # NP-D10
             key = ("action", a.seat)
-            return get(key) or _make(key, "action", (a.seat,), _TURN, False, _T_ACTION)
+            return get(key) or _make(key, "action", (a.seat,), _TURN, False, "action")
         if a.stage == 1:
             owner = crew.coin_owner(s)
             key = ("blackmail", owner)
-            return get(key) or _make(key, "blackmail", (owner,), _RESPONSE, False, _T_BLACKMAIL)
+            return get(key) or _make(key, "blackmail", (owner,), _RESPONSE, False, "blackmail")
         return None
     phase = s.phase
     if phase == Phase.COMMISSION:
         if s.stage == "turn":                                                                      # NP-D4
             key = ("commission", s.turn)
-            return get(key) or _make(key, "commission", (s.turn,), _TURN, False, _T_COMMISSION)
+            return get(key) or _make(key, "commission", (s.turn,), _TURN, False, "commission")
         return None
     if phase == Phase.SETUP and s.stage == "marker" and s.idx < len(s.order):                     # NP-D3
         key = ("setup", s.order[s.idx])
-        return get(key) or _make(key, "setup", (s.order[s.idx],), _TURN, False, _T_SETUP)
+        return get(key) or _make(key, "setup", (s.order[s.idx],), _TURN, False, "setup")
     if phase == Phase.FENCE and s.stage == "buy" and s.idx < len(s.order):                        # NP-D13
         key = ("buy", s.order[s.idx])
-        return get(key) or _make(key, "buy", (s.order[s.idx],), _TURN, False, _T_BUY)
+        return get(key) or _make(key, "buy", (s.order[s.idx],), _TURN, False, "buy")
     return None
 
 
@@ -137,6 +130,10 @@ def pending(s: State) -> list[Pending]:
         d = decision(s)
     if d is None:
         return []
+    if s.cfg.timeouts:   # NP-D1: the match sets its own clocks
+        own = dict(s.cfg.timeouts).get(d.clock)
+        if own is not None:
+            return [p if p.seat in d.auto else replace(p, timeout_seconds=own) for p in _PENDINGS[id(d)]]
     return list(_PENDINGS[id(d)])
 
 
