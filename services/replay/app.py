@@ -422,6 +422,10 @@ class ReplayApp:
         report = verify_export(self.registry, export)
         if not report.ok and not allow_unverified:
             raise FailedPrecondition("unverified", report.describe())
+        if self.source.read(match_id):
+            # Taken also when only the archive holds it (trimmed from a store that lost it since):
+            # stored beside it, the import would replay until the trim and the old match after.
+            raise AlreadyExists("match_exists", f"match {match_id} already exists here")
         try:
             result = self.store.append(match_id, 0, envelopes)
         except ConcurrencyConflict:

@@ -261,11 +261,12 @@ def _check_header(export: MatchExport) -> None:
     if first.type != MATCH_CREATED:
         raise _Diverged(Divergence(seq=first.seq, reason="format", detail="the first event is not match_created"))
     created = _created(first)
-    header = (export.game_id, export.seats, export.seed, dict(export.options))
-    stored = (created.game_id, created.seats, created.seed, dict(created.options))
+    header = (export.game_id, export.seats, export.seed, dict(export.options), export.setup_last_seq)
+    stored = (created.game_id, created.seats, created.seed, dict(created.options), setup_last_seq(export.events))
     if header != stored or export.setup != created:
         raise _Diverged(Divergence(seq=1, reason="format", expected=str(stored), got=str(header),
-                                   detail="the file's header disagrees with its match_created event"))
+                                   detail="the file's header disagrees with its match_created event "
+                                          "(or its setup_last_seq with its events)"))
 
 
 def _check_command_list(export: MatchExport) -> None:
@@ -274,8 +275,8 @@ def _check_command_list(export: MatchExport) -> None:
     for i in range(max(len(listed), len(from_envelopes))):
         a = listed[i] if i < len(listed) else None
         b = from_envelopes[i] if i < len(from_envelopes) else None
-        same = a is not None and b is not None and (a.first_seq, a.seat, a.command_id, a.command) == (
-            b.first_seq, b.seat, b.command_id, b.command)
+        same = a is not None and b is not None and (a.first_seq, a.last_seq, a.seat, a.command_id, a.command) == (
+            b.first_seq, b.last_seq, b.seat, b.command_id, b.command)
         if not same:
             seq = (b or a).first_seq  # type: ignore[union-attr]
             raise _Diverged(Divergence(seq=seq, reason="format",

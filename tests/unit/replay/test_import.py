@@ -279,6 +279,30 @@ def test_import_refuses_a_bad_match_id() -> None:
                                                    new_match_id=b or "\t")) == ("InvalidArgument", "bad_match_id")
 
 
+
+def test_import_refuses_a_match_id_the_archive_holds() -> None:
+    """A finished match trimmed from Redis lives on in the projection's archive, which replay
+    reads it from: its id is taken even where the event store no longer knows it (a Redis
+    restored from an older AOF, a new Redis beside the old database). Before, such an id was
+    free to ImportMatch: the imported events went to Redis while the archive kept the old
+    ones, so the match replayed as the import until the sweep trimmed it and as the old match
+    after, and the projection archived the import's later seqs on top of the old match's."""
+    archived = copy(recorded(TOY, 3))  # played and archived here, then trimmed
+    cold = MemorySource()
+    cold.add(archived)
+    store = InMemoryEventStore()  # a store that does not hold it (any more)
+    app = bootstrap(store=store, cold=cold, registry=registry(), settings=Settings(secret=SECRET),
+                    replay_settings=ReplaySettings())
+    match_id = archived[0].match_id
+    assert app.timeline(match_id).last_seq == len(archived)
+    data = dump(_export())  # another match, asked to go in under the archived one's id
+    token = SIGNER.operator_token()
+    assert _code(lambda: app.import_file(data, token=token, new_match_id=match_id)) == (
+        "AlreadyExists", "match_exists")
+    assert store.read(match_id) == [] and store.version(match_id) == 0
+    assert [e.event_id for e in app.timeline(match_id).envelopes] == [e.event_id for e in archived]
+    assert app.import_file(data, token=token, new_match_id="m-free")[0] == "m-free"
+
 def test_options_the_game_cannot_read_are_a_setup_divergence_never_a_crash() -> None:
     app = _app()
     export = _export(options={"turns": "many"})  # the toy's setup: int("many") -> ValueError

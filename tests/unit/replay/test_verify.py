@@ -109,6 +109,25 @@ def test_a_file_that_disagrees_with_itself_is_a_format_error() -> None:
     assert report.divergence.reason == "format" and report.divergence.seq == _export("replay_toy").commands[3].first_seq
 
 
+
+def test_a_command_list_or_setup_range_that_disagrees_with_the_events_is_a_format_error() -> None:
+    """Every field the file states beside its events is checked against them (docs/replay.md,
+    Verification step 1), not only some: a reader taking a command's events to end at its
+    `last_seq`, or setup to end at `setup_last_seq`, reads what verification vouched for.
+    (Before, a tampered `last_seq` or `setup_last_seq` verified OK.)"""
+    honest = _export("replay_toy")
+    k = next(i for i, c in enumerate(honest.commands) if c.last_seq > c.first_seq)
+    export = _export("replay_toy")
+    export.commands[k].last_seq -= 1
+    report = verify_export(registry(), export)
+    assert not report.ok and report.divergence.reason == "format"
+    assert report.divergence.seq == honest.commands[k].first_seq
+    for changed in (honest.setup_last_seq - 1, honest.setup_last_seq + 1):
+        export = _export("replay_toy")
+        export.setup_last_seq = changed
+        report = verify_export(registry(), export)
+        assert not report.ok and report.divergence.reason == "format" and report.divergence.seq == 1
+
 def test_a_match_without_recorded_commands_cannot_be_verified() -> None:
     envelopes = copy(recorded("replay_toy"))
     first = next(e for e in envelopes if e.command)
