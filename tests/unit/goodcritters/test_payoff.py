@@ -208,6 +208,24 @@ def test_gc_p12_loot_handed_out_by_an_offer_can_be_robbed_later_in_the_round() -
     assert of_kind(events, "loot_stolen")[0].card == "L001"
 
 
+def test_gc_p11_an_out_of_turn_guard_resolves_before_its_offers() -> None:
+    """GC-P11: An out-of-turn Guard is revealed and resolved before the offers in front of it, so
+    its counter-steal cannot take Loot that lay with the robber's token (GC-P09, GC-P12)."""
+    state = dc_replace(step3(), stashes=(loot(1), loot(2), loot(3), loot(4)))
+    state, _ = act(state, 1, C.make_offer(3, YES, loot(2), 0, OPEN))  # seat 1's only card
+    state, events = play_step3(state, [VOTE_YES, ROB, VOTE_YES, GUARD], threats={1: 3})
+    k = kinds(events)
+    guard_at = next(
+        i
+        for i, e in enumerate(events)
+        if e.WhichOneof("kind") == "action_revealed" and e.action_revealed.seat == 3
+    )
+    assert k[guard_at + 1 : guard_at + 3] == ["loot_stolen", "offer_resolved"]
+    (counter,) = of_kind(events, "loot_stolen")
+    assert (counter.thief, counter.victim) == (3, 1) and counter.nothing  # GC-A21: nothing to take yet
+    assert state.stashes[1] == ("L002",) and "L002" not in state.stashes[3]
+
+
 def test_gc_p13_tokens_come_back_at_the_end_of_the_round() -> None:
     """GC-P13: Tokens come back at the end of the round."""
     state = step3()

@@ -45,11 +45,15 @@ def rob(em: Emitter, seat: int) -> None:
     if target == NOBODY:
         return  # GC-A14: no marker out, nothing happens
     if s.cards[target] == GUARD:
-        if not s.revealed[target]:
-            # GC-A10, GC-A15: the Guard turns up out of turn, then its offers resolve (GC-P11)
+        first = not s.revealed[target]
+        if first:
+            # GC-A10, GC-A15: the Guard turns up out of turn
             em.emit(ev.action_revealed(target, GUARD, out_of_turn=True))
-            resolve_offers(em, target)
         steal(em, thief=target, victim=seat, cause=STEAL_COUNTER)  # GC-A15, GC-A18
+        if first:
+            # GC-P11: its offers resolve once the Guard is revealed and resolved, so Loot going
+            # back to a robbing briber is out of reach of this counter-steal (GC-P09, GC-P12)
+            resolve_offers(em, target)
     else:
         steal(em, thief=seat, victim=target, cause=STEAL_ROB)
 
