@@ -8,6 +8,8 @@ hash tag per tournament:
     famiglia:bots:{t:<id>}:started    hash: plan index -> match id
     famiglia:bots:{t:<id>}:results    hash: match id -> finished match (JSON)
     famiglia:bots:tournaments         sorted set of ids by creation time
+    famiglia:bots:tournaments:ended   set of ids that ended (finished, cancelled) and whose end the
+                                      read models have not recorded yet (the runner records them)
 
 The runner creates matches with a request id keyed from "<tournament>:<index>" (a
 restart finds the same match; nobody else can rebuild it), at most `concurrency` in play at once; the dispatcher
@@ -45,6 +47,10 @@ PREFIX = "famiglia:bots"
 #: The running tournaments, by creation time: what the runner steps.
 RUNNING_KEY = f"{PREFIX}:tournaments:running"
 RUNNING_INDEXED = f"{PREFIX}:tournaments:running:indexed"
+#: Tournaments that ended and whose end the read models have not recorded yet: the runner tells
+#: the projection's tournament table of every end, also those it did not make (a cancel) or did
+#: not live to tell (killed right after).
+ENDED_KEY = f"{PREFIX}:tournaments:ended"
 
 
 def _ms() -> int:
@@ -166,8 +172,20 @@ class TournamentRepo:
             created = self.client.hget(self._key(tid), "created_ms")
             self.client.zadd(RUNNING_KEY, {tid: int(created or _ms())})
         else:
-            self.client.hset(self._key(tid), mapping={"status": status, "finished_ms": _ms()})
-            self.client.zrem(RUNNING_KEY, tid)
+            # Listed as ended first (other slots than the tournament's, so no MULTI): a process killed
+            # in between leaves an entry the runner passes over while the tournament runs.
+            pipe = self.client.pipeline(transaction=False)
+            pipe.sadd(ENDED_KEY, tid)
+            pipe.hset(self._key(tid), mapping={"status": status, "finished_ms": _ms()})
+            pipe.zrem(RUNNING_KEY, tid)
+            pipe.execute()
+
+    def ended(self, limit: int = 50) -> list[str]:
+        """Tournaments that ended and whose end the read models have not recorded yet."""
+        return sorted(_text(t) for t in self.client.srandmember(ENDED_KEY, limit) or [])
+
+    def end_recorded(self, tid: str) -> None:
+        self.client.srem(ENDED_KEY, tid)
 
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
         self.client.hset(self._key(tid, "started"), str(index), match_id)
@@ -271,10 +289,14 @@ class ReadModelLog:
         self._engine: Any = None
         self._recorded: set[tuple[str, str]] = set()
 
-    def record(self, record: TournamentRecord, status: str) -> None:
+    def record(self, record: TournamentRecord, status: str) -> bool:
+        """Whether the read models have it (or there are none). A failed RUNNING record is not
+        tried again by this process (the tournament plays on without it); an end is, by the
+        runner, until it is recorded (`TournamentRepo.ended`)."""
         key = (record.tournament_id, status)
         if not self.database_url or key in self._recorded:
-            return
+            return True
+        recorded = False
         try:
             from famiglia.readmodels.db import make_engine, write_session
             from famiglia.readmodels.tournaments import record_tournament
@@ -285,12 +307,18 @@ class ReadModelLog:
                 record_tournament(session, record.tournament_id, name=record.spec.name,
                                   games=[g.game_id for g in record.spec.games],
                                   config=json.loads(record.spec.to_json()),
-                                  status="running" if status == RUNNING else "finished")
+                                  status=_READ_MODEL_STATUS.get(status, "finished"))
+            recorded = True
         except Exception as exc:  # noqa: BLE001 - no read model yet: the tournament does not need it
             log.info("tournament_read_model_skipped", tournament_id=record.tournament_id, reason=repr(exc)[:200])
-        if len(self._recorded) >= KNOWN_TOURNAMENTS:
-            self._recorded.clear()
-        self._recorded.add(key)
+        if recorded or status == RUNNING:
+            if len(self._recorded) >= KNOWN_TOURNAMENTS:
+                self._recorded.clear()
+            self._recorded.add(key)
+        return recorded
+
+
+_READ_MODEL_STATUS = {RUNNING: "running", FINISHED: "finished", CANCELLED: "cancelled"}
 
 
 _PASSING_CODES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED})
@@ -303,7 +331,7 @@ class TournamentRunner:
 
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
                  stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None,
-                 secret: str | None = None) -> None:
+                 secret: str | None = None, record_ends_every: float = 5.0) -> None:
         self.repo = repo
         # Keys the matches' creation request ids (famiglia.auth.request_ids): a tournament's
         # id and a match's index are public, its seat tokens are not.
@@ -314,6 +342,9 @@ class TournamentRunner:
         self._creating_since: dict[tuple[str, int], float] = {}
         """(tournament, planned match) -> when its CreateMatch first failed with a code that may pass."""
         self.read_model = read_model
+        self.record_ends_every = record_ends_every
+        """How often the ends the read models lack are recorded (again, if the database was away)."""
+        self._ends_recorded_at: float | None = None
         self._plans: dict[str, list[PlannedMatch]] = {}
         self._seen: dict[tuple[str, str], tuple[int, float, float]] = {}
         """(tournament, match id) -> (version, when it was first seen there, when it was last read);
@@ -335,6 +366,22 @@ class TournamentRunner:
                 self._advance(record)
         if len(self._plans) > len(running):
             self._forget(set(self._plans) - running)
+        now = time.monotonic()
+        if self.read_model is not None and (self._ends_recorded_at is None
+                                            or now - self._ends_recorded_at >= self.record_ends_every):
+            self._ends_recorded_at = now
+            self._record_ends()
+
+    def _record_ends(self) -> None:
+        """Tell the read models of the tournaments that ended since (a cancel, a finish the runner
+        was killed before telling, a database that was away)."""
+        assert self.read_model is not None
+        for tid in self.repo.ended():
+            record = self.repo.get(tid, results=False)
+            if record is not None and record.status == RUNNING:
+                continue  # its status is being set (set_status lists it first)
+            if record is None or self.read_model.record(record, record.status):
+                self.repo.end_recorded(tid)
 
     def _forget(self, gone: set[str]) -> None:
         """Drop what the runner keeps of tournaments it no longer advances (finished, cancelled):
@@ -368,8 +415,8 @@ class TournamentRunner:
         all_started = len(record.started) >= len(matches) or past_deadline
         if all_started and all(m in record.results for m in record.started.values()):
             self.repo.set_status(record.tournament_id, FINISHED)
-            if self.read_model is not None:
-                self.read_model.record(record, FINISHED)
+            if self.read_model is not None and self.read_model.record(record, FINISHED):
+                self.repo.end_recorded(record.tournament_id)
             log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
 
     def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:

@@ -289,7 +289,8 @@ def player_info(session: Session, player_id: str) -> PlayerInfo | None:
 
 def player_history(session: Session, player_id: str, *, game_id: str = "", page_size: int = 0,
                    page_token: str = "") -> PlayerHistory:
-    """The player's matches, newest first, with their seat in each, and their ratings per game."""
+    """The player's matches, newest first, with their seat in each (the best one when they held
+    several), and their ratings per game."""
     page = list_matches(session, game_id=game_id, player_id=player_id, page_size=page_size, page_token=page_token)
     history = {(h.scope, h.match_id): h for h in session.exec(select(RatingHistory).where(
         RatingHistory.player_id == player_id, col(RatingHistory.match_id).in_([m.match_id for m in page.matches]))).all()}
@@ -298,8 +299,11 @@ def player_history(session: Session, player_id: str, *, game_id: str = "", page_
         rated = history.get((game_scope(m.game_id), m.match_id))
         before = Rating(rated.mu_before, rated.sigma_before) if rated else None
         after = Rating(rated.mu_after, rated.sigma_after) if rated else None
-        for seat in m.seats:
-            if seat.player_id == player_id:
-                entries.append(HistoryEntry(m, seat.seat, before, after))
+        # A player in several seats of one match played it once, at their best seat (the best rank,
+        # then the lowest seat), as their rating and standings count it.
+        seats = [s for s in m.seats if s.player_id == player_id]
+        if seats:
+            best = min(seats, key=lambda s: (s.rank is None, s.rank or 0, s.seat))
+            entries.append(HistoryEntry(m, best.seat, before, after))
     return PlayerHistory(player_info(session, player_id), entries, player_ratings(session, player_id),
                          page.next_page_token)

@@ -154,7 +154,7 @@ class Tournament(ReadModel, table=True):
 
     tournament_id: str = Field(primary_key=True, max_length=128)
     name: str = Field(default="", max_length=200)
-    status: str = Field(default="running", max_length=16)  # running | finished
+    status: str = Field(default="running", max_length=16)  # running | finished | cancelled
     games: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     config: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_ms: int = _ms(nullable=False)

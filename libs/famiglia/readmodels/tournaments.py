@@ -76,12 +76,13 @@ def record_tournament(
 ) -> TournamentInfo:
     """Create or update a tournament (fields left None keep their value). The caller commits.
 
-    `status="finished"` stamps the finish time once.
+    `status="finished"` or `"cancelled"` stamps the finish time once; an ended tournament is not
+    made `running` again (a runner's late record).
     """
     if not tournament_id:
         raise ValueError("tournament_id is required")
-    if status is not None and status not in ("running", "finished"):
-        raise ValueError(f"status must be running or finished, not {status!r}")
+    if status is not None and status not in ("running", "finished", "cancelled"):
+        raise ValueError(f"status must be running, finished or cancelled, not {status!r}")
     now = int(time.time() * 1000) if now_ms is None else now_ms
     _insert_if_absent(session, tournament_id, now)
     row = session.get(Tournament, tournament_id, with_for_update=True, populate_existing=True)
@@ -92,9 +93,9 @@ def record_tournament(
         row.games = sorted(set(row.games) | set(games))
     if config is not None:
         row.config = dict(config)
-    if status is not None:
+    if status is not None and not (status == "running" and row.status != "running"):
         row.status = status
-        if status == "finished" and row.finished_ms is None:
+        if status != "running" and row.finished_ms is None:
             row.finished_ms = now
     session.flush()
     return tournament_info(row)

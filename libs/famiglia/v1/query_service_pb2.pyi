@@ -674,7 +674,7 @@ class GetTournamentStandingsResponse(_message.Message):
     tournament_id: _builtins.str
     name: _builtins.str
     status: _builtins.str
-    """running | finished"""
+    """running | finished | cancelled"""
     matches_finished: _builtins.int
     @_builtins.property
     def games(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...

@@ -345,3 +345,33 @@ def test_a_request_id_reused_for_another_tournament_is_refused_not_answered_with
     finally:
         channel.close()
         server.stop(grace=None)
+
+
+def test_a_tournament_that_ended_out_of_the_runners_sight_is_not_left_running_in_the_read_models(
+        repo: TournamentRepo, tmp_path) -> None:
+    """The runner told the projection's tournament table only of the ends it made itself, at the
+    moment it made them: a cancelled tournament (CancelTournament sets the status in Redis) and
+    one the runner finished just before it was killed stayed `running` there for good, whatever
+    came after."""
+    from famiglia.readmodels.db import make_engine, read_session
+    from famiglia.readmodels.tournaments import get_tournament
+    from services.bots.tournaments import ReadModelLog
+    from services.projection import schema
+
+    url = f"sqlite:///{tmp_path / 'read.db'}"
+    engine = make_engine(url)
+    schema.upgrade(engine)
+    cancelled, finished = repo.create(_spec(), request_id="cancelled"), repo.create(_spec(), request_id="finished")
+    runner = TournamentRunner(repo, Game(), Store(), read_model=ReadModelLog(url))  # type: ignore[arg-type]
+    runner.step()
+    servicer = grpc_server.TournamentServicer(repo, toy_registry(), _SIGNER)
+    grpc_server.TournamentServicer.CancelTournament.__wrapped__(
+        servicer, tpb.CancelTournamentRequest(tournament_id=cancelled), _Calling(_SIGNER.operator_token("tests")))
+    repo.set_status(finished, FINISHED)  # the runner that finished it was killed before it told the read models
+    restarted = TournamentRunner(repo, Game(), Store(), read_model=ReadModelLog(url))  # type: ignore[arg-type]
+    restarted.step()
+    with read_session(engine) as session:
+        ended = {tid: get_tournament(session, tid) for tid in (cancelled, finished)}
+    engine.dispose()
+    assert {tid: info.status for tid, info in ended.items() if info} == {cancelled: "cancelled", finished: "finished"}
+    assert all(info and info.finished_ms for info in ended.values())
