@@ -321,7 +321,9 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
     # The final table is the read side's: what the projection made of the event streams.
     from famiglia.cli.projection import tournament_table
 
-    projected = tournament_table(t.tournament_id, expected_matches=t.finished, address=settings.projection_addr)
+    # Its finished matches (`follow` reads them): `finished` also counts abandoned ones, which the
+    # projection never sees end, so waiting for that many took the table's whole timeout.
+    projected = tournament_table(t.tournament_id, expected_matches=len(t.matches), address=settings.projection_addr)
     out.print(projected if projected is not None else standings_table(t))
     picks = replay_ids(t)
     if picks:
