@@ -570,6 +570,31 @@ def test_np_h9_a_chains_public_entry_is_not_named_by_the_answers_held_before_it(
     assert all(what == seen[False, False] for what in seen.values())
 
 
+_CHAT = pb.Command(send_chat=pb.SendChat(text="well?"))
+_TYPE_URL = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
+
+
+def _chatted_in_a_window(answered: bool):
+    """A seat asked in a window chats (public, behind its slots); then, if `answered`, another
+    seat asked there answers (held back): (app, match id, the asker's token, its seat, its chat
+    as a chain entry). The same seeds each time: the same window."""
+    from services.command.app import ChainedCommand
+
+    app = bootstrap(store=InMemoryEventStore(), settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    other, asker = window.seats[0], window.seats[1]
+    chat = pb.Command()
+    chat.CopyFrom(_CHAT)
+    chat.send_chat.to.append(other)
+    entry = ChainedCommand(tokens[asker], "chat-1", _TYPE_URL, chat.SerializeToString())
+    chatted = app.submit_chain(match_id, [entry])
+    assert chatted.refusal is None and not chatted.taken[0].held
+    if answered:
+        assert _pass(app, match_id, tokens[other], "answer-1").held
+    return app, match_id, tokens[asker], asker, entry
+
+
 def test_np_h9_ask_next_after_a_retried_command_does_not_tell_whether_anyone_answered() -> None:
     """NP-H9, NP-D7: SubmitCommands' `next` is what GetView and ListLegalCommands would answer
     the asked seats, "when the match is still at the version the last command left". That was
@@ -579,23 +604,12 @@ def test_np_h9_ask_next_after_a_retried_command_does_not_tell_whether_anyone_ans
     was held, and with its own window decision otherwise, so it learnt whether the other had
     answered. The version the last command left is the one the table sees: held answers move
     none, and the seat's own decision does not depend on them."""
-    from services.command.app import ChainedCommand, NextSeat
+    from services.command.app import NextSeat
 
     seen = {}
     for answered in (False, True):
-        store = InMemoryEventStore()
-        app = bootstrap(store=store, settings=SETTINGS)
-        created, window = _window_match(app)  # the same seeds: the same window
-        match_id, tokens = created.match_id, created.seat_tokens
-        other, asker = window.seats[0], window.seats[1]
-        chat = pb.Command(send_chat=pb.SendChat(to=[other], text="well?"))
-        type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
-        chain = [ChainedCommand(tokens[asker], "chat-1", type_url, chat.SerializeToString())]
-        chatted = app.submit_chain(match_id, chain)
-        assert chatted.refusal is None and not chatted.taken[0].held
-        if answered:
-            assert _pass(app, match_id, tokens[other], "answer-1").held
-        again = app.submit_chain(match_id, chain, ask_next=[NextSeat(tokens[asker])])
+        app, match_id, token, asker, chat = _chatted_in_a_window(answered)
+        again = app.submit_chain(match_id, [chat], ask_next=[NextSeat(token)])
         assert again.refusal is None and again.taken[0].duplicate
         seen[answered] = ([(n.seat, n.view.SerializeToString(deterministic=True),
                             [c.SerializeToString(deterministic=True) for c in n.legal], n.complete)
@@ -614,22 +628,11 @@ def test_np_h9_an_entry_after_a_retried_one_is_not_refused_for_the_answers_held_
     SubmitCommand at the version that entry's answer gave would."""
     from services.command.app import ChainedCommand
 
+    nothing = pb.Command(shakedown=pb.Shakedown()).SerializeToString()  # NP-M1: refused
     seen = {}
     for answered in (False, True):
-        store = InMemoryEventStore()
-        app = bootstrap(store=store, settings=SETTINGS)
-        created, window = _window_match(app)  # the same seeds: the same window
-        match_id, tokens = created.match_id, created.seat_tokens
-        other, asker = window.seats[0], window.seats[1]
-        type_url = "type.googleapis.com/" + pb.Command.DESCRIPTOR.full_name
-        chat = pb.Command(send_chat=pb.SendChat(to=[other], text="well?")).SerializeToString()
-        nothing = pb.Command(shakedown=pb.Shakedown()).SerializeToString()  # NP-M1: refused
-        chatted = app.submit_chain(match_id, [ChainedCommand(tokens[asker], "chat-1", type_url, chat)])
-        assert chatted.refusal is None and not chatted.taken[0].held
-        if answered:
-            assert _pass(app, match_id, tokens[other], "answer-1").held
-        again = app.submit_chain(match_id, [ChainedCommand(tokens[asker], "chat-1", type_url, chat),
-                                            ChainedCommand(tokens[asker], "nothing", type_url, nothing)])
+        app, match_id, token, _asker, chat = _chatted_in_a_window(answered)
+        again = app.submit_chain(match_id, [chat, ChainedCommand(token, "nothing", _TYPE_URL, nothing)])
         assert again.taken[0].duplicate and again.refused_at == 1
         seen[answered] = (again.refusal.status, again.refusal.code, again.refusal.message)
     assert seen[True] == seen[False]
