@@ -37,10 +37,12 @@ class ProjectionSettings:
         return replace(self.runner, consumer=consumer) if consumer else self.runner
 
 
-_LEAST = {PREFIX + "BATCH": 1, PREFIX + "BLOCK_MS": 1}
+_LEAST = {PREFIX + "BATCH": 1, PREFIX + "BLOCK_MS": 1, PREFIX + "CLAIM_IDLE_MS": 1000}
 """Whole-number knobs whose 0 is no setting: XREADGROUP COUNT 0 reads everything, and a read
 that never waits (the consumer reads without BLOCK for 0, as BLOCK 0 waits forever) has an idle
-consumer read again at once, on and on (tens of thousands of reads a second)."""
+consumer read again at once, on and on (tens of thousands of reads a second). An entry is taken
+over from another consumer only after a second unacked at least: below that, consumers took each
+other's batches while they were being projected (harmless, by the version fence, but all waste)."""
 
 
 def _parse(name: str, default: Any, env: Mapping[str, str]) -> Any:

@@ -105,6 +105,8 @@ def _command() -> object:
     (_projection, "FAMIGLIA_PROJECTION_BATCH", "0"),  # XREADGROUP COUNT 0 reads everything
     (_projection, "FAMIGLIA_PROJECTION_BLOCK_MS", "-5"),
     (_projection, "FAMIGLIA_PROJECTION_BLOCK_MS", "0"),  # a read that never waits: the consumer spun on Redis
+    (_projection, "FAMIGLIA_PROJECTION_CLAIM_IDLE_MS", "0"),  # consumers took each other's batches in flight
+    (_projection, "FAMIGLIA_PROJECTION_CLAIM_IDLE_MS", "999"),
     (_projection, "FAMIGLIA_PROJECTION_CLAIM_EVERY_S", "inf"),
     (_projection, "FAMIGLIA_PROJECTION_CACHE", "big"),
     (_matchmaking, "FAMIGLIA_MM_TICKET_TTL", "0"),  # every ticket expired at once
