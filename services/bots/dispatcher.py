@@ -817,7 +817,7 @@ class Dispatcher:
                 resent += clocks
                 due = min(due, clocks_due)
             stalls = tracked.stalls if tracked.stalled_version == tracked.match.version else 0
-            wait = self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
+            wait = self._stall_wait(stalls)
             if now - tracked.sent_at < wait:
                 due = min(due, tracked.sent_at + wait)
                 continue
@@ -866,6 +866,10 @@ class Dispatcher:
         self._next_stall_check = due
         return resent
 
+    def _stall_wait(self, stalls: int) -> float:
+        """How long a decision or a clock waits before it is queued again, after `stalls` times."""
+        return self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
+
     def _check_clocks(self, tracked: Tracked, now: float) -> tuple[int, float]:
         """Queue again the clocks of a match still at their version `stall_seconds` after they
         ran out (doubling for each further time, as a bot decision's wait); the clocks queued
@@ -880,7 +884,7 @@ class Dispatcher:
         for seat, (at, runs_out, stalls) in tracked.clock_due.items():
             if at != version or (version, seat) not in tracked.sent:
                 continue
-            wait_until = runs_out + self.stall_seconds * (1 << min(stalls, MAX_BACKOFF))
+            wait_until = runs_out + self._stall_wait(stalls)
             if now < wait_until:
                 due = min(due, wait_until)
             else:
@@ -892,7 +896,7 @@ class Dispatcher:
                     overdue.remove(seat)
                     at, runs_out, stalls = tracked.clock_due[seat]
                     tracked.clock_due[seat] = (at, now, stalls + 1)  # looked at again later
-                    due = min(due, now + self.stall_seconds * (1 << min(stalls + 1, MAX_BACKOFF)))
+                    due = min(due, now + self._stall_wait(stalls + 1))
         if not overdue:
             return 0, due
         keys = {(version, seat) for seat in overdue}
@@ -913,8 +917,7 @@ class Dispatcher:
             if (version, seat) not in tracked.sent:  # no longer asked with a clock
                 tracked.clock_due.pop(seat, None)
             else:
-                due = min(due, tracked.clock_due[seat][1] + self.stall_seconds
-                          * (1 << min(tracked.clock_due[seat][2], MAX_BACKOFF)))
+                due = min(due, tracked.clock_due[seat][1] + self._stall_wait(tracked.clock_due[seat][2]))
         return self.queued - before, due
 
     def _store_behind(self, tracked: Tracked) -> int | None:

@@ -167,14 +167,20 @@ class BadPolicyParameter(ValueError):
     """A policy spec's parameter that is unknown, of the wrong type or outside PARAMETERS' bounds."""
 
 
+def _named(spec: str | PolicySpec) -> PolicySpec:
+    """`spec` parsed, of a policy the bots know (UnknownPolicy, BadPolicyParameter for its length)."""
+    if isinstance(spec, str) and len(spec) > MAX_SPEC_CHARS:
+        raise BadPolicyParameter(f"a policy spec is at most {MAX_SPEC_CHARS} characters")
+    parsed = spec if isinstance(spec, PolicySpec) else PolicySpec.parse(spec)
+    if parsed.name not in PARAMETERS:
+        raise UnknownPolicy(f"no bot policy {parsed.name!r}; known: {', '.join(POLICY_NAMES)}")
+    return parsed
+
+
 def checked_spec(spec: str) -> PolicySpec:
     """`spec` parsed and checked as `make_policy` would (UnknownPolicy, BadPolicyParameter), without
     building the policy: for a service that stores a seat's policy for another to play."""
-    if len(spec) > MAX_SPEC_CHARS:
-        raise BadPolicyParameter(f"a policy spec is at most {MAX_SPEC_CHARS} characters")
-    parsed = PolicySpec.parse(spec)
-    if parsed.name not in PARAMETERS:
-        raise UnknownPolicy(f"no bot policy {parsed.name!r}; known: {', '.join(POLICY_NAMES)}")
+    parsed = _named(spec)
     _params(parsed)
     return parsed
 
@@ -190,13 +196,8 @@ def over_public_budget(spec: PolicySpec) -> list[str]:
 def make_policy(spec: str | PolicySpec) -> Policy:
     """The policy a seat_info.policy string names (unknown names and parameters, and parameters
     outside their bounds, are refused, not guessed)."""
-    if isinstance(spec, str) and len(spec) > MAX_SPEC_CHARS:
-        raise BadPolicyParameter(f"a policy spec is at most {MAX_SPEC_CHARS} characters")
-    parsed = spec if isinstance(spec, PolicySpec) else PolicySpec.parse(spec)
-    factory = _factories().get(parsed.name)
-    if factory is None:
-        raise UnknownPolicy(f"no bot policy {parsed.name!r}; known: {', '.join(POLICY_NAMES)}")
-    return factory(parsed.params)
+    parsed = _named(spec)
+    return _factories()[parsed.name](parsed.params)  # each factory checks its parameters
 
 
 def command_key(command: Message) -> bytes:

@@ -112,3 +112,11 @@ def test_every_policy_parameter_has_bounds_that_its_policy_accepts() -> None:
             high = str(int(p.high)) if p.kind is int else str(p.high)
             make_policy(f"{name}?{key}={low}")
             make_policy(f"{name}?{key}={high}")
+
+
+def test_every_policy_the_bots_know_has_its_parameter_bounds_and_a_factory() -> None:
+    """`make_policy` and `checked_spec` judge a name by PARAMETERS: a policy added to one place
+    and not the others would be refused at creation or break a worker."""
+    from famiglia.bots.policy import PARAMETERS, POLICY_NAMES, _factories
+
+    assert set(PARAMETERS) == set(_factories()) == set(POLICY_NAMES)
