@@ -56,19 +56,29 @@ def _env(tmp: Path) -> dict[str, str]:
                 FAMIGLIA_SECRET="x", OTEL_SDK_DISABLED="true")
 
 
+def _playing_run(tmp_path: Path, signals) -> subprocess.Popen:
+    """`famiglia run` over a stand-in stack (`_RUN`), started with `signals` set up in the child,
+    once its main job is playing."""
+    proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=signals)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "playing").exists():
+        if proc.poll() is not None or time.monotonic() >= deadline:
+            proc.kill()
+            out, _ = proc.communicate()
+            raise AssertionError(f"the run never started playing:\n{out}")
+        time.sleep(0.05)
+    return proc
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_run_stopped_from_outside_takes_its_stack_down_without_a_traceback(tmp_path: Path,
                                                                              signum: int) -> None:
     """Ctrl-C printed a KeyboardInterrupt traceback; SIGTERM (`kill`, `timeout make run`, CI) and
     SIGHUP (the terminal closed) ended the run at once, leaving redis-server and every service
     running in the background, and the next `make run` then played on that stack and left it up."""
-    proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=_default_signals)
+    proc = _playing_run(tmp_path, _default_signals)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "playing").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.05)
         proc.send_signal(signum)
         out, _ = proc.communicate(timeout=30)
     finally:
@@ -114,13 +124,8 @@ def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
         _default_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    proc = subprocess.Popen([sys.executable, "-c", _RUN, str(tmp_path)], env=_env(tmp_path), cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=ignore_hup)
+    proc = _playing_run(tmp_path, ignore_hup)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "playing").exists():
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read() if proc.stdout else ""
-            time.sleep(0.05)
         proc.send_signal(signal.SIGHUP)
         time.sleep(1.0)  # a handled SIGHUP unwinds within milliseconds
         assert proc.poll() is None, "SIGHUP ignored by the parent (nohup) stopped the run"
