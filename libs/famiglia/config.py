@@ -104,10 +104,12 @@ class Settings:
     def from_env(cls) -> Settings:
         var = project_var_dir()
         return cls(
-            # the embedded stack's Redis (on FAMIGLIA_REDIS_PORT when `make up` was given one)
-            redis_url=os.environ.get("FAMIGLIA_REDIS_URL",
-                                     f"redis://127.0.0.1:{os.environ.get('FAMIGLIA_REDIS_PORT', '6390')}/0"),
-            database_url=os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}"),
+            # the embedded stack's Redis (on FAMIGLIA_REDIS_PORT when `make up` was given one);
+            # blank, as every setting, is the default (a blank port was Redis's own 6379)
+            redis_url=_text("FAMIGLIA_REDIS_URL")
+            or f"redis://127.0.0.1:{_text('FAMIGLIA_REDIS_PORT') or '6390'}/0",
+            # blank is no read models, unlike the other settings (docs/projection.md)
+            database_url=os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}").strip(),
             secret=_secret(),
             command_addr=_addr("command"),
             matchmaking_addr=_addr("matchmaking"),
@@ -118,6 +120,11 @@ class Settings:
             grpc_workers=whole("FAMIGLIA_GRPC_WORKERS", 64),
             log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "").strip() or "info",
         )
+
+
+def _text(name: str) -> str:
+    """A text setting without the whitespace around it ("" when unset or blank)."""
+    return os.environ.get(name, "").strip()
 
 
 def whole(name: str, default: int, low: int = 1, env: Mapping[str, str] | None = None) -> int:

@@ -18,6 +18,10 @@ def bootstrap(*, store: RedisEventStore | None = None, sql: Engine | None = None
               projection: ProjectionSettings | None = None, migrate: bool = True) -> ProjectionApp:
     """Build the app; with `migrate` (the default) the schema is brought to head first."""
     settings = settings or Settings.from_env()
+    if sql is None and not settings.database_url:
+        # blank means no read models to the services that only read them; this one writes them
+        raise SystemExit("FAMIGLIA_DATABASE_URL is blank: the projection writes the read models and needs "
+                         "a database (unset it for the embedded stack's SQLite file)")
     if store is None:
         store = RedisEventStore.connect(settings.redis_url, partitions=settings.partitions)
     if sql is None:

@@ -35,6 +35,7 @@ def configure_metrics(service: str = "projection", interval_ms: int = 10_000) ->
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         exporter = OTLPMetricExporter()
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"famiglia-{service}")})
+    service_name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
+    resource = Resource.create({"service.name": service_name})
     reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms)
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))

@@ -27,3 +27,15 @@ def test_there_are_golden_playthroughs_for_every_registered_game() -> None:
     games = {p.parent.name for p in FILES}
     missing = [g for g in REGISTRY if g not in games]
     assert not missing, f"no golden playthrough for {missing}"
+
+
+def test_regenerating_an_unknown_game_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`make golden GAME=grifter` (a typo) matched no file, regenerated nothing and said nothing,
+    as if the goldens were up to date. It names the game and the ones there are."""
+    from famiglia.testing.playthrough import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["regen", "--game", "grifter"])
+    assert stopped.value.code != 0
+    said = capsys.readouterr().err
+    assert "'grifter'" in said and "grifters" in said, said

@@ -55,6 +55,9 @@ def default_registry(games: str | None = None) -> Registry:
     wanted = games if games is not None else os.environ.get("FAMIGLIA_GAMES", "")
     only = {g.strip() for g in wanted.split(",") if g.strip()}
     unknown = only - set(KNOWN_GAMES)
+    if unknown and games is None:  # a setting: the service stops with a line naming it
+        raise SystemExit(f"FAMIGLIA_GAMES={wanted!r} names no game famiglia has: {', '.join(sorted(unknown))} "
+                         f"(the games: {', '.join(KNOWN_GAMES)})")
     if unknown:
         raise UnknownGame(", ".join(sorted(unknown)))
     engines: dict[str, Engine] = {}
@@ -68,6 +71,8 @@ def default_registry(games: str | None = None) -> Registry:
                 continue
             raise
         variable = DATA_DIRS.get(game_id)
-        data_dir = os.environ.get(variable, "") if variable else ""
+        data_dir = os.environ.get(variable, "").strip() if variable else ""
+        if data_dir and not os.path.isdir(data_dir):  # a typo would serve the game without its sets
+            raise SystemExit(f"{variable}={data_dir!r} is not a directory")
         engines[game_id] = module.engine(data_dir) if data_dir else module.ENGINE
     return Registry(engines)

@@ -39,6 +39,7 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
     _NOT_ENOUGH_DATA = False
 
 from famiglia import spinwait
+from famiglia.config import number
 from famiglia.heldio import send_held
 from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -158,7 +159,7 @@ DEFAULT_REPLY_POLL_US = 150.0
 """An append's reply takes ~40-70 us on a quiet machine (the script runs ~40 of them)."""
 
 
-def _poll_budget_us(given: str | float) -> float:
+def _poll_budget_us(given: float) -> float:
     """A poll budget (FAMIGLIA_REDIS_POLL_US, or `reply_poll_us`) as microseconds: a finite
     number, 0 or more."""
     try:
@@ -250,12 +251,11 @@ class RedisEventStore(EventStore):
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds
-        budget: str | float | None = reply_poll_us
+        budget = reply_poll_us
         if budget is None:
-            # a reply over the network comes long after any poll would have given up
-            # (blank: the default, as every setting)
-            budget = os.environ.get("FAMIGLIA_REDIS_POLL_US", "").strip() or \
-                (DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0)
+            # a reply over the network comes long after any poll would have given up; a bad
+            # setting stops the service with a line naming it, as every setting does
+            budget = number("FAMIGLIA_REDIS_POLL_US", DEFAULT_REPLY_POLL_US if _on_this_machine(client) else 0.0)
         self.reply_poll = _poll_budget_us(budget) / 1e6
         self._idle_cpus = spinwait.machine() if self.reply_poll else None
 

@@ -99,8 +99,10 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.setdefault("FAMIGLIA_REDIS_URL", self.redis_url)
-        env.setdefault("FAMIGLIA_VAR_DIR", str(self.var))
+        for name, default in (("FAMIGLIA_REDIS_URL", self.redis_url), ("FAMIGLIA_VAR_DIR", str(self.var))):
+            if not env.get(name, "").strip():  # blank: the default, as for every setting
+                env[name] = default
+        # a blank one is kept: no read models (the projection then stops, naming it)
         env.setdefault("FAMIGLIA_DATABASE_URL", f"sqlite:///{self.var / 'famiglia.db'}")
         root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = os.pathsep.join([root + "/libs", root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -329,7 +329,8 @@ def _configure_tracing(service: str) -> None:
     exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").lower()
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"famiglia-{service}")})
+    name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
+    resource = Resource.create({"service.name": name})
     provider = TracerProvider(resource=resource)
     if exporter_name == "console":
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))

@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text("\n".join(render(engine, args.seats, args.seed, options, commands)) + "\n")
         print(f"wrote {out.relative_to(GOLDEN_ROOT.parent.parent)} ({len(commands)} commands)")
         return 0
+    if args.game and args.game not in registry:  # `make golden GAME=typo` regenerated nothing, quietly
+        parser.error(f"no game {args.game!r}: one of {', '.join(registry)}")
     pattern = f"{args.game}/*.txt" if args.game else "*/*.txt"
     for path in sorted(GOLDEN_ROOT.glob(pattern)):
         engine, seats, seed, options, commands = parse(path, registry.get)

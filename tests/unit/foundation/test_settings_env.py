@@ -88,6 +88,11 @@ def _command() -> object:
     return call_workers()
 
 
+def _registry() -> object:
+    from famiglia.engine.registry import default_registry
+    return default_registry()
+
+
 @pytest.mark.parametrize(("read", "name", "value"), [
     # each was an int()/float() traceback naming no variable, or was taken and misbehaved later
     (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "three"),
@@ -113,6 +118,8 @@ def _command() -> object:
     (_matchmaking, "FAMIGLIA_MM_TICK", "-0.1"),
     (_matchmaking, "FAMIGLIA_MM_BACKFILL_AFTER", "soon"),
     (_matchmaking, "FAMIGLIA_MM_MATCHER", "of"),  # a typo was quietly "on"
+    (_registry, "FAMIGLIA_GAMES", "goodcritters,chess"),  # a KeyError traceback: 'chess' (which setting?)
+    (_registry, "FAMIGLIA_NP_EXPANSIONS", "/no/such/expansions"),  # served Nothing Personal without its sets
 ])
 def test_a_service_setting_out_of_range_stops_the_process_naming_it(
         monkeypatch: pytest.MonkeyPatch, read: object, name: str, value: str) -> None:
@@ -197,11 +204,42 @@ def _projection_group(monkeypatch: pytest.MonkeyPatch) -> object:
     return _projection().runner.group  # type: ignore[attr-defined]
 
 
+def _redis_url(monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv("FAMIGLIA_SECRET", "s")
+    for name in ("FAMIGLIA_REDIS_URL", "FAMIGLIA_REDIS_PORT"):
+        if os.environ.get(name) != "":  # the other one of the two (the test blanks one): unset
+            monkeypatch.delenv(name, raising=False)
+    return Settings.from_env().redis_url
+
+
+def _stack_redis_url(monkeypatch: pytest.MonkeyPatch) -> object:
+    from famiglia.localstack.stack import Stack
+    return Stack(redis_port=6390).env()["FAMIGLIA_REDIS_URL"]
+
+
+def _service_name(monkeypatch: pytest.MonkeyPatch) -> object:
+    from opentelemetry import trace
+
+    import famiglia.telemetry as telemetry
+
+    providers: list[object] = []
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.delenv("OTEL_TRACES_EXPORTER", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.setattr(trace, "set_tracer_provider", providers.append)
+    telemetry._configure_tracing("review")
+    return providers[0].resource.attributes["service.name"]  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("read", "name", "default"), [
     (_log_level, "FAMIGLIA_LOG_LEVEL", "INFO"),
     (_redis_port, "FAMIGLIA_REDIS_PORT", 6390),
     (_bot_policy, "FAMIGLIA_MM_BOT_POLICY", "heuristic"),
     (_projection_group, "FAMIGLIA_PROJECTION_GROUP", "projection"),
+    (_redis_url, "FAMIGLIA_REDIS_URL", "redis://127.0.0.1:6390/0"),
+    (_redis_url, "FAMIGLIA_REDIS_PORT", "redis://127.0.0.1:6390/0"),
+    (_stack_redis_url, "FAMIGLIA_REDIS_URL", "redis://127.0.0.1:6390/0"),
+    (_service_name, "OTEL_SERVICE_NAME", "famiglia-review"),
 ])
 def test_a_blank_setting_means_its_default(monkeypatch: pytest.MonkeyPatch, read: object, name: str,
                                            default: object) -> None:
@@ -209,6 +247,25 @@ def test_a_blank_setting_means_its_default(monkeypatch: pytest.MonkeyPatch, read
     compose `${NAME:-}`). The checked readers do so, but these settings, read elsewhere, took the
     blank as a value: FAMIGLIA_LOG_LEVEL="" stopped every service, FAMIGLIA_MM_BOT_POLICY=""
     stopped the matchmaker, FAMIGLIA_REDIS_PORT="" stopped `make up`, a blank group was a
-    consumer group named ""."""
+    consumer group named "". A blank FAMIGLIA_REDIS_URL was the URL "" to every service and
+    every process `make up` starts; a blank FAMIGLIA_REDIS_PORT made the services' URL
+    `redis://127.0.0.1:/0`, which redis-py reads as port 6379 while the embedded stack's Redis
+    listens on 6390; a blank OTEL_SERVICE_NAME named every span's service ""."""
     monkeypatch.setenv(name, "")
     assert read(monkeypatch) == default  # type: ignore[operator]
+
+
+def test_a_blank_database_url_stops_the_projection_naming_it(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Blank FAMIGLIA_DATABASE_URL is no read models (README): the services that only read them
+    run without. The projection, which writes them, stopped with SQLAlchemy's "Could not parse
+    SQLAlchemy URL from given URL string", naming no setting."""
+    from services.projection.bootstrap import bootstrap
+
+    monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path))
+    monkeypatch.setenv("FAMIGLIA_SECRET", "s")
+    monkeypatch.setenv("FAMIGLIA_REDIS_URL", "redis://127.0.0.1:1/0")  # never reached
+    monkeypatch.setenv("FAMIGLIA_DATABASE_URL", " ")
+    assert Settings.from_env().database_url == ""
+    with pytest.raises(SystemExit, match="FAMIGLIA_DATABASE_URL"):
+        bootstrap()
