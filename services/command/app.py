@@ -377,10 +377,14 @@ class CommandApp:
                       expected_position: int | None = None) -> Submitted:
         """`submit` of a command still packed as the request carries it (an Any's type URL
         and bytes): the match is looked up once for parsing and deciding."""
-        hot = self._hot(match_id)
-        command = parse_command(hot.match.engine.info, type_url, value)
-        _check_submission(viewer, command_id)
-        return self._submit(hot, viewer, command_id, command, expected_version, omit_events, expected_position)
+        try:
+            hot = self._hot(match_id)
+            command = parse_command(hot.match.engine.info, type_url, value)
+            _check_submission(viewer, command_id)
+            return self._submit(hot, viewer, command_id, command, expected_version, omit_events, expected_position)
+        except AppError as exc:  # its log line names the seat too (a rule's `command_refused` does already)
+            exc.seat = viewer.seat
+            raise
 
     def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
                      *, omit_events: bool = False, ask_next: Sequence[NextSeat] = ()) -> ChainAnswer:
@@ -611,7 +615,7 @@ class CommandApp:
                     m.apply([*block, *envelopes], None if placed else [_padding_event(m.engine)] * slots + events)
                 else:
                     m.apply(envelopes, events, staged=held)
-                accepted_line(match_id, seat, command_id, command.WhichOneof("kind"), m.public_version,
+                accepted_line(match_id, seat, command_id, _logged_kind(command, envelopes), m.public_version,
                               len(block) + len(envelopes))
                 if omit_events:
                     return Submitted(m.public_version, held=held, position=m.version)
@@ -650,7 +654,7 @@ class CommandApp:
         try:
             if not spans_exported():  # no span that goes nowhere to enter and leave
                 return m.engine.decide(m.state, seat, command, rng)
-            with child_span("engine.decide", {"game_id": m.game_id}):
+            with child_span("engine.decide", {"game_id": m.game_id, "match_id": m.match_id, "seat": seat}):
                 return m.engine.decide(m.state, seat, command, rng)
         except MalformedCommand as exc:
             raise InvalidArgument(exc.code, exc.message) from None
@@ -854,6 +858,23 @@ def _padding_event(engine: Engine) -> Message:
         assert event is not None  # _slots is 0 for a game without padding
         _PADDING[engine.info.game_id] = event
     return event
+
+
+#: The `kind` a `command_accepted` line gives a command some seat may not see all of.
+HIDDEN_KIND = "hidden"
+_PUBLIC = envelope_pb2.VISIBILITY_PUBLIC
+
+
+def _logged_kind(command: Message, envelopes: Sequence[envelope_pb2.EventEnvelope]) -> str:
+    """The command's kind as its log line names it: withheld (`HIDDEN_KIND`) unless every one of
+    its events is public. The kind can be the secret itself: a Nothing Personal window's answer
+    is a `pass`, a `play_or_effect` or a `buy_reroll` (NP-H9: never told, held or not), an
+    offer is seen by two seats. Logs go where the table's secrets must not (as `unattributed`
+    keeps a seat's name off such a command's public events)."""
+    for env in envelopes:
+        if env.visibility.kind != _PUBLIC:
+            return HIDDEN_KIND
+    return command.WhichOneof("kind")
 
 
 def _held(held_events: frozenset[str], events: Sequence[Message]) -> bool:

@@ -283,9 +283,9 @@ class Projector:
         for attempt in range(1, attempts + 1):
             try:
                 # A span nobody exports still costs its context switch and attributes on every batch.
-                with (tracer().start_as_current_span("projection.batch",
+                with (tracer().start_as_current_span("projection.batch", links=_batch_links(by_match),
                                                      attributes={"entries": sum(map(len, by_match.values())),
-                                                                 "attempt": attempt})
+                                                                 "matches": len(by_match), "attempt": attempt})
                       if traced else contextlib.nullcontext()):
                     with self._transaction() as conn:
                         outcome = self._apply_batch(conn, by_match)
@@ -414,9 +414,13 @@ class Projector:
         """Continue the trace of the command that wrote the events (from the envelope), then apply them."""
         first = envelopes[0]
         parent = extract_context(first.trace) if first.trace else None
+        # Its batch (the read models' write and commit) is another trace when the events carry one.
+        batch = trace.get_current_span().get_span_context()
+        links = [Link(batch)] if parent is not None and batch.is_valid else []
         with tracer().start_as_current_span(
-            "projection.apply", context=parent, links=_other_commands(envelopes),
-            attributes={"match_id": first.match_id, "first_seq": first.seq, "events": len(envelopes)},
+            "projection.apply", context=parent, links=links + _other_commands(envelopes),
+            attributes={"match_id": first.match_id, "game_id": first.game_id, "first_seq": first.seq,
+                        "events": len(envelopes)},
         ):
             return self._apply_events(conn, writes, row, envelopes)
 
@@ -601,8 +605,19 @@ def _other_commands(envelopes: Sequence[EventEnvelope]) -> list[Link]:
     """Links to the traces of the batch's other commands: the span continues the first
     command's trace, and each later command's trace can still be followed to it."""
     first = envelopes[0].trace.get("traceparent", "") if envelopes[0].trace else ""
-    seen, links = {first}, []
-    for envelope in envelopes[1:]:
+    return _command_links(envelopes[1:], first)
+
+
+def _batch_links(by_match: dict[str, list[PartitionEntry]]) -> list[Link]:
+    """Links from a batch's span (where the read models are written and committed) to the
+    traces of the commands whose events it projects: a trace of its own, as it serves many."""
+    return _command_links([entry.envelope for group in by_match.values() for entry in group])
+
+
+def _command_links(envelopes: Sequence[EventEnvelope], skip: str = "") -> list[Link]:
+    """Links to the distinct command traces the envelopes carry (but `skip`'s), MAX_LINKS at most."""
+    seen, links = {skip}, []
+    for envelope in envelopes:
         parent = envelope.trace.get("traceparent", "") if envelope.trace else ""
         if parent and parent not in seen:
             seen.add(parent)

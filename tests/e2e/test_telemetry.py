@@ -52,3 +52,8 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
     # the server span names what it is about: the match and the command
     assert served[0].attributes["famiglia.match_id"] == match.match_id
     assert served[0].attributes["famiglia.command_id"] == "traced-1"
+    # the decision names the game, the match and the seat (a SubmitCommands span holds several)
+    (decided,) = [s for s in EXPORTER.get_finished_spans()
+                  if s.name == "engine.decide" and format(s.context.trace_id, "032x") == trace_id]
+    assert (decided.attributes["game_id"], decided.attributes["match_id"], decided.attributes["seat"]) == (
+        game_id, match.match_id, seat)

@@ -22,6 +22,9 @@ class AppError(Exception):
     logged: bool = False
     """True when whoever raised it has already written its log line (with more than the RPC
     knows, a rule refusal's seat): the RPC wrapper then writes no second one."""
+    seat: int | None = None
+    """The seat whose request was refused, when the service knew it (a seat token's): the
+    refusal's log line names it beside the request's ids."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")

@@ -108,6 +108,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         ids = _request_ids(request)
         if isinstance(exc, AppError):
             span.set_attribute("famiglia.code", exc.code)
+            if exc.seat is not None:
+                ids["seat"] = exc.seat
             if not exc.logged:
                 log.info("rpc_refused", rpc=name, status=exc.status.name, code=exc.code,
                          reason=exc.message[:300], **ids)

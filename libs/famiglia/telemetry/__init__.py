@@ -307,11 +307,11 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
         raise SystemExit(f"FAMIGLIA_LOG_LEVEL={level_name.lower()!r} is not one of "
                          f"{', '.join(n.lower() for n in LOG_LEVELS)}")
     _configured = service
-    logging.basicConfig(level=log_level, stream=sys.stderr, format="%(message)s")
     use_json = (not sys.stderr.isatty()) if json is None else json
     tail: list[Any] = ([_json_tail] if use_json else
                        [_add_service, structlog.processors.add_log_level, _timestamp, _add_trace_ids,
                         structlog.processors.format_exc_info, structlog.dev.ConsoleRenderer()])
+    logging.basicConfig(level=log_level, handlers=[_foreign_lines(tail)])
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(log_level),
@@ -325,16 +325,48 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
     _configure_tracing(service)
 
 
+def _foreign_lines(tail: list[Any]) -> logging.Handler:
+    """The handler of the standard library's records (Celery, OpenTelemetry's exporters, the
+    broker's bookkeeping, alembic): rendered by the same `tail` as structlog's lines, so they
+    are JSON lines too, with the service, level, timestamp, logger, trace ids and bound
+    context variables, rather than bare text and tracebacks among them."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.contextvars.merge_contextvars, structlog.stdlib.add_logger_name],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tail]))
+    return handler
+
+
+TRACE_EXPORTERS = ("console", "otlp", "none")
+"""What OTEL_TRACES_EXPORTER may name (a comma-separated list, as OpenTelemetry reads it)."""
+
+
+def trace_exporters(env: Mapping[str, str] | None = None) -> list[str]:
+    """The span exporters OTEL_TRACES_EXPORTER names (`otlp` when it is blank and
+    OTEL_EXPORTER_OTLP_ENDPOINT is set); a name none of TRACE_EXPORTERS stops the service,
+    as every other setting's typo does, rather than send the spans nowhere without a word."""
+    env = os.environ if env is None else env
+    value = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in TRACE_EXPORTERS]
+    if unknown:
+        raise SystemExit(f"OTEL_TRACES_EXPORTER={value!r}: {', '.join(unknown)} is not one of "
+                         f"{', '.join(TRACE_EXPORTERS)}")
+    if not names and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        names = ["otlp"]
+    return [name for name in dict.fromkeys(names) if name != "none"]
+
+
 def _configure_tracing(service: str) -> None:
-    exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").lower()
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return
+    exporters = trace_exporters()
     name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
     resource = Resource.create({"service.name": name})
     provider = TracerProvider(resource=resource)
-    if exporter_name == "console":
+    if "console" in exporters:
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-    elif exporter_name == "otlp" or (exporter_name == "" and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+    if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))

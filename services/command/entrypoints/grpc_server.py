@@ -72,9 +72,10 @@ def _log_refused_entry(request: pb.SubmitCommandsRequest, index: int, refused) -
     if refused.logged:
         return
     entry = request.commands[index] if 0 <= index < len(request.commands) else None
+    seat = {} if refused.seat is None else {"seat": refused.seat}
     log.info("rpc_refused", rpc="SubmitCommands", status=refused.status.name, code=refused.code,
              reason=refused.message[:300], match_id=request.match_id[:200],
-             command_id=entry.command_id[:200] if entry is not None else "", index=index)
+             command_id=entry.command_id[:200] if entry is not None else "", index=index, **seat)
 
 
 class GameServicer(pb_grpc.GameServiceServicer):

@@ -112,3 +112,57 @@ def test_follows_from_starts_a_new_trace_linked_to_the_carried_one() -> None:
     assert quiet.is_valid and quiet.trace_id != 0x0AF7651916CD43DD8448EB211C80319C
     assert carrier["traceparent"].split("-")[1] == f"{quiet.trace_id:032x}"
     assert not trace.get_current_span().get_span_context().is_valid  # nothing left current
+
+
+def test_the_standard_librarys_lines_are_json_lines_too(tmp_path) -> None:
+    """Celery's task lines, the broker's bookkeeping and OpenTelemetry's exporter failures log
+    through `logging`: once configured, they are the same JSON lines as structlog's (service,
+    level, logger, trace ids, the traceback as one value), not bare text among them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    probe = (
+        "import logging\n"
+        "from opentelemetry import trace\n"
+        "from famiglia.telemetry import configure, get_logger, server_span\n"
+        "configure('probe', json=True)\n"
+        "with server_span('SubmitCommand'):\n"
+        "    get_logger().info('ours', match_id='m1')\n"
+        "    try:\n"
+        "        raise OSError('collector away')\n"
+        "    except OSError:\n"
+        "        logging.getLogger('opentelemetry.sdk').exception('Exception while exporting Span batch.')\n"
+        "    logging.getLogger('celery.worker').warning('lost %s tasks', 2)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}", FAMIGLIA_LOG_LEVEL="info")
+    env.pop("OTEL_SDK_DISABLED", None)
+    env.pop("OTEL_TRACES_EXPORTER", None)
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(text) for text in done.stderr.splitlines()]  # every line JSON
+    ours, failed, lost = lines
+    assert (failed["event"], failed["level"], failed["logger"], failed["service"]) == (
+        "Exception while exporting Span batch.", "error", "opentelemetry.sdk", "probe")
+    assert "OSError: collector away" in failed["exception"]
+    assert (lost["event"], lost["level"], lost["logger"]) == ("lost 2 tasks", "warning", "celery.worker")
+    assert failed["trace_id"] == lost["trace_id"] == ours["trace_id"]
+
+
+def test_an_unknown_trace_exporter_stops_the_service_with_its_variable() -> None:
+    """A typo (`otpl`) used to send every span nowhere without a word."""
+    import pytest
+
+    from famiglia.telemetry import trace_exporters
+
+    for typo in ("otpl", "otlp,zipkin"):
+        with pytest.raises(SystemExit, match="OTEL_TRACES_EXPORTER"):
+            trace_exporters({"OTEL_TRACES_EXPORTER": typo})
+    assert trace_exporters({"OTEL_TRACES_EXPORTER": " OTLP , console,otlp"}) == ["otlp", "console"]
+    assert trace_exporters({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == []
+    assert trace_exporters({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == ["otlp"]
+    assert trace_exporters({}) == []

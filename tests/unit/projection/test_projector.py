@@ -403,3 +403,38 @@ def test_a_projection_span_links_the_traces_of_the_batchs_other_commands() -> No
 
     links = _other_commands([traced(1), traced(1), traced(2), EventEnvelope(), traced(3), traced(2)])
     assert [link.context.trace_id for link in links] == [2, 3]  # the first's is the span's own
+
+
+def test_the_trace_of_a_command_reaches_the_batch_that_writes_its_read_models(projector: Projector,
+                                                                             monkeypatch) -> None:
+    """The batch span (the read models' write and commit) is a trace of its own, as it serves
+    many commands: it links to each command's trace, and each `projection.apply` span, in its
+    command's trace, links back to it."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from famiglia import telemetry
+
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # the global provider, for this test
+    monkeypatch.setattr(telemetry, "_tracers", {})
+    commands = {}
+    for n, match_id in enumerate(("m1", "m2"), start=1):
+        entries, _ = played_entries(match_id, seed=n)
+        for entry in entries:
+            entry.envelope.trace["traceparent"] = f"00-{n:032x}-{n:016x}-01"
+        commands[match_id] = (n, entries)
+    projector.project([e for _n, entries in commands.values() for e in entries[:3]])
+    spans = exporter.get_finished_spans()
+    (batch,) = [s for s in spans if s.name == "projection.batch"]
+    assert batch.parent is None and batch.context.trace_id not in (1, 2)
+    assert sorted(link.context.trace_id for link in batch.links) == [1, 2]
+    applied = {s.attributes["match_id"]: s for s in spans if s.name == "projection.apply"}
+    for match_id, (n, _entries) in commands.items():
+        span = applied[match_id]
+        assert span.context.trace_id == n and span.parent.span_id == n
+        assert span.attributes["game_id"] == GAME_ID
+        assert [link.context.span_id for link in span.links] == [batch.context.span_id]
