@@ -54,7 +54,7 @@ from famiglia.grpcutil.errors import (
 )
 from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import MatchState, command_key
-from famiglia.telemetry import EventLine, child_span, get_logger, inject_context, spans_exported, tracer
+from famiglia.telemetry import EventLine, child_span, get_logger, spans_exported, stored_context, tracer
 from famiglia.v1 import envelope_pb2
 
 from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch
@@ -280,7 +280,7 @@ class CommandApp:
         created.options.update(config.options)
         for info in seat_info:
             created.seat_info.add().CopyFrom(info)
-        trace = inject_context()
+        trace = stored_context()
         envelopes = [match_created_envelope(match_id, created, trace=trace)]
         envelopes += game_envelopes(engine, match_id, 1, setup_events, seat=-1, trace=trace)
         # A command id even without a request id (the match's own, then): an append whose reply
@@ -581,12 +581,12 @@ class CommandApp:
                     events = self._decide(hot, seat, command, command_id)
                     slots = 0
                 envelopes = game_envelopes(m.engine, match_id, m.public_version + slots if slots else m.version,
-                                           events, command_id=command_id, seat=seat, trace=inject_context(),
+                                           events, command_id=command_id, seat=seat, trace=stored_context(),
                                            command=command)
                 # An open window (NP-H9): the command goes in behind a slot a seat, each the seat's
                 # held answer or padding, so nobody can count the answers, nor tell who answered
                 # before whom, by making a command (a chat) while the window is open (`_block`).
-                block, placed = _block(m, inject_context()) if slots else _NO_BLOCK
+                block, placed = _block(m, stored_context()) if slots else _NO_BLOCK
                 try:
                     if spans_exported():
                         with child_span(_WRITES[held, bool(placed)], {"match_id": match_id}):

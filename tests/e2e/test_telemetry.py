@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry import trace
+from opentelemetry import baggage, trace
+from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -35,9 +36,14 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
     seat = view.to_act[0].seat
     me = client.seat(match.match_id, match.seat_tokens[seat])
     command = me.legal_commands().commands[0]
-    with trace.get_tracer("test").start_as_current_span("player-taps-a-card") as span:
-        trace_id = format(span.get_span_context().trace_id, "032x")
-        reply = me.submit(command, command_id="traced-1")
+    # the client's baggage goes with the call, but no event keeps it (`stored_context`)
+    token = otel_context.attach(baggage.set_baggage("device", "x" * 4000))
+    try:
+        with trace.get_tracer("test").start_as_current_span("player-taps-a-card") as span:
+            trace_id = format(span.get_span_context().trace_id, "032x")
+            reply = me.submit(command, command_id="traced-1")
+    finally:
+        otel_context.detach(token)
     client.close()
     store = RedisEventStore.connect(redis_url)
     stored = [e for e in store.read(match.match_id) if e.command_id == "traced-1"]
@@ -45,6 +51,7 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
     assert stored and len(stored) == reply.version - view.version
     for envelope in stored:
         assert envelope.trace["traceparent"].split("-")[1] == trace_id
+        assert "baggage" not in envelope.trace
     names = {s.name for s in EXPORTER.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id}
     assert {"SubmitCommand", "eventstore.append", "engine.decide"} <= names
     served = [s for s in EXPORTER.get_finished_spans()

@@ -610,6 +610,16 @@ def inject_context() -> dict[str, str]:
     return carrier
 
 
+def stored_context() -> dict[str, str]:
+    """The trace context an event keeps (`EventEnvelope.trace`): traceparent and tracestate,
+    never baggage. Baggage is the caller's to fill (up to gRPC's 8 KB of metadata), and an
+    event keeps it for good and shows it in every export once the match is over: a client
+    could make each event that much larger, or hand its own data to every other player."""
+    carrier = inject_context()
+    carrier.pop("baggage", None)
+    return carrier
+
+
 _TRACEPARENT = "00-%032x-%016x-%02x"
 # The context keys OpenTelemetry keeps the current span and the baggage under (private
 # names: if a release renames them, every carrier goes through `propagate.inject`).
