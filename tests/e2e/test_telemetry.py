@@ -38,8 +38,12 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
     command = me.legal_commands().commands[0]
     # the client's baggage goes with the call, but no event keeps it (`stored_context`)
     token = otel_context.attach(baggage.set_baggage("device", "x" * 4000))
+    state = ",".join(f"v{i}=" + "y" * 200 for i in range(12))  # a tracestate past W3C's 512 characters
     try:
-        with trace.get_tracer("test").start_as_current_span("player-taps-a-card") as span:
+        parent = trace.NonRecordingSpan(trace.SpanContext(0x1F, 0x2F, False, trace.TraceFlags(1),
+                                                          trace.TraceState.from_header([state])))
+        with trace.get_tracer("test").start_as_current_span("player-taps-a-card",
+                                                           trace.set_span_in_context(parent)) as span:
             trace_id = format(span.get_span_context().trace_id, "032x")
             reply = me.submit(command, command_id="traced-1")
     finally:
@@ -51,7 +55,7 @@ def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(c
     assert stored and len(stored) == reply.version - view.version
     for envelope in stored:
         assert envelope.trace["traceparent"].split("-")[1] == trace_id
-        assert "baggage" not in envelope.trace
+        assert "baggage" not in envelope.trace and "tracestate" not in envelope.trace
     names = {s.name for s in EXPORTER.get_finished_spans() if format(s.context.trace_id, "032x") == trace_id}
     assert {"SubmitCommand", "eventstore.append", "engine.decide"} <= names
     served = [s for s in EXPORTER.get_finished_spans()

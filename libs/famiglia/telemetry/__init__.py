@@ -614,10 +614,16 @@ def stored_context() -> dict[str, str]:
     """The trace context an event keeps (`EventEnvelope.trace`): traceparent and tracestate,
     never baggage. Baggage is the caller's to fill (up to gRPC's 8 KB of metadata), and an
     event keeps it for good and shows it in every export once the match is over: a client
-    could make each event that much larger, or hand its own data to every other player."""
+    could make each event that much larger, or hand its own data to every other player. A
+    tracestate past the 512 characters W3C asks every vendor to carry is dropped likewise."""
     carrier = inject_context()
     carrier.pop("baggage", None)
+    if len(carrier.get("tracestate", "")) > TRACESTATE_KEPT:
+        del carrier["tracestate"]
     return carrier
+
+
+TRACESTATE_KEPT = 512
 
 
 _TRACEPARENT = "00-%032x-%016x-%02x"
