@@ -11,14 +11,14 @@ import sys
 
 from opentelemetry import metrics
 
+from famiglia.telemetry import exporters
+
 
 def configure_metrics(service: str = "projection", interval_ms: int = 10_000) -> None:
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return
-    name = os.environ.get("OTEL_METRICS_EXPORTER", "").lower()
-    if name == "" and os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        name = "otlp"
-    if name in ("", "none"):
+    named = exporters("OTEL_METRICS_EXPORTER")  # a typo stops the service (it meant OTLP)
+    if not named:
         return
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import (
@@ -28,14 +28,14 @@ def configure_metrics(service: str = "projection", interval_ms: int = 10_000) ->
     )
     from opentelemetry.sdk.resources import Resource
 
-    exporter: MetricExporter
-    if name == "console":
-        exporter = ConsoleMetricExporter(out=sys.stderr)
-    else:
+    exporters_: list[MetricExporter] = []
+    if "console" in named:
+        exporters_.append(ConsoleMetricExporter(out=sys.stderr))
+    if "otlp" in named:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
-        exporter = OTLPMetricExporter()
+        exporters_.append(OTLPMetricExporter())
     service_name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
     resource = Resource.create({"service.name": service_name})
-    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms)
-    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+    readers = [PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms) for exporter in exporters_]
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))

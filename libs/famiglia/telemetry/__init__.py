@@ -337,21 +337,21 @@ def _foreign_lines(tail: list[Any]) -> logging.Handler:
     return handler
 
 
-TRACE_EXPORTERS = ("console", "otlp", "none")
-"""What OTEL_TRACES_EXPORTER may name (a comma-separated list, as OpenTelemetry reads it)."""
+EXPORTERS = ("console", "otlp", "none")
+"""What OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER may name (comma-separated lists, as
+OpenTelemetry reads them)."""
 
 
-def trace_exporters(env: Mapping[str, str] | None = None) -> list[str]:
-    """The span exporters OTEL_TRACES_EXPORTER names (`otlp` when it is blank and
-    OTEL_EXPORTER_OTLP_ENDPOINT is set); a name none of TRACE_EXPORTERS stops the service,
-    as every other setting's typo does, rather than send the spans nowhere without a word."""
+def exporters(variable: str = "OTEL_TRACES_EXPORTER", env: Mapping[str, str] | None = None) -> list[str]:
+    """The exporters a setting names (`otlp` when it is blank and OTEL_EXPORTER_OTLP_ENDPOINT
+    is set); a name none of EXPORTERS stops the service, as every other setting's typo does,
+    rather than send the spans (or the metrics) nowhere, or somewhere else, without a word."""
     env = os.environ if env is None else env
-    value = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    value = env.get(variable, "").strip().lower()
     names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = [name for name in names if name not in TRACE_EXPORTERS]
+    unknown = [name for name in names if name not in EXPORTERS]
     if unknown:
-        raise SystemExit(f"OTEL_TRACES_EXPORTER={value!r}: {', '.join(unknown)} is not one of "
-                         f"{', '.join(TRACE_EXPORTERS)}")
+        raise SystemExit(f"{variable}={value!r}: {', '.join(unknown)} is not one of {', '.join(EXPORTERS)}")
     if not names and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         names = ["otlp"]
     return [name for name in dict.fromkeys(names) if name != "none"]
@@ -360,13 +360,13 @@ def trace_exporters(env: Mapping[str, str] | None = None) -> list[str]:
 def _configure_tracing(service: str) -> None:
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return
-    exporters = trace_exporters()
+    named = exporters()
     name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
     resource = Resource.create({"service.name": name})
     provider = TracerProvider(resource=resource)
-    if "console" in exporters:
+    if "console" in named:
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter(out=sys.stderr)))
-    if "otlp" in exporters:
+    if "otlp" in named:
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))

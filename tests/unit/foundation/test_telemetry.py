@@ -153,16 +153,27 @@ def test_the_standard_librarys_lines_are_json_lines_too(tmp_path) -> None:
     assert failed["trace_id"] == lost["trace_id"] == ours["trace_id"]
 
 
-def test_an_unknown_trace_exporter_stops_the_service_with_its_variable() -> None:
-    """A typo (`otpl`) used to send every span nowhere without a word."""
+def test_an_unknown_exporter_stops_the_service_with_its_variable() -> None:
+    """A typo (`otpl`) used to send every span nowhere, and every metric to OTLP, without a word."""
     import pytest
 
-    from famiglia.telemetry import trace_exporters
+    from famiglia.telemetry import exporters
 
-    for typo in ("otpl", "otlp,zipkin"):
-        with pytest.raises(SystemExit, match="OTEL_TRACES_EXPORTER"):
-            trace_exporters({"OTEL_TRACES_EXPORTER": typo})
-    assert trace_exporters({"OTEL_TRACES_EXPORTER": " OTLP , console,otlp"}) == ["otlp", "console"]
-    assert trace_exporters({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == []
-    assert trace_exporters({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == ["otlp"]
-    assert trace_exporters({}) == []
+    for variable in ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER"):
+        for typo in ("otpl", "otlp,zipkin"):
+            with pytest.raises(SystemExit, match=variable):
+                exporters(variable, {variable: typo})
+        assert exporters(variable, {variable: " OTLP , console,otlp"}) == ["otlp", "console"]
+        assert exporters(variable, {variable: "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == []
+        assert exporters(variable, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == ["otlp"]
+        assert exporters(variable, {}) == []
+
+
+def test_the_projection_refuses_an_unknown_metrics_exporter(monkeypatch) -> None:
+    import pytest
+
+    from services.projection.metrics import configure_metrics
+
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "otpl")
+    with pytest.raises(SystemExit, match="OTEL_METRICS_EXPORTER"):
+        configure_metrics()
