@@ -1,7 +1,9 @@
 """`python -m services.projection [run]`: consume into the read models and serve QueryService
 until SIGTERM/SIGINT. `... rebuild`: rebuild every read model from the archive and the streams.
 `... migrate`: bring the schema to head and exit. `... parked` / `... unpark MATCH_ID...`: list the
-matches the projection gave up on (poison entries) / project them again after a fix."""
+matches the projection gave up on (poison entries) / project them again after a fix. `... diverged`:
+list the matches whose event store lost acknowledged writes and was written on since (a rebuild
+takes them from the store)."""
 
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ def cmd_rebuild(settings: Settings) -> int:
           f"{report.applied} events projected, "
           f"{report.matches_finished} matches finished"
           + (f", {report.left_deferred} entries after gaps NOT projected" if report.left_deferred else "")
-          + (f", {report.parked} entries of poison matches parked (see the log)" if report.parked else ""))
+          + (f", {report.parked} entries of poison matches parked (see the log)" if report.parked else "")
+          + (f", {report.diverged} diverged matches taken from the store" if report.diverged else ""))
     return 0 if not (report.left_deferred or report.parked) else 1
 
 
@@ -81,6 +84,22 @@ def cmd_parked(settings: Settings) -> int:
     return 0
 
 
+def cmd_diverged(settings: Settings) -> int:
+    """The flagged matches, with the store's version beside the projected one."""
+    app = bootstrap(settings=settings)
+    try:
+        found = app.diverged()
+        for match in found:
+            print(f"{match.match_id}  {match.status}  differs from seq {match.diverged_seq}  "
+                  f"projected version {match.version}  store version {app.store.version(match.match_id)}")
+        if found:
+            print(f"{len(found)} matches: the event store lost acknowledged writes and was written on since; "
+                  "their streams are kept. `python -m services.projection rebuild` takes them from the store.")
+    finally:
+        app.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.projection", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
@@ -90,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("parked", help="list the matches the projection parked (poison entries)")
     unpark = sub.add_parser("unpark", help="project parked matches again from their streams (after a fix)")
     unpark.add_argument("match_ids", nargs="+", metavar="MATCH_ID")
+    sub.add_parser("diverged", help="list the matches whose event store went back and was written on (rebuild them)")
     args = parser.parse_args(argv)
     configure("projection")
     configure_metrics("projection")
@@ -100,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_rebuild(settings)
         if args.cmd == "parked":
             return cmd_parked(settings)
+        if args.cmd == "diverged":
+            return cmd_diverged(settings)
         if args.cmd == "unpark":
             return cmd_unpark(settings, args.match_ids)
         if args.cmd == "migrate":

@@ -13,6 +13,7 @@ from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from . import schema
+from .divergence import DivergedMatch, diverged_matches
 from .lag import LagMonitor
 from .parking import DeadLetters
 from .projector import BatchOutcome, Projector
@@ -58,6 +59,10 @@ class ProjectionApp:
 
     def rebuild(self, *, progress: Callable[[int], None] | None = None) -> RebuildReport:
         return rebuild(self.store, self.sql, self.projector, progress=progress)
+
+    def diverged(self) -> list[DivergedMatch]:
+        """The matches whose store and archive tell different histories (left for a rebuild)."""
+        return diverged_matches(self.sql)
 
     def dead_letters(self) -> DeadLetters:
         return DeadLetters(self.store)

@@ -9,6 +9,12 @@ read FOR UPDATE (PostgreSQL) or under BEGIN IMMEDIATE (SQLite), so two
 processes never apply the same event; a losing transaction rolls back and the
 batch is retried, finding those events already done.
 
+A store that lost acknowledged writes and was written on since shows as entries at
+archived seqs under other event ids (`_went_back`): a live match is projected again
+from the store; a finished one (or one whose `match_created` was replaced) is flagged
+(`matches.diverged_seq`, `divergence.py`) and nothing more is projected onto it until a
+rebuild takes it from the store.
+
 The partition checkpoint (newest entry id committed per partition) commits in
 the same transaction. It is not the skip rule: when consumers share a
 partition, entries below the newest committed one may still be unprojected.
@@ -313,9 +319,21 @@ class Projector:
         for match_id in ids:
             group = by_match[match_id]
             row = rows.get(match_id)
+            if row is not None and row.diverged_seq is not None:
+                # The store tells another history than the archive, which the read models cannot
+                # follow: nothing more goes onto the lost one. The store keeps the match's stream
+                # (retention never trims it) and a rebuild projects the match from there.
+                if self._diverged_earlier(conn, row, group):
+                    writes.matches.append(row)
+                outcome.skipped.extend(group)
+                continue
             version = row.version if row is not None else 0
             if row is not None and group[0].envelope.seq <= version:  # a redelivery, or a store gone back
                 back = self._went_back(conn, row, group)
+                if row.diverged_seq is not None:  # flagged just now: recorded with the batch
+                    writes.matches.append(row)
+                    outcome.skipped.extend(group)
+                    continue
                 if back is not None:
                     version = back
                     tail = self._store_tail(match_id, back)
@@ -365,18 +383,18 @@ class Projector:
         written on since when an entry is at an archived seq under another event id. A live
         match then drops the archived events from that seq on, in this batch's transaction, and
         is projected from the store's (`_store_tail`); a finished one was rated and ranked on the
-        lost events, so it is left for an operator's rebuild."""
-        seqs = [e.envelope.seq for e in group if e.envelope.seq <= row.version]
-        archived_ids = dict(conn.execute(select(ARCHIVE.c.seq, ARCHIVE.c.event_id).where(
-            ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq.in_(seqs))).all())
-        replaced = [e.envelope for e in group
-                    if e.envelope.seq in archived_ids and archived_ids[e.envelope.seq] != e.envelope.event_id]
+        lost events (and a replaced `match_created` made the row itself), so it is flagged
+        (`diverged_seq`, written with the batch) and left for an operator's rebuild, which takes
+        its events from the store."""
+        replaced = self._replaced(conn, row, group)
         if not replaced:
             return None
-        seq = min(env.seq for env in replaced)
+        seq = replaced[0].seq
         if row.status != "live" or seq <= 1:
+            row.diverged_seq = seq
             log.error("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
-                      status=row.status, action="rebuild this match's read models", **_envelope_ids(replaced[0]))
+                      status=row.status, action="flagged: rebuild the read models (`python -m services.projection "
+                      "diverged` lists such matches)", **_envelope_ids(replaced[0]))
             return None
         log.warning("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
                     action="projected again from the store", **_envelope_ids(replaced[0]))
@@ -384,6 +402,29 @@ class Projector:
         self.cache.drop([row.match_id])
         row.version = seq - 1
         return row.version
+
+    def _diverged_earlier(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> bool:
+        """Lower a flagged match's diverged seq when the group replaces an earlier one (consumers
+        split a partition, so the replaced seqs need not all reach the one that flagged it)."""
+        replaced = self._replaced(conn, row, [e for e in group if e.envelope.seq < (row.diverged_seq or 0)])
+        if not replaced:
+            return False
+        row.diverged_seq = replaced[0].seq
+        log.error("projection_store_went_back", match_id=row.match_id, seq=row.diverged_seq, version=row.version,
+                  status=row.status, action="flagged from an earlier seq", **_envelope_ids(replaced[0]))
+        return True
+
+    @staticmethod
+    def _replaced(conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> list[EventEnvelope]:
+        """The group's envelopes at archived seqs under other event ids, by seq."""
+        seqs = [e.envelope.seq for e in group if e.envelope.seq <= row.version]
+        if not seqs:
+            return []
+        archived_ids = dict(conn.execute(select(ARCHIVE.c.seq, ARCHIVE.c.event_id).where(
+            ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq.in_(seqs))).all())
+        return sorted((e.envelope for e in group
+                       if e.envelope.seq in archived_ids and archived_ids[e.envelope.seq] != e.envelope.event_id),
+                      key=lambda env: env.seq)
 
     def _store_tail(self, match_id: str, after: int) -> list[EventEnvelope]:
         """The match's events past `after` as the store holds them now. Read from the store, not

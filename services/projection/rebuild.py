@@ -11,6 +11,12 @@ tables. Each partition's checkpoint ends at its stream's newest entry, as a
 caught-up consumer leaves it. What the bots' runner recorded about tournaments
 (name, status, configuration) does not come from events and is kept.
 
+A match flagged as diverged (the store lost acknowledged writes and was written on
+since, after the match finished: `divergence.py`) is rebuilt from the store's events:
+in the transaction that keeps the archive aside, the kept copy's events of the match
+are replaced with the store's stream (never trimmed while the match is flagged). The
+rebuilt row carries no flag.
+
 A rebuild that dies leaves the side tables: the next one starts again from them (not
 from the half-refilled archive, nor from tournament rows it emptied or rebuilt without
 what the runner recorded), and drops them when done.
@@ -23,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import MetaData, Table, delete, inspect, select, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
@@ -32,6 +38,7 @@ from famiglia.readmodels.tables import TABLES, ArchivedEvent, Tournament
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
+from .divergence import flagged
 from .projector import Projector, entry_key, poison_like
 
 log = get_logger("famiglia.projection.rebuild")
@@ -55,6 +62,8 @@ class RebuildReport:
     """Archived events read."""
     parked: int = 0
     """Entries of matches the projector gave up on (poison; logged as projection_match_parked)."""
+    diverged: int = 0
+    """Flagged matches whose events were taken from the store instead of the archive."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[PartitionEntry]:
@@ -98,7 +107,7 @@ def kept_archive_entries(store: RedisEventStore, engine: Engine, page: int = 200
 
 def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
             batch: int = 500, progress: Callable[[int], None] | None = None) -> RebuildReport:
-    kept = _keep_archive_and_empty(engine)
+    kept, diverged = _keep_archive_and_empty(engine, store)
     recorded = _kept_tournaments(engine)
     log.info("projection_rebuild_started", archived=kept)
     projector.cache.clear()
@@ -117,9 +126,10 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
         conn.execute(text(f"DROP TABLE {KEPT_ARCHIVE}"))
         conn.execute(text(f"DROP TABLE {KEPT_TOURNAMENTS}"))
     report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
-                           feed.parked)
+                           feed.parked, diverged)
     log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
-             finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked)
+             finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked,
+             diverged=report.diverged)
     return report
 
 
@@ -168,10 +178,12 @@ class _Feed:
             self.progress(self.read)
 
 
-def _keep_archive_and_empty(engine: Engine) -> int:
+def _keep_archive_and_empty(engine: Engine, store: RedisEventStore | None = None) -> tuple[int, int]:
     """Copy the archive and the tournament rows aside (unless a rebuild that died left the
-    copies: they are the tables as they were), then empty every table, in one transaction;
-    how many events are kept."""
+    copies: they are the tables as they were), with the store's events in place of the
+    archive's for diverged matches, then empty every table, in one transaction; how many
+    events are kept, and how many diverged matches were taken from the store."""
+    diverged = 0
     with engine.begin() as conn:
         if not inspect(conn).has_table(KEPT_TOURNAMENTS):
             conn.execute(text(f"CREATE TABLE {KEPT_TOURNAMENTS} AS SELECT * FROM {Tournament.__tablename__}"))
@@ -179,9 +191,34 @@ def _keep_archive_and_empty(engine: Engine) -> int:
             conn.execute(text(f"CREATE TABLE {KEPT_ARCHIVE} AS SELECT match_id, seq, timestamp_ms, envelope "
                               f"FROM {ArchivedEvent.__tablename__}"))
             conn.execute(text(f"CREATE INDEX ix_{KEPT_ARCHIVE}_order ON {KEPT_ARCHIVE} (timestamp_ms, match_id, seq)"))
+            if store is not None:
+                diverged = _take_diverged_from_the_store(conn, store)
         for table in reversed(TABLES):
             conn.execute(delete(table))
-        return int(conn.execute(text(f"SELECT count(*) FROM {KEPT_ARCHIVE}")).scalar_one())
+        return int(conn.execute(text(f"SELECT count(*) FROM {KEPT_ARCHIVE}")).scalar_one()), diverged
+
+
+def _take_diverged_from_the_store(conn: Connection, store: RedisEventStore) -> int:
+    """In the kept copy, each diverged match's events become the store's (the truth since it
+    went back: docs/eventstore.md); in the same transaction as the emptying, so a rebuild that
+    dies later starts again from the store's history too. The whole stream, not only from the
+    recorded seq: a stream is there whole or not at all (only `trim` drops one), and an earlier
+    replaced seq may have reached the projection after the flag. A match whose stream is gone
+    keeps the archive's events (there is nothing else)."""
+    taken = 0
+    for match_id, seq in sorted(flagged(conn).items()):
+        events = store.read(match_id)
+        if not events:
+            log.warning("projection_rebuild_diverged_stream_gone", match_id=match_id, diverged_seq=seq)
+            continue
+        conn.execute(text(f"DELETE FROM {KEPT_ARCHIVE} WHERE match_id = :m"), {"m": match_id})
+        conn.execute(text(f"INSERT INTO {KEPT_ARCHIVE} (match_id, seq, timestamp_ms, envelope) "
+                          "VALUES (:m, :s, :t, :e)"),
+                     [{"m": match_id, "s": e.seq, "t": e.timestamp.ToMilliseconds(),
+                       "e": e.SerializeToString(deterministic=True)} for e in events])
+        log.info("projection_rebuild_diverged_from_store", match_id=match_id, diverged_seq=seq, events=len(events))
+        taken += 1
+    return taken
 
 
 def _kept_tournaments(engine: Engine) -> list[Tournament]:

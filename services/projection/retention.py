@@ -10,6 +10,13 @@ from then on replay reads the archive, and the command service answers
 every consumer group has acked (`trim_consumed`). Without it Redis keeps every event
 of every match ever played, twice.
 
+Before a trim the sweep checks that the store still tells the archive's history: a
+store that lost acknowledged writes and was written on since can hold as many events
+as were archived, under other ids, and the projection may not have seen them yet (a
+late consumer). A match whose event ids differ is flagged (`divergence.py`) and kept,
+as is every match the projector flagged: its stream is the only copy of what the store
+now says, and `rebuild` reads it.
+
 The sweep walks finished matches in (finished_ms, match_id) order from a watermark
 kept in Redis, so each match is looked at once. Several projection processes may
 sweep at once: a trim is idempotent, and a watermark written back by a slower
@@ -32,6 +39,8 @@ from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
 from famiglia.telemetry import get_logger
 
+from .divergence import archived_ids, first_difference, mark_diverged
+
 log = get_logger("famiglia.projection.retention")
 
 
@@ -43,7 +52,8 @@ class SweepReport:
     events: int = 0
     """Events dropped from Redis (they stay in the archive)."""
     skipped: int = 0
-    """Finished matches whose store version differs from the projected one (left alone)."""
+    """Finished matches left alone: the store version differs from the projected one, or the
+    store's events from the archive's (flagged)."""
     entries: int = 0
     """Partition stream entries dropped."""
 
@@ -81,14 +91,10 @@ class RetentionSweep:
         mark = self.watermark()
         while True:
             rows = self._finished_before(cutoff, mark)
-            for match_id, finished_ms, projected in rows:
+            for match_id, finished_ms, projected, diverged in rows:
                 looked += 1
-                stored = self.store.version(match_id)
-                if stored != projected:
-                    # Not every event is in the archive (or the store lost some): keep the stream.
+                if self._kept(match_id, projected, diverged):
                     skipped += 1
-                    log.warning("retention_skipped", match_id=match_id, projected_version=projected,
-                                store_version=stored)
                 else:
                     dropped = self.store.trim(match_id)
                     if dropped:
@@ -106,15 +112,38 @@ class RetentionSweep:
                      partition_entries=entries)
         return report
 
-    def _finished_before(self, cutoff: int, mark: tuple[int, str]) -> list[tuple[str, int, int]]:
+    def _kept(self, match_id: str, projected: int, diverged: int | None) -> bool:
+        """Whether the match's stream must stay: flagged, its events other than the archive's
+        (flagged now), or its store version not the projected one."""
+        if diverged is not None:
+            log.warning("retention_skipped", match_id=match_id, reason="store_diverged", diverged_seq=diverged)
+            return True
+        stored = self.store.version(match_id)
+        events = self.store.read(match_id)
+        with read_session(self.sql) as session:
+            seq = first_difference(archived_ids(session.connection(), match_id), ((e.seq, e.event_id) for e in events))
+        if seq is not None:
+            mark_diverged(self.sql, match_id, seq)
+            log.error("retention_store_diverged", match_id=match_id, seq=seq, projected_version=projected,
+                      store_version=stored, action="flagged and kept: rebuild the read models "
+                      "(`python -m services.projection diverged` lists such matches)")
+            return True
+        if stored != projected:
+            # Not every event is in the archive (or the store lost some): keep the stream.
+            log.warning("retention_skipped", match_id=match_id, reason="versions_differ",
+                        projected_version=projected, store_version=stored)
+            return True
+        return False
+
+    def _finished_before(self, cutoff: int, mark: tuple[int, str]) -> list[tuple[str, int, int, int | None]]:
         mark_ms, mark_id = mark
         finished_ms, match_id = col(Match.finished_ms), col(Match.match_id)
         query = (
-            select(Match.match_id, Match.finished_ms, Match.version)
+            select(Match.match_id, Match.finished_ms, Match.version, Match.diverged_seq)
             .where(Match.status == "finished", finished_ms <= cutoff,
                    or_(finished_ms > mark_ms, and_(finished_ms == mark_ms, match_id > mark_id)))
             .order_by(finished_ms, match_id)
             .limit(self.batch)
         )
         with read_session(self.sql) as session:
-            return [(m, int(f or 0), int(v)) for m, f, v in session.exec(query).all()]
+            return [(m, int(f or 0), int(v), d) for m, f, v, d in session.exec(query).all()]

@@ -55,6 +55,8 @@ class MatchRow:
     last_event_ms: int
     status: str = "live"
     fold_error: str = ""
+    diverged_seq: int | None = None
+    """Set: the store and the archive differ from this seq on; nothing more is projected onto the match."""
     finished_ms: int | None = None
     outcome: dict[str, str] = field(default_factory=dict)
     created: dict[str, Any] | None = None
@@ -149,13 +151,14 @@ class BatchWriter:
         insert = dialect_insert(dialect)
         self.lock_matches = (
             select(MATCHES.c.match_id, MATCHES.c.game_id, MATCHES.c.seats, MATCHES.c.tournament_id,
-                   MATCHES.c.version, MATCHES.c.last_event_ms, MATCHES.c.status, MATCHES.c.fold_error)
+                   MATCHES.c.version, MATCHES.c.last_event_ms, MATCHES.c.status, MATCHES.c.fold_error,
+                   MATCHES.c.diverged_seq)
             .where(MATCHES.c.match_id.in_(bindparam("ids", expanding=True)))
             .order_by(MATCHES.c.match_id).with_for_update())
         self.progress = (
             update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
             .values(version=bindparam("b_version"), last_event_ms=bindparam("b_last"),
-                    fold_error=bindparam("b_error")))
+                    fold_error=bindparam("b_error"), diverged_seq=bindparam("b_diverged")))
         self.finish = (
             update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
             .values(status=bindparam("b_status"), finished_ms=bindparam("b_finished"),
@@ -236,8 +239,8 @@ class BatchWriter:
         moved = [m for m in batch.matches if m.created is None]
         if moved:
             self._execute("progress", self.progress, conn, [
-                dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms, b_error=m.fold_error)
-                for m in moved])
+                dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms, b_error=m.fold_error,
+                     b_diverged=m.diverged_seq) for m in moved])
         finished = [m for m, _seats in batch.results if m.created is None]
         if finished:
             conn.execute(self.finish, [dict(b_match=m.match_id, b_status=m.status, b_finished=m.finished_ms,
@@ -352,4 +355,4 @@ def _match_values(m: MatchRow) -> dict[str, Any]:
     assert m.created is not None
     return dict(m.created, match_id=m.match_id, game_id=m.game_id, seats=m.seats, tournament_id=m.tournament_id,
                 version=m.version, last_event_ms=m.last_event_ms, status=m.status, fold_error=m.fold_error,
-                finished_ms=m.finished_ms, outcome=m.outcome)
+                diverged_seq=m.diverged_seq, finished_ms=m.finished_ms, outcome=m.outcome)

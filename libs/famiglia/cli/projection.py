@@ -2,10 +2,11 @@
 
     famiglia projection rebuild                 every read model again from the archive and the streams
     famiglia projection migrate                 bring the SQL schema to head
+    famiglia projection diverged                matches whose event store went back and was written on
     famiglia projection matches [--game G]      the newest matches (QueryService)
     famiglia projection leaderboard GAME        a game's ratings (QueryService)
 
-`rebuild` and `migrate` run the projection service's own command
+`rebuild`, `migrate` and `diverged` run the projection service's own command
 (`python -m services.projection ...`) with this environment, so they use the
 same FAMIGLIA_REDIS_URL / FAMIGLIA_DATABASE_URL as the service (the embedded
 stack's by default).
@@ -37,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rebuild.set_defaults(func=cmd_service, service_args=["rebuild"])
     migrate = sub.add_parser("migrate", help="bring the SQL schema to head")
     migrate.set_defaults(func=cmd_service, service_args=["migrate"])
+    diverged = sub.add_parser("diverged", help="the matches a rebuild must take from the event store "
+                                               "(it lost acknowledged writes and was written on since)")
+    diverged.set_defaults(func=cmd_service, service_args=["diverged"])
     matches = sub.add_parser("matches", help="the newest matches")
     matches.add_argument("--game", default="")
     matches.add_argument("--player", default="")

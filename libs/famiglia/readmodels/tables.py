@@ -74,6 +74,12 @@ class Match(ReadModel, table=True):
     outcome: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     fold_error: str = Field(default="", max_length=2000)
     """Why results could not be computed (unknown game, engine error); events are archived regardless."""
+    diverged_seq: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    """The first seq at which the event store holds other events than the archive (it lost
+    acknowledged writes and was written on since) when the projection could not follow it (the
+    match had finished on the lost events, or its `match_created` was replaced): nothing more is
+    projected onto the match, retention keeps its stream, and `rebuild` takes its events from
+    the store. None: the two agree."""
 
 
 class MatchSeat(ReadModel, table=True):

@@ -149,7 +149,7 @@ def test_a_rebuild_that_died_starts_again_from_the_archive_it_kept(app: Projecti
     drain_app(app)
     incremental = dump(app.sql)
     _sweep(app, FAR_FUTURE_MS).sweep()
-    assert _keep_archive_and_empty(app.sql) == sum(len(p.envelopes) for p in played)
+    assert _keep_archive_and_empty(app.sql)[0] == sum(len(p.envelopes) for p in played)
     app.projector.project(list(kept_archive_entries(app.store, app.sql))[:10])  # then it died
     app.rebuild()
     assert dump(app.sql) == incremental

@@ -1,4 +1,4 @@
-"""`famiglia projection ...` hands rebuild and migrate to the service's own command."""
+"""`famiglia projection ...` hands rebuild, migrate and diverged to the service's own command."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from famiglia.cli import main as cli
 @pytest.mark.parametrize(("argv", "expected"), [
     (["projection", "rebuild"], ["services.projection", "rebuild"]),
     (["projection", "migrate"], ["services.projection", "migrate"]),
+    (["projection", "diverged"], ["services.projection", "diverged"]),
 ])
 def test_rebuild_and_migrate_run_the_service_command(monkeypatch: pytest.MonkeyPatch, argv: list[str],
                                                      expected: list[str]) -> None:

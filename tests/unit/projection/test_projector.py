@@ -274,15 +274,80 @@ def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(p
     assert _archived_ids(projector, "m1") == {e.envelope.seq: e.envelope.event_id for e in entries[:8]}
 
 
+def _diverged_seq(projector: Projector, match_id: str) -> int | None:
+    from sqlalchemy import select
+
+    from services.projection.writes import MATCHES
+
+    with projector.engine.connect() as conn:
+        return conn.execute(select(MATCHES.c.diverged_seq).where(MATCHES.c.match_id == match_id)).scalar_one()
+
+
+def unflagged_dump(projector: Projector) -> dict[str, list[tuple]]:
+    """The tables with every diverged flag cleared: what else a flagged batch changed."""
+    from sqlalchemy import update
+
+    from services.projection.writes import MATCHES
+
+    with projector.engine.begin() as conn:
+        conn.execute(update(MATCHES).values(diverged_seq=None))
+    return dump(projector.engine)
+
+
 def test_events_written_again_after_a_match_was_rated_are_left_for_an_operator(projector: Projector) -> None:
     """A finished match was ranked and rated on the events the store lost: the projection does
-    not undo that, it logs the match for a rebuild and changes nothing."""
+    not undo that; it flags the match for a rebuild (durably, with the batch) and changes
+    nothing else. Before, it only logged the match, and nothing kept retention from trimming
+    the store's copy."""
     entries, _ = played_entries("m1", seed=3)
     projector.project(entries)
     before = dump(projector.engine)
     outcome = projector.project(_written_again(entries[-3:], suffix="ZZ"))
     assert not outcome.applied and len(outcome.skipped) == 3
-    assert dump(projector.engine) == before
+    assert _diverged_seq(projector, "m1") == entries[-3].envelope.seq
+    assert unflagged_dump(projector) == before
+
+
+def _past_the_end(entry: PartitionEntry, seqs: int) -> list[PartitionEntry]:
+    """Events after a finished match's last seq: a store that went back and was played on
+    further than the match had gone."""
+    out = []
+    for n in range(1, seqs + 1):
+        env = EventEnvelope.FromString(entry.envelope.SerializeToString())
+        env.seq += n
+        env.event_id = env.event_id[:-2] + f"Y{n}"
+        out.append(replace(entry, envelope=env, entry_id=f"{entry.entry_id}{n}"))
+    return out
+
+
+def test_nothing_more_is_projected_onto_a_match_flagged_as_diverged(projector: Projector) -> None:
+    """The store went back and was played on past the old end: the events after the projected
+    version are of the store's new history and must not be archived on top of the lost one
+    (a mix of two histories, which a later trim would make the only copy). Before, those in
+    the flagging batch and every later one were applied."""
+    entries, total = played_entries("m1", seed=3)
+    projector.project(entries)
+    before = dump(projector.engine)
+    again = _written_again(entries[-2:], suffix="ZZ")
+    further = _past_the_end(again[-1], 2)
+    outcome = projector.project(again + further[:1])
+    assert not outcome.applied and len(outcome.skipped) == 3
+    assert not projector.project(further[1:]).applied
+    assert sorted(_archived_ids(projector, "m1")) == list(range(1, total + 1))
+    assert _diverged_seq(projector, "m1") == total - 1
+    assert unflagged_dump(projector) == before
+
+
+def test_an_earlier_replaced_seq_that_comes_later_lowers_the_flag(projector: Projector) -> None:
+    """Consumers split a partition: the replaced seqs of a finished match may reach the
+    projection in several batches, the later seqs first. The flag names the first of them."""
+    entries, total = played_entries("m1", seed=3)
+    projector.project(entries)
+    again = _written_again(entries[-4:], suffix="ZZ")
+    projector.project(again[2:])
+    assert _diverged_seq(projector, "m1") == total - 1
+    assert not projector.project(again[:2]).applied
+    assert _diverged_seq(projector, "m1") == total - 3
 
 
 # -- poison entries: parked, never wedging the others ---------------------------------------------------

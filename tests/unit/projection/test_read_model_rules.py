@@ -20,7 +20,7 @@ from services.projection.projector import Projector
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401
-from tests.unit.projection.test_projector import _written_again, played_entries
+from tests.unit.projection.test_projector import _diverged_seq, _written_again, played_entries, unflagged_dump
 
 
 @pytest.fixture()
@@ -45,7 +45,7 @@ def tournament_entries(match_id: str, players: list[str], seed: int, start_ms: i
 # pins projector._went_back `or seq <= 1`
 def test_a_live_match_whose_first_event_was_replaced_is_left_for_an_operator(projector: Projector) -> None:
     """seq 1 made the match row (game, seats, players): projecting it again over the row is not
-    possible, so a replaced match_created is logged and changes nothing."""
+    possible, so a replaced match_created is flagged for a rebuild and changes nothing else."""
     entries, _ = played_entries("m1", seed=6)
     projector.project(entries[:4])
     again = _written_again(entries[:4], suffix="ZZ")  # the store went back to 0 and was written on
@@ -54,7 +54,8 @@ def test_a_live_match_whose_first_event_was_replaced_is_left_for_an_operator(pro
     before = dump(projector.engine)
     outcome = projector.project(again[:2])
     assert not outcome.applied and len(outcome.skipped) == 2
-    assert dump(projector.engine) == before
+    assert _diverged_seq(projector, "m1") == 1
+    assert unflagged_dump(projector) == before
 
 
 # pins projector._apply_events `or row.status != "live"`
