@@ -10,6 +10,7 @@ import threading
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.readiness import redis_ping
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
 
@@ -51,7 +52,9 @@ def main() -> None:
     configure("bots")
     app = bootstrap()
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
-    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer)
+    # The tournament log in SQL is best effort (ReadModelLog): only Redis takes calls out of service.
+    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer,
+                         dependencies=[redis_ping(app.settings.redis_url)])
     server.start()
     stop = threading.Event()
     threads = start_background(app, stop)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from famiglia.config import Settings, listen_address, shown_url, whole
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.readiness import redis_ping
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -21,7 +22,7 @@ def main() -> None:
     settings = Settings.from_env()
     app = bootstrap(settings=settings)
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
-                         call_workers=call_workers())
+                         call_workers=call_workers(), dependencies=[redis_ping(settings.redis_url)])
     server.start()
     get_logger().info("command_service_started", port=port, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()

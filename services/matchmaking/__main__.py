@@ -6,6 +6,7 @@ import threading
 
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.readiness import redis_ping
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -17,7 +18,9 @@ def main() -> None:
     configure("matchmaking")
     settings = Settings.from_env()
     mm = bootstrap(settings=settings)
-    server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers)
+    # Ratings read the database when there is one, but fall back to the default without it.
+    server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers,
+                         dependencies=[redis_ping(settings.redis_url)])
     server.start()
     stop = stop_on_signals()
     loop = None

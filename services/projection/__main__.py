@@ -16,6 +16,7 @@ import redis
 
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.grpcutil.readiness import sql_select_one
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -25,8 +26,10 @@ from .metrics import configure_metrics
 
 def run(settings: Settings) -> int:
     app = bootstrap(settings=settings)
+    # QueryService answers from the read models alone: with Redis away they are only behind
+    # (the consumer retries, logging `projection_round_failed`), so Redis takes no replica out of service.
     server, port = serve(app.sql, listen_address(settings.projection_addr), min(settings.grpc_workers, 32),
-                         registry=app.registry)
+                         registry=app.registry, dependencies=[sql_select_one(settings.database_url)])
     server.start()
     runner = app.runner()
     log = get_logger()

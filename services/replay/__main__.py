@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.readiness import redis_ping
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -15,7 +16,9 @@ def main() -> None:
     configure("replay")
     settings = Settings.from_env()
     app = bootstrap(settings=settings)
-    server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers)
+    # The archive (SQL) serves only matches gone from Redis, and reads as empty while away.
+    server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers,
+                         dependencies=[redis_ping(settings.redis_url)])
     server.start()
     get_logger().info("replay_service_started", port=port, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()

@@ -87,6 +87,11 @@ class PostgresServer:
         self.port = self.port or _free_port()
         self._run(str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", self.user, "--auth=trust",
                   "--encoding=UTF8", "--no-sync")
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server on its cluster (after `start` made it, or `halt` stopped it)."""
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.base} -c fsync=off " \
                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         result = self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.base / "log"),
@@ -95,7 +100,10 @@ class PostgresServer:
             log = (self.base / "log").read_text() if (self.base / "log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {result.stderr}\n{log[-2000:]}")
         self._wait_ready()
-        return self
+
+    def halt(self) -> None:
+        """Stop the server but keep its cluster, as an outage does (`resume` brings it back)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop")
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
         import psycopg

@@ -1,1 +1,1 @@
-"""gRPC plumbing shared by every service: server setup, errors with rule codes, tracing, auth."""
+"""gRPC plumbing shared by every service: server setup and readiness, errors with rule codes, tracing, auth."""

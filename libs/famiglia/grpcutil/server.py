@@ -7,7 +7,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -22,6 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 
 from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
+from .readiness import CHECK_EVERY_S, LIVENESS, Dependency, Readiness
 
 log = get_logger("famiglia.grpc")
 
@@ -175,6 +176,8 @@ def build_server(
     workers: int = 64,
     call_workers: int | None = None,
     keepalive_s: float = KEEPALIVE_S,
+    dependencies: Sequence[Dependency] = (),
+    check_every: float = CHECK_EVERY_S,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
@@ -194,6 +197,11 @@ def build_server(
     when the ping goes unanswered (`KEEPALIVE_TIMEOUT_S`): a client whose network vanished
     (a phone off the network sends no FIN) then leaves its streams, and their slots, within
     about a minute and a half, rather than gRPC's default two hours.
+
+    Health answers for the server ("") and each registered service: SERVING, or with
+    `dependencies`, whether the last round of their checks (every `check_every` seconds
+    once started; NOT_SERVING until the first) found them all (`readiness.Readiness`).
+    `LIVENESS` answers SERVING until the server stops, whatever they say.
     """
     streams = None
     if call_workers is not None:
@@ -214,19 +222,31 @@ def build_server(
         ],
     )
     names = [reflection.SERVICE_NAME, health.SERVICE_NAME]
+    served = [""]  # health's names for the whole server and each service registered
     health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams, gate)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for add, servicer, service_name in register:
         add(_streams_on(servicer, service_name, streams, gate), _Lenient(server))
         names.append(service_name)
-        health_servicer.set(service_name, health_pb2.HealthCheckResponse.SERVING)
-    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        served.append(service_name)
+    readiness = None
+    if dependencies:
+        readiness = Readiness(dependencies, functools.partial(_tell_health, health_servicer, served),
+                              every=check_every)
+    _tell_health(health_servicer, served, readiness is None)
+    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams, gate), server)
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
-    return _Stopping(server, gate, health_servicer), port
+    return _Stopping(server, gate, health_servicer, readiness), port
+
+
+def _tell_health(health_servicer: health.HealthServicer, names: Sequence[str], ready: bool) -> None:
+    status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+    for name in names:
+        health_servicer.set(name, status)
 
 
 class _Stopping(grpc.Server):
@@ -234,20 +254,28 @@ class _Stopping(grpc.Server):
     will not come before the server is gone, so it would hold the shutdown for the whole grace
     and then be cut without a word of why. Told, each ends within its next poll with
     UNAVAILABLE (`server_stopping`), the status a client reconnects on (another replica, from
-    the version it has), and health answers NOT_SERVING to whoever watches it."""
+    the version it has), and health answers NOT_SERVING to whoever watches it. Its
+    dependencies' checks (`readiness`) run from `start` to `stop`."""
 
-    def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer) -> None:
+    def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer,
+                 readiness: Readiness | None = None) -> None:
         self._server = server
         self._gate = gate
         self._health = health_servicer
+        self.readiness = readiness
 
     def stop(self, grace: float | None) -> threading.Event:
         self._gate.closing.set()
         self._health.enter_graceful_shutdown()
-        return self._server.stop(grace)
+        stopped = self._server.stop(grace)
+        if self.readiness is not None:
+            self.readiness.stop()
+        return stopped
 
     def start(self) -> None:
         self._server.start()
+        if self.readiness is not None:
+            self.readiness.start()
 
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
         self._server.add_generic_rpc_handlers(generic_rpc_handlers)

@@ -17,6 +17,7 @@ from famiglia.bots.tournament import BadTournament, GamePlan, PlannedMatch, Tour
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound, PermissionDenied
 from famiglia.grpcutil.operators import operator_of
+from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
@@ -187,12 +188,13 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
 
 def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int = 16, *,
-          signer: TokenSigner) -> tuple[grpc.Server, int]:
+          signer: TokenSigner, dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
     """A TournamentService server bound to `address` (not yet started); `signer` reads the
-    operator tokens that creating and cancelling need."""
+    operator tokens that creating and cancelling need; health is SERVING while `dependencies` answer."""
     return build_server(
         address,
         [(pb_grpc.add_TournamentServiceServicer_to_server, TournamentServicer(repo, registry, signer),
           "famiglia.v1.TournamentService")],
         workers=workers,
+        dependencies=dependencies,
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from google.protobuf import any_pb2
 
 from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
 from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
@@ -200,14 +203,16 @@ CALL_WORKERS = 3
 
 
 def serve(app: CommandApp, address: str, workers: int = 64,
-          call_workers: int = CALL_WORKERS, keepalive_s: float = KEEPALIVE_S) -> tuple[grpc.Server, int]:
+          call_workers: int = CALL_WORKERS, keepalive_s: float = KEEPALIVE_S,
+          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
     """A GameService server bound to `address` (not yet started): unary calls on
     `call_workers` threads, each StreamEvents follower on one of `workers`; a connection quiet
-    for `keepalive_s` is pinged (`build_server`)."""
+    for `keepalive_s` is pinged; health is SERVING while `dependencies` answer (`build_server`)."""
     return build_server(
         address,
         [(pb_grpc.add_GameServiceServicer_to_server, GameServicer(app), "famiglia.v1.GameService")],
         workers=workers,
         call_workers=call_workers,
         keepalive_s=keepalive_s,
+        dependencies=dependencies,
     )

@@ -3,8 +3,11 @@ replies or statuses out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 
+from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.v1 import matchmaking_service_pb2 as pb
 from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
@@ -97,8 +100,10 @@ class MatchmakingServicer(pb_grpc.MatchmakingServiceServicer):
         return ticket_update(self.app.decline_invite(player_id, request.ticket_id))
 
 
-def serve(app: MatchmakingApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:
-    """Both services on one server bound to `address` (not yet started)."""
+def serve(app: MatchmakingApp, address: str, workers: int = 64, *,
+          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+    """Both services on one server bound to `address` (not yet started); health is SERVING
+    while `dependencies` answer."""
     return build_server(
         address,
         [
@@ -107,4 +112,5 @@ def serve(app: MatchmakingApp, address: str, workers: int = 64) -> tuple[grpc.Se
             (pb_grpc.add_PlayerServiceServicer_to_server, PlayerServicer(app), "famiglia.v1.PlayerService"),
         ],
         workers=workers,
+        dependencies=dependencies,
     )

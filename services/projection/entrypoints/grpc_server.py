@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import grpc
@@ -12,6 +12,7 @@ from sqlmodel import Session
 
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
+from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import build_server, rpc
 from famiglia.readmodels import queries, tournaments
 from famiglia.readmodels.db import read_session
@@ -186,9 +187,10 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
 
 
 def serve(engine: Engine, address: str, workers: int = 16, *,
-          registry: Registry | None = None) -> tuple[grpc.Server, int]:
+          registry: Registry | None = None, dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
     """A QueryService server bound to `address` (not yet started); `registry` (default: the
-    games this process plays) is what its game filters accept, with the read models' games."""
+    games this process plays) is what its game filters accept, with the read models' games;
+    health is SERVING while `dependencies` answer."""
     servicer = QueryServicer(engine, registry if registry is not None else default_registry())
     return build_server(address, [(pb_grpc.add_QueryServiceServicer_to_server, servicer, SERVICE_NAME)],
-                        workers=workers)
+                        workers=workers, dependencies=dependencies)

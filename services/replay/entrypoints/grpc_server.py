@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import grpc
 from google.protobuf import any_pb2, json_format
 from google.protobuf.message import Message
 
 from famiglia.grpcutil.errors import FailedPrecondition, InvalidArgument
+from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.replay.access import shows_command_id
 from famiglia.replay.export import dump, file_name
@@ -127,10 +130,13 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
         raise InvalidArgument("no_source", "name a match_id or send a file")
 
 
-def serve(app: ReplayApp, address: str, workers: int = 64) -> tuple[grpc.Server, int]:
-    """A ReplayService server bound to `address` (not yet started); reflection and health on."""
+def serve(app: ReplayApp, address: str, workers: int = 64, *,
+          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+    """A ReplayService server bound to `address` (not yet started); reflection and health on,
+    SERVING while `dependencies` answer."""
     return build_server(
         address,
         [(pb_grpc.add_ReplayServiceServicer_to_server, ReplayServicer(app), "famiglia.v1.ReplayService")],
         workers=workers,
+        dependencies=dependencies,
     )

@@ -110,7 +110,11 @@ def test_every_module_the_deployments_run_exists() -> None:
 
 
 def test_the_deployments_listen_and_probe_on_each_service_default_port() -> None:
+    """Readiness asks the whole server (""), which is NOT_SERVING while a dependency is away;
+    liveness asks `LIVENESS`, which is not: on the same answer, a Redis outage restarted every
+    replica in a loop (famiglia.grpcutil.readiness)."""
     from famiglia.config import DEFAULT_PORTS
+    from famiglia.grpcutil.readiness import LIVENESS
 
     compose = (ROOT / "docker-compose.yml").read_text()
     k8s = (ROOT / "deploy/k8s/services.yaml").read_text()
@@ -119,8 +123,48 @@ def test_the_deployments_listen_and_probe_on_each_service_default_port() -> None
         assert f'{var}: "0.0.0.0:{port}"' in compose, (service, "docker-compose.yml")
         assert f"{var}: {service}:{port}" in compose, (service, "docker-compose.yml")
         assert f'{{ name: {var}, value: "0.0.0.0:{port}" }}' in k8s, (service, "services.yaml")
-        assert f"grpc: {{ port: {port} }}" in k8s, (service, "services.yaml probes")
+        assert f"readinessProbe: {{ grpc: {{ port: {port} }}" in k8s, (service, "services.yaml readiness")
+        assert f"livenessProbe: {{ grpc: {{ port: {port}, service: {LIVENESS} }}" in k8s, \
+            (service, "services.yaml liveness")
         assert f"port: {port}, targetPort: {port}" in k8s, (service, "services.yaml Service")
+    assert k8s.count("livenessProbe:") == k8s.count(f"service: {LIVENESS} }}") == len(DEFAULT_PORTS)
+
+
+def test_k8s_redis_and_postgres_are_ready_once_they_answer() -> None:
+    """The same checks as docker-compose.yml's: PONG (not LOADING, on which redis-cli exits 0)
+    and pg_isready over TCP."""
+    stateful = (ROOT / "deploy/k8s/stateful.yaml").read_text()
+    assert 'readinessProbe: { exec: { command: ["sh", "-c", "redis-cli ping | grep -q PONG"] }' in stateful
+    assert 'readinessProbe: { exec: { command: ["pg_isready", "-h", "127.0.0.1", "-U", "famiglia", ' \
+           '"-d", "famiglia"] }' in stateful
+
+
+def _compose_services(compose: str) -> dict[str, str]:
+    """docker-compose.yml's `services:` entries by name, each its own block of lines (the file
+    is read as text: no YAML parser is a dependency)."""
+    body = compose.split("\nservices:\n", 1)[1].split("\nvolumes:", 1)[0]
+    blocks = re.split(r"^  ([\w-]+):\n", body, flags=re.M)[1:]
+    return dict(zip(blocks[::2], blocks[1::2], strict=True))
+
+
+def test_compose_starts_the_services_once_redis_and_postgres_answer() -> None:
+    """`depends_on: [redis, postgres]` waited only for their containers to run, not for Redis
+    (reading its AOF back) or PostgreSQL (initialising) to answer: the services reaching them at
+    start-up failed once and were restarted. Each has a healthcheck, and every famiglia service
+    waits for `service_healthy` (through the shared `x-famiglia` block, which none overrides)."""
+    compose = (ROOT / "docker-compose.yml").read_text()
+    services = _compose_services(compose)
+    assert {"redis", "postgres", "command", "projection", "bots-worker"} <= set(services), sorted(services)
+    assert 'test: ["CMD-SHELL", "redis-cli ping | grep -q PONG"]' in services["redis"], services["redis"]
+    assert re.search(r'test: \["CMD", "pg_isready", "-h", "127.0.0.1", "-U", "famiglia", "-d", "famiglia"\]',
+                     services["postgres"]), services["postgres"]
+    shared = compose.split("x-famiglia: &famiglia\n", 1)[1].split("\nservices:\n", 1)[0]
+    for dependency in ("redis", "postgres"):
+        assert re.search(rf"^    {dependency}: {{ condition: service_healthy }}$", shared, re.M), shared
+    ours = {name: block for name, block in services.items() if "<<: *famiglia" in block}
+    assert set(ours) == set(services) - {"redis", "postgres"}, sorted(ours)
+    for name, block in ours.items():
+        assert "depends_on" not in block, f"{name} overrides the shared depends_on"
 
 
 _REFUSAL = re.compile(r"\b(?:InvalidArgument|FailedPrecondition|NotFound|Unauthenticated|PermissionDenied|Aborted|"

@@ -1,0 +1,146 @@
+"""Readiness: whether this replica can answer its calls now, told through the health service.
+
+A process whose Redis (or database) is out of reach is alive, but every call that needs it can
+only fail: its health then answers NOT_SERVING, for the whole server ("") and for each of its
+services, so a readiness probe (Kubernetes, a load balancer, a client's health checking) sends
+the traffic to another replica until the dependency answers again. The checks run on one
+background thread every `CHECK_EVERY_S`, each on a connection of its own with short timeouts
+(a PING, a `SELECT 1`): they never wait behind a call, take a call's connection or hold one up.
+`LIVENESS` is never flipped by them, so a liveness probe does not restart, in a loop, a process
+whose only trouble is a dependency that a restart cannot bring back.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from famiglia.telemetry import get_logger
+
+log = get_logger("famiglia.health")
+
+#: The health service name a liveness probe asks: SERVING for as long as the process runs
+#: (NOT_SERVING only once it stops), whatever its dependencies say.
+LIVENESS = "liveness"
+
+#: Seconds between two rounds of checks, and the longest one check may take (its connection's
+#: timeouts): a dependency gone is seen within about both, one back within one round.
+CHECK_EVERY_S = 2.0
+CHECK_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """Something the service's calls need: `check` raises when it is out of reach."""
+
+    name: str
+    check: Callable[[], object]
+    close: Callable[[], None] = field(default=lambda: None)
+    target: str = ""
+    """Where it is, as a log line may show it (no password)."""
+
+
+def redis_ping(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
+    """Redis answers PING (not while it loads its AOF after a restart: it answers LOADING).
+
+    Its own client (one connection: one thread uses it; its last command in CLIENT LIST is
+    `ping`), no retries (redis-py's own would stretch a check over seconds), and no CLIENT
+    SETNAME (an ACL that allows the store's commands need not allow it); nothing connects
+    until a check."""
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from famiglia.config import shown_url
+
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                  retry=Retry(NoBackoff(), 0))
+    return Dependency("redis", client.ping, client.close, shown_url(url))
+
+
+def sql_select_one(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
+    """The SQL database answers `SELECT 1` on a new connection (no pool: a pooled connection
+    could look alive on a network that is gone, and a round of checks takes no call's)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    from famiglia.readmodels.db import is_sqlite, normalize_url
+
+    url = normalize_url(url)
+    # libpq waits at least 2 s for a connection; SQLite's timeout is for locks SELECT 1 never takes.
+    connect_args: dict[str, Any] = {} if is_sqlite(url) else {"connect_timeout": max(2, round(timeout))}
+    engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+
+    def select_one() -> None:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+
+    return Dependency("database", select_one, engine.dispose, engine.url.render_as_string(hide_password=True))
+
+
+class Readiness:
+    """Checks `dependencies` every `every` seconds on a thread of its own and calls
+    `on_change(ready)` when the answer changes (the first round always tells it). Each
+    dependency's change is one log line (`dependency_down` with the error, `dependency_up`),
+    never a line per check."""
+
+    def __init__(self, dependencies: Sequence[Dependency], on_change: Callable[[bool], None], *,
+                 every: float = CHECK_EVERY_S) -> None:
+        self.dependencies = tuple(dependencies)
+        self._on_change = on_change
+        self._every = every
+        self._up: dict[str, bool] = {}
+        self._ready: bool | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether the last round found every dependency (False before the first)."""
+        return bool(self._ready)
+
+    def check(self) -> bool:
+        """One round: each dependency checked once, each change logged, `on_change` told."""
+        for dependency in self.dependencies:
+            try:
+                dependency.check()
+            except Exception as exc:  # noqa: BLE001 - whatever its client raises, it is out of reach
+                if self._up.get(dependency.name) is not False:
+                    log.warning("dependency_down", dependency=dependency.name, target=dependency.target,
+                                error=f"{type(exc).__name__}: {exc}"[:300])
+                self._up[dependency.name] = False
+            else:
+                if self._up.get(dependency.name) is not True:
+                    log.info("dependency_up", dependency=dependency.name, target=dependency.target)
+                self._up[dependency.name] = True
+        ready = all(self._up.values())
+        if ready != self._ready:
+            self._ready = ready
+            self._on_change(ready)
+        return ready
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="readiness", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 - a bug here must not end the checks silently
+                log.exception("readiness_check_failed")
+            self._stop.wait(self._every)
+
+    def stop(self) -> None:
+        """End the checks (within the round under way) and close their connections."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=CHECK_TIMEOUT_S * (len(self.dependencies) + 1))
+        for dependency in self.dependencies:
+            try:
+                dependency.close()
+            except Exception:  # noqa: BLE001 - closing at shutdown: nothing left to tell
+                pass
