@@ -16,7 +16,7 @@ from famiglia.engine.protocol import OptionSpec
 
 _BOOL = ("true", "false")
 VERDICT_START_RANGE = (-20, 20)
-"""NC-V03: a Jury Box start V (the seed's values are 2 and 3)."""
+"""NC-V03: a Jury Box start V (the [default] starts are 2, 2 and 3; the seed gives no values)."""
 MAX_TIMEOUT_S = 86_400
 """NC-D02: a clock, at most a day."""
 _WHOLE = re.compile(r"-?[0-9]{1,12}")
