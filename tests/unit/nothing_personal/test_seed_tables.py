@@ -19,6 +19,9 @@ SEED_POSITION_TABLE = {
 SEED_SOURCES = {8: (7, 6, 5), 7: (5, 4), 6: (5, 3, 2), 5: (4, 2, 1), 4: (A1, A2, A3), 3: (2, A1, A2, A3),
                 2: (1, A1, A2, A3), 1: (A1, A2, A3)}
 SEED_DECIDERS = {8: 9, 7: 9, 6: 8, 5: 8, 4: 7, 3: 6, 2: 6, 1: 5}
+# Seed 001, "總影響力標記數量上限" per number of players: 9個以上 / 10個以上 / 11個以上 (seed 000 likewise:
+# "3 jugadores: 9 o más", "4 jugadores: 10 o más", "5 jugadores: 11 o más"), neutral markers included.
+SEED_ARREST = {3: 9, 4: 10, 5: 11}
 # Seed 001, the position abilities table (編號 1..9).
 SEED_ABILITIES = {1: "WHACK_10", 2: "OMERTA", 3: "REMOVE_1", 4: "STEAL_3", 5: "SWAP_2", 6: "PLACE_OWN_1",
                   7: "NEUTRAL_3", 8: "DRAW_1", 9: "TAKE_RING"}
@@ -71,3 +74,15 @@ def test_np_y5_seed_000_examples_the_capo_decides_the_underboss_the_enforcer_the
     s = mark(empty(bare(ring=0), 3), "H04", {3: 2, 1: 1})   # H04 is the Enforcer (STD board)
     _, s = step(at_stage(s, Phase.FAMILY, "fill", pos=8))
     assert s.vacancy is not None and s.vacancy.spot == 2 and s.vacancy.decider == 3
+
+
+@pytest.mark.parametrize("n", sorted(SEED_ARREST))
+def test_np_p1_arrests_follow_the_seeds_limit_per_number_of_players(n: int) -> None:
+    """NP-P1, NP-P3: with n seats a gangster carrying the seeds' limit in total markers (a neutral one
+    counted, seed 001 "包括中立影響力標記") goes to Prison; one marker fewer stays on the board."""
+    limit = SEED_ARREST[n]
+    s = mark(bare(n), "T01", {0: limit - 1}, neutral=1)      # at position 1 (STD board): at the limit
+    s = mark(s, "H02", {1: limit - 1})                          # at position 2: one below it
+    _, s = step(at_stage(s, Phase.FEDS, "arrest"))
+    assert "T01" in s.prison and s.supply[0] == 25
+    assert "H02" not in s.prison and s.board[1] == "H02"
