@@ -59,9 +59,12 @@ class MatchState:
     slots (one a seat: its held answer or padding, `GameInfo.held_padding`), or before a run
     of padding as matches wrote them before slots, -> the version after it. A command made
     at version v went in at `past_padding(v)`."""
-    slotlike: list[tuple[int, int]] = field(default_factory=list)
+    slotlike: list[tuple[int, int, str]] = field(default_factory=list)
     """The newest events that may fill a slot (NP-H9), at most a block's worth: (seq, the
-    slot they fit: a seat's answer its seat's, padding -1 for any)."""
+    slot they fit: a seat's answer its seat's, padding -1 for any; its command's key)."""
+    written_out: set[str] = field(default_factory=set)
+    """The `command_key`s of the held answers written out in a block's slots (NP-H9): held
+    when they were made, whatever `padded` (the newest blocks only) still knows."""
     last_timestamp_ms: int = 0
     last_stream: tuple[int, str] = (0, "")
     """(seq, event id) of the newest event folded from the stream (not staged): what the store
@@ -191,14 +194,15 @@ class MatchState:
         right before a block (made public, not held) does not hide the block."""
         fits = -1 if padding else (env.seat if env.command_id else -2)
         recent = self.slotlike
-        recent.append((seq, fits))
+        recent.append((seq, fits, "" if fits < 0 else command_key(env.seat, env.command_id)))
         seats = self.seats
         if len(recent) > seats:
             del recent[0]
         if len(recent) < seats or recent[0][0] != seq - seats + 1:
             return
-        if all(fit == slot or fit == -1 for slot, (_seq, fit) in enumerate(recent)):
+        if all(fit == slot or fit == -1 for slot, (_seq, fit, _key) in enumerate(recent)):
             self._ran(seq - seats, seq)
+            self.written_out.update(key for _seq, _fit, key in recent if key)
 
     def unstage(self) -> None:
         """Take the staged events out of the fold, back to the public version, as they were

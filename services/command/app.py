@@ -138,11 +138,11 @@ class Submitted:
     """Its events are staged (NP-H9): numbered and shown to the table with the next public event."""
     position: int = 0
     """The match's position right after the command (its last seq; staged events counted):
-    the server's own, for a chain's next entry; never sent (it counts the staged events)."""
+    the server's own; never sent (it counts the staged events)."""
     slotted: int = 0
     """A duplicate of an answer held and written out since in its seat's slot (NP-H9): how many
-    events it has. Where it landed is not where it went in: a chain's next entry goes on from
-    where this one left the chain then, which is that many events further."""
+    events it has. Its version is its slot's, not one the table stopped at: a chain names its
+    next entry by the version before it."""
 
 
 @dataclass(frozen=True)
@@ -373,15 +373,14 @@ class CommandApp:
         return parse_command(self._hot(match_id).match.engine.info, type_url, value)
 
     def submit_packed(self, match_id: str, viewer: Viewer, command_id: str, type_url: str, value: bytes,
-                      expected_version: int | None = None, *, omit_events: bool = False,
-                      expected_position: int | None = None) -> Submitted:
+                      expected_version: int | None = None, *, omit_events: bool = False) -> Submitted:
         """`submit` of a command still packed as the request carries it (an Any's type URL
         and bytes): the match is looked up once for parsing and deciding."""
         try:
             hot = self._hot(match_id)
             command = parse_command(hot.match.engine.info, type_url, value)
             _check_submission(viewer, command_id)
-            return self._submit(hot, viewer, command_id, command, expected_version, omit_events, expected_position)
+            return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
         except AppError as exc:  # its log line names the seat too (a rule's `command_refused` does already)
             exc.seat = viewer.seat
             raise
@@ -418,11 +417,11 @@ class CommandApp:
             self._check_seat(hot.match.seats, viewer)
             asked.append((viewer, seat))
         answer = ChainAnswer([])
-        # The first entry goes in at the caller's version; each later one where the one before
-        # it left the match: its position, staged answers counted (NP-H9). It is named by the
-        # version the table can see there (`named`), never by the position: a public entry's id
-        # would tell the table how many answers are held, a person's included.
-        at, position, named = expected_version, None, expected_version
+        # The first entry goes in at the caller's version; each later one at the version the one
+        # before left the match (a held answer moves none), and is named by it (`named`), never by
+        # the position, staged answers counted: a public entry's id would tell the table how many
+        # answers are held, a person's included (NP-H9).
+        at, named = expected_version, expected_version
         for i, entry in enumerate(chain):
             try:
                 if not entry.token:
@@ -434,32 +433,23 @@ class CommandApp:
                         with hot.lock:
                             self.matches.catch_up(hot)  # the stream's version, not this process's
                             named = hot.match.public_version
-                        if position is None:
+                        if at is None:
                             at = named
                     command_id = command_id.replace(VERSION_PLACEHOLDER, str(named))
-                done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value,
-                                          at if position is None else None, omit_events=omit_events,
-                                          expected_position=position)
+                done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
+                                          omit_events=omit_events)
             except AppError as exc:
                 answer.refused_at, answer.refusal = i, exc
                 return answer
             answer.taken.append(done)
             if not (done.held or done.slotted):  # public: the table's version moved (a held one moves none)
                 named = done.version
-            if done.slotted:  # a held answer written out since: the chain went on from where it was staged
-                base = at if position is None else position
-                if base is None:  # no version given: where its window was staged, the padded run's start
-                    base = next((start for start, end in hot.match.padded.items() if start < done.position <= end),
-                                done.position - done.slotted)
-                position = base + done.slotted
-            elif done.duplicate:
-                # A retried entry left the match where its first answer says, long ago maybe: its
-                # position then is not one to hold the next entry to, since the answers held since
-                # (another seat's too) move the position and not the version (NP-H9). The next
-                # entry goes in at the version the table sees, as a SubmitCommand sent with it would.
-                at, position = done.version, None
-            else:
-                position = done.position
+            # The next entry goes in at the version this one's answer gives, as a SubmitCommand sent
+            # with it would: a public move since makes it stale, an answer held since does not. Held
+            # to the position this one left (held answers counted), the next entry was stale whenever
+            # another seat had answered in between, which told the chain's sender so (NP-H9). (A
+            # retried answer written out since gives its slot's version: the match is past it.)
+            at = done.version
         if asked:
             # Where the last entry left the match, as the table sees it (its answer's version): its
             # position would count the answers held since, other seats' included (NP-H9).
@@ -475,9 +465,11 @@ class CommandApp:
         since (NP-H9), and an empty `next` would tell the asker another seat had answered."""
         with hot.lock:
             m = hot.match
+            if not answer.taken or answer.taken[-1].duplicate:
+                # Only asking, or after a retry answered from this replica's memory: at the store's
+                # version, which this replica may lag (another one moved the match since), as GetView.
+                m = self.matches.catch_up(hot)
             if not answer.taken:  # only asking: at the version the caller names, as a submit is
-                self.matches.catch_up(hot)  # the store's version: this replica may lag it
-                m = hot.match
                 if at is not None and at != m.public_version:
                     raise Aborted("stale_version", f"expected version {at}, the match is at {m.public_version}")
                 at = m.public_version
@@ -515,7 +507,7 @@ class CommandApp:
         return self._submit(self._hot(match_id), viewer, command_id, command, expected_version, omit_events)
 
     def _submit(self, hot: HotMatch, viewer: Viewer, command_id: str, command: Message,
-                expected_version: int | None, omit_events: bool, expected_position: int | None = None) -> Submitted:
+                expected_version: int | None, omit_events: bool) -> Submitted:
         match_id = hot.match.match_id
         seat = viewer.seat
         assert seat is not None  # _check_submission
@@ -534,12 +526,6 @@ class CommandApp:
                 if expected_version != m.public_version:
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.public_version}")
-            if expected_position is not None and expected_position != m.version:  # a chain's later entry
-                m = self.matches.catch_up(hot)
-                if key in m.commands:
-                    return self._duplicate(hot, viewer, key, command, omit_events)
-                if expected_position != m.version:
-                    raise Aborted("stale_version", f"the match moved on to version {m.public_version}")
             read_in_call = False  # the hot state was read from the store during this call
             for _attempt in range(MAX_RETRIES):
                 try:
@@ -567,7 +553,7 @@ class CommandApp:
                         continue
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if _moved(m, expected_version, expected_position):
+                    if _moved(m, expected_version):
                         raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     if decided_fresh:
                         raise
@@ -604,7 +590,7 @@ class CommandApp:
                     read_in_call = True
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
-                    if _moved(m, expected_version, expected_position):
+                    if _moved(m, expected_version):
                         raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if result.duplicate:
@@ -680,8 +666,7 @@ class CommandApp:
         first, last = m.commands[key]
         position = last
         held = last > m.public_version  # still staged: its events are in memory, not in the stream
-        slotted = 0 if held else next((last - first + 1 for start, end in m.padded.items()
-                                       if start < first <= end and last <= end), 0)
+        slotted = last - first + 1 if not held and key in m.written_out else 0
         if held:
             envelopes = [env for env in m.staged if first <= env.seq <= last]
             last = m.public_version
@@ -786,11 +771,8 @@ class CommandApp:
                 return
 
 
-def _moved(m, expected_version: int | None, expected_position: int | None) -> bool:
-    """Whether the match is no longer where the caller expects it: at the version it knows,
-    or (a chain's later entry) at the position the entry before left it."""
-    if expected_position is not None:
-        return expected_position != m.version
+def _moved(m, expected_version: int | None) -> bool:
+    """Whether the match is no longer at the version the caller knows (held answers move none)."""
     return expected_version is not None and expected_version != m.public_version
 
 

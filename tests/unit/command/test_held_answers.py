@@ -422,8 +422,9 @@ def _fresh_fold(app: CommandApp, match_id: str) -> MatchState:
 
 
 def _same_fold(one: MatchState, other: MatchState) -> None:
-    assert (one.state, one.version, one.staged, one.commands, one.padded, one.last_timestamp_ms) == (
-        other.state, other.version, other.staged, other.commands, other.padded, other.last_timestamp_ms)
+    assert (one.state, one.version, one.staged, one.commands, one.padded, one.written_out, one.last_timestamp_ms) == (
+        other.state, other.version, other.staged, other.commands, other.padded, other.written_out,
+        other.last_timestamp_ms)
 
 
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1), (1, 2, 0)])
