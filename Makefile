@@ -9,11 +9,11 @@ export PYTHONPATH := libs:.
 export PYTHONDONTWRITEBYTECODE := 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup run test soak up down status protos protos-check lint fmt bench bench-quick golden clean
+.PHONY: help setup run test soak up down status protos protos-check protos-contract lint fmt bench bench-quick golden clean
 
 help: ## list the targets
 	@echo "famiglia — make targets"
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-15s %s\n", $$1, $$2}'
 
 # .venv is built on the fastest build of $(PYTHON)'s version on PATH (tools/pick_python.py:
 # a distribution's PGO+LTO build runs famiglia 3-10 % faster than a pyenv one), and built
@@ -50,11 +50,16 @@ down: ## stop the embedded stack
 status: setup ## show what the embedded stack is running
 	@$(PY) -m famiglia.cli.main status
 
-protos: setup ## regenerate Python code and mypy stubs from protos/
+protos: setup ## regenerate Python code and mypy stubs from protos/ (and say what the wire contract lacks)
 	@$(PY) tools/gen_protos.py
+	@$(PY) tools/proto_contract.py --remind
 
-protos-check: setup ## fail when generated code is stale
+protos-check: setup ## fail when generated code is stale or protos/ break their wire contract
 	@$(PY) tools/gen_protos.py --check
+	@$(PY) tools/proto_contract.py
+
+protos-contract: setup ## record additions to protos/ in protos/contract.json (refuses a breaking change)
+	@$(PY) tools/proto_contract.py --update
 
 golden: setup ## regenerate golden playthroughs (GAME=id for one game; review the diff like code)
 	@$(PY) -m famiglia.testing.playthrough regen $(if $(GAME),--game $(GAME))

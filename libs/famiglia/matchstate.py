@@ -24,6 +24,17 @@ class NotAMatch(ValueError):
     """The envelopes do not start with match_created."""
 
 
+class UnknownEventKind(ValueError):
+    """A stored event that sets nothing this server's engine knows: a kind added by a newer
+    server (a deploy under way, or rolled back). Folding on without it would give a state the
+    match never had, and decisions on it would be stored for good: the match is unreadable
+    here until a server that knows the kind reads it (docs/schema.md)."""
+
+    def __init__(self, match_id: str, env: envelope_pb2.EventEnvelope) -> None:
+        super().__init__(f"{match_id}: event {env.seq} is a {env.type[:80]!r}, an event kind this server's "
+                         f"{env.game_id or 'game'} engine does not know (written by a newer server?)")
+
+
 class StoreWentBack(Exception):
     """The store no longer holds the event this fold last took from the stream, at its seq: it
     lost acknowledged writes (a Redis restored from an older AOF, `appendfsync everysec` on a
@@ -145,7 +156,13 @@ class MatchState:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
                 if staged and not self.staged:
                     self.unstaged = (self.state, self.last_timestamp_ms)
-                self.state = engine.evolve(self.state, decode(env.payload) if events is None else events[i])
+                event = decode(env.payload) if events is None else events[i]
+                try:
+                    self.state = engine.evolve(self.state, event)
+                except Exception as exc:
+                    if not event.ListFields():  # (asked only on failure: the fold's hot path)
+                        raise UnknownEventKind(self.match_id, env) from exc
+                    raise
                 self.version = seq
                 if staged:
                     self.staged.append(env)

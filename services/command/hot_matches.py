@@ -12,7 +12,8 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
-from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack
+from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack, UnknownEventKind
 
 
 @dataclass
@@ -90,6 +91,9 @@ class HotMatches:
             hot.match.catch_up(self._store)
         except StoreWentBack:
             self.refold(hot)
+        except (DecodeError, UnknownEventKind) as exc:  # another replica, newer, wrote what this one cannot fold
+            raise FailedPrecondition("match_unreadable", f"match {hot.match.match_id!r} cannot be played here: "
+                                                         f"its events cannot be read: {exc}") from None
         return hot.match
 
     def refold(self, hot: HotMatch) -> None:

@@ -216,6 +216,48 @@ def test_a_match_whose_events_this_server_cannot_read_is_a_failed_precondition(s
     assert exc.value.code == "match_unreadable"
 
 
+def _a_newer_servers_event(store: InMemoryEventStore, match_id: str) -> envelope_pb2.EventEnvelope:
+    """Append an event of a kind added after this code (a field number its Event lacks), as a
+    newer replica writes it during a deploy, or before a roll-back."""
+    last = store.read(match_id)[-1]
+    engine = REGISTRY.get(last.game_id)
+    number = max(f.number for f in engine.info.event_type.DESCRIPTOR.fields) + 1
+    tag, varint = number << 3 | 2, b""
+    while tag > 0x7F:
+        varint, tag = varint + bytes([tag & 0x7F | 0x80]), tag >> 7
+    newer = envelope_pb2.EventEnvelope()
+    newer.CopyFrom(last)
+    newer.seq, newer.type, newer.event_id, newer.command_id = last.seq + 1, "future_kind", last.event_id + "F", ""
+    newer.payload = varint + bytes([tag]) + b"\x00"  # the new kind, an empty message
+    newer.ClearField("command")
+    store.append(match_id, last.seq, [newer])
+    return newer
+
+
+@pytest.mark.parametrize("game_id", GAMES)
+def test_an_event_kind_this_server_does_not_know_makes_the_match_unreadable_not_an_internal_error(
+        store, game_id: str) -> None:
+    """An older replica folding a newer one's event kind must not fold past it (its state would
+    lack what the event did, and its decisions would be stored for good), nor fail the call
+    with an internal error: FAILED_PRECONDITION match_unreadable, naming the event, until a
+    server that knows the kind serves the match. Hot (it was playing the match) or not."""
+    app = bootstrap(store=store, settings=SETTINGS)
+    engine, seats = _game(game_id)
+    created = app.create_match(game_id, seats, seed=3)
+    seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+    newer = _a_newer_servers_event(store, created.match_id)
+    fresh = bootstrap(store=store, settings=SETTINGS)
+    for server in (app, fresh):
+        with pytest.raises(FailedPrecondition) as exc:
+            server.get_view(created.match_id, Viewer(None))
+        assert exc.value.code == "match_unreadable"
+        assert f"event {newer.seq} is a 'future_kind', an event kind" in exc.value.message
+        with pytest.raises(FailedPrecondition) as exc:
+            server.submit(created.match_id, viewer, "after-the-deploy", cmd)
+        assert exc.value.code == "match_unreadable"
+    assert store.version(created.match_id) == newer.seq
+
+
 def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: CommandApp, store) -> None:
     engine, seats = _game()
     created = app.create_match(engine.info.game_id, seats, seed=3)
