@@ -226,6 +226,11 @@ class EngineContract:
                 assert not required, (
                     f"seat {seat} is not pending but has {engine.render_command(required[0])}"
                 )
+                # what it may do out of turn (offers, chat) shows in a drawn listing too
+                # (ListLegalCommands with a sample_seed): never an empty list in its place
+                if commands:
+                    assert engine.legal_commands(state, seat, limit=32, rng=checker), \
+                        f"seat {seat} drew nothing, though it may {engine.render_command(commands[0])}"
         # commands from seats that pending does not name are refused with a rule id
         for seat in range(seats):
             if seat in pending_seats:

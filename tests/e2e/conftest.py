@@ -59,15 +59,21 @@ class CommandProcess:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
                                          stdout=subprocess.DEVNULL, stderr=log)
-        channel = grpc.insecure_channel(self.address)
-        try:
-            grpc.channel_ready_future(channel).result(timeout=30)
-        except grpc.FutureTimeoutError:
-            self.proc.kill()
-            raise RuntimeError(self.log.read_text()[-3000:]) from None
-        finally:
-            channel.close()
-        return self
+        # A ready-future asks for a connection once: one that meets the subchannel (shared by
+        # every channel of this process to the address) in its reconnect backoff after the
+        # last process died may wait past the new one's start. Ask again each second.
+        deadline = time.monotonic() + 30
+        while True:
+            channel = grpc.insecure_channel(self.address)
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1)
+                return self
+            except grpc.FutureTimeoutError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.proc.kill()
+                    raise RuntimeError(self.log.read_text()[-3000:]) from None
+            finally:
+                channel.close()
 
     def kill(self) -> None:
         """A crash, not a shutdown."""

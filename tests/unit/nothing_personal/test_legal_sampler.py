@@ -197,6 +197,17 @@ def test_np_x21_no_pending_seat_draws_a_turn_command() -> None:
     assert {c.WhichOneof("kind") for c in got} >= {"shakedown", "offer_deal"}
 
 
+def test_np_r6_a_seat_not_asked_never_draws_an_empty_list_while_it_may_negotiate() -> None:
+    """NP-R6: a seat that is not asked may still make offers and shakedowns, and every drawn listing
+    (ListLegalCommands with a sample_seed) shows some: with no decision of its own to draw for, the
+    draws all go to its initiatives rather than two in three of them to nothing."""
+    s = hand(commission("I01"), 1, "I02")
+    for seed in range(400):
+        for limit in (32, None):
+            got = legal_commands(s, 1, limit, rng=random.Random(seed))
+            assert got, f"seed {seed}, limit {limit}: an empty list for a seat that may negotiate"
+
+
 def reviewed() -> Any:
     """A review's table (seed 5, 3 seats, keep_your_word): round 1's Commission, money (5, 5, 29), seat 0
     holding four cards and seat 2 one; seat 0 makes offers to seat 2."""

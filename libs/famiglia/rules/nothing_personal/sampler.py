@@ -63,9 +63,10 @@ def sample(small: list[Any], families: Sequence[Family], initiatives: Sequence[F
     """`small` (listed whole, the pending seat's answer first) and members drawn from `families` (the
     open decision's compound choices) and `initiatives` (the seat's optional commands: NP-R6), at
     most `limit`. Of the draws a listing may make, a third go to initiatives (the others to `families`,
-    if any), so that random play over the sampler still plays the game. Where `small` does not fit
-    (in half of `limit`, when there are draws to make), a random part of it is kept: each member
-    keeps a chance."""
+    if any), so that random play over the sampler still plays the game; a listing with nothing else
+    (a seat not asked, NP-R6) gives them every draw, or it could come back empty. Where `small` does
+    not fit (in half of `limit`, when there are draws to make), a random part of it is kept: each
+    member keeps a chance."""
     if not families and not initiatives:
         if limit and len(small) > limit:
             return small[:1] + rng.sample(small[1:], limit - 1)
@@ -77,9 +78,10 @@ def sample(small: list[Any], families: Sequence[Family], initiatives: Sequence[F
             small = small[:1] + rng.sample(small[1:], half - 1)
         budget = min(DRAWS, limit - len(small))
     out = list(small)
+    only_initiatives = not (small or families)
     seen: set[bytes] = set()
     for _ in range(budget):
-        group = initiatives if initiatives and rng.random() < INITIATIVES else families
+        group = initiatives if initiatives and (only_initiatives or rng.random() < INITIATIVES) else families
         if not group:
             continue
         command = rng.choices(group, [f.weight for f in group])[0].draw(rng)
