@@ -409,8 +409,9 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
             if refusal == "stale":
                 outcomes.append("stale")
                 # The first entry names the version: the match is past it. A later one goes in
-                # where the entry before left the match, held answers counted (NP-H9): another
-                # answer held back meanwhile makes it stale with the version still `at`.
+                # at the version the entry before gave, as a SubmitCommand sent with it would: a
+                # public move since made it stale (an answer held meanwhile does not, NP-H9), so
+                # the match is past `at` too; `at` is kept as reached, which only asks for less.
                 return outcomes, None, None, max(reached, at + 1 if not taken else at), (held, held_last)
             refused = len(taken) if refusal == "refused" else -1
             if not refusal:
