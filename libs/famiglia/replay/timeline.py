@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
-from famiglia.matchstate import NotAMatch
+from famiglia.matchstate import NotAMatch, UnknownEventKind
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
 DEFAULT_EVERY = 64
@@ -92,10 +92,15 @@ class MatchTimeline:
                         raise ValueError(f"{match_id}: gap, at {last}, got {seq}")
                     if env.match_id != match_id:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
+                    event = None
                     try:
-                        head = evolve(head, decode(env.payload))
+                        event = decode(env.payload)
+                        head = evolve(head, event)
                     except Exception as exc:  # noqa: BLE001 - garbage stored by someone: say which event
-                        raise UnreadableEvent(match_id, seq, env.event_id, exc) from exc
+                        cause: Exception = exc
+                        if event is not None and not event.ListFields():  # a kind a newer server wrote
+                            cause = UnknownEventKind(match_id, env)
+                        raise UnreadableEvent(match_id, seq, env.event_id, cause) from exc
                     keep(env)
                     last = seq
                     if not seq % every:

@@ -346,6 +346,19 @@ def test_a_stored_garbage_payload_reads_as_failed_precondition_everywhere() -> N
         assert _code(call) == ("FailedPrecondition", "unreadable_event"), name
 
 
+def test_an_event_kind_a_newer_server_wrote_is_named_as_such() -> None:
+    """An event whose kind this code does not know parses (an unknown field) and sets nothing: the
+    refusal says so, rather than the engine's `KeyError: None`."""
+    envelopes = copy(recorded(TOY, 5))
+    envelopes[10].payload = b"\xb8\x3e\x01"  # field 999 = 1: no kind this engine has
+    store = InMemoryEventStore()
+    store.append(envelopes[0].match_id, 0, envelopes)
+    with pytest.raises(FailedPrecondition) as refused:
+        _app(store).list_events(envelopes[0].match_id, None)
+    assert refused.value.code == "unreadable_event"
+    assert "event kind this server's" in refused.value.message and "KeyError" not in refused.value.message
+
+
 def test_non_ascii_tokens_are_bad_tokens_not_errors() -> None:
     envelopes = copy(recorded(TOY, 5))
     store = InMemoryEventStore()
