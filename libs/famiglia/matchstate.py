@@ -13,7 +13,13 @@ from google.protobuf.message import Message
 
 from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
+from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
+    MATCH_CREATED,
+    event_decoder,
+    open_match_cancelled,
+    open_match_created,
+)
 from famiglia.v1 import envelope_pb2
 
 if TYPE_CHECKING:
@@ -80,6 +86,9 @@ class MatchState:
     last_stream: tuple[int, str] = (0, "")
     """(seq, event id) of the newest event folded from the stream (not staged): what the store
     must still hold for what it holds past it to follow this fold (`_read_on`)."""
+    cancelled: envelope_pb2.MatchCancelled | None = None
+    """An operator ended the match (`match_cancelled`, GameService.CancelMatch): it is over with
+    no result. The envelope is no game event: the engine's state stays as it was before it."""
 
     @property
     def game_id(self) -> str:
@@ -156,13 +165,16 @@ class MatchState:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
                 if staged and not self.staged:
                     self.unstaged = (self.state, self.last_timestamp_ms)
-                event = decode(env.payload) if events is None else events[i]
-                try:
-                    self.state = engine.evolve(self.state, event)
-                except Exception as exc:
-                    if not event.ListFields():  # (asked only on failure: the fold's hot path)
-                        raise UnknownEventKind(self.match_id, env) from exc
-                    raise
+                if env.type == MATCH_CANCELLED:  # the server's, not the game's: no engine sees it
+                    self.cancelled = open_match_cancelled(env)
+                else:
+                    event = decode(env.payload) if events is None else events[i]
+                    try:
+                        self.state = engine.evolve(self.state, event)
+                    except Exception as exc:
+                        if not event.ListFields():  # (asked only on failure: the fold's hot path)
+                            raise UnknownEventKind(self.match_id, env) from exc
+                        raise
                 self.version = seq
                 if staged:
                     self.staged.append(env)
@@ -284,4 +296,5 @@ class MatchState:
 
     @property
     def finished(self) -> bool:
-        return self.result() is not None
+        """Over: played to its end (a result) or cancelled by an operator (none)."""
+        return self.cancelled is not None or self.result() is not None

@@ -201,6 +201,10 @@ class TournamentRepo:
 
 
 def finished_record(match: MatchState) -> dict[str, Any]:
+    """A match's entry in its tournament's results: its seats' ranks, or, for a match an
+    operator cancelled (no result), an abandoned one, which the standings pass over."""
+    if match.cancelled is not None:
+        return {"abandoned": True, "game_id": match.game_id, "error": f"cancelled: {match.cancelled.reason}"[:300]}
     result = match.result()
     assert result is not None
     entrants = {i.seat: (i.player_id or i.policy or "random") for i in match.created.seat_info}
@@ -466,11 +470,29 @@ class TournamentRunner:
         self._seen[key] = (version, seen[1], now)
         if now - seen[1] > self.stuck_seconds:
             log.warning("tournament_match_stuck", tournament_id=record.tournament_id, match_id=match_id)
+            self._cancel_stuck(record.tournament_id, match_id)
             game_id = next((p.game_id for p in self.plan_of(record)
                             if record.started.get(p.index) == match_id), "")
             self.repo.record(record.tournament_id, match_id,
                              {"abandoned": True, "game_id": game_id, "error": "stuck"})
             record.results[match_id] = {"abandoned": True}
+
+    def _cancel_stuck(self, tid: str, match_id: str) -> None:
+        """End a match abandoned as stuck in the command service too (CancelMatch): otherwise it
+        stays live for good, in the command service's hot state, the dispatcher's tracking, the
+        read models, its clocks running. The request id is the match's own, so a retry (a step
+        that failed after the cancel) is answered as the first. The command service away:
+        raised, the match stays in play, and the next check tries again; a match over by now
+        (`match_over`) or gone is abandoned all the same."""
+        token = TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)
+        try:
+            self.game.cancel_match(match_id, f"stuck: no event for {self.stuck_seconds:.0f} s in tournament {tid}",
+                                   token=token, request_id=f"stuck:{tid}:{match_id}")
+        except grpc.RpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise
+            log.warning("stuck_match_not_cancelled", tournament_id=tid, match_id=match_id,
+                        status=exc.code().name, error=(exc.details() or "")[:300])
 
     def run(self, stop: threading.Event, interval: float = 0.25) -> None:
         """Step every `interval`, and at once when `wake` is set (a match ended): with 8

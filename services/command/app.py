@@ -32,8 +32,10 @@ from famiglia.engine import (
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
 from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
     MATCH_CREATED,
     game_envelopes,
+    match_cancelled_envelope,
     match_created_envelope,
     open_event,
     open_match_created,
@@ -101,6 +103,7 @@ class ViewAnswer:
     game_id: str
     seat: int | None
     text: str
+    cancelled: envelope_pb2.MatchCancelled | None = None
 
 
 @dataclass
@@ -143,6 +146,19 @@ class Submitted:
     """A duplicate of an answer held and written out since in its seat's slot (NP-H9): how many
     events it has. Its version is its slot's, not one the table stopped at: a chain names its
     next entry by the version before it."""
+
+
+@dataclass
+class Cancelled:
+    """What `cancel_match` answers: the seq of the `match_cancelled` event, and whether this
+    request id had cancelled the match before (a retry)."""
+
+    version: int
+    duplicate: bool = False
+
+
+#: A cancel's reason is stored in its event and shown to every seat and in every export.
+MAX_CANCEL_REASON = 500
 
 
 @dataclass(frozen=True)
@@ -340,11 +356,13 @@ class CommandApp:
             return ViewAnswer(
                 version=m.public_version,
                 view=view,
-                to_act=pending_for(m.engine, m.state, viewer.seat),
+                to_act=[] if m.cancelled else pending_for(m.engine, m.state, viewer.seat),
                 result=m.engine.result(m.state),
                 game_id=m.game_id,
                 seat=viewer.seat,
+                # Once over, the whole state (hidden hands included), cancelled or played out.
                 text=m.engine.render_state(m.state) if m.finished else "",
+                cancelled=m.cancelled,
             )
 
     def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0, sample_seed: int = 0) -> LegalAnswer:
@@ -360,6 +378,8 @@ class CommandApp:
             # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
             cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
             draws = random.Random(sample_seed) if sample_seed else None
+            if m.cancelled:  # the engine does not know the match ended: nothing is legal any more
+                return LegalAnswer(m.public_version, [], True, [])
             commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
             return LegalAnswer(m.public_version, commands, _complete(commands, cap),
                                [m.engine.render_command(c) for c in commands])
@@ -530,7 +550,7 @@ class CommandApp:
             for _attempt in range(MAX_RETRIES):
                 try:
                     if m.finished:
-                        raise FailedPrecondition("match_over", "the match is over")
+                        raise _over(m)
                     slots = _slots(m)
                     events = self._decide(hot, seat, command, command_id,
                                           at=m.public_version + slots if slots else None)
@@ -681,6 +701,61 @@ class CommandApp:
         return Submitted(last, self._for_viewer(m, envelopes, viewer.seat, held=held), duplicate=True, held=held,
                          position=position, slotted=slotted)
 
+    # -- cancel ------------------------------------------------------------------------
+    def cancel_match(self, match_id: str, operator: str, reason: str, request_id: str = "",
+                     expected_version: int | None = None) -> Cancelled:
+        """End a match its rules will not end (stuck, orphaned, stopped by an operator): one
+        `match_cancelled` envelope, appended as a command's are (the position checked, the
+        request id as its idempotency key, the server's seat -1). Not a game event: no engine
+        decides or folds it (`MatchState.cancelled`). The match is then over with no result.
+        The same request id again answers as the first did; another cancel of a match over
+        (cancelled or finished) is `match_over`. The caller checked the operator token."""
+        reason = reason.strip()
+        if not reason:
+            raise InvalidArgument("no_reason", "a cancel needs a reason (it is shown to every seat)")
+        if len(reason) > MAX_CANCEL_REASON or "\x00" in reason:
+            raise InvalidArgument("bad_reason", f"reason is at most {MAX_CANCEL_REASON} characters, without NUL")
+        if len(request_id) > 256 or "\x00" in request_id:
+            raise InvalidArgument("bad_request_id", "request_id is at most 256 characters, without NUL")
+        command_id = "cancel:" + (request_id or secrets.token_hex(12))
+        key = command_key(-1, command_id)
+        hot = self._hot(match_id)
+        with hot.lock:
+            m = self.matches.catch_up(hot)
+            for _attempt in range(MAX_RETRIES):
+                if key in m.commands:
+                    return Cancelled(m.commands[key][0], duplicate=True)
+                if m.finished:
+                    raise _over(m)
+                if expected_version is not None and expected_version != m.public_version:
+                    raise Aborted("stale_version", f"expected version {expected_version}, "
+                                                   f"the match is at {m.public_version}")
+                # Behind the slots of an open window, as any public command (NP-H9): the held
+                # answers are written out in seat order, so not even the export of the match,
+                # which shows everything else, tells who answered first.
+                slots = _slots(m)
+                trace = stored_context()
+                block, placed = _block(m, trace) if slots else _NO_BLOCK
+                envelope = match_cancelled_envelope(
+                    match_id, m.public_version + slots if slots else m.version, m.game_id,
+                    envelope_pb2.MatchCancelled(reason=reason, operator=operator), command_id=command_id, trace=trace)
+                try:
+                    result = self._write(m, False, block, placed, [envelope], key)
+                except ConcurrencyConflict as conflict:
+                    m = self._store_went_back(hot, conflict.actual) if conflict.actual < m.version \
+                        else self.matches.catch_up(hot)
+                    continue
+                if result.duplicate:
+                    m = self.matches.catch_up(hot)
+                    continue
+                if block:
+                    m.unstage()  # the held answers, folded again where their slots put them
+                m.apply([*block, envelope])
+                log.warning("match_cancelled", match_id=match_id, operator=operator, reason=reason[:300],
+                            version=m.version)
+                return Cancelled(m.version)
+            raise Unavailable("contention", "the match is too busy right now; retry")
+
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,
                     events: Sequence[Message] | None = None, *, held: bool = False) -> list[SeatEvent]:
@@ -692,6 +767,10 @@ class CommandApp:
         hidden: list[bool] | None = None  # made only when something is hidden from this viewer
         for i, env in enumerate(envelopes):
             if env.type == MATCH_CREATED:
+                continue
+            if env.type == MATCH_CANCELLED:  # public, the server's: shown as stored, to everyone
+                cancel = envelope_pb2.MatchCancelled.FromString(env.payload)
+                out.append(SeatEvent(env, cancel, f"match cancelled: {cancel.reason}", True))
                 continue
             event = events[i] if events is not None else open_event(engine, env)
             shown = engine.redact(event, seat)
@@ -769,6 +848,13 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+
+def _over(m: MatchState) -> FailedPrecondition:
+    """The refusal of anything more on a match that is over (`match_over`), saying how it ended."""
+    if m.cancelled is not None:
+        return FailedPrecondition("match_over", f"the match was cancelled by an operator: {m.cancelled.reason}")
+    return FailedPrecondition("match_over", "the match is over")
 
 
 def _moved(m, expected_version: int | None) -> bool:

@@ -56,7 +56,12 @@ from sqlmodel import Session
 from famiglia.engine import Result
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import PartitionEntry
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
+from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
+    MATCH_CREATED,
+    open_match_cancelled,
+    open_match_created,
+)
 from famiglia.matchstate import MatchState
 from famiglia.ratings import MatchOutcome, Placement
 from famiglia.readmodels import game_scope, tournament_scope
@@ -492,6 +497,11 @@ class Projector:
                 state = None
         row.version = envelopes[-1].seq
         row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
+        if row.status == "live" and envelopes[-1].type == MATCH_CANCELLED:
+            # Read from the envelope, not the fold: a match no fold can read (an unknown game, a
+            # fold error) is cancelled all the same. Nothing follows a cancel in a stream.
+            self._cancel(writes, row, envelopes[-1])
+            return True
         if state is None or row.status != "live":
             return False
         self.cache.put(state)
@@ -560,6 +570,21 @@ class Projector:
         return state
 
     # -- finishing ----------------------------------------------------------------------
+    @staticmethod
+    def _cancel(writes: BatchWrites, row: MatchRow, envelope: EventEnvelope) -> None:
+        """An operator ended the match (GameService.CancelMatch): `cancelled`, over at the cancel's
+        time, its reason and operator as the outcome; no seat results, so no ratings, no
+        tournament standings and no win or loss in any player's history."""
+        try:
+            cancelled = open_match_cancelled(envelope)
+            outcome = {"reason": cancelled.reason, "cancelled_by": cancelled.operator}
+        except Exception:  # noqa: BLE001 - an unreadable payload still ends the match
+            outcome = {"reason": ""}
+        row.status = "cancelled"
+        row.finished_ms = row.last_event_ms
+        row.outcome = outcome
+        writes.ended.append(row)
+
     def _finish(self, writes: BatchWrites, row: MatchRow, created: MatchCreated, result: Result) -> None:
         """Seat results, standings, and a place in the batch's rating queue (once per match: the
         live -> finished transition)."""

@@ -140,7 +140,7 @@ class RetentionSweep:
         finished_ms, match_id = col(Match.finished_ms), col(Match.match_id)
         query = (
             select(Match.match_id, Match.finished_ms, Match.version, Match.diverged_seq)
-            .where(Match.status == "finished", finished_ms <= cutoff,
+            .where(col(Match.status).in_(("finished", "cancelled")), finished_ms <= cutoff,
                    or_(finished_ms > mark_ms, and_(finished_ms == mark_ms, match_id > mark_id)))
             .order_by(finished_ms, match_id)
             .limit(self.batch)

@@ -82,6 +82,8 @@ class BatchWrites:
     players: dict[str, dict[str, Any]] = field(default_factory=dict)
     tournaments: dict[str, tuple[int, set[str]]] = field(default_factory=dict)
     results: list[tuple[MatchRow, list[SeatResult]]] = field(default_factory=list)
+    ended: list[MatchRow] = field(default_factory=list)
+    """Matches cancelled in this batch: their status, end and outcome, with no seat results."""
 
     def see_player(self, player_id: str, name: str, bot: bool, policy: str, ms: int, match_id: str = "") -> None:
         """Name, bot flag and policy follow the newest match: by creation time, then match id (two
@@ -242,6 +244,7 @@ class BatchWriter:
                 dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms, b_error=m.fold_error,
                      b_diverged=m.diverged_seq) for m in moved])
         finished = [m for m, _seats in batch.results if m.created is None]
+        finished += [m for m in batch.ended if m.created is None]
         if finished:
             conn.execute(self.finish, [dict(b_match=m.match_id, b_status=m.status, b_finished=m.finished_ms,
                                             b_outcome=m.outcome) for m in finished])

@@ -19,7 +19,13 @@ from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.engine import Pending, pending_for
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import ConcurrencyConflict, EventStore
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_event, same_command
+from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
+    MATCH_CREATED,
+    open_event,
+    open_match_cancelled,
+    same_command,
+)
 from famiglia.grpcutil.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -130,7 +136,7 @@ class _PartlyHidden:
         self._known: dict[tuple[int, str], bool] = {}
 
     def __call__(self, env: EventEnvelope) -> bool:
-        if not env.command_id or self.access.scope is Scope.FULL:
+        if not env.command_id or self.access.scope is Scope.FULL or env.type == MATCH_CANCELLED:
             return False
         key = (env.seat, env.command_id)
         known = self._known.get(key)
@@ -275,8 +281,11 @@ class ReplayApp:
         engine = timeline.engine
         answer.view = engine.view(state, access.viewer)
         answer.game_over = engine.result(state) is not None
-        answer.to_act = (engine.pending(state) if access.scope is Scope.FULL
-                         else pending_for(engine, state, access.viewer))
+        if timeline.cancelled and seq == timeline.last_seq:  # cancelled there: nobody is asked any more
+            answer.to_act = []
+        else:
+            answer.to_act = (engine.pending(state) if access.scope is Scope.FULL
+                             else pending_for(engine, state, access.viewer))
         if access.scope is Scope.FULL:
             answer.seat_views = seat_views(engine, state, timeline.seats)
             answer.text = engine.render_state(state)
@@ -328,6 +337,8 @@ class ReplayApp:
                 return
             if env.type == MATCH_CREATED:
                 event, text = None, self._created_text(timeline, access)
+            elif env.type == MATCH_CANCELLED:
+                event, text = None, _cancelled_text(env)
             else:
                 event = shown_event(engine, open_event(engine, env), access)
                 if event is None:
@@ -344,7 +355,7 @@ class ReplayApp:
             if with_views and state is not None:
                 view = engine.view(state, access.viewer)
                 shown_view = engine.render_state(state) if access.scope is Scope.FULL else view_text(view)
-            yield Step(env, event, text, view, shown_view, access, env.type != MATCH_CREATED and partly_hidden(env))
+            yield Step(env, event, text, view, shown_view, access, event is not None and partly_hidden(env))
 
     def _wait(self, seconds: float, is_active: Callable[[], bool]) -> None:
         if seconds <= 0:
@@ -377,8 +388,8 @@ class ReplayApp:
         partly_hidden = _PartlyHidden(timeline, access)
         for seq in range(start, end + 1):
             env = timeline.envelope(seq)
-            if env.type == MATCH_CREATED:
-                infos.append(EventInfo.shown(env, MATCH_CREATED, own=shows_command_id(access, env.seat)))
+            if env.type in (MATCH_CREATED, MATCH_CANCELLED):  # the server's own: shown as they are
+                infos.append(EventInfo.shown(env, env.type, own=shows_command_id(access, env.seat)))
                 continue
             shown = shown_event(engine, open_event(engine, env), access)
             infos.append(EventInfo.concealed(env) if shown is None
@@ -443,3 +454,12 @@ class ReplayApp:
             return export_file.load(data)
         except export_file.BadExport as exc:
             raise InvalidArgument("bad_export", str(exc)) from None
+
+
+def _cancelled_text(env: EventEnvelope) -> str:
+    """A `match_cancelled` event as text: who ended the match, and why."""
+    try:
+        cancelled = open_match_cancelled(env)
+    except Exception:  # noqa: BLE001 - a payload that does not parse is still the match's end
+        return "match cancelled"
+    return f"match cancelled by {cancelled.operator or 'an operator'}: {cancelled.reason}"

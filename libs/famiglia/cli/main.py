@@ -35,7 +35,7 @@ from .play import PlayedMatch, play_match
 console = Console()
 
 SIZES = {"quick": 2, "normal": 4, "long": 20}
-PLUGINS = ("tournament", "replay", "matchmaking", "projection")
+PLUGINS = ("tournament", "match", "replay", "matchmaking", "projection")
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -79,6 +79,16 @@ class GameClient:
         reply = self.stub.CreateMatch(req, metadata=_metadata(token), timeout=self.timeout)
         return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
 
+    def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "",
+                     expected_version: int | None = None) -> pb.CancelMatchResponse:
+        """End a match with no result (an operator `token` only): `match_cancelled` is its last
+        event. Retry under the same `request_id` (answered `duplicate`); a match already over
+        is FAILED_PRECONDITION `match_over`."""
+        req = pb.CancelMatchRequest(match_id=match_id, reason=reason, request_id=request_id)
+        if expected_version is not None:
+            req.expected_version = expected_version
+        return self.stub.CancelMatch(req, metadata=_metadata(token), timeout=self.timeout)
+
     def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,
                         expected_version: int | None = None, omit_events: bool = False,
                         ask_next: Sequence[tuple[str, bool, int]] = ()) -> pb.SubmitCommandsResponse:

@@ -14,6 +14,8 @@ from famiglia.engine import Engine, Visibility, VisibilityKind
 from famiglia.v1 import envelope_pb2
 
 MATCH_CREATED = "match_created"
+#: An operator ended the match (GameService.CancelMatch): the last event, no engine's.
+MATCH_CANCELLED = "match_cancelled"
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as 2 digits
 
@@ -96,6 +98,28 @@ def match_created_envelope(
     env.payload = created.SerializeToString(deterministic=True)
     env.visibility.kind = envelope_pb2.VISIBILITY_SERVER
     return env
+
+
+def match_cancelled_envelope(
+    match_id: str, version: int, game_id: str, cancelled: envelope_pb2.MatchCancelled, *, command_id: str,
+    trace: Mapping[str, str] | None = None, now_ms: int | None = None,
+) -> envelope_pb2.EventEnvelope:
+    """The envelope that ends a match with no result, after `version`. The server's (seat -1),
+    public: every seat learns the match is over and why. Its command id is the cancel's
+    idempotency key (`CommandApp.cancel_match`); it carries no `command`, so a verification
+    re-runs nothing for it."""
+    env = _base(match_id, version + 1, game_id, command_id, -1, trace, now_ms)
+    env.type = MATCH_CANCELLED
+    env.payload_type = cancelled.DESCRIPTOR.full_name
+    env.payload = cancelled.SerializeToString(deterministic=True)
+    env.visibility.kind = envelope_pb2.VISIBILITY_PUBLIC
+    return env
+
+
+def open_match_cancelled(envelope: envelope_pb2.EventEnvelope) -> envelope_pb2.MatchCancelled:
+    if envelope.type != MATCH_CANCELLED:
+        raise ValueError(f"event {envelope.seq} of {envelope.match_id} is {envelope.type}, not match_cancelled")
+    return envelope_pb2.MatchCancelled.FromString(envelope.payload)
 
 
 def game_envelopes(

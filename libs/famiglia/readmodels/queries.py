@@ -191,7 +191,7 @@ def summary(m: Match, seats: Sequence[MatchSeat]) -> MatchSummary:
         seats=tuple(SeatSummary(s.seat, s.player_id, s.display_name, s.bot, s.policy, s.score, s.rank, s.winner,
                                 dict(s.details)) for s in sorted(seats, key=lambda s: s.seat)),
         created_ms=m.created_ms, finished_ms=m.finished_ms, last_event_ms=m.last_event_ms, version=m.version,
-        seed=seed_from_db(m.seed) if m.status == "finished" else None, options=dict(m.options),
+        seed=seed_from_db(m.seed) if m.status != "live" else None, options=dict(m.options),
         tournament_id=m.tournament_id, outcome=dict(m.outcome),
     )
 

@@ -62,7 +62,7 @@ class Match(ReadModel, table=True):
 
     match_id: str = Field(primary_key=True, max_length=64)
     game_id: str = Field(max_length=64)
-    status: str = Field(default="live", max_length=16)  # live | finished
+    status: str = Field(default="live", max_length=16)  # live | finished | cancelled (GameService.CancelMatch)
     seats: int
     created_ms: int = _ms(nullable=False)
     finished_ms: int | None = _ms(nullable=True)

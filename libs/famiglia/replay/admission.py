@@ -9,7 +9,8 @@ them like any other match:
 - seqs run 1..n; `match_created` is the first event and only the first; its
   payload parses; its game is registered here and seats what the game seats;
 - every other payload parses as the game's Event and is the kind its envelope
-  says; a recorded command parses as the game's Command; payload and game
+  says, but for a `match_cancelled` (GameService.CancelMatch), which may only be
+  the last event and parses as a `MatchCancelled`; a recorded command parses as the game's Command; payload and game
   names, where the envelope carries them, are the game's;
 - timestamps are real times (1970 to 9999), the acting seat is -1 or a seat
   of the table, visibility kinds and seats are known ones;
@@ -38,7 +39,7 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore.envelopes import MATCH_CREATED, new_event_id
+from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED, new_event_id
 from famiglia.matchstate import MatchState
 from famiglia.v1 import envelope_pb2
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
@@ -141,6 +142,9 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
             continue
         if env.type == MATCH_CREATED:
             raise Refused("bad_export", f"{where} is a second match_created")
+        if env.type == MATCH_CANCELLED:
+            _check_cancel(env, where, last=seq == len(envelopes))
+            continue
         if env.payload_type and env.payload_type != event_type.DESCRIPTOR.full_name:
             raise Refused("bad_export", f"{where} holds a {env.payload_type[:80]}, not a "
                                         f"{event_type.DESCRIPTOR.full_name}")
@@ -157,6 +161,18 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
                     command_type.FromString(env.command)
             except DecodeError as exc:
                 raise Refused("bad_export", f"{where}: the recorded command does not parse: {exc}") from None
+
+
+def _check_cancel(env: EventEnvelope, where: str, *, last: bool) -> None:
+    """A `match_cancelled` ends the match: the last event, the server's, with its own payload."""
+    if not last:
+        raise Refused("bad_export", f"{where} is a match_cancelled, and events follow it")
+    if env.command or (env.payload_type and env.payload_type != envelope_pb2.MatchCancelled.DESCRIPTOR.full_name):
+        raise Refused("bad_export", f"{where}: a match_cancelled holds a MatchCancelled and no command")
+    try:
+        envelope_pb2.MatchCancelled.FromString(env.payload)
+    except DecodeError as exc:
+        raise Refused("bad_export", f"{where}: the match_cancelled payload does not parse: {exc}") from None
 
 
 def _check_fold(registry: Registry, envelopes: Sequence[EventEnvelope]) -> None:

@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder, open_match_created
+from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED, event_decoder, open_match_created
 from famiglia.matchstate import NotAMatch, UnknownEventKind
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
@@ -65,6 +65,9 @@ class MatchTimeline:
         self._by_event_id: dict[str, int] = {first.event_id: 1}
         self._snapshots: dict[int, Any] = {}
         self._head: Any = None
+        self.cancelled = False
+        """An operator ended the match (`match_cancelled`, its last event): over, with no result.
+        That envelope is no game event: the state after it is the state before it."""
         self.lock = threading.RLock()
         self.folded_last = 0
         """How many events the last `state_at` folded (tests check it stays below K)."""
@@ -92,15 +95,18 @@ class MatchTimeline:
                         raise ValueError(f"{match_id}: gap, at {last}, got {seq}")
                     if env.match_id != match_id:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
-                    event = None
-                    try:
-                        event = decode(env.payload)
-                        head = evolve(head, event)
-                    except Exception as exc:  # noqa: BLE001 - garbage stored by someone: say which event
-                        cause: Exception = exc
-                        if event is not None and not event.ListFields():  # a kind a newer server wrote
-                            cause = UnknownEventKind(match_id, env)
-                        raise UnreadableEvent(match_id, seq, env.event_id, cause) from exc
+                    if env.type == MATCH_CANCELLED:
+                        self.cancelled = True
+                    else:
+                        event = None
+                        try:
+                            event = decode(env.payload)
+                            head = evolve(head, event)
+                        except Exception as exc:  # noqa: BLE001 - garbage stored by someone: say which event
+                            cause: Exception = exc
+                            if event is not None and not event.ListFields():  # a kind a newer server wrote
+                                cause = UnknownEventKind(match_id, env)
+                            raise UnreadableEvent(match_id, seq, env.event_id, cause) from exc
                     keep(env)
                     last = seq
                     if not seq % every:
@@ -133,7 +139,8 @@ class MatchTimeline:
 
     @property
     def finished(self) -> bool:
-        return self._head is not None and self.engine.result(self._head) is not None
+        """Over: played to a result, or cancelled by an operator."""
+        return self.cancelled or (self._head is not None and self.engine.result(self._head) is not None)
 
     def envelope(self, seq: int) -> EventEnvelope:
         self._check(seq)
@@ -157,8 +164,14 @@ class MatchTimeline:
                 base = 1
             self.folded_last = seq - base
             for env in self.envelopes[base:seq]:
-                state = self.engine.evolve(state, self._decode(env.payload))
+                state = self._evolve(state, env)
             return state
+
+    def _evolve(self, state: Any, env: EventEnvelope) -> Any:
+        """The state after `env`: a `match_cancelled` changes nothing of the game's."""
+        if env.type == MATCH_CANCELLED:
+            return state
+        return self.engine.evolve(state, self._decode(env.payload))
 
     def states(self, first: int = 1, last: int | None = None) -> Iterable[tuple[EventEnvelope, Any]]:
         """(envelope, state after it) for seq first..last, folding forward once."""
@@ -168,7 +181,7 @@ class MatchTimeline:
         state = self.state_at(first)
         yield self.envelopes[first - 1], state
         for env in self.envelopes[first:last]:
-            state = self.engine.evolve(state, self._decode(env.payload))
+            state = self._evolve(state, env)
             yield env, state
 
     def snapshot_count(self) -> int:

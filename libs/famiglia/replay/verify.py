@@ -22,7 +22,13 @@ from google.protobuf.message import DecodeError, Message
 
 from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, VisibilityKind
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created, visibility_proto
+from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
+    MATCH_CREATED,
+    open_match_cancelled,
+    open_match_created,
+    visibility_proto,
+)
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 from famiglia.v1.replay_service_pb2 import Divergence, MatchExport, VerifyMatchResponse
 
@@ -130,6 +136,11 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
     padding = info.padding_event()  # written by the server beside held events, never decided
     while seq < len(envelopes):
         first = envelopes[seq]  # seq + 1
+        if first.type == MATCH_CANCELLED:
+            _check_cancel(envelopes, first)  # an operator's, not a command: nothing to re-run
+            report.events_checked += 1
+            seq += 1
+            continue
         if padding is not None and not first.command and first.type == info.held_padding:
             state = _compare_all(engine, state, [first], [padding], first.seq, report)
             seq += 1
@@ -165,6 +176,23 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         state = _compare_all(engine, state, group, produced, first.seq, report, command=rendered, seat=first.seat)
         report.commands_checked += 1
         seq += len(group)
+
+
+def _check_cancel(envelopes: Sequence[EventEnvelope], env: EventEnvelope) -> None:
+    """A `match_cancelled` (GameService.CancelMatch) ends the match: the server's, public, its
+    payload readable, and the last event. The events before it reproduce on their own."""
+    problem = ""
+    if env.seq != len(envelopes):
+        problem = "events follow the match's cancel"
+    elif env.seat != -1 or env.command or env.visibility.kind != VisibilityKind.PUBLIC:
+        problem = "a cancel is the server's public event, with no command"
+    else:
+        try:
+            open_match_cancelled(env)
+        except DecodeError as exc:
+            problem = f"the match_cancelled payload does not parse: {exc}"
+    if problem:
+        raise _Diverged(Divergence(seq=env.seq, reason="format", detail=problem))
 
 
 def _compare_all(engine: Engine, state: Any, recorded: Sequence[EventEnvelope], produced: Sequence[Message],

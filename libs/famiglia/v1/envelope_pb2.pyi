@@ -113,11 +113,11 @@ class EventEnvelope(_message.Message):
     seq: _builtins.int
     """the match version after this event; stream entry id is <seq>-0"""
     type: _builtins.str
-    """the game event's oneof kind, or "match_created" """
+    """the game event's oneof kind, or "match_created", "match_cancelled" """
     payload_type: _builtins.str
     """full proto name of the payload message"""
     payload: _builtins.bytes
-    """serialized game Event (or MatchCreated)"""
+    """serialized game Event (or MatchCreated, MatchCancelled)"""
     command_id: _builtins.str
     """the client command that caused it ("" for setup)"""
     seat: _builtins.int
@@ -217,6 +217,34 @@ class MatchCreated(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MatchCreated: _TypeAlias = MatchCreated  # noqa: Y015
+
+@_typing.final
+class MatchCancelled(_message.Message):
+    """The last event of a match an operator ended (GameService.CancelMatch): not a game event
+    (no engine sees it), public, seat -1. The match is over with no result and no winner.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """the operator's words"""
+    operator: _builtins.str
+    """who: the name the operator token carries ("cli", "tournaments", ...)"""
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        operator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["operator", b"operator", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MatchCancelled: _TypeAlias = MatchCancelled  # noqa: Y015
 
 @_typing.final
 class SeatInfo(_message.Message):

@@ -414,6 +414,8 @@ class GetViewResponse(_message.Message):
     GAME_ID_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
+    CANCEL_REASON_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     finished: _builtins.bool
     game_id: _builtins.str
@@ -421,6 +423,9 @@ class GetViewResponse(_message.Message):
     """-1 for a spectator"""
     text: _builtins.str
     """short text form of the whole state, once the match is over ("" before)"""
+    cancelled: _builtins.bool
+    """An operator ended the match (CancelMatch): finished is true, result and to_act are empty."""
+    cancel_reason: _builtins.str
     @_builtins.property
     def view(self) -> _any_pb2.Any:
         """the game's View (ListGames' view_type)"""
@@ -445,10 +450,12 @@ class GetViewResponse(_message.Message):
         game_id: _builtins.str = ...,
         seat: _builtins.int = ...,
         text: _builtins.str = ...,
+        cancelled: _builtins.bool = ...,
+        cancel_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["finished", b"finished", "game_id", b"game_id", "result", b"result", "seat", b"seat", "text", b"text", "to_act", b"to_act", "version", b"version", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_reason", b"cancel_reason", "cancelled", b"cancelled", "finished", b"finished", "game_id", b"game_id", "result", b"result", "seat", b"seat", "text", b"text", "to_act", b"to_act", "version", b"version", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -899,6 +906,8 @@ Global___StreamEventsRequest: _TypeAlias = StreamEventsRequest  # noqa: Y015
 class StreamEventsResponse(_message.Message):
     """Every reply but the last carries one event (none while the match waits: no heartbeats).
     Once the match is over, the last reply has no event and finished = true, and the stream ends.
+    A match an operator cancelled shows it as one last event before that: type "match_cancelled",
+    seat -1, `event` a famiglia.v1.MatchCancelled (not the game's Event), with its reason.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -928,6 +937,65 @@ class StreamEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___StreamEventsResponse: _TypeAlias = StreamEventsResponse  # noqa: Y015
+
+@_typing.final
+class CancelMatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    reason: _builtins.str
+    """required, at most 500 characters: stored in the event, shown to all"""
+    request_id: _builtins.str
+    """Idempotency key of the cancel: a retry under the same id answers as the first call did
+    (duplicate = true). Empty: the server makes one (a retry is then `match_over`).
+    """
+    expected_version: _builtins.int
+    """as SubmitCommand's: ABORTED stale_version if it moved"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        expected_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version", "expected_version", b"expected_version", "match_id", b"match_id", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+
+Global___CancelMatchRequest: _TypeAlias = CancelMatchRequest  # noqa: Y015
+
+@_typing.final
+class CancelMatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """the seq of the match_cancelled event"""
+    duplicate: _builtins.bool
+    """this request_id cancelled the match before"""
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelMatchResponse: _TypeAlias = CancelMatchResponse  # noqa: Y015
 
 @_typing.final
 class EchoRequest(_message.Message):

@@ -5,7 +5,7 @@ import warnings
 
 from famiglia.v1 import game_service_pb2 as famiglia_dot_v1_dot_game__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -69,6 +69,11 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamEventsRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamEventsResponse.FromString,
                 _registered_method=True)
+        self.CancelMatch = channel.unary_unary(
+                '/famiglia.v1.GameService/CancelMatch',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.FromString,
+                _registered_method=True)
         self.Echo = channel.unary_unary(
                 '/famiglia.v1.GameService/Echo',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.SerializeToString,
@@ -123,6 +128,15 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelMatch(self, request, context):
+        """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
+        operator token only. Appends one `match_cancelled` event; the match is then over with
+        no result. Another cancel of the same request_id answers as the first did.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Echo(self, request, context):
         """A bare round trip served the same way, as the baseline of the command-path benchmark.
         """
@@ -167,6 +181,11 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.StreamEvents,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamEventsRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamEventsResponse.SerializeToString,
+            ),
+            'CancelMatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelMatch,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.SerializeToString,
             ),
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
@@ -363,6 +382,33 @@ class GameService:
             '/famiglia.v1.GameService/StreamEvents',
             famiglia_dot_v1_dot_game__service__pb2.StreamEventsRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.StreamEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelMatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/CancelMatch',
+            famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -41,6 +41,11 @@ class GameServiceStub:
     previous one left: a simultaneous choice played by one client (the bots' worker).
     """
     StreamEvents: _grpc.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]
+    CancelMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.CancelMatchRequest, _game_service_pb2.CancelMatchResponse]
+    """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
+    operator token only. Appends one `match_cancelled` event; the match is then over with
+    no result. Another cancel of the same request_id answers as the first did.
+    """
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -57,6 +62,11 @@ class GameServiceAsyncStub(GameServiceStub):
     previous one left: a simultaneous choice played by one client (the bots' worker).
     """
     StreamEvents: _aio.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]  # type: ignore[assignment]
+    CancelMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.CancelMatchRequest, _game_service_pb2.CancelMatchResponse]  # type: ignore[assignment]
+    """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
+    operator token only. Appends one `match_cancelled` event; the match is then over with
+    no result. Another cancel of the same request_id answers as the first did.
+    """
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -112,6 +122,17 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _game_service_pb2.StreamEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_game_service_pb2.StreamEventsResponse], _abc.AsyncIterator[_game_service_pb2.StreamEventsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CancelMatch(
+        self,
+        request: _game_service_pb2.CancelMatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.CancelMatchResponse, _abc.Awaitable[_game_service_pb2.CancelMatchResponse]]:
+        """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
+        operator token only. Appends one `match_cancelled` event; the match is then over with
+        no result. Another cancel of the same request_id answers as the first did.
+        """
 
     @_abc_1.abstractmethod
     def Echo(

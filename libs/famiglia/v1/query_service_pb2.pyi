@@ -30,6 +30,8 @@ class _MatchStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MatchStat
     """as a filter: any"""
     MATCH_STATUS_LIVE: _MatchStatus.ValueType  # 1
     MATCH_STATUS_FINISHED: _MatchStatus.ValueType  # 2
+    MATCH_STATUS_CANCELLED: _MatchStatus.ValueType  # 3
+    """ended by an operator (GameService.CancelMatch): no results, no ratings"""
 
 class MatchStatus(_MatchStatus, metaclass=_MatchStatusEnumTypeWrapper): ...
 
@@ -37,6 +39,8 @@ MATCH_STATUS_UNSPECIFIED: MatchStatus.ValueType  # 0
 """as a filter: any"""
 MATCH_STATUS_LIVE: MatchStatus.ValueType  # 1
 MATCH_STATUS_FINISHED: MatchStatus.ValueType  # 2
+MATCH_STATUS_CANCELLED: MatchStatus.ValueType  # 3
+"""ended by an operator (GameService.CancelMatch): no results, no ratings"""
 Global___MatchStatus: _TypeAlias = MatchStatus  # noqa: Y015
 
 @_typing.final
@@ -277,7 +281,7 @@ class MatchRecord(_message.Message):
     version: _builtins.int
     """events projected so far"""
     seed: _builtins.int
-    """only once finished (it predicts every draw)"""
+    """only once over, finished or cancelled (it predicts every draw)"""
     tournament_id: _builtins.str
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatRecord]: ...
@@ -285,7 +289,7 @@ class MatchRecord(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def finished_at(self) -> _timestamp_pb2.Timestamp:
-        """unset while live"""
+        """unset while live (a cancelled match: when it was cancelled)"""
 
     @_builtins.property
     def last_event_at(self) -> _timestamp_pb2.Timestamp: ...
@@ -293,7 +297,7 @@ class MatchRecord(_message.Message):
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
     def outcome(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """game-level outcome once finished"""
+        """game-level outcome once finished; cancelled: reason, cancelled_by"""
 
     def __init__(
         self,

@@ -8,6 +8,7 @@ import grpc
 from google.protobuf import any_pb2
 
 from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
 from famiglia.telemetry import get_logger
@@ -124,7 +125,16 @@ class GameServicer(pb_grpc.GameServiceServicer):
         result = _result(answer.result)
         if result is not None:
             reply.result.CopyFrom(result)
+        if answer.cancelled is not None:
+            reply.finished, reply.cancelled, reply.cancel_reason = True, True, answer.cancelled.reason
         return reply
+
+    @rpc
+    def CancelMatch(self, request, context):
+        operator = operator_of(self.app.signer, bearer_token(context), "cancel a match")
+        expected = request.expected_version if request.HasField("expected_version") else None
+        done = self.app.cancel_match(request.match_id, operator, request.reason, request.request_id, expected)
+        return pb.CancelMatchResponse(version=done.version, duplicate=done.duplicate)
 
     @rpc
     def ListLegalCommands(self, request, context):

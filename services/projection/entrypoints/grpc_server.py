@@ -20,9 +20,9 @@ from famiglia.v1 import query_service_pb2 as pb
 from famiglia.v1 import query_service_pb2_grpc as pb_grpc
 
 SERVICE_NAME = "famiglia.v1.QueryService"
-_STATUS = {"live": pb.MATCH_STATUS_LIVE, "finished": pb.MATCH_STATUS_FINISHED}
+_STATUS = {"live": pb.MATCH_STATUS_LIVE, "finished": pb.MATCH_STATUS_FINISHED, "cancelled": pb.MATCH_STATUS_CANCELLED}
 _STATUS_FILTER = {pb.MATCH_STATUS_UNSPECIFIED: "", pb.MATCH_STATUS_LIVE: "live",
-                  pb.MATCH_STATUS_FINISHED: "finished"}
+                  pb.MATCH_STATUS_FINISHED: "finished", pb.MATCH_STATUS_CANCELLED: "cancelled"}
 
 
 def _ts(ms: int | None) -> Timestamp | None:

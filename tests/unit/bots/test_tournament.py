@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+import grpc
 import pytest
 
 from famiglia.bots.standings import MatchRecord, SeatRecord, standings
@@ -162,9 +163,15 @@ def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_ever
         def record(self, tournament_id: str, match_id: str, result: dict) -> None:
             self.recorded.append((tournament_id, match_id, result))
 
-    store, repo, clock = Store(), Repo(), [1000.0]
+    class Game:
+        cancelled: list[tuple[str, str]] = []
+
+        def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> None:
+            self.cancelled.append((match_id, request_id))
+
+    store, repo, game, clock = Store(), Repo(), Game(), [1000.0]
     monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
-    runner = tournaments.TournamentRunner(repo, None, store, stuck_seconds=40.0)  # type: ignore[arg-type]
+    runner = tournaments.TournamentRunner(repo, game, store, stuck_seconds=40.0)  # type: ignore[arg-type]
     record = tournaments.TournamentRecord("t1", spec(), tournaments.RUNNING, 0, started={0: "m1"})
     runner._plans["t1"] = []
 
@@ -181,6 +188,58 @@ def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_ever
     steps(30)
     assert record.results == {"m1": {"abandoned": True}}
     assert repo.recorded == [("t1", "m1", {"abandoned": True, "game_id": "", "error": "stuck"})]
+    assert game.cancelled == [("m1", "stuck:t1:m1")]  # ended in the command service too, once
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self._code = code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._code.name
+
+
+@pytest.mark.parametrize(("refused", "abandoned"), [(grpc.StatusCode.UNAVAILABLE, False),
+                                                    (grpc.StatusCode.FAILED_PRECONDITION, True)])
+def test_a_stuck_match_whose_cancel_fails_is_abandoned_only_once_the_command_service_answered(
+        monkeypatch: pytest.MonkeyPatch, refused: grpc.StatusCode, abandoned: bool) -> None:
+    """The command service away: the step fails and the match stays in play, to be cancelled
+    at the next check (else it would stay live there for good). A match over by then
+    (`match_over`) is abandoned all the same."""
+    from services.bots import tournaments
+
+    class Store:
+        def version(self, match_id: str) -> int:
+            return 7
+
+    class Repo:
+        recorded: list[str] = []
+
+        def record(self, tournament_id: str, match_id: str, result: dict) -> None:
+            self.recorded.append(match_id)
+
+    class Game:
+        def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> None:
+            raise _RpcError(refused)
+
+    clock = [1000.0]
+    monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
+    repo = Repo()
+    runner = tournaments.TournamentRunner(repo, Game(), Store(), stuck_seconds=40.0)  # type: ignore[arg-type]
+    record = tournaments.TournamentRecord("t1", spec(), tournaments.RUNNING, 0, started={0: "m1"})
+    runner._plans["t1"] = []
+    runner._check_stuck(record, "m1")
+    clock[0] += 41.0
+    if abandoned:
+        runner._check_stuck(record, "m1")
+        assert record.results == {"m1": {"abandoned": True}} and repo.recorded == ["m1"]
+    else:
+        with pytest.raises(grpc.RpcError):
+            runner._check_stuck(record, "m1")
+        assert not record.results and not repo.recorded
 
 
 def test_a_finished_match_wakes_the_runner_to_fill_its_seat_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

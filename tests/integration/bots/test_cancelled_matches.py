@@ -1,0 +1,140 @@
+"""A match cancelled on a real Redis, as the bots service sees it: the tournament runner cancels
+the match it abandons as stuck (CancelMatch over gRPC), the dispatcher stops queueing bots and
+clocks for it and lets it go from its live set, and its tournament counts it abandoned."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import redis
+
+from famiglia.auth import TokenSigner
+from famiglia.bots.tournament import GamePlan, TournamentSpec
+from famiglia.bots.toy import toy_registry
+from famiglia.client import GameClient
+from famiglia.config import Settings
+from famiglia.eventstore.envelopes import MATCH_CANCELLED
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.v1 import envelope_pb2
+from services.bots import tournaments
+from services.bots.dispatcher import Dispatcher, live_matches_of
+from services.command.app import Viewer
+from services.command.bootstrap import bootstrap as command_bootstrap
+from services.command.entrypoints.grpc_server import serve
+
+SECRET = "cancel-test"
+SPEC = TournamentSpec(name="t", games=(GamePlan("highcard", (2,)),), entrants=("random",))
+
+
+@dataclass
+class Tasks:
+    decisions: list[tuple] = field(default_factory=list)
+    clocks: list[tuple] = field(default_factory=list)
+
+    def decide(self, match_id, game_id, seat, version, policy, trace=None, payload=None, then=()) -> None:
+        self.decisions.append((match_id, seat, version))
+
+    def clock(self, match_id, seat, version, countdown, trace=None) -> None:
+        self.clocks.append((match_id, seat, version))
+
+    def batch(self):
+        return contextlib.nullcontext()
+
+
+def test_the_runner_cancels_a_stuck_match_and_the_dispatcher_lets_it_go(redis_url: str, monkeypatch) -> None:
+    registry = toy_registry()
+    store = RedisEventStore.connect(redis_url)
+    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
+    server, port = serve(command, "127.0.0.1:0", workers=4)
+    server.start()
+    game = GameClient(f"127.0.0.1:{port}")
+    client = redis.Redis.from_url(redis_url)
+    try:
+        repo = tournaments.TournamentRepo(client)
+        tid = repo.create(SPEC)
+        # Seat 0 a bot, seat 1 a person on a clock: the dispatcher queues both kinds of task.
+        info = [envelope_pb2.SeatInfo(seat=0, bot=True, policy="random", player_id="random")]
+        match_id = command.create_match("highcard", 2, seed=5, options={"hand": "3", "clock_s": "30"},
+                                        seat_info=info, tournament_id=tid).match_id
+        repo.mark_started(tid, 0, match_id)
+        tasks = Tasks()
+        observer = tournaments.TournamentObserver(repo)
+        dispatcher = Dispatcher(store, registry, tasks, observer=observer, stall_seconds=1.0, now=lambda: now[0])
+        now = [0.0]
+        seen = 0
+
+        def pump() -> None:
+            nonlocal seen
+            envelopes = store.read(match_id, after=seen)
+            if envelopes:
+                seen = envelopes[-1].seq
+                dispatcher.handle(envelopes)
+
+        pump()
+        asked = command.matches.get(match_id).match.engine.pending(command.matches.get(match_id).match.state)
+        assert tasks.decisions or tasks.clocks, "nothing queued for a live match"
+        assert match_id in live_matches_of(store).members()
+        if asked[0].seat == 0:  # let the bot's move go in, so a person's clock runs too
+            hot = command.matches.get(match_id).match
+            card = hot.engine.legal_commands(hot.state, 0)[0]
+            command.submit(match_id, Viewer(0), "bot-1", card)
+            pump()
+        queued = (len(tasks.decisions), len(tasks.clocks))
+
+        # The runner sees the match at one version for longer than stuck_seconds, and cancels it.
+        clock = [1000.0]
+        monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
+        runner = tournaments.TournamentRunner(repo, game, store, stuck_seconds=10.0, secret=SECRET)
+        record = repo.get(tid)
+        assert record is not None
+        runner._plans[tid] = tournaments.plan(record.spec)
+        for _ in range(100):
+            clock[0] += 0.25
+            runner._check_stuck(record, match_id)
+            if record.results:
+                break
+        assert record.results.get(match_id) == {"abandoned": True}
+        last = store.read(match_id)[-1]
+        assert last.type == MATCH_CANCELLED
+        assert "stuck" in envelope_pb2.MatchCancelled.FromString(last.payload).reason
+
+        pump()  # the dispatcher reads the cancel
+        assert match_id not in dispatcher.matches and match_id not in live_matches_of(store).members()
+        now[0] += 3600.0
+        dispatcher.check_stalls()  # no decision or clock re-sent for a match over
+        assert (len(tasks.decisions), len(tasks.clocks)) == queued
+        stored = repo.get(tid)
+        assert stored is not None and stored.results[match_id]["abandoned"]
+        assert stored.match_records() == []  # the standings pass it over
+        # The runner's cancel was keyed by the match: asked again (a step retried), it is the same one.
+        again = game.cancel_match(match_id, "again", token=TokenSigner(SECRET).operator_token("t"),
+                                  request_id=f"stuck:{tid}:{match_id}")
+        assert again.duplicate and again.version == last.seq
+    finally:
+        game.close()
+        server.stop(grace=None)
+        store.close()
+        client.close()
+
+
+def test_a_tournament_match_cancelled_by_an_operator_is_recorded_abandoned_not_ranked(redis_url: str) -> None:
+    registry = toy_registry()
+    store = RedisEventStore.connect(redis_url)
+    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
+    client = redis.Redis.from_url(redis_url)
+    try:
+        repo = tournaments.TournamentRepo(client)
+        tid = repo.create(SPEC)
+        info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy="random", player_id="random") for s in range(2)]
+        match_id = command.create_match("highcard", 2, seed=9, seat_info=info, tournament_id=tid).match_id
+        command.cancel_match(match_id, "cli", "a bad seed")
+        dispatcher = Dispatcher(store, registry, Tasks(), observer=tournaments.TournamentObserver(repo))
+        dispatcher.handle(store.read(match_id))
+        record = repo.get(tid)
+        assert record is not None
+        assert record.results[match_id] == {"abandoned": True, "game_id": "highcard",
+                                            "error": "cancelled: a bad seed"}
+    finally:
+        store.close()
+        client.close()
