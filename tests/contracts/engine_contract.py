@@ -6,11 +6,15 @@
 A binding may override `options_strategy()` to vary match options and must
 implement `perturb_hidden(state, viewer, rng)`: a state that differs from
 `state` only in what `viewer` may not know (other seats' secrets, deck orders).
-The no-leak check demands that the viewer's view is byte-identical for both.
+The no-leak check demands that the viewer's view is byte-identical for both, and
+so for a world the engine's own `determinize` deals from the viewer's view.
+`own_view_fields` names the View fields that are the viewer's own (its seat,
+its settings): once the match is over every viewer's view is the same but for them.
 """
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -18,9 +22,19 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from famiglia.engine import Engine, MatchConfig, Rng, RuleViolation, Sampled, fold
+from famiglia.engine import (
+    Engine,
+    MalformedCommand,
+    MatchConfig,
+    Rng,
+    RuleViolation,
+    Sampled,
+    fold,
+    pending_for,
+)
 from famiglia.engine.protocol import command_kind
 from famiglia.testing.random_play import Step, play_random
+from tests.contracts.command_fuzz import composed, mutated, vocabulary
 from tests.profile import examples
 
 CONTRACT_SETTINGS = settings(
@@ -36,6 +50,12 @@ class EngineContract:
     engine: ClassVar[Engine]
     #: check every Nth step in the expensive per-step checks (quick profile)
     check_every: ClassVar[int] = 3
+    #: View fields that are the viewer's own (its seat number, its own settings)
+    own_view_fields: ClassVar[frozenset[str]] = frozenset({"viewer"})
+    #: seats whose `determinize` world is checked on each checked state (all of them in the soak)
+    worlds_per_state: ClassVar[int] = examples(quick=1, soak=99)
+    #: unlisted commands tried on each checked state (test_unlisted_commands_...)
+    fuzz_per_state: ClassVar[int] = examples(quick=6, soak=24)
 
     # -- binding hooks -------------------------------------------------------------------
     @classmethod
@@ -116,6 +136,9 @@ class EngineContract:
         else:
             assert min(s.rank for s in result.seats) == 1
         assert self.engine.pending(play.state) == [], "nobody is pending once the game is over"
+        for viewer in [None, *range(seats)]:   # a replay shows what the live match showed
+            assert self._view(rebuilt, viewer) == self._view(play.state, viewer), f"replayed view of {viewer}"
+        self._check_finished_views(play.state, seats)
 
     @CONTRACT_SETTINGS
     @given(data=st.data())
@@ -139,6 +162,7 @@ class EngineContract:
                 vis = engine.visibility(event)
                 assert vis is not None
                 assert event_type.FromString(event.SerializeToString()) == event, "event round-trips"
+                self._check_redaction(event, vis, seats)
             if counter["n"] % self.check_every:
                 return
             self._check_state(before, seats, checker, seed, step.version_before)
@@ -197,6 +221,127 @@ class EngineContract:
 
         self._play(seats, seed, options, on_step=check, sampler=random.Random(seed ^ 0xC0DE))
 
+    @CONTRACT_SETTINGS
+    @given(data=st.data())
+    def test_unlisted_commands_are_refused_with_a_rule_id_or_decided_whole(self, data: st.DataObject) -> None:
+        """README, ListLegalCommands: "a client may also compose any command itself; the server
+        decides it". Any well-formed command (a listed one with a field changed, or one composed
+        at random: tests/contracts/command_fuzz.py) from any seat is refused with a RuleViolation
+        that has a code and a message, or decided into events that fold without error into a
+        state that keeps the contract; never another exception, and the state asked is untouched.
+        A command of no kind at all is malformed."""
+        seats = data.draw(self.seats_strategy(), label="seats")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        options = data.draw(self.options_strategy(), label="options")
+        fuzz = random.Random(seed ^ 0xF022)
+        counter = {"n": 0}
+
+        def check(before: Any, step: Step, after: Any) -> None:
+            counter["n"] += 1
+            if counter["n"] % self.check_every:
+                return
+            self._check_unlisted(before, seats, fuzz, seed, step.version_before)
+
+        play = self._play(seats, seed, options, on_step=check)
+        self._check_unlisted(play.state, seats, fuzz, seed, 0)
+
+    def _check_unlisted(self, state: Any, seats: int, fuzz: random.Random, seed: int, version: int) -> None:
+        engine = self.engine
+        snapshot = copy.deepcopy(state)
+        listed = [c for seat in range(seats) for c in engine.legal_commands(state, seat, limit=16)]
+        vocab = vocabulary([*listed, *(engine.view(state, seat) for seat in range(seats))])
+        command_type = engine.info.command_type
+        assert command_type is not None
+        tries = [(fuzz.randrange(seats), command_type())]
+        for _ in range(self.fuzz_per_state):
+            made = (mutated(fuzz.choice(listed), fuzz, vocab) if listed and fuzz.random() < 0.7
+                    else composed(command_type, fuzz, vocab))
+            tries.append((fuzz.randrange(seats), made))
+        for seat, command in tries:
+            shown = engine.render_command(command)   # the refusal's log line renders it
+            try:
+                events = engine.decide(state, seat, command, Rng.derive(seed, version))
+            except RuleViolation as exc:
+                assert isinstance(exc.code, str) and exc.code and isinstance(exc.message, str) and exc.message, (
+                    f"seat {seat}: {shown} refused without a code or message")
+                if command.WhichOneof("kind") is None:
+                    assert isinstance(exc, MalformedCommand), f"a command of no kind is malformed, not {exc!r}"
+                continue
+            except Exception as exc:  # noqa: BLE001 - the contract: nothing but a RuleViolation
+                raise AssertionError(f"seat {seat}: {shown} raised {exc!r}\n{command}\n"
+                                     f"{engine.render_state(state)}") from exc
+            assert command.WhichOneof("kind") is not None, "a command of no kind was accepted"
+            after = fold(engine, events, state)
+            pendings = engine.pending(after)
+            assert (engine.result(after) is not None) == (not pendings), (
+                f"seat {seat}: after {shown}, result exists exactly when nobody is pending")
+            optional = engine.info.optional_commands
+            for p in pendings:
+                assert any(command_kind(c) not in optional for c in engine.legal_commands(after, p.seat, limit=32)), (
+                    f"seat {seat}: after {shown}, pending seat {p.seat} has no legal command")
+        assert state == snapshot, "deciding commands changed the state they were decided on"
+
+    def _check_redaction(self, event: Any, vis: Any, seats: int) -> None:
+        """DESIGN.md, `visibility`: streams redact accordingly. A viewer the visibility allows
+        gets the event (or a form of it, as NP-H9's window seats); any other gets nothing or a
+        cut-down copy, never the event itself; and redacting changes no event."""
+        kind = event.WhichOneof("kind")
+        whole = event.SerializeToString(deterministic=True)
+        for viewer in [None, *range(seats)]:
+            seen = self.engine.redact(event, viewer)
+            if vis.allows(viewer):
+                assert seen is not None, f"{kind}: redacted away from {viewer}, whom its visibility allows"
+            elif seen is not None:   # (a copy may equal it, when nothing secret was in it: an empty draw)
+                assert seen is not event, f"{kind}: shown whole to {viewer}, whom its visibility does not allow"
+            if seen is not None:
+                assert seen.WhichOneof("kind") == kind, f"{kind}: redacted into another kind"
+        assert event.SerializeToString(deterministic=True) == whole, f"{kind}: redacting changed the event"
+
+    def _view(self, state: Any, viewer: int | None) -> bytes:
+        return bytes(self.engine.view(state, viewer).SerializeToString(deterministic=True))
+
+    def _check_finished_views(self, state: Any, seats: int) -> None:
+        """Every game's H rules (GC-H13, GR-H11, NC-H16, NP-H10): once the match is over its hidden
+        information is public, so every seat sees what a spectator sees, but for its own fields."""
+        def shown(viewer: int | None) -> Any:
+            view = self.engine.view(state, viewer)
+            for name in self.own_view_fields:
+                view.ClearField(name)
+            return view
+
+        public = shown(None)
+        for seat in range(seats):
+            mine = shown(seat)
+            assert mine == public, (
+                f"seat {seat} and a spectator see a finished match otherwise: {_differing_fields(mine, public)}")
+
+    def _check_worlds(self, state: Any, seats: int, checker: random.Random) -> None:
+        """`determinize` (the search bots' worlds) deals hidden information consistently with
+        what the seat knows: in a world dealt from a seat's view that seat sees the same view, is
+        asked the same, may do the same (listed and drawn) and times out into the same default;
+        and the spectator sees what it saw (what a seat sees publicly, every seat does)."""
+        engine = self.engine
+
+        def same(a: Iterable[Any], b: Iterable[Any]) -> bool:
+            return [c.SerializeToString(deterministic=True) for c in a] == [
+                c.SerializeToString(deterministic=True) for c in b]
+
+        for seat in checker.sample(range(seats), min(seats, self.worlds_per_state)):
+            view = engine.view(state, seat)
+            world = engine.determinize(view, seat, Rng(checker.getrandbits(32)))
+            assert engine.view(world, seat) == view, f"seat {seat}: the dealt world looks otherwise"
+            assert self._view(world, None) == self._view(state, None), f"seat {seat}: the dealt world's public view"
+            assert pending_for(engine, world, seat) == pending_for(engine, state, seat), f"seat {seat} is asked otherwise"
+            assert engine.result(world) == engine.result(state), f"seat {seat}: the dealt world ends otherwise"
+            draw = checker.getrandbits(32)
+            for rng in (None, draw):
+                mine, theirs = (engine.legal_commands(st_, seat, limit=32, rng=None if rng is None else random.Random(rng))
+                                for st_ in (state, world))
+                assert same(mine, theirs), f"seat {seat} may do otherwise in the dealt world"
+            if any(p.seat == seat for p in engine.pending(state)):
+                defaults = [engine.timeout_command(st_, seat) for st_ in (state, world)]
+                assert same(defaults, defaults[::-1]), f"seat {seat}: another default in the dealt world"
+
     def _check_state(self, state: Any, seats: int, checker: random.Random, seed: int, version: int) -> None:
         engine = self.engine
         optional = engine.info.optional_commands
@@ -208,6 +353,9 @@ class EngineContract:
         for seat in range(seats):
             commands = engine.legal_commands(state, seat, limit=32)
             required = [c for c in commands if command_kind(c) not in optional]
+            assert len(commands) <= 32, "at most the limit"
+            listed = [c.SerializeToString(deterministic=True) for c in commands]
+            assert len(set(listed)) == len(listed), f"seat {seat}: a command listed twice"
             if seat in pending_seats:
                 assert required, f"pending seat {seat} has a non-optional legal command"
                 some_required.extend(required[:2])
@@ -231,6 +379,12 @@ class EngineContract:
                 if commands:
                     assert engine.legal_commands(state, seat, limit=32, rng=checker), \
                         f"seat {seat} drew nothing, though it may {engine.render_command(commands[0])}"
+        # every decision asked has a default a clock may submit (docs/engines.md, "Clocks"), accepted
+        for p in pendings:
+            default = engine.timeout_command(state, p.seat)
+            assert default is not None, f"seat {p.seat} asked {p.label!r} has no timeout default"
+            engine.decide(state, p.seat, default, Rng.derive(seed, version))
+        self._check_worlds(state, seats, checker)
         # commands from seats that pending does not name are refused with a rule id
         for seat in range(seats):
             if seat in pending_seats:
@@ -251,6 +405,8 @@ class EngineContract:
             a = engine.view(state, viewer).SerializeToString(deterministic=True)
             b = engine.view(other, viewer).SerializeToString(deterministic=True)
             assert a == b, f"view of {viewer} depends on hidden information"
+            assert pending_for(engine, state, viewer) == pending_for(engine, other, viewer), (
+                f"who {viewer} sees asked depends on hidden information")
             if viewer is None:
                 continue
             # nor do the seat's legal commands (ListLegalCommands), listed or drawn
@@ -261,3 +417,8 @@ class EngineContract:
                                                                 rng=None if seed is None else random.Random(seed))]
                                 for st in (state, other))
                 assert mine == theirs, f"legal commands of {viewer} depend on hidden information"
+
+
+def _differing_fields(a: Any, b: Any) -> list[str]:
+    """The names of the top-level fields two messages of one type hold differently."""
+    return sorted(f.name for f in a.DESCRIPTOR.fields if getattr(a, f.name) != getattr(b, f.name))

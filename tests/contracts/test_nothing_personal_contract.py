@@ -213,6 +213,8 @@ def _targets(state: Any, seat: int, code: str, received: tuple[str, ...] = ()) -
 
 class TestNothingPersonalContract(EngineContract):
     engine = ENGINE
+    #: NP-D7: a seat's standing auto-pass is shown to its own seat (the View has no field for others')
+    own_view_fields = frozenset({"viewer", "autopass_cards", "autopass_rerolls"})
 
     @classmethod
     def options_strategy(cls) -> st.SearchStrategy[dict[str, str]]:

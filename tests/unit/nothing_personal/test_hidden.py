@@ -153,6 +153,22 @@ def test_np_h10_everything_is_revealed_once_the_game_is_over() -> None:
     assert len(v.influence_deck) == len(final.deck) and len(v.gangster_deck) == len(final.gdeck)
 
 
+def test_np_h10_a_finished_game_shows_every_seats_offer_chat_and_auto_pass_counts_to_everyone() -> None:
+    """NP-H10 (and NP-H7, NP-D7 before the end): the counts of offers, chats and auto-pass changes
+    are each seat's own while the game runs; once it has ended every viewer, a spectator too, sees
+    every seat's, as the engine contract's finished-match check asks (each viewer sees the same)."""
+    from famiglia.testing.random_play import play_random
+
+    counts = {"offers_made": (1, 2, 0), "chats_made": (0, 3, 1), "ap_changes": (2, 0, 1)}
+    running = replace(round1(3), **counts)
+    assert list(ENGINE.view(running, 1).offers_made) == [0, 2, 0] and not ENGINE.view(running, None).chats_made
+    final = replace(play_random(ENGINE, 3, 11).state, **counts)
+    for viewer in (None, 0, 1, 2):
+        v = ENGINE.view(final, viewer)
+        assert (list(v.offers_made), list(v.chats_made), list(v.autopass_changes)) == (
+            list(counts["offers_made"]), list(counts["chats_made"]), list(counts["ap_changes"])), viewer
+
+
 def test_np_d1_every_decision_has_an_owner_and_a_timeout_with_a_default() -> None:
     """NP-D1."""
     from famiglia.testing.random_play import play_random

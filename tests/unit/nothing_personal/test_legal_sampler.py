@@ -249,3 +249,13 @@ def test_np_m3_np_h7_cards_are_asked_past_what_the_other_seat_holds() -> None:
     assert "I49" in {c for w in wanted for c in w}
     plain = [w for w in wanted if len(w) <= len(s.hands[2]) and not set(w) & set(s.hands[0])]
     assert len(plain) > len(wanted) / 2
+
+
+def test_a_cards_representative_plays_name_each_command_once() -> None:
+    """A listing names each command once (the engine contract checks it for every game): where
+    two groups of a card each have 3 eligible gangsters (I29..I40 on the standard board), the
+    four rotated target sets came round to the first again, listed twice (now a set the rotation
+    missed takes its place)."""
+    for cid in ("I29", "I34", "I40"):
+        listed = [c.SerializeToString(deterministic=True) for c in legal_commands(commission(cid), 0)]
+        assert listed and len(listed) == len(set(listed)), cid

@@ -228,7 +228,15 @@ def _shapes(card: InfluenceCard, targets: tuple[tuple[str, ...], ...], supply: i
         if total <= per_card:
             combos = list(product(*chosen))
         else:
-            combos = [tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(chosen)) for k in range(per_card)]
+            combos = list(dict.fromkeys(tuple(t[(k * (j + 1)) % len(t)] for j, t in enumerate(chosen))
+                                        for k in range(per_card)))
+            # the rotation repeats a set where the groups' counts share a factor (3 and 3 gangsters:
+            # the fourth is the first again); the first sets it did not name fill in, each listed once
+            for combo in product(*chosen):
+                if len(combos) >= per_card:
+                    break
+                if combo not in combos:
+                    combos.append(combo)
         out.extend((groups, combo, n) for n, combo in enumerate(combos))
     shapes = _bounded(_SHAPES)[key] = tuple(out)
     return shapes

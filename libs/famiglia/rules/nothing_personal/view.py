@@ -42,12 +42,17 @@ def view(s: State, viewer: int | None) -> pb.View:
     if 0 <= me < s.n:
         v.hand.extend(s.hands[me])
         v.autopass_cards, v.autopass_rerolls = s.autopass[me]
-        # NP-H7, NP-D7: offers, chats and auto-pass changes are private, so are their counts.
-        own = [0] * s.n
+    # NP-H7, NP-D7: offers, chats and auto-pass changes are private, so are their counts;
+    # once the game has ended every viewer sees every seat's (NP-H10)
+    if over or 0 <= me < s.n:
         for field, counts in (("offers_made", s.offers_made), ("chats_made", s.chats_made),
                               ("autopass_changes", s.ap_changes)):
-            own[me] = counts[me]
-            getattr(v, field).extend(own)
+            if over:
+                getattr(v, field).extend(counts)
+            else:
+                own = [0] * s.n
+                own[me] = counts[me]
+                getattr(v, field).extend(own)
     w = s.window
     if w is not None:
         v.window = w.kind
