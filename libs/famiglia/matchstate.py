@@ -5,12 +5,13 @@ replay, projection, bots). Pure apart from the envelopes it is given, and the st
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from famiglia.clocks import TurnClocks
 from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import (
@@ -89,6 +90,9 @@ class MatchState:
     cancelled: envelope_pb2.MatchCancelled | None = None
     """An operator ended the match (`match_cancelled`, GameService.CancelMatch): it is over with
     no result. The envelope is no game event: the engine's state stays as it was before it."""
+    clocks: TurnClocks | None = None
+    """The people's turn clocks wound over the stream's events (`start(..., clocks=True)`, in a
+    match with a seat no bot plays): `deadlines`."""
 
     @property
     def game_id(self) -> str:
@@ -120,24 +124,42 @@ class MatchState:
         return self.version - len(self.staged)
 
     @classmethod
-    def start(cls, registry: Registry, first: envelope_pb2.EventEnvelope) -> MatchState:
+    def start(cls, registry: Registry, first: envelope_pb2.EventEnvelope, *, clocks: bool = False) -> MatchState:
+        """A match from its first event; `clocks`: wind its people's turn clocks (`deadlines`),
+        as the servers that enforce or show them do."""
         if first.type != MATCH_CREATED or first.seq != 1:
             raise NotAMatch(f"{first.match_id}: first event is {first.type}@{first.seq}")
         created = open_match_created(first)
         engine = registry.get(created.game_id)
-        return cls(first.match_id, created, engine, None, 1,
-                   last_timestamp_ms=first.timestamp.ToMilliseconds())
+        match = cls(first.match_id, created, engine, None, 1, last_timestamp_ms=first.timestamp.ToMilliseconds())
+        if clocks:
+            bots = {info.seat for info in created.seat_info if info.bot}
+            people = frozenset(range(created.seats)) - bots
+            if people:  # a match of bots alone has no clock to run
+                match.clocks = TurnClocks(people)
+        return match
 
     @classmethod
-    def from_envelopes(cls, registry: Registry, envelopes: Iterable[envelope_pb2.EventEnvelope]) -> MatchState:
+    def from_envelopes(cls, registry: Registry, envelopes: Iterable[envelope_pb2.EventEnvelope], *,
+                       clocks: bool = False) -> MatchState:
         it = iter(envelopes)
         try:
             first = next(it)
         except StopIteration:
             raise NotAMatch("no events") from None
-        match = cls.start(registry, first)
+        match = cls.start(registry, first, clocks=clocks)
         match.apply(it)
         return match
+
+    def deadlines(self) -> Mapping[int, float]:
+        """person -> when its turn clock runs out (seconds since the epoch), for each person
+        the match asks with a clock, as the stream's events make it (docs/bots.md, "Turn
+        clocks"): answers held back from the table (NP-H9) count for nothing until written
+        out, so a seat's clock never tells it another seat answered. Empty without clocks."""
+        if self.clocks is None or self.state is None:
+            return {}
+        public = self.unstaged[0] if self.staged and self.unstaged is not None else self.state
+        return self.clocks.deadlines(self.engine, public)
 
     def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope],
               events: Sequence[Message] | None = None, *, staged: bool = False) -> None:
@@ -155,6 +177,7 @@ class MatchState:
         padding = engine.info.held_padding
         # Blocks of slots only where answers are held: a match of bots only pays nothing for them.
         slots = engine.info.held_events if padding and not staged and self.may_hold else None
+        clocks = None if staged else self.clocks  # wound over the stream's events alone (`deadlines`)
         last = None
         try:
             for i, env in enumerate(envelopes):
@@ -168,6 +191,14 @@ class MatchState:
                 if env.type == MATCH_CANCELLED:  # the server's, not the game's: no engine sees it
                     self.cancelled = open_match_cancelled(env)
                 else:
+                    if clocks is not None:
+                        if self.staged and self.unstaged is not None:  # the staged events are the stream's now
+                            for held in self.staged:
+                                clocks.note(engine, self.unstaged[0], held.seat, held.command_id,
+                                            held.timestamp.seconds * 1000 + held.timestamp.nanos // 1_000_000)
+                        stamp = env.timestamp
+                        clocks.note(engine, self.state, env.seat, env.command_id,
+                                    stamp.seconds * 1000 + stamp.nanos // 1_000_000)
                     event = decode(env.payload) if events is None else events[i]
                     try:
                         self.state = engine.evolve(self.state, event)

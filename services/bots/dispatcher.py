@@ -10,7 +10,9 @@ true state; bots never do) and after each batch asks the engine who must act:
   another. The task carries each seat's own view and legal commands (payload.py), so
   the worker's only RPC is SubmitCommand (a `random` seat's carries no view: it never reads one);
 - a human seat whose decision has a clock (Pending.timeout_seconds, set by the
-  game's own clock options) gets a `clock` task with that countdown.
+  game's own clock options) gets a `clock` task due when that clock runs out, as the
+  match's fold winds it (`MatchState.deadlines`, famiglia.clocks: what the command service
+  shows the seat as its deadline), plus a delivery grace.
 
 Each (version, seat) is queued once; while a task of several seats plays them, the
 versions its own commands produce queue nothing. A task for a version the match has left
@@ -36,8 +38,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from famiglia.engine import clock_key
-from famiglia.engine.decider import Decider
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
@@ -209,16 +209,10 @@ class Tracked:
     """the decide task of several seats still being played, if any"""
     lease: Lease | None = None
     """the decide task playing on through the bot seats' turns, if any"""
-    clock_starts: dict[int, tuple[tuple[Any, ...], float]] = field(default_factory=dict)
-    """human seat -> (its decision, when that decision began, seconds since the epoch)"""
-    clock_version: int = 0
-    """the version `clock_starts` were last set at"""
     clock_due: dict[int, tuple[int, float, int]] = field(default_factory=dict)
     """human seat -> (the version its clock was queued at, when it runs out on the dispatcher's
     clock, times it was queued again there): a clock whose match has not moved well after that
     is queued again (`Dispatcher._check_clocks`)"""
-    keyed_clocks: dict[str, KeyedClock] = field(default_factory=dict)
-    """the game's named clocks (`clock_key`: a Step 3 deadline, a turn), running or stood still"""
     event_ids: dict[int, str] = field(default_factory=dict)
     """seq -> event id of the newest events folded (`KEPT_EVENT_IDS`): an entry at one of
     those seqs with another id means the store lost acknowledged writes (`_went_back`)"""
@@ -283,86 +277,6 @@ def _written_out(match: MatchState, version: int, end: int) -> list[str]:
     return keys
 
 
-@dataclass
-class KeyedClock:
-    """One named clock of a match (engine `clock_key`): the seconds it ran before, and since
-    when it runs now (None while nobody is asked under its key)."""
-
-    used: float = 0.0
-    since: float | None = None
-
-    def spent(self, now: float) -> float:
-        return self.used + (max(0.0, now - self.since) if self.since is not None else 0.0)
-
-
-KEPT_STILL_CLOCKS = 32
-"""Named clocks kept while they stand still (a turn's, while a choice inside it is asked)."""
-
-
-def _wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], event: float) -> None:
-    """Start the named clocks first asked at `event`, stop those no longer asked and go on
-    with those asked again; the stopped beyond the newest KEPT_STILL_CLOCKS are forgotten."""
-    for key, clock in list(clocks.items()):
-        if key not in asked and clock.since is not None:
-            clock.used, clock.since = clock.spent(event), None
-            clocks[key] = clocks.pop(key)  # the newest stopped last
-    for key in asked:
-        known = clocks.get(key)
-        if known is None:
-            clocks[key] = KeyedClock(since=event)
-        elif known.since is None:
-            known.since = event
-    still = [key for key, clock in clocks.items() if clock.since is None]
-    for key in still[:max(0, len(still) - KEPT_STILL_CLOCKS)]:
-        del clocks[key]
-
-
-_UNNAMED = Decider.__dataclass_fields__["clock_key"].default
-
-
-def _names_clocks(match: MatchState) -> bool:
-    """Whether the match's game names its clocks (`clock_key`): then its named clocks are wound
-    at every version folded, not only at the last of a read (`_fold_winding`)."""
-    keyed = getattr(match.engine, "clock_key", None)
-    return keyed is not None and keyed is not _UNNAMED
-
-
-def _wind_at(match: MatchState, clocks: dict[str, KeyedClock]) -> None:
-    """Wind the named clocks to the match's version: those asked now run from its last event."""
-    if match.state is None:
-        return
-    engine, state = match.engine, match.state
-    asked = {clock_key(engine, state, p) for p in engine.pending(state) if p.timeout_seconds > 0}
-    asked.discard("")
-    _wind_keyed(clocks, asked, match.last_timestamp_ms / 1000)
-
-
-def _fold_winding(match: MatchState, envelopes: Sequence[EventEnvelope], clocks: dict[str, KeyedClock]) -> None:
-    """`match.apply(envelopes)`, winding the named clocks at each version on the way: a read
-    holding several commands (a dispatcher behind, restarted, or folding a match from its stream)
-    stops a clock when its key stopped being asked, not when the read came, and a clock that
-    ran before a restart keeps the time it used (GC-D05: never extended; NC-D02: a turn's clock
-    stands still through a choice inside it)."""
-    if not clocks and not _names_clocks(match):
-        match.apply(envelopes)
-        return
-    for env in envelopes:
-        if env.seq <= match.version:
-            continue  # a redelivery, as `apply` skips it
-        match.apply((env,))
-        _wind_at(match, clocks)
-
-
-def _seats_acted_since(match: MatchState, version: int) -> set[int]:
-    """The seats whose commands went in after `version` (the newest commands are last)."""
-    acted: set[int] = set()
-    for key, span in reversed(match.commands.items()):
-        if span[1] <= version:
-            break
-        acted.add(int(key.partition("/")[0]))
-    return acted
-
-
 def _carried(tracked: Tracked, last: EventEnvelope) -> dict[str, str]:
     """The trace the match's next tasks carry: the last command's. After a bot's own move they
     start a new trace linked to it (`FOLLOWS_KEY`), so a match of bots alone is a trace per
@@ -382,10 +296,10 @@ clock is never finished, so over days of uptime those alone would grow it withou
 
 def _idle(tracked: Tracked) -> bool:
     """Whether nothing of the match is in play here: no task or clock queued at its version, no
-    batch or lease playing, no named clock to remember. Folded again from its stream at its
-    next event (`Dispatcher._load`), it is scheduled as it would have been."""
+    batch or lease playing. Folded again from its stream at its next event (`Dispatcher._load`),
+    it is scheduled as it would have been (its clocks too: they are wound over the fold)."""
     version = tracked.match.version
-    return (tracked.seat_batch is None and tracked.lease is None and not tracked.keyed_clocks
+    return (tracked.seat_batch is None and tracked.lease is None
             and not any(v == version for v, _ in tracked.sent))
 
 
@@ -476,7 +390,7 @@ class Dispatcher:
                 return
         before, since = len(tracked.match.commands), tracked.match.version
         try:
-            _fold_winding(tracked.match, batch, tracked.keyed_clocks)
+            tracked.match.apply(batch)  # (its clocks wound on the way: MatchState.deadlines)
             tracked.remember(batch, since)
         except ValueError:  # a gap: this consumer missed entries; the match stream has them all
             tracked = self._load(match_id)
@@ -500,7 +414,7 @@ class Dispatcher:
         first = batch[0]
         if first.seq == 1 and first.type == MATCH_CREATED:
             try:
-                match = MatchState.start(self.registry, first)
+                match = MatchState.start(self.registry, first, clocks=True)
             except (UnknownGame, NotAMatch):
                 self._forget(match_id)
                 return None
@@ -519,18 +433,17 @@ class Dispatcher:
                 envelopes = self.archive(match_id)
             except Exception as exc:  # noqa: BLE001 - the projection's database: not ours to fail on
                 log.warning("archive_unreadable", match_id=match_id, error=str(exc)[:300])
-        keyed: dict[str, KeyedClock] = {}
         try:
             if not envelopes:
                 raise NotAMatch("no events")
-            match = MatchState.start(self.registry, envelopes[0])
-            _fold_winding(match, envelopes[1:], keyed)  # the named clocks as they ran (a restart)
+            # The clocks as they ran, from the match's start: a restart takes nothing off them.
+            match = MatchState.start(self.registry, envelopes[0], clocks=True)
+            match.apply(envelopes[1:])
         except (UnknownGame, NotAMatch):
             log.info("match_not_followed", match_id=match_id, events=len(envelopes))
             self._forget(match_id)
             return None
         tracked = Tracked(match, bot_seats(match))
-        tracked.keyed_clocks = keyed
         tracked.remember(envelopes[-KEPT_EVENT_IDS:], 0)
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
             tracked.trace = _carried(tracked, envelopes[-1])
@@ -620,46 +533,33 @@ class Dispatcher:
         self._queue_clocks(tracked, pendings)
 
     def _queue_clocks(self, tracked: Tracked, pendings: Sequence[Any]) -> None:
-        """A clock for every human seat whose decision has one, counting from when that decision
-        began: the event that asked the seat, not the last event. Another seat's command (a
-        chat, a bot's move, another clock's default) moves the version and makes the running
-        clock stale; the new one takes the time gone off, so a deadline is never stretched.
-        The seat's own command starts its next decision afresh, unless the game names the
-        clock (`clock_key`): then one clock runs for as long as its key is asked of anyone,
-        whoever acts (GC-D05's Step 3 deadline, "never extended"; a Nostra City turn, NC-D02),
-        and stands still while it is not. The grace covers delivery, and a dispatcher that
-        queues a clock late (a restart, a backlog) takes the rest off."""
+        """A clock for every human seat whose decision has one, due when the match's turn clocks
+        say it runs out (`MatchState.deadlines`, `famiglia.clocks`: the same moment the command
+        service shows the seat as its `deadline_ms`). Another seat's command moves the version
+        and makes the running clock stale; the new one runs out when the old one would have,
+        so a deadline is never stretched; the seat's own command starts its next decision
+        afresh, unless the game names the clock (GC-D05's Step 3, NC-D02's turn). The grace
+        covers delivery: the countdown is the time left plus the grace, and a dispatcher that
+        queues a clock later than the grace after its decision began (a restart, a backlog)
+        takes the rest of the delay off, so the default lands between one and two graces after
+        the deadline."""
         match = tracked.match
-        now, event = self.wall(), match.last_timestamp_ms / 1000
-        engine, state = match.engine, match.state
+        now, grace = self.wall(), self.clock_grace_seconds
         if tracked.clock_due:  # (a match of bots only never has one: nothing to build for it)
             tracked.clock_due = {s: due for s, due in tracked.clock_due.items() if due[0] == match.version}
-        keys = {p.seat: clock_key(engine, state, p) for p in pendings if p.timeout_seconds > 0}
-        _wind_keyed(tracked.keyed_clocks, {k for k in keys.values() if k}, event)
-        acted = _seats_acted_since(match, tracked.clock_version)
-        starts: dict[int, tuple[tuple[Any, ...], float]] = {}
+        deadlines = match.deadlines()
         for pending in pendings:
-            if pending.seat in tracked.bots or pending.timeout_seconds <= 0:
+            runs_out = deadlines.get(pending.seat)
+            if runs_out is None or pending.seat in tracked.bots or pending.timeout_seconds <= 0:
                 continue
-            key = keys[pending.seat]
-            if key:
-                keyed = tracked.keyed_clocks[key]
-                used, began = keyed.used, keyed.since if keyed.since is not None else event
-            else:
-                decision = (pending.kind, pending.label, pending.timeout_seconds)
-                known = tracked.clock_starts.get(pending.seat)
-                began = known[1] if known is not None and known[0] == decision and pending.seat not in acted \
-                    else event
-                starts[pending.seat] = (decision, began)
-                used = 0.0
-            late = max(0.0, used + now - began - self.clock_grace_seconds)
-            countdown = max(0.0, pending.timeout_seconds + self.clock_grace_seconds - late)
+            began = runs_out - pending.timeout_seconds
+            late = max(0.0, now - began - grace)
+            countdown = max(0.0, pending.timeout_seconds + grace - late)
             if self._queue(tracked, pending.seat, functools.partial(
                     self.tasks.clock, match.match_id, pending.seat, match.version, countdown, trace=tracked.trace)):
                 known_due = tracked.clock_due.get(pending.seat)
                 tracked.clock_due[pending.seat] = (match.version, self.now() + countdown,
                                                    known_due[2] if known_due is not None else 0)
-        tracked.clock_starts, tracked.clock_version = starts, match.version
 
     def _queue_bots(self, tracked: Tracked, bots: Sequence[int]) -> None:
         """One task for every bot seat asked at this version, played one after another.

@@ -104,6 +104,8 @@ class ViewAnswer:
     seat: int | None
     text: str
     cancelled: envelope_pb2.MatchCancelled | None = None
+    deadline_ms: int = 0
+    """When the viewer's own turn clock runs out (`_deadline_ms`): its own entry of `to_act` only."""
 
 
 @dataclass
@@ -112,6 +114,8 @@ class LegalAnswer:
     commands: list[Message]
     complete: bool
     text: list[str]
+    deadline_ms: int = 0
+    """When the seat's turn clock runs out (`_deadline_ms`), 0 when it has none."""
 
 
 @dataclass
@@ -130,6 +134,9 @@ class SeatEvent:
     """Another seat's command (or the server's): shown without its command id, which is
     that seat's client's idempotency key and could tell what its client knew (a bots task's
     ids name the version and the turn it played, NP-H9)."""
+    deadline_ms: int | None = None
+    """On a stream's last event before it waits, for a seat: its turn clock at the match's
+    latest version (`_deadline_ms`); None elsewhere."""
 
 
 @dataclass
@@ -190,6 +197,7 @@ class NextAnswer:
     view: Message | None
     legal: list[Message]
     complete: bool
+    deadline_ms: int = 0
 
 
 @dataclass
@@ -353,16 +361,18 @@ class CommandApp:
             m = hot.match
             self._check_seat(m.seats, viewer)
             view = m.engine.view(m.state, viewer.seat)
+            to_act = [] if m.cancelled else pending_for(m.engine, m.state, viewer.seat)
             return ViewAnswer(
                 version=m.public_version,
                 view=view,
-                to_act=[] if m.cancelled else pending_for(m.engine, m.state, viewer.seat),
+                to_act=to_act,
                 result=m.engine.result(m.state),
                 game_id=m.game_id,
                 seat=viewer.seat,
                 # Once over, the whole state (hidden hands included), cancelled or played out.
                 text=m.engine.render_state(m.state) if m.finished else "",
                 cancelled=m.cancelled,
+                deadline_ms=_deadline_ms(m, viewer.seat, to_act),
             )
 
     def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0, sample_seed: int = 0) -> LegalAnswer:
@@ -382,7 +392,7 @@ class CommandApp:
                 return LegalAnswer(m.public_version, [], True, [])
             commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
             return LegalAnswer(m.public_version, commands, _complete(commands, cap),
-                               [m.engine.render_command(c) for c in commands])
+                               [m.engine.render_command(c) for c in commands], _deadline_ms(m, viewer.seat))
 
     @staticmethod
     def _check_seat(seats: int, viewer: Viewer) -> None:
@@ -499,14 +509,16 @@ class CommandApp:
                 return
             by_seat = {viewer.seat: seat for viewer, seat in asked}
             engine, state = m.engine, m.state
-            for pending in engine.pending(state):
+            pendings = engine.pending(state)
+            for pending in pendings:
                 seat = by_seat.pop(pending.seat, None)
                 if seat is None:
                     continue
                 cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
                 legal = engine.legal_commands(state, pending.seat, limit=cap)
                 view = engine.view(state, pending.seat) if seat.view else None
-                answer.next.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap)))
+                answer.next.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap),
+                                              _deadline_ms(m, pending.seat, pendings)))
             answer.next_version = m.public_version
 
     # -- submit ------------------------------------------------------------------------
@@ -832,6 +844,8 @@ class CommandApp:
                 else:
                     shown = self._for_viewer(m, envelopes, viewer.seat)
                 earlier = []
+                if shown and viewer.seat is not None:
+                    shown[-1].deadline_ms = self._latest_deadline(hot, viewer.seat, envelopes[-1].seq)
                 for seat_event in shown:
                     yield seat_event, seat_event.envelope.seq, False
                 cursor = envelopes[-1].seq
@@ -848,6 +862,32 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+    def _latest_deadline(self, hot: HotMatch, seat: int, version: int) -> int | None:
+        """`seat`'s turn clock if `version` is the match's latest (this replica catches up when it
+        lags the stream), else None: the stream's next events bring it."""
+        with hot.lock:
+            m = hot.match
+            if m.public_version < version:
+                m = self.matches.catch_up(hot)
+            return _deadline_ms(m, seat) if m.public_version == version else None
+
+
+def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | None = None) -> int:
+    """When `seat`'s own turn clock runs out, in Unix milliseconds; 0 when it has none (a
+    spectator, a bot's seat, a seat not asked or asked without a clock). The moment is the
+    one the bots' dispatcher enforces (`MatchState.deadlines`, wound over the stream's events).
+    A seat whose answer is held back (NP-H9) is not asked (`pendings`: the game's, or as the
+    seat may know them; the hot state's, its held answers folded), and its clock, like every
+    other, never counts another seat's held answer."""
+    if seat is None or m.clocks is None or m.state is None:
+        return 0
+    if pendings is None:
+        pendings = m.engine.pending(m.state)
+    if not any(p.seat == seat and p.timeout_seconds > 0 for p in pendings):
+        return 0
+    runs_out = m.deadlines().get(seat)
+    return 0 if runs_out is None else round(runs_out * 1000)
 
 
 def _over(m: MatchState) -> FailedPrecondition:

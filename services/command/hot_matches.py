@@ -53,7 +53,7 @@ class HotMatches:
         if not envelopes:
             raise UnknownMatch(match_id)
         try:
-            match = MatchState.from_envelopes(self._registry, envelopes)
+            match = MatchState.from_envelopes(self._registry, envelopes, clocks=True)
             if match.may_hold:
                 match.catch_up(self._store)
         except NotAMatch:
@@ -104,7 +104,7 @@ class HotMatches:
         envelopes = self._store.read(hot.match.match_id)
         if not envelopes:
             raise UnknownMatch(hot.match.match_id)
-        match = MatchState.from_envelopes(self._registry, envelopes)
+        match = MatchState.from_envelopes(self._registry, envelopes, clocks=True)
         if match.may_hold:
             match.catch_up(self._store)
         hot.match = match

@@ -262,6 +262,7 @@ class PendingDecision(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     LABEL_FIELD_NUMBER: _builtins.int
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     kind: Global___DecisionKind.ValueType
     label: _builtins.str
@@ -270,7 +271,17 @@ class PendingDecision(_message.Message):
     README ("Playing a match as a client").
     """
     timeout_seconds: _builtins.float
-    """turn clock for humans (0 = none)"""
+    """turn clock for humans (0 = none): its full length"""
+    deadline_ms: _builtins.int
+    """When the viewer's own clock for this decision runs out, in Unix milliseconds (wall clock);
+    0 when it has none (a bot's seat, no clock) and on every other seat's entry (a seat is
+    told its own clock only). It counts from the command that asked the seat, so it holds
+    after a reconnect and another seat's move never stretches it; a named clock (GoodCritters'
+    Step 3 deadline, GC-D05; a Nostra City turn, NC-D02) runs across several asks and stands
+    still while it is not asked. The bots' dispatcher submits the game's default for the seat
+    a delivery grace after it (FAMIGLIA_BOTS_CLOCK_GRACE, 0.5 s; up to twice that when it
+    reads the match late): a command that lands before the default is the seat's own.
+    """
     def __init__(
         self,
         *,
@@ -278,10 +289,11 @@ class PendingDecision(_message.Message):
         kind: Global___DecisionKind.ValueType = ...,
         label: _builtins.str = ...,
         timeout_seconds: _builtins.float = ...,
+        deadline_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "label", b"label", "seat", b"seat", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline_ms", b"deadline_ms", "kind", b"kind", "label", b"label", "seat", b"seat", "timeout_seconds", b"timeout_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -500,6 +512,7 @@ class ListLegalCommandsResponse(_message.Message):
     COMMANDS_FIELD_NUMBER: _builtins.int
     COMPLETE_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The version the list is for: submit one of them with this expected_version. A seat not
     in to_act gets only what the game lets it do out of turn (offers, gifts, chat), usually
@@ -507,6 +520,8 @@ class ListLegalCommandsResponse(_message.Message):
     """
     complete: _builtins.bool
     """false when a sample of a compound choice, or cut at the limit"""
+    deadline_ms: _builtins.int
+    """the seat's turn clock at `version`, as PendingDecision.deadline_ms"""
     @_builtins.property
     def commands(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
     @_builtins.property
@@ -520,10 +535,11 @@ class ListLegalCommandsResponse(_message.Message):
         commands: _abc.Iterable[_any_pb2.Any] | None = ...,
         complete: _builtins.bool = ...,
         text: _abc.Iterable[_builtins.str] | None = ...,
+        deadline_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["commands", b"commands", "complete", b"complete", "text", b"text", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["commands", b"commands", "complete", b"complete", "deadline_ms", b"deadline_ms", "text", b"text", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -725,9 +741,12 @@ class NextDecision(_message.Message):
     VIEW_FIELD_NUMBER: _builtins.int
     LEGAL_FIELD_NUMBER: _builtins.int
     COMPLETE_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     complete: _builtins.bool
     """as ListLegalCommands' complete"""
+    deadline_ms: _builtins.int
+    """as ListLegalCommands' deadline_ms"""
     @_builtins.property
     def view(self) -> _any_pb2.Any:
         """set only when its NextSeat asked for it"""
@@ -743,10 +762,11 @@ class NextDecision(_message.Message):
         view: _any_pb2.Any | None = ...,
         legal: _abc.Iterable[_any_pb2.Any] | None = ...,
         complete: _builtins.bool = ...,
+        deadline_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "legal", b"legal", "seat", b"seat", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["complete", b"complete", "deadline_ms", b"deadline_ms", "legal", b"legal", "seat", b"seat", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -915,12 +935,18 @@ class StreamEventsResponse(_message.Message):
     EVENT_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """The match version as of this reply (the event's seq): resume with from_version = it.
     Seqs the viewer may not see are skipped, so versions may jump.
     """
     finished: _builtins.bool
     """the match is over; set on the last reply only"""
+    deadline_ms: _builtins.int
+    """Set on a reply whose version is the match's latest as this server knows it (a seat's
+    stream only): the seat's own turn clock then, as PendingDecision.deadline_ms (0: none).
+    Unset on a reply the match has moved past: a later reply brings it.
+    """
     @_builtins.property
     def event(self) -> Global___SeatEvent: ...
     def __init__(
@@ -929,12 +955,15 @@ class StreamEventsResponse(_message.Message):
         event: Global___SeatEvent | None = ...,
         version: _builtins.int = ...,
         finished: _builtins.bool = ...,
+        deadline_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_deadline_ms", b"_deadline_ms", "deadline_ms", b"deadline_ms", "event", b"event"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "finished", b"finished", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_deadline_ms", b"_deadline_ms", "deadline_ms", b"deadline_ms", "event", b"event", "finished", b"finished", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__deadline_ms: _TypeAlias = _typing.Literal["deadline_ms"]  # noqa: Y015
+    _WhichOneofArgType__deadline_ms: _TypeAlias = _typing.Literal["_deadline_ms", b"_deadline_ms"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__deadline_ms) -> _WhichOneofReturnType__deadline_ms | None: ...
 
 Global___StreamEventsResponse: _TypeAlias = StreamEventsResponse  # noqa: Y015
 

@@ -121,7 +121,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
                                    finished=answer.result is not None, game_id=answer.game_id,
                                    seat=-1 if answer.seat is None else answer.seat, text=answer.text)
         for p in answer.to_act:
-            reply.to_act.add(seat=p.seat, kind=int(p.kind), label=p.label, timeout_seconds=p.timeout_seconds)
+            reply.to_act.add(seat=p.seat, kind=int(p.kind), label=p.label, timeout_seconds=p.timeout_seconds,
+                             deadline_ms=answer.deadline_ms if p.seat == answer.seat else 0)
         result = _result(answer.result)
         if result is not None:
             reply.result.CopyFrom(result)
@@ -141,7 +142,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
         viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
         answer = self.app.legal_commands(request.match_id, viewer, request.limit, request.sample_seed)
         return pb.ListLegalCommandsResponse(version=answer.version, commands=[_pack(c) for c in answer.commands],
-                                            complete=answer.complete, text=answer.text)
+                                            complete=answer.complete, text=answer.text,
+                                            deadline_ms=answer.deadline_ms)
 
     @rpc
     def SubmitCommand(self, request, context):
@@ -180,7 +182,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
             reply.next_version = answer.next_version
             add_next = reply.next.add
             for n in answer.next:
-                out = add_next(seat=n.seat, complete=n.complete)
+                out = add_next(seat=n.seat, complete=n.complete, deadline_ms=n.deadline_ms)
                 if n.view is not None:
                     view = out.view
                     view.type_url, view.value = _TYPE_URL + n.view.DESCRIPTOR.full_name, n.view.SerializeToString()
@@ -200,7 +202,10 @@ class GameServicer(pb_grpc.GameServiceServicer):
                 if finished:
                     yield pb.StreamEventsResponse(version=version, finished=True)
                 continue
-            yield pb.StreamEventsResponse(event=_seat_event(event), version=version)
+            reply = pb.StreamEventsResponse(event=_seat_event(event), version=version)
+            if event.deadline_ms is not None:
+                reply.deadline_ms = event.deadline_ms
+            yield reply
 
     def Echo(self, request, context):
         return pb.EchoResponse(payload=request.payload)

@@ -40,7 +40,7 @@ WORKER = (
 
 
 class BotsStack:
-    def __init__(self, redis_url: str, tmp: Path) -> None:
+    def __init__(self, redis_url: str, tmp: Path, clock_grace_seconds: float = 0.1) -> None:
         self.redis_url = redis_url
         self.tmp = tmp
         self.registry: Registry = toy_registry(playable_registry())
@@ -54,7 +54,7 @@ class BotsStack:
         self.bots: BotsApp = bots_bootstrap(
             settings=self.settings, registry=self.registry,
             bots=BotsSettings(pool="threads", concurrency=2, visibility_timeout=6, stall_seconds=3,
-                              clock_grace_seconds=0.1))
+                              clock_grace_seconds=clock_grace_seconds))
         self.stop = threading.Event()
         self.threads = start_background(self.bots, self.stop, block_ms=100)
         self.client = GameClient(self.command_addr)

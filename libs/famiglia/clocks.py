@@ -1,0 +1,118 @@
+"""Turn clocks wound over a match's fold: when each person's clock runs out.
+
+One pure function of the events and their timestamps (no I/O, no wall clock), so that the
+bots' dispatcher, which queues the clock task that plays a seat's default, and the command
+service, which shows the seat its `deadline_ms`, agree on the moment (docs/bots.md, "Turn
+clocks"). The rules (docs/engines.md, "Clocks"): a decision with `timeout_seconds` is timed
+from the command that asked it, and another seat's command does not stretch it; the seat's own
+command starts its next decision afresh, unless the game names the clock (`clock_key`): a named
+clock runs for as long as its key is asked of anyone, from the key's first asking, and stands
+still while it is not (GC-D05's Step 3 deadline, never extended; NC-D02's turn, through the
+choices inside it). The clocks are wound once per command (a step: the consecutive events of
+one seat's command id, or of the server), at the state that command left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from famiglia.engine import Engine, clock_key
+
+KEPT_STILL_CLOCKS = 32
+"""Named clocks kept while they stand still (a turn's, while a choice inside it is asked)."""
+
+
+@dataclass
+class KeyedClock:
+    """One named clock of a match (engine `clock_key`): the seconds it ran before, and since
+    when it runs now (None while nobody is asked under its key)."""
+
+    used: float = 0.0
+    since: float | None = None
+
+    def spent(self, now: float) -> float:
+        return self.used + (max(0.0, now - self.since) if self.since is not None else 0.0)
+
+
+def wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], at: float) -> None:
+    """Start the named clocks first asked at `at`, stop those no longer asked and go on with
+    those asked again; the stopped beyond the newest KEPT_STILL_CLOCKS are forgotten."""
+    for key, clock in list(clocks.items()):
+        if key not in asked and clock.since is not None:
+            clock.used, clock.since = clock.spent(at), None
+            clocks[key] = clocks.pop(key)  # the newest stopped last
+    for key in asked:
+        known = clocks.get(key)
+        if known is None:
+            clocks[key] = KeyedClock(since=at)
+        elif known.since is None:
+            known.since = at
+    still = [key for key, clock in clocks.items() if clock.since is None]
+    for key in still[:max(0, len(still) - KEPT_STILL_CLOCKS)]:
+        del clocks[key]
+
+
+@dataclass
+class TurnClocks:
+    """The turn clocks of one match's people (seats no bot plays), wound over its fold.
+
+    The fold tells it each event before folding it (`note`, with the state before it): the
+    first event of a new step winds the clocks at that state, the one the step before left.
+    The last step is wound when asked (`deadlines`). Times are seconds since the epoch, from
+    the events' stamps, and never go back (a held answer written out later keeps the stamp
+    it was made at, NP-H9: it asks nobody, so no clock starts at it)."""
+
+    people: frozenset[int]
+    keyed: dict[str, KeyedClock] = field(default_factory=dict)
+    """the game's named clocks (`clock_key`), running or stood still; asked of any seat"""
+    own: dict[int, tuple[tuple[Any, ...], float]] = field(default_factory=dict)
+    """person -> (its unnamed decision, when it began)"""
+    runs_out: dict[int, float] = field(default_factory=dict)
+    """person -> when its clock runs out, as of the last wind"""
+    at: float = 0.0
+    """the newest event's time"""
+    acted: set[int] = field(default_factory=set)
+    """the seats whose commands were noted since the last wind"""
+    step: tuple[int, str] | None = None
+    """(seat, command id) of the step being noted; None once wound"""
+
+    def note(self, engine: Engine, before: Any, seat: int, command_id: str, stamp_ms: int) -> None:
+        """One event about to be folded on `before` (the state so far, as the stream has it)."""
+        if self.step is not None and self.step != (seat, command_id):
+            self.wind(engine, before)
+        self.step = (seat, command_id)
+        if command_id:
+            self.acted.add(seat)
+        self.at = max(self.at, stamp_ms / 1000)
+
+    def deadlines(self, engine: Engine, state: Any) -> Mapping[int, float]:
+        """person -> when its clock runs out (seconds since the epoch), for the people `state`
+        asks with a clock; `state` is the one the events noted so far made."""
+        if self.step is not None:
+            self.wind(engine, state)
+        return self.runs_out
+
+    def wind(self, engine: Engine, state: Any) -> None:
+        """Wind the clocks to `state`, which the steps noted since the last wind made."""
+        at, people = self.at, self.people
+        timed = [p for p in engine.pending(state) if p.timeout_seconds > 0] if state is not None else []
+        keys = [clock_key(engine, state, p) for p in timed]
+        wind_keyed(self.keyed, {key for key in keys if key}, at)
+        own: dict[int, tuple[tuple[Any, ...], float]] = {}
+        runs_out: dict[int, float] = {}
+        for pending, key in zip(timed, keys, strict=True):
+            seat = pending.seat
+            if seat not in people or seat in runs_out:
+                continue
+            if key:
+                clock = self.keyed[key]
+                began = (clock.since if clock.since is not None else at) - clock.used
+            else:
+                decision = (pending.kind, pending.label, pending.timeout_seconds)
+                known = self.own.get(seat)
+                began = known[1] if known is not None and known[0] == decision and seat not in self.acted else at
+                own[seat] = (decision, began)
+            runs_out[seat] = began + pending.timeout_seconds
+        self.own, self.runs_out, self.acted, self.step = own, runs_out, set(), None
