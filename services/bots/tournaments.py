@@ -10,6 +10,8 @@ hash tag per tournament:
     famiglia:bots:tournaments         sorted set of ids by creation time
     famiglia:bots:tournaments:ended   set of ids that ended (finished, cancelled) and whose end the
                                       read models have not recorded yet (the runner records them)
+    famiglia:bots:tournaments:cancelling  set of cancelled ids whose matches in play the runner has
+                                      not all cancelled yet (CancelMatch, a request id per match)
 
 The runner creates matches with a request id keyed from "<tournament>:<index>" (a
 restart finds the same match; nobody else can rebuild it), at most `concurrency` in play at once; the dispatcher
@@ -51,6 +53,9 @@ RUNNING_INDEXED = f"{PREFIX}:tournaments:running:indexed"
 #: the projection's tournament table of every end, also those it did not make (a cancel) or did
 #: not live to tell (killed right after).
 ENDED_KEY = f"{PREFIX}:tournaments:ended"
+#: Cancelled tournaments whose matches in play the runner has yet to cancel in the command service:
+#: kept until every one is, so a runner killed mid-way (or a second CancelTournament) finishes the job.
+CANCELLING_KEY = f"{PREFIX}:tournaments:cancelling"
 
 
 def _ms() -> int:
@@ -172,10 +177,13 @@ class TournamentRepo:
             created = self.client.hget(self._key(tid), "created_ms")
             self.client.zadd(RUNNING_KEY, {tid: int(created or _ms())})
         else:
-            # Listed as ended first (other slots than the tournament's, so no MULTI): a process killed
-            # in between leaves an entry the runner passes over while the tournament runs.
+            # Listed as ended (and as cancelling) first (other slots than the tournament's, so no
+            # MULTI): a process killed in between leaves an entry the runner passes over while the
+            # tournament runs.
             pipe = self.client.pipeline(transaction=False)
             pipe.sadd(ENDED_KEY, tid)
+            if status == CANCELLED:
+                pipe.sadd(CANCELLING_KEY, tid)
             pipe.hset(self._key(tid), mapping={"status": status, "finished_ms": _ms()})
             pipe.zrem(RUNNING_KEY, tid)
             pipe.execute()
@@ -186,6 +194,19 @@ class TournamentRepo:
 
     def end_recorded(self, tid: str) -> None:
         self.client.srem(ENDED_KEY, tid)
+
+    def cancel_matches_of(self, tid: str) -> None:
+        """List a cancelled tournament for the runner to cancel its matches in play (again: a
+        second CancelTournament finishes what a runner killed mid-way left, and ends the matches
+        of a tournament cancelled before cancels reached them)."""
+        self.client.sadd(CANCELLING_KEY, tid)
+
+    def cancelling(self, limit: int = 50) -> list[str]:
+        """Cancelled tournaments whose matches in play are not all cancelled yet."""
+        return sorted(_text(t) for t in self.client.srandmember(CANCELLING_KEY, limit) or [])
+
+    def matches_cancelled(self, tid: str) -> None:
+        self.client.srem(CANCELLING_KEY, tid)
 
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
         self.client.hset(self._key(tid, "started"), str(index), match_id)
@@ -362,6 +383,9 @@ class TournamentRunner:
         return self._plans[record.tournament_id]
 
     def step(self) -> None:
+        # Cancels first: a CreateMatch refused for a while (RESOURCE_EXHAUSTED ends the step for up
+        # to `stuck_seconds`) must not hold up the cancel an operator may be making to free the room.
+        self._cancel_cancelled()
         running = set()
         for tid in self.repo.ids(limit=50, running_only=True):
             record = self.repo.get(tid, results=False)
@@ -386,6 +410,52 @@ class TournamentRunner:
                 continue  # its status is being set (set_status lists it first)
             if record is None or self.read_model.record(record, record.status):
                 self.repo.end_recorded(tid)
+
+    def _cancel_cancelled(self) -> None:
+        """End the matches a cancelled tournament still has in play (CancelTournament only lists
+        it, so that its answer is prompt). A tournament stays listed until every one got an
+        answer: a runner killed mid-way, or the command service away (raised, tried again at the
+        next step), leaves the rest to the next pass, whose request ids answer the cancels made
+        before as duplicates."""
+        for tid in self.repo.cancelling():
+            record = self.repo.get(tid, results=False)
+            if record is not None and record.status == RUNNING:
+                continue  # its status is being set (set_status lists it first)
+            if record is not None:
+                self._cancel_in_play(record)
+            self.repo.matches_cancelled(tid)
+
+    def _cancel_in_play(self, record: TournamentRecord) -> None:
+        """CancelMatch each started match without a result, under the request id
+        `tournament:<tid>:<match>`, and record it abandoned (`cancelled: <reason>`, the
+        dispatcher's very record of a cancelled match): the standings pass it over. A match over
+        by then (`match_over`: finished by its rules, or cancelled as stuck) is left to the
+        dispatcher, which records how it ended."""
+        tid = record.tournament_id
+        in_play = {i: m for i, m in record.started.items()
+                   if m not in record.results and not m.startswith("failed:")}
+        if not in_play:
+            return
+        games = {p.index: p.game_id for p in plan(record.spec)}
+        reason = f"tournament {tid} ({record.spec.name}) cancelled"
+        signer = TokenSigner(self._secret)
+        cancelled = 0
+        for index, match_id in sorted(in_play.items()):
+            try:  # a token a call: a pass over a thousand matches may outlast one
+                self.game.cancel_match(match_id, reason, token=signer.operator_token("tournaments", ttl_s=300),
+                                       request_id=f"tournament:{tid}:{match_id}")
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                over = exc.code() == grpc.StatusCode.FAILED_PRECONDITION
+                (log.info if over else log.warning)(
+                    "tournament_match_not_cancelled", tournament_id=tid, match_id=match_id,
+                    status=exc.code().name, error=(exc.details() or "")[:300])
+                continue
+            self.repo.record(tid, match_id, {"abandoned": True, "game_id": games.get(index, ""),
+                                             "error": f"cancelled: {reason}"[:300]})
+            cancelled += 1
+        log.info("tournament_matches_cancelled", tournament_id=tid, matches=cancelled, in_play=len(in_play))
 
     def _forget(self, gone: set[str]) -> None:
         """Drop what the runner keeps of tournaments it no longer advances (finished, cancelled):

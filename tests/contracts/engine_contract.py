@@ -10,6 +10,8 @@ The no-leak check demands that the viewer's view is byte-identical for both, and
 so for a world the engine's own `determinize` deals from the viewer's view.
 `own_view_fields` names the View fields that are the viewer's own (its seat,
 its settings): once the match is over every viewer's view is the same but for them.
+`options_strategy()` draws each value in the game's own spelling (as its View shows it back):
+every View's `options` holds every option of the game with the value the match is played by.
 """
 
 from __future__ import annotations
@@ -98,6 +100,36 @@ class EngineContract:
         assert len(keys) == len(set(keys)), "option keys are unique"
         for opt in info.options:
             assert not opt.choices or opt.default in opt.choices, opt.key
+
+    def test_a_match_without_options_shows_every_default(self) -> None:
+        """docs/engines.md, "The options in a View": a client shows one options screen for any
+        game, so every View lists every option of the game, defaults included."""
+        info = self.engine.info
+        for seats in {info.min_players, info.max_players}:
+            state = fold(self.engine, self.engine.setup(MatchConfig(seats=seats), 7))
+            for viewer in [None, *range(seats)]:
+                assert shown_options(self.engine.view(state, viewer)) == info.defaults(), (
+                    f"{seats} seats, viewer {viewer}: the options shown are not the game's defaults")
+
+    @CONTRACT_SETTINGS
+    @given(data=st.data())
+    def test_views_show_the_options_the_match_is_played_by(self, data: st.DataObject) -> None:
+        """Every View's `options`: every option of the game, each with the value the match is
+        played by (the one it was created with, else the default). A match created with exactly
+        what a View shows is played by the same rules: the same views, the same asks and clocks."""
+        seats = data.draw(self.seats_strategy(), label="seats")
+        seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+        options = data.draw(self.options_strategy(), label="options")
+        engine = self.engine
+        state = fold(engine, engine.setup(MatchConfig(seats, options), seed))
+        played = {**engine.info.defaults(), **options}
+        for viewer in [None, *range(seats)]:
+            shown = shown_options(engine.view(state, viewer))
+            assert shown == played, f"viewer {viewer}: {_differing_options(shown, played)}"
+        again = fold(engine, engine.setup(MatchConfig(seats, played), seed))
+        for viewer in [None, *range(seats)]:
+            assert self._view(again, viewer) == self._view(state, viewer), f"viewer {viewer} sees another match"
+        assert engine.pending(again) == engine.pending(state), "a match with the shown options asks otherwise"
 
     def test_refuses_bad_seat_counts(self) -> None:
         info = self.engine.info
@@ -396,6 +428,12 @@ class EngineContract:
                     assert exc.code and exc.message
                 else:
                     raise AssertionError(f"seat {seat} was allowed {engine.render_command(cmd)}")
+        # every viewer sees the options the match is played by: every one of the game's
+        keys = {o.key for o in engine.info.options}
+        public = shown_options(engine.view(state, None))
+        assert set(public) == keys, f"the options shown: {_differing_options(public, engine.info.defaults())}"
+        for seat in range(seats):
+            assert shown_options(engine.view(state, seat)) == public, f"seat {seat} sees other options"
         # no leaks: what a viewer may not know does not change its view
         for viewer in [None, *range(seats)]:
             try:
@@ -417,6 +455,23 @@ class EngineContract:
                                                                 rng=None if seed is None else random.Random(seed))]
                                 for st in (state, other))
                 assert mine == theirs, f"legal commands of {viewer} depend on hidden information"
+
+
+def shown_options(view: Any) -> dict[str, str]:
+    """A View's `options` as a dict, whether the game's proto has a map or a repeated key/value
+    (GoodCritters' `OptionValue`); a key shown twice fails."""
+    field = view.DESCRIPTOR.fields_by_name["options"]
+    if field.message_type.GetOptions().map_entry:
+        return dict(view.options)
+    pairs = [(o.key, o.value) for o in view.options]
+    assert len({k for k, _ in pairs}) == len(pairs), f"an option shown twice: {pairs}"
+    return dict(pairs)
+
+
+def _differing_options(shown: dict[str, str], expected: dict[str, str]) -> list[str]:
+    """What a View's options get wrong, key by key: missing, extra or another value."""
+    return [f"{k}: shown {shown.get(k, '<missing>')!r}, expected {expected.get(k, '<none>')!r}"
+            for k in sorted(shown.keys() | expected.keys()) if shown.get(k) != expected.get(k)]
 
 
 def _differing_fields(a: Any, b: Any) -> list[str]:

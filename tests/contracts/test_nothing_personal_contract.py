@@ -226,6 +226,8 @@ class TestNothingPersonalContract(EngineContract):
             "arrest_associates": flag,     # NP-P4
             "commission_turns": st.sampled_from(["0", "2", "30"]),   # NP-C33
             "offers_per_phase": st.sampled_from(["0", "3"]),         # NP-M9
+            "timeouts.setup_s": st.sampled_from(["7", "30"]),        # NP-D3: a set clock, or the default
+            "timeouts.commission_s": st.sampled_from(["45"]),        # NP-D4
         })
 
     def perturb_hidden(self, state: Any, viewer: int | None, rng: random.Random) -> Any:

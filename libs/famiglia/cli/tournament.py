@@ -247,7 +247,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--matches", action="store_true", help="list the finished matches too")
     show.set_defaults(func=cmd_show)
     sub.add_parser("list", help="recent tournaments").set_defaults(func=cmd_list)
-    cancel = sub.add_parser("cancel", help="start no further match of a tournament")
+    cancel = sub.add_parser("cancel", help="start no further match of a tournament and cancel those in play")
     cancel.add_argument("tournament_id")
     cancel.set_defaults(func=cmd_cancel)
 

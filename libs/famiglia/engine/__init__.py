@@ -26,6 +26,7 @@ from .protocol import (
     is_over,
     options_refusal,
     pending_for,
+    played_options,
     private_to,
 )
 from .rng import Rng, derive_seed
@@ -60,5 +61,6 @@ __all__ = [
     "is_over",
     "options_refusal",
     "pending_for",
+    "played_options",
     "private_to",
 ]

@@ -312,6 +312,14 @@ def options_refusal(engine: Engine, seats: int, options: Mapping[str, str]) -> t
     return None
 
 
+def played_options(specs: Iterable[OptionSpec], chosen: Mapping[str, str]) -> dict[str, str]:
+    """The options a View shows (docs/engines.md, "The options in a View"): every option of the
+    game, each with the value the match is played by — `chosen` (as the game's config reads
+    it) where set, else the default — sorted by key. One meaning in every game, so a client
+    draws one options screen for all and a bot's world is dealt under the same rules."""
+    return {o.key: str(chosen.get(o.key, o.default)) for o in sorted(specs, key=lambda o: o.key)}
+
+
 def command_kind(command: Message) -> str:
     kind = command.WhichOneof("kind")
     return kind or ""

@@ -19,10 +19,13 @@ from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound, P
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.telemetry import get_logger
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
 from ..tournaments import CANCELLED, FINISHED, RUNNING, TournamentRecord, TournamentRepo
+
+log = get_logger("famiglia.bots.tournaments")
 
 _STATUS = {RUNNING: pb.TOURNAMENT_RUNNING, FINISHED: pb.TOURNAMENT_FINISHED, CANCELLED: pb.TOURNAMENT_CANCELLED}
 
@@ -176,10 +179,17 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
     @rpc
     def CancelTournament(self, request, context):
-        self._operator(context, "cancel a tournament")
+        """No further match starts, and the runner cancels the matches in play (CancelMatch) at
+        its next step: only Redis is written here, so the answer stays prompt however many
+        matches there are. Asked again, it lists them again (finishing the job a runner killed
+        mid-way left); a finished tournament stays finished."""
+        operator = self._operator(context, "cancel a tournament")
         record = self._get(request.tournament_id)
         if record.status == RUNNING:
             self.repo.set_status(record.tournament_id, CANCELLED)
+            log.info("tournament_cancelled", tournament_id=record.tournament_id, operator=operator)
+        elif record.status == CANCELLED:
+            self.repo.cancel_matches_of(record.tournament_id)
         return self._proto(self._get(request.tournament_id))
 
     @rpc

@@ -1,12 +1,14 @@
 """A match cancelled on a real Redis, as the bots service sees it: the tournament runner cancels
 the match it abandons as stuck (CancelMatch over gRPC), the dispatcher stops queueing bots and
-clocks for it and lets it go from its live set, and its tournament counts it abandoned."""
+clocks for it and lets it go from its live set, and its tournament counts it abandoned; and a
+cancelled tournament's matches in play, cancelled once each by a runner killed mid-way and resumed."""
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
 
+import pytest
 import redis
 
 from famiglia.auth import TokenSigner
@@ -136,5 +138,94 @@ def test_a_tournament_match_cancelled_by_an_operator_is_recorded_abandoned_not_r
         assert record.results[match_id] == {"abandoned": True, "game_id": "highcard",
                                             "error": "cancelled: a bad seed"}
     finally:
+        store.close()
+        client.close()
+
+
+class _Killed(BaseException):
+    """The runner's process dying where it stands."""
+
+
+class _DyingClient:
+    """The runner's GameClient, in a process killed right after its `cancels`-th cancel went in
+    (its answer never read, nothing after it done)."""
+
+    def __init__(self, game: GameClient, cancels: int) -> None:
+        self.game, self.left = game, cancels
+
+    def __getattr__(self, name: str):
+        return getattr(self.game, name)
+
+    def cancel_match(self, *args, **kwargs):
+        answer = self.game.cancel_match(*args, **kwargs)
+        self.left -= 1
+        if self.left <= 0:
+            raise _Killed()
+        return answer
+
+
+def test_a_cancelled_tournaments_matches_are_cancelled_once_by_a_runner_killed_midway_and_resumed(
+        redis_url: str) -> None:
+    """CancelTournament over gRPC answers at once; the runner cancels each match in play
+    (CancelMatch, request id `tournament:<tid>:<match>`), is killed after the second, and the
+    restarted runner — then a second CancelTournament — finishes the job: every match ends with
+    one `match_cancelled`, each is recorded abandoned, and no planned match is created after."""
+    from famiglia.cli.tournament import TournamentClient
+    from famiglia.v1 import tournament_service_pb2 as tpb
+    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+
+    registry = toy_registry()
+    store = RedisEventStore.connect(redis_url)
+    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
+    server, port = serve(command, "127.0.0.1:0", workers=4)
+    server.start()
+    client = redis.Redis.from_url(redis_url)
+    repo = tournaments.TournamentRepo(client)
+    t_server, t_port = serve_tournaments(repo, registry, "127.0.0.1:0", workers=2, signer=TokenSigner(SECRET))
+    t_server.start()
+    operator = TournamentClient(f"127.0.0.1:{t_port}", secret=SECRET)
+    game = GameClient(f"127.0.0.1:{port}")
+    try:
+        created = operator.create(tpb.CreateTournamentRequest(
+            name="cup", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],
+            entrants=["random", "heuristic"], matches_per_game=8, concurrency=3))
+        tid = created.tournament_id
+        # No dispatcher here: the matches wait at their first bot decision, in play for good.
+        tournaments.TournamentRunner(repo, game, store, secret=SECRET).step()
+        started = sorted(repo.get(tid).started.values())
+        assert len(started) == 3 and not any(store.read(m)[-1].type == MATCH_CANCELLED for m in started)
+
+        answer = operator.cancel(tid)
+        assert answer.status == tpb.TOURNAMENT_CANCELLED
+        with pytest.raises(_Killed):
+            tournaments.TournamentRunner(repo, _DyingClient(game, cancels=2), store, secret=SECRET).step()
+        assert sum(store.read(m)[-1].type == MATCH_CANCELLED for m in started) == 2
+        assert len(repo.get(tid).results) == 1  # the second's answer was never read, so not recorded
+
+        resumed = tournaments.TournamentRunner(repo, game, store, secret=SECRET)  # the restarted process
+        resumed.step()
+        operator.cancel(tid)  # an operator asking again: listed again, answered as duplicates
+        resumed.step()
+        for match_id in started:
+            envelopes = store.read(match_id)
+            cancels = [e for e in envelopes if e.type == MATCH_CANCELLED]
+            assert len(cancels) == 1 and envelopes[-1] is cancels[-1]
+            assert cancels[0].command_id == f"cancel:tournament:{tid}:{match_id}"
+            reason = envelope_pb2.MatchCancelled.FromString(cancels[0].payload).reason
+            assert tid in reason and "cup" in reason
+            view = game.spectator(match_id).view()
+            assert view.finished and view.cancelled and view.cancel_reason == reason
+        record = repo.get(tid)
+        assert record is not None and record.status == tournaments.CANCELLED
+        assert sorted(record.started.values()) == started  # no planned match was created after
+        assert set(record.results) == set(started) and all(r["abandoned"] for r in record.results.values())
+        assert record.match_records() == [] and repo.cancelling() == []
+        shown = operator.get(tid, include_matches=True)
+        assert shown.finished == 3 and not shown.standings and not shown.matches
+    finally:
+        operator.close()
+        game.close()
+        t_server.stop(grace=None)
+        server.stop(grace=None)
         store.close()
         client.close()

@@ -272,6 +272,63 @@ def test_a_tournament_runs_on_the_workers_and_reports_standings(bots_stack: Bots
         server.stop(0)
 
 
+def test_a_cancelled_tournaments_matches_stop_being_played(bots_stack: BotsStack) -> None:
+    """CancelTournament while the workers play its matches: the stack's runner cancels each one
+    (one `match_cancelled`, the last event), the dispatcher lets them go (no more bot tasks),
+    the tournament records them abandoned, and the planned matches not started never are."""
+    from famiglia.cli.tournament import TournamentClient
+    from famiglia.eventstore.envelopes import MATCH_CANCELLED
+    from famiglia.v1 import tournament_service_pb2 as tpb
+    from services.bots.dispatcher import live_matches_of
+    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+    from services.bots.tournaments import TournamentRepo
+
+    store = bots_stack.command.store
+    repo = TournamentRepo(store.client)
+    server, port = serve_tournaments(repo, bots_stack.registry, "127.0.0.1:0", signer=TokenSigner(SECRET))
+    server.start()
+    client = TournamentClient(f"127.0.0.1:{port}", secret=SECRET)
+    try:
+        # Half a CPU second a decision, 12 decisions a match: long enough to be cancelled in play.
+        slow = "ismcts?iterations=100000&seconds=0.5"
+        t = client.create(tpb.CreateTournamentRequest(
+            name="slow", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "6"})],
+            entrants=[slow, slow], matches_per_game=6, concurrency=2))
+        tid = t.tournament_id
+        deadline = time.monotonic() + 60
+        started: list[str] = []
+        first: dict[str, int] = {}
+        while time.monotonic() < deadline:  # both started, and each moved on since it was first seen
+            started = sorted(repo.get(tid, results=False).started.values())
+            for match_id in started:
+                first.setdefault(match_id, store.version(match_id))
+            if len(started) == 2 and all(store.version(m) > first[m] for m in started):
+                break
+            time.sleep(0.1)
+        assert len(started) == 2, started
+        assert client.cancel(tid).status == tpb.TOURNAMENT_CANCELLED
+        for match_id in started:
+            view = bots_stack.wait_finished(match_id, timeout=30)
+            assert view.cancelled and tid in view.cancel_reason
+        while time.monotonic() < deadline and (repo.cancelling() or
+                                               set(started) & set(live_matches_of(store).members())):
+            time.sleep(0.1)
+        for match_id in started:
+            envelopes = store.read(match_id)
+            assert [e.type for e in envelopes].count(MATCH_CANCELLED) == 1
+            assert envelopes[-1].type == MATCH_CANCELLED
+            assert envelopes[-1].command_id == f"cancel:tournament:{tid}:{match_id}"
+        assert not set(started) & set(live_matches_of(store).members())  # the bots let them go
+        record = repo.get(tid)
+        assert record is not None and sorted(record.started.values()) == started
+        assert all(record.results[m]["abandoned"] for m in started) and record.match_records() == []
+        shown = client.get(tid, include_matches=True)
+        assert shown.status == tpb.TOURNAMENT_CANCELLED and shown.finished == 2 and not shown.standings
+    finally:
+        client.close()
+        server.stop(0)
+
+
 def test_recent_matches_are_found_on_the_redis_partition_streams(bots_stack: BotsStack) -> None:
     from services.bots.dispatcher import _recent_matches
 

@@ -36,11 +36,16 @@ def _spec(**kwargs) -> TournamentSpec:
 
 
 class Game:
-    """A GameClient's create_match: a new match id per call, or an error."""
+    """A GameClient's create_match (a new match id per call, or an error) and cancel_match."""
 
     def __init__(self) -> None:
         self.created: list[int] = []
+        self.cancelled: list[str] = []
         self.fail: grpc.StatusCode | None = None
+
+    def cancel_match(self, match_id, reason, **kwargs):
+        self.cancelled.append(match_id)
+        return SimpleNamespace(duplicate=False)
 
     def create_match(self, game_id, seats, **kwargs):
         if self.fail is not None:

@@ -11,9 +11,10 @@ import pytest
 
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 from famiglia.rules.goodcritters import ENGINE
+from famiglia.rules.goodcritters.config import OPTIONS as SPECS
 from famiglia.rules.goodcritters.data import FUZZ, NOBODY, fuzz_gap_range
 from famiglia.rules.goodcritters.state import State
-from famiglia.rules.goodcritters.view import DEFAULTS, offer_loot_seen
+from famiglia.rules.goodcritters.view import offer_loot_seen
 from famiglia.testing.random_play import play_random
 
 OPTIONS = [
@@ -46,7 +47,8 @@ def plain_view(state: State, viewer: int | None) -> Any:
         end_reason=s.end_reason,  # type: ignore[arg-type]
         fuzz_position=NOBODY,
     )
-    v.options.extend(pb.OptionValue(key=k, value=val) for k, val in s.options if DEFAULTS.get(k) != val)
+    played = {**{o.key: o.default for o in SPECS}, **dict(s.options)}   # every option, defaults included
+    v.options.extend(pb.OptionValue(key=k, value=val) for k, val in sorted(played.items()))
     low, high = fuzz_gap_range(s.seats, s.pile_start - 1) if s.pile_start else (0, 0)
     v.fuzz_min_above, v.fuzz_max_above = low, high
     if s.assignment:

@@ -389,6 +389,21 @@ def test_np_d1_a_match_sets_each_decisions_clock_and_an_auto_pass_keeps_its_own(
     assert new(4, 1, **{f"timeouts.{c}_s": f"{TIMEOUTS[c]:g}" for c in CLOCKS}).cfg.timeouts == ()
 
 
+def test_np_d1_a_view_shows_the_matchs_clocks_and_a_determinized_world_keeps_them() -> None:
+    """NP-D1: a match's own clocks are among the options its View shows (every option, with the
+    value it is played by), so a search bot's world dealt from a view asks with the same clocks."""
+    s = new(4, 1, **{"timeouts.setup_s": "7", "timeouts.commission_s": "45"})
+    shown = dict(ENGINE.view(s, 0).options)
+    assert (shown["timeouts.setup_s"], shown["timeouts.commission_s"]) == ("7", "45")
+    assert shown["timeouts.action_s"] == f"{TIMEOUTS['action']:g}"   # a clock left as the rules set it
+    asked = pending_for(ENGINE, s, 0)
+    assert asked and {p.timeout_seconds for p in asked} == {7.0}
+    for seat in range(4):
+        world = ENGINE.determinize(ENGINE.view(s, seat), seat, Rng(seat))
+        assert pending_for(ENGINE, world, seat) == pending_for(ENGINE, s, seat)
+        assert world.cfg == s.cfg
+
+
 @pytest.mark.parametrize(("key", "value", "rule"), [
     ("timeouts.card_window_s", "0", "NP-D5"), ("timeouts.commission_s", "86401", "NP-D4"),
     ("timeouts.setup_s", "1.5", "NP-D3"), ("timeouts.vacancy_s", "-3", "NP-D14"),

@@ -1676,7 +1676,10 @@ class View(_message.Message):
     """only once the game is over, else -1"""
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]:
-        """the options that differ from their defaults"""
+        """Every GC-K01 option the game has (ListGames), each with the value this match is played by:
+        the one it was created with, normalized, else its default; sorted by key. The same meaning
+        as every game's View.options (docs/engines.md, "The options in a View").
+        """
 
     @_builtins.property
     def table(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -1550,7 +1550,10 @@ class View(_message.Message):
     end_reason: _builtins.str
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """the options that differ from their GR-F01 default"""
+        """Every GR-F01 option the game has (ListGames), each with the value this match is played by:
+        the one it was created with, else its default. The same meaning as every game's
+        View.options (docs/engines.md, "The options in a View").
+        """
 
     @_builtins.property
     def discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

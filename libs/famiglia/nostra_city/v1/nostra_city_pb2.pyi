@@ -2030,7 +2030,12 @@ class View(_message.Message):
     set_aside_size: _builtins.int
     locations_revealed: _builtins.bool
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Every NC-K90 option the game has (ListGames), each with the value this match is played by:
+        the one it was created with, else its default. The same meaning as every game's
+        View.options (docs/engines.md, "The options in a View").
+        """
+
     @_builtins.property
     def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     @_builtins.property

@@ -3016,7 +3016,14 @@ class View(_message.Message):
     window_auto_me: _builtins.bool
     """the viewer's auto-pass answers this window (as set at its opening, NP-D7)"""
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Every option the game has (ListGames), each with the value this match is played by, as
+        the rules read it: the one it was created with, else its default (a clock the match left
+        alone shows the rules' seconds; `colours` is "" for the rulebook's colours, which
+        `colours` below names). The same meaning as every game's View.options (docs/engines.md,
+        "The options in a View").
+        """
+
     @_builtins.property
     def colours(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property

@@ -14,7 +14,7 @@ from functools import cache
 from operator import getitem
 from typing import Any, cast
 
-from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
+from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, played_options, private_to
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from .config import OPTIONS
@@ -24,7 +24,6 @@ from .state import State
 
 OPEN, PEEK, HIDDEN = 1, 2, 3
 _pb: Any = pb  # enum fields take plain ints (see events.py)
-DEFAULTS = {o.key: o.default for o in OPTIONS}
 
 
 def offer_loot_seen(visibility: int, briber: int, target: int, viewer: int | None) -> bool:
@@ -73,17 +72,25 @@ pile) in wire form, by the values they come from. Building the message from keyw
 ~17 µs a View; most commands leave these values as they were. Bounded."""
 
 _OPTIONS: list[tuple[Any, bytes]] = [((), b"")]
-"""(the last options tuple, its non-default options' wire form), in one slot so threads never
-pair one's options with another's bytes (a Config's options tuple is shared by every State of
-a match)."""
+"""(the last options tuple, its wire form), in one slot so threads never pair one's options
+with another's bytes (a Config's options tuple is shared by every State of a match)."""
+_OPTIONS_WIRE: dict[tuple[tuple[str, str], ...], bytes] = {}
+"""The options' wire form by their values, for a server that shows many matches in turn. Bounded."""
 
 
 def _options_wire(options: tuple[tuple[str, str], ...]) -> bytes:
+    """View field 3: every option with the value the match is played by (GameSetUp records
+    them all, normalized; `played_options` fills in any an older event left out)."""
     last = _OPTIONS[0]
     if last[0] is not options:
-        # only the options that differ from their defaults (INFO.options has the rest)
-        shown = _pb.View(options=[pb.OptionValue(key=k, value=val) for k, val in options if DEFAULTS.get(k) != val])
-        last = _OPTIONS[0] = (options, shown.SerializeToString())
+        wire = _OPTIONS_WIRE.get(options)
+        if wire is None:
+            shown = played_options(OPTIONS, dict(options))
+            wire = _pb.View(options=[pb.OptionValue(key=k, value=val) for k, val in shown.items()]).SerializeToString()
+            if len(_OPTIONS_WIRE) >= 256:
+                _OPTIONS_WIRE.clear()
+            _OPTIONS_WIRE[options] = wire
+        last = _OPTIONS[0] = (options, wire)
     return last[1]
 
 

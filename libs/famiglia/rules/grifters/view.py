@@ -7,7 +7,9 @@ of a choice that name hand cards (GR-H09). Everything becomes public once the ga
 
 from __future__ import annotations
 
-from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
+from functools import lru_cache
+
+from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, played_options, private_to
 from famiglia.grifters.v1 import grifters_pb2 as pb
 
 from .config import OPTIONS
@@ -20,7 +22,7 @@ def view(state: State, viewer: int | None) -> pb.View:
     v = pb.View(
         viewer=-1 if viewer is None else viewer,
         seats=state.seats,
-        options={k: v for k, v in state.options if v != _DEFAULTS[k]},  # defaults implied
+        options=_options(state.options),
         first_player=state.first_player,
         active=state.active,
         round=state.round,
@@ -67,7 +69,13 @@ def view(state: State, viewer: int | None) -> pb.View:
     return v
 
 
-_DEFAULTS = {o.key: o.default for o in OPTIONS}
+@lru_cache(maxsize=256)
+def _options(options: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Every GR-F01 option with the value the match is played by (`played_options`), once per
+    match's options (read only: the View copies it)."""
+    return played_options(OPTIONS, dict(options))
+
+
 _SERVER = frozenset({"deck_shuffled"})
 
 

@@ -7,9 +7,12 @@ is public (NC-H16).
 
 from __future__ import annotations
 
-from famiglia.engine.protocol import PUBLIC, SERVER_ONLY, Visibility, private_to
+from functools import lru_cache
+
+from famiglia.engine.protocol import PUBLIC, SERVER_ONLY, Visibility, played_options, private_to
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 
+from .config import OPTIONS
 from .queries import seat_respect
 from .state import Phase, State
 
@@ -64,12 +67,19 @@ def redact(event: pb.Event, viewer: int | None) -> pb.Event | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def _options(options: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """Every NC-K90 option with the value the match is played by: the one it was created with,
+    else the default (`played_options`); once per match's options (read only: the View copies it)."""
+    return played_options(OPTIONS, dict(options))
+
+
 def view(state: State, viewer: int | None) -> pb.View:
     over = state.phase is Phase.OVER
     v = pb.View(
         viewer=-1 if viewer is None else viewer,
         seats=state.seats,
-        options=dict(state.options),
+        options=_options(state.options),
         month=state.month,
         phase=state.phase.value,
         order=state.order,

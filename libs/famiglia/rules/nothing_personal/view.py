@@ -8,12 +8,14 @@ Once the game is over everything is revealed (NP-H10).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
-from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, private_to
+from famiglia.engine import PUBLIC, SERVER_ONLY, Visibility, played_options, private_to
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
-from .data import GIDX
+from .config import CLOCKS, OPTIONS, Config
+from .data import COLOURS, GIDX, TIMEOUTS
 from .events import pass_command
 from .state import Phase, State
 
@@ -32,8 +34,7 @@ def view(s: State, viewer: int | None) -> pb.View:
         fence_counts=s.fence_counts, ranking=s.ranking,
         colours=s.cfg.colours, broken=sorted(s.broken),
     )
-    for k, val in _options(s).items():
-        v.options[k] = val
+    v.options.update(_options(s.cfg))
     for gid in s.board:
         if gid:
             st = s.gs[GIDX[gid]]
@@ -100,15 +101,22 @@ def view(s: State, viewer: int | None) -> pb.View:
     return v
 
 
-def _options(s: State) -> dict[str, str]:
-    c = s.cfg
-    return {
+@lru_cache(maxsize=256)
+def _options(c: Config) -> dict[str, str]:
+    """Every option with the value the match is played by (`played_options`), read back from
+    its Config: a clock as the rules set it unless the match set its own (NP-D1), no expansion
+    set as "" (NP-V7), the rulebook's colours in seat order as "" (the View's `colours` names
+    them, NP-S2). Once per Config (read only: the View copies it)."""
+    clocks = dict(c.timeouts)
+    return played_options(OPTIONS, {
         "commission_turns": str(c.commission_turns), "offers_per_phase": str(c.offers_per_phase),
         "chats_per_phase": str(c.chats_per_phase), "autopass_changes_per_phase": str(c.autopass_changes_per_phase),
         "arrest_associates": str(c.arrest_associates).lower(), "random_setup": str(c.random_setup).lower(),
         "reroll_tokens": str(c.reroll_tokens).lower(), "keep_your_word": str(c.keep_your_word).lower(),
-        "colours": ",".join(c.colours),
-    } | ({"expansions": ",".join(c.expansions)} if c.expansions else {})   # NP-V7 (absent when off)
+        "expansions": ",".join(c.expansions),
+        "colours": "" if c.colours == COLOURS[:len(c.colours)] else ",".join(c.colours),
+        **{f"timeouts.{clock}_s": f"{clocks.get(clock, TIMEOUTS[clock]):g}" for clock in CLOCKS},
+    })
 
 
 _SERVER = frozenset({"gangster_deck_ordered", "influence_deck_ordered", "window_padding"})

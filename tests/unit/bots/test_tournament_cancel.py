@@ -1,0 +1,218 @@
+"""CancelTournament ends the tournament's matches in play: the runner cancels each one in the
+command service (CancelMatch, request id `tournament:<tid>:<match>`) and records it abandoned,
+starts no further match, and a runner killed mid-way or a second CancelTournament finishes the
+job without a second cancel of any match. The records are a real Redis's; the command service
+is a fake that keeps each match's cancels as the real one does (the request id its key)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import grpc
+import pytest
+import redis
+
+from famiglia.auth import TokenSigner
+from famiglia.bots.tournament import GamePlan, TournamentSpec
+from famiglia.bots.toy import toy_registry
+from famiglia.v1 import tournament_service_pb2 as tpb
+from services.bots.entrypoints import grpc_server
+from services.bots.tournaments import CANCELLED, FINISHED, RUNNING, TournamentRepo, TournamentRunner
+from tests.unit.bots.test_handlers import _RpcError
+
+SIGNER = TokenSigner("unit-secret")
+
+
+class Killed(BaseException):
+    """The runner's process dying where it stands (nothing after it runs)."""
+
+
+class CommandService:
+    """CreateMatch and CancelMatch as the command service answers them: a cancel appends one
+    `match_cancelled` (counted in `events`), the same request id again answers `duplicate`,
+    a match over is `match_over`."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.events: dict[str, list[str]] = {}
+        """match -> the reason of each match_cancelled appended"""
+        self.request_ids: dict[str, str] = {}
+        self.over: set[str] = set()
+        self.fail: grpc.StatusCode | None = None
+        self.die_after_cancels: int | None = None
+        """Kill the caller after this many cancels took effect, before it reads the answer."""
+
+    def create_match(self, game_id: str, seats: int, **kwargs) -> SimpleNamespace:
+        match_id = f"m{len(self.created) + 1}"
+        self.created.append(match_id)
+        return SimpleNamespace(match_id=match_id)
+
+    def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> SimpleNamespace:
+        assert SIGNER.read_operator(token)
+        if self.fail is not None:
+            raise _RpcError(self.fail)
+        if self.request_ids.get(match_id) == request_id:
+            return SimpleNamespace(duplicate=True)
+        if match_id in self.over or match_id in self.events:
+            raise _RpcError(grpc.StatusCode.FAILED_PRECONDITION)
+        self.request_ids[match_id] = request_id
+        self.events[match_id] = [reason]
+        if self.die_after_cancels is not None and len(self.events) >= self.die_after_cancels:
+            raise Killed()
+        return SimpleNamespace(duplicate=False)
+
+
+class Store:
+    def version(self, match_id: str) -> int:
+        return 2
+
+
+class Calling:
+    def __init__(self, token: str) -> None:
+        self.metadata = [("authorization", f"Bearer {token}")]
+
+    def invocation_metadata(self):
+        return self.metadata
+
+
+def _spec(**kwargs) -> TournamentSpec:
+    base = dict(name="cup", games=(GamePlan("highcard", (2,)),), entrants=("random", "heuristic"),
+                matches_per_game=8, concurrency=3)
+    base.update(kwargs)
+    return TournamentSpec(**base)  # type: ignore[arg-type]
+
+
+def _result() -> dict:
+    return {"game_id": "highcard", "commands": 6, "finished_ms": 1,
+            "seats": [{"seat": 0, "entrant": "random", "rank": 1, "score": 0.0},
+                      {"seat": 1, "entrant": "heuristic", "rank": 2, "score": 0.0}]}
+
+
+def _cancel(repo: TournamentRepo, tid: str) -> tpb.Tournament:
+    servicer = grpc_server.TournamentServicer(repo, toy_registry(), SIGNER)
+    return grpc_server.TournamentServicer.CancelTournament.__wrapped__(
+        servicer, tpb.CancelTournamentRequest(tournament_id=tid), Calling(SIGNER.operator_token("ops")))
+
+
+@pytest.fixture
+def repo(redis_url: str) -> TournamentRepo:
+    return TournamentRepo(redis.Redis.from_url(redis_url))
+
+
+def _runner(repo: TournamentRepo, command: CommandService) -> TournamentRunner:
+    return TournamentRunner(repo, command, Store(), secret="unit-secret")  # type: ignore[arg-type]
+
+
+def test_a_cancelled_tournament_cancels_its_matches_in_play_and_starts_no_more(repo: TournamentRepo) -> None:
+    """Before, CancelTournament only stopped new matches: those in play were played to the end
+    (bots deciding, clocks running) for results nobody would read."""
+    tid = repo.create(_spec())
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    assert command.created == ["m1", "m2", "m3"]
+    repo.record(tid, "m1", _result())  # one finished by its rules
+    answer = _cancel(repo, tid)
+    assert answer.status == tpb.TOURNAMENT_CANCELLED
+    assert command.events == {}  # the answer does not wait for the cancels: the runner makes them
+    runner.step()
+    assert sorted(command.events) == ["m2", "m3"]  # the finished one is left alone
+    assert all(tid in reasons[0] and "cup" in reasons[0] for reasons in command.events.values())
+    assert command.request_ids == {"m2": f"tournament:{tid}:m2", "m3": f"tournament:{tid}:m3"}
+    record = repo.get(tid)
+    assert record is not None and record.status == CANCELLED
+    assert {m: r.get("error") for m, r in record.results.items() if r.get("abandoned")} == {
+        "m2": f"cancelled: {command.events['m2'][0]}", "m3": f"cancelled: {command.events['m3'][0]}"}
+    assert [m.match_id for m in record.match_records()] == ["m1"]  # the standings pass them over
+    runner.step()
+    assert command.created == ["m1", "m2", "m3"]  # no further match is ever created
+    assert repo.cancelling() == []
+
+
+def test_a_runner_killed_mid_cancel_is_finished_by_the_next_and_no_match_is_cancelled_twice(
+        repo: TournamentRepo) -> None:
+    tid = repo.create(_spec())
+    command = CommandService()
+    _runner(repo, command).step()
+    _cancel(repo, tid)
+    command.die_after_cancels = 2  # the second cancel went in; its answer never came back
+    with pytest.raises(Killed):
+        _runner(repo, command).step()
+    assert repo.cancelling() == [tid]
+    assert set(repo.get(tid).results) == {"m1"}  # the one recorded before it died
+    command.die_after_cancels = None
+    resumed = _runner(repo, command)  # the restarted process
+    resumed.step()
+    assert {m: len(reasons) for m, reasons in command.events.items()} == {"m1": 1, "m2": 1, "m3": 1}
+    assert all(r.get("abandoned") for r in repo.get(tid).results.values()) and len(repo.get(tid).results) == 3
+    assert repo.cancelling() == []
+    _cancel(repo, tid)  # asked again: listed again, every cancel answered as a duplicate
+    assert repo.cancelling() == [tid]
+    resumed.step()
+    assert {m: len(reasons) for m, reasons in command.events.items()} == {"m1": 1, "m2": 1, "m3": 1}
+    assert repo.cancelling() == [] and command.created == ["m1", "m2", "m3"]
+
+
+@pytest.mark.parametrize(("refused", "left"), [(grpc.StatusCode.UNAVAILABLE, True),
+                                               (grpc.StatusCode.DEADLINE_EXCEEDED, True),
+                                               (grpc.StatusCode.PERMISSION_DENIED, False)])
+def test_a_cancel_the_command_service_could_not_answer_is_made_again_at_the_next_step(
+        repo: TournamentRepo, refused: grpc.StatusCode, left: bool) -> None:
+    """The command service away: the step fails, the tournament stays listed and nothing is
+    recorded, so the next step cancels its matches. A refusal that will not pass (a token of
+    another deployment) is logged and not tried for ever."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    _cancel(repo, tid)
+    command.fail = refused
+    if left:
+        with pytest.raises(grpc.RpcError):
+            runner.step()
+        assert repo.cancelling() == [tid] and not repo.get(tid).results
+        command.fail = None
+        runner.step()
+        assert list(command.events) == ["m1"] and repo.get(tid).results["m1"]["abandoned"]
+    else:
+        runner.step()
+        assert not repo.get(tid).results
+    assert repo.cancelling() == []
+
+
+def test_a_match_over_before_its_cancel_is_left_to_the_dispatcher_to_record(repo: TournamentRepo) -> None:
+    """A match that ended by its rules (or was cancelled as stuck) a moment before is
+    `match_over`: its real outcome is the dispatcher's to record, not an abandonment."""
+    tid = repo.create(_spec(concurrency=2))
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    command.over.add("m1")
+    _cancel(repo, tid)
+    runner.step()
+    assert list(command.events) == ["m2"]
+    assert set(repo.get(tid).results) == {"m2"} and repo.cancelling() == []
+
+
+def test_cancelling_a_finished_tournament_cancels_nothing(repo: TournamentRepo) -> None:
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    repo.set_status(tid, FINISHED)
+    assert _cancel(repo, tid).status == tpb.TOURNAMENT_FINISHED
+    assert repo.cancelling() == []
+    runner.step()
+    assert command.events == {}
+
+
+def test_a_cancel_listed_while_its_status_is_being_set_waits_for_it(repo: TournamentRepo) -> None:
+    """set_status lists the tournament before it writes the status: a runner between the two
+    must not cancel the matches of a tournament that still runs, nor forget the cancel."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    repo.cancel_matches_of(tid)  # listed, the status not written yet
+    runner.step()
+    assert command.events == {} and repo.cancelling() == [tid] and repo.get(tid).status == RUNNING
