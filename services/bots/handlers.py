@@ -406,6 +406,9 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                     at = done.version
                 reached = max(reached, at)
                 held, held_last = held or done.held, done.held
+            if refusal == "finished":
+                outcomes.append("finished")
+                return outcomes, None, None, reached, (held, held_last)
             if refusal == "stale":
                 outcomes.append("stale")
                 # The first entry names the version: the match is past it. A later one goes in
@@ -468,6 +471,8 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
     return outcomes, at, upcoming, reached, (held, held_last)
 
 
+MATCH_OVER = "match_over"
+"""The refusal of a command to a match that has ended (its last move, or CancelMatch)."""
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
 
 
@@ -499,6 +504,10 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
                  command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
                  reason=reply.refusal.message)
         return taken, "stale", reply
+    if reply.refusal.code == MATCH_OVER:  # ended meanwhile (its last move, an operator's cancel)
+        log.info("bot_match_over", match_id=match_id, version=version, index=reply.refusal.index,
+                 reason=reply.refusal.message)
+        return taken, "finished", reply
     if status in _REFUSED:
         log.warning("bot_command_refused", match_id=match_id, version=version, index=reply.refusal.index,
                     command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
@@ -592,6 +601,10 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
             log.info("bot_command_stale", match_id=client.match_id, version=version, command_id=command_id,
                      code=_code(exc), reason=exc.details())
             return _Submitted("stale", None)
+        if _code(exc) == MATCH_OVER:  # ended meanwhile: nothing to retry, nothing refused
+            log.info("bot_match_over", match_id=client.match_id, version=version, command_id=command_id,
+                     reason=exc.details())
+            return _Submitted("finished", None)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
             log.warning("bot_command_refused", match_id=client.match_id, version=version, command_id=command_id,
                         code=_code(exc), reason=exc.details())

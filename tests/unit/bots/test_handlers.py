@@ -26,6 +26,7 @@ class FakeSeat:
     submitted: list[tuple] = field(default_factory=list)
     omitted: list[bool] = field(default_factory=list)
     refuse_with: grpc.StatusCode | None = None
+    refuse_code: str = ""
 
     def view(self):
         raise AssertionError("GetView called although the task carried the view")
@@ -37,16 +38,19 @@ class FakeSeat:
         self.submitted.append((command, command_id, expected_version))
         self.omitted.append(omit_events)
         if self.refuse_with is not None:
-            raise _RpcError(self.refuse_with)
+            raise _RpcError(self.refuse_with, self.refuse_code)
         return pb.SubmitCommandResponse(version=expected_version + 1)
 
 
 class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self._code = code
+    def __init__(self, code: grpc.StatusCode, famiglia_code: str = "") -> None:
+        self._code, self._famiglia_code = code, famiglia_code
 
     def code(self) -> grpc.StatusCode:
         return self._code
+
+    def trailing_metadata(self):
+        return (("famiglia-code", self._famiglia_code),) if self._famiglia_code else ()
 
     def details(self) -> str:
         return self._code.name
@@ -91,6 +95,18 @@ def test_a_stale_payload_is_refused_by_the_server_and_does_nothing_else() -> Non
     app.seat("m1", seat).refuse_with = grpc.StatusCode.ABORTED
     assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "stale"  # type: ignore[arg-type]
     assert len(app.seats[seat].submitted) == 1
+
+
+def test_a_match_that_ended_meanwhile_is_no_refusal_to_retry() -> None:
+    """A match over by the time the bot answers (its last move, an operator's CancelMatch)
+    refuses with `match_over`: the task stops there, without the warning of a refused
+    command and without retrying another command."""
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    app.seat("m1", seat).refuse_with = grpc.StatusCode.FAILED_PRECONDITION
+    app.seat("m1", seat).refuse_code = "match_over"
+    assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "finished"  # type: ignore[arg-type]
+    assert len(app.seats[seat].submitted) == 1  # no fallback command tried
 
 
 def _busy(seconds: float) -> None:
