@@ -155,8 +155,9 @@ class MatchState:
         """person -> when its turn clock runs out (seconds since the epoch), for each person
         the match asks with a clock, as the stream's events make it (docs/bots.md, "Turn
         clocks"): answers held back from the table (NP-H9) count for nothing until written
-        out, so a seat's clock never tells it another seat answered. Empty without clocks."""
-        if self.clocks is None or self.state is None:
+        out, so a seat's clock never tells it another seat answered. Empty without clocks, and
+        once cancelled: the engine, which never sees the cancel, would still ask its seats."""
+        if self.clocks is None or self.state is None or self.cancelled is not None:
             return {}
         public = self.unstaged[0] if self.staged and self.unstaged is not None else self.state
         return self.clocks.deadlines(self.engine, public)

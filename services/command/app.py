@@ -55,11 +55,11 @@ from famiglia.grpcutil.errors import (
     Unavailable,
 )
 from famiglia.grpcutil.operators import operator_of
-from famiglia.matchstate import MatchState, command_key
+from famiglia.matchstate import MatchState, UnknownEventKind, command_key
 from famiglia.telemetry import EventLine, child_span, get_logger, spans_exported, stored_context, tracer
 from famiglia.v1 import envelope_pb2
 
-from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch
+from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch, unreadable
 
 log = get_logger("famiglia.command")
 #: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
@@ -784,7 +784,7 @@ class CommandApp:
                 cancel = envelope_pb2.MatchCancelled.FromString(env.payload)
                 out.append(SeatEvent(env, cancel, f"match cancelled: {cancel.reason}", True))
                 continue
-            event = events[i] if events is not None else open_event(engine, env)
+            event = events[i] if events is not None else _readable_event(match, env)
             shown = engine.redact(event, seat)
             if shown is None:
                 if hidden is None:
@@ -888,6 +888,19 @@ def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | 
         return 0
     runs_out = m.deadlines().get(seat)
     return 0 if runs_out is None else round(runs_out * 1000)
+
+
+def _readable_event(m: MatchState, env: envelope_pb2.EventEnvelope) -> Message:
+    """A stored event as this server's engine reads it, or `match_unreadable` as its fold says
+    (`HotMatches.catch_up`): StreamEvents reads the stream ahead of the fold, and an event of a
+    kind only a newer server knows has no kind here, so no engine can tell who may see it."""
+    try:
+        event = open_event(m.engine, env)
+    except DecodeError as exc:
+        raise unreadable(m.match_id, exc) from None
+    if not event.ListFields():
+        raise unreadable(m.match_id, UnknownEventKind(m.match_id, env))
+    return event
 
 
 def _over(m: MatchState) -> FailedPrecondition:

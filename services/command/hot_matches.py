@@ -31,6 +31,12 @@ class UnreadableMatch(Exception):
     payload its engine cannot parse (an unverified import, a newer server's events)."""
 
 
+def unreadable(match_id: str, why: object) -> FailedPrecondition:
+    """The refusal of a match whose stored events this server cannot fold (`match_unreadable`)."""
+    return FailedPrecondition("match_unreadable", f"match {match_id!r} cannot be played here: "
+                                                  f"its events cannot be read: {why}")
+
+
 class HotMatches:
     """An LRU of matches. Each entry has its own lock: commands on one match are
     decided one at a time in this process; other processes are kept honest by the
@@ -92,8 +98,7 @@ class HotMatches:
         except StoreWentBack:
             self.refold(hot)
         except (DecodeError, UnknownEventKind) as exc:  # another replica, newer, wrote what this one cannot fold
-            raise FailedPrecondition("match_unreadable", f"match {hot.match.match_id!r} cannot be played here: "
-                                                         f"its events cannot be read: {exc}") from None
+            raise unreadable(hot.match.match_id, exc) from None
         return hot.match
 
     def refold(self, hot: HotMatch) -> None:
@@ -104,9 +109,12 @@ class HotMatches:
         envelopes = self._store.read(hot.match.match_id)
         if not envelopes:
             raise UnknownMatch(hot.match.match_id)
-        match = MatchState.from_envelopes(self._registry, envelopes, clocks=True)
-        if match.may_hold:
-            match.catch_up(self._store)
+        try:
+            match = MatchState.from_envelopes(self._registry, envelopes, clocks=True)
+            if match.may_hold:
+                match.catch_up(self._store)
+        except (DecodeError, UnknownEventKind) as exc:  # written since by a newer replica
+            raise unreadable(hot.match.match_id, exc) from None
         hot.match = match
 
     def forget(self, match_id: str) -> None:

@@ -258,6 +258,29 @@ def test_an_event_kind_this_server_does_not_know_makes_the_match_unreadable_not_
     assert store.version(created.match_id) == newer.seq
 
 
+@pytest.mark.parametrize("game_id", GAMES)
+def test_a_stream_reaching_an_event_kind_this_server_does_not_know_is_match_unreadable(store, game_id: str) -> None:
+    """StreamEvents reads the stream before its replica folds it: a newer server's event kind
+    must end the stream as the fold does (match_unreadable), not with the engine's error on an
+    event of no kind (an internal error), nor reach the viewer: who may see a kind this server
+    does not know, it cannot tell. From the start and from the event before it; a seat and a
+    spectator; on the replica that held the match hot."""
+    app = bootstrap(store=store, settings=SETTINGS)
+    engine, seats = _game(game_id)
+    created = app.create_match(game_id, seats, seed=3)
+    seat, viewer, _cmd = _first_move(app, created.match_id, created.seat_tokens)
+    newer = _a_newer_servers_event(store, created.match_id)
+    for who in (viewer, Viewer(None)):
+        for after in (0, newer.seq - 1):
+            shown = []
+            with pytest.raises(FailedPrecondition) as exc:
+                for event, _version, _finished in app.events(created.match_id, who, after, follow=False):
+                    shown.append(event)
+            assert exc.value.code == "match_unreadable"
+            assert f"event {newer.seq} is a 'future_kind'" in exc.value.message
+            assert all(e is None or e.envelope.seq < newer.seq for e in shown)
+
+
 def test_a_legal_command_appends_and_a_repeated_command_id_appends_nothing(app: CommandApp, store) -> None:
     engine, seats = _game()
     created = app.create_match(engine.info.game_id, seats, seed=3)
@@ -583,6 +606,33 @@ def test_a_store_gone_back_and_written_past_this_replica_is_folded_anew_not_read
         app.matches.catch_up(hot)
     assert hot.match.version == store.version(created.match_id)
     assert hot.match.state == bootstrap(store=store, settings=SETTINGS).matches.get(created.match_id).match.state
+
+
+def test_a_store_gone_back_and_written_on_by_a_newer_server_is_match_unreadable(store) -> None:
+    """The store lost this replica's last writes and a newer server then wrote an event kind this
+    one does not know: folding the match anew (`HotMatches.refold`) meets that kind, and the
+    call is FAILED_PRECONDITION match_unreadable as any fold's, not an internal error; the store
+    keeps what it has."""
+    engine, seats = _game()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created = app.create_match(engine.info.game_id, seats, seed=9)
+    kept = store.version(created.match_id)
+    for i in range(2):
+        _seat, viewer, cmd = _first_move(app, created.match_id, created.seat_tokens)
+        app.submit(created.match_id, viewer, f"lost-{i}", cmd)
+    _lose_tail(store, created.match_id, kept)
+    newer = _a_newer_servers_event(store, created.match_id)
+    seat = engine.pending(app.matches.get(created.match_id).match.state)[0].seat
+    viewer = Viewer(seat)
+    calls = [lambda: app.get_view(created.match_id, viewer),
+             lambda: app.legal_commands(created.match_id, viewer),
+             lambda: app.submit(created.match_id, viewer, "after", cmd, expected_version=kept)]
+    for call in calls:
+        with pytest.raises(FailedPrecondition) as exc:
+            call()
+        assert exc.value.code == "match_unreadable"
+        assert f"event {newer.seq} is a 'future_kind'" in exc.value.message
+    assert store.version(created.match_id) == newer.seq
 
 
 def test_a_follower_sees_the_match_end_after_the_store_went_back() -> None:

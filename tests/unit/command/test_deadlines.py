@@ -109,3 +109,23 @@ def test_a_stream_shows_the_deadline_on_the_last_event_of_each_read_at_the_lates
     asked = hot.match.engine.pending(hot.match.state)[0].seat
     assert app.get_view(match_id, app.viewer(match_id, tokens[asked])).deadline_ms > 0
     assert app.get_view(match_id, app.viewer(match_id, tokens[1 - asked])).deadline_ms == 0
+
+
+def test_a_cancelled_match_shows_no_deadline_anywhere_its_stream_included() -> None:
+    """A cancel ends the match with nobody asked: no seat has a clock any more. The engine does
+    not know the match ended (the cancel is no game event), so a deadline taken from its pending
+    decisions would still count down on the stream's last reply, the `match_cancelled` event's
+    (here in an open Nothing Personal window, where both asked seats had one)."""
+    app, store = _app()
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    asked = window.seats[:2]
+    assert all(_shown(app, match_id, tokens[seat])[0] > 0 for seat in asked)
+    app.cancel_match(match_id, "cli", "stopped mid-window")
+    assert app.matches.get(match_id).match.deadlines() == {}  # what the dispatcher would enforce, too
+    for seat in range(3):
+        assert _shown(app, match_id, tokens[seat]) == (0, 0)
+        shown = [e for e, _v, _f in app.events(match_id, app.viewer(match_id, tokens[seat]), 0, follow=False)
+                 if e is not None]
+        assert shown[-1].envelope.type == "match_cancelled"
+        assert shown[-1].deadline_ms == 0, f"seat {seat} is shown a deadline after the cancel"
