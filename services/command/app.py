@@ -556,6 +556,8 @@ class CommandApp:
                 if key in m.commands:
                     return self._duplicate(hot, viewer, key, command, omit_events)
                 if expected_version != m.public_version:
+                    if m.finished:  # how it ended tells the client more than a version it moved to
+                        raise _over(m)
                     raise Aborted("stale_version",
                                   f"expected version {expected_version}, the match is at {m.public_version}")
             read_in_call = False  # the hot state was read from the store during this call
@@ -586,7 +588,8 @@ class CommandApp:
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
                     if _moved(m, expected_version):
-                        raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
+                        raise _over(m) if m.finished else \
+                            Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     if decided_fresh:
                         raise
                     read_in_call = True
@@ -623,7 +626,8 @@ class CommandApp:
                     if key in m.commands:
                         return self._duplicate(hot, viewer, key, command, omit_events)
                     if _moved(m, expected_version):
-                        raise Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
+                        raise _over(m) if m.finished else \
+                            Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
                     continue
                 if result.duplicate:
                     self.matches.catch_up(hot)

@@ -101,6 +101,23 @@ def test_another_replica_refuses_commands_once_a_cancel_reached_the_store(store)
     assert store.read(match_id)[-1].type == MATCH_CANCELLED
 
 
+def test_a_command_sent_at_the_version_before_the_cancel_is_match_over_not_stale(store) -> None:
+    """A client whose command raced the cancel learns how the match ended, not only that it
+    moved: a stale_version would send it to read the match again to find out."""
+    first = bootstrap(store=store, registry=REGISTRY, settings=SETTINGS)
+    other = bootstrap(store=store, registry=REGISTRY, settings=SETTINGS)
+    match_id = _match(first)
+    before = store.version(match_id)
+    m = other.matches.get(match_id).match
+    seat = HIGHCARD.pending(m.state)[0].seat
+    command = HIGHCARD.legal_commands(m.state, seat)[0]
+    first.cancel_match(match_id, "cli", "stopped by support")
+    for app in (first, other):  # the replica that cancelled and one behind it
+        with pytest.raises(FailedPrecondition) as exc:
+            app.submit(match_id, Viewer(seat), "raced", command, expected_version=before)
+        assert exc.value.code == "match_over" and "stopped by support" in exc.value.message
+
+
 def test_the_same_request_id_answers_as_the_first_cancel_and_another_is_match_over(app, store) -> None:
     match_id = _match(app)
     done = app.cancel_match(match_id, "cli", "stuck", request_id="r1")
