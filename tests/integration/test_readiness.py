@@ -9,7 +9,6 @@ calls to a replica that could only fail them. Health now follows its dependencie
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,7 +31,7 @@ from famiglia.localstack.redis_server import RedisServer
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 from services.command.bootstrap import bootstrap
 from services.command.entrypoints.grpc_server import GameServicer
-from tests.support.postgres import NoPostgres, PostgresServer, _no_postgres, find_pg_bin
+from tests.support.postgres import PostgresServer, started_postgres
 
 REGISTRY = default_registry()
 GS = "famiglia.v1.GameService"
@@ -194,20 +193,7 @@ def test_each_change_is_one_log_line_not_one_per_check(own_redis: RedisServer) -
 @pytest.fixture()
 def own_postgres() -> Iterator[PostgresServer]:
     """A PostgreSQL server of this test alone: it is halted and resumed."""
-    try:
-        bindir = find_pg_bin()
-        import psycopg  # noqa: F401
-    except (NoPostgres, ImportError) as exc:
-        _no_postgres(str(exc))
-    base = Path(tempfile.mkdtemp(prefix="famiglia-pg-"))
-    server = PostgresServer(bindir=bindir, base=base)
-    try:
-        server.start()
-    except NoPostgres as exc:
-        shutil.rmtree(base, ignore_errors=True)
-        _no_postgres(str(exc))
-    yield server
-    server.stop()
+    yield from started_postgres()
 
 
 def test_the_database_check_follows_postgres_going_and_coming_back(own_postgres: PostgresServer) -> None:

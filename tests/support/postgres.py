@@ -150,10 +150,9 @@ def _no_postgres(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole session; skipped when PostgreSQL is not installed
-    (a failure on CI)."""
+def started_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of its own, stopped after; skipped when PostgreSQL is not installed
+    (a failure on CI). The body of every PostgreSQL server fixture."""
     try:
         bindir = find_pg_bin()
     except NoPostgres as exc:
@@ -171,6 +170,12 @@ def postgres_server() -> Iterator[PostgresServer]:
         _no_postgres(str(exc))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session."""
+    yield from started_postgres()
 
 
 @pytest.fixture(scope="session")
