@@ -6,6 +6,8 @@ hash tag per tournament:
 
     famiglia:bots:{t:<id>}            hash: spec, status, created_ms, finished_ms, moves
     famiglia:bots:{t:<id>}:started    hash: plan index -> match id
+    famiglia:bots:{t:<id>}:starting   hash: plan index -> creation request id, written before its
+                                      CreateMatch and dropped as the match is recorded started
     famiglia:bots:{t:<id>}:results    hash: match id -> finished match (JSON)
     famiglia:bots:tournaments         sorted set of ids by creation time
     famiglia:bots:tournaments:ended   set of ids that ended (finished, cancelled) and whose end the
@@ -15,7 +17,10 @@ hash tag per tournament:
 
 The runner creates matches with a request id keyed from "<tournament>:<index>" (a
 restart finds the same match; nobody else can rebuild it), at most `concurrency` in play at once; the dispatcher
-reports progress and results (MatchObserver), and the workers play the seats.
+reports progress and results (MatchObserver), and the workers play the seats. The request id is
+written down before CreateMatch (`starting`): a match whose creation answer was lost (the runner
+killed, a deadline) is found again under that very id, to play it or, its tournament cancelled,
+to cancel it.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
-from famiglia.client import GameClient
+from famiglia.client import GameClient, MatchHandle
 from famiglia.eventstore import EventStore
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import get_logger
@@ -76,6 +81,13 @@ class TournamentRecord:
     moves: int = 0
     started: dict[int, str] = field(default_factory=dict)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    starting: dict[int, str] = field(default_factory=dict)
+    """Plan index -> the request id of a CreateMatch sent and not recorded in `started` (the
+    match may exist). Never shown: a retried creation answers with every seat's token."""
+
+    def unrecorded(self) -> list[int]:
+        """The planned matches whose CreateMatch went out and whose match was not recorded."""
+        return sorted(set(self.starting) - set(self.started))
 
     def match_records(self) -> list[MatchRecord]:
         out = []
@@ -134,18 +146,28 @@ class TournamentRepo:
         """The tournament; with `results=False` only which matches have a result (their
         records left empty): what the runner needs four times a second, without
         parsing every finished match again."""
-        raw = {_text(k): _text(v) for k, v in self.client.hgetall(self._key(tid)).items()}
+        pipe = self.client.pipeline(transaction=False)  # one slot, one round trip
+        pipe.hgetall(self._key(tid))
+        pipe.hgetall(self._key(tid, "started"))
+        pipe.hgetall(self._key(tid, "starting"))
+        if results:
+            pipe.hgetall(self._key(tid, "results"))
+        else:
+            pipe.hkeys(self._key(tid, "results"))
+        main, started_raw, starting_raw, results_raw = pipe.execute()
+        raw = {_text(k): _text(v) for k, v in main.items()}
         if "spec" not in raw:
             return None
-        started = {int(_text(k)): _text(v) for k, v in self.client.hgetall(self._key(tid, "started")).items()}
+        started = {int(_text(k)): _text(v) for k, v in started_raw.items()}
+        starting = {int(_text(k)): _text(v) for k, v in starting_raw.items()}
         done: dict[str, dict[str, Any]]
         if results:
-            done = {_text(k): json.loads(v) for k, v in self.client.hgetall(self._key(tid, "results")).items()}
+            done = {_text(k): json.loads(v) for k, v in results_raw.items()}
         else:
-            done = {_text(k): {} for k in self.client.hkeys(self._key(tid, "results"))}
+            done = {_text(k): {} for k in results_raw}
         return TournamentRecord(tid, TournamentSpec.from_json(raw["spec"]), raw.get("status", RUNNING),
                                 int(raw.get("created_ms", 0)), int(raw.get("finished_ms", 0)),
-                                int(raw.get("moves", 0)), started, done)
+                                int(raw.get("moves", 0)), started, done, starting)
 
     def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
         """The newest tournaments; with `running_only`, the oldest running ones (from their own
@@ -208,8 +230,19 @@ class TournamentRepo:
     def matches_cancelled(self, tid: str) -> None:
         self.client.srem(CANCELLING_KEY, tid)
 
+    def mark_starting(self, tid: str, index: int, request_id: str) -> None:
+        """Write down a planned match's creation request id before its CreateMatch goes out, so
+        that a match whose answer was lost can be found again under the same id (idempotent in
+        the command service), whatever the secret of the runner that looks."""
+        self.client.hset(self._key(tid, "starting"), str(index), request_id)
+
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
-        self.client.hset(self._key(tid, "started"), str(index), match_id)
+        """The planned match's match (or `failed:…`), and its creation no longer outstanding: one
+        MULTI (both keys in the tournament's slot)."""
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(self._key(tid, "started"), str(index), match_id)
+        pipe.hdel(self._key(tid, "starting"), str(index))
+        pipe.execute()
 
     def add_moves(self, tid: str, moves: int) -> None:
         self.client.hincrby(self._key(tid), "moves", moves)
@@ -430,8 +463,10 @@ class TournamentRunner:
         `tournament:<tid>:<match>`, and record it abandoned (`cancelled: <reason>`, the
         dispatcher's very record of a cancelled match): the standings pass it over. A match over
         by then (`match_over`: finished by its rules, or cancelled as stuck) is left to the
-        dispatcher, which records how it ended."""
+        dispatcher, which records how it ended. A creation whose answer was lost is looked up
+        first (`_recover_created`), so the match it may have made is cancelled too."""
         tid = record.tournament_id
+        self._recover_created(record)
         in_play = {i: m for i, m in record.started.items()
                    if m not in record.results and not m.startswith("failed:")}
         if not in_play:
@@ -457,6 +492,31 @@ class TournamentRunner:
             cancelled += 1
         log.info("tournament_matches_cancelled", tournament_id=tid, matches=cancelled, in_play=len(in_play))
 
+    def _recover_created(self, record: TournamentRecord) -> None:
+        """Record started each planned match of a cancelled tournament whose CreateMatch went out
+        and was not recorded (the runner killed before it wrote the answer down, the answer lost),
+        by sending it again under its written-down request id: the command service answers with
+        the match it made, or makes it now only for it to be cancelled at once (what its bots play
+        meanwhile counts for nothing). Without this the match played on, for nobody. The command
+        service away: raised, tried again at the next step; another refusal is logged and the
+        planned match recorded failed (abandoned)."""
+        planned = {p.index: p for p in plan(record.spec)}
+        for index in record.unrecorded():
+            if index not in planned:
+                continue
+            try:
+                match_id = self._create(record, planned[index]).match_id
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                log.warning("tournament_match_not_cancelled", tournament_id=record.tournament_id, index=index,
+                            status=exc.code().name, error=(exc.details() or "")[:300])
+                match_id = f"failed:{record.tournament_id}:{index}"
+                self.repo.record(record.tournament_id, match_id, {"abandoned": True, "game_id": planned[index].game_id,
+                                                                  "error": exc.details() or ""})
+            self.repo.mark_started(record.tournament_id, index, match_id)
+            record.started[index] = match_id
+
     def _forget(self, gone: set[str]) -> None:
         """Drop what the runner keeps of tournaments it no longer advances (finished, cancelled):
         it runs for days, through tournament after tournament. Done when a tournament leaves the
@@ -473,6 +533,9 @@ class TournamentRunner:
         if self.read_model is not None:
             self.read_model.record(record, RUNNING)
         matches = self.plan_of(record)
+        for index in record.unrecorded():  # made, maybe, and its answer lost: in play whatever the room or deadline
+            if index < len(matches):
+                record.started[index] = self._start(record, matches[index])
         active = [m for m in record.started.values() if m not in record.results]
         for match_id in active:
             self._check_stuck(record, match_id)
@@ -493,18 +556,25 @@ class TournamentRunner:
                 self.repo.end_recorded(record.tournament_id)
             log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
 
-    def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:
+    def _create(self, record: TournamentRecord, planned: PlannedMatch) -> MatchHandle:
+        """CreateMatch of a planned match, its request id written down first (`mark_starting`)
+        and, once it is, always that one: a runner with another secret (rotated) sends the same."""
+        request_id = record.starting.get(planned.index)
+        if request_id is None:
+            request_id = private_request_id(self._secret, f"{record.tournament_id}:{planned.index}")
+            self.repo.mark_starting(record.tournament_id, planned.index, request_id)
+            record.starting[planned.index] = request_id
         seat_info = [envelope_pb2.SeatInfo(seat=s, player_id=entrant, display_name=entrant.partition("?")[0],
                                            bot=True, policy=entrant)
                      for s, entrant in enumerate(planned.entrants)]
+        return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
+                                      options=dict(planned.options), seat_info=seat_info, request_id=request_id,
+                                      tournament_id=record.tournament_id,
+                                      token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300))
+
+    def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:
         try:
-            handle = self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
-                                            options=dict(planned.options), seat_info=seat_info,
-                                            request_id=private_request_id(
-                                                self._secret, f"{record.tournament_id}:{planned.index}"),
-                                            tournament_id=record.tournament_id,
-                                            token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300))
-            match_id = handle.match_id
+            match_id = self._create(record, planned).match_id
             self._creating_since.pop((record.tournament_id, planned.index), None)
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

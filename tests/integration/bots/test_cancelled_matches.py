@@ -1,7 +1,8 @@
 """A match cancelled on a real Redis, as the bots service sees it: the tournament runner cancels
 the match it abandons as stuck (CancelMatch over gRPC), the dispatcher stops queueing bots and
-clocks for it and lets it go from its live set, and its tournament counts it abandoned; and a
-cancelled tournament's matches in play, cancelled once each by a runner killed mid-way and resumed."""
+clocks for it and lets it go from its live set, and its tournament counts it abandoned; a
+cancelled tournament's matches in play, cancelled once each by a runner killed mid-way and resumed;
+and a match created by a runner killed before it recorded it, cancelled with its tournament."""
 
 from __future__ import annotations
 
@@ -228,4 +229,89 @@ def test_a_cancelled_tournaments_matches_are_cancelled_once_by_a_runner_killed_m
         t_server.stop(grace=None)
         server.stop(grace=None)
         store.close()
+        client.close()
+
+
+class _DyingRepo(tournaments.TournamentRepo):
+    """The runner's records, in a process killed as it was about to record its `at`-th started
+    match: CreateMatch made it and answered, nothing after that was done."""
+
+    def __init__(self, client: redis.Redis, at: int) -> None:
+        super().__init__(client)
+        self.left, self.unrecorded = at, ""
+
+    def mark_started(self, tid: str, index: int, match_id: str) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.unrecorded = match_id
+            raise _Killed()
+        super().mark_started(tid, index, match_id)
+
+
+@pytest.mark.parametrize("rotated", [False, True], ids=["same-secret", "rotated-secret"])
+def test_a_match_created_by_a_runner_killed_before_recording_it_is_cancelled_with_its_tournament(
+        redis_url: str, rotated: bool) -> None:
+    """The runner is killed between CreateMatch's answer and its record, the tournament is
+    cancelled over gRPC, and the next runner (the deployment's secret the same, or rotated with
+    the command service's) cancels that match too: before, it stayed in play for good, its bots
+    playing for nobody. The store holds the planned matches once each: the restarted runner asked
+    for the match under the request id written down before, not one keyed with its own secret."""
+    from famiglia.cli.tournament import TournamentClient
+    from famiglia.v1 import tournament_service_pb2 as tpb
+    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+
+    registry = toy_registry()
+    store = RedisEventStore.connect(redis_url)
+    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
+    server, port = serve(command, "127.0.0.1:0", workers=4)
+    server.start()
+    client = redis.Redis.from_url(redis_url)
+    repo = tournaments.TournamentRepo(client)
+    t_server, t_port = serve_tournaments(repo, registry, "127.0.0.1:0", workers=2, signer=TokenSigner(SECRET))
+    t_server.start()
+    operator = TournamentClient(f"127.0.0.1:{t_port}", secret=SECRET)
+    game = GameClient(f"127.0.0.1:{port}")
+    servers, games, stores = [server], [game], [store]
+    try:
+        tid = operator.create(tpb.CreateTournamentRequest(
+            name="cup", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],
+            entrants=["random", "heuristic"], matches_per_game=8, concurrency=3)).tournament_id
+        dying = _DyingRepo(client, at=3)
+        with pytest.raises(_Killed):
+            tournaments.TournamentRunner(dying, game, store, secret=SECRET).step()
+        orphan = dying.unrecorded
+        assert orphan and orphan not in repo.get(tid).started.values() and store.version(orphan) > 0
+        assert operator.cancel(tid).status == tpb.TOURNAMENT_CANCELLED
+
+        secret = "rotated-secret" if rotated else SECRET
+        if rotated:  # every service restarted on the new secret
+            stores.append(RedisEventStore.connect(redis_url))
+            rotated_command = command_bootstrap(store=stores[-1], registry=registry,
+                                                settings=Settings(redis_url=redis_url, secret=secret))
+            rotated_server, rotated_port = serve(rotated_command, "127.0.0.1:0", workers=4)
+            rotated_server.start()
+            servers.append(rotated_server)
+            game = GameClient(f"127.0.0.1:{rotated_port}")
+            games.append(game)
+        tournaments.TournamentRunner(repo, game, store, secret=secret).step()
+
+        record = repo.get(tid)
+        assert record is not None and record.status == tournaments.CANCELLED and repo.cancelling() == []
+        assert record.started.get(2) == orphan and len(record.started) == 3
+        assert len(list(client.scan_iter(match="famiglia:*:version:*"))) == 3  # no planned match made twice
+        for match_id in record.started.values():
+            envelopes = store.read(match_id)
+            assert [e.type for e in envelopes].count(MATCH_CANCELLED) == 1 and envelopes[-1].type == MATCH_CANCELLED
+            assert game.spectator(match_id).view().cancelled
+        assert set(record.results) == set(record.started.values())
+        assert all(r["abandoned"] for r in record.results.values()) and record.match_records() == []
+    finally:
+        operator.close()
+        for g in games:
+            g.close()
+        t_server.stop(grace=None)
+        for s in servers:
+            s.stop(grace=None)
+        for st in stores:
+            st.close()
         client.close()

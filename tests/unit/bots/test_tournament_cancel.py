@@ -1,8 +1,11 @@
 """CancelTournament ends the tournament's matches in play: the runner cancels each one in the
 command service (CancelMatch, request id `tournament:<tid>:<match>`) and records it abandoned,
 starts no further match, and a runner killed mid-way or a second CancelTournament finishes the
-job without a second cancel of any match. The records are a real Redis's; the command service
-is a fake that keeps each match's cancels as the real one does (the request id its key)."""
+job without a second cancel of any match; a match whose creation was never recorded (the runner
+killed right after CreateMatch, or its answer lost) is cancelled too, and a restarted runner, even
+with another secret, finds it rather than create the planned match twice. The records are a real
+Redis's; the command service is a fake that keeps each match's creations and cancels as the real
+one does (the request id their key)."""
 
 from __future__ import annotations
 
@@ -28,12 +31,17 @@ class Killed(BaseException):
 
 
 class CommandService:
-    """CreateMatch and CancelMatch as the command service answers them: a cancel appends one
-    `match_cancelled` (counted in `events`), the same request id again answers `duplicate`,
-    a match over is `match_over`."""
+    """CreateMatch and CancelMatch as the command service answers them: a creation's request id
+    again answers with the match it made; a cancel appends one `match_cancelled` (counted in
+    `events`), the same request id again answers `duplicate`, a match over is `match_over`."""
 
     def __init__(self) -> None:
+        self.signer = SIGNER
         self.created: list[str] = []
+        self.made: dict[str, str] = {}
+        """creation request id -> its match"""
+        self.lose_answer: grpc.StatusCode | None = None
+        """Make the match, then answer this (a reply lost on the way)."""
         self.events: dict[str, list[str]] = {}
         """match -> the reason of each match_cancelled appended"""
         self.request_ids: dict[str, str] = {}
@@ -42,13 +50,17 @@ class CommandService:
         self.die_after_cancels: int | None = None
         """Kill the caller after this many cancels took effect, before it reads the answer."""
 
-    def create_match(self, game_id: str, seats: int, **kwargs) -> SimpleNamespace:
-        match_id = f"m{len(self.created) + 1}"
-        self.created.append(match_id)
-        return SimpleNamespace(match_id=match_id)
+    def create_match(self, game_id: str, seats: int, *, request_id: str, token: str, **kwargs) -> SimpleNamespace:
+        assert self.signer.read_operator(token) and request_id
+        if request_id not in self.made:
+            self.made[request_id] = f"m{len(self.created) + 1}"
+            self.created.append(self.made[request_id])
+        if self.lose_answer is not None:
+            raise _RpcError(self.lose_answer)
+        return SimpleNamespace(match_id=self.made[request_id])
 
     def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> SimpleNamespace:
-        assert SIGNER.read_operator(token)
+        assert self.signer.read_operator(token)
         if self.fail is not None:
             raise _RpcError(self.fail)
         if self.request_ids.get(match_id) == request_id:
@@ -99,8 +111,23 @@ def repo(redis_url: str) -> TournamentRepo:
     return TournamentRepo(redis.Redis.from_url(redis_url))
 
 
-def _runner(repo: TournamentRepo, command: CommandService) -> TournamentRunner:
-    return TournamentRunner(repo, command, Store(), secret="unit-secret")  # type: ignore[arg-type]
+def _runner(repo: TournamentRepo, command: CommandService, secret: str = "unit-secret") -> TournamentRunner:
+    return TournamentRunner(repo, command, Store(), secret=secret)  # type: ignore[arg-type]
+
+
+class DyingRepo(TournamentRepo):
+    """The runner's records, in a process killed as it was about to record the `at`-th match it
+    started: its CreateMatch was answered, the answer never written down."""
+
+    def __init__(self, client: redis.Redis, at: int) -> None:
+        super().__init__(client)
+        self.left = at
+
+    def mark_started(self, tid: str, index: int, match_id: str) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            raise Killed()
+        super().mark_started(tid, index, match_id)
 
 
 def test_a_cancelled_tournament_cancels_its_matches_in_play_and_starts_no_more(repo: TournamentRepo) -> None:
@@ -216,3 +243,85 @@ def test_a_cancel_listed_while_its_status_is_being_set_waits_for_it(repo: Tourna
     repo.cancel_matches_of(tid)  # listed, the status not written yet
     runner.step()
     assert command.events == {} and repo.cancelling() == [tid] and repo.get(tid).status == RUNNING
+
+
+@pytest.mark.parametrize("restarted_secret", ["unit-secret", "rotated-secret"])
+def test_a_match_created_by_a_runner_killed_before_recording_it_is_cancelled_with_its_tournament(
+        repo: TournamentRepo, restarted_secret: str) -> None:
+    """Before, the cancel knew only the started matches: a match whose CreateMatch was answered
+    to a runner killed before it recorded it played on to its end, for nobody. The runner that
+    comes next (with the same secret, or another after a rotation the command service followed)
+    finds it under its written-down request id and cancels it; no planned match is made twice."""
+    tid = repo.create(_spec())
+    command = CommandService()
+    with pytest.raises(Killed):
+        _runner(DyingRepo(repo.client, at=3), command).step()  # type: ignore[arg-type]
+    assert command.created == ["m1", "m2", "m3"] and sorted(repo.get(tid).started.values()) == ["m1", "m2"]
+    _cancel(repo, tid)
+    command.signer = TokenSigner(restarted_secret)
+    _runner(repo, command, restarted_secret).step()
+    assert command.created == ["m1", "m2", "m3"]  # asked again, the same request id answered m3
+    assert {m: len(reasons) for m, reasons in command.events.items()} == {"m1": 1, "m2": 1, "m3": 1}
+    record = repo.get(tid)
+    assert record is not None and record.started == {0: "m1", 1: "m2", 2: "m3"}
+    assert set(record.results) == {"m1", "m2", "m3"} and all(r["abandoned"] for r in record.results.values())
+    assert record.unrecorded() == [] and repo.cancelling() == []
+
+
+def test_a_match_whose_creation_answer_was_lost_is_cancelled_with_its_tournament(repo: TournamentRepo) -> None:
+    """No kill needed: a CreateMatch that made its match and whose answer was lost (a deadline)
+    fails the step; a cancel before the next one must still reach that match."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    runner = _runner(repo, command)
+    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED
+    with pytest.raises(grpc.RpcError):
+        runner.step()
+    command.lose_answer = None
+    assert command.created == ["m1"] and not repo.get(tid).started
+    _cancel(repo, tid)
+    runner.step()
+    assert command.created == ["m1"] and list(command.events) == ["m1"]
+    assert repo.get(tid).results["m1"]["abandoned"] and repo.cancelling() == []
+
+
+def test_a_creation_the_cancel_cannot_look_up_is_recorded_failed_and_not_tried_for_ever(
+        repo: TournamentRepo) -> None:
+    """A refusal that will not pass (a token of another deployment) ends the look-up: the planned
+    match is recorded failed, as a refused cancel is logged and left."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    command.lose_answer = grpc.StatusCode.UNAVAILABLE
+    with pytest.raises(grpc.RpcError):
+        _runner(repo, command).step()
+    _cancel(repo, tid)
+    command.lose_answer = grpc.StatusCode.PERMISSION_DENIED
+    _runner(repo, command).step()
+    record = repo.get(tid)
+    assert record is not None and record.started == {0: f"failed:{tid}:0"} and record.unrecorded() == []
+    assert record.results[f"failed:{tid}:0"]["abandoned"] and repo.cancelling() == []
+
+
+@pytest.mark.parametrize("restarted_secret", ["unit-secret", "rotated-secret"])
+def test_a_restarted_runner_records_the_match_the_killed_one_created_even_past_the_deadline(
+        repo: TournamentRepo, restarted_secret: str) -> None:
+    """A running tournament: the restarted runner (its secret the same, or rotated) records the
+    very match the killed one created, not a second one under another request id, and waits for
+    its result even when the deadline passed meanwhile (before, the tournament finished without
+    it while it played on, and its result came in after the end)."""
+    tid = repo.create(_spec(concurrency=2, deadline_seconds=60.0))
+    command = CommandService()
+    with pytest.raises(Killed):
+        _runner(DyingRepo(repo.client, at=2), command).step()  # type: ignore[arg-type]
+    assert command.created == ["m1", "m2"] and repo.get(tid).started == {0: "m1"}
+    repo.record(tid, "m1", _result())
+    repo.client.hset(repo._key(tid), "created_ms", 1)  # the deadline passed while no runner ran
+    command.signer = TokenSigner(restarted_secret)
+    runner = _runner(repo, command, restarted_secret)
+    runner.step()
+    record = repo.get(tid)
+    assert command.created == ["m1", "m2"] and record.started == {0: "m1", 1: "m2"}
+    assert record.status == RUNNING and record.unrecorded() == []
+    repo.record(tid, "m2", _result())
+    runner.step()
+    assert repo.get(tid).status == FINISHED and command.created == ["m1", "m2"]
