@@ -4,12 +4,14 @@ One pure function of the events and their timestamps (no I/O, no wall clock), so
 bots' dispatcher, which queues the clock task that plays a seat's default, and the command
 service, which shows the seat its `deadline_ms`, agree on the moment (docs/bots.md, "Turn
 clocks"). The rules (docs/engines.md, "Clocks"): a decision with `timeout_seconds` is timed
-from the command that asked it, and another seat's command does not stretch it; the seat's own
-command starts its next decision afresh, unless the game names the clock (`clock_key`): a named
-clock runs for as long as its key is asked of anyone, from the key's first asking, and stands
-still while it is not (GC-D05's Step 3 deadline, never extended; NC-D02's turn, through the
-choices inside it). The clocks are wound once per command (a step: the consecutive events of
-one seat's command id, or of the server), at the state that command left.
+from the command that asked it, and neither another seat's command nor the seat's own optional
+one (`GameInfo.optional_commands`: a chat, an offer, which answer no decision, NP-D1's "one
+timeout a decision") stretches it; the seat's own answer starts its next decision afresh,
+unless the game names the clock (`clock_key`): a named clock runs for as long as its key is
+asked of anyone, from the key's first asking, and stands still while it is not (GC-D05's Step 3
+deadline, never extended; NC-D02's turn, through the choices inside it). The clocks are wound
+once per command (a step: the consecutive events of one seat's command id, or of the server),
+at the state that command left.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from famiglia.engine import Engine, clock_key
 
@@ -73,18 +77,30 @@ class TurnClocks:
     """person -> when its clock runs out, as of the last wind"""
     at: float = 0.0
     """the newest event's time"""
-    acted: set[int] = field(default_factory=set)
-    """the seats whose commands were noted since the last wind"""
+    acted: dict[int, bytes] = field(default_factory=dict)
+    """the seats whose commands were noted since the last wind -> the command (serialized, as
+    the first envelope of its events carries it; b"" where unknown)"""
     step: tuple[int, str] | None = None
     """(seat, command id) of the step being noted; None once wound"""
+    last: tuple[tuple[int, str], bytes] = ((-1, ""), b"")
+    """the newest step noted and its command: a step read in two pieces (wound between them)
+    carries its command on its first envelope only"""
 
-    def note(self, engine: Engine, before: Any, seat: int, command_id: str, stamp_ms: int) -> None:
-        """One event about to be folded on `before` (the state so far, as the stream has it)."""
-        if self.step is not None and self.step != (seat, command_id):
+    def note(self, engine: Engine, before: Any, seat: int, command_id: str, stamp_ms: int,
+             command: bytes = b"") -> None:
+        """One event about to be folded on `before` (the state so far, as the stream has it);
+        `command`: the serialized command that caused it, on its command's first event."""
+        step = (seat, command_id)
+        if self.step is not None and self.step != step:
             self.wind(engine, before)
-        self.step = (seat, command_id)
+        self.step = step
         if command_id:
-            self.acted.add(seat)
+            last = self.last
+            if command:
+                self.last = (step, command)
+            elif last[0] == step:
+                command = last[1]
+            self.acted[seat] = command
         self.at = max(self.at, stamp_ms / 1000)
 
     def deadlines(self, engine: Engine, state: Any) -> Mapping[int, float]:
@@ -112,7 +128,26 @@ class TurnClocks:
             else:
                 decision = (pending.kind, pending.label, pending.timeout_seconds)
                 known = self.own.get(seat)
-                began = known[1] if known is not None and known[0] == decision and seat not in self.acted else at
+                goes_on = known is not None and known[0] == decision and (
+                    seat not in self.acted or not answers(engine, self.acted[seat]))
+                began = known[1] if known is not None and goes_on else at
                 own[seat] = (decision, began)
             runs_out[seat] = began + pending.timeout_seconds
-        self.own, self.runs_out, self.acted, self.step = own, runs_out, set(), None
+        self.own, self.runs_out, self.acted, self.step = own, runs_out, {}, None
+
+
+def answers(engine: Engine, command: bytes) -> bool:
+    """Whether a seat's command answered its decision (one timed on its own): any command but
+    one of the game's optional kinds (`GameInfo.optional_commands`: a chat, an offer, an
+    auto-pass change), which end no such decision (the engine contract holds every game to it).
+    One not known (an event stored without its command) counts as an answer, as every command
+    did before."""
+    optional = engine.info.optional_commands
+    command_type = engine.info.command_type
+    if not command or not optional or command_type is None:
+        return True
+    try:
+        kind = command_type.FromString(command).WhichOneof("kind")
+    except DecodeError:
+        return True
+    return kind not in optional

@@ -196,10 +196,11 @@ class MatchState:
                         if self.staged and self.unstaged is not None:  # the staged events are the stream's now
                             for held in self.staged:
                                 clocks.note(engine, self.unstaged[0], held.seat, held.command_id,
-                                            held.timestamp.seconds * 1000 + held.timestamp.nanos // 1_000_000)
+                                            held.timestamp.seconds * 1000 + held.timestamp.nanos // 1_000_000,
+                                            held.command)
                         stamp = env.timestamp
                         clocks.note(engine, self.state, env.seat, env.command_id,
-                                    stamp.seconds * 1000 + stamp.nanos // 1_000_000)
+                                    stamp.seconds * 1000 + stamp.nanos // 1_000_000, env.command)
                     event = decode(env.payload) if events is None else events[i]
                     try:
                         self.state = engine.evolve(self.state, event)

@@ -537,7 +537,8 @@ class Dispatcher:
         say it runs out (`MatchState.deadlines`, `famiglia.clocks`: the same moment the command
         service shows the seat as its `deadline_ms`). Another seat's command moves the version
         and makes the running clock stale; the new one runs out when the old one would have,
-        so a deadline is never stretched; the seat's own command starts its next decision
+        so a deadline is never stretched, nor by the seat's own optional commands (a chat, an
+        offer: they answer nothing, NP-D1); the seat's answer starts its next decision
         afresh, unless the game names the clock (GC-D05's Step 3, NC-D02's turn). The grace
         covers delivery: the countdown is the time left plus the grace, and a dispatcher that
         queues a clock later than the grace after its decision began (a restart, a backlog)

@@ -31,6 +31,7 @@ from famiglia.engine import (
     Rng,
     RuleViolation,
     Sampled,
+    clock_key,
     fold,
     pending_for,
 )
@@ -185,6 +186,7 @@ class EngineContract:
 
         def check(before: Any, step: Step, after: Any) -> None:
             counter["n"] += 1
+            _check_answers_nothing(engine, before, step.seat, step.command, after)
             # decide is deterministic for the same state, command and rng
             again = engine.decide(before, step.seat, step.command, Rng.derive(seed, step.version_before))
             assert [e.SerializeToString(deterministic=True) for e in again] == [
@@ -311,6 +313,7 @@ class EngineContract:
             for p in pendings:
                 assert any(command_kind(c) not in optional for c in engine.legal_commands(after, p.seat, limit=32)), (
                     f"seat {seat}: after {shown}, pending seat {p.seat} has no legal command")
+            _check_answers_nothing(engine, state, seat, command, after)
         assert state == snapshot, "deciding commands changed the state they were decided on"
 
     def _check_redaction(self, event: Any, vis: Any, seats: int) -> None:
@@ -455,6 +458,23 @@ class EngineContract:
                                                                 rng=None if seed is None else random.Random(seed))]
                                 for st in (state, other))
                 assert mine == theirs, f"legal commands of {viewer} depend on hidden information"
+
+
+def _check_answers_nothing(engine: Engine, before: Any, seat: int, command: Any, after: Any) -> None:
+    """`GameInfo.optional_commands` (a chat, an offer) end no decision timed on its own
+    (`clock_key` ""): every seat asked so before one is asked the same after it. The turn clocks
+    rely on it: such a clock runs on through the seat's own optional commands and restarts at
+    its answers (docs/engines.md, "Clocks"). Another seat may be asked anew (GoodCritters' public
+    changes take commitments back, GC-D04), and a decision under a named clock may end by one
+    (a GoodCritters Step 3a turn ends by itself with the seat's last public change, GC-D06): its
+    clock is its key's, whoever acts."""
+    if command_kind(command) not in engine.info.optional_commands:
+        return
+    asked = engine.pending(after)
+    for p in engine.pending(before):
+        assert p in asked or clock_key(engine, before, p), (
+            f"seat {seat}'s {engine.render_command(command)}, an optional command, answered or changed "
+            f"a decision timed on its own: {p} is no longer asked so")
 
 
 def shown_options(view: Any) -> dict[str, str]:

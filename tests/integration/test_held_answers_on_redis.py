@@ -151,3 +151,48 @@ def test_np_h9_a_chain_retried_long_after_its_held_answer_was_written_out_is_its
     finally:
         one_store.close()
         two_store.close()
+
+
+def test_a_seat_that_chats_in_a_window_keeps_its_deadline_on_every_replica_NP_D1(redis_url: str,
+                                                                                 monkeypatch) -> None:
+    """NP-D1, one timeout a decision: a seat asked in a card window (20 s) that chats goes in
+    behind the window's slots, the others' held answers written out ahead of it by another
+    replica (`write_out.lua`). The chat answers nothing, so the seat is still asked the same
+    window, on the same clock, as both replicas and a fold from the store (a restarted
+    dispatcher's) show it: the turn clocks read the chat's kind from the command its stored
+    event carries. The chat used to restart the seat's clock; the seat's answer ends it."""
+    from famiglia.eventstore import envelopes as stamping
+    from famiglia.matchstate import MatchState
+
+    wall = [1_700_000_000.0]
+    monkeypatch.setattr(stamping, "time", type("Clock", (), {"time": staticmethod(lambda: wall[0])}))
+    one_store, two_store = RedisEventStore.connect(redis_url), RedisEventStore.connect(redis_url)
+    try:
+        one = bootstrap(store=one_store, settings=SETTINGS)
+        created, window = _window_of_every_seat(one, 4)
+        match_id, tokens = created.match_id, created.seat_tokens
+        answering, chatter = window.seats[:-1], window.seats[-1]
+        opened = one_store.read(match_id)[-1].timestamp.ToMilliseconds()  # the command that opened it
+        deadline = one.get_view(match_id, one.viewer(match_id, tokens[chatter])).deadline_ms
+        assert deadline == opened + 20_000  # NP-D5's 20 s, from the window's opening
+        two = bootstrap(store=two_store, settings=SETTINGS)
+        for seat in answering:
+            wall[0] += 3.0
+            assert _pass(one, match_id, tokens[seat], f"answer-{seat}").held
+        wall[0] += 4.0
+        assert not _chat(two, match_id, tokens[chatter], "chat-1", [answering[0]]).held
+        for replica in (one, two):
+            viewer = replica.viewer(match_id, tokens[chatter])
+            assert replica.get_view(match_id, viewer).deadline_ms == deadline
+            assert replica.legal_commands(match_id, viewer).deadline_ms == deadline
+        fresh = MatchState.from_envelopes(one.registry, one_store.read(match_id), clocks=True)
+        assert {s: round(t * 1000) for s, t in fresh.deadlines().items()} == {chatter: deadline}
+        wall[0] += 1.0
+        assert not _pass(two, match_id, tokens[chatter], "answer-last").held  # the window's last answer
+        m = two.matches.get(match_id).match
+        asked = [p.timeout_seconds for p in m.engine.pending(m.state) if p.seat == chatter and p.timeout_seconds > 0]
+        expected = round(wall[0] * 1000 + asked[0] * 1000) if asked else 0  # asked anew, or not at all
+        assert two.get_view(match_id, two.viewer(match_id, tokens[chatter])).deadline_ms == expected
+    finally:
+        one_store.close()
+        two_store.close()

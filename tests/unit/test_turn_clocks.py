@@ -13,6 +13,7 @@ from famiglia.engine import MatchConfig, Rng, clock_key, command_kind, fold
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
 from famiglia.matchstate import MatchState
+from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.v1 import envelope_pb2
 
 REGISTRY = toy_registry(default_registry())
@@ -48,7 +49,7 @@ class Played:
         version = len(self.envelopes)
         events = self.engine.decide(self.state, seat, command, Rng.derive(self.seed, version))
         envelopes = game_envelopes(self.engine, "m", version, events, command_id=f"c{version}", seat=seat,
-                                   now_ms=self.ms)
+                                   now_ms=self.ms, command=command)
         self.envelopes += envelopes
         for event in events:
             self.state = self.engine.evolve(self.state, event)
@@ -88,10 +89,12 @@ def test_a_seats_deadline_follows_from_the_events_alone_and_another_seats_move_n
     anew from the events however they are read (a restarted dispatcher, a second replica, a
     read cut inside a command), the deadlines are the same; another seat's command (an asked
     one's, or an optional move's) never moves a deadline of a seat asked before and after it in
-    the same decision; a seat's own command starts an unnamed clock afresh and leaves a named one
-    that stays asked where it was."""
+    the same decision, nor does the seat's own optional move (a chat, an offer: NP-D1, one
+    timeout a decision); a seat's own answer starts an unnamed clock afresh and leaves a named
+    one that stays asked where it was."""
     played, pick = Played(game, seats, 7, options), random.Random(7)
-    engine, checked = played.engine, {"other": 0, "own": 0, "afresh": 0, "anew": 0}
+    engine, checked = played.engine, {"other": 0, "own": 0, "optional": 0, "afresh": 0, "anew": 0}
+    optional = engine.info.optional_commands
     for step in range(220):
         asked = played.timed()
         if not asked:
@@ -116,6 +119,9 @@ def test_a_seats_deadline_follows_from_the_events_alone_and_another_seats_move_n
             elif key[0]:
                 assert after[p.seat] == before[p.seat], (step, p)  # a named clock runs on
                 checked["own"] += 1
+            elif command_kind(command) in optional:
+                assert after[p.seat] == before[p.seat], (step, p)  # so does a decision not answered
+                checked["optional"] += 1
             else:
                 assert after[p.seat] == pytest.approx(played.now + p.timeout_seconds), (step, p)
                 checked["afresh"] += 1
@@ -123,6 +129,8 @@ def test_a_seats_deadline_follows_from_the_events_alone_and_another_seats_move_n
             cuts = pick.sample(range(2, len(played.envelopes)), k=min(6, len(played.envelopes) - 2))
             assert played.refolded() == after == played.refolded(cuts)
     assert sum(checked.values()) > 10, checked
+    if game == "nothing_personal":  # chats, offers and shakedowns of a seat asked came up
+        assert checked["optional"] > 0, checked
 
 
 def _goodcritters_step3(options: dict[str, str] | None = None) -> Played:
@@ -190,3 +198,53 @@ def test_an_unnamed_clock_starts_afresh_at_the_seats_own_command_and_a_bot_seat_
         played.default(seat, after=12.5)
     bots_only = Played("highcard", 2, 5, {"hand": "4", "clock_s": "30"}, bots=(0, 1))
     assert bots_only.live.clocks is None and bots_only.deadlines() == {}
+
+
+def _np_commission_again(seed: int) -> tuple[Played, int]:
+    """A Nothing Personal match of people in round 1's Commission, where the seat asked is asked
+    its next turn as soon as it plays (the others have passed, NP-C1)."""
+    played = Played("nothing_personal", 3, seed)
+    while not (played.state.phase == "commission" and played.state.round == 1):
+        played.default(played.timed()[0].seat, after=1.0)
+    player = played.timed()[0].seat
+    for _ in range(12):
+        seat = played.timed()[0].seat
+        if seat == player and played.state.passed == frozenset(range(3)) - {player}:
+            return played, player
+        if seat == player:
+            kinds = played.kinds(seat)
+            played.play(seat, (kinds.get("play_for_influence") or kinds["discard_for_marker"])[0], after=2.0)
+        else:
+            played.default(seat, after=2.0)
+    raise AssertionError("the others never all passed")
+
+
+def test_a_nothing_personal_seat_that_chats_keeps_its_decisions_deadline_and_its_answer_starts_the_next_NP_D1(
+) -> None:
+    """NP-D1: one timeout a decision. A seat asked may chat (10 a phase), offer, shake down or
+    set its auto-pass meanwhile (NP-R6, NP-M9, NP-M10): none answers the decision, so none
+    restarts its clock. Each did, and put a 60 s Commission turn's default off by up to a minute
+    a chat, offer or auto-pass change (15 a phase) or shakedown. Its answer (a play, after which it is asked its next turn at once) starts the
+    next one afresh."""
+    played, seat = _np_commission_again(1)
+    asked = played.now
+    assert played.deadlines() == {seat: asked + 60.0}  # NP-D4
+    others = [s for s in range(3) if s != seat]
+    chat = pb.Command(send_chat=pb.SendChat(text="nothing personal"))
+    for _ in range(3):
+        played.play(seat, chat, after=15.0)
+    played.play(seat, pb.Command(offer_deal=pb.OfferDeal(to=others[0], give_money=1)), after=5.0)
+    played.play(seat, pb.Command(set_auto_pass=pb.SetAutoPass(cards=True)), after=5.0)
+    shakedown = pb.Command(shakedown=pb.Shakedown(cards=played.state.hands[seat][:1]))  # NP-M1: $8 a card
+    played.play(seat, shakedown, after=2.0)  # two events: a read may cut it
+    played.play(others[1], chat, after=3.0)
+    assert [p.seat for p in played.timed()] == [seat] and played.now == asked + 60.0
+    assert played.deadlines() == {seat: asked + 60.0}  # the decision's own, from when it was asked
+    for cut in range(2, len(played.envelopes)):  # however the events are read
+        assert played.refolded([cut]) == {seat: asked + 60.0}, cut
+    kinds = played.kinds(seat)
+    played.play(seat, (kinds.get("play_for_influence") or kinds["discard_for_marker"])[0], after=0.0)
+    assert [p.label for p in played.timed()] == ["commission"] and played.timed()[0].seat == seat
+    assert played.deadlines() == {seat: played.now + 60.0}  # its next turn: afresh
+    played.play(seat, chat, after=59.0)
+    assert played.deadlines() == {seat: played.now + 1.0}

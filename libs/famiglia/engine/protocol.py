@@ -141,7 +141,10 @@ class GameInfo:
     max_steps: int = 100_000
     """Upper bound on accepted commands in one match under random legal play (termination)."""
     optional_commands: frozenset[str] = frozenset()
-    """Command kinds that do not advance the game (offers, withdrawals...): capped, never pending-only."""
+    """Command kinds that do not advance the game (offers, withdrawals...): capped, never
+    pending-only, and ending no decision timed on its own (`clock_key` "": every seat asked so
+    before one is asked the same after it), so its turn clock runs on through them
+    (`famiglia.clocks`, NP-D1)."""
     held_events: frozenset[str] = frozenset()
     """Event kinds, each seen by its own seat only, whose mere arrival would tell the other
     seats something (an answer to a window that must not show whom it waits for): a
@@ -285,8 +288,9 @@ def clock_key(engine: Engine, state: State, pending: Pending) -> str:
     key share one clock: it runs while the key is asked of anyone, from the key's first asking,
     and neither the seat's own commands nor another seat asked again restart it (a
     GoodCritters Step 3 deadline, GC-D05; a Nostra City turn, NC-D02). "" times the decision
-    on its own, afresh whenever the seat is asked anew: what an engine without the optional
-    `clock_key(state, pending)` gets."""
+    on its own, afresh whenever the seat is asked anew (another decision, or the same after its
+    answer; its `GameInfo.optional_commands` answer nothing): what an engine without the
+    optional `clock_key(state, pending)` gets."""
     keyed = getattr(engine, "clock_key", None)
     return keyed(state, pending) if keyed is not None else ""
 

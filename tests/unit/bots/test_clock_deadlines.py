@@ -90,3 +90,32 @@ def test_the_deadline_a_seat_is_shown_is_when_the_dispatchers_clock_runs_out(
         else:
             walk.play(seat, command, after=7.0)
     assert compared > 30
+
+
+def test_a_person_chatting_while_asked_does_not_put_off_its_default_NP_D1(monkeypatch) -> None:
+    """NP-D1, one timeout a decision: the clock the dispatcher queues for a seat that chats,
+    offers or shakes down while asked (NP-R6: none answers its decision) still runs out when its
+    decision, asked once, does, here 60 s after round 1's first Commission turn began (NP-D4).
+    Each of them used to restart it, so that a person chatting every 50 s was never timed out;
+    a restarted dispatcher, folding the match anew, agrees."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np
+
+    walk = _Walk(monkeypatch, "nothing_personal", 3)
+    while not (walk.match.state.phase == "commission" and walk.match.state.round == 1):
+        seat = walk.asked()[0].seat
+        walk.play(seat, walk.match.engine.timeout_command(walk.match.state, seat), after=1.0)
+    seat = walk.asked()[0].seat
+    asked = walk.wall[0]
+    assert walk.countdowns() == {seat: pytest.approx(60.0 + GRACE, abs=0.01)}
+    other = (seat + 1) % 3
+    talk = [np.Command(send_chat=np.SendChat(text="wait")), walk.kinds(seat)["shakedown"][0],
+            np.Command(send_chat=np.SendChat(text="wait more", to=[other]))]
+    for command in talk:
+        walk.play(seat, command, after=15.0)
+        assert [p.seat for p in walk.asked()] == [seat]
+        left = asked + 60.0 - walk.wall[0]  # the decision's own: a dispatcher taking it late takes the delay off
+        assert walk.countdowns() == {seat: pytest.approx(left + 2 * GRACE, abs=0.01)}, command.WhichOneof("kind")
+    running = walk.countdowns()[seat]
+    walk.table.tasks.clocks.clear()
+    _restarted(walk).handle(walk.table.store.read(walk.match_id))
+    assert walk.countdowns() == {seat: pytest.approx(running, abs=0.01)}

@@ -129,3 +129,45 @@ def test_a_cancelled_match_shows_no_deadline_anywhere_its_stream_included() -> N
                  if e is not None]
         assert shown[-1].envelope.type == "match_cancelled"
         assert shown[-1].deadline_ms == 0, f"seat {seat} is shown a deadline after the cancel"
+
+
+def test_a_seat_that_chats_is_shown_the_deadline_of_the_decision_it_was_asked_NP_D1(monkeypatch) -> None:
+    """NP-D1, one timeout a decision: a Nothing Personal seat asked may chat, offer or shake down
+    meanwhile (NP-R6), answering nothing, so its `deadline_ms` stays the decision's; each of them
+    used to restart its clock. Its answer starts the next decision's (here the next seat's) afresh.
+    Another replica, folding the match from the store, shows the same moments."""
+    from famiglia.eventstore import envelopes as stamping
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np
+
+    wall = [1_700_000_000.0]
+    monkeypatch.setattr(stamping, "time", type("Clock", (), {"time": staticmethod(lambda: wall[0])}))
+    app, store = _app()
+    created = app.create_match("nothing_personal", 3, seed=1)
+    match_id, tokens = created.match_id, created.seat_tokens
+    hot = app.matches.get(match_id)
+    for step in range(40):  # the setup's markers, to round 1's first Commission turn
+        m = hot.match
+        if m.state.phase == "commission" and m.state.round == 1:
+            break
+        seat = m.engine.pending(m.state)[0].seat
+        wall[0] += 1.0
+        app.submit(match_id, app.viewer(match_id, tokens[seat]), f"setup-{step}", m.engine.timeout_command(m.state, seat))
+    seat = hot.match.engine.pending(hot.match.state)[0].seat
+    asked = round(wall[0] * 1000) + 60_000  # NP-D4: 60 s from the command that asked it
+    assert _shown(app, match_id, tokens[seat]) == (asked, asked)
+    viewer = app.viewer(match_id, tokens[seat])
+    other = (seat + 1) % 3
+    for i, command in enumerate([np.Command(send_chat=np.SendChat(text="a word")),
+                                 np.Command(send_chat=np.SendChat(text="another", to=[other])),
+                                 np.Command(offer_deal=np.OfferDeal(to=other, want_money=1))]):
+        wall[0] += 15.0
+        app.submit(match_id, viewer, f"talk-{i}", command)
+        assert _shown(app, match_id, tokens[seat]) == (asked, asked), f"after {command.WhichOneof('kind')}"
+    replica = bootstrap(store=store, registry=toy_registry(default_registry()), settings=SETTINGS)
+    assert _shown(replica, match_id, tokens[seat]) == (asked, asked)
+    wall[0] += 5.0
+    app.submit(match_id, viewer, "answer", np.Command(**{"pass": np.Pass()}))
+    m = hot.match
+    nxt = m.engine.pending(m.state)[0].seat
+    assert nxt != seat and _shown(app, match_id, tokens[nxt]) == (round(wall[0] * 1000) + 60_000,) * 2
+    assert _shown(app, match_id, tokens[seat]) == (0, 0)
