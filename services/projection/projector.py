@@ -33,7 +33,9 @@ not per match.
 
 Results are computed by folding each match with `MatchState`; folded states
 stay in memory while a match is live and are rebuilt from the archive when the
-process restarted, another consumer moved the match, or a transaction rolled back.
+process restarted, another consumer moved the match, or a transaction rolled back,
+and whenever the archive no longer holds the event a fold took last (another consumer
+projected the match again from a store that went back: `_state_for`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ from famiglia.readmodels.queries import seed_to_db
 from famiglia.telemetry import carried_trace_id, extract_context, get_logger, spans_exported, tracer
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 
+from .divergence import archived_ids, first_difference
 from .rating_book import RatingBook
 from .writes import ARCHIVE, BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
 
@@ -346,6 +349,8 @@ class Projector:
                         if self._apply_run(conn, writes, row, tail, traced):
                             outcome.finished_matches.append(match_id)
                         version = tail[-1].seq
+                    if self.store_events is not None:
+                        group = self._lost_past(group, version, outcome)
             ready: list[PartitionEntry] = []
             for i, entry in enumerate(group):
                 seq = entry.envelope.seq
@@ -390,11 +395,19 @@ class Projector:
         is projected from the store's (`_store_tail`); a finished one was rated and ranked on the
         lost events (and a replaced `match_created` made the row itself), so it is flagged
         (`diverged_seq`, written with the batch) and left for an operator's rebuild, which takes
-        its events from the store."""
+        its events from the store.
+
+        A live match goes back to the first seq at which the store and the archive differ, which
+        may be before the group's first replaced seq (consumers split a partition: the earlier
+        replaced entries may be in another consumer's hands)."""
         replaced = self._replaced(conn, row, group)
         if not replaced:
             return None
         seq = replaced[0].seq
+        if row.status == "live" and seq > 1 and self.store_events is not None:
+            stored = self._store_tail(row.match_id, 0)
+            seq = min(seq, first_difference(archived_ids(conn, row.match_id),
+                                            ((e.seq, e.event_id) for e in stored if e.seq < seq)) or seq)
         if row.status != "live" or seq <= 1:
             row.diverged_seq = seq
             log.error("projection_store_went_back", match_id=row.match_id, seq=seq, version=row.version,
@@ -405,8 +418,22 @@ class Projector:
                     action="projected again from the store", **_envelope_ids(replaced[0]))
         conn.execute(delete(ARCHIVE).where(ARCHIVE.c.match_id == row.match_id, ARCHIVE.c.seq >= seq))
         self.cache.drop([row.match_id])
-        row.version = seq - 1
+        row.version, row.archived_id = seq - 1, None
         return row.version
+
+    @staticmethod
+    def _lost_past(group: list[PartitionEntry], version: int, outcome: BatchOutcome) -> list[PartitionEntry]:
+        """The group less its entries past `version`, the store's version when read after the
+        group was: those were read before the store went back and are not in it any more (a
+        match's stream and its partition entries are written together). Skipped (acked), never
+        projected: the next seq is the store's own to write."""
+        lost = [e for e in group if e.envelope.seq > version]
+        if not lost:
+            return group
+        log.warning("projection_entries_lost", match_id=lost[0].envelope.match_id, store_version=version,
+                    seqs=[e.envelope.seq for e in lost], action="skipped: the store no longer holds them")
+        outcome.skipped.extend(lost)
+        return [e for e in group if e.envelope.seq <= version]
 
     def _diverged_earlier(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> bool:
         """Lower a flagged match's diverged seq when the group replaces an earlier one (consumers
@@ -495,7 +522,7 @@ class Projector:
                 row.fold_error = f"{type(exc).__name__} at seq {state.version + 1}: {exc}"[:2000]
                 self.cache.drop([row.match_id])
                 state = None
-        row.version = envelopes[-1].seq
+        row.version, row.archived_id = envelopes[-1].seq, envelopes[-1].event_id
         row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
         if row.status == "live" and envelopes[-1].type == MATCH_CANCELLED:
             # Read from the envelope, not the fold: a match no fold can read (an unknown game, a
@@ -540,20 +567,37 @@ class Projector:
 
     def _start_state(self, row: MatchRow, first: EventEnvelope) -> MatchState | None:
         try:
-            return MatchState.start(self.registry, first)
+            state = MatchState.start(self.registry, first)
         except UnknownGame:
             row.fold_error = f"unknown game {row.game_id!r}: events archived, no results until a rebuild"
             log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
             return None
+        state.last_stream = (first.seq, first.event_id)  # what `_state_for` checks a cached fold by
+        return state
 
     def _state_for(self, conn: Connection, row: MatchRow) -> MatchState | None:
-        """The folded match at `row.version`: from the cache, caught up or rebuilt from the archive."""
+        """The folded match at `row.version`: from the cache, caught up or rebuilt from the archive.
+
+        A cached fold is used only when the archive still holds, at the fold's version, the event
+        it folded last (`MatchState.last_stream`): another consumer (or process) may have projected
+        the match again from a store that went back (`_went_back`), replacing the archived events
+        this fold was made of, to the fold's version or past it. Folding the archive's next events
+        onto it would mix two histories."""
         if row.fold_error:
             return None
         state = self.cache.get(row.match_id)
-        if state is not None and state.version > row.version:
+        if state is not None and (state.version > row.version or state.last_stream[0] != state.version):
             state = None  # ahead of the database: a rolled-back batch or a rebuild; start over
+        if state is not None and state.version == row.version and state.last_stream[1] != row.archived_id:
+            state = None  # the archive's history is another one now: fold it anew
         try:
+            if state is not None and state.version < row.version:
+                # Read from the fold's own version on: the first must be the event it folded last.
+                tail = archived(conn, row.match_id, after=state.version - 1, upto=row.version)
+                if tail and tail[0].event_id == state.last_stream[1]:
+                    state.apply(tail)  # (the one at its version is skipped)
+                else:
+                    state = None
             if state is None:
                 envelopes = archived(conn, row.match_id, upto=row.version)
                 first = envelopes[0]
@@ -561,8 +605,6 @@ class Projector:
                 if state is None:
                     return None
                 state.apply(envelopes[1:])
-            elif state.version < row.version:
-                state.apply(archived(conn, row.match_id, after=state.version, upto=row.version))
         except Exception as exc:  # noqa: BLE001
             log.exception("projection_refold_failed", match_id=row.match_id)
             row.fold_error = f"refold: {type(exc).__name__}: {exc}"[:2000]

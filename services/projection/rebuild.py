@@ -15,7 +15,8 @@ A match flagged as diverged (the store lost acknowledged writes and was written 
 since, after the match finished: `divergence.py`) is rebuilt from the store's events:
 in the transaction that keeps the archive aside, the kept copy's events of the match
 are replaced with the store's stream (never trimmed while the match is flagged). The
-rebuilt row carries no flag.
+rebuilt row carries no flag, and the retention sweep is told to look at the match again
+(its new end is usually behind the sweep's watermark).
 
 A rebuild that dies leaves the side tables: the next one starts again from them (not
 from the half-refilled archive, nor from tournament rows it emptied or rebuilt without
@@ -40,6 +41,7 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .divergence import flagged
 from .projector import Projector, entry_key, poison_like
+from .retention import revisit_later
 
 log = get_logger("famiglia.projection.rebuild")
 
@@ -204,8 +206,12 @@ def _take_diverged_from_the_store(conn: Connection, store: RedisEventStore) -> i
     dies later starts again from the store's history too. The whole stream, not only from the
     recorded seq: a stream is there whole or not at all (only `trim` drops one), and an earlier
     replaced seq may have reached the projection after the flag. A match whose stream is gone
-    keeps the archive's events (there is nothing else)."""
-    taken = 0
+    keeps the archive's events (there is nothing else).
+
+    Each match taken is named for the retention sweep to look at again (`revisit_later`), before
+    this transaction commits (so a rebuild that dies after it still has them named): it ends
+    where the sweep's watermark has usually passed already, and its stream would stay in Redis."""
+    taken: list[str] = []
     for match_id, seq in sorted(flagged(conn).items()):
         events = store.read(match_id)
         if not events:
@@ -217,8 +223,9 @@ def _take_diverged_from_the_store(conn: Connection, store: RedisEventStore) -> i
                      [{"m": match_id, "s": e.seq, "t": e.timestamp.ToMilliseconds(),
                        "e": e.SerializeToString(deterministic=True)} for e in events])
         log.info("projection_rebuild_diverged_from_store", match_id=match_id, diverged_seq=seq, events=len(events))
-        taken += 1
-    return taken
+        taken.append(match_id)
+    revisit_later(store, taken)
+    return len(taken)
 
 
 def _kept_tournaments(engine: Engine) -> list[Tournament]:

@@ -21,6 +21,13 @@ The sweep walks finished matches in (finished_ms, match_id) order from a waterma
 kept in Redis, so each match is looked at once. Several projection processes may
 sweep at once: a trim is idempotent, and a watermark written back by a slower
 sweep only makes the next sweep look at some matches again.
+
+A flagged match that `rebuild` took from the store finished, in its new history, where
+the watermark has usually passed already (the operator rebuilds once the flag shows, long
+after the walk kept it). So the rebuild names it in a set beside the watermark
+(`revisit_later`), and each sweep looks at the matches named there first, whatever the
+watermark, with the same checks: once one is over for `retain_ms` and no longer flagged,
+it is looked at (trimmed, or kept as any other) and leaves the set.
 """
 
 from __future__ import annotations
@@ -42,6 +49,19 @@ from famiglia.telemetry import get_logger
 from .divergence import archived_ids, first_difference, mark_diverged
 
 log = get_logger("famiglia.projection.retention")
+
+
+def revisit_key(store: RedisEventStore) -> str:
+    """The set of matches the sweep looks at whatever its watermark (beside the watermark)."""
+    return f"{store.keys.prefix}:retention:revisit"
+
+
+def revisit_later(store: RedisEventStore, match_ids: list[str]) -> None:
+    """Have every sweep look at these matches, wherever the watermark is, until one finds each
+    over for the retention period and not flagged: `rebuild` names the diverged matches it takes
+    from the store, whose new end the watermark may have passed."""
+    if match_ids:
+        store.client.sadd(revisit_key(store), *match_ids)
 
 
 @dataclass(frozen=True)
@@ -88,18 +108,22 @@ class RetentionSweep:
         the partition entries older than that every group is done with."""
         cutoff = int(self.clock() * 1000) - self.retain_ms
         looked = trimmed = events = skipped = 0
+        for match_id, projected in self._revisits(cutoff):
+            looked += 1
+            dropped = self._look_at(match_id, projected, None)
+            skipped += dropped is None
+            trimmed += bool(dropped)
+            events += dropped or 0
+            self.store.client.srem(revisit_key(self.store), match_id)
         mark = self.watermark()
         while True:
             rows = self._finished_before(cutoff, mark)
             for match_id, finished_ms, projected, diverged in rows:
                 looked += 1
-                if self._kept(match_id, projected, diverged):
-                    skipped += 1
-                else:
-                    dropped = self.store.trim(match_id)
-                    if dropped:
-                        trimmed += 1
-                        events += dropped
+                dropped = self._look_at(match_id, projected, diverged)
+                skipped += dropped is None
+                trimmed += bool(dropped)
+                events += dropped or 0
                 mark = (finished_ms, match_id)
             if rows:
                 self.store.client.set(self.watermark_key, f"{mark[0]} {mark[1]}")
@@ -111,6 +135,26 @@ class RetentionSweep:
             log.info("retention_swept", matches=trimmed, events=events, skipped=skipped, looked_at=looked,
                      partition_entries=entries)
         return report
+
+    def _look_at(self, match_id: str, projected: int, diverged: int | None) -> int | None:
+        """Trim the match's stream unless it must stay; the events dropped, None when kept."""
+        if self._kept(match_id, projected, diverged):
+            return None
+        return self.store.trim(match_id)
+
+    def _revisits(self, cutoff: int) -> list[tuple[str, int]]:
+        """(match id, projected version) of the matches named for a revisit that are over by
+        `cutoff` and not flagged; the others stay named (not over yet, flagged still — a rebuild
+        running now clears the flag once it commits —, or their row not rebuilt yet)."""
+        named = sorted(_text(m) for m in self.store.client.smembers(revisit_key(self.store)))
+        if not named:
+            return []
+        query = (select(Match.match_id, Match.version)
+                 .where(col(Match.match_id).in_(named), col(Match.status).in_(("finished", "cancelled")),
+                        col(Match.finished_ms) <= cutoff, col(Match.diverged_seq).is_(None))
+                 .order_by(Match.match_id))
+        with read_session(self.sql) as session:
+            return [(m, int(v)) for m, v in session.exec(query).all()]
 
     def _kept(self, match_id: str, projected: int, diverged: int | None) -> bool:
         """Whether the match's stream must stay: flagged, its events other than the archive's
@@ -147,3 +191,7 @@ class RetentionSweep:
         )
         with read_session(self.sql) as session:
             return [(m, int(f or 0), int(v), d) for m, f, v, d in session.exec(query).all()]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

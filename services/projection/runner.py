@@ -9,6 +9,11 @@ which finds its events already done). Deferred entries (an earlier event of the 
 else's hands) stay pending under this consumer and are retried next round;
 should this process die they are XAUTOCLAIMed like any other.
 
+A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
+entries it kept and reads its pending entries again (`_read_pending_again`): the server may
+be one that lost acknowledged writes, and a kept entry of that lost history would otherwise be
+applied once another consumer projected the store's new one up to the seq before it.
+
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
 and recorded as dead letters (`parking.py`); the parked matches are read back from
 Redis at start and every `claim_every_s`, so every consumer parks their later entries.
@@ -91,6 +96,8 @@ class ProjectionRunner:
         self._short_read_at: float | None = None
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
+        self._reconnects = 0
+        """The consumer's `reconnects` as of the last read."""
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
@@ -140,6 +147,9 @@ class ProjectionRunner:
             self.unacked = done + self.unacked  # not acked: try again next round
             raise
         self._short_read_at = self.clock() if read and not _full(read, self.config.batch) else None
+        if self.consumer.reconnects != self._reconnects:
+            self._reconnects = self.consumer.reconnects
+            self._read_pending_again()
         self._take(read)
         outcome = self.process(list(self.deferred.values()))
         self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
@@ -219,6 +229,16 @@ class ProjectionRunner:
         if forgotten:
             log.info("projection_consumers_forgotten", consumers=sorted(set(forgotten)))
         return forgotten
+
+    def _read_pending_again(self) -> None:
+        """After a broken connection: the deferred entries kept in memory again as the store
+        holds them, from this consumer's pending list. A Redis that restarted on an AOF missing
+        its last writes (or a replica that was behind) holds neither those writes' entries nor
+        their pending records, and the store may have been written on since at their seqs."""
+        kept = len(self.deferred)
+        self.deferred = {}
+        self._take(self.consumer.read_pending(self.config.batch))
+        log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept, pending=len(self.deferred))
 
     def _take(self, entries: list[PartitionEntry]) -> None:
         for entry in entries:

@@ -61,6 +61,9 @@ class MatchRow:
     outcome: dict[str, str] = field(default_factory=dict)
     created: dict[str, Any] | None = None
     """The other columns when this batch creates the row (inserted whole, at its final version)."""
+    archived_id: str | None = None
+    """The archive's event id at `version` as the batch found it (read with the row, not written):
+    what a folded match kept in memory must have folded last to be of the archive's history."""
 
 
 @dataclass(slots=True)
@@ -151,12 +154,16 @@ class BatchWriter:
 
     def __init__(self, dialect: str) -> None:
         insert = dialect_insert(dialect)
+        # With each row the archive's event id at its version (a primary-key lookup, in the same
+        # statement): a folded match in memory is checked against it (`Projector._state_for`).
         self.lock_matches = (
             select(MATCHES.c.match_id, MATCHES.c.game_id, MATCHES.c.seats, MATCHES.c.tournament_id,
                    MATCHES.c.version, MATCHES.c.last_event_ms, MATCHES.c.status, MATCHES.c.fold_error,
-                   MATCHES.c.diverged_seq)
+                   MATCHES.c.diverged_seq, ARCHIVE.c.event_id)
+            .select_from(MATCHES.outerjoin(ARCHIVE, and_(ARCHIVE.c.match_id == MATCHES.c.match_id,
+                                                         ARCHIVE.c.seq == MATCHES.c.version)))
             .where(MATCHES.c.match_id.in_(bindparam("ids", expanding=True)))
-            .order_by(MATCHES.c.match_id).with_for_update())
+            .order_by(MATCHES.c.match_id).with_for_update(of=MATCHES))
         self.progress = (
             update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
             .values(version=bindparam("b_version"), last_event_ms=bindparam("b_last"),
@@ -216,13 +223,15 @@ class BatchWriter:
     def lock_match_rows(self, conn: Connection, ids: Sequence[str]) -> dict[str, MatchRow]:
         """The batch's match rows, locked in match-id order (FOR UPDATE; SQLite holds BEGIN IMMEDIATE)."""
         if not self.driver:
-            return {r[0]: MatchRow(*r) for r in conn.execute(self.lock_matches, {"ids": list(ids)})}
-        sql = self._lock_sql.get(len(ids))
-        if sql is None:  # SQLite: the same SELECT with the IN list spelled out, once per list length
-            compiled = self.lock_matches.params(ids=list(ids)).compile(
-                dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
-            sql = self._lock_sql[len(ids)] = compiled.string
-        return {r[0]: MatchRow(*r) for r in conn.exec_driver_sql(sql, tuple(ids))}
+            rows = conn.execute(self.lock_matches, {"ids": list(ids)})
+        else:
+            sql = self._lock_sql.get(len(ids))
+            if sql is None:  # SQLite: the same SELECT with the IN list spelled out, once per list length
+                compiled = self.lock_matches.params(ids=list(ids)).compile(
+                    dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
+                sql = self._lock_sql[len(ids)] = compiled.string
+            rows = conn.exec_driver_sql(sql, tuple(ids))
+        return {r[0]: MatchRow(*r[:9], archived_id=r[9]) for r in rows}
 
     # -- the writes ------------------------------------------------------------------------
     def write(self, conn: Connection, batch: BatchWrites) -> None:

@@ -108,6 +108,11 @@ class PartitionConsumer:
         self._ack_heads = {p: b"$4\r\nXACK\r\n" + _bulk(key.encode()) + _bulk(group.encode())
                            for p, key in self._key_of.items()}
         """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
+        self.reconnects = 0
+        """How often the connection kept for reads broke under a read, or the groups were gone: the
+        server may be another one since (restarted, failed over) that lost acknowledged writes, so
+        entries a caller keeps from earlier reads may be of a history it no longer holds (read
+        them again: `read_pending`)."""
 
     @classmethod
     def for_store(
@@ -162,7 +167,7 @@ class PartitionConsumer:
             try:
                 return self._read_new(count, block, acks)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-                pass  # the kept connection broke: once more through the client, which retries
+                self.reconnects += 1  # the kept connection broke: once more through the client, which retries
             finally:
                 self._own_lock.release()
         streams = {key: ">" for key in self._key_of.values()}
@@ -261,6 +266,7 @@ class PartitionConsumer:
             if "NOGROUP" not in str(error):
                 raise
             # The groups vanished (FLUSHALL, a fresh server without AOF): recreate, read once more.
+            self.reconnects += 1
             self.ensure_groups()
             return self._read_group({key: ">" for key in self._key_of.values()}, count, block)
         except BaseException:
@@ -326,6 +332,7 @@ class PartitionConsumer:
             # (Acks sent with the read are moot then: a new group has nothing pending.)
             if "NOGROUP" not in str(error):
                 raise
+            self.reconnects += 1
             self.ensure_groups()
             reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
         result: list[PartitionEntry] = []

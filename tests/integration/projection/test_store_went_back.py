@@ -6,19 +6,26 @@ comes back) and SQL (SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import pytest
+from google.protobuf.struct_pb2 import ListValue, Value
+from sqlalchemy import update
 
 from famiglia.config import Settings
+from famiglia.engine import MatchConfig
+from famiglia.engine.registry import Registry
+from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.matchstate import MatchState
 from famiglia.readmodels import archived_envelopes, match_summary
 from famiglia.readmodels.db import read_session
 from famiglia.v1 import envelope_pb2
 from services.projection.__main__ import cmd_diverged
 from services.projection.app import ProjectionApp
 from services.projection.rebuild import _keep_archive_and_empty
-from services.projection.retention import RetentionSweep
+from services.projection.retention import RetentionSweep, revisit_later
+from services.projection.writes import MATCHES
 
 from .dice_race import ENGINE
-from .support import Clock, MatchSpec, _batches, write_matches
+from .support import Clock, MatchSpec, _batches, drain, write_matches
 from .test_projection import drain_app, specs
 
 pytestmark = pytest.mark.redis
@@ -112,6 +119,48 @@ def test_a_finished_match_the_store_took_back_is_kept_listed_and_rebuilt_from_th
     assert app.store.read(LOST) == [] and _archived(app) == _bytes(stored)
 
 
+def test_a_rebuilt_diverged_match_leaves_redis_though_the_retention_watermark_passed_its_new_end(
+        app: ProjectionApp) -> None:
+    """The usual order: the match is flagged, the sweep keeps it and walks on past matches that
+    finished later, and the operator rebuilds. The rebuilt match ends where the watermark has
+    passed: before, no sweep looked at it again and its stream stayed in Redis for ever. It is
+    trimmed once over for the retention period, as any other match."""
+    others = write_matches(app.store, app.registry, specs(2), clock=Clock(1_800_000_000_000))
+    _archived_events, stored, _seq = _lost_and_played_again(app)
+    drain_app(app)
+    assert (_sweep(app).sweep().trimmed, _sweep(app).watermark()[0]) == (
+        len(others), max(p.finished_ms for p in others))
+    assert app.rebuild().diverged == 1 and app.diverged() == []
+    new_end = stored[-1].timestamp.ToMilliseconds()
+    assert new_end < _sweep(app).watermark()[0]
+
+    within_the_hour = _sweep(app, now_ms=new_end + HOUR_MS - 1).sweep()
+    assert (within_the_hour.trimmed, within_the_hour.skipped) == (0, 0)
+    assert _bytes(app.store.read(LOST)) == _bytes(stored), "clients may still follow it for the hour"
+    after_the_hour = _sweep(app, now_ms=new_end + HOUR_MS).sweep()
+    assert (after_the_hour.trimmed, after_the_hour.events) == (1, len(stored))
+    assert app.store.read(LOST) == [] and _archived(app) == _bytes(stored)
+    assert _sweep(app).sweep().looked_at == 0, "looked at once"
+
+
+def test_a_match_named_for_a_revisit_is_kept_while_flagged_and_checked_as_the_walk_checks(
+        app: ProjectionApp) -> None:
+    """The sweep looks at a named match only once it is no longer flagged (a rebuild running
+    meanwhile clears the flag when it commits), and then with the walk's checks: a store whose
+    events are not the archive's keeps its stream, flagged."""
+    _archived_events, stored, seq = _lost_and_played_again(app)
+    drain_app(app)
+    revisit_later(app.store, [LOST])
+    assert _sweep(app).sweep().looked_at == 1  # the walk's look, which keeps it; the named one waits
+    assert _sweep(app).sweep().looked_at == 0 and _bytes(app.store.read(LOST)) == _bytes(stored)
+    with app.sql.begin() as conn:  # as if the flag were cleared without the store's events taken
+        conn.execute(update(MATCHES).where(MATCHES.c.match_id == LOST).values(diverged_seq=None))
+    report = _sweep(app).sweep()
+    assert (report.looked_at, report.trimmed, report.skipped) == (1, 0, 1)
+    assert _bytes(app.store.read(LOST)) == _bytes(stored)
+    assert [(m.match_id, m.diverged_seq) for m in app.diverged()] == [(LOST, seq)]
+
+
 def test_retention_keeps_and_flags_a_match_whose_store_events_differ_before_the_projection_sees_them(
         app: ProjectionApp) -> None:
     """A late consumer: the store went back and was played on to the same length, and the sweep
@@ -136,3 +185,111 @@ def test_a_rebuild_that_died_after_emptying_the_tables_still_takes_a_diverged_ma
     assert _keep_archive_and_empty(app.sql, app.store) == (len(stored), 1)  # then it died
     assert app.rebuild().diverged == 0
     assert _archived(app) == _bytes(stored) and app.diverged() == []
+
+
+# -- a consumer's folded match after another consumer followed the store back ---------------------------
+RACE = "race-1"
+
+
+def _roll(seat: int, pips: int) -> Value:
+    """A Dice Race roll event (seat, pips)."""
+    return Value(list_value=ListValue(values=[Value(number_value=seat), Value(number_value=pips)]))
+
+
+def _race_opening(target: int = 12) -> list[envelope_pb2.EventEnvelope]:
+    created = envelope_pb2.MatchCreated(game_id=ENGINE.info.game_id, seats=2, seed=7)
+    created.options["target"] = str(target)
+    for seat, player in enumerate(("ann", "bob")):
+        created.seat_info.add(seat=seat, player_id=player, display_name=player.title(), bot=True, policy="random")
+    setup = ENGINE.setup(MatchConfig(seats=2, options={"target": str(target)}), 7)
+    return [match_created_envelope(RACE, created, now_ms=1_700_000_000_000),
+            *game_envelopes(ENGINE, RACE, 1, setup, now_ms=1_700_000_000_000)]
+
+
+def _roll_on(store: RedisEventStore, pips: list[int], start_ms: int, tag: str) -> None:
+    """Append one roll a command after the store's version, the seats in turn (seat 0 first)."""
+    version = store.version(RACE)
+    for i, n in enumerate(pips):
+        seat = (version - 2) % 2  # seq 3 is seat 0's first roll (after match_created and the setup)
+        envelopes = game_envelopes(ENGINE, RACE, version, [_roll(seat, n)], command_id=f"{tag}-{version + 1}",
+                                   seat=seat, now_ms=start_ms + 1000 * i)
+        store.append(RACE, version, envelopes, command_id=f"{tag}-{version + 1}")
+        version += 1
+
+
+def _fold(registry: Registry, envelopes: list[envelope_pb2.EventEnvelope]) -> MatchState:
+    state = MatchState.start(registry, envelopes[0])
+    state.apply(envelopes[1:])
+    return state
+
+
+@pytest.mark.parametrize("taken_by_the_other", [2, 3], ids=["to-the-version-folded", "past-it"])
+def test_a_consumer_that_folded_lost_events_folds_the_match_anew_after_another_followed_the_store(
+        app: ProjectionApp, taken_by_the_other: int) -> None:
+    """Consumer A folds a live match on events the store then loses; the store is written on,
+    and consumer B meets the replaced seqs and projects the match again from the store. A's
+    folded match is at a version the archive has (or behind it), but of the lost history:
+    before, A folded the store's next events onto it and finished the match on a mix of the
+    two histories (another winner, score and end than the store's)."""
+    a, b = app.runner("a"), app.runner("b")
+    app.store.append(RACE, 0, _race_opening(), command_id="")
+    _roll_on(app.store, [1, 1], 1_700_000_001_000, "shared")
+    drain([a])
+    before_the_loss = _snapshot(app.store)
+    _roll_on(app.store, [6, 6], 1_700_000_010_000, "lost")
+    drain([a])
+    assert app.projector.cache.get(RACE) is None and a.projector.cache.get(RACE).version == 6  # type: ignore[union-attr]
+    _restore(app.store, before_the_loss)
+    new_history = [2, 3] * 4  # seat 1 reaches the target (12) at its fourth roll: [9, 13] at seq 12
+    _roll_on(app.store, new_history[:taken_by_the_other], 1_700_000_100_000, "again")
+    b.run_once(block_ms=0)  # B meets seq 5 under another id: the match is projected again from the store
+    b.flush_acks()
+    assert _archived_race(app) == _bytes(app.store.read(RACE))
+    _roll_on(app.store, new_history[taken_by_the_other:], 1_700_000_200_000, "again")
+    drain([a, b])
+
+    stored = app.store.read(RACE)
+    expected = _fold(app.registry, stored).result()
+    assert expected is not None and [s.score for s in expected.seats] == [9.0, 13.0]
+    with read_session(app.sql) as session:
+        summary = match_summary(session, RACE)
+    assert summary is not None and summary.status == "finished" and summary.version == len(stored) == 12
+    assert [(s.seat, s.score, s.rank) for s in summary.seats] == [(s.seat, s.score, s.rank) for s in expected.seats]
+    assert summary.finished_ms == stored[-1].timestamp.ToMilliseconds()
+    assert _archived_race(app) == _bytes(stored)
+
+
+def _archived_race(app: ProjectionApp) -> list[bytes]:
+    with read_session(app.sql) as session:
+        return _bytes(archived_envelopes(session, RACE))
+
+
+def test_entries_a_consumer_kept_from_before_the_store_went_back_are_never_projected(app: ProjectionApp) -> None:
+    """A consumer keeps a deferred entry in memory (an earlier event of its match was in another
+    consumer's batch, which died); Redis restarts without them (lost acknowledged writes), the
+    match is played on to its end, and another consumer projects that. Before, the kept entry,
+    at the seq after the new end, was archived onto the finished match: a lost event in the
+    archive and a projected version the store never had (retention then kept the stream for
+    ever). A consumer whose connection broke reads its pending entries again instead."""
+    a, b, gone = app.runner("a"), app.runner("b"), app.runner("gone")
+    app.store.append(RACE, 0, _race_opening(target=4), command_id="")
+    _roll_on(app.store, [1, 1], 1_700_000_001_000, "shared")
+    drain([a, b, gone])
+    before_the_loss = _snapshot(app.store)
+    _roll_on(app.store, [1, 1], 1_700_000_010_000, "lost")
+    assert len(gone.consumer.read(10)) == 2  # ... and it dies before its commit
+    _roll_on(app.store, [1], 1_700_000_020_000, "lost")
+    a.run_once(block_ms=0)
+    assert [e.envelope.seq for e in a.deferred.values()] == [7]
+    _restore(app.store, before_the_loss)
+    app.store.client.client_kill_filter(_type="normal", skipme=True)  # a restart drops every connection
+    _roll_on(app.store, [2, 3], 1_700_000_100_000, "again")  # seat 1 reaches 4 at seq 6: over
+    drain([b])
+    drain([a, b])
+
+    stored = app.store.read(RACE)
+    with read_session(app.sql) as session:
+        summary = match_summary(session, RACE)
+    assert summary is not None and summary.status == "finished" and summary.version == len(stored) == 6
+    assert [s.score for s in summary.seats] == [3.0, 4.0]
+    assert _archived_race(app) == _bytes(stored)

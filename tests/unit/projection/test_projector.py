@@ -256,6 +256,44 @@ def test_a_match_the_store_took_back_is_projected_again_from_the_store_whoever_g
     assert summary is not None and summary.version == total and summary.status == "finished"
 
 
+def test_a_live_match_is_projected_again_from_the_first_seq_the_store_replaced_whatever_entry_showed_it(
+        projector: Projector) -> None:
+    """The first replaced seq may be in another consumer's hands: the one that meets a later
+    replaced seq finds the first by comparing the archive with the store. Before, the match
+    was projected again from the seq this consumer met, the store's events on top of lost
+    ones before it, until an earlier replaced seq reached the projection (had the store's
+    events ended the match meanwhile, it was flagged for a rebuild instead)."""
+    entries, _ = played_entries("m1", seed=6)
+    projector.project(entries[:8])
+    again = _written_again(entries[4:8], suffix="ZZ")  # the store went back to 4, written on to 8
+    store = [e.envelope for e in entries[:4] + again]
+    projector.store_events = lambda match_id, after: [e for e in store if e.seq > after]
+    outcome = projector.project(again[2:3])  # seq 7 meets the projection first
+    assert not outcome.applied and len(outcome.skipped) == 1
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store}
+    assert not projector.project(again[:2] + again[3:]).applied  # the store's 5, 6 and 8: redeliveries now
+
+
+def test_an_entry_past_what_the_store_holds_once_it_went_back_is_never_projected(projector: Projector) -> None:
+    """A batch read just before the store went back holds an entry the store then lost, past
+    the replaced ones. The store is read after the batch (to project the match again from it),
+    so an entry past what it holds then is of the lost history. Before, the one right after
+    the store's new last event was applied onto it (and kept for good had that event ended
+    the match)."""
+    entries, _ = played_entries("m1", seed=6)
+    projector.project(entries[:6])
+    again = _written_again(entries[4:6], suffix="ZZ")  # the store went back to 4, written on to 6
+    store = [e.envelope for e in entries[:4] + again]
+    projector.store_events = lambda match_id, after: [e for e in store if e.seq > after]
+    outcome = projector.project([again[0], entries[6]])  # 5 again, and the lost 7 read before
+    assert not outcome.applied and sorted(e.envelope.event_id for e in outcome.skipped) == sorted(
+        e.envelope.event_id for e in (again[0], entries[6]))
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store}
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == 6
+
+
 def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(projector: Projector) -> None:
     """Projecting a match again from the store needs the store: when it is away the batch fails
     and is redone later, and the events, not at fault, are never parked."""
