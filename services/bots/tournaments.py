@@ -498,17 +498,26 @@ class TournamentRunner:
         by sending it again under its written-down request id: the command service answers with
         the match it made, or makes it now only for it to be cancelled at once (what its bots play
         meanwhile counts for nothing). Without this the match played on, for nobody. The command
-        service away: raised, tried again at the next step; another refusal is logged and the
-        planned match recorded failed (abandoned)."""
+        service away: raised, tried again at the next step; a refusal that may pass as well, for
+        `stuck_seconds` (as `_start` tries a creation: taken as final, it left the match made
+        before playing on); another refusal is logged and the planned match recorded failed
+        (abandoned)."""
+        unrecorded = record.unrecorded()
+        if not unrecorded:
+            return
         planned = {p.index: p for p in plan(record.spec)}
-        for index in record.unrecorded():
+        for index in unrecorded:
             if index not in planned:
                 continue
             try:
                 match_id = self._create(record, planned[index]).match_id
+                self._creating_since.pop((record.tournament_id, index), None)
             except grpc.RpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
+                if exc.code() in _PASSING_CODES and self._may_pass(record.tournament_id, index):
+                    raise
+                self._creating_since.pop((record.tournament_id, index), None)
                 log.warning("tournament_match_not_cancelled", tournament_id=record.tournament_id, index=index,
                             status=exc.code().name, error=(exc.details() or "")[:300])
                 match_id = f"failed:{record.tournament_id}:{index}"
@@ -579,16 +588,19 @@ class TournamentRunner:
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise
-            if exc.code() in _PASSING_CODES:  # tried again at the next steps, for `stuck_seconds` at most
-                now = time.monotonic()
-                if now - self._creating_since.setdefault((record.tournament_id, planned.index), now) \
-                        < self.stuck_seconds:
-                    raise
+            if exc.code() in _PASSING_CODES and self._may_pass(record.tournament_id, planned.index):
+                raise  # tried again at the next steps, for `stuck_seconds` at most
             match_id = f"failed:{record.tournament_id}:{planned.index}"
             self.repo.record(record.tournament_id, match_id,
                              {"abandoned": True, "game_id": planned.game_id, "error": exc.details() or ""})
         self.repo.mark_started(record.tournament_id, planned.index, match_id)
         return match_id
+
+    def _may_pass(self, tid: str, index: int) -> bool:
+        """Whether a planned match's CreateMatch refused with a code that may pass
+        (`_PASSING_CODES`) is to be tried again: for `stuck_seconds` from its first such refusal."""
+        now = time.monotonic()
+        return now - self._creating_since.setdefault((tid, index), now) < self.stuck_seconds
 
     def _check_stuck(self, record: TournamentRecord, match_id: str) -> None:
         """A match that stopped moving (an engine bug, a lost game) must not hold the

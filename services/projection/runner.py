@@ -10,9 +10,10 @@ else's hands) stay pending under this consumer and are retried next round;
 should this process die they are XAUTOCLAIMed like any other.
 
 A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
-entries it kept and reads its pending entries again (`_read_pending_again`): the server may
-be one that lost acknowledged writes, and a kept entry of that lost history would otherwise be
-applied once another consumer projected the store's new one up to the seq before it.
+entries it kept and reads its pending entries again (`_read_pending_again`, each round until
+that read succeeds): the server may be one that lost acknowledged writes, and a kept entry of
+that lost history would otherwise be applied once another consumer projected the store's new
+one up to the seq before it.
 
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
 and recorded as dead letters (`parking.py`); the parked matches are read back from
@@ -97,7 +98,7 @@ class ProjectionRunner:
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
         self._reconnects = 0
-        """The consumer's `reconnects` as of the last read."""
+        """The consumer's `reconnects` whose pending entries were read again (`_read_pending_again`)."""
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
@@ -147,9 +148,10 @@ class ProjectionRunner:
             self.unacked = done + self.unacked  # not acked: try again next round
             raise
         self._short_read_at = self.clock() if read and not _full(read, self.config.batch) else None
-        if self.consumer.reconnects != self._reconnects:
-            self._reconnects = self.consumer.reconnects
-            self._read_pending_again()
+        reconnects = self.consumer.reconnects
+        if reconnects != self._reconnects:
+            self._read_pending_again()  # should it fail, the next round reads them again
+            self._reconnects = reconnects
         self._take(read)
         outcome = self.process(list(self.deferred.values()))
         self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0

@@ -101,3 +101,33 @@ def test_a_closed_consumer_gives_its_connection_back_and_reads_on(app: Projectio
     consumer.close()
     assert consumer._own is None and kept not in store.client.connection_pool._in_use_connections
     assert consumer.read(count=2, ack=first)  # takes a connection again
+
+
+def test_a_reconnected_runner_whose_pending_read_failed_reads_them_again_next_round(
+        app: ProjectionApp, monkeypatch) -> None:
+    """After a broken connection the runner reads its pending entries again (its deferred ones
+    may be of a history Redis lost). When that read fails (Redis gone again, a timeout) the
+    round fails, and the next round reads them again: the entries the round had just read are
+    among them. Before, the reconnect counted as handled before that read, so the next round
+    went on without it: the entries read in the failed round waited for XAUTOCLAIM's idle
+    time (`claim_idle_ms`) before anything projected them."""
+    runner = app.runner()
+    [played] = write_matches(app.store, app.registry, [MatchSpec("a7", ["ann", "bob"], seed=7)])
+    runner.run_once(block_ms=0)
+    app.store.client.client_kill_filter(_type="normal", skipme=True)  # a restart drops every connection
+    real_read_pending = runner.consumer.read_pending
+
+    def away_once(*args, **kwargs):
+        monkeypatch.setattr(runner.consumer, "read_pending", real_read_pending)
+        raise ConnectionError("redis away again")
+
+    monkeypatch.setattr(runner.consumer, "read_pending", away_once)
+    before = runner.projected
+    with pytest.raises(ConnectionError):
+        runner.run_once(block_ms=0)  # read new entries, then failed to read the pending ones
+    assert runner.projected == before and runner.deferred == {}
+    runner.run_once(block_ms=0)
+    assert runner.projected > before, "the entries the failed round read are projected at the next"
+    while runner.projected < len(played.envelopes):
+        assert runner.run_once(block_ms=0).applied
+    assert runner.caught_up()

@@ -325,3 +325,49 @@ def test_a_restarted_runner_records_the_match_the_killed_one_created_even_past_t
     repo.record(tid, "m2", _result())
     runner.step()
     assert repo.get(tid).status == FINISHED and command.created == ["m1", "m2"]
+
+
+@pytest.mark.parametrize("passing", [grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL,
+                                     grpc.StatusCode.ABORTED], ids=lambda code: code.name)
+def test_a_lost_creation_the_cancel_is_refused_for_a_moment_is_looked_up_again_and_cancelled(
+        repo: TournamentRepo, passing: grpc.StatusCode) -> None:
+    """A refusal that may pass (the command service at its limits, its Redis away for a moment:
+    a CreateMatch is tried again for `stuck_seconds` on one) fails the step, as the command
+    service away does: the next step asks again and cancels the match made before. Before, the
+    look-up took it as final, recorded the planned match failed and left the match it had made
+    playing on, for nobody: what the written-down request id is there to prevent."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED  # m1 made, its answer lost
+    with pytest.raises(grpc.RpcError):
+        _runner(repo, command).step()
+    _cancel(repo, tid)
+    runner = _runner(repo, command)
+    command.lose_answer = passing
+    with pytest.raises(grpc.RpcError):
+        runner.step()
+    record = repo.get(tid)
+    assert record is not None and record.started == {} and record.unrecorded() == [0]
+    assert command.events == {} and repo.cancelling() == [tid]
+    command.lose_answer = None
+    runner.step()
+    record = repo.get(tid)
+    assert record is not None and record.started == {0: "m1"} and command.created == ["m1"]
+    assert command.events == {"m1": [f"tournament {tid} (cup) cancelled"]}
+    assert record.results["m1"]["abandoned"] and repo.cancelling() == []
+
+
+def test_a_lost_creation_the_cancel_is_refused_for_stuck_seconds_is_recorded_failed(repo: TournamentRepo) -> None:
+    """A refusal that may pass is not tried for ever: past `stuck_seconds` the planned match is
+    recorded failed, as `_start` abandons one, and the tournament's cancel is done."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED
+    with pytest.raises(grpc.RpcError):
+        _runner(repo, command).step()
+    _cancel(repo, tid)
+    command.lose_answer = grpc.StatusCode.INTERNAL
+    TournamentRunner(repo, command, Store(), secret="unit-secret", stuck_seconds=0.0).step()  # type: ignore[arg-type]
+    record = repo.get(tid)
+    assert record is not None and record.started == {0: f"failed:{tid}:0"} and record.unrecorded() == []
+    assert record.results[f"failed:{tid}:0"]["abandoned"] and repo.cancelling() == []
