@@ -205,7 +205,10 @@ def shown_url(url: str) -> str:
 
 
 def listen_address(addr: str) -> str:
-    """A client address (localhost:50051) as a server bind address ([::]:50051 unless given)."""
+    """A client address (localhost:50051) as a server bind address ([::]:50051 unless given),
+    without the scheme a client dials it by (`grpcs://`: TLS, famiglia.grpcutil.tls)."""
+    for scheme in ("grpcs://", "grpc://"):
+        addr = addr.removeprefix(scheme)
     host, _, port = addr.rpartition(":")
     if host in ("localhost", "127.0.0.1"):
         return f"127.0.0.1:{port}"

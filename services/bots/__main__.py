@@ -11,6 +11,7 @@ from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.tls import transport
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
 
@@ -50,15 +51,16 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
 def main() -> None:
     service_arguments("python -m services.bots", __doc__)
     configure("bots")
+    serving = transport()  # a bad TLS setting stops the service before anything connects
     app = bootstrap()
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
     # The tournament log in SQL is best effort (ReadModelLog): only Redis takes calls out of service.
     server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer,
-                         dependencies=[redis_ping(app.settings.redis_url)])
+                         dependencies=[redis_ping(app.settings.redis_url)], transport=serving)
     server.start()
     stop = threading.Event()
     threads = start_background(app, stop)
-    get_logger().info("bots_service_started", port=port, games=list(app.registry))
+    get_logger().info("bots_service_started", port=port, tls=serving.shown, games=list(app.registry))
     stop_on_signals(stop)
     stop.wait()
     server.stop(grace=3).wait()

@@ -18,6 +18,7 @@ from famiglia.client import GameClient, SeatClient
 from famiglia.config import Settings, choice, number, whole
 from famiglia.engine.registry import Registry
 from famiglia.eventstore import EventStore
+from famiglia.grpcutil.tls import client_credentials, dial_target
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -147,6 +148,8 @@ class BotsApp:
 def bootstrap(*, settings: Settings | None = None, registry: Registry | None = None,
               store: EventStore | None = None, bots: BotsSettings | None = None) -> BotsApp:
     settings = settings or Settings.from_env()
+    if dial_target(settings.command_addr)[1]:
+        client_credentials()  # the workers dial it lazily: a bad TLS setting stops them now, not in a task
     return BotsApp(settings=settings, bots=bots or BotsSettings.from_env(),
                    registry=registry or playable_registry(), signer=TokenSigner(settings.secret),
                    _store=store)

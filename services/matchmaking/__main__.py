@@ -7,6 +7,7 @@ import threading
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.tls import transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -17,17 +18,18 @@ def main() -> None:
     service_arguments("python -m services.matchmaking", __doc__)
     configure("matchmaking")
     settings = Settings.from_env()
+    serving = transport()  # a bad TLS setting stops the service before anything connects
     mm = bootstrap(settings=settings)
     # Ratings read the database when there is one, but fall back to the default without it.
     server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers,
-                         dependencies=[redis_ping(settings.redis_url)])
+                         dependencies=[redis_ping(settings.redis_url)], transport=serving)
     server.start()
     stop = stop_on_signals()
     loop = None
     if mm.settings.run_matcher:
         loop = threading.Thread(target=mm.matcher.run, args=(stop,), name="matcher", daemon=True)
         loop.start()
-    get_logger().info("matchmaking_service_started", port=port, redis=shown_url(settings.redis_url),
+    get_logger().info("matchmaking_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url),
                       games=sorted(mm.app.games), matcher=mm.settings.run_matcher)
     stop.wait()
     server.stop(grace=5).wait()

@@ -17,6 +17,7 @@ import redis
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.grpcutil.readiness import sql_select_one
+from famiglia.grpcutil.tls import transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -25,15 +26,17 @@ from .metrics import configure_metrics
 
 
 def run(settings: Settings) -> int:
+    serving = transport()  # a bad TLS setting stops the service before anything connects
     app = bootstrap(settings=settings)
     # QueryService answers from the read models alone: with Redis away they are only behind
     # (the consumer retries, logging `projection_round_failed`), so Redis takes no replica out of service.
     server, port = serve(app.sql, listen_address(settings.projection_addr), min(settings.grpc_workers, 32),
-                         registry=app.registry, dependencies=[sql_select_one(settings.database_url)])
+                         registry=app.registry, dependencies=[sql_select_one(settings.database_url)],
+                         transport=serving)
     server.start()
     runner = app.runner()
     log = get_logger()
-    log.info("projection_service_started", port=port, consumer=runner.name, group=runner.config.group,
+    log.info("projection_service_started", port=port, tls=serving.shown, consumer=runner.name, group=runner.config.group,
              database=app.sql.url.render_as_string(hide_password=True), redis=shown_url(settings.redis_url))
     stop = stop_on_signals()
     consumer = threading.Thread(target=runner.run, args=(stop,), name="projection-consumer", daemon=True)

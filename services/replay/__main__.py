@@ -5,6 +5,7 @@ from __future__ import annotations
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.tls import transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -15,12 +16,13 @@ def main() -> None:
     service_arguments("python -m services.replay", __doc__)
     configure("replay")
     settings = Settings.from_env()
+    serving = transport()  # a bad TLS setting stops the service before anything connects
     app = bootstrap(settings=settings)
     # The archive (SQL) serves only matches gone from Redis, and reads as empty while away.
     server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers,
-                         dependencies=[redis_ping(settings.redis_url)])
+                         dependencies=[redis_ping(settings.redis_url)], transport=serving)
     server.start()
-    get_logger().info("replay_service_started", port=port, redis=shown_url(settings.redis_url))
+    get_logger().info("replay_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url))
     stop = stop_on_signals()
     stop.wait()
     server.stop(grace=5).wait()

@@ -3,6 +3,10 @@
     famiglia run [--size quick|normal|long]   start the stack and play the main job
     famiglia up | down | status               manage the embedded stack
     famiglia play GAME --seats N --matches K  random matches over gRPC
+
+Every address (`--address`, FAMIGLIA_<SERVICE>_ADDR) is HOST:PORT, dialled in plaintext, or
+grpcs://HOST[:PORT] (TLS, port 443 by default), trusting the system's roots or the PEM CA file
+FAMIGLIA_TLS_CA, and showing FAMIGLIA_TLS_CERT/KEY to a server that asks for a client certificate.
 """
 
 from __future__ import annotations
@@ -296,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--matches", type=_positive, default=3)
     play.add_argument("--seed", type=int, default=1)
     play.add_argument("--workers", type=_positive, default=4)
-    play.add_argument("--address", default="")
+    play.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     play.set_defaults(func=cmd_play)
     # Each service's commands live in their own module with a `register(subparsers)`.
     for name in PLUGINS:

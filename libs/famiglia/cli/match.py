@@ -40,7 +40,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("match", help="operator actions on a match: cancel",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR)")
+    parser.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="match_cmd", required=True)
     cancel = sub.add_parser("cancel", help="end a match with no result (stuck, orphaned, stopped)")
     cancel.add_argument("match_id")

@@ -27,6 +27,7 @@ from rich.markup import escape
 
 from famiglia.config import Settings
 from famiglia.engine.registry import default_registry
+from famiglia.grpcutil.tls import dial
 from famiglia.matchmaking import InvalidRequest, normalize_request
 from famiglia.matchmaking.shapes import games_of
 from famiglia.v1 import matchmaking_service_pb2 as pb
@@ -54,13 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     answer.add_argument("--accept", default="", metavar="TICKET_ID", help="join a party ticket and follow it")
     answer.add_argument("--decline", default="", metavar="TICKET_ID", help="refuse a party ticket")
     parser.add_argument("--timeout", type=float, default=0.0, help="cancel after this many seconds (0: never)")
-    parser.add_argument("--address", default="", help="matchmaking service (default: FAMIGLIA_MATCHMAKING_ADDR)")
+    parser.add_argument("--address", default="", help="matchmaking service (default: FAMIGLIA_MATCHMAKING_ADDR; grpcs://: TLS)")
     parser.set_defaults(func=cmd_matchmake)
 
 
 def cmd_matchmake(args: argparse.Namespace) -> int:
     address = args.address or Settings.from_env().matchmaking_addr
-    channel = grpc.insecure_channel(address)
+    channel = dial(address)
     players, tickets = pb_grpc.PlayerServiceStub(channel), pb_grpc.MatchmakingServiceStub(channel)
     try:
         if args.invites or args.accept or args.decline:

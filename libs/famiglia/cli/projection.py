@@ -25,6 +25,7 @@ from rich.table import Table
 
 from famiglia.cli import add_column
 from famiglia.config import Settings
+from famiglia.grpcutil.tls import dial
 
 console = Console()
 
@@ -45,12 +46,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     matches.add_argument("--game", default="")
     matches.add_argument("--player", default="")
     matches.add_argument("--limit", type=int, default=20)
-    matches.add_argument("--address", default="")
+    matches.add_argument("--address", default="", help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
     matches.set_defaults(func=cmd_matches)
     board = sub.add_parser("leaderboard", help="a game's OpenSkill leaderboard")
     board.add_argument("game")
     board.add_argument("--limit", type=int, default=20)
-    board.add_argument("--address", default="")
+    board.add_argument("--address", default="", help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
     board.set_defaults(func=cmd_leaderboard)
 
 
@@ -61,7 +62,7 @@ def cmd_service(args: argparse.Namespace) -> int:
 def _stub(address: str):  # type: ignore[no-untyped-def]
     from famiglia.v1 import query_service_pb2_grpc as pb_grpc
 
-    return pb_grpc.QueryServiceStub(grpc.insecure_channel(address or Settings.from_env().projection_addr))
+    return pb_grpc.QueryServiceStub(dial(address or Settings.from_env().projection_addr))
 
 
 def cmd_matches(args: argparse.Namespace) -> int:

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--binary", action="store_true", help="export: protobuf binary instead of JSON")
     parser.add_argument("--token", default="", help="a seat token: see the match as that seat")
     parser.add_argument("--full", action="store_true", help="everything (once the match is over)")
-    parser.add_argument("--address", default="", help="replay service (default: FAMIGLIA_REPLAY_ADDR)")
+    parser.add_argument("--address", default="", help="replay service (default: FAMIGLIA_REPLAY_ADDR; grpcs://: TLS)")
     parser.add_argument("--as", dest="new_match_id", default="", help="import: store under this match id")
     parser.add_argument("--allow-unverified", action="store_true",
                         help="import: store even if today's engine does not reproduce it")

@@ -27,6 +27,7 @@ from rich.table import Table
 from famiglia.auth import TokenSigner
 from famiglia.cli import add_column
 from famiglia.config import Settings
+from famiglia.grpcutil.tls import dial
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
@@ -59,7 +60,7 @@ class TournamentClient:
     token: `secret` (the deployment's, `Settings.secret` by default) mints one per call."""
 
     def __init__(self, address: str, timeout: float = 30.0, *, secret: str | None = None) -> None:
-        self.channel = grpc.insecure_channel(address)
+        self.channel = dial(address)
         self.stub = pb_grpc.TournamentServiceStub(self.channel)
         self.timeout = timeout
         self._secret = secret
@@ -228,7 +229,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("tournament", help="bot tournaments: run, show, list, cancel",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--address", default="", help="bots service (default: FAMIGLIA_BOTS_ADDR)")
+    parser.add_argument("--address", default="", help="bots service (default: FAMIGLIA_BOTS_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="tournament_cmd", required=True)
     run = sub.add_parser("run", help="create a tournament, follow it, print the standings")
     run.add_argument("--game", action="append", default=[], help="a game id (repeat; default: every game)")

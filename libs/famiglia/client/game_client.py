@@ -1,6 +1,6 @@
 """A thin, typed wrapper over famiglia.v1.GameService.
 
-    client = GameClient("localhost:50051")
+    client = GameClient("localhost:50051")     # or "grpcs://play.example.com" (TLS)
     match = client.create_match("goodcritters", seats=5)
     seat = client.seat(match.match_id, match.seat_tokens[0])
     view = seat.view()
@@ -19,6 +19,7 @@ import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
+from famiglia.grpcutil.tls import dial
 from famiglia.telemetry import inject_context
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as pb
@@ -50,9 +51,12 @@ def pack(message: Message) -> any_pb2.Any:
 
 
 class GameClient:
+    """`address`: `host:port` (plaintext) or `grpcs://host[:port]` (TLS, trusting the system's
+    roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`); or a `channel` of your own."""
+
     def __init__(self, address: str = "localhost:50051", channel: grpc.Channel | None = None,
                  timeout: float = 30.0) -> None:
-        self.channel = channel or grpc.insecure_channel(address)
+        self.channel = channel or dial(address)
         self.stub = pb_grpc.GameServiceStub(self.channel)
         self.timeout = timeout
 

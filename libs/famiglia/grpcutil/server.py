@@ -23,6 +23,7 @@ from famiglia.telemetry import close_server_span, extract_context, get_logger, o
 
 from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
 from .readiness import CHECK_EVERY_S, LIVENESS, Dependency, Readiness
+from .tls import Transport
 
 log = get_logger("famiglia.grpc")
 
@@ -178,6 +179,7 @@ def build_server(
     keepalive_s: float = KEEPALIVE_S,
     dependencies: Sequence[Dependency] = (),
     check_every: float = CHECK_EVERY_S,
+    transport: Transport | None = None,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
@@ -202,6 +204,10 @@ def build_server(
     `dependencies`, whether the last round of their checks (every `check_every` seconds
     once started; NOT_SERVING until the first) found them all (`readiness.Readiness`).
     `LIVENESS` answers SERVING until the server stops, whatever they say.
+
+    With `transport.tls` the server serves TLS only (`famiglia.grpcutil.tls`); its
+    `health_address` opens a second, plaintext port that serves the health service alone (the
+    same answers): a Kubernetes gRPC probe cannot speak TLS, and no token travels on it.
     """
     streams = None
     if call_workers is not None:
@@ -237,10 +243,25 @@ def build_server(
     health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams, gate), server)
-    port = server.add_insecure_port(address)
+    transport = transport or Transport()
+    if transport.tls is not None:
+        port = server.add_secure_port(address, transport.tls.credentials())
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
-    return _Stopping(server, gate, health_servicer, readiness), port
+    probes = _probe_server(health_servicer, transport.health_address) if transport.health_address else None
+    return _Stopping(server, gate, health_servicer, readiness, probes), port
+
+
+def _probe_server(health_servicer: health.HealthServicer, address: str) -> grpc.Server:
+    """A plaintext server of the health service alone, answering as `health_servicer` does."""
+    probes = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="grpc-probe"),
+                         options=[("grpc.so_reuseport", 0)])
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probes)
+    if probes.add_insecure_port(address) == 0:
+        raise RuntimeError(f"cannot bind {address} (FAMIGLIA_HEALTH_ADDR)")
+    return probes
 
 
 def _tell_health(health_servicer: health.HealthServicer, names: Sequence[str], ready: bool) -> None:
@@ -255,25 +276,31 @@ class _Stopping(grpc.Server):
     and then be cut without a word of why. Told, each ends within its next poll with
     UNAVAILABLE (`server_stopping`), the status a client reconnects on (another replica, from
     the version it has), and health answers NOT_SERVING to whoever watches it. Its
-    dependencies' checks (`readiness`) run from `start` to `stop`."""
+    dependencies' checks (`readiness`) run from `start` to `stop`, and so does the plaintext
+    port of probes (`probes`), if any."""
 
     def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer,
-                 readiness: Readiness | None = None) -> None:
+                 readiness: Readiness | None = None, probes: grpc.Server | None = None) -> None:
         self._server = server
         self._gate = gate
         self._health = health_servicer
         self.readiness = readiness
+        self._probes = probes
 
     def stop(self, grace: float | None) -> threading.Event:
         self._gate.closing.set()
         self._health.enter_graceful_shutdown()
         stopped = self._server.stop(grace)
+        if self._probes is not None:
+            self._probes.stop(grace)
         if self.readiness is not None:
             self.readiness.stop()
         return stopped
 
     def start(self) -> None:
         self._server.start()
+        if self._probes is not None:
+            self._probes.start()
         if self.readiness is not None:
             self.readiness.start()
 

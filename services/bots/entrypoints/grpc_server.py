@@ -19,6 +19,7 @@ from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument, NotFound, P
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.grpcutil.tls import Transport
 from famiglia.telemetry import get_logger
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
@@ -198,7 +199,8 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
 
 
 def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int = 16, *,
-          signer: TokenSigner, dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+          signer: TokenSigner, dependencies: Sequence[Dependency] = (),
+          transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A TournamentService server bound to `address` (not yet started); `signer` reads the
     operator tokens that creating and cancelling need; health is SERVING while `dependencies` answer."""
     return build_server(
@@ -207,4 +209,5 @@ def serve(repo: TournamentRepo, registry: Registry, address: str, workers: int =
           "famiglia.v1.TournamentService")],
         workers=workers,
         dependencies=dependencies,
+        transport=transport,
     )

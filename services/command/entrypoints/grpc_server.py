@@ -11,6 +11,7 @@ from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
+from famiglia.grpcutil.tls import Transport
 from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
@@ -219,7 +220,8 @@ CALL_WORKERS = 3
 
 def serve(app: CommandApp, address: str, workers: int = 64,
           call_workers: int = CALL_WORKERS, keepalive_s: float = KEEPALIVE_S,
-          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+          dependencies: Sequence[Dependency] = (),
+          transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A GameService server bound to `address` (not yet started): unary calls on
     `call_workers` threads, each StreamEvents follower on one of `workers`; a connection quiet
     for `keepalive_s` is pinged; health is SERVING while `dependencies` answer (`build_server`)."""
@@ -230,4 +232,5 @@ def serve(app: CommandApp, address: str, workers: int = 64,
         call_workers=call_workers,
         keepalive_s=keepalive_s,
         dependencies=dependencies,
+        transport=transport,
     )

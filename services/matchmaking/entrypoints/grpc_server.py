@@ -9,6 +9,7 @@ import grpc
 
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.grpcutil.tls import Transport
 from famiglia.v1 import matchmaking_service_pb2 as pb
 from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 
@@ -101,7 +102,8 @@ class MatchmakingServicer(pb_grpc.MatchmakingServiceServicer):
 
 
 def serve(app: MatchmakingApp, address: str, workers: int = 64, *,
-          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+          dependencies: Sequence[Dependency] = (),
+          transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """Both services on one server bound to `address` (not yet started); health is SERVING
     while `dependencies` answer."""
     return build_server(
@@ -113,4 +115,5 @@ def serve(app: MatchmakingApp, address: str, workers: int = 64, *,
         ],
         workers=workers,
         dependencies=dependencies,
+        transport=transport,
     )

@@ -14,6 +14,7 @@ from famiglia.engine.registry import Registry, default_registry
 from famiglia.grpcutil.errors import InvalidArgument, NotFound
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import build_server, rpc
+from famiglia.grpcutil.tls import Transport
 from famiglia.readmodels import queries, tournaments
 from famiglia.readmodels.db import read_session
 from famiglia.v1 import query_service_pb2 as pb
@@ -187,10 +188,11 @@ class QueryServicer(pb_grpc.QueryServiceServicer):
 
 
 def serve(engine: Engine, address: str, workers: int = 16, *,
-          registry: Registry | None = None, dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+          registry: Registry | None = None, dependencies: Sequence[Dependency] = (),
+          transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A QueryService server bound to `address` (not yet started); `registry` (default: the
     games this process plays) is what its game filters accept, with the read models' games;
     health is SERVING while `dependencies` answer."""
     servicer = QueryServicer(engine, registry if registry is not None else default_registry())
     return build_server(address, [(pb_grpc.add_QueryServiceServicer_to_server, servicer, SERVICE_NAME)],
-                        workers=workers, dependencies=dependencies)
+                        workers=workers, dependencies=dependencies, transport=transport)

@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 from famiglia.grpcutil.errors import FailedPrecondition, InvalidArgument
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
+from famiglia.grpcutil.tls import Transport
 from famiglia.replay.access import shows_command_id
 from famiglia.replay.export import dump, file_name
 from famiglia.v1 import game_service_pb2 as game_pb
@@ -131,7 +132,8 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
 
 
 def serve(app: ReplayApp, address: str, workers: int = 64, *,
-          dependencies: Sequence[Dependency] = ()) -> tuple[grpc.Server, int]:
+          dependencies: Sequence[Dependency] = (),
+          transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A ReplayService server bound to `address` (not yet started); reflection and health on,
     SERVING while `dependencies` answer."""
     return build_server(
@@ -139,4 +141,5 @@ def serve(app: ReplayApp, address: str, workers: int = 64, *,
         [(pb_grpc.add_ReplayServiceServicer_to_server, ReplayServicer(app), "famiglia.v1.ReplayService")],
         workers=workers,
         dependencies=dependencies,
+        transport=transport,
     )

@@ -1,0 +1,235 @@
+"""The command service over TLS (FAMIGLIA_TLS_*), against a real redis-server, with a CA and
+certificates made for the test: players send their seat tokens on every call, so a server
+reachable beyond loopback must be able to serve TLS, and the SDK, the CLI and the services'
+own clients to dial it (`grpcs://`). Every server listened in plaintext only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from famiglia.client import GameClient
+from famiglia.config import Settings
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.grpcutil import tls
+from famiglia.localstack.redis_server import free_port
+from services.command.bootstrap import bootstrap
+from services.command.entrypoints.grpc_server import serve
+from tests.support.certs import CertificateAuthority, Pair
+
+from .conftest import SECRET, match_and_first_move
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVING = health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[CertificateAuthority, Pair, CertificateAuthority]:
+    """The deployment's CA and the command service's pair, and a CA nobody here trusts."""
+    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
+    return ca, ca.issue("command"), CertificateAuthority(tmp_path_factory.mktemp("other"), "stranger")
+
+
+def _serve(redis_url: str, transport: tls.Transport) -> Iterator[int]:
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, settings=Settings(redis_url=redis_url, secret=SECRET))
+    server, port = serve(app, "127.0.0.1:0", workers=8, transport=transport)
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop(grace=None)
+        store.close()
+
+
+@pytest.fixture()
+def tls_port(redis_url: str, pki) -> Iterator[int]:  # type: ignore[no-untyped-def]
+    ca, pair, _ = pki
+    yield from _serve(redis_url, tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key)}))
+
+
+def _client(address: str, monkeypatch: pytest.MonkeyPatch, **env: object) -> GameClient:
+    for name in (tls.CA, tls.CERT, tls.KEY):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, str(value))
+    return GameClient(address, timeout=10)
+
+
+def _refused(client: GameClient) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        client.list_games()
+    client.close()
+    return caught.value
+
+
+def test_a_client_trusting_the_ca_plays_over_tls(tls_port: int, pki, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    ca, _, _ = pki
+    client = _client(f"grpcs://localhost:{tls_port}", monkeypatch, FAMIGLIA_TLS_CA=ca.ca)
+    try:
+        match, me, command = match_and_first_move(client, seed=7)
+        answer = me.submit(command)  # the seat token travels in the TLS session
+        assert answer.version > match.version
+        assert client.spectator(match.match_id).view().version == answer.version
+    finally:
+        client.close()
+
+
+def test_a_plaintext_client_gets_nothing_from_a_tls_port(tls_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    error = _refused(_client(f"127.0.0.1:{tls_port}", monkeypatch))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+
+
+@pytest.mark.parametrize("roots", ["system", "stranger"])
+def test_a_client_not_trusting_the_ca_is_refused(tls_port: int, pki, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+                                                 roots: str) -> None:
+    """A certificate the client cannot trust (no system root signed it; another private CA)
+    ends the handshake: nothing, a token least of all, is sent."""
+    _, _, stranger = pki
+    env = {} if roots == "system" else {"FAMIGLIA_TLS_CA": stranger.ca}
+    error = _refused(_client(f"grpcs://localhost:{tls_port}", monkeypatch, **env))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+
+
+@pytest.fixture()
+def mutual_port(redis_url: str, pki) -> Iterator[int]:  # type: ignore[no-untyped-def]
+    ca, pair, _ = pki
+    yield from _serve(redis_url, tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key),
+                                                tls.CLIENT_CA: str(ca.ca)}))
+
+
+def test_mutual_tls_takes_a_client_certificate_of_its_ca_only(mutual_port: int, pki,  # type: ignore[no-untyped-def]
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A service's own clients (bots, matchmaking -> command) show FAMIGLIA_TLS_CERT/KEY."""
+    ca, _, stranger = pki
+    address = f"grpcs://localhost:{mutual_port}"
+    error = _refused(_client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+    outsider = stranger.issue("outsider")
+    error = _refused(_client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca,
+                             FAMIGLIA_TLS_CERT=outsider.cert, FAMIGLIA_TLS_KEY=outsider.key))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+    bots = ca.issue("bots")
+    client = _client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca, FAMIGLIA_TLS_CERT=bots.cert,
+                     FAMIGLIA_TLS_KEY=bots.key)
+    try:
+        match, me, command = match_and_first_move(client, seed=8)
+        assert me.submit(command).version > match.version
+    finally:
+        client.close()
+
+
+def _health(address: str, service: str = "") -> int:
+    channel = grpc.insecure_channel(address)
+    try:
+        return health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=10).status
+    finally:
+        channel.close()
+
+
+def test_the_probes_port_answers_health_in_plaintext_and_nothing_else(redis_url: str, pki) -> None:  # type: ignore[no-untyped-def]
+    """A Kubernetes gRPC probe cannot speak TLS: FAMIGLIA_HEALTH_ADDR is a plaintext port of
+    the health service alone, with the TLS port's answers; no game call is served there."""
+    ca, pair, _ = pki
+    probes = f"127.0.0.1:{free_port()}"
+    served = tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key), tls.HEALTH_ADDR: probes})
+    for _port in _serve(redis_url, served):
+        assert _health(probes) == SERVING
+        assert _health(probes, "famiglia.v1.GameService") == SERVING
+        game = GameClient(probes, timeout=10)
+        with pytest.raises(grpc.RpcError) as caught:
+            game.list_games()
+        game.close()
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.RpcError):  # stopped with its server
+        _health(probes)
+
+
+def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=out)
+
+
+def _service_env(tmp_path: Path, redis_url: str, **settings: object) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAMIGLIA_TLS_")}
+    env.update(PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_VAR_DIR=str(tmp_path / "var"),
+               FAMIGLIA_SECRET=SECRET, FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_DATABASE_URL="",
+               OTEL_SDK_DISABLED="true")
+    env.update({name: str(value) for name, value in settings.items()})
+    return env
+
+
+@pytest.mark.parametrize("bad", ["cert_alone", "wrong_key", "missing_client_ca"])
+def test_the_service_stops_at_start_on_a_bad_tls_setting(bad: str, redis_url: str, pki,  # type: ignore[no-untyped-def]
+                                                        tmp_path: Path) -> None:
+    ca, pair, _ = pki
+    other = ca.issue("other")
+    settings = {
+        "cert_alone": ({"FAMIGLIA_TLS_CERT": pair.cert}, "FAMIGLIA_TLS_CERT is set but FAMIGLIA_TLS_KEY is not"),
+        "wrong_key": ({"FAMIGLIA_TLS_CERT": pair.cert, "FAMIGLIA_TLS_KEY": other.key},
+                      "is not the private key of FAMIGLIA_TLS_CERT"),
+        "missing_client_ca": ({"FAMIGLIA_TLS_CERT": pair.cert, "FAMIGLIA_TLS_KEY": pair.key,
+                               "FAMIGLIA_TLS_CLIENT_CA": tmp_path / "gone.pem"},
+                              "FAMIGLIA_TLS_CLIENT_CA="),
+    }[bad]
+    log = tmp_path / "command.log"
+    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"127.0.0.1:{free_port()}",
+                               **settings[0]), log)
+    assert proc.wait(timeout=60) == 1
+    lines = log.read_text().strip().splitlines()
+    assert len(lines) == 1 and settings[1] in lines[0], lines  # one line, no traceback
+
+
+def test_the_service_process_serves_tls_and_the_cli_dials_it(redis_url: str, pki, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m services.command` with FAMIGLIA_TLS_CERT/KEY and FAMIGLIA_HEALTH_ADDR, as a
+    deployment runs it; an operator's `famiglia match cancel --address grpcs://...`."""
+    from famiglia.cli.main import main
+
+    ca, pair, _ = pki
+    port, probes = free_port(), f"127.0.0.1:{free_port()}"
+    log = tmp_path / "command.log"
+    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"grpcs://localhost:{port}",
+                               FAMIGLIA_TLS_CERT=pair.cert, FAMIGLIA_TLS_KEY=pair.key,
+                               FAMIGLIA_HEALTH_ADDR=probes), log)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # what the readiness probe asks, on its plaintext port
+            assert proc.poll() is None, log.read_text()[-2000:]
+            try:
+                if _health(probes) == SERVING:
+                    break
+            except grpc.RpcError:
+                pass  # not listening yet
+            assert time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        assert '"tls": "on"' in log.read_text() or "tls=on" in log.read_text(), log.read_text()[-2000:]
+        address = f"grpcs://localhost:{port}"
+        client = _client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca)
+        try:
+            match, _, _ = match_and_first_move(client, seed=9)
+        finally:
+            client.close()
+        monkeypatch.setenv("FAMIGLIA_SECRET", SECRET)
+        monkeypatch.setenv("FAMIGLIA_VAR_DIR", str(tmp_path / "var"))
+        capsys.readouterr()
+        assert main(["match", "--address", address, "cancel", match.match_id, "--reason", "tls test"]) == 0
+        assert f"{match.match_id}: cancelled at version" in " ".join(capsys.readouterr().out.split())
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
