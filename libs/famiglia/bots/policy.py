@@ -99,6 +99,7 @@ PARAMETERS: dict[str, dict[str, Parameter]] = {
         "rollout": Parameter(int, 0, 1_000),        # random steps after the tree
         "exploration": Parameter(float, 0.0, 100.0),
         "prior": Parameter(float, 0.0, 1_000.0),    # weight of the one-ply prior at the root
+        "prune": Parameter(int, 0, 1),              # 1: skip the moves the game's rules rule out
     },
 }
 PUBLIC_BUDGET: dict[str, dict[str, float]] = {
@@ -138,7 +139,7 @@ def _factories() -> dict[str, PolicyFactory]:
         got = _params(PolicySpec("ismcts", p))
         return Ismcts(iterations=int(got.get("iterations", 200)), seconds=float(got.get("seconds", 1.0)),
                       rollout_steps=_maybe(got, "rollout", int), exploration=_maybe(got, "exploration", float),
-                      prior=_maybe(got, "prior", float))
+                      prior=_maybe(got, "prior", float), prune=_maybe(got, "prune", bool))
 
     def heuristic(p: Mapping[str, str]) -> Policy:
         got = _params(PolicySpec("heuristic", p))
