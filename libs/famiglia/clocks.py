@@ -16,16 +16,19 @@ at the state that command left.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from famiglia.engine import Engine, clock_key
+from famiglia.engine import Engine, clock_keyer
 
 KEPT_STILL_CLOCKS = 32
 """Named clocks kept while they stand still (a turn's, while a choice inside it is asked)."""
+
+Decision = tuple[int, Any, str, float, str]
+"""A decision asked with a clock: (seat, kind, label, length in seconds, clock key; "" unnamed)."""
 
 
 @dataclass
@@ -40,22 +43,47 @@ class KeyedClock:
         return self.used + (max(0.0, now - self.since) if self.since is not None else 0.0)
 
 
-def wind_keyed(clocks: dict[str, KeyedClock], asked: set[str], at: float) -> None:
+def wind_keyed(clocks: dict[str, KeyedClock], running: Set[str], asked: Set[str], at: float) -> None:
     """Start the named clocks first asked at `at`, stop those no longer asked and go on with
-    those asked again; the stopped beyond the newest KEPT_STILL_CLOCKS are forgotten."""
-    for key, clock in list(clocks.items()):
-        if key not in asked and clock.since is not None:
+    those asked again; the stopped beyond the newest KEPT_STILL_CLOCKS are forgotten.
+    `running`: the keys asked at the last wind, the clocks running now. The same keys asked
+    again (most commands) change nothing, and only the clocks that change are touched."""
+    if asked == running:
+        return
+    stopped = running - asked
+    if stopped:  # in the clocks' order (one at a time in every game), the newest stopped last
+        for key in stopped if len(stopped) == 1 else [key for key in clocks if key in stopped]:
+            clock = clocks.pop(key)
             clock.used, clock.since = clock.spent(at), None
-            clocks[key] = clocks.pop(key)  # the newest stopped last
+            clocks[key] = clock
     for key in asked:
-        known = clocks.get(key)
-        if known is None:
-            clocks[key] = KeyedClock(since=at)
-        elif known.since is None:
-            known.since = at
-    still = [key for key, clock in clocks.items() if clock.since is None]
-    for key in still[:max(0, len(still) - KEPT_STILL_CLOCKS)]:
-        del clocks[key]
+        if key not in running:
+            known = clocks.get(key)
+            if known is None:
+                clocks[key] = KeyedClock(since=at)
+            else:
+                known.since = at
+    excess = len(clocks) - len(asked) - KEPT_STILL_CLOCKS  # every clock asked runs, the others stand still
+    if excess > 0:  # the oldest stopped go
+        forgotten = []
+        for key, clock in clocks.items():
+            if clock.since is None:
+                forgotten.append(key)
+                if len(forgotten) == excess:
+                    break
+        for key in forgotten:
+            del clocks[key]
+
+
+def timed_decisions(engine: Engine, state: Any) -> list[Decision]:
+    """The decisions `state` asks with a clock, in the engine's order: (seat, kind, label,
+    length, clock key)."""
+    keyed = clock_keyer(engine)  # None: every decision on its own clock, no key to ask
+    asked = []
+    for p in engine.pending(state):  # (a loop: a comprehension is a call more, at every command)
+        if p.timeout_seconds > 0:
+            asked.append((p.seat, p.kind, p.label, p.timeout_seconds, "" if keyed is None else keyed(state, p)))
+    return asked
 
 
 @dataclass
@@ -85,15 +113,26 @@ class TurnClocks:
     last: tuple[tuple[int, str], bytes] = ((-1, ""), b"")
     """the newest step noted and its command: a step read in two pieces (wound between them)
     carries its command on its first envelope only"""
+    asked: list[Decision] = field(default_factory=list)
+    """the decisions asked with a clock at the last wind (`timed_decisions`)"""
+    running: Set[str] = frozenset()
+    """the named clocks running: the keys asked at the last wind"""
 
     def note(self, engine: Engine, before: Any, seat: int, command_id: str, stamp_ms: int,
              command: bytes = b"") -> None:
         """One event about to be folded on `before` (the state so far, as the stream has it);
         `command`: the serialized command that caused it, on its command's first event."""
         step = (seat, command_id)
-        if self.step is not None and self.step != step:
-            self.wind(engine, before)
-        self.step = step
+        noted = self.step
+        if noted != step:
+            if noted is not None:
+                self.wind(engine, before)
+            self.step = step
+        elif not command:  # the step's next event: only its time is new
+            at = stamp_ms / 1000
+            if at > self.at:
+                self.at = at
+            return
         if command_id:
             last = self.last
             if command:
@@ -101,7 +140,9 @@ class TurnClocks:
             elif last[0] == step:
                 command = last[1]
             self.acted[seat] = command
-        self.at = max(self.at, stamp_ms / 1000)
+        at = stamp_ms / 1000
+        if at > self.at:  # never back
+            self.at = at
 
     def deadlines(self, engine: Engine, state: Any) -> Mapping[int, float]:
         """person -> when its clock runs out (seconds since the epoch), for the people `state`
@@ -111,29 +152,48 @@ class TurnClocks:
         return self.runs_out
 
     def wind(self, engine: Engine, state: Any) -> None:
-        """Wind the clocks to `state`, which the steps noted since the last wind made."""
+        """Wind the clocks to `state`, which the steps noted since the last wind made. Once a
+        command: a wind that finds the timed decisions of the last one, under the same keys,
+        and no person's answer to one timed on its own, changes nothing and stops there
+        (`tests/unit/test_turn_clocks_wound_in_full.py` holds it to winding in full)."""
+        asked = timed_decisions(engine, state) if state is not None else []
+        if asked == self.asked and not self._answered(engine):
+            # Nothing a clock depends on changed (another seat's move, an optional one, a
+            # chat): every deadline stands, and so do the clocks.
+            if self.acted:
+                self.acted = {}
+            self.step = None
+            return
         at, people = self.at, self.people
-        timed = [p for p in engine.pending(state) if p.timeout_seconds > 0] if state is not None else []
-        keys = [clock_key(engine, state, p) for p in timed]
-        wind_keyed(self.keyed, {key for key in keys if key}, at)
+        keys = {decision[4] for decision in asked if decision[4]}
+        wind_keyed(self.keyed, self.running, keys, at)
         own: dict[int, tuple[tuple[Any, ...], float]] = {}
         runs_out: dict[int, float] = {}
-        for pending, key in zip(timed, keys, strict=True):
-            seat = pending.seat
+        for seat, kind, label, length, key in asked:
             if seat not in people or seat in runs_out:
                 continue
             if key:
                 clock = self.keyed[key]
                 began = (clock.since if clock.since is not None else at) - clock.used
             else:
-                decision = (pending.kind, pending.label, pending.timeout_seconds)
+                decision = (kind, label, length)
                 known = self.own.get(seat)
                 goes_on = known is not None and known[0] == decision and (
                     seat not in self.acted or not answers(engine, self.acted[seat]))
                 began = known[1] if known is not None and goes_on else at
                 own[seat] = (decision, began)
-            runs_out[seat] = began + pending.timeout_seconds
+            runs_out[seat] = began + length
+        self.asked, self.running = asked, keys
         self.own, self.runs_out, self.acted, self.step = own, runs_out, {}, None
+
+    def _answered(self, engine: Engine) -> bool:
+        """Whether a person asked a decision timed on its own answered it since the last wind
+        (its next one, the same again, starts afresh)."""
+        own = self.own
+        for seat, command in self.acted.items():
+            if seat in own and answers(engine, command):
+                return True
+        return False
 
 
 def answers(engine: Engine, command: bytes) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .protocol import Command, Event, GameInfo, Pending, Result, State, View, Visibility
+from .protocol import Command, Event, GameInfo, Pending, Result, State, View, Visibility, unnamed_clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Decider:
     render_command: Callable[..., str]
     render_event: Callable[..., str]
     determinize: Callable[..., State]
-    clock_key: Callable[..., str] = lambda state, pending: ""
+    clock_key: Callable[..., str] = unnamed_clock
     """protocol.clock_key: "" (every decision its own clock) unless the game names its clocks."""
 
     def __repr__(self) -> str:

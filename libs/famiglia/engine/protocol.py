@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
@@ -293,6 +293,19 @@ def clock_key(engine: Engine, state: State, pending: Pending) -> str:
     optional `clock_key(state, pending)` gets."""
     keyed = getattr(engine, "clock_key", None)
     return keyed(state, pending) if keyed is not None else ""
+
+
+def unnamed_clock(state: State, pending: Pending) -> str:
+    """The `clock_key` of a game that names no clock (`Decider`'s default): "" for every decision."""
+    return ""
+
+
+def clock_keyer(engine: Engine) -> Callable[[State, Pending], str] | None:
+    """The engine's `clock_key(state, pending)`, or None when it names no clock (every key ""):
+    the turn clocks, which ask the key of every timed decision at every command, then spare
+    the calls."""
+    keyed = getattr(engine, "clock_key", None)
+    return None if keyed is None or keyed is unnamed_clock else keyed
 
 
 def is_over(engine: Engine, state: State) -> bool:

@@ -111,12 +111,17 @@ def clock_key(state: State, pending: Pending) -> str:
     offers and gifts do not restart (GC-D02, GC-D06). A round has each step at most once."""
     step = state.step
     if step is ACTIONS or step is CARD_CHOICE:
-        return f"{state.round}:{step.name}"
+        return f"{state.round}:{_STEP_NAMES[step]}"
     if step is THREAT_TURNS:
-        return f"{state.round}:{step.name}:{state.turn}"
+        return f"{state.round}:{_STEP_NAMES[step]}:{state.turn}"
     if step is DISTRIBUTE:
-        return f"{state.round}:{step.name}:{state.boss}"
+        return f"{state.round}:{_STEP_NAMES[step]}:{state.boss}"
     return ""
+
+
+_STEP_NAMES = {step: step.name for step in Step}
+"""Each step's name, for `clock_key`, asked of every timed decision at every command: an enum's
+`name` is a property, two Python calls a read."""
 
 
 def step3_opening(config: Config) -> Step:

@@ -84,17 +84,42 @@ def clock_key(state: State, pending: Pending) -> str:
     asked. (month, phase, turn) names one turn: each phase comes once a month."""
     if state.choice is not None or pending.seat != state.turn_seat:
         return ""
-    return f"{state.month}:{state.phase.value}:{state.turn}"
+    return f"{state.month}:{_PHASE_VALUES[state.phase]}:{state.turn}"
+
+
+_PHASE_VALUES = {phase: phase.value for phase in Phase}
+"""Each phase's value, for `clock_key`, asked at every command: an enum's `value` is a property,
+two Python calls a read."""
 
 
 def pending(state: State) -> list[Pending]:
-    if state.phase is Phase.OVER:
+    phase = state.phase
+    if phase is _OVER:
         return []
-    cfg = state.config
-    if state.choice is not None:
-        row = CHOICES[state.choice.kind]
-        return [Pending(state.choice.seat, row.kind, state.choice.kind, timeout_seconds=cfg.choice_timeout)]
+    choice = state.choice
+    if choice is not None:
+        return [_asked(choice.seat, CHOICES[choice.kind].kind, choice.kind, state.config.choice_timeout)]
     seat = state.turn_seat
     if seat < 0 or state.draws:
         return []
-    return [Pending(seat, TURNS[state.phase].kind, state.phase.value, timeout_seconds=cfg.turn_timeout)]
+    return [_asked(seat, TURNS[phase].kind, _PHASE_VALUES[phase], state.config.turn_timeout)]
+
+
+_OVER = Phase.OVER  # (read once: an enum's member read from its class costs a Python call)
+
+_ASKED: dict[tuple[int, DecisionKind, str, float], Pending] = {}
+"""(seat, kind, label, clock) -> the Pending record with those fields"""
+_ASKED_MAX = 1024
+
+
+def _asked(seat: int, kind: DecisionKind, label: str, timeout: float) -> Pending:
+    """The Pending record of these fields, made once: records are read-only, and `pending` is
+    asked at every command (the turn clocks, the bots' dispatcher), where building a frozen
+    record cost more than the rest of it."""
+    key = (seat, kind, label, timeout)
+    found = _ASKED.get(key)
+    if found is None:
+        if len(_ASKED) >= _ASKED_MAX:  # clocks are options: bounded whatever the matches ask
+            _ASKED.clear()
+        found = _ASKED[key] = Pending(seat, kind, label, timeout_seconds=timeout)
+    return found

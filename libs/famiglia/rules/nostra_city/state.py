@@ -157,7 +157,7 @@ class State:
     @property
     def turn_seat(self) -> int:
         """The seat whose phase turn it is, or -1."""
-        if self.phase in (Phase.BUSINESS, Phase.MEETING, Phase.TRIAL) and self.turn < len(self.order):
+        if self.phase in TURN_PHASES and self.turn < len(self.order):  # (an enum's members read once)
             return self.order[self.turn]
         return -1
 
