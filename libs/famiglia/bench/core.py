@@ -193,6 +193,7 @@ def command_service(redis_url: str) -> Iterator[str]:
     Logging and tracing stay at their production defaults: their cost is part of the figure."""
     import grpc
 
+    from famiglia.grpcutil import tls
     from famiglia.localstack.redis_server import free_port
 
     root = Path(__file__).resolve().parents[3]
@@ -200,7 +201,9 @@ def command_service(redis_url: str) -> Iterator[str]:
     env = dict(os.environ, FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_SECRET="bench",
                FAMIGLIA_COMMAND_ADDR=f"127.0.0.1:{port}", FAMIGLIA_LOG_LEVEL="info",
                PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}")
-    for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+    # Plaintext on loopback, as it is dialled: an operator's TLS settings (kept to reach a
+    # deployment) would make it serve TLS, and the wait below time out.
+    for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", *tls.SETTINGS):
         env.pop(name, None)
     proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -67,6 +67,7 @@ def projection_service(redis_url: str, database_path: Path) -> Iterator[subproce
     """`python -m services.projection` on a free port; yields the process once it serves."""
     import grpc
 
+    from famiglia.grpcutil import tls
     from famiglia.localstack.redis_server import free_port
 
     root = Path(__file__).resolve().parents[3]
@@ -76,7 +77,8 @@ def projection_service(redis_url: str, database_path: Path) -> Iterator[subproce
                FAMIGLIA_LOG_LEVEL="info", FAMIGLIA_VAR_DIR=str(database_path.parent),
                PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}")
     for name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
-                 "FAMIGLIA_PROJECTION_GROUP", "FAMIGLIA_PROJECTION_BATCH", "FAMIGLIA_PROJECTION_BLOCK_MS"):
+                 "FAMIGLIA_PROJECTION_GROUP", "FAMIGLIA_PROJECTION_BATCH", "FAMIGLIA_PROJECTION_BLOCK_MS",
+                 *tls.SETTINGS):  # plaintext on loopback, as it is dialled (command_service)
         env.pop(name, None)
     log = open(database_path.parent / "projection.log", "ab")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "services.projection"], env=env, cwd=root,

@@ -90,9 +90,12 @@ def engine_only(spec) -> tuple[float, int]:  # type: ignore[no-untyped-def]
 
 
 @contextlib.contextmanager
-def _env(values: dict[str, str]) -> Iterator[None]:
-    """Set environment variables for the block (the stack reads its ports from them)."""
-    old = {k: os.environ.get(k) for k in values}
+def _env(values: dict[str, str], unset: Sequence[str] = ()) -> Iterator[None]:
+    """Set environment variables for the block (the stack reads its ports from them), and take
+    `unset` out of it."""
+    old = {k: os.environ.get(k) for k in (*values, *unset)}
+    for k in unset:
+        os.environ.pop(k, None)
     os.environ.update(values)
     try:
         yield
@@ -107,6 +110,7 @@ def _env(values: dict[str, str]) -> Iterator[None]:
 @contextlib.contextmanager
 def private_stack(workers: int | None = None) -> Iterator[dict[str, str]]:
     """The embedded stack in a temp var dir on free ports; yields its addresses; always torn down."""
+    from famiglia.grpcutil import tls
     from famiglia.localstack.redis_server import free_port
     from famiglia.localstack.stack import Stack
 
@@ -123,7 +127,9 @@ def private_stack(workers: int | None = None) -> Iterator[dict[str, str]]:
     for service in ("command", "matchmaking", "replay", "projection", "bots"):
         env[f"FAMIGLIA_{service.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
     stack = Stack(var=var, redis_port=redis_port)
-    with _env(env):
+    # Plaintext on loopback, as its services dial each other and the bench dials them: an
+    # operator's TLS settings (kept to reach a deployment) would make them serve TLS.
+    with _env(env, unset=tls.SETTINGS):
         try:
             try:
                 stack.up(log=lambda *_: None)

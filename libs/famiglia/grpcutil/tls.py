@@ -25,6 +25,10 @@ KEY = "FAMIGLIA_TLS_KEY"
 CLIENT_CA = "FAMIGLIA_TLS_CLIENT_CA"
 CA = "FAMIGLIA_TLS_CA"
 HEALTH_ADDR = "FAMIGLIA_HEALTH_ADDR"
+SETTINGS = (CERT, KEY, CLIENT_CA, CA, HEALTH_ADDR)
+"""Every transport setting: what a harness that starts services on plaintext loopback addresses
+of its own (the bench) takes out of the environment it hands them, or they would serve TLS
+(or bind one health port each) where it dials plaintext."""
 
 TLS_SCHEME = "grpcs://"
 PLAIN_SCHEME = "grpc://"

@@ -65,3 +65,17 @@ def test_every_public_service_of_the_ingress_is_one_the_protos_define() -> None:
 
     for service in PUBLIC:
         assert descriptor_pool.Default().FindServiceByName(service).full_name == service
+
+
+def test_the_way_to_encrypt_inside_the_cluster_names_the_ingress_change_it_takes() -> None:
+    """Pods serving TLS themselves (FAMIGLIA_TLS_CERT, as services.yaml tells how) behind the
+    Ingress as shipped, which speaks plaintext gRPC to them (`backend-protocol: "GRPC"`), answer
+    it nothing: every public call fails. The instructions named every other change but that one."""
+    services = (ROOT / "deploy/k8s/services.yaml").read_text()
+    how = services.split("To encrypt inside the cluster too", 1)[1].split("\n---", 1)[0]
+    assert "FAMIGLIA_TLS_CERT" in how and 'backend-protocol to "GRPCS"' in how, how
+    ingress = (ROOT / "deploy/k8s/ingress.yaml").read_text()
+    assert 'backend-protocol "GRPCS"' in ingress.split("apiVersion:", 1)[0]  # its own header says so
+    architecture = (ROOT / "docs/architecture.md").read_text()
+    native = architecture.split("**Native TLS in every server**", 1)[1].split("\n\n", 1)[0]
+    assert '`backend-protocol: "GRPCS"`' in native, native
