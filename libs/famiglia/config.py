@@ -208,7 +208,8 @@ def listen_address(addr: str) -> str:
     """A client address (localhost:50051) as a server bind address ([::]:50051 unless given),
     without the scheme a client dials it by (`grpcs://`: TLS, famiglia.grpcutil.tls)."""
     for scheme in ("grpcs://", "grpc://"):
-        addr = addr.removeprefix(scheme)
+        if addr.startswith(scheme):
+            addr = addr.removeprefix(scheme).rstrip("/")  # as a client dials it (tls.dial_target)
     host, _, port = addr.rpartition(":")
     if host in ("localhost", "127.0.0.1"):
         return f"127.0.0.1:{port}"

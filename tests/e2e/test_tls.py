@@ -57,7 +57,7 @@ def tls_port(redis_url: str, pki) -> Iterator[int]:  # type: ignore[no-untyped-d
 
 
 def _client(address: str, monkeypatch: pytest.MonkeyPatch, **env: object) -> GameClient:
-    for name in (tls.CA, tls.CERT, tls.KEY):
+    for name in tls.SETTINGS:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, str(value))
@@ -108,18 +108,22 @@ def mutual_port(redis_url: str, pki) -> Iterator[int]:  # type: ignore[no-untype
 
 def test_mutual_tls_takes_a_client_certificate_of_its_ca_only(mutual_port: int, pki,  # type: ignore[no-untyped-def]
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """A service's own clients (bots, matchmaking -> command) show FAMIGLIA_TLS_CERT/KEY."""
+    """A service's own clients (bots, matchmaking -> command) and the CLI show FAMIGLIA_TLS_CLIENT_CERT/KEY;
+    a server pair in the same environment (FAMIGLIA_TLS_CERT/KEY) is never shown."""
     ca, _, stranger = pki
     address = f"grpcs://localhost:{mutual_port}"
     error = _refused(_client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca))
     assert error.code() == grpc.StatusCode.UNAVAILABLE, error
     outsider = stranger.issue("outsider")
     error = _refused(_client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca,
-                             FAMIGLIA_TLS_CERT=outsider.cert, FAMIGLIA_TLS_KEY=outsider.key))
+                             FAMIGLIA_TLS_CLIENT_CERT=outsider.cert, FAMIGLIA_TLS_CLIENT_KEY=outsider.key))
     assert error.code() == grpc.StatusCode.UNAVAILABLE, error
     bots = ca.issue("bots")
-    client = _client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca, FAMIGLIA_TLS_CERT=bots.cert,
-                     FAMIGLIA_TLS_KEY=bots.key)
+    error = _refused(_client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca,
+                             FAMIGLIA_TLS_CERT=bots.cert, FAMIGLIA_TLS_KEY=bots.key))
+    assert error.code() == grpc.StatusCode.UNAVAILABLE, error  # a server's pair is not a client's
+    client = _client(address, monkeypatch, FAMIGLIA_TLS_CA=ca.ca, FAMIGLIA_TLS_CLIENT_CERT=bots.cert,
+                     FAMIGLIA_TLS_CLIENT_KEY=bots.key)
     try:
         match, me, command = match_and_first_move(client, seed=8)
         assert me.submit(command).version > match.version

@@ -6,7 +6,7 @@
 
 Every address (`--address`, FAMIGLIA_<SERVICE>_ADDR) is HOST:PORT, dialled in plaintext, or
 grpcs://HOST[:PORT] (TLS, port 443 by default), trusting the system's roots or the PEM CA file
-FAMIGLIA_TLS_CA, and showing FAMIGLIA_TLS_CERT/KEY to a server that asks for a client certificate.
+FAMIGLIA_TLS_CA, and showing FAMIGLIA_TLS_CLIENT_CERT/KEY to a server that asks for a client certificate.
 """
 
 from __future__ import annotations

@@ -24,8 +24,13 @@ CERT = "FAMIGLIA_TLS_CERT"
 KEY = "FAMIGLIA_TLS_KEY"
 CLIENT_CA = "FAMIGLIA_TLS_CLIENT_CA"
 CA = "FAMIGLIA_TLS_CA"
+CLIENT_CERT = "FAMIGLIA_TLS_CLIENT_CERT"
+CLIENT_KEY = "FAMIGLIA_TLS_CLIENT_KEY"
+"""What a client shows a server that asks for a certificate (mutual TLS). Not the server's own
+pair: a shell set up to reach a mutual-TLS deployment (the CLI's) must not make every server
+started from it serve TLS, nor a server's pair make it a client of other servers by surprise."""
 HEALTH_ADDR = "FAMIGLIA_HEALTH_ADDR"
-SETTINGS = (CERT, KEY, CLIENT_CA, CA, HEALTH_ADDR)
+SETTINGS = (CERT, KEY, CLIENT_CA, CA, CLIENT_CERT, CLIENT_KEY, HEALTH_ADDR)
 """Every transport setting: what a harness that starts services on plaintext loopback addresses
 of its own (the bench) takes out of the environment it hands them, or they would serve TLS
 (or bind one health port each) where it dials plaintext."""
@@ -76,16 +81,16 @@ def _pem(name: str, path: str, kind: str) -> bytes:
     return data
 
 
-def _key_pair(env: Mapping[str, str]) -> KeyPair | None:
-    """FAMIGLIA_TLS_CERT and FAMIGLIA_TLS_KEY, both or neither."""
-    cert, key = _setting(CERT, env), _setting(KEY, env)
+def _key_pair(env: Mapping[str, str], cert_name: str = CERT, key_name: str = KEY) -> KeyPair | None:
+    """A certificate and its key (FAMIGLIA_TLS_CERT and FAMIGLIA_TLS_KEY, or the client's), both or neither."""
+    cert, key = _setting(cert_name, env), _setting(key_name, env)
     if not cert and not key:
         return None
     if not cert or not key:
-        given, missing = (CERT, KEY) if cert else (KEY, CERT)
+        given, missing = (cert_name, key_name) if cert else (key_name, cert_name)
         raise SystemExit(f"{given} is set but {missing} is not: TLS takes both PEM files "
                          "(the certificate chain and its private key), or neither")
-    chain, private = _pem(CERT, cert, "CERTIFICATE"), _pem(KEY, key, "PRIVATE KEY")
+    chain, private = _pem(cert_name, cert, "CERTIFICATE"), _pem(key_name, key, "PRIVATE KEY")
     asked = []
 
     def no_password() -> bytes:  # never OpenSSL's prompt on the terminal of a service
@@ -96,9 +101,9 @@ def _key_pair(env: Mapping[str, str]) -> KeyPair | None:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
     except ssl.SSLError as exc:
         if asked:
-            raise SystemExit(f"{KEY}={key!r} is encrypted: gRPC takes an unencrypted private key "
+            raise SystemExit(f"{key_name}={key!r} is encrypted: gRPC takes an unencrypted private key "
                              "(keep it in a Secret readable by the service alone)") from None
-        raise SystemExit(f"{KEY}={key!r} is not the private key of {CERT}={cert!r} "
+        raise SystemExit(f"{key_name}={key!r} is not the private key of {cert_name}={cert!r} "
                          f"({exc.reason or exc})") from None
     return KeyPair(chain, private)
 
@@ -161,11 +166,11 @@ def transport(env: Mapping[str, str] | None = None) -> Transport:
 
 def client_credentials(env: Mapping[str, str] | None = None) -> grpc.ChannelCredentials:
     """A TLS client's credentials: trusting FAMIGLIA_TLS_CA (a private CA) or else the system's
-    roots, and showing FAMIGLIA_TLS_CERT/KEY to a server that asks for a client certificate
-    (mutual TLS: a service's own pair; a server that does not ask never sees it)."""
+    roots, and showing FAMIGLIA_TLS_CLIENT_CERT/KEY to a server that asks for a client
+    certificate (mutual TLS; a server that does not ask never sees it)."""
     env = os.environ if env is None else env
     roots = _ca(CA, env)
-    pair = _key_pair(env)
+    pair = _key_pair(env, CLIENT_CERT, CLIENT_KEY)
     if pair is None:
         return grpc.ssl_channel_credentials(root_certificates=roots)
     return grpc.ssl_channel_credentials(root_certificates=roots, private_key=pair.private_key,

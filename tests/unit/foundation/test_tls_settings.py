@@ -123,6 +123,7 @@ def test_a_service_listens_on_its_address_whatever_scheme_its_clients_dial() -> 
     assert listen_address("grpcs://command:50051") == "command:50051"
     assert listen_address("grpcs://localhost:50051") == "127.0.0.1:50051"
     assert listen_address("grpc://0.0.0.0:50051") == "0.0.0.0:50051"
+    assert listen_address("grpcs://command:50051/") == "command:50051" == tls.dial_target("grpcs://command:50051/")[0]
 
 
 def test_a_clients_bad_ca_stops_it_naming_the_setting(ca: CertificateAuthority, tmp_path: Path) -> None:
@@ -150,3 +151,18 @@ def test_the_services_own_clients_check_the_tls_settings_at_start(tmp_path: Path
     with pytest.raises(SystemExit, match="FAMIGLIA_TLS_CA="):
         bootstrap(settings=Settings(secret="s", command_addr="grpcs://command:50051"))
     bootstrap(settings=Settings(secret="s", command_addr="command:50051")).close()  # plaintext reads none
+
+
+def test_a_clients_pair_is_its_own_settings_never_the_servers(ca: CertificateAuthority) -> None:
+    """A client shows FAMIGLIA_TLS_CLIENT_CERT/KEY (both or neither, checked as a server's pair
+    is); a server pair in the same environment makes no client show it and no client stop."""
+    pair = ca.issue("cli")
+    assert isinstance(tls.client_credentials(_env(tls_cert=pair.cert)), grpc.ChannelCredentials)
+    assert isinstance(tls.client_credentials(_env(tls_client_cert=pair.cert, tls_client_key=pair.key)),
+                      grpc.ChannelCredentials)
+    with pytest.raises(SystemExit, match="FAMIGLIA_TLS_CLIENT_CERT is set but FAMIGLIA_TLS_CLIENT_KEY is not"):
+        tls.client_credentials(_env(tls_client_cert=pair.cert))
+    other = ca.issue("other")
+    with pytest.raises(SystemExit, match=r"FAMIGLIA_TLS_CLIENT_KEY='.*' is not the private key of "
+                                         r"FAMIGLIA_TLS_CLIENT_CERT="):
+        tls.client_credentials(_env(tls_client_cert=pair.cert, tls_client_key=other.key))
