@@ -165,28 +165,60 @@ class _DyingClient:
         return answer
 
 
+class _TournamentStack(contextlib.ExitStack):
+    """A command service and the tournament service over one real Redis, on free ports (the toy
+    game), with an operator's client and a game client; `command_service` starts another command
+    service (a rotated secret). Everything stops on exit."""
+
+    def __init__(self, redis_url: str) -> None:
+        super().__init__()
+        self.redis_url, self.registry = redis_url, toy_registry()
+
+    def __enter__(self) -> _TournamentStack:
+        from famiglia.cli.tournament import TournamentClient
+        from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+
+        super().__enter__()
+        self.client = redis.Redis.from_url(self.redis_url)
+        self.callback(self.client.close)
+        self.store = self._store()
+        self.game = self.command_service(SECRET, self.store)
+        self.repo = tournaments.TournamentRepo(self.client)
+        t_server, t_port = serve_tournaments(self.repo, self.registry, "127.0.0.1:0", workers=2,
+                                             signer=TokenSigner(SECRET))
+        t_server.start()
+        self.callback(t_server.stop, grace=None)
+        self.operator = TournamentClient(f"127.0.0.1:{t_port}", secret=SECRET)
+        self.callback(self.operator.close)
+        return self
+
+    def _store(self) -> RedisEventStore:
+        store = RedisEventStore.connect(self.redis_url)
+        self.callback(store.close)
+        return store
+
+    def command_service(self, secret: str, store: RedisEventStore | None = None) -> GameClient:
+        """A command service signing with `secret` on a free port, and a client of it."""
+        command = command_bootstrap(store=store or self._store(), registry=self.registry,
+                                    settings=Settings(redis_url=self.redis_url, secret=secret))
+        server, port = serve(command, "127.0.0.1:0", workers=4)
+        server.start()
+        self.callback(server.stop, grace=None)
+        game = GameClient(f"127.0.0.1:{port}")
+        self.callback(game.close)
+        return game
+
+
 def test_a_cancelled_tournaments_matches_are_cancelled_once_by_a_runner_killed_midway_and_resumed(
         redis_url: str) -> None:
     """CancelTournament over gRPC answers at once; the runner cancels each match in play
     (CancelMatch, request id `tournament:<tid>:<match>`), is killed after the second, and the
     restarted runner — then a second CancelTournament — finishes the job: every match ends with
     one `match_cancelled`, each is recorded abandoned, and no planned match is created after."""
-    from famiglia.cli.tournament import TournamentClient
     from famiglia.v1 import tournament_service_pb2 as tpb
-    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
 
-    registry = toy_registry()
-    store = RedisEventStore.connect(redis_url)
-    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
-    server, port = serve(command, "127.0.0.1:0", workers=4)
-    server.start()
-    client = redis.Redis.from_url(redis_url)
-    repo = tournaments.TournamentRepo(client)
-    t_server, t_port = serve_tournaments(repo, registry, "127.0.0.1:0", workers=2, signer=TokenSigner(SECRET))
-    t_server.start()
-    operator = TournamentClient(f"127.0.0.1:{t_port}", secret=SECRET)
-    game = GameClient(f"127.0.0.1:{port}")
-    try:
+    with _TournamentStack(redis_url) as stack:
+        store, repo, operator, game = stack.store, stack.repo, stack.operator, stack.game
         created = operator.create(tpb.CreateTournamentRequest(
             name="cup", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],
             entrants=["random", "heuristic"], matches_per_game=8, concurrency=3))
@@ -223,13 +255,6 @@ def test_a_cancelled_tournaments_matches_are_cancelled_once_by_a_runner_killed_m
         assert record.match_records() == [] and repo.cancelling() == []
         shown = operator.get(tid, include_matches=True)
         assert shown.finished == 3 and not shown.standings and not shown.matches
-    finally:
-        operator.close()
-        game.close()
-        t_server.stop(grace=None)
-        server.stop(grace=None)
-        store.close()
-        client.close()
 
 
 class _DyingRepo(tournaments.TournamentRepo):
@@ -256,23 +281,10 @@ def test_a_match_created_by_a_runner_killed_before_recording_it_is_cancelled_wit
     the command service's) cancels that match too: before, it stayed in play for good, its bots
     playing for nobody. The store holds the planned matches once each: the restarted runner asked
     for the match under the request id written down before, not one keyed with its own secret."""
-    from famiglia.cli.tournament import TournamentClient
     from famiglia.v1 import tournament_service_pb2 as tpb
-    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
 
-    registry = toy_registry()
-    store = RedisEventStore.connect(redis_url)
-    command = command_bootstrap(store=store, registry=registry, settings=Settings(redis_url=redis_url, secret=SECRET))
-    server, port = serve(command, "127.0.0.1:0", workers=4)
-    server.start()
-    client = redis.Redis.from_url(redis_url)
-    repo = tournaments.TournamentRepo(client)
-    t_server, t_port = serve_tournaments(repo, registry, "127.0.0.1:0", workers=2, signer=TokenSigner(SECRET))
-    t_server.start()
-    operator = TournamentClient(f"127.0.0.1:{t_port}", secret=SECRET)
-    game = GameClient(f"127.0.0.1:{port}")
-    servers, games, stores = [server], [game], [store]
-    try:
+    with _TournamentStack(redis_url) as stack:
+        store, client, repo, operator, game = stack.store, stack.client, stack.repo, stack.operator, stack.game
         tid = operator.create(tpb.CreateTournamentRequest(
             name="cup", games=[tpb.TournamentGame(game_id="highcard", seat_counts=[2], options={"hand": "3"})],
             entrants=["random", "heuristic"], matches_per_game=8, concurrency=3)).tournament_id
@@ -285,14 +297,7 @@ def test_a_match_created_by_a_runner_killed_before_recording_it_is_cancelled_wit
 
         secret = "rotated-secret" if rotated else SECRET
         if rotated:  # every service restarted on the new secret
-            stores.append(RedisEventStore.connect(redis_url))
-            rotated_command = command_bootstrap(store=stores[-1], registry=registry,
-                                                settings=Settings(redis_url=redis_url, secret=secret))
-            rotated_server, rotated_port = serve(rotated_command, "127.0.0.1:0", workers=4)
-            rotated_server.start()
-            servers.append(rotated_server)
-            game = GameClient(f"127.0.0.1:{rotated_port}")
-            games.append(game)
+            game = stack.command_service(secret)
         tournaments.TournamentRunner(repo, game, store, secret=secret).step()
 
         record = repo.get(tid)
@@ -305,13 +310,3 @@ def test_a_match_created_by_a_runner_killed_before_recording_it_is_cancelled_wit
             assert game.spectator(match_id).view().cancelled
         assert set(record.results) == set(record.started.values())
         assert all(r["abandoned"] for r in record.results.values()) and record.match_records() == []
-    finally:
-        operator.close()
-        for g in games:
-            g.close()
-        t_server.stop(grace=None)
-        for s in servers:
-            s.stop(grace=None)
-        for st in stores:
-            st.close()
-        client.close()
