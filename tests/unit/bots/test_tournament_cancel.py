@@ -285,16 +285,24 @@ def test_a_match_whose_creation_answer_was_lost_is_cancelled_with_its_tournament
     assert repo.get(tid).results["m1"]["abandoned"] and repo.cancelling() == []
 
 
+def _lost_creation_cancelled(repo: TournamentRepo, lost: grpc.StatusCode = grpc.StatusCode.DEADLINE_EXCEEDED,
+                             ) -> tuple[str, CommandService]:
+    """A one-match-at-a-time tournament whose first CreateMatch made m1 and lost its answer
+    (`lost`, failing the step), then cancelled: the tournament and the command service."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    command.lose_answer = lost
+    with pytest.raises(grpc.RpcError):
+        _runner(repo, command).step()
+    _cancel(repo, tid)
+    return tid, command
+
+
 def test_a_creation_the_cancel_cannot_look_up_is_recorded_failed_and_not_tried_for_ever(
         repo: TournamentRepo) -> None:
     """A refusal that will not pass (a token of another deployment) ends the look-up: the planned
     match is recorded failed, as a refused cancel is logged and left."""
-    tid = repo.create(_spec(concurrency=1))
-    command = CommandService()
-    command.lose_answer = grpc.StatusCode.UNAVAILABLE
-    with pytest.raises(grpc.RpcError):
-        _runner(repo, command).step()
-    _cancel(repo, tid)
+    tid, command = _lost_creation_cancelled(repo, grpc.StatusCode.UNAVAILABLE)
     command.lose_answer = grpc.StatusCode.PERMISSION_DENIED
     _runner(repo, command).step()
     record = repo.get(tid)
@@ -336,12 +344,7 @@ def test_a_lost_creation_the_cancel_is_refused_for_a_moment_is_looked_up_again_a
     service away does: the next step asks again and cancels the match made before. Before, the
     look-up took it as final, recorded the planned match failed and left the match it had made
     playing on, for nobody: what the written-down request id is there to prevent."""
-    tid = repo.create(_spec(concurrency=1))
-    command = CommandService()
-    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED  # m1 made, its answer lost
-    with pytest.raises(grpc.RpcError):
-        _runner(repo, command).step()
-    _cancel(repo, tid)
+    tid, command = _lost_creation_cancelled(repo)
     runner = _runner(repo, command)
     command.lose_answer = passing
     with pytest.raises(grpc.RpcError):
@@ -360,12 +363,7 @@ def test_a_lost_creation_the_cancel_is_refused_for_a_moment_is_looked_up_again_a
 def test_a_lost_creation_the_cancel_is_refused_for_stuck_seconds_is_recorded_failed(repo: TournamentRepo) -> None:
     """A refusal that may pass is not tried for ever: past `stuck_seconds` the planned match is
     recorded failed, as `_start` abandons one, and the tournament's cancel is done."""
-    tid = repo.create(_spec(concurrency=1))
-    command = CommandService()
-    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED
-    with pytest.raises(grpc.RpcError):
-        _runner(repo, command).step()
-    _cancel(repo, tid)
+    tid, command = _lost_creation_cancelled(repo)
     command.lose_answer = grpc.StatusCode.INTERNAL
     TournamentRunner(repo, command, Store(), secret="unit-secret", stuck_seconds=0.0).step()  # type: ignore[arg-type]
     record = repo.get(tid)
