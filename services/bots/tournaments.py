@@ -41,7 +41,7 @@ from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
-from famiglia.client import GameClient, MatchHandle
+from famiglia.client import GameClient
 from famiglia.eventstore import EventStore
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import get_logger
@@ -230,11 +230,23 @@ class TournamentRepo:
     def matches_cancelled(self, tid: str) -> None:
         self.client.srem(CANCELLING_KEY, tid)
 
-    def mark_starting(self, tid: str, index: int, request_id: str) -> None:
+    def claim_starting(self, tid: str, index: int, request_id: str) -> tuple[str, str | None]:
         """Write down a planned match's creation request id before its CreateMatch goes out, so
         that a match whose answer was lost can be found again under the same id (idempotent in
-        the command service), whatever the secret of the runner that looks."""
-        self.client.hset(self._key(tid, "starting"), str(index), request_id)
+        the command service), whatever the secret of the runner that looks. The first runner's id
+        stays: answers (the request id to send, the match already recorded started or None), so
+        two runners at once (a rolling deploy that rotates the secret) create one match, not two."""
+        starting, started = self._key(tid, "starting"), self._key(tid, "started")
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hget(started, str(index))
+        pipe.hsetnx(starting, str(index), request_id)
+        pipe.hget(starting, str(index))
+        match_id, wrote, written = pipe.execute()
+        if match_id is not None:
+            if wrote:  # recorded started meanwhile: no creation outstanding
+                self.client.hdel(starting, str(index))
+            return request_id, _text(match_id)
+        return _text(written), None
 
     def mark_started(self, tid: str, index: int, match_id: str) -> None:
         """The planned match's match (or `failed:…`), and its creation no longer outstanding: one
@@ -510,7 +522,7 @@ class TournamentRunner:
             if index not in planned:
                 continue
             try:
-                match_id = self._create(record, planned[index]).match_id
+                match_id = self._create(record, planned[index])
                 self._creating_since.pop((record.tournament_id, index), None)
             except grpc.RpcError as exc:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -565,13 +577,17 @@ class TournamentRunner:
                 self.repo.end_recorded(record.tournament_id)
             log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
 
-    def _create(self, record: TournamentRecord, planned: PlannedMatch) -> MatchHandle:
-        """CreateMatch of a planned match, its request id written down first (`mark_starting`)
-        and, once it is, always that one: a runner with another secret (rotated) sends the same."""
+    def _create(self, record: TournamentRecord, planned: PlannedMatch) -> str:
+        """CreateMatch of a planned match, its request id written down first (`claim_starting`)
+        and, once it is, always that one: a runner with another secret (rotated) sends the same,
+        and one that finds the match recorded started by another runner sends nothing."""
         request_id = record.starting.get(planned.index)
         if request_id is None:
-            request_id = private_request_id(self._secret, f"{record.tournament_id}:{planned.index}")
-            self.repo.mark_starting(record.tournament_id, planned.index, request_id)
+            request_id, made = self.repo.claim_starting(
+                record.tournament_id, planned.index,
+                private_request_id(self._secret, f"{record.tournament_id}:{planned.index}"))
+            if made is not None:
+                return made
             record.starting[planned.index] = request_id
         seat_info = [envelope_pb2.SeatInfo(seat=s, player_id=entrant, display_name=entrant.partition("?")[0],
                                            bot=True, policy=entrant)
@@ -579,11 +595,11 @@ class TournamentRunner:
         return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
                                       options=dict(planned.options), seat_info=seat_info, request_id=request_id,
                                       tournament_id=record.tournament_id,
-                                      token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300))
+                                      token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)).match_id
 
     def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:
         try:
-            match_id = self._create(record, planned).match_id
+            match_id = self._create(record, planned)
             self._creating_since.pop((record.tournament_id, planned.index), None)
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

@@ -311,8 +311,8 @@ def test_the_runner_forgets_each_tournament_once_it_is_no_longer_running(monkeyp
         def set_status(self, tid: str, status: str) -> None:
             self.records[tid].status = status
 
-        def mark_starting(self, tid: str, index: int, request_id: str) -> None:
-            self.records[tid].starting[index] = request_id
+        def claim_starting(self, tid: str, index: int, request_id: str) -> tuple[str, str | None]:
+            return self.records[tid].starting.setdefault(index, request_id), None
 
         def mark_started(self, tid: str, index: int, match_id: str) -> None:
             self.records[tid].started[index] = match_id

@@ -369,3 +369,50 @@ def test_a_lost_creation_the_cancel_is_refused_for_stuck_seconds_is_recorded_fai
     record = repo.get(tid)
     assert record is not None and record.started == {0: f"failed:{tid}:0"} and record.unrecorded() == []
     assert record.results[f"failed:{tid}:0"]["abandoned"] and repo.cancelling() == []
+
+
+class EitherSecret:
+    """A command service in a rolling deploy that rotates the secret: both replicas' tokens pass."""
+
+    def __init__(self, *secrets: str) -> None:
+        self.signers = [TokenSigner(s) for s in secrets]
+
+    def read_operator(self, token: str):
+        for signer in self.signers:
+            try:
+                return signer.read_operator(token)
+            except Exception:  # noqa: BLE001 - the other secret's token
+                continue
+        raise AssertionError("a token neither secret signed")
+
+
+def test_two_runners_with_different_secrets_at_once_create_each_planned_match_once(repo: TournamentRepo) -> None:
+    """Two runners step the same tournament at once, each with its own secret (the old and the new
+    replica of a rolling deploy that rotates it), both having read it before either wrote anything
+    down: the first request id written down is the one both send, so the command service makes one
+    match (before, each sent its own id and two matches played, one recorded by nobody)."""
+    tid = repo.create(_spec(concurrency=2))
+    command = CommandService()
+    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
+    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    seen_by_old, seen_by_new = repo.get(tid), repo.get(tid)
+    planned = old.plan_of(seen_by_old)[0]
+    assert old._start(seen_by_old, planned) == new._start(seen_by_new, planned) == "m1"
+    assert command.created == ["m1"] and repo.get(tid).started == {0: "m1"}
+    assert repo.get(tid).unrecorded() == [] and not repo.client.hgetall(repo._key(tid, "starting"))
+
+
+def test_a_runner_that_read_a_tournament_before_another_recorded_its_match_sends_no_creation(
+        repo: TournamentRepo) -> None:
+    """The other runner created the planned match and recorded it while this one held an older read
+    of the tournament: this one takes the recorded match and leaves no creation outstanding."""
+    tid = repo.create(_spec(concurrency=2))
+    command = CommandService()
+    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
+    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    stale = repo.get(tid)
+    planned = old.plan_of(stale)[0]
+    assert old._start(repo.get(tid), planned) == "m1"
+    assert new._start(stale, planned) == "m1"
+    assert command.created == ["m1"] and repo.get(tid).started == {0: "m1"}
+    assert not repo.client.hgetall(repo._key(tid, "starting"))
