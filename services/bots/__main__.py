@@ -11,7 +11,7 @@ from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
-from famiglia.grpcutil.tls import transport
+from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
 
@@ -51,8 +51,10 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
 def main() -> None:
     service_arguments("python -m services.bots", __doc__)
     configure("bots")
-    serving = transport()  # a bad TLS setting stops the service before anything connects
-    app = bootstrap()
+    with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
+        serving = transport()
+        app = bootstrap()
+    plaintext_peers({"FAMIGLIA_COMMAND_ADDR": app.settings.command_addr})
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
     # The tournament log in SQL is best effort (ReadModelLog): only Redis takes calls out of service.
     server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer,

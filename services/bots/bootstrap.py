@@ -149,7 +149,7 @@ def bootstrap(*, settings: Settings | None = None, registry: Registry | None = N
               store: EventStore | None = None, bots: BotsSettings | None = None) -> BotsApp:
     settings = settings or Settings.from_env()
     if dial_target(settings.command_addr)[1]:
-        client_credentials()  # the workers dial it lazily: a bad TLS setting stops them now, not in a task
+        client_credentials()  # the workers dial it lazily: a bad TLS setting is raised now, not in a task
     return BotsApp(settings=settings, bots=bots or BotsSettings.from_env(),
                    registry=registry or playable_registry(), signer=TokenSigner(settings.secret),
                    _store=store)

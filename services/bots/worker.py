@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 
 from famiglia.engine.registry import Registry
+from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import BotsApp, bootstrap
@@ -145,7 +146,9 @@ def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
 
 def main(registry: Registry | None = None, argv: list[str] | None = None) -> None:
     configure("bots-worker")
-    app = bootstrap(registry=registry)
+    with exit_on_bad_setting():  # its workers dial the command service lazily, in a task: stop now
+        app = bootstrap(registry=registry)
+    plaintext_peers({"FAMIGLIA_COMMAND_ADDR": app.settings.command_addr})
     extra = sys.argv[1:] if argv is None else argv
     if app.bots.pool == "solo" and app.bots.workers > 1:
         supervise_solo(app, app.bots.workers, extra)

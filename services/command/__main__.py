@@ -5,7 +5,7 @@ from __future__ import annotations
 from famiglia.config import Settings, listen_address, shown_url, whole
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
-from famiglia.grpcutil.tls import transport
+from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -21,7 +21,8 @@ def main() -> None:
     service_arguments("python -m services.command", __doc__)
     configure("command")
     settings = Settings.from_env()
-    serving = transport()  # a bad TLS setting stops the service before anything connects
+    with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
+        serving = transport()
     app = bootstrap(settings=settings)
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
                          call_workers=call_workers(), dependencies=[redis_ping(settings.redis_url)], transport=serving)

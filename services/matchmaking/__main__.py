@@ -7,7 +7,7 @@ import threading
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
-from famiglia.grpcutil.tls import transport
+from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -18,8 +18,10 @@ def main() -> None:
     service_arguments("python -m services.matchmaking", __doc__)
     configure("matchmaking")
     settings = Settings.from_env()
-    serving = transport()  # a bad TLS setting stops the service before anything connects
-    mm = bootstrap(settings=settings)
+    with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
+        serving = transport()
+        mm = bootstrap(settings=settings)  # its CreateMatch client checks FAMIGLIA_TLS_CA now
+    plaintext_peers({"FAMIGLIA_COMMAND_ADDR": settings.command_addr})
     # Ratings read the database when there is one, but fall back to the default without it.
     server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers,
                          dependencies=[redis_ping(settings.redis_url)], transport=serving)

@@ -17,7 +17,7 @@ import redis
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import stop_on_signals
 from famiglia.grpcutil.readiness import sql_select_one
-from famiglia.grpcutil.tls import transport
+from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -26,7 +26,8 @@ from .metrics import configure_metrics
 
 
 def run(settings: Settings) -> int:
-    serving = transport()  # a bad TLS setting stops the service before anything connects
+    with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
+        serving = transport()
     app = bootstrap(settings=settings)
     # QueryService answers from the read models alone: with Redis away they are only behind
     # (the consumer retries, logging `projection_round_failed`), so Redis takes no replica out of service.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
-from famiglia.grpcutil.tls import transport
+from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
 
 from .bootstrap import bootstrap
@@ -16,7 +16,8 @@ def main() -> None:
     service_arguments("python -m services.replay", __doc__)
     configure("replay")
     settings = Settings.from_env()
-    serving = transport()  # a bad TLS setting stops the service before anything connects
+    with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
+        serving = transport()
     app = bootstrap(settings=settings)
     # The archive (SQL) serves only matches gone from Redis, and reads as empty while away.
     server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers,

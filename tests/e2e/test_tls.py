@@ -1,11 +1,13 @@
 """The command service over TLS (FAMIGLIA_TLS_*), against a real redis-server, with a CA and
 certificates made for the test: players send their seat tokens on every call, so a server
 reachable beyond loopback must be able to serve TLS, and the SDK, the CLI and the services'
-own clients to dial it (`grpcs://`). Every server listened in plaintext only."""
+own clients to dial it (`grpcs://`). Every server listened in plaintext only; a certificate,
+once read at start, took a restart to renew."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -158,9 +160,9 @@ def test_the_probes_port_answers_health_in_plaintext_and_nothing_else(redis_url:
         _health(probes)
 
 
-def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def _start(env: dict[str, str], log: Path, module: str = "services.command") -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
+        return subprocess.Popen([sys.executable, "-m", module], env=env, cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=out)
 
 
@@ -230,6 +232,97 @@ def test_the_service_process_serves_tls_and_the_cli_dials_it(redis_url: str, pki
         capsys.readouterr()
         assert main(["match", "--address", address, "cancel", match.match_id, "--reason", "tls test"]) == 0
         assert f"{match.match_id}: cancelled at version" in " ".join(capsys.readouterr().out.split())
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _answers(port: int, ca: Path) -> bool:
+    """Whether a new client trusting `ca` alone is answered on the TLS port (on a connection
+    of its own: a handshake with the certificate served now)."""
+    channel = tls.dial(f"grpcs://localhost:{port}", options=[("grpc.use_local_subchannel_pool", 1)],
+                       env={tls.CA: str(ca)})
+    try:
+        return bool(GameClient(channel=channel, timeout=5).list_games())
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc
+        return False
+    finally:
+        channel.close()
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(redis_url: str, tmp_path: Path) -> None:
+    """cert-manager rewrites the Secret's files weeks before the certificate ends: new
+    connections get the new one (here, of another CA) once both files hold it, while a
+    rewrite that does not hold (the certificate before its key, junk) keeps the old one
+    served; a connection made before goes on."""
+    for name in ("first", "renewed", "secret"):
+        (tmp_path / name).mkdir()
+    first, renewed = CertificateAuthority(tmp_path / "first", "first"), CertificateAuthority(tmp_path / "renewed", "renewed")
+    old, new = first.issue("command"), renewed.issue("command")
+    files = Pair(tmp_path / "secret" / "tls.crt", tmp_path / "secret" / "tls.key")
+    shutil.copyfile(old.cert, files.cert)
+    shutil.copyfile(old.key, files.key)
+    for port in _serve(redis_url, tls.transport({tls.CERT: str(files.cert), tls.KEY: str(files.key)})):
+        assert _answers(port, first.ca) and not _answers(port, renewed.ca)
+        before = GameClient(channel=tls.dial(f"grpcs://localhost:{port}", options=[("grpc.use_local_subchannel_pool", 1)],
+                                             env={tls.CA: str(first.ca)}), timeout=5)
+        assert before.list_games()
+        for bad in (lambda: shutil.copyfile(new.cert, files.cert),  # the certificate written, its key not yet
+                    lambda: files.cert.write_text("-----BEGIN CERTIFICATE-----\nhalf\n")):
+            bad()
+            time.sleep(tls.RENEWAL_CHECK_S * 1.5)  # past the next look at the files
+            assert _answers(port, first.ca) and not _answers(port, renewed.ca)
+        shutil.copyfile(new.cert, files.cert)
+        shutil.copyfile(new.key, files.key)
+        deadline = time.monotonic() + 15
+        while not _answers(port, renewed.ca):
+            assert time.monotonic() < deadline, "the renewed certificate was never served"
+            time.sleep(0.2)
+        assert not _answers(port, first.ca)
+        assert before.list_games()  # its connection was made with the old certificate, and goes on
+        before.close()
+
+
+@pytest.mark.parametrize("module", ["services.bots", "services.bots.worker", "services.matchmaking"])
+def test_a_service_dialling_the_command_service_stops_at_start_on_a_bad_tls_ca(module: str, redis_url: str,
+                                                                                tmp_path: Path) -> None:
+    """Its client of the command service raises TlsSettingError (as the SDK's does, for a
+    caller to catch); the process, at start, stops with that one line."""
+    log = tmp_path / "service.log"
+    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"grpcs://localhost:{free_port()}",
+                               FAMIGLIA_MATCHMAKING_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_BOTS_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_TLS_CA=tmp_path / "gone.pem"), log, module)
+    assert proc.wait(timeout=60) == 1
+    lines = log.read_text().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("FAMIGLIA_TLS_CA=") and "cannot be read" in lines[0], lines
+
+
+@pytest.mark.parametrize("module", ["services.bots", "services.matchmaking"])
+def test_a_tls_service_dialling_the_command_service_in_plaintext_warns_at_start(module: str, redis_url: str, pki,  # type: ignore[no-untyped-def]
+                                                                                tmp_path: Path) -> None:
+    """The pair set for every service (a shell, a compose file's shared environment) with peers
+    still at bare addresses: the command service serves TLS only, and these would retry their
+    plaintext CreateMatch, refused as UNAVAILABLE, without a word."""
+    _, pair, _ = pki
+    command = f"127.0.0.1:{free_port()}"
+    log = tmp_path / "service.log"
+    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=command,
+                               FAMIGLIA_MATCHMAKING_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_BOTS_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_TLS_CERT=pair.cert, FAMIGLIA_TLS_KEY=pair.key), log, module)
+    try:
+        deadline = time.monotonic() + 60
+        while "tls_peer_plaintext" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.1)
+        [line] = [line for line in log.read_text().splitlines() if "tls_peer_plaintext" in line]
+        assert "FAMIGLIA_COMMAND_ADDR" in line and f"grpcs://{command}" in line and "warning" in line, line
     finally:
         proc.terminate()
         try:

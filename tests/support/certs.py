@@ -50,7 +50,7 @@ class CertificateAuthority:
         self._cert = (
             x509.CertificateBuilder().subject_name(_name(f"{name} CA")).issuer_name(_name(f"{name} CA"))
             .public_key(self._key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=365))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                          content_commitment=False, key_encipherment=False,
@@ -60,14 +60,18 @@ class CertificateAuthority:
         self.ca = directory / f"{name}-ca.pem"
         self.ca.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, common_name: str, *, password: bytes | None = None) -> Pair:
-        """A leaf certificate and its key, as `<dir>/<common_name>.pem` and `...-key.pem`."""
+    def issue(self, common_name: str, *, password: bytes | None = None, not_before: dt.datetime | None = None,
+              not_after: dt.datetime | None = None) -> Pair:
+        """A leaf certificate and its key, as `<dir>/<common_name>.pem` and `...-key.pem`, valid
+        from five minutes ago for 90 days (cert-manager's default) unless given its dates."""
         key = _key()
         now = dt.datetime.now(dt.UTC)
+        not_before = not_before or now - dt.timedelta(minutes=5)
+        not_after = not_after or now + dt.timedelta(days=90)
         cert = (
             x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(self._cert.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .not_valid_before(not_before).not_valid_after(not_after)
             .add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,

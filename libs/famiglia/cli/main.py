@@ -32,6 +32,7 @@ from famiglia.cli import add_column
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.grpcutil.errors import error_code
+from famiglia.grpcutil.tls import exit_on_bad_setting
 from famiglia.localstack.stack import Stack, default_services, service_modules
 
 from .play import PlayedMatch, play_match
@@ -313,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         module.register(sub)
     args = parser.parse_args(argv)
     try:
-        with _stopped_by_signals():
+        with _stopped_by_signals(), exit_on_bad_setting():  # a bad TLS setting: its one line, no traceback
             return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (Stopped): what was started is stopped
         signum = getattr(exc, "signum", signal.SIGINT)

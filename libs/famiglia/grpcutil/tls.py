@@ -1,24 +1,39 @@
-"""Transport security: what a server serves TLS with, read and checked once at start, and the
-one way every famiglia client dials an address (`grpcs://host[:port]` is TLS, anything else
-plaintext). Seat tokens travel on every call, so an operator who exposes a server beyond
-loopback serves it with TLS, here or at an Ingress in front of it (docs/architecture.md,
-"Transport security").
+"""Transport security: what a server serves TLS with, checked at start and renewed from its
+files while it runs, and the one way every famiglia client dials an address
+(`grpcs://host[:port]` is TLS, anything else plaintext). Seat tokens travel on every call, so
+an operator who exposes a server beyond loopback serves it with TLS, here or at an Ingress in
+front of it (docs/architecture.md, "Transport security").
 
 A bad setting (one of the pair alone, a file that cannot be read or holds no PEM, a key that
-is not the certificate's) stops the process with one line naming it, as famiglia.config's do:
-one of the pair alone would otherwise serve plaintext, and gRPC answers a key that is not the
+is not the certificate's, a certificate expired or not yet valid) raises `TlsSettingError`
+with one line naming it: a service or the CLI stops on it (`exit_on_bad_setting`), as on
+famiglia.config's settings, while a library caller (the SDK's `dial`) can catch it. One of
+the pair alone would otherwise serve plaintext, and gRPC answers a key that is not the
 certificate's with a traceback of "Failed to bind to address", as if the port were taken.
+
+A certificate is renewed in place (cert-manager rewrites its Secret's files weeks before it
+ends): the server looks at the files again on new connections (`Renewal`), and serves new
+ones once they pass the checks of the start; bad ones leave it serving the old pair, with a
+warning, never stopped nor plaintext.
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import os
+import re
 import ssl
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
+
+from famiglia.telemetry import get_logger
 
 CERT = "FAMIGLIA_TLS_CERT"
 KEY = "FAMIGLIA_TLS_KEY"
@@ -39,26 +54,64 @@ TLS_SCHEME = "grpcs://"
 PLAIN_SCHEME = "grpc://"
 TLS_PORT = 443
 
+ENDING_WARNING = dt.timedelta(days=14)
+"""A served certificate this close to its end is warned about (at start, and while serving):
+cert-manager renews a 90-day certificate 30 days before it ends, so one still served within
+two weeks of its end is one whose renewal is not reaching the server."""
+RENEWAL_CHECK_S = 1.0
+"""How often, at most, new connections look at the files again (a `stat` of each)."""
+
+log = get_logger("famiglia.tls")
+
+
+class TlsSettingError(ValueError):
+    """A TLS setting that does not hold, in one line naming it. A service or the CLI stops on
+    it at start (`exit_on_bad_setting`); a library caller (the SDK's `dial`) may catch it."""
+
+
+@contextmanager
+def exit_on_bad_setting() -> Iterator[None]:
+    """Where a service or the CLI starts: a bad TLS setting ends the process with its one line
+    (SystemExit, as famiglia.config's settings do), not a traceback."""
+    try:
+        yield
+    except TlsSettingError as exc:
+        raise SystemExit(str(exc)) from None
+
 
 @dataclass(frozen=True)
 class KeyPair:
-    """A PEM certificate chain and its private key, checked to belong together."""
+    """A PEM certificate chain and its private key, checked to belong together; the dates
+    its (first, leaf) certificate is valid between."""
 
     certificate_chain: bytes
     private_key: bytes = field(repr=False)
+    not_before: dt.datetime | None = None
+    not_after: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
 class ServerTls:
-    """What a server serves TLS with; `client_ca`: clients must show a certificate it signed."""
+    """What a server serves TLS with; `client_ca`: clients must show a certificate it signed.
+    `files`: the settings it was read from (name, path), which a renewal rewrites; `stamp`:
+    what those files looked like before they were read (`_stamp`)."""
 
     pair: KeyPair
     client_ca: bytes | None = None
+    files: tuple[tuple[str, str], ...] = ()
+    stamp: tuple[object, ...] = field(default=(), compare=False, repr=False)
 
-    def credentials(self) -> grpc.ServerCredentials:
-        return grpc.ssl_server_credentials(
-            [(self.pair.private_key, self.pair.certificate_chain)],
-            root_certificates=self.client_ca, require_client_auth=self.client_ca is not None)
+    def configuration(self) -> grpc.ServerCertificateConfiguration:
+        return grpc.ssl_server_certificate_configuration(
+            [(self.pair.private_key, self.pair.certificate_chain)], root_certificates=self.client_ca)
+
+    def credentials(self, check_every: float = RENEWAL_CHECK_S) -> grpc.ServerCredentials:
+        """Credentials that follow the files (`Renewal`), or, for a pair given in code, that pair."""
+        if not self.files:
+            return grpc.ssl_server_credentials(
+                [(self.pair.private_key, self.pair.certificate_chain)],
+                root_certificates=self.client_ca, require_client_auth=self.client_ca is not None)
+        return Renewal(self, check_every=check_every).credentials()
 
 
 def _setting(name: str, env: Mapping[str, str]) -> str:
@@ -70,26 +123,101 @@ def _read(name: str, path: str) -> bytes:
         with open(path, "rb") as file:
             return file.read()
     except OSError as exc:
-        raise SystemExit(f"{name}={path!r} cannot be read: {exc.strerror or exc}") from None
+        raise TlsSettingError(f"{name}={path!r} cannot be read: {exc.strerror or exc}") from None
 
 
 def _pem(name: str, path: str, kind: str) -> bytes:
     """The file's bytes, which must hold a PEM block of `kind` (CERTIFICATE, PRIVATE KEY)."""
     data = _read(name, path)
     if b"-----BEGIN " not in data or f"{kind}-----".encode() not in data:
-        raise SystemExit(f"{name}={path!r} holds no PEM {kind.lower()} (-----BEGIN ...{kind}-----)")
+        raise TlsSettingError(f"{name}={path!r} holds no PEM {kind.lower()} (-----BEGIN ...{kind}-----)")
     return data
 
 
-def _key_pair(env: Mapping[str, str], cert_name: str = CERT, key_name: str = KEY) -> KeyPair | None:
+_FIRST_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", re.S)
+
+
+def _der(data: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, where its content starts, where it ends) of the DER item at `at`."""
+    tag, length = data[at], data[at + 1]
+    at += 2
+    if length & 0x80:
+        size = length & 0x7F
+        length, at = int.from_bytes(data[at:at + size], "big"), at + size
+    if at + length > len(data):
+        raise ValueError("truncated")
+    return tag, at, at + length
+
+
+def _time(data: bytes, at: int) -> tuple[dt.datetime, int]:
+    tag, start, end = _der(data, at)
+    text = data[start:end].decode("ascii")
+    if tag == 0x17:  # UTCTime, YYMMDDHHMMSSZ: years 1950-2049 (RFC 5280)
+        when = dt.datetime.strptime(text, "%y%m%d%H%M%SZ")
+        when = when.replace(year=when.year - 100) if when.year >= 2050 else when
+    elif tag == 0x18:  # GeneralizedTime, YYYYMMDDHHMMSSZ: from 2050
+        when = dt.datetime.strptime(text, "%Y%m%d%H%M%SZ")
+    else:
+        raise ValueError(f"tag {tag:#x} is no time")
+    return when.replace(tzinfo=dt.UTC), end
+
+
+def validity(chain: bytes) -> tuple[dt.datetime, dt.datetime]:
+    """(notBefore, notAfter) of the first certificate of a PEM chain, the server's own.
+
+    Read from its DER with the standard library: the two dates are all a service needs of a
+    certificate OpenSSL has already accepted (`_key_pair`), not worth a runtime dependency
+    (`cryptography` stays the tests', which check this against certificates it makes)."""
+    found = _FIRST_CERTIFICATE.search(chain)
+    if found is None:
+        raise ValueError("no PEM certificate")
+    der = base64.b64decode(b"".join(found.group(1).split()), validate=True)
+    _, at, _ = _der(der, 0)  # Certificate
+    _, at, _ = _der(der, at)  # TBSCertificate
+    tag, start, end = _der(der, at)
+    at = end if tag == 0xA0 else at  # [0] version, absent from a v1 certificate
+    for _skipped in ("serialNumber", "signature", "issuer"):
+        at = _der(der, at)[2]
+    _, at, _ = _der(der, at)  # Validity
+    not_before, at = _time(der, at)
+    not_after, _ = _time(der, at)
+    return not_before, not_after
+
+
+def _shown(when: dt.datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _dated(name: str, path: str, chain: bytes, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+    """The certificate's dates, which must hold `now`: gRPC serves an expired certificate
+    without a word, and every client then refuses the handshake, one by one, as UNAVAILABLE."""
+    try:
+        not_before, not_after = validity(chain)
+    except (ValueError, IndexError) as exc:
+        raise TlsSettingError(f"{name}={path!r} holds a certificate whose dates cannot be read ({exc})") from None
+    if now > not_after:
+        raise TlsSettingError(f"{name}={path!r} expired on {_shown(not_after)} "
+                              f"(valid from {_shown(not_before)}): renew it")
+    if now < not_before:
+        raise TlsSettingError(f"{name}={path!r} is not valid before {_shown(not_before)} "
+                              f"(until {_shown(not_after)}; is this host's clock right?)")
+    return not_before, not_after
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _key_pair(env: Mapping[str, str], cert_name: str = CERT, key_name: str = KEY,
+              now: dt.datetime | None = None) -> KeyPair | None:
     """A certificate and its key (FAMIGLIA_TLS_CERT and FAMIGLIA_TLS_KEY, or the client's), both or neither."""
     cert, key = _setting(cert_name, env), _setting(key_name, env)
     if not cert and not key:
         return None
     if not cert or not key:
         given, missing = (cert_name, key_name) if cert else (key_name, cert_name)
-        raise SystemExit(f"{given} is set but {missing} is not: TLS takes both PEM files "
-                         "(the certificate chain and its private key), or neither")
+        raise TlsSettingError(f"{given} is set but {missing} is not: TLS takes both PEM files "
+                              "(the certificate chain and its private key), or neither")
     chain, private = _pem(cert_name, cert, "CERTIFICATE"), _pem(key_name, key, "PRIVATE KEY")
     asked = []
 
@@ -101,11 +229,14 @@ def _key_pair(env: Mapping[str, str], cert_name: str = CERT, key_name: str = KEY
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password=no_password)
     except ssl.SSLError as exc:
         if asked:
-            raise SystemExit(f"{key_name}={key!r} is encrypted: gRPC takes an unencrypted private key "
-                             "(keep it in a Secret readable by the service alone)") from None
-        raise SystemExit(f"{key_name}={key!r} is not the private key of {cert_name}={cert!r} "
-                         f"({exc.reason or exc})") from None
-    return KeyPair(chain, private)
+            raise TlsSettingError(f"{key_name}={key!r} is encrypted: gRPC takes an unencrypted private key "
+                                  "(keep it in a Secret readable by the service alone)") from None
+        raise TlsSettingError(f"{key_name}={key!r} is not the private key of {cert_name}={cert!r} "
+                              f"({exc.reason or exc})") from None
+    except OSError as exc:  # replaced between our read and OpenSSL's (a renewal under way)
+        raise TlsSettingError(f"{cert_name}={cert!r} cannot be read: {exc.strerror or exc}") from None
+    not_before, not_after = _dated(cert_name, cert, chain, now or _now())
+    return KeyPair(chain, private, not_before, not_after)
 
 
 def _ca(name: str, env: Mapping[str, str]) -> bytes | None:
@@ -116,21 +247,158 @@ def _ca(name: str, env: Mapping[str, str]) -> bytes | None:
     try:
         ssl.create_default_context(cadata=data.decode("ascii", "replace"))
     except (ssl.SSLError, ValueError) as exc:
-        raise SystemExit(f"{name}={path!r} holds no usable CA certificate ({exc})") from None
+        raise TlsSettingError(f"{name}={path!r} holds no usable CA certificate ({exc})") from None
     return data
 
 
-def server_tls(env: Mapping[str, str] | None = None) -> ServerTls | None:
-    """The server's TLS settings, read and checked now; None: serve plaintext (the default)."""
-    env = os.environ if env is None else env
-    pair = _key_pair(env)
-    client_ca = _ca(CLIENT_CA, env)
+def _stamp(paths: Sequence[str]) -> tuple[object, ...]:
+    """What the files look like, cheaply (`os.stat`, through the symlinks of a Kubernetes
+    Secret volume, whose update swaps them all at once): a renewal changes it."""
+    seen: list[object] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            seen.append(exc.errno)
+        else:
+            seen.append((st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(seen)
+
+
+class _Changing(TlsSettingError):
+    """The files changed while they were read (a renewal being written): what was read may be
+    half of each, and is read again."""
+
+
+def _read_server_tls(env: Mapping[str, str], now: dt.datetime | None = None) -> ServerTls | None:
+    files = tuple((name, _setting(name, env)) for name in (CERT, KEY, CLIENT_CA) if _setting(name, env))
+    paths = [path for _, path in files]
+    stamp = _stamp(paths)  # before reading: a change after it is seen next time
+    try:
+        pair = _key_pair(env, now=now)
+        client_ca = _ca(CLIENT_CA, env)
+    except TlsSettingError:
+        if _stamp(paths) != stamp:
+            raise _Changing(f"{CERT} and its key changed while read") from None
+        raise
     if pair is None:
         if client_ca is not None:
-            raise SystemExit(f"{CLIENT_CA} is set but {CERT} and {KEY} are not: "
-                             "mutual TLS needs the server's own certificate and key")
+            raise TlsSettingError(f"{CLIENT_CA} is set but {CERT} and {KEY} are not: "
+                                  "mutual TLS needs the server's own certificate and key")
         return None
-    return ServerTls(pair, client_ca)
+    if _stamp(paths) != stamp:  # the pair checked (by path) may not be the bytes read
+        raise _Changing(f"{CERT} and its key changed while read")
+    return ServerTls(pair, client_ca, files, stamp)
+
+
+def _ending(served: ServerTls, now: dt.datetime) -> bool:
+    return served.pair.not_after is not None and now >= served.pair.not_after - ENDING_WARNING
+
+
+def _warn_ending(served: ServerTls, now: dt.datetime) -> None:
+    assert served.pair.not_after is not None
+    log.warning("tls_certificate_ending", setting=CERT, path=dict(served.files).get(CERT, ""),
+                not_after=_shown(served.pair.not_after),
+                days_left=round((served.pair.not_after - now) / dt.timedelta(days=1), 1),
+                hint="renew it: a renewed certificate is served without a restart")
+
+
+def server_tls(env: Mapping[str, str] | None = None) -> ServerTls | None:
+    """The server's TLS settings, read and checked now, at start (a certificate near its end
+    is warned about); None: serve plaintext (the default)."""
+    env = os.environ if env is None else env
+    now = _now()
+    for _attempt in range(3):
+        try:
+            served = _read_server_tls(env, now)
+            break
+        except _Changing:  # being renewed as the service starts: once written, they hold still
+            time.sleep(0.2)
+    else:
+        served = _read_server_tls(env, now)
+    if served is not None and _ending(served, now):
+        _warn_ending(served, now)
+    return served
+
+
+class Renewal:
+    """A server's certificate, renewed from its files while it serves (cert-manager rewrites
+    them weeks before it ends; a restart for each would cut every stream).
+
+    gRPC asks `fetch` before each new connection's handshake: it looks at the files (a
+    `stat` each, at most every `check_every` seconds) and, when they changed, reads and checks
+    them as at start and answers the new configuration, or None to keep the current one.
+    Files that do not hold (half written, a key of another certificate, expired, unreadable)
+    keep the old pair served, with one warning per change; they are read again at most every
+    `check_every` seconds while they stay bad (one not yet valid becomes good without a
+    change). Nothing here stops a serving process, nor makes it serve plaintext."""
+
+    def __init__(self, served: ServerTls, *, check_every: float = RENEWAL_CHECK_S,
+                 clock: Callable[[], float] = time.monotonic, now: Callable[[], dt.datetime] = _now) -> None:
+        self.served = served
+        self._check_every = check_every
+        self._clock = clock
+        self._now = now
+        self._lock = threading.Lock()
+        self._next = clock() + check_every
+        self._seen = served.stamp
+        self._warned: tuple[object, ...] | None = None
+        self._ending_told = _ending(served, now())  # told at start already (server_tls)
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.dynamic_ssl_server_credentials(
+            self.served.configuration(), self.fetch,
+            require_client_authentication=self.served.client_ca is not None)
+
+    def fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """gRPC's certificate_configuration_fetcher: never raises (gRPC would log its own error
+        for each connection), never waits for another connection's look at the files."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._fetch()
+        except Exception:  # noqa: BLE001 - the old pair goes on serving
+            log.exception("tls_renewal_failed", setting=CERT)
+            return None
+        finally:
+            self._lock.release()
+
+    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        clock = self._clock()
+        if clock < self._next:
+            return None
+        self._next = clock + self._check_every
+        now = self._now()
+        if not self._ending_told and _ending(self.served, now):
+            self._ending_told = True
+            _warn_ending(self.served, now)
+        files = dict(self.served.files)
+        stamp = _stamp(list(files.values()))
+        if stamp == self._seen:
+            return None
+        try:
+            fresh = _read_server_tls(files, now)
+        except _Changing:
+            return None  # read again at the next look, once written
+        except TlsSettingError as exc:
+            if stamp != self._warned:
+                self._warned = stamp
+                log.warning("tls_renewal_refused", reason=str(exc), not_after=self._served_until(),
+                            hint="the certificate served so far is kept until the files hold")
+            return None
+        assert fresh is not None  # the same settings as at start, the pair among them
+        self._seen = stamp
+        if fresh == self.served:  # touched, or swapped back: nothing new to serve
+            return None
+        self.served = fresh
+        self._ending_told = _ending(fresh, now)
+        log.info("tls_certificate_renewed", setting=CERT, path=files.get(CERT, ""), not_after=self._served_until())
+        if self._ending_told:
+            _warn_ending(fresh, now)
+        return fresh.configuration()
+
+    def _served_until(self) -> str:
+        return _shown(self.served.pair.not_after) if self.served.pair.not_after else ""
 
 
 @dataclass(frozen=True)
@@ -153,7 +421,7 @@ def _health_address(env: Mapping[str, str]) -> str:
         return ""
     host, colon, port = addr.rpartition(":")
     if not colon or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SystemExit(f"{HEALTH_ADDR}={addr!r} is not HOST:PORT with a port of 1-65535")
+        raise TlsSettingError(f"{HEALTH_ADDR}={addr!r} is not HOST:PORT with a port of 1-65535")
     return f"127.0.0.1:{port}" if host in ("localhost", "127.0.0.1") else addr
 
 
@@ -199,3 +467,28 @@ def dial(address: str, options: Sequence[tuple[str, Any]] | None = None,
     if secure:
         return grpc.secure_channel(target, client_credentials(env), options=options)
     return grpc.insecure_channel(target, options=options)
+
+
+def plaintext_peers(peers: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[str]:
+    """The settings of `peers` (setting -> the address this process dials another famiglia
+    service by) that a process with the server pair set dials in plaintext by a bare
+    `host:port`, each warned about at start (`tls_peer_plaintext`).
+
+    The pair set in this process's environment is, in a shell (`make up`) or a compose file's
+    shared environment, set for its peers too: they serve TLS only, and a plaintext client
+    of them (the bots creating matches, matchmaking) is refused each handshake as UNAVAILABLE,
+    which it retries without end. Loopback is no exception (`make up` from a shell with the
+    pair exported serves TLS on loopback); `grpc://host:port` says plaintext on purpose and is
+    not warned about."""
+    env = os.environ if env is None else env
+    if not _setting(CERT, env):
+        return []
+    found = []
+    for name, address in peers.items():
+        if address.startswith((TLS_SCHEME, PLAIN_SCHEME)):
+            continue
+        found.append(name)
+        log.warning("tls_peer_plaintext", setting=name, address=address, tls_cert=_setting(CERT, env),
+                    hint=f"this process serves TLS ({CERT}); if its peers do too, set {name}=grpcs://{address} "
+                         f"(and {CA} to their CA); grpc://{address} dials plaintext on purpose")
+    return found
