@@ -13,7 +13,10 @@ A store that lost acknowledged writes and was written on since shows as entries 
 archived seqs under other event ids (`_went_back`): a live match is projected again
 from the store; a finished one (or one whose `match_created` was replaced) is flagged
 (`matches.diverged_seq`, `divergence.py`) and nothing more is projected onto it until a
-rebuild takes it from the store.
+rebuild takes it from the store. An entry read before the store went back, and applied after
+another consumer projected the store's new history, is told by its stream entry id: not past
+the one the match was last moved on from (`_read_before`); it is checked against the store,
+and skipped unless the store holds it (`_stale_past`).
 
 The partition checkpoint (newest entry id committed per partition) commits in
 the same transaction. It is not the skip rule: when consumers share a
@@ -77,6 +80,10 @@ from .rating_book import RatingBook
 from .writes import ARCHIVE, BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
 
 log = get_logger("famiglia.projection")
+
+UNREAD = "0-0"
+"""The entry id of an event read from no partition stream (the archive in a rebuild, a match
+stream in `unpark`): it tells nothing of when it was read."""
 
 
 @dataclass
@@ -346,11 +353,14 @@ class Projector:
                     version = back
                     tail = self._store_tail(match_id, back)
                     if tail:  # the store's events from there on: the group's are among them
-                        if self._apply_run(conn, writes, row, tail, traced):
+                        if self._apply_run(conn, writes, row, tail, traced, _newest_held(group, tail)):
                             outcome.finished_matches.append(match_id)
                         version = tail[-1].seq
                     if self.store_events is not None:
                         group = self._lost_past(group, version, outcome)
+            early = row is not None and self._read_before(row, group, version)
+            if early:
+                group = self._stale_past(match_id, group, version, outcome)
             ready: list[PartitionEntry] = []
             for i, entry in enumerate(group):
                 seq = entry.envelope.seq
@@ -370,7 +380,10 @@ class Projector:
                     break
             if ready:
                 outcome.applied.extend(ready)
-                if self._apply_run(conn, writes, row, [e.envelope for e in ready], traced):
+                # The entry the match moves on from, past the one recorded (no comparison: the first
+                # of the run was past it unless `early`, and an id that only looked early is left).
+                entry_id = None if early or ready[-1].entry_id == UNREAD else ready[-1].entry_id
+                if self._apply_run(conn, writes, row, [e.envelope for e in ready], traced, entry_id):
                     outcome.finished_matches.append(match_id)
         self.writer.write(conn, writes)
         if writes.results:
@@ -381,10 +394,11 @@ class Projector:
         return outcome
 
     def _apply_run(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
-                   envelopes: list[EventEnvelope], traced: bool) -> bool:
+                   envelopes: list[EventEnvelope], traced: bool, entry_id: str | None) -> bool:
+        """`entry_id`: the partition entry the match is moved on from (None: keep the recorded one)."""
         if traced:
-            return self._apply_match_traced(conn, writes, row, envelopes)
-        return self._apply_events(conn, writes, row, envelopes)
+            return self._apply_match_traced(conn, writes, row, envelopes, entry_id)
+        return self._apply_events(conn, writes, row, envelopes, entry_id)
 
     def _went_back(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> int | None:
         """The version to project the match from again, or None (a redelivery: the group's
@@ -403,9 +417,20 @@ class Projector:
         replaced = self._replaced(conn, row, group)
         if not replaced:
             return None
-        seq = replaced[0].seq
-        if row.status == "live" and seq > 1 and self.store_events is not None:
+        stored: list[EventEnvelope] | None = None
+        if self.store_events is not None:
+            # Only an entry the store holds tells it went back: one it does not hold was read before
+            # it went back, and another consumer projected the store's event at that seq since.
             stored = self._store_tail(row.match_id, 0)
+            held = {(e.seq, e.event_id) for e in stored}
+            stale = [env for env in replaced if (env.seq, env.event_id) not in held]
+            if stale:
+                _log_stale(row.match_id, row.version, stale)
+                replaced = [env for env in replaced if (env.seq, env.event_id) in held]
+                if not replaced:
+                    return None  # the group's entries at archived seqs are skipped as done
+        seq = replaced[0].seq
+        if row.status == "live" and seq > 1 and stored is not None:
             seq = min(seq, first_difference(archived_ids(conn, row.match_id),
                                             ((e.seq, e.event_id) for e in stored if e.seq < seq)) or seq)
         if row.status != "live" or seq <= 1:
@@ -434,6 +459,36 @@ class Projector:
                     seqs=[e.envelope.seq for e in lost], action="skipped: the store no longer holds them")
         outcome.skipped.extend(lost)
         return [e for e in group if e.envelope.seq <= version]
+
+    def _read_before(self, row: MatchRow, group: list[PartitionEntry], version: int) -> bool:
+        """Whether the group's first entry past `version` was read from the partition stream
+        before the entry the match was last moved on from (`row.last_entry_id`), which only a
+        batch read before the store went back can be: stream ids grow with every write, and a
+        match's events are written in seq order. One comparison per match and batch; an entry
+        read from no stream (`UNREAD`) is not compared."""
+        if row.last_entry_id is None or self.store_events is None:
+            return False
+        following = next((e for e in group if e.envelope.seq > version), None)
+        if following is None:
+            return False
+        return following.entry_id != UNREAD and entry_key(following.entry_id) <= entry_key(row.last_entry_id)
+
+    def _stale_past(self, match_id: str, group: list[PartitionEntry], version: int,
+                    outcome: BatchOutcome) -> list[PartitionEntry]:
+        """The group less its entries past `version` that the store does not hold (under their
+        event ids at their seqs): read before the store went back, they are of the lost history,
+        and another consumer projected the store's new one since. Skipped (acked), never written:
+        the store's own events at those seqs reach the projection through their own entries. An
+        entry the store holds is applied as ever (a stream id that only looked early)."""
+        held = {(e.seq, e.event_id) for e in self._store_tail(match_id, version)}
+        stale = [e for e in group
+                 if e.envelope.seq > version and (e.envelope.seq, e.envelope.event_id) not in held]
+        if not stale:
+            return group
+        _log_stale(match_id, version, [e.envelope for e in stale])
+        outcome.skipped.extend(stale)
+        dropped = {id(e) for e in stale}
+        return [e for e in group if id(e) not in dropped]
 
     def _diverged_earlier(self, conn: Connection, row: MatchRow, group: list[PartitionEntry]) -> bool:
         """Lower a flagged match's diverged seq when the group replaces an earlier one (consumers
@@ -483,7 +538,7 @@ class Projector:
 
     # -- one match ----------------------------------------------------------------------
     def _apply_match_traced(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
-                            envelopes: list[EventEnvelope]) -> bool:
+                            envelopes: list[EventEnvelope], entry_id: str | None) -> bool:
         """Continue the trace of the command that wrote the events (from the envelope), then apply them."""
         first = envelopes[0]
         parent = extract_context(first.trace) if first.trace else None
@@ -495,10 +550,10 @@ class Projector:
             attributes={"match_id": first.match_id, "game_id": first.game_id, "first_seq": first.seq,
                         "events": len(envelopes)},
         ):
-            return self._apply_events(conn, writes, row, envelopes)
+            return self._apply_events(conn, writes, row, envelopes, entry_id)
 
     def _apply_events(self, conn: Connection, writes: BatchWrites, row: MatchRow | None,
-                      envelopes: list[EventEnvelope]) -> bool:
+                      envelopes: list[EventEnvelope], entry_id: str | None = None) -> bool:
         """Archive, fold and project a run of consecutive events of one match; True when it finished."""
         first = envelopes[0]
         if row is None:
@@ -523,6 +578,8 @@ class Projector:
                 self.cache.drop([row.match_id])
                 state = None
         row.version, row.archived_id = envelopes[-1].seq, envelopes[-1].event_id
+        if entry_id is not None:
+            row.last_entry_id = entry_id
         row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
         if row.status == "live" and envelopes[-1].type == MATCH_CANCELLED:
             # Read from the envelope, not the fold: a match no fold can read (an unknown game, a
@@ -665,6 +722,21 @@ def _rated(match: MatchRow, seats: list[SeatResult]) -> MatchOutcome:
     """A finished match as the ratings need it (seats without a player are not rated)."""
     return MatchOutcome(match.match_id, match.finished_ms or match.last_event_ms,
                         tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id))
+
+
+def _newest_held(group: list[PartitionEntry], stored: list[EventEnvelope]) -> str | None:
+    """The newest stream entry id of the group's entries that the store holds (`stored`, under
+    the same event ids at the same seqs): what a match projected again from the store was moved
+    on from. None when the group has none (read from no stream, or all of the lost history)."""
+    held = {(e.seq, e.event_id) for e in stored}
+    ids = [e.entry_id for e in group if (e.envelope.seq, e.envelope.event_id) in held and e.entry_id != UNREAD]
+    return max(ids, key=entry_key, default=None)
+
+
+def _log_stale(match_id: str, version: int, stale: list[EventEnvelope]) -> None:
+    log.warning("projection_entries_stale", match_id=match_id, version=version, seqs=[e.seq for e in stale],
+                event_ids=[e.event_id for e in stale],
+                action="skipped: read before the store went back, which holds other events at these seqs or none")
 
 
 def poison_like(exc: BaseException) -> bool:

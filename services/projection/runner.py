@@ -13,7 +13,8 @@ A consumer whose connection to Redis broke (or whose groups were gone) forgets t
 entries it kept and reads its pending entries again (`_read_pending_again`, each round until
 that read succeeds): the server may be one that lost acknowledged writes, and a kept entry of
 that lost history would otherwise be applied once another consumer projected the store's new
-one up to the seq before it.
+one up to the seq before it. The batch in hand when the connection breaks outside a read (while
+it is projected) is the projector's to tell by its stream entry ids (`Projector._read_before`).
 
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
 and recorded as dead letters (`parking.py`); the parked matches are read back from

@@ -64,6 +64,9 @@ class MatchRow:
     archived_id: str | None = None
     """The archive's event id at `version` as the batch found it (read with the row, not written):
     what a folded match kept in memory must have folded last to be of the archive's history."""
+    last_entry_id: str | None = None
+    """The newest partition stream entry the match was moved on from (read with the row, written
+    with its progress): an entry of the match read before it is checked against the store."""
 
 
 @dataclass(slots=True)
@@ -159,7 +162,7 @@ class BatchWriter:
         self.lock_matches = (
             select(MATCHES.c.match_id, MATCHES.c.game_id, MATCHES.c.seats, MATCHES.c.tournament_id,
                    MATCHES.c.version, MATCHES.c.last_event_ms, MATCHES.c.status, MATCHES.c.fold_error,
-                   MATCHES.c.diverged_seq, ARCHIVE.c.event_id)
+                   MATCHES.c.diverged_seq, ARCHIVE.c.event_id, MATCHES.c.last_entry_id)
             .select_from(MATCHES.outerjoin(ARCHIVE, and_(ARCHIVE.c.match_id == MATCHES.c.match_id,
                                                          ARCHIVE.c.seq == MATCHES.c.version)))
             .where(MATCHES.c.match_id.in_(bindparam("ids", expanding=True)))
@@ -167,7 +170,8 @@ class BatchWriter:
         self.progress = (
             update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
             .values(version=bindparam("b_version"), last_event_ms=bindparam("b_last"),
-                    fold_error=bindparam("b_error"), diverged_seq=bindparam("b_diverged")))
+                    fold_error=bindparam("b_error"), diverged_seq=bindparam("b_diverged"),
+                    last_entry_id=bindparam("b_entry")))
         self.finish = (
             update(MATCHES).where(MATCHES.c.match_id == bindparam("b_match"))
             .values(status=bindparam("b_status"), finished_ms=bindparam("b_finished"),
@@ -231,7 +235,7 @@ class BatchWriter:
                     dialect=sqlite.dialect(), compile_kwargs={"render_postcompile": True})
                 sql = self._lock_sql[len(ids)] = compiled.string
             rows = conn.exec_driver_sql(sql, tuple(ids))
-        return {r[0]: MatchRow(*r[:9], archived_id=r[9]) for r in rows}
+        return {r[0]: MatchRow(*r[:9], archived_id=r[9], last_entry_id=r[10]) for r in rows}
 
     # -- the writes ------------------------------------------------------------------------
     def write(self, conn: Connection, batch: BatchWrites) -> None:
@@ -251,7 +255,7 @@ class BatchWriter:
         if moved:
             self._execute("progress", self.progress, conn, [
                 dict(b_match=m.match_id, b_version=m.version, b_last=m.last_event_ms, b_error=m.fold_error,
-                     b_diverged=m.diverged_seq) for m in moved])
+                     b_diverged=m.diverged_seq, b_entry=m.last_entry_id) for m in moved])
         finished = [m for m, _seats in batch.results if m.created is None]
         finished += [m for m in batch.ended if m.created is None]
         if finished:
@@ -367,4 +371,5 @@ def _match_values(m: MatchRow) -> dict[str, Any]:
     assert m.created is not None
     return dict(m.created, match_id=m.match_id, game_id=m.game_id, seats=m.seats, tournament_id=m.tournament_id,
                 version=m.version, last_event_ms=m.last_event_ms, status=m.status, fold_error=m.fold_error,
-                diverged_seq=m.diverged_seq, finished_ms=m.finished_ms, outcome=m.outcome)
+                diverged_seq=m.diverged_seq, finished_ms=m.finished_ms, outcome=m.outcome,
+                last_entry_id=m.last_entry_id)

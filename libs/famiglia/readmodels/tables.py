@@ -80,6 +80,13 @@ class Match(ReadModel, table=True):
     match had finished on the lost events, or its `match_created` was replaced): nothing more is
     projected onto the match, retention keeps its stream, and `rebuild` takes its events from
     the store. None: the two agree."""
+    last_entry_id: str | None = Field(default=None, max_length=64)
+    """The newest partition stream entry the projection moved the match on from (the entry of the
+    event at `version`, or of one before it in the same history); None when unknown (projected
+    from the archive by a rebuild, or before migration 0007). An entry of the match whose id is not
+    past it was read before it: a batch read before the store went back, which another consumer
+    overtook with the store's new history (`Projector._read_before`). Where the projection read,
+    not a read model: a rebuild sets it only for the entries it projects from the streams."""
 
 
 class MatchSeat(ReadModel, table=True):

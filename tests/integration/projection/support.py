@@ -137,15 +137,21 @@ def drain(runners: Sequence, timeout: float = 30.0) -> None:
 
 
 def dump(engine: SqlEngine) -> dict[str, list[tuple]]:
-    """Every read-model table as sorted tuples of its columns: equal dumps mean equal read models."""
+    """Every read-model table as sorted tuples of its columns: equal dumps mean equal read models.
+    Not `matches.last_entry_id`, the partition entry a match was last moved on from: where the
+    projection read, not what it made (a rebuild projects from the archive, which records none)."""
     out: dict[str, list[tuple]] = {}
     with read_session(engine) as session:
         for table in TABLES:
-            columns = list(table.__table__.columns.keys())  # type: ignore[attr-defined]
+            columns = [c for c in table.__table__.columns.keys()  # type: ignore[attr-defined]
+                       if (table.__tablename__, c) not in _BOOKKEEPING]
             rows = session.exec(select(table)).all()
             out[table.__tablename__] = sorted(
                 (tuple(_plain(getattr(row, c)) for c in columns) for row in rows), key=repr)
     return out
+
+
+_BOOKKEEPING = {("matches", "last_entry_id")}
 
 
 def _plain(value: object) -> object:

@@ -5,6 +5,9 @@ comes back) and SQL (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Sequence
+
 import pytest
 from google.protobuf.struct_pb2 import ListValue, Value
 from sqlalchemy import update
@@ -12,6 +15,7 @@ from sqlalchemy import update
 from famiglia.config import Settings
 from famiglia.engine import MatchConfig
 from famiglia.engine.registry import Registry
+from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.matchstate import MatchState
@@ -20,8 +24,10 @@ from famiglia.readmodels.db import read_session
 from famiglia.v1 import envelope_pb2
 from services.projection.__main__ import cmd_diverged
 from services.projection.app import ProjectionApp
+from services.projection.projector import BatchOutcome
 from services.projection.rebuild import _keep_archive_and_empty
 from services.projection.retention import RetentionSweep, revisit_later
+from services.projection.runner import ProjectionRunner
 from services.projection.writes import MATCHES
 
 from .dice_race import ENGINE
@@ -292,4 +298,67 @@ def test_entries_a_consumer_kept_from_before_the_store_went_back_are_never_proje
         summary = match_summary(session, RACE)
     assert summary is not None and summary.status == "finished" and summary.version == len(stored) == 6
     assert [s.score for s in summary.seats] == [3.0, 4.0]
+    assert _archived_race(app) == _bytes(stored)
+
+
+# -- a batch read before the store went back, applied after another consumer projected the new history --
+def _restarted_while_busy(app: ProjectionApp, runner: ProjectionRunner, before_the_loss: dict[bytes, bytes],
+                          then: Callable[[], None]) -> None:
+    """`runner`'s next round reads its batch, and while it projects it (its read went well, so its
+    connection breaks under no read) Redis restarts without the lost writes and `then` runs."""
+    project = runner.projector.project
+
+    def busy(entries: Sequence[PartitionEntry]) -> BatchOutcome:
+        runner.projector.project = project  # type: ignore[method-assign]
+        _restore(app.store, before_the_loss)
+        app.store.client.client_kill_filter(_type="normal", skipme=True)  # a restart drops every connection
+        time.sleep(0.005)  # a restart takes time: the store's new entries get later ids than the lost ones
+        then()
+        return project(entries)
+
+    runner.projector.project = busy  # type: ignore[method-assign]
+    runner.run_once(block_ms=0)
+
+
+@pytest.mark.parametrize(("lost_in_the_batch", "played_again"), [
+    (1, [3]), (1, [1, 1, 2]), (2, [3]),
+], ids=["after-it-went-back-the-new-history-ends", "after-it-went-back-the-new-history-goes-on",
+        "both-lost-entries-the-new-history-ends"])
+def test_a_batch_read_before_the_store_went_back_is_never_applied_once_another_consumer_projected_the_new_one(
+        app: ProjectionApp, lost_in_the_batch: int, played_again: list[int]) -> None:
+    """Consumer A reads the match's lost entries (the last, or both) and is busy projecting them
+    when Redis restarts without them; the match is played again and consumer B projects the new
+    history (projecting it again from the store when B had projected the first lost entry). A's
+    read went well, so no broken read tells A to drop its batch. Before, A applied the lost seq 6
+    right after the store's new seq 5: archived onto the finished match (a version the store never
+    had), or finishing the match on a mix of two histories (seat 1 the winner, rated; then flagged
+    when the store's own seq 6 came); or, both lost entries in its batch, A met seq 5 under another
+    id than the archive's and flagged the finished match for a rebuild, which the store did not
+    need: the archive held the store's history."""
+    a, b = app.runner("a"), app.runner("b")
+    app.store.append(RACE, 0, _race_opening(target=4), command_id="")
+    _roll_on(app.store, [1, 1], 1_700_000_001_000, "shared")  # seq 3 and 4: [1, 1]
+    drain([a, b])
+    before_the_loss = _snapshot(app.store)
+    _roll_on(app.store, [1], 1_700_000_010_000, "lost")  # seq 5: [2, 1]
+    if lost_in_the_batch == 1:
+        b.run_once(block_ms=0)  # B projects the lost seq 5
+    _roll_on(app.store, [3], 1_700_000_011_000, "lost")  # seq 6: [2, 4], seat 1 wins the lost history
+
+    def played_again_and_projected_by_b() -> None:
+        _roll_on(app.store, played_again[:1], 1_700_000_100_000, "again")
+        drain([b])
+
+    _restarted_while_busy(app, a, before_the_loss, played_again_and_projected_by_b)
+    _roll_on(app.store, played_again[1:], 1_700_000_101_000, "again")
+    drain([a, b])
+
+    stored = app.store.read(RACE)
+    expected = _fold(app.registry, stored).result()
+    assert expected is not None and expected.seats[0].rank == 1
+    assert app.diverged() == []
+    with read_session(app.sql) as session:
+        summary = match_summary(session, RACE)
+    assert summary is not None and summary.status == "finished" and summary.version == len(stored)
+    assert [(s.seat, s.score, s.rank) for s in summary.seats] == [(s.seat, s.score, s.rank) for s in expected.seats]
     assert _archived_race(app) == _bytes(stored)

@@ -294,6 +294,80 @@ def test_an_entry_past_what_the_store_holds_once_it_went_back_is_never_projected
     assert summary is not None and summary.version == 6
 
 
+def _counted_store(projector: Projector, store: list[EventEnvelope]) -> list[int]:
+    """Give the projector `store` as its event store; the returned list gets the `after` of each read."""
+    reads: list[int] = []
+
+    def read(match_id: str, after: int) -> list[EventEnvelope]:
+        reads.append(after)
+        return [e for e in store if e.match_id == match_id and e.seq > after]
+
+    projector.store_events = read
+    return reads
+
+
+def _read_at(entries: list[PartitionEntry], ms: int) -> list[PartitionEntry]:
+    """The entries as a partition stream read at `ms` gives them (stream ids grow with every write)."""
+    return [replace(e, entry_id=f"{ms}-{e.envelope.seq}") for e in entries]
+
+
+def test_entries_read_before_the_store_went_back_are_skipped_once_another_consumer_projected_the_new_history(
+        projector: Projector) -> None:
+    """A consumer read the lost 6 and 7 just before the store went back; another consumer projected
+    the store's new 5 meanwhile. Before, the lost 6 was applied onto it: its seq is the match's next.
+    Its stream id is not past the one the match was last moved on from, so it is checked against
+    the store, which holds another event at 6: skipped, and the store's own 6 comes after it."""
+    entries, _ = played_entries("m1", seed=6)
+    read_before = _read_at(entries, 1000)
+    projector.project(read_before[:4])
+    again = _read_at(_written_again(entries[4:6], suffix="ZZ"), 2000)  # the store went back to 4, wrote 5 and 6
+    store = [e.envelope for e in entries[:4] + again]
+    reads = _counted_store(projector, store)
+    assert projector.project(again[:1]).applied == again[:1] and reads == []
+    outcome = projector.project(read_before[5:7])
+    assert not outcome.applied and outcome.skipped == read_before[5:7] and reads == [5]
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store[:5]}
+    assert projector.project(again[1:]).applied == again[1:]
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store}
+
+
+def test_the_store_is_read_only_for_an_entry_whose_stream_id_is_not_past_the_matchs_last(
+        projector: Projector) -> None:
+    """The check costs one comparison per match and batch: the store is not read while stream ids
+    grow. An entry whose id only looks early (written by a Redis whose clock went back) is applied
+    once the store is found to hold it."""
+    entries, total = played_entries("m1", seed=6)
+    reads = _counted_store(projector, [e.envelope for e in entries])
+    read = _read_at(entries, 2000)
+    for i in range(0, 8, 2):
+        assert projector.project(read[i:i + 2]).applied == read[i:i + 2]
+    assert reads == []
+    early = _read_at(entries[8:], 1000)
+    assert projector.project(early).applied == early and reads == [8]
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.version == total and summary.status == "finished"
+
+
+def test_an_entry_read_before_the_store_went_back_never_flags_a_match_that_ended_on_the_stores_history(
+        projector: Projector) -> None:
+    """Another consumer projected the store's new history to the match's end; then a batch read
+    before the store went back arrives, at archived seqs under other event ids. Before, the match
+    was flagged for a rebuild (a store that went back after it finished), though the archive held
+    what the store holds: the entries are of the lost history, skipped."""
+    entries, total = played_entries("m1", seed=3)
+    lost = _read_at(entries, 1000)
+    projector.project(lost[:-2])
+    again = _read_at(_written_again(entries[-2:], suffix="ZZ"), 2000)
+    store = [e.envelope for e in entries[:-2] + again]
+    projector.store_events = lambda match_id, after: [e for e in store if e.seq > after]
+    assert projector.project(again).finished_matches == ["m1"]
+    outcome = projector.project(lost[-2:])
+    assert not outcome.applied and outcome.skipped == lost[-2:]
+    assert _diverged_seq(projector, "m1") is None
+    assert _archived_ids(projector, "m1") == {e.seq: e.event_id for e in store} and len(store) == total
+
+
 def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(projector: Projector) -> None:
     """Projecting a match again from the store needs the store: when it is away the batch fails
     and is redone later, and the events, not at fault, are never parked."""
