@@ -416,3 +416,26 @@ def test_a_runner_that_read_a_tournament_before_another_recorded_its_match_sends
     assert new._start(stale, planned) == "m1"
     assert command.created == ["m1"] and repo.get(tid).started == {0: "m1"}
     assert not repo.client.hgetall(repo._key(tid, "starting"))
+
+
+def test_a_runner_that_meets_another_runners_creation_in_flight_sends_that_request_id(
+        repo: TournamentRepo) -> None:
+    """The two runners' steps overlap: the old one wrote its request id down and sent CreateMatch,
+    whose answer has not come back (the match is made, not recorded), when the new one, with an
+    older read of the tournament, starts the same planned match. The new one sends the old one's
+    request id, so the command service answers with the match the old one made (before, it wrote
+    its own id over the first and a second match played, one recorded by nobody)."""
+    tid = repo.create(_spec(concurrency=2))
+    command = CommandService()
+    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
+    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    stale = repo.get(tid)
+    planned = old.plan_of(stale)[0]
+    command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED  # made, its answer still on the way
+    with pytest.raises(grpc.RpcError):
+        old._start(repo.get(tid), planned)
+    command.lose_answer = None
+    written = repo.get(tid).starting[0]
+    assert new._start(stale, planned) == "m1"
+    assert command.created == ["m1"] and command.made == {written: "m1"}
+    assert repo.get(tid).started == {0: "m1"} and repo.get(tid).unrecorded() == []
