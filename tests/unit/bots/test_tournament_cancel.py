@@ -389,8 +389,9 @@ class EitherSecret:
 def test_two_runners_with_different_secrets_at_once_create_each_planned_match_once(repo: TournamentRepo) -> None:
     """Two runners step the same tournament at once, each with its own secret (the old and the new
     replica of a rolling deploy that rotates it), both having read it before either wrote anything
-    down: the first request id written down is the one both send, so the command service makes one
-    match (before, each sent its own id and two matches played, one recorded by nobody)."""
+    down: the second finds the match the first recorded under the first request id written down and
+    sends nothing, so the command service makes one match (before, each sent its own id and two
+    matches played, one recorded by nobody; two creations in flight at once: the last test below)."""
     tid = repo.create(_spec(concurrency=2))
     command = CommandService()
     command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
