@@ -166,6 +166,15 @@ def _start(env: dict[str, str], log: Path, module: str = "services.command") -> 
                                 stdout=subprocess.DEVNULL, stderr=out)
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _service_env(tmp_path: Path, redis_url: str, **settings: object) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAMIGLIA_TLS_")}
     env.update(PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_VAR_DIR=str(tmp_path / "var"),
@@ -233,12 +242,7 @@ def test_the_service_process_serves_tls_and_the_cli_dials_it(redis_url: str, pki
         assert main(["match", "--address", address, "cancel", match.match_id, "--reason", "tls test"]) == 0
         assert f"{match.match_id}: cancelled at version" in " ".join(capsys.readouterr().out.split())
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
 
 
 def _answers(port: int, ca: Path) -> bool:
@@ -324,9 +328,4 @@ def test_a_tls_service_dialling_the_command_service_in_plaintext_warns_at_start(
         [line] = [line for line in log.read_text().splitlines() if "tls_peer_plaintext" in line]
         assert "FAMIGLIA_COMMAND_ADDR" in line and f"grpcs://{command}" in line and "warning" in line, line
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)

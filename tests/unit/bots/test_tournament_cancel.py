@@ -386,16 +386,21 @@ class EitherSecret:
         raise AssertionError("a token neither secret signed")
 
 
+def _two_runners(repo: TournamentRepo) -> tuple[str, CommandService, TournamentRunner, TournamentRunner]:
+    """A tournament, and the old and the new runner of a rolling deploy that rotates the secret."""
+    tid = repo.create(_spec(concurrency=2))
+    command = CommandService()
+    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
+    return tid, command, _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+
+
 def test_two_runners_with_different_secrets_at_once_create_each_planned_match_once(repo: TournamentRepo) -> None:
     """Two runners step the same tournament at once, each with its own secret (the old and the new
     replica of a rolling deploy that rotates it), both having read it before either wrote anything
     down: the second finds the match the first recorded under the first request id written down and
     sends nothing, so the command service makes one match (before, each sent its own id and two
     matches played, one recorded by nobody; two creations in flight at once: the last test below)."""
-    tid = repo.create(_spec(concurrency=2))
-    command = CommandService()
-    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
-    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    tid, command, old, new = _two_runners(repo)
     seen_by_old, seen_by_new = repo.get(tid), repo.get(tid)
     planned = old.plan_of(seen_by_old)[0]
     assert old._start(seen_by_old, planned) == new._start(seen_by_new, planned) == "m1"
@@ -407,10 +412,7 @@ def test_a_runner_that_read_a_tournament_before_another_recorded_its_match_sends
         repo: TournamentRepo) -> None:
     """The other runner created the planned match and recorded it while this one held an older read
     of the tournament: this one takes the recorded match and leaves no creation outstanding."""
-    tid = repo.create(_spec(concurrency=2))
-    command = CommandService()
-    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
-    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    tid, command, old, new = _two_runners(repo)
     stale = repo.get(tid)
     planned = old.plan_of(stale)[0]
     assert old._start(repo.get(tid), planned) == "m1"
@@ -426,10 +428,7 @@ def test_a_runner_that_meets_another_runners_creation_in_flight_sends_that_reque
     older read of the tournament, starts the same planned match. The new one sends the old one's
     request id, so the command service answers with the match the old one made (before, it wrote
     its own id over the first and a second match played, one recorded by nobody)."""
-    tid = repo.create(_spec(concurrency=2))
-    command = CommandService()
-    command.signer = EitherSecret("unit-secret", "rotated-secret")  # type: ignore[assignment]
-    old, new = _runner(repo, command, "unit-secret"), _runner(repo, command, "rotated-secret")
+    tid, command, old, new = _two_runners(repo)
     stale = repo.get(tid)
     planned = old.plan_of(stale)[0]
     command.lose_answer = grpc.StatusCode.DEADLINE_EXCEEDED  # made, its answer still on the way
