@@ -117,6 +117,9 @@ class MatchmakingApp:
         if len(request_id) > 128:
             raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
         player = self.players.register_guest(name, self.clock(), request_id)
+        if player.display_name != name:  # the request id made another guest: not this request's retry
+            raise AlreadyExists("request_id_reused", "request_id was already used to register another "
+                                                     "guest; use a new request_id for a new guest")
         log.info("guest_registered", player_id=player.player_id)
         return player, self.signer.player_token(player.player_id)
 
@@ -170,9 +173,21 @@ class MatchmakingApp:
         except PlayerBusy as exc:
             raise AlreadyExists("ticket_open", f"{exc.player_id} already has an open {game_id} ticket "
                                 f"({exc.ticket_id}); cancel it first") from None
+        if created.duplicate:
+            self._check_same_ticket(created.ticket_id, record)
         log.info("ticket_created", ticket_id=created.ticket_id, game_id=game_id, player_id=player_id,
                  players=len(players), party=list(players[1:]), duplicate=created.duplicate)
         return TicketCreated(created.ticket_id, created.duplicate, self.ticket(player_id, created.ticket_id))
+
+    def _check_same_ticket(self, ticket_id: str, asked: TicketRecord) -> None:
+        """A retried CreateTicket gets its ticket; a request id reused for another request (other
+        table sizes, options or party) is refused, as CreateMatch's is, rather than answered with a
+        ticket for what the player no longer asks. (A ticket gone since answers as before.)"""
+        first = self.store.get(ticket_id)
+        if first is not None and (first.players, first.seat_counts, first.options) != \
+                (asked.players, asked.seat_counts, asked.options):
+            raise AlreadyExists("request_id_reused", "request_id was already used for a different ticket; "
+                                                     "use a new request_id for a new ticket")
 
     def _record(self, player_id: str, ticket_id: str) -> TicketRecord:
         # A ticket id names its game (`<game>.<random>`) and so its key: an id of a game not served

@@ -8,6 +8,7 @@ seat token, the request and whether the match is over now.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -325,8 +326,13 @@ class ReplayApp:
         else:
             timeline = self.timeline(match_id)
             first = from_seq or 1
-        if speed < 0 or to_seq < 0 or first < 1:
-            raise InvalidArgument("bad_range", "from/to must be positive and speed not negative")
+        # A from_seq past to_seq named no event and streamed none, as if the match had none there.
+        # NaN passes every comparison (it streamed at once, as infinity did); 0 is the proto's
+        # unset speed, 1.0.
+        if to_seq < 0 or first < 1 or 0 < to_seq < from_seq or not (math.isfinite(speed) and speed >= 0) \
+                or max_gap_ms < 0:
+            raise InvalidArgument("bad_range", "from/to must be positive with from no later than to, speed a "
+                                               "finite number not negative, max_gap_ms not negative")
         access = self._access(timeline, token, full)
         last = min(to_seq or timeline.last_seq, timeline.last_seq)
         engine = timeline.engine
@@ -347,7 +353,9 @@ class ReplayApp:
             if recorded_pace:
                 now_ms = envelope_ms(env)
                 if previous_ms is not None:
-                    gap = min(max(now_ms - previous_ms, 0), max_gap_ms) / (speed or 1.0)
+                    # Capped after the speed: max_gap_ms is the longest wait (a tiny speed
+                    # would otherwise wait for ever on a table that paused a second).
+                    gap = min(max(now_ms - previous_ms, 0) / (speed or 1.0), max_gap_ms)
                     self._wait(gap / 1000, is_active)
                 previous_ms = now_ms
             view: Message | None = None

@@ -1,4 +1,5 @@
-"""A GameService over real gRPC and a real redis-server: in-process, or as its own process."""
+"""A GameService over real gRPC and a real redis-server: in-process, or as its own process; or
+every service in this process (`stack`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+import redis
 
+from famiglia.auth import TokenSigner
 from famiglia.config import Settings
+from famiglia.engine.registry import default_registry
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.localstack.redis_server import free_port
 from services.command.bootstrap import bootstrap
@@ -32,6 +36,54 @@ def command_address(redis_url: str) -> Iterator[str]:
     server.start()
     yield f"127.0.0.1:{port}"
     server.stop(grace=None)
+    store.close()
+
+
+@pytest.fixture()
+def stack(redis_url: str, tmp_path: Path) -> Iterator[dict[str, grpc.Channel]]:
+    """Every famiglia gRPC service in this process, on free ports, over one redis-server and a
+    SQLite read-model database: service name -> a channel to it."""
+    from services.bots.entrypoints.grpc_server import serve as serve_tournaments
+    from services.bots.tournaments import TournamentRepo
+    from services.command.bootstrap import bootstrap as command_bootstrap
+    from services.command.entrypoints.grpc_server import serve as serve_command
+    from services.matchmaking.bootstrap import bootstrap as matchmaking_bootstrap
+    from services.matchmaking.entrypoints.grpc_server import serve as serve_matchmaking
+    from services.matchmaking.settings import MatchmakingSettings
+    from services.projection.bootstrap import bootstrap as projection_bootstrap
+    from services.projection.entrypoints.grpc_server import serve as serve_queries
+    from services.replay.bootstrap import ReplaySettings
+    from services.replay.bootstrap import bootstrap as replay_bootstrap
+    from services.replay.entrypoints.grpc_server import serve as serve_replay
+
+    settings = Settings(redis_url=redis_url, secret=SECRET, database_url=f"sqlite:///{tmp_path / 'read.db'}")
+    store = RedisEventStore.connect(redis_url)
+    projection = projection_bootstrap(store=store, settings=settings)
+    matchmaking = matchmaking_bootstrap(settings=settings, mm=MatchmakingSettings())
+    client = redis.Redis.from_url(redis_url)
+    started = [
+        ("GameService", serve_command(command_bootstrap(store=store, settings=settings), "127.0.0.1:0", workers=8)),
+        ("ReplayService", serve_replay(replay_bootstrap(store=store, settings=settings,
+                                                        replay_settings=ReplaySettings(), use_archive=False),
+                                       "127.0.0.1:0", workers=4)),
+        ("QueryService", serve_queries(projection.sql, "127.0.0.1:0", workers=4)),
+        ("MatchmakingService", serve_matchmaking(matchmaking.app, "127.0.0.1:0", workers=4)),
+        ("TournamentService", serve_tournaments(TournamentRepo(client), default_registry(), "127.0.0.1:0",
+                                                workers=4, signer=TokenSigner(SECRET))),
+    ]
+    channels = {}
+    for name, (server, port) in started:
+        server.start()
+        channels[name] = grpc.insecure_channel(f"127.0.0.1:{port}")
+    channels["PlayerService"] = channels["MatchmakingService"]
+    yield channels
+    for channel in set(channels.values()):
+        channel.close()
+    for _name, (server, _port) in started:
+        server.stop(grace=None)
+    matchmaking.close()
+    projection.sql.dispose()
+    client.close()
     store.close()
 
 

@@ -182,6 +182,10 @@ def checked_spec(spec: str) -> PolicySpec:
     """`spec` parsed and checked as `make_policy` would (UnknownPolicy, BadPolicyParameter), without
     building the policy: for a service that stores a seat's policy for another to play."""
     parsed = _named(spec)
+    named = [k for k, _ in parse_qsl(spec.partition("?")[2], keep_blank_values=True)]
+    twice = sorted({k for k in named if named.count(k) > 1})
+    if twice:  # the last would win, while the spec shown (an entrant's name, a seat's policy) says both
+        raise BadPolicyParameter(f"{parsed.name} names {', '.join(_shown(k) for k in twice)} more than once")
     _params(parsed)
     return parsed
 

@@ -20,7 +20,7 @@ from famiglia.engine import options_refusal
 from famiglia.engine.registry import Registry
 from famiglia.engine.rng import derive_seed
 
-from .policy import BadPolicyParameter, make_policy
+from .policy import BadPolicyParameter, checked_spec
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def check(spec: TournamentSpec, registry: Registry | None = None) -> None:
         raise BadTournament("too_many_entrants", f"at most {Limits.ENTRANTS} entrants")
     for entrant in spec.entrants:
         try:
-            make_policy(entrant)
+            checked_spec(entrant)
         except ValueError as exc:
             code = "bad_policy_params" if isinstance(exc, BadPolicyParameter) else "unknown_policy"
             raise BadTournament(code, f"entrant {entrant[:60]!r}: {exc}") from None

@@ -20,6 +20,9 @@ from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
 
 from ..app import ReplayApp, StateAt, Step, envelope_ms
 
+#: The paces StreamReplay plays at, by their enum value.
+_PACES = {v.number: v.name for v in pb.Pace.DESCRIPTOR.values}
+
 
 def _pack(message: Message | None) -> any_pb2.Any | None:
     if message is None:
@@ -80,6 +83,8 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
     def StreamReplay(self, request, context):
         if not request.match_id and not request.event_id:
             raise InvalidArgument("no_match_id", "name a match_id or an event_id")
+        if request.pace not in _PACES:  # a value this server does not know: not silently instant
+            raise InvalidArgument("bad_pace", f"pace {request.pace} is none of {', '.join(_PACES.values())}")
         steps = self.app.replay(
             bearer_token(context), match_id=request.match_id, event_id=request.event_id,
             from_seq=request.from_seq, to_seq=request.to_seq, full=request.full,
