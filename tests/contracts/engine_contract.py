@@ -376,6 +376,30 @@ class EngineContract:
             if any(p.seat == seat for p in engine.pending(state)):
                 defaults = [engine.timeout_command(st_, seat) for st_ in (state, world)]
                 assert same(defaults, defaults[::-1]), f"seat {seat}: another default in the dealt world"
+            self._check_hidden_events_alike(state, world, seat, checker)
+
+    def _check_hidden_events_alike(self, state: Any, world: Any, seat: int, checker: random.Random) -> None:
+        """Every event takes a version, so a seat can count the events hidden from it between two it
+        sees (docs/engines.md, "What a hidden event still shows"). Another seat's command, taken in
+        the true state and in a world dealt from this seat's view, with the same dice, that shows
+        this seat the same events in both, shows it as many hidden ones, in the same places: else
+        their count would tell it what it cannot see (NP-H7: how many offers lapse at a phase's end)."""
+        engine = self.engine
+        dice = checker.getrandbits(32)
+        for other in sorted({p.seat for p in engine.pending(state)} - {seat}):
+            for command in engine.legal_commands(state, other, limit=4):
+                told = []
+                for table in (state, world):
+                    try:
+                        events = engine.decide(table, other, command, Rng(dice))
+                    except RuleViolation:
+                        break
+                    told.append([None if (shown := engine.redact(e, seat)) is None
+                                 else shown.SerializeToString(deterministic=True) for e in events])
+                if len(told) == 2 and [t for t in told[0] if t] == [t for t in told[1] if t]:
+                    assert told[0] == told[1], (
+                        f"seat {other}'s {engine.render_command(command)}: seat {seat} sees the same events "
+                        f"between another number of hidden ones, by what it cannot see")
 
     def _check_state(self, state: Any, seats: int, checker: random.Random, seed: int, version: int) -> None:
         engine = self.engine

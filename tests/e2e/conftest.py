@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -39,10 +40,18 @@ def command_address(redis_url: str) -> Iterator[str]:
     store.close()
 
 
+class Stack(dict[str, grpc.Channel]):
+    """`stack`'s channels, service name -> channel, and the projection app beside them
+    (`services.projection.app.ProjectionApp`), which no consumer runs: a test projects a match
+    when it wants the read models to show it (`projection.unpark(match_id)`)."""
+
+    projection: Any
+
+
 @pytest.fixture()
-def stack(redis_url: str, tmp_path: Path) -> Iterator[dict[str, grpc.Channel]]:
+def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
     """Every famiglia gRPC service in this process, on free ports, over one redis-server and a
-    SQLite read-model database: service name -> a channel to it."""
+    SQLite read-model database: service name -> a channel to it (a `Stack`)."""
     from services.bots.entrypoints.grpc_server import serve as serve_tournaments
     from services.bots.tournaments import TournamentRepo
     from services.command.bootstrap import bootstrap as command_bootstrap
@@ -71,7 +80,8 @@ def stack(redis_url: str, tmp_path: Path) -> Iterator[dict[str, grpc.Channel]]:
         ("TournamentService", serve_tournaments(TournamentRepo(client), default_registry(), "127.0.0.1:0",
                                                 workers=4, signer=TokenSigner(SECRET))),
     ]
-    channels = {}
+    channels = Stack()
+    channels.projection = projection
     for name, (server, port) in started:
         server.start()
         channels[name] = grpc.insecure_channel(f"127.0.0.1:{port}")

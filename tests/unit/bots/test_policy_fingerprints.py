@@ -77,8 +77,10 @@ RECORDED: dict[str, list[tuple[int, str]]] = {
     # auto-passing seat is still asked in windows, passing on its own clock (NP-D7, NP-H9); lapsed
     # claims ride on the event that ends the round, not events of their own (NP-H9), which moved
     # the versions, so the dice; then (session 25) a card's four representative target sets are four
-    # (the rotation named one twice where two groups had 3 gangsters each: a set it missed replaces it)
-    'nothing_personal': [(200, '655411c9c376a751cd1e'), (200, '9fa5fbd1ee1f52a73d40'), (200, '7026e5c31c53d522839e'), (200, '98d2ba36ea8f4701df22'), (200, '2186f2708a16b679da0e'), (200, '02a6a0d64493fc5c51bc'), (200, '9eb5b583aa9298a5dc6f'), (200, '56ec581d70f52bfd0711'), (200, 'eff9c875f893361c3666'), (60, '149f91e84b733168ebb4')],
+    # (the rotation named one twice where two groups had 3 gangsters each: a set it missed replaces it);
+    # then (session 27) open offers lapse with the phase's beginning, not events of their own (NP-H7),
+    # which moved the versions, so the dice
+    'nothing_personal': [(200, '90fb344c21e1d6e33b60'), (200, '44a01c56ed1b5b2824df'), (200, '8390d258b1c72305ed74'), (200, '96f042a0872ba3fdd276'), (200, '8fc12bf8596b8c1a4957'), (200, '407a89a16fe079fcefea'), (200, '7fc2e55a76720958464b'), (200, 'f054927e118ad6ce9c46'), (200, '5e581e97158ec5c559c9'), (60, '149f91e84b733168ebb4')],
 }
 """game -> one (decisions, digest) per match of `matches(game)`, recorded before the speed work."""
 

@@ -125,6 +125,31 @@ def test_np_h7_offer_ids_say_nothing_about_other_seats_offers() -> None:
     assert of(events, "trade_executed")[0].id == ids[0]
 
 
+def test_np_h7_how_many_offers_lapse_shows_in_no_version_and_no_event() -> None:
+    """NP-H7, NP-M4: the Commission's last pass ends the phase, and the offers still open lapse
+    with it. The pass makes the same events (so takes the same versions), each shown alike to a
+    seat outside the offers and to a spectator, whether or not other seats had offers open:
+    a lapse event of its own for each, seen by its two seats alone, would tell the others, by
+    the versions it took, how many were open between them (and show the pass unattributed)."""
+
+    def last_pass(state) -> list:
+        for seat in (0, 1, 2):
+            _, state = play(state, seat, PASS)
+        events, ended = play(state, 3, PASS)
+        assert ended.phase != Phase.COMMISSION and ended.offers == ()
+        return events
+
+    quiet = std(4)
+    busy = quiet
+    for frm, to in ((1, 2), (2, 1), (1, 3)):
+        _, busy = play(busy, frm, cmd("offer_deal", to=to, give_money=1), seed=frm + to)
+    assert len(busy.offers) == 3
+    alone, lapsing = last_pass(quiet), last_pass(busy)
+    assert kinds(alone) == kinds(lapsing) and "offer_closed" not in kinds(lapsing)
+    for viewer in (0, None):
+        assert [ENGINE.redact(e, viewer) for e in alone] == [ENGINE.redact(e, viewer) for e in lapsing]
+
+
 def test_np_h8_blackmail_proposals_and_answers_are_public() -> None:
     """NP-H8."""
     e = pb.Event(blackmail_proposed=pb.BlackmailProposed(seat=1, coin_owner=2, action=PASS))

@@ -151,6 +151,7 @@ def _phase_began(s: State, e: Any) -> State:
     d["order"] = order
     d["turn"] = order[0] if phase == Phase.COMMISSION else -1
     d["nonpass"] = d["offers_made"] = d["chats_made"] = d["ap_changes"] = zeros
+    d["offers"] = ()  # NP-M4: the offers still open lapse with their phase (`rounds.begin_phase`)
     return after
 
 

@@ -8,9 +8,10 @@ from .tx import Tx
 
 
 def begin_phase(tx: Tx, phase: str) -> None:
-    """NP-M4: open offers lapse at the end of the phase in which they were made; NP-R3 order fixed now."""
-    for o in tx.s.offers:
-        tx.emit_values("offer_closed", o.id, "lapsed", o.to, o.frm)
+    """NP-R3: the order is fixed now. NP-M4: open offers lapse at the end of the phase in which
+    they were made: the public `phase_began` ends them (evolve), with no event of their own,
+    which each of their two seats alone would see and the others count by its version (NP-H7:
+    how many offers were still open between other seats)."""
     tx.emit_values("phase_began", phase, ring_order(tx.s))
 
 
