@@ -271,8 +271,8 @@ def test_create_match_refuses_odd_games_seats_options_and_seat_info(stubs: Servi
     assert refusal(s.game.CreateMatch, game_pb.CreateMatchRequest(
         game_id="grifters", seats=3, tournament_id="t\x00"), operator()) == (C.INVALID_ARGUMENT, "bad_tournament_id")
     # the same request id for another match: the first stands
-    first = s.game.CreateMatch(game_pb.CreateMatchRequest(game_id="grifters", seats=3, request_id="same"))
-    assert refusal(s.game.CreateMatch, game_pb.CreateMatchRequest(game_id="grifters", seats=4, request_id="same")) \
+    first = s.game.CreateMatch(game_pb.CreateMatchRequest(game_id="grifters", seats=3, request_id="same-0123456789abcdef"))
+    assert refusal(s.game.CreateMatch, game_pb.CreateMatchRequest(game_id="grifters", seats=4, request_id="same-0123456789abcdef")) \
         == (C.ALREADY_EXISTS, "request_id_reused")
     assert s.game.GetView(game_pb.GetViewRequest(match_id=first.match_id)).version == first.version
 
@@ -840,10 +840,10 @@ def test_a_ticket_request_id_reused_for_another_ticket_is_already_exists(stubs: 
 def test_a_guest_request_id_reused_for_another_name_is_already_exists(stubs: Services) -> None:
     """Another display name under a request id answered with the first guest, token and all."""
     s = stubs
-    first = s.players.RegisterGuest(mm_pb.RegisterGuestRequest(display_name="Vito", request_id="g1"))
-    retry = s.players.RegisterGuest(mm_pb.RegisterGuestRequest(display_name=" Vito ", request_id="g1"))
+    first = s.players.RegisterGuest(mm_pb.RegisterGuestRequest(display_name="Vito", request_id="g1-0123456789abcdef"))
+    retry = s.players.RegisterGuest(mm_pb.RegisterGuestRequest(display_name=" Vito ", request_id="g1-0123456789abcdef"))
     assert (retry.player_id, retry.player_token) == (first.player_id, first.player_token)
-    assert refusal(s.players.RegisterGuest, mm_pb.RegisterGuestRequest(display_name="Sonny", request_id="g1")) == \
+    assert refusal(s.players.RegisterGuest, mm_pb.RegisterGuestRequest(display_name="Sonny", request_id="g1-0123456789abcdef")) == \
         (C.ALREADY_EXISTS, "request_id_reused")
     assert s.players.GetProfile(mm_pb.GetProfileRequest(player_id=first.player_id)).display_name == "Vito"
 

@@ -198,7 +198,9 @@ class CreateMatchRequest(_message.Message):
     request_id: _builtins.str
     """idempotency key for the creation itself: a secret (a retry gets every"""
     tournament_id: _builtins.str
-    """seat's token); reused for another match: ALREADY_EXISTS"""
+    """seat's token), at least 16 characters (a UUID); reused for another
+    match: ALREADY_EXISTS
+    """
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property

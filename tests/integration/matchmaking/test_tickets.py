@@ -28,9 +28,19 @@ def test_a_guest_gets_a_player_token_that_names_it(mm: Matchmaking) -> None:
 
 
 def test_a_retried_registration_gets_the_same_player(mm: Matchmaking) -> None:
-    first, _ = mm.app.register_guest("Vito", request_id="r1")
-    again, _ = mm.app.register_guest("Vito", request_id="r1")
+    first, _ = mm.app.register_guest("Vito", request_id="r1-0123456789abcdef")
+    again, _ = mm.app.register_guest("Vito", request_id="r1-0123456789abcdef")
     assert first.player_id == again.player_id
+
+
+def test_a_registration_request_id_anybody_could_guess_is_refused(mm: Matchmaking) -> None:
+    """Sent again, a registration's request id answers with the guest's token: one as short as
+    "r1" would hand a stranger who guessed it the guest."""
+    for guessable in ("r1", "x" * 15):
+        with pytest.raises(InvalidArgument) as exc:
+            mm.app.register_guest("Vito", request_id=guessable)
+        assert exc.value.code == "bad_request_id" and "secret" in exc.value.message
+    assert mm.app.register_guest("Vito", request_id="x" * 16)[0].display_name == "Vito"
 
 
 @pytest.mark.parametrize("name", ["", "   ", "x" * 33, "bad\nname"])

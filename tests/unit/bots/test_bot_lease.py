@@ -51,7 +51,7 @@ def run_match(most: int, chained: bool, hand: str = "4") -> tuple[Table, str, Lo
     info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p) for s, p in BOTS.items()]
     # The same match id in every run: the bots' seeds and command ids are made from it.
     match_id = table.app.create_match(GAME_ID, 3, seed=5, options={"hand": hand}, seat_info=info,
-                                      request_id="lease-test", tournament_id="t1").match_id
+                                      request_id="lease-test-0123456789", tournament_id="t1").match_id
     table.pump(match_id)
     worker = LocalWorker(table, chained=chained)
     tasks = 0
@@ -152,7 +152,7 @@ def test_a_lease_shares_the_tasks_time_and_stops_once_it_is_gone(chained: bool, 
     table = table_with(32)
     info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p) for s, p in BOTS.items()]
     match_id = table.app.create_match(GAME_ID, 3, seed=5, options={"hand": "4"}, seat_info=info,
-                                      request_id="lease-time", tournament_id="t1").match_id
+                                      request_id="lease-time-0123456789", tournament_id="t1").match_id
     table.pump(match_id)
     worker = LocalWorker(table, chained=chained)
     tasks = table.tasks

@@ -86,25 +86,36 @@ def test_create_match_refuses_bad_seat_counts_unknown_games_and_options(app: Com
 
 def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp, store) -> None:
     engine, seats = _game()
-    a = app.create_match(engine.info.game_id, seats, request_id="req-1")
-    b = app.create_match(engine.info.game_id, seats, request_id="req-1")
+    a = app.create_match(engine.info.game_id, seats, request_id="req-1-0123456789ab")
+    b = app.create_match(engine.info.game_id, seats, request_id="req-1-0123456789ab")
     assert a.match_id == b.match_id and a.seat_tokens == b.seat_tokens
     assert store.version(a.match_id) == a.version == b.version
 
 
 def test_a_request_id_reused_for_another_match_is_refused_not_answered_with_its_tokens(app: CommandApp) -> None:
     engine, seats = _game()
-    a = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-2")
+    a = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-2-0123456789ab")
     asked_differently = [dict(seats=seats + 1), dict(seats=seats, seed=5),
                          dict(seats=seats, seat_info=[envelope_pb2.SeatInfo(seat=0, player_id="p-mallory")])]
     if engine.info.max_players == seats:
         asked_differently.pop(0)
     for asked in asked_differently:
         with pytest.raises(AlreadyExists) as exc:
-            app.create_match(engine.info.game_id, request_id="req-2", **asked)  # type: ignore[arg-type]
+            app.create_match(engine.info.game_id, request_id="req-2-0123456789ab", **asked)  # type: ignore[arg-type]
         assert exc.value.code == "request_id_reused"
     # The same request again (its seed left to the server) is the retry it was meant for.
-    assert app.create_match(engine.info.game_id, seats, request_id="req-2").seat_tokens == a.seat_tokens
+    assert app.create_match(engine.info.game_id, seats, request_id="req-2-0123456789ab").seat_tokens == a.seat_tokens
+
+
+def test_a_creation_request_id_anybody_could_guess_is_refused(app: CommandApp) -> None:
+    """Sent again, a creation's request id answers with every seat's token: one as short as
+    "retry" would hand a stranger who guessed it the whole match."""
+    engine, seats = _game()
+    for guessable in ("1", "retry", "r" * 15):
+        with pytest.raises(InvalidArgument) as exc:
+            app.create_match(engine.info.game_id, seats, request_id=guessable)
+        assert exc.value.code == "bad_request_id" and "secret" in exc.value.message
+    assert app.create_match(engine.info.game_id, seats, request_id="r" * 16).match_id
 
 
 def test_what_a_creation_writes_besides_the_setup_fits_the_read_models(app: CommandApp) -> None:
