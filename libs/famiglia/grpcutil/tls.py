@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 import os
 import re
 import ssl
@@ -59,7 +60,7 @@ ENDING_WARNING = dt.timedelta(days=14)
 cert-manager renews a 90-day certificate 30 days before it ends, so one still served within
 two weeks of its end is one whose renewal is not reaching the server."""
 RENEWAL_CHECK_S = 1.0
-"""How often, at most, new connections look at the files again (a `stat` of each)."""
+"""How often, at most, new connections look at the files again (a read and digest of each)."""
 
 log = get_logger("famiglia.tls")
 
@@ -252,16 +253,18 @@ def _ca(name: str, env: Mapping[str, str]) -> bytes | None:
 
 
 def _stamp(paths: Sequence[str]) -> tuple[object, ...]:
-    """What the files look like, cheaply (`os.stat`, through the symlinks of a Kubernetes
-    Secret volume, whose update swaps them all at once): a renewal changes it."""
+    """What the files hold: a digest of each (read through the symlinks of a Kubernetes Secret
+    volume, whose update swaps them all at once), or the error reading it. Not their `stat`: a
+    rewrite in place of the same size within the clock tick of the last write keeps its inode,
+    size and mtime (a coarse kernel clock), and would go unseen; a few kB read at most once a
+    second cost nothing."""
     seen: list[object] = []
     for path in paths:
         try:
-            st = os.stat(path)
+            with open(path, "rb") as file:
+                seen.append(hashlib.blake2b(file.read(), digest_size=16).digest())
         except OSError as exc:
             seen.append(exc.errno)
-        else:
-            seen.append((st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
     return tuple(seen)
 
 
@@ -326,7 +329,7 @@ class Renewal:
     them weeks before it ends; a restart for each would cut every stream).
 
     gRPC asks `fetch` before each new connection's handshake: it looks at the files (a
-    `stat` each, at most every `check_every` seconds) and, when they changed, reads and checks
+    digest of each, at most every `check_every` seconds) and, when they changed, reads and checks
     them as at start and answers the new configuration, or None to keep the current one.
     Files that do not hold (half written, a key of another certificate, expired, unreadable)
     keep the old pair served, with one warning per change; they are read again at most every

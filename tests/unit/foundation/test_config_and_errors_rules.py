@@ -139,12 +139,21 @@ def _details(status: grpc.Status) -> status_pb2.Status:
 
 
 def test_a_message_of_exactly_the_limit_is_kept_whole_and_a_longer_one_cut_to_it() -> None:
-    """A message is cut only past MAX_MESSAGE characters, and to MAX_MESSAGE."""
+    """A message is cut only past MAX_MESSAGE bytes, and to MAX_MESSAGE."""
     code = "unknown_match"
     exact = "x" * (MAX_MESSAGE - len(code) - 2)
     assert to_status(NotFound(code, exact)).details == f"{code}: {exact}"
     cut = to_status(NotFound(code, "y" * 5000)).details
-    assert len(cut) == MAX_MESSAGE and cut.endswith("…")
+    assert len(cut.encode()) == MAX_MESSAGE and cut.endswith("…")
+
+
+def test_a_message_quoting_a_long_non_ascii_id_stays_within_the_limit_in_bytes() -> None:
+    """A message is cut by its UTF-8 bytes: 1,000 characters of "é" are 2,000 bytes, 6,000 as a
+    percent-encoded header, and with the details' copy the trailers passed a client's 8 KB limit,
+    which answered "Stream removed" instead of the refusal (found by the hostile soak)."""
+    cut = to_status(NotFound("unknown_player", "no player '" + "é" * 5000 + "'")).details
+    assert len(cut.encode()) <= MAX_MESSAGE and cut.startswith("unknown_player: no player 'é") and cut.endswith("…")
+    assert len(_details(to_status(NotFound("x", "€" * 5000))).SerializeToString()) < 1200
 
 
 def test_the_code_travels_in_the_trailing_metadata_and_in_error_info() -> None:
