@@ -21,6 +21,11 @@ from famiglia.config import Settings
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.localstack.redis_server import free_port
+from famiglia.v1 import game_service_pb2_grpc as game_grpc
+from famiglia.v1 import matchmaking_service_pb2_grpc as mm_grpc
+from famiglia.v1 import query_service_pb2_grpc as query_grpc
+from famiglia.v1 import replay_service_pb2_grpc as replay_grpc
+from famiglia.v1 import tournament_service_pb2_grpc as tournament_grpc
 from services.command.bootstrap import bootstrap
 from services.command.entrypoints.grpc_server import serve
 
@@ -95,6 +100,28 @@ def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
     projection.sql.dispose()
     client.close()
     store.close()
+
+
+@dataclass
+class Services:
+    """A stub for every public service of the `stack`."""
+
+    game: game_grpc.GameServiceStub
+    replay: replay_grpc.ReplayServiceStub
+    query: query_grpc.QueryServiceStub
+    players: mm_grpc.PlayerServiceStub
+    matchmaking: mm_grpc.MatchmakingServiceStub
+    tournaments: tournament_grpc.TournamentServiceStub
+
+
+@pytest.fixture()
+def stubs(stack: Stack) -> Services:
+    return Services(game_grpc.GameServiceStub(stack["GameService"]),
+                    replay_grpc.ReplayServiceStub(stack["ReplayService"]),
+                    query_grpc.QueryServiceStub(stack["QueryService"]),
+                    mm_grpc.PlayerServiceStub(stack["PlayerService"]),
+                    mm_grpc.MatchmakingServiceStub(stack["MatchmakingService"]),
+                    tournament_grpc.TournamentServiceStub(stack["TournamentService"]))
 
 
 @dataclass

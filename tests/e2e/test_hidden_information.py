@@ -44,12 +44,10 @@ from famiglia.testing.random_play import play_random
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import game_service_pb2_grpc as game_grpc
 from famiglia.v1 import query_service_pb2 as query_pb
-from famiglia.v1 import query_service_pb2_grpc as query_grpc
 from famiglia.v1 import replay_service_pb2 as replay_pb
-from famiglia.v1 import replay_service_pb2_grpc as replay_grpc
 from services.command.app import CommandApp
 from services.command.entrypoints.grpc_server import serve
-from tests.e2e.conftest import SECRET, Stack
+from tests.e2e.conftest import SECRET, Services, Stack
 
 REGISTRY = default_registry()
 GAMES = list(REGISTRY)
@@ -85,20 +83,6 @@ def said(call: Callable[..., Any], request: Message, token: str | None, *, strea
 
 
 # -- the table: a real match, played through the real services --------------------------------------
-@dataclass
-class Services:
-    game: game_grpc.GameServiceStub
-    replay: replay_grpc.ReplayServiceStub
-    query: query_grpc.QueryServiceStub
-
-
-@pytest.fixture()
-def stubs(stack: dict[str, grpc.Channel]) -> Services:
-    return Services(game_grpc.GameServiceStub(stack["GameService"]),
-                    replay_grpc.ReplayServiceStub(stack["ReplayService"]),
-                    query_grpc.QueryServiceStub(stack["QueryService"]))
-
-
 @dataclass
 class Table:
     game_id: str

@@ -32,16 +32,11 @@ from famiglia.auth import TokenSigner
 from famiglia.grpcutil.errors import MAX_MESSAGE, error_code
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as game_pb
-from famiglia.v1 import game_service_pb2_grpc as game_grpc
 from famiglia.v1 import matchmaking_service_pb2 as mm_pb
-from famiglia.v1 import matchmaking_service_pb2_grpc as mm_grpc
 from famiglia.v1 import query_service_pb2 as query_pb
-from famiglia.v1 import query_service_pb2_grpc as query_grpc
 from famiglia.v1 import replay_service_pb2 as replay_pb
-from famiglia.v1 import replay_service_pb2_grpc as replay_grpc
 from famiglia.v1 import tournament_service_pb2 as tournament_pb
-from famiglia.v1 import tournament_service_pb2_grpc as tournament_grpc
-from tests.e2e.conftest import SECRET
+from tests.e2e.conftest import SECRET, Services
 from tests.profile import SOAK, examples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,26 +104,6 @@ def answer(call: Callable[..., Any], request: Message, token: str | None = None,
 
 
 # -- the services and a match to attack -----------------------------------------------------------
-@dataclass
-class Services:
-    game: game_grpc.GameServiceStub
-    replay: replay_grpc.ReplayServiceStub
-    query: query_grpc.QueryServiceStub
-    players: mm_grpc.PlayerServiceStub
-    matchmaking: mm_grpc.MatchmakingServiceStub
-    tournaments: tournament_grpc.TournamentServiceStub
-
-
-@pytest.fixture()
-def stubs(stack: dict[str, grpc.Channel]) -> Services:
-    return Services(game_grpc.GameServiceStub(stack["GameService"]),
-                    replay_grpc.ReplayServiceStub(stack["ReplayService"]),
-                    query_grpc.QueryServiceStub(stack["QueryService"]),
-                    mm_grpc.PlayerServiceStub(stack["PlayerService"]),
-                    mm_grpc.MatchmakingServiceStub(stack["MatchmakingService"]),
-                    tournament_grpc.TournamentServiceStub(stack["TournamentService"]))
-
-
 def operator() -> str:
     return SIGNER.operator_token("hostile-test")
 
