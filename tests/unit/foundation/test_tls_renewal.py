@@ -23,7 +23,11 @@ from tests.support.certs import CertificateAuthority, Pair
 pytest.importorskip("cryptography")
 from cryptography import x509  # noqa: E402
 
-NOW = dt.datetime.now(dt.UTC)
+
+def _now() -> dt.datetime:
+    """Now, read at each use: a module constant was taken at collection, minutes before a test of
+    a long run issued certificates valid from five minutes before the real now (not yet valid)."""
+    return dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_an_expired_certificate_stops_the_service_naming_its_dates(ca: Certifica
 
 
 def test_a_certificate_not_yet_valid_stops_the_service_naming_its_dates(ca: CertificateAuthority) -> None:
-    early = ca.issue("early", not_before=NOW + dt.timedelta(days=2), not_after=NOW + dt.timedelta(days=90))
+    early = ca.issue("early", not_before=_now() + dt.timedelta(days=2), not_after=_now() + dt.timedelta(days=90))
     with pytest.raises(tls.TlsSettingError, match=r"FAMIGLIA_TLS_CERT='.*early\.pem' is not valid before "
                                                   r"\d{4}-\d\d-\d\d \d\d:\d\d UTC \(until .*; is this host's clock right\?\)"):
         tls.transport(_env(early))
@@ -75,13 +79,13 @@ def test_a_certificate_not_yet_valid_stops_the_service_naming_its_dates(ca: Cert
 
 def test_a_clients_expired_certificate_is_refused_before_any_handshake(ca: CertificateAuthority) -> None:
     """The server would refuse it at each handshake, as a bare UNAVAILABLE."""
-    old = ca.issue("old-client", not_before=NOW - dt.timedelta(days=90), not_after=NOW - dt.timedelta(days=1))
+    old = ca.issue("old-client", not_before=_now() - dt.timedelta(days=90), not_after=_now() - dt.timedelta(days=1))
     with pytest.raises(tls.TlsSettingError, match=r"FAMIGLIA_TLS_CLIENT_CERT='.*old-client\.pem' expired on"):
         tls.client_credentials({tls.CLIENT_CERT: str(old.cert), tls.CLIENT_KEY: str(old.key)})
 
 
 def test_a_certificate_near_its_end_is_warned_about_at_start(ca: CertificateAuthority) -> None:
-    ending = ca.issue("ending", not_after=NOW + dt.timedelta(days=3))
+    ending = ca.issue("ending", not_after=_now() + dt.timedelta(days=3))
     with structlog.testing.capture_logs() as logs:
         served = tls.transport(_env(ending))
     assert served.tls is not None and served.tls.pair.not_after is not None
@@ -89,7 +93,7 @@ def test_a_certificate_near_its_end_is_warned_about_at_start(ca: CertificateAuth
     assert warning["log_level"] == "warning" and warning["setting"] == "FAMIGLIA_TLS_CERT"
     assert 2.9 < warning["days_left"] <= 3.0 and warning["path"] == str(ending.cert)
     with structlog.testing.capture_logs() as logs:
-        tls.transport(_env(ca.issue("fresh", not_after=NOW + dt.timedelta(days=60))))
+        tls.transport(_env(ca.issue("fresh", not_after=_now() + dt.timedelta(days=60))))
     assert not [e for e in logs if e["event"] == "tls_certificate_ending"]
 
 
@@ -112,10 +116,10 @@ def _install(pair: Pair, where: Path) -> Pair:
     return served
 
 
-def _renewal(files: Pair, clock: _Clock, now: dt.datetime = NOW) -> tls.Renewal:
+def _renewal(files: Pair, clock: _Clock, now: dt.datetime | None = None) -> tls.Renewal:
     served = tls.server_tls(_env(files))
     assert served is not None
-    return tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now)
+    return tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now or _now())
 
 
 def _refusals(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -234,7 +238,7 @@ def test_an_expired_renewal_keeps_the_old_pair_served(ca: CertificateAuthority, 
     files = _install(ca.issue("a"), tmp_path)
     renewal = _renewal(files, clock)
     first = renewal.served
-    _install(ca.issue("stale", not_before=NOW - dt.timedelta(days=90), not_after=NOW - dt.timedelta(days=1)),
+    _install(ca.issue("stale", not_before=_now() - dt.timedelta(days=90), not_after=_now() - dt.timedelta(days=1)),
              tmp_path)
     clock.t += 1.0
     with structlog.testing.capture_logs() as logs:
@@ -247,12 +251,12 @@ def test_an_expired_renewal_keeps_the_old_pair_served(ca: CertificateAuthority, 
 def test_a_renewal_not_yet_valid_is_served_once_it_is(ca: CertificateAuthority, tmp_path: Path) -> None:
     """Issued by a CA whose clock runs ahead: no file changes again when it becomes valid."""
     clock = _Clock()
-    now = [NOW]
+    now = [_now()]
     files = _install(ca.issue("a"), tmp_path)
     served = tls.server_tls(_env(files))
     assert served is not None
     renewal = tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now[0])
-    early = ca.issue("early", not_before=NOW + dt.timedelta(minutes=10))
+    early = ca.issue("early", not_before=_now() + dt.timedelta(minutes=10))
     _install(early, tmp_path)
     clock.t += 1.0
     assert renewal.fetch() is None
@@ -266,8 +270,8 @@ def test_a_served_certificate_nearing_its_end_is_warned_about_once(ca: Certifica
     """Months after start, a renewal that never reached the server (a Secret mounted by subPath
     is never updated) is told two weeks before every client is refused."""
     clock = _Clock()
-    now = [NOW]
-    files = _install(ca.issue("a", not_after=NOW + dt.timedelta(days=20)), tmp_path)
+    now = [_now()]
+    files = _install(ca.issue("a", not_after=_now() + dt.timedelta(days=20)), tmp_path)
     served = tls.server_tls(_env(files))
     assert served is not None
     renewal = tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now[0])
