@@ -83,6 +83,8 @@ def test_players_queued_in_two_games_with_racing_matchers_sit_at_one_table(redis
     matchers = [make_mm(redis_url, creator, policy=policy) for _ in range(4)]
     for m in matchers[::2]:  # half of them look at the other game first: the games race both ways
         m.matcher.games = dict(reversed(list(m.matcher.games.items())))
+    for m in matchers:  # the soak's 1,500 players on a loaded machine outlast the 11-minute seated hold
+        m.matcher.holds.seated_ms = 3_600_000
     app = matchers[0].app
     rng = random.Random(11)
     players = [app.register_guest(f"P{i}")[0].player_id for i in range(examples(160, 1500))]
