@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import DecodeError, Message
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.auth.request_ids import guessable, guessable_message
 from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec, over_public_budget
 from famiglia.engine import (
     Engine,
@@ -1043,20 +1044,14 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
         raise InvalidArgument("bad_command_id", "command_id may not contain a NUL character")
 
 
-MIN_CREATION_REQUEST_ID = 16
-"""A creation's request id gives whoever sends it again every seat's token, so one anybody could
-guess ("1", "retry") would hand a stranger the match: 16 characters at least (a UUID's hex has 32)."""
-
-
 def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,
                     request_id: str) -> None:
     """What a creation writes besides the game's own setup: within what the read models keep
     (`famiglia.readmodels.tables`), so the projection can always store the match."""
     if len(request_id) > 256:
         raise InvalidArgument("bad_request_id", "request_id is at most 256 characters")
-    if request_id and len(request_id) < MIN_CREATION_REQUEST_ID:
-        raise InvalidArgument("bad_request_id", f"request_id is a secret (a retry gets every seat's token): "
-                                                f"at least {MIN_CREATION_REQUEST_ID} characters, such as a UUID")
+    if guessable(request_id):
+        raise InvalidArgument("bad_request_id", guessable_message("every seat's token"))
     if len(tournament_id) > 100 or "\x00" in tournament_id:
         raise InvalidArgument("bad_tournament_id", "tournament_id is at most 100 characters, without NUL")
     seen = set()

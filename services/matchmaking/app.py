@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from famiglia.auth import InvalidToken, TokenSigner
+from famiglia.auth.request_ids import guessable, guessable_message
 from famiglia.grpcutil.errors import (
     AlreadyExists,
     FailedPrecondition,
@@ -98,11 +99,6 @@ class TicketCreated:
     status: TicketStatus
 
 
-MIN_GUEST_REQUEST_ID = 16
-"""A registration's request id, sent again, answers with the guest's player token: one anybody
-could guess would hand a stranger the guest. 16 characters at least (a UUID's hex has 32)."""
-
-
 @dataclass
 class MatchmakingApp:
     store: RedisTicketStore
@@ -121,9 +117,8 @@ class MatchmakingApp:
             raise InvalidArgument("bad_display_name", f"a display name is 1..{MAX_NAME} printable characters")
         if len(request_id) > 128:
             raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
-        if request_id and len(request_id) < MIN_GUEST_REQUEST_ID:
-            raise InvalidArgument("bad_request_id", f"request_id is a secret (a retry gets the guest's token): "
-                                                    f"at least {MIN_GUEST_REQUEST_ID} characters, such as a UUID")
+        if guessable(request_id):
+            raise InvalidArgument("bad_request_id", guessable_message("the guest's token"))
         player = self.players.register_guest(name, self.clock(), request_id)
         if player.display_name != name:  # the request id made another guest: not this request's retry
             raise AlreadyExists("request_id_reused", "request_id was already used to register another "

@@ -21,6 +21,23 @@ _BLOCK = hashlib.sha256().block_size
 _PURPOSE = b"famiglia request id key\0"
 
 
+MIN_SECRET_REQUEST_ID = 16
+"""A request id sent again answers with what the first request got (a creation's every seat
+token, a guest's player token), so one anybody could guess ("1", "retry") would hand a stranger
+the match or the guest: 16 characters at least (a UUID's hex has 32)."""
+
+
+def guessable(request_id: str) -> bool:
+    """True for a request id too short to be a secret (an empty one asks for no retry at all)."""
+    return 0 < len(request_id) < MIN_SECRET_REQUEST_ID
+
+
+def guessable_message(retry_gets: str) -> str:
+    """The refusal's text for a `guessable` request id whose retry answers with `retry_gets`."""
+    return (f"request_id is a secret (a retry gets {retry_gets}): "
+            f"at least {MIN_SECRET_REQUEST_ID} characters, such as a UUID")
+
+
 def _key(secret: str) -> bytes:
     """The HMAC key of request ids: the secret when HMAC takes it as it is (at most a block),
     else SHA-256 of it under this purpose's label: never SHA-256 of the bare secret, which is

@@ -8,7 +8,7 @@ import hmac
 import pytest
 
 from famiglia.auth import TokenSigner
-from famiglia.auth.request_ids import private_request_id
+from famiglia.auth.request_ids import MIN_SECRET_REQUEST_ID, guessable, guessable_message, private_request_id
 from famiglia.auth.tokens import _unb64
 
 
@@ -46,3 +46,13 @@ def test_a_request_id_under_a_secret_of_a_block_or_less_is_what_it_always_was(se
     spelling their request ids again: across an upgrade too, for the secrets that never
     collided (up to 64 bytes, such as the generated one or `openssl rand -hex 32`)."""
     assert private_request_id(secret, "mm:p1") == hmac.new(secret.encode(), b"mm:p1", hashlib.sha256).hexdigest()
+
+
+def test_a_request_id_shorter_than_a_secret_is_guessable_and_an_empty_one_is_none_at_all() -> None:
+    """One floor for every request id whose retry hands out tokens (CreateMatch, RegisterGuest);
+    the private ids the services derive (64 hex characters) and a UUID clear it."""
+    assert not guessable("")
+    assert guessable("1") and guessable("r" * (MIN_SECRET_REQUEST_ID - 1))
+    assert not guessable("r" * MIN_SECRET_REQUEST_ID)
+    assert not guessable(private_request_id("s3cret", "mm:p1"))
+    assert str(MIN_SECRET_REQUEST_ID) in guessable_message("the guest's token")
