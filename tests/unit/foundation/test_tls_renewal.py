@@ -116,10 +116,18 @@ def _install(pair: Pair, where: Path) -> Pair:
     return served
 
 
-def _renewal(files: Pair, clock: _Clock, now: dt.datetime | None = None) -> tls.Renewal:
+def _renewal(files: Pair, clock: _Clock, now: Callable[[], dt.datetime] = _now) -> tls.Renewal:
     served = tls.server_tls(_env(files))
     assert served is not None
-    return tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now or _now())
+    return tls.Renewal(served, check_every=1.0, clock=clock, now=now)
+
+
+def _serving(ca: CertificateAuthority, where: Path, now: Callable[[], dt.datetime] = _now,
+             **issued: Any) -> tuple[_Clock, Pair, tls.Renewal]:
+    """A server's pair "a" installed in `where` and its renewal, on a clock of the test's own."""
+    clock = _Clock()
+    files = _install(ca.issue("a", **issued), where)
+    return clock, files, _renewal(files, clock, now)
 
 
 def _refusals(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -129,8 +137,7 @@ def _refusals(logs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def test_unchanged_files_are_not_read_again(ca: CertificateAuthority, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Each new connection asks; the answer is None (keep serving) after a `stat` of each file."""
-    clock = _Clock()
-    renewal = _renewal(_install(ca.issue("a"), tmp_path), clock)
+    clock, _, renewal = _serving(ca, tmp_path)
 
     def no_read(*_: object) -> None:
         raise AssertionError("read again though unchanged")
@@ -143,9 +150,7 @@ def test_unchanged_files_are_not_read_again(ca: CertificateAuthority, tmp_path: 
 
 def test_a_renewed_pair_is_served_once_its_files_change(ca: CertificateAuthority, other_ca: CertificateAuthority,
                                                         tmp_path: Path) -> None:
-    clock = _Clock()
-    files = _install(ca.issue("a"), tmp_path)
-    renewal = _renewal(files, clock)
+    clock, files, renewal = _serving(ca, tmp_path)
     first = renewal.served
     renewed = other_ca.issue("b")
     _install(renewed, tmp_path)
@@ -201,9 +206,7 @@ def _gone(pair: Pair, files: Pair) -> None:
 def test_a_bad_rewrite_keeps_the_old_pair_served_with_one_warning(rewrite, ca: CertificateAuthority,  # type: ignore[no-untyped-def]
                                                                   other_ca: CertificateAuthority,
                                                                   tmp_path: Path) -> None:
-    clock = _Clock()
-    files = _install(ca.issue("a"), tmp_path)
-    renewal = _renewal(files, clock)
+    clock, files, renewal = _serving(ca, tmp_path)
     first = renewal.served
     renewed = other_ca.issue("b")
     rewrite(renewed, files)
@@ -221,9 +224,7 @@ def test_a_bad_rewrite_keeps_the_old_pair_served_with_one_warning(rewrite, ca: C
 
 
 def test_each_bad_change_is_warned_about_once(ca: CertificateAuthority, tmp_path: Path) -> None:
-    clock = _Clock()
-    files = _install(ca.issue("a"), tmp_path)
-    renewal = _renewal(files, clock)
+    clock, files, renewal = _serving(ca, tmp_path)
     with structlog.testing.capture_logs() as logs:
         for text in ("junk one\n", "junk two, longer\n"):
             files.cert.write_text(text)
@@ -234,9 +235,7 @@ def test_each_bad_change_is_warned_about_once(ca: CertificateAuthority, tmp_path
 
 
 def test_an_expired_renewal_keeps_the_old_pair_served(ca: CertificateAuthority, tmp_path: Path) -> None:
-    clock = _Clock()
-    files = _install(ca.issue("a"), tmp_path)
-    renewal = _renewal(files, clock)
+    clock, files, renewal = _serving(ca, tmp_path)
     first = renewal.served
     _install(ca.issue("stale", not_before=_now() - dt.timedelta(days=90), not_after=_now() - dt.timedelta(days=1)),
              tmp_path)
@@ -250,12 +249,8 @@ def test_an_expired_renewal_keeps_the_old_pair_served(ca: CertificateAuthority, 
 
 def test_a_renewal_not_yet_valid_is_served_once_it_is(ca: CertificateAuthority, tmp_path: Path) -> None:
     """Issued by a CA whose clock runs ahead: no file changes again when it becomes valid."""
-    clock = _Clock()
     now = [_now()]
-    files = _install(ca.issue("a"), tmp_path)
-    served = tls.server_tls(_env(files))
-    assert served is not None
-    renewal = tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now[0])
+    clock, files, renewal = _serving(ca, tmp_path, lambda: now[0])
     early = ca.issue("early", not_before=_now() + dt.timedelta(minutes=10))
     _install(early, tmp_path)
     clock.t += 1.0
@@ -269,12 +264,8 @@ def test_a_renewal_not_yet_valid_is_served_once_it_is(ca: CertificateAuthority, 
 def test_a_served_certificate_nearing_its_end_is_warned_about_once(ca: CertificateAuthority, tmp_path: Path) -> None:
     """Months after start, a renewal that never reached the server (a Secret mounted by subPath
     is never updated) is told two weeks before every client is refused."""
-    clock = _Clock()
     now = [_now()]
-    files = _install(ca.issue("a", not_after=_now() + dt.timedelta(days=20)), tmp_path)
-    served = tls.server_tls(_env(files))
-    assert served is not None
-    renewal = tls.Renewal(served, check_every=1.0, clock=clock, now=lambda: now[0])
+    clock, _, renewal = _serving(ca, tmp_path, lambda: now[0], not_after=_now() + dt.timedelta(days=20))
     with structlog.testing.capture_logs() as logs:
         clock.t += 1.0
         renewal.fetch()
@@ -297,9 +288,7 @@ def test_files_changing_while_read_are_read_again_without_a_warning(ca: Certific
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The pair is checked by path after its bytes were read: read across a rewrite, the bytes
     could be the old certificate and the new key, which the check by path would not see."""
-    clock = _Clock()
-    files = _install(ca.issue("a"), tmp_path)
-    renewal = _renewal(files, clock)
+    clock, files, renewal = _serving(ca, tmp_path)
     first = renewal.served
     renewed = other_ca.issue("b")
     _install(renewed, tmp_path)
@@ -325,8 +314,7 @@ def test_files_changing_as_the_service_starts_are_read_once_they_hold_still(ca: 
 
 def test_a_failure_to_look_never_fails_a_connection(ca: CertificateAuthority, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = _Clock()
-    renewal = _renewal(_install(ca.issue("a"), tmp_path), clock)
+    clock, _, renewal = _serving(ca, tmp_path)
 
     def broken(_: object) -> None:
         raise RuntimeError("stat broke")
