@@ -17,6 +17,7 @@ from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.auth.request_ids import guessable, guessable_message
 from famiglia.grpcutil.errors import (
     AlreadyExists,
+    AppError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -99,6 +100,25 @@ class TicketCreated:
     status: TicketStatus
 
 
+MAX_REQUEST_ID = 128
+"""A guest's or a ticket's request id, kept in a Redis key for a day (a guest's floor is
+`famiglia.auth.request_ids.guessable`'s)."""
+
+
+def _ended(ticket_id: str, state: str) -> AppError:
+    """The refusal of a call that found the ticket over: its end's code, or `unknown_ticket` once
+    the record is gone (dropped after its retention, between the read and the script), as for an
+    accept. One code per end from every call, each in docs/matchmaking.md's table."""
+    if state == CANCELLED:
+        return FailedPrecondition("ticket_cancelled", "the ticket was cancelled")
+    if state == EXPIRED:
+        return FailedPrecondition("ticket_expired", "the ticket expired")
+    if state == FAILED:
+        return FailedPrecondition("ticket_failed", "the ticket failed (a match it could not be given, "
+                                                   "or a declined invite)")
+    return NotFound("unknown_ticket", f"no ticket {ticket_id!r} (it ended)")
+
+
 @dataclass
 class MatchmakingApp:
     store: RedisTicketStore
@@ -115,8 +135,8 @@ class MatchmakingApp:
         name = unicodedata.normalize("NFC", display_name).strip()
         if not name or len(name) > MAX_NAME or not name.isprintable():
             raise InvalidArgument("bad_display_name", f"a display name is 1..{MAX_NAME} printable characters")
-        if len(request_id) > 128:
-            raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
+        if len(request_id) > MAX_REQUEST_ID:
+            raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_REQUEST_ID} characters")
         if guessable(request_id):
             raise InvalidArgument("bad_request_id", guessable_message("the guest's token"))
         player = self.players.register_guest(name, self.clock(), request_id)
@@ -148,8 +168,8 @@ class MatchmakingApp:
         shape = self.games.get(game_id)
         if shape is None:
             raise InvalidArgument("unknown_game", f"no game {game_id!r}; ListGames tells which exist")
-        if len(request_id) > 128:
-            raise InvalidArgument("bad_request_id", "request_id is at most 128 characters")
+        if len(request_id) > MAX_REQUEST_ID:
+            raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_REQUEST_ID} characters")
         players = tuple(dict.fromkeys([player_id, *party]))
         invited = players[1:]
         if len(players) > shape.max_players:  # before looking thousands of made-up ids up in Redis
@@ -234,7 +254,7 @@ class MatchmakingApp:
         if not done and state != CANCELLED:
             if state in (CLAIMED, MATCHED):
                 raise FailedPrecondition("ticket_matched", "a match was already found for this ticket")
-            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
+            raise _ended(ticket_id, state)
         log.info("ticket_cancelled", ticket_id=ticket_id)
         return self.ticket(player_id, ticket_id)
 
@@ -264,7 +284,7 @@ class MatchmakingApp:
         if outcome == "missing":  # gone (expired and dropped) between the look-up and the accept
             raise NotFound("unknown_ticket", f"no ticket {ticket_id!r} (it expired)")
         if outcome not in ("accepted", "queued", PENDING, SEARCHING, CLAIMED, MATCHED):
-            raise FailedPrecondition(f"ticket_{outcome}", f"the ticket is {outcome}")
+            raise _ended(ticket_id, outcome)
         log.info("party_invite_accepted", ticket_id=ticket_id, queued=outcome == "queued")
         return self.ticket(player_id, ticket_id)
 
@@ -278,14 +298,17 @@ class MatchmakingApp:
         if record.state == PENDING and record.expires_ms <= now:  # too late, as for an accept: it expired
             done, state = self.store.close_ticket(record, EXPIRED, UNANSWERED, now, only_if_expired=True,
                                                   from_states=(PENDING,))
-            state = EXPIRED if done else state
-            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
-        done, state = self.store.close_ticket(record, FAILED, reason, now, from_states=(PENDING,))
+            if done or state == PENDING:  # past its deadline by this clock: expired, whoever ends it
+                raise _ended(ticket_id, EXPIRED)
+        else:
+            done, state = self.store.close_ticket(record, FAILED, reason, now, from_states=(PENDING,))
         if not done:
+            # Read as pending, then every invitee accepted (the last one just before the deadline)
+            # or the ticket ended otherwise: the same codes either way.
             if state in (SEARCHING, CLAIMED, MATCHED):
                 raise FailedPrecondition("invite_answered", "every invitee accepted already; CancelTicket "
                                          "leaves a searching ticket")
-            raise FailedPrecondition(f"ticket_{state}", f"the ticket is {state}")
+            raise _ended(ticket_id, state)
         log.info("party_invite_declined", ticket_id=ticket_id)
         return self.ticket(player_id, ticket_id)
 

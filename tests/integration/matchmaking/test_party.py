@@ -3,13 +3,14 @@ one declines, expires when one does not answer, and never seats anyone who did n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, PermissionDenied
+from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied
 from famiglia.matchmaking import MatchPolicy
 from services.matchmaking.bootstrap import Matchmaking
+from services.matchmaking.store import Keys, TicketRecord
 
 from .conftest import GAME, FakeClock, RecordingCreator, make_mm
 from .conftest import guests as _guests
@@ -106,6 +107,53 @@ def test_only_invitees_answer_and_only_while_the_ticket_waits(party_mm: Matchmak
         party_mm.app.decline_invite(b, ticket)
     assert answered.value.code == "invite_answered"
     assert party_mm.app.cancel(b, ticket).state == "cancelled"  # a member leaves by cancelling
+
+
+def _after_the_read(mm: Matchmaking, monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]) -> None:
+    """The next ticket read answers what Redis held, then `meanwhile` happens: another call's
+    script (or the key's retention ending) between this call's read and its own script."""
+    read = mm.app.store.get
+
+    def get(ticket_id: str) -> TicketRecord | None:
+        record = read(ticket_id)
+        monkeypatch.setattr(mm.app.store, "get", read)
+        meanwhile()
+        return record
+
+    monkeypatch.setattr(mm.app.store, "get", get)
+
+
+def test_a_decline_racing_the_last_accept_across_the_deadline_is_invite_answered(
+        party_mm: Matchmaking, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decline read the ticket pending, the invitee's accept queued it just before the
+    deadline, and the decline's clock was past it: `ticket_searching`, a code no table names,
+    where a decline after every accept is `invite_answered`."""
+    a, b = _guests(party_mm, "AB")
+    ticket = party_mm.app.create_ticket(a, DUEL, [], {}, party=[b]).ticket_id
+    clock.advance(59.9)
+
+    def accepted_in_time() -> None:
+        assert party_mm.app.accept_invite(b, ticket).state == "searching"
+        clock.advance(0.2)
+
+    _after_the_read(party_mm, monkeypatch, accepted_in_time)
+    with pytest.raises(FailedPrecondition) as late:
+        party_mm.app.decline_invite(b, ticket)
+    assert late.value.code == "invite_answered"
+    assert party_mm.app.ticket(a, ticket).state == "searching"
+
+
+@pytest.mark.parametrize("call", ["cancel", "decline_invite"])
+def test_a_ticket_dropped_between_the_read_and_the_script_is_unknown_ticket(
+        party_mm: Matchmaking, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    """An ended ticket's record is dropped after its retention: a call that read it just before
+    got `ticket_missing` (a code no table names) where an accept gets `unknown_ticket`."""
+    a, b = _guests(party_mm, "AB")
+    ticket = party_mm.app.create_ticket(a, DUEL, [], {}, party=[b]).ticket_id
+    _after_the_read(party_mm, monkeypatch, lambda: party_mm.app.store.client.delete(Keys(DUEL).ticket(ticket)))
+    with pytest.raises(NotFound) as gone:
+        getattr(party_mm.app, call)(b, ticket)
+    assert gone.value.code == "unknown_ticket"
 
 
 def test_a_pending_ticket_holds_its_creators_place_and_can_be_cancelled(party_mm: Matchmaking) -> None:
