@@ -168,6 +168,11 @@ class Cancelled:
 #: A cancel's reason is stored in its event and shown to every seat and in every export.
 MAX_CANCEL_REASON = 500
 
+#: A cancel's request id is its event's command id after "cancel:", and a command id is stored
+#: in the read models' archive (`ArchivedEvent.command_id`, 128 characters) and in exports,
+#: which ImportMatch holds to 128 too: at most 120 characters keeps it within them.
+MAX_CANCEL_REQUEST_ID = 120
+
 
 @dataclass(frozen=True)
 class ChainedCommand:
@@ -732,8 +737,9 @@ class CommandApp:
             raise InvalidArgument("no_reason", "a cancel needs a reason (it is shown to every seat)")
         if len(reason) > MAX_CANCEL_REASON or "\x00" in reason:
             raise InvalidArgument("bad_reason", f"reason is at most {MAX_CANCEL_REASON} characters, without NUL")
-        if len(request_id) > 256 or "\x00" in request_id:
-            raise InvalidArgument("bad_request_id", "request_id is at most 256 characters, without NUL")
+        if len(request_id) > MAX_CANCEL_REQUEST_ID or "\x00" in request_id:
+            raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_CANCEL_REQUEST_ID} characters, "
+                                                    "without NUL")
         command_id = "cancel:" + (request_id or secrets.token_hex(12))
         key = command_key(-1, command_id)
         hot = self._hot(match_id)
@@ -1044,12 +1050,17 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
         raise InvalidArgument("bad_command_id", "command_id may not contain a NUL character")
 
 
+MAX_CREATION_REQUEST_ID = 256
+"""A creation's request id is kept with its match (`famiglia.readmodels.tables`); its floor is
+`famiglia.auth.request_ids.guessable`'s."""
+
+
 def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,
                     request_id: str) -> None:
     """What a creation writes besides the game's own setup: within what the read models keep
     (`famiglia.readmodels.tables`), so the projection can always store the match."""
-    if len(request_id) > 256:
-        raise InvalidArgument("bad_request_id", "request_id is at most 256 characters")
+    if len(request_id) > MAX_CREATION_REQUEST_ID:
+        raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_CREATION_REQUEST_ID} characters")
     if guessable(request_id):
         raise InvalidArgument("bad_request_id", guessable_message("every seat's token"))
     if len(tournament_id) > 100 or "\x00" in tournament_id:

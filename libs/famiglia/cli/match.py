@@ -45,5 +45,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cancel = sub.add_parser("cancel", help="end a match with no result (stuck, orphaned, stopped)")
     cancel.add_argument("match_id")
     cancel.add_argument("--reason", required=True, help="why: stored in the match and shown to every seat")
-    cancel.add_argument("--request-id", default="", help="idempotency key (default: a new one, printed)")
+    cancel.add_argument("--request-id", default="", help="idempotency key, at most 120 characters (default: a new one, printed)")
     cancel.set_defaults(func=cmd_cancel)

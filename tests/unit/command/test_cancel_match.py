@@ -15,7 +15,7 @@ from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import Aborted, FailedPrecondition, InvalidArgument, NotFound
 from famiglia.matchstate import MatchState
 from famiglia.v1 import envelope_pb2
-from services.command.app import CommandApp, Viewer
+from services.command.app import MAX_CANCEL_REQUEST_ID, CommandApp, Viewer
 from services.command.bootstrap import bootstrap
 
 SETTINGS = Settings(secret="unit-test-secret")
@@ -162,6 +162,25 @@ def test_a_cancel_checks_its_reason_request_id_and_expected_version(app, store) 
         app.cancel_match("m-nobody", "cli", "stuck")
     assert store.version(match_id) == version  # nothing refused was written
     assert app.cancel_match(match_id, "cli", "stuck", expected_version=version).version == version + 1
+
+
+def test_a_cancels_request_id_is_held_to_what_its_events_command_id_may_be_stored_as(app, store) -> None:
+    """The request id becomes the event's command id ("cancel:<id>"): up to 256 characters were
+    taken, a command id of 263 that the archive's column (128) and ImportMatch refuse, so the
+    match could be neither archived on PostgreSQL nor exported and imported back."""
+    from famiglia.readmodels.tables import ArchivedEvent
+    from famiglia.replay.admission import stored_envelopes
+    from famiglia.replay.export import build_export
+
+    column = ArchivedEvent.__table__.c.command_id.type.length  # type: ignore[attr-defined]
+    match_id = _match(app)
+    with pytest.raises(InvalidArgument) as exc:
+        app.cancel_match(match_id, "cli", "stuck", request_id="r" * (MAX_CANCEL_REQUEST_ID + 1))
+    assert exc.value.code == "bad_request_id"
+    app.cancel_match(match_id, "cli", "stuck", request_id="r" * MAX_CANCEL_REQUEST_ID)
+    stored = store.read(match_id)
+    assert len(stored[-1].command_id) <= column
+    stored_envelopes(REGISTRY, build_export(REGISTRY, stored), "m-imported")  # importable: no bad_export
 
 
 def test_a_follower_sees_the_cancel_then_the_end(app) -> None:
