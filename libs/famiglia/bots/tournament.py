@@ -120,9 +120,10 @@ def check(spec: TournamentSpec, registry: Registry | None = None) -> None:
     for entrant in spec.entrants:
         try:
             checked_spec(entrant)
+        except BadPolicyParameter as exc:
+            raise BadTournament("bad_policy_params", f"entrant {entrant[:60]!r}: {exc}") from None
         except ValueError as exc:
-            code = "bad_policy_params" if isinstance(exc, BadPolicyParameter) else "unknown_policy"
-            raise BadTournament(code, f"entrant {entrant[:60]!r}: {exc}") from None
+            raise BadTournament("unknown_policy", f"entrant {entrant[:60]!r}: {exc}") from None
     if not spec.games:
         raise BadTournament("no_games", "no game to play")
     if len(spec.games) > Limits.GAMES:

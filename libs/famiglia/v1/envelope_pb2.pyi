@@ -256,11 +256,15 @@ class SeatInfo(_message.Message):
     BOT_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """0..seats-1, once per match"""
     player_id: _builtins.str
+    """at most 128 characters; who is rated for the seat ("" = nobody)"""
     display_name: _builtins.str
+    """at most 200 characters"""
     bot: _builtins.bool
+    """the bots service plays the seat, with `policy`"""
     policy: _builtins.str
-    """bot policy (random, heuristic, ismcts)"""
+    """bot policy (random, heuristic, ismcts?iterations=50), at most 64 characters"""
     def __init__(
         self,
         *,

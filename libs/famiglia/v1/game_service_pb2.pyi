@@ -29,29 +29,36 @@ class _DecisionKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Decision
     DESCRIPTOR: _descriptor.EnumDescriptor
     DECISION_KIND_UNSPECIFIED: _DecisionKind.ValueType  # 0
     DECISION_TURN: _DecisionKind.ValueType  # 1
+    """the seat's turn"""
     DECISION_RESPONSE: _DecisionKind.ValueType  # 2
     """a response window (reroll, play-anytime)"""
     DECISION_SECRET_CHOICE: _DecisionKind.ValueType  # 3
     """simultaneous secret choice (bids, action cards)"""
     DECISION_TIE_BREAK: _DecisionKind.ValueType  # 4
+    """a ruling that settles a tie"""
     DECISION_DISTRIBUTION: _DecisionKind.ValueType  # 5
     """a split to hand out"""
 
-class DecisionKind(_DecisionKind, metaclass=_DecisionKindEnumTypeWrapper): ...
+class DecisionKind(_DecisionKind, metaclass=_DecisionKindEnumTypeWrapper):
+    """What kind of decision a seat is asked for (PendingDecision.kind)."""
 
 DECISION_KIND_UNSPECIFIED: DecisionKind.ValueType  # 0
 DECISION_TURN: DecisionKind.ValueType  # 1
+"""the seat's turn"""
 DECISION_RESPONSE: DecisionKind.ValueType  # 2
 """a response window (reroll, play-anytime)"""
 DECISION_SECRET_CHOICE: DecisionKind.ValueType  # 3
 """simultaneous secret choice (bids, action cards)"""
 DECISION_TIE_BREAK: DecisionKind.ValueType  # 4
+"""a ruling that settles a tie"""
 DECISION_DISTRIBUTION: DecisionKind.ValueType  # 5
 """a split to hand out"""
 Global___DecisionKind: _TypeAlias = DecisionKind  # noqa: Y015
 
 @_typing.final
 class OptionDescription(_message.Message):
+    """One option of a game (a CreateMatchRequest.options key)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KEY_FIELD_NUMBER: _builtins.int
@@ -61,11 +68,14 @@ class OptionDescription(_message.Message):
     RULE_ID_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     default_value: _builtins.str
+    """the value a match is played by when the option is not given"""
     description: _builtins.str
+    """in words, for an options screen"""
     rule_id: _builtins.str
+    """the rule of the game's rule book the option changes"""
     @_builtins.property
     def choices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """empty = free-form"""
+        """the values allowed; empty = free-form"""
 
     def __init__(
         self,
@@ -86,6 +96,8 @@ Global___OptionDescription: _TypeAlias = OptionDescription  # noqa: Y015
 
 @_typing.final
 class GameDescription(_message.Message):
+    """One game of ListGames."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_ID_FIELD_NUMBER: _builtins.int
@@ -97,13 +109,19 @@ class GameDescription(_message.Message):
     EVENT_TYPE_FIELD_NUMBER: _builtins.int
     VIEW_TYPE_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
+    """the id every other call names the game by ("goodcritters")"""
     title: _builtins.str
+    """the game's name, for people"""
     min_players: _builtins.int
+    """the fewest seats CreateMatchRequest.seats may ask for"""
     max_players: _builtins.int
+    """the most"""
     command_type: _builtins.str
-    """full proto name of the game's Command message"""
+    """full proto name of the game's Command message (the type URL's end)"""
     event_type: _builtins.str
+    """full proto name of the game's Event message"""
     view_type: _builtins.str
+    """full proto name of the game's View message"""
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionDescription]: ...
     def __init__(
@@ -193,19 +211,30 @@ class CreateMatchRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
+    """a ListGames game_id (else unknown_game)"""
     seats: _builtins.int
+    """the table size, min_players..max_players (else the game's rule id)"""
     seed: _builtins.int
+    """The deal's seed. Unset: the server draws one (it predicts every deal, so a player who knew
+    it would know the hidden cards; set it only for a reproducible match).
+    """
     request_id: _builtins.str
     """idempotency key for the creation itself: a secret (a retry gets every"""
     tournament_id: _builtins.str
-    """seat's token), at least 16 characters (a UUID); reused for another
-    match: ALREADY_EXISTS
+    """seat's token), 16 to 256 characters (a UUID; else bad_request_id);
+    reused for another match: ALREADY_EXISTS; empty: no retry is recognised
+    files the match under this tournament: at most 100 characters, no NUL;
     """
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """ListGames' option keys and values; omitted keys take their default"""
+
     @_builtins.property
     def seat_info(self) -> _containers.RepeatedCompositeFieldContainer[_envelope_pb2.SeatInfo]:
-        """optional: who sits where (bots, player ids)"""
+        """Optional: who sits where, at most one entry per seat 0..seats-1: player_id at most 128
+        characters, display_name 200, policy 64, none holding a NUL (bad_seat_info); a bot seat's
+        policy one the bots know (unknown_policy, bad_policy_params). A player_id needs an operator token.
+        """
 
     def __init__(
         self,
@@ -236,10 +265,12 @@ class CreateMatchResponse(_message.Message):
     SEAT_TOKENS_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """20 characters; derived from request_id when one is given"""
     version: _builtins.int
+    """the match's version after its setup events"""
     @_builtins.property
     def seat_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """index = seat"""
+        """index = seat; each the bearer token of that seat's calls"""
 
     def __init__(
         self,
@@ -258,6 +289,8 @@ Global___CreateMatchResponse: _TypeAlias = CreateMatchResponse  # noqa: Y015
 
 @_typing.final
 class PendingDecision(_message.Message):
+    """A seat the game waits for (GetViewResponse.to_act)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -266,6 +299,7 @@ class PendingDecision(_message.Message):
     TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
     DEADLINE_MS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat asked"""
     kind: Global___DecisionKind.ValueType
     label: _builtins.str
     """The game's own word for the decision: "assign_loot" (GoodCritters), "meeting" (Nostra
@@ -303,6 +337,8 @@ Global___PendingDecision: _TypeAlias = PendingDecision  # noqa: Y015
 
 @_typing.final
 class SeatResult(_message.Message):
+    """One seat's result of a finished match."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -331,10 +367,13 @@ class SeatResult(_message.Message):
     DETAILS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     score: _builtins.float
+    """the game's final score of the seat (its own units: money, points)"""
     rank: _builtins.int
     """1 = best; equal ranks for unbroken ties"""
     @_builtins.property
-    def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """game-specific outcome of the seat (a verdict, a role...)"""
+
     def __init__(
         self,
         *,
@@ -353,6 +392,8 @@ Global___SeatResult: _TypeAlias = SeatResult  # noqa: Y015
 
 @_typing.final
 class MatchResult(_message.Message):
+    """The result of a finished match (GetViewResponse.result); unset before, and for a cancelled match."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -378,7 +419,9 @@ class MatchResult(_message.Message):
     SEATS_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]: ...
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]:
+        """one per seat, in seat order"""
+
     @_builtins.property
     def outcome(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """game-specific (e.g. verdict)"""
@@ -431,7 +474,9 @@ class GetViewResponse(_message.Message):
     CANCELLED_FIELD_NUMBER: _builtins.int
     CANCEL_REASON_FIELD_NUMBER: _builtins.int
     version: _builtins.int
+    """the match's version the view is of"""
     finished: _builtins.bool
+    """the match is over (finished, or cancelled)"""
     game_id: _builtins.str
     seat: _builtins.int
     """-1 for a spectator"""
@@ -440,6 +485,7 @@ class GetViewResponse(_message.Message):
     cancelled: _builtins.bool
     """An operator ended the match (CancelMatch): finished is true, result and to_act are empty."""
     cancel_reason: _builtins.str
+    """the operator's reason (CancelMatchRequest.reason), when cancelled"""
     @_builtins.property
     def view(self) -> _any_pb2.Any:
         """the game's View (ListGames' view_type)"""
@@ -452,7 +498,9 @@ class GetViewResponse(_message.Message):
         """
 
     @_builtins.property
-    def result(self) -> Global___MatchResult: ...
+    def result(self) -> Global___MatchResult:
+        """once finished (not when cancelled)"""
+
     def __init__(
         self,
         *,
@@ -483,6 +531,7 @@ class ListLegalCommandsRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     SAMPLE_SEED_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id); the seat is the token's"""
     limit: _builtins.int
     """at most this many (0: the server's cap, 256)"""
     sample_seed: _builtins.int
@@ -525,7 +574,9 @@ class ListLegalCommandsResponse(_message.Message):
     deadline_ms: _builtins.int
     """the seat's turn clock at `version`, as PendingDecision.deadline_ms"""
     @_builtins.property
-    def commands(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]: ...
+    def commands(self) -> _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]:
+        """each the game's Command (ListGames' command_type)"""
+
     @_builtins.property
     def text(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """short text form per command"""
@@ -557,18 +608,24 @@ class SubmitCommandRequest(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     OMIT_EVENTS_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id); the seat is the token's"""
     command_id: _builtins.str
     """The seat's idempotency key, required (no_command_id), at most 128 characters: send a
     retry under the same id. Another command under an id the seat used: ABORTED. An id whose
     command was refused as stale was not used: re-read, and send it again at the new version.
     """
     expected_version: _builtins.int
+    """The version the command was chosen at (ListLegalCommandsResponse.version): another one is
+    ABORTED stale_version. Unset: whatever the match's version is then.
+    """
     omit_events: _builtins.bool
     """Answer with the version only: bots and clients that stream events don't need them,
     and the server skips redacting, packing and rendering them.
     """
     @_builtins.property
-    def command(self) -> _any_pb2.Any: ...
+    def command(self) -> _any_pb2.Any:
+        """required (no_command): the game's Command (ListGames' command_type)"""
+
     def __init__(
         self,
         *,
@@ -637,13 +694,16 @@ class SeatCommand(_message.Message):
     COMMAND_ID_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.str
+    """the seat's token, as SubmitCommand's `authorization` (this match's)"""
     command_id: _builtins.str
     """The idempotency key, as in SubmitCommand. Every "{version}" in it is replaced by the
     version this command is submitted at, which only the server knows for the entries
     after the first (the version each earlier command left).
     """
     @_builtins.property
-    def command(self) -> _any_pb2.Any: ...
+    def command(self) -> _any_pb2.Any:
+        """required (no_command), as SubmitCommand's"""
+
     def __init__(
         self,
         *,
@@ -669,11 +729,13 @@ class SubmitCommandsRequest(_message.Message):
     OMIT_EVENTS_FIELD_NUMBER: _builtins.int
     ASK_NEXT_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id)"""
     expected_version: _builtins.int
     """The version the first command is submitted at (as SubmitCommand's); every later one is
     submitted at the version the one before it left. Unset: the match's version then.
     """
     omit_events: _builtins.bool
+    """as SubmitCommand's, for every result"""
     @_builtins.property
     def commands(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatCommand]:
         """1 to 16 (0 only with ask_next: then the call only asks)"""
@@ -683,6 +745,7 @@ class SubmitCommandsRequest(_message.Message):
         """Seats the caller plays next (a bots worker playing a match's bot seats on): after the
         last command, the answer's `next` says which of them are asked then, each with what
         that seat may know, as GetView and ListLegalCommands would answer it with its own token.
+        At most 16 (too_many_seats).
         """
 
     def __init__(
@@ -714,6 +777,7 @@ class NextSeat(_message.Message):
     VIEW_FIELD_NUMBER: _builtins.int
     LEGAL_LIMIT_FIELD_NUMBER: _builtins.int
     seat_token: _builtins.str
+    """the seat's token (this match's)"""
     view: _builtins.bool
     """also the seat's view (a policy that reads it); else legal commands only"""
     legal_limit: _builtins.int
@@ -745,6 +809,7 @@ class NextDecision(_message.Message):
     COMPLETE_FIELD_NUMBER: _builtins.int
     DEADLINE_MS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat asked (of ask_next)"""
     complete: _builtins.bool
     """as ListLegalCommands' complete"""
     deadline_ms: _builtins.int
@@ -785,6 +850,7 @@ class CommandRefusal(_message.Message):
     CODE_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     index: _builtins.int
+    """the refused entry of SubmitCommandsRequest.commands (0-based)"""
     status: _builtins.int
     """the gRPC status code SubmitCommand would have failed with"""
     code: _builtins.str
@@ -815,6 +881,7 @@ class SubmitCommandsResponse(_message.Message):
     NEXT_FIELD_NUMBER: _builtins.int
     NEXT_VERSION_FIELD_NUMBER: _builtins.int
     next_version: _builtins.int
+    """the version `next` is at"""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubmitCommandResponse]:
         """One answer per command taken, in order, each what SubmitCommand would have answered."""
@@ -862,9 +929,11 @@ class SeatEvent(_message.Message):
     TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
+    """a ULID, unique across matches"""
     seq: _builtins.int
     """0: held back, not yet numbered (SubmitCommandResponse.held)"""
     type: _builtins.str
+    """the event's kind: the game Event's oneof kind ("loot_assigned")"""
     seat: _builtins.int
     """acting seat, -1 = server"""
     command_id: _builtins.str
@@ -872,7 +941,9 @@ class SeatEvent(_message.Message):
     choose and could tell what that client knew (a bot's, which turn it played: NP-H9).
     """
     timestamp_ms: _builtins.int
+    """when it was stored, Unix milliseconds"""
     text: _builtins.str
+    """short text form of the event, as the viewer may see it"""
     @_builtins.property
     def event(self) -> _any_pb2.Any:
         """the game Event, redacted for the viewer"""
@@ -905,6 +976,7 @@ class StreamEventsRequest(_message.Message):
     FROM_VERSION_FIELD_NUMBER: _builtins.int
     UNTIL_NOW_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id)"""
     from_version: _builtins.int
     """events with seq > from_version (0: all; past the version: OUT_OF_RANGE)"""
     until_now: _builtins.bool
@@ -978,11 +1050,13 @@ class CancelMatchRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id)"""
     reason: _builtins.str
-    """required, at most 500 characters: stored in the event, shown to all"""
+    """required, at most 500 characters, no NUL: stored in the event, shown to all"""
     request_id: _builtins.str
-    """Idempotency key of the cancel: a retry under the same id answers as the first call did
-    (duplicate = true). Empty: the server makes one (a retry is then `match_over`).
+    """Idempotency key of the cancel, at most 120 characters, no NUL (bad_request_id): a retry under
+    the same id answers as the first call did (duplicate = true). Empty: the server makes one (a
+    retry is then `match_over`).
     """
     expected_version: _builtins.int
     """as SubmitCommand's: ABORTED stale_version if it moved"""

@@ -26,7 +26,9 @@ if _version_not_supported:
 
 
 class GameServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -82,34 +84,42 @@ class GameServiceStub:
 
 
 class GameServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
 
     def ListGames(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Every game this server plays: seat counts, options, and the full names of its messages.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CreateMatch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A new match, with one seat token per seat. Without a token unless it names players or a
+        tournament, or asks bots to think past the public budget: then an operator token.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetView(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The match as the token's seat sees it (no token: a spectator), and who is asked.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListLegalCommands(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """What the token's seat may submit now, at the answer's version.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def SubmitCommand(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """One command of the token's seat; idempotent per command_id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -123,7 +133,8 @@ class GameServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def StreamEvents(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The events the token's seat (no token: a spectator) may see, from a version on, as they come.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -201,7 +212,9 @@ def add_GameServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class GameService:
-    """Missing associated documentation comment in .proto file."""
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
 
     @staticmethod
     def ListGames(request,

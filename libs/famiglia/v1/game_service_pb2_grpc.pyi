@@ -27,20 +27,32 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class GameServiceStub:
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> GameServiceAsyncStub: ...
     ListGames: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ListGamesRequest, _game_service_pb2.ListGamesResponse]
+    """Every game this server plays: seat counts, options, and the full names of its messages."""
     CreateMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.CreateMatchRequest, _game_service_pb2.CreateMatchResponse]
+    """A new match, with one seat token per seat. Without a token unless it names players or a
+    tournament, or asks bots to think past the public budget: then an operator token.
+    """
     GetView: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.GetViewRequest, _game_service_pb2.GetViewResponse]
+    """The match as the token's seat sees it (no token: a spectator), and who is asked."""
     ListLegalCommands: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ListLegalCommandsRequest, _game_service_pb2.ListLegalCommandsResponse]
+    """What the token's seat may submit now, at the answer's version."""
     SubmitCommand: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandRequest, _game_service_pb2.SubmitCommandResponse]
+    """One command of the token's seat; idempotent per command_id."""
     SubmitCommands: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandsRequest, _game_service_pb2.SubmitCommandsResponse]
     """Several seats' commands on one match in one call, in order, each at the version the
     previous one left: a simultaneous choice played by one client (the bots' worker).
     """
     StreamEvents: _grpc.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]
+    """The events the token's seat (no token: a spectator) may see, from a version on, as they come."""
     CancelMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.CancelMatchRequest, _game_service_pb2.CancelMatchResponse]
     """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
     operator token only. Appends one `match_cancelled` event; the match is then over with
@@ -51,17 +63,29 @@ class GameServiceStub:
 
 @_typing.type_check_only
 class GameServiceAsyncStub(GameServiceStub):
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     ListGames: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ListGamesRequest, _game_service_pb2.ListGamesResponse]  # type: ignore[assignment]
+    """Every game this server plays: seat counts, options, and the full names of its messages."""
     CreateMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.CreateMatchRequest, _game_service_pb2.CreateMatchResponse]  # type: ignore[assignment]
+    """A new match, with one seat token per seat. Without a token unless it names players or a
+    tournament, or asks bots to think past the public budget: then an operator token.
+    """
     GetView: _aio.UnaryUnaryMultiCallable[_game_service_pb2.GetViewRequest, _game_service_pb2.GetViewResponse]  # type: ignore[assignment]
+    """The match as the token's seat sees it (no token: a spectator), and who is asked."""
     ListLegalCommands: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ListLegalCommandsRequest, _game_service_pb2.ListLegalCommandsResponse]  # type: ignore[assignment]
+    """What the token's seat may submit now, at the answer's version."""
     SubmitCommand: _aio.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandRequest, _game_service_pb2.SubmitCommandResponse]  # type: ignore[assignment]
+    """One command of the token's seat; idempotent per command_id."""
     SubmitCommands: _aio.UnaryUnaryMultiCallable[_game_service_pb2.SubmitCommandsRequest, _game_service_pb2.SubmitCommandsResponse]  # type: ignore[assignment]
     """Several seats' commands on one match in one call, in order, each at the version the
     previous one left: a simultaneous choice played by one client (the bots' worker).
     """
     StreamEvents: _aio.UnaryStreamMultiCallable[_game_service_pb2.StreamEventsRequest, _game_service_pb2.StreamEventsResponse]  # type: ignore[assignment]
+    """The events the token's seat (no token: a spectator) may see, from a version on, as they come."""
     CancelMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.CancelMatchRequest, _game_service_pb2.CancelMatchResponse]  # type: ignore[assignment]
     """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
     operator token only. Appends one `match_cancelled` event; the match is then over with
@@ -71,40 +95,51 @@ class GameServiceAsyncStub(GameServiceStub):
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
 class GameServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    """
+
     @_abc_1.abstractmethod
     def ListGames(
         self,
         request: _game_service_pb2.ListGamesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_game_service_pb2.ListGamesResponse, _abc.Awaitable[_game_service_pb2.ListGamesResponse]]: ...
+    ) -> _typing.Union[_game_service_pb2.ListGamesResponse, _abc.Awaitable[_game_service_pb2.ListGamesResponse]]:
+        """Every game this server plays: seat counts, options, and the full names of its messages."""
 
     @_abc_1.abstractmethod
     def CreateMatch(
         self,
         request: _game_service_pb2.CreateMatchRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_game_service_pb2.CreateMatchResponse, _abc.Awaitable[_game_service_pb2.CreateMatchResponse]]: ...
+    ) -> _typing.Union[_game_service_pb2.CreateMatchResponse, _abc.Awaitable[_game_service_pb2.CreateMatchResponse]]:
+        """A new match, with one seat token per seat. Without a token unless it names players or a
+        tournament, or asks bots to think past the public budget: then an operator token.
+        """
 
     @_abc_1.abstractmethod
     def GetView(
         self,
         request: _game_service_pb2.GetViewRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_game_service_pb2.GetViewResponse, _abc.Awaitable[_game_service_pb2.GetViewResponse]]: ...
+    ) -> _typing.Union[_game_service_pb2.GetViewResponse, _abc.Awaitable[_game_service_pb2.GetViewResponse]]:
+        """The match as the token's seat sees it (no token: a spectator), and who is asked."""
 
     @_abc_1.abstractmethod
     def ListLegalCommands(
         self,
         request: _game_service_pb2.ListLegalCommandsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_game_service_pb2.ListLegalCommandsResponse, _abc.Awaitable[_game_service_pb2.ListLegalCommandsResponse]]: ...
+    ) -> _typing.Union[_game_service_pb2.ListLegalCommandsResponse, _abc.Awaitable[_game_service_pb2.ListLegalCommandsResponse]]:
+        """What the token's seat may submit now, at the answer's version."""
 
     @_abc_1.abstractmethod
     def SubmitCommand(
         self,
         request: _game_service_pb2.SubmitCommandRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_game_service_pb2.SubmitCommandResponse, _abc.Awaitable[_game_service_pb2.SubmitCommandResponse]]: ...
+    ) -> _typing.Union[_game_service_pb2.SubmitCommandResponse, _abc.Awaitable[_game_service_pb2.SubmitCommandResponse]]:
+        """One command of the token's seat; idempotent per command_id."""
 
     @_abc_1.abstractmethod
     def SubmitCommands(
@@ -121,7 +156,8 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _game_service_pb2.StreamEventsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_game_service_pb2.StreamEventsResponse], _abc.AsyncIterator[_game_service_pb2.StreamEventsResponse]]: ...
+    ) -> _typing.Union[_abc.Iterator[_game_service_pb2.StreamEventsResponse], _abc.AsyncIterator[_game_service_pb2.StreamEventsResponse]]:
+        """The events the token's seat (no token: a spectator) may see, from a version on, as they come."""
 
     @_abc_1.abstractmethod
     def CancelMatch(

@@ -34,6 +34,7 @@ class _TicketStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TicketSta
     TICKET_MATCHED: _TicketState.ValueType  # 2
     """match_id and seat_token are set"""
     TICKET_CANCELLED: _TicketState.ValueType  # 3
+    """ended by CancelTicket, or by its player seated in another match first (`reason`)"""
     TICKET_EXPIRED: _TicketState.ValueType  # 4
     """waited longer than the ticket lifetime"""
     TICKET_FAILED: _TicketState.ValueType  # 5
@@ -49,6 +50,7 @@ TICKET_SEARCHING: TicketState.ValueType  # 1
 TICKET_MATCHED: TicketState.ValueType  # 2
 """match_id and seat_token are set"""
 TICKET_CANCELLED: TicketState.ValueType  # 3
+"""ended by CancelTicket, or by its player seated in another match first (`reason`)"""
 TICKET_EXPIRED: TicketState.ValueType  # 4
 """waited longer than the ticket lifetime"""
 TICKET_FAILED: TicketState.ValueType  # 5
@@ -90,6 +92,7 @@ class RegisterGuestResponse(_message.Message):
     PROFILE_FIELD_NUMBER: _builtins.int
     player_id: _builtins.str
     player_token: _builtins.str
+    """the bearer token of the player's calls (MatchmakingService)"""
     @_builtins.property
     def profile(self) -> Global___PlayerProfile: ...
     def __init__(
@@ -129,6 +132,8 @@ Global___GetProfileRequest: _TypeAlias = GetProfileRequest  # noqa: Y015
 
 @_typing.final
 class GameRating(_message.Message):
+    """A player's OpenSkill rating in one game."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_ID_FIELD_NUMBER: _builtins.int
@@ -136,7 +141,9 @@ class GameRating(_message.Message):
     SIGMA_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     mu: _builtins.float
+    """the estimated skill"""
     sigma: _builtins.float
+    """its uncertainty"""
     def __init__(
         self,
         *,
@@ -164,7 +171,9 @@ class PlayerProfile(_message.Message):
     player_id: _builtins.str
     display_name: _builtins.str
     guest: _builtins.bool
+    """a guest player (RegisterGuest)"""
     created_at_ms: _builtins.int
+    """registration time, Unix milliseconds"""
     @_builtins.property
     def ratings(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameRating]:
         """one per game this server plays (the default when unrated)"""
@@ -216,9 +225,10 @@ class CreateTicketRequest(_message.Message):
     PARTY_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
+    """a game this matchmaker serves (else unknown_game)"""
     request_id: _builtins.str
     """each must accept (AcceptPartyInvite) before the ticket queues
-    idempotency key: a retried CreateTicket gets the same ticket
+    idempotency key, at most 128 characters (bad_request_id): a retried
     """
     @_builtins.property
     def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -257,6 +267,7 @@ class CreateTicketResponse(_message.Message):
     DUPLICATE_FIELD_NUMBER: _builtins.int
     TICKET_FIELD_NUMBER: _builtins.int
     ticket_id: _builtins.str
+    """"<game>.<random>": what every other ticket call names"""
     duplicate: _builtins.bool
     """true when request_id was seen before"""
     @_builtins.property
@@ -299,6 +310,7 @@ class TicketUpdate(_message.Message):
     state: Global___TicketState.ValueType
     game_id: _builtins.str
     waited_seconds: _builtins.float
+    """since the ticket was created (a party's: since it queued, once it has), until it ended"""
     estimated_wait_seconds: _builtins.float
     """searching only: a guess at the remaining wait"""
     match_id: _builtins.str
@@ -316,7 +328,9 @@ class TicketUpdate(_message.Message):
     answer_within_seconds: _builtins.float
     """pending party only: seconds left before the invite expires"""
     @_builtins.property
-    def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the table sizes the ticket accepts (those at which its options hold)"""
+
     @_builtins.property
     def party(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """every player of the ticket, the creator first"""
@@ -354,6 +368,10 @@ Global___TicketUpdate: _TypeAlias = TicketUpdate  # noqa: Y015
 
 @_typing.final
 class WatchTicketRequest(_message.Message):
+    """Each names a ticket of the caller's (CreateTicketResponse.ticket_id, ListInvites): an id
+    nobody has is NOT_FOUND unknown_ticket, another players' ticket PERMISSION_DENIED not_your_ticket.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TICKET_ID_FIELD_NUMBER: _builtins.int

@@ -56,9 +56,11 @@ class ListMatchesRequest(_message.Message):
     game_id: _builtins.str
     """"" = every game"""
     status: Global___MatchStatus.ValueType
+    """UNSPECIFIED = any; a value this server does not know: bad_status"""
     player_id: _builtins.str
     """only matches this player sat in"""
     tournament_id: _builtins.str
+    """only matches of this tournament"""
     page_size: _builtins.int
     """default 50, at most 500"""
     page_token: _builtins.str
@@ -111,6 +113,7 @@ class GetMatchSummaryRequest(_message.Message):
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id)"""
     def __init__(
         self,
         *,
@@ -333,9 +336,11 @@ class GetLeaderboardRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     OFFSET_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
+    """required (no_game_id)"""
     limit: _builtins.int
     """default 50, at most 500"""
     offset: _builtins.int
+    """entries to skip (ranks are counted from the top whatever it is)"""
     def __init__(
         self,
         *,
@@ -430,10 +435,13 @@ class GetPlayerHistoryRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     player_id: _builtins.str
+    """required (no_player_id)"""
     game_id: _builtins.str
     """"" = every game"""
     page_size: _builtins.int
+    """default 50, at most 500"""
     page_token: _builtins.str
+    """next_page_token of the previous page"""
     def __init__(
         self,
         *,
@@ -587,6 +595,7 @@ class GetTournamentStandingsRequest(_message.Message):
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
     GAME_ID_FIELD_NUMBER: _builtins.int
     tournament_id: _builtins.str
+    """required (no_tournament_id)"""
     game_id: _builtins.str
     """"" = every game of the tournament"""
     def __init__(

@@ -80,6 +80,7 @@ class GetStateAtRequest(_message.Message):
     FULL_FIELD_NUMBER: _builtins.int
     MATCH_ID_FIELD_NUMBER: _builtins.int
     event_id: _builtins.str
+    """required (no_event_id)"""
     full: _builtins.bool
     """Ask for everything; granted once the match is over (configurable)."""
     match_id: _builtins.str
@@ -191,6 +192,7 @@ class StreamReplayRequest(_message.Message):
     to_seq: _builtins.int
     """last seq to send (0 = the end)"""
     pace: Global___Pace.ValueType
+    """how fast the steps come (default: as fast as they are read)"""
     speed: _builtins.float
     """PACE_RECORDED: 2.0 = twice as fast (0 = 1.0)"""
     max_gap_ms: _builtins.int
@@ -286,6 +288,7 @@ class ListMatchEventsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id)"""
     page_size: _builtins.int
     """0 = 100, at most 1000"""
     page_token: _builtins.str
@@ -526,6 +529,7 @@ class ExportMatchRequest(_message.Message):
     MATCH_ID_FIELD_NUMBER: _builtins.int
     BINARY_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """required (no_match_id); the full view must be granted (the match over)"""
     binary: _builtins.bool
     """protobuf binary instead of JSON"""
     def __init__(
@@ -583,8 +587,11 @@ class ImportMatchRequest(_message.Message):
     NEW_MATCH_ID_FIELD_NUMBER: _builtins.int
     ALLOW_UNVERIFIED_FIELD_NUMBER: _builtins.int
     file: _builtins.bytes
+    """an ExportMatch file, JSON or binary"""
     new_match_id: _builtins.str
-    """store under another id (fresh event ids then)"""
+    """Store under this id instead of the file's: 1-64 of letters, digits and ._:- (bad_match_id).
+    Every import gets fresh event ids, whichever id it is stored under.
+    """
     allow_unverified: _builtins.bool
     """store even if today's engine does not reproduce it"""
     def __init__(

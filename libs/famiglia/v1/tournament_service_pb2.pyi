@@ -40,6 +40,8 @@ Global___TournamentStatus: _TypeAlias = TournamentStatus  # noqa: Y015
 
 @_typing.final
 class TournamentGame(_message.Message):
+    """One game of a tournament (a game may be listed twice, with other options)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -66,12 +68,15 @@ class TournamentGame(_message.Message):
     SEAT_COUNTS_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
+    """a game of ListPolicies' games"""
     @_builtins.property
     def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """empty = the game's minimum"""
+        """table sizes, at most 16 entries (repeats weigh a size); empty = the game's minimum"""
 
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """as CreateMatchRequest.options, for every match of this entry"""
+
     def __init__(
         self,
         *,
@@ -102,26 +107,30 @@ class CreateTournamentRequest(_message.Message):
     DEADLINE_SECONDS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
+    """at most 100 characters, no NUL; empty = "tournament" """
     matches_per_game: _builtins.int
-    """ignored with round_robin"""
+    """1..10,000 (0 = 2 per entrant); ignored with round_robin"""
     round_robin: _builtins.bool
     """every seat rotation of the entrants, per game and seat count"""
     rounds: _builtins.int
-    """round robin repetitions (default 1)"""
+    """round robin repetitions, 1..100 (0 = 1)"""
     seed: _builtins.int
+    """derives every match's seed; 0 = the server draws one (never shown)"""
     concurrency: _builtins.int
-    """matches in play at once (default 4)"""
+    """matches in play at once, 1..1,024 (0 = 4)"""
     deadline_seconds: _builtins.float
-    """no new match starts after this (0 = none)"""
+    """no new match starts after this, up to 7 days (0 = none)"""
     request_id: _builtins.str
-    """idempotency key for the creation"""
+    """idempotency key for the creation, at most 128 characters"""
     @_builtins.property
     def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___TournamentGame]:
-        """empty = every game the bots can play"""
+        """at most 16; empty = every game the bots can play"""
 
     @_builtins.property
     def entrants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """bot policies: random, heuristic, ismcts?iterations=50&seconds=0.2"""
+        """Bot policies, at most 16: random, heuristic, ismcts?iterations=50&seconds=0.2 (ListPolicies);
+        empty = every policy.
+        """
 
     def __init__(
         self,
@@ -152,7 +161,9 @@ class GetTournamentRequest(_message.Message):
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
     INCLUDE_MATCHES_FIELD_NUMBER: _builtins.int
     tournament_id: _builtins.str
+    """unknown or empty: NOT_FOUND unknown_tournament"""
     include_matches: _builtins.bool
+    """also the finished matches (Tournament.matches)"""
     def __init__(
         self,
         *,
@@ -247,7 +258,9 @@ class ListPoliciesResponse(_message.Message):
     POLICIES_FIELD_NUMBER: _builtins.int
     GAMES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def policies(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def policies(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the policy names an entrant may start with"""
+
     @_builtins.property
     def games(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """games the bots can play"""
@@ -268,6 +281,8 @@ Global___ListPoliciesResponse: _TypeAlias = ListPoliciesResponse  # noqa: Y015
 
 @_typing.final
 class GameProgress(_message.Message):
+    """One game's matches of a tournament, counted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_ID_FIELD_NUMBER: _builtins.int
@@ -276,8 +291,11 @@ class GameProgress(_message.Message):
     FINISHED_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     planned: _builtins.int
+    """matches the plan holds"""
     started: _builtins.int
+    """created so far"""
     finished: _builtins.int
+    """with a result so far"""
     def __init__(
         self,
         *,
@@ -296,6 +314,8 @@ Global___GameProgress: _TypeAlias = GameProgress  # noqa: Y015
 
 @_typing.final
 class Standing(_message.Message):
+    """One entrant's standing in one game, best first."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_ID_FIELD_NUMBER: _builtins.int
@@ -308,11 +328,13 @@ class Standing(_message.Message):
     ORDINAL_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     entrant: _builtins.str
+    """the entrant's policy, as CreateTournamentRequest.entrants names it"""
     matches: _builtins.int
     """seats played (an entrant may hold several seats of one match)"""
     wins: _builtins.int
     """rank 1, shared wins included"""
     mean_rank: _builtins.float
+    """1 = always first"""
     mu: _builtins.float
     """OpenSkill (Plackett-Luce)"""
     sigma: _builtins.float
@@ -340,6 +362,8 @@ Global___Standing: _TypeAlias = Standing  # noqa: Y015
 
 @_typing.final
 class MatchSummary(_message.Message):
+    """One finished match of a tournament (Tournament.matches)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
@@ -349,18 +373,22 @@ class MatchSummary(_message.Message):
     SCORES_FIELD_NUMBER: _builtins.int
     COMMANDS_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
+    """the GameService's (and the replay service's) match id"""
     game_id: _builtins.str
     commands: _builtins.int
+    """commands played in the match"""
     @_builtins.property
     def entrants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """index = seat"""
 
     @_builtins.property
     def ranks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """index = seat"""
+        """index = seat; 1 = best"""
 
     @_builtins.property
-    def scores(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
+    def scores(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """index = seat"""
+
     def __init__(
         self,
         *,
@@ -400,14 +428,19 @@ class Tournament(_message.Message):
     moves: _builtins.int
     """commands played so far, all matches"""
     elapsed_seconds: _builtins.float
+    """since it was created (until it ended)"""
     planned: _builtins.int
+    """matches planned, all games"""
     finished: _builtins.int
+    """matches with a result so far, all games"""
     @_builtins.property
     def entrants(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
     def games(self) -> _containers.RepeatedCompositeFieldContainer[Global___GameProgress]: ...
     @_builtins.property
-    def standings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Standing]: ...
+    def standings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Standing]:
+        """per game, best first (by ordinal, then mean rank)"""
+
     @_builtins.property
     def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___MatchSummary]:
         """with include_matches"""

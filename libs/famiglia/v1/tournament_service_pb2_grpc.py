@@ -5,7 +5,7 @@ import warnings
 
 from famiglia.v1 import tournament_service_pb2 as famiglia_dot_v1_dot_tournament__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.4'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class TournamentServiceStub:
-    """Missing associated documentation comment in .proto file."""
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -62,34 +63,40 @@ class TournamentServiceStub:
 
 
 class TournamentServiceServicer:
-    """Missing associated documentation comment in .proto file."""
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code.
+    """
 
     def CreateTournament(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Plan and start a tournament (an operator token); idempotent per request_id.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetTournament(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """A tournament's progress and standings (no token needed).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListTournaments(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The newest tournaments first (no token needed).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CancelTournament(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """No further match starts and the matches in play are cancelled (an operator token).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPolicies(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The bot policies an entrant may name, and the games the bots can play.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -131,7 +138,8 @@ def add_TournamentServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class TournamentService:
-    """Missing associated documentation comment in .proto file."""
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code.
+    """
 
     @staticmethod
     def CreateTournament(request,

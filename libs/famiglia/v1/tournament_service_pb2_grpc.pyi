@@ -27,59 +27,80 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class TournamentServiceStub:
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code."""
+
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> TournamentServiceAsyncStub: ...
     CreateTournament: _grpc.UnaryUnaryMultiCallable[_tournament_service_pb2.CreateTournamentRequest, _tournament_service_pb2.Tournament]
+    """Plan and start a tournament (an operator token); idempotent per request_id."""
     GetTournament: _grpc.UnaryUnaryMultiCallable[_tournament_service_pb2.GetTournamentRequest, _tournament_service_pb2.Tournament]
+    """A tournament's progress and standings (no token needed)."""
     ListTournaments: _grpc.UnaryUnaryMultiCallable[_tournament_service_pb2.ListTournamentsRequest, _tournament_service_pb2.ListTournamentsResponse]
+    """The newest tournaments first (no token needed)."""
     CancelTournament: _grpc.UnaryUnaryMultiCallable[_tournament_service_pb2.CancelTournamentRequest, _tournament_service_pb2.Tournament]
+    """No further match starts and the matches in play are cancelled (an operator token)."""
     ListPolicies: _grpc.UnaryUnaryMultiCallable[_tournament_service_pb2.ListPoliciesRequest, _tournament_service_pb2.ListPoliciesResponse]
+    """The bot policies an entrant may name, and the games the bots can play."""
 
 @_typing.type_check_only
 class TournamentServiceAsyncStub(TournamentServiceStub):
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code."""
+
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateTournament: _aio.UnaryUnaryMultiCallable[_tournament_service_pb2.CreateTournamentRequest, _tournament_service_pb2.Tournament]  # type: ignore[assignment]
+    """Plan and start a tournament (an operator token); idempotent per request_id."""
     GetTournament: _aio.UnaryUnaryMultiCallable[_tournament_service_pb2.GetTournamentRequest, _tournament_service_pb2.Tournament]  # type: ignore[assignment]
+    """A tournament's progress and standings (no token needed)."""
     ListTournaments: _aio.UnaryUnaryMultiCallable[_tournament_service_pb2.ListTournamentsRequest, _tournament_service_pb2.ListTournamentsResponse]  # type: ignore[assignment]
+    """The newest tournaments first (no token needed)."""
     CancelTournament: _aio.UnaryUnaryMultiCallable[_tournament_service_pb2.CancelTournamentRequest, _tournament_service_pb2.Tournament]  # type: ignore[assignment]
+    """No further match starts and the matches in play are cancelled (an operator token)."""
     ListPolicies: _aio.UnaryUnaryMultiCallable[_tournament_service_pb2.ListPoliciesRequest, _tournament_service_pb2.ListPoliciesResponse]  # type: ignore[assignment]
+    """The bot policies an entrant may name, and the games the bots can play."""
 
 class TournamentServiceServicer(metaclass=_abc_1.ABCMeta):
+    """docs/bots.md, "Tournaments", has the limits and every refusal's code."""
+
     @_abc_1.abstractmethod
     def CreateTournament(
         self,
         request: _tournament_service_pb2.CreateTournamentRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]: ...
+    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]:
+        """Plan and start a tournament (an operator token); idempotent per request_id."""
 
     @_abc_1.abstractmethod
     def GetTournament(
         self,
         request: _tournament_service_pb2.GetTournamentRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]: ...
+    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]:
+        """A tournament's progress and standings (no token needed)."""
 
     @_abc_1.abstractmethod
     def ListTournaments(
         self,
         request: _tournament_service_pb2.ListTournamentsRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_tournament_service_pb2.ListTournamentsResponse, _abc.Awaitable[_tournament_service_pb2.ListTournamentsResponse]]: ...
+    ) -> _typing.Union[_tournament_service_pb2.ListTournamentsResponse, _abc.Awaitable[_tournament_service_pb2.ListTournamentsResponse]]:
+        """The newest tournaments first (no token needed)."""
 
     @_abc_1.abstractmethod
     def CancelTournament(
         self,
         request: _tournament_service_pb2.CancelTournamentRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]: ...
+    ) -> _typing.Union[_tournament_service_pb2.Tournament, _abc.Awaitable[_tournament_service_pb2.Tournament]]:
+        """No further match starts and the matches in play are cancelled (an operator token)."""
 
     @_abc_1.abstractmethod
     def ListPolicies(
         self,
         request: _tournament_service_pb2.ListPoliciesRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_tournament_service_pb2.ListPoliciesResponse, _abc.Awaitable[_tournament_service_pb2.ListPoliciesResponse]]: ...
+    ) -> _typing.Union[_tournament_service_pb2.ListPoliciesResponse, _abc.Awaitable[_tournament_service_pb2.ListPoliciesResponse]]:
+        """The bot policies an entrant may name, and the games the bots can play."""
 
 def add_TournamentServiceServicer_to_server(servicer: TournamentServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
