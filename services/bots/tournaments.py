@@ -127,12 +127,15 @@ class TournamentRepo:
         tid = ("t" + hashlib.sha256(f"tournament:{request_id}".encode()).hexdigest()[:15] if request_id
                else "t" + secrets.token_hex(8)[:15])
         now, key = _ms(), self._key(tid)
-        if self.client.hsetnx(key, "spec", spec.to_json()):
-            self.client.hset(key, mapping={"status": RUNNING, "created_ms": now, "moves": 0})
-        else:  # a retry: what a creation cut short left undone is done now
-            for field, value in (("status", RUNNING), ("created_ms", now), ("moves", 0)):
-                self.client.hsetnx(key, field, value)
-        status, created = self.client.hmget(key, "status", "created_ms")
+        # One MULTI, each field written only if absent: the first creation's fields stay, whoever
+        # else sends the request id at the same time (or retries one cut short) reads them. (An
+        # HSET after the spec's HSETNX let a concurrent retry's `created_ms` in first, then
+        # overwrote it: the record and the indexes, scored by the retry's, named two moments.)
+        pipe = self.client.pipeline(transaction=True)
+        for name, value in (("spec", spec.to_json()), ("status", RUNNING), ("created_ms", now), ("moves", 0)):
+            pipe.hsetnx(key, name, value)
+        pipe.hmget(key, "status", "created_ms")
+        status, created = pipe.execute()[-1]
         created_ms = int(_text(created))
         self.client.zadd(f"{PREFIX}:tournaments", {tid: created_ms}, nx=True)
         if _text(status) == RUNNING:  # one that ran to its end since is not put back in the running index
@@ -141,6 +144,10 @@ class TournamentRepo:
 
     def exists(self, tid: str) -> bool:
         return bool(self.client.exists(self._key(tid)))
+
+    def status(self, tid: str) -> str:
+        """The tournament's status as stored now ("" for none)."""
+        return _text(self.client.hget(self._key(tid), "status") or b"")
 
     def get(self, tid: str, *, results: bool = True) -> TournamentRecord | None:
         """The tournament; with `results=False` only which matches have a result (their
@@ -396,6 +403,10 @@ _PASSING_CODES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.
 planned match is abandoned for one only once it kept failing for `stuck_seconds`."""
 
 
+class NotRunning(Exception):
+    """The tournament ended (cancelled) while the runner was starting one of its matches."""
+
+
 class TournamentRunner:
     """Starts each tournament's matches as room frees up and closes finished tournaments."""
 
@@ -556,7 +567,10 @@ class TournamentRunner:
         matches = self.plan_of(record)
         for index in record.unrecorded():  # made, maybe, and its answer lost: in play whatever the room or deadline
             if index < len(matches):
-                record.started[index] = self._start(record, matches[index])
+                made = self._start(record, matches[index])
+                if made is None:
+                    return
+                record.started[index] = made
         active = [m for m in record.started.values() if m not in record.results]
         for match_id in active:
             self._check_stuck(record, match_id)
@@ -567,8 +581,10 @@ class TournamentRunner:
                 break
             if planned.index in record.started:
                 continue
-            match_id = self._start(record, planned)
-            record.started[planned.index] = match_id
+            started = self._start(record, planned)
+            if started is None:
+                return
+            record.started[planned.index] = started
             room -= 1
         all_started = len(record.started) >= len(matches) or past_deadline
         if all_started and all(m in record.results for m in record.started.values()):
@@ -577,10 +593,17 @@ class TournamentRunner:
                 self.repo.end_recorded(record.tournament_id)
             log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
 
-    def _create(self, record: TournamentRecord, planned: PlannedMatch) -> str:
+    def _create(self, record: TournamentRecord, planned: PlannedMatch, *, while_running: bool = False) -> str:
         """CreateMatch of a planned match, its request id written down first (`claim_starting`)
         and, once it is, always that one: a runner with another secret (rotated) sends the same,
-        and one that finds the match recorded started by another runner sends nothing."""
+        and one that finds the match recorded started by another runner sends nothing.
+
+        `while_running`: only if the tournament is still running once the request id is written
+        down (`NotRunning` otherwise). The record was read before: a tournament cancelled since,
+        and its cancel pass made by another runner (a rolling deploy's other replica) before the
+        request id was written, would never see the match, which then played on for nobody.
+        Read after it, the status is either still running (a cancel pass after this finds the
+        request id and cancels the match, `_recover_created`) or not (nothing is created)."""
         request_id = record.starting.get(planned.index)
         if request_id is None:
             request_id, made = self.repo.claim_starting(
@@ -589,6 +612,8 @@ class TournamentRunner:
             if made is not None:
                 return made
             record.starting[planned.index] = request_id
+        if while_running and self.repo.status(record.tournament_id) != RUNNING:
+            raise NotRunning(record.tournament_id)
         seat_info = [envelope_pb2.SeatInfo(seat=s, player_id=entrant, display_name=entrant.partition("?")[0],
                                            bot=True, policy=entrant)
                      for s, entrant in enumerate(planned.entrants)]
@@ -597,10 +622,13 @@ class TournamentRunner:
                                       tournament_id=record.tournament_id,
                                       token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)).match_id
 
-    def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str:
+    def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str | None:
+        """The planned match made and recorded started; None if the tournament ended meanwhile."""
         try:
-            match_id = self._create(record, planned)
+            match_id = self._create(record, planned, while_running=True)
             self._creating_since.pop((record.tournament_id, planned.index), None)
+        except NotRunning:
+            return None
         except grpc.RpcError as exc:
             if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                 raise

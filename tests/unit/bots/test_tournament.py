@@ -311,6 +311,9 @@ def test_the_runner_forgets_each_tournament_once_it_is_no_longer_running(monkeyp
         def set_status(self, tid: str, status: str) -> None:
             self.records[tid].status = status
 
+        def status(self, tid: str) -> str:
+            return self.records[tid].status
+
         def claim_starting(self, tid: str, index: int, request_id: str) -> tuple[str, str | None]:
             return self.records[tid].starting.setdefault(index, request_id), None
 

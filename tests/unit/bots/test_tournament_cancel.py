@@ -439,3 +439,45 @@ def test_a_runner_that_meets_another_runners_creation_in_flight_sends_that_reque
     assert new._start(stale, planned) == "m1"
     assert command.created == ["m1"] and command.made == {written: "m1"}
     assert repo.get(tid).started == {0: "m1"} and repo.get(tid).unrecorded() == []
+
+
+class CancelledMeanwhile(TournamentRepo):
+    """The records as one runner sees them while, after it read its tournament as running and
+    before it wrote down its next match's request id, an operator cancels the tournament and
+    another runner (a rolling deploy's other replica) makes its whole cancel pass."""
+
+    def __init__(self, client: redis.Redis, meanwhile) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(client)
+        self.meanwhile = meanwhile
+
+    def claim_starting(self, tid: str, index: int, request_id: str) -> tuple[str, str | None]:
+        if self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
+        return super().claim_starting(tid, index, request_id)
+
+
+def test_a_match_started_as_another_runner_cancels_the_tournament_is_cancelled_or_never_made(
+        repo: TournamentRepo) -> None:
+    """Found auditing the races (tests/e2e/test_races.py): a runner that read the tournament
+    as running went on to create its next match while the other runner made the cancel pass
+    and took the tournament off the cancelling list; nobody cancelled that match, which was
+    then played to its end for nobody."""
+    command = CommandService()
+    tid = repo.create(_spec(concurrency=2))
+    other = _runner(repo, command)
+    other.step()  # two matches in play
+    first = repo.get(tid)
+    repo.record(tid, first.started[0], _result())  # one ends: room for the next
+
+    def cancel_and_pass() -> None:
+        _cancel(repo, tid)
+        other.step()
+
+    late = _runner(CancelledMeanwhile(repo.client, cancel_and_pass), command)  # type: ignore[arg-type]
+    late.step()
+    late.step()
+    other.step()
+    in_play = [m for m in command.created if m not in command.events and m != first.started[0]]
+    assert not in_play, (command.created, command.events)
+    assert repo.get(tid).status == CANCELLED

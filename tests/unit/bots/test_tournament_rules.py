@@ -20,6 +20,7 @@ from services.bots.tournaments import (
     CANCELLED,
     FINISHED,
     RUNNING,
+    RUNNING_KEY,
     TournamentObserver,
     TournamentRecord,
     TournamentRepo,
@@ -290,22 +291,22 @@ def test_options_are_checked_at_every_seat_count_of_the_game() -> None:
 
 
 def test_a_creation_cut_short_and_retried_is_a_tournament_that_runs(repo: TournamentRepo) -> None:
-    """TournamentRepo.create writes the spec (HSETNX) and then, in separate calls, the status and
-    the two indexes. A creation cut short after the spec (Redis away, the process killed: the
-    client sees an error and retries with its request_id) leaves a tournament the retry only
-    finds (HSETNX answers 0): it is shown as running (the status defaults to it) but is in no
-    index, so the runner never starts a match of it and it never finishes."""
+    """TournamentRepo.create writes the tournament (spec, status, time) and then, in separate
+    calls, the two indexes. A creation cut short after the tournament (Redis away, the process
+    killed: the client sees an error and retries with its request_id) left a tournament the retry
+    only found: shown as running but in no index, so the runner never started a match of it and
+    it never finished."""
     client = repo.client
-    real_hset = client.hset
+    real_zadd = client.zadd
     cut = [True]
 
-    def hset(*args, **kwargs):
+    def zadd(*args, **kwargs):
         if cut[0]:
             cut[0] = False
             raise redis.ConnectionError("Connection closed by server.")
-        return real_hset(*args, **kwargs)
+        return real_zadd(*args, **kwargs)
 
-    client.hset = hset  # type: ignore[method-assign]
+    client.zadd = zadd  # type: ignore[method-assign]
     with pytest.raises(redis.ConnectionError):
         repo.create(_spec(), request_id="req-1")
     tid = repo.create(_spec(), request_id="req-1")  # the client's retry
@@ -313,6 +314,36 @@ def test_a_creation_cut_short_and_retried_is_a_tournament_that_runs(repo: Tourna
     game = Game()
     TournamentRunner(repo, game, Store()).step()  # type: ignore[arg-type]
     assert game.created  # before: the runner never saw it
+
+
+def test_a_creation_sent_twice_at_once_records_one_creation_time_in_the_tournament_and_its_indexes(
+        repo: TournamentRepo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two CreateTournaments with one request id at once (a client's retry racing its first try;
+    found by tests/e2e/test_races.py): the second ran between the first's HSETNX of the spec and
+    its HSET of the rest, wrote its own `created_ms` (HSETNX) and scored the indexes with it; the
+    first's HSET then overwrote it, so the tournament and its indexes named two moments."""
+    from services.bots import tournaments
+
+    clock = iter(range(1_000, 100_000, 1_000))
+    monkeypatch.setattr(tournaments, "_ms", lambda: next(clock))
+    client = repo.client
+    real_hsetnx = client.hsetnx
+    raced: list[str] = []
+
+    def hsetnx(key, field, value):  # the other creation runs right after this one's first write
+        wrote = real_hsetnx(key, field, value)
+        if field == "spec" and not raced:
+            raced.append("")
+            raced[0] = repo.create(_spec(), request_id="twice")
+        return wrote
+
+    client.hsetnx = hsetnx  # type: ignore[method-assign]
+    tid = repo.create(_spec(), request_id="twice")
+    client.hsetnx = real_hsetnx  # type: ignore[method-assign]
+    assert raced in ([], [tid])
+    created_ms = repo.get(tid).created_ms
+    assert client.zscore("famiglia:bots:tournaments", tid) == created_ms
+    assert client.zscore(RUNNING_KEY, tid) == created_ms
 
 
 def test_a_request_id_reused_for_another_tournament_is_refused_not_answered_with_the_first(
