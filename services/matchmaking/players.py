@@ -46,6 +46,9 @@ class RedisPlayers:
                 if existing is not None:
                     self.client.delete(self._key(player_id))
                     return existing
+                # The request id names a player no longer there (the key outlived it, or expired
+                # between the two reads): it names this one now, so a retry finds it.
+                self.client.set(key, player_id, ex=GUEST_REQUEST_TTL_S)
         return Player(player_id, display_name, now_ms)
 
     def get(self, player_id: str) -> Player | None:

@@ -33,6 +33,15 @@ def test_a_retried_registration_gets_the_same_player(mm: Matchmaking) -> None:
     assert first.player_id == again.player_id
 
 
+def test_a_request_id_naming_a_player_gone_names_the_guest_it_registers_next(mm: Matchmaking) -> None:
+    """Its key kept (or expired between its two reads) while its player is gone: the guest made
+    then is the one a retry gets, not a third."""
+    mm.app.players.client.set("mm:guest:{r2-0123456789abcdef}", "g-gone")
+    first, _ = mm.app.register_guest("Vito", request_id="r2-0123456789abcdef")
+    again, _ = mm.app.register_guest("Vito", request_id="r2-0123456789abcdef")
+    assert first.player_id == again.player_id != "g-gone"
+
+
 def test_a_registration_request_id_anybody_could_guess_is_refused(mm: Matchmaking) -> None:
     """Sent again, a registration's request id answers with the guest's token: one as short as
     "r1" would hand a stranger who guessed it the guest."""
