@@ -252,7 +252,10 @@ class MatchmakingApp:
         done, state = self.store.close_ticket(record, CANCELLED, f"cancelled by {player_id}", self.clock(),
                                               from_states=(SEARCHING, PENDING))
         if not done and state != CANCELLED:
-            if state in (CLAIMED, MATCHED):
+            if state == CLAIMED:  # written down: should its table not be made, it ends cancelled
+                raise FailedPrecondition("ticket_matched", "a match is being made with this ticket: the ticket "
+                                         "ends matched, or cancelled if that match cannot be made")
+            if state == MATCHED:
                 raise FailedPrecondition("ticket_matched", "a match was already found for this ticket")
             raise _ended(ticket_id, state)
         log.info("ticket_cancelled", ticket_id=ticket_id)

@@ -241,6 +241,39 @@ def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(mm: Matchmaki
         mm.app.create_ticket(a, DUEL, [], {})
 
 
+def test_a_ticket_cancelled_while_claimed_ends_cancelled_if_its_table_is_given_up(mm: Matchmaking) -> None:
+    """The cancel was refused (`ticket_matched`: a match is being made), then the table lost a
+    hold and went back to the queue: the player who asked to leave stayed in line and could be
+    seated later. Its partner goes back to the queue as before."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    with pytest.raises(FailedPrecondition) as refused:
+        mm.app.cancel(a, ta)
+    assert refused.value.code == "ticket_matched" and "cancelled if" in refused.value.message
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                                now_ms=mm.app.clock()) == 2
+    ended = mm.app.ticket(a, ta)
+    assert (ended.state, ended.reason) == ("cancelled", f"cancelled by {a}")
+    assert mm.app.store.get(tb).state == "searching"  # type: ignore[union-attr]
+    assert mm.app.store.queue_size(DUEL) == 1
+    mm.app.create_ticket(a, DUEL, [], {})  # its player's open ticket is gone with it
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(b, DUEL, [], {})  # the partner's is still open
+
+
+def test_a_ticket_cancelled_while_claimed_is_matched_if_its_table_is_made(mm: Matchmaking) -> None:
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    _, plan = _claim(mm, DUEL, [ta, tb])
+    with pytest.raises(FailedPrecondition):
+        mm.app.cancel(a, ta)
+    assert _finalize(mm, plan) == 2
+    assert mm.app.ticket(a, ta).state == "matched"
+
+
 def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
     """Guards a change the suite once missed (pointer guard -> true): failing a table deleted a pointer naming another ticket."""
     a, b = _guests(mm, "AB")
