@@ -123,6 +123,19 @@ class Channel(kombu_redis.Channel):
     _brpops: dict[tuple[Any, ...], bytes] | None = None
     _taken: tuple[Any, str] | None = None  # (the payload BRPOP's reply was decoded to, that reply's text)
 
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        """kombu's, refused with a connection error once the transport was let go. On a lost
+        broker Celery collects the connection (its channel's close fails in the pending
+        BRPOP's read, left undone) and then closes it again; that close gives the unacked
+        tasks back, and a task that ends meanwhile is acked, each through a new pool, built
+        from the connection parameters of a transport that has none left: an AttributeError,
+        which Celery takes as unrecoverable (the worker exited at a Redis restart, and no bot
+        played again). A connection error is logged and let pass there; the tasks stay in
+        kombu's unacked records, given back after the visibility timeout."""
+        if self.connection.client is None:
+            raise redis.ConnectionError("the broker connection was closed (lost); reconnecting")
+        return dict(super()._connparams(asynchronous=asynchronous))
+
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:  # the consumer's polling client: kombu already keeps that one
             return super()._create_client(asynchronous=True)

@@ -10,10 +10,12 @@ import time
 from collections import Counter
 
 import pytest
+import structlog
 
 from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.localstack.redis_server import RedisServer
 from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
@@ -211,6 +213,39 @@ def test_a_restarted_matcher_keeps_the_queued_tickets(redis_url: str, creator: R
     for ticket, player in tickets.items():
         assert second.app.ticket(player, ticket).state == "matched"
     second.close()
+
+
+def test_a_matcher_waits_longer_while_redis_is_away_with_one_line_a_pass(tmp_path, creator: RecordingCreator) -> None:
+    """With Redis down, the loop logged an error with its traceback for every game every tick
+    (15 MB in five minutes of the embedded stack's log) and asked Redis again every 0.25 s. A
+    pass that finds Redis away ends at that game with one warning, and the pause doubles up to
+    its bound; the first pass that finds Redis back ticks every game and the pause is the
+    tick's again. (The loop's `stop` records the pauses: nothing here waits.)"""
+    server = RedisServer(data_dir=tmp_path / "redis").start()
+    service = make_mm(server.url, creator, tuning=MatcherTuning(interval_s=0.25, away_pause_max_s=2.0))
+    pauses: list[float | None] = []
+
+    class Passes(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            pauses.append(timeout)
+            if len(pauses) == 5:
+                server.start()  # the same port
+            if len(pauses) == 7:
+                self.set()
+            return self.is_set()
+
+    server.stop()
+    try:
+        with structlog.testing.capture_logs() as captured:
+            service.matcher.run(Passes())
+    finally:
+        service.close()
+        server.stop()
+    assert pauses == [0.5, 1.0, 2.0, 2.0, 2.0, 0.25, 0.25]
+    away = [line for line in captured if line["event"] == "matcher_store_unavailable"]
+    assert [line["passes"] for line in away] == [1, 2, 3, 4, 5]
+    assert all(line["log_level"] == "warning" and "exc_info" not in line and line["error"] for line in away), away
+    assert not [line for line in captured if line["event"] == "matcher_tick_failed"]
 
 
 def test_a_crashed_matchers_claim_is_finished_by_another(redis_url: str, creator: RecordingCreator) -> None:
