@@ -9,18 +9,27 @@ one does (the request id their key)."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import grpc
 import pytest
 import redis
+import structlog
 
 from famiglia.auth import TokenSigner
 from famiglia.bots.tournament import GamePlan, TournamentSpec
 from famiglia.bots.toy import toy_registry
 from famiglia.v1 import tournament_service_pb2 as tpb
 from services.bots.entrypoints import grpc_server
-from services.bots.tournaments import CANCELLED, FINISHED, RUNNING, TournamentRepo, TournamentRunner
+from services.bots.tournaments import (
+    CANCELLED,
+    FINISHED,
+    MAX_FAILING_PAUSE,
+    RUNNING,
+    TournamentRepo,
+    TournamentRunner,
+)
 from tests.unit.bots.test_handlers import _RpcError
 
 SIGNER = TokenSigner("unit-secret")
@@ -481,3 +490,41 @@ def test_a_match_started_as_another_runner_cancels_the_tournament_is_cancelled_o
     in_play = [m for m in command.created if m not in command.events and m != first.started[0]]
     assert not in_play, (command.created, command.events)
     assert repo.get(tid).status == CANCELLED
+
+
+class _Stop(threading.Event):
+    """The loop's stop event, recording the pauses it is asked for instead of waiting them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pauses: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.pauses.append(float(timeout or 0.0))
+        return self.is_set()
+
+
+def test_steps_that_keep_failing_are_spaced_out_and_an_outage_is_told_without_tracebacks(
+        repo: TournamentRepo) -> None:
+    """With Redis away the runner wrote a traceback every 1.25 s (~1 MB in five minutes): now one
+    warning line a step, the pause doubling from 1 s to MAX_FAILING_PAUSE, and 1 s again after a
+    step that went through. A failure of another kind keeps its traceback."""
+    runner = _runner(repo, CommandService())
+    stop = _Stop()
+    outcomes: list[BaseException | None] = [redis.ConnectionError("refused")] * 5 + [
+        _RpcError(grpc.StatusCode.UNAVAILABLE), None, ValueError("a bug"), None]
+
+    def step() -> None:
+        outcome = outcomes.pop(0)
+        if not outcomes:
+            stop.set()
+        if outcome is not None:
+            raise outcome
+
+    runner.step = step  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as logs:
+        runner.run(stop, interval=0.0)
+    failing = [p for p in stop.pauses if p >= 1.0]
+    assert failing == [1.0, 2.0, 4.0, MAX_FAILING_PAUSE, MAX_FAILING_PAUSE, MAX_FAILING_PAUSE, 1.0]
+    events = [(e["event"], "exc_info" in e) for e in logs]
+    assert events == [("tournament_step_unavailable", False)] * 6 + [("tournament_step_failed", True)]
