@@ -3,9 +3,13 @@
 isort:skip_file
 GoodCritters (rules/goodcritters.md, ids GC-...): commands, events and the per-seat view.
 
-Card ids: Loot cards are "L001".."L140" (GC-S07); The Fuzz! is "FUZZ" and only ever
-appears in server-only events and in the view once the game is over (GC-H07, GC-H13).
-Seats are 0..N-1; -1 means "nobody" wherever a seat may be absent.
+Card ids: Loot cards are "L001".."L140" (GC-S07; fewer with a smaller
+loot_copies_per_value_and_type). The Fuzz! is "FUZZ", a card id only in PileStacked
+(server-only): the game ends when it leaves the pile or the pile is empty, so View.pile and
+StashesRevealed.pile never hold it. Its turning up is FuzzRevealed (GC-H07, GC-H13).
+Seats are 0..N-1 (N = 4 to 8, GC-S01); -1 means "nobody" wherever a seat may be absent.
+Hidden information: each event kind says who sees it whole and what the other seats get
+(rules/goodcritters/view.py: visibility, redact); spectators see what every seat sees.
 """
 
 from collections import abc as _abc
@@ -33,20 +37,31 @@ class _ActionCardEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActionCard
     ACTION_CARD_UNSPECIFIED: _ActionCard.ValueType  # 0
     """no card chosen, or a card the viewer may not know"""
     ACTION_CARD_VOTE_YES: _ActionCard.ValueType  # 1
+    """one Yes vote (GC-A11); the default card at the Step 3 deadline (GC-D05)"""
     ACTION_CARD_VOTE_NO: _ActionCard.ValueType  # 2
+    """one No vote (GC-A11); may name the next Boss (GC-V04)"""
     ACTION_CARD_SKIM: _ActionCard.ValueType  # 3
+    """the first Skim revealed takes the pile's top card (GC-A12, GC-A13)"""
     ACTION_CARD_ROB: _ActionCard.ValueType  # 4
+    """takes a random card from the threatened seat's Stash (GC-A14)"""
     ACTION_CARD_GUARD: _ActionCard.ValueType  # 5
+    """stops every Rob against its owner and steals back (GC-A15, GC-A16)"""
 
-class ActionCard(_ActionCard, metaclass=_ActionCardEnumTypeWrapper): ...
+class ActionCard(_ActionCard, metaclass=_ActionCardEnumTypeWrapper):
+    """The five Action cards every critter holds (GC-A08); a round plays one of them."""
 
 ACTION_CARD_UNSPECIFIED: ActionCard.ValueType  # 0
 """no card chosen, or a card the viewer may not know"""
 ACTION_CARD_VOTE_YES: ActionCard.ValueType  # 1
+"""one Yes vote (GC-A11); the default card at the Step 3 deadline (GC-D05)"""
 ACTION_CARD_VOTE_NO: ActionCard.ValueType  # 2
+"""one No vote (GC-A11); may name the next Boss (GC-V04)"""
 ACTION_CARD_SKIM: ActionCard.ValueType  # 3
+"""the first Skim revealed takes the pile's top card (GC-A12, GC-A13)"""
 ACTION_CARD_ROB: ActionCard.ValueType  # 4
+"""takes a random card from the threatened seat's Stash (GC-A14)"""
 ACTION_CARD_GUARD: ActionCard.ValueType  # 5
+"""stops every Rob against its owner and steals back (GC-A15, GC-A16)"""
 Global___ActionCard: _TypeAlias = ActionCard  # noqa: Y015
 
 class _Step:
@@ -56,6 +71,7 @@ class _Step:
 class _StepEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Step.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     STEP_UNSPECIFIED: _Step.ValueType  # 0
+    """never sent"""
     STEP_SHOW_LOOT: _Step.ValueType  # 1
     """Step 1 (GC-R04), no decision"""
     STEP_DISTRIBUTE: _Step.ValueType  # 2
@@ -71,9 +87,13 @@ class _StepEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Step.ValueType],
     STEP_OVER: _Step.ValueType  # 7
     """the game has ended (GC-E01 to GC-E05)"""
 
-class Step(_Step, metaclass=_StepEnumTypeWrapper): ...
+class Step(_Step, metaclass=_StepEnumTypeWrapper):
+    """The steps of a round (GC-R01). Step 1 and Step 4 run inside the command that leads into them,
+    so a live View between commands never shows them (a replay's state at an event may).
+    """
 
 STEP_UNSPECIFIED: Step.ValueType  # 0
+"""never sent"""
 STEP_SHOW_LOOT: Step.ValueType  # 1
 """Step 1 (GC-R04), no decision"""
 STEP_DISTRIBUTE: Step.ValueType  # 2
@@ -97,14 +117,21 @@ class _VoteSide:
 class _VoteSideEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_VoteSide.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     VOTE_SIDE_UNSPECIFIED: _VoteSide.ValueType  # 0
+    """refused in MakeOffer (GC-P07)"""
     VOTE_SIDE_YES: _VoteSide.ValueType  # 1
+    """paid if the target reveals Vote Yes (GC-P11)"""
     VOTE_SIDE_NO: _VoteSide.ValueType  # 2
+    """paid if the target reveals Vote No (GC-P11)"""
 
-class VoteSide(_VoteSide, metaclass=_VoteSideEnumTypeWrapper): ...
+class VoteSide(_VoteSide, metaclass=_VoteSideEnumTypeWrapper):
+    """The side a Payoff token shows: the vote it pays for (GC-P07)."""
 
 VOTE_SIDE_UNSPECIFIED: VoteSide.ValueType  # 0
+"""refused in MakeOffer (GC-P07)"""
 VOTE_SIDE_YES: VoteSide.ValueType  # 1
+"""paid if the target reveals Vote Yes (GC-P11)"""
 VOTE_SIDE_NO: VoteSide.ValueType  # 2
+"""paid if the target reveals Vote No (GC-P11)"""
 Global___VoteSide: _TypeAlias = VoteSide  # noqa: Y015
 
 class _LootVisibility:
@@ -114,6 +141,7 @@ class _LootVisibility:
 class _LootVisibilityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_LootVisibility.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     LOOT_VISIBILITY_UNSPECIFIED: _LootVisibility.ValueType  # 0
+    """refused in MakeOffer (GC-P10)"""
     LOOT_VISIBILITY_OPEN: _LootVisibility.ValueType  # 1
     """every seat sees the faces"""
     LOOT_VISIBILITY_PEEK: _LootVisibility.ValueType  # 2
@@ -125,6 +153,7 @@ class LootVisibility(_LootVisibility, metaclass=_LootVisibilityEnumTypeWrapper):
     """How offered Loot lies (GC-P10)."""
 
 LOOT_VISIBILITY_UNSPECIFIED: LootVisibility.ValueType  # 0
+"""refused in MakeOffer (GC-P10)"""
 LOOT_VISIBILITY_OPEN: LootVisibility.ValueType  # 1
 """every seat sees the faces"""
 LOOT_VISIBILITY_PEEK: LootVisibility.ValueType  # 2
@@ -140,16 +169,25 @@ class _VoteOutcome:
 class _VoteOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_VoteOutcome.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     VOTE_OUTCOME_UNSPECIFIED: _VoteOutcome.ValueType  # 0
+    """never sent"""
     VOTE_OUTCOME_PASSED: _VoteOutcome.ValueType  # 1
+    """Y > Z: the loot is handed out, the Boss stays (GC-V02)"""
     VOTE_OUTCOME_TIED: _VoteOutcome.ValueType  # 2
+    """Y = Z, none at all included: handed out, the Boss moves left (GC-V03)"""
     VOTE_OUTCOME_FAILED: _VoteOutcome.ValueType  # 3
+    """Z > Y: the loot goes back to the table (GC-V04 to GC-V06)"""
 
-class VoteOutcome(_VoteOutcome, metaclass=_VoteOutcomeEnumTypeWrapper): ...
+class VoteOutcome(_VoteOutcome, metaclass=_VoteOutcomeEnumTypeWrapper):
+    """The vote of a round, once every card is revealed (GC-V01): Y Yes and Z No votes."""
 
 VOTE_OUTCOME_UNSPECIFIED: VoteOutcome.ValueType  # 0
+"""never sent"""
 VOTE_OUTCOME_PASSED: VoteOutcome.ValueType  # 1
+"""Y > Z: the loot is handed out, the Boss stays (GC-V02)"""
 VOTE_OUTCOME_TIED: VoteOutcome.ValueType  # 2
+"""Y = Z, none at all included: handed out, the Boss moves left (GC-V03)"""
 VOTE_OUTCOME_FAILED: VoteOutcome.ValueType  # 3
+"""Z > Y: the loot goes back to the table (GC-V04 to GC-V06)"""
 Global___VoteOutcome: _TypeAlias = VoteOutcome  # noqa: Y015
 
 class _FuzzCause:
@@ -159,6 +197,7 @@ class _FuzzCause:
 class _FuzzCauseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FuzzCause.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     FUZZ_CAUSE_UNSPECIFIED: _FuzzCause.ValueType  # 0
+    """not turned up yet (View.fuzz_cause)"""
     FUZZ_CAUSE_SHOW_LOOT: _FuzzCause.ValueType  # 1
     """GC-E01"""
     FUZZ_CAUSE_FAILED_VOTE: _FuzzCause.ValueType  # 2
@@ -166,9 +205,11 @@ class _FuzzCauseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_FuzzCause.V
     FUZZ_CAUSE_SKIM: _FuzzCause.ValueType  # 3
     """GC-E03"""
 
-class FuzzCause(_FuzzCause, metaclass=_FuzzCauseEnumTypeWrapper): ...
+class FuzzCause(_FuzzCause, metaclass=_FuzzCauseEnumTypeWrapper):
+    """When The Fuzz! turned up."""
 
 FUZZ_CAUSE_UNSPECIFIED: FuzzCause.ValueType  # 0
+"""not turned up yet (View.fuzz_cause)"""
 FUZZ_CAUSE_SHOW_LOOT: FuzzCause.ValueType  # 1
 """GC-E01"""
 FUZZ_CAUSE_FAILED_VOTE: FuzzCause.ValueType  # 2
@@ -184,6 +225,7 @@ class _EndReason:
 class _EndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndReason.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     END_REASON_UNSPECIFIED: _EndReason.ValueType  # 0
+    """the game is still running (View.end_reason)"""
     END_REASON_FUZZ_SHOWN: _EndReason.ValueType  # 1
     """GC-E01"""
     END_REASON_FUZZ_AFTER_FAILED_VOTE: _EndReason.ValueType  # 2
@@ -193,9 +235,11 @@ class _EndReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EndReason.V
     END_REASON_PILE_EMPTY: _EndReason.ValueType  # 4
     """GC-E05"""
 
-class EndReason(_EndReason, metaclass=_EndReasonEnumTypeWrapper): ...
+class EndReason(_EndReason, metaclass=_EndReasonEnumTypeWrapper):
+    """Why the game ended."""
 
 END_REASON_UNSPECIFIED: EndReason.ValueType  # 0
+"""the game is still running (View.end_reason)"""
 END_REASON_FUZZ_SHOWN: EndReason.ValueType  # 1
 """GC-E01"""
 END_REASON_FUZZ_AFTER_FAILED_VOTE: EndReason.ValueType  # 2
@@ -213,14 +257,17 @@ class _StealCause:
 class _StealCauseEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_StealCause.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     STEAL_CAUSE_UNSPECIFIED: _StealCause.ValueType  # 0
+    """never sent"""
     STEAL_CAUSE_ROB: _StealCause.ValueType  # 1
     """GC-A14"""
     STEAL_CAUSE_COUNTER: _StealCause.ValueType  # 2
     """GC-A15: the guard takes from the robber"""
 
-class StealCause(_StealCause, metaclass=_StealCauseEnumTypeWrapper): ...
+class StealCause(_StealCause, metaclass=_StealCauseEnumTypeWrapper):
+    """Why a Loot card moved from one Stash to another in Step 4."""
 
 STEAL_CAUSE_UNSPECIFIED: StealCause.ValueType  # 0
+"""never sent"""
 STEAL_CAUSE_ROB: StealCause.ValueType  # 1
 """GC-A14"""
 STEAL_CAUSE_COUNTER: StealCause.ValueType  # 2
@@ -234,14 +281,17 @@ class _BossChangeReason:
 class _BossChangeReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_BossChangeReason.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     BOSS_CHANGE_REASON_UNSPECIFIED: _BossChangeReason.ValueType  # 0
+    """never sent"""
     BOSS_CHANGE_REASON_TIED_VOTE: _BossChangeReason.ValueType  # 1
     """GC-V03"""
     BOSS_CHANGE_REASON_FAILED_VOTE: _BossChangeReason.ValueType  # 2
     """GC-V04"""
 
-class BossChangeReason(_BossChangeReason, metaclass=_BossChangeReasonEnumTypeWrapper): ...
+class BossChangeReason(_BossChangeReason, metaclass=_BossChangeReasonEnumTypeWrapper):
+    """Why the Boss marker moved."""
 
 BOSS_CHANGE_REASON_UNSPECIFIED: BossChangeReason.ValueType  # 0
+"""never sent"""
 BOSS_CHANGE_REASON_TIED_VOTE: BossChangeReason.ValueType  # 1
 """GC-V03"""
 BOSS_CHANGE_REASON_FAILED_VOTE: BossChangeReason.ValueType  # 2
@@ -250,12 +300,16 @@ Global___BossChangeReason: _TypeAlias = BossChangeReason  # noqa: Y015
 
 @_typing.final
 class LootAssignment(_message.Message):
+    """One table card and the seat the Boss gives it to (GC-A01)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARD_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """a Loot card id of the table loot"""
     seat: _builtins.int
+    """the seat it goes to, 0..N-1 (the Boss included, GC-X01)"""
     def __init__(
         self,
         *,
@@ -282,7 +336,9 @@ class AssignLoot(_message.Message):
 
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]: ...
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]:
+        """every table card exactly once, any order"""
+
     def __init__(
         self,
         *,
@@ -298,12 +354,15 @@ Global___AssignLoot: _TypeAlias = AssignLoot  # noqa: Y015
 
 @_typing.final
 class PlaceThreat(_message.Message):
-    """GC-A04, GC-A06: place or move the Threat marker in front of another seat."""
+    """GC-A04, GC-A06: place or move the Threat marker in front of another seat.
+    A public change (GC-D09): it takes back every seat's commitment (GC-D04).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     TARGET_FIELD_NUMBER: _builtins.int
     target: _builtins.int
+    """another seat, not the one the marker already stands in front of"""
     def __init__(
         self,
         *,
@@ -319,7 +378,7 @@ Global___PlaceThreat: _TypeAlias = PlaceThreat  # noqa: Y015
 
 @_typing.final
 class WithdrawThreat(_message.Message):
-    """GC-A06: take the Threat marker back."""
+    """GC-A06: take the Threat marker back (only while it is out). A public change (GC-D09)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -345,7 +404,9 @@ class ChooseActionCard(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     COMMIT_FIELD_NUMBER: _builtins.int
     card: Global___ActionCard.ValueType
+    """VOTE_YES..GUARD; UNSPECIFIED is refused (GC-A08)"""
     commit: _builtins.bool
+    """commit in the same command (GC-D04)"""
     def __init__(
         self,
         *,
@@ -368,6 +429,7 @@ class ChangeActionCard(_message.Message):
 
     CARD_FIELD_NUMBER: _builtins.int
     card: Global___ActionCard.ValueType
+    """VOTE_YES..GUARD; counts as a choice (GC-D10)"""
     def __init__(
         self,
         *,
@@ -383,7 +445,9 @@ Global___ChangeActionCard: _TypeAlias = ChangeActionCard  # noqa: Y015
 
 @_typing.final
 class Commit(_message.Message):
-    """GC-D04: the seat is done with Step 3."""
+    """GC-D04: the seat is done with Step 3 (it needs a card chosen). When every seat is
+    committed Step 3 closes and Step 4 runs in the same command.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -417,7 +481,10 @@ Global___EndTurn: _TypeAlias = EndTurn  # noqa: Y015
 
 @_typing.final
 class GiveGift(_message.Message):
-    """GC-P06: a gift of Loot and Payoff cards; `open` shows the Loot faces to every seat."""
+    """GC-P06: a gift of Loot and Payoff cards; `open` shows the Loot faces to every seat.
+    Payoff variant only (GC-P01); in Step 2 and Step 3 (payoff.gift_steps), in turn mode in
+    Step 2 and the giver's own Step 3a turn. A public change (GC-D09); nobody accepts it (GC-D07).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -426,10 +493,15 @@ class GiveGift(_message.Message):
     PAYOFF_CARDS_FIELD_NUMBER: _builtins.int
     OPEN_FIELD_NUMBER: _builtins.int
     receiver: _builtins.int
+    """another seat"""
     payoff_cards: _builtins.int
+    """0 up to the giver's Payoff cards; loot + payoff_cards >= 1 item"""
     open: _builtins.bool
+    """true: every seat sees the faces; false: giver and receiver only"""
     @_builtins.property
-    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Loot card ids from the giver's own Stash, each once"""
+
     def __init__(
         self,
         *,
@@ -448,7 +520,10 @@ Global___GiveGift: _TypeAlias = GiveGift  # noqa: Y015
 
 @_typing.final
 class MakeOffer(_message.Message):
-    """GC-P07, GC-P08, GC-P10: a binding Payoff in front of `target`."""
+    """GC-P07, GC-P08, GC-P10: a binding Payoff in front of `target`.
+    Payoff variant only, Step 3 (turn mode: the briber's own Step 3a turn); one Payoff token per
+    offer. A public change (GC-D09). The items leave the briber at once (GC-P09).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -458,11 +533,17 @@ class MakeOffer(_message.Message):
     PAYOFF_CARDS_FIELD_NUMBER: _builtins.int
     VISIBILITY_FIELD_NUMBER: _builtins.int
     target: _builtins.int
+    """another seat, with no offer of this briber in front of it yet"""
     side: Global___VoteSide.ValueType
+    """the vote paid for: YES or NO"""
     payoff_cards: _builtins.int
+    """0 up to the briber's Payoff cards; at least one item in all"""
     visibility: Global___LootVisibility.ValueType
+    """who sees the Loot faces; one allowed by payoff.offer_loot_visibility"""
     @_builtins.property
-    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Loot card ids from the briber's own Stash, each once"""
+
     def __init__(
         self,
         *,
@@ -482,12 +563,13 @@ Global___MakeOffer: _TypeAlias = MakeOffer  # noqa: Y015
 
 @_typing.final
 class WithdrawOffer(_message.Message):
-    """GC-P08: take one's offer in front of `target` back."""
+    """GC-P08: take one's offer in front of `target` back. A public change (GC-D09)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     TARGET_FIELD_NUMBER: _builtins.int
     target: _builtins.int
+    """the seat this briber's offer lies in front of"""
     def __init__(
         self,
         *,
@@ -503,6 +585,8 @@ Global___WithdrawOffer: _TypeAlias = WithdrawOffer  # noqa: Y015
 
 @_typing.final
 class Command(_message.Message):
+    """One command of a seat. A refusal's gRPC status carries the rule id (e.g. GC-D09) as its code."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ASSIGN_LOOT_FIELD_NUMBER: _builtins.int
@@ -516,25 +600,45 @@ class Command(_message.Message):
     MAKE_OFFER_FIELD_NUMBER: _builtins.int
     WITHDRAW_OFFER_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def assign_loot(self) -> Global___AssignLoot: ...
+    def assign_loot(self) -> Global___AssignLoot:
+        """Step 2, the Boss"""
+
     @_builtins.property
-    def place_threat(self) -> Global___PlaceThreat: ...
+    def place_threat(self) -> Global___PlaceThreat:
+        """Step 3 open mode, or one's Step 3a turn"""
+
     @_builtins.property
-    def withdraw_threat(self) -> Global___WithdrawThreat: ...
+    def withdraw_threat(self) -> Global___WithdrawThreat:
+        """Step 3 open mode, or one's Step 3a turn"""
+
     @_builtins.property
-    def choose_action_card(self) -> Global___ChooseActionCard: ...
+    def choose_action_card(self) -> Global___ChooseActionCard:
+        """Step 3 open mode or Step 3b, uncommitted seat"""
+
     @_builtins.property
-    def change_action_card(self) -> Global___ChangeActionCard: ...
+    def change_action_card(self) -> Global___ChangeActionCard:
+        """Step 3 open mode or Step 3b, committed seat"""
+
     @_builtins.property
-    def commit(self) -> Global___Commit: ...
+    def commit(self) -> Global___Commit:
+        """Step 3 open mode or Step 3b, uncommitted seat"""
+
     @_builtins.property
-    def end_turn(self) -> Global___EndTurn: ...
+    def end_turn(self) -> Global___EndTurn:
+        """Step 3a, the seat whose turn it is"""
+
     @_builtins.property
-    def give_gift(self) -> Global___GiveGift: ...
+    def give_gift(self) -> Global___GiveGift:
+        """Payoff variant: Step 2, Step 3 (GC-P06)"""
+
     @_builtins.property
-    def make_offer(self) -> Global___MakeOffer: ...
+    def make_offer(self) -> Global___MakeOffer:
+        """Payoff variant: Step 3 (GC-P08)"""
+
     @_builtins.property
-    def withdraw_offer(self) -> Global___WithdrawOffer: ...
+    def withdraw_offer(self) -> Global___WithdrawOffer:
+        """Payoff variant: Step 3 (GC-P08)"""
+
     def __init__(
         self,
         *,
@@ -563,6 +667,8 @@ Global___Command: _TypeAlias = Command  # noqa: Y015
 class OptionValue(_message.Message):
     """---------------------------------------------------------------------------------------
     Events: past-tense facts. Visibility per kind is in rules/goodcritters/view.py.
+
+    One match option and the value it is played with (GC-K01).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -570,7 +676,9 @@ class OptionValue(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
+    """a GC-K01 key, nested keys flattened with dots (payoff.enabled)"""
     value: _builtins.str
+    """its value as text (normalized)"""
     def __init__(
         self,
         *,
@@ -595,7 +703,9 @@ class GameSetUp(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     FIRST_BOSS_FIELD_NUMBER: _builtins.int
     seats: _builtins.int
+    """N, 4 to 8 (GC-S01)"""
     first_boss: _builtins.int
+    """the first Boss's seat (GC-S12, GC-S13)"""
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]:
         """every option, normalized, sorted by key"""
@@ -625,9 +735,13 @@ class StashDealt(_message.Message):
     CARDS_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """whose Stash"""
     count: _builtins.int
+    """how many cards (4), seen by all"""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """4 Loot card ids, one of each value; empty for every other seat"""
+
     def __init__(
         self,
         *,
@@ -645,7 +759,9 @@ Global___StashDealt: _TypeAlias = StashDealt  # noqa: Y015
 
 @_typing.final
 class PileStacked(_message.Message):
-    """GC-S09 to GC-S11: the pile, top first, with The Fuzz! in it. Server only."""
+    """GC-S09 to GC-S11: the pile, top first, with The Fuzz! in it. Server only: no seat or
+    spectator gets it while the match runs (a full replay of a finished match shows it).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -654,7 +770,9 @@ class PileStacked(_message.Message):
     fuzz_position: _builtins.int
     """Loot cards above The Fuzz!"""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the pile, top first: Loot card ids and "FUZZ" """
+
     def __init__(
         self,
         *,
@@ -679,8 +797,11 @@ class RoundStarted(_message.Message):
     BOSS_FIELD_NUMBER: _builtins.int
     STEP_FIELD_NUMBER: _builtins.int
     round: _builtins.int
+    """the round number, from 1 (GC-R03)"""
     boss: _builtins.int
+    """the Boss's seat for this round"""
     step: Global___Step.ValueType
+    """STEP_SHOW_LOOT, or STEP_DISTRIBUTE after a failed vote (GC-R02)"""
     def __init__(
         self,
         *,
@@ -698,13 +819,16 @@ Global___RoundStarted: _TypeAlias = RoundStarted  # noqa: Y015
 
 @_typing.final
 class StepStarted(_message.Message):
-    """GC-R06: a step begins. Public."""
+    """GC-R06: a step begins. Public. Step 2 after Step 1, Step 3 (open or 3a) and Step 3b;
+    a round that starts at Step 2 has only its RoundStarted, and Step 4 begins with ActionsLocked.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     STEP_FIELD_NUMBER: _builtins.int
     TURN_FIELD_NUMBER: _builtins.int
     step: Global___Step.ValueType
+    """STEP_DISTRIBUTE, STEP_ACTIONS, STEP_THREAT_TURNS or STEP_CARD_CHOICE"""
     turn: _builtins.int
     """Step 3a: whose turn it is, else -1"""
     def __init__(
@@ -729,6 +853,7 @@ class LootRevealed(_message.Message):
 
     CARD_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """the Loot card id, now last in table order (GC-R05)"""
     def __init__(
         self,
         *,
@@ -750,6 +875,7 @@ class FuzzRevealed(_message.Message):
 
     CAUSE_FIELD_NUMBER: _builtins.int
     cause: Global___FuzzCause.ValueType
+    """where it turned up"""
     def __init__(
         self,
         *,
@@ -771,7 +897,9 @@ class LootAssigned(_message.Message):
 
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]: ...
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]:
+        """every table card with its seat, in table order"""
+
     def __init__(
         self,
         *,
@@ -794,7 +922,9 @@ class ThreatPlaced(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the marker's owner"""
     target: _builtins.int
+    """the seat it now stands in front of"""
     def __init__(
         self,
         *,
@@ -811,10 +941,13 @@ Global___ThreatPlaced: _TypeAlias = ThreatPlaced  # noqa: Y015
 
 @_typing.final
 class ThreatWithdrawn(_message.Message):
+    """GC-A06: the marker goes back to its owner. Public."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the marker's owner"""
     def __init__(
         self,
         *,
@@ -830,7 +963,9 @@ Global___ThreatWithdrawn: _TypeAlias = ThreatWithdrawn  # noqa: Y015
 
 @_typing.final
 class ActionCardChosen(_message.Message):
-    """GC-A07, GC-D10, GC-H06: private to the seat; others get it with card UNSPECIFIED."""
+    """GC-A07, GC-D10, GC-H06: private to the seat; others get it with card UNSPECIFIED.
+    A committed seat that chooses again is uncommitted from now on (GC-D04).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -838,7 +973,9 @@ class ActionCardChosen(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     CHOICES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """who chose"""
     card: Global___ActionCard.ValueType
+    """the face-down card; UNSPECIFIED for every other seat"""
     choices: _builtins.int
     """choices made this round, this one included (public)"""
     def __init__(
@@ -864,6 +1001,7 @@ class Committed(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat now committed"""
     def __init__(
         self,
         *,
@@ -879,12 +1017,15 @@ Global___Committed: _TypeAlias = Committed  # noqa: Y015
 
 @_typing.final
 class TurnEnded(_message.Message):
-    """GC-D06: the Step 3a turn of `seat` is over. Public."""
+    """GC-D06: the Step 3a turn of `seat` is over. Public. The turn passes to the seat's left;
+    after the last turn (the Boss's right) StepStarted(STEP_CARD_CHOICE) follows.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """whose turn ended"""
     def __init__(
         self,
         *,
@@ -900,7 +1041,7 @@ Global___TurnEnded: _TypeAlias = TurnEnded  # noqa: Y015
 
 @_typing.final
 class ActionsLocked(_message.Message):
-    """GC-D04, GC-D05: every card, threat and offer is locked. Public."""
+    """GC-D04, GC-D05: every card, threat and offer is locked and Step 4 begins. Public."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -925,7 +1066,9 @@ class ActionRevealed(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     OUT_OF_TURN_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """whose card"""
     card: Global___ActionCard.ValueType
+    """the card (a seat with none chosen plays timeout_defaults.action, GC-D05)"""
     out_of_turn: _builtins.bool
     """a Guard revealed by a Rob (GC-A10, GC-A15)"""
     def __init__(
@@ -954,7 +1097,9 @@ class LootSkimmed(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the skimmer"""
     card: _builtins.str
+    """the Loot card id taken; "" for every other seat"""
     def __init__(
         self,
         *,
@@ -977,6 +1122,7 @@ class SkimCameUpEmpty(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the skimmer"""
     def __init__(
         self,
         *,
@@ -1004,10 +1150,15 @@ class LootStolen(_message.Message):
     CAUSE_FIELD_NUMBER: _builtins.int
     NOTHING_FIELD_NUMBER: _builtins.int
     thief: _builtins.int
+    """who takes: the robber, or the guard for a counter-steal"""
     victim: _builtins.int
+    """whose Stash it comes from"""
     card: _builtins.str
+    """the Loot card id; "" when nothing moved, and for every other seat"""
     cause: Global___StealCause.ValueType
+    """Rob or the Guard's counter-steal"""
     nothing: _builtins.bool
+    """the Stash was empty and nothing moved (the event is then public)"""
     def __init__(
         self,
         *,
@@ -1035,8 +1186,11 @@ class VoteCounted(_message.Message):
     NO_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     yes: _builtins.int
+    """Vote Yes cards revealed this round"""
     no: _builtins.int
+    """Vote No cards revealed this round"""
     outcome: Global___VoteOutcome.ValueType
+    """passed, tied or failed"""
     def __init__(
         self,
         *,
@@ -1060,7 +1214,9 @@ class LootHandedOut(_message.Message):
 
     ASSIGNMENTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]: ...
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]:
+        """each table card and the seat whose Stash it joins"""
+
     def __init__(
         self,
         *,
@@ -1093,14 +1249,16 @@ Global___LootReturned: _TypeAlias = LootReturned  # noqa: Y015
 
 @_typing.final
 class BossChanged(_message.Message):
-    """GC-V03, GC-V04: public."""
+    """GC-V03, GC-V04: public. A failed vote that leaves the Boss in place (GC-V05) sends none."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     BOSS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     boss: _builtins.int
+    """the new Boss's seat"""
     reason: Global___BossChangeReason.ValueType
+    """tied or failed vote"""
     def __init__(
         self,
         *,
@@ -1123,6 +1281,7 @@ class RoundEnded(_message.Message):
 
     ROUND_FIELD_NUMBER: _builtins.int
     round: _builtins.int
+    """the round that ended"""
     def __init__(
         self,
         *,
@@ -1144,7 +1303,9 @@ class LootConfiscated(_message.Message):
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the table loot, in table order; counts for nobody"""
+
     def __init__(
         self,
         *,
@@ -1166,6 +1327,7 @@ class GameEnded(_message.Message):
 
     REASON_FIELD_NUMBER: _builtins.int
     reason: Global___EndReason.ValueType
+    """why it ended"""
     def __init__(
         self,
         *,
@@ -1181,13 +1343,18 @@ Global___GameEnded: _TypeAlias = GameEnded  # noqa: Y015
 
 @_typing.final
 class SeatStash(_message.Message):
+    """One seat's Stash, shown at the end of the game."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """whose Stash"""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """every Loot card id in it"""
+
     def __init__(
         self,
         *,
@@ -1211,9 +1378,13 @@ class StashesRevealed(_message.Message):
     STASHES_FIELD_NUMBER: _builtins.int
     PILE_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def stashes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatStash]: ...
+    def stashes(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatStash]:
+        """one per seat, in seat order"""
+
     @_builtins.property
-    def pile(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def pile(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the cards left in the pile, top first"""
+
     def __init__(
         self,
         *,
@@ -1231,7 +1402,7 @@ Global___StashesRevealed: _TypeAlias = StashesRevealed  # noqa: Y015
 @_typing.final
 class GiftGiven(_message.Message):
     """GC-P06, GC-P15: open gifts are public; private ones reach giver and receiver,
-    others get them with `loot` empty (the counts stay).
+    others get them with `loot` empty (the counts stay). A gift of Payoff cards only is public.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1243,12 +1414,19 @@ class GiftGiven(_message.Message):
     PAYOFF_CARDS_FIELD_NUMBER: _builtins.int
     OPEN_FIELD_NUMBER: _builtins.int
     giver: _builtins.int
+    """who gives"""
     receiver: _builtins.int
+    """who gets the items"""
     loot_count: _builtins.int
+    """how many Loot cards, seen by all"""
     payoff_cards: _builtins.int
+    """how many Payoff cards, seen by all"""
     open: _builtins.bool
+    """the giver showed the faces to every seat"""
     @_builtins.property
-    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the Loot card ids; empty for other seats when private"""
+
     def __init__(
         self,
         *,
@@ -1269,7 +1447,9 @@ Global___GiftGiven: _TypeAlias = GiftGiven  # noqa: Y015
 
 @_typing.final
 class OfferMade(_message.Message):
-    """GC-P07 to GC-P10, GC-P15: the faces reach whoever GC-P10 allows; others get `loot` empty."""
+    """GC-P07 to GC-P10, GC-P15: the faces reach whoever GC-P10 allows; others get `loot` empty.
+    An offer of Payoff cards only is public.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1281,13 +1461,21 @@ class OfferMade(_message.Message):
     PAYOFF_CARDS_FIELD_NUMBER: _builtins.int
     VISIBILITY_FIELD_NUMBER: _builtins.int
     briber: _builtins.int
+    """who makes the offer"""
     target: _builtins.int
+    """the seat it lies in front of"""
     side: Global___VoteSide.ValueType
+    """the vote paid for, seen by all"""
     loot_count: _builtins.int
+    """how many Loot cards, seen by all"""
     payoff_cards: _builtins.int
+    """how many Payoff cards, seen by all"""
     visibility: Global___LootVisibility.ValueType
+    """open, peek or hidden"""
     @_builtins.property
-    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the Loot card ids; empty where GC-P10 hides the faces"""
+
     def __init__(
         self,
         *,
@@ -1316,7 +1504,9 @@ class OfferWithdrawn(_message.Message):
     BRIBER_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
     briber: _builtins.int
+    """whose offer"""
     target: _builtins.int
+    """the seat it lay in front of"""
     def __init__(
         self,
         *,
@@ -1334,7 +1524,8 @@ Global___OfferWithdrawn: _TypeAlias = OfferWithdrawn  # noqa: Y015
 @_typing.final
 class OfferResolved(_message.Message):
     """GC-P11, GC-P15: the offer's items go to `receiver` (the target if the vote matched,
-    else back to the briber). Who sees the faces: GC-P15; others get `loot` empty.
+    else back to the briber). Open offers and offers without Loot are public; otherwise the
+    briber and the receiver (and, for a peek offer, the target) see `loot`, others get it empty.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1348,15 +1539,23 @@ class OfferResolved(_message.Message):
     VISIBILITY_FIELD_NUMBER: _builtins.int
     PAID_FIELD_NUMBER: _builtins.int
     briber: _builtins.int
+    """whose offer"""
     target: _builtins.int
+    """the seat it lay in front of"""
     receiver: _builtins.int
+    """who gets the items: the target or the briber"""
     loot_count: _builtins.int
+    """how many Loot cards, seen by all"""
     payoff_cards: _builtins.int
+    """how many Payoff cards, seen by all"""
     visibility: Global___LootVisibility.ValueType
+    """how the Loot lay"""
     paid: _builtins.bool
     """true: the target earned it"""
     @_builtins.property
-    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the Loot card ids; empty for the seats that may not see them"""
+
     def __init__(
         self,
         *,
@@ -1379,6 +1578,8 @@ Global___OfferResolved: _TypeAlias = OfferResolved  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
+    """One fact of a match; the stream of a seat holds each event as that seat may see it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GAME_SET_UP_FIELD_NUMBER: _builtins.int
@@ -1412,65 +1613,125 @@ class Event(_message.Message):
     OFFER_WITHDRAWN_FIELD_NUMBER: _builtins.int
     OFFER_RESOLVED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def game_set_up(self) -> Global___GameSetUp: ...
+    def game_set_up(self) -> Global___GameSetUp:
+        """public, first"""
+
     @_builtins.property
-    def stash_dealt(self) -> Global___StashDealt: ...
+    def stash_dealt(self) -> Global___StashDealt:
+        """private to the seat, redacted for others"""
+
     @_builtins.property
-    def pile_stacked(self) -> Global___PileStacked: ...
+    def pile_stacked(self) -> Global___PileStacked:
+        """server only"""
+
     @_builtins.property
-    def round_started(self) -> Global___RoundStarted: ...
+    def round_started(self) -> Global___RoundStarted:
+        """public"""
+
     @_builtins.property
-    def step_started(self) -> Global___StepStarted: ...
+    def step_started(self) -> Global___StepStarted:
+        """public"""
+
     @_builtins.property
-    def loot_revealed(self) -> Global___LootRevealed: ...
+    def loot_revealed(self) -> Global___LootRevealed:
+        """public"""
+
     @_builtins.property
-    def fuzz_revealed(self) -> Global___FuzzRevealed: ...
+    def fuzz_revealed(self) -> Global___FuzzRevealed:
+        """public"""
+
     @_builtins.property
-    def loot_assigned(self) -> Global___LootAssigned: ...
+    def loot_assigned(self) -> Global___LootAssigned:
+        """public"""
+
     @_builtins.property
-    def threat_placed(self) -> Global___ThreatPlaced: ...
+    def threat_placed(self) -> Global___ThreatPlaced:
+        """public"""
+
     @_builtins.property
-    def threat_withdrawn(self) -> Global___ThreatWithdrawn: ...
+    def threat_withdrawn(self) -> Global___ThreatWithdrawn:
+        """public"""
+
     @_builtins.property
-    def action_card_chosen(self) -> Global___ActionCardChosen: ...
+    def action_card_chosen(self) -> Global___ActionCardChosen:
+        """private to the seat, redacted for others"""
+
     @_builtins.property
-    def committed(self) -> Global___Committed: ...
+    def committed(self) -> Global___Committed:
+        """public"""
+
     @_builtins.property
-    def turn_ended(self) -> Global___TurnEnded: ...
+    def turn_ended(self) -> Global___TurnEnded:
+        """public"""
+
     @_builtins.property
-    def actions_locked(self) -> Global___ActionsLocked: ...
+    def actions_locked(self) -> Global___ActionsLocked:
+        """public"""
+
     @_builtins.property
-    def action_revealed(self) -> Global___ActionRevealed: ...
+    def action_revealed(self) -> Global___ActionRevealed:
+        """public"""
+
     @_builtins.property
-    def loot_skimmed(self) -> Global___LootSkimmed: ...
+    def loot_skimmed(self) -> Global___LootSkimmed:
+        """private to the skimmer, redacted for others"""
+
     @_builtins.property
-    def skim_came_up_empty(self) -> Global___SkimCameUpEmpty: ...
+    def skim_came_up_empty(self) -> Global___SkimCameUpEmpty:
+        """public"""
+
     @_builtins.property
-    def loot_stolen(self) -> Global___LootStolen: ...
+    def loot_stolen(self) -> Global___LootStolen:
+        """private to thief and victim, redacted for others"""
+
     @_builtins.property
-    def vote_counted(self) -> Global___VoteCounted: ...
+    def vote_counted(self) -> Global___VoteCounted:
+        """public"""
+
     @_builtins.property
-    def loot_handed_out(self) -> Global___LootHandedOut: ...
+    def loot_handed_out(self) -> Global___LootHandedOut:
+        """public"""
+
     @_builtins.property
-    def loot_returned(self) -> Global___LootReturned: ...
+    def loot_returned(self) -> Global___LootReturned:
+        """public"""
+
     @_builtins.property
-    def boss_changed(self) -> Global___BossChanged: ...
+    def boss_changed(self) -> Global___BossChanged:
+        """public"""
+
     @_builtins.property
-    def round_ended(self) -> Global___RoundEnded: ...
+    def round_ended(self) -> Global___RoundEnded:
+        """public"""
+
     @_builtins.property
-    def loot_confiscated(self) -> Global___LootConfiscated: ...
+    def loot_confiscated(self) -> Global___LootConfiscated:
+        """public"""
+
     @_builtins.property
-    def game_ended(self) -> Global___GameEnded: ...
+    def game_ended(self) -> Global___GameEnded:
+        """public"""
+
     @_builtins.property
-    def stashes_revealed(self) -> Global___StashesRevealed: ...
+    def stashes_revealed(self) -> Global___StashesRevealed:
+        """public, last"""
+
     @_builtins.property
-    def gift_given(self) -> Global___GiftGiven: ...
+    def gift_given(self) -> Global___GiftGiven:
+        """public if open, else redacted for others"""
+
     @_builtins.property
-    def offer_made(self) -> Global___OfferMade: ...
+    def offer_made(self) -> Global___OfferMade:
+        """as GC-P10 says, redacted for others"""
+
     @_builtins.property
-    def offer_withdrawn(self) -> Global___OfferWithdrawn: ...
+    def offer_withdrawn(self) -> Global___OfferWithdrawn:
+        """public"""
+
     @_builtins.property
-    def offer_resolved(self) -> Global___OfferResolved: ...
+    def offer_resolved(self) -> Global___OfferResolved:
+        """as GC-P15 says, redacted for others"""
+
     def __init__(
         self,
         *,
@@ -1519,6 +1780,8 @@ Global___Event: _TypeAlias = Event  # noqa: Y015
 class SeatView(_message.Message):
     """---------------------------------------------------------------------------------------
     View: what one seat (or a spectator) may know (GC-H01 to GC-H13).
+
+    One seat as the viewer may know it (View.seat_views, index = seat).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -1536,29 +1799,38 @@ class SeatView(_message.Message):
     STASH_FIELD_NUMBER: _builtins.int
     CHOSEN_CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat, 0..N-1"""
     stash_count: _builtins.int
-    """GC-H03 (0 when stash_counts_public is off, except own)"""
+    """Loot cards in the Stash (GC-H03), assigned loot and offered Loot not included (GC-A02, GC-P09).
+    Other seats' count is 0 while the game runs if stash_counts_public is off.
+    """
     threat_target: _builtins.int
-    """-1: marker kept (GC-H08)"""
+    """the seat the Threat marker stands in front of; -1: marker kept (GC-A04, GC-H08)"""
     has_card: _builtins.bool
-    """GC-H06"""
+    """a face-down Action card is chosen this round (GC-H06); public"""
     choices: _builtins.int
-    """GC-D10"""
+    """card choices made this round (GC-D10), at most step3_card_choice_limit; public"""
     committed: _builtins.bool
-    """GC-D04"""
+    """committed in Step 3 (GC-D04); public"""
     public_changes: _builtins.int
-    """GC-D09"""
+    """public changes made this round (GC-D09), at most step3_public_change_limit"""
     revealed_card: Global___ActionCard.ValueType
-    """GC-H05: once revealed in Step 4"""
+    """GC-H05: the card once revealed in Step 4 (public); UNSPECIFIED while face down, and again
+    after the round's clean-up (GC-R07).
+    """
     payoff_cards: _builtins.int
-    """GC-P15"""
+    """Payoff cards held, not those lying in an offer (GC-P09, GC-P15); 0 without the variant"""
     tokens_left: _builtins.int
-    """GC-P13"""
+    """Payoff tokens not carrying an offer (GC-P08, GC-P13); 0 without the variant"""
     chosen_card: Global___ActionCard.ValueType
-    """own card, or everyone's once the game is over"""
+    """Own face-down card this round, or everyone's once the game is over; UNSPECIFIED when none is
+    chosen, and for another seat's while the game runs (has_card says whether one lies, GC-H06).
+    """
     @_builtins.property
     def stash(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """own Stash, or everyone's once the game is over (GC-H13)"""
+        """Own Stash, or everyone's once the game is over (GC-H02, GC-H13): Loot card ids; empty for
+        another seat's while the game runs (its size is stash_count).
+        """
 
     def __init__(
         self,
@@ -1586,6 +1858,8 @@ Global___SeatView: _TypeAlias = SeatView  # noqa: Y015
 
 @_typing.final
 class OfferView(_message.Message):
+    """A Payoff offer lying in front of its target (GC-P07 to GC-P10, GC-P15)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     BRIBER_FIELD_NUMBER: _builtins.int
@@ -1596,14 +1870,22 @@ class OfferView(_message.Message):
     VISIBILITY_FIELD_NUMBER: _builtins.int
     LOOT_FIELD_NUMBER: _builtins.int
     briber: _builtins.int
+    """whose offer"""
     target: _builtins.int
+    """the seat it lies in front of"""
     side: Global___VoteSide.ValueType
+    """the vote paid for (public)"""
     loot_count: _builtins.int
+    """how many Loot cards (public)"""
     payoff_cards: _builtins.int
+    """how many Payoff cards (public)"""
     visibility: Global___LootVisibility.ValueType
+    """how the Loot lies"""
     @_builtins.property
     def loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """only where GC-P10 lets the viewer see the faces"""
+        """The Loot card ids, only where GC-P10 lets the viewer see the faces (open: everyone; peek:
+        briber and target; hidden: the briber), and for everyone once the game is over; else empty.
+        """
 
     def __init__(
         self,
@@ -1626,6 +1908,8 @@ Global___OfferView: _TypeAlias = OfferView  # noqa: Y015
 
 @_typing.final
 class View(_message.Message):
+    """The whole table as one seat (or a spectator) may know it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     VIEWER_FIELD_NUMBER: _builtins.int
@@ -1655,25 +1939,42 @@ class View(_message.Message):
     viewer: _builtins.int
     """-1: spectator"""
     seats: _builtins.int
+    """N, 4 to 8"""
     round: _builtins.int
+    """from 1 (GC-R03)"""
     step: Global___Step.ValueType
+    """the current step; STEP_OVER once the game has ended"""
     boss: _builtins.int
+    """the Boss's seat"""
     turn: _builtins.int
     """Step 3a, else -1"""
     pile_count: _builtins.int
+    """cards in the pile, The Fuzz! included while it is there"""
     yes_votes: _builtins.int
+    """Vote Yes cards revealed this round (GC-A11); 0 again after the round ends"""
     no_votes: _builtins.int
+    """Vote No cards revealed this round; 0 again after the round ends"""
     skims_revealed: _builtins.int
+    """Skim cards revealed this round; the first skims_per_round take a card (GC-A12)"""
     fuzz_revealed: _builtins.bool
+    """The Fuzz! has turned up (GC-A13, GC-E01 to GC-E03)"""
     fuzz_cause: Global___FuzzCause.ValueType
+    """where it turned up; UNSPECIFIED before"""
     fuzz_min_above: _builtins.int
-    """public knowledge (GC-H07, GC-S11)"""
+    """At setup The Fuzz! had between fuzz_min_above and fuzz_max_above Loot cards above it, both
+    included: public knowledge (GC-H07, GC-S10, GC-S11). pile_start - pile_count cards have left the pile since.
+    """
     fuzz_max_above: _builtins.int
+    """see fuzz_min_above"""
     pile_start: _builtins.int
-    """pile size with The Fuzz! at setup"""
+    """pile size with The Fuzz! at setup (M + 1, GC-S11)"""
     end_reason: Global___EndReason.ValueType
+    """why the game ended; UNSPECIFIED while it runs"""
     fuzz_position: _builtins.int
-    """only once the game is over, else -1"""
+    """Once the game is over, The Fuzz!'s index in `pile` if it is still there, else -1. Every end
+    takes it out of the pile or finds the pile empty (GC-E01 to GC-E05), so this is -1 in every
+    match; where it lay at setup is only in PileStacked (server-only).
+    """
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]:
         """Every GC-K01 option the game has (ListGames), each with the value this match is played by:
@@ -1683,19 +1984,27 @@ class View(_message.Message):
 
     @_builtins.property
     def table(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """table order (GC-R05)"""
+        """the table loot's Loot card ids, assigned ones included, in table order (GC-R05)"""
 
     @_builtins.property
-    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]: ...
+    def assignments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LootAssignment]:
+        """the Boss's split (GC-A02), in table order; empty before it and after the vote"""
+
     @_builtins.property
-    def seat_views(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatView]: ...
+    def seat_views(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatView]:
+        """one per seat, index = seat"""
+
     @_builtins.property
-    def offers(self) -> _containers.RepeatedCompositeFieldContainer[Global___OfferView]: ...
+    def offers(self) -> _containers.RepeatedCompositeFieldContainer[Global___OfferView]:
+        """every Payoff offer lying out, in the order made (Payoff variant)"""
+
     @_builtins.property
-    def confiscated(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def confiscated(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Loot card ids confiscated at the end (GC-E01, GC-E02, GC-E04)"""
+
     @_builtins.property
     def pile(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """only once the game is over (GC-H13)"""
+        """the rest of the pile, top first, only once the game is over (GC-H13)"""
 
     def __init__(
         self,

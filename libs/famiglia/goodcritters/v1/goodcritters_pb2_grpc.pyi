@@ -3,9 +3,13 @@
 isort:skip_file
 GoodCritters (rules/goodcritters.md, ids GC-...): commands, events and the per-seat view.
 
-Card ids: Loot cards are "L001".."L140" (GC-S07); The Fuzz! is "FUZZ" and only ever
-appears in server-only events and in the view once the game is over (GC-H07, GC-H13).
-Seats are 0..N-1; -1 means "nobody" wherever a seat may be absent.
+Card ids: Loot cards are "L001".."L140" (GC-S07; fewer with a smaller
+loot_copies_per_value_and_type). The Fuzz! is "FUZZ", a card id only in PileStacked
+(server-only): the game ends when it leaves the pile or the pile is empty, so View.pile and
+StashesRevealed.pile never hold it. Its turning up is FuzzRevealed (GC-H07, GC-H13).
+Seats are 0..N-1 (N = 4 to 8, GC-S01); -1 means "nobody" wherever a seat may be absent.
+Hidden information: each event kind says who sees it whole and what the other seats get
+(rules/goodcritters/view.py: visibility, redact); spectators see what every seat sees.
 """
 
 from collections import abc as _abc
