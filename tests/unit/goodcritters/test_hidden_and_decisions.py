@@ -176,6 +176,7 @@ def test_gc_h13_after_the_end_everything_is_public() -> None:
     view = ENGINE.view(after, None)
     assert [list(sv.stash) for sv in view.seat_views] == [list(s) for s in after.stashes]
     assert list(view.pile) == ["L023"]
+    assert view.fuzz_position == 1  # the Loot cards it had above it at setup (L020)
 
 
 # -- decisions ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 from famiglia.rules.goodcritters import ENGINE
 from famiglia.rules.goodcritters.config import OPTIONS as SPECS
-from famiglia.rules.goodcritters.data import FUZZ, NOBODY, fuzz_gap_range
+from famiglia.rules.goodcritters.data import NOBODY, fuzz_gap_range
 from famiglia.rules.goodcritters.state import State
 from famiglia.rules.goodcritters.view import offer_loot_seen
 from famiglia.testing.random_play import play_random
@@ -78,8 +78,8 @@ def plain_view(state: State, viewer: int | None) -> Any:
             ov.loot.extend(o.loot)
     if over:
         v.pile.extend(s.pile)
-        if FUZZ in s.pile:
-            v.fuzz_position = s.pile.index(FUZZ)
+        if s.fuzz_out:  # every card drawn before it lay above it
+            v.fuzz_position = s.pile_start - 1 - len(s.pile)
     return v
 
 

@@ -1971,9 +1971,8 @@ class View(_message.Message):
     end_reason: Global___EndReason.ValueType
     """why the game ended; UNSPECIFIED while it runs"""
     fuzz_position: _builtins.int
-    """Once the game is over, The Fuzz!'s index in `pile` if it is still there, else -1. Every end
-    takes it out of the pile or finds the pile empty (GC-E01 to GC-E05), so this is -1 in every
-    match; where it lay at setup is only in PileStacked (server-only).
+    """Once the game is over, the Loot cards The Fuzz! had above it at setup, as PileStacked's
+    fuzz_position (GC-H13); -1 while the game runs.
     """
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionValue]:

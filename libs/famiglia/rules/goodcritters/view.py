@@ -180,11 +180,18 @@ def view(state: State, viewer: int | None) -> pb.View:
         )
         if over or offer_loot_seen(o.visibility, o.briber, o.target, viewer):
             ov.loot.extend(o.loot)
-    if over:
+    if over:  # GC-H13: the rest of the pile, and where The Fuzz! lay in it at setup
         v.pile.extend(s.pile)
-        if FUZZ in s.pile:
-            v.fuzz_position = s.pile.index(FUZZ)
+        v.fuzz_position = fuzz_had_above(s)
     return v
+
+
+def fuzz_had_above(s: State) -> int:
+    """The Loot cards The Fuzz! had above it at setup, once it has left the pile (-1 before):
+    cards leave the pile from its top only, so every card drawn before it lay above it."""
+    if FUZZ in s.pile or not s.pile_start:
+        return NOBODY
+    return s.pile_start - 1 - len(s.pile)
 
 
 # -- visibility and redaction ---------------------------------------------------------------
