@@ -5,6 +5,13 @@ Nostra City (rules/nostra-city.md, ids NC-...): commands, events and views.
 Card ids: Wiseguys W01-W20, Turfs T01-T14 and AC (Atlantic City), Respect R1-R6,
 Investigations I1-I6, UB (Underboss), Vendetta cards V01-V20. Notes are ints 0-79,
 the Police Raid is 80. Seats are 0..N-1; -1 means "nobody".
+Note ids (NC-K32): 0-29 $5,000 unmarked; 30-44 $10,000 Innocent, 45-59 $10,000 Guilty;
+60-67 $20,000 Innocent, 68-75 $20,000 Guilty; 76-77 $50,000 Innocent, 78-79 $50,000 Guilty.
+Vendetta ids (NC-K42): V01-V02 FBI Snitch, V03 Atlantic City, V04-V06 Hit, V07-V09 Burglary,
+V10-V12 Tip-off, V13-V16 Beating, V17-V20 Smash the Joint. Trophy ids: CG (Consigliere),
+PC (Primo Capo), ZC1-ZC3 (Zealous Corruptor), B1-B3 (End of Game Bonus). Street spaces are 1-4.
+Visibility of events (view.py): public unless said otherwise; a seat not allowed an event
+gets its redacted form where one is named below, else no event at all (only the version it takes).
 """
 
 from collections import abc as _abc
@@ -24,7 +31,11 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class Command(_message.Message):
-    """---------------------------------------------------------------- commands"""
+    """---------------------------------------------------------------- commands
+
+    What a seat sends: one of these. A phase turn's commands come from the seat whose turn it
+    is; a choice's (ChoiceView) from the choosing seat only.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -38,23 +49,41 @@ class Command(_message.Message):
     PLAY_RAGE_FIELD_NUMBER: _builtins.int
     END_TURN_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cash_in(self) -> Global___CashIn: ...
+    def cash_in(self) -> Global___CashIn:
+        """Business turn (NC-B01)"""
+
     @_builtins.property
-    def distribute_notes(self) -> Global___DistributeNotes: ...
+    def distribute_notes(self) -> Global___DistributeNotes:
+        """choice "distribute" (NC-D05)"""
+
     @_builtins.property
-    def place_bid(self) -> Global___PlaceBid: ...
+    def place_bid(self) -> Global___PlaceBid:
+        """Meeting turn (NC-M01)"""
+
     @_builtins.property
-    def keep_notes(self) -> Global___KeepNotes: ...
+    def keep_notes(self) -> Global___KeepNotes:
+        """choice "keep" (NC-D09)"""
+
     @_builtins.property
-    def assign_title(self) -> Global___AssignTitle: ...
+    def assign_title(self) -> Global___AssignTitle:
+        """choice "consigliere" / "primo_capo" (NC-D10, NC-D11)"""
+
     @_builtins.property
-    def corrupt(self) -> Global___Corrupt: ...
+    def corrupt(self) -> Global___Corrupt:
+        """Trial turn (NC-T01)"""
+
     @_builtins.property
-    def play_vendetta(self) -> Global___PlayVendetta: ...
+    def play_vendetta(self) -> Global___PlayVendetta:
+        """start of one's own turn (NC-K47, NC-D07)"""
+
     @_builtins.property
-    def play_rage(self) -> Global___PlayRage: ...
+    def play_rage(self) -> Global___PlayRage:
+        """choice "rage" (NC-D06)"""
+
     @_builtins.property
-    def end_turn(self) -> Global___EndTurn: ...
+    def end_turn(self) -> Global___EndTurn:
+        """any phase turn (NC-R04)"""
+
     def __init__(
         self,
         *,
@@ -89,7 +118,9 @@ class CashIn(_message.Message):
     DECLARED_FIELD_NUMBER: _builtins.int
     USE_POWER_FIELD_NUMBER: _builtins.int
     wiseguy: _builtins.str
+    """a Free Wiseguy of one's own (NC-R05)"""
     turf: _builtins.str
+    """a Free Turf of one's own Territory, not AC (NC-B02); with W05 a Busy one too"""
     declared: _builtins.str
     """"queens", "brooklyn", "bronx", "staten_island", "gambling", "drugs", "prostitution" """
     use_power: _builtins.bool
@@ -112,13 +143,18 @@ Global___CashIn: _TypeAlias = CashIn  # noqa: Y015
 
 @_typing.final
 class Gift(_message.Message):
+    """The Notes given to one other player in a distribution (NC-B08)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """another player than the active one"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Notes drawn in this cash-in; at most the player's share (less 1 with the First Player card)"""
+
     def __init__(
         self,
         *,
@@ -142,8 +178,11 @@ class DistributeNotes(_message.Message):
     GIFTS_FIELD_NUMBER: _builtins.int
     FIRST_PLAYER_TO_FIELD_NUMBER: _builtins.int
     first_player_to: _builtins.int
+    """NC-B12: a player with a share of 1 or more; unset: no gift"""
     @_builtins.property
-    def gifts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gift]: ...
+    def gifts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gift]:
+        """Notes not given stay with the active player (NotesBanked)"""
+
     def __init__(
         self,
         *,
@@ -170,9 +209,13 @@ class PlaceBid(_message.Message):
     LOCATION_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     wiseguy: _builtins.str
+    """a Free Wiseguy of one's own (NC-R05)"""
     location: _builtins.int
+    """an unused Location card 1-4 naming a Street space that holds a card (NC-M02, NC-M03)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """one or more Notes of one's own Bank (two or more with I5 on the Street, NC-K15)"""
+
     def __init__(
         self,
         *,
@@ -196,7 +239,9 @@ class KeepNotes(_message.Message):
 
     NOTES_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """1 Note of the winning bid, or 1-2 with W08 (ChoiceView.keep)"""
+
     def __init__(
         self,
         *,
@@ -221,6 +266,7 @@ class AssignTitle(_message.Message):
     title: _builtins.str
     """"consigliere" or "primo_capo" """
     seat: _builtins.int
+    """the receiver: another player (Primo Capo: neither Consigliere nor Underboss)"""
     def __init__(
         self,
         *,
@@ -246,6 +292,7 @@ class Corrupt(_message.Message):
     FROM_DECK_FIELD_NUMBER: _builtins.int
     MOVE_TOKEN_FIELD_NUMBER: _builtins.int
     wiseguy: _builtins.str
+    """a Free Wiseguy of one's own (NC-R05)"""
     from_deck: _builtins.bool
     """NC-W112"""
     move_token: _builtins.bool
@@ -281,11 +328,13 @@ class PlayVendetta(_message.Message):
     WISEGUY_FIELD_NUMBER: _builtins.int
     TURF_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """a Revenge card of one's own Vendetta hand (V04-V12)"""
     target: _builtins.int
+    """another player on whom the card has an effect"""
     wiseguy: _builtins.str
-    """Hit"""
+    """Hit: a Wiseguy of the target (2 or more, no W16), not one carrying a bid; "" otherwise"""
     turf: _builtins.str
-    """Tip-off"""
+    """Tip-off: a Free Turf of the target, not AC; "" otherwise"""
     def __init__(
         self,
         *,
@@ -311,8 +360,9 @@ class PlayRage(_message.Message):
     TARGET_FIELD_NUMBER: _builtins.int
     WISEGUY_FIELD_NUMBER: _builtins.int
     target: _builtins.int
+    """the player who caused the draw (ChoiceView.cause), or any other player when -1"""
     wiseguy: _builtins.str
-    """Beating"""
+    """Beating: a Free Wiseguy of the target; "" when it has none (or Smash the Joint)"""
     def __init__(
         self,
         *,
@@ -346,7 +396,10 @@ Global___EndTurn: _TypeAlias = EndTurn  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
-    """---------------------------------------------------------------- events"""
+    """---------------------------------------------------------------- events
+
+    What happened: one of these per event, in match order.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -392,87 +445,169 @@ class Event(_message.Message):
     CORRUPTION_REVEALED_FIELD_NUMBER: _builtins.int
     VERDICT_REACHED_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def match_set_up(self) -> Global___MatchSetUp: ...
+    def match_set_up(self) -> Global___MatchSetUp:
+        """public"""
+
     @_builtins.property
-    def cards_dealt(self) -> Global___CardsDealt: ...
+    def cards_dealt(self) -> Global___CardsDealt:
+        """public"""
+
     @_builtins.property
-    def bank_dealt(self) -> Global___BankDealt: ...
+    def bank_dealt(self) -> Global___BankDealt:
+        """PRIVATE to the seat"""
+
     @_builtins.property
-    def deck_shuffled(self) -> Global___DeckShuffled: ...
+    def deck_shuffled(self) -> Global___DeckShuffled:
+        """order SERVER only: clients get `deck` alone"""
+
     @_builtins.property
-    def street_card_revealed(self) -> Global___StreetCardRevealed: ...
+    def street_card_revealed(self) -> Global___StreetCardRevealed:
+        """public"""
+
     @_builtins.property
-    def street_card_set_aside(self) -> Global___StreetCardSetAside: ...
+    def street_card_set_aside(self) -> Global___StreetCardSetAside:
+        """public"""
+
     @_builtins.property
-    def first_player_chosen(self) -> Global___FirstPlayerChosen: ...
+    def first_player_chosen(self) -> Global___FirstPlayerChosen:
+        """public"""
+
     @_builtins.property
-    def phase_started(self) -> Global___PhaseStarted: ...
+    def phase_started(self) -> Global___PhaseStarted:
+        """public"""
+
     @_builtins.property
-    def turn_ended(self) -> Global___TurnEnded: ...
+    def turn_ended(self) -> Global___TurnEnded:
+        """public"""
+
     @_builtins.property
-    def cashed_in(self) -> Global___CashedIn: ...
+    def cashed_in(self) -> Global___CashedIn:
+        """public"""
+
     @_builtins.property
-    def notes_drawn(self) -> Global___NotesDrawn: ...
+    def notes_drawn(self) -> Global___NotesDrawn:
+        """faces PRIVATE to the seat"""
+
     @_builtins.property
-    def police_raided(self) -> Global___PoliceRaided: ...
+    def police_raided(self) -> Global___PoliceRaided:
+        """public"""
+
     @_builtins.property
-    def notes_given(self) -> Global___NotesGiven: ...
+    def notes_given(self) -> Global___NotesGiven:
+        """faces PRIVATE to giver and receiver"""
+
     @_builtins.property
-    def notes_banked(self) -> Global___NotesBanked: ...
+    def notes_banked(self) -> Global___NotesBanked:
+        """faces PRIVATE to the seat"""
+
     @_builtins.property
-    def first_player_given(self) -> Global___FirstPlayerGiven: ...
+    def first_player_given(self) -> Global___FirstPlayerGiven:
+        """public"""
+
     @_builtins.property
-    def players_cheated(self) -> Global___PlayersCheated: ...
+    def players_cheated(self) -> Global___PlayersCheated:
+        """public"""
+
     @_builtins.property
-    def vendetta_drawn(self) -> Global___VendettaDrawn: ...
+    def vendetta_drawn(self) -> Global___VendettaDrawn:
+        """public"""
+
     @_builtins.property
-    def vendetta_card_dealt(self) -> Global___VendettaCardDealt: ...
+    def vendetta_card_dealt(self) -> Global___VendettaCardDealt:
+        """PRIVATE to the drawer"""
+
     @_builtins.property
-    def vendetta_draw_skipped(self) -> Global___VendettaDrawSkipped: ...
+    def vendetta_draw_skipped(self) -> Global___VendettaDrawSkipped:
+        """public"""
+
     @_builtins.property
-    def rage_played(self) -> Global___RagePlayed: ...
+    def rage_played(self) -> Global___RagePlayed:
+        """public"""
+
     @_builtins.property
-    def revenge_played(self) -> Global___RevengePlayed: ...
+    def revenge_played(self) -> Global___RevengePlayed:
+        """public"""
+
     @_builtins.property
-    def notes_stolen(self) -> Global___NotesStolen: ...
+    def notes_stolen(self) -> Global___NotesStolen:
+        """faces PRIVATE to thief and victim"""
+
     @_builtins.property
-    def note_smashed(self) -> Global___NoteSmashed: ...
+    def note_smashed(self) -> Global___NoteSmashed:
+        """face PRIVATE to the victim"""
+
     @_builtins.property
-    def bid_committed(self) -> Global___BidCommitted: ...
+    def bid_committed(self) -> Global___BidCommitted:
+        """public"""
+
     @_builtins.property
-    def bid_content(self) -> Global___BidContent: ...
+    def bid_content(self) -> Global___BidContent:
+        """PRIVATE to the bidder"""
+
     @_builtins.property
-    def locations_revealed(self) -> Global___LocationsRevealed: ...
+    def locations_revealed(self) -> Global___LocationsRevealed:
+        """public"""
+
     @_builtins.property
-    def space_resolved(self) -> Global___SpaceResolved: ...
+    def space_resolved(self) -> Global___SpaceResolved:
+        """public"""
+
     @_builtins.property
-    def bids_revealed(self) -> Global___BidsRevealed: ...
+    def bids_revealed(self) -> Global___BidsRevealed:
+        """public"""
+
     @_builtins.property
-    def card_won(self) -> Global___CardWon: ...
+    def card_won(self) -> Global___CardWon:
+        """public"""
+
     @_builtins.property
-    def notes_kept(self) -> Global___NotesKept: ...
+    def notes_kept(self) -> Global___NotesKept:
+        """faces PRIVATE to the seat"""
+
     @_builtins.property
-    def title_assigned(self) -> Global___TitleAssigned: ...
+    def title_assigned(self) -> Global___TitleAssigned:
+        """public"""
+
     @_builtins.property
-    def corrupted(self) -> Global___Corrupted: ...
+    def corrupted(self) -> Global___Corrupted:
+        """public"""
+
     @_builtins.property
-    def notes_corrupted(self) -> Global___NotesCorrupted: ...
+    def notes_corrupted(self) -> Global___NotesCorrupted:
+        """PRIVATE to the placer; SERVER for W12"""
+
     @_builtins.property
-    def pile_notes_peeked(self) -> Global___PileNotesPeeked: ...
+    def pile_notes_peeked(self) -> Global___PileNotesPeeked:
+        """PRIVATE to the seat"""
+
     @_builtins.property
-    def verdict_moved(self) -> Global___VerdictMoved: ...
+    def verdict_moved(self) -> Global___VerdictMoved:
+        """public"""
+
     @_builtins.property
-    def zealous_corruptor_taken(self) -> Global___ZealousCorruptorTaken: ...
+    def zealous_corruptor_taken(self) -> Global___ZealousCorruptorTaken:
+        """public"""
+
     @_builtins.property
-    def reception_held(self) -> Global___ReceptionHeld: ...
+    def reception_held(self) -> Global___ReceptionHeld:
+        """public"""
+
     @_builtins.property
-    def underboss(self) -> Global___Underboss: ...
+    def underboss(self) -> Global___Underboss:
+        """public"""
+
     @_builtins.property
-    def bonus_awarded(self) -> Global___BonusAwarded: ...
+    def bonus_awarded(self) -> Global___BonusAwarded:
+        """public"""
+
     @_builtins.property
-    def corruption_revealed(self) -> Global___CorruptionRevealed: ...
+    def corruption_revealed(self) -> Global___CorruptionRevealed:
+        """public"""
+
     @_builtins.property
-    def verdict_reached(self) -> Global___VerdictReached: ...
+    def verdict_reached(self) -> Global___VerdictReached:
+        """public"""
+
     def __init__(
         self,
         *,
@@ -557,8 +692,11 @@ class MatchSetUp(_message.Message):
     SEATS_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     seats: _builtins.int
+    """3..5 (NC-S01)"""
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """the NC-K90 options the match was created with, as given"""
+
     def __init__(
         self,
         *,
@@ -583,10 +721,15 @@ class CardsDealt(_message.Message):
     WISEGUYS_FIELD_NUMBER: _builtins.int
     TURFS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the receiving seat"""
     @_builtins.property
-    def wiseguys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def wiseguys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """3 Wiseguys, Free"""
+
     @_builtins.property
-    def turfs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def turfs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """1 Turf, Free"""
+
     def __init__(
         self,
         *,
@@ -604,15 +747,18 @@ Global___CardsDealt: _TypeAlias = CardsDealt  # noqa: Y015
 
 @_typing.final
 class BankDealt(_message.Message):
-    """NC-S05: the starting Bank (private to the seat)."""
+    """NC-S05: the starting Bank (private to the seat; the others receive no event)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """its 4 Notes, ascending"""
+
     def __init__(
         self,
         *,
@@ -629,7 +775,10 @@ Global___BankDealt: _TypeAlias = BankDealt  # noqa: Y015
 
 @_typing.final
 class DeckShuffled(_message.Message):
-    """NC-H13: a deck's new order (server only). deck: "street", "note", "vendetta"."""
+    """NC-H13: a deck's new order. The order is server only: clients get this event with `deck`
+    alone (cards and notes empty). At setup, after setup's set-asides (NC-S08), after a Police
+    Raid (NC-B07) and when the Vendetta discards become the deck (NC-K55).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -637,13 +786,14 @@ class DeckShuffled(_message.Message):
     CARDS_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     deck: _builtins.str
+    """"street", "note", "vendetta" """
     @_builtins.property
     def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """street and vendetta decks"""
+        """street and vendetta decks, top first"""
 
     @_builtins.property
     def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """note deck (the Police Raid is 80)"""
+        """note deck (the Police Raid is 80), top first"""
 
     def __init__(
         self,
@@ -669,7 +819,9 @@ class StreetCardRevealed(_message.Message):
     SPACE_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     space: _builtins.int
+    """Street space 1-4"""
     card: _builtins.str
+    """the card now there"""
     def __init__(
         self,
         *,
@@ -693,7 +845,9 @@ class StreetCardSetAside(_message.Message):
     SPACE_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     space: _builtins.int
+    """the Street space 1-4 being filled"""
     card: _builtins.str
+    """the Investigation set aside (I1-I6)"""
     def __init__(
         self,
         *,
@@ -716,6 +870,7 @@ class FirstPlayerChosen(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the first player, holder of the First Player card"""
     def __init__(
         self,
         *,
@@ -731,16 +886,21 @@ Global___FirstPlayerChosen: _TypeAlias = FirstPlayerChosen  # noqa: Y015
 
 @_typing.final
 class PhaseStarted(_message.Message):
+    """NC-R01..R03: a phase begins (the Reception and the Verdict are ReceptionHeld and CorruptionRevealed)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MONTH_FIELD_NUMBER: _builtins.int
     PHASE_FIELD_NUMBER: _builtins.int
     ORDER_FIELD_NUMBER: _builtins.int
     month: _builtins.int
+    """1..6 (January..June)"""
     phase: _builtins.str
-    """business, meeting, resolution, trial, reception, verdict"""
+    """business, meeting, resolution (the Meeting's NC-M05..M16), trial"""
     @_builtins.property
-    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the phase's turn order of seats (NC-R03, NC-W109); empty for resolution"""
+
     def __init__(
         self,
         *,
@@ -758,13 +918,16 @@ Global___PhaseStarted: _TypeAlias = PhaseStarted  # noqa: Y015
 
 @_typing.final
 class TurnEnded(_message.Message):
+    """NC-R04: a phase turn ends."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     AUTOMATIC_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat whose turn ended"""
     automatic: _builtins.bool
-    """NC-D03"""
+    """NC-D03: ended by the engine (nothing left to do but end it, and no Vendetta card)"""
     def __init__(
         self,
         *,
@@ -793,13 +956,21 @@ class CashedIn(_message.Message):
     TOTAL_FIELD_NUMBER: _builtins.int
     USE_POWER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the active player"""
     wiseguy: _builtins.str
+    """the acting Wiseguy, now Busy"""
     turf: _builtins.str
+    """the source Turf (Busy unless use_power)"""
     declared: _builtins.str
+    """the declared colour or icon (as CashIn.declared)"""
     total: _builtins.int
+    """T, the Notes to draw"""
     use_power: _builtins.bool
+    """W05 named the source (NC-W105)"""
     @_builtins.property
-    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, s(p) (NC-B06)"""
+
     def __init__(
         self,
         *,
@@ -832,10 +1003,15 @@ class NotesDrawn(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     BONUS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawing seat (the active player, or W15's owner)"""
     count: _builtins.int
+    """how many were drawn (public)"""
     bonus: _builtins.bool
+    """a Wiseguy's extra Note (NC-W101..W104, NC-W115), not distributed"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the faces; empty for the other seats"""
+
     def __init__(
         self,
         *,
@@ -860,6 +1036,7 @@ class PoliceRaided(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat that was drawing"""
     def __init__(
         self,
         *,
@@ -884,10 +1061,15 @@ class NotesGiven(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     from_seat: _builtins.int
+    """the active player"""
     to_seat: _builtins.int
+    """the receiver"""
     count: _builtins.int
+    """how many (public)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the faces; empty for the other seats"""
+
     def __init__(
         self,
         *,
@@ -914,9 +1096,13 @@ class NotesBanked(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the active player"""
     count: _builtins.int
+    """how many (public)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the faces; empty for the other seats"""
+
     def __init__(
         self,
         *,
@@ -941,7 +1127,9 @@ class FirstPlayerGiven(_message.Message):
     FROM_SEAT_FIELD_NUMBER: _builtins.int
     TO_SEAT_FIELD_NUMBER: _builtins.int
     from_seat: _builtins.int
+    """the active player, who held the card"""
     to_seat: _builtins.int
+    """the new holder (first player from the next phase, NC-R03)"""
     def __init__(
         self,
         *,
@@ -958,14 +1146,19 @@ Global___FirstPlayerGiven: _TypeAlias = FirstPlayerGiven  # noqa: Y015
 
 @_typing.final
 class Cheat(_message.Message):
+    """One Cheated player (NC-B10, NC-M13, NC-M19)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     SHORTFALL_FIELD_NUMBER: _builtins.int
     DRAWS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the Cheated player"""
     shortfall: _builtins.int
+    """Notes missing from the share; 1 for the Meeting and Titles"""
     draws: _builtins.int
+    """Vendetta cards to draw (after W18 and W19, NC-W118, NC-W119)"""
     def __init__(
         self,
         *,
@@ -995,7 +1188,9 @@ class PlayersCheated(_message.Message):
     cause: _builtins.int
     """the active player of a cash-in, -1 otherwise"""
     @_builtins.property
-    def cheats(self) -> _containers.RepeatedCompositeFieldContainer[Global___Cheat]: ...
+    def cheats(self) -> _containers.RepeatedCompositeFieldContainer[Global___Cheat]:
+        """may be empty (reason meeting: the Meeting's check always comes)"""
+
     def __init__(
         self,
         *,
@@ -1020,7 +1215,9 @@ class VendettaDrawn(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawer"""
     card: _builtins.str
+    """"" for FBI Snitch and Revenge cards (their face: VendettaCardDealt, NC-H08)"""
     def __init__(
         self,
         *,
@@ -1037,14 +1234,16 @@ Global___VendettaDrawn: _TypeAlias = VendettaDrawn  # noqa: Y015
 
 @_typing.final
 class VendettaCardDealt(_message.Message):
-    """The card itself, private to the drawer."""
+    """The card itself, private to the drawer (the others receive no event)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawer"""
     card: _builtins.str
+    """an FBI Snitch or Revenge card, now in the drawer's hand"""
     def __init__(
         self,
         *,
@@ -1068,7 +1267,9 @@ class VendettaDrawSkipped(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the Cheated player"""
     count: _builtins.int
+    """draws skipped: the Vendetta deck and discard pile are empty"""
     def __init__(
         self,
         *,
@@ -1095,10 +1296,15 @@ class RagePlayed(_message.Message):
     WISEGUY_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawer"""
     card: _builtins.str
+    """the Rage card (V13-V20), then on the Vendetta discard pile"""
     target: _builtins.int
+    """the target player"""
     wiseguy: _builtins.str
+    """Beating: the target's Wiseguy made Busy; "" otherwise"""
     effect: _builtins.bool
+    """false: no effect (NC-X17)"""
     def __init__(
         self,
         *,
@@ -1128,10 +1334,15 @@ class RevengePlayed(_message.Message):
     WISEGUY_FIELD_NUMBER: _builtins.int
     TURF_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the player of the card"""
     card: _builtins.str
+    """the Revenge card (V04-V12), then on the Vendetta discard pile"""
     target: _builtins.int
+    """the target player"""
     wiseguy: _builtins.str
+    """Hit: the target's Wiseguy removed from the game; "" otherwise"""
     turf: _builtins.str
+    """Tip-off: the target's Turf made Busy; "" otherwise"""
     def __init__(
         self,
         *,
@@ -1160,10 +1371,15 @@ class NotesStolen(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     thief: _builtins.int
+    """the player of the Burglary"""
     victim: _builtins.int
+    """its target"""
     count: _builtins.int
+    """how many, 1 or 2 (public)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the faces; empty for the other seats"""
+
     def __init__(
         self,
         *,
@@ -1189,7 +1405,9 @@ class NoteSmashed(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the victim"""
     note: _builtins.int
+    """the Note discarded; -1 for the other seats"""
     def __init__(
         self,
         *,
@@ -1214,8 +1432,11 @@ class BidCommitted(_message.Message):
     WISEGUY_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the bidder"""
     wiseguy: _builtins.str
+    """the Wiseguy carrying the bid, now Busy"""
     count: _builtins.int
+    """Notes in the bid"""
     def __init__(
         self,
         *,
@@ -1233,7 +1454,7 @@ Global___BidCommitted: _TypeAlias = BidCommitted  # noqa: Y015
 
 @_typing.final
 class BidContent(_message.Message):
-    """The sealed content of a bid, private to the bidder."""
+    """The sealed content of a bid, private to the bidder (the others receive no event)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1242,10 +1463,15 @@ class BidContent(_message.Message):
     LOCATION_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the bidder"""
     wiseguy: _builtins.str
+    """the Wiseguy carrying the bid"""
     location: _builtins.int
+    """the Location card: Street space 1-4"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the Notes, in placement order"""
+
     def __init__(
         self,
         *,
@@ -1264,14 +1490,19 @@ Global___BidContent: _TypeAlias = BidContent  # noqa: Y015
 
 @_typing.final
 class BidLocation(_message.Message):
+    """One bid's Location card, revealed (NC-M05)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     WISEGUY_FIELD_NUMBER: _builtins.int
     LOCATION_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the bidder"""
     wiseguy: _builtins.str
+    """the Wiseguy carrying the bid"""
     location: _builtins.int
+    """Street space 1-4"""
     def __init__(
         self,
         *,
@@ -1295,7 +1526,9 @@ class LocationsRevealed(_message.Message):
 
     BIDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___BidLocation]: ...
+    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___BidLocation]:
+        """every bid of this Meeting"""
+
     def __init__(
         self,
         *,
@@ -1322,9 +1555,13 @@ class SpaceResolved(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     WINNER_FIELD_NUMBER: _builtins.int
     space: _builtins.int
+    """Street space 1-4"""
     card: _builtins.str
+    """the card there ("" if none)"""
     outcome: _builtins.str
+    """see above (single: the card goes with NotesKept, NC-M07)"""
     winner: _builtins.int
+    """the winner (single, won, investigation_taken); -1 otherwise"""
     def __init__(
         self,
         *,
@@ -1343,6 +1580,8 @@ Global___SpaceResolved: _TypeAlias = SpaceResolved  # noqa: Y015
 
 @_typing.final
 class RevealedBid(_message.Message):
+    """One bid shown to everyone (NC-H06)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1350,10 +1589,15 @@ class RevealedBid(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the bidder"""
     wiseguy: _builtins.str
+    """the Wiseguy carrying it"""
     value: _builtins.int
+    """its value in dollars, W07's +5,000 included (NC-M04, NC-W107)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """its Notes"""
+
     def __init__(
         self,
         *,
@@ -1379,8 +1623,11 @@ class BidsRevealed(_message.Message):
     SPACE_FIELD_NUMBER: _builtins.int
     BIDS_FIELD_NUMBER: _builtins.int
     space: _builtins.int
+    """Street space 1-4"""
     @_builtins.property
-    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___RevealedBid]: ...
+    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___RevealedBid]:
+        """every bid on it"""
+
     def __init__(
         self,
         *,
@@ -1405,8 +1652,11 @@ class CardWon(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     SPACE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the winner"""
     card: _builtins.str
+    """the card (UB: the Underboss, NC-M18 follows)"""
     space: _builtins.int
+    """the Street space 1-4 it came from"""
     def __init__(
         self,
         *,
@@ -1424,7 +1674,9 @@ Global___CardWon: _TypeAlias = CardWon  # noqa: Y015
 
 @_typing.final
 class NotesKept(_message.Message):
-    """NC-M07: a single winner keeps Note(s); the rest are discarded unseen. Private to the seat."""
+    """NC-M07: a single winner keeps Note(s); the rest are discarded unseen. The faces are private
+    to the seat: the others get this event with `kept` and `discarded` empty, the counts set.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1434,12 +1686,19 @@ class NotesKept(_message.Message):
     KEPT_COUNT_FIELD_NUMBER: _builtins.int
     DISCARDED_COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the single winner"""
     kept_count: _builtins.int
+    """public"""
     discarded_count: _builtins.int
+    """public"""
     @_builtins.property
-    def kept(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def kept(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Notes back into its Bank"""
+
     @_builtins.property
-    def discarded(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def discarded(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Notes to the Note discard pile"""
+
     def __init__(
         self,
         *,
@@ -1467,8 +1726,11 @@ class TitleAssigned(_message.Message):
     FROM_SEAT_FIELD_NUMBER: _builtins.int
     TO_SEAT_FIELD_NUMBER: _builtins.int
     title: _builtins.str
+    """"consigliere" or "primo_capo" """
     from_seat: _builtins.int
+    """the giver (the Underboss, then the Consigliere)"""
     to_seat: _builtins.int
+    """the receiver"""
     def __init__(
         self,
         *,
@@ -1495,9 +1757,13 @@ class Corrupted(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the corrupting player"""
     wiseguy: _builtins.str
+    """the acting Wiseguy, now Busy"""
     count: _builtins.int
+    """Notes put on the Corruption Pile (0 for token, and for deck when the Police Raid came up)"""
     mode: _builtins.str
+    """see above"""
     def __init__(
         self,
         *,
@@ -1516,7 +1782,9 @@ Global___Corrupted: _TypeAlias = Corrupted  # noqa: Y015
 
 @_typing.final
 class NotesCorrupted(_message.Message):
-    """The Notes put on the Corruption Pile: private to their placer, server-only for W12 (placer -1)."""
+    """The Notes put on the Corruption Pile: private to their placer (the others receive no event),
+    server-only for W12 (from_deck: nobody sees it, NC-H17).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1524,9 +1792,13 @@ class NotesCorrupted(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     FROM_DECK_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the placer"""
     from_deck: _builtins.bool
+    """W12: the top card of the Note deck (NC-W112)"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the Notes"""
+
     def __init__(
         self,
         *,
@@ -1544,15 +1816,18 @@ Global___NotesCorrupted: _TypeAlias = NotesCorrupted  # noqa: Y015
 
 @_typing.final
 class PileNotesPeeked(_message.Message):
-    """NC-W114: private to the Wiseguy's owner."""
+    """NC-W114: private to the Wiseguy's owner (the others receive no event)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """W14's owner"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """up to 2 Notes of the pile that others placed (not who placed them)"""
+
     def __init__(
         self,
         *,
@@ -1577,8 +1852,11 @@ class VerdictMoved(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     delta: _builtins.int
+    """+1 toward Innocent (W13), or minus the Guilt (NC-C04)"""
     position: _builtins.int
+    """V after the move (NC-V03)"""
     reason: _builtins.str
+    """"W13" or "guilt" """
     def __init__(
         self,
         *,
@@ -1603,7 +1881,9 @@ class ZealousCorruptorTaken(_message.Message):
     SEAT_FIELD_NUMBER: _builtins.int
     CARD_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the only corruptor of this Trial"""
     card: _builtins.str
+    """ZC1-ZC3"""
     def __init__(
         self,
         *,
@@ -1626,6 +1906,7 @@ class ReceptionHeld(_message.Message):
 
     MONTH_FIELD_NUMBER: _builtins.int
     month: _builtins.int
+    """the month ending: every Wiseguy and Turf turns Free, the First Player card may move again"""
     def __init__(
         self,
         *,
@@ -1648,7 +1929,9 @@ class Underboss(_message.Message):
     SPACE_FIELD_NUMBER: _builtins.int
     REMOVED_FIELD_NUMBER: _builtins.int
     space: _builtins.int
+    """Street space 1-4, or 0"""
     removed: _builtins.str
+    """the card removed from the game to make room (NC-C07); "" none"""
     def __init__(
         self,
         *,
@@ -1672,6 +1955,7 @@ class BonusAwarded(_message.Message):
     CARD_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """B1 (most Vendetta drawn), B2 (most Wiseguys), B3 (most Turfs)"""
     seat: _builtins.int
     """-1: tie, nobody"""
     def __init__(
@@ -1697,8 +1981,11 @@ class CorruptionRevealed(_message.Message):
     NOTES_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
     delta: _builtins.int
+    """the change of V they make"""
     @_builtins.property
-    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """every Note of the Corruption Pile, in placement order"""
+
     def __init__(
         self,
         *,
@@ -1723,9 +2010,13 @@ class VerdictReached(_message.Message):
     POSITION_FIELD_NUMBER: _builtins.int
     SNITCHES_FIELD_NUMBER: _builtins.int
     verdict: _builtins.str
+    """"innocent" or "guilty" """
     position: _builtins.int
+    """the final V"""
     @_builtins.property
-    def snitches(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def snitches(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats holding an FBI Snitch card, ascending"""
+
     def __init__(
         self,
         *,
@@ -1743,7 +2034,11 @@ Global___VerdictReached: _TypeAlias = VerdictReached  # noqa: Y015
 
 @_typing.final
 class SeatView(_message.Message):
-    """---------------------------------------------------------------- view"""
+    """---------------------------------------------------------------- view
+
+    One player's Territory and counters (NC-H01: public unless marked own seat only; once the
+    match is over every field is shown, NC-H16).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1767,21 +2062,35 @@ class SeatView(_message.Message):
     SNITCH_FIELD_NUMBER: _builtins.int
     CORRUPTION_ACTIONS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     respect: _builtins.int
+    """computed from the Territory (NC-V12)"""
     bank_size: _builtins.int
+    """Notes in its Bank"""
     hand_size: _builtins.int
+    """cards in its Vendetta hand"""
     vendetta_drawn: _builtins.int
+    """Vendetta cards drawn this game (NC-K23)"""
     corruption_count: _builtins.int
+    """Notes it put on the Corruption Pile, all months"""
     locations_left: _builtins.int
+    """unused Location cards this Meeting"""
     snitch: _builtins.bool
     """only once revealed (NC-H09)"""
     corruption_actions: _builtins.int
+    """Corruption actions in this Trial (NC-T02, NC-K15)"""
     @_builtins.property
-    def wiseguys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def wiseguys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Wiseguys in its Territory"""
+
     @_builtins.property
-    def turfs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def turfs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Turfs, AC included"""
+
     @_builtins.property
-    def busy(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def busy(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """its Busy Wiseguys and Turfs, ascending (NC-R06)"""
+
     @_builtins.property
     def trophies(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Respect, Investigations, Titles, Zealous Corruptor, Bonus cards"""
@@ -1796,14 +2105,16 @@ class SeatView(_message.Message):
 
     @_builtins.property
     def corrupted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """own placed Notes (NC-H17)"""
+        """own seat only: the Notes it placed from its Bank (NC-H17)"""
 
     @_builtins.property
     def locations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """own seat only (NC-H05)"""
 
     @_builtins.property
-    def cashins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cashins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """cash-in types used this Business: "racket" or an icon (NC-B14)"""
+
     @_builtins.property
     def peeked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """own seat only (NC-W114)"""
@@ -1841,6 +2152,8 @@ Global___SeatView: _TypeAlias = SeatView  # noqa: Y015
 
 @_typing.final
 class BidView(_message.Message):
+    """One bid of this Meeting (NC-H04)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1849,8 +2162,11 @@ class BidView(_message.Message):
     LOCATION_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the bidder"""
     wiseguy: _builtins.str
+    """the Wiseguy carrying it"""
     count: _builtins.int
+    """its number of Notes (public)"""
     location: _builtins.int
     """0 unless own or revealed"""
     @_builtins.property
@@ -1876,6 +2192,8 @@ Global___BidView: _TypeAlias = BidView  # noqa: Y015
 
 @_typing.final
 class ChoiceView(_message.Message):
+    """The open choice inside a turn or a resolution (NC-D05, NC-D06, NC-D09..D11)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
@@ -1891,14 +2209,23 @@ class ChoiceView(_message.Message):
     kind: _builtins.str
     """distribute, keep, consigliere, primo_capo, rage"""
     seat: _builtins.int
+    """the choosing seat"""
     note_count: _builtins.int
+    """distribute: Notes drawn; keep: Notes in the winning bid"""
     card: _builtins.str
+    """rage: the Rage card; keep: the card won"""
     cause: _builtins.int
+    """rage: the player who caused the draw, -1 = the drawer chooses"""
     wiseguy: _builtins.str
+    """distribute: the acting Wiseguy"""
     declared: _builtins.str
+    """distribute: the declared type"""
     keep: _builtins.int
+    """keep: how many Notes may be kept (2 with W08)"""
     @_builtins.property
-    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def shares(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """distribute: per seat, s(p)"""
+
     @_builtins.property
     def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """the chooser only"""
@@ -1927,14 +2254,19 @@ Global___ChoiceView: _TypeAlias = ChoiceView  # noqa: Y015
 
 @_typing.final
 class Draw(_message.Message):
+    """A queued Vendetta draw (NC-B15, NC-M15)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     CAUSE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the Cheated player"""
     count: _builtins.int
+    """cards still to draw"""
     cause: _builtins.int
+    """the active player of the cash-in, -1 for Meeting and Title draws"""
     def __init__(
         self,
         *,
@@ -1952,6 +2284,8 @@ Global___Draw: _TypeAlias = Draw  # noqa: Y015
 
 @_typing.final
 class View(_message.Message):
+    """What one viewer may know (an allow-list, view.py)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -2010,25 +2344,45 @@ class View(_message.Message):
     viewer: _builtins.int
     """-1: spectator"""
     seats: _builtins.int
+    """3..5"""
     month: _builtins.int
+    """1..6"""
     phase: _builtins.str
+    """business, meeting, resolution, trial, over (setup, reception and verdict pass within one command)"""
     turn: _builtins.int
+    """index into `order` of the seat whose turn it is (len(order) once all are done)"""
     turn_acted: _builtins.bool
+    """that seat has acted this turn: no more Revenge cards (NC-K47)"""
     first_player: _builtins.int
+    """the holder of the First Player card"""
     first_player_moved: _builtins.bool
+    """the card has moved this month (NC-B13)"""
     verdict: _builtins.int
+    """the Verdict token V: above 0 Innocent side (NC-V03)"""
     street_deck_size: _builtins.int
+    """cards in the Street deck"""
     note_deck_size: _builtins.int
+    """cards in the Note deck, the Police Raid included"""
     note_discard_size: _builtins.int
+    """Notes in the Note discard pile (its faces are never shown, NC-H11)"""
     vendetta_deck_size: _builtins.int
+    """cards in the Vendetta deck"""
     corruption_pile_size: _builtins.int
+    """Notes on the Corruption Pile"""
     underboss: _builtins.str
+    """later, waiting, street, won (NC-C06, NC-C07)"""
     zealous_left: _builtins.int
+    """Zealous Corruptor cards left"""
     resolution: _builtins.int
+    """Meeting resolution: the Street space 1-4 next, 5 NC-M13 next, 6 done (until the next Meeting); 0 before"""
     w13_spent: _builtins.bool
+    """W13's once-per-game move is used (NC-W113)"""
     verdict_result: _builtins.str
+    """"", "innocent" or "guilty" """
     set_aside_size: _builtins.int
+    """setup Investigations set aside (NC-S07, NC-S08)"""
     locations_revealed: _builtins.bool
+    """NC-M05 done for this Meeting"""
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Every NC-K90 option the game has (ListGames), each with the value this match is played by:
@@ -2037,29 +2391,49 @@ class View(_message.Message):
         """
 
     @_builtins.property
-    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """this phase's turn order of seats; empty outside turn phases"""
+
     @_builtins.property
-    def street(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def street(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Street spaces 1-4 ("" = empty)"""
+
     @_builtins.property
-    def vendetta_discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def vendetta_discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """played Revenge and Rage cards (public)"""
+
     @_builtins.property
-    def players(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatView]: ...
+    def players(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatView]:
+        """one per seat, in seat order"""
+
     @_builtins.property
-    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___BidView]: ...
+    def bids(self) -> _containers.RepeatedCompositeFieldContainer[Global___BidView]:
+        """this Meeting's bids still on their Wiseguys, in placement order"""
+
     @_builtins.property
-    def choice(self) -> Global___ChoiceView: ...
+    def choice(self) -> Global___ChoiceView:
+        """the open choice; unset when none"""
+
     @_builtins.property
-    def draws(self) -> _containers.RepeatedCompositeFieldContainer[Global___Draw]: ...
+    def draws(self) -> _containers.RepeatedCompositeFieldContainer[Global___Draw]:
+        """Vendetta draws still to make, in order"""
+
     @_builtins.property
-    def meeting_winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def meeting_winners(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats that won a card in this Meeting (NC-M13, NC-M14)"""
+
     @_builtins.property
     def corruption_pile(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """only once the match is over"""
 
     @_builtins.property
-    def meeting_bidders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def meeting_bidders(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats that placed a bid in this Meeting"""
+
     @_builtins.property
-    def removed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def removed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """cards removed from the game (Hits, tied Investigations, NC-C07)"""
+
     def __init__(
         self,
         *,

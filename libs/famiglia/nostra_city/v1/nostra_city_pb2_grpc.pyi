@@ -5,6 +5,13 @@ Nostra City (rules/nostra-city.md, ids NC-...): commands, events and views.
 Card ids: Wiseguys W01-W20, Turfs T01-T14 and AC (Atlantic City), Respect R1-R6,
 Investigations I1-I6, UB (Underboss), Vendetta cards V01-V20. Notes are ints 0-79,
 the Police Raid is 80. Seats are 0..N-1; -1 means "nobody".
+Note ids (NC-K32): 0-29 $5,000 unmarked; 30-44 $10,000 Innocent, 45-59 $10,000 Guilty;
+60-67 $20,000 Innocent, 68-75 $20,000 Guilty; 76-77 $50,000 Innocent, 78-79 $50,000 Guilty.
+Vendetta ids (NC-K42): V01-V02 FBI Snitch, V03 Atlantic City, V04-V06 Hit, V07-V09 Burglary,
+V10-V12 Tip-off, V13-V16 Beating, V17-V20 Smash the Joint. Trophy ids: CG (Consigliere),
+PC (Primo Capo), ZC1-ZC3 (Zealous Corruptor), B1-B3 (End of Game Bonus). Street spaces are 1-4.
+Visibility of events (view.py): public unless said otherwise; a seat not allowed an event
+gets its redacted form where one is named below, else no event at all (only the version it takes).
 """
 
 from collections import abc as _abc

@@ -3,7 +3,10 @@
 isort:skip_file
 Nothing Personal (rules/nothing-personal.md, ids NP-...): commands, events and views.
 Gangster ids are Table G ids ("M00", "T05"), influence card ids Table H ids ("I21").
-A seat is 0..n-1; owner -1 means a neutral marker.
+A seat is 0..n-1; owner -1 means a neutral marker. Money is in whole dollars.
+A spot index is 0..11: spots 0..8 are positions 1..9, spots 9..11 the Associate slots A1..A3.
+Visibility of events (view.py `visibility`): public unless marked PRIVATE (a seat not named
+receives no event at all, only the version it takes) or SERVER (no client ever receives it).
 """
 
 from collections import abc as _abc
@@ -29,6 +32,7 @@ class _RerollMeans:
 class _RerollMeansEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RerollMeans.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     REROLL_MEANS_UNSPECIFIED: _RerollMeans.ValueType  # 0
+    """not a means: refused"""
     REROLL_PAY: _RerollMeans.ValueType  # 1
     """$10 (NP-W44)"""
     REROLL_FREE_RING: _RerollMeans.ValueType  # 2
@@ -38,9 +42,11 @@ class _RerollMeansEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RerollMea
     REROLL_TOKEN: _RerollMeans.ValueType  # 4
     """NP-V9"""
 
-class RerollMeans(_RerollMeans, metaclass=_RerollMeansEnumTypeWrapper): ...
+class RerollMeans(_RerollMeans, metaclass=_RerollMeansEnumTypeWrapper):
+    """How a reroll is paid for (NP-W44, NP-D6)."""
 
 REROLL_MEANS_UNSPECIFIED: RerollMeans.ValueType  # 0
+"""not a means: refused"""
 REROLL_PAY: RerollMeans.ValueType  # 1
 """$10 (NP-W44)"""
 REROLL_FREE_RING: RerollMeans.ValueType  # 2
@@ -64,9 +70,11 @@ class MarkerRef(_message.Message):
     OWNER_FIELD_NUMBER: _builtins.int
     COIN_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster (Table G id) the marker is on"""
     owner: _builtins.int
     """seat, or -1 for neutral"""
     coin: _builtins.bool
+    """true: the owner's marker that sits on this gangster's blackmail coin (NP-C24)"""
     def __init__(
         self,
         *,
@@ -91,7 +99,9 @@ class GroupPlacement(_message.Message):
     GROUP_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     group: _builtins.int
+    """0-based index into the card's groups, in Table H order (each group at most once)"""
     gangster: _builtins.str
+    """a gangster on the board that the group's icon targets (NP-C5, NP-C6)"""
     def __init__(
         self,
         *,
@@ -123,22 +133,22 @@ class Targets(_message.Message):
     gangster: _builtins.str
     """target gangster (SNITCH, OMERTA, PLACE_OWN_*, EXTRA_5, BLACKMAIL_*, JOINT_2)"""
     seat: _builtins.int
-    """target seat (STEAL_3, SQUEEZE_4, JOINT_2, INVITE_1)"""
+    """target seat, another than the acting one (STEAL_3, SQUEEZE_4, JOINT_2, INVITE_1)"""
     count: _builtins.int
-    """MOVE_OWN_2: 1 or 2"""
+    """MOVE_OWN_2: 1 or 2 (MOVE_OWN_1 moves 1 whatever it says)"""
     destination: _builtins.str
-    """MOVE_OWN_1/2"""
+    """MOVE_OWN_1/2: the active gangster the markers go to"""
     slot: _builtins.int
     """ASSOCIATE_SWAP: 1..3 (A1..A3)"""
     position: _builtins.int
     """ASSOCIATE_SWAP: 1..3"""
     @_builtins.property
     def markers(self) -> _containers.RepeatedCompositeFieldContainer[Global___MarkerRef]:
-        """REMOVE_1/2, SWAP_2, MOVE_OWN_1/2 (the source marker)"""
+        """REMOVE_1 (1), REMOVE_2 (1 or 2, one gangster), SWAP_2 (2), MOVE_OWN_1/2 (1: the source marker)"""
 
     @_builtins.property
     def gangsters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """NEUTRAL_3: one entry per neutral marker"""
+        """NEUTRAL_3: one entry per neutral marker, min(3, neutral supply) entries"""
 
     def __init__(
         self,
@@ -164,12 +174,16 @@ Global___Targets: _TypeAlias = Targets  # noqa: Y015
 
 @_typing.final
 class PlaceSetupMarker(_message.Message):
-    """---------------------------------------------------------------- commands"""
+    """---------------------------------------------------------------- commands
+
+    NP-S10, NP-D3: the seat whose setup turn it is puts one family marker on an active gangster.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """a gangster at positions 1..9"""
     def __init__(
         self,
         *,
@@ -185,7 +199,7 @@ Global___PlaceSetupMarker: _TypeAlias = PlaceSetupMarker  # noqa: Y015
 
 @_typing.final
 class PlayForInfluence(_message.Message):
-    """NP-C5..C11, NP-C21, NP-C22"""
+    """NP-C5..C11, NP-C21, NP-C22: a card played for its icon groups, on a Commission turn or in a card window."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -195,12 +209,15 @@ class PlayForInfluence(_message.Message):
     USE_EFFECT_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """an influence card in the seat's hand"""
     ante: _builtins.int
-    """NP-C17 payment P (Commission turns only)"""
+    """NP-C17 payment P (Commission turns only; 0 before the Ante is available and in windows, NP-C23)"""
     use_effect: _builtins.bool
-    """`blank` keyword: whether the seat wants the effect"""
+    """`blank` keyword: whether the seat wants the effect (ignored for AND; refused for none and OR)"""
     @_builtins.property
-    def placements(self) -> _containers.RepeatedCompositeFieldContainer[Global___GroupPlacement]: ...
+    def placements(self) -> _containers.RepeatedCompositeFieldContainer[Global___GroupPlacement]:
+        """one per chosen group: a maximal set of placeable groups (NP-C8, NP-C9)"""
+
     @_builtins.property
     def effect(self) -> Global___Targets:
         """effect parameters (blank used, or AND)"""
@@ -224,15 +241,21 @@ Global___PlayForInfluence: _TypeAlias = PlayForInfluence  # noqa: Y015
 
 @_typing.final
 class PlayOrEffect(_message.Message):
+    """NP-C12: an OR card played for its effect instead of its groups."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARD_FIELD_NUMBER: _builtins.int
     ANTE_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """an OR card in the seat's hand"""
     ante: _builtins.int
+    """NP-C17 payment P, as in PlayForInfluence"""
     @_builtins.property
-    def effect(self) -> Global___Targets: ...
+    def effect(self) -> Global___Targets:
+        """the effect's parameters (NP-C13: it must have a legal resolution)"""
+
     def __init__(
         self,
         *,
@@ -250,14 +273,19 @@ Global___PlayOrEffect: _TypeAlias = PlayOrEffect  # noqa: Y015
 
 @_typing.final
 class DiscardForMarker(_message.Message):
+    """NP-C14: discard any card to place one family marker (Commission turns only)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARD_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     ANTE_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """any card in the seat's hand"""
     gangster: _builtins.str
+    """an active gangster (positions 1..9)"""
     ante: _builtins.int
+    """NP-C17 payment P, as in PlayForInfluence"""
     def __init__(
         self,
         *,
@@ -275,6 +303,11 @@ Global___DiscardForMarker: _TypeAlias = DiscardForMarker  # noqa: Y015
 
 @_typing.final
 class Pass(_message.Message):
+    """Commission pass (NP-C3), card or reroll window pass (NP-D5, NP-D6), action-turn pass
+    ("eat a cannoli", NP-W14 (d)). Blackmail is refused with GrantBlackmail, a Fence purchase
+    skipped with Buy(count 0).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -297,8 +330,11 @@ class UseAbility(_message.Message):
     GANGSTER_ABILITY_FIELD_NUMBER: _builtins.int
     TARGETS_FIELD_NUMBER: _builtins.int
     gangster_ability: _builtins.bool
+    """false: the position's ability (Table B); true: the gangster's own (Table G)"""
     @_builtins.property
-    def targets(self) -> Global___Targets: ...
+    def targets(self) -> Global___Targets:
+        """the ability's parameters (Table F)"""
+
     def __init__(
         self,
         *,
@@ -315,12 +351,16 @@ Global___UseAbility: _TypeAlias = UseAbility  # noqa: Y015
 
 @_typing.final
 class MakeAMove(_message.Message):
+    """NP-W33, MOVE_ANY_HIGHER: the acting gangster makes a Move."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TARGET_POSITION_FIELD_NUMBER: _builtins.int
     GANGSTER_ABILITY_FIELD_NUMBER: _builtins.int
     target_position: _builtins.int
+    """1..9, occupied, along a move arrow from the acting position (Table C), or any higher with MOVE_ANY_HIGHER"""
     gangster_ability: _builtins.bool
+    """true: by MOVE_ANY_HIGHER (T11), ignoring the arrows"""
     def __init__(
         self,
         *,
@@ -337,12 +377,16 @@ Global___MakeAMove: _TypeAlias = MakeAMove  # noqa: Y015
 
 @_typing.final
 class Whack(_message.Message):
+    """NP-W23, WHACK_5, WHACK_LOWER_FREE: the acting gangster whacks another active gangster."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TARGET_FIELD_NUMBER: _builtins.int
     GANGSTER_ABILITY_FIELD_NUMBER: _builtins.int
     target: _builtins.str
+    """an active gangster other than the acting one (WHACK_LOWER_FREE: at a lower position)"""
     gangster_ability: _builtins.bool
+    """false: position 1's WHACK_10 ($10); true: the gangster's WHACK_5 or WHACK_LOWER_FREE (free); +$10 on the Capo"""
     def __init__(
         self,
         *,
@@ -359,10 +403,13 @@ Global___Whack: _TypeAlias = Whack  # noqa: Y015
 
 @_typing.final
 class BuyReroll(_message.Message):
+    """NP-W44, NP-D6: a claim in a reroll window."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MEANS_FIELD_NUMBER: _builtins.int
     means: Global___RerollMeans.ValueType
+    """one the seat has now (money, a free right or a token)"""
     def __init__(
         self,
         *,
@@ -378,11 +425,15 @@ Global___BuyReroll: _TypeAlias = BuyReroll  # noqa: Y015
 
 @_typing.final
 class Shakedown(_message.Message):
+    """NP-M1: discard cards from one's hand for $8 each; any time in rounds 1..5."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """one or more cards of the seat's hand"""
+
     def __init__(
         self,
         *,
@@ -398,7 +449,7 @@ Global___Shakedown: _TypeAlias = Shakedown  # noqa: Y015
 
 @_typing.final
 class OfferDeal(_message.Message):
-    """NP-M3, NP-M6, NP-V2"""
+    """NP-M3, NP-M6, NP-V2: an offer to one other seat (at most `offers_per_phase` a phase, NP-M9)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -410,17 +461,24 @@ class OfferDeal(_message.Message):
     HANDOVER_GANGSTER_FIELD_NUMBER: _builtins.int
     CONTRACT_FIELD_NUMBER: _builtins.int
     to: _builtins.int
+    """the recipient seat (not the maker)"""
     give_money: _builtins.int
+    """$ the maker gives (it must have it)"""
     want_money: _builtins.int
+    """$ the maker asks of the recipient"""
     handover_gangster: _builtins.str
     """NP-M6: exchange the coin marker with the other seat's marker there"""
     @_builtins.property
-    def give_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def give_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """cards of the maker's hand it gives"""
+
     @_builtins.property
-    def want_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def want_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """any influence card ids asked for; the maker never learns whether they are held (NP-H7)"""
+
     @_builtins.property
     def contract(self) -> Global___Contract:
-        """NP-V2 (keep_your_word): maker pays `amount` into escrow on acceptance"""
+        """NP-V2 (keep_your_word): the contract's payer (either party) pays `amount` into escrow on acceptance"""
 
     def __init__(
         self,
@@ -443,10 +501,13 @@ Global___OfferDeal: _TypeAlias = OfferDeal  # noqa: Y015
 
 @_typing.final
 class AcceptDeal(_message.Message):
+    """NP-M4: the recipient accepts an open offer; both sides move at once."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     OFFER_FIELD_NUMBER: _builtins.int
     offer: _builtins.int
+    """the offer's id (OfferMade.id)"""
     def __init__(
         self,
         *,
@@ -462,10 +523,13 @@ Global___AcceptDeal: _TypeAlias = AcceptDeal  # noqa: Y015
 
 @_typing.final
 class DeclineDeal(_message.Message):
+    """NP-M4: the recipient declines an open offer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     OFFER_FIELD_NUMBER: _builtins.int
     offer: _builtins.int
+    """the offer's id (OfferMade.id)"""
     def __init__(
         self,
         *,
@@ -481,10 +545,13 @@ Global___DeclineDeal: _TypeAlias = DeclineDeal  # noqa: Y015
 
 @_typing.final
 class WithdrawDeal(_message.Message):
+    """NP-M4: the maker withdraws its open offer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     OFFER_FIELD_NUMBER: _builtins.int
     offer: _builtins.int
+    """the offer's id (OfferMade.id)"""
     def __init__(
         self,
         *,
@@ -500,10 +567,13 @@ Global___WithdrawDeal: _TypeAlias = WithdrawDeal  # noqa: Y015
 
 @_typing.final
 class CancelContract(_message.Message):
+    """NP-V5: a party asks the other to cancel a contract: made as an offer (condition "CANCEL") to the other party."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTRACT_FIELD_NUMBER: _builtins.int
     contract: _builtins.int
+    """the contract's id (Contract.id)"""
     def __init__(
         self,
         *,
@@ -519,10 +589,13 @@ Global___CancelContract: _TypeAlias = CancelContract  # noqa: Y015
 
 @_typing.final
 class RuleOnTie(_message.Message):
+    """NP-W4, NP-D9: the ring holder names the controller of a tied gangster for one use."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """one of TieRulingAsked.seats (the ring holder itself may be one, NP-X19)"""
     def __init__(
         self,
         *,
@@ -538,10 +611,13 @@ Global___RuleOnTie: _TypeAlias = RuleOnTie  # noqa: Y015
 
 @_typing.final
 class GrantBlackmail(_message.Message):
+    """NP-W18, NP-D11: the coin owner's answer to a blackmail proposal."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ACCEPT_FIELD_NUMBER: _builtins.int
     accept: _builtins.bool
+    """true: the proposed action resolves (if still legal, NP-X22); false: refused"""
     def __init__(
         self,
         *,
@@ -557,10 +633,13 @@ Global___GrantBlackmail: _TypeAlias = GrantBlackmail  # noqa: Y015
 
 @_typing.final
 class PlaceInvitedMarker(_message.Message):
+    """INVITE_1, NP-D12: the invited seat places one of its family markers."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """an active gangster (positions 1..9)"""
     def __init__(
         self,
         *,
@@ -576,10 +655,13 @@ Global___PlaceInvitedMarker: _TypeAlias = PlaceInvitedMarker  # noqa: Y015
 
 @_typing.final
 class FillVacancy(_message.Message):
+    """NP-Y2, NP-Y5, NP-D14: the decider picks the gangster that fills a vacancy."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """one of VacancyChoiceAsked.candidates"""
     def __init__(
         self,
         *,
@@ -595,10 +677,13 @@ Global___FillVacancy: _TypeAlias = FillVacancy  # noqa: Y015
 
 @_typing.final
 class Buy(_message.Message):
+    """NP-F4 (the Fence): how many cards the seat buys at $10 each."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COUNT_FIELD_NUMBER: _builtins.int
     count: _builtins.int
+    """0..min(money / 10, deck + discard pile) (NP-F5)"""
     def __init__(
         self,
         *,
@@ -614,13 +699,18 @@ Global___Buy: _TypeAlias = Buy  # noqa: Y015
 
 @_typing.final
 class SendChat(_message.Message):
+    """NP-M7: a chat message with no game effect (at most `chats_per_phase` a phase, NP-M10)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     TO_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """at most 500 characters"""
     @_builtins.property
-    def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """other seats; empty: every other seat"""
+
     def __init__(
         self,
         *,
@@ -637,12 +727,16 @@ Global___SendChat: _TypeAlias = SendChat  # noqa: Y015
 
 @_typing.final
 class SetAutoPass(_message.Message):
+    """NP-D7: the seat's private standing auto-pass (at most `autopass_changes_per_phase` changes a phase)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     REROLLS_FIELD_NUMBER: _builtins.int
     cards: _builtins.bool
+    """pass every card window"""
     rerolls: _builtins.bool
+    """pass every reroll window"""
     def __init__(
         self,
         *,
@@ -659,6 +753,10 @@ Global___SetAutoPass: _TypeAlias = SetAutoPass  # noqa: Y015
 
 @_typing.final
 class Command(_message.Message):
+    """What a seat sends: one of these. Optional ones (any time in rounds 1..5, NP-R6): shakedown,
+    offers and their answers, contract cancellation, chat, auto-pass; the others answer the open decision.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PLACE_SETUP_MARKER_FIELD_NUMBER: _builtins.int
@@ -684,47 +782,89 @@ class Command(_message.Message):
     SET_AUTO_PASS_FIELD_NUMBER: _builtins.int
     CANCEL_CONTRACT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def place_setup_marker(self) -> Global___PlaceSetupMarker: ...
+    def place_setup_marker(self) -> Global___PlaceSetupMarker:
+        """setup turn (NP-S10)"""
+
     @_builtins.property
-    def play_for_influence(self) -> Global___PlayForInfluence: ...
+    def play_for_influence(self) -> Global___PlayForInfluence:
+        """Commission turn, or a card window answer"""
+
     @_builtins.property
-    def play_or_effect(self) -> Global___PlayOrEffect: ...
+    def play_or_effect(self) -> Global___PlayOrEffect:
+        """Commission turn, or a card window answer"""
+
     @_builtins.property
-    def discard_for_marker(self) -> Global___DiscardForMarker: ...
+    def discard_for_marker(self) -> Global___DiscardForMarker:
+        """Commission turn only"""
+
     @_builtins.property
-    def use_ability(self) -> Global___UseAbility: ...
+    def use_ability(self) -> Global___UseAbility:
+        """action turn (NP-W14)"""
+
     @_builtins.property
-    def make_a_move(self) -> Global___MakeAMove: ...
+    def make_a_move(self) -> Global___MakeAMove:
+        """action turn (NP-W33)"""
+
     @_builtins.property
-    def whack(self) -> Global___Whack: ...
+    def whack(self) -> Global___Whack:
+        """action turn (NP-W23)"""
+
     @_builtins.property
-    def buy_reroll(self) -> Global___BuyReroll: ...
+    def buy_reroll(self) -> Global___BuyReroll:
+        """reroll window answer (NP-D6)"""
+
     @_builtins.property
-    def shakedown(self) -> Global___Shakedown: ...
+    def shakedown(self) -> Global___Shakedown:
+        """optional (NP-M1)"""
+
     @_builtins.property
-    def offer_deal(self) -> Global___OfferDeal: ...
+    def offer_deal(self) -> Global___OfferDeal:
+        """optional (NP-M3)"""
+
     @_builtins.property
-    def accept_deal(self) -> Global___AcceptDeal: ...
+    def accept_deal(self) -> Global___AcceptDeal:
+        """optional, the offer's recipient (NP-M4)"""
+
     @_builtins.property
-    def decline_deal(self) -> Global___DeclineDeal: ...
+    def decline_deal(self) -> Global___DeclineDeal:
+        """optional, the offer's recipient (NP-M4)"""
+
     @_builtins.property
-    def withdraw_deal(self) -> Global___WithdrawDeal: ...
+    def withdraw_deal(self) -> Global___WithdrawDeal:
+        """optional, the offer's maker (NP-M4)"""
+
     @_builtins.property
-    def rule_on_tie(self) -> Global___RuleOnTie: ...
+    def rule_on_tie(self) -> Global___RuleOnTie:
+        """tie ruling, the ring holder (NP-D9)"""
+
     @_builtins.property
-    def grant_blackmail(self) -> Global___GrantBlackmail: ...
+    def grant_blackmail(self) -> Global___GrantBlackmail:
+        """blackmail permission, the coin owner (NP-D11)"""
+
     @_builtins.property
-    def place_invited_marker(self) -> Global___PlaceInvitedMarker: ...
+    def place_invited_marker(self) -> Global___PlaceInvitedMarker:
+        """invited placement (NP-D12)"""
+
     @_builtins.property
-    def fill_vacancy(self) -> Global___FillVacancy: ...
+    def fill_vacancy(self) -> Global___FillVacancy:
+        """vacancy choice, the decider (NP-D14)"""
+
     @_builtins.property
-    def buy(self) -> Global___Buy: ...
+    def buy(self) -> Global___Buy:
+        """Fence purchase (NP-D13)"""
+
     @_builtins.property
-    def send_chat(self) -> Global___SendChat: ...
+    def send_chat(self) -> Global___SendChat:
+        """optional (NP-M7)"""
+
     @_builtins.property
-    def set_auto_pass(self) -> Global___SetAutoPass: ...
+    def set_auto_pass(self) -> Global___SetAutoPass:
+        """optional (NP-D7)"""
+
     @_builtins.property
-    def cancel_contract(self) -> Global___CancelContract: ...
+    def cancel_contract(self) -> Global___CancelContract:
+        """optional, a contract's party (NP-V5)"""
+
     def __init__(
         self,
         *,
@@ -777,11 +917,15 @@ class Contract(_message.Message):
     TARGET_FIELD_NUMBER: _builtins.int
     DEADLINE_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the contract's id (its offer's id); in an offer: ignored, or the contract to cancel (CANCEL)"""
     payer: _builtins.int
+    """the party whose money goes into escrow (the offer's maker or its recipient)"""
     payee: _builtins.int
+    """the other party, paid if the condition is met"""
     amount: _builtins.int
+    """$ in escrow, more than 0"""
     condition: _builtins.str
-    """GANGSTER_GONE | ACTION_BY | NOT_TARGETED"""
+    """GANGSTER_GONE | ACTION_BY | NOT_TARGETED; CANCEL in a CancelContract offer (NP-V5)"""
     gangster: _builtins.str
     """the card of the condition"""
     seat: _builtins.int
@@ -791,7 +935,7 @@ class Contract(_message.Message):
     target: _builtins.str
     """ACTION_BY optional target card"""
     deadline: _builtins.int
-    """round (0 = the current round)"""
+    """round 1..5; in an offer 0 = the current round (ContractMade names the round)"""
     def __init__(
         self,
         *,
@@ -818,7 +962,7 @@ Global___Contract: _TypeAlias = Contract  # noqa: Y015
 class MatchSetUp(_message.Message):
     """---------------------------------------------------------------- events
 
-    first event: evolve(None, it) creates the state
+    First event: evolve(None, it) creates the state.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -847,11 +991,14 @@ class MatchSetUp(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     COLOURS_FIELD_NUMBER: _builtins.int
     seats: _builtins.int
+    """3..5 (NP-S1)"""
     @_builtins.property
-    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """the options the match was created with, as given"""
+
     @_builtins.property
     def colours(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """NP-S2"""
+        """NP-S2: each seat's family colour, in seat order"""
 
     def __init__(
         self,
@@ -870,7 +1017,7 @@ Global___MatchSetUp: _TypeAlias = MatchSetUp  # noqa: Y015
 
 @_typing.final
 class BoardDealt(_message.Message):
-    """NP-S5..S7 (public, NP-H5)"""
+    """NP-S5..S7 (public, NP-H5): the board as dealt."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -878,6 +1025,7 @@ class BoardDealt(_message.Message):
     SET_ASIDE_FIELD_NUMBER: _builtins.int
     GANGSTER_DECK_SIZE_FIELD_NUMBER: _builtins.int
     gangster_deck_size: _builtins.int
+    """cards left face down in the gangster deck (NP-S7)"""
     @_builtins.property
     def spots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """12 spots: positions 1..9 then A1..A3 ("" = empty)"""
@@ -903,11 +1051,15 @@ Global___BoardDealt: _TypeAlias = BoardDealt  # noqa: Y015
 
 @_typing.final
 class GangsterDeckOrdered(_message.Message):
+    """SERVER (NP-H2): the gangster deck's order; shown in View.gangster_deck once the game is over."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """top first"""
+
     def __init__(
         self,
         *,
@@ -923,11 +1075,15 @@ Global___GangsterDeckOrdered: _TypeAlias = GangsterDeckOrdered  # noqa: Y015
 
 @_typing.final
 class InfluenceDeckOrdered(_message.Message):
+    """SERVER (NP-H2, NP-H3): the influence deck's order, at setup (NP-S8) and after each reshuffle (NP-X4)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """top first"""
+
     def __init__(
         self,
         *,
@@ -943,10 +1099,13 @@ Global___InfluenceDeckOrdered: _TypeAlias = InfluenceDeckOrdered  # noqa: Y015
 
 @_typing.final
 class DiscardReshuffled(_message.Message):
+    """NP-X4: the discard pile is shuffled into a new influence deck (its order: InfluenceDeckOrdered)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COUNT_FIELD_NUMBER: _builtins.int
     count: _builtins.int
+    """cards moved from the discard pile into the deck"""
     def __init__(
         self,
         *,
@@ -962,14 +1121,19 @@ Global___DiscardReshuffled: _TypeAlias = DiscardReshuffled  # noqa: Y015
 
 @_typing.final
 class CardsDrawn(_message.Message):
+    """NP-H4: a draw, public count only; the cards themselves come in CardsReceived."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawing seat"""
     count: _builtins.int
+    """cards drawn"""
     reason: _builtins.str
+    """setup | fence | fence purchase | effect (DRAW_1, DRAW_2)"""
     def __init__(
         self,
         *,
@@ -987,13 +1151,18 @@ Global___CardsDrawn: _TypeAlias = CardsDrawn  # noqa: Y015
 
 @_typing.final
 class CardsReceived(_message.Message):
+    """PRIVATE to `seat` (NP-H4): the cards it drew; the other seats see only CardsDrawn."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the drawing seat"""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """influence card ids, from the top of the deck"""
+
     def __init__(
         self,
         *,
@@ -1010,10 +1179,13 @@ Global___CardsReceived: _TypeAlias = CardsReceived  # noqa: Y015
 
 @_typing.final
 class RingHolderChosen(_message.Message):
+    """NP-S9: the first ring holder."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat that holds the Capo Ring"""
     def __init__(
         self,
         *,
@@ -1029,12 +1201,16 @@ Global___RingHolderChosen: _TypeAlias = RingHolderChosen  # noqa: Y015
 
 @_typing.final
 class RingMoved(_message.Message):
+    """NP-W7, TAKE_RING: the Capo Ring changes hands."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the new ring holder"""
     reason: _builtins.str
+    """capo (strict control of position 9, NP-W7) | TAKE_RING (NP-W31)"""
     def __init__(
         self,
         *,
@@ -1051,12 +1227,16 @@ Global___RingMoved: _TypeAlias = RingMoved  # noqa: Y015
 
 @_typing.final
 class SetupMarkerPlaced(_message.Message):
+    """NP-S10: a setup marker is placed."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the placing seat"""
     gangster: _builtins.str
+    """the active gangster it went on"""
     def __init__(
         self,
         *,
@@ -1073,10 +1253,13 @@ Global___SetupMarkerPlaced: _TypeAlias = SetupMarkerPlaced  # noqa: Y015
 
 @_typing.final
 class RoundBegan(_message.Message):
+    """NP-K2: a round begins (passes, the Ante and once-per-round uses cleared)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ROUND_FIELD_NUMBER: _builtins.int
     round: _builtins.int
+    """1..5"""
     def __init__(
         self,
         *,
@@ -1092,13 +1275,18 @@ Global___RoundBegan: _TypeAlias = RoundBegan  # noqa: Y015
 
 @_typing.final
 class PhaseBegan(_message.Message):
+    """NP-R1, NP-R3: a phase begins; open offers lapse with it (NP-M4, no event of their own)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PHASE_FIELD_NUMBER: _builtins.int
     ORDER_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
+    """setup | commission | crew | fence | feds | family | final"""
     @_builtins.property
-    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """ring order, fixed for the phase's steps (setup: 3 laps of it, NP-S10)"""
+
     def __init__(
         self,
         *,
@@ -1115,10 +1303,13 @@ Global___PhaseBegan: _TypeAlias = PhaseBegan  # noqa: Y015
 
 @_typing.final
 class CommissionTurnBegan(_message.Message):
+    """NP-C1: a seat's Commission turn."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat to play or pass"""
     def __init__(
         self,
         *,
@@ -1134,10 +1325,13 @@ Global___CommissionTurnBegan: _TypeAlias = CommissionTurnBegan  # noqa: Y015
 
 @_typing.final
 class CommissionPassed(_message.Message):
+    """NP-C3: a seat passes for the rest of this Commission."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the passing seat"""
     def __init__(
         self,
         *,
@@ -1153,14 +1347,19 @@ Global___CommissionPassed: _TypeAlias = CommissionPassed  # noqa: Y015
 
 @_typing.final
 class AntePaid(_message.Message):
+    """NP-C17: an Ante payment to the bank (the seat's money drops by `amount`: no MoneyChanged)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     AMOUNT_FIELD_NUMBER: _builtins.int
     ANTE_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the paying seat"""
     amount: _builtins.int
+    """$ paid (P)"""
     ante: _builtins.int
+    """the Ante from now on: max(P, the Ante before)"""
     def __init__(
         self,
         *,
@@ -1178,6 +1377,8 @@ Global___AntePaid: _TypeAlias = AntePaid  # noqa: Y015
 
 @_typing.final
 class CardPlayed(_message.Message):
+    """NP-C2, NP-C21..C23: a card leaves the hand face up; CardResolved puts it on the discard pile."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1185,9 +1386,13 @@ class CardPlayed(_message.Message):
     MODE_FIELD_NUMBER: _builtins.int
     WINDOW_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the playing seat"""
     card: _builtins.str
+    """influence card id (public)"""
     mode: _builtins.str
+    """influence | effect (OR card, NP-C12) | discard (NP-C14)"""
     window: _builtins.bool
+    """played in a card window (crew cards pay $5 there, NP-C21)"""
     def __init__(
         self,
         *,
@@ -1206,10 +1411,13 @@ Global___CardPlayed: _TypeAlias = CardPlayed  # noqa: Y015
 
 @_typing.final
 class CardResolved(_message.Message):
+    """NP-C15: face up to the discard pile once resolved"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CARD_FIELD_NUMBER: _builtins.int
     card: _builtins.str
+    """the card that was played"""
     def __init__(
         self,
         *,
@@ -1245,14 +1453,19 @@ Global___WindowPadding: _TypeAlias = WindowPadding  # noqa: Y015
 
 @_typing.final
 class MarkersPlaced(_message.Message):
+    """Markers go onto a gangster from the owner's supply (plays, abilities, effects, a Move's neutral marker)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster on the board"""
     owner: _builtins.int
+    """seat, or -1 for neutral markers"""
     count: _builtins.int
+    """how many"""
     def __init__(
         self,
         *,
@@ -1270,6 +1483,8 @@ Global___MarkersPlaced: _TypeAlias = MarkersPlaced  # noqa: Y015
 
 @_typing.final
 class MarkersRemoved(_message.Message):
+    """NP-W25, REMOVE_2: markers go back to their supply (NP-C26)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
@@ -1277,9 +1492,13 @@ class MarkersRemoved(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     COIN_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster they leave"""
     owner: _builtins.int
+    """seat, or -1 for neutral markers"""
     count: _builtins.int
+    """how many"""
     coin: _builtins.bool
+    """the coin marker was removed: the blackmail coin returns to the supply"""
     def __init__(
         self,
         *,
@@ -1298,6 +1517,8 @@ Global___MarkersRemoved: _TypeAlias = MarkersRemoved  # noqa: Y015
 
 @_typing.final
 class MarkerMoved(_message.Message):
+    """MOVE_OWN_1/2: a seat's markers move from one gangster to another."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SOURCE_FIELD_NUMBER: _builtins.int
@@ -1306,10 +1527,15 @@ class MarkerMoved(_message.Message):
     COUNT_FIELD_NUMBER: _builtins.int
     COIN_FIELD_NUMBER: _builtins.int
     source: _builtins.str
+    """the gangster they leave (on the board)"""
     destination: _builtins.str
+    """the active gangster they go to"""
     owner: _builtins.int
+    """the acting seat"""
     count: _builtins.int
+    """1 or 2"""
     coin: _builtins.bool
+    """the coin marker moved: its blackmail coin returns to the supply (NP-C26)"""
     def __init__(
         self,
         *,
@@ -1329,14 +1555,20 @@ Global___MarkerMoved: _TypeAlias = MarkerMoved  # noqa: Y015
 
 @_typing.final
 class MarkersSwapped(_message.Message):
+    """NP-W27, SWAP_2: two markers change places; a coin follows NP-C27/NP-C28."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FIRST_FIELD_NUMBER: _builtins.int
     SECOND_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def first(self) -> Global___MarkerRef: ...
+    def first(self) -> Global___MarkerRef:
+        """one marker, where it was"""
+
     @_builtins.property
-    def second(self) -> Global___MarkerRef: ...
+    def second(self) -> Global___MarkerRef:
+        """the other marker, where it was"""
+
     def __init__(
         self,
         *,
@@ -1353,12 +1585,16 @@ Global___MarkersSwapped: _TypeAlias = MarkersSwapped  # noqa: Y015
 
 @_typing.final
 class BlackmailCoinPlaced(_message.Message):
+    """NP-C24, BLACKMAIL_OWN: a free blackmail coin goes under a seat's marker."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster (it had no coin)"""
     owner: _builtins.int
+    """the coin's owner: the seat whose marker it is under"""
     def __init__(
         self,
         *,
@@ -1375,12 +1611,18 @@ Global___BlackmailCoinPlaced: _TypeAlias = BlackmailCoinPlaced  # noqa: Y015
 
 @_typing.final
 class BlackmailCoinChanged(_message.Message):
+    """Not made by the engine (a coin changes owner in MarkersSwapped and in a TradeExecuted hand-over);
+    kept so that streams still read.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     OWNER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster carrying the coin"""
     owner: _builtins.int
+    """the new owner; -1: returned to supply"""
     def __init__(
         self,
         *,
@@ -1397,10 +1639,13 @@ Global___BlackmailCoinChanged: _TypeAlias = BlackmailCoinChanged  # noqa: Y015
 
 @_typing.final
 class OmertaCoinPlaced(_message.Message):
+    """NP-W24: an Omertà coin goes on a gangster."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster that will skip its next action turn"""
     def __init__(
         self,
         *,
@@ -1416,10 +1661,13 @@ Global___OmertaCoinPlaced: _TypeAlias = OmertaCoinPlaced  # noqa: Y015
 
 @_typing.final
 class OmertaCoinReturned(_message.Message):
+    """NP-W17: an unused Omertà coin returns to the supply at the end of the Crew."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster it leaves"""
     def __init__(
         self,
         *,
@@ -1435,14 +1683,19 @@ Global___OmertaCoinReturned: _TypeAlias = OmertaCoinReturned  # noqa: Y015
 
 @_typing.final
 class GangsterRemoved(_message.Message):
+    """A gangster leaves the board for good; its markers and coins go home (NP-C29, NP-W38, NP-W41, NP-P3)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     TO_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster"""
     to: _builtins.str
+    """prison | fishes"""
     reason: _builtins.str
+    """arrest | snitch | whack | move death | whacker death"""
     def __init__(
         self,
         *,
@@ -1460,14 +1713,19 @@ Global___GangsterRemoved: _TypeAlias = GangsterRemoved  # noqa: Y015
 
 @_typing.final
 class GangstersExchanged(_message.Message):
+    """Two cards exchange spots with their markers and coins: a successful Move (NP-W36) or ASSOCIATE_SWAP."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FIRST_SPOT_FIELD_NUMBER: _builtins.int
     SECOND_SPOT_FIELD_NUMBER: _builtins.int
     SIDEWAYS_FIELD_NUMBER: _builtins.int
     first_spot: _builtins.int
+    """spot index 0..11"""
     second_spot: _builtins.int
+    """spot index 0..11"""
     sideways: _builtins.bool
+    """true: both turned sideways (a Move); false: both upright (ASSOCIATE_SWAP)"""
     def __init__(
         self,
         *,
@@ -1485,14 +1743,19 @@ Global___GangstersExchanged: _TypeAlias = GangstersExchanged  # noqa: Y015
 
 @_typing.final
 class GangsterPromoted(_message.Message):
+    """NP-Y1..Y9: a gangster fills an empty spot, with its markers and coins."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     FROM_SPOT_FIELD_NUMBER: _builtins.int
     TO_SPOT_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the gangster"""
     from_spot: _builtins.int
+    """spot index 0..11 it left; -1: the top of the gangster deck"""
     to_spot: _builtins.int
+    """spot index 0..11 it fills"""
     def __init__(
         self,
         *,
@@ -1510,6 +1773,8 @@ Global___GangsterPromoted: _TypeAlias = GangsterPromoted  # noqa: Y015
 
 @_typing.final
 class GangstersTurnedUpright(_message.Message):
+    """NP-P5: every sideways gangster turns upright."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     def __init__(
@@ -1525,6 +1790,8 @@ Global___GangstersTurnedUpright: _TypeAlias = GangstersTurnedUpright  # noqa: Y0
 
 @_typing.final
 class RespectChanged(_message.Message):
+    """A seat's Respect changes (summed and floored at 0 within one rule step, NP-X7, NP-X8)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1532,9 +1799,15 @@ class RespectChanged(_message.Message):
     RESPECT_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     delta: _builtins.int
+    """the change actually applied"""
     respect: _builtins.int
+    """the seat's Respect now"""
     reason: _builtins.str
+    """scoring | final scoring | move | move failure | move death | whack | whack failure |
+    whacker death | DICE_RESPECT | money converted
+    """
     def __init__(
         self,
         *,
@@ -1553,6 +1826,8 @@ Global___RespectChanged: _TypeAlias = RespectChanged  # noqa: Y015
 
 @_typing.final
 class MoneyChanged(_message.Message):
+    """A seat's money changes (never below $0, NP-X6); Antes, rerolls, trades and escrow have events of their own."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
@@ -1560,9 +1835,15 @@ class MoneyChanged(_message.Message):
     MONEY_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     delta: _builtins.int
+    """the change actually applied"""
     money: _builtins.int
+    """the seat's money now"""
     reason: _builtins.str
+    """scoring | crew surcharge | extra influence | whack | double or nothing | DICE_MONEY |
+    DOUBLE_OR_NOTHING | steal | tax | bank | shakedown | fence purchase | cards sold | money converted
+    """
     def __init__(
         self,
         *,
@@ -1581,15 +1862,21 @@ Global___MoneyChanged: _TypeAlias = MoneyChanged  # noqa: Y015
 
 @_typing.final
 class CardsDiscarded(_message.Message):
+    """public (NP-H3): cards from a hand go face up to the discard pile."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     reason: _builtins.str
+    """shakedown (NP-M1) | sold at the end (NP-E2)"""
     @_builtins.property
-    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the cards (public)"""
+
     def __init__(
         self,
         *,
@@ -1607,6 +1894,8 @@ Global___CardsDiscarded: _TypeAlias = CardsDiscarded  # noqa: Y015
 
 @_typing.final
 class DieRolled(_message.Message):
+    """NP-R5, NP-H6: a die result (a first roll or a reroll); a reroll window follows. Roll-offs are RollOff."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     DIE_FIELD_NUMBER: _builtins.int
@@ -1617,12 +1906,19 @@ class DieRolled(_message.Message):
     TARGET_FIELD_NUMBER: _builtins.int
     TARGET_POSITION_FIELD_NUMBER: _builtins.int
     die: _builtins.str
+    """move | whack | number (Table E)"""
     face: _builtins.str
+    """move: ring, 2..5, knife; whack: ring, pistol, two_pistols, long_gun, X, knife; number: 1..6"""
     purpose: _builtins.str
+    """move | whack | dice_money | dice_respect | double (DOUBLE_OR_NOTHING)"""
     actor: _builtins.int
+    """the acting seat"""
     gangster: _builtins.str
+    """the acting gangster"""
     target: _builtins.str
+    """whack: the target gangster; "" otherwise"""
     target_position: _builtins.int
+    """move: the target position 1..9; 0 otherwise"""
     def __init__(
         self,
         *,
@@ -1644,12 +1940,16 @@ Global___DieRolled: _TypeAlias = DieRolled  # noqa: Y015
 
 @_typing.final
 class CrewPositionReached(_message.Message):
+    """NP-W1: the Crew reaches a position of one of its sweeps."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SWEEP_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
     sweep: _builtins.int
+    """0: scoring (9 down to 1, NP-W11); 1: actions (1 up to 9, NP-W14)"""
     position: _builtins.int
+    """1..9"""
     def __init__(
         self,
         *,
@@ -1666,13 +1966,18 @@ Global___CrewPositionReached: _TypeAlias = CrewPositionReached  # noqa: Y015
 
 @_typing.final
 class WindowOpened(_message.Message):
+    """NP-D5, NP-D6: an answer round of a window opens."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
     SEATS_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
+    """card | reroll"""
     @_builtins.property
-    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """SERVER part: the seats asked; every client gets it empty (NP-H9, view.redact)"""
+
     def __init__(
         self,
         *,
@@ -1689,13 +1994,20 @@ Global___WindowOpened: _TypeAlias = WindowOpened  # noqa: Y015
 
 @_typing.final
 class WindowAnswered(_message.Message):
+    """PRIVATE to the seat (NP-H9): its answer; may be held back until the window resolves (GameInfo.held_events,
+    docs/engines.md).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     ANSWER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the answering seat"""
     @_builtins.property
-    def answer(self) -> Global___Command: ...
+    def answer(self) -> Global___Command:
+        """pass, or a claim: PlayForInfluence / PlayOrEffect (card), BuyReroll (reroll)"""
+
     def __init__(
         self,
         *,
@@ -1724,10 +2036,15 @@ class ClaimResolved(_message.Message):
     CLAIM_FIELD_NUMBER: _builtins.int
     LAPSED_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the first claimant in ring order whose claim was still legal"""
     @_builtins.property
-    def claim(self) -> Global___Command: ...
+    def claim(self) -> Global___Command:
+        """its claim, which resolves now (public)"""
+
     @_builtins.property
-    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """see above: a seat sees only itself here, if its own claim lapsed"""
+
     def __init__(
         self,
         *,
@@ -1753,6 +2070,7 @@ class ClaimLapsed(_message.Message):
 
     SEAT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """PRIVATE to the seat"""
     def __init__(
         self,
         *,
@@ -1768,13 +2086,18 @@ Global___ClaimLapsed: _TypeAlias = ClaimLapsed  # noqa: Y015
 
 @_typing.final
 class WindowClosed(_message.Message):
+    """public: the window closes (a round of passes, or every claim lapsed)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     KIND_FIELD_NUMBER: _builtins.int
     LAPSED_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
+    """card | reroll"""
     @_builtins.property
-    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def lapsed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """see ClaimResolved: a seat sees only itself here, if its own claim lapsed"""
+
     def __init__(
         self,
         *,
@@ -1791,14 +2114,19 @@ Global___WindowClosed: _TypeAlias = WindowClosed  # noqa: Y015
 
 @_typing.final
 class RerollBought(_message.Message):
+    """NP-W44, NP-D6, NP-V9: a reroll claim resolves; the die is rolled again (DieRolled)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     MEANS_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the rerolling seat"""
     means: Global___RerollMeans.ValueType
+    """how it paid (REROLL_PAY: $10 leaves its money, no MoneyChanged)"""
     gangster: _builtins.str
+    """REROLL_FREE_RING: the FREE_REROLL gangster used; "" otherwise"""
     def __init__(
         self,
         *,
@@ -1816,15 +2144,21 @@ Global___RerollBought: _TypeAlias = RerollBought  # noqa: Y015
 
 @_typing.final
 class TieRulingAsked(_message.Message):
+    """NP-W4, NP-D9: the ring holder must name the controller of a tied gangster for one use."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     SEATS_FIELD_NUMBER: _builtins.int
     USE_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the tied gangster"""
     use: _builtins.str
+    """score (NP-W11) | act (NP-W14) | loser (NP-W36, NP-W41) | decider (NP-Y5) | final (NP-E1)"""
     @_builtins.property
-    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the tied seats, ascending"""
+
     def __init__(
         self,
         *,
@@ -1842,14 +2176,19 @@ Global___TieRulingAsked: _TypeAlias = TieRulingAsked  # noqa: Y015
 
 @_typing.final
 class TieRuled(_message.Message):
+    """NP-W4: the ruling given (it serves this use only)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     GANGSTER_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     USE_FIELD_NUMBER: _builtins.int
     gangster: _builtins.str
+    """the tied gangster"""
     seat: _builtins.int
+    """the seat ruled its controller"""
     use: _builtins.str
+    """as in TieRulingAsked"""
     def __init__(
         self,
         *,
@@ -1867,14 +2206,19 @@ Global___TieRuled: _TypeAlias = TieRuled  # noqa: Y015
 
 @_typing.final
 class PositionScored(_message.Message):
+    """NP-W11, NP-E1: a position scored for its controller (RespectChanged / MoneyChanged carry the amounts)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POSITION_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     position: _builtins.int
+    """1..9"""
     gangster: _builtins.str
+    """the gangster there"""
     seat: _builtins.int
+    """its controller (a ruling if tied)"""
     def __init__(
         self,
         *,
@@ -1892,14 +2236,19 @@ Global___PositionScored: _TypeAlias = PositionScored  # noqa: Y015
 
 @_typing.final
 class ActionTurnBegan(_message.Message):
+    """NP-W14: the controller of an upright gangster takes its action turn."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POSITION_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     SEAT_FIELD_NUMBER: _builtins.int
     position: _builtins.int
+    """1..9"""
     gangster: _builtins.str
+    """the acting gangster"""
     seat: _builtins.int
+    """the acting seat (NP-W46)"""
     def __init__(
         self,
         *,
@@ -1917,12 +2266,18 @@ Global___ActionTurnBegan: _TypeAlias = ActionTurnBegan  # noqa: Y015
 
 @_typing.final
 class ActionTurnEnded(_message.Message):
+    """The action turn is over."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POSITION_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     position: _builtins.int
+    """1..9"""
     outcome: _builtins.str
+    """pass | forced pass (3 blackmail refusals, NP-W19) | move | whack | death (the mover died) |
+    gone (the mover left the board first) | dice_money | dice_respect | double | the ability code used (Table F)
+    """
     def __init__(
         self,
         *,
@@ -1939,12 +2294,16 @@ Global___ActionTurnEnded: _TypeAlias = ActionTurnEnded  # noqa: Y015
 
 @_typing.final
 class OmertaObserved(_message.Message):
+    """NP-W16: an Omertà coin forces a pass; the coin returns to the supply."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POSITION_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     position: _builtins.int
+    """1..9"""
     gangster: _builtins.str
+    """the gangster that does not act"""
     def __init__(
         self,
         *,
@@ -1961,13 +2320,18 @@ Global___OmertaObserved: _TypeAlias = OmertaObserved  # noqa: Y015
 
 @_typing.final
 class ActionChosen(_message.Message):
+    """NP-W14: the acting seat's choice, public (a pass included)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the acting seat"""
     @_builtins.property
-    def action(self) -> Global___Command: ...
+    def action(self) -> Global___Command:
+        """pass, use_ability, make_a_move or whack"""
+
     def __init__(
         self,
         *,
@@ -1984,15 +2348,21 @@ Global___ActionChosen: _TypeAlias = ActionChosen  # noqa: Y015
 
 @_typing.final
 class BlackmailProposed(_message.Message):
+    """public (NP-H8)"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     COIN_OWNER_FIELD_NUMBER: _builtins.int
     ACTION_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the acting seat"""
     coin_owner: _builtins.int
+    """the blackmail coin's owner, who answers (NP-D11)"""
     @_builtins.property
-    def action(self) -> Global___Command: ...
+    def action(self) -> Global___Command:
+        """the complete proposed action"""
+
     def __init__(
         self,
         *,
@@ -2010,12 +2380,16 @@ Global___BlackmailProposed: _TypeAlias = BlackmailProposed  # noqa: Y015
 
 @_typing.final
 class BlackmailAnswered(_message.Message):
+    """NP-W18, NP-W19 (public, NP-H8): the coin owner's answer."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     ACCEPT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the coin owner"""
     accept: _builtins.bool
+    """false also when an acceptance found the action no longer legal (NP-X22)"""
     def __init__(
         self,
         *,
@@ -2032,14 +2406,19 @@ Global___BlackmailAnswered: _TypeAlias = BlackmailAnswered  # noqa: Y015
 
 @_typing.final
 class MoveResolved(_message.Message):
+    """NP-W35..W38: a Move's result, after its last reroll window."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MOVER_FIELD_NUMBER: _builtins.int
     TARGET_POSITION_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     mover: _builtins.str
+    """the moving gangster"""
     target_position: _builtins.int
+    """1..9"""
     outcome: _builtins.str
+    """success | failure | death"""
     def __init__(
         self,
         *,
@@ -2057,14 +2436,19 @@ Global___MoveResolved: _TypeAlias = MoveResolved  # noqa: Y015
 
 @_typing.final
 class WhackResolved(_message.Message):
+    """NP-W40..W42: a whack's result, after its last reroll window."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     WHACKER_FIELD_NUMBER: _builtins.int
     TARGET_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     whacker: _builtins.str
+    """the whacking gangster"""
     target: _builtins.str
+    """the target gangster"""
     outcome: _builtins.str
+    """success | failure | death (the whacker's) | gone (the target had left the board)"""
     def __init__(
         self,
         *,
@@ -2082,12 +2466,16 @@ Global___WhackResolved: _TypeAlias = WhackResolved  # noqa: Y015
 
 @_typing.final
 class InviteAsked(_message.Message):
+    """INVITE_1, NP-D12: a seat must place one of its markers."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     BY_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the invited seat"""
     by: _builtins.int
+    """the seat that played the invitation"""
     def __init__(
         self,
         *,
@@ -2104,12 +2492,16 @@ Global___InviteAsked: _TypeAlias = InviteAsked  # noqa: Y015
 
 @_typing.final
 class InvitedMarkerPlaced(_message.Message):
+    """INVITE_1: the invited marker is placed."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     GANGSTER_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the invited seat"""
     gangster: _builtins.str
+    """the active gangster it went on"""
     def __init__(
         self,
         *,
@@ -2126,11 +2518,15 @@ Global___InvitedMarkerPlaced: _TypeAlias = InvitedMarkerPlaced  # noqa: Y015
 
 @_typing.final
 class FenceCounted(_message.Message):
+    """NP-F1, NP-F3: strictly controlled active gangsters per seat, counted once for the Fence draws."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     COUNTS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat"""
+
     def __init__(
         self,
         *,
@@ -2146,12 +2542,16 @@ Global___FenceCounted: _TypeAlias = FenceCounted  # noqa: Y015
 
 @_typing.final
 class CardsBought(_message.Message):
+    """NP-F4: a seat's Fence purchase ($10 each, in MoneyChanged "fence purchase"; the draw follows)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the buying seat"""
     count: _builtins.int
+    """cards bought, 0 or more"""
     def __init__(
         self,
         *,
@@ -2168,15 +2568,21 @@ Global___CardsBought: _TypeAlias = CardsBought  # noqa: Y015
 
 @_typing.final
 class VacancyChoiceAsked(_message.Message):
+    """NP-Y2, NP-Y5, NP-D14: a decider must choose who fills a vacancy."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SPOT_FIELD_NUMBER: _builtins.int
     DECIDER_FIELD_NUMBER: _builtins.int
     CANDIDATES_FIELD_NUMBER: _builtins.int
     spot: _builtins.int
+    """spot index 0..8 of the empty position"""
     decider: _builtins.int
+    """the deciding seat"""
     @_builtins.property
-    def candidates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def candidates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the gangsters it may choose"""
+
     def __init__(
         self,
         *,
@@ -2194,15 +2600,21 @@ Global___VacancyChoiceAsked: _TypeAlias = VacancyChoiceAsked  # noqa: Y015
 
 @_typing.final
 class StepAdvanced(_message.Message):
+    """The flow moves to another step of the phase (View.stage)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     STAGE_FIELD_NUMBER: _builtins.int
     POSITION_FIELD_NUMBER: _builtins.int
     ORDER_FIELD_NUMBER: _builtins.int
     stage: _builtins.str
+    """the new stage (see View.stage)"""
     position: _builtins.int
+    """the position the step works on (View.position); 0 when none"""
     @_builtins.property
-    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """a new ring order fixed for the step (Fence purchases); empty: unchanged"""
+
     def __init__(
         self,
         *,
@@ -2220,14 +2632,19 @@ Global___StepAdvanced: _TypeAlias = StepAdvanced  # noqa: Y015
 
 @_typing.final
 class OfferMade(_message.Message):
+    """PRIVATE to both parties (NP-H7)"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
     FROM_FIELD_NUMBER: _builtins.int
     OFFER_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the offer's id: drawn at random from 1..999999, never counted (NP-H7)"""
     @_builtins.property
-    def offer(self) -> Global___OfferDeal: ...
+    def offer(self) -> Global___OfferDeal:
+        """the offer, with its recipient"""
+
     def __init__(
         self,
         *,
@@ -2244,6 +2661,8 @@ Global___OfferMade: _TypeAlias = OfferMade  # noqa: Y015
 
 @_typing.final
 class OfferClosed(_message.Message):
+    """PRIVATE to both parties (NP-H7). Offers still open when a phase ends lapse with PhaseBegan, with no event."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
@@ -2251,8 +2670,11 @@ class OfferClosed(_message.Message):
     FROM_FIELD_NUMBER: _builtins.int
     TO_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the offer's id"""
     how: _builtins.str
+    """accepted | declined | withdrawn"""
     to: _builtins.int
+    """the recipient"""
     def __init__(
         self,
         *,
@@ -2270,7 +2692,7 @@ Global___OfferClosed: _TypeAlias = OfferClosed  # noqa: Y015
 
 @_typing.final
 class TradeExecuted(_message.Message):
-    """public amounts, card counts"""
+    """public: amounts and card counts of an accepted trade (NP-H7); money moves with it (no MoneyChanged)."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2283,12 +2705,19 @@ class TradeExecuted(_message.Message):
     WANT_CARD_COUNT_FIELD_NUMBER: _builtins.int
     HANDOVER_GANGSTER_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the offer's id"""
     to: _builtins.int
+    """the recipient"""
     give_money: _builtins.int
+    """$ from the maker to the recipient"""
     give_card_count: _builtins.int
+    """cards from the maker to the recipient"""
     want_money: _builtins.int
+    """$ from the recipient to the maker"""
     want_card_count: _builtins.int
+    """cards from the recipient to the maker"""
     handover_gangster: _builtins.str
+    """NP-M6: the gangster whose coin changed owner; "" none"""
     def __init__(
         self,
         *,
@@ -2310,6 +2739,8 @@ Global___TradeExecuted: _TypeAlias = TradeExecuted  # noqa: Y015
 
 @_typing.final
 class TradeCardsMoved(_message.Message):
+    """PRIVATE to both parties (NP-H7): the identities of the traded cards."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
@@ -2318,11 +2749,17 @@ class TradeCardsMoved(_message.Message):
     GIVE_CARDS_FIELD_NUMBER: _builtins.int
     WANT_CARDS_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the offer's id"""
     to: _builtins.int
+    """the recipient"""
     @_builtins.property
-    def give_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def give_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """cards from the maker to the recipient"""
+
     @_builtins.property
-    def want_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def want_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """cards from the recipient to the maker"""
+
     def __init__(
         self,
         *,
@@ -2341,11 +2778,15 @@ Global___TradeCardsMoved: _TypeAlias = TradeCardsMoved  # noqa: Y015
 
 @_typing.final
 class ContractMade(_message.Message):
+    """NP-V2, NP-V5 (public): a contract is made; the payer's `amount` goes into escrow (no MoneyChanged)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTRACT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def contract(self) -> Global___Contract: ...
+    def contract(self) -> Global___Contract:
+        """its id is the offer's, its deadline the round it ends"""
+
     def __init__(
         self,
         *,
@@ -2361,14 +2802,19 @@ Global___ContractMade: _TypeAlias = ContractMade  # noqa: Y015
 
 @_typing.final
 class ContractSettled(_message.Message):
+    """NP-V4, NP-V5 (public): a contract's escrow is paid out and the contract ends."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
     TO_FIELD_NUMBER: _builtins.int
     HOW_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the contract's id"""
     to: _builtins.int
+    """the seat that receives the escrow"""
     how: _builtins.str
+    """paid (to the payee) | returned (to the payer) | cancelled (to the payer)"""
     def __init__(
         self,
         *,
@@ -2386,14 +2832,19 @@ Global___ContractSettled: _TypeAlias = ContractSettled  # noqa: Y015
 
 @_typing.final
 class ChatSent(_message.Message):
+    """PRIVATE to the sender and the recipients (NP-H7)"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     FROM_FIELD_NUMBER: _builtins.int
     TO_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     text: _builtins.str
+    """at most 500 characters"""
     @_builtins.property
-    def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the recipients, ascending"""
+
     def __init__(
         self,
         *,
@@ -2410,14 +2861,19 @@ Global___ChatSent: _TypeAlias = ChatSent  # noqa: Y015
 
 @_typing.final
 class AutoPassSet(_message.Message):
+    """PRIVATE to the seat (NP-D7)"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEAT_FIELD_NUMBER: _builtins.int
     CARDS_FIELD_NUMBER: _builtins.int
     REROLLS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
+    """the seat"""
     cards: _builtins.bool
+    """pass every card window"""
     rerolls: _builtins.bool
+    """pass every reroll window"""
     def __init__(
         self,
         *,
@@ -2435,14 +2891,20 @@ Global___AutoPassSet: _TypeAlias = AutoPassSet  # noqa: Y015
 
 @_typing.final
 class FinalScored(_message.Message):
+    """NP-E1..E3: the final totals, after cards are sold and money converted."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RESPECT_FIELD_NUMBER: _builtins.int
     MONEY_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def respect(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def respect(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat"""
+
     @_builtins.property
-    def money(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def money(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat (what is left after NP-E3)"""
+
     def __init__(
         self,
         *,
@@ -2459,14 +2921,20 @@ Global___FinalScored: _TypeAlias = FinalScored  # noqa: Y015
 
 @_typing.final
 class RollOff(_message.Message):
+    """NP-T7"""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     SEATS_FIELD_NUMBER: _builtins.int
     ROLLS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the seats still tied"""
+
     @_builtins.property
-    def rolls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def rolls(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """their Number die results (1..6), in the order of `seats`"""
+
     def __init__(
         self,
         *,
@@ -2483,11 +2951,15 @@ Global___RollOff: _TypeAlias = RollOff  # noqa: Y015
 
 @_typing.final
 class GameEnded(_message.Message):
+    """NP-E4, NP-E5: the game is over."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RANKING_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def ranking(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def ranking(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats best first"""
+
     def __init__(
         self,
         *,
@@ -2503,6 +2975,8 @@ Global___GameEnded: _TypeAlias = GameEnded  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
+    """What happened: one of these per event, in match order."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     MATCH_SET_UP_FIELD_NUMBER: _builtins.int
@@ -2575,143 +3049,281 @@ class Event(_message.Message):
     CARD_RESOLVED_FIELD_NUMBER: _builtins.int
     WINDOW_PADDING_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def match_set_up(self) -> Global___MatchSetUp: ...
-    @_builtins.property
-    def board_dealt(self) -> Global___BoardDealt: ...
-    @_builtins.property
-    def gangster_deck_ordered(self) -> Global___GangsterDeckOrdered: ...
-    @_builtins.property
-    def influence_deck_ordered(self) -> Global___InfluenceDeckOrdered: ...
-    @_builtins.property
-    def discard_reshuffled(self) -> Global___DiscardReshuffled: ...
-    @_builtins.property
-    def cards_drawn(self) -> Global___CardsDrawn: ...
-    @_builtins.property
-    def cards_received(self) -> Global___CardsReceived: ...
-    @_builtins.property
-    def ring_holder_chosen(self) -> Global___RingHolderChosen: ...
-    @_builtins.property
-    def ring_moved(self) -> Global___RingMoved: ...
-    @_builtins.property
-    def setup_marker_placed(self) -> Global___SetupMarkerPlaced: ...
-    @_builtins.property
-    def round_began(self) -> Global___RoundBegan: ...
-    @_builtins.property
-    def phase_began(self) -> Global___PhaseBegan: ...
-    @_builtins.property
-    def commission_turn_began(self) -> Global___CommissionTurnBegan: ...
-    @_builtins.property
-    def commission_passed(self) -> Global___CommissionPassed: ...
-    @_builtins.property
-    def ante_paid(self) -> Global___AntePaid: ...
-    @_builtins.property
-    def card_played(self) -> Global___CardPlayed: ...
-    @_builtins.property
-    def markers_placed(self) -> Global___MarkersPlaced: ...
-    @_builtins.property
-    def markers_removed(self) -> Global___MarkersRemoved: ...
-    @_builtins.property
-    def marker_moved(self) -> Global___MarkerMoved: ...
-    @_builtins.property
-    def markers_swapped(self) -> Global___MarkersSwapped: ...
-    @_builtins.property
-    def blackmail_coin_placed(self) -> Global___BlackmailCoinPlaced: ...
-    @_builtins.property
-    def blackmail_coin_changed(self) -> Global___BlackmailCoinChanged: ...
-    @_builtins.property
-    def omerta_coin_placed(self) -> Global___OmertaCoinPlaced: ...
-    @_builtins.property
-    def omerta_coin_returned(self) -> Global___OmertaCoinReturned: ...
-    @_builtins.property
-    def gangster_removed(self) -> Global___GangsterRemoved: ...
-    @_builtins.property
-    def gangsters_exchanged(self) -> Global___GangstersExchanged: ...
-    @_builtins.property
-    def gangster_promoted(self) -> Global___GangsterPromoted: ...
-    @_builtins.property
-    def gangsters_turned_upright(self) -> Global___GangstersTurnedUpright: ...
-    @_builtins.property
-    def respect_changed(self) -> Global___RespectChanged: ...
-    @_builtins.property
-    def money_changed(self) -> Global___MoneyChanged: ...
-    @_builtins.property
-    def cards_discarded(self) -> Global___CardsDiscarded: ...
-    @_builtins.property
-    def die_rolled(self) -> Global___DieRolled: ...
-    @_builtins.property
-    def crew_position_reached(self) -> Global___CrewPositionReached: ...
-    @_builtins.property
-    def window_opened(self) -> Global___WindowOpened: ...
-    @_builtins.property
-    def window_answered(self) -> Global___WindowAnswered: ...
-    @_builtins.property
-    def claim_resolved(self) -> Global___ClaimResolved: ...
-    @_builtins.property
-    def claim_lapsed(self) -> Global___ClaimLapsed: ...
-    @_builtins.property
-    def window_closed(self) -> Global___WindowClosed: ...
-    @_builtins.property
-    def reroll_bought(self) -> Global___RerollBought: ...
-    @_builtins.property
-    def tie_ruling_asked(self) -> Global___TieRulingAsked: ...
-    @_builtins.property
-    def tie_ruled(self) -> Global___TieRuled: ...
-    @_builtins.property
-    def position_scored(self) -> Global___PositionScored: ...
-    @_builtins.property
-    def action_turn_began(self) -> Global___ActionTurnBegan: ...
-    @_builtins.property
-    def action_turn_ended(self) -> Global___ActionTurnEnded: ...
-    @_builtins.property
-    def omerta_observed(self) -> Global___OmertaObserved: ...
-    @_builtins.property
-    def action_chosen(self) -> Global___ActionChosen: ...
-    @_builtins.property
-    def blackmail_proposed(self) -> Global___BlackmailProposed: ...
-    @_builtins.property
-    def blackmail_answered(self) -> Global___BlackmailAnswered: ...
-    @_builtins.property
-    def move_resolved(self) -> Global___MoveResolved: ...
-    @_builtins.property
-    def whack_resolved(self) -> Global___WhackResolved: ...
-    @_builtins.property
-    def invite_asked(self) -> Global___InviteAsked: ...
-    @_builtins.property
-    def invited_marker_placed(self) -> Global___InvitedMarkerPlaced: ...
-    @_builtins.property
-    def fence_counted(self) -> Global___FenceCounted: ...
-    @_builtins.property
-    def cards_bought(self) -> Global___CardsBought: ...
-    @_builtins.property
-    def vacancy_choice_asked(self) -> Global___VacancyChoiceAsked: ...
-    @_builtins.property
-    def step_advanced(self) -> Global___StepAdvanced: ...
-    @_builtins.property
-    def offer_made(self) -> Global___OfferMade: ...
-    @_builtins.property
-    def offer_closed(self) -> Global___OfferClosed: ...
-    @_builtins.property
-    def trade_executed(self) -> Global___TradeExecuted: ...
-    @_builtins.property
-    def trade_cards_moved(self) -> Global___TradeCardsMoved: ...
-    @_builtins.property
-    def contract_made(self) -> Global___ContractMade: ...
-    @_builtins.property
-    def contract_settled(self) -> Global___ContractSettled: ...
-    @_builtins.property
-    def chat_sent(self) -> Global___ChatSent: ...
-    @_builtins.property
-    def auto_pass_set(self) -> Global___AutoPassSet: ...
-    @_builtins.property
-    def final_scored(self) -> Global___FinalScored: ...
-    @_builtins.property
-    def roll_off(self) -> Global___RollOff: ...
-    @_builtins.property
-    def game_ended(self) -> Global___GameEnded: ...
-    @_builtins.property
-    def card_resolved(self) -> Global___CardResolved: ...
-    @_builtins.property
-    def window_padding(self) -> Global___WindowPadding: ...
+    def match_set_up(self) -> Global___MatchSetUp:
+        """public"""
+
+    @_builtins.property
+    def board_dealt(self) -> Global___BoardDealt:
+        """public"""
+
+    @_builtins.property
+    def gangster_deck_ordered(self) -> Global___GangsterDeckOrdered:
+        """SERVER"""
+
+    @_builtins.property
+    def influence_deck_ordered(self) -> Global___InfluenceDeckOrdered:
+        """SERVER"""
+
+    @_builtins.property
+    def discard_reshuffled(self) -> Global___DiscardReshuffled:
+        """public"""
+
+    @_builtins.property
+    def cards_drawn(self) -> Global___CardsDrawn:
+        """public"""
+
+    @_builtins.property
+    def cards_received(self) -> Global___CardsReceived:
+        """PRIVATE to the seat"""
+
+    @_builtins.property
+    def ring_holder_chosen(self) -> Global___RingHolderChosen:
+        """public"""
+
+    @_builtins.property
+    def ring_moved(self) -> Global___RingMoved:
+        """public"""
+
+    @_builtins.property
+    def setup_marker_placed(self) -> Global___SetupMarkerPlaced:
+        """public"""
+
+    @_builtins.property
+    def round_began(self) -> Global___RoundBegan:
+        """public"""
+
+    @_builtins.property
+    def phase_began(self) -> Global___PhaseBegan:
+        """public"""
+
+    @_builtins.property
+    def commission_turn_began(self) -> Global___CommissionTurnBegan:
+        """public"""
+
+    @_builtins.property
+    def commission_passed(self) -> Global___CommissionPassed:
+        """public"""
+
+    @_builtins.property
+    def ante_paid(self) -> Global___AntePaid:
+        """public"""
+
+    @_builtins.property
+    def card_played(self) -> Global___CardPlayed:
+        """public"""
+
+    @_builtins.property
+    def markers_placed(self) -> Global___MarkersPlaced:
+        """public"""
+
+    @_builtins.property
+    def markers_removed(self) -> Global___MarkersRemoved:
+        """public"""
+
+    @_builtins.property
+    def marker_moved(self) -> Global___MarkerMoved:
+        """public"""
+
+    @_builtins.property
+    def markers_swapped(self) -> Global___MarkersSwapped:
+        """public"""
+
+    @_builtins.property
+    def blackmail_coin_placed(self) -> Global___BlackmailCoinPlaced:
+        """public"""
+
+    @_builtins.property
+    def blackmail_coin_changed(self) -> Global___BlackmailCoinChanged:
+        """public; not made"""
+
+    @_builtins.property
+    def omerta_coin_placed(self) -> Global___OmertaCoinPlaced:
+        """public"""
+
+    @_builtins.property
+    def omerta_coin_returned(self) -> Global___OmertaCoinReturned:
+        """public"""
+
+    @_builtins.property
+    def gangster_removed(self) -> Global___GangsterRemoved:
+        """public"""
+
+    @_builtins.property
+    def gangsters_exchanged(self) -> Global___GangstersExchanged:
+        """public"""
+
+    @_builtins.property
+    def gangster_promoted(self) -> Global___GangsterPromoted:
+        """public"""
+
+    @_builtins.property
+    def gangsters_turned_upright(self) -> Global___GangstersTurnedUpright:
+        """public"""
+
+    @_builtins.property
+    def respect_changed(self) -> Global___RespectChanged:
+        """public"""
+
+    @_builtins.property
+    def money_changed(self) -> Global___MoneyChanged:
+        """public"""
+
+    @_builtins.property
+    def cards_discarded(self) -> Global___CardsDiscarded:
+        """public"""
+
+    @_builtins.property
+    def die_rolled(self) -> Global___DieRolled:
+        """public"""
+
+    @_builtins.property
+    def crew_position_reached(self) -> Global___CrewPositionReached:
+        """public"""
+
+    @_builtins.property
+    def window_opened(self) -> Global___WindowOpened:
+        """public, `seats` emptied"""
+
+    @_builtins.property
+    def window_answered(self) -> Global___WindowAnswered:
+        """PRIVATE to the seat, held"""
+
+    @_builtins.property
+    def claim_resolved(self) -> Global___ClaimResolved:
+        """public, `lapsed` cut to the viewer"""
+
+    @_builtins.property
+    def claim_lapsed(self) -> Global___ClaimLapsed:
+        """PRIVATE to the seat; not made"""
+
+    @_builtins.property
+    def window_closed(self) -> Global___WindowClosed:
+        """public, `lapsed` cut to the viewer"""
+
+    @_builtins.property
+    def reroll_bought(self) -> Global___RerollBought:
+        """public"""
+
+    @_builtins.property
+    def tie_ruling_asked(self) -> Global___TieRulingAsked:
+        """public"""
+
+    @_builtins.property
+    def tie_ruled(self) -> Global___TieRuled:
+        """public"""
+
+    @_builtins.property
+    def position_scored(self) -> Global___PositionScored:
+        """public"""
+
+    @_builtins.property
+    def action_turn_began(self) -> Global___ActionTurnBegan:
+        """public"""
+
+    @_builtins.property
+    def action_turn_ended(self) -> Global___ActionTurnEnded:
+        """public"""
+
+    @_builtins.property
+    def omerta_observed(self) -> Global___OmertaObserved:
+        """public"""
+
+    @_builtins.property
+    def action_chosen(self) -> Global___ActionChosen:
+        """public"""
+
+    @_builtins.property
+    def blackmail_proposed(self) -> Global___BlackmailProposed:
+        """public"""
+
+    @_builtins.property
+    def blackmail_answered(self) -> Global___BlackmailAnswered:
+        """public"""
+
+    @_builtins.property
+    def move_resolved(self) -> Global___MoveResolved:
+        """public"""
+
+    @_builtins.property
+    def whack_resolved(self) -> Global___WhackResolved:
+        """public"""
+
+    @_builtins.property
+    def invite_asked(self) -> Global___InviteAsked:
+        """public"""
+
+    @_builtins.property
+    def invited_marker_placed(self) -> Global___InvitedMarkerPlaced:
+        """public"""
+
+    @_builtins.property
+    def fence_counted(self) -> Global___FenceCounted:
+        """public"""
+
+    @_builtins.property
+    def cards_bought(self) -> Global___CardsBought:
+        """public"""
+
+    @_builtins.property
+    def vacancy_choice_asked(self) -> Global___VacancyChoiceAsked:
+        """public"""
+
+    @_builtins.property
+    def step_advanced(self) -> Global___StepAdvanced:
+        """public"""
+
+    @_builtins.property
+    def offer_made(self) -> Global___OfferMade:
+        """PRIVATE to both parties"""
+
+    @_builtins.property
+    def offer_closed(self) -> Global___OfferClosed:
+        """PRIVATE to both parties"""
+
+    @_builtins.property
+    def trade_executed(self) -> Global___TradeExecuted:
+        """public"""
+
+    @_builtins.property
+    def trade_cards_moved(self) -> Global___TradeCardsMoved:
+        """PRIVATE to both parties"""
+
+    @_builtins.property
+    def contract_made(self) -> Global___ContractMade:
+        """public"""
+
+    @_builtins.property
+    def contract_settled(self) -> Global___ContractSettled:
+        """public"""
+
+    @_builtins.property
+    def chat_sent(self) -> Global___ChatSent:
+        """PRIVATE to the sender and recipients"""
+
+    @_builtins.property
+    def auto_pass_set(self) -> Global___AutoPassSet:
+        """PRIVATE to the seat"""
+
+    @_builtins.property
+    def final_scored(self) -> Global___FinalScored:
+        """public"""
+
+    @_builtins.property
+    def roll_off(self) -> Global___RollOff:
+        """public"""
+
+    @_builtins.property
+    def game_ended(self) -> Global___GameEnded:
+        """public"""
+
+    @_builtins.property
+    def card_resolved(self) -> Global___CardResolved:
+        """public"""
+
+    @_builtins.property
+    def window_padding(self) -> Global___WindowPadding:
+        """SERVER"""
+
     def __init__(
         self,
         *,
@@ -2797,7 +3409,10 @@ Global___Event: _TypeAlias = Event  # noqa: Y015
 
 @_typing.final
 class GangsterView(_message.Message):
-    """---------------------------------------------------------------- view"""
+    """---------------------------------------------------------------- view
+
+    One gangster on the board (NP-H5: public).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -2808,11 +3423,15 @@ class GangsterView(_message.Message):
     OMERTA_FIELD_NUMBER: _builtins.int
     SIDEWAYS_FIELD_NUMBER: _builtins.int
     id: _builtins.str
+    """Table G id"""
     neutral: _builtins.int
+    """neutral markers on it"""
     coin_owner: _builtins.int
     """-1: no blackmail coin"""
     omerta: _builtins.bool
+    """carries an Omertà coin (NP-W16)"""
     sideways: _builtins.bool
+    """turned sideways by a Move until the Feds (no action turn, NP-W15)"""
     @_builtins.property
     def markers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """per seat"""
@@ -2837,14 +3456,19 @@ Global___GangsterView: _TypeAlias = GangsterView  # noqa: Y015
 
 @_typing.final
 class OpenOffer(_message.Message):
+    """An open offer the viewer made or received (NP-H7)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
     FROM_FIELD_NUMBER: _builtins.int
     OFFER_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    """the offer's id (AcceptDeal / DeclineDeal / WithdrawDeal)"""
     @_builtins.property
-    def offer(self) -> Global___OfferDeal: ...
+    def offer(self) -> Global___OfferDeal:
+        """the offer, with its recipient"""
+
     def __init__(
         self,
         *,
@@ -2965,54 +3589,97 @@ class View(_message.Message):
     TABLE_FIELD_NUMBER: _builtins.int
     WINDOW_AUTO_ME_FIELD_NUMBER: _builtins.int
     seats: _builtins.int
+    """3..5"""
     viewer: _builtins.int
     """-1: spectator"""
     round: _builtins.int
+    """1..5; 0 during setup"""
     phase: _builtins.str
+    """setup | commission | crew | fence | feds | family | final | over"""
     stage: _builtins.str
+    """The step within the phase: setup: marker; commission: turn | after; crew: score_window |
+    score | scored | act_window | act | action | roll | roll_result | act_done; fence: window |
+    draws | buy; feds: window | arrest; family: window | capo | fill | assoc; final: score |
+    scored | sell; over: "".
+    """
     ring: _builtins.int
+    """the ring holder's seat"""
     neutral_supply: _builtins.int
+    """neutral markers not on the board"""
     blackmail_free: _builtins.int
+    """blackmail coins in the supply"""
     omerta_free: _builtins.int
+    """Omertà coins in the supply"""
     deck_size: _builtins.int
+    """cards in the influence deck"""
     gangster_deck_size: _builtins.int
+    """cards in the gangster deck"""
     idx: _builtins.int
+    """setup and Fence purchases: index in `order` of the seat to decide"""
     turn: _builtins.int
+    """the seat whose Commission turn it is; -1 outside the Commission"""
     ante: _builtins.int
+    """the current Ante, $ (NP-C17; 0 when a Commission begins)"""
     sweep: _builtins.int
+    """Crew: 0 scoring sweep, 1 action sweep (NP-W1)"""
     position: _builtins.int
+    """the position 1..9 the Crew sweep, Family fill or final scoring is at (0 once done; not meaningful in other phases)"""
     window: _builtins.str
     """windows, rolls, rulings, action turns (public parts; NP-H8, NP-H9)
     "" | card | reroll
     """
     window_asks_me: _builtins.bool
+    """this answer round asks the viewer (who else it asks is never shown, NP-H9)"""
     window_answered_by_me: _builtins.bool
+    """the viewer has answered this answer round"""
     die: _builtins.str
+    """the open roll's die: move | whack | number; "" when no roll is open"""
     face: _builtins.str
+    """its face (as DieRolled.face)"""
     roll_purpose: _builtins.str
+    """move | whack | dice_money | dice_respect | double"""
     roll_actor: _builtins.int
+    """the acting seat (0 when no roll is open: read `die` first)"""
     roll_gangster: _builtins.str
+    """the acting gangster"""
     roll_target: _builtins.str
+    """whack: the target gangster"""
     roll_free_whack_used: _builtins.bool
+    """WHACK_FREE_REROLL already used for this whack"""
     ruling_gangster: _builtins.str
+    """the tied gangster of the open ruling; "" when none"""
     ruling_use: _builtins.str
+    """as TieRulingAsked.use"""
     ruled: _builtins.int
+    """the ruled seat; -1 until ruled or when no ruling"""
     act_position: _builtins.int
+    """the action turn's position 1..9; 0 when none"""
     act_gangster: _builtins.str
+    """the acting gangster; "" when none"""
     act_seat: _builtins.int
+    """the acting seat; -1 when none"""
     act_refusals: _builtins.int
+    """blackmail refusals so far in this turn (the 3rd forces a pass, NP-W19)"""
     invite_seat: _builtins.int
+    """the invited seat (INVITE_1); -1 when none"""
     vacancy_spot: _builtins.int
+    """spot index 0..8 of the vacancy being decided; -1 when none"""
     vacancy_decider: _builtins.int
+    """its deciding seat; -1 when none"""
     next_offer: _builtins.int
     """unused: how many offers exist is private (NP-H7)"""
     autopass_cards: _builtins.bool
     """the viewer's own standing auto-pass"""
     autopass_rerolls: _builtins.bool
+    """the viewer's own standing auto-pass for reroll windows"""
     act_stage: _builtins.int
+    """0 choosing, 1 awaiting the blackmail answer, 2 resolving the chosen (or accepted) action"""
     final_position: _builtins.int
+    """unused (always 0): final scoring's position is `position`"""
     roll_target_position: _builtins.int
+    """move: the target position 1..9; 0 otherwise"""
     invite_by: _builtins.int
+    """the inviting seat; -1 when none"""
     window_auto_me: _builtins.bool
     """the viewer's auto-pass answers this window (as set at its opening, NP-D7)"""
     @_builtins.property
@@ -3025,73 +3692,125 @@ class View(_message.Message):
         """
 
     @_builtins.property
-    def colours(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def colours(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """NP-S2: each seat's family colour, in seat order"""
+
     @_builtins.property
-    def respect(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def respect(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat"""
+
     @_builtins.property
-    def money(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def money(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, $ (public, NP-M8; escrow not included)"""
+
     @_builtins.property
-    def supply(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def supply(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat: family markers not on the board"""
+
     @_builtins.property
     def spots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """positions 1..9, A1..A3"""
 
     @_builtins.property
-    def gangsters(self) -> _containers.RepeatedCompositeFieldContainer[Global___GangsterView]: ...
+    def gangsters(self) -> _containers.RepeatedCompositeFieldContainer[Global___GangsterView]:
+        """one per occupied spot, in spot order"""
+
     @_builtins.property
-    def prison(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def prison(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """gangsters in Prison, in arrival order"""
+
     @_builtins.property
-    def fishes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def fishes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """gangsters sleeping with the Fishes, in arrival order"""
+
     @_builtins.property
-    def hand_sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def hand_sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat (NP-H1: public)"""
+
     @_builtins.property
     def hand(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """the viewer's own hand only (NP-H1)"""
+        """the viewer's own hand only (NP-H1); empty for a spectator"""
 
     @_builtins.property
-    def discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def discard(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the influence discard pile, oldest first (public, NP-H3)"""
+
     @_builtins.property
-    def tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat: re-roll tokens left (NP-V9; 0 when the variant is off)"""
+
     @_builtins.property
     def order(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """flow"""
+        """flow
+        the ring order fixed for this phase's steps (setup: 3 laps, NP-S10, NP-R3)
+        """
 
     @_builtins.property
-    def passed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def passed(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats that have passed in this Commission (NP-C3)"""
+
     @_builtins.property
-    def had_turn(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def had_turn(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats that have had a turn in this Commission (NP-C16: then the Ante is available)"""
+
     @_builtins.property
-    def nonpass(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def nonpass(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat: non-pass Commission turns this phase (NP-C33 cap `commission_turns`)"""
+
     @_builtins.property
-    def promoted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def promoted(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """gangsters promoted in this Family phase (NP-Y8)"""
+
     @_builtins.property
-    def free_reroll_used(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def free_reroll_used(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """FREE_REROLL gangsters whose free reroll is used this round (NP-W6)"""
+
     @_builtins.property
-    def fence_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def fence_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, the last Fence count (NP-F1); empty before the first Fence"""
+
     @_builtins.property
-    def my_answer(self) -> Global___Command: ...
+    def my_answer(self) -> Global___Command:
+        """the viewer's own answer (a Pass, or its claim); others' answers are never shown"""
+
     @_builtins.property
-    def ruling_seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def ruling_seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the tied seats"""
+
     @_builtins.property
-    def proposal(self) -> Global___Command: ...
+    def proposal(self) -> Global___Command:
+        """act_stage 1: the blackmail proposal awaiting its answer; 2: the action chosen or accepted
+        (public, NP-H8); unset when none
+        """
+
     @_builtins.property
-    def vacancy_candidates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def vacancy_candidates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the gangsters it may choose"""
+
     @_builtins.property
     def offers(self) -> _containers.RepeatedCompositeFieldContainer[Global___OpenOffer]:
         """only offers the viewer made or received (NP-H7)"""
 
     @_builtins.property
-    def offers_made(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def offers_made(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, offers this phase (NP-M9): the viewer's own, 0 for others; empty for a spectator"""
+
     @_builtins.property
-    def chats_made(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def chats_made(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, chats this phase (NP-M10): likewise"""
+
     @_builtins.property
-    def autopass_changes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def autopass_changes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """per seat, auto-pass changes this phase (NP-M10): likewise"""
+
     @_builtins.property
     def contracts(self) -> _containers.RepeatedCompositeFieldContainer[Global___Contract]:
         """public (NP-V5)"""
 
     @_builtins.property
-    def ranking(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def ranking(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """seats best first, once the game is over; empty before"""
+
     @_builtins.property
     def gangster_deck(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """only once the game is over (NP-H10)"""
@@ -3106,7 +3825,7 @@ class View(_message.Message):
 
     @_builtins.property
     def broken(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """NOT_TARGETED contracts broken (ids)"""
+        """NOT_TARGETED contracts broken (ids): always empty, a broken one is settled at once (NP-V4)"""
 
     @_builtins.property
     def table(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -3,7 +3,10 @@
 isort:skip_file
 Nothing Personal (rules/nothing-personal.md, ids NP-...): commands, events and views.
 Gangster ids are Table G ids ("M00", "T05"), influence card ids Table H ids ("I21").
-A seat is 0..n-1; owner -1 means a neutral marker.
+A seat is 0..n-1; owner -1 means a neutral marker. Money is in whole dollars.
+A spot index is 0..11: spots 0..8 are positions 1..9, spots 9..11 the Associate slots A1..A3.
+Visibility of events (view.py `visibility`): public unless marked PRIVATE (a seat not named
+receives no event at all, only the version it takes) or SERVER (no client ever receives it).
 """
 
 from collections import abc as _abc
