@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 ROOT = Path(__file__).resolve().parents[3]
 PROTOS = sorted((ROOT / "protos/famiglia/v1").glob("*.proto"))
@@ -117,3 +118,58 @@ def test_the_limits_the_comments_state_are_the_codes() -> None:
         if stated.replace(",", "") not in comment.replace(",", ""):  # 1,024 or 1024
             wrong.append(f"{message}.{field}: {stated!r} not in {comment!r}")
     assert not wrong, wrong
+
+
+# -- the games' protos: every message, field and enum value ----------------------------------
+
+GAME_PROTOS = sorted(p for p in (ROOT / "protos/famiglia").glob("*/v1/*.proto") if p.parent.parent.name != "testgames")
+
+
+def _described(path: Path, out: Path) -> descriptor_pb2.FileDescriptorProto:
+    """The proto's descriptor with its comments (protoc's source info)."""
+    import grpc_tools
+    from grpc_tools import protoc
+
+    include = Path(grpc_tools.__file__).parent / "_proto"
+    target = out / "set.pb"
+    assert protoc.main(["protoc", f"-I{ROOT / 'protos'}", f"-I{include}", "--include_source_info",
+                        f"--descriptor_set_out={target}", str(path)]) == 0
+    files = descriptor_pb2.FileDescriptorSet.FromString(target.read_bytes()).file
+    return files[-1]
+
+
+def _uncommented(proto: descriptor_pb2.FileDescriptorProto) -> list[str]:
+    """The messages, fields, enums and enum values with no leading or trailing comment."""
+    said = {tuple(loc.path) for loc in proto.source_code_info.location
+            if (loc.leading_comments + loc.trailing_comments).strip()}
+    bare: list[str] = []
+
+    def enum(e: descriptor_pb2.EnumDescriptorProto, path: tuple[int, ...], name: str) -> None:
+        if path not in said:
+            bare.append(name)
+        bare.extend(f"{name}.{v.name}" for k, v in enumerate(e.value) if (*path, 2, k) not in said)
+
+    def message(m: descriptor_pb2.DescriptorProto, path: tuple[int, ...], name: str) -> None:
+        if path not in said:
+            bare.append(name)
+        bare.extend(f"{name}.{f.name}" for k, f in enumerate(m.field) if (*path, 2, k) not in said)
+        for k, nested in enumerate(m.nested_type):
+            if not nested.options.map_entry:
+                message(nested, (*path, 3, k), f"{name}.{nested.name}")
+        for k, e in enumerate(m.enum_type):
+            enum(e, (*path, 4, k), f"{name}.{e.name}")
+
+    for k, m in enumerate(proto.message_type):
+        message(m, (4, k), m.name)
+    for k, e in enumerate(proto.enum_type):
+        enum(e, (5, k), e.name)
+    return bare
+
+
+@pytest.mark.parametrize("path", GAME_PROTOS, ids=lambda p: p.parent.parent.name)
+def test_every_message_field_and_enum_value_of_a_game_says_what_it_is(path: Path, tmp_path: Path) -> None:
+    """A client builds a game's screens from its Command, Event and View messages: each says what
+    it is in the game's words, its rule ids and ranges, and what other seats see instead."""
+    proto = _described(path, tmp_path)
+    assert len(proto.message_type) > 20  # the scan reads the game's messages
+    assert not _uncommented(proto), f"{path.name}: no comment on {_uncommented(proto)}"
