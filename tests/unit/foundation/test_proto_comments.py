@@ -46,7 +46,7 @@ def _field_comment(path: Path, message: str, field: str) -> str:
         match = FIELD.search(code.split("{")[-1])
         if not match or match.group(1) != field:
             continue
-        above = []
+        above: list[str] = []
         k = i - 1
         while k >= 0 and lines[k].strip().startswith("//"):
             above.insert(0, lines[k].strip()[2:])
