@@ -231,6 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ours = not stack.running()  # a stack someone started with `make up` is left running
     if not ours:
         console.print("the embedded stack is already up: playing on it, and leaving it up")
+        # left up as with --keep-up: the main job's closing hint must not say to start it again
+        args = argparse.Namespace(**{**vars(args), "keep_up": True})
     try:
         stack.up(log=console.print)
     except BaseException:
@@ -280,7 +282,8 @@ def _positive(text: str) -> int:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """Every command and option of `famiglia` (the docs' examples are checked against it)."""
     parser = argparse.ArgumentParser(prog="famiglia", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -288,19 +291,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--size", choices=sorted(SIZES), default="quick",
                      help="quick (the default: no new match starts after 60 s), normal (after 15 min) "
                           "or long (docs/bots.md, \"make run\")")
-    run.add_argument("--seed", type=int, default=1)
-    run.add_argument("--workers", type=_positive, default=4)
+    run.add_argument("--seed", type=int, default=1,
+                     help="the tournament's seed, from which every deal follows (default: 1)")
+    run.add_argument("--workers", type=_positive, default=4,
+                     help="matches in play at once, at least (default: 4; 4 per core when more)")
     run.add_argument("--keep-up", action="store_true", help="leave the stack running afterwards")
     run.set_defaults(func=cmd_run)
     sub.add_parser("up", help="start the embedded stack").set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop the embedded stack").set_defaults(func=cmd_down)
     sub.add_parser("status", help="what the embedded stack runs").set_defaults(func=cmd_status)
     play = sub.add_parser("play", help="random matches over gRPC")
-    play.add_argument("game", nargs="?")
-    play.add_argument("--seats", type=int, default=0)
-    play.add_argument("--matches", type=_positive, default=3)
-    play.add_argument("--seed", type=int, default=1)
-    play.add_argument("--workers", type=_positive, default=4)
+    play.add_argument("game", nargs="?", help="a game id (default: every game the server plays)")
+    play.add_argument("--seats", type=int, default=0,
+                      help="seats per match (default: each count the game allows, in turn)")
+    play.add_argument("--matches", type=_positive, default=3, help="matches per game (default: 3)")
+    play.add_argument("--seed", type=int, default=1, help="seed of the random choices (default: 1)")
+    play.add_argument("--workers", type=_positive, default=4, help="matches in play at once (default: 4)")
     play.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     play.set_defaults(func=cmd_play)
     # Each service's commands live in their own module with a `register(subparsers)`.
@@ -312,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             raise
         module.register(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         with _stopped_by_signals(), exit_on_bad_setting():  # a bad TLS setting: its one line, no traceback
             return int(args.func(args) or 0)

@@ -33,7 +33,7 @@ SCOPES = {pb.VIEW_SCOPE_SPECTATOR: "spectator", pb.VIEW_SCOPE_SEAT: "seat", pb.V
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "replay", help="replay, export or verify a match",
+        "replay", help="replay, list, export, verify or import a match",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", help="an EVENT_ID, or one of: verify, export, events, import")
     parser.add_argument("arg", nargs="?", default="", help="FILE for verify/import, MATCH_ID for export/events")

@@ -35,18 +35,21 @@ def test_a_stack_that_fails_to_start_does_not_leave_its_first_services_running(
 
 
 def test_run_leaves_up_a_stack_someone_started(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`make up`, then `make run`: the run plays on that stack and leaves it running."""
+    """`make up`, then `make run`: the run plays on that stack and leaves it running, and its
+    closing hint (run_main_job's, by `keep_up`) no longer says to `make up` a stack that is up."""
     from famiglia.cli import main
 
     _Stack.downs, _Stack.already = 0, {"redis": 1, "command": 2}
     monkeypatch.setattr(main, "Stack", _Stack)
+    seen: list[argparse.Namespace] = []
     monkeypatch.setattr(main.importlib, "import_module", lambda name: argparse.Namespace(
-        run_main_job=lambda args, console: 0))
+        run_main_job=lambda args, console: seen.append(args) or 0))
     try:
         assert main.cmd_run(argparse.Namespace(keep_up=False)) == 0
     finally:
         _Stack.already = {}
     assert _Stack.downs == 0
+    assert [args.keep_up for args in seen] == [True]
 
 
 def test_a_refusal_is_one_line_with_its_code_not_a_traceback(capsys: pytest.CaptureFixture[str],

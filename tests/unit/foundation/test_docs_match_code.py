@@ -3,13 +3,17 @@
 A newcomer, an operator and a client developer follow them literally: a setting the code
 reads that no page names, a page naming a setting nothing reads, a `make` target that does
 not exist, a link to a missing file or section, a deployment that runs a module that is not
-there or sets a variable nothing reads — each was once true of this repository or is an easy
-drift. docs/performance*.md are a lab notebook of measurements and are not held to this.
+there or sets a variable nothing reads, a `famiglia` command or option the CLI lacks, a grpcurl
+call naming a method, field or proto file that is not there, a path outside the repository —
+each was once true of this repository or is an easy drift. docs/performance*.md are a lab notebook of measurements and are not held to this.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -25,7 +29,10 @@ VAR = re.compile(r"\b((?:FAMIGLIA|OTEL)_[A-Z0-9_]*[A-Z0-9])\b")
 
 
 def _code_files() -> list[Path]:
-    files = [*(ROOT / "libs").rglob("*.py"), *(ROOT / "services").rglob("*.py")]
+    """The services' code and the test suite's own set-up, whose settings a developer sets
+    (FAMIGLIA_PG_BIN went unmentioned while only libs/ and services/ were read)."""
+    files = [*(ROOT / "libs").rglob("*.py"), *(ROOT / "services").rglob("*.py"),
+             *(ROOT / "tests/support").rglob("*.py"), ROOT / "tests/conftest.py", ROOT / "tests/profile.py"]
     # generated protobuf code names no settings
     return [p for p in files if not re.search(r"_pb2(_grpc)?\.py$", p.name)]
 
@@ -251,3 +258,121 @@ def test_the_compose_files_own_instructions_start_it() -> None:
     assert "FAMIGLIA_SECRET:?" in compose
     assert "FAMIGLIA_SECRET" in header and ".env" in header, header
     assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next((dict(a.choices) for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def _cli_examples() -> list[tuple[str, str]]:
+    """(where, text) of every `famiglia ...` a reader may type: in backquotes or a code block of
+    README.md and docs/*.md, and in the usage lines of each `--help` (the parsers' descriptions)."""
+    from famiglia.cli.main import build_parser
+
+    def helps(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, str]]:
+        yield f"`{name} --help`", parser.description or ""
+        for sub, child in _subcommands(parser).items():
+            yield from helps(child, f"{name} {sub}")
+
+    found = []
+    for where, text in [*((p.name, p.read_text()) for p in ALL_PAGES), *helps(build_parser(), "famiglia")]:
+        spans = [line for block in re.findall(r"```.*?```", text, flags=re.S) for line in block.splitlines()]
+        spans += re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        spans += [line for line in text.splitlines() if where.endswith("--help`")]  # indented usage lines
+        found += [(where, m.group(1)) for s in spans if (m := re.match(r"\s*(?:\S*/)?famiglia ([a-z].*)", s))]
+    return found
+
+
+def test_every_famiglia_command_and_option_the_docs_name_exists() -> None:
+    """A newcomer types what the pages show: `famiglia tournament run --round-robin --seats 3`,
+    `famiglia replay events MATCH_ID [--token T]`, `famiglia up | down | status`. Each command
+    (and its subcommand) is one of the CLI's, each `--option` one that command takes."""
+    from famiglia.cli.main import build_parser
+
+    root = build_parser()
+    checked = 0
+    for where, example in _cli_examples():
+        words = re.sub(r"\s*\|\s*", "|", example).split()  # `up | down | status`: each of them
+        for name in words[0].split("|"):
+            commands = _subcommands(root)
+            assert name in commands, f"{where}: `famiglia {example}`: no command {name!r}"
+            chain, rest = [commands[name]], words[1:]
+            inner = _subcommands(commands[name])
+            if inner and rest and re.fullmatch(r"[a-z][a-z|-]*", rest[0]):
+                for sub in rest[0].split("|"):
+                    assert sub in inner, f"{where}: `famiglia {example}`: no command {name} {sub!r}"
+                chain += [inner[sub] for sub in rest[0].split("|")]
+                rest = rest[1:]
+            options = {o for parser in chain for action in parser._actions for o in action.option_strings}
+            for option in re.findall(r"(?:^|\s)\[?(--?[a-z][a-z-]*)", " ".join(rest)):
+                assert option in options, f"{where}: `famiglia {example}`: {name} takes no {option}"
+            checked += 1
+    assert checked >= 40, checked  # the pages' and the --help texts' examples were all found
+
+
+def test_the_options_make_run_is_shown_with_are_famiglia_runs() -> None:
+    """`make run ARGS="--size normal"` hands ARGS to `famiglia run`."""
+    from famiglia.cli.main import build_parser
+
+    run = _subcommands(build_parser())["run"]
+    options = {o for action in run._actions for o in action.option_strings}
+    named = {o for page in ALL_PAGES for args in re.findall(r"make run ARGS=\"?([^\"`|)]*)", page.read_text())
+             for o in re.findall(r"--[a-z][a-z-]*", args)}
+    assert {"--size", "--keep-up"} <= named, named  # the pattern still finds the README's
+    assert named <= options, f"`make run ARGS=...` names {sorted(named - options)}, which `famiglia run` lacks"
+
+
+def _outside(page: Path, text: str) -> list[str]:
+    """The `../` paths (in backquotes or a link) of a page's text that climb out of the repository."""
+    paths = re.findall(r"[`(]((?:\.\./)+[\w.-][^`)\s]*)", text)
+    return [p for p in paths if not (page.parent / p).resolve().is_relative_to(ROOT)]
+
+
+def test_no_page_sends_a_newcomer_outside_the_repository() -> None:
+    """README.md once pointed at `../shared/DESIGN.md`, a file beside one machine's checkout
+    (which the link check finds there): a clone has nothing there."""
+    assert _outside(README, "decisions: `../shared/DESIGN.md`") == ["../shared/DESIGN.md"]
+    assert _outside(ROOT / "docs/x.md", "[the README](../README.md), `../libs/famiglia/`") == []
+    for page in ALL_PAGES:
+        outside = _outside(page, page.read_text())
+        assert not outside, f"{page.relative_to(ROOT)} names {outside}, outside the repository"
+
+
+def _grpcurl_calls() -> list[str]:
+    """Each grpcurl command line of the README (a `\\` continues it on the next line), and each
+    of its arguments in backquotes (`grpcurl ...`, `-import-path protos -proto ...`)."""
+    text = re.sub(r"\\\n\s*", " ", README.read_text())
+    lines = [line.strip() for block in re.findall(r"```.*?```", text, flags=re.S) for line in block.splitlines()]
+    spans = re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " "))
+    return [s for s in lines if s.startswith("grpcurl ")] + [s for s in spans if s.startswith("grpcurl ") or "-proto " in s]
+
+
+def test_the_readmes_grpcurl_calls_name_real_methods_fields_and_proto_files() -> None:
+    """grpcurl is not installed with famiglia, so its examples are checked against the protos:
+    each `Service/Method` is served, each `-d` field is one of its request's, and each `-proto`
+    file is under `protos/` (`-import-path protos`)."""
+    import importlib
+
+    from google.protobuf import descriptor_pool
+
+    for module in ("grpc_health.v1.health_pb2", *(f"famiglia.v1.{p.stem}_pb2" for p in
+                                                   (ROOT / "protos/famiglia/v1").glob("*_service.proto"))):
+        importlib.import_module(module)  # registers its services in the default pool
+    pool = descriptor_pool.Default()
+    calls = _grpcurl_calls()
+    methods = 0
+    for call in calls:
+        protos = re.findall(r"-proto (\S+)", call)
+        for proto in protos:
+            assert (ROOT / "protos" / proto).is_file(), f"`{call}`: no protos/{proto}"
+        if "famiglia/v1/game_service.proto" in protos:  # its Anys are the game's messages
+            assert any(re.fullmatch(r"famiglia/\w+/v1/\w+\.proto", p) for p in protos if "/v1/game" not in p), \
+                f"`{call}`: grpcurl cannot show a View or send a Command without the game's proto"
+        for service, method in re.findall(r"\b((?:famiglia|grpc)\.[\w.]+)/(\w+)", call):
+            found = pool.FindServiceByName(service).methods_by_name.get(method)
+            assert found is not None, f"`{call}`: {service} has no method {method}"
+            data = re.search(r"-d '([^']*)'", call)
+            unknown = set(json.loads(data.group(1)) if data else {}) - set(found.input_type.fields_by_name)
+            assert not unknown, f"`{call}`: {found.input_type.full_name} has no field {sorted(unknown)}"
+            methods += 1
+    assert methods >= 4, calls  # the README's examples, the health check's included
