@@ -509,11 +509,18 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
                  reason=reply.refusal.message)
         return taken, "finished", reply
     if status in _REFUSED:
+        command_id = _entry_id(entries, reply.refusal.index)
         log.warning("bot_command_refused", match_id=match_id, version=version, index=reply.refusal.index,
-                    command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
-                    reason=reply.refusal.message)
+                    command_id=command_id, code=reply.refusal.code)
+        _refusal_reason(match_id, command_id, reply.refusal.code, reply.refusal.message)
         return taken, "refused", reply
     return taken, "other", reply
+
+
+def _refusal_reason(match_id: str, command_id: str, code: str, reason: str) -> None:
+    """A refusal's text at DEBUG only: a rule tells it from what the seat knows, the bot's own
+    hand too, which no line at INFO or above may show (the command service's `command_refused`)."""
+    log.debug("bot_command_refused_reason", match_id=match_id, command_id=command_id, code=code, reason=reason)
 
 
 def _code(exc: grpc.RpcError) -> str:
@@ -607,7 +614,8 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
             return _Submitted("finished", None)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
             log.warning("bot_command_refused", match_id=client.match_id, version=version, command_id=command_id,
-                        code=_code(exc), reason=exc.details())
+                        code=_code(exc))
+            _refusal_reason(client.match_id, command_id, _code(exc), exc.details() or "")
             return _retry_refused(client, command_id, version, fallback)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)

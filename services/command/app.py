@@ -316,10 +316,13 @@ class CommandApp:
         # A command id even without a request id (the match's own, then): an append whose reply
         # was lost (Redis killed after its write, a connection cut) is sent again by the store,
         # and only a command id makes that resend answer with this very write, not a conflict
-        # with it that would refuse the caller its own match.
+        # with it that would refuse the caller its own match. Named by the match id, never by the
+        # request id: a command id is kept in clear (its record's key, the stream), and the
+        # request id is a secret (sent again, it gets every seat's token); the match id is its
+        # hash (`_match_id`), one match per request id all the same.
         with tracer().start_as_current_span("eventstore.append", attributes={"match_id": match_id}):
             try:
-                result = self.store.append(match_id, 0, envelopes, command_id=f"create:{request_id or match_id}")
+                result = self.store.append(match_id, 0, envelopes, command_id=f"create:{match_id}")
             except ConcurrencyConflict:
                 if not request_id:
                     raise Aborted("match_exists", f"match {match_id} exists") from None
@@ -682,13 +685,18 @@ class CommandApp:
         try:
             if not spans_exported():  # no span that goes nowhere to enter and leave
                 return m.engine.decide(m.state, seat, command, rng)
-            with child_span("engine.decide", {"game_id": m.game_id, "match_id": m.match_id, "seat": seat}):
+            # A refusal is no failure of the span, and its text would go with the trace (below).
+            with child_span("engine.decide", {"game_id": m.game_id, "match_id": m.match_id, "seat": seat},
+                            record_exception=False):
                 return m.engine.decide(m.state, seat, command, rng)
         except MalformedCommand as exc:
             raise InvalidArgument(exc.code, exc.message) from None
         except RuleViolation as exc:
-            log.info("command_refused", match_id=m.match_id, seat=seat, command_id=command_id, code=exc.code,
-                     reason=exc.message)
+            # The rule's text is told from what the seat knows, its own hand too ("I39 cannot be
+            # played in this window"): the seat gets it, a log line at INFO only the code.
+            log.info("command_refused", match_id=m.match_id, seat=seat, command_id=command_id, code=exc.code)
+            log.debug("command_refused_reason", match_id=m.match_id, seat=seat, command_id=command_id,
+                      code=exc.code, reason=exc.message)
             refused = FailedPrecondition(exc.code, exc.message)
             refused.logged = True  # the line above is the refusal's one line, the RPC's too
             raise refused from None

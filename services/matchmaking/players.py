@@ -1,7 +1,7 @@
 """Guest players in Redis: who a ticket and a seat belong to.
 
     mm:player:{<player_id>}   hash   id, name, created_ms, guest
-    mm:guest:{<request_id>}   string RegisterGuest idempotency: request id -> player id
+    mm:guest:{<hash>}         string RegisterGuest idempotency: SHA-256 of the request id -> player id
 
 Each player is its own hash tag: players are read one by one, never in a script with
 a game's keys.
@@ -9,6 +9,7 @@ a game's keys.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,13 +35,19 @@ class RedisPlayers:
     def _key(player_id: str) -> str:
         return "mm:player:{" + player_id + "}"
 
+    @staticmethod
+    def guest_key(request_id: str) -> str:
+        """The key of a RegisterGuest request id: its hash, never the id, which is a secret
+        (sent again, it gets the guest's token) that a key's name would keep in clear."""
+        return "mm:guest:{" + hashlib.sha256(request_id.encode()).hexdigest() + "}"
+
     def register_guest(self, display_name: str, now_ms: int, request_id: str = "") -> Player:
         """A new guest, or the one a retried request id already made."""
         player_id = "g" + secrets.token_hex(8)
         self.client.hset(self._key(player_id), mapping={
             "id": player_id, "name": display_name, "created_ms": now_ms, "guest": 1})
         if request_id:
-            key = "mm:guest:{" + request_id + "}"
+            key = self.guest_key(request_id)
             if not self.client.set(key, player_id, nx=True, ex=GUEST_REQUEST_TTL_S):
                 existing = self.get(str(self.client.get(key) or ""))
                 if existing is not None:

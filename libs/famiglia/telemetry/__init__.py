@@ -571,12 +571,17 @@ _TRACEPARENT_IDS = "00-%032x-%016x-"
 _FLAGS_HEX = {flags: f"{flags:02x}" for flags in _FLAGS.values()}  # formatting an int subclass is slow
 
 
-def child_span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
+def child_span(name: str, attributes: Mapping[str, Any] | None = None, *,
+               record_exception: bool = True) -> AbstractContextManager[Any]:
     """A span under the current one, not made current (nothing below opens spans, and
-    attaching a context costs as much as the span); a no-op when spans go nowhere."""
+    attaching a context costs as much as the span); a no-op when spans go nowhere.
+    `record_exception=False`: an exception leaving the block is neither recorded (its message
+    and traceback) nor made the span's error status, for a block whose exceptions are answers
+    (a rule's refusal) whose text the trace must not keep."""
     if not _export_state(_provider())[0]:
         return _NO_SPAN
-    return tracer().start_span(name, attributes=attributes)
+    return tracer().start_span(name, attributes=attributes, record_exception=record_exception,
+                               set_status_on_exception=record_exception)
 
 
 _NO_SPAN = nullcontext()  # reusable: it holds nothing

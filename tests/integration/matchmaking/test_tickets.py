@@ -36,7 +36,7 @@ def test_a_retried_registration_gets_the_same_player(mm: Matchmaking) -> None:
 def test_a_request_id_naming_a_player_gone_names_the_guest_it_registers_next(mm: Matchmaking) -> None:
     """Its key kept (or expired between its two reads) while its player is gone: the guest made
     then is the one a retry gets, not a third."""
-    mm.app.players.client.set("mm:guest:{r2-0123456789abcdef}", "g-gone")
+    mm.app.players.client.set(mm.app.players.guest_key("r2-0123456789abcdef"), "g-gone")
     first, _ = mm.app.register_guest("Vito", request_id="r2-0123456789abcdef")
     again, _ = mm.app.register_guest("Vito", request_id="r2-0123456789abcdef")
     assert first.player_id == again.player_id != "g-gone"

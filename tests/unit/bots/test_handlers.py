@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 
 import grpc
 import pytest
+import structlog
 
+from famiglia import telemetry
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
 from famiglia.engine import MatchConfig, fold
@@ -27,6 +29,7 @@ class FakeSeat:
     omitted: list[bool] = field(default_factory=list)
     refuse_with: grpc.StatusCode | None = None
     refuse_code: str = ""
+    refuse_details: str = ""
 
     def view(self):
         raise AssertionError("GetView called although the task carried the view")
@@ -38,13 +41,13 @@ class FakeSeat:
         self.submitted.append((command, command_id, expected_version))
         self.omitted.append(omit_events)
         if self.refuse_with is not None:
-            raise _RpcError(self.refuse_with, self.refuse_code)
+            raise _RpcError(self.refuse_with, self.refuse_code, self.refuse_details)
         return pb.SubmitCommandResponse(version=expected_version + 1)
 
 
 class _RpcError(grpc.RpcError):
-    def __init__(self, code: grpc.StatusCode, famiglia_code: str = "") -> None:
-        self._code, self._famiglia_code = code, famiglia_code
+    def __init__(self, code: grpc.StatusCode, famiglia_code: str = "", details: str = "") -> None:
+        self._code, self._famiglia_code, self._details = code, famiglia_code, details
 
     def code(self) -> grpc.StatusCode:
         return self._code
@@ -53,7 +56,7 @@ class _RpcError(grpc.RpcError):
         return (("famiglia-code", self._famiglia_code),) if self._famiglia_code else ()
 
     def details(self) -> str:
-        return self._code.name
+        return self._details or self._code.name
 
 
 @dataclass
@@ -107,6 +110,24 @@ def test_a_match_that_ended_meanwhile_is_no_refusal_to_retry() -> None:
     app.seat("m1", seat).refuse_code = "match_over"
     assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "finished"  # type: ignore[arg-type]
     assert len(app.seats[seat].submitted) == 1  # no fallback command tried
+
+
+def test_a_refused_bot_command_keeps_the_rules_text_out_of_lines_at_info_and_above(monkeypatch) -> None:
+    """A rule tells its refusal from what the seat knows, the bot's own hand too ("I39 cannot be
+    played in this window"): no line at INFO or above may carry it (README, "Logs and traces").
+    Fails if `bot_command_refused` names the refusal's text."""
+    monkeypatch.setattr(telemetry, "_json_out", None)
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    refused = app.seat("m1", seat)
+    refused.refuse_with, refused.refuse_code = grpc.StatusCode.FAILED_PRECONDITION, "NP-C23"
+    refused.refuse_details = "NP-C23: I39 cannot be played in this window"
+    with structlog.testing.capture_logs() as lines:
+        handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload)  # type: ignore[arg-type]
+    shown = [line for line in lines if line["log_level"] != "debug"]
+    assert [line["code"] for line in shown if line["event"] == "bot_command_refused"][0] == "NP-C23"
+    assert not [line for line in shown if any("I39" in str(value) for value in line.values())]
+    assert [line for line in lines if line["event"] == "bot_command_refused_reason" and "I39" in line["reason"]]
 
 
 def _busy(seconds: float) -> None:

@@ -5,6 +5,8 @@ a reroll) is never told to the other seats (NP-H9), so no line may name it eithe
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import structlog
 
@@ -55,3 +57,61 @@ def test_a_command_whose_events_are_all_public_is_logged_with_its_kind() -> None
     assert _logged_kind(command, [public, public]) == "shakedown"
     assert _logged_kind(command, [public, private]) == HIDDEN_KIND  # a seat cannot see all it did
     assert _logged_kind(command, [_envelope(envelope_pb2.VISIBILITY_SERVER)]) == HIDDEN_KIND
+
+
+def _refused_in_hand(app) -> tuple[str, str, str]:
+    """Random legal play of Nothing Personal until a card of the acting seat's own hand is
+    refused by a rule whose text names it ("I39 cannot be played in this window"): (match id,
+    the card, the refusal's code). Its command is the last thing the app was asked."""
+    from famiglia.grpcutil.errors import AppError
+
+    for seed in range(1, 10):
+        created = app.create_match("nothing_personal", 3, seed=seed)
+        match_id, tokens, rng = created.match_id, created.seat_tokens, random.Random(seed)
+        for step in range(300):
+            match = app.matches.get(match_id).match
+            pending = match.engine.pending(match.state)
+            if not pending:
+                break
+            viewer = app.viewer(match_id, tokens[pending[0].seat])
+            for card in list(match.state.hands[pending[0].seat]):
+                try:
+                    app.submit(match_id, viewer, f"probe-{step}",
+                               pb.Command(play_or_effect=pb.PlayOrEffect(card=card)),
+                               expected_version=match.public_version)
+                except AppError as exc:
+                    if card in exc.message:
+                        return match_id, card, exc.code
+                break  # one probe a step: an accepted one moved the match on
+            legal = app.legal_commands(match_id, viewer).commands
+            app.submit(match_id, viewer, f"walk-{step}", rng.choice(legal))
+    raise AssertionError("no refusal named a card of the hand")
+
+
+def test_a_rules_refusal_names_no_card_of_the_hand_in_a_line_at_info_or_in_a_trace(captured, monkeypatch) -> None:
+    """A rule tells its refusal from what the seat knows, its own hand too: the seat gets that
+    text, but a log line at INFO or above, or the `engine.decide` span (its exception event and
+    status), went where the table's secrets must not. Fails if `command_refused` carries the
+    refusal's text, or the span records the exception."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider, exporter = TracerProvider(), InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)  # the global provider, for this test
+    monkeypatch.setattr(telemetry, "_tracers", {})
+    app = bootstrap(store=InMemoryEventStore(), settings=SETTINGS)
+    match_id, card, code = _refused_in_hand(app)
+    refused = [line for line in captured if line["event"] == "command_refused" and line["match_id"] == match_id]
+    assert refused and refused[-1]["code"] == code
+    shown = [line for line in captured if line["log_level"] != "debug"]
+    assert not [line for line in shown if any(card in str(value) for value in line.values())]
+    (reason,) = [line for line in captured if line["event"] == "command_refused_reason" and card in line["reason"]]
+    assert reason["code"] == code  # the text at DEBUG (README, "Logs and traces")
+    decided = [span for span in exporter.get_finished_spans() if span.name == "engine.decide"]
+    assert decided
+    for span in decided:
+        assert not span.events and span.status.status_code is not trace.StatusCode.ERROR
+        assert card not in repr(span.attributes)
