@@ -34,16 +34,19 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
 
 
 def make_engine(url: str, *, echo: bool = False) -> Engine:
-    """An engine configured for the projection's transactions (see the module docstring)."""
+    """An engine configured for the projection's transactions (see the module docstring).
+    Its errors never quote their statement's parameters: the projection logs them, and the rows
+    it writes hold archived events, private ones too, and the players' names."""
     url = normalize_url(url)
     if is_sqlite(url):
         database = make_url(url).database
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, echo=echo, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, echo=echo, hide_parameters=True,
+                               connect_args={"check_same_thread": False, "timeout": 30})
         _sqlite_transactions(engine)
         return engine
-    return create_engine(url, echo=echo, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
 def _sqlite_transactions(engine: Engine) -> None:
