@@ -84,6 +84,34 @@ def test_nc_h06_single_winner_notes_never_shown() -> None:
     assert _vis(kept).seats == frozenset({0}) and not ENGINE.redact(kept, 2).notes_kept.discarded
 
 
+def test_nc_h06_m08_bids_shown_at_resolution_stay_in_every_view_until_the_next_meeting() -> None:
+    """NC-H06, NC-M08: the bids on a card with two or more bidders are shown to all, so a
+    client that reconnects later in the resolution (here: the single winner of space 2 keeping
+    a Note), or in the Trial, still draws them from its view; a single winner's stay unseen."""
+    from famiglia.engine import fold
+    from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+
+    s = table(meeting_table(), vendetta_deck=("V04", "V05", "V06"))
+    b0, b1, b2 = [s.players[0].bank[0]], list(s.players[1].bank[:2]), list(s.players[2].bank[:2])
+    s, _ = run(s, 0, bid("W01", 1, b0))
+    s, _ = run(s, 0, END)
+    s, _ = run(s, 1, bid("W03", 1, b1))
+    s, _ = run(s, 1, END)
+    s, _ = run(s, 2, bid("W06", 2, b2))
+    for who in (2, 3):
+        s, _ = run(s, who, END)
+    assert s.phase is Phase.RESOLUTION and s.choice.kind == "keep" and s.choice.seat == 2
+    for viewer in (None, 0, 2, 3):
+        shown = list(ENGINE.view(s, viewer).revealed_bids)
+        assert [r.space for r in shown] == [1]
+        assert [(b.seat, b.wiseguy, list(b.notes), b.value) for b in shown[0].bids] == [
+            (0, "W01", b0, 10000), (1, "W03", b1, 20000)]
+    s, _ = run(s, 2, pb_keep(b2[0]))
+    assert s.phase is Phase.TRIAL and [r.space for r in ENGINE.view(s, 3).revealed_bids] == [1]
+    s = fold(ENGINE, [pb.Event(phase_started=pb.PhaseStarted(month=2, phase="meeting", order=[0, 1, 2, 3]))], s)
+    assert not ENGINE.view(s, None).revealed_bids
+
+
 def pb_keep(n):
     from .helpers import keep
 

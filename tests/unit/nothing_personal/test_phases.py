@@ -235,6 +235,17 @@ def test_np_t7_remaining_ties_roll_off_and_the_result_ranks_everyone() -> None:
     assert next(o for o in result.seats if o.seat == 3).rank == 4
 
 
+def test_np_t7_np_h6_the_roll_offs_stay_in_every_finished_view() -> None:
+    """NP-T7, NP-H6 (every die result is public), NP-H10: a client that opens the finished match
+    later can tell why tied seats rank as they do."""
+    s = replace(bare(ring=3), respect=(5, 5, 5, 0), money=(0,) * 4)
+    events, s = step(final(s))
+    rolls = [(list(r.seats), list(r.rolls)) for r in of(events, "roll_off")]
+    assert s.phase == Phase.OVER and rolls
+    for viewer in (None, 0, 3):
+        assert [(list(r.seats), list(r.rolls)) for r in ENGINE.view(s, viewer).roll_offs] == rolls
+
+
 def test_result_is_none_while_the_game_runs() -> None:
     assert ENGINE.result(bare()) is None
 

@@ -183,6 +183,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             first_player_moved=view.first_player_moved, verdict=view.verdict, street=tuple(view.street),
             removed=tuple(view.removed), vendetta_discard=tuple(view.vendetta_discard),
             locations_revealed=view.locations_revealed, resolution=view.resolution,
+            shown_bids=tuple((r.space, b.seat, b.wiseguy, tuple(b.notes), b.value)
+                             for r in view.revealed_bids for b in r.bids),
             meeting_winners=frozenset(view.meeting_winners), meeting_bidders=frozenset(view.meeting_bidders),
             draws=tuple(Draw(d.seat, d.count, d.cause) for d in view.draws),
             underboss=view.underboss, titles=tuple(titles),

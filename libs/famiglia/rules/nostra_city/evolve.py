@@ -123,7 +123,7 @@ def _phase_started(s: State, e: pb.PhaseStarted) -> State:
         changes["players"] = tuple(seat_changed(p, {"cashins": ()}) for p in s.players)
     elif phase is Phase.MEETING:
         changes.update(meeting_winners=frozenset(), meeting_bidders=frozenset(), resolution=0,
-                       locations_revealed=False)
+                       locations_revealed=False, shown_bids=())
     elif phase is Phase.RESOLUTION:
         changes["resolution"] = 1
     elif phase is Phase.TRIAL:
@@ -292,7 +292,10 @@ def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
 
 
 def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
-    return s
+    """NC-H06: what everyone saw stays on the table's record until the next Meeting (the
+    Notes themselves go to the discard pile with SpaceResolved)."""
+    shown = tuple((e.space, b.seat, b.wiseguy, tuple(b.notes), b.value) for b in e.bids)
+    return changed(s, {"shown_bids": (*s.shown_bids, *shown)})
 
 
 def _card_won(s: State, e: pb.CardWon) -> State:

@@ -142,6 +142,9 @@ class State:
     pile: tuple[tuple[int, int], ...] = ()  # Corruption Pile: (note, the seat that placed it, W12's too)
     bids: tuple[Bid, ...] = ()
     locations_revealed: bool = False
+    # NC-H06: the bids shown to all in this Meeting's resolution (until the next Meeting):
+    # (space, seat, wiseguy, its Notes, its value with W07's bonus), in the order shown
+    shown_bids: tuple[tuple[int, int, str, tuple[int, ...], int], ...] = ()
     resolution: int = 0  # next Street space to resolve (1..4), 5 = spaces done
     meeting_winners: frozenset[int] = frozenset()
     meeting_bidders: frozenset[int] = frozenset()

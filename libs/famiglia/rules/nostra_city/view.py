@@ -140,6 +140,10 @@ def view(state: State, viewer: int | None) -> pb.View:
             cv.notes.extend(c.notes)  # NC-H03 drawn faces / NC-H06 a single winner's Notes
     for d in state.draws:
         v.draws.add(seat=d.seat, count=d.count, cause=d.cause)
+    for space, seat, wiseguy, shown, value in state.shown_bids:  # NC-H06: shown to all
+        if not v.revealed_bids or v.revealed_bids[-1].space != space:
+            v.revealed_bids.add(space=space)
+        v.revealed_bids[-1].bids.add(seat=seat, wiseguy=wiseguy, notes=shown, value=value)
     if over:
         v.corruption_pile.extend(n for n, _ in state.pile)  # NC-H16
     return v

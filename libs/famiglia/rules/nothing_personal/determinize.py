@@ -165,6 +165,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
             ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
             broken=frozenset(v.broken), ranking=tuple(v.ranking),
+            roll_offs=tuple((tuple(r.seats), tuple(r.rolls)) for r in v.roll_offs),
         ),
     )
 

@@ -542,6 +542,12 @@ def _auto_pass_set(s: State, e: Any) -> State:
     return new
 
 
+def _roll_off(s: State, e: Any) -> State:
+    """NP-T7: kept for the finished view (NP-H6: the dice are public), since the ranking alone
+    does not say why tied seats rank as they do."""
+    return replace(s, roll_offs=(*s.roll_offs, (tuple(e.seats), tuple(e.rolls))))
+
+
 def _game_ended(s: State, e: Any) -> State:
     return replace(s, ranking=tuple(e.ranking), phase=Phase.OVER, stage="", offers=())
 
@@ -613,7 +619,7 @@ EVOLVERS: dict[str, Handler] = {
     "chat_sent": _chat_sent,
     "auto_pass_set": _auto_pass_set,
     "final_scored": _noop,
-    "roll_off": _noop,
+    "roll_off": _roll_off,
     "game_ended": _game_ended,
 }
 

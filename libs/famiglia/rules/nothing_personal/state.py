@@ -180,6 +180,7 @@ class State:
     contracts: tuple[Contract, ...] = ()
     broken: frozenset[int] = frozenset()
     ranking: tuple[int, ...] = ()
+    roll_offs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # NP-T7: (seats, their rolls)
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

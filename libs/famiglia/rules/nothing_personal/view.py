@@ -94,6 +94,8 @@ def view(s: State, viewer: int | None) -> pb.View:
         v.contracts.append(pb.Contract(id=c.id, payer=c.payer, payee=c.payee, amount=c.amount,
                                        condition=c.condition, gangster=c.gangster, seat=c.seat, action=c.action,
                                        target=c.target, deadline=c.deadline))
+    for seats, rolls in s.roll_offs:   # NP-T7, NP-H6
+        v.roll_offs.add(seats=seats, rolls=rolls)
     if over:   # NP-H10
         v.gangster_deck.extend(s.gdeck)
         v.influence_deck.extend(s.deck)
