@@ -147,6 +147,34 @@ def test_gc_h10_only_robber_and_victim_see_the_stolen_card() -> None:
     assert not redacted.loot_stolen.card and not redacted.loot_stolen.nothing
 
 
+def test_gc_h05_the_round_just_played_stays_in_every_view() -> None:
+    """GC-H05, GC-H01: every revealed card, the locked threats and the vote are public. Step 4 and
+    the clean-up run inside the last commit, so the View after it (all a reconnecting client
+    has) must still show the round just played: it showed no card, threat or vote at all."""
+    before, after, _ = round_with([VOTE_YES, VOTE_NO, ROB, VOTE_NO], threats={2: 0})
+    assert not ENGINE.view(before, None).HasField("last_vote")
+    assert after.round == 2 and after.step is Step.DISTRIBUTE  # failed: a new round at Step 2
+    for viewer in (None, 0, 2, 3):
+        view = ENGINE.view(after, viewer)
+        assert [sv.revealed_card for sv in view.seat_views] == [0, 0, 0, 0]  # the new round's
+        vote = view.last_vote
+        assert (vote.round, vote.boss) == (1, 0)  # the failed vote made seat 1 Boss (GC-V04)
+        assert view.boss == 1
+        assert list(vote.cards) == [VOTE_YES, VOTE_NO, ROB, VOTE_NO]
+        assert list(vote.threats) == [-1, -1, 0, -1]
+        assert (vote.yes, vote.no, vote.outcome) == (1, 2, 3)  # VOTE_OUTCOME_FAILED
+
+
+def test_gc_h13_a_game_a_skimmed_fuzz_ended_still_shows_its_last_round() -> None:
+    """GC-E03, GC-H13: the round of the Skim is played out and cleaned up before the game ends;
+    the finished View still shows what everybody played in it."""
+    _, after, _ = round_with([SKIM, VOTE_YES, GUARD, VOTE_NO], pile=(FUZZ,) + loot(23, 24))
+    assert after.over
+    vote = ENGINE.view(after, None).last_vote
+    assert (vote.round, list(vote.cards)) == (1, [SKIM, VOTE_YES, GUARD, VOTE_NO])
+    assert (vote.yes, vote.no, vote.outcome) == (1, 1, 2)  # VOTE_OUTCOME_TIED
+
+
 def test_gc_h11_no_view_shows_another_stash_value_before_the_end() -> None:
     """GC-H11: No view shows another stash value before the end."""
     state = new_game(4, seed=2)

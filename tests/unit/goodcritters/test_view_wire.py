@@ -76,6 +76,10 @@ def plain_view(state: State, viewer: int | None) -> Any:
                           payoff_cards=o.payoff_cards, visibility=o.visibility)
         if over or offer_loot_seen(o.visibility, o.briber, o.target, viewer):
             ov.loot.extend(o.loot)
+    if s.last_vote is not None:
+        lv = s.last_vote
+        v.last_vote.CopyFrom(pb.CountedVote(round=lv.round, boss=lv.boss, cards=lv.cards, threats=lv.threats,  # type: ignore[arg-type]
+                                            yes=lv.yes, no=lv.no, outcome=lv.outcome))  # type: ignore[arg-type]
     if over:
         v.pile.extend(s.pile)
         if s.fuzz_out:  # every card drawn before it lay above it

@@ -6,8 +6,11 @@ import pytest
 
 from famiglia.engine import MatchConfig, Rng, fold
 from famiglia.rules.grifters import ENGINE
+from famiglia.rules.grifters.data import SPECIALISTS
 from famiglia.testing.random_play import Step, play_random
 from tests.profile import examples
+
+from ._helpers import CON, act, caper, sp, table
 
 
 def test_gr_h02_determinize_agrees_with_the_seats_view_and_decisions() -> None:
@@ -69,3 +72,19 @@ def test_gr_d04_determinize_keeps_a_card_the_open_fall_guy_choice_can_copy() -> 
         d = ENGINE.determinize(view, 0, Rng(seed))
         assert ENGINE.view(d, 0) == view
         assert ENGINE.legal_commands(d, 1), f"seed {seed}: seat 1 holds {d.players[1].hand}, nothing to copy"
+
+
+def test_gr_h05_determinize_deals_the_deck_from_the_reshuffled_cards_only() -> None:
+    """GR-H05: after a reshuffle every seat knows the deck holds only cards of the old discard
+    pile (View.reshuffled); a world that put another card there would be one the seat can rule out."""
+    reshuffled = [sp(9, 1), sp(6, 3), sp(6, 2)]
+    rest = [c.id for c in SPECIALISTS if c.id not in {*reshuffled, CON, sp(2, 1)}]
+    s = table(2, hands={0: [sp(2, 1), CON], 1: rest}, deck=[], discard=reshuffled)
+    s, _ = act(s, caper(sp(2, 1)))  # Recruiter: draw 2 of the 3, one stays in the deck
+    assert len(s.deck) == 1
+    for seat in (0, 1):
+        view = ENGINE.view(s, seat)
+        for k in range(8):
+            world = ENGINE.determinize(view, seat, Rng(k))
+            assert ENGINE.view(world, seat) == view
+            assert len(world.deck) == 1 and set(world.deck) <= set(reshuffled)

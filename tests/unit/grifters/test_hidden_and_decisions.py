@@ -71,6 +71,20 @@ def test_gr_h05_h06_reshuffle_is_public_its_order_is_not() -> None:
     assert vis["discard_reshuffled"] is VisibilityKind.PUBLIC and vis["deck_shuffled"] is VisibilityKind.SERVER
 
 
+def test_gr_h05_the_reshuffled_cards_stay_in_every_view() -> None:
+    """GR-H05: after a reshuffle the deck's contents are public knowledge (they were the public
+    discard pile). DiscardReshuffled names only their count and the discard pile is empty after
+    it, so the View (all a reconnecting client has) must say which cards the deck came from."""
+    s = table(2, hands={0: [sp(2, 1), CON]}, deck=[], discard=[sp(9, 1), sp(6, 3), sp(6, 2)])
+    assert not ENGINE.view(s, None).reshuffled
+    s, _ = act(s, caper(sp(2, 1)))  # Recruiter: draw 2 from the reshuffled three
+    for viewer in (None, 0, 1):
+        v = ENGINE.view(s, viewer)
+        assert not v.discard and v.deck_size == 1
+        assert list(v.reshuffled) == [sp(6, 2), sp(6, 3), sp(9, 1)]  # canonical order, as a set
+        assert not v.deck  # the order stays the server's (GR-H05)
+
+
 def test_gr_h06_the_mastermind_discards_and_hitman_victims_are_public() -> None:
     """GR-H06: the mastermind discards and hitman victims are public."""
     s = table(2, hands={0: ["R0-MM", CON]}, deck=[sp(6, 2), sp(6, 3), sp(9, 1), sp(9, 2)])

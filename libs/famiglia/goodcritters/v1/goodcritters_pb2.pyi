@@ -1907,6 +1907,61 @@ class OfferView(_message.Message):
 Global___OfferView: _TypeAlias = OfferView  # noqa: Y015
 
 @_typing.final
+class CountedVote(_message.Message):
+    """The latest vote as it was counted (GC-V01), with what its round's Step 4 showed every seat and
+    spectator: each Action card revealed (GC-H05) and the Threat markers locked for it (GC-A06),
+    which say who robbed whom. Step 4 and the clean-up (GC-R07) run inside the command that closes
+    Step 3, so the View after it shows SeatView.revealed_card, threat_target, yes_votes and
+    no_votes of the next round already; this keeps the round just played. Public.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROUND_FIELD_NUMBER: _builtins.int
+    CARDS_FIELD_NUMBER: _builtins.int
+    THREATS_FIELD_NUMBER: _builtins.int
+    YES_FIELD_NUMBER: _builtins.int
+    NO_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    BOSS_FIELD_NUMBER: _builtins.int
+    round: _builtins.int
+    """the round whose vote it was (GC-R03)"""
+    yes: _builtins.int
+    """as VoteCounted.yes"""
+    no: _builtins.int
+    """as VoteCounted.no"""
+    outcome: Global___VoteOutcome.ValueType
+    """as VoteCounted.outcome: passed, tied or failed"""
+    boss: _builtins.int
+    """that round's Boss, who revealed first (GC-A09); View.boss may have moved since"""
+    @_builtins.property
+    def cards(self) -> _containers.RepeatedScalarFieldContainer[Global___ActionCard.ValueType]:
+        """the card each seat revealed, index = seat (timeout_defaults.action for none chosen, GC-D05)"""
+
+    @_builtins.property
+    def threats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """where each seat's Threat marker stood in that Step 4, index = seat; -1: kept"""
+
+    def __init__(
+        self,
+        *,
+        round: _builtins.int = ...,
+        cards: _abc.Iterable[Global___ActionCard.ValueType] | None = ...,
+        threats: _abc.Iterable[_builtins.int] | None = ...,
+        yes: _builtins.int = ...,
+        no: _builtins.int = ...,
+        outcome: Global___VoteOutcome.ValueType = ...,
+        boss: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boss", b"boss", "cards", b"cards", "no", b"no", "outcome", b"outcome", "round", b"round", "threats", b"threats", "yes", b"yes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CountedVote: _TypeAlias = CountedVote  # noqa: Y015
+
+@_typing.final
 class View(_message.Message):
     """The whole table as one seat (or a spectator) may know it."""
 
@@ -1936,6 +1991,7 @@ class View(_message.Message):
     END_REASON_FIELD_NUMBER: _builtins.int
     PILE_FIELD_NUMBER: _builtins.int
     FUZZ_POSITION_FIELD_NUMBER: _builtins.int
+    LAST_VOTE_FIELD_NUMBER: _builtins.int
     viewer: _builtins.int
     """-1: spectator"""
     seats: _builtins.int
@@ -2005,6 +2061,13 @@ class View(_message.Message):
     def pile(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """the rest of the pile, top first, only once the game is over (GC-H13)"""
 
+    @_builtins.property
+    def last_vote(self) -> Global___CountedVote:
+        """The latest vote counted and its round's revealed cards and threats, kept until the next vote
+        (GC-H05, GC-V01); unset before the first vote. Once the game is over it is the last round's,
+        also when a Skim drew The Fuzz! and the clean-up ran before the end (GC-E03).
+        """
+
     def __init__(
         self,
         *,
@@ -2032,10 +2095,11 @@ class View(_message.Message):
         end_reason: Global___EndReason.ValueType = ...,
         pile: _abc.Iterable[_builtins.str] | None = ...,
         fuzz_position: _builtins.int = ...,
+        last_vote: Global___CountedVote | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_vote", b"last_vote"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "boss", b"boss", "confiscated", b"confiscated", "end_reason", b"end_reason", "fuzz_cause", b"fuzz_cause", "fuzz_max_above", b"fuzz_max_above", "fuzz_min_above", b"fuzz_min_above", "fuzz_position", b"fuzz_position", "fuzz_revealed", b"fuzz_revealed", "no_votes", b"no_votes", "offers", b"offers", "options", b"options", "pile", b"pile", "pile_count", b"pile_count", "pile_start", b"pile_start", "round", b"round", "seat_views", b"seat_views", "seats", b"seats", "skims_revealed", b"skims_revealed", "step", b"step", "table", b"table", "turn", b"turn", "viewer", b"viewer", "yes_votes", b"yes_votes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assignments", b"assignments", "boss", b"boss", "confiscated", b"confiscated", "end_reason", b"end_reason", "fuzz_cause", b"fuzz_cause", "fuzz_max_above", b"fuzz_max_above", "fuzz_min_above", b"fuzz_min_above", "fuzz_position", b"fuzz_position", "fuzz_revealed", b"fuzz_revealed", "last_vote", b"last_vote", "no_votes", b"no_votes", "offers", b"offers", "options", b"options", "pile", b"pile", "pile_count", b"pile_count", "pile_start", b"pile_start", "round", b"round", "seat_views", b"seat_views", "seats", b"seats", "skims_revealed", b"skims_revealed", "step", b"step", "table", b"table", "turn", b"turn", "viewer", b"viewer", "yes_votes", b"yes_votes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

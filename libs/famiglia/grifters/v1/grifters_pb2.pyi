@@ -1799,6 +1799,7 @@ class View(_message.Message):
     OVER_FIELD_NUMBER: _builtins.int
     END_REASON_FIELD_NUMBER: _builtins.int
     DECK_FIELD_NUMBER: _builtins.int
+    RESHUFFLED_FIELD_NUMBER: _builtins.int
     viewer: _builtins.int
     """-1 = spectator"""
     seats: _builtins.int
@@ -1877,6 +1878,14 @@ class View(_message.Message):
     def deck(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """the deck, top first, only once the game is over (GR-H11); empty before"""
 
+    @_builtins.property
+    def reshuffled(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The cards the latest reshuffle (DiscardReshuffled, GR-C07, GR-X01) put into the deck: the
+        public discard pile of that moment, in canonical card order (GR-K02), since the deck's order
+        stays hidden. Public knowledge (GR-H05): until the deck runs out again it holds deck_size of
+        these and no other card. Empty before the first reshuffle.
+        """
+
     def __init__(
         self,
         *,
@@ -1904,10 +1913,11 @@ class View(_message.Message):
         over: _builtins.bool = ...,
         end_reason: _builtins.str = ...,
         deck: _abc.Iterable[_builtins.str] | None = ...,
+        reshuffled: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["choice", b"choice"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "caper_card", b"caper_card", "caper_code", b"caper_code", "caper_job", b"caper_job", "caper_step", b"caper_step", "choice", b"choice", "coffers", b"coffers", "deck", b"deck", "deck_size", b"deck_size", "discard", b"discard", "end_reason", b"end_reason", "first_player", b"first_player", "options", b"options", "out_of_play", b"out_of_play", "over", b"over", "phase", b"phase", "players", b"players", "round", b"round", "seats", b"seats", "stacks", b"stacks", "swapped_in", b"swapped_in", "turn", b"turn", "use_defaults", b"use_defaults", "viewer", b"viewer"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["active", b"active", "caper_card", b"caper_card", "caper_code", b"caper_code", "caper_job", b"caper_job", "caper_step", b"caper_step", "choice", b"choice", "coffers", b"coffers", "deck", b"deck", "deck_size", b"deck_size", "discard", b"discard", "end_reason", b"end_reason", "first_player", b"first_player", "options", b"options", "out_of_play", b"out_of_play", "over", b"over", "phase", b"phase", "players", b"players", "reshuffled", b"reshuffled", "round", b"round", "seats", b"seats", "stacks", b"stacks", "swapped_in", b"swapped_in", "turn", b"turn", "use_defaults", b"use_defaults", "viewer", b"viewer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

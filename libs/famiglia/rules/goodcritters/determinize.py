@@ -19,7 +19,7 @@ from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from . import config as cfg
 from .data import ACTION_CARDS, FUZZ, loot_deck
-from .state import Offer, State, Step
+from .state import Offer, State, Step, Vote
 
 
 def determinize(view: pb.View, seat: int, rng: Rng) -> State:
@@ -139,8 +139,17 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             fuzz_cause=view.fuzz_cause,
             confiscated=tuple(view.confiscated),
             end_reason=view.end_reason,
+            last_vote=_vote(view),
         ),
     )
+
+
+def _vote(view: pb.View) -> Vote | None:
+    """The latest vote, public (GC-H05), as the View shows it."""
+    if not view.HasField("last_vote"):
+        return None
+    v = view.last_vote
+    return Vote(v.round, v.boss, tuple(v.cards), tuple(v.threats), v.yes, v.no, v.outcome)
 
 
 def _deal(table: _Table, rng: Rng) -> State:

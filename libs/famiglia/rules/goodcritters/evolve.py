@@ -13,7 +13,18 @@ from famiglia.engine import RuleViolation
 from . import config as cfg
 from .data import MAX_PLAYERS, NOBODY
 from .events import Event
-from .state import COMMITTING, NONE_COMMITTED, RELEASING, Offer, State, Step, fresh_round_fields, put, replace
+from .state import (
+    COMMITTING,
+    NONE_COMMITTED,
+    RELEASING,
+    Offer,
+    State,
+    Step,
+    Vote,
+    fresh_round_fields,
+    put,
+    replace,
+)
 
 
 class FoldedRun:
@@ -310,8 +321,14 @@ def _loot_stolen(s: State, e: Any) -> State:
     return loot_stolen(s, e.thief, e.victim, e.card)
 
 
+def vote_counted(s: State, yes: int, no: int, outcome: int) -> State:
+    """GC-V01, GC-H05: the vote and its round's revealed cards and locked threats, kept for the
+    Views after the clean-up (GC-R07) clears them."""
+    return replace(s, last_vote=Vote(s.round, s.boss, s.revealed, s.threats, yes, no, outcome))
+
+
 def _vote_counted(s: State, e: Any) -> State:
-    return s
+    return vote_counted(s, e.yes, e.no, e.outcome)
 
 
 def loot_handed_out(s: State, pairs: Iterable[tuple[str, int]]) -> State:

@@ -48,10 +48,26 @@ class Offer:
     visibility: int  # LootVisibility: 1 open, 2 peek, 3 hidden
 
 
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """The latest vote counted (GC-V01) with what its round's Step 4 showed everyone: every Action
+    card revealed (GC-H05) and the Threat markers locked for it (GC-A06). Step 4 and the clean-up
+    (GC-R07) run inside the command that closes Step 3, so this is the only place where a later
+    View still holds them."""
+
+    round: int
+    boss: int  # who revealed first (GC-A09): the reveal order, which a tie or a failed vote may change
+    cards: tuple[int, ...]  # the revealed Action card per seat
+    threats: tuple[int, ...]  # the locked Threat marker per seat, NOBODY for a marker kept
+    yes: int
+    no: int
+    outcome: int  # VoteOutcome: 1 passed, 2 tied, 3 failed
+
+
 @dataclass(frozen=True)
 class State:
     """No slots on purpose: `replace` copies a State with one copy of its instance dict, several
-    times cheaper than setting 26 slots one by one (evolve makes a State per event)."""
+    times cheaper than setting 27 slots one by one (evolve makes a State per event)."""
 
     config: Config
     options: tuple[tuple[str, str], ...]
@@ -81,6 +97,7 @@ class State:
     fuzz_cause: int = 0
     confiscated: tuple[str, ...] = ()
     end_reason: int = 0
+    last_vote: Vote | None = None  # the latest vote counted, kept until the next one
 
     def __post_init__(self) -> None:
         # The __init__ fills a split (key-sharing) dict, whose attribute reads CPython cannot

@@ -2,7 +2,9 @@
 
 The view is an allow-list: it adds, piece by piece, what the viewer may know. Others' Stash
 cards, others' face-down Action cards, the pile's order and The Fuzz!'s place never enter it
-while the game runs; once it is over everything does (GC-E07, GC-H13).
+while the game runs; once it is over everything does (GC-E07, GC-H13). What a round's Step 4
+showed everyone (the revealed cards, the locked threats, the vote) stays in it until the next
+vote: Step 4 and the clean-up run inside one command, so no later View could show it otherwise.
 
 Events with secret content are private to the seats that may see it; everybody else gets a
 redacted copy with the content (card ids, the chosen card) cleared and the public fact kept.
@@ -20,7 +22,7 @@ from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 from .config import OPTIONS
 from .data import FUZZ, MAX_PLAYERS, NOBODY, fuzz_gap_range
 from .events import SHARED, Event, length_delimited
-from .state import State
+from .state import State, Vote
 
 OPEN, PEEK, HIDDEN = 1, 2, 3
 _pb: Any = pb  # enum fields take plain ints (see events.py)
@@ -127,6 +129,28 @@ def _head_wire(s: State, viewer: int) -> bytes:
     return wire
 
 
+_VOTES: dict[Vote, bytes] = {}
+"""View field 25 (the latest vote) in wire form, by the Vote: a match keeps one for a whole round. Bounded."""
+
+
+def _vote_wire(vote: Vote) -> bytes:
+    wire = _VOTES.get(vote)
+    if wire is None:
+        cv: Any = _pb.CountedVote(
+            round=vote.round,
+            boss=vote.boss,
+            cards=vote.cards,
+            threats=vote.threats,
+            yes=vote.yes,
+            no=vote.no,
+            outcome=vote.outcome,
+        )
+        if len(_VOTES) >= 1024:
+            _VOTES.clear()
+        wire = _VOTES[vote] = length_delimited(b"\xca\x01", cv.SerializeToString())  # field 25
+    return wire
+
+
 @cache
 def _assignment_row(card: str) -> tuple[bytes, ...]:
     """`LootAssignment(card, seat)` as View field 10, for every seat."""
@@ -168,6 +192,8 @@ def view(state: State, viewer: int | None) -> pb.View:
             shown,
         )))
     parts += rows
+    if s.last_vote is not None:  # GC-H05: the round just played, whose Step 4 no View between commands shows
+        parts.append(_vote_wire(s.last_vote))
     v: Any = _pb.View.FromString(b"".join(parts))
     for o in s.offers:
         ov = v.offers.add(

@@ -1,8 +1,9 @@
 """determinize(view, seat, rng): a full State consistent with one seat's View, never the true one.
 
 Known to the seat: its own hand and everything public (GR-H01). Sampled: the Specialists in other
-hands and the deck order (GR-H02, GR-H05), and, when another seat is choosing which Mastermind card
-to keep, which of its hand cards were drawn (GR-H07).
+hands and the deck order (GR-H02, GR-H05; after a reshuffle the deck holds reshuffled cards only),
+and, when another seat is choosing which Mastermind card to keep, which of its hand cards were
+drawn (GR-H07).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class _Table:
     """Each Player's fields but its hand."""
     deck: tuple[str, ...] | None
     """The deck once over; None: what is left of the unseen cards."""
+    deck_pool: frozenset[str] | None
+    """After a reshuffle, the unseen cards the deck may hold (GR-H05: the reshuffled ones); None
+    before the first, when any unseen card may lie there."""
+    deck_size: int
     caper: Caper | None
     keep_drawn: tuple[str, ...] | None
     """The Mastermind cards drawn while a keep choice is open (sampled when not shown: ())."""
@@ -101,7 +106,9 @@ def _read_view(v: pb.View, seat: int) -> _Table:
     keep_drawn = tuple(v.choice.drawn) if caper is not None and choice == KEEP else None
     return _Table(
         unseen=unseen, hands=tuple(hands), dealt=tuple(dealt), players=tuple(players),
-        deck=tuple(v.deck) if v.over else None, caper=caper, keep_drawn=keep_drawn, active=v.active,
+        deck=tuple(v.deck) if v.over else None,
+        deck_pool=frozenset(v.reshuffled).intersection(unseen) if v.reshuffled and not v.over else None,
+        deck_size=v.deck_size, caper=caper, keep_drawn=keep_drawn, active=v.active,
         fields=dict(
             config=cfg,
             options=options,
@@ -111,6 +118,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             out_of_play=v.out_of_play,
             stacks=tuple((s.colour, tuple(s.jobs)) for s in v.stacks),
             discard=tuple(v.discard),
+            reshuffled=tuple(v.reshuffled),
             active=v.active,
             round=v.round,
             turn=v.turn,
@@ -150,13 +158,20 @@ so one in a few fits: a hand of k cards misses only when all k are Fall Guys).""
 
 def _deal_once(table: _Table, rng: Rng) -> State:
     unseen = rng.shuffled(table.unseen)
+    deck: tuple[str, ...] | None = table.deck
+    if table.deck_pool is not None:  # GR-H05: the deck holds reshuffled cards only; the hands get the rest
+        pool = table.deck_pool
+        deck = tuple([c for c in unseen if c in pool][:table.deck_size])
+        dealt = set(deck)
+        unseen = [c for c in unseen if c not in dealt]
     players = []
     for hand, k, fields in zip(table.hands, table.dealt, table.players, strict=True):
         if k is not None:
             hand = hand + tuple(unseen[:k])
             del unseen[:k]
         players.append(Player(hand=in_hand_order(hand), **fields))  # type: ignore[arg-type]
-    deck = table.deck if table.deck is not None else tuple(unseen)
+    if deck is None:
+        deck = tuple(unseen)
     caper = table.caper
     if caper is not None and table.keep_drawn is not None:
         drawn = table.keep_drawn

@@ -343,7 +343,8 @@ def _cards_refreshed(s: State, e: pb.CardsRefreshed) -> State:
 
 
 def _discard_reshuffled(s: State, e: pb.DiscardReshuffled) -> State:
-    return state_with(s, {"deck": s.discard, "discard": ()})
+    # GR-H05: which cards the new deck holds is public knowledge (only its order is not)
+    return state_with(s, {"deck": s.discard, "discard": (), "reshuffled": in_hand_order(s.discard)})
 
 
 def _game_ended(s: State, e: pb.GameEnded) -> State:

@@ -83,7 +83,7 @@ class Caper:
 @dataclass(frozen=True)
 class State:
     """No slots on purpose: `replace_state` copies a State with one copy of its instance dict,
-    several times cheaper than setting 22 slots one by one (evolve makes a State per event)."""
+    several times cheaper than setting 23 slots one by one (evolve makes a State per event)."""
 
     config: Config
     options: tuple[tuple[str, str], ...]
@@ -95,6 +95,7 @@ class State:
     stacks: tuple[tuple[str, tuple[str, ...]], ...]  # (colour, jobs top first)
     deck: tuple[str, ...] = ()  # top first
     discard: tuple[str, ...] = ()  # bottom first
+    reshuffled: tuple[str, ...] = ()  # the cards the last reshuffle put into the deck, canonical order (GR-H05)
     active: int = 0
     round: int = 0
     turn: int = 0

@@ -32,6 +32,7 @@ def view(state: State, viewer: int | None) -> pb.View:
         out_of_play=state.out_of_play,
         deck_size=len(state.deck),
         discard=list(state.discard),  # GR-H06
+        reshuffled=list(state.reshuffled),  # GR-H05
         stacks=[pb.JobStack(colour=colour, jobs=list(jobs)) for colour, jobs in state.stacks],
         swapped_in=sorted(state.swapped_in),
         use_defaults=state.use_defaults,

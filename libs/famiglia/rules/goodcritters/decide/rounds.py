@@ -142,7 +142,7 @@ def count_votes(em: Emitter) -> int:
     yes = revealed.count(VOTE_YES)
     no = revealed.count(VOTE_NO)
     outcome = PASSED if yes > no else TIED if yes == no else FAILED
-    em.emit_folded(ev.vote_counted(yes, no, outcome), em.state)  # the count changes no field
+    em.emit_folded(ev.vote_counted(yes, no, outcome), fold.vote_counted(em.state, yes, no, outcome))
     return outcome
 
 
