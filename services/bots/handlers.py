@@ -624,6 +624,11 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
 def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
     """A human's clock ran out: submit the engine's documented default for the seat,
     unless the match has moved on since the clock was set."""
+    # Most clocks find their match moved on: every other seat's command queues the people
+    # still asked a clock again at the new version (a GoodCritters Step 3 among bots: tens a
+    # deadline, all due at once). The version says so without reading and folding the match.
+    if app.store.version(match_id) != version:
+        return "stale"
     match = MatchState.from_envelopes(app.registry, app.store.read(match_id))
     if match.finished:
         return "finished"

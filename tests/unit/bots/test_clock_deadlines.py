@@ -4,6 +4,8 @@ dispatcher, or one that read several commands at once, queues the same moment.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from famiglia.engine import clock_key
@@ -119,3 +121,30 @@ def test_a_person_chatting_while_asked_does_not_put_off_its_default_NP_D1(monkey
     walk.table.tasks.clocks.clear()
     _restarted(walk).handle(walk.table.store.read(walk.match_id))
     assert walk.countdowns() == {seat: pytest.approx(running, abs=0.01)}
+
+
+@pytest.mark.parametrize(("game", "seats", "options", "untimed"), [
+    ("nostra_city", 3, {"turn_timeout_s": "0"}, {"business", "meeting", "trial"}),   # NC-D02
+    ("grifters", 2, {"timeouts": "0,30"}, {"play"}),                                  # GR-D06
+])
+def test_a_clock_option_of_0_seconds_is_no_clock_for_its_decisions(
+        monkeypatch, game: str, seats: int, options: dict[str, str], untimed: set[str]) -> None:
+    """0 seconds is no clock (docs/engines.md, "Clocks"): a seat asked such a decision is shown no
+    deadline and gets no clock task, so a person there is waited for; the game's other clock
+    still runs, shown as it is queued."""
+    walk = _Walk(monkeypatch, game, seats, **options)
+    app, engine, pick = walk.table.app, walk.match.engine, random.Random(5)
+    met: set[bool] = set()
+    for _ in range(300):
+        pendings = engine.pending(walk.match.state)
+        if not pendings:
+            break
+        queued = walk.countdowns()
+        for p in pendings:
+            shown = app.get_view(walk.match_id, Viewer(p.seat)).deadline_ms
+            timed = p.label not in untimed
+            assert (p.timeout_seconds > 0, shown > 0, p.seat in queued) == (timed, timed, timed), p
+            met.add(timed)
+        seat = pendings[0].seat
+        walk.play(seat, pick.choice(engine.legal_commands(walk.match.state, seat, limit=16)), after=1.0)
+    assert met == {True, False}

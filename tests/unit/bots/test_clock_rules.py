@@ -103,3 +103,30 @@ def test_a_clock_racing_the_persons_own_move_never_plays_a_second_card() -> None
         assert HIGHCARD.pending(after)[0].seat == seat  # the seat leads again: a clock there would play
         return
     raise AssertionError("no seed gave the race")
+
+
+def test_a_clock_the_match_moved_past_is_stale_without_reading_the_match() -> None:
+    """Most clocks come stale: every other seat's command queues the people still asked a clock
+    again at the new version, and the old ones fire all the same (in a GoodCritters Step 3 among
+    bots, tens at each deadline). Each read and folded the whole match from the store to find its
+    version moved; the store's version says it."""
+    table, match_id = _people(3)
+    version = table.version(match_id)
+    seat = HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat
+    table.act(match_id, seat)
+    reads: list[str] = []
+    read = table.store.read
+
+    def counted(match_id: str, *args, **kwargs):
+        reads.append(match_id)
+        return read(match_id, *args, **kwargs)
+
+    table.store.read = counted  # type: ignore[method-assign]
+    app = ClockApp(table)
+    for asked in (0, 1):
+        assert handlers.run_clock(app, match_id, asked, version) == "stale"  # type: ignore[arg-type]
+    assert reads == [] and not any(s.submitted for s in app.seats.values())
+    now = table.version(match_id)
+    turn = HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat
+    assert handlers.run_clock(app, match_id, turn, now) == "submitted"  # type: ignore[arg-type]
+    assert reads  # a clock at the match's version reads it, as before

@@ -232,6 +232,8 @@ def test_a_clock_that_meets_redis_away_is_tried_again(monkeypatch: pytest.Monkey
             reads.append(match_id)
             raise redis.exceptions.ConnectionError("Error 111 connecting to redis:6379. Connection refused.")
 
+        version = read  # (the clock's first look, at the match's version)
+
     bots = bootstrap(settings=Settings(redis_url="redis://127.0.0.1:1/0", secret="test"),
                      store=AwayStore(), bots=BotsSettings())  # type: ignore[arg-type]
     celery = make_celery(bots)

@@ -166,7 +166,7 @@ KEYS: tuple[_Key, ...] = (
        lambda t: tuple(x for x in t.split(",") if x)),
     _k("count_ringleaders_in_tiebreak", "false", "Ringleaders count as Specialists in the tie-break",
        "GR-T02", _bool, BOOL),
-    _k("timeouts", "90,30", "seconds for the play decision and each follow-up choice", "GR-D06",
+    _k("timeouts", "90,30", "seconds for the play decision and each follow-up choice (0: no clock)", "GR-D06",
        lambda t: tuple(_seconds(x) for x in t.split(","))),
     _k("max_rounds", "100", "round limit", "GR-E08", _int),
     _k("timeout_play", "first_card_in_hand_order_as_caper", "what a play timeout does", "GR-D06",

@@ -51,8 +51,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "NC-M10"),
     OptionSpec("zealous_cards", "3", "number of Zealous Corruptor cards", ("0", "1", "2", "3"), "NC-K21"),
     OptionSpec("zealous_respect", "1", "Respect per Zealous Corruptor card", ("0", "1", "2", "3"), "NC-K21"),
-    OptionSpec("turn_timeout_s", "120", "turn clock in seconds", (), "NC-D02"),
-    OptionSpec("choice_timeout_s", "45", "choice clock in seconds", (), "NC-D02"),
+    OptionSpec("turn_timeout_s", "120", "turn clock in seconds (0: none)", (), "NC-D02"),
+    OptionSpec("choice_timeout_s", "45", "choice clock in seconds (0: none)", (), "NC-D02"),
     # NC-K90 keys this engine fixes: listed so that ListGames shows them, one choice each.
     OptionSpec("months", "6", "months before the Final Verdict", ("6",), "NC-R01"),
     OptionSpec("street_spaces", "4", "Street spaces", ("4",), "NC-K60"),
