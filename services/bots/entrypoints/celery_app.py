@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -290,8 +291,20 @@ def make_celery(app: BotsApp) -> Celery:
         return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
     @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False, **retry)
-    def clock(self: Any, match_id: str, seat: int, version: int) -> str:
+    def clock(self: Any, match_id: str, seat: int, version: int, due: float = 0.0) -> str:
+        """`due`: the wall-clock time the clock runs out, for one sent ahead of it (`clock_hop`)."""
         with _continued_trace(self.request, "bots.clock", match_id=match_id, seat=seat, version=version):
+            left = due - time.time()
+            if due and left > 0:  # a hop of a long clock: on again, unless its match moved on
+                if app.store.version(match_id) != version:
+                    outcome = "stale"
+                else:
+                    celery.send_task(CLOCK, args=(match_id, seat, version, due),
+                                     countdown=min(left, clock_hop(celery)), queue=CLOCKS_QUEUE,
+                                     headers={TRACE_HEADER: dict(_carrier(self.request) or inject_context())})
+                    outcome = "rearmed"
+                log.debug("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
+                return outcome
             outcome = handlers.run_clock(app, match_id, seat, version)
             log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
         return outcome
@@ -453,6 +466,18 @@ _TARGET = ("host", "port", "path", "db", "username", "password")
 """The connection settings that say which Redis server and database a client talks to."""
 
 
+def clock_hop(celery: Celery) -> float:
+    """The longest a clock message may wait for its time: half the broker's visibility timeout.
+
+    A message taken by a worker and not acknowledged within the visibility timeout is given
+    back to the queue (kombu's Redis transport), and a clock waits for its time in a worker,
+    unacknowledged: a 24-hour clock (`timeouts` up to 86,400 s) came back every 300 s, each
+    copy held in a worker until the deadline, all firing then. A longer clock travels in hops
+    (`due`): each fires within this, and sends the next."""
+    options = celery.conf.broker_transport_options or {}
+    return max(1.0, float(options.get("visibility_timeout", 3600.0)) / 2)
+
+
 class CeleryTasks:
     """The dispatcher's task sender over Celery (see dispatcher.TaskSender).
 
@@ -595,8 +620,13 @@ class CeleryTasks:
 
     def clock(self, match_id: str, seat: int, version: int, countdown: float,
               trace: Mapping[str, str] | None = None) -> None:
+        hop = clock_hop(self.celery)
+        args: tuple[Any, ...] = (match_id, seat, version)
+        if countdown > hop:  # sent ahead of its time, in hops (`clock_hop`)
+            args, countdown = (match_id, seat, version, time.time() + countdown), hop
+
         def send(producer: Any) -> None:
-            self.celery.send_task(CLOCK, args=(match_id, seat, version), countdown=countdown, queue=CLOCKS_QUEUE,
+            self.celery.send_task(CLOCK, args=args, countdown=countdown, queue=CLOCKS_QUEUE,
                                   headers=self._headers(trace), producer=producer)
 
         clocks = getattr(self._local, "clocks", None)

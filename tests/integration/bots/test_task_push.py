@@ -5,6 +5,7 @@ acks), pushed at the batch's end otherwise; the message text is send_task's, wri
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 import threading
@@ -22,10 +23,13 @@ from famiglia.v1 import envelope_pb2
 from services.bots.bootstrap import BotsSettings, bootstrap
 from services.bots.dispatcher import GROUP, Dispatcher
 from services.bots.entrypoints.celery_app import (
+    CLOCK,
+    CLOCKS_QUEUE,
     DECISIONS_QUEUE,
     TRACE_HEADER,
     CeleryTasks,
     DecisionMessages,
+    clock_hop,
     make_celery,
     new_uuid,
 )
@@ -154,3 +158,32 @@ def test_the_running_dispatcher_queues_each_decision_and_acks_its_entries(redis_
         thread.join(5)
     if not same_server:
         assert redis.Redis.from_url(redis_url).llen(DECISIONS_QUEUE) == 0
+
+
+def test_a_clock_longer_than_half_the_visibility_timeout_travels_in_hops(redis_url: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock waits for its time in a worker, unacknowledged, and the broker gives such a message
+    back after the visibility timeout: a 24-hour clock came back every 300 s, each copy firing at
+    the deadline. One longer than half of it is sent ahead, with its deadline (`due`), and each
+    hop sends the next until the deadline is near; a hop whose match moved on stops there."""
+    celery = make_celery(bootstrap(settings=Settings(redis_url=redis_url, secret="test"),
+                                   bots=BotsSettings(visibility_timeout=10)))
+    tasks, client = CeleryTasks(celery), redis.Redis.from_url(redis_url)
+    assert clock_hop(celery) == 5.0
+    client.delete(CLOCKS_QUEUE)
+    sent_at = time.time()
+    tasks.clock("m1", 0, 3, 4.0)
+    tasks.clock("m1", 1, 3, 60.0)
+    messages = [json.loads(m) for m in reversed(client.lrange(CLOCKS_QUEUE, 0, -1))]
+    args = [json.loads(base64.b64decode(m["body"]))[0] for m in messages]
+    etas = [datetime.datetime.fromisoformat(m["headers"]["eta"]).timestamp() - sent_at for m in messages]
+    assert args[0] == ["m1", 0, 3] and 3.0 < etas[0] < 5.0  # within a hop: as it always was
+    assert args[1][:3] == ["m1", 1, 3] and 59.0 < args[1][3] - sent_at < 61.0 and 4.0 < etas[1] < 6.0
+
+    hopped: list[dict] = []
+    monkeypatch.setattr(celery, "send_task", lambda name, **options: hopped.append({"name": name, **options}))
+    clock = celery.tasks[CLOCK]
+    due = time.time() + 30
+    assert clock("m1", 1, 0, due) == "rearmed"  # the match is still at the clock's version (0: none yet)
+    assert [(h["name"], h["args"], h["countdown"]) for h in hopped] == [(CLOCK, ("m1", 1, 0, due), 5.0)]
+    assert clock("m1", 1, 7, due) == "stale" and len(hopped) == 1  # moved on: no further hop
