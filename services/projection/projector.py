@@ -566,7 +566,8 @@ class Projector:
             state = self._state_for(conn, row)
             rest = envelopes
         writes.matches.append(row)
-        writes.archive.extend(archive_values(env) for env in envelopes)
+        archive = [archive_values(env) for env in envelopes]
+        writes.archive.extend(archive)
         if state is not None and rest:
             try:
                 state.apply(rest)
@@ -580,7 +581,10 @@ class Projector:
         row.version, row.archived_id = envelopes[-1].seq, envelopes[-1].event_id
         if entry_id is not None:
             row.last_entry_id = entry_id
-        row.last_event_ms = max(row.last_event_ms, envelopes[-1].timestamp.ToMilliseconds())
+        # The latest of the run's times, not its last event's: a stream's times need not grow with its
+        # seqs (NP-H9's held answers are written out in seat order with the times they were given), and
+        # the row must not depend on where a batch ended (live and a rebuild batch differently).
+        row.last_event_ms = max(row.last_event_ms, max(a["timestamp_ms"] for a in archive))
         if row.status == "live" and envelopes[-1].type == MATCH_CANCELLED:
             # Read from the envelope, not the fold: a match no fold can read (an unknown game, a
             # fold error) is cancelled all the same. Nothing follows a cancel in a stream.
@@ -680,7 +684,7 @@ class Projector:
         except Exception:  # noqa: BLE001 - an unreadable payload still ends the match
             outcome = {"reason": ""}
         row.status = "cancelled"
-        row.finished_ms = row.last_event_ms
+        row.finished_ms = envelope.timestamp.ToMilliseconds()  # the cancel's own time (its clock may be behind)
         row.outcome = outcome
         writes.ended.append(row)
 

@@ -72,6 +72,8 @@ class MatchSpec:
     options: dict[str, str] = field(default_factory=dict)
     names: list[str] | None = None
     """The seats' display names (default: each player id, title-cased)."""
+    people: frozenset[int] = frozenset()
+    """The seats a person holds (no policy); every other seat with a player id is a bot's."""
 
 
 def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Iterator[tuple[str, list]]:
@@ -84,7 +86,9 @@ def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Itera
     for seat, player in enumerate(spec.players):
         if player:
             name = spec.names[seat] if spec.names else player.title()
-            created.seat_info.add(seat=seat, player_id=player, display_name=name, bot=True, policy="random")
+            bot = seat not in spec.people
+            created.seat_info.add(seat=seat, player_id=player, display_name=name, bot=bot,
+                                  policy="random" if bot else "")
     now = clock()
     first = [match_created_envelope(spec.match_id, created, now_ms=now)]
     first += game_envelopes(engine, spec.match_id, 1, play.setup_events, now_ms=now)

@@ -220,3 +220,58 @@ def test_a_player_in_several_seats_is_in_their_history_once_at_their_best_seat(t
             assert history.entries[0].seat == best and history.entries[0].rating_after is not None
             return
     raise AssertionError("no seed gave ann two different ranks")
+
+
+# pins projector._cancel: the cancel's own time, not the latest of the match's events
+@pytest.mark.parametrize("together", [False, True])
+def test_a_cancelled_match_is_over_at_the_cancels_time_whatever_the_clocks_of_earlier_events(
+        projector: Projector, together: bool) -> None:
+    """The cancel may be written by a command process whose clock is behind the one that wrote
+    the last move: the match is over when the cancel says, and its last event time stays the latest."""
+    from famiglia.eventstore.envelopes import match_cancelled_envelope
+    from famiglia.v1.envelope_pb2 import MatchCancelled
+
+    entries, _ = played_entries("m1", seed=8)
+    moves = entries[:4]
+    latest = max(e.envelope.timestamp.ToMilliseconds() for e in moves)
+    cancel = match_cancelled_envelope("m1", moves[-1].envelope.seq, GAME_ID,
+                                      MatchCancelled(reason="stuck", operator="cli"), command_id="cancel:x",
+                                      now_ms=latest - 40)
+    if not together:
+        projector.project(moves)
+    projector.project((moves if together else []) + [PartitionEntry(0, f"{latest + 1}-0", cancel)])
+    with read_session(projector.engine) as session:
+        summary = match_summary(session, "m1")
+    assert summary is not None and summary.status == "cancelled"
+    assert (summary.finished_ms, summary.last_event_ms) == (latest - 40, latest)
+
+
+# pins projector._apply_events: the latest time of every event of a run, not of its last one
+def test_a_matchs_times_do_not_depend_on_how_its_events_were_batched_when_they_are_out_of_time_order(
+        tmp_path: Path) -> None:
+    """A stream's times need not grow with its seqs: Nothing Personal's held answers are written
+    out in seat order with the times they were given (NP-H9), and two command processes' clocks
+    differ. The match's last event and finish times are then the latest of its events', whether
+    they came in one batch (a rebuild) or one at a time (live), and so is the order it is rated in."""
+    entries, _ = played_entries("m1", seed=9)
+    late = entries[-2].envelope
+    stamp = EventEnvelope()
+    stamp.CopyFrom(late)
+    stamp.timestamp.FromMilliseconds(entries[-1].envelope.timestamp.ToMilliseconds() + 5_000)
+    entries[-2] = replace(entries[-2], envelope=stamp)
+    dumps = []
+    for name, batches in (("whole", [entries]), ("one_by_one", [[e] for e in entries])):
+        engine = make_engine(f"sqlite:///{tmp_path / f'{name}.db'}")
+        schema.upgrade(engine)
+        projector = Projector(engine, registry())
+        for batch in batches:
+            projector.project(batch)
+        with read_session(engine) as session:
+            summary = match_summary(session, "m1")
+        assert summary is not None and summary.status == "finished"
+        assert summary.finished_ms == summary.last_event_ms == stamp.timestamp.ToMilliseconds()
+        tables = dump(engine)
+        tables.pop("projection_checkpoints")
+        dumps.append(tables)
+        engine.dispose()
+    assert dumps[0] == dumps[1]
