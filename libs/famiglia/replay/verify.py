@@ -84,6 +84,7 @@ def verify_export(registry: Registry, export: MatchExport) -> Report:
     report = Report(export.match_id, export.game_id)
     try:
         _check_header(export)
+        _check_type_names(registry, export)
         _check_command_list(export)
     except _Diverged as exc:
         report.divergence = exc.divergence
@@ -116,6 +117,7 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         engine = registry.get(created.game_id)
     except UnknownGame:
         raise _Diverged(Divergence(seq=1, reason="format", detail=f"no engine for game {created.game_id!r}")) from None
+    _check_envelope_fields(envelopes, created.game_id)
     report.events_checked = 1
 
     info = engine.info
@@ -176,6 +178,22 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         state = _compare_all(engine, state, group, produced, first.seq, report, command=rendered, seat=first.seat)
         report.commands_checked += 1
         seq += len(group)
+
+
+def _check_envelope_fields(envelopes: Sequence[EventEnvelope], game_id: str) -> None:
+    """The envelope fields no re-run reproduces but every reader relies on: each event names
+    the match's game (or none), and `match_created` is the server's, secret, with no command."""
+    first = envelopes[0]
+    if (first.seat != -1 or first.command_id or first.command
+            or first.visibility.kind != VisibilityKind.SERVER or first.visibility.seats
+            or first.payload_type not in ("", MatchCreated.DESCRIPTOR.full_name)):
+        raise _Diverged(Divergence(seq=1, reason="format",
+                                   detail="match_created is the server's event (seat -1, no command, "
+                                          "server-only visibility, a famiglia.v1.MatchCreated)"))
+    for env in envelopes:
+        if env.game_id and env.game_id != game_id:
+            raise _Diverged(Divergence(seq=env.seq, reason="format",
+                                       detail=f"event {env.seq} names game {env.game_id[:80]!r}, not {game_id!r}"))
 
 
 def _check_cancel(envelopes: Sequence[EventEnvelope], env: EventEnvelope) -> None:
@@ -295,6 +313,29 @@ def _check_header(export: MatchExport) -> None:
         raise _Diverged(Divergence(seq=1, reason="format", expected=str(stored), got=str(header),
                                    detail="the file's header disagrees with its match_created event "
                                           "(or its setup_last_seq with its events)"))
+
+
+def _check_type_names(registry: Registry, export: MatchExport) -> None:
+    """The proto names the file gives for its game's Event and Command (empty: a writer without
+    the game) are the game's, as are each recorded command's: a reader decodes by them."""
+    try:
+        engine = registry.get(export.setup.game_id)
+    except UnknownGame:
+        return  # reported with the events
+    info = engine.info
+    event_name = info.event_type.DESCRIPTOR.full_name if info.event_type is not None else ""
+    command_name = info.command_type.DESCRIPTOR.full_name if info.command_type is not None else ""
+    named = [(1, "event_type", export.event_type, event_name), (1, "command_type", export.command_type, command_name)]
+    named += [(c.first_seq, "the recorded command's command_type", c.command_type, command_name)
+              for c in export.commands]
+    for seq, what, name, want in named:
+        if name and name != want:
+            raise _Diverged(Divergence(seq=seq, reason="format", expected=want, got=name,
+                                       detail=f"the file's {what} is not {_game_of(export)}'s"))
+
+
+def _game_of(export: MatchExport) -> str:
+    return export.setup.game_id[:80]
 
 
 def _check_command_list(export: MatchExport) -> None:
