@@ -122,3 +122,11 @@ def test_nc_b16_investigation_on_the_street_forbids_its_type() -> None:
     assert refused(s, 0, cash_in("W01", "T01", "gambling")) == "NC-B16"
     assert refused(s, 0, cash_in("W01", "T01", "queens")) == "NC-B16"
     run(s, 0, cash_in("W01", "T02", "drugs"))
+
+
+def test_nc_r05_r06_a_busy_wiseguy_cannot_cash_in() -> None:
+    """NC-R05, NC-R06: a Wiseguy made Busy this month cannot act again, even with a Free Turf at hand."""
+    s = seat(business_table(), 0, busy=frozenset({"W01"}))
+    assert refused(s, 0, cash_in("W01", "T01", "queens")) == "NC-R05"
+    s2, _ = run(s, 0, cash_in("W02", "T01", "queens"))
+    assert {"W01", "W02", "T01"} <= s2.players[0].busy

@@ -231,3 +231,11 @@ def test_nc_k90_respect_values_come_from_configuration() -> None:
     assert seat_respect(s, 1) == 2 + 3 + 2 and s.zealous_left == ("ZC1",)
     with pytest.raises(RuleViolation):
         ENGINE.setup(MatchConfig(seats=4, options={"months": "7"}), 1)
+
+
+def test_nc_k45_k52_tip_off_never_makes_atlantic_city_busy() -> None:
+    """NC-K45, NC-K52: Atlantic City is never Busy, so a Tip-off cannot name it even when it is the
+    target's only Free Turf."""
+    s = seat(business_table(), 0, hand=("V10",))
+    s = seat(s, 3, turfs=("T05", "AC"), busy=frozenset({"T05"}))
+    assert refused(s, 0, revenge("V10", 3, turf="AC")) == "NC-K52"

@@ -195,6 +195,17 @@ def test_nc_v13_v14_end_of_game_bonuses_to_the_strict_leader() -> None:
     assert awarded["B1"] == -1 and awarded["B2"] == 2 and awarded["B3"] == 0  # Atlantic City counts as a Turf
 
 
+def test_nc_v16_players_equal_on_respect_title_and_bank_share_a_rank() -> None:
+    """NC-V16: below the winners, players equal on Respect, Title and Bank share a rank, and the
+    next rank skips past them."""
+    s = meeting_table(5)   # every Bank: two $10,000 Innocent and two $10,000 Guilty
+    s = seat(s, 0, trophies=("R6",))   # 3 Respect: the winner
+    # seat 1 holds Connecticut (1 Respect); seats 2, 3 and 4 have none
+    r = ENGINE.result(_over(s, "innocent", {}))
+    ranks = {o.seat: o.rank for o in r.seats}
+    assert r.winners() == [0] and ranks[1] == 2
+    assert ranks[2] == ranks[3] == ranks[4] == 3
+
 def test_nc_v15_v16_ties_broken_by_title_then_bank() -> None:
     """NC-V15, NC-V16: ties broken by title then bank."""
     s = meeting_table()

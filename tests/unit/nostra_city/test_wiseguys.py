@@ -149,6 +149,15 @@ def test_nc_w114_w14_peeks_at_pile_notes_of_others() -> None:
     assert s2.players[0].peeked == (other,)
 
 
+def test_nc_w114_w14_looks_at_no_more_than_two_notes() -> None:
+    """NC-W114: with three Notes of other seats on the pile, W14 is shown two of them, never more."""
+    others = notes(50000, "G", 2) + notes(50000, "I", 1)
+    s = seat(_trial(pile=tuple((n, 2) for n in others)), 0, wiseguys=("W14",))
+    s2, events = run(s, 0, corrupt("W14", [s.players[0].bank[0]]))
+    peeked = of_kind(events, "pile_notes_peeked")[0].notes
+    assert len(peeked) == 2 and set(peeked) <= set(others) and len(s2.players[0].peeked) == 2
+
+
 def test_nc_w114_w14_never_picks_a_note_its_owner_placed_with_w12() -> None:
     """NC-W114, NC-W112, NC-H17: a Note the owner put on the pile unseen with W12 is still
     one the owner placed, so W14 does not show it; another seat's W12 Note it may show."""

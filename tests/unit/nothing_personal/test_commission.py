@@ -197,6 +197,19 @@ def test_np_c16_np_c17_np_c18_the_ante() -> None:
     assert s2.round == 2 and s2.ante == 0 and s2.passed == frozenset()   # NP-K2
 
 
+def test_np_c16_the_ante_waits_for_the_last_seats_first_turn() -> None:
+    """NP-C16: with all but one seat through their first turn, that last seat still pays no Ante
+    (a check on n - 1 turns instead of n would let it raise the Ante before everyone had a turn)."""
+    s = std(3)
+    for seat, cards in enumerate((("I01",), ("I02",), ("I03",))):
+        s = hand(s, seat, *cards)
+    _, s = play(s, 0, pfi("I01", "T01"))
+    _, s = play(s, 1, pfi("I02", "T01"))
+    assert s.turn == 2 and s.had_turn == frozenset({0, 1})
+    assert refused(s, 2, pfi("I03", "T01", ante=1)) == "NP-C17"
+    _, s = play(s, 2, pfi("I03", "T01"))
+    assert s.ante == 0 and s.money == (50, 50, 50)
+
 def test_np_c19_np_c20_extra_influence_costs_5_and_goes_on_a_gangster_of_this_play() -> None:
     """NP-C19, NP-C20."""
     s = hand(std(4), 0, "I21")

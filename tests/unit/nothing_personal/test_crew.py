@@ -178,6 +178,15 @@ def test_np_w16_np_w17_omerta_forces_a_pass_and_unused_coins_return_after_the_cr
     assert "omerta_coin_returned" in kinds(events) and later.om_free == 2
 
 
+def test_np_w16_a_tied_gangster_under_omerta_passes_with_no_ruling_asked() -> None:
+    """NP-W16: the Omerta coin forces the pass before control is asked for, so a tied gangster
+    costs the ring holder no ruling (and gives it no say over the coin)."""
+    s = mark(crew(), "T03", {1: 2, 2: 2}, omerta=True)   # the Racketeer at 5, seats 1 and 2 tied
+    s = at_stage(s, Phase.CREW, "act", pos=5, sweep=1)
+    events, s = step(s)
+    assert "tie_ruling_asked" not in kinds(events) and s.ruling is None
+    assert of(events, "omerta_observed")[0].position == 5 and not markers_of(s, "T03").omerta
+
 def test_np_w18_np_w19_np_d10_np_d11_np_h8_blackmail_proposals() -> None:
     """NP-W18, NP-W19, NP-D10, NP-D11, NP-H8."""
     s = acting(mark(crew(), "T03", {1: 2, 2: 1}, coin=2), 5, 1)   # seat 2's coin on the Racketeer
