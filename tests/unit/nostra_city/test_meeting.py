@@ -173,6 +173,14 @@ def test_nc_w109_meeting_order_puts_w09_last() -> None:
     assert phase_order(s, Phase.MEETING) == (1, 2, 0, 3)
 
 
+def test_nc_w109_r02_w09_changes_only_the_meetings_order() -> None:
+    """NC-W109 is the Meeting's one exception to NC-R02: the Business and the Trial go plain
+    clockwise from the first player, W09's owner in its place."""
+    s = table(meeting_table(), first_player=1)  # W09 belongs to seat 3
+    for phase in (Phase.BUSINESS, Phase.TRIAL):
+        assert phase_order(s, phase) == (1, 2, 3, 0)
+
+
 def test_nc_m15_meeting_draws_go_clockwise_from_the_first_player() -> None:
     """NC-M15: Cheated bidders draw one at a time, clockwise from the first player."""
     s = table(meeting_table(), first_player=1)
