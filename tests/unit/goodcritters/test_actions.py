@@ -72,6 +72,8 @@ def test_gc_a02_the_assignment_is_public_final_and_in_nobodys_stash() -> None:
         [("L060", 0), ("L060", 1)],  # twice
         [("L999", 0)],  # unknown card
         [("L060", 9)],  # unknown seat
+        [("L060", 4)],  # the first seat past the last (4 players: seats 0 to 3)
+        [("L060", -1)],  # no seat
         [("L001", 0)],  # a Stash card, not table loot
     ],
 )

@@ -297,6 +297,21 @@ def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand
     assert revealed == {0: VOTE_YES, 1: ROB, 2: VOTE_YES, 3: VOTE_YES}
 
 
+def test_gc_d05_gc_k01_the_deadline_plays_the_configured_timeout_action() -> None:
+    """GC-D05, GC-K01: `timeout_defaults.action` names the card a player with none chosen plays
+    at the deadline; a chosen card still stands."""
+    state, _ = assign(table_state(options={"timeout_defaults.action": "vote_no"}))
+    state, _ = act(state, 1, C.choose_action_card(ROB))
+    events = []
+    for seat in range(4):
+        command = ENGINE.timeout_command(state, seat)
+        assert command is not None
+        state, evs = act(state, seat, command)
+        events += evs
+    revealed = {r.seat: r.card for r in of_kind(events, "action_revealed")}
+    assert revealed == {0: VOTE_NO, 1: ROB, 2: VOTE_NO, 3: VOTE_NO}
+
+
 def test_gc_d06_turn_mode_step_3a_then_3b() -> None:
     """GC-D06: Turn mode step 3a then 3b."""
     state = table_state(boss=1, options={"step3_mode": "turns"})

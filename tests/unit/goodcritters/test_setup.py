@@ -127,6 +127,14 @@ def test_gc_s12_gc_s13_the_configured_first_boss_takes_the_marker() -> None:
     assert exc.value.code == "GC-K01" and "GC-S13" in exc.value.message
 
 
+@pytest.mark.parametrize("seat", [0, 3])
+def test_gc_s13_a_configured_first_boss_holds_for_every_seed_seat_0_included(seat: int) -> None:
+    """GC-S13: seat 0 is a configured seat like any other, not "no configuration"; the match's
+    generator never overrides it."""
+    for seed in range(12):
+        assert new_game(4, seed=seed, options={"first_boss_seat": str(seat)}).boss == seat
+
+
 def test_gc_s13_without_configuration_the_first_boss_is_random_and_public() -> None:
     """GC-S13: Without configuration the first boss is random and public."""
     bosses = {new_game(5, seed=s).boss for s in range(40)}

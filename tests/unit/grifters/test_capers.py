@@ -107,6 +107,20 @@ def test_gr_c07_drawing_reshuffles_the_discard_pile_into_an_empty_deck() -> None
     assert len(s.deck) == 1 and s.discard == ()
 
 
+def test_gr_c07_gr_x01_the_reshuffle_shuffles_the_discard_pile_with_the_match_rng() -> None:
+    """GR-C07, GR-X01: the discard pile is shuffled into the new deck, not turned over as it lies:
+    the new deck holds the same cards, in an order the match's generator picks."""
+    discard = [sp(nn, 1) for nn in range(2, 12)]
+    s = table(2, hands={0: ["R0-TH", sp(2, 2)]}, deck=[], discard=discard)
+    orders = set()
+    for seed in range(6):
+        _, events = act(s, caper(sp(2, 2)), seed=seed)  # Recruiter: draw 2
+        (shuffled,) = of_kind(events, "deck_shuffled")
+        assert sorted(shuffled.cards) == sorted(discard)
+        orders.add(tuple(shuffled.cards))
+    assert len(orders) > 1
+
+
 def test_gr_c08_an_opponent_is_never_yourself() -> None:
     """GR-C08: an opponent is never yourself."""
     s = table(3, hands={0: ["R0-PP", CON]})

@@ -7,10 +7,11 @@ import pytest
 from famiglia.engine import MatchConfig, Rng, fold
 from famiglia.rules.grifters import ENGINE
 from famiglia.rules.grifters.data import SPECIALISTS
+from famiglia.rules.grifters.state import OPPONENT
 from famiglia.testing.random_play import Step, play_random
 from tests.profile import examples
 
-from ._helpers import CON, act, caper, sp, table
+from ._helpers import CON, ENFORCER, FALL, act, caper, kinds, of_kind, sp, table
 
 
 def test_gr_h02_determinize_agrees_with_the_seats_view_and_decisions() -> None:
@@ -88,3 +89,30 @@ def test_gr_h05_determinize_deals_the_deck_from_the_reshuffled_cards_only() -> N
             world = ENGINE.determinize(view, seat, Rng(k))
             assert ENGINE.view(world, seat) == view
             assert len(world.deck) == 1 and set(world.deck) <= set(reshuffled)
+
+
+@pytest.mark.parametrize(("active", "expected"), [(0, 1), (1, 2), (2, 0)])
+def test_gr_d03_the_default_opponent_on_a_stash_tie_is_the_first_from_the_active_players_left(
+    active: int, expected: int
+) -> None:
+    """GR-D03: the timeout default for "opponent to steal from" is the largest Stash; on a tie,
+    the first in seat order from the active player's left (not the lowest seat, not the last)."""
+    stash = {seat: 4 for seat in range(3)}
+    s = table(3, hands={active: [f"R{active}-PP", CON]}, stash=stash, active=active)
+    _, events = act(s, caper(f"R{active}-PP", use_defaults=True))
+    assert [e.opponent for e in of_kind(events, "opponent_chosen")] == [expected]
+    opened = table(3, hands={active: [f"R{active}-PP", CON]}, stash=stash, active=active)
+    opened, _ = act(opened, caper(f"R{active}-PP"))
+    assert opened.choice == OPPONENT  # the timeout of the open choice takes the same default
+    after, _ = act(opened, ENGINE.timeout_command(opened, active))
+    assert after.players[expected].stash == 2
+
+
+def test_gr_d06_the_copy_default_skips_fall_guys_when_a_fall_guy_may_be_copied() -> None:
+    """GR-D03, GR-D06: the Fall Guy's default is "the first non-Fall Guy in hand order", also
+    where GR-F01 `fall_guy_may_copy_fall_guy` makes another Fall Guy a legal option that comes
+    first in hand order (SP13 before SP15)."""
+    s = table(2, hands={0: [FALL, sp(13, 2), ENFORCER]}, options={"fall_guy_may_copy_fall_guy": "true"})
+    _, events = act(s, caper(FALL, use_defaults=True))
+    assert [e.card for e in of_kind(events, "caper_copied")] == [ENFORCER]
+    assert "choice_opened" not in kinds(events)

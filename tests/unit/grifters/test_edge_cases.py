@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from famiglia.rules.grifters import ENGINE
 from famiglia.rules.grifters.state import ABDUCT, COPY, OPPONENT, SECOND
 
@@ -204,6 +206,26 @@ def test_gr_x20_an_abducted_card_restarts_on_night_one() -> None:
     assert s.players[0].nights[0] == (CON,)
 
 
+@pytest.fixture
+def capped_emit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GR-X21 exists so that every chain of nested capers ends: without it two Inside Men swap
+    each other back and forth for ever inside one command. A cap on the events a test may emit
+    turns that regression into a failure instead of a hang that eats memory."""
+    from famiglia.rules.grifters import resolve
+
+    emit = resolve.Ctx.emit
+    emitted = 0
+
+    def capped(self: resolve.Ctx, event: object) -> None:
+        nonlocal emitted
+        emitted += 1
+        assert emitted < 500, "GR-X21: the Inside Men keep swapping"
+        emit(self, event)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(resolve.Ctx, "emit", capped)
+
+
+@pytest.mark.usefixtures("capped_emit")
 def test_gr_x21_an_inside_man_cannot_choose_a_card_swapped_in_this_turn() -> None:
     """GR-X21: an inside man cannot choose a card swapped in this turn."""
     im2 = sp(1, 2)
@@ -212,3 +234,13 @@ def test_gr_x21_an_inside_man_cannot_choose_a_card_swapped_in_this_turn() -> Non
     # abducts the only target, im2; im2 then finds only IM, which was swapped in: nothing to abduct
     assert kinds(events).count("specialist_abducted") == 1
     assert s.players[0].nights[0] == (im2,) and (IM,) in s.players[1].nights
+
+
+@pytest.mark.usefixtures("capped_emit")
+def test_gr_x21_a_chain_of_inside_men_ends_within_the_command() -> None:
+    """GR-X21: the abducted Inside Man may go on to a third Hideout, but none swaps back: the
+    chain ends after two swaps (the timeout defaults choose every target)."""
+    s = table(3, hands={0: [IM, CON]}, nights={1: [[sp(1, 2)], [], []], 2: [[sp(1, 3)], [], []]})
+    s, events = act(s, caper(IM, use_defaults=True))
+    assert [e.card for e in of_kind(events, "specialist_abducted")] == [sp(1, 2), sp(1, 3)]
+    assert s.active == 1
