@@ -231,7 +231,7 @@ class MatchmakingApp:
         waited = max(0.0, (end - record.created_ms) / 1000.0)
         estimate = answer_within = 0.0
         if record.state in (SEARCHING, CLAIMED):
-            estimate = estimate_wait(self.policy, waited, self.store.recent_wait(record.game_id))
+            estimate = estimate_wait(self.policy, waited, self.store.recent_wait(record.game_id, record.pool))
         elif record.state == PENDING:
             answer_within = max(0.0, (record.expires_ms - now) / 1000.0)
         return TicketStatus(

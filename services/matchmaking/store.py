@@ -12,7 +12,7 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
     {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
     {mm:G}:proposal:<proposal>  hash   the claimed table: plan json, attempts
-    {mm:G}:stats                hash   avg_wait_ms (estimates)
+    {mm:G}:stats                hash   avg_wait_ms:<pool> (estimates, per pool)
 
 A restarted matcher finds everything here; tickets and pointers carry TTLs so a
 stack left alone cleans itself up. The per-player holds that keep a player at one
@@ -351,7 +351,8 @@ class RedisTicketStore:
                            len(tickets), *(t for t, _ in tickets), *(tid for _, tid in pointers)]
         return int(self._release(keys=keys, args=args))
 
-    def recent_wait(self, game_id: str) -> float | None:
-        """The game's recent average wait in seconds (None before its first match)."""
-        raw = self.client.hget(Keys(game_id).stats, "avg_wait_ms")
+    def recent_wait(self, game_id: str, pool: str) -> float | None:
+        """The pool's recent average wait in seconds (None before its first match): tickets of
+        other options in the same game wait for other tables."""
+        raw = self.client.hget(Keys(game_id).stats, f"avg_wait_ms:{pool}")
         return float(raw) / 1000.0 if raw else None

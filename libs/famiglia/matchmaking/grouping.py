@@ -103,15 +103,15 @@ def _exact_fill(candidates: Sequence[Ticket], room: int) -> tuple[Ticket, ...] |
 
 
 def _backfilled_table(anchor: Ticket, candidates: Sequence[Ticket]) -> Proposal:
-    """The most humans the anchor can sit with (oldest first), then the fewest bots."""
+    """The most humans the anchor can sit with (oldest first), then the fewest bots. Each size
+    asks the exact-fill search for its most seats first: taking tickets oldest first until one
+    does not fit would let an older pair keep a newer trio (one more person) out."""
     best: Proposal | None = None
     for seats in sorted(anchor.seat_counts):
+        fitting = [t for t in candidates if seats in t.seat_counts]
         room = seats - anchor.size
-        taken: list[Ticket] = []
-        for t in candidates:
-            if seats in t.seat_counts and t.size <= room:
-                taken.append(t)
-                room -= t.size
+        taken = next(chosen for humans in range(room, -1, -1)
+                     if (chosen := _exact_fill(fitting, humans)) is not None)
         proposal = Proposal(anchor.game_id, anchor.pool, seats, (anchor, *taken))
         if best is None or (proposal.humans, -proposal.bots) > (best.humans, -best.bots):
             best = proposal

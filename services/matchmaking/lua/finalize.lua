@@ -1,6 +1,7 @@
 -- The match exists: mark the proposal's tickets matched (with each player's seat and
 -- seat token), free the players' open-ticket pointers, drop the claim, and fold the
--- tickets' waits into the pool's average wait (for estimates). A ticket not claimed by
+-- tickets' waits into their pool's average wait (for estimates: one field per pool, since
+-- tickets of other options wait for other tables). A ticket not claimed by
 -- this proposal is left alone, so finishing a proposal twice changes nothing.
 -- KEYS: 1 claims, 2 proposal, 3 stats (hash), 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 now ms, 3 n, 4 ticket retention ms, 4+1..4+n per-ticket fields (json object),
@@ -8,9 +9,10 @@
 local n = tonumber(ARGV[3])
 local done = 0
 local waits = 0
+local pool = ''
 for i = 1, n do
   local key = KEYS[3 + i]
-  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms')
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'pool')
   if st[1] == 'claimed' and st[2] == ARGV[1] then
     local flat = {'state', 'matched', 'closed_ms', ARGV[2]}
     for k, v in pairs(cjson.decode(ARGV[4 + i])) do
@@ -21,6 +23,7 @@ for i = 1, n do
     redis.call('PEXPIRE', key, ARGV[4])
     done = done + 1
     waits = waits + (tonumber(ARGV[2]) - tonumber(st[3]))
+    pool = st[4] or ''
   end
 end
 for j = 4 + n, #KEYS do
@@ -32,10 +35,11 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
 if done > 0 then
   local mean = waits / done
-  local old = tonumber(redis.call('HGET', KEYS[3], 'avg_wait_ms'))
+  local field = 'avg_wait_ms:' .. pool
+  local old = tonumber(redis.call('HGET', KEYS[3], field))
   if old then
     mean = old * 0.8 + mean * 0.2
   end
-  redis.call('HSET', KEYS[3], 'avg_wait_ms', tostring(mean))
+  redis.call('HSET', KEYS[3], field, tostring(mean))
 end
 return done

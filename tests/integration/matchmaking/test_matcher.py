@@ -16,7 +16,7 @@ from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.grpcutil.errors import FailedPrecondition
 from famiglia.localstack.redis_server import RedisServer
-from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches
+from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches, pool_key
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
 from tests.profile import examples
@@ -362,12 +362,12 @@ def test_watching_a_ticket_sees_searching_then_matched(mm: Matchmaking, creator:
 
 
 def test_estimates_follow_the_pools_recent_waits(mm: Matchmaking) -> None:
-    assert mm.app.store.recent_wait("duel") is None
+    assert mm.app.store.recent_wait("duel", pool_key("duel", {})) is None
     a, b, c = (mm.app.register_guest(n)[0].player_id for n in "ABC")
     mm.app.create_ticket(a, "duel", [], {})
     mm.app.create_ticket(b, "duel", [], {})
     mm.matcher.run_once()
-    recent = mm.app.store.recent_wait("duel")
+    recent = mm.app.store.recent_wait("duel", pool_key("duel", {}))
     assert recent is not None and recent < 5
     tc = mm.app.create_ticket(c, "duel", [], {})
     assert tc.status.estimated_wait_s <= recent

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from famiglia.matchmaking import MatchPolicy, form_matches
+from famiglia.matchmaking import MatchPolicy, form_matches, pool_key
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.store import Keys
@@ -180,7 +180,7 @@ def test_finishing_a_table_twice_keeps_the_estimates(mm: Matchmaking, clock: Fak
     clock.advance(4)
     assert _finalize(mm, plan) == 2
     assert _finalize(mm, plan) == 0
-    recent = mm.app.store.recent_wait(DUEL)
+    recent = mm.app.store.recent_wait(DUEL, pool_key(DUEL, {}))
     assert recent is not None and not math.isnan(recent) and recent == pytest.approx(4.0)
 
 
@@ -194,7 +194,7 @@ def test_the_pools_average_wait_is_smoothed(mm: Matchmaking, clock: FakeClock) -
     mm.app.create_ticket(c, DUEL, [], {})
     mm.app.create_ticket(d, DUEL, [], {})
     assert mm.matcher.run_once() == 1
-    assert mm.app.store.recent_wait(DUEL) == pytest.approx(8.0)
+    assert mm.app.store.recent_wait(DUEL, pool_key(DUEL, {})) == pytest.approx(8.0)
 
 
 # -- release.lua -------------------------------------------------------------------------------

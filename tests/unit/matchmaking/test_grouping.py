@@ -213,3 +213,14 @@ def test_a_large_queue_is_grouped_within_a_tick() -> None:
     assert form_matches(far_apart, NOW, NO_BOTS) == []
     assert len(form_matches(mixed, NOW, NO_BOTS)) > 300
     assert time.perf_counter() - started < 2.0
+
+
+def test_backfill_seats_the_most_humans_even_past_an_older_party() -> None:
+    """A table of 5 for a lone player: taking the older pair first leaves no room for the trio
+    (3 humans, 2 bots), but the trio seats one more person (4 humans, 1 bot)."""
+    policy = MatchPolicy(backfill_after=10.0, window_start=100)
+    queue = [ticket("a", counts=(5,), waited=20), ticket("pair", players=2, counts=(5,), waited=5),
+             ticket("trio", players=3, counts=(5,), waited=3)]
+    [table] = form_matches(queue, NOW, policy)
+    assert (table.seats, table.humans, table.bots) == (5, 4, 1)
+    assert sorted(t.ticket_id for t in table.tickets) == ["a", "trio"]
