@@ -39,7 +39,7 @@ from famiglia.engine.registry import Registry
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers
 from famiglia.telemetry import configure, get_logger
 
-from .bootstrap import BotsApp, bootstrap
+from .bootstrap import BotsApp, BotsSettings, bootstrap
 from .entrypoints.celery_app import CLOCKS_QUEUE, DECISIONS_QUEUE
 
 log = get_logger("famiglia.bots.worker")
@@ -56,6 +56,17 @@ def worker_argv(pool: str, concurrency: int, loglevel: str = "INFO", name: str =
         "-n", f"{name or f'bots-{os.getpid()}'}@{socket.gethostname()}", "--loglevel", loglevel,
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]
+
+
+def layout(bots: BotsSettings) -> tuple[int, str, int]:
+    """(Celery worker processes, each one's pool, its concurrency). With `solo`, one process per
+    worker, each a solo worker or a `threads` pool of FAMIGLIA_BOTS_THREADS_PER_WORKER, also when
+    there is one process (a container given one core: FAMIGLIA_BOTS_CONCURRENCY=1), which once
+    ran a plain solo worker and so one decision at a time; otherwise one worker of that pool."""
+    if bots.pool == "solo":
+        threads = bots.threads_per_worker
+        return bots.workers, "solo" if threads <= 1 else "threads", max(1, threads)
+    return 1, bots.pool, bots.workers
 
 
 def quiet_celery_task_logs() -> None:
@@ -75,9 +86,8 @@ def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
-            threads = app.bots.threads_per_worker
-            _run_celery(app, "solo" if threads <= 1 else "threads", max(1, threads), extra,
-                        name=f"bots-{os.getppid()}-{index}")
+            _processes, pool, concurrency = layout(app.bots)
+            _run_celery(app, pool, concurrency, extra, name=f"bots-{os.getppid()}-{index}")
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:  # noqa: BLE001 - report, then leave the child
@@ -150,10 +160,11 @@ def main(registry: Registry | None = None, argv: list[str] | None = None) -> Non
         app = bootstrap(registry=registry)
     plaintext_peers({"FAMIGLIA_COMMAND_ADDR": app.settings.command_addr})
     extra = sys.argv[1:] if argv is None else argv
-    if app.bots.pool == "solo" and app.bots.workers > 1:
-        supervise_solo(app, app.bots.workers, extra)
+    processes, pool, concurrency = layout(app.bots)
+    if processes > 1:
+        supervise_solo(app, processes, extra)
     else:
-        _run_celery(app, app.bots.pool, app.bots.workers, extra)
+        _run_celery(app, pool, concurrency, extra)
 
 
 if __name__ == "__main__":

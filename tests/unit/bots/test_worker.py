@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from services.bots.bootstrap import BotsSettings
-from services.bots.worker import QUIET_LOGGERS, quiet_celery_task_logs, worker_argv
+from services.bots.worker import QUIET_LOGGERS, layout, quiet_celery_task_logs, worker_argv
 
 
 def test_one_solo_worker_per_core_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,6 +22,16 @@ def test_one_solo_worker_per_core_unless_told_otherwise(monkeypatch: pytest.Monk
     monkeypatch.setenv("FAMIGLIA_BOTS_THREADS_PER_WORKER", "1")
     settings = BotsSettings.from_env()
     assert (settings.pool, settings.workers, settings.threads_per_worker) == ("prefork", 3, 1)
+
+
+def test_one_solo_process_still_runs_its_threads() -> None:
+    """A container given one core (deploy/k8s: FAMIGLIA_BOTS_CONCURRENCY=1) ran a plain solo
+    worker, one decision at a time, whatever FAMIGLIA_BOTS_THREADS_PER_WORKER said: only forked
+    processes got their `threads` pool."""
+    assert layout(BotsSettings(concurrency=1)) == (1, "threads", 2)
+    assert layout(BotsSettings(concurrency=4)) == (4, "threads", 2)
+    assert layout(BotsSettings(concurrency=1, threads_per_worker=1)) == (1, "solo", 1)
+    assert layout(BotsSettings(pool="prefork", concurrency=3)) == (1, "prefork", 3)
 
 
 def test_a_worker_listens_on_both_queues_under_its_own_name() -> None:

@@ -11,6 +11,7 @@ each was once true of this repository or is an easy drift. docs/performance*.md 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 from collections.abc import Iterator
@@ -146,6 +147,19 @@ def test_k8s_redis_and_postgres_are_ready_once_they_answer() -> None:
            '"-d", "famiglia"] }' in stateful
 
 
+def test_k8s_redis_and_postgres_start_on_a_fresh_volume_as_their_images_mean() -> None:
+    """PostgreSQL's initdb refuses a data directory that is not empty, and a fresh ext4 volume's
+    root holds lost+found: PGDATA is a directory inside the volume. Redis's `command` replaced
+    the image's entrypoint, which runs it as its `redis` user (compose keeps it): `args`."""
+    stateful = (ROOT / "deploy/k8s/stateful.yaml").read_text()
+    mount = re.search(r"\{ name: data, mountPath: (/var/lib/postgresql/data) \}", stateful)
+    assert mount is not None, stateful
+    pgdata = re.search(r"\{ name: PGDATA, value: (\S+) \}", stateful)
+    assert pgdata is not None and pgdata[1].startswith(mount[1] + "/"), stateful
+    assert 'args: ["redis-server", "/etc/redis/redis.conf"]' in stateful
+    assert '"redis-server"' not in "".join(re.findall(r"command: \[.*\]", stateful))
+
+
 def _compose_services(compose: str) -> dict[str, str]:
     """docker-compose.yml's `services:` entries by name, each its own block of lines (the file
     is read as text: no YAML parser is a dependency)."""
@@ -172,6 +186,204 @@ def test_compose_starts_the_services_once_redis_and_postgres_answer() -> None:
     assert set(ours) == set(services) - {"redis", "postgres"}, sorted(ours)
     for name, block in ours.items():
         assert "depends_on" not in block, f"{name} overrides the shared depends_on"
+
+
+def _flow_pairs(text: str) -> dict[str, str]:
+    """The `NAME: value` pairs of a one-line YAML flow mapping (`{ <<: *env, NAME: "v" }`)."""
+    return {k: v.strip().strip('"') for k, v in re.findall(r"\b([A-Z][A-Z0-9_]*): (\"[^\"]*\"|[^,}]+)", text)}
+
+
+def _compose_environments() -> dict[str, dict[str, str]]:
+    """Each famiglia service's environment in docker-compose.yml: the shared `&env` block with
+    the service's own entries over it."""
+    compose = (ROOT / "docker-compose.yml").read_text()
+    shared: dict[str, str] = {}
+    for line in compose.split("environment: &env\n", 1)[1].splitlines():
+        entry = re.match(r"    ([A-Z][A-Z0-9_]*): (.*)$", line)
+        if entry is None:
+            break
+        shared[entry[1]] = entry[2].strip('"')
+    out = {}
+    for name, block in _compose_services(compose).items():
+        if "<<: *famiglia" in block:
+            own = re.search(r"^    environment: \{ <<: \*env, (.*) \}$", block, re.M)
+            out[name] = {**shared, **(_flow_pairs(own[1]) if own else {})}
+    return out
+
+
+def _k8s_containers() -> dict[str, str]:
+    """deploy/k8s/services.yaml's containers (init containers too) by name, each its lines."""
+    services = (ROOT / "deploy/k8s/services.yaml").read_text()
+    out = {}
+    for chunk in re.split(r"^        - name: ", services, flags=re.M)[1:]:
+        name, _, rest = chunk.partition("\n")
+        out[name] = re.match(r"(?: {10}.*\n)*", rest)[0]  # type: ignore[index]
+    return out
+
+
+def _k8s_environments() -> dict[str, dict[str, str]]:
+    """Each famiglia container's environment: the ConfigMap and the Secret it takes (which must
+    exist), then its own `env`."""
+    shipped = (ROOT / "deploy/k8s/famiglia.yaml").read_text()
+    config = shipped.split("name: famiglia-config,", 1)[1].split("\n---", 1)[0].split("\ndata:\n", 1)[1]
+    shared = dict(re.findall(r"^  ([A-Z][A-Z0-9_]*): (.*)$", config, re.M))
+    secret = _flow_pairs(shipped.split("name: famiglia-secret,", 1)[1].split("stringData:", 1)[1].splitlines()[0])
+    out = {}
+    for name, block in _k8s_containers().items():
+        if "image: famiglia:latest" in block:
+            assert "envFrom: [{ configMapRef: { name: famiglia-config } }, { secretRef: { name: famiglia-secret } }]" \
+                in block, name
+            out[name] = {**shared, **secret, **dict(re.findall(r'\{ name: (\w+), value: "([^"]*)" \}', block))}
+    return out
+
+
+def _deployed() -> list[object]:
+    return [pytest.param(where, name, env, id=f"{where}:{name}")
+            for where, found in (("docker-compose.yml", _compose_environments()), ("deploy/k8s", _k8s_environments()))
+            for name, env in found.items()]
+
+
+@pytest.mark.parametrize(("where", "name", "env"), _deployed())
+def test_every_value_the_deployments_set_is_one_the_code_accepts(
+        monkeypatch: pytest.MonkeyPatch, where: str, name: str, env: dict[str, str]) -> None:
+    """Read by the services' own loaders: a value they refuse stops a replica at start (in a
+    crash loop), one they misread (an address) makes it dial nothing. The production settings
+    are all set: the secret (its shipped placeholder, refused on purpose, stands for the
+    operator's; tests/unit/foundation/test_config_and_errors_rules.py), Redis, PostgreSQL
+    through the psycopg driver the image installs, and every peer by a name the deployment has."""
+    import os
+
+    import redis
+    from sqlalchemy.engine import make_url
+
+    from famiglia.config import DEFAULT_PORTS, Settings
+    from famiglia.grpcutil.tls import transport
+    from famiglia.telemetry import exporters
+    from services.bots.bootstrap import BotsSettings
+    from services.matchmaking.settings import MatchmakingSettings
+    from services.projection.settings import ProjectionSettings
+    from services.replay.bootstrap import ReplaySettings
+
+    for variable in list(os.environ):
+        if variable.startswith(("FAMIGLIA_", "OTEL_")):
+            monkeypatch.delenv(variable)
+    assert {"FAMIGLIA_SECRET", "FAMIGLIA_REDIS_URL", "FAMIGLIA_DATABASE_URL"} <= set(env), (where, name)
+    for variable, value in env.items():
+        monkeypatch.setenv(variable, "an operator's own secret" if variable == "FAMIGLIA_SECRET" else value)
+    settings = Settings.from_env()
+    hosts = set(_compose_services((ROOT / "docker-compose.yml").read_text())) if where == "docker-compose.yml" \
+        else set(re.findall(r"^kind: Service\nmetadata: \{ name: ([\w-]+),", "\n".join(
+            (ROOT / "deploy/k8s" / f).read_text() for f in ("services.yaml", "stateful.yaml")), re.M))
+    assert redis.ConnectionPool.from_url(settings.redis_url).connection_kwargs["host"] in hosts
+    database = make_url(settings.database_url)
+    assert (database.get_dialect().driver, database.host in hosts) == ("psycopg", True), settings.database_url
+    for service, port in DEFAULT_PORTS.items():
+        own = name == service
+        assert getattr(settings, f"{service}_addr") == (f"0.0.0.0:{port}" if own else f"{service}:{port}"), service
+        assert own or service in hosts, service
+    BotsSettings.from_env(), MatchmakingSettings.from_env(), ProjectionSettings.from_env(), ReplaySettings.from_env()
+    assert transport().tls is None  # plaintext inside, as the Ingress's backend-protocol "GRPC" speaks
+    exporters("OTEL_TRACES_EXPORTER"), exporters("OTEL_METRICS_EXPORTER")
+
+
+def test_a_bots_worker_pod_runs_the_workers_its_cpu_request_pays_for() -> None:
+    """One Celery worker per core by default, but a container counts the node's cores (os.cpu_count),
+    not its CPU request: on a 32-core node a bots-worker pod (500m, 1Gi) forked 32 workers and was
+    killed for its memory, again and again."""
+    workers = {n: e for n, e in _k8s_environments().items() if "services.bots.worker" in _k8s_containers()[n]}
+    assert workers, sorted(_k8s_environments())
+    for name, env in workers.items():
+        assert env.get("FAMIGLIA_BOTS_CONCURRENCY") == "1", name
+
+
+def _drain_seconds(service: str) -> float:
+    """The longest a service's process takes to stop once signalled, read from its __main__: each
+    `server.stop(grace=...)` and `join(timeout=...)`, a join in a loop once for every thread the
+    module starts."""
+    tree = ast.parse((ROOT / "services" / service / "__main__.py").read_text())
+    threads = sum(1 for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "Thread")
+    looped = {id(n) for loop in ast.walk(tree) if isinstance(loop, ast.For) for n in ast.walk(loop)}
+    total = 0.0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("stop", "join"):
+            for keyword in node.keywords:
+                if keyword.arg in ("grace", "timeout") and isinstance(keyword.value, ast.Constant):
+                    total += keyword.value.value * (threads if id(node) in looped else 1)
+    return total
+
+
+def test_each_deployment_lets_its_services_drain_before_it_kills_them() -> None:
+    """A stop's SIGKILL comes after Kubernetes' terminationGracePeriodSeconds (30 s unless set,
+    the preStop's wait included) or compose's stop_grace_period (10 s unless set, which cut the
+    projection's 20 s short); the bots' workers end their task at hand (Celery's warm shutdown),
+    which may run up to FAMIGLIA_BOTS_TASK_TIME_LIMIT."""
+    from famiglia.config import DEFAULT_PORTS
+    from services.bots.bootstrap import BotsSettings
+
+    needs = {service: _drain_seconds(service) for service in DEFAULT_PORTS}
+    assert needs["projection"] >= 20 and needs["bots"] >= 13, needs  # the stop code was read
+    needs["bots.worker"] = BotsSettings().task_time_limit
+    services = (ROOT / "deploy/k8s/services.yaml").read_text()
+    for deployment in services.split("\n---\n"):
+        run = re.search(r'command: \["python", "-m", "services\.([\w.]+)"\]', deployment)
+        if "kind: Deployment" not in deployment or run is None:
+            continue
+        service = run[1]
+        grace = re.search(r"terminationGracePeriodSeconds: (\d+)", deployment)
+        pre_stop = re.search(r'preStop: \{ exec: \{ command: \["sleep", "(\d+)"\] \} \}', deployment)
+        if service != "bots.worker":  # a gRPC server: the endpoints let it go before it stops listening
+            assert pre_stop is not None, service
+        waited = (int(pre_stop[1]) if pre_stop else 0) + needs.pop(service)
+        assert waited < (int(grace[1]) if grace else 30), (service, waited)
+    assert not needs, f"no Deployment runs {sorted(needs)}"
+    compose = (ROOT / "docker-compose.yml").read_text()
+    shared = re.search(r"^  stop_grace_period: (\d+)s$", compose.split("\nservices:\n", 1)[0], re.M)
+    for name, block in _compose_services(compose).items():
+        if "<<: *famiglia" in block:
+            own = re.search(r"^    stop_grace_period: (\d+)s$", block, re.M) or shared
+            service = re.search(r'command: \["python", "-m", "services\.([\w.]+)"\]', block)[1]  # type: ignore[index]
+            need = BotsSettings().task_time_limit if service == "bots.worker" else _drain_seconds(service)
+            assert need < (int(own[1]) if own else 10), (name, need)
+
+
+def test_the_projection_migrates_before_kubernetes_probes_it() -> None:
+    """The projection migrates its schema before its server listens: under the liveness probe
+    (3 × 10 s) a long migration restarted the pod mid-way, and then again. An init container runs
+    `migrate` (a subcommand it has) first, with the same environment."""
+    from services.projection.__main__ import main
+
+    containers = _k8s_containers()
+    assert 'command: ["python", "-m", "services.projection", "migrate"]' in containers["migrate"]
+    services = (ROOT / "deploy/k8s/services.yaml").read_text()
+    projection = next(d for d in services.split("\n---\n") if "metadata: { name: projection," in d
+                      and "kind: Deployment" in d)
+    assert projection.index("initContainers:\n        - name: migrate\n") < projection.index("      containers:")
+    with pytest.raises(SystemExit) as shown:
+        main(["migrate", "--help"])
+    assert shown.value.code == 0
+
+
+def test_the_image_builds_from_the_repository_and_runs_as_no_root() -> None:
+    """Every COPY source is in the repository and not left out of the build context; the image
+    holds the generated protobuf modules (committed, not generated at build) and the
+    projection's migrations; the context leaves out the local stack's secret and compose's."""
+    dockerfile = (ROOT / "deploy/Dockerfile").read_text()
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {"var", ".env", ".venv", ".git"} <= set(ignored), ignored
+    copied = []
+    for line in re.findall(r"^COPY (.+)$", dockerfile, re.M):
+        *sources, _dest = line.split()
+        for source in sources:
+            assert (ROOT / source).exists() and source not in ignored, source
+            copied.append(source)
+    assert {"libs", "services", "pyproject.toml", "README.md"} <= set(copied), copied
+    for proto in (ROOT / "protos").rglob("*.proto"):
+        generated = ROOT / "libs" / proto.relative_to(ROOT / "protos").with_name(f"{proto.stem}_pb2.py")
+        assert generated.is_file(), f"{generated.relative_to(ROOT)}: the image would lack {proto.name}'s module"
+    assert any((ROOT / "services/projection/migrations/versions").glob("0001_*.py"))
+    user = re.findall(r"^USER (\S+)$", dockerfile, re.M)
+    assert user and user[-1] not in ("root", "0"), user
+    assert dockerfile.rindex("USER ") < dockerfile.rindex("CMD ")
 
 
 def _make_targets() -> set[str]:
