@@ -175,6 +175,14 @@ def test_nc_v09_v10_guilty_only_a_snitch_can_win() -> None:
     assert r.winners() == []  # nobody is first: no reader counts a win (standings, ratings)
 
 
+def test_nc_v09_guilty_the_snitch_with_the_most_respect_wins() -> None:
+    """NC-V09: between two Snitches Respect decides, not the seat order."""
+    s = seat(meeting_table(), 2, trophies=("R6",))   # seat 1 holds Connecticut: 1 Respect
+    r = ENGINE.result(_over(s, "guilty", {1: ("V01",), 2: ("V02",)}))
+    assert r.winners() == [2]
+    assert {o.seat: o.rank for o in r.seats}[1] == 2   # NC-V16: the other eligible player comes next
+
+
 def test_nc_v11_v12_respect_from_the_territory() -> None:
     """NC-V11, NC-V12: respect from the territory."""
     from famiglia.rules.nostra_city.queries import seat_respect

@@ -138,6 +138,14 @@ def test_np_c12_an_or_card_is_played_for_influence_or_for_its_effect_never_both(
     assert refused(s2, 0, por("I01")) == "NP-C12"
 
 
+def test_np_c12_only_an_or_card_is_played_for_its_effect_alone() -> None:
+    """NP-C12, NP-C2 (b): a blank or AND card brings its effect only after its groups are placed."""
+    s = hand(std(4), 0, "I21", "I93")   # thug:2 blank EXTRA_5; any:2 AND INVITE_1
+    assert refused(s, 0, por("I21", gangster="T01")) == "NP-C12"
+    assert refused(s, 0, por("I93", seat=2)) == "NP-C12"
+    assert not [c for c in legal_commands(s, 0) if c.WhichOneof("kind") == "play_or_effect"]
+
+
 def test_np_c13_an_or_effect_needs_a_legal_resolution() -> None:
     """NP-C13."""
     s = hand(std(4), 0, "I65")   # Snitch: nobody has 10 markers

@@ -268,6 +268,8 @@ def test_np_w25_remove_one_marker_of_any_colour_from_an_active_gangster() -> Non
 def test_np_w26_np_x6_steal_takes_3_or_what_there_is() -> None:
     """NP-W26, NP-X6."""
     s = acting(mark(replace(crew(), money=(50, 50, 2, 0)), "G02", {1: 1}), 4, 1)
+    _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(seat=0)))
+    assert after.money[1] == 53 and after.money[0] == 47   # $3 from a seat that has more
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(seat=2)))
     assert after.money[1] == 52 and after.money[2] == 0
     _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(seat=3)))   # $0 is a legal target
@@ -397,6 +399,15 @@ def test_np_w43_np_x14_whacks_place_no_neutral_and_sideways_gangsters_can_be_wha
     s = mark(mark(crew(), "T01", {1: 1}), "G05", {2: 1}, sideways=True)
     events, after = step(rolled(s, 1, 1, "whack", "pistol", "whack", target="G05"))
     assert after.neutral == 25 and "G05" in after.fishes
+
+
+def test_np_d7_card_windows_ask_card_holders_and_reroll_windows_ask_seats_with_10_dollars() -> None:
+    """NP-D7: who is asked uses public facts only; exactly $10 pays a reroll, so it is enough."""
+    from famiglia.rules.nothing_personal.crew import eligible
+
+    s = replace(hand(crew(ring=1), 3, "I01"), money=(10, 9, 0, 50))
+    assert eligible(s, "card") == (3,)
+    assert eligible(s, "reroll") == (3, 0)   # in ring order from the ring holder, seat 1
 
 
 def test_np_w44_np_w45_np_d6_rerolls_cost_10_and_reopen_the_window() -> None:

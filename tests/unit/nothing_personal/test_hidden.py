@@ -237,6 +237,15 @@ def test_np_d3_np_d4_np_d9_np_d12_documented_defaults() -> None:
     assert ENGINE.timeout_command(inv, 3).place_invited_marker.gangster == "M00"
 
 
+def test_np_d9_the_default_ruling_is_the_first_tied_seat_in_ring_order() -> None:
+    """NP-D9: counted from the ring holder, which names itself when it is tied."""
+    for ring, tied, first in ((2, {0: 1, 1: 1}, 0), (2, {1: 1, 2: 1}, 2), (1, {0: 1, 2: 1, 3: 1}, 2)):
+        r = mark(std(4, ring=ring), "G05", tied)
+        _, r = step(at_stage(r, Phase.CREW, "score", pos=8))
+        assert r.ruling is not None and set(r.ruling.seats) == set(tied)
+        assert ENGINE.timeout_command(r, ring).rule_on_tie.seat == first
+
+
 def test_np_d12_invite_asks_the_invited_seat_to_place_one_marker() -> None:
     """NP-D12."""
     s = hand(std(4), 0, "I93")   # any:2 AND INVITE_1

@@ -175,6 +175,14 @@ def test_np_k1_np_k2_bookkeeping_ends_the_round_and_resets_round_state() -> None
     assert s.round == 3 and s.phase == Phase.COMMISSION and s.ante == 0 and s.free_used == frozenset()
 
 
+def test_np_k1_after_round_5_bookkeeping_ends_the_game() -> None:
+    """NP-K1: round 5 is the last; its Bookkeeping leads to final scoring, not to a sixth Commission."""
+    s = mark(replace(bare(), round=5), "M00", {0: 1})
+    events, s = step(at_stage(s, Phase.FAMILY, "assoc"))
+    assert s.round == 5 and s.phase in (Phase.FINAL, Phase.OVER)
+    assert Phase.COMMISSION not in [e.phase for e in of(events, "phase_began")]
+
+
 # -- final scoring and tie-breakers -------------------------------------------------------------------------
 def final(s):
     return at_stage(replace(s, round=5), Phase.FINAL, "score", pos=9)
@@ -233,6 +241,21 @@ def test_np_t7_remaining_ties_roll_off_and_the_result_ranks_everyone() -> None:
     result = ENGINE.result(s)
     assert sorted(o.rank for o in result.seats) == [1, 2, 3, 4]
     assert next(o for o in result.seats if o.seat == 3).rank == 4
+
+
+def test_np_t7_higher_rolls_rank_first() -> None:
+    """NP-T7: among tied seats, a higher roll ranks first (re-rolls only order equal rolls)."""
+    s = replace(bare(ring=3), respect=(5, 5, 5, 5), money=(0,) * 4)
+    compared = 0
+    for seed in range(4):
+        events, over = step(final(s), seed=seed)
+        for r in of(events, "roll_off"):
+            for a, ra in zip(r.seats, r.rolls, strict=True):
+                for b, rb in zip(r.seats, r.rolls, strict=True):
+                    if ra > rb:
+                        compared += 1
+                        assert over.ranking.index(a) < over.ranking.index(b)
+    assert compared, "no roll-off had two different rolls"
 
 
 def test_np_t7_np_h6_the_roll_offs_stay_in_every_finished_view() -> None:
