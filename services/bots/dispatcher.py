@@ -293,6 +293,10 @@ FOLLOWED_MAX = 20_000
 well above the matches in play at once, while a match whose people walked away without a
 clock is never finished, so over days of uptime those alone would grow it without end."""
 
+DONE_KEPT = 10_000
+"""Ended matches the dispatcher remembers (`Dispatcher._done`), the oldest let go first: a
+redelivered entry of one is then skipped without a read, and every match ever ended is not."""
+
 
 def _idle(tracked: Tracked) -> bool:
     """Whether nothing of the match is in play here: no task or clock queued at its version, no
@@ -482,7 +486,7 @@ class Dispatcher:
         self.matches.pop(match_id, None)
         self._done[match_id] = end
         self._done.move_to_end(match_id)
-        while len(self._done) > 10_000:
+        while len(self._done) > DONE_KEPT:
             self._done.popitem(last=False)
 
     def _end_lost(self, match_id: str, batch: Sequence[EventEnvelope] = ()) -> bool:
