@@ -277,6 +277,16 @@ def _written_out(match: MatchState, version: int, end: int) -> list[str]:
     return keys
 
 
+def _event_ids(envelope: EventEnvelope) -> dict[str, Any]:
+    """What a failure line names of the event the dispatcher failed on: who made it, and the
+    trace of the command that did (the operator's way from the line to that command's lines)."""
+    ids: dict[str, Any] = {"seq": envelope.seq, "seat": envelope.seat, "command_id": envelope.command_id}
+    trace_id = carried_trace_id(envelope.trace)
+    if trace_id:  # no span is current in the dispatcher: the line's trace is the command's
+        ids["trace_id"] = trace_id
+    return ids
+
+
 def _carried(tracked: Tracked, last: EventEnvelope) -> dict[str, str]:
     """The trace the match's next tasks carry: the last command's. After a bot's own move they
     start a new trace linked to it (`FOLLOWS_KEY`), so a match of bots alone is a trace per
@@ -373,7 +383,7 @@ class Dispatcher:
                     except TRANSIENT:
                         raise  # the broker or the store is away: keep the entries unacked, redo them
                     except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
-                        log.exception("match_dispatch_failed", match_id=match_id)
+                        log.exception("match_dispatch_failed", match_id=match_id, **_event_ids(batch[-1]))
                         self._forget(match_id)
         except BaseException:
             for sent, key in self._marked:

@@ -646,5 +646,6 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
     command = match.engine.timeout_command(match.state, seat)
     if command is None:
         return "no_default"
-    log.info("clock_expired", match_id=match_id, seat=seat, version=version)
-    return _submit(app.seat(match_id, seat), command, clock_command_id(match_id, version, seat), version, [])
+    command_id = clock_command_id(match_id, version, seat)
+    log.info("clock_expired", match_id=match_id, seat=seat, version=version, command_id=command_id)
+    return _submit(app.seat(match_id, seat), command, command_id, version, [])

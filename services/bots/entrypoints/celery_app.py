@@ -306,7 +306,9 @@ def make_celery(app: BotsApp) -> Celery:
                 log.debug("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
                 return outcome
             outcome = handlers.run_clock(app, match_id, seat, version)
-            log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
+            # The id the seat's default goes in under: the command service's line for it names the same.
+            log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome,
+                     command_id=handlers.clock_command_id(match_id, version, seat))
         return outcome
 
     return celery

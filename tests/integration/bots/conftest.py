@@ -40,9 +40,12 @@ WORKER = (
 
 
 class BotsStack:
-    def __init__(self, redis_url: str, tmp: Path, clock_grace_seconds: float = 0.1) -> None:
+    def __init__(self, redis_url: str, tmp: Path, clock_grace_seconds: float = 0.1,
+                 worker_env: dict[str, str] | None = None) -> None:
+        """`worker_env`: settings of the worker process over the defaults below."""
         self.redis_url = redis_url
         self.tmp = tmp
+        self.worker_env = worker_env or {}
         self.registry: Registry = toy_registry(playable_registry())
         settings = Settings(redis_url=redis_url, secret=SECRET)
         self.command = command_bootstrap(store=RedisEventStore.connect(redis_url), registry=self.registry,
@@ -71,6 +74,7 @@ class BotsStack:
                    FAMIGLIA_BOTS_VISIBILITY_TIMEOUT="6", FAMIGLIA_VAR_DIR=str(self.tmp),
                    OTEL_SDK_DISABLED="true", FAMIGLIA_LOG_LEVEL="info",
                    PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
+        env.update(self.worker_env)
         log = open(self.tmp / "worker.log", "ab")
         self.worker = subprocess.Popen([sys.executable, "-c", WORKER], env=env, stdout=log, stderr=log,
                                        cwd=ROOT, start_new_session=True)
@@ -94,6 +98,9 @@ class BotsStack:
         raise AssertionError(f"{match_id} not finished after {timeout}s (version {view.version})\n{log}")
 
     def close(self) -> None:
+        """Stop everything (again: nothing more to do)."""
+        if self.stop.is_set():
+            return
         if self.worker is not None:
             os.killpg(self.worker.pid, signal.SIGTERM)
             try:

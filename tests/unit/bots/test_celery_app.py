@@ -52,6 +52,18 @@ def test_each_app_runs_its_own_tasks_bound_to_its_own_bots_app(monkeypatch: pyte
 
 
 
+def test_a_clock_tasks_line_names_the_command_id_its_default_goes_in_under(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command service's `command_accepted` line for a seat's default names its command id:
+    the worker's `turn_clock` line names it too, so the two hops' lines meet on it."""
+    import structlog
+
+    monkeypatch.setattr(handlers, "run_clock", lambda app, match_id, seat, version: "submitted")
+    with structlog.testing.capture_logs() as captured:
+        assert make_celery(_bots_app()).tasks[CLOCK]("m7", 1, 5) == "submitted"
+    (line,) = [c for c in captured if c["event"] == "turn_clock"]
+    assert (line["match_id"], line["seat"], line["command_id"]) == ("m7", 1, handlers.clock_command_id("m7", 5, 1))
+
+
 def test_a_task_retried_or_given_up_leaves_a_line_naming_its_match_and_seat() -> None:
     """Celery's own retry and failure lines are plain text that names no match (and its retry
     line is at a level the worker keeps quiet): these say which match waits, and why."""

@@ -487,6 +487,34 @@ def test_one_broken_match_does_not_stop_the_others() -> None:
     assert [d[0] for d in table.tasks.decisions] == [healthy]
 
 
+def test_a_broken_matchs_line_names_the_command_and_trace_it_failed_on() -> None:
+    """Its one line is the operator's way to the move that broke it: the event's seat, command
+    id and the trace of that command (the command service's and the projection's lines for it)."""
+    import structlog
+
+    table = Table()
+    broken = table.create({0: "random", 1: "random"})
+    envelopes = [envelope_pb2.EventEnvelope() for _ in table.store.read(broken)]
+    for copy, stored in zip(envelopes, table.store.read(broken), strict=True):
+        copy.CopyFrom(stored)
+    carried = "0af7651916cd43dd8448eb211c80319c"
+    envelopes[-1].trace["traceparent"] = f"00-{carried}-b7ad6b7169203331-01"
+    envelopes[-1].command_id = "tap-1"
+
+    def pending(state):
+        raise RuntimeError("engine bug")
+
+    table.dispatcher.registry.get("highcard").pending = pending  # type: ignore[method-assign]
+    try:
+        with structlog.testing.capture_logs() as captured:
+            table.dispatcher.handle(envelopes)
+    finally:
+        del table.dispatcher.registry.get("highcard").pending
+    (line,) = [c for c in captured if c["event"] == "match_dispatch_failed"]
+    assert (line["match_id"], line["seq"], line["seat"], line["command_id"], line["trace_id"]) == (
+        broken, envelopes[-1].seq, envelopes[-1].seat, "tap-1", carried)
+
+
 def test_a_restarted_dispatcher_wakes_recent_matches_that_wait_on_a_lost_task() -> None:
     table = Table()
     waiting = table.create({0: "random", 1: "random"})
