@@ -225,6 +225,9 @@ def test_follow_resumes_across_a_restarted_server_and_ends_with_the_match(comman
     assert first.wait(10)
     command_process.kill()  # the open stream breaks: UNAVAILABLE
     command_process.start()
+    # The SDK's channel (keepalive options) shares no subchannel with the start's probe: it
+    # may be in its reconnect backoff, where a unary call is UNAVAILABLE at once.
+    client.wait_ready(30)
     last = _play_to_the_end(client, match.match_id, match.seat_tokens)
     reader.join(60)
     assert not reader.is_alive(), "follow did not end with the match"

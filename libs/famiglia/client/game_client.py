@@ -50,13 +50,37 @@ def pack(message: Message) -> any_pb2.Any:
     return out
 
 
+KEEPALIVE_S = 60.0
+"""How long a connection with a call open may stay quiet before the client pings the server
+(the server allows a ping every `famiglia.grpcutil.server.CLIENT_PING_MIN_S`)."""
+KEEPALIVE_TIMEOUT_S = 20.0
+
+
+def keepalive_options(keepalive_s: float = KEEPALIVE_S) -> list[tuple[str, int]]:
+    """Channel options that make a stream on a server that stopped answering (a frozen process,
+    a network that drops every packet without a word) end UNAVAILABLE: nothing else would, as
+    a waiting match sends nothing and a stream has no deadline."""
+    timeout_ms = int(min(KEEPALIVE_TIMEOUT_S, keepalive_s) * 1000)
+    return [
+        ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
+        ("grpc.keepalive_timeout_ms", timeout_ms),
+        ("grpc.http2.ping_timeout_ms", timeout_ms),  # the keepalive's timeout alone does not shorten it
+        ("grpc.http2.max_pings_without_data", 0),  # else pings stop after two on a quiet stream
+        ("grpc.keepalive_permit_without_calls", 0),  # an idle phone sends nothing
+    ]
+
+
 class GameClient:
     """`address`: `host:port` (plaintext) or `grpcs://host[:port]` (TLS, trusting the system's
-    roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`); or a `channel` of your own."""
+    roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`); or a `channel` of your own (dial it
+    with `keepalive_options()`, or a hung server holds its streams for ever).
+
+    Every unary call has the deadline `timeout`; a connection with a call open that is quiet for
+    `keepalive_s` is pinged, and broken (UNAVAILABLE) when the ping goes unanswered."""
 
     def __init__(self, address: str = "localhost:50051", channel: grpc.Channel | None = None,
-                 timeout: float = 30.0) -> None:
-        self.channel = channel or dial(address)
+                 timeout: float = 30.0, keepalive_s: float = KEEPALIVE_S) -> None:
+        self.channel = channel or dial(address, options=keepalive_options(keepalive_s))
         self.stub = pb_grpc.GameServiceStub(self.channel)
         self.timeout = timeout
 
@@ -163,21 +187,26 @@ class SeatClient:
     def follow(self, from_version: int = 0, *, retry_for: float = 30.0) -> Iterator[pb.SeatEvent]:
         """The events this viewer may see after `from_version`, until the match is over, across
         dropped connections and restarted servers: a stream that breaks (UNAVAILABLE) is opened
-        again from the last version received, for up to `retry_for` seconds without a reply.
-        Any other status (a bad token, `version_ahead`, ...) is raised as it is. The server sends
-        nothing while the match waits, so a connection lost silently is noticed only by gRPC
-        keepalive (channel options `grpc.keepalive_time_ms`, ...)."""
-        version, deadline = from_version, time.monotonic() + retry_for
+        again from the last version received, for up to `retry_for` seconds after the break
+        (however long the match had waited before it: a stream open that long counts as
+        connected). Any other status (a bad token, `version_ahead`, ...) is raised as it is.
+        The server sends nothing while the match waits; a connection lost silently is noticed
+        by the client's keepalive (`GameClient(keepalive_s=...)`)."""
+        version, broken_since = from_version, None
         while True:
+            opened = time.monotonic()
             try:
                 for reply in self.stream(version):
-                    deadline = time.monotonic() + retry_for
+                    broken_since = None
                     version = max(version, reply.version)
                     if reply.HasField("event"):
                         yield reply.event
                     if reply.finished:
                         return
             except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                now = time.monotonic()
+                if broken_since is None or now - opened >= retry_for:
+                    broken_since = now
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or now - broken_since > retry_for:
                     raise
                 time.sleep(0.1)

@@ -31,6 +31,10 @@ log = get_logger("famiglia.grpc")
 #: it then waits for the answer before it closes the connection (and ends its calls).
 KEEPALIVE_S = 60.0
 KEEPALIVE_TIMEOUT_S = 20.0
+#: The shortest quiet spell after which a client may ping (the SDK's keepalive, every minute):
+#: gRPC's default, five minutes, answers a third earlier ping with GOAWAY `too_many_pings`,
+#: breaking the streams a phone keeps open.
+CLIENT_PING_MIN_S = 30.0
 
 
 def bearer_token(context: grpc.ServicerContext) -> str | None:
@@ -225,6 +229,7 @@ def build_server(
             # Any ping's wait for its answer (gRPC's default: a minute), which the keepalive's
             # timeout does not shorten in this gRPC.
             ("grpc.http2.ping_timeout_ms", int(min(KEEPALIVE_TIMEOUT_S, keepalive_s) * 1000)),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(CLIENT_PING_MIN_S * 1000)),
         ],
     )
     names = [reflection.SERVICE_NAME, health.SERVICE_NAME]
