@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from famiglia.client import GameClient
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.redis_store import RedisEventStore
+from tests.support.tracing import export_spans_to
 
 REGISTRY = default_registry()
 pytestmark = pytest.mark.skipif(not list(REGISTRY), reason="no game engine registered yet")
@@ -20,11 +19,7 @@ EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="module", autouse=True)
 def tracing() -> None:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    export_spans_to(EXPORTER)
 
 
 def test_the_trace_of_a_command_reaches_the_server_spans_and_the_stored_events(command_address: str,

@@ -18,8 +18,7 @@ import pytest
 import redis
 import structlog
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from structlog.testing import LogCapture
 
@@ -27,6 +26,7 @@ from famiglia import telemetry
 from famiglia.config import Settings
 from famiglia.v1 import envelope_pb2
 from tests.e2e.conftest import wait_until
+from tests.support.tracing import export_spans_to
 
 from .conftest import SECRET, BotsStack
 
@@ -36,11 +36,7 @@ EXPORTER = InMemorySpanExporter()
 
 @pytest.fixture(scope="module", autouse=True)
 def tracing() -> None:
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
+    export_spans_to(EXPORTER)
 
 
 @contextmanager
