@@ -282,9 +282,9 @@ def test_gc_d04_step_3_closes_when_all_are_committed_and_public_changes_release(
     assert "actions_locked" in kinds(events)
 
 
-def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand() -> None:
-    """GC-D05: The step 3 deadline commits and plays vote yes for an empty hand."""
-    state, _ = assign(table_state())
+def _revealed_at_the_deadline(**options: str) -> dict[int, int]:
+    """Seat 1 chose Rob; every seat's Step 3 deadline then passes: the cards revealed, by seat."""
+    state, _ = assign(table_state(options=options or None))
     state, _ = act(state, 1, C.choose_action_card(ROB))
     assert ENGINE.pending(state)[0].timeout_seconds == 120
     events = []
@@ -293,23 +293,19 @@ def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand
         assert command is not None
         state, evs = act(state, seat, command)
         events += evs
-    revealed = {r.seat: r.card for r in of_kind(events, "action_revealed")}
-    assert revealed == {0: VOTE_YES, 1: ROB, 2: VOTE_YES, 3: VOTE_YES}
+    return {r.seat: r.card for r in of_kind(events, "action_revealed")}
+
+
+def test_gc_d05_the_step_3_deadline_commits_and_plays_vote_yes_for_an_empty_hand() -> None:
+    """GC-D05: The step 3 deadline commits and plays vote yes for an empty hand."""
+    assert _revealed_at_the_deadline() == {0: VOTE_YES, 1: ROB, 2: VOTE_YES, 3: VOTE_YES}
 
 
 def test_gc_d05_gc_k01_the_deadline_plays_the_configured_timeout_action() -> None:
     """GC-D05, GC-K01: `timeout_defaults.action` names the card a player with none chosen plays
     at the deadline; a chosen card still stands."""
-    state, _ = assign(table_state(options={"timeout_defaults.action": "vote_no"}))
-    state, _ = act(state, 1, C.choose_action_card(ROB))
-    events = []
-    for seat in range(4):
-        command = ENGINE.timeout_command(state, seat)
-        assert command is not None
-        state, evs = act(state, seat, command)
-        events += evs
-    revealed = {r.seat: r.card for r in of_kind(events, "action_revealed")}
-    assert revealed == {0: VOTE_NO, 1: ROB, 2: VOTE_NO, 3: VOTE_NO}
+    assert _revealed_at_the_deadline(**{"timeout_defaults.action": "vote_no"}) == \
+        {0: VOTE_NO, 1: ROB, 2: VOTE_NO, 3: VOTE_NO}
 
 
 def test_gc_d06_turn_mode_step_3a_then_3b() -> None:
