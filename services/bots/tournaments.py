@@ -43,7 +43,7 @@ from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
 from famiglia.client import GameClient
 from famiglia.eventstore import EventStore
-from famiglia.grpcutil.errors import store_away
+from famiglia.grpcutil.errors import doubled_pause, store_away
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import get_logger
 from famiglia.v1 import envelope_pb2
@@ -412,7 +412,7 @@ MAX_FAILING_PAUSE = 8.0
 
 def _pause_after(failures: int) -> float:
     """Seconds to wait after the `failures`-th failing step in a row."""
-    return min(MAX_FAILING_PAUSE, 2.0 ** min(failures - 1, 8))
+    return doubled_pause(1.0, failures - 1, MAX_FAILING_PAUSE)
 
 
 def _away(exc: BaseException) -> bool:

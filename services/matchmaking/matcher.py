@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from famiglia.auth.request_ids import private_request_id
-from famiglia.grpcutil.errors import store_away
+from famiglia.grpcutil.errors import doubled_pause, store_away
 from famiglia.matchmaking import GameShape, MatchPolicy, Proposal, form_matches, plan_seats
 from famiglia.telemetry import get_logger, tracer
 from famiglia.v1 import envelope_pb2
@@ -118,7 +118,7 @@ class Matcher:
         """Seconds to the next pass after `away` passes in a row found Redis out of reach."""
         if not away:
             return self.tuning.interval_s
-        return min(self.tuning.away_pause_max_s, self.tuning.interval_s * 2 ** min(away, 16))
+        return doubled_pause(self.tuning.interval_s, away, self.tuning.away_pause_max_s)
 
     def run_once(self) -> int:
         """One pass over every game; the number of matches formed."""

@@ -81,6 +81,12 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return (ConnectionError, TimeoutError, exceptions.ConnectionError, exceptions.TimeoutError)
 
 
+def doubled_pause(base: float, times: int, most: float) -> float:
+    """`base` doubled `times` times, at most `most`: the wait of a loop whose passes keep failing
+    (the store or a peer away), so an outage is not met with a line and a retry a tick."""
+    return min(most, base * 2.0 ** min(max(times, 0), 16))
+
+
 _STORE_ERRORS: tuple[type[BaseException], ...] | None = None
 
 
