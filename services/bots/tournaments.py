@@ -30,7 +30,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,7 @@ from famiglia.client import GameClient
 from famiglia.eventstore import EventStore
 from famiglia.grpcutil.errors import doubled_pause, store_away
 from famiglia.matchstate import MatchState
-from famiglia.telemetry import get_logger
+from famiglia.telemetry import extract_context, follows_from, get_logger
 from famiglia.v1 import envelope_pb2
 
 log = get_logger("famiglia.bots.tournaments")
@@ -68,6 +68,16 @@ def _ms() -> int:
     return int(time.time() * 1000)
 
 
+def _carrier(stored: str | None) -> dict[str, str]:
+    """A stored trace carrier; {} for none or one this version cannot read (a trace is worth
+    nothing a runner should stop for)."""
+    try:
+        carrier = json.loads(stored) if stored else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in carrier.items()} if isinstance(carrier, dict) else {}
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -85,6 +95,9 @@ class TournamentRecord:
     starting: dict[int, str] = field(default_factory=dict)
     """Plan index -> the request id of a CreateMatch sent and not recorded in `started` (the
     match may exist). Never shown: a retried creation answers with every seat's token."""
+    trace: dict[str, str] = field(default_factory=dict)
+    """The trace context of the tournament's creation (its W3C traceparent and tracestate, never
+    baggage): each match the runner starts is a trace of its own linked to it."""
 
     def unrecorded(self) -> list[int]:
         """The planned matches whose CreateMatch went out and whose match was not recorded."""
@@ -124,7 +137,7 @@ class TournamentRepo:
     def _key(tid: str, part: str = "") -> str:
         return f"{PREFIX}:{{t:{tid}}}" + (f":{part}" if part else "")
 
-    def create(self, spec: TournamentSpec, request_id: str = "") -> str:
+    def create(self, spec: TournamentSpec, request_id: str = "", trace: Mapping[str, str] | None = None) -> str:
         tid = ("t" + hashlib.sha256(f"tournament:{request_id}".encode()).hexdigest()[:15] if request_id
                else "t" + secrets.token_hex(8)[:15])
         now, key = _ms(), self._key(tid)
@@ -133,7 +146,11 @@ class TournamentRepo:
         # HSET after the spec's HSETNX let a concurrent retry's `created_ms` in first, then
         # overwrote it: the record and the indexes, scored by the retry's, named two moments.)
         pipe = self.client.pipeline(transaction=True)
-        for name, value in (("spec", spec.to_json()), ("status", RUNNING), ("created_ms", now), ("moves", 0)):
+        fields: list[tuple[str, str | int]] = [("spec", spec.to_json()), ("status", RUNNING), ("created_ms", now),
+                                               ("moves", 0)]
+        if trace:
+            fields.append(("trace", json.dumps(dict(trace))))
+        for name, value in fields:
             pipe.hsetnx(key, name, value)
         pipe.hmget(key, "status", "created_ms")
         status, created = pipe.execute()[-1]
@@ -175,7 +192,7 @@ class TournamentRepo:
             done = {_text(k): {} for k in results_raw}
         return TournamentRecord(tid, TournamentSpec.from_json(raw["spec"]), raw.get("status", RUNNING),
                                 int(raw.get("created_ms", 0)), int(raw.get("finished_ms", 0)),
-                                int(raw.get("moves", 0)), started, done, starting)
+                                int(raw.get("moves", 0)), started, done, starting, _carrier(raw.get("trace")))
 
     def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
         """The newest tournaments; with `running_only`, the oldest running ones (from their own
@@ -415,10 +432,15 @@ def _pause_after(failures: int) -> float:
     return doubled_pause(1.0, failures - 1, MAX_FAILING_PAUSE)
 
 
+_OUT_OF_REACH = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+"""The command service's answers that say it is out of reach for now: raised, so the step is
+tried again, never taken as a refusal of the match."""
+
+
 def _away(exc: BaseException) -> bool:
     """A step that failed because Redis or the command service is out of reach (for now)."""
     if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)):
-        return exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        return exc.code() in _OUT_OF_REACH
     return store_away(exc)
 
 
@@ -522,7 +544,7 @@ class TournamentRunner:
                 self.game.cancel_match(match_id, reason, token=signer.operator_token("tournaments", ttl_s=300),
                                        request_id=f"tournament:{tid}:{match_id}")
             except grpc.RpcError as exc:
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if exc.code() in _OUT_OF_REACH:
                     raise
                 over = exc.code() == grpc.StatusCode.FAILED_PRECONDITION
                 (log.info if over else log.warning)(
@@ -555,7 +577,7 @@ class TournamentRunner:
                 match_id = self._create(record, planned[index])
                 self._creating_since.pop((record.tournament_id, index), None)
             except grpc.RpcError as exc:
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                if exc.code() in _OUT_OF_REACH:
                     raise
                 if exc.code() in _PASSING_CODES and self._may_pass(record.tournament_id, index):
                     raise
@@ -636,10 +658,15 @@ class TournamentRunner:
         seat_info = [envelope_pb2.SeatInfo(seat=s, player_id=entrant, display_name=entrant.partition("?")[0],
                                            bot=True, policy=entrant)
                      for s, entrant in enumerate(planned.entrants)]
-        return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
-                                      options=dict(planned.options), seat_info=seat_info, request_id=request_id,
-                                      tournament_id=record.tournament_id,
-                                      token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)).match_id
+        # A trace of its own (a tournament's matches in one trace would make it as deep as the
+        # tournament is long), linked to the tournament's creation; CreateMatch continues it, and
+        # the match's events keep it.
+        with follows_from("tournament.start_match", extract_context(record.trace),
+                          tournament_id=record.tournament_id, match_index=planned.index, game_id=planned.game_id):
+            return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
+                                          options=dict(planned.options), seat_info=seat_info, request_id=request_id,
+                                          tournament_id=record.tournament_id,
+                                          token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)).match_id
 
     def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str | None:
         """The planned match made and recorded started; None if the tournament ended meanwhile."""
@@ -649,7 +676,7 @@ class TournamentRunner:
         except NotRunning:
             return None
         except grpc.RpcError as exc:
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if exc.code() in _OUT_OF_REACH:
                 raise
             if exc.code() in _PASSING_CODES and self._may_pass(record.tournament_id, planned.index):
                 raise  # tried again at the next steps, for `stuck_seconds` at most
@@ -704,7 +731,7 @@ class TournamentRunner:
             self.game.cancel_match(match_id, f"stuck: no event for {self.stuck_seconds:.0f} s in tournament {tid}",
                                    token=token, request_id=f"stuck:{tid}:{match_id}")
         except grpc.RpcError as exc:
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            if exc.code() in _OUT_OF_REACH:
                 raise
             log.warning("stuck_match_not_cancelled", tournament_id=tid, match_id=match_id,
                         status=exc.code().name, error=(exc.details() or "")[:300])

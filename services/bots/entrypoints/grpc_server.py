@@ -20,7 +20,7 @@ from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.grpcutil.tls import Transport
-from famiglia.telemetry import get_logger
+from famiglia.telemetry import get_logger, stored_context
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
@@ -158,7 +158,7 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def CreateTournament(self, request, context):
         self._operator(context, "create a tournament")
         spec = spec_from_request(request, self.registry)
-        tid = self.repo.create(spec, request.request_id)
+        tid = self.repo.create(spec, request.request_id, trace=stored_context())
         record = self._get(tid)
         if request.request_id and not _same_tournament(record.spec, spec, seed_given=bool(request.seed)):
             raise AlreadyExists("request_id_reused", "request_id was already used to create a different "

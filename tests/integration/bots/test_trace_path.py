@@ -191,3 +191,46 @@ def test_a_match_matchmaking_made_is_in_the_trace_of_its_making(stack: BotsStack
     assert trace_of(first.trace["traceparent"]) == formed["trace_id"]
     (line,) = [e for e in lines if e["event"] == "match_created" and e["match_id"] == match_id]
     assert line["trace_id"] == formed["trace_id"]
+
+
+def test_each_match_a_tournament_starts_is_a_trace_linked_to_the_tournaments_creation(redis_url: str) -> None:
+    """A tournament's matches are found from its creation: each is a trace of its own (the
+    runner's `tournament.start_match`, CreateMatch under it, the match's events keeping it),
+    its root linked to the CreateTournament's span."""
+    from famiglia.bots.toy import toy_registry
+    from famiglia.bots.tournament import GamePlan, TournamentSpec
+    from famiglia.client import GameClient
+    from famiglia.eventstore.redis_store import RedisEventStore
+    from services.bots import tournaments
+    from services.command.bootstrap import bootstrap as command_bootstrap
+    from services.command.entrypoints.grpc_server import serve
+
+    store = RedisEventStore.connect(redis_url)
+    command = command_bootstrap(store=store, registry=toy_registry(), settings=Settings(redis_url=redis_url,
+                                                                                      secret=SECRET))
+    server, port = serve(command, "127.0.0.1:0", workers=4)
+    server.start()
+    game = GameClient(f"127.0.0.1:{port}")
+    try:
+        repo = tournaments.TournamentRepo(redis.Redis.from_url(redis_url))
+        spec = TournamentSpec(name="traced", games=(GamePlan("highcard", (2,)),), entrants=("random",),
+                              matches_per_game=2)
+        with trace.get_tracer("tests").start_as_current_span("CreateTournament") as creating:
+            tid = repo.create(spec, trace=telemetry.stored_context())
+        runner = tournaments.TournamentRunner(repo, game, store, secret=SECRET)
+        runner.step()
+        record = repo.get(tid)
+        assert record is not None and len(record.started) == 2, record
+        for index, match_id in record.started.items():
+            (start,) = [s for s in EXPORTER.get_finished_spans() if s.name == "tournament.start_match"
+                        and (s.attributes or {}).get("tournament_id") == tid
+                        and (s.attributes or {}).get("match_index") == index]
+            assert [link.context.span_id for link in start.links] == [creating.get_span_context().span_id]
+            assert start.context.trace_id != creating.get_span_context().trace_id  # a trace of its own
+            assert [s for s in EXPORTER.get_finished_spans() if s.name == "CreateMatch"
+                    and s.parent is not None and s.parent.span_id == start.context.span_id]
+            first = store.read(match_id)[0]
+            assert trace_of(first.trace["traceparent"]) == f"{start.context.trace_id:032x}"
+    finally:
+        game.close()
+        server.stop(0)
