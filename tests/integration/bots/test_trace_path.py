@@ -197,8 +197,8 @@ def test_each_match_a_tournament_starts_is_a_trace_linked_to_the_tournaments_cre
     """A tournament's matches are found from its creation: each is a trace of its own (the
     runner's `tournament.start_match`, CreateMatch under it, the match's events keeping it),
     its root linked to the CreateTournament's span."""
-    from famiglia.bots.toy import toy_registry
     from famiglia.bots.tournament import GamePlan, TournamentSpec
+    from famiglia.bots.toy import toy_registry
     from famiglia.client import GameClient
     from famiglia.eventstore.redis_store import RedisEventStore
     from services.bots import tournaments
