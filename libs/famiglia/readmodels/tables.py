@@ -55,9 +55,13 @@ class Match(ReadModel, table=True):
     __tablename__ = "matches"
     __table_args__ = (
         Index("ix_matches_created", "created_ms", "match_id"),
-        Index("ix_matches_game_status", "game_id", "status", "created_ms"),
-        Index("ix_matches_tournament", "tournament_id"),
+        # ListMatches by game and status, by game, by status, by tournament, each newest first (migration 0008)
+        Index("ix_matches_game_status", "game_id", "status", "created_ms", "match_id"),
+        Index("ix_matches_game_created", "game_id", "created_ms", "match_id"),
+        Index("ix_matches_status_created", "status", "created_ms", "match_id"),
+        Index("ix_matches_tournament", "tournament_id", "created_ms", "match_id"),
         Index("ix_matches_finished", "finished_ms", "match_id"),  # the retention sweep's order
+        Index("ix_matches_game_finished", "game_id", "status", "finished_ms", "match_id"),  # a game's rerate window
     )
 
     match_id: str = Field(primary_key=True, max_length=64)
