@@ -18,6 +18,14 @@ are replaced with the store's stream (never trimmed while the match is flagged).
 rebuilt row carries no flag, and the retention sweep is told to look at the match again
 (its new end is usually behind the sweep's watermark).
 
+A match whose archive and store tell different histories without being flagged yet (a Redis
+restored to an older point and played on, rebuilt before a consumer met the new history) is met
+as the streams are fed over the archive: a live one is projected again from the store there, a
+finished one flagged. The archive is fed in batches of its own, so a stream entry is always
+checked against what the archive gave (in one batch with it, it was skipped as a redelivery
+and the lost history kept); a run that flagged a match is followed by a second one, which takes
+it from the store: one `rebuild` leaves no match flagged that the store can tell.
+
 A rebuild that dies leaves the side tables: the next one starts again from them (not
 from the half-refilled archive, nor from tournament rows it emptied or rebuilt without
 what the runner recorded), and drops them when done.
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import MetaData, Table, delete, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -66,6 +74,8 @@ class RebuildReport:
     """Entries of matches the projector gave up on (poison; logged as projection_match_parked)."""
     diverged: int = 0
     """Flagged matches whose events were taken from the store instead of the archive."""
+    flagged: int = 0
+    """Matches left flagged at the end (their stream gone: nothing else to take them from)."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[PartitionEntry]:
@@ -109,12 +119,27 @@ def kept_archive_entries(store: RedisEventStore, engine: Engine, page: int = 200
 
 def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
             batch: int = 500, progress: Callable[[int], None] | None = None) -> RebuildReport:
+    report = _rebuild_once(store, engine, projector, batch, progress)
+    if report.flagged:  # met this run: the next one takes them from the store
+        log.warning("projection_rebuild_again", flagged=report.flagged,
+                    reason="matches whose store tells another history than the archive")
+        again = _rebuild_once(store, engine, projector, batch, progress)
+        report = replace(again, diverged=report.diverged + again.diverged)
+    log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
+             finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked,
+             diverged=report.diverged, flagged=report.flagged)
+    return report
+
+
+def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, batch: int,
+                  progress: Callable[[int], None] | None) -> RebuildReport:
     kept, diverged = _keep_archive_and_empty(engine, store)
     recorded = _kept_tournaments(engine)
     log.info("projection_rebuild_started", archived=kept)
     projector.cache.clear()
     feed = _Feed(projector, batch, progress)
     feed.all(kept_archive_entries(store, engine))
+    feed.flush()  # the streams' entries are then checked against what the archive gave (`_went_back`)
     archived = feed.read
     feed.all(stream_entries(store))
     feed.flush()
@@ -127,12 +152,9 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
     with engine.begin() as conn:
         conn.execute(text(f"DROP TABLE {KEPT_ARCHIVE}"))
         conn.execute(text(f"DROP TABLE {KEPT_TOURNAMENTS}"))
-    report = RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
-                           feed.parked, diverged)
-    log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
-             finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked,
-             diverged=report.diverged)
-    return report
+        left_flagged = len(flagged(conn))
+    return RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
+                         feed.parked, diverged, left_flagged)
 
 
 @dataclass

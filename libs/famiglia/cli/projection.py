@@ -3,7 +3,7 @@
     famiglia projection rebuild                 every read model again from the archive and the streams
     famiglia projection migrate                 bring the SQL schema to head
     famiglia projection diverged                matches whose event store went back and was written on
-    famiglia projection matches [--game G]      the newest matches (QueryService)
+    famiglia projection matches [--game G] [--status live]   the newest matches (QueryService)
     famiglia projection leaderboard GAME        a game's ratings (QueryService)
 
 `rebuild`, `migrate` and `diverged` run the projection service's own command
@@ -29,6 +29,8 @@ from famiglia.grpcutil.tls import dial
 
 console = Console()
 
+STATUSES = ("live", "finished", "cancelled")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -45,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     matches = sub.add_parser("matches", help="the newest matches")
     matches.add_argument("--game", default="")
     matches.add_argument("--player", default="")
+    matches.add_argument("--status", choices=STATUSES, default="",
+                         help="only matches in play (live: a stuck one shows an old last event), finished or cancelled")
     matches.add_argument("--limit", type=int, default=20)
     matches.add_argument("--address", default="", help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
     matches.set_defaults(func=cmd_matches)
@@ -68,21 +72,31 @@ def _stub(address: str):  # type: ignore[no-untyped-def]
 def cmd_matches(args: argparse.Namespace) -> int:
     from famiglia.v1 import query_service_pb2 as pb
 
+    status = pb.MatchStatus.Value(f"MATCH_STATUS_{(args.status or 'unspecified').upper()}")
     try:
         reply = _stub(args.address).ListMatches(
-            pb.ListMatchesRequest(game_id=args.game, player_id=args.player, page_size=args.limit), timeout=10)
+            pb.ListMatchesRequest(game_id=args.game, player_id=args.player, status=status, page_size=args.limit),
+            timeout=10)
     except grpc.RpcError as exc:
         console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
         return 2
-    table = Table(title="Matches, newest first")
-    for column in ("match id", "game", "status", "seats", "winner(s)", "created"):
-        add_column(table, column)
+    # Newest created first; the last event's time (UTC) tells a stuck match (live, quiet for long)
+    # from one in play. Light borders and whole cells, as the standings: 80 columns when piped.
+    table = Table(title="Matches, newest first", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
+    for column in ("match id", "game", "status", "seats", "last event", "winner(s)"):
+        add_column(table, column, no_wrap=column != "winner(s)",
+                   min_width={"status": 9, "last event": 14}.get(column))
     for m in reply.matches:
         winners = ", ".join(s.player_id or f"seat {s.seat}" for s in m.seats if s.winner)
         table.add_row(m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
-                      str(len(m.seats)), winners, m.created_at.ToDatetime().strftime("%Y-%m-%d %H:%M:%S"))
+                      str(len(m.seats)), _utc(m.last_event_at), winners)
     console.print(table)
     return 0
+
+
+def _utc(stamp) -> str:  # type: ignore[no-untyped-def]
+    return stamp.ToDatetime().strftime("%m-%d %H:%M:%S") if stamp.seconds or stamp.nanos else ""
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
