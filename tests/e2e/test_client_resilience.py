@@ -19,7 +19,7 @@ from famiglia.client import GameClient
 from famiglia.engine.registry import default_registry
 from famiglia.grpcutil.errors import error_code
 
-from .conftest import match_and_first_move
+from .conftest import match_and_first_move, wait_until
 
 REGISTRY = default_registry()
 pytestmark = pytest.mark.skipif(not list(REGISTRY), reason="no game engine registered yet")
@@ -213,3 +213,57 @@ def test_every_unary_call_of_the_sdk_has_a_deadline(command_process) -> None:
     finally:
         os.kill(command_process.proc.pid, signal.SIGCONT)
     client.close()
+
+
+def test_a_client_is_answered_soon_after_its_server_is_back(command_process) -> None:
+    """After an outage gRPC's own waits between reconnect attempts grow to 120 s, and each call
+    fails at once (UNAVAILABLE) until the next attempt: a phone or a service went on failing up
+    to two minutes after the server was back. `reconnect_max_s` bounds those waits; the limit
+    here is generous (a loaded machine), and far below gRPC's 120 s."""
+    client = GameClient(command_process.address, timeout=5, reconnect_max_s=1.0)
+    assert client.list_games()
+    command_process.kill()
+    outage = time.monotonic() + 8  # attempts refused long enough for gRPC's own waits to pass the bound
+    while time.monotonic() < outage:
+        with pytest.raises(grpc.RpcError) as down:
+            client.list_games()
+        assert down.value.code() is grpc.StatusCode.UNAVAILABLE
+        time.sleep(0.5)
+    command_process.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert client.list_games()
+            break
+        except grpc.RpcError as exc:
+            assert exc.code() is grpc.StatusCode.UNAVAILABLE and time.monotonic() < deadline, exc
+            time.sleep(0.2)
+    client.close()
+
+
+def test_the_sdks_own_retry_of_a_submit_without_an_id_gets_the_first_answer(
+        command_address: str, proxy: _Proxy) -> None:
+    """`submit` without a `command_id` made a random one the caller never saw: a retry of a
+    lost answer was another command. The SDK's own retry sends the same id again."""
+    direct = GameClient(command_address, timeout=10)
+    phone = GameClient(proxy.address, timeout=3, retries=2)
+    match, me, command = match_and_first_move(direct, seed=26)
+    phone_seat = phone.seat(match.match_id, me.token)
+    phone_seat.view()
+
+    def heal() -> None:  # once the server took the command whose answer is lost, the network is back
+        if proxy.lost.wait(10):
+            wait_until(lambda: direct.spectator(match.match_id).view().version > match.version)
+        proxy.lose_replies.clear()
+        proxy.cut()
+
+    proxy.lose_replies.set()
+    healing = threading.Thread(target=heal, daemon=True)
+    healing.start()
+    answer = phone_seat.submit(command)
+    healing.join(30)
+    assert proxy.lost.is_set(), "no answer was lost: nothing was retried"
+    assert answer.duplicate, "the retry was taken as another command"
+    assert direct.spectator(match.match_id).view().version == answer.version > match.version
+    phone.close()
+    direct.close()

@@ -329,3 +329,59 @@ def test_a_tls_service_dialling_the_command_service_in_plaintext_warns_at_start(
         assert "FAMIGLIA_COMMAND_ADDR" in line and f"grpcs://{command}" in line and "warning" in line, line
     finally:
         _stop(proc)
+
+
+def _install(ca: CertificateAuthority, pair: Pair, where: Path) -> dict[str, str]:
+    """A CA and a pair copied where a process reads them (a Secret's files): the paths by name."""
+    where.mkdir(parents=True, exist_ok=True)
+    for source, name in ((ca.ca, "ca.crt"), (pair.cert, "tls.crt"), (pair.key, "tls.key")):
+        shutil.copyfile(source, where / name)
+    return {"ca": str(where / "ca.crt"), "cert": str(where / "tls.crt"), "key": str(where / "tls.key")}
+
+
+def test_a_running_client_follows_its_rotated_certificate_and_ca_without_a_restart(
+        redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The services' clients of each other live as long as their process: an operator moving a
+    mutual-TLS deployment to a new CA (the servers' pairs and trust, the clients' pairs and
+    trust) must not have to restart them. A client read its files at dial only, and once its
+    connection was gone (here, the server restarted with the new files) every handshake was
+    refused. A client whose files were not rotated keeps its one channel."""
+    for name in ("old", "new"):
+        (tmp_path / name).mkdir()
+    old_ca, new_ca = CertificateAuthority(tmp_path / "old", "old"), CertificateAuthority(tmp_path / "new", "new")
+    server = _install(old_ca, old_ca.issue("command"), tmp_path / "server")
+    rotated_files = _install(old_ca, old_ca.issue("bots"), tmp_path / "bots")
+    kept_files = _install(old_ca, old_ca.issue("matchmaking"), tmp_path / "matchmaking")
+    transport = tls.transport({tls.CERT: server["cert"], tls.KEY: server["key"], tls.CLIENT_CA: server["ca"]})
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, settings=Settings(redis_url=redis_url, secret=SECRET))
+    running, port = serve(app, "127.0.0.1:0", workers=8, transport=transport)
+    running.start()
+    clients = {}
+    try:
+        for name, files in (("rotated", rotated_files), ("kept", kept_files)):
+            clients[name] = _client(f"grpcs://localhost:{port}", monkeypatch, FAMIGLIA_TLS_CA=files["ca"],
+                                    FAMIGLIA_TLS_CLIENT_CERT=files["cert"], FAMIGLIA_TLS_CLIENT_KEY=files["key"])
+        rotated, kept = clients["rotated"], clients["kept"]
+        assert isinstance(rotated.channel, tls.RenewingChannel)
+        assert rotated.list_games() and kept.list_games()
+        _install(new_ca, new_ca.issue("command"), tmp_path / "server")  # the servers trust the new CA alone
+        _install(new_ca, new_ca.issue("bots"), tmp_path / "bots")
+        time.sleep(tls.RENEWAL_CHECK_S * 1.5)  # past the clients' next look at their files
+        assert kept.list_games()  # files untouched: the same channel, on its connection
+        running.stop(grace=None)  # every connection made with the old files is gone
+        running, _ = serve(app, f"127.0.0.1:{port}", workers=8,
+                           transport=tls.transport({tls.CERT: server["cert"], tls.KEY: server["key"],
+                                                    tls.CLIENT_CA: server["ca"]}))
+        running.start()
+        match, me, command = match_and_first_move(rotated, seed=9)  # its next calls, on the new files
+        assert me.submit(command).version > match.version
+        assert isinstance(rotated.channel, tls.RenewingChannel) and rotated.channel.dialled == 2
+        error = _refused(kept)  # still the old CA's: refused, as it should be
+        assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+        assert isinstance(kept.channel, tls.RenewingChannel) and kept.channel.dialled == 1
+    finally:
+        for client in clients.values():
+            client.close()
+        running.stop(grace=None)
+        store.close()

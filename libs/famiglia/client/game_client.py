@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
-from famiglia.grpcutil.tls import dial
+from famiglia.grpcutil.tls import RECONNECT_MAX_S, dial, reconnect_options
 from famiglia.telemetry import inject_context
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
 
 VERSION_PLACEHOLDER = "{version}"
 """In a `submit_commands` command id: the version that command goes in at, filled in by
@@ -70,19 +73,60 @@ def keepalive_options(keepalive_s: float = KEEPALIVE_S) -> list[tuple[str, int]]
     ]
 
 
+RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+"""What `GameClient(retries=...)` sends again: no answer came (a lost connection, a server
+restarting, a reply lost on the way). Any other status is the server's answer."""
+RETRY_PAUSE_S = 0.2
+"""The pause before the first retry, doubling for each next one."""
+
+
+def new_id() -> str:
+    """A random idempotency key (32 hex characters): unguessable, as a creation's request id
+    must be (`famiglia.auth.request_ids.MIN_SECRET_REQUEST_ID`), since sent again it answers
+    with every seat's token."""
+    return uuid.uuid4().hex
+
+
 class GameClient:
     """`address`: `host:port` (plaintext) or `grpcs://host[:port]` (TLS, trusting the system's
-    roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`); or a `channel` of your own (dial it
-    with `keepalive_options()`, or a hung server holds its streams for ever).
+    roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`, which follows rotated TLS files);
+    or a `channel` of your own (dial it with `keepalive_options()`, or a hung server holds its
+    streams for ever).
 
     Every unary call has the deadline `timeout`; a connection with a call open that is quiet for
-    `keepalive_s` is pinged, and broken (UNAVAILABLE) when the ping goes unanswered."""
+    `keepalive_s` is pinged, and broken (UNAVAILABLE) when the ping goes unanswered. A server
+    lost is tried again at most `reconnect_max_s` apart (gRPC's own waits grow to 120 s: calls
+    would fail at once, UNAVAILABLE, that long after the server is back).
+
+    `retries`: how many times a unary call that got no answer (`RETRIED`) is sent again, each
+    with the deadline `timeout`. Every one is safe to send again: reads by nature, writes under
+    their idempotency key, the caller's or, when none is given, a random one the SDK makes
+    (`new_id`) and sends again alike. None by default: a service's client (the bots, the
+    matchmaker) retries in its own loop, and a caller may want the failure at once."""
 
     def __init__(self, address: str = "localhost:50051", channel: grpc.Channel | None = None,
-                 timeout: float = 30.0, keepalive_s: float = KEEPALIVE_S) -> None:
-        self.channel = channel or dial(address, options=keepalive_options(keepalive_s))
+                 timeout: float = 30.0, keepalive_s: float = KEEPALIVE_S,
+                 reconnect_max_s: float = RECONNECT_MAX_S, retries: int = 0) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, not {retries!r}")
+        self.channel = channel or dial(
+            address, options=keepalive_options(keepalive_s) + reconnect_options(reconnect_max_s))
         self.stub = pb_grpc.GameServiceStub(self.channel)
         self.timeout = timeout
+        self.retries = retries
+
+    def _send(self, send: Callable[[], T]) -> T:
+        """`send` (one unary call, the same request each time), sent again up to `retries`
+        times while no answer comes (`RETRIED`)."""
+        attempt = 0
+        while True:
+            try:
+                return send()
+            except grpc.RpcError as exc:
+                if attempt >= self.retries or exc.code() not in RETRIED:
+                    raise
+            time.sleep(RETRY_PAUSE_S * 2 ** attempt)
+            attempt += 1
 
     def close(self) -> None:
         self.channel.close()
@@ -91,31 +135,36 @@ class GameClient:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
 
     def list_games(self) -> list[pb.GameDescription]:
-        return list(self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout).games)
+        return list(self._send(lambda: self.stub.ListGames(pb.ListGamesRequest(), timeout=self.timeout)).games)
 
     def create_match(self, game_id: str, seats: int, *, seed: int | None = None,
                      options: Mapping[str, str] | None = None,
                      seat_info: Sequence[envelope_pb2.SeatInfo] = (), request_id: str = "",
                      tournament_id: str = "", token: str | None = None) -> MatchHandle:
         """A new match and its seat tokens. Naming players (a `seat_info` player id) or a
-        tournament takes an operator `token` (the matchmaker's, the tournament runner's)."""
+        tournament takes an operator `token` (the matchmaker's, the tournament runner's).
+
+        Without `request_id` a random one is made (`new_id`), so the SDK's own retries
+        (`retries`) answer with this match, never a second one; a caller retrying by itself
+        passes an id of its own (at least 16 characters: it is a secret)."""
         req = pb.CreateMatchRequest(game_id=game_id, seats=seats, options=dict(options or {}),
-                                    seat_info=list(seat_info), request_id=request_id,
+                                    seat_info=list(seat_info), request_id=request_id or new_id(),
                                     tournament_id=tournament_id)
         if seed is not None:
             req.seed = seed
-        reply = self.stub.CreateMatch(req, metadata=_metadata(token), timeout=self.timeout)
+        reply = self._send(lambda: self.stub.CreateMatch(req, metadata=_metadata(token), timeout=self.timeout))
         return MatchHandle(reply.match_id, list(reply.seat_tokens), reply.version)
 
     def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "",
                      expected_version: int | None = None) -> pb.CancelMatchResponse:
         """End a match with no result (an operator `token` only): `match_cancelled` is its last
-        event. Retry under the same `request_id` (answered `duplicate`); a match already over
-        is FAILED_PRECONDITION `match_over`."""
-        req = pb.CancelMatchRequest(match_id=match_id, reason=reason, request_id=request_id)
+        event. Retry under the same `request_id` (answered `duplicate`; without one, a random
+        one is made, which the SDK's own retries send again); a match already over is
+        FAILED_PRECONDITION `match_over`."""
+        req = pb.CancelMatchRequest(match_id=match_id, reason=reason, request_id=request_id or new_id())
         if expected_version is not None:
             req.expected_version = expected_version
-        return self.stub.CancelMatch(req, metadata=_metadata(token), timeout=self.timeout)
+        return self._send(lambda: self.stub.CancelMatch(req, metadata=_metadata(token), timeout=self.timeout))
 
     def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,
                         expected_version: int | None = None, omit_events: bool = False,
@@ -136,7 +185,7 @@ class GameClient:
         add_next = req.ask_next.add
         for token, view, limit in ask_next:
             add_next(seat_token=token, view=view, legal_limit=limit)
-        return self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout)
+        return self._send(lambda: self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout))
 
     def seat(self, match_id: str, token: str | None) -> SeatClient:
         return SeatClient(self, match_id, token)
@@ -154,27 +203,31 @@ class SeatClient:
         self.token = token
 
     def view(self) -> pb.GetViewResponse:
-        return self.client.stub.GetView(pb.GetViewRequest(match_id=self.match_id),
-                                        metadata=_metadata(self.token), timeout=self.client.timeout)
+        req = pb.GetViewRequest(match_id=self.match_id)
+        return self.client._send(lambda: self.client.stub.GetView(req, metadata=_metadata(self.token),
+                                                                 timeout=self.client.timeout))
 
     def legal_commands(self, limit: int = 0, sample_seed: int = 0) -> pb.ListLegalCommandsResponse:
         """With a `sample_seed`, compound choices are drawn from all their members (proto docs)."""
-        return self.client.stub.ListLegalCommands(
-            pb.ListLegalCommandsRequest(match_id=self.match_id, limit=limit, sample_seed=sample_seed),
-            metadata=_metadata(self.token), timeout=self.client.timeout)
+        req = pb.ListLegalCommandsRequest(match_id=self.match_id, limit=limit, sample_seed=sample_seed)
+        return self.client._send(lambda: self.client.stub.ListLegalCommands(
+            req, metadata=_metadata(self.token), timeout=self.client.timeout))
 
     def submit(self, command: Message | any_pb2.Any, *, command_id: str | None = None,
                expected_version: int | None = None, omit_events: bool = False) -> pb.SubmitCommandResponse:
         """Submit one command; with `omit_events` the answer carries the version only.
 
-        Without `command_id` a random one is made: retrying after a lost answer (a deadline, a
-        dropped connection) must pass the first call's id, or the retry is another command."""
+        Without `command_id` a random one is made (`new_id`), which the SDK's own retries
+        (`GameClient(retries=...)`) send again; a caller retrying by itself after a lost answer
+        (a deadline, a dropped connection) must pass the first call's id, or the retry is
+        another command."""
         packed = command if isinstance(command, any_pb2.Any) else pack(command)
-        req = pb.SubmitCommandRequest(match_id=self.match_id, command_id=command_id or uuid.uuid4().hex,
+        req = pb.SubmitCommandRequest(match_id=self.match_id, command_id=command_id or new_id(),
                                       command=packed, omit_events=omit_events)
         if expected_version is not None:
             req.expected_version = expected_version
-        return self.client.stub.SubmitCommand(req, metadata=_metadata(self.token), timeout=self.client.timeout)
+        return self.client._send(lambda: self.client.stub.SubmitCommand(
+            req, metadata=_metadata(self.token), timeout=self.client.timeout))
 
     def stream(self, from_version: int = 0, *, until_now: bool = False,
                timeout: float | None = None) -> Iterator[pb.StreamEventsResponse]:

@@ -14,7 +14,9 @@ certificate's with a traceback of "Failed to bind to address", as if the port we
 A certificate is renewed in place (cert-manager rewrites its Secret's files weeks before it
 ends): the server looks at the files again on new connections (`Renewal`), and serves new
 ones once they pass the checks of the start; bad ones leave it serving the old pair, with a
-warning, never stopped nor plaintext.
+warning, never stopped nor plaintext. A client follows its own files alike (`RenewingChannel`:
+the CA it trusts, the certificate it shows), and reconnects to a server it lost within
+`RECONNECT_MAX_S` (`reconnect_options`), not gRPC's two minutes.
 """
 
 from __future__ import annotations
@@ -435,17 +437,62 @@ def transport(env: Mapping[str, str] | None = None) -> Transport:
     return Transport(server_tls(env), _health_address(env))
 
 
+@dataclass(frozen=True)
+class ClientTls:
+    """What a TLS client trusts (`roots`: FAMIGLIA_TLS_CA; None, the system's roots) and shows a
+    server that asks for a client certificate (`pair`: FAMIGLIA_TLS_CLIENT_CERT/KEY)."""
+
+    roots: bytes | None = None
+    pair: KeyPair | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        if self.pair is None:
+            return grpc.ssl_channel_credentials(root_certificates=self.roots)
+        return grpc.ssl_channel_credentials(root_certificates=self.roots, private_key=self.pair.private_key,
+                                            certificate_chain=self.pair.certificate_chain)
+
+
+def _client_files(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """(setting, path) of the client's files that are set: what a TLS client follows."""
+    return tuple((name, _setting(name, env)) for name in (CA, CLIENT_CERT, CLIENT_KEY) if _setting(name, env))
+
+
+def _read_client_tls(env: Mapping[str, str]) -> ClientTls:
+    return ClientTls(_ca(CA, env), _key_pair(env, CLIENT_CERT, CLIENT_KEY))
+
+
 def client_credentials(env: Mapping[str, str] | None = None) -> grpc.ChannelCredentials:
     """A TLS client's credentials: trusting FAMIGLIA_TLS_CA (a private CA) or else the system's
     roots, and showing FAMIGLIA_TLS_CLIENT_CERT/KEY to a server that asks for a client
-    certificate (mutual TLS; a server that does not ask never sees it)."""
+    certificate (mutual TLS; a server that does not ask never sees it). Read now, once: `dial`
+    follows the files while its channel lives (`RenewingChannel`)."""
     env = os.environ if env is None else env
-    roots = _ca(CA, env)
-    pair = _key_pair(env, CLIENT_CERT, CLIENT_KEY)
-    if pair is None:
-        return grpc.ssl_channel_credentials(root_certificates=roots)
-    return grpc.ssl_channel_credentials(root_certificates=roots, private_key=pair.private_key,
-                                        certificate_chain=pair.certificate_chain)
+    return _read_client_tls(env).credentials()
+
+
+RECONNECT_MAX_S = 10.0
+"""The longest a client's channel waits between two attempts to reach a server it lost (and
+gives one attempt that gets no answer): gRPC's own default grows to 120 s, so a phone or a
+service would go on failing (UNAVAILABLE at once, each call) up to two minutes after the
+server is back. gRPC adds up to a fifth of jitter."""
+RECONNECT_FIRST_S = 1.0
+"""The first wait after a connection is lost or refused (gRPC's default), doubling (x1.6) to
+`RECONNECT_MAX_S`."""
+
+
+def reconnect_options(max_s: float = RECONNECT_MAX_S) -> list[tuple[str, int]]:
+    """Channel options that keep a client's reconnect waits within `max_s` (`RECONNECT_MAX_S`):
+    `dial` gives them to every channel unless its caller names them. `grpc.min_reconnect_backoff_ms`
+    is, in gRPC core, how long one attempt (connect and handshake) may take: the bound too, so
+    an attempt lost in a dead network is given up in time for the next."""
+    if not max_s > 0:
+        raise ValueError(f"reconnect_max_s must be above 0, not {max_s!r}")
+    max_ms = max(1, round(max_s * 1000))
+    return [
+        ("grpc.initial_reconnect_backoff_ms", min(round(RECONNECT_FIRST_S * 1000), max_ms)),
+        ("grpc.min_reconnect_backoff_ms", max_ms),
+        ("grpc.max_reconnect_backoff_ms", max_ms),
+    ]
 
 
 def dial_target(address: str) -> tuple[str, bool]:
@@ -465,11 +512,274 @@ def dial_target(address: str) -> tuple[str, bool]:
 def dial(address: str, options: Sequence[tuple[str, Any]] | None = None,
          env: Mapping[str, str] | None = None) -> grpc.Channel:
     """A channel to a famiglia address (`dial_target`): every client here dials through this,
-    so the SDK, the CLI and the services' clients of each other follow the same settings."""
+    so the SDK, the CLI and the services' clients of each other follow the same settings.
+
+    It reconnects within `RECONNECT_MAX_S` (`reconnect_options`, unless `options` name them);
+    over TLS with files of its own (FAMIGLIA_TLS_CA, FAMIGLIA_TLS_CLIENT_CERT/KEY) it follows
+    them (`RenewingChannel`): a rotated client certificate or CA needs no restart."""
     target, secure = dial_target(address)
-    if secure:
-        return grpc.secure_channel(target, client_credentials(env), options=options)
-    return grpc.insecure_channel(target, options=options)
+    given = list(options or ())
+    named = {name for name, _ in given}
+    given += [option for option in reconnect_options() if option[0] not in named]
+    if not secure:
+        return grpc.insecure_channel(target, options=given)
+    env = os.environ if env is None else env
+    files = _client_files(env)
+    if not files:  # the system's roots, no client certificate: nothing to follow
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(), options=given)
+    return RenewingChannel(target, files, given)
+
+
+class _Dialled:
+    """One channel a `RenewingChannel` dialled, and its calls still open (`calls`); `retired`:
+    renewed files dialled another, and this one is closed once its last call ends."""
+
+    def __init__(self, channel: grpc.Channel, tls: ClientTls) -> None:
+        self.channel = channel
+        self.tls = tls
+        self.calls = 0
+        self.retired = False
+
+
+def _secure_channel(target: str, tls: ClientTls, options: Sequence[tuple[str, Any]]) -> grpc.Channel:
+    return grpc.secure_channel(target, tls.credentials(), options=options)
+
+
+class RenewingChannel(grpc.Channel):
+    """A TLS client's channel that follows its files (FAMIGLIA_TLS_CA,
+    FAMIGLIA_TLS_CLIENT_CERT/KEY) as a server follows its own (`Renewal`): the services' clients
+    of each other live as long as their process, and an operator rotating the client certificate
+    or the CA (cert-manager renewing a Secret) must not have to restart them all, nor see them
+    refused at each handshake until then.
+
+    Each new call looks at the files (a digest of each, at most every `check_every` seconds);
+    when they changed and hold (read and checked as at dial), new calls go on a channel dialled
+    with them, and the old channel is closed once its last call (a stream) ends. Files that do
+    not hold (half written, a key of another certificate, expired) leave the client on what it
+    read before, with one `tls_client_renewal_refused` warning per change: nothing here fails a
+    call."""
+
+    def __init__(self, target: str, files: Sequence[tuple[str, str]], options: Sequence[tuple[str, Any]] = (), *,
+                 check_every: float = RENEWAL_CHECK_S, clock: Callable[[], float] = time.monotonic,
+                 connect: Callable[[str, ClientTls, Sequence[tuple[str, Any]]], grpc.Channel] = _secure_channel) -> None:
+        self.target = target
+        self.files = dict(files)
+        self._options = list(options)
+        self._check_every = check_every
+        self._clock = clock
+        self._connect = connect
+        self._paths = list(self.files.values())
+        self._seen = _stamp(self._paths)  # before reading: a change after it is seen next time
+        tls = _read_client_tls(self.files)  # a bad setting raises here, at dial, as it always did
+        self._current = _Dialled(connect(target, tls, self._options), tls)
+        self._retired: list[_Dialled] = []
+        self._subscribed: dict[Callable[[grpc.ChannelConnectivity], None], bool] = {}
+        self._lock = threading.Lock()
+        self._looking = threading.Lock()
+        self._next = clock() + check_every
+        self._warned: tuple[object, ...] | None = None
+        self._closed = False
+        self.dialled = 1
+        """How many channels it dialled: 1, and one more for each renewal of its files."""
+
+    @property
+    def tls(self) -> ClientTls:
+        """What new calls go with."""
+        return self._current.tls
+
+    # -- the files --------------------------------------------------------------------------
+    def _look(self) -> None:
+        """At most every `check_every` seconds, and never waiting for another caller's look."""
+        if self._clock() < self._next or not self._looking.acquire(blocking=False):
+            return
+        try:
+            if self._clock() >= self._next:
+                self._next = self._clock() + self._check_every
+                self._renew()
+        except Exception:  # noqa: BLE001 - the client goes on with what it has
+            log.exception("tls_client_renewal_failed", target=self.target)
+        finally:
+            self._looking.release()
+
+    def _renew(self) -> None:
+        stamp = _stamp(self._paths)
+        if stamp == self._seen:
+            return
+        try:
+            fresh = _read_client_tls(self.files)
+        except TlsSettingError as exc:
+            if _stamp(self._paths) == stamp and stamp != self._warned:  # not a renewal being written
+                self._warned = stamp
+                log.warning("tls_client_renewal_refused", target=self.target, reason=str(exc),
+                            hint="this client goes on with the files it read before until they hold")
+            return
+        if _stamp(self._paths) != stamp:
+            return  # changed while read: read again at the next look, once written
+        self._seen = stamp
+        if fresh == self.tls:  # touched, or swapped back: nothing new to dial with
+            return
+        dialled = _Dialled(self._connect(self.target, fresh, self._options), fresh)
+        with self._lock:
+            if self._closed:
+                dialled.channel.close()
+                return
+            old, self._current = self._current, dialled
+            old.retired = True
+            self._retired.append(old)
+            self.dialled += 1
+            subscribed = dict(self._subscribed)
+        for callback, try_to_connect in subscribed.items():
+            old.channel.unsubscribe(callback)
+            dialled.channel.subscribe(callback, try_to_connect=try_to_connect)
+        self._close_idle()
+        pair = fresh.pair
+        log.info("tls_client_certificate_renewed", target=self.target, files=sorted(self.files),
+                 not_after=_shown(pair.not_after) if pair is not None and pair.not_after else "")
+
+    # -- calls ------------------------------------------------------------------------------
+    def _take(self) -> _Dialled:
+        """The channel a new call goes on (dialled with the files of now), counted open."""
+        self._look()
+        if self._retired:
+            self._close_idle()
+        with self._lock:
+            dialled = self._current
+            dialled.calls += 1
+        return dialled
+
+    def _release(self, dialled: _Dialled) -> None:
+        """A call ended. A retired channel idle now is closed by the next call or renewal, on
+        its caller's thread: never on gRPC's own thread, which runs this for a stream."""
+        with self._lock:
+            dialled.calls -= 1
+
+    def _close_idle(self) -> None:
+        with self._lock:
+            idle = [d for d in self._retired if d.calls <= 0]
+            self._retired = [d for d in self._retired if d.calls > 0]
+        for dialled in idle:
+            dialled.channel.close()
+
+    def _method(self, kind: str, method: str, request_serializer: Any, response_deserializer: Any,
+                registered: bool) -> Any:
+        return {"unary_unary": _UnaryUnary, "unary_stream": _UnaryStream,
+                "stream_unary": _StreamUnary, "stream_stream": _StreamStream}[kind](
+            self, kind, (method, request_serializer, response_deserializer), registered)
+
+    def unary_unary(self, method: str, request_serializer: Any = None, response_deserializer: Any = None,
+                    _registered_method: bool = False) -> grpc.UnaryUnaryMultiCallable:
+        return self._method("unary_unary", method, request_serializer, response_deserializer, _registered_method)
+
+    def unary_stream(self, method: str, request_serializer: Any = None, response_deserializer: Any = None,
+                     _registered_method: bool = False) -> grpc.UnaryStreamMultiCallable:
+        return self._method("unary_stream", method, request_serializer, response_deserializer, _registered_method)
+
+    def stream_unary(self, method: str, request_serializer: Any = None, response_deserializer: Any = None,
+                     _registered_method: bool = False) -> grpc.StreamUnaryMultiCallable:
+        return self._method("stream_unary", method, request_serializer, response_deserializer, _registered_method)
+
+    def stream_stream(self, method: str, request_serializer: Any = None, response_deserializer: Any = None,
+                      _registered_method: bool = False) -> grpc.StreamStreamMultiCallable:
+        return self._method("stream_stream", method, request_serializer, response_deserializer, _registered_method)
+
+    # -- the channel's state ----------------------------------------------------------------
+    def subscribe(self, callback: Callable[[grpc.ChannelConnectivity], None], try_to_connect: bool = False) -> None:
+        with self._lock:
+            self._subscribed[callback] = try_to_connect
+            channel = self._current.channel
+        channel.subscribe(callback, try_to_connect=try_to_connect)
+
+    def unsubscribe(self, callback: Callable[[grpc.ChannelConnectivity], None]) -> None:
+        with self._lock:
+            self._subscribed.pop(callback, None)
+            channel = self._current.channel
+        channel.unsubscribe(callback)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            every = [self._current, *self._retired]
+            self._retired = []
+        for dialled in every:
+            dialled.channel.close()
+
+    def __enter__(self) -> RenewingChannel:
+        return self
+
+    def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
+        self.close()
+
+
+class _Renewing:
+    """A method of a `RenewingChannel`: each call goes on the channel dialled with the files of
+    its start, counted open until it ends (a unary call on return, a stream or future on its
+    gRPC callback)."""
+
+    def __init__(self, channel: RenewingChannel, kind: str, args: tuple[Any, ...], registered: bool) -> None:
+        self._channel = channel
+        self._kind = kind
+        self._args = args
+        self._registered = registered
+        self._made: tuple[_Dialled, Any] | None = None
+
+    def _begin(self) -> tuple[_Dialled, Any]:
+        dialled = self._channel._take()
+        made = self._made
+        if made is None or made[0] is not dialled:
+            made = (dialled, getattr(dialled.channel, self._kind)(*self._args, _registered_method=self._registered))
+            self._made = made
+        return made
+
+    def _blocking(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        dialled, method = self._begin()
+        try:
+            return getattr(method, name)(*args, **kwargs)
+        finally:
+            self._channel._release(dialled)
+            self._channel._close_idle()
+
+    def _ongoing(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        dialled, method = self._begin()
+        try:
+            call = getattr(method, name)(*args, **kwargs)
+        except BaseException:
+            self._channel._release(dialled)
+            raise
+        if not call.add_callback(lambda: self._channel._release(dialled)):  # already over
+            self._channel._release(dialled)
+        return call
+
+
+class _UnaryUnary(_Renewing, grpc.UnaryUnaryMultiCallable):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._blocking("__call__", *args, **kwargs)
+
+    def with_call(self, *args: Any, **kwargs: Any) -> Any:
+        return self._blocking("with_call", *args, **kwargs)
+
+    def future(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ongoing("future", *args, **kwargs)
+
+
+class _UnaryStream(_Renewing, grpc.UnaryStreamMultiCallable):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ongoing("__call__", *args, **kwargs)
+
+
+class _StreamUnary(_Renewing, grpc.StreamUnaryMultiCallable):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._blocking("__call__", *args, **kwargs)
+
+    def with_call(self, *args: Any, **kwargs: Any) -> Any:
+        return self._blocking("with_call", *args, **kwargs)
+
+    def future(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ongoing("future", *args, **kwargs)
+
+
+class _StreamStream(_Renewing, grpc.StreamStreamMultiCallable):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ongoing("__call__", *args, **kwargs)
 
 
 def plaintext_peers(peers: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[str]:
