@@ -12,6 +12,10 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from famiglia.auth import TokenSigner
 
 DEFAULT_PORTS = {
     "command": 50051,
@@ -86,6 +90,16 @@ def _secret() -> str:
     return path.read_text().strip()
 
 
+def _accepted_secret() -> str:
+    """FAMIGLIA_SECRET_ACCEPTED: the other secret of a rollover, whose tokens are read but never
+    signed (docs/operations.md, "Rotating the secret"); blank: none."""
+    value = _text("FAMIGLIA_SECRET_ACCEPTED")
+    if value.lower() in PLACEHOLDER_SECRETS:
+        raise SystemExit("FAMIGLIA_SECRET_ACCEPTED is the placeholder the shipped manifests carry: "
+                         "a token signed with it could be minted by anyone")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     redis_url: str = "redis://127.0.0.1:6390/0"
@@ -99,6 +113,14 @@ class Settings:
     partitions: int = 16
     grpc_workers: int = 64
     log_level: str = "info"
+    accepted_secret: str = field(default="", repr=False)
+    """A second secret whose tokens are still read (FAMIGLIA_SECRET_ACCEPTED): a rollover's."""
+
+    def signer(self) -> TokenSigner:
+        """The tokens' signer: signs with `secret`, reads tokens of `secret` and `accepted_secret`."""
+        from famiglia.auth import TokenSigner
+
+        return TokenSigner(self.secret, [self.accepted_secret] if self.accepted_secret else [])
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -119,6 +141,7 @@ class Settings:
             partitions=whole("FAMIGLIA_PARTITIONS", 16),
             grpc_workers=whole("FAMIGLIA_GRPC_WORKERS", 64),
             log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "").strip() or "info",
+            accepted_secret=_accepted_secret(),
         )
 
 

@@ -151,5 +151,5 @@ def bootstrap(*, settings: Settings | None = None, registry: Registry | None = N
     if dial_target(settings.command_addr)[1]:
         client_credentials()  # the workers dial it lazily: a bad TLS setting is raised now, not in a task
     return BotsApp(settings=settings, bots=bots or BotsSettings.from_env(),
-                   registry=registry or playable_registry(), signer=TokenSigner(settings.secret),
+                   registry=registry or playable_registry(), signer=settings.signer(),
                    _store=store)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from famiglia.auth import TokenSigner
 from famiglia.config import Settings
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
@@ -18,4 +17,4 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
 
         store = RedisEventStore.connect(settings.redis_url, partitions=settings.partitions)
     return CommandApp(store=store, registry=registry or default_registry(),
-                      signer=TokenSigner(settings.secret))
+                      signer=settings.signer())

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import redis
 
-from famiglia.auth import TokenSigner
 from famiglia.config import Settings
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.matchmaking import GameShape, RatingProvider
@@ -66,7 +65,7 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
     if games is None:
         games = games_of(registry or default_registry())
     clock = clock or system_clock
-    app = MatchmakingApp(store=store, players=players, signer=TokenSigner(settings.secret), games=games,
+    app = MatchmakingApp(store=store, players=players, signer=settings.signer(), games=games,
                          ratings=ratings or projection_ratings(settings.database_url), policy=mm.policy,
                          clock=clock)
     matcher = Matcher(store=store, players=players, creator=creator or GrpcMatchCreator(settings.command_addr, secret=settings.secret),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from famiglia.auth import TokenSigner
 from famiglia.config import Settings, flag, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
@@ -70,7 +69,7 @@ def bootstrap(
     return ReplayApp(
         source=LayeredSource(StoreSource(store), cold),
         registry=registry or default_registry(),
-        signer=TokenSigner(settings.secret),
+        signer=settings.signer(),
         policy=policy,
         store=store if replay_settings.imports else None,
         every=replay_settings.snapshot_every,

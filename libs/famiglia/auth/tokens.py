@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 OPERATOR_TTL_S = 3600
@@ -43,16 +44,30 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-class TokenSigner:
-    def __init__(self, secret: str) -> None:
-        if not secret.strip():  # blank: a key anyone could guess
-            raise ValueError("a token secret is required")
-        # The tokens' own key: nothing else keys an HMAC with it, nor with a secret over 64 bytes
-        # as it is, which HMAC would hash into this very key (famiglia.auth.request_ids).
-        self._key = hashlib.sha256(secret.encode()).digest()
+def _token_key(secret: str) -> bytes:
+    """The tokens' own key: nothing else keys an HMAC with it, nor with a secret over 64 bytes
+    as it is, which HMAC would hash into this very key (famiglia.auth.request_ids)."""
+    if not secret.strip():  # blank: a key anyone could guess
+        raise ValueError("a token secret is required")
+    return hashlib.sha256(secret.encode()).digest()
 
-    def _sign(self, body: str) -> str:
-        return _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
+
+class TokenSigner:
+    """Signs with `secret`; reads tokens signed with it or with one of `accepted`: the secrets of
+    a rollover (docs/operations.md, "Rotating the secret"), so tokens given out before it (the
+    seat tokens of matches in play, guests' player tokens) keep working while both are set."""
+
+    def __init__(self, secret: str, accepted: Sequence[str] = ()) -> None:
+        self._key = _token_key(secret)
+        self._accepted = tuple(key for key in dict.fromkeys(_token_key(a) for a in accepted) if key != self._key)
+
+    def _sign(self, body: str, key: bytes | None = None) -> str:
+        return _b64(hmac.new(key or self._key, body.encode(), hashlib.sha256).digest())
+
+    def _signed(self, body: str, sig: str) -> bool:
+        if hmac.compare_digest(sig, self._sign(body)):
+            return True
+        return any(hmac.compare_digest(sig, self._sign(body, key)) for key in self._accepted)
 
     def issue(self, claims: dict[str, object]) -> str:
         body = _b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
@@ -67,7 +82,7 @@ class TokenSigner:
             body, sig = token.split(".", 1)
         except ValueError:
             raise InvalidToken("malformed token") from None
-        if not hmac.compare_digest(sig, self._sign(body)):
+        if not self._signed(body, sig):
             raise InvalidToken("bad token signature")
         try:
             claims = json.loads(_unb64(body))

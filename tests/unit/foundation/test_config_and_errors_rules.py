@@ -90,6 +90,26 @@ def test_the_placeholder_secret_of_the_shipped_manifests_stops_the_service(env, 
         Settings.from_env()
 
 
+def test_a_rollovers_accepted_secret_reaches_the_services_signer(env) -> None:
+    """FAMIGLIA_SECRET_ACCEPTED (docs/operations.md, "Rotating the secret"): the signer every
+    service reads tokens with (`Settings.signer`) reads the old secret's tokens and signs with
+    the new; unset, only the secret's; the manifests' placeholder stops the service."""
+    from famiglia.auth import InvalidToken, TokenSigner
+
+    old_token = TokenSigner("old-secret-0123").seat_token("m1", 1)
+    env.setenv("FAMIGLIA_SECRET", "new-secret-0123")
+    with pytest.raises(InvalidToken):
+        Settings.from_env().signer().read_seat(old_token)
+    env.setenv("FAMIGLIA_SECRET_ACCEPTED", " old-secret-0123\n")
+    settings = Settings.from_env()
+    assert settings.signer().read_seat(old_token).seat == 1
+    assert TokenSigner("new-secret-0123").read_seat(settings.signer().seat_token("m1", 0)).seat == 0
+    assert "old-secret" not in repr(settings)
+    env.setenv("FAMIGLIA_SECRET_ACCEPTED", "change-me")
+    with pytest.raises(SystemExit, match="FAMIGLIA_SECRET_ACCEPTED"):
+        Settings.from_env()
+
+
 def test_a_kept_secret_is_read_without_its_newline(env, tmp_path: Path) -> None:
     """A var/secret written by hand (`echo KEY > var/secret`) is the key, not KEY + newline."""
     (tmp_path / "var").mkdir()

@@ -100,3 +100,21 @@ def test_a_signer_needs_a_secret(secret: str) -> None:
 def test_an_operator_token_needs_a_positive_ttl(ttl_s: float) -> None:
     with pytest.raises(ValueError):
         TokenSigner("k").operator_token("ops", ttl_s=ttl_s, now=100.0)
+
+
+def test_a_rollover_reads_the_tokens_of_both_secrets_and_signs_with_the_new_one_only() -> None:
+    """docs/operations.md, "Rotating the secret": while FAMIGLIA_SECRET_ACCEPTED holds the old
+    secret, the seat tokens of matches in play and guests' player tokens still work; new tokens
+    are the new secret's, so they keep working once the old one is dropped."""
+    old, new = TokenSigner("old"), TokenSigner("new", accepted=["old"])
+    assert new.read_seat(old.seat_token("m1", 2)).seat == 2
+    assert new.read_player(old.player_token("p1")) == "p1"
+    assert new.read_operator(old.operator_token("ops")) == "ops"
+    minted = new.seat_token("m1", 0)
+    assert TokenSigner("new").read_seat(minted).seat == 0
+    with pytest.raises(InvalidToken):
+        TokenSigner("old").read_seat(minted)
+    with pytest.raises(InvalidToken):  # a third secret is not read
+        new.read_seat(TokenSigner("other").seat_token("m1", 0))
+    with pytest.raises(ValueError):  # a blank accepted secret is a key anyone could guess
+        TokenSigner("new", accepted=[" "])
