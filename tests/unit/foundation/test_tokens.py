@@ -118,3 +118,13 @@ def test_a_rollover_reads_the_tokens_of_both_secrets_and_signs_with_the_new_one_
         new.read_seat(TokenSigner("other").seat_token("m1", 0))
     with pytest.raises(ValueError):  # a blank accepted secret is a key anyone could guess
         TokenSigner("new", accepted=[" "])
+
+
+def test_the_command_service_reads_the_tokens_of_a_rollovers_accepted_secret() -> None:
+    """The composition root hands the service `Settings.signer()`, not a signer of the secret alone."""
+    from famiglia.config import Settings
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from services.command.bootstrap import bootstrap
+
+    app = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="new-secret", accepted_secret="old-secret"))
+    assert app.signer.read_seat(TokenSigner("old-secret").seat_token("m1", 1)).seat == 1
