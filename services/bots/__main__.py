@@ -9,7 +9,7 @@ import threading
 
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
-from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.replay.sources import sql_archive_source
@@ -63,12 +63,12 @@ def main() -> None:
     stop = threading.Event()
     threads = start_background(app, stop)
     get_logger().info("bots_service_started", port=port, tls=serving.shown, games=list(app.registry))
-    stop_on_signals(stop)
-    stop.wait()
+    since = await_stop(stop_on_signals(stop), "bots")
     server.stop(grace=3).wait()
     for t in threads:
         t.join(timeout=5)
     app.close()
+    drained("bots", since)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.telemetry import configure, get_logger
@@ -33,11 +33,12 @@ def main() -> None:
         loop.start()
     get_logger().info("matchmaking_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url),
                       games=sorted(mm.app.games), matcher=mm.settings.run_matcher)
-    stop.wait()
+    since = await_stop(stop, "matchmaking")
     server.stop(grace=5).wait()
     if loop is not None:
         loop.join(timeout=10)
     mm.close()
+    drained("matchmaking", since)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import threading
 import redis
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, stop_on_signals
 from famiglia.grpcutil.readiness import sql_select_one
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
@@ -42,10 +42,11 @@ def run(settings: Settings) -> int:
     stop = stop_on_signals()
     consumer = threading.Thread(target=runner.run, args=(stop,), name="projection-consumer", daemon=True)
     consumer.start()
-    stop.wait()
+    since = await_stop(stop, "projection")
     consumer.join(timeout=15)
     server.stop(grace=5).wait()
     app.close()
+    drained("projection", since)
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
@@ -24,10 +24,10 @@ def main() -> None:
                          dependencies=[redis_ping(settings.redis_url)], transport=serving)
     server.start()
     get_logger().info("replay_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url))
-    stop = stop_on_signals()
-    stop.wait()
+    since = await_stop(stop_on_signals(), "replay")
     server.stop(grace=5).wait()
     app.close()
+    drained("replay", since)
 
 
 if __name__ == "__main__":

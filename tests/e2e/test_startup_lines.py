@@ -1,5 +1,6 @@
 """A service's start-up line does not carry the Redis password of FAMIGLIA_REDIS_URL (it did,
-beside the database URL the projection already showed without its password)."""
+beside the database URL the projection already showed without its password); its drain on
+SIGTERM is told by a line at its start and one at its end."""
 
 from __future__ import annotations
 
@@ -42,6 +43,11 @@ def test_the_started_line_does_not_log_the_redis_password(tmp_path: Path, servic
         text = log.read_text()
         assert f"{service}_service_started" in text, text[-1500:]
         assert PASSWORD not in text
+        # SIGTERM is a drain (docs/operations.md): its start and end are told, then the process exits 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log.read_text()[-1500:]
+        text = log.read_text()
+        assert f"{service}_service_stopping" in text and f"{service}_service_stopped" in text, text[-1500:]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 
 def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
@@ -13,6 +14,24 @@ def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     return stop
+
+
+def await_stop(stop: threading.Event, service: str) -> float:
+    """Block until the stop signal, then say the drain began (`<service>_service_stopping`): an
+    operator draining a replica reads when it was asked to go and (`drained`) when it went.
+    The time the drain began, for `drained`."""
+    stop.wait()
+    from famiglia.telemetry import get_logger
+
+    get_logger().info(f"{service}_service_stopping")
+    return time.monotonic()
+
+
+def drained(service: str, since: float) -> None:
+    """The last line of a service that stopped as asked (`<service>_service_stopped`)."""
+    from famiglia.telemetry import get_logger
+
+    get_logger().info(f"{service}_service_stopped", drain_s=round(time.monotonic() - since, 3))
 
 
 def service_arguments(prog: str, description: str | None, argv: list[str] | None = None) -> None:

@@ -196,7 +196,7 @@ class Stack:
 
 
 def _stop_together(pids: dict[str, int], log) -> None:  # type: ignore[no-untyped-def]
-    """SIGTERM to every live one at once, then wait for each (SIGKILL after 10 s)."""
+    """SIGTERM to every live one at once, then wait for each (SIGKILL after `DRAIN_S`)."""
     alive = {name: pid for name, pid in pids.items() if _ours(name, pid)}
     for pid in alive.values():
         _terminate(pid)
@@ -282,7 +282,12 @@ def _wait_port(port: int, proc: subprocess.Popen, logfile: Path, timeout: float 
     raise SystemExit(f"service on port {port} did not start in {timeout:.0f}s; see {logfile}")
 
 
-def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+DRAIN_S = 25.0
+"""How long `down` lets a service drain before SIGKILL: past the projection's longest drain
+(its consumer's batch, 15 s, then its server's calls, 5 s)."""
+
+
+def _wait_gone(pid: int, timeout: float = DRAIN_S) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.05)
