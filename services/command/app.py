@@ -32,6 +32,7 @@ from famiglia.engine import (
 )
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
+from famiglia.eventstore.chat import ChatEntry, ChatStore, ChatTooFast, InMemoryChatStore
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
@@ -52,6 +53,7 @@ from famiglia.grpcutil.errors import (
     NotFound,
     OutOfRange,
     PermissionDenied,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
 )
@@ -60,6 +62,7 @@ from famiglia.matchstate import MatchState, UnknownEventKind, command_key
 from famiglia.telemetry import EventLine, child_span, get_logger, spans_exported, stored_context, tracer
 from famiglia.v1 import envelope_pb2
 
+from . import chat as chat_rules
 from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch, unreadable
 
 log = get_logger("famiglia.command")
@@ -219,11 +222,21 @@ class ChainAnswer:
     next_version: int = 0
 
 
+@dataclass
+class SentChat:
+    """What `send_chat` answers: the message as stored, and whether its id had sent it before."""
+
+    message: ChatEntry
+    duplicate: bool = False
+
+
 class CommandApp:
-    def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner) -> None:
+    def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner,
+                 chat: ChatStore | None = None) -> None:
         self.store = store
         self.registry = registry
         self.signer = signer
+        self.chat = chat if chat is not None else InMemoryChatStore()
         self.matches = HotMatches(store, registry)
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
 
@@ -786,6 +799,74 @@ class CommandApp:
                             version=m.version)
                 return Cancelled(m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    # -- match chat --------------------------------------------------------------------
+    def _chat_table(self, match_id: str, viewer: Viewer) -> int:
+        """The match's seats, once its game has match chat and the viewer is at its table (or a
+        spectator). The match must be in the store, over or not: post-game talk is talk too."""
+        m = self._hot(match_id).match
+        chat_rules.check_chat_offered(m.engine.info)
+        self._check_seat(m.seats, viewer)
+        return m.seats
+
+    def send_chat(self, match_id: str, viewer: Viewer, message_id: str, to_seats: Sequence[int],
+                  text: str) -> SentChat:
+        """Store one message of the viewer's seat to the table (`to_seats` empty) or to chosen
+        seats. The same message under the same id again answers the first; another message
+        under it is refused, as a command id reused is."""
+        if viewer.seat is None:
+            raise Unauthenticated("no_token", "a spectator cannot chat: send a seat token")
+        seats = self._chat_table(match_id, viewer)
+        chat_rules.check_message_id(message_id)
+        text = chat_rules.check_text(text)
+        recipients = chat_rules.check_recipients(to_seats, viewer.seat, seats)
+        try:
+            sent = self.chat.send(match_id, viewer.seat, message_id, recipients, text)
+        except ChatTooFast as exc:
+            limits = self.chat.limits
+            raise ResourceExhausted("chat_too_fast", f"a seat sends at most {limits.rate} messages in "
+                                                     f"{limits.window_ms / 1000:g} s: retry in "
+                                                     f"{exc.wait_ms / 1000:.1f} s") from None
+        first = sent.entry
+        if sent.duplicate and (first.text, first.to_seats) != (text, recipients):
+            raise Aborted("message_id_reused", f"message_id {message_id!r} was used by this seat for another "
+                                               "message; use a new id for a new message")
+        return SentChat(first, sent.duplicate)
+
+    def list_chat(self, match_id: str, viewer: Viewer, after_id: str = "", limit: int = 0) -> list[ChatEntry]:
+        """Up to `limit` messages after `after_id` the viewer may read, oldest first."""
+        self._chat_table(match_id, viewer)
+        cursor, wanted = chat_rules.check_cursor(after_id), chat_rules.page_size(limit)
+        shown: list[ChatEntry] = []
+        while len(shown) < wanted:
+            entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
+            shown += [e for e in entries if chat_rules.readable(e, viewer.seat)]
+            if len(entries) < chat_rules.MAX_CHAT_PAGE:
+                break
+            cursor = entries[-1].id
+        return shown[:wanted]
+
+    def chat_messages(self, match_id: str, viewer: Viewer, after_id: str = "", *, follow: bool,
+                      is_active=lambda: True, poll_ms: int = 1000) -> Iterator[ChatEntry]:
+        """Every message after `after_id` the viewer may read, then, with follow, each new one
+        as it is stored, until the client leaves (`is_active`: the server stopping too). A match
+        over keeps its chat, so the stream does not end with it."""
+        self._chat_table(match_id, viewer)
+        cursor = chat_rules.check_cursor(after_id)
+        while True:
+            entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
+            for entry in entries:
+                if chat_rules.readable(entry, viewer.seat):
+                    yield entry
+            if entries:
+                cursor = entries[-1].id
+                if len(entries) == chat_rules.MAX_CHAT_PAGE:
+                    continue
+            if not follow or not is_active():
+                return
+            self.chat.wait(match_id, cursor, poll_ms)
+            if not is_active():
+                return
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,

@@ -205,6 +205,56 @@ def test_game_service_refuses_odd_ids_foreign_tokens_and_edge_numbers_and_the_ma
     plays_on(s, table, before)
 
 
+def test_match_chat_refuses_odd_ids_tokens_texts_recipients_and_cursors_and_the_match_plays_on(
+        stubs: Services) -> None:
+    s = stubs
+    table, other, np = new_table(s), new_table(s, "nostra_city", 3, seed=2), new_table(s, "nothing_personal", 3)
+    me = table.tokens[0]
+    before = snapshot(s, table)
+
+    def send(token: str | None, match_id: str = table.match_id, **fields: Any) -> game_pb.SendChatRequest:
+        return game_pb.SendChatRequest(**{"match_id": match_id, "text": "hi", "message_id": "m", **fields})
+
+    for odd in ("", *ODD_IDS):
+        expected = (C.INVALID_ARGUMENT, "no_match_id") if not odd else (C.NOT_FOUND, "unknown_match")
+        assert refusal(s.game.ListChat, game_pb.ListChatRequest(match_id=odd)) == expected, odd[:20]
+        assert refusal(s.game.StreamChat, game_pb.StreamChatRequest(match_id=odd, until_now=True),
+                       stream=True) == expected
+        assert refusal(s.game.SendChat, send(me, odd), me) == (C.PERMISSION_DENIED, "wrong_match")
+        if odd:  # a cursor that is no message id
+            assert refusal(s.game.ListChat, game_pb.ListChatRequest(match_id=table.match_id, after_id=odd)) == \
+                (C.INVALID_ARGUMENT, "bad_after_id")
+    forged = {
+        "garbage": (C.UNAUTHENTICATED, "bad_token"), other.tokens[0]: (C.PERMISSION_DENIED, "wrong_match"),
+        SIGNER.player_token("p1"): (C.UNAUTHENTICATED, "bad_token"), operator(): (C.UNAUTHENTICATED, "bad_token"),
+        SIGNER.seat_token(table.match_id, 3): (C.PERMISSION_DENIED, "no_such_seat"),
+    }
+    for token, expected in forged.items():
+        assert refusal(s.game.SendChat, send(token), token) == expected, token[:20]
+        assert refusal(s.game.ListChat, game_pb.ListChatRequest(match_id=table.match_id), token) == expected
+        assert refusal(s.game.StreamChat, game_pb.StreamChatRequest(match_id=table.match_id, until_now=True),
+                       token, stream=True) == expected
+    assert refusal(s.game.SendChat, send(None)) == (C.UNAUTHENTICATED, "no_token")
+    for text, code in (("", "no_text"), (" \n ", "no_text"), ("é" * 501, "bad_text"), ("a\x00b", "bad_text"),
+                       ("x" * 300_000, "bad_text"), ("\x1b]0;owned\x07", "bad_text")):
+        assert refusal(s.game.SendChat, send(me, text=text), me) == (C.INVALID_ARGUMENT, code)
+    for message_id, code in (("", "no_message_id"), ("a\x00b", "bad_message_id"), ("x" * 300_000, "bad_message_id")):
+        assert refusal(s.game.SendChat, send(me, message_id=message_id), me) == (C.INVALID_ARGUMENT, code)
+    for to_seats in ([0], [3], [1, 1], *([n] for n in INT32), [1] * 300):
+        assert refusal(s.game.SendChat, send(me, to_seats=to_seats), me) == (C.INVALID_ARGUMENT, "bad_to_seats")
+    assert refusal(s.game.SendChat, send(np.tokens[0], np.match_id), np.tokens[0]) == \
+        (C.FAILED_PRECONDITION, "chat_in_engine")
+    # what a message may hold is the sender's to say: any printable text within its length
+    for i, text in enumerate(("../../etc/passwd", "{tag}", "%s%n", "\u202e\ud7ff", "é" * 500)):
+        assert answer(s.game.SendChat, send(table.tokens[1 + i % 2], text=text, message_id=f"odd-{i}"),
+                      table.tokens[1 + i % 2]) in {(C.OK, ""), (C.RESOURCE_EXHAUSTED, "chat_too_fast")}
+    for limit in INT32:  # below 1: the cap, as ListLegalCommands' limit
+        assert len(s.game.ListChat(game_pb.ListChatRequest(match_id=table.match_id, limit=limit)).messages) <= 100
+    assert not s.game.ListChat(game_pb.ListChatRequest(match_id=table.match_id,
+                                                       after_id="18446744073709551615-18446744073709551615")).messages
+    plays_on(s, table, before)  # chat moves no version, and the match plays on
+
+
 def test_create_match_refuses_odd_games_seats_options_and_seat_info(stubs: Services) -> None:
     s = stubs
     for game_id in ODD_IDS:

@@ -6,6 +6,8 @@
     view = seat.view()
     for cmd in seat.legal_commands().commands: ...
     seat.submit(cmd)
+    seat.send_chat("deal?", to_seats=[2])       # match chat (not in Nothing Personal: its own command)
+    for message in seat.follow_chat(): ...
 """
 
 from __future__ import annotations
@@ -256,6 +258,54 @@ class SeatClient:
                         yield reply.event
                     if reply.finished:
                         return
+            except grpc.RpcError as exc:
+                now = time.monotonic()
+                if broken_since is None or now - opened >= retry_for:
+                    broken_since = now
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or now - broken_since > retry_for:
+                    raise
+                time.sleep(0.1)
+
+    # -- match chat -------------------------------------------------------------------------
+    def send_chat(self, text: str, *, to_seats: Sequence[int] = (), message_id: str | None = None
+                  ) -> pb.SendChatResponse:
+        """Send `text` to the table (`to_seats` empty) or to the chosen seats; the answer has the
+        message as stored. Without `message_id` a random one is made: a retry after a lost
+        answer must pass the first call's id, or it is a second message. Nothing Personal
+        refuses it (`chat_in_engine`): its chat is the `send_chat` command."""
+        req = pb.SendChatRequest(match_id=self.match_id, text=text, to_seats=list(to_seats),
+                                 message_id=message_id or uuid.uuid4().hex)
+        return self.client.stub.SendChat(req, metadata=_metadata(self.token), timeout=self.client.timeout)
+
+    def chat(self, after_id: str = "", limit: int = 0) -> list[pb.ChatMessage]:
+        """The messages this viewer may read after `after_id` (a message's id; "": the oldest
+        kept), oldest first, at most `limit` (0: the server's cap, 100)."""
+        req = pb.ListChatRequest(match_id=self.match_id, after_id=after_id, limit=limit)
+        return list(self.client.stub.ListChat(req, metadata=_metadata(self.token), timeout=self.client.timeout
+                                              ).messages)
+
+    def chat_stream(self, after_id: str = "", *, until_now: bool = False,
+                    timeout: float | None = None) -> Iterator[pb.StreamChatResponse]:
+        """One StreamChat call: the messages after `after_id`, then each new one, a reply each.
+        It ends with its connection (a match over keeps its chat); `follow_chat` resumes by itself."""
+        req = pb.StreamChatRequest(match_id=self.match_id, after_id=after_id, until_now=until_now)
+        return self.client.stub.StreamChat(req, metadata=_metadata(self.token), timeout=timeout)
+
+    def follow_chat(self, after_id: str = "", *, retry_for: float = 30.0) -> Iterator[pb.ChatMessage]:
+        """The messages this viewer may read after `after_id`, as they come, across dropped
+        connections and restarted servers, as `follow` is for events: a stream that breaks
+        (UNAVAILABLE) is opened again after the last message received, for up to `retry_for`
+        seconds after the break; any other status is raised. It never ends by itself (the
+        table may talk after the match): stop iterating, or close the generator."""
+        last, broken_since = after_id, None
+        while True:
+            opened = time.monotonic()
+            try:
+                for reply in self.chat_stream(last):
+                    broken_since = None
+                    last = reply.message.id
+                    yield reply.message
+                return  # the server ended the stream whole (it does not, but for a future one)
             except grpc.RpcError as exc:
                 now = time.monotonic()
                 if broken_since is None or now - opened >= retry_for:

@@ -156,6 +156,11 @@ class GameInfo:
     open window) or events are held: it goes in behind one slot a seat, in seat order, each
     the seat's held event or this. Otherwise how many were written out, and in what order,
     would tell the table how many had answered, and a seat how many before it."""
+    engine_chat: str = ""
+    """The Command kind by which the game's own rules carry the table's talk (Nothing Personal's
+    `send_chat`, NP-M7, capped by NP-M10), or "" when talk is outside the engine (GC-D08,
+    GR-D08): the command service's match chat serves only games without one, so a table has one
+    channel to talk on (GameDescription.match_chat)."""
     command_type: type[Message] | None = None
     event_type: type[Message] | None = None
     view_type: type[Message] | None = None

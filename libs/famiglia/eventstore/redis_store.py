@@ -11,6 +11,8 @@ script can write them all atomically:
     <prefix>:{p07}:staged:<match_id>                list of staged events: (command id, envelope) pairs
     <prefix>:{p07}:cmd:<match_id>:<command_id>      "first:last" of the command's first answer
     <prefix>:{p07}:partition                        stream, field e (the envelope names match and seq)
+    <prefix>:{p07}:chat:<match_id> (and chatmsg:, chatrate:)  the match's chat, no events
+                                                    (`famiglia.eventstore.chat`)
 
 Only Redis 6.2 features are used: EVALSHA (redis-py `register_script`, which
 reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
@@ -96,6 +98,16 @@ class KeyLayout:
 
     def partition_stream(self, partition: int) -> str:
         return f"{self.prefix}:{self.tag(partition)}:partition"
+
+    def chat(self, match_id: str) -> str:
+        """The match's chat stream (`famiglia.eventstore.chat`): not an event stream."""
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:chat:{match_id}"
+
+    def chat_message(self, match_id: str, seat: int, message_id: str) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:chatmsg:{match_id}:{seat}:{message_id}"
+
+    def chat_sends(self, match_id: str, seat: int) -> str:
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:chatrate:{match_id}:{seat}"
 
     def partition_streams(self) -> list[str]:
         return [self.partition_stream(p) for p in range(self.partitions)]

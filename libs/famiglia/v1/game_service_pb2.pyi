@@ -108,6 +108,7 @@ class GameDescription(_message.Message):
     COMMAND_TYPE_FIELD_NUMBER: _builtins.int
     EVENT_TYPE_FIELD_NUMBER: _builtins.int
     VIEW_TYPE_FIELD_NUMBER: _builtins.int
+    MATCH_CHAT_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     """the id every other call names the game by ("goodcritters")"""
     title: _builtins.str
@@ -122,6 +123,11 @@ class GameDescription(_message.Message):
     """full proto name of the game's Event message"""
     view_type: _builtins.str
     """full proto name of the game's View message"""
+    match_chat: _builtins.bool
+    """Its matches have match chat (SendChat, ListChat, StreamChat); false when the game's rules
+    keep chat in its engine, as a command (Nothing Personal's send_chat, NP-M7): those calls
+    are then FAILED_PRECONDITION chat_in_engine.
+    """
     @_builtins.property
     def options(self) -> _containers.RepeatedCompositeFieldContainer[Global___OptionDescription]: ...
     def __init__(
@@ -135,10 +141,11 @@ class GameDescription(_message.Message):
         command_type: _builtins.str = ...,
         event_type: _builtins.str = ...,
         view_type: _builtins.str = ...,
+        match_chat: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_type", b"command_type", "event_type", b"event_type", "game_id", b"game_id", "max_players", b"max_players", "min_players", b"min_players", "options", b"options", "title", b"title", "view_type", b"view_type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command_type", b"command_type", "event_type", b"event_type", "game_id", b"game_id", "match_chat", b"match_chat", "max_players", b"max_players", "min_players", b"min_players", "options", b"options", "title", b"title", "view_type", b"view_type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1101,6 +1108,223 @@ class CancelMatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelMatchResponse: _TypeAlias = CancelMatchResponse  # noqa: Y015
+
+@_typing.final
+class ChatMessage(_message.Message):
+    """One match chat message, as a reader may see it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    FROM_SEAT_FIELD_NUMBER: _builtins.int
+    TO_SEATS_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    SENT_MS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """Its place in the match's chat, "<milliseconds>-<n>" (a Redis stream entry id): ids sort in
+    the order the messages were stored. A reader's cursor (ListChatRequest.after_id).
+    """
+    from_seat: _builtins.int
+    """the seat that sent it"""
+    text: _builtins.str
+    """as stored: the text sent, without the whitespace around it"""
+    sent_ms: _builtins.int
+    """when it was stored, Unix milliseconds (the id's first part)"""
+    @_builtins.property
+    def to_seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """its recipients, in seat order; empty = the whole table (spectators too)"""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        from_seat: _builtins.int = ...,
+        to_seats: _abc.Iterable[_builtins.int] | None = ...,
+        text: _builtins.str = ...,
+        sent_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_seat", b"from_seat", "id", b"id", "sent_ms", b"sent_ms", "text", b"text", "to_seats", b"to_seats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChatMessage: _TypeAlias = ChatMessage  # noqa: Y015
+
+@_typing.final
+class SendChatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    TEXT_FIELD_NUMBER: _builtins.int
+    TO_SEATS_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """required (no_match_id); the seat is the token's (a spectator cannot send: no_token)"""
+    text: _builtins.str
+    """1 to 500 characters once the whitespace around it is trimmed (no_text, bad_text), no
+    control character but newline (bad_text).
+    """
+    message_id: _builtins.str
+    """The seat's idempotency key, required (no_message_id), at most 128 characters without NUL
+    (bad_message_id): send a retry under the same id, which answers with the first message
+    (duplicate = true); another text or recipients under an id the seat used: ABORTED
+    message_id_reused.
+    """
+    @_builtins.property
+    def to_seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Empty: the whole table (and its spectators). Else the seats that may read it besides the
+        sender: each a seat of the match, none twice, not the sender alone (bad_to_seats).
+        """
+
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        text: _builtins.str = ...,
+        to_seats: _abc.Iterable[_builtins.int] | None = ...,
+        message_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id", "message_id", b"message_id", "text", b"text", "to_seats", b"to_seats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendChatRequest: _TypeAlias = SendChatRequest  # noqa: Y015
+
+@_typing.final
+class SendChatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    duplicate: _builtins.bool
+    """true when this seat sent it under message_id before"""
+    @_builtins.property
+    def message(self) -> Global___ChatMessage:
+        """the message as stored (a retry: the first one)"""
+
+    def __init__(
+        self,
+        *,
+        message: Global___ChatMessage | None = ...,
+        duplicate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SendChatResponse: _TypeAlias = SendChatResponse  # noqa: Y015
+
+@_typing.final
+class ListChatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    AFTER_ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """required (no_match_id)"""
+    after_id: _builtins.str
+    """The id of the last message the caller has (ChatMessage.id): only later ones are listed.
+    Empty: from the oldest kept (a match keeps its newest 1,000 by default). Else "<ms>-<n>" (bad_after_id).
+    """
+    limit: _builtins.int
+    """at most this many (0 or less: the server's cap, 100)"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        after_id: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "limit", b"limit", "match_id", b"match_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChatRequest: _TypeAlias = ListChatRequest  # noqa: Y015
+
+@_typing.final
+class ListChatResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChatMessage]:
+        """Oldest first, those the caller may read: table messages, and private ones it sent or
+        received. Fewer than limit: there are no more now.
+        """
+
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___ChatMessage] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListChatResponse: _TypeAlias = ListChatResponse  # noqa: Y015
+
+@_typing.final
+class StreamChatRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    AFTER_ID_FIELD_NUMBER: _builtins.int
+    UNTIL_NOW_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """required (no_match_id)"""
+    after_id: _builtins.str
+    """as ListChatRequest's: resume with the id of the last message received"""
+    until_now: _builtins.bool
+    """close after the messages so far instead of staying open"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        after_id: _builtins.str = ...,
+        until_now: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "match_id", b"match_id", "until_now", b"until_now"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamChatRequest: _TypeAlias = StreamChatRequest  # noqa: Y015
+
+@_typing.final
+class StreamChatResponse(_message.Message):
+    """One message a reply. The server sends nothing while the table is quiet (no heartbeats); the
+    stream stays open after the match is over, until the client leaves or the server stops
+    (UNAVAILABLE server_stopping: open it again after the last id received).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def message(self) -> Global___ChatMessage: ...
+    def __init__(
+        self,
+        *,
+        message: Global___ChatMessage | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamChatResponse: _TypeAlias = StreamChatResponse  # noqa: Y015
 
 @_typing.final
 class EchoRequest(_message.Message):

@@ -76,6 +76,21 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.FromString,
                 _registered_method=True)
+        self.SendChat = channel.unary_unary(
+                '/famiglia.v1.GameService/SendChat',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.SendChatRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.SendChatResponse.FromString,
+                _registered_method=True)
+        self.ListChat = channel.unary_unary(
+                '/famiglia.v1.GameService/ListChat',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.ListChatRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListChatResponse.FromString,
+                _registered_method=True)
+        self.StreamChat = channel.unary_stream(
+                '/famiglia.v1.GameService/StreamChat',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.FromString,
+                _registered_method=True)
         self.Echo = channel.unary_unary(
                 '/famiglia.v1.GameService/Echo',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.SerializeToString,
@@ -148,6 +163,32 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SendChat(self, request, context):
+        """Match chat: one message of the token's seat to the table or to chosen seats, stored beside
+        the match (not an event: no engine, replay or export sees it); idempotent per message_id.
+        A game whose rules keep chat in the engine (Nothing Personal's send_chat command, NP-M7)
+        refuses it: GameDescription.match_chat says which games have match chat.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListChat(self, request, context):
+        """The chat messages the token's seat may read (no token: a spectator, the table's only),
+        oldest first, after a cursor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StreamChat(self, request, context):
+        """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
+        (a match over keeps its chat: post-game talk).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Echo(self, request, context):
         """A bare round trip served the same way, as the baseline of the command-path benchmark.
         """
@@ -197,6 +238,21 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.CancelMatch,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.SerializeToString,
+            ),
+            'SendChat': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendChat,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.SendChatRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.SendChatResponse.SerializeToString,
+            ),
+            'ListChat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListChat,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListChatRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.ListChatResponse.SerializeToString,
+            ),
+            'StreamChat': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamChat,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.SerializeToString,
             ),
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
@@ -422,6 +478,87 @@ class GameService:
             '/famiglia.v1.GameService/CancelMatch',
             famiglia_dot_v1_dot_game__service__pb2.CancelMatchRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.CancelMatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendChat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/SendChat',
+            famiglia_dot_v1_dot_game__service__pb2.SendChatRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.SendChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListChat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/ListChat',
+            famiglia_dot_v1_dot_game__service__pb2.ListChatRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.ListChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamChat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/famiglia.v1.GameService/StreamChat',
+            famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,20 @@ class GameServiceStub:
     operator token only. Appends one `match_cancelled` event; the match is then over with
     no result. Another cancel of the same request_id answers as the first did.
     """
+    SendChat: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.SendChatRequest, _game_service_pb2.SendChatResponse]
+    """Match chat: one message of the token's seat to the table or to chosen seats, stored beside
+    the match (not an event: no engine, replay or export sees it); idempotent per message_id.
+    A game whose rules keep chat in the engine (Nothing Personal's send_chat command, NP-M7)
+    refuses it: GameDescription.match_chat says which games have match chat.
+    """
+    ListChat: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ListChatRequest, _game_service_pb2.ListChatResponse]
+    """The chat messages the token's seat may read (no token: a spectator, the table's only),
+    oldest first, after a cursor.
+    """
+    StreamChat: _grpc.UnaryStreamMultiCallable[_game_service_pb2.StreamChatRequest, _game_service_pb2.StreamChatResponse]
+    """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
+    (a match over keeps its chat: post-game talk).
+    """
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -90,6 +104,20 @@ class GameServiceAsyncStub(GameServiceStub):
     """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
     operator token only. Appends one `match_cancelled` event; the match is then over with
     no result. Another cancel of the same request_id answers as the first did.
+    """
+    SendChat: _aio.UnaryUnaryMultiCallable[_game_service_pb2.SendChatRequest, _game_service_pb2.SendChatResponse]  # type: ignore[assignment]
+    """Match chat: one message of the token's seat to the table or to chosen seats, stored beside
+    the match (not an event: no engine, replay or export sees it); idempotent per message_id.
+    A game whose rules keep chat in the engine (Nothing Personal's send_chat command, NP-M7)
+    refuses it: GameDescription.match_chat says which games have match chat.
+    """
+    ListChat: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ListChatRequest, _game_service_pb2.ListChatResponse]  # type: ignore[assignment]
+    """The chat messages the token's seat may read (no token: a spectator, the table's only),
+    oldest first, after a cursor.
+    """
+    StreamChat: _aio.UnaryStreamMultiCallable[_game_service_pb2.StreamChatRequest, _game_service_pb2.StreamChatResponse]  # type: ignore[assignment]
+    """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
+    (a match over keeps its chat: post-game talk).
     """
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
@@ -168,6 +196,38 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         """End a match that its rules will not end (stuck, orphaned, stopped for cheating): an
         operator token only. Appends one `match_cancelled` event; the match is then over with
         no result. Another cancel of the same request_id answers as the first did.
+        """
+
+    @_abc_1.abstractmethod
+    def SendChat(
+        self,
+        request: _game_service_pb2.SendChatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.SendChatResponse, _abc.Awaitable[_game_service_pb2.SendChatResponse]]:
+        """Match chat: one message of the token's seat to the table or to chosen seats, stored beside
+        the match (not an event: no engine, replay or export sees it); idempotent per message_id.
+        A game whose rules keep chat in the engine (Nothing Personal's send_chat command, NP-M7)
+        refuses it: GameDescription.match_chat says which games have match chat.
+        """
+
+    @_abc_1.abstractmethod
+    def ListChat(
+        self,
+        request: _game_service_pb2.ListChatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.ListChatResponse, _abc.Awaitable[_game_service_pb2.ListChatResponse]]:
+        """The chat messages the token's seat may read (no token: a spectator, the table's only),
+        oldest first, after a cursor.
+        """
+
+    @_abc_1.abstractmethod
+    def StreamChat(
+        self,
+        request: _game_service_pb2.StreamChatRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_game_service_pb2.StreamChatResponse], _abc.AsyncIterator[_game_service_pb2.StreamChatResponse]]:
+        """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
+        (a match over keeps its chat: post-game talk).
         """
 
     @_abc_1.abstractmethod

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import grpc
 from google.protobuf import any_pb2
 
+from famiglia.eventstore.chat import ChatEntry
 from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
@@ -61,6 +62,11 @@ def _fill_submitted(reply: pb.SubmitCommandResponse, done: Submitted) -> None:
         _fill_seat_event(add(), e)
 
 
+def _chat_message(entry: ChatEntry) -> pb.ChatMessage:
+    return pb.ChatMessage(id=entry.id, from_seat=entry.from_seat, to_seats=entry.to_seats, text=entry.text,
+                          sent_ms=entry.sent_ms)
+
+
 def _result(result) -> pb.MatchResult | None:
     if result is None:
         return None
@@ -96,7 +102,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
                                    max_players=info.max_players,
                                    command_type=info.command_type.DESCRIPTOR.full_name,
                                    event_type=info.event_type.DESCRIPTOR.full_name,
-                                   view_type=info.view_type.DESCRIPTOR.full_name)
+                                   view_type=info.view_type.DESCRIPTOR.full_name,
+                                   match_chat=not info.engine_chat)
             for o in info.options:
                 game.options.add(key=o.key, default_value=o.default, description=o.description,
                                  choices=list(o.choices), rule_id=o.rule)
@@ -208,6 +215,25 @@ class GameServicer(pb_grpc.GameServiceServicer):
                 reply.deadline_ms = event.deadline_ms
             yield reply
 
+    @rpc
+    def SendChat(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        sent = self.app.send_chat(request.match_id, viewer, request.message_id, list(request.to_seats), request.text)
+        return pb.SendChatResponse(message=_chat_message(sent.message), duplicate=sent.duplicate)
+
+    @rpc
+    def ListChat(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context))
+        messages = self.app.list_chat(request.match_id, viewer, request.after_id, request.limit)
+        return pb.ListChatResponse(messages=[_chat_message(m) for m in messages])
+
+    @rpc
+    def StreamChat(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context))
+        for entry in self.app.chat_messages(request.match_id, viewer, request.after_id,
+                                            follow=not request.until_now, is_active=context.is_active):
+            yield pb.StreamChatResponse(message=_chat_message(entry))
+
     def Echo(self, request, context):
         return pb.EchoResponse(payload=request.payload)
 
@@ -223,7 +249,7 @@ def serve(app: CommandApp, address: str, workers: int = 64,
           dependencies: Sequence[Dependency] = (),
           transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A GameService server bound to `address` (not yet started): unary calls on
-    `call_workers` threads, each StreamEvents follower on one of `workers`; a connection quiet
+    `call_workers` threads, each StreamEvents or StreamChat follower on one of `workers`; a connection quiet
     for `keepalive_s` is pinged; health is SERVING while `dependencies` answer (`build_server`)."""
     return build_server(
         address,

@@ -88,6 +88,7 @@ def _limits() -> list[tuple[str, str, str, str]]:
         MAX_CREATION_REQUEST_ID,
         MAX_LEGAL,
     )
+    from services.command.chat import MAX_CHAT_PAGE, MAX_CHAT_TEXT, MAX_MESSAGE_ID
     from services.matchmaking.app import MAX_NAME
     from services.matchmaking.app import MAX_REQUEST_ID as MAX_MM_REQUEST_ID
     from services.replay.app import MAX_PAGE as MAX_EVENTS_PAGE
@@ -99,6 +100,9 @@ def _limits() -> list[tuple[str, str, str, str]]:
         ("game_service", "ListLegalCommandsRequest", "limit", f"the server's cap, {MAX_LEGAL}"),
         ("game_service", "SubmitCommandsRequest", "commands", f"1 to {MAX_CHAIN}"),
         ("game_service", "SubmitCommandsRequest", "ask_next", f"At most {MAX_CHAIN}"),
+        ("game_service", "SendChatRequest", "text", f"1 to {MAX_CHAT_TEXT} characters"),
+        ("game_service", "SendChatRequest", "message_id", f"at most {MAX_MESSAGE_ID} characters"),
+        ("game_service", "ListChatRequest", "limit", f"the server's cap, {MAX_CHAT_PAGE}"),
         ("matchmaking_service", "RegisterGuestRequest", "display_name", f"1..{MAX_NAME} printable characters"),
         ("matchmaking_service", "RegisterGuestRequest", "request_id", f"{MIN_SECRET_REQUEST_ID} to {MAX_MM_REQUEST_ID} characters"),
         ("matchmaking_service", "CreateTicketRequest", "request_id", f"at most {MAX_MM_REQUEST_ID} characters"),

@@ -88,6 +88,11 @@ def _command() -> object:
     return call_workers()
 
 
+def _chat() -> object:
+    from services.command.chat import ChatSettings
+    return ChatSettings.from_env()
+
+
 def _registry() -> object:
     from famiglia.engine.registry import default_registry
     return default_registry()
@@ -118,6 +123,10 @@ def _registry() -> object:
     (_matchmaking, "FAMIGLIA_MM_TICK", "-0.1"),
     (_matchmaking, "FAMIGLIA_MM_BACKFILL_AFTER", "soon"),
     (_matchmaking, "FAMIGLIA_MM_MATCHER", "of"),  # a typo was quietly "on"
+    (_chat, "FAMIGLIA_CHAT_KEEP", "0"),  # XADD MAXLEN ~ 0 would keep (about) nothing
+    (_chat, "FAMIGLIA_CHAT_TTL_S", "0"),  # every chat gone as it is sent
+    (_chat, "FAMIGLIA_CHAT_RATE", "-1"),
+    (_chat, "FAMIGLIA_CHAT_RATE_WINDOW_S", "0"),
     (_registry, "FAMIGLIA_GAMES", "goodcritters,chess"),  # a KeyError traceback: 'chess' (which setting?)
     (_registry, "FAMIGLIA_NP_EXPANSIONS", "/no/such/expansions"),  # served Nothing Personal without its sets
 ])
@@ -135,6 +144,8 @@ def test_a_service_setting_out_of_range_stops_the_process_naming_it(
     (_replay, "FAMIGLIA_REPLAY_IMPORTS", "OFF", "imports", False),
     (_matchmaking, "FAMIGLIA_MM_MATCHER", "no", "run_matcher", False),
     (_matchmaking, "FAMIGLIA_MM_BACKFILL_AFTER", "0", "policy.backfill_after", 0.0),
+    (_chat, "FAMIGLIA_CHAT_RATE", "0", "limits.rate", 0),  # no limit
+    (_chat, "FAMIGLIA_CHAT_TTL_S", "86400", "limits.ttl_ms", 86_400_000),
 ])
 def test_a_service_setting_in_range_is_taken(monkeypatch: pytest.MonkeyPatch, read: object, name: str,
                                              value: str, field: str, expected: object) -> None:

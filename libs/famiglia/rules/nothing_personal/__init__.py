@@ -55,6 +55,7 @@ INFO = GameInfo(
     optional_commands=frozenset(OPTIONAL),
     held_events=HELD,
     held_padding=HELD_PADDING,
+    engine_chat="send_chat",
     command_type=pb.Command,
     event_type=pb.Event,
     view_type=pb.View,

@@ -1,0 +1,46 @@
+-- famiglia match chat: store one message of a seat, atomically with its idempotency record and
+-- its seat's rate count. Not an event: the match stream, its version and the partition stream
+-- are not touched (no engine, replay, export or projection sees chat).
+--
+-- KEYS[1]  chat stream         <prefix>:{pNN}:chat:<match_id>
+-- KEYS[2]  message record      <prefix>:{pNN}:chatmsg:<match_id>:<seat>:<message_id>  (hash)
+-- KEYS[3]  the seat's sends    <prefix>:{pNN}:chatrate:<match_id>:<seat>  (list of ms, newest first)
+-- ARGV[1]  sender seat, in digits
+-- ARGV[2]  recipients, comma-separated seats ("" = the table)
+-- ARGV[3]  text
+-- ARGV[4]  now, Unix milliseconds (the caller's clock: the rate window's)
+-- ARGV[5]  most messages a seat sends in a window ("0": no limit)
+-- ARGV[6]  the window, milliseconds
+-- ARGV[7]  the stream's MAXLEN (~)
+-- ARGV[8]  expiry of the stream and the record, milliseconds, refreshed by each message
+--
+-- Returns {0, id} stored; {1, id, recipients, text} a message_id seen before (nothing written:
+-- the first message, which the caller compares with this one); {2, wait_ms} too fast.
+
+local record = redis.call('HMGET', KEYS[2], 'id', 'to', 't')
+if record[1] then
+  return {1, record[1], record[2], record[3]}
+end
+
+local limit = tonumber(ARGV[5])
+local now = tonumber(ARGV[4])
+if limit > 0 then
+  local sends = redis.call('LRANGE', KEYS[3], 0, limit - 1)
+  if #sends >= limit then
+    local wait = tonumber(sends[limit]) + tonumber(ARGV[6]) - now
+    if wait > 0 then
+      return {2, tostring(wait)}
+    end
+  end
+end
+
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], '*', 'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
+redis.call('HSET', KEYS[2], 'id', id, 'to', ARGV[2], 't', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[8])
+if limit > 0 then
+  redis.call('LPUSH', KEYS[3], ARGV[4])
+  redis.call('LTRIM', KEYS[3], 0, limit - 1)
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+end
+return {0, id}

@@ -1,0 +1,125 @@
+"""Match chat's store on a real redis-server, and the in-memory one held to the same rules: ids
+that order the messages, the cap, idempotency records, the rate, the expiry, one slot a match,
+and nothing written to the match's events."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from famiglia.eventstore.chat import ChatLimits, ChatStore, ChatTooFast, InMemoryChatStore, RedisChatStore
+from famiglia.eventstore.port import entry_key
+from famiglia.eventstore.redis_store import RedisEventStore
+
+MATCH = "m0123456789abcdef012"
+
+
+@pytest.fixture()
+def events(redis_url: str) -> Iterator[RedisEventStore]:
+    store = RedisEventStore.connect(redis_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["redis", "memory"])
+def chat(request: pytest.FixtureRequest, events: RedisEventStore) -> ChatStore:
+    limits = ChatLimits(keep=10, ttl_ms=3_600_000, rate=0)
+    if request.param == "memory":
+        return InMemoryChatStore(limits)
+    return RedisChatStore(events.client, events.keys, limits)
+
+
+def test_messages_are_read_oldest_first_after_a_cursor_with_their_sender_recipients_and_time(
+        chat: ChatStore) -> None:
+    sent = [chat.send(MATCH, 0, "a", (), "to the table").entry, chat.send(MATCH, 2, "a", (0, 1), "é\nprivate").entry,
+            chat.send(MATCH, 1, "b", (2,), "back").entry]
+    assert [entry_key(e.id) for e in sent] == sorted(entry_key(e.id) for e in sent)
+    assert len({e.id for e in sent}) == 3
+    assert chat.read(MATCH) == sent
+    assert chat.read(MATCH, sent[0].id) == sent[1:]
+    assert chat.read(MATCH, sent[0].id, count=1) == sent[1:2]
+    assert chat.read(MATCH, sent[2].id) == [] and chat.read("m-other") == []
+    # a cursor past every id there can be (Redis refused the range: INTERNAL in ListChat)
+    assert chat.read(MATCH, "18446744073709551615-18446744073709551615") == []
+    assert (sent[1].from_seat, sent[1].to_seats, sent[1].text) == (2, (0, 1), "é\nprivate")
+    assert all(e.sent_ms == entry_key(e.id)[0] > 0 for e in sent)
+
+
+def test_a_message_id_seen_before_answers_the_first_message_and_writes_nothing(chat: ChatStore) -> None:
+    first = chat.send(MATCH, 0, "m1", (1,), "first")
+    again = chat.send(MATCH, 0, "m1", (), "another text")  # the caller compares and refuses it
+    assert not first.duplicate and again.duplicate and again.entry == first.entry
+    assert not chat.send(MATCH, 1, "m1", (), "another seat's m1").duplicate
+    assert len(chat.read(MATCH)) == 2
+
+
+def test_racing_sends_of_one_message_id_store_it_once(chat: ChatStore) -> None:
+    barrier, results = threading.Barrier(6), []
+
+    def send() -> None:
+        barrier.wait()
+        results.append(chat.send(MATCH, 0, "race", (), "once"))
+
+    threads = [threading.Thread(target=send) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.duplicate for r in results) == [False] + [True] * 5
+    assert len({r.entry for r in results}) == 1 and len(chat.read(MATCH)) == 1
+
+
+def test_a_seat_over_its_rate_gets_the_wait_and_nothing_stored(chat: ChatStore) -> None:
+    chat.limits = ChatLimits(keep=10, ttl_ms=3_600_000, rate=2, window_ms=10_000)
+    chat.send(MATCH, 0, "a", (), "one", now_ms=1_000)
+    chat.send(MATCH, 0, "b", (), "two", now_ms=4_000)
+    with pytest.raises(ChatTooFast) as raised:
+        chat.send(MATCH, 0, "c", (), "three", now_ms=9_000)
+    assert raised.value.wait_ms == 2_000  # the older of the two leaves the window at 11,000
+    assert chat.send(MATCH, 0, "a", (), "one", now_ms=9_000).duplicate  # a retry is no new message
+    chat.send(MATCH, 1, "c", (), "another seat", now_ms=9_000)
+    chat.send(MATCH, 0, "c", (), "three", now_ms=11_000)
+    with pytest.raises(ChatTooFast):
+        chat.send(MATCH, 0, "d", (), "four", now_ms=11_500)
+    assert [e.text for e in chat.read(MATCH)] == ["one", "two", "another seat", "three"]
+
+
+def test_a_match_keeps_about_its_newest_messages(chat: ChatStore) -> None:
+    """MAXLEN ~ trims whole nodes of the stream (100 entries by default): at most a node more."""
+    for i in range(350):
+        chat.send(MATCH, i % 3, f"m{i}", (), f"message {i}")
+    kept = chat.read(MATCH, count=1000)
+    assert 10 <= len(kept) <= 10 + 100
+    assert [e.text for e in kept[-10:]] == [f"message {i}" for i in range(340, 350)]
+
+
+def test_a_waiting_reader_gets_the_next_message_and_one_sent_before_it_waited(chat: ChatStore) -> None:
+    first = chat.send(MATCH, 0, "a", (), "before").entry
+    assert chat.wait(MATCH, "", 5_000) == [first]  # stored before the wait: at once
+    got: list[list] = []
+    reader = threading.Thread(target=lambda: got.append(chat.wait(MATCH, first.id, 20_000)))
+    reader.start()
+    second = chat.send(MATCH, 1, "a", (), "after").entry
+    reader.join()
+    assert got == [[second]]
+
+
+def test_chat_shares_its_matchs_slot_expires_after_its_last_message_and_is_no_event(
+        events: RedisEventStore) -> None:
+    chat = RedisChatStore(events.client, events.keys, ChatLimits(ttl_ms=60_000, rate=5, window_ms=10_000))
+    chat.send(MATCH, 0, "m1", (), "hi")
+    keys = events.keys
+    names = [keys.chat(MATCH), keys.chat_message(MATCH, 0, "m1"), keys.chat_sends(MATCH, 0)]
+    tag = keys.tag(keys.partition_of(MATCH))
+    assert all(tag in name and name.index(tag) == keys.match_stream(MATCH).index(tag) for name in names)
+    client: redis.Redis = events.client
+    assert all(0 < client.pttl(name) <= 60_000 for name in names[:2])
+    assert 0 < client.pttl(names[2]) <= 10_000
+    client.pexpire(names[0], 5_000)
+    chat.send(MATCH, 1, "m2", (), "again")
+    assert client.pttl(names[0]) > 5_000  # each message refreshes the expiry
+    assert events.version(MATCH) == 0 and events.read(MATCH) == []
+    assert all(not client.xlen(p) for p in events.partitions_keys() if client.exists(p))

@@ -1,0 +1,235 @@
+"""Match chat's use cases (in-memory stores, real bootstrap and games): what a seat may send,
+who reads what, idempotent retries, the rate, and the games whose engine has its own chat."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.config import Settings
+from famiglia.engine.registry import default_registry
+from famiglia.eventstore.chat import ChatEntry, ChatLimits
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.eventstore.port import entry_key
+from famiglia.grpcutil.errors import (
+    Aborted,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
+)
+from services.command import chat
+from services.command.app import CommandApp, Viewer
+from services.command.bootstrap import bootstrap
+
+SETTINGS = Settings(secret="unit-test-secret")
+REGISTRY = default_registry()
+
+
+@pytest.fixture()
+def store() -> InMemoryEventStore:
+    return InMemoryEventStore()
+
+
+@pytest.fixture()
+def app(store: InMemoryEventStore) -> CommandApp:
+    return bootstrap(store=store, registry=REGISTRY, settings=SETTINGS,
+                     chat=chat.ChatSettings(ChatLimits(rate=0)))
+
+
+def _table(app: CommandApp, game_id: str = "grifters", seats: int = 4) -> str:
+    return app.create_match(game_id, seats, seed=5).match_id
+
+
+def _code(raised: pytest.ExceptionInfo) -> tuple[type, str]:
+    return type(raised.value), raised.value.code
+
+
+# -- the rules, pure ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("text", "stored"), [
+    ("  hello  ", "hello"), ("two\nlines", "two\nlines"), ("x" * 500, "x" * 500), ("\n  é 🎲 \n", "é 🎲"),
+    (" " + "y" * 500 + "\n", "y" * 500),  # the limit counts the trimmed text
+])
+def test_a_text_is_stored_trimmed(text: str, stored: str) -> None:
+    assert chat.check_text(text) == stored
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("", "no_text"), ("   \n\t ", "no_text"), ("x" * 501, "bad_text"), ("a\rb", "bad_text"), ("a\x00b", "bad_text"),
+    ("a\x1b[2Jb", "bad_text"), ("tab\there", "bad_text"), ("a\x85b", "bad_text"),
+])
+def test_a_text_empty_too_long_or_holding_a_control_character_is_refused(text: str, code: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_text(text)
+    assert raised.value.code == code
+
+
+@pytest.mark.parametrize(("to_seats", "stored"), [((), ()), ((2, 1), (1, 2)), ((0, 3), (0, 3)), ((1,), (1,))])
+def test_recipients_are_stored_in_seat_order(to_seats: tuple[int, ...], stored: tuple[int, ...]) -> None:
+    assert chat.check_recipients(to_seats, 0, 4) == stored
+
+
+@pytest.mark.parametrize("to_seats", [(4,), (-1,), (1, 1), (0,), (2, 2, 0), (2**31 - 1,)])
+def test_recipients_outside_the_table_twice_or_the_sender_alone_are_refused(to_seats: tuple[int, ...]) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_recipients(to_seats, 0, 4)
+    assert raised.value.code == "bad_to_seats"
+
+
+@pytest.mark.parametrize(("message_id", "code"), [("", "no_message_id"), ("x" * 129, "bad_message_id"),
+                                                  ("a\x00b", "bad_message_id")])
+def test_a_message_id_is_required_bounded_and_without_nul(message_id: str, code: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_message_id(message_id)
+    assert raised.value.code == code
+
+
+@pytest.mark.parametrize("after_id", ["x", "1", "1-", "-1", "1-2-3", "1.5-0", " 1-0", "18446744073709551616-0",
+                                      "0-18446744073709551616", "1" * 21 + "-0"])
+def test_a_cursor_that_is_no_message_id_is_refused(after_id: str) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_cursor(after_id)
+    assert raised.value.code == "bad_after_id"
+
+
+@pytest.mark.parametrize("after_id", ["", "0-0", "1796621593263-7", "18446744073709551615-18446744073709551615"])
+def test_a_cursor_is_empty_or_a_message_id(after_id: str) -> None:
+    assert chat.check_cursor(after_id) == after_id
+
+
+def test_a_private_message_is_read_by_its_sender_and_recipients_only() -> None:
+    private, table = ChatEntry("1-0", 0, (2,), "psst", 1), ChatEntry("2-0", 1, (), "hi all", 2)
+    assert [s for s in (None, 0, 1, 2, 3) if chat.readable(private, s)] == [0, 2]
+    assert [s for s in (None, 0, 1, 2, 3) if chat.readable(table, s)] == [None, 0, 1, 2, 3]
+
+
+def test_only_nothing_personal_keeps_its_chat_in_the_engine_and_names_a_command_it_has() -> None:
+    """The one place the fact is declared (`GameInfo.engine_chat`) names a kind of the game's
+    Command: the refusal tells a client which command to send."""
+    with_engine_chat = {e.info.game_id: e.info.engine_chat for e in REGISTRY.engines() if e.info.engine_chat}
+    assert with_engine_chat == {"nothing_personal": "send_chat"}
+    command = REGISTRY.get("nothing_personal").info.command_type
+    assert command.DESCRIPTOR.fields_by_name["send_chat"].containing_oneof.name == "kind"
+
+
+# -- the use cases ----------------------------------------------------------------------------
+def test_table_and_private_messages_are_listed_oldest_first_to_whoever_may_read_them(app: CommandApp) -> None:
+    match_id = _table(app)
+    hello = app.send_chat(match_id, Viewer(0), "m1", [], " hello table ").message
+    psst = app.send_chat(match_id, Viewer(1), "m1", [3, 2], "psst").message  # another seat's "m1" is its own
+    answer = app.send_chat(match_id, Viewer(3), "m2", [1], "ok").message
+    assert (hello.text, hello.from_seat, hello.to_seats) == ("hello table", 0, ())
+    assert psst.to_seats == (2, 3)
+    assert entry_key(hello.id) < entry_key(psst.id) < entry_key(answer.id)  # ids order the messages
+    seen = {seat: [m.text for m in app.list_chat(match_id, Viewer(seat))] for seat in (None, 0, 1, 2, 3)}
+    assert seen == {None: ["hello table"], 0: ["hello table"], 1: ["hello table", "psst", "ok"],
+                    2: ["hello table", "psst"], 3: ["hello table", "psst", "ok"]}
+    # a cursor lists what came after it, a limit cuts the page
+    assert [m.text for m in app.list_chat(match_id, Viewer(1), after_id=hello.id)] == ["psst", "ok"]
+    assert [m.text for m in app.list_chat(match_id, Viewer(1), limit=2)] == ["hello table", "psst"]
+    assert app.list_chat(match_id, Viewer(1), after_id=answer.id) == []
+
+
+def test_a_page_of_listed_messages_skips_those_the_reader_may_not_read_however_many(app: CommandApp) -> None:
+    """More private messages of others than a store page (100) between two table messages:
+    the reader still gets the next table message in one call."""
+    app.chat.limits = ChatLimits(rate=0)
+    match_id = _table(app)
+    app.send_chat(match_id, Viewer(0), "first", [], "first")
+    for i in range(chat.MAX_CHAT_PAGE + 20):
+        app.send_chat(match_id, Viewer(1), f"p{i}", [2], f"private {i}")
+    app.send_chat(match_id, Viewer(0), "last", [], "last")
+    assert [m.text for m in app.list_chat(match_id, Viewer(3))] == ["first", "last"]
+    assert [m.text for m in app.list_chat(match_id, Viewer(None), limit=1)] == ["first"]
+    assert len(app.list_chat(match_id, Viewer(2))) == chat.MAX_CHAT_PAGE  # the cap: 0 asks for it
+
+
+def test_a_retry_under_the_same_message_id_answers_the_first_message_and_another_message_is_refused(
+        app: CommandApp) -> None:
+    match_id = _table(app)
+    first = app.send_chat(match_id, Viewer(0), "m1", [1, 2], "deal?")
+    again = app.send_chat(match_id, Viewer(0), "m1", [2, 1], "  deal?\n")  # the same message, as stored
+    assert again.duplicate and not first.duplicate and again.message == first.message
+    for to_seats, text in (([1, 2], "no deal"), ([1], "deal?"), ([], "deal?")):
+        with pytest.raises(Aborted) as raised:
+            app.send_chat(match_id, Viewer(0), "m1", to_seats, text)
+        assert raised.value.code == "message_id_reused"
+    assert [m.text for m in app.list_chat(match_id, Viewer(1))] == ["deal?"]
+
+
+def test_a_seat_over_its_rate_is_refused_until_its_window_passes_and_a_retry_never_counts(
+        app: CommandApp) -> None:
+    app.chat.limits = ChatLimits(rate=3, window_ms=60_000)
+    match_id = _table(app)
+    for i in range(3):
+        app.send_chat(match_id, Viewer(0), f"m{i}", [], f"message {i}")
+    assert app.send_chat(match_id, Viewer(0), "m0", [], "message 0").duplicate  # a retry is answered
+    with pytest.raises(ResourceExhausted) as raised:
+        app.send_chat(match_id, Viewer(0), "m3", [], "one too many")
+    assert raised.value.code == "chat_too_fast" and "3 messages in 60 s" in raised.value.message
+    app.send_chat(match_id, Viewer(1), "m3", [], "another seat talks on")
+    other = _table(app)
+    app.send_chat(other, Viewer(0), "m3", [], "and the same seat at another table")
+    app.chat.send(match_id, 0, "later", (), "a window later", now_ms=10**13)  # the window passed
+
+
+def test_who_may_send_and_read_is_the_tokens_seat_of_this_match(app: CommandApp) -> None:
+    match_id = _table(app, seats=3)
+    with pytest.raises(Unauthenticated) as raised:
+        app.send_chat(match_id, Viewer(None), "m1", [], "a spectator")
+    assert raised.value.code == "no_token"
+    for call in (lambda: app.send_chat(match_id, Viewer(3), "m1", [], "x"),
+                 lambda: app.list_chat(match_id, Viewer(3)),
+                 lambda: next(app.chat_messages(match_id, Viewer(5), follow=False))):
+        with pytest.raises(PermissionDenied) as raised:
+            call()
+        assert raised.value.code == "no_such_seat"
+    for call in (lambda: app.send_chat("m-nobody", Viewer(0), "m1", [], "x"),
+                 lambda: app.list_chat("m-nobody", Viewer(None))):
+        with pytest.raises(NotFound) as raised:
+            call()
+        assert raised.value.code == "unknown_match"
+    with pytest.raises(InvalidArgument) as raised:
+        app.list_chat("", Viewer(None))
+    assert raised.value.code == "no_match_id"
+
+
+def test_a_game_whose_engine_has_its_own_chat_refuses_match_chat_naming_its_command(app: CommandApp) -> None:
+    match_id = _table(app, "nothing_personal", 3)
+    for call in (lambda: app.send_chat(match_id, Viewer(0), "m1", [], "hi"),
+                 lambda: app.list_chat(match_id, Viewer(0)),
+                 lambda: next(app.chat_messages(match_id, Viewer(None), follow=False))):
+        with pytest.raises(FailedPrecondition) as raised:
+            call()
+        assert raised.value.code == "chat_in_engine" and "send_chat" in raised.value.message
+
+
+def test_a_match_over_keeps_its_chat_open_for_post_game_talk(app: CommandApp) -> None:
+    match_id = _table(app)
+    app.cancel_match(match_id, "ops", "the table left")
+    app.send_chat(match_id, Viewer(2), "gg", [], "gg")
+    assert [m.text for m in app.list_chat(match_id, Viewer(None))] == ["gg"]
+
+
+def test_a_stream_replays_after_its_cursor_what_the_reader_may_read_and_stops_until_now(app: CommandApp) -> None:
+    match_id = _table(app)
+    sent = [app.send_chat(match_id, Viewer(0), "a", [], "a").message,
+            app.send_chat(match_id, Viewer(0), "b", [1], "b").message,
+            app.send_chat(match_id, Viewer(1), "c", [], "c").message]
+    assert [m.text for m in app.chat_messages(match_id, Viewer(2), follow=False)] == ["a", "c"]
+    assert [m.text for m in app.chat_messages(match_id, Viewer(1), sent[0].id, follow=False)] == ["b", "c"]
+    # followed, it waits for the next one, and ends when its client leaves
+    active = iter([True, True, False])
+    stream = app.chat_messages(match_id, Viewer(1), sent[2].id, follow=True, is_active=lambda: next(active),
+                               poll_ms=10)
+    assert list(stream) == []
+
+
+def test_list_games_tells_which_games_have_match_chat() -> None:
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    app = bootstrap(store=InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS)
+    games = GameServicer(app).ListGames.__wrapped__(GameServicer(app), None, None).games
+    assert {g.game_id: g.match_chat for g in games} == {
+        "goodcritters": True, "grifters": True, "nostra_city": True, "nothing_personal": False}
