@@ -123,3 +123,24 @@ def test_chat_shares_its_matchs_slot_expires_after_its_last_message_and_is_no_ev
     assert client.pttl(names[0]) > 5_000  # each message refreshes the expiry
     assert events.version(MATCH) == 0 and events.read(MATCH) == []
     assert all(not client.xlen(p) for p in events.partitions_keys() if client.exists(p))
+
+
+def test_a_trimmed_match_takes_its_chat_with_it_and_a_messages_record_outlives_no_retry(
+        events: RedisEventStore) -> None:
+    """Private messages are not kept past their use: an archived match's trim drops its chat
+    stream (nobody can read a trimmed match's chat, and no export keeps it), and a message's
+    idempotency record, which holds its text too, lives a day (`RECORD_TTL_MS`), not the
+    chat's 30."""
+    from famiglia.eventstore.chat import RECORD_TTL_MS
+    from tests.contracts.eventstore_contract import batch, new_match_id
+
+    match = new_match_id()
+    events.append(match, 0, batch(match, 0, 2), command_id="c1")
+    chat = RedisChatStore(events.client, events.keys, ChatLimits(ttl_ms=30 * 86_400_000, rate=0))
+    chat.send(match, 1, "m1", (0,), "a private word")
+    record = events.keys.chat_message(match, 1, "m1")
+    assert 0 < events.client.pttl(record) <= RECORD_TTL_MS
+    assert events.client.pttl(events.keys.chat(match)) > RECORD_TTL_MS
+    assert events.trim(match) == 2
+    assert not events.client.exists(events.keys.chat(match))
+    assert chat.read(match) == []

@@ -11,7 +11,8 @@ its idempotency record and its seat's rate count in one slot, atomically (`chat_
     <prefix>:{p07}:chatrate:<match_id>:<seat>                 list of the seat's latest sends (ms)
 
 The stream keeps its newest `ChatLimits.keep` messages (XADD MAXLEN ~) and expires
-`ttl_ms` after its last message, as do the records. Who may read a message is the command
+`ttl_ms` after its last message (or goes with the match's stream when an archived match is
+trimmed, `RedisEventStore.trim`); a message's idempotency record lives `RECORD_TTL_MS`. Who may read a message is the command
 service's to decide (`services.command.chat`): the store keeps each message's sender and
 recipients and answers every one.
 """
@@ -32,6 +33,11 @@ DEFAULT_KEEP = 1000
 DEFAULT_TTL_S = 30 * 24 * 3600
 DEFAULT_RATE = 5
 DEFAULT_WINDOW_S = 10.0
+
+
+RECORD_TTL_MS = 86_400_000
+"""How long a message's idempotency record (with its copy of the text) lives: a day, far past
+any retry of a lost answer; after it the same message id stores a new message."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +197,7 @@ class RedisChatStore(ChatStore):
         reply = self._send(keys=[keys.chat(match_id), keys.chat_message(match_id, seat, message_id),
                                  keys.chat_sends(match_id, seat)],
                            args=[seat, _spelled(to_seats), text, now, limits.rate, limits.window_ms, limits.keep,
-                                 limits.ttl_ms])
+                                 limits.ttl_ms, RECORD_TTL_MS])
         kind = int(reply[0])
         if kind == 2:
             raise ChatTooFast(int(reply[1]))

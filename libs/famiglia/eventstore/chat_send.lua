@@ -12,7 +12,9 @@
 -- ARGV[5]  most messages a seat sends in a window ("0": no limit)
 -- ARGV[6]  the window, milliseconds
 -- ARGV[7]  the stream's MAXLEN (~)
--- ARGV[8]  expiry of the stream and the record, milliseconds, refreshed by each message
+-- ARGV[8]  expiry of the stream, milliseconds, refreshed by each message
+-- ARGV[9]  expiry of the message record (at most ARGV[8]): long enough for any retry; its copy
+--          of the text leaves Redis with it, not with the match's chat
 --
 -- Returns {0, id} stored; {1, id, recipients, text} a message_id seen before (nothing written:
 -- the first message, which the caller compares with this one); {2, wait_ms} too fast.
@@ -37,7 +39,7 @@ end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], '*', 'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 redis.call('HSET', KEYS[2], 'id', id, 'to', ARGV[2], 't', ARGV[3])
-redis.call('PEXPIRE', KEYS[2], ARGV[8])
+redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[8]), tonumber(ARGV[9])))
 if limit > 0 then
   redis.call('LPUSH', KEYS[3], ARGV[4])
   redis.call('LTRIM', KEYS[3], 0, limit - 1)

@@ -584,14 +584,16 @@ class RedisEventStore(EventStore):
         reads the SQL archive). The command records go with the stream: a
         command retried after the trim meets ConcurrencyConflict instead of
         its first answer, which is harmless for a finished match and keeps
-        Redis from growing with every command ever played. Partition stream
-        entries stay (consumer groups own them).
+        Redis from growing with every command ever played. The match's chat
+        stream goes too. Partition stream entries stay (consumer groups own them).
         """
         stream = self.keys.match_stream(match_id)
         for _ in range(max(attempts, 1)):  # retried only if the match moves while we trim
             version = self.version(match_id)
             command_keys = sorted({self.keys.command(match_id, cid) for cid in self._command_ids(stream)})
-            dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), *command_keys], args=[version]))
+            # the match's chat goes with it (no export keeps chat: a trimmed match's is read by nobody)
+            dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), self.keys.chat(match_id),
+                                                  *command_keys], args=[version]))
             if dropped >= 0:
                 return dropped
         raise ConcurrencyConflict(match_id, version, self.version(match_id))

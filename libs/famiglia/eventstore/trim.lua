@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  match stream
 -- KEYS[2]  match version key
--- KEYS[3..] the match's command records
+-- KEYS[3..] the match's chat stream and command records
 -- ARGV[1]  the version the caller read
 --
 -- Returns how many entries the stream held, or -1. Loaded behind shared.lua (healed).
