@@ -93,6 +93,9 @@ class MatchState:
     clocks: TurnClocks | None = None
     """The people's turn clocks wound over the stream's events (`start(..., clocks=True)`, in a
     match with a seat no bot plays): `deadlines`."""
+    _ended: tuple[Any, bool] = field(default=(None, False), repr=False, compare=False)
+    """(state, whether it has a result): `finished` asked again of the same state (engine states
+    are never changed, only replaced) is an identity check, not the engine's `result` again."""
 
     @property
     def game_id(self) -> str:
@@ -329,5 +332,14 @@ class MatchState:
 
     @property
     def finished(self) -> bool:
-        """Over: played to its end (a result) or cancelled by an operator (none)."""
-        return self.cancelled is not None or self.result() is not None
+        """Over: played to its end (a result) or cancelled by an operator (none). Asked once per
+        command by the command service and again by its hot matches (finished ones are dropped
+        first), so the answer is kept for the state it was asked of."""
+        if self.cancelled is not None:
+            return True
+        state = self.state
+        seen, ended = self._ended
+        if seen is not state:
+            ended = state is not None and self.engine.result(state) is not None
+            self._ended = (state, ended)
+        return ended

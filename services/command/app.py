@@ -63,7 +63,15 @@ from famiglia.telemetry import EventLine, child_span, get_logger, spans_exported
 from famiglia.v1 import envelope_pb2
 
 from . import chat as chat_rules
-from .hot_matches import HotMatch, HotMatches, UnknownMatch, UnreadableMatch, unreadable
+from .hot_matches import (
+    HOT_MATCHES,
+    HOT_MATCHES_MB,
+    HotMatch,
+    HotMatches,
+    UnknownMatch,
+    UnreadableMatch,
+    unreadable,
+)
 
 log = get_logger("famiglia.command")
 #: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
@@ -232,12 +240,13 @@ class SentChat:
 
 class CommandApp:
     def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner,
-                 chat: ChatStore | None = None) -> None:
+                 chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
+                 hot_bytes: int = HOT_MATCHES_MB << 20) -> None:
         self.store = store
         self.registry = registry
         self.signer = signer
         self.chat = chat if chat is not None else InMemoryChatStore()
-        self.matches = HotMatches(store, registry)
+        self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
 
     # -- games -------------------------------------------------------------------------

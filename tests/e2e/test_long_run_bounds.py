@@ -180,7 +180,7 @@ def test_a_long_run_leaves_every_per_match_resource_within_its_bound(
     # The command service: its LRUs at their bounds, every stream slot free again (the streams
     # left mid-way included), no thread or Redis connection beyond its pools.
     assert wait_until(lambda: s.free_slots() == STREAMS), "a stream left mid-way kept its slot"
-    assert len(s.app.matches._entries) == HOT
+    assert len(s.app.matches) == HOT
     assert len(s.app._seat_claims) <= TOKENS
     threads = CALLS + STREAMS + STREAM_SPARE + 1  # the pools, and gRPC's serving thread
     assert threading.active_count() <= before + threads

@@ -111,3 +111,38 @@ def test_unstaging_two_staged_applies_goes_back_to_the_state_before_the_first() 
     match.unstage()
     assert (match.state, match.last_timestamp_ms, match.version) == before
     assert match.staged == [] and match.unstaged is None
+
+
+def test_finished_is_asked_of_the_engine_once_a_state_and_follows_the_fold() -> None:
+    """The command service asks `finished` before each command and its hot matches again (to
+    drop finished matches first): the engine's `result` is asked once for each state."""
+    from famiglia.bots.toy import toy_registry
+    from services.command.app import Viewer
+
+    toy = toy_registry()
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, registry=toy, settings=SETTINGS)
+    match_id = app.create_match("highcard", 2, seed=1, options={"hand": "1"}).match_id
+    for i in range(2):
+        m = app.matches.get(match_id).match
+        seat = m.engine.pending(m.state)[0].seat
+        app.submit(match_id, Viewer(seat), f"c{i}", m.engine.legal_commands(m.state, seat)[0])
+    envelopes = store.read(match_id)
+    match = MatchState.from_envelopes(toy, envelopes[:-1])
+    asked: list[object] = []
+    engine = match.engine
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(engine, name)
+
+        def result(self, state: object) -> object:
+            asked.append(state)
+            return engine.result(state)
+
+    match.engine = Counting()  # type: ignore[assignment]
+    assert not match.finished and not match.finished
+    assert len(asked) == 1
+    match.apply(envelopes[-1:])  # the last card: the match has its result
+    assert match.finished and match.finished
+    assert len(asked) == 2

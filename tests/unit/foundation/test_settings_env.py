@@ -93,6 +93,11 @@ def _chat() -> object:
     return ChatSettings.from_env()
 
 
+def _command_settings() -> object:
+    from services.command.bootstrap import CommandSettings
+    return CommandSettings.from_env()
+
+
 def _registry() -> object:
     from famiglia.engine.registry import default_registry
     return default_registry()
@@ -102,6 +107,9 @@ def _registry() -> object:
     # each was an int()/float() traceback naming no variable, or was taken and misbehaved later
     (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "three"),
     (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "0"),  # was the whole shared pool (`0 or workers`)
+    (_command_settings, "FAMIGLIA_HOT_MATCHES", "0"),  # no match kept: every command would fold its match anew
+    (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "1.5"),
+    (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "-512"),
     (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "-2"),
     (_bots, "FAMIGLIA_BOTS_STALL_SECONDS", "0"),  # every decision queued again at once
     (_bots, "FAMIGLIA_BOTS_TASK_TIME_LIMIT", "nan"),
@@ -139,6 +147,8 @@ def test_a_service_setting_out_of_range_stops_the_process_naming_it(
 
 @pytest.mark.parametrize(("read", "name", "value", "field", "expected"), [
     (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "", "concurrency", 0),  # blank: the default
+    (_command_settings, "FAMIGLIA_HOT_MATCHES", " ", "hot_matches", 10_000),
+    (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "1024", "hot_matches_mb", 1024),
     (_bots, "FAMIGLIA_BOTS_CLOCK_GRACE", "0", "clock_grace_seconds", 0.0),
     (_bots, "FAMIGLIA_BOTS_POOL", "threads", "pool", "threads"),
     (_replay, "FAMIGLIA_REPLAY_IMPORTS", "OFF", "imports", False),
