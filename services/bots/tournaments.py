@@ -30,7 +30,7 @@ import json
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +100,9 @@ class TournamentRecord:
     baggage): each match the runner starts is a trace of its own linked to it."""
 
     def unrecorded(self) -> list[int]:
-        """The planned matches whose CreateMatch went out and whose match was not recorded."""
-        return sorted(set(self.starting) - set(self.started))
+        """The planned matches whose CreateMatch went out and whose match was not recorded (a
+        walk of the few outstanding, not of every match started: the runner asks at each step)."""
+        return sorted(i for i in self.starting if i not in self.started)
 
     def match_records(self) -> list[MatchRecord]:
         out = []
@@ -194,6 +195,27 @@ class TournamentRepo:
                                 int(raw.get("created_ms", 0)), int(raw.get("finished_ms", 0)),
                                 int(raw.get("moves", 0)), started, done, starting, _carrier(raw.get("trace")))
 
+    def progress(self, tid: str, in_play: Collection[str]) -> TournamentRecord | None:
+        """What a runner's step reads of a tournament it already read whole: its own fields, its
+        creations outstanding (`starting`) and which of the matches `in_play` have a result —
+        one round trip whose size follows the matches in play, not the tournament's. `started`
+        is left empty and `results` holds only those of `in_play` (their records empty)."""
+        ids = list(in_play)
+        pipe = self.client.pipeline(transaction=False)  # one slot, one round trip
+        pipe.hgetall(self._key(tid))
+        pipe.hgetall(self._key(tid, "starting"))
+        if ids:
+            pipe.hmget(self._key(tid, "results"), ids)
+        main, starting_raw, *found = pipe.execute()
+        raw = {_text(k): _text(v) for k, v in main.items()}
+        if "spec" not in raw:
+            return None
+        done: dict[str, dict[str, Any]] = {m: {} for m, r in zip(ids, found[0] if found else [], strict=True) if r is not None}
+        starting = {int(_text(k)): _text(v) for k, v in starting_raw.items()}
+        return TournamentRecord(tid, TournamentSpec.from_json(raw["spec"]), raw.get("status", RUNNING),
+                                int(raw.get("created_ms", 0)), int(raw.get("finished_ms", 0)),
+                                int(raw.get("moves", 0)), {}, done, starting, _carrier(raw.get("trace")))
+
     def ids(self, limit: int = 20, running_only: bool = False) -> list[str]:
         """The newest tournaments; with `running_only`, the oldest running ones (from their own
         index: among the newest of all, a running tournament older than `limit` finished ones
@@ -201,7 +223,12 @@ class TournamentRepo:
         if running_only:
             self._index_running()
             ids = [_text(i) for i in self.client.zrange(RUNNING_KEY, 0, max(0, limit - 1))]
-            return [i for i in ids if _text(self.client.hget(self._key(i), "status") or b"") == RUNNING]
+            if not ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)  # one round trip, not one a tournament
+            for tid in ids:
+                pipe.hget(self._key(tid), "status")
+            return [tid for tid, status in zip(ids, pipe.execute(), strict=True) if _text(status or b"") == RUNNING]
         return [_text(i) for i in self.client.zrevrange(f"{PREFIX}:tournaments", 0, max(0, limit - 1))]
 
     def _index_running(self) -> None:
@@ -448,13 +475,67 @@ class NotRunning(Exception):
     """The tournament ended (cancelled) while the runner was starting one of its matches."""
 
 
+RESYNC_SECONDS = 60.0
+"""How often the runner reads a running tournament whole again (`TournamentRepo.get`), besides at
+its first step and after a step that failed: between, it follows the tournament from what it
+did and what its matches in play became (`TournamentRepo.progress`), which misses only what
+another runner did out of its sight (a rolling deploy's other replica)."""
+
+
+@dataclass
+class _Progress:
+    """What the runner knows of a running tournament between whole reads: a step costs the
+    matches in play (their results, an HMGET), not the tournament's size (every started match
+    and result, and a walk of the whole plan, four times a second)."""
+
+    record: TournamentRecord
+    """As last read whole, and since then what this runner started and saw end (`results`: keys only)."""
+    next_index: int
+    """Every planned match before it is started."""
+    in_play: dict[str, int]
+    """Match id -> plan index of each started match without a result."""
+    read_at: float
+
+    @classmethod
+    def of(cls, record: TournamentRecord, read_at: float) -> _Progress:
+        in_play = {m: i for i, m in record.started.items() if m not in record.results and not m.startswith("failed:")}
+        progress = cls(record, 0, in_play, read_at)
+        progress.skip_started()
+        return progress
+
+    def skip_started(self) -> None:
+        """Move `next_index` past the planned matches started (each passed once: amortized)."""
+        while self.next_index in self.record.started:
+            self.next_index += 1
+
+    def started(self, index: int, match_id: str) -> None:
+        self.record.started[index] = match_id
+        if match_id not in self.record.results and not match_id.startswith("failed:"):
+            self.in_play[match_id] = index
+        self.skip_started()
+
+    def follow(self, fresh: TournamentRecord) -> None:
+        """Take a step's read (`TournamentRepo.progress`): the tournament's fields and creations
+        outstanding as stored now, and the matches in play that have a result since."""
+        record = self.record
+        record.status, record.created_ms, record.finished_ms = fresh.status, fresh.created_ms, fresh.finished_ms
+        record.moves, record.starting = fresh.moves, fresh.starting
+        for match_id in fresh.results:
+            record.results.setdefault(match_id, {})
+            self.in_play.pop(match_id, None)
+
+
 class TournamentRunner:
     """Starts each tournament's matches as room frees up and closes finished tournaments."""
 
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
                  stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None,
-                 secret: str | None = None, record_ends_every: float = 5.0) -> None:
+                 secret: str | None = None, record_ends_every: float = 5.0,
+                 resync_seconds: float = RESYNC_SECONDS) -> None:
         self.repo = repo
+        self.resync_seconds = resync_seconds
+        self._progress: dict[str, _Progress] = {}
+        """Tournament -> what this runner knows of it (`_Progress`), dropped when it stops running."""
         # Keys the matches' creation request ids (famiglia.auth.request_ids): a tournament's
         # id and a match's index are public, its seat tokens are not.
         self._secret = secret or secrets.token_hex(32)
@@ -485,17 +566,39 @@ class TournamentRunner:
         self._cancel_cancelled()
         running = set()
         for tid in self.repo.ids(limit=50, running_only=True):
-            record = self.repo.get(tid, results=False)
-            if record is not None and record.status == RUNNING:
+            progress = self._read(tid)
+            if progress is not None and progress.record.status == RUNNING:
                 running.add(tid)
-                self._advance(record)
-        if len(self._plans) > len(running):
-            self._forget(set(self._plans) - running)
+                try:
+                    self._advance(progress)
+                except BaseException:
+                    self._progress.pop(tid, None)  # read whole again at the next step: what was written is unsure
+                    raise
+        if len(self._plans) > len(running) or len(self._progress) > len(running):
+            self._forget((set(self._plans) | set(self._progress)) - running)
         now = time.monotonic()
         if self.read_model is not None and (self._ends_recorded_at is None
                                             or now - self._ends_recorded_at >= self.record_ends_every):
             self._ends_recorded_at = now
             self._record_ends()
+
+    def _read(self, tid: str) -> _Progress | None:
+        """The tournament as a step needs it: read whole at first sight, after a failed step and
+        every `resync_seconds`, else only what changed (`TournamentRepo.progress`)."""
+        now = time.monotonic()
+        progress = self._progress.get(tid)
+        if progress is not None and now - progress.read_at < self.resync_seconds:
+            fresh = self.repo.progress(tid, progress.in_play)
+            if fresh is None:
+                return None
+            progress.follow(fresh)
+            return progress
+        record = self.repo.get(tid, results=False)
+        if record is None:
+            self._progress.pop(tid, None)
+            return None
+        progress = self._progress[tid] = _Progress.of(record, now)
+        return progress
 
     def _record_ends(self) -> None:
         """Tell the read models of the tournaments that ended since (a cancel, a finish the runner
@@ -597,12 +700,17 @@ class TournamentRunner:
         scans are per tournament ended, not per step."""
         for tid in gone:
             self._plans.pop(tid, None)
+            self._progress.pop(tid, None)
         for creating in [k for k in self._creating_since if k[0] in gone]:
             del self._creating_since[creating]
         for seen in [k for k in self._seen if k[0] in gone]:
             del self._seen[seen]
 
-    def _advance(self, record: TournamentRecord) -> None:
+    def _advance(self, progress: _Progress) -> None:
+        """Start planned matches as room frees up, from `next_index` on; finish the tournament
+        once every one is started (or the deadline passed) and has a result. A step's work
+        follows the matches in play; the finish alone is checked on a whole read."""
+        record = progress.record
         if self.read_model is not None:
             self.read_model.record(record, RUNNING)
         matches = self.plan_of(record)
@@ -611,28 +719,37 @@ class TournamentRunner:
                 made = self._start(record, matches[index])
                 if made is None:
                     return
-                record.started[index] = made
-        active = [m for m in record.started.values() if m not in record.results]
-        for match_id in active:
+                progress.started(index, made)
+        for match_id in list(progress.in_play):
             self._check_stuck(record, match_id)
+            if match_id in record.results:  # abandoned as stuck
+                del progress.in_play[match_id]
         past_deadline = bool(record.spec.deadline_seconds) and record.elapsed_seconds > record.spec.deadline_seconds
-        room = max(1, record.spec.concurrency) - len(active)
-        for planned in matches:
-            if room <= 0 or past_deadline:
-                break
-            if planned.index in record.started:
-                continue
-            started = self._start(record, planned)
+        room = max(1, record.spec.concurrency) - len(progress.in_play)
+        while room > 0 and not past_deadline and progress.next_index < len(matches):
+            started = self._start(record, matches[progress.next_index])
             if started is None:
                 return
-            record.started[planned.index] = started
+            progress.started(matches[progress.next_index].index, started)
             room -= 1
-        all_started = len(record.started) >= len(matches) or past_deadline
-        if all_started and all(m in record.results for m in record.started.values()):
+        if (progress.next_index < len(matches) and not past_deadline) or progress.in_play \
+                or any(i < len(matches) for i in record.unrecorded()):
+            return
+        # Over, as far as this runner saw: checked on the whole record (another runner's match,
+        # out of its sight, may still be in play) before the tournament is closed for good.
+        whole = self.repo.get(record.tournament_id, results=False)
+        if whole is None or whole.status != RUNNING:
+            return
+        progress.record, progress.read_at = whole, time.monotonic()
+        fresh = _Progress.of(whole, progress.read_at)
+        progress.next_index, progress.in_play = fresh.next_index, fresh.in_play
+        all_started = len(whole.started) >= len(matches) or past_deadline
+        outstanding = any(i < len(matches) for i in whole.unrecorded())
+        if all_started and not outstanding and all(m in whole.results for m in whole.started.values()):
             self.repo.set_status(record.tournament_id, FINISHED)
-            if self.read_model is not None and self.read_model.record(record, FINISHED):
+            if self.read_model is not None and self.read_model.record(whole, FINISHED):
                 self.repo.end_recorded(record.tournament_id)
-            log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(record.results))
+            log.info("tournament_finished", tournament_id=record.tournament_id, matches=len(whole.results))
 
     def _create(self, record: TournamentRecord, planned: PlannedMatch, *, while_running: bool = False) -> str:
         """CreateMatch of a planned match, its request id written down first (`claim_starting`)

@@ -618,7 +618,8 @@ class Projector:
             writes.seats.append(dict(
                 match_id=row.match_id, seat=seat, player_id=info.player_id if info else "",
                 display_name=info.display_name if info else "", bot=bool(info and info.bot),
-                policy=info.policy if info else "", score=None, rank=None, winner=False, details={}))
+                policy=info.policy if info else "", created_ms=ms, score=None, rank=None, winner=False,
+                details={}))
         for info in sorted(infos.values(), key=lambda i: i.player_id):
             if info.player_id:
                 writes.see_player(info.player_id, info.display_name, info.bot, info.policy, ms, row.match_id)

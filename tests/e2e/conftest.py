@@ -51,6 +51,8 @@ class Stack(dict[str, grpc.Channel]):
     when it wants the read models to show it (`projection.unpark(match_id)`)."""
 
     projection: Any
+    addresses: dict[str, str]
+    """Service name -> its host:port (for the CLI)."""
 
 
 @pytest.fixture()
@@ -87,8 +89,10 @@ def stack(redis_url: str, tmp_path: Path) -> Iterator[Stack]:
     ]
     channels = Stack()
     channels.projection = projection
+    channels.addresses = {}
     for name, (server, port) in started:
         server.start()
+        channels.addresses[name] = f"127.0.0.1:{port}"
         channels[name] = grpc.insecure_channel(f"127.0.0.1:{port}")
     channels["PlayerService"] = channels["MatchmakingService"]
     yield channels

@@ -14,7 +14,7 @@ from famiglia.client import GameClient
 from famiglia.grpcutil.errors import error_code
 from famiglia.v1 import envelope_pb2
 
-from .conftest import SECRET, match_and_first_move
+from .conftest import SECRET, Stack, match_and_first_move
 
 
 def _refusal(call) -> tuple[grpc.StatusCode, str]:
@@ -89,5 +89,54 @@ def test_the_cli_cancels_a_match_as_an_operator(command_address: str, monkeypatc
         assert "FAILED_PRECONDITION: match_over: the match was cancelled" in capsys.readouterr().out
         view = me.view()
         assert view.cancelled and view.cancel_reason == "orphaned seats"
+    finally:
+        client.close()
+
+
+def test_the_sweep_cancels_the_live_matches_idle_for_days_and_no_other(stack: Stack, monkeypatch, capsys) -> None:
+    """`famiglia match sweep`: the live matches of the read models whose last event is older
+    than --idle-days are cancelled (a dry run only lists them), each at the version projected,
+    under a request id of its own (a second sweep is answered as the first); a match that moved
+    since its projection, a fresh one and one over are left alone."""
+    from sqlalchemy import update
+
+    from famiglia.cli.main import main
+    from famiglia.readmodels.tables import Match
+
+    monkeypatch.setenv("FAMIGLIA_SECRET", SECRET)
+    operator = TokenSigner(SECRET).operator_token("support", ttl_s=60)
+    client = GameClient(stack.addresses["GameService"])
+    try:
+        idle, idle_seat, _ = match_and_first_move(client, seed=21)
+        moved, moved_seat, move = match_and_first_move(client, seed=22)
+        fresh, fresh_seat, _ = match_and_first_move(client, seed=23)
+        over, _, _ = match_and_first_move(client, seed=24)
+        client.cancel_match(over.match_id, "done with", token=operator)
+        for match in (idle, moved, fresh, over):
+            stack.projection.unpark(match.match_id)
+        with stack.projection.sql.begin() as conn:  # their last events ten days ago, as the read models say
+            conn.execute(update(Match).where(Match.match_id.in_([idle.match_id, moved.match_id, over.match_id]))
+                         .values(last_event_ms=Match.last_event_ms - 10 * 86_400_000))
+        moved_seat.submit(move)  # it moves on, after its projection
+
+        sweep = ["match", "--address", stack.addresses["GameService"], "sweep", "--idle-days", "7",
+                 "--query-address", stack.addresses["QueryService"]]
+        assert main([*sweep, "--dry-run"]) == 0
+        listed = capsys.readouterr().out
+        swept = {line.split(":")[0] for line in listed.splitlines() if ": idle since " in line}
+        assert swept == {idle.match_id, moved.match_id} and "2 live matches idle for 7 days" in listed
+        assert not idle_seat.view().finished  # a dry run cancels nothing
+
+        assert main(sweep) == 0
+        said = capsys.readouterr().out
+        assert f"{idle.match_id}: cancelled at version" in said
+        assert f"{moved.match_id}: left: ABORTED: stale_version" in said and "1 idle matches cancelled, 1 left" in said
+        view = idle_seat.view()
+        assert view.cancelled and view.cancel_reason == "swept: no event for 7 days"
+        assert not moved_seat.view().finished and not fresh_seat.view().finished
+
+        assert main(sweep) == 0  # the read models not caught up yet: the same cancel, answered as the first
+        again = capsys.readouterr().out
+        assert f"{idle.match_id}: cancelled at version {view.version} (already, by an earlier sweep)" in again
     finally:
         client.close()

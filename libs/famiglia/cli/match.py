@@ -1,22 +1,39 @@
 """`famiglia match ...` — operator actions on one match of the command service.
 
     famiglia match cancel MATCH_ID --reason TEXT [--request-id ID]   end it with no result
+    famiglia match sweep --idle-days N [--dry-run]                   cancel the live matches idle N days
 
 The operator token is minted from the deployment's secret (FAMIGLIA_SECRET, or the embedded
 stack's `var/secret`), as `famiglia tournament` does.
+
+`sweep` finds the matches that never end (their people walked away from a game without clocks,
+and nobody cancelled them: their stream, command records and the bots' tracking stay for good)
+in the read models (QueryService ListMatches, live ones), not in the event store, which has no
+index of the matches still running (finding them there means reading every key). Each match
+whose last projected event is older than N days is cancelled at the version the read models
+show (`expected_version`): a match that moved since, which the projection has not caught up
+with, is refused `stale_version` and left alone. The request id is `sweep:<match id>`, so a
+sweep run again (after a lost answer, or before the projection caught up) is answered as the
+first cancel, not made twice.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
+import grpc
 from rich.console import Console
 from rich.markup import escape
 
 from famiglia.auth import TokenSigner
 from famiglia.client import GameClient
 from famiglia.config import Settings
+from famiglia.grpcutil.errors import error_code
+from famiglia.grpcutil.tls import dial
 
 console = Console()
 
@@ -37,8 +54,99 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+DAY_MS = 86_400_000
+SWEEP_PAGE = 500
+
+
+@dataclass(frozen=True)
+class IdleMatch:
+    match_id: str
+    version: int
+    """The last event the read models projected: the cancel's expected version."""
+    last_event_ms: int
+
+
+def idle_matches(live: Iterable[IdleMatch], *, now_ms: int, idle_days: float) -> list[IdleMatch]:
+    """The live matches whose last event is more than `idle_days` before `now_ms`, oldest first."""
+    cutoff = now_ms - int(idle_days * DAY_MS)
+    return sorted((m for m in live if m.last_event_ms < cutoff), key=lambda m: (m.last_event_ms, m.match_id))
+
+
+def sweep_request_id(match_id: str) -> str:
+    """One per match, so a sweep run again is answered as the first cancel was."""
+    return f"sweep:{match_id}"
+
+
+def _live_matches(address: str) -> Iterator[IdleMatch]:
+    """Every live match the read models hold, a page at a time (QueryService ListMatches)."""
+    from famiglia.v1 import query_service_pb2 as pb
+    from famiglia.v1 import query_service_pb2_grpc as pb_grpc
+
+    channel = dial(address)
+    try:
+        stub = pb_grpc.QueryServiceStub(channel)
+        token = ""
+        while True:
+            reply = stub.ListMatches(pb.ListMatchesRequest(status=pb.MATCH_STATUS_LIVE, page_size=SWEEP_PAGE,
+                                                           page_token=token), timeout=30)
+            for m in reply.matches:
+                yield IdleMatch(m.match_id, m.version, m.last_event_at.ToMilliseconds())
+            token = reply.next_page_token
+            if not token:
+                return
+    finally:
+        channel.close()
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    if not args.idle_days > 0:
+        console.print("[red]--idle-days must be more than 0[/]")
+        return 2
+    settings = Settings.from_env()
+    try:
+        idle = idle_matches(_live_matches(args.query_address or settings.projection_addr),
+                            now_ms=int(time.time() * 1000), idle_days=args.idle_days)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
+        return 2
+    if args.dry_run:
+        for m in idle:
+            console.print(f"{escape(m.match_id)}: idle since {_when(m.last_event_ms)} (version {m.version})")
+        console.print(f"{len(idle)} live matches idle for {args.idle_days:g} days (dry run: none cancelled)")
+        return 0
+    reason = f"swept: no event for {args.idle_days:g} days"
+    client = GameClient(args.address or settings.command_addr)
+    cancelled = left = 0
+    try:
+        for m in idle:
+            token = TokenSigner(settings.secret).operator_token("sweep", ttl_s=300)  # a sweep may be long
+            try:
+                done = client.cancel_match(m.match_id, reason, token=token, request_id=sweep_request_id(m.match_id),
+                                           expected_version=m.version)
+            except grpc.RpcError as exc:
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                left += 1  # over since (match_over), or moved since (stale_version): not idle
+                console.print(f"{escape(m.match_id)}: left: {exc.code().name}: {error_code(exc) or ''}")
+                continue
+            cancelled += 1
+            again = " (already, by an earlier sweep)" if done.duplicate else ""
+            console.print(f"{escape(m.match_id)}: cancelled at version {done.version}{again}")
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
+        return 2
+    finally:
+        client.close()
+    console.print(f"{cancelled} idle matches cancelled, {left} left (over or moved since)")
+    return 0
+
+
+def _when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + " UTC"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("match", help="operator actions on a match: cancel",
+    parser = subparsers.add_parser("match", help="operator actions on matches: cancel, sweep",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="match_cmd", required=True)
@@ -47,3 +155,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cancel.add_argument("--reason", required=True, help="why: stored in the match and shown to every seat")
     cancel.add_argument("--request-id", default="", help="idempotency key, at most 120 characters (default: a new one, printed)")
     cancel.set_defaults(func=cmd_cancel)
+    sweep = sub.add_parser("sweep", help="cancel every live match with no event for --idle-days (read models)")
+    sweep.add_argument("--idle-days", type=float, required=True, help="days since a match's last event")
+    sweep.add_argument("--dry-run", action="store_true", help="list the idle matches, cancel none")
+    sweep.add_argument("--query-address", default="",
+                       help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
+    sweep.set_defaults(func=cmd_sweep)

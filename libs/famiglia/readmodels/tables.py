@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary
+from sqlalchemy import JSON, BigInteger, Column, Index, LargeBinary, text
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
@@ -62,6 +62,9 @@ class Match(ReadModel, table=True):
         Index("ix_matches_tournament", "tournament_id", "created_ms", "match_id"),
         Index("ix_matches_finished", "finished_ms", "match_id"),  # the retention sweep's order
         Index("ix_matches_game_finished", "game_id", "status", "finished_ms", "match_id"),  # a game's rerate window
+        # The few diverged matches (`divergence.flagged`, `... diverged`), not a walk of every match (0009)
+        Index("ix_matches_diverged", "match_id", sqlite_where=text("diverged_seq IS NOT NULL"),
+              postgresql_where=text("diverged_seq IS NOT NULL")),
     )
 
     match_id: str = Field(primary_key=True, max_length=64)
@@ -97,7 +100,8 @@ class MatchSeat(ReadModel, table=True):
     """A seat of a match: who sat there and, once finished, how they did."""
 
     __tablename__ = "match_seats"
-    __table_args__ = (Index("ix_match_seats_player", "player_id", "match_id"),)
+    # A player's matches newest first (ListMatches by player, GetPlayerHistory), a seek (migration 0009)
+    __table_args__ = (Index("ix_match_seats_player", "player_id", "created_ms", "match_id"),)
 
     match_id: str = Field(primary_key=True, max_length=64, foreign_key="matches.match_id")
     seat: int = Field(primary_key=True)
@@ -105,6 +109,9 @@ class MatchSeat(ReadModel, table=True):
     display_name: str = Field(default="", max_length=200)
     bot: bool = False
     policy: str = Field(default="", max_length=64)
+    created_ms: int = _ms(nullable=False, server_default="0")
+    """The match's (`Match.created_ms`): the order a player's matches are paged in, kept here so
+    that a page of one player's matches is read in order rather than sorted from all of them."""
     score: float | None = None
     rank: int | None = None
     winner: bool = False

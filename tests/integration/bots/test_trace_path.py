@@ -122,12 +122,18 @@ def test_a_persons_move_the_bots_answer_a_refusal_and_a_clock_are_one_connected_
     # the refusal is traced too, with its code
     (refused,) = [s for s in spans("SubmitCommand", match_id) if s.attributes["famiglia.command_id"] == "tap-2"]
     assert f"{refused.context.trace_id:032x}" == tapped and refused.attributes["famiglia.code"]
-    # the projection continues the command's trace; its batch links back to it
+    # the projection continues the command's trace, or, when its events were projected in one
+    # run after an earlier command's (the match's creation, on a busy machine), links to it from
+    # the span that continues that one (`_other_commands`); its batch links back to it either way
     applied = [s for s in spans("projection.apply", match_id)
                if s.parent is not None and s.parent.span_id == served.context.span_id]
-    assert applied and f"{applied[0].context.trace_id:032x}" == tapped
+    if applied:
+        assert f"{applied[0].context.trace_id:032x}" == tapped
+    else:
+        assert [s for s in spans("projection.apply", match_id)
+                if any(link.context.span_id == served.context.span_id for link in s.links)]
     batches = [s for s in EXPORTER.get_finished_spans() if s.name == "projection.batch"
-               and any(link.context.span_id == applied[0].parent.span_id for link in s.links)]
+               and any(link.context.span_id == served.context.span_id for link in s.links)]
     assert batches
 
     # dispatcher -> Celery task -> the bot's SubmitCommands: still the person's trace

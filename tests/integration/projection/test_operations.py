@@ -45,6 +45,33 @@ def test_the_initial_migration_creates_exactly_the_models(database_url: str) -> 
     engine.dispose()
 
 
+def test_migration_0009_gives_the_seats_already_projected_their_matchs_created_time(database_url: str) -> None:
+    """The seats written before 0009 are paged by player in their match's order at once, not
+    after a rebuild: the column is filled from `matches` as it is added."""
+    from sqlalchemy import text
+
+    engine = make_engine(database_url)
+    schema.upgrade(engine, "0008")
+    with engine.begin() as conn:
+        for n, created in ((1, 5000), (2, 7000)):
+            conn.execute(text("INSERT INTO matches (match_id, game_id, status, seats, created_ms, last_event_ms, "
+                              "version, seed, options, tournament_id, outcome, fold_error) VALUES "
+                              f"('m{n}', 'g', 'live', 2, {created}, {created}, 1, 1, '{{}}', '', '{{}}', '')"))
+            for seat in range(2):
+                conn.execute(text("INSERT INTO match_seats (match_id, seat, player_id, display_name, bot, policy, "
+                                  f"winner, details) VALUES ('m{n}', {seat}, 'p{seat}', '', false, '', false, '{{}}')"))
+    schema.upgrade(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT match_id, seat, created_ms FROM match_seats ORDER BY match_id, seat")).all()
+    assert [tuple(r) for r in rows] == [("m1", 0, 5000), ("m1", 1, 5000), ("m2", 0, 7000), ("m2", 1, 7000)]
+    schema.downgrade(engine, "0008")
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM match_seats"))
+        conn.execute(text("DELETE FROM matches"))
+    schema.downgrade(engine)
+    engine.dispose()
+
+
 def _gauge_points(reader: InMemoryMetricReader) -> dict[object, float]:
     points: dict[object, float] = {}
     data = reader.get_metrics_data()

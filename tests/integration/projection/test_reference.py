@@ -198,7 +198,8 @@ def reference_tables(refs: list[Ref]) -> dict[str, dict[Any, dict[str, Any]]]:
             score, rank, details = r.seats.get(seat, (None, None, {}))
             out["match_seats"][(r.match_id, seat)] = dict(
                 player_id=i.player_id if i else "", display_name=i.display_name if i else "", bot=bool(i and i.bot),
-                policy=i.policy if i else "", score=score, rank=rank, winner=rank == 1, details=details)
+                policy=i.policy if i else "", created_ms=r.created_ms, score=score, rank=rank, winner=rank == 1,
+                details=details)
     # players: name, bot and policy from the newest match joined (created, then match id)
     for r in sorted(refs, key=lambda r: (r.created_ms, r.match_id)):
         for i in r.created.seat_info:

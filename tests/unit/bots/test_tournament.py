@@ -308,6 +308,11 @@ def test_the_runner_forgets_each_tournament_once_it_is_no_longer_running(monkeyp
         def get(self, tid: str, *, results: bool = True) -> tournaments.TournamentRecord | None:
             return self.records.get(tid)
 
+        def progress(self, tid: str, in_play: list[str]) -> tournaments.TournamentRecord | None:
+            r = self.records[tid]
+            return tournaments.TournamentRecord(tid, r.spec, r.status, r.created_ms, starting=dict(r.starting),
+                                                results={m: {} for m in in_play if m in r.results})
+
         def set_status(self, tid: str, status: str) -> None:
             self.records[tid].status = status
 
@@ -371,7 +376,7 @@ def test_the_runner_forgets_each_tournament_once_it_is_no_longer_running(monkeyp
                     record.results.setdefault(match_id, {"abandoned": True})  # every match in play ends
     runner.step()
     assert all(r.status != tournaments.RUNNING for r in repo.records.values())
-    assert (runner._plans, runner._seen, runner._creating_since) == ({}, {}, {})
+    assert (runner._plans, runner._progress, runner._seen, runner._creating_since) == ({}, {}, {}, {})
 
 
 def test_the_observer_and_the_read_model_log_keep_a_bounded_memory_of_tournaments(

@@ -18,8 +18,9 @@ from sqlalchemy.engine import Engine
 
 from famiglia import readmodels
 from famiglia.readmodels.queries import list_matches
-from famiglia.readmodels.tables import Match
+from famiglia.readmodels.tables import Match, MatchSeat
 from services.projection import schema
+from services.projection.divergence import diverged_matches, flagged
 from services.projection.rating_book import RatingBook
 
 
@@ -33,17 +34,20 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
                               created_ms=1000 * i, finished_ms=1000 * i + 500 if i < 6 else None,
                               last_event_ms=1000 * i, version=9, seed=1, options={},
                               tournament_id="t1" if i % 2 else "", outcome={}))
+            for seat in range(2):
+                session.add(MatchSeat(match_id=f"m{i}", seat=seat, player_id="bot" if seat or i % 3 else "p",
+                                      created_ms=1000 * i, details={}))
     yield engine
     engine.dispose()
 
 
 @contextmanager
 def plans_of_matches_queries(engine: Engine) -> Iterator[list[list[str]]]:
-    """The query plans of every SELECT on `matches` run inside the block."""
+    """The query plans of every SELECT on `matches` (or on a player's seats) run inside the block."""
     sent: list[tuple[str, Any]] = []
 
     def note(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and re.search(r"\sFROM matches\b", statement):
+        if statement.lstrip().upper().startswith("SELECT") and re.search(r"\sFROM (matches|match_seats JOIN)\b", statement):
             sent.append((statement, parameters))
 
     event.listen(engine, "before_cursor_execute", note)
@@ -58,24 +62,70 @@ def plans_of_matches_queries(engine: Engine) -> Iterator[list[list[str]]]:
             plans.append([str(row[-1]) for row in rows])
 
 
-def _listing(**filters: str) -> Callable[[Engine], None]:
+def _listing(page_token: str = "", **filters: str) -> Callable[[Engine], None]:
     def run(engine: Engine) -> None:
         with readmodels.read_session(engine) as session:
-            list_matches(session, page_size=2, **filters)
+            list_matches(session, page_size=2, page_token=page_token, **filters)
     return run
 
 
-@pytest.mark.parametrize("filters", [{}, {"game_id": "grifters"}, {"status": "live"}, {"tournament_id": "t1"},
-                                     {"game_id": "grifters", "status": "finished"}],
-                         ids=["all", "game", "status", "tournament", "game_status"])
-def test_a_page_of_matches_is_read_in_index_order(engine: Engine, filters: dict[str, str]) -> None:
+_FILTERS = [{}, {"game_id": "grifters"}, {"status": "live"}, {"tournament_id": "t1"},
+            {"game_id": "grifters", "status": "finished"}]
+
+
+def _token(engine: Engine, **filters: str) -> str:
+    with readmodels.read_session(engine) as session:
+        token = list_matches(session, page_size=1, **filters).next_page_token
+    assert token
+    return token
+
+
+@pytest.mark.parametrize("filters", _FILTERS, ids=["all", "game", "status", "tournament", "game_status"])
+@pytest.mark.parametrize("later", [False, True], ids=["first", "next"])
+def test_a_page_of_matches_is_read_in_index_order(engine: Engine, filters: dict[str, str], later: bool) -> None:
+    """A later page seeks to its token's created time too: checked row by row from the newest
+    down (the OR of the keyset alone), page n read the n - 1 pages before it."""
+    token = _token(engine, **filters) if later else ""
     with plans_of_matches_queries(engine) as plans:
-        _listing(**filters)(engine)
+        _listing(page_token=token, **filters)(engine)
     plan = plans[0]
     assert not any("TEMP B-TREE" in step for step in plan), plan  # a sort of every match the filter keeps
+    seek = [step for step in plan if step.startswith("SEARCH matches USING")]
     if filters:  # a seek on every filter, not a walk past the matches it leaves out
-        seek = [step for step in plan if step.startswith("SEARCH matches USING")]
         assert seek and all(f"{column}=?" in seek[0] for column in filters), plan
+    if later:
+        assert seek and "created_ms<?" in seek[0], plan
+
+
+@pytest.mark.parametrize("filters", _FILTERS,
+                         ids=["player", "player_game", "player_status", "player_tournament", "player_game_status"])
+@pytest.mark.parametrize("later", [False, True], ids=["first", "next"])
+def test_a_page_of_a_players_matches_is_read_in_index_order(engine: Engine, filters: dict[str, str],
+                                                              later: bool) -> None:
+    """ListMatches by player and GetPlayerHistory: the player's seats through
+    `ix_match_seats_player` in page order, each joined to its match, never every match of the
+    player found and sorted (a bot with 50,000 matches paid that for each page)."""
+    token = _token(engine, player_id="bot") if later else ""
+    with plans_of_matches_queries(engine) as plans:
+        _listing(player_id="bot", page_token=token, **filters)(engine)
+    plan = plans[0]
+    assert not any("TEMP B-TREE" in step for step in plan), plan
+    assert not any(step.startswith("SCAN") for step in plan), plan
+    seek = [step for step in plan if step.startswith("SEARCH match_seats USING INDEX ix_match_seats_player")]
+    assert seek and "(player_id=?" in seek[0], plan
+    if later:
+        assert "created_ms<?" in seek[0], plan
+
+
+def test_the_diverged_matches_are_read_from_their_own_index(engine: Engine) -> None:
+    """`... diverged` and a rebuild's look-up of them: the few flagged matches, not a walk of every one."""
+    with plans_of_matches_queries(engine) as plans, engine.connect() as conn:
+        flagged(conn)
+        diverged_matches(engine)
+    assert len(plans) == 2
+    for plan in plans:
+        assert not any(step.startswith("SCAN matches") and "ix_matches_diverged" not in step for step in plan), plan
+        assert not any("TEMP B-TREE" in step for step in plan), plan
 
 
 def test_a_match_rated_in_the_past_reads_only_the_matches_after_it(engine: Engine) -> None:
