@@ -5,11 +5,13 @@ command service shows each seat as its `deadline_ms` (docs/bots.md, "Turn clocks
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 
 from famiglia.bots.toy import toy_registry
-from famiglia.engine import MatchConfig, Rng, clock_key, command_kind, fold
+from famiglia.clocks import TurnClocks, answers
+from famiglia.engine import DecisionKind, MatchConfig, Pending, Rng, clock_key, command_kind, fold
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
 from famiglia.matchstate import MatchState
@@ -248,3 +250,44 @@ def test_a_nothing_personal_seat_that_chats_keeps_its_decisions_deadline_and_its
     assert played.deadlines() == {seat: played.now + 60.0}  # its next turn: afresh
     played.play(seat, chat, after=59.0)
     assert played.deadlines() == {seat: played.now + 1.0}
+
+
+def test_a_step_stamped_before_the_newest_event_starts_no_clock_before_it() -> None:
+    """Times never go back (`TurnClocks`): a command stamped before the newest event (a held
+    answer written out later keeps the stamp it was made at, NP-H9; a replica's clock behind)
+    starts the next decision at the newest time, not before it."""
+    played = Played("highcard", 2, 5, {"hand": "4", "clock_s": "30"})
+    played.default(played.timed()[0].seat, after=10.0)
+    newest = played.now
+    played.default(played.timed()[0].seat, after=-5.0)  # stamped 5 s before the event it follows
+    asked = played.timed()[0].seat
+    assert played.deadlines() == {asked: newest + 30.0}
+    assert played.refolded() == {asked: newest + 30.0}
+
+
+def test_a_command_the_clocks_cannot_read_counts_as_an_answer() -> None:
+    """`answers`: a command not known (stored without it, or not decodable) counts as an
+    answer, as every command did before optional ones were told apart; a chat does not."""
+    engine = REGISTRY.get("nothing_personal")
+    assert answers(engine, b"\xff\xff\xff")
+    assert answers(engine, b"")
+    assert not answers(engine, pb.Command(send_chat=pb.SendChat(text="hi")).SerializeToString())
+
+
+def test_a_seats_optional_move_that_asks_another_seat_leaves_its_own_deadline_NP_D1() -> None:
+    """An optional move (an offer) that asks another seat to answer it changes who is asked, so
+    the clocks are wound in full; the offering seat, asked the same decision, keeps its deadline
+    (NP-D1: one timeout a decision), and its answer starts its next decision afresh. (A game's
+    engine, reduced to what the clocks read: its info and who it asks.)"""
+    engine = SimpleNamespace(info=REGISTRY.get("nothing_personal").info, pending=lambda state: state)
+    turn = Pending(0, DecisionKind.TURN, "commission", timeout_seconds=60.0)
+    reply = Pending(1, DecisionKind.RESPONSE, "deal", timeout_seconds=30.0)
+    clocks, t0 = TurnClocks(people=frozenset({0, 1})), T0 / 1000
+    clocks.note(engine, None, -1, "", T0)
+    assert clocks.deadlines(engine, [turn]) == {0: t0 + 60.0}
+    offer = pb.Command(offer_deal=pb.OfferDeal(to=1, give_money=1)).SerializeToString()
+    clocks.note(engine, [turn], 0, "c2", T0 + 20_000, offer)
+    assert clocks.deadlines(engine, [turn, reply]) == {0: t0 + 60.0, 1: t0 + 50.0}
+    play = pb.Command(play_for_influence=pb.PlayForInfluence()).SerializeToString()
+    clocks.note(engine, [turn, reply], 0, "c3", T0 + 25_000, play)
+    assert clocks.deadlines(engine, [turn, reply]) == {0: t0 + 85.0, 1: t0 + 50.0}

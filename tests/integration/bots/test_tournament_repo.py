@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from famiglia.bots.tournament import GamePlan, TournamentSpec
+from services.bots import tournaments
 from services.bots.tournaments import FINISHED, RUNNING, TournamentRepo
 
 
@@ -27,6 +29,26 @@ def test_a_running_tournament_is_found_however_many_newer_ones_have_finished(red
     assert repo.ids(limit=50, running_only=True) == []
     repo.set_status(oldest, RUNNING)  # resumed
     assert repo.ids(limit=50, running_only=True) == [oldest]
+
+
+def test_a_retried_creation_of_a_tournament_that_ended_leaves_it_out_of_the_runners_list(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CreateTournament retried under its request id after the tournament ended answers with it
+    and does not put it back among the running: retries of ended tournaments older than one still
+    running would take the runner's 50 places, and that one would never be stepped again."""
+    ms = iter(range(1_700_000_000_000, 1_700_000_100_000))
+    monkeypatch.setattr(tournaments, "_ms", lambda: next(ms))
+    repo = TournamentRepo(redis.Redis.from_url(redis_url))
+    ended = [repo.create(_spec(f"t-{i}"), request_id=f"r-{i}") for i in range(60)]
+    for tid in ended:
+        repo.set_status(tid, FINISHED)
+    running = repo.create(_spec("running"))
+    assert [repo.create(_spec(f"t-{i}"), request_id=f"r-{i}") for i in range(60)] == ended
+    assert repo.ids(limit=50, running_only=True) == [running]
+    # A retry that read the status before the end was written indexes it all the same: listed
+    # running, an ended tournament is still passed over.
+    repo.client.zadd(tournaments.RUNNING_KEY, {ended[0]: 0})
+    assert repo.ids(limit=50, running_only=True) == [running]
 
 
 def test_a_matchs_first_outcome_stands(redis_url: str) -> None:

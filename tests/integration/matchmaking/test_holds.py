@@ -321,6 +321,21 @@ def test_a_refused_table_frees_its_players_holds(redis_url: str, creator: Record
     mm.close()
 
 
+def test_a_claim_retry_never_takes_a_hold_another_table_has(redis_url: str, creator: RecordingCreator) -> None:
+    """hold_swap.lua's '-' accepts no hold at all, nothing else: a claim retry (`retake`) takes
+    a player's hold only from its own table's lease or table hold, or from nobody, so a player
+    another table holds is not seated at two."""
+    mm = make_mm(redis_url, creator)
+    holds, client = mm.matcher.holds, mm.app.store.client
+    elsewhere = Hold("table", GAME, "p-elsewhere", f"{GAME}.t1").encode()
+    client.set(hold_key("A"), elsewhere)
+    assert not holds.retake(DUEL, "p-here", [HoldSeat("A", f"{DUEL}.t2")])
+    assert client.get(hold_key("A")) == elsewhere
+    assert holds.retake(DUEL, "p-here", [HoldSeat("B", f"{DUEL}.t2")])  # nobody held B
+    assert holds.get("B") == Hold("table", DUEL, "p-here", f"{DUEL}.t2")
+    mm.close()
+
+
 def test_hold_values_read_back() -> None:
     hold = Hold("seated", DUEL, "m-1", "1700000000000")
     assert Hold.parse(hold.encode()) == hold and hold.seated_ms == 1_700_000_000_000

@@ -274,6 +274,41 @@ def test_a_ticket_cancelled_while_claimed_is_matched_if_its_table_is_made(mm: Ma
     assert mm.app.ticket(a, ta).state == "matched"
 
 
+def test_an_expiry_that_finds_a_ticket_claimed_leaves_it_to_go_back_to_the_queue(mm: Matchmaking) -> None:
+    """close_ticket.lua writes a claimed ticket's end down only for a cancel (its player asked to
+    leave): another matcher's expiry or a decline that finds it claimed must not, or the table's
+    release would end the ticket cancelled, with that reason, instead of putting it back in line."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    record = mm.app.store.get(ta)
+    assert record is not None and record.state == "claimed"
+    now = record.expires_ms + 1
+    assert mm.app.store.close_ticket(record, "expired", "ticket lifetime reached", now, only_if_expired=True) == (
+        False, "claimed")
+    assert mm.app.store.close_ticket(record, "failed", "x declined", now, from_states=("pending",)) == (
+        False, "claimed")
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                                now_ms=mm.app.clock()) == 2
+    assert [r.state for r in (mm.app.store.get(ta), mm.app.store.get(tb))] == ["searching", "searching"]
+
+
+def test_a_released_table_puts_its_tickets_back_at_their_old_place_in_line(mm: Matchmaking, clock: FakeClock) -> None:
+    """release.lua ('requeue'): a table given up (a hold lost) puts its tickets back where they
+    were, oldest first, not behind the tickets queued while it was claimed."""
+    a, b, c = _guests(mm, "ABC")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    clock.advance(5)
+    tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    clock.advance(5)
+    mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                         now_ms=mm.app.clock())
+    assert [r.ticket_id for r in mm.app.store.queued(DUEL)][-1] == tc
+
+
 def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaking) -> None:
     """Guards a change the suite once missed (pointer guard -> true): failing a table deleted a pointer naming another ticket."""
     a, b = _guests(mm, "AB")

@@ -323,6 +323,23 @@ def test_a_decision_stalled_again_waits_twice_as_long_each_time() -> None:
     assert table.tasks.decisions[-1] == table.tasks.decisions[-2] != table.tasks.decisions[0]
 
 
+def test_a_decision_stalled_again_and_again_waits_at_most_16_times_the_stall_time() -> None:
+    """docs/bots.md: each wait twice the last, up to 16x the stall time; never longer, or a
+    decision whose worker keeps dying would wait ever longer for the next copy."""
+    now = [0.0]
+    table = Table(now)
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    queued = 0.0
+    for wait in (10, 20, 40, 80, 160, 160, 160):
+        now[0] = queued + wait - 0.5
+        assert table.dispatcher.check_stalls() == 0, wait
+        now[0] = queued + wait + 0.5
+        assert table.dispatcher.check_stalls() == 1, wait
+        queued = now[0]
+    assert len(set(table.tasks.decisions)) == 1
+
+
 def test_stalls_are_found_on_time_though_the_matches_are_looked_at_only_when_one_may_be_due() -> None:
     now = [0.0]
     table = Table(now)
@@ -389,6 +406,32 @@ def test_events_written_at_seqs_the_store_lost_are_folded_not_skipped_as_redeliv
     asked = HIGHCARD.pending(fresh.state)[0].seat
     if asked == 0:
         assert table.tasks.decisions[-1] == (match_id, 0, fresh.version, "random")
+
+
+def _play_card(table: Table, match_id: str, pick: int) -> int:
+    """The seat asked plays its `pick`-th legal card; the version after it."""
+    hot = table.app.matches.get(match_id).match
+    seat = HIGHCARD.pending(hot.state)[0].seat
+    cards = HIGHCARD.legal_commands(hot.state, seat)
+    version = table.app.submit(match_id, Viewer(seat), f"c{hot.version}:{pick}", cards[pick % len(cards)]).version
+    table.pump(match_id)
+    return version
+
+
+def test_the_newest_event_lost_and_written_anew_at_its_seq_is_folded_not_skipped() -> None:
+    """The store lost only the newest event the dispatcher folded, and the next command went in
+    at that very seq: another event id at the fold's own version is a store that went back too,
+    not a redelivery (`_went_back`), so the dispatcher folds the match anew from the store."""
+    table = Table()
+    match_id = table.create({0: "random"})
+    table.pump(match_id)
+    kept = _turn(table, match_id)
+    lost = _play_card(table, match_id, -1)
+    _lose_tail(table, match_id, kept)
+    assert _play_card(table, match_id, 0) == lost  # another card, at the seq of the lost one
+    followed = table.dispatcher.matches[match_id].match
+    fresh = MatchState.from_envelopes(toy_registry(), table.store.read(match_id))
+    assert (followed.version, followed.state) == (fresh.version, fresh.state)
 
 
 def test_a_bot_decision_stalled_on_writes_the_store_lost_is_queued_where_the_store_is() -> None:
@@ -1179,6 +1222,66 @@ def test_matches_left_waiting_on_people_without_a_clock_do_not_pile_up_in_memory
     table.act(first, 0)  # the person came back: the bot is asked
     table.pump(first)
     assert table.tasks.decisions[-1] == (first, 1, table.version(first), "random")
+
+
+def test_a_match_first_met_when_the_idle_ones_are_let_go_stays_followed() -> None:
+    """The match whose event made `matches` outgrow `followed_max` is never let go with the
+    idle ones: its bot's task was queued just now, and only a followed match's stall timer
+    queues that decision again if the task is lost."""
+    now = [0.0]
+    table = Table(now)
+    table.dispatcher = Dispatcher(table.store, table.dispatcher.registry, table.tasks, stall_seconds=10,
+                                  clock_grace_seconds=0.5, now=lambda: now[0], followed_max=4)
+    for s in range(4):
+        table.pump(table.create({1: "random"}, seed=s))  # seat 0, a person, is asked: no clock
+    bots = table.create({0: "random", 1: "random"}, seed=9)
+    table.pump(bots)
+    assert bots in table.dispatcher.matches
+    now[0] = 11.0
+    assert table.dispatcher.check_stalls() == 1
+    assert table.tasks.decisions[-1] == table.tasks.decisions[-2] and table.tasks.decisions[-1][0] == bots
+
+
+def test_a_pass_that_ran_a_while_before_it_failed_pauses_from_the_shortest_pause_again() -> None:
+    """`run`: the pause doubles only while passes keep failing at once; a pass that ran for
+    more than a minute (Redis went away after a long while) starts the doubling afresh."""
+    now = [0.0]
+    table = Table(now)
+    pauses: list[float] = []
+
+    class Stop:
+        def is_set(self) -> bool:
+            return len(pauses) >= 5
+
+        def wait(self, seconds: float) -> bool:
+            pauses.append(seconds)
+            return False
+
+    ran = iter([0.0, 0.0, 0.0, 61.0, 0.0])
+
+    def consume(consumer, stop, **_kwargs) -> None:
+        now[0] += next(ran)
+        raise ConnectionError("redis away")
+
+    table.dispatcher._consume = consume  # type: ignore[method-assign]
+    table.dispatcher.run(None, Stop(), retry_seconds=1.0)  # type: ignore[arg-type]
+    assert pauses == [1.0, 2.0, 4.0, 1.0, 2.0]
+
+
+def test_a_read_that_fills_its_count_from_one_partition_is_read_on() -> None:
+    """`_read_all`: a partition that gave a full `count` may have more (a command's events cut
+    in two): it is read on, without blocking, until a read comes back short."""
+    reads: list[object] = []
+    batches = [[PartitionEntry(0, f"{i}-0", envelope_pb2.EventEnvelope()) for i in range(3)],
+               [PartitionEntry(0, "3-0", envelope_pb2.EventEnvelope())]]
+
+    class Consumer:
+        def read(self, count=100, block_ms=None, *, ack=()):
+            reads.append(block_ms)
+            return batches.pop(0) if batches else []
+
+    assert len(Dispatcher._read_all(Consumer(), 500, count=3)) == 4
+    assert reads == [500, None]
 
 
 def test_a_restarted_dispatcher_keeps_what_a_named_clock_used_GC_D05(monkeypatch) -> None:

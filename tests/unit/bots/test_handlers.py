@@ -112,6 +112,26 @@ def test_a_match_that_ended_meanwhile_is_no_refusal_to_retry() -> None:
     assert len(app.seats[seat].submitted) == 1  # no fallback command tried
 
 
+def test_a_refused_command_falls_back_to_another_under_a_command_id_of_its_own() -> None:
+    """The fallback goes in under `<id>:f`, which the dispatcher follows too: under the refused
+    command's own id, a redelivered task's first submit (the refused command again) would meet
+    the fallback's id with another command (`command_id_reused`), be stale, and stop the task."""
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    refused_once = app.seat("m1", seat)
+    submit = FakeSeat.submit.__get__(refused_once)
+
+    def submit_refusing_the_first(command, **kwargs):
+        refused_once.refuse_with = grpc.StatusCode.FAILED_PRECONDITION if not refused_once.submitted else None
+        return submit(command, **kwargs)
+
+    refused_once.submit = submit_refusing_the_first  # type: ignore[method-assign]
+    assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "submitted"  # type: ignore[arg-type]
+    [(first, first_id, _), (fallback, fallback_id, expected)] = refused_once.submitted
+    assert fallback != first and expected == 9
+    assert fallback_id == handlers.bot_command_id("m1", 9, seat) + ":f" != first_id
+
+
 def test_a_refused_bot_command_keeps_the_rules_text_out_of_lines_at_info_and_above(monkeypatch) -> None:
     """A rule tells its refusal from what the seat knows, the bot's own hand too ("I39 cannot be
     played in this window"): no line at INFO or above may carry it (README, "Logs and traces").
