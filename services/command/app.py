@@ -959,6 +959,10 @@ class CommandApp:
                     yield seat_event, seat_event.envelope.seq, False
                 cursor = envelopes[-1].seq
                 continue
+            # The match as kept now: the entry taken at the start may have been dropped since (the
+            # hot matches' bounds), and caught up here it would be a second fold of the match, held
+            # for as long as the stream lives and counted by no bound.
+            hot = self._hot(match_id)
             with hot.lock:
                 self.matches.catch_up(hot)
                 m = hot.match  # folded anew, should the store have gone back (HotMatches.refold)

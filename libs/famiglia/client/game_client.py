@@ -103,8 +103,10 @@ class GameClient:
     `retries`: how many times a unary call that got no answer (`RETRIED`) is sent again, each
     with the deadline `timeout`. Every one is safe to send again: reads by nature, writes under
     their idempotency key, the caller's or, when none is given, a random one the SDK makes
-    (`new_id`) and sends again alike. None by default: a service's client (the bots, the
-    matchmaker) retries in its own loop, and a caller may want the failure at once."""
+    (`new_id`) and sends again alike; but a `submit_commands` chain with "{version}" ids and no
+    `expected_version` is sent once (its ids would name other versions the second time). None
+    by default: a service's client (the bots, the matchmaker) retries in its own loop, and a
+    caller may want the failure at once."""
 
     def __init__(self, address: str = "localhost:50051", channel: grpc.Channel | None = None,
                  timeout: float = 30.0, keepalive_s: float = KEEPALIVE_S,
@@ -117,15 +119,16 @@ class GameClient:
         self.timeout = timeout
         self.retries = retries
 
-    def _send(self, send: Callable[[], T]) -> T:
+    def _send(self, send: Callable[[], T], *, again: bool = True) -> T:
         """`send` (one unary call, the same request each time), sent again up to `retries`
-        times while no answer comes (`RETRIED`)."""
+        times while no answer comes (`RETRIED`); `again=False`: a request that would not be
+        answered as the first if sent again, sent once."""
         attempt = 0
         while True:
             try:
                 return send()
             except grpc.RpcError as exc:
-                if attempt >= self.retries or exc.code() not in RETRIED:
+                if not again or attempt >= self.retries or exc.code() not in RETRIED:
                     raise
             time.sleep(RETRY_PAUSE_S * 2 ** attempt)
             attempt += 1
@@ -176,7 +179,11 @@ class GameClient:
         version it is submitted at. The answer has one result per command taken and, if one
         was refused, `refusal` (its index, status, code and message): the rest were not tried.
         `ask_next`: (seat token, with its view, legal limit) of seats the caller plays next;
-        the answer's `next` has those the game waits for after the last command."""
+        the answer's `next` has those the game waits for after the last command.
+
+        The SDK's retries (`retries`) send it again only under `expected_version` or with ids
+        without "{version}": sent again without a version, a chain whose first sending was taken
+        names its ids by the versions it left, so they are new commands (refused, or played twice)."""
         req = pb.SubmitCommandsRequest(match_id=match_id, omit_events=omit_events)
         if expected_version is not None:
             req.expected_version = expected_version
@@ -187,7 +194,9 @@ class GameClient:
         add_next = req.ask_next.add
         for token, view, limit in ask_next:
             add_next(seat_token=token, view=view, legal_limit=limit)
-        return self._send(lambda: self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout))
+        named_anew = expected_version is None and any(VERSION_PLACEHOLDER in c.command_id for c in req.commands)
+        return self._send(lambda: self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout),
+                          again=not named_anew)
 
     def seat(self, match_id: str, token: str | None) -> SeatClient:
         return SeatClient(self, match_id, token)

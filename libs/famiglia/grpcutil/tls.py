@@ -575,6 +575,10 @@ class RenewingChannel(grpc.Channel):
         self._retired: list[_Dialled] = []
         self._subscribed: dict[Callable[[grpc.ChannelConnectivity], None], bool] = {}
         self._lock = threading.Lock()
+        self._subscribing = threading.Lock()
+        """Held while callbacks are subscribed, unsubscribed or moved to a renewal's channel (never
+        under `_lock`): a callback unsubscribed while a renewal moved it went on being called on
+        the new channel; one subscribed meanwhile stayed on the retired one."""
         self._looking = threading.Lock()
         self._next = clock() + check_every
         self._warned: tuple[object, ...] | None = None
@@ -619,18 +623,19 @@ class RenewingChannel(grpc.Channel):
         if fresh == self.tls:  # touched, or swapped back: nothing new to dial with
             return
         dialled = _Dialled(self._connect(self.target, fresh, self._options), fresh)
-        with self._lock:
-            if self._closed:
-                dialled.channel.close()
-                return
-            old, self._current = self._current, dialled
-            old.retired = True
-            self._retired.append(old)
-            self.dialled += 1
-            subscribed = dict(self._subscribed)
-        for callback, try_to_connect in subscribed.items():
-            old.channel.unsubscribe(callback)
-            dialled.channel.subscribe(callback, try_to_connect=try_to_connect)
+        with self._subscribing:
+            with self._lock:
+                if self._closed:
+                    dialled.channel.close()
+                    return
+                old, self._current = self._current, dialled
+                old.retired = True
+                self._retired.append(old)
+                self.dialled += 1
+                subscribed = dict(self._subscribed)
+            for callback, try_to_connect in subscribed.items():
+                old.channel.unsubscribe(callback)
+                dialled.channel.subscribe(callback, try_to_connect=try_to_connect)
         self._close_idle()
         pair = fresh.pair
         log.info("tls_client_certificate_renewed", target=self.target, files=sorted(self.files),
@@ -684,16 +689,18 @@ class RenewingChannel(grpc.Channel):
 
     # -- the channel's state ----------------------------------------------------------------
     def subscribe(self, callback: Callable[[grpc.ChannelConnectivity], None], try_to_connect: bool = False) -> None:
-        with self._lock:
-            self._subscribed[callback] = try_to_connect
-            channel = self._current.channel
-        channel.subscribe(callback, try_to_connect=try_to_connect)
+        with self._subscribing:
+            with self._lock:
+                self._subscribed[callback] = try_to_connect
+                channel = self._current.channel
+            channel.subscribe(callback, try_to_connect=try_to_connect)
 
     def unsubscribe(self, callback: Callable[[grpc.ChannelConnectivity], None]) -> None:
-        with self._lock:
-            self._subscribed.pop(callback, None)
-            channel = self._current.channel
-        channel.unsubscribe(callback)
+        with self._subscribing:
+            with self._lock:
+                self._subscribed.pop(callback, None)
+                channel = self._current.channel
+            channel.unsubscribe(callback)
 
     def close(self) -> None:
         with self._lock:

@@ -205,13 +205,17 @@ def list_matches(session: Session, *, game_id: str = "", status: str = "", playe
     By player, the page is read from the player's seats in their order (`ix_match_seats_player`:
     player, created time, match id), each joined to its match: a seek, where finding every match
     of the player and sorting them cost as much as the player had played. A player in several
-    seats of one match is read at their first seat only, so the match is listed once."""
+    seats of one match is read at their first seat only, so the match is listed once. The page
+    token holds the seat's created time, the order's own: a seat written by a projection older
+    than migration 0009 during a rolling deploy holds 0, not its match's, and a token of the
+    match's time led the next page back over the matches before it."""
     size = _page_size(page_size)
-    query = select(Match)
+    query = select(Match, col(Match.created_ms))
     order: tuple[Any, Any] = (Match.created_ms, Match.match_id)
     if player_id:
         other = aliased(MatchSeat)
-        query = (query.select_from(MatchSeat).join(Match, col(Match.match_id) == col(MatchSeat.match_id))
+        query = (select(Match, col(MatchSeat.created_ms)).select_from(MatchSeat)
+                 .join(Match, col(Match.match_id) == col(MatchSeat.match_id))
                  .where(MatchSeat.player_id == player_id)
                  .where(~exists().where(col(other.match_id) == col(MatchSeat.match_id),
                                         col(other.player_id) == col(MatchSeat.player_id),
@@ -233,8 +237,8 @@ def list_matches(session: Session, *, game_id: str = "", status: str = "", playe
     rows = list(session.exec(query).all())
     more = len(rows) > size
     rows = rows[:size]
-    token = encode_token(rows[-1].created_ms, rows[-1].match_id) if more and rows else ""
-    return Page(_summaries(session, rows), token)
+    token = encode_token(rows[-1][1], rows[-1][0].match_id) if more and rows else ""
+    return Page(_summaries(session, [m for m, _created in rows]), token)
 
 
 def has_game(session: Session, game_id: str) -> bool:

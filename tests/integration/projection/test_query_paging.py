@@ -110,3 +110,41 @@ def test_leaderboard_pages_by_offset_cover_the_board_once_ranked_from_the_top(
         paged += stub.GetLeaderboard(pb.GetLeaderboardRequest(game_id="dice_race", limit=9, offset=offset)).entries
     assert paged == list(whole)
     assert [e.rank for e in paged] == list(range(1, 57))
+
+
+def test_a_players_pages_serve_each_match_once_whatever_time_its_seats_hold(database_url: str) -> None:
+    """A player's matches are paged in their seats' order (created time, match id; migration
+    0009). An old projection replica of a rolling deploy writes seats without the time, and the
+    column's default (0) sorts them last: the page token held the match's time instead, and
+    the page after such a match went back over every match of the player before it, for ever.
+    Ties on the created time and a player in two seats of one match page once each too."""
+    from famiglia import readmodels
+    from famiglia.readmodels.queries import list_matches
+    from famiglia.readmodels.tables import Match, MatchSeat
+    from services.projection import schema
+
+    engine = readmodels.make_engine(database_url)
+    schema.upgrade(engine)
+    old_replica = {"m6", "m7"}  # projected by a replica of the code before 0009: its seats hold 0
+    with readmodels.write_session(engine) as session:
+        for n in range(8):
+            created = START_MS + 1000 * min(n, 4)  # m4..m7 created in one millisecond
+            session.add(Match(match_id=f"m{n}", game_id="dice_race", status="live", seats=3, created_ms=created,
+                              last_event_ms=created, version=1, seed=1, options={}, outcome={}))
+            for seat, player in enumerate(("ann", "bob", "ann" if n % 3 == 0 else "cy")):
+                session.add(MatchSeat(match_id=f"m{n}", seat=seat, player_id=player, details={},
+                                      created_ms=0 if f"m{n}" in old_replica else created))
+    expected = ["m5", "m4", "m3", "m2", "m1", "m0", "m7", "m6"]  # by the seats' time, then match id
+    with readmodels.read_session(engine) as session:
+        assert [m.match_id for m in list_matches(session, player_id="ann", page_size=100).matches] == expected
+        for size in (1, 2, 3):
+            seen: list[str] = []
+            token = ""
+            for _ in range(len(expected) + 1):
+                page = list_matches(session, player_id="ann", page_size=size, page_token=token)
+                seen += [m.match_id for m in page.matches]
+                token = page.next_page_token
+                if not token:
+                    break
+            assert seen == expected, f"pages of {size}"
+    engine.dispose()

@@ -134,3 +134,37 @@ def test_a_retried_chain_of_held_answers_without_a_version_is_answered_not_an_in
     assert again.refusal is None, (again.refused_at, again.refusal.code)
     assert all(d.duplicate for d in again.taken)
     assert [d.position for d in again.taken] == [d.position for d in first.taken]
+
+
+def test_a_stream_follows_the_hot_match_kept_not_one_dropped_under_it() -> None:
+    """The hot matches are bounded (count, bytes): a match followed by a stream may be dropped
+    while the stream waits, and folded anew for its next command. The stream caught up the
+    entry it took at its start, a second fold of the match that no bound counted, kept for as
+    long as the stream lived (a person's, hours): it takes the match kept now at each pass."""
+    store = InMemoryEventStore()
+    served = bootstrap(store=store, settings=SETTINGS)
+    app = CommandApp(store=store, registry=served.registry, signer=served.signer, hot_matches=1)
+    created = app.create_match("nostra_city", 3, seed=5)
+    match_id = created.match_id
+    caught_up: list[bool] = []
+    real_catch_up = app.matches.catch_up
+
+    def catch_up(hot):  # type: ignore[no-untyped-def]
+        kept = app.matches._running.get(match_id) or app.matches._finished.get(match_id)
+        caught_up.append(hot.match.match_id != match_id or hot is kept)
+        return real_catch_up(hot)
+
+    app.matches.catch_up = catch_up  # type: ignore[method-assign]
+    spectator = app.viewer(match_id, None)
+    stream = app.events(match_id, spectator, store.version(match_id) - 1, follow=True, poll_ms=1,
+                        is_active=lambda: not caught_up)  # ends after its first pass with nothing new
+    assert next(stream)[0] is not None  # the last event: the stream waits for the next
+    other = app.create_match("nostra_city", 3, seed=6)
+    app.matches.get(other.match_id)  # the one hot match now: the followed one dropped
+    m = app.matches.get(match_id).match  # folded anew
+    seat = m.engine.pending(m.state)[0].seat
+    viewer = app.viewer(match_id, created.seat_tokens[seat])
+    app.submit(match_id, viewer, "c1", app.legal_commands(match_id, viewer).commands[0])
+    caught_up.clear()
+    assert [e for e, _v, _f in stream if e is not None]  # the command's events, then a pass with nothing new
+    assert caught_up and all(caught_up), "a fold the hot matches no longer hold was caught up"

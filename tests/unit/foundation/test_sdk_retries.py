@@ -100,3 +100,21 @@ def test_no_retry_by_default_and_the_last_failure_is_raised() -> None:
     assert raised.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED and len(stub.requests) == 3
     with pytest.raises(ValueError, match="retries"):
         GameClient("localhost:1", retries=-1)
+
+
+def test_a_chain_named_by_the_versions_it_goes_in_at_is_sent_again_only_at_a_version() -> None:
+    """SubmitCommands fills "{version}" in an id with the version the entry goes in at, the
+    match's own when no `expected_version` is given: a chain taken whose answer was lost, sent
+    again, named new ids and was refused (the seat had played) or played twice. It is sent once;
+    at a version its ids are the same again (answered `duplicate`), and it is retried."""
+    chain = [("token", pb.ListGamesRequest(), "bot:m1:{version}:0")]
+    stub = _Stub(grpc.StatusCode.UNAVAILABLE, pb.SubmitCommandsResponse())
+    with pytest.raises(grpc.RpcError) as raised:
+        _client(stub, retries=2).submit_commands("m1", chain)
+    assert raised.value.code() is grpc.StatusCode.UNAVAILABLE and len(stub.requests) == 1
+    stub = _Stub(grpc.StatusCode.UNAVAILABLE, pb.SubmitCommandsResponse())
+    _client(stub, retries=2).submit_commands("m1", chain, expected_version=12)
+    assert len(stub.requests) == 2 and stub.requests[0] == stub.requests[1]
+    stub = _Stub(grpc.StatusCode.DEADLINE_EXCEEDED, pb.SubmitCommandsResponse())
+    _client(stub, retries=2).submit_commands("m1", [("token", pb.ListGamesRequest(), "mine-1")])
+    assert len(stub.requests) == 2

@@ -8,6 +8,7 @@ every channel `dial` makes reconnects within `RECONNECT_MAX_S`, not gRPC's 120 s
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,58 @@ def test_files_that_do_not_hold_keep_the_client_on_what_it_read_with_one_warning
     _rotate(files, new_ca, rotated)
     clock.t += 1.5
     assert call(b"") is dialled[1] and dialled[0].closed
+
+
+class _Watched(_Channel):
+    """A channel whose state callbacks are kept; `on_unsubscribe` runs in its `unsubscribe`."""
+
+    def __init__(self, tls_: tls.ClientTls) -> None:
+        super().__init__(tls_)
+        self.subscribed: list[Callable[[grpc.ChannelConnectivity], None]] = []
+        self.on_unsubscribe: Callable[[], None] = lambda: None
+
+    def subscribe(self, callback: Callable[[grpc.ChannelConnectivity], None], try_to_connect: bool = False) -> None:
+        self.subscribed.append(callback)
+
+    def unsubscribe(self, callback: Callable[[grpc.ChannelConnectivity], None]) -> None:
+        self.on_unsubscribe()
+        if callback in self.subscribed:
+            self.subscribed.remove(callback)
+
+
+def test_a_callback_unsubscribed_while_a_renewal_moves_it_is_not_called_again(
+        ca: CertificateAuthority, new_ca: CertificateAuthority, tmp_path: Path) -> None:
+    """A renewal moves the state callbacks (`grpc.channel_ready_future`'s, a caller's) to the new
+    channel outside the lock: one unsubscribed by another thread meanwhile was subscribed again
+    there, and called for as long as the channel lived."""
+    files = _files(tmp_path, ca, ca.issue("bots"))
+    clock, dialled = _Clock(), []
+
+    def connect(target: str, tls_: tls.ClientTls, options: Sequence[tuple[str, Any]]) -> Any:
+        dialled.append(_Watched(tls_))
+        return dialled[-1]
+
+    channel = tls.RenewingChannel("localhost:1", tuple(files.items()), check_every=1.0, clock=clock, connect=connect)
+
+    def watcher(_state: grpc.ChannelConnectivity) -> None:
+        return None
+
+    channel.subscribe(watcher)
+    leaving = threading.Thread(target=channel.unsubscribe, args=(watcher,))
+
+    def meanwhile() -> None:  # another thread leaves while the renewal is moving the callbacks
+        dialled[0].on_unsubscribe = lambda: None
+        leaving.start()
+        leaving.join(0.2)  # done at once before the fix; waits for the renewal after it
+
+    dialled[0].on_unsubscribe = meanwhile
+    _rotate(files, new_ca, new_ca.issue("bots"))
+    clock.t += 1.5
+    channel.unary_unary("/famiglia.v1.GameService/ListGames")(b"")
+    leaving.join()
+    assert len(dialled) == 2
+    assert watcher not in dialled[1].subscribed and watcher not in dialled[0].subscribed
+    channel.close()
 
 
 def test_dial_follows_the_files_of_a_tls_client_only(ca: CertificateAuthority, tmp_path: Path) -> None:
