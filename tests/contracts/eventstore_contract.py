@@ -272,6 +272,19 @@ class EventStoreContract(ABC):
         assert again == AppendResult(6, 6, 6, duplicate=True)
         assert store.version(match) == 6
 
+    def test_a_lone_staged_answer_written_out_answers_a_duplicate_at_its_slot(self, store: EventStore) -> None:
+        """The common window: one held answer, written out at its seat's slot, not where it was
+        staged; its record moves with it (write_out.lua once read the staged list only for two
+        or more, found by mutation)."""
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 1))
+        store.stage(match, 1, batch(match, 1, 1, "answer"), command_id="answer")
+        (answer,) = store.read_staged(match)
+        block = [envelope(match, 2, "padding"), renumbered(answer, 3)]
+        store.write_out(match, 2, block, [3], [envelope(match, 4, command_id="chat")], "chat")
+        assert store.append(match, 4, batch(match, 4, 1), "answer") == AppendResult(3, 3, 3, duplicate=True)
+        assert store.version(match) == 4
+
     def test_a_write_out_is_checked_against_the_position_and_writes_nothing_when_stale(
             self, store: EventStore) -> None:
         match = self._two_staged(store)
@@ -300,7 +313,8 @@ class EventStoreContract(ABC):
         for block, placed in (
             (apart, [3, 2, 4]),  # answer-b's two events with answer-a between them
             ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [4, 2, 2]),  # one seq twice
-            ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [5, 2, 3]),  # outside the block
+            ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [5, 2, 3]),  # past the block
+            ([renumbered(b1, 2), renumbered(b2, 3), renumbered(a, 4)], [1, 2, 3]),  # before the block
         ):
             with pytest.raises(ValueError):
                 store.write_out(match, 4, block, placed, chat, "chat")

@@ -379,6 +379,40 @@ def test_claim_stale_honours_count(store: RedisEventStore) -> None:
     assert _keys(first) | _keys(rest) == written
 
 
+def test_pending_entries_gone_from_the_stream_are_skipped_not_redone(store: RedisEventStore) -> None:
+    """A pending entry trimmed from its partition stream meanwhile (MAXLEN ~) comes back from
+    XREADGROUP `0` without its fields: there is nothing left to redo, and the rest is still
+    redone (found by mutating PartitionConsumer._entries)."""
+    written = _fill(store, matches=1, each=3)
+    first = PartitionConsumer.for_store(store, "projection", "a")
+    got = first.read(count=100)
+    gone = got[0]
+    store.client.xdel(store.keys.partition_stream(gone.partition), gone.entry_id)
+    restarted = PartitionConsumer.for_store(store, "projection", "a")
+    assert _keys(restarted.read_pending(count=100)) == written - _keys([gone])
+    other = PartitionConsumer.for_store(store, "projection", "b")
+    assert _keys(other.claim_stale(min_idle_ms=0, count=100)) == written - _keys([gone])
+
+
+def test_trim_consumed_leaves_a_stream_alone_until_the_named_group_reads_it(store: RedisEventStore) -> None:
+    """Entries every other group acked stay until the named group (the projection, which
+    archives them) has them too: a stream without that group is not trimmed (found by mutating
+    trim_consumed)."""
+    from famiglia.eventstore.consumer import trim_consumed
+
+    far_future_ms = 10**15
+    _fill(store, matches=10, each=3)
+    bots = PartitionConsumer.for_store(store, "bots", "a")
+    bots.ack(bots.read(count=100))
+    lengths = [store.client.xlen(key) for key in store.partitions_keys()]
+    assert trim_consumed(store, "projection", keep_after_ms=far_future_ms) == 0
+    assert [store.client.xlen(key) for key in store.partitions_keys()] == lengths
+    projection = PartitionConsumer.for_store(store, "projection", "p")
+    projection.ack(projection.read(count=100))
+    assert trim_consumed(store, "projection", keep_after_ms=far_future_ms) == sum(lengths) - sum(
+        1 for n in lengths if n)  # each stream keeps its newest entry
+
+
 def test_a_blocking_read_wakes_on_an_append(store: RedisEventStore) -> None:
     consumer = PartitionConsumer.for_store(store, "projection", "a")
     consumer.ensure_groups()

@@ -92,6 +92,16 @@ def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp
     assert store.version(a.match_id) == a.version == b.version
 
 
+def test_a_creation_retried_after_its_match_was_archived_answers_with_its_tokens(app: CommandApp, store) -> None:
+    """Trimming drops the creation's command record: the retry meets a version conflict, not its
+    first answer, and is still answered as the first creation was, not refused as `match_exists`
+    (found by mutating create_match)."""
+    engine, seats = _game()
+    first = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-3-0123456789ab")
+    store.trim(first.match_id)
+    again = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-3-0123456789ab")
+    assert (again.match_id, again.seat_tokens, again.version) == (first.match_id, first.seat_tokens, first.version)
+
 def test_a_request_id_reused_for_another_match_is_refused_not_answered_with_its_tokens(app: CommandApp) -> None:
     engine, seats = _game()
     a = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-2-0123456789ab")

@@ -241,6 +241,20 @@ def test_only_a_command_that_asks_nobody_anything_new_is_held() -> None:
     assert meanwhile.held and store.version(match_id) == version + 1
 
 
+def test_a_command_of_two_events_does_not_fit_a_slot() -> None:
+    """A slot holds one event: a held command of two would make its seat's slot longer than the
+    padding beside it (no Nothing Personal command makes two held events today, so no walk
+    reaches this; found by mutating _fits_a_slot)."""
+    from types import SimpleNamespace
+
+    from famiglia.engine.registry import default_registry
+    from services.command.app import _fits_a_slot
+
+    event = default_registry().get(GAME).info.padding_event()
+    nothing_held = SimpleNamespace(staged=[])
+    assert _fits_a_slot(nothing_held, 0, [event])  # type: ignore[arg-type]
+    assert not _fits_a_slot(nothing_held, 0, [event, event])  # type: ignore[arg-type]
+
 def test_a_seat_holds_one_event_at_a_time_and_a_second_goes_behind_the_slots() -> None:
     """A slot holds one event: a seat's second held event would make its slot longer, telling
     whose it is. Nothing Personal holds one answer a seat a window, so this never happens

@@ -175,3 +175,16 @@ def test_the_service_takes_its_bounds_from_its_settings() -> None:
     for match_id in ids:
         app.matches.get(match_id)
     assert len(app.matches) == 2 and app.matches._budget == 1 << 20
+
+
+def test_the_lru_holds_at_most_its_capacity() -> None:
+    """Found by mutating HotMatches.get (`excess > 1`): one match over capacity is one too many."""
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=Settings(secret="unit-test-secret"))
+    game = next(iter(REGISTRY))
+    seats = REGISTRY.get(game).info.min_players
+    ids = [app.create_match(game, seats, seed=i).match_id for i in range(3)]
+    hot = HotMatches(store, REGISTRY, capacity=2)
+    for match_id in ids:
+        hot.get(match_id)
+    assert [m in hot for m in ids] == [False, True, True]  # the least recently used went

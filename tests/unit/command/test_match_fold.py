@@ -9,7 +9,7 @@ from famiglia.config import Settings
 from famiglia.engine.registry import default_registry
 from famiglia.eventstore.envelopes import game_envelopes
 from famiglia.eventstore.memory_store import InMemoryEventStore
-from famiglia.matchstate import MatchState, StoreWentBack, command_key
+from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack, command_key
 from famiglia.v1 import envelope_pb2
 from services.command.bootstrap import bootstrap
 
@@ -38,6 +38,17 @@ def test_a_gap_in_the_envelopes_is_refused_not_folded_over() -> None:
     with pytest.raises(ValueError, match="gap"):
         MatchState.from_envelopes(REGISTRY, [*envelopes, *later])
 
+
+def test_a_fold_that_does_not_start_at_seq_1_is_not_a_match() -> None:
+    """A fold starts at the match's first event: a match_created envelope at another seq (a
+    read that began past the start) would be folded as version 1 and every later seq would be
+    off (found by mutating MatchState.start)."""
+    _store, match_id, envelopes = _bots_match()
+    moved = envelope_pb2.EventEnvelope()
+    moved.CopyFrom(envelopes[0])
+    moved.seq = 2
+    with pytest.raises(NotAMatch):
+        MatchState.from_envelopes(REGISTRY, [moved])
 
 def test_a_command_records_its_first_and_last_seq() -> None:
     _store, match_id, envelopes = _bots_match()

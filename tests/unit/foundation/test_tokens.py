@@ -128,3 +128,19 @@ def test_the_command_service_reads_the_tokens_of_a_rollovers_accepted_secret() -
 
     app = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="new-secret", accepted_secret="old-secret"))
     assert app.signer.read_seat(TokenSigner("old-secret").seat_token("m1", 1)).seat == 1
+
+
+@pytest.mark.parametrize("claims", [
+    ["seat", "m1", 0],  # not an object
+    {"k": "seat", "m": "m1", "s": "0", "p": ""},  # a seat that is no number
+    {"k": "seat", "m": "m1", "s": 0.5, "p": ""},
+    {"k": "seat", "m": 7, "s": 0, "p": ""},
+])
+def test_a_well_signed_token_of_the_wrong_shape_is_an_invalid_token_not_a_crash(claims: object) -> None:
+    """A signature proves who signed, not what: a body of another shape (another release's,
+    another tool's with the same secret) is refused as malformed (found by mutating
+    TokenSigner.read and read_seat)."""
+    signer = TokenSigner("k")
+    token = signer.issue(claims)  # type: ignore[arg-type]
+    with pytest.raises(InvalidToken):
+        signer.read_seat(token)
