@@ -32,7 +32,7 @@ from famiglia.engine import (
 )
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
-from famiglia.eventstore.chat import ChatEntry, ChatStore, ChatTooFast, InMemoryChatStore
+from famiglia.eventstore.chat import ChatEntry, ChatStore, ChatTooFast, InMemoryChatStore, MatchArchived
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
@@ -836,6 +836,9 @@ class CommandApp:
             raise ResourceExhausted("chat_too_fast", f"a seat sends at most {limits.rate} messages in "
                                                      f"{limits.window_ms / 1000:g} s: retry in "
                                                      f"{exc.wait_ms / 1000:.1f} s") from None
+        except MatchArchived:  # trimmed since this replica read it: as `_hot` answers then
+            raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
+                                             "with its events") from None
         first = sent.entry
         if sent.duplicate and (first.text, first.to_seats) != (text, recipients):
             raise Aborted("message_id_reused", f"message_id {message_id!r} was used by this seat for another "
@@ -859,7 +862,8 @@ class CommandApp:
                       is_active=lambda: True, poll_ms: int = 1000) -> Iterator[ChatEntry]:
         """Every message after `after_id` the viewer may read, then, with follow, each new one
         as it is stored, until the client leaves (`is_active`: the server stopping too). A match
-        over keeps its chat, so the stream does not end with it."""
+        over keeps its chat, so the stream does not end with it, but with its archiving: the
+        trim takes the chat, and no message can come any more (`NOT_FOUND match_archived`)."""
         self._chat_table(match_id, viewer)
         cursor = chat_rules.check_cursor(after_id)
         while True:
@@ -873,9 +877,17 @@ class CommandApp:
                     continue
             if not follow or not is_active():
                 return
-            self.chat.wait(match_id, cursor, poll_ms)
+            # A quiet wait asks the store (one entry read), not this replica's copy of the match,
+            # which lags when its commands went through another replica.
+            if not self.chat.wait(match_id, cursor, poll_ms) and self._trimmed(match_id):
+                raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
+                                                 "with its events")
             if not is_active():
                 return
+
+    def _trimmed(self, match_id: str) -> bool:
+        """Whether the store trimmed the match (archived: its stream gone, its version kept)."""
+        return not self.store.read(match_id, limit=1) and self.store.exists(match_id)
 
     # -- events ------------------------------------------------------------------------
     def _for_viewer(self, match, envelopes, seat: int | None,

@@ -254,3 +254,26 @@ def test_a_match_over_keeps_its_table_talking(client: GameClient) -> None:
     seat = client.seat(match.match_id, match.seat_tokens[2])
     seat.send_chat("gg")
     assert [m.text for m in client.spectator(match.match_id).chat()] == ["gg"]
+
+
+def test_an_archived_match_takes_no_more_chat_and_its_followers_are_told(client: GameClient, redis_url: str) -> None:
+    """The server still holding the match in memory took chat after the trim (kept 30 days, read
+    by nobody), and a follower waited on for ever on a chat that was gone."""
+    match = client.create_match("grifters", 3, seed=11)
+    client.cancel_match(match.match_id, "the table left", token=TokenSigner(SECRET).operator_token("chat-test"))
+    seat = client.seat(match.match_id, match.seat_tokens[0])
+    seat.send_chat("gg")
+    stream = client.spectator(match.match_id).chat_stream(timeout=DEADLINE)  # unfixed, it never ended
+    assert next(stream).message.text == "gg"
+    store = RedisEventStore.connect(redis_url)
+    try:
+        store.trim(match.match_id)
+        with pytest.raises(grpc.RpcError) as ended:
+            next(stream)
+        assert (ended.value.code(), error_code(ended.value)) == (C.NOT_FOUND, "match_archived")
+        with pytest.raises(grpc.RpcError) as refused_send:
+            seat.send_chat("a private word after it", to_seats=[1])
+        assert (refused_send.value.code(), error_code(refused_send.value)) == (C.NOT_FOUND, "match_archived")
+        assert not store.client.exists(store.keys.chat(match.match_id))
+    finally:
+        store.close()

@@ -144,3 +144,58 @@ def test_a_trimmed_match_takes_its_chat_with_it_and_a_messages_record_outlives_n
     assert events.trim(match) == 2
     assert not events.client.exists(events.keys.chat(match))
     assert chat.read(match) == []
+
+
+@pytest.mark.parametrize("skew_ms", [3_600_000, -3_600_000])
+def test_the_rate_window_runs_on_redis_clock_whatever_the_replicas_clocks(
+        events: RedisEventStore, monkeypatch: pytest.MonkeyPatch, skew_ms: int) -> None:
+    """Each command replica timed a seat's sends with its own clock: a seat that talked through
+    a replica an hour ahead was told by another to wait an hour, and through one an hour behind
+    it sent past its rate on another."""
+    from famiglia.eventstore import chat as chat_module
+
+    chat = RedisChatStore(events.client, events.keys, ChatLimits(rate=2, window_ms=10_000))
+    true_time = chat_module.time.time
+    monkeypatch.setattr(chat_module.time, "time", lambda: true_time() + skew_ms / 1000)  # one replica's clock
+    chat.send(MATCH, 0, "a", (), "one")
+    chat.send(MATCH, 0, "b", (), "two")
+    monkeypatch.setattr(chat_module.time, "time", true_time)  # another replica's
+    with pytest.raises(ChatTooFast) as raised:
+        chat.send(MATCH, 0, "c", (), "three")
+    assert 0 < raised.value.wait_ms <= 10_000
+    assert [e.text for e in chat.read(MATCH)] == ["one", "two"]
+
+
+def test_a_trimmed_match_takes_no_new_chat(events: RedisEventStore) -> None:
+    """A command replica that still holds an archived match in memory took its chat after the
+    trim, and so kept a private message, and its record, for the chat's 30 days: nobody could
+    read them (the match is archived), nothing would drop them."""
+    from famiglia.eventstore.chat import MatchArchived
+    from tests.contracts.eventstore_contract import batch, new_match_id
+
+    match = new_match_id()
+    events.append(match, 0, batch(match, 0, 2), command_id="c1")
+    chat = RedisChatStore(events.client, events.keys, ChatLimits(rate=1))
+    first = chat.send(match, 1, "m1", (0,), "before the trim")
+    events.trim(match)
+    with pytest.raises(MatchArchived):
+        chat.send(match, 1, "m2", (0,), "a private word after it")
+    assert chat.send(match, 1, "m1", (0,), "before the trim").entry == first.entry  # a retry still answers
+    keys = events.keys
+    assert not events.client.exists(keys.chat(match), keys.chat_message(match, 1, "m2"))
+
+
+def test_a_replica_holding_an_archived_match_refuses_its_chat_as_archived(events: RedisEventStore) -> None:
+    from famiglia.config import Settings
+    from famiglia.grpcutil.errors import NotFound
+    from services.command.app import Viewer
+    from services.command.bootstrap import bootstrap
+
+    app = bootstrap(store=events, settings=Settings(secret="chat-store-test"))
+    match = app.create_match("grifters", 3).match_id
+    app.send_chat(match, Viewer(0), "m1", [], "gg")  # the match is in this replica's memory
+    events.trim(match)
+    with pytest.raises(NotFound) as raised:
+        app.send_chat(match, Viewer(1), "m1", [0], "a private word after the trim")
+    assert raised.value.code == "match_archived"
+    assert not events.client.exists(events.keys.chat(match))

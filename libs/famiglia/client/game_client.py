@@ -279,19 +279,21 @@ class SeatClient:
     def send_chat(self, text: str, *, to_seats: Sequence[int] = (), message_id: str | None = None
                   ) -> pb.SendChatResponse:
         """Send `text` to the table (`to_seats` empty) or to the chosen seats; the answer has the
-        message as stored. Without `message_id` a random one is made: a retry after a lost
-        answer must pass the first call's id, or it is a second message. Nothing Personal
-        refuses it (`chat_in_engine`): its chat is the `send_chat` command."""
+        message as stored. Without `message_id` a random one is made (`new_id`), which the
+        SDK's own retries send again; a caller retrying by itself after a lost answer must pass
+        the first call's id, or it is a second message. Nothing Personal refuses it
+        (`chat_in_engine`): its chat is the `send_chat` command."""
         req = pb.SendChatRequest(match_id=self.match_id, text=text, to_seats=list(to_seats),
-                                 message_id=message_id or uuid.uuid4().hex)
-        return self.client.stub.SendChat(req, metadata=_metadata(self.token), timeout=self.client.timeout)
+                                 message_id=message_id or new_id())
+        return self.client._send(lambda: self.client.stub.SendChat(req, metadata=_metadata(self.token),
+                                                                  timeout=self.client.timeout))
 
     def chat(self, after_id: str = "", limit: int = 0) -> list[pb.ChatMessage]:
         """The messages this viewer may read after `after_id` (a message's id; "": the oldest
         kept), oldest first, at most `limit` (0: the server's cap, 100)."""
         req = pb.ListChatRequest(match_id=self.match_id, after_id=after_id, limit=limit)
-        return list(self.client.stub.ListChat(req, metadata=_metadata(self.token), timeout=self.client.timeout
-                                              ).messages)
+        return list(self.client._send(lambda: self.client.stub.ListChat(
+            req, metadata=_metadata(self.token), timeout=self.client.timeout)).messages)
 
     def chat_stream(self, after_id: str = "", *, until_now: bool = False,
                     timeout: float | None = None) -> Iterator[pb.StreamChatResponse]:
@@ -304,8 +306,9 @@ class SeatClient:
         """The messages this viewer may read after `after_id`, as they come, across dropped
         connections and restarted servers, as `follow` is for events: a stream that breaks
         (UNAVAILABLE) is opened again after the last message received, for up to `retry_for`
-        seconds after the break; any other status is raised. It never ends by itself (the
-        table may talk after the match): stop iterating, or close the generator."""
+        seconds after the break; any other status is raised, NOT_FOUND `match_archived` too once
+        the match is archived (its chat goes with it). It does not end with the match (the table
+        may talk after it): stop iterating, or close the generator."""
         last, broken_since = after_id, None
         while True:
             opened = time.monotonic()

@@ -12,9 +12,11 @@ its idempotency record and its seat's rate count in one slot, atomically (`chat_
 
 The stream keeps its newest `ChatLimits.keep` messages (XADD MAXLEN ~) and expires
 `ttl_ms` after its last message (or goes with the match's stream when an archived match is
-trimmed, `RedisEventStore.trim`); a message's idempotency record lives `RECORD_TTL_MS`. Who may read a message is the command
-service's to decide (`services.command.chat`): the store keeps each message's sender and
-recipients and answers every one.
+trimmed, `RedisEventStore.trim`, and a trimmed match takes no new message: `MatchArchived`);
+a message's idempotency record lives `RECORD_TTL_MS`. A seat's rate is timed by Redis's clock,
+one for every command replica. Who may read a message is the command service's to decide
+(`services.command.chat`): the store keeps each message's sender and recipients and answers
+every one.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class Sent:
     duplicate: bool = False
 
 
+class MatchArchived(Exception):
+    """The match's stream was trimmed (`RedisEventStore.trim`), its chat with it: nothing stored."""
+
+
 class ChatTooFast(Exception):
     """The seat sent its `ChatLimits.rate` messages within the window: nothing stored."""
 
@@ -103,8 +109,9 @@ class ChatStore(ABC):
     def send(self, match_id: str, seat: int, message_id: str, to_seats: Sequence[int], text: str,
              now_ms: int | None = None) -> Sent:
         """Store a message of `seat` (or answer the one it sent under `message_id` before),
-        atomically with its record; ChatTooFast when the seat is over its rate, nothing stored.
-        `now_ms`: the rate window's clock (the process's by default)."""
+        atomically with its record; ChatTooFast when the seat is over its rate, MatchArchived
+        when the match was trimmed, nothing stored then. `now_ms`: the rate window's clock (by
+        default the store's: Redis's, so that every command replica times a seat alike)."""
 
     @abstractmethod
     def read(self, match_id: str, after_id: str = "", count: int = 100) -> list[ChatEntry]:
@@ -192,15 +199,16 @@ class RedisChatStore(ChatStore):
 
     def send(self, match_id: str, seat: int, message_id: str, to_seats: Sequence[int], text: str,
              now_ms: int | None = None) -> Sent:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
         keys, limits = self.keys, self.limits
         reply = self._send(keys=[keys.chat(match_id), keys.chat_message(match_id, seat, message_id),
-                                 keys.chat_sends(match_id, seat)],
-                           args=[seat, _spelled(to_seats), text, now, limits.rate, limits.window_ms, limits.keep,
-                                 limits.ttl_ms, RECORD_TTL_MS])
+                                 keys.chat_sends(match_id, seat), keys.match_stream(match_id), keys.version(match_id)],
+                           args=[seat, _spelled(to_seats), text, "" if now_ms is None else now_ms, limits.rate,
+                                 limits.window_ms, limits.keep, limits.ttl_ms, RECORD_TTL_MS])
         kind = int(reply[0])
         if kind == 2:
             raise ChatTooFast(int(reply[1]))
+        if kind == 3:
+            raise MatchArchived(match_id)
         eid = _text(reply[1])
         if kind == 1:
             return Sent(ChatEntry(eid, seat, _seats(_text(reply[2])), _text(reply[3]), sent_ms(eid)), duplicate=True)

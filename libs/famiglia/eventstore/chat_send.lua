@@ -5,10 +5,13 @@
 -- KEYS[1]  chat stream         <prefix>:{pNN}:chat:<match_id>
 -- KEYS[2]  message record      <prefix>:{pNN}:chatmsg:<match_id>:<seat>:<message_id>  (hash)
 -- KEYS[3]  the seat's sends    <prefix>:{pNN}:chatrate:<match_id>:<seat>  (list of ms, newest first)
+-- KEYS[4]  the match's stream  <prefix>:{pNN}:match:<match_id>  (read only)
+-- KEYS[5]  its version key      <prefix>:{pNN}:version:<match_id>  (read only)
 -- ARGV[1]  sender seat, in digits
 -- ARGV[2]  recipients, comma-separated seats ("" = the table)
 -- ARGV[3]  text
--- ARGV[4]  now, Unix milliseconds (the caller's clock: the rate window's)
+-- ARGV[4]  now, Unix milliseconds, or "" for Redis's own clock (the rate window's: one clock
+--          for every command replica, whatever theirs say)
 -- ARGV[5]  most messages a seat sends in a window ("0": no limit)
 -- ARGV[6]  the window, milliseconds
 -- ARGV[7]  the stream's MAXLEN (~)
@@ -17,15 +20,25 @@
 --          of the text leaves Redis with it, not with the match's chat
 --
 -- Returns {0, id} stored; {1, id, recipients, text} a message_id seen before (nothing written:
--- the first message, which the caller compares with this one); {2, wait_ms} too fast.
+-- the first message, which the caller compares with this one); {2, wait_ms} too fast; {3} the
+-- match is archived (its stream trimmed, its version key kept: trim.lua), nothing written: a
+-- replica that still holds the match in memory would otherwise leave a chat nobody reads.
 
 local record = redis.call('HMGET', KEYS[2], 'id', 'to', 't')
 if record[1] then
   return {1, record[1], record[2], record[3]}
 end
 
+if redis.call('EXISTS', KEYS[4]) == 0 and redis.call('EXISTS', KEYS[5]) == 1 then
+  return {3}
+end
+
 local limit = tonumber(ARGV[5])
 local now = tonumber(ARGV[4])
+if ARGV[4] == '' then
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
 if limit > 0 then
   local sends = redis.call('LRANGE', KEYS[3], 0, limit - 1)
   if #sends >= limit then
@@ -41,7 +54,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[8])
 redis.call('HSET', KEYS[2], 'id', id, 'to', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[8]), tonumber(ARGV[9])))
 if limit > 0 then
-  redis.call('LPUSH', KEYS[3], ARGV[4])
+  redis.call('LPUSH', KEYS[3], string.format('%d', now))
   redis.call('LTRIM', KEYS[3], 0, limit - 1)
   redis.call('PEXPIRE', KEYS[3], ARGV[6])
 end

@@ -1304,8 +1304,9 @@ Global___StreamChatRequest: _TypeAlias = StreamChatRequest  # noqa: Y015
 @_typing.final
 class StreamChatResponse(_message.Message):
     """One message a reply. The server sends nothing while the table is quiet (no heartbeats); the
-    stream stays open after the match is over, until the client leaves or the server stops
-    (UNAVAILABLE server_stopping: open it again after the last id received).
+    stream stays open after the match is over, until the client leaves, the server stops
+    (UNAVAILABLE server_stopping: open it again after the last id received) or the match is
+    archived (NOT_FOUND match_archived: its chat went with its events; nothing more will come).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -233,3 +233,21 @@ def test_list_games_tells_which_games_have_match_chat() -> None:
     games = GameServicer(app).ListGames.__wrapped__(GameServicer(app), None, None).games
     assert {g.game_id: g.match_chat for g in games} == {
         "goodcritters": True, "grifters": True, "nostra_city": True, "nothing_personal": False}
+
+
+def test_a_followed_chat_ends_match_archived_once_its_match_is_trimmed(app: CommandApp, store: InMemoryEventStore
+                                                                       ) -> None:
+    """A follower of a finished match's chat waited on for ever once the match was archived: its
+    chat gone with the trim and no message to come, it held one of the server's streams (its
+    client never told why) for as long as its connection lived."""
+    match_id = _table(app)
+    app.cancel_match(match_id, "ops", "the table left")
+    app.send_chat(match_id, Viewer(0), "gg", [], "gg")
+    polls = iter(range(200))  # a bound, should the stream never end by itself
+    stream = app.chat_messages(match_id, Viewer(None), follow=True, poll_ms=1,
+                               is_active=lambda: next(polls, None) is not None)
+    assert next(stream).text == "gg"
+    store.trim(match_id)
+    with pytest.raises(NotFound) as raised:
+        next(stream)
+    assert raised.value.code == "match_archived"

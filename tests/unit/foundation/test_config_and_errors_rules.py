@@ -110,6 +110,19 @@ def test_a_rollovers_accepted_secret_reaches_the_services_signer(env) -> None:
         Settings.from_env()
 
 
+def test_compose_hands_a_rollovers_accepted_secret_to_every_service() -> None:
+    """docs/operations.md, "Rotating the secret", says to put FAMIGLIA_SECRET_ACCEPTED in compose's
+    `.env`: but `.env` only fills in the compose file, and its services' environment named
+    FAMIGLIA_SECRET alone, so no container read the old secret's tokens and step 2 refused
+    every seat and player token handed out before it."""
+    from tests.unit.foundation.test_docs_match_code import _compose_environments
+
+    environments = _compose_environments()
+    assert {"command", "matchmaking", "replay", "bots", "bots-worker"} <= set(environments)
+    for name, env in environments.items():
+        assert env.get("FAMIGLIA_SECRET_ACCEPTED") == "${FAMIGLIA_SECRET_ACCEPTED:-}", name
+
+
 def test_a_kept_secret_is_read_without_its_newline(env, tmp_path: Path) -> None:
     """A var/secret written by hand (`echo KEY > var/secret`) is the key, not KEY + newline."""
     (tmp_path / "var").mkdir()

@@ -118,3 +118,15 @@ def test_a_chain_named_by_the_versions_it_goes_in_at_is_sent_again_only_at_a_ver
     stub = _Stub(grpc.StatusCode.DEADLINE_EXCEEDED, pb.SubmitCommandsResponse())
     _client(stub, retries=2).submit_commands("m1", [("token", pb.ListGamesRequest(), "mine-1")])
     assert len(stub.requests) == 2
+
+
+def test_chat_calls_are_sent_again_and_a_message_under_the_id_made_for_it() -> None:
+    """`send_chat` and `chat` called their stubs bare: `GameClient(retries=...)` never sent them
+    again, though every unary call is said to be, and a lost SendChat answer was raised."""
+    stub = _Stub(grpc.StatusCode.UNAVAILABLE, pb.SendChatResponse(duplicate=True),
+                 grpc.StatusCode.DEADLINE_EXCEEDED, pb.ListChatResponse(messages=[pb.ChatMessage(id="1-0")]))
+    seat = _client(stub, retries=1).seat("m1", "token")
+    assert seat.send_chat("deal?", to_seats=[2]).duplicate
+    first, again = stub.requests
+    assert first == again and not guessable(first.message_id)
+    assert [m.id for m in seat.chat()] == ["1-0"] and len(stub.requests) == 4
