@@ -60,13 +60,19 @@ def check_chat_offered(info: GameInfo) -> None:
                                                    "match chat")
 
 
+_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+"""Unicode categories that show nothing on their own (format characters such as U+200B or
+U+FEFF, spaces, combining marks): a message of nothing else looks empty."""
+
+
 def check_text(text: str) -> str:
-    """The text as stored: trimmed, 1 to MAX_CHAT_TEXT characters, no control character but
-    newline (a carriage return, an escape or a NUL would let one message rewrite another's
-    line on a terminal, or not be storable)."""
-    trimmed = text.strip()
-    if not trimmed:
-        raise InvalidArgument("no_text", "a chat message needs text")
+    """The text as stored: line ends made newlines (a phone's keyboard may send "\r\n"),
+    trimmed, 1 to MAX_CHAT_TEXT characters, no control character but newline (a lone carriage
+    return, an escape or a NUL would let one message rewrite another's line on a terminal, or
+    not be storable), and something visible in it."""
+    trimmed = text.replace("\r\n", "\n").strip()
+    if not trimmed or all(unicodedata.category(c) in _INVISIBLE or c == "\n" for c in trimmed[:MAX_CHAT_TEXT + 1]):
+        raise InvalidArgument("no_text", "a chat message needs text (something visible)")
     if len(trimmed) > MAX_CHAT_TEXT:
         raise InvalidArgument("bad_text", f"a chat message is at most {MAX_CHAT_TEXT} characters, "
                                           f"not {len(trimmed)}")

@@ -1163,7 +1163,8 @@ class SendChatRequest(_message.Message):
     """required (no_match_id); the seat is the token's (a spectator cannot send: no_token)"""
     text: _builtins.str
     """1 to 500 characters once the whitespace around it is trimmed (no_text, bad_text), no
-    control character but newline (bad_text).
+    control character but newline (bad_text; "\\r\\n" is taken as a newline), something
+    visible in it (only spaces and zero-width characters: no_text).
     """
     message_id: _builtins.str
     """The seat's idempotency key, required (no_message_id), at most 128 characters without NUL

@@ -50,6 +50,8 @@ def _code(raised: pytest.ExceptionInfo) -> tuple[type, str]:
 @pytest.mark.parametrize(("text", "stored"), [
     ("  hello  ", "hello"), ("two\nlines", "two\nlines"), ("x" * 500, "x" * 500), ("\n  é 🎲 \n", "é 🎲"),
     (" " + "y" * 500 + "\n", "y" * 500),  # the limit counts the trimmed text
+    ("deal?\r\nyes\r\n", "deal?\nyes"),  # a phone keyboard's line ends are newlines
+    ("e\u0301\u200b", "e\u0301\u200b"),  # invisible characters beside a visible one stay
 ])
 def test_a_text_is_stored_trimmed(text: str, stored: str) -> None:
     assert chat.check_text(text) == stored
@@ -58,6 +60,7 @@ def test_a_text_is_stored_trimmed(text: str, stored: str) -> None:
 @pytest.mark.parametrize(("text", "code"), [
     ("", "no_text"), ("   \n\t ", "no_text"), ("x" * 501, "bad_text"), ("a\rb", "bad_text"), ("a\x00b", "bad_text"),
     ("a\x1b[2Jb", "bad_text"), ("tab\there", "bad_text"), ("a\x85b", "bad_text"),
+    ("\u200b\ufeff", "no_text"), ("\u2060\n\u200d", "no_text"), ("\u0301\u3000", "no_text"),  # shows nothing
 ])
 def test_a_text_empty_too_long_or_holding_a_control_character_is_refused(text: str, code: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
