@@ -89,6 +89,30 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+def _resumed(open_stream: Callable[[], Iterator[T]], retry_for: float, *, again_at_end: bool) -> Iterator[T]:
+    """The replies of `open_stream()`, opened again where it broke (UNAVAILABLE) for up to
+    `retry_for` seconds after the break (a stream open that long counts as connected): the
+    caller's `open_stream` reads its cursor as the replies left it. Any other status is raised.
+    `again_at_end`: a stream the server ended is opened again too (an event stream ends only
+    with the match, which the caller sees and stops at); else it ends the replies."""
+    broken_since: float | None = None
+    while True:
+        opened = time.monotonic()
+        try:
+            for reply in open_stream():
+                broken_since = None
+                yield reply
+            if not again_at_end:
+                return
+        except grpc.RpcError as exc:
+            now = time.monotonic()
+            if broken_since is None or now - opened >= retry_for:
+                broken_since = now
+            if exc.code() != grpc.StatusCode.UNAVAILABLE or now - broken_since > retry_for:
+                raise
+            time.sleep(0.1)
+
+
 class GameClient:
     """`address`: `host:port` (plaintext) or `grpcs://host[:port]` (TLS, trusting the system's
     roots or FAMIGLIA_TLS_CA: `famiglia.grpcutil.tls.dial`, which follows rotated TLS files);
@@ -256,24 +280,14 @@ class SeatClient:
         connected). Any other status (a bad token, `version_ahead`, ...) is raised as it is.
         The server sends nothing while the match waits; a connection lost silently is noticed
         by the client's keepalive (`GameClient(keepalive_s=...)`)."""
-        version, broken_since = from_version, None
-        while True:
-            opened = time.monotonic()
-            try:
-                for reply in self.stream(version):
-                    broken_since = None
-                    version = max(version, reply.version)
-                    if reply.HasField("event"):
-                        yield reply.event
-                    if reply.finished:
-                        return
-            except grpc.RpcError as exc:
-                now = time.monotonic()
-                if broken_since is None or now - opened >= retry_for:
-                    broken_since = now
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or now - broken_since > retry_for:
-                    raise
-                time.sleep(0.1)
+        version = from_version
+        # the lambda reads `version` at each reopening: where the replies left it
+        for reply in _resumed(lambda: self.stream(version), retry_for, again_at_end=True):  # noqa: B023
+            version = max(version, reply.version)
+            if reply.HasField("event"):
+                yield reply.event
+            if reply.finished:
+                return
 
     # -- match chat -------------------------------------------------------------------------
     def send_chat(self, text: str, *, to_seats: Sequence[int] = (), message_id: str | None = None
@@ -309,19 +323,7 @@ class SeatClient:
         seconds after the break; any other status is raised, NOT_FOUND `match_archived` too once
         the match is archived (its chat goes with it). It does not end with the match (the table
         may talk after it): stop iterating, or close the generator."""
-        last, broken_since = after_id, None
-        while True:
-            opened = time.monotonic()
-            try:
-                for reply in self.chat_stream(last):
-                    broken_since = None
-                    last = reply.message.id
-                    yield reply.message
-                return  # the server ended the stream whole (it does not, but for a future one)
-            except grpc.RpcError as exc:
-                now = time.monotonic()
-                if broken_since is None or now - opened >= retry_for:
-                    broken_since = now
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or now - broken_since > retry_for:
-                    raise
-                time.sleep(0.1)
+        last = after_id
+        for reply in _resumed(lambda: self.chat_stream(last), retry_for, again_at_end=False):  # noqa: B023
+            last = reply.message.id
+            yield reply.message

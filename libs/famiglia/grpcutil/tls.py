@@ -757,7 +757,9 @@ class _Renewing:
         return call
 
 
-class _UnaryUnary(_Renewing, grpc.UnaryUnaryMultiCallable):
+class _OneReply(_Renewing):
+    """A method with one reply (unary or client-streaming): waited for, or a future."""
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._blocking("__call__", *args, **kwargs)
 
@@ -768,25 +770,27 @@ class _UnaryUnary(_Renewing, grpc.UnaryUnaryMultiCallable):
         return self._ongoing("future", *args, **kwargs)
 
 
-class _UnaryStream(_Renewing, grpc.UnaryStreamMultiCallable):
+class _Replies(_Renewing):
+    """A method whose replies stream: open until its last."""
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._ongoing("__call__", *args, **kwargs)
 
 
-class _StreamUnary(_Renewing, grpc.StreamUnaryMultiCallable):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._blocking("__call__", *args, **kwargs)
-
-    def with_call(self, *args: Any, **kwargs: Any) -> Any:
-        return self._blocking("with_call", *args, **kwargs)
-
-    def future(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ongoing("future", *args, **kwargs)
+class _UnaryUnary(_OneReply, grpc.UnaryUnaryMultiCallable):
+    pass
 
 
-class _StreamStream(_Renewing, grpc.StreamStreamMultiCallable):
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._ongoing("__call__", *args, **kwargs)
+class _UnaryStream(_Replies, grpc.UnaryStreamMultiCallable):
+    pass
+
+
+class _StreamUnary(_OneReply, grpc.StreamUnaryMultiCallable):
+    pass
+
+
+class _StreamStream(_Replies, grpc.StreamStreamMultiCallable):
+    pass
 
 
 def plaintext_peers(peers: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[str]:
