@@ -44,6 +44,7 @@ from famiglia.eventstore.envelopes import (
     same_command,
     unattributed,
 )
+from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
 from famiglia.grpcutil.errors import (
     Aborted,
     AlreadyExists,
@@ -56,6 +57,7 @@ from famiglia.grpcutil.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    store_away,
 )
 from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import MatchState, UnknownEventKind, command_key
@@ -89,6 +91,10 @@ MAX_CHAIN = 16
 #: In a SubmitCommands entry's command id: the version the command goes in at (game_service.proto).
 VERSION_PLACEHOLDER = "{version}"
 _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes meaning)
+#: The most matches a ListMyTurns answer lists (its `limit`'s cap).
+MAX_MY_TURNS = 100
+#: The most of a player's live matches one ListMyTurns call looks at (folds): its newest.
+MY_TURNS_LOOKED_AT = 200
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,22 @@ class ViewAnswer:
     cancelled: envelope_pb2.MatchCancelled | None = None
     deadline_ms: int = 0
     """When the viewer's own turn clock runs out (`_deadline_ms`): its own entry of `to_act` only."""
+
+
+@dataclass(frozen=True)
+class MyTurn:
+    """One seat of a player's at a live match, as ListMyTurns answers it."""
+
+    match_id: str
+    game_id: str
+    seat: int
+    version: int
+    to_act: bool
+    """Its own GetView's `to_act` names it."""
+    deadline_ms: int
+    """Its own clock, as its GetView gives it (`_deadline_ms`); 0 for none."""
+    moved_ms: int
+    """When the match last moved, as the table knows it (`_moved_ms`); never sent: it orders."""
 
 
 @dataclass
@@ -241,11 +263,12 @@ class SentChat:
 class CommandApp:
     def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner,
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
-                 hot_bytes: int = HOT_MATCHES_MB << 20) -> None:
+                 hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None) -> None:
         self.store = store
         self.registry = registry
         self.signer = signer
         self.chat = chat if chat is not None else InMemoryChatStore()
+        self.players = players if players is not None else InMemoryPlayerMatches()
         self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
 
@@ -352,6 +375,7 @@ class CommandApp:
         if result is None or result.duplicate:
             self._check_same_creation(match_id, created, seed_given)
         version = self.store.version(match_id) if result is None or result.duplicate else result.version
+        self._index(match_id, seat_info)
         players = {i.seat: i.player_id for i in seat_info}
         tokens = [self.signer.seat_token(match_id, s, players.get(s, "")) for s in range(seats)]
         log.info("match_created", match_id=match_id, game_id=game_id, seats=seats)
@@ -668,6 +692,8 @@ class CommandApp:
                     m.apply([*block, *envelopes], None if placed else [_padding_event(m.engine)] * slots + events)
                 else:
                     m.apply(envelopes, events, staged=held)
+                if m.finished:  # its last command (the cached answer: the hot matches ask it too)
+                    self._unindex(m)
                 accepted_line(match_id, seat, command_id, _logged_kind(command, envelopes), m.public_version,
                               len(block) + len(envelopes))
                 if omit_events:
@@ -804,10 +830,79 @@ class CommandApp:
                 if block:
                     m.unstage()  # the held answers, folded again where their slots put them
                 m.apply([*block, envelope])
+                self._unindex(m)
                 log.warning("match_cancelled", match_id=match_id, operator=operator, reason=reason[:300],
                             version=m.version)
                 return Cancelled(m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _index(self, match_id: str, seat_info: Sequence[envelope_pb2.SeatInfo]) -> None:
+        """Put a match just created among its people's live matches, once its creation is stored
+        (a retry adds it again: the index keeps the first). A write lost (Redis away) costs only
+        the match's place in ListMyTurns, never the creation the caller was answered."""
+        people = _people(seat_info)
+        if not people:
+            return
+        try:
+            self.players.add(match_id, people, int(time.time() * 1000))
+        except Exception as exc:
+            if not store_away(exc):
+                raise
+            log.warning("player_index_unwritten", match_id=match_id, error=repr(exc))
+
+    def _unindex(self, m: MatchState) -> None:
+        """Take a match just ended out of its people's live matches. After the command that ended
+        it is stored, so that command stands whatever happens here: a write lost (Redis away)
+        leaves the entry to the next ListMyTurns, which finds the match over and drops it."""
+        people = _people(m.created.seat_info)
+        if not people:
+            return
+        try:
+            self.players.remove(m.match_id, people)
+        except Exception as exc:
+            if not store_away(exc):
+                raise
+            log.warning("player_index_unwritten", match_id=m.match_id, error=repr(exc))
+
+    # -- a player's matches ------------------------------------------------------------
+    def player_of(self, token: str | None) -> str:
+        """The player id of a player token (matchmaking's RegisterGuest), or UNAUTHENTICATED: a
+        seat or operator token is `bad_token` (a seat token names one match, not a player)."""
+        if token is None:
+            raise Unauthenticated("no_token", "this call needs `authorization: Bearer <player token>`")
+        try:
+            return self.signer.read_player(token)
+        except InvalidToken as exc:
+            raise Unauthenticated("bad_token", str(exc)) from None
+
+    def my_turns(self, player_id: str, limit: int = 0) -> list[MyTurn]:
+        """The live matches `player_id` sits at (a person's seat, not a bot's), each seat as its own
+        GetView would tell it whether it is asked and its clock: those asked first, soonest
+        deadline first (no clock after a clock), then the rest, most recently moved first; at most
+        `limit` (0: MAX_MY_TURNS). Only the player's MY_TURNS_LOOKED_AT newest matches are looked
+        at (folded, through the hot matches, which load those not in memory). The index is a hint:
+        a match found over, gone, archived or not naming the player is dropped from it here."""
+        cap = min(limit, MAX_MY_TURNS) if limit > 0 else MAX_MY_TURNS
+        found: list[MyTurn] = []
+        stale: list[str] = []
+        for match_id in self.players.newest(player_id, MY_TURNS_LOOKED_AT):
+            try:
+                hot = self.matches.get(match_id)
+            except UnknownMatch:  # gone (its creation lost), or archived: over either way
+                stale.append(match_id)
+                continue
+            except UnreadableMatch:  # not this server's to tell (a newer server's match): left as it is
+                continue
+            with hot.lock:
+                m = self.matches.catch_up(hot)
+                seats = [] if m.finished else _seats_of(m, player_id)
+                if not seats:
+                    stale.append(match_id)
+                    continue
+                found += [_my_turn(m, seat) for seat in seats]
+        if stale:
+            self.players.drop(player_id, stale)
+        return ordered_turns(found)[:cap]
 
     # -- match chat --------------------------------------------------------------------
     def _chat_table(self, match_id: str, viewer: Viewer) -> int:
@@ -1013,6 +1108,40 @@ def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | 
         return 0
     runs_out = m.deadlines().get(seat)
     return 0 if runs_out is None else round(runs_out * 1000)
+
+
+def _people(seat_info: Sequence[envelope_pb2.SeatInfo]) -> set[str]:
+    """The players a match's seating names, bots' seats aside (a tournament's entrants): the
+    people whose live matches it is among."""
+    return {info.player_id for info in seat_info if info.player_id and not info.bot}
+
+
+def _seats_of(m: MatchState, player_id: str) -> list[int]:
+    """The seats `player_id` holds at the match as a person (not a bot's seat)."""
+    return sorted(info.seat for info in m.created.seat_info if info.player_id == player_id and not info.bot)
+
+
+def _my_turn(m: MatchState, seat: int) -> MyTurn:
+    """What one seat's own GetView says of it: whether its `to_act` names it, and its clock."""
+    to_act = pending_for(m.engine, m.state, seat)
+    asked = any(p.seat == seat for p in to_act)
+    return MyTurn(m.match_id, m.game_id, seat, m.public_version, asked,
+                  _deadline_ms(m, seat, to_act) if asked else 0, _moved_ms(m))
+
+
+def ordered_turns(turns: Sequence[MyTurn]) -> list[MyTurn]:
+    """ListMyTurns' order: the seats asked first, soonest deadline first and those without a clock
+    after them; then the others, most recently moved first (ties by match and seat: stable)."""
+    return sorted(turns, key=lambda t: (not t.to_act, t.to_act and t.deadline_ms == 0,
+                                        t.deadline_ms if t.to_act else 0, -t.moved_ms, t.match_id, t.seat))
+
+
+def _moved_ms(m: MatchState) -> int:
+    """When the match last moved as the table knows it: before its held answers (NP-H9), whose
+    time would tell a seat that another had answered a window before the version moved."""
+    if m.staged and m.unstaged is not None:
+        return m.unstaged[1]
+    return m.last_timestamp_ms
 
 
 def _readable_event(m: MatchState, env: envelope_pb2.EventEnvelope) -> Message:

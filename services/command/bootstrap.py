@@ -8,6 +8,7 @@ from famiglia.config import Settings, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
+from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
 
 from .app import CommandApp
 from .chat import ChatSettings
@@ -42,7 +43,8 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
         store = RedisEventStore.connect(settings.redis_url, partitions=settings.partitions)
     return CommandApp(store=store, registry=registry or default_registry(),
                       signer=settings.signer(), chat=_chat_store(store, chat),
-                      hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20)
+                      hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
+                      players=_player_matches(store))
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:
@@ -55,3 +57,15 @@ def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:
 
         return RedisChatStore(store.client, store.keys, chat.limits)
     return InMemoryChatStore(chat.limits)
+
+
+def _player_matches(store: EventStore) -> PlayerMatches:
+    """Players' live matches (ListMyTurns) beside the matches: on the event store's Redis and key
+    layout, or in memory beside an in-memory store."""
+    from famiglia.eventstore.redis_store import RedisEventStore
+
+    if isinstance(store, RedisEventStore):
+        from famiglia.eventstore.player_matches import RedisPlayerMatches
+
+        return RedisPlayerMatches(store.client, store.keys)
+    return InMemoryPlayerMatches()

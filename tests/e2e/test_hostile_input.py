@@ -205,6 +205,29 @@ def test_game_service_refuses_odd_ids_foreign_tokens_and_edge_numbers_and_the_ma
     plays_on(s, table, before)
 
 
+def test_list_my_turns_refuses_every_token_but_a_players_and_takes_any_limit(stubs: Services) -> None:
+    """A player token is ListMyTurns' only credential: a seat's (this match's), an operator's, a
+    forged or foreign one is UNAUTHENTICATED; a player seated nowhere, or named by an odd id, gets
+    an empty list; any limit is answered within the cap; and the match plays on."""
+    s = stubs
+    table = new_table(s)
+    before = snapshot(s, table)
+    call = s.game.ListMyTurns
+    assert refusal(call, game_pb.ListMyTurnsRequest()) == (C.UNAUTHENTICATED, "no_token")
+    for token in ("garbage", "a.b", "x" * 4000, *table.tokens, operator(), SIGNER.player_token("p1")[:-2] + "xx",
+                  TokenSigner("another-secret").player_token("p1")):
+        assert refusal(call, game_pb.ListMyTurnsRequest(), token) == (C.UNAUTHENTICATED, "bad_token"), token[:20]
+    seated = s.game.CreateMatch(game_pb.CreateMatchRequest(game_id="grifters", seats=3, seed=3, seat_info=[
+        envelope_pb2.SeatInfo(seat=1, player_id=odd) for odd in ODD_IDS[:1]]), metadata=_metadata(operator()))
+    for odd in (odd for odd in ODD_IDS if len(SIGNER.player_token(odd)) < 8000):  # within the metadata's limit
+        for limit in (*INT32, 0, 1):
+            mine = call(game_pb.ListMyTurnsRequest(limit=limit), metadata=_metadata(SIGNER.player_token(odd)),
+                        timeout=DEADLINE).matches
+            assert len(mine) <= 100
+            assert [m.match_id for m in mine] == ([seated.match_id] if odd == ODD_IDS[0] else []), odd[:20]
+    plays_on(s, table, before)
+
+
 def test_match_chat_refuses_odd_ids_tokens_texts_recipients_and_cursors_and_the_match_plays_on(
         stubs: Services) -> None:
     s = stubs

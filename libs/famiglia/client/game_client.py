@@ -8,6 +8,7 @@
     seat.submit(cmd)
     seat.send_chat("deal?", to_seats=[2])       # match chat (not in Nothing Personal: its own command)
     for message in seat.follow_chat(): ...
+    for mine in client.my_turns(player_token): ...   # where is it my turn? (a player token)
 """
 
 from __future__ import annotations
@@ -221,6 +222,16 @@ class GameClient:
         named_anew = expected_version is None and any(VERSION_PLACEHOLDER in c.command_id for c in req.commands)
         return self._send(lambda: self.stub.SubmitCommands(req, metadata=_metadata(None), timeout=self.timeout),
                           again=not named_anew)
+
+    def my_turns(self, player_token: str, *, limit: int = 0) -> list[pb.MyMatch]:
+        """The live matches the player sits at (ListMyTurns), those waiting for the player first,
+        soonest deadline first, then the others, most recently moved first; at most `limit` (0:
+        the server's cap, 100). `player_token` is the player's (matchmaking's RegisterGuest),
+        not a seat token: a seat's token stays the one its match was created with. A read:
+        sent again by the SDK's retries as every read is."""
+        req = pb.ListMyTurnsRequest(limit=limit)
+        return list(self._send(lambda: self.stub.ListMyTurns(
+            req, metadata=_metadata(player_token), timeout=self.timeout)).matches)
 
     def seat(self, match_id: str, token: str | None) -> SeatClient:
         return SeatClient(self, match_id, token)

@@ -13,6 +13,8 @@ script can write them all atomically:
     <prefix>:{p07}:partition                        stream, field e (the envelope names match and seq)
     <prefix>:{p07}:chat:<match_id> (and chatmsg:, chatrate:)  the match's chat, no events
                                                     (`famiglia.eventstore.chat`)
+    <prefix>:{pl:<digest>}:live                     a player's live matches, no events, under the
+                                                    player's own tag (`famiglia.eventstore.player_matches`)
 
 Only Redis 6.2 features are used: EVALSHA (redis-py `register_script`, which
 reloads the script after a server restart), streams, XAUTOCLAIM, `(` ranges.
@@ -47,6 +49,7 @@ from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .memory_store import validate_batch, validate_write_out
+from .player_matches import player_matches_key
 from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, appended
 from .port import partition_of as _partition_of
 
@@ -108,6 +111,11 @@ class KeyLayout:
 
     def chat_sends(self, match_id: str, seat: int) -> str:
         return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:chatrate:{match_id}:{seat}"
+
+    def player_matches(self, player_id: str) -> str:
+        """A player's live matches (`famiglia.eventstore.player_matches`): the player's own
+        hash tag, not a match's partition's."""
+        return player_matches_key(self.prefix, player_id)
 
     def partition_streams(self) -> list[str]:
         return [self.partition_stream(p) for p in range(self.partitions)]

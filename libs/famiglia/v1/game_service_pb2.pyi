@@ -1329,6 +1329,105 @@ class StreamChatResponse(_message.Message):
 Global___StreamChatResponse: _TypeAlias = StreamChatResponse  # noqa: Y015
 
 @_typing.final
+class ListMyTurnsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LIMIT_FIELD_NUMBER: _builtins.int
+    limit: _builtins.int
+    """At most this many matches answered (0 or less: the server's cap, 100; more: the cap). The
+    server looks at the player's 200 newest live matches (created last) each call: a player in
+    more sees the others once some of those end.
+    """
+    def __init__(
+        self,
+        *,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMyTurnsRequest: _TypeAlias = ListMyTurnsRequest  # noqa: Y015
+
+@_typing.final
+class MyMatch(_message.Message):
+    """One seat of the caller's at a live match (ListMyTurnsResponse.matches)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    GAME_ID_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TO_ACT_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
+    FINISHED_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """the match, as every other call names it"""
+    game_id: _builtins.str
+    """a ListGames game_id"""
+    seat: _builtins.int
+    """the caller's seat (its seat token is CreateMatch's, not repeated here)"""
+    version: _builtins.int
+    """the match's version this answer is of, as GetView's"""
+    to_act: _builtins.bool
+    """The game waits for this seat now: exactly whether its own GetView's to_act names it (a
+    private ask, such as a Nothing Personal window, only to the seat holding the card; a seat
+    whose answer is held, NP-H9, is not asked). Nothing of the other seats' asks.
+    """
+    deadline_ms: _builtins.int
+    """The seat's own turn clock, as GetView's PendingDecision.deadline_ms gives it to this seat:
+    Unix milliseconds; 0 when it has none or is not asked.
+    """
+    finished: _builtins.bool
+    """always false: a match over is not listed"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+        game_id: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        version: _builtins.int = ...,
+        to_act: _builtins.bool = ...,
+        deadline_ms: _builtins.int = ...,
+        finished: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline_ms", b"deadline_ms", "finished", b"finished", "game_id", b"game_id", "match_id", b"match_id", "seat", b"seat", "to_act", b"to_act", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MyMatch: _TypeAlias = MyMatch  # noqa: Y015
+
+@_typing.final
+class ListMyTurnsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCHES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def matches(self) -> _containers.RepeatedCompositeFieldContainer[Global___MyMatch]:
+        """The matches waiting for the caller first, soonest deadline first (those without a clock
+        after them), then the others, most recently moved first; a seat each (a player at two
+        seats of one match has two entries). A player token of nobody seated: empty.
+        """
+
+    def __init__(
+        self,
+        *,
+        matches: _abc.Iterable[Global___MyMatch] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["matches", b"matches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListMyTurnsResponse: _TypeAlias = ListMyTurnsResponse  # noqa: Y015
+
+@_typing.final
 class EchoRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

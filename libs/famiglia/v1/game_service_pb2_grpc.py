@@ -27,7 +27,8 @@ if _version_not_supported:
 
 class GameServiceStub:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def __init__(self, channel):
@@ -91,6 +92,11 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.FromString,
                 _registered_method=True)
+        self.ListMyTurns = channel.unary_unary(
+                '/famiglia.v1.GameService/ListMyTurns',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
+                _registered_method=True)
         self.Echo = channel.unary_unary(
                 '/famiglia.v1.GameService/Echo',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.SerializeToString,
@@ -100,7 +106,8 @@ class GameServiceStub:
 
 class GameServiceServicer:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def ListGames(self, request, context):
@@ -189,6 +196,15 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListMyTurns(self, request, context):
+        """The live matches a player sits at, the ones waiting for the player first: one call for a
+        client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
+        not a seat token; each match says what its seat's own GetView would.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Echo(self, request, context):
         """A bare round trip served the same way, as the baseline of the command-path benchmark.
         """
@@ -254,6 +270,11 @@ def add_GameServiceServicer_to_server(servicer, server):
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.SerializeToString,
             ),
+            'ListMyTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMyTurns,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.SerializeToString,
+            ),
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.FromString,
@@ -269,7 +290,8 @@ def add_GameServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class GameService:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @staticmethod
@@ -559,6 +581,33 @@ class GameService:
             '/famiglia.v1.GameService/StreamChat',
             famiglia_dot_v1_dot_game__service__pb2.StreamChatRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.StreamChatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMyTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/ListMyTurns',
+            famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -28,7 +28,8 @@ GRPC_VERSION: str
 
 class GameServiceStub:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @_typing.overload
@@ -72,13 +73,19 @@ class GameServiceStub:
     """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
     (a match over keeps its chat: post-game talk).
     """
+    ListMyTurns: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ListMyTurnsRequest, _game_service_pb2.ListMyTurnsResponse]
+    """The live matches a player sits at, the ones waiting for the player first: one call for a
+    client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
+    not a seat token; each match says what its seat's own GetView would.
+    """
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
 @_typing.type_check_only
 class GameServiceAsyncStub(GameServiceStub):
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -119,12 +126,18 @@ class GameServiceAsyncStub(GameServiceStub):
     """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
     (a match over keeps its chat: post-game talk).
     """
+    ListMyTurns: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ListMyTurnsRequest, _game_service_pb2.ListMyTurnsResponse]  # type: ignore[assignment]
+    """The live matches a player sits at, the ones waiting for the player first: one call for a
+    client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
+    not a seat token; each match says what its seat's own GetView would.
+    """
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
 class GameServiceServicer(metaclass=_abc_1.ABCMeta):
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
-    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`.
+    README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
+    ListMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @_abc_1.abstractmethod
@@ -228,6 +241,17 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_abc.Iterator[_game_service_pb2.StreamChatResponse], _abc.AsyncIterator[_game_service_pb2.StreamChatResponse]]:
         """ListChat's messages after a cursor, then each new one as it is sent, until the client leaves
         (a match over keeps its chat: post-game talk).
+        """
+
+    @_abc_1.abstractmethod
+    def ListMyTurns(
+        self,
+        request: _game_service_pb2.ListMyTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.ListMyTurnsResponse, _abc.Awaitable[_game_service_pb2.ListMyTurnsResponse]]:
+        """The live matches a player sits at, the ones waiting for the player first: one call for a
+        client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
+        not a seat token; each match says what its seat's own GetView would.
         """
 
     @_abc_1.abstractmethod

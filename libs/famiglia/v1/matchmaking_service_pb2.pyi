@@ -92,7 +92,7 @@ class RegisterGuestResponse(_message.Message):
     PROFILE_FIELD_NUMBER: _builtins.int
     player_id: _builtins.str
     player_token: _builtins.str
-    """the bearer token of the player's calls (MatchmakingService)"""
+    """the bearer token of the player's calls (MatchmakingService, GameService.ListMyTurns)"""
     @_builtins.property
     def profile(self) -> Global___PlayerProfile: ...
     def __init__(

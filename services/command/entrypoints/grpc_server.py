@@ -234,6 +234,16 @@ class GameServicer(pb_grpc.GameServiceServicer):
                                             follow=not request.until_now, is_active=context.is_active):
             yield pb.StreamChatResponse(message=_chat_message(entry))
 
+    @rpc
+    def ListMyTurns(self, request, context):
+        player_id = self.app.player_of(bearer_token(context))
+        reply = pb.ListMyTurnsResponse()
+        add = reply.matches.add
+        for turn in self.app.my_turns(player_id, request.limit):
+            add(match_id=turn.match_id, game_id=turn.game_id, seat=turn.seat, version=turn.version,
+                to_act=turn.to_act, deadline_ms=turn.deadline_ms)
+        return reply
+
     def Echo(self, request, context):
         return pb.EchoResponse(payload=request.payload)
 

@@ -87,6 +87,8 @@ def _limits() -> list[tuple[str, str, str, str]]:
         MAX_CHAIN,
         MAX_CREATION_REQUEST_ID,
         MAX_LEGAL,
+        MAX_MY_TURNS,
+        MY_TURNS_LOOKED_AT,
     )
     from services.command.chat import MAX_CHAT_PAGE, MAX_CHAT_TEXT, MAX_MESSAGE_ID
     from services.matchmaking.app import MAX_NAME
@@ -103,6 +105,8 @@ def _limits() -> list[tuple[str, str, str, str]]:
         ("game_service", "SendChatRequest", "text", f"1 to {MAX_CHAT_TEXT} characters"),
         ("game_service", "SendChatRequest", "message_id", f"at most {MAX_MESSAGE_ID} characters"),
         ("game_service", "ListChatRequest", "limit", f"the server's cap, {MAX_CHAT_PAGE}"),
+        ("game_service", "ListMyTurnsRequest", "limit", f"the server's cap, {MAX_MY_TURNS}"),
+        ("game_service", "ListMyTurnsRequest", "limit", f"the player's {MY_TURNS_LOOKED_AT} newest live matches"),
         ("matchmaking_service", "RegisterGuestRequest", "display_name", f"1..{MAX_NAME} printable characters"),
         ("matchmaking_service", "RegisterGuestRequest", "request_id", f"{MIN_SECRET_REQUEST_ID} to {MAX_MM_REQUEST_ID} characters"),
         ("matchmaking_service", "CreateTicketRequest", "request_id", f"at most {MAX_MM_REQUEST_ID} characters"),

@@ -130,3 +130,20 @@ def test_chat_calls_are_sent_again_and_a_message_under_the_id_made_for_it() -> N
     first, again = stub.requests
     assert first == again and not guessable(first.message_id)
     assert [m.id for m in seat.chat()] == ["1-0"] and len(stub.requests) == 4
+
+
+def test_my_turns_is_sent_again_as_every_read_with_the_player_token_as_bearer() -> None:
+    stub = _Stub(grpc.StatusCode.UNAVAILABLE, pb.ListMyTurnsResponse(matches=[pb.MyMatch(match_id="m1", to_act=True)]))
+    sent: list[Any] = []
+    call = stub.__getattr__("ListMyTurns")
+
+    class _Recording:
+        def ListMyTurns(self, request: Any, **kwargs: Any) -> Any:  # noqa: N802 - the RPC's name
+            sent.append(dict(kwargs["metadata"]))
+            return call(request, **kwargs)
+
+    client = _client(stub, retries=1)
+    client.stub = _Recording()  # type: ignore[assignment]
+    assert [(m.match_id, m.to_act) for m in client.my_turns("player-token", limit=5)] == [("m1", True)]
+    assert len(stub.requests) == 2 and all(r.limit == 5 for r in stub.requests)
+    assert all(md["authorization"] == "Bearer player-token" for md in sent)
