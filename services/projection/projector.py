@@ -584,25 +584,35 @@ class Projector:
         # The latest of the run's times, not its last event's: a stream's times need not grow with its
         # seqs (NP-H9's held answers are written out in seat order with the times they were given), and
         # the row must not depend on where a batch ended (live and a rebuild batch differently).
+        played_ms = row.last_event_ms
         row.last_event_ms = max(row.last_event_ms, max(a["timestamp_ms"] for a in archive))
-        if row.status == "live" and envelopes[-1].type == MATCH_CANCELLED:
+        if row.status != "live":
+            return False
+        cancel = envelopes[-1] if envelopes[-1].type == MATCH_CANCELLED else None
+        result = None if state is None else self._result(row, state)
+        if cancel is not None and result is None:
             # Read from the envelope, not the fold: a match no fold can read (an unknown game, a
             # fold error) is cancelled all the same. Nothing follows a cancel in a stream.
-            self._cancel(writes, row, envelopes[-1])
+            self._cancel(writes, row, cancel)
             return True
-        if state is None or row.status != "live":
+        if result is None:
             return False
+        assert state is not None
+        # Over at its result, whatever follows: a cancel after it (only an imported file holds one:
+        # the command service refuses `match_over`) ends nothing, in this run as in a later one.
+        finished_ms = max([played_ms, *(a["timestamp_ms"] for a in archive[:-1])]) if cancel else row.last_event_ms
+        self._finish(writes, row, state.created, result, finished_ms)
+        return True
+
+    def _result(self, row: MatchRow, state: MatchState) -> Result | None:
+        """The folded live match's result (None: not over, or unreadable: `fold_error` says why)."""
         self.cache.put(state)
         try:
-            result = state.result()
+            return state.result()
         except Exception as exc:  # noqa: BLE001
             log.exception("projection_result_failed", match_id=row.match_id)
             row.fold_error = f"result: {type(exc).__name__}: {exc}"[:2000]
-            return False
-        if result is None:
-            return False
-        self._finish(writes, row, state.created, result)
-        return True
+            return None
 
     def _create_match(self, writes: BatchWrites, envelope: EventEnvelope) -> MatchRow:
         """The match, its seats, its players and its tournament, as rows to insert."""
@@ -689,11 +699,12 @@ class Projector:
         row.outcome = outcome
         writes.ended.append(row)
 
-    def _finish(self, writes: BatchWrites, row: MatchRow, created: MatchCreated, result: Result) -> None:
+    def _finish(self, writes: BatchWrites, row: MatchRow, created: MatchCreated, result: Result,
+                finished_ms: int) -> None:
         """Seat results, standings, and a place in the batch's rating queue (once per match: the
         live -> finished transition)."""
         row.status = "finished"
-        row.finished_ms = row.last_event_ms
+        row.finished_ms = finished_ms
         row.outcome = {str(k): str(v) for k, v in sorted(result.outcome.items())}
         players = {info.seat: info.player_id for info in created.seat_info}
         seats: dict[int, SeatResult] = {}

@@ -8,12 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
+from famiglia.eventstore import PartitionEntry
 from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection.app import ProjectionApp
 from services.projection.parking import DeadLetters
-from services.projection.projector import Projector
+from services.projection.projector import Parked, Projector
 from services.projection.runner import ProjectionRunner
 
 from .support import MatchSpec, write_matches
@@ -107,3 +108,24 @@ def test_unpark_projects_a_match_again_once_its_cause_is_fixed(app: ProjectionAp
     assert _finished(app, ["f1"]) and "f1" not in DeadLetters(app.store).records()
     runner.refresh_parked()
     assert "f1" not in runner.projector.parked_matches
+
+
+def test_the_parked_record_is_the_entry_that_got_the_match_parked_and_only_that_one_parks_it(
+        app: ProjectionApp) -> None:
+    """The hash keeps the first record of a match (a second consumer that parks it too adds to the
+    stream only), and an entry parked only because its match was, as its consumer last read the
+    hash, never parks the match again once `unpark` let it go."""
+    letters = DeadLetters(app.store)
+
+    def parked(seq: int, reason: str, first: bool) -> Parked:
+        envelope = EventEnvelope(match_id="m-poison", seq=seq, event_id=f"ev{seq}")
+        return Parked(PartitionEntry(0, f"{1000 + seq}-0", envelope), reason, first=first)
+
+    letters.record([parked(2, "IntegrityError: dupe", True), parked(3, "IntegrityError: dupe", False)], "c1")
+    letters.record([parked(2, "IntegrityError: dupe again", True)], "c2")
+    record = letters.records()["m-poison"]
+    assert (record["seq"], record["consumer"], record["reason"]) == ("2", "c1", "IntegrityError: dupe")
+    assert letters.forget("m-poison")
+    letters.record([parked(4, "match_parked", False)], "c1")
+    assert letters.parked_matches() == set()
+    assert app.store.client.xlen(letters.stream_key) == 4

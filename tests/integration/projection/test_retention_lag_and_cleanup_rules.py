@@ -56,6 +56,24 @@ def test_lag_before_any_checkpoint_is_newest_minus_oldest_waiting_event(app: Pro
     assert 0 < report.max_lag_ms <= max(times) - min(times)
 
 
+# pins lag `max(0, ...)`: a stream's times need not grow with its entries
+def test_an_event_older_than_the_one_projected_last_is_no_negative_lag(app: ProjectionApp) -> None:
+    """A command process whose clock is behind writes an event after the newest projected one,
+    with an earlier time: the partition is behind by nothing yet (0), never by a negative time."""
+    from famiglia.eventstore.envelopes import match_created_envelope
+    from famiglia.v1 import envelope_pb2
+
+    played = write_matches(app.store, app.registry, specs(2))
+    drain_app(app)
+    partition = app.store.partition_of(played[0].match_id)
+    late = next(m for m in (f"late-{i}" for i in range(1000)) if app.store.partition_of(m) == partition)
+    oldest_ms = min(e.timestamp.ToMilliseconds() for p in played for e in p.envelopes)
+    app.store.append(late, 0, [match_created_envelope(late, envelope_pb2.MatchCreated(game_id="dice_race", seats=2),
+                                                      now_ms=oldest_ms - 60_000)])
+    report = LagMonitor(app.store, app.sql).measure()
+    assert report.by_partition[partition] == 0 and report.max_lag_ms == 0
+
+
 # pins runner.forget_dead_consumers never deletes a consumer holding pending entries
 def test_an_idle_consumer_holding_entries_is_never_forgotten(app: ProjectionApp) -> None:
     write_matches(app.store, app.registry, specs(2))

@@ -450,6 +450,20 @@ def test_nothing_more_is_projected_onto_a_match_flagged_as_diverged(projector: P
     assert unflagged_dump(projector) == before
 
 
+def test_a_match_flagged_again_keeps_the_earliest_seq_it_was_flagged_from(projector: Projector) -> None:
+    """The retention sweep may flag a match the projector flagged meanwhile (or the other way):
+    `diverged_seq` is where the two histories part, so a later seq never replaces an earlier one."""
+    from services.projection.divergence import mark_diverged
+
+    entries, _ = played_entries("m1", seed=17)
+    projector.project(entries)
+    mark_diverged(projector.engine, "m1", 4)
+    mark_diverged(projector.engine, "m1", 6)
+    assert _diverged_seq(projector, "m1") == 4
+    mark_diverged(projector.engine, "m1", 2)
+    assert _diverged_seq(projector, "m1") == 2
+
+
 def test_an_earlier_replaced_seq_that_comes_later_lowers_the_flag(projector: Projector) -> None:
     """Consumers split a partition: the replaced seqs of a finished match may reach the
     projection in several batches, the later seqs first. The flag names the first of them."""
@@ -615,3 +629,27 @@ def test_the_trace_of_a_command_reaches_the_batch_that_writes_its_read_models(pr
         assert span.context.trace_id == n and span.parent.span_id == n
         assert span.attributes["game_id"] == GAME_ID
         assert [link.context.span_id for link in span.links] == [batch.context.span_id]
+
+
+def test_a_match_that_failed_before_and_then_loses_a_race_alone_is_redone_at_once_not_struck(
+        projector: Projector, monkeypatch) -> None:
+    """Alone, a lost race (a unique violation: another consumer wrote the match first) is redone
+    within the batch: it is not counted against the match, which would park it after a few."""
+    from sqlalchemy.exc import IntegrityError
+
+    entries, _ = played_entries("m1", seed=16)
+    projector.max_attempts = 2
+    real_write = projector.writer.write
+    races = iter(range(3))  # the first round's two attempts, then the first attempt alone
+
+    def racing(conn, writes) -> None:
+        if next(races, None) is not None:
+            raise IntegrityError("INSERT", {}, Exception("UNIQUE constraint failed: matches.match_id"))
+        real_write(conn, writes)
+
+    monkeypatch.setattr(projector.writer, "write", racing)
+    with pytest.raises(IntegrityError):  # lost every attempt: the match goes alone from now on
+        projector.project(entries)
+    again = projector.project(entries)
+    assert again.applied == entries and not again.deferred and not again.parked
+    assert again.attempts == 2

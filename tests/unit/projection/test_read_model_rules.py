@@ -275,3 +275,34 @@ def test_a_matchs_times_do_not_depend_on_how_its_events_were_batched_when_they_a
         dumps.append(tables)
         engine.dispose()
     assert dumps[0] == dumps[1]
+
+
+
+# pins projector._apply_events: a cancel ends a live match only, over at its result or not
+def test_a_cancel_after_a_matchs_result_ends_nothing_however_its_events_were_batched(tmp_path: Path) -> None:
+    """Only an imported file holds a cancel after the result (the command service refuses to
+    cancel a match that is over, `match_over`; admission and verification let it through). The
+    match was over at its result: it stays finished, rated once, whether the cancel came in the
+    result's batch (a rebuild, an import read at once) or a later one (live)."""
+    from famiglia.eventstore.envelopes import match_cancelled_envelope
+    from famiglia.v1.envelope_pb2 import MatchCancelled
+
+    entries, total = played_entries("m1", seed=8)
+    last_ms = max(e.envelope.timestamp.ToMilliseconds() for e in entries)
+    cancel = PartitionEntry(0, f"{last_ms + 10}-0", match_cancelled_envelope(
+        "m1", total, GAME_ID, MatchCancelled(reason="late", operator="cli"), command_id="cancel:x", now_ms=last_ms + 10))
+    tables = []
+    for name, batches in (("one", [entries + [cancel]]), ("two", [entries, [cancel]])):
+        engine = make_engine(f"sqlite:///{tmp_path / name}.db")
+        schema.upgrade(engine)
+        projector = Projector(engine, registry())
+        for batch in batches:
+            projector.project(batch)
+        with read_session(engine) as session:
+            summary = match_summary(session, "m1")
+        assert summary is not None and (summary.status, summary.version) == ("finished", total + 1), name
+        assert (summary.finished_ms, summary.last_event_ms) == (last_ms, last_ms + 10), name
+        tables.append(dump(engine))
+        projector.release()
+        engine.dispose()
+    assert tables[0] == tables[1]
