@@ -140,6 +140,9 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
         first = envelopes[seq]  # seq + 1
         if first.type == MATCH_CANCELLED:
             _check_cancel(envelopes, first)  # an operator's, not a command: nothing to re-run
+            if state is not None and _over(engine, state):  # CancelMatch refuses `match_over`
+                raise _Diverged(Divergence(seq=first.seq, reason="format",
+                                           detail="a cancel follows the match's end (its result)"))
             report.events_checked += 1
             seq += 1
             continue
@@ -283,6 +286,14 @@ def _render_recorded(engine: Engine, env: EventEnvelope) -> str:
 
 def _describe(engine: Engine, event: Message) -> str:
     return _safe(engine.render_event, event)
+
+
+def _over(engine: Any, state: Any) -> bool:
+    """Whether the fold has a result (a tampered fold that breaks `result` is not over)."""
+    try:
+        return engine.result(state) is not None
+    except Exception:  # noqa: BLE001 - the divergence, if any, is found by the events themselves
+        return False
 
 
 def _safe(render: Any, message: Message) -> str:

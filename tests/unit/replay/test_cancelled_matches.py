@@ -72,6 +72,21 @@ def test_a_cancel_that_is_not_the_last_event_is_refused_by_verify_and_import() -
     assert exc.value.code == "bad_export" and "match_cancelled" in exc.value.message
 
 
+@pytest.mark.parametrize("game_id", game_ids())
+def test_a_cancel_after_the_matchs_result_does_not_verify(game_id: str) -> None:
+    """CancelMatch refuses a match over (`match_over`), so a file whose cancel follows the
+    result was made by hand: verification says so (the projector lets the result stand)."""
+    envelopes = copy(recorded(game_id))
+    finished = MatchTimeline(registry(), envelopes)
+    assert finished.engine.result(finished.head) is not None
+    created = envelopes[0]
+    cancel = match_cancelled_envelope(created.match_id, len(envelopes), created.game_id,
+                                      MatchCancelled(reason="late", operator="cli"), command_id="cancel:r2")
+    report = verify_export(registry(), build_export(registry(), [*envelopes, cancel]))
+    assert not report.ok and report.divergence.seq == len(envelopes) + 1
+    assert "follows the match's end" in report.divergence.detail
+
+
 def test_the_replay_service_shows_a_cancelled_match_whole_and_its_end() -> None:
     game_id = game_ids()[0]
     envelopes = _cancelled(game_id)
