@@ -25,3 +25,14 @@ def redis_url(redis_server: RedisServer) -> Iterator[str]:
     client.flushall()
     client.close()
     yield redis_server.url
+
+
+@pytest.fixture()
+def events(redis_url: str) -> Iterator[object]:
+    """A Redis event store on the test's clean database (its client and key layout are what the
+    stores beside it, match chat and the players' index, build on)."""
+    from famiglia.eventstore.redis_store import RedisEventStore
+
+    store = RedisEventStore.connect(redis_url)
+    yield store
+    store.close()

@@ -5,7 +5,6 @@ and nothing written to the match's events."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -15,13 +14,6 @@ from famiglia.eventstore.port import entry_key
 from famiglia.eventstore.redis_store import RedisEventStore
 
 MATCH = "m0123456789abcdef012"
-
-
-@pytest.fixture()
-def events(redis_url: str) -> Iterator[RedisEventStore]:
-    store = RedisEventStore.connect(redis_url)
-    yield store
-    store.close()
 
 
 @pytest.fixture(params=["redis", "memory"])

@@ -4,8 +4,6 @@ people is stored, cleaned once it ends, each player under a hash tag of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 
@@ -17,13 +15,6 @@ from services.command.bootstrap import bootstrap
 
 ODD_PLAYER = "{p07}:x}*é"
 """A player id with hash-tag braces, a glob and non-ASCII: its key is a digest all the same."""
-
-
-@pytest.fixture()
-def events(redis_url: str) -> Iterator[RedisEventStore]:
-    store = RedisEventStore.connect(redis_url)
-    yield store
-    store.close()
 
 
 @pytest.fixture(params=["redis", "memory"])
