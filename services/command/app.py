@@ -941,16 +941,23 @@ class CommandApp:
         return SentChat(first, sent.duplicate)
 
     def list_chat(self, match_id: str, viewer: Viewer, after_id: str = "", limit: int = 0) -> list[ChatEntry]:
-        """Up to `limit` messages after `after_id` the viewer may read, oldest first."""
+        """Up to `limit` messages after `after_id` the viewer may read, oldest first. Nothing
+        stored after the cursor of a match the store trimmed since this replica read it is
+        `NOT_FOUND match_archived`, as StreamChat and another replica answer, not an empty page."""
         self._chat_table(match_id, viewer)
         cursor, wanted = chat_rules.check_cursor(after_id), chat_rules.page_size(limit)
         shown: list[ChatEntry] = []
+        read_any = False
         while len(shown) < wanted:
             entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
+            read_any = read_any or bool(entries)
             shown += [e for e in entries if chat_rules.readable(e, viewer.seat)]
             if len(entries) < chat_rules.MAX_CHAT_PAGE:
                 break
             cursor = entries[-1].id
+        if not read_any and self._trimmed(match_id):  # its chat went with its events
+            raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
+                                             "with its events")
         return shown[:wanted]
 
     def chat_messages(self, match_id: str, viewer: Viewer, after_id: str = "", *, follow: bool,

@@ -254,3 +254,21 @@ def test_a_followed_chat_ends_match_archived_once_its_match_is_trimmed(app: Comm
     with pytest.raises(NotFound) as raised:
         next(stream)
     assert raised.value.code == "match_archived"
+
+
+def test_a_listed_chat_of_a_match_trimmed_since_this_replica_read_it_is_match_archived(
+        app: CommandApp, store: InMemoryEventStore) -> None:
+    """The replica still holds the match in memory after another process archived and trimmed
+    it: its chat went with it, so ListChat answers as StreamChat and SendChat do, not with an
+    empty page that looks like a quiet table."""
+    match_id = _table(app)
+    app.send_chat(match_id, Viewer(0), "hi", [], "hi")
+    assert [m.text for m in app.list_chat(match_id, Viewer(1))] == ["hi"]
+    app.cancel_match(match_id, "ops", "the table left")
+    store.trim(match_id)
+    app.chat = type(app.chat)(app.chat.limits)  # the trim took the chat (the Redis store's trim.lua does)
+    with pytest.raises(NotFound) as raised:
+        app.list_chat(match_id, Viewer(1))
+    assert raised.value.code == "match_archived"
+    fresh = _table(app)
+    assert app.list_chat(fresh, Viewer(1)) == []  # a quiet table is an empty page
