@@ -932,8 +932,7 @@ class CommandApp:
                                                      f"{limits.window_ms / 1000:g} s: retry in "
                                                      f"{exc.wait_ms / 1000:.1f} s") from None
         except MatchArchived:  # trimmed since this replica read it: as `_hot` answers then
-            raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
-                                             "with its events") from None
+            raise _chat_archived(match_id) from None
         first = sent.entry
         if sent.duplicate and (first.text, first.to_seats) != (text, recipients):
             raise Aborted("message_id_reused", f"message_id {message_id!r} was used by this seat for another "
@@ -956,8 +955,7 @@ class CommandApp:
                 break
             cursor = entries[-1].id
         if not read_any and self._trimmed(match_id):  # its chat went with its events
-            raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
-                                             "with its events")
+            raise _chat_archived(match_id)
         return shown[:wanted]
 
     def chat_messages(self, match_id: str, viewer: Viewer, after_id: str = "", *, follow: bool,
@@ -982,8 +980,7 @@ class CommandApp:
             # A quiet wait asks the store (one entry read), not this replica's copy of the match,
             # which lags when its commands went through another replica.
             if not self.chat.wait(match_id, cursor, poll_ms) and self._trimmed(match_id):
-                raise NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went "
-                                                 "with its events")
+                raise _chat_archived(match_id)
             if not is_active():
                 return
 
@@ -1115,6 +1112,11 @@ def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | 
         return 0
     runs_out = m.deadlines().get(seat)
     return 0 if runs_out is None else round(runs_out * 1000)
+
+
+def _chat_archived(match_id: str) -> NotFound:
+    """The answer of every chat call on a match the store trimmed: its chat went with its events."""
+    return NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went with its events")
 
 
 def _people(seat_info: Sequence[envelope_pb2.SeatInfo]) -> set[str]:
