@@ -10,7 +10,7 @@ import hashlib
 import random
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError, Message
@@ -838,31 +838,29 @@ class CommandApp:
 
     def _index(self, match_id: str, seat_info: Sequence[envelope_pb2.SeatInfo]) -> None:
         """Put a match just created among its people's live matches, once its creation is stored
-        (a retry adds it again: the index keeps the first). A write lost (Redis away) costs only
-        the match's place in ListMyTurns, never the creation the caller was answered."""
-        people = _people(seat_info)
+        (a retry adds it again: the index keeps the first)."""
+        self._write_index(match_id, _people(seat_info),
+                          lambda people: self.players.add(match_id, people, int(time.time() * 1000)))
+
+    def _unindex(self, m: MatchState) -> None:
+        """Take a match just ended out of its people's live matches, once the command that ended
+        it is stored: a write lost leaves the entry to the next ListMyTurns, which finds the
+        match over and drops it."""
+        self._write_index(m.match_id, _people(m.created.seat_info),
+                          lambda people: self.players.remove(m.match_id, people))
+
+    def _write_index(self, match_id: str, people: set[str], write: Callable[[set[str]], None]) -> None:
+        """A write to the players' index, which is a hint: lost to an outage (Redis away), it
+        costs the match its place in ListMyTurns, never the creation or the command the caller
+        is answered for."""
         if not people:
             return
         try:
-            self.players.add(match_id, people, int(time.time() * 1000))
+            write(people)
         except Exception as exc:
             if not store_away(exc):
                 raise
             log.warning("player_index_unwritten", match_id=match_id, error=repr(exc))
-
-    def _unindex(self, m: MatchState) -> None:
-        """Take a match just ended out of its people's live matches. After the command that ended
-        it is stored, so that command stands whatever happens here: a write lost (Redis away)
-        leaves the entry to the next ListMyTurns, which finds the match over and drops it."""
-        people = _people(m.created.seat_info)
-        if not people:
-            return
-        try:
-            self.players.remove(m.match_id, people)
-        except Exception as exc:
-            if not store_away(exc):
-                raise
-            log.warning("player_index_unwritten", match_id=m.match_id, error=repr(exc))
 
     # -- a player's matches ------------------------------------------------------------
     def player_of(self, token: str | None) -> str:
