@@ -17,9 +17,12 @@ from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
+    SEAT_CHANGES,
+    SEAT_LEFT,
     event_decoder,
     open_match_cancelled,
     open_match_created,
+    open_seat_change,
 )
 from famiglia.v1 import envelope_pb2
 
@@ -90,6 +93,10 @@ class MatchState:
     cancelled: envelope_pb2.MatchCancelled | None = None
     """An operator ended the match (`match_cancelled`, GameService.CancelMatch): it is over with
     no result. The envelope is no game event: the engine's state stays as it was before it."""
+    away: dict[int, tuple[envelope_pb2.SeatLeft, int]] = field(default_factory=dict)
+    """seat -> (its `seat_left`, that event's seq), for each seat whose player left and the bots
+    play now (GameService.LeaveMatch; `timeouts`); a `seat_returned` takes its seat out. Like
+    a cancel, no game event: the engine never sees who plays a seat."""
     clocks: TurnClocks | None = None
     """The people's turn clocks wound over the stream's events (`start(..., clocks=True)`, in a
     match with a seat no bot plays): `deadlines`."""
@@ -116,6 +123,14 @@ class MatchState:
         or not a bot's). A match of bots only has nobody to hide them from."""
         bots = sum(1 for info in self.created.seat_info if info.bot)
         return bool(self.engine.info.held_events) and bots < self.seats
+
+    def bot_policies(self) -> dict[int, str]:
+        """seat -> bot policy, for every seat the bots play now: created as a bot's
+        (`MatchCreated.seat_info`) or left by its player (`away`)."""
+        bots = {info.seat: info.policy or "random" for info in self.created.seat_info if info.bot}
+        for seat, (left, _) in self.away.items():
+            bots[seat] = left.policy or "random"
+        return bots
 
     def past_padding(self, version: int) -> int:
         """`version`, or the version after the padding written right after it."""
@@ -192,8 +207,15 @@ class MatchState:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
                 if staged and not self.staged:
                     self.unstaged = (self.state, self.last_timestamp_ms)
-                if env.type == MATCH_CANCELLED:  # the server's, not the game's: no engine sees it
+                kind = env.type
+                if kind == MATCH_CANCELLED:  # the server's, not the game's: no engine sees it
                     self.cancelled = open_match_cancelled(env)
+                elif kind in SEAT_CHANGES:  # the server's too: who plays a seat
+                    change = open_seat_change(env)
+                    if kind == SEAT_LEFT:
+                        self.away[change.seat] = (change, seq)  # type: ignore[assignment]
+                    else:
+                        self.away.pop(change.seat, None)
                 else:
                     if clocks is not None:
                         if self.staged and self.unstaged is not None:  # the staged events are the stream's now

@@ -125,7 +125,7 @@ class BotsApp:
         if token is None:
             if len(self._tokens) >= _TOKEN_CACHE:
                 self._tokens.clear()
-            token = self._tokens[key] = self.signer.seat_token(match_id, seat)
+            token = self._tokens[key] = self.signer.bot_seat_token(match_id, seat)
         return self.game_client.seat(match_id, token)
 
     @property

@@ -34,6 +34,9 @@ class SeatClaim:
     match_id: str
     seat: int
     player_id: str = ""
+    bot: bool = False
+    """Minted by the bots service for its own play (`TokenSigner.bot_seat_token`): the one
+    kind of token a seat whose player left (`seat_left`) still takes commands from."""
 
 
 def _b64(data: bytes) -> str:
@@ -101,12 +104,17 @@ class TokenSigner:
     def seat_token(self, match_id: str, seat: int, player_id: str = "") -> str:
         return self.issue({"k": "seat", "m": match_id, "s": seat, "p": player_id})
 
+    def bot_seat_token(self, match_id: str, seat: int) -> str:
+        """The bots service's own token of a seat: it differs from every token a client holds
+        (a seat's player who left must not play on with the token it was given)."""
+        return self.issue({"k": "seat", "m": match_id, "s": seat, "p": "", "b": 1})
+
     def read_seat(self, token: str) -> SeatClaim:
         claims = self._of_kind(token, "seat")
-        m, s, p = claims.get("m"), claims.get("s"), claims.get("p", "")
-        if not isinstance(m, str) or not isinstance(s, int) or not isinstance(p, str):
+        m, s, p, b = claims.get("m"), claims.get("s"), claims.get("p", ""), claims.get("b", 0)
+        if not isinstance(m, str) or not isinstance(s, int) or not isinstance(p, str) or b not in (0, 1):
             raise InvalidToken("malformed seat token")
-        return SeatClaim(m, s, p)
+        return SeatClaim(m, s, p, bool(b))
 
     def player_token(self, player_id: str) -> str:
         return self.issue({"k": "player", "p": player_id})

@@ -16,6 +16,13 @@ from famiglia.v1 import envelope_pb2
 MATCH_CREATED = "match_created"
 #: An operator ended the match (GameService.CancelMatch): the last event, no engine's.
 MATCH_CANCELLED = "match_cancelled"
+#: A seat's player left and the bots play the seat (GameService.LeaveMatch, or its clock ran out
+#: too many times in a row); no engine's.
+SEAT_LEFT = "seat_left"
+#: The player of a seat left after `timeouts` took it back (GameService.ReturnToMatch); no engine's.
+SEAT_RETURNED = "seat_returned"
+#: Who plays a seat changed: events the server writes mid-match that no engine sees.
+SEAT_CHANGES = frozenset({SEAT_LEFT, SEAT_RETURNED})
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]  # every 10-bit value as 2 digits
 
@@ -114,6 +121,29 @@ def match_cancelled_envelope(
     env.payload = cancelled.SerializeToString(deterministic=True)
     env.visibility.kind = envelope_pb2.VISIBILITY_PUBLIC
     return env
+
+
+def seat_change_envelope(
+    match_id: str, version: int, game_id: str, change: envelope_pb2.SeatLeft | envelope_pb2.SeatReturned, *,
+    command_id: str, trace: Mapping[str, str] | None = None, now_ms: int | None = None,
+) -> envelope_pb2.EventEnvelope:
+    """The envelope of a `seat_left` or `seat_returned`, after `version`: the seat's own
+    (its envelope seat is `change.seat`), public: every seat learns who plays the seat now. It
+    carries no `command`, so a verification re-runs nothing for it."""
+    env = _base(match_id, version + 1, game_id, command_id, change.seat, trace, now_ms)
+    env.type = SEAT_LEFT if isinstance(change, envelope_pb2.SeatLeft) else SEAT_RETURNED
+    env.payload_type = change.DESCRIPTOR.full_name
+    env.payload = change.SerializeToString(deterministic=True)
+    env.visibility.kind = envelope_pb2.VISIBILITY_PUBLIC
+    return env
+
+
+def open_seat_change(envelope: envelope_pb2.EventEnvelope) -> envelope_pb2.SeatLeft | envelope_pb2.SeatReturned:
+    if envelope.type == SEAT_LEFT:
+        return envelope_pb2.SeatLeft.FromString(envelope.payload)
+    if envelope.type == SEAT_RETURNED:
+        return envelope_pb2.SeatReturned.FromString(envelope.payload)
+    raise ValueError(f"event {envelope.seq} of {envelope.match_id} is {envelope.type}, not a seat change")
 
 
 def open_match_cancelled(envelope: envelope_pb2.EventEnvelope) -> envelope_pb2.MatchCancelled:

@@ -113,11 +113,13 @@ class EventEnvelope(_message.Message):
     seq: _builtins.int
     """the match version after this event; stream entry id is <seq>-0"""
     type: _builtins.str
-    """the game event's oneof kind, or "match_created", "match_cancelled" """
+    """the game event's oneof kind, or "match_created", "match_cancelled","""
     payload_type: _builtins.str
-    """full proto name of the payload message"""
+    """"seat_left", "seat_returned"
+    full proto name of the payload message
+    """
     payload: _builtins.bytes
-    """serialized game Event (or MatchCreated, MatchCancelled)"""
+    """serialized game Event (or MatchCreated, MatchCancelled, SeatLeft, SeatReturned)"""
     command_id: _builtins.str
     """the client command that caused it ("" for setup)"""
     seat: _builtins.int
@@ -245,6 +247,64 @@ class MatchCancelled(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MatchCancelled: _TypeAlias = MatchCancelled  # noqa: Y015
+
+@_typing.final
+class SeatLeft(_message.Message):
+    """A seat's player left the match, and the bots play the seat from this event on
+    (GameService.LeaveMatch, or its turn clock ran out on it too many times in a row): not a
+    game event (no engine sees it), public, its `seat` the envelope's seat.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    policy: _builtins.str
+    """the bot policy that plays the seat from now on"""
+    reason: _builtins.str
+    """"left": the player asked (LeaveMatch), for good. "timeouts": the seat's turn clock ran out
+    on its player's decisions too many times in a row; the player may take it back
+    (GameService.ReturnToMatch, then `seat_returned`).
+    """
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        policy: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["policy", b"policy", "reason", b"reason", "seat", b"seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatLeft: _TypeAlias = SeatLeft  # noqa: Y015
+
+@_typing.final
+class SeatReturned(_message.Message):
+    """The player of a seat the bots played after `timeouts` took it back (GameService.ReturnToMatch):
+    not a game event, public.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["seat", b"seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatReturned: _TypeAlias = SeatReturned  # noqa: Y015
 
 @_typing.final
 class SeatInfo(_message.Message):

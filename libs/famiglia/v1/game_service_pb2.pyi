@@ -480,6 +480,7 @@ class GetViewResponse(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     CANCELLED_FIELD_NUMBER: _builtins.int
     CANCEL_REASON_FIELD_NUMBER: _builtins.int
+    AWAY_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     """the match's version the view is of"""
     finished: _builtins.bool
@@ -508,6 +509,10 @@ class GetViewResponse(_message.Message):
     def result(self) -> Global___MatchResult:
         """once finished (not when cancelled)"""
 
+    @_builtins.property
+    def away(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatAway]:
+        """The seats whose players left and which the bots play now, in seat order (SeatAway)."""
+
     def __init__(
         self,
         *,
@@ -521,14 +526,44 @@ class GetViewResponse(_message.Message):
         text: _builtins.str = ...,
         cancelled: _builtins.bool = ...,
         cancel_reason: _builtins.str = ...,
+        away: _abc.Iterable[Global___SeatAway] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result", "view", b"view"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel_reason", b"cancel_reason", "cancelled", b"cancelled", "finished", b"finished", "game_id", b"game_id", "result", b"result", "seat", b"seat", "text", b"text", "to_act", b"to_act", "version", b"version", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["away", b"away", "cancel_reason", b"cancel_reason", "cancelled", b"cancelled", "finished", b"finished", "game_id", b"game_id", "result", b"result", "seat", b"seat", "text", b"text", "to_act", b"to_act", "version", b"version", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetViewResponse: _TypeAlias = GetViewResponse  # noqa: Y015
+
+@_typing.final
+class SeatAway(_message.Message):
+    """A seat the bots play because its player left (LeaveMatch) or let the clock run out too often."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    SINCE_VERSION_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    reason: _builtins.str
+    """"left" (for good) or "timeouts" (its player may ReturnToMatch)"""
+    since_version: _builtins.int
+    """the seq of its `seat_left` event"""
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        reason: _builtins.str = ...,
+        since_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "seat", b"seat", "since_version", b"since_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SeatAway: _TypeAlias = SeatAway  # noqa: Y015
 
 @_typing.final
 class ListLegalCommandsRequest(_message.Message):
@@ -1108,6 +1143,94 @@ class CancelMatchResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelMatchResponse: _TypeAlias = CancelMatchResponse  # noqa: Y015
+
+@_typing.final
+class LeaveMatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """required (no_match_id); the seat is the token's"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveMatchRequest: _TypeAlias = LeaveMatchRequest  # noqa: Y015
+
+@_typing.final
+class LeaveMatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """the seq of the seat's `seat_left` event"""
+    duplicate: _builtins.bool
+    """the seat had left before: nothing was written"""
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaveMatchResponse: _TypeAlias = LeaveMatchResponse  # noqa: Y015
+
+@_typing.final
+class ReturnToMatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """required (no_match_id); the seat is the token's"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReturnToMatchRequest: _TypeAlias = ReturnToMatchRequest  # noqa: Y015
+
+@_typing.final
+class ReturnToMatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    DUPLICATE_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    """the seq of the `seat_returned` event (the match's version if it was not away)"""
+    duplicate: _builtins.bool
+    """the seat was not away: nothing was written"""
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        duplicate: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["duplicate", b"duplicate", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReturnToMatchResponse: _TypeAlias = ReturnToMatchResponse  # noqa: Y015
 
 @_typing.final
 class ChatMessage(_message.Message):

@@ -97,6 +97,16 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
                 _registered_method=True)
+        self.LeaveMatch = channel.unary_unary(
+                '/famiglia.v1.GameService/LeaveMatch',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.LeaveMatchRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.LeaveMatchResponse.FromString,
+                _registered_method=True)
+        self.ReturnToMatch = channel.unary_unary(
+                '/famiglia.v1.GameService/ReturnToMatch',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.FromString,
+                _registered_method=True)
         self.Echo = channel.unary_unary(
                 '/famiglia.v1.GameService/Echo',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.SerializeToString,
@@ -205,6 +215,22 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaveMatch(self, request, context):
+        """The token's seat leaves the match for good: the bots play it from the next event on
+        (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReturnToMatch(self, request, context):
+        """The player of a seat the bots took over after its turn clock ran out too many times in a
+        row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Echo(self, request, context):
         """A bare round trip served the same way, as the baseline of the command-path benchmark.
         """
@@ -274,6 +300,16 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.ListMyTurns,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.SerializeToString,
+            ),
+            'LeaveMatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveMatch,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.LeaveMatchRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.LeaveMatchResponse.SerializeToString,
+            ),
+            'ReturnToMatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReturnToMatch,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.SerializeToString,
             ),
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
@@ -608,6 +644,60 @@ class GameService:
             '/famiglia.v1.GameService/ListMyTurns',
             famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveMatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/LeaveMatch',
+            famiglia_dot_v1_dot_game__service__pb2.LeaveMatchRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.LeaveMatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReturnToMatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/ReturnToMatch',
+            famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -78,6 +78,14 @@ class GameServiceStub:
     client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
     not a seat token; each match says what its seat's own GetView would.
     """
+    LeaveMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]
+    """The token's seat leaves the match for good: the bots play it from the next event on
+    (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
+    """
+    ReturnToMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.ReturnToMatchRequest, _game_service_pb2.ReturnToMatchResponse]
+    """The player of a seat the bots took over after its turn clock ran out too many times in a
+    row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
+    """
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -130,6 +138,14 @@ class GameServiceAsyncStub(GameServiceStub):
     """The live matches a player sits at, the ones waiting for the player first: one call for a
     client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
     not a seat token; each match says what its seat's own GetView would.
+    """
+    LeaveMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]  # type: ignore[assignment]
+    """The token's seat leaves the match for good: the bots play it from the next event on
+    (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
+    """
+    ReturnToMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.ReturnToMatchRequest, _game_service_pb2.ReturnToMatchResponse]  # type: ignore[assignment]
+    """The player of a seat the bots took over after its turn clock ran out too many times in a
+    row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
     """
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
@@ -252,6 +268,26 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         """The live matches a player sits at, the ones waiting for the player first: one call for a
         client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
         not a seat token; each match says what its seat's own GetView would.
+        """
+
+    @_abc_1.abstractmethod
+    def LeaveMatch(
+        self,
+        request: _game_service_pb2.LeaveMatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.LeaveMatchResponse, _abc.Awaitable[_game_service_pb2.LeaveMatchResponse]]:
+        """The token's seat leaves the match for good: the bots play it from the next event on
+        (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def ReturnToMatch(
+        self,
+        request: _game_service_pb2.ReturnToMatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.ReturnToMatchResponse, _abc.Awaitable[_game_service_pb2.ReturnToMatchResponse]]:
+        """The player of a seat the bots took over after its turn clock ran out too many times in a
+        row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
         """
 
     @_abc_1.abstractmethod
