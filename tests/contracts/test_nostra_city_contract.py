@@ -22,7 +22,9 @@ from tests.contracts.engine_contract import EngineContract
 def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> State:
     """A state differing only in what `viewer` may not know (NC-H01..H17): other seats'
     Bank faces, sealed bids' Notes and Location cards, drawn Notes being distributed by
-    someone else, Vendetta hands, the Corruption Pile, and every deck's order."""
+    someone else, Vendetta hands, the Corruption Pile, and every deck's order. What the viewer
+    knows stays put: the Notes it knows in other Banks (NC-H03, NC-H14) and those it peeked at on
+    the Pile (NC-W114); other seats' such knowledge follows their Notes (it is hidden too)."""
     if state.phase is Phase.OVER:  # NC-H16: only deck orders stay hidden
         return replace(state, street_deck=tuple(rng.sample(state.street_deck, len(state.street_deck))),
                        note_deck=tuple(rng.sample(state.note_deck, len(state.note_deck))),
@@ -30,10 +32,11 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     # Note slots the viewer cannot see, filled again from their shuffled contents
     slots: list[tuple[str, Any, int]] = []
     pool: list[int] = []
+    pinned = [tuple(n for k, n in p.known_by if k == viewer) for p in state.players]
     for i, p in enumerate(state.players):
         if i != viewer:
-            slots.append(("bank", i, len(p.bank)))
-            pool.extend(p.bank)
+            slots.append(("bank", i, len(p.bank) - len(pinned[i])))
+            pool.extend(n for n in p.bank if n not in pinned[i])
     for j, b in enumerate(state.bids):
         if b.seat != viewer:
             slots.append(("bid", j, len(b.notes)))
@@ -47,7 +50,8 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     pool.extend(deck_notes)
     slots.append(("discard", 0, len(state.note_discard)))
     pool.extend(state.note_discard)
-    hidden_pile = [k for k, (n, placer) in enumerate(state.pile) if placer != viewer or placer < 0]
+    seen = set() if viewer is None else set(state.players[viewer].peeked)
+    hidden_pile = [k for k, (n, placer) in enumerate(state.pile) if (placer != viewer or placer < 0) and n not in seen]
     slots.append(("pile", 0, len(hidden_pile)))
     pool.extend(state.pile[k][0] for k in hidden_pile)
     rng.shuffle(pool)
@@ -60,7 +64,9 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
         part = pool[at:at + size]
         at += size
         if kind == "bank":
-            players[key] = replace(players[key], bank=tuple(sorted(part)))
+            bank = tuple(sorted((*pinned[key], *part)))
+            players[key] = replace(players[key], bank=bank,
+                                   known_by=tuple(k for k in players[key].known_by if k[1] in bank))
         elif kind == "bid":
             bids[key] = replace(bids[key], notes=tuple(part))
         elif kind == "choice":
@@ -92,6 +98,9 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
             for j, loc in zip(mine, locs, strict=False):
                 bids[j] = replace(bids[j], location=loc)
             players[i] = replace(players[i], locations=tuple(sorted(locs[len(mine):])))
+    on_pile = {n for n, _ in pile}
+    players = [p if i == viewer else replace(p, peeked=tuple(n for n in p.peeked if n in on_pile))
+               for i, p in enumerate(players)]
     rng.shuffle(note_deck)
     return replace(state, players=tuple(players), bids=tuple(bids), pile=tuple(pile), choice=c,
                    note_deck=tuple(note_deck), note_discard=discard, vendetta_deck=vendetta_deck,

@@ -3,7 +3,8 @@
 Every Note, Street card, Vendetta card and Wiseguy is in exactly one place; Banks hold
 only real Notes; Wiseguys are all Free after each Reception (NC-C02); exactly 6 months
 then the Final Verdict (NC-R01, NC-C10, NC-C11); folding rebuilds the state; no view
-shows another seat's Notes, bids, Vendetta cards or role (NC-H02, H04, H08, H09).
+shows another seat's Notes, bids, Vendetta cards or role (NC-H02, H04, H08, H09), but for the
+Notes it knows in another Bank, which are there (NC-H03, H14).
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def check_conservation(s: State) -> None:
     if s.choice is not None and s.choice.kind == "rage":
         vend[s.choice.card] += 1
     assert vend == ALL_VENDETTA, "every Vendetta card is in exactly one place"
-    for p in s.players:
+    for i, p in enumerate(s.players):
+        assert all(n in p.bank and 0 <= k < s.seats and k != i for k, n in p.known_by), (
+            "a Note another seat knows in this Bank is there (NC-H03, NC-H14)")
         assert all(VENDETTA_BY_ID[c].kind in ("snitch", "revenge") for c in p.hand)
         assert all(0 <= n < 80 for n in p.bank) and len(p.bank) >= 0
         assert set(p.busy) <= set(p.wiseguys) | set(p.turfs)
@@ -86,6 +89,8 @@ def check_views(s: State) -> None:
     for viewer in [None, *range(s.seats)]:
         v = ENGINE.view(s, viewer)
         for other in v.players:
+            if viewer is None or other.seat == viewer or over:
+                assert not other.known_bank, "known_bank: only another seat's, in a seat's own view"
             if other.seat == viewer or over:
                 continue
             assert not other.bank and not other.hand and not other.locations and not other.corrupted

@@ -2061,6 +2061,7 @@ class SeatView(_message.Message):
     PEEKED_FIELD_NUMBER: _builtins.int
     SNITCH_FIELD_NUMBER: _builtins.int
     CORRUPTION_ACTIONS_FIELD_NUMBER: _builtins.int
+    KNOWN_BANK_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     """the seat"""
     respect: _builtins.int
@@ -2119,6 +2120,17 @@ class SeatView(_message.Message):
     def peeked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """own seat only (NC-W114)"""
 
+    @_builtins.property
+    def known_bank(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Notes the viewer knows are in this seat's Bank, ascending: the ones the viewer gave it in a
+        distribution (NC-H03) and the ones it stole from the viewer (NC-H14). Only in a seat's own
+        view, for another seat: empty for a spectator, for the viewer's own seat (`bank`) and once
+        the match is over (`bank` shows every Bank, NC-H16). True until this Bank loses Notes the
+        viewer does not see go, then all dropped: this seat bids (NC-M01, NC-H04) or corrupts from
+        its Bank (NC-T01, NC-H10), a third seat burgles it (NC-K51, NC-H14), Smash the Joint hits it
+        (NC-K54, NC-H15). When the viewer burgles it, only the Notes taken are dropped.
+        """
+
     def __init__(
         self,
         *,
@@ -2141,10 +2153,11 @@ class SeatView(_message.Message):
         peeked: _abc.Iterable[_builtins.int] | None = ...,
         snitch: _builtins.bool = ...,
         corruption_actions: _builtins.int = ...,
+        known_bank: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank", b"bank", "bank_size", b"bank_size", "busy", b"busy", "cashins", b"cashins", "corrupted", b"corrupted", "corruption_actions", b"corruption_actions", "corruption_count", b"corruption_count", "hand", b"hand", "hand_size", b"hand_size", "locations", b"locations", "locations_left", b"locations_left", "peeked", b"peeked", "respect", b"respect", "seat", b"seat", "snitch", b"snitch", "trophies", b"trophies", "turfs", b"turfs", "vendetta_drawn", b"vendetta_drawn", "wiseguys", b"wiseguys"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank", b"bank", "bank_size", b"bank_size", "busy", b"busy", "cashins", b"cashins", "corrupted", b"corrupted", "corruption_actions", b"corruption_actions", "corruption_count", b"corruption_count", "hand", b"hand", "hand_size", b"hand_size", "known_bank", b"known_bank", "locations", b"locations", "locations_left", b"locations_left", "peeked", b"peeked", "respect", b"respect", "seat", b"seat", "snitch", b"snitch", "trophies", b"trophies", "turfs", b"turfs", "vendetta_drawn", b"vendetta_drawn", "wiseguys", b"wiseguys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

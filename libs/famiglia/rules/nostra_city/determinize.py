@@ -2,7 +2,8 @@
 
 Built from the View alone (never the true state): everything public is copied; Notes,
 Vendetta cards, Street cards and Location cards the seat cannot see are dealt at random
-into the hidden places, keeping every public count (NC-H01) and the seat's own secrets.
+into the hidden places, keeping every public count (NC-H01), the seat's own secrets and the
+Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class _Table:
     """Notes the seat has not seen, in id order."""
     peeked: tuple[int, ...]
     banks: tuple[tuple[int, ...] | int, ...]
-    """A known Bank, or how many Notes to deal it."""
+    """A known Bank, or how many Notes to deal it (its `known` Notes included)."""
+    known: tuple[tuple[int, ...], ...]
+    """Per seat, the Notes of its Bank the seat knows are there (NC-H03, NC-H14)."""
     bids: tuple[tuple[int, str, int, int, tuple[int, ...] | None], ...]
     """(seat, wiseguy, count, location, its Notes or None: deal `count`)."""
     choice: _ChoiceRow | None
@@ -95,9 +98,11 @@ def _read_view(view: pb.View, seat: int) -> _Table:
 
     known_notes: set[int] = set()
     me = pv[seat]
+    known = tuple(() if mine(i) else tuple(p.known_bank) for i, p in enumerate(pv))
     for i, p in enumerate(pv):
         if mine(i):
             known_notes.update(p.bank, p.corrupted)
+        known_notes.update(known[i])
     known_notes.update(view.corruption_pile)
     for b in view.bids:
         if mine(b.seat):
@@ -162,7 +167,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
         wiseguys=tuple(p.wiseguys), turfs=tuple(p.turfs), busy=frozenset(p.busy), trophies=tuple(p.trophies),
         vendetta_drawn=p.vendetta_drawn, corrupted=tuple(p.corrupted) if mine(i) else (),
         corruption_count=p.corruption_count, corruption_actions=p.corruption_actions,
-        cashins=tuple(p.cashins), peeked=tuple(p.peeked) if mine(i) else ()) for i, p in enumerate(pv))
+        cashins=tuple(p.cashins), peeked=tuple(p.peeked) if mine(i) else (),
+        known_by=tuple((seat, x) for x in known[i])) for i, p in enumerate(pv))
     titles = []
     for title in (UNDERBOSS, CONSIGLIERE, PRIMO_CAPO):
         for i, p in enumerate(pv):
@@ -170,7 +176,7 @@ def _read_view(view: pb.View, seat: int) -> _Table:
                 titles.append((title, i))
     taken = {c for p in pv for c in p.trophies}
     return _Table(
-        seat=seat, over=over, pool=pool, peeked=peeked, banks=banks, bids=bids, choice=choice,
+        seat=seat, over=over, pool=pool, peeked=peeked, banks=banks, known=known, bids=bids, choice=choice,
         choice_notes=choice_v.note_count if choice_v is not None else 0, hidden_pile=hidden_pile,
         pile_head=tuple((x, seat) for x in me.corrupted), placers=tuple(placers), over_pile=over_pile,
         discard_size=view.note_discard_size, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
@@ -206,7 +212,8 @@ def _deal(table: _Table, rng: Rng) -> State:
         del pool[:k]
         return out
 
-    banks = [list(b) if isinstance(b, tuple) else take(b) for b in table.banks]
+    banks = [list(b) if isinstance(b, tuple) else [*known, *take(b - len(known))]
+             for b, known in zip(table.banks, table.known, strict=True)]
     bids = [Bid(s, w, count, loc, notes if notes is not None else tuple(take(count)))
             for s, w, count, loc, notes in table.bids]
     choice = None

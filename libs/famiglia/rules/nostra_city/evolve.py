@@ -163,8 +163,12 @@ def _police_raided(s: State, e: pb.PoliceRaided) -> State:
 
 
 def _notes_given(s: State, e: pb.NotesGiven) -> State:
+    """NC-H03: the giver saw these faces go into the receiver's Bank, and knows them there."""
     assert s.choice is not None
-    players = seat_in(s.players, e.to_seat, {"bank": _add(s.players[e.to_seat].bank, e.notes)})
+    to, notes, giver = e.to_seat, e.notes, e.from_seat
+    p = s.players[to]
+    players = seat_in(s.players, to, {"bank": _add(p.bank, notes),
+                                      "known_by": (*p.known_by, *((giver, n) for n in notes))})
     return changed(s, {"players": players, "choice": replace(s.choice, notes=_remove(s.choice.notes, e.notes))})
 
 
@@ -237,19 +241,29 @@ def _revenge_played(s: State, e: pb.RevengePlayed) -> State:
 
 
 def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
-    s = _seat(s, e.victim, bank=_remove(s.players[e.victim].bank, e.notes))
-    return _seat(s, e.thief, bank=_add(s.players[e.thief].bank, e.notes))
+    """NC-H14: the victim now knows these Notes are in the thief's Bank; the thief saw which
+    left the victim's, the other seats only how many, so only the thief still knows any there."""
+    thief, victim, notes = e.thief, e.victim, tuple(e.notes)
+    v, t = s.players[victim], s.players[thief]
+    players = seat_in(s.players, victim, {
+        "bank": _remove(v.bank, notes),
+        "known_by": tuple(k for k in v.known_by if k[0] == thief and k[1] not in notes)})
+    players = seat_in(players, thief, {"bank": _add(t.bank, notes),
+                                       "known_by": (*t.known_by, *((victim, n) for n in notes))})
+    return changed(s, {"players": players})
 
 
 def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
-    players = seat_in(s.players, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note])})
+    """NC-H15: nobody else sees which Note went, so nobody else knows this Bank's Notes any more."""
+    players = seat_in(s.players, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note]), "known_by": ()})
     return changed(s, {"players": players, "note_discard": (*s.note_discard, e.note)})
 
 
 # -- meeting ---------------------------------------------------------------------------------
 def _bid_committed(s: State, e: pb.BidCommitted) -> State:
+    """NC-H04: the others see only how many Notes left the Bank, so they know none of it any more."""
     seat, wiseguy = e.seat, e.wiseguy
-    players = seat_in(s.players, seat, {"busy": s.players[seat].busy | {wiseguy}})
+    players = seat_in(s.players, seat, {"busy": s.players[seat].busy | {wiseguy}, "known_by": ()})
     return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(seat, wiseguy, e.count)),
                        "meeting_bidders": s.meeting_bidders | {seat}})
 
@@ -353,7 +367,9 @@ def _title_assigned(s: State, e: pb.TitleAssigned) -> State:
 def _corrupted(s: State, e: pb.Corrupted) -> State:
     seat = e.seat
     p = s.players[seat]
-    mine = {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}
+    mine: dict[str, Any] = {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}
+    if e.mode == "bank":  # NC-H10: the others see how many Notes left the Bank, not which
+        mine["known_by"] = ()
     changes: dict[str, Any] = {"players": seat_in(s.players, seat, mine), "turn_acted": True}
     if e.mode == "token":
         changes["w13_spent"] = True

@@ -47,6 +47,9 @@ class Seat:
     corruption_actions: int = 0  # in this Trial (NC-T02, NC-K15 I6)
     cashins: tuple[str, ...] = ()  # declared types used in this Business (NC-B14)
     peeked: tuple[int, ...] = ()  # NC-W114
+    # (another seat, a Note of this Bank) that seat knows is here: it gave it (NC-H03) or had it
+    # stolen (NC-H14); dropped when this Bank loses Notes that seat does not see go
+    known_by: tuple[tuple[int, int], ...] = ()
 
 
 _C = TypeVar("_C", bound=type)

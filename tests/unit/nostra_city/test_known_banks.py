@@ -1,0 +1,136 @@
+"""What a seat knows of another seat's Bank from private events (NC-H03, NC-H14), kept in its
+View (`SeatView.known_bank`) for a client that reconnects, and dropped when it goes stale."""
+
+from __future__ import annotations
+
+from famiglia.engine import Rng
+from famiglia.rules.nostra_city import ENGINE
+from famiglia.rules.nostra_city.data import POLICE_RAID
+from famiglia.rules.nostra_city.state import Phase, State
+
+from .helpers import (
+    END,
+    bid,
+    business_table,
+    cash_in,
+    corrupt,
+    distribute,
+    notes,
+    of_kind,
+    revenge,
+    run,
+    seat,
+    table,
+)
+
+DRAWN = notes(20000, "I", 4)  # never in a starting Bank (NC-S05)
+
+
+def _known(s: State, viewer: int | None) -> dict[int, list[int]]:
+    """Per seat, the Notes `viewer`'s View says it knows are in that seat's Bank (empty ones left out)."""
+    return {p.seat: list(p.known_bank) for p in ENGINE.view(s, viewer).players if p.known_bank}
+
+
+def _given() -> State:
+    """Seat 0 cashes in Gambling (shares 1, 1, 1, 0) and gives DRAWN[0] to seat 1, DRAWN[1] to seat 2."""
+    s = table(business_table(), note_deck=(*DRAWN, POLICE_RAID))
+    s, _ = run(s, 0, cash_in("W02", "T01", "gambling"))
+    s, _ = run(s, 0, distribute({1: [DRAWN[0]], 2: [DRAWN[1]]}))
+    assert DRAWN[0] in s.players[1].bank and DRAWN[1] in s.players[2].bank
+    return s
+
+
+def _turn_of(s: State, who: int, phase: Phase) -> State:
+    """The same table, `who`'s turn in `phase`, before any action."""
+    order = tuple((who + i) % s.seats for i in range(s.seats))
+    return table(s, phase=phase, order=order, turn=0, turn_acted=False, choice=None, resolution=0,
+                 locations_revealed=False, meeting_winners=frozenset(), meeting_bidders=frozenset())
+
+
+def test_nc_h03_the_giver_knows_what_it_gave_and_nobody_else_is_told() -> None:
+    """NC-H03: the active player saw the faces it gave; its View keeps them in the receivers'
+    Banks. The receivers see only their own Bank, the others and spectators nothing."""
+    s = _given()
+    assert _known(s, 0) == {1: [DRAWN[0]], 2: [DRAWN[1]]}
+    for viewer in (1, 2, 3, None):
+        assert _known(s, viewer) == {}, viewer
+    assert DRAWN[0] in ENGINE.view(s, 1).players[1].bank
+
+
+def test_nc_h16_a_finished_match_shows_banks_not_knowledge() -> None:
+    """NC-H16: once the match is over every Bank is shown to all, so no seat's View differs."""
+    over = table(_given(), phase=Phase.OVER, verdict_result="innocent")
+    for viewer in (0, 1, None):
+        assert _known(over, viewer) == {}
+        assert DRAWN[0] in ENGINE.view(over, viewer).players[1].bank
+
+
+def test_nc_h04_a_bid_makes_the_bidders_bank_unknown() -> None:
+    """NC-M01, NC-H04: the others see only how many Notes went into the bid, not which, so the
+    giver no longer knows that DRAWN[0] is still in the bidder's Bank (whichever Notes it bid)."""
+    s = _turn_of(_given(), 1, Phase.MEETING)
+    other = next(n for n in s.players[1].bank if n != DRAWN[0])
+    s, _ = run(s, 1, bid("W03", 1, [other]))
+    assert DRAWN[0] in s.players[1].bank
+    assert _known(s, 0) == {2: [DRAWN[1]]}
+
+
+def test_nc_h10_a_corruption_from_the_bank_makes_it_unknown() -> None:
+    """NC-T01, NC-H10: the Note put on the Pile is seen by its placer only."""
+    s = _turn_of(_given(), 2, Phase.TRIAL)
+    other = next(n for n in s.players[2].bank if n != DRAWN[1])
+    s, _ = run(s, 2, corrupt("W06", [other]))
+    assert _known(s, 0) == {1: [DRAWN[0]]}
+
+
+def test_nc_h14_the_victim_knows_what_the_thief_took_and_a_third_seat_loses_track() -> None:
+    """NC-K51, NC-H14: the victim of a Burglary knows the Notes taken are in the thief's Bank;
+    the giver, who saw only how many went, no longer knows the victim's Bank."""
+    s = seat(_turn_of(_given(), 3, Phase.BUSINESS), 3, hand=("V07",))
+    s, events = run(s, 3, revenge("V07", 1))
+    stolen = sorted(of_kind(events, "notes_stolen")[0].notes)
+    assert _known(s, 1) == {3: stolen}
+    assert _known(s, 0) == {2: [DRAWN[1]]}
+    for viewer in (2, 3, None):
+        assert _known(s, viewer) == {}, viewer
+    s, _ = run(s, 3, END)
+    s = _turn_of(s, 3, Phase.TRIAL)  # the thief's Bank is unknown again once it corrupts
+    s, _ = run(s, 3, corrupt("W09", [s.players[3].bank[0]]))
+    assert _known(s, 1) == {}
+
+
+def test_nc_h14_the_thief_still_knows_what_it_did_not_take() -> None:
+    """NC-H14: a Burglary by the seat that knows the Bank drops only the Notes it took (now its
+    own); it saw which ones left."""
+    for dice in range(8):
+        s = seat(_turn_of(_given(), 0, Phase.BUSINESS), 0, hand=("V07",))
+        s, events = run(s, 0, revenge("V07", 1), rng=dice)
+        stolen = of_kind(events, "notes_stolen")[0].notes
+        assert _known(s, 0).get(1, []) == [n for n in [DRAWN[0]] if n not in stolen]
+        assert _known(s, 1) == {0: sorted(stolen)}
+
+
+def test_nc_h15_smash_the_joint_makes_the_bank_unknown() -> None:
+    """NC-K54, NC-H15: the smashed Note is seen by its loser only, so no other seat knows which
+    Notes are left, not even the one whose Rage card it was."""
+    s = _given()
+    s, _ = run(s, 0, END)
+    # seat 1 cashes in Gambling (shares 1, 1, 1, 0), gives seat 0 nothing: seat 0 is Cheated and
+    # its Smash the Joint hits seat 1, the active player (NC-B10, NC-K48)
+    s = table(_turn_of(s, 1, Phase.BUSINESS), note_deck=(*notes(20000, "G", 3), POLICE_RAID), vendetta_deck=("V17",))
+    s, _ = run(s, 1, cash_in("W05", "T04", "gambling"))
+    s, events = run(s, 1, distribute({2: [s.choice.notes[0]]}))
+    assert of_kind(events, "note_smashed")[0].seat == 1
+    assert _known(s, 0) == {2: [DRAWN[1]]}
+    assert _known(s, 1) == {2: [notes(20000, "G", 1)[0]]}
+
+
+def test_nc_h03_h14_determinize_deals_the_known_notes_where_the_seat_knows_them() -> None:
+    """NC-H03: a search bot that gave DRAWN[0] to seat 1 is never dealt a world without it there."""
+    s = _given()
+    view = ENGINE.view(s, 0)
+    for dice in range(20):
+        world = ENGINE.determinize(view, 0, Rng(dice))
+        assert DRAWN[0] in world.players[1].bank and DRAWN[1] in world.players[2].bank
+        assert all(DRAWN[0] not in p.bank for i, p in enumerate(world.players) if i != 1)
+        assert list(ENGINE.view(world, 0).players[1].known_bank) == [DRAWN[0]]
