@@ -14,6 +14,8 @@ hash tag per tournament:
                                       read models have not recorded yet (the runner records them)
     famiglia:bots:tournaments:cancelling  set of cancelled ids whose matches in play the runner has
                                       not all cancelled yet (CancelMatch, a request id per match)
+    famiglia:bots:tournaments:swept   set of ids whose records an operator's sweep deleted (`sweep`:
+                                      ended N days ago, nothing in play, the read models hold them)
 
 The runner creates matches with a request id keyed from "<tournament>:<index>" (a
 restart finds the same match; nobody else can rebuild it), at most `concurrency` in play at once; the dispatcher
@@ -62,6 +64,30 @@ ENDED_KEY = f"{PREFIX}:tournaments:ended"
 #: Cancelled tournaments whose matches in play the runner has yet to cancel in the command service:
 #: kept until every one is, so a runner killed mid-way (or a second CancelTournament) finishes the job.
 CANCELLING_KEY = f"{PREFIX}:tournaments:cancelling"
+#: Tournaments an operator's sweep deleted (`TournamentRepo.drop`): their ids only, so that a
+#: CreateTournament sent again with a swept one's request id is refused, not run anew.
+SWEPT_KEY = f"{PREFIX}:tournaments:swept"
+ALL_KEY = f"{PREFIX}:tournaments"
+
+_DROP = """
+-- KEYS: the tournament's hash, started, starting, results (one slot); ARGV: cutoff ms, dry run (1/0).
+-- Deletes the tournament only if it ended (finished, cancelled) before the cutoff with nothing in
+-- play: no creation outstanding, every started match with a result (a `failed:` one has none).
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 'gone' end
+if status ~= 'finished' and status ~= 'cancelled' then return 'running' end
+local finished = tonumber(redis.call('HGET', KEYS[1], 'finished_ms') or '0') or 0
+if finished <= 0 or finished >= tonumber(ARGV[1]) then return 'recent' end
+if redis.call('HLEN', KEYS[3]) > 0 then return 'in_play' end
+for _, match in ipairs(redis.call('HVALS', KEYS[2])) do
+  if string.sub(match, 1, 7) ~= 'failed:' and redis.call('HEXISTS', KEYS[4], match) == 0 then
+    return 'in_play'
+  end
+end
+if ARGV[2] == '1' then return 'sweepable' end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return 'swept'
+"""
 
 
 def _ms() -> int:
@@ -129,10 +155,29 @@ class TournamentRecord:
         return max(0.0, (end - self.created_ms) / 1000)
 
 
+@dataclass(frozen=True)
+class Ended:
+    """A tournament a sweep looks at: it ended (or its record is gone, `status` "") before the cutoff."""
+
+    tournament_id: str
+    status: str
+    finished_ms: int
+    matches: int
+    """its finished matches with a result: what its standings in the read models must count."""
+    left: str = ""
+    """why it stays in Redis ("" = it may go): `unrecorded` (the read models lack its end),
+    `cancelling` (matches still to cancel), `in_play` (a match without a result)."""
+
+
+class TournamentSwept(Exception):
+    """A creation's request id names a tournament an operator's sweep deleted."""
+
+
 class TournamentRepo:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         self._indexed = False
+        self._drop = client.register_script(_DROP)
 
     @staticmethod
     def _key(tid: str, part: str = "") -> str:
@@ -141,6 +186,8 @@ class TournamentRepo:
     def create(self, spec: TournamentSpec, request_id: str = "", trace: Mapping[str, str] | None = None) -> str:
         tid = ("t" + hashlib.sha256(f"tournament:{request_id}".encode()).hexdigest()[:15] if request_id
                else "t" + secrets.token_hex(8)[:15])
+        if request_id and self.client.sismember(SWEPT_KEY, tid):  # its records deleted: not made anew
+            raise TournamentSwept(tid)
         now, key = _ms(), self._key(tid)
         # One MULTI, each field written only if absent: the first creation's fields stay, whoever
         # else sends the request id at the same time (or retries one cut short) reads them. (An
@@ -156,7 +203,7 @@ class TournamentRepo:
         pipe.hmget(key, "status", "created_ms")
         status, created = pipe.execute()[-1]
         created_ms = int(_text(created))
-        self.client.zadd(f"{PREFIX}:tournaments", {tid: created_ms}, nx=True)
+        self.client.zadd(ALL_KEY, {tid: created_ms}, nx=True)
         if _text(status) == RUNNING:  # one that ran to its end since is not put back in the running index
             self.client.zadd(RUNNING_KEY, {tid: created_ms}, nx=True)
         return tid
@@ -316,6 +363,72 @@ class TournamentRepo:
         abandoned (the runner has filled its place), and a result is never overwritten by a
         late abandonment, so the standings do not depend on which came first or on restarts."""
         return bool(self.client.hsetnx(self._key(tid, "results"), match_id, json.dumps(result, sort_keys=True)))
+
+    # -- the operator's sweep (famiglia tournament sweep) ------------------------------------
+    def ended_before(self, cutoff_ms: int) -> list[Ended]:
+        """The tournaments that ended (finished or cancelled) before `cutoff_ms`, oldest created
+        first, each with why it must stay if it must; also the index's entries whose record is
+        gone (a sweep cut short between the delete and the index), for `drop` to finish. Only
+        tournaments created before the cutoff can have ended before it."""
+        ids = [_text(t) for t in self.client.zrangebyscore(ALL_KEY, "-inf", f"({cutoff_ms}")]
+        out = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            pipe = self.client.pipeline(transaction=False)
+            for tid in chunk:
+                pipe.hmget(self._key(tid), "status", "finished_ms")
+                pipe.sismember(ENDED_KEY, tid)
+                pipe.sismember(CANCELLING_KEY, tid)
+            replies = pipe.execute()
+            for i, tid in enumerate(chunk):
+                (status, finished), unrecorded, cancelling = replies[3 * i:3 * i + 3]
+                if status is None:
+                    out.append(Ended(tid, "", 0, 0))
+                    continue
+                finished_ms = int(_text(finished or b"0"))
+                if _text(status) not in (FINISHED, CANCELLED) or not 0 < finished_ms < cutoff_ms:
+                    continue
+                record = self.get(tid)
+                if record is None:  # deleted meanwhile
+                    continue
+                in_play = bool(record.unrecorded()) or any(
+                    m not in record.results for m in record.started.values() if not m.startswith("failed:"))
+                left = ("unrecorded" if unrecorded else "cancelling" if cancelling
+                        else "in_play" if in_play else "")
+                out.append(Ended(tid, record.status, finished_ms, len(record.match_records()), left))
+        return out
+
+    def sweep(self, cutoff_ms: int, held: Callable[[Ended], bool], *,
+              dry_run: bool = False) -> list[tuple[Ended, str]]:
+        """Delete the records of the tournaments that ended before `cutoff_ms`, nothing in play,
+        whose standings the read models hold (`held`: asked of each, never of one that must stay).
+        Each tournament looked at and what became of it: `swept` (`sweepable` in a dry run), `gone`
+        (an earlier sweep's, finished now), or why it stays (`Ended.left`, `not_in_read_models`, or
+        the delete's own check). Run again, it deletes nothing twice."""
+        out = []
+        for ended in self.ended_before(cutoff_ms):
+            if ended.left:
+                out.append((ended, ended.left))
+            elif ended.status and not held(ended):
+                out.append((ended, "not_in_read_models"))
+            else:
+                out.append((ended, self.drop(ended.tournament_id, cutoff_ms, dry_run=dry_run)))
+        return out
+
+    def drop(self, tid: str, cutoff_ms: int, *, dry_run: bool = False) -> str:
+        """Delete a tournament that ended before `cutoff_ms` with nothing in play, checked again in
+        the script that deletes it (`swept`; `sweepable` for a dry run), else why not (`running`,
+        `recent`, `in_play`); `gone` once its records are (a sweep run again). Then out of the index
+        and into the swept set, so a sweep cut short is finished by the next."""
+        keys = [self._key(tid), self._key(tid, "started"), self._key(tid, "starting"), self._key(tid, "results")]
+        outcome = _text(self._drop(keys=keys, args=[cutoff_ms, 1 if dry_run else 0]))
+        if outcome in ("swept", "gone") and not dry_run:
+            pipe = self.client.pipeline(transaction=False)  # other slots than the tournament's
+            pipe.sadd(SWEPT_KEY, tid)
+            pipe.zrem(ALL_KEY, tid)
+            pipe.zrem(RUNNING_KEY, tid)
+            pipe.execute()
+        return outcome
 
 
 def finished_record(match: MatchState) -> dict[str, Any]:

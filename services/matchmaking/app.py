@@ -119,6 +119,14 @@ def _ended(ticket_id: str, state: str) -> AppError:
     return NotFound("unknown_ticket", f"no ticket {ticket_id!r} (it ended)")
 
 
+def _expired(player_id: str) -> AppError:
+    """The refusal of a valid player token whose guest is gone: unused for longer than the guest
+    TTL (FAMIGLIA_MM_GUEST_TTL_DAYS), its record dropped. The token names nobody any more, so it is
+    an authentication failure a client answers by registering again, not a missing resource."""
+    return Unauthenticated("player_expired", f"guest {player_id!r} expired (unused for too long); "
+                                             "RegisterGuest again for a new player token")
+
+
 @dataclass
 class MatchmakingApp:
     store: RedisTicketStore
@@ -155,9 +163,13 @@ class MatchmakingApp:
         except InvalidToken as exc:
             raise Unauthenticated("bad_token", str(exc)) from None
 
-    def profile(self, player_id: str) -> Profile:
-        player = self.players.get(player_id)
+    def profile(self, player_id: str, *, own: bool = False) -> Profile:
+        """A player's profile; `own`: the caller's, asked with its token, a use that keeps the guest
+        (its TTL refreshed in the same round trip)."""
+        player = self.players.get(player_id, touch=own)
         if player is None:
+            if own:
+                raise _expired(player_id)
             raise NotFound("unknown_player", f"no player {player_id!r}")
         ratings = {g: self.ratings.ratings(g, [player_id])[player_id] for g in self.games}
         return Profile(player, ratings)
@@ -175,7 +187,9 @@ class MatchmakingApp:
         if len(players) > shape.max_players:  # before looking thousands of made-up ids up in Redis
             raise InvalidArgument("party_too_big", f"a party of {len(players)} fits no {game_id} table "
                                   f"(at most {shape.max_players} seats)")
-        missing = self.players.missing(players)
+        missing = self.players.missing(players, touch=True)  # a use of each: their TTLs refreshed
+        if player_id in missing:
+            raise _expired(player_id)
         if missing:
             raise NotFound("unknown_player", f"not registered: {', '.join(missing)}")
         try:

@@ -61,7 +61,7 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
     check_bot_policy(mm.policy.bot_policy)
     client = client or redis.Redis.from_url(settings.redis_url, decode_responses=True)
     store = RedisTicketStore(client)
-    players = RedisPlayers(client)
+    players = RedisPlayers(client, mm.guest_ttl_s)
     if games is None:
         games = games_of(registry or default_registry())
     clock = clock or system_clock

@@ -176,7 +176,7 @@ class Matcher:
     # -- one table -------------------------------------------------------------------
     def plan_table(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
         """Everything needed to create and finish the table, stored with the claim."""
-        names = self.players.names(proposal.players)
+        names = self.players.names(proposal.players, touch=True)  # a table made with them: a use
         policy = self.policy.bot_policy
         seats = []
         for s in plan_seats(proposal):

@@ -11,6 +11,9 @@ from famiglia.config import flag, number
 from famiglia.matchmaking import MatchPolicy
 
 from .matcher import MatcherTuning
+from .players import GUEST_TTL_S
+
+DAY_S = 86_400
 
 
 def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | None:
@@ -19,6 +22,16 @@ def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | 
     if text in ("off", "never", "none"):
         return None
     return number(name, 0.0, env=e) if text else default
+
+
+def _guest_ttl_s(e: Mapping[str, str]) -> int | None:
+    """FAMIGLIA_MM_GUEST_TTL_DAYS: whole seconds, or off (guests kept for good). At least a day: a
+    guest's record must outlive the tickets and tables made with it (a claimed table waits up to a
+    day for CreateMatch), or its seat would be named by its id instead of its name."""
+    name = "FAMIGLIA_MM_GUEST_TTL_DAYS"
+    if e.get(name, "").strip().lower() in ("off", "never", "none"):
+        return None
+    return int(number(name, GUEST_TTL_S / DAY_S, low=1.0, env=e) * DAY_S)
 
 
 def _whole_ms(seconds: float, name: str) -> int:
@@ -35,12 +48,14 @@ class MatchmakingSettings:
     tuning: MatcherTuning = field(default_factory=MatcherTuning)
     run_matcher: bool = True
     """run the matcher loop beside the gRPC server (turn off to scale them apart)."""
+    guest_ttl_s: int | None = GUEST_TTL_S
+    """an unused guest's record is dropped after this long (None: kept for good)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MatchmakingSettings:
         """FAMIGLIA_MM_BACKFILL_AFTER (s, or off), _BOT_POLICY, _TICKET_TTL (s), _INVITE_TTL (s),
         _WINDOW_START, _WINDOW_GROWTH (mu per s), _WINDOW_MAX, _TICK (s), _CLAIM_RETRY (s), _HOLD (s),
-        _MATCHER (on|off)."""
+        _MATCHER (on|off), _GUEST_TTL_DAYS (days, at least 1, or off)."""
         e = os.environ if env is None else env
         d, t = MatchPolicy(), MatcherTuning()
         policy = MatchPolicy(
@@ -58,4 +73,4 @@ class MatchmakingSettings:
             hold_ms=_whole_ms(number("FAMIGLIA_MM_HOLD", t.hold_ms / 1000, env=e, above=True), "FAMIGLIA_MM_HOLD"),
         )
         run = flag("FAMIGLIA_MM_MATCHER", True, env=e)
-        return cls(policy, tuning, run)
+        return cls(policy, tuning, run, _guest_ttl_s(e))

@@ -825,9 +825,10 @@ def test_matchmaking_refuses_odd_tickets_players_tokens_and_options_and_the_tick
         for call, request in ((s.matchmaking.ListInvites, mm_pb.ListInvitesRequest(game_id=odd)),
                               (s.matchmaking.CreateTicket, mm_pb.CreateTicketRequest(game_id=odd))):
             assert refusal(call, request, cy_token) == (C.INVALID_ARGUMENT, "unknown_game")
-    # a forged player id: a token the server signed for nobody it registered
+    # a forged player id: a token the server signed for nobody it registered, as it tells a guest
+    # whose record expired (a valid token naming nobody any more)
     assert refusal(s.matchmaking.CreateTicket, mm_pb.CreateTicketRequest(game_id="grifters"),
-                   SIGNER.player_token("{x}\x00")) == (C.NOT_FOUND, "unknown_player")
+                   SIGNER.player_token("{x}\x00")) == (C.UNAUTHENTICATED, "player_expired")
     # another player's ticket, and the creator answering its own invite
     for call, request in ((s.matchmaking.GetTicket, mm_pb.GetTicketRequest(ticket_id=ticket.ticket_id)),
                           (s.matchmaking.CancelTicket, mm_pb.CancelTicketRequest(ticket_id=ticket.ticket_id)),

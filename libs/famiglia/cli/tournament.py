@@ -4,6 +4,7 @@
                             [--matches N | --round-robin] [--seats N ...]   create, follow, show standings
     famiglia tournament show TOURNAMENT_ID [--matches]                       progress and standings
     famiglia tournament list | cancel TOURNAMENT_ID
+    famiglia tournament sweep --finished-days N [--dry-run]                 delete old tournaments' Redis records
 
 Matches run on the Celery workers of the embedded stack (or wherever
 FAMIGLIA_BOTS_ADDR points); each entrant is a bot policy, optionally with its
@@ -17,10 +18,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -226,8 +229,67 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+DAY_MS = 86_400_000
+ENDS = ("finished", "cancelled")
+
+
+def read_models_hold(stub: Any) -> Callable[[Any], bool]:
+    """Whether the read models (QueryService GetTournamentStandings) hold an ended tournament
+    (`services.bots.tournaments.Ended`): its end recorded and at least as many finished matches as
+    its Redis record has results, so its standings there are whole. NOT_FOUND: no; out of reach:
+    raised (the sweep stops, deleting nothing it could not check)."""
+    from famiglia.v1 import query_service_pb2 as qpb
+
+    def held(ended: Any) -> bool:
+        try:
+            reply = stub.GetTournamentStandings(qpb.GetTournamentStandingsRequest(tournament_id=ended.tournament_id),
+                                                timeout=30)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                return False
+            raise
+        return reply.status in ENDS and reply.matches_finished >= ended.matches
+
+    return held
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Delete the Redis records of the tournaments finished or cancelled more than
+    --finished-days ago (services.bots.tournaments.TournamentRepo.sweep: nothing in play, the end
+    recorded in the read models, and their standings there, checked with the QueryService)."""
+    if not args.finished_days > 0:
+        console.print("[red]--finished-days must be more than 0[/]")
+        return 2
+    import redis
+
+    # The bots service's own store (as the bench uses the services' code), imported only here.
+    from famiglia.v1 import query_service_pb2_grpc as qpb_grpc
+    from services.bots.tournaments import TournamentRepo
+
+    settings = Settings.from_env()
+    cutoff_ms = int(time.time() * 1000) - int(args.finished_days * DAY_MS)
+    client = redis.Redis.from_url(settings.redis_url)
+    channel = dial(args.query_address or settings.projection_addr)
+    try:
+        done = TournamentRepo(client).sweep(cutoff_ms, read_models_hold(qpb_grpc.QueryServiceStub(channel)),
+                                            dry_run=args.dry_run)
+    except grpc.RpcError as exc:
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
+        return 2
+    finally:
+        channel.close()
+        client.close()
+    gone = sum(outcome in ("swept", "sweepable", "gone") for _, outcome in done)
+    for ended, outcome in done:
+        when = time.strftime("%Y-%m-%d", time.gmtime(ended.finished_ms / 1000)) if ended.finished_ms else "-"
+        console.print(f"{escape(ended.tournament_id)}: {ended.status or 'records gone'} {when}: {outcome}")
+    verb = "would be deleted (dry run: none deleted)" if args.dry_run else "deleted"
+    console.print(f"{gone} tournaments ended over {args.finished_days:g} days ago {verb}, {len(done) - gone} kept")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("tournament", help="bot tournaments: run, show, list, cancel",
+    parser = subparsers.add_parser("tournament", help="bot tournaments: run, show, list, cancel, sweep",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="", help="bots service (default: FAMIGLIA_BOTS_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="tournament_cmd", required=True)
@@ -251,6 +313,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cancel = sub.add_parser("cancel", help="start no further match of a tournament and cancel those in play")
     cancel.add_argument("tournament_id")
     cancel.set_defaults(func=cmd_cancel)
+    sweep = sub.add_parser("sweep", help="delete the Redis records of tournaments ended --finished-days ago "
+                                         "(their standings stay in the read models)")
+    sweep.add_argument("--finished-days", type=float, required=True, help="days since a tournament ended")
+    sweep.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
+    sweep.add_argument("--query-address", default="",
+                       help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
+    sweep.set_defaults(func=cmd_sweep)
 
 
 # -- the main job ------------------------------------------------------------------------------

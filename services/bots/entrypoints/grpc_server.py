@@ -24,7 +24,7 @@ from famiglia.telemetry import get_logger, stored_context
 from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
-from ..tournaments import CANCELLED, FINISHED, RUNNING, TournamentRecord, TournamentRepo
+from ..tournaments import CANCELLED, FINISHED, RUNNING, TournamentRecord, TournamentRepo, TournamentSwept
 
 log = get_logger("famiglia.bots.tournaments")
 
@@ -158,7 +158,11 @@ class TournamentServicer(pb_grpc.TournamentServiceServicer):
     def CreateTournament(self, request, context):
         self._operator(context, "create a tournament")
         spec = spec_from_request(request, self.registry)
-        tid = self.repo.create(spec, request.request_id, trace=stored_context())
+        try:
+            tid = self.repo.create(spec, request.request_id, trace=stored_context())
+        except TournamentSwept:
+            raise AlreadyExists("request_id_reused", "request_id made a tournament whose records were swept "
+                                                     "since; use a new request_id for a new tournament") from None
         record = self._get(tid)
         if request.request_id and not _same_tournament(record.spec, spec, seed_given=bool(request.seed)):
             raise AlreadyExists("request_id_reused", "request_id was already used to create a different "

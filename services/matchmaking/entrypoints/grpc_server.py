@@ -51,8 +51,9 @@ class PlayerServicer(pb_grpc.PlayerServiceServicer):
 
     @rpc
     def GetProfile(self, request, context):
-        player_id = request.player_id or self.app.authenticate(bearer_token(context))
-        return _profile(self.app.profile(player_id))
+        if request.player_id:  # anyone's: a look, not the guest's own use
+            return _profile(self.app.profile(request.player_id))
+        return _profile(self.app.profile(self.app.authenticate(bearer_token(context)), own=True))
 
 
 class MatchmakingServicer(pb_grpc.MatchmakingServiceServicer):

@@ -21,6 +21,7 @@ from famiglia.v1 import envelope_pb2
 from services.matchmaking.bootstrap import Matchmaking, bootstrap
 from services.matchmaking.creator import CreatedMatch, CreateFailed
 from services.matchmaking.matcher import MatcherTuning
+from services.matchmaking.players import GUEST_TTL_S
 from services.matchmaking.settings import MatchmakingSettings
 
 SECRET = "mm-test-secret"
@@ -83,10 +84,11 @@ class FakeClock:
 
 def make_mm(url: str, creator: RecordingCreator, *, policy: MatchPolicy | None = None,
             ratings: FixedRatings | None = None, tuning: MatcherTuning | None = None,
-            clock: FakeClock | None = None) -> Matchmaking:
+            clock: FakeClock | None = None, guest_ttl_s: int | None = GUEST_TTL_S) -> Matchmaking:
     settings = Settings(redis_url=url, secret=SECRET)
     mm = MatchmakingSettings(policy=policy or MatchPolicy(backfill_after=None),
-                             tuning=tuning or MatcherTuning(interval_s=0.02, claim_retry_ms=300))
+                             tuning=tuning or MatcherTuning(interval_s=0.02, claim_retry_ms=300),
+                             guest_ttl_s=guest_ttl_s)
     return bootstrap(settings=settings, mm=mm, client=redis.Redis.from_url(url, decode_responses=True),
                      creator=creator, games=dict(SHAPES), ratings=ratings or FixedRatings(), clock=clock)
 

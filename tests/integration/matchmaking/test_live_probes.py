@@ -107,7 +107,7 @@ def test_a_party_bigger_than_any_table_is_refused_before_its_members_are_looked_
     a = mm.app.register_guest("A")[0].player_id
     looked_up: list[int] = []
     missing = mm.app.players.missing
-    mm.app.players.missing = lambda ids: looked_up.append(len(list(ids))) or missing(ids)  # type: ignore[method-assign]
+    mm.app.players.missing = lambda ids, **kw: looked_up.append(len(list(ids))) or missing(ids, **kw)  # type: ignore[method-assign]
     with pytest.raises(InvalidArgument) as refused:
         mm.app.create_ticket(a, DUEL, [], {}, party=[f"g{i:016x}" for i in range(10_000)])
     assert refused.value.code == "party_too_big" and looked_up == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from services.matchmaking.settings import MatchmakingSettings
 
 
@@ -23,3 +25,15 @@ def test_every_knob_is_read() -> None:
     assert (s.policy.ticket_ttl, s.policy.window(4), s.policy.window(100)) == (90.0, 3.0, 10.0)
     assert (s.tuning.interval_s, s.tuning.claim_retry_ms, s.run_matcher) == (0.1, 2500, False)
     assert (s.policy.invite_ttl, s.tuning.hold_ms) == (45.0, 3000)
+
+
+def test_guest_ttl_is_days_of_at_least_one_or_off() -> None:
+    """FAMIGLIA_MM_GUEST_TTL_DAYS: 180 days by default; off keeps guests for good; under a day a
+    guest's record could go while a table made with it waits for CreateMatch (a day at most)."""
+    assert MatchmakingSettings.from_env({}).guest_ttl_s == 180 * 86_400
+    assert MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": "30"}).guest_ttl_s == 30 * 86_400
+    assert MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": "1.5"}).guest_ttl_s == 129_600
+    assert MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": "off"}).guest_ttl_s is None
+    for bad in ("0.5", "0", "-3", "soon"):
+        with pytest.raises(SystemExit, match="FAMIGLIA_MM_GUEST_TTL_DAYS"):
+            MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": bad})
