@@ -17,16 +17,21 @@ from tests.contracts.engine_contract import EngineContract
 
 
 def perturb_hidden(state: Any, viewer: int | None, rng: random.Random) -> Any:
-    """Other hands re-dealt from the cards the viewer cannot see, and both decks reordered (NP-H1, NP-H2)."""
+    """Other hands re-dealt from the cards the viewer cannot see, and both decks reordered (NP-H1, NP-H2);
+    a card the viewer knows another seat to hold stays there, and what other seats know of hands is
+    theirs alone (NP-H7, NP-M8: `State.known`)."""
     if state.phase == "over":   # NP-H10: once the game has ended everything is revealed
         return state
     hidden = [i for i in range(state.n) if i != viewer]
-    pool = [c for i in hidden for c in state.hands[i]] + list(state.deck)
+    mine = tuple(k for k in state.known if k.seat == viewer)
+    kept = {i: [k.card for k in mine if k.holder == i] for i in hidden}
+    stays = {c for cards in kept.values() for c in cards}
+    pool = [c for i in hidden for c in state.hands[i] if c not in stays] + list(state.deck)
     rng.shuffle(pool)
     hands = list(state.hands)
     for i in hidden:
-        k = len(state.hands[i])
-        hands[i], pool = tuple(sorted(pool[:k])), pool[k:]
+        k = len(state.hands[i]) - len(kept[i])
+        hands[i], pool = tuple(sorted(kept[i] + pool[:k])), pool[k:]
     gdeck = list(state.gdeck)
     rng.shuffle(gdeck)
     # NP-H7, NP-D7: other seats' offers, chats and auto-pass settings are private too
@@ -38,7 +43,7 @@ def perturb_hidden(state: Any, viewer: int | None, rng: random.Random) -> Any:
             values[i] = rng.randrange(3)
         autopass[i] = (rng.random() < 0.5, rng.random() < 0.5)
     offers = tuple(o for o in state.offers if viewer in (o.frm, o.to))
-    return replace(state, hands=tuple(hands), deck=tuple(pool), gdeck=tuple(gdeck), offers=offers,
+    return replace(state, hands=tuple(hands), deck=tuple(pool), gdeck=tuple(gdeck), offers=offers, known=mine,
                    offers_made=tuple(counts["offers_made"]), chats_made=tuple(counts["chats_made"]),
                    ap_changes=tuple(counts["ap_changes"]), autopass=tuple(autopass))
 

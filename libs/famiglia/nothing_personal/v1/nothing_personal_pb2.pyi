@@ -3484,6 +3484,42 @@ class OpenOffer(_message.Message):
 Global___OpenOffer: _TypeAlias = OpenOffer  # noqa: Y015
 
 @_typing.final
+class KnownCard(_message.Message):
+    """A card the viewer knows another seat to hold, learnt from a private event that only the two
+    of them saw (NP-H7, NP-M8). True when shown: it is dropped as soon as the game makes it stale
+    (see View.known_cards).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEAT_FIELD_NUMBER: _builtins.int
+    CARD_FIELD_NUMBER: _builtins.int
+    HOW_FIELD_NUMBER: _builtins.int
+    seat: _builtins.int
+    """the seat that holds the card (never the viewer)"""
+    card: _builtins.str
+    """the influence card id (Table H)"""
+    how: _builtins.str
+    """gave: the viewer gave it to `seat` in a trade (TradeCardsMoved, NP-H7);
+    offered: `seat` offered it to the viewer (OfferMade: an offer holds only cards its maker
+    holds, NP-M8), whether or not that offer is still open
+    """
+    def __init__(
+        self,
+        *,
+        seat: _builtins.int = ...,
+        card: _builtins.str = ...,
+        how: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["card", b"card", "how", b"how", "seat", b"seat"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KnownCard: _TypeAlias = KnownCard  # noqa: Y015
+
+@_typing.final
 class View(_message.Message):
     """The public flow of play plus what the viewer alone may know (an allow-list, view.py)."""
 
@@ -3589,6 +3625,7 @@ class View(_message.Message):
     TABLE_FIELD_NUMBER: _builtins.int
     WINDOW_AUTO_ME_FIELD_NUMBER: _builtins.int
     ROLL_OFFS_FIELD_NUMBER: _builtins.int
+    KNOWN_CARDS_FIELD_NUMBER: _builtins.int
     seats: _builtins.int
     """3..5"""
     viewer: _builtins.int
@@ -3838,6 +3875,17 @@ class View(_message.Message):
         them); empty before the game ends and when no tie was left for NP-T7
         """
 
+    @_builtins.property
+    def known_cards(self) -> _containers.RepeatedCompositeFieldContainer[Global___KnownCard]:
+        """NP-H7, NP-M8: the cards the viewer knows other seats to hold, by holder then card, which
+        only the events that told it showed: what it gave in a trade, what was offered to it. A
+        card leaves this list when it stops being known: it is played or discarded (it shows in
+        `table` or `discard`, NP-H3), the viewer trades it back, or its holder gives cards in a
+        trade the viewer is not party to (TradeExecuted counts them, NP-H7: which ones is hidden).
+        Only the viewer's own: empty for a spectator, and once the game is over (`hands_all`
+        shows every hand then, NP-H10).
+        """
+
     def __init__(
         self,
         *,
@@ -3921,10 +3969,11 @@ class View(_message.Message):
         table: _abc.Iterable[_builtins.str] | None = ...,
         window_auto_me: _builtins.bool = ...,
         roll_offs: _abc.Iterable[Global___RollOff] | None = ...,
+        known_cards: _abc.Iterable[Global___KnownCard] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["my_answer", b"my_answer", "proposal", b"proposal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["act_gangster", b"act_gangster", "act_position", b"act_position", "act_refusals", b"act_refusals", "act_seat", b"act_seat", "act_stage", b"act_stage", "ante", b"ante", "autopass_cards", b"autopass_cards", "autopass_changes", b"autopass_changes", "autopass_rerolls", b"autopass_rerolls", "blackmail_free", b"blackmail_free", "broken", b"broken", "chats_made", b"chats_made", "colours", b"colours", "contracts", b"contracts", "deck_size", b"deck_size", "die", b"die", "discard", b"discard", "face", b"face", "fence_counts", b"fence_counts", "final_position", b"final_position", "fishes", b"fishes", "free_reroll_used", b"free_reroll_used", "gangster_deck", b"gangster_deck", "gangster_deck_size", b"gangster_deck_size", "gangsters", b"gangsters", "had_turn", b"had_turn", "hand", b"hand", "hand_sizes", b"hand_sizes", "hands_all", b"hands_all", "idx", b"idx", "influence_deck", b"influence_deck", "invite_by", b"invite_by", "invite_seat", b"invite_seat", "money", b"money", "my_answer", b"my_answer", "neutral_supply", b"neutral_supply", "next_offer", b"next_offer", "nonpass", b"nonpass", "offers", b"offers", "offers_made", b"offers_made", "omerta_free", b"omerta_free", "options", b"options", "order", b"order", "passed", b"passed", "phase", b"phase", "position", b"position", "prison", b"prison", "promoted", b"promoted", "proposal", b"proposal", "ranking", b"ranking", "respect", b"respect", "ring", b"ring", "roll_actor", b"roll_actor", "roll_free_whack_used", b"roll_free_whack_used", "roll_gangster", b"roll_gangster", "roll_offs", b"roll_offs", "roll_purpose", b"roll_purpose", "roll_target", b"roll_target", "roll_target_position", b"roll_target_position", "round", b"round", "ruled", b"ruled", "ruling_gangster", b"ruling_gangster", "ruling_seats", b"ruling_seats", "ruling_use", b"ruling_use", "seats", b"seats", "spots", b"spots", "stage", b"stage", "supply", b"supply", "sweep", b"sweep", "table", b"table", "tokens", b"tokens", "turn", b"turn", "vacancy_candidates", b"vacancy_candidates", "vacancy_decider", b"vacancy_decider", "vacancy_spot", b"vacancy_spot", "viewer", b"viewer", "window", b"window", "window_answered_by_me", b"window_answered_by_me", "window_asks_me", b"window_asks_me", "window_auto_me", b"window_auto_me"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["act_gangster", b"act_gangster", "act_position", b"act_position", "act_refusals", b"act_refusals", "act_seat", b"act_seat", "act_stage", b"act_stage", "ante", b"ante", "autopass_cards", b"autopass_cards", "autopass_changes", b"autopass_changes", "autopass_rerolls", b"autopass_rerolls", "blackmail_free", b"blackmail_free", "broken", b"broken", "chats_made", b"chats_made", "colours", b"colours", "contracts", b"contracts", "deck_size", b"deck_size", "die", b"die", "discard", b"discard", "face", b"face", "fence_counts", b"fence_counts", "final_position", b"final_position", "fishes", b"fishes", "free_reroll_used", b"free_reroll_used", "gangster_deck", b"gangster_deck", "gangster_deck_size", b"gangster_deck_size", "gangsters", b"gangsters", "had_turn", b"had_turn", "hand", b"hand", "hand_sizes", b"hand_sizes", "hands_all", b"hands_all", "idx", b"idx", "influence_deck", b"influence_deck", "invite_by", b"invite_by", "invite_seat", b"invite_seat", "known_cards", b"known_cards", "money", b"money", "my_answer", b"my_answer", "neutral_supply", b"neutral_supply", "next_offer", b"next_offer", "nonpass", b"nonpass", "offers", b"offers", "offers_made", b"offers_made", "omerta_free", b"omerta_free", "options", b"options", "order", b"order", "passed", b"passed", "phase", b"phase", "position", b"position", "prison", b"prison", "promoted", b"promoted", "proposal", b"proposal", "ranking", b"ranking", "respect", b"respect", "ring", b"ring", "roll_actor", b"roll_actor", "roll_free_whack_used", b"roll_free_whack_used", "roll_gangster", b"roll_gangster", "roll_offs", b"roll_offs", "roll_purpose", b"roll_purpose", "roll_target", b"roll_target", "roll_target_position", b"roll_target_position", "round", b"round", "ruled", b"ruled", "ruling_gangster", b"ruling_gangster", "ruling_seats", b"ruling_seats", "ruling_use", b"ruling_use", "seats", b"seats", "spots", b"spots", "stage", b"stage", "supply", b"supply", "sweep", b"sweep", "table", b"table", "tokens", b"tokens", "turn", b"turn", "vacancy_candidates", b"vacancy_candidates", "vacancy_decider", b"vacancy_decider", "vacancy_spot", b"vacancy_spot", "viewer", b"viewer", "window", b"window", "window_answered_by_me", b"window_answered_by_me", "window_asks_me", b"window_asks_me", "window_auto_me", b"window_auto_me"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

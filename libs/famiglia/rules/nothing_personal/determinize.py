@@ -17,7 +17,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from .config import Config, parse_options
 from .data import GIDX, INFLUENCE, marker_slots, match_gangsters
 from .flow import eligible
-from .state import Act, GState, Invite, Offer, Phase, Roll, Ruling, State, Vacancy, Window
+from .state import Act, GState, Invite, Known, Offer, Phase, Roll, Ruling, State, Vacancy, Window
 from .state import Contract as ContractRow
 
 
@@ -40,8 +40,9 @@ class _Table:
     hands: tuple[tuple[str, ...], ...]
     """Every hand once over; else only the seat's own is read from here."""
     offered: tuple[tuple[str, ...], ...]
-    """Per other seat, the unseen cards it offers the seat in an open offer: an offer holds only
-    cards its maker holds (NP-M8), so they are dealt to that hand first."""
+    """Per other seat, the unseen cards the seat knows it to hold (`View.known_cards`: what the seat
+    gave it, what it offered the seat, NP-H7, NP-M8) and those it still offers the seat in an open
+    offer (NP-M8: a world where it still holds them is possible): dealt to that hand first."""
     fields: dict[str, object]
     """Every other State field."""
 
@@ -109,15 +110,18 @@ def _read_view(v: pb.View, seat: int) -> _Table:
         unseen_g = tuple(filterfalse(seen_g.__contains__, _gangster_ids(cfg.expansions)))
         deck = gdeck = ()
     offered: list[tuple[str, ...]] = [()] * n
+    told: tuple[Known, ...] = ()
     if not over:
         placed: set[str] = set()
-        for o in v.offers:
-            frm = getattr(o, "from")
+        held: list[tuple[int, tuple[str, ...]]] = [(k.seat, (k.card,)) for k in v.known_cards]
+        held += [(getattr(o, "from"), tuple(o.offer.give_cards)) for o in v.offers]
+        for frm, give in held:
             if frm != seat and 0 <= frm < n:
-                cards = [c for c in o.offer.give_cards if c in unseen and c not in placed]
+                cards = [c for c in give if c in unseen and c not in placed]
                 cards = cards[: max(0, v.hand_sizes[frm] - len(offered[frm]))]
                 placed.update(cards)
                 offered[frm] += tuple(cards)
+        told = tuple(Known(seat, k.seat, k.card, k.how) for k in v.known_cards)
     window = None
     if v.window:
         answers: list[bytes | None] = [None] * n
@@ -165,7 +169,7 @@ def _read_view(v: pb.View, seat: int) -> _Table:
             offers_made=tuple(v.offers_made) or (0,) * n, chats_made=tuple(v.chats_made) or (0,) * n,
             ap_changes=tuple(v.autopass_changes) or (0,) * n, autopass=tuple(autopass), contracts=contracts,
             broken=frozenset(v.broken), ranking=tuple(v.ranking),
-            roll_offs=tuple((tuple(r.seats), tuple(r.rolls)) for r in v.roll_offs),
+            roll_offs=tuple((tuple(r.seats), tuple(r.rolls)) for r in v.roll_offs), known=told,
         ),
     )
 
@@ -181,7 +185,7 @@ def _deal(table: _Table, seat: int, rng: Rng) -> State:
         hands = list(table.hands)
         unseen = rng.shuffled(table.unseen)
         offered = table.offered
-        if any(offered):   # NP-M8: cards offered to the seat are still in their maker's hand
+        if any(offered):   # NP-H7, NP-M8: cards the seat knows another hand to hold are dealt there
             held = {c for cards in offered for c in cards}
             unseen = [c for c in unseen if c not in held]
         at = 0

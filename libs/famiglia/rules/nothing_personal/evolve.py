@@ -24,6 +24,7 @@ from .state import (
     Contract,
     GState,
     Invite,
+    Known,
     Offer,
     Phase,
     Roll,
@@ -190,6 +191,8 @@ def _card_played(s: State, e: Any) -> State:
     new, d = draft(s)
     d["hands"] = _set(s.hands, seat, _hand_remove(s.hands[seat], (card,)))
     d["table"] = s.table + (card,)
+    if s.known:
+        d["known"] = forget(s.known, (card,))
     if not e.window and s.phase == Phase.COMMISSION:
         d["had_turn"] = s.had_turn | {seat}
         d["nonpass"] = _add(s.nonpass, seat, 1)
@@ -317,6 +320,8 @@ def _cards_discarded(s: State, e: Any) -> State:
     after, d = draft(s)
     d["hands"] = _set(s.hands, seat, _hand_remove(s.hands[seat], cards))
     d["discard"] = s.discard + cards
+    if s.known:
+        d["known"] = forget(s.known, cards)
     return after
 
 
@@ -483,6 +488,18 @@ def _step_advanced(s: State, e: Any) -> State:
     return new
 
 
+# -- what a seat knows of other hands (NP-H7, NP-M8) ----------------------------------------------------
+def forget(known: tuple[Known, ...], cards: Any) -> tuple[Known, ...]:
+    """NP-H3: a card played or discarded is face up, so whoever knew where it was knows it left."""
+    return tuple([k for k in known if k.card not in cards])
+
+
+def learn(known: tuple[Known, ...], seat: int, holder: int, cards: Any, how: str) -> tuple[Known, ...]:
+    """`seat` now knows `holder` holds `cards` (what it knew of those cards before is replaced)."""
+    kept = [k for k in known if k.seat != seat or k.card not in cards]
+    return (*kept, *(Known(seat, holder, c, how) for c in cards))
+
+
 # -- negotiation -------------------------------------------------------------------------------------
 def _offer_made(s: State, e: Any) -> State:
     deal = e.offer
@@ -490,6 +507,8 @@ def _offer_made(s: State, e: Any) -> State:
     new, d = draft(s)
     d["offers"] = s.offers + (offer,)
     d["offers_made"] = _add(s.offers_made, offer.frm, 1)
+    if deal.give_cards:   # NP-M8: an offer holds only cards its maker holds, and its recipient saw them
+        d["known"] = learn(s.known, deal.to, offer.frm, tuple(deal.give_cards), "offered")
     return new
 
 
@@ -507,6 +526,14 @@ def _trade_executed(s: State, e: Any) -> State:
     if e.handover_gangster:  # NP-M6: the two markers change places, so the coin changes owner
         st = s.gs[GIDX[e.handover_gangster]]
         s = replace(s, gs=_gs(s, e.handover_gangster, coin=to if st.coin == frm else frm))
+    if s.known and (e.give_card_count or e.want_card_count):
+        # NP-H7: a seat outside the trade sees only how many cards each side gave, not which, so
+        # what it knew of a giving hand may have moved; the two parties follow every card
+        # (trade_cards_moved)
+        losers = {frm} if e.give_card_count else set()
+        if e.want_card_count:
+            losers.add(to)
+        s = replace(s, known=tuple([k for k in s.known if k.seat in (frm, to) or k.holder not in losers]))
     return s
 
 
@@ -514,7 +541,13 @@ def _trade_cards_moved(s: State, e: Any) -> State:
     frm, to = getattr(e, "from"), e.to
     hf = _hand_remove(s.hands[frm], e.give_cards) + tuple(e.want_cards)
     ht = _hand_remove(s.hands[to], e.want_cards) + tuple(e.give_cards)
-    return replace(s, hands=_set(_set(s.hands, frm, tuple(sorted(hf))), to, tuple(sorted(ht))))
+    give, want = tuple(e.give_cards), tuple(e.want_cards)
+    known = forget(s.known, give + want) if s.known else ()
+    if give:   # NP-H7: each party knows what it gave, and to whom
+        known = learn(known, frm, to, give, "gave")
+    if want:
+        known = learn(known, to, frm, want, "gave")
+    return replace(s, hands=_set(_set(s.hands, frm, tuple(sorted(hf))), to, tuple(sorted(ht))), known=known)
 
 
 def _contract_made(s: State, e: Any) -> State:

@@ -112,6 +112,19 @@ class Offer:
     deal: bytes           # serialized OfferDeal
 
 
+class Known(NamedTuple):
+    """A card `seat` knows `holder` to hold, from a private event only the two saw (NP-H7, NP-M8).
+
+    `how`: "gave" (`seat` traded it to `holder`) or "offered" (`holder` offered it to `seat`; an
+    offer holds only cards its maker holds). Kept only while the game has not made it stale
+    (`evolve.forget`): the View must show it after a reconnect, as the event no longer can."""
+
+    seat: int
+    holder: int
+    card: str
+    how: str
+
+
 @dataclass(frozen=True, slots=True)
 class Contract:
     id: int
@@ -181,6 +194,7 @@ class State:
     broken: frozenset[int] = frozenset()
     ranking: tuple[int, ...] = ()
     roll_offs: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()   # NP-T7: (seats, their rolls)
+    known: tuple[Known, ...] = ()   # what each seat knows of other hands (NP-H7, NP-M8), oldest first
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}

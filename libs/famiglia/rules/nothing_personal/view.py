@@ -2,7 +2,8 @@
 
 Public: the board, supplies, Respect, money, the ring, the flow, hand sizes, the discard pile,
 deck sizes, rulings, blackmail proposals, contracts. Private: the viewer's own hand, its window
-answer, its offers and auto-pass. Never: other hands, deck orders, who a window still waits for.
+answer, its offers and auto-pass, and the cards it knows other seats to hold (what it gave them,
+what they offered it) while that is still true. Never: other hands, deck orders, who a window still waits for.
 Once the game is over everything is revealed (NP-H10).
 """
 
@@ -96,6 +97,9 @@ def view(s: State, viewer: int | None) -> pb.View:
                                        target=c.target, deadline=c.deadline))
     for seats, rolls in s.roll_offs:   # NP-T7, NP-H6
         v.roll_offs.add(seats=seats, rolls=rolls)
+    if s.known and 0 <= me < s.n and not over:   # NP-H7, NP-M8: what only this seat was shown
+        for k in sorted(k for k in s.known if k.seat == me):
+            v.known_cards.add(seat=k.holder, card=k.card, how=k.how)
     if over:   # NP-H10
         v.gangster_deck.extend(s.gdeck)
         v.influence_deck.extend(s.deck)
