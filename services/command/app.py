@@ -57,7 +57,6 @@ from famiglia.grpcutil.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
-    store_away,
 )
 from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import MatchState, UnknownEventKind, command_key
@@ -74,6 +73,8 @@ from .hot_matches import (
     UnreadableMatch,
     unreadable,
 )
+from .player_index import people as _people
+from .player_index import write_index
 
 log = get_logger("famiglia.command")
 #: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
@@ -850,17 +851,8 @@ class CommandApp:
                           lambda people: self.players.remove(m.match_id, people))
 
     def _write_index(self, match_id: str, people: set[str], write: Callable[[set[str]], None]) -> None:
-        """A write to the players' index, which is a hint: lost to an outage (Redis away), it
-        costs the match its place in ListMyTurns, never the creation or the command the caller
-        is answered for."""
-        if not people:
-            return
-        try:
-            write(people)
-        except Exception as exc:
-            if not store_away(exc):
-                raise
-            log.warning("player_index_unwritten", match_id=match_id, error=repr(exc))
+        """The guarded write of `player_index` (the backfill's too): lost to an outage, logged."""
+        write_index(match_id, people, write)
 
     # -- a player's matches ------------------------------------------------------------
     def player_of(self, token: str | None) -> str:
@@ -940,7 +932,8 @@ class CommandApp:
     def list_chat(self, match_id: str, viewer: Viewer, after_id: str = "", limit: int = 0) -> list[ChatEntry]:
         """Up to `limit` messages after `after_id` the viewer may read, oldest first. Nothing
         stored after the cursor of a match the store trimmed since this replica read it is
-        `NOT_FOUND match_archived`, as StreamChat and another replica answer, not an empty page."""
+        `NOT_FOUND match_archived`, as StreamChat and another replica answer, not an empty page;
+        nothing after a cursor no message has yet is `bad_after_id` (`chat.check_cursor_reached`)."""
         self._chat_table(match_id, viewer)
         cursor, wanted = chat_rules.check_cursor(after_id), chat_rules.page_size(limit)
         shown: list[ChatEntry] = []
@@ -952,8 +945,10 @@ class CommandApp:
             if len(entries) < chat_rules.MAX_CHAT_PAGE:
                 break
             cursor = entries[-1].id
-        if not read_any and self._trimmed(match_id):  # its chat went with its events
-            raise _chat_archived(match_id)
+        if not read_any:
+            if self._trimmed(match_id):  # its chat went with its events
+                raise _chat_archived(match_id)
+            self._check_cursor_reached(match_id, cursor)
         return shown[:wanted]
 
     def chat_messages(self, match_id: str, viewer: Viewer, after_id: str = "", *, follow: bool,
@@ -961,11 +956,16 @@ class CommandApp:
         """Every message after `after_id` the viewer may read, then, with follow, each new one
         as it is stored, until the client leaves (`is_active`: the server stopping too). A match
         over keeps its chat, so the stream does not end with it, but with its archiving: the
-        trim takes the chat, and no message can come any more (`NOT_FOUND match_archived`)."""
+        trim takes the chat, and no message can come any more (`NOT_FOUND match_archived`). A
+        cursor no message has yet is refused (`bad_after_id`), not waited on."""
         self._chat_table(match_id, viewer)
         cursor = chat_rules.check_cursor(after_id)
+        first = True
         while True:
             entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
+            if first and not entries:
+                self._check_cursor_reached(match_id, cursor)  # else it waited for an id no message has
+            first = False
             for entry in entries:
                 if chat_rules.readable(entry, viewer.seat):
                     yield entry
@@ -981,6 +981,12 @@ class CommandApp:
                 raise _chat_archived(match_id)
             if not is_active():
                 return
+
+    def _check_cursor_reached(self, match_id: str, cursor: str) -> None:
+        """A read found nothing after the cursor: refuse it if no message has it yet
+        (`chat.check_cursor_reached`). Asked only then, so a page with messages costs nothing more."""
+        if cursor:
+            chat_rules.check_cursor_reached(cursor, *self.chat.newest(match_id))
 
     def _trimmed(self, match_id: str) -> bool:
         """Whether the store trimmed the match (archived: its stream gone, its version kept)."""
@@ -1115,12 +1121,6 @@ def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | 
 def _chat_archived(match_id: str) -> NotFound:
     """The answer of every chat call on a match the store trimmed: its chat went with its events."""
     return NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went with its events")
-
-
-def _people(seat_info: Sequence[envelope_pb2.SeatInfo]) -> set[str]:
-    """The players a match's seating names, bots' seats aside (a tournament's entrants): the
-    people whose live matches it is among."""
-    return {info.player_id for info in seat_info if info.player_id and not info.bot}
 
 
 def _seats_of(m: MatchState, player_id: str) -> list[int]:

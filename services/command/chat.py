@@ -24,6 +24,7 @@ from famiglia.eventstore.chat import (
     ChatEntry,
     ChatLimits,
 )
+from famiglia.eventstore.port import entry_key
 from famiglia.grpcutil.errors import FailedPrecondition, InvalidArgument
 
 #: A message's most characters, once the whitespace around it is trimmed.
@@ -65,11 +66,25 @@ _INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
 U+FEFF, spaces, combining marks): a message of nothing else looks empty."""
 
 
+_REORDERING = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x2070), *range(0xFFF9, 0xFFFC)))
+"""Format characters that change how the text after them shows, past the message's own end on a
+client that lays it out on a line with other text: the explicit directional embeddings, overrides
+and isolates (U+202A-U+202E, U+2066-U+2069; UAX #9), whose scope an unclosed one carries over the
+next sender's name and words (an RLO shows them reversed); the deprecated shaping and swapping
+switches (U+206A-U+206F), each on until its opposite; and the interlinear annotation marks
+(U+FFF9-U+FFFB), which may hide what they enclose. The other format characters stay: the zero
+width joiners (emoji sequences, Persian and Indic spelling), the direction marks U+200E, U+200F
+and U+061C (a writer's way of setting a number or a word in Hebrew or Arabic text: they open no
+scope), the soft hyphen, the word joiner, the tags of a subdivision's flag."""
+
+
 def check_text(text: str) -> str:
     """The text as stored: line ends made newlines (a phone's keyboard may send "\r\n"),
     trimmed, 1 to MAX_CHAT_TEXT characters, no control character but newline (a lone carriage
     return, an escape or a NUL would let one message rewrite another's line on a terminal, or
-    not be storable), and something visible in it."""
+    not be storable), none of the format characters that reorder or hide the text after them
+    (`_REORDERING`: refused, not stripped, so the text stored is the text sent and its sender
+    is told), and something visible in it."""
     trimmed = text.replace("\r\n", "\n").strip()
     if not trimmed or all(unicodedata.category(c) in _INVISIBLE or c == "\n" for c in trimmed[:MAX_CHAT_TEXT + 1]):
         raise InvalidArgument("no_text", "a chat message needs text (something visible)")
@@ -81,6 +96,10 @@ def check_text(text: str) -> str:
             if char != "\n" and unicodedata.category(char) == "Cc":
                 raise InvalidArgument("bad_text", f"a chat message may not hold the control character "
                                                   f"U+{ord(char):04X} (newline is the only one allowed)")
+            if char in _REORDERING:
+                raise InvalidArgument("bad_text", f"a chat message may not hold U+{ord(char):04X}, which changes "
+                                                  "how the text after it shows (other messages, names): "
+                                                  "U+200E and U+200F mark a direction without that")
     return trimmed
 
 
@@ -112,6 +131,24 @@ def check_cursor(after_id: str) -> str:
     if after_id and not (_CURSOR.fullmatch(after_id) and all(int(part) < 2**64 for part in after_id.split("-"))):
         raise InvalidArgument("bad_after_id", "after_id is empty or a ChatMessage id (\"<ms>-<n>\")")
     return after_id
+
+
+def check_cursor_reached(after_id: str, newest_id: str, now_ms: int) -> None:
+    """Refuse a cursor no message has yet (`bad_after_id`): past the chat's newest message and
+    not before the store's clock, whose millisecond the next ids start from. A stream from it
+    waited for ever (or until the clock got there), and a list was empty as a quiet table's,
+    while the messages stored up to it went unseen. A cursor past the newest message kept but
+    behind the clock is taken: every message to come has a later id, so none is skipped, and
+    such a cursor is a reader's honest one when the chat expired (30 days quiet) or its store
+    went back to an older copy."""
+    if not after_id:
+        return
+    cursor = entry_key(after_id)
+    if (not newest_id or cursor > entry_key(newest_id)) and cursor[0] >= now_ms:
+        shown = newest_id or "none"
+        raise InvalidArgument("bad_after_id", f"after_id {after_id} is past the chat's newest message ({shown}) "
+                                              f"and its clock ({now_ms} ms): no message has that id; resume from "
+                                              "the id of the last message received, or empty for the oldest kept")
 
 
 def page_size(limit: int) -> int:

@@ -259,7 +259,8 @@ def test_match_chat_refuses_odd_ids_tokens_texts_recipients_and_cursors_and_the_
                        token, stream=True) == expected
     assert refusal(s.game.SendChat, send(None)) == (C.UNAUTHENTICATED, "no_token")
     for text, code in (("", "no_text"), (" \n ", "no_text"), ("é" * 501, "bad_text"), ("a\x00b", "bad_text"),
-                       ("x" * 300_000, "bad_text"), ("\x1b]0;owned\x07", "bad_text")):
+                       ("x" * 300_000, "bad_text"), ("\x1b]0;owned\x07", "bad_text"),
+                       ("gg \u202ewp", "bad_text"), ("\u2067ltr", "bad_text")):  # reorders what follows it
         assert refusal(s.game.SendChat, send(me, text=text), me) == (C.INVALID_ARGUMENT, code)
     for message_id, code in (("", "no_message_id"), ("a\x00b", "bad_message_id"), ("x" * 300_000, "bad_message_id")):
         assert refusal(s.game.SendChat, send(me, message_id=message_id), me) == (C.INVALID_ARGUMENT, code)
@@ -268,13 +269,16 @@ def test_match_chat_refuses_odd_ids_tokens_texts_recipients_and_cursors_and_the_
     assert refusal(s.game.SendChat, send(np.tokens[0], np.match_id), np.tokens[0]) == \
         (C.FAILED_PRECONDITION, "chat_in_engine")
     # what a message may hold is the sender's to say: any printable text within its length
-    for i, text in enumerate(("../../etc/passwd", "{tag}", "%s%n", "\u202e\ud7ff", "é" * 500)):
+    for i, text in enumerate(("../../etc/passwd", "{tag}", "%s%n", "\u200f\ud7ff", "é" * 500)):
         assert answer(s.game.SendChat, send(table.tokens[1 + i % 2], text=text, message_id=f"odd-{i}"),
                       table.tokens[1 + i % 2]) in {(C.OK, ""), (C.RESOURCE_EXHAUSTED, "chat_too_fast")}
     for limit in INT32:  # below 1: the cap, as ListLegalCommands' limit
         assert len(s.game.ListChat(game_pb.ListChatRequest(match_id=table.match_id, limit=limit)).messages) <= 100
-    assert not s.game.ListChat(game_pb.ListChatRequest(match_id=table.match_id,
-                                                       after_id="18446744073709551615-18446744073709551615")).messages
+    ahead = "18446744073709551615-18446744073709551615"  # no message has it (a stream waited on it)
+    assert refusal(s.game.ListChat, game_pb.ListChatRequest(match_id=table.match_id, after_id=ahead)) == \
+        (C.INVALID_ARGUMENT, "bad_after_id")
+    assert refusal(s.game.StreamChat, game_pb.StreamChatRequest(match_id=table.match_id, after_id=ahead),
+                   stream=True) == (C.INVALID_ARGUMENT, "bad_after_id")
     plays_on(s, table, before)  # chat moves no version, and the match plays on
 
 

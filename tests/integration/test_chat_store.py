@@ -40,6 +40,16 @@ def test_messages_are_read_oldest_first_after_a_cursor_with_their_sender_recipie
     assert all(e.sent_ms == entry_key(e.id)[0] > 0 for e in sent)
 
 
+def test_the_newest_message_and_the_clock_the_next_id_is_made_from(chat: ChatStore) -> None:
+    """What tells a reader's cursor no message has yet (`services.command.chat.check_cursor_reached`)."""
+    assert chat.newest(MATCH)[0] == ""
+    chat.send(MATCH, 0, "a", (), "first")
+    last = chat.send(MATCH, 1, "b", (0,), "second").entry
+    newest, now_ms = chat.newest(MATCH)
+    assert newest == last.id and now_ms >= last.sent_ms
+    assert chat.newest("m-other")[0] == ""
+
+
 def test_a_message_id_seen_before_answers_the_first_message_and_writes_nothing(chat: ChatStore) -> None:
     first = chat.send(MATCH, 0, "m1", (1,), "first")
     again = chat.send(MATCH, 0, "m1", (), "another text")  # the caller compares and refuses it

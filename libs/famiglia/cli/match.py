@@ -2,6 +2,7 @@
 
     famiglia match cancel MATCH_ID --reason TEXT [--request-id ID]   end it with no result
     famiglia match sweep --idle-days N [--dry-run]                   cancel the live matches idle N days
+    famiglia match reindex-players [--dry-run] [--cursor N]          put live matches in their players' lists
 
 The operator token is minted from the deployment's secret (FAMIGLIA_SECRET, or the embedded
 stack's `var/secret`), as `famiglia tournament` does.
@@ -15,6 +16,16 @@ show (`expected_version`): a match that moved since, which the projection has no
 with, is refused `stale_version` and left alone. The request id is `sweep:<match id>`, so a
 sweep run again (after a lost answer, or before the projection caught up) is answered as the
 first cancel, not made twice.
+
+`reindex-players` is a backfill, run once: ListMyTurns reads a per-player index of live matches
+that the command service writes when a match naming players is created, so a match created
+before the index existed is in no player's list. It walks every match in the event store
+(FAMIGLIA_REDIS_URL, FAMIGLIA_PARTITIONS: in this process, not through the command service)
+and writes the people of each live one with the service's own write (`ZADD NX`: an entry
+there is kept, so a second run changes nothing); finished, cancelled and archived matches are
+left out, and so are imported ones (they name no player). It prints where it is after each page
+of keys: `--cursor N` resumes an interrupted run there (on the same Redis). `--dry-run` counts,
+writes nothing. Exit 1 when a write was lost (Redis away for it): run it again.
 """
 
 from __future__ import annotations
@@ -141,12 +152,45 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex_players(args: argparse.Namespace) -> int:
+    from services.command.bootstrap import bootstrap  # the command service's own fold and index write
+    from services.command.player_index import Reindexed, reindex_players
+
+    if args.cursor < 0:
+        console.print("[red]--cursor is a SCAN cursor a run printed, 0 or more[/]")
+        return 2
+    app = bootstrap(settings=Settings.from_env())
+    resume = args.cursor
+
+    def page(done: Reindexed) -> None:
+        nonlocal resume
+        resume = done.cursor
+        if done.cursor:
+            console.print(f"{done.looked_at} matches looked at, {done.indexed} indexed; "
+                          f"to resume from here: --cursor {done.cursor}")
+
+    try:
+        done = reindex_players(app, dry_run=args.dry_run, cursor=args.cursor, on_page=page)
+    except Exception as exc:  # noqa: BLE001 - Redis away or the like: say where to resume
+        console.print(f"[red]stopped: {escape(repr(exc))}[/]; resume with --cursor {resume}")
+        return 2
+    finally:
+        app.store.close()
+    verb = "would be put" if args.dry_run else "put"
+    console.print(f"{done.looked_at} matches looked at: {done.indexed} live ones {verb} in their players' "
+                  f"lists ({done.entries} entries; one there already is kept), {done.over} over, "
+                  f"{done.nobody} naming no player, {done.unreadable} unreadable here"
+                  + (f", {done.unwritten} NOT written (Redis away: run it again)" if done.unwritten else "")
+                  + (" (dry run: nothing written)" if args.dry_run else ""))
+    return 1 if done.unwritten else 0
+
+
 def _when(ms: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + " UTC"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("match", help="operator actions on matches: cancel, sweep",
+    parser = subparsers.add_parser("match", help="operator actions on matches: cancel, sweep, reindex-players",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="match_cmd", required=True)
@@ -161,3 +205,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sweep.add_argument("--query-address", default="",
                        help="projection service (default: FAMIGLIA_PROJECTION_ADDR; grpcs://: TLS)")
     sweep.set_defaults(func=cmd_sweep)
+    reindex = sub.add_parser("reindex-players",
+                             help="backfill ListMyTurns' index: every live match in the event store in its "
+                                  "players' lists (idempotent; Redis, not the command service)")
+    reindex.add_argument("--dry-run", action="store_true", help="count the live matches to index, write nothing")
+    reindex.add_argument("--cursor", type=int, default=0,
+                         help="resume an interrupted run where it printed it was (default 0: the start)")
+    reindex.set_defaults(func=cmd_reindex_players)

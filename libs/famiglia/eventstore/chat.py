@@ -121,6 +121,11 @@ class ChatStore(ABC):
     def wait(self, match_id: str, after_id: str, timeout_ms: int) -> list[ChatEntry]:
         """The messages after `after_id`, waiting up to `timeout_ms` for one ([] then)."""
 
+    @abstractmethod
+    def newest(self, match_id: str) -> tuple[str, int]:
+        """The id of the match's newest message kept ("" for none) and the store's clock (Unix ms,
+        the one new ids are made from): whether a reader's cursor is one no message has yet."""
+
 
 class InMemoryChatStore(ChatStore):
     """The Redis store's rules in one process (unit tests, single-process tools): ids as Redis
@@ -169,6 +174,11 @@ class InMemoryChatStore(ChatStore):
         with self._changed:
             self._changed.wait_for(lambda: self.read(match_id, after_id, 1), timeout=max(timeout_ms, 0) / 1000)
             return self.read(match_id, after_id)
+
+    def newest(self, match_id: str) -> tuple[str, int]:
+        with self._changed:
+            chat = self._chats.get(match_id)
+            return (chat[-1].id if chat else ""), int(time.time() * 1000)
 
 
 _LAST_ID = (2**64 - 1, 2**64 - 1)
@@ -227,3 +237,11 @@ class RedisChatStore(ChatStore):
             return self.read(match_id, after_id)
         reply = self.client.xread({self.keys.chat(match_id): after_id or "0-0"}, block=timeout_ms)
         return [_entry(eid, fields) for eid, fields in reply[0][1]] if reply else []
+
+    def newest(self, match_id: str) -> tuple[str, int]:
+        """XREVRANGE COUNT 1 and TIME in one round trip: Redis makes the ids from its own clock."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xrevrange(self.keys.chat(match_id), count=1)
+        pipe.time()
+        top, (seconds, micros) = pipe.execute()
+        return (_text(top[0][0]) if top else ""), int(seconds) * 1000 + int(micros) // 1000

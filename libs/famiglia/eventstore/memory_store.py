@@ -241,6 +241,13 @@ class InMemoryEventStore(EventStore):
             match = self._matches.get(match_id)
             return match.version if match else 0
 
+    def match_ids(self, cursor: int = 0, count: int = 500) -> tuple[int, list[str]]:
+        with self._lock:
+            known = sorted(self._matches)
+        page = known[cursor:cursor + max(count, 1)]
+        after = cursor + len(page)
+        return (after if after < len(known) else 0), page
+
     def wait_for(self, match_id: str, after: int, timeout_ms: int) -> list[EventEnvelope]:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         with self._changed:

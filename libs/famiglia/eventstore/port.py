@@ -181,6 +181,13 @@ class EventStore(ABC):
     def exists(self, match_id: str) -> bool:
         return self.version(match_id) > 0
 
+    def match_ids(self, cursor: int = 0, count: int = 500) -> tuple[int, list[str]]:
+        """A page of the ids of the matches ever created here (trimmed ones too) from `cursor` (0:
+        the start), and the next page's cursor (0: the walk is over). A walk of the whole store,
+        for an operator's backfill, never on a call's path: a match may come twice, and one
+        created during the walk may not come."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its matches")
+
     def partition_of(self, match_id: str) -> int:
         return partition_of(match_id, self.partitions)
 

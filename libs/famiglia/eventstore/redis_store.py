@@ -580,6 +580,21 @@ class RedisEventStore(EventStore):
         return out
 
     # -- extras for the services ----------------------------------------------------------
+    def match_ids(self, cursor: int = 0, count: int = 500) -> tuple[int, list[str]]:
+        """SCAN for the version keys (one for every match ever created, kept after trim): the
+        walk reads every key of the keyspace, `count` a call, without blocking Redis. The cursor
+        is Redis's own, good for a walk resumed on the same server."""
+        prefix = self.keys.prefix
+        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + ":{p*}:version:*"
+        cursor, found = self.client.scan(cursor, match=pattern, count=count)
+        ids = []
+        for key in found:
+            name = _text(key)
+            head, sep, match_id = name.partition("}:version:")
+            if sep and match_id and head.startswith(prefix + ":{p") and self.keys.version(match_id) == name:
+                ids.append(match_id)
+        return int(cursor), ids
+
     def partitions_keys(self) -> list[str]:
         """The partition stream keys, index = partition (for consumer groups)."""
         return self.keys.partition_streams()

@@ -1286,8 +1286,11 @@ class SendChatRequest(_message.Message):
     """required (no_match_id); the seat is the token's (a spectator cannot send: no_token)"""
     text: _builtins.str
     """1 to 500 characters once the whitespace around it is trimmed (no_text, bad_text), no
-    control character but newline (bad_text; "\\r\\n" is taken as a newline), something
-    visible in it (only spaces and zero-width characters: no_text).
+    control character but newline (bad_text; "\\r\\n" is taken as a newline), no format
+    character that changes how the text after it shows (bad_text: the directional embeddings,
+    overrides and isolates U+202A-U+202E and U+2066-U+2069, U+206A-U+206F, U+FFF9-U+FFFB;
+    refused, not stripped: the direction marks U+200E, U+200F, U+061C and the zero width
+    joiners stay), something visible in it (only spaces and zero-width characters: no_text).
     """
     message_id: _builtins.str
     """The seat's idempotency key, required (no_message_id), at most 128 characters without NUL
@@ -1354,7 +1357,9 @@ class ListChatRequest(_message.Message):
     """required (no_match_id)"""
     after_id: _builtins.str
     """The id of the last message the caller has (ChatMessage.id): only later ones are listed.
-    Empty: from the oldest kept (a match keeps its newest 1,000 by default). Else "<ms>-<n>" (bad_after_id).
+    Empty: from the oldest kept (a match keeps its newest 1,000 by default). Else "<ms>-<n>" (bad_after_id),
+    and not one no message has yet: past the chat's newest message and the server's clock
+    (bad_after_id; StreamChat refuses it too rather than wait on it).
     """
     limit: _builtins.int
     """at most this many (0 or less: the server's cap, 100)"""

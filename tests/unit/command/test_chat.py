@@ -68,6 +68,27 @@ def test_a_text_empty_too_long_or_holding_a_control_character_is_refused(text: s
     assert raised.value.code == code
 
 
+@pytest.mark.parametrize("char", [*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x2070)),
+                                  "\ufff9", "\ufffa", "\ufffb"])
+def test_a_text_holding_a_character_that_reorders_or_hides_the_text_after_it_is_refused(char: str) -> None:
+    """An RLO (U+202E) or an unclosed isolate in one message reversed how a client showed what
+    followed it on the line: the next sender's name, another player's words."""
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_text(f"gg {char}wp")
+    assert raised.value.code == "bad_text" and f"U+{ord(char):04X}" in raised.value.message
+
+
+@pytest.mark.parametrize("text", [
+    "\U0001f469\u200d\U0001f4bb",  # an emoji sequence: the zero width joiner
+    "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",  # Persian spelling: the zero width non-joiner
+    "\u05e9\u05dc\u05d5\u05dd 3\u200f!", "abc\u200e \u061c\u0627",  # direction marks open no scope
+    "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # Scotland's flag: tags
+    "co\u00adop\u2060x",  # soft hyphen, word joiner
+])
+def test_format_characters_that_open_no_scope_stay_in_a_text(text: str) -> None:
+    assert chat.check_text(text) == text
+
+
 @pytest.mark.parametrize(("to_seats", "stored"), [((), ()), ((2, 1), (1, 2)), ((0, 3), (0, 3)), ((1,), (1,))])
 def test_recipients_are_stored_in_seat_order(to_seats: tuple[int, ...], stored: tuple[int, ...]) -> None:
     assert chat.check_recipients(to_seats, 0, 4) == stored
@@ -99,6 +120,26 @@ def test_a_cursor_that_is_no_message_id_is_refused(after_id: str) -> None:
 @pytest.mark.parametrize("after_id", ["", "0-0", "1796621593263-7", "18446744073709551615-18446744073709551615"])
 def test_a_cursor_is_empty_or_a_message_id(after_id: str) -> None:
     assert chat.check_cursor(after_id) == after_id
+
+
+@pytest.mark.parametrize(("after_id", "newest", "now_ms"), [
+    ("9000-0", "", 5000), ("9000-0", "4000-3", 5000), ("5000-0", "4000-3", 5000),  # no message has it yet
+    ("7000-0", "6000-0", 5000),  # the clock went back: the next id is 6000-1, past the newest, not the clock
+])
+def test_a_cursor_past_the_newest_message_and_the_clock_is_refused(after_id: str, newest: str, now_ms: int) -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_cursor_reached(after_id, newest, now_ms)
+    assert raised.value.code == "bad_after_id"
+
+
+@pytest.mark.parametrize(("after_id", "newest", "now_ms"), [
+    ("", "", 5000), ("4000-3", "4000-3", 5000), ("3000-0", "4000-3", 5000),
+    ("4500-0", "4000-3", 5000), ("4500-0", "", 5000),  # past the newest kept (expired, went back): behind the clock
+    ("5500-0", "6000-0", 5000),  # ahead of a clock that went back, not of the newest message
+])
+def test_a_cursor_a_message_may_have_or_behind_the_clock_is_taken(after_id: str, newest: str, now_ms: int) -> None:
+    """Every message to come gets an id past such a cursor: none is skipped."""
+    chat.check_cursor_reached(after_id, newest, now_ms)
 
 
 def test_a_private_message_is_read_by_its_sender_and_recipients_only() -> None:
@@ -227,6 +268,30 @@ def test_a_stream_replays_after_its_cursor_what_the_reader_may_read_and_stops_un
     stream = app.chat_messages(match_id, Viewer(1), sent[2].id, follow=True, is_active=lambda: next(active),
                                poll_ms=10)
     assert list(stream) == []
+
+
+def test_a_cursor_no_message_has_yet_is_refused_by_a_list_and_a_stream_not_waited_on(app: CommandApp) -> None:
+    """StreamChat from a cursor in the future waited (until the clock got there, or for ever),
+    and ListChat answered it an empty page, while the messages stored meanwhile went unseen."""
+    match_id = _table(app)
+    quiet = _table(app)
+    last = app.send_chat(match_id, Viewer(0), "a", [], "a").message
+    ahead = "18446744073709551615-18446744073709551615"
+    polls = iter(range(50))  # a bound, should the stream wait on the cursor
+    for table in (match_id, quiet):
+        with pytest.raises(InvalidArgument) as listed:
+            app.list_chat(table, Viewer(1), after_id=ahead)
+        with pytest.raises(InvalidArgument) as until_now:
+            list(app.chat_messages(table, Viewer(1), ahead, follow=False))
+        with pytest.raises(InvalidArgument) as followed:
+            list(app.chat_messages(table, Viewer(None), ahead, follow=True, poll_ms=1,
+                                   is_active=lambda: next(polls, None) is not None))
+        assert listed.value.code == until_now.value.code == followed.value.code == "bad_after_id"
+    # the newest message's id is an honest cursor: nothing after it yet, and a stream waits
+    assert app.list_chat(match_id, Viewer(1), after_id=last.id) == []
+    active = iter([True, True, False])
+    assert list(app.chat_messages(match_id, Viewer(1), last.id, follow=True, poll_ms=1,
+                                  is_active=lambda: next(active))) == []
 
 
 def test_list_games_tells_which_games_have_match_chat() -> None:

@@ -1,0 +1,152 @@
+"""Players' live matches (ListMyTurns' index, `famiglia.eventstore.player_matches`): who is
+indexed, the guarded write the command service makes at a creation and at a match's end, and
+the operator's backfill for the matches that write never saw.
+
+The service writes a match's entries once its creation is stored; a match created before the
+index existed is in no player's list. `reindex_players` walks every match in the store (its
+version keys, the one record kept for each match ever created) and writes each live match's
+people with the same write: `ZADD NX`, which keeps an entry already there, so a run again, or a
+run over matches the service indexed itself, changes nothing. It goes a page of keys at a time
+and says after each where it is (a SCAN cursor): an interrupted run resumes from there, or starts
+again from 0 at the cost of reading again what it read. A match imported by
+`ReplayService.ImportMatch` names no player (admission clears its seats' player ids: a file's
+claims), so it is in no list, by the service or by this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from famiglia.eventstore.envelopes import open_match_created
+from famiglia.grpcutil.errors import FailedPrecondition, store_away
+from famiglia.telemetry import get_logger
+from famiglia.v1 import envelope_pb2
+
+from .hot_matches import HotMatch, UnknownMatch, UnreadableMatch
+
+if TYPE_CHECKING:
+    from .app import CommandApp
+
+log = get_logger("famiglia.command")
+
+#: Version keys one SCAN call of the backfill asks Redis for (a hint: Redis may give more or fewer).
+REINDEX_PAGE = 500
+
+
+def people(seat_info: Sequence[envelope_pb2.SeatInfo]) -> set[str]:
+    """The players a match's seating names, bots' seats aside (a tournament's entrants): the
+    people whose live matches it is among."""
+    return {info.player_id for info in seat_info if info.player_id and not info.bot}
+
+
+def write_index(match_id: str, named: set[str], write: Callable[[set[str]], None]) -> bool:
+    """A write to the players' index, which is a hint: lost to an outage (Redis away), it costs
+    the match its place in ListMyTurns, never the creation or the command the caller is answered
+    for. False when it was lost (logged `player_index_unwritten`); nobody named: nothing to write."""
+    if not named:
+        return True
+    try:
+        write(named)
+    except Exception as exc:
+        if not store_away(exc):
+            raise
+        log.warning("player_index_unwritten", match_id=match_id, error=repr(exc))
+        return False
+    return True
+
+
+@dataclass
+class Reindexed:
+    """What a backfill found, match by match (each counted once, under one outcome)."""
+
+    looked_at: int = 0
+    indexed: int = 0
+    """Live matches naming people, their entries written (a dry run: to be written)."""
+    entries: int = 0
+    """The player entries of those matches (an entry already there is kept as it is)."""
+    over: int = 0
+    """Finished, cancelled or archived (its stream trimmed): in no list."""
+    nobody: int = 0
+    """Live, naming no person (bots' seats, a match made without an operator token, an import)."""
+    unreadable: int = 0
+    """Not this server's to fold (a game it does not serve, a newer server's events): left out."""
+    unwritten: int = 0
+    """The write lost to an outage: run the backfill again."""
+    cursor: int = 0
+    """Where the walk is: 0 once it went through every match (a SCAN cursor, to resume from)."""
+
+
+def reindex_players(app: CommandApp, *, dry_run: bool = False, cursor: int = 0, page: int = REINDEX_PAGE,
+                    on_page: Callable[[Reindexed], None] | None = None) -> Reindexed:
+    """Every live match in `app.store` (a RedisEventStore) among its people's live matches, from
+    `cursor` (0: the start) to the end; `on_page` is told after each page (its `cursor` is where
+    a run stopped after it resumes). A dry run writes nothing and counts what it would write."""
+    done = Reindexed(cursor=cursor)
+    while True:
+        cursor, match_ids = app.store.match_ids(cursor, page)
+        for match_id in match_ids:
+            _reindex(app, match_id, dry_run, done)
+        done.cursor = cursor
+        if on_page is not None:
+            on_page(done)
+        if cursor == 0:
+            return done
+
+
+def _reindex(app: CommandApp, match_id: str, dry_run: bool, done: Reindexed) -> None:
+    """One match, through the command service's own fold (`app.matches`, as ListMyTurns reads)."""
+    done.looked_at += 1
+    first = app.store.read(match_id, limit=1)
+    if not first:  # trimmed: archived, so over (or its creation lost)
+        done.over += 1
+        return
+    try:
+        named = people(open_match_created(first[0]).seat_info)
+    except Exception:  # noqa: BLE001 - no match_created a fold could read: no match of this server's
+        done.unreadable += 1
+        return
+    if not named:
+        done.nobody += 1
+        return
+    try:
+        hot = app.matches.get(match_id)
+    except UnknownMatch:
+        done.over += 1
+        return
+    except UnreadableMatch:
+        done.unreadable += 1
+        return
+    over = _over(app, hot)
+    if over is None or over:
+        done.unreadable += over is None
+        done.over += over is True
+        return
+    if not dry_run:
+        stamp = first[0].timestamp
+        created_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000  # the creation's time, as ZADD NX keeps it
+        if not write_index(match_id, named, lambda them: app.players.add(match_id, them, created_ms)):
+            done.unwritten += 1
+            return
+        # The match may have ended while this read and wrote, its end's ZREM before this ZADD:
+        # folded again after the write, a match over now is taken out again (its end seen here
+        # or, when it came later, its own ZREM after this ZADD).
+        if _over(app, hot) is not False:
+            write_index(match_id, named, lambda them: app.players.remove(match_id, them))
+            done.over += 1
+            return
+    done.indexed += 1
+    done.entries += len(named)
+
+
+def _over(app: CommandApp, hot: HotMatch) -> bool | None:
+    """Whether the match is over as the store has it now (trimmed since: over); None when this
+    server cannot fold what was written since (`match_unreadable`)."""
+    try:
+        with hot.lock:
+            return app.matches.catch_up(hot).finished
+    except UnknownMatch:
+        return True
+    except FailedPrecondition:  # match_unreadable
+        return None

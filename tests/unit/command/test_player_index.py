@@ -1,0 +1,64 @@
+"""The players' index backfill (`services.command.player_index`) on the in-memory stores: a match
+that ends while its entry is written is not left listed, and a write lost to an outage is counted
+for a run again, not taken for done."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from famiglia.config import Settings
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.eventstore.player_matches import InMemoryPlayerMatches
+from famiglia.v1 import envelope_pb2
+from services.command.app import CommandApp
+from services.command.bootstrap import bootstrap
+from services.command.player_index import reindex_players
+
+SEATING = [envelope_pb2.SeatInfo(seat=0, player_id="ann"), envelope_pb2.SeatInfo(seat=1, player_id="bob")]
+
+
+@pytest.fixture()
+def app() -> CommandApp:
+    return bootstrap(store=InMemoryEventStore(), settings=Settings(secret="unit-test-secret"))
+
+
+def _created_unindexed(app: CommandApp) -> str:
+    """A match created as a server before the index did: no entry."""
+    index, app.players = app.players, InMemoryPlayerMatches()
+    match_id = app.create_match("grifters", 2, seed=1, seat_info=SEATING).match_id
+    app.players = index
+    return match_id
+
+
+def test_a_match_that_ends_while_the_backfill_writes_its_entry_is_not_left_listed(app: CommandApp) -> None:
+    """The end's ZREM came between the backfill's read (live) and its ZADD: the entry it wrote
+    would list a match over until a reading dropped it."""
+    _created_unindexed(app)
+    index = app.players
+
+    class EndedMeanwhile(InMemoryPlayerMatches):
+        def add(self, match_id: str, player_ids, created_ms: int) -> None:  # type: ignore[no-untyped-def]
+            app.players = index
+            app.cancel_match(match_id, "ops", "ended as the backfill wrote")  # its ZREM: nothing there yet
+            index.add(match_id, player_ids, created_ms)
+
+    app.players = EndedMeanwhile()
+    done = reindex_players(app)
+    assert (done.indexed, done.over) == (0, 1)
+    assert index.newest("ann", 10) == [] and index.newest("bob", 10) == []
+
+
+def test_a_write_lost_to_an_outage_is_counted_for_a_run_again(app: CommandApp) -> None:
+    match_id = _created_unindexed(app)
+
+    class Away(InMemoryPlayerMatches):
+        def add(self, match_id: str, player_ids, created_ms: int) -> None:  # type: ignore[no-untyped-def]
+            raise redis.ConnectionError("Redis is restarting")
+
+    index, app.players = app.players, Away()
+    lost = reindex_players(app)
+    assert (lost.indexed, lost.unwritten) == (0, 1)
+    app.players = index
+    again = reindex_players(app)
+    assert (again.indexed, again.unwritten) == (1, 0) and index.newest("ann", 10) == [match_id]
