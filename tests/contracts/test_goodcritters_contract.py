@@ -22,14 +22,18 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     """A state that differs from `state` only in what `viewer` may not know (GC-H02 to GC-H07):
     the cards in the other Stashes and in offers the viewer cannot see are swapped with the
     pile's Loot (sizes kept), the pile is reshuffled with The Fuzz! anywhere in it, and the
-    others' face-down Action cards are redrawn. Once the game is over nothing is hidden."""
+    others' face-down Action cards are redrawn; the cards the viewer knows to lie in another
+    Stash (`known_loot`) stay. Once the game is over nothing is hidden."""
     if state.over:
         return state
+    known = {(holder, card) for knower, holder, card in state.known if knower == viewer}
     hidden_slots: list[tuple[str, int, int]] = []  # (where, index, position)
     pool: list[str] = []
     for seat, stash in enumerate(state.stashes):
         if seat != viewer:
             for pos, card in enumerate(stash):
+                if (seat, card) in known:
+                    continue
                 hidden_slots.append(("stash", seat, pos))
                 pool.append(card)
     for i, o in enumerate(state.offers):

@@ -73,7 +73,8 @@ def check_conservation(state: State) -> None:
 
 
 def check_views(state: State) -> None:
-    """GC-H02, GC-H06, GC-H07, GC-H12: each view holds only what its viewer may know."""
+    """GC-H02, GC-H06, GC-H07, GC-H12: each view holds only what its viewer may know, and what
+    it knows of another Stash from private events (known_loot) is still there."""
     if state.over:
         return
     for viewer in [None, *range(state.seats)]:
@@ -84,13 +85,19 @@ def check_views(state: State) -> None:
         for o in state.offers:
             if offer_loot_seen(o.visibility, o.briber, o.target, viewer):
                 allowed |= set(o.loot)
-        shown = {m.decode() for m in CARD_ID.findall(view.SerializeToString())}
-        assert shown <= allowed, f"view of {viewer} shows {sorted(shown - allowed)}"
-        assert not view.pile and view.fuzz_position == -1, "GC-H07: the pile is server-only"
         for sv in view.seat_views:
             if sv.seat != viewer:
                 assert sv.chosen_card == 0, "GC-H06: another seat's card is face down"
                 assert not sv.stash
+                # what the viewer knows of another Stash is true (GC-H10, GC-P06, GC-P15)
+                assert set(sv.known_loot) <= set(state.stashes[sv.seat]), f"view of {viewer}: stale known_loot"
+                assert viewer is not None or not sv.known_loot, "GC-H12: a spectator knows nothing private"
+                allowed |= set(sv.known_loot)
+            else:
+                assert not sv.known_loot, "the own Stash is in stash"
+        shown = {m.decode() for m in CARD_ID.findall(view.SerializeToString())}
+        assert shown <= allowed, f"view of {viewer} shows {sorted(shown - allowed)}"
+        assert not view.pile and view.fuzz_position == -1, "GC-H07: the pile is server-only"
 
 
 def check_redaction(event: object, seats: int) -> None:

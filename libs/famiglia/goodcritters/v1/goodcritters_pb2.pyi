@@ -1798,6 +1798,7 @@ class SeatView(_message.Message):
     TOKENS_LEFT_FIELD_NUMBER: _builtins.int
     STASH_FIELD_NUMBER: _builtins.int
     CHOSEN_CARD_FIELD_NUMBER: _builtins.int
+    KNOWN_LOOT_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     """the seat, 0..N-1"""
     stash_count: _builtins.int
@@ -1832,6 +1833,19 @@ class SeatView(_message.Message):
         another seat's while the game runs (its size is stash_count).
         """
 
+    @_builtins.property
+    def known_loot(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Loot cards of this seat's Stash that the viewer saw go in by an event private to it, and knows
+        to be there still: what a Rob or counter-steal took from the viewer (GC-H10), a private gift
+        it gave (GC-P06), a hidden or peek Payoff it saw paid to the target or sent back to the briber
+        or withdrawn (GC-P10, GC-P11, GC-P15); in the order learnt. A card stops being listed when it
+        leaves this Stash, and every card is no longer listed once a card leaves this Stash by a move
+        whose faces the viewer does not see (a Rob or counter-steal by a third seat, GC-A19; a private
+        gift to another seat; an offer the viewer may not look at, GC-P10). Empty for the viewer's own
+        seat, for spectators and once the game is over (stash shows every Stash then, GC-H13). Loot
+        that moved face up is public and stays in the event log only (GC-H04).
+        """
+
     def __init__(
         self,
         *,
@@ -1847,10 +1861,11 @@ class SeatView(_message.Message):
         tokens_left: _builtins.int = ...,
         stash: _abc.Iterable[_builtins.str] | None = ...,
         chosen_card: Global___ActionCard.ValueType = ...,
+        known_loot: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["choices", b"choices", "chosen_card", b"chosen_card", "committed", b"committed", "has_card", b"has_card", "payoff_cards", b"payoff_cards", "public_changes", b"public_changes", "revealed_card", b"revealed_card", "seat", b"seat", "stash", b"stash", "stash_count", b"stash_count", "threat_target", b"threat_target", "tokens_left", b"tokens_left"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["choices", b"choices", "chosen_card", b"chosen_card", "committed", b"committed", "has_card", b"has_card", "known_loot", b"known_loot", "payoff_cards", b"payoff_cards", "public_changes", b"public_changes", "revealed_card", b"revealed_card", "seat", b"seat", "stash", b"stash", "stash_count", b"stash_count", "threat_target", b"threat_target", "tokens_left", b"tokens_left"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

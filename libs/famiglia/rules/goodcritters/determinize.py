@@ -3,8 +3,9 @@
 Reads the View only. What the seat cannot see is sampled: the other Stashes (their sizes are
 public, GC-H03; the cards come from the unseen ones), the Loot of offers it may not see, the
 pile's order with The Fuzz! in a place the public history allows (GC-S11, GC-H07), and the
-face-down Action cards of the others (GC-H06). The sample ignores what the event log may have
-shown (GC-H04); search bots that want that can condition on it themselves.
+face-down Action cards of the others (GC-H06). The cards the View says the seat knows to lie in
+another Stash (`known_loot`: GC-H10, GC-P06, GC-P15) stay there. The sample ignores what the
+public event log may have shown (GC-H04); search bots that want that can condition on it themselves.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from famiglia.goodcritters.v1 import goodcritters_pb2 as pb
 
 from . import config as cfg
 from .data import ACTION_CARDS, FUZZ, loot_deck
-from .state import Offer, State, Step, Vote
+from .state import Known, Offer, State, Step, Vote
 
 
 def determinize(view: pb.View, seat: int, rng: Rng) -> State:
@@ -32,8 +33,8 @@ class _Table:
     see (in deck order), how many go where, and every public field already as state values."""
 
     unseen: tuple[str, ...]
-    stashes: tuple[tuple[str, ...] | int, ...]
-    """A known Stash, or how many unseen cards to deal it."""
+    stashes: tuple[tuple[tuple[str, ...], int], ...]
+    """Each Stash's cards the seat knows (its own: all of them) and how many unseen cards to deal it."""
     offers: tuple[tuple[tuple[int, int, int, int, int], tuple[str, ...] | int], ...]
     """Each Offer's (briber, target, side, payoff cards, visibility) and its known Loot or how
     many cards to deal it."""
@@ -46,7 +47,6 @@ class _Table:
     """A known Action card (0: none), or None: a face-down card the seat cannot see."""
     fields: dict[str, object]
     """Every other State field."""
-
 
 
 @cache
@@ -64,6 +64,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
     for sv in seat_views:
         if sv.seat == seat or over:
             seen.update(sv.stash)
+        else:
+            seen.update(sv.known_loot)
     for ov in view.offers:
         seen.update(ov.loot)
     unseen = tuple(filterfalse(seen.__contains__, _loot_ids(config.copies)))
@@ -77,17 +79,23 @@ def _read_view(view: pb.View, seat: int) -> _Table:
     )
     spare = len(unseen) - pile_loot - hidden_offer_loot
     spare -= sum(
-        sv.stash_count for sv in seat_views if sv.seat != seat and not over and sv.seat not in unknown_sizes
+        sv.stash_count - len(sv.known_loot)
+        for sv in seat_views
+        if sv.seat != seat and not over and sv.seat not in unknown_sizes
     )
     share, extra = divmod(max(spare, 0), len(unknown_sizes)) if unknown_sizes else (0, 0)
-    stashes: list[tuple[str, ...] | int] = []
+    stashes: list[tuple[tuple[str, ...], int]] = []
+    known: list[Known] = []
     for sv in seat_views:
         if sv.seat == seat or over:
-            stashes.append(tuple(sv.stash))
-        elif sv.seat in unknown_sizes:
-            stashes.append(share + (unknown_sizes.index(sv.seat) < extra))
+            stashes.append((tuple(sv.stash), 0))
+            continue
+        mine = tuple(sv.known_loot)
+        known.extend((seat, sv.seat, card) for card in mine)
+        if sv.seat in unknown_sizes:
+            stashes.append((mine, share + (unknown_sizes.index(sv.seat) < extra)))
         else:
-            stashes.append(sv.stash_count)
+            stashes.append((mine, max(sv.stash_count - len(mine), 0)))
     offers = tuple(((ov.briber, ov.target, ov.side, ov.payoff_cards, ov.visibility),
                     tuple(ov.loot) if len(ov.loot) == ov.loot_count else ov.loot_count) for ov in view.offers)
     fuzz = None
@@ -140,6 +148,7 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             confiscated=tuple(view.confiscated),
             end_reason=view.end_reason,
             last_vote=_vote(view),
+            known=tuple(known),
         ),
     )
 
@@ -166,7 +175,7 @@ def _deal(table: _Table, rng: Rng) -> State:
         at += k
         return out
 
-    stashes = tuple(s if isinstance(s, tuple) else take(s) for s in table.stashes)
+    stashes = tuple(mine + take(k) if k else mine for mine, k in table.stashes)
     offers = tuple(Offer(briber, target, side, loot if isinstance(loot, tuple) else take(loot), cards, seen)
                    for (briber, target, side, cards, seen), loot in table.offers)
     if table.pile is not None:

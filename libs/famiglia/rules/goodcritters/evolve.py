@@ -17,6 +17,7 @@ from .state import (
     COMMITTING,
     NONE_COMMITTED,
     RELEASING,
+    Known,
     Offer,
     State,
     Step,
@@ -25,6 +26,7 @@ from .state import (
     put,
     replace,
 )
+from .view import OPEN, offer_loot_seen
 
 
 class FoldedRun:
@@ -302,8 +304,13 @@ def _skim_came_up_empty(s: State, e: Any) -> State:
 
 
 def loot_stolen(s: State, thief: int, victim: int, card: str) -> State:
+    """GC-H10: the victim now knows the thief holds the card; who knew of the victim's Stash and
+    did not see the face (everyone but the thief) no longer knows which of those cards is left."""
     if not card:
         return s
+    known = s.known
+    if known:
+        known = tuple(k for k in known if k[1] != victim or (k[0] == thief and k[2] != card))
     stashes = list(s.stashes)
     robbed = list(stashes[victim])
     while card in robbed:  # every copy of the id, as a filter would (ids are unique)
@@ -312,6 +319,7 @@ def loot_stolen(s: State, thief: int, victim: int, card: str) -> State:
     stashes[thief] += (card,)
     values = s.__dict__.copy()
     values["stashes"] = tuple(stashes)
+    values["known"] = known + ((victim, thief, card),)
     new = _new(State)
     _set_dict(new, values)
     return new
@@ -417,9 +425,17 @@ def _move_items(s: State, giver: int, receiver: int, loot: tuple[str, ...], payo
 
 
 def _gift_given(s: State, e: Any) -> State:
-    s = _move_items(s, e.giver, e.receiver, tuple(e.loot), e.payoff_cards)
-    changes = put(s.changes, e.giver, s.changes[e.giver] + 1)
-    return replace(s, changes=changes, committed=_release_commitments(s))
+    loot = tuple(e.loot)
+    giver, receiver, open_ = e.giver, e.receiver, e.open
+    known = s.known
+    if loot:
+        # GC-P06: an open gift's faces are public (GC-H04), a private one's the two seats' only
+        known = _left(known, giver, loot, lambda seat: open_ or seat == receiver)
+        if not open_:
+            known += tuple((giver, receiver, card) for card in loot)
+    s = _move_items(s, giver, receiver, loot, e.payoff_cards)
+    changes = put(s.changes, giver, s.changes[giver] + 1)
+    return replace(s, changes=changes, committed=_release_commitments(s), known=known)
 
 
 def _offer_made(s: State, e: Any) -> State:
@@ -429,8 +445,13 @@ def _offer_made(s: State, e: Any) -> State:
     stashes = put(s.stashes, e.briber, tuple(c for c in s.stashes[e.briber] if c not in gone))
     cards = put(s.payoff_cards, e.briber, s.payoff_cards[e.briber] - e.payoff_cards)
     offer = Offer(e.briber, e.target, e.side, loot, e.payoff_cards, e.visibility)
+    briber, target, visibility = e.briber, e.target, e.visibility
+    known = s.known
+    if loot:  # GC-P10: a seat that sees the offer's faces sees them lie there (View.offers)
+        known = _left(known, briber, loot, lambda seat: offer_loot_seen(visibility, briber, target, seat))
     return replace(
         s,
+        known=known,
         stashes=stashes,
         payoff_cards=cards,
         offers=s.offers + (offer,),
@@ -455,14 +476,44 @@ def _offer_withdrawn(s: State, e: Any) -> State:
     assert offer is not None
     s = _hand_over(s, offer, e.briber)
     return replace(
-        s, changes=put(s.changes, e.briber, s.changes[e.briber] + 1), committed=_release_commitments(s)
+        s,
+        changes=put(s.changes, e.briber, s.changes[e.briber] + 1),
+        committed=_release_commitments(s),
+        known=s.known + _learnt(offer, e.briber),
     )
 
 
 def _offer_resolved(s: State, e: Any) -> State:
     offer = s.offer(e.briber, e.target)
     assert offer is not None
-    return _hand_over(s, offer, e.receiver)
+    s = _hand_over(s, offer, e.receiver)
+    learnt = _learnt(offer, e.receiver)
+    return replace(s, known=s.known + learnt) if learnt else s
+
+
+# -- what a seat knows of another's Stash (State.known, View SeatView.known_loot) -------------
+
+
+def _left(
+    known: tuple[Known, ...], holder: int, moved: tuple[str, ...], sees: Callable[[int], bool]
+) -> tuple[Known, ...]:
+    """Cards left the holder's Stash: a knower that saw their faces forgets only those cards;
+    any other knower forgets all it knew of that Stash, since any of its cards may have gone."""
+    if not known:
+        return known
+    return tuple(k for k in known if k[1] != holder or (k[2] not in moved and sees(k[0])))
+
+
+def _learnt(offer: Offer, receiver: int) -> tuple[Known, ...]:
+    """GC-P10, GC-P11, GC-P15: the offer's Loot goes to the receiver; a seat of the two that saw
+    its faces (peek: both, hidden: the briber) and is not the receiver now knows where it is.
+    Open Loot is public (GC-H04)."""
+    if not offer.loot or offer.visibility == OPEN:
+        return ()
+    knower = offer.target if receiver == offer.briber else offer.briber
+    if not offer_loot_seen(offer.visibility, offer.briber, offer.target, knower):
+        return ()
+    return tuple((knower, receiver, card) for card in offer.loot)
 
 
 _EVOLVERS: dict[str, Callable[[State, Any], State]] = {

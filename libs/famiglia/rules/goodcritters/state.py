@@ -64,10 +64,15 @@ class Vote:
     outcome: int  # VoteOutcome: 1 passed, 2 tied, 3 failed
 
 
+Known = tuple[int, int, str]
+"""(knower, holder, card): the knower saw `card` go into the holder's Stash by an event private
+to it (GC-H10, GC-P06, GC-P15) and nothing since has made that stale. The knower is never the holder."""
+
+
 @dataclass(frozen=True)
 class State:
     """No slots on purpose: `replace` copies a State with one copy of its instance dict, several
-    times cheaper than setting 27 slots one by one (evolve makes a State per event)."""
+    times cheaper than setting 28 slots one by one (evolve makes a State per event)."""
 
     config: Config
     options: tuple[tuple[str, str], ...]
@@ -98,6 +103,9 @@ class State:
     confiscated: tuple[str, ...] = ()
     end_reason: int = 0
     last_vote: Vote | None = None  # the latest vote counted, kept until the next one
+    known: tuple[Known, ...] = ()
+    """What a seat saw go into another's Stash by an event private to it and knows to be there
+    still (View `SeatView.known_loot`); kept across rounds, dropped once stale (evolve.py)."""
 
     def __post_init__(self) -> None:
         # The __init__ fills a split (key-sharing) dict, whose attribute reads CPython cannot

@@ -5,6 +5,8 @@ cards, others' face-down Action cards, the pile's order and The Fuzz!'s place ne
 while the game runs; once it is over everything does (GC-E07, GC-H13). What a round's Step 4
 showed everyone (the revealed cards, the locked threats, the vote) stays in it until the next
 vote: Step 4 and the clean-up run inside one command, so no later View could show it otherwise.
+What a seat saw go into another's Stash by an event private to it (a theft from it, its private
+gift, a hidden or peek Payoff) stays in its own view as `known_loot` while nothing makes it stale.
 
 Events with secret content are private to the seats that may see it; everybody else gets a
 redacted copy with the content (card ids, the chosen card) cleared and the public fact kept.
@@ -46,7 +48,7 @@ adding the message and setting its ten fields from Python. Bounded."""
 def _seat_view_wire(row: tuple[Any, ...]) -> bytes:
     wire = _SEAT_VIEWS.get(row)
     if wire is None:
-        seat, stash_count, threat, card, choices, committed, changes, revealed, payoff, tokens, stash, shown = row
+        seat, stash_count, threat, card, choices, committed, changes, revealed, payoff, tokens, stash, shown, known = row
         sv: Any = _pb.SeatView(
             seat=seat,
             stash_count=stash_count,
@@ -58,6 +60,7 @@ def _seat_view_wire(row: tuple[Any, ...]) -> bytes:
             revealed_card=revealed,
             payoff_cards=payoff,
             tokens_left=tokens,
+            known_loot=known,
         )
         if shown:
             sv.stash.extend(stash)
@@ -172,6 +175,7 @@ def view(state: State, viewer: int | None) -> pb.View:
     counts_public = s.config.stash_counts_public or over
     payoff = s.config.payoff
     stashes, cards = s.stashes, s.cards
+    known = known_by(s, viewer) if s.known and viewer is not None and not over else _NOTHING_KNOWN
     rows: list[bytes] = []
     for seat in range(s.seats):
         own = seat == viewer
@@ -190,6 +194,7 @@ def view(state: State, viewer: int | None) -> pb.View:
             (s.config.tokens_per_player - s.offers_out(seat)) if payoff else 0,
             stash if shown else (),
             shown,
+            known[seat],
         )))
     parts += rows
     if s.last_vote is not None:  # GC-H05: the round just played, whose Step 4 no View between commands shows
@@ -210,6 +215,30 @@ def view(state: State, viewer: int | None) -> pb.View:
         v.pile.extend(s.pile)
         v.fuzz_position = fuzz_had_above(s)
     return v
+
+
+_NOTHING_KNOWN: tuple[tuple[str, ...], ...] = ((),) * MAX_PLAYERS
+
+
+_KNOWN_BY: dict[tuple[Any, ...], tuple[tuple[str, ...], ...]] = {}
+"""`known_by` by (State.known, viewer): the knowledge changes with a theft, a gift or an offer
+only, so most Views of a match ask for the same. Bounded."""
+
+
+def known_by(s: State, viewer: int) -> tuple[tuple[str, ...], ...]:
+    """Per seat, the cards of its Stash the viewer knows from events private to it (State.known),
+    in the order learnt."""
+    key = (s.known, viewer)
+    per_seat = _KNOWN_BY.get(key)
+    if per_seat is None:
+        seats: list[tuple[str, ...]] = [()] * MAX_PLAYERS
+        for knower, holder, card in s.known:
+            if knower == viewer:
+                seats[holder] += (card,)
+        if len(_KNOWN_BY) >= 4096:
+            _KNOWN_BY.clear()
+        per_seat = _KNOWN_BY[key] = tuple(seats)
+    return per_seat
 
 
 def fuzz_had_above(s: State) -> int:
