@@ -30,6 +30,30 @@ KEPT_STILL_CLOCKS = 32
 Decision = tuple[int, Any, str, float, str]
 """A decision asked with a clock: (seat, kind, label, length in seconds, clock key; "" unnamed)."""
 
+CLOCK_DEFAULT_PREFIX = "clock:"
+"""How the command id of a clock's default begins (the bots' `run_clock`: "clock:<match>:<version>:<seat>"):
+the fold tells a seat's run-out clock from its own command by it (`timed_out`)."""
+
+STANDING_ANSWER_S = 1.0
+"""A decision asked on a clock shorter than this is answered by a standing choice of its seat's,
+not by a player gone: NP-D7's auto-pass runs the seat's window clock out at once
+(TIMEOUTS["auto_pass"]), and a match's own clocks are whole seconds. Its default is no timeout."""
+
+
+def is_clock_default(command_id: str) -> bool:
+    """Whether a command id is the one a turn clock's default goes in under."""
+    return command_id.startswith(CLOCK_DEFAULT_PREFIX)
+
+
+def timed_out(engine: Engine, state: Any, seat: int) -> bool:
+    """Whether a clock default for `seat` at `state` (the state it is decided on) is a timeout
+    of its player's: the seat is asked on a clock of a person's length (`STANDING_ANSWER_S`),
+    not NP-D7's standing auto-pass, which the seat chose itself."""
+    for p in engine.pending(state):
+        if p.seat == seat:
+            return p.timeout_seconds >= STANDING_ANSWER_S
+    return False
+
 
 @dataclass
 class KeyedClock:
@@ -117,6 +141,9 @@ class TurnClocks:
     """the decisions asked with a clock at the last wind (`timed_decisions`)"""
     running: Set[str] = frozenset()
     """the named clocks running: the keys asked at the last wind"""
+    fresh: dict[int, tuple[float, str]] = field(default_factory=dict)
+    """person back at the table (`returned`) -> (when, the named clock it is asked under since:
+    "" until a wind finds it): its clock runs from its return, not from before it"""
 
     def note(self, engine: Engine, before: Any, seat: int, command_id: str, stamp_ms: int,
              command: bytes = b"") -> None:
@@ -144,6 +171,19 @@ class TurnClocks:
         if at > self.at:  # never back
             self.at = at
 
+    def returned(self, engine: Engine, state: Any, seat: int, stamp_ms: int) -> None:
+        """`seat`'s player took it back from the bots (`seat_returned`) at `stamp_ms`: whatever
+        it is asked now, its clock starts afresh there (a clock run down while the bots played
+        the seat would give its player no time at all). `state`: the state so far."""
+        if self.step is not None:
+            self.wind(engine, state)
+        at = stamp_ms / 1000
+        if at > self.at:
+            self.at = at
+        self.fresh[seat] = (at, "")
+        self.asked = []  # the next wind winds in full: a deadline moves with nothing else changed
+        self.wind(engine, state)
+
     def deadlines(self, engine: Engine, state: Any) -> Mapping[int, float]:
         """person -> when its clock runs out (seconds since the epoch), for the people `state`
         asks with a clock; `state` is the one the events noted so far made."""
@@ -169,6 +209,8 @@ class TurnClocks:
         wind_keyed(self.keyed, self.running, keys, at)
         own: dict[int, tuple[tuple[Any, ...], float]] = {}
         runs_out: dict[int, float] = {}
+        fresh = self.fresh
+        kept: dict[int, tuple[float, str]] = {}
         for seat, kind, label, length, key in asked:
             if seat not in people or seat in runs_out:
                 continue
@@ -181,8 +223,17 @@ class TurnClocks:
                 goes_on = known is not None and known[0] == decision and (
                     seat not in self.acted or not answers(engine, self.acted[seat]))
                 began = known[1] if known is not None and goes_on else at
+            if fresh and seat in fresh:  # back from the bots: from its return, while it is asked the same
+                since, under = fresh[seat]
+                if under in ("", key):
+                    began = max(began, since)
+                    if key:  # a named clock goes on past the seat's answers: the return stands with it
+                        kept[seat] = (since, key)
+            if not key:
                 own[seat] = (decision, began)
             runs_out[seat] = began + length
+        if fresh:
+            self.fresh = kept
         self.asked, self.running = asked, keys
         self.own, self.runs_out, self.acted, self.step = own, runs_out, {}, None
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
-from famiglia.clocks import TurnClocks
+from famiglia.clocks import CLOCK_DEFAULT_PREFIX, TurnClocks, timed_out
 from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import (
@@ -97,6 +97,13 @@ class MatchState:
     """seat -> (its `seat_left`, that event's seq), for each seat whose player left and the bots
     play now (GameService.LeaveMatch; `timeouts`); a `seat_returned` takes its seat out. Like
     a cancel, no game event: the engine never sees who plays a seat."""
+    timeouts: dict[int, int] = field(default_factory=dict)
+    """seat -> how many of its turn clocks ran out in a row on its player: clock defaults
+    (`famiglia.clocks.is_clock_default`) of a person's length (`timed_out`), with no command of
+    the seat's own between them; a seat change of the seat starts it over. From the events
+    alone, so every replica, and one restarted, counts alike (`FAMIGLIA_TIMEOUTS_TO_BOT`)."""
+    _unstaged_timeouts: dict[int, int] | None = field(default=None, repr=False, compare=False)
+    """`timeouts` before the staged events were folded: `unstage` puts them back."""
     clocks: TurnClocks | None = None
     """The people's turn clocks wound over the stream's events (`start(..., clocks=True)`, in a
     match with a seat no bot plays): `deadlines`."""
@@ -174,11 +181,15 @@ class MatchState:
         the match asks with a clock, as the stream's events make it (docs/bots.md, "Turn
         clocks"): answers held back from the table (NP-H9) count for nothing until written
         out, so a seat's clock never tells it another seat answered. Empty without clocks, and
-        once cancelled: the engine, which never sees the cancel, would still ask its seats."""
+        once cancelled: the engine, which never sees the cancel, would still ask its seats. A
+        seat the bots play since its player left (`away`) has none: no clock runs on a bot."""
         if self.clocks is None or self.state is None or self.cancelled is not None:
             return {}
         public = self.unstaged[0] if self.staged and self.unstaged is not None else self.state
-        return self.clocks.deadlines(self.engine, public)
+        runs_out = self.clocks.deadlines(self.engine, public)
+        if self.away:  # the bots play those seats: no clock runs on them
+            return {seat: at for seat, at in runs_out.items() if seat not in self.away}
+        return runs_out
 
     def apply(self, envelopes: Iterable[envelope_pb2.EventEnvelope],
               events: Sequence[Message] | None = None, *, staged: bool = False) -> None:
@@ -207,16 +218,25 @@ class MatchState:
                     raise ValueError(f"{self.match_id}: gap, at {self.version}, got {seq}")
                 if staged and not self.staged:
                     self.unstaged = (self.state, self.last_timestamp_ms)
+                    self._unstaged_timeouts = dict(self.timeouts)
                 kind = env.type
                 if kind == MATCH_CANCELLED:  # the server's, not the game's: no engine sees it
                     self.cancelled = open_match_cancelled(env)
                 elif kind in SEAT_CHANGES:  # the server's too: who plays a seat
                     change = open_seat_change(env)
+                    self.timeouts.pop(change.seat, None)
                     if kind == SEAT_LEFT:
                         self.away[change.seat] = (change, seq)  # type: ignore[assignment]
                     else:
                         self.away.pop(change.seat, None)
+                        if clocks is not None:
+                            stamp = env.timestamp
+                            clocks.returned(engine, self.state, change.seat,
+                                            stamp.seconds * 1000 + stamp.nanos // 1_000_000)
                 else:
+                    acting = env.command_id
+                    if acting and env.seat >= 0:
+                        self._count_timeout(env.seat, acting)
                     if clocks is not None:
                         if self.staged and self.unstaged is not None:  # the staged events are the stream's now
                             for held in self.staged:
@@ -239,6 +259,7 @@ class MatchState:
                 elif self.staged:
                     self.staged.clear()
                     self.unstaged = None
+                    self._unstaged_timeouts = None
                 last = env
                 command_id = env.command_id
                 if padding and not command_id and env.type == padding:
@@ -257,6 +278,24 @@ class MatchState:
                 self.last_timestamp_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000
                 if not staged:
                     self.last_stream = (last.seq, last.event_id)
+
+    def _count_timeout(self, seat: int, command_id: str) -> None:
+        """Count a seat's command (its first event, on the state before it) in `timeouts`: a
+        clock default of a person's length counts one more; NP-D7's auto-pass default, which
+        the seat chose, neither counts nor starts it over; any other command starts it over."""
+        if command_id.startswith(CLOCK_DEFAULT_PREFIX):
+            if command_key(seat, command_id) not in self.commands and timed_out(self.engine, self.state, seat):
+                self.timeouts[seat] = self.timeouts.get(seat, 0) + 1
+        elif self.timeouts:
+            self.timeouts.pop(seat, None)
+
+    def timeouts_in_a_row(self, seat: int, command_id: str) -> int:
+        """How many clocks ran out on `seat` in a row with a command under `command_id`, about
+        to be decided on this state, counted as the fold will count it (`_count_timeout`)."""
+        count = self.timeouts.get(seat, 0)
+        if command_id.startswith(CLOCK_DEFAULT_PREFIX) and timed_out(self.engine, self.state, seat):
+            return count + 1
+        return count
 
     def _padded(self, seq: int) -> None:
         padded = self.padded
@@ -304,8 +343,11 @@ class MatchState:
                 commands.pop(command_key(env.seat, env.command_id), None)
         self.version = self.public_version
         self.state, self.last_timestamp_ms = self.unstaged
+        if self._unstaged_timeouts is not None:
+            self.timeouts = self._unstaged_timeouts
         self.staged.clear()
         self.unstaged = None
+        self._unstaged_timeouts = None
 
     def catch_up(self, store: EventStore, attempts: int = 5) -> None:
         """Fold what the store has after this match's position: the stream's new events and,

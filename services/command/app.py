@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.auth.request_ids import guessable, guessable_message
 from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec, over_public_budget
+from famiglia.clocks import is_clock_default
 from famiglia.engine import (
     Engine,
     GameInfo,
@@ -36,12 +37,16 @@ from famiglia.eventstore.chat import ChatEntry, ChatStore, ChatTooFast, InMemory
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
+    SEAT_CHANGES,
+    SEAT_LEFT,
     game_envelopes,
     match_cancelled_envelope,
     match_created_envelope,
     open_event,
     open_match_created,
+    open_seat_change,
     same_command,
+    seat_change_envelope,
     unattributed,
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
@@ -96,6 +101,15 @@ _TOKEN_CACHE = 50_000  # verified seat tokens remembered (a token never changes 
 MAX_MY_TURNS = 100
 #: The most of a player's live matches one ListMyTurns call looks at (folds): its newest.
 MY_TURNS_LOOKED_AT = 200
+#: A person's seat whose turn clock runs out on it this many times in a row goes to the bots
+#: (`seat_left`, reason TIMEOUTS) until its player takes it back (FAMIGLIA_TIMEOUTS_TO_BOT; 0: never).
+TIMEOUTS_TO_BOT = 3
+#: The bot policy that plays a seat its player left (FAMIGLIA_LEAVE_POLICY).
+LEAVE_POLICY = "heuristic"
+#: `SeatLeft.reason`: the player asked (LeaveMatch), for good.
+LEFT = "left"
+#: `SeatLeft.reason`: the seat's clock ran out on its player TIMEOUTS_TO_BOT times in a row.
+TIMEOUTS = "timeouts"
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,12 @@ class Viewer:
 
     seat: int | None
     player_id: str = ""
+    bot: bool = False
+    """The bots service's own token of the seat (`SeatClaim.bot`): it plays the seats the bots
+    play (`MatchState.bot_policies`) and submits a person's clock default."""
+
+
+SPECTATOR = Viewer(None)
 
 
 @dataclass
@@ -125,6 +145,8 @@ class ViewAnswer:
     cancelled: envelope_pb2.MatchCancelled | None = None
     deadline_ms: int = 0
     """When the viewer's own turn clock runs out (`_deadline_ms`): its own entry of `to_act` only."""
+    away: list[tuple[int, str, int]] = field(default_factory=list)
+    """(seat, reason, since version) of each seat the bots play because its player left, in seat order."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,9 @@ class MyTurn:
     """Its own clock, as its GetView gives it (`_deadline_ms`); 0 for none."""
     moved_ms: int
     """When the match last moved, as the table knows it (`_moved_ms`); never sent: it orders."""
+    away: bool = False
+    """The bots play the seat since its clock ran out too often (`timeouts`): its player may
+    take it back (ReturnToMatch); it is not asked meanwhile."""
 
 
 @dataclass
@@ -188,6 +213,15 @@ class Submitted:
     """A duplicate of an answer held and written out since in its seat's slot (NP-H9): how many
     events it has. Its version is its slot's, not one the table stopped at: a chain names its
     next entry by the version before it."""
+
+
+@dataclass
+class SeatChanged:
+    """What `leave_match` and `return_to_match` answer: the seq of the seat's change, or the
+    version the match is at when nothing was to be written (`duplicate`)."""
+
+    version: int
+    duplicate: bool = False
 
 
 @dataclass
@@ -264,7 +298,13 @@ class SentChat:
 class CommandApp:
     def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner,
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
-                 hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None) -> None:
+                 hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
+                 timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY) -> None:
+        if timeouts_to_bot < 0:
+            raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
+        checked_spec(leave_policy)  # a policy the bots cannot play would leave the seat unplayed
+        self.timeouts_to_bot = timeouts_to_bot
+        self.leave_policy = leave_policy
         self.store = store
         self.registry = registry
         self.signer = signer
@@ -295,7 +335,7 @@ class CommandApp:
                 raise Unauthenticated("bad_token", str(exc)) from None
             if len(self._seat_claims) >= _TOKEN_CACHE:
                 self._seat_claims.clear()
-            seen = self._seat_claims[token] = (claim.match_id, Viewer(claim.seat, claim.player_id))
+            seen = self._seat_claims[token] = (claim.match_id, Viewer(claim.seat, claim.player_id, claim.bot))
         if seen[0] != match_id:
             raise PermissionDenied("wrong_match", "this seat token belongs to another match")
         return seen[1]
@@ -416,6 +456,7 @@ class CommandApp:
             self.matches.catch_up(hot)
             m = hot.match
             self._check_seat(m.seats, viewer)
+            viewer = _reader(m, viewer)
             view = m.engine.view(m.state, viewer.seat)
             to_act = [] if m.cancelled else pending_for(m.engine, m.state, viewer.seat)
             return ViewAnswer(
@@ -429,6 +470,7 @@ class CommandApp:
                 text=m.engine.render_state(m.state) if m.finished else "",
                 cancelled=m.cancelled,
                 deadline_ms=_deadline_ms(m, viewer.seat, to_act),
+                away=[(seat, left.reason, since) for seat, (left, since) in sorted(m.away.items())],
             )
 
     def legal_commands(self, match_id: str, viewer: Viewer, limit: int = 0, sample_seed: int = 0) -> LegalAnswer:
@@ -441,6 +483,7 @@ class CommandApp:
             self.matches.catch_up(hot)
             m = hot.match
             self._check_seat(m.seats, viewer)
+            _check_left(m, viewer)
             # A bounded answer whatever the client asks: huge choices are sampled, never enumerated.
             cap = min(limit, MAX_LEGAL) if limit > 0 else MAX_LEGAL
             draws = random.Random(sample_seed) if sample_seed else None
@@ -563,7 +606,8 @@ class CommandApp:
                 return
             if m.finished:
                 return
-            by_seat = {viewer.seat: seat for viewer, seat in asked}
+            # (a seat its player left for good is the bots' now: its player's token is asked nothing)
+            by_seat = {viewer.seat: seat for viewer, seat in asked if viewer.bot or not _left(m, viewer.seat)}
             engine, state = m.engine, m.state
             pendings = engine.pending(state)
             for pending in pendings:
@@ -621,6 +665,7 @@ class CommandApp:
                 try:
                     if m.finished:
                         raise _over(m)
+                    _check_player(m, viewer)
                     slots = _slots(m)
                     events = self._decide(hot, seat, command, command_id,
                                           at=m.public_version + slots if slots else None)
@@ -660,6 +705,11 @@ class CommandApp:
                 envelopes = game_envelopes(m.engine, match_id, m.public_version + slots if slots else m.version,
                                            events, command_id=command_id, seat=seat, trace=stored_context(),
                                            command=command)
+                # The N-th clock default in a row sends the seat to the bots, in the same append. Not
+                # with a held one (NP-H9): a public seat change then would tell the table the seat had
+                # answered, and what; the seat goes with its next clock default that is public.
+                gone = self._timed_out(m, viewer, command_id, envelopes[-1].seq) if not held else None
+                written = envelopes if gone is None else [*envelopes, gone]
                 # An open window (NP-H9): the command goes in behind a slot a seat, each the seat's
                 # held answer or padding, so nobody can count the answers, nor tell who answered
                 # before whom, by making a command (a chat) while the window is open (`_block`).
@@ -667,9 +717,9 @@ class CommandApp:
                 try:
                     if spans_exported():
                         with child_span(_WRITES[held, bool(placed)], {"match_id": match_id}):
-                            result = self._write(m, held, block, placed, envelopes, key)
+                            result = self._write(m, held, block, placed, written, key)
                     else:  # the same call, without entering a span that goes nowhere
-                        result = self._write(m, held, block, placed, envelopes, key)
+                        result = self._write(m, held, block, placed, written, key)
                 except ConcurrencyConflict as conflict:
                     # Another process moved the match: re-decide on the new state.
                     if _attempt:
@@ -693,15 +743,36 @@ class CommandApp:
                     m.apply([*block, *envelopes], None if placed else [_padding_event(m.engine)] * slots + events)
                 else:
                     m.apply(envelopes, events, staged=held)
+                if gone is not None:
+                    m.apply([gone])
+                    log.info("seat_away", match_id=match_id, seat=seat, reason=TIMEOUTS, version=gone.seq,
+                             timeouts=self.timeouts_to_bot)
                 if m.finished:  # its last command (the cached answer: the hot matches ask it too)
                     self._unindex(m)
                 accepted_line(match_id, seat, command_id, _logged_kind(command, envelopes), m.public_version,
-                              len(block) + len(envelopes))
+                              len(block) + len(written))
                 if omit_events:
                     return Submitted(m.public_version, held=held, position=m.version)
-                return Submitted(m.public_version, self._for_viewer(m, envelopes, viewer.seat, events, held=held),
-                                 held=held, position=m.version)
+                shown = self._for_viewer(m, envelopes, viewer.seat, events, held=held)
+                if gone is not None:
+                    shown += self._for_viewer(m, [gone], viewer.seat)
+                return Submitted(m.public_version, shown, held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _timed_out(self, m: MatchState, viewer: Viewer, command_id: str,
+                   after: int) -> envelope_pb2.EventEnvelope | None:
+        """The `seat_left` (reason TIMEOUTS) that goes after a clock default's events (at `after`)
+        when it is the seat's TIMEOUTS_TO_BOT-th in a row (`MatchState.timeouts_in_a_row`), else
+        None. Only the bots' own token submits a clock default: a client's "clock:" id is not one."""
+        seat, needed = viewer.seat, self.timeouts_to_bot
+        if not needed or not viewer.bot or seat is None or not is_clock_default(command_id) or seat in m.away:
+            return None
+        if _created_bot(m, seat) or m.timeouts_in_a_row(seat, command_id) < needed:
+            return None
+        left = envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=TIMEOUTS)
+        # Its own command id, so it is shown with its seat whoever may not see the default's events.
+        return seat_change_envelope(m.match_id, after, m.game_id, left, command_id=f"away:{command_id}"[:128],
+                                    trace=stored_context())
 
     def _write(self, m: MatchState, held: bool, block: Sequence[envelope_pb2.EventEnvelope],
                placed: Sequence[int], envelopes: list[envelope_pb2.EventEnvelope], key: str) -> AppendResult:
@@ -837,6 +908,94 @@ class CommandApp:
                 return Cancelled(m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
 
+    # -- who plays a seat ----------------------------------------------------------------
+    def leave_match(self, match_id: str, viewer: Viewer) -> SeatChanged:
+        """The viewer's seat leaves the match for good: one `seat_left` (reason LEFT, the leave
+        policy), and the bots play the seat from the next event on. Its player's token reads
+        the match as a spectator from then on (`_reader`) and commands nothing (`seat_left`);
+        the match leaves the player's ListMyTurns. Again: answered with that event, `duplicate`
+        (a seat away by its clock that leaves gets its final `seat_left`). A bot's seat, or the
+        bots' token, is `seat_is_bot`; a match over, `match_over`."""
+        seat = _player_seat(viewer)
+
+        def plan(m: MatchState) -> SeatChanged | tuple[envelope_pb2.SeatLeft, str]:
+            if _created_bot(m, seat):
+                raise _bot_seat(seat)
+            away = m.away.get(seat)
+            if away is not None and away[0].reason == LEFT:
+                return SeatChanged(away[1], duplicate=True)
+            if m.finished:
+                raise _over(m)
+            return envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=LEFT), "leave"
+
+        done, m = self._change_seat(match_id, viewer, plan)
+        if not done.duplicate:
+            log.info("seat_left", match_id=match_id, seat=seat, reason=LEFT, version=done.version)
+            player = next((info.player_id for info in m.created.seat_info if info.seat == seat), "")
+            if player and all(_left(m, other) for other in _seats_of(m, player)):
+                self._write_index(match_id, {player}, lambda people: self.players.remove(match_id, people))
+        return done
+
+    def return_to_match(self, match_id: str, viewer: Viewer) -> SeatChanged:
+        """The player of a seat away by its clock (`timeouts`) takes it back: one `seat_returned`,
+        and its turn clock starts afresh there (`TurnClocks.returned`). A seat not away answers
+        the match's version, `duplicate`; a seat left for good is `seat_left`; a bot's seat, or
+        the bots' token, `seat_is_bot`; a match over, `match_over`."""
+        seat = _player_seat(viewer)
+
+        def plan(m: MatchState) -> SeatChanged | tuple[envelope_pb2.SeatReturned, str]:
+            if _created_bot(m, seat):
+                raise _bot_seat(seat)
+            away = m.away.get(seat)
+            if away is None:
+                return SeatChanged(m.public_version, duplicate=True)
+            if away[0].reason == LEFT:
+                raise _refused_left(seat)
+            if m.finished:
+                raise _over(m)
+            return envelope_pb2.SeatReturned(seat=seat), f"return:{m.public_version}"
+
+        done, _m = self._change_seat(match_id, viewer, plan)
+        if not done.duplicate:
+            log.info("seat_returned", match_id=match_id, seat=seat, version=done.version)
+        return done
+
+    def _change_seat(self, match_id: str, viewer: Viewer,
+                     plan: Callable[[MatchState], SeatChanged | tuple[envelope_pb2.SeatLeft | envelope_pb2.SeatReturned,
+                                                                       str]]) -> tuple[SeatChanged, MatchState]:
+        """Append the seat change `plan` asks of the match as it is (or answer what it answers
+        instead), as `cancel_match` appends: at the position, behind the slots of an open window
+        (NP-H9: a seat changing hands while answers are held writes them out in seat order, as
+        any public command does, so it tells nobody who answered), again on a conflict."""
+        hot = self._hot(match_id)
+        with hot.lock:
+            m = self.matches.catch_up(hot)
+            self._check_seat(m.seats, viewer)
+            for _attempt in range(MAX_RETRIES):
+                planned = plan(m)
+                if isinstance(planned, SeatChanged):
+                    return planned, m
+                change, command_id = planned
+                slots = _slots(m)
+                trace = stored_context()
+                block, placed = _block(m, trace) if slots else _NO_BLOCK
+                envelope = seat_change_envelope(match_id, m.public_version + slots if slots else m.version, m.game_id,
+                                                change, command_id=command_id, trace=trace)
+                try:
+                    result = self._write(m, False, block, placed, [envelope], command_key(change.seat, command_id))
+                except ConcurrencyConflict as conflict:
+                    m = self._store_went_back(hot, conflict.actual) if conflict.actual < m.version \
+                        else self.matches.catch_up(hot)
+                    continue
+                if result.duplicate:  # written by this very call, its reply lost: the fold tells
+                    m = self.matches.catch_up(hot)
+                    continue
+                if block:
+                    m.unstage()  # the held answers, folded again where their slots put them
+                m.apply([*block, envelope])
+                return SeatChanged(m.version), m
+            raise Unavailable("contention", "the match is too busy right now; retry")
+
     def _index(self, match_id: str, seat_info: Sequence[envelope_pb2.SeatInfo]) -> None:
         """Put a match just created among its people's live matches, once its creation is stored
         (a retry adds it again: the index keeps the first)."""
@@ -895,13 +1054,22 @@ class CommandApp:
         return ordered_turns(found)[:cap]
 
     # -- match chat --------------------------------------------------------------------
-    def _chat_table(self, match_id: str, viewer: Viewer) -> int:
+    def _chat_table(self, match_id: str, viewer: Viewer) -> tuple[int, Viewer]:
         """The match's seats, once its game has match chat and the viewer is at its table (or a
-        spectator). The match must be in the store, over or not: post-game talk is talk too."""
-        m = self._hot(match_id).match
+        spectator), and the viewer as it reads the chat: a seat its player left for good reads
+        the table's messages only, as a spectator (`_reader`). The match must be in the store,
+        over or not: post-game talk is talk too."""
+        hot = self._hot(match_id)
+        m = hot.match
         chat_rules.check_chat_offered(m.engine.info)
         self._check_seat(m.seats, viewer)
-        return m.seats
+        if viewer.seat is not None and not viewer.bot:
+            with hot.lock:
+                try:
+                    m = self.matches.catch_up(hot)  # whether its player left, as the store says
+                except UnknownMatch:  # trimmed since: the chat call itself answers `match_archived`
+                    m = hot.match
+        return m.seats, _reader(m, viewer)
 
     def send_chat(self, match_id: str, viewer: Viewer, message_id: str, to_seats: Sequence[int],
                   text: str) -> SentChat:
@@ -910,7 +1078,9 @@ class CommandApp:
         under it is refused, as a command id reused is."""
         if viewer.seat is None:
             raise Unauthenticated("no_token", "a spectator cannot chat: send a seat token")
-        seats = self._chat_table(match_id, viewer)
+        seats, reader = self._chat_table(match_id, viewer)
+        if reader.seat is None:
+            raise _refused_left(viewer.seat)
         chat_rules.check_message_id(message_id)
         text = chat_rules.check_text(text)
         recipients = chat_rules.check_recipients(to_seats, viewer.seat, seats)
@@ -934,7 +1104,7 @@ class CommandApp:
         stored after the cursor of a match the store trimmed since this replica read it is
         `NOT_FOUND match_archived`, as StreamChat and another replica answer, not an empty page;
         nothing after a cursor no message has yet is `bad_after_id` (`chat.check_cursor_reached`)."""
-        self._chat_table(match_id, viewer)
+        viewer = self._chat_table(match_id, viewer)[1]
         cursor, wanted = chat_rules.check_cursor(after_id), chat_rules.page_size(limit)
         shown: list[ChatEntry] = []
         read_any = False
@@ -958,7 +1128,7 @@ class CommandApp:
         over keeps its chat, so the stream does not end with it, but with its archiving: the
         trim takes the chat, and no message can come any more (`NOT_FOUND match_archived`). A
         cursor no message has yet is refused (`bad_after_id`), not waited on."""
-        self._chat_table(match_id, viewer)
+        viewer = self._chat_table(match_id, viewer)[1]
         cursor = chat_rules.check_cursor(after_id)
         first = True
         while True:
@@ -1008,6 +1178,11 @@ class CommandApp:
                 cancel = envelope_pb2.MatchCancelled.FromString(env.payload)
                 out.append(SeatEvent(env, cancel, f"match cancelled: {cancel.reason}", True))
                 continue
+            if env.type in SEAT_CHANGES:  # public, the server's: who plays a seat, shown as stored
+                change = open_seat_change(env)
+                out.append(SeatEvent(env, change, _seat_change_text(change), True,
+                                     foreign=seat is None or env.seat != seat))
+                continue
             event = events[i] if events is not None else _readable_event(match, env)
             shown = engine.redact(event, seat)
             if shown is None:
@@ -1049,27 +1224,33 @@ class CommandApp:
         m = hot.match
         self._check_seat(m.seats, viewer)
         cursor = max(0, after)
-        if cursor > m.public_version:
-            with hot.lock:
+        if cursor > m.public_version or (viewer.seat is not None and not viewer.bot):
+            with hot.lock:  # (a person's seat: whether its player left, as the stream's store says)
                 self.matches.catch_up(hot)  # this replica may lag the one the client heard from
                 m = hot.match
             if cursor > m.public_version:  # else every event up to it would be skipped, silently
                 raise OutOfRange("version_ahead",
                                  f"from version {cursor}: the match is at version {m.public_version}")
+        reading = _reader(m, viewer)
         earlier = self._command_so_far(m, cursor)
         while True:
             envelopes = self.store.read(match_id, after=cursor, limit=500)
             if len(envelopes) == 500:  # a command the read cut in two comes whole with the next one
                 envelopes = _whole_commands(envelopes)
+            leaves = _leaves(envelopes, reading)
+            if leaves is not None:  # the player leaves its seat here: the events after it, as a spectator's
+                envelopes = envelopes[:leaves + 1]
             if envelopes:
                 if earlier and same_command(earlier[-1], envelopes[0]):
-                    shown = [e for e in self._for_viewer(m, earlier + envelopes, viewer.seat)
+                    shown = [e for e in self._for_viewer(m, earlier + envelopes, reading.seat)
                              if e.envelope.seq > cursor]
                 else:
-                    shown = self._for_viewer(m, envelopes, viewer.seat)
+                    shown = self._for_viewer(m, envelopes, reading.seat)
                 earlier = []
-                if shown and viewer.seat is not None:
-                    shown[-1].deadline_ms = self._latest_deadline(hot, viewer.seat, envelopes[-1].seq)
+                if leaves is not None:
+                    reading = SPECTATOR
+                if shown and reading.seat is not None:
+                    shown[-1].deadline_ms = self._latest_deadline(hot, reading.seat, envelopes[-1].seq)
                 for seat_event in shown:
                     yield seat_event, seat_event.envelope.seq, False
                 cursor = envelopes[-1].seq
@@ -1118,18 +1299,104 @@ def _deadline_ms(m: MatchState, seat: int | None, pendings: Sequence[Pending] | 
     return 0 if runs_out is None else round(runs_out * 1000)
 
 
+def _player_seat(viewer: Viewer) -> int:
+    """The seat a player's own token names, for what only its player may ask (leave, return)."""
+    if viewer.seat is None:
+        raise Unauthenticated("no_token", "this call needs `authorization: Bearer <seat token>`")
+    if viewer.bot:
+        raise _bot_seat(viewer.seat)
+    return viewer.seat
+
+
+def _bot_seat(seat: int) -> FailedPrecondition:
+    return FailedPrecondition("seat_is_bot", f"seat {seat} is a bot's: only a person's seat is left or taken back")
+
+
+def _leaves(envelopes: Sequence[envelope_pb2.EventEnvelope], reader: Viewer) -> int | None:
+    """Where among `envelopes` the reader's own seat is left for good (`seat_left`, LEFT), if
+    it is: a stream open across it shows the events after it as a spectator's."""
+    seat = reader.seat
+    if seat is None or reader.bot:
+        return None
+    for i, env in enumerate(envelopes):
+        if env.type == SEAT_LEFT and env.seat == seat and envelope_pb2.SeatLeft.FromString(env.payload).reason == LEFT:
+            return i
+    return None
+
+
+def _created_bot(m: MatchState, seat: int) -> bool:
+    """Whether the match was created with a bot in `seat` (`MatchCreated.seat_info`)."""
+    return any(info.seat == seat and info.bot for info in m.created.seat_info)
+
+
+def _left(m: MatchState, seat: int | None) -> bool:
+    """Whether `seat`'s player left it for good (LeaveMatch): the bots play it to the end."""
+    away = m.away.get(seat) if seat is not None else None
+    return away is not None and away[0].reason == LEFT
+
+
+def _reader(m: MatchState, viewer: Viewer) -> Viewer:
+    """The viewer as it may read the match: the token of a seat its player left for good reads
+    it as a spectator (the seat's hidden cards are the bot's now); the bots' own token, and a
+    player whose seat is away by its clock (it may come back), read the seat's."""
+    if viewer.seat is not None and not viewer.bot and _left(m, viewer.seat):
+        return SPECTATOR
+    return viewer
+
+
+def _refused_left(seat: int) -> FailedPrecondition:
+    return FailedPrecondition("seat_left", f"you left this match: the bots play seat {seat} to its end, and "
+                                           "your token reads the match as a spectator")
+
+
+def _check_left(m: MatchState, viewer: Viewer) -> None:
+    """Refuse what only a seat's player may do (its legal commands, its chat) once it left for good."""
+    if not viewer.bot and _left(m, viewer.seat):
+        assert viewer.seat is not None
+        raise _refused_left(viewer.seat)
+
+
+def _check_player(m: MatchState, viewer: Viewer) -> None:
+    """Whether a player's token may command its seat now: not once it left for good
+    (`seat_left`), nor while the bots play it after its clock ran out (`seat_away`) until it
+    returns. The bots' own token commands any seat, as every token did before: a bot decision
+    made for a seat before its player returned is stale there (the return is an event)."""
+    seat = viewer.seat
+    assert seat is not None
+    away = m.away.get(seat)
+    if away is None or viewer.bot:
+        return
+    if away[0].reason == LEFT:
+        raise _refused_left(seat)
+    raise FailedPrecondition("seat_away", f"your turn clock ran out too many times in a row, so the bots play "
+                                          f"seat {seat} since version {away[1]}: call ReturnToMatch to take it back")
+
+
+def _seat_change_text(change: envelope_pb2.SeatLeft | envelope_pb2.SeatReturned) -> str:
+    if isinstance(change, envelope_pb2.SeatReturned):
+        return f"seat {change.seat} is back: its player plays it again"
+    if change.reason == LEFT:
+        return f"seat {change.seat} left the match: a bot ({change.policy}) plays it from now on"
+    return f"seat {change.seat} let its clock run out too often: a bot ({change.policy}) plays it until its player returns"
+
+
 def _chat_archived(match_id: str) -> NotFound:
     """The answer of every chat call on a match the store trimmed: its chat went with its events."""
     return NotFound("match_archived", f"match {match_id!r} is over and archived: its chat went with its events")
 
 
 def _seats_of(m: MatchState, player_id: str) -> list[int]:
-    """The seats `player_id` holds at the match as a person (not a bot's seat)."""
-    return sorted(info.seat for info in m.created.seat_info if info.player_id == player_id and not info.bot)
+    """The seats `player_id` holds at the match as a person (not a bot's seat, nor one it left
+    for good: the bots play that one to the end)."""
+    return sorted(info.seat for info in m.created.seat_info
+                  if info.player_id == player_id and not info.bot and not _left(m, info.seat))
 
 
 def _my_turn(m: MatchState, seat: int) -> MyTurn:
-    """What one seat's own GetView says of it: whether its `to_act` names it, and its clock."""
+    """What one seat's own GetView says of it: whether its `to_act` names it, and its clock. A
+    seat away by its clock is not asked (the bots answer for it until its player returns)."""
+    if seat in m.away:
+        return MyTurn(m.match_id, m.game_id, seat, m.public_version, False, 0, _moved_ms(m), away=True)
     to_act = pending_for(m.engine, m.state, seat)
     asked = any(p.seat == seat for p in to_act)
     return MyTurn(m.match_id, m.game_id, seat, m.public_version, asked,

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec
 from famiglia.config import Settings, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
 
-from .app import CommandApp
+from .app import LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
 from .chat import ChatSettings
 from .hot_matches import HOT_MATCHES, HOT_MATCHES_MB
 
@@ -18,17 +20,43 @@ from .hot_matches import HOT_MATCHES, HOT_MATCHES_MB
 @dataclass(frozen=True)
 class CommandSettings:
     """The command service's own knobs, beside the shared Settings: the hot matches' bounds, by
-    count and by the MiB they hold (docs/architecture.md)."""
+    count and by the MiB they hold (docs/architecture.md); after how many turn clocks run out in a
+    row the bots take a person's seat (0: never), and the bot policy that plays a seat its player
+    left (README, "Playing a match as a client")."""
 
     hot_matches: int = HOT_MATCHES
     hot_matches_mb: int = HOT_MATCHES_MB
+    timeouts_to_bot: int = TIMEOUTS_TO_BOT
+    leave_policy: str = LEAVE_POLICY
 
     @classmethod
     def from_env(cls) -> CommandSettings:
         return cls(
             hot_matches=whole("FAMIGLIA_HOT_MATCHES", HOT_MATCHES),
             hot_matches_mb=whole("FAMIGLIA_HOT_MATCHES_MB", HOT_MATCHES_MB),
+            timeouts_to_bot=_timeouts_to_bot(),
+            leave_policy=_leave_policy(),
         )
+
+
+def _timeouts_to_bot() -> int:
+    """FAMIGLIA_TIMEOUTS_TO_BOT: a whole number, 0 or `off` for never (blank: the default)."""
+    if os.environ.get("FAMIGLIA_TIMEOUTS_TO_BOT", "").strip().lower() == "off":
+        return 0
+    return whole("FAMIGLIA_TIMEOUTS_TO_BOT", TIMEOUTS_TO_BOT, low=0)
+
+
+def _leave_policy() -> str:
+    """FAMIGLIA_LEAVE_POLICY: a bot policy spec the bots play (blank: the default); checked at
+    start, not when the first player leaves and its seat finds no bot to play it."""
+    text = os.environ.get("FAMIGLIA_LEAVE_POLICY", "").strip()
+    if not text:
+        return LEAVE_POLICY
+    try:
+        checked_spec(text)
+    except (UnknownPolicy, BadPolicyParameter) as exc:
+        raise SystemExit(f"FAMIGLIA_LEAVE_POLICY={text!r}: {exc}") from None
+    return text
 
 
 def bootstrap(*, store: EventStore | None = None, registry: Registry | None = None,
@@ -44,7 +72,8 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
     return CommandApp(store=store, registry=registry or default_registry(),
                       signer=settings.signer(), chat=_chat_store(store, chat),
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
-                      players=_player_matches(store))
+                      players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
+                      leave_policy=command_settings.leave_policy)
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:

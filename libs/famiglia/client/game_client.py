@@ -9,6 +9,8 @@
     seat.send_chat("deal?", to_seats=[2])       # match chat (not in Nothing Personal: its own command)
     for message in seat.follow_chat(): ...
     for mine in client.my_turns(player_token): ...   # where is it my turn? (a player token)
+    seat.leave_match()                          # the bots play the seat from now on, for good
+    seat.return_to_match()                      # take back a seat the bots took when its clock ran out
 """
 
 from __future__ import annotations
@@ -299,6 +301,24 @@ class SeatClient:
                 yield reply.event
             if reply.finished:
                 return
+
+    # -- who plays the seat -----------------------------------------------------------------
+    def leave_match(self) -> pb.LeaveMatchResponse:
+        """Leave the match for good: the bots play the seat to its end (`seat_left`), this token
+        reads the match as a spectator and commands nothing (`FAILED_PRECONDITION seat_left`).
+        Idempotent (again: `duplicate`, the same version), so the SDK's retries send it again."""
+        req = pb.LeaveMatchRequest(match_id=self.match_id)
+        return self.client._send(lambda: self.client.stub.LeaveMatch(req, metadata=_metadata(self.token),
+                                                                    timeout=self.client.timeout))
+
+    def return_to_match(self) -> pb.ReturnToMatchResponse:
+        """Take the seat back from the bots, which play it since its turn clock ran out on it too
+        many times in a row (`GetViewResponse.away`, reason "timeouts"; commands are
+        `FAILED_PRECONDITION seat_away` meanwhile): its clock starts afresh. A seat not away
+        answers `duplicate`, so the SDK's retries send it again."""
+        req = pb.ReturnToMatchRequest(match_id=self.match_id)
+        return self.client._send(lambda: self.client.stub.ReturnToMatch(req, metadata=_metadata(self.token),
+                                                                       timeout=self.client.timeout))
 
     # -- match chat -------------------------------------------------------------------------
     def send_chat(self, text: str, *, to_seats: Sequence[int] = (), message_id: str | None = None

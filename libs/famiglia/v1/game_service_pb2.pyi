@@ -1492,6 +1492,7 @@ class MyMatch(_message.Message):
     TO_ACT_FIELD_NUMBER: _builtins.int
     DEADLINE_MS_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
+    AWAY_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """the match, as every other call names it"""
     game_id: _builtins.str
@@ -1511,6 +1512,11 @@ class MyMatch(_message.Message):
     """
     finished: _builtins.bool
     """always false: a match over is not listed"""
+    away: _builtins.bool
+    """The bots play this seat since its turn clock ran out on it too many times in a row
+    (GetViewResponse.away, reason "timeouts"): to_act is false and deadline_ms 0 until its player
+    takes it back (ReturnToMatch). A seat its player left for good (LeaveMatch) is not listed.
+    """
     def __init__(
         self,
         *,
@@ -1521,10 +1527,11 @@ class MyMatch(_message.Message):
         to_act: _builtins.bool = ...,
         deadline_ms: _builtins.int = ...,
         finished: _builtins.bool = ...,
+        away: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline_ms", b"deadline_ms", "finished", b"finished", "game_id", b"game_id", "match_id", b"match_id", "seat", b"seat", "to_act", b"to_act", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["away", b"away", "deadline_ms", b"deadline_ms", "finished", b"finished", "game_id", b"game_id", "match_id", b"match_id", "seat", b"seat", "to_act", b"to_act", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -136,7 +136,21 @@ class GameServicer(pb_grpc.GameServiceServicer):
             reply.result.CopyFrom(result)
         if answer.cancelled is not None:
             reply.finished, reply.cancelled, reply.cancel_reason = True, True, answer.cancelled.reason
+        for seat, reason, since in answer.away:
+            reply.away.add(seat=seat, reason=reason, since_version=since)
         return reply
+
+    @rpc
+    def LeaveMatch(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        done = self.app.leave_match(request.match_id, viewer)
+        return pb.LeaveMatchResponse(version=done.version, duplicate=done.duplicate)
+
+    @rpc
+    def ReturnToMatch(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        done = self.app.return_to_match(request.match_id, viewer)
+        return pb.ReturnToMatchResponse(version=done.version, duplicate=done.duplicate)
 
     @rpc
     def CancelMatch(self, request, context):
@@ -241,7 +255,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         add = reply.matches.add
         for turn in self.app.my_turns(player_id, request.limit):
             add(match_id=turn.match_id, game_id=turn.game_id, seat=turn.seat, version=turn.version,
-                to_act=turn.to_act, deadline_ms=turn.deadline_ms)
+                to_act=turn.to_act, deadline_ms=turn.deadline_ms, away=turn.away)
         return reply
 
     def Echo(self, request, context):

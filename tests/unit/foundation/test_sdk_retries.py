@@ -147,3 +147,15 @@ def test_my_turns_is_sent_again_as_every_read_with_the_player_token_as_bearer() 
     assert [(m.match_id, m.to_act) for m in client.my_turns("player-token", limit=5)] == [("m1", True)]
     assert len(stub.requests) == 2 and all(r.limit == 5 for r in stub.requests)
     assert all(md["authorization"] == "Bearer player-token" for md in sent)
+
+
+def test_leaving_and_returning_are_sent_again_as_the_idempotent_calls_they_are() -> None:
+    """A second LeaveMatch answers the first's `seat_left` (`duplicate`), a second ReturnToMatch
+    the match's version: both are retried like every call safe to send again."""
+    stub = _Stub(grpc.StatusCode.UNAVAILABLE, pb.LeaveMatchResponse(version=9, duplicate=True),
+                 grpc.StatusCode.DEADLINE_EXCEEDED, pb.ReturnToMatchResponse(version=12))
+    seat = _client(stub, retries=1).seat("m1", "token")
+    assert seat.leave_match().version == 9
+    assert seat.return_to_match().version == 12
+    assert [type(r).__name__ for r in stub.requests] == ["LeaveMatchRequest"] * 2 + ["ReturnToMatchRequest"] * 2
+    assert all(r.match_id == "m1" for r in stub.requests)

@@ -110,6 +110,10 @@ def _registry() -> object:
     (_command_settings, "FAMIGLIA_HOT_MATCHES", "0"),  # no match kept: every command would fold its match anew
     (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "1.5"),
     (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "-512"),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "never"),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "-1"),
+    (_command_settings, "FAMIGLIA_LEAVE_POLICY", "smart"),  # no bot would play the seat a player left
+    (_command_settings, "FAMIGLIA_LEAVE_POLICY", "heuristic?samples=0"),
     (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "-2"),
     (_bots, "FAMIGLIA_BOTS_STALL_SECONDS", "0"),  # every decision queued again at once
     (_bots, "FAMIGLIA_BOTS_TASK_TIME_LIMIT", "nan"),
@@ -149,6 +153,12 @@ def test_a_service_setting_out_of_range_stops_the_process_naming_it(
     (_bots, "FAMIGLIA_BOTS_CONCURRENCY", "", "concurrency", 0),  # blank: the default
     (_command_settings, "FAMIGLIA_HOT_MATCHES", " ", "hot_matches", 10_000),
     (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "1024", "hot_matches_mb", 1024),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "", "timeouts_to_bot", 3),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "Off", "timeouts_to_bot", 0),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "0", "timeouts_to_bot", 0),
+    (_command_settings, "FAMIGLIA_TIMEOUTS_TO_BOT", "5", "timeouts_to_bot", 5),
+    (_command_settings, "FAMIGLIA_LEAVE_POLICY", " ", "leave_policy", "heuristic"),
+    (_command_settings, "FAMIGLIA_LEAVE_POLICY", "random", "leave_policy", "random"),
     (_bots, "FAMIGLIA_BOTS_CLOCK_GRACE", "0", "clock_grace_seconds", 0.0),
     (_bots, "FAMIGLIA_BOTS_POOL", "threads", "pool", "threads"),
     (_replay, "FAMIGLIA_REPLAY_IMPORTS", "OFF", "imports", False),
