@@ -10,12 +10,17 @@ A player who sat in several seats of one match (a shared bot id) is rated once,
 at their best rank: rating a player against themselves means nothing.
 Seats without a player id are left out; a match with fewer than two rated
 players changes nobody's rating.
+
+A seat whose player left it to the bots and was still away at the end is rated last, below
+every seat whose player stayed, whatever the bot made of it (`ranks_with_leavers`): leaving
+never lets a bot win a player's rating. The game's own result is not changed.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
@@ -75,6 +80,18 @@ def distinct_placements(placements: Iterable[Placement]) -> list[Placement]:
     return [Placement(pid, rank) for pid, rank in sorted(best.items())]
 
 
+def ranks_with_leavers(seats: Sequence[tuple[int, bool]]) -> list[int]:
+    """The ranks a match is rated by, for its seats' (game rank, away at the end): the seats whose
+    players stayed keep their order among themselves (1 + how many of them did better, ties
+    kept), the seats away are tied below them all, and never first (a match every player left is
+    a tie with no winner). Without a seat away, the game's ranks as they are."""
+    if not any(away for _, away in seats):
+        return [rank for rank, _ in seats]
+    stayed = sorted(rank for rank, away in seats if not away)
+    last = max(2, len(stayed) + 1)
+    return [last if away else 1 + bisect_left(stayed, rank) for rank, away in seats]
+
+
 def rate_match(ratings: Mapping[str, Rating], placements: Sequence[Placement]) -> dict[str, Rating]:
     """The new ratings of the match's players (others are not in the answer).
 
@@ -129,4 +146,5 @@ __all__ = [
     "leaderboard",
     "rate_in_order",
     "rate_match",
+    "ranks_with_leavers",
 ]

@@ -4,7 +4,8 @@ It reads every match's events through its own consumer group ("bots"), keeps
 each running match folded in memory (MatchState: server-side code may see the
 true state; bots never do) and after each batch asks the engine who must act:
 
-- the bot seats asked (MatchCreated.seat_info: bot=True, policy) get one `decide`
+- the bot seats asked (`MatchState.bot_policies`: created bot=True in MatchCreated.seat_info,
+  or left by their player, `seat_left`, until a `seat_returned`) get one `decide`
   task for the match version they must act at, see `_queue_bots`: several seats
   asked at once (a simultaneous choice) are played by that one task, one after
   another. The task carries each seat's own view and legal commands (payload.py), so
@@ -40,7 +41,7 @@ from typing import Any, Protocol
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
-from famiglia.eventstore.envelopes import MATCH_CREATED, event_decoder
+from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, event_decoder
 from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
@@ -196,7 +197,8 @@ class Lease:
 class Tracked:
     match: MatchState
     bots: dict[int, str]
-    """bot seat -> policy"""
+    """bot seat -> policy, as the fold says now (`MatchState.bot_policies`): a seat whose
+    player left joins it at its `seat_left`, and one taken back leaves it at its `seat_returned`"""
     sent: set[tuple[int, int]] = field(default_factory=set)
     """(version, seat) already queued"""
     sent_at: float = 0.0
@@ -318,7 +320,9 @@ def _idle(tracked: Tracked) -> bool:
 
 
 def bot_seats(match: MatchState) -> dict[int, str]:
-    return {i.seat: (i.policy or "random") for i in match.created.seat_info if i.bot}
+    """The seats the bots play now: created as bots', and those whose player left (`seat_left`)
+    and did not take them back (`seat_returned`)."""
+    return match.bot_policies()
 
 
 class Dispatcher:
@@ -410,6 +414,10 @@ class Dispatcher:
             tracked = self._load(match_id)
             if tracked is None:
                 return
+        if any(env.type in SEAT_CHANGES for env in batch):
+            # Who plays a seat changed: a seat its player left is the bots' from its `seat_left` on
+            # (decided like any bot seat, no clock), one taken back is its person's again.
+            tracked.bots = bot_seats(tracked.match)
         if batch[-1].trace:
             tracked.trace = _carried(tracked, batch[-1])
         moved = len(tracked.match.commands) - before

@@ -64,11 +64,14 @@ from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
+    SEAT_CHANGES,
+    SEAT_LEFT,
     open_match_cancelled,
     open_match_created,
+    open_seat_change,
 )
 from famiglia.matchstate import MatchState
-from famiglia.ratings import MatchOutcome, Placement
+from famiglia.ratings import MatchOutcome, Placement, ranks_with_leavers
 from famiglia.readmodels import game_scope, tournament_scope
 from famiglia.readmodels.archive import archive_values
 from famiglia.readmodels.queries import seed_to_db
@@ -556,6 +559,9 @@ class Projector:
                       envelopes: list[EventEnvelope], entry_id: str | None = None) -> bool:
         """Archive, fold and project a run of consecutive events of one match; True when it finished."""
         first = envelopes[0]
+        # Projected again from the store (`_went_back` let go of the archive's event at its version):
+        # who plays each seat is written anew from the fold, not only for this run's seat changes.
+        again = row is not None and row.archived_id is None
         if row is None:
             if first.seq != 1 or first.type != MATCH_CREATED:
                 raise ValueError(f"{first.match_id}: the first event is {first.type}@{first.seq}")
@@ -578,6 +584,8 @@ class Projector:
                 row.fold_error = f"{type(exc).__name__} at seq {state.version + 1}: {exc}"[:2000]
                 self.cache.drop([row.match_id])
                 state = None
+        if row.status == "live":
+            self._seats_away(writes, row, state, envelopes, again)
         row.version, row.archived_id = envelopes[-1].seq, envelopes[-1].event_id
         if entry_id is not None:
             row.last_entry_id = entry_id
@@ -601,8 +609,40 @@ class Projector:
         # Over at its result, whatever follows: a cancel after it (only an imported file holds one:
         # the command service refuses `match_over`) ends nothing, in this run as in a later one.
         finished_ms = max([played_ms, *(a["timestamp_ms"] for a in archive[:-1])]) if cancel else row.last_event_ms
-        self._finish(writes, row, state.created, result, finished_ms)
+        self._finish(writes, row, state.created, result, finished_ms, set(state.away))
         return True
+
+    @staticmethod
+    def _seats_away(writes: BatchWrites, row: MatchRow, state: MatchState | None, envelopes: list[EventEnvelope],
+                    again: bool) -> None:
+        """Who plays each seat, after a run with a seat change (`seat_left`, `seat_returned`) or
+        one projected again (`again`): every seat as the fold has it (a few rows, rarely). A match
+        no fold reads takes the run's own changes, those that parse."""
+        changed = sorted({env.seat for env in envelopes if env.type in SEAT_CHANGES})
+        if not changed and not (again and state is not None):
+            return
+        if state is not None:
+            away = {seat: (left.reason, seq) for seat, (left, seq) in state.away.items()}
+            seats: Iterable[int] = range(row.seats)
+        else:
+            away, touched = {}, set()
+            for env in envelopes:
+                if env.type not in SEAT_CHANGES:
+                    continue
+                try:
+                    change = open_seat_change(env)
+                except Exception:  # noqa: BLE001 - an unreadable payload changes nobody's seat
+                    continue
+                touched.add(change.seat)
+                if env.type == SEAT_LEFT:
+                    away[change.seat] = (change.reason, env.seq)  # type: ignore[union-attr]
+                else:
+                    away.pop(change.seat, None)
+            seats = sorted(touched)
+        for seat in seats:
+            if 0 <= seat < row.seats:
+                reason, since = away.get(seat, ("", None))
+                writes.seats_away.append(dict(b_match=row.match_id, b_seat=seat, b_away=reason[:16], b_since=since))
 
     def _result(self, row: MatchRow, state: MatchState) -> Result | None:
         """The folded live match's result (None: not over, or unreadable: `fold_error` says why)."""
@@ -700,9 +740,9 @@ class Projector:
         writes.ended.append(row)
 
     def _finish(self, writes: BatchWrites, row: MatchRow, created: MatchCreated, result: Result,
-                finished_ms: int) -> None:
+                finished_ms: int, away: set[int]) -> None:
         """Seat results, standings, and a place in the batch's rating queue (once per match: the
-        live -> finished transition)."""
+        live -> finished transition). `away`: the seats left to the bots at the end, rated last."""
         row.status = "finished"
         row.finished_ms = finished_ms
         row.outcome = {str(k): str(v) for k, v in sorted(result.outcome.items())}
@@ -712,7 +752,8 @@ class Projector:
             if 0 <= outcome.seat < row.seats:
                 seats[outcome.seat] = SeatResult(
                     seat=outcome.seat, player_id=players.get(outcome.seat, ""), score=float(outcome.score),
-                    rank=int(outcome.rank), details={str(k): str(v) for k, v in sorted(outcome.details.items())})
+                    rank=int(outcome.rank), details={str(k): str(v) for k, v in sorted(outcome.details.items())},
+                    away=outcome.seat in away)
         writes.results.append((row, [seats[s] for s in sorted(seats)]))
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -735,9 +776,11 @@ class Projector:
 
 
 def _rated(match: MatchRow, seats: list[SeatResult]) -> MatchOutcome:
-    """A finished match as the ratings need it (seats without a player are not rated)."""
+    """A finished match as the ratings need it (seats without a player are not rated; a seat
+    its player left to the bots is rated last: `famiglia.ratings.ranks_with_leavers`)."""
+    ranks = ranks_with_leavers([(s.rank, s.away) for s in seats])
     return MatchOutcome(match.match_id, match.finished_ms or match.last_event_ms,
-                        tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id))
+                        tuple(Placement(s.player_id, rank) for s, rank in zip(seats, ranks, strict=True) if s.player_id))
 
 
 def _newest_held(group: list[PartitionEntry], stored: list[EventEnvelope]) -> str | None:

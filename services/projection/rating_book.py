@@ -20,7 +20,15 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import and_, case, delete, func, or_
 from sqlmodel import Session, col, select
 
-from famiglia.ratings import DEFAULT_RATING, MatchOutcome, Placement, Rating, apply_match, distinct_placements
+from famiglia.ratings import (
+    DEFAULT_RATING,
+    MatchOutcome,
+    Placement,
+    Rating,
+    apply_match,
+    distinct_placements,
+    ranks_with_leavers,
+)
 from famiglia.readmodels.tables import Match, MatchSeat, PlayerRating, RatingHistory, RatingScope
 from famiglia.telemetry import get_logger
 
@@ -28,7 +36,11 @@ log = get_logger("famiglia.projection.ratings")
 
 
 def outcome_of(match: Match, seats: Iterable[MatchSeat]) -> MatchOutcome:
-    placements = tuple(Placement(s.player_id, s.rank) for s in seats if s.player_id and s.rank is not None)
+    """As the projector rated it when it finished (`projector._rated`): a seat its player left
+    to the bots (`MatchSeat.away`) ranked last."""
+    ranked = [s for s in seats if s.rank is not None]
+    ranks = ranks_with_leavers([(int(s.rank), bool(s.away)) for s in ranked])  # type: ignore[arg-type]
+    placements = tuple(Placement(s.player_id, rank) for s, rank in zip(ranked, ranks, strict=True) if s.player_id)
     return MatchOutcome(match.match_id, match.finished_ms or match.last_event_ms, placements)
 
 

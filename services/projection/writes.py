@@ -5,7 +5,7 @@ match, one bulk insert per match, a `get` per checkpoint. Here the projector onl
 records plain values (`BatchWrites`), and `write` sends them in dependency order
 through SQLAlchemy Core on the batch's connection: one statement per kind of row,
 whatever the number of matches — archive rows, new matches and seats, players
-(one upsert), match progress, seat results, tournaments, standings (additive
+(one upsert), seats left to the bots, match progress, seat results, tournaments, standings (additive
 upserts), checkpoints. Row locks are taken in key order, like the match rows.
 """
 
@@ -76,6 +76,8 @@ class SeatResult:
     score: float
     rank: int
     details: dict[str, str]
+    away: bool = False
+    """Its player had left it to the bots at the end (`seat_left`): rated last (`_rated`)."""
 
 
 @dataclass
@@ -90,6 +92,9 @@ class BatchWrites:
     results: list[tuple[MatchRow, list[SeatResult]]] = field(default_factory=list)
     ended: list[MatchRow] = field(default_factory=list)
     """Matches cancelled in this batch: their status, end and outcome, with no seat results."""
+    seats_away: list[dict[str, Any]] = field(default_factory=list)
+    """Seats whose player left them to the bots or took them back in this batch (`seat_left`,
+    `seat_returned`): match, seat, why it is away ("" for none) and since which seq."""
 
     def see_player(self, player_id: str, name: str, bot: bool, policy: str, ms: int, match_id: str = "") -> None:
         """Name, bot flag and policy follow the newest match: by creation time, then match id (two
@@ -180,6 +185,9 @@ class BatchWriter:
             update(SEATS).where(SEATS.c.match_id == bindparam("b_match"), SEATS.c.seat == bindparam("b_seat"))
             .values(score=bindparam("b_score"), rank=bindparam("b_rank"), winner=bindparam("b_winner"),
                     details=bindparam("b_details", type_=JSON)))
+        self.seat_away = (
+            update(SEATS).where(SEATS.c.match_id == bindparam("b_match"), SEATS.c.seat == bindparam("b_seat"))
+            .values(away=bindparam("b_away"), away_since=bindparam("b_since")))
         players = insert(PLAYERS)
         newer = or_(players.excluded.last_seen_ms > PLAYERS.c.last_seen_ms,
                     and_(players.excluded.last_seen_ms == PLAYERS.c.last_seen_ms,
@@ -249,6 +257,8 @@ class BatchWriter:
             conn.execute(MATCHES.insert(), [_match_values(m) for m in new])
         if batch.seats:
             conn.execute(SEATS.insert(), batch.seats)
+        if batch.seats_away:  # (before the results: a rating looked again at the match reads them)
+            conn.execute(self.seat_away, batch.seats_away)
         if batch.archive:
             self._execute("archive", ARCHIVE.insert(), conn, batch.archive)
         moved = [m for m in batch.matches if m.created is None]

@@ -23,6 +23,7 @@ from famiglia.eventstore import ConcurrencyConflict, EventStore
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
+    SEAT_CHANGES,
     open_event,
     open_match_cancelled,
     same_command,
@@ -51,6 +52,7 @@ from famiglia.replay.access import (
     view_text,
 )
 from famiglia.replay.admission import Refused, stored_envelopes
+from famiglia.replay.seat_changes import seat_change_text
 from famiglia.replay.sources import EventSource
 from famiglia.replay.timeline import DEFAULT_EVERY, MatchTimeline, TimelineCache, UnreadableEvent
 from famiglia.replay.verify import Report, verify_envelopes, verify_export
@@ -60,6 +62,8 @@ from famiglia.v1.replay_service_pb2 import MatchExport
 
 log = get_logger("famiglia.replay")
 MAX_PAGE = 1000
+SERVER_EVENTS = frozenset({MATCH_CREATED, MATCH_CANCELLED, *SEAT_CHANGES})
+"""The server's own events, no engine's: listed and streamed as they are stored."""
 
 
 def envelope_ms(env: EventEnvelope) -> int:
@@ -137,7 +141,7 @@ class _PartlyHidden:
         self._known: dict[tuple[int, str], bool] = {}
 
     def __call__(self, env: EventEnvelope) -> bool:
-        if not env.command_id or self.access.scope is Scope.FULL or env.type == MATCH_CANCELLED:
+        if not env.command_id or self.access.scope is Scope.FULL or env.type in SERVER_EVENTS:
             return False
         key = (env.seat, env.command_id)
         known = self._known.get(key)
@@ -152,9 +156,10 @@ class _PartlyHidden:
                 first -= 1
             while last < timeline.last_seq and same(last + 1):
                 last += 1
+            # (A seat change written with a command, under its id, is public and no engine's.)
             known = self._known[key] = any(
                 shown_event(engine, open_event(engine, timeline.envelope(seq)), self.access) is None
-                for seq in range(first, last + 1))
+                for seq in range(first, last + 1) if timeline.envelope(seq).type not in SERVER_EVENTS)
         return known
 
 
@@ -214,6 +219,10 @@ class ReplayApp:
             if not 0 <= claim[1] < timeline.seats:
                 raise PermissionDenied("no_such_seat", f"seat {claim[1]} is not at this table")
             seat = claim[1]
+            if not timeline.finished and timeline.away.get(seat) == "left":
+                # Its player left for good (LeaveMatch): the seat's hidden cards are the bot's now,
+                # so the token reads the running match as a spectator, as GetView answers it.
+                seat = None
         try:
             return grant(self.policy, seat=seat, want_full=want_full, finished=timeline.finished)
         except NotAllowed as exc:
@@ -345,6 +354,8 @@ class ReplayApp:
                 event, text = None, self._created_text(timeline, access)
             elif env.type == MATCH_CANCELLED:
                 event, text = None, _cancelled_text(env)
+            elif env.type in SEAT_CHANGES:  # public, the server's: shown as they are, to everyone
+                event, text = None, seat_change_text(env)
             else:
                 event = shown_event(engine, open_event(engine, env), access)
                 if event is None:
@@ -396,7 +407,7 @@ class ReplayApp:
         partly_hidden = _PartlyHidden(timeline, access)
         for seq in range(start, end + 1):
             env = timeline.envelope(seq)
-            if env.type in (MATCH_CREATED, MATCH_CANCELLED):  # the server's own: shown as they are
+            if env.type in SERVER_EVENTS:  # the server's own: shown as they are
                 infos.append(EventInfo.shown(env, env.type, own=shows_command_id(access, env.seat)))
                 continue
             shown = shown_event(engine, open_event(engine, env), access)

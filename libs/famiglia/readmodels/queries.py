@@ -59,6 +59,10 @@ class SeatSummary:
     rank: int | None
     winner: bool
     details: Mapping[str, str]
+    away: str = ""
+    """Why its player left it to the bots ("left", "timeouts"), or "" while the player plays."""
+    away_since: int | None = None
+    """The seq of the `seat_left` that made it the bots'."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +195,7 @@ def summary(m: Match, seats: Sequence[MatchSeat]) -> MatchSummary:
     return MatchSummary(
         match_id=m.match_id, game_id=m.game_id, status=m.status,
         seats=tuple(SeatSummary(s.seat, s.player_id, s.display_name, s.bot, s.policy, s.score, s.rank, s.winner,
-                                dict(s.details)) for s in sorted(seats, key=lambda s: s.seat)),
+                                dict(s.details), s.away, s.away_since) for s in sorted(seats, key=lambda s: s.seat)),
         created_ms=m.created_ms, finished_ms=m.finished_ms, last_event_ms=m.last_event_ms, version=m.version,
         seed=seed_from_db(m.seed) if m.status != "live" else None, options=dict(m.options),
         tournament_id=m.tournament_id, outcome=dict(m.outcome),

@@ -117,6 +117,12 @@ class MatchSeat(ReadModel, table=True):
     winner: bool = False
     details: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     """Game-specific outcome of the seat (a verdict, a role...)."""
+    away: str = Field(default="", max_length=16, sa_column_kwargs={"server_default": ""})
+    """Why the seat's player left it, while the bots play it (its `seat_left`: "left" for good,
+    "timeouts" when its clock ran out too often); "" while its player plays (or took it back:
+    `seat_returned`). A seat away at the match's end is rated last (migration 0010)."""
+    away_since: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    """The seq of that `seat_left` (None while its player plays)."""
 
 
 class RatingScope(ReadModel, table=True):

@@ -9,6 +9,8 @@ reading order:
               K events so the state at any event folds at most K events;
 - `access`    who may see what: seat, spectator, or everything once it is over;
 - `export`    the versioned MatchExport file (JSON or binary);
+- `seat_changes` the server's `seat_left` / `seat_returned` events: their rules (what a
+              verification and an import check) and their text;
 - `verify`    re-running recorded commands through today's engine;
 - `toy`       a tiny game with secrets, for tests and the benchmark.
 """

@@ -10,7 +10,10 @@ them like any other match:
   payload parses; its game is registered here and seats what the game seats;
 - every other payload parses as the game's Event and is the kind its envelope
   says, but for a `match_cancelled` (GameService.CancelMatch), which may only be
-  the last event and parses as a `MatchCancelled`; a recorded command parses as the game's Command; payload and game
+  the last event and parses as a `MatchCancelled`, and the seat changes (`seat_left`,
+  `seat_returned`: who plays a seat), each well-formed where it stands and none after the
+  match's end (`seat_changes.py`: a seat of the table, not a bot's, a known reason, taken
+  back only from "timeouts"); a recorded command parses as the game's Command; payload and game
   names, where the envelope carries them, are the game's;
 - timestamps are real times (1970 to 9999), the acting seat is -1 or a seat
   of the table, visibility kinds and seats are known ones;
@@ -39,11 +42,13 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED, new_event_id
+from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED, SEAT_CHANGES, new_event_id
 from famiglia.matchstate import MatchState
 from famiglia.v1 import envelope_pb2
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 from famiglia.v1.replay_service_pb2 import MatchExport
+
+from .seat_changes import fold_away, seat_change_problem
 
 MAX_SECONDS = 253_402_300_799
 """9999-12-31T23:59:59Z, the last second a protobuf Timestamp may hold."""
@@ -121,6 +126,8 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
     event_type, command_type = engine.info.event_type, engine.info.command_type
     assert event_type is not None
     match_id, seats = envelopes[0].match_id, int(created.seats)
+    bots = {info.seat for info in created.seat_info if info.bot}
+    away: dict[int, str] = {}
     for seq, env in enumerate(envelopes, start=1):
         where = f"event {seq}"
         if env.seq != seq:
@@ -144,6 +151,12 @@ def _check_events(engine: Engine, created: MatchCreated, envelopes: Sequence[Eve
             raise Refused("bad_export", f"{where} is a second match_created")
         if env.type == MATCH_CANCELLED:
             _check_cancel(env, where, last=seq == len(envelopes))
+            continue
+        if env.type in SEAT_CHANGES:
+            problem = seat_change_problem(env, seats, bots, away)
+            if problem:
+                raise Refused("bad_export", f"{where}: {problem}")
+            fold_away(away, env)
             continue
         if env.payload_type and env.payload_type != event_type.DESCRIPTOR.full_name:
             raise Refused("bad_export", f"{where} holds a {env.payload_type[:80]}, not a "
@@ -186,6 +199,8 @@ def _check_fold(registry: Registry, envelopes: Sequence[EventEnvelope]) -> None:
         engine = match.engine
         seats = range(match.seats)
         for env in envelopes[1:]:
+            if env.type in SEAT_CHANGES and match.state is not None and engine.result(match.state) is not None:
+                raise Refused("bad_export", f"event {env.seq}: a {env.type} follows the match's end (its result)")
             match.apply([env])
             if match.state is not None:
                 for seat in (*seats, None):
@@ -193,6 +208,8 @@ def _check_fold(registry: Registry, envelopes: Sequence[EventEnvelope]) -> None:
                 engine.render_state(match.state)
         folded = True
         match.result()
+    except Refused:
+        raise
     except Exception as exc:  # noqa: BLE001 - whatever the engine raises, the match is unreadable here
         at = " reading its result" if folded else "" if match is None else f" at seq {match.version + 1}"
         raise Refused("unreadable_match", f"today's engine cannot fold this match{at}: {type(exc).__name__}: "

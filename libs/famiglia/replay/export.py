@@ -26,7 +26,7 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from famiglia.engine.registry import Registry, UnknownGame
-from famiglia.eventstore.envelopes import MATCH_CREATED, open_match_created
+from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, open_match_created
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from famiglia.v1.replay_service_pb2 import MatchExport, RecordedCommand
 
@@ -42,7 +42,9 @@ def recorded_commands(envelopes: Sequence[EventEnvelope]) -> list[RecordedComman
     """The commands recorded on the envelopes: one per envelope carrying `command`.
 
     A command's events are the envelopes from its first one up to the next
-    envelope that carries a command or has another command id.
+    envelope that carries a command, has another command id or is a seat change (a
+    `seat_left` the command service wrote in one append with a clock's default, under its
+    command id, is the server's event, not the command's).
     """
     out: list[RecordedCommand] = []
     current: RecordedCommand | None = None
@@ -51,7 +53,8 @@ def recorded_commands(envelopes: Sequence[EventEnvelope]) -> list[RecordedComman
             current = RecordedCommand(first_seq=env.seq, last_seq=env.seq, seat=env.seat,
                                       command_id=env.command_id, command=env.command)
             out.append(current)
-        elif current is not None and env.command_id and env.command_id == current.command_id:
+        elif current is not None and env.command_id and env.command_id == current.command_id \
+                and env.type not in SEAT_CHANGES:
             current.last_seq = env.seq
         else:
             current = None
@@ -59,10 +62,10 @@ def recorded_commands(envelopes: Sequence[EventEnvelope]) -> list[RecordedComman
 
 
 def setup_last_seq(envelopes: Sequence[EventEnvelope]) -> int:
-    """The last seq before the first command's events (1 when setup made no events)."""
+    """The last seq before the first command's events or seat change (1 when setup made no events)."""
     last = 1
     for env in envelopes[1:]:
-        if env.command_id or env.command:
+        if env.command_id or env.command or env.type in SEAT_CHANGES:
             break
         last = env.seq
     return last

@@ -22,9 +22,17 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine import Engine
 from famiglia.engine.registry import Registry
-from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED, event_decoder, open_match_created
+from famiglia.eventstore.envelopes import (
+    MATCH_CANCELLED,
+    MATCH_CREATED,
+    SEAT_CHANGES,
+    event_decoder,
+    open_match_created,
+)
 from famiglia.matchstate import NotAMatch, UnknownEventKind
 from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
+
+from .seat_changes import fold_away
 
 DEFAULT_EVERY = 64
 _EVENT_ID = attrgetter("event_id")
@@ -68,6 +76,9 @@ class MatchTimeline:
         self.cancelled = False
         """An operator ended the match (`match_cancelled`, its last event): over, with no result.
         That envelope is no game event: the state after it is the state before it."""
+        self.away: dict[int, str] = {}
+        """seat -> why its player left it ("left", "timeouts"), for the seats the bots play after
+        the last event (`seat_left`, until a `seat_returned`): no game events either."""
         self.lock = threading.RLock()
         self.folded_last = 0
         """How many events the last `state_at` folded (tests check it stays below K)."""
@@ -97,6 +108,11 @@ class MatchTimeline:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
                     if env.type == MATCH_CANCELLED:
                         self.cancelled = True
+                    elif env.type in SEAT_CHANGES:  # who plays a seat: the server's, no engine's
+                        try:
+                            fold_away(self.away, env)
+                        except Exception as exc:  # noqa: BLE001 - a payload that does not parse
+                            raise UnreadableEvent(match_id, seq, env.event_id, exc) from exc
                     else:
                         event = None
                         try:
@@ -168,8 +184,9 @@ class MatchTimeline:
             return state
 
     def _evolve(self, state: Any, env: EventEnvelope) -> Any:
-        """The state after `env`: a `match_cancelled` changes nothing of the game's."""
-        if env.type == MATCH_CANCELLED:
+        """The state after `env`: a `match_cancelled`, a `seat_left` or a `seat_returned`
+        changes nothing of the game's."""
+        if env.type == MATCH_CANCELLED or env.type in SEAT_CHANGES:
             return state
         return self.engine.evolve(state, self._decode(env.payload))
 

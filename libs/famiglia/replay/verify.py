@@ -10,6 +10,10 @@ and nothing after it is checked (the states have parted).
 
 A file that disagrees with itself (header vs. the stored MatchCreated, the
 command list vs. the envelopes, gaps in seq) fails as `format` at that seq.
+
+The server's own events mid-match re-run nothing: a `match_cancelled` (the last event) and
+the seat changes (`seat_left`, `seat_returned`: who plays a seat), each checked against the
+rules it is written by (`seat_changes.py`), a failure as `format` at its seq.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore.envelopes import (
     MATCH_CANCELLED,
     MATCH_CREATED,
+    SEAT_CHANGES,
     open_match_cancelled,
     open_match_created,
     visibility_proto,
@@ -33,6 +38,7 @@ from famiglia.v1.envelope_pb2 import EventEnvelope, MatchCreated
 from famiglia.v1.replay_service_pb2 import Divergence, MatchExport, VerifyMatchResponse
 
 from .export import recorded_commands, setup_last_seq
+from .seat_changes import fold_away, seat_change_problem
 
 
 @dataclass
@@ -136,8 +142,21 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
     seq = 1 + len(setup)
 
     padding = info.padding_event()  # written by the server beside held events, never decided
+    bots = {i.seat for i in created.seat_info if i.bot}
+    away: dict[int, str] = {}
+    """seat -> the reason its player left it, while the bots play it"""
     while seq < len(envelopes):
         first = envelopes[seq]  # seq + 1
+        if first.type in SEAT_CHANGES:  # who plays a seat: the server's, nothing to re-run
+            problem = seat_change_problem(first, int(created.seats), bots, away)
+            if not problem and state is not None and _over(engine, state):  # LeaveMatch refuses `match_over`
+                problem = f"a {first.type} follows the match's end (its result)"
+            if problem:
+                raise _Diverged(Divergence(seq=first.seq, reason="format", seat=first.seat, detail=problem))
+            fold_away(away, first)
+            report.events_checked += 1
+            seq += 1
+            continue
         if first.type == MATCH_CANCELLED:
             _check_cancel(envelopes, first)  # an operator's, not a command: nothing to re-run
             if state is not None and _over(engine, state):  # CancelMatch refuses `match_over`
@@ -157,7 +176,7 @@ def _verify(registry: Registry, envelopes: Sequence[EventEnvelope], report: Repo
                        "or an event no command caused)"))
         group = [first]
         for env in envelopes[seq + 1:]:
-            if env.command or env.command_id != first.command_id:
+            if env.command or env.command_id != first.command_id or env.type in SEAT_CHANGES:
                 break
             group.append(env)
         try:

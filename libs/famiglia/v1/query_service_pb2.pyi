@@ -180,6 +180,8 @@ class SeatRecord(_message.Message):
     RANK_FIELD_NUMBER: _builtins.int
     WINNER_FIELD_NUMBER: _builtins.int
     DETAILS_FIELD_NUMBER: _builtins.int
+    AWAY_FIELD_NUMBER: _builtins.int
+    AWAY_SINCE_VERSION_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     player_id: _builtins.str
     display_name: _builtins.str
@@ -190,6 +192,13 @@ class SeatRecord(_message.Message):
     rank: _builtins.int
     """1 = best; equal ranks are ties"""
     winner: _builtins.bool
+    away: _builtins.str
+    """Its player left it to the bots (GameService.LeaveMatch, or the turn clock ran out too often):
+    "left" (for good) or "timeouts" (the player may take it back); "" while its player plays.
+    A seat away at the end is rated below every seat whose player stayed (its rank above is the game's).
+    """
+    away_since_version: _builtins.int
+    """the seq of the seat_left event, while away"""
     @_builtins.property
     def details(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """game-specific outcome of the seat (a verdict, a role...)"""
@@ -206,15 +215,21 @@ class SeatRecord(_message.Message):
         rank: _builtins.int | None = ...,
         winner: _builtins.bool = ...,
         details: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        away: _builtins.str = ...,
+        away_since_version: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_rank", b"_rank", "_score", b"_score", "rank", b"rank", "score", b"score"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_away_since_version", b"_away_since_version", "_rank", b"_rank", "_score", b"_score", "away_since_version", b"away_since_version", "rank", b"rank", "score", b"score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_rank", b"_rank", "_score", b"_score", "bot", b"bot", "details", b"details", "display_name", b"display_name", "player_id", b"player_id", "policy", b"policy", "rank", b"rank", "score", b"score", "seat", b"seat", "winner", b"winner"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_away_since_version", b"_away_since_version", "_rank", b"_rank", "_score", b"_score", "away", b"away", "away_since_version", b"away_since_version", "bot", b"bot", "details", b"details", "display_name", b"display_name", "player_id", b"player_id", "policy", b"policy", "rank", b"rank", "score", b"score", "seat", b"seat", "winner", b"winner"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__away_since_version: _TypeAlias = _typing.Literal["away_since_version"]  # noqa: Y015
+    _WhichOneofArgType__away_since_version: _TypeAlias = _typing.Literal["_away_since_version", b"_away_since_version"]  # noqa: Y015
     _WhichOneofReturnType__rank: _TypeAlias = _typing.Literal["rank"]  # noqa: Y015
     _WhichOneofArgType__rank: _TypeAlias = _typing.Literal["_rank", b"_rank"]  # noqa: Y015
     _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
     _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__away_since_version) -> _WhichOneofReturnType__away_since_version | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__rank) -> _WhichOneofReturnType__rank | None: ...
     @_typing.overload

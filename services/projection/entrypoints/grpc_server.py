@@ -44,7 +44,9 @@ def match_record(m: queries.MatchSummary) -> pb.MatchRecord:
         out.seed = m.seed
     for s in m.seats:
         seat = out.seats.add(seat=s.seat, player_id=s.player_id, display_name=s.display_name, bot=s.bot,
-                             policy=s.policy, winner=s.winner, details=dict(s.details))
+                             policy=s.policy, winner=s.winner, details=dict(s.details), away=s.away)
+        if s.away_since is not None:
+            seat.away_since_version = s.away_since
         if s.score is not None:
             seat.score = s.score
         if s.rank is not None:

@@ -12,7 +12,7 @@ from sqlmodel import select
 
 from famiglia.engine import Engine, Result
 from famiglia.engine.registry import Registry, default_registry
-from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope
+from famiglia.eventstore.envelopes import game_envelopes, match_created_envelope, seat_change_envelope
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.ratings import MatchOutcome, Placement
 from famiglia.readmodels.db import read_session
@@ -74,6 +74,9 @@ class MatchSpec:
     """The seats' display names (default: each player id, title-cased)."""
     people: frozenset[int] = frozenset()
     """The seats a person holds (no policy); every other seat with a player id is a bot's."""
+    seat_changes: dict[int, list[envelope_pb2.SeatLeft | envelope_pb2.SeatReturned]] = field(default_factory=dict)
+    """Before command k (from 0): seat changes (`seat_left`, `seat_returned`), one append each,
+    as LeaveMatch and ReturnToMatch write them."""
 
 
 def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Iterator[tuple[str, list]]:
@@ -95,6 +98,11 @@ def _batches(engine: Engine, spec: MatchSpec, clock: Callable[[], int]) -> Itera
     yield "", first
     version = len(first)
     for i, step in enumerate(play.steps):
+        for n, change in enumerate(spec.seat_changes.get(i, ())):
+            command_id = f"{spec.match_id}-s{i}.{n}"
+            yield command_id, [seat_change_envelope(spec.match_id, version, spec.game_id, change,
+                                                    command_id=command_id, now_ms=clock())]
+            version += 1
         envelopes = game_envelopes(engine, spec.match_id, version, step.events, command_id=f"{spec.match_id}-c{i}",
                                    seat=step.seat, command=step.command, now_ms=clock())
         version += len(envelopes)

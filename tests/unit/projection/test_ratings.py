@@ -11,6 +11,7 @@ from famiglia.ratings import (
     Rating,
     distinct_placements,
     leaderboard,
+    ranks_with_leavers,
     rate_in_order,
     rate_match,
 )
@@ -55,3 +56,13 @@ def test_the_leaderboard_sorts_by_ordinal_then_player() -> None:
     board = leaderboard({"b": Rating(30, 2), "a": Rating(30, 2), "c": Rating(40, 8)})
     assert [pid for pid, _ in board] == ["a", "b", "c"]
     assert Rating(30, 2).ordinal == 24
+
+
+def test_seats_away_at_the_end_are_rated_last_tied_and_never_first() -> None:
+    """Whatever the bot made of a seat its player left, the player is rated below everyone who
+    stayed; those who stayed keep their order (ties too); a match everyone left has no winner."""
+    assert ranks_with_leavers([(1, True), (2, False), (3, False)]) == [3, 1, 2]
+    assert ranks_with_leavers([(1, False), (1, False), (2, True), (3, True)]) == [1, 1, 3, 3]
+    assert ranks_with_leavers([(2, False), (1, True), (3, False), (1, True)]) == [1, 3, 2, 3]
+    assert ranks_with_leavers([(1, True), (2, True)]) == [2, 2]
+    assert ranks_with_leavers([(2, False), (1, False)]) == [2, 1]  # nobody away: the game's ranks
