@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from famiglia.engine import Rng, Sampled
-from famiglia.rules.nothing_personal.decide.negotiation import executable
+from famiglia.rules.nothing_personal.decide.negotiation import acceptable
 from famiglia.rules.nothing_personal.legal import legal_commands
 from famiglia.rules.nothing_personal.state import Act, Offer, Window
 
@@ -224,7 +224,7 @@ def test_np_v2_np_m4_a_contract_may_be_paid_from_money_the_same_offer_brings_in(
     s = reviewed()
     contracts = [o for o in offers_to(s, 0, 2) if o.HasField("contract") and o.contract.payer == 0]
     funded = [o for o in contracts if o.contract.amount > s.money[0]
-              and executable(s, Offer(1, 0, 2, o.SerializeToString()))]
+              and acceptable(s, Offer(1, 0, 2, o.SerializeToString()))]
     assert funded, "no contract paid from the money the same offer asks"
     assert any(o.contract.amount > s.money[0] + o.want_money for o in contracts)
 

@@ -86,12 +86,18 @@ def test_np_m3_np_m4_np_h7_offers_accept_move_both_sides_at_once() -> None:
     assert "I06" in s.hands[0] and "I01" in s.hands[1] and s.money[:2] == (45, 55)
 
 
-def test_np_m4_refused_acceptance_decline_withdraw_and_lapse() -> None:
-    """NP-M4."""
+def test_np_m4_failed_and_refused_acceptance_decline_withdraw_and_lapse() -> None:
+    """NP-M4: an acceptance the recipient can tell is impossible (money is public, NP-M8) is refused;
+    one that fails on the maker's hidden hand (NP-H7) fails the deal, and nothing moves
+    (test_open_offers.py)."""
     s = hand(std(4), 0, "I01")
-    oid, s = offered(s, 0, deal(1, give_cards=["I01"]))
+    oid, s = offered(s, 0, deal(1, give_cards=["I01"], give_money=5))
+    broke = replace(s, money=(4, 50, 50, 50))   # seat 0 spent the money meanwhile
+    assert refused(broke, 1, cmd("accept_deal", offer=oid)) == "NP-M4"
     gone = hand(s, 0)   # the card left seat 0's hand meanwhile
-    assert refused(gone, 1, cmd("accept_deal", offer=oid)) == "NP-M4"
+    events, failed = play(gone, 1, cmd("accept_deal", offer=oid))
+    assert of(events, "offer_closed")[0].how == "failed" and kinds(events) == ["offer_closed"]
+    assert failed.offers == () and failed.money == gone.money
     events, d = play(s, 1, cmd("decline_deal", offer=oid))
     assert of(events, "offer_closed")[0].how == "declined" and d.offers == ()
     assert refused(s, 1, cmd("withdraw_deal", offer=oid)) == "NP-M4"

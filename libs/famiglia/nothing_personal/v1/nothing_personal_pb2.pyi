@@ -2672,7 +2672,7 @@ class OfferClosed(_message.Message):
     id: _builtins.int
     """the offer's id"""
     how: _builtins.str
-    """accepted | declined | withdrawn"""
+    """accepted | declined | withdrawn | failed (accepted, but its maker no longer holds an offered card: nothing moves, NP-M4)"""
     to: _builtins.int
     """the recipient"""
     def __init__(

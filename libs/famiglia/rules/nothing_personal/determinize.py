@@ -41,8 +41,9 @@ class _Table:
     """Every hand once over; else only the seat's own is read from here."""
     offered: tuple[tuple[str, ...], ...]
     """Per other seat, the unseen cards the seat knows it to hold (`View.known_cards`: what the seat
-    gave it, what it offered the seat, NP-H7, NP-M8) and those it still offers the seat in an open
-    offer (NP-M8: a world where it still holds them is possible): dealt to that hand first."""
+    gave it, what it offered the seat, NP-H7, NP-M8): dealt to that hand first. An open offer's
+    cards no longer known there are not: an offer does not bind them (NP-M4), and which cards its
+    maker gave in a later trade is hidden (NP-H7), so they are dealt like any unseen card."""
     fields: dict[str, object]
     """Every other State field."""
 
@@ -114,7 +115,6 @@ def _read_view(v: pb.View, seat: int) -> _Table:
     if not over:
         placed: set[str] = set()
         held: list[tuple[int, tuple[str, ...]]] = [(k.seat, (k.card,)) for k in v.known_cards]
-        held += [(getattr(o, "from"), tuple(o.offer.give_cards)) for o in v.offers]
         for frm, give in held:
             if frm != seat and 0 <= frm < n:
                 cards = [c for c in give if c in unseen and c not in placed]

@@ -15,7 +15,7 @@ from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from . import crew, sampler
 from .board import active
 from .data import GIDX
-from .decide.negotiation import executable
+from .decide.negotiation import acceptable
 from .events import PASS, cmd
 from .family import max_buy
 from .flow import UNSET, decision
@@ -114,7 +114,7 @@ def optional(s: State, seat: int) -> list[pb.Command]:
     if offers:
         for o in offers:
             if o.to == seat:
-                if executable(s, o):
+                if acceptable(s, o):
                     out.append(_built(_accept, o.id))
                 out.append(_built(_decline, o.id))
             elif o.frm == seat:
@@ -313,7 +313,7 @@ def _answers(s: State, seat: int) -> list[pb.Command]:
     out = []
     for o in s.offers:
         if o.to == seat:
-            if executable(s, o):
+            if acceptable(s, o):
                 out.append(_built(_accept, o.id))
             out.append(_built(_decline, o.id))
     return out

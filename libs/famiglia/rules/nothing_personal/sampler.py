@@ -459,7 +459,7 @@ def _wanted(s: State, seat: int, to: int, rng: Draws) -> list[str]:
 def _contract(s: State, seat: int, m: pb.OfferDeal, rng: Draws) -> pb.Contract:
     """NP-V2, NP-V3: a new contract of the two seats, or (NP-V5) the cancellation of one of theirs.
     Its amount is mostly at most what the payer would have once the rest of the offer `m` is traded
-    (NP-M4 checks that on acceptance, as `decide.negotiation.executable`), any amount otherwise."""
+    (NP-M4 checks that on acceptance, as `decide.negotiation.acceptable`), any amount otherwise."""
     to = m.to
     theirs = [c.id for c in s.contracts if {c.payer, c.payee} == {seat, to}]
     if theirs and rng.random() < 0.25:

@@ -156,12 +156,15 @@ def deal(o: Offer) -> pb.OfferDeal:
     return m
 
 
-def executable(s: State, o: Offer) -> bool:
-    """NP-M4: on acceptance both seats must still hold everything offered."""
+def acceptable(s: State, o: Offer) -> bool:
+    """NP-M4 as far as the recipient can tell: both seats' money (public, NP-M8), its own hand, the
+    board and the contracts (public). Not whether the maker still holds the cards it offered: an
+    offer does not bind them, and a trade the recipient is not party to shows only how many cards
+    went (NP-H7), so the listing and the refusal never read the maker's hand (`accept_deal`)."""
     m = deal(o)
     if m.give_money > s.money[o.frm] or m.want_money > s.money[o.to]:
         return False
-    if not holds(s.hands[o.frm], m.give_cards) or not holds(s.hands[o.to], m.want_cards):
+    if not holds(s.hands[o.to], m.want_cards):
         return False
     if m.handover_gangster:
         try:
@@ -184,9 +187,16 @@ def accept_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
     o = _offer(tx.s, msg.offer, seat)
     if o.to != seat:
         raise RuleViolation("NP-M4", "only the recipient accepts an offer")
-    if not executable(tx.s, o):
+    if not acceptable(tx.s, o):
         raise RuleViolation("NP-M4", "one side no longer holds what was offered")
     m = deal(o)
+    if not holds(tx.s.hands[o.frm], m.give_cards):
+        # NP-M4: the maker no longer holds every card it offered, so nothing moves. The recipient
+        # could not know it before accepting (NP-H7), and learns it now as at a table: the deal
+        # fails, told to the two seats alone (the maker learns only that it was accepted), and
+        # the offer is closed, so an acceptance is answered once.
+        tx.emit_values("offer_closed", o.id, "failed", o.to, o.frm)
+        return
     tx.emit_values("offer_closed", o.id, "accepted", o.to, o.frm)
     if m.give_money or m.want_money or m.give_cards or m.want_cards or m.handover_gangster:
         tx.emit("trade_executed", id=o.id, to=o.to, give_money=m.give_money, give_card_count=len(m.give_cards),
