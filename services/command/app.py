@@ -110,6 +110,13 @@ LEAVE_POLICY = "heuristic"
 LEFT = "left"
 #: `SeatLeft.reason`: the seat's clock ran out on its player TIMEOUTS_TO_BOT times in a row.
 TIMEOUTS = "timeouts"
+#: The command ids the server stores its seat changes under, in the seat's own ids: LeaveMatch's
+#: (one per seat), ReturnToMatch's ("return:<version>") and a clock's run-out's ("away:<clock id>").
+#: No command of a client's takes them (`_check_submission`): a seat's own command under one
+#: would make the change a duplicate of it, never written (a LeaveMatch that never goes through).
+LEAVE_ID = "leave"
+RETURN_ID = "return:"
+AWAY_ID = "away:"
 
 
 @dataclass(frozen=True)
@@ -708,7 +715,7 @@ class CommandApp:
                 # The N-th clock default in a row sends the seat to the bots, in the same append. Not
                 # with a held one (NP-H9): a public seat change then would tell the table the seat had
                 # answered, and what; the seat goes with its next clock default that is public.
-                gone = self._timed_out(m, viewer, command_id, envelopes[-1].seq) if not held else None
+                gone = self._timed_out(m, viewer, command_id, envelopes, events) if not held else None
                 written = envelopes if gone is None else [*envelopes, gone]
                 # An open window (NP-H9): the command goes in behind a slot a seat, each the seat's
                 # held answer or padding, so nobody can count the answers, nor tell who answered
@@ -760,18 +767,32 @@ class CommandApp:
             raise Unavailable("contention", "the match is too busy right now; retry")
 
     def _timed_out(self, m: MatchState, viewer: Viewer, command_id: str,
-                   after: int) -> envelope_pb2.EventEnvelope | None:
-        """The `seat_left` (reason TIMEOUTS) that goes after a clock default's events (at `after`)
-        when it is the seat's TIMEOUTS_TO_BOT-th in a row (`MatchState.timeouts_in_a_row`), else
-        None. Only the bots' own token submits a clock default: a client's "clock:" id is not one."""
+                   envelopes: Sequence[envelope_pb2.EventEnvelope],
+                   events: Sequence[Message]) -> envelope_pb2.EventEnvelope | None:
+        """The `seat_left` (reason TIMEOUTS) that goes after a clock default's `envelopes` when it
+        is the seat's TIMEOUTS_TO_BOT-th in a row (`MatchState.timeouts_in_a_row`), else None.
+        Only the bots' own token submits a clock default: a client's "clock:" id is not one. Not
+        after a default that ends the match: nobody plays the seat any more, and a seat change
+        after the result is one LeaveMatch refuses (`match_over`) and a verification too. Not
+        after a default with an event some seat may not see (a secret choice): a public seat
+        change there would tell the table the hidden choice was the documented default; the
+        seat goes with its next clock default that is public."""
         seat, needed = viewer.seat, self.timeouts_to_bot
         if not needed or not viewer.bot or seat is None or not is_clock_default(command_id) or seat in m.away:
             return None
         if _created_bot(m, seat) or m.timeouts_in_a_row(seat, command_id) < needed:
             return None
+        if any(env.visibility.kind != envelope_pb2.VISIBILITY_PUBLIC for env in envelopes):
+            return None
+        after = envelopes[-1].seq
+        engine, state = m.engine, m.state
+        for event in events:
+            state = engine.evolve(state, event)
+        if engine.result(state) is not None:
+            return None
         left = envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=TIMEOUTS)
         # Its own command id, so it is shown with its seat whoever may not see the default's events.
-        return seat_change_envelope(m.match_id, after, m.game_id, left, command_id=f"away:{command_id}"[:128],
+        return seat_change_envelope(m.match_id, after, m.game_id, left, command_id=f"{AWAY_ID}{command_id}"[:128],
                                     trace=stored_context())
 
     def _write(self, m: MatchState, held: bool, block: Sequence[envelope_pb2.EventEnvelope],
@@ -926,7 +947,7 @@ class CommandApp:
                 return SeatChanged(away[1], duplicate=True)
             if m.finished:
                 raise _over(m)
-            return envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=LEFT), "leave"
+            return envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=LEFT), LEAVE_ID
 
         done, m = self._change_seat(match_id, viewer, plan)
         if not done.duplicate:
@@ -953,7 +974,7 @@ class CommandApp:
                 raise _refused_left(seat)
             if m.finished:
                 raise _over(m)
-            return envelope_pb2.SeatReturned(seat=seat), f"return:{m.public_version}"
+            return envelope_pb2.SeatReturned(seat=seat), f"{RETURN_ID}{m.public_version}"
 
         done, _m = self._change_seat(match_id, viewer, plan)
         if not done.duplicate:
@@ -1127,7 +1148,10 @@ class CommandApp:
         as it is stored, until the client leaves (`is_active`: the server stopping too). A match
         over keeps its chat, so the stream does not end with it, but with its archiving: the
         trim takes the chat, and no message can come any more (`NOT_FOUND match_archived`). A
-        cursor no message has yet is refused (`bad_after_id`), not waited on."""
+        cursor no message has yet is refused (`bad_after_id`), not waited on. A stream open across
+        its player's leaving (LeaveMatch) reads on as a spectator's: the messages to the seat are
+        the bot's now, as ListChat answers (asked of the store before a message only the seat reads)."""
+        caller = viewer
         viewer = self._chat_table(match_id, viewer)[1]
         cursor = chat_rules.check_cursor(after_id)
         first = True
@@ -1136,6 +1160,9 @@ class CommandApp:
             if first and not entries:
                 self._check_cursor_reached(match_id, cursor)  # else it waited for an id no message has
             first = False
+            if viewer.seat is not None and not viewer.bot and any(
+                    e.to_seats and chat_rules.readable(e, viewer.seat) for e in entries):
+                viewer = self._chat_table(match_id, caller)[1]  # whether its player left since (`_reader`)
             for entry in entries:
                 if chat_rules.readable(entry, viewer.seat):
                     yield entry
@@ -1565,6 +1592,9 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
         raise InvalidArgument("bad_command_id", "command_id is at most 128 characters")
     if "\x00" in command_id:  # stored with its events: the read models (PostgreSQL text) cannot hold a NUL
         raise InvalidArgument("bad_command_id", "command_id may not contain a NUL character")
+    if command_id == LEAVE_ID or command_id.startswith((RETURN_ID, AWAY_ID)):
+        raise InvalidArgument("bad_command_id", f"command_id {command_id[:40]!r} is one the server names a seat "
+                                                f"change by ({LEAVE_ID!r}, {RETURN_ID!r}..., {AWAY_ID!r}...)")
 
 
 MAX_CREATION_REQUEST_ID = 256

@@ -9,11 +9,13 @@ import pytest
 from famiglia.auth import TokenSigner
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
+from famiglia.engine.registry import Registry
 from famiglia.config import Settings
 from famiglia.eventstore.envelopes import SEAT_LEFT, SEAT_RETURNED, open_seat_change
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import Aborted, AppError, FailedPrecondition
 from famiglia.matchstate import MatchState
+from famiglia.replay.verify import verify_envelopes
 from famiglia.v1 import envelope_pb2
 from services.command.app import LEFT, TIMEOUTS, CommandApp, Viewer
 from services.command.bootstrap import CommandSettings, bootstrap
@@ -139,6 +141,48 @@ def test_a_stream_open_across_the_leave_shows_what_follows_as_a_spectators() -> 
     assert [e.envelope.type for e in shown if e.envelope.type == SEAT_LEFT] == [SEAT_LEFT] * 2
     (played,) = [e for e in shown if e.envelope.seq > before]
     assert played.envelope.seat == 0 and played.foreign  # the bot's move: a spectator's to see, its id not shown
+
+
+def test_a_chat_stream_open_across_the_leave_reads_on_as_a_spectators() -> None:
+    """As ListChat answers once the player left: a message to the seat is the bot's now."""
+    app = _app()
+    match_id = _match(app)
+    me, other = _person(app, match_id, 0), _person(app, match_id, 1)
+    app.send_chat(match_id, other, "m-before", [0], "to seat 0, while its player plays")
+    stream = app.chat_messages(match_id, me, follow=True, poll_ms=10)
+    assert next(stream).text == "to seat 0, while its player plays"
+    app.leave_match(match_id, me)
+    app.send_chat(match_id, other, "m-after", [0], "to seat 0, the bot's now")
+    app.send_chat(match_id, other, "m-table", [], "to the table")
+    assert next(stream).text == "to the table"
+    assert [e.text for e in app.list_chat(match_id, me)] == ["to the table"]
+
+
+def test_the_seat_changes_command_ids_are_no_clients_to_take() -> None:
+    """A seat's own command under "leave" made its LeaveMatch a duplicate of it, never written
+    (UNAVAILABLE contention on every call); under "return:<version>", its ReturnToMatch."""
+    app = _app()
+    match_id = _match(app)
+    seat, version, _state = _turn(app, match_id)
+    me = _person(app, match_id, seat)
+    for taken in ("leave", f"return:{version}", f"away:clock:{match_id}:{version}:{seat}"):
+        assert _refused(lambda taken=taken: _play(app, match_id, me, taken)) == ("INVALID_ARGUMENT", "bad_command_id")
+    assert not app.leave_match(match_id, me).duplicate
+
+
+def test_a_clock_default_that_ends_the_match_sends_nobody_to_the_bots() -> None:
+    """Nobody plays the seat any more, and a seat change after the result is one a LeaveMatch
+    refuses (`match_over`) and a verification too (`format`): the stored match stays verifiable."""
+    app = _app(timeouts=1)
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(2)]
+    match_id = app.create_match("highcard", 2, seed=5, options={"hand": "1", "clock_s": "30"},
+                                seat_info=info).match_id
+    _play(app, match_id, _person(app, match_id, _turn(app, match_id)[0]))
+    _clock(app, match_id, _turn(app, match_id)[0])  # the last card: the match's end
+    envelopes = app.store.read(match_id)
+    assert app.matches.get(match_id).match.finished
+    assert SEAT_LEFT not in {e.type for e in envelopes}
+    assert verify_envelopes(REGISTRY, envelopes).ok
 
 
 def test_leaving_is_refused_to_a_bots_seat_the_bots_token_and_a_match_over() -> None:
@@ -384,3 +428,27 @@ def test_a_player_who_left_learns_nothing_of_its_seat_through_a_chains_ask_next(
     assert app.submit_chain(match_id, [], ask_next=[NextSeat(token)]).next == []
     bots = NextSeat(SIGNER.bot_seat_token(match_id, seat))
     assert [n.seat for n in app.submit_chain(match_id, [], ask_next=[bots]).next] == [seat]
+
+
+class _SecretPlays(type(HIGHCARD)):  # type: ignore[misc]
+    """High Card whose plays only their own seat sees: a secret choice, as GoodCritters' action card."""
+
+    def visibility(self, event):  # type: ignore[no-untyped-def]
+        if event.WhichOneof("kind") == "played":
+            from famiglia.engine import private_to
+
+            return private_to(event.played.seat)
+        return super().visibility(event)
+
+
+def test_a_clock_default_some_seat_may_not_see_sends_nobody_to_the_bots() -> None:
+    """A public `seat_left` right after a secret choice's default would tell the table that the
+    hidden choice was the documented default: the seat goes with a public default only."""
+    app = bootstrap(store=InMemoryEventStore(), registry=Registry({"highcard": _SecretPlays()}), settings=SETTINGS,
+                    command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random"))
+    match_id = _match(app)
+    for _ in range(2):
+        _until(app, match_id, 0)
+        _clock(app, match_id, 0)
+    assert app.matches.get(match_id).match.timeouts[0] >= 1
+    assert SEAT_LEFT not in {e.type for e in app.store.read(match_id)}
