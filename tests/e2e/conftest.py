@@ -1,11 +1,14 @@
 """A GameService over real gRPC and a real redis-server: in-process, or as its own process; or
-every service in this process (`stack`)."""
+every service in this process (`stack`); or what a mobile client meets, the bots and their
+Celery worker included (`WalkStack`)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -181,6 +184,66 @@ def command_process(redis_url: str, tmp_path: Path) -> Iterator[CommandProcess]:
     proc = CommandProcess(redis_url, free_port(), tmp_path / "command.log").start()
     yield proc
     proc.kill()
+
+
+class WalkStack:
+    """Every service a mobile client meets: command (a process of its own, so it can be
+    restarted), the bots dispatcher in process and a Celery worker process, replay in process."""
+
+    def __init__(self, redis_url: str, tmp: Path) -> None:
+        from famiglia.bots.games import playable_registry
+        from famiglia.client import GameClient
+        from famiglia.replay.client import ReplayClient
+        from services.bots.__main__ import start_background
+        from services.bots.bootstrap import BotsSettings
+        from services.bots.bootstrap import bootstrap as bots_bootstrap
+        from services.replay.bootstrap import bootstrap as replay_bootstrap
+        from services.replay.entrypoints.grpc_server import serve as serve_replay
+
+        registry = playable_registry()
+        self.tmp = tmp
+        self.command = CommandProcess(redis_url, free_port(), tmp / "command.log").start()
+        settings = Settings(redis_url=redis_url, secret=SECRET, command_addr=self.command.address)
+        self.bots = bots_bootstrap(settings=settings, registry=registry,
+                                   bots=BotsSettings(pool="threads", concurrency=1, visibility_timeout=6,
+                                                     stall_seconds=3, clock_grace_seconds=0.1))
+        self.stop = threading.Event()
+        self.threads = start_background(self.bots, self.stop, block_ms=100)
+        env = dict(os.environ, FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_COMMAND_ADDR=self.command.address,
+                   FAMIGLIA_SECRET=SECRET, FAMIGLIA_BOTS_POOL="threads", FAMIGLIA_BOTS_CONCURRENCY="1",
+                   FAMIGLIA_BOTS_VISIBILITY_TIMEOUT="6", FAMIGLIA_VAR_DIR=str(tmp), OTEL_SDK_DISABLED="true",
+                   PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
+        with open(tmp / "worker.log", "ab") as log:
+            self.worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
+                                           stdout=log, stderr=log, start_new_session=True)
+        self.replay_store = RedisEventStore.connect(redis_url)
+        replay_app = replay_bootstrap(store=self.replay_store, registry=registry,
+                                      settings=Settings(redis_url=redis_url, secret=SECRET), use_archive=False)
+        self.replay_server, port = serve_replay(replay_app, "127.0.0.1:0", workers=8)
+        self.replay_server.start()
+        self.replay = ReplayClient(f"127.0.0.1:{port}")
+        self.game = GameClient(self.command.address, timeout=20)
+
+    def restart_command(self) -> None:
+        """A crash and a new process on the same address: what a client sees of a redeploy."""
+        self.command.kill()
+        self.command.start()
+
+    def close(self) -> None:
+        os.killpg(self.worker.pid, signal.SIGTERM)
+        try:
+            self.worker.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.worker.pid, signal.SIGKILL)
+            self.worker.wait()
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.game.close()
+        self.replay.close()
+        self.replay_server.stop(None)
+        self.bots.close()
+        self.command.kill()
 
 
 def wait_until(predicate, timeout: float = 10.0) -> bool:

@@ -10,40 +10,27 @@ One match a game in the quick profile (`make test`), three and ten times the che
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 import pytest
 
 from famiglia.bots.games import playable_registry
-from famiglia.client import GameClient, SeatClient
-from famiglia.config import Settings
-from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.client import SeatClient
 from famiglia.grpcutil.errors import error_code
-from famiglia.localstack.redis_server import RedisServer, free_port
-from famiglia.replay.client import ReplayClient
+from famiglia.localstack.redis_server import RedisServer
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2 as rpb
-from services.bots.__main__ import start_background
-from services.bots.bootstrap import BotsSettings
-from services.bots.bootstrap import bootstrap as bots_bootstrap
-from services.replay.bootstrap import bootstrap as replay_bootstrap
-from services.replay.entrypoints.grpc_server import serve as serve_replay
 
 from ..profile import examples
-from .conftest import ROOT, SECRET, CommandProcess
+from .conftest import WalkStack
 
 pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("client_walk")]
 
@@ -58,56 +45,6 @@ LABELS = {
     "nothing_personal": {"setup", "action", "commission", "buy", "invite", "vacancy", "window", "blackmail",
                          "ruling"},
 }
-
-
-class WalkStack:
-    """Every service a mobile client meets: command (a process of its own, so it can be
-    restarted), the bots dispatcher in process and a Celery worker process, replay in process."""
-
-    def __init__(self, redis_url: str, tmp: Path) -> None:
-        self.tmp = tmp
-        self.command = CommandProcess(redis_url, free_port(), tmp / "command.log").start()
-        settings = Settings(redis_url=redis_url, secret=SECRET, command_addr=self.command.address)
-        self.bots = bots_bootstrap(settings=settings, registry=REGISTRY,
-                                   bots=BotsSettings(pool="threads", concurrency=1, visibility_timeout=6,
-                                                     stall_seconds=3, clock_grace_seconds=0.1))
-        self.stop = threading.Event()
-        self.threads = start_background(self.bots, self.stop, block_ms=100)
-        env = dict(os.environ, FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_COMMAND_ADDR=self.command.address,
-                   FAMIGLIA_SECRET=SECRET, FAMIGLIA_BOTS_POOL="threads", FAMIGLIA_BOTS_CONCURRENCY="1",
-                   FAMIGLIA_BOTS_VISIBILITY_TIMEOUT="6", FAMIGLIA_VAR_DIR=str(tmp), OTEL_SDK_DISABLED="true",
-                   PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
-        with open(tmp / "worker.log", "ab") as log:
-            self.worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
-                                           stdout=log, stderr=log, start_new_session=True)
-        self.replay_store = RedisEventStore.connect(redis_url)
-        replay_app = replay_bootstrap(store=self.replay_store, registry=REGISTRY,
-                                      settings=Settings(redis_url=redis_url, secret=SECRET), use_archive=False)
-        self.replay_server, port = serve_replay(replay_app, "127.0.0.1:0", workers=8)
-        self.replay_server.start()
-        self.replay = ReplayClient(f"127.0.0.1:{port}")
-        self.game = GameClient(self.command.address, timeout=20)
-
-    def restart_command(self) -> None:
-        """A crash and a new process on the same address: what a client sees of a redeploy."""
-        self.command.kill()
-        self.command.start()
-
-    def close(self) -> None:
-        os.killpg(self.worker.pid, signal.SIGTERM)
-        try:
-            self.worker.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.worker.pid, signal.SIGKILL)
-            self.worker.wait()
-        self.stop.set()
-        for t in self.threads:
-            t.join(5)
-        self.game.close()
-        self.replay.close()
-        self.replay_server.stop(None)
-        self.bots.close()
-        self.command.kill()
 
 
 @pytest.fixture(scope="module")
