@@ -50,7 +50,8 @@ GAMES = settings(
 
 
 def check_conservation(state: State) -> None:
-    """GC-S07, GC-S10, GC-P02: every card is in exactly one place; the Boss is a seat."""
+    """GC-S07, GC-S10, GC-P02: every card is in exactly one place; the Boss is a seat; what a seat
+    knows of another Stash is in it."""
     places = [*state.pile, *state.table, *state.confiscated]
     for stash in state.stashes:
         places += stash
@@ -61,6 +62,8 @@ def check_conservation(state: State) -> None:
     assert len(cards) == len(set(cards)), "no Loot card is in two places"
     assert set(cards) == {c.id for c in loot_deck(state.config.copies)}, "no Loot card is lost"
     assert 0 <= state.boss < state.seats, "GC-S12: the Boss is a seat"
+    assert all(card in state.stashes[holder] and knower != holder for knower, holder, card in state.known), (
+        "a card a seat knows in another Stash is there (GC-H10, GC-P06, GC-P15), in a dealt world too")
     if state.config.payoff:
         held = sum(state.payoff_cards) + sum(o.payoff_cards for o in state.offers)
         assert held == state.seats * state.config.payoff_cards_per_player

@@ -3,10 +3,14 @@ View (`SeatView.known_bank`) for a client that reconnects, and dropped when it g
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from famiglia.engine import Rng
 from famiglia.rules.nostra_city import ENGINE
 from famiglia.rules.nostra_city.data import POLICE_RAID
 from famiglia.rules.nostra_city.state import Phase, State
+from famiglia.testing.random_play import play_random
 
 from .helpers import (
     END,
@@ -134,3 +138,63 @@ def test_nc_h03_h14_determinize_deals_the_known_notes_where_the_seat_knows_them(
         assert DRAWN[0] in world.players[1].bank and DRAWN[1] in world.players[2].bank
         assert all(DRAWN[0] not in p.bank for i, p in enumerate(world.players) if i != 1)
         assert list(ENGINE.view(world, 0).players[1].known_bank) == [DRAWN[0]]
+
+
+class _Seen:
+    """What one seat can tell of other Banks from the events it was shown (each redacted for it),
+    worked out apart from the engine: `known_bank` must equal it, so it shows nothing else."""
+
+    def __init__(self, seat: int) -> None:
+        self.seat = seat
+        self.known: dict[int, set[int]] = {}
+
+    def _left(self, holder: int, faces: list[int] | None) -> None:
+        """Notes left `holder`'s Bank: seen faces forget those, unseen ones everything."""
+        if holder != self.seat:
+            self.known[holder] = set() if faces is None else self.known.get(holder, set()) - set(faces)
+
+    def shown(self, event: object) -> None:
+        redacted = ENGINE.redact(event, self.seat)
+        if redacted is None:
+            return
+        kind = redacted.WhichOneof("kind")
+        e = getattr(redacted, kind)
+        if kind == "notes_given" and e.from_seat == self.seat:
+            self.known.setdefault(e.to_seat, set()).update(e.notes)
+        elif kind == "notes_stolen":
+            self._left(e.victim, list(e.notes) if e.thief == self.seat else None)
+            if e.victim == self.seat:
+                self.known.setdefault(e.thief, set()).update(e.notes)
+        elif kind == "note_smashed" or (kind == "bid_committed" and e.count):
+            self._left(e.seat, None)
+        elif kind == "corrupted" and e.mode == "bank" and e.count:
+            self._left(e.seat, None)
+
+
+def test_nc_h03_h14_known_bank_is_what_the_seat_was_shown_and_nothing_more() -> None:
+    """NC-H02, NC-H03, NC-H14, NC-H15: over random games, every seat's known_bank is what its own
+    redacted event stream told it (a fold written here, apart from the engine), and true."""
+    compared = listed = 0
+    kinds_seen: set[str] = set()
+    for seats, seed in ((3, 1), (4, 2), (5, 3), (5, 11)):
+        seen = [_Seen(s) for s in range(seats)]
+
+        def on_step(before: State, step: Any, after: State, seen: list[_Seen] = seen) -> None:
+            nonlocal compared, listed
+            for event in step.events:
+                kinds_seen.add(event.WhichOneof("kind"))
+                for s in seen:
+                    s.shown(event)
+            if after.phase is Phase.OVER:
+                return
+            for s in seen:
+                want = {holder: sorted(notes) for holder, notes in s.known.items() if notes}
+                got = _known(after, s.seat)
+                assert got == want, f"seat {s.seat}"
+                assert all(set(n) <= set(after.players[h].bank) for h, n in got.items()), "a known Note is there"
+                compared += 1
+                listed += sum(map(len, want.values()))
+
+        play_random(ENGINE, seats, seed, on_step=on_step, sampler=random.Random(seed))
+    assert compared > 1000 and listed > 100
+    assert {"notes_given", "notes_stolen", "note_smashed", "bid_committed", "corrupted"} <= kinds_seen

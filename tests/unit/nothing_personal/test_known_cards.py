@@ -6,9 +6,13 @@ gone with their events, so `View.known_cards` keeps what they told, until the ga
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from famiglia.engine import Rng
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.rules.nothing_personal.state import Phase
+from famiglia.testing.random_play import play_random
 
 from .support import ENGINE, PASS, cmd, hand, of, pfi, play, replace, std
 
@@ -116,3 +120,78 @@ def test_np_h7_np_m8_a_dealt_world_keeps_every_known_card_in_its_holders_hand() 
         assert {"I01", "I07"} <= set(world.hands[1]), f"seed {seed}: seat 1 holds {world.hands[1]}"
         assert ENGINE.view(world, 0) == view
         assert all(known(world, v) == [] for v in others(world, 0))
+
+
+class _Seen:
+    """What one seat can tell of other hands from the events it was shown (each redacted for it),
+    worked out apart from the engine: `known_cards` must equal it, so it shows nothing else."""
+
+    def __init__(self, seat: int) -> None:
+        self.seat = seat
+        self.known: dict[str, tuple[int, str]] = {}   # card: (holder, how)
+        self.outside = 0   # trades it was not party to that made something it knew stale
+
+    def _gone(self, cards: Any) -> None:
+        for c in cards:
+            self.known.pop(c, None)
+
+    def shown(self, event: Any) -> None:
+        redacted = ENGINE.redact(event, self.seat)
+        if redacted is None:
+            return
+        kind = redacted.WhichOneof("kind")
+        e = getattr(redacted, kind)
+        if kind == "card_played":
+            self._gone([e.card])
+        elif kind == "cards_discarded":
+            self._gone(e.cards)
+        elif kind == "offer_made" and e.offer.to == self.seat:
+            self.known.update((c, (getattr(e, "from"), "offered")) for c in e.offer.give_cards)
+        elif kind == "trade_executed" and self.seat not in (getattr(e, "from"), e.to):
+            gave = {h for h, n in ((getattr(e, "from"), e.give_card_count), (e.to, e.want_card_count)) if n}
+            kept = {c: v for c, v in self.known.items() if v[0] not in gave}
+            self.outside += len(kept) < len(self.known)
+            self.known = kept
+        elif kind == "trade_cards_moved":
+            frm, to = getattr(e, "from"), e.to
+            self._gone([*e.give_cards, *e.want_cards])
+            mine = e.give_cards if self.seat == frm else e.want_cards
+            self.known.update((c, (to if self.seat == frm else frm, "gave")) for c in mine)
+
+
+def test_np_h7_np_m8_known_cards_are_true_and_what_the_seat_was_shown() -> None:
+    """NP-H1, NP-H3, NP-H7, NP-M8: over random games with offers of every shape, after every event
+    each card `State.known` names is in its holder's hand, and after every command each seat's
+    `known_cards` is what its own redacted event stream told it (a fold written here, apart from
+    the engine), and a world `determinize` deals from its view has them there too; a spectator
+    knows nothing. The games include trades that a seat outside them saw
+    take cards from a hand it knew a card of, and not that card."""
+    compared = listed = outside = 0
+    for seats, seed, options in ((3, 13, {}), (4, 11, {}), (4, 37, {}),
+                                 (5, 3, {"keep_your_word": "true", "reroll_tokens": "true"})):
+        seen = [_Seen(s) for s in range(seats)]
+
+        def on_step(before: Any, step: Any, after: Any, seen: list[_Seen] = seen) -> None:
+            nonlocal compared, listed
+            s = before
+            for event in step.events:
+                s = ENGINE.evolve(s, event)
+                stale = [k for k in s.known if k.card not in s.hands[k.holder] or k.seat == k.holder]
+                assert not stale, f"after {event.WhichOneof('kind')}: {stale}"
+                for w in seen:
+                    w.shown(event)
+            if after.phase == Phase.OVER:
+                return
+            assert known(after, None) == []
+            for w in seen:
+                want = sorted((holder, card, how) for card, (holder, how) in w.known.items())
+                assert known(after, w.seat) == want, f"seat {w.seat}"
+                compared += 1
+                listed += len(want)
+                if want and compared % 7 == 0:   # a search bot's world keeps every known card there
+                    world = ENGINE.determinize(ENGINE.view(after, w.seat), w.seat, Rng(compared))
+                    assert all(card in world.hands[holder] for holder, card, _ in want), f"seat {w.seat}'s world"
+
+        play_random(ENGINE, seats, seed, options, on_step=on_step, sampler=random.Random(seed))
+        outside += sum(w.outside for w in seen)
+    assert compared > 2000 and listed > 200 and outside > 0
