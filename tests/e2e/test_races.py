@@ -28,6 +28,7 @@ from famiglia.eventstore.envelopes import MATCH_CANCELLED, MATCH_CREATED
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.grpcutil.errors import error_code
 from famiglia.matchmaking import MatchPolicy
+from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import game_service_pb2_grpc as game_grpc
 from famiglia.v1 import matchmaking_service_pb2 as mm_pb
@@ -683,3 +684,133 @@ def test_cancel_tournament_racing_the_runners_next_match_leaves_no_match_in_play
     finally:
         for c in clients:
             c.close()
+
+
+# -- seats changing hands ----------------------------------------------------------------------------
+def _leave(stub: game_grpc.GameServiceStub, match_id: str, token: str) -> game_pb.LeaveMatchResponse:
+    return stub.LeaveMatch(game_pb.LeaveMatchRequest(match_id=match_id), metadata=bearer(token), timeout=DEADLINE)
+
+
+def _return(stub: game_grpc.GameServiceStub, match_id: str, token: str) -> game_pb.ReturnToMatchResponse:
+    return stub.ReturnToMatch(game_pb.ReturnToMatchRequest(match_id=match_id), metadata=bearer(token),
+                              timeout=DEADLINE)
+
+
+def _away_by_clock(stub: game_grpc.GameServiceStub, bots: Any, match: game_pb.CreateMatchResponse, seat: int,
+                   rng: random.Random) -> bool:
+    """Let `seat`'s clock run out on it (the bots' `run_clock`) until the bots take it, the
+    other seats playing: whether it went (a match may end first)."""
+    from services.bots import handlers
+
+    for _ in range(60):
+        envelopes = cluster_store(bots).read(match.match_id)
+        last = envelopes[-1]
+        if last.type == "seat_left" and last.seat == seat:
+            return True
+        seats = asked(stub, match)
+        if not seats:
+            return False
+        if seat in seats:
+            assert handlers.run_clock(bots, match.match_id, seat, last.seq) == "submitted"
+        else:
+            play_a_few(stub, match, rng, 1)
+    return False
+
+
+def cluster_store(bots: Any) -> RedisEventStore:
+    return bots.store
+
+
+LEAVE_REFUSED = {Refused(C.FAILED_PRECONDITION, "match_over")}
+RETURN_REFUSED = {Refused(C.FAILED_PRECONDITION, "match_over"), Refused(C.FAILED_PRECONDITION, "seat_left")}
+COMMAND_REFUSED = {Refused(C.ABORTED, "stale_version"), Refused(C.FAILED_PRECONDITION, "match_over"),
+                   Refused(C.FAILED_PRECONDITION, "seat_left"), Refused(C.FAILED_PRECONDITION, "seat_away")}
+CLOCK_OUTCOMES = {"submitted", "stale", "finished", "not_pending"}
+
+
+def test_seat_changes_racing_commands_a_clock_and_a_cancel_on_two_replicas_stand_where_the_rules_say(
+        cluster: Cluster) -> None:
+    """LeaveMatch and ReturnToMatch of a seat, on one replica, racing on the other its own
+    command (its player's, or the bots' once it is away), another seat's, its turn clock's
+    default and now and then a CancelMatch: every caller is answered as the API promises (done,
+    or refused with a stable code), a leave's or return's answer names its stored event, and
+    the stored match verifies with every seat change where the rules put it (none after the
+    end, one `left` a seat, a return only after the clock took the seat, and only the bots'
+    commands for a seat while it is away)."""
+    from famiglia.replay.verify import verify_envelopes
+    from services.bots import handlers
+    from services.bots.bootstrap import BotsSettings
+    from services.bots.bootstrap import bootstrap as bots_bootstrap
+    from tests.support.seat_changes import seat_change_problems
+
+    bots = bots_bootstrap(settings=Settings(redis_url=cluster.redis_url, secret=SECRET, command_addr=cluster.game[1]),
+                          store=cluster.store, bots=BotsSettings())
+    stubs = [cluster.game_stub(i) for i in range(2)]
+
+    def one_round(r: int) -> None:
+        rng = random.Random(r)
+        match = new_match(stubs[0], seed=700 + r)
+        play_a_few(stubs[0], match, rng, r % 4)
+        match_id = match.match_id
+        seat = rng.randrange(3)
+        away = r % 3 == 1 and _away_by_clock(stubs[0], bots, match, seat, rng)
+        version = cluster.store.version(match_id)
+        seats = asked(stubs[0], match)
+        if not seats:
+            return  # over before the race
+        mover = seat if seat in seats else seats[0]
+        token = SIGNER.bot_seat_token(match_id, mover) if mover == seat and away else match.seat_tokens[mover]
+        options = legal(stubs[1], match_id, token)
+        expected = options.version if r % 2 or mover == seat else None
+        command_id = f"bot:{match_id}:{options.version}:{mover}" if token != match.seat_tokens[mover] else f"me{r}"
+        calls: dict[str, Callable[[], Any]] = {
+            "leave": lambda: _leave(stubs[0], match_id, match.seat_tokens[seat]),
+            "command": lambda: submit(stubs[1], match_id, token, rng.choice(list(options.commands)), command_id,
+                                      expected, omit_events=True),
+        }
+        if away:
+            calls["return"] = lambda: _return(stubs[1 - r % 2], match_id, match.seat_tokens[seat])
+        if expected is not None:
+            calls["clock"] = lambda: handlers.run_clock(bots, match_id, mover, version)
+        if r % 4 == 3:
+            calls["cancel"] = lambda: stubs[r % 2].CancelMatch(game_pb.CancelMatchRequest(
+                match_id=match_id, reason="race", request_id=f"c{r}"), metadata=operator(), timeout=DEADLINE)
+        answers = dict(zip(calls, race(*calls.values()), strict=True))
+        envelopes = cluster.store.read(match_id)
+        where = (r, seat, mover, away, answers)
+
+        left = answers["leave"]
+        if isinstance(left, Refused):
+            assert left in LEAVE_REFUSED and "cancel" in answers, where
+        else:
+            change = envelopes[left.version - 1]
+            assert (change.type, change.seat, left.duplicate) == ("seat_left", seat, False), where
+            assert envelope_pb2.SeatLeft.FromString(change.payload).reason == "left", where
+        back = answers.get("return")
+        if isinstance(back, Refused):
+            assert back in RETURN_REFUSED, where
+        elif back is not None and not back.duplicate:
+            assert (envelopes[back.version - 1].type, envelopes[back.version - 1].seat) == ("seat_returned", seat), \
+                where
+        mine = answers["command"]
+        if isinstance(mine, Refused):
+            assert mine in COMMAND_REFUSED, where
+        else:
+            assert [e for e in envelopes if e.command_id == command_id and e.seat == mover], where
+        assert answers.get("clock", "stale") in CLOCK_OUTCOMES, where
+        if "cancel" in answers:
+            assert not isinstance(answers["cancel"], Refused) and envelopes[-1].type == MATCH_CANCELLED, where
+        report = verify_envelopes(REGISTRY, envelopes)
+        assert report.ok, (where, report.describe())
+        assert seat_change_problems(REGISTRY, envelopes) == [], where
+        if not isinstance(left, Refused) and envelopes[-1].type != MATCH_CANCELLED:
+            # the player who left commands nothing more, on either replica
+            for stub in stubs:
+                again = answer_of(lambda s=stub: legal(s, match_id, match.seat_tokens[seat]))
+                assert again == Refused(C.FAILED_PRECONDITION, "seat_left"), where
+
+    try:
+        for r in range(ROUNDS):
+            one_round(r)
+    finally:
+        bots.close()

@@ -6,8 +6,11 @@ match that lands in the past re-rates those after it the same way, and a rebuild
 
 from __future__ import annotations
 
+import pytest
 from sqlmodel import col, select
 
+from famiglia.config import Settings
+from famiglia.matchstate import MatchState
 from famiglia.ratings import MatchOutcome, Placement, ranks_with_leavers, rate_in_order
 from famiglia.readmodels import leaderboard, match_summary
 from famiglia.readmodels.db import read_session
@@ -152,3 +155,46 @@ def test_a_seat_left_in_a_history_the_store_lost_is_its_players_again(app: Proje
         assert summary is not None and summary.status == "live"
         assert summary.version == app.store.version(left.match_id)
         assert [(s.away, s.away_since) for s in summary.seats] == [("", None)] * 3
+
+
+def test_random_matches_with_seat_changes_project_as_a_rebuild_does(app: ProjectionApp) -> None:
+    """Matches of the real games played through the command service's use cases on the
+    projection's Redis, with seats changing hands at random points (LeaveMatch, a clock run out
+    too often, ReturnToMatch) and a match cancelled mid-way, projected as they are appended:
+    each seat's `away` is the fold's at the end, and a rebuild gives the same tables."""
+    from services.command.bootstrap import bootstrap as command_bootstrap
+    from tests.profile import examples
+    from tests.support.seat_changes import play_with_seat_changes, seat_change_problems
+
+    games = [g for g in ("grifters", "goodcritters", "nostra_city", "nothing_personal") if g in app.registry]
+    if not games:
+        pytest.skip("needs a registered real game")
+    app.migrate()
+    commands = command_bootstrap(store=app.store, registry=app.registry, settings=Settings(secret="test"))
+    runner = app.runner("c0")
+    people = ["ann", "bob", "cy", "dee", "eve"]
+    played = []
+    for i in range(examples(quick=2, soak=6 * len(games))):
+        game_id = games[i % len(games)]
+        seats = app.registry.get(game_id).info.min_players
+        played.append(play_with_seat_changes(commands, game_id, seats, seed=70 + i, most=60 if i == 1 else 2000,
+                                             players=[people[(i + s) % len(people)] for s in range(seats)]))
+        if i == 1:
+            commands.cancel_match(played[-1].match_id, "ops", "stopped mid-way")
+        runner.run_once(block_ms=0)  # some projected while others are still to come
+    drain([runner])
+    assert any(e.type in ("seat_left", "seat_returned") for p in played for e in app.store.read(p.match_id))
+    with read_session(app.sql) as session:
+        for p in played:
+            envelopes = app.store.read(p.match_id)
+            assert seat_change_problems(app.registry, envelopes) == []
+            folded = MatchState.from_envelopes(app.registry, envelopes)
+            summary = match_summary(session, p.match_id)
+            assert summary is not None and summary.version == len(envelopes)
+            assert summary.status == ("cancelled" if folded.cancelled else "finished"), summary.status
+            assert [(s.away, s.away_since) for s in summary.seats] == [
+                (folded.away[s][0].reason, folded.away[s][1]) if s in folded.away else ("", None)
+                for s in range(folded.seats)]
+    incremental = dump(app.sql)
+    app.rebuild()
+    assert dump(app.sql) == incremental

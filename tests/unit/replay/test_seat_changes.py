@@ -244,3 +244,35 @@ def test_a_seat_left_for_good_reads_the_running_match_as_a_spectator() -> None:
     assert app.state_at(last, SIGNER.seat_token(match_id, 1)).access.scope is Scope.SPECTATOR
     away = app.state_at(last, SIGNER.seat_token(match_id, 0)).access
     assert away.scope is Scope.SEAT and away.viewer == 0
+
+
+def test_the_randomized_suites_audit_flags_each_seat_change_out_of_its_place() -> None:
+    """`tests/support/seat_changes.py`, which the randomized replay, projection, race and bots
+    suites lean on: a match played through the command service with seats changing hands has
+    nothing to report; one whose seat changes are out of place has each reported."""
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from services.command.bootstrap import bootstrap as command_bootstrap
+    from tests.support.seat_changes import play_with_seat_changes, seat_change_problems
+
+    game_id = next(g for g in game_ids() if g != "replay_toy")
+    commands = command_bootstrap(store=InMemoryEventStore(), registry=registry(), settings=Settings(secret=SECRET))
+    good = play_with_seat_changes(commands, game_id, engine(game_id).info.min_players, seed=1)
+    envelopes = commands.store.read(good.match_id)
+    assert good.leaves + good.returns and any(e.type in SEAT_CHANGES for e in envelopes)
+    assert seat_change_problems(registry(), envelopes) == []
+
+    # seat 1 sent to the bots by no clock of its own, a person's command under a bots' id, and
+    # after the end a second leave and a return of a seat left for good
+    bad = played(game_id, AWAY_AND_BACK)
+    bad.append(seat_change_envelope(bad[0].match_id, len(bad), game_id, SeatLeft(seat=0, reason="left"),
+                                    command_id="leave", now_ms=START_MS))
+    bad.append(seat_change_envelope(bad[0].match_id, len(bad), game_id, SeatReturned(seat=0),
+                                    command_id="return:1", now_ms=START_MS))
+    first = next(e for e in bad if e.command)  # a person's command, before any seat changed hands
+    first.command_id = f"bot:{first.match_id}:{first.seq - 1}:{first.seat}"
+    problems = seat_change_problems(registry(), bad)
+    assert sum("not right after its seat's clock default" in p for p in problems) == 2, problems
+    assert sum("after the match's end" in p for p in problems) == 2, problems
+    assert any("a second seat_left(left) of seat 0" in p for p in problems), problems
+    assert any("seat_returned of a seat left" in p for p in problems), problems
+    assert any(f"seq {first.seq} " in p and "for a seat its person plays" in p for p in problems), problems
