@@ -89,6 +89,21 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return 'swept'
 """
 
+_RECORD = """
+-- KEYS: the tournament's hash, its results (one slot); ARGV: match id, result (JSON).
+-- A tournament whose records are gone (swept) gets none back: a late result would make a
+-- results hash no sweep lists any more.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[2])
+"""
+
+_ADD_MOVES = """
+-- KEYS: the tournament's hash; ARGV: moves. Not for a tournament whose records are gone (swept):
+-- HINCRBY would make a record of `moves` alone.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], 'moves', ARGV[1])
+"""
+
 
 def _ms() -> int:
     return int(time.time() * 1000)
@@ -178,6 +193,8 @@ class TournamentRepo:
         self.client = client
         self._indexed = False
         self._drop = client.register_script(_DROP)
+        self._record = client.register_script(_RECORD)
+        self._add_moves = client.register_script(_ADD_MOVES)
 
     @staticmethod
     def _key(tid: str, part: str = "") -> str:
@@ -202,6 +219,12 @@ class TournamentRepo:
             pipe.hsetnx(key, name, value)
         pipe.hmget(key, "status", "created_ms")
         status, created = pipe.execute()[-1]
+        if request_id and self.client.sismember(SWEPT_KEY, tid):
+            # Swept between the check above and this write (a sweep lists the id before it
+            # deletes): what this write made is no tournament to run, its old one was swept.
+            if _text(status) == RUNNING and int(_text(created)) == now:  # the write's own record
+                self.client.delete(key)
+            raise TournamentSwept(tid)
         created_ms = int(_text(created))
         self.client.zadd(ALL_KEY, {tid: created_ms}, nx=True)
         if _text(status) == RUNNING:  # one that ran to its end since is not put back in the running index
@@ -356,13 +379,17 @@ class TournamentRepo:
         pipe.execute()
 
     def add_moves(self, tid: str, moves: int) -> None:
-        self.client.hincrby(self._key(tid), "moves", moves)
+        """Count a tournament's moves; nothing once its records are gone (swept)."""
+        self._add_moves(keys=[self._key(tid)], args=[moves])
 
     def record(self, tid: str, match_id: str, result: dict[str, Any]) -> bool:
         """A match's outcome, once: a match abandoned as stuck that finishes after all stays
         abandoned (the runner has filled its place), and a result is never overwritten by a
-        late abandonment, so the standings do not depend on which came first or on restarts."""
-        return bool(self.client.hsetnx(self._key(tid, "results"), match_id, json.dumps(result, sort_keys=True)))
+        late abandonment, so the standings do not depend on which came first or on restarts.
+        Nothing is written once the tournament's records are gone (swept): a match abandoned as
+        stuck may end days later, reported by a dispatcher that still takes it for ours."""
+        return bool(self._record(keys=[self._key(tid), self._key(tid, "results")],
+                                 args=[match_id, json.dumps(result, sort_keys=True)]))
 
     # -- the operator's sweep (famiglia tournament sweep) ------------------------------------
     def ended_before(self, cutoff_ms: int) -> list[Ended]:
@@ -398,36 +425,48 @@ class TournamentRepo:
                 out.append(Ended(tid, record.status, finished_ms, len(record.match_records()), left))
         return out
 
-    def sweep(self, cutoff_ms: int, held: Callable[[Ended], bool], *,
-              dry_run: bool = False) -> list[tuple[Ended, str]]:
+    def sweep(self, cutoff_ms: int, held: Callable[[Ended], bool], *, dry_run: bool = False,
+              on_outcome: Callable[[Ended, str], None] | None = None) -> list[tuple[Ended, str]]:
         """Delete the records of the tournaments that ended before `cutoff_ms`, nothing in play,
         whose standings the read models hold (`held`: asked of each, never of one that must stay).
         Each tournament looked at and what became of it: `swept` (`sweepable` in a dry run), `gone`
         (an earlier sweep's, finished now), or why it stays (`Ended.left`, `not_in_read_models`, or
-        the delete's own check). Run again, it deletes nothing twice."""
+        the delete's own check), each told to `on_outcome` as it is known: a sweep stopped midway
+        (raised) has said what it deleted, which no later sweep lists. Run again, it deletes
+        nothing twice."""
         out = []
         for ended in self.ended_before(cutoff_ms):
             if ended.left:
-                out.append((ended, ended.left))
+                outcome = ended.left
             elif ended.status and not held(ended):
-                out.append((ended, "not_in_read_models"))
+                outcome = "not_in_read_models"
             else:
-                out.append((ended, self.drop(ended.tournament_id, cutoff_ms, dry_run=dry_run)))
+                outcome = self.drop(ended.tournament_id, cutoff_ms, dry_run=dry_run)
+            out.append((ended, outcome))
+            if on_outcome is not None:
+                on_outcome(ended, outcome)
         return out
 
     def drop(self, tid: str, cutoff_ms: int, *, dry_run: bool = False) -> str:
         """Delete a tournament that ended before `cutoff_ms` with nothing in play, checked again in
         the script that deletes it (`swept`; `sweepable` for a dry run), else why not (`running`,
-        `recent`, `in_play`); `gone` once its records are (a sweep run again). Then out of the index
-        and into the swept set, so a sweep cut short is finished by the next."""
+        `recent`, `in_play`); `gone` once its records are (a sweep run again). Into the swept set
+        before the delete (another slot than the tournament's: no MULTI), so that no moment has
+        the records gone and the request id free, not even for a sweep killed in between
+        (`create` looks after its write too); out again if it stays. Then out of the index: a
+        sweep cut short is finished by the next."""
         keys = [self._key(tid), self._key(tid, "started"), self._key(tid, "starting"), self._key(tid, "results")]
-        outcome = _text(self._drop(keys=keys, args=[cutoff_ms, 1 if dry_run else 0]))
-        if outcome in ("swept", "gone") and not dry_run:
-            pipe = self.client.pipeline(transaction=False)  # other slots than the tournament's
-            pipe.sadd(SWEPT_KEY, tid)
-            pipe.zrem(ALL_KEY, tid)
-            pipe.zrem(RUNNING_KEY, tid)
-            pipe.execute()
+        if dry_run:
+            return _text(self._drop(keys=keys, args=[cutoff_ms, 1]))
+        self.client.sadd(SWEPT_KEY, tid)
+        outcome = _text(self._drop(keys=keys, args=[cutoff_ms, 0]))
+        if outcome not in ("swept", "gone"):
+            self.client.srem(SWEPT_KEY, tid)
+            return outcome
+        pipe = self.client.pipeline(transaction=False)  # other slots than the tournament's
+        pipe.zrem(ALL_KEY, tid)
+        pipe.zrem(RUNNING_KEY, tid)
+        pipe.execute()
         return outcome
 
 

@@ -69,7 +69,8 @@ class Reindexed:
     over: int = 0
     """Finished, cancelled or archived (its stream trimmed): in no list."""
     nobody: int = 0
-    """Live, naming no person (bots' seats, a match made without an operator token, an import)."""
+    """Live, naming no person still seated (bots' seats, a match made without an operator token,
+    an import; every person named left it for good)."""
     unreadable: int = 0
     """Not this server's to fold (a game it does not serve, a newer server's events): left out."""
     unwritten: int = 0
@@ -118,10 +119,14 @@ def _reindex(app: CommandApp, match_id: str, dry_run: bool, done: Reindexed) -> 
     except UnreadableMatch:
         done.unreadable += 1
         return
-    over = _over(app, hot)
+    over, seated = _now(app, hot)
     if over is None or over:
         done.unreadable += over is None
         done.over += over is True
+        return
+    named &= seated  # a player who left for good (LeaveMatch) took the match out of its list
+    if not named:
+        done.nobody += 1
         return
     if not dry_run:
         stamp = first[0].timestamp
@@ -129,24 +134,35 @@ def _reindex(app: CommandApp, match_id: str, dry_run: bool, done: Reindexed) -> 
         if not write_index(match_id, named, lambda them: app.players.add(match_id, them, created_ms)):
             done.unwritten += 1
             return
-        # The match may have ended while this read and wrote, its end's ZREM before this ZADD:
-        # folded again after the write, a match over now is taken out again (its end seen here
-        # or, when it came later, its own ZREM after this ZADD).
-        if _over(app, hot) is not False:
+        # The match may have ended, or a player left it, while this read and wrote, the end's
+        # (or the leave's) ZREM before this ZADD: folded again after the write, what is over now
+        # is taken out again (seen here or, when it came later, by its own ZREM after this ZADD).
+        over, seated = _now(app, hot)
+        if over is not False:
             write_index(match_id, named, lambda them: app.players.remove(match_id, them))
             done.over += 1
             return
+        if named - seated:
+            write_index(match_id, named - seated, lambda them: app.players.remove(match_id, them))
+            named &= seated
     done.indexed += 1
     done.entries += len(named)
 
 
-def _over(app: CommandApp, hot: HotMatch) -> bool | None:
-    """Whether the match is over as the store has it now (trimmed since: over); None when this
-    server cannot fold what was written since (`match_unreadable`)."""
+def _now(app: CommandApp, hot: HotMatch) -> tuple[bool | None, set[str]]:
+    """Whether the match is over as the store has it now (trimmed since: over; None when this
+    server cannot fold what was written since, `match_unreadable`), and the people still seated
+    at it: not a seat they left for good (`LeaveMatch`: the bots play it, and ListMyTurns leaves
+    it out, as the leave took it out of their lists)."""
+    from .app import LEFT  # the command service's own word for a seat left for good
+
     try:
         with hot.lock:
-            return app.matches.catch_up(hot).finished
+            m = app.matches.catch_up(hot)
     except UnknownMatch:
-        return True
+        return True, set()
     except FailedPrecondition:  # match_unreadable
-        return None
+        return None, set()
+    left = {seat for seat, (change, _seq) in m.away.items() if change.reason == LEFT}
+    return m.finished, {info.player_id for info in m.created.seat_info
+                        if info.player_id and not info.bot and info.seat not in left}

@@ -14,6 +14,7 @@ from .matcher import MatcherTuning
 from .players import GUEST_TTL_S
 
 DAY_S = 86_400
+MAX_GUEST_TTL_DAYS = 36_500
 
 
 def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | None:
@@ -27,11 +28,15 @@ def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | 
 def _guest_ttl_s(e: Mapping[str, str]) -> int | None:
     """FAMIGLIA_MM_GUEST_TTL_DAYS: whole seconds, or off (guests kept for good). At least a day: a
     guest's record must outlive the tickets and tables made with it (a claimed table waits up to a
-    day for CreateMatch), or its seat would be named by its id instead of its name."""
+    day for CreateMatch), or its seat would be named by its id instead of its name. At most a
+    century (`MAX_GUEST_TTL_DAYS`): Redis refuses an EXPIRE far beyond, and every use would fail."""
     name = "FAMIGLIA_MM_GUEST_TTL_DAYS"
     if e.get(name, "").strip().lower() in ("off", "never", "none"):
         return None
-    return int(number(name, GUEST_TTL_S / DAY_S, low=1.0, env=e) * DAY_S)
+    days = number(name, GUEST_TTL_S / DAY_S, low=1.0, env=e)
+    if days > MAX_GUEST_TTL_DAYS:
+        raise SystemExit(f"{name}={e[name]!r} is more than {MAX_GUEST_TTL_DAYS} days (off keeps guests for good)")
+    return int(days * DAY_S)
 
 
 def _whole_ms(seconds: float, name: str) -> int:
@@ -55,7 +60,7 @@ class MatchmakingSettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> MatchmakingSettings:
         """FAMIGLIA_MM_BACKFILL_AFTER (s, or off), _BOT_POLICY, _TICKET_TTL (s), _INVITE_TTL (s),
         _WINDOW_START, _WINDOW_GROWTH (mu per s), _WINDOW_MAX, _TICK (s), _CLAIM_RETRY (s), _HOLD (s),
-        _MATCHER (on|off), _GUEST_TTL_DAYS (days, at least 1, or off)."""
+        _MATCHER (on|off), _GUEST_TTL_DAYS (days, 1 to 36500, or off)."""
         e = os.environ if env is None else env
         d, t = MatchPolicy(), MatcherTuning()
         policy = MatchPolicy(

@@ -23,7 +23,7 @@ before the index existed is in no player's list. It walks every match in the eve
 (FAMIGLIA_REDIS_URL, FAMIGLIA_PARTITIONS: in this process, not through the command service)
 and writes the people of each live one with the service's own write (`ZADD NX`: an entry
 there is kept, so a second run changes nothing); finished, cancelled and archived matches are
-left out, and so are imported ones (they name no player). It prints where it is after each page
+left out, and so are imported ones (they name no player) and a player who left a match for good. It prints where it is after each page
 of keys: `--cursor N` resumes an interrupted run there (on the same Redis). `--dry-run` counts,
 writes nothing. Exit 1 when a write was lost (Redis away for it): run it again.
 """

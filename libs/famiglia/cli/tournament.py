@@ -270,22 +270,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cutoff_ms = int(time.time() * 1000) - int(args.finished_days * DAY_MS)
     client = redis.Redis.from_url(settings.redis_url)
     channel = dial(args.query_address or settings.projection_addr)
+    done: list[tuple[Any, str]] = []
+
+    def told(ended: Any, outcome: str) -> None:  # each line as it is known: a sweep stopped has said what went
+        done.append((ended, outcome))
+        when = time.strftime("%Y-%m-%d", time.gmtime(ended.finished_ms / 1000)) if ended.finished_ms else "-"
+        console.print(f"{escape(ended.tournament_id)}: {ended.status or 'records gone'} {when}: {outcome}")
+
+    verb = "would be deleted (dry run: none deleted)" if args.dry_run else "deleted"
     try:
-        done = TournamentRepo(client).sweep(cutoff_ms, read_models_hold(qpb_grpc.QueryServiceStub(channel)),
-                                            dry_run=args.dry_run)
-    except grpc.RpcError as exc:
-        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
+        TournamentRepo(client).sweep(cutoff_ms, read_models_hold(qpb_grpc.QueryServiceStub(channel)),
+                                     dry_run=args.dry_run, on_outcome=told)
+    except (grpc.RpcError, redis.RedisError) as exc:
+        why = (f"{exc.code().name}: {exc.details() or ''}" if isinstance(exc, grpc.RpcError)  # type: ignore[attr-defined]
+               else repr(exc))
+        console.print(f"[red]stopped: {escape(why)}[/]; {_swept(done)} {verb} before it (listed above); "
+                      "run it again to go on")
         return 2
     finally:
         channel.close()
         client.close()
-    gone = sum(outcome in ("swept", "sweepable", "gone") for _, outcome in done)
-    for ended, outcome in done:
-        when = time.strftime("%Y-%m-%d", time.gmtime(ended.finished_ms / 1000)) if ended.finished_ms else "-"
-        console.print(f"{escape(ended.tournament_id)}: {ended.status or 'records gone'} {when}: {outcome}")
-    verb = "would be deleted (dry run: none deleted)" if args.dry_run else "deleted"
+    gone = _swept(done)
     console.print(f"{gone} tournaments ended over {args.finished_days:g} days ago {verb}, {len(done) - gone} kept")
     return 0
+
+
+def _swept(done: list[tuple[Any, str]]) -> int:
+    return sum(outcome in ("swept", "sweepable", "gone") for _, outcome in done)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -210,3 +210,95 @@ def test_the_tournament_service_after_a_sweep(repo: TournamentRepo) -> None:
     with pytest.raises(AlreadyExists) as again:
         TournamentServicer.CreateTournament.__wrapped__(servicer, request, operator)
     assert again.value.code == "request_id_reused"
+
+
+def test_a_late_write_of_a_swept_tournament_leaves_no_record_behind(repo: TournamentRepo) -> None:
+    """A match abandoned as stuck that ends after all (cancelled by `famiglia match sweep`, say)
+    reaches the dispatcher's MatchObserver, which still knows the tournament (it caches that it
+    exists) and writes its result and moves: written after the sweep, they made a `results` hash
+    and a record of `moves` alone that no sweep lists any more, left in Redis for good."""
+    tid = _ended(repo, "stuck")
+    assert [outcome for _, outcome in repo.sweep(CUTOFF, held=lambda e: True)] == ["swept"]
+    assert repo.record(tid, f"{tid}-late", _result(f"{tid}-late")) is False
+    repo.add_moves(tid, 12)
+    assert _keys(repo, tid) == [] and repo.get(tid) is None
+
+
+def test_a_sweep_cut_short_after_its_delete_still_refuses_the_request_id(repo: TournamentRepo,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep killed between the script's delete and its writes to the other slots: the id
+    was not yet in the swept set, so a creation retried with the request id before the next
+    sweep made the tournament anew and ran it again under its old id."""
+    tid = _ended(repo, "cut", request_id="req-cut")
+    pipeline = repo.client.pipeline
+
+    def killed(*args: object, **kwargs: object) -> object:
+        pipe = pipeline(*args, **kwargs)  # type: ignore[arg-type]
+        pipe.execute = lambda *a, **k: (_ for _ in ()).throw(redis.ConnectionError("sweep killed"))  # type: ignore[method-assign]
+        return pipe
+
+    with monkeypatch.context() as patch:
+        patch.setattr(repo.client, "pipeline", killed)
+        with pytest.raises(redis.ConnectionError):
+            repo.drop(tid, CUTOFF)
+    with pytest.raises(TournamentSwept):
+        repo.create(_spec("cut"), request_id="req-cut")
+    assert repo.get(tid) is None
+    assert [(e.tournament_id, outcome) for e, outcome in repo.sweep(CUTOFF, held=lambda e: True)] == [(tid, "gone")]
+
+
+def test_a_creation_racing_the_sweep_of_its_request_ids_tournament_is_refused(repo: TournamentRepo,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The creation found the id not swept, the sweep deleted the tournament, then the
+    creation's write made it anew: a tournament ended long ago ran again under its old id."""
+    tid = _ended(repo, "raced", request_id="req-raced")
+    sismember = repo.client.sismember
+
+    def swept_meanwhile(key: str, member: str) -> object:
+        found = sismember(key, member)
+        if key == tournaments.SWEPT_KEY and not found:
+            assert repo.drop(tid, CUTOFF) == "swept"
+        return found
+
+    with monkeypatch.context() as patch:
+        patch.setattr(repo.client, "sismember", swept_meanwhile)
+        with pytest.raises(TournamentSwept):
+            repo.create(_spec("raced"), request_id="req-raced")
+    assert repo.get(tid) is None and _keys(repo, tid) == []
+    assert repo.ids(limit=50) == [] and repo.ids(limit=50, running_only=True) == []
+
+
+def test_famiglia_tournament_sweep_stopped_midway_names_what_it_deleted(
+        repo: TournamentRepo, redis_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The QueryService lost after the first tournament was deleted: the command said only the
+    error, so the operator never learnt which tournaments went (none is listed again)."""
+    from concurrent import futures
+
+    from famiglia.cli.main import main
+
+    first, second = _ended(repo, "first"), _ended(repo, "second")
+    for tid in (first, second):
+        repo.client.hset(repo._key(tid), "finished_ms", int(time.time() * 1000) - 2 * DAY_MS)
+
+    class LostAfterOne(_ReadModels):
+        def GetTournamentStandings(self, request, context):  # type: ignore[no-untyped-def]
+            if len(self.held) < 2:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "projection restarting")
+            self.held.pop(request.tournament_id, None)
+            return query_pb.GetTournamentStandingsResponse(tournament_id=request.tournament_id, status="finished",
+                                                           matches_finished=2)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    lost = LostAfterOne({first: ("finished", 2), second: ("finished", 2)})  # type: ignore[abstract]
+    query_grpc.add_QueryServiceServicer_to_server(lost, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    monkeypatch.setenv("FAMIGLIA_REDIS_URL", redis_url)
+    monkeypatch.setenv("FAMIGLIA_PROJECTION_ADDR", f"127.0.0.1:{port}")
+    try:
+        assert main(["tournament", "sweep", "--finished-days", "1"]) == 2
+    finally:
+        server.stop(grace=None)
+    out = capsys.readouterr().out
+    gone = [t for t in (first, second) if repo.get(t) is None]
+    assert len(gone) == 1 and f"{gone[0]}: finished" in out and "swept" in out and "UNAVAILABLE" in out

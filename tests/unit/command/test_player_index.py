@@ -62,3 +62,50 @@ def test_a_write_lost_to_an_outage_is_counted_for_a_run_again(app: CommandApp) -
     app.players = index
     again = reindex_players(app)
     assert (again.indexed, again.unwritten) == (1, 0) and index.newest("ann", 10) == [match_id]
+
+
+def _highcard() -> tuple[CommandApp, str]:
+    """A High Card match of two people, created before the index: no entry."""
+    from famiglia.bots.toy import toy_registry
+
+    app = bootstrap(store=InMemoryEventStore(), registry=toy_registry(), settings=Settings(secret="unit-test-secret"))
+    index, app.players = app.players, InMemoryPlayerMatches()
+    match_id = app.create_match("highcard", 2, seed=5, options={"hand": "6"},
+                                seat_info=[envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(2)]).match_id
+    app.players = index
+    return app, match_id
+
+
+def _leave(app: CommandApp, match_id: str, seat: int) -> None:
+    from famiglia.auth import TokenSigner
+
+    token = TokenSigner("unit-test-secret").seat_token(match_id, seat, f"p{seat}")
+    app.leave_match(match_id, app.viewer(match_id, token))
+
+
+def test_the_backfill_does_not_list_a_match_for_a_player_who_left_it() -> None:
+    """LeaveMatch takes the match out of its player's list; the backfill put it back (it named
+    everyone the creation seated), and ListMyTurns showed it on."""
+    app, match_id = _highcard()
+    _leave(app, match_id, 0)
+    done = reindex_players(app)
+    assert (done.indexed, done.entries) == (1, 1)
+    assert app.players.newest("p0", 10) == [] and app.players.newest("p1", 10) == [match_id]
+    assert app.my_turns("p0") == []
+
+
+def test_a_player_who_leaves_while_the_backfill_writes_is_not_left_listed() -> None:
+    """The leave's ZREM came between the backfill's read (seated) and its ZADD."""
+    app, match_id = _highcard()
+    index = app.players
+
+    class LeftMeanwhile(InMemoryPlayerMatches):
+        def add(self, match_id: str, player_ids, created_ms: int) -> None:  # type: ignore[no-untyped-def]
+            app.players = index
+            _leave(app, match_id, 0)  # its ZREM: nothing there yet
+            index.add(match_id, player_ids, created_ms)
+
+    app.players = LeftMeanwhile()
+    reindex_players(app)
+    assert index.newest("p0", 10) == [] and index.newest("p1", 10) == [match_id]
+

@@ -37,3 +37,12 @@ def test_guest_ttl_is_days_of_at_least_one_or_off() -> None:
     for bad in ("0.5", "0", "-3", "soon"):
         with pytest.raises(SystemExit, match="FAMIGLIA_MM_GUEST_TTL_DAYS"):
             MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": bad})
+
+
+def test_a_guest_ttl_redis_cannot_take_stops_the_process() -> None:
+    """1e12 days was taken, then every use's EXPIRE was refused by Redis ("invalid expire time"):
+    each registration and CreateTicket failed. Over a century: `off` is the word for good."""
+    assert MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": "36500"}).guest_ttl_s == 36_500 * 86_400
+    for bad in ("36501", "1e12", "1e300"):
+        with pytest.raises(SystemExit, match="FAMIGLIA_MM_GUEST_TTL_DAYS"):
+            MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": bad})
