@@ -9,8 +9,9 @@ import pytest
 from famiglia.auth import TokenSigner
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
-from famiglia.engine.registry import Registry
 from famiglia.config import Settings
+from famiglia.engine import private_to
+from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import SEAT_LEFT, SEAT_RETURNED, open_seat_change
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import Aborted, AppError, FailedPrecondition
@@ -435,8 +436,6 @@ class _SecretPlays(type(HIGHCARD)):  # type: ignore[misc]
 
     def visibility(self, event):  # type: ignore[no-untyped-def]
         if event.WhichOneof("kind") == "played":
-            from famiglia.engine import private_to
-
             return private_to(event.played.seat)
         return super().visibility(event)
 
