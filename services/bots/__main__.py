@@ -9,6 +9,7 @@ import threading
 
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.eventstore.turn_notices import turn_notices_of
 from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
@@ -34,7 +35,8 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
                             stall_seconds=app.bots.stall_seconds,
                             clock_grace_seconds=app.bots.clock_grace_seconds,
                             seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves,
-                            archive=archive.read if archive is not None else None)
+                            archive=archive.read if archive is not None else None,
+                            notices=turn_notices_of(store) if app.bots.turn_notifications else None)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")

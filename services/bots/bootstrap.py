@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from famiglia.auth import TokenSigner
 from famiglia.bots.games import playable_registry
 from famiglia.client import GameClient, SeatClient
-from famiglia.config import Settings, choice, number, whole
+from famiglia.config import Settings, choice, flag, number, whole
 from famiglia.engine.registry import Registry
 from famiglia.eventstore import EventStore
 from famiglia.grpcutil.tls import client_credentials, dial_target
@@ -52,6 +52,9 @@ class BotsSettings:
     seat plays a quick policy (`random`, `heuristic`): the worker asks the command service
     for the next decisions in its own calls instead of a round of the dispatcher and the
     broker each turn (docs/bots.md, "Leases"). 0: off; off with `seats_per_task`."""
+    turn_notifications: bool = True
+    """The dispatcher writes each person's turn notifications (FAMIGLIA_TURN_NOTIFICATIONS):
+    GameService.WatchMyTurns and push gateways read them (docs/architecture.md)."""
     threads_per_worker: int = 2
     """With `solo`: tasks each per-core worker process runs at once (>1: a `threads` pool),
     so one decision's SubmitCommand round trip overlaps another's choice. 2 played ~10 %
@@ -71,6 +74,7 @@ class BotsSettings:
             seats_per_task=whole("FAMIGLIA_BOTS_SEATS_PER_TASK", 0, low=0),
             threads_per_worker=whole("FAMIGLIA_BOTS_THREADS_PER_WORKER", 2),
             lease_moves=whole("FAMIGLIA_BOTS_LEASE_MOVES", 32, low=0),
+            turn_notifications=flag("FAMIGLIA_TURN_NOTIFICATIONS", True),
         )
 
     @property

@@ -43,10 +43,12 @@ from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, event_decoder
 from famiglia.eventstore.port import PartitionEntry
+from famiglia.eventstore.turn_notices import TurnNotice, TurnNotices
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
+from .notices import TurnWatch, fold_watching, look, over_notices, turn_notices, watch_for
 from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
 
 log = get_logger("famiglia.bots.dispatcher")
@@ -218,6 +220,8 @@ class Tracked:
     event_ids: dict[int, str] = field(default_factory=dict)
     """seq -> event id of the newest events folded (`KEPT_EVENT_IDS`): an entry at one of
     those seqs with another id means the store lost acknowledged writes (`_went_back`)"""
+    watch: TurnWatch | None = None
+    """its people's asks, for turn notifications (notices.py); None: nobody to tell"""
 
     def remember(self, envelopes: Sequence[EventEnvelope], since: int) -> None:
         """Keep the ids of the envelopes folded past version `since`."""
@@ -305,6 +309,9 @@ FOLLOWED_MAX = 20_000
 well above the matches in play at once, while a match whose people walked away without a
 clock is never finished, so over days of uptime those alone would grow it without end."""
 
+OWED_KEPT = 10_000
+"""Turn notices kept while their store is away (`Dispatcher.tell_owed`), the newest."""
+
 DONE_KEPT = 10_000
 """Ended matches the dispatcher remembers (`Dispatcher._done`), the oldest let go first: a
 redelivered entry of one is then skipped without a read, and every match ever ended is not."""
@@ -332,8 +339,12 @@ class Dispatcher:
                  now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None,
                  wall: Callable[[], float] = time.time,
                  archive: Callable[[str], list[EventEnvelope]] | None = None,
-                 followed_max: int = FOLLOWED_MAX) -> None:
+                 followed_max: int = FOLLOWED_MAX, notices: TurnNotices | None = None) -> None:
         self.store = store
+        self.notices = notices
+        """Where the people's turn notifications go (notices.py); None: nowhere (off)."""
+        self._owed: list[TurnNotice] = []
+        """Notices made and not written yet (the store away): written with the next ones."""
         self.archive = archive
         """A trimmed match's events (the projection's archive), for a match first met after
         its stream was trimmed: finished while this service was away, its result is still due."""
@@ -397,6 +408,7 @@ class Dispatcher:
             raise
         finally:
             self._marked, self._batched = [], []
+        self.tell_owed()
 
     def _handle_match(self, match_id: str, batch: Sequence[EventEnvelope]) -> None:
         tracked = self._track(match_id, batch)
@@ -408,7 +420,10 @@ class Dispatcher:
                 return
         before, since = len(tracked.match.commands), tracked.match.version
         try:
-            tracked.match.apply(batch)  # (its clocks wound on the way: MatchState.deadlines)
+            if tracked.watch is not None:  # a command at a time, to see whose turn began (notices.py)
+                fold_watching(tracked.match, tracked.watch, batch)
+            else:
+                tracked.match.apply(batch)  # (its clocks wound on the way: MatchState.deadlines)
             tracked.remember(batch, since)
         except ValueError:  # a gap: this consumer missed entries; the match stream has them all
             tracked = self._load(match_id)
@@ -440,7 +455,9 @@ class Dispatcher:
             except (UnknownGame, NotAMatch):
                 self._forget(match_id)
                 return None
-            tracked = Tracked(match, bot_seats(match))
+            tracked = Tracked(match, bot_seats(match), watch=self._watch(match))
+            if tracked.watch is not None:
+                look(match, tracked.watch)
             self._follow(match_id, tracked)
             self.live.add(match_id)
             return tracked
@@ -460,12 +477,17 @@ class Dispatcher:
                 raise NotAMatch("no events")
             # The clocks as they ran, from the match's start: a restart takes nothing off them.
             match = MatchState.start(self.registry, envelopes[0], clocks=True)
-            match.apply(envelopes[1:])
+            watch = self._watch(match)
+            if watch is not None:  # the asks as they began, whenever that was: a restart tells none twice
+                look(match, watch)
+                fold_watching(match, watch, envelopes[1:])
+            else:
+                match.apply(envelopes[1:])
         except (UnknownGame, NotAMatch):
             log.info("match_not_followed", match_id=match_id, events=len(envelopes))
             self._forget(match_id)
             return None
-        tracked = Tracked(match, bot_seats(match))
+        tracked = Tracked(match, bot_seats(match), watch=watch)
         tracked.remember(envelopes[-KEPT_EVENT_IDS:], 0)
         if envelopes and envelopes[-1].trace:  # its tasks continue the match's trace, as after a batch
             tracked.trace = _carried(tracked, envelopes[-1])
@@ -529,11 +551,31 @@ class Dispatcher:
             del self._done[match_id]
         return lost
 
+    # -- turn notifications ----------------------------------------------------------
+    def _watch(self, match: MatchState) -> TurnWatch | None:
+        """A match's people to tell of their turns, when notifications are on and it names any."""
+        return watch_for(match) if self.notices is not None else None
+
+    def tell_owed(self) -> int:
+        """Write the notices made since the last write; the store away keeps them for the next
+        (the newest OWED_KEPT): a notification never holds up a bot's move or a clock."""
+        if not self._owed or self.notices is None:
+            return 0
+        owed, self._owed = self._owed, []
+        try:
+            return self.notices.tell(owed)
+        except Exception as exc:  # noqa: BLE001 - Redis away: told at the next write
+            self._owed = (owed + self._owed)[-OWED_KEPT:]
+            log.warning("turn_notices_unwritten", notices=len(self._owed), error=repr(exc)[:300])
+            return 0
+
     # -- tasks out -------------------------------------------------------------------
     def _schedule(self, tracked: Tracked) -> None:
         match = tracked.match
         if match.state is None:
             return
+        if tracked.watch is not None:
+            self._owed += (over_notices if match.finished else turn_notices)(match, tracked.watch)
         if match.finished:
             if tracked.tournament_id and self.observer is not None:
                 self.observer.match_finished(tracked.tournament_id, match)
@@ -729,6 +771,8 @@ class Dispatcher:
         earliest wait seen at the last look, or `stall_seconds` after it (a decision queued
         since then waits at least that long). Walking every match in play after each
         batch was ~3 % of the dispatcher's CPU, to find nothing nearly always."""
+        if self._owed:
+            self.tell_owed()  # those the store was away for
         now = self.now()
         if now < self._next_stall_check:
             return 0
@@ -913,6 +957,7 @@ class Dispatcher:
             except Exception:  # noqa: BLE001
                 log.exception("match_recovery_failed", match_id=match_id)
                 self._forget(match_id)
+        self.tell_owed()
         return recovered
 
     # -- the loop --------------------------------------------------------------------

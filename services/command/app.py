@@ -50,6 +50,7 @@ from famiglia.eventstore.envelopes import (
     unattributed,
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
+from famiglia.eventstore.turn_notices import InMemoryTurnNotices, StoredNotice, TurnNotices
 from famiglia.grpcutil.errors import (
     Aborted,
     AlreadyExists,
@@ -80,6 +81,7 @@ from .hot_matches import (
 )
 from .player_index import people as _people
 from .player_index import write_index
+from .turn_watch import Snapshot, watch_my_turns
 
 log = get_logger("famiglia.command")
 #: The one line per accepted command, rendered without structlog's chain (same keys and JSON).
@@ -306,7 +308,8 @@ class CommandApp:
     def __init__(self, *, store: EventStore, registry: Registry, signer: TokenSigner,
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
                  hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
-                 timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY) -> None:
+                 timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY,
+                 notices: TurnNotices | None = None) -> None:
         if timeouts_to_bot < 0:
             raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
         checked_spec(leave_policy)  # a policy the bots cannot play would leave the seat unplayed
@@ -317,6 +320,8 @@ class CommandApp:
         self.signer = signer
         self.chat = chat if chat is not None else InMemoryChatStore()
         self.players = players if players is not None else InMemoryPlayerMatches()
+        self.notices = notices if notices is not None else InMemoryTurnNotices()
+        """The players' turn notifications the bots' dispatcher writes (WatchMyTurns reads them)."""
         self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
 
@@ -1073,6 +1078,12 @@ class CommandApp:
         if stale:
             self.players.drop(player_id, stale)
         return ordered_turns(found)[:cap]
+
+    def watch_my_turns(self, player_id: str, after_id: str = "", limit: int = 0, *,
+                       is_active: Callable[[], bool] = lambda: True,
+                       poll_ms: int = 1000) -> Iterator[Snapshot | StoredNotice]:
+        """`my_turns`, then the player's turn notifications as they are written (turn_watch.py)."""
+        return watch_my_turns(self, player_id, after_id, limit, is_active=is_active, poll_ms=poll_ms)
 
     # -- match chat --------------------------------------------------------------------
     def _chat_table(self, match_id: str, viewer: Viewer) -> tuple[int, Viewer]:

@@ -11,6 +11,7 @@ from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
+from famiglia.eventstore.turn_notices import turn_notices_of
 
 from .app import LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
 from .chat import ChatSettings
@@ -73,7 +74,7 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       signer=settings.signer(), chat=_chat_store(store, chat),
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
                       players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
-                      leave_policy=command_settings.leave_policy)
+                      leave_policy=command_settings.leave_policy, notices=turn_notices_of(store))
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:

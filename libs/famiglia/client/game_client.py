@@ -9,6 +9,7 @@
     seat.send_chat("deal?", to_seats=[2])       # match chat (not in Nothing Personal: its own command)
     for message in seat.follow_chat(): ...
     for mine in client.my_turns(player_token): ...   # where is it my turn? (a player token)
+    for update in client.watch_my_turns(player_token): ...   # told when it is (a snapshot first)
     seat.leave_match()                          # the bots play the seat from now on, for good
     seat.return_to_match()                      # take back a seat the bots took when its clock ran out
 """
@@ -234,6 +235,29 @@ class GameClient:
         req = pb.ListMyTurnsRequest(limit=limit)
         return list(self._send(lambda: self.stub.ListMyTurns(
             req, metadata=_metadata(player_token), timeout=self.timeout)).matches)
+
+    def my_turns_stream(self, player_token: str, after_id: str = "", *, limit: int = 0,
+                        timeout: float | None = None) -> Iterator[pb.WatchMyTurnsResponse]:
+        """One WatchMyTurns call: the ListMyTurns snapshot, then each notification written after
+        `after_id` (""; those from now on). It ends with its connection; `watch_my_turns` resumes."""
+        req = pb.WatchMyTurnsRequest(after_id=after_id, limit=limit)
+        return self.stub.WatchMyTurns(req, metadata=_metadata(player_token), timeout=timeout)
+
+    def watch_my_turns(self, player_token: str, after_id: str = "", *, limit: int = 0,
+                       retry_for: float = 30.0) -> Iterator[pb.WatchMyTurnsResponse]:
+        """The player's turns as they come (WatchMyTurns), across dropped connections and restarted
+        servers: a stream that breaks (UNAVAILABLE) is opened again from the last cursor received,
+        for up to `retry_for` seconds after the break, and begins again with a fresh snapshot (the
+        matches as they are then), then the notifications written since. A notification may come
+        twice; any other status is raised. It never ends by itself: stop iterating, or close it."""
+        last = after_id
+
+        def opened() -> Iterator[pb.WatchMyTurnsResponse]:
+            return self.my_turns_stream(player_token, last, limit=limit)
+
+        for reply in _resumed(opened, retry_for, again_at_end=True):
+            last = reply.cursor or last
+            yield reply
 
     def seat(self, match_id: str, token: str | None) -> SeatClient:
         return SeatClient(self, match_id, token)

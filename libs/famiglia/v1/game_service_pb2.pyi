@@ -1563,6 +1563,124 @@ class ListMyTurnsResponse(_message.Message):
 Global___ListMyTurnsResponse: _TypeAlias = ListMyTurnsResponse  # noqa: Y015
 
 @_typing.final
+class WatchMyTurnsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AFTER_ID_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    after_id: _builtins.str
+    """The cursor of the last reply received (WatchMyTurnsResponse.cursor): the notifications
+    written after it follow the snapshot. Empty: those written from now on. A cursor that is no
+    notification id ("<ms>-<n>"), or one past the newest and the server's clock, is refused
+    (INVALID_ARGUMENT bad_after_id). The server keeps a player's newest 200 notifications, for
+    7 days after the last: a cursor older than those gets the oldest kept (the snapshot is the truth).
+    """
+    limit: _builtins.int
+    """the snapshot's, as ListMyTurnsRequest.limit"""
+    def __init__(
+        self,
+        *,
+        after_id: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "limit", b"limit"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchMyTurnsRequest: _TypeAlias = WatchMyTurnsRequest  # noqa: Y015
+
+@_typing.final
+class TurnNotification(_message.Message):
+    """One notification of a player's (WatchMyTurnsResponse.notification). The same one may come
+    twice (at least once: after a reconnect, or a server restart); each seat's, in the order written.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    GAME_ID_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    DEADLINE_MS_FIELD_NUMBER: _builtins.int
+    AT_MS_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """its cursor: resume after it (WatchMyTurnsRequest.after_id)"""
+    match_id: _builtins.str
+    game_id: _builtins.str
+    seat: _builtins.int
+    """the player's seat (a player at two seats gets one each)"""
+    kind: _builtins.str
+    """"your_turn": the seat is asked (its own GetView's to_act names it now; a private ask, such
+    as a Nothing Personal window, is told to its own seat's player only). "match_over": the
+    match finished or was cancelled (GetView says which); no more notifications of it.
+    """
+    version: _builtins.int
+    """the match's version then, as GetView's"""
+    deadline_ms: _builtins.int
+    """your_turn: the seat's turn clock (Unix ms), 0 when it has none"""
+    at_ms: _builtins.int
+    """when the match moved so (Unix ms)"""
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        match_id: _builtins.str = ...,
+        game_id: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        kind: _builtins.str = ...,
+        version: _builtins.int = ...,
+        deadline_ms: _builtins.int = ...,
+        at_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["at_ms", b"at_ms", "deadline_ms", b"deadline_ms", "game_id", b"game_id", "id", b"id", "kind", b"kind", "match_id", b"match_id", "seat", b"seat", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TurnNotification: _TypeAlias = TurnNotification  # noqa: Y015
+
+@_typing.final
+class WatchMyTurnsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    NOTIFICATION_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """Where to resume from (WatchMyTurnsRequest.after_id): the notification's id, or, with the
+    snapshot, the position of the player's notifications when it was made.
+    """
+    @_builtins.property
+    def snapshot(self) -> Global___ListMyTurnsResponse:
+        """The first reply: ListMyTurns' answer (its limit the request's), as the matches are now."""
+
+    @_builtins.property
+    def notification(self) -> Global___TurnNotification:
+        """every later reply"""
+
+    def __init__(
+        self,
+        *,
+        snapshot: Global___ListMyTurnsResponse | None = ...,
+        notification: Global___TurnNotification | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["notification", b"notification", "snapshot", b"snapshot", "update", b"update"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "notification", b"notification", "snapshot", b"snapshot", "update", b"update"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_update: _TypeAlias = _typing.Literal["snapshot", "notification"]  # noqa: Y015
+    _WhichOneofArgType_update: _TypeAlias = _typing.Literal["update", b"update"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_update) -> _WhichOneofReturnType_update | None: ...
+
+Global___WatchMyTurnsResponse: _TypeAlias = WatchMyTurnsResponse  # noqa: Y015
+
+@_typing.final
 class EchoRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -97,6 +97,11 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
                 _registered_method=True)
+        self.WatchMyTurns = channel.unary_stream(
+                '/famiglia.v1.GameService/WatchMyTurns',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsResponse.FromString,
+                _registered_method=True)
         self.LeaveMatch = channel.unary_unary(
                 '/famiglia.v1.GameService/LeaveMatch',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.LeaveMatchRequest.SerializeToString,
@@ -215,6 +220,15 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchMyTurns(self, request, context):
+        """ListMyTurns as a stream: its answer first, then a notification each time one of the
+        player's seats is asked or one of its matches ends, as the server writes them, until the
+        client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LeaveMatch(self, request, context):
         """The token's seat leaves the match for good: the bots play it from the next event on
         (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
@@ -300,6 +314,11 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.ListMyTurns,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.SerializeToString,
+            ),
+            'WatchMyTurns': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchMyTurns,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsResponse.SerializeToString,
             ),
             'LeaveMatch': grpc.unary_unary_rpc_method_handler(
                     servicer.LeaveMatch,
@@ -644,6 +663,33 @@ class GameService:
             '/famiglia.v1.GameService/ListMyTurns',
             famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.ListMyTurnsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchMyTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/famiglia.v1.GameService/WatchMyTurns',
+            famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.WatchMyTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

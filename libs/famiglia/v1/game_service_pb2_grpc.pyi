@@ -78,6 +78,11 @@ class GameServiceStub:
     client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
     not a seat token; each match says what its seat's own GetView would.
     """
+    WatchMyTurns: _grpc.UnaryStreamMultiCallable[_game_service_pb2.WatchMyTurnsRequest, _game_service_pb2.WatchMyTurnsResponse]
+    """ListMyTurns as a stream: its answer first, then a notification each time one of the
+    player's seats is asked or one of its matches ends, as the server writes them, until the
+    client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
+    """
     LeaveMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]
     """The token's seat leaves the match for good: the bots play it from the next event on
     (`seat_left`), and the token reads the match as a spectator from then on. Idempotent.
@@ -138,6 +143,11 @@ class GameServiceAsyncStub(GameServiceStub):
     """The live matches a player sits at, the ones waiting for the player first: one call for a
     client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
     not a seat token; each match says what its seat's own GetView would.
+    """
+    WatchMyTurns: _aio.UnaryStreamMultiCallable[_game_service_pb2.WatchMyTurnsRequest, _game_service_pb2.WatchMyTurnsResponse]  # type: ignore[assignment]
+    """ListMyTurns as a stream: its answer first, then a notification each time one of the
+    player's seats is asked or one of its matches ends, as the server writes them, until the
+    client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
     """
     LeaveMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]  # type: ignore[assignment]
     """The token's seat leaves the match for good: the bots play it from the next event on
@@ -268,6 +278,17 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         """The live matches a player sits at, the ones waiting for the player first: one call for a
         client's "your move" badges. Authenticated by a player token (matchmaking's RegisterGuest),
         not a seat token; each match says what its seat's own GetView would.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchMyTurns(
+        self,
+        request: _game_service_pb2.WatchMyTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_game_service_pb2.WatchMyTurnsResponse], _abc.AsyncIterator[_game_service_pb2.WatchMyTurnsResponse]]:
+        """ListMyTurns as a stream: its answer first, then a notification each time one of the
+        player's seats is asked or one of its matches ends, as the server writes them, until the
+        client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
         """
 
     @_abc_1.abstractmethod

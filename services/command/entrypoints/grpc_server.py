@@ -8,6 +8,7 @@ import grpc
 from google.protobuf import any_pb2
 
 from famiglia.eventstore.chat import ChatEntry
+from famiglia.eventstore.turn_notices import StoredNotice
 from famiglia.grpcutil.errors import InvalidArgument
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
@@ -17,7 +18,8 @@ from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
-from ..app import ChainedCommand, CommandApp, NextSeat, SeatEvent, Submitted
+from ..app import ChainedCommand, CommandApp, MyTurn, NextSeat, SeatEvent, Submitted
+from ..turn_watch import Snapshot
 
 _TYPE_URL = "type.googleapis.com/"
 log = get_logger("famiglia.grpc")
@@ -65,6 +67,20 @@ def _fill_submitted(reply: pb.SubmitCommandResponse, done: Submitted) -> None:
 def _chat_message(entry: ChatEntry) -> pb.ChatMessage:
     return pb.ChatMessage(id=entry.id, from_seat=entry.from_seat, to_seats=entry.to_seats, text=entry.text,
                           sent_ms=entry.sent_ms)
+
+
+def _my_turns_reply(turns: Sequence[MyTurn]) -> pb.ListMyTurnsResponse:
+    reply = pb.ListMyTurnsResponse()
+    add = reply.matches.add
+    for turn in turns:
+        add(match_id=turn.match_id, game_id=turn.game_id, seat=turn.seat, version=turn.version,
+            to_act=turn.to_act, deadline_ms=turn.deadline_ms, away=turn.away)
+    return reply
+
+
+def _notification(n: StoredNotice) -> pb.TurnNotification:
+    return pb.TurnNotification(id=n.id, match_id=n.match_id, game_id=n.game_id, seat=n.seat, kind=n.kind,
+                               version=n.version, deadline_ms=n.deadline_ms, at_ms=n.at_ms)
 
 
 def _result(result) -> pb.MatchResult | None:
@@ -251,12 +267,17 @@ class GameServicer(pb_grpc.GameServiceServicer):
     @rpc
     def ListMyTurns(self, request, context):
         player_id = self.app.player_of(bearer_token(context))
-        reply = pb.ListMyTurnsResponse()
-        add = reply.matches.add
-        for turn in self.app.my_turns(player_id, request.limit):
-            add(match_id=turn.match_id, game_id=turn.game_id, seat=turn.seat, version=turn.version,
-                to_act=turn.to_act, deadline_ms=turn.deadline_ms, away=turn.away)
-        return reply
+        return _my_turns_reply(self.app.my_turns(player_id, request.limit))
+
+    @rpc
+    def WatchMyTurns(self, request, context):
+        player_id = self.app.player_of(bearer_token(context))
+        for update in self.app.watch_my_turns(player_id, request.after_id, request.limit,
+                                              is_active=context.is_active):
+            if isinstance(update, Snapshot):
+                yield pb.WatchMyTurnsResponse(snapshot=_my_turns_reply(update.turns), cursor=update.cursor)
+            else:
+                yield pb.WatchMyTurnsResponse(notification=_notification(update), cursor=update.id)
 
     def Echo(self, request, context):
         return pb.EchoResponse(payload=request.payload)
