@@ -4,6 +4,7 @@ runner in one process, until SIGTERM/SIGINT. The Celery workers run apart
 
 from __future__ import annotations
 
+import functools
 import socket
 import threading
 
@@ -15,23 +16,26 @@ from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .bootstrap import BotsApp, bootstrap
 from .dispatcher import GROUP, Dispatcher
 from .entrypoints.celery_app import CeleryTasks
 from .entrypoints.grpc_server import serve
+from .metrics import group_backlog
 from .tournaments import ReadModelLog, TournamentObserver, TournamentRepo, TournamentRunner
 
 
 def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500) -> list[threading.Thread]:
     """The dispatcher and the tournament runner as daemon threads (tests use this too)."""
     store = app.store
+    metrics = app.metrics
     repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
-    runner = TournamentRunner(repo, app.game_client, store,
-                              read_model=ReadModelLog(app.settings.database_url), secret=app.settings.secret)
+    runner = TournamentRunner(repo, app.game_client, store, read_model=ReadModelLog(app.settings.database_url),
+                              secret=app.settings.secret, metrics=metrics)
     archive = sql_archive_source(app.settings.database_url) if app.settings.database_url else None
-    dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery),
-                            observer=TournamentObserver(repo, on_finished=runner.wake.set),
+    dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery, metrics),
+                            observer=TournamentObserver(repo, on_finished=runner.wake.set, metrics=metrics),
                             stall_seconds=app.bots.stall_seconds,
                             clock_grace_seconds=app.bots.clock_grace_seconds,
                             seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves,
@@ -40,6 +44,9 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     consumer.ensure_groups(start_id="$")
+    if metrics is not None:  # the group's backlog, read when the metrics are exported
+        streams = store.keys.partition_streams()  # type: ignore[attr-defined]
+        metrics.watch_backlog(functools.partial(group_backlog, store.client, streams, GROUP))  # type: ignore[attr-defined]
     threads = [
         threading.Thread(target=dispatcher.run, args=(consumer, stop), kwargs={"block_ms": block_ms},
                          name="bots-dispatcher", daemon=True),
@@ -53,6 +60,7 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
 def main() -> None:
     service_arguments("python -m services.bots", __doc__)
     configure("bots")
+    configure_metrics("bots")
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
         app = bootstrap()

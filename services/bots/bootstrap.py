@@ -23,6 +23,8 @@ from famiglia.grpcutil.tls import client_credentials, dial_target
 if TYPE_CHECKING:
     from celery import Celery
 
+    from .metrics import BotsMetrics
+
 
 _TOKEN_CACHE = 20_000  # seat tokens kept per process
 POOLS = ("solo", "prefork", "threads")
@@ -110,6 +112,19 @@ class BotsApp:
                 mine["store"] = RedisEventStore.connect(self.settings.redis_url,
                                                         partitions=self.settings.partitions)
             return mine["store"]
+
+    @property
+    def metrics(self) -> BotsMetrics | None:
+        """This process's instruments (None: metrics off), made on first use: a worker forked
+        after start-up records into a meter provider of its own (famiglia.telemetry.metrics)."""
+        mine = self._mine()
+        if "metrics" not in mine:
+            from .metrics import bots_metrics
+
+            with self._lock:
+                if "metrics" not in mine:
+                    mine["metrics"] = bots_metrics()
+        return mine["metrics"]
 
     @property
     def game_client(self) -> GameClient:

@@ -35,6 +35,7 @@ from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
 
 from .bootstrap import BotsApp
+from .metrics import BotsMetrics
 from .payload import HELD_FOLLOW_UP, LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
 
 log = get_logger("famiglia.bots")
@@ -395,7 +396,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 break
             decision = Decision(game_id, seat, view, commands, version, derive_seed(crc, version, f"seat{seat}"),
                                 deadline)
-            chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt()))
+            chosen[i] = (decision, _choose(engine, policy, decision, match_id, interrupt(), _metrics(app)))
         chained = _submit_chained(app, match_id, version, [(seats[i][0], chosen[i][1]) for i in sorted(chosen)],
                                   ask, suffix)
         if chained is not None:
@@ -439,7 +440,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                     outcomes.append(fetched)
                     break
                 decision = fetched
-            command = _choose(engine, policy, decision, match_id, interrupt())
+            command = _choose(engine, policy, decision, match_id, interrupt(), _metrics(app))
         command_id = bot_command_id(match_id, at, seat) + suffix
         # The first seat's payload is at the version it is submitted at: a refused listed
         # command is retried with another once. A later seat's is older: decide it afresh.
@@ -451,7 +452,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
-                                  deadline, interrupt(), command_id)
+                                  deadline, interrupt(), command_id, _metrics(app))
         outcomes.append(done.outcome)
         held = held or done.held
         if done.outcome in _TAKEN:
@@ -544,7 +545,24 @@ def _retry_refused(client, command_id: str, version: int, fallback: list[Message
     return _Submitted("refused", None)
 
 
-def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, interrupt_seconds: float) -> Message:
+def _metrics(app: BotsApp) -> BotsMetrics | None:
+    """The process's bot metrics (None: off, or an app that has none, as the tests' stand-ins)."""
+    return getattr(app, "metrics", None)
+
+
+def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, interrupt_seconds: float,
+            metrics: BotsMetrics | None = None) -> Message:
+    """The policy's command; its CPU and wall time measured when metrics are on."""
+    if metrics is None:
+        return _chosen(engine, policy, decision, match_id, interrupt_seconds)
+    wall, cpu = time.perf_counter(), time.thread_time()
+    try:
+        return _chosen(engine, policy, decision, match_id, interrupt_seconds)
+    finally:
+        metrics.decided(decision.game_id, policy, time.thread_time() - cpu, time.perf_counter() - wall)
+
+
+def _chosen(engine: Engine, policy: str, decision: Decision, match_id: str, interrupt_seconds: float) -> Message:
     with child_span("bots.choose", {"policy": policy, "game_id": decision.game_id}):
         try:
             with time_limit(interrupt_seconds):
@@ -556,12 +574,13 @@ def _choose(engine: Engine, policy: str, decision: Decision, match_id: str, inte
 
 
 def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int, policy: str, seed: int,
-                   deadline: float, interrupt_seconds: float, command_id: str) -> _Submitted:
+                   deadline: float, interrupt_seconds: float, command_id: str,
+                   metrics: BotsMetrics | None = None) -> _Submitted:
     """A batch's later seat decided from what it may do at `version`, read over gRPC."""
     fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
     if isinstance(fetched, str):
         return _Submitted(fetched, None)
-    command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds)
+    command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds, metrics)
     return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command])
 
 
@@ -648,4 +667,8 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
         return "no_default"
     command_id = clock_command_id(match_id, version, seat)
     log.info("clock_expired", match_id=match_id, seat=seat, version=version, command_id=command_id)
-    return _submit(app.seat(match_id, seat), command, command_id, version, [])
+    outcome = _submit(app.seat(match_id, seat), command, command_id, version, [])
+    metrics = _metrics(app)
+    if metrics is not None and outcome == "submitted":
+        metrics.clock_default(match.game_id)
+    return outcome

@@ -50,6 +50,8 @@ from famiglia.matchstate import MatchState
 from famiglia.telemetry import extract_context, follows_from, get_logger
 from famiglia.v1 import envelope_pb2
 
+from .metrics import BotsMetrics
+
 log = get_logger("famiglia.bots.tournaments")
 
 RUNNING, FINISHED, CANCELLED = "running", "finished", "cancelled"
@@ -505,8 +507,10 @@ class TournamentObserver:
 
     def __init__(self, repo: TournamentRepo, *, flush_seconds: float = 0.5,
                  now: Callable[[], float] = time.monotonic,
-                 on_finished: Callable[[], None] | None = None) -> None:
+                 on_finished: Callable[[], None] | None = None, metrics: BotsMetrics | None = None) -> None:
         self.repo = repo
+        self.metrics = metrics
+        """Counts the tournament matches finished and cancelled (None: metrics off)."""
         self.flush_seconds = flush_seconds
         self.now = now
         self.on_finished = on_finished
@@ -533,6 +537,11 @@ class TournamentObserver:
         if self._ours(tournament_id):
             self.flush()
             self.repo.record(tournament_id, match.match_id, finished_record(match))
+            if self.metrics is not None:
+                if match.cancelled is not None:
+                    self.metrics.tournament_match_abandoned(match.game_id, "cancelled")
+                else:
+                    self.metrics.tournament_match_finished(match.game_id)
             if self.on_finished is not None:
                 self.on_finished()
 
@@ -683,8 +692,10 @@ class TournamentRunner:
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
                  stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None,
                  secret: str | None = None, record_ends_every: float = 5.0,
-                 resync_seconds: float = RESYNC_SECONDS) -> None:
+                 resync_seconds: float = RESYNC_SECONDS, metrics: BotsMetrics | None = None) -> None:
         self.repo = repo
+        self.metrics = metrics
+        """Counts the tournament matches started and abandoned (None: metrics off)."""
         self.resync_seconds = resync_seconds
         self._progress: dict[str, _Progress] = {}
         """Tournament -> what this runner knows of it (`_Progress`), dropped when it stops running."""
@@ -808,6 +819,8 @@ class TournamentRunner:
                 continue
             self.repo.record(tid, match_id, {"abandoned": True, "game_id": games.get(index, ""),
                                              "error": f"cancelled: {reason}"[:300]})
+            if self.metrics is not None:
+                self.metrics.tournament_match_abandoned(games.get(index, ""), "cancelled")
             cancelled += 1
         log.info("tournament_matches_cancelled", tournament_id=tid, matches=cancelled, in_play=len(in_play))
 
@@ -952,6 +965,11 @@ class TournamentRunner:
             match_id = f"failed:{record.tournament_id}:{planned.index}"
             self.repo.record(record.tournament_id, match_id,
                              {"abandoned": True, "game_id": planned.game_id, "error": exc.details() or ""})
+            if self.metrics is not None:
+                self.metrics.tournament_match_abandoned(planned.game_id, "not_created")
+        else:
+            if self.metrics is not None:
+                self.metrics.tournament_match_started(planned.game_id)
         self.repo.mark_started(record.tournament_id, planned.index, match_id)
         return match_id
 
@@ -986,6 +1004,8 @@ class TournamentRunner:
                             if record.started.get(p.index) == match_id), "")
             self.repo.record(record.tournament_id, match_id,
                              {"abandoned": True, "game_id": game_id, "error": "stuck"})
+            if self.metrics is not None:
+                self.metrics.tournament_match_abandoned(game_id, "stuck")
             record.results[match_id] = {"abandoned": True}
 
     def _cancel_stuck(self, tid: str, match_id: str) -> None:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers
 from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .bootstrap import BotsApp, BotsSettings, bootstrap
 from .entrypoints.celery_app import CLOCKS_QUEUE, DECISIONS_QUEUE
@@ -156,6 +157,7 @@ def supervise_solo(app: BotsApp, count: int, extra: list[str]) -> None:
 
 def main(registry: Registry | None = None, argv: list[str] | None = None) -> None:
     configure("bots-worker")
+    configure_metrics("bots-worker")  # each forked worker gets a provider of its own
     with exit_on_bad_setting():  # its workers dial the command service lazily, in a task: stop now
         app = bootstrap(registry=registry)
     plaintext_peers({"FAMIGLIA_COMMAND_ADDR": app.settings.command_addr})

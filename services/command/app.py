@@ -79,6 +79,7 @@ from .hot_matches import (
     UnreadableMatch,
     unreadable,
 )
+from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
 from .turn_watch import Snapshot, watch_my_turns
@@ -323,6 +324,8 @@ class CommandApp:
         self.notices = notices if notices is not None else InMemoryTurnNotices()
         """The players' turn notifications the bots' dispatcher writes (WatchMyTurns reads them)."""
         self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
+        self.metrics = command_metrics(self.matches)
+        """None when metrics are off: each recording below is then one test."""
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
 
     # -- games -------------------------------------------------------------------------
@@ -517,14 +520,20 @@ class CommandApp:
                       expected_version: int | None = None, *, omit_events: bool = False) -> Submitted:
         """`submit` of a command still packed as the request carries it (an Any's type URL
         and bytes): the match is looked up once for parsing and deciding."""
+        hot = None
         try:
             hot = self._hot(match_id)
             command = parse_command(hot.match.engine.info, type_url, value)
             _check_submission(viewer, command_id)
-            return self._submit(hot, viewer, command_id, command, expected_version, omit_events)
+            done = self._submit(hot, viewer, command_id, command, expected_version, omit_events)
         except AppError as exc:  # its log line names the seat too (a rule's `command_refused` does already)
             exc.seat = viewer.seat
+            if self.metrics is not None:
+                self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
             raise
+        if self.metrics is not None and not done.duplicate:
+            self.metrics.accepted(hot.match.game_id)
+        return done
 
     def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
                      *, omit_events: bool = False, ask_next: Sequence[NextSeat] = ()) -> ChainAnswer:
@@ -647,8 +656,18 @@ class CommandApp:
         """Decide and store `command` for the viewer's seat; the answer carries what the seat
         may see of the new events, or none with `omit_events` (callers that stream events
         or only need the version, like bots, spare the server redacting and rendering)."""
-        _check_submission(viewer, command_id)
-        return self._submit(self._hot(match_id), viewer, command_id, command, expected_version, omit_events)
+        hot = None
+        try:
+            _check_submission(viewer, command_id)
+            hot = self._hot(match_id)
+            done = self._submit(hot, viewer, command_id, command, expected_version, omit_events)
+        except AppError as exc:
+            if self.metrics is not None:
+                self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
+            raise
+        if self.metrics is not None and not done.duplicate:
+            self.metrics.accepted(hot.match.game_id)
+        return done
 
     def _submit(self, hot: HotMatch, viewer: Viewer, command_id: str, command: Message,
                 expected_version: int | None, omit_events: bool) -> Submitted:
@@ -706,6 +725,8 @@ class CommandApp:
                     if decided_fresh:
                         raise
                     read_in_call = True
+                    if self.metrics is not None:
+                        self.metrics.redecided(m.game_id, "refused_on_old_state")
                     continue
                 if not events:  # accepted but changes nothing: nothing to store
                     return Submitted(m.public_version, [], position=m.version)
@@ -746,6 +767,8 @@ class CommandApp:
                     if _moved(m, expected_version):
                         raise _over(m) if m.finished else \
                             Aborted("stale_version", f"the match moved on to version {m.public_version}") from None
+                    if self.metrics is not None:
+                        self.metrics.redecided(m.game_id, "conflict")
                     continue
                 if result.duplicate:
                     self.matches.catch_up(hot)
@@ -759,6 +782,8 @@ class CommandApp:
                     m.apply([gone])
                     log.info("seat_away", match_id=match_id, seat=seat, reason=TIMEOUTS, version=gone.seq,
                              timeouts=self.timeouts_to_bot)
+                    if self.metrics is not None:
+                        self.metrics.seat_to_bots(m.game_id, TIMEOUTS)
                 if m.finished:  # its last command (the cached answer: the hot matches ask it too)
                     self._unindex(m)
                 accepted_line(match_id, seat, command_id, _logged_kind(command, envelopes), m.public_version,
@@ -957,6 +982,8 @@ class CommandApp:
         done, m = self._change_seat(match_id, viewer, plan)
         if not done.duplicate:
             log.info("seat_left", match_id=match_id, seat=seat, reason=LEFT, version=done.version)
+            if self.metrics is not None:
+                self.metrics.seat_to_bots(m.game_id, LEFT)
             player = next((info.player_id for info in m.created.seat_info if info.seat == seat), "")
             if player and all(_left(m, other) for other in _seats_of(m, player)):
                 self._write_index(match_id, {player}, lambda people: self.players.remove(match_id, people))

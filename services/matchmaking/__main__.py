@@ -9,6 +9,7 @@ from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, 
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import serve
@@ -17,6 +18,7 @@ from .entrypoints.grpc_server import serve
 def main() -> None:
     service_arguments("python -m services.matchmaking", __doc__)
     configure("matchmaking")
+    configure_metrics("matchmaking")
     settings = Settings.from_env()
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()

@@ -30,6 +30,7 @@ from famiglia.v1 import envelope_pb2
 
 from .creator import CreateFailed, MatchCreator
 from .holds import SEATED, Hold, HoldSeat, PlayerHolds
+from .metrics import matchmaking_metrics
 from .players import RedisPlayers
 from .store import (
     CANCELLED,
@@ -89,6 +90,8 @@ class Matcher:
         self.holds = PlayerHolds(store.client, proposal_pending=store.proposal_pending, settle=self._settle,
                                  lease_ms=self.tuning.hold_ms, keep_ms=DAY_MS,
                                  seated_ms=int((policy.ticket_ttl + policy.invite_ttl) * 1000) + 60_000)
+        self.metrics = matchmaking_metrics(store, games)
+        """None when metrics are off."""
 
     # -- the loop --------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -237,6 +240,8 @@ class Matcher:
                 else:
                     self.holds.free(game_id, proposal_id, seats)
                 return 0
+            if self.metrics is not None:  # its tickets read again only then: their waits
+                self.metrics.table_made(game_id, plan["bots"], [self.store.get(t) for t, _ in tickets], now)
             if self.tuning.leave_other_queues:  # while the holds still keep other games out
                 self._leave_other_queues(game_id, created.match_id, [p for _, ps in tickets for p in ps])
             self.holds.seat(game_id, proposal_id, seats, created.match_id, now)

@@ -279,6 +279,13 @@ class RedisTicketStore:
     def queue_size(self, game_id: str) -> int:
         return int(self.client.zcard(Keys(game_id).queue))
 
+    def queue_sizes(self, game_ids: Sequence[str]) -> list[int]:
+        """`queue_size` of each game, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for game_id in game_ids:
+                pipe.zcard(Keys(game_id).queue)
+            return [int(n) for n in pipe.execute()]
+
     def close_ticket(self, record: TicketRecord, state: str, reason: str, now_ms: int, *,
                      only_if_expired: bool = False, from_states: Sequence[str] = (SEARCHING,)) -> tuple[bool, str]:
         """End an open ticket (cancel, expire, fail) if it is in one of `from_states`;

@@ -19,10 +19,10 @@ from famiglia.grpcutil.lifecycle import await_stop, drained, stop_on_signals
 from famiglia.grpcutil.readiness import sql_select_one
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import serve
-from .metrics import configure_metrics
 
 
 def run(settings: Settings) -> int:

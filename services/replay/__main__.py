@@ -7,6 +7,7 @@ from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, 
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import serve
@@ -15,6 +16,7 @@ from .entrypoints.grpc_server import serve
 def main() -> None:
     service_arguments("python -m services.replay", __doc__)
     configure("replay")
+    configure_metrics("replay")
     settings = Settings.from_env()
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()

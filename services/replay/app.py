@@ -12,6 +12,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
@@ -30,6 +31,7 @@ from famiglia.eventstore.envelopes import (
 )
 from famiglia.grpcutil.errors import (
     AlreadyExists,
+    AppError,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -59,6 +61,8 @@ from famiglia.replay.verify import Report, verify_envelopes, verify_export
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from famiglia.v1.replay_service_pb2 import MatchExport
+
+from .metrics import replay_metrics
 
 log = get_logger("famiglia.replay")
 MAX_PAGE = 1000
@@ -193,6 +197,8 @@ class ReplayApp:
         self.timelines = TimelineCache(registry, source.read, every=every, capacity=capacity)
         self._sleep = sleep
         self._on_close = on_close
+        self.metrics = replay_metrics()
+        """Exports, imports and verifications by result (None: metrics off)."""
 
     def close(self) -> None:
         """Release the connections bootstrap opened."""
@@ -419,17 +425,40 @@ class ReplayApp:
 
     # -- export, import, verify -----------------------------------------------------------
     def export(self, match_id: str, token: str | None = None) -> MatchExport:
-        timeline = self.timeline(match_id)
-        self._require_everything(timeline, token)
-        return export_file.build_export(self.registry, timeline.envelopes, exported_at_ms=int(time.time() * 1000))
+        with self._counted("export") as counted:
+            timeline = self.timeline(match_id)
+            self._require_everything(timeline, token)
+            exported = export_file.build_export(self.registry, timeline.envelopes,
+                                                exported_at_ms=int(time.time() * 1000))
+            counted.append("ok")
+        return exported
 
     def verify_match(self, match_id: str, token: str | None = None) -> Report:
-        timeline = self.timeline(match_id)
-        self._require_everything(timeline, token)
-        return verify_envelopes(self.registry, timeline.envelopes)
+        with self._counted("verify") as counted:
+            timeline = self.timeline(match_id)
+            self._require_everything(timeline, token)
+            report = verify_envelopes(self.registry, timeline.envelopes)
+            counted.append("ok" if report.ok else "diverged")
+        return report
 
     def verify_file(self, data: bytes) -> Report:
-        return verify_export(self.registry, self._load(data))
+        with self._counted("verify") as counted:
+            report = verify_export(self.registry, self._load(data))
+            counted.append("ok" if report.ok else "diverged")
+        return report
+
+    @contextmanager
+    def _counted(self, what: str) -> Iterator[list[str]]:
+        """Count the block as the result it appends, or `refused` when it raises a refusal."""
+        counted: list[str] = []
+        try:
+            yield counted
+        except AppError:
+            counted.append("refused")
+            raise
+        finally:
+            if self.metrics is not None and counted:
+                self.metrics.done(what, counted[-1])
 
     def operator_of(self, token: str | None) -> str:
         """The operator an operator token names (`grpcutil.operators.operator_of`)."""
@@ -440,6 +469,13 @@ class ReplayApp:
         """Store an export (an operator action): checked to be readable by every service
         (`famiglia.replay.admission`, whatever `allow_unverified` says), verified unless
         `allow_unverified`, stored under fresh event ids and attributed to no player or tournament."""
+        with self._counted("import") as counted:
+            match_id, version, report = self._import(data, token, new_match_id, allow_unverified)
+            counted.append("ok" if report.ok else "unverified")
+        return match_id, version, report
+
+    def _import(self, data: bytes, token: str | None, new_match_id: str,
+                allow_unverified: bool) -> tuple[str, int, Report]:
         operator = self.operator_of(token)
         if self.store is None:
             raise FailedPrecondition("imports_disabled", "this replay server does not import matches")

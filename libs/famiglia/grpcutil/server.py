@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +21,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
 
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
+from famiglia.telemetry import metrics as _metrics
 
 from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
 from .readiness import CHECK_EVERY_S, LIVENESS, Dependency, Readiness
@@ -101,9 +103,46 @@ def _name_ids(span: trace.Span, request: Any) -> None:
         span.set_attribute(f"famiglia.{key}", value)
 
 
+_OK = ("OK", "")
+_INTERNAL = ("INTERNAL", "")
+_CANCELLED = ("CANCELLED", "")
+_STORE_AWAY = ("UNAVAILABLE", "store_unavailable")
+_STOPPED = ("UNAVAILABLE", "server_stopping")  # a stream `_gated` cuts short as the server stops
+
+
+def _outcome(exc: BaseException) -> tuple[str, str]:
+    """(status name, famiglia code) a call ending in `exc` is answered with (`_fail`)."""
+    if isinstance(exc, AppError):
+        return exc.status.name, exc.code
+    return _STORE_AWAY if store_away(exc) else _INTERNAL
+
+
+_service_names: dict[type, str] = {}
+
+
+def _service_name(servicer: type) -> str:
+    """The full gRPC service name a servicer class serves (`famiglia.v1.GameService`), from the
+    generated base class it extends; its own class name when it extends none."""
+    found = _service_names.get(servicer)
+    if found is not None:
+        return found
+    found = servicer.__name__
+    for base in servicer.__mro__:
+        if base.__module__.endswith("_pb2_grpc") and base.__name__.endswith("Servicer"):
+            short = base.__name__[:-len("Servicer")]
+            file = getattr(sys.modules.get(base.__module__[:-len("_grpc")]), "DESCRIPTOR", None)
+            service = file.services_by_name.get(short) if file is not None else None
+            found = service.full_name if service is not None else short
+            break
+    _service_names[servicer] = found
+    return found
+
+
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a servicer method: a server span continuing the client's trace,
-    AppError -> status with code, any other exception -> INTERNAL (logged)."""
+    AppError -> status with code, any other exception -> INTERNAL (logged). With metrics on
+    (`famiglia.telemetry.metrics`), each call counted by its status and code, and a unary
+    call's time measured; off, one test of a module attribute a call."""
     name = method.__name__
     streaming = inspect.isgeneratorfunction(method)
 
@@ -139,19 +178,69 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def stream_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
-            with server_span(name, _parent(context)) as span:
-                if span.is_recording():
-                    _name_ids(span, request)
-                try:
-                    yield from method(self, request, context)
-                except Exception as exc:  # noqa: BLE001
-                    # A client that has left hears nothing, but the failure is still logged and traced.
-                    _fail(context, span, exc, request, answer=isinstance(exc, AppError) or context.is_active())
+            measured = _metrics.rpc
+            outcome = _OK
+            try:
+                with server_span(name, _parent(context)) as span:
+                    if span.is_recording():
+                        _name_ids(span, request)
+                    try:
+                        yield from method(self, request, context)
+                    except Exception as exc:  # noqa: BLE001
+                        outcome = _outcome(exc)
+                        # A client that has left hears nothing, but the failure is still logged and traced.
+                        _fail(context, span, exc, request, answer=isinstance(exc, AppError) or context.is_active())
+                    if measured is not None and outcome is _OK:  # how it ended: as `_gated` answers it
+                        active = context.is_active()
+                        if getattr(context, "stopped", False):
+                            outcome = _STOPPED
+                        elif not active:
+                            outcome = _CANCELLED
+            except GeneratorExit:  # gRPC dropped it between replies: its client is gone
+                outcome = _CANCELLED
+                raise
+            finally:
+                # Counted at its end; no duration: a follower's lasts as long as its client stays.
+                if measured is not None:
+                    measured.called(_service_name(type(self)), name, *outcome, None)
 
         return stream_wrapper
 
+    def measured_unary(self: Any, request: Any, context: grpc.ServicerContext,
+                       measured: _metrics.RpcInstruments) -> Any:
+        """`unary_wrapper` with the call counted and timed (metrics on)."""
+        began = time.perf_counter()
+        outcome = _OK
+        parent = _parent(context)
+        opened = open_server_span(name, parent)
+        try:
+            if opened is None:  # a recorded span (or another OpenTelemetry layout)
+                with server_span(name, parent) as span:
+                    if span.is_recording():
+                        _name_ids(span, request)
+                    try:
+                        return method(self, request, context)
+                    except Exception as exc:  # noqa: BLE001
+                        outcome = _outcome(exc)
+                        _fail(context, span, exc, request)
+                return None
+            span, token = opened
+            try:
+                return method(self, request, context)
+            except Exception as exc:  # noqa: BLE001
+                outcome = _outcome(exc)
+                _fail(context, span, exc, request)
+            finally:
+                close_server_span(token)
+            return None
+        finally:
+            measured.called(_service_name(type(self)), name, *outcome, began)
+
     @functools.wraps(method)
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        measured = _metrics.rpc
+        if measured is not None:
+            return measured_unary(self, request, context, measured)
         parent = _parent(context)
         opened = open_server_span(name, parent)
         if opened is None:  # a recorded span (or another OpenTelemetry layout)

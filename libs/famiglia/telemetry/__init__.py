@@ -5,7 +5,7 @@ carry the current trace and span ids; bind match_id, seat and command_id with
 `structlog.contextvars.bound_contextvars`. Traces go to the console or OTLP by the
 standard OTEL_* variables (OTEL_TRACES_EXPORTER=console|otlp|none,
 OTEL_EXPORTER_OTLP_ENDPOINT); the trace context travels in gRPC metadata and in
-each event's `trace` map so consumers continue the trace.
+each event's `trace` map so consumers continue the trace. Metrics: `famiglia.telemetry.metrics`.
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from famiglia.telemetry import (
 
 from .. import handlers
 from ..bootstrap import BotsApp
+from ..metrics import BotsMetrics
 from ..payload import DecisionPayload, bot_command_id
 from .broker import TRANSPORT
 
@@ -488,8 +489,10 @@ class CeleryTasks:
     round trip as the dispatcher's acks and next read; clock tasks, rare, go through
     send_task."""
 
-    def __init__(self, celery: Celery) -> None:
+    def __init__(self, celery: Celery, metrics: BotsMetrics | None = None) -> None:
         self.celery = celery
+        self.metrics = metrics
+        """Counts the decide tasks queued, by policy (None: metrics off)."""
         self._local = threading.local()
         self._messages = DecisionMessages(celery)
         self._redis: redis.Redis | None = None
@@ -614,6 +617,8 @@ class CeleryTasks:
                lease: tuple[int, Sequence[tuple[int, str]]] | None = None) -> None:
         message = self._messages.decide(match_id, game_id, seat, version, policy, payload, self._extra(trace),
                                         then, lease)
+        if self.metrics is not None:
+            self.metrics.task_queued(policy)
         decisions = getattr(self._local, "decisions", None)
         if decisions is None:
             self._push([message])

@@ -259,3 +259,17 @@ def test_a_duplicate_of_a_decision_this_process_answered_is_stale_without_thinki
     assert play(app, "m-dup", "highcard", seat, 7, "counting", payload) == "submitted"  # type: ignore[arg-type]
     assert play(app, "m-other", "highcard", seat, 6, "counting", payload) == "submitted"  # type: ignore[arg-type]
     assert thought == [6, 7, 6]
+
+
+def test_a_decision_is_timed_by_game_and_policy_name_when_metrics_are_on() -> None:
+    from services.bots.metrics import bots_metrics
+    from tests.support.metrics import recorded
+
+    app = FakeApp()
+    seat, payload, _ = highcard_decision()
+    with recorded() as seen:
+        app.metrics = bots_metrics()  # type: ignore[attr-defined]  # what BotsApp makes per process
+        assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "heuristic?depth=1", payload) == "submitted"  # type: ignore[arg-type]
+    for name in ("famiglia.bots.decision.cpu", "famiglia.bots.decision.duration"):
+        count, total = seen.value(name, game="highcard", policy="heuristic")
+        assert count == 1 and total >= 0

@@ -169,11 +169,11 @@ def test_an_unknown_exporter_stops_the_service_with_its_variable() -> None:
         assert exporters(variable, {}) == []
 
 
-def test_the_projection_refuses_an_unknown_metrics_exporter(monkeypatch) -> None:
+def test_a_service_refuses_an_unknown_metrics_exporter(monkeypatch) -> None:
     import pytest
 
-    from services.projection.metrics import configure_metrics
+    from famiglia.telemetry.metrics import configure_metrics
 
     monkeypatch.setenv("OTEL_METRICS_EXPORTER", "otpl")
     with pytest.raises(SystemExit, match="OTEL_METRICS_EXPORTER"):
-        configure_metrics()
+        configure_metrics("projection")
