@@ -62,4 +62,3 @@ def test_a_seat_left_to_the_bots_is_counted_by_why() -> None:
         created = app.create_match(GAME, 4, seed=3)
         app.leave_match(created.match_id, app.viewer(created.match_id, created.seat_tokens[1]))
     assert seen.value("famiglia.command.seats_to_bots", game=GAME, reason="left") == 1
-
