@@ -385,10 +385,14 @@ def _a_reads_as_a_spectator(leave: LeaveStack, game_id: str, table: Table, a: Se
 def test_a_player_whose_clock_runs_out_three_times_takes_the_seat_back_and_is_rated_as_it_finished(
         leave: LeaveStack, game_id: str) -> None:
     for round_ in range(examples(1, 3)):
-        _time_out_one_match(leave, game_id, seed=53 + round_)
+        # The bots may finish a match before B takes its seat back or is asked again (a loaded
+        # machine, a short match): that match shows nothing, so another seed is played.
+        if not any(_time_out_one_match(leave, game_id, seed=53 + round_ + 100 * attempt) for attempt in range(4)):
+            pytest.fail(f"{game_id}: every match ended before B had taken its seat back and played")
 
 
-def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> None:
+def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> bool:
+    """Whether the match showed it all: False when it ended before B took its seat back and played."""
     rng = random.Random(seed)
     info = next(g for g in leave.game.list_games() if g.game_id == game_id)
     clocks = {o.key: SHORT_CLOCK for o in info.options if o.key.startswith("timeouts.") and o.key.endswith("_s")}
@@ -426,7 +430,12 @@ def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> None:
 
     assert wait_until(bots_played, timeout=60), f"{game_id}: the bots never played B's seat"
     assert all(p.deadline_ms == 0 for p in b.view().to_act if p.seat == B)
-    back = b.return_to_match()
+    try:
+        back = b.return_to_match()
+    except grpc.RpcError as exc:
+        if (exc.code(), error_code(exc)) == (grpc.StatusCode.FAILED_PRECONDITION, "match_over"):
+            return False  # the bots finished it first
+        raise
     again = b.return_to_match()
     assert not back.duplicate and (again.version, again.duplicate) == (back.version, True)
     view = b.view()
@@ -447,7 +456,8 @@ def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> None:
             moves += 1
         else:
             time.sleep(0.02)
-    assert moves, f"{game_id}: B was never asked after taking its seat back"
+    if not moves:  # the match ended before B was asked again
+        return False
 
     # as stored: three clock defaults in a row, the seat_left, the bots' moves, the return, B's own
     _data, envelopes = _exported(leave, match_id)
@@ -472,3 +482,4 @@ def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> None:
     entries = _ratings(leave, game_id, table.players)
     ranks = _rated_as(record, entries)
     assert ranks == [s.rank for s in sorted(record.seats, key=lambda s: s.seat)]
+    return True
