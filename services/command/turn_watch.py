@@ -47,13 +47,14 @@ def watch_my_turns(app: CommandApp, player_id: str, after_id: str = "", limit: i
     else:
         cursor = newest or START
     yield Snapshot(app.my_turns(player_id, limit), cursor)
+    page = notices.read(player_id, cursor, PAGE)
     while is_active():
-        page = notices.read(player_id, cursor, PAGE)
-        if not page:
-            page = notices.wait(player_id, cursor, poll_ms)
         for notice in page:
             yield notice
             cursor = notice.id
+        # A full page may have more behind it; else one wait a poll (it reads from the cursor:
+        # what came since is there at once), not a read and a wait each quiet second.
+        page = notices.read(player_id, cursor, PAGE) if len(page) >= PAGE else notices.wait(player_id, cursor, poll_ms)
 
 
 _ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")

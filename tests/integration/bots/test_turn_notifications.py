@@ -15,7 +15,7 @@ from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.eventstore.turn_notices import MATCH_OVER, YOUR_TURN, RedisTurnNotices, notify_key
+from famiglia.eventstore.turn_notices import MATCH_OVER, YOUR_TURN, RedisTurnNotices, TurnNotice, notify_key
 from famiglia.v1 import envelope_pb2
 from services.bots.dispatcher import GROUP, Dispatcher
 from services.command.app import Viewer
@@ -108,4 +108,29 @@ def test_two_people_are_told_their_turns_once_across_a_restart_and_a_second_disp
     with running(store, notices, group="another", start_id="0") as (_second, consumer):  # every entry again
         settle(consumer)
     assert {p: notices.read(p) for p in (ANN, BOB)} == told
+    store.close()
+
+
+def _script_checks(client) -> int:
+    stats = client.info("commandstats")
+    return int(stats.get("cmdstat_script|exists", {}).get("calls", 0))
+
+
+def test_a_batch_of_notices_is_one_round_trip_and_survives_a_script_flush(redis_url: str) -> None:
+    """The batch's scripts go in its pipeline as EVALSHA: redis-py's Script asked SCRIPT EXISTS
+    first, a second round trip every batch. A Redis that lost its scripts (a restart) is sent
+    the script and the batch again, and nothing is written twice."""
+    store = RedisEventStore.connect(redis_url)
+    notices = RedisTurnNotices(store.client, store.keys.prefix)
+
+    def ask(at: int, player: str = ANN) -> TurnNotice:
+        return TurnNotice(player, "m1", "highcard", 0, YOUR_TURN, at, asked_at=at)
+
+    checks = _script_checks(store.client)
+    assert notices.tell([ask(3), ask(3, BOB)]) == 2
+    assert notices.tell([ask(5), ask(3, BOB)]) == 1
+    assert _script_checks(store.client) == checks
+    store.client.script_flush()
+    assert notices.tell([ask(5), ask(7, BOB)]) == 1
+    assert [n.version for n in notices.read(ANN)] == [3, 5] and [n.version for n in notices.read(BOB)] == [3, 7]
     store.close()

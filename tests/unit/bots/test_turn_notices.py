@@ -103,7 +103,9 @@ def play(table: Table, created, people: dict[int, str], rng: random.Random, step
                 assert table.asked(match_id, n.seat), f"{n} told, its seat's GetView does not ask it"
                 made += 1
         told_now = {n.seat for n in notices if n.kind == YOUR_TURN}
-        for s in people:  # an ask that began is told, one after the seat's own answer too
+        m = table.app.matches.get(match_id).match
+        standing = {p.seat for p in m.engine.pending(m.state) if 0 < p.timeout_seconds < 1}  # NP-D7's auto-pass
+        for s in set(people) - standing:  # an ask that began is told, one after the seat's own answer too
             if (s not in asked_before or (s == seat and answered)) and table.asked(match_id, s):
                 assert s in told_now, f"seat {s} newly asked at {version}, not told"
         if check is not None:
@@ -147,6 +149,38 @@ def test_a_private_ask_is_told_to_its_own_seats_player_only() -> None:
         if private_told:
             break
     assert private_told, "no private ask reached in 10 matches"
+
+
+def test_a_seat_whose_standing_auto_pass_answers_a_window_is_not_told_of_it() -> None:
+    """NP-D7: a seat that set a standing auto-pass is asked in a card window on a clock that
+    runs out at once (its pass goes in by itself): its player chose not to be asked, and was
+    told "your turn" for every window it passed."""
+    people = {0: ANN, 1: BOB, 2: CAT}
+    standing_asks = []
+    for seed in range(6):
+        table = Table()
+        created = table.create("nothing_personal", 3, seed=seed, people=people)
+        match_id = created.match_id
+        rng = random.Random(seed)
+        for i in range(300):
+            m = table.app.matches.get(match_id).match
+            if m.finished:
+                break
+            pendings = m.engine.pending(m.state)
+            seat = rng.choice(sorted({p.seat for p in pendings}))
+            viewer = table.app.viewer(match_id, created.seat_tokens[seat])
+            commands = table.app.legal_commands(match_id, viewer).commands
+            autopass = [c for c in commands if c.WhichOneof("kind") == "set_auto_pass" and c.set_auto_pass.cards]
+            table.app.submit(match_id, viewer, f"c{i}", autopass[0] if autopass else rng.choice(commands))
+            notices = table.pump(match_id)
+            m = table.app.matches.get(match_id).match
+            standing = {p.seat for p in m.engine.pending(m.state) if 0 < p.timeout_seconds < 1}
+            standing_asks += standing
+            told = {n.seat for n in notices if n.kind == YOUR_TURN}
+            assert not told & standing, f"told of an ask its auto-pass answers: {sorted(told & standing)}"
+        if len(standing_asks) > 3:
+            break
+    assert standing_asks, "no window answered by a standing auto-pass in 6 matches"
 
 
 def _player_of(table: Table, notice: StoredNotice) -> str:
@@ -215,6 +249,35 @@ def test_a_restarted_or_second_dispatcher_tells_nothing_again() -> None:
         whole.handle(table.store.read(match_id))
     assert {p: table.told(p) for p in (ANN, BOB)} == written
     assert restarted.matches[live.match_id].watch is not None
+
+
+@pytest.mark.parametrize("game", ["grifters", "nothing_personal"])
+def test_a_read_cut_in_the_middle_of_a_command_tells_nothing_another_dispatcher_tells_again(game: str) -> None:
+    """A capped read may end inside a command. The asks standing once it is read whole are named
+    as a fold of whole commands names them (by the command's first seq), so a restarted or a
+    second dispatcher, reading the match in one batch, finds them told: none is told twice."""
+    table = Table()
+    people = {0: ANN, 1: BOB, 2: CAT}
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=p) for s, p in people.items()]
+    match_id = table.app.create_match(game, 3, seed=5, seat_info=info).match_id
+    rng = random.Random(5)
+    for i in range(40):  # played before the dispatcher reads anything
+        m = table.app.matches.get(match_id).match
+        seat = rng.choice(sorted({p.seat for p in m.engine.pending(m.state)}))
+        viewer = Viewer(seat)
+        table.app.submit(match_id, viewer, f"c{i}", rng.choice(table.app.legal_commands(match_id, viewer).commands))
+    envelopes = table.store.read(match_id)
+    cut_inside = 0
+    for i, envelope in enumerate(envelopes):
+        table.dispatcher.handle([envelope])  # an event a read: every command of several events cut
+        following = envelopes[i + 1] if i + 1 < len(envelopes) else None
+        if following is not None and (following.seat, following.command_id) == (envelope.seat, envelope.command_id):
+            cut_inside += 1
+            continue
+        told = {p: table.told(p) for p in people.values()}
+        table.new_dispatcher().handle(envelopes[:i + 1])  # another one, reading it whole
+        assert {p: table.told(p) for p in people.values()} == told, f"told again after event {envelope.seq}"
+    assert cut_inside > 10 and any(table.told(p) for p in people.values())
 
 
 def test_a_match_of_bots_only_costs_nothing_and_notifications_can_be_off() -> None:

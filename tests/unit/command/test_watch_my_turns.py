@@ -61,3 +61,33 @@ def test_a_cursor_that_is_no_id_or_no_notification_has_yet_is_refused(app, curso
     with pytest.raises(InvalidArgument) as refused:
         next(app.watch_my_turns(ANN, cursor))
     assert refused.value.code == "bad_after_id"
+
+
+def test_a_quiet_watch_asks_the_store_once_a_poll() -> None:
+    """Each quiet poll is one wait (it reads from the cursor itself), not a read then a wait:
+    every open watch was two round trips a second to Redis."""
+    calls: list[str] = []
+
+    class Counted(InMemoryTurnNotices):
+        waiting = False
+
+        def read(self, player_id: str, after_id: str = "", count: int = 100) -> list[StoredNotice]:
+            if not self.waiting:  # (the in-memory wait reads as it waits: one round trip in Redis)
+                calls.append("read")
+            return super().read(player_id, after_id, count)
+
+        def wait(self, player_id: str, after_id: str, timeout_ms: int) -> list[StoredNotice]:
+            calls.append("wait")
+            self.waiting = True
+            try:
+                return super().wait(player_id, after_id, timeout_ms)
+            finally:
+                self.waiting = False
+
+    app = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="unit"))
+    app.notices = Counted()
+    app.notices.tell([_notice("m1", 1)])
+    polls = iter([True] * 5 + [False])
+    (snapshot, *told) = list(app.watch_my_turns(ANN, START, is_active=polls.__next__, poll_ms=1))
+    assert isinstance(snapshot, Snapshot) and [n.version for n in told] == [1]
+    assert calls.count("read") == 1 and calls.count("wait") == 5
