@@ -5,7 +5,6 @@ a cursor; a cursor no notification has is refused, and so is any token but a pla
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 import grpc
@@ -21,17 +20,7 @@ from famiglia.v1 import game_service_pb2 as game_pb
 from services.bots.dispatcher import GROUP, Dispatcher
 from tests.e2e.conftest import Services, Stack
 from tests.e2e.test_my_turns import SIGNER, _md, asked, guest, seated
-
-
-class _Tasks:
-    def decide(self, *args, **kwargs) -> None:
-        pass
-
-    def clock(self, *args, **kwargs) -> None:
-        pass
-
-    def batch(self):
-        return contextlib.nullcontext()
+from tests.support.tasks import NoTasks
 
 
 @pytest.fixture()
@@ -41,7 +30,7 @@ def dispatcher(redis_url: str):
     consumer = PartitionConsumer.for_store(store, GROUP, "e2e")
     consumer.ensure_groups(start_id="$")
     stop = threading.Event()
-    running = Dispatcher(store, default_registry(), _Tasks(), notices=RedisTurnNotices(store.client, store.keys.prefix))
+    running = Dispatcher(store, default_registry(), NoTasks(), notices=RedisTurnNotices(store.client, store.keys.prefix))
     thread = threading.Thread(target=running.run, args=(consumer, stop), kwargs={"block_ms": 50}, daemon=True)
     thread.start()
     yield running

@@ -20,24 +20,14 @@ from famiglia.v1 import envelope_pb2
 from services.bots.dispatcher import GROUP, Dispatcher
 from services.command.app import Viewer
 from services.command.bootstrap import bootstrap as command_bootstrap
+from tests.support.tasks import NoTasks
 
 ANN, BOB = "ann", "bob"
 
 
-class Tasks:
-    def decide(self, *args, **kwargs) -> None:
-        pass
-
-    def clock(self, *args, **kwargs) -> None:
-        pass
-
-    def batch(self):
-        return contextlib.nullcontext()
-
-
 @contextlib.contextmanager
 def running(store: RedisEventStore, notices: RedisTurnNotices, group: str = GROUP, start_id: str = "$"):
-    dispatcher = Dispatcher(store, toy_registry(), Tasks(), notices=notices)
+    dispatcher = Dispatcher(store, toy_registry(), NoTasks(), notices=notices)
     consumer = PartitionConsumer.for_store(store, group, "d")
     consumer.ensure_groups(start_id=start_id)
     stop = threading.Event()
@@ -103,7 +93,7 @@ def test_two_people_are_told_their_turns_once_across_a_restart_and_a_second_disp
         assert store.client.ttl(notify_key(store.keys.prefix, player)) > 0
     assert notify_key(store.keys.prefix, ANN).count("{pl:") == 1  # the player's own slot
 
-    restarted = Dispatcher(store, toy_registry(), Tasks(), notices=notices)
+    restarted = Dispatcher(store, toy_registry(), NoTasks(), notices=notices)
     restarted.recover()  # as a restarted one begins: the recent and the live matches folded again
     with running(store, notices, group="another", start_id="0") as (_second, consumer):  # every entry again
         settle(consumer)

@@ -5,7 +5,6 @@ reaches its own seat's player only. On the in-memory store, the real engines."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 
 import pytest
@@ -26,19 +25,9 @@ from services.bots.dispatcher import Dispatcher
 from services.bots.notices import look, turn_notices, watch_for
 from services.command.app import Viewer
 from services.command.bootstrap import bootstrap as command_bootstrap
+from tests.support.tasks import NoTasks
 
 ANN, BOB, CAT = "ann", "bob", "cat"
-
-
-class Tasks:
-    def decide(self, *args, **kwargs) -> None:
-        pass
-
-    def clock(self, *args, **kwargs) -> None:
-        pass
-
-    def batch(self):
-        return contextlib.nullcontext()
 
 
 class Table:
@@ -53,7 +42,7 @@ class Table:
         self.seen: dict[str, int] = {}
 
     def new_dispatcher(self) -> Dispatcher:
-        return Dispatcher(self.store, self.registry, Tasks(), notices=self.notices)
+        return Dispatcher(self.store, self.registry, NoTasks(), notices=self.notices)
 
     def create(self, game: str, seats: int, seed: int, people: dict[int, str], bots: tuple[int, ...] = ()):
         info = [envelope_pb2.SeatInfo(seat=s, player_id=p) for s, p in people.items()]
@@ -289,7 +278,7 @@ def test_a_match_of_bots_only_costs_nothing_and_notifications_can_be_off() -> No
     created = table.create("grifters", 2, seed=1, people={}, bots=(0, 1))
     assert table.dispatcher.matches[created.match_id].watch is None
     off = Table()
-    off.dispatcher = Dispatcher(off.store, off.registry, Tasks())  # FAMIGLIA_TURN_NOTIFICATIONS=off
+    off.dispatcher = Dispatcher(off.store, off.registry, NoTasks())  # FAMIGLIA_TURN_NOTIFICATIONS=off
     named = off.create("grifters", 2, seed=1, people={0: ANN, 1: BOB})
     assert off.dispatcher.matches[named.match_id].watch is None and off.told(ANN) == []
 
