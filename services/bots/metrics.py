@@ -15,7 +15,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from famiglia.bots.policy import PolicySpec
 from famiglia.grpcutil.errors import store_away
-from famiglia.telemetry.metrics import meter
+from famiglia.telemetry.metrics import meter, tally
 
 #: Buckets of a decision's time in ms: a random or heuristic choice takes well under one, a
 #: search what its budget gives it, up to the task's time limit.
@@ -43,53 +43,51 @@ class BotsMetrics:
 
     def __init__(self, meter: Meter) -> None:
         self._meter = meter
-        self._tasks = meter.create_counter("famiglia.bots.decide_tasks", unit="{task}",
-                                           description="decide tasks queued by the dispatcher")
+        self._tasks = tally(meter, "famiglia.bots.decide_tasks", ("policy",), unit="{task}",
+                            description="decide tasks queued by the dispatcher")
         self._cpu = meter.create_histogram("famiglia.bots.decision.cpu", unit="ms",
                                            description="CPU time of a policy's choice",
                                            explicit_bucket_boundaries_advisory=DECISION_BUCKETS)
         self._wall = meter.create_histogram("famiglia.bots.decision.duration", unit="ms",
                                             description="wall time of a policy's choice",
                                             explicit_bucket_boundaries_advisory=DECISION_BUCKETS)
-        self._clocks = meter.create_counter("famiglia.bots.clock_defaults", unit="{command}",
-                                            description="defaults submitted for seats whose turn clock ran out")
-        self._started = meter.create_counter("famiglia.tournament.matches_started", unit="{match}",
-                                             description="tournament matches created")
-        self._finished = meter.create_counter("famiglia.tournament.matches_finished", unit="{match}",
-                                              description="tournament matches played to their result")
-        self._abandoned = meter.create_counter("famiglia.tournament.matches_abandoned", unit="{match}",
-                                               description="tournament matches given up, by why")
-        self._attributes: dict[tuple[str, ...], dict[str, Any]] = {}
-
-    def _of(self, **attributes: str) -> dict[str, Any]:
-        key = tuple(attributes.values())
-        found = self._attributes.get(key)
-        if found is None:
-            if len(self._attributes) >= 4096:
-                self._attributes.clear()
-            found = self._attributes[key] = attributes
-        return found
+        self._clocks = tally(meter, "famiglia.bots.clock_defaults", ("game",), unit="{command}",
+                             description="defaults submitted for seats whose turn clock ran out")
+        self._started = tally(meter, "famiglia.tournament.matches_started", ("game",), unit="{match}",
+                              description="tournament matches created")
+        self._finished = tally(meter, "famiglia.tournament.matches_finished", ("game",), unit="{match}",
+                               description="tournament matches played to their result")
+        self._abandoned = tally(meter, "famiglia.tournament.matches_abandoned", ("game", "reason"), unit="{match}",
+                                description="tournament matches given up, by why")
+        self._decided: dict[tuple[str, str], dict[str, Any]] = {}
 
     def task_queued(self, policy: str) -> None:
-        self._tasks.add(1, self._of(policy=policy_name(policy)))
+        self._tasks.add((policy_name(policy),))
 
     def decided(self, game: str, policy: str, cpu_s: float, wall_s: float) -> None:
-        attributes = self._of(game=game, policy=policy_name(policy))
+        """A choice's times, into the SDK's histograms (no asynchronous histogram to hand them
+        counted elsewhere); its attributes dict made once per game and policy name."""
+        key = (game, policy_name(policy))
+        attributes = self._decided.get(key)
+        if attributes is None:
+            if len(self._decided) >= 4096:
+                self._decided.clear()
+            attributes = self._decided[key] = {"game": key[0], "policy": key[1]}
         self._cpu.record(cpu_s * 1000.0, attributes)
         self._wall.record(wall_s * 1000.0, attributes)
 
     def clock_default(self, game: str) -> None:
-        self._clocks.add(1, self._of(game=game))
+        self._clocks.add((game,))
 
     def tournament_match_started(self, game: str) -> None:
-        self._started.add(1, self._of(game=game))
+        self._started.add((game,))
 
     def tournament_match_finished(self, game: str) -> None:
-        self._finished.add(1, self._of(game=game))
+        self._finished.add((game,))
 
     def tournament_match_abandoned(self, game: str, reason: str) -> None:
         """`reason`: `stuck`, `cancelled` (the tournament, or an operator) or `not_created`."""
-        self._abandoned.add(1, self._of(game=game, reason=reason))
+        self._abandoned.add((game, reason))
 
     def watch_backlog(self, backlog: Callable[[], dict[int, tuple[int | None, int]]], *,
                       max_age_s: float = 1.0) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from famiglia.grpcutil.errors import store_away
-from famiglia.telemetry.metrics import meter
+from famiglia.telemetry.metrics import meter, tally
 
 from .store import RedisTicketStore, TicketRecord
 
@@ -26,10 +26,10 @@ class MatchmakingMetrics:
     def __init__(self, meter: Meter, store: RedisTicketStore, games: Iterable[str]) -> None:
         self._store = store
         self._games = sorted(games)
-        self._tables = meter.create_counter("famiglia.matchmaking.tables", unit="{table}",
-                                            description="tables made (matches created from tickets)")
-        self._backfills = meter.create_counter("famiglia.matchmaking.backfills", unit="{table}",
-                                               description="tables made with bot seats filling in for people")
+        self._tables = tally(meter, "famiglia.matchmaking.tables", ("game",), unit="{table}",
+                             description="tables made (matches created from tickets)")
+        self._backfills = tally(meter, "famiglia.matchmaking.backfills", ("game",), unit="{table}",
+                                description="tables made with bot seats filling in for people")
         self._wait = meter.create_histogram("famiglia.matchmaking.wait", unit="s",
                                             description="a matched ticket's wait, from its asking to its table",
                                             explicit_bucket_boundaries_advisory=WAIT_BUCKETS)
@@ -45,9 +45,9 @@ class MatchmakingMetrics:
 
     def table_made(self, game: str, bots: int, tickets: Sequence[TicketRecord | None], now_ms: int) -> None:
         attributes = self._game(game)
-        self._tables.add(1, attributes)
+        self._tables.add((game,))
         if bots:
-            self._backfills.add(1, attributes)
+            self._backfills.add((game,))
         for record in tickets:
             if record is not None:
                 asked = record.asked_ms or record.created_ms

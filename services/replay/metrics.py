@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from opentelemetry.metrics import Meter
 
-from famiglia.telemetry.metrics import meter
+from famiglia.telemetry.metrics import meter, tally
 
 
 class ReplayMetrics:
@@ -14,22 +12,18 @@ class ReplayMetrics:
     import stored with `allow_unverified` whose verification failed); or `refused`."""
 
     def __init__(self, meter: Meter) -> None:
-        self._counters = {
-            "export": meter.create_counter("famiglia.replay.exports", unit="{match}",
-                                           description="matches exported (ExportMatch)"),
-            "import": meter.create_counter("famiglia.replay.imports", unit="{match}",
-                                           description="exports imported (ImportMatch)"),
-            "verify": meter.create_counter("famiglia.replay.verifications", unit="{match}",
-                                           description="matches and files verified (VerifyMatch)"),
+        self._tallies = {
+            "export": tally(meter, "famiglia.replay.exports", ("result",), unit="{match}",
+                            description="matches exported (ExportMatch)"),
+            "import": tally(meter, "famiglia.replay.imports", ("result",), unit="{match}",
+                            description="exports imported (ImportMatch)"),
+            "verify": tally(meter, "famiglia.replay.verifications", ("result",), unit="{match}",
+                            description="matches and files verified (VerifyMatch)"),
         }
-        self._results: dict[str, dict[str, Any]] = {}
 
     def done(self, what: str, result: str) -> None:
         """`what`: export, import or verify."""
-        attributes = self._results.get(result)
-        if attributes is None:
-            attributes = self._results[result] = {"result": result}
-        self._counters[what].add(1, attributes)
+        self._tallies[what].add((result,))
 
 
 def replay_metrics() -> ReplayMetrics | None:

@@ -7,6 +7,12 @@ are off for the life of the process: `meter()` answers None, the services make n
 instrument and each recording site is one `is not None` test. Even OpenTelemetry's no-op
 instruments cost a call and an attributes dict each, about a microsecond a command.
 
+On, a count goes to a `Tally` (a dict under a lock, ~0.2 µs) that an observable counter reads
+at each export, not to the SDK's `Counter.add` (5-6 µs: its attributes cleaned and hashed, a
+measurement built and handed through the reader storage). A histogram stays one SDK `record`
+a measurement: OpenTelemetry has no asynchronous histogram, and the Python SDK no
+`MetricProducer`, to hand it counts bucketed elsewhere (docs/metrics.md, "Cost").
+
 A process forked after `configure_metrics` (the bots' solo workers, Celery's prefork pool)
 gets a provider of its own, named by its own pid (`service.instance.id`): the cumulative
 counters of two processes under one identity would overwrite each other in the collector.
@@ -18,13 +24,15 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import metrics as otel_metrics
-from opentelemetry.metrics import Meter, MeterProvider
+from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
 from . import exporters
 
@@ -80,6 +88,8 @@ def _exporting_provider(service: str, named: list[str], interval_ms: int) -> Met
 
 def _own_provider() -> None:
     """In a forked child: a provider of its own (its pid in `service.instance.id`)."""
+    global _tallies_lock
+    _tallies_lock = threading.Lock()  # another thread of the parent may have held it at the fork
     if _made is not None:
         _use(_exporting_provider(_made[0], exporters("OTEL_METRICS_EXPORTER"), _made[1]))
 
@@ -112,31 +122,100 @@ def metrics_to(provider: MeterProvider | None) -> Iterator[None]:
         _use(before)
 
 
-class RpcInstruments:
-    """`famiglia.rpc.calls` {rpc.service, rpc.method, status, code} and `famiglia.rpc.duration`
-    (ms) {rpc.service, rpc.method}; each attribute set is made once."""
+#: Attribute sets a tally keeps apart at most, as the SDK's default cardinality limit: past it,
+#: new ones count together under `otel.metric.overflow`, as the SDK's own overflow point.
+TALLY_LIMIT = 2000
+_OVERFLOW: tuple[Any, ...] = (object(),)  # equal to no tuple of attribute values
 
-    __slots__ = ("calls", "duration", "_called", "_timed")
+
+class Tally:
+    """A monotonic counter counted in plain Python and reported by an observable counter when
+    the metrics are read (once an export): `add` is a dict update under a lock, where the SDK's
+    `Counter.add` costs 5-6 µs. Counts are kept by the tuple of their attributes' values, in
+    `keys`' order; each tuple's attributes dict is made once, at its first export. Made by
+    `tally`, so that two users of one meter share one count, as they shared the SDK's counter."""
+
+    __slots__ = ("keys", "_counts", "_lock", "_attributes", "__weakref__")
+
+    def __init__(self, meter: Meter, name: str, keys: tuple[str, ...], *, unit: str, description: str) -> None:
+        self.keys = keys
+        self._counts: dict[tuple[str, ...], int] = {}
+        # `d[k] = d.get(k, 0) + n` is not atomic under the GIL (a thread may be switched in
+        # between the read and the write, losing its count); an uncontended lock is ~0.1 µs.
+        self._lock = threading.Lock()
+        self._attributes: dict[tuple[str, ...], dict[str, Any]] = {}
+        meter.create_observable_counter(name, [self._observe], unit=unit, description=description)
+
+    def add(self, values: tuple[str, ...] = (), amount: int = 1) -> None:
+        """Count `amount` for the attributes `values` (one per key, in order)."""
+        with self._lock:
+            counts = self._counts
+            found = counts.get(values)
+            if found is not None:
+                counts[values] = found + amount
+            elif len(counts) < TALLY_LIMIT:
+                counts[values] = amount
+            else:
+                counts[_OVERFLOW] = counts.get(_OVERFLOW, 0) + amount
+
+    def counts(self) -> dict[tuple[str, ...], int]:
+        """A copy of the counts so far, by attribute values."""
+        with self._lock:
+            return dict(self._counts)
+
+    def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(count, self._attributes_of(values)) for values, count in self.counts().items()]
+
+    def _attributes_of(self, values: tuple[str, ...]) -> dict[str, Any]:
+        found = self._attributes.get(values)
+        if found is None:
+            found = self._attributes[values] = ({"otel.metric.overflow": True} if values is _OVERFLOW
+                                                else dict(zip(self.keys, values, strict=True)))
+        return found
+
+
+_NO_METHODS: dict[str, dict[str, Any]] = {}
+
+_tallies: weakref.WeakKeyDictionary[Meter, dict[str, Tally]] = weakref.WeakKeyDictionary()
+_tallies_lock = threading.Lock()
+
+
+def tally(meter: Meter, name: str, keys: tuple[str, ...] = (), *, unit: str, description: str) -> Tally:
+    """The tally `name` of `meter`, made on first use: the SDK keeps the callbacks of an
+    instrument's first registration only, so a second one (two apps of a test, a process's
+    second `CommandApp`) counts into the first's."""
+    with _tallies_lock:
+        made = _tallies.setdefault(meter, {})
+        found = made.get(name)
+        if found is None:
+            found = made[name] = Tally(meter, name, keys, unit=unit, description=description)
+        elif found.keys != keys:
+            raise ValueError(f"{name} is counted by {found.keys}, not {keys}")
+        return found
+
+
+class RpcInstruments:
+    """`famiglia.rpc.calls` {rpc.service, rpc.method, status, code} (a tally) and
+    `famiglia.rpc.duration` (ms) {rpc.service, rpc.method} (the SDK's histogram, one `record` a
+    unary call, its attributes dict made once per method)."""
+
+    __slots__ = ("calls", "duration", "_timed")
 
     def __init__(self, meter: Meter) -> None:
-        self.calls = meter.create_counter("famiglia.rpc.calls", unit="{call}",
-                                          description="calls served, by their status and famiglia code")
+        self.calls = tally(meter, "famiglia.rpc.calls", ("rpc.service", "rpc.method", "status", "code"),
+                           unit="{call}", description="calls served, by their status and famiglia code")
         self.duration = meter.create_histogram("famiglia.rpc.duration", unit="ms",
                                                description="time to answer a unary call")
-        self._called: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-        self._timed: dict[tuple[str, str], dict[str, Any]] = {}
+        self._timed: dict[str, dict[str, dict[str, Any]]] = {}
 
     def called(self, service: str, method: str, status: str, code: str, began: float | None) -> None:
         """One call ended with `status` (a gRPC status name) and `code` ("" when OK); `began`:
         its `time.perf_counter()` at the start, or None for no duration (a stream)."""
-        key = (service, method, status, code)
-        attributes = self._called.get(key)
-        if attributes is None:
-            attributes = self._called[key] = {"rpc.service": service, "rpc.method": method,
-                                              "status": status, "code": code}
-        self.calls.add(1, attributes)
+        self.calls.add((service, method, status, code))
         if began is not None:
-            timed = self._timed.get(key[:2])
+            elapsed_ms = (time.perf_counter() - began) * 1000.0
+            timed = self._timed.get(service, _NO_METHODS).get(method)
             if timed is None:
-                timed = self._timed[key[:2]] = {"rpc.service": service, "rpc.method": method}
-            self.duration.record((time.perf_counter() - began) * 1000.0, timed)
+                timed = self._timed.setdefault(service, {}).setdefault(
+                    method, {"rpc.service": service, "rpc.method": method})
+            self.duration.record(elapsed_ms, timed)

@@ -3,6 +3,8 @@ timed; with no exporter (the default, and the bench), no instrument made or call
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,6 +81,58 @@ def test_each_call_is_counted_by_its_status_and_code_and_a_unary_call_timed() ->
     assert set(timed) == {"ListGames", "GetView", "ListChat"}  # no duration for a stream
     assert all(count == 1 and total >= 0 for count, total in timed.values())
     assert all(attributes.keys() == {"rpc.service", "rpc.method"} for attributes, _ in seen.points("famiglia.rpc.duration"))
+
+
+def test_counts_added_from_several_threads_add_up_exactly() -> None:
+    """A count is a dict update (`Tally`), which the GIL does not make atomic: a thread switched
+    out between its read and its write would lose counts. Threads switched every microsecond."""
+    threads, each = 8, 10_000
+    ready = threading.Barrier(threads)
+    before = sys.getswitchinterval()
+
+    def serve(n: int, measured: metrics.RpcInstruments) -> None:
+        ready.wait()
+        for _ in range(each):
+            measured.called(SERVICE, "ListGames", "OK", "", None)
+            measured.called(SERVICE, "GetView", "NOT_FOUND", f"code_{n % 2}", None)
+
+    with recorded() as seen:
+        measured = metrics.rpc
+        assert measured is not None
+        sys.setswitchinterval(1e-6)
+        try:
+            running = [threading.Thread(target=serve, args=(n, measured)) for n in range(threads)]
+            for thread in running:
+                thread.start()
+            for thread in running:
+                thread.join()
+        finally:
+            sys.setswitchinterval(before)
+
+    def calls(method: str, status: str, code: str) -> Any:
+        return seen.value("famiglia.rpc.calls", **{"rpc.service": SERVICE, "rpc.method": method,
+                                                   "status": status, "code": code})
+
+    assert calls("ListGames", "OK", "") == threads * each
+    assert calls("GetView", "NOT_FOUND", "code_0") == calls("GetView", "NOT_FOUND", "code_1") == threads // 2 * each
+
+
+def test_two_users_of_a_meter_count_into_one_tally_and_past_its_limit_into_the_overflow(monkeypatch) -> None:
+    """The SDK keeps an observable instrument's first callbacks only: a second `CommandApp` of a
+    process must count into the first's tally, not into one nobody reads."""
+    monkeypatch.setattr(metrics, "TALLY_LIMIT", 2)
+    with recorded() as seen:
+        made = metrics.meter("famiglia.test")
+        assert made is not None
+        first = metrics.tally(made, "famiglia.test.things", ("kind",), unit="{thing}", description="things")
+        second = metrics.tally(made, "famiglia.test.things", ("kind",), unit="{thing}", description="things")
+        assert second is first
+        for kind in ("a", "b", "a", "c", "d"):
+            second.add((kind,))
+        with pytest.raises(ValueError):
+            metrics.tally(made, "famiglia.test.things", ("game",), unit="{thing}", description="things")
+    assert sorted(seen.points("famiglia.test.things"), key=str) == sorted(
+        [({"kind": "a"}, 2), ({"kind": "b"}, 1), ({"otel.metric.overflow": True}, 2)], key=str)
 
 
 class _NoMeters(otel_metrics.NoOpMeterProvider):
