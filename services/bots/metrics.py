@@ -13,7 +13,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from famiglia.bots.policy import PolicySpec
+from famiglia.bots.policy import PARAMETERS, PolicySpec
 from famiglia.grpcutil.errors import store_away
 from famiglia.telemetry.metrics import meter, tally
 
@@ -23,12 +23,15 @@ DECISION_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 
 
 
 def policy_name(spec: str, _known: dict[str, str] = {}) -> str:  # noqa: B006 - the cache
-    """A policy spec's name (`ismcts` of `ismcts(iterations=500)`), the label of its metrics."""
+    """A policy spec's name (`ismcts` of `ismcts?iterations=500`), the label of its metrics;
+    `unknown` for a name the bots do not know (a seat of an imported match may carry any)."""
     name = _known.get(spec)
     if name is None:
         try:
             name = PolicySpec.parse(spec).name
         except ValueError:
+            name = "unknown"
+        if name not in PARAMETERS:  # the policies there are: a label takes no client's string
             name = "unknown"
         if len(_known) >= 1024:
             _known.clear()

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers
 from famiglia.telemetry import configure, get_logger
-from famiglia.telemetry.metrics import configure_metrics
+from famiglia.telemetry.metrics import configure_metrics, shutdown_metrics
 
 from .bootstrap import BotsApp, BotsSettings, bootstrap
 from .entrypoints.celery_app import CLOCKS_QUEUE, DECISIONS_QUEUE
@@ -95,7 +95,10 @@ def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
             log.exception("solo_worker_failed", index=index)
             code = 1
         finally:
-            os._exit(code)
+            try:
+                shutdown_metrics()  # its last interval: `os._exit` runs no atexit hook
+            finally:
+                os._exit(code)
     return pid
 
 

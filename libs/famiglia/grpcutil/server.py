@@ -428,11 +428,20 @@ class _Undecodable:
         self.error = error
 
 
-def _lenient(handler: Any) -> Any:
+def _refused_before(service: str, method: str, refusal: AppError) -> AppError:
+    """`refusal`, counted in `famiglia.rpc.calls` (metrics on): made before the call's `@rpc`
+    wrapper runs, which counts every other answer."""
+    measured = _metrics.rpc
+    if measured is not None:
+        measured.called(service, method, refusal.status.name, refusal.code, None)
+    return refusal
+
+
+def _lenient(handler: Any, service: str = "", method: str = "") -> Any:
     """`handler` (a grpc.RpcMethodHandler of one request) with a request that does not parse (a
     string that is not UTF-8, a field cut short) refused as INVALID_ARGUMENT
     `undecodable_request`: gRPC itself answers it INTERNAL "Exception deserializing request!",
-    with no code, as if the server had failed."""
+    with no code, as if the server had failed. `service`, `method`: the call's, as counted."""
     if handler is None or handler.request_streaming or handler.request_deserializer is None:
         return handler
     parse = handler.request_deserializer
@@ -453,8 +462,8 @@ def _lenient(handler: Any) -> Any:
         if type(request) is _Undecodable:
             log.info("rpc_refused", rpc=getattr(behavior, "__name__", "?"), status="INVALID_ARGUMENT",
                      code="undecodable_request", reason=str(request.error)[:300])
-            context.abort_with_status(to_status(InvalidArgument(
-                "undecodable_request", f"the request is not a valid {shown}: {str(request.error)[:200]}")))
+            context.abort_with_status(to_status(_refused_before(service, method, InvalidArgument(
+                "undecodable_request", f"the request is not a valid {shown}: {str(request.error)[:200]}"))))
         return behavior(request, context)
 
     return handler._replace(request_deserializer=deserialize, **{field: call})
@@ -469,7 +478,7 @@ class _Lenient:
 
     def add_registered_method_handlers(self, service_name: str, method_handlers: dict[str, Any]) -> None:
         self._server.add_registered_method_handlers(
-            service_name, {method: _lenient(h) for method, h in method_handlers.items()})
+            service_name, {method: _lenient(h, service_name, method) for method, h in method_handlers.items()})
 
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Iterable[grpc.GenericRpcHandler]) -> None:
         self._server.add_generic_rpc_handlers(tuple(_LenientGeneric(h) for h in generic_rpc_handlers))
@@ -484,7 +493,8 @@ class _LenientGeneric(grpc.GenericRpcHandler):
         method = handler_call_details.method
         made = self._made.get(method)
         if made is None:
-            made = _lenient(self._handler.service(handler_call_details))
+            service, _, rpc_method = method.lstrip("/").partition("/")  # "/famiglia.v1.GameService/GetView"
+            made = _lenient(self._handler.service(handler_call_details), service, rpc_method)
             if made is not None:
                 self._made[method] = made
         return made
@@ -521,7 +531,7 @@ def _streams_on(servicer: Any, service_name: str, pool: futures.ThreadPoolExecut
             handler = getattr(servicer, method.name)
             if getattr(handler, "experimental_non_blocking", False):
                 continue  # it answers through a callback and holds no thread (health's Watch)
-            setattr(servicer, method.name, _gated(handler, gate, pool))
+            setattr(servicer, method.name, _gated(handler, gate, pool, service_name))
     return servicer
 
 
@@ -549,18 +559,18 @@ class _Followed:
         return getattr(self._context, name)
 
 
-def _gated(handler: Callable[..., Any], gate: _StreamGate, pool: futures.ThreadPoolExecutor | None
-           ) -> Callable[..., Any]:
+def _gated(handler: Callable[..., Any], gate: _StreamGate, pool: futures.ThreadPoolExecutor | None,
+           service: str = "") -> Callable[..., Any]:
     name = getattr(handler, "__name__", "stream")
 
     @functools.wraps(handler)
     def call(request: Any, context: grpc.ServicerContext) -> Iterable[Any]:
         if gate.closing.is_set():
-            context.abort_with_status(to_status(_STOPPING))
+            context.abort_with_status(to_status(_refused_before(service, name, _STOPPING)))
         if not gate.enter():
             log.warning("stream_refused", rpc=name, limit=gate.limit)
-            context.abort_with_status(to_status(ResourceExhausted(
-                "too_many_streams", f"this server follows as many streams as it may ({gate.limit}); retry later")))
+            context.abort_with_status(to_status(_refused_before(service, name, ResourceExhausted(
+                "too_many_streams", f"this server follows as many streams as it may ({gate.limit}); retry later"))))
         followed = _Followed(context, gate.closing)
         began, replies, ended = time.monotonic(), 0, "aborted"  # a refusal or failure: its own line says which
         log.debug("stream_opened", rpc=name, **_request_ids(request))

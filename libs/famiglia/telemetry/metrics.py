@@ -29,12 +29,15 @@ import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
 
-from . import exporters
+from . import exporters, get_logger
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricExporter
 
 _provider: MeterProvider | None = None
 """The provider instruments come from; None: metrics are off."""
@@ -66,11 +69,51 @@ def configure_metrics(service: str, interval_ms: int = 10_000) -> None:
 def _exporting_provider(service: str, named: list[str], interval_ms: int) -> MeterProvider:
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider
     from opentelemetry.sdk.metrics.export import (
-        ConsoleMetricExporter,
         MetricExporter,
+        MetricExportResult,
         PeriodicExportingMetricReader,
     )
     from opentelemetry.sdk.resources import Resource
+
+    class ThisProcessOnly(MetricExporter):
+        """`exporter`, silent in any process but the one that made it: a forked child inherits
+        its parent's provider with the parent's counts, which must not reach the collector a
+        second time (the SDK gives that provider a random `service.instance.id` in a child)."""
+
+        def __init__(self, exporter: MetricExporter) -> None:
+            super().__init__(preferred_temporality=exporter._preferred_temporality,
+                             preferred_aggregation=exporter._preferred_aggregation)
+            self._exporter, self._pid = exporter, os.getpid()
+
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> Any:
+            if os.getpid() != self._pid:
+                return MetricExportResult.SUCCESS
+            return self._exporter.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return os.getpid() != self._pid or self._exporter.force_flush(timeout_millis=timeout_millis)
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            if os.getpid() == self._pid:
+                self._exporter.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+    class OwnThread(PeriodicExportingMetricReader):
+        """The SDK's periodic reader, whose thread is not started again in a forked child (the
+        SDK's own fork hook does): the child exports through a provider of its own."""
+
+        def _at_fork_reinit(self) -> None:
+            pass
+
+    name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
+    resource = Resource.create({"service.name": name,
+                                "service.instance.id": f"{socket.gethostname()}:{os.getpid()}"})
+    readers = [OwnThread(ThisProcessOnly(e), export_interval_millis=interval_ms) for e in _exporters(named)]
+    return SdkMeterProvider(resource=resource, metric_readers=readers)
+
+
+def _exporters(named: list[str]) -> list[MetricExporter]:
+    """The exporters OTEL_METRICS_EXPORTER names (`exporters`): console, otlp."""
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
     found: list[MetricExporter] = []
     if "console" in named:
@@ -79,19 +122,32 @@ def _exporting_provider(service: str, named: list[str], interval_ms: int) -> Met
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         found.append(OTLPMetricExporter())
-    name = os.environ.get("OTEL_SERVICE_NAME", "").strip() or f"famiglia-{service}"  # blank: the default
-    resource = Resource.create({"service.name": name,
-                                "service.instance.id": f"{socket.gethostname()}:{os.getpid()}"})
-    readers = [PeriodicExportingMetricReader(e, export_interval_millis=interval_ms) for e in found]
-    return SdkMeterProvider(resource=resource, metric_readers=readers)
+    return found
 
 
 def _own_provider() -> None:
-    """In a forked child: a provider of its own (its pid in `service.instance.id`)."""
+    """In a forked child: a provider of its own (its pid in `service.instance.id`); the parent's,
+    inherited, exports nothing more (`_exporting_provider`)."""
     global _tallies_lock
     _tallies_lock = threading.Lock()  # another thread of the parent may have held it at the fork
+    for made in list(_tallies.values()):
+        for inherited in made.values():
+            inherited._lock = threading.Lock()  # the same: a count of the parent's, mid-`add`
     if _made is not None:
         _use(_exporting_provider(_made[0], exporters("OTEL_METRICS_EXPORTER"), _made[1]))
+
+
+def shutdown_metrics(timeout_millis: float = 5_000) -> None:
+    """Export what was counted since the last export, and stop exporting: for a process that
+    leaves by `os._exit` (a forked bots worker, a Celery pool process), where the provider's
+    own `atexit` hook never runs. Nothing when metrics are off; once is enough."""
+    shutdown = getattr(_provider, "shutdown", None)
+    if shutdown is None:
+        return
+    try:
+        shutdown(timeout_millis=timeout_millis)
+    except Exception:  # noqa: BLE001 - a collector away must not keep a worker from leaving
+        get_logger("famiglia.telemetry").warning("metrics_final_export_failed", exc_info=True)
 
 
 def _use(provider: MeterProvider | None) -> None:

@@ -45,6 +45,7 @@ from famiglia.telemetry import (
     spans_exported,
     tracer,
 )
+from famiglia.telemetry.metrics import shutdown_metrics
 
 from .. import handlers
 from ..bootstrap import BotsApp
@@ -238,6 +239,13 @@ def _task_failed(sender: Any = None, task_id: str = "", exception: BaseException
     ids = _task_ids(request) if request is not None and getattr(request, "args", None) else \
         _task_ids(type("Args", (), {"args": args, "task": getattr(sender, "name", "")})())
     log.error("bot_task_failed", task=getattr(sender, "name", ""), task_id=task_id, error=repr(exception)[:500], **ids)
+
+
+@signals.worker_process_shutdown.connect(dispatch_uid="famiglia-bots-metrics-flush")
+def _pool_process_leaving(**_: Any) -> None:
+    """A prefork pool process leaves by `os._exit` (billiard), which runs no atexit hook: its
+    metrics' last interval is exported now, or lost (famiglia.telemetry.metrics)."""
+    shutdown_metrics()
 
 
 def make_celery(app: BotsApp) -> Celery:

@@ -273,3 +273,12 @@ def test_a_decision_is_timed_by_game_and_policy_name_when_metrics_are_on() -> No
     for name in ("famiglia.bots.decision.cpu", "famiglia.bots.decision.duration"):
         count, total = seen.value(name, game="highcard", policy="heuristic")
         assert count == 1 and total >= 0
+
+
+def test_a_policy_is_labelled_by_a_name_the_bots_know_never_by_a_clients_string() -> None:
+    """Each label value is a series of its own in the collector: a seat of an imported match may
+    name any policy (admission checks its length alone), and its name became a label."""
+    from services.bots.metrics import policy_name
+
+    assert policy_name("ismcts?iterations=500") == "ismcts"
+    assert [policy_name(f"made-up-{n}?depth=1") for n in range(3)] == ["unknown"] * 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -172,3 +173,256 @@ def test_no_exporter_leaves_metrics_off(monkeypatch) -> None:
         monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")
         metrics.configure_metrics("command")
         assert not metrics.metrics_on()
+
+
+_FORKED = r'''
+import json, os, threading
+os.environ["OTEL_METRICS_EXPORTER"] = "console"
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
+from famiglia.telemetry import metrics
+
+exported = []
+
+
+class Recording(MetricExporter):
+    def export(self, metrics_data, timeout_millis=10_000, **kwargs):
+        for resource in metrics_data.resource_metrics:
+            calls = sum(point.value for scope in resource.scope_metrics for metric in scope.metrics
+                        if metric.name == "famiglia.rpc.calls" for point in metric.data.data_points)
+            exported.append([os.getpid(), resource.resource.attributes["service.instance.id"], calls])
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis=10_000):
+        return True
+
+    def shutdown(self, timeout_millis=30_000, **kwargs):
+        pass
+
+
+metrics._exporters = lambda named: [Recording()]
+metrics.configure_metrics("bots-worker", interval_ms=3_600_000)
+metrics.rpc.called("S", "M", "OK", "", None)
+inherited = metrics._provider
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    metrics.rpc.called("S", "M", "OK", "", None)
+    metrics.rpc.called("S", "M", "OK", "", None)
+    inherited.force_flush()  # what the parent's reader would export from the child
+    metrics._provider.force_flush()
+    readers = [t.name for t in threading.enumerate() if t.name == "OtelPeriodicExportingMetricReader"]
+    os.write(write, json.dumps({"pid": os.getpid(), "exported": exported, "readers": len(readers)}).encode())
+    os._exit(0)
+os.close(write)
+got = json.loads(os.read(read, 65536))
+os.waitpid(pid, 0)
+print(json.dumps(dict(got, host=__import__("socket").gethostname())))
+'''
+
+
+def test_a_forked_process_exports_its_own_counts_alone_from_one_thread() -> None:
+    """The SDK restarts an inherited provider's exporting thread in a forked child and names it
+    anew (a random `service.instance.id`): each bots worker exported its parent's counts again,
+    as a series of its own, from a second thread, beside the provider of its own."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=120, cwd=root,
+                          env=dict(os.environ, PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["exported"] == [[got["pid"], f"{got['host']}:{got['pid']}", 2]]  # the child's two calls alone
+    assert got["readers"] == 1
+
+
+def test_a_forked_worker_exports_its_last_interval_before_it_leaves(monkeypatch) -> None:
+    """A solo bots worker leaves by `os._exit`, which runs no atexit hook: the meter provider's
+    last export (what was counted since the one before, up to 10 s of decisions) never ran."""
+
+    from services.bots import worker
+
+    class _Left(Exception):
+        pass
+
+    def leave(code: int) -> None:
+        raise _Left(code)
+
+    def play(*args: Any, **kwargs: Any) -> None:
+        assert metrics.rpc is not None
+        metrics.rpc.called(SERVICE, "ListGames", "OK", "", None)  # counted after the last export
+        raise SystemExit(0)  # Celery's warm shutdown
+
+    monkeypatch.setattr(worker.os, "fork", lambda: 0)
+    monkeypatch.setattr(worker.os, "_exit", leave)
+    monkeypatch.setattr(worker, "_run_celery", play)
+    monkeypatch.setattr(worker.signal, "signal", lambda *args: None)
+    with _exporting_hourly() as exported:
+        with pytest.raises(_Left):
+            worker._fork_solo(type("App", (), {"bots": worker.BotsSettings()})(), 0, [])
+    assert exported == [1]  # the worker's last count, exported as it left
+
+
+def test_a_prefork_pool_process_exports_its_last_interval_before_it_leaves() -> None:
+    """Billiard's pool processes leave by `os._exit` too: Celery tells them first."""
+    from celery import signals
+
+    import services.bots.entrypoints.celery_app  # noqa: F401 - connects its signal handlers
+
+    with _exporting_hourly() as exported:
+        assert metrics.rpc is not None
+        metrics.rpc.called(SERVICE, "ListGames", "OK", "", None)
+        signals.worker_process_shutdown.send(sender="bots@test", pid=1, exitcode=0)
+    assert exported == [1]
+
+
+@contextmanager
+def _exporting_hourly() -> Iterator[list[int]]:
+    """Metrics on for the block, exported once an hour (so only by a shutdown): yields the
+    `famiglia.rpc.calls` total of each export."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        MetricExporter,
+        MetricExportResult,
+        PeriodicExportingMetricReader,
+    )
+
+    exported: list[int] = []
+
+    class Recording(MetricExporter):
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+            exported.append(sum(point.value for resource in metrics_data.resource_metrics
+                                for scope in resource.scope_metrics for metric in scope.metrics
+                                if metric.name == "famiglia.rpc.calls" for point in metric.data.data_points))
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            pass
+
+    provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(Recording(), 3_600_000)])
+    try:
+        with metrics.metrics_to(provider):
+            yield exported
+    finally:
+        during = len(exported)
+        if not during:
+            provider.shutdown()  # its thread stopped; what it exports now is not the block's
+        del exported[during:]
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Context:
+    """A streaming call's context for `_gated` alone: aborting raises, as gRPC's does."""
+
+    def is_active(self) -> bool:
+        return True
+
+    def abort_with_status(self, status: Any) -> None:
+        raise _Refused(status.code)
+
+
+def test_calls_refused_before_their_handler_runs_are_counted_too() -> None:
+    """A request that does not parse (`undecodable_request`), a stream past the server's limit
+    (`too_many_streams`) and one opened as the server stops (`server_stopping`) are answered
+    before `@rpc` runs, which counted every other call: an alert on refusals missed them all."""
+    from famiglia.grpcutil import server
+
+    def follow(request: Any, context: Any) -> Iterator[str]:
+        yield "event"
+
+    follow.__name__ = "StreamEvents"
+    with recorded() as seen:
+        built, port = build_server("127.0.0.1:0", [(pb_grpc.add_GameServiceServicer_to_server, _Game(), SERVICE)],
+                                   workers=4)
+        built.start()
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                raw = channel.unary_unary(f"/{SERVICE}/GetView", request_serializer=None,
+                                          response_deserializer=None)
+                with pytest.raises(grpc.RpcError) as refused:
+                    raw(b"\x0a\x05\xff\xfe\xfd\xfc\xfb", timeout=10)  # match_id: not UTF-8
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        finally:
+            built.stop(grace=None)
+        full = server._StreamGate(1)
+        assert full.enter()
+        with pytest.raises(_Refused):
+            next(iter(server._gated(follow, full, None, SERVICE)(None, _Context())))
+        stopping = server._StreamGate(4)
+        stopping.closing.set()
+        with pytest.raises(_Refused):
+            next(iter(server._gated(follow, stopping, None, SERVICE)(None, _Context())))
+
+    def calls(method: str, status: str, code: str) -> Any:
+        return seen.value("famiglia.rpc.calls", **{"rpc.service": SERVICE, "rpc.method": method,
+                                                   "status": status, "code": code})
+
+    assert calls("GetView", "INVALID_ARGUMENT", "undecodable_request") == 1
+    assert calls("StreamEvents", "RESOURCE_EXHAUSTED", "too_many_streams") == 1
+    assert calls("StreamEvents", "UNAVAILABLE", "server_stopping") == 1
+
+
+_KINDS = {"create_counter": "counter", "create_observable_counter": "counter", "create_histogram": "histogram",
+          "create_gauge": "gauge", "create_observable_gauge": "gauge (observable)"}
+
+
+class _Noting:
+    """A meter that notes each instrument made on it: (kind, unit) by name."""
+
+    def __init__(self, meter: Any, made: dict[str, tuple[str, str]]) -> None:
+        self._meter, self._made = meter, made
+
+    def __getattr__(self, name: str) -> Any:
+        create = getattr(self._meter, name)
+        kind = _KINDS.get(name)
+        if kind is None:
+            return create
+
+        def noted(instrument: str, *args: Any, unit: str = "", **kwargs: Any) -> Any:
+            assert instrument not in self._made, f"{instrument} made twice"
+            self._made[instrument] = (kind, unit)
+            return create(instrument, *args, unit=unit, **kwargs)
+
+        return noted
+
+
+def test_the_metrics_reference_lists_exactly_the_instruments_the_services_make() -> None:
+    """docs/metrics.md is what an operator builds dashboards from: each row's name, kind, unit
+    and (for a count) attributes, as the code makes them, and no instrument left out."""
+    from pathlib import Path
+
+    from opentelemetry.sdk.metrics import MeterProvider
+
+    from services.bots.metrics import BotsMetrics
+    from services.command.metrics import CommandMetrics
+    from services.matchmaking.metrics import MatchmakingMetrics
+    from services.projection.lag import LagMonitor
+    from services.replay.metrics import ReplayMetrics
+
+    made: dict[str, tuple[str, str]] = {}
+    meter = _Noting(MeterProvider().get_meter("famiglia.test"), made)
+    metrics.RpcInstruments(meter)  # type: ignore[arg-type]
+    CommandMetrics(meter, matches=None)  # type: ignore[arg-type]
+    MatchmakingMetrics(meter, store=None, games=["highcard"])  # type: ignore[arg-type]
+    ReplayMetrics(meter)  # type: ignore[arg-type]
+    BotsMetrics(meter).watch_backlog(dict)  # type: ignore[arg-type]
+    LagMonitor(store=None, engine=None, meter=meter)  # type: ignore[arg-type]
+    counted = {name: ", ".join(f"`{key}`" for key in found.keys)
+               for name, found in metrics._tallies[meter].items()}  # type: ignore[index]
+
+    documented: dict[str, tuple[str, str]] = {}
+    for line in (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text().splitlines():
+        if line.startswith("| `famiglia."):
+            name, kind, unit, attributes = (cell.strip() for cell in line.split("|")[1:5])
+            documented[name.strip("`")] = (kind, unit.strip("`"))
+            if name.strip("`") in counted:
+                assert attributes == counted[name.strip("`")], name
+    assert documented == made
