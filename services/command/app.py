@@ -310,12 +310,17 @@ class CommandApp:
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
                  hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
                  timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY,
-                 notices: TurnNotices | None = None) -> None:
+                 notices: TurnNotices | None = None, seat_changes: bool = True) -> None:
         if timeouts_to_bot < 0:
             raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
         checked_spec(leave_policy)  # a policy the bots cannot play would leave the seat unplayed
         self.timeouts_to_bot = timeouts_to_bot
         self.leave_policy = leave_policy
+        self.seat_changes = seat_changes
+        """Whether a seat may change hands (FAMIGLIA_SEAT_CHANGES): off, LeaveMatch is refused and
+        no clock sends a seat to the bots, so nothing writes `seat_left` while a release that cannot
+        read it still runs (docs/operations.md, "Upgrading"). ReturnToMatch stays: only a match
+        that already has a `seat_left` can need it."""
         self.store = store
         self.registry = registry
         self.signer = signer
@@ -808,7 +813,7 @@ class CommandApp:
         change there would tell the table the hidden choice was the documented default; the
         seat goes with its next clock default that is public."""
         seat, needed = viewer.seat, self.timeouts_to_bot
-        if not needed or not viewer.bot or seat is None or not is_clock_default(command_id) or seat in m.away:
+        if not needed or not self.seat_changes or not viewer.bot or seat is None or not is_clock_default(command_id) or seat in m.away:
             return None
         if _created_bot(m, seat) or m.timeouts_in_a_row(seat, command_id) < needed:
             return None
@@ -968,6 +973,9 @@ class CommandApp:
         (a seat away by its clock that leaves gets its final `seat_left`). A bot's seat, or the
         bots' token, is `seat_is_bot`; a match over, `match_over`."""
         seat = _player_seat(viewer)
+        if not self.seat_changes:
+            raise FailedPrecondition("seat_changes_off", "leaving a match is switched off on this server for "
+                                     "now (an upgrade under way): the seat stays yours; try again later")
 
         def plan(m: MatchState) -> SeatChanged | tuple[envelope_pb2.SeatLeft, str]:
             if _created_bot(m, seat):

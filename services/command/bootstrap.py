@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec
-from famiglia.config import Settings, whole
+from famiglia.config import Settings, flag, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
@@ -23,12 +23,14 @@ class CommandSettings:
     """The command service's own knobs, beside the shared Settings: the hot matches' bounds, by
     count and by the MiB they hold (docs/architecture.md); after how many turn clocks run out in a
     row the bots take a person's seat (0: never), and the bot policy that plays a seat its player
-    left (README, "Playing a match as a client")."""
+    left (README, "Playing a match as a client"); whether seats change hands at all (off while a
+    release that writes `seat_left` rolls out over one that cannot read it, docs/operations.md)."""
 
     hot_matches: int = HOT_MATCHES
     hot_matches_mb: int = HOT_MATCHES_MB
     timeouts_to_bot: int = TIMEOUTS_TO_BOT
     leave_policy: str = LEAVE_POLICY
+    seat_changes: bool = True
 
     @classmethod
     def from_env(cls) -> CommandSettings:
@@ -37,6 +39,7 @@ class CommandSettings:
             hot_matches_mb=whole("FAMIGLIA_HOT_MATCHES_MB", HOT_MATCHES_MB),
             timeouts_to_bot=_timeouts_to_bot(),
             leave_policy=_leave_policy(),
+            seat_changes=flag("FAMIGLIA_SEAT_CHANGES", True),
         )
 
 
@@ -74,7 +77,8 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       signer=settings.signer(), chat=_chat_store(store, chat),
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
                       players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
-                      leave_policy=command_settings.leave_policy, notices=turn_notices_of(store))
+                      leave_policy=command_settings.leave_policy, notices=turn_notices_of(store),
+                      seat_changes=command_settings.seat_changes)
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:

@@ -451,3 +451,18 @@ def test_a_clock_default_some_seat_may_not_see_sends_nobody_to_the_bots() -> Non
         _clock(app, match_id, 0)
     assert app.matches.get(match_id).match.timeouts[0] >= 1
     assert SEAT_LEFT not in {e.type for e in app.store.read(match_id)}
+
+
+def test_with_seat_changes_off_nobody_leaves_and_no_clock_sends_a_seat_to_the_bots() -> None:
+    """FAMIGLIA_SEAT_CHANGES=off, while a release that cannot read `seat_left` still runs
+    (docs/operations.md, "Upgrading"): nothing writes one."""
+    app = bootstrap(store=InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
+                    command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random", seat_changes=False))
+    match_id = _match(app)
+    assert _refused(lambda: app.leave_match(match_id, _person(app, match_id, 1))) == (
+        "FAILED_PRECONDITION", "seat_changes_off")
+    for _ in range(2):
+        _until(app, match_id, 0)
+        _clock(app, match_id, 0)
+    assert SEAT_LEFT not in {e.type for e in app.store.read(match_id)}
+    assert app.return_to_match(match_id, _person(app, match_id, 0)).duplicate  # nothing to take back
