@@ -26,7 +26,7 @@ def _seconds(e: Mapping[str, str], name: str, default: float | None) -> float | 
 
 
 def _guest_ttl_s(e: Mapping[str, str]) -> int | None:
-    """FAMIGLIA_MM_GUEST_TTL_DAYS: whole seconds, or off (guests kept for good). At least a day: a
+    """FAMIGLIA_MM_GUEST_TTL_DAYS: days (a fraction too), as whole seconds; or off (guests kept for good). At least a day: a
     guest's record must outlive the tickets and tables made with it (a claimed table waits up to a
     day for CreateMatch), or its seat would be named by its id instead of its name. At most a
     century (`MAX_GUEST_TTL_DAYS`): Redis refuses an EXPIRE far beyond, and every use would fail."""

@@ -294,7 +294,7 @@ def serve(app: CommandApp, address: str, workers: int = 64,
           dependencies: Sequence[Dependency] = (),
           transport: Transport | None = None) -> tuple[grpc.Server, int]:
     """A GameService server bound to `address` (not yet started): unary calls on
-    `call_workers` threads, each StreamEvents or StreamChat follower on one of `workers`; a connection quiet
+    `call_workers` threads, each StreamEvents, StreamChat or WatchMyTurns follower on one of `workers`; a connection quiet
     for `keepalive_s` is pinged; health is SERVING while `dependencies` answer (`build_server`)."""
     return build_server(
         address,
