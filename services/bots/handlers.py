@@ -15,7 +15,7 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +29,7 @@ from famiglia.bots.random_policy import RandomPolicy
 from famiglia.client.game_client import VERSION_PLACEHOLDER
 from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
-from famiglia.grpcutil.errors import error_code
+from famiglia.grpcutil.errors import error_code, error_metadata
 from famiglia.matchstate import MatchState, StoreWentBack
 from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
@@ -474,6 +474,9 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
 
 MATCH_OVER = "match_over"
 """The refusal of a command to a match that has ended (its last move, or CancelMatch)."""
+CLOCK_NOT_RUN_OUT = "clock_not_run_out"
+"""The refusal of a person's clock default before its deadline by the command service's clock
+(this host's, or the dispatcher's, runs fast): ErrorInfo.metadata `left_ms` says how long till then."""
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
 
 
@@ -611,10 +614,8 @@ class _Submitted:
     """the version the answer carried (a duplicate's: the first answer's); None: refused, stale..."""
     held: bool = False
     """the command was held back from the table (NP-H9): the version did not move"""
-
-
-def _submit(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> str:
-    return _submit_at(client, command, command_id, version, fallback).outcome
+    wait: float = 0.0
+    """`early`: seconds till the seat's deadline, by the command service's clock"""
 
 
 def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
@@ -631,6 +632,11 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
             log.info("bot_match_over", match_id=client.match_id, version=version, command_id=command_id,
                      reason=exc.details())
             return _Submitted("finished", None)
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == CLOCK_NOT_RUN_OUT:
+            wait = _left_ms(exc) / 1000
+            log.warning("clock_early", match_id=client.match_id, version=version, command_id=command_id,
+                        wait_s=round(wait, 3))
+            return _Submitted("early", None, wait=wait)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
             log.warning("bot_command_refused", match_id=client.match_id, version=version, command_id=command_id,
                         code=_code(exc))
@@ -640,9 +646,23 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)
 
 
-def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
+def _left_ms(exc: grpc.RpcError) -> int:
+    """`clock_not_run_out`'s milliseconds till the deadline (0: unknown, a refusal without them)."""
+    try:
+        return max(0, int(error_metadata(exc).get("left_ms", "0")))
+    except (ValueError, TypeError):  # (from_call: a status whose details disagree with the call's)
+        return 0
+
+
+def run_clock(app: BotsApp, match_id: str, seat: int, version: int,
+              again: Callable[[float], None] | None = None) -> str:
     """A human's clock ran out: submit the engine's documented default for the seat,
-    unless the match has moved on since the clock was set."""
+    unless the match has moved on since the clock was set.
+
+    The command service takes a person's default only once its own fold's deadline passed, by
+    its own clock (less `FAMIGLIA_CLOCK_SKEW_S`): one refused as `early` (a fast clock here or at
+    the dispatcher) is sent `again` for the seconds the service says are left; without `again`
+    it is dropped, and the dispatcher queues the clock again once it is overdue (`_check_clocks`)."""
     # Most clocks find their match moved on: every other seat's command queues the people
     # still asked a clock again at the new version (a GoodCritters Step 3 among bots: tens a
     # deadline, all due at once). The version says so without reading and folding the match.
@@ -667,7 +687,10 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
         return "no_default"
     command_id = clock_command_id(match_id, version, seat)
     log.info("clock_expired", match_id=match_id, seat=seat, version=version, command_id=command_id)
-    outcome = _submit(app.seat(match_id, seat), command, command_id, version, [])
+    done = _submit_at(app.seat(match_id, seat), command, command_id, version, [])
+    outcome = done.outcome
+    if outcome == "early" and again is not None:
+        again(done.wait)
     metrics = _metrics(app)
     if metrics is not None and outcome == "submitted":
         metrics.clock_default(match.game_id)

@@ -120,6 +120,9 @@ TIMEOUTS = "timeouts"
 LEAVE_ID = "leave"
 RETURN_ID = "return:"
 AWAY_ID = "away:"
+#: How far ahead of this service's a host's clock may run (FAMIGLIA_CLOCK_SKEW_S): a person's clock
+#: default (the bots' `run_clock`) is taken from this long before the seat's deadline, not before.
+CLOCK_SKEW_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -310,9 +313,15 @@ class CommandApp:
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
                  hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
                  timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY,
-                 notices: TurnNotices | None = None, seat_changes: bool = True) -> None:
+                 notices: TurnNotices | None = None, seat_changes: bool = True,
+                 clock_skew_s: float = CLOCK_SKEW_S, wall: Callable[[], float] = time.time) -> None:
         if timeouts_to_bot < 0:
             raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
+        if not clock_skew_s >= 0:
+            raise ValueError(f"clock_skew_s is 0 or more seconds, not {clock_skew_s}")
+        self.clock_skew_s = clock_skew_s
+        self.wall = wall
+        """Seconds since the epoch, as events are stamped: when a person's clock default is due."""
         checked_spec(leave_policy)  # a policy the bots cannot play would leave the seat unplayed
         self.timeouts_to_bot = timeouts_to_bot
         self.leave_policy = leave_policy
@@ -702,6 +711,8 @@ class CommandApp:
                     if m.finished:
                         raise _over(m)
                     _check_player(m, viewer)
+                    if viewer.bot and is_clock_default(command_id):  # (a flag test on every other command)
+                        self._check_clock_due(m, seat)
                     slots = _slots(m)
                     events = self._decide(hot, seat, command, command_id,
                                           at=m.public_version + slots if slots else None)
@@ -800,6 +811,26 @@ class CommandApp:
                     shown += self._for_viewer(m, [gone], viewer.seat)
                 return Submitted(m.public_version, shown, held=held, position=m.version)
             raise Unavailable("contention", "the match is too busy right now; retry")
+
+    def _check_clock_due(self, m: MatchState, seat: int) -> None:
+        """Refuse a person's clock default (the bots' token, a "clock:" id) before the seat's
+        deadline as this service's own fold winds it (`MatchState.deadlines`, what GetView shows
+        as `deadline_ms`), less `clock_skew_s`: a worker or dispatcher whose clock runs fast, or a
+        bug, must not play a person's default early. A seat asked without a clock has no default
+        due at all. The bots' seats (created so, or away) have no clock: their "clock:" ids go in."""
+        if seat in m.away or _created_bot(m, seat):
+            return
+        runs_out = m.deadlines().get(seat)
+        if runs_out is None:
+            raise FailedPrecondition("no_clock", f"seat {seat} is not asked on a turn clock: no clock default is due")
+        left = runs_out - self.wall()
+        if left > self.clock_skew_s:
+            deadline_ms = round(runs_out * 1000)
+            # ErrorInfo.metadata: `left_ms` till the deadline by this service's clock, which the
+            # worker waits (its own clock is the one suspected: `run_clock`).
+            raise FailedPrecondition("clock_not_run_out", f"seat {seat}'s turn clock runs out at deadline_ms "
+                                                          f"{deadline_ms}, in {left:.3f} s: its default is not due",
+                                     metadata={"deadline_ms": str(deadline_ms), "left_ms": str(round(left * 1000))})
 
     def _timed_out(self, m: MatchState, viewer: Viewer, command_id: str,
                    envelopes: Sequence[envelope_pb2.EventEnvelope],

@@ -6,14 +6,14 @@ import os
 from dataclasses import dataclass
 
 from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec
-from famiglia.config import Settings, flag, whole
+from famiglia.config import Settings, flag, number, whole
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
 from famiglia.eventstore.turn_notices import turn_notices_of
 
-from .app import LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
+from .app import CLOCK_SKEW_S, LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
 from .chat import ChatSettings
 from .hot_matches import HOT_MATCHES, HOT_MATCHES_MB
 
@@ -24,13 +24,16 @@ class CommandSettings:
     count and by the MiB they hold (docs/architecture.md); after how many turn clocks run out in a
     row the bots take a person's seat (0: never), and the bot policy that plays a seat its player
     left (README, "Playing a match as a client"); whether seats change hands at all (off while a
-    release that writes `seat_left` rolls out over one that cannot read it, docs/operations.md)."""
+    release that writes `seat_left` rolls out over one that cannot read it, docs/operations.md); how
+    long before a person's deadline its clock default is taken (other hosts' clocks may run that far
+    ahead: docs/bots.md, "Turn clocks")."""
 
     hot_matches: int = HOT_MATCHES
     hot_matches_mb: int = HOT_MATCHES_MB
     timeouts_to_bot: int = TIMEOUTS_TO_BOT
     leave_policy: str = LEAVE_POLICY
     seat_changes: bool = True
+    clock_skew_s: float = CLOCK_SKEW_S
 
     @classmethod
     def from_env(cls) -> CommandSettings:
@@ -40,6 +43,7 @@ class CommandSettings:
             timeouts_to_bot=_timeouts_to_bot(),
             leave_policy=_leave_policy(),
             seat_changes=flag("FAMIGLIA_SEAT_CHANGES", True),
+            clock_skew_s=number("FAMIGLIA_CLOCK_SKEW_S", CLOCK_SKEW_S),
         )
 
 
@@ -78,7 +82,8 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
                       players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
                       leave_policy=command_settings.leave_policy, notices=turn_notices_of(store),
-                      seat_changes=command_settings.seat_changes)
+                      seat_changes=command_settings.seat_changes,
+                      clock_skew_s=command_settings.clock_skew_s)
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:

@@ -392,7 +392,8 @@ def test_a_player_whose_clock_runs_out_three_times_takes_the_seat_back_and_is_ra
 
 
 def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> bool:
-    """Whether the match showed it all: False when it ended before B took its seat back and played."""
+    """Whether the match showed it all: False when it ended before B's seat went to the bots, or
+    before B took it back and played."""
     rng = random.Random(seed)
     info = next(g for g in leave.game.list_games() if g.game_id == game_id)
     clocks = {o.key: SHORT_CLOCK for o in info.options if o.key.startswith("timeouts.") and o.key.endswith("_s")}
@@ -408,7 +409,8 @@ def _time_out_one_match(leave: LeaveStack, game_id: str, seed: int) -> bool:
     while True:
         assert time.monotonic() < deadline, f"{game_id} {match_id}: B's seat never went to the bots"
         view, label = _asked(b, B)
-        assert not view.finished, f"{game_id}: the match ended before B's seat went to the bots"
+        if view.finished:  # B's defaults were secret choices (no seat_left after those) until the end
+            return False
         if view.away:
             break
         if label is not None and kept is None:

@@ -5,6 +5,7 @@ and a seat left while Nothing Personal's answers are held (NP-H9), on two replic
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -22,8 +23,10 @@ from famiglia.grpcutil.errors import error_code
 from famiglia.testgames.highcard.v1 import highcard_pb2 as hc
 from famiglia.v1 import envelope_pb2
 from services.bots import handlers
+from services.command.app import CommandApp
 from services.command.bootstrap import CommandSettings, bootstrap
 from services.command.entrypoints.grpc_server import serve
+from tests.support.clocks import run_out
 
 pytestmark = pytest.mark.redis
 
@@ -37,6 +40,7 @@ CLOCK_S = 30
 class Service:
     client: GameClient
     store: RedisEventStore
+    app: CommandApp
     registry = REGISTRY
 
     def seat(self, match_id: str, seat: int) -> SeatClient:
@@ -47,12 +51,13 @@ class Service:
 @pytest.fixture()
 def service(redis_url: str) -> Iterator[Service]:
     store = RedisEventStore.connect(redis_url)
-    app = bootstrap(store=store, registry=REGISTRY, settings=Settings(redis_url=redis_url, secret=SECRET),
-                    command_settings=CommandSettings(timeouts_to_bot=3, leave_policy="random"))
+    # Its clock past every seat's deadline: a clock task (`_clock`) finds the seat's clock run out.
+    app = run_out(bootstrap(store=store, registry=REGISTRY, settings=Settings(redis_url=redis_url, secret=SECRET),
+                            command_settings=CommandSettings(timeouts_to_bot=3, leave_policy="random")))
     server, port = serve(app, "127.0.0.1:0", workers=8)
     server.start()
     client = GameClient(f"127.0.0.1:{port}")
-    yield Service(client, store)
+    yield Service(client, store, app)
     client.close()
     server.stop(grace=None)
     store.close()
@@ -96,6 +101,19 @@ def _clock(service: Service, players: list[SeatClient], seat: int) -> str:
     """`seat`'s turn clock runs out: the bots' own clock task, at the version it was set at."""
     version = _until(players, seat)
     return handlers.run_clock(service, players[seat].match_id, seat, version)  # type: ignore[arg-type]
+
+
+def test_a_clock_fired_before_the_seats_deadline_is_sent_again_for_what_the_service_says_is_left(
+        service: Service) -> None:
+    """Over gRPC: the command service refuses the default (`clock_not_run_out`, the deadline in
+    its ErrorInfo), and `run_clock` hands the time left by the service's clock to `again`."""
+    match_id, players = _match(service)
+    service.app.wall = time.time  # the service's own clock: the seat's 30 s have not run out
+    seat, version = _asked(players[0])
+    waits: list[float] = []
+    assert handlers.run_clock(service, match_id, seat, version, waits.append) == "early"  # type: ignore[arg-type]
+    (wait,) = waits
+    assert 0 < wait <= CLOCK_S and _asked(players[0]) == (seat, version)
 
 
 def test_a_player_leaves_and_the_bots_play_its_seat(service: Service) -> None:

@@ -24,6 +24,7 @@ from famiglia.eventstore.envelopes import (
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1.envelope_pb2 import EventEnvelope, SeatInfo, SeatLeft
 from services.command.app import CommandApp
+from tests.support.clocks import clocks_run_out
 
 BOTS_IDS = ("bot:", "clock:")
 """The command ids only the bots' own token submits under: a seat's decisions and its clock's default."""
@@ -86,9 +87,10 @@ def play_with_seat_changes(app: CommandApp, game_id: str, seats: int, seed: int,
                            omit_events=True)
             elif seat == sleepy and rng.random() < 0.7 and seat in {p.seat for p in pending_for(m.engine, m.state,
                                                                                                   seat)} \
-                    and (default := m.engine.timeout_command(m.state, seat)) is not None:
-                app.submit(match_id, bots[seat], f"clock:{match_id}:{version}:{seat}", default, version,
-                           omit_events=True)
+                    and seat in m.deadlines() and (default := m.engine.timeout_command(m.state, seat)) is not None:
+                with clocks_run_out(app):  # (the service takes a default only once the seat's deadline passed)
+                    app.submit(match_id, bots[seat], f"clock:{match_id}:{version}:{seat}", default, version,
+                               omit_events=True)
                 played.clocks += 1
             else:
                 legal = app.legal_commands(match_id, people[seat]).commands

@@ -2,10 +2,13 @@
 
 A refusal carries a stable code (a rule id like "GC-A03", or one of ours like
 "stale_version") in the status details (google.rpc.ErrorInfo.reason) and in the
-trailing metadata `famiglia-code`, with a readable message.
+trailing metadata `famiglia-code`, with a readable message; a few carry what a program
+acts on besides (ErrorInfo.metadata: `clock_not_run_out`'s `left_ms`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import grpc
 from google.protobuf import any_pb2
@@ -26,10 +29,12 @@ class AppError(Exception):
     """The seat whose request was refused, when the service knew it (a seat token's): the
     refusal's log line names it beside the request's ids."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.metadata = dict(metadata) if metadata else {}
+        """ErrorInfo.metadata: what a program acts on, which the message only tells a person"""
 
 
 class InvalidArgument(AppError):
@@ -118,7 +123,7 @@ def _cut(message: str) -> str:
 
 
 def to_status(error: AppError) -> grpc.Status:
-    info = error_details_pb2.ErrorInfo(reason=error.code, domain=DOMAIN)
+    info = error_details_pb2.ErrorInfo(reason=error.code, domain=DOMAIN, metadata=error.metadata)
     detail = any_pb2.Any()
     detail.Pack(info)
     message = _cut(f"{error.code}: {error.message}")
@@ -155,3 +160,15 @@ def error_code(exc: grpc.RpcError) -> str:
             if detail.Unpack(info):
                 return info.reason
     return ""
+
+
+def error_metadata(exc: grpc.RpcError) -> dict[str, str]:
+    """The ErrorInfo.metadata of a refused call (`AppError.metadata`), as a client reads it; {}
+    for none."""
+    status = rpc_status.from_call(exc)  # type: ignore[arg-type]
+    if status is not None:
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return dict(info.metadata)
+    return {}

@@ -57,6 +57,8 @@ DECIDE = "famiglia.bots.decide"
 CLOCK = "famiglia.bots.clock"
 DECISIONS_QUEUE = "famiglia.bots"
 CLOCKS_QUEUE = "famiglia.clocks"
+MAX_EARLY_CLOCKS = 3
+"""Times a clock task is sent again after the command service found its default not due yet."""
 TRACE_HEADER = "famiglia_trace"
 
 log = get_logger("famiglia.bots")
@@ -300,21 +302,38 @@ def make_celery(app: BotsApp) -> Celery:
         return outcomes[0] if len(outcomes) == 1 else ",".join(outcomes)
 
     @celery.task(name=CLOCK, bind=True, acks_late=True, reject_on_worker_lost=True, shared=False, **retry)
-    def clock(self: Any, match_id: str, seat: int, version: int, due: float = 0.0) -> str:
-        """`due`: the wall-clock time the clock runs out, for one sent ahead of it (`clock_hop`)."""
+    def clock(self: Any, match_id: str, seat: int, version: int, due: float = 0.0, early: int = 0) -> str:
+        """`due`: the wall-clock time the clock runs out, for one sent ahead of it (`clock_hop`);
+        `early`: how many times the command service found the default not due yet (`again`)."""
         with _continued_trace(self.request, "bots.clock", match_id=match_id, seat=seat, version=version):
             left = due - time.time()
             if due and left > 0:  # a hop of a long clock: on again, unless its match moved on
                 if app.store.version(match_id) != version:
                     outcome = "stale"
                 else:
-                    celery.send_task(CLOCK, args=(match_id, seat, version, due),
+                    # (`early` only when set: a hop reads as it always did)
+                    celery.send_task(CLOCK, args=(match_id, seat, version, due) + ((early,) if early else ()),
                                      countdown=min(left, clock_hop(celery)), queue=CLOCKS_QUEUE,
                                      headers={TRACE_HEADER: dict(_carrier(self.request) or inject_context())})
                     outcome = "rearmed"
                 log.debug("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome)
                 return outcome
-            outcome = handlers.run_clock(app, match_id, seat, version)
+
+            def again(wait: float) -> None:
+                """The command service refused the default as early: on again when it says the
+                seat's deadline is (plus the grace), a few times at most; then the dispatcher
+                queues the clock again once it is overdue (`_check_clocks`): no loop between a
+                fast worker and the service, no default lost."""
+                if early >= MAX_EARLY_CLOCKS:
+                    log.warning("turn_clock_early_dropped", match_id=match_id, seat=seat, version=version,
+                                early=early)
+                    return
+                wait += app.bots.clock_grace_seconds
+                celery.send_task(CLOCK, args=(match_id, seat, version, time.time() + wait, early + 1),
+                                 countdown=min(wait, clock_hop(celery)), queue=CLOCKS_QUEUE,
+                                 headers={TRACE_HEADER: dict(_carrier(self.request) or inject_context())})
+
+            outcome = handlers.run_clock(app, match_id, seat, version, again)
             # The id the seat's default goes in under: the command service's line for it names the same.
             log.info("turn_clock", match_id=match_id, seat=seat, version=version, outcome=outcome,
                      command_id=handlers.clock_command_id(match_id, version, seat))

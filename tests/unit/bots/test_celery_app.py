@@ -28,7 +28,7 @@ def _bots_app() -> BotsApp:
 def test_each_app_runs_its_own_tasks_bound_to_its_own_bots_app(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, BotsApp]] = []
 
-    def run_clock(app: BotsApp, match_id: str, seat: int, version: int) -> str:
+    def run_clock(app: BotsApp, match_id: str, seat: int, version: int, again: Any = None) -> str:
         seen.append((match_id, app))
         return "played"
 
@@ -57,7 +57,7 @@ def test_a_clock_tasks_line_names_the_command_id_its_default_goes_in_under(monke
     the worker's `turn_clock` line names it too, so the two hops' lines meet on it."""
     import structlog
 
-    monkeypatch.setattr(handlers, "run_clock", lambda app, match_id, seat, version: "submitted")
+    monkeypatch.setattr(handlers, "run_clock", lambda app, match_id, seat, version, again=None: "submitted")
     with structlog.testing.capture_logs() as captured:
         assert make_celery(_bots_app()).tasks[CLOCK]("m7", 1, 5) == "submitted"
     (line,) = [c for c in captured if c["event"] == "turn_clock"]
@@ -112,3 +112,30 @@ def test_a_task_retried_or_given_up_names_the_trace_it_carried() -> None:
     assert (retry["match_id"], retry["trace_id"]) == ("m1", carried)
     assert (failed["match_id"], failed["trace_id"]) == ("m2", carried)
     assert bare["match_id"] == "m3" and "trace_id" not in bare
+
+
+def test_a_clock_the_command_service_found_early_is_sent_again_a_few_times_at_most(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`clock_not_run_out` (`run_clock` calls `again` with the seconds the command service says
+    are left): the task goes again for then, plus the grace, carrying how often it was early;
+    past MAX_EARLY_CLOCKS it is dropped, and the dispatcher queues the overdue clock again, so a
+    worker whose clock runs fast does not loop with the service."""
+    from services.bots.entrypoints.celery_app import MAX_EARLY_CLOCKS
+
+    def early(app: BotsApp, match_id: str, seat: int, version: int, again: Any = None) -> str:
+        again(5.0)
+        return "early"
+
+    monkeypatch.setattr(handlers, "run_clock", early)
+    bots = _bots_app()
+    celery = make_celery(bots)
+    sent: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(celery, "send_task", lambda name, args, countdown, **kwargs: sent.append(
+        (name, args, countdown)))
+    assert celery.tasks[CLOCK]("m7", 1, 5) == "early"
+    ((name, (match_id, seat, version, due, times), countdown),) = sent
+    assert (name, match_id, seat, version, times) == (CLOCK, "m7", 1, 5, 1)
+    assert countdown == 5.0 + bots.bots.clock_grace_seconds and due > 0
+    sent.clear()
+    assert celery.tasks[CLOCK]("m7", 1, 5, 0.0, MAX_EARLY_CLOCKS) == "early"
+    assert sent == []

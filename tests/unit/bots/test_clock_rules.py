@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import grpc
+
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import play as play_card
-from famiglia.grpcutil.errors import AppError
+from famiglia.grpcutil.errors import AppError, to_status
 from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.command.app import Viewer
@@ -130,3 +132,54 @@ def test_a_clock_the_match_moved_past_is_stale_without_reading_the_match() -> No
     turn = HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat
     assert handlers.run_clock(app, match_id, turn, now) == "submitted"  # type: ignore[arg-type]
     assert reads  # a clock at the match's version reads it, as before
+
+
+class _Refused(grpc.RpcError):
+    """A refusal as the command service sends it (`to_status`: its code, and its ErrorInfo)."""
+
+    def __init__(self, error: AppError) -> None:
+        self.status = to_status(error)
+
+    def code(self) -> grpc.StatusCode:
+        return self.status.code
+
+    def details(self) -> str:
+        return self.status.details
+
+    def trailing_metadata(self):
+        return self.status.trailing_metadata
+
+
+@dataclass
+class BotsTokenSeat(ClockSeat):
+    """The seat as the bots' own token submits for it (`Viewer.bot`), as `run_clock`'s client does."""
+
+    def submit(self, command, *, command_id=None, expected_version=None, omit_events=False):
+        self.submitted.append((command, command_id, expected_version))
+        try:
+            done = self.table.app.submit(self.match_id, Viewer(self.seat, bot=True), command_id, command,
+                                         expected_version, omit_events=omit_events)
+        except AppError as exc:
+            raise _Refused(exc) from None
+        return pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
+
+
+def test_a_default_the_command_service_finds_early_is_sent_again_when_its_clock_says() -> None:
+    """A worker (or dispatcher) whose clock runs fast fires a person's clock before its deadline:
+    the command service refuses it (`clock_not_run_out`), and the task is sent `again` for the
+    time the service says is left, by its clock (the worker's is the one suspected); without
+    `again` it is dropped (the dispatcher queues an overdue clock again). Then it goes in."""
+    table, match_id = _people(3)
+    seat, version = HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat, table.version(match_id)
+    runs_out = table.app.matches.get(match_id).match.deadlines()[seat]
+    table.app.wall = lambda: runs_out - 20
+    app = ClockApp(table)
+    app.seats[seat] = BotsTokenSeat(table, match_id, seat)
+    waits: list[float] = []
+    assert handlers.run_clock(app, match_id, seat, version, waits.append) == "early"  # type: ignore[arg-type]
+    assert waits == [20.0]
+    assert handlers.run_clock(app, match_id, seat, version) == "early"  # type: ignore[arg-type]
+    assert table.version(match_id) == version
+    table.app.wall = lambda: runs_out
+    assert handlers.run_clock(app, match_id, seat, version, waits.append) == "submitted"  # type: ignore[arg-type]
+    assert waits == [20.0] and table.version(match_id) > version

@@ -20,6 +20,7 @@ from famiglia.replay.verify import verify_envelopes
 from famiglia.v1 import envelope_pb2
 from services.command.app import LEFT, TIMEOUTS, CommandApp, Viewer
 from services.command.bootstrap import CommandSettings, bootstrap
+from tests.support.clocks import run_out
 
 SETTINGS = Settings(secret="unit-test-secret")
 REGISTRY = toy_registry()
@@ -27,8 +28,9 @@ SIGNER = TokenSigner(SETTINGS.secret)
 
 
 def _app(timeouts: int = 3, store: InMemoryEventStore | None = None) -> CommandApp:
-    return bootstrap(store=store or InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
-                     command_settings=CommandSettings(timeouts_to_bot=timeouts, leave_policy="random"))
+    """The service, its clock past every seat's deadline: `_clock` plays a clock run out."""
+    return run_out(bootstrap(store=store or InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
+                             command_settings=CommandSettings(timeouts_to_bot=timeouts, leave_policy="random")))
 
 
 def _match(app: CommandApp, *, bot_seat: int | None = None) -> str:
@@ -400,7 +402,7 @@ def test_a_held_clock_default_is_counted_once_wherever_its_slot_puts_it() -> Non
     from tests.unit.command.test_held_answers import _chat, _fresh_fold, _window_of_every_seat
 
     store = InMemoryEventStore()
-    app = bootstrap(store=store, settings=NP_SETTINGS, command_settings=CommandSettings(timeouts_to_bot=1))
+    app = run_out(bootstrap(store=store, settings=NP_SETTINGS, command_settings=CommandSettings(timeouts_to_bot=1)))
     created, window = _window_of_every_seat(app, 3)
     match_id, tokens = created.match_id, created.seat_tokens
     m = app.matches.get(match_id).match
@@ -443,8 +445,8 @@ class _SecretPlays(type(HIGHCARD)):  # type: ignore[misc]
 def test_a_clock_default_some_seat_may_not_see_sends_nobody_to_the_bots() -> None:
     """A public `seat_left` right after a secret choice's default would tell the table that the
     hidden choice was the documented default: the seat goes with a public default only."""
-    app = bootstrap(store=InMemoryEventStore(), registry=Registry({"highcard": _SecretPlays()}), settings=SETTINGS,
-                    command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random"))
+    app = run_out(bootstrap(store=InMemoryEventStore(), registry=Registry({"highcard": _SecretPlays()}),
+                            settings=SETTINGS, command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random")))
     match_id = _match(app)
     for _ in range(2):
         _until(app, match_id, 0)
@@ -456,8 +458,9 @@ def test_a_clock_default_some_seat_may_not_see_sends_nobody_to_the_bots() -> Non
 def test_with_seat_changes_off_nobody_leaves_and_no_clock_sends_a_seat_to_the_bots() -> None:
     """FAMIGLIA_SEAT_CHANGES=off, while a release that cannot read `seat_left` still runs
     (docs/operations.md, "Upgrading"): nothing writes one."""
-    app = bootstrap(store=InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
-                    command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random", seat_changes=False))
+    app = run_out(bootstrap(store=InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
+                            command_settings=CommandSettings(timeouts_to_bot=1, leave_policy="random",
+                                                             seat_changes=False)))
     match_id = _match(app)
     assert _refused(lambda: app.leave_match(match_id, _person(app, match_id, 1))) == (
         "FAILED_PRECONDITION", "seat_changes_off")
