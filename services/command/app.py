@@ -1147,9 +1147,10 @@ class CommandApp:
 
     def watch_my_turns(self, player_id: str, after_id: str = "", limit: int = 0, *,
                        is_active: Callable[[], bool] = lambda: True,
-                       poll_ms: int = 1000) -> Iterator[Snapshot | StoredNotice]:
+                       poll_ms: int = 1000, until_now: bool = False) -> Iterator[Snapshot | StoredNotice]:
         """`my_turns`, then the player's turn notifications as they are written (turn_watch.py)."""
-        return watch_my_turns(self, player_id, after_id, limit, is_active=is_active, poll_ms=poll_ms)
+        return watch_my_turns(self, player_id, after_id, limit, is_active=is_active, poll_ms=poll_ms,
+                              until_now=until_now)
 
     # -- match chat --------------------------------------------------------------------
     def _chat_table(self, match_id: str, viewer: Viewer) -> tuple[int, Viewer]:

@@ -35,10 +35,11 @@ class Snapshot:
 
 def watch_my_turns(app: CommandApp, player_id: str, after_id: str = "", limit: int = 0, *,
                    is_active: Callable[[], bool] = lambda: True,
-                   poll_ms: int = 1000) -> Iterator[Snapshot | StoredNotice]:
+                   poll_ms: int = 1000, until_now: bool = False) -> Iterator[Snapshot | StoredNotice]:
     """The snapshot, then each notification after `after_id` ("": after the newest now) as it
-    is written. A cursor that is no id, or one no notification has yet (past the newest and the
-    store's clock), is refused as a chat cursor is (`bad_after_id`)."""
+    is written; `until_now`: only those written so far, then the end. A cursor that is no id, or
+    one no notification has yet (past the newest and the store's clock), is refused as a chat
+    cursor is (`bad_after_id`)."""
     notices = app.notices
     cursor = check_cursor(after_id)
     newest, now_ms = notices.newest(player_id)
@@ -52,6 +53,8 @@ def watch_my_turns(app: CommandApp, player_id: str, after_id: str = "", limit: i
         for notice in page:
             yield notice
             cursor = notice.id
+        if until_now and len(page) < PAGE:
+            return
         # A full page may have more behind it; else one wait a poll (it reads from the cursor:
         # what came since is there at once), not a read and a wait each quiet second.
         page = notices.read(player_id, cursor, PAGE) if len(page) >= PAGE else notices.wait(player_id, cursor, poll_ms)

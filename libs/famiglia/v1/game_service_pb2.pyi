@@ -1568,6 +1568,7 @@ class WatchMyTurnsRequest(_message.Message):
 
     AFTER_ID_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    UNTIL_NOW_FIELD_NUMBER: _builtins.int
     after_id: _builtins.str
     """The cursor of the last reply received (WatchMyTurnsResponse.cursor): the notifications
     written after it follow the snapshot. Empty: those written from now on. A cursor that is no
@@ -1577,15 +1578,18 @@ class WatchMyTurnsRequest(_message.Message):
     """
     limit: _builtins.int
     """the snapshot's, as ListMyTurnsRequest.limit"""
+    until_now: _builtins.bool
+    """close after the snapshot and the notifications so far instead of staying open"""
     def __init__(
         self,
         *,
         after_id: _builtins.str = ...,
         limit: _builtins.int = ...,
+        until_now: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "limit", b"limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_id", b"after_id", "limit", b"limit", "until_now", b"until_now"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -273,7 +273,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
     def WatchMyTurns(self, request, context):
         player_id = self.app.player_of(bearer_token(context))
         for update in self.app.watch_my_turns(player_id, request.after_id, request.limit,
-                                              is_active=context.is_active):
+                                              is_active=context.is_active, until_now=request.until_now):
             if isinstance(update, Snapshot):
                 yield pb.WatchMyTurnsResponse(snapshot=_my_turns_reply(update.turns), cursor=update.cursor)
             else:

@@ -91,3 +91,16 @@ def test_a_quiet_watch_asks_the_store_once_a_poll() -> None:
     (snapshot, *told) = list(app.watch_my_turns(ANN, START, is_active=polls.__next__, poll_ms=1))
     assert isinstance(snapshot, Snapshot) and [n.version for n in told] == [1]
     assert calls.count("read") == 1 and calls.count("wait") == 5
+
+
+def test_until_now_ends_after_the_notifications_written_so_far(app) -> None:
+    """A one-shot catch-up (WatchMyTurnsRequest.until_now): the snapshot, what was written after
+    the cursor, then the end, though the stream is still wanted."""
+    match_id = app.create_match("grifters", 2, seed=5, seat_info=[envelope_pb2.SeatInfo(seat=0, player_id=ANN)]).match_id
+    app.notices.tell([_notice(match_id, 1)])
+    cursor = app.notices.read(ANN)[-1].id
+    app.notices.tell([_notice(match_id, 4), _notice(match_id, 7)])
+    got = list(app.watch_my_turns(ANN, cursor, is_active=lambda: True, poll_ms=1, until_now=True))
+    assert isinstance(got[0], Snapshot) and [n.version for n in got[1:]] == [4, 7]
+    assert list(app.watch_my_turns(ANN, is_active=lambda: True, poll_ms=1, until_now=True)) == [
+        Snapshot(app.my_turns(ANN), app.notices.read(ANN)[-1].id)]
