@@ -542,12 +542,9 @@ class CommandApp:
             done = self._submit(hot, viewer, command_id, command, expected_version, omit_events)
         except AppError as exc:  # its log line names the seat too (a rule's `command_refused` does already)
             exc.seat = viewer.seat
-            if self.metrics is not None:
-                self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
+            self._count_refused(hot, exc)
             raise
-        if self.metrics is not None and not done.duplicate:
-            self.metrics.accepted(hot.match.game_id)
-        return done
+        return self._counted(hot, done)
 
     def submit_chain(self, match_id: str, chain: Sequence[ChainedCommand], expected_version: int | None = None,
                      *, omit_events: bool = False, ask_next: Sequence[NextSeat] = ()) -> ChainAnswer:
@@ -676,9 +673,17 @@ class CommandApp:
             hot = self._hot(match_id)
             done = self._submit(hot, viewer, command_id, command, expected_version, omit_events)
         except AppError as exc:
-            if self.metrics is not None:
-                self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
+            self._count_refused(hot, exc)
             raise
+        return self._counted(hot, done)
+
+    def _count_refused(self, hot: HotMatch | None, exc: AppError) -> None:
+        """A refused command in the metrics (when on); `hot` None: refused before its match was found."""
+        if self.metrics is not None:
+            self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
+
+    def _counted(self, hot: HotMatch, done: Submitted) -> Submitted:
+        """`done`, an accepted command counted in the metrics (when on; a duplicate is not counted again)."""
         if self.metrics is not None and not done.duplicate:
             self.metrics.accepted(hot.match.game_id)
         return done
@@ -1024,7 +1029,7 @@ class CommandApp:
             if self.metrics is not None:
                 self.metrics.seat_to_bots(m.game_id, LEFT)
             player = next((info.player_id for info in m.created.seat_info if info.seat == seat), "")
-            if player and all(_left(m, other) for other in _seats_of(m, player)):
+            if player and not _seats_of(m, player):  # (the seats it still plays there: none)
                 self._write_index(match_id, {player}, lambda people: self.players.remove(match_id, people))
         return done
 
