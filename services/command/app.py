@@ -50,6 +50,7 @@ from famiglia.eventstore.envelopes import (
     unattributed,
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
+from famiglia.eventstore.rematch_asks import InMemoryRematchAsks, RematchAsks, RematchAsksStore
 from famiglia.eventstore.turn_notices import InMemoryTurnNotices, StoredNotice, TurnNotices
 from famiglia.grpcutil.errors import (
     Aborted,
@@ -82,6 +83,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
+from .rematch import Rematch, check_rematch, moved_on, persons, seating
 from .turn_watch import Snapshot, watch_my_turns
 
 log = get_logger("famiglia.command")
@@ -313,7 +315,8 @@ class CommandApp:
                  chat: ChatStore | None = None, hot_matches: int = HOT_MATCHES,
                  hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
                  timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY,
-                 notices: TurnNotices | None = None, seat_changes: bool = True,
+                 notices: TurnNotices | None = None, rematches: RematchAsksStore | None = None,
+                 seat_changes: bool = True,
                  clock_skew_s: float = CLOCK_SKEW_S, wall: Callable[[], float] = time.time) -> None:
         if timeouts_to_bot < 0:
             raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
@@ -337,6 +340,8 @@ class CommandApp:
         self.players = players if players is not None else InMemoryPlayerMatches()
         self.notices = notices if notices is not None else InMemoryTurnNotices()
         """The players' turn notifications the bots' dispatcher writes (WatchMyTurns reads them)."""
+        self.rematches = rematches if rematches is not None else InMemoryRematchAsks()
+        """Who asked for a rematch of a finished match (AskRematch), and its creation request id."""
         self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
         self.metrics = command_metrics(self.matches)
         """None when metrics are off: each recording below is then one test."""
@@ -1381,6 +1386,71 @@ class CommandApp:
             self.store.wait_for(match_id, cursor, poll_ms)
             if not is_active():
                 return
+
+    # -- rematch -----------------------------------------------------------------------
+    def ask_rematch(self, match_id: str, viewer: Viewer) -> Rematch:
+        """The viewer's seat asks for a rematch of the finished match; the ask that completes the
+        table's (every person's seat, `rematch.persons`) makes it. Again: the same answer, and
+        after the rematch is made its match and this seat's token there. A bot's seat, or the
+        bots' token, is `seat_is_bot`; a seat away at the end (left, or its clock ran out too
+        often) `seat_left`/`seat_away`: the bots play it in the rematch (docs/architecture.md,
+        "Rematches")."""
+        seat = _player_seat(viewer)
+        m = self._finished(match_id, viewer)
+        if _created_bot(m, seat):
+            raise _bot_seat(seat)
+        away = m.away.get(seat)
+        if away is not None:
+            why = (f"the bots played seat {seat} at the end of this match, and they play it in its rematch: "
+                   "only the persons at the table ask for one")
+            if away[0].reason == LEFT:
+                raise FailedPrecondition("seat_left", why)
+            raise FailedPrecondition("seat_away", why)
+        asks = self.rematches.ask(match_id, seat)
+        waiting = [s for s in persons(m) if s not in asks.seats]
+        log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))
+        if not waiting and not asks.request_id:
+            # One request id for the table, the first writer's: every asker, replica and retry
+            # creates (or finds) the same match under it.
+            asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32)))
+        return self._rematch(m, viewer, asks, make=True)
+
+    def get_rematch(self, match_id: str, viewer: Viewer) -> Rematch:
+        """Where the finished match's rematch stands, asking nothing: for its seats and spectators
+        alike (which seats asked is the table's to see); a seat's own token there once made."""
+        m = self._finished(match_id, viewer)
+        return self._rematch(m, viewer, self.rematches.look(match_id), make=False)
+
+    def _finished(self, match_id: str, viewer: Viewer) -> MatchState:
+        hot = self._hot(match_id)
+        with hot.lock:
+            m = self.matches.catch_up(hot)
+        self._check_seat(m.seats, viewer)
+        check_rematch(m)
+        return m
+
+    def _rematch(self, m: MatchState, viewer: Viewer, asks: RematchAsks, *, make: bool) -> Rematch:
+        """The answer; with `make`, the rematch created (or found: its request id is fixed) once
+        every person asked. A rematch not yet made when looked at is made by the next ask."""
+        asked = tuple(sorted(asks.seats))
+        waiting = tuple(s for s in persons(m) if s not in asks.seats)
+        if not asks.request_id:
+            return Rematch(asked, waiting)
+        match_id = _match_id(asks.request_id)
+        if make:
+            created = self.create_match(m.game_id, m.seats, options=dict(m.created.options),
+                                        seat_info=seating(m), request_id=asks.request_id)
+            if created.match_id != match_id:  # never: _match_id derives it from the request id
+                raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
+            log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
+        elif self.store.version(match_id) == 0:
+            return Rematch(asked, ())
+        seat = viewer.seat
+        if seat is None or viewer.bot or _left(m, seat):
+            return Rematch(asked, (), match_id)
+        new_seat = moved_on(seat, m.seats)
+        player = next((i.player_id for i in m.created.seat_info if i.seat == seat), "")
+        return Rematch(asked, (), match_id, new_seat, self.signer.seat_token(match_id, new_seat, player))
 
     def _latest_deadline(self, hot: HotMatch, seat: int, version: int) -> int | None:
         """`seat`'s turn clock if `version` is the match's latest (this replica catches up when it

@@ -11,6 +11,7 @@ from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.chat import ChatStore, InMemoryChatStore
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
+from famiglia.eventstore.rematch_asks import InMemoryRematchAsks, RematchAsksStore
 from famiglia.eventstore.turn_notices import turn_notices_of
 
 from .app import CLOCK_SKEW_S, LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
@@ -82,7 +83,7 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
                       players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
                       leave_policy=command_settings.leave_policy, notices=turn_notices_of(store),
-                      seat_changes=command_settings.seat_changes,
+                      rematches=_rematch_asks(store), seat_changes=command_settings.seat_changes,
                       clock_skew_s=command_settings.clock_skew_s)
 
 
@@ -96,6 +97,18 @@ def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:
 
         return RedisChatStore(store.client, store.keys, chat.limits)
     return InMemoryChatStore(chat.limits)
+
+
+def _rematch_asks(store: EventStore) -> RematchAsksStore:
+    """Finished matches' rematch asks beside their matches: on the event store's Redis and key
+    layout (the match's slot), or in memory beside an in-memory store."""
+    from famiglia.eventstore.redis_store import RedisEventStore
+
+    if isinstance(store, RedisEventStore):
+        from famiglia.eventstore.rematch_asks import RedisRematchAsks
+
+        return RedisRematchAsks(store.client, store.keys)
+    return InMemoryRematchAsks()
 
 
 def _player_matches(store: EventStore) -> PlayerMatches:

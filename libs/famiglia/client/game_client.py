@@ -344,6 +344,29 @@ class SeatClient:
         return self.client._send(lambda: self.client.stub.ReturnToMatch(req, metadata=_metadata(self.token),
                                                                        timeout=self.client.timeout))
 
+    def ask_rematch(self) -> pb.RematchResponse:
+        """Ask for a rematch of this finished match (the same game, seats and options, a new deal,
+        every seat moved one on). It is made once every person at the table has asked; until
+        then `waiting_for` names the seats still to ask, after it `match_id` is the rematch and
+        `seat_token` this seat's there (`rematch_seat`). Idempotent: ask again to learn whether
+        it is made."""
+        req = pb.RematchRequest(match_id=self.match_id)
+        return self.client._send(lambda: self.client.stub.AskRematch(req, metadata=_metadata(self.token),
+                                                                    timeout=self.client.timeout))
+
+    def get_rematch(self) -> pb.RematchResponse:
+        """Where this finished match's rematch stands, asking nothing (a spectator's handle too)."""
+        req = pb.RematchRequest(match_id=self.match_id)
+        return self.client._send(lambda: self.client.stub.GetRematch(req, metadata=_metadata(self.token),
+                                                                    timeout=self.client.timeout))
+
+    def rematch_seat(self, answer: pb.RematchResponse) -> SeatClient | None:
+        """This seat's handle at the rematch an `ask_rematch`/`get_rematch` answer names; None
+        while it is not made (or for a spectator)."""
+        if not answer.match_id or not answer.seat_token:
+            return None
+        return SeatClient(self.client, answer.match_id, answer.seat_token)
+
     # -- match chat -------------------------------------------------------------------------
     def send_chat(self, text: str, *, to_seats: Sequence[int] = (), message_id: str | None = None
                   ) -> pb.SendChatResponse:

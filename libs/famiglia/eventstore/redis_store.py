@@ -13,6 +13,8 @@ script can write them all atomically:
     <prefix>:{p07}:partition                        stream, field e (the envelope names match and seq)
     <prefix>:{p07}:chat:<match_id> (and chatmsg:, chatrate:)  the match's chat, no events
                                                     (`famiglia.eventstore.chat`)
+    <prefix>:{p07}:rematch:<match_id>               hash: a finished match's rematch asks, no events
+                                                    (`famiglia.eventstore.rematch_asks`)
     <prefix>:{pl:<digest>}:live                     a player's live matches, no events, under the
                                                     player's own tag (`famiglia.eventstore.player_matches`)
 
@@ -111,6 +113,10 @@ class KeyLayout:
 
     def chat_sends(self, match_id: str, seat: int) -> str:
         return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:chatrate:{match_id}:{seat}"
+
+    def rematch(self, match_id: str) -> str:
+        """A finished match's rematch asks (`famiglia.eventstore.rematch_asks`)."""
+        return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:rematch:{match_id}"
 
     def player_matches(self, player_id: str) -> str:
         """A player's live matches (`famiglia.eventstore.player_matches`): the player's own

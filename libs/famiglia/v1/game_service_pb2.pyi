@@ -1189,6 +1189,66 @@ class LeaveMatchResponse(_message.Message):
 Global___LeaveMatchResponse: _TypeAlias = LeaveMatchResponse  # noqa: Y015
 
 @_typing.final
+class RematchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """the finished match (no_match_id); AskRematch's seat is the token's"""
+    def __init__(
+        self,
+        *,
+        match_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_id", b"match_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RematchRequest: _TypeAlias = RematchRequest  # noqa: Y015
+
+@_typing.final
+class RematchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ASKED_FIELD_NUMBER: _builtins.int
+    WAITING_FOR_FIELD_NUMBER: _builtins.int
+    MATCH_ID_FIELD_NUMBER: _builtins.int
+    SEAT_FIELD_NUMBER: _builtins.int
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
+    match_id: _builtins.str
+    """the rematch, once made (empty before)"""
+    seat: _builtins.int
+    """the caller's seat there (its own moved one on); -1 if none"""
+    seat_token: _builtins.str
+    """the caller's token there, once made; empty for a spectator"""
+    @_builtins.property
+    def asked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the finished match's seats whose players asked, in order"""
+
+    @_builtins.property
+    def waiting_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """the persons' seats not asked yet (empty once it is made)"""
+
+    def __init__(
+        self,
+        *,
+        asked: _abc.Iterable[_builtins.int] | None = ...,
+        waiting_for: _abc.Iterable[_builtins.int] | None = ...,
+        match_id: _builtins.str = ...,
+        seat: _builtins.int = ...,
+        seat_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["asked", b"asked", "match_id", b"match_id", "seat", b"seat", "seat_token", b"seat_token", "waiting_for", b"waiting_for"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RematchResponse: _TypeAlias = RematchResponse  # noqa: Y015
+
+@_typing.final
 class ReturnToMatchRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -112,6 +112,16 @@ class GameServiceStub:
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.SerializeToString,
                 response_deserializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.FromString,
                 _registered_method=True)
+        self.AskRematch = channel.unary_unary(
+                '/famiglia.v1.GameService/AskRematch',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.RematchRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.RematchResponse.FromString,
+                _registered_method=True)
+        self.GetRematch = channel.unary_unary(
+                '/famiglia.v1.GameService/GetRematch',
+                request_serializer=famiglia_dot_v1_dot_game__service__pb2.RematchRequest.SerializeToString,
+                response_deserializer=famiglia_dot_v1_dot_game__service__pb2.RematchResponse.FromString,
+                _registered_method=True)
         self.Echo = channel.unary_unary(
                 '/famiglia.v1.GameService/Echo',
                 request_serializer=famiglia_dot_v1_dot_game__service__pb2.EchoRequest.SerializeToString,
@@ -245,6 +255,23 @@ class GameServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AskRematch(self, request, context):
+        """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
+        one): the same game, seats and options, a new deal, every seat moved one on. It is made once
+        every person seated at the end has asked (a bot's seat, and a seat its player left, is the
+        bots' there too); each asker gets its own seat and token there. Idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRematch(self, request, context):
+        """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Echo(self, request, context):
         """A bare round trip served the same way, as the baseline of the command-path benchmark.
         """
@@ -329,6 +356,16 @@ def add_GameServiceServicer_to_server(servicer, server):
                     servicer.ReturnToMatch,
                     request_deserializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.FromString,
                     response_serializer=famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.SerializeToString,
+            ),
+            'AskRematch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AskRematch,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.RematchRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.RematchResponse.SerializeToString,
+            ),
+            'GetRematch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRematch,
+                    request_deserializer=famiglia_dot_v1_dot_game__service__pb2.RematchRequest.FromString,
+                    response_serializer=famiglia_dot_v1_dot_game__service__pb2.RematchResponse.SerializeToString,
             ),
             'Echo': grpc.unary_unary_rpc_method_handler(
                     servicer.Echo,
@@ -744,6 +781,60 @@ class GameService:
             '/famiglia.v1.GameService/ReturnToMatch',
             famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchRequest.SerializeToString,
             famiglia_dot_v1_dot_game__service__pb2.ReturnToMatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AskRematch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/AskRematch',
+            famiglia_dot_v1_dot_game__service__pb2.RematchRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.RematchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRematch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/famiglia.v1.GameService/GetRematch',
+            famiglia_dot_v1_dot_game__service__pb2.RematchRequest.SerializeToString,
+            famiglia_dot_v1_dot_game__service__pb2.RematchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -91,6 +91,14 @@ class GameServiceStub:
     """The player of a seat the bots took over after its turn clock ran out too many times in a
     row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
     """
+    AskRematch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]
+    """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
+    one): the same game, seats and options, a new deal, every seat moved one on. It is made once
+    every person seated at the end has asked (a bot's seat, and a seat its player left, is the
+    bots' there too); each asker gets its own seat and token there. Idempotent.
+    """
+    GetRematch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]
+    """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
     Echo: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -157,6 +165,14 @@ class GameServiceAsyncStub(GameServiceStub):
     """The player of a seat the bots took over after its turn clock ran out too many times in a
     row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
     """
+    AskRematch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]  # type: ignore[assignment]
+    """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
+    one): the same game, seats and options, a new deal, every seat moved one on. It is made once
+    every person seated at the end has asked (a bot's seat, and a seat its player left, is the
+    bots' there too); each asker gets its own seat and token there. Idempotent.
+    """
+    GetRematch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]  # type: ignore[assignment]
+    """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
     Echo: _aio.UnaryUnaryMultiCallable[_game_service_pb2.EchoRequest, _game_service_pb2.EchoResponse]  # type: ignore[assignment]
     """A bare round trip served the same way, as the baseline of the command-path benchmark."""
 
@@ -310,6 +326,26 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         """The player of a seat the bots took over after its turn clock ran out too many times in a
         row takes it back (`seat_returned`). A seat left with LeaveMatch cannot be taken back.
         """
+
+    @_abc_1.abstractmethod
+    def AskRematch(
+        self,
+        request: _game_service_pb2.RematchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.RematchResponse, _abc.Awaitable[_game_service_pb2.RematchResponse]]:
+        """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
+        one): the same game, seats and options, a new deal, every seat moved one on. It is made once
+        every person seated at the end has asked (a bot's seat, and a seat its player left, is the
+        bots' there too); each asker gets its own seat and token there. Idempotent.
+        """
+
+    @_abc_1.abstractmethod
+    def GetRematch(
+        self,
+        request: _game_service_pb2.RematchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_game_service_pb2.RematchResponse, _abc.Awaitable[_game_service_pb2.RematchResponse]]:
+        """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
 
     @_abc_1.abstractmethod
     def Echo(

@@ -19,6 +19,7 @@ from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
 from ..app import ChainedCommand, CommandApp, MyTurn, NextSeat, SeatEvent, Submitted
+from ..rematch import Rematch
 from ..turn_watch import Snapshot
 
 _TYPE_URL = "type.googleapis.com/"
@@ -81,6 +82,11 @@ def _my_turns_reply(turns: Sequence[MyTurn]) -> pb.ListMyTurnsResponse:
 def _notification(n: StoredNotice) -> pb.TurnNotification:
     return pb.TurnNotification(id=n.id, match_id=n.match_id, game_id=n.game_id, seat=n.seat, kind=n.kind,
                                version=n.version, deadline_ms=n.deadline_ms, at_ms=n.at_ms)
+
+
+def _rematch_response(r: Rematch) -> pb.RematchResponse:
+    return pb.RematchResponse(asked=r.asked, waiting_for=r.waiting_for, match_id=r.match_id, seat=r.seat,
+                              seat_token=r.seat_token)
 
 
 def _result(result) -> pb.MatchResult | None:
@@ -167,6 +173,16 @@ class GameServicer(pb_grpc.GameServiceServicer):
         viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
         done = self.app.return_to_match(request.match_id, viewer)
         return pb.ReturnToMatchResponse(version=done.version, duplicate=done.duplicate)
+
+    @rpc
+    def AskRematch(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        return _rematch_response(self.app.ask_rematch(request.match_id, viewer))
+
+    @rpc
+    def GetRematch(self, request, context):
+        viewer = self.app.viewer(request.match_id, bearer_token(context))
+        return _rematch_response(self.app.get_rematch(request.match_id, viewer))
 
     @rpc
     def CancelMatch(self, request, context):

@@ -1,0 +1,76 @@
+"""A rematch of a finished match: who must ask for it, and how the next table is seated.
+
+Pure rules over the finished match's state; AskRematch and GetRematch (`CommandApp`) do the I/O.
+The same game, seat count and options (the clocks included), a deal the server draws anew, and
+every seat moved one on (seat s sits at s + 1, the last at 0), so the first to play changes from
+one match to the next. The bots' seats stay the bots', with their policies; a seat whose player
+was away at the end (it left, or its clock ran out too often) goes to the bots, with the policy
+that played it. Every other seat is a person's, and the rematch is made only once each of them
+asked for it: nobody is sat at a table they never asked for, whose clock would then play for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.matchstate import MatchState
+from famiglia.v1 import envelope_pb2
+
+
+@dataclass(frozen=True)
+class Rematch:
+    """Where a finished match's rematch stands, as one seat (or a spectator) may know it."""
+
+    asked: tuple[int, ...]
+    """The seats of the finished match whose players asked, in seat order."""
+    waiting_for: tuple[int, ...]
+    """The persons' seats not asked yet; none once the rematch is made."""
+    match_id: str = ""
+    """The rematch, once made."""
+    seat: int = -1
+    """The caller's seat in the rematch (its seat moved one on); -1 for a spectator."""
+    seat_token: str = ""
+    """The caller's token there, once made (a seat's only: a spectator gets none)."""
+
+
+def check_rematch(m: MatchState) -> None:
+    """Refuse a rematch of a match that cannot have one: still in play (`match_not_over`),
+    cancelled by an operator (`match_cancelled`: it did not end by its rules), or a tournament's
+    (`tournament_match`: its runner plans the tournament's matches)."""
+    if m.cancelled is not None:
+        raise FailedPrecondition("match_cancelled", "an operator cancelled this match: it has no rematch")
+    if not m.finished:
+        raise FailedPrecondition("match_not_over", "a rematch is asked once the match is over")
+    if m.created.tournament_id:
+        raise FailedPrecondition("tournament_match", "a tournament's matches are planned by its runner: "
+                                                     "no rematch")
+
+
+def persons(m: MatchState) -> tuple[int, ...]:
+    """The seats whose players must ask: a person's seat (not a bot's) not away at the end."""
+    bots = {info.seat for info in m.created.seat_info if info.bot}
+    return tuple(s for s in range(m.seats) if s not in bots and s not in m.away)
+
+
+def moved_on(seat: int, seats: int) -> int:
+    """Where a seat of the finished match sits in its rematch."""
+    return (seat + 1) % seats
+
+
+def seating(m: MatchState) -> list[envelope_pb2.SeatInfo]:
+    """The rematch's `seat_info`: the finished match's, each seat moved one on, the seats away
+    at the end the bots' (their player's id and name dropped: a bot's seat is nobody's, and
+    its rating is not the player's)."""
+    infos = {info.seat: info for info in m.created.seat_info}
+    seated = []
+    for seat in range(m.seats):
+        info, away = infos.get(seat), m.away.get(seat)
+        if away is not None:
+            seated.append(envelope_pb2.SeatInfo(seat=moved_on(seat, m.seats), bot=True, policy=away[0].policy))
+        elif info is not None:
+            moved = envelope_pb2.SeatInfo()
+            moved.CopyFrom(info)
+            moved.seat = moved_on(seat, m.seats)
+            seated.append(moved)
+    return sorted(seated, key=lambda i: i.seat)

@@ -1,0 +1,128 @@
+"""A rematch over real gRPC and a real redis-server: the asks on Redis (`RedisRematchAsks`), the
+SDK's ask_rematch/get_rematch/rematch_seat, the last two asks at once, and the rematch played.
+The use cases' rules one by one: tests/unit/command/test_rematch.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+import pytest
+import redis
+
+from famiglia.auth import TokenSigner
+from famiglia.bots.toy import toy_registry
+from famiglia.client import GameClient
+from famiglia.client.game_client import SeatClient
+from famiglia.config import Settings
+from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, RedisRematchAsks
+from famiglia.grpcutil.errors import error_code
+from famiglia.v1 import envelope_pb2
+from services.command.app import CommandApp
+from services.command.bootstrap import CommandSettings, bootstrap
+from services.command.entrypoints.grpc_server import serve
+
+pytestmark = pytest.mark.redis
+
+SECRET = "rematches"
+SIGNER = TokenSigner(SECRET)
+
+
+@dataclass
+class Service:
+    client: GameClient
+    store: RedisEventStore
+    app: CommandApp
+
+
+@pytest.fixture()
+def service(redis_url: str) -> Iterator[Service]:
+    store = RedisEventStore.connect(redis_url)
+    app = bootstrap(store=store, registry=toy_registry(), settings=Settings(redis_url=redis_url, secret=SECRET),
+                    command_settings=CommandSettings(leave_policy="random"))
+    server, port = serve(app, "127.0.0.1:0", workers=8)
+    server.start()
+    client = GameClient(f"127.0.0.1:{port}")
+    yield Service(client, store, app)
+    client.close()
+    server.stop(grace=None)
+    store.close()
+
+
+def _match(service: Service, seats: int = 3) -> list[SeatClient]:
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(seats)]
+    handle = service.client.create_match("highcard", seats, seed=3, options={"hand": "3"}, seat_info=info,
+                                         token=SIGNER.operator_token("tests"))
+    return [service.client.seat(handle.match_id, t) for t in handle.seat_tokens]
+
+
+def _play_out(players: list[SeatClient]) -> None:
+    for _ in range(100):
+        view = players[0].client.spectator(players[0].match_id).view()
+        if view.finished:
+            return
+        seat = players[view.to_act[0].seat]
+        legal = seat.legal_commands()
+        seat.submit(legal.commands[0], command_id=f"c{legal.version}", expected_version=legal.version)
+    raise AssertionError("the match did not end")
+
+
+def _refusal(call) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    return raised.value.code(), error_code(raised.value)
+
+
+def test_the_asks_on_redis(redis_url: str) -> None:
+    store = RedisEventStore.connect(redis_url)
+    asks = RedisRematchAsks(store.client, store.keys)
+    try:
+        assert asks.look("m1").seats == frozenset()
+        assert asks.ask("m1", 2).seats == {2} and asks.ask("m1", 0).seats == {0, 2}
+        assert asks.ask("m1", 0).seats == {0, 2}
+        assert asks.fix_request_id("m1", "first") == "first"
+        assert asks.fix_request_id("m1", "second") == "first"
+        assert asks.look("m1").request_id == "first" and asks.look("m2").seats == frozenset()
+        key = store.keys.rematch("m1")
+        assert key.endswith(":rematch:m1") and store.keys.tag(store.keys.partition_of("m1")) in key
+        raw = redis.Redis.from_url(redis_url)
+        assert 0 < raw.pttl(key) <= REMATCH_TTL_S * 1000
+        raw.close()
+    finally:
+        store.close()
+
+
+def test_a_table_asks_for_a_rematch_and_plays_it(service: Service) -> None:
+    players = _match(service)
+    assert _refusal(players[0].ask_rematch) == (grpc.StatusCode.FAILED_PRECONDITION, "match_not_over")
+    _play_out(players)
+    first = players[2].ask_rematch()
+    assert (list(first.asked), list(first.waiting_for), first.match_id, first.seat) == ([2], [0, 1], "", -1)
+    assert players[2].rematch_seat(first) is None
+    watcher = service.client.spectator(players[0].match_id)
+    looked = watcher.get_rematch()
+    assert (list(looked.asked), list(looked.waiting_for), looked.seat_token) == ([2], [0, 1], "")
+    assert _refusal(watcher.ask_rematch) == (grpc.StatusCode.UNAUTHENTICATED, "no_token")
+
+    # The last two ask at once (the one whose ask came first may be told it waits for the
+    # other), and ask again: one rematch for both.
+    with ThreadPoolExecutor(2) as pool:
+        at_once = list(pool.map(lambda seat: seat.ask_rematch(), players[:2]))
+    assert {a.match_id for a in at_once} - {""}
+    answers = [seat.ask_rematch() for seat in players[:2]]
+    assert answers[0].match_id and answers[0].match_id == answers[1].match_id
+    assert {a.match_id for a in at_once} - {""} == {answers[0].match_id}
+    assert [a.seat for a in answers] == [1, 2]
+    made = players[2].ask_rematch()
+    assert (made.match_id, made.seat, list(made.waiting_for)) == (answers[0].match_id, 0, [])
+
+    # Each seat's handle there, by its new seat: seat s sat at s + 1.
+    handles = {a.seat: p.rematch_seat(a) for p, a in zip(players, [*answers, made], strict=True)}
+    rematch = [handles[s] for s in range(3)]
+    assert all(h is not None and h.match_id == made.match_id for h in rematch)
+    _play_out(rematch)  # type: ignore[arg-type]
+    assert rematch[0].view().finished  # type: ignore[union-attr]
+    assert [m.match_id for m in service.client.my_turns(SIGNER.player_token("p0"))] == []

@@ -1,0 +1,244 @@
+"""A rematch of a finished match (AskRematch, GetRematch): the command service's use cases on an
+in-memory store, High Card. Over gRPC and Redis: tests/integration/test_rematch.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.auth import TokenSigner
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.bots.toy import toy_registry
+from famiglia.config import Settings
+from famiglia.eventstore.envelopes import open_match_created
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.eventstore.rematch_asks import InMemoryRematchAsks
+from famiglia.grpcutil.errors import AppError
+from famiglia.v1 import envelope_pb2
+from services.command.app import CommandApp, Viewer
+from services.command.bootstrap import CommandSettings, bootstrap
+from services.command.rematch import moved_on
+from tests.support.clocks import run_out
+
+SETTINGS = Settings(secret="unit-test-secret")
+REGISTRY = toy_registry()
+SIGNER = TokenSigner(SETTINGS.secret)
+OPTIONS = {"hand": "3", "clock_s": "30"}
+
+
+def _app(store: InMemoryEventStore | None = None, secret: str = SETTINGS.secret,
+         asks: InMemoryRematchAsks | None = None) -> CommandApp:
+    app = bootstrap(store=store or InMemoryEventStore(), registry=REGISTRY, settings=Settings(secret=secret),
+                    command_settings=CommandSettings(leave_policy="random"))
+    if asks is not None:
+        app.rematches = asks
+    return app
+
+
+def _match(app: CommandApp, seats: int = 2, *, bot_seat: int | None = None, tournament_id: str = "") -> str:
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}", display_name=f"P{s}", bot=s == bot_seat,
+                                  policy="random" if s == bot_seat else "")
+            for s in range(seats)]
+    return app.create_match("highcard", seats, seed=5, options=OPTIONS, seat_info=info,
+                            tournament_id=tournament_id).match_id
+
+
+def _person(app: CommandApp, match_id: str, seat: int) -> Viewer:
+    return app.viewer(match_id, SIGNER.seat_token(match_id, seat, f"p{seat}"))
+
+
+def _bots(app: CommandApp, match_id: str, seat: int) -> Viewer:
+    return app.viewer(match_id, SIGNER.bot_seat_token(match_id, seat))
+
+
+def _play_out(app: CommandApp, match_id: str, *, bots: frozenset[int] = frozenset()) -> None:
+    """Every seat plays its first legal command until the match ends (the bots' token for `bots`)."""
+    for i in range(200):
+        m = app.matches.catch_up(app.matches.get(match_id))
+        if m.finished:
+            return
+        seat = HIGHCARD.pending(m.state)[0].seat
+        viewer = _bots(app, match_id, seat) if seat in bots else _person(app, match_id, seat)
+        app.submit(match_id, viewer, f"c{i}", HIGHCARD.legal_commands(m.state, seat)[0], m.public_version)
+    raise AssertionError("the match did not end")
+
+
+def _created(app: CommandApp, match_id: str) -> envelope_pb2.MatchCreated:
+    created = open_match_created(app.store.read(match_id, limit=1)[0])
+    assert created is not None
+    return created
+
+
+def _refused(call) -> tuple[str, str]:
+    with pytest.raises(AppError) as raised:
+        call()
+    return raised.value.status.name, raised.value.code
+
+
+def test_a_match_in_play_has_no_rematch() -> None:
+    app = _app()
+    match_id = _match(app)
+    assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 0))) == \
+        ("FAILED_PRECONDITION", "match_not_over")
+    assert _refused(lambda: app.get_rematch(match_id, Viewer(None))) == ("FAILED_PRECONDITION", "match_not_over")
+
+
+def test_the_rematch_is_made_once_every_person_asked_each_seat_moved_one_on() -> None:
+    app = _app()
+    match_id = _match(app, 3)
+    _play_out(app, match_id)
+    first = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert (first.asked, first.waiting_for, first.match_id, first.seat_token) == ((1,), (0, 2), "", "")
+    again = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert again == first  # idempotent
+    looked = app.get_rematch(match_id, Viewer(None))
+    assert (looked.asked, looked.waiting_for, looked.match_id) == ((1,), (0, 2), "")
+
+    app.ask_rematch(match_id, _person(app, match_id, 2))
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert made.asked == (0, 1, 2) and made.waiting_for == ()
+    assert made.match_id and made.match_id != match_id
+    assert made.seat == moved_on(0, 3) == 1
+    claim = SIGNER.read_seat(made.seat_token)
+    assert (claim.match_id, claim.seat, claim.player_id, claim.bot) == (made.match_id, 1, "p0", False)
+
+    old, new = _created(app, match_id), _created(app, made.match_id)
+    assert (new.game_id, new.seats, dict(new.options), new.tournament_id) == ("highcard", 3, OPTIONS, "")
+    assert [(i.seat, i.player_id, i.display_name, i.bot) for i in new.seat_info] == \
+        [(0, "p2", "P2", False), (1, "p0", "P0", False), (2, "p1", "P1", False)]
+    assert new.seed != old.seed  # a new deal (the server's draw; the first match's was asked for)
+
+    # Every other seat finds the same rematch, and its own seat there.
+    for seat in (1, 2):
+        answer = app.ask_rematch(match_id, _person(app, match_id, seat))
+        assert (answer.match_id, answer.seat) == (made.match_id, moved_on(seat, 3))
+        assert SIGNER.read_seat(answer.seat_token).seat == moved_on(seat, 3)
+        looked = app.get_rematch(match_id, _person(app, match_id, seat))
+        assert (looked.match_id, looked.seat, looked.seat_token) == (answer.match_id, answer.seat, answer.seat_token)
+    spectator = app.get_rematch(match_id, Viewer(None))
+    assert (spectator.match_id, spectator.seat, spectator.seat_token) == (made.match_id, -1, "")
+    # The rematch is in play, its players' live match, and it has a rematch of its own at its end.
+    assert {t.match_id for t in app.my_turns("p0")} == {made.match_id}
+    _play_out(app, made.match_id)
+    second = app.ask_rematch(made.match_id, _person(app, made.match_id, 1))
+    assert second.asked == (1,) and second.match_id == ""
+
+
+def test_a_bot_seat_asks_nothing_and_stays_the_bots() -> None:
+    app = _app()
+    match_id = _match(app, bot_seat=1)
+    _play_out(app, match_id, bots=frozenset({1}))
+    assert _refused(lambda: app.ask_rematch(match_id, _bots(app, match_id, 1))) == ("FAILED_PRECONDITION",
+                                                                                     "seat_is_bot")
+    # The creator's token of the bot's seat is no person's either.
+    assert _refused(lambda: app.ask_rematch(match_id, app.viewer(match_id, SIGNER.seat_token(match_id, 1)))) == \
+        ("FAILED_PRECONDITION", "seat_is_bot")
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))  # the one person: made at once
+    assert made.match_id and made.waiting_for == () and made.seat == 1
+    assert [(i.seat, i.player_id, i.bot, i.policy) for i in _created(app, made.match_id).seat_info] == \
+        [(0, "p1", True, "random"), (1, "p0", False, "")]
+
+
+def test_a_seat_its_player_left_is_the_bots_in_the_rematch() -> None:
+    app = _app()
+    match_id = _match(app, 3)
+    app.leave_match(match_id, _person(app, match_id, 2))
+    _play_out(app, match_id, bots=frozenset({2}))
+    assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 2))) == ("FAILED_PRECONDITION",
+                                                                                       "seat_left")
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    made = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert made.match_id and made.asked == (0, 1)
+    seated = {i.seat: i for i in _created(app, made.match_id).seat_info}
+    assert (seated[0].bot, seated[0].policy, seated[0].player_id, seated[0].display_name) == (True, "random", "", "")
+    # The player who left reads where it stands, and gets no seat there.
+    gone = app.get_rematch(match_id, _person(app, match_id, 2))
+    assert (gone.match_id, gone.seat, gone.seat_token) == (made.match_id, -1, "")
+
+
+def test_a_seat_away_by_its_clock_at_the_end_is_the_bots_in_the_rematch() -> None:
+    app = run_out(_app())
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(2)]
+    match_id = app.create_match("highcard", 2, seed=5, options={"hand": "6", "clock_s": "30"},
+                                seat_info=info).match_id
+    for i in range(200):  # seat 1 lets its clock run out at every turn; seat 0 plays
+        m = app.matches.catch_up(app.matches.get(match_id))
+        if m.finished:
+            break
+        seat = HIGHCARD.pending(m.state)[0].seat
+        if seat == 1 and 1 not in m.away:
+            app.submit(match_id, _bots(app, match_id, 1), f"clock:{match_id}:{m.public_version}:1",
+                       HIGHCARD.timeout_command(m.state, 1), m.public_version)
+        else:
+            viewer = _bots(app, match_id, seat) if seat == 1 else _person(app, match_id, seat)
+            app.submit(match_id, viewer, f"c{i}", HIGHCARD.legal_commands(m.state, seat)[0], m.public_version)
+    m = app.matches.catch_up(app.matches.get(match_id))
+    assert m.finished and m.away[1][0].reason == "timeouts"
+    assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 1))) == ("FAILED_PRECONDITION",
+                                                                                       "seat_away")
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert made.match_id and made.seat == 1
+    assert [(i.seat, i.player_id, i.bot, i.policy) for i in _created(app, made.match_id).seat_info] == \
+        [(0, "", True, "random"), (1, "p0", False, "")]
+
+
+def test_a_cancelled_or_a_tournament_match_has_no_rematch() -> None:
+    app = _app()
+    cancelled = _match(app)
+    app.cancel_match(cancelled, "ops", "a test")
+    assert _refused(lambda: app.ask_rematch(cancelled, _person(app, cancelled, 0))) == \
+        ("FAILED_PRECONDITION", "match_cancelled")
+    planned = _match(app, tournament_id="t1")
+    _play_out(app, planned)
+    assert _refused(lambda: app.ask_rematch(planned, _person(app, planned, 0))) == \
+        ("FAILED_PRECONDITION", "tournament_match")
+
+
+def test_asking_needs_a_seat_token() -> None:
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    assert _refused(lambda: app.ask_rematch(match_id, Viewer(None))) == ("UNAUTHENTICATED", "no_token")
+    assert _refused(lambda: app.ask_rematch("", _person(app, match_id, 0))) == ("INVALID_ARGUMENT", "no_match_id")
+
+
+def test_two_replicas_with_other_secrets_make_one_rematch() -> None:
+    """The request id is the first writer's, kept with the asks: a replica signing with another
+    secret (a rotation under way) finds the same match, never a second one."""
+    store, asks = InMemoryEventStore(), InMemoryRematchAsks()
+    a = _app(store, asks=asks)
+    b = _app(store, secret="the-next-secret", asks=asks)
+    b.signer = TokenSigner("the-next-secret", accepted=[SETTINGS.secret])
+    match_id = _match(a)
+    _play_out(a, match_id)
+    a.ask_rematch(match_id, _person(a, match_id, 0))
+    made = b.ask_rematch(match_id, _person(b, match_id, 1))
+    assert made.match_id
+    assert a.ask_rematch(match_id, _person(a, match_id, 0)).match_id == made.match_id
+    assert a.get_rematch(match_id, Viewer(None)).match_id == made.match_id
+
+
+def test_a_rematch_whose_creation_was_lost_is_made_by_the_next_ask() -> None:
+    """The table complete and its request id fixed, the creation lost (the store down, the
+    process killed): a look finds no match yet, and the next ask makes it."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    app.rematches.ask(match_id, 1)
+    app.rematches.fix_request_id(match_id, "r" * 64)
+    looked = app.get_rematch(match_id, Viewer(None))
+    assert (looked.asked, looked.waiting_for, looked.match_id) == ((0, 1), (), "")
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert made.match_id and app.get_rematch(match_id, Viewer(None)).match_id == made.match_id
+
+
+def test_asks_expire_after_their_last_write() -> None:
+    now = [0.0]
+    asks = InMemoryRematchAsks(ttl_s=10, clock=lambda: now[0])
+    asks.ask("m1", 0)
+    now[0] = 9
+    assert asks.ask("m1", 1).seats == {0, 1}
+    now[0] = 18
+    assert asks.fix_request_id("m1", "a") == "a" and asks.fix_request_id("m1", "b") == "a"
+    now[0] = 28.5
+    assert asks.look("m1").seats == frozenset() and asks.look("m1").request_id == ""
