@@ -79,6 +79,11 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
         else:
             for k, n in zip(hidden_pile, part, strict=True):
                 pile[k] = (n, pile[k][1])
+    # what others knew in a Bank before its sealed bids follows its Notes into that seat's bids
+    for i, p in enumerate(players):
+        if p.known_before_bids:
+            held = {*p.bank, *(n for b in bids if b.seat == i for n in b.notes)}
+            players[i] = replace(p, known_before_bids=tuple(k for k in p.known_before_bids if k[1] in held))
     # Vendetta hands of others and the Vendetta deck; Location cards of unrevealed bids
     vslots = [(i, len(p.hand)) for i, p in enumerate(players) if i != viewer]
     vpool = [card for i, _ in vslots for card in players[i].hand] + list(state.vendetta_deck)

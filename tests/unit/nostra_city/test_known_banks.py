@@ -19,6 +19,7 @@ from .helpers import (
     cash_in,
     corrupt,
     distribute,
+    keep,
     notes,
     of_kind,
     revenge,
@@ -70,13 +71,93 @@ def test_nc_h16_a_finished_match_shows_banks_not_knowledge() -> None:
 
 
 def test_nc_h04_a_bid_makes_the_bidders_bank_unknown() -> None:
-    """NC-M01, NC-H04: the others see only how many Notes went into the bid, not which, so the
-    giver no longer knows that DRAWN[0] is still in the bidder's Bank (whichever Notes it bid)."""
+    """NC-M01, NC-H04: the others see only how many Notes went into the bid, not which, so while
+    it is sealed the giver cannot tell that DRAWN[0] is still in the bidder's Bank (whichever Notes
+    it bid)."""
     s = _turn_of(_given(), 1, Phase.MEETING)
     other = next(n for n in s.players[1].bank if n != DRAWN[0])
     s, _ = run(s, 1, bid("W03", 1, [other]))
     assert DRAWN[0] in s.players[1].bank
     assert _known(s, 0) == {2: [DRAWN[1]]}
+
+
+SAFE_VENDETTA = ("V04", "V05", "V06", "V07", "V08", "V09", "V10", "V11", "V12")  # no Rage: no Note smashed
+
+
+def _meeting(s: State, plan: dict[int, list[tuple[str, int, list[int]]]]) -> tuple[State, list[str]]:
+    """The Meeting from `s`, seat 1 first: each seat places its planned bids (wiseguy, space,
+    Notes) and ends its turn; each single winner keeps its first Note (NC-M07). The kinds of
+    the events after the last bid, in order, come back with the table."""
+    s = table(_turn_of(s, 1, Phase.MEETING), vendetta_deck=SAFE_VENDETTA)
+    after: list[str] = []
+    for who in s.order:
+        for w, space, bid_notes in plan.get(who, []):
+            s, _ = run(s, who, bid(w, space, bid_notes))
+        s, events = run(s, who, END)
+        after += [e.WhichOneof("kind") for e in events]
+    while s.phase is Phase.RESOLUTION or (s.choice is not None and s.choice.kind == "keep"):
+        assert s.choice is not None and s.choice.kind == "keep", s.choice
+        s, events = run(s, s.choice.seat, keep([s.choice.notes[0]]))
+        after += [e.WhichOneof("kind") for e in events]
+    assert s.phase is Phase.TRIAL
+    return s, after
+
+
+def _other_notes(s: State, holder: int, k: int) -> list[int]:
+    return [n for n in s.players[holder].bank if n not in DRAWN][:k]
+
+
+def test_nc_h06_a_shown_bid_keeps_the_known_notes_it_did_not_hold() -> None:
+    """NC-H04, NC-M08, NC-H06: while seat 1's bid is sealed the giver cannot tell whether
+    DRAWN[0] is in it; once every bid of seat 1 was shown to all and DRAWN[0] was in none,
+    the giver knows it is still in seat 1's Bank."""
+    s = _given()
+    bid_1, bid_2 = _other_notes(s, 1, 1), _other_notes(s, 2, 1)
+    sealed = _turn_of(s, 1, Phase.MEETING)
+    sealed, _ = run(sealed, 1, bid("W03", 1, bid_1))
+    assert _known(sealed, 0) == {2: [DRAWN[1]]}  # NC-H04: it may be in the bid
+    s, after = _meeting(s, {1: [("W03", 1, bid_1)], 2: [("W06", 1, bid_2)]})
+    assert "bids_revealed" in after
+    assert DRAWN[0] in s.players[1].bank
+    assert _known(s, 0) == {1: [DRAWN[0]], 2: [DRAWN[1]]}
+    for viewer in (1, 2, 3, None):
+        assert _known(s, viewer) == {}, viewer
+
+
+def test_nc_h06_a_known_note_shown_in_a_bid_is_gone() -> None:
+    """NC-M08, NC-H06: DRAWN[0] shown in seat 1's bid went to the discard pile; the giver keeps
+    the other Note it knows in the Bank of seat 2, whose shown bid did not hold it."""
+    s = _given()
+    s, after = _meeting(s, {1: [("W03", 1, [DRAWN[0]])], 2: [("W06", 1, _other_notes(s, 2, 2))]})
+    assert "bids_revealed" in after and DRAWN[0] in s.note_discard
+    assert _known(s, 0) == {2: [DRAWN[1]]}
+
+
+def test_nc_m07_h06_a_bid_never_shown_makes_the_bank_unknown() -> None:
+    """NC-M07, NC-H06: seat 1's bid won alone is never shown, so whichever of its bids came
+    first, the giver can no longer tell whether DRAWN[0] left seat 1's Bank (it did not)."""
+    for shown_space, alone_space in ((1, 2), (2, 1)):
+        s = _given()
+        plan = {1: [("W03", shown_space, _other_notes(s, 1, 1)), ("W04", alone_space, _other_notes(s, 1, 2)[1:])],
+                2: [("W06", shown_space, _other_notes(s, 2, 1))]}
+        s, after = _meeting(s, plan)
+        assert "bids_revealed" in after and "notes_kept" in after
+        assert DRAWN[0] in s.players[1].bank
+        assert _known(s, 0) == {2: [DRAWN[1]]}, (shown_space, alone_space)
+
+
+def test_nc_h06_h14_a_burglary_before_the_reveal_is_still_kept() -> None:
+    """NC-H14, NC-H06: the Notes seat 1 lost to seat 3's Burglary stay known in seat 3's Bank
+    through seat 3's shown bid, which held none of them."""
+    s = seat(_turn_of(_given(), 3, Phase.BUSINESS), 3, hand=("V07",))
+    s, events = run(s, 3, revenge("V07", 1))
+    stolen = sorted(of_kind(events, "notes_stolen")[0].notes)
+    s, _ = run(s, 3, END)
+    plan = {1: [("W03", 1, _other_notes(s, 1, 1))],
+            3: [("W09", 1, [n for n in s.players[3].bank if n not in stolen][:1])]}
+    s, after = _meeting(s, plan)
+    assert "bids_revealed" in after
+    assert _known(s, 1) == {3: stolen}
 
 
 def test_nc_h10_a_corruption_from_the_bank_makes_it_unknown() -> None:
@@ -147,11 +228,29 @@ class _Seen:
     def __init__(self, seat: int) -> None:
         self.seat = seat
         self.known: dict[int, set[int]] = {}
+        self.before_bids: dict[int, set[int]] = {}  # known before the holder's sealed bids
+        self.open_bids: dict[int, int] = {}
+        self.locations: list[tuple[int, int]] = []  # (bidder, space) once revealed (NC-M05)
+        self.regained = 0  # Notes known again after shown bids
 
     def _left(self, holder: int, faces: list[int] | None) -> None:
         """Notes left `holder`'s Bank: seen faces forget those, unseen ones everything."""
         if holder != self.seat:
-            self.known[holder] = set() if faces is None else self.known.get(holder, set()) - set(faces)
+            for known in (self.known, self.before_bids):
+                known[holder] = set() if faces is None else known.get(holder, set()) - set(faces)
+
+    def _resolved(self, space: int, shown: bool) -> None:
+        """NC-M07, NC-H06: a bid nobody saw makes its Bank unknown; a Bank whose bids were all
+        shown holds what was known before them, less what they showed."""
+        for holder, _ in [b for b in self.locations if b[1] == space]:
+            self.open_bids[holder] -= 1
+            if not shown:
+                self.before_bids[holder] = set()
+            elif not self.open_bids[holder]:
+                again = self.before_bids.pop(holder, set())
+                self.known.setdefault(holder, set()).update(again)
+                self.regained += len(again)
+        self.locations = [b for b in self.locations if b[1] != space]
 
     def shown(self, event: object) -> None:
         redacted = ENGINE.redact(event, self.seat)
@@ -165,16 +264,25 @@ class _Seen:
             self._left(e.victim, list(e.notes) if e.thief == self.seat else None)
             if e.victim == self.seat:
                 self.known.setdefault(e.thief, set()).update(e.notes)
-        elif kind == "note_smashed" or (kind == "bid_committed" and e.count):
+        elif kind == "note_smashed" or (kind == "corrupted" and e.mode == "bank" and e.count):
             self._left(e.seat, None)
-        elif kind == "corrupted" and e.mode == "bank" and e.count:
-            self._left(e.seat, None)
+        elif kind == "bid_committed" and e.seat != self.seat:
+            self.before_bids.setdefault(e.seat, set()).update(self.known.pop(e.seat, set()))
+            self.open_bids[e.seat] = self.open_bids.get(e.seat, 0) + 1
+        elif kind == "locations_revealed":
+            self.locations = [(b.seat, b.location) for b in e.bids if b.seat != self.seat]
+        elif kind == "bids_revealed":
+            for b in e.bids:
+                self.before_bids[b.seat] = self.before_bids.get(b.seat, set()) - set(b.notes)
+        elif kind == "space_resolved":
+            self._resolved(e.space, shown=e.outcome not in ("single", "empty"))
 
 
 def test_nc_h03_h14_known_bank_is_what_the_seat_was_shown_and_nothing_more() -> None:
-    """NC-H02, NC-H03, NC-H14, NC-H15: over random games, every seat's known_bank is what its own
-    redacted event stream told it (a fold written here, apart from the engine), and true."""
-    compared = listed = 0
+    """NC-H02, NC-H03, NC-H04, NC-H06, NC-H14, NC-H15: over random games, every seat's known_bank
+    is what its own redacted event stream told it (a fold written here, apart from the engine),
+    and true."""
+    compared = listed = regained = 0
     kinds_seen: set[str] = set()
     for seats, seed in ((3, 1), (4, 2), (5, 3), (5, 11)):
         seen = [_Seen(s) for s in range(seats)]
@@ -196,5 +304,6 @@ def test_nc_h03_h14_known_bank_is_what_the_seat_was_shown_and_nothing_more() -> 
                 listed += sum(map(len, want.values()))
 
         play_random(ENGINE, seats, seed, on_step=on_step, sampler=random.Random(seed))
-    assert compared > 1000 and listed > 100
+        regained += sum(s.regained for s in seen)
+    assert compared > 1000 and listed > 100 and regained > 0
     assert {"notes_given", "notes_stolen", "note_smashed", "bid_committed", "corrupted"} <= kinds_seen

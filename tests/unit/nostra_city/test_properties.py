@@ -78,6 +78,10 @@ def check_conservation(s: State) -> None:
     for i, p in enumerate(s.players):
         assert all(n in p.bank and 0 <= k < s.seats and k != i for k, n in p.known_by), (
             "a Note another seat knows in this Bank is there (NC-H03, NC-H14)")
+        in_bids = {n for b in s.bids if b.seat == i for n in b.notes}
+        assert all((n in p.bank or n in in_bids) and 0 <= k < s.seats and k != i
+                   for k, n in p.known_before_bids), "a Note known before a bid is in the Bank or a bid (NC-H04)"
+        assert not p.known_before_bids or any(b.seat == i for b in s.bids), "kept aside only while a bid is open"
         assert all(VENDETTA_BY_ID[c].kind in ("snitch", "revenge") for c in p.hand)
         assert all(0 <= n < 80 for n in p.bank) and len(p.bank) >= 0
         assert set(p.busy) <= set(p.wiseguys) | set(p.turfs)

@@ -2126,9 +2126,11 @@ class SeatView(_message.Message):
         distribution (NC-H03) and the ones it stole from the viewer (NC-H14). Only in a seat's own
         view, for another seat: empty for a spectator, for the viewer's own seat (`bank`) and once
         the match is over (`bank` shows every Bank, NC-H16). True until this Bank loses Notes the
-        viewer does not see go, then all dropped: this seat bids (NC-M01, NC-H04) or corrupts from
-        its Bank (NC-T01, NC-H10), a third seat burgles it (NC-K51, NC-H14), Smash the Joint hits it
-        (NC-K54, NC-H15). When the viewer burgles it, only the Notes taken are dropped.
+        viewer does not see go, then all dropped: this seat corrupts from its Bank (NC-T01, NC-H10),
+        a third seat burgles it (NC-K51, NC-H14), Smash the Joint hits it (NC-K54, NC-H15). When the
+        viewer burgles it, only the Notes taken are dropped. While this seat has a sealed bid
+        (NC-M01, NC-H04) none is listed; once its bids are resolved, listed again those no bid showed
+        (NC-H06) if every one of them was shown, else none (a single bidder's bid, NC-M07).
         """
 
     def __init__(

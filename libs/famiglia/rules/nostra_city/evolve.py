@@ -247,7 +247,8 @@ def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
     v, t = s.players[victim], s.players[thief]
     players = seat_in(s.players, victim, {
         "bank": _remove(v.bank, notes),
-        "known_by": tuple(k for k in v.known_by if k[0] == thief and k[1] not in notes)})
+        "known_by": tuple(k for k in v.known_by if k[0] == thief and k[1] not in notes),
+        "known_before_bids": tuple(k for k in v.known_before_bids if k[0] == thief and k[1] not in notes)})
     players = seat_in(players, thief, {"bank": _add(t.bank, notes),
                                        "known_by": (*t.known_by, *((victim, n) for n in notes))})
     return changed(s, {"players": players})
@@ -255,15 +256,18 @@ def _notes_stolen(s: State, e: pb.NotesStolen) -> State:
 
 def _note_smashed(s: State, e: pb.NoteSmashed) -> State:
     """NC-H15: nobody else sees which Note went, so nobody else knows this Bank's Notes any more."""
-    players = seat_in(s.players, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note]), "known_by": ()})
+    players = seat_in(s.players, e.seat, {"bank": _remove(s.players[e.seat].bank, [e.note]), **_UNKNOWN})
     return changed(s, {"players": players, "note_discard": (*s.note_discard, e.note)})
 
 
 # -- meeting ---------------------------------------------------------------------------------
 def _bid_committed(s: State, e: pb.BidCommitted) -> State:
-    """NC-H04: the others see only how many Notes left the Bank, so they know none of it any more."""
+    """NC-H04: the others see only how many Notes left the Bank, so none they knew there is sure
+    to be there any more; they keep it aside until the bid is shown or not (`_space_resolved`)."""
     seat, wiseguy = e.seat, e.wiseguy
-    players = seat_in(s.players, seat, {"busy": s.players[seat].busy | {wiseguy}, "known_by": ()})
+    p = s.players[seat]
+    players = seat_in(s.players, seat, {"busy": p.busy | {wiseguy}, "known_by": (),
+                                        "known_before_bids": (*p.known_before_bids, *p.known_by)})
     return changed(s, {"players": players, "turn_acted": True, "bids": (*s.bids, Bid(seat, wiseguy, e.count)),
                        "meeting_bidders": s.meeting_bidders | {seat}})
 
@@ -287,7 +291,10 @@ def _locations_revealed(s: State, e: pb.LocationsRevealed) -> State:
 def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
     space, outcome = e.space, e.outcome
     on_space = [b for b in s.bids if b.location == space]
-    changes: dict[str, Any] = {"bids": tuple(b for b in s.bids if b.location != space), "resolution": space + 1}
+    left = tuple(b for b in s.bids if b.location != space)
+    changes: dict[str, Any] = {"bids": left, "resolution": space + 1}
+    if on_space:
+        changes["players"] = _known_after_bids(s.players, on_space, left, shown=outcome not in _UNSHOWN)
     street = list(s.street)
     if outcome in ("single", "investigation_removed"):  # won cards leave with CardWon
         street[space - 1] = ""
@@ -307,9 +314,40 @@ def _space_resolved(s: State, e: pb.SpaceResolved) -> State:
 
 def _bids_revealed(s: State, e: pb.BidsRevealed) -> State:
     """NC-H06: what everyone saw stays on the table's record until the next Meeting (the
-    Notes themselves go to the discard pile with SpaceResolved)."""
+    Notes themselves go to the discard pile with SpaceResolved). A Note known in a Bank before
+    its bids that is shown in one has left that Bank, so it is no longer kept there."""
     shown = tuple((e.space, b.seat, b.wiseguy, tuple(b.notes), b.value) for b in e.bids)
-    return changed(s, {"shown_bids": (*s.shown_bids, *shown)})
+    players = s.players
+    for b in e.bids:
+        p = players[b.seat]
+        if p.known_before_bids:
+            gone = set(b.notes)
+            players = seat_in(players, b.seat, {"known_before_bids": tuple(
+                k for k in p.known_before_bids if k[1] not in gone)})
+    return changed(s, {"shown_bids": (*s.shown_bids, *shown), "players": players})
+
+
+_UNSHOWN = frozenset({"single", "empty"})
+"""SpaceResolved outcomes whose bids nobody else saw (NC-M07, NC-H06); every other one follows
+a BidsRevealed."""
+
+_UNKNOWN: dict[str, Any] = {"known_by": (), "known_before_bids": ()}
+"""A Bank lost Notes no other seat saw: none of it is known any more."""
+
+
+def _known_after_bids(players: tuple[Seat, ...], resolved: list[Bid], left: tuple[Bid, ...],
+                      shown: bool) -> tuple[Seat, ...]:
+    """NC-H04, NC-H06: the bids of one space are resolved. A bid nobody else saw makes its
+    bidder's Bank unknown; once a bidder has no bid left unresolved, every Note known there
+    before its bids and shown in none of them is still there."""
+    for seat in {b.seat for b in resolved}:
+        p = players[seat]
+        if not shown:
+            players = seat_in(players, seat, {"known_before_bids": ()})
+        elif p.known_before_bids and not any(b.seat == seat for b in left):
+            players = seat_in(players, seat, {"known_by": (*p.known_by, *p.known_before_bids),
+                                              "known_before_bids": ()})
+    return players
 
 
 def _card_won(s: State, e: pb.CardWon) -> State:
@@ -369,7 +407,7 @@ def _corrupted(s: State, e: pb.Corrupted) -> State:
     p = s.players[seat]
     mine: dict[str, Any] = {"busy": p.busy | {e.wiseguy}, "corruption_actions": p.corruption_actions + 1}
     if e.mode == "bank":  # NC-H10: the others see how many Notes left the Bank, not which
-        mine["known_by"] = ()
+        mine.update(_UNKNOWN)
     changes: dict[str, Any] = {"players": seat_in(s.players, seat, mine), "turn_acted": True}
     if e.mode == "token":
         changes["w13_spent"] = True

@@ -50,6 +50,10 @@ class Seat:
     # (another seat, a Note of this Bank) that seat knows is here: it gave it (NC-H03) or had it
     # stolen (NC-H14); dropped when this Bank loses Notes that seat does not see go
     known_by: tuple[tuple[int, int], ...] = ()
+    # known_by as it was before this seat's sealed bids of the Meeting: each Note may be in a bid
+    # (NC-H04), so it is shown to nobody; a shown bid (NC-H06) rules its own Notes out, a bid never
+    # shown (NC-M07) makes all of it unknown, and once every bid is resolved the rest is known again
+    known_before_bids: tuple[tuple[int, int], ...] = ()
 
 
 _C = TypeVar("_C", bound=type)

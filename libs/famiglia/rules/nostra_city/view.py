@@ -121,6 +121,7 @@ def view(state: State, viewer: int | None) -> pb.View:
             sv.corrupted.extend(p.corrupted)
             sv.peeked.extend(p.peeked)
         elif p.known_by and viewer is not None:  # NC-H03, NC-H14: what the viewer saw go there
+            # (never `known_before_bids`: any of those may lie in a sealed bid, NC-H04)
             sv.known_bank.extend(sorted(n for knower, n in p.known_by if knower == viewer))
         if over:
             sv.snitch = i in state.snitches
