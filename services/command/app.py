@@ -928,9 +928,15 @@ class CommandApp:
         """The first answer again: the version right after that command's events (not the
         match's version now), so a client replaying a chain of commands knows where it stood.
         Only for the same command: an id reused for another one is refused, not answered
-        with the first one's result while the new command is silently dropped."""
+        with the first one's result while the new command is silently dropped. A seat's ids
+        after its player left it for good are the bots' (guessable: `bot:<match>:<version>:<seat>`),
+        so that player's token is refused them (`seat_left`): a duplicate, or `command_id_reused`
+        for another command, would tell it the bot's secret choice and show its hidden events."""
         m = hot.match
         first, last = m.commands[key]
+        seat = viewer.seat
+        if seat is not None and not viewer.bot and _left(m, seat) and first > m.away[seat][1]:
+            raise _refused_left(seat)
         position = last
         held = last > m.public_version  # still staged: its events are in memory, not in the stream
         slotted = last - first + 1 if not held and key in m.written_out else 0
@@ -1012,20 +1018,21 @@ class CommandApp:
         the match as a spectator from then on (`_reader`) and commands nothing (`seat_left`);
         the match leaves the player's ListMyTurns. Again: answered with that event, `duplicate`
         (a seat away by its clock that leaves gets its final `seat_left`). A bot's seat, or the
-        bots' token, is `seat_is_bot`; a match over, `match_over`."""
+        bots' token, is `seat_is_bot`; a match over, `match_over`; with seat changes off (a rollout),
+        `seat_changes_off`, but for a leave stored already (a retry whose answer was lost)."""
         seat = _player_seat(viewer)
-        if not self.seat_changes:
-            raise FailedPrecondition("seat_changes_off", "leaving a match is switched off on this server for "
-                                     "now (an upgrade under way): the seat stays yours; try again later")
 
         def plan(m: MatchState) -> SeatChanged | tuple[envelope_pb2.SeatLeft, str]:
             if _created_bot(m, seat):
                 raise _bot_seat(seat)
             away = m.away.get(seat)
-            if away is not None and away[0].reason == LEFT:
+            if away is not None and away[0].reason == LEFT:  # (a retry: answered whatever the setting)
                 return SeatChanged(away[1], duplicate=True)
             if m.finished:
                 raise _over(m)
+            if not self.seat_changes:
+                raise FailedPrecondition("seat_changes_off", "leaving a match is switched off on this server for "
+                                         "now (an upgrade under way): the seat stays yours; try again later")
             return envelope_pb2.SeatLeft(seat=seat, policy=self.leave_policy, reason=LEFT), LEAVE_ID
 
         done, m = self._change_seat(match_id, viewer, plan)

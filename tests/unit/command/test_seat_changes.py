@@ -469,3 +469,46 @@ def test_with_seat_changes_off_nobody_leaves_and_no_clock_sends_a_seat_to_the_bo
         _clock(app, match_id, 0)
     assert SEAT_LEFT not in {e.type for e in app.store.read(match_id)}
     assert app.return_to_match(match_id, _person(app, match_id, 0)).duplicate  # nothing to take back
+
+
+def test_a_player_who_left_cannot_learn_the_bots_moves_by_resending_their_command_ids() -> None:
+    """A retried command id is answered from the first answer, before anything else is checked. The
+    bots' ids are the seat's own ids too, and guessable (`bot:<match>:<version>:<seat>`): a player
+    who left, resending one with each candidate command, learnt the bot's secret choice (the
+    right one answered as a duplicate, with the seat's hidden event; the others `command_id_reused`).
+    Its own commands from before it left are still answered as they were."""
+    app = run_out(bootstrap(store=InMemoryEventStore(), registry=Registry({"highcard": _SecretPlays()}),
+                            settings=SETTINGS, command_settings=CommandSettings(leave_policy="random")))
+    match_id = _match(app)
+    me = _person(app, match_id, 0)
+    _until(app, match_id, 0)
+    mine = HIGHCARD.legal_commands(_turn(app, match_id)[2], 0)[0]
+    own = app.submit(match_id, me, "mine", mine)
+    app.leave_match(match_id, me)
+    _until(app, match_id, 0)
+    _seat, version, state = _turn(app, match_id)
+    hand = HIGHCARD.legal_commands(state, 0)
+    bot_id = f"bot:{match_id}:{version}:0"
+    app.submit(match_id, _bots(app, match_id, 0), bot_id, hand[1], version, omit_events=True)  # its secret card
+    for card in hand:
+        for omit in (False, True):
+            refused = _refused(lambda card=card, omit=omit: app.submit(match_id, me, bot_id, card, omit_events=omit))
+            assert refused == ("FAILED_PRECONDITION", "seat_left")
+    again = app.submit(match_id, me, "mine", mine)
+    assert again.duplicate and again.version == own.version
+
+
+def test_a_leave_retried_while_seat_changes_are_off_answers_the_leave_already_stored() -> None:
+    """A LeaveMatch whose answer was lost, sent again to a replica with FAMIGLIA_SEAT_CHANGES=off
+    (a rollout, or one rolled back): the seat left already, so it is answered `duplicate`, not
+    refused `seat_changes_off` with "the seat stays yours"."""
+    store = InMemoryEventStore()
+    on = _app(store=store)
+    match_id = _match(on)
+    done = on.leave_match(match_id, _person(on, match_id, 1))
+    off = run_out(bootstrap(store=store, registry=REGISTRY, settings=SETTINGS,
+                            command_settings=CommandSettings(leave_policy="random", seat_changes=False)))
+    again = off.leave_match(match_id, _person(off, match_id, 1))
+    assert (again.version, again.duplicate) == (done.version, True)
+    assert _refused(lambda: off.leave_match(match_id, _person(off, match_id, 0))) == (
+        "FAILED_PRECONDITION", "seat_changes_off")
