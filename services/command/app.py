@@ -371,6 +371,8 @@ class CommandApp:
                 self._seat_claims.clear()
             seen = self._seat_claims[token] = (claim.match_id, Viewer(claim.seat, claim.player_id, claim.bot))
         if seen[0] != match_id:
+            if not match_id:  # (checked here, off the path of every call that names its match)
+                raise InvalidArgument("no_match_id", "match_id is required")
             raise PermissionDenied("wrong_match", "this seat token belongs to another match")
         return seen[1]
 

@@ -387,6 +387,9 @@ def test_tokens_are_checked(app: CommandApp) -> None:
         app.viewer(a.match_id, forged)
     with pytest.raises(PermissionDenied):
         app.viewer(a.match_id, b.seat_tokens[0])
+    with pytest.raises(InvalidArgument, match="match_id is required") as empty:  # the proto's no_match_id,
+        app.viewer("", a.seat_tokens[0])                                       # not wrong_match
+    assert empty.value.code == "no_match_id"
     other_secret = bootstrap(store=InMemoryEventStore(), settings=Settings(secret="another"))
     with pytest.raises(Unauthenticated):
         other_secret.viewer(a.match_id, a.seat_tokens[0])
