@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 from famiglia.engine.registry import Registry
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers
-from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry import configure, flush_spans, get_logger
 from famiglia.telemetry.metrics import configure_metrics, shutdown_metrics
 
 from .bootstrap import BotsApp, BotsSettings, bootstrap
@@ -95,8 +95,9 @@ def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
             log.exception("solo_worker_failed", index=index)
             code = 1
         finally:
-            try:
-                shutdown_metrics()  # its last interval: `os._exit` runs no atexit hook
+            try:  # `os._exit` runs no atexit hook: the spans still queued, the metrics' last interval
+                flush_spans()
+                shutdown_metrics()
             finally:
                 os._exit(code)
     return pid

@@ -569,21 +569,29 @@ class CommandApp:
         what that seat may know (`_next_decisions`): a bots worker plays a match's bot seats
         on without a round of the dispatcher and the broker between their turns. Their
         tokens are checked before any command is taken. With no commands the call only asks,
-        at `expected_version` (stale: ABORTED) or the match's version."""
-        if not chain and not ask_next:
-            raise InvalidArgument("no_commands", "the call carries no commands")
-        if len(chain) > MAX_CHAIN:
-            raise InvalidArgument("too_many_commands", f"at most {MAX_CHAIN} commands a call, not {len(chain)}")
-        if len(ask_next) > MAX_CHAIN:
-            raise InvalidArgument("too_many_seats", f"at most {MAX_CHAIN} seats to ask about, not {len(ask_next)}")
-        hot = self._hot(match_id)
-        asked = []
-        for i, seat in enumerate(ask_next):
-            if not seat.token:
-                raise Unauthenticated("no_token", f"ask_next {i} carries no seat_token")
-            viewer = self.viewer(match_id, seat.token, require_seat=True)
-            self._check_seat(hot.match.seats, viewer)
-            asked.append((viewer, seat))
+        at `expected_version` (stale: ABORTED) or the match's version.
+
+        Each refusal is counted once in the metrics (`_count_refused`): an entry's, or the whole
+        call's, whatever number of commands it carried."""
+        hot = None
+        try:
+            if not chain and not ask_next:
+                raise InvalidArgument("no_commands", "the call carries no commands")
+            if len(chain) > MAX_CHAIN:
+                raise InvalidArgument("too_many_commands", f"at most {MAX_CHAIN} commands a call, not {len(chain)}")
+            if len(ask_next) > MAX_CHAIN:
+                raise InvalidArgument("too_many_seats", f"at most {MAX_CHAIN} seats to ask about, not {len(ask_next)}")
+            hot = self._hot(match_id)
+            asked = []
+            for i, seat in enumerate(ask_next):
+                if not seat.token:
+                    raise Unauthenticated("no_token", f"ask_next {i} carries no seat_token")
+                viewer = self.viewer(match_id, seat.token, require_seat=True)
+                self._check_seat(hot.match.seats, viewer)
+                asked.append((viewer, seat))
+        except AppError as exc:
+            self._count_refused(hot, exc)
+            raise
         answer = ChainAnswer([])
         # The first entry goes in at the caller's version; each later one at the version the one
         # before left the match (a held answer moves none), and is named by it (`named`), never by
@@ -592,18 +600,22 @@ class CommandApp:
         at, named = expected_version, expected_version
         for i, entry in enumerate(chain):
             try:
-                if not entry.token:
-                    raise Unauthenticated("no_token", f"command {i} carries no seat_token")
-                viewer = self.viewer(match_id, entry.token, require_seat=True)
-                command_id = entry.command_id
-                if VERSION_PLACEHOLDER in command_id:
-                    if named is None:  # the id names the version it is submitted at: hold it there
-                        with hot.lock:
-                            self.matches.catch_up(hot)  # the stream's version, not this process's
-                            named = hot.match.public_version
-                        if at is None:
-                            at = named
-                    command_id = command_id.replace(VERSION_PLACEHOLDER, str(named))
+                try:
+                    if not entry.token:
+                        raise Unauthenticated("no_token", f"command {i} carries no seat_token")
+                    viewer = self.viewer(match_id, entry.token, require_seat=True)
+                    command_id = entry.command_id
+                    if VERSION_PLACEHOLDER in command_id:
+                        if named is None:  # the id names the version it is submitted at: hold it there
+                            with hot.lock:
+                                self.matches.catch_up(hot)  # the stream's version, not this process's
+                                named = hot.match.public_version
+                            if at is None:
+                                at = named
+                        command_id = command_id.replace(VERSION_PLACEHOLDER, str(named))
+                except AppError as exc:  # (submit_packed counts the refusals it makes)
+                    self._count_refused(hot, exc)
+                    raise
                 done = self.submit_packed(match_id, viewer, command_id, entry.type_url, entry.value, at,
                                           omit_events=omit_events)
             except AppError as exc:
@@ -621,7 +633,12 @@ class CommandApp:
         if asked:
             # Where the last entry left the match, as the table sees it (its answer's version): its
             # position would count the answers held since, other seats' included (NP-H9).
-            self._next_decisions(hot, answer, answer.taken[-1].version if answer.taken else at, asked)
+            try:
+                self._next_decisions(hot, answer, answer.taken[-1].version if answer.taken else at, asked)
+            except AppError as exc:
+                if not answer.taken:  # a call that only asks, refused (stale_version)
+                    self._count_refused(hot, exc)
+                raise
         return answer
 
     def _next_decisions(self, hot: HotMatch, answer: ChainAnswer, at: int | None,
@@ -688,6 +705,11 @@ class CommandApp:
         """A refused command in the metrics (when on); `hot` None: refused before its match was found."""
         if self.metrics is not None:
             self.metrics.refused(hot.match.game_id if hot is not None else "", exc)
+
+    def count_refused(self, exc: AppError) -> None:
+        """A SubmitCommand or SubmitCommands refused by the server before its match was looked
+        up (its token, a command missing), counted as the refusals made here are."""
+        self._count_refused(None, exc)
 
     def _counted(self, hot: HotMatch, done: Submitted) -> Submitted:
         """`done`, an accepted command counted in the metrics (when on; a duplicate is not counted again)."""

@@ -62,8 +62,15 @@ def check_chat_offered(info: GameInfo) -> None:
 
 
 _INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
-"""Unicode categories that show nothing on their own (format characters such as U+200B or
-U+FEFF, spaces, combining marks): a message of nothing else looks empty."""
+"""Unicode categories that show nothing on their own (format characters such as U+200B,
+U+FEFF or U+180E, spaces, combining marks): a message of nothing else looks empty."""
+
+BLANK_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
+"""Letters and symbols that show nothing, though their categories say they are visible: the
+Hangul fillers U+115F, U+1160, U+3164 and U+FFA0 (Lo; a jamo sequence's placeholders, kept in
+Korean text), the Braille blank U+2800 and the musical null notehead U+1D159 (So). Used to pass
+for a name or a message that looks empty; here they count as invisible, so a message of nothing
+else is `no_text`, while a message with them among visible text stays as sent."""
 
 
 _REORDERING = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x2070), *range(0xFFF9, 0xFFFC)))
@@ -84,9 +91,11 @@ def check_text(text: str) -> str:
     return, an escape or a NUL would let one message rewrite another's line on a terminal, or
     not be storable), none of the format characters that reorder or hide the text after them
     (`_REORDERING`: refused, not stripped, so the text stored is the text sent and its sender
-    is told), and something visible in it."""
+    is told), no lone surrogate (no character: not UTF-8, so not storable; gRPC refuses it
+    before, a caller in process may not), and something visible in it (`BLANK_FILLERS` aside)."""
     trimmed = text.replace("\r\n", "\n").strip()
-    if not trimmed or all(unicodedata.category(c) in _INVISIBLE or c == "\n" for c in trimmed[:MAX_CHAT_TEXT + 1]):
+    if not trimmed or all(c in BLANK_FILLERS or c == "\n" or unicodedata.category(c) in _INVISIBLE
+                          for c in trimmed[:MAX_CHAT_TEXT + 1]):
         raise InvalidArgument("no_text", "a chat message needs text (something visible)")
     if len(trimmed) > MAX_CHAT_TEXT:
         raise InvalidArgument("bad_text", f"a chat message is at most {MAX_CHAT_TEXT} characters, "
@@ -96,6 +105,9 @@ def check_text(text: str) -> str:
             if char != "\n" and unicodedata.category(char) == "Cc":
                 raise InvalidArgument("bad_text", f"a chat message may not hold the control character "
                                                   f"U+{ord(char):04X} (newline is the only one allowed)")
+            if "\ud800" <= char <= "\udfff":
+                raise InvalidArgument("bad_text", f"a chat message may not hold the lone surrogate U+{ord(char):04X} "
+                                                  "(no character: the text is not UTF-8)")
             if char in _REORDERING:
                 raise InvalidArgument("bad_text", f"a chat message may not hold U+{ord(char):04X}, which changes "
                                                   "how the text after it shows (other messages, names): "

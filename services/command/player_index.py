@@ -6,9 +6,10 @@ The service writes a match's entries once its creation is stored; a match create
 index existed is in no player's list. `reindex_players` walks every match in the store (its
 version keys, the one record kept for each match ever created) and writes each live match's
 people with the same write: `ZADD NX`, which keeps an entry already there, so a run again, or a
-run over matches the service indexed itself, changes nothing. It goes a page of keys at a time
-and says after each where it is (a SCAN cursor): an interrupted run resumes from there, or starts
-again from 0 at the cost of reading again what it read. A match imported by
+run over matches the service indexed itself, changes nothing. It goes a page of keys at a time,
+the page's creations read together (`EventStore.firsts`: a few round trips a page, not one a
+match), and says after each where it is (a SCAN cursor): an interrupted run resumes from there,
+or starts again from 0 at the cost of reading again what it read. A match imported by
 `ReplayService.ImportMatch` names no player (admission clears its seats' player ids: a file's
 claims), so it is in no list, by the service or by this.
 """
@@ -87,8 +88,9 @@ def reindex_players(app: CommandApp, *, dry_run: bool = False, cursor: int = 0, 
     done = Reindexed(cursor=cursor)
     while True:
         cursor, match_ids = app.store.match_ids(cursor, page)
+        firsts = app.store.firsts(match_ids)  # the page's creations together: most matches need no more
         for match_id in match_ids:
-            _reindex(app, match_id, dry_run, done)
+            _reindex(app, match_id, firsts.get(match_id), dry_run, done)
         done.cursor = cursor
         if on_page is not None:
             on_page(done)
@@ -96,15 +98,16 @@ def reindex_players(app: CommandApp, *, dry_run: bool = False, cursor: int = 0, 
             return done
 
 
-def _reindex(app: CommandApp, match_id: str, dry_run: bool, done: Reindexed) -> None:
-    """One match, through the command service's own fold (`app.matches`, as ListMyTurns reads)."""
+def _reindex(app: CommandApp, match_id: str, first: envelope_pb2.EventEnvelope | None, dry_run: bool,
+             done: Reindexed) -> None:
+    """One match, its first event read with its page's (None: its stream is gone), through the
+    command service's own fold (`app.matches`, as ListMyTurns reads) when it names people."""
     done.looked_at += 1
-    first = app.store.read(match_id, limit=1)
-    if not first:  # trimmed: archived, so over (or its creation lost)
+    if first is None:  # trimmed: archived, so over (or its creation lost)
         done.over += 1
         return
     try:
-        named = people(open_match_created(first[0]).seat_info)
+        named = people(open_match_created(first).seat_info)
     except Exception:  # noqa: BLE001 - no match_created a fold could read: no match of this server's
         done.unreadable += 1
         return
@@ -129,7 +132,7 @@ def _reindex(app: CommandApp, match_id: str, dry_run: bool, done: Reindexed) -> 
         done.nobody += 1
         return
     if not dry_run:
-        stamp = first[0].timestamp
+        stamp = first.timestamp
         created_ms = stamp.seconds * 1000 + stamp.nanos // 1_000_000  # the creation's time, as ZADD NX keeps it
         if not write_index(match_id, named, lambda them: app.players.add(match_id, them, created_ms)):
             done.unwritten += 1

@@ -202,3 +202,41 @@ def test_the_operator_runs_the_backfill_from_the_command_line(events: RedisEvent
     assert "1 matches looked at: 1 live ones put in their players' lists (1 entries" in capsys.readouterr().out
     assert RedisPlayerMatches(events.client, events.keys).newest("ann", 10) == [live.match_id]
     assert main(["match", "reindex-players", "--cursor", "-1"]) == 2
+
+
+def test_a_backfill_reads_a_pages_creations_together_not_one_round_trip_a_match(
+        events: RedisEventStore, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each match cost the walk an XRANGE of its own, most of them (trimmed, or naming nobody)
+    nothing more: a store of a million matches, a million round trips. Now a pipeline of
+    FIRSTS_BATCH a page, and a fold only for the matches naming people."""
+    import threading
+
+    from famiglia.eventstore import redis_store
+    from services.command.player_index import reindex_players
+
+    old = _before_the_index(events, redis_url)
+    anonymous = [old.create_match("grifters", 2, seed=i).match_id for i in range(18)]
+    trimmed = old.create_match("grifters", 2, seed=30).match_id
+    old.cancel_match(trimmed, "ops", "stuck")
+    events.trim(trimmed)  # archived: its stream gone
+    live = old.create_match("grifters", 2, seed=31, seat_info=_seating("ann"),
+                            request_id="r-live-0123456789ab").match_id
+    app = bootstrap(store=events, settings=Settings(redis_url=redis_url, secret=SECRET))
+
+    sent: list[bytes] = []
+    send = redis.connection.AbstractConnection.send_packed_command
+    caller = threading.current_thread()
+
+    def noted(self: Any, command: Any, *args: Any, **kwargs: Any) -> None:
+        if threading.current_thread() is caller:
+            sent.append(command if isinstance(command, bytes) else b"".join(command))
+        send(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(redis_store, "FIRSTS_BATCH", 8)
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", noted)
+    done = reindex_players(app, dry_run=True)
+    assert (done.looked_at, done.indexed, done.over, done.nobody) == (len(anonymous) + 2, 1, 1, len(anonymous))
+    batched = [c for c in sent if c.count(b"XRANGE") > 1]
+    alone = [c for c in sent if c.count(b"XRANGE") == 1 and live.encode() not in c]  # (the live one is folded)
+    assert (len(batched), len(alone)) == (3, 0)  # 20 matches, 8 a pipeline: not 20 round trips
+    assert set(app.store.firsts([live, trimmed, anonymous[0]])) == {live, anonymous[0]}  # a stream gone: left out

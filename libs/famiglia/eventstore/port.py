@@ -188,6 +188,17 @@ class EventStore(ABC):
         created during the walk may not come."""
         raise NotImplementedError(f"{type(self).__name__} cannot list its matches")
 
+    def firsts(self, match_ids: Sequence[str]) -> dict[str, EventEnvelope]:
+        """The first event (the creation) of each match, for an operator's backfill walking
+        `match_ids`' pages; a match whose stream is gone (trimmed once archived) is left out. A
+        store over the network reads a page's in a few round trips, not one a match."""
+        found = {}
+        for match_id in match_ids:
+            first = self.read(match_id, limit=1)
+            if first:
+                found[match_id] = first[0]
+        return found
+
     def partition_of(self, match_id: str) -> int:
         return partition_of(match_id, self.partitions)
 

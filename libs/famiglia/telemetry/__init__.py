@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -397,6 +398,36 @@ def spans_exported() -> bool:
     Without one, only the server span of a call matters (its ids reach the logs and
     the events); a child span nobody can see still costs ~25 us in the SDK."""
     return _export_state(_provider())[0]
+
+
+def flush_spans(timeout_s: float = 2.0) -> bool:
+    """Export the finished spans still queued (a batch goes every 5 s), waiting `timeout_s` at
+    most: for a process that leaves by `os._exit` (a forked bots worker, a Celery pool process),
+    where the provider's own `atexit` hook never runs and the queue dies with it. The SDK's
+    flush takes as long as its exporter does (OTLP: its own timeout, retries), whatever it is
+    told, so it runs on a thread of its own, left behind past `timeout_s`: a collector away
+    must not keep a worker from leaving. Fork-safe: a forked child's batch processor was
+    started again by the SDK, with the child's own queue. True when every span went out in
+    time (or none goes anywhere)."""
+    provider = _provider()
+    flush = getattr(provider, "force_flush", None)
+    if flush is None or not spans_exported():
+        return True
+    flushed: list[bool] = []
+
+    def run() -> None:
+        try:
+            flushed.append(flush(max(1, int(timeout_s * 1000))) is not False)
+        except Exception:  # noqa: BLE001 - an exporter's error must not keep the process from leaving
+            get_logger("famiglia.telemetry").warning("spans_final_export_failed", exc_info=True)
+
+    flusher = threading.Thread(target=run, name="famiglia-spans-flush", daemon=True)
+    flusher.start()
+    flusher.join(timeout_s)
+    if flusher.is_alive():
+        get_logger("famiglia.telemetry").warning("spans_final_export_late", timeout_s=timeout_s)
+        return False
+    return flushed == [True]
 
 
 #: (provider, its span processors, the answer) of the last `_export_state` asked: the

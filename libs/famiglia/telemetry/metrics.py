@@ -60,7 +60,7 @@ def configure_metrics(service: str, interval_ms: int = 10_000) -> None:
         return
     provider = _exporting_provider(service, named, interval_ms)
     _made = (service, interval_ms)
-    otel_metrics.set_meter_provider(provider)  # what libraries (and the projection's lag) meter with
+    otel_metrics.set_meter_provider(provider)  # what libraries meter with
     _use(provider)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_own_provider)

@@ -1350,7 +1350,8 @@ class SendChatRequest(_message.Message):
     character that changes how the text after it shows (bad_text: the directional embeddings,
     overrides and isolates U+202A-U+202E and U+2066-U+2069, U+206A-U+206F, U+FFF9-U+FFFB;
     refused, not stripped: the direction marks U+200E, U+200F, U+061C and the zero width
-    joiners stay), something visible in it (only spaces and zero-width characters: no_text).
+    joiners stay), something visible in it (only spaces, zero-width characters and the blank
+    fillers U+115F, U+1160, U+3164, U+FFA0, U+2800, U+1D159: no_text).
     """
     message_id: _builtins.str
     """The seat's idempotency key, required (no_message_id), at most 128 characters without NUL

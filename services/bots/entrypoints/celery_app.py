@@ -39,6 +39,7 @@ from famiglia.telemetry import (
     FOLLOWS_KEY,
     carried_trace_id,
     extract_context,
+    flush_spans,
     follows_from,
     get_logger,
     inject_context,
@@ -246,7 +247,9 @@ def _task_failed(sender: Any = None, task_id: str = "", exception: BaseException
 @signals.worker_process_shutdown.connect(dispatch_uid="famiglia-bots-metrics-flush")
 def _pool_process_leaving(**_: Any) -> None:
     """A prefork pool process leaves by `os._exit` (billiard), which runs no atexit hook: its
-    metrics' last interval is exported now, or lost (famiglia.telemetry.metrics)."""
+    spans still queued and its metrics' last interval are exported now, or lost
+    (famiglia.telemetry.flush_spans, famiglia.telemetry.metrics)."""
+    flush_spans()
     shutdown_metrics()
 
 

@@ -9,7 +9,7 @@ from google.protobuf import any_pb2
 
 from famiglia.eventstore.chat import ChatEntry
 from famiglia.eventstore.turn_notices import StoredNotice
-from famiglia.grpcutil.errors import InvalidArgument
+from famiglia.grpcutil.errors import AppError, InvalidArgument
 from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
@@ -201,9 +201,13 @@ class GameServicer(pb_grpc.GameServiceServicer):
 
     @rpc
     def SubmitCommand(self, request, context):
-        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
-        if not request.HasField("command"):
-            raise InvalidArgument("no_command", "the request carries no command")
+        try:
+            viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+            if not request.HasField("command"):
+                raise InvalidArgument("no_command", "the request carries no command")
+        except AppError as exc:
+            self.app.count_refused(exc)
+            raise
         packed = request.command
         expected = request.expected_version if request.HasField("expected_version") else None
         done = self.app.submit_packed(request.match_id, viewer, request.command_id, packed.type_url, packed.value,
@@ -217,7 +221,9 @@ class GameServicer(pb_grpc.GameServiceServicer):
         chain = []
         for i, c in enumerate(request.commands):
             if not c.HasField("command"):
-                raise InvalidArgument("no_command", f"command {i} carries no command")
+                refused = InvalidArgument("no_command", f"command {i} carries no command")
+                self.app.count_refused(refused)
+                raise refused
             chain.append(ChainedCommand(c.seat_token, c.command_id, c.command.type_url, c.command.value))
         expected = request.expected_version if request.HasField("expected_version") else None
         ask_next = [NextSeat(s.seat_token, s.view, s.legal_limit) for s in request.ask_next]

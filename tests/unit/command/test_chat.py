@@ -89,6 +89,32 @@ def test_format_characters_that_open_no_scope_stay_in_a_text(text: str) -> None:
     assert chat.check_text(text) == text
 
 
+@pytest.mark.parametrize("text", [
+    "\u3164", "\u2800\u2800", "\u115f\u1160", "\uffa0 \U0001d159", "\u3164\n\u2800\u200b", "\u180e\u3164",
+])
+def test_a_text_of_blank_fillers_alone_shows_nothing(text: str) -> None:
+    """The Hangul fillers and the Braille blank are letters and symbols by their categories: a
+    message of nothing else passed as text and showed as an empty line."""
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_text(text)
+    assert raised.value.code == "no_text"
+
+
+@pytest.mark.parametrize("text", ["\u1100\u1160", "\u2800\u2801", "ok \u3164"])
+def test_blank_fillers_beside_visible_text_stay(text: str) -> None:
+    """A jamo with its filler is Korean spelling; a braille pattern beside the blank, braille."""
+    assert chat.check_text(text) == text
+
+
+@pytest.mark.parametrize("text", ["gg \ud800", "\udfff", "a\udc00b"])
+def test_a_text_holding_a_lone_surrogate_is_refused(text: str) -> None:
+    """No character: a text that is not UTF-8 (gRPC refuses it in a request; a caller in
+    process may not), which the chat store cannot write."""
+    with pytest.raises(InvalidArgument) as raised:
+        chat.check_text(text)
+    assert raised.value.code == "bad_text" and "surrogate" in raised.value.message
+
+
 @pytest.mark.parametrize(("to_seats", "stored"), [((), ()), ((2, 1), (1, 2)), ((0, 3), (0, 3)), ((1,), (1,))])
 def test_recipients_are_stored_in_seat_order(to_seats: tuple[int, ...], stored: tuple[int, ...]) -> None:
     assert chat.check_recipients(to_seats, 0, 4) == stored

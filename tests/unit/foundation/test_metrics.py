@@ -158,6 +158,19 @@ def test_with_metrics_off_no_instrument_is_made_or_called(monkeypatch) -> None:
         assert replay_bootstrap(store=store, settings=settings, use_archive=False).metrics is None
 
 
+def test_the_projections_lag_monitor_makes_no_instrument_with_metrics_off(monkeypatch) -> None:
+    """It asked OpenTelemetry's global provider for its meter: with metrics off, no-op
+    instruments, each batch of events projected still paying a call and an attributes dict."""
+    from services.projection.lag import LagMonitor
+
+    monkeypatch.setattr(otel_metrics._internal, "_METER_PROVIDER", _NoMeters())
+    with metrics.metrics_to(None):
+        LagMonitor(store=None, engine=None).projected(0, 3)  # type: ignore[arg-type]
+    with recorded() as seen:  # on: the service's meter, as every service's instruments
+        LagMonitor(store=None, engine=None).projected(0, 3)  # type: ignore[arg-type]
+    assert seen.value("famiglia.projection.events") == 3
+
+
 def _never(*args: Any, **kwargs: Any) -> None:
     raise AssertionError("an instrument was called with metrics off")
 
