@@ -6,6 +6,7 @@ Each method takes plain values and returns plain values or raises an AppError
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import secrets
@@ -83,7 +84,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
-from .rematch import Rematch, check_rematch, moved_on, persons, seating
+from .rematch import Rematch, check_rematch, persons, seat_there, seating
 from .turn_watch import Snapshot, watch_my_turns
 
 log = get_logger("famiglia.command")
@@ -1427,7 +1428,10 @@ class CommandApp:
         often) `seat_left`/`seat_away`: the bots play it in the rematch (docs/architecture.md,
         "Rematches")."""
         seat = _player_seat(viewer)
-        m = self._finished(match_id, viewer)
+        try:
+            m = self._finished(match_id, viewer)
+        except NotFound as gone:
+            return self._made_before(match_id, viewer, gone)
         if _created_bot(m, seat):
             raise _bot_seat(seat)
         away = m.away.get(seat)
@@ -1448,8 +1452,12 @@ class CommandApp:
 
     def get_rematch(self, match_id: str, viewer: Viewer) -> Rematch:
         """Where the finished match's rematch stands, asking nothing: for its seats and spectators
-        alike (which seats asked is the table's to see); a seat's own token there once made."""
-        m = self._finished(match_id, viewer)
+        alike (which seats asked is the table's to see); a seat's own token there once made (made
+        by this look if every person asked but its creation was lost: `_rematch`)."""
+        try:
+            m = self._finished(match_id, viewer)
+        except NotFound as gone:
+            return self._made_before(match_id, viewer, gone)
         return self._rematch(m, viewer, self.rematches.look(match_id), make=False)
 
     def _finished(self, match_id: str, viewer: Viewer) -> MatchState:
@@ -1462,26 +1470,52 @@ class CommandApp:
 
     def _rematch(self, m: MatchState, viewer: Viewer, asks: RematchAsks, *, make: bool) -> Rematch:
         """The answer; with `make`, the rematch created (or found: its request id is fixed) once
-        every person asked. A rematch not yet made when looked at is made by the next ask."""
+        every person asked. A look that finds the request id fixed but no match (the creation
+        lost: the asker's process killed between the two) makes it too: the table asked in full,
+        and those who asked may look only."""
         asked = tuple(sorted(asks.seats))
         waiting = tuple(s for s in persons(m) if s not in asks.seats)
         if not asks.request_id:
             return Rematch(asked, waiting)
         match_id = _match_id(asks.request_id)
-        if make:
+        seated = seating(m)
+        # Created again by each ask (a retry's creation indexes its people's live matches again,
+        # a write an outage may have lost), but not once it is over: that would put an ended
+        # match back among them.
+        made = self.store.version(match_id) > 0
+        if not made or (make and not self._over(match_id)):
             created = self.create_match(m.game_id, m.seats, options=dict(m.created.options),
-                                        seat_info=seating(m), request_id=asks.request_id)
+                                        seat_info=seated, request_id=asks.request_id)
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
-        elif self.store.version(match_id) == 0:
-            return Rematch(asked, ())
-        seat = viewer.seat
-        if seat is None or viewer.bot or _left(m, seat):
-            return Rematch(asked, (), match_id)
-        new_seat = moved_on(seat, m.seats)
-        player = next((i.player_id for i in m.created.seat_info if i.seat == seat), "")
-        return Rematch(asked, (), match_id, new_seat, self.signer.seat_token(match_id, new_seat, player))
+        return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)
+
+    def _over(self, match_id: str) -> bool:
+        """Whether a match made is over (archived included)."""
+        try:
+            hot = self._hot(match_id)
+        except NotFound:
+            return True
+        with hot.lock:
+            return self.matches.catch_up(hot).finished
+
+    def _made_before(self, match_id: str, viewer: Viewer, gone: NotFound) -> Rematch:
+        """The rematch of a finished match archived since (the projection's retention trims its
+        stream, an hour after its end by default: `match_archived`), made before: the asks keep
+        its request id, so a player who asked and comes back later still finds it, and its seat
+        there, whose clock runs for it. A match archived before its rematch was made, or whose
+        rematch is archived too, is `match_archived` (`gone`, as an unknown match is `unknown_match`)."""
+        if gone.code != "match_archived":
+            raise gone
+        asks = self.rematches.look(match_id)
+        rematch_id = _match_id(asks.request_id) if asks.request_id else ""
+        first = self.store.read(rematch_id, limit=1) if rematch_id else []
+        created = open_match_created(first[0]) if first else None
+        if created is None:
+            raise gone
+        return _rematch_seat(self.signer, Rematch(tuple(sorted(asks.seats)), (), rematch_id), viewer,
+                             created.seat_info, created.seats)
 
     def _latest_deadline(self, hot: HotMatch, seat: int, version: int) -> int | None:
         """`seat`'s turn clock if `version` is the match's latest (this replica catches up when it
@@ -1533,6 +1567,18 @@ def _leaves(envelopes: Sequence[envelope_pb2.EventEnvelope], reader: Viewer) -> 
         if env.type == SEAT_LEFT and env.seat == seat and envelope_pb2.SeatLeft.FromString(env.payload).reason == LEFT:
             return i
     return None
+
+
+def _rematch_seat(signer: TokenSigner, made: Rematch, viewer: Viewer,
+                  seated: Sequence[envelope_pb2.SeatInfo], seats: int) -> Rematch:
+    """`made` (a rematch made) with the viewer's seat and token there, if a person of it plays
+    it there (`rematch.seat_there`): a spectator, the bots' token, and a seat the bots play there
+    get none."""
+    there = None if viewer.seat is None or viewer.bot else seat_there(seated, seats, viewer.seat, viewer.player_id)
+    if there is None:
+        return made
+    seat, player = there
+    return dataclasses.replace(made, seat=seat, seat_token=signer.seat_token(made.match_id, seat, player))
 
 
 def _created_bot(m: MatchState, seat: int) -> bool:

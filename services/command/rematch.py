@@ -11,6 +11,7 @@ asked for it: nobody is sat at a table they never asked for, whose clock would t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from famiglia.grpcutil.errors import FailedPrecondition
@@ -74,3 +75,20 @@ def seating(m: MatchState) -> list[envelope_pb2.SeatInfo]:
             moved.seat = moved_on(seat, m.seats)
             seated.append(moved)
     return sorted(seated, key=lambda i: i.seat)
+
+
+def seat_there(seat_info: Sequence[envelope_pb2.SeatInfo], seats: int, seat: int,
+               player_id: str) -> tuple[int, str] | None:
+    """(its seat, its player id) at the rematch seated so (`seating`) for the token of the
+    finished match's `seat` naming `player_id`, if a person plays it there: none for a seat the
+    bots play (a bot's, or one away at the end), whose token would read the bot's hidden cards
+    and command its seat. From the rematch's seating alone, so it is answered alike once the
+    finished match is archived."""
+    if not 0 <= seat < seats:
+        return None
+    there = moved_on(seat, seats)
+    info = next((i for i in seat_info if i.seat == there), None)
+    if info is not None and info.bot:
+        return None
+    player = info.player_id if info is not None else ""
+    return (there, player) if player == player_id else None

@@ -126,3 +126,41 @@ def test_a_table_asks_for_a_rematch_and_plays_it(service: Service) -> None:
     _play_out(rematch)  # type: ignore[arg-type]
     assert rematch[0].view().finished  # type: ignore[union-attr]
     assert [m.match_id for m in service.client.my_turns(SIGNER.player_token("p0"))] == []
+
+
+def _replica(redis_url: str) -> CommandApp:
+    """Another command service on the same Redis, with its own connection and hot matches."""
+    return bootstrap(store=RedisEventStore.connect(redis_url), registry=toy_registry(),
+                     settings=Settings(redis_url=redis_url, secret=SECRET),
+                     command_settings=CommandSettings(leave_policy="random"))
+
+
+def test_last_asks_on_two_replicas_at_once_make_one_rematch_found_once_the_match_is_trimmed(
+        service: Service, redis_url: str) -> None:
+    """Two replicas, each its own Redis connection, take the table's last two asks at once: one
+    rematch. The finished match's stream trimmed (the retention sweep), a third replica still
+    finds the rematch and each seat's place there: the asks outlive the trim."""
+    players = _match(service, seats=2)
+    _play_out(players)
+    match_id = players[0].match_id
+    a, b = _replica(redis_url), _replica(redis_url)
+    try:
+        viewers = [a.viewer(match_id, p.token) for p in players]
+        with ThreadPoolExecutor(2) as pool:
+            at_once = list(pool.map(lambda app_seat: app_seat[0].ask_rematch(match_id, viewers[app_seat[1]]),
+                                    [(a, 0), (b, 1)]))
+        made = {r.match_id for r in at_once} - {""}
+        assert len(made) == 1
+        rematch_id = made.pop()
+        service.store.trim(match_id)
+        c = _replica(redis_url)
+        try:
+            for seat in (0, 1):
+                found = c.get_rematch(match_id, viewers[seat])
+                assert (found.match_id, found.seat, found.waiting_for) == (rematch_id, (seat + 1) % 2, ())
+                assert SIGNER.read_seat(found.seat_token).match_id == rematch_id
+        finally:
+            c.store.close()
+    finally:
+        a.store.close()
+        b.store.close()

@@ -3,6 +3,8 @@ in-memory store, High Card. Over gRPC and Redis: tests/integration/test_rematch.
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 
 from famiglia.auth import TokenSigner
@@ -155,12 +157,13 @@ def test_a_seat_its_player_left_is_the_bots_in_the_rematch() -> None:
     assert (gone.match_id, gone.seat, gone.seat_token) == (made.match_id, -1, "")
 
 
-def test_a_seat_away_by_its_clock_at_the_end_is_the_bots_in_the_rematch() -> None:
-    app = run_out(_app())
+def _away_by_clock(app: CommandApp) -> str:
+    """A finished two-seat match whose seat 1 the bots played at the end (its clock ran out too often)."""
+    run_out(app)
     info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(2)]
     match_id = app.create_match("highcard", 2, seed=5, options={"hand": "6", "clock_s": "30"},
                                 seat_info=info).match_id
-    for i in range(200):  # seat 1 lets its clock run out at every turn; seat 0 plays
+    for i in range(200):
         m = app.matches.catch_up(app.matches.get(match_id))
         if m.finished:
             break
@@ -171,8 +174,13 @@ def test_a_seat_away_by_its_clock_at_the_end_is_the_bots_in_the_rematch() -> Non
         else:
             viewer = _bots(app, match_id, seat) if seat == 1 else _person(app, match_id, seat)
             app.submit(match_id, viewer, f"c{i}", HIGHCARD.legal_commands(m.state, seat)[0], m.public_version)
-    m = app.matches.catch_up(app.matches.get(match_id))
-    assert m.finished and m.away[1][0].reason == "timeouts"
+    assert app.matches.catch_up(app.matches.get(match_id)).away[1][0].reason == "timeouts"
+    return match_id
+
+
+def test_a_seat_away_by_its_clock_at_the_end_is_the_bots_in_the_rematch() -> None:
+    app = _app()
+    match_id = _away_by_clock(app)
     assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 1))) == ("FAILED_PRECONDITION",
                                                                                        "seat_away")
     made = app.ask_rematch(match_id, _person(app, match_id, 0))
@@ -217,21 +225,6 @@ def test_two_replicas_with_other_secrets_make_one_rematch() -> None:
     assert a.get_rematch(match_id, Viewer(None)).match_id == made.match_id
 
 
-def test_a_rematch_whose_creation_was_lost_is_made_by_the_next_ask() -> None:
-    """The table complete and its request id fixed, the creation lost (the store down, the
-    process killed): a look finds no match yet, and the next ask makes it."""
-    app = _app()
-    match_id = _match(app)
-    _play_out(app, match_id)
-    app.ask_rematch(match_id, _person(app, match_id, 0))
-    app.rematches.ask(match_id, 1)
-    app.rematches.fix_request_id(match_id, "r" * 64)
-    looked = app.get_rematch(match_id, Viewer(None))
-    assert (looked.asked, looked.waiting_for, looked.match_id) == ((0, 1), (), "")
-    made = app.ask_rematch(match_id, _person(app, match_id, 0))
-    assert made.match_id and app.get_rematch(match_id, Viewer(None)).match_id == made.match_id
-
-
 def test_asks_expire_after_their_last_write() -> None:
     now = [0.0]
     asks = InMemoryRematchAsks(ttl_s=10, clock=lambda: now[0])
@@ -242,3 +235,90 @@ def test_asks_expire_after_their_last_write() -> None:
     assert asks.fix_request_id("m1", "a") == "a" and asks.fix_request_id("m1", "b") == "a"
     now[0] = 28.5
     assert asks.look("m1").seats == frozenset() and asks.look("m1").request_id == ""
+
+
+def test_a_seat_away_at_the_end_gets_no_token_of_the_bots_seat_in_the_rematch() -> None:
+    """The bots play the seat in the rematch: its player's token there would read the bot's
+    hidden cards and command the seat (a person's token of a bot's seat is taken), for a
+    player who never asked. GetRematch answered it with one."""
+    app = _app()
+    match_id = _away_by_clock(app)
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert made.match_id
+    away = app.get_rematch(match_id, _person(app, match_id, 1))
+    assert (away.match_id, away.seat, away.seat_token) == (made.match_id, -1, "")
+
+
+def test_the_creators_token_of_a_bot_seat_gets_no_token_in_the_rematch() -> None:
+    """A seat's token is given only to a person's seat: the creator's token of a bot's seat
+    (not the bots' own) is refused by AskRematch, and GetRematch gave it the bots' seat there."""
+    app = _app()
+    match_id = _match(app, bot_seat=1)
+    _play_out(app, match_id, bots=frozenset({1}))
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    creators = app.viewer(match_id, SIGNER.seat_token(match_id, 1))
+    looked = app.get_rematch(match_id, creators)
+    assert (looked.match_id, looked.seat, looked.seat_token) == (made.match_id, -1, "")
+
+
+def test_a_rematch_made_before_its_match_was_archived_is_still_found() -> None:
+    """The retention sweep trims a finished match's stream (an hour after its end by default):
+    a player who asked and comes back later still finds the rematch made meanwhile, and its
+    seat there, whose clock runs for it. The asks (and the request id) outlive the trim."""
+    store, asks = InMemoryEventStore(), InMemoryRematchAsks()
+    a = _app(store, asks=asks)
+    match_id = _match(a, 3, bot_seat=2)
+    _play_out(a, match_id, bots=frozenset({2}))
+    a.ask_rematch(match_id, _person(a, match_id, 0))
+    made = a.ask_rematch(match_id, _person(a, match_id, 1))
+    assert made.match_id
+    store.trim(match_id)
+    b = _app(store, asks=asks)  # a replica that never held the match: it reads the store
+    for answer in (b.get_rematch(match_id, _person(b, match_id, 0)), b.ask_rematch(match_id, _person(b, match_id, 0))):
+        assert (answer.asked, answer.waiting_for, answer.match_id, answer.seat) == ((0, 1), (), made.match_id, 1)
+        claim = SIGNER.read_seat(answer.seat_token)
+        assert (claim.match_id, claim.seat, claim.player_id, claim.bot) == (made.match_id, 1, "p0", False)
+    spectator = b.get_rematch(match_id, Viewer(None))
+    assert (spectator.match_id, spectator.seat, spectator.seat_token) == (made.match_id, -1, "")
+    # The bots' seat is nobody's there either; a match archived before its rematch takes no asks.
+    creators = b.get_rematch(match_id, b.viewer(match_id, SIGNER.seat_token(match_id, 2, "p2")))
+    assert (creators.match_id, creators.seat_token) == (made.match_id, "")
+    unasked = _match(a)
+    _play_out(a, unasked)
+    a.ask_rematch(unasked, _person(a, unasked, 0))
+    store.trim(unasked)
+    assert _refused(lambda: b.ask_rematch(unasked, _person(b, unasked, 1))) == ("NOT_FOUND", "match_archived")
+    assert _refused(lambda: b.get_rematch(unasked, Viewer(None))) == ("NOT_FOUND", "match_archived")
+
+
+def test_a_look_makes_a_rematch_whose_creation_was_lost() -> None:
+    """Every person asked and the request id is fixed, but the creation was lost (the last
+    asker's process killed between the two): the others, who look with GetRematch to learn
+    whether it is made, would wait for it for ever; the look makes it, as an ask would."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    app.rematches.ask(match_id, 1)
+    app.rematches.fix_request_id(match_id, secrets.token_hex(32))
+    looked = app.get_rematch(match_id, _person(app, match_id, 0))
+    assert looked.match_id and looked.seat == 1 and looked.waiting_for == ()
+    assert app.store.version(looked.match_id) > 0
+    assert app.ask_rematch(match_id, _person(app, match_id, 1)).match_id == looked.match_id
+
+
+def test_an_ask_after_the_rematch_ended_leaves_it_out_of_its_players_live_matches() -> None:
+    """Asking again is how a client learns the rematch (the SDK says so): each ask created it
+    again under its request id, and a creation again indexes its people's live matches, so
+    an ask after the rematch ended put the ended match back into every player's live index
+    (ListMyTurns then reads it, finds it over and drops it: a write and a read for nothing)."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    made = app.ask_rematch(match_id, _person(app, match_id, 1))
+    _play_out(app, made.match_id)
+    assert app.players.newest("p0", 10) == []
+    again = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert again.match_id == made.match_id and again.seat_token
+    assert app.players.newest("p0", 10) == [] and app.players.newest("p1", 10) == []
