@@ -1441,6 +1441,11 @@ class CommandApp:
             if away[0].reason == LEFT:
                 raise FailedPrecondition("seat_left", why)
             raise FailedPrecondition("seat_away", why)
+        dear = [f"seat {info.seat}: {', '.join(over)}" for info in m.created.seat_info if info.bot
+                for over in [_over_budget(info.policy)] if over]
+        if dear:  # as its creation needed one (`check_creator`): a rematch would take the bots' time again
+            raise PermissionDenied("operator_only", "this match's bots think past the public budget ("
+                                   + "; ".join(dear) + "): only an operator creates such a match again")
         asks = self.rematches.ask(match_id, seat)
         waiting = [s for s in persons(m) if s not in asks.seats]
         log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))

@@ -322,3 +322,15 @@ def test_an_ask_after_the_rematch_ended_leaves_it_out_of_its_players_live_matche
     again = app.ask_rematch(match_id, _person(app, match_id, 0))
     assert again.match_id == made.match_id and again.seat_token
     assert app.players.newest("p0", 10) == [] and app.players.newest("p1", 10) == []
+
+
+def test_bots_past_the_public_budget_are_not_made_again_without_an_operator() -> None:
+    """Their creation needed an operator token (`check_creator`); a rematch asks nobody's."""
+    app = _app()
+    dear = "ismcts?iterations=100000&seconds=60"
+    info = [envelope_pb2.SeatInfo(seat=0, player_id="p0"), envelope_pb2.SeatInfo(seat=1, bot=True, policy=dear)]
+    match_id = app.create_match("highcard", 2, seed=5, options=OPTIONS, seat_info=info).match_id
+    _play_out(app, match_id, bots=frozenset({1}))
+    assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 0))) == ("PERMISSION_DENIED",
+                                                                                       "operator_only")
+    assert app.get_rematch(match_id, Viewer(None)).asked == ()
