@@ -575,7 +575,8 @@ class Dispatcher:
         if match.state is None:
             return
         if tracked.watch is not None:
-            self._owed += (over_notices if match.finished else turn_notices)(match, tracked.watch)
+            tell = over_notices if match.finished else turn_notices
+            self._owed += tell(match, tracked.watch, round(self.wall() * 1000))
         if match.finished:
             if tracked.tournament_id and self.observer is not None:
                 self.observer.match_finished(tracked.tournament_id, match)

@@ -16,8 +16,9 @@ without one) and at_ms (when the match moved so, Unix ms, the event's time).
 A notice is written at most once per told mark: one Lua script reads the mark, writes the entry
 and the mark together. A seat's ask is known by where it began (`asked_at`), a match's
 end by kind: a dispatcher that folds a match again (a restart, a second dispatcher) offers the
-same notices again and writes nothing more. Delivery is at least once past the mark's TTL (a
-match idle longer than it, then folded again, may tell its ask again).
+same notices again and writes nothing more. A mark outlives what it stops: the dispatcher
+offers no notice of an ask begun, or a match ended, more than STALE_SECONDS ago (a match idle
+for a week, folded again after a restart, tells nothing again).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ KINDS = (YOUR_TURN, MATCH_OVER)
 MAXLEN = 200
 #: Seconds a player's stream and told marks live after their last write (7 days).
 TTL_SECONDS = 7 * 24 * 3600
+#: An ask that began (a match that ended) longer ago than this is not told (services/bots/notices.py):
+#: told when it began, its mark may be gone since (TTL_SECONDS, a day's margin for the hosts'
+#: clocks); never told, it is a week old, news to nobody. So no mark's expiry tells anything twice.
+STALE_SECONDS = TTL_SECONDS - 24 * 3600
 
 _TELL = """
 local told = redis.call('GET', KEYS[2])

@@ -1679,14 +1679,15 @@ class TurnNotification(_message.Message):
     seat: _builtins.int
     """the player's seat (a player at two seats gets one each)"""
     kind: _builtins.str
-    """"your_turn": the seat is asked (its own GetView's to_act names it now; a private ask, such
-    as a Nothing Personal window, is told to its own seat's player only). "match_over": the
-    match finished or was cancelled (GetView says which); no more notifications of it.
+    """"your_turn": an ask of the seat began (its own GetView's to_act names it now and did not
+    before; told once an ask, not again for the seat's own moves while it stays asked; a private
+    ask, such as a Nothing Personal window, is told to its own seat's player only). "match_over":
+    the match finished or was cancelled (GetView says which); no more notifications of it.
     """
     version: _builtins.int
     """the match's version then, as GetView's"""
     deadline_ms: _builtins.int
-    """your_turn: the seat's turn clock (Unix ms), 0 when it has none"""
+    """your_turn: the seat's turn clock when told (Unix ms), 0 when it has none"""
     at_ms: _builtins.int
     """when the match moved so (Unix ms)"""
     def __init__(

@@ -6,6 +6,7 @@ reaches its own seat's player only. On the in-memory store, the real engines."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from famiglia.eventstore.envelopes import seat_change_envelope
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.turn_notices import (
     MATCH_OVER,
+    TTL_SECONDS,
     YOUR_TURN,
     InMemoryTurnNotices,
     StoredNotice,
@@ -71,19 +73,20 @@ class Table:
 def play(table: Table, created, people: dict[int, str], rng: random.Random, steps: int = 400,
          check=None) -> int:
     """Random legal commands of the seats asked, the dispatcher reading after each; after each,
-    every notice made names a seat of its player's, asked as its own GetView says. The notices
-    made of asks."""
+    every notice made names a seat of its player's, asked as its own GetView says, and a seat is
+    told exactly when its ask began: asked now, and not before the command (its own moves inside
+    an ask begin none). The notices made of asks."""
     match_id, made = created.match_id, 0
     for i in range(steps):
         m = table.app.matches.get(match_id).match
         if m.finished:
             break
-        asked_before = {s for s in people if table.asked(match_id, s)}
+        standing_before = {p.seat for p in m.engine.pending(m.state) if 0 < p.timeout_seconds < 1}
+        asked_before = {s for s in people if table.asked(match_id, s)} - standing_before
         seat = rng.choice(sorted({p.seat for p in m.engine.pending(m.state)}))
         viewer = Viewer(seat, bot=True) if seat in m.away else table.app.viewer(match_id, created.seat_tokens[seat])
         command = rng.choice(table.app.legal_commands(match_id, viewer).commands)
         table.app.submit(match_id, viewer, f"c{i}", command)
-        answered = command.WhichOneof("kind") not in m.engine.info.optional_commands
         notices = table.pump(match_id)
         version = table.store.version(match_id)
         for n in notices:
@@ -94,9 +97,9 @@ def play(table: Table, created, people: dict[int, str], rng: random.Random, step
         told_now = {n.seat for n in notices if n.kind == YOUR_TURN}
         m = table.app.matches.get(match_id).match
         standing = {p.seat for p in m.engine.pending(m.state) if 0 < p.timeout_seconds < 1}  # NP-D7's auto-pass
-        for s in set(people) - standing:  # an ask that began is told, one after the seat's own answer too
-            if (s not in asked_before or (s == seat and answered)) and table.asked(match_id, s):
-                assert s in told_now, f"seat {s} newly asked at {version}, not told"
+        for s in set(people) - standing:  # an ask that began is told; one going on is not told again
+            began = s not in asked_before and table.asked(match_id, s)
+            assert (s in told_now) == began, f"seat {s}: ask began at {version}: {began}, told: {s in told_now}"
         if check is not None:
             check(notices)
     return made
@@ -326,3 +329,52 @@ def test_a_players_stream_keeps_its_newest(maxlen: int) -> None:
     kept = notices.read(ANN)
     assert [n.match_id for n in kept] == ["m3", "m4", "m5"]
     assert notices.read(ANN, kept[0].id) == kept[1:]
+
+
+def test_a_seat_still_asked_after_its_own_move_is_not_told_again() -> None:
+    """GoodCritters Step 3 (GC-D03, GC-D04): a seat that chooses its card stays asked until it
+    commits. One ask is told once: the seat's own moves inside it begin no new one (it was
+    told "your turn" for every card it chose, and for every threat it moved)."""
+    table = Table()
+    people = {0: ANN, 1: BOB, 2: CAT}
+    created = table.create("goodcritters", 4, seed=8, people=people, bots=(3,))
+    match_id, rng = created.match_id, random.Random(8)
+    own_moves = 0
+    for i in range(400):
+        m = table.app.matches.get(match_id).match
+        if m.finished or own_moves >= 5:
+            break
+        seat = rng.choice(sorted({p.seat for p in m.engine.pending(m.state)}))
+        viewer = Viewer(seat, bot=True) if seat == 3 else table.app.viewer(match_id, created.seat_tokens[seat])
+        commands = table.app.legal_commands(match_id, viewer).commands
+        staying = [c for c in commands if c.WhichOneof("kind") in ("choose_action_card", "place_threat")]
+        table.app.submit(match_id, viewer, f"c{i}", rng.choice(staying or commands))
+        notices = table.pump(match_id)
+        if staying and seat != 3 and table.asked(match_id, seat):
+            own_moves += 1
+            assert seat not in {n.seat for n in notices if n.kind == YOUR_TURN}, f"seat {seat} told again"
+    assert own_moves >= 5
+
+
+def test_an_ask_or_an_end_older_than_its_told_mark_is_not_told_again() -> None:
+    """A told mark lives TTL_SECONDS (7 days): a match idle longer, folded again by a restarted
+    dispatcher, found no mark and told its person's week-old ask (and a match over as long, met
+    again in the partition's recent entries, its end). What began more than STALE_SECONDS ago
+    is not told: told already when it began, its mark since gone, or news to nobody."""
+    table = Table()
+    people = {0: ANN, 1: BOB}
+    idle = table.create("grifters", 2, seed=6, people=people)
+    play(table, idle, people, random.Random(6), steps=5)
+    ended = table.create("grifters", 2, seed=7, people=people)
+    table.app.cancel_match(ended.match_id, "ops", "stuck")
+    table.pump(ended.match_id)
+    assert {k for p in (ANN, BOB) for _m, _s, k, _v in table.told(p)} == {YOUR_TURN, MATCH_OVER}
+    week_later = time.time() + TTL_SECONDS
+    for match_id in (idle.match_id, ended.match_id):
+        expired = InMemoryTurnNotices()  # every mark gone with its TTL
+        later = Dispatcher(table.store, table.registry, NoTasks(), notices=expired, wall=lambda: week_later)
+        later.handle(table.store.read(match_id))
+        assert expired.read(ANN) == expired.read(BOB) == []
+    soon = InMemoryTurnNotices()  # a mark lost within the week (a store gone back): told again, as before
+    Dispatcher(table.store, table.registry, NoTasks(), notices=soon).handle(table.store.read(idle.match_id))
+    assert soon.read(ANN) or soon.read(BOB)
