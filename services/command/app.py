@@ -52,7 +52,14 @@ from famiglia.eventstore.envelopes import (
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
 from famiglia.eventstore.rematch_asks import InMemoryRematchAsks, RematchAsks, RematchAsksStore
-from famiglia.eventstore.turn_notices import InMemoryTurnNotices, StoredNotice, TurnNotices
+from famiglia.eventstore.turn_notices import (
+    REMATCH_ASKED,
+    REMATCH_MADE,
+    InMemoryTurnNotices,
+    StoredNotice,
+    TurnNotice,
+    TurnNotices,
+)
 from famiglia.grpcutil.errors import (
     Aborted,
     AlreadyExists,
@@ -317,6 +324,7 @@ class CommandApp:
                  hot_bytes: int = HOT_MATCHES_MB << 20, players: PlayerMatches | None = None,
                  timeouts_to_bot: int = TIMEOUTS_TO_BOT, leave_policy: str = LEAVE_POLICY,
                  notices: TurnNotices | None = None, rematches: RematchAsksStore | None = None,
+                 rematch_notices: bool = True,
                  seat_changes: bool = True,
                  clock_skew_s: float = CLOCK_SKEW_S, wall: Callable[[], float] = time.time) -> None:
         if timeouts_to_bot < 0:
@@ -340,7 +348,10 @@ class CommandApp:
         self.chat = chat if chat is not None else InMemoryChatStore()
         self.players = players if players is not None else InMemoryPlayerMatches()
         self.notices = notices if notices is not None else InMemoryTurnNotices()
-        """The players' turn notifications the bots' dispatcher writes (WatchMyTurns reads them)."""
+        """The players' turn notifications the bots' dispatcher writes (WatchMyTurns reads them),
+        and a rematch's (`_tell_table`)."""
+        self.rematch_notices = rematch_notices
+        """Whether a rematch's asks and its making are told (`_tell_table`; FAMIGLIA_TURN_NOTIFICATIONS)."""
         self.rematches = rematches if rematches is not None else InMemoryRematchAsks()
         """Who asked for a rematch of a finished match (AskRematch), and its creation request id."""
         self.matches = HotMatches(store, registry, hot_matches, hot_bytes)
@@ -1449,6 +1460,8 @@ class CommandApp:
         asks = self.rematches.ask(match_id, seat)
         waiting = [s for s in persons(m) if s not in asks.seats]
         log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))
+        if asks.fresh and waiting:  # (complete, the table is told the rematch is made instead)
+            self._tell_table(m, REMATCH_ASKED, seat)
         if not waiting and not asks.request_id:
             # One request id for the table, the first writer's: every asker, replica and retry
             # creates (or finds) the same match under it.
@@ -1494,7 +1507,26 @@ class CommandApp:
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
+            if not made:
+                self._tell_table(m, REMATCH_MADE, viewer.seat)
         return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)
+
+    def _tell_table(self, m: MatchState, kind: str, but: int | None) -> None:
+        """Post `kind` about the finished match to each person at its table but seat `but` (who
+        learns it from its own answer): the players named in its `seat_info`, not a bot's seat nor
+        one away at the end. Once what it tells happened (a seat's first ask; the creation, two
+        replicas making it at once may both tell it): lost, never repeated, if the process dies
+        between. A store of notices that fails loses the notice, not the ask."""
+        if not self.rematch_notices:
+            return
+        table = set(persons(m))
+        now_ms = int(self.wall() * 1000)
+        notices = [TurnNotice(info.player_id, m.match_id, m.game_id, info.seat, kind, m.public_version, at_ms=now_ms)
+                   for info in m.created.seat_info if info.player_id and info.seat in table and info.seat != but]
+        try:
+            self.notices.post(notices)
+        except Exception as exc:  # noqa: BLE001 -- a notification is a hint: the asks are stored
+            log.warning("rematch_notice_lost", match_id=m.match_id, kind=kind, error=str(exc))
 
     def _over(self, match_id: str) -> bool:
         """Whether a match made is over (archived included)."""

@@ -35,6 +35,9 @@ class CommandSettings:
     leave_policy: str = LEAVE_POLICY
     seat_changes: bool = True
     clock_skew_s: float = CLOCK_SKEW_S
+    turn_notifications: bool = True
+    """Whether a rematch's asks and its making are posted to the players' notification streams
+    (FAMIGLIA_TURN_NOTIFICATIONS, the dispatcher's switch for the turns' own)."""
 
     @classmethod
     def from_env(cls) -> CommandSettings:
@@ -45,6 +48,7 @@ class CommandSettings:
             leave_policy=_leave_policy(),
             seat_changes=flag("FAMIGLIA_SEAT_CHANGES", True),
             clock_skew_s=number("FAMIGLIA_CLOCK_SKEW_S", CLOCK_SKEW_S),
+            turn_notifications=flag("FAMIGLIA_TURN_NOTIFICATIONS", True),
         )
 
 
@@ -83,6 +87,7 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       hot_matches=command_settings.hot_matches, hot_bytes=command_settings.hot_matches_mb << 20,
                       players=_player_matches(store), timeouts_to_bot=command_settings.timeouts_to_bot,
                       leave_policy=command_settings.leave_policy, notices=turn_notices_of(store),
+                      rematch_notices=command_settings.turn_notifications,
                       rematches=_rematch_asks(store), seat_changes=command_settings.seat_changes,
                       clock_skew_s=command_settings.clock_skew_s)
 

@@ -21,6 +21,7 @@ from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, RedisRematchAsks
 from famiglia.grpcutil.errors import error_code
 from famiglia.v1 import envelope_pb2
+from famiglia.v1 import game_service_pb2 as game_pb
 from services.command.app import CommandApp
 from services.command.bootstrap import CommandSettings, bootstrap
 from services.command.entrypoints.grpc_server import serve
@@ -102,6 +103,13 @@ def test_a_table_asks_for_a_rematch_and_plays_it(service: Service) -> None:
     first = players[2].ask_rematch()
     assert (list(first.asked), list(first.waiting_for), first.match_id, first.seat) == ([2], [0, 1], "", -1)
     assert players[2].rematch_seat(first) is None
+    # The other two are told, on their notification streams (WatchMyTurns), whose ask it was not.
+    watched = list(service.client.stub.WatchMyTurns(
+        game_pb.WatchMyTurnsRequest(after_id="0-0", until_now=True), metadata=(("authorization", f"Bearer {SIGNER.player_token('p0')}"),),
+        timeout=30))
+    told = [r.notification for r in watched if r.HasField("notification")]
+    assert [(n.kind, n.match_id, n.seat) for n in told] == [("rematch_asked", players[0].match_id, 0)]
+    assert [n.kind for n in service.app.notices.read("p2")] == []
     watcher = service.client.spectator(players[0].match_id)
     looked = watcher.get_rematch()
     assert (list(looked.asked), list(looked.waiting_for), looked.seat_token) == ([2], [0, 1], "")

@@ -17,6 +17,7 @@ then starts asking again, and a rematch made is looked up under it for as long.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -37,6 +38,8 @@ class RematchAsks:
 
     seats: frozenset[int]
     request_id: str = ""
+    fresh: bool = False
+    """(`ask`'s answer) The seat had not asked before: its ask is news to the table."""
 
 
 class RematchAsksStore(ABC):
@@ -81,9 +84,10 @@ class InMemoryRematchAsks(RematchAsksStore):
 
     def ask(self, match_id: str, seat: int) -> RematchAsks:
         with self._lock:
-            fields = {**self._fields(match_id), f"s{seat}": "1"}
+            before = self._fields(match_id)
+            fields = {**before, f"s{seat}": "1"}
             self._write(match_id, fields)
-            return _asks(fields)
+            return dataclasses.replace(_asks(fields), fresh=f"s{seat}" not in before)
 
     def look(self, match_id: str) -> RematchAsks:
         with self._lock:
@@ -106,26 +110,28 @@ class RedisRematchAsks(RematchAsksStore):
         self.keys = keys
         self.ttl_ms = int(ttl_s * 1000)
 
-    def _run(self, match_id: str, write: Callable[[Any, str], None] | None) -> dict[str, str]:
+    def _run(self, match_id: str, write: Callable[[Any, str], None] | None) -> tuple[Any, dict[str, str]]:
+        """(the write's reply, the hash after it)."""
         key = self.keys.rematch(match_id)
         if write is None:
-            raw = self.client.hgetall(key)
+            wrote, raw = None, self.client.hgetall(key)
         else:
             pipe = self.client.pipeline(transaction=True)
             write(pipe, key)
             pipe.pexpire(key, self.ttl_ms)
             pipe.hgetall(key)
-            raw = pipe.execute()[-1]
-        return {_text(k): _text(v) for k, v in (raw or {}).items()}
+            wrote, _expired, raw = pipe.execute()
+        return wrote, {_text(k): _text(v) for k, v in (raw or {}).items()}
 
     def ask(self, match_id: str, seat: int) -> RematchAsks:
-        return _asks(self._run(match_id, lambda pipe, key: pipe.hset(key, f"s{seat}", "1")))
+        added, fields = self._run(match_id, lambda pipe, key: pipe.hset(key, f"s{seat}", "1"))
+        return dataclasses.replace(_asks(fields), fresh=bool(added))
 
     def look(self, match_id: str) -> RematchAsks:
-        return _asks(self._run(match_id, None))
+        return _asks(self._run(match_id, None)[1])
 
     def fix_request_id(self, match_id: str, request_id: str) -> str:
-        return _asks(self._run(match_id, lambda pipe, key: pipe.hsetnx(key, _RID, request_id))).request_id
+        return _asks(self._run(match_id, lambda pipe, key: pipe.hsetnx(key, _RID, request_id))[1]).request_id
 
 
 def _text(value: bytes | str) -> str:

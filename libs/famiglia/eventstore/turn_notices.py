@@ -9,7 +9,8 @@ live matches), so a player's keys share a cluster slot:
     <prefix>:{pl:<digest>}:notify                  stream, capped ~MAXLEN, TTL refreshed on write
     <prefix>:{pl:<digest>}:told:<match id>:<seat>   "<asked at>:<kind rank>", same TTL: what was told
 
-An entry's fields (bytes, UTF-8): match_id, game_id, seat, kind (`your_turn` | `match_over`),
+An entry's fields (bytes, UTF-8): match_id, game_id, seat, kind (`your_turn` | `match_over`, told
+by the dispatcher; `rematch_asked` | `rematch_made`, posted by the command service: `POSTED`),
 version (the match's, as GetView's), deadline_ms (the seat's turn clock in Unix ms; absent
 without one) and at_ms (when the match moved so, Unix ms, the event's time).
 
@@ -35,6 +36,12 @@ from .player_matches import player_tag
 YOUR_TURN = "your_turn"
 MATCH_OVER = "match_over"
 KINDS = (YOUR_TURN, MATCH_OVER)
+"""The kinds the dispatcher tells once a mark (`tell`), in the order a mark ranks them."""
+REMATCH_ASKED = "rematch_asked"
+REMATCH_MADE = "rematch_made"
+POSTED = (REMATCH_ASKED, REMATCH_MADE)
+"""The kinds the command service posts (`post`), no mark: a finished match's rematch (AskRematch),
+`match_id` the finished match, `seat` the player's seat there."""
 
 #: Entries a player's stream keeps (XADD MAXLEN ~): its newest; a reader further behind starts over.
 MAXLEN = 200
@@ -133,6 +140,12 @@ class TurnNotices(ABC):
         """Write the notices not told yet (their marks say); how many were written."""
 
     @abstractmethod
+    def post(self, notices: Sequence[TurnNotice]) -> None:
+        """Write each notice (a `POSTED` kind) to its player's stream, no told mark: the caller
+        posts a notice once what it tells happened (a seat's first ask for a rematch, a rematch
+        made), and a crash between the two loses it rather than repeating it."""
+
+    @abstractmethod
     def read(self, player_id: str, after_id: str = "", count: int = 100) -> list[StoredNotice]:
         """The player's notices after `after_id` ("": from the oldest kept), oldest first."""
 
@@ -186,6 +199,16 @@ class InMemoryTurnNotices(TurnNotices):
                 self._changed.notify_all()
         return written
 
+    def post(self, notices: Sequence[TurnNotice]) -> None:
+        with self._changed:
+            for n in notices:
+                stream = self._streams.setdefault(n.player_id, [])
+                stream.append(StoredNotice(self._next_id(), n.match_id, n.game_id, n.seat, n.kind, n.version,
+                                           n.deadline_ms, n.at_ms))
+                del stream[:-self.maxlen]
+            if notices:
+                self._changed.notify_all()
+
     def read(self, player_id: str, after_id: str = "", count: int = 100) -> list[StoredNotice]:
         after = _key(after_id) if after_id else (-1, -1)
         with self._changed:
@@ -238,6 +261,18 @@ class RedisTurnNotices(TurnNotices):
                     raise
                 self.client.script_load(self._script.script)
         return 0
+
+    def post(self, notices: Sequence[TurnNotice]) -> None:
+        """One pipelined round trip: each entry added (MAXLEN ~) and its stream's TTL refreshed, as
+        `tell` writes them."""
+        if not notices:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for n in notices:
+            key = notify_key(self.prefix, n.player_id)
+            pipe.xadd(key, n.fields(), maxlen=self.maxlen, approximate=True)
+            pipe.expire(key, self.ttl_seconds)
+        pipe.execute()
 
     def read(self, player_id: str, after_id: str = "", count: int = 100) -> list[StoredNotice]:
         if after_id and _key(after_id) == (2**64 - 1, 2**64 - 1):  # Redis refuses a range past the last id

@@ -1682,7 +1682,10 @@ class TurnNotification(_message.Message):
     """"your_turn": an ask of the seat began (its own GetView's to_act names it now and did not
     before; told once an ask, not again for the seat's own moves while it stays asked; a private
     ask, such as a Nothing Personal window, is told to its own seat's player only). "match_over":
-    the match finished or was cancelled (GetView says which); no more notifications of it.
+    the match finished or was cancelled (GetView says which); no more turns of it. After it, of a
+    finished match: "rematch_asked", another person at the table asked for a rematch (AskRematch),
+    and "rematch_made", every person had and the rematch is made: GetRematch(match_id) tells who
+    asked, and the rematch and this seat's token there (not told to the seat whose ask it was).
     """
     version: _builtins.int
     """the match's version then, as GetView's"""

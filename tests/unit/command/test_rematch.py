@@ -334,3 +334,35 @@ def test_bots_past_the_public_budget_are_not_made_again_without_an_operator() ->
     assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 0))) == ("PERMISSION_DENIED",
                                                                                        "operator_only")
     assert app.get_rematch(match_id, Viewer(None)).asked == ()
+
+
+def _told(app: CommandApp, player_id: str) -> list[tuple[str, str, int]]:
+    return [(n.kind, n.match_id, n.seat) for n in app.notices.read(player_id)]
+
+
+def test_the_table_is_told_of_each_first_ask_and_of_the_rematch_made() -> None:
+    """`rematch_asked` to each other person at the table at a seat's first ask (not again, not to
+    the asker, not to a bot's seat); `rematch_made` to all but the seat whose ask made it."""
+    app = _app()
+    match_id = _match(app, 3, bot_seat=2)
+    _play_out(app, match_id, bots=frozenset({2}))
+    app.ask_rematch(match_id, _person(app, match_id, 1))
+    app.ask_rematch(match_id, _person(app, match_id, 1))  # again: nothing new to tell
+    assert _told(app, "p0") == [("rematch_asked", match_id, 0)]
+    assert _told(app, "p1") == [] and _told(app, "p2") == []
+    made = app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert made.match_id
+    assert _told(app, "p1") == [("rematch_made", match_id, 1)]
+    assert _told(app, "p0") == [("rematch_asked", match_id, 0)]  # its own answer told it
+    app.ask_rematch(match_id, _person(app, match_id, 1))  # asked again after: nothing more
+    assert len(_told(app, "p1")) == 1 and app.notices.read("p1")[0].at_ms > 0
+
+
+def test_no_rematch_notice_when_notifications_are_off() -> None:
+    app = bootstrap(store=InMemoryEventStore(), registry=REGISTRY, settings=SETTINGS,
+                    command_settings=CommandSettings(leave_policy="random", turn_notifications=False))
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert app.ask_rematch(match_id, _person(app, match_id, 1)).match_id
+    assert _told(app, "p0") == [] and _told(app, "p1") == []
