@@ -32,7 +32,8 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     metrics = app.metrics
     repo = TournamentRepo(store.client)  # type: ignore[attr-defined]
     runner = TournamentRunner(repo, app.game_client, store, read_model=ReadModelLog(app.settings.database_url),
-                              secret=app.settings.secret, metrics=metrics)
+                              secret=app.settings.secret, accepted_secret=app.settings.accepted_secret,
+                              metrics=metrics)
     archive = sql_archive_source(app.settings.database_url) if app.settings.database_url else None
     dispatcher = Dispatcher(store, app.registry, CeleryTasks(app.celery, metrics),
                             observer=TournamentObserver(repo, on_finished=runner.wake.set, metrics=metrics),

@@ -45,7 +45,7 @@ from famiglia.bots.standings import MatchRecord, SeatRecord
 from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
 from famiglia.client import GameClient
 from famiglia.eventstore import EventStore
-from famiglia.grpcutil.errors import doubled_pause, store_away
+from famiglia.grpcutil.errors import doubled_pause, error_code, error_metadata, store_away
 from famiglia.matchstate import MatchState
 from famiglia.telemetry import extract_context, follows_from, get_logger
 from famiglia.v1 import envelope_pb2
@@ -691,7 +691,7 @@ class TournamentRunner:
 
     def __init__(self, repo: TournamentRepo, game: GameClient, store: EventStore, *,
                  stuck_seconds: float = 180.0, read_model: ReadModelLog | None = None,
-                 secret: str | None = None, record_ends_every: float = 5.0,
+                 secret: str | None = None, accepted_secret: str = "", record_ends_every: float = 5.0,
                  resync_seconds: float = RESYNC_SECONDS, metrics: BotsMetrics | None = None) -> None:
         self.repo = repo
         self.metrics = metrics
@@ -702,6 +702,9 @@ class TournamentRunner:
         # Keys the matches' creation request ids (famiglia.auth.request_ids): a tournament's
         # id and a match's index are public, its seat tokens are not.
         self._secret = secret or secrets.token_hex(32)
+        # Its operator tokens are signed with a rollover's accepted secret too: a command service
+        # takes them by its own secret alone, the old or the new during a roll (famiglia.auth.tokens).
+        self._signer = TokenSigner(self._secret, [accepted_secret] if accepted_secret else [])
         self.game = game
         self.store = store
         self.stuck_seconds = stuck_seconds
@@ -803,11 +806,10 @@ class TournamentRunner:
             return
         games = {p.index: p.game_id for p in plan(record.spec)}
         reason = f"tournament {tid} ({record.spec.name}) cancelled"
-        signer = TokenSigner(self._secret)
         cancelled = 0
         for index, match_id in sorted(in_play.items()):
             try:  # a token a call: a pass over a thousand matches may outlast one
-                self.game.cancel_match(match_id, reason, token=signer.operator_token("tournaments", ttl_s=300),
+                self.game.cancel_match(match_id, reason, token=self._signer.operator_token("tournaments", ttl_s=300),
                                        request_id=f"tournament:{tid}:{match_id}")
             except grpc.RpcError as exc:
                 if exc.code() in _OUT_OF_REACH:
@@ -945,10 +947,19 @@ class TournamentRunner:
         # the match's events keep it.
         with follows_from("tournament.start_match", extract_context(record.trace),
                           tournament_id=record.tournament_id, match_index=planned.index, game_id=planned.game_id):
-            return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
-                                          options=dict(planned.options), seat_info=seat_info, request_id=request_id,
-                                          tournament_id=record.tournament_id,
-                                          token=TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)).match_id
+            try:
+                return self.game.create_match(planned.game_id, planned.seats, seed=planned.seed,
+                                              options=dict(planned.options), seat_info=seat_info,
+                                              request_id=request_id, tournament_id=record.tournament_id,
+                                              token=self._signer.operator_token("tournaments", ttl_s=300)).match_id
+            except grpc.RpcError as exc:
+                # Made under this very request id and archived since (played to its end while
+                # this runner was away): that match, not a planned match that failed.
+                archived = error_metadata(exc).get("match_id", "") \
+                    if exc.code() == grpc.StatusCode.ALREADY_EXISTS and error_code(exc) == "request_id_reused" else ""
+                if archived:
+                    return archived
+                raise
 
     def _start(self, record: TournamentRecord, planned: PlannedMatch) -> str | None:
         """The planned match made and recorded started; None if the tournament ended meanwhile."""
@@ -1015,7 +1026,7 @@ class TournamentRunner:
         that failed after the cancel) is answered as the first. The command service away:
         raised, the match stays in play, and the next check tries again; a match over by now
         (`match_over`) or gone is abandoned all the same."""
-        token = TokenSigner(self._secret).operator_token("tournaments", ttl_s=300)
+        token = self._signer.operator_token("tournaments", ttl_s=300)
         try:
             self.game.cancel_match(match_id, f"stuck: no event for {self.stuck_seconds:.0f} s in tournament {tid}",
                                    token=token, request_id=f"stuck:{tid}:{match_id}")

@@ -472,11 +472,16 @@ class CommandApp:
 
     def _check_same_creation(self, match_id: str, asked: envelope_pb2.MatchCreated, seed_given: bool) -> None:
         """A retried creation answers with the match's seat tokens only when it asks for the
-        same match: a request id reused for another game, table or seating is refused."""
+        same match: a request id reused for another game, table or seating is refused. So is
+        any once the match was archived (trimmed from the store, its creation with it): nothing
+        tells then whether it asks for the same match, and its tokens would open a match that
+        takes no command any more; the refusal names the match, which the replay service has."""
         first = self.store.read(match_id, limit=1)
-        stored = open_match_created(first[0]) if first else None
-        if stored is None:
-            return
+        if not first:
+            raise AlreadyExists("request_id_reused", f"request_id made match {match_id}, which is over and "
+                                                     "archived since (the replay service has it); use a new "
+                                                     "request_id for a new match", metadata={"match_id": match_id})
+        stored = open_match_created(first[0])
         same = (stored.game_id == asked.game_id and stored.seats == asked.seats
                 and dict(stored.options) == dict(asked.options) and list(stored.seat_info) == list(asked.seat_info)
                 and stored.tournament_id == asked.tournament_id and (not seed_given or stored.seed == asked.seed))

@@ -68,6 +68,8 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
     app = MatchmakingApp(store=store, players=players, signer=settings.signer(), games=games,
                          ratings=ratings or projection_ratings(settings.database_url), policy=mm.policy,
                          clock=clock)
-    matcher = Matcher(store=store, players=players, creator=creator or GrpcMatchCreator(settings.command_addr, secret=settings.secret),
+    creator = creator or GrpcMatchCreator(settings.command_addr, secret=settings.secret,
+                                          accepted_secret=settings.accepted_secret)
+    matcher = Matcher(store=store, players=players, creator=creator,
                       games=games, policy=mm.policy, clock=clock, tuning=mm.tuning, secret=settings.secret)
     return Matchmaking(app, matcher, mm)

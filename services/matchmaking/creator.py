@@ -1,8 +1,9 @@
 """The match creator port: matchmaking asks the command service for a table.
 
 Matchmaking never imports the command service; in production it calls GameService
-CreateMatch over gRPC with the proposal's id as the request id, so a retried (or
-crash-recovered) creation gets the same match and the same seat tokens.
+CreateMatch over gRPC with the table's request id (keyed from the proposal's id and written
+down with the claim), so a retried (or crash-recovered) creation gets the same match and the
+same seat tokens.
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_
 class GrpcMatchCreator:
     """CreateMatch over gRPC (famiglia.client.GameClient); the channel connects lazily."""
 
-    def __init__(self, address: str, timeout: float = 10.0, *, secret: str = "") -> None:
+    def __init__(self, address: str, timeout: float = 10.0, *, secret: str = "", accepted_secret: str = "") -> None:
         self.client = GameClient(address, timeout=timeout)
         # A match naming its players takes an operator token (GameService.CreateMatch), minted
-        # from the deployment's secret for each creation (it is short-lived).
-        self._signer = TokenSigner(secret) if secret else None
+        # from the deployment's secret for each creation (it is short-lived), and signed with a
+        # rollover's accepted secret too: the command service reads it by its own secret alone,
+        # the old or the new during a roll (famiglia.auth.tokens).
+        self._signer = TokenSigner(secret, [accepted_secret] if accepted_secret else []) if secret else None
 
     def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],
                      seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch:

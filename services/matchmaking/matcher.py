@@ -2,9 +2,10 @@
 
 Any number of matcher processes may run at once. They may propose overlapping
 tables; the claim script lets exactly one take each ticket, and CreateMatch's
-request id (the proposal id) makes creating one table twice give one match. A
-matcher that dies between claim and finalize leaves a claim behind, which any
-matcher finishes after `claim_retry_ms` with the same request id.
+request id (keyed from the proposal id, written down with the claim) makes creating
+one table twice give one match. A matcher that dies between claim and finalize leaves
+a claim behind, which any matcher finishes after `claim_retry_ms` with the same
+request id, whatever secret it runs with.
 
 Across games (other slots) the per-player holds (holds.py) keep a player at one
 table: a proposal is claimed only while its matcher holds every one of its players,
@@ -178,7 +179,10 @@ class Matcher:
 
     # -- one table -------------------------------------------------------------------
     def plan_table(self, proposal: Proposal, options: Mapping[str, str]) -> dict[str, Any]:
-        """Everything needed to create and finish the table, stored with the claim."""
+        """Everything needed to create and finish the table, stored with the claim: its creation's
+        request id too, so that it is written down before CreateMatch goes out and every retry
+        sends that very one, whichever matcher makes it and with whatever secret (a restart
+        after a rotation derives another: the match a lost answer made would be made twice)."""
         names = self.players.names(proposal.players, touch=True)  # a table made with them: a use
         policy = self.policy.bot_policy
         seats = []
@@ -187,10 +191,16 @@ class Matcher:
             entry["display_name"] = names.get(s.player_id, s.player_id) if not s.bot else f"Bot ({policy})"
             seats.append(entry)
         return {
-            "proposal_id": proposal.proposal_id, "game_id": proposal.game_id, "seats": proposal.seats,
+            "proposal_id": proposal.proposal_id, "request_id": self._request_id(proposal.proposal_id),
+            "game_id": proposal.game_id, "seats": proposal.seats,
             "bots": proposal.bots, "bot_policy": policy, "options": self._deviations(proposal.game_id, options),
             "tickets": [[t.ticket_id, list(t.players)] for t in proposal.tickets], "seat_plan": seats,
         }
+
+    def _request_id(self, proposal_id: str) -> str:
+        """The table's creation request id, keyed with this matcher's secret (a plan claimed by a
+        matcher from before the plans carried theirs has it derived again, so)."""
+        return private_request_id(self._secret, f"mm:{proposal_id}")
 
     def _deviations(self, game_id: str, options: Mapping[str, str]) -> dict[str, str]:
         """Only the options that differ from the game's defaults go to CreateMatch: the pool is
@@ -213,7 +223,7 @@ class Matcher:
             try:
                 created = self.creator.create_match(game_id, plan["seats"], options=plan["options"],
                                                     seat_info=seat_info,
-                                                    request_id=private_request_id(self._secret, f"mm:{proposal_id}"))
+                                                    request_id=plan.get("request_id") or self._request_id(proposal_id))
             except CreateFailed as exc:
                 return self._failed(game_id, proposal_id, tickets, exc)
             except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a failed tick

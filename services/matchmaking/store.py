@@ -11,7 +11,7 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:invites:<player>     set    party tickets the player was invited to (pruned when read)
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
     {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
-    {mm:G}:proposal:<proposal>  hash   the claimed table: plan json, attempts
+    {mm:G}:proposal:<proposal>  hash   the claimed table: plan json (its creation's request id too), attempts
     {mm:G}:stats                hash   avg_wait_ms:<pool> (estimates, per pool)
 
 A restarted matcher finds everything here; tickets and pointers carry TTLs so a

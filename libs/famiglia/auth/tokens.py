@@ -5,6 +5,14 @@ Kinds (claim `k`): `seat` (one seat of one match), `player` (one player) and `op
 (operator actions such as ReplayService.ImportMatch, or a CreateMatch naming players or a
 tournament; minted from the deployment's secret
 by the CLI, and short-lived: it carries an expiry, claim `x`, in unix seconds).
+
+An operator token is read only by the reader's own secret, never by a rollover's accepted one:
+seat and player tokens were handed out and must keep working through a rollover, but operator
+tokens are minted per call, and the old secret must stop granting operator rights (cancel,
+import, sweep, create naming players) as soon as a replica signs with the new one, not days
+later when the rollover ends. So that a rolling restart stays safe, whoever mints one during a
+rollover signs it with each of its secrets (`body.sig.sig`): a replica on either side of the
+roll finds its own secret's signature.
 """
 
 from __future__ import annotations
@@ -19,6 +27,10 @@ from dataclasses import dataclass
 
 OPERATOR_TTL_S = 3600
 """How long an operator token minted without an explicit ttl stays valid."""
+
+
+MAX_ACCEPTED = 3
+"""Accepted secrets an operator token is signed with besides the secret (a rollover has one)."""
 
 
 class InvalidToken(Exception):
@@ -58,7 +70,8 @@ def _token_key(secret: str) -> bytes:
 class TokenSigner:
     """Signs with `secret`; reads tokens signed with it or with one of `accepted`: the secrets of
     a rollover (docs/operations.md, "Rotating the secret"), so tokens given out before it (the
-    seat tokens of matches in play, guests' player tokens) keep working while both are set."""
+    seat tokens of matches in play, guests' player tokens) keep working while both are set.
+    Operator tokens excepted: read by `secret` only, signed by every one (module docstring)."""
 
     def __init__(self, secret: str, accepted: Sequence[str] = ()) -> None:
         self._key = _token_key(secret)
@@ -67,25 +80,29 @@ class TokenSigner:
     def _sign(self, body: str, key: bytes | None = None) -> str:
         return _b64(hmac.new(key or self._key, body.encode(), hashlib.sha256).digest())
 
-    def _signed(self, body: str, sig: str) -> bool:
-        if hmac.compare_digest(sig, self._sign(body)):
-            return True
-        return any(hmac.compare_digest(sig, self._sign(body, key)) for key in self._accepted)
+    def _signed_by(self, body: str, sigs: Sequence[str], key: bytes) -> bool:
+        expected = self._sign(body, key)
+        return any(hmac.compare_digest(sig, expected) for sig in sigs)
 
     def issue(self, claims: dict[str, object]) -> str:
         body = _b64(json.dumps(claims, separators=(",", ":"), sort_keys=True).encode())
         return f"{body}.{self._sign(body)}"
 
     def read(self, token: str) -> dict[str, object]:
+        return self._verified(token)[0]
+
+    def _verified(self, token: str) -> tuple[dict[str, object], bool]:
+        """The claims, and whether `secret` signed them (not only an accepted one)."""
         # A token is base64url and a dot: anything else (non-ASCII text, which compare_digest
         # refuses with a TypeError) reads as a bad token, never as a server error.
         if not isinstance(token, str) or not token.isascii():
             raise InvalidToken("malformed token")
-        try:
-            body, sig = token.split(".", 1)
-        except ValueError:
-            raise InvalidToken("malformed token") from None
-        if not self._signed(body, sig):
+        body, _, signed = token.partition(".")
+        sigs = signed.split(".")
+        if not signed or len(sigs) > 1 + MAX_ACCEPTED:
+            raise InvalidToken("malformed token")
+        by_secret = self._signed_by(body, sigs, self._key)
+        if not by_secret and not any(self._signed_by(body, sigs, key) for key in self._accepted):
             raise InvalidToken("bad token signature")
         try:
             claims = json.loads(_unb64(body))
@@ -93,13 +110,18 @@ class TokenSigner:
             raise InvalidToken("malformed token body") from None
         if not isinstance(claims, dict):
             raise InvalidToken("malformed token body")
-        return claims
+        if len(sigs) > 1 and claims.get("k") != "operator":  # one token, one spelling: seat tokens are cache keys
+            raise InvalidToken("malformed token")
+        return claims, by_secret
 
     def _of_kind(self, token: str, kind: str) -> dict[str, object]:
-        claims = self.read(token)
+        return self._verified_kind(token, kind)[0]
+
+    def _verified_kind(self, token: str, kind: str) -> tuple[dict[str, object], bool]:
+        claims, by_secret = self._verified(token)
         if claims.get("k") != kind:
             raise WrongKind(f"not {'an' if kind[0] in 'aeiou' else 'a'} {kind} token")
-        return claims
+        return claims, by_secret
 
     def seat_token(self, match_id: str, seat: int, player_id: str = "") -> str:
         return self.issue({"k": "seat", "m": match_id, "s": seat, "p": player_id})
@@ -127,16 +149,24 @@ class TokenSigner:
 
     def operator_token(self, operator: str = "operator", *, ttl_s: float = OPERATOR_TTL_S,
                        now: float | None = None) -> str:
-        """A token for operator actions (ImportMatch), valid for `ttl_s` seconds."""
+        """A token for operator actions (ImportMatch), valid for `ttl_s` seconds, signed with the
+        secret and each accepted one: a reader takes it by its own secret alone (`read_operator`),
+        which during a rolling restart is either of them."""
         if ttl_s <= 0:
             raise ValueError("an operator token needs a positive ttl")
         issued = time.time() if now is None else now
-        return self.issue({"k": "operator", "o": operator, "x": int(issued + ttl_s)})
+        token = self.issue({"k": "operator", "o": operator, "x": int(issued + ttl_s)})
+        body = token.partition(".")[0]
+        return ".".join([token, *(self._sign(body, key) for key in self._accepted[:MAX_ACCEPTED])])
 
     def read_operator(self, token: str, *, now: float | None = None) -> str:
-        """The operator's name; InvalidToken when forged, expired or malformed, WrongKind for
-        a valid token of another kind."""
-        claims = self._of_kind(token, "operator")
+        """The operator's name; InvalidToken when forged, expired, malformed or signed with a
+        rollover's accepted secret alone (the old one, once this replica signs with the new),
+        WrongKind for a valid token of another kind."""
+        claims, by_secret = self._verified_kind(token, "operator")
+        if not by_secret:
+            raise InvalidToken("operator token not signed with this server's own secret (FAMIGLIA_SECRET): "
+                               "a rollover's accepted secret grants no operator rights")
         name, expires = claims.get("o"), claims.get("x")
         if not isinstance(name, str) or not isinstance(expires, int) or isinstance(expires, bool):
             raise InvalidToken("malformed operator token")

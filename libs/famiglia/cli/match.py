@@ -40,7 +40,6 @@ import grpc
 from rich.console import Console
 from rich.markup import escape
 
-from famiglia.auth import TokenSigner
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.grpcutil.errors import error_code
@@ -54,7 +53,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     # A request id of its own, printed: running the command again with it after a lost answer
     # is answered as the first call was, not refused as a cancel of a match already over.
     request_id = args.request_id or uuid.uuid4().hex
-    token = TokenSigner(settings.secret).operator_token("cli", ttl_s=300)
+    token = settings.signer().operator_token("cli", ttl_s=300)
     client = GameClient(args.address or settings.command_addr)
     try:
         done = client.cancel_match(args.match_id, args.reason, token=token, request_id=request_id)
@@ -130,7 +129,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     cancelled = left = 0
     try:
         for m in idle:
-            token = TokenSigner(settings.secret).operator_token("sweep", ttl_s=300)  # a sweep may be long
+            token = settings.signer().operator_token("sweep", ttl_s=300)  # a sweep may be long
             try:
                 done = client.cancel_match(m.match_id, reason, token=token, request_id=sweep_request_id(m.match_id),
                                            expected_version=m.version)

@@ -130,7 +130,11 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
     except OSError as exc:
         out.print(f"[red]cannot read {path}[/]: {exc}")
         return 2
-    token = token or operator_token(secret or Settings.from_env().secret)
+    if not token and secret:
+        token = operator_token(secret)
+    elif not token:
+        settings = Settings.from_env()
+        token = operator_token(settings.secret, accepted_secret=settings.accepted_secret)
     answer = client.import_file(data, token=token, new_match_id=new_match_id, allow_unverified=allow_unverified)
     verified = answer.verification.ok
     out.print(f"stored match {answer.match_id} ({answer.version} events, "

@@ -69,8 +69,9 @@ class TournamentClient:
         self._secret = secret
 
     def _as_operator(self) -> list[tuple[str, str]]:
-        secret = self._secret if self._secret is not None else Settings.from_env().secret
-        return [("authorization", f"Bearer {TokenSigner(secret).operator_token('cli', ttl_s=300)}")]
+        # The configured signer signs with a rollover's accepted secret too (famiglia.auth.tokens).
+        signer = TokenSigner(self._secret) if self._secret is not None else Settings.from_env().signer()
+        return [("authorization", f"Bearer {signer.operator_token('cli', ttl_s=300)}")]
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)

@@ -85,8 +85,9 @@ class ReplayClient:
         return self.stub.VerifyMatch(request, metadata=_metadata(token), timeout=self.timeout)
 
 
-def operator_token(secret: str, operator: str = "cli") -> str:
-    """A short-lived operator token minted from the deployment's secret (FAMIGLIA_SECRET)."""
+def operator_token(secret: str, operator: str = "cli", *, accepted_secret: str = "") -> str:
+    """A short-lived operator token minted from the deployment's secret (FAMIGLIA_SECRET), signed
+    with a rollover's accepted one too (FAMIGLIA_SECRET_ACCEPTED, famiglia.auth.tokens)."""
     from famiglia.auth import TokenSigner
 
-    return TokenSigner(secret).operator_token(operator)
+    return TokenSigner(secret, [accepted_secret] if accepted_secret else []).operator_token(operator)

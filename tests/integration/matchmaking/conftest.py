@@ -84,8 +84,9 @@ class FakeClock:
 
 def make_mm(url: str, creator: RecordingCreator, *, policy: MatchPolicy | None = None,
             ratings: FixedRatings | None = None, tuning: MatcherTuning | None = None,
-            clock: FakeClock | None = None, guest_ttl_s: int | None = GUEST_TTL_S) -> Matchmaking:
-    settings = Settings(redis_url=url, secret=SECRET)
+            clock: FakeClock | None = None, guest_ttl_s: int | None = GUEST_TTL_S,
+            secret: str = SECRET, accepted_secret: str = "") -> Matchmaking:
+    settings = Settings(redis_url=url, secret=secret, accepted_secret=accepted_secret)
     mm = MatchmakingSettings(policy=policy or MatchPolicy(backfill_after=None),
                              tuning=tuning or MatcherTuning(interval_s=0.02, claim_retry_ms=300),
                              guest_ttl_s=guest_ttl_s)

@@ -21,7 +21,7 @@ from services.matchmaking.creator import CreatedMatch, CreateFailed
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.store import DAY_MS, Keys
 
-from .conftest import GAME, FakeClock, RecordingCreator, make_mm
+from .conftest import GAME, SECRET, FakeClock, RecordingCreator, make_mm
 
 DUEL = "duel"
 
@@ -62,9 +62,11 @@ def _nobody_orphaned(mm: Matchmaking, creator: RecordingCreator, tickets: Mappin
 
 
 def _mm(redis_url: str, creator: RecordingCreator, clock: FakeClock, *,
-        backfill_after: float | None = None, unforeseen: bool = False) -> tuple[Matchmaking, LostReplies]:
+        backfill_after: float | None = None, unforeseen: bool = False,
+        secret: str = SECRET, accepted_secret: str = "") -> tuple[Matchmaking, LostReplies]:
     mm = make_mm(redis_url, creator, clock=clock, policy=MatchPolicy(backfill_after=backfill_after),
-                 tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2))
+                 tuning=MatcherTuning(claim_retry_ms=0, max_attempts=2), secret=secret,
+                 accepted_secret=accepted_secret)
     lossy = LostReplies(creator, unforeseen=unforeseen)
     mm.matcher.creator = lossy
     return mm, lossy
@@ -141,6 +143,28 @@ def test_a_table_waiting_for_its_reply_cannot_be_cancelled_out_of(redis_url: str
     assert len(set(lossy.request_ids)) == 1
     assert mm.app.ticket(a, tickets[a]).state == "matched"
     mm.close()
+
+
+def test_a_lost_reply_retried_by_a_matcher_restarted_with_a_rotated_secret_asks_for_the_same_table(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """The request id is keyed with the secret: derived again by a matcher restarted with the new
+    one (docs/operations.md, "Rotating the secret"), it named another match, and the table whose
+    answer was lost was made twice, the first with nobody at it. The claim writes it down."""
+    clock = FakeClock()
+    before, lost = _mm(redis_url, creator, clock)
+    a, b = (before.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {a: before.app.create_ticket(a, DUEL, [], {}).ticket_id,
+               b: before.app.create_ticket(b, DUEL, [], {}).ticket_id}
+    lost.lose = 1
+    assert before.matcher.run_once() == 0  # made, its answer lost; then the matcher stops
+    before.close()
+    after, answered = _mm(redis_url, creator, clock, secret="the-rotated-secret", accepted_secret=SECRET)
+    clock.advance(1)
+    assert after.matcher.run_once() == 1
+    assert answered.request_ids == lost.request_ids, "the retry must ask for the table first asked for"
+    assert len(creator.tables) == 1
+    _nobody_orphaned(after, creator, tickets)
+    after.close()
 
 
 def test_a_claimed_ticket_lives_as_long_as_its_table_is_retried(redis_url: str, creator: RecordingCreator) -> None:

@@ -20,6 +20,7 @@ import structlog
 from famiglia.auth import TokenSigner
 from famiglia.bots.tournament import GamePlan, TournamentSpec
 from famiglia.bots.toy import toy_registry
+from famiglia.grpcutil.errors import AlreadyExists, to_status
 from famiglia.v1 import tournament_service_pb2 as tpb
 from services.bots.entrypoints import grpc_server
 from services.bots.tournaments import (
@@ -528,3 +529,60 @@ def test_steps_that_keep_failing_are_spaced_out_and_an_outage_is_told_without_tr
     assert failing == [1.0, 2.0, 4.0, MAX_FAILING_PAUSE, MAX_FAILING_PAUSE, MAX_FAILING_PAUSE, 1.0]
     events = [(e["event"], "exc_info" in e) for e in logs]
     assert events == [("tournament_step_unavailable", False)] * 6 + [("tournament_step_failed", True)]
+
+
+def test_a_runner_restarted_with_the_new_secret_creates_and_cancels_on_a_replica_not_yet_restarted(
+        repo: TournamentRepo) -> None:
+    """A command service takes an operator token by its own secret alone (docs/operations.md,
+    "Rotating the secret"): in step 2's roll the runner (new secret, the old accepted) meets
+    replicas signing with the old secret, whose tokens its own must carry a signature of."""
+    tid = repo.create(_spec(concurrency=1))
+    command = CommandService()
+    command.signer = TokenSigner("unit-secret", ["rotated-secret"])  # not yet restarted
+    runner = TournamentRunner(repo, command, Store(), secret="rotated-secret",  # type: ignore[arg-type]
+                              accepted_secret="unit-secret")
+    runner.step()
+    assert command.created == ["m1"]
+    _cancel(repo, tid)
+    runner.step()
+    assert command.events == {"m1": [f"tournament {tid} (cup) cancelled"]}
+
+
+class _Refused(grpc.RpcError):
+    """A refusal as the command service sends it: its status, ErrorInfo and trailing code."""
+
+    def __init__(self, error) -> None:
+        self.status = to_status(error)
+
+    def code(self) -> grpc.StatusCode:
+        return self.status.code
+
+    def details(self) -> str:
+        return self.status.details
+
+    def trailing_metadata(self):
+        return self.status.trailing_metadata
+
+
+def test_a_creation_retried_after_its_match_was_archived_takes_that_match(repo: TournamentRepo) -> None:
+    """The runner away while its match was made, played to its end and archived: the command
+    service refuses the request id again (`request_id_reused`, the match in ErrorInfo), and the
+    runner records that match, not a planned match that failed."""
+    tid = repo.create(_spec(concurrency=1))
+
+    class Archived(CommandService):
+        def create_match(self, game_id, seats, *, request_id, token, **kwargs):
+            raise _Refused(AlreadyExists("request_id_reused", "archived", metadata={"match_id": "m-archived"}))
+
+    runner = _runner(repo, Archived())
+    runner.step()
+    assert repo.get(tid).started[0] == "m-archived"  # type: ignore[union-attr]
+    # A request id refused for another reason still fails the planned match.
+    tid2 = repo.create(_spec(concurrency=1))
+
+    class Reused(CommandService):
+        def create_match(self, game_id, seats, *, request_id, token, **kwargs):
+            raise _Refused(AlreadyExists("request_id_reused", "another match"))
+
+    _runner(repo, Reused()).step()
+    assert repo.get(tid2).started[0].startswith("failed:")  # type: ignore[union-attr]

@@ -92,15 +92,20 @@ def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp
     assert store.version(a.match_id) == a.version == b.version
 
 
-def test_a_creation_retried_after_its_match_was_archived_answers_with_its_tokens(app: CommandApp, store) -> None:
-    """Trimming drops the creation's command record: the retry meets a version conflict, not its
-    first answer, and is still answered as the first creation was, not refused as `match_exists`
-    (found by mutating create_match)."""
+def test_a_creation_retried_after_its_match_was_archived_is_refused_naming_the_match(app: CommandApp, store) -> None:
+    """Trimming drops the creation with the stream: the retry meets a version conflict, not its
+    first answer. It was answered with the archived match's tokens, whatever it asked for (a
+    request id reused for another game got them too); now it is `request_id_reused`, naming the
+    match, never `match_exists` (found by mutating create_match)."""
     engine, seats = _game()
     first = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-3-0123456789ab")
     store.trim(first.match_id)
-    again = app.create_match(engine.info.game_id, seats, seed=4, request_id="req-3-0123456789ab")
-    assert (again.match_id, again.seat_tokens, again.version) == (first.match_id, first.seat_tokens, first.version)
+    for asked in (dict(seed=4), dict(seed=5)):
+        with pytest.raises(AlreadyExists) as exc:
+            app.create_match(engine.info.game_id, seats, request_id="req-3-0123456789ab", **asked)  # type: ignore[arg-type]
+        assert exc.value.code == "request_id_reused"
+        assert exc.value.metadata == {"match_id": first.match_id} and "archived" in exc.value.message
+
 
 def test_a_request_id_reused_for_another_match_is_refused_not_answered_with_its_tokens(app: CommandApp) -> None:
     engine, seats = _game()

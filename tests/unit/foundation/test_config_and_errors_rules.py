@@ -110,6 +110,35 @@ def test_a_rollovers_accepted_secret_reaches_the_services_signer(env) -> None:
         Settings.from_env()
 
 
+def test_the_clis_operator_tokens_are_read_on_either_side_of_a_rollovers_roll(env, monkeypatch) -> None:
+    """A service takes an operator token by its own secret alone (docs/operations.md, "Rotating
+    the secret"): `famiglia match cancel` from a shell with both secrets must reach a replica
+    restarted with the new one and one not yet restarted alike."""
+    import argparse
+    from types import SimpleNamespace
+
+    from famiglia.auth import TokenSigner
+    from famiglia.cli import match as cli_match
+
+    sent: list[str] = []
+
+    class Game:
+        def __init__(self, _address: str) -> None: ...
+
+        def cancel_match(self, _match_id: str, _reason: str, *, token: str, request_id: str) -> SimpleNamespace:
+            sent.append(token)
+            return SimpleNamespace(duplicate=False, version=9)
+
+        def close(self) -> None: ...
+
+    monkeypatch.setattr(cli_match, "GameClient", Game)
+    env.setenv("FAMIGLIA_SECRET", "new-secret-0123")
+    env.setenv("FAMIGLIA_SECRET_ACCEPTED", "old-secret-0123")
+    assert cli_match.cmd_cancel(argparse.Namespace(match_id="m1", reason="stuck", request_id="", address="x:1")) == 0
+    for replica in (TokenSigner("new-secret-0123", ["old-secret-0123"]), TokenSigner("old-secret-0123", ["new-secret-0123"])):
+        assert replica.read_operator(sent[0]) == "cli"
+
+
 def test_compose_hands_a_rollovers_accepted_secret_to_every_service() -> None:
     """docs/operations.md, "Rotating the secret", says to put FAMIGLIA_SECRET_ACCEPTED in compose's
     `.env`: but `.env` only fills in the compose file, and its services' environment named

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import grpc
 import pytest
+import redis
 
+from famiglia.auth import TokenSigner
+from famiglia.config import Settings
+from famiglia.matchmaking import FixedRatings
+from services.matchmaking.bootstrap import bootstrap
 from services.matchmaking.creator import CreateFailed, GrpcMatchCreator
 
 
@@ -35,3 +40,29 @@ def test_a_refusal_that_a_retry_cannot_change_is_permanent(code: grpc.StatusCode
         creator.create_match("goodcritters", 4, options={}, seat_info=[], request_id="r")
     assert exc.value.permanent is permanent and code.name in exc.value.reason
     creator.close()
+
+
+
+class _Made:
+    match_id = "m1"
+    seat_tokens: list[str] = []
+
+
+def test_the_matchmakers_operator_token_is_read_on_either_side_of_a_secret_rollovers_roll() -> None:
+    """A command service takes an operator token by its own secret alone (docs/operations.md,
+    "Rotating the secret"): a matchmaker restarted with the new secret must still create the
+    tables it asks a command replica not yet restarted (signing with the old) for."""
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", secret="new-secret", accepted_secret="old-secret")
+    mm = bootstrap(settings=settings, client=redis.Redis.from_url(settings.redis_url), games={},
+                   ratings=FixedRatings())
+    sent: list[str] = []
+
+    def create_match(*_args, token: str, **_kwargs) -> _Made:
+        sent.append(token)
+        return _Made()
+
+    mm.matcher.creator.client.create_match = create_match  # type: ignore[attr-defined]
+    mm.matcher.creator.create_match("goodcritters", 2, options={}, seat_info=[], request_id="r" * 16)
+    for replica in (TokenSigner("old-secret", ["new-secret"]), TokenSigner("new-secret", ["old-secret"])):
+        assert replica.read_operator(sent[0]) == "matchmaking"
+    mm.close()
