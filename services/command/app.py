@@ -418,7 +418,11 @@ class CommandApp:
         seat_info: Sequence[envelope_pb2.SeatInfo] = (),
         request_id: str = "",
         tournament_id: str = "",
+        rematch_of: str = "",
     ) -> Created:
+        """A new match. `rematch_of` (the finished match it follows) is the rematch's own
+        creation's (`_rematch`), never a client's: CreateMatchRequest has no such field, so a
+        table cannot claim a series it did not play."""
         try:
             engine = self.registry.get(game_id)
         except UnknownGame:
@@ -440,7 +444,7 @@ class CommandApp:
             raise InvalidArgument("bad_option", f"{game_id} cannot use these options: {exc}") from None
         match_id = _match_id(request_id)
         created = envelope_pb2.MatchCreated(game_id=game_id, seats=seats, seed=seed,
-                                            tournament_id=tournament_id)
+                                            tournament_id=tournament_id, rematch_of=rematch_of)
         created.options.update(config.options)
         for info in seat_info:
             created.seat_info.add().CopyFrom(info)
@@ -472,10 +476,12 @@ class CommandApp:
 
     def _check_same_creation(self, match_id: str, asked: envelope_pb2.MatchCreated, seed_given: bool) -> None:
         """A retried creation answers with the match's seat tokens only when it asks for the
-        same match: a request id reused for another game, table or seating is refused. So is
-        any once the match was archived (trimmed from the store, its creation with it): nothing
+        same match: a request id reused for another game, table, seating or series is refused. So
+        is any once the match was archived (trimmed from the store, its creation with it): nothing
         tells then whether it asks for the same match, and its tokens would open a match that
-        takes no command any more; the refusal names the match, which the replay service has."""
+        takes no command any more; the refusal names the match, which the replay service has. A
+        rematch's creation finds one stored without its link (`rematch_of` ""): made under the
+        same secret request id by a server from before the link, whose next ask creates it again."""
         first = self.store.read(match_id, limit=1)
         if not first:
             raise AlreadyExists("request_id_reused", f"request_id made match {match_id}, which is over and "
@@ -484,7 +490,8 @@ class CommandApp:
         stored = open_match_created(first[0])
         same = (stored.game_id == asked.game_id and stored.seats == asked.seats
                 and dict(stored.options) == dict(asked.options) and list(stored.seat_info) == list(asked.seat_info)
-                and stored.tournament_id == asked.tournament_id and (not seed_given or stored.seed == asked.seed))
+                and stored.tournament_id == asked.tournament_id and (not seed_given or stored.seed == asked.seed)
+                and stored.rematch_of in ("", asked.rematch_of))
         if not same:
             raise AlreadyExists("request_id_reused", "request_id was already used to create a different match; "
                                                      "use a new request_id for a new match")
@@ -1508,7 +1515,7 @@ class CommandApp:
         made = self.store.version(match_id) > 0
         if not made or (make and not self._over(match_id)):
             created = self.create_match(m.game_id, m.seats, options=dict(m.created.options),
-                                        seat_info=seated, request_id=asks.request_id)
+                                        seat_info=seated, request_id=asks.request_id, rematch_of=m.match_id)
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)

@@ -655,13 +655,15 @@ class Projector:
             return None
 
     def _create_match(self, writes: BatchWrites, envelope: EventEnvelope) -> MatchRow:
-        """The match, its seats, its players and its tournament, as rows to insert."""
+        """The match, its seats, its players and its tournament, as rows to insert; a rematch
+        with the match it follows (`rematch_of`, NULL for any other match)."""
         created = open_match_created(envelope)
         ms = envelope.timestamp.ToMilliseconds()
         row = MatchRow(match_id=envelope.match_id, game_id=created.game_id, seats=created.seats,
                        tournament_id=created.tournament_id, version=0, last_event_ms=ms,
                        created=dict(created_ms=ms, seed=seed_to_db(int(created.seed)),
-                                    options=dict(sorted(created.options.items()))))
+                                    options=dict(sorted(created.options.items())),
+                                    rematch_of=created.rematch_of or None))
         infos = {info.seat: info for info in created.seat_info}
         for seat in range(created.seats):
             info = infos.get(seat)

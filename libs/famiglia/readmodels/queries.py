@@ -80,6 +80,11 @@ class MatchSummary:
     options: Mapping[str, str]
     tournament_id: str
     outcome: Mapping[str, str]
+    rematch_of: str = ""
+    """The finished match this one is the rematch of (AskRematch); "" for none."""
+    rematch_id: str = ""
+    """The rematch made of this one (the first made, should its table have asked again once
+    the asks expired); "" for none yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,17 +193,32 @@ def _summaries(session: Session, matches: Sequence[Match]) -> list[MatchSummary]
         for seat in session.exec(select(MatchSeat).where(col(MatchSeat.match_id).in_(ids))
                                  .order_by(col(MatchSeat.match_id), col(MatchSeat.seat))).all():
             seats[seat.match_id].append(seat)
-    return [summary(m, seats[m.match_id]) for m in matches]
+    rematches = _rematches(session, ids)
+    return [summary(m, seats[m.match_id], rematches.get(m.match_id, "")) for m in matches]
 
 
-def summary(m: Match, seats: Sequence[MatchSeat]) -> MatchSummary:
+def _rematches(session: Session, ids: Sequence[str]) -> dict[str, str]:
+    """match id -> its rematch, for those of `ids` that have one: a seek on `ix_matches_rematch_of`
+    (the rematches only). The first made when there are several."""
+    if not ids:
+        return {}
+    rows = session.exec(select(Match.rematch_of, Match.created_ms, Match.match_id)
+                        .where(col(Match.rematch_of).in_(ids))).all()
+    first: dict[str, str] = {}
+    for of, _created, match_id in sorted(rows, key=lambda r: (r[1], r[2])):
+        first.setdefault(str(of), match_id)
+    return first
+
+
+def summary(m: Match, seats: Sequence[MatchSeat], rematch_id: str = "") -> MatchSummary:
     return MatchSummary(
         match_id=m.match_id, game_id=m.game_id, status=m.status,
         seats=tuple(SeatSummary(s.seat, s.player_id, s.display_name, s.bot, s.policy, s.score, s.rank, s.winner,
                                 dict(s.details), s.away, s.away_since) for s in sorted(seats, key=lambda s: s.seat)),
         created_ms=m.created_ms, finished_ms=m.finished_ms, last_event_ms=m.last_event_ms, version=m.version,
         seed=seed_from_db(m.seed) if m.status != "live" else None, options=dict(m.options),
-        tournament_id=m.tournament_id, outcome=dict(m.outcome),
+        tournament_id=m.tournament_id, outcome=dict(m.outcome), rematch_of=m.rematch_of or "",
+        rematch_id=rematch_id,
     )
 
 

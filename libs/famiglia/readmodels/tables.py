@@ -65,6 +65,9 @@ class Match(ReadModel, table=True):
         # The few diverged matches (`divergence.flagged`, `... diverged`), not a walk of every match (0009)
         Index("ix_matches_diverged", "match_id", sqlite_where=text("diverged_seq IS NOT NULL"),
               postgresql_where=text("diverged_seq IS NOT NULL")),
+        # A match's rematch (`rematch_of` = its id), among the few matches that are one (0011)
+        Index("ix_matches_rematch_of", "rematch_of", "created_ms", "match_id",
+              sqlite_where=text("rematch_of IS NOT NULL"), postgresql_where=text("rematch_of IS NOT NULL")),
     )
 
     match_id: str = Field(primary_key=True, max_length=64)
@@ -94,6 +97,9 @@ class Match(ReadModel, table=True):
     past it was read before it: a batch read before the store went back, which another consumer
     overtook with the store's new history (`Projector._read_before`). Where the projection read,
     not a read model: a rebuild sets it only for the entries it projects from the streams."""
+    rematch_of: str | None = Field(default=None, max_length=64)
+    """The finished match this one is the rematch of (its `MatchCreated.rematch_of`, AskRematch);
+    None for any other match, and for a rematch made before the link (migration 0011)."""
 
 
 class MatchSeat(ReadModel, table=True):

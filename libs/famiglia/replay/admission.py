@@ -26,10 +26,12 @@ What is stored is a copy, not the file's bytes:
   (the same match imported twice, or exported from this very server) or
   repeat inside the file. Each imported event gets a new ULID from its
   recorded time; seqs, payloads, commands and times are kept.
-- **no attribution.** The players and tournament named in a file are claims
-  nobody checked (verification re-runs commands, not seat assignments), so
-  an imported match counts for no rating and no tournament: `MatchCreated`
-  is stored without its `tournament_id` and without the seats' `player_id`
+- **no attribution.** The players, tournament and series named in a file are
+  claims nobody checked (verification re-runs commands, not seat assignments),
+  so an imported match counts for no rating, no tournament and no series:
+  `MatchCreated` is stored without its `tournament_id`, its `rematch_of` (a
+  match of the server that exported it, if any: here it would make the import
+  the rematch of whatever match holds that id) and the seats' `player_id`
   (display names, bot flags and policies stay, for people reading the replay).
 """
 
@@ -84,6 +86,7 @@ def stored_envelopes(registry: Registry, export: MatchExport, match_id: str, *, 
     unattributed = MatchCreated()
     unattributed.CopyFrom(created)
     unattributed.tournament_id = ""
+    unattributed.rematch_of = ""
     for info in unattributed.seat_info:
         info.player_id = ""
     envelopes[0].payload = unattributed.SerializeToString(deterministic=True)

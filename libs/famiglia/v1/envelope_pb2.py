@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61miglia/v1/envelope.proto\x12\x0b\x66\x61miglia.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n\nVisibility\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.famiglia.v1.VisibilityKind\x12\r\n\x05seats\x18\x02 \x03(\x05\"\xf9\x02\n\rEventEnvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08match_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x14\n\x0cpayload_type\x18\x05 \x01(\t\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12+\n\nvisibility\x18\x07 \x01(\x0b\x32\x17.famiglia.v1.Visibility\x12\x12\n\ncommand_id\x18\x08 \x01(\t\x12\x0c\n\x04seat\x18\t \x01(\x05\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x05trace\x18\x0b \x03(\x0b\x32%.famiglia.v1.EventEnvelope.TraceEntry\x12\x0f\n\x07game_id\x18\x0c \x01(\t\x12\x0f\n\x07\x63ommand\x18\r \x01(\x0c\x1a,\n\nTraceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xe6\x01\n\x0cMatchCreated\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\r\n\x05seats\x18\x02 \x01(\x05\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x37\n\x07options\x18\x04 \x03(\x0b\x32&.famiglia.v1.MatchCreated.OptionsEntry\x12(\n\tseat_info\x18\x05 \x03(\x0b\x32\x15.famiglia.v1.SeatInfo\x12\x15\n\rtournament_id\x18\x06 \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"2\n\x0eMatchCancelled\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\"8\n\x08SeatLeft\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1c\n\x0cSeatReturned\x12\x0c\n\x04seat\x18\x01 \x01(\x05\"^\n\x08SeatInfo\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x03 \x01(\t\x12\x0b\n\x03\x62ot\x18\x04 \x01(\x08\x12\x0e\n\x06policy\x18\x05 \x01(\t*w\n\x0eVisibilityKind\x12\x1f\n\x1bVISIBILITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VISIBILITY_PUBLIC\x10\x01\x12\x16\n\x12VISIBILITY_PRIVATE\x10\x02\x12\x15\n\x11VISIBILITY_SERVER\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x66\x61miglia/v1/envelope.proto\x12\x0b\x66\x61miglia.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n\nVisibility\x12)\n\x04kind\x18\x01 \x01(\x0e\x32\x1b.famiglia.v1.VisibilityKind\x12\r\n\x05seats\x18\x02 \x03(\x05\"\xf9\x02\n\rEventEnvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x10\n\x08match_id\x18\x02 \x01(\t\x12\x0b\n\x03seq\x18\x03 \x01(\x03\x12\x0c\n\x04type\x18\x04 \x01(\t\x12\x14\n\x0cpayload_type\x18\x05 \x01(\t\x12\x0f\n\x07payload\x18\x06 \x01(\x0c\x12+\n\nvisibility\x18\x07 \x01(\x0b\x32\x17.famiglia.v1.Visibility\x12\x12\n\ncommand_id\x18\x08 \x01(\t\x12\x0c\n\x04seat\x18\t \x01(\x05\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x34\n\x05trace\x18\x0b \x03(\x0b\x32%.famiglia.v1.EventEnvelope.TraceEntry\x12\x0f\n\x07game_id\x18\x0c \x01(\t\x12\x0f\n\x07\x63ommand\x18\r \x01(\x0c\x1a,\n\nTraceEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfa\x01\n\x0cMatchCreated\x12\x0f\n\x07game_id\x18\x01 \x01(\t\x12\r\n\x05seats\x18\x02 \x01(\x05\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x37\n\x07options\x18\x04 \x03(\x0b\x32&.famiglia.v1.MatchCreated.OptionsEntry\x12(\n\tseat_info\x18\x05 \x03(\x0b\x32\x15.famiglia.v1.SeatInfo\x12\x15\n\rtournament_id\x18\x06 \x01(\t\x12\x12\n\nrematch_of\x18\x07 \x01(\t\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"2\n\x0eMatchCancelled\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\"8\n\x08SeatLeft\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x1c\n\x0cSeatReturned\x12\x0c\n\x04seat\x18\x01 \x01(\x05\"^\n\x08SeatInfo\x12\x0c\n\x04seat\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x03 \x01(\t\x12\x0b\n\x03\x62ot\x18\x04 \x01(\x08\x12\x0e\n\x06policy\x18\x05 \x01(\t*w\n\x0eVisibilityKind\x12\x1f\n\x1bVISIBILITY_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VISIBILITY_PUBLIC\x10\x01\x12\x16\n\x12VISIBILITY_PRIVATE\x10\x02\x12\x15\n\x11VISIBILITY_SERVER\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVENTENVELOPE_TRACEENTRY']._serialized_options = b'8\001'
   _globals['_MATCHCREATED_OPTIONSENTRY']._loaded_options = None
   _globals['_MATCHCREATED_OPTIONSENTRY']._serialized_options = b'8\001'
-  _globals['_VISIBILITYKIND']._serialized_start=997
-  _globals['_VISIBILITYKIND']._serialized_end=1116
+  _globals['_VISIBILITYKIND']._serialized_start=1017
+  _globals['_VISIBILITYKIND']._serialized_end=1136
   _globals['_VISIBILITY']._serialized_start=76
   _globals['_VISIBILITY']._serialized_end=146
   _globals['_EVENTENVELOPE']._serialized_start=149
@@ -45,15 +45,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVENTENVELOPE_TRACEENTRY']._serialized_start=482
   _globals['_EVENTENVELOPE_TRACEENTRY']._serialized_end=526
   _globals['_MATCHCREATED']._serialized_start=529
-  _globals['_MATCHCREATED']._serialized_end=759
-  _globals['_MATCHCREATED_OPTIONSENTRY']._serialized_start=713
-  _globals['_MATCHCREATED_OPTIONSENTRY']._serialized_end=759
-  _globals['_MATCHCANCELLED']._serialized_start=761
-  _globals['_MATCHCANCELLED']._serialized_end=811
-  _globals['_SEATLEFT']._serialized_start=813
-  _globals['_SEATLEFT']._serialized_end=869
-  _globals['_SEATRETURNED']._serialized_start=871
-  _globals['_SEATRETURNED']._serialized_end=899
-  _globals['_SEATINFO']._serialized_start=901
-  _globals['_SEATINFO']._serialized_end=995
+  _globals['_MATCHCREATED']._serialized_end=779
+  _globals['_MATCHCREATED_OPTIONSENTRY']._serialized_start=733
+  _globals['_MATCHCREATED_OPTIONSENTRY']._serialized_end=779
+  _globals['_MATCHCANCELLED']._serialized_start=781
+  _globals['_MATCHCANCELLED']._serialized_end=831
+  _globals['_SEATLEFT']._serialized_start=833
+  _globals['_SEATLEFT']._serialized_end=889
+  _globals['_SEATRETURNED']._serialized_start=891
+  _globals['_SEATRETURNED']._serialized_end=919
+  _globals['_SEATINFO']._serialized_start=921
+  _globals['_SEATINFO']._serialized_end=1015
 # @@protoc_insertion_point(module_scope)

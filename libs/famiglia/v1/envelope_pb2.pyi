@@ -194,10 +194,16 @@ class MatchCreated(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     SEAT_INFO_FIELD_NUMBER: _builtins.int
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
+    REMATCH_OF_FIELD_NUMBER: _builtins.int
     game_id: _builtins.str
     seats: _builtins.int
     seed: _builtins.int
     tournament_id: _builtins.str
+    rematch_of: _builtins.str
+    """The finished match this one is the rematch of (GameService.AskRematch): set by the server's
+    rematch creation only, never by a client (CreateMatchRequest has no such field); "" for any
+    other match, and for an imported one (a claim of its file, dropped as tournament_id is).
+    """
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -211,10 +217,11 @@ class MatchCreated(_message.Message):
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         seat_info: _abc.Iterable[Global___SeatInfo] | None = ...,
         tournament_id: _builtins.str = ...,
+        rematch_of: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["game_id", b"game_id", "options", b"options", "seat_info", b"seat_info", "seats", b"seats", "seed", b"seed", "tournament_id", b"tournament_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["game_id", b"game_id", "options", b"options", "rematch_of", b"rematch_of", "seat_info", b"seat_info", "seats", b"seats", "seed", b"seed", "tournament_id", b"tournament_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -293,6 +293,8 @@ class MatchRecord(_message.Message):
     OPTIONS_FIELD_NUMBER: _builtins.int
     TOURNAMENT_ID_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
+    REMATCH_OF_FIELD_NUMBER: _builtins.int
+    REMATCH_ID_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     game_id: _builtins.str
     status: Global___MatchStatus.ValueType
@@ -301,6 +303,11 @@ class MatchRecord(_message.Message):
     seed: _builtins.int
     """only once over, finished or cancelled (it predicts every draw)"""
     tournament_id: _builtins.str
+    rematch_of: _builtins.str
+    """The series: the finished match this one is the rematch of (GameService.AskRematch), and the
+    rematch made of this one once its table asked for it; "" for none (the read models' view).
+    """
+    rematch_id: _builtins.str
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatRecord]: ...
     @_builtins.property
@@ -332,10 +339,12 @@ class MatchRecord(_message.Message):
         options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         tournament_id: _builtins.str = ...,
         outcome: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        rematch_of: _builtins.str = ...,
+        rematch_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "finished_at", b"finished_at", "last_event_at", b"last_event_at", "seed", b"seed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "finished_at", b"finished_at", "game_id", b"game_id", "last_event_at", b"last_event_at", "match_id", b"match_id", "options", b"options", "outcome", b"outcome", "seats", b"seats", "seed", b"seed", "status", b"status", "tournament_id", b"tournament_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_seed", b"_seed", "created_at", b"created_at", "finished_at", b"finished_at", "game_id", b"game_id", "last_event_at", b"last_event_at", "match_id", b"match_id", "options", b"options", "outcome", b"outcome", "rematch_id", b"rematch_id", "rematch_of", b"rematch_of", "seats", b"seats", "seed", b"seed", "status", b"status", "tournament_id", b"tournament_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__seed: _TypeAlias = _typing.Literal["seed"]  # noqa: Y015
     _WhichOneofArgType__seed: _TypeAlias = _typing.Literal["_seed", b"_seed"]  # noqa: Y015

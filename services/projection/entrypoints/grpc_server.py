@@ -39,7 +39,7 @@ def match_record(m: queries.MatchSummary) -> pb.MatchRecord:
                          status=_STATUS.get(m.status, pb.MATCH_STATUS_UNSPECIFIED),
                          version=m.version, options=dict(m.options), tournament_id=m.tournament_id,
                          outcome=dict(m.outcome), created_at=_ts(m.created_ms), finished_at=_ts(m.finished_ms),
-                         last_event_at=_ts(m.last_event_ms))
+                         last_event_at=_ts(m.last_event_ms), rematch_of=m.rematch_of, rematch_id=m.rematch_id)
     if m.seed is not None:
         out.seed = m.seed
     for s in m.seats:

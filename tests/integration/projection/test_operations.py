@@ -72,6 +72,40 @@ def test_migration_0009_gives_the_seats_already_projected_their_matchs_created_t
     engine.dispose()
 
 
+def test_migration_0011_leaves_the_matches_already_projected_out_of_any_series(database_url: str) -> None:
+    """No event before 0011 named the match it follows: the matches projected before it are no
+    rematch (NULL), the column takes one after it, and a downgrade drops it with its index, the
+    matches and their seats kept (SQLite's copy of the table anew was refused by the seats'
+    foreign keys)."""
+    from sqlalchemy import inspect, text
+
+    engine = make_engine(database_url)
+    schema.upgrade(engine, "0010")
+    insert = ("INSERT INTO matches (match_id, game_id, status, seats, created_ms, last_event_ms, version, seed, "
+              "options, tournament_id, outcome, fold_error) VALUES ('{id}', 'g', 'finished', 2, {ms}, {ms}, 1, 1, "
+              "'{{}}', '', '{{}}', '')")
+    with engine.begin() as conn:
+        conn.execute(text(insert.format(id="m1", ms=5000)))
+        conn.execute(text("INSERT INTO match_seats (match_id, seat, player_id, display_name, bot, policy, winner, "
+                          "details) VALUES ('m1', 0, 'p0', '', false, '', false, '{}')"))
+    schema.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(text(insert.format(id="m2", ms=7000)))
+        conn.execute(text("UPDATE matches SET rematch_of = 'm1' WHERE match_id = 'm2'"))
+        rows = conn.execute(text("SELECT match_id, rematch_of FROM matches ORDER BY match_id")).all()
+    assert [tuple(r) for r in rows] == [("m1", None), ("m2", "m1")]
+    assert "ix_matches_rematch_of" in {i["name"] for i in inspect(engine).get_indexes("matches")}
+    schema.downgrade(engine, "0010")
+    assert "rematch_of" not in {c["name"] for c in inspect(engine).get_columns("matches")}
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM matches")).scalar() == 2
+        assert conn.execute(text("SELECT count(*) FROM match_seats")).scalar() == 1
+        conn.execute(text("DELETE FROM match_seats"))
+        conn.execute(text("DELETE FROM matches"))
+    schema.downgrade(engine)
+    engine.dispose()
+
+
 def _gauge_points(reader: InMemoryMetricReader) -> dict[object, float]:
     points: dict[object, float] = {}
     data = reader.get_metrics_data()

@@ -191,7 +191,8 @@ def reference_tables(refs: list[Ref]) -> dict[str, dict[Any, dict[str, Any]]]:
         out["matches"][r.match_id] = dict(
             game_id=c.game_id, status=r.status, seats=c.seats, created_ms=r.created_ms, finished_ms=r.finished_ms,
             last_event_ms=r.last_event_ms, version=r.version, seed=_signed(c.seed), options=dict(c.options),
-            tournament_id=c.tournament_id, outcome=r.outcome, fold_error="", diverged_seq=None)
+            tournament_id=c.tournament_id, outcome=r.outcome, fold_error="", diverged_seq=None,
+            rematch_of=c.rematch_of or None)
         info = {i.seat: i for i in c.seat_info}
         for seat in range(c.seats):
             i = info.get(seat)

@@ -15,10 +15,10 @@ from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.rematch_asks import InMemoryRematchAsks
 from famiglia.grpcutil.errors import AppError
-from famiglia.v1 import envelope_pb2
+from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
 from services.command.bootstrap import CommandSettings, bootstrap
-from services.command.rematch import moved_on
+from services.command.rematch import moved_on, seating
 from tests.support.clocks import run_out
 
 SETTINGS = Settings(secret="unit-test-secret")
@@ -366,3 +366,40 @@ def test_no_rematch_notice_when_notifications_are_off() -> None:
     app.ask_rematch(match_id, _person(app, match_id, 0))
     assert app.ask_rematch(match_id, _person(app, match_id, 1)).match_id
     assert _told(app, "p0") == [] and _told(app, "p1") == []
+
+
+def test_the_rematch_names_the_match_it_follows_and_a_plain_creation_names_none() -> None:
+    """The series is in the events: the rematch's `match_created` holds the finished match's id
+    (`rematch_of`), set by the server's rematch creation only. CreateMatchRequest has no such
+    field, and a creation under a rematch's request id that names no series is another match."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    request_id = app.rematches.fix_request_id(match_id, secrets.token_hex(32))
+    made = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert (_created(app, made.match_id).rematch_of, _created(app, match_id).rematch_of) == (match_id, "")
+    # Its creation again (the next ask, a look) names the same match; a plain one is refused.
+    assert app.ask_rematch(match_id, _person(app, match_id, 0)).match_id == made.match_id
+    m = app.matches.catch_up(app.matches.get(match_id))
+    assert _refused(lambda: app.create_match("highcard", 2, options=dict(m.created.options),
+                                             seat_info=list(_created(app, made.match_id).seat_info),
+                                             request_id=request_id)) == ("ALREADY_EXISTS", "request_id_reused")
+    assert "rematch_of" not in game_service_pb2.CreateMatchRequest.DESCRIPTOR.fields_by_name
+
+
+def test_a_rematch_made_before_the_link_is_found_again_by_an_ask() -> None:
+    """A rematch made by a server from before `rematch_of` (a rolling deploy, a roll-back) was
+    created without it: an ask on the new server creates it again under the same request id,
+    and that creation must find it, not refuse the table its rematch as request_id_reused."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    request_id = app.rematches.fix_request_id(match_id, secrets.token_hex(32))
+    m = app.matches.catch_up(app.matches.get(match_id))
+    before = app.create_match("highcard", 2, options=dict(m.created.options), seat_info=seating(m),
+                              request_id=request_id)  # as the server before the link made it
+    app.rematches.ask(match_id, 0)
+    made = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert made.match_id == before.match_id and made.seat == 0 and made.seat_token
+    assert _created(app, made.match_id).rematch_of == ""  # as it was made: the events are not rewritten

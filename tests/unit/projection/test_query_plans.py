@@ -17,7 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from famiglia import readmodels
-from famiglia.readmodels.queries import list_matches
+from famiglia.readmodels.queries import list_matches, match_summary
 from famiglia.readmodels.tables import Match, MatchSeat
 from services.projection import schema
 from services.projection.divergence import diverged_matches, flagged
@@ -33,7 +33,8 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
             session.add(Match(match_id=f"m{i}", game_id="grifters", status="finished" if i < 6 else "live", seats=4,
                               created_ms=1000 * i, finished_ms=1000 * i + 500 if i < 6 else None,
                               last_event_ms=1000 * i, version=9, seed=1, options={},
-                              tournament_id="t1" if i % 2 else "", outcome={}))
+                              tournament_id="t1" if i % 2 else "", outcome={},
+                              rematch_of=f"m{i - 1}" if i in (1, 7) else None))
             for seat in range(2):
                 session.add(MatchSeat(match_id=f"m{i}", seat=seat, player_id="bot" if seat or i % 3 else "p",
                                       created_ms=1000 * i, details={}))
@@ -135,3 +136,19 @@ def test_a_match_rated_in_the_past_reads_only_the_matches_after_it(engine: Engin
         RatingBook()._rerate_from(session, "game:grifters", (2500, "m2"), (5500, "m5"))
     (plan,) = plans
     assert any(step.startswith("SEARCH matches USING INDEX") and "finished_ms>" in step for step in plan), plan
+
+
+def test_the_rematches_of_the_matches_served_are_read_from_their_own_index(engine: Engine) -> None:
+    """Each match summary served (a page of ListMatches or GetPlayerHistory, GetMatchSummary)
+    names its rematch, the match whose `rematch_of` is its id: a seek among the rematches only
+    (`ix_matches_rematch_of`, partial), not a walk of every match for each page."""
+    with plans_of_matches_queries(engine) as plans:
+        _listing()(engine)
+        with readmodels.read_session(engine) as session:
+            found = match_summary(session, "m6")
+    assert found is not None and (found.rematch_of, found.rematch_id) == ("", "m7")
+    looked = [plan for plan in plans if any("rematch_of" in step for step in plan)]
+    assert len(looked) == 2, plans
+    for plan in looked:
+        assert all(step.startswith("SEARCH matches USING") and "INDEX ix_matches_rematch_of (rematch_of=?)" in step
+                   for step in plan), plan

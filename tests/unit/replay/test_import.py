@@ -120,6 +120,25 @@ def test_an_imported_match_counts_for_no_player_and_no_tournament() -> None:
     assert app.verify_match("m-forged").ok  # setup and commands untouched
 
 
+def test_an_imported_match_is_the_rematch_of_no_match() -> None:
+    """A file's `rematch_of` is a claim too (a match of the server that wrote it, or any id):
+    kept, the import would be the rematch of whatever match holds that id here, in the read
+    models' series. It is dropped, whatever it holds (a match id of this server, an id no column
+    holds: too long, a NUL), and the match verifies as the file did."""
+    store = InMemoryEventStore()
+    app = _app(store)
+    op = SIGNER.operator_token()
+    original = "m-first"
+    app.import_file(dump(_export()), token=op, new_match_id=original)
+    for n, claim in enumerate((original, "x" * 300, "m\x00first")):
+        export = _export(rematch_of=claim)
+        assert export.setup.rematch_of == claim
+        _, _, report = app.import_file(dump(export), token=op, new_match_id=f"m-claim{n}")
+        assert report.ok
+        assert MatchCreated.FromString(store.read(f"m-claim{n}")[0].payload).rematch_of == ""
+        assert app.verify_match(f"m-claim{n}").ok
+
+
 # -- what is refused, whatever allow_unverified says -----------------------------------------------------
 def _garbage_payload(e: MatchExport) -> None:
     e.events[10].payload = b"\xff\xff\xff"
