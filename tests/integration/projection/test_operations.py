@@ -106,6 +106,29 @@ def test_migration_0011_leaves_the_matches_already_projected_out_of_any_series(d
     engine.dispose()
 
 
+def test_every_downgrade_keeps_the_matches_and_their_seats(database_url: str) -> None:
+    """Down from the head to 0005 with a match and its seat stored: no downgrade copies `matches`
+    anew (SQLite's way to drop a column before 3.35), which the seats' foreign keys refuse."""
+    from sqlalchemy import text
+
+    engine = make_engine(database_url)
+    schema.upgrade(engine)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO matches (match_id, game_id, status, seats, created_ms, last_event_ms, version, "
+                          "seed, options, tournament_id, outcome, fold_error) VALUES ('m1', 'g', 'finished', 2, 5, 5, "
+                          "1, 1, '{}', '', '{}', '')"))
+        conn.execute(text("INSERT INTO match_seats (match_id, seat, player_id, display_name, bot, policy, winner, "
+                          "details) VALUES ('m1', 0, 'p0', '', false, '', false, '{}')"))
+    schema.downgrade(engine, "0005")
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM matches")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM match_seats")).scalar() == 1
+        conn.execute(text("DELETE FROM match_seats"))
+        conn.execute(text("DELETE FROM matches"))
+    schema.downgrade(engine)
+    engine.dispose()
+
+
 def _gauge_points(reader: InMemoryMetricReader) -> dict[object, float]:
     points: dict[object, float] = {}
     data = reader.get_metrics_data()

@@ -30,5 +30,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('matches') as batch:
+    # ALTER TABLE ... DROP COLUMN, never the table copied anew: on SQLite that drops `matches`,
+    # which the seats' foreign keys refuse while any match has a seat (as 0011).
+    with op.batch_alter_table('matches', recreate='never') as batch:
         batch.drop_column('diverged_seq')
