@@ -91,8 +91,9 @@ def _secret() -> str:
 
 
 def _accepted_secret() -> str:
-    """FAMIGLIA_SECRET_ACCEPTED: the other secret of a rollover, whose tokens are read but never
-    signed (docs/operations.md, "Rotating the secret"); blank: none."""
+    """FAMIGLIA_SECRET_ACCEPTED: the other secret of a rollover, whose tokens are read (operator
+    tokens excepted) and which signs none alone (docs/operations.md, "Rotating the secret");
+    blank: none."""
     value = _text("FAMIGLIA_SECRET_ACCEPTED")
     if value.lower() in PLACEHOLDER_SECRETS:
         raise SystemExit("FAMIGLIA_SECRET_ACCEPTED is the placeholder the shipped manifests carry: "
@@ -117,7 +118,8 @@ class Settings:
     """A second secret whose tokens are still read (FAMIGLIA_SECRET_ACCEPTED): a rollover's."""
 
     def signer(self) -> TokenSigner:
-        """The tokens' signer: signs with `secret`, reads tokens of `secret` and `accepted_secret`."""
+        """The tokens' signer: signs with `secret` (operator tokens with `accepted_secret` too),
+        reads tokens of `secret` and `accepted_secret` (operator tokens of `secret` only)."""
         from famiglia.auth import TokenSigner
 
         return TokenSigner(self.secret, [self.accepted_secret] if self.accepted_secret else [])

@@ -91,7 +91,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
-from .rematch import Rematch, check_rematch, persons, seat_there, seating
+from .rematch import Rematch, check_rematch, persons, seat_there, seating, too_late
 from .turn_watch import Snapshot, watch_my_turns
 
 log = get_logger("famiglia.command")
@@ -505,10 +505,14 @@ class CommandApp:
         except UnreadableMatch as exc:
             raise FailedPrecondition("match_unreadable", f"match {match_id!r} cannot be played here: {exc}") from None
         except UnknownMatch:
-            if self.store.exists(match_id):  # the version key outlives a trim
-                raise NotFound("match_archived", f"match {match_id!r} is over and archived: "
-                                                 "the replay service has its events and final state") from None
-            raise NotFound("unknown_match", f"no match {match_id!r}") from None
+            raise self._missing(match_id) from None
+
+    def _missing(self, match_id: str) -> NotFound:
+        """A match this store has no events of: archived, or never made."""
+        if self.store.exists(match_id):  # the version key outlives a trim
+            return NotFound("match_archived", f"match {match_id!r} is over and archived: "
+                                              "the replay service has its events and final state")
+        return NotFound("unknown_match", f"no match {match_id!r}")
 
     def get_view(self, match_id: str, viewer: Viewer) -> ViewAnswer:
         hot = self._hot(match_id)
@@ -1469,11 +1473,14 @@ class CommandApp:
         if dear:  # as its creation needed one (`check_creator`): a rematch would take the bots' time again
             raise PermissionDenied("operator_only", "this match's bots think past the public budget ("
                                    + "; ".join(dear) + "): only an operator creates such a match again")
+        late = too_late(m, self.wall())
+        if late is not None:  # nothing begins again; a rematch made in time is still found
+            return self._rematch(m, viewer, self._made_in_time(match_id, late), make=True)
         asks = self.rematches.ask(match_id, seat)
         waiting = [s for s in persons(m) if s not in asks.seats]
         log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))
         if asks.fresh and waiting:  # (complete, the table is told the rematch is made instead)
-            self._tell_table(m, REMATCH_ASKED, seat)
+            self._tell_table(m, REMATCH_ASKED, viewer)
         if not waiting and not asks.request_id:
             # One request id for the table, the first writer's: every asker, replica and retry
             # creates (or finds) the same match under it.
@@ -1488,12 +1495,28 @@ class CommandApp:
             m = self._finished(match_id, viewer)
         except NotFound as gone:
             return self._made_before(match_id, viewer, gone)
-        return self._rematch(m, viewer, self.rematches.look(match_id), make=False)
+        asks = self.rematches.look(match_id)
+        late = too_late(m, self.wall())
+        if late is not None and not asks.request_id:
+            raise late
+        return self._rematch(m, viewer, asks, make=False)
+
+    def _made_in_time(self, match_id: str, late: FailedPrecondition) -> RematchAsks:
+        """The asks of a match past its rematch's window (`rematch.ASKED_WITHIN_S`) if its
+        rematch was made in time (its request id fixed), else `late`."""
+        asks = self.rematches.look(match_id)
+        if not asks.request_id:
+            raise late
+        return asks
 
     def _finished(self, match_id: str, viewer: Viewer) -> MatchState:
         hot = self._hot(match_id)
         with hot.lock:
-            m = self.matches.catch_up(hot)
+            try:
+                m = self.matches.catch_up(hot)
+            except UnknownMatch:  # trimmed since this replica folded it: as one that never held it
+                self.matches.forget(match_id)
+                raise self._missing(match_id) from None
         self._check_seat(m.seats, viewer)
         check_rematch(m)
         return m
@@ -1520,21 +1543,25 @@ class CommandApp:
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
             if not made:
-                self._tell_table(m, REMATCH_MADE, viewer.seat)
+                self._tell_table(m, REMATCH_MADE, viewer)
         return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)
 
-    def _tell_table(self, m: MatchState, kind: str, but: int | None) -> None:
-        """Post `kind` about the finished match to each person at its table but seat `but` (who
-        learns it from its own answer): the players named in its `seat_info`, not a bot's seat nor
-        one away at the end. Once what it tells happened (a seat's first ask; the creation, two
-        replicas making it at once may both tell it): lost, never repeated, if the process dies
-        between. A store of notices that fails loses the notice, not the ask."""
+    def _tell_table(self, m: MatchState, kind: str, but: Viewer) -> None:
+        """Post `kind` about the finished match to each person at its table but `but`, the caller
+        when it is a person's seat (it learns it from its own answer): the players named in its
+        `seat_info`, not a bot's seat nor one away at the end, nor the caller's seat or any other
+        seat of its player (a player at two seats is not told of its own ask). Once what it tells
+        happened (a seat's first ask; the creation, two replicas making it at once may both tell
+        it): lost, never repeated, if the process dies between. A store of notices that fails
+        loses the notice, not the ask."""
         if not self.rematch_notices:
             return
         table = set(persons(m))
+        person = but.seat is not None and not but.bot  # (a spectator's look, or the bots', tells all)
         now_ms = int(self.wall() * 1000)
         notices = [TurnNotice(info.player_id, m.match_id, m.game_id, info.seat, kind, m.public_version, at_ms=now_ms)
-                   for info in m.created.seat_info if info.player_id and info.seat in table and info.seat != but]
+                   for info in m.created.seat_info if info.player_id and info.seat in table
+                   and not (person and (info.seat == but.seat or info.player_id == but.player_id))]
         try:
             self.notices.post(notices)
         except Exception as exc:  # noqa: BLE001 -- a notification is a hint: the asks are stored
@@ -1547,7 +1574,11 @@ class CommandApp:
         except NotFound:
             return True
         with hot.lock:
-            return self.matches.catch_up(hot).finished
+            try:
+                return self.matches.catch_up(hot).finished
+            except UnknownMatch:  # trimmed since this replica folded it: archived, so over
+                self.matches.forget(match_id)
+                return True
 
     def _made_before(self, match_id: str, viewer: Viewer, gone: NotFound) -> Rematch:
         """The rematch of a finished match archived since (the projection's retention trims its

@@ -48,6 +48,23 @@ def check_rematch(m: MatchState) -> None:
                                                      "no rematch")
 
 
+ASKED_WITHIN_S = 29 * 86_400
+"""How long after its end a match takes a new ask: a day less than the asks live after their last
+write (`rematch_asks.REMATCH_TTL_S`, 30 days; the day for the hosts' clocks). The rematch made by
+an ask in time is found by every later call while the asks last, and past them no table begins
+again: a match kept in Redis longer than its asks (the retention off, or the projection down)
+had a second rematch, and GetRematch forgot the first."""
+
+
+def too_late(m: MatchState, now_s: float) -> FailedPrecondition | None:
+    """The refusal of a rematch that was not made in time (`ASKED_WITHIN_S` after the match's
+    last event, its end), if `now_s` is past it: a caller finds one made before in the asks."""
+    if now_s * 1000 - m.last_timestamp_ms <= ASKED_WITHIN_S * 1000:
+        return None
+    return FailedPrecondition("rematch_too_late", f"a rematch is asked within {ASKED_WITHIN_S // 86_400} days "
+                                                  "of the match's end, and none was made in time")
+
+
 def persons(m: MatchState) -> tuple[int, ...]:
     """The seats whose players must ask: a person's seat (not a bot's) not away at the end."""
     bots = {info.seat for info in m.created.seat_info if info.bot}

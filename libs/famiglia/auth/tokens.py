@@ -21,6 +21,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,10 @@ OPERATOR_TTL_S = 3600
 
 MAX_ACCEPTED = 3
 """Accepted secrets an operator token is signed with besides the secret (a rollover has one)."""
+
+
+_SIGNATURE = re.compile(r"[A-Za-z0-9_-]{43}")
+"""One signature as `_sign` writes it: a SHA-256 HMAC, base64url without padding."""
 
 
 class InvalidToken(Exception):
@@ -100,6 +105,10 @@ class TokenSigner:
         body, _, signed = token.partition(".")
         sigs = signed.split(".")
         if not signed or len(sigs) > 1 + MAX_ACCEPTED:
+            raise InvalidToken("malformed token")
+        # Each of several a signature, once: a segment no secret writes (empty, a dot too many)
+        # or one twice is a spelling no minter makes, which one signature never had either.
+        if len(sigs) > 1 and (len(set(sigs)) < len(sigs) or not all(_SIGNATURE.fullmatch(s) for s in sigs)):
             raise InvalidToken("malformed token")
         by_secret = self._signed_by(body, sigs, self._key)
         if not by_secret and not any(self._signed_by(body, sigs, key) for key in self._accepted):

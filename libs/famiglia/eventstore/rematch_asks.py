@@ -11,8 +11,9 @@ One hash per finished match, beside its match (the match's partition hash tag):
 
     <prefix>:{p07}:rematch:<match_id>    hash  s<seat> -> "1" (an ask), rid -> the request id
 
-It expires `ttl_s` after its last write (`REMATCH_TTL_S`): a table that has not all asked by
-then starts asking again, and a rematch made is looked up under it for as long.
+It expires `ttl_s` after its last write (`REMATCH_TTL_S`), and a rematch made is looked up under
+it for as long; a match takes a new ask only within a day less of its end
+(services/command/rematch.py, `ASKED_WITHIN_S`), so no table begins again once its asks are gone.
 """
 
 from __future__ import annotations

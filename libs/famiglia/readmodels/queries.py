@@ -83,8 +83,8 @@ class MatchSummary:
     rematch_of: str = ""
     """The finished match this one is the rematch of (AskRematch); "" for none."""
     rematch_id: str = ""
-    """The rematch made of this one (the first made, should its table have asked again once
-    the asks expired); "" for none yet."""
+    """The rematch made of this one (the first made, were there ever two: a server before the
+    rematch's window let a table ask again once its asks expired); "" for none yet."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1685,7 +1685,7 @@ class TurnNotification(_message.Message):
     the match finished or was cancelled (GetView says which); no more turns of it. After it, of a
     finished match: "rematch_asked", another person at the table asked for a rematch (AskRematch),
     and "rematch_made", every person had and the rematch is made: GetRematch(match_id) tells who
-    asked, and the rematch and this seat's token there (not told to the seat whose ask it was).
+    asked, and the rematch and this seat's token there (not told to the player whose ask it was).
     """
     version: _builtins.int
     """the match's version then, as GetView's"""

@@ -259,7 +259,8 @@ class GameServiceServicer:
         """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
         one): the same game, seats and options, a new deal, every seat moved one on. It is made once
         every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-        bots' there too); each asker gets its own seat and token there. Idempotent.
+        bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
+        days of the match's end (later: rematch_too_late, unless one was made in time).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -95,7 +95,8 @@ class GameServiceStub:
     """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
     one): the same game, seats and options, a new deal, every seat moved one on. It is made once
     every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-    bots' there too); each asker gets its own seat and token there. Idempotent.
+    bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
+    days of the match's end (later: rematch_too_late, unless one was made in time).
     """
     GetRematch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]
     """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
@@ -169,7 +170,8 @@ class GameServiceAsyncStub(GameServiceStub):
     """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
     one): the same game, seats and options, a new deal, every seat moved one on. It is made once
     every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-    bots' there too); each asker gets its own seat and token there. Idempotent.
+    bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
+    days of the match's end (later: rematch_too_late, unless one was made in time).
     """
     GetRematch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]  # type: ignore[assignment]
     """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
@@ -336,7 +338,8 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
         one): the same game, seats and options, a new deal, every seat moved one on. It is made once
         every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-        bots' there too); each asker gets its own seat and token there. Idempotent.
+        bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
+        days of the match's end (later: rematch_too_late, unless one was made in time).
         """
 
     @_abc_1.abstractmethod

@@ -4,6 +4,7 @@ in-memory store, High Card. Over gRPC and Redis: tests/integration/test_rematch.
 from __future__ import annotations
 
 import secrets
+import time
 
 import pytest
 
@@ -13,13 +14,13 @@ from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
-from famiglia.eventstore.rematch_asks import InMemoryRematchAsks
+from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
 from services.command.bootstrap import CommandSettings, bootstrap
-from services.command.rematch import moved_on, seating
-from tests.support.clocks import run_out
+from services.command.rematch import ASKED_WITHIN_S, moved_on, seating
+from tests.support.clocks import clocks_run_out
 
 SETTINGS = Settings(secret="unit-test-secret")
 REGISTRY = toy_registry()
@@ -159,10 +160,16 @@ def test_a_seat_its_player_left_is_the_bots_in_the_rematch() -> None:
 
 def _away_by_clock(app: CommandApp) -> str:
     """A finished two-seat match whose seat 1 the bots played at the end (its clock ran out too often)."""
-    run_out(app)
     info = [envelope_pb2.SeatInfo(seat=s, player_id=f"p{s}") for s in range(2)]
     match_id = app.create_match("highcard", 2, seed=5, options={"hand": "6", "clock_s": "30"},
                                 seat_info=info).match_id
+    with clocks_run_out(app):  # (only while it plays: its rematch is asked now, soon after its end)
+        _time_out_seat_1(app, match_id)
+    assert app.matches.catch_up(app.matches.get(match_id)).away[1][0].reason == "timeouts"
+    return match_id
+
+
+def _time_out_seat_1(app: CommandApp, match_id: str) -> None:
     for i in range(200):
         m = app.matches.catch_up(app.matches.get(match_id))
         if m.finished:
@@ -174,8 +181,6 @@ def _away_by_clock(app: CommandApp) -> str:
         else:
             viewer = _bots(app, match_id, seat) if seat == 1 else _person(app, match_id, seat)
             app.submit(match_id, viewer, f"c{i}", HIGHCARD.legal_commands(m.state, seat)[0], m.public_version)
-    assert app.matches.catch_up(app.matches.get(match_id)).away[1][0].reason == "timeouts"
-    return match_id
 
 
 def test_a_seat_away_by_its_clock_at_the_end_is_the_bots_in_the_rematch() -> None:
@@ -291,6 +296,35 @@ def test_a_rematch_made_before_its_match_was_archived_is_still_found() -> None:
     assert _refused(lambda: b.get_rematch(unasked, Viewer(None))) == ("NOT_FOUND", "match_archived")
 
 
+def test_the_replica_that_held_the_matches_finds_the_rematch_after_the_trim() -> None:
+    """A replica keeps a finished match in memory after the retention sweep trimmed it (until
+    evicted): its catch-up found the stream gone, and AskRematch and GetRematch there failed as
+    an internal error (an UnknownMatch raised through), where a replica that never held it
+    found the rematch (above). The rematch archived too, an ask there was an internal error as
+    well, not the archived rematch's answer nor `match_archived`."""
+    store, asks = InMemoryEventStore(), InMemoryRematchAsks()
+    a = _app(store, asks=asks)
+    match_id = _match(a)
+    _play_out(a, match_id)
+    a.ask_rematch(match_id, _person(a, match_id, 0))
+    made = a.ask_rematch(match_id, _person(a, match_id, 1))
+    _play_out(a, made.match_id)
+    store.trim(made.match_id)  # the rematch archived first (a sweep): the finished match still asks
+    again = a.ask_rematch(match_id, _person(a, match_id, 0))
+    assert (again.match_id, again.seat) == (made.match_id, 1)
+    store.trim(match_id)
+    assert _refused(lambda: a.get_rematch(match_id, _person(a, match_id, 0))) == ("NOT_FOUND", "match_archived")
+    b = _app(store, asks=asks)  # a replica that never held them answers alike
+    assert _refused(lambda: b.get_rematch(match_id, _person(b, match_id, 0))) == ("NOT_FOUND", "match_archived")
+    live = _match(a)
+    _play_out(a, live)
+    a.ask_rematch(live, _person(a, live, 0))
+    second = a.ask_rematch(live, _person(a, live, 1))
+    store.trim(live)  # the rematch in play: found from the same replica
+    for answer in (a.get_rematch(live, _person(a, live, 0)), a.ask_rematch(live, _person(a, live, 1))):
+        assert answer.match_id == second.match_id and answer.seat_token
+
+
 def test_a_look_makes_a_rematch_whose_creation_was_lost() -> None:
     """Every person asked and the request id is fixed, but the creation was lost (the last
     asker's process killed between the two): the others, who look with GetRematch to learn
@@ -403,3 +437,78 @@ def test_a_rematch_made_before_the_link_is_found_again_by_an_ask() -> None:
     made = app.ask_rematch(match_id, _person(app, match_id, 1))
     assert made.match_id == before.match_id and made.seat == 0 and made.seat_token
     assert _created(app, made.match_id).rematch_of == ""  # as it was made: the events are not rewritten
+
+
+def test_a_player_at_two_seats_is_not_told_of_its_own_ask_nor_of_the_rematch_its_ask_made() -> None:
+    """`rematch_asked` tells "another person at the table asked" and `rematch_made` goes to every
+    person but the one whose ask made it: a player at two seats asking at one is not told of it
+    at the other (it was told each other person's ask at both, one notice a seat)."""
+    app = _app()
+    info = [envelope_pb2.SeatInfo(seat=s, player_id=p, display_name=p.upper())
+            for s, p in enumerate(("p0", "p0", "p2"))]
+    match_id = app.create_match("highcard", 3, seed=5, options=OPTIONS, seat_info=info).match_id
+
+    def seat(s: int) -> Viewer:
+        return app.viewer(match_id, SIGNER.seat_token(match_id, s, info[s].player_id))
+
+    for i in range(200):
+        m = app.matches.catch_up(app.matches.get(match_id))
+        if m.finished:
+            break
+        s = HIGHCARD.pending(m.state)[0].seat
+        app.submit(match_id, seat(s), f"c{i}", HIGHCARD.legal_commands(m.state, s)[0], m.public_version)
+    app.ask_rematch(match_id, seat(2))
+    assert _told(app, "p0") == [("rematch_asked", match_id, 0), ("rematch_asked", match_id, 1)]
+    app.ask_rematch(match_id, seat(0))
+    assert _told(app, "p2") == [("rematch_asked", match_id, 2)]
+    assert len(_told(app, "p0")) == 2  # not told at seat 1 of its own ask at seat 0
+    made = app.ask_rematch(match_id, seat(1))
+    assert made.match_id
+    assert _told(app, "p2") == [("rematch_asked", match_id, 2), ("rematch_made", match_id, 2)]
+    assert len(_told(app, "p0")) == 2  # its own ask made it: not told at seat 0 either
+
+
+def test_a_match_kept_past_its_asks_life_has_no_second_rematch() -> None:
+    """A finished match stays in Redis until the retention trims it (for ever with
+    FAMIGLIA_PROJECTION_RETAIN_FINISHED_MS=0, or while the projection is down), its asks 30 days
+    after their last write: past them, GetRematch forgot the rematch made and the table's asks
+    made a second rematch of the same match. A rematch is asked within ASKED_WITHIN_S of the
+    end, a day less than the asks live: the one made is found while its asks last, and once
+    they are gone no new one begins (`rematch_too_late`)."""
+    days = [0.0]
+    asks = InMemoryRematchAsks(clock=lambda: days[0] * 86_400)
+    app = _app(asks=asks)
+    start = time.time()
+    app.wall = lambda: start + days[0] * 86_400
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    made = app.ask_rematch(match_id, _person(app, match_id, 1)).match_id
+    assert made
+    days[0] = 28  # asked again within the window: found, its asks kept 30 days more
+    assert app.ask_rematch(match_id, _person(app, match_id, 0)).match_id == made
+    days[0] = 40  # past the window, its asks still kept: found
+    assert app.get_rematch(match_id, Viewer(None)).match_id == made
+    assert app.ask_rematch(match_id, _person(app, match_id, 1)).match_id == made
+    days[0] = 71  # the asks gone (30 days after the last write): nothing begins again
+    assert _refused(lambda: app.get_rematch(match_id, Viewer(None))) == ("FAILED_PRECONDITION", "rematch_too_late")
+    for seat in (0, 1):
+        assert _refused(lambda s=seat: app.ask_rematch(match_id, _person(app, match_id, s))) == \
+            ("FAILED_PRECONDITION", "rematch_too_late")
+    assert ASKED_WITHIN_S <= REMATCH_TTL_S - 86_400  # a day's margin for the hosts' clocks
+
+
+def test_a_table_that_asks_a_month_after_the_end_has_no_rematch() -> None:
+    """The window counts from the match's end, not from the first ask."""
+    days = [0.0]
+    app = _app(asks=InMemoryRematchAsks(clock=lambda: days[0] * 86_400))
+    start = time.time()
+    app.wall = lambda: start + days[0] * 86_400
+    match_id = _match(app)
+    _play_out(app, match_id)
+    days[0] = 20
+    assert app.ask_rematch(match_id, _person(app, match_id, 0)).waiting_for == (1,)
+    days[0] = 30
+    assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 1))) == \
+        ("FAILED_PRECONDITION", "rematch_too_late")
+    assert _refused(lambda: app.get_rematch(match_id, Viewer(None))) == ("FAILED_PRECONDITION", "rematch_too_late")

@@ -151,6 +151,22 @@ def test_operator_tokens_minted_during_a_roll_are_read_by_replicas_on_either_sid
         step2.read_seat(step2.seat_token("m1", 0) + "." + "x")
 
 
+
+def test_an_operator_tokens_signatures_are_each_a_signature_once() -> None:
+    """A token of several signatures read any extra segment as one that may be another secret's:
+    a trailing dot, an empty segment, the own signature twice or a segment no HMAC could write
+    were all taken (`body.sig.`, `body..sig`), where a token of one signature with a dot too many
+    was always refused. Segments of another secret's shape still pass: no reader can tell them."""
+    minter = TokenSigner("new", accepted=["old"])
+    body, _, signed = minter.operator_token("ops", now=100.0).partition(".")
+    own, old = signed.split(".")
+    reader = TokenSigner("new")
+    assert reader.read_operator(f"{body}.{old}.{own}", now=101.0) == "ops"  # either order
+    for token in (f"{body}.{own}.", f"{body}..{own}", f"{body}.{own}.{own}", f"{body}.{own}.x",
+                  f"{body}.{own}.{old}=", f"{body}.{own}.{old}.", f"{body}.{own}.{old[:-1]}+"):
+        with pytest.raises(InvalidToken, match="malformed"):
+            reader.read_operator(token, now=101.0)
+
 def test_the_command_service_reads_the_tokens_of_a_rollovers_accepted_secret() -> None:
     """The composition root hands the service `Settings.signer()`, not a signer of the secret alone."""
     from famiglia.config import Settings
