@@ -86,6 +86,7 @@ from .hot_matches import (
     HotMatches,
     UnknownMatch,
     UnreadableMatch,
+    gone,
     unreadable,
 )
 from .metrics import command_metrics
@@ -505,14 +506,7 @@ class CommandApp:
         except UnreadableMatch as exc:
             raise FailedPrecondition("match_unreadable", f"match {match_id!r} cannot be played here: {exc}") from None
         except UnknownMatch:
-            raise self._missing(match_id) from None
-
-    def _missing(self, match_id: str) -> NotFound:
-        """A match this store has no events of: archived, or never made."""
-        if self.store.exists(match_id):  # the version key outlives a trim
-            return NotFound("match_archived", f"match {match_id!r} is over and archived: "
-                                              "the replay service has its events and final state")
-        return NotFound("unknown_match", f"no match {match_id!r}")
+            raise gone(self.store, match_id) from None  # (the version key outlives a trim)
 
     def get_view(self, match_id: str, viewer: Viewer) -> ViewAnswer:
         hot = self._hot(match_id)
@@ -1204,7 +1198,11 @@ class CommandApp:
             except UnreadableMatch:  # not this server's to tell (a newer server's match): left as it is
                 continue
             with hot.lock:
-                m = self.matches.catch_up(hot)
+                try:
+                    m = self.matches.catch_up(hot)
+                except NotFound:  # archived since this process folded it: over
+                    stale.append(match_id)
+                    continue
                 seats = [] if m.finished else _seats_of(m, player_id)
                 if not seats:
                     stale.append(match_id)
@@ -1235,7 +1233,7 @@ class CommandApp:
             with hot.lock:
                 try:
                     m = self.matches.catch_up(hot)  # whether its player left, as the store says
-                except UnknownMatch:  # trimmed since: the chat call itself answers `match_archived`
+                except NotFound:  # archived since: the chat call itself answers `match_archived`
                     m = hot.match
         return m.seats, _reader(m, viewer)
 
@@ -1512,11 +1510,7 @@ class CommandApp:
     def _finished(self, match_id: str, viewer: Viewer) -> MatchState:
         hot = self._hot(match_id)
         with hot.lock:
-            try:
-                m = self.matches.catch_up(hot)
-            except UnknownMatch:  # trimmed since this replica folded it: as one that never held it
-                self.matches.forget(match_id)
-                raise self._missing(match_id) from None
+            m = self.matches.catch_up(hot)  # (archived since this replica folded it: `match_archived`)
         self._check_seat(m.seats, viewer)
         check_rematch(m)
         return m
@@ -1576,8 +1570,7 @@ class CommandApp:
         with hot.lock:
             try:
                 return self.matches.catch_up(hot).finished
-            except UnknownMatch:  # trimmed since this replica folded it: archived, so over
-                self.matches.forget(match_id)
+            except NotFound:  # archived since this replica folded it: over
                 return True
 
     def _made_before(self, match_id: str, viewer: Viewer, gone: NotFound) -> Rematch:

@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
-from famiglia.grpcutil.errors import FailedPrecondition
+from famiglia.grpcutil.errors import FailedPrecondition, NotFound
 from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack, UnknownEventKind
 
 HOT_MATCHES = 10_000
@@ -61,6 +61,15 @@ class UnknownMatch(KeyError):
 class UnreadableMatch(Exception):
     """The stored events cannot be folded here: a game this server does not have, or a
     payload its engine cannot parse (an unverified import, a newer server's events)."""
+
+
+def gone(store: EventStore, match_id: str) -> NotFound:
+    """The refusal of a match the store does not hold: archived (trimmed, its version key kept)
+    or never made."""
+    if store.exists(match_id):
+        return NotFound("match_archived", f"match {match_id!r} is over and archived: the replay service has its "
+                                          "events and final state")
+    return NotFound("unknown_match", f"no match {match_id!r}")
 
 
 def unreadable(match_id: str, why: object) -> FailedPrecondition:
@@ -192,11 +201,17 @@ class HotMatches:
         """Fold what other processes appended, and staged (call with hot.lock held); the match
         as it is now. A store that lost what this fold holds, and perhaps was written on since
         by another process, is folded anew (`refold`: a new MatchState, so a caller holding the
-        old one takes this answer): what it holds past the lost events does not follow them."""
+        old one takes this answer): what it holds past the lost events does not follow them. A
+        store that holds none of it any more (the match archived and trimmed) is `gone`: the
+        entry is dropped and the call refused as on a process that never held it."""
         try:
             hot.match.catch_up(self._store)
         except StoreWentBack:
-            self.refold(hot)
+            try:
+                self.refold(hot)
+            except UnknownMatch:  # trimmed since this process folded it (a finished match archived)
+                self.forget(hot.match.match_id)
+                raise gone(self._store, hot.match.match_id) from None
         except (DecodeError, UnknownEventKind) as exc:  # another replica, newer, wrote what this one cannot fold
             raise unreadable(hot.match.match_id, exc) from None
         return hot.match

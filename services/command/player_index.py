@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from famiglia.eventstore.envelopes import open_match_created
-from famiglia.grpcutil.errors import FailedPrecondition, store_away
+from famiglia.grpcutil.errors import FailedPrecondition, NotFound, store_away
 from famiglia.telemetry import get_logger
 from famiglia.v1 import envelope_pb2
 
@@ -162,7 +162,7 @@ def _now(app: CommandApp, hot: HotMatch) -> tuple[bool | None, set[str]]:
     try:
         with hot.lock:
             m = app.matches.catch_up(hot)
-    except UnknownMatch:
+    except NotFound:  # archived since this process folded it (`HotMatches.catch_up`)
         return True, set()
     except FailedPrecondition:  # match_unreadable
         return None, set()

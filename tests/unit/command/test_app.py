@@ -775,3 +775,27 @@ def test_two_replicas_racing_on_one_match_never_fork_it(store) -> None:
     b.matches.catch_up(b.matches.get(created.match_id))
     assert a.matches.get(created.match_id).match.state == b.matches.get(created.match_id).match.state
     assert accepted["n"] > 0
+
+
+def test_a_match_trimmed_while_this_process_holds_it_is_archived_for_every_call(store: InMemoryEventStore) -> None:
+    """The retention sweep trims a finished match another replica made and this one still holds
+    in memory: its next fold finds no events, and every call is refused as on a process that
+    never held it (`match_archived`), not an internal error; ListMyTurns leaves it out."""
+    engine, seats = _game()
+    app = bootstrap(store=store, settings=SETTINGS)
+    info = [envelope_pb2.SeatInfo(seat=0, player_id="ann")]
+    created = app.create_match(engine.info.game_id, seats, seed=3, seat_info=info)
+    seat_zero = app.viewer(created.match_id, created.seat_tokens[0])
+    app.get_view(created.match_id, seat_zero)  # held hot here
+    assert store.trim(created.match_id) > 0
+    calls = {
+        "view": lambda: app.get_view(created.match_id, seat_zero),
+        "legal": lambda: app.legal_commands(created.match_id, seat_zero),
+        "leave": lambda: app.leave_match(created.match_id, seat_zero),
+        "rematch": lambda: app.get_rematch(created.match_id, seat_zero),
+    }
+    for name, call in calls.items():
+        with pytest.raises(NotFound) as refused:
+            call()
+        assert refused.value.code == "match_archived", name
+    assert app.my_turns("ann") == []
