@@ -604,9 +604,12 @@ class ReadModelLog:
 _READ_MODEL_STATUS = {RUNNING: "running", FINISHED: "finished", CANCELLED: "cancelled"}
 
 
-_PASSING_CODES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED})
-"""CreateMatch refusals that may pass (a service at its limits, its Redis away for a moment): a
-planned match is abandoned for one only once it kept failing for `stuck_seconds`."""
+_PASSING_CODES = frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.ABORTED,
+                            grpc.StatusCode.UNAUTHENTICATED})
+"""CreateMatch refusals that may pass (a service at its limits, its Redis away for a moment; its
+operator token refused mid-rotation, a replica not yet restarted with the secret this runner
+signs with, docs/operations.md): a planned match is abandoned for one only once it kept failing
+for `stuck_seconds`."""
 
 
 #: The longest pause between steps that keep failing: the pause doubles from a second with

@@ -121,7 +121,8 @@ def test_a_command_service_away_does_not_abandon_planned_matches(repo: Tournamen
     assert repo.get(tid).started == {0: "m1"}
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED])
+@pytest.mark.parametrize("code", [grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  grpc.StatusCode.UNAUTHENTICATED])
 def test_a_refusal_that_may_pass_abandons_a_planned_match_only_once_it_kept_failing(
         repo: TournamentRepo, code: grpc.StatusCode) -> None:
     """CreateMatch refused for a reason that may pass (the service at its limits, its Redis away
