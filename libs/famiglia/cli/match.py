@@ -5,7 +5,8 @@
     famiglia match reindex-players [--dry-run] [--cursor N]          put live matches in their players' lists
 
 The operator token is minted from the deployment's secret (FAMIGLIA_SECRET, or the embedded
-stack's `var/secret`), as `famiglia tournament` does.
+stack's `var/secret`), as `famiglia tournament` does, and signed with FAMIGLIA_SECRET_ACCEPTED
+too when it is set (a secret rollover: each replica reads it by its own secret alone).
 
 `sweep` finds the matches that never end (their people walked away from a game without clocks,
 and nobody cancelled them: their stream, command records and the bots' tracking stay for good)

@@ -10,7 +10,8 @@
 `verify` needs no server: it reads the file and runs the engines in process,
 so a file checked on a laptop means the same as one checked by the service.
 `import` is an operator action: it sends an operator token minted from the
-deployment's secret (FAMIGLIA_SECRET, or the embedded stack's var/secret), or
+deployment's secret (FAMIGLIA_SECRET, or the embedded stack's var/secret;
+signed with FAMIGLIA_SECRET_ACCEPTED too when it is set, a secret rollover), or
 the one given with --operator-token.
 """
 

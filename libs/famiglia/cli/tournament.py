@@ -8,7 +8,9 @@
 
 Matches run on the Celery workers of the embedded stack (or wherever
 FAMIGLIA_BOTS_ADDR points); each entrant is a bot policy, optionally with its
-budget: `ismcts?iterations=200&seconds=0.5`.
+budget: `ismcts?iterations=200&seconds=0.5`. Creating and cancelling send an operator
+token, minted from the deployment's secret (FAMIGLIA_SECRET, or the embedded stack's
+var/secret; signed with FAMIGLIA_SECRET_ACCEPTED too when it is set, a secret rollover).
 """
 
 from __future__ import annotations

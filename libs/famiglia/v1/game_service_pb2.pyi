@@ -229,7 +229,9 @@ class CreateMatchRequest(_message.Message):
     """idempotency key for the creation itself: a secret (a retry gets every"""
     tournament_id: _builtins.str
     """seat's token), 16 to 256 characters (a UUID; else bad_request_id);
-    reused for another match: ALREADY_EXISTS; empty: no retry is recognised
+    reused for another match, or sent again once its match is archived:
+    ALREADY_EXISTS request_id_reused (the latter naming the match in
+    ErrorInfo.metadata match_id); empty: no retry is recognised
     files the match under this tournament: at most 100 characters, no NUL;
     """
     @_builtins.property
@@ -1681,11 +1683,13 @@ class TurnNotification(_message.Message):
     kind: _builtins.str
     """"your_turn": an ask of the seat began (its own GetView's to_act names it now and did not
     before; told once an ask, not again for the seat's own moves while it stays asked; a private
-    ask, such as a Nothing Personal window, is told to its own seat's player only). "match_over":
+    ask, such as a Nothing Personal window, is told to its own seat's player only; one begun more
+    than 6 days before the server saw it is not told). "match_over":
     the match finished or was cancelled (GetView says which); no more turns of it. After it, of a
     finished match: "rematch_asked", another person at the table asked for a rematch (AskRematch),
     and "rematch_made", every person had and the rematch is made: GetRematch(match_id) tells who
-    asked, and the rematch and this seat's token there (not told to the player whose ask it was).
+    asked, and the rematch and this seat's token there (neither is told to the player whose call,
+    an ask or a look, it was: its answer says so).
     """
     version: _builtins.int
     """the match's version then, as GetView's"""

@@ -28,7 +28,7 @@ if _version_not_supported:
 class GameServiceStub:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def __init__(self, channel):
@@ -132,7 +132,7 @@ class GameServiceStub:
 class GameServiceServicer:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def ListGames(self, request, context):
@@ -231,8 +231,9 @@ class GameServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchMyTurns(self, request, context):
-        """ListMyTurns as a stream: its answer first, then a notification each time one of the
-        player's seats is asked or one of its matches ends, as the server writes them, until the
+        """ListMyTurns as a stream: its answer first, then a notification each time an ask of one of
+        the player's seats begins or one of its matches ends (and, after a finished match, when its
+        table asks for a rematch and when it is made), as the server writes them, until the
         client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -258,9 +259,11 @@ class GameServiceServicer:
     def AskRematch(self, request, context):
         """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
         one): the same game, seats and options, a new deal, every seat moved one on. It is made once
-        every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-        bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
-        days of the match's end (later: rematch_too_late, unless one was made in time).
+        every person seated at the end has asked (a bot's seat, and a seat away at the end, left or by
+        its clock, is the bots' there too); each asker gets its own seat and token there. Idempotent.
+        Asked within 29 days of the match's end (later: rematch_too_late, unless one was made in
+        time). Not a match whose bots think past the public budget (operator_only: only an operator
+        creates it again). Once the finished match is archived, a rematch made is still found.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -384,7 +387,7 @@ def add_GameServiceServicer_to_server(servicer, server):
 class GameService:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @staticmethod

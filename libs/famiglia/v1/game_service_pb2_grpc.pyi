@@ -29,7 +29,7 @@ GRPC_VERSION: str
 class GameServiceStub:
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @_typing.overload
@@ -79,8 +79,9 @@ class GameServiceStub:
     not a seat token; each match says what its seat's own GetView would.
     """
     WatchMyTurns: _grpc.UnaryStreamMultiCallable[_game_service_pb2.WatchMyTurnsRequest, _game_service_pb2.WatchMyTurnsResponse]
-    """ListMyTurns as a stream: its answer first, then a notification each time one of the
-    player's seats is asked or one of its matches ends, as the server writes them, until the
+    """ListMyTurns as a stream: its answer first, then a notification each time an ask of one of
+    the player's seats begins or one of its matches ends (and, after a finished match, when its
+    table asks for a rematch and when it is made), as the server writes them, until the
     client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
     """
     LeaveMatch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]
@@ -94,9 +95,11 @@ class GameServiceStub:
     AskRematch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]
     """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
     one): the same game, seats and options, a new deal, every seat moved one on. It is made once
-    every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-    bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
-    days of the match's end (later: rematch_too_late, unless one was made in time).
+    every person seated at the end has asked (a bot's seat, and a seat away at the end, left or by
+    its clock, is the bots' there too); each asker gets its own seat and token there. Idempotent.
+    Asked within 29 days of the match's end (later: rematch_too_late, unless one was made in
+    time). Not a match whose bots think past the public budget (operator_only: only an operator
+    creates it again). Once the finished match is archived, a rematch made is still found.
     """
     GetRematch: _grpc.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]
     """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
@@ -107,7 +110,7 @@ class GameServiceStub:
 class GameServiceAsyncStub(GameServiceStub):
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -154,8 +157,9 @@ class GameServiceAsyncStub(GameServiceStub):
     not a seat token; each match says what its seat's own GetView would.
     """
     WatchMyTurns: _aio.UnaryStreamMultiCallable[_game_service_pb2.WatchMyTurnsRequest, _game_service_pb2.WatchMyTurnsResponse]  # type: ignore[assignment]
-    """ListMyTurns as a stream: its answer first, then a notification each time one of the
-    player's seats is asked or one of its matches ends, as the server writes them, until the
+    """ListMyTurns as a stream: its answer first, then a notification each time an ask of one of
+    the player's seats begins or one of its matches ends (and, after a finished match, when its
+    table asks for a rematch and when it is made), as the server writes them, until the
     client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
     """
     LeaveMatch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.LeaveMatchRequest, _game_service_pb2.LeaveMatchResponse]  # type: ignore[assignment]
@@ -169,9 +173,11 @@ class GameServiceAsyncStub(GameServiceStub):
     AskRematch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]  # type: ignore[assignment]
     """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
     one): the same game, seats and options, a new deal, every seat moved one on. It is made once
-    every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-    bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
-    days of the match's end (later: rematch_too_late, unless one was made in time).
+    every person seated at the end has asked (a bot's seat, and a seat away at the end, left or by
+    its clock, is the bots' there too); each asker gets its own seat and token there. Idempotent.
+    Asked within 29 days of the match's end (later: rematch_too_late, unless one was made in
+    time). Not a match whose bots think past the public budget (operator_only: only an operator
+    creates it again). Once the finished match is archived, a rematch made is still found.
     """
     GetRematch: _aio.UnaryUnaryMultiCallable[_game_service_pb2.RematchRequest, _game_service_pb2.RematchResponse]  # type: ignore[assignment]
     """Where a finished match's rematch stands, asking nothing: seat tokens and spectators alike."""
@@ -181,7 +187,7 @@ class GameServiceAsyncStub(GameServiceStub):
 class GameServiceServicer(metaclass=_abc_1.ABCMeta):
     """Refusals are gRPC statuses with a stable code (`famiglia-code` trailer, ErrorInfo.reason): the
     README's error table lists every one. A seat's calls carry `authorization: Bearer <seat token>`;
-    ListMyTurns a player's `authorization: Bearer <player token>`.
+    ListMyTurns and WatchMyTurns a player's `authorization: Bearer <player token>`.
     """
 
     @_abc_1.abstractmethod
@@ -304,8 +310,9 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _game_service_pb2.WatchMyTurnsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_game_service_pb2.WatchMyTurnsResponse], _abc.AsyncIterator[_game_service_pb2.WatchMyTurnsResponse]]:
-        """ListMyTurns as a stream: its answer first, then a notification each time one of the
-        player's seats is asked or one of its matches ends, as the server writes them, until the
+        """ListMyTurns as a stream: its answer first, then a notification each time an ask of one of
+        the player's seats begins or one of its matches ends (and, after a finished match, when its
+        table asks for a rematch and when it is made), as the server writes them, until the
         client leaves. Resumable from the last cursor received (after_id). A player token, as ListMyTurns.
         """
 
@@ -337,9 +344,11 @@ class GameServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_game_service_pb2.RematchResponse, _abc.Awaitable[_game_service_pb2.RematchResponse]]:
         """The token's seat asks for a rematch of a finished match (not a cancelled or a tournament's
         one): the same game, seats and options, a new deal, every seat moved one on. It is made once
-        every person seated at the end has asked (a bot's seat, and a seat its player left, is the
-        bots' there too); each asker gets its own seat and token there. Idempotent. Asked within 29
-        days of the match's end (later: rematch_too_late, unless one was made in time).
+        every person seated at the end has asked (a bot's seat, and a seat away at the end, left or by
+        its clock, is the bots' there too); each asker gets its own seat and token there. Idempotent.
+        Asked within 29 days of the match's end (later: rematch_too_late, unless one was made in
+        time). Not a match whose bots think past the public budget (operator_only: only an operator
+        creates it again). Once the finished match is archived, a rematch made is still found.
         """
 
     @_abc_1.abstractmethod
