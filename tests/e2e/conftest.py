@@ -152,18 +152,27 @@ class CommandProcess:
             "OTEL_SDK_DISABLED": "true",
         })
         # Logs go to a file: an unread pipe would fill up and block the server.
+        logged = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
                                          stdout=subprocess.DEVNULL, stderr=log)
         # A ready-future asks for a connection once: one that meets the subchannel (shared by
         # every channel of this process to the address) in its reconnect backoff after the
-        # last process died may wait past the new one's start. Ask again each second.
+        # last process died may wait past the new one's start. Ask again each second. Ready is
+        # not enough: `free_port`'s port may have been taken meanwhile by another test's server
+        # (the suite runs two workers), which would answer instead of this process, which fails
+        # to bind. So this process must also have said it started.
         deadline = time.monotonic() + 30
         while True:
             channel = grpc.insecure_channel(self.address)
             try:
                 grpc.channel_ready_future(channel).result(timeout=1)
-                return self
+                if b"command_service_started" in self.log.read_bytes()[logged:]:
+                    return self
+                if self.proc.poll() is None and time.monotonic() <= deadline:
+                    time.sleep(0.05)
+                    continue
+                raise grpc.FutureTimeoutError()
             except grpc.FutureTimeoutError:
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     self.proc.kill()
