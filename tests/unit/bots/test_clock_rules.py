@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import grpc
-
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import play as play_card
-from famiglia.grpcutil.errors import AppError, to_status
+from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import game_service_pb2 as pb
 from services.bots import handlers
 from services.command.app import Viewer
+from tests.support.refusals import Refused
 from tests.unit.bots.test_dispatcher import Table
 from tests.unit.bots.test_handlers import _RpcError
 
@@ -134,21 +133,6 @@ def test_a_clock_the_match_moved_past_is_stale_without_reading_the_match() -> No
     assert reads  # a clock at the match's version reads it, as before
 
 
-class _Refused(grpc.RpcError):
-    """A refusal as the command service sends it (`to_status`: its code, and its ErrorInfo)."""
-
-    def __init__(self, error: AppError) -> None:
-        self.status = to_status(error)
-
-    def code(self) -> grpc.StatusCode:
-        return self.status.code
-
-    def details(self) -> str:
-        return self.status.details
-
-    def trailing_metadata(self):
-        return self.status.trailing_metadata
-
 
 @dataclass
 class BotsTokenSeat(ClockSeat):
@@ -160,7 +144,7 @@ class BotsTokenSeat(ClockSeat):
             done = self.table.app.submit(self.match_id, Viewer(self.seat, bot=True), command_id, command,
                                          expected_version, omit_events=omit_events)
         except AppError as exc:
-            raise _Refused(exc) from None
+            raise Refused(exc) from None
         return pb.SubmitCommandResponse(version=done.version, duplicate=done.duplicate)
 
 

@@ -20,7 +20,7 @@ import structlog
 from famiglia.auth import TokenSigner
 from famiglia.bots.tournament import GamePlan, TournamentSpec
 from famiglia.bots.toy import toy_registry
-from famiglia.grpcutil.errors import AlreadyExists, to_status
+from famiglia.grpcutil.errors import AlreadyExists
 from famiglia.v1 import tournament_service_pb2 as tpb
 from services.bots.entrypoints import grpc_server
 from services.bots.tournaments import (
@@ -31,6 +31,7 @@ from services.bots.tournaments import (
     TournamentRepo,
     TournamentRunner,
 )
+from tests.support.refusals import Refused
 from tests.unit.bots.test_handlers import _RpcError
 
 SIGNER = TokenSigner("unit-secret")
@@ -548,21 +549,6 @@ def test_a_runner_restarted_with_the_new_secret_creates_and_cancels_on_a_replica
     assert command.events == {"m1": [f"tournament {tid} (cup) cancelled"]}
 
 
-class _Refused(grpc.RpcError):
-    """A refusal as the command service sends it: its status, ErrorInfo and trailing code."""
-
-    def __init__(self, error) -> None:
-        self.status = to_status(error)
-
-    def code(self) -> grpc.StatusCode:
-        return self.status.code
-
-    def details(self) -> str:
-        return self.status.details
-
-    def trailing_metadata(self):
-        return self.status.trailing_metadata
-
 
 def test_a_creation_retried_after_its_match_was_archived_takes_that_match(repo: TournamentRepo) -> None:
     """The runner away while its match was made, played to its end and archived: the command
@@ -572,7 +558,7 @@ def test_a_creation_retried_after_its_match_was_archived_takes_that_match(repo: 
 
     class Archived(CommandService):
         def create_match(self, game_id, seats, *, request_id, token, **kwargs):
-            raise _Refused(AlreadyExists("request_id_reused", "archived", metadata={"match_id": "m-archived"}))
+            raise Refused(AlreadyExists("request_id_reused", "archived", metadata={"match_id": "m-archived"}))
 
     runner = _runner(repo, Archived())
     runner.step()
@@ -582,7 +568,7 @@ def test_a_creation_retried_after_its_match_was_archived_takes_that_match(repo: 
 
     class Reused(CommandService):
         def create_match(self, game_id, seats, *, request_id, token, **kwargs):
-            raise _Refused(AlreadyExists("request_id_reused", "another match"))
+            raise Refused(AlreadyExists("request_id_reused", "another match"))
 
     _runner(repo, Reused()).step()
     assert repo.get(tid2).started[0].startswith("failed:")  # type: ignore[union-attr]
