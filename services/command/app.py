@@ -1522,10 +1522,12 @@ class CommandApp:
         and those who asked may look only."""
         asked = tuple(sorted(asks.seats))
         waiting = tuple(s for s in persons(m) if s not in asks.seats)
-        if not asks.request_id:
-            return Rematch(asked, waiting)
-        match_id = _match_id(asks.request_id)
         seated = seating(m)
+        if not asks.request_id:  # not made yet: the seat it will be, no token
+            there = None if viewer.seat is None or viewer.bot else seat_there(seated, m.seats, viewer.seat,
+                                                                               viewer.player_id)
+            return Rematch(asked, waiting, seat=there[0] if there is not None else -1)
+        match_id = _match_id(asks.request_id)
         # Created again by each ask (a retry's creation indexes its people's live matches again,
         # a write an outage may have lost), but not once it is over: that would put an ended
         # match back among them.

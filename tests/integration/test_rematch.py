@@ -101,7 +101,7 @@ def test_a_table_asks_for_a_rematch_and_plays_it(service: Service) -> None:
     assert _refusal(players[0].ask_rematch) == (grpc.StatusCode.FAILED_PRECONDITION, "match_not_over")
     _play_out(players)
     first = players[2].ask_rematch()
-    assert (list(first.asked), list(first.waiting_for), first.match_id, first.seat) == ([2], [0, 1], "", -1)
+    assert (list(first.asked), list(first.waiting_for), first.match_id, first.seat) == ([2], [0, 1], "", 0)
     assert players[2].rematch_seat(first) is None
     # The other two are told, on their notification streams (WatchMyTurns), whose ask it was not.
     watched = list(service.client.stub.WatchMyTurns(

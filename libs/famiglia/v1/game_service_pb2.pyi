@@ -1222,9 +1222,11 @@ class RematchResponse(_message.Message):
     match_id: _builtins.str
     """the rematch, once made (empty before)"""
     seat: _builtins.int
-    """the caller's seat there (its own moved one on); -1 if none"""
+    """the caller's seat there (its own moved one on), known before it"""
     seat_token: _builtins.str
-    """the caller's token there, once made; empty for a spectator"""
+    """is made; -1 for a spectator or a seat the bots play there
+    the caller's token there, once made; empty for a spectator
+    """
     @_builtins.property
     def asked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """the finished match's seats whose players asked, in order"""

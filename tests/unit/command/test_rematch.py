@@ -91,10 +91,12 @@ def test_the_rematch_is_made_once_every_person_asked_each_seat_moved_one_on() ->
     _play_out(app, match_id)
     first = app.ask_rematch(match_id, _person(app, match_id, 1))
     assert (first.asked, first.waiting_for, first.match_id, first.seat_token) == ((1,), (0, 2), "", "")
+    assert first.seat == moved_on(1, 3) == 2  # the seat it will be, known before the match is made
     again = app.ask_rematch(match_id, _person(app, match_id, 1))
     assert again == first  # idempotent
     looked = app.get_rematch(match_id, Viewer(None))
-    assert (looked.asked, looked.waiting_for, looked.match_id) == ((1,), (0, 2), "")
+    assert (looked.asked, looked.waiting_for, looked.match_id, looked.seat) == ((1,), (0, 2), "", -1)
+    assert app.get_rematch(match_id, _person(app, match_id, 0)).seat == 1  # asked or not
 
     app.ask_rematch(match_id, _person(app, match_id, 2))
     made = app.ask_rematch(match_id, _person(app, match_id, 0))
