@@ -157,9 +157,11 @@ def play(s: Server, rng: random.Random, i: int, operator: str, feed: Feed) -> No
 
 
 def keys_by_kind(client: redis.Redis) -> Counter[str]:
-    """Redis's keys counted by kind: `famiglia:{p07}:match:<id>` is a `match` key."""
+    """Redis's keys counted by kind: `famiglia:{p07}:match:<id>` is a `match` key. Each key once:
+    SCAN may return a key twice when Redis resizes its table meanwhile (as after a sweep that
+    deleted thousands of keys), which once counted 1,501 version keys of 1,500 matches."""
     kinds: Counter[str] = Counter()
-    for key in client.scan_iter(count=1000):
+    for key in set(client.scan_iter(count=1000)):
         parts = key.decode().split(":")
         kinds[parts[2] if len(parts) > 2 and parts[1].startswith("{p") else ":".join(parts[:2])] += 1
     return kinds
