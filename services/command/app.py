@@ -399,8 +399,7 @@ class CommandApp:
         may still create a match that names nobody (bot seats without a player id included),
         with bot seats whose policies keep within `PUBLIC_BUDGET` (famiglia.bots.policy): a
         decision of about a CPU second at most, so no one holds the bot workers for hours."""
-        dear = [f"seat {info.seat}: {', '.join(over)}" for info in seat_info if info.bot
-                for over in [_over_budget(info.policy)] if over]
+        dear = _dear_bots(seat_info)
         if dear:
             operator_of(self.signer, token, "create a match whose bots think past the public budget ("
                         + "; ".join(dear) + ")")
@@ -1466,8 +1465,7 @@ class CommandApp:
             if away[0].reason == LEFT:
                 raise FailedPrecondition("seat_left", why)
             raise FailedPrecondition("seat_away", why)
-        dear = [f"seat {info.seat}: {', '.join(over)}" for info in m.created.seat_info if info.bot
-                for over in [_over_budget(info.policy)] if over]
+        dear = _dear_bots(m.created.seat_info)
         if dear:  # as its creation needed one (`check_creator`): a rematch would take the bots' time again
             raise PermissionDenied("operator_only", "this match's bots think past the public budget ("
                                    + "; ".join(dear) + "): only an operator creates such a match again")
@@ -1935,6 +1933,12 @@ def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tour
                 raise InvalidArgument("unknown_policy", f"seat_info: seat {info.seat}: {exc}") from None
             except BadPolicyParameter as exc:
                 raise InvalidArgument("bad_policy_params", f"seat_info: seat {info.seat}: {exc}") from None
+
+
+def _dear_bots(seat_info: Sequence[envelope_pb2.SeatInfo]) -> list[str]:
+    """Each bot seat whose policy asks past the public budget, and what it asks past it."""
+    return [f"seat {info.seat}: {', '.join(over)}" for info in seat_info if info.bot
+            for over in [_over_budget(info.policy)] if over]
 
 
 def _over_budget(policy: str) -> list[str]:
