@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from famiglia.config import Settings, listen_address, shown_url, whole
 from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
@@ -9,13 +11,25 @@ from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
 from famiglia.telemetry.metrics import configure_metrics
 
+from .app import CommandApp
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import CALL_WORKERS, serve
+from .rematch import REMATCH_SWEEP_S
 
 
 def call_workers() -> int:
     """Threads for unary calls (FAMIGLIA_COMMAND_CALL_WORKERS, at least 1)."""
     return whole("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)
+
+
+def sweep_rematches(app: CommandApp, stop: threading.Event, every_s: float = REMATCH_SWEEP_S) -> None:
+    """Until `stop`: make the rematches whose creation was lost, every `every_s` (each replica
+    does: a creation is idempotent). Redis away for a round: the next round tries again."""
+    while not stop.wait(every_s):
+        try:
+            app.finish_rematches()
+        except Exception:  # noqa: BLE001 -- the pending creations stay for the next round
+            get_logger().exception("rematch_sweep_failed")
 
 
 def main() -> None:
@@ -29,8 +43,11 @@ def main() -> None:
     server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
                          call_workers=call_workers(), dependencies=[redis_ping(settings.redis_url)], transport=serving)
     server.start()
+    sweeping = threading.Event()
+    threading.Thread(target=sweep_rematches, args=(app, sweeping), name="rematch-sweep", daemon=True).start()
     get_logger().info("command_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url))
     since = await_stop(stop_on_signals(), "command")
+    sweeping.set()
     server.stop(grace=5).wait()
     app.store.close()
     drained("command", since)

@@ -92,7 +92,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
-from .rematch import Rematch, check_rematch, persons, seat_there, seating, too_late
+from .rematch import REMATCH_GRACE_S, Rematch, check_rematch, persons, seat_there, seating, too_late
 from .turn_watch import Snapshot, watch_my_turns
 
 log = get_logger("famiglia.command")
@@ -1480,7 +1480,8 @@ class CommandApp:
         if not waiting and not asks.request_id:
             # One request id for the table, the first writer's: every asker, replica and retry
             # creates (or finds) the same match under it.
-            asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32)))
+            asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32),
+                                                                         int(self.wall() * 1000)))
         return self._rematch(m, viewer, asks, make=True)
 
     def get_rematch(self, match_id: str, viewer: Viewer) -> Rematch:
@@ -1496,6 +1497,29 @@ class CommandApp:
         if late is not None and not asks.request_id:
             raise late
         return self._rematch(m, viewer, asks, make=False)
+
+    def finish_rematches(self, grace_s: float = REMATCH_GRACE_S, most: int = 100) -> int:
+        """Make each rematch whose table asked in full but whose creation was lost (the asker's
+        process died between fixing the request id and creating the match), so it does not wait
+        for somebody's next ask or look, which may never come before the finished match is
+        archived (the rematch is made from it). The pending creations older than `grace_s` (an
+        ask may be making one now: making it twice is harmless, an idempotent creation); the
+        number looked at. A finished match gone already can make none: logged `rematch_lost`."""
+        looked = 0
+        for match_id in self.rematches.pending(int((self.wall() - grace_s) * 1000), most):
+            looked += 1
+            try:
+                m = self._finished(match_id, SPECTATOR)
+                asks = self.rematches.look(match_id)
+                if asks.request_id:  # (always, but for asks lost since: nothing tells what to make)
+                    made = self._rematch(m, SPECTATOR, asks, make=True)
+                    log.info("rematch_finished", match_id=match_id, rematch_id=made.match_id)
+                else:
+                    log.error("rematch_lost", match_id=match_id, reason="asks_gone")
+            except AppError as exc:  # archived or unknown: nothing to make it from
+                log.error("rematch_lost", match_id=match_id, reason=exc.code)
+            self.rematches.drop_pending(match_id)
+        return looked
 
     def _made_in_time(self, match_id: str, late: FailedPrecondition) -> RematchAsks:
         """The asks of a match past its rematch's window (`rematch.ASKED_WITHIN_S`) if its
@@ -1536,6 +1560,7 @@ class CommandApp:
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
+            self.rematches.drop_pending(m.match_id)
             if not made:
                 self._tell_table(m, REMATCH_MADE, viewer)
         return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)

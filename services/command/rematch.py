@@ -56,6 +56,15 @@ again: a match kept in Redis longer than its asks (the retention off, or the pro
 had a second rematch, and GetRematch forgot the first."""
 
 
+REMATCH_SWEEP_S = 30.0
+"""How often each command process makes the rematches whose creation was lost
+(`CommandApp.finish_rematches`): the table asked in full, the asker's process died before the
+match was created."""
+
+REMATCH_GRACE_S = 30.0
+"""How old a pending creation is before the sweep makes it: an ask may be making it now."""
+
+
 def too_late(m: MatchState, now_s: float) -> FailedPrecondition | None:
     """The refusal of a rematch that was not made in time (`ASKED_WITHIN_S` after the match's
     last event, its end), if `now_s` is past it: a caller finds one made before in the asks."""

@@ -22,6 +22,11 @@ kept in Redis, so each match is looked at once. Several projection processes may
 sweep at once: a trim is idempotent, and a watermark written back by a slower
 sweep only makes the next sweep look at some matches again.
 
+A finished match whose rematch's creation is pending (its table asked in full, its request id
+fixed, the match not created yet: `famiglia.eventstore.rematch_asks`) is kept too, and named for
+a revisit: the rematch is made from it (the command service's sweep, `finish_rematches`), and a
+trim would lose it. A later sweep trims it once the creation is done.
+
 A flagged match that `rebuild` took from the store finished, in its new history, where
 the watermark has usually passed already (the operator rebuilds once the flag shows, long
 after the walk kept it). So the rebuild names it in a set beside the watermark
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import and_, or_
 from sqlalchemy.engine import Engine
@@ -42,6 +47,7 @@ from sqlmodel import col, select
 
 from famiglia.eventstore.consumer import trim_consumed
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.rematch_asks import creation_pending
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
 from famiglia.telemetry import get_logger
@@ -72,8 +78,8 @@ class SweepReport:
     events: int = 0
     """Events dropped from Redis (they stay in the archive)."""
     skipped: int = 0
-    """Finished matches left alone: the store version differs from the projected one, or the
-    store's events from the archive's (flagged)."""
+    """Finished matches left alone: the store version differs from the projected one, the
+    store's events from the archive's (flagged), or their rematch's creation is pending."""
     entries: int = 0
     """Partition stream entries dropped."""
 
@@ -90,6 +96,8 @@ class RetentionSweep:
     """Matches one sweep looks at, at most: a first sweep over a long history is spread over
     several rounds of the consumer instead of holding it up."""
     clock: Callable[[], float] = time.time
+    _awaiting: set[str] = field(default_factory=set)
+    """The matches this sweep kept for their rematch's creation: looked at again by the next."""
 
     @property
     def watermark_key(self) -> str:
@@ -108,13 +116,15 @@ class RetentionSweep:
         the partition entries older than that every group is done with."""
         cutoff = int(self.clock() * 1000) - self.retain_ms
         looked = trimmed = events = skipped = 0
+        self._awaiting.clear()
         for match_id, projected in self._revisits(cutoff):
             looked += 1
             dropped = self._look_at(match_id, projected, None)
             skipped += dropped is None
             trimmed += bool(dropped)
             events += dropped or 0
-            self.store.client.srem(revisit_key(self.store), match_id)
+            if match_id not in self._awaiting:
+                self.store.client.srem(revisit_key(self.store), match_id)
         mark = self.watermark()
         while True:
             rows = self._finished_before(cutoff, mark)
@@ -129,6 +139,7 @@ class RetentionSweep:
                 self.store.client.set(self.watermark_key, f"{mark[0]} {mark[1]}")
             if len(rows) < self.batch or looked >= self.most:
                 break
+        revisit_later(self.store, sorted(self._awaiting))
         entries = trim_consumed(self.store, self.group, keep_after_ms=cutoff)
         report = SweepReport(looked, trimmed, events, skipped, entries)
         if trimmed or skipped or entries:
@@ -157,10 +168,14 @@ class RetentionSweep:
             return [(m, int(v)) for m, v in session.exec(query).all()]
 
     def _kept(self, match_id: str, projected: int, diverged: int | None) -> bool:
-        """Whether the match's stream must stay: flagged, its events other than the archive's
-        (flagged now), or its store version not the projected one."""
+        """Whether the match's stream must stay: flagged, its rematch's creation pending, its
+        events other than the archive's (flagged now), or its store version not the projected one."""
         if diverged is not None:
             log.warning("retention_skipped", match_id=match_id, reason="store_diverged", diverged_seq=diverged)
+            return True
+        if creation_pending(self.store.client, self.store.keys, match_id):
+            log.info("retention_skipped", match_id=match_id, reason="rematch_pending")
+            self._awaiting.add(match_id)
             return True
         stored = self.store.version(match_id)
         events = self.store.read(match_id)

@@ -18,7 +18,7 @@ from famiglia.client import GameClient
 from famiglia.client.game_client import SeatClient
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, RedisRematchAsks
+from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, RedisRematchAsks, creation_pending
 from famiglia.grpcutil.errors import error_code
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as game_pb
@@ -91,6 +91,15 @@ def test_the_asks_on_redis(redis_url: str) -> None:
         assert key.endswith(":rematch:m1") and store.keys.tag(store.keys.partition_of("m1")) in key
         raw = redis.Redis.from_url(redis_url)
         assert 0 < raw.pttl(key) <= REMATCH_TTL_S * 1000
+        # Pending from the fixing until the creation is done, in the match's partition's slot.
+        asks.fix_request_id("m2", "other", at_ms=2_000)
+        assert asks.pending(1_999) == [] and asks.pending(2_000) == ["m2"]  # "m1" fixed now
+        assert sorted(asks.pending(10**15)) == ["m1", "m2"] and len(asks.pending(10**15, most=1)) == 1
+        assert creation_pending(store.client, store.keys, "m2")
+        pending = store.keys.rematches_pending(store.keys.partition_of("m2"))
+        assert store.keys.tag(store.keys.partition_of("m2")) in pending and raw.zscore(pending, "m2") == 2_000
+        asks.drop_pending("m2")
+        assert asks.pending(10**15) == ["m1"] and not creation_pending(store.client, store.keys, "m2")
         raw.close()
     finally:
         store.close()
@@ -172,3 +181,21 @@ def test_last_asks_on_two_replicas_at_once_make_one_rematch_found_once_the_match
     finally:
         a.store.close()
         b.store.close()
+
+
+def test_a_lost_creation_is_made_by_the_sweep_on_redis(service: Service) -> None:
+    """The last asker's process died between fixing the request id and creating the rematch:
+    the sweep (`finish_rematches`, each command process every 30 s) makes it, the table is
+    told, and nothing is left pending."""
+    players = _match(service, seats=2)
+    _play_out(players)
+    match_id = players[0].match_id
+    players[0].ask_rematch()
+    asks = RedisRematchAsks(service.store.client, service.store.keys)
+    asks.ask(match_id, 1)
+    asks.fix_request_id(match_id, "a-request-id-nobody-guesses-0123456789abcdef")
+    assert service.app.finish_rematches(grace_s=0) == 1
+    made = players[1].get_rematch()
+    assert made.match_id and list(made.waiting_for) == [] and made.seat == 0
+    assert [n.kind for n in service.app.notices.read("p0")][-1] == "rematch_made"
+    assert asks.pending(10**15) == [] and service.app.finish_rematches(grace_s=0) == 0

@@ -15,6 +15,8 @@ script can write them all atomically:
                                                     (`famiglia.eventstore.chat`)
     <prefix>:{p07}:rematch:<match_id>               hash: a finished match's rematch asks, no events
                                                     (`famiglia.eventstore.rematch_asks`)
+    <prefix>:{p07}:rematches                        zset: the partition's finished matches whose
+                                                    rematch's creation is pending (the same module)
     <prefix>:{pl:<digest>}:live                     a player's live matches, no events, under the
                                                     player's own tag (`famiglia.eventstore.player_matches`)
 
@@ -117,6 +119,11 @@ class KeyLayout:
     def rematch(self, match_id: str) -> str:
         """A finished match's rematch asks (`famiglia.eventstore.rematch_asks`)."""
         return f"{self.prefix}:{self.tag(self.partition_of(match_id))}:rematch:{match_id}"
+
+    def rematches_pending(self, partition: int) -> str:
+        """The partition's finished matches whose rematch's creation is pending
+        (`famiglia.eventstore.rematch_asks`)."""
+        return f"{self.prefix}:{self.tag(partition)}:rematches"
 
     def player_matches(self, player_id: str) -> str:
         """A player's live matches (`famiglia.eventstore.player_matches`): the player's own

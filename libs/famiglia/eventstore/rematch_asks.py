@@ -7,9 +7,17 @@ retry, a second replica and a crash between the two writes all find the same rem
 secret rotated meanwhile changes nothing. The request id is a secret, as every creation request
 id is (a retried CreateMatch answers with every seat's token): it never leaves the server.
 
-One hash per finished match, beside its match (the match's partition hash tag):
+One hash per finished match, beside its match (the match's partition hash tag), and one sorted
+set per partition of the creations not known to be done:
 
     <prefix>:{p07}:rematch:<match_id>    hash  s<seat> -> "1" (an ask), rid -> the request id
+    <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms)
+
+A finished match enters the set with its request id, in the same transaction, and leaves it once
+its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is
+named there for the command service's sweep to make (`CommandApp.finish_rematches`), and the
+retention sweep keeps the finished match in Redis meanwhile (`creation_pending`), since the
+rematch is made from it.
 
 It expires `ttl_s` after its last write (`REMATCH_TTL_S`), and a rematch made is looked up under
 it for as long; a match takes a new ask only within a day less of its end
@@ -55,9 +63,19 @@ class RematchAsksStore(ABC):
         """Where the rematch stands, asking nothing."""
 
     @abstractmethod
-    def fix_request_id(self, match_id: str, request_id: str) -> str:
+    def fix_request_id(self, match_id: str, request_id: str, at_ms: int | None = None) -> str:
         """`request_id` as the rematch's creation request id unless one is already fixed; the one
-        fixed (the first writer's)."""
+        fixed (the first writer's). The match is pending (`pending`) from `at_ms` (now) until
+        `drop_pending`."""
+
+    @abstractmethod
+    def pending(self, due_ms: int, most: int = 100) -> list[str]:
+        """Finished matches whose request id was fixed at or before `due_ms` and whose rematch is
+        not known to be created: at most `most`, the oldest first in each partition."""
+
+    @abstractmethod
+    def drop_pending(self, match_id: str) -> None:
+        """The match's rematch is created (or can be made no more): no sweep need look at it."""
 
 
 def _asks(fields: dict[str, str]) -> RematchAsks:
@@ -73,6 +91,7 @@ class InMemoryRematchAsks(RematchAsksStore):
         self._ttl_s = ttl_s
         self._clock = clock
         self._asks: dict[str, tuple[float, dict[str, str]]] = {}
+        self._pending: dict[str, int] = {}
 
     def _fields(self, match_id: str) -> dict[str, str]:
         held = self._asks.get(match_id)
@@ -94,12 +113,22 @@ class InMemoryRematchAsks(RematchAsksStore):
         with self._lock:
             return _asks(self._fields(match_id))
 
-    def fix_request_id(self, match_id: str, request_id: str) -> str:
+    def fix_request_id(self, match_id: str, request_id: str, at_ms: int | None = None) -> str:
         with self._lock:
             fields = self._fields(match_id)
             fields = {**fields, _RID: fields.get(_RID) or request_id}
             self._write(match_id, fields)
+            self._pending.setdefault(match_id, _now_ms() if at_ms is None else at_ms)
             return fields[_RID]
+
+    def pending(self, due_ms: int, most: int = 100) -> list[str]:
+        with self._lock:
+            due = sorted((at, m) for m, at in self._pending.items() if at <= due_ms)
+            return [m for _at, m in due[:most]]
+
+    def drop_pending(self, match_id: str) -> None:
+        with self._lock:
+            self._pending.pop(match_id, None)
 
 
 class RedisRematchAsks(RematchAsksStore):
@@ -121,7 +150,8 @@ class RedisRematchAsks(RematchAsksStore):
             write(pipe, key)
             pipe.pexpire(key, self.ttl_ms)
             pipe.hgetall(key)
-            wrote, _expired, raw = pipe.execute()
+            replies = pipe.execute()
+            wrote, raw = replies[0], replies[-1]  # (the write's first reply; the hash after it)
         return wrote, {_text(k): _text(v) for k, v in (raw or {}).items()}
 
     def ask(self, match_id: str, seat: int) -> RematchAsks:
@@ -131,8 +161,35 @@ class RedisRematchAsks(RematchAsksStore):
     def look(self, match_id: str) -> RematchAsks:
         return _asks(self._run(match_id, None)[1])
 
-    def fix_request_id(self, match_id: str, request_id: str) -> str:
-        return _asks(self._run(match_id, lambda pipe, key: pipe.hsetnx(key, _RID, request_id))[1]).request_id
+    def fix_request_id(self, match_id: str, request_id: str, at_ms: int | None = None) -> str:
+        pending = self.keys.rematches_pending(self.keys.partition_of(match_id))
+        at = _now_ms() if at_ms is None else at_ms
+
+        def fix(pipe: Any, key: str) -> None:  # one slot: the match's partition tag
+            pipe.hsetnx(key, _RID, request_id)
+            pipe.zadd(pending, {match_id: at}, nx=True)
+
+        return _asks(self._run(match_id, fix)[1]).request_id
+
+    def pending(self, due_ms: int, most: int = 100) -> list[str]:
+        pipe = self.client.pipeline(transaction=False)
+        for partition in range(self.keys.partitions):
+            pipe.zrangebyscore(self.keys.rematches_pending(partition), "-inf", due_ms, start=0, num=most)
+        found = [_text(m) for ids in pipe.execute() for m in ids]
+        return found[:most]
+
+    def drop_pending(self, match_id: str) -> None:
+        self.client.zrem(self.keys.rematches_pending(self.keys.partition_of(match_id)), match_id)
+
+
+def creation_pending(client: Any, keys: Any, match_id: str) -> bool:
+    """Whether the finished match's rematch has its request id fixed but is not known to be
+    created: the retention sweep keeps such a match in Redis, which the rematch is made from."""
+    return client.zscore(keys.rematches_pending(keys.partition_of(match_id)), match_id) is not None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _text(value: bytes | str) -> str:

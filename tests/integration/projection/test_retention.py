@@ -202,3 +202,30 @@ def test_a_rebuild_that_died_keeps_what_the_runner_recorded_about_tournaments(
             raise AssertionError("the rebuild was to die")
     app.rebuild()
     assert dump(app.sql) == incremental
+
+
+def test_a_finished_match_whose_rematch_is_not_made_yet_stays_until_it_is(app: ProjectionApp) -> None:
+    """Its table asked in full and the request id is fixed, but the asker's process died before
+    it created the rematch: the sweep trimmed the finished match an hour after its end all the
+    same, and the rematch, which is made from it, was lost (nothing could make it any more). It
+    stays until the creation is done (the command service's sweep), and a later sweep trims it."""
+    from famiglia.eventstore.rematch_asks import RedisRematchAsks
+
+    played = sorted(write_matches(app.store, app.registry, specs(2)), key=lambda p: p.finished_ms)
+    drain_app(app)
+    asks = RedisRematchAsks(app.store.client, app.store.keys)
+    waiting = played[0]
+    asks.fix_request_id(waiting.match_id, "a-secret-request-id", at_ms=waiting.finished_ms)
+    after = played[-1].finished_ms + HOUR_MS
+    report = _sweep(app, after).sweep()
+    assert (report.trimmed, report.skipped) == (1, 1)
+    assert _bytes(app.store.read(waiting.match_id)) == _bytes(waiting.envelopes)
+    assert _bytes(app.store.read(played[1].match_id)) == []
+    assert _sweep(app, after).sweep().looked_at == 1  # looked at again, whatever the watermark
+    assert app.store.read(waiting.match_id)
+
+    asks.drop_pending(waiting.match_id)  # the rematch is made
+    report = _sweep(app, after).sweep()
+    assert (report.looked_at, report.trimmed) == (1, 1)
+    assert app.store.read(waiting.match_id) == []
+    assert _sweep(app, after).sweep().looked_at == 0

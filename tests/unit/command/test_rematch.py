@@ -4,6 +4,7 @@ in-memory store, High Card. Over gRPC and Redis: tests/integration/test_rematch.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 import pytest
@@ -19,7 +20,7 @@ from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
 from services.command.bootstrap import CommandSettings, bootstrap
-from services.command.rematch import ASKED_WITHIN_S, moved_on, seating
+from services.command.rematch import ASKED_WITHIN_S, REMATCH_GRACE_S, moved_on, seating
 from tests.support.clocks import clocks_run_out
 
 SETTINGS = Settings(secret="unit-test-secret")
@@ -514,3 +515,70 @@ def test_a_table_that_asks_a_month_after_the_end_has_no_rematch() -> None:
     assert _refused(lambda: app.ask_rematch(match_id, _person(app, match_id, 1))) == \
         ("FAILED_PRECONDITION", "rematch_too_late")
     assert _refused(lambda: app.get_rematch(match_id, Viewer(None))) == ("FAILED_PRECONDITION", "rematch_too_late")
+
+
+def _lost_creation(app: CommandApp, match_id: str) -> None:
+    """Seat 1's ask completes the table and fixes the request id, and its process dies before
+    it creates the rematch."""
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    app.rematches.ask(match_id, 1)
+    app.rematches.fix_request_id(match_id, secrets.token_hex(32), int(app.wall() * 1000))
+
+
+def test_a_rematch_whose_creation_was_lost_is_made_without_a_later_ask() -> None:
+    """It was made only by somebody's next ask or look: a table that waits for its notice asks
+    nothing, and once the retention archived the finished match (an hour after its end) the
+    rematch, made from it, was lost for good. Each command process's sweep makes it."""
+    now = [time.time()]
+    app = _app()
+    app.wall = lambda: now[0]
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    assert app.finish_rematches() == 0  # within the grace: an ask may be making it now
+    now[0] += REMATCH_GRACE_S
+    assert app.finish_rematches() == 1
+    made = app.get_rematch(match_id, _person(app, match_id, 1))
+    assert made.match_id and app.store.version(made.match_id) > 0
+    assert _created(app, made.match_id).rematch_of == match_id
+    assert _told(app, "p0")[-1] == ("rematch_made", match_id, 0)  # the table is told, as by an ask
+    assert _told(app, "p1") == [("rematch_asked", match_id, 1), ("rematch_made", match_id, 1)]
+    assert app.finish_rematches() == 0 and app.rematches.pending(int(now[0] * 1000)) == []
+
+
+def test_a_rematch_made_by_its_ask_leaves_nothing_for_the_sweep() -> None:
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    assert app.ask_rematch(match_id, _person(app, match_id, 1)).match_id
+    assert app.rematches.pending(int(app.wall() * 1000) + 10**9) == []
+
+
+def test_a_lost_creation_whose_match_was_archived_is_given_up() -> None:
+    """The retention keeps such a match in Redis; one trimmed all the same (a projection from
+    before it) makes nothing: the sweep says so and looks at it no more."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    app.store.trim(match_id)
+    assert app.finish_rematches(grace_s=0) == 1
+    assert app.rematches.pending(int(app.wall() * 1000) + 10**9) == []
+
+
+def test_the_command_process_sweeps_until_stopped_and_past_a_failed_round() -> None:
+    from services.command.__main__ import sweep_rematches
+
+    stop, rounds = threading.Event(), []
+
+    class _App:
+        def finish_rematches(self) -> int:
+            rounds.append(1)
+            if len(rounds) == 1:
+                raise ConnectionError("Redis away")
+            stop.set()
+            return 0
+
+    sweep_rematches(_App(), stop, every_s=0)  # type: ignore[arg-type]
+    assert len(rounds) == 2
