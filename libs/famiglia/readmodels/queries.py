@@ -83,8 +83,9 @@ class MatchSummary:
     rematch_of: str = ""
     """The finished match this one is the rematch of (AskRematch); "" for none."""
     rematch_id: str = ""
-    """The rematch made of this one (the first made, were there ever two: a server before the
-    rematch's window let a table ask again once its asks expired); "" for none yet."""
+    """The rematch made of this one (the newest made, were there ever two: a server before the
+    rematch's window let a table ask again once its asks expired, and GetRematch names the
+    newest); "" for none yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,15 +200,17 @@ def _summaries(session: Session, matches: Sequence[Match]) -> list[MatchSummary]
 
 def _rematches(session: Session, ids: Sequence[str]) -> dict[str, str]:
     """match id -> its rematch, for those of `ids` that have one: a seek on `ix_matches_rematch_of`
-    (the rematches only). The first made when there are several."""
+    (the rematches only). The newest made when there are several, the one GetRematch names: a
+    second rematch was made under new asks, whose request id is the one the command service
+    reads (docs/architecture.md, "Rematches")."""
     if not ids:
         return {}
     rows = session.exec(select(Match.rematch_of, Match.created_ms, Match.match_id)
                         .where(col(Match.rematch_of).in_(ids))).all()
-    first: dict[str, str] = {}
+    newest: dict[str, str] = {}
     for of, _created, match_id in sorted(rows, key=lambda r: (r[1], r[2])):
-        first.setdefault(str(of), match_id)
-    return first
+        newest[str(of)] = match_id
+    return newest
 
 
 def summary(m: Match, seats: Sequence[MatchSeat], rematch_id: str = "") -> MatchSummary:

@@ -305,7 +305,8 @@ class MatchRecord(_message.Message):
     tournament_id: _builtins.str
     rematch_of: _builtins.str
     """The series: the finished match this one is the rematch of (GameService.AskRematch), and the
-    rematch made of this one once its table asked for it; "" for none (the read models' view).
+    rematch made of this one once its table asked for it (the newest made, as GetRematch tells,
+    were there two); "" for none (the read models' view).
     """
     rematch_id: _builtins.str
     @_builtins.property
