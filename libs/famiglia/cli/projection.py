@@ -3,7 +3,8 @@
     famiglia projection rebuild                 every read model again from the archive and the streams
     famiglia projection migrate                 bring the SQL schema to head
     famiglia projection diverged                matches whose event store went back and was written on
-    famiglia projection matches [--game G] [--status live]   the newest matches (QueryService)
+    famiglia projection matches [--game G] [--status live]   the newest matches (QueryService),
+                                                and the series among them (a rematch, the match it follows)
     famiglia projection leaderboard GAME        a game's ratings (QueryService)
 
 `rebuild`, `migrate` and `diverged` run the projection service's own command
@@ -92,7 +93,26 @@ def cmd_matches(args: argparse.Namespace) -> int:
         table.add_row(m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
                       str(len(m.seats)), _utc(m.last_event_at), winners)
     console.print(table)
+    series = series_table(reply.matches)
+    if series is not None:
+        console.print(series)
     return 0
+
+
+def series_table(matches) -> Table | None:  # type: ignore[no-untyped-def]
+    """The listed matches that are a rematch or have one (AskRematch), in the list's order, with
+    both links as whole ids (an operator copies them): a table of their own, as three ids more
+    in the list would not fit 80 columns. None when no listed match is in a series."""
+    linked = [m for m in matches if m.rematch_of or m.rematch_id]
+    if not linked:
+        return None
+    table = Table(title="Series (AskRematch)", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                  collapse_padding=True)
+    for column in ("match id", "rematch of", "rematch"):
+        add_column(table, column, no_wrap=True)
+    for m in linked:
+        table.add_row(m.match_id, m.rematch_of or "-", m.rematch_id or "-")
+    return table
 
 
 def _utc(stamp) -> str:  # type: ignore[no-untyped-def]

@@ -40,3 +40,31 @@ def test_live_matches_are_listed_with_their_last_event(monkeypatch: pytest.Monke
 def test_a_status_the_query_service_does_not_know_is_refused_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["projection", "matches", "--status", "stuck"])
+
+
+def test_a_series_is_shown_both_ways(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The records name the match a rematch follows and the rematch made of a match (AskRematch);
+    the list showed neither, so an operator could not tell a table's matches apart from others."""
+    first, second, other = "m0000000000000000001", "m0000000000000000002", "m0000000000000000003"
+    query = _Query(pb.ListMatchesResponse(matches=[
+        pb.MatchRecord(match_id=second, game_id="grifters", status=pb.MATCH_STATUS_LIVE, rematch_of=first),
+        pb.MatchRecord(match_id=other, game_id="grifters", status=pb.MATCH_STATUS_LIVE),
+        pb.MatchRecord(match_id=first, game_id="grifters", status=pb.MATCH_STATUS_FINISHED, rematch_id=second),
+    ]))
+    monkeypatch.setattr(cli, "_stub", lambda address: query)
+    monkeypatch.setattr(cli, "console", cli.Console(width=80))
+
+    args = build_parser().parse_args(["projection", "matches"])
+    assert args.func(args) == 0
+    shown = capsys.readouterr().out
+    series = shown[shown.index("Series"):]
+    rows = [line.split() for line in series.splitlines() if line.strip().startswith("m0")]
+    assert rows == [[second, first, "-"], [first, "-", second]]  # whole ids, to copy; the other left out
+
+
+def test_no_series_table_without_a_series(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    query = _Query(pb.ListMatchesResponse(matches=[pb.MatchRecord(match_id="m1", game_id="grifters")]))
+    monkeypatch.setattr(cli, "_stub", lambda address: query)
+    args = build_parser().parse_args(["projection", "matches"])
+    assert args.func(args) == 0
+    assert "Series" not in capsys.readouterr().out
