@@ -113,11 +113,9 @@ class EventEnvelope(_message.Message):
     seq: _builtins.int
     """the match version after this event; stream entry id is <seq>-0"""
     type: _builtins.str
-    """the game event's oneof kind, or "match_created", "match_cancelled","""
+    """The game event's oneof kind, or "match_created", "match_cancelled", "seat_left", "seat_returned"."""
     payload_type: _builtins.str
-    """"seat_left", "seat_returned"
-    full proto name of the payload message
-    """
+    """full proto name of the payload message"""
     payload: _builtins.bytes
     """serialized game Event (or MatchCreated, MatchCancelled, SeatLeft, SeatReturned)"""
     command_id: _builtins.str

@@ -226,14 +226,13 @@ class CreateMatchRequest(_message.Message):
     it would know the hidden cards; set it only for a reproducible match).
     """
     request_id: _builtins.str
-    """idempotency key for the creation itself: a secret (a retry gets every"""
-    tournament_id: _builtins.str
-    """seat's token), 16 to 256 characters (a UUID; else bad_request_id);
-    reused for another match, or sent again once its match is archived:
-    ALREADY_EXISTS request_id_reused (the latter naming the match in
-    ErrorInfo.metadata match_id); empty: no retry is recognised
-    files the match under this tournament: at most 100 characters, no NUL;
+    """Idempotency key for the creation itself: a secret (a retry gets every seat's token), 16 to 256
+    characters (a UUID; else bad_request_id); reused for another match, or sent again once its
+    match is archived: ALREADY_EXISTS request_id_reused (the latter naming the match in
+    ErrorInfo.metadata match_id); empty: no retry is recognised.
     """
+    tournament_id: _builtins.str
+    """Files the match under this tournament: at most 100 characters, no NUL; needs an operator token."""
     @_builtins.property
     def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """ListGames' option keys and values; omitted keys take their default"""
@@ -1222,11 +1221,11 @@ class RematchResponse(_message.Message):
     match_id: _builtins.str
     """the rematch, once made (empty before)"""
     seat: _builtins.int
-    """the caller's seat there (its own moved one on), known before it"""
-    seat_token: _builtins.str
-    """is made; -1 for a spectator or a seat the bots play there
-    the caller's token there, once made; empty for a spectator
+    """The caller's seat there (its own moved one on), known before it is made; -1 for a spectator
+    or a seat the bots play there.
     """
+    seat_token: _builtins.str
+    """the caller's token there, once made; empty for a spectator"""
     @_builtins.property
     def asked(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """the finished match's seats whose players asked, in order"""

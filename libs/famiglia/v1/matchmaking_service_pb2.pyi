@@ -68,7 +68,9 @@ class RegisterGuestRequest(_message.Message):
     display_name: _builtins.str
     """1..32 printable characters"""
     request_id: _builtins.str
-    """optional idempotency key: a retried registration gets the same player"""
+    """Optional idempotency key: a retried registration gets the same player (and its token): a
+    secret, 16 to 128 characters (a UUID; else bad_request_id).
+    """
     def __init__(
         self,
         *,
@@ -227,8 +229,8 @@ class CreateTicketRequest(_message.Message):
     game_id: _builtins.str
     """a game this matchmaker serves (else unknown_game)"""
     request_id: _builtins.str
-    """each must accept (AcceptPartyInvite) before the ticket queues
-    idempotency key, at most 128 characters (bad_request_id): a retried
+    """Idempotency key, at most 128 characters (bad_request_id): a retried CreateTicket gets the same
+    ticket; reused for another: ALREADY_EXISTS.
     """
     @_builtins.property
     def seat_counts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
@@ -240,7 +242,9 @@ class CreateTicketRequest(_message.Message):
 
     @_builtins.property
     def party(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """other registered players who must sit at the same table;"""
+        """Other registered players who must sit at the same table; each must accept (AcceptPartyInvite)
+        before the ticket queues.
+        """
 
     def __init__(
         self,

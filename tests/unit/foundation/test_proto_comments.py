@@ -181,3 +181,17 @@ def test_every_message_field_and_enum_value_of_a_game_says_what_it_is(path: Path
     proto = _described(path, tmp_path)
     assert len(proto.message_type) > 20  # the scan reads the game's messages
     assert not _uncommented(proto), f"{path.name}: no comment on {_uncommented(proto)}"
+
+
+@pytest.mark.parametrize("path", PROTOS, ids=lambda p: p.name)
+def test_no_field_comment_runs_on_below_its_field(path: Path) -> None:
+    """protoc keeps a field's trailing comment to its own line: the comment lines below it are the
+    next field's leading comment (or dropped before a `}`), and so the stubs read. So
+    RematchResponse.seat_token's stub began "is made; -1 for a spectator...", the end of `seat`'s
+    comment, and CreateMatchRequest.tournament_id's the end of `request_id`'s. A comment longer
+    than the line goes above its field."""
+    lines = path.read_text().splitlines()
+    spilled = [lines[i].strip() for i in range(len(lines) - 1)
+               if FIELD.search(lines[i].split("//", 1)[0]) and "//" in lines[i]
+               and lines[i + 1].strip().startswith("//") and lines[i + 1].index("//") > 4]
+    assert not spilled, f"{path.name}: trailing comments continued below their field: {spilled}"
