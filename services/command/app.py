@@ -1466,9 +1466,11 @@ class CommandApp:
                 raise FailedPrecondition("seat_left", why)
             raise FailedPrecondition("seat_away", why)
         dear = _dear_bots(m.created.seat_info)
-        if dear:  # as its creation needed one (`check_creator`): a rematch would take the bots' time again
+        if dear and not self.rematches.look(match_id).allowed_by:
+            # As its creation needed one (`check_creator`): a rematch would take the bots' time again.
             raise PermissionDenied("operator_only", "this match's bots think past the public budget ("
-                                   + "; ".join(dear) + "): only an operator creates such a match again")
+                                   + "; ".join(dear) + "): an operator allows its rematch first "
+                                   "(AskRematch with an operator token), then each person asks")
         late = too_late(m, self.wall())
         if late is not None:  # nothing begins again; a rematch made in time is still found
             return self._rematch(m, viewer, self._made_in_time(match_id, late), make=True)
@@ -1483,6 +1485,35 @@ class CommandApp:
             asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32),
                                                                          int(self.wall() * 1000)))
         return self._rematch(m, viewer, asks, make=True)
+
+    def rematch_operator(self, token: str | None) -> str:
+        """The operator an AskRematch's token names ("" for any other token, which asks as a
+        seat's): an operator's token is refused as any operator call's (`operator_of`) when
+        expired or signed with a rollover's old secret alone."""
+        if not token:
+            return ""
+        try:
+            kind = self.signer.read(token).get("k")
+        except InvalidToken:
+            return ""  # (refused as a seat's token)
+        return operator_of(self.signer, token, "allow a rematch") if kind == "operator" else ""
+
+    def allow_rematch(self, match_id: str, operator: str) -> Rematch:
+        """An operator allows the rematch of a finished match whose bots think past the public
+        budget (its creation needed an operator, `check_creator`; the table's asks alone are
+        refused `operator_only`): the persons ask next, as at any match, and it is made by the
+        ask that completes the table. Of any other match it changes nothing. Answers as a
+        spectator's look; again, the same."""
+        try:
+            m = self._finished(match_id, SPECTATOR)
+        except NotFound as gone:
+            return self._made_before(match_id, SPECTATOR, gone)
+        late = too_late(m, self.wall())
+        if late is not None:
+            return self._rematch(m, SPECTATOR, self._made_in_time(match_id, late), make=True)
+        asks = self.rematches.allow(match_id, operator)
+        log.info("rematch_allowed", match_id=match_id, operator=operator)
+        return self._rematch(m, SPECTATOR, asks, make=True)
 
     def get_rematch(self, match_id: str, viewer: Viewer) -> Rematch:
         """Where the finished match's rematch stands, asking nothing: for its seats and spectators

@@ -199,3 +199,24 @@ def test_a_lost_creation_is_made_by_the_sweep_on_redis(service: Service) -> None
     assert made.match_id and list(made.waiting_for) == [] and made.seat == 0
     assert [n.kind for n in service.app.notices.read("p0")][-1] == "rematch_made"
     assert asks.pending(10**15) == [] and service.app.finish_rematches(grace_s=0) == 0
+
+
+def test_an_operators_token_on_askrematch_allows_it_and_asks_for_no_seat(service: Service) -> None:
+    """It was refused UNAUTHENTICATED bad_token (not a seat token), so the `operator_only`
+    refusal of a match whose bots think past the public budget had no way out."""
+    players = _match(service, seats=2)
+    match_id = players[0].match_id
+
+    def ask(token: str) -> game_pb.RematchResponse:
+        return service.client.stub.AskRematch(game_pb.RematchRequest(match_id=match_id),
+                                              metadata=(("authorization", f"Bearer {token}"),), timeout=10)
+
+    operator = SIGNER.operator_token("alice")
+    assert _refusal(lambda: ask(operator)) == (grpc.StatusCode.FAILED_PRECONDITION, "match_not_over")
+    _play_out(players)
+    allowed = service.client.allow_rematch(match_id, token=operator)  # the SDK's way
+    assert (list(allowed.asked), list(allowed.waiting_for), allowed.seat, allowed.seat_token) == ([], [0, 1], -1, "")
+    assert service.app.rematches.look(match_id).allowed_by == "alice"
+    assert _refusal(lambda: ask(SIGNER.player_token("p0"))) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")
+    expired = SIGNER.operator_token("alice", ttl_s=1, now=1.0)
+    assert _refusal(lambda: ask(expired)) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")

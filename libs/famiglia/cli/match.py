@@ -1,6 +1,7 @@
 """`famiglia match ...` — operator actions on one match of the command service.
 
     famiglia match cancel MATCH_ID --reason TEXT [--request-id ID]   end it with no result
+    famiglia match allow-rematch MATCH_ID                            its table may ask for a rematch
     famiglia match sweep --idle-days N [--dry-run]                   cancel the live matches idle N days
     famiglia match reindex-players [--dry-run] [--cursor N]          put live matches in their players' lists
 
@@ -62,6 +63,24 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         client.close()
     again = " (already, by this request id)" if done.duplicate else ""
     console.print(f"{escape(args.match_id)}: cancelled at version {done.version}{again}; request id {request_id}")
+    return 0
+
+
+def cmd_allow_rematch(args: argparse.Namespace) -> int:
+    """A finished match whose bots think past the public budget (its creation needed an operator)
+    has its table's rematch asks refused `operator_only` until an operator allows it."""
+    settings = Settings.from_env()
+    token = settings.signer().operator_token("cli", ttl_s=300)
+    client = GameClient(args.address or settings.command_addr)
+    try:
+        answer = client.allow_rematch(args.match_id, token=token)
+    finally:
+        client.close()
+    if answer.match_id:
+        console.print(f"{escape(args.match_id)}: its rematch is {escape(answer.match_id)}", highlight=False)
+    else:
+        waiting = ", ".join(str(s) for s in answer.waiting_for)
+        console.print(f"{escape(args.match_id)}: rematch allowed; seat(s) {waiting} to ask", highlight=False)
     return 0
 
 
@@ -190,7 +209,8 @@ def _when(ms: int) -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("match", help="operator actions on matches: cancel, sweep, reindex-players",
+    parser = subparsers.add_parser("match", help="operator actions on matches: cancel, allow-rematch, sweep, "
+                                                 "reindex-players",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="", help="command service (default: FAMIGLIA_COMMAND_ADDR; grpcs://: TLS)")
     sub = parser.add_subparsers(dest="match_cmd", required=True)
@@ -199,6 +219,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cancel.add_argument("--reason", required=True, help="why: stored in the match and shown to every seat")
     cancel.add_argument("--request-id", default="", help="idempotency key, at most 120 characters (default: a new one, printed)")
     cancel.set_defaults(func=cmd_cancel)
+    allow = sub.add_parser("allow-rematch", help="let the table of a match whose bots think past the public "
+                                                 "budget ask for a rematch (AskRematch, operator)")
+    allow.add_argument("match_id")
+    allow.set_defaults(func=cmd_allow_rematch)
     sweep = sub.add_parser("sweep", help="cancel every live match with no event for --idle-days (read models)")
     sweep.add_argument("--idle-days", type=float, required=True, help="days since a match's last event")
     sweep.add_argument("--dry-run", action="store_true", help="list the idle matches, cancel none")

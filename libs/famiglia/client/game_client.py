@@ -199,6 +199,13 @@ class GameClient:
             req.expected_version = expected_version
         return self._send(lambda: self.stub.CancelMatch(req, metadata=_metadata(token), timeout=self.timeout))
 
+    def allow_rematch(self, match_id: str, *, token: str) -> pb.RematchResponse:
+        """Allow the rematch of a finished match whose bots think past the public budget (an
+        operator `token` only; its table's asks are `operator_only` until then): each person
+        asks next (`SeatClient.ask_rematch`). The answer is a spectator's; idempotent."""
+        req = pb.RematchRequest(match_id=match_id)
+        return self._send(lambda: self.stub.AskRematch(req, metadata=_metadata(token), timeout=self.timeout))
+
     def submit_commands(self, match_id: str, commands: Sequence[tuple[str, Message | any_pb2.Any, str]], *,
                         expected_version: int | None = None, omit_events: bool = False,
                         ask_next: Sequence[tuple[str, bool, int]] = ()) -> pb.SubmitCommandsResponse:

@@ -10,7 +10,9 @@ id is (a retried CreateMatch answers with every seat's token): it never leaves t
 One hash per finished match, beside its match (the match's partition hash tag), and one sorted
 set per partition of the creations not known to be done:
 
-    <prefix>:{p07}:rematch:<match_id>    hash  s<seat> -> "1" (an ask), rid -> the request id
+    <prefix>:{p07}:rematch:<match_id>    hash  s<seat> -> "1" (an ask), rid -> the request id,
+                                               op -> the operator who allowed it (bots past the
+                                               public budget: AskRematch with an operator token)
     <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms)
 
 A finished match enters the set with its request id, in the same transaction, and leaves it once
@@ -38,6 +40,7 @@ REMATCH_TTL_S = 30 * 86_400
 """How long a finished match's asks (and its rematch's request id) are kept after the last write."""
 
 _RID = "rid"
+_OPERATOR = "op"
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class RematchAsks:
 
     seats: frozenset[int]
     request_id: str = ""
+    allowed_by: str = ""
+    """The operator who allowed the rematch (a match whose bots think past the public budget)."""
     fresh: bool = False
     """(`ask`'s answer) The seat had not asked before: its ask is news to the table."""
 
@@ -69,6 +74,10 @@ class RematchAsksStore(ABC):
         `drop_pending`."""
 
     @abstractmethod
+    def allow(self, match_id: str, operator: str) -> RematchAsks:
+        """Record that `operator` allows the rematch (the latest operator's name kept)."""
+
+    @abstractmethod
     def pending(self, due_ms: int, most: int = 100) -> list[str]:
         """Finished matches whose request id was fixed at or before `due_ms` and whose rematch is
         not known to be created: at most `most`, the oldest first in each partition."""
@@ -80,7 +89,7 @@ class RematchAsksStore(ABC):
 
 def _asks(fields: dict[str, str]) -> RematchAsks:
     seats = frozenset(int(k[1:]) for k in fields if k.startswith("s") and k[1:].isdigit())
-    return RematchAsks(seats, fields.get(_RID, ""))
+    return RematchAsks(seats, fields.get(_RID, ""), fields.get(_OPERATOR, ""))
 
 
 class InMemoryRematchAsks(RematchAsksStore):
@@ -112,6 +121,12 @@ class InMemoryRematchAsks(RematchAsksStore):
     def look(self, match_id: str) -> RematchAsks:
         with self._lock:
             return _asks(self._fields(match_id))
+
+    def allow(self, match_id: str, operator: str) -> RematchAsks:
+        with self._lock:
+            fields = {**self._fields(match_id), _OPERATOR: operator}
+            self._write(match_id, fields)
+            return _asks(fields)
 
     def fix_request_id(self, match_id: str, request_id: str, at_ms: int | None = None) -> str:
         with self._lock:
@@ -160,6 +175,9 @@ class RedisRematchAsks(RematchAsksStore):
 
     def look(self, match_id: str) -> RematchAsks:
         return _asks(self._run(match_id, None)[1])
+
+    def allow(self, match_id: str, operator: str) -> RematchAsks:
+        return _asks(self._run(match_id, lambda pipe, key: pipe.hset(key, _OPERATOR, operator))[1])
 
     def fix_request_id(self, match_id: str, request_id: str, at_ms: int | None = None) -> str:
         pending = self.keys.rematches_pending(self.keys.partition_of(match_id))

@@ -1195,7 +1195,9 @@ class RematchRequest(_message.Message):
 
     MATCH_ID_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
-    """the finished match (no_match_id); AskRematch's seat is the token's"""
+    """The finished match (no_match_id). AskRematch's seat is the token's; an operator's token
+    allows the rematch, asking for no seat.
+    """
     def __init__(
         self,
         *,

@@ -262,8 +262,10 @@ class GameServiceServicer:
         every person seated at the end has asked (a bot's seat, and a seat away at the end, left or by
         its clock, is the bots' there too); each asker gets its own seat and token there. Idempotent.
         Asked within 29 days of the match's end (later: rematch_too_late, unless one was made in
-        time). Not a match whose bots think past the public budget (operator_only: only an operator
-        creates it again). Once the finished match is archived, a rematch made is still found.
+        time). A match whose bots think past the public budget (its creation needed an operator) is
+        operator_only until an operator allows its rematch: AskRematch with an operator token, which
+        asks for no seat and answers as GetRematch does a spectator; its people ask next. Once the
+        finished match is archived, a rematch made is still found.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -176,7 +176,11 @@ class GameServicer(pb_grpc.GameServiceServicer):
 
     @rpc
     def AskRematch(self, request, context):
-        viewer = self.app.viewer(request.match_id, bearer_token(context), require_seat=True)
+        token = bearer_token(context)
+        operator = self.app.rematch_operator(token)
+        if operator:
+            return _rematch_response(self.app.allow_rematch(request.match_id, operator))
+        viewer = self.app.viewer(request.match_id, token, require_seat=True)
         return _rematch_response(self.app.ask_rematch(request.match_id, viewer))
 
     @rpc

@@ -582,3 +582,34 @@ def test_the_command_process_sweeps_until_stopped_and_past_a_failed_round() -> N
 
     sweep_rematches(_App(), stop, every_s=0)  # type: ignore[arg-type]
     assert len(rounds) == 2
+
+
+def test_an_operator_allows_the_rematch_of_bots_past_the_public_budget_and_the_table_asks() -> None:
+    """Such a match's rematch was refused `operator_only`, "only an operator creates such a match
+    again", and an operator could not: AskRematch took a seat token only. An operator's token on
+    AskRematch allows it now (the bots' time is the operator's to give, as at its creation), and
+    the persons ask as at any match: nobody is sat at a table they did not ask for."""
+    app = _app()
+    dear = "ismcts?iterations=100000&seconds=60"
+    info = [envelope_pb2.SeatInfo(seat=0, player_id="p0"), envelope_pb2.SeatInfo(seat=1, player_id="p1"),
+            envelope_pb2.SeatInfo(seat=2, bot=True, policy=dear)]
+    match_id = app.create_match("highcard", 3, seed=5, options=OPTIONS, seat_info=info).match_id
+    _play_out(app, match_id, bots=frozenset({2}))
+    operator = SIGNER.operator_token("alice")
+    assert app.rematch_operator(SIGNER.seat_token(match_id, 0, "p0")) == ""  # a seat's token asks as a seat
+    assert app.rematch_operator(None) == ""
+    assert app.rematch_operator(operator) == "alice"
+    expired = SIGNER.operator_token("alice", ttl_s=1, now=time.time() - 10)
+    assert _refused(lambda: app.rematch_operator(expired)) == ("UNAUTHENTICATED", "bad_token")
+
+    allowed = app.allow_rematch(match_id, "alice")
+    assert (allowed.asked, allowed.waiting_for, allowed.match_id, allowed.seat) == ((), (0, 1), "", -1)
+    assert app.ask_rematch(match_id, _person(app, match_id, 0)).waiting_for == (1,)
+    made = app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert made.match_id and made.seat == 2 and made.seat_token
+    assert [(i.seat, i.bot, i.policy) for i in _created(app, made.match_id).seat_info if i.bot] == [(0, True, dear)]
+    assert app.allow_rematch(match_id, "alice").match_id == made.match_id  # again: where it stands
+    # A match with no such bots needs no operator: allowing it changes nothing.
+    plain = _match(app)
+    _play_out(app, plain)
+    assert app.allow_rematch(plain, "alice").waiting_for == (0, 1)
