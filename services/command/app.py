@@ -1591,8 +1591,8 @@ class CommandApp:
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
-            self.rematches.drop_pending(m.match_id)
-            if not made:
+            if not made:  # (an ask again after it finds none pending: the sweep drops one a death left)
+                self.rematches.drop_pending(m.match_id)
                 self._tell_table(m, REMATCH_MADE, viewer)
         return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)
 

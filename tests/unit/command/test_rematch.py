@@ -613,3 +613,18 @@ def test_an_operator_allows_the_rematch_of_bots_past_the_public_budget_and_the_t
     plain = _match(app)
     _play_out(app, plain)
     assert app.allow_rematch(plain, "alice").waiting_for == (0, 1)
+
+
+def test_a_creation_done_but_not_dropped_from_the_pending_is_dropped_by_the_sweep() -> None:
+    """The asker's process died after the creation, before it dropped the pending entry, and the
+    rematch is over since: the sweep creates nothing (an ended match is not indexed again) and
+    drops it, so the retention does not keep the finished match for ever."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    made = app.ask_rematch(match_id, _person(app, match_id, 1)).match_id
+    _play_out(app, made)
+    app.rematches.fix_request_id(match_id, "ignored: one is fixed", at_ms=0)  # pending again, as left
+    assert app.finish_rematches() == 1
+    assert app.rematches.pending(int(app.wall() * 1000)) == [] and app.players.newest("p0", 10) == []
