@@ -355,8 +355,9 @@ class SeatClient:
         """Ask for a rematch of this finished match (the same game, seats and options, a new deal,
         every seat moved one on). It is made once every person at the table has asked; until
         then `waiting_for` names the seats still to ask, after it `match_id` is the rematch and
-        `seat_token` this seat's there (`rematch_seat`). Idempotent: ask again to learn whether
-        it is made."""
+        `seat_token` this seat's there (`rematch_seat`); `seat`, this seat's there, is known
+        before (-1 for a seat the bots play there). Idempotent: ask again to learn whether it is
+        made, or watch for `rematch_made` (`watch_my_turns`)."""
         req = pb.RematchRequest(match_id=self.match_id)
         return self.client._send(lambda: self.client.stub.AskRematch(req, metadata=_metadata(self.token),
                                                                     timeout=self.client.timeout))
