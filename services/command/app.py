@@ -1549,6 +1549,9 @@ class CommandApp:
                     log.error("rematch_lost", match_id=match_id, reason="asks_gone")
             except AppError as exc:  # archived or unknown: nothing to make it from
                 log.error("rematch_lost", match_id=match_id, reason=exc.code)
+            except Exception:  # noqa: BLE001 -- Redis away for it: kept for the next round, the others go on
+                log.exception("rematch_sweep_failed", match_id=match_id)
+                continue
             self.rematches.drop_pending(match_id)
         return looked
 

@@ -628,3 +628,25 @@ def test_a_creation_done_but_not_dropped_from_the_pending_is_dropped_by_the_swee
     app.rematches.fix_request_id(match_id, "ignored: one is fixed", at_ms=0)  # pending again, as left
     assert app.finish_rematches() == 1
     assert app.rematches.pending(int(app.wall() * 1000)) == [] and app.players.newest("p0", 10) == []
+
+
+def test_a_creation_that_fails_for_now_stays_pending_and_the_others_are_made() -> None:
+    app = _app()
+    first, second = _match(app), _match(app)
+    for match_id in (first, second):
+        _play_out(app, match_id)
+        _lost_creation(app, match_id)
+    create, failed = app.create_match, []
+
+    def away_once(*args, **kwargs):  # the store away for the first creation the sweep tries
+        if not failed:
+            failed.append(1)
+            raise ConnectionError("Redis away")
+        return create(*args, **kwargs)
+
+    app.create_match = away_once  # type: ignore[method-assign]
+    assert app.finish_rematches(grace_s=0) == 2
+    assert len(app.rematches.pending(int(app.wall() * 1000))) == 1  # the one that failed, for the next round
+    assert app.finish_rematches(grace_s=0) == 1
+    assert app.rematches.pending(int(app.wall() * 1000)) == []
+    assert all(app.get_rematch(m, Viewer(None)).match_id for m in (first, second))
