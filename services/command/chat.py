@@ -10,10 +10,10 @@ has no match chat, so that a table has one channel and the engine's caps hold.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from famiglia.chat_text import shows_nothing, unshowable
 from famiglia.config import number, whole
 from famiglia.engine import GameInfo
 from famiglia.eventstore.chat import (
@@ -61,57 +61,21 @@ def check_chat_offered(info: GameInfo) -> None:
                                                    "match chat")
 
 
-_INVISIBLE = frozenset({"Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
-"""Unicode categories that show nothing on their own (format characters such as U+200B,
-U+FEFF or U+180E, spaces, combining marks): a message of nothing else looks empty."""
-
-BLANK_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
-"""Letters and symbols that show nothing, though their categories say they are visible: the
-Hangul fillers U+115F, U+1160, U+3164 and U+FFA0 (Lo; a jamo sequence's placeholders, kept in
-Korean text), the Braille blank U+2800 and the musical null notehead U+1D159 (So). Used to pass
-for a name or a message that looks empty; here they count as invisible, so a message of nothing
-else is `no_text`, while a message with them among visible text stays as sent."""
-
-
-_REORDERING = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x2070), *range(0xFFF9, 0xFFFC)))
-"""Format characters that change how the text after them shows, past the message's own end on a
-client that lays it out on a line with other text: the explicit directional embeddings, overrides
-and isolates (U+202A-U+202E, U+2066-U+2069; UAX #9), whose scope an unclosed one carries over the
-next sender's name and words (an RLO shows them reversed); the deprecated shaping and swapping
-switches (U+206A-U+206F), each on until its opposite; and the interlinear annotation marks
-(U+FFF9-U+FFFB), which may hide what they enclose. The other format characters stay: the zero
-width joiners (emoji sequences, Persian and Indic spelling), the direction marks U+200E, U+200F
-and U+061C (a writer's way of setting a number or a word in Hebrew or Arabic text: they open no
-scope), the soft hyphen, the word joiner, the tags of a subdivision's flag."""
-
-
 def check_text(text: str) -> str:
     """The text as stored: line ends made newlines (a phone's keyboard may send "\r\n"),
-    trimmed, 1 to MAX_CHAT_TEXT characters, no control character but newline (a lone carriage
-    return, an escape or a NUL would let one message rewrite another's line on a terminal, or
-    not be storable), none of the format characters that reorder or hide the text after them
-    (`_REORDERING`: refused, not stripped, so the text stored is the text sent and its sender
-    is told), no lone surrogate (no character: not UTF-8, so not storable; gRPC refuses it
-    before, a caller in process may not), and something visible in it (`BLANK_FILLERS` aside)."""
+    trimmed, 1 to MAX_CHAT_TEXT characters, something visible in it and nothing that could
+    garble another line (`famiglia.chat_text`, the checks Nothing Personal's own chat takes too:
+    no control character but newline, none of the format characters that reorder or hide the
+    text after them, no lone surrogate)."""
     trimmed = text.replace("\r\n", "\n").strip()
-    if not trimmed or all(c in BLANK_FILLERS or c == "\n" or unicodedata.category(c) in _INVISIBLE
-                          for c in trimmed[:MAX_CHAT_TEXT + 1]):
+    if not trimmed or shows_nothing(trimmed[:MAX_CHAT_TEXT + 1]):
         raise InvalidArgument("no_text", "a chat message needs text (something visible)")
     if len(trimmed) > MAX_CHAT_TEXT:
         raise InvalidArgument("bad_text", f"a chat message is at most {MAX_CHAT_TEXT} characters, "
                                           f"not {len(trimmed)}")
-    if not trimmed.isprintable():  # cheap: most messages are printable all through
-        for char in trimmed:
-            if char != "\n" and unicodedata.category(char) == "Cc":
-                raise InvalidArgument("bad_text", f"a chat message may not hold the control character "
-                                                  f"U+{ord(char):04X} (newline is the only one allowed)")
-            if "\ud800" <= char <= "\udfff":
-                raise InvalidArgument("bad_text", f"a chat message may not hold the lone surrogate U+{ord(char):04X} "
-                                                  "(no character: the text is not UTF-8)")
-            if char in _REORDERING:
-                raise InvalidArgument("bad_text", f"a chat message may not hold U+{ord(char):04X}, which changes "
-                                                  "how the text after it shows (other messages, names): "
-                                                  "U+200E and U+200F mark a direction without that")
+    why = unshowable(trimmed)
+    if why:
+        raise InvalidArgument("bad_text", why)
     return trimmed
 
 

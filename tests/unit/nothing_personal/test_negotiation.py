@@ -141,6 +141,30 @@ def test_np_m7_chat_has_no_game_effect_and_is_private() -> None:
     assert after.money == s.money and ENGINE.pending(after) == ENGINE.pending(s)
 
 
+@pytest.mark.parametrize("text", [
+    "", "   ", "\n\t", "\u200b\ufeff", "\u3164",  # shows nothing
+    "a\x00b", "a\x1b[2Jb", "abc\rXYZ", "tab\there",  # control characters: a NUL, an escape, a lone return
+    "gg \u202ewp", "\u2066x",  # reorders the text after it (the next sender's name, words)
+])
+def test_np_m7_a_chat_text_that_shows_nothing_or_could_garble_another_line_is_refused(text: str) -> None:
+    """NP-M7: the table's talk here is the engine's, so it is held to match chat's text rules
+    (README, "Playing over gRPC"): a blank message, a terminal's escape or a right-to-left
+    override shown to every other seat was taken, and counted against NP-M10's cap."""
+    s = std(4)
+    assert refused(s, 0, cmd("send_chat", text=text)) == "NP-M7"
+
+
+@pytest.mark.parametrize("text", [
+    "deal?\r\nyes", "two\nlines", "  padded  ", "e\u0301 \U0001f3b2", "\u05e9\u05dc\u05d5\u05dd 3\u200f!",
+    "ok \u3164", "\U0001f469\u200d\U0001f4bb", "x" * 500,
+])
+def test_np_m7_a_chat_text_of_any_script_with_newlines_and_joiners_is_sent_as_written(text: str) -> None:
+    """NP-M7: the checks take what match chat takes (a phone's "\\r\\n" included), and the event
+    carries the text as sent."""
+    events, _ = play(std(4), 0, cmd("send_chat", text=text))
+    assert events[0].chat_sent.text == text
+
+
 def test_np_m8_money_is_public_and_voluntary_payments_need_the_full_amount() -> None:
     """NP-M8."""
     s = replace(std(4), money=(3, 50, 50, 50))

@@ -706,7 +706,10 @@ class SendChat(_message.Message):
     TO_FIELD_NUMBER: _builtins.int
     TEXT_FIELD_NUMBER: _builtins.int
     text: _builtins.str
-    """at most 500 characters"""
+    """At most 500 characters, sent as written, checked as match chat's text is (NP-M7): something
+    visible, no control character but newline ("\\r\\n" counts as one), none that reorders or hides
+    the text after it (U+202A-U+202E, U+2066-U+2069, U+206A-U+206F, U+FFF9-U+FFFB).
+    """
     @_builtins.property
     def to(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """other seats; empty: every other seat"""

@@ -25,6 +25,7 @@ START_MONEY = 5                 # NP-S1
 START_HAND = 4                  # NP-S8
 SETUP_LAPS = 3                  # NP-S10
 SHAKEDOWN_PRICE = 8             # NP-M1
+CHAT_TEXT_MOST = 500            # NP-M7 [default]: a chat message's characters
 FENCE_PRICE = 10                # NP-F4
 FENCE_DRAWS = (4, 3, 2)         # NP-F2: 0 / 1 / 2+ strictly controlled gangsters
 REROLL_PRICE = 10               # NP-W44

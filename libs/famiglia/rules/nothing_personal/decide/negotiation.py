@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from famiglia.chat_text import shows_nothing, unshowable
 from famiglia.engine import RuleViolation
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 
 from ..board import is_on_board
-from ..data import CARD, GIDX, OFFER_IDS, ROUNDS, SHAKEDOWN_PRICE
+from ..data import CARD, CHAT_TEXT_MOST, GIDX, OFFER_IDS, ROUNDS, SHAKEDOWN_PRICE
 from ..state import Offer, Phase, State
 from ..tx import Tx
 
@@ -235,13 +236,21 @@ def withdraw_deal(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
 
 
 def send_chat(tx: Tx, seat: int, msg: Any, cmd: Any) -> None:
-    """NP-M7: no game effect; NP-M10 cap."""
+    """NP-M7: no game effect; NP-M10 cap. The text is shown to other seats as match chat's is,
+    so it is held to the same checks (`famiglia.chat_text`): sent as written, a phone's "\r\n"
+    a newline."""
     negotiable(tx.s)
     if tx.s.chats_made[seat] >= tx.s.cfg.chats_per_phase:
         raise RuleViolation("NP-M10", "no more chat messages this phase")
     to = sorted(set(msg.to)) or [i for i in range(tx.s.n) if i != seat]
-    if any(not 0 <= i < tx.s.n or i == seat for i in to) or len(msg.text) > 500:
-        raise RuleViolation("NP-M7", "chat to other seats, at most 500 characters")
+    if any(not 0 <= i < tx.s.n or i == seat for i in to) or len(msg.text) > CHAT_TEXT_MOST:
+        raise RuleViolation("NP-M7", f"chat to other seats, at most {CHAT_TEXT_MOST} characters")
+    text = msg.text.replace("\r\n", "\n")
+    if shows_nothing(text):
+        raise RuleViolation("NP-M7", "a chat message needs text (something visible)")
+    why = unshowable(text)
+    if why:
+        raise RuleViolation("NP-M7", why)
     tx.emit("chat_sent", to=to, text=msg.text, **{"from": seat})
 
 
