@@ -335,6 +335,17 @@ def test_np_m3_np_v3_an_offer_names_only_cards_of_the_game() -> None:
     assert offered(s, 0, deal(1, contract=c))[0]  # a real card is fine
 
 
+def test_np_m3_an_offer_asks_for_each_card_once() -> None:
+    """NP-M3: specific cards, and every card of the game is one of a kind, so a card asked for
+    twice can never be handed over. Such an offer was taken: one id repeated to the 8 MiB a
+    request may carry made a private event of megabytes, kept in the match for good and sent to
+    its recipient, for an offer nobody could ever accept."""
+    s = std(4)
+    assert refused(s, 0, deal(1, want_cards=["I06", "I06"])) == "NP-M3"
+    assert refused(s, 0, deal(1, want_cards=["I06"] * 100_000)) == "NP-M3"
+    assert offered(s, 0, deal(1, want_cards=["I06", "I07"]))[0]
+
+
 def test_np_v5_contracts_are_cancelled_only_by_both_parties() -> None:
     """NP-V5."""
     s = keep_word()

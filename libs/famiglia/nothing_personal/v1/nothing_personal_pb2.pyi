@@ -474,7 +474,7 @@ class OfferDeal(_message.Message):
 
     @_builtins.property
     def want_cards(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """any influence card ids asked for; the maker never learns whether they are held (NP-H7)"""
+        """any influence card ids asked for, each once; the maker never learns whether they are held (NP-H7)"""
 
     @_builtins.property
     def contract(self) -> Global___Contract:

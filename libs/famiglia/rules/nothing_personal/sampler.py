@@ -447,13 +447,13 @@ def _amount(rng: Draws, lo: int, hi: int) -> int:
 
 
 def _wanted(s: State, seat: int, to: int, rng: Draws) -> list[str]:
-    """NP-M3, NP-H7: cards asked of `to`. Mostly ones the seat does not hold, at most as many as `to`
-    holds (more could not be accepted now, NP-M4); with `TAIL` odds any cards of the game, repeats
-    included, up to one more than the game has (`_past`: longer lists are as unacceptable)."""
+    """NP-M3, NP-H7: cards asked of `to`, each once (every card is one of a kind). Mostly ones the
+    seat does not hold, at most as many as `to` holds (more could not be accepted now, NP-M4); with
+    `TAIL` odds any cards of the game, up to all of them (`_past`)."""
     pool = [c for c in CARD if c not in s.hands[seat]]
     if pool and rng.random() >= TAIL:
         return rng.sample(pool, rng.randint(1, max(1, min(len(pool), len(s.hands[to])))))
-    return rng.choices(list(CARD), k=_past(rng, len(CARD) + 1))
+    return rng.sample(list(CARD), _past(rng, len(CARD)))
 
 
 def _contract(s: State, seat: int, m: pb.OfferDeal, rng: Draws) -> pb.Contract:

@@ -57,6 +57,8 @@ def _check_offer(s: State, seat: int, m: pb.OfferDeal) -> None:
     unknown = next((c for c in m.want_cards if c not in CARD), None)
     if unknown is not None:
         raise RuleViolation("NP-M3", f"no card {unknown[:40]!r} in the game to ask for")
+    if len(set(m.want_cards)) < len(m.want_cards):  # each card is one of a kind: twice, never handed over
+        raise RuleViolation("NP-M3", "ask for each card once")
     if m.handover_gangster:
         _check_handover(s, seat, m.to, m.handover_gangster)
     if m.HasField("contract"):
