@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.auth.request_ids import guessable, guessable_message
+from famiglia.chat_text import shows_nothing
 from famiglia.grpcutil.errors import (
     AlreadyExists,
     AppError,
@@ -141,8 +142,10 @@ class MatchmakingApp:
     def register_guest(self, display_name: str, request_id: str = "") -> tuple[Player, str]:
         """A new guest and its player token."""
         name = unicodedata.normalize("NFC", display_name).strip()
-        if not name or len(name) > MAX_NAME or not name.isprintable():
-            raise InvalidArgument("bad_display_name", f"a display name is 1..{MAX_NAME} printable characters")
+        # (printable, yet blank: the fillers and marks a name of nothing else passes for empty with)
+        if not name or len(name) > MAX_NAME or not name.isprintable() or shows_nothing(name):
+            raise InvalidArgument("bad_display_name", f"a display name is 1..{MAX_NAME} printable characters, "
+                                                      "something visible among them")
         if len(request_id) > MAX_REQUEST_ID:
             raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_REQUEST_ID} characters")
         if guessable(request_id):

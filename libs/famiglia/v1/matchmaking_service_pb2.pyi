@@ -66,7 +66,7 @@ class RegisterGuestRequest(_message.Message):
     DISPLAY_NAME_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     display_name: _builtins.str
-    """1..32 printable characters"""
+    """1..32 printable characters, something visible among them (bad_display_name)"""
     request_id: _builtins.str
     """Optional idempotency key: a retried registration gets the same player (and its token): a
     secret, 16 to 128 characters (a UUID; else bad_request_id).

@@ -58,6 +58,21 @@ def test_display_names_are_checked(mm: Matchmaking, name: str) -> None:
         mm.app.register_guest(name)
 
 
+@pytest.mark.parametrize("name", ["\u3164", "\u2800\u2800", "\uffa0 \u115f", "\u0301", "\U0001d159"])
+def test_a_display_name_that_shows_nothing_is_refused(mm: Matchmaking, name: str) -> None:
+    """The Hangul fillers, the Braille blank and a lone combining mark are printable by their
+    categories, so a guest named by them alone was registered, and sat at tables and on the
+    leaderboard as a blank: the fillers match chat refuses for looking empty."""
+    with pytest.raises(InvalidArgument) as exc:
+        mm.app.register_guest(name)
+    assert exc.value.code == "bad_display_name"
+
+
+@pytest.mark.parametrize("name", ["\u1100\u1160", "Vito \u3164", "\u2800\u2801"])
+def test_a_display_name_with_fillers_beside_what_shows_is_kept(mm: Matchmaking, name: str) -> None:
+    assert mm.app.register_guest(name)[0].display_name == name
+
+
 def test_profiles_carry_the_default_rating_per_game(mm: Matchmaking) -> None:
     profile = mm.app.profile(_guest(mm))
     assert profile.ratings[GAME].mu == 25.0
