@@ -35,20 +35,22 @@ def shows_nothing(text: str) -> bool:
     return all(c in BLANK_FILLERS or c == "\n" or unicodedata.category(c) in _INVISIBLE for c in text)
 
 
-def unshowable(text: str) -> str:
-    """Why `text` may not be shown to the table as it is, or "" when it may: a control character
-    but newline (a lone carriage return, an escape or a NUL would let one message rewrite another's
-    line on a terminal, or not be storable), a character of `REORDERING` (refused, not stripped,
-    so the text shown is the text sent and its sender is told), or a lone surrogate (no character:
-    not UTF-8; gRPC refuses it before, a caller in process may not)."""
+def unshowable(text: str, what: str = "a chat message", *, lines: bool = True) -> str:
+    """Why `text` may not be shown as it is (`what` names it in the answer), or "" when it may:
+    a control character but newline (a lone carriage return, an escape or a NUL would let one
+    message rewrite another's line on a terminal, or not be storable), a character of `REORDERING`
+    (refused, not stripped, so the text shown is the text sent and its sender is told), or a lone
+    surrogate (no character: not UTF-8; gRPC refuses it before, a caller in process may not).
+    `lines=False`: one line (a name), a newline refused too."""
     if text.isprintable():  # cheap: most messages are printable all through
         return ""
     for char in text:
-        if char != "\n" and unicodedata.category(char) == "Cc":
-            return f"a chat message may not hold the control character U+{ord(char):04X} (newline is the only one allowed)"
+        if (char != "\n" or not lines) and unicodedata.category(char) == "Cc":
+            allowed = " (newline is the only one allowed)" if lines else ""
+            return f"{what} may not hold the control character U+{ord(char):04X}{allowed}"
         if "\ud800" <= char <= "\udfff":
-            return f"a chat message may not hold the lone surrogate U+{ord(char):04X} (no character: the text is not UTF-8)"
+            return f"{what} may not hold the lone surrogate U+{ord(char):04X} (no character: the text is not UTF-8)"
         if char in REORDERING:
-            return (f"a chat message may not hold U+{ord(char):04X}, which changes how the text after it shows "
+            return (f"{what} may not hold U+{ord(char):04X}, which changes how the text after it shows "
                     "(other messages, names): U+200E and U+200F mark a direction without that")
     return ""

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError, Message
 from famiglia.auth import InvalidToken, TokenSigner
 from famiglia.auth.request_ids import guessable, guessable_message
 from famiglia.bots.policy import BadPolicyParameter, UnknownPolicy, checked_spec, over_public_budget
+from famiglia.chat_text import unshowable
 from famiglia.clocks import is_clock_default
 from famiglia.engine import (
     Engine,
@@ -427,7 +428,7 @@ class CommandApp:
             engine = self.registry.get(game_id)
         except UnknownGame:
             raise InvalidArgument("unknown_game", f"no game {game_id!r}; ListGames tells which exist") from None
-        _check_creation(seats, seat_info, tournament_id, request_id)
+        _check_creation(seats, seat_info, tournament_id, request_id, names=not rematch_of)
         known = {o.key for o in engine.info.options}
         unknown = sorted(set(options or {}) - known)
         if unknown:
@@ -1965,9 +1966,10 @@ MAX_CREATION_REQUEST_ID = 256
 
 
 def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,
-                    request_id: str) -> None:
+                    request_id: str, *, names: bool = True) -> None:
     """What a creation writes besides the game's own setup: within what the read models keep
-    (`famiglia.readmodels.tables`), so the projection can always store the match."""
+    (`famiglia.readmodels.tables`), so the projection can always store the match; and display
+    names every reader may be shown (`names`: not a rematch's, whose names its match stored)."""
     if len(request_id) > MAX_CREATION_REQUEST_ID:
         raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_CREATION_REQUEST_ID} characters")
     if guessable(request_id):
@@ -1985,6 +1987,10 @@ def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tour
         if "\x00" in info.player_id or "\x00" in info.display_name or "\x00" in info.policy:
             raise InvalidArgument("bad_seat_info", "seat_info: player_id, display_name and policy may not "
                                                    "contain a NUL character")
+        # (anyone may create a match naming nobody, and the read models show its names to all)
+        why = unshowable(info.display_name, f"seat {info.seat}'s display_name", lines=False) if names else ""
+        if why:
+            raise InvalidArgument("bad_seat_info", f"seat_info: {why}")
         if info.bot:  # refused now, not played as random with an error a decision in the bots' logs
             try:
                 checked_spec(info.policy)

@@ -240,7 +240,9 @@ class CreateMatchRequest(_message.Message):
     @_builtins.property
     def seat_info(self) -> _containers.RepeatedCompositeFieldContainer[_envelope_pb2.SeatInfo]:
         """Optional: who sits where, at most one entry per seat 0..seats-1: player_id at most 128
-        characters, display_name 200, policy 64, none holding a NUL (bad_seat_info); a bot seat's
+        characters, display_name 200, policy 64, none holding a NUL (bad_seat_info); display_name on
+        one line, without a control character or one that reorders the text after it, as a chat
+        message (bad_seat_info: every reader of the read models is shown it); a bot seat's
         policy one the bots know (unknown_policy, bad_policy_params). A player_id needs an operator token.
         """
 

@@ -163,6 +163,21 @@ def test_ids_a_creation_stores_may_not_hold_a_nul_the_read_models_cannot(app: Co
         assert exc.value.code in ("bad_tournament_id", "bad_seat_info")
 
 
+@pytest.mark.parametrize("name", ["\x1b[2J\x1b[31mAdmin", "Vito\rLuca", "two\nlines", "gg \u202eVito", "\u2066x"])
+def test_a_seat_name_that_could_garble_what_shows_beside_it_is_refused(app: CommandApp, name: str) -> None:
+    """Anyone may create a match naming nobody, and its seats' display names go to every reader of
+    the read models (QueryService needs no token): a terminal's escape, a lone carriage return or
+    a right-to-left override there was stored, as match chat refuses it in a message
+    (`famiglia.chat_text`)."""
+    engine, seats = _game()
+    with pytest.raises(InvalidArgument) as exc:
+        app.create_match(engine.info.game_id, seats, seat_info=[envelope_pb2.SeatInfo(seat=0, display_name=name)])
+    assert exc.value.code == "bad_seat_info"
+    for kept in ("Vito \u3164", "\U0001f469\u200d\U0001f4bb", "\u05e9\u05dc\u05d5\u05dd\u200f", "Bot (heuristic)"):
+        assert app.create_match(engine.info.game_id, seats,
+                                seat_info=[envelope_pb2.SeatInfo(seat=0, display_name=kept)]).match_id
+
+
 def test_a_command_id_with_a_nul_is_refused_and_stores_nothing(app: CommandApp, store) -> None:
     """The command id is stored with the command's events (the projection's event archive): one
     with a NUL would keep the match out of PostgreSQL read models for good, which any seat could
