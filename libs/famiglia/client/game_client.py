@@ -124,7 +124,9 @@ class GameClient:
     streams for ever).
 
     Every unary call has the deadline `timeout`; a connection with a call open that is quiet for
-    `keepalive_s` is pinged, and broken (UNAVAILABLE) when the ping goes unanswered. A server
+    `keepalive_s` is pinged, and broken (UNAVAILABLE) when the ping goes unanswered: 30 s at least
+    against famiglia's servers, which answer earlier pings with GOAWAY `too_many_pings` and so
+    break the streams open on the connection (`famiglia.grpcutil.server.CLIENT_PING_MIN_S`). A server
     lost is tried again at most `reconnect_max_s` apart (gRPC's own waits grow to 120 s: calls
     would fail at once, UNAVAILABLE, that long after the server is back).
 
