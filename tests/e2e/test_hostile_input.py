@@ -306,6 +306,8 @@ def test_create_match_refuses_odd_games_seats_options_and_seat_info(stubs: Servi
         ([info(seat=3)], "bad_seat_info"), ([info(seat=-1)], "bad_seat_info"),
         ([info(seat=0), info(seat=0)], "bad_seat_info"), ([info(seat=0, player_id="x" * 500)], "bad_seat_info"),
         ([info(seat=0, display_name="a\x00")], "bad_seat_info"),
+        ([info(seat=0, display_name="\x1b[2JAdmin")], "bad_seat_info"),
+        ([info(seat=1, display_name="gg \u202eVito")], "bad_seat_info"),
         ([info(seat=0, bot=True, policy="nope")], "unknown_policy"),
         ([info(seat=0, bot=True, policy="ismcts?iterations=999999999999")], "bad_policy_params"),
         ([info(seat=0, bot=True, policy="ismcts?seconds=inf")], "bad_policy_params"),
