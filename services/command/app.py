@@ -191,6 +191,8 @@ class MyTurn:
     away: bool = False
     """The bots play the seat since its clock ran out too often (`timeouts`): its player may
     take it back (ReturnToMatch); it is not asked meanwhile."""
+    seat_token: str = ""
+    """The seat's token, signed again for its player (`CommandApp.my_turns`)."""
 
 
 @dataclass
@@ -1185,7 +1187,9 @@ class CommandApp:
         deadline first (no clock after a clock), then the rest, most recently moved first; at most
         `limit` (0: MAX_MY_TURNS). Only the player's MY_TURNS_LOOKED_AT newest matches are looked
         at (folded, through the hot matches, which load those not in memory). The index is a hint:
-        a match found over, gone, archived or not naming the player is dropped from it here."""
+        a match found over, gone, archived or not naming the player is dropped from it here.
+        Each seat comes with its token, as CreateMatch minted it: the player token is the
+        player's identity, and a device that lost a seat token must be able to play on."""
         cap = min(limit, MAX_MY_TURNS) if limit > 0 else MAX_MY_TURNS
         found: list[MyTurn] = []
         stale: list[str] = []
@@ -1207,7 +1211,9 @@ class CommandApp:
                 if not seats:
                     stale.append(match_id)
                     continue
-                found += [_my_turn(m, seat) for seat in seats]
+                found += [dataclasses.replace(_my_turn(m, seat),
+                                              seat_token=self.signer.seat_token(match_id, seat, player_id))
+                          for seat in seats]
         if stale:
             self.players.drop(player_id, stale)
         return ordered_turns(found)[:cap]

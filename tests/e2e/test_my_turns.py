@@ -86,6 +86,7 @@ def test_a_guest_sees_where_it_is_its_turn_with_its_player_token_only(s: Service
             [(waiting.match_id, first, True, False), (idle.match_id, 1 - first, False, False)]
         for m, match in zip(mine, (waiting, idle), strict=True):
             assert m.game_id == "grifters" and (m.to_act, m.deadline_ms, m.version) == as_own_view(s, match, m)
+            assert m.seat_token == match.seat_tokens[m.seat]  # a lost seat token, given back
         assert [m.match_id for m in client.my_turns(ann.player_token, limit=1)] == [waiting.match_id]
         # bob's move once ann moved: the list follows the match
         play_until(s, waiting, lambda match: first not in asked(s, match))

@@ -1561,12 +1561,13 @@ class MyMatch(_message.Message):
     DEADLINE_MS_FIELD_NUMBER: _builtins.int
     FINISHED_FIELD_NUMBER: _builtins.int
     AWAY_FIELD_NUMBER: _builtins.int
+    SEAT_TOKEN_FIELD_NUMBER: _builtins.int
     match_id: _builtins.str
     """the match, as every other call names it"""
     game_id: _builtins.str
     """a ListGames game_id"""
     seat: _builtins.int
-    """the caller's seat (its seat token is CreateMatch's, not repeated here)"""
+    """the caller's seat"""
     version: _builtins.int
     """the match's version this answer is of, as GetView's"""
     to_act: _builtins.bool
@@ -1585,6 +1586,10 @@ class MyMatch(_message.Message):
     (GetViewResponse.away, reason "timeouts"): to_act is false and deadline_ms 0 until its player
     takes it back (ReturnToMatch). A seat its player left for good (LeaveMatch) is not listed.
     """
+    seat_token: _builtins.str
+    """The seat's token, as CreateMatch (or the ticket, or AskRematch) gave it, signed again: a device
+    that lost it (a reinstall, a crash before it was kept) gets it back with the player token.
+    """
     def __init__(
         self,
         *,
@@ -1596,10 +1601,11 @@ class MyMatch(_message.Message):
         deadline_ms: _builtins.int = ...,
         finished: _builtins.bool = ...,
         away: _builtins.bool = ...,
+        seat_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["away", b"away", "deadline_ms", b"deadline_ms", "finished", b"finished", "game_id", b"game_id", "match_id", b"match_id", "seat", b"seat", "to_act", b"to_act", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["away", b"away", "deadline_ms", b"deadline_ms", "finished", b"finished", "game_id", b"game_id", "match_id", b"match_id", "seat", b"seat", "seat_token", b"seat_token", "to_act", b"to_act", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

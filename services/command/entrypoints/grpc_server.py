@@ -75,7 +75,7 @@ def _my_turns_reply(turns: Sequence[MyTurn]) -> pb.ListMyTurnsResponse:
     add = reply.matches.add
     for turn in turns:
         add(match_id=turn.match_id, game_id=turn.game_id, seat=turn.seat, version=turn.version,
-            to_act=turn.to_act, deadline_ms=turn.deadline_ms, away=turn.away)
+            to_act=turn.to_act, deadline_ms=turn.deadline_ms, away=turn.away, seat_token=turn.seat_token)
     return reply
 
 

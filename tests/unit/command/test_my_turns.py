@@ -87,6 +87,17 @@ def told(turns: list[MyTurn]) -> list[tuple[str, int, bool]]:
 
 
 # -- what is listed -------------------------------------------------------------------------------
+def test_each_seat_comes_with_its_own_seat_token_which_acts_for_that_seat_only(app: CommandApp) -> None:
+    """A device that lost a seat token gets it back with the player token: the token CreateMatch
+    gave, and it acts for that seat, never for another player's."""
+    created = app.create_match("grifters", 2, seed=5, seat_info=seating(ann=0, bob=1))
+    (mine,) = app.my_turns(ANN)
+    assert mine.seat_token == created.seat_tokens[0]
+    assert app.viewer(created.match_id, mine.seat_token).seat == 0
+    (bobs,) = app.my_turns(BOB)
+    assert bobs.seat_token == created.seat_tokens[1] != mine.seat_token
+
+
 def test_a_player_in_two_matches_has_the_one_waiting_on_them_first(app: CommandApp) -> None:
     probe = app.create_match("grifters", 2, seed=5)
     first = min(asked(app, probe.match_id))
