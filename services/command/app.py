@@ -32,6 +32,7 @@ from famiglia.engine import (
     RuleViolation,
     Sampled,
     pending_for,
+    spelling_refusal,
 )
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import AppendResult, ConcurrencyConflict, EventStore
@@ -435,6 +436,9 @@ class CommandApp:
         unknown = sorted(set(options or {}) - known)
         if unknown:
             raise InvalidArgument("unknown_option", f"{game_id} has no option(s) {', '.join(unknown)}")
+        spelled = None if rematch_of else spelling_refusal(engine.info.options, options or {})
+        if spelled:  # a rematch plays its match's options as they were stored
+            raise InvalidArgument("bad_option", spelled[1])
         # The seed predicts every draw: the server picks it unless the creator asks for one.
         seed_given = seed is not None
         seed = secrets.randbits(63) if seed is None else seed

@@ -317,6 +317,23 @@ def is_over(engine: Engine, state: State) -> bool:
     return engine.result(state) is not None
 
 
+def spelling_refusal(specs: Iterable[OptionSpec], options: Mapping[str, str]) -> tuple[str, str] | None:
+    """Why option values are not spelled as the game lists them — (code, message) — or None: a
+    value with blanks around it, or, for an option with listed choices, any other spelling than
+    one of them (" 5", "True"). A game's reader may take those, but the match would show them as
+    typed and matchmaking would pool them apart from the listed value."""
+    listed = {o.key: o.choices for o in specs}
+    for key in sorted(options):
+        value = options[key]
+        if value != value.strip():
+            return "bad_option", f"option {key[:40]!r}: {value[:40]!r} has blanks around it"
+        choices = listed.get(key, ())
+        if choices and value not in choices:
+            shown = ", ".join(repr(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
+            return "bad_option", f"option {key[:40]!r} is one of {shown}, not {value[:40]!r}"
+    return None
+
+
 def options_refusal(engine: Engine, seats: int, options: Mapping[str, str]) -> tuple[str, str] | None:
     """Why the game would refuse a table of `seats` with `options` — (code, message): an
     option it does not have, or its own `setup`'s verdict (pure; the seed does not matter)
@@ -325,6 +342,9 @@ def options_refusal(engine: Engine, seats: int, options: Mapping[str, str]) -> t
     unknown = sorted(set(options) - {o.key for o in engine.info.options})
     if unknown:
         return "unknown_option", f"{engine.info.game_id} has no option(s) {', '.join(repr(k[:40]) for k in unknown)}"
+    spelled = spelling_refusal(engine.info.options, options)
+    if spelled:
+        return spelled
     try:
         engine.setup(MatchConfig(seats, dict(options)), 0)
     except RuleViolation as exc:

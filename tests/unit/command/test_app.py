@@ -82,6 +82,9 @@ def test_create_match_refuses_bad_seat_counts_unknown_games_and_options(app: Com
     with pytest.raises(InvalidArgument) as exc:
         app.create_match(engine.info.game_id, engine.info.min_players, options={"no_such_option": "1"})
     assert exc.value.code == "unknown_option"
+    with pytest.raises(InvalidArgument) as exc:  # as the game lists it, or matchmaking pools it apart
+        app.create_match("nostra_city", 3, options={"verdict_tie_result": "Innocent"})
+    assert exc.value.code == "bad_option" and "'innocent'" in exc.value.message
 
 
 def test_create_match_with_the_same_request_id_is_the_same_match(app: CommandApp, store) -> None:
