@@ -1020,6 +1020,9 @@ class CommandApp:
             raise InvalidArgument("no_reason", "a cancel needs a reason (it is shown to every seat)")
         if len(reason) > MAX_CANCEL_REASON or "\x00" in reason:
             raise InvalidArgument("bad_reason", f"reason is at most {MAX_CANCEL_REASON} characters, without NUL")
+        why = unshowable(reason, "a cancel's reason (shown to every seat)")
+        if why:  # as a chat message: a seat's screen shows it
+            raise InvalidArgument("bad_reason", why)
         if len(request_id) > MAX_CANCEL_REQUEST_ID or "\x00" in request_id:
             raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_CANCEL_REQUEST_ID} characters, "
                                                     "without NUL")

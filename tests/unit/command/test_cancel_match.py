@@ -148,7 +148,8 @@ def test_a_finished_match_cannot_be_cancelled(app, store) -> None:
 def test_a_cancel_checks_its_reason_request_id_and_expected_version(app, store) -> None:
     match_id = _match(app)
     version = store.version(match_id)
-    for reason, code in (("", "no_reason"), ("   ", "no_reason"), ("x" * 501, "bad_reason"), ("a\x00b", "bad_reason")):
+    for reason, code in (("", "no_reason"), ("   ", "no_reason"), ("x" * 501, "bad_reason"), ("a\x00b", "bad_reason"),
+                         ("stuck\x1b[2J", "bad_reason"), ("stuck \u202egnirts", "bad_reason")):
         with pytest.raises(InvalidArgument) as exc:
             app.cancel_match(match_id, "cli", reason)
         assert exc.value.code == code
