@@ -157,6 +157,9 @@ class Created:
     match_id: str
     seat_tokens: list[str]
     version: int
+    written: bool = True
+    """This call wrote the match; False when it found one a call before wrote under its request
+    id (a retry, a second replica: a rematch's table is told once, by the writer's)."""
 
 
 @dataclass
@@ -479,7 +482,7 @@ class CommandApp:
         players = {i.seat: i.player_id for i in seat_info}
         tokens = [self.signer.seat_token(match_id, s, players.get(s, "")) for s in range(seats)]
         log.info("match_created", match_id=match_id, game_id=game_id, seats=seats)
-        return Created(match_id, tokens, version)
+        return Created(match_id, tokens, version, written=result is not None and not result.duplicate)
 
     def _check_same_creation(self, match_id: str, asked: envelope_pb2.MatchCreated, seed_given: bool) -> None:
         """A retried creation answers with the match's seat tokens only when it asks for the
@@ -1608,7 +1611,10 @@ class CommandApp:
             if created.match_id != match_id:  # never: _match_id derives it from the request id
                 raise RuntimeError(f"rematch of {m.match_id} made {created.match_id}, not {match_id}")
             log.info("rematch_made", match_id=m.match_id, rematch_id=match_id)
-            if not made:  # (an ask again after it finds none pending: the sweep drops one a death left)
+            # Only the creation that wrote it: two that both found it not made (a replica's sweep
+            # and another's, an ask and its retry) would both tell the table. A creation found
+            # made leaves the pending entry to the sweep, which drops one a death left.
+            if created.written:
                 self.rematches.drop_pending(m.match_id)
                 self._tell_table(m, REMATCH_MADE, viewer)
         return _rematch_seat(self.signer, Rematch(asked, (), match_id), viewer, seated, m.seats)
@@ -1618,9 +1624,9 @@ class CommandApp:
         when it is a person's seat (it learns it from its own answer): the players named in its
         `seat_info`, not a bot's seat nor one away at the end, nor the caller's seat or any other
         seat of its player (a player at two seats is not told of its own ask). Once what it tells
-        happened (a seat's first ask; the creation, two replicas making it at once may both tell
-        it): lost, never repeated, if the process dies between. A store of notices that fails
-        loses the notice, not the ask."""
+        happened (a seat's first ask; the creation, by the call whose creation wrote the match):
+        lost, never repeated, if the process dies between. A store of notices that fails loses
+        the notice, not the ask."""
         if not self.rematch_notices:
             return
         table = set(persons(m))

@@ -13,6 +13,7 @@ from famiglia.auth import TokenSigner
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
+from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks
@@ -650,3 +651,51 @@ def test_a_creation_that_fails_for_now_stays_pending_and_the_others_are_made() -
     assert app.finish_rematches(grace_s=0) == 1
     assert app.rematches.pending(int(app.wall() * 1000)) == []
     assert all(app.get_rematch(m, Viewer(None)).match_id for m in (first, second))
+
+
+def _replica(app: CommandApp, registry: Registry = REGISTRY) -> CommandApp:
+    """A second command process on the same store, asks and notices (`registry`: the games it serves)."""
+    other = bootstrap(store=app.store, registry=registry, settings=SETTINGS,
+                      command_settings=CommandSettings(leave_policy="random"))
+    other.rematches, other.notices, other.players, other.wall = app.rematches, app.notices, app.players, app.wall
+    return other
+
+
+def test_two_replicas_sweeping_at_once_tell_the_table_once() -> None:
+    """Every replica sweeps the same pending set every 30 s: two that both found the rematch not
+    made yet both created it (idempotent) and both told the table `rematch_made`. Only the
+    creation that wrote the match tells it."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    other = _replica(app)
+    create = other.create_match
+
+    def meanwhile(*args, **kwargs):  # the first replica's round runs whole between the look and the write
+        app.finish_rematches(grace_s=0)
+        return create(*args, **kwargs)
+
+    other.create_match = meanwhile  # type: ignore[method-assign]
+    other.finish_rematches(grace_s=0)
+    assert [kind for kind, _m, _s in _told(app, "p1")] == ["rematch_asked", "rematch_made"]
+    assert [kind for kind, _m, _s in _told(app, "p0")] == ["rematch_made"]
+
+
+def test_two_asks_completing_the_table_at_once_tell_it_once() -> None:
+    """A retried ask racing the one it retries: both see no rematch yet, both create it."""
+    app = _app()
+    match_id = _match(app, 3)
+    _play_out(app, match_id)
+    for seat in (0, 1):
+        app.ask_rematch(match_id, _person(app, match_id, seat))
+    other = _replica(app)
+    create = other.create_match
+
+    def meanwhile(*args, **kwargs):
+        app.ask_rematch(match_id, _person(app, match_id, 2))
+        return create(*args, **kwargs)
+
+    other.create_match = meanwhile  # type: ignore[method-assign]
+    assert other.ask_rematch(match_id, _person(app, match_id, 2)).match_id
+    assert [kind for kind, _m, _s in _told(app, "p0")].count("rematch_made") == 1
