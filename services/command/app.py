@@ -1557,14 +1557,17 @@ class CommandApp:
         for match_id in self.rematches.pending(int((self.wall() - grace_s) * 1000), most):
             looked += 1
             try:
-                m = self._finished(match_id, SPECTATOR)
-                asks = self.rematches.look(match_id)
-                if asks.request_id:  # (always, but for asks lost since: nothing tells what to make)
-                    made = self._rematch(m, SPECTATOR, asks, make=True)
+                asks = self.rematches.look(match_id)  # (first: one no replica reads is given up once they expire)
+                if asks.request_id:  # (always, but for asks expired since: nothing tells what to make)
+                    made = self._rematch(self._finished(match_id, SPECTATOR), SPECTATOR, asks, make=True)
                     log.info("rematch_finished", match_id=match_id, rematch_id=made.match_id)
                 else:
                     log.error("rematch_lost", match_id=match_id, reason="asks_gone")
             except AppError as exc:  # archived or unknown: nothing to make it from
+                if exc.code == "match_unreadable":  # its game not served here (FAMIGLIA_GAMES), or a
+                    # newer release's events: a replica that reads it makes it; kept until the asks expire
+                    log.info("rematch_left", match_id=match_id, reason=exc.code)
+                    continue
                 log.error("rematch_lost", match_id=match_id, reason=exc.code)
             except Exception:  # noqa: BLE001 -- Redis away for it: kept for the next round, the others go on
                 log.exception("rematch_sweep_failed", match_id=match_id)

@@ -661,6 +661,40 @@ def _replica(app: CommandApp, registry: Registry = REGISTRY) -> CommandApp:
     return other
 
 
+def test_a_replica_that_does_not_serve_the_game_leaves_a_lost_creation_to_one_that_does() -> None:
+    """Every command process sweeps every partition's pending creations, FAMIGLIA_GAMES or not. A
+    replica that does not serve the game read the finished match as `match_unreadable`, gave the
+    rematch up (`rematch_lost`) and dropped it: the replicas that serve the game never made it,
+    and the retention trimmed the finished match it is made from."""
+    app = _app()
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    elsewhere = _replica(app, Registry({}))
+    assert elsewhere.finish_rematches(grace_s=0) == 1
+    assert app.rematches.pending(int(app.wall() * 1000)) == [match_id]  # not this replica's to give up
+    assert app.finish_rematches(grace_s=0) == 1
+    assert app.rematches.pending(int(app.wall() * 1000)) == []
+    assert app.store.version(app.get_rematch(match_id, Viewer(None)).match_id) > 0
+
+
+def test_a_lost_creation_nobody_serves_is_given_up_once_its_asks_are_gone() -> None:
+    """Left pending for the replicas that serve the game, it is not kept for ever (the retention
+    keeps its finished match meanwhile): once the asks expired, nothing tells what to make."""
+    asks = InMemoryRematchAsks(clock=lambda: now[0])
+    now = [0.0]
+    app = _app(asks=asks)
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    elsewhere = _replica(app, Registry({}))
+    elsewhere.finish_rematches(grace_s=0)
+    assert asks.pending(int(app.wall() * 1000)) == [match_id]
+    now[0] += REMATCH_TTL_S
+    assert elsewhere.finish_rematches(grace_s=0) == 1
+    assert asks.pending(int(app.wall() * 1000)) == []
+
+
 def test_two_replicas_sweeping_at_once_tell_the_table_once() -> None:
     """Every replica sweeps the same pending set every 30 s: two that both found the rematch not
     made yet both created it (idempotent) and both told the table `rematch_made`. Only the
