@@ -1567,13 +1567,23 @@ class CommandApp:
                 if exc.code == "match_unreadable":  # its game not served here (FAMIGLIA_GAMES), or a
                     # newer release's events: a replica that reads it makes it; kept until the asks expire
                     log.info("rematch_left", match_id=match_id, reason=exc.code)
+                    self._put_off(match_id)
                     continue
                 log.error("rematch_lost", match_id=match_id, reason=exc.code)
             except Exception:  # noqa: BLE001 -- Redis away for it: kept for the next round, the others go on
                 log.exception("rematch_sweep_failed", match_id=match_id)
+                self._put_off(match_id)
                 continue
             self.rematches.drop_pending(match_id)
         return looked
+
+    def _put_off(self, match_id: str) -> None:
+        """Behind the other pending creations: `most` that cannot be made now would otherwise be
+        each round's oldest, and the sweep would look at nothing else."""
+        try:
+            self.rematches.put_off(match_id, int(self.wall() * 1000))
+        except Exception:  # noqa: BLE001 -- Redis away: looked at first again next round, as before
+            log.warning("rematch_put_off_failed", match_id=match_id)
 
     def _made_in_time(self, match_id: str, late: FailedPrecondition) -> RematchAsks:
         """The asks of a match past its rematch's window (`rematch.ASKED_WITHIN_S`) if its

@@ -100,7 +100,28 @@ def test_the_asks_on_redis(redis_url: str) -> None:
         assert store.keys.tag(store.keys.partition_of("m2")) in pending and raw.zscore(pending, "m2") == 2_000
         asks.drop_pending("m2")
         assert asks.pending(10**15) == ["m1"] and not creation_pending(store.client, store.keys, "m2")
+        asks.put_off("m2", 5_000)  # no longer pending: nothing
+        assert not creation_pending(store.client, store.keys, "m2")
         raw.close()
+    finally:
+        store.close()
+
+
+def test_the_oldest_pending_creations_of_every_partition_come_first(redis_url: str) -> None:
+    """They came partition by partition: the first partitions' `most` hid an older one in a later
+    partition, and the sweep's creations put off (behind the others) came first again."""
+    store = RedisEventStore.connect(redis_url)
+    asks = RedisRematchAsks(store.client, store.keys)
+    try:
+        ids = [f"m{i}" for i in range(40)]
+        low = min(ids, key=store.keys.partition_of)
+        high = max(ids, key=store.keys.partition_of)
+        assert store.keys.partition_of(low) < store.keys.partition_of(high)
+        asks.fix_request_id(low, "low", at_ms=2_000)
+        asks.fix_request_id(high, "high", at_ms=1_000)
+        assert asks.pending(10**15, most=1) == [high]
+        asks.put_off(high, 3_000)
+        assert asks.pending(10**15) == [low, high] and asks.pending(2_999) == [low]
     finally:
         store.close()
 

@@ -13,7 +13,8 @@ set per partition of the creations not known to be done:
     <prefix>:{p07}:rematch:<match_id>    hash  s<seat> -> "1" (an ask), rid -> the request id,
                                                op -> the operator who allowed it (bots past the
                                                public budget: AskRematch with an operator token)
-    <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms)
+    <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms),
+                                               or when a sweep that could not make it put it off
 
 A finished match enters the set with its request id, in the same transaction, and leaves it once
 its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is
@@ -79,12 +80,17 @@ class RematchAsksStore(ABC):
 
     @abstractmethod
     def pending(self, due_ms: int, most: int = 100) -> list[str]:
-        """Finished matches whose request id was fixed at or before `due_ms` and whose rematch is
-        not known to be created: at most `most`, the oldest first in each partition."""
+        """Finished matches whose request id was fixed (or put off) at or before `due_ms` and
+        whose rematch is not known to be created: at most `most`, the oldest first."""
 
     @abstractmethod
     def drop_pending(self, match_id: str) -> None:
         """The match's rematch is created (or can be made no more): no sweep need look at it."""
+
+    @abstractmethod
+    def put_off(self, match_id: str, at_ms: int) -> None:
+        """A pending creation a sweep could not make now: due again from `at_ms`, behind the
+        others (still pending: the retention keeps its match). Nothing if it is no longer pending."""
 
 
 def _asks(fields: dict[str, str]) -> RematchAsks:
@@ -145,6 +151,11 @@ class InMemoryRematchAsks(RematchAsksStore):
         with self._lock:
             self._pending.pop(match_id, None)
 
+    def put_off(self, match_id: str, at_ms: int) -> None:
+        with self._lock:
+            if match_id in self._pending:
+                self._pending[match_id] = at_ms
+
 
 class RedisRematchAsks(RematchAsksStore):
     """The asks on the event store's Redis client and key layout (`RedisEventStore.client`,
@@ -192,12 +203,18 @@ class RedisRematchAsks(RematchAsksStore):
     def pending(self, due_ms: int, most: int = 100) -> list[str]:
         pipe = self.client.pipeline(transaction=False)
         for partition in range(self.keys.partitions):
-            pipe.zrangebyscore(self.keys.rematches_pending(partition), "-inf", due_ms, start=0, num=most)
-        found = [_text(m) for ids in pipe.execute() for m in ids]
-        return found[:most]
+            pipe.zrangebyscore(self.keys.rematches_pending(partition), "-inf", due_ms, start=0, num=most,
+                               withscores=True)
+        # The oldest of all partitions, not the first partitions' first: entries a sweep cannot
+        # make (put off) in the low partitions would otherwise hide the others' for good.
+        found = sorted((at, _text(m)) for entries in pipe.execute() for m, at in entries)
+        return [m for _at, m in found[:most]]
 
     def drop_pending(self, match_id: str) -> None:
         self.client.zrem(self.keys.rematches_pending(self.keys.partition_of(match_id)), match_id)
+
+    def put_off(self, match_id: str, at_ms: int) -> None:
+        self.client.zadd(self.keys.rematches_pending(self.keys.partition_of(match_id)), {match_id: at_ms}, xx=True)
 
 
 def creation_pending(client: Any, keys: Any, match_id: str) -> bool:

@@ -733,3 +733,28 @@ def test_two_asks_completing_the_table_at_once_tell_it_once() -> None:
     other.create_match = meanwhile  # type: ignore[method-assign]
     assert other.ask_rematch(match_id, _person(app, match_id, 2)).match_id
     assert [kind for kind, _m, _s in _told(app, "p0")].count("rematch_made") == 1
+
+
+def test_creations_the_sweep_cannot_make_do_not_hide_the_others() -> None:
+    """A round looks at the `most` oldest pending creations; one it could not make stayed the
+    oldest, so `most` of them (a game no replica serves, the store failing for them) were every
+    round's whole look, and a creation lost after them was never made. It is put off behind."""
+    app = _app()
+    stuck, lost = _match(app), _match(app)
+    for match_id in (stuck, lost):
+        _play_out(app, match_id)
+        app.ask_rematch(match_id, _person(app, match_id, 0))
+        app.rematches.ask(match_id, 1)
+        app.rematches.fix_request_id(match_id, secrets.token_hex(32), at_ms=0 if match_id == stuck else 1)
+    finished = app._finished
+
+    def failing(match_id, viewer):  # the store fails for `stuck`, every time
+        if match_id == stuck:
+            raise ConnectionError("Redis away for it")
+        return finished(match_id, viewer)
+
+    app._finished = failing  # type: ignore[method-assign]
+    assert app.finish_rematches(grace_s=0, most=1) == 1
+    assert app.finish_rematches(grace_s=0, most=1) == 1
+    assert app.rematches.pending(int(app.wall() * 1000)) == [stuck]  # `lost` made in the second round
+    assert _told(app, "p0")[-1] == ("rematch_made", lost, 0)  # by the sweep, nobody looking
