@@ -1491,14 +1491,18 @@ class CommandApp:
         late = too_late(m, self.wall())
         if late is not None:  # nothing begins again; a rematch made in time is still found
             return self._rematch(m, viewer, self._made_in_time(match_id, late), make=True)
-        asks = self.rematches.ask(match_id, seat)
+        # The ask that completes the table fixes the table's one request id (the first writer's:
+        # every asker, replica and retry creates or finds the same match under it) and makes the
+        # creation pending, in its own write: a process killed right after it leaves the sweep a
+        # creation to make, not a table asked in full with nothing to make.
+        asks = self.rematches.ask(match_id, seat, persons(m), secrets.token_hex(32), int(self.wall() * 1000))
         waiting = [s for s in persons(m) if s not in asks.seats]
         log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))
         if asks.fresh and waiting:  # (complete, the table is told the rematch is made instead)
             self._tell_table(m, REMATCH_ASKED, viewer)
         if not waiting and not asks.request_id:
-            # One request id for the table, the first writer's: every asker, replica and retry
-            # creates (or finds) the same match under it.
+            # (A table completed without one: by a replica of the release before the above, killed
+            # before its own `fix_request_id`.)
             asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32),
                                                                          int(self.wall() * 1000)))
         return self._rematch(m, viewer, asks, make=True)

@@ -107,6 +107,26 @@ def test_the_asks_on_redis(redis_url: str) -> None:
         store.close()
 
 
+def test_the_ask_that_completes_the_table_fixes_the_request_id_in_its_own_write(redis_url: str) -> None:
+    """A process killed between the last ask and the request id left a table asked in full with
+    nothing pending, which no sweep made: the script writes all three at once."""
+    store = RedisEventStore.connect(redis_url)
+    asks = RedisRematchAsks(store.client, store.keys)
+    try:
+        first = asks.ask("m1", 0, (0, 2), "first", at_ms=1_000)
+        assert (first.seats, first.request_id, first.fresh) == ({0}, "", True) and asks.pending(10**15) == []
+        done = asks.ask("m1", 2, (0, 2), "second", at_ms=2_000)
+        assert (done.seats, done.request_id, done.fresh) == ({0, 2}, "second", True)
+        assert asks.pending(1_999) == [] and asks.pending(2_000) == ["m1"]
+        again = asks.ask("m1", 2, (0, 2), "third", at_ms=3_000)
+        assert (again.request_id, again.fresh) == ("second", False) and asks.pending(2_000) == ["m1"]
+        raw = redis.Redis.from_url(redis_url)
+        assert 0 < raw.pttl(store.keys.rematch("m1")) <= REMATCH_TTL_S * 1000
+        raw.close()
+    finally:
+        store.close()
+
+
 def test_the_oldest_pending_creations_of_every_partition_come_first(redis_url: str) -> None:
     """They came partition by partition: the first partitions' `most` hid an older one in a later
     partition, and the sweep's creations put off (behind the others) came first again."""

@@ -1,8 +1,8 @@
 """Who asked for a rematch of a finished match, and the request id its creation goes under.
 
-The command service's AskRematch records each person's ask here; once every person of the
-table has asked, the first caller to see it fixes the rematch's creation request id (a random
-secret, written once: `fix_request_id`) and creates the match under it, so every asker, a
+The command service's AskRematch records each person's ask here; the ask that completes the
+table fixes the rematch's creation request id in the same write (a random secret, written once:
+`ask` with the table, or `fix_request_id`) and creates the match under it, so every asker, a
 retry, a second replica and a crash between the two writes all find the same rematch, and a
 secret rotated meanwhile changes nothing. The request id is a secret, as every creation request
 id is (a retried CreateMatch answers with every seat's token): it never leaves the server.
@@ -16,7 +16,7 @@ set per partition of the creations not known to be done:
     <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms),
                                                or when a sweep that could not make it put it off
 
-A finished match enters the set with its request id, in the same transaction, and leaves it once
+A finished match enters the set with its request id, in the same write, and leaves it once
 its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is
 named there for the command service's sweep to make (`CommandApp.finish_rematches`), and the
 retention sweep keeps the finished match in Redis meanwhile (`creation_pending`), since the
@@ -33,7 +33,7 @@ import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,22 @@ REMATCH_TTL_S = 30 * 86_400
 
 _RID = "rid"
 _OPERATOR = "op"
+
+_ASK = """
+-- KEYS[1] the asks, KEYS[2] the partition's pending creations (one slot: the match's tag)
+-- ARGV: the seat's field, ttl ms, request id, at ms, match id, the table's seat fields...
+local added = redis.call('HSET', KEYS[1], ARGV[1], '1')
+local complete = redis.call('HEXISTS', KEYS[1], 'rid') == 0
+for i = 6, #ARGV do
+  if complete and redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then complete = false end
+end
+if complete then
+  redis.call('HSET', KEYS[1], 'rid', ARGV[3])
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[4], ARGV[5])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {added, redis.call('HGETALL', KEYS[1])}
+"""
 
 
 @dataclass(frozen=True)
@@ -61,8 +77,13 @@ class RematchAsksStore(ABC):
     """The port: the asks of finished matches."""
 
     @abstractmethod
-    def ask(self, match_id: str, seat: int) -> RematchAsks:
-        """Record `seat`'s ask (again: nothing new) and answer where the rematch stands."""
+    def ask(self, match_id: str, seat: int, table: Collection[int] = (), request_id: str = "",
+            at_ms: int | None = None) -> RematchAsks:
+        """Record `seat`'s ask (again: nothing new) and answer where the rematch stands. With
+        `table` (the seats every person must ask from) and `request_id`: if the asks then hold
+        every seat of `table` and no request id, `request_id` is fixed and the match pending
+        from `at_ms` (now), in the ask's own write, as `fix_request_id` does: a process killed
+        right after the ask that completes the table leaves the sweep a creation to make."""
 
     @abstractmethod
     def look(self, match_id: str) -> RematchAsks:
@@ -117,10 +138,14 @@ class InMemoryRematchAsks(RematchAsksStore):
     def _write(self, match_id: str, fields: dict[str, str]) -> None:
         self._asks[match_id] = (self._clock() + self._ttl_s, fields)
 
-    def ask(self, match_id: str, seat: int) -> RematchAsks:
+    def ask(self, match_id: str, seat: int, table: Collection[int] = (), request_id: str = "",
+            at_ms: int | None = None) -> RematchAsks:
         with self._lock:
             before = self._fields(match_id)
             fields = {**before, f"s{seat}": "1"}
+            if table and request_id and not fields.get(_RID) and all(f"s{s}" in fields for s in table):
+                fields[_RID] = request_id
+                self._pending.setdefault(match_id, _now_ms() if at_ms is None else at_ms)
             self._write(match_id, fields)
             return dataclasses.replace(_asks(fields), fresh=f"s{seat}" not in before)
 
@@ -165,6 +190,7 @@ class RedisRematchAsks(RematchAsksStore):
         self.client = client
         self.keys = keys
         self.ttl_ms = int(ttl_s * 1000)
+        self._ask_script = client.register_script(_ASK)
 
     def _run(self, match_id: str, write: Callable[[Any, str], None] | None) -> tuple[Any, dict[str, str]]:
         """(the write's reply, the hash after it)."""
@@ -180,9 +206,17 @@ class RedisRematchAsks(RematchAsksStore):
             wrote, raw = replies[0], replies[-1]  # (the write's first reply; the hash after it)
         return wrote, {_text(k): _text(v) for k, v in (raw or {}).items()}
 
-    def ask(self, match_id: str, seat: int) -> RematchAsks:
-        added, fields = self._run(match_id, lambda pipe, key: pipe.hset(key, f"s{seat}", "1"))
-        return dataclasses.replace(_asks(fields), fresh=bool(added))
+    def ask(self, match_id: str, seat: int, table: Collection[int] = (), request_id: str = "",
+            at_ms: int | None = None) -> RematchAsks:
+        if not (table and request_id):
+            added, fields = self._run(match_id, lambda pipe, key: pipe.hset(key, f"s{seat}", "1"))
+            return dataclasses.replace(_asks(fields), fresh=bool(added))
+        pending = self.keys.rematches_pending(self.keys.partition_of(match_id))  # (the match's slot)
+        reply = self._ask_script(keys=[self.keys.rematch(match_id), pending],
+                                 args=[f"s{seat}", self.ttl_ms, request_id, _now_ms() if at_ms is None else at_ms,
+                                       match_id, *(f"s{s}" for s in table)])
+        flat = [_text(v) for v in reply[1]]
+        return dataclasses.replace(_asks(dict(zip(flat[::2], flat[1::2], strict=True))), fresh=bool(int(reply[0])))
 
     def look(self, match_id: str) -> RematchAsks:
         return _asks(self._run(match_id, None)[1])

@@ -758,3 +758,38 @@ def test_creations_the_sweep_cannot_make_do_not_hide_the_others() -> None:
     assert app.finish_rematches(grace_s=0, most=1) == 1
     assert app.rematches.pending(int(app.wall() * 1000)) == [stuck]  # `lost` made in the second round
     assert _told(app, "p0")[-1] == ("rematch_made", lost, 0)  # by the sweep, nobody looking
+
+
+class _Died(BaseException):
+    """The process killed: nothing after it runs."""
+
+
+def test_a_death_right_after_the_last_ask_is_written_leaves_the_sweep_a_creation_to_make() -> None:
+    """The last ask was one write and the request id (with the pending entry) the next: a process
+    killed between the two left a table that had asked in full, with no request id and nothing
+    pending, which no sweep ever made (a look makes none without a request id) and the retention
+    trimmed an hour after the end. The ask that completes the table fixes both in its own write."""
+    now = [time.time()]
+    app = _app()
+    app.wall = lambda: now[0]
+    match_id = _match(app)
+    _play_out(app, match_id)
+    app.ask_rematch(match_id, _person(app, match_id, 0))
+    asks = app.rematches
+
+    class _DiesAfterTheAsk:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(asks, name)
+
+        def ask(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            asks.ask(*args, **kwargs)
+            raise _Died
+
+    app.rematches = _DiesAfterTheAsk()  # type: ignore[assignment]
+    with pytest.raises(_Died):
+        app.ask_rematch(match_id, _person(app, match_id, 1))
+    app.rematches = asks
+    now[0] += REMATCH_GRACE_S
+    assert asks.pending(int(now[0] * 1000)) == [match_id]
+    assert app.finish_rematches() == 1
+    assert _told(app, "p1")[-1] == ("rematch_made", match_id, 1)
