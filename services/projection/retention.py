@@ -139,7 +139,6 @@ class RetentionSweep:
                 self.store.client.set(self.watermark_key, f"{mark[0]} {mark[1]}")
             if len(rows) < self.batch or looked >= self.most:
                 break
-        revisit_later(self.store, sorted(self._awaiting))
         entries = trim_consumed(self.store, self.group, keep_after_ms=cutoff)
         report = SweepReport(looked, trimmed, events, skipped, entries)
         if trimmed or skipped or entries:
@@ -175,6 +174,9 @@ class RetentionSweep:
             return True
         if creation_pending(self.store.client, self.store.keys, match_id):
             log.info("retention_skipped", match_id=match_id, reason="rematch_pending")
+            # Named now, before the watermark passes it: a sweep that fails later in its walk
+            # would otherwise leave it behind the watermark and named nowhere, never trimmed.
+            revisit_later(self.store, [match_id])
             self._awaiting.add(match_id)
             return True
         stored = self.store.version(match_id)

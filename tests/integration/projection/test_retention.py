@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from sqlalchemy import inspect
 
 from famiglia.eventstore.consumer import PartitionConsumer, trim_consumed
@@ -229,3 +230,33 @@ def test_a_finished_match_whose_rematch_is_not_made_yet_stays_until_it_is(app: P
     assert (report.looked_at, report.trimmed) == (1, 1)
     assert app.store.read(waiting.match_id) == []
     assert _sweep(app, after).sweep().looked_at == 0
+
+
+def test_a_match_kept_for_its_rematch_is_looked_at_again_after_a_sweep_that_failed_later(
+        app: ProjectionApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matches kept for their rematch were named for a revisit only at the end of the walk,
+    after the watermark had passed them: a sweep that failed after (Redis away for a later
+    match's trim, the process killed) left one behind the watermark and named nowhere, and no
+    sweep ever trimmed it once its rematch was made. It is named as it is kept."""
+    from famiglia.eventstore.rematch_asks import RedisRematchAsks
+
+    played = sorted(write_matches(app.store, app.registry, specs(2)), key=lambda p: p.finished_ms)
+    drain_app(app)
+    asks = RedisRematchAsks(app.store.client, app.store.keys)
+    waiting, later = played
+    asks.fix_request_id(waiting.match_id, "a-secret-request-id", at_ms=waiting.finished_ms)
+    after = later.finished_ms + HOUR_MS
+    trim = app.store.trim
+
+    def away_for_the_later(match_id: str, attempts: int = 5) -> int:
+        if match_id == later.match_id:
+            raise ConnectionError("Redis away")
+        return trim(match_id, attempts)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(app.store, "trim", away_for_the_later)
+        with pytest.raises(ConnectionError):
+            _sweep(app, after, batch=1).sweep()
+    asks.drop_pending(waiting.match_id)  # the rematch is made
+    _sweep(app, after, batch=1).sweep()
+    assert app.store.read(waiting.match_id) == [] and app.store.read(later.match_id) == []
