@@ -25,7 +25,8 @@ sweep only makes the next sweep look at some matches again.
 A finished match whose rematch's creation is pending (its table asked in full, its request id
 fixed, the match not created yet: `famiglia.eventstore.rematch_asks`) is kept too, and named for
 a revisit: the rematch is made from it (the command service's sweep, `finish_rematches`), and a
-trim would lose it. A later sweep trims it once the creation is done.
+trim would lose it. A later sweep trims it once the creation is done, or once its asks expired
+(nothing can make it then).
 
 A flagged match that `rebuild` took from the store finished, in its new history, where
 the watermark has usually passed already (the operator rebuilds once the flag shows, long

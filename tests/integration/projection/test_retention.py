@@ -260,3 +260,22 @@ def test_a_match_kept_for_its_rematch_is_looked_at_again_after_a_sweep_that_fail
     asks.drop_pending(waiting.match_id)  # the rematch is made
     _sweep(app, after, batch=1).sweep()
     assert app.store.read(waiting.match_id) == [] and app.store.read(later.match_id) == []
+
+
+def test_a_pending_creation_whose_asks_expired_keeps_its_match_no_longer(app: ProjectionApp) -> None:
+    """The pending set has no TTL, and only the command service's sweep of this release drops an
+    entry nothing can make: with none running (rolled back to the release before, whose asks
+    make the rematch but drop no entry), the retention kept such a finished match in Redis for
+    ever. Once the asks expired nothing can make it: it is trimmed."""
+    from famiglia.eventstore.rematch_asks import RedisRematchAsks
+
+    played = sorted(write_matches(app.store, app.registry, specs(2)), key=lambda p: p.finished_ms)
+    drain_app(app)
+    asks = RedisRematchAsks(app.store.client, app.store.keys)
+    waiting = played[0]
+    asks.fix_request_id(waiting.match_id, "a-secret-request-id", at_ms=waiting.finished_ms)
+    after = played[-1].finished_ms + HOUR_MS
+    assert _sweep(app, after).sweep().skipped == 1
+    app.store.client.delete(app.store.keys.rematch(waiting.match_id))  # expired (30 days after the last write)
+    assert _sweep(app, after).sweep().trimmed == 1
+    assert app.store.read(waiting.match_id) == []
