@@ -255,12 +255,11 @@ def creation_pending(client: Any, keys: Any, match_id: str) -> bool:
     """Whether the finished match's rematch has its request id fixed but is not known to be
     created: the retention sweep keeps such a match in Redis, which the rematch is made from. Not
     once its asks expired (nothing can make it then: the sweep drops such an entry, and with no
-    sweep running, a release before it, it would keep the match for ever). One slot, one trip."""
-    pipe = client.pipeline(transaction=False)
-    pipe.zscore(keys.rematches_pending(keys.partition_of(match_id)), match_id)
-    pipe.exists(keys.rematch(match_id))
-    at, asks = pipe.execute()
-    return at is not None and bool(asks)
+    sweep running, a release before it, it would keep the match for ever). The asks are read
+    only for a pending one: the common look stays one `ZSCORE`."""
+    if client.zscore(keys.rematches_pending(keys.partition_of(match_id)), match_id) is None:
+        return False
+    return bool(client.exists(keys.rematch(match_id)))
 
 
 def _now_ms() -> int:
