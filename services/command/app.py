@@ -1558,7 +1558,8 @@ class CommandApp:
         ask may be making one now: making it twice is harmless, an idempotent creation); the
         number looked at. A finished match gone already can make none: logged `rematch_lost`."""
         looked = 0
-        for match_id in self.rematches.pending(int((self.wall() - grace_s) * 1000), most):
+        due_ms = int((self.wall() - grace_s) * 1000)
+        for match_id in self.rematches.pending(due_ms, most):
             looked += 1
             try:
                 asks = self.rematches.look(match_id)  # (first: one no replica reads is given up once they expire)
@@ -1571,21 +1572,23 @@ class CommandApp:
                 if exc.code == "match_unreadable":  # its game not served here (FAMIGLIA_GAMES), or a
                     # newer release's events: a replica that reads it makes it; kept until the asks expire
                     log.info("rematch_left", match_id=match_id, reason=exc.code)
-                    self._put_off(match_id)
+                    self._put_off(match_id, due_ms)
                     continue
                 log.error("rematch_lost", match_id=match_id, reason=exc.code)
             except Exception:  # noqa: BLE001 -- Redis away for it: kept for the next round, the others go on
                 log.exception("rematch_sweep_failed", match_id=match_id)
-                self._put_off(match_id)
+                self._put_off(match_id, due_ms)
                 continue
             self.rematches.drop_pending(match_id)
         return looked
 
-    def _put_off(self, match_id: str) -> None:
+    def _put_off(self, match_id: str, due_ms: int) -> None:
         """Behind the other pending creations: `most` that cannot be made now would otherwise be
-        each round's oldest, and the sweep would look at nothing else."""
+        each round's oldest, and the sweep would look at nothing else. Behind those due now, not
+        out of the grace: a replica that cannot read the match, sweeping just before one that
+        can, would otherwise keep it from that one round after round."""
         try:
-            self.rematches.put_off(match_id, int(self.wall() * 1000))
+            self.rematches.put_off(match_id, due_ms)
         except Exception:  # noqa: BLE001 -- Redis away: looked at first again next round, as before
             log.warning("rematch_put_off_failed", match_id=match_id)
 

@@ -14,7 +14,7 @@ set per partition of the creations not known to be done:
                                                op -> the operator who allowed it (bots past the
                                                public budget: AskRematch with an operator token)
     <prefix>:{p07}:rematches             zset  finished match id -> when its request id was fixed (ms),
-                                               or when a sweep that could not make it put it off
+                                               or the due time of a sweep that could not make it
 
 A finished match enters the set with its request id, in the same write, and leaves it once
 its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is

@@ -793,3 +793,25 @@ def test_a_death_right_after_the_last_ask_is_written_leaves_the_sweep_a_creation
     assert asks.pending(int(now[0] * 1000)) == [match_id]
     assert app.finish_rematches() == 1
     assert _told(app, "p1")[-1] == ("rematch_made", match_id, 1)
+
+
+def test_a_replica_that_does_not_serve_the_game_does_not_keep_it_from_the_one_that_does() -> None:
+    """A creation a sweep cannot make is put off behind the others; put off to the sweep's own
+    time, it was not due again for a replica sweeping within the grace after, and a replica that
+    does not serve the game, sweeping every round just before the one that does, hid it from
+    that one for ever."""
+    now = [time.time()]
+    app = _app()
+    app.wall = lambda: now[0]
+    match_id = _match(app)
+    _play_out(app, match_id)
+    _lost_creation(app, match_id)
+    elsewhere = _replica(app, Registry({}))
+    now[0] += REMATCH_GRACE_S
+    for _round in range(3):  # each 30 s, the one that does not serve it 10 s before the other
+        elsewhere.finish_rematches()
+        now[0] += REMATCH_GRACE_S / 3
+        app.finish_rematches()
+        now[0] += REMATCH_GRACE_S * 2 / 3
+    assert app.rematches.pending(int(now[0] * 1000)) == []
+    assert app.store.version(app.get_rematch(match_id, Viewer(None)).match_id) > 0
