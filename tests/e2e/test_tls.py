@@ -26,6 +26,7 @@ from famiglia.localstack.redis_server import free_port
 from services.command.bootstrap import bootstrap
 from services.command.entrypoints.grpc_server import serve
 from tests.support.certs import CertificateAuthority, Pair
+from tests.support.processes import start_service
 
 from .conftest import SECRET, match_and_first_move
 
@@ -146,9 +147,18 @@ def test_the_probes_port_answers_health_in_plaintext_and_nothing_else(redis_url:
     """A Kubernetes gRPC probe cannot speak TLS: FAMIGLIA_HEALTH_ADDR is a plaintext port of
     the health service alone, with the TLS port's answers; no game call is served there."""
     ca, pair, _ = pki
-    probes = f"127.0.0.1:{free_port()}"
-    served = tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key), tls.HEALTH_ADDR: probes})
-    for _port in _serve(redis_url, served):
+    for _attempt in range(3):  # a port picked free may be taken before the probes' server binds it
+        probes = f"127.0.0.1:{free_port()}"
+        served = tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key), tls.HEALTH_ADDR: probes})
+        try:
+            serving = _serve(redis_url, served)
+            next(serving)
+            break
+        except RuntimeError as exc:
+            assert "FAMIGLIA_HEALTH_ADDR" in str(exc), exc
+    else:
+        pytest.fail("no free port for the probes in three tries")
+    try:
         assert _health(probes) == SERVING
         assert _health(probes, "famiglia.v1.GameService") == SERVING
         game = GameClient(probes, timeout=10)
@@ -156,6 +166,8 @@ def test_the_probes_port_answers_health_in_plaintext_and_nothing_else(redis_url:
             game.list_games()
         game.close()
         assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    finally:
+        serving.close()
     with pytest.raises(grpc.RpcError):  # stopped with its server
         _health(probes)
 
@@ -198,8 +210,7 @@ def test_the_service_stops_at_start_on_a_bad_tls_setting(bad: str, redis_url: st
                               "FAMIGLIA_TLS_CLIENT_CA="),
     }[bad]
     log = tmp_path / "command.log"
-    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"127.0.0.1:{free_port()}",
-                               **settings[0]), log)
+    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR="127.0.0.1:0", **settings[0]), log)
     assert proc.wait(timeout=60) == 1
     lines = log.read_text().strip().splitlines()
     assert len(lines) == 1 and settings[1] in lines[0], lines  # one line, no traceback
@@ -213,21 +224,22 @@ def test_the_service_process_serves_tls_and_the_cli_dials_it(redis_url: str, pki
     from famiglia.cli.main import main
 
     ca, pair, _ = pki
-    port, probes = free_port(), f"127.0.0.1:{free_port()}"
     log = tmp_path / "command.log"
-    proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"grpcs://localhost:{port}",
-                               FAMIGLIA_TLS_CERT=pair.cert, FAMIGLIA_TLS_KEY=pair.key,
-                               FAMIGLIA_HEALTH_ADDR=probes), log)
+    for _attempt in range(3):  # the probes' port is picked free, and may be taken before the service binds it
+        probes = f"127.0.0.1:{free_port()}"
+        try:
+            proc, port = start_service("services.command", _service_env(
+                tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR="grpcs://localhost:0", FAMIGLIA_TLS_CERT=pair.cert,
+                FAMIGLIA_TLS_KEY=pair.key, FAMIGLIA_HEALTH_ADDR=probes), log)
+            break
+        except RuntimeError as exc:
+            assert "FAMIGLIA_HEALTH_ADDR" in str(exc), exc
+    else:
+        pytest.fail("no free port for the probes in three tries")
     try:
         deadline = time.monotonic() + 60
-        while True:  # what the readiness probe asks, on its plaintext port
-            assert proc.poll() is None, log.read_text()[-2000:]
-            try:
-                if _health(probes) == SERVING:
-                    break
-            except grpc.RpcError:
-                pass  # not listening yet
-            assert time.monotonic() < deadline, log.read_text()[-2000:]
+        while _health(probes) != SERVING:  # what the readiness probe asks, on its plaintext port
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.1)
         assert '"tls": "on"' in log.read_text() or "tls=on" in log.read_text(), log.read_text()[-2000:]
         address = f"grpcs://localhost:{port}"
@@ -299,8 +311,7 @@ def test_a_service_dialling_the_command_service_stops_at_start_on_a_bad_tls_ca(m
     caller to catch); the process, at start, stops with that one line."""
     log = tmp_path / "service.log"
     proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=f"grpcs://localhost:{free_port()}",
-                               FAMIGLIA_MATCHMAKING_ADDR=f"127.0.0.1:{free_port()}",
-                               FAMIGLIA_BOTS_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_MATCHMAKING_ADDR="127.0.0.1:0", FAMIGLIA_BOTS_ADDR="127.0.0.1:0",
                                FAMIGLIA_TLS_CA=tmp_path / "gone.pem"), log, module)
     assert proc.wait(timeout=60) == 1
     lines = log.read_text().strip().splitlines()
@@ -317,8 +328,7 @@ def test_a_tls_service_dialling_the_command_service_in_plaintext_warns_at_start(
     command = f"127.0.0.1:{free_port()}"
     log = tmp_path / "service.log"
     proc = _start(_service_env(tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR=command,
-                               FAMIGLIA_MATCHMAKING_ADDR=f"127.0.0.1:{free_port()}",
-                               FAMIGLIA_BOTS_ADDR=f"127.0.0.1:{free_port()}",
+                               FAMIGLIA_MATCHMAKING_ADDR="127.0.0.1:0", FAMIGLIA_BOTS_ADDR="127.0.0.1:0",
                                FAMIGLIA_TLS_CERT=pair.cert, FAMIGLIA_TLS_KEY=pair.key), log, module)
     try:
         deadline = time.monotonic() + 60

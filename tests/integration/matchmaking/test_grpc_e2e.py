@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +23,6 @@ from famiglia.config import Settings
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.grpcutil.errors import error_code
-from famiglia.localstack.redis_server import free_port
 from famiglia.matchmaking import MatchPolicy
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import matchmaking_service_pb2 as pb
@@ -35,10 +33,10 @@ from services.matchmaking.bootstrap import bootstrap
 from services.matchmaking.entrypoints.grpc_server import serve
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.settings import MatchmakingSettings
+from tests.support.processes import start_service
 
 SECRET = "mm-e2e-secret"
 BACKFILL = 1.5  # seconds: long enough that queueing a full table one by one never races it
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def _registry() -> Registry:
@@ -220,20 +218,18 @@ def test_reflection_and_health_name_both_services(stack: Stack) -> None:
     assert {"famiglia.v1.MatchmakingService", "famiglia.v1.PlayerService"} <= names
 
 
-def test_the_service_process_matches_players_and_stops_on_sigterm(redis_url: str, command_address: str) -> None:
-    port = free_port()
+def test_the_service_process_matches_players_and_stops_on_sigterm(redis_url: str, command_address: str,
+                                                                 tmp_path: Path) -> None:
     env = dict(os.environ)
     env.update({
         "FAMIGLIA_REDIS_URL": redis_url, "FAMIGLIA_SECRET": SECRET, "FAMIGLIA_COMMAND_ADDR": command_address,
-        "FAMIGLIA_MATCHMAKING_ADDR": f"127.0.0.1:{port}", "FAMIGLIA_MM_BACKFILL_AFTER": "0.3",
+        "FAMIGLIA_MATCHMAKING_ADDR": "127.0.0.1:0", "FAMIGLIA_MM_BACKFILL_AFTER": "0.3",
         "FAMIGLIA_MM_TICK": "0.05", "FAMIGLIA_DATABASE_URL": "", "OTEL_SDK_DISABLED": "true",
-        "PYTHONPATH": f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
     })
-    proc = subprocess.Popen([sys.executable, "-m", "services.matchmaking"], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp_path / "matchmaking.log"
+    proc, port = start_service("services.matchmaking", env, log)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        grpc.channel_ready_future(channel).result(timeout=30)
         stack = Stack(command_address, f"127.0.0.1:{port}", channel)
         guest = _register(stack, "Solo")
         ticket = stack.tickets.CreateTicket(pb.CreateTicketRequest(game_id=GAMES[0].info.game_id),
@@ -247,8 +243,7 @@ def test_the_service_process_matches_players_and_stops_on_sigterm(redis_url: str
         except subprocess.TimeoutExpired:
             proc.kill()
             raise
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-    assert code == 0, stderr[-3000:]
+    assert code == 0, log.read_text()[-3000:]
 
 
 def test_the_cli_finds_a_match(stack: Stack, capsys: pytest.CaptureFixture[str]) -> None:

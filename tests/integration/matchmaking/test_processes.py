@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -17,43 +16,36 @@ import grpc
 import pytest
 
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.localstack.redis_server import free_port
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import matchmaking_service_pb2 as pb
 from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 from tests.profile import examples
+from tests.support.processes import start_service
 
 from .test_grpc_e2e import GAMES, SECRET, command_address  # noqa: F401 - the fixture is used by name
 
-ROOT = Path(__file__).resolve().parents[3]
 PROCESSES = 2
 pytestmark = [pytest.mark.skipif(not GAMES, reason="no game engine registered yet"), pytest.mark.slow]
 
 
 @pytest.fixture()
-def servers(redis_url: str, command_address: str) -> Iterator[list[str]]:  # noqa: F811
-    ports = [free_port() for _ in range(PROCESSES)]
+def servers(redis_url: str, command_address: str, tmp_path: Path) -> Iterator[list[str]]:  # noqa: F811
     procs = []
-    for port in ports:
-        env = dict(os.environ)
-        env.update({
-            "FAMIGLIA_REDIS_URL": redis_url, "FAMIGLIA_SECRET": SECRET, "FAMIGLIA_COMMAND_ADDR": command_address,
-            "FAMIGLIA_MATCHMAKING_ADDR": f"127.0.0.1:{port}", "FAMIGLIA_MM_BACKFILL_AFTER": "1.5",
-            "FAMIGLIA_MM_WINDOW_START": "100", "FAMIGLIA_MM_TICK": "0.02", "FAMIGLIA_MM_BOT_POLICY": "random",
-            "FAMIGLIA_DATABASE_URL": "", "OTEL_SDK_DISABLED": "true",
-            "PYTHONPATH": f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
-        })
-        procs.append(subprocess.Popen([sys.executable, "-m", "services.matchmaking"], env=env, cwd=ROOT,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
-        for port in ports:
-            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-                grpc.channel_ready_future(channel).result(timeout=60)
-        yield [f"127.0.0.1:{p}" for p in ports]
+        for index in range(PROCESSES):
+            env = dict(os.environ)
+            env.update({
+                "FAMIGLIA_REDIS_URL": redis_url, "FAMIGLIA_SECRET": SECRET, "FAMIGLIA_COMMAND_ADDR": command_address,
+                "FAMIGLIA_MATCHMAKING_ADDR": "127.0.0.1:0", "FAMIGLIA_MM_BACKFILL_AFTER": "1.5",
+                "FAMIGLIA_MM_WINDOW_START": "100", "FAMIGLIA_MM_TICK": "0.02", "FAMIGLIA_MM_BOT_POLICY": "random",
+                "FAMIGLIA_DATABASE_URL": "", "OTEL_SDK_DISABLED": "true",
+            })
+            procs.append(start_service("services.matchmaking", env, tmp_path / f"matchmaking-{index}.log"))
+        yield [f"127.0.0.1:{port}" for _, port in procs]
     finally:
-        for proc in procs:
+        for proc, _ in procs:
             proc.send_signal(signal.SIGTERM)
-        for proc in procs:
+        for proc, _ in procs:
             try:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
