@@ -229,13 +229,22 @@ def shown_url(url: str) -> str:
     return f"{scheme}{where}{question}{query}"
 
 
-def listen_address(addr: str) -> str:
+def listen_address(addr: str, name: str = "") -> str:
     """A client address (localhost:50051) as a server bind address ([::]:50051 unless given),
-    without the scheme a client dials it by (`grpcs://`: TLS, famiglia.grpcutil.tls)."""
+    without the scheme a client dials it by (`grpcs://`: TLS, famiglia.grpcutil.tls; port 443
+    unless given, as clients dial it). Port 0 is the kernel's pick, which the start line names.
+    One that is no HOST:PORT stops the service with a line naming its setting, `name`: gRPC would
+    refuse it in a traceback naming neither, or bind another port than asked (99999)."""
+    given = addr
+    tls = addr.startswith("grpcs://")
     for scheme in ("grpcs://", "grpc://"):
         if addr.startswith(scheme):
             addr = addr.removeprefix(scheme).rstrip("/")  # as a client dials it (tls.dial_target)
-    host, _, port = addr.rpartition(":")
+    host, colon, port = addr.rpartition(":")
+    if tls and (not colon or not port.isdigit()):  # no port (an IPv6 [::1] ends with "]")
+        host, colon, port = addr, ":", "443"
+    if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise SystemExit(f"{name or 'the address'}={given!r} is not HOST:PORT with a port of 0-65535")
     if host in ("localhost", "127.0.0.1"):
         return f"127.0.0.1:{port}"
-    return addr
+    return f"{host}:{port}"

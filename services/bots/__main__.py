@@ -11,7 +11,7 @@ import threading
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.turn_notices import turn_notices_of
-from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.replay.sources import sql_archive_source
@@ -65,11 +65,13 @@ def main() -> None:
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
         app = bootstrap()
+    address = listen_address(app.settings.bots_addr, "FAMIGLIA_BOTS_ADDR")
     plaintext_peers({"FAMIGLIA_COMMAND_ADDR": app.settings.command_addr})
     repo = TournamentRepo(app.store.client)  # type: ignore[attr-defined]
     # The tournament log in SQL is best effort (ReadModelLog): only Redis takes calls out of service.
-    server, port = serve(repo, app.registry, listen_address(app.settings.bots_addr), signer=app.signer,
-                         dependencies=[redis_ping(app.settings.redis_url)], transport=serving)
+    with exit_unbound("FAMIGLIA_BOTS_ADDR", app.settings.bots_addr):
+        server, port = serve(repo, app.registry, address, signer=app.signer,
+                             dependencies=[redis_ping(app.settings.redis_url)], transport=serving)
     server.start()
     stop = threading.Event()
     threads = start_background(app, stop)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from famiglia.config import Settings, listen_address, shown_url, whole
-from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
@@ -15,6 +15,8 @@ from .app import CommandApp
 from .bootstrap import bootstrap
 from .entrypoints.grpc_server import CALL_WORKERS, serve
 from .rematch import REMATCH_SWEEP_S
+
+ADDRESS = "FAMIGLIA_COMMAND_ADDR"
 
 
 def call_workers() -> int:
@@ -37,11 +39,13 @@ def main() -> None:
     configure("command")
     configure_metrics("command")
     settings = Settings.from_env()
+    address = listen_address(settings.command_addr, ADDRESS)
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
     app = bootstrap(settings=settings)
-    server, port = serve(app, listen_address(settings.command_addr), settings.grpc_workers,
-                         call_workers=call_workers(), dependencies=[redis_ping(settings.redis_url)], transport=serving)
+    with exit_unbound(ADDRESS, settings.command_addr):
+        server, port = serve(app, address, settings.grpc_workers, call_workers=call_workers(),
+                             dependencies=[redis_ping(settings.redis_url)], transport=serving)
     server.start()
     sweeping = threading.Event()
     threading.Thread(target=sweep_rematches, args=(app, sweeping), name="rematch-sweep", daemon=True).start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.telemetry import configure, get_logger
@@ -20,13 +20,15 @@ def main() -> None:
     configure("matchmaking")
     configure_metrics("matchmaking")
     settings = Settings.from_env()
+    address = listen_address(settings.matchmaking_addr, "FAMIGLIA_MATCHMAKING_ADDR")
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
         mm = bootstrap(settings=settings)  # its CreateMatch client checks FAMIGLIA_TLS_CA now
     plaintext_peers({"FAMIGLIA_COMMAND_ADDR": settings.command_addr})
     # Ratings read the database when there is one, but fall back to the default without it.
-    server, port = serve(mm.app, listen_address(settings.matchmaking_addr), settings.grpc_workers,
-                         dependencies=[redis_ping(settings.redis_url)], transport=serving)
+    with exit_unbound("FAMIGLIA_MATCHMAKING_ADDR", settings.matchmaking_addr):
+        server, port = serve(mm.app, address, settings.grpc_workers, dependencies=[redis_ping(settings.redis_url)],
+                             transport=serving)
     server.start()
     stop = stop_on_signals()
     loop = None

@@ -15,7 +15,7 @@ import threading
 import redis
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import await_stop, drained, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, stop_on_signals
 from famiglia.grpcutil.readiness import sql_select_one
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
@@ -26,14 +26,15 @@ from .entrypoints.grpc_server import serve
 
 
 def run(settings: Settings) -> int:
+    address = listen_address(settings.projection_addr, "FAMIGLIA_PROJECTION_ADDR")
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
     app = bootstrap(settings=settings)
     # QueryService answers from the read models alone: with Redis away they are only behind
     # (the consumer retries, logging `projection_round_failed`), so Redis takes no replica out of service.
-    server, port = serve(app.sql, listen_address(settings.projection_addr), min(settings.grpc_workers, 32),
-                         registry=app.registry, dependencies=[sql_select_one(settings.database_url)],
-                         transport=serving)
+    with exit_unbound("FAMIGLIA_PROJECTION_ADDR", settings.projection_addr):
+        server, port = serve(app.sql, address, min(settings.grpc_workers, 32), registry=app.registry,
+                             dependencies=[sql_select_one(settings.database_url)], transport=serving)
     server.start()
     runner = app.runner()
     log = get_logger()

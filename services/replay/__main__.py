@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from famiglia.config import Settings, listen_address, shown_url
-from famiglia.grpcutil.lifecycle import await_stop, drained, service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
@@ -18,12 +18,14 @@ def main() -> None:
     configure("replay")
     configure_metrics("replay")
     settings = Settings.from_env()
+    address = listen_address(settings.replay_addr, "FAMIGLIA_REPLAY_ADDR")
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
     app = bootstrap(settings=settings)
     # The archive (SQL) serves only matches gone from Redis, and reads as empty while away.
-    server, port = serve(app, listen_address(settings.replay_addr), settings.grpc_workers,
-                         dependencies=[redis_ping(settings.redis_url)], transport=serving)
+    with exit_unbound("FAMIGLIA_REPLAY_ADDR", settings.replay_addr):
+        server, port = serve(app, address, settings.grpc_workers, dependencies=[redis_ping(settings.redis_url)],
+                             transport=serving)
     server.start()
     get_logger().info("replay_service_started", port=port, tls=serving.shown, redis=shown_url(settings.redis_url))
     since = await_stop(stop_on_signals(), "replay")

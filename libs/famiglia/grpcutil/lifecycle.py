@@ -6,6 +6,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
@@ -44,3 +46,17 @@ def service_arguments(prog: str, description: str | None, argv: list[str] | None
         epilog="Configured by environment variables (FAMIGLIA_*; the README's Configuration table); "
                "runs until SIGTERM or SIGINT.")
     parser.parse_args(argv)
+
+
+@contextmanager
+def exit_unbound(name: str, address: str) -> Iterator[None]:
+    """Where a service binds its port: one it cannot listen on stops it with one line naming the
+    setting (`name`, given as `address`), or FAMIGLIA_HEALTH_ADDR's, not gRPC's traceback."""
+    from .server import BindError
+
+    try:
+        yield
+    except BindError as exc:
+        said = f"{exc.setting}={exc.address!r}" if exc.setting else f"{name}={address!r}"
+        raise SystemExit(f"{said}: cannot listen there (the port is taken: another process, or a closed "
+                         "connection's TIME_WAIT; or the host is not this machine's)") from None

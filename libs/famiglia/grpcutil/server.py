@@ -339,11 +339,10 @@ def build_server(
         _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams, gate), server)
     transport = transport or Transport()
     if transport.tls is not None:
-        port = server.add_secure_port(address, transport.tls.credentials())
+        credentials = transport.tls.credentials()
+        port = _bind(lambda: server.add_secure_port(address, credentials), address)
     else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise RuntimeError(f"cannot bind {address}")
+        port = _bind(lambda: server.add_insecure_port(address), address)
     probes = _probe_server(health_servicer, transport.health_address) if transport.health_address else None
     return _Stopping(server, gate, health_servicer, readiness, probes), port
 
@@ -353,9 +352,30 @@ def _probe_server(health_servicer: health.HealthServicer, address: str) -> grpc.
     probes = grpc.server(futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="grpc-probe"),
                          options=[("grpc.so_reuseport", 0)])
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, probes)
-    if probes.add_insecure_port(address) == 0:
-        raise RuntimeError(f"cannot bind {address} (FAMIGLIA_HEALTH_ADDR)")
+    _bind(lambda: probes.add_insecure_port(address), address, "FAMIGLIA_HEALTH_ADDR")
     return probes
+
+
+class BindError(RuntimeError):
+    """A server that cannot listen on its address: the port taken (a replica started twice on a
+    host, an old process still there), a host not this machine's. `setting`: the variable that
+    named the address, when the server knows it (the probes' port)."""
+
+    def __init__(self, address: str, setting: str = "") -> None:
+        super().__init__(f"cannot listen on {address}" + (f" ({setting})" if setting else ""))
+        self.address = address
+        self.setting = setting
+
+
+def _bind(add: Callable[[], int], address: str, setting: str = "") -> int:
+    """The port `add` bound; gRPC says it bound none by 0 or by a RuntimeError, as its version has it."""
+    try:
+        port = add()
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise BindError(address, setting)
+    return port
 
 
 def _tell_health(health_servicer: health.HealthServicer, names: Sequence[str], ready: bool) -> None:

@@ -194,6 +194,20 @@ def test_a_local_address_binds_the_loopback_only() -> None:
     assert listen_address("0.0.0.0:50053") == "0.0.0.0:50053"
 
 
+def test_a_listen_address_is_host_and_port_or_stops_the_service_naming_its_setting() -> None:
+    """A TLS address binds the port clients dial (443 unless given); port 0 is the kernel's
+    pick; anything else is refused in a line naming the setting, not by gRPC's traceback."""
+    assert listen_address("grpcs://localhost") == "127.0.0.1:443"
+    assert listen_address("grpcs://[::1]") == "[::1]:443"
+    assert listen_address("grpcs://0.0.0.0:8443/") == "0.0.0.0:8443"
+    assert listen_address("grpc://command:50051") == "command:50051"
+    assert listen_address("127.0.0.1:0") == "127.0.0.1:0"
+    for bad in ("localhost:abc", "127.0.0.1:99999", "command", "localhost:", "localhost:５０"):
+        with pytest.raises(SystemExit) as stopped:
+            listen_address(bad, "FAMIGLIA_REPLAY_ADDR")
+        assert str(stopped.value).startswith(f"FAMIGLIA_REPLAY_ADDR={bad!r} is not HOST:PORT"), stopped.value
+
+
 # -- error mapping -------------------------------------------------------------------------
 def _details(status: grpc.Status) -> status_pb2.Status:
     raw = dict(status.trailing_metadata)["grpc-status-details-bin"]
