@@ -130,10 +130,10 @@ class Settings:
         return cls(
             # the embedded stack's Redis (on FAMIGLIA_REDIS_PORT when `make up` was given one);
             # blank, as every setting, is the default (a blank port was Redis's own 6379)
-            redis_url=_text("FAMIGLIA_REDIS_URL")
-            or f"redis://127.0.0.1:{_text('FAMIGLIA_REDIS_PORT') or '6390'}/0",
+            redis_url=_redis_url(_text("FAMIGLIA_REDIS_URL")
+                                 or f"redis://127.0.0.1:{_text('FAMIGLIA_REDIS_PORT') or '6390'}/0"),
             # blank is no read models, unlike the other settings (docs/projection.md)
-            database_url=os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}").strip(),
+            database_url=_database_url(os.environ.get("FAMIGLIA_DATABASE_URL", f"sqlite:///{var / 'famiglia.db'}")),
             secret=_secret(),
             command_addr=_addr("command"),
             matchmaking_addr=_addr("matchmaking"),
@@ -145,6 +145,33 @@ class Settings:
             log_level=os.environ.get("FAMIGLIA_LOG_LEVEL", "").strip() or "info",
             accepted_secret=_accepted_secret(),
         )
+
+
+DATABASES = ("sqlite", "postgresql", "postgres")
+"""The read models' databases (famiglia.readmodels.db), as a URL's scheme names them (`+driver` aside)."""
+
+
+def _redis_url(url: str) -> str:
+    """FAMIGLIA_REDIS_URL as redis-py will read it: one it cannot is refused at start in a line
+    naming it (without its password), not by a traceback at the first connection."""
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise SystemExit(f"FAMIGLIA_REDIS_URL={shown_url(url)!r} is not a Redis URL: {exc}") from None
+    return url
+
+
+def _database_url(url: str) -> str:
+    """FAMIGLIA_DATABASE_URL: blank (no read models), or a URL of a database the read models know.
+    Checked by its scheme alone, without SQLAlchemy, which the command service never loads."""
+    url = url.strip()
+    scheme, sep, _ = url.partition("://")
+    if url and (not sep or scheme.partition("+")[0].lower() not in DATABASES):
+        raise SystemExit(f"FAMIGLIA_DATABASE_URL={shown_url(url)!r} is not a URL of SQLite (sqlite:///PATH) or "
+                         "PostgreSQL (postgresql://USER@HOST/DB), nor blank (no read models)")
+    return url
 
 
 def _text(name: str) -> str:

@@ -110,3 +110,23 @@ def test_a_port_another_process_holds_stops_the_service_with_a_line_naming_it(tm
         line = _exit_line(tmp_path, service, f"localhost:{port}")
     name = f"FAMIGLIA_{service.upper()}_ADDR"
     assert line.startswith(f"{name}='localhost:{port}'") and "cannot listen" in line, line
+
+
+@pytest.mark.parametrize(("service", "name", "value"), [
+    ("command", "FAMIGLIA_REDIS_URL", "localhost:6379"),
+    ("bots", "FAMIGLIA_REDIS_URL", f"redis://:{PASSWORD}@127.0.0.1:notaport/0"),
+    ("projection", "FAMIGLIA_DATABASE_URL", "postgresq://famiglia@db/famiglia"),
+    ("replay", "FAMIGLIA_DATABASE_URL", "famiglia.db"),
+])
+def test_a_url_that_is_none_stops_the_service_with_a_line_naming_it(tmp_path: Path, service: str, name: str,
+                                                                     value: str) -> None:
+    """redis-py and SQLAlchemy refused them with a traceback naming neither the setting nor its
+    value (the projection's 31 lines of `NoSuchModuleError: sqlalchemy.dialects:postgresq`),
+    and a password in the URL is not shown."""
+    env = _start_env(tmp_path, service, "127.0.0.1:0")
+    env[name] = value
+    done = subprocess.run([sys.executable, "-m", f"services.{service}"], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=30)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, (done.returncode, lines[-30:])
+    assert lines[0].startswith(f"{name}=") and PASSWORD not in lines[0], lines[0]
