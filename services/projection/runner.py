@@ -95,6 +95,9 @@ class ProjectionRunner:
         self._last_cleanup = time.monotonic()
         self._started = False
         self._stuck_rounds = 0
+        self._deferred_since: dict[tuple[int, str], float] = {}
+        """When each entry deferred now was first deferred (`clock`): how long its gap has lasted."""
+        self._told_stuck_at: float | None = None
         self._short_read_at: float | None = None
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
@@ -156,14 +159,36 @@ class ProjectionRunner:
         self._take(read)
         outcome = self.process(list(self.deferred.values()))
         self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
-        if self._stuck_rounds and self._stuck_rounds % 500 == 0:
-            first = outcome.deferred[0].envelope
-            log.warning("projection_entries_stuck", deferred=len(outcome.deferred), match_id=first.match_id,
-                        seq=first.seq, hint="an earlier event of the match is missing from every consumer")
+        self._tell_stuck()
         if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
             self._last_lag = now
             self.lag.measure()
         return outcome
+
+    @property
+    def stuck_after_s(self) -> float:
+        """How long an entry may wait for an earlier one before its gap is told: past the time
+        another consumer's entry is claimed, twice over (a consumer that died holding it)."""
+        return 2 * self.config.claim_idle_ms / 1000 + self.config.claim_every_s
+
+    def _tell_stuck(self) -> None:
+        """`projection_entries_stuck` once an entry has waited `stuck_after_s`, and again each
+        `stuck_after_s` while one does: by how long the oldest waited, not by rounds that projected
+        nothing else, which never come while other matches are played."""
+        now = self.clock()
+        self._deferred_since = {key: self._deferred_since.get(key, now) for key in self.deferred}
+        if not self._deferred_since:
+            self._told_stuck_at = None
+            return
+        key, since = min(self._deferred_since.items(), key=lambda item: item[1])
+        told = self._told_stuck_at
+        if now - since < self.stuck_after_s or (told is not None and now - told < self.stuck_after_s):
+            return
+        self._told_stuck_at = now
+        oldest = self.deferred[key].envelope
+        log.warning("projection_entries_stuck", deferred=len(self.deferred), match_id=oldest.match_id,
+                    seq=oldest.seq, waited_s=round(now - since), partition=key[0],
+                    hint="an earlier event of the match is missing from every consumer")
 
     def process(self, entries: list[PartitionEntry]) -> BatchOutcome:
         """Project `entries`; what is done is acked with the next read, the rest stays deferred."""
