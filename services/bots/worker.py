@@ -8,7 +8,8 @@ one decision's SubmitCommand round trip overlaps another's choice.
 Pools (FAMIGLIA_BOTS_POOL):
 
 - `solo` (default): this process forks one `celery worker` per core and keeps
-  them running (a child that dies is started again); each runs `-P solo`, or
+  them running (a child that dies is started again, and one whose supervisor dies
+  stops, finishing its task: `stop_with_parent`); each runs `-P solo`, or
   `-P threads` with FAMIGLIA_BOTS_THREADS_PER_WORKER > 1 (the default, 2). Each child takes a
   task from Redis and plays it itself, so a decision costs no hand-over between
   a consumer process and a pool process (the prefork pool pickles every task and
@@ -80,13 +81,31 @@ def _run_celery(app: BotsApp, pool: str, concurrency: int, extra: list[str], nam
     app.celery.worker_main(worker_argv(pool, concurrency, app.settings.log_level.upper(), name) + extra)
 
 
+def stop_with_parent(parent: int) -> None:
+    """SIGTERM to this process when `parent` dies (Linux; elsewhere nothing): a solo worker whose
+    supervisor was killed (kill -9, the OOM killer) would go on as an orphan that neither `make
+    down` (it signals the recorded supervisor's group) nor a container runtime watching the
+    supervisor stops, beside the workers of the supervisor started in its place. SIGTERM is
+    Celery's warm shutdown: the task at hand is finished first."""
+    if not sys.platform.startswith("linux") or os.getpid() == parent:  # not a child of `parent`
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent:  # it died before the line above: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _fork_solo(app: BotsApp, index: int, extra: list[str]) -> int:
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: a whole Celery worker of its own
         code = 0
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            stop_with_parent(parent)
             _processes, pool, concurrency = layout(app.bots)
             _run_celery(app, pool, concurrency, extra, name=f"bots-{os.getppid()}-{index}")
         except SystemExit as exc:
