@@ -8,6 +8,8 @@ import functools
 import socket
 import threading
 
+import redis
+
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.turn_notices import turn_notices_of
@@ -44,18 +46,47 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
                             notices=turn_notices_of(store) if app.bots.turn_notifications else None)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
-    consumer.ensure_groups(start_id="$")
+    grouped = _ensure_groups(consumer)
     if metrics is not None:  # the group's backlog, read when the metrics are exported
         streams = store.keys.partition_streams()  # type: ignore[attr-defined]
         metrics.watch_backlog(functools.partial(group_backlog, store.client, streams, GROUP))  # type: ignore[attr-defined]
     threads = [
-        threading.Thread(target=dispatcher.run, args=(consumer, stop), kwargs={"block_ms": block_ms},
+        threading.Thread(target=_dispatch, args=(dispatcher, consumer, stop, grouped, block_ms),
                          name="bots-dispatcher", daemon=True),
         threading.Thread(target=runner.run, args=(stop,), name="bots-tournaments", daemon=True),
     ]
     for t in threads:
         t.start()
     return threads
+
+
+_REDIS_AWAY = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def _ensure_groups(consumer: PartitionConsumer) -> bool:
+    """The dispatcher's group on every partition, from the end of history; False while Redis is
+    away (the dispatcher's thread makes it once Redis answers, `_dispatch`): the service starts
+    NOT_SERVING, as the others do, rather than exiting in a traceback."""
+    try:
+        consumer.ensure_groups(start_id="$")
+    except _REDIS_AWAY as exc:
+        get_logger().warning("dispatcher_waiting_for_redis", error=f"{type(exc).__name__}: {exc}")
+        return False
+    return True
+
+
+def _dispatch(dispatcher: Dispatcher, consumer: PartitionConsumer, stop: threading.Event, grouped: bool,
+              block_ms: int) -> None:
+    pause = 0.5
+    while not grouped and not stop.wait(pause):
+        pause = min(pause * 2, 5.0)
+        try:
+            consumer.ensure_groups(start_id="$")
+            grouped = True
+        except _REDIS_AWAY:
+            pass  # readiness says Redis is away (`dependency_down`), once
+    if grouped:
+        dispatcher.run(consumer, stop, block_ms=block_ms)
 
 
 def main() -> None:

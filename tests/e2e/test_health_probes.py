@@ -137,3 +137,28 @@ def test_the_projection_is_ready_while_its_database_answers_whatever_redis_does(
     finally:
         process.stop()
     assert [line["dependency"] for line in process.lines("dependency_down")] == ["database"]
+
+
+@pytest.mark.parametrize("service", ["command", "matchmaking", "replay", "bots"])
+def test_a_service_started_while_redis_is_away_waits_for_it_not_serving(service: str, own_redis: RedisServer,
+                                                                         tmp_path: Path) -> None:
+    """A Redis restarting while a replica starts (a node drained, both rescheduled): liveness
+    SERVING, readiness NOT_SERVING until Redis answers, then the service works. The bots service
+    created its dispatcher's consumer group before anything else and exited on a 54-line
+    ConnectionError traceback (a crash loop under Kubernetes, for as long as Redis was away)."""
+    own_redis.stop()
+    process = Process(service, own_redis.url, "", tmp_path)
+    ready = ("", SERVICES[service])
+    try:
+        process.until(NOT_SERVING, ready)
+        assert process.status(LIVENESS) == SERVING
+        own_redis.start()  # on the same port
+        process.until(SERVING, ready)
+        if service == "bots":  # its dispatcher runs once Redis answers
+            deadline = time.monotonic() + 60
+            while not process.lines("dispatcher_recovered"):
+                assert process.proc.poll() is None and time.monotonic() < deadline, process.log.read_text()[-2000:]
+                time.sleep(0.1)
+    finally:
+        process.stop()
+    assert process.proc.returncode == 0, process.log.read_text()[-2000:]
