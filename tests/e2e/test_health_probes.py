@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from famiglia.grpcutil.readiness import LIVENESS
 from famiglia.localstack.redis_server import RedisServer, free_port
+from tests.support.processes import started_line
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -42,7 +43,6 @@ class Process:
     """One service process, its log in a file (an unread pipe would fill up and block it)."""
 
     def __init__(self, service: str, redis_url: str, database_url: str, tmp_path: Path) -> None:
-        self.port = free_port()
         self.log = tmp_path / f"{service}.log"
         env = dict(os.environ,
                    PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
@@ -50,10 +50,16 @@ class Process:
                    FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_DATABASE_URL=database_url,
                    OTEL_SDK_DISABLED="true", OTEL_METRICS_EXPORTER="none")
         env["FAMIGLIA_COMMAND_ADDR"] = f"127.0.0.1:{free_port()}"  # matchmaking's and bots': nobody there
-        env[f"FAMIGLIA_{service.upper()}_ADDR"] = f"127.0.0.1:{self.port}"
+        env[f"FAMIGLIA_{service.upper()}_ADDR"] = "127.0.0.1:0"  # the kernel's pick, named by its start line
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", f"services.{service}"], env=env, cwd=ROOT,
                                          stdout=out, stderr=out)
+        try:
+            self.port = int(started_line(self.log, f"{service}_service_started", self.proc)["port"])  # type: ignore[call-overload]
+        except RuntimeError as exc:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(str(exc))
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
