@@ -17,7 +17,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.localstack.redis_server import free_port
 from famiglia.readmodels.db import make_engine
 from famiglia.readmodels.tables import metadata
 from famiglia.v1 import query_service_pb2 as pb
@@ -25,6 +24,7 @@ from famiglia.v1 import query_service_pb2_grpc as pb_grpc
 from services.projection import schema
 from services.projection.app import ProjectionApp
 from services.projection.lag import LagMonitor
+from tests.support.processes import start_service
 
 from .support import Clock, MatchSpec, drain, games_registry, write_matches
 from .test_projection import specs
@@ -157,7 +157,7 @@ def test_lag_is_a_gauge_that_falls_to_zero_once_caught_up(app: ProjectionApp) ->
 def _env(redis_url: str, database_url: str, port: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_DATABASE_URL=database_url, FAMIGLIA_PARTITIONS="4",
-               FAMIGLIA_PROJECTION_ADDR=f"localhost:{port}", FAMIGLIA_SECRET="test",
+               FAMIGLIA_PROJECTION_ADDR=f"127.0.0.1:{port}", FAMIGLIA_SECRET="test",
                FAMIGLIA_PROJECTION_BLOCK_MS="100", PYTHONPATH=os.pathsep.join([str(ROOT / "libs"), str(ROOT)]))
     return env
 
@@ -175,10 +175,9 @@ def test_the_service_process_consumes_serves_stops_and_rebuilds(store: RedisEven
         MatchSpec(match_id=f"s{i}", players=["ann", "bob", "cy", "dee", "eve"][:seats], seed=i, game_id=games[0])
         for i in range(2)])
     database_url = f"sqlite:///{tmp_path / 'service.db'}"
-    port = free_port()
-    env = _env(redis_url, database_url, port)
-    proc = subprocess.Popen([sys.executable, "-m", "services.projection"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = _env(redis_url, database_url, 0)  # the kernel's pick, named by the start line
+    log = tmp_path / "projection.log"
+    proc, port = start_service("services.projection", env, log)
     try:
         stub = pb_grpc.QueryServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
         deadline = time.monotonic() + 30
@@ -190,11 +189,15 @@ def test_the_service_process_consumes_serves_stops_and_rebuilds(store: RedisEven
             except grpc.RpcError:
                 pass
             time.sleep(0.1)
-        assert finished == len(played), proc.stdout.read1().decode() if proc.stdout else ""  # type: ignore[union-attr]
+        assert finished == len(played), log.read_text()[-3000:]
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, out.decode()[-3000:]
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, log.read_text()[-3000:]
     rebuilt = subprocess.run([sys.executable, "-m", "services.projection", "rebuild"], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=60)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
