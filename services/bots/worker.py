@@ -53,8 +53,10 @@ QUIET_LOGGERS = ("celery.app.trace", "celery.worker.strategy", "celery.worker.re
 
 
 def worker_argv(pool: str, concurrency: int, loglevel: str = "INFO", name: str = "") -> list[str]:
+    """`celery` arguments: `--quiet` leaves out its start-up banner, twenty lines of plain text
+    on stdout among the JSON lines (`bots_workers_started` says the pool and processes)."""
     return [
-        "worker", "-P", pool, "-c", str(concurrency), "-Q", f"{DECISIONS_QUEUE},{CLOCKS_QUEUE}",
+        "--quiet", "worker", "-P", pool, "-c", str(concurrency), "-Q", f"{DECISIONS_QUEUE},{CLOCKS_QUEUE}",
         "-n", f"{name or f'bots-{os.getpid()}'}@{socket.gethostname()}", "--loglevel", loglevel,
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]
@@ -76,8 +78,32 @@ def quiet_celery_task_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def plain_stdout_away() -> None:
+    """Celery writes a few notes straight to the stdout file descriptor, not through logging
+    (`worker: Warm shutdown (MainProcess)` on SIGTERM): plain text among the JSON lines a log
+    collector reads. Unless stdout is a terminal, it goes to /dev/null (nothing of famiglia's
+    writes there: its lines are on stderr), and `bots_worker_stopping` says the shutdown."""
+    if sys.stdout is None or sys.stdout.isatty():
+        return
+    sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+    finally:
+        os.close(devnull)
+
+
+def _say_shutdown(sender: object = None, sig: object = None, how: object = None, exitcode: object = None,
+                  **_kwargs: object) -> None:
+    log.info("bots_worker_stopping", worker=str(sender), signal=str(sig), how=str(how))
+
+
 def _run_celery(app: BotsApp, pool: str, concurrency: int, extra: list[str], name: str = "") -> None:
+    from celery import signals
+
     quiet_celery_task_logs()
+    plain_stdout_away()
+    signals.worker_shutting_down.connect(_say_shutdown, weak=False, dispatch_uid="famiglia-bots-worker-stopping")
     app.celery.worker_main(worker_argv(pool, concurrency, app.settings.log_level.upper(), name) + extra)
 
 

@@ -313,6 +313,7 @@ def configure(service: str, *, level: str | None = None, json: bool | None = Non
                        [_add_service, structlog.processors.add_log_level, _timestamp, _add_trace_ids,
                         structlog.processors.format_exc_info, structlog.dev.ConsoleRenderer()])
     logging.basicConfig(level=log_level, handlers=[_foreign_lines(tail)])
+    logging.captureWarnings(True)  # Python's warnings (Celery's SecurityWarning as root) as lines like any other
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *tail],
         wrapper_class=structlog.make_filtering_bound_logger(log_level),

@@ -6,6 +6,7 @@ first ones. (In a container the supervisor is PID 1, whose death ends them all.)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -65,3 +66,33 @@ def test_the_workers_of_a_killed_supervisor_stop_too(redis_url: str, tmp_path: P
         if supervisor.poll() is None:
             supervisor.kill()
             supervisor.wait()
+
+
+def test_every_line_a_worker_writes_is_a_json_object(redis_url: str, tmp_path: Path) -> None:
+    """README, "Logs and traces": one JSON object a line, Celery's lines included. Celery's
+    start-up banner (some twenty lines of ASCII art and settings, on stdout) and Python's
+    warnings (Celery's SecurityWarning when run as root, over several lines) were not, and a log
+    collector parsing the stream as JSON choked on each worker's start."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
+               FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
+               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="1",
+               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true")
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:  # stdout and stderr, as the embedded stack and a container keep them
+        worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
+                                  stdout=out, stderr=out, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+        worker.terminate()
+        assert worker.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        assert line.startswith("{") and isinstance(json.loads(line), dict), line
