@@ -41,13 +41,13 @@ test: setup ## run the whole test suite (quick profile) against a real redis-ser
 soak: setup ## long randomized runs: thousands of games per engine, load and fault suites
 	@FAMIGLIA_PROFILE=soak $(PY) -m pytest -q -n 2 --dist loadgroup --timeout 7200 $(ARGS)
 
-up: setup ## start the embedded stack in the background (redis-server + services + worker)
+up: setup ## start the embedded stack in the background (redis-server + services + worker; only what is not running)
 	@$(PY) -m famiglia.cli.main up
 
 down: ## stop the embedded stack
 	@test -x $(PY) && $(PY) -m famiglia.cli.main down || true
 
-status: setup ## show what the embedded stack is running
+status: setup ## show what the embedded stack is running (fails when only some of it runs)
 	@$(PY) -m famiglia.cli.main status
 
 protos: setup ## regenerate Python code and mypy stubs from protos/ (and say what the wire contract lacks)
