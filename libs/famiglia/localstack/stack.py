@@ -171,7 +171,7 @@ class Stack:
                     told = True
                 time.sleep(2)
             if spec.port:
-                _wait_port(spec.port, proc, logfile)
+                _wait_started(spec.name, proc, logfile, since)
             log(f"{spec.name:<14} up" + (f" on localhost:{spec.port}" if spec.port else ""))
         self._save(pids)
 
@@ -271,15 +271,22 @@ def _lingering(port: int, proc: subprocess.Popen, logfile: Path, since: int, dea
     return "Address already in use" in text and f":{port}" in text
 
 
-def _wait_port(port: int, proc: subprocess.Popen, logfile: Path, timeout: float = 30.0) -> None:
+def _wait_started(name: str, proc: subprocess.Popen, logfile: Path, since: int, timeout: float = 30.0) -> None:
+    """Until the service says it started (`<name>_service_started`, once it listens), past byte
+    `since` of its log. Not until its port answers: that may be another program's, which took the
+    port after `up` looked, while the service exits failing to bind it."""
+    started = f"{name}_service_started"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"service on port {port} exited; see {logfile}:\n{logfile.read_text()[-3000:]}")
-        if _port_busy(port):
+        with open(logfile, "rb") as f:
+            f.seek(since)
+            said = f.read().decode(errors="replace")
+        if started in said:
             return
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited; see {logfile}:\n{said[-3000:]}")
         time.sleep(0.05)
-    raise SystemExit(f"service on port {port} did not start in {timeout:.0f}s; see {logfile}")
+    raise SystemExit(f"{name} did not start in {timeout:.0f}s; see {logfile}")
 
 
 DRAIN_S = 25.0

@@ -182,3 +182,34 @@ def test_a_service_address_that_names_no_port_stops_up_before_anything_starts(
         stack.down(log=lambda *_: None)
         if _listening(redis_port):
             _shutdown_redis(redis_port)
+
+
+def test_up_waits_for_the_service_to_say_it_started_not_for_its_port_to_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another program took the command service's port after `up` looked at it: the port answers,
+    but the service exits failing to bind it. `up` said `command up` all the same (and `run` went
+    on to a tournament nobody served)."""
+    pytest.importorskip("redis")
+    find_redis_server()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    looked: list[int] = []
+
+    def port_busy(p: int) -> bool:  # free when `up` looks, taken just after
+        looked.append(p)
+        return _listening(p) and looked.count(p) > 1
+
+    fails = (sys.executable, "-c", "import time; time.sleep(1); raise SystemExit('Address already in use')")
+    monkeypatch.setattr(stack_mod, "_port_busy", port_busy)
+    monkeypatch.setattr(stack_mod, "default_services", lambda: [stack_mod.ServiceSpec("command", fails, port)])
+    redis_port = free_port()
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=redis_port)
+    try:
+        with pytest.raises(SystemExit, match="command exited"):
+            stack.up(log=lambda *_: None)
+    finally:
+        stack.down(log=lambda *_: None)
+        busy.close()
+        _shutdown_redis(redis_port)
