@@ -59,6 +59,9 @@ def test_the_stack_problem_names_the_process_that_is_gone(tmp_path: Path, monkey
         stack = Stack(var=tmp_path / "var", redis_port=1)
         stack.var.mkdir()
         stack._save({name: p.pid for name, p in procs.items()})
+        deadline = time.monotonic() + 30  # a child just forked shows its parent's command line until it execs
+        while set(stack.running()) != set(procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
         problem = cli._stack_problem()
         assert problem is not None and "bots-worker" in problem and "bots-worker.log" in problem
         assert not any(f"{name}," in problem or f"{name} " in problem for name in procs)
