@@ -78,9 +78,12 @@ def cmd_allow_rematch(args: argparse.Namespace) -> int:
         client.close()
     if answer.match_id:
         console.print(f"{escape(args.match_id)}: its rematch is {escape(answer.match_id)}", highlight=False)
-    else:
+    elif answer.waiting_for:
         waiting = ", ".join(str(s) for s in answer.waiting_for)
         console.print(f"{escape(args.match_id)}: rematch allowed; seat(s) {waiting} to ask", highlight=False)
+    else:  # every person asked and the creation is not through yet (the command service's sweep makes it)
+        console.print(f"{escape(args.match_id)}: rematch allowed; every person at its table asked, "
+                      "the rematch is being made", highlight=False)
     return 0
 
 
