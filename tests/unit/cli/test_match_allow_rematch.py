@@ -29,6 +29,7 @@ class _Client:
 def test_an_operator_allows_a_rematch(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FAMIGLIA_SECRET", "cli-test-secret")
     monkeypatch.setattr(cli, "GameClient", _Client)
+    monkeypatch.setattr(_Client, "asked", [])
     args = build_parser().parse_args(["match", "allow-rematch", "m0000000000000000001"])
     assert args.func(args) == 0
     (match_id, token), = _Client.asked
@@ -41,6 +42,7 @@ def test_a_table_that_asked_already_is_told_its_rematch_is_being_made(
     """Nobody left to ask and no rematch yet: not "seat(s)  to ask" with an empty list."""
     monkeypatch.setenv("FAMIGLIA_SECRET", "cli-test-secret")
     monkeypatch.setattr(cli, "GameClient", _Client)
+    monkeypatch.setattr(_Client, "asked", [])
     monkeypatch.setattr(_Client, "answer", pb.RematchResponse(asked=[0, 1]))
     args = build_parser().parse_args(["match", "allow-rematch", "m0000000000000000001"])
     assert args.func(args) == 0
