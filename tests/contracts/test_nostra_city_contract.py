@@ -32,15 +32,19 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
     # Note slots the viewer cannot see, filled again from their shuffled contents
     slots: list[tuple[str, Any, int]] = []
     pool: list[int] = []
-    pinned = [tuple(n for k, n in p.known_by if k == viewer) for p in state.players]
+    # (a Note the viewer knew in a Bank before that seat's sealed bids stays where it is, in the
+    # Bank or a bid: the viewer's `known_before_bids` lists it either way)
+    aside = [{n for k, n in p.known_before_bids if k == viewer} for p in state.players]
+    pinned = [tuple(n for k, n in p.known_by if k == viewer) + tuple(n for n in p.bank if n in aside[i])
+              for i, p in enumerate(state.players)]
     for i, p in enumerate(state.players):
         if i != viewer:
             slots.append(("bank", i, len(p.bank) - len(pinned[i])))
             pool.extend(n for n in p.bank if n not in pinned[i])
     for j, b in enumerate(state.bids):
         if b.seat != viewer:
-            slots.append(("bid", j, len(b.notes)))
-            pool.extend(b.notes)
+            slots.append(("bid", j, sum(n not in aside[b.seat] for n in b.notes)))
+            pool.extend(n for n in b.notes if n not in aside[b.seat])
     c = state.choice
     if c is not None and c.seat != viewer and c.notes:
         slots.append(("choice", 0, len(c.notes)))
@@ -68,7 +72,9 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
             players[key] = replace(players[key], bank=bank,
                                    known_by=tuple(k for k in players[key].known_by if k[1] in bank))
         elif kind == "bid":
-            bids[key] = replace(bids[key], notes=tuple(part))
+            fresh = iter(part)
+            bids[key] = replace(bids[key], notes=tuple(n if n in aside[bids[key].seat] else next(fresh)
+                                                       for n in bids[key].notes))
         elif kind == "choice":
             c = replace(c, notes=tuple(part))
         elif kind == "deck":

@@ -36,6 +36,11 @@ def _known(s: State, viewer: int | None) -> dict[int, list[int]]:
     return {p.seat: list(p.known_bank) for p in ENGINE.view(s, viewer).players if p.known_bank}
 
 
+def _before_bids(s: State, viewer: int | None) -> dict[int, list[int]]:
+    """Per seat, the Notes `viewer`'s View says are in that seat's Bank or its sealed bids."""
+    return {p.seat: list(p.known_before_bids) for p in ENGINE.view(s, viewer).players if p.known_before_bids}
+
+
 def _given() -> State:
     """Seat 0 cashes in Gambling (shares 1, 1, 1, 0) and gives DRAWN[0] to seat 1, DRAWN[1] to seat 2."""
     s = table(business_table(), note_deck=(*DRAWN, POLICE_RAID))
@@ -79,6 +84,26 @@ def test_nc_h04_a_bid_makes_the_bidders_bank_unknown() -> None:
     s, _ = run(s, 1, bid("W03", 1, [other]))
     assert DRAWN[0] in s.players[1].bank
     assert _known(s, 0) == {2: [DRAWN[1]]}
+    assert _before_bids(s, 0) == {1: [DRAWN[0]]}  # in the Bank or the bid: the giver cannot tell
+    for viewer in (1, 2, 3, None):
+        assert _before_bids(s, viewer) == {}, viewer
+
+
+def test_nc_h04_determinize_deals_a_note_known_before_a_sealed_bid_into_that_bank_or_bid() -> None:
+    """NC-H03, NC-H04: the giver of DRAWN[0] knows it is in seat 1's Bank or in the Note seat 1
+    bid, so its search is never dealt a world with DRAWN[0] anywhere else; both places come up."""
+    s = _turn_of(_given(), 1, Phase.MEETING)
+    s, _ = run(s, 1, bid("W03", 1, [DRAWN[0]]))
+    view = ENGINE.view(s, 0)
+    where = set()
+    for dice in range(40):
+        world = ENGINE.determinize(view, 0, Rng(dice))
+        in_bid = [b for b in world.bids if DRAWN[0] in b.notes]
+        assert DRAWN[0] in world.players[1].bank or (in_bid and in_bid[0].seat == 1), dice
+        assert all(DRAWN[0] not in p.bank for i, p in enumerate(world.players) if i != 1)
+        assert ENGINE.view(world, 0).players == view.players  # (the test table's decks are not full ones)
+        where.add("bid" if in_bid else "bank")
+    assert where == {"bank", "bid"}
 
 
 SAFE_VENDETTA = ("V04", "V05", "V06", "V07", "V08", "V09", "V10", "V11", "V12")  # no Rage: no Note smashed
@@ -280,15 +305,15 @@ class _Seen:
 
 def test_nc_h03_h14_known_bank_is_what_the_seat_was_shown_and_nothing_more() -> None:
     """NC-H02, NC-H03, NC-H04, NC-H06, NC-H14, NC-H15: over random games, every seat's known_bank
-    is what its own redacted event stream told it (a fold written here, apart from the engine),
-    and true."""
-    compared = listed = regained = 0
+    and known_before_bids are what its own redacted event stream told it (a fold written here,
+    apart from the engine), and true."""
+    compared = listed = regained = aside = 0
     kinds_seen: set[str] = set()
     for seats, seed in ((3, 1), (4, 2), (5, 3), (5, 11)):
         seen = [_Seen(s) for s in range(seats)]
 
         def on_step(before: State, step: Any, after: State, seen: list[_Seen] = seen) -> None:
-            nonlocal compared, listed
+            nonlocal compared, listed, aside
             for event in step.events:
                 kinds_seen.add(event.WhichOneof("kind"))
                 for s in seen:
@@ -300,10 +325,16 @@ def test_nc_h03_h14_known_bank_is_what_the_seat_was_shown_and_nothing_more() -> 
                 got = _known(after, s.seat)
                 assert got == want, f"seat {s.seat}"
                 assert all(set(n) <= set(after.players[h].bank) for h, n in got.items()), "a known Note is there"
+                want = {holder: sorted(notes) for holder, notes in s.before_bids.items() if notes}
+                got = _before_bids(after, s.seat)
+                assert got == want, f"seat {s.seat}: known before bids"
+                assert all(set(n) <= {*after.players[h].bank, *(x for b in after.bids if b.seat == h for x in b.notes)}
+                           for h, n in got.items()), "a Note known before bids is in that Bank or a bid"
                 compared += 1
                 listed += sum(map(len, want.values()))
+                aside += sum(map(len, got.values()))
 
         play_random(ENGINE, seats, seed, on_step=on_step, sampler=random.Random(seed))
         regained += sum(s.regained for s in seen)
-    assert compared > 1000 and listed > 100 and regained > 0
+    assert compared > 1000 and listed > 100 and regained > 0 and aside > 0
     assert {"notes_given", "notes_stolen", "note_smashed", "bid_committed", "corrupted"} <= kinds_seen

@@ -2062,6 +2062,7 @@ class SeatView(_message.Message):
     SNITCH_FIELD_NUMBER: _builtins.int
     CORRUPTION_ACTIONS_FIELD_NUMBER: _builtins.int
     KNOWN_BANK_FIELD_NUMBER: _builtins.int
+    KNOWN_BEFORE_BIDS_FIELD_NUMBER: _builtins.int
     seat: _builtins.int
     """the seat"""
     respect: _builtins.int
@@ -2133,6 +2134,15 @@ class SeatView(_message.Message):
         (NC-H06) if every one of them was shown, else none (a single bidder's bid, NC-M07).
         """
 
+    @_builtins.property
+    def known_before_bids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The Notes `known_bank` held back while this seat has a sealed bid (NC-M01, NC-H04): the viewer
+        knew them in this Bank when it bid, so each is still in the Bank or in one of its unresolved
+        bids, it cannot tell which. A bid shown at resolution (NC-M08, NC-M12, NC-H06) takes off the
+        Notes it showed; a bid never shown (NC-M07) empties the list; once every bid of this seat is
+        resolved and all were shown, what is left is in `known_bank` again. Same viewers as `known_bank`.
+        """
+
     def __init__(
         self,
         *,
@@ -2156,10 +2166,11 @@ class SeatView(_message.Message):
         snitch: _builtins.bool = ...,
         corruption_actions: _builtins.int = ...,
         known_bank: _abc.Iterable[_builtins.int] | None = ...,
+        known_before_bids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank", b"bank", "bank_size", b"bank_size", "busy", b"busy", "cashins", b"cashins", "corrupted", b"corrupted", "corruption_actions", b"corruption_actions", "corruption_count", b"corruption_count", "hand", b"hand", "hand_size", b"hand_size", "known_bank", b"known_bank", "locations", b"locations", "locations_left", b"locations_left", "peeked", b"peeked", "respect", b"respect", "seat", b"seat", "snitch", b"snitch", "trophies", b"trophies", "turfs", b"turfs", "vendetta_drawn", b"vendetta_drawn", "wiseguys", b"wiseguys"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bank", b"bank", "bank_size", b"bank_size", "busy", b"busy", "cashins", b"cashins", "corrupted", b"corrupted", "corruption_actions", b"corruption_actions", "corruption_count", b"corruption_count", "hand", b"hand", "hand_size", b"hand_size", "known_bank", b"known_bank", "known_before_bids", b"known_before_bids", "locations", b"locations", "locations_left", b"locations_left", "peeked", b"peeked", "respect", b"respect", "seat", b"seat", "snitch", b"snitch", "trophies", b"trophies", "turfs", b"turfs", "vendetta_drawn", b"vendetta_drawn", "wiseguys", b"wiseguys"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2,12 +2,14 @@
 
 Built from the View alone (never the true state): everything public is copied; Notes,
 Vendetta cards, Street cards and Location cards the seat cannot see are dealt at random
-into the hidden places, keeping every public count (NC-H01), the seat's own secrets and the
-Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14).
+into the hidden places, keeping every public count (NC-H01), the seat's own secrets, the
+Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14) or in a Bank and its
+sealed bids (`known_before_bids`, NC-H04).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from famiglia.engine import Rng
@@ -55,6 +57,8 @@ class _Table:
     """A known Bank, or how many Notes to deal it (its `known` Notes included)."""
     known: tuple[tuple[int, ...], ...]
     """Per seat, the Notes of its Bank the seat knows are there (NC-H03, NC-H14)."""
+    before_bids: tuple[tuple[int, ...], ...]
+    """Per seat, the Notes the seat knew in its Bank before its sealed bids: in the Bank or a bid."""
     bids: tuple[tuple[int, str, int, int, tuple[int, ...] | None], ...]
     """(seat, wiseguy, count, location, its Notes or None: deal `count`)."""
     choice: _ChoiceRow | None
@@ -99,10 +103,11 @@ def _read_view(view: pb.View, seat: int) -> _Table:
     known_notes: set[int] = set()
     me = pv[seat]
     known = tuple(() if mine(i) else tuple(p.known_bank) for i, p in enumerate(pv))
+    before_bids = tuple(() if mine(i) else tuple(p.known_before_bids) for i, p in enumerate(pv))
     for i, p in enumerate(pv):
         if mine(i):
             known_notes.update(p.bank, p.corrupted)
-        known_notes.update(known[i])
+        known_notes.update(known[i], before_bids[i])
     known_notes.update(view.corruption_pile)
     for b in view.bids:
         if mine(b.seat):
@@ -168,7 +173,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
         vendetta_drawn=p.vendetta_drawn, corrupted=tuple(p.corrupted) if mine(i) else (),
         corruption_count=p.corruption_count, corruption_actions=p.corruption_actions,
         cashins=tuple(p.cashins), peeked=tuple(p.peeked) if mine(i) else (),
-        known_by=tuple((seat, x) for x in known[i])) for i, p in enumerate(pv))
+        known_by=tuple((seat, x) for x in known[i]),
+        known_before_bids=tuple((seat, x) for x in before_bids[i])) for i, p in enumerate(pv))
     titles = []
     for title in (UNDERBOSS, CONSIGLIERE, PRIMO_CAPO):
         for i, p in enumerate(pv):
@@ -176,7 +182,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
                 titles.append((title, i))
     taken = {c for p in pv for c in p.trophies}
     return _Table(
-        seat=seat, over=over, pool=pool, peeked=peeked, banks=banks, known=known, bids=bids, choice=choice,
+        seat=seat, over=over, pool=pool, peeked=peeked, banks=banks, known=known, before_bids=before_bids,
+        bids=bids, choice=choice,
         choice_notes=choice_v.note_count if choice_v is not None else 0, hidden_pile=hidden_pile,
         pile_head=tuple((x, seat) for x in me.corrupted), placers=tuple(placers), over_pile=over_pile,
         discard_size=view.note_discard_size, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
@@ -212,10 +219,11 @@ def _deal(table: _Table, rng: Rng) -> State:
         del pool[:k]
         return out
 
-    banks = [list(b) if isinstance(b, tuple) else [*known, *take(b - len(known))]
-             for b, known in zip(table.banks, table.known, strict=True)]
-    bids = [Bid(s, w, count, loc, notes if notes is not None else tuple(take(count)))
-            for s, w, count, loc, notes in table.bids]
+    placed = _placed_before_bids(table, rng) if any(table.before_bids) else {}
+    banks = [list(b) if isinstance(b, tuple) else [*known, *_filled(placed.get((i, -1)), b - len(known), take)]
+             for i, (b, known) in enumerate(zip(table.banks, table.known, strict=True))]
+    bids = [Bid(s, w, count, loc, notes if notes is not None else tuple(_filled(placed.get((s, j)), count, take)))
+            for j, (s, w, count, loc, notes) in enumerate(table.bids)]
     choice = None
     if table.choice is not None:
         kind, cseat, shares, notes, card, cause, wiseguy, declared, keep = table.choice
@@ -265,6 +273,33 @@ def _deal(table: _Table, rng: Rng) -> State:
         players=tuple(players), street_deck=street_deck, set_aside=set_aside,
         note_deck=tuple(deck_notes), note_discard=tuple(discard), vendetta_deck=tuple(vendetta_deck),
         pile=tuple(pile), bids=tuple(bids), choice=choice, **table.fields)  # type: ignore[arg-type]
+
+
+def _placed_before_bids(table: _Table, rng: Rng) -> dict[tuple[int, int], list[int | None]]:
+    """NC-H04: each Note a seat knew in another Bank before that seat's sealed bids is dealt
+    into one of its places at random: the Bank's places not already known, or a place in one of
+    its bids. Keyed (seat, -1) for the Bank, (seat, bid index) for a bid; None is a place to deal."""
+    out: dict[tuple[int, int], list[int | None]] = {}
+    for i, notes in enumerate(table.before_bids):
+        if not notes:
+            continue
+        bank = table.banks[i]
+        assert isinstance(bank, int)
+        where: dict[tuple[int, int], list[int | None]] = {(i, -1): [None] * (bank - len(table.known[i]))}
+        where.update({(i, j): [None] * count for j, (s, _, count, _, _) in enumerate(table.bids) if s == i})
+        flat = [(k, n) for k, places in where.items() for n in range(len(places))]
+        for note, (k, n) in zip(notes, rng.sample(flat, len(notes)), strict=True):
+            where[k][n] = note
+        out.update(where)
+    return out
+
+
+def _filled(places: list[int | None] | None, size: int, take: Callable[[int], list[int]]) -> list[int]:
+    """`size` Notes: the places already dealt as they are, the others taken from the pool."""
+    if places is None:
+        return take(size)
+    fresh = iter(take(sum(1 for n in places if n is None)))
+    return [next(fresh) if n is None else n for n in places]
 
 
 _read = ViewReadings(_read_view)  # read once per (View, seat)

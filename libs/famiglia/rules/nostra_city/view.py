@@ -120,9 +120,11 @@ def view(state: State, viewer: int | None) -> pb.View:
             sv.locations.extend(p.locations)
             sv.corrupted.extend(p.corrupted)
             sv.peeked.extend(p.peeked)
-        elif p.known_by and viewer is not None:  # NC-H03, NC-H14: what the viewer saw go there
-            # (never `known_before_bids`: any of those may lie in a sealed bid, NC-H04)
-            sv.known_bank.extend(sorted(n for knower, n in p.known_by if knower == viewer))
+        elif viewer is not None:  # NC-H03, NC-H14: what the viewer saw go there
+            if p.known_by:
+                sv.known_bank.extend(sorted(n for knower, n in p.known_by if knower == viewer))
+            if p.known_before_bids:  # NC-H04: in the Bank or a sealed bid, which is not told
+                sv.known_before_bids.extend(sorted(n for knower, n in p.known_before_bids if knower == viewer))
         if over:
             sv.snitch = i in state.snitches
     for b in state.bids:
