@@ -158,6 +158,27 @@ def test_nc_h06_a_known_note_shown_in_a_bid_is_gone() -> None:
     assert _known(s, 0) == {2: [DRAWN[1]]}
 
 
+def test_nc_m08_h06_determinize_keeps_the_shown_bids_on_the_discard_pile() -> None:
+    """NC-M08, NC-H06: every seat saw the Notes of the bids on space 1 go to the Note discard
+    pile, so a search is never dealt a world with one of them in a Bank, the deck or the Pile
+    in that Trial. Once a Police Raid (W12's, NC-W112, NC-B07) has emptied the pile they may be
+    anywhere, and the world keeps the pile's size."""
+    s = _given()
+    bids = {1: _other_notes(s, 1, 2), 2: _other_notes(s, 2, 1)}
+    s, _ = _meeting(s, {1: [("W03", 1, bids[1])], 2: [("W06", 1, bids[2])]})
+    shown = {*bids[1], *bids[2]}
+    assert shown <= set(s.note_discard)
+    for viewer in (0, 3):
+        view = ENGINE.view(s, viewer)
+        for dice in range(10):
+            world = ENGINE.determinize(view, viewer, Rng(dice))
+            assert shown <= set(world.note_discard), (viewer, dice)
+            assert len(world.note_discard) == len(s.note_discard)
+    raided = table(s, note_deck=(*s.note_deck, *s.note_discard), note_discard=())
+    world = ENGINE.determinize(ENGINE.view(raided, 3), 3, Rng(0))
+    assert world.note_discard == ()
+
+
 def test_nc_m07_h06_a_bid_never_shown_makes_the_bank_unknown() -> None:
     """NC-M07, NC-H06: seat 1's bid won alone is never shown, so whichever of its bids came
     first, the giver can no longer tell whether DRAWN[0] left seat 1's Bank (it did not)."""

@@ -4,7 +4,8 @@ Built from the View alone (never the true state): everything public is copied; N
 Vendetta cards, Street cards and Location cards the seat cannot see are dealt at random
 into the hidden places, keeping every public count (NC-H01), the seat's own secrets, the
 Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14) or in a Bank and its
-sealed bids (`known_before_bids`, NC-H04).
+sealed bids (`known_before_bids`, NC-H04), and the Notes of the bids shown this Meeting on the
+Note discard pile while nothing can have shuffled it into the deck (NC-H06, NC-M08, NC-M12).
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ class _Table:
     placers: tuple[int, ...]
     over_pile: tuple[tuple[int, int], ...] | None
     discard_size: int
+    shown: tuple[int, ...]
+    """Notes of the Note discard pile everyone saw go there: the bids shown this Meeting."""
     deck_size: int
     vendetta: tuple[str, ...]
     """Vendetta cards the seat has not seen, in id order."""
@@ -116,6 +119,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
     own_choice = choice_v is not None and choice_v.seat == seat
     if own_choice and choice_v is not None:
         known_notes.update(choice_v.notes)
+    shown = _shown_discards(view, known_notes)
+    known_notes.update(shown)
     peeked = tuple(x for x in me.peeked if x not in known_notes)
     pool = tuple(x.id for x in NOTES if x.id not in known_notes and x.id not in peeked)
     banks = tuple(tuple(p.bank) if mine(i) else p.bank_size for i, p in enumerate(pv))
@@ -186,7 +191,7 @@ def _read_view(view: pb.View, seat: int) -> _Table:
         bids=bids, choice=choice,
         choice_notes=choice_v.note_count if choice_v is not None else 0, hidden_pile=hidden_pile,
         pile_head=tuple((x, seat) for x in me.corrupted), placers=tuple(placers), over_pile=over_pile,
-        discard_size=view.note_discard_size, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
+        discard_size=view.note_discard_size, shown=shown, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
         vendetta_deck_size=view.vendetta_deck_size, street=street, set_aside_size=view.set_aside_size,
         street_deck_size=view.street_deck_size, locations=tuple(locations), seat_fields=seat_fields,
         fields=dict(
@@ -206,6 +211,17 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             snitches=tuple(i for i, p in enumerate(pv) if p.snitch),
         ),
     )
+
+
+def _shown_discards(view: pb.View, known: set[int]) -> tuple[int, ...]:
+    """NC-M08, NC-M12: every Note of a shown bid goes to the Note discard pile, and stays there
+    until a Police Raid shuffles the pile into the deck (NC-B07). Between the Meeting's
+    resolution and the end of the Trial only W12 draws from the deck (NC-W112), and nothing is
+    discarded after the resolution: a pile smaller than the shown Notes was shuffled."""
+    if view.phase not in (Phase.RESOLUTION.value, Phase.TRIAL.value):
+        return ()  # from the Business on, cash-ins may have drawn them again
+    shown = tuple(dict.fromkeys(n for r in view.revealed_bids for b in r.bids for n in b.notes if n not in known))
+    return shown if len(shown) <= view.note_discard_size else ()
 
 
 def _deal(table: _Table, rng: Rng) -> State:
@@ -234,7 +250,7 @@ def _deal(table: _Table, rng: Rng) -> State:
     pile = list(table.pile_head) + list(zip(pile_notes, table.placers, strict=False))
     if table.over_pile is not None:
         pile = list(table.over_pile)
-    discard = take(table.discard_size)
+    discard = take(table.discard_size - len(table.shown)) + list(table.shown)
     deck_notes = take(table.deck_size - 1) + pool  # what is left belongs to the deck
     deck_notes.insert(rng.randrange(len(deck_notes) + 1), POLICE_RAID)
 
