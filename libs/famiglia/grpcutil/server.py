@@ -26,6 +26,7 @@ from famiglia.telemetry import metrics as _metrics
 from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
 from .readiness import CHECK_EVERY_S, LIVENESS, Dependency, Readiness
 from .tls import Transport
+from .watchdog import RUNNING, Running, Watchdog
 
 log = get_logger("famiglia.grpc")
 
@@ -145,6 +146,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     call's time measured; off, one test of a module attribute a call."""
     name = method.__name__
     streaming = inspect.isgeneratorfunction(method)
+    running, get_ident, monotonic = RUNNING, threading.get_ident, time.monotonic
 
     def _fail(context: grpc.ServicerContext, span: trace.Span, exc: BaseException, request: Any = None,
               answer: bool = True) -> None:
@@ -238,27 +240,32 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        measured = _metrics.rpc
-        if measured is not None:
-            return measured_unary(self, request, context, measured)
-        parent = _parent(context)
-        opened = open_server_span(name, parent)
-        if opened is None:  # a recorded span (or another OpenTelemetry layout)
-            with server_span(name, parent) as span:
-                if span.is_recording():
-                    _name_ids(span, request)
-                try:
-                    return method(self, request, context)
-                except Exception as exc:  # noqa: BLE001
-                    _fail(context, span, exc, request)
-            return None
-        span, token = opened  # the usual case, without a context manager object
+        ident = get_ident()
+        running[ident] = (monotonic(), self, name, request, context)  # a `Running`, for the watchdog
         try:
-            return method(self, request, context)
-        except Exception as exc:  # noqa: BLE001
-            _fail(context, span, exc, request)
+            measured = _metrics.rpc
+            if measured is not None:
+                return measured_unary(self, request, context, measured)
+            parent = _parent(context)
+            opened = open_server_span(name, parent)
+            if opened is None:  # a recorded span (or another OpenTelemetry layout)
+                with server_span(name, parent) as span:
+                    if span.is_recording():
+                        _name_ids(span, request)
+                    try:
+                        return method(self, request, context)
+                    except Exception as exc:  # noqa: BLE001
+                        _fail(context, span, exc, request)
+                return None
+            span, token = opened  # the usual case, without a context manager object
+            try:
+                return method(self, request, context)
+            except Exception as exc:  # noqa: BLE001
+                _fail(context, span, exc, request)
+            finally:
+                close_server_span(token)
         finally:
-            close_server_span(token)
+            running[ident] = None
 
     return unary_wrapper
 
@@ -273,6 +280,8 @@ def build_server(
     dependencies: Sequence[Dependency] = (),
     check_every: float = CHECK_EVERY_S,
     transport: Transport | None = None,
+    stuck_call_s: float | None = None,
+    describe_call: Callable[[Running], dict[str, Any]] | None = None,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
@@ -296,12 +305,19 @@ def build_server(
     Health answers for the server ("") and each registered service: SERVING, or with
     `dependencies`, whether the last round of their checks (every `check_every` seconds
     once started; NOT_SERVING until the first) found them all (`readiness.Readiness`).
-    `LIVENESS` answers SERVING until the server stops, whatever they say.
+    `LIVENESS` answers SERVING until the server stops, whatever they say (unless a call is
+    stuck, below).
+
+    With `stuck_call_s`, a `watchdog.Watchdog` watches the unary calls: one that has run that
+    long is stuck (`call_stuck`, its fields `_request_ids` and `describe_call`'s, counted in
+    `famiglia.rpc.stuck`), and while one is, every name health answers for, `LIVENESS`
+    included, is NOT_SERVING: a thread cannot be stopped, so the process must be restarted.
 
     With `transport.tls` the server serves TLS only (`famiglia.grpcutil.tls`); its
     `health_address` opens a second, plaintext port that serves the health service alone (the
     same answers): a Kubernetes gRPC probe cannot speak TLS, and no token travels on it.
     """
+    register = list(register)  # read twice: the servicers, then the watchdog's
     streams = None
     if call_workers is not None:
         streams = futures.ThreadPoolExecutor(max_workers=workers + STREAM_SPARE, thread_name_prefix="grpc-stream")
@@ -329,12 +345,14 @@ def build_server(
         add(_streams_on(servicer, service_name, streams, gate), _Lenient(server))
         names.append(service_name)
         served.append(service_name)
+    told = _Health(health_servicer, served, ready=not dependencies)
     readiness = None
     if dependencies:
-        readiness = Readiness(dependencies, functools.partial(_tell_health, health_servicer, served),
-                              every=check_every)
-    _tell_health(health_servicer, served, readiness is None)
-    health_servicer.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
+        readiness = Readiness(dependencies, told.ready, every=check_every)
+    watchdog = None
+    if stuck_call_s is not None:
+        watchdog = Watchdog(stuck_call_s, told.stuck, servicers=[servicer for _, servicer, _ in register],
+                            describe=functools.partial(_described, describe_call), count=_count_stuck)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
         _streams_on(reflection.ReflectionServicer(names), reflection.SERVICE_NAME, streams, gate), server)
     transport = transport or Transport()
@@ -344,7 +362,7 @@ def build_server(
     else:
         port = _bind(lambda: server.add_insecure_port(address), address)
     probes = _probe_server(health_servicer, transport.health_address) if transport.health_address else None
-    return _Stopping(server, gate, health_servicer, readiness, probes), port
+    return _Stopping(server, gate, health_servicer, readiness, probes, watchdog), port
 
 
 def _probe_server(health_servicer: health.HealthServicer, address: str) -> grpc.Server:
@@ -378,10 +396,49 @@ def _bind(add: Callable[[], int], address: str, setting: str = "") -> int:
     return port
 
 
-def _tell_health(health_servicer: health.HealthServicer, names: Sequence[str], ready: bool) -> None:
-    status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-    for name in names:
-        health_servicer.set(name, status)
+class _Health:
+    """What health answers, from two sources on threads of their own: `names` are SERVING while
+    the dependencies answer (`ready`, told by the `Readiness`) and no call is stuck (`stuck`,
+    told by the `Watchdog`); `LIVENESS` while no call is stuck."""
+
+    def __init__(self, servicer: health.HealthServicer, names: Sequence[str], *, ready: bool) -> None:
+        self._servicer = servicer
+        self._names = tuple(names)
+        self._ready = ready
+        self._stuck = False
+        self._lock = threading.Lock()  # the two sources' answers set together, never interleaved
+        self._tell()
+
+    def ready(self, ready: bool) -> None:
+        with self._lock:
+            self._ready = ready
+            self._tell()
+
+    def stuck(self, stuck: bool) -> None:
+        with self._lock:
+            self._stuck = stuck
+            self._tell()
+
+    def _tell(self) -> None:
+        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+        status = serving if self._ready and not self._stuck else not_serving
+        for name in self._names:
+            self._servicer.set(name, status)
+        self._servicer.set(LIVENESS, not_serving if self._stuck else serving)
+
+
+def _described(describe: Callable[[Running], dict[str, Any]] | None, call: Running) -> dict[str, Any]:
+    """A stuck call's fields: the ids its request names, and what its service adds (`describe`)."""
+    fields = _request_ids(call.request)
+    if describe is not None:
+        fields.update(describe(call))
+    return fields
+
+
+def _count_stuck(call: Running) -> None:
+    measured = _metrics.rpc
+    if measured is not None:
+        measured.stuck.add((_service_name(type(call.servicer)), call.rpc))
 
 
 class _Stopping(grpc.Server):
@@ -390,16 +447,18 @@ class _Stopping(grpc.Server):
     and then be cut without a word of why. Told, each ends within its next poll with
     UNAVAILABLE (`server_stopping`), the status a client reconnects on (another replica, from
     the version it has), and health answers NOT_SERVING to whoever watches it. Its
-    dependencies' checks (`readiness`) run from `start` to `stop`, and so does the plaintext
-    port of probes (`probes`), if any."""
+    dependencies' checks (`readiness`) run from `start` to `stop`, and so do the plaintext
+    port of probes (`probes`) and the stuck-call watchdog (`watchdog`), if any."""
 
     def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer,
-                 readiness: Readiness | None = None, probes: grpc.Server | None = None) -> None:
+                 readiness: Readiness | None = None, probes: grpc.Server | None = None,
+                 watchdog: Watchdog | None = None) -> None:
         self._server = server
         self._gate = gate
         self._health = health_servicer
         self.readiness = readiness
         self._probes = probes
+        self.watchdog = watchdog
 
     def stop(self, grace: float | None) -> threading.Event:
         self._gate.closing.set()
@@ -409,6 +468,8 @@ class _Stopping(grpc.Server):
             self._probes.stop(grace)
         if self.readiness is not None:
             self.readiness.stop()
+        if self.watchdog is not None:
+            self.watchdog.stop()
         return stopped
 
     def start(self) -> None:
@@ -417,6 +478,8 @@ class _Stopping(grpc.Server):
             self._probes.start()
         if self.readiness is not None:
             self.readiness.start()
+        if self.watchdog is not None:
+            self.watchdog.start()
 
     def add_generic_rpc_handlers(self, generic_rpc_handlers: Any) -> None:
         self._server.add_generic_rpc_handlers(generic_rpc_handlers)

@@ -251,17 +251,20 @@ def tally(meter: Meter, name: str, keys: tuple[str, ...] = (), *, unit: str, des
 
 
 class RpcInstruments:
-    """`famiglia.rpc.calls` {rpc.service, rpc.method, status, code} (a tally) and
+    """`famiglia.rpc.calls` {rpc.service, rpc.method, status, code} (a tally),
     `famiglia.rpc.duration` (ms) {rpc.service, rpc.method} (the SDK's histogram, one `record` a
-    unary call, its attributes dict made once per method)."""
+    unary call, its attributes dict made once per method) and `famiglia.rpc.stuck`
+    {rpc.service, rpc.method} (a tally, counted by `grpcutil.watchdog`)."""
 
-    __slots__ = ("calls", "duration", "_timed")
+    __slots__ = ("calls", "duration", "stuck", "_timed")
 
     def __init__(self, meter: Meter) -> None:
         self.calls = tally(meter, "famiglia.rpc.calls", ("rpc.service", "rpc.method", "status", "code"),
                            unit="{call}", description="calls served, by their status and famiglia code")
         self.duration = meter.create_histogram("famiglia.rpc.duration", unit="ms",
                                                description="time to answer a unary call")
+        self.stuck = tally(meter, "famiglia.rpc.stuck", ("rpc.service", "rpc.method"), unit="{call}",
+                           description="unary calls still running past the stuck-call bound (the watchdog's)")
         self._timed: dict[str, dict[str, dict[str, Any]]] = {}
 
     def called(self, service: str, method: str, status: str, code: str, began: float | None) -> None:

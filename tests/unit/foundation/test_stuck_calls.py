@@ -1,0 +1,105 @@
+"""The stuck-call watchdog (famiglia.grpcutil.watchdog), on slots a test writes and reads by an
+explicit clock: a unary call past its bound is told once (`call_stuck`), health is told it is
+stuck, and told again once every stuck call has ended (`stuck_call_ended`).
+
+Before it, an engine whose `decide` never returned held a call thread and its match's lock for
+the life of the process without a word, and health kept answering SERVING."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import structlog
+
+from famiglia.grpcutil.watchdog import Watchdog, where
+from famiglia.v1 import game_service_pb2 as pb
+
+
+class _Servicer:
+    pass
+
+
+def _logged(event: str, captured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in captured if line["event"] == event]
+
+
+def _call(began: float, servicer: object, rpc: str = "SubmitCommand") -> tuple[Any, ...]:
+    return (began, servicer, rpc, pb.SubmitCommandRequest(match_id="m1", command_id="c1"), None)
+
+
+def test_a_call_past_its_bound_is_told_once_and_health_comes_back_when_it_ends() -> None:
+    ours = _Servicer()
+    running: dict[int, tuple[Any, ...] | None] = {}
+    told: list[bool] = []
+    counted: list[str] = []
+    watchdog = Watchdog(30.0, told.append, servicers=[ours], running=running,
+                        describe=lambda call: {"match_id": call.request.match_id, "seat": 1},
+                        count=lambda call: counted.append(call.rpc))
+    stuck = _call(100.0, ours)
+    running[1], running[2] = stuck, None
+    with structlog.testing.capture_logs() as captured:
+        assert watchdog.check(now=129.9) == 0  # under the bound: nothing yet
+        assert watchdog.check(now=130.0) == 1
+        assert watchdog.check(now=200.0) == 1  # still stuck: not told again
+        running[2] = _call(150.0, ours, "GetView")  # a second one
+        assert watchdog.check(now=181.0) == 2
+        running[1] = None  # the first ends after all (slow, not endless)
+        assert watchdog.check(now=182.0) == 1
+        running[2] = _call(182.0, ours)  # the second ends, and its thread takes a new call
+        assert watchdog.check(now=183.0) == 0
+    assert told == [True, False]
+    assert counted == ["SubmitCommand", "GetView"]
+    lines = _logged("call_stuck", captured)
+    assert [(line["rpc"], line["seconds"], line["log_level"]) for line in lines] == \
+        [("SubmitCommand", 30.0, "error"), ("GetView", 31.0, "error")], captured
+    assert lines[0]["match_id"] == "m1" and lines[0]["seat"] == 1 and lines[0]["bound_s"] == 30.0
+    assert [line["rpc"] for line in _logged("stuck_call_ended", captured)] == ["SubmitCommand", "GetView"]
+
+
+def test_another_servers_calls_are_not_its_to_tell() -> None:
+    """Several servers in one process (the tests' stack) share the slots: each watches its own."""
+    running: dict[int, tuple[Any, ...] | None] = {1: _call(0.0, _Servicer())}
+    told: list[bool] = []
+    assert Watchdog(1.0, told.append, servicers=[_Servicer()], running=running).check(now=100.0) == 0
+    assert told == []
+
+
+def test_a_describe_that_fails_still_leaves_the_line() -> None:
+    running: dict[int, tuple[Any, ...] | None] = {1: _call(0.0, None)}
+
+    def broken(call: Any) -> dict[str, Any]:
+        raise RuntimeError("no")
+
+    with structlog.testing.capture_logs() as captured:
+        assert Watchdog(1.0, lambda stuck: None, running=running, describe=broken).check(now=5.0) == 1
+    (line,) = _logged("call_stuck", captured)
+    assert line["describe_failed"] == "RuntimeError: no"
+
+
+def test_where_names_what_the_stuck_thread_runs() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def decide_for_ever() -> None:
+        entered.set()
+        release.wait(60)
+
+    thread = threading.Thread(target=decide_for_ever)
+    thread.start()
+    try:
+        assert entered.wait(30)
+        assert thread.ident is not None
+        frames = where(thread.ident)
+        assert any("decide_for_ever" in f and "tests/unit/foundation/test_stuck_calls.py" in f for f in frames), frames
+        assert "wait" in frames[-1], frames  # innermost last
+    finally:
+        release.set()
+        thread.join()
+    assert where(thread.ident) == []
+
+
+@pytest.mark.parametrize("bound", [0.0, -1.0])
+def test_a_bound_of_nothing_is_refused(bound: float) -> None:
+    with pytest.raises(ValueError, match="more than 0"):
+        Watchdog(bound, lambda stuck: None)
