@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
+from typing import NoReturn
 
-from famiglia.config import Settings, listen_address, shown_url, whole
+from famiglia.config import Settings, listen_address, number, shown_url, whole
 from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
-from famiglia.telemetry.metrics import configure_metrics
+from famiglia.telemetry.metrics import configure_metrics, shutdown_metrics
 
 from .app import CommandApp
 from .bootstrap import bootstrap
-from .entrypoints.grpc_server import CALL_WORKERS, serve
+from .entrypoints.grpc_server import CALL_WORKERS, STUCK_CALL_S, serve
 from .rematch import REMATCH_SWEEP_S
 
 ADDRESS = "FAMIGLIA_COMMAND_ADDR"
@@ -22,6 +26,12 @@ ADDRESS = "FAMIGLIA_COMMAND_ADDR"
 def call_workers() -> int:
     """Threads for unary calls (FAMIGLIA_COMMAND_CALL_WORKERS, at least 1)."""
     return whole("FAMIGLIA_COMMAND_CALL_WORKERS", CALL_WORKERS)
+
+
+def stuck_call_s() -> float:
+    """Seconds a unary call may run before the watchdog takes it for stuck and health turns
+    NOT_SERVING (FAMIGLIA_COMMAND_STUCK_CALL_S, more than 0; docs/operations.md)."""
+    return number("FAMIGLIA_COMMAND_STUCK_CALL_S", STUCK_CALL_S, above=True)
 
 
 def sweep_rematches(app: CommandApp, stop: threading.Event, every_s: float = REMATCH_SWEEP_S) -> None:
@@ -40,12 +50,14 @@ def main() -> None:
     configure_metrics("command")
     settings = Settings.from_env()
     address = listen_address(settings.command_addr, ADDRESS)
+    threads, stuck_after = call_workers(), stuck_call_s()  # a bad value stops the service before it connects
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
     app = bootstrap(settings=settings)
     with exit_unbound(ADDRESS, settings.command_addr):
-        server, port = serve(app, address, settings.grpc_workers, call_workers=call_workers(),
-                             dependencies=[redis_ping(settings.redis_url)], transport=serving)
+        server, port = serve(app, address, settings.grpc_workers, call_workers=threads,
+                             dependencies=[redis_ping(settings.redis_url)], transport=serving,
+                             stuck_call_s=stuck_after)
     server.start()
     sweeping = threading.Event()
     sweeper = threading.Thread(target=sweep_rematches, args=(app, sweeping), name="rematch-sweep", daemon=True)
@@ -56,7 +68,21 @@ def main() -> None:
     server.stop(grace=5).wait()
     sweeper.join(timeout=5)  # a round in progress ends before the store closes under it (bounded: Redis may hang)
     app.store.close()
+    left = server.watchdog.under_way() if server.watchdog is not None else 0
+    if left:
+        leave_stuck(left, since)
     drained("command", since)
+
+
+def leave_stuck(calls: int, since: float) -> NoReturn:
+    """Leave now, with calls still running after the drain: a thread cannot be stopped, and the
+    interpreter's exit would wait for the call threads for ever (until the orchestrator's
+    SIGKILL). Their commands are not stored: the append comes after `decide`, whole or not at all."""
+    get_logger().error("command_service_stopped_stuck", calls=calls, drain_s=round(time.monotonic() - since, 3))
+    shutdown_metrics()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,11 @@ class HotMatches:
         """The bytes the hot matches hold, as last counted."""
         return self._bytes
 
+    def peek(self, match_id: str) -> HotMatch | None:
+        """The hot entry of `match_id`, if any, without its lock or the LRU's, nor moving it (two
+        dict reads): for the stuck-call watchdog, which must not wait behind what it reports."""
+        return self._running.get(match_id) or self._finished.get(match_id)
+
     def get(self, match_id: str) -> HotMatch:
         with self._lock:
             hot = self._touch(match_id)

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +137,10 @@ class CommandProcess:
     port: int
     log: Path
     proc: subprocess.Popen | None = None
+    module: str = "services.command"
+    """What runs: `python -m <module>` (tests.support.stalling_command: with an engine that stalls)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Settings of its own, beside the address, Redis and secret."""
 
     @property
     def address(self) -> str:
@@ -150,11 +154,12 @@ class CommandProcess:
             "FAMIGLIA_COMMAND_ADDR": self.address,
             "PYTHONPATH": f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
             "OTEL_SDK_DISABLED": "true",
+            **self.env,
         })
         # Logs go to a file: an unread pipe would fill up and block the server.
         logged = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "services.command"], env=env, cwd=ROOT,
+            self.proc = subprocess.Popen([sys.executable, "-m", self.module], env=env, cwd=ROOT,
                                          stdout=subprocess.DEVNULL, stderr=log)
         # A ready-future asks for a connection once: one that meets the subchannel (shared by
         # every channel of this process to the address) in its reconnect backoff after the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -14,6 +15,7 @@ from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
 from famiglia.grpcutil.tls import Transport
+from famiglia.grpcutil.watchdog import Running
 from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
@@ -308,26 +310,61 @@ class GameServicer(pb_grpc.GameServiceServicer):
     def Echo(self, request, context):
         return pb.EchoResponse(payload=request.payload)
 
+    def describe_call(self, call: Running) -> dict[str, Any]:
+        """What a stuck call's `call_stuck` line adds to its request's ids: the seat (a chain's
+        seats and command ids) its tokens name and the match's game, read without the token
+        cache, the match's lock or the hot matches' (the stuck call may hold one)."""
+        request = call.request
+        out: dict[str, Any] = {}
+        if call.rpc == "SubmitCommands":
+            entries = request.commands[:16]
+            out["seats"] = [self._seat_of(e.seat_token) for e in entries]
+            out["command_ids"] = [e.command_id[:200] for e in entries]
+        else:
+            seat = self._seat_of(bearer_token(call.context))
+            if seat is not None:
+                out["seat"] = seat
+        hot = self.app.matches.peek(getattr(request, "match_id", ""))
+        if hot is not None:
+            out["game_id"] = hot.match.game_id
+        return out
+
+    def _seat_of(self, token: str | None) -> int | None:
+        try:
+            return self.app.signer.read_seat(token).seat if token else None
+        except Exception:  # noqa: BLE001 - no seat token: no seat to name
+            return None
+
 
 #: Threads for unary calls (SubmitCommand, Echo, ...). One Python process runs one thread
 #: at a time; on 2 cores with 16 clients, 3 threads cost ~20 % less service CPU per command
 #: than 64 and served more, with Echo no slower (docs/performance.md, "Command path").
 CALL_WORKERS = 3
 
+#: Seconds a unary call may run before it is taken for stuck (FAMIGLIA_COMMAND_STUCK_CALL_S): a
+#: command is answered in milliseconds, so a call this long is an engine that will not return
+#: (docs/operations.md, "A stuck call"), with room left for a slow host.
+STUCK_CALL_S = 30.0
+
 
 def serve(app: CommandApp, address: str, workers: int = 64,
           call_workers: int = CALL_WORKERS, keepalive_s: float = KEEPALIVE_S,
           dependencies: Sequence[Dependency] = (),
-          transport: Transport | None = None) -> tuple[grpc.Server, int]:
+          transport: Transport | None = None,
+          stuck_call_s: float | None = STUCK_CALL_S) -> tuple[grpc.Server, int]:
     """A GameService server bound to `address` (not yet started): unary calls on
     `call_workers` threads, each StreamEvents, StreamChat or WatchMyTurns follower on one of `workers`; a connection quiet
-    for `keepalive_s` is pinged; health is SERVING while `dependencies` answer (`build_server`)."""
+    for `keepalive_s` is pinged; health is SERVING while `dependencies` answer and no unary
+    call has run `stuck_call_s` (None: not watched) (`build_server`)."""
+    servicer = GameServicer(app)
     return build_server(
         address,
-        [(pb_grpc.add_GameServiceServicer_to_server, GameServicer(app), "famiglia.v1.GameService")],
+        [(pb_grpc.add_GameServiceServicer_to_server, servicer, "famiglia.v1.GameService")],
         workers=workers,
         call_workers=call_workers,
         keepalive_s=keepalive_s,
         dependencies=dependencies,
         transport=transport,
+        stuck_call_s=stuck_call_s,
+        describe_call=servicer.describe_call,
     )

@@ -88,6 +88,11 @@ def _command() -> object:
     return call_workers()
 
 
+def _stuck_call_s() -> object:
+    from services.command.__main__ import stuck_call_s
+    return stuck_call_s()
+
+
 def _chat() -> object:
     from services.command.chat import ChatSettings
     return ChatSettings.from_env()
@@ -107,6 +112,10 @@ def _registry() -> object:
     # each was an int()/float() traceback naming no variable, or was taken and misbehaved later
     (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "three"),
     (_command, "FAMIGLIA_COMMAND_CALL_WORKERS", "0"),  # was the whole shared pool (`0 or workers`)
+    (_stuck_call_s, "FAMIGLIA_COMMAND_STUCK_CALL_S", "0"),  # every call would be stuck at once
+    (_stuck_call_s, "FAMIGLIA_COMMAND_STUCK_CALL_S", "-30"),
+    (_stuck_call_s, "FAMIGLIA_COMMAND_STUCK_CALL_S", "nan"),
+    (_stuck_call_s, "FAMIGLIA_COMMAND_STUCK_CALL_S", "30s"),
     (_command_settings, "FAMIGLIA_HOT_MATCHES", "0"),  # no match kept: every command would fold its match anew
     (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "1.5"),
     (_command_settings, "FAMIGLIA_HOT_MATCHES_MB", "-512"),
@@ -179,6 +188,13 @@ def test_a_service_setting_in_range_is_taken(monkeypatch: pytest.MonkeyPatch, re
 def test_the_command_service_call_threads_default_to_three(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FAMIGLIA_COMMAND_CALL_WORKERS", raising=False)
     assert _command() == 3
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", 30.0), (" ", 30.0), ("0.5", 0.5), ("120", 120.0)])
+def test_the_stuck_call_bound_is_thirty_seconds_unless_set(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                           expected: float) -> None:
+    monkeypatch.setenv("FAMIGLIA_COMMAND_STUCK_CALL_S", value)
+    assert _stuck_call_s() == expected
 
 
 @pytest.mark.parametrize("url", [
