@@ -22,7 +22,7 @@ from famiglia.telemetry import get_logger
 log = get_logger("famiglia.health")
 
 #: The health service name a liveness probe asks: SERVING for as long as the process runs
-#: (NOT_SERVING only once it stops), whatever its dependencies say.
+#: (NOT_SERVING once it stops, and while a call is stuck: `watchdog`), whatever its dependencies say.
 LIVENESS = "liveness"
 
 #: Seconds between two rounds of checks, and the longest one check may take (its connection's
