@@ -42,7 +42,7 @@ import redis
 from famiglia.auth import TokenSigner
 from famiglia.auth.request_ids import private_request_id
 from famiglia.bots.standings import MatchRecord, SeatRecord
-from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan
+from famiglia.bots.tournament import PlannedMatch, TournamentSpec, plan, shown_name
 from famiglia.client import GameClient
 from famiglia.eventstore import EventStore
 from famiglia.grpcutil.errors import doubled_pause, error_code, error_metadata, store_away
@@ -808,7 +808,7 @@ class TournamentRunner:
         if not in_play:
             return
         games = {p.index: p.game_id for p in plan(record.spec)}
-        reason = f"tournament {tid} ({record.spec.name}) cancelled"
+        reason = f"tournament {tid} ({shown_name(record.spec.name)}) cancelled"
         cancelled = 0
         for index, match_id in sorted(in_play.items()):
             try:  # a token a call: a pass over a thousand matches may outlast one

@@ -1018,14 +1018,7 @@ class CommandApp:
         decides or folds it (`MatchState.cancelled`). The match is then over with no result.
         The same request id again answers as the first did; another cancel of a match over
         (cancelled or finished) is `match_over`. The caller checked the operator token."""
-        reason = reason.strip()
-        if not reason:
-            raise InvalidArgument("no_reason", "a cancel needs a reason (it is shown to every seat)")
-        if len(reason) > MAX_CANCEL_REASON or "\x00" in reason:
-            raise InvalidArgument("bad_reason", f"reason is at most {MAX_CANCEL_REASON} characters, without NUL")
-        why = unshowable(reason, "a cancel's reason (shown to every seat)")
-        if why:  # as a chat message: a seat's screen shows it
-            raise InvalidArgument("bad_reason", why)
+        reason = cancel_reason(reason)
         if len(request_id) > MAX_CANCEL_REQUEST_ID or "\x00" in request_id:
             raise InvalidArgument("bad_request_id", f"request_id is at most {MAX_CANCEL_REQUEST_ID} characters, "
                                                     "without NUL")
@@ -2002,6 +1995,21 @@ def _check_submission(viewer: Viewer, command_id: str) -> None:
 MAX_CREATION_REQUEST_ID = 256
 """A creation's request id is kept with its match (`famiglia.readmodels.tables`); its floor is
 `famiglia.auth.request_ids.guessable`'s."""
+
+
+def cancel_reason(reason: str) -> str:
+    """A cancel's reason as stored, without the blanks around it: shown to every seat, so held to
+    a chat message's checks (`famiglia.chat_text`); callers that build one (the tournament runner)
+    check theirs by this very function."""
+    reason = reason.strip()
+    if not reason:
+        raise InvalidArgument("no_reason", "a cancel needs a reason (it is shown to every seat)")
+    if len(reason) > MAX_CANCEL_REASON or "\x00" in reason:
+        raise InvalidArgument("bad_reason", f"reason is at most {MAX_CANCEL_REASON} characters, without NUL")
+    why = unshowable(reason, "a cancel's reason (shown to every seat)")
+    if why:  # as a chat message: a seat's screen shows it
+        raise InvalidArgument("bad_reason", why)
+    return reason
 
 
 def _check_creation(seats: int, seat_info: Sequence[envelope_pb2.SeatInfo], tournament_id: str,

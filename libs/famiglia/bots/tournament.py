@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
+from famiglia.chat_text import unshowable
 from famiglia.engine import options_refusal
 from famiglia.engine.registry import Registry
 from famiglia.engine.rng import derive_seed
@@ -107,12 +108,21 @@ def planned_matches(spec: TournamentSpec) -> int:
     return total
 
 
+def shown_name(name: str) -> str:
+    """A tournament's name as a line may show it: as given, or escaped (`repr`) when it holds
+    what `check` refuses, as one stored before that check may (a cancel's reason carries it)."""
+    return repr(name) if unshowable(name, lines=False) else name
+
+
 def check(spec: TournamentSpec, registry: Registry | None = None) -> None:
     """Refuse (BadTournament) a spec outside `Limits`, an entrant whose policy spec is refused,
     and, with `registry`, a game, seat count or options the game itself refuses: every match
     of the plan must be one CreateMatch accepts."""
     if len(spec.name) > Limits.NAME_CHARS or "\x00" in spec.name:  # the read models (PostgreSQL) hold it
         raise BadTournament("bad_name", f"a name is at most {Limits.NAME_CHARS} characters, without NUL")
+    why = unshowable(spec.name, "a tournament's name", lines=False)
+    if why:  # shown on a line (standings, the CLI, its matches' cancel reason), as a seat's name is
+        raise BadTournament("bad_name", why)
     if not spec.entrants:
         raise BadTournament("no_entrants", "a tournament needs at least one entrant")
     if len(spec.entrants) > Limits.ENTRANTS:

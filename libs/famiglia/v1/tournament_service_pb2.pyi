@@ -107,7 +107,9 @@ class CreateTournamentRequest(_message.Message):
     DEADLINE_SECONDS_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """at most 100 characters, no NUL; empty = "tournament" """
+    """At most 100 characters on one line, without NUL, a control character or one that reorders
+    the text after it, as a seat's display name (bad_name); empty = "tournament".
+    """
     matches_per_game: _builtins.int
     """1..10,000 (0 = 2 per entrant); ignored with round_robin"""
     round_robin: _builtins.bool

@@ -20,7 +20,7 @@ import structlog
 from famiglia.auth import TokenSigner
 from famiglia.bots.tournament import GamePlan, TournamentSpec
 from famiglia.bots.toy import toy_registry
-from famiglia.grpcutil.errors import AlreadyExists
+from famiglia.grpcutil.errors import AlreadyExists, InvalidArgument
 from famiglia.v1 import tournament_service_pb2 as tpb
 from services.bots.entrypoints import grpc_server
 from services.bots.tournaments import (
@@ -31,6 +31,7 @@ from services.bots.tournaments import (
     TournamentRepo,
     TournamentRunner,
 )
+from services.command.app import cancel_reason
 from tests.support.refusals import Refused
 from tests.unit.bots.test_handlers import _RpcError
 
@@ -72,6 +73,10 @@ class CommandService:
 
     def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> SimpleNamespace:
         assert self.signer.read_operator(token)
+        try:  # the reason as the command service checks it (shown to every seat)
+            cancel_reason(reason)
+        except InvalidArgument as exc:
+            raise _RpcError(grpc.StatusCode.INVALID_ARGUMENT, exc.code, exc.message) from None
         if self.fail is not None:
             raise _RpcError(self.fail)
         if self.request_ids.get(match_id) == request_id:
@@ -165,6 +170,24 @@ def test_a_cancelled_tournament_cancels_its_matches_in_play_and_starts_no_more(r
     runner.step()
     assert command.created == ["m1", "m2", "m3"]  # no further match is ever created
     assert repo.cancelling() == []
+
+
+@pytest.mark.parametrize("name", ["cup\t2026", "\x1b[31mcup", "cup \u202epuc"])
+def test_a_tournament_named_before_names_were_checked_still_has_its_matches_cancelled(
+        repo: TournamentRepo, name: str) -> None:
+    """A tournament created before its name was held to a line's checks (a tab, an escape, a
+    right-to-left override): its name went into every CancelMatch reason, which the command
+    service refuses with such a character (`bad_reason`, shown to every seat), so each match was
+    left playing on for a cancelled tournament (`tournament_match_not_cancelled`)."""
+    tid = repo.create(_spec(name=name))
+    command = CommandService()
+    runner = _runner(repo, command)
+    runner.step()
+    _cancel(repo, tid)
+    runner.step()
+    assert sorted(command.events) == ["m1", "m2", "m3"]
+    assert all(tid in reasons[0] for reasons in command.events.values())
+    assert all(r.get("abandoned") for r in repo.get(tid).results.values()) and len(repo.get(tid).results) == 3
 
 
 def test_a_runner_killed_mid_cancel_is_finished_by_the_next_and_no_match_is_cancelled_twice(
