@@ -1097,7 +1097,9 @@ class CancelMatchRequest(_message.Message):
     match_id: _builtins.str
     """required (no_match_id)"""
     reason: _builtins.str
-    """required, at most 500 characters, no NUL: stored in the event, shown to all"""
+    """Required, at most 500 characters, no NUL, no control character but newline nor one that
+    reorders the text after it, as a chat message (bad_reason): stored in the event, shown to all.
+    """
     request_id: _builtins.str
     """Idempotency key of the cancel, at most 120 characters, no NUL (bad_request_id): a retry under
     the same id answers as the first call did (duplicate = true). Empty: the server makes one (a
