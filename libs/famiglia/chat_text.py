@@ -41,13 +41,17 @@ def unshowable(text: str, what: str = "a chat message", *, lines: bool = True) -
     message rewrite another's line on a terminal, or not be storable), a character of `REORDERING`
     (refused, not stripped, so the text shown is the text sent and its sender is told), or a lone
     surrogate (no character: not UTF-8; gRPC refuses it before, a caller in process may not).
-    `lines=False`: one line (a name), a newline refused too."""
+    `lines=False`: one line (a name), a newline refused too, and the line and paragraph
+    separators U+2028 and U+2029, which a client lays out as one."""
     if text.isprintable():  # cheap: most messages are printable all through
         return ""
     for char in text:
-        if (char != "\n" or not lines) and unicodedata.category(char) == "Cc":
+        category = unicodedata.category(char)
+        if (char != "\n" or not lines) and category == "Cc":
             allowed = " (newline is the only one allowed)" if lines else ""
             return f"{what} may not hold the control character U+{ord(char):04X}{allowed}"
+        if not lines and category in ("Zl", "Zp"):
+            return f"{what} is one line: it may not hold the line or paragraph separator U+{ord(char):04X}"
         if "\ud800" <= char <= "\udfff":
             return f"{what} may not hold the lone surrogate U+{ord(char):04X} (no character: the text is not UTF-8)"
         if char in REORDERING:

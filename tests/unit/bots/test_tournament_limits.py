@@ -58,7 +58,7 @@ def refused(**fields: object) -> str:
     ({"name": "cup\x00"}, "bad_name"),  # the tournaments read model (PostgreSQL text) cannot hold it
     # shown on one line (standings, the CLI, each of its matches' cancel reason): as a seat's name
     ({"name": "cup\t2026"}, "bad_name"), ({"name": "\x1b[2Jcup"}, "bad_name"), ({"name": "cup\u202e"}, "bad_name"),
-    ({"name": "two\nlines"}, "bad_name"),
+    ({"name": "two\nlines"}, "bad_name"), ({"name": "cup\u20282026"}, "bad_name"),
     ({"request_id": "r" * 129}, "bad_request_id"),
     ({"matches_per_game": Limits.MATCHES_PER_GAME, "games": [GRIFTERS] * 3}, "too_many_matches"),
     ({"round_robin": True, "rounds": Limits.ROUNDS, "entrants": ["random"] * Limits.ENTRANTS,

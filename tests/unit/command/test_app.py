@@ -166,7 +166,8 @@ def test_ids_a_creation_stores_may_not_hold_a_nul_the_read_models_cannot(app: Co
         assert exc.value.code in ("bad_tournament_id", "bad_seat_info")
 
 
-@pytest.mark.parametrize("name", ["\x1b[2J\x1b[31mAdmin", "Vito\rLuca", "two\nlines", "gg \u202eVito", "\u2066x"])
+@pytest.mark.parametrize("name", ["\x1b[2J\x1b[31mAdmin", "Vito\rLuca", "two\nlines", "gg \u202eVito", "\u2066x",
+                                  "Vito\u2028Admin", "Vito\u2029Admin"])  # a line and a paragraph separator: a new line
 def test_a_seat_name_that_could_garble_what_shows_beside_it_is_refused(app: CommandApp, name: str) -> None:
     """Anyone may create a match naming nobody, and its seats' display names go to every reader of
     the read models (QueryService needs no token): a terminal's escape, a lone carriage return or
