@@ -171,7 +171,7 @@ class Stack:
                     told = True
                 time.sleep(2)
             if spec.port:
-                _wait_started(spec.name, proc, logfile, since)
+                _wait_started(spec.name, proc, logfile, since, port=spec.port if _says_no_info(env) else None)
             log(f"{spec.name:<14} up" + (f" on localhost:{spec.port}" if spec.port else ""))
         self._save(pids)
 
@@ -271,17 +271,25 @@ def _lingering(port: int, proc: subprocess.Popen, logfile: Path, since: int, dea
     return "Address already in use" in text and f":{port}" in text
 
 
-def _wait_started(name: str, proc: subprocess.Popen, logfile: Path, since: int, timeout: float = 30.0) -> None:
+def _says_no_info(env: dict[str, str]) -> bool:
+    """Whether the services log above `info` (FAMIGLIA_LOG_LEVEL warning, error or critical), so
+    that none writes its start line (a service refuses any other value itself, naming it)."""
+    return env.get("FAMIGLIA_LOG_LEVEL", "").strip().upper() in ("WARNING", "ERROR", "CRITICAL")
+
+
+def _wait_started(name: str, proc: subprocess.Popen, logfile: Path, since: int, timeout: float = 30.0, *,
+                  port: int | None = None) -> None:
     """Until the service says it started (`<name>_service_started`, once it listens), past byte
     `since` of its log. Not until its port answers: that may be another program's, which took the
-    port after `up` looked, while the service exits failing to bind it."""
+    port after `up` looked, while the service exits failing to bind it. Only with `port` (a log
+    level that leaves the start line out) is its port answering while it runs taken instead."""
     started = f"{name}_service_started"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with open(logfile, "rb") as f:
             f.seek(since)
             said = f.read().decode(errors="replace")
-        if started in said:
+        if started in said or (port is not None and proc.poll() is None and _port_busy(port)):
             return
         if proc.poll() is not None:
             raise SystemExit(f"{name} exited; see {logfile}:\n{said[-3000:]}")

@@ -202,6 +202,7 @@ def test_up_waits_for_the_service_to_say_it_started_not_for_its_port_to_answer(
         return _listening(p) and looked.count(p) > 1
 
     fails = (sys.executable, "-c", "import time; time.sleep(1); raise SystemExit('Address already in use')")
+    monkeypatch.delenv("FAMIGLIA_LOG_LEVEL", raising=False)  # info: the start line is written
     monkeypatch.setattr(stack_mod, "_port_busy", port_busy)
     monkeypatch.setattr(stack_mod, "default_services", lambda: [stack_mod.ServiceSpec("command", fails, port)])
     redis_port = free_port()
@@ -212,4 +213,27 @@ def test_up_waits_for_the_service_to_say_it_started_not_for_its_port_to_answer(
     finally:
         stack.down(log=lambda *_: None)
         busy.close()
+        _shutdown_redis(redis_port)
+
+
+def test_up_knows_a_service_started_when_its_log_level_hides_the_start_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FAMIGLIA_LOG_LEVEL=warning (an operator keeping the logs short): the services never write
+    their info line `<service>_service_started`, which `up` waited for, so `make up` and `make run`
+    stopped after 30 s a service, `did not start`, that served all along."""
+    pytest.importorskip("redis")
+    find_redis_server()
+    port = free_port()
+    monkeypatch.setenv("FAMIGLIA_LOG_LEVEL", "warning")
+    monkeypatch.setenv("FAMIGLIA_COMMAND_ADDR", f"127.0.0.1:{port}")
+    monkeypatch.setattr(stack_mod, "default_services",
+                        lambda: [stack_mod.ServiceSpec("command", (sys.executable, "-m", "services.command"), port)])
+    redis_port = free_port()
+    stack = stack_mod.Stack(var=tmp_path / "var", redis_port=redis_port)
+    said: list[str] = []
+    try:
+        stack.up(log=said.append)
+        assert _listening(port) and "command" in stack.running(), said
+    finally:
+        stack.down(log=lambda *_: None)
         _shutdown_redis(redis_port)
