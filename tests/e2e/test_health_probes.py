@@ -48,7 +48,8 @@ class Process:
                    PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}",
                    FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_SECRET="x",
                    FAMIGLIA_REDIS_URL=redis_url, FAMIGLIA_DATABASE_URL=database_url,
-                   OTEL_SDK_DISABLED="true", OTEL_METRICS_EXPORTER="none")
+                   OTEL_SDK_DISABLED="true", OTEL_METRICS_EXPORTER="none",
+                   FAMIGLIA_LOG_LEVEL="info")  # its start line is an info line (a shell's own level aside)
         env["FAMIGLIA_COMMAND_ADDR"] = f"127.0.0.1:{free_port()}"  # matchmaking's and bots': nobody there
         env[f"FAMIGLIA_{service.upper()}_ADDR"] = "127.0.0.1:0"  # the kernel's pick, named by its start line
         with open(self.log, "wb") as out:

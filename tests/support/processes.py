@@ -46,6 +46,8 @@ def start_service(module: str, env: Mapping[str, str], log: Path, *,
     service = module.split(".")[1]
     env = dict(env)
     env.setdefault("PYTHONPATH", f"{ROOT / 'libs'}{os.pathsep}{ROOT}")
+    if env.get("FAMIGLIA_LOG_LEVEL", "").strip().lower() not in ("", "debug", "info"):
+        env["FAMIGLIA_LOG_LEVEL"] = "info"  # the start line is an info line (a shell's own level aside)
     since = log.stat().st_size if log.exists() else 0
     with open(log, "ab") as out:  # a file: an unread pipe would fill up and block the service
         proc = subprocess.Popen([sys.executable, "-m", module], env=env, cwd=ROOT,

@@ -39,7 +39,8 @@ def test_the_workers_of_a_killed_supervisor_stop_too(redis_url: str, tmp_path: P
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
                FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
                FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="2",
-               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true")
+               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
+               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
         supervisor = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
@@ -76,7 +77,8 @@ def test_every_line_a_worker_writes_is_a_json_object(redis_url: str, tmp_path: P
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
                FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
                FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="1",
-               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true")
+               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
+               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:  # stdout and stderr, as the embedded stack and a container keep them
         worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
