@@ -26,10 +26,10 @@ from .protocol import (
     fold,
     is_over,
     options_refusal,
-    spelling_refusal,
     pending_for,
     played_options,
     private_to,
+    spelling_refusal,
 )
 from .rng import Rng, derive_seed
 
