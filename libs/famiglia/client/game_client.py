@@ -239,8 +239,9 @@ class GameClient:
         """The live matches the player sits at (ListMyTurns), those waiting for the player first,
         soonest deadline first, then the others, most recently moved first; at most `limit` (0:
         the server's cap, 100). `player_token` is the player's (matchmaking's RegisterGuest),
-        not a seat token: a seat's token stays the one its match was created with. A read:
-        sent again by the SDK's retries as every read is."""
+        not a seat token. Each entry carries its seat's `seat_token` (the one its match was created
+        with): a device that lost it plays on with `seat(match_id, seat_token)`. A read: sent again
+        by the SDK's retries as every read is."""
         req = pb.ListMyTurnsRequest(limit=limit)
         return list(self._send(lambda: self.stub.ListMyTurns(
             req, metadata=_metadata(player_token), timeout=self.timeout)).matches)
