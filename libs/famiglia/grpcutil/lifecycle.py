@@ -3,6 +3,7 @@ server and the background loops all watch."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -58,5 +59,15 @@ def exit_unbound(name: str, address: str) -> Iterator[None]:
         yield
     except BindError as exc:
         said = f"{exc.setting}={exc.address!r}" if exc.setting else f"{name}={address!r}"
+        port = exc.address.rpartition(":")[2]
+        # grpcs://HOST alone is port 443, and the image runs as a user (deploy/Dockerfile)
+        barred = ("; or a port below 1024, which this user may not take (set one, or grant "
+                  "CAP_NET_BIND_SERVICE)") if port.isdigit() and 0 < int(port) < 1024 and _unprivileged() else ""
         raise SystemExit(f"{said}: cannot listen there (the port is taken: another process, or a closed "
-                         "connection's TIME_WAIT; or the host is not this machine's)") from None
+                         f"connection's TIME_WAIT; or the host is not this machine's{barred})") from None
+
+
+def _unprivileged() -> bool:
+    """Whether this process runs as a user other than root (who may bind any port)."""
+    geteuid = getattr(os, "geteuid", None)  # (not on Windows)
+    return geteuid is not None and geteuid() != 0

@@ -208,6 +208,22 @@ def test_a_listen_address_is_host_and_port_or_stops_the_service_naming_its_setti
         assert str(stopped.value).startswith(f"FAMIGLIA_REPLAY_ADDR={bad!r} is not HOST:PORT"), stopped.value
 
 
+def test_a_port_below_1024_a_user_may_not_bind_is_said_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """grpcs://HOST alone binds 443 (f46a74b), and the image runs as a user (deploy/Dockerfile):
+    a port it may not take was told as one another process holds, or a host not this machine's."""
+    from famiglia.grpcutil.lifecycle import exit_unbound
+    from famiglia.grpcutil.server import BindError
+
+    monkeypatch.setattr(os, "geteuid", lambda: 10001)
+    with pytest.raises(SystemExit) as stopped, exit_unbound("FAMIGLIA_COMMAND_ADDR", "grpcs://command"):
+        raise BindError("command:443")
+    assert str(stopped.value).startswith("FAMIGLIA_COMMAND_ADDR='grpcs://command': cannot listen there")
+    assert "below 1024" in str(stopped.value), stopped.value
+    with pytest.raises(SystemExit) as stopped, exit_unbound("FAMIGLIA_COMMAND_ADDR", "command:50051"):
+        raise BindError("command:50051")
+    assert "below 1024" not in str(stopped.value), stopped.value
+
+
 # -- error mapping -------------------------------------------------------------------------
 def _details(status: grpc.Status) -> status_pb2.Status:
     raw = dict(status.trailing_metadata)["grpc-status-details-bin"]
