@@ -77,6 +77,9 @@ def _ensure_groups(consumer: PartitionConsumer) -> bool:
 
 def _dispatch(dispatcher: Dispatcher, consumer: PartitionConsumer, stop: threading.Event, grouped: bool,
               block_ms: int) -> None:
+    """The dispatcher, once its group is made (`grouped`: at start already). Tried again until it
+    is, or the service stops: Redis away, or back and refusing the write for a while (MISCONF, its
+    disk full), on which this thread once ended and left the service serving with no dispatcher."""
     pause = 0.5
     while not grouped and not stop.wait(pause):
         pause = min(pause * 2, 5.0)
@@ -85,6 +88,9 @@ def _dispatch(dispatcher: Dispatcher, consumer: PartitionConsumer, stop: threadi
             grouped = True
         except _REDIS_AWAY:
             pass  # readiness says Redis is away (`dependency_down`), once
+        except redis.exceptions.RedisError as exc:
+            get_logger().warning("dispatcher_group_refused", error=f"{type(exc).__name__}: {exc}"[:300],
+                                 pause_s=pause)
     if grouped:
         dispatcher.run(consumer, stop, block_ms=block_ms)
 
