@@ -439,8 +439,14 @@ class CommandApp:
         unknown = sorted(set(options or {}) - known)
         if unknown:
             raise InvalidArgument("unknown_option", f"{game_id} has no option(s) {', '.join(unknown)}")
-        spelled = None if rematch_of else spelling_refusal(engine.info.options, options or {})
-        if spelled:  # a rematch plays its match's options as they were stored
+        # Spelling is a client's creation's check. A rematch plays its match's options as they were
+        # stored; the matchmaker's and the tournament runner's creations (they name players or a
+        # tournament) carry options their own front doors checked (options_refusal), or, made
+        # before this check, options a ticket or a running tournament was promised: refused here,
+        # the ticket would never be seated and the tournament's matches abandoned.
+        operator_made = bool(tournament_id) or any(info.player_id for info in seat_info)
+        spelled = None if rematch_of or operator_made else spelling_refusal(engine.info.options, options or {})
+        if spelled:
             raise InvalidArgument("bad_option", spelled[1])
         # The seed predicts every draw: the server picks it unless the creator asks for one.
         seed_given = seed is not None
