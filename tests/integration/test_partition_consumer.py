@@ -4,6 +4,7 @@ send and the same entries and acks its client path gives."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -188,3 +189,41 @@ def test_a_dropped_connection_with_commands_before_the_acks_is_raised_not_redone
     assert _pending(store, "g-dropped") == _keys(first) and store.client.llen(queue) == 0
     again = consumer.read(count=100, ack=first, before_ack=[_lpush(queue, "a")])  # a new kept connection
     assert again == [] and _pending(store, "g-dropped") == set() and store.client.lrange(queue, 0, -1) == [b"a"]
+
+
+def _owners(store: RedisEventStore, group: str) -> dict[tuple[int, str], tuple[str, int]]:
+    """(partition, entry id) -> (the consumer holding it, times delivered)."""
+    return {(p, row["message_id"].decode()): (row["consumer"].decode(), row["times_delivered"])
+            for p in range(store.partitions)
+            for row in store.client.xpending_range(store.keys.partition_stream(p), group, "-", "+", 10_000)}
+
+
+def test_hold_keeps_a_consumers_entries_from_every_claim_and_names_those_taken_over(store: RedisEventStore) -> None:
+    """A consumer still working on entries holds them: no XAUTOCLAIM takes them over (its own
+    included), one another consumer took over while it stalled stays with that one and is
+    named, an acked one is left alone; delivery counts do not grow."""
+    _write(store)
+    holder = PartitionConsumer.for_store(store, "g", "holder")
+    got = holder.read(count=100)
+    done, taken, kept = got[:2], got[2:5], got[5:]
+    holder.ack(done)
+    time.sleep(0.12)  # every entry idle long enough to be claimed at 100 ms
+    for entry in taken:  # another consumer took these over while the holder stalled
+        store.client.xclaim(store.keys.partition_stream(entry.partition), "g", "other", 100, [entry.entry_id])
+
+    assert _keys(holder.hold(got)) == _keys(taken)
+
+    assert PartitionConsumer.for_store(store, "g", "late").claim_stale(min_idle_ms=100) == []
+    assert holder.claim_stale(min_idle_ms=100) == []  # nor its own: nothing it holds is stale
+    owners = _owners(store, "g")
+    assert owners == {**{k: ("holder", 1) for k in _keys(kept)}, **{k: ("other", 2) for k in _keys(taken)}}
+
+
+def test_hold_with_the_group_gone_holds_nothing(store: RedisEventStore) -> None:
+    _write(store, matches=2)
+    holder = PartitionConsumer.for_store(store, "g", "holder")
+    got = holder.read(count=100)
+    for p in range(store.partitions):
+        store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
+    assert holder.hold(got) == []
+    assert holder.hold([]) == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable, Sequence
+from importlib import resources
 from typing import Any
 
 import redis
@@ -108,6 +109,8 @@ class PartitionConsumer:
         self._ack_heads = {p: b"$4\r\nXACK\r\n" + _bulk(key.encode()) + _bulk(group.encode())
                            for p, key in self._key_of.items()}
         """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
+        self._hold_script = client.register_script(
+            resources.files(__package__).joinpath("hold.lua").read_text(encoding="utf-8"))
         self.reconnects = 0
         """How often the connection kept for reads broke under a read, or the groups were gone: the
         server may be another one since (restarted, failed over) that lost acknowledged writes, so
@@ -207,6 +210,34 @@ class PartitionConsumer:
                 if _text(cursor) == "0-0":
                     break
         return claimed
+
+    def hold(self, entries: Iterable[PartitionEntry]) -> list[PartitionEntry]:
+        """Keep entries this consumer still works on (pending under it, not acked yet) from being
+        taken over: their idle time goes back to 0, so no `claim_stale` of the group, this
+        consumer's own included, takes them while it holds them at shorter intervals than the
+        claimers' `min_idle_ms`. Returns those another consumer holds by now (this one stalled
+        past that idle time): theirs to finish. One script per partition (`hold.lua`: the owner
+        checked and the XCLAIM JUSTID in one step, so an entry just taken over is never taken
+        back), pipelined in one round trip. A group gone (`NOGROUP`) holds nothing: the next
+        read recreates it."""
+        entries = list(entries)
+        by_partition = self._ids_by_partition(entries)
+        if not by_partition:
+            return []
+        self._ensure_ready()
+        with self.client.pipeline(transaction=False) as pipe:
+            for partition, ids in sorted(by_partition.items()):
+                self._hold_script(keys=[self._key_of[partition]], args=[self.group, self.consumer, *ids],
+                                  client=pipe)
+            replies = pipe.execute(raise_on_error=False)
+        taken: set[tuple[int, str]] = set()
+        for (partition, _), reply in zip(sorted(by_partition.items()), replies, strict=True):
+            if isinstance(reply, ResponseError) and "NOGROUP" in str(reply):
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            taken.update((partition, _text(entry_id)) for entry_id in reply)
+        return [e for e in entries if (e.partition, e.entry_id) in taken]
 
     def pending_count(self) -> int:
         """Entries delivered to this group but not acked yet, all consumers and partitions."""
