@@ -1,13 +1,16 @@
 """The consumer loop: one member of the projection's consumer group.
 
 Each round: entries other consumers left pending too long (XAUTOCLAIM, every
-`claim_every_s`), entries deferred last round, then new entries (XREADGROUP);
+`claim_every_s`), entries deferred earlier whose retry is due, then new entries (XREADGROUP);
 one `Projector.project` transaction; XACK only what it committed or found
 already done — sent with the next round's XREADGROUP, in one round trip (the
 commit always precedes it; a process that dies in between redoes the batch,
 which finds its events already done). Deferred entries (an earlier event of the match is in someone
-else's hands) stay pending under this consumer and are retried next round;
-should this process die they are XAUTOCLAIMed like any other.
+else's hands) stay pending under this consumer and are retried, a match's after 20 ms and then twice
+as long each time nothing of it moved, up to `retry_max_ms`, at once when an entry arrives that may be
+the one they wait for. While this consumer lives it holds them (`PartitionConsumer.hold`, every third of
+`claim_idle_ms`), so no other consumer of the group takes them over, nor does its own XAUTOCLAIM;
+should this process die they are XAUTOCLAIMed, once, like any other.
 
 A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
 entries it kept and reads its pending entries again (`_read_pending_again`, each round until
@@ -58,7 +61,9 @@ class RunnerConfig:
     """XREADGROUP COUNT, per partition stream."""
     block_ms: int = 1000
     claim_idle_ms: int = 30_000
-    """How long an entry must sit unacked before another consumer takes it over."""
+    """How long an entry must sit unacked before another consumer takes it over; a live consumer
+    holds the entries it keeps waiting more often than that (`hold_every_s`), so only a dead or
+    stalled one's move."""
     claim_every_s: float = 5.0
     lag_every_s: float = 5.0
     cleanup_every_s: float = 60.0
@@ -69,12 +74,21 @@ class RunnerConfig:
     (replay then reads the SQL archive); 0 keeps every match in Redis."""
     retain_every_s: float = 60.0
     """How often the retention sweep runs."""
+    retry_max_ms: int = 5000
+    """The longest wait between two tries of a match's deferred entries: the wait starts at
+    `RETRY_FIRST_MS` and doubles each time nothing of the match moved, so a gap nothing fills
+    costs a try every few seconds, not one every round."""
     gather_ms: int = 20
     """After a read that came back short of `batch`, the next read waits until this long
     after it, so a trickle of events (one bot move at a time) is projected in batches
     rather than one by one: a batch's fixed costs (transaction, checkpoint, the
     XREADGROUP and XACK round trips) dominate a small batch. Adds at most this to the
     lag; 0 reads again at once."""
+
+
+RETRY_FIRST_MS = 20
+"""The first wait before deferred entries are tried again: another consumer holding the event
+before them usually commits it within a batch's time."""
 
 
 class ProjectionRunner:
@@ -94,10 +108,14 @@ class ProjectionRunner:
         self._last_lag = 0.0
         self._last_cleanup = time.monotonic()
         self._started = False
-        self._stuck_rounds = 0
+        self._last_hold = 0.0
+        self._retry: dict[str, tuple[float, float, int]] = {}
+        """Match id -> (when its deferred entries are tried next (`clock`), the wait that was, the
+        lowest seq deferred): a match is here from its first try that left entries deferred."""
         self._deferred_since: dict[tuple[int, str], float] = {}
         """When each entry deferred now was first deferred (`clock`): how long its gap has lasted."""
         self._told_stuck_at: float | None = None
+        self._told_match = ""
         self._short_read_at: float | None = None
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
@@ -128,13 +146,15 @@ class ProjectionRunner:
             # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
             self._take(self.consumer.read_pending(self.config.batch))
         now = time.monotonic()
+        if self.deferred and now - self._last_hold >= self.hold_every_s:
+            self._last_hold = now
+            self.hold_deferred()  # before claiming: our own waiting entries are not stale
         if now - self._last_claim >= self.config.claim_every_s:
             self._last_claim = now
             self.refresh_parked()
-            claimed = self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4)
-            if claimed:
+            claimed = self._take(self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4))
+            if claimed:  # only what was not ours already: a state change, told once
                 log.info("projection_claimed", entries=len(claimed), consumer=self.name)
-            self._take(claimed)
         if now - self._last_cleanup >= self.config.cleanup_every_s:
             self._last_cleanup = now
             self.forget_dead_consumers()
@@ -143,8 +163,9 @@ class ProjectionRunner:
             self.sweep_retention()
         wait = self.config.block_ms if block_ms is None else block_ms
         if self.deferred:
-            # Retry deferred entries soon, backing off while they stay stuck (a gap nobody fills).
-            wait = min(wait, 20 * 2 ** min(self._stuck_rounds, 6))
+            # Wake for the next retry that is due, and in time to hold the waiting entries.
+            hold_in = self._last_hold + self.hold_every_s - time.monotonic()
+            wait = max(0, min(wait, round(1000 * min(self._next_retry_in(), hold_in))))
         done, self.unacked = self.unacked, []
         try:
             read = self.consumer.read(self.config.batch, block_ms=wait, ack=done)
@@ -157,13 +178,74 @@ class ProjectionRunner:
             self._read_pending_again()  # should it fail, the next round reads them again
             self._reconnects = reconnects
         self._take(read)
-        outcome = self.process(list(self.deferred.values()))
-        self._stuck_rounds = self._stuck_rounds + 1 if outcome.deferred and not outcome.applied else 0
+        outcome = self.process(self._due())
         self._tell_stuck()
         if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
             self._last_lag = now
             self.lag.measure()
         return outcome
+
+    @property
+    def hold_every_s(self) -> float:
+        """How often the deferred entries are held: thrice within the idle time after which any
+        consumer, this one too, would take them over (a round that fails waits up to 10 s)."""
+        return self.config.claim_idle_ms / 3000
+
+    def hold_deferred(self) -> None:
+        """Keep the deferred entries ours while we live; forget those another consumer took
+        over while this one stalled (it retries them now: two holders would pass them back and forth)."""
+        taken = self.consumer.hold(self.deferred.values())
+        if not taken:
+            return
+        for entry in taken:
+            self.deferred.pop((entry.partition, entry.entry_id), None)
+        self._forget_retries()
+        log.warning("projection_entries_taken_over", entries=len(taken), consumer=self.name,
+                    hint="this consumer did not hold them within FAMIGLIA_PROJECTION_CLAIM_IDLE_MS "
+                         "(a round or a stall took that long): the consumer that took them over projects them")
+
+    def _due(self) -> list[PartitionEntry]:
+        """The deferred entries to try this round: every entry of a match whose retry is due, or
+        which was never tried yet."""
+        if not self._retry:
+            return list(self.deferred.values())
+        now = self.clock()
+        retry = self._retry
+        return [e for e in self.deferred.values()
+                if (r := retry.get(e.envelope.match_id)) is None or r[0] <= now]
+
+    def _next_retry_in(self) -> float:
+        """Seconds until some deferred entry is to be tried (0: one never tried yet)."""
+        retry = self._retry
+        if not retry or any(e.envelope.match_id not in retry for e in self.deferred.values()):
+            return 0.0
+        return min(due for due, _, _ in retry.values()) - self.clock()
+
+    def _back_off(self, tried: list[PartitionEntry], outcome: BatchOutcome) -> None:
+        """When each tried match with entries still deferred is tried next: soon after it moved
+        (its next event may be committing elsewhere), twice the last wait after it did not."""
+        if not outcome.deferred:  # the usual round: nothing waits
+            if self._retry:
+                for entry in tried:
+                    self._retry.pop(entry.envelope.match_id, None)
+            return
+        moved = {e.envelope.match_id for e in outcome.done} | {p.entry.envelope.match_id for p in outcome.parked}
+        waiting: dict[str, int] = {}
+        for entry in outcome.deferred:
+            match_id, seq = entry.envelope.match_id, entry.envelope.seq
+            waiting[match_id] = min(seq, waiting.get(match_id, seq))
+        for match_id in {e.envelope.match_id for e in tried} - waiting.keys():
+            self._retry.pop(match_id, None)
+        now, longest = self.clock(), max(RETRY_FIRST_MS, self.config.retry_max_ms) / 1000
+        for match_id, seq in waiting.items():
+            last = self._retry.get(match_id)
+            wait = RETRY_FIRST_MS / 1000 if last is None or match_id in moved else min(2 * last[1], longest)
+            self._retry[match_id] = (now + wait, wait, seq)
+
+    def _forget_retries(self) -> None:
+        """Drop the retry times of matches with nothing deferred any more."""
+        waiting = {e.envelope.match_id for e in self.deferred.values()}
+        self._retry = {m: r for m, r in self._retry.items() if m in waiting}
 
     @property
     def stuck_after_s(self) -> float:
@@ -177,21 +259,26 @@ class ProjectionRunner:
         nothing else, which never come while other matches are played."""
         now = self.clock()
         self._deferred_since = {key: self._deferred_since.get(key, now) for key in self.deferred}
-        if not self._deferred_since:
-            self._told_stuck_at = None
+        key, since = min(self._deferred_since.items(), key=lambda item: item[1], default=(None, now))
+        if key is None or now - since < self.stuck_after_s:
+            if self._told_stuck_at is not None:  # what was told is over: projected, unparked, taken over
+                log.info("projection_entries_unstuck", consumer=self.name, match_id=self._told_match,
+                         deferred=len(self.deferred))
+                self._told_stuck_at = None
             return
-        key, since = min(self._deferred_since.items(), key=lambda item: item[1])
         told = self._told_stuck_at
-        if now - since < self.stuck_after_s or (told is not None and now - told < self.stuck_after_s):
+        if told is not None and now - told < self.stuck_after_s:
             return
         self._told_stuck_at = now
         oldest = self.deferred[key].envelope
+        self._told_match = oldest.match_id
         log.warning("projection_entries_stuck", deferred=len(self.deferred), match_id=oldest.match_id,
                     seq=oldest.seq, waited_s=round(now - since), partition=key[0],
                     hint="an earlier event of the match is missing from every consumer")
 
     def process(self, entries: list[PartitionEntry]) -> BatchOutcome:
-        """Project `entries`; what is done is acked with the next read, the rest stays deferred."""
+        """Project `entries` (kept in `deferred`: those due this round); what is done is acked with
+        the next read, the rest stays deferred, to be tried again after its wait."""
         if not entries:
             return BatchOutcome()
         parked = self.projector.parked_matches
@@ -204,7 +291,13 @@ class ProjectionRunner:
             # Recorded before they are acked: a parked entry is never dropped without a trace.
             self.dead_letters.record(outcome.parked, self.name)
         self.unacked += outcome.done + [p.entry for p in outcome.parked]
-        self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
+        if len(entries) == len(self.deferred):  # every entry kept was tried (`entries` are some of them)
+            self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
+        else:  # the others wait for their retry
+            for entry in entries:
+                self.deferred.pop((entry.partition, entry.entry_id), None)
+            self.deferred.update(((e.partition, e.entry_id), e) for e in outcome.deferred)
+        self._back_off(entries, outcome)
         self.projected += len(outcome.applied)
         if outcome.applied and self.lag is not None:
             self.lag.projected(outcome.newest_event_ms, len(outcome.applied))
@@ -264,13 +357,24 @@ class ProjectionRunner:
         its last writes (or a replica that was behind) holds neither those writes' entries nor
         their pending records, and the store may have been written on since at their seqs."""
         kept = len(self.deferred)
-        self.deferred = {}
+        self.deferred, self._retry = {}, {}
         self._take(self.consumer.read_pending(self.config.batch))
         log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept, pending=len(self.deferred))
 
-    def _take(self, entries: list[PartitionEntry]) -> None:
+    def _take(self, entries: list[PartitionEntry]) -> list[PartitionEntry]:
+        """Keep `entries` to project; returns those not kept already. One below every seq its
+        match has deferred may be what they wait for: the match is tried this round."""
+        new = []
         for entry in entries:
-            self.deferred.setdefault((entry.partition, entry.entry_id), entry)
+            key = (entry.partition, entry.entry_id)
+            if key in self.deferred:
+                continue
+            self.deferred[key] = entry
+            new.append(entry)
+            retry = self._retry.get(entry.envelope.match_id)
+            if retry is not None and entry.envelope.seq < retry[2]:
+                del self._retry[entry.envelope.match_id]
+        return new
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set; a failing round is logged and retried after a pause."""
