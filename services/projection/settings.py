@@ -37,12 +37,14 @@ class ProjectionSettings:
         return replace(self.runner, consumer=consumer) if consumer else self.runner
 
 
-_LEAST = {PREFIX + "BATCH": 1, PREFIX + "BLOCK_MS": 1, PREFIX + "CLAIM_IDLE_MS": 1000}
+_LEAST = {PREFIX + "BATCH": 1, PREFIX + "BLOCK_MS": 1, PREFIX + "CLAIM_IDLE_MS": 1000, PREFIX + "RETRY_MAX_MS": 20}
 """Whole-number knobs whose 0 is no setting: XREADGROUP COUNT 0 reads everything, and a read
 that never waits (the consumer reads without BLOCK for 0, as BLOCK 0 waits forever) has an idle
 consumer read again at once, on and on (tens of thousands of reads a second). An entry is taken
 over from another consumer only after a second unacked at least: below that, consumers took each
-other's batches while they were being projected (harmless, by the version fence, but all waste)."""
+other's batches while they were being projected (harmless, by the version fence, but all waste).
+The waits between tries of deferred entries start at 20 ms (`RETRY_FIRST_MS`) and double up to
+RETRY_MAX_MS: a longest wait below the first is no setting either."""
 
 
 def _parse(name: str, default: Any, env: Mapping[str, str]) -> Any:

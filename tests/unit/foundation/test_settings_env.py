@@ -139,6 +139,7 @@ def _registry() -> object:
     (_projection, "FAMIGLIA_PROJECTION_CLAIM_IDLE_MS", "0"),  # consumers took each other's batches in flight
     (_projection, "FAMIGLIA_PROJECTION_CLAIM_IDLE_MS", "999"),
     (_projection, "FAMIGLIA_PROJECTION_CLAIM_EVERY_S", "inf"),
+    (_projection, "FAMIGLIA_PROJECTION_RETRY_MAX_MS", "0"),  # below the first wait (20 ms): no setting
     (_projection, "FAMIGLIA_PROJECTION_CACHE", "big"),
     (_matchmaking, "FAMIGLIA_MM_TICKET_TTL", "0"),  # every ticket expired at once
     (_matchmaking, "FAMIGLIA_MM_TICK", "-0.1"),
