@@ -12,7 +12,7 @@ from famiglia.config import Settings, listen_address, number, shown_url, whole
 from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
-from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry import configure, flush_spans, get_logger
 from famiglia.telemetry.metrics import configure_metrics, shutdown_metrics
 
 from .app import CommandApp
@@ -77,8 +77,11 @@ def main() -> None:
 def leave_stuck(calls: int, since: float) -> NoReturn:
     """Leave now, with calls still running after the drain: a thread cannot be stopped, and the
     interpreter's exit would wait for the call threads for ever (until the orchestrator's
-    SIGKILL). Their commands are not stored: the append comes after `decide`, whole or not at all."""
+    SIGKILL). Their commands are not stored: the append comes after `decide`, whole or not at all.
+    `os._exit` runs no atexit hook: the spans still queued and the metrics' last interval are
+    sent first (each bounded, so a collector away does not hold the exit)."""
     get_logger().error("command_service_stopped_stuck", calls=calls, drain_s=round(time.monotonic() - since, 3))
+    flush_spans()
     shutdown_metrics()
     sys.stdout.flush()
     sys.stderr.flush()

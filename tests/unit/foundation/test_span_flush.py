@@ -1,6 +1,7 @@
 """Spans still queued when a process leaves by `os._exit` (a forked bots worker, a Celery pool
-process): the batch processor sends them every 5 s, and the provider's `atexit` hook, which
-would send the rest, never runs there (`famiglia.telemetry.flush_spans`)."""
+process, a command service left with a call stuck): the batch processor sends them every 5 s,
+and the provider's `atexit` hook, which would send the rest, never runs there
+(`famiglia.telemetry.flush_spans`)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,23 @@ def test_a_forked_child_sends_its_own_queued_spans() -> None:
                           env=dict(os.environ, PYTHONPATH=f"{root / 'libs'}{os.pathsep}{root}"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"flushed": True, "sent": ["child's"]}
+
+
+def test_a_command_service_that_leaves_with_a_call_stuck_sends_its_queued_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`leave_stuck` leaves by `os._exit` too (a call thread that never ends would hold the
+    interpreter's exit): the spans of the calls served until the drain must not die with it."""
+    import services.command.__main__ as command
+
+    class _Left(Exception):
+        pass
+
+    def leave(code: int) -> None:
+        raise _Left(code)
+
+    exporter = InMemorySpanExporter()
+    with _queued_for_an_hour(monkeypatch, exporter) as provider:
+        provider.get_tracer("test").start_span("SubmitCommand").end()  # queued, not sent yet
+        monkeypatch.setattr(command.os, "_exit", leave)
+        with pytest.raises(_Left):
+            command.leave_stuck(1, 0.0)
+        assert [span.name for span in exporter.get_finished_spans()] == ["SubmitCommand"]
