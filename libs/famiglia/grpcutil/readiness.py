@@ -7,7 +7,8 @@ the traffic to another replica until the dependency answers again. The checks ru
 background thread every `CHECK_EVERY_S`, each on a connection of its own with short timeouts
 (a PING, a `SELECT 1`): they never wait behind a call, take a call's connection or hold one up.
 `LIVENESS` is never flipped by them, so a liveness probe does not restart, in a loop, a process
-whose only trouble is a dependency that a restart cannot bring back.
+whose only trouble is a dependency that a restart cannot bring back (nor by a stuck call while
+they fail, `server._Health`).
 """
 
 from __future__ import annotations

@@ -310,8 +310,9 @@ def build_server(
 
     With `stuck_call_s`, a `watchdog.Watchdog` watches the unary calls: one that has run that
     long is stuck (`call_stuck`, its fields `_request_ids` and `describe_call`'s, counted in
-    `famiglia.rpc.stuck`), and while one is, every name health answers for, `LIVENESS`
-    included, is NOT_SERVING: a thread cannot be stopped, so the process must be restarted.
+    `famiglia.rpc.stuck`), and while one is, every name health answers for is NOT_SERVING,
+    and `LIVENESS` too while the dependencies answer: a thread cannot be stopped, so the process
+    must be restarted (a call held by a Redis that stopped answering is not, see `_Health`).
 
     With `transport.tls` the server serves TLS only (`famiglia.grpcutil.tls`); its
     `health_address` opens a second, plaintext port that serves the health service alone (the
@@ -399,7 +400,9 @@ def _bind(add: Callable[[], int], address: str, setting: str = "") -> int:
 class _Health:
     """What health answers, from two sources on threads of their own: `names` are SERVING while
     the dependencies answer (`ready`, told by the `Readiness`) and no call is stuck (`stuck`,
-    told by the `Watchdog`); `LIVENESS` while no call is stuck."""
+    told by the `Watchdog`); `LIVENESS` unless a call is stuck while the dependencies answer. A
+    Redis that stops answering holds every call that reads it past the bound too, and a restart
+    would not bring it back: an outage of Redis restarts nothing, a stuck call once it is over."""
 
     def __init__(self, servicer: health.HealthServicer, names: Sequence[str], *, ready: bool) -> None:
         self._servicer = servicer
@@ -424,7 +427,7 @@ class _Health:
         status = serving if self._ready and not self._stuck else not_serving
         for name in self._names:
             self._servicer.set(name, status)
-        self._servicer.set(LIVENESS, not_serving if self._stuck else serving)
+        self._servicer.set(LIVENESS, not_serving if self._stuck and self._ready else serving)
 
 
 def _described(describe: Callable[[Running], dict[str, Any]] | None, call: Running) -> dict[str, Any]:

@@ -7,8 +7,9 @@ SERVING. So each `@rpc` unary call notes, in its thread's slot of `RUNNING`, whe
 what it is (a dict store and `time.monotonic()`, no lock, no syscall: the vDSO reads the clock),
 and a `Watchdog`'s own thread reads the slots about once a second. A call past the bound is one
 `call_stuck` error line (what the call names, and the innermost frames of its thread: what it
-runs), counted once, and the server's health turns NOT_SERVING, liveness too, so the
-orchestrator takes the replica out of service and restarts it (docs/operations.md). A stuck call
+runs), counted once, and the server's health turns NOT_SERVING, liveness too while the
+dependencies answer, so the orchestrator takes the replica out of service and restarts it
+(docs/operations.md; a Redis that hangs holds calls too, and a restart cannot cure it). A stuck call
 that ends after all (slow, not endless) gives its health back (`stuck_call_ended`).
 """
 

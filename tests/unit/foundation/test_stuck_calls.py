@@ -103,3 +103,34 @@ def test_where_names_what_the_stuck_thread_runs() -> None:
 def test_a_bound_of_nothing_is_refused(bound: float) -> None:
     with pytest.raises(ValueError, match="more than 0"):
         Watchdog(bound, lambda stuck: None)
+
+
+def test_a_call_stuck_while_redis_is_away_restarts_nothing() -> None:
+    """A Redis that stops answering (paused, a failover, a network that drops packets) holds
+    every call that reads it, past the bound too: those calls are stuck on Redis, not on an
+    engine, and a restart would not bring it back (an outage of Redis restarts nothing). So
+    liveness turns NOT_SERVING for a stuck call only while the dependencies answer."""
+    from grpc_health.v1 import health, health_pb2
+
+    from famiglia.grpcutil.readiness import LIVENESS
+    from famiglia.grpcutil.server import _Health
+
+    servicer = health.HealthServicer()
+    names = ("", "famiglia.v1.GameService")
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+
+    def status() -> dict[str, int]:
+        return {name: servicer.Check(health_pb2.HealthCheckRequest(service=name), None).status
+                for name in (*names, LIVENESS)}
+
+    told = _Health(servicer, names, ready=True)
+    told.ready(False)  # Redis stops answering: out of the Services
+    told.stuck(True)  # and a call waiting on it passes the bound
+    assert status() == {"": not_serving, "famiglia.v1.GameService": not_serving, LIVENESS: serving}
+    told.ready(True)  # Redis answers again and the call still runs: an engine that never returns
+    assert status() == {"": not_serving, "famiglia.v1.GameService": not_serving, LIVENESS: not_serving}
+    told.ready(False)  # the restart waits for Redis: it would come back to the same outage
+    assert status()[LIVENESS] == serving
+    told.ready(True)
+    told.stuck(False)  # it ended after all
+    assert status() == {"": serving, "famiglia.v1.GameService": serving, LIVENESS: serving}
