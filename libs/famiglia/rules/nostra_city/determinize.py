@@ -216,8 +216,9 @@ def _read_view(view: pb.View, seat: int) -> _Table:
 def _shown_discards(view: pb.View, known: set[int]) -> tuple[int, ...]:
     """NC-M08, NC-M12: every Note of a shown bid goes to the Note discard pile, and stays there
     until a Police Raid shuffles the pile into the deck (NC-B07). Between the Meeting's
-    resolution and the end of the Trial only W12 draws from the deck (NC-W112), and nothing is
-    discarded after the resolution: a pile smaller than the shown Notes was shuffled."""
+    resolution and the end of the Trial only W12 and W15 draw from the deck (NC-W112, NC-W115),
+    a Police Raid either turns up empties the pile into it, and nothing is discarded after the
+    resolution: a pile smaller than the shown Notes was shuffled."""
     if view.phase not in (Phase.RESOLUTION.value, Phase.TRIAL.value):
         return ()  # from the Business on, cash-ins may have drawn them again
     shown = tuple(dict.fromkeys(n for r in view.revealed_bids for b in r.bids for n in b.notes if n not in known))
