@@ -54,9 +54,12 @@ from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
 READ_COUNT = 200
+"""Entries per partition and read (XREADGROUP COUNT)."""
+PENDING_COUNT = 500
+"""This consumer's own unacked entries read again at once, per partition (`_consume`): more
+are read once those are acked."""
 MAX_BACKOFF = 4
 """a stalled decision is queued again after stall_seconds, then 2x, 4x ... up to 16x that"""
-"""Entries per partition and read (XREADGROUP COUNT)."""
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -993,13 +996,16 @@ class Dispatcher:
         trip of their own at the end of the batch. If that read fails, whether the push
         ran is unknown: the tasks are pushed again on their own (a task queued twice is
         harmless, a lost one would stall its match) and this consumer's pending entries
-        read again before anything is acked."""
+        read again before anything is acked. Its own pending entries are read again
+        `PENDING_COUNT` a partition at a time, the next once those are acked, so none is left
+        to the group's XAUTOCLAIM, which is for a dead (or stalled) dispatcher's entries: a
+        live one holds none between rounds."""
         try:
             log.info("dispatcher_recovered", matches=self.recover())
         except Exception:  # noqa: BLE001 - the stall watchdog and new events still cover most cases
             log.exception("dispatcher_recovery_failed")
         holding = self._holding(consumer)
-        backlog = consumer.read_pending(count=500)  # what this consumer read but never acked (a restart)
+        backlog = consumer.read_pending(count=PENDING_COUNT)  # what this consumer read but never acked (a restart)
         last_claim = self.now()
         done: list[PartitionEntry] = []
         """Entries whose tasks the broker took (or `held` carries), acked with the next read (one
@@ -1008,10 +1014,12 @@ class Dispatcher:
         """The last batch's decisions, held to go with its acks (`holding` only)."""
         try:
             while not stop.is_set():
+                more = False
                 if backlog:
                     entries, backlog = backlog, []
                     self._settle(consumer, held, done)
                     held, done = None, []
+                    more = _capped(entries, PENDING_COUNT)  # the rest, once these are acked
                 else:
                     try:
                         entries = self._read_all(consumer, block_ms, ack=done,
@@ -1027,7 +1035,7 @@ class Dispatcher:
                             stop.wait(1.0)
                             continue
                         held = None  # queued now: `done` is acked with the backlog's turn
-                        backlog = consumer.read_pending(count=500)  # with what that read may have delivered
+                        backlog = consumer.read_pending(count=PENDING_COUNT)  # with what that read may have delivered
                         continue
                     held = None
                 done = []
@@ -1040,11 +1048,15 @@ class Dispatcher:
                     except Exception:  # noqa: BLE001 - broker down: keep the entries, redo them
                         log.exception("dispatch_failed", entries=len(entries))
                         stop.wait(1.0)
-                        backlog = consumer.read_pending(count=500)
+                        backlog = consumer.read_pending(count=PENDING_COUNT)
                         continue
                     done = entries
                     if holding:
                         held = self.tasks.take_batch()  # type: ignore[attr-defined]
+                    if more:  # acked first: a read of pending entries starts at the oldest
+                        self._settle(consumer, held, done)
+                        held, done = None, []
+                        backlog = consumer.read_pending(count=PENDING_COUNT)
                 try:
                     if not entries and self.observer is not None:
                         self.observer.flush()
