@@ -20,11 +20,11 @@ from sqlmodel import Session, create_engine
 
 
 def normalize_url(url: str) -> str:
-    """`postgres://` and `postgresql://` mean psycopg 3 here (psycopg2 is not a dependency)."""
-    if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    """`postgres://` and `postgresql://` mean psycopg 3 here (psycopg2 is not a dependency). A URL's
+    scheme is case-insensitive (RFC 3986): `POSTGRES://` is the same URL."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in ("postgres", "postgresql"):
+        return "postgresql+psycopg://" + rest
     return url
 
 
