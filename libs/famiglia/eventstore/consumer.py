@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -176,9 +176,16 @@ class PartitionConsumer:
         streams = {key: ">" for key in self._key_of.values()}
         return self._read_group(streams, count, block, acks)
 
-    def read_pending(self, count: int = 100) -> list[PartitionEntry]:
-        """This consumer's own unacked entries (XREADGROUP `0`): what a restarted consumer redoes."""
-        return self._read_group({key: "0" for key in self._key_of.values()}, count, None)
+    def read_pending(self, count: int = 100, *, after: Mapping[int, str] | None = None,
+                     ack: Iterable[PartitionEntry] = ()) -> list[PartitionEntry]:
+        """This consumer's own unacked entries (XREADGROUP from an id, not `>`): what a restarted
+        consumer redoes. At most `count` per partition, oldest first, each delivered again (its
+        idle time back to 0). `after`: only those partitions, on from those ids (where a read came
+        back full: `full_partitions`), so entries still pending before them are not read again.
+        `ack` is acked first, in the same round trip."""
+        start = dict.fromkeys(self.partitions, "0") if after is None else after
+        return self._read_group({self._key_of[p]: entry_id for p, entry_id in start.items()}, count, None,
+                                self._ids_by_partition(ack))
 
     def ack(self, entries: Iterable[PartitionEntry]) -> int:
         """XACK after the caller committed, every partition in one pipelined round trip (a batch

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import zlib
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,6 +92,19 @@ def entry_key(entry_id: str) -> tuple[int, int]:
     """Stream entry ids compare as (milliseconds, sequence), not as text."""
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def full_partitions(entries: Sequence[PartitionEntry], count: int) -> dict[int, str]:
+    """The partitions that gave a full `count` in a read of at most that many each (so may have
+    more), each with the last entry id it gave: where a read of pending entries goes on."""
+    if len(entries) < count:
+        return {}
+    given: Counter[int] = Counter()
+    last: dict[int, str] = {}
+    for entry in entries:
+        given[entry.partition] += 1
+        last[entry.partition] = entry.entry_id
+    return {partition: last[partition] for partition, n in given.items() if n >= count}
 
 
 def partition_of(match_id: str, partitions: int = DEFAULT_PARTITIONS) -> int:
