@@ -33,7 +33,7 @@ import functools
 import math
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -42,7 +42,7 @@ from typing import Any, Protocol
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, event_decoder
-from famiglia.eventstore.port import PartitionEntry
+from famiglia.eventstore.port import PartitionEntry, full_partitions
 from famiglia.eventstore.turn_notices import TurnNotice, TurnNotices
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
@@ -1019,7 +1019,7 @@ class Dispatcher:
                     entries, backlog = backlog, []
                     self._settle(consumer, held, done)
                     held, done = None, []
-                    more = _capped(entries, PENDING_COUNT)  # the rest, once these are acked
+                    more = bool(full_partitions(entries, PENDING_COUNT))  # the rest, once these are acked
                 else:
                     try:
                         entries = self._read_all(consumer, block_ms, ack=done,
@@ -1093,17 +1093,10 @@ class Dispatcher:
         else:
             entries = consumer.read(count=count, block_ms=block_ms, ack=ack)
         batch = entries
-        while _capped(batch, count) and len(entries) < most:
+        while full_partitions(batch, count) and len(entries) < most:
             batch = consumer.read(count=count, block_ms=None)
             entries += batch
         return entries
-
-
-def _capped(entries: Sequence[PartitionEntry], count: int) -> bool:
-    """Whether some partition gave a full `count` (so it may have more)."""
-    if len(entries) < count:
-        return False
-    return max(Counter(e.partition for e in entries).values()) >= count
 
 
 def _recent_matches(store: EventStore, recent: int) -> list[str]:
