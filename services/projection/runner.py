@@ -12,12 +12,18 @@ the one they wait for. While this consumer lives it holds them (`PartitionConsum
 `claim_idle_ms`), so no other consumer of the group takes them over, nor does its own XAUTOCLAIM;
 should this process die they are XAUTOCLAIMed, once, like any other.
 
+A consumer restarted under its name reads back its own pending entries, `batch` a partition a
+round: where such a read comes back full, the next round reads on from its last id, instead of
+new entries, until every one is in memory (`_read_pending`). Before, only the first `batch` were,
+and the rest waited `claim_idle_ms` for an XAUTOCLAIM (its own, or another replica's).
+
 A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
-entries it kept and reads its pending entries again (`_read_pending_again`, each round until
-that read succeeds): the server may be one that lost acknowledged writes, and a kept entry of
-that lost history would otherwise be applied once another consumer projected the store's new
-one up to the seq before it. The batch in hand when the connection breaks outside a read (while
-it is projected) is the projector's to tell by its stream entry ids (`Projector._read_before`).
+entries it kept and reads its pending entries again, every one as after a restart
+(`_read_pending_again`, each round until that read succeeds): the server may be one that lost
+acknowledged writes, and a kept entry of that lost history would otherwise be applied once
+another consumer projected the store's new one up to the seq before it. The batch in hand when
+the connection breaks outside a read (while it is projected) is the projector's to tell by its
+stream entry ids (`Projector._read_before`).
 
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
 and recorded as dead letters (`parking.py`); the parked matches are read back from
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.eventstore.port import full_partitions
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.telemetry import get_logger
 
@@ -119,6 +126,9 @@ class ProjectionRunner:
         self._short_read_at: float | None = None
         self.clock = time.monotonic  # the gather window's clock (tests step it)
         """When the last read came back short of `batch` (None: it was full)."""
+        self._pending_from: dict[int, str] = {}
+        """Partitions where the last read of this consumer's own pending entries came back full,
+        each with the last id it gave: the next round reads on from there instead of new entries."""
         self._reconnects = 0
         """The consumer's `reconnects` whose pending entries were read again (`_read_pending_again`)."""
         self.projected = 0
@@ -144,7 +154,7 @@ class ProjectionRunner:
         if not self._started:
             self.start()
             # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
-            self._take(self.consumer.read_pending(self.config.batch))
+            self._take(self._read_pending())
         now = time.monotonic()
         if self.deferred and now - self._last_hold >= self.hold_every_s:
             self._last_hold = now
@@ -168,11 +178,14 @@ class ProjectionRunner:
             wait = max(0, min(wait, round(1000 * min(self._next_retry_in(), hold_in))))
         done, self.unacked = self.unacked, []
         try:
-            read = self.consumer.read(self.config.batch, block_ms=wait, ack=done)
+            if self._pending_from:  # the rest of our own leftovers, before anything new
+                read = self._read_pending(ack=done)
+            else:
+                read = self.consumer.read(self.config.batch, block_ms=wait, ack=done)
         except BaseException:
             self.unacked = done + self.unacked  # not acked: try again next round
             raise
-        self._short_read_at = self.clock() if read and not _full(read, self.config.batch) else None
+        self._short_read_at = self.clock() if read and not full_partitions(read, self.config.batch) else None
         reconnects = self.consumer.reconnects
         if reconnects != self._reconnects:
             self._read_pending_again()  # should it fail, the next round reads them again
@@ -357,9 +370,18 @@ class ProjectionRunner:
         its last writes (or a replica that was behind) holds neither those writes' entries nor
         their pending records, and the store may have been written on since at their seqs."""
         kept = len(self.deferred)
-        self.deferred, self._retry = {}, {}
-        self._take(self.consumer.read_pending(self.config.batch))
+        self.deferred, self._retry, self._pending_from = {}, {}, {}
+        self._take(self._read_pending())
         log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept, pending=len(self.deferred))
+
+    def _read_pending(self, ack: list[PartitionEntry] | None = None) -> list[PartitionEntry]:
+        """This consumer's own pending entries, `batch` a partition: from the oldest, or on from
+        where the last such read came back full. Where one does, the next round reads on (no new
+        entries meanwhile, which would be pending too), so every one is back in memory within a few
+        rounds, held with the deferred ones, none left for an XAUTOCLAIM to take after `claim_idle_ms`."""
+        read = self.consumer.read_pending(self.config.batch, after=self._pending_from or None, ack=ack or ())
+        self._pending_from = full_partitions(read, self.config.batch)
+        return read
 
     def _take(self, entries: list[PartitionEntry]) -> list[PartitionEntry]:
         """Keep `entries` to project; returns those not kept already. One below every seq its
@@ -404,12 +426,3 @@ class ProjectionRunner:
         self.flush_acks()
         return not self.deferred and self.consumer.pending_count() == 0
 
-
-def _full(entries: list[PartitionEntry], count: int) -> bool:
-    """Whether some partition gave a full `count` (so more is probably waiting there)."""
-    if len(entries) < count:
-        return False
-    per_partition: dict[int, int] = {}
-    for entry in entries:
-        per_partition[entry.partition] = per_partition.get(entry.partition, 0) + 1
-    return max(per_partition.values()) >= count

@@ -1,0 +1,81 @@
+"""A consumer's own pending entries, on a real Redis: a consumer restarted under its name, or one
+whose connection broke, reads back every entry pending under it, not only the first `batch` of
+each partition. Before, the rest were neither held nor in memory: they sat until an XAUTOCLAIM
+(its own, logging `projection_claimed` for entries that were its own, or another replica's)
+took them after `CLAIM_IDLE_MS`. Counted in rounds, not time: `CLAIM_IDLE_MS` is a minute here."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+from structlog.testing import capture_logs
+
+from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.readmodels import match_summary
+from famiglia.readmodels.db import read_session
+from services.projection.app import ProjectionApp
+from services.projection.runner import ProjectionRunner
+
+from .support import MatchSpec, write_matches
+from .test_claims import _owners, _with_a_gap
+from .test_projection import specs
+
+pytestmark = pytest.mark.redis
+
+ROUNDS = 40
+"""Far more rounds than reading the entries back takes (a few); 40 rounds that wait for nothing
+take well under `CLAIM_IDLE_MS` (60 s), so no XAUTOCLAIM takes any entry meanwhile."""
+
+
+def _rounds(runner: ProjectionRunner, until: Callable[[], bool]) -> int:
+    """Rounds until `until()` holds; how many it took (`ROUNDS`: it never did)."""
+    for done in range(ROUNDS):
+        if until():
+            return done
+        runner.run_once(block_ms=0)
+    return ROUNDS
+
+
+def test_a_restarted_consumer_projects_every_entry_it_left_pending_once(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(6))
+    died = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
+    died.ensure_groups("0")
+    left = []
+    while batch := died.read(count=app.settings.runner.batch):  # read, never acked: it died here
+        left += batch
+    per_partition = Counter(e.partition for e in left)
+    assert max(per_partition.values()) > 2 * app.settings.runner.batch  # more than one read back gives
+    restarted = app.runner("a")
+    with capture_logs() as logs:
+        rounds = _rounds(restarted, restarted.caught_up)
+    assert rounds < ROUNDS, f"{restarted.consumer.pending_count()} of its own entries left pending"
+    assert restarted.projected == len(left) == sum(len(p.envelopes) for p in played)  # each once
+    assert not [line for line in logs if line["event"] == "projection_claimed"]
+    with read_session(app.sql) as session:
+        for p in played:
+            summary = match_summary(session, p.match_id)
+            assert summary is not None and summary.version == len(p.envelopes), p.match_id
+
+
+def test_a_consumer_whose_connection_broke_keeps_every_waiting_entry_it_holds(app: ProjectionApp) -> None:
+    gap = _with_a_gap(app)
+    [more] = write_matches(app.store, app.registry, [MatchSpec("later", ["cid", "dee"], seed=2)])
+    runner = app.runner("a")
+    runner.config = replace(runner.config, batch=2)  # the match's waiting entries are few
+    _rounds(runner, lambda: False)  # reads it all, projects what it can
+    waiting = {e.entry_id for e in runner.deferred.values() if e.envelope.match_id == "gap"}
+    assert len(waiting) == len(gap.envelopes) - 1 > 2 * runner.config.batch
+    app.store.client.client_kill_filter(_type="normal", skipme=True)  # a Redis restart drops every connection
+    with capture_logs() as logs:
+        _rounds(runner, lambda: False)
+    assert [line["event"] for line in logs if line["event"] == "projection_reconnected"]
+    held = {e.entry_id for e in runner.deferred.values() if e.envelope.match_id == "gap"}
+    assert held == waiting, f"{len(waiting - held)} waiting entries left to XAUTOCLAIM"
+    assert not [line for line in logs if line["event"] == "projection_claimed"]
+    assert {_owners(app)[entry_id] for entry_id in waiting} == {"a"}
+    with read_session(app.sql) as session:
+        summary = match_summary(session, "later")
+    assert summary is not None and summary.version == len(more.envelopes)
