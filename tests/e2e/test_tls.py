@@ -11,8 +11,9 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 import pytest
@@ -29,6 +30,8 @@ from tests.support.certs import CertificateAuthority, Pair
 from tests.support.processes import start_service
 
 from .conftest import SECRET, match_and_first_move
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -143,21 +146,30 @@ def _health(address: str, service: str = "") -> int:
         channel.close()
 
 
+def _on_a_free_probes_port(start: Callable[[str], T]) -> tuple[str, T]:
+    """`start(probes address)` on a port picked free, up to three times: the probes' port must be a
+    fixed number (FAMIGLIA_HEALTH_ADDR), and a port picked free may be taken before it is bound."""
+    for _attempt in range(3):
+        probes = f"127.0.0.1:{free_port()}"
+        try:
+            return probes, start(probes)
+        except RuntimeError as exc:
+            assert "FAMIGLIA_HEALTH_ADDR" in str(exc), exc
+    pytest.fail("no free port for the probes in three tries")
+
+
 def test_the_probes_port_answers_health_in_plaintext_and_nothing_else(redis_url: str, pki) -> None:  # type: ignore[no-untyped-def]
     """A Kubernetes gRPC probe cannot speak TLS: FAMIGLIA_HEALTH_ADDR is a plaintext port of
     the health service alone, with the TLS port's answers; no game call is served there."""
     ca, pair, _ = pki
-    for _attempt in range(3):  # a port picked free may be taken before the probes' server binds it
-        probes = f"127.0.0.1:{free_port()}"
-        served = tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key), tls.HEALTH_ADDR: probes})
-        try:
-            serving = _serve(redis_url, served)
-            next(serving)
-            break
-        except RuntimeError as exc:
-            assert "FAMIGLIA_HEALTH_ADDR" in str(exc), exc
-    else:
-        pytest.fail("no free port for the probes in three tries")
+
+    def serve_with(probes: str) -> Iterator[int]:
+        serving = _serve(redis_url, tls.transport({tls.CERT: str(pair.cert), tls.KEY: str(pair.key),
+                                                   tls.HEALTH_ADDR: probes}))
+        next(serving)
+        return serving
+
+    probes, serving = _on_a_free_probes_port(serve_with)
     try:
         assert _health(probes) == SERVING
         assert _health(probes, "famiglia.v1.GameService") == SERVING
@@ -225,17 +237,9 @@ def test_the_service_process_serves_tls_and_the_cli_dials_it(redis_url: str, pki
 
     ca, pair, _ = pki
     log = tmp_path / "command.log"
-    for _attempt in range(3):  # the probes' port is picked free, and may be taken before the service binds it
-        probes = f"127.0.0.1:{free_port()}"
-        try:
-            proc, port = start_service("services.command", _service_env(
-                tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR="grpcs://localhost:0", FAMIGLIA_TLS_CERT=pair.cert,
-                FAMIGLIA_TLS_KEY=pair.key, FAMIGLIA_HEALTH_ADDR=probes), log)
-            break
-        except RuntimeError as exc:
-            assert "FAMIGLIA_HEALTH_ADDR" in str(exc), exc
-    else:
-        pytest.fail("no free port for the probes in three tries")
+    probes, (proc, port) = _on_a_free_probes_port(lambda probes: start_service("services.command", _service_env(
+        tmp_path, redis_url, FAMIGLIA_COMMAND_ADDR="grpcs://localhost:0", FAMIGLIA_TLS_CERT=pair.cert,
+        FAMIGLIA_TLS_KEY=pair.key, FAMIGLIA_HEALTH_ADDR=probes), log))
     try:
         deadline = time.monotonic() + 60
         while _health(probes) != SERVING:  # what the readiness probe asks, on its plaintext port

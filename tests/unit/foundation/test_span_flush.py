@@ -37,14 +37,16 @@ def _queued_for_an_hour(monkeypatch: pytest.MonkeyPatch, exporter: SpanExporter)
         provider.shutdown()
 
 
+class _Left(Exception):
+    """`os._exit`, caught: the test goes on after the process would have left."""
+
+
+def leave(code: int) -> None:
+    raise _Left(code)
+
+
 def test_a_forked_worker_sends_its_queued_spans_before_it_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.bots import worker
-
-    class _Left(Exception):
-        pass
-
-    def leave(code: int) -> None:
-        raise _Left(code)
 
     exporter = InMemorySpanExporter()
     with _queued_for_an_hour(monkeypatch, exporter) as provider:
@@ -142,12 +144,6 @@ def test_a_command_service_that_leaves_with_a_call_stuck_sends_its_queued_spans(
     """`leave_stuck` leaves by `os._exit` too (a call thread that never ends would hold the
     interpreter's exit): the spans of the calls served until the drain must not die with it."""
     import services.command.__main__ as command
-
-    class _Left(Exception):
-        pass
-
-    def leave(code: int) -> None:
-        raise _Left(code)
 
     exporter = InMemorySpanExporter()
     with _queued_for_an_hour(monkeypatch, exporter) as provider:
