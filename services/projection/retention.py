@@ -26,7 +26,9 @@ A finished match whose rematch's creation is pending (its table asked in full, i
 fixed, the match not created yet: `famiglia.eventstore.rematch_asks`) is kept too, and named for
 a revisit: the rematch is made from it (the command service's sweep, `finish_rematches`), and a
 trim would lose it. A later sweep trims it once the creation is done, or once its asks expired
-(nothing can make it then).
+(nothing can make it then). The sweep's own look only spares the other checks: a table may
+complete between it and the trim, so the trim's script looks again in the write that drops the
+stream (`RedisEventStore.trim`, RematchPending), and such a match is kept and named alike.
 
 A flagged match that `rebuild` took from the store finished, in its new history, where
 the watermark has usually passed already (the operator rebuilds once the flag shows, long
@@ -47,7 +49,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import col, select
 
 from famiglia.eventstore.consumer import trim_consumed
-from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.redis_store import RedisEventStore, RematchPending
 from famiglia.eventstore.rematch_asks import creation_pending
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
@@ -151,7 +153,19 @@ class RetentionSweep:
         """Trim the match's stream unless it must stay; the events dropped, None when kept."""
         if self._kept(match_id, projected, diverged):
             return None
-        return self.store.trim(match_id)
+        try:
+            return self.store.trim(match_id)
+        except RematchPending:  # its table completed since `_kept` looked: the trim looks again
+            self._keep_for_rematch(match_id)
+            return None
+
+    def _keep_for_rematch(self, match_id: str) -> None:
+        """Keep a match whose rematch's creation is pending, and name it for a revisit now,
+        before the watermark passes it: a sweep that fails later in its walk would otherwise
+        leave it behind the watermark and named nowhere, never trimmed."""
+        log.info("retention_skipped", match_id=match_id, reason="rematch_pending")
+        revisit_later(self.store, [match_id])
+        self._awaiting.add(match_id)
 
     def _revisits(self, cutoff: int) -> list[tuple[str, int]]:
         """(match id, projected version) of the matches named for a revisit that are over by
@@ -173,12 +187,8 @@ class RetentionSweep:
         if diverged is not None:
             log.warning("retention_skipped", match_id=match_id, reason="store_diverged", diverged_seq=diverged)
             return True
-        if creation_pending(self.store.client, self.store.keys, match_id):
-            log.info("retention_skipped", match_id=match_id, reason="rematch_pending")
-            # Named now, before the watermark passes it: a sweep that fails later in its walk
-            # would otherwise leave it behind the watermark and named nowhere, never trimmed.
-            revisit_later(self.store, [match_id])
-            self._awaiting.add(match_id)
+        if creation_pending(self.store.client, self.store.keys, match_id):  # (the trim looks again)
+            self._keep_for_rematch(match_id)
             return True
         stored = self.store.version(match_id)
         events = self.store.read(match_id)

@@ -309,6 +309,29 @@ def test_trim_drops_a_finished_match_but_keeps_its_version(store: RedisEventStor
     assert store.trim(new_match_id()) == 0
 
 
+
+def test_trim_keeps_a_match_whose_rematch_creation_is_pending(store: RedisEventStore) -> None:
+    """trim.lua looks at the match's rematch in the script that drops the stream: a pending
+    creation (the table asked in full, the rematch not made yet) is made from the finished
+    match, so the trim refuses (RematchPending) and drops nothing; once the creation is done,
+    or its asks expired (nothing can make it then), the match goes."""
+    from famiglia.eventstore.redis_store import RematchPending
+    from famiglia.eventstore.rematch_asks import RedisRematchAsks
+
+    asks = RedisRematchAsks(store.client, store.keys)
+    for done in ("made", "asks expired"):
+        match = new_match_id()
+        store.append(match, 0, batch(match, 0, 3), command_id="c1")
+        asks.fix_request_id(match, "a-secret-request-id")
+        with pytest.raises(RematchPending):
+            store.trim(match)
+        assert len(store.read(match)) == 3 and store.client.exists(store.keys.command(match, "c1"))
+        if done == "made":
+            asks.drop_pending(match)
+        else:
+            store.client.delete(store.keys.rematch(match))
+        assert store.trim(match) == 3 and store.read(match) == []
+
 # -- consumer groups --------------------------------------------------------------------
 def _fill(store: RedisEventStore, matches: int = 10, each: int = 3) -> set[tuple[str, int]]:
     written: set[tuple[str, int]] = set()

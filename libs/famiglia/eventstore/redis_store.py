@@ -58,7 +58,18 @@ from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventSt
 from .port import partition_of as _partition_of
 
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
+_TRIM_REMATCH_PENDING = -2  # trim.lua's answer for a match its rematch is made from
 _KEY_CACHE = 4096  # matches whose key names an adapter remembers
+
+class RematchPending(Exception):
+    """A trim refused: the finished match's rematch's creation is pending (its table asked in
+    full, the match not made yet: `famiglia.eventstore.rematch_asks`), and the rematch is made
+    from it. Nothing was dropped."""
+
+    def __init__(self, match_id: str) -> None:
+        super().__init__(f"match {match_id}: its rematch's creation is pending")
+        self.match_id = match_id
+
 
 def _script(name: str) -> str:
     """A script shipped inside the package (package-data `*.lua`). The rare-path scripts
@@ -642,14 +653,21 @@ class RedisEventStore(EventStore):
         its first answer, which is harmless for a finished match and keeps
         Redis from growing with every command ever played. The match's chat
         stream goes too. Partition stream entries stay (consumer groups own them).
+
+        A match whose rematch's creation is pending (`famiglia.eventstore.rematch_asks`) is
+        kept: RematchPending, nothing dropped. The script looks, so a table completing after a
+        caller's own look keeps it too.
         """
         stream = self.keys.match_stream(match_id)
+        rematch = [self.keys.rematches_pending(self.keys.partition_of(match_id)), self.keys.rematch(match_id)]
         for _ in range(max(attempts, 1)):  # retried only if the match moves while we trim
             version = self.version(match_id)
             command_keys = sorted({self.keys.command(match_id, cid) for cid in self._command_ids(stream)})
             # the match's chat goes with it (no export keeps chat: a trimmed match's is read by nobody)
-            dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), self.keys.chat(match_id),
-                                                  *command_keys], args=[version]))
+            dropped = int(self._trim_script(keys=[stream, self.keys.version(match_id), *rematch,
+                                                  self.keys.chat(match_id), *command_keys], args=[version, match_id]))
+            if dropped == _TRIM_REMATCH_PENDING:
+                raise RematchPending(match_id)
             if dropped >= 0:
                 return dropped
         raise ConcurrencyConflict(match_id, version, self.version(match_id))

@@ -19,8 +19,8 @@ set per partition of the creations not known to be done:
 A finished match enters the set with its request id, in the same write, and leaves it once
 its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is
 named there for the command service's sweep to make (`CommandApp.finish_rematches`), and the
-retention sweep keeps the finished match in Redis meanwhile (`creation_pending`), since the
-rematch is made from it.
+retention sweep keeps the finished match in Redis meanwhile (`creation_pending`, and `trim.lua`
+looks again in the write that would drop it), since the rematch is made from it.
 
 It expires `ttl_s` after its last write (`REMATCH_TTL_S`), and a rematch made is looked up under
 it for as long; a match takes a new ask only within a day less of its end

@@ -279,3 +279,39 @@ def test_a_pending_creation_whose_asks_expired_keeps_its_match_no_longer(app: Pr
     app.store.client.delete(app.store.keys.rematch(waiting.match_id))  # expired (30 days after the last write)
     assert _sweep(app, after).sweep().trimmed == 1
     assert app.store.read(waiting.match_id) == []
+
+
+def test_a_rematch_table_completing_between_the_check_and_the_trim_keeps_its_match(
+        app: ProjectionApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep looked whether the match's rematch was pending, then trimmed it: a table that
+    completed in between (its request id fixed, the match pending) while the asker's process
+    then died lost its rematch, made from the finished match the trim had just dropped. The
+    trim itself looks again, in its script, and keeps the match: a later sweep trims it once
+    the creation is done."""
+    from famiglia.eventstore.rematch_asks import RedisRematchAsks
+    from services.projection import retention
+
+    played = sorted(write_matches(app.store, app.registry, specs(2)), key=lambda p: p.finished_ms)
+    drain_app(app)
+    asks = RedisRematchAsks(app.store.client, app.store.keys)
+    waiting = played[0]
+    looked = retention.creation_pending
+
+    def then_the_table_completes(client, keys, match_id: str) -> bool:  # type: ignore[no-untyped-def]
+        pending = looked(client, keys, match_id)
+        if match_id == waiting.match_id:  # the last ask lands now; its process dies before the creation
+            asks.fix_request_id(match_id, "a-secret-request-id", at_ms=waiting.finished_ms)
+        return pending
+
+    after = played[-1].finished_ms + HOUR_MS
+    with monkeypatch.context() as patched:
+        patched.setattr(retention, "creation_pending", then_the_table_completes)
+        report = _sweep(app, after).sweep()
+    assert (report.trimmed, report.skipped) == (1, 1)
+    assert _bytes(app.store.read(waiting.match_id)) == _bytes(waiting.envelopes)
+    assert app.store.read(played[1].match_id) == []
+    assert _sweep(app, after).sweep().looked_at == 1  # named for a revisit, as a match kept before
+
+    asks.drop_pending(waiting.match_id)  # the command service's sweep made the rematch
+    assert _sweep(app, after).sweep().trimmed == 1
+    assert app.store.read(waiting.match_id) == []
