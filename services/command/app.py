@@ -53,7 +53,12 @@ from famiglia.eventstore.envelopes import (
     unattributed,
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
-from famiglia.eventstore.rematch_asks import InMemoryRematchAsks, RematchAsks, RematchAsksStore
+from famiglia.eventstore.rematch_asks import (
+    FinishedMatchArchived,
+    InMemoryRematchAsks,
+    RematchAsks,
+    RematchAsksStore,
+)
 from famiglia.eventstore.turn_notices import (
     REMATCH_ASKED,
     REMATCH_MADE,
@@ -1470,8 +1475,8 @@ class CommandApp:
         seat = _player_seat(viewer)
         try:
             m = self._finished(match_id, viewer)
-        except NotFound as gone:
-            return self._made_before(match_id, viewer, gone)
+        except NotFound as refused:
+            return self._made_before(match_id, viewer, refused)
         if _created_bot(m, seat):
             raise _bot_seat(seat)
         away = m.away.get(seat)
@@ -1493,8 +1498,13 @@ class CommandApp:
         # The ask that completes the table fixes the table's one request id (the first writer's:
         # every asker, replica and retry creates or finds the same match under it) and makes the
         # creation pending, in its own write: a process killed right after it leaves the sweep a
-        # creation to make, not a table asked in full with nothing to make.
-        asks = self.rematches.ask(match_id, seat, persons(m), secrets.token_hex(32), int(self.wall() * 1000))
+        # creation to make, not a table asked in full with nothing to make. A match trimmed since
+        # it was loaded (the retention's sweep) is refused in that write, nothing marked pending
+        # that could no longer be made: answered as an ask that came after the trim.
+        try:
+            asks = self.rematches.ask(match_id, seat, persons(m), secrets.token_hex(32), int(self.wall() * 1000))
+        except FinishedMatchArchived:
+            return self._made_before(match_id, viewer, gone(self.store, match_id))
         waiting = [s for s in persons(m) if s not in asks.seats]
         log.info("rematch_asked", match_id=match_id, seat=seat, waiting=len(waiting))
         if asks.fresh and waiting:  # (complete, the table is told the rematch is made instead)

@@ -18,13 +18,19 @@ from famiglia.client import GameClient
 from famiglia.client.game_client import SeatClient
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
-from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, RedisRematchAsks, creation_pending
+from famiglia.eventstore.rematch_asks import (
+    REMATCH_TTL_S,
+    FinishedMatchArchived,
+    RedisRematchAsks,
+    creation_pending,
+)
 from famiglia.grpcutil.errors import error_code
 from famiglia.v1 import envelope_pb2
 from famiglia.v1 import game_service_pb2 as game_pb
 from services.command.app import CommandApp
 from services.command.bootstrap import CommandSettings, bootstrap
 from services.command.entrypoints.grpc_server import serve
+from tests.contracts.eventstore_contract import batch
 
 pytestmark = pytest.mark.redis
 
@@ -123,6 +129,29 @@ def test_the_ask_that_completes_the_table_fixes_the_request_id_in_its_own_write(
         raw = redis.Redis.from_url(redis_url)
         assert 0 < raw.pttl(store.keys.rematch("m1")) <= REMATCH_TTL_S * 1000
         raw.close()
+    finally:
+        store.close()
+
+
+def test_the_ask_script_refuses_a_match_trimmed_and_writes_nothing(redis_url: str) -> None:
+    """The ask's script looks at the match's stream in the write that would mark its creation
+    pending: a match trimmed since the caller loaded it (archived: its stream gone, its version
+    kept) is refused, nothing written, not even the seat's ask."""
+    store = RedisEventStore.connect(redis_url)
+    asks = RedisRematchAsks(store.client, store.keys)
+    try:
+        store.append("m1", 0, batch("m1", 0, 3))
+        assert asks.ask("m1", 0, (0, 1), "first", at_ms=1_000).seats == {0}
+        store.trim("m1")
+        with pytest.raises(FinishedMatchArchived):
+            asks.ask("m1", 1, (0, 1), "first", at_ms=1_000)
+        assert asks.look("m1").seats == {0} and asks.look("m1").request_id == ""
+        assert asks.pending(10**15) == [] and not creation_pending(store.client, store.keys, "m1")
+        store.append("m2", 0, batch("m2", 0, 1))
+        store.trim("m2")
+        with pytest.raises(FinishedMatchArchived):  # a first ask too
+            asks.ask("m2", 0, (0, 1), "second")
+        assert not store.client.exists(store.keys.rematch("m2"))
     finally:
         store.close()
 
@@ -261,3 +290,35 @@ def test_an_operators_token_on_askrematch_allows_it_and_asks_for_no_seat(service
     assert _refusal(lambda: ask(SIGNER.player_token("p0"))) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")
     expired = SIGNER.operator_token("alice", ttl_s=1, now=1.0)
     assert _refusal(lambda: ask(expired)) == (grpc.StatusCode.UNAUTHENTICATED, "bad_token")
+
+
+def test_a_last_ask_of_a_match_trimmed_since_it_was_loaded_is_archived_and_marks_nothing_pending(
+        service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AskRematch loads the finished match, then its script asks. The retention trimming the
+    match in between, the last ask still marked the creation pending, on a match that was gone;
+    its asker's process dying before the creation, the sweep had nothing to make the rematch
+    from (`rematch_lost`). The script refuses the trimmed match: the ask is answered as one after
+    the trim (`NOT_FOUND match_archived`), and nothing is written or left pending."""
+    players = _match(service, seats=2)
+    _play_out(players)
+    match_id = players[0].match_id
+    players[0].ask_rematch()
+    loaded = service.app._finished
+
+    def then_the_retention_trims(finished_id: str, viewer):  # type: ignore[no-untyped-def]
+        m = loaded(finished_id, viewer)
+        service.store.trim(finished_id)  # nothing pending yet: the trim's own look lets it go
+        return m
+
+    def the_asker_dies(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the asker's process died before the creation")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(service.app, "_finished", then_the_retention_trims)
+        patched.setattr(service.app, "create_match", the_asker_dies)
+        assert _refusal(players[1].ask_rematch) == (grpc.StatusCode.NOT_FOUND, "match_archived")
+    asks = RedisRematchAsks(service.store.client, service.store.keys)
+    assert asks.look(match_id).seats == {0} and asks.look(match_id).request_id == ""
+    assert not creation_pending(service.store.client, service.store.keys, match_id)
+    assert service.app.finish_rematches(grace_s=0) == 0  # nothing to lose
+    assert _refusal(players[1].ask_rematch) == (grpc.StatusCode.NOT_FOUND, "match_archived")  # as after it

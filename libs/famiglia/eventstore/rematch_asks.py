@@ -20,7 +20,10 @@ A finished match enters the set with its request id, in the same write, and leav
 its rematch is created (`drop_pending`): a creation lost in between (the asker's process died) is
 named there for the command service's sweep to make (`CommandApp.finish_rematches`), and the
 retention sweep keeps the finished match in Redis meanwhile (`creation_pending`, and `trim.lua`
-looks again in the write that would drop it), since the rematch is made from it.
+looks again in the write that would drop it), since the rematch is made from it. The other way
+round, the ask's script refuses a match trimmed since its caller loaded it (FinishedMatchArchived,
+nothing written): of the ask and the trim, whichever writes first wins, and no creation is marked
+pending for a match that is gone.
 
 It expires `ttl_s` after its last write (`REMATCH_TTL_S`), and a rematch made is looked up under
 it for as long; a match takes a new ask only within a day less of its end
@@ -44,8 +47,14 @@ _RID = "rid"
 _OPERATOR = "op"
 
 _ASK = """
--- KEYS[1] the asks, KEYS[2] the partition's pending creations (one slot: the match's tag)
+-- KEYS[1] the asks, KEYS[2] the partition's pending creations, KEYS[3] the match's stream,
+-- KEYS[4] its version key (read only; one slot: the match's tag)
 -- ARGV: the seat's field, ttl ms, request id, at ms, match id, the table's seat fields...
+-- Returns {added, the asks}, or -1: the match archived (stream trimmed, version kept), nothing
+-- written, since a creation marked pending then has nothing left to be made from.
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+  return -1
+end
 local added = redis.call('HSET', KEYS[1], ARGV[1], '1')
 local complete = redis.call('HEXISTS', KEYS[1], 'rid') == 0
 for i = 6, #ARGV do
@@ -58,6 +67,16 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {added, redis.call('HGETALL', KEYS[1])}
 """
+
+
+class FinishedMatchArchived(Exception):
+    """An ask refused: the finished match was trimmed (archived, `RedisEventStore.trim`) since the
+    caller loaded it. Nothing stored: a creation marked pending then could not be made (the rematch
+    is made from the finished match), and its table would wait for it in vain."""
+
+    def __init__(self, match_id: str) -> None:
+        super().__init__(f"match {match_id}: archived before the ask")
+        self.match_id = match_id
 
 
 @dataclass(frozen=True)
@@ -83,7 +102,9 @@ class RematchAsksStore(ABC):
         `table` (the seats every person must ask from) and `request_id`: if the asks then hold
         every seat of `table` and no request id, `request_id` is fixed and the match pending
         from `at_ms` (now), in the ask's own write, as `fix_request_id` does: a process killed
-        right after the ask that completes the table leaves the sweep a creation to make."""
+        right after the ask that completes the table leaves the sweep a creation to make.
+        FinishedMatchArchived, nothing stored, when the match was trimmed since the caller
+        loaded it (the Redis adapter, which looks in that write; with `table` and `request_id`)."""
 
     @abstractmethod
     def look(self, match_id: str) -> RematchAsks:
@@ -212,9 +233,12 @@ class RedisRematchAsks(RematchAsksStore):
             added, fields = self._run(match_id, lambda pipe, key: pipe.hset(key, f"s{seat}", "1"))
             return dataclasses.replace(_asks(fields), fresh=bool(added))
         pending = self.keys.rematches_pending(self.keys.partition_of(match_id))  # (the match's slot)
-        reply = self._ask_script(keys=[self.keys.rematch(match_id), pending],
+        reply = self._ask_script(keys=[self.keys.rematch(match_id), pending, self.keys.match_stream(match_id),
+                                       self.keys.version(match_id)],
                                  args=[f"s{seat}", self.ttl_ms, request_id, _now_ms() if at_ms is None else at_ms,
                                        match_id, *(f"s{s}" for s in table)])
+        if not isinstance(reply, list):  # -1: trimmed since the caller loaded it
+            raise FinishedMatchArchived(match_id)
         flat = [_text(v) for v in reply[1]]
         return dataclasses.replace(_asks(dict(zip(flat[::2], flat[1::2], strict=True))), fresh=bool(int(reply[0])))
 
