@@ -90,13 +90,17 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
         if p.known_before_bids:
             held = {*p.bank, *(n for b in bids if b.seat == i for n in b.notes)}
             players[i] = replace(p, known_before_bids=tuple(k for k in p.known_before_bids if k[1] in held))
-    # Vendetta hands of others and the Vendetta deck; Location cards of unrevealed bids
-    vslots = [(i, len(p.hand)) for i, p in enumerate(players) if i != viewer]
-    vpool = [card for i, _ in vslots for card in players[i].hand] + list(state.vendetta_deck)
+    # Vendetta hands of others and the Vendetta deck (after a reshuffle the deck holds only the
+    # reshuffled cards, NC-K55: a card outside them stays in its hand); Location cards of
+    # unrevealed bids
+    movable = (lambda card: card in state.vendetta_reshuffled) if state.vendetta_reshuffled else (lambda card: True)
+    vslots = [(i, [c for c in p.hand if not movable(c)], sum(map(movable, p.hand)))
+              for i, p in enumerate(players) if i != viewer]
+    vpool = [card for i, _, _ in vslots for card in players[i].hand if movable(card)] + list(state.vendetta_deck)
     rng.shuffle(vpool)
     at = 0
-    for i, size in vslots:
-        players[i] = replace(players[i], hand=tuple(sorted(vpool[at:at + size])))
+    for i, stays, size in vslots:
+        players[i] = replace(players[i], hand=tuple(sorted((*stays, *vpool[at:at + size]))))
         at += size
     vendetta_deck = tuple(vpool[at:])
     if not state.locations_revealed:

@@ -80,8 +80,10 @@ RECORDED: dict[str, list[tuple[int, str]]] = {
     # shown without them (NC-H06), so the heuristic's worlds keep them there; then (session 32) two
     # matches: while that Bank has sealed bids, they are dealt into the Bank or a bid of it
     # (`SeatView.known_before_bids`, NC-H04), no longer anywhere; and one match: the Notes of the
-    # bids shown in a Meeting stay on the discard pile in the worlds of its resolution and Trial
-    'nostra_city': [(113, '23917883206e7c9acc1e'), (103, 'b321fba57e399c97d881'), (97, 'ff9e23c092238142741b'), (133, '674db7bcbd73ad85a978'), (137, '064a301969bb40a4b77f'), (120, '24a8e0d7ad7d6f599b1b'), (165, '47603f6f62e8851504f2'), (174, '1df355e2f4724a647351'), (159, 'cc4d9e3f180e9b217be2'), (60, 'b9c5b9178bf02e49294c')],
+    # bids shown in a Meeting stay on the discard pile in the worlds of its resolution and Trial;
+    # then (session 33) the three 5-seat matches: after a Vendetta reshuffle the worlds deal the
+    # deck from the reshuffled cards only (`View.vendetta_reshuffled`, NC-K55), never a Snitch
+    'nostra_city': [(113, '23917883206e7c9acc1e'), (103, 'b321fba57e399c97d881'), (97, 'ff9e23c092238142741b'), (133, '674db7bcbd73ad85a978'), (137, '064a301969bb40a4b77f'), (120, '24a8e0d7ad7d6f599b1b'), (169, '194c7c8691d3bb594707'), (172, '9874150b2ab1a617f2c8'), (153, 'e8ce5ae7a55024dff56b'), (60, 'b9c5b9178bf02e49294c')],
     # nothing_personal re-recorded for rules changes: offer ids are drawn, not counted (NP-H7); an
     # auto-passing seat is still asked in windows, passing on its own clock (NP-D7, NP-H9); lapsed
     # claims ride on the event that ends the round, not events of their own (NP-H9), which moved

@@ -2368,6 +2368,7 @@ class View(_message.Message):
     LOCATIONS_REVEALED_FIELD_NUMBER: _builtins.int
     REMOVED_FIELD_NUMBER: _builtins.int
     REVEALED_BIDS_FIELD_NUMBER: _builtins.int
+    VENDETTA_RESHUFFLED_FIELD_NUMBER: _builtins.int
     viewer: _builtins.int
     """-1: spectator"""
     seats: _builtins.int
@@ -2469,6 +2470,13 @@ class View(_message.Message):
         is never here (NC-H06, NC-X01).
         """
 
+    @_builtins.property
+    def vendetta_reshuffled(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """NC-K55: the cards the last Vendetta reshuffle put into the deck, by id: the discard pile as
+        it was (public, every card on it was shown). The deck holds only these, never a Snitch nor
+        Atlantic City; empty until a reshuffle.
+        """
+
     def __init__(
         self,
         *,
@@ -2506,10 +2514,11 @@ class View(_message.Message):
         locations_revealed: _builtins.bool = ...,
         removed: _abc.Iterable[_builtins.str] | None = ...,
         revealed_bids: _abc.Iterable[Global___BidsRevealed] | None = ...,
+        vendetta_reshuffled: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["choice", b"choice"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bids", b"bids", "choice", b"choice", "corruption_pile", b"corruption_pile", "corruption_pile_size", b"corruption_pile_size", "draws", b"draws", "first_player", b"first_player", "first_player_moved", b"first_player_moved", "locations_revealed", b"locations_revealed", "meeting_bidders", b"meeting_bidders", "meeting_winners", b"meeting_winners", "month", b"month", "note_deck_size", b"note_deck_size", "note_discard_size", b"note_discard_size", "options", b"options", "order", b"order", "phase", b"phase", "players", b"players", "removed", b"removed", "resolution", b"resolution", "revealed_bids", b"revealed_bids", "seats", b"seats", "set_aside_size", b"set_aside_size", "street", b"street", "street_deck_size", b"street_deck_size", "turn", b"turn", "turn_acted", b"turn_acted", "underboss", b"underboss", "vendetta_deck_size", b"vendetta_deck_size", "vendetta_discard", b"vendetta_discard", "verdict", b"verdict", "verdict_result", b"verdict_result", "viewer", b"viewer", "w13_spent", b"w13_spent", "zealous_left", b"zealous_left"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bids", b"bids", "choice", b"choice", "corruption_pile", b"corruption_pile", "corruption_pile_size", b"corruption_pile_size", "draws", b"draws", "first_player", b"first_player", "first_player_moved", b"first_player_moved", "locations_revealed", b"locations_revealed", "meeting_bidders", b"meeting_bidders", "meeting_winners", b"meeting_winners", "month", b"month", "note_deck_size", b"note_deck_size", "note_discard_size", b"note_discard_size", "options", b"options", "order", b"order", "phase", b"phase", "players", b"players", "removed", b"removed", "resolution", b"resolution", "revealed_bids", b"revealed_bids", "seats", b"seats", "set_aside_size", b"set_aside_size", "street", b"street", "street_deck_size", b"street_deck_size", "turn", b"turn", "turn_acted", b"turn_acted", "underboss", b"underboss", "vendetta_deck_size", b"vendetta_deck_size", "vendetta_discard", b"vendetta_discard", "vendetta_reshuffled", b"vendetta_reshuffled", "verdict", b"verdict", "verdict_result", b"verdict_result", "viewer", b"viewer", "w13_spent", b"w13_spent", "zealous_left", b"zealous_left"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,8 +4,9 @@ Built from the View alone (never the true state): everything public is copied; N
 Vendetta cards, Street cards and Location cards the seat cannot see are dealt at random
 into the hidden places, keeping every public count (NC-H01), the seat's own secrets, the
 Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14) or in a Bank and its
-sealed bids (`known_before_bids`, NC-H04), and the Notes of the bids shown this Meeting on the
-Note discard pile while nothing can have shuffled it into the deck (NC-H06, NC-M08, NC-M12).
+sealed bids (`known_before_bids`, NC-H04), the Notes of the bids shown this Meeting on the
+Note discard pile while nothing can have shuffled it into the deck (NC-H06, NC-M08, NC-M12),
+and a Vendetta deck of reshuffled cards only after a reshuffle (`vendetta_reshuffled`, NC-K55).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class _Table:
     """Vendetta cards the seat has not seen, in id order."""
     hands: tuple[tuple[str, ...] | int, ...]
     vendetta_deck_size: int
+    reshuffled: frozenset[str]
+    """The cards the last Vendetta reshuffle made the deck (NC-K55): the deck holds none but these."""
     street: tuple[str, ...]
     """Street cards nobody can see, in deck order."""
     set_aside_size: int
@@ -192,7 +195,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
         choice_notes=choice_v.note_count if choice_v is not None else 0, hidden_pile=hidden_pile,
         pile_head=tuple((x, seat) for x in me.corrupted), placers=tuple(placers), over_pile=over_pile,
         discard_size=view.note_discard_size, shown=shown, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
-        vendetta_deck_size=view.vendetta_deck_size, street=street, set_aside_size=view.set_aside_size,
+        vendetta_deck_size=view.vendetta_deck_size, reshuffled=frozenset(view.vendetta_reshuffled),
+        street=street, set_aside_size=view.set_aside_size,
         street_deck_size=view.street_deck_size, locations=tuple(locations), seat_fields=seat_fields,
         fields=dict(
             config=config, options=tuple(sorted(options.items())), seats=n,
@@ -200,6 +204,7 @@ def _read_view(view: pb.View, seat: int) -> _Table:
             turn_acted=view.turn_acted, first_player=view.first_player,
             first_player_moved=view.first_player_moved, verdict=view.verdict, street=tuple(view.street),
             removed=tuple(view.removed), vendetta_discard=tuple(view.vendetta_discard),
+            vendetta_reshuffled=tuple(view.vendetta_reshuffled),
             locations_revealed=view.locations_revealed, resolution=view.resolution,
             shown_bids=tuple((r.space, b.seat, b.wiseguy, tuple(b.notes), b.value)
                              for r in view.revealed_bids for b in r.bids),
@@ -257,16 +262,19 @@ def _deal(table: _Table, rng: Rng) -> State:
 
     vpool = list(table.vendetta)
     rng.shuffle(vpool)
-    hands: list[list[str]] = []
-    for h in table.hands:
-        if isinstance(h, tuple):
-            hands.append(list(h))
-            continue
-        hand = [c for c in vpool if c in _HOLDABLE][:h]
-        for c in hand:
-            vpool.remove(c)
-        hands.append(hand)
-    vendetta_deck = vpool[:table.vendetta_deck_size]
+    if table.reshuffled:
+        hands, vendetta_deck = _after_reshuffle(table, vpool, rng)
+    else:
+        hands = []
+        for h in table.hands:
+            if isinstance(h, tuple):
+                hands.append(list(h))
+                continue
+            hand = [c for c in vpool if c in _HOLDABLE][:h]
+            for c in hand:
+                vpool.remove(c)
+            hands.append(hand)
+        vendetta_deck = vpool[:table.vendetta_deck_size]
 
     spool = list(table.street)
     rng.shuffle(spool)
@@ -290,6 +298,26 @@ def _deal(table: _Table, rng: Rng) -> State:
         players=tuple(players), street_deck=street_deck, set_aside=set_aside,
         note_deck=tuple(deck_notes), note_discard=tuple(discard), vendetta_deck=tuple(vendetta_deck),
         pile=tuple(pile), bids=tuple(bids), choice=choice, **table.fields)  # type: ignore[arg-type]
+
+
+def _after_reshuffle(table: _Table, vpool: list[str], rng: Rng) -> tuple[list[list[str]], list[str]]:
+    """NC-K55: the deck holds only cards of the last reshuffle (the discard pile everyone saw), so
+    every unseen card outside them, a Snitch above all, is in a hidden hand; the hands are filled
+    up with the reshuffled Revenge cards, and the deck is what is left. `vpool` is shuffled."""
+    slots = sum(h for h in table.hands if isinstance(h, int))
+    outside = [c for c in vpool if c not in table.reshuffled]
+    inside = [c for c in vpool if c in table.reshuffled and c in _HOLDABLE]
+    held = (outside + inside)[:slots]
+    rng.shuffle(held)
+    hands: list[list[str]] = []
+    for h in table.hands:
+        if isinstance(h, tuple):
+            hands.append(list(h))
+        else:
+            hands.append(held[:h])
+            del held[:h]
+    dealt = {c for hand in hands for c in hand}
+    return hands, [c for c in vpool if c not in dealt][:table.vendetta_deck_size]
 
 
 def _placed_before_bids(table: _Table, rng: Rng) -> dict[tuple[int, int], list[int | None]]:

@@ -94,7 +94,9 @@ def _deck_shuffled(s: State, e: pb.DeckShuffled) -> State:
         return changed(s, {"street_deck": tuple(e.cards), "set_aside": ()})
     if e.deck == "note":
         return changed(s, {"note_deck": tuple(e.notes), "note_discard": ()})
-    return changed(s, {"vendetta_deck": tuple(e.cards), "vendetta_discard": ()})
+    # NC-K55: a reshuffle's cards are the discard pile everyone saw (the setup's shuffle has none)
+    return changed(s, {"vendetta_deck": tuple(e.cards), "vendetta_discard": (),
+                       "vendetta_reshuffled": tuple(sorted(s.vendetta_discard))})
 
 
 def _street_card_revealed(s: State, e: pb.StreetCardRevealed) -> State:

@@ -146,6 +146,7 @@ class State:
     note_discard: tuple[int, ...] = ()
     vendetta_deck: tuple[str, ...] = ()
     vendetta_discard: tuple[str, ...] = ()
+    vendetta_reshuffled: tuple[str, ...] = ()  # NC-K55: the discard the last reshuffle made the deck, sorted
     pile: tuple[tuple[int, int], ...] = ()  # Corruption Pile: (note, the seat that placed it, W12's too)
     bids: tuple[Bid, ...] = ()
     locations_revealed: bool = False

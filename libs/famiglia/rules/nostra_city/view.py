@@ -105,6 +105,7 @@ def view(state: State, viewer: int | None) -> pb.View:
         locations_revealed=state.locations_revealed,
         removed=state.removed,
         meeting_bidders=sorted(state.meeting_bidders),
+        vendetta_reshuffled=state.vendetta_reshuffled,
     )
     for i, p in enumerate(state.players):
         mine = over or viewer == i

@@ -1,0 +1,79 @@
+"""The search's worlds (`determinize`) against what a seat can know from its View: the Vendetta
+deck after a reshuffle (NC-K55)."""
+
+from __future__ import annotations
+
+from famiglia.engine import Rng
+from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
+from famiglia.rules.nostra_city import ENGINE
+from famiglia.rules.nostra_city.data import ATLANTIC_CARD, VENDETTA, VENDETTA_BY_ID
+from famiglia.rules.nostra_city.decide import Emitter, draw_vendetta
+from famiglia.rules.nostra_city.state import Draw, State
+
+from .helpers import business_table, seat, table
+
+WORLDS = 200
+
+HANDS = {1: ("V01",), 2: ("V02", "V04"), 3: ("V07",), 0: ("V08",)}
+"""Vendetta hands before the reshuffle: both Snitches with other seats, one Revenge card in the viewer's."""
+
+
+def _alike(a: pb.View, b: pb.View) -> bool:
+    """The same View but for the Street deck's size (the test tables' Street decks are not full)."""
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in pb.View.DESCRIPTOR.fields
+               if f.name != "street_deck_size")
+
+
+def _reshuffled(dice: int = 0) -> State:
+    """The Vendetta deck ran out: everything not in a hand, nor Atlantic City (in seat 3's
+    Territory), is on the discard pile when seat 1 is Cheated of one card (NC-K55)."""
+    s = business_table()
+    for i, hand in HANDS.items():
+        s = seat(s, i, hand=hand)
+    s = seat(s, 3, turfs=(*s.players[3].turfs, "AC"))
+    held = {c for hand in HANDS.values() for c in hand} | {ATLANTIC_CARD}
+    discard = tuple(v.id for v in VENDETTA if v.id not in held)
+    em = Emitter(table(s, vendetta_deck=(), vendetta_discard=discard, draws=(Draw(1, 1, 0),)))
+    draw_vendetta(em, Rng(dice))
+    return em.state
+
+
+def _drawn_revenge() -> State:
+    """`_reshuffled` with a dice that hands seat 1 a Revenge card (no Rage choice open)."""
+    for dice in range(50):
+        s = _reshuffled(dice)
+        if s.choice is None:
+            return s
+    raise AssertionError("no dice draws a Revenge card")
+
+
+def test_nc_k55_the_view_names_the_cards_a_vendetta_reshuffle_put_into_the_deck() -> None:
+    """NC-K55, NC-H01: the discard pile was public, so every seat and the spectator see which
+    cards the reshuffle made the deck; before any reshuffle, none."""
+    s = _drawn_revenge()
+    before = business_table()
+    want = sorted(v.id for v in VENDETTA
+                  if v.id not in {c for hand in HANDS.values() for c in hand} | {ATLANTIC_CARD})
+    for viewer in (0, 1, 2, 3, None):
+        assert list(ENGINE.view(s, viewer).vendetta_reshuffled) == want, viewer
+        assert not ENGINE.view(before, viewer).vendetta_reshuffled, viewer
+
+
+def test_nc_k55_worlds_deal_the_vendetta_deck_from_the_reshuffled_cards_only() -> None:
+    """NC-K55, NC-K46: after a reshuffle the deck holds only the old discard pile, so in every
+    world seat 0 is dealt no Snitch (and no card outside the reshuffle) is in the deck: both
+    Snitches are in other seats' hands, and so is each unseen card that was not reshuffled."""
+    s = _drawn_revenge()
+    view = ENGINE.view(s, 0)
+    reshuffled = set(view.vendetta_reshuffled)
+    unseen_outside = {"V01", "V02", "V04", "V07"}  # held before the reshuffle, never shown
+    dealt_to_hands: set[str] = set()
+    for dice in range(WORLDS):
+        world = ENGINE.determinize(view, 0, Rng(dice))
+        assert set(world.vendetta_deck) <= reshuffled, (dice, world.vendetta_deck)
+        hands = [c for i, p in enumerate(world.players) if i != 0 for c in p.hand]
+        assert unseen_outside <= set(hands), (dice, hands)
+        assert all(VENDETTA_BY_ID[c].kind in ("snitch", "revenge") for c in hands), dice
+        assert _alike(ENGINE.view(world, 0), view), dice
+        dealt_to_hands.update(c for c in hands if c in reshuffled)
+    assert dealt_to_hands, "seat 1's new card, a reshuffled Revenge card, comes up in a hand"
