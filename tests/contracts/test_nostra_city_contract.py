@@ -110,9 +110,10 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
             mine = [j for j, b in enumerate(bids) if b.seat == i]
             locs = [bids[j].location for j in mine] + list(players[i].locations)
             rng.shuffle(locs)
-            for j, loc in zip(mine, locs, strict=False):
+            named = [loc for loc in locs if state.street[loc - 1]][:len(mine)]  # NC-X07: a space with a card
+            for j, loc in zip(mine, named, strict=True):
                 bids[j] = replace(bids[j], location=loc)
-            players[i] = replace(players[i], locations=tuple(sorted(locs[len(mine):])))
+            players[i] = replace(players[i], locations=tuple(sorted(loc for loc in locs if loc not in named)))
     on_pile = {n for n, _ in pile}
     players = [p if i == viewer else replace(p, peeked=tuple(n for n in p.peeked if n in on_pile))
                for i, p in enumerate(players)]

@@ -1,5 +1,5 @@
 """The search's worlds (`determinize`) against what a seat can know from its View: the Vendetta
-deck after a reshuffle (NC-K55)."""
+deck after a reshuffle (NC-K55) and the Street spaces a hidden bid can name (NC-X07)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from famiglia.rules.nostra_city.data import ATLANTIC_CARD, VENDETTA, VENDETTA_BY
 from famiglia.rules.nostra_city.decide import Emitter, draw_vendetta
 from famiglia.rules.nostra_city.state import Draw, State
 
-from .helpers import business_table, seat, table
+from .helpers import END, bid, business_table, meeting_table, notes, run, seat, table
 
 WORLDS = 200
 
@@ -77,3 +77,33 @@ def test_nc_k55_worlds_deal_the_vendetta_deck_from_the_reshuffled_cards_only() -
         assert _alike(ENGINE.view(world, 0), view), dice
         dealt_to_hands.update(c for c in hands if c in reshuffled)
     assert dealt_to_hands, "seat 1's new card, a reshuffled Revenge card, comes up in a hand"
+
+
+def _empty_spaces_meeting() -> State:
+    """March's Meeting after the Street deck ran out: only spaces 1 and 3 hold a card (NC-X07).
+    Seats 1 and 2 each placed a sealed bid; seat 0 is to act."""
+    s = table(meeting_table(), street=("R1", "", "R3", ""), street_deck=(), month=3, order=(1, 2, 0, 3))
+    s, _ = run(s, 1, bid("W03", 3, notes(10000, "I", 1, skip=2)))
+    s, _ = run(s, 1, END)
+    s, _ = run(s, 2, bid("W06", 1, notes(10000, "G", 1, skip=4)))
+    s, _ = run(s, 2, END)
+    assert s.turn_seat == 0, s.turn_seat
+    return s
+
+
+def test_nc_x07_worlds_put_hidden_bids_only_on_street_spaces_holding_a_card() -> None:
+    """NC-X07, NC-H05: a hidden bid's Location card names a space with a card, never an empty
+    one, in every world dealt to seat 0; its unused Location cards are the others."""
+    s = _empty_spaces_meeting()
+    view = ENGINE.view(s, 0)
+    named: set[int] = set()
+    for dice in range(WORLDS):
+        world = ENGINE.determinize(view, 0, Rng(dice))
+        for b in world.bids:
+            assert b.location in (1, 3), (dice, b)
+            assert b.location not in world.players[b.seat].locations, (dice, b)
+            named.add(b.location)
+        assert _alike(ENGINE.view(world, 0), view), dice
+        assert ENGINE.legal_commands(world, 0, limit=64) == ENGINE.legal_commands(s, 0, limit=64), dice
+    assert named == {1, 3}
+    s, _ = run(s, 0, END)  # (the table plays on)

@@ -6,7 +6,8 @@ into the hidden places, keeping every public count (NC-H01), the seat's own secr
 Notes it knows are in other seats' Banks (`known_bank`, NC-H03, NC-H14) or in a Bank and its
 sealed bids (`known_before_bids`, NC-H04), the Notes of the bids shown this Meeting on the
 Note discard pile while nothing can have shuffled it into the deck (NC-H06, NC-M08, NC-M12),
-and a Vendetta deck of reshuffled cards only after a reshuffle (`vendetta_reshuffled`, NC-K55).
+a Vendetta deck of reshuffled cards only after a reshuffle (`vendetta_reshuffled`, NC-K55), and
+hidden bids on Street spaces that hold a card (NC-X07).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class _Table:
     street_deck_size: int
     locations: tuple[tuple[int, ...] | int, ...]
     """Known Location cards, or how many to draw from the four a hidden bid left (-1 - count)."""
+    open_spaces: frozenset[int]
+    """The Street spaces holding a card: only these can a hidden bid name (NC-X07)."""
     seat_fields: tuple[dict[str, object], ...]
     fields: dict[str, object]
     """Every other State field."""
@@ -197,7 +200,8 @@ def _read_view(view: pb.View, seat: int) -> _Table:
         discard_size=view.note_discard_size, shown=shown, deck_size=view.note_deck_size, vendetta=vendetta, hands=hands,
         vendetta_deck_size=view.vendetta_deck_size, reshuffled=frozenset(view.vendetta_reshuffled),
         street=street, set_aside_size=view.set_aside_size,
-        street_deck_size=view.street_deck_size, locations=tuple(locations), seat_fields=seat_fields,
+        street_deck_size=view.street_deck_size, locations=tuple(locations),
+        open_spaces=frozenset(i + 1 for i, card in enumerate(view.street) if card), seat_fields=seat_fields,
         fields=dict(
             config=config, options=tuple(sorted(options.items())), seats=n,
             month=view.month, phase=Phase(view.phase), order=tuple(view.order), turn=view.turn,
@@ -288,10 +292,12 @@ def _deal(table: _Table, rng: Rng) -> State:
         else:
             carried = [j for j, b in enumerate(bids) if b.seat == i]
             locs = rng.shuffled([1, 2, 3, 4])
-            for j, loc in zip(carried, locs, strict=False):
+            named = [loc for loc in locs if loc in table.open_spaces][:len(carried)]  # NC-X07
+            for j, loc in zip(carried, named, strict=True):
                 old = bids[j]
                 bids[j] = Bid(old.seat, old.wiseguy, old.count, loc, old.notes)
-            locations = tuple(sorted(locs[len(carried):len(carried) - 1 - known]))
+            unused = [loc for loc in locs if loc not in named]
+            locations = tuple(sorted(unused[:-1 - known]))
         players.append(Seat(bank=tuple(sorted(banks[i])), hand=tuple(sorted(hands[i])), locations=locations,
                             **fields))  # type: ignore[arg-type]
     return State(
