@@ -10,9 +10,11 @@ import dataclasses
 import hashlib
 import random
 import secrets
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
@@ -99,6 +101,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
+from .quarantine import Quarantine, id_name, input_name
 from .rematch import REMATCH_GRACE_S, Rematch, check_rematch, persons, seat_there, seating, too_late
 from .turn_watch import Snapshot, watch_my_turns
 
@@ -339,7 +342,8 @@ class CommandApp:
                  notices: TurnNotices | None = None, rematches: RematchAsksStore | None = None,
                  rematch_notices: bool = True,
                  seat_changes: bool = True,
-                 clock_skew_s: float = CLOCK_SKEW_S, wall: Callable[[], float] = time.time) -> None:
+                 clock_skew_s: float = CLOCK_SKEW_S, wall: Callable[[], float] = time.time,
+                 quarantine: Quarantine | None = None) -> None:
         if timeouts_to_bot < 0:
             raise ValueError(f"timeouts_to_bot is 0 (never) or more, not {timeouts_to_bot}")
         if not clock_skew_s >= 0:
@@ -371,6 +375,8 @@ class CommandApp:
         self.metrics = command_metrics(self.matches)
         """None when metrics are off: each recording below is then one test."""
         self._seat_claims: dict[str, tuple[str, Viewer]] = {}  # token -> (its match, its viewer)
+        self.quarantine = quarantine if quarantine is not None else Quarantine()
+        """Commands set aside after their engine did not return (`stuck_command`), refused at once."""
 
     # -- games -------------------------------------------------------------------------
     def list_games(self) -> list[GameInfo]:
@@ -765,6 +771,7 @@ class CommandApp:
         seat = viewer.seat
         assert seat is not None  # _check_submission
         key = command_key(seat, command_id)
+        aside = self.quarantine.of(match_id)  # None but for a match with a command set aside
         with hot.lock:
             m = hot.match
             self._check_seat(m.seats, viewer)
@@ -783,6 +790,8 @@ class CommandApp:
                                   f"expected version {expected_version}, the match is at {m.public_version}")
             read_in_call = False  # the hot state was read from the store during this call
             for _attempt in range(MAX_RETRIES):
+                if aside is not None:  # (outside the try: a retry on the stream's state would not lift it)
+                    _check_not_set_aside(aside, hot, seat, command_id, command, self.quarantine.ttl_s)
                 try:
                     if m.finished:
                         raise _over(m)
@@ -988,6 +997,23 @@ class CommandApp:
             log.warning("command_malformed", match_id=m.match_id, seat=seat, command_id=command_id,
                         error=repr(exc))
             raise InvalidArgument("malformed_command", f"the command cannot be read: {exc}") from None
+
+    def stuck_command(self, ident: int) -> tuple[str, list[str], dict[str, Any]] | None:
+        """The command thread `ident` is deciding now (a `_decide` on its stack, read from its
+        frames: nothing is noted on the command path for it), as the quarantine names it: (its
+        match, its names, fields for the log line); None when it decides none (it waits for a
+        match's lock, or for Redis: nothing of the command is to blame)."""
+        frame = sys._current_frames().get(ident)
+        while frame is not None and frame.f_code is not _DECIDE:
+            frame = frame.f_back
+        if frame is None:
+            return None
+        found = frame.f_locals
+        hot, seat, command, command_id = found["hot"], found["seat"], found["command"], found["command_id"]
+        m = hot.match  # its lock is held by the stuck thread: where `decide` stands
+        names = [id_name(seat, command_id), input_name(m.version, seat, command)]
+        return m.match_id, names, {"seat": seat, "command_id": command_id, "version": m.public_version,
+                                   "game_id": m.game_id}
 
     def _duplicate(self, hot: HotMatch, viewer: Viewer, key: str, command: Message,
                    omit_events: bool = False) -> Submitted:
@@ -1994,6 +2020,19 @@ def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelop
     return envelopes[:end] or envelopes
 
 
+def _check_not_set_aside(aside: frozenset[str], hot: HotMatch, seat: int, command_id: str, command: Message,
+                         ttl_s: float) -> None:
+    """Refuse a command set aside on this match (`Quarantine`): the same call again (its seat
+    and command id), or the same command where the match stands (its input to `decide`)."""
+    if id_name(seat, command_id) in aside or input_name(hot.match.version, seat, command) in aside:
+        raise FailedPrecondition(
+            "command_quarantined",
+            f"command_id {command_id[:60]!r} of seat {seat} is set aside: the game's engine did not finish "
+            f"deciding it (a server bug, reported to the operators), and it is refused for up to "
+            f"{ttl_s / 3600:g} h so it cannot stop more servers. Play another command under a new command_id, "
+            "or ask an operator to cancel the match (famiglia match cancel)")
+
+
 def _check_submission(viewer: Viewer, command_id: str) -> None:
     if viewer.seat is None:
         raise Unauthenticated("no_token", "commands need `authorization: Bearer <seat token>`")
@@ -2102,3 +2141,7 @@ def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
         return info.command_type.FromString(value)
     except DecodeError as exc:
         raise InvalidArgument("undecodable_command", f"the command bytes do not parse: {exc}") from None
+
+
+_DECIDE = CommandApp._decide.__code__
+"""What `stuck_command` looks for on a stuck thread's stack."""

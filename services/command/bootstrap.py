@@ -17,6 +17,7 @@ from famiglia.eventstore.turn_notices import turn_notices_of
 from .app import CLOCK_SKEW_S, LEAVE_POLICY, TIMEOUTS_TO_BOT, CommandApp
 from .chat import ChatSettings
 from .hot_matches import HOT_MATCHES, HOT_MATCHES_MB
+from .quarantine import QUARANTINE_S, Quarantine
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class CommandSettings:
     leave_policy: str = LEAVE_POLICY
     seat_changes: bool = True
     clock_skew_s: float = CLOCK_SKEW_S
+    quarantine_s: float = QUARANTINE_S
+    """Seconds a command whose engine did not return stays refused on every replica
+    (FAMIGLIA_COMMAND_QUARANTINE_S; `quarantine`)."""
     turn_notifications: bool = True
     """Whether a rematch's asks and its making are posted to the players' notification streams
     (FAMIGLIA_TURN_NOTIFICATIONS, the dispatcher's switch for the turns' own)."""
@@ -49,6 +53,7 @@ class CommandSettings:
             seat_changes=flag("FAMIGLIA_SEAT_CHANGES", True),
             clock_skew_s=number("FAMIGLIA_CLOCK_SKEW_S", CLOCK_SKEW_S),
             turn_notifications=flag("FAMIGLIA_TURN_NOTIFICATIONS", True),
+            quarantine_s=number("FAMIGLIA_COMMAND_QUARANTINE_S", QUARANTINE_S, above=True),
         )
 
 
@@ -89,7 +94,18 @@ def bootstrap(*, store: EventStore | None = None, registry: Registry | None = No
                       leave_policy=command_settings.leave_policy, notices=turn_notices_of(store),
                       rematch_notices=command_settings.turn_notifications,
                       rematches=_rematch_asks(store), seat_changes=command_settings.seat_changes,
-                      clock_skew_s=command_settings.clock_skew_s)
+                      clock_skew_s=command_settings.clock_skew_s,
+                      quarantine=_quarantine(store, command_settings.quarantine_s))
+
+
+def _quarantine(store: EventStore, ttl_s: float) -> Quarantine:
+    """Commands set aside on the event store's Redis, which every replica reads; in memory
+    beside an in-memory store."""
+    from famiglia.eventstore.redis_store import RedisEventStore
+
+    if isinstance(store, RedisEventStore):
+        return Quarantine(store.client, prefix=store.keys.prefix, ttl_s=ttl_s)
+    return Quarantine(ttl_s=ttl_s)
 
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:

@@ -17,15 +17,18 @@ import pytest
 import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from famiglia.bots.toy import Command
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.grpcutil.errors import error_code
 from famiglia.grpcutil.readiness import LIVENESS
 from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 from services.command.bootstrap import bootstrap
 from services.command.entrypoints.grpc_server import serve
+from services.command.quarantine import Quarantine
 from tests.support.metrics import recorded
 
 GS = "famiglia.v1.GameService"
@@ -48,8 +51,8 @@ def _until(channel: grpc.Channel, status: int) -> None:
 class _Served:
     def __init__(self, redis_url: str, engine: StallingCard) -> None:
         self.store = RedisEventStore.connect(redis_url)
-        app = bootstrap(store=self.store, registry=stalling_registry(engine), settings=Settings(redis_url=redis_url,
-                                                                                                 secret="s"))
+        self.app = app = bootstrap(store=self.store, registry=stalling_registry(engine),
+                                   settings=Settings(redis_url=redis_url, secret="s"))
         self.server, port = serve(app, "127.0.0.1:0", workers=4, stuck_call_s=0.3)
         self.server.start()
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -102,6 +105,8 @@ def test_a_command_whose_engine_does_not_return_is_told_and_takes_the_replica_ou
             assert served.store.version(match.match_id) == done.version
             stuck = [line for line in captured if line["event"] == "call_stuck"]
             assert [line["rpc"] for line in stuck] == ["SubmitCommand", "GetView"], captured
+            # The command is set aside; the call waiting for its match's lock decides nothing.
+            assert [line["rpc"] for line in captured if line["event"] == "command_quarantined"] == ["SubmitCommand"]
             line, waiting = stuck
             assert waiting["match_id"] == match.match_id and "seat" not in waiting  # a spectator
             assert "services/command/app.py" in waiting["where"][-1] and "get_view" in waiting["where"][-1], waiting
@@ -147,3 +152,68 @@ def test_a_chain_names_each_of_its_seats_and_commands(redis_url: str) -> None:
     finally:
         engine.release.set()
         served.close()
+
+
+def _code(call: Any) -> tuple[grpc.StatusCode, str]:
+    """(status, famiglia code) of a call that failed; what a test expects when it was refused."""
+    with pytest.raises(grpc.RpcError) as failed:
+        call()
+    return failed.value.code(), error_code(failed.value)
+
+
+def _submit(served: _Served, match_id: str, token: str, command: Any, command_id: str,
+            timeout: float = 60) -> Any:
+    request = pb.SubmitCommandRequest(match_id=match_id, command_id=command_id)
+    request.command.CopyFrom(command)
+    return pb_grpc.GameServiceStub(served.channel).SubmitCommand.future(
+        request, metadata=[("authorization", f"Bearer {token}")], timeout=timeout)
+
+
+def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_still_plays(redis_url: str) -> None:
+    """A command whose engine loops, retried on the next replica (the SDK retries UNAVAILABLE),
+    would stall that replica too, and the next: every replica restarted in turn by one command.
+    Found stuck, it is set aside in Redis: another replica refuses it at once, under its own id
+    and under a new one (`command_quarantined`), without deciding it, while another command of
+    the seat is decided as ever; the stuck call ending after all lifts it."""
+    stalling, other = StallingCard(60.0), StallingCard(60.0)  # replicas A and B, one Redis
+    a, b = _Served(redis_url, stalling), _Served(redis_url, other)
+    b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)  # B reads what A set aside at each command
+    try:
+        match = a.client.create_match(GAME_ID, 2, seed=3)
+        seat = a.client.spectator(match.match_id).view().to_act[0].seat
+        token = match.seat_tokens[seat]
+        poisoned, fine = a.client.seat(match.match_id, token).legal_commands().commands[:2]
+        played = Command()
+        assert poisoned.Unpack(played)
+        stalling.poisoned = other.poisoned = played.play.card
+        with structlog.testing.capture_logs() as captured:
+            stuck = _submit(a, match.match_id, token, poisoned, "loops-1")
+            assert stalling.entered.wait(30)
+            _until(a.channel, NOT_SERVING)
+            (line,) = [line for line in captured if line["event"] == "command_quarantined"]
+            assert (line["match_id"], line["seat"], line["command_id"], line["version"]) == \
+                (match.match_id, seat, "loops-1", match.version), line
+            # The client's retry on replica B, and the same command sent again under a new id.
+            for command_id in ("loops-1", "loops-2"):
+                refused = _submit(b, match.match_id, token, poisoned, command_id, timeout=20)
+                assert _code(refused.result) == (grpc.StatusCode.FAILED_PRECONDITION, "command_quarantined")
+            assert not other.entered.is_set()  # B never decided it: it would be stalled now
+            message = [line for line in captured if line["event"] == "rpc_refused"][-1]["reason"]
+            assert "loops-2" in message and "cancel the match" in message, message
+            # Another command of the seat goes in.
+            done = _submit(b, match.match_id, token, fine, "fine-1").result()
+            assert done.version > match.version and not done.duplicate
+            stalling.release.set()  # A's call ends after all (slow, not endless): lifted
+            with pytest.raises(grpc.RpcError):
+                stuck.result()  # decided on a match that moved on: refused
+            deadline = time.monotonic() + 60
+            while b.app.quarantine.of(match.match_id) is not None:
+                assert time.monotonic() < deadline, captured
+                time.sleep(0.02)
+        assert [line["event"] for line in captured if line["event"].startswith("command_quarantine")] == \
+            ["command_quarantined", "command_quarantine_lifted"]
+    finally:
+        stalling.release.set()
+        other.release.set()
+        a.close()
+        b.close()

@@ -68,13 +68,18 @@ def _short(path: str) -> str:
 class Watchdog:
     """Reads `running` every `every` seconds (a quarter of `bound_s`, at most 1 s) on a thread of
     its own. A call of one of `servicers` that has run `bound_s` or more is stuck: told once,
-    in a `call_stuck` error line with `describe(call)`'s fields, and `count(call)`; `on_change(True)`
-    when the first call is stuck, `on_change(False)` once every stuck call has ended."""
+    in a `call_stuck` error line with `describe(call)`'s fields, `count(call)` and
+    `on_stuck(thread id, call)` (the command service sets its command aside there, before
+    health tells anyone); `on_ended(thread id, call)` when a stuck call ends after all;
+    `on_change(True)` when the first call is stuck, `on_change(False)` once every stuck call has
+    ended."""
 
     def __init__(self, bound_s: float, on_change: Callable[[bool], None], *,
                  servicers: Collection[Any] = (),
                  describe: Callable[[Running], dict[str, Any]] = lambda call: {},
                  count: Callable[[Running], None] = lambda call: None,
+                 on_stuck: Callable[[int, Running], None] | None = None,
+                 on_ended: Callable[[int, Running], None] | None = None,
                  every: float | None = None,
                  running: dict[int, tuple[Any, ...] | None] = RUNNING) -> None:
         if not bound_s > 0:
@@ -84,6 +89,8 @@ class Watchdog:
         self._servicers = tuple(servicers)
         self._describe = describe
         self._count = count
+        self._on_stuck = on_stuck
+        self._on_ended = on_ended
         self._every = every if every is not None else min(1.0, bound_s / 4)
         self._running = running
         self._stuck: dict[int, tuple[Any, ...]] = {}
@@ -101,6 +108,14 @@ class Watchdog:
         return sum(1 for raw in list(self._running.values())
                    if raw is not None and (not self._servicers or any(raw[1] is s for s in self._servicers)))
 
+    def overdue(self, now: float | None = None) -> int:
+        """Calls of its servicers under way that have run `bound_s` or more (at `now`): stuck,
+        whether or not a round of `check` has told them yet."""
+        now = time.monotonic() if now is None else now
+        return sum(1 for raw in list(self._running.values())
+                   if raw is not None and now - raw[0] >= self.bound_s
+                   and (not self._servicers or any(raw[1] is s for s in self._servicers)))
+
     def check(self, now: float | None = None) -> int:
         """One look at the calls under way (at `now`, a `time.monotonic()`): the new stuck ones
         told, those that ended forgotten; returns how many are stuck."""
@@ -114,6 +129,7 @@ class Watchdog:
                 ended = Running._make(told)
                 log.warning("stuck_call_ended", rpc=ended.rpc, seconds=round(now - ended.began, 1),
                             **self._fields(ended))
+                self._hook(self._on_ended, ident, ended)
             if raw is None or raw is told or now - raw[0] < self.bound_s:
                 continue
             call = Running._make(raw)
@@ -128,9 +144,18 @@ class Watchdog:
                 self._count(call)
             except Exception:  # noqa: BLE001 - a count lost must not end the watch
                 log.exception("stuck_call_not_counted")
+            self._hook(self._on_stuck, ident, call)
         if bool(self._stuck) != before:
             self._on_change(bool(self._stuck))
         return len(self._stuck)
+
+    @staticmethod
+    def _hook(hook: Callable[[int, Running], None] | None, ident: int, call: Running) -> None:
+        if hook is not None:
+            try:
+                hook(ident, call)
+            except Exception:  # noqa: BLE001 - the watch goes on, and health is still told
+                log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=getattr(hook, "__name__", "?"))
 
     def _fields(self, call: Running) -> dict[str, Any]:
         """What `describe` says of `call`; nothing when it fails (the line matters more)."""

@@ -24,17 +24,21 @@ GAME_ID = "stalling_card"
 class StallingCard(HighCard):
     """High Card whose every `decide` takes `stall_s` seconds, or until `release` is set:
     asleep (`spin=False`: the GIL free) or in a loop that holds the GIL between the
-    interpreter's switches (`spin=True`), as a runaway engine would."""
+    interpreter's switches (`spin=True`), as a runaway engine would. With `poisoned` (a card),
+    only a command that plays that card stalls: a bug one command meets, not every one."""
 
-    def __init__(self, stall_s: float, *, spin: bool = False) -> None:
+    def __init__(self, stall_s: float, *, spin: bool = False, poisoned: int | None = None) -> None:
         self.info = dataclasses.replace(HighCard.info, game_id=GAME_ID, title="Stalling Card (watchdog test game)")
         self.stall_s = stall_s
         self.spin = spin
+        self.poisoned = poisoned
         self.release = threading.Event()
         self.entered = threading.Event()
         """Set when a `decide` began to stall (a test waits for it, not for a time)."""
 
     def decide(self, state: State, seat: int, command: Msg, rng: Rng) -> list[Message]:
+        if self.poisoned is not None and command.play.card != self.poisoned:
+            return super().decide(state, seat, command, rng)
         self.entered.set()
         if self.spin:
             end = time.monotonic() + self.stall_s

@@ -116,6 +116,7 @@ def _log_refused_entry(request: pb.SubmitCommandsRequest, index: int, refused) -
 class GameServicer(pb_grpc.GameServiceServicer):
     def __init__(self, app: CommandApp) -> None:
         self.app = app
+        self._set_aside: dict[int, tuple[str, list[str]]] = {}  # stuck thread -> what it set aside
 
     @rpc
     def ListGames(self, request, context):
@@ -329,6 +330,25 @@ class GameServicer(pb_grpc.GameServiceServicer):
             out["game_id"] = hot.match.game_id
         return out
 
+    def set_aside_stuck(self, ident: int, call: Running) -> None:
+        """A stuck call deciding a command: the command set aside for every replica
+        (`quarantine`), so its client's retry is refused rather than stalling the next one."""
+        found = self.app.stuck_command(ident)
+        if found is None:
+            return
+        match_id, names, fields = found
+        self.app.quarantine.set_aside(match_id, names)
+        self._set_aside[ident] = (match_id, names)
+        log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
+                    **fields)
+
+    def lift_ended(self, ident: int, call: Running) -> None:
+        """A stuck call that ended after all (slow, not endless): what it set aside is lifted."""
+        aside = self._set_aside.pop(ident, None)
+        if aside is not None:
+            self.app.quarantine.lift(*aside)
+            log.info("command_quarantine_lifted", rpc=call.rpc, match_id=aside[0])
+
     def _seat_of(self, token: str | None) -> int | None:
         try:
             return self.app.signer.read_seat(token).seat if token else None
@@ -367,4 +387,6 @@ def serve(app: CommandApp, address: str, workers: int = 64,
         transport=transport,
         stuck_call_s=stuck_call_s,
         describe_call=servicer.describe_call,
+        on_stuck=servicer.set_aside_stuck,
+        on_stuck_ended=servicer.lift_ended,
     )

@@ -134,3 +134,37 @@ def test_a_call_stuck_while_redis_is_away_restarts_nothing() -> None:
     told.ready(True)
     told.stuck(False)  # it ended after all
     assert status() == {"": serving, "famiglia.v1.GameService": serving, LIVENESS: serving}
+
+
+def test_a_stuck_call_is_handed_to_its_service_once_and_again_when_it_ends() -> None:
+    """The command service sets the stuck call's command aside (`on_stuck`) before health tells
+    anyone, and lifts it if the call ends after all (`on_ended`); a hook that fails is logged and
+    the watch, and health, go on."""
+    running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, None), 8: _call(0.0, None, "GetView")}
+    order: list[Any] = []
+
+    def on_stuck(ident: int, call: Any) -> None:
+        order.append(("stuck", ident, call.rpc))
+        if call.rpc == "GetView":
+            raise RuntimeError("no")
+
+    watchdog = Watchdog(1.0, lambda stuck: order.append(("health", stuck)), running=running, on_stuck=on_stuck,
+                        on_ended=lambda ident, call: order.append(("ended", ident, call.rpc)))
+    with structlog.testing.capture_logs() as captured:
+        assert watchdog.check(now=5.0) == 2
+        assert watchdog.check(now=6.0) == 2  # told once
+        running[7] = running[8] = None
+        assert watchdog.check(now=7.0) == 0
+    assert order == [("stuck", 7, "SubmitCommand"), ("stuck", 8, "GetView"), ("health", True),
+                     ("ended", 7, "SubmitCommand"), ("ended", 8, "GetView"), ("health", False)]
+    (failed,) = _logged("stuck_call_hook_failed", captured)
+    assert failed["rpc"] == "GetView" and failed["hook"] == "on_stuck"
+
+
+def test_overdue_counts_the_calls_past_the_bound_whether_told_or_not() -> None:
+    ours = _Servicer()
+    running: dict[int, tuple[Any, ...] | None] = {1: _call(0.0, ours), 2: _call(9.5, ours), 3: None,
+                                                  4: _call(0.0, _Servicer())}
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running)
+    assert watchdog.under_way() == 2
+    assert watchdog.overdue(now=10.0) == 1  # no round of `check` has run

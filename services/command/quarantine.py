@@ -1,0 +1,138 @@
+"""Commands set aside: a command whose engine did not return is not decided again for a while.
+
+The stuck-call watchdog takes a replica whose call never ends out of service, and its client
+retries (the SDK retries UNAVAILABLE and DEADLINE_EXCEEDED) on the next replica, where the same
+pure engine loops on the same input again: one poisoned command would restart every replica in
+turn. So when a SubmitCommand(s) call is found stuck inside `decide` (`CommandApp.stuck_command`,
+read from its thread's frames: nothing is noted on the command path), the command is set aside in
+Redis for `FAMIGLIA_COMMAND_QUARANTINE_S`, for every replica, under two names:
+
+- `id:<seat>/<command_id>`: the store's idempotency key, what a retry of the same call sends;
+- `at:<position>/<seat>/<digest>`: the engine's input (where the match stands, the seat, the
+  command's bytes), what a player sending the same command again under a new id sends.
+
+Either refuses it at once, `FAILED_PRECONDITION command_quarantined`, before `decide`. Another
+command of the seat (a bot's fallback, a player's other choice), or this one once the match
+has moved on, is decided as ever. A stuck call that ends after all lifts what it set aside.
+
+Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
+once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the
+match id, and the command's bytes are hashed only for a match that has a command set aside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.message import Message
+
+from famiglia.telemetry import get_logger
+
+log = get_logger("famiglia.command")
+
+#: Seconds a stuck command stays set aside (FAMIGLIA_COMMAND_QUARANTINE_S): long enough for an
+#: operator to read `call_stuck` and cancel the match (docs/operations.md, "A stuck call"), short
+#: enough that a fixed engine, deployed, gets the command again the same day.
+QUARANTINE_S = 6 * 3600.0
+
+#: Seconds between a replica's reads of what every replica set aside.
+REFRESH_S = 1.0
+
+#: Seconds a write or read of the set may wait for Redis: the watchdog's thread writes it, and
+#: must not hang on a Redis that stopped answering.
+REDIS_TIMEOUT_S = 2.0
+
+
+def id_name(seat: int, command_id: str) -> str:
+    return f"id:{seat}/{command_id}"
+
+
+def input_name(position: int, seat: int, command: Message) -> str:
+    digest = hashlib.sha256(command.SerializeToString(deterministic=True)).hexdigest()[:32]
+    return f"at:{position}/{seat}/{digest}"
+
+
+class Quarantine:
+    """The commands set aside, per match: in memory, and (with `client`) in the Redis sorted set
+    `<prefix>:quarantine` that every replica reads. `wall`: Unix seconds (the members' expiry)."""
+
+    def __init__(self, client: Any = None, *, prefix: str = "famiglia", ttl_s: float = QUARANTINE_S,
+                 refresh_s: float = REFRESH_S, wall: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not ttl_s > 0:
+            raise ValueError(f"a quarantine lasts more than 0 seconds, not {ttl_s}")
+        self.ttl_s = ttl_s
+        self.key = f"{prefix}:quarantine"
+        self._writer = _bounded(client) if client is not None else None
+        self._refresh_s = refresh_s
+        self._wall = wall
+        self._clock = clock
+        self._next_read = 0.0
+        self._lock = threading.Lock()
+        self._members: dict[str, float] = {}  # "<match id> <name>" -> its expiry (Unix ms)
+        self._aside: dict[str, frozenset[str]] = {}  # match id -> names; replaced whole, never mutated
+
+    def of(self, match_id: str) -> frozenset[str] | None:
+        """What is set aside on `match_id` (None: nothing, the usual answer)."""
+        if self._clock() >= self._next_read:
+            self._read()
+        return self._aside.get(match_id) if self._aside else None
+
+    def set_aside(self, match_id: str, names: list[str]) -> None:
+        now = self._wall()
+        expiry_ms = (now + self.ttl_s) * 1000
+        members = {f"{match_id} {name}": expiry_ms for name in names}
+        if self._writer is not None:
+            pipe = self._writer.pipeline(transaction=True)
+            pipe.zremrangebyscore(self.key, "-inf", now * 1000)  # the expired, gone with each new one
+            pipe.zadd(self.key, members)
+            pipe.pexpireat(self.key, round(expiry_ms))  # the newest member's expiry: the set goes with it
+            pipe.execute()
+        with self._lock:
+            self._members.update(members)
+            self._aside = _by_match(self._members)
+
+    def lift(self, match_id: str, names: list[str]) -> None:
+        members = [f"{match_id} {name}" for name in names]
+        if self._writer is not None:
+            self._writer.zrem(self.key, *members)
+        with self._lock:
+            for member in members:
+                self._members.pop(member, None)
+            self._aside = _by_match(self._members)
+
+    def _read(self) -> None:
+        self._next_read = self._clock() + self._refresh_s  # one read a round; a failed one waits a round too
+        now_ms = self._wall() * 1000
+        if self._writer is not None:
+            raw = self._writer.zrangebyscore(self.key, now_ms, "+inf", withscores=True)
+            members = {(m.decode() if isinstance(m, bytes) else m): score for m, score in raw}
+        else:
+            members = {m: e for m, e in self._members.items() if e > now_ms}
+        with self._lock:
+            self._members = members
+            self._aside = _by_match(members)
+
+
+def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
+    grouped: dict[str, set[str]] = {}
+    for member in members:
+        match_id, _, name = member.rpartition(" ")
+        grouped.setdefault(match_id, set()).add(name)
+    return {match_id: frozenset(names) for match_id, names in grouped.items()}
+
+
+def _bounded(client: Any) -> Any:
+    """A client on the same server as `client` whose calls give up after `REDIS_TIMEOUT_S` (the
+    store's own has no read timeout: a blocking read may wait for seconds)."""
+    import redis
+
+    pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs.update(socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
+                                                            max_connections=4, **kwargs))

@@ -1,0 +1,94 @@
+"""Commands set aside after their engine did not return (services.command.quarantine): refused
+at once, `FAILED_PRECONDITION command_quarantined`, under the same id or the same input; another
+command, the same one once the match moved on, and a retry of a command that was taken after all
+go on as ever (in-memory store, real bootstrap, High Card).
+
+Before the quarantine, a stuck command retried on the next replica was decided there again, and
+its engine looped there too: one command restarted the replicas one after another."""
+
+from __future__ import annotations
+
+import pytest
+
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.bots.toy import toy_registry
+from famiglia.config import Settings
+from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.grpcutil.errors import FailedPrecondition
+from services.command.app import CommandApp, Viewer
+from services.command.bootstrap import bootstrap
+from services.command.quarantine import Quarantine, id_name, input_name
+
+SETTINGS = Settings(secret="unit-test-secret")
+
+
+@pytest.fixture()
+def app() -> CommandApp:
+    return bootstrap(store=InMemoryEventStore(), registry=toy_registry(), settings=SETTINGS)
+
+
+def _asked(app: CommandApp, match_id: str) -> tuple[int, list]:
+    m = app.matches.get(match_id).match
+    seat = HIGHCARD.pending(m.state)[0].seat
+    return seat, HIGHCARD.legal_commands(m.state, seat)
+
+
+def _set_aside(app: CommandApp, match_id: str, seat: int, command_id: str, command) -> None:
+    position = app.matches.get(match_id).match.version
+    app.quarantine.set_aside(match_id, [id_name(seat, command_id), input_name(position, seat, command)])
+
+
+def test_a_command_set_aside_is_refused_under_its_id_and_under_a_new_one(app: CommandApp) -> None:
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (poisoned, fine, *_) = _asked(app, match_id)
+    _set_aside(app, match_id, seat, "loops-1", poisoned)
+    for command_id in ("loops-1", "loops-2"):
+        with pytest.raises(FailedPrecondition) as refused:
+            app.submit(match_id, Viewer(seat), command_id, poisoned)
+        assert refused.value.code == "command_quarantined"
+        assert repr(command_id) in refused.value.message and "cancel the match" in refused.value.message
+    assert app.store.version(match_id) == app.matches.get(match_id).match.version  # nothing stored
+    # The same id for another command is the same call retried: refused too (no answer was given).
+    with pytest.raises(FailedPrecondition):
+        app.submit(match_id, Viewer(seat), "loops-1", fine)
+    assert not app.submit(match_id, Viewer(seat), "fine-1", fine).duplicate  # another command plays
+
+
+def test_the_same_command_once_the_match_moved_on_is_decided(app: CommandApp) -> None:
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (first, *_) = _asked(app, match_id)
+    app.submit(match_id, Viewer(seat), "c1", first)
+    other, (card, *_) = _asked(app, match_id)
+    _set_aside(app, match_id, other, "loops-1", card)
+    with pytest.raises(FailedPrecondition):
+        app.submit(match_id, Viewer(other), "loops-2", card)
+    app.quarantine.lift(match_id, [id_name(other, "loops-1"),
+                                   input_name(app.matches.get(match_id).match.version, other, card)])
+    assert app.quarantine.of(match_id) is None
+    assert not app.submit(match_id, Viewer(other), "loops-2", card).duplicate
+
+
+def test_a_command_taken_after_all_is_answered_as_a_duplicate(app: CommandApp) -> None:
+    """A stuck call that ended and stored its command: its client's retry gets the answer."""
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (command, *_) = _asked(app, match_id)
+    position = app.matches.get(match_id).match.version
+    taken = app.submit(match_id, Viewer(seat), "slow-1", command)
+    app.quarantine.set_aside(match_id, [id_name(seat, "slow-1"), input_name(position, seat, command)])
+    again = app.submit(match_id, Viewer(seat), "slow-1", command)
+    assert again.duplicate and again.version == taken.version
+
+
+def test_a_quarantine_ends_by_itself() -> None:
+    now = [1000.0]
+    aside = Quarantine(ttl_s=60.0, refresh_s=0.0, wall=lambda: now[0])
+    aside.set_aside("m1", ["id:0/c1"])
+    assert aside.of("m1") == frozenset({"id:0/c1"}) and aside.of("m2") is None
+    now[0] += 61
+    assert aside.of("m1") is None
+
+
+@pytest.mark.parametrize("ttl", [0.0, -1.0])
+def test_a_quarantine_of_no_time_is_refused(ttl: float) -> None:
+    with pytest.raises(ValueError, match="more than 0"):
+        Quarantine(ttl_s=ttl)
