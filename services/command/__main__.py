@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
-import time
-from typing import NoReturn
 
 from famiglia.config import Settings, listen_address, number, shown_url, whole
-from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
+from famiglia.grpcutil.lifecycle import (
+    await_stop,
+    drained,
+    exit_unbound,
+    leave_if_calls_run,
+    service_arguments,
+    stop_on_signals,
+)
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
-from famiglia.telemetry import configure, flush_spans, get_logger
-from famiglia.telemetry.metrics import configure_metrics, shutdown_metrics
+from famiglia.telemetry import configure, get_logger
+from famiglia.telemetry.metrics import configure_metrics
 
 from .app import CommandApp
 from .bootstrap import bootstrap
@@ -68,24 +71,8 @@ def main() -> None:
     server.stop(grace=5).wait()
     sweeper.join(timeout=5)  # a round in progress ends before the store closes under it (bounded: Redis may hang)
     app.store.close()
-    left = server.watchdog.under_way() if server.watchdog is not None else 0
-    if left:
-        leave_stuck(left, since)
+    leave_if_calls_run(server, "command", since)  # calls still running: leaves now (a stuck one: status 1)
     drained("command", since)
-
-
-def leave_stuck(calls: int, since: float) -> NoReturn:
-    """Leave now, with calls still running after the drain: a thread cannot be stopped, and the
-    interpreter's exit would wait for the call threads for ever (until the orchestrator's
-    SIGKILL). Their commands are not stored: the append comes after `decide`, whole or not at all.
-    `os._exit` runs no atexit hook: the spans still queued and the metrics' last interval are
-    sent first (each bounded, so a collector away does not hold the exit)."""
-    get_logger().error("command_service_stopped_stuck", calls=calls, drain_s=round(time.monotonic() - since, 3))
-    flush_spans()
-    shutdown_metrics()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(1)
 
 
 if __name__ == "__main__":

@@ -80,3 +80,45 @@ def test_a_command_service_whose_engine_loops_says_so_and_asks_to_be_restarted(r
     finally:
         channel.close()
         process.kill()
+
+
+def test_a_slow_call_still_running_at_the_end_of_the_drain_is_a_stop_not_a_stuck_call(redis_url: str,
+                                                                                      tmp_path: Path) -> None:
+    """A call that outlives the SIGTERM drain's grace but has not run FAMIGLIA_COMMAND_STUCK_CALL_S
+    is slow, not stuck: the process says so (`calls_cut_at_stop`, warning), stops as asked
+    (`command_service_stopped`) and leaves with status 0. Before, any call still running was
+    `command_service_stopped_stuck` and status 1: a stop that failed, for an orchestrator."""
+    process = CommandProcess(redis_url, free_port(), tmp_path / "command.log", module="tests.support.stalling_command",
+                             env={"FAMIGLIA_COMMAND_STUCK_CALL_S": "600", "STALLING_CARD_S": "600"}).start()
+    channel = grpc.insecure_channel(process.address)
+    client = GameClient(channel=channel, timeout=30)
+    try:
+        match = client.create_match(GAME_ID, 2, seed=5)
+        seat = client.spectator(match.match_id).view().to_act[0].seat
+        token = match.seat_tokens[seat]
+        command = client.seat(match.match_id, token).legal_commands().commands[0]
+        request = pb.SubmitCommandRequest(match_id=match.match_id, command_id="slow-1", command=command)
+        slow = pb_grpc.GameServiceStub(channel).SubmitCommand.future(
+            request, metadata=[("authorization", f"Bearer {token}")], timeout=120)
+        # Until the call holds its match's lock (in the engine): a view of the match waits for it,
+        # and stays waiting, a second call under way at the stop.
+        stub, deadline = pb_grpc.GameServiceStub(channel), time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline and not slow.done()
+            try:
+                stub.GetView(pb.GetViewRequest(match_id=match.match_id), timeout=0.5)
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED, exc
+                break
+            time.sleep(0.05)
+        assert process.proc is not None
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.proc.wait(timeout=60) == 0, process.log.read_text()[-3000:]
+        assert not _lines(process.log, "command_service_stopped_stuck"), process.log.read_text()[-3000:]
+        (cut,) = _lines(process.log, "calls_cut_at_stop")
+        assert cut["level"] == "warning" and cut["calls"] == 2
+        assert _lines(process.log, "command_service_stopped")
+        slow.cancel()
+    finally:
+        channel.close()
+        process.kill()

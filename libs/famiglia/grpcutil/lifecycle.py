@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, NoReturn
 
 
 def stop_on_signals(stop: threading.Event | None = None) -> threading.Event:
@@ -35,6 +37,41 @@ def drained(service: str, since: float) -> None:
     from famiglia.telemetry import get_logger
 
     get_logger().info(f"{service}_service_stopped", drain_s=round(time.monotonic() - since, 3))
+
+
+def leave_if_calls_run(server: Any, service: str, since: float) -> None:
+    """After the drain (`server.stop(grace).wait()`): with unary calls of `server` still
+    running (its stuck-call watchdog counts them), leave now, by `os._exit` (`leave_running`);
+    with none, return (the service says `drained` and ends as usual)."""
+    watchdog = getattr(server, "watchdog", None)
+    if watchdog is not None and (calls := watchdog.under_way()):
+        leave_running(service, calls, watchdog.overdue(), since)
+
+
+def leave_running(service: str, calls: int, stuck: int, since: float) -> NoReturn:
+    """Leave now, with `calls` unary calls still running after the drain: a thread cannot be
+    stopped, and the interpreter's exit would wait for the call threads (for ever, for a stuck
+    one: until the orchestrator's SIGKILL). Their clients were cut off at the grace and retry
+    elsewhere; a command's events are appended whole or not at all. `stuck` of them ran past the
+    watchdog's bound: a process that stopped stuck (`<service>_service_stopped_stuck`, error,
+    status 1). None did: slow calls the grace did not wait for, a stop as any other
+    (`calls_cut_at_stop`, warning, then `<service>_service_stopped`, status 0). `os._exit` runs no
+    atexit hook: the spans still queued and the metrics' last interval are sent first (each
+    bounded, so a collector away does not hold the exit)."""
+    from famiglia.telemetry import flush_spans, get_logger
+    from famiglia.telemetry.metrics import shutdown_metrics
+
+    if stuck:
+        get_logger().error(f"{service}_service_stopped_stuck", calls=calls, stuck=stuck,
+                           drain_s=round(time.monotonic() - since, 3))
+    else:
+        get_logger().warning("calls_cut_at_stop", calls=calls, drain_s=round(time.monotonic() - since, 3))
+        drained(service, since)
+    flush_spans()
+    shutdown_metrics()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if stuck else 0)
 
 
 def service_arguments(prog: str, description: str | None, argv: list[str] | None = None) -> None:

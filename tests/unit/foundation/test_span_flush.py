@@ -140,15 +140,19 @@ def test_a_forked_child_sends_its_own_queued_spans() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"flushed": True, "sent": ["child's"]}
 
 
-def test_a_command_service_that_leaves_with_a_call_stuck_sends_its_queued_spans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`leave_stuck` leaves by `os._exit` too (a call thread that never ends would hold the
-    interpreter's exit): the spans of the calls served until the drain must not die with it."""
-    import services.command.__main__ as command
+@pytest.mark.parametrize("stuck", [1, 0], ids=["stuck", "slow"])
+def test_a_service_that_leaves_with_a_call_running_sends_its_queued_spans(monkeypatch: pytest.MonkeyPatch,
+                                                                          stuck: int) -> None:
+    """`leave_running` leaves by `os._exit` too (a call thread that never ends would hold the
+    interpreter's exit): the spans of the calls served until the drain must not die with it.
+    A call past the stuck bound is a stop that failed (status 1); a slow one, a stop (0)."""
+    from famiglia.grpcutil import lifecycle
 
     exporter = InMemorySpanExporter()
     with _queued_for_an_hour(monkeypatch, exporter) as provider:
         provider.get_tracer("test").start_span("SubmitCommand").end()  # queued, not sent yet
-        monkeypatch.setattr(command.os, "_exit", leave)
-        with pytest.raises(_Left):
-            command.leave_stuck(1, 0.0)
+        monkeypatch.setattr(lifecycle.os, "_exit", leave)
+        with pytest.raises(_Left) as left:
+            lifecycle.leave_running("command", 1, stuck, 0.0)
+        assert left.value.args == (1 if stuck else 0,)
         assert [span.name for span in exporter.get_finished_spans()] == ["SubmitCommand"]
