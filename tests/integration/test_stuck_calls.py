@@ -42,8 +42,12 @@ def _status(channel: grpc.Channel, service: str) -> int:
 
 def _until(channel: grpc.Channel, status: int) -> None:
     """Wait (a minute at most: a wait, not a measure) for every name health answers to say `status`."""
+    _until_names(channel, status, ("", GS, LIVENESS))
+
+
+def _until_names(channel: grpc.Channel, status: int, names: tuple[str, ...]) -> None:
     deadline = time.monotonic() + 60
-    while any(_status(channel, s) != status for s in ("", GS, LIVENESS)):
+    while any(_status(channel, s) != status for s in names):
         assert time.monotonic() < deadline, f"health never answered {status}"
         time.sleep(0.02)
 
@@ -217,3 +221,49 @@ def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_stil
         other.release.set()
         a.close()
         b.close()
+
+
+def test_a_replay_call_whose_engine_does_not_return_is_told_and_takes_the_replica_out(redis_url: str) -> None:
+    """VerifyMatch decides every command again through the game's engine: one that loops held a
+    replay thread for good while health answered SERVING. The replay service runs the same
+    watchdog now (FAMIGLIA_REPLAY_STUCK_CALL_S)."""
+    from famiglia.v1 import replay_service_pb2 as rpb
+    from famiglia.v1 import replay_service_pb2_grpc as rpb_grpc
+    from services.replay.bootstrap import bootstrap as replay_bootstrap
+    from services.replay.entrypoints.grpc_server import serve as serve_replay
+
+    played = StallingCard(60.0)
+    played.release.set()  # the match is played without a stall; its verification stalls
+    commands = _Served(redis_url, played)
+    engine = StallingCard(60.0)
+    app = replay_bootstrap(store=commands.store, registry=stalling_registry(engine),
+                           settings=Settings(redis_url=redis_url, secret="s"), use_archive=False)
+    server, port = serve_replay(app, "127.0.0.1:0", workers=4, stuck_call_s=0.3)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        match = commands.client.create_match(GAME_ID, 2, seed=3)
+        for _ in range(200):  # played to its end: a finished match is verified for anyone
+            to_act = commands.client.spectator(match.match_id).view().to_act
+            if not to_act:
+                break
+            me = commands.client.seat(match.match_id, match.seat_tokens[to_act[0].seat])
+            me.submit(me.legal_commands().commands[0])
+        _until_names(channel, SERVING, ("", "famiglia.v1.ReplayService", LIVENESS))
+        with structlog.testing.capture_logs() as captured:
+            verified = rpb_grpc.ReplayServiceStub(channel).VerifyMatch.future(
+                rpb.VerifyMatchRequest(match_id=match.match_id), timeout=60)
+            assert engine.entered.wait(30), verified.exception() if verified.done() else "not entered"
+            _until_names(channel, NOT_SERVING, ("", "famiglia.v1.ReplayService", LIVENESS))
+            engine.release.set()
+            assert verified.result().ok
+            _until_names(channel, SERVING, ("", "famiglia.v1.ReplayService", LIVENESS))
+        line = _line_of(captured, "call_stuck")
+        assert (line["rpc"], line["match_id"]) == ("VerifyMatch", match.match_id), line
+        assert any("testgames/stalling.py" in f and "decide" in f for f in line["where"]), line["where"]
+        assert not [line for line in captured if line["event"] == "command_quarantined"]  # the command service's
+    finally:
+        engine.release.set()
+        server.stop(grace=None)
+        channel.close()
+        commands.close()

@@ -136,15 +136,25 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
         raise InvalidArgument("no_source", "name a match_id or send a file")
 
 
+#: Seconds a unary call may run before it is taken for stuck (FAMIGLIA_REPLAY_STUCK_CALL_S): its
+#: calls fold a match through its engine (GetStateAt) or decide every command again (VerifyMatch,
+#: ImportMatch), so an engine that loops holds one of its threads for good, as in the command
+#: service; a long match's verification takes seconds, far under this.
+STUCK_CALL_S = 120.0
+
+
 def serve(app: ReplayApp, address: str, workers: int = 64, *,
           dependencies: Sequence[Dependency] = (),
-          transport: Transport | None = None) -> tuple[grpc.Server, int]:
+          transport: Transport | None = None,
+          stuck_call_s: float | None = STUCK_CALL_S) -> tuple[grpc.Server, int]:
     """A ReplayService server bound to `address` (not yet started); reflection and health on,
-    SERVING while `dependencies` answer."""
+    SERVING while `dependencies` answer and no unary call has run `stuck_call_s` (None: not
+    watched; `build_server`)."""
     return build_server(
         address,
         [(pb_grpc.add_ReplayServiceServicer_to_server, ReplayServicer(app), "famiglia.v1.ReplayService")],
         workers=workers,
         dependencies=dependencies,
         transport=transport,
+        stuck_call_s=stuck_call_s,
     )
