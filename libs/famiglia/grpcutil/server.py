@@ -8,6 +8,7 @@ import inspect
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable, Sequence
 from concurrent import futures
 from typing import Any
@@ -267,7 +268,48 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             running[ident] = None
 
+    @functools.wraps(method)
+    def unwatched(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        """`unary_wrapper` without the watchdog's slot, for a server that runs no watchdog
+        (`_unwatched_on`): written out again rather than called from it, so that neither pays
+        for a call frame more."""
+        measured = _metrics.rpc
+        if measured is not None:
+            return measured_unary(self, request, context, measured)
+        parent = _parent(context)
+        opened = open_server_span(name, parent)
+        if opened is None:
+            with server_span(name, parent) as span:
+                if span.is_recording():
+                    _name_ids(span, request)
+                try:
+                    return method(self, request, context)
+                except Exception as exc:  # noqa: BLE001
+                    _fail(context, span, exc, request)
+            return None
+        span, token = opened
+        try:
+            return method(self, request, context)
+        except Exception as exc:  # noqa: BLE001
+            _fail(context, span, exc, request)
+        finally:
+            close_server_span(token)
+        return None
+
+    unary_wrapper.unwatched = unwatched  # type: ignore[attr-defined]
     return unary_wrapper
+
+
+def _unwatched_on(servicer: Any, service_name: str) -> Any:
+    """The servicer's `@rpc` unary methods (by the service's descriptor) as they run where no
+    watchdog reads their slots (`rpc`'s `unwatched`); returns the servicer."""
+    service = descriptor_pool.Default().FindServiceByName(service_name)
+    for method in service.methods:
+        if not (method.server_streaming or method.client_streaming):
+            unwatched = getattr(getattr(type(servicer), method.name, None), "unwatched", None)
+            if unwatched is not None:
+                setattr(servicer, method.name, types.MethodType(unwatched, servicer))
+    return servicer
 
 
 def build_server(
@@ -310,7 +352,8 @@ def build_server(
     `LIVENESS` answers SERVING until the server stops, whatever they say (unless a call is
     stuck, below).
 
-    With `stuck_call_s`, a `watchdog.Watchdog` watches the unary calls: one that has run that
+    With `stuck_call_s`, a `watchdog.Watchdog` watches the unary calls (without, their `@rpc`
+    wrappers write no slot for it): one that has run that
     long is stuck (`call_stuck`, its fields `_request_ids` and `describe_call`'s, counted in
     `famiglia.rpc.stuck`), and while one is, every name health answers for is NOT_SERVING,
     and `LIVENESS` too while the dependencies answer: a thread cannot be stopped, so the process
@@ -347,6 +390,8 @@ def build_server(
     health_servicer = _streams_on(health.HealthServicer(), health.SERVICE_NAME, streams, gate)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     for add, servicer, service_name in register:
+        if stuck_call_s is None:  # nothing reads the calls' slots: none is written
+            _unwatched_on(servicer, service_name)
         add(_streams_on(servicer, service_name, streams, gate), _Lenient(server))
         names.append(service_name)
         served.append(service_name)

@@ -3,7 +3,8 @@
 Python cannot stop a thread. An engine bug that makes `decide` (or `evolve`, `view`, the legal
 commands) loop for ever holds one of the server's few unary threads, and its match's lock, for
 the life of the process; a few such calls and the server answers nothing while its health says
-SERVING. So each `@rpc` unary call notes, in its thread's slot of `RUNNING`, when it began and
+SERVING. So each `@rpc` unary call of a server that runs a watchdog (the others' calls write
+nothing: `server._unwatched_on`) notes, in its thread's slot of `RUNNING`, when it began and
 what it is (a dict store and `time.monotonic()`, no lock, no syscall: the vDSO reads the clock),
 and a `Watchdog`'s own thread reads the slots about once a second. A call past the bound is one
 `call_stuck` error line (what the call names, and the innermost frames of its thread: what it

@@ -168,3 +168,35 @@ def test_overdue_counts_the_calls_past_the_bound_whether_told_or_not() -> None:
     watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running)
     assert watchdog.under_way() == 2
     assert watchdog.overdue(now=10.0) == 1  # no round of `check` has run
+
+
+def test_only_a_server_that_runs_a_watchdog_has_its_calls_write_their_slots() -> None:
+    """Every `@rpc` unary call of every service wrote its thread's slot (a clock read, a tuple,
+    a dict store, twice), though only servers with a watchdog read them (matchmaking,
+    projection and the bots' servers run none)."""
+    import grpc
+
+    from famiglia.grpcutil.server import build_server, rpc
+    from famiglia.grpcutil.watchdog import RUNNING
+    from famiglia.v1 import game_service_pb2_grpc as pb_grpc
+
+    seen: list[object] = []
+
+    class Games(pb_grpc.GameServiceServicer):
+        @rpc
+        def ListGames(self, request: Any, context: Any) -> Any:
+            seen.append(RUNNING.get(threading.get_ident()))
+            return pb.ListGamesResponse()
+
+    for bound in (60.0, None):
+        server, port = build_server("127.0.0.1:0", [(pb_grpc.add_GameServiceServicer_to_server, Games(),
+                                                     "famiglia.v1.GameService")], workers=4, stuck_call_s=bound)
+        server.start()
+        try:
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                pb_grpc.GameServiceStub(channel).ListGames(pb.ListGamesRequest(), timeout=30)
+        finally:
+            server.stop(grace=None)
+    watched, unwatched = seen
+    assert watched is not None and watched[2] == "ListGames"
+    assert unwatched is None
