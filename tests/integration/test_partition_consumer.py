@@ -227,3 +227,54 @@ def test_hold_with_the_group_gone_holds_nothing(store: RedisEventStore) -> None:
         store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
     assert holder.hold(got) == []
     assert holder.hold([]) == []
+
+
+def test_the_hold_scripts_are_loaded_again_after_a_script_flush(store: RedisEventStore) -> None:
+    _write(store, matches=2)
+    holder = PartitionConsumer.for_store(store, "g", "holder")
+    got = holder.read(count=100)
+    store.client.script_flush()
+    assert holder.hold(got) == []
+
+
+@pytest.fixture()
+def cluster(tmp_path) -> Iterator[redis.RedisCluster]:  # type: ignore[no-untyped-def]
+    """A one-node Redis Cluster (every slot on it): the cluster client and its pipelines."""
+    from famiglia.localstack.redis_server import RedisServer
+
+    server = RedisServer(data_dir=tmp_path, appendfsync="no",
+                         extra_args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")).start()
+    try:
+        plain = redis.Redis(port=server.port)
+        plain.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
+        while plain.cluster("INFO")["cluster_state"] != "ok":  # the slots take effect within moments
+            time.sleep(0.01)
+        plain.close()
+        client = redis.RedisCluster(host="127.0.0.1", port=server.port)
+        yield client
+        client.close()
+    finally:
+        server.stop()
+
+
+def test_hold_on_a_cluster_loads_its_scripts_and_again_after_a_script_flush(cluster: redis.RedisCluster) -> None:
+    """A cluster pipeline leaves a NOSCRIPT to its caller (redis-py's Script in one loads nothing):
+    before session 33 `hold` failed there every time, the script never loaded."""
+    from famiglia.eventstore.redis_store import KeyLayout
+    from famiglia.v1.envelope_pb2 import EventEnvelope
+
+    keys = KeyLayout(partitions=4)
+    holder = PartitionConsumer(cluster, keys, "g", "holder")
+    holder.ensure_groups("0")
+    got = []
+    for p in range(keys.partitions):  # the partitions' streams are in other slots: a read each
+        key = keys.partition_stream(p)
+        cluster.xadd(key, {"e": EventEnvelope(match_id=f"m{p}", seq=1).SerializeToString()})
+        [[_, entries]] = cluster.xreadgroup("g", "holder", {key: ">"})
+        got += [PartitionEntry(p, entry_id.decode(), EventEnvelope.FromString(fields[b"e"]))
+                for entry_id, fields in entries]
+    assert len(got) == keys.partitions
+    assert holder.hold(got) == []
+    cluster.script_flush()
+    assert holder.hold(got) == []
+    assert PartitionConsumer(cluster, keys, "g", "late").claim_stale(min_idle_ms=60_000) == []

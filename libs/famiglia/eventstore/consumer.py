@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 
 import redis
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 try:  # redis-py's hiredis parser, whose reader and buffer `exchange` reads directly
     from redis._parsers.hiredis import _HiredisParser
@@ -109,8 +109,8 @@ class PartitionConsumer:
         self._ack_heads = {p: b"$4\r\nXACK\r\n" + _bulk(key.encode()) + _bulk(group.encode())
                            for p, key in self._key_of.items()}
         """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
-        self._hold_script = client.register_script(
-            resources.files(__package__).joinpath("hold.lua").read_text(encoding="utf-8"))
+        self._hold_script = client.register_script(_lua("hold.lua"))
+        """Sent by `_scripts` (EVALSHA, loaded on NOSCRIPT), not called."""
         self.reconnects = 0
         """How often the connection kept for reads broke under a read, or the groups were gone: the
         server may be another one since (restarted, failed over) that lost acknowledged writes, so
@@ -228,17 +228,14 @@ class PartitionConsumer:
         back), pipelined in one round trip. A group gone (`NOGROUP`) holds nothing: the next
         read recreates it."""
         entries = list(entries)
-        by_partition = self._ids_by_partition(entries)
+        by_partition = sorted(self._ids_by_partition(entries).items())
         if not by_partition:
             return []
         self._ensure_ready()
-        with self.client.pipeline(transaction=False) as pipe:
-            for partition, ids in sorted(by_partition.items()):
-                self._hold_script(keys=[self._key_of[partition]], args=[self.group, self.consumer, *ids],
-                                  client=pipe)
-            replies = pipe.execute(raise_on_error=False)
+        replies = self._scripts(self._hold_script, [([self._key_of[p]], [self.group, self.consumer, *ids])
+                                                    for p, ids in by_partition])
         taken: set[tuple[int, str]] = set()
-        for (partition, _), reply in zip(sorted(by_partition.items()), replies, strict=True):
+        for (partition, _), reply in zip(by_partition, replies, strict=True):
             if isinstance(reply, ResponseError) and "NOGROUP" in str(reply):
                 continue
             if isinstance(reply, Exception):
@@ -378,6 +375,30 @@ class PartitionConsumer:
             result.extend(self._entries(self._partition_of[key], entries))
         return result
 
+    def _scripts(self, script: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """`script` with each (keys, args) of `calls`, in one pipelined round trip (no transaction:
+        a partition each, which may be other slots); its replies, reply errors among them. EVALSHA
+        goes straight into the pipeline, as the other pipelined scripts do (`holds.py`,
+        `turn_notices.py`): redis-py's Script would ask SCRIPT EXISTS first, one more round trip
+        each time, and in a cluster pipeline leaves a NOSCRIPT to the caller. A NOSCRIPT (Redis
+        restarted, SCRIPT FLUSH) ran nothing: the script is loaded and those calls sent again."""
+        replies: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in range(2):
+            with self.client.pipeline(transaction=False) as pipe:
+                for i in todo:
+                    keys, args = calls[i]
+                    pipe.evalsha(script.sha, len(keys), *keys, *args)
+                answers = pipe.execute(raise_on_error=False)
+            for i, answer in zip(todo, answers, strict=True):
+                replies[i] = answer
+            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+            if not todo:
+                break
+            if not attempt:
+                self.client.script_load(script.script)
+        return replies
+
     def _entries(self, partition: int, entries: Iterable[Any]) -> list[PartitionEntry]:
         return [
             PartitionEntry(partition=partition, entry_id=_text(entry_id), envelope=EventEnvelope.FromString(fields[b"e"]))
@@ -433,6 +454,10 @@ def _raise_unless_applied(queued: Sequence[Any], executed: Any, first: int) -> N
     for reply in executed[:first]:
         if isinstance(reply, Exception):
             raise _NotApplied(f"failed in the transaction: {reply}") from reply
+
+
+def _lua(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
 def _field(fields: list[bytes], name: bytes) -> bytes:

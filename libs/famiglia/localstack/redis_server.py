@@ -74,6 +74,8 @@ class RedisServer:
     port: int = 0
     appendfsync: str = "everysec"
     binary: str = ""
+    extra_args: tuple[str, ...] = ()
+    """More redis-server arguments (a test's `--cluster-enabled yes`)."""
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -95,6 +97,7 @@ class RedisServer:
             "--protected-mode", "yes",
             "--daemonize", "no",
             "--logfile", str(self.data_dir / "redis.log"),
+            *self.extra_args,
         ]
         log = self.data_dir / "redis.log"
         since = log.stat().st_size if log.exists() else 0  # the log is appended to: earlier runs' lines are no reason
