@@ -996,16 +996,20 @@ class Dispatcher:
         trip of their own at the end of the batch. If that read fails, whether the push
         ran is unknown: the tasks are pushed again on their own (a task queued twice is
         harmless, a lost one would stall its match) and this consumer's pending entries
-        read again before anything is acked. Its own pending entries are read again
-        `PENDING_COUNT` a partition at a time, the next once those are acked, so none is left
-        to the group's XAUTOCLAIM, which is for a dead (or stalled) dispatcher's entries: a
-        live one holds none between rounds."""
+        read again before anything is acked. Its own pending entries are held (`hold_pending`,
+        their idle time back to 0, however long it was away) and read again `PENDING_COUNT` a
+        partition at a time, the next once those are acked, so none is left to the group's
+        XAUTOCLAIM, which is for a dead (or stalled) dispatcher's entries: a live one holds none
+        between rounds."""
         try:
             log.info("dispatcher_recovered", matches=self.recover())
         except Exception:  # noqa: BLE001 - the stall watchdog and new events still cover most cases
             log.exception("dispatcher_recovery_failed")
         holding = self._holding(consumer)
-        backlog = consumer.read_pending(count=PENDING_COUNT)  # what this consumer read but never acked (a restart)
+        # What this consumer read but never acked (a restart): every entry held first, so none sits
+        # idle for another replica's XAUTOCLAIM while the backlog is read back PENDING_COUNT at a time.
+        consumer.hold_pending()
+        backlog = consumer.read_pending(count=PENDING_COUNT)
         last_claim = self.now()
         done: list[PartitionEntry] = []
         """Entries whose tasks the broker took (or `held` carries), acked with the next read (one

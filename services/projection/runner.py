@@ -12,10 +12,14 @@ the one they wait for. While this consumer lives it holds them (`PartitionConsum
 `claim_idle_ms`), so no other consumer of the group takes them over, nor does its own XAUTOCLAIM;
 should this process die they are XAUTOCLAIMed, once, like any other.
 
-A consumer restarted under its name reads back its own pending entries, `batch` a partition a
-round: where such a read comes back full, the next round reads on from its last id, instead of
-new entries, until every one is in memory (`_read_pending`). Before, only the first `batch` were,
-and the rest waited `claim_idle_ms` for an XAUTOCLAIM (its own, or another replica's).
+A consumer restarted under its name first holds every entry still pending under it
+(`PartitionConsumer.hold_pending`, before its first read or XAUTOCLAIM), then reads them back,
+`batch` a partition a round: where such a read comes back full, the next round reads on from its
+last id, instead of new entries, until every one is in memory (`_read_pending`), held again every
+third of `claim_idle_ms` meanwhile. Before, only the first `batch` were read back, and the rest
+waited `claim_idle_ms` for an XAUTOCLAIM (its own, or another replica's); until session 33 those
+not read back yet, idle past `claim_idle_ms` while the consumer was down, went to the first
+replica whose XAUTOCLAIM came.
 
 A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
 entries it kept and reads its pending entries again, every one as after a restart
@@ -115,6 +119,9 @@ class ProjectionRunner:
         self._last_lag = 0.0
         self._last_cleanup = time.monotonic()
         self._started = False
+        self._resumed = False
+        """Whether this consumer's own pending entries were held and the first of them read back
+        (`_resume`): at start, again after a reconnect, until that succeeds."""
         self._last_hold = 0.0
         self._retry: dict[str, tuple[float, float, int]] = {}
         """Match id -> (when its deferred entries are tried next (`clock`), the wait that was, the
@@ -153,11 +160,14 @@ class ProjectionRunner:
         """One round; returns what the batch did."""
         if not self._started:
             self.start()
+        if not self._resumed:
             # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
-            self._take(self._read_pending())
+            self._resume()
         now = time.monotonic()
-        if self.deferred and now - self._last_hold >= self.hold_every_s:
+        if (self.deferred or self._pending_from) and now - self._last_hold >= self.hold_every_s:
             self._last_hold = now
+            if self._pending_from:  # some of our own leftovers are not read back yet
+                self.consumer.hold_pending()
             self.hold_deferred()  # before claiming: our own waiting entries are not stale
         if now - self._last_claim >= self.config.claim_every_s:
             self._last_claim = now
@@ -172,7 +182,7 @@ class ProjectionRunner:
             self._last_retention = now
             self.sweep_retention()
         wait = self.config.block_ms if block_ms is None else block_ms
-        if self.deferred:
+        if self.deferred:  # (a read of our own leftovers, `_pending_from`, never waits)
             # Wake for the next retry that is due, and in time to hold the waiting entries.
             hold_in = self._last_hold + self.hold_every_s - time.monotonic()
             wait = max(0, min(wait, round(1000 * min(self._next_retry_in(), hold_in))))
@@ -188,8 +198,8 @@ class ProjectionRunner:
         self._short_read_at = self.clock() if read and not full_partitions(read, self.config.batch) else None
         reconnects = self.consumer.reconnects
         if reconnects != self._reconnects:
-            self._read_pending_again()  # should it fail, the next round reads them again
             self._reconnects = reconnects
+            self._read_pending_again()  # should it fail, the next round reads them again (`_resumed`)
         self._take(read)
         outcome = self.process(self._due())
         self._tell_stuck()
@@ -371,8 +381,20 @@ class ProjectionRunner:
         their pending records, and the store may have been written on since at their seqs."""
         kept = len(self.deferred)
         self.deferred, self._retry, self._pending_from = {}, {}, {}
-        self._take(self._read_pending())
+        self._resumed = False
+        self._resume()
         log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept, pending=len(self.deferred))
+
+    def _resume(self) -> None:
+        """Hold every entry pending under this consumer, then read back the first `batch` of each
+        partition (the rest in the next rounds, held meanwhile): none of them is left to another
+        replica's XAUTOCLAIM, however long this consumer was away. Done once it succeeds."""
+        held = self.consumer.hold_pending()
+        self._last_hold = time.monotonic()
+        self._take(self._read_pending())
+        self._resumed = True
+        if held:
+            log.info("projection_pending_held", entries=held, consumer=self.name)
 
     def _read_pending(self, ack: list[PartitionEntry] | None = None) -> list[PartitionEntry]:
         """This consumer's own pending entries, `batch` a partition: from the oldest, or on from

@@ -229,12 +229,46 @@ def test_hold_with_the_group_gone_holds_nothing(store: RedisEventStore) -> None:
     assert holder.hold([]) == []
 
 
+def _idle(store: RedisEventStore, group: str, entries: list[PartitionEntry], ms: int) -> None:
+    """Their idle time set to `ms` (XCLAIM to the consumer holding them, with IDLE): as if it had
+    been away that long, without waiting."""
+    owners = _owners(store, group)
+    for e in entries:
+        store.client.xclaim(store.keys.partition_stream(e.partition), group, owners[(e.partition, e.entry_id)][0],
+                            0, [e.entry_id], idle=ms, justid=True)
+
+
+def test_hold_pending_holds_every_entry_pending_under_the_consumer_paged_and_no_other(store: RedisEventStore) -> None:
+    """What a consumer restarted under its name does before it reads them back: none is then taken
+    over by another's claim, however long it was away; one another consumer took over stays with
+    that one; delivery counts do not grow."""
+    _write(store, matches=8, each=6)
+    reader = PartitionConsumer.for_store(store, "g", "holder")
+    got = reader.read(count=100)
+    taken = got[:3]
+    _idle(store, "g", got, 600_000)
+    for entry in taken:  # another consumer took these over meanwhile
+        store.client.xclaim(store.keys.partition_stream(entry.partition), "g", "other", 0, [entry.entry_id])
+    per_partition = max(sum(1 for e in got if e.partition == p) for p in range(store.partitions))
+    assert per_partition > 2 * 2  # paged: more than two pages of 2 in some partition (a match's 6 in one)
+
+    restarted = PartitionConsumer.for_store(store, "g", "holder")  # a new process, the same name
+    assert restarted.hold_pending(page=2) == len(got) - len(taken)
+
+    assert PartitionConsumer.for_store(store, "g", "late").claim_stale(min_idle_ms=60_000) == []
+    owners = _owners(store, "g")
+    assert owners == {**{k: ("holder", 1) for k in _keys(got[3:])}, **{k: ("other", 2) for k in _keys(taken)}}
+    assert PartitionConsumer.for_store(store, "g", "none").hold_pending() == 0
+
+
 def test_the_hold_scripts_are_loaded_again_after_a_script_flush(store: RedisEventStore) -> None:
     _write(store, matches=2)
     holder = PartitionConsumer.for_store(store, "g", "holder")
     got = holder.read(count=100)
     store.client.script_flush()
     assert holder.hold(got) == []
+    store.client.script_flush()
+    assert holder.hold_pending() == len(got)
 
 
 @pytest.fixture()
@@ -275,6 +309,9 @@ def test_hold_on_a_cluster_loads_its_scripts_and_again_after_a_script_flush(clus
                 for entry_id, fields in entries]
     assert len(got) == keys.partitions
     assert holder.hold(got) == []
+    assert holder.hold_pending() == len(got)
     cluster.script_flush()
     assert holder.hold(got) == []
+    cluster.script_flush()
+    assert holder.hold_pending() == len(got)
     assert PartitionConsumer(cluster, keys, "g", "late").claim_stale(min_idle_ms=60_000) == []

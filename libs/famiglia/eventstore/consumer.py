@@ -110,6 +110,7 @@ class PartitionConsumer:
                            for p, key in self._key_of.items()}
         """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
         self._hold_script = client.register_script(_lua("hold.lua"))
+        self._hold_pending_script = client.register_script(_lua("hold_pending.lua"))
         """Sent by `_scripts` (EVALSHA, loaded on NOSCRIPT), not called."""
         self.reconnects = 0
         """How often the connection kept for reads broke under a read, or the groups were gone: the
@@ -242,6 +243,34 @@ class PartitionConsumer:
                 raise reply
             taken.update((partition, _text(entry_id)) for entry_id in reply)
         return [e for e in entries if (e.partition, e.entry_id) in taken]
+
+    def hold_pending(self, page: int = 5000) -> int:
+        """Hold every entry pending under this consumer, read back or not (`hold`, for entries
+        not in memory yet): a consumer restarted under its name does this first, before any of
+        its rounds, so none of the entries it left pending — idle past the group's claim time if
+        it was down that long — is taken over by another replica's `claim_stale` while it reads
+        them back, a batch a round. Returns how many it holds. Up to `page` entries a partition
+        per script call (`hold_pending.lua`: listed and claimed in one step, so an entry another
+        consumer claimed is never taken back), every partition in one round trip; a partition
+        with more is paged on. A group gone (`NOGROUP`) holds nothing."""
+        self._ensure_ready()
+        start = dict.fromkeys(self.partitions, "-")
+        held = 0
+        while start:
+            partitions = sorted(start)
+            replies = self._scripts(self._hold_pending_script,
+                                    [([self._key_of[p]], [self.group, self.consumer, start[p], page])
+                                     for p in partitions])
+            start = {}
+            for partition, reply in zip(partitions, replies, strict=True):
+                if isinstance(reply, ResponseError) and "NOGROUP" in str(reply):
+                    continue
+                if isinstance(reply, Exception):
+                    raise reply
+                held += int(reply[0])
+                if int(reply[0]) >= page:
+                    start[partition] = "(" + _text(reply[1])
+        return held
 
     def pending_count(self) -> int:
         """Entries delivered to this group but not acked yet, all consumers and partitions."""

@@ -79,6 +79,53 @@ def test_a_restarted_dispatcher_redoes_all_its_pending_entries_without_claiming_
     assert consumer.claimed == []  # redone as its own, not taken over from itself
 
 
+def test_another_dispatcher_takes_none_of_a_restarted_ones_pending_entries_once_it_started(redis_url: str) -> None:
+    """Away past `claim_idle_ms`, the dispatcher's pending entries beyond the first read back
+    (`PENDING_COUNT` a partition) went to the first other replica whose XAUTOCLAIM came while it
+    worked through that read; now it holds them all before its first read."""
+    store = RedisEventStore.connect(redis_url)
+    consumer = _Claims(store.client, store.keys, GROUP, "dispatcher-a")
+    consumer.claimed = []
+    consumer.ensure_groups(start_id="$")
+    _filler(store, 0, 1300)  # one partition, more than a read of pending entries gives
+    read = []
+    while len(read) < 1300:  # read, never acked: the dispatcher died here
+        read += consumer.read(count=200)
+    stream = store.keys.partition_stream(0)
+    store.client.xclaim(stream, GROUP, "dispatcher-a", 0, [e.entry_id for e in read], idle=600_000,
+                        justid=True)  # as if it had been away ten minutes
+    handled: list[int] = []
+    started, go = threading.Event(), threading.Event()
+    dispatcher = Dispatcher(store, toy_registry(), _Tasks(), stall_seconds=600)
+    handle = dispatcher.handle
+
+    def handling(envelopes, **kw):  # type: ignore[no-untyped-def]
+        started.set()  # its first batch: it is running
+        go.wait(30)
+        return handle([handled.append(e.seq) or e for e in envelopes], **kw)
+
+    dispatcher.handle = handling  # type: ignore[method-assign]
+    stop = threading.Event()
+    thread = threading.Thread(target=dispatcher.run, args=(consumer, stop),
+                              kwargs={"block_ms": 50, "claim_idle_ms": 60_000})
+    thread.start()
+    try:
+        assert started.wait(30)
+        other = PartitionConsumer.for_store(store, GROUP, "dispatcher-b")
+        assert other.claim_stale(60_000, count=2000) == []
+        go.set()
+        deadline = time.monotonic() + 30
+        while consumer.pending_count() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        go.set()
+        stop.set()
+        thread.join(10)
+    assert consumer.pending_count() == 0
+    assert sorted(handled) == list(range(1, 1301))  # each once, by the restarted dispatcher
+    assert consumer.claimed == []
+
+
 def _filler(store: RedisEventStore, partition: int, count: int) -> None:
     """Entries of a match the dispatcher does not follow (its stream is gone)."""
     stream = store.keys.partition_stream(partition)

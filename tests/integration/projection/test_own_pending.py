@@ -79,3 +79,72 @@ def test_a_consumer_whose_connection_broke_keeps_every_waiting_entry_it_holds(ap
     with read_session(app.sql) as session:
         summary = match_summary(session, "later")
     assert summary is not None and summary.version == len(more.envelopes)
+
+
+def _away(app: ProjectionApp, entries: list, minutes: int) -> None:
+    """As if the consumer holding `entries` had been down `minutes`: their idle time set so (XCLAIM
+    to the same consumer with IDLE), every one past `CLAIM_IDLE_MS`, without waiting that long."""
+    owners = _owners(app)
+    for entry in entries:
+        key = app.store.keys.partition_stream(entry.partition)
+        app.store.client.xclaim(key, app.settings.runner.group, owners[entry.entry_id], 0, [entry.entry_id],
+                                idle=minutes * 60_000, justid=True)
+
+
+def test_another_replica_takes_none_of_a_restarted_consumers_leftovers_once_it_started(app: ProjectionApp) -> None:
+    """Its first round holds every entry it left pending, not only the `batch` a partition it reads
+    back: until session 33 the rest, idle since it went down, went to the first replica whose
+    XAUTOCLAIM came (moved once, not lost, but projected by another with a claim logged)."""
+    played = write_matches(app.store, app.registry, specs(6))
+    died = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
+    died.ensure_groups("0")
+    left = []
+    while batch := died.read(count=app.settings.runner.batch):  # read, never acked: it died here
+        left += batch
+    assert max(Counter(e.partition for e in left).values()) > 2 * app.settings.runner.batch
+    _away(app, left, minutes=10)
+    restarted, other = app.runner("a"), app.runner("b")  # claim_every_s 0: b claims in every round
+    with capture_logs() as logs:
+        restarted.run_once(block_ms=0)  # started: reads back the first `batch` of each partition
+        assert other.consumer.claim_stale(app.settings.runner.claim_idle_ms, count=len(left)) == []
+        for _ in range(ROUNDS):
+            if restarted.caught_up():
+                break
+            other.run_once(block_ms=0)
+            restarted.run_once(block_ms=0)
+    assert restarted.caught_up(), f"{restarted.consumer.pending_count()} of its own entries left pending"
+    assert other.projected == 0 and restarted.projected == len(left)
+    assert not [line for line in logs if line["event"] == "projection_claimed"]
+    held = [line for line in logs if line["event"] == "projection_pending_held"]
+    assert [line["entries"] for line in held] == [len(left)]
+    with read_session(app.sql) as session:
+        for p in played:
+            summary = match_summary(session, p.match_id)
+            assert summary is not None and summary.version == len(p.envelopes), p.match_id
+
+
+def test_a_restarted_consumer_whose_first_read_back_failed_reads_back_in_the_next_round(
+        app: ProjectionApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the first round marked the consumer started before its read back: one that failed
+    (Redis away for a moment) was never done again, the entries left to XAUTOCLAIM."""
+    write_matches(app.store, app.registry, specs(2))
+    died = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
+    died.ensure_groups("0")
+    left = died.read(count=app.settings.runner.batch)
+    assert left
+    restarted = app.runner("a")
+    real = restarted.consumer.read_pending
+    calls = []
+
+    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        if len(calls) == 1:
+            raise ConnectionError("Redis away for a moment")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(restarted.consumer, "read_pending", flaky)
+    with pytest.raises(ConnectionError):
+        restarted.run_once(block_ms=0)
+    restarted.run_once(block_ms=0)
+    assert {(e.partition, e.entry_id) for e in left} <= set(restarted.deferred) | {
+        (e.partition, e.entry_id) for e in restarted.unacked}

@@ -651,6 +651,9 @@ class ScriptedConsumer:
     def read_pending(self, count=100):
         return self.pending.pop(0) if self.pending else []
 
+    def hold_pending(self) -> int:
+        return 0
+
     def ack(self, entries) -> int:
         self.separate_acks += 1
         self._acked(list(entries))
