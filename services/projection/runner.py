@@ -21,11 +21,14 @@ waited `claim_idle_ms` for an XAUTOCLAIM (its own, or another replica's); until 
 not read back yet, idle past `claim_idle_ms` while the consumer was down, went to the first
 replica whose XAUTOCLAIM came.
 
-A consumer whose connection to Redis broke (or whose groups were gone) forgets the deferred
+A consumer whose connection to Redis broke (or whose groups were gone, or recreated by another
+consumer: a read of new entries gives one not past those it gave before) forgets the deferred
 entries it kept and reads its pending entries again, every one as after a restart
 (`_read_pending_again`, each round until that read succeeds): the server may be one that lost
 acknowledged writes, and a kept entry of that lost history would otherwise be applied once
-another consumer projected the store's new one up to the seq before it. The batch in hand when
+another consumer projected the store's new one up to the seq before it; and a recreated group
+delivers the kept entries again, perhaps to another consumer. A deferred entry that the hold
+finds pending under no one, or under another consumer, is forgotten too. The batch in hand when
 the connection breaks outside a read (while it is projected) is the projector's to tell by its
 stream entry ids (`Projector._read_before`).
 
@@ -216,16 +219,23 @@ class ProjectionRunner:
 
     def hold_deferred(self) -> None:
         """Keep the deferred entries ours while we live; forget those another consumer took
-        over while this one stalled (it retries them now: two holders would pass them back and forth)."""
-        taken = self.consumer.hold(self.deferred.values())
-        if not taken:
+        over while this one stalled (it retries them now: two holders would pass them back and forth),
+        and those pending under no one (the group was recreated: it delivers them again, to whichever
+        consumer; or another consumer that had them too acked them)."""
+        taken, gone = self.consumer.hold(self.deferred.values())
+        if not taken and not gone:
             return
-        for entry in taken:
+        for entry in taken + gone:
             self.deferred.pop((entry.partition, entry.entry_id), None)
         self._forget_retries()
-        log.warning("projection_entries_taken_over", entries=len(taken), consumer=self.name,
-                    hint="this consumer did not hold them within FAMIGLIA_PROJECTION_CLAIM_IDLE_MS "
-                         "(a round or a stall took that long): the consumer that took them over projects them")
+        if taken:
+            log.warning("projection_entries_taken_over", entries=len(taken), consumer=self.name,
+                        hint="this consumer did not hold them within FAMIGLIA_PROJECTION_CLAIM_IDLE_MS "
+                             "(a round or a stall took that long): the consumer that took them over projects them")
+        if gone:
+            log.warning("projection_entries_gone", entries=len(gone), consumer=self.name,
+                        hint="pending under no consumer any more: the group was recreated (it delivers "
+                             "them again) or another consumer acked them")
 
     def _due(self) -> list[PartitionEntry]:
         """The deferred entries to try this round: every entry of a match whose retry is due, or

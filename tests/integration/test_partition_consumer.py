@@ -201,7 +201,7 @@ def _owners(store: RedisEventStore, group: str) -> dict[tuple[int, str], tuple[s
 def test_hold_keeps_a_consumers_entries_from_every_claim_and_names_those_taken_over(store: RedisEventStore) -> None:
     """A consumer still working on entries holds them: no XAUTOCLAIM takes them over (its own
     included), one another consumer took over while it stalled stays with that one and is
-    named, an acked one is left alone; delivery counts do not grow."""
+    named, an acked one is left alone and named as gone; delivery counts do not grow."""
     _write(store)
     holder = PartitionConsumer.for_store(store, "g", "holder")
     got = holder.read(count=100)
@@ -211,7 +211,8 @@ def test_hold_keeps_a_consumers_entries_from_every_claim_and_names_those_taken_o
     for entry in taken:  # another consumer took these over while the holder stalled
         store.client.xclaim(store.keys.partition_stream(entry.partition), "g", "other", 100, [entry.entry_id])
 
-    assert _keys(holder.hold(got)) == _keys(taken)
+    taken_over, gone = holder.hold(got)
+    assert _keys(taken_over) == _keys(taken) and _keys(gone) == _keys(done)
 
     assert PartitionConsumer.for_store(store, "g", "late").claim_stale(min_idle_ms=100) == []
     assert holder.claim_stale(min_idle_ms=100) == []  # nor its own: nothing it holds is stale
@@ -219,14 +220,14 @@ def test_hold_keeps_a_consumers_entries_from_every_claim_and_names_those_taken_o
     assert owners == {**{k: ("holder", 1) for k in _keys(kept)}, **{k: ("other", 2) for k in _keys(taken)}}
 
 
-def test_hold_with_the_group_gone_holds_nothing(store: RedisEventStore) -> None:
+def test_hold_with_the_group_gone_holds_nothing_and_names_every_entry_gone(store: RedisEventStore) -> None:
     _write(store, matches=2)
     holder = PartitionConsumer.for_store(store, "g", "holder")
     got = holder.read(count=100)
     for p in range(store.partitions):
         store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
-    assert holder.hold(got) == []
-    assert holder.hold([]) == []
+    assert holder.hold(got) == ([], got)
+    assert holder.hold([]) == ([], [])
 
 
 def _idle(store: RedisEventStore, group: str, entries: list[PartitionEntry], ms: int) -> None:
@@ -261,12 +262,30 @@ def test_hold_pending_holds_every_entry_pending_under_the_consumer_paged_and_no_
     assert PartitionConsumer.for_store(store, "g", "none").hold_pending() == 0
 
 
+def test_a_read_from_a_group_another_consumer_recreated_counts_as_a_reconnect(store: RedisEventStore) -> None:
+    """The group's position went back (recreated from the start): the entries a caller keeps from
+    earlier reads are pending under no one now, to be delivered again (`reconnects` tells it)."""
+    _write(store, matches=4, each=3)
+    consumer = PartitionConsumer.for_store(store, "g", "c")
+    consumer.ensure_groups("0")
+    first = consumer.read(count=2)
+    assert first and consumer.read(count=2) and consumer.reconnects == 0  # reading on is no reconnect
+    _write(store, matches=2, each=1)
+    for p in range(store.partitions):
+        store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
+    PartitionConsumer.for_store(store, "g", "other").ensure_groups("0")
+    again = consumer.read(count=100)
+    assert _keys(first) <= _keys(again)
+    assert consumer.reconnects == 1
+    assert consumer.read(count=100) == [] and consumer.reconnects == 1
+
+
 def test_the_hold_scripts_are_loaded_again_after_a_script_flush(store: RedisEventStore) -> None:
     _write(store, matches=2)
     holder = PartitionConsumer.for_store(store, "g", "holder")
     got = holder.read(count=100)
     store.client.script_flush()
-    assert holder.hold(got) == []
+    assert holder.hold(got) == ([], [])
     store.client.script_flush()
     assert holder.hold_pending() == len(got)
 
@@ -308,10 +327,10 @@ def test_hold_on_a_cluster_loads_its_scripts_and_again_after_a_script_flush(clus
         got += [PartitionEntry(p, entry_id.decode(), EventEnvelope.FromString(fields[b"e"]))
                 for entry_id, fields in entries]
     assert len(got) == keys.partitions
-    assert holder.hold(got) == []
+    assert holder.hold(got) == ([], [])
     assert holder.hold_pending() == len(got)
     cluster.script_flush()
-    assert holder.hold(got) == []
+    assert holder.hold(got) == ([], [])
     cluster.script_flush()
     assert holder.hold_pending() == len(got)
     assert PartitionConsumer(cluster, keys, "g", "late").claim_stale(min_idle_ms=60_000) == []

@@ -112,11 +112,15 @@ class PartitionConsumer:
         self._hold_script = client.register_script(_lua("hold.lua"))
         self._hold_pending_script = client.register_script(_lua("hold_pending.lua"))
         """Sent by `_scripts` (EVALSHA, loaded on NOSCRIPT), not called."""
+        self._last_new: dict[int, tuple[int, int]] = {}
+        """Each partition's last entry id a read of new entries (`>`) gave this consumer."""
         self.reconnects = 0
-        """How often the connection kept for reads broke under a read, or the groups were gone: the
-        server may be another one since (restarted, failed over) that lost acknowledged writes, so
-        entries a caller keeps from earlier reads may be of a history it no longer holds (read
-        them again: `read_pending`)."""
+        """How often the connection kept for reads broke under a read, the groups were gone, or a
+        read of new entries gave an entry not past one it gave before (the group was recreated by
+        another consumer, or set back): the server may be another one since (restarted, failed
+        over) that lost acknowledged writes, or the entries a caller keeps from earlier reads may
+        be pending under no one, to be delivered again, perhaps to another consumer (read them
+        again: `read_pending`)."""
 
     @classmethod
     def for_store(
@@ -138,6 +142,7 @@ class PartitionConsumer:
                 if "BUSYGROUP" not in str(error):
                     raise
         self._groups_ready = True
+        self._last_new = {}  # a group created here starts again from `start_id`
 
     def read(self, count: int = 100, block_ms: int | None = None, *, ack: Iterable[PartitionEntry] = (),
              before_ack: Sequence[bytes] = ()) -> list[PartitionEntry]:
@@ -175,7 +180,7 @@ class PartitionConsumer:
             finally:
                 self._own_lock.release()
         streams = {key: ">" for key in self._key_of.values()}
-        return self._read_group(streams, count, block, acks)
+        return self._read_group(streams, count, block, acks, new=True)
 
     def read_pending(self, count: int = 100, *, after: Mapping[int, str] | None = None,
                      ack: Iterable[PartitionEntry] = ()) -> list[PartitionEntry]:
@@ -219,30 +224,37 @@ class PartitionConsumer:
                     break
         return claimed
 
-    def hold(self, entries: Iterable[PartitionEntry]) -> list[PartitionEntry]:
+    def hold(self, entries: Iterable[PartitionEntry]) -> tuple[list[PartitionEntry], list[PartitionEntry]]:
         """Keep entries this consumer still works on (pending under it, not acked yet) from being
         taken over: their idle time goes back to 0, so no `claim_stale` of the group, this
         consumer's own included, takes them while it holds them at shorter intervals than the
-        claimers' `min_idle_ms`. Returns those another consumer holds by now (this one stalled
-        past that idle time): theirs to finish. One script per partition (`hold.lua`: the owner
-        checked and the XCLAIM JUSTID in one step, so an entry just taken over is never taken
-        back), pipelined in one round trip. A group gone (`NOGROUP`) holds nothing: the next
-        read recreates it."""
+        claimers' `min_idle_ms`. Returns (taken, gone), the entries that are not this consumer's
+        any more: those another consumer holds by now (this one stalled past that idle time),
+        theirs to finish; and those pending under no one — acked (by a consumer that had them
+        too), or the group was recreated (its new pending list lacks them until it delivers them
+        again, to whichever consumer) or is gone (`NOGROUP`: the next read recreates it). Either
+        way keeping them would have two consumers work on them. One script per partition
+        (`hold.lua`: the owner checked and the XCLAIM JUSTID in one step, so an entry just taken
+        over is never taken back), pipelined in one round trip."""
         entries = list(entries)
         by_partition = sorted(self._ids_by_partition(entries).items())
         if not by_partition:
-            return []
+            return [], []
         self._ensure_ready()
         replies = self._scripts(self._hold_script, [([self._key_of[p]], [self.group, self.consumer, *ids])
                                                     for p, ids in by_partition])
         taken: set[tuple[int, str]] = set()
-        for (partition, _), reply in zip(by_partition, replies, strict=True):
+        gone: set[tuple[int, str]] = set()
+        for (partition, ids), reply in zip(by_partition, replies, strict=True):
             if isinstance(reply, ResponseError) and "NOGROUP" in str(reply):
+                gone.update((partition, entry_id) for entry_id in ids)
                 continue
             if isinstance(reply, Exception):
                 raise reply
-            taken.update((partition, _text(entry_id)) for entry_id in reply)
-        return [e for e in entries if (e.partition, e.entry_id) in taken]
+            taken.update((partition, _text(entry_id)) for entry_id in reply[0])
+            gone.update((partition, _text(entry_id)) for entry_id in reply[1])
+        return ([e for e in entries if (e.partition, e.entry_id) in taken],
+                [e for e in entries if (e.partition, e.entry_id) in gone])
 
     def hold_pending(self, page: int = 5000) -> int:
         """Hold every entry pending under this consumer, read back or not (`hold`, for entries
@@ -332,18 +344,23 @@ class PartitionConsumer:
             # The groups vanished (FLUSHALL, a fresh server without AOF): recreate, read once more.
             self.reconnects += 1
             self.ensure_groups()
-            return self._read_group({key: ">" for key in self._key_of.values()}, count, block)
+            return self._read_group({key: ">" for key in self._key_of.values()}, count, block, new=True)
         except BaseException:
             self._drop_own()
             raise
         result: list[PartitionEntry] = []
+        went_back = False
         parse = EventEnvelope.FromString
         for key, entries in (reply.items() if isinstance(reply, dict) else reply or []):  # RESP3: a map
             partition = self._partition_of[key]
+            given = len(result)
             result += [
                 PartitionEntry(partition, entry_id.decode(),
                                parse(fields[1] if fields[0] == b"e" else _field(fields, b"e")))
                 for entry_id, fields in entries if entry_id is not None and fields]
+            if len(result) > given:
+                went_back |= self._went_back(partition, result[given].entry_id, result[-1].entry_id)
+        self.reconnects += went_back
         return result
 
     def _packed_acks(self, acks: dict[int, list[str]]) -> bytes:
@@ -376,7 +393,8 @@ class PartitionConsumer:
             pipe.xack(self._key_of[partition], self.group, *ids)
 
     def _read_group(self, streams: dict[Any, Any], count: int, block: int | None,
-                    acks: dict[int, list[str]] | None = None) -> list[PartitionEntry]:
+                    acks: dict[int, list[str]] | None = None, *, new: bool = False) -> list[PartitionEntry]:
+        """XREADGROUP through the client; `new`: of new entries (`>`), which `_went_back` watches."""
         self._ensure_ready()
         try:
             if acks:
@@ -400,9 +418,25 @@ class PartitionConsumer:
             self.ensure_groups()
             reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
         result: list[PartitionEntry] = []
+        went_back = False
         for key, entries in _stream_replies(reply):
-            result.extend(self._entries(self._partition_of[key], entries))
+            partition = self._partition_of[key]
+            got = self._entries(partition, entries)
+            if new and got:
+                went_back |= self._went_back(partition, got[0].entry_id, got[-1].entry_id)
+            result.extend(got)
+        self.reconnects += went_back
         return result
+
+    def _went_back(self, partition: int, first: str, last: str) -> bool:
+        """After a read of new entries that gave `first`..`last` of `partition`: whether one is not
+        past the last id such a read gave this consumer, so the group's position went back —
+        another consumer recreated it (NOGROUP, XGROUP CREATE from 0), or it was set back — which
+        counts as a reconnect (`reconnects`), once a read. A group delivers new entries in stream
+        order, each once, so this never happens otherwise."""
+        seen = self._last_new.get(partition)
+        self._last_new[partition] = entry_key(last)
+        return seen is not None and entry_key(first) <= seen
 
     def _scripts(self, script: Any, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """`script` with each (keys, args) of `calls`, in one pipelined round trip (no transaction:
