@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from famiglia.nostra_city.v1 import nostra_city_pb2 as pb
 from famiglia.rules.nostra_city import ENGINE
-from famiglia.rules.nostra_city.data import NOTE_VALUE, TURF_BY_ID
+from famiglia.rules.nostra_city.data import NOTE_VALUE, TURF_BY_ID, VENDETTA_BY_ID
 from famiglia.rules.nostra_city.state import Phase, State
 from tests.contracts.engine_contract import EngineContract
 
@@ -90,17 +90,21 @@ def perturb_hidden(state: State, viewer: int | None, rng: random.Random) -> Stat
         if p.known_before_bids:
             held = {*p.bank, *(n for b in bids if b.seat == i for n in b.notes)}
             players[i] = replace(p, known_before_bids=tuple(k for k in p.known_before_bids if k[1] in held))
-    # Vendetta hands of others and the Vendetta deck (after a reshuffle the deck holds only the
-    # reshuffled cards, NC-K55: a card outside them stays in its hand); Location cards of
-    # unrevealed bids
-    movable = (lambda card: card in state.vendetta_reshuffled) if state.vendetta_reshuffled else (lambda card: True)
-    vslots = [(i, [c for c in p.hand if not movable(c)], sum(map(movable, p.hand)))
-              for i, p in enumerate(players) if i != viewer]
-    vpool = [card for i, _, _ in vslots for card in players[i].hand if movable(card)] + list(state.vendetta_deck)
+    # Vendetta hands of others and the Vendetta deck; Location cards of unrevealed bids
+    vslots = [(i, len(p.hand)) for i, p in enumerate(players) if i != viewer]
+    vpool = [card for i, _ in vslots for card in players[i].hand] + list(state.vendetta_deck)
     rng.shuffle(vpool)
+    if state.vendetta_reshuffled:
+        # NC-K55: the deck holds only reshuffled cards (a Rage card among them, never a hand's),
+        # but who holds a card outside them, a Snitch above all, stays hidden (NC-H08, NC-H09)
+        inside = sorted((c for c in vpool if c in state.vendetta_reshuffled),
+                        key=lambda c: VENDETTA_BY_ID[c].kind in ("snitch", "revenge"))
+        deck = inside[:len(state.vendetta_deck)]
+        rng.shuffle(deck)
+        vpool = [c for c in vpool if c not in deck] + deck
     at = 0
-    for i, stays, size in vslots:
-        players[i] = replace(players[i], hand=tuple(sorted((*stays, *vpool[at:at + size]))))
+    for i, size in vslots:
+        players[i] = replace(players[i], hand=tuple(sorted(vpool[at:at + size])))
         at += size
     vendetta_deck = tuple(vpool[at:])
     if not state.locations_revealed:

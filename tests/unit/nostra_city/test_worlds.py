@@ -107,3 +107,27 @@ def test_nc_x07_worlds_put_hidden_bids_only_on_street_spaces_holding_a_card() ->
         assert ENGINE.legal_commands(world, 0, limit=64) == ENGINE.legal_commands(s, 0, limit=64), dice
     assert named == {1, 3}
     s, _ = run(s, 0, END)  # (the table plays on)
+
+
+def test_nc_h08_the_no_leak_check_moves_a_snitch_between_hidden_hands_after_a_reshuffle() -> None:
+    """NC-H08, NC-H09, NC-K55: after a reshuffle the deck holds only reshuffled cards, but who
+    holds a Snitch is still hidden, so the contract's perturbation (`perturb_hidden`, the no-leak
+    check) must move one between other seats' hands: pinned to its holder, a View telling who
+    holds it after a reshuffle would pass. The deck it deals stays reshuffled cards only, and no
+    Rage card lands in a hand."""
+    import random
+
+    from tests.contracts.test_nostra_city_contract import perturb_hidden
+
+    s = _drawn_revenge()
+    holder = {c: i for i, p in enumerate(s.players) for c in p.hand if c in ("V01", "V02")}
+    reshuffled = set(s.vendetta_reshuffled)
+    moved = False
+    for seed in range(WORLDS):
+        other = perturb_hidden(s, 0, random.Random(seed))
+        assert ENGINE.view(other, 0) == ENGINE.view(s, 0), seed
+        assert set(other.vendetta_deck) <= reshuffled, (seed, other.vendetta_deck)
+        assert all(VENDETTA_BY_ID[c].kind in ("snitch", "revenge") for p in other.players for c in p.hand), seed
+        assert other.players[0].hand == s.players[0].hand, seed
+        moved = moved or any(c in p.hand and holder[c] != i for i, p in enumerate(other.players) for c in holder)
+    assert moved, "a Snitch never left the hand that holds it"
