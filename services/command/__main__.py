@@ -70,7 +70,7 @@ def main() -> None:
     sweeping.set()
     server.stop(grace=5).wait()
     sweeper.join(timeout=5)  # a round in progress ends before the store closes under it (bounded: Redis may hang)
-    app.store.close()
+    app.close()  # the store, and the quarantine's own connections
     leave_if_calls_run(server, "command", since)  # calls still running: leaves now (a stuck one: status 1)
     drained("command", since)
 

@@ -378,6 +378,13 @@ class CommandApp:
         self.quarantine = quarantine if quarantine is not None else Quarantine()
         """Commands set aside after their engine did not return (`stuck_command`), refused at once."""
 
+    def close(self) -> None:
+        """Close what the app holds open on Redis: the quarantine's own connections, then the store's."""
+        try:
+            self.quarantine.close()
+        finally:
+            self.store.close()
+
     # -- games -------------------------------------------------------------------------
     def list_games(self) -> list[GameInfo]:
         return [e.info for e in self.registry.engines()]

@@ -105,6 +105,11 @@ class Quarantine:
                 self._members.pop(member, None)
             self._aside = _by_match(self._members)
 
+    def close(self) -> None:
+        """Close the connections of its own pool (`_bounded`); the app closes it with its store."""
+        if self._writer is not None:
+            self._writer.connection_pool.disconnect()
+
     def _read(self) -> None:
         self._next_read = self._clock() + self._refresh_s  # one read a round; a failed one waits a round too
         now_ms = self._wall() * 1000

@@ -247,10 +247,10 @@ def test_last_asks_on_two_replicas_at_once_make_one_rematch_found_once_the_match
                 assert (found.match_id, found.seat, found.waiting_for) == (rematch_id, (seat + 1) % 2, ())
                 assert SIGNER.read_seat(found.seat_token).match_id == rematch_id
         finally:
-            c.store.close()
+            c.close()
     finally:
-        a.store.close()
-        b.store.close()
+        a.close()
+        b.close()
 
 
 def test_a_lost_creation_is_made_by_the_sweep_on_redis(service: Service) -> None:

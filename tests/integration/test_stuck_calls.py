@@ -65,7 +65,7 @@ class _Served:
     def close(self) -> None:
         self.server.stop(grace=None)
         self.channel.close()
-        self.store.close()
+        self.app.close()
 
 
 @pytest.fixture(params=[False, True], ids=["asleep", "spinning"])
@@ -181,6 +181,7 @@ def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_stil
     the seat is decided as ever; the stuck call ending after all lifts it."""
     stalling, other = StallingCard(60.0), StallingCard(60.0)  # replicas A and B, one Redis
     a, b = _Served(redis_url, stalling), _Served(redis_url, other)
+    b.app.quarantine.close()
     b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)  # B reads what A set aside at each command
     try:
         match = a.client.create_match(GAME_ID, 2, seed=3)

@@ -421,7 +421,7 @@ def bench_flatness(report: Report, redis_url: str, quick: bool) -> None:
             app.submit(created.match_id, viewers[seat], uuid.uuid4().hex, command)
             costs.append(time.perf_counter() - t0)
         runs.append(costs)
-    store.close()
+    app.close()  # the store, and the quarantine's connections
     per_command = [statistics.median(c) for c in zip(*runs, strict=True)]
     n = 40
     early, late = statistics.median(per_command[:n]), statistics.median(per_command[-n:])

@@ -197,7 +197,7 @@ def cmd_reindex_players(args: argparse.Namespace) -> int:
         console.print(f"[red]stopped: {escape(repr(exc))}[/]; resume with --cursor {resume}")
         return 2
     finally:
-        app.store.close()
+        app.close()
     verb = "would be put" if args.dry_run else "put"
     console.print(f"{done.looked_at} matches looked at: {done.indexed} live ones {verb} in their players' "
                   f"lists ({done.entries} entries; one there already is kept), {done.over} over, "
