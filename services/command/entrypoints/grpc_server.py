@@ -15,7 +15,7 @@ from famiglia.grpcutil.operators import operator_of
 from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import KEEPALIVE_S, bearer_token, build_server, rpc
 from famiglia.grpcutil.tls import Transport
-from famiglia.grpcutil.watchdog import Running
+from famiglia.grpcutil.watchdog import RUNNING, Running
 from famiglia.telemetry import get_logger
 from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
@@ -334,8 +334,8 @@ class GameServicer(pb_grpc.GameServiceServicer):
         """A stuck call deciding a command: the command set aside for every replica
         (`quarantine`), so its client's retry is refused rather than stalling the next one."""
         found = self.app.stuck_command(ident)
-        if found is None:
-            return
+        if found is None or not _still_running(ident, call):
+            return  # deciding nothing; or `call` ended before its frames were read: they are another call's
         match_id, names, fields = found
         self.app.quarantine.set_aside(match_id, names)
         self._set_aside[ident] = (match_id, names)
@@ -365,6 +365,13 @@ CALL_WORKERS = 3
 #: command is answered in milliseconds, so a call this long is an engine that will not return
 #: (docs/operations.md, "A stuck call"), with room left for a slow host.
 STUCK_CALL_S = 30.0
+
+
+def _still_running(ident: int, call: Running) -> bool:
+    """Whether thread `ident`'s slot still holds `call` (read after its frames: those were the
+    call's own, not the next one's that a pool thread took up meanwhile)."""
+    now = RUNNING.get(ident)
+    return now is not None and now[0] == call.began and now[3] is call.request
 
 
 def serve(app: CommandApp, address: str, workers: int = 64,

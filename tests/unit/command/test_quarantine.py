@@ -8,6 +8,8 @@ its engine looped there too: one command restarted the replicas one after anothe
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from famiglia.bots.toy import ENGINE as HIGHCARD
@@ -92,3 +94,37 @@ def test_a_quarantine_ends_by_itself() -> None:
 def test_a_quarantine_of_no_time_is_refused(ttl: float) -> None:
     with pytest.raises(ValueError, match="more than 0"):
         Quarantine(ttl_s=ttl)
+
+
+def test_a_stuck_call_that_ended_before_its_frames_were_read_blames_nothing_its_thread_does_next() -> None:
+    """The watchdog finds a call stuck from its slot, then the service reads the thread's frames.
+    A call that ended in between (slow, not endless) has its thread on the next call: that one's
+    command, if it is deciding, is not the stuck one and must not be set aside (for every
+    replica, however briefly)."""
+    from famiglia.grpcutil.watchdog import RUNNING, Running
+    from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    engine = StallingCard(60.0)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    servicer = GameServicer(app)
+    match_id = app.create_match(GAME_ID, 2, seed=3).match_id
+    seat, (command, *_) = _asked(app, match_id)
+    deciding = threading.Thread(target=lambda: app.submit(match_id, Viewer(seat), "next-1", command), daemon=True)
+    deciding.start()
+    try:
+        assert engine.entered.wait(30)  # the thread's next call, deciding
+        ident = deciding.ident
+        assert ident is not None
+        found_stuck = Running(0.0, servicer, "SubmitCommand", object(), None)  # the call it ran before
+        RUNNING[ident] = (100.0, servicer, "SubmitCommand", object(), None)  # its slot: the next call's
+        servicer.set_aside_stuck(ident, found_stuck)
+        assert app.quarantine.of(match_id) is None
+        # The same call still in its slot: its command is set aside.
+        RUNNING[ident] = tuple(found_stuck)
+        servicer.set_aside_stuck(ident, found_stuck)
+        assert app.quarantine.of(match_id) is not None
+    finally:
+        engine.release.set()
+        deciding.join(30)
+        RUNNING.pop(deciding.ident, None)
