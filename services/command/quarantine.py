@@ -126,7 +126,7 @@ class Quarantine:
 def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
     grouped: dict[str, set[str]] = {}
     for member in members:
-        match_id, _, name = member.rpartition(" ")
+        match_id, _, name = member.partition(" ")  # a match id has no space; a command id may
         grouped.setdefault(match_id, set()).add(name)
     return {match_id: frozenset(names) for match_id, names in grouped.items()}
 

@@ -128,3 +128,16 @@ def test_a_stuck_call_that_ended_before_its_frames_were_read_blames_nothing_its_
         engine.release.set()
         deciding.join(30)
         RUNNING.pop(deciding.ident, None)
+
+
+def test_a_command_id_with_spaces_is_set_aside_under_its_whole_id(app: CommandApp) -> None:
+    """A command_id may hold spaces ("play card 3"); the set's members are "<match id> <name>".
+    Split at the id's last space, the member named another match and a cut id: the retry of the
+    same call, with the match moved on (where the command's input differs), was decided again."""
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (poisoned, fine, *_) = _asked(app, match_id)
+    app.quarantine.set_aside(match_id, [id_name(seat, "loops 1")])
+    assert app.quarantine.of(match_id) == frozenset({id_name(seat, "loops 1")})
+    with pytest.raises(FailedPrecondition) as refused:
+        app.submit(match_id, Viewer(seat), "loops 1", fine)  # the same call: refused whatever it carries
+    assert refused.value.code == "command_quarantined"
