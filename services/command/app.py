@@ -797,11 +797,11 @@ class CommandApp:
                                   f"expected version {expected_version}, the match is at {m.public_version}")
             read_in_call = False  # the hot state was read from the store during this call
             for _attempt in range(MAX_RETRIES):
-                if aside is not None:  # (outside the try: a retry on the stream's state would not lift it)
-                    _check_not_set_aside(aside, hot, seat, command_id, command, self.quarantine.ttl_s)
                 try:
-                    if m.finished:
+                    if m.finished:  # a match over says so first: cancelling it is the way out of a quarantine
                         raise _over(m)
+                    if aside is not None:  # refused on the stream's state too (a lagging replica catches up)
+                        _check_not_set_aside(aside, hot, seat, command_id, command, self.quarantine.ttl_s)
                     _check_player(m, viewer)
                     if viewer.bot and is_clock_default(command_id):  # (a flag test on every other command)
                         self._check_clock_due(m, seat)

@@ -141,3 +141,17 @@ def test_a_command_id_with_spaces_is_set_aside_under_its_whole_id(app: CommandAp
     with pytest.raises(FailedPrecondition) as refused:
         app.submit(match_id, Viewer(seat), "loops 1", fine)  # the same call: refused whatever it carries
     assert refused.value.code == "command_quarantined"
+
+
+def test_a_set_aside_command_of_a_cancelled_match_is_told_the_match_is_over(app: CommandApp) -> None:
+    """The runbook's way out is to cancel the match, so its bots and clients stop sending the
+    command. Their retries were still told `command_quarantined` ("ask an operator to cancel the
+    match"), the match cancelled already, rather than `match_over`, which they stop on."""
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (poisoned, *_) = _asked(app, match_id)
+    _set_aside(app, match_id, seat, "loops-1", poisoned)
+    app.cancel_match(match_id, "cli", "engine loops on a card")
+    for command_id in ("loops-1", "loops-2"):
+        with pytest.raises(FailedPrecondition) as refused:
+            app.submit(match_id, Viewer(seat), command_id, poisoned)
+        assert refused.value.code == "match_over" and "engine loops" in refused.value.message
