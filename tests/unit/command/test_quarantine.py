@@ -57,17 +57,21 @@ def test_a_command_set_aside_is_refused_under_its_id_and_under_a_new_one(app: Co
 
 
 def test_the_same_command_once_the_match_moved_on_is_decided(app: CommandApp) -> None:
+    """The set-aside names stay; the match moves on (the seat plays another card, then the other
+    seat), and the same command under a new id is another input to `decide`: decided. Under the
+    stuck call's id it is still refused."""
     match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
-    seat, (first, *_) = _asked(app, match_id)
-    app.submit(match_id, Viewer(seat), "c1", first)
+    seat, (poisoned, fine, *_) = _asked(app, match_id)
+    _set_aside(app, match_id, seat, "loops-1", poisoned)
+    app.submit(match_id, Viewer(seat), "fine-1", fine)
     other, (card, *_) = _asked(app, match_id)
-    _set_aside(app, match_id, other, "loops-1", card)
+    app.submit(match_id, Viewer(other), "o-1", card)
+    again, legal = _asked(app, match_id)
+    assert again == seat and poisoned in legal  # the seat asked again, the card still in hand
+    assert app.quarantine.of(match_id) is not None  # still set aside
     with pytest.raises(FailedPrecondition):
-        app.submit(match_id, Viewer(other), "loops-2", card)
-    app.quarantine.lift(match_id, [id_name(other, "loops-1"),
-                                   input_name(app.matches.get(match_id).match.version, other, card)])
-    assert app.quarantine.of(match_id) is None
-    assert not app.submit(match_id, Viewer(other), "loops-2", card).duplicate
+        app.submit(match_id, Viewer(seat), "loops-1", poisoned)
+    assert not app.submit(match_id, Viewer(seat), "loops-2", poisoned).duplicate
 
 
 def test_a_command_taken_after_all_is_answered_as_a_duplicate(app: CommandApp) -> None:
