@@ -380,10 +380,10 @@ def test_edge_event_ids_answer_as_documented_hot_and_from_the_archive(stack: Sta
         server.stop(grace=None)
 
 
-# -- hidden information: the view fields of session 28 --------------------------------------------------
-#: Each game's view field added in session 28, public by its rule (GC-H05, NC-H06, NP-H6, GR-H05).
-PUBLIC_FIELDS = {"goodcritters": "last_vote", "nostra_city": "revealed_bids", "nothing_personal": "roll_offs",
-                 "grifters": "reshuffled"}
+# -- hidden information: the view fields of session 28, and Nostra City's of session 33 ----------------
+#: View fields public by their rule (GC-H05, NC-H06, NP-H6, GR-H05; NC-H08 and NC-K55).
+PUBLIC_FIELDS = [("goodcritters", "last_vote"), ("nostra_city", "revealed_bids"), ("nothing_personal", "roll_offs"),
+                 ("grifters", "reshuffled"), ("nostra_city", "vendetta_reshuffled")]
 
 
 def _seen(client: ReplayClient, match_id: str, token: str | None, engine) -> list[tuple[int, str, object, object]]:
@@ -398,9 +398,8 @@ def _seen(client: ReplayClient, match_id: str, token: str | None, engine) -> lis
     return out
 
 
-def _derived_from_public_events(game_id: str, public: list) -> None:
+def _derived_from_public_events(game_id: str, field: str, public: list) -> None:
     """The field, as a spectator's view holds it, is what the public events told."""
-    field = PUBLIC_FIELDS[game_id]
     told: list = []
     revealed: dict[int, set[int]] = {}
     previous = None
@@ -408,7 +407,10 @@ def _derived_from_public_events(game_id: str, public: list) -> None:
         if view is None:
             continue
         shown = _field(view, field)
-        if game_id == "nostra_city":
+        if field == "vendetta_reshuffled":
+            if previous is not None and shown != _field(previous, field):
+                assert shown == sorted(previous.vendetta_discard), "a reshuffle shows the Vendetta discard pile"
+        elif game_id == "nostra_city":
             told += [event.bids_revealed] if kind == "bids_revealed" else []
             assert all(r in told for r in shown), shown
         elif game_id == "nothing_personal":
@@ -425,16 +427,15 @@ def _derived_from_public_events(game_id: str, public: list) -> None:
         previous = view
 
 
-@pytest.mark.parametrize("game_id", GAMES)
+@pytest.mark.parametrize(("game_id", "field"), PUBLIC_FIELDS)
 def test_a_seats_replay_shows_the_new_public_fields_as_everyone_sees_them_and_nothing_more(
-        stack: Stack, game_id: str) -> None:
-    """GC-H05 (last_vote), NC-H06 (revealed_bids), NP-H6 (roll_offs), GR-H05 (reshuffled): in a
+        stack: Stack, game_id: str, field: str) -> None:
+    """GC-H05 (last_vote), NC-H06 (revealed_bids), NP-H6 (roll_offs), GR-H05 (reshuffled), NC-K55 (vendetta_reshuffled): in a
     running match and in the history of a finished one, each seat's replay shows the field exactly
     as the spectator's at the same point (it is public: nothing of the seat's own, nothing of
     another's), and the spectator's is what the public events told; at the end every seat's view
     is the spectator's but for the viewer's own settings (everything is public then)."""
     engine = registry().get(game_id)
-    field = PUBLIC_FIELDS[game_id]
     seats = engine.info.max_players
     running = play(stack.commands, game_id, seats, seed=25, stop_after=60)
     finished = play(stack.commands, game_id, seats, seed=26)
@@ -445,7 +446,7 @@ def test_a_seats_replay_shows_the_new_public_fields_as_everyone_sees_them_and_no
     shown_at_all = False
     for played in (running, finished):
         public = _seen(stack.client, played.match_id, None, engine)
-        _derived_from_public_events(game_id, public)
+        _derived_from_public_events(game_id, field, public)
         for seat in range(seats):
             for seq, _kind, _event, view in _seen(stack.client, played.match_id, played.tokens[seat], engine):
                 if view is None:
