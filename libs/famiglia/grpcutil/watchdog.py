@@ -47,6 +47,10 @@ RUNNING: dict[int, tuple[Any, ...] | None] = {}
 #: The innermost frames of a stuck call's thread its line shows.
 FRAMES = 6
 
+#: Seconds between a watchdog's looks at the calls, at most (a quarter of its bound if less): a
+#: call is told stuck this long after its bound at the latest.
+ROUND_S = 1.0
+
 
 def where(ident: int, frames: int = FRAMES) -> list[str]:
     """The innermost `frames` frames of thread `ident`, innermost last (`path:line function`,
@@ -67,7 +71,7 @@ def _short(path: str) -> str:
 
 
 class Watchdog:
-    """Reads `running` every `every` seconds (a quarter of `bound_s`, at most 1 s) on a thread of
+    """Reads `running` every `every` seconds (a quarter of `bound_s`, at most `ROUND_S`) on a thread of
     its own. A call of one of `servicers` that has run `bound_s` or more is stuck: told once,
     in a `call_stuck` error line with `describe(call)`'s fields, `count(call)` and
     `on_stuck(thread id, call)` (the command service sets its command aside there, before
@@ -92,7 +96,7 @@ class Watchdog:
         self._count = count
         self._on_stuck = on_stuck
         self._on_ended = on_ended
-        self._every = every if every is not None else min(1.0, bound_s / 4)
+        self._every = every if every is not None else min(ROUND_S, bound_s / 4)
         self._running = running
         self._stuck: dict[int, tuple[Any, ...]] = {}
         self._stop = threading.Event()

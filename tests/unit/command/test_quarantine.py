@@ -159,3 +159,20 @@ def test_a_set_aside_command_of_a_cancelled_match_is_told_the_match_is_over(app:
         with pytest.raises(FailedPrecondition) as refused:
             app.submit(match_id, Viewer(seat), command_id, poisoned)
         assert refused.value.code == "match_over" and "engine loops" in refused.value.message
+
+
+def test_a_stuck_command_is_set_aside_everywhere_before_the_sdks_retry_arrives() -> None:
+    """The SDK retries a call whose deadline ran out (DEADLINE_EXCEEDED) on the next replica. With
+    the bound at the SDK's deadline (30 s both), that retry usually arrived before the watchdog had
+    found the call stuck, and was decided, and stalled, there too. By default a command is found
+    stuck at the bound (and the watchdog's round at worst), set aside (a write of at most
+    `REDIS_TIMEOUT_S`) and read so by every replica (a round of `REFRESH_S`) before the deadline."""
+    import inspect
+
+    from famiglia.client.game_client import GameClient
+    from famiglia.grpcutil.watchdog import ROUND_S
+    from services.command.entrypoints.grpc_server import STUCK_CALL_S
+    from services.command.quarantine import REDIS_TIMEOUT_S, REFRESH_S
+
+    deadline_s = inspect.signature(GameClient).parameters["timeout"].default
+    assert STUCK_CALL_S + ROUND_S + REDIS_TIMEOUT_S + REFRESH_S < deadline_s

@@ -191,8 +191,8 @@ def test_the_command_service_call_threads_default_to_three(monkeypatch: pytest.M
     assert _command() == 3
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", 30.0), (" ", 30.0), ("0.5", 0.5), ("120", 120.0)])
-def test_the_stuck_call_bound_is_thirty_seconds_unless_set(monkeypatch: pytest.MonkeyPatch, value: str,
+@pytest.mark.parametrize(("value", "expected"), [("", 20.0), (" ", 20.0), ("0.5", 0.5), ("120", 120.0)])
+def test_the_stuck_call_bound_is_twenty_seconds_unless_set(monkeypatch: pytest.MonkeyPatch, value: str,
                                                            expected: float) -> None:
     monkeypatch.setenv("FAMIGLIA_COMMAND_STUCK_CALL_S", value)
     assert _stuck_call_s() == expected
