@@ -18,6 +18,8 @@ has moved on, is decided as ever. A stuck call that ends after all lifts what it
 Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
 once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the
 match id, and the command's bytes are hashed only for a match that has a command set aside.
+Expiries only grow (`_SET_ASIDE`): a replica with a shorter quarantine or a clock behind cuts
+short neither a member another set aside nor the set, which lives as long as its last member.
 """
 
 from __future__ import annotations
@@ -47,6 +49,22 @@ REFRESH_S = 1.0
 REDIS_TIMEOUT_S = 2.0
 
 
+_SET_ASIDE = """
+-- KEYS[1] the set; ARGV[1] now (Unix ms); ARGV[2], ARGV[3], ...: expiry (Unix ms), member pairs.
+-- The expired go; a member's expiry only grows (ZADD GT), and the set's is its last member's:
+-- a replica with a shorter quarantine, or a clock behind, cuts nothing short (Redis 6.2).
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+for i = 2, #ARGV, 2 do
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[i], ARGV[i + 1])
+end
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then
+  redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(last[2])))
+end
+return #last
+"""
+
+
 def id_name(seat: int, command_id: str) -> str:
     return f"id:{seat}/{command_id}"
 
@@ -68,6 +86,7 @@ class Quarantine:
         self.ttl_s = ttl_s
         self.key = f"{prefix}:quarantine"
         self._writer = _bounded(client) if client is not None else None
+        self._set_aside_script = self._writer.register_script(_SET_ASIDE) if self._writer is not None else None
         self._refresh_s = refresh_s
         self._wall = wall
         self._clock = clock
@@ -86,14 +105,12 @@ class Quarantine:
         now = self._wall()
         expiry_ms = (now + self.ttl_s) * 1000
         members = {f"{match_id} {name}": expiry_ms for name in names}
-        if self._writer is not None:
-            pipe = self._writer.pipeline(transaction=True)
-            pipe.zremrangebyscore(self.key, "-inf", now * 1000)  # the expired, gone with each new one
-            pipe.zadd(self.key, members)
-            pipe.pexpireat(self.key, round(expiry_ms))  # the newest member's expiry: the set goes with it
-            pipe.execute()
+        if self._set_aside_script is not None:
+            pairs = [part for member in members for part in (expiry_ms, member)]
+            self._set_aside_script(keys=[self.key], args=[now * 1000, *pairs])
         with self._lock:
-            self._members.update(members)
+            for member, expiry in members.items():  # as in Redis: an expiry only grows
+                self._members[member] = max(expiry, self._members.get(member, expiry))
             self._aside = _by_match(self._members)
 
     def lift(self, match_id: str, names: list[str]) -> None:

@@ -1,4 +1,5 @@
-"""The command quarantine on a real Redis (services.command.quarantine): what it opens, it closes.
+"""The command quarantine on a real Redis (services.command.quarantine): what it opens, it closes;
+what one replica sets aside, no other replica's write cuts short.
 
 Each CommandApp's Quarantine reads and writes the set on a connection pool of its own (bounded
 timeouts, unlike the store's), which nothing closed: every app made and dropped (a service's stop,
@@ -9,12 +10,16 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
 import redis
 
 from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
 from services.command.bootstrap import bootstrap
+from services.command.quarantine import Quarantine
+
+pytestmark = pytest.mark.redis
 
 
 def _named(probe: redis.Redis, name: str) -> int:
@@ -38,3 +43,33 @@ def test_the_quarantine_closes_its_connections_with_the_app(redis_url: str) -> N
         assert time.monotonic() < deadline, f"{left} connections still open"
         time.sleep(0.02)
     probe.close()
+
+
+def test_no_replica_cuts_short_what_another_set_aside(redis_url: str) -> None:
+    """Each write set the whole set's expiry, and its member's, to its own `now + ttl_s`: a replica
+    with a shorter FAMIGLIA_COMMAND_QUARANTINE_S (a rollout, a typo) or a clock behind, setting
+    anything aside, or the same command again, made Redis drop every command set aside sooner,
+    for every replica. Now the set lives as long as its longest-lived member, and a member's expiry
+    only grows."""
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"q-{uuid.uuid4().hex[:8]}"
+    now = float(int(time.time()))  # whole seconds: members' expiries in whole ms, as the set's
+    long = Quarantine(client, prefix=prefix, ttl_s=6 * 3600.0, wall=lambda: now)
+    short = Quarantine(client, prefix=prefix, ttl_s=60.0, wall=lambda: now)
+    behind = Quarantine(client, prefix=prefix, ttl_s=6 * 3600.0, wall=lambda: now - 3600)
+    try:
+        long.set_aside("m1", ["id:0/loops-1"])
+        kept_ms = client.zscore(long.key, "m1 id:0/loops-1")
+        assert kept_ms is not None and client.pexpiretime(long.key) >= kept_ms  # the set outlives it
+        short.set_aside("m2", ["id:1/loops-2"])
+        behind.set_aside("m3", ["id:0/loops-3"])
+        short.set_aside("m1", ["id:0/loops-1"])  # the same command, set aside again by a shorter quarantine
+        behind.set_aside("m1", ["id:0/loops-1"])
+        assert client.zscore(long.key, "m1 id:0/loops-1") == kept_ms
+        assert client.pexpiretime(long.key) >= kept_ms
+        assert short.of("m1") == frozenset({"id:0/loops-1"}) and short.of("m2") == frozenset({"id:1/loops-2"})
+    finally:
+        for q in (long, short, behind):
+            q.close()
+        client.delete(long.key)
+        client.close()
