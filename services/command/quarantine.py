@@ -13,7 +13,9 @@ Redis for `FAMIGLIA_COMMAND_QUARANTINE_S`, for every replica, under two names:
 
 Either refuses it at once, `FAILED_PRECONDITION command_quarantined`, before `decide`. Another
 command of the seat (a bot's fallback, a player's other choice), or this one once the match
-has moved on, is decided as ever. A stuck call that ends after all lifts what it set aside.
+has moved on, is decided as ever. A stuck call that ends after all lifts what it set aside: at
+once on its replica, and in Redis as soon as Redis takes it (a lift refused, Redis away just then,
+is made again at the replica's next read of the set, and as it stops), not 6 hours later.
 
 Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
 once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the
@@ -94,6 +96,8 @@ class Quarantine:
         self._lock = threading.Lock()
         self._members: dict[str, float] = {}  # "<match id> <name>" -> its expiry (Unix ms)
         self._aside: dict[str, frozenset[str]] = {}  # match id -> names; replaced whole, never mutated
+        self._lifting: set[str] = set()  # members lifted here that Redis has not taken out yet
+        self._writing = threading.Lock()  # one write of the set at a time: a lift made late undoes no set-aside
 
     def of(self, match_id: str) -> frozenset[str] | None:
         """What is set aside on `match_id` (None: nothing, the usual answer)."""
@@ -107,35 +111,72 @@ class Quarantine:
         members = {f"{match_id} {name}": expiry_ms for name in names}
         if self._set_aside_script is not None:
             pairs = [part for member in members for part in (expiry_ms, member)]
-            self._set_aside_script(keys=[self.key], args=[now * 1000, *pairs])
+            with self._writing:
+                self._set_aside_script(keys=[self.key], args=[now * 1000, *pairs])
+                with self._lock:
+                    self._lifting.difference_update(members)  # set aside again: no longer to lift
         with self._lock:
             for member, expiry in members.items():  # as in Redis: an expiry only grows
                 self._members[member] = max(expiry, self._members.get(member, expiry))
             self._aside = _by_match(self._members)
 
-    def lift(self, match_id: str, names: list[str]) -> None:
+    def lift(self, match_id: str, names: list[str]) -> bool:
+        """Lifted here at once; True once Redis has it lifted too, for every replica (False: it is
+        made at this replica's next read of the set that Redis answers, or as it stops)."""
         members = [f"{match_id} {name}" for name in names]
-        if self._writer is not None:
-            self._writer.zrem(self.key, *members)
         with self._lock:
             for member in members:
                 self._members.pop(member, None)
             self._aside = _by_match(self._members)
+            if self._writer is not None:
+                self._lifting.update(members)
+        return self._lift_pending(wait=True)
 
     def close(self) -> None:
-        """Close the connections of its own pool (`_bounded`); the app closes it with its store."""
+        """Make the lifts still pending, then close the connections of its own pool (`_bounded`);
+        the app closes it with its store."""
         if self._writer is not None:
+            if self._lifting and not self._lift_pending(wait=True):
+                log.warning("command_quarantine_lift_lost", members=sorted(self._lifting)[:16])
             self._writer.connection_pool.disconnect()
+
+    def _lift_pending(self, *, wait: bool) -> bool:
+        """Take the members lifted here out of Redis; whether none is left pending. `wait=False`
+        (a command's read round): not while another thread writes the set."""
+        if self._writer is None or not self._lifting:
+            return True
+        if not self._writing.acquire(blocking=wait):
+            return False
+        try:
+            with self._lock:
+                members = sorted(self._lifting)
+            try:
+                self._writer.zrem(self.key, *members)
+            except Exception as exc:  # noqa: BLE001 - kept, and made again at the next read round
+                if wait:
+                    log.warning("command_quarantine_lift_pending", members=members[:16],
+                                error=f"{type(exc).__name__}: {exc}"[:200])
+                return False
+            with self._lock:
+                self._lifting.difference_update(members)
+            if not wait:
+                log.info("command_quarantine_lift_made", members=members[:16])
+            return True
+        finally:
+            self._writing.release()
 
     def _read(self) -> None:
         self._next_read = self._clock() + self._refresh_s  # one read a round; a failed one waits a round too
         now_ms = self._wall() * 1000
         if self._writer is not None:
+            self._lift_pending(wait=False)  # a lift Redis refused before, made first
             raw = self._writer.zrangebyscore(self.key, now_ms, "+inf", withscores=True)
             members = {(m.decode() if isinstance(m, bytes) else m): score for m, score in raw}
         else:
             members = {m: e for m, e in self._members.items() if e > now_ms}
         with self._lock:
+            for member in self._lifting:  # lifted here, still in Redis: not refused here meanwhile
+                members.pop(member, None)
             self._members = members
             self._aside = _by_match(members)
 

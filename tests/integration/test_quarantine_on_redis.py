@@ -1,5 +1,5 @@
 """The command quarantine on a real Redis (services.command.quarantine): what it opens, it closes;
-what one replica sets aside, no other replica's write cuts short.
+what one replica sets aside, no other replica's write cuts short; a lift Redis refused is made later.
 
 Each CommandApp's Quarantine reads and writes the set on a connection pool of its own (bounded
 timeouts, unlike the store's), which nothing closed: every app made and dropped (a service's stop,
@@ -7,8 +7,10 @@ each `famiglia match` run, every test) left its connections open on the server."
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import redis
@@ -16,6 +18,7 @@ import redis
 from famiglia.bots.toy import toy_registry
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.localstack.redis_server import RedisServer
 from services.command.bootstrap import bootstrap
 from services.command.quarantine import Quarantine
 
@@ -73,3 +76,57 @@ def test_no_replica_cuts_short_what_another_set_aside(redis_url: str) -> None:
             q.close()
         client.delete(long.key)
         client.close()
+
+
+def test_a_lift_redis_refused_is_made_at_the_next_read(tmp_path: Path) -> None:
+    """A slow call found stuck that ends after all lifts what it set aside. The lift was one ZREM:
+    with Redis away just then (a failover, a restart), it was lost, and the command stayed refused
+    on every replica for the whole quarantine (6 hours). Now it is kept, lifted on this replica at
+    once, and made in Redis at the replica's next read of the set."""
+    server = RedisServer(data_dir=tmp_path / "redis", appendfsync="always").start()
+    client = redis.Redis.from_url(server.url)
+    rounds = [0.0]  # the stuck call's replica reads the set when this moves on
+    here = Quarantine(client, refresh_s=1.0, clock=lambda: rounds[0])
+    elsewhere = Quarantine(client, refresh_s=0.0)
+    names = ["id:0/slow-1", "at:4/0/0123"]
+    try:
+        here.set_aside("m1", names)
+        assert here.of("m1") == frozenset(names) and elsewhere.of("m1") == frozenset(names)
+        server.stop()  # Redis away as the slow call ends
+        with contextlib.suppress(redis.ConnectionError):  # the watchdog's hook logs what a lift raises
+            here.lift("m1", names)
+        assert here.of("m1") is None  # lifted here at once
+        server.start()  # the same port and data: the set as it was
+        assert elsewhere.of("m1") == frozenset(names)  # not yet lifted in Redis
+        rounds[0] += 1.0
+        assert here.of("m1") is None  # the next read: the lift made first
+        assert elsewhere.of("m1") is None
+        assert client.zcard(here.key) == 0
+    finally:
+        here.close()
+        elsewhere.close()
+        client.close()
+        server.stop()
+
+
+def test_a_lift_made_late_does_not_undo_the_same_command_set_aside_again(tmp_path: Path) -> None:
+    """The lift kept for later is of what was set aside then: the same command set aside again
+    meanwhile (stuck again, Redis back) stays set aside once the late lift is made."""
+    server = RedisServer(data_dir=tmp_path / "redis", appendfsync="always").start()
+    client = redis.Redis.from_url(server.url)
+    rounds = [0.0]
+    here = Quarantine(client, refresh_s=1.0, clock=lambda: rounds[0])
+    names = ["id:0/slow-1"]
+    try:
+        here.set_aside("m1", names)
+        server.stop()
+        assert not here.lift("m1", names)  # kept for later
+        server.start()
+        here.set_aside("m1", names)  # stuck again
+        rounds[0] += 1.0
+        assert here.of("m1") == frozenset(names)
+        assert client.zscore(here.key, "m1 id:0/slow-1") is not None
+    finally:
+        here.close()
+        client.close()
+        server.stop()

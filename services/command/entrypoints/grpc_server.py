@@ -343,11 +343,12 @@ class GameServicer(pb_grpc.GameServiceServicer):
                     **fields)
 
     def lift_ended(self, ident: int, call: Running) -> None:
-        """A stuck call that ended after all (slow, not endless): what it set aside is lifted."""
+        """A stuck call that ended after all (slow, not endless): what it set aside is lifted
+        (`pending`: not yet in Redis, which did not answer; made at the next read of the set)."""
         aside = self._set_aside.pop(ident, None)
         if aside is not None:
-            self.app.quarantine.lift(*aside)
-            log.info("command_quarantine_lifted", rpc=call.rpc, match_id=aside[0])
+            made = self.app.quarantine.lift(*aside)
+            log.info("command_quarantine_lifted", rpc=call.rpc, match_id=aside[0], pending=not made)
 
     def _seat_of(self, token: str | None) -> int | None:
         try:
