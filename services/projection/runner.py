@@ -28,7 +28,8 @@ entries it kept and reads its pending entries again, every one as after a restar
 acknowledged writes, and a kept entry of that lost history would otherwise be applied once
 another consumer projected the store's new one up to the seq before it; and a recreated group
 delivers the kept entries again, perhaps to another consumer. A deferred entry that the hold
-finds pending under no one, or under another consumer, is forgotten too. The batch in hand when
+finds pending under another consumer, or under no one past the group's last delivered id (a
+recreated group delivers it again), is forgotten too. The batch in hand when
 the connection breaks outside a read (while it is projected) is the projector's to tell by its
 stream entry ids (`Projector._read_before`).
 
@@ -220,8 +221,7 @@ class ProjectionRunner:
     def hold_deferred(self) -> None:
         """Keep the deferred entries ours while we live; forget those another consumer took
         over while this one stalled (it retries them now: two holders would pass them back and forth),
-        and those pending under no one (the group was recreated: it delivers them again, to whichever
-        consumer; or another consumer that had them too acked them)."""
+        and those the group delivers again, to whichever consumer (it was recreated: `hold`)."""
         taken, gone = self.consumer.hold(self.deferred.values())
         if not taken and not gone:
             return
@@ -234,8 +234,8 @@ class ProjectionRunner:
                              "(a round or a stall took that long): the consumer that took them over projects them")
         if gone:
             log.warning("projection_entries_gone", entries=len(gone), consumer=self.name,
-                        hint="pending under no consumer any more: the group was recreated (it delivers "
-                             "them again) or another consumer acked them")
+                        hint="pending under no consumer and not delivered yet: the group was recreated "
+                             "(it delivers them again, to whichever consumer reads)")
 
     def _due(self) -> list[PartitionEntry]:
         """The deferred entries to try this round: every entry of a match whose retry is due, or

@@ -230,10 +230,15 @@ class PartitionConsumer:
         consumer's own included, takes them while it holds them at shorter intervals than the
         claimers' `min_idle_ms`. Returns (taken, gone), the entries that are not this consumer's
         any more: those another consumer holds by now (this one stalled past that idle time),
-        theirs to finish; and those pending under no one — acked (by a consumer that had them
-        too), or the group was recreated (its new pending list lacks them until it delivers them
-        again, to whichever consumer) or is gone (`NOGROUP`: the next read recreates it). Either
-        way keeping them would have two consumers work on them. One script per partition
+        theirs to finish; and those the group will deliver again, to whichever consumer: pending
+        under no one past its last delivered id (recreated: its new pending list lacks them until
+        it delivers them again), or all of a group gone (`NOGROUP`: the next read recreates it).
+        Either way keeping them would have two consumers work on them. One pending under no one
+        that the group has delivered (acked since, by one that had it too; or its record dropped:
+        its consumer deleted, its stream entry trimmed) is neither: the group delivers it to no
+        one again, so the consumer keeping it finishes it (a projected one is no work twice: the
+        handler is idempotent), rather than its match waiting behind it for good (session 33's
+        first hold forgot those too). One script per partition
         (`hold.lua`: the owner checked and the XCLAIM JUSTID in one step, so an entry just taken
         over is never taken back), pipelined in one round trip."""
         entries = list(entries)

@@ -20,6 +20,7 @@ from famiglia.readmodels.db import read_session
 from services.projection.app import ProjectionApp
 from services.projection.runner import ProjectionRunner
 
+from .support import MatchSpec, write_matches
 from .test_claims import _held, _owners, _replica, _with_a_gap
 
 pytestmark = pytest.mark.redis
@@ -89,3 +90,34 @@ def test_a_hold_forgets_waiting_entries_pending_under_no_one(app: ProjectionApp,
         b.hold_deferred()
     assert not b.deferred
     assert [line["entries"] for line in logs if line["event"] == "projection_entries_gone"] == [kept]
+
+
+def test_a_hold_keeps_waiting_entries_whose_pending_records_went_while_the_group_stayed(app: ProjectionApp) -> None:
+    """An entry pending under no one in a group that did not go back (its consumer deleted, XGROUP
+    DELCONSUMER: another replica's `forget_dead_consumers` looking at this consumer's name just
+    before it read again; or an acked one) is delivered by the group to no one again: the consumer
+    keeping it in memory is the only one left to project it. Session 33's hold forgot it as gone,
+    and its match waited for good behind it."""
+    [played] = write_matches(app.store, app.registry, [MatchSpec("m", ["ann", "bob"], seed=1)])
+    first = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
+    first.ensure_groups("0")
+    [creation] = first.read(count=1)  # "a" holds the creation, not projected yet
+    assert creation.envelope.seq == 1
+    b = _replica(app, "b")
+    b.run_once(block_ms=0)  # the rest, waiting for the creation
+    waiting = len(b.deferred)
+    assert waiting == len(played.envelopes) - 1
+    key = app.store.keys.partition_stream(creation.partition)
+    app.store.client.xgroup_delconsumer(key, app.settings.runner.group, "b")
+    with capture_logs() as logs:
+        b.hold_deferred()
+    assert len(b.deferred) == waiting
+    assert not [line for line in logs if line["event"] == "projection_entries_gone"]
+    a = app.runner("a")
+    a.run_once(block_ms=0)  # reads its creation back and projects it
+    a.flush_acks()
+    b.process(list(b.deferred.values()))  # b's next try of the match
+    b.flush_acks()
+    with read_session(app.sql) as session:
+        summary = match_summary(session, "m")
+    assert summary is not None and summary.version == len(played.envelopes)
