@@ -294,10 +294,13 @@ def test_the_hold_scripts_are_loaded_again_after_a_script_flush(store: RedisEven
 @pytest.fixture()
 def cluster(tmp_path) -> Iterator[redis.RedisCluster]:  # type: ignore[no-untyped-def]
     """A one-node Redis Cluster (every slot on it): the cluster client and its pipelines."""
-    from famiglia.localstack.redis_server import RedisServer
+    from famiglia.localstack.redis_server import RedisServer, free_port
 
     server = RedisServer(data_dir=tmp_path, appendfsync="no",
-                         extra_args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")).start()
+                         extra_args=("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                     # its bus port is its port + 10000 unless told: past 65535
+                                     # for a port above 55535, which free_port gives a fifth of the time
+                                     "--cluster-port", str(free_port()))).start()
     try:
         plain = redis.Redis(port=server.port)
         plain.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
