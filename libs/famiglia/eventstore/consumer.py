@@ -74,6 +74,11 @@ def exchange(conn: Any, request: bytes, replies: int, *, check: bool = True) -> 
 
 
 _exchange = exchange
+HOLD_PAGE = 500
+"""Entries `hold_pending` holds a partition per script: a script runs with Redis blocked for every
+client, about 3 us an entry held (XPENDING and XCLAIM JUSTID, each claim propagated on its own),
+so 500 is ~1.6 ms, in line with `claim_stale`'s XAUTOCLAIM of a few hundred; session 33's first
+5,000 was ~16 ms, every partition's script back to back in one pipeline (docs/performance-projection.md)."""
 _MULTI = b"*1\r\n$5\r\nMULTI\r\n"
 _EXEC = b"*1\r\n$4\r\nEXEC\r\n"
 
@@ -261,7 +266,7 @@ class PartitionConsumer:
         return ([e for e in entries if (e.partition, e.entry_id) in taken],
                 [e for e in entries if (e.partition, e.entry_id) in gone])
 
-    def hold_pending(self, page: int = 5000) -> int:
+    def hold_pending(self, page: int = HOLD_PAGE) -> int:
         """Hold every entry pending under this consumer, read back or not (`hold`, for entries
         not in memory yet): a consumer restarted under its name does this first, before any of
         its rounds, so none of the entries it left pending — idle past the group's claim time if
