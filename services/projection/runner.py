@@ -365,7 +365,9 @@ class ProjectionRunner:
         Consumer names are unique per process, so every restart would otherwise leave
         one more name in the group forever. A live consumer reads at least every
         `block_ms`; one idle for `forget_idle_ms` is gone. Only consumers without
-        pending entries are deleted (deleting drops their pending entries).
+        pending entries are deleted (deleting drops their pending entries), as they are when
+        deleted: the look is made again in the delete's script, so a consumer restarted under
+        that name that read since keeps its entries (before, they went pending under no one).
         """
         forgotten: list[str] = []
         client = self.store.client
@@ -377,8 +379,8 @@ class ProjectionRunner:
                 continue
             for info in consumers:
                 name = info["name"].decode() if isinstance(info["name"], bytes) else str(info["name"])
-                if name != self.name and int(info["pending"]) == 0 and int(info["idle"]) >= self.config.forget_idle_ms:
-                    client.xgroup_delconsumer(key, self.config.group, name)
+                if (name != self.name and int(info["pending"]) == 0 and int(info["idle"]) >= self.config.forget_idle_ms
+                        and self.consumer.forget_idle_consumer(partition, name, self.config.forget_idle_ms)):
                     forgotten.append(name)
         if forgotten:
             log.info("projection_consumers_forgotten", consumers=sorted(set(forgotten)))

@@ -116,6 +116,7 @@ class PartitionConsumer:
         """Each partition's `XACK <stream> <group>`, packed once: a read carrying acks adds the ids."""
         self._hold_script = client.register_script(_lua("hold.lua"))
         self._hold_pending_script = client.register_script(_lua("hold_pending.lua"))
+        self._forget_script = client.register_script(_lua("forget_consumer.lua"))
         """Sent by `_scripts` (EVALSHA, loaded on NOSCRIPT), not called."""
         self._last_new: dict[int, tuple[int, int]] = {}
         """Each partition's last entry id a read of new entries (`>`) gave this consumer."""
@@ -293,6 +294,13 @@ class PartitionConsumer:
                 if int(reply[0]) >= page:
                     start[partition] = "(" + _text(reply[1])
         return held
+
+    def forget_idle_consumer(self, partition: int, name: str, min_idle_ms: int) -> bool:
+        """XGROUP DELCONSUMER of `name` on `partition` if it holds nothing and has been idle at
+        least `min_idle_ms`, looked at in the same script (`forget_consumer.lua`): deleting drops
+        a consumer's pending entries, and a look made before may be stale (that consumer
+        restarted and read since). Whether it was removed."""
+        return bool(self._forget_script(keys=[self._key_of[partition]], args=[self.group, name, min_idle_ms]))
 
     def pending_count(self) -> int:
         """Entries delivered to this group but not acked yet, all consumers and partitions."""

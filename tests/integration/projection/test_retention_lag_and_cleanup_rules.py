@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import update
 
+from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.readmodels.db import write_session
 from famiglia.readmodels.tables import Match
 from services.projection.app import ProjectionApp
@@ -72,6 +73,36 @@ def test_an_event_older_than_the_one_projected_last_is_no_negative_lag(app: Proj
                                                       now_ms=oldest_ms - 60_000)])
     report = LagMonitor(app.store, app.sql).measure()
     assert report.by_partition[partition] == 0 and report.max_lag_ms == 0
+
+
+def test_a_consumer_that_reads_between_the_cleanups_look_and_its_delete_keeps_its_entries(
+        app: ProjectionApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cleanup looked (XINFO CONSUMERS: nothing pending, idle long enough), then deleted: a
+    consumer restarted under that name that read in between lost its pending records with it
+    (XGROUP DELCONSUMER drops them), entries the group then gives to no one again. The look is
+    made again in the delete's own script."""
+    group = app.settings.runner.group
+    back = PartitionConsumer.for_store(app.store, group, "back")
+    back.ensure_groups("0")
+    write_matches(app.store, app.registry, specs(1))
+    assert back.ack(back.read(count=100))  # known to the group, holding nothing
+    write_matches(app.store, app.registry, specs(3)[1:])
+    live = ProjectionRunner(app.store, Projector(app.sql, app.registry),
+                            replace(app.settings.runner_config("live"), forget_idle_ms=0))
+    live.start()
+    client, read, seen = app.store.client, [], {}
+    looked = client.xinfo_consumers
+
+    def look(key, name):  # type: ignore[no-untyped-def]
+        if not seen:  # every partition looked at first, then "back" reads: the race, made certain
+            seen.update({k: looked(k, name) for k in app.store.partitions_keys()})
+            read.extend(back.read(count=100))
+        return seen[key]
+
+    monkeypatch.setattr(client, "xinfo_consumers", look)
+    live.forget_dead_consumers()
+    assert read
+    assert live.consumer.pending_count() == len(read), "the cleanup dropped entries pending under a live consumer"
 
 
 # pins runner.forget_dead_consumers never deletes a consumer holding pending entries
