@@ -75,7 +75,7 @@ def exchange(conn: Any, request: bytes, replies: int, *, check: bool = True) -> 
 
 _exchange = exchange
 HOLD_PAGE = 500
-"""Entries `hold_pending` holds a partition per script: a script runs with Redis blocked for every
+"""Entries `hold_pending` holds a partition per script, and ids `hold` sends a script: a script runs with Redis blocked for every
 client, about 3 us an entry held (XPENDING and XCLAIM JUSTID, each claim propagated on its own),
 so 500 is ~1.6 ms, in line with `claim_stale`'s XAUTOCLAIM of a few hundred; session 33's first
 5,000 was ~16 ms, every partition's script back to back in one pipeline (docs/performance-projection.md)."""
@@ -246,9 +246,11 @@ class PartitionConsumer:
         handler is idempotent), rather than its match waiting behind it for good (session 33's
         first hold forgot those too). One script per partition
         (`hold.lua`: the owner checked and the XCLAIM JUSTID in one step, so an entry just taken
-        over is never taken back), pipelined in one round trip."""
+        over is never taken back; `HOLD_PAGE` ids a call), pipelined in one round trip."""
         entries = list(entries)
-        by_partition = sorted(self._ids_by_partition(entries).items())
+        by_partition = [(p, ids[i:i + HOLD_PAGE])  # a script blocks Redis: `HOLD_PAGE` ids a call
+                        for p, ids in sorted(self._ids_by_partition(entries).items())
+                        for i in range(0, len(ids), HOLD_PAGE)]
         if not by_partition:
             return [], []
         self._ensure_ready()
