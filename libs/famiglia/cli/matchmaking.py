@@ -9,7 +9,9 @@
 Registers a guest (unless --token names a player), queues a ticket, follows it
 until a match is found and prints the match id, the seat and its seat token: the
 command service accepts that token for that seat (`famiglia play` style clients
-send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket.
+send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket; once a
+match is being made with it the cancel is refused (`ticket_matched`) and the seat is the
+player's all the same, so it follows the ticket on to that seat and prints its token.
 
 With --party the ticket waits until every invited player accepts: each of them runs
 `--invites` to see it and `--accept TICKET_ID` to join (then follows it like the
@@ -27,6 +29,7 @@ from rich.markup import escape
 
 from famiglia.config import Settings
 from famiglia.engine.registry import default_registry
+from famiglia.grpcutil.errors import error_code
 from famiglia.grpcutil.tls import dial
 from famiglia.matchmaking import InvalidRequest, normalize_request
 from famiglia.matchmaking.shapes import games_of
@@ -140,22 +143,20 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
             timeout: float | None) -> int:
     last = None
     try:
-        for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth,
-                                          timeout=timeout):
-            if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
-                console.print(f"waiting for {', '.join(update.awaiting)} to accept "
-                              f"({update.answer_within_seconds:.0f}s left)")
-            last = update
-            if update.state == pb.TICKET_SEARCHING:
-                console.print(f"searching… waited {update.waited_seconds:.0f}s, "
-                              f"about {update.estimated_wait_seconds:.0f}s to go")
+        last = _watch(tickets, ticket_id, auth, timeout)
     except (KeyboardInterrupt, grpc.RpcError) as exc:
         if isinstance(exc, grpc.RpcError) and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
             raise
         try:
             last = tickets.CancelTicket(pb.CancelTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
-        except grpc.RpcError:  # matched meanwhile: report that instead
-            last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+        except grpc.RpcError as refused:
+            if error_code(refused) == "ticket_matched":  # type: ignore[arg-type]
+                # Too late: a table is being made with this ticket (or was), and its seat is this
+                # player's whether or not anyone plays it. Leaving now would strand the seat.
+                console.print("too late to cancel: a match is being made with this ticket; following it")
+                last = _watch(tickets, ticket_id, auth, None)
+            else:
+                last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
     if last is None:
         return 1
     if last.state != pb.TICKET_MATCHED:
@@ -164,3 +165,18 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
     console.print(f"[green]matched[/]: match [bold]{last.match_id}[/], seat {last.seat} of {last.seats}"
                   f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{last.seat_token}", soft_wrap=True)
     return 0
+
+
+def _watch(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
+           timeout: float | None) -> pb.TicketUpdate | None:
+    """The ticket's updates, printed, until the stream ends (after the ticket's last state): its last."""
+    last = None
+    for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=timeout):
+        if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
+            console.print(f"waiting for {', '.join(update.awaiting)} to accept "
+                          f"({update.answer_within_seconds:.0f}s left)")
+        last = update
+        if update.state == pb.TICKET_SEARCHING:
+            console.print(f"searching… waited {update.waited_seconds:.0f}s, "
+                          f"about {update.estimated_wait_seconds:.0f}s to go")
+    return last

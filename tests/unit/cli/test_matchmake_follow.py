@@ -1,0 +1,80 @@
+"""`famiglia matchmake` following its ticket: a cancel that comes too late must not leave a seat
+behind that nobody holds (docs/matchmaking.md, "Cancelling")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from famiglia.cli import matchmaking as cli
+from famiglia.v1 import matchmaking_service_pb2 as pb
+
+TICKET = "grifters.0123456789abcdef0123"
+AUTH = [("authorization", "Bearer t")]
+
+
+class Refused(grpc.RpcError):
+    """A call's failure as a client sees it: a status and famiglia's code in the trailers."""
+
+    def __init__(self, status: grpc.StatusCode, code: str = "") -> None:
+        super().__init__(status.name)
+        self._status, self._code = status, code
+
+    def code(self) -> grpc.StatusCode:
+        return self._status
+
+    def details(self) -> str:
+        return self._code or self._status.name
+
+    def trailing_metadata(self) -> list[tuple[str, str]]:
+        return [("famiglia-code", self._code)] if self._code else []
+
+
+SEARCHING = pb.TicketUpdate(ticket_id=TICKET, state=pb.TICKET_SEARCHING, seat=-1)
+MATCHED = pb.TicketUpdate(ticket_id=TICKET, state=pb.TICKET_MATCHED, match_id="m1", seat=2, seats=4,
+                          seat_token="seat-token-of-mine")
+
+
+class Tickets:
+    """MatchmakingService as the CLI calls it: each WatchTicket plays the next script of updates,
+    ending with an exception or not."""
+
+    def __init__(self, *watches: list[pb.TicketUpdate | Exception], cancel: Exception | None = None) -> None:
+        self.watches = list(watches)
+        self.cancel = cancel
+        self.calls: list[str] = []
+
+    def WatchTicket(self, request: pb.WatchTicketRequest, **_: object) -> Iterator[pb.TicketUpdate]:
+        self.calls.append("watch")
+        for item in self.watches.pop(0):
+            if isinstance(item, Exception):
+                raise item
+            yield item
+
+    def CancelTicket(self, request: pb.CancelTicketRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("cancel")
+        if self.cancel is not None:
+            raise self.cancel
+        return pb.TicketUpdate(ticket_id=TICKET, state=pb.TICKET_CANCELLED, reason="cancelled by me")
+
+    def GetTicket(self, request: pb.GetTicketRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("get")
+        return SEARCHING  # a claimed ticket reads as searching until its match is made
+
+
+def test_a_cancel_refused_because_the_match_is_being_made_follows_the_ticket_to_its_seat(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.DEADLINE_EXCEEDED)], [SEARCHING, MATCHED],
+                      cancel=Refused(grpc.StatusCode.FAILED_PRECONDITION, "ticket_matched"))
+    assert cli._follow(tickets, TICKET, AUTH, 1.0) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "seat-token-of-mine" in out and "match m1" in out
+    assert tickets.calls == ["watch", "cancel", "watch"]
+
+
+def test_a_timeout_still_cancels_a_searching_ticket(capsys: pytest.CaptureFixture[str]) -> None:
+    tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.DEADLINE_EXCEEDED)])
+    assert cli._follow(tickets, TICKET, AUTH, 1.0) == 1  # type: ignore[arg-type]
+    assert "ticket cancelled" in capsys.readouterr().out and tickets.calls == ["watch", "cancel"]
