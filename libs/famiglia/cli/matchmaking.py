@@ -21,7 +21,9 @@ creator) or `--decline TICKET_ID` to refuse it for the whole party.
 from __future__ import annotations
 
 import argparse
+import time
 import uuid
+from collections.abc import Callable
 
 import grpc
 from rich.console import Console
@@ -39,6 +41,10 @@ from famiglia.v1 import matchmaking_service_pb2_grpc as pb_grpc
 console = Console()
 STATE = {pb.TICKET_SEARCHING: "searching", pb.TICKET_MATCHED: "matched", pb.TICKET_CANCELLED: "cancelled",
          pb.TICKET_EXPIRED: "expired", pb.TICKET_FAILED: "failed", pb.TICKET_PENDING_PARTY: "waiting for the party"}
+WATCH_RETRIES = 8
+"""Cut watches in a row opened again (pauses doubling from half a second up to WATCH_PAUSE_MAX_S,
+some 25 s in all) before the server is taken for gone and its status reported."""
+WATCH_PAUSE_MAX_S = 5.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,10 +146,10 @@ def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -
 
 
 def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
-            timeout: float | None) -> int:
+            timeout: float | None, *, pause: Callable[[float], None] = time.sleep) -> int:
     last = None
     try:
-        last = _watch(tickets, ticket_id, auth, timeout)
+        last = _watch(tickets, ticket_id, auth, timeout, pause)
     except (KeyboardInterrupt, grpc.RpcError) as exc:
         if isinstance(exc, grpc.RpcError) and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
             raise
@@ -154,7 +160,7 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
                 # Too late: a table is being made with this ticket (or was), and its seat is this
                 # player's whether or not anyone plays it. Leaving now would strand the seat.
                 console.print("too late to cancel: a match is being made with this ticket; following it")
-                last = _watch(tickets, ticket_id, auth, None)
+                last = _watch(tickets, ticket_id, auth, None, pause)
             else:
                 last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
     if last is None:
@@ -168,15 +174,30 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
 
 
 def _watch(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
-           timeout: float | None) -> pb.TicketUpdate | None:
-    """The ticket's updates, printed, until the stream ends (after the ticket's last state): its last."""
-    last = None
-    for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=timeout):
-        if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
-            console.print(f"waiting for {', '.join(update.awaiting)} to accept "
-                          f"({update.answer_within_seconds:.0f}s left)")
-        last = update
-        if update.state == pb.TICKET_SEARCHING:
-            console.print(f"searching… waited {update.waited_seconds:.0f}s, "
-                          f"about {update.estimated_wait_seconds:.0f}s to go")
-    return last
+           timeout: float | None, pause: Callable[[float], None]) -> pb.TicketUpdate | None:
+    """The ticket's updates, printed, until the stream ends (after the ticket's last state): its last.
+    A stream cut by the server going away (UNAVAILABLE: a replica stopping, Redis restarting) is
+    opened again, as docs/matchmaking.md tells clients: the ticket lives in Redis, not in the
+    stream, and left unwatched it would be matched to a seat nobody holds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    last, cuts = None, 0
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=left):
+                cuts = 0
+                if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
+                    console.print(f"waiting for {', '.join(update.awaiting)} to accept "
+                                  f"({update.answer_within_seconds:.0f}s left)")
+                last = update
+                if update.state == pb.TICKET_SEARCHING:
+                    console.print(f"searching… waited {update.waited_seconds:.0f}s, "
+                                  f"about {update.estimated_wait_seconds:.0f}s to go")
+            return last
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.UNAVAILABLE or cuts >= WATCH_RETRIES:  # type: ignore[attr-defined]
+                raise
+            cuts += 1
+            console.print(f"[yellow]watch cut[/] ({escape(exc.details() or 'UNAVAILABLE')}); "  # type: ignore[attr-defined]
+                          "watching the ticket again")
+            pause(min(WATCH_PAUSE_MAX_S, 0.5 * 2 ** (cuts - 1)))

@@ -1,5 +1,5 @@
-"""`famiglia matchmake` following its ticket: a cancel that comes too late must not leave a seat
-behind that nobody holds (docs/matchmaking.md, "Cancelling")."""
+"""`famiglia matchmake` following its ticket: a cancel that comes too late and a watch that is cut
+must not leave a seat behind that nobody holds (docs/matchmaking.md, "Cancelling", "Watch it")."""
 
 from __future__ import annotations
 
@@ -72,6 +72,22 @@ def test_a_cancel_refused_because_the_match_is_being_made_follows_the_ticket_to_
     out = capsys.readouterr().out
     assert "seat-token-of-mine" in out and "match m1" in out
     assert tickets.calls == ["watch", "cancel", "watch"]
+
+
+def test_a_watch_cut_by_a_server_going_away_is_opened_again(capsys: pytest.CaptureFixture[str]) -> None:
+    pauses: list[float] = []
+    tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.UNAVAILABLE, "server_stopping")], [SEARCHING, MATCHED])
+    assert cli._follow(tickets, TICKET, AUTH, None, pause=pauses.append) == 0  # type: ignore[arg-type]
+    assert "seat-token-of-mine" in capsys.readouterr().out
+    assert tickets.calls == ["watch", "watch"] and len(pauses) == 1
+
+
+def test_a_server_that_stays_away_ends_the_follow_with_its_status() -> None:
+    away = Refused(grpc.StatusCode.UNAVAILABLE)
+    tickets = Tickets(*([away] for _ in range(cli.WATCH_RETRIES + 1)))
+    with pytest.raises(grpc.RpcError):
+        cli._follow(tickets, TICKET, AUTH, None, pause=lambda _s: None)  # type: ignore[arg-type]
+    assert tickets.calls == ["watch"] * (cli.WATCH_RETRIES + 1)
 
 
 def test_a_timeout_still_cancels_a_searching_ticket(capsys: pytest.CaptureFixture[str]) -> None:
