@@ -7,7 +7,7 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:queue                zset   ticket id -> created ms (searching tickets, oldest first)
     {mm:G}:pending              zset   ticket id -> answer deadline ms (party tickets awaiting invitees)
     {mm:G}:ticket:<ticket>      hash   the ticket; state pending|searching|claimed|matched|cancelled|expired|failed
-    {mm:G}:open:<player>        string the player's open ticket in G (one per player per game)
+    {mm:G}:open:<player>        string the player's open ticket in G (one per player per game; as long as its claim)
     {mm:G}:invites:<player>     set    party tickets the player was invited to (pruned when read)
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
     {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
@@ -299,11 +299,15 @@ class RedisTicketStore:
 
     # -- claims ----------------------------------------------------------------------
     def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int) -> bool:
-        """All of the proposal's tickets, atomically, or none (False)."""
+        """All of the proposal's tickets, atomically, or none (False); their players' open-ticket
+        pointers then live as long as the claim (a table may wait a day for CreateMatch)."""
         k = Keys(proposal.game_id)
         ids = [t.ticket_id for t in proposal.tickets]
-        keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids)]
-        args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, *ids]
+        pointers = [(k.open(p), t.ticket_id) for t in proposal.tickets for p in t.players]
+        keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids),
+                *(key for key, _ in pointers)]
+        args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, len(ids), *ids,
+                           *(tid for _, tid in pointers)]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
 
@@ -355,7 +359,7 @@ class RedisTicketStore:
         keys = [k.queue, k.claims, k.proposal(proposal_id), *(k.ticket(t) for t, _ in tickets),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal_id, "requeue" if requeue else "failed", reason, now_ms, self.retention_ms,
-                           len(tickets), *(t for t, _ in tickets), *(tid for _, tid in pointers)]
+                           len(tickets), POINTER_MARGIN_MS, *(t for t, _ in tickets), *(tid for _, tid in pointers)]
         return int(self._release(keys=keys, args=args))
 
     def recent_wait(self, game_id: str, pool: str) -> float | None:

@@ -4,17 +4,26 @@
 -- crashed matcher's claim is finished by another (claims zset, scored by claim time).
 -- The tickets live as long as the proposal: a table is retried until CreateMatch answers,
 -- and its match must still find the tickets that hold its seats however long that took.
--- KEYS: 1 queue, 2 claims (zset), 3 proposal (hash), 4.. ticket hashes
--- ARGV: 1 proposal id, 2 now ms, 3 proposal json, 4 proposal (and ticket) key ttl ms, 5.. ticket ids (order of KEYS[4..])
-for i = 4, #KEYS do
-  if redis.call('HGET', KEYS[i], 'state') ~= 'searching' then
-    return {0, ARGV[i + 1]}
+-- So do their players' open-ticket pointers: a pointer that ran out while its table waited
+-- let its player open a second ticket in the game, one the coming match would never seat.
+-- KEYS: 1 queue, 2 claims (zset), 3 proposal (hash), 3+1..3+n ticket hashes, then open pointers
+-- ARGV: 1 proposal id, 2 now ms, 3 proposal json, 4 proposal (and ticket) key ttl ms, 5 n,
+--       5+1..5+n ticket ids (order of the ticket KEYS), then for each open pointer its ticket id
+local n = tonumber(ARGV[5])
+for i = 1, n do
+  if redis.call('HGET', KEYS[3 + i], 'state') ~= 'searching' then
+    return {0, ARGV[5 + i]}
   end
 end
-for i = 4, #KEYS do
-  redis.call('HSET', KEYS[i], 'state', 'claimed', 'proposal', ARGV[1], 'claimed_ms', ARGV[2])
-  redis.call('PEXPIRE', KEYS[i], ARGV[4])
-  redis.call('ZREM', KEYS[1], ARGV[i + 1])
+for i = 1, n do
+  redis.call('HSET', KEYS[3 + i], 'state', 'claimed', 'proposal', ARGV[1], 'claimed_ms', ARGV[2])
+  redis.call('PEXPIRE', KEYS[3 + i], ARGV[4])
+  redis.call('ZREM', KEYS[1], ARGV[5 + i])
+end
+for j = 4 + n, #KEYS do
+  if redis.call('GET', KEYS[j]) == ARGV[5 + n + (j - 3 - n)] then
+    redis.call('PEXPIRE', KEYS[j], ARGV[4])
+  end
 end
 redis.call('HSET', KEYS[3], 'plan', ARGV[3], 'claimed_ms', ARGV[2], 'attempts', '0')
 redis.call('PEXPIRE', KEYS[3], ARGV[4])

@@ -411,3 +411,25 @@ def test_listing_invites_of_an_unknown_game_is_refused(mm: Matchmaking) -> None:
     with pytest.raises(InvalidArgument) as bad:
         mm.app.invites(a, "chess")
     assert bad.value.code == "unknown_game"
+
+
+def test_a_claimed_tickets_players_keep_their_open_ticket_while_its_table_waits(mm: Matchmaking) -> None:
+    """A table waits for CreateMatch as long as it must (a day at most, docs/matchmaking.md, "A creation
+    without an answer"); its players' open-ticket pointers kept their ticket's lifetime (its TTL and a
+    minute) and ran out first, so a player whose table was about to be made could open a second ticket
+    in the game, one the coming match would never seat. Given back, the ticket's pointers get the
+    lifetime it has left again."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    client, k = mm.app.store.client, Keys(DUEL)
+    claim_ttl = client.pttl(k.proposal(proposal.proposal_id))
+    for p in (a, b):
+        assert client.get(k.open(p)) in (ta, tb) and client.pttl(k.open(p)) >= claim_ttl - 60_000
+    assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
+                                now_ms=mm.app.clock()) == 2
+    for p in (a, b):  # back in line: the ticket's 600 s left and the pointer's minute
+        assert 600_000 < client.pttl(k.open(p)) <= 660_000
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(a, DUEL, [], {})
