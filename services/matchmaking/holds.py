@@ -206,6 +206,11 @@ class PlayerHolds:
                 self.client.script_load(self._swap.script)
         return []
 
+    def give_back(self, seats: Sequence[HoldSeat], lease: str) -> None:
+        """Before the claim: the players this attempt's lease still holds are free (a hold that
+        went elsewhere, or that a claim retry of the same table pinned since, is left as it is)."""
+        self._give_back(seats, lease)
+
     def _give_back(self, seats: Sequence[HoldSeat], *values: str) -> None:
         accepted = [f"={v}" for v in values if v]
         self._swaps([(seat.player_id, ["", 0, *accepted]) for seat in seats])

@@ -156,7 +156,9 @@ class Matcher:
                 self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, now)
             return False
         if not self.store.claim(proposal, plan, now):
-            self.holds.free(game_id, proposal_id, seats, taken.lease)
+            # Only the leases: a `table` hold naming this proposal is not ours (we pin after the
+            # claim), but a claim retry's, pinning our leases for the very table that beat us.
+            self.holds.give_back(seats, taken.lease)
             return False
         if not self.holds.commit(game_id, proposal_id, seats, taken.lease):  # a lease expired and went elsewhere
             log.warning("hold_lost", proposal_id=proposal_id, game_id=game_id)

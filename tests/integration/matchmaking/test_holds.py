@@ -352,3 +352,40 @@ def test_holds_survive_a_redis_that_forgot_its_scripts(redis_url: str, creator: 
     held = mm.matcher.holds.get(a)
     assert held is not None and held.kind == "seated"
     mm.close()
+
+
+def test_a_claim_lost_to_its_own_table_leaves_the_holds_the_claim_retry_pinned(
+        redis_url: str, creator: RecordingCreator, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A matcher whose claim fails gives back only its leases. It freed the table's `table` holds as
+    well: when the table it lost to was its own (the same tickets: same proposal), claimed by a
+    matcher whose leases ran out before it pinned them and which died, the claim retry took this
+    matcher's leases (any attempt at that table's) and pinned them, and this matcher's cleanup then
+    unpinned the players while their match was being asked for: free for another table meanwhile."""
+    mm, other = make_mm(redis_url, creator, clock=clock), make_mm(redis_url, creator, clock=clock)
+    a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+    mm.app.create_ticket(a, DUEL, [], {})
+    mm.app.create_ticket(b, DUEL, [], {})
+    live = {r.ticket_id: r for r in mm.app.store.queued(DUEL)}
+    [proposal] = form_matches([r.to_ticket() for r in live.values()], clock(), mm.matcher.policy)
+    plan = mm.matcher.plan_table(proposal, {})
+    claim = mm.app.store.claim
+
+    def claimed_meanwhile(*args: Any, **kwargs: Any) -> bool:
+        # Between this matcher's take and its claim: the other claimed the same table and died, and
+        # its claim retry pinned the holds (this matcher's leases) and is waiting for CreateMatch.
+        assert other.app.store.claim(proposal, plan, clock())
+        clock.advance(1)
+        creator.fail_next = 1
+        assert other.matcher.tick(DUEL) == 0 and creator.calls == 1
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(mm.app.store, "claim", claimed_meanwhile)
+    assert not mm.matcher._claim(proposal, plan, live, clock())
+    for player in (a, b):
+        held = mm.matcher.holds.get(player)
+        assert held is not None and (held.kind, held.ref) == ("table", proposal.proposal_id)
+    clock.advance(1)
+    assert other.matcher.tick(DUEL) == 1  # the retry's answer seats them, at that one table
+    assert sorted(creator.seated_players()) == sorted([a, b])
+    mm.close()
+    other.close()
