@@ -100,3 +100,40 @@ def test_gc_v06_gc_k01_reveal_after_failed_vote_is_read_from_the_configuration()
     assert state.step is Step.DISTRIBUTE
     assert len(state.table) == before + 3
     assert kinds(events).count("loot_revealed") == 3
+
+
+def test_gc_d09_gifts_count_as_public_changes_step_2_gifts_included() -> None:
+    """GC-D09: "at most 3 public changes per round (...; giving a gift, Step 2 gifts included).
+    After that, only choosing a card ... and committing remain open". Seat 1 gives three gifts
+    in Step 2: a fourth is refused there, and so is a Threat marker in Step 3 (mutants: a gift
+    not counted, or Step 2 gifts not capped)."""
+    state = table_state(options=PAYOFF)
+    for _ in range(3):
+        state, _ = act(state, 1, C.give_gift(2, [], 1, True))
+    assert state.changes[1] == 3 and state.payoff_cards[1] == 2
+    with pytest.raises(RuleViolation) as refused:
+        act(state, 1, C.give_gift(2, [], 1, True))
+    assert refused.value.code == "GC-D09"
+    state, _ = assign(state)
+    assert state.changes[1] == 3  # the round's count goes on into Step 3
+    with pytest.raises(RuleViolation) as refused:
+        act(state, 1, C.place_threat(0))
+    assert refused.value.code == "GC-D09"
+    state, _ = act(state, 1, C.choose_action_card(VOTE_YES, commit=True))  # a card is still open
+    assert state.committed[1]
+
+
+def test_gc_p15_a_peek_offer_sent_back_stays_seen_by_its_target() -> None:
+    """GC-P10, GC-P15: a peek offer's Loot is seen by the briber and the target; when it goes
+    back to the briber "nobody else learns more than they already saw", so its target still gets
+    the faces (it saw them) and the other seats get the event without them (mutant: the target
+    dropped from the resolved event's seats)."""
+    state = _step3()
+    state, _ = act(state, 0, C.make_offer(1, YES, loot(1), 0, 2))  # peek, in front of seat 1
+    state, events = play_step3(state, [VOTE_YES, VOTE_NO, VOTE_YES, VOTE_YES])
+    (event,) = [e for e in events if e.WhichOneof("kind") == "offer_resolved"]
+    assert event.offer_resolved.receiver == 0 and not event.offer_resolved.paid
+    for seat, sees in ((0, True), (1, True), (2, False), (3, False), (None, False)):
+        shown = ENGINE.redact(event, seat)
+        assert shown is not None and list(shown.offer_resolved.loot) == (["L001"] if sees else [])
+        assert shown.offer_resolved.loot_count == 1
