@@ -4,7 +4,20 @@ setup whose hands are dealt empty."""
 from __future__ import annotations
 
 from famiglia.grifters.v1 import grifters_pb2 as pb
-from tests.unit.grifters._helpers import ENFORCER, FEMME, act, kinds, of_kind, table
+from famiglia.rules.grifters import ENGINE
+from tests.unit.grifters._helpers import (
+    CON,
+    ENFORCER,
+    FEMME,
+    HITMAN,
+    SMUGGLER,
+    act,
+    caper,
+    kinds,
+    of_kind,
+    sp,
+    table,
+)
 
 
 def test_gr_d06_use_defaults_covers_the_femme_fatales_second_caper() -> None:
@@ -41,3 +54,17 @@ def test_gr_e08_gr_r08_setup_with_empty_hands_ends_the_game_instead_of_crashing(
     state = fold(ENGINE, events)
     assert state.over and state.end_reason == "round_limit"
     assert ENGINE.result(state) is not None
+
+
+def test_gr_d05_hideout_order_sorts_the_cards_of_one_night_space() -> None:
+    """GR-D05: "within a Night space, canonical card order", whatever order the Team lies in;
+    GR-D03: the Hitman's default is the first Specialist in Hideout order (mutants: the Team's
+    stored order, or its reverse)."""
+    team = [sp(16, 2), sp(2, 1), SMUGGLER]  # SP16-2, SP02-1, SP09-1: not canonical
+    s = table(2, hands={0: [HITMAN, CON]}, nights={1: [team, [], []]})
+    s, _ = act(s, caper(HITMAN))
+    order = [c.hit_specialist.card for c in ENGINE.legal_commands(s, 0)]
+    assert order == [sp(2, 1), SMUGGLER, sp(16, 2)]
+    s = table(2, hands={0: [HITMAN, CON]}, nights={1: [team, [], []]})
+    s, events = act(s, caper(HITMAN, use_defaults=True))
+    assert [e.card for e in of_kind(events, "specialist_hit")] == [sp(2, 1)]
