@@ -15,8 +15,10 @@ Choices the rules leave to the engine, and why:
   engine contract demands, and the choice cap of GC-D10 counts both.
 - Step 1 and Step 4 have no decision: the command that leads into them (the Boss's split, the
   last commit) carries every event up to the next decision or the end of the game.
-- A Guard revealed out of turn by a Rob (GC-A10) is resolved at once, offers in front of its
-  owner included (GC-P11), and then the Rob's counter-steal follows (GC-A15).
+- A Guard revealed out of turn by a Rob (GC-A10) is resolved at once: the Rob's counter-steal
+  (GC-A15), then the offers in front of its owner (GC-P11, "right after the target's Action card
+  is revealed and resolved"), so Loot going back to a robbing briber is out of that counter-steal's
+  reach (GC-P09, GC-P12).
 - The Step 3 deadline (GC-D05) is the timeout command of every uncommitted seat: commit the
   chosen card, or play the configured default card (Vote Yes) and commit.
 - Secret content travels in events private to the seats that may see it; every other seat
