@@ -51,12 +51,21 @@ class LagMonitor:
             "famiglia.projection.lag", unit="ms", description="newest event time minus newest projected event time")
         self._events = None if meter is None else meter.create_counter(
             "famiglia.projection.events", unit="{event}", description="events applied to the read models")
+        self._held_back = None if meter is None else meter.create_gauge(
+            "famiglia.projection.held_back", unit="{consumer}",
+            description="1 while this consumer reads nothing new because the read models refuse batches")
         self.on_report = on_report
         self.last: LagReport | None = None
 
     def projected(self, newest_event_ms: int, count: int = 1) -> None:
         if self._events is not None:
             self._events.add(count)
+
+    def held_back(self, held: bool) -> None:
+        """This consumer stopped (True) or started again (False) reading new entries (the runner's
+        back-pressure while the database refuses its batches)."""
+        if self._held_back is not None:
+            self._held_back.set(int(held))
 
     def measure(self) -> LagReport:
         keys = self.store.keys

@@ -33,6 +33,11 @@ recreated group delivers it again), is forgotten too. The batch in hand when
 the connection breaks outside a read (while it is projected) is the projector's to tell by its
 stream entry ids (`Projector._read_before`).
 
+When the projector refuses a batch for a fault not of its entries (the database away: `poison_like`),
+the consumer holds back: it reads nothing new (nor its leftovers, nor XAUTOCLAIMs) and retries every
+entry it keeps, each round after the run loop's pause, until a batch commits (`_hold_back`, `_read_on`).
+Before, each failed round read `batch` a partition more into memory, for as long as the outage lasted.
+
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
 and recorded as dead letters (`parking.py`); the parked matches are read back from
 Redis at start and every `claim_every_s`, so every consumer parks their later entries.
@@ -57,7 +62,7 @@ from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor
 from .parking import DeadLetters
-from .projector import BatchOutcome, Projector
+from .projector import BatchOutcome, Projector, poison_like
 from .retention import RetentionSweep
 
 log = get_logger("famiglia.projection.runner")
@@ -145,6 +150,9 @@ class ProjectionRunner:
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
+        self._held_back_at: float | None = None
+        """When the projector last refused a batch (the database away, `_hold_back`): until it takes
+        one again this consumer reads nothing new and retries only what it keeps (None: reading)."""
 
     @property
     def name(self) -> str:
@@ -173,10 +181,13 @@ class ProjectionRunner:
             if self._pending_from:  # some of our own leftovers are not read back yet
                 self.consumer.hold_pending()
             self.hold_deferred()  # before claiming: our own waiting entries are not stale
+        held_back = self._held_back_at is not None and bool(self.deferred)
         if now - self._last_claim >= self.config.claim_every_s:
             self._last_claim = now
             self.refresh_parked()
-            claimed = self._take(self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4))
+            # Held back, a dead consumer's entries stay pending under it: taken, they would only wait here.
+            claimed = [] if held_back else self._take(
+                self.consumer.claim_stale(self.config.claim_idle_ms, count=self.config.batch * 4))
             if claimed:  # only what was not ours already: a state change, told once
                 log.info("projection_claimed", entries=len(claimed), consumer=self.name)
         if now - self._last_cleanup >= self.config.cleanup_every_s:
@@ -192,7 +203,11 @@ class ProjectionRunner:
             wait = max(0, min(wait, round(1000 * min(self._next_retry_in(), hold_in))))
         done, self.unacked = self.unacked, []
         try:
-            if self._pending_from:  # the rest of our own leftovers, before anything new
+            if held_back:  # the database refused the last try: nothing new until it takes what we keep
+                read = []
+                if done:
+                    self.consumer.ack(done)
+            elif self._pending_from:  # the rest of our own leftovers, before anything new
                 read = self._read_pending(ack=done)
             else:
                 read = self.consumer.read(self.config.batch, block_ms=wait, ack=done)
@@ -205,7 +220,9 @@ class ProjectionRunner:
             self._reconnects = reconnects
             self._read_pending_again()  # should it fail, the next round reads them again (`_resumed`)
         self._take(read)
-        outcome = self.process(self._due())
+        # Held back, every entry kept is tried, each round (the run loop's pause after a failure
+        # is the backoff): a retry time of one's match must not keep the database's return untold.
+        outcome = self.process(list(self.deferred.values()) if held_back else self._due())
         self._tell_stuck()
         if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
             self._last_lag = now
@@ -319,7 +336,14 @@ class ProjectionRunner:
             # Parked as this consumer last read it: `unpark` may have let the match go since, and
             # its entries, once parked, are acked for good. The record in Redis says.
             self.refresh_parked()
-        outcome = self.projector.project(entries)
+        try:
+            outcome = self.projector.project(entries)
+        except Exception as exc:
+            if not poison_like(exc):  # the database's fault, not the entries': more of them would not help
+                self._hold_back(exc)
+            raise
+        if self._held_back_at is not None:
+            self._read_on()
         if outcome.parked:
             # Recorded before they are acked: a parked entry is never dropped without a trace.
             self.dead_letters.record(outcome.parked, self.name)
@@ -338,6 +362,31 @@ class ProjectionRunner:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def _hold_back(self, exc: Exception) -> None:
+        """The projector refused a batch for a fault not of its entries (the database away, locked
+        or refusing, the store unreadable: `poison_like` says): read nothing new until it takes
+        one, so a long outage costs no more memory than what was kept when it began, and the rest
+        waits in the streams and the group, undelivered or pending here. A failure that may be the
+        entries' own reads on as before: new entries let the projector tell the poison match apart."""
+        if self._held_back_at is not None:
+            return
+        self._held_back_at = time.monotonic()
+        log.warning("projection_reads_held_back", consumer=self.name, entries=len(self.deferred),
+                    reason=f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300],
+                    hint="the read models refuse batches: this consumer retries what it holds and reads "
+                         "no new entries until one commits")
+        if self.lag is not None:
+            self.lag.held_back(True)
+
+    def _read_on(self) -> None:
+        """The projector took a batch again: new entries are read from the next round."""
+        assert self._held_back_at is not None
+        held_s = time.monotonic() - self._held_back_at
+        self._held_back_at = None
+        log.info("projection_reads_resumed", consumer=self.name, held_s=round(held_s, 1), entries=len(self.deferred))
+        if self.lag is not None:
+            self.lag.held_back(False)
 
     def flush_acks(self) -> int:
         """Ack now what is done (before stopping, or to see the group caught up)."""

@@ -1,0 +1,96 @@
+"""The database away for long (a failover, a full disk): the runner keeps what it read and reads
+nothing new until the database takes a batch again, so its memory stays one read's worth however
+long the outage lasts, and the rest waits in the streams and the group. Before, each failing round
+read `BATCH` more new entries a partition into its waiting entries, without end."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from sqlalchemy.exc import OperationalError
+from sqlmodel import func, select
+from structlog.testing import capture_logs
+
+from famiglia.readmodels.db import read_session
+from famiglia.readmodels.tables import Match
+from services.projection.app import ProjectionApp
+from services.projection.lag import LagMonitor
+
+from .support import MatchSpec, drain, write_matches
+
+
+def _refused(*args: object, **kwargs: object) -> None:
+    raise OperationalError("connect", {}, Exception("connection refused: the database is away"))
+
+
+def _matches(n: int, prefix: str = "m") -> list[MatchSpec]:
+    return [MatchSpec(f"{prefix}{i:03d}", ["ann", "bob", "cy"][: 2 + i % 2], seed=100 + i) for i in range(n)]
+
+
+def _held_back_points(reader: InMemoryMetricReader) -> list[float]:
+    data = reader.get_metrics_data()
+    return [point.value for resource in (data.resource_metrics if data else []) for scope in resource.scope_metrics
+            for metric in scope.metrics if metric.name == "famiglia.projection.held_back"
+            for point in metric.data.data_points]
+
+
+def test_a_runner_reads_nothing_new_while_the_database_refuses(app: ProjectionApp, monkeypatch) -> None:
+    runner = app.runner("outage")
+    runner.projector.max_attempts = 1  # each failing round at once, not after seven waits
+    reader = InMemoryMetricReader()
+    runner.lag = LagMonitor(app.store, app.sql, meter=MeterProvider(metric_readers=[reader]).get_meter("t"))
+    played = write_matches(app.store, app.registry, _matches(40))
+    total = sum(len(p.envelopes) for p in played)
+    one_read = runner.config.batch * app.store.partitions
+    assert total > 10 * one_read  # enough for the waiting entries to grow, were they to
+    with capture_logs() as logs:
+        with monkeypatch.context() as outage:
+            outage.setattr(app.sql, "connect", _refused)
+            runner.projector.release()  # the kept connection broke with the server
+            for i in range(12):  # commands go on meanwhile
+                with pytest.raises(OperationalError):
+                    runner.run_once(block_ms=0)
+                assert len(runner.deferred) <= one_read, "the waiting entries grew with every failing round"
+                played += write_matches(app.store, app.registry, _matches(1, prefix=f"late{i:02d}-"))
+            assert runner.consumer.pending_count() == len(runner.deferred)  # read, kept, pending: no more
+            assert _held_back_points(reader) == [1]
+        drain([runner])  # the database is back: everything, once
+    with read_session(app.sql) as session:
+        versions = dict(session.exec(select(Match.match_id, Match.version)).all())
+        assert session.exec(select(func.count()).select_from(Match)).one() == len(played)
+    assert versions == {p.match_id: len(p.envelopes) for p in played}
+    assert runner.projected == sum(len(p.envelopes) for p in played)
+    held = [line["event"] for line in logs if line["event"].startswith("projection_reads_")]
+    assert held == ["projection_reads_held_back", "projection_reads_resumed"], held  # told once each way
+    assert _held_back_points(reader) == [0]
+
+
+def test_a_restarted_runner_reads_its_leftovers_back_no_further_while_the_database_refuses(
+        app: ProjectionApp, monkeypatch) -> None:
+    """Its own pending entries are read back `BATCH` a partition a round; with the database away
+    that stops too, the rest held in the group (`hold_pending`), none claimed by another."""
+    played = write_matches(app.store, app.registry, _matches(40))
+    first = app.runner("steady")
+    first.start()
+    while first.consumer.read(first.config.batch, block_ms=0):  # read everything, then die before any commit
+        pass
+    pending = first.consumer.pending_count()
+    assert pending == sum(len(p.envelopes) for p in played)
+    first.consumer.close()
+    restarted = app.runner("steady")
+    restarted.projector.max_attempts = 1
+    kept = []
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        for _ in range(12):
+            with pytest.raises(OperationalError):
+                restarted.run_once(block_ms=0)
+            kept.append(len(restarted.deferred))
+        # The first round reads back two batches a partition (`_resume`, then the round's own read).
+        assert kept == [kept[0]] * len(kept) and kept[0] <= 2 * restarted.config.batch * app.store.partitions, kept
+        assert restarted.consumer.pending_count() == pending  # every one still pending under it
+    drain([restarted])
+    with read_session(app.sql) as session:
+        versions = dict(session.exec(select(Match.match_id, Match.version)).all())
+    assert versions == {p.match_id: len(p.envelopes) for p in played}
