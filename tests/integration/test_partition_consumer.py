@@ -387,3 +387,28 @@ def test_hold_on_a_cluster_loads_its_scripts_and_again_after_a_script_flush(clus
     cluster.script_flush()
     assert holder.hold_pending() == len(got)
     assert PartitionConsumer(cluster, keys, "g", "late").claim_stale(min_idle_ms=60_000) == []
+
+
+def test_a_consumer_cannot_read_through_a_cluster_client(cluster: redis.RedisCluster) -> None:
+    """The limits docs/eventstore.md and docs/projection.md state ("Redis Cluster"), held here so
+    that lifting one shows: a read of every partition is one XREADGROUP over keys of several slots,
+    which the cluster client refuses; a read of new entries goes through a connection kept from a
+    single-node client's pool, which a cluster client has not, whatever the partitions. Only a read
+    back of one partition's pending entries (and the hold scripts, above) works there."""
+    from redis.exceptions import RedisClusterException
+
+    from famiglia.eventstore.redis_store import KeyLayout
+
+    keys = KeyLayout(partitions=4)
+    for p in range(keys.partitions):
+        cluster.xadd(keys.partition_stream(p), {"e": EventEnvelope(match_id=f"m{p}", seq=1).SerializeToString()})
+    every = PartitionConsumer(cluster, keys, "g", "every")
+    every.ensure_groups("0")
+    with pytest.raises(RedisClusterException, match="same key slot"):
+        every.read_pending(count=10)
+    with pytest.raises(AttributeError, match="connection_pool"):
+        every.read(count=10)
+    one = PartitionConsumer(cluster, keys, "g", "one", partitions=[2])
+    with pytest.raises(AttributeError, match="connection_pool"):
+        one.read(count=10)
+    assert one.read_pending(count=10) == []

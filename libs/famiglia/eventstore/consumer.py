@@ -7,9 +7,11 @@ handler must be idempotent per (match id, seq) — both travel in the envelope.
 
 Entries of one partition reach a group's consumers in stream order, but two
 consumers of one group may split one partition; a handler that needs strict
-per-match order should own whole partitions (`partitions=[...]`). One
-partition per consumer also keeps every call to a single key, which is what a
-Redis Cluster requires (a call over several partitions spans several slots).
+per-match order should own whole partitions (`partitions=[...]`).
+
+Not for a Redis Cluster yet: a read over several partitions is one XREADGROUP over
+several slots, and `read` goes through a connection kept from a single-node client's
+pool. Only the hold scripts (`hold`, `hold_pending`) are cluster-safe (docs/eventstore.md).
 """
 
 from __future__ import annotations
