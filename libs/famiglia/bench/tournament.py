@@ -114,31 +114,39 @@ def private_stack(workers: int | None = None) -> Iterator[dict[str, str]]:
     from famiglia.localstack.redis_server import free_port
     from famiglia.localstack.stack import Stack
 
-    var = Path(tempfile.mkdtemp(prefix="famiglia-bench-tournament-"))
-    redis_port = free_port()
-    env = {
-        "FAMIGLIA_VAR_DIR": str(var),
-        "FAMIGLIA_REDIS_PORT": str(redis_port),
-        "FAMIGLIA_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-        "FAMIGLIA_DATABASE_URL": f"sqlite:///{var / 'famiglia.db'}",
-        "FAMIGLIA_SECRET": "bench",
-        "FAMIGLIA_BOTS_CONCURRENCY": str(workers or os.cpu_count() or 1),
-    }
-    for service in ("command", "matchmaking", "replay", "projection", "bots"):
-        env[f"FAMIGLIA_{service.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
-    stack = Stack(var=var, redis_port=redis_port)
-    # Plaintext on loopback, as its services dial each other and the bench dials them: an
-    # operator's TLS settings (kept to reach a deployment) would make them serve TLS.
-    with _env(env, unset=tls.SETTINGS):
-        try:
+    for attempt in range(1, PORT_TRIES + 1):
+        var = Path(tempfile.mkdtemp(prefix="famiglia-bench-tournament-"))
+        redis_port = free_port()
+        env = {
+            "FAMIGLIA_VAR_DIR": str(var),
+            "FAMIGLIA_REDIS_PORT": str(redis_port),
+            "FAMIGLIA_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "FAMIGLIA_DATABASE_URL": f"sqlite:///{var / 'famiglia.db'}",
+            "FAMIGLIA_SECRET": "bench",
+            "FAMIGLIA_BOTS_CONCURRENCY": str(workers or os.cpu_count() or 1),
+        }
+        for service in ("command", "matchmaking", "replay", "projection", "bots"):
+            env[f"FAMIGLIA_{service.upper()}_ADDR"] = f"127.0.0.1:{free_port()}"
+        stack = Stack(var=var, redis_port=redis_port)
+        # Plaintext on loopback, as its services dial each other and the bench dials them: an
+        # operator's TLS settings (kept to reach a deployment) would make them serve TLS.
+        with _env(env, unset=tls.SETTINGS):
             try:
-                stack.up(log=lambda *_: None)
-            except SystemExit as exc:  # the stack's way to say a service did not start
-                raise RuntimeError(f"embedded stack did not start: {exc}") from None
-            yield dict(env, pids=json.dumps(stack.running()))
-        finally:
-            stack.down(log=lambda *_: None)
-            shutil.rmtree(var, ignore_errors=True)
+                try:
+                    stack.up(log=lambda *_: None)
+                except SystemExit as exc:  # the stack's way to say a service did not start
+                    if "is taken" in str(exc) and attempt < PORT_TRIES:
+                        continue  # a free port taken by another program since: new ports, a new stack
+                    raise RuntimeError(f"embedded stack did not start: {exc}") from None
+                yield dict(env, pids=json.dumps(stack.running()))
+                return
+            finally:
+                stack.down(log=lambda *_: None)
+                shutil.rmtree(var, ignore_errors=True)
+
+
+#: Stacks `private_stack` starts before it gives up on ports taken between `free_port` and the bind.
+PORT_TRIES = 3
 
 
 def group_cpu(pgids: dict[str, int]) -> dict[str, float]:

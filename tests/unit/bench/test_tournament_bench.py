@@ -47,3 +47,33 @@ def test_measure_on_the_stack() -> None:
     assert run.matches == 2 and run.moves > 0
     assert figure.value > 0 and figure.baseline is not None and figure.baseline > 0
     assert sum(run.cpu.values()) > 0
+
+
+def test_a_stack_whose_free_port_was_taken_meanwhile_starts_again_on_new_ports(monkeypatch) -> None:
+    """`free_port` hands out a port that another program (the suite runs two workers) may bind
+    before the stack's service does: the bench failed "port ... for projection is taken". It
+    starts a new stack on new ports, and gives up only after `PORT_TRIES`."""
+    from famiglia.bench import tournament
+    from famiglia.localstack.stack import Stack
+
+    tried: list[str] = []
+    downs: list[int] = []
+
+    def up(self, *, log=print) -> None:
+        tried.append(os.environ["FAMIGLIA_PROJECTION_ADDR"])
+        if len(tried) < taken_times:
+            raise SystemExit(f"port {tried[-1]} for projection is taken; stop it or set its FAMIGLIA_*_ADDR")
+
+    monkeypatch.setattr(Stack, "up", up)
+    monkeypatch.setattr(Stack, "down", lambda self, *, log=print: downs.append(1))
+    monkeypatch.setattr(Stack, "running", lambda self: {})
+    taken_times = 2
+    with tournament.private_stack(1) as env:
+        assert env["FAMIGLIA_PROJECTION_ADDR"] == tried[-1]
+    assert len(tried) == 2 and tried[0] != tried[1] and len(downs) == 2  # each stack torn down
+    tried.clear()
+    taken_times = tournament.PORT_TRIES + 1
+    with pytest.raises(RuntimeError, match="is taken"):
+        with tournament.private_stack(1):
+            pass
+    assert len(tried) == tournament.PORT_TRIES
