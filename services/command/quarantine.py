@@ -97,7 +97,7 @@ class Quarantine:
         self._members: dict[str, float] = {}  # "<match id> <name>" -> its expiry (Unix ms)
         self._aside: dict[str, frozenset[str]] = {}  # match id -> names; replaced whole, never mutated
         self._lifting: set[str] = set()  # members lifted here that Redis has not taken out yet
-        self._writing = threading.Lock()  # one write of the set at a time: a lift made late undoes no set-aside
+        self._writing = threading.Lock()  # one write or read round of the set at a time: a lift made late undoes no set-aside
 
     def of(self, match_id: str) -> frozenset[str] | None:
         """What is set aside on `match_id` (None: nothing, the usual answer)."""
@@ -109,16 +109,15 @@ class Quarantine:
         now = self._wall()
         expiry_ms = (now + self.ttl_s) * 1000
         members = {f"{match_id} {name}": expiry_ms for name in names}
-        if self._set_aside_script is not None:
-            pairs = [part for member in members for part in (expiry_ms, member)]
-            with self._writing:
+        with self._writing:  # and no read round meanwhile, whose older answer would undo it here
+            if self._set_aside_script is not None:
+                pairs = [part for member in members for part in (expiry_ms, member)]
                 self._set_aside_script(keys=[self.key], args=[now * 1000, *pairs])
-                with self._lock:
-                    self._lifting.difference_update(members)  # set aside again: no longer to lift
-        with self._lock:
-            for member, expiry in members.items():  # as in Redis: an expiry only grows
-                self._members[member] = max(expiry, self._members.get(member, expiry))
-            self._aside = _by_match(self._members)
+            with self._lock:
+                self._lifting.difference_update(members)  # set aside again: no longer to lift
+                for member, expiry in members.items():  # as in Redis: an expiry only grows
+                    self._members[member] = max(expiry, self._members.get(member, expiry))
+                self._aside = _by_match(self._members)
 
     def lift(self, match_id: str, names: list[str]) -> bool:
         """Lifted here at once; True once Redis has it lifted too, for every replica (False: it is
@@ -130,55 +129,69 @@ class Quarantine:
             self._aside = _by_match(self._members)
             if self._writer is not None:
                 self._lifting.update(members)
-        return self._lift_pending(wait=True)
+        return self._lift_pending()
 
     def close(self) -> None:
         """Make the lifts still pending, then close the connections of its own pool (`_bounded`);
         the app closes it with its store."""
         if self._writer is not None:
-            if self._lifting and not self._lift_pending(wait=True):
+            if self._lifting and not self._lift_pending():
                 log.warning("command_quarantine_lift_lost", members=sorted(self._lifting)[:16])
             self._writer.connection_pool.disconnect()
 
-    def _lift_pending(self, *, wait: bool) -> bool:
-        """Take the members lifted here out of Redis; whether none is left pending. `wait=False`
-        (a command's read round): not while another thread writes the set."""
+    def _lift_pending(self) -> bool:
+        """Take the members lifted here out of Redis; whether none is left pending."""
         if self._writer is None or not self._lifting:
             return True
-        if not self._writing.acquire(blocking=wait):
-            return False
-        try:
-            with self._lock:
-                members = sorted(self._lifting)
+        with self._writing:
             try:
-                self._writer.zrem(self.key, *members)
+                self._take_out()
             except Exception as exc:  # noqa: BLE001 - kept, and made again at the next read round
-                if wait:
-                    log.warning("command_quarantine_lift_pending", members=members[:16],
-                                error=f"{type(exc).__name__}: {exc}"[:200])
+                log.warning("command_quarantine_lift_pending", members=sorted(self._lifting)[:16],
+                            error=f"{type(exc).__name__}: {exc}"[:200])
                 return False
+            return True
+
+    def _take_out(self) -> list[str]:
+        """ZREM what was lifted here (the caller holds `_writing`): the members taken out."""
+        with self._lock:
+            members = sorted(self._lifting)
+        if members and self._writer is not None:
+            self._writer.zrem(self.key, *members)
             with self._lock:
                 self._lifting.difference_update(members)
-            if not wait:
-                log.info("command_quarantine_lift_made", members=members[:16])
-            return True
-        finally:
-            self._writing.release()
+        return members
 
     def _read(self) -> None:
         self._next_read = self._clock() + self._refresh_s  # one read a round; a failed one waits a round too
         now_ms = self._wall() * 1000
-        if self._writer is not None:
-            self._lift_pending(wait=False)  # a lift Redis refused before, made first
+        if self._writer is None:
+            with self._lock:
+                self._members = {m: e for m, e in self._members.items() if e > now_ms}
+                self._aside = _by_match(self._members)
+            return
+        # No set-aside or lift between Redis's answer and its use here: it would be undone on this
+        # replica until the next round. One under way (the watchdog's thread) makes this replica's
+        # view the newer: a command thread does not wait on its write, and reads next round.
+        if not self._writing.acquire(blocking=False):
+            return
+        try:
+            if self._lifting:  # a lift Redis refused before, made first
+                try:
+                    made = self._take_out()
+                except Exception:  # noqa: BLE001 - kept for the next round
+                    pass
+                else:
+                    log.info("command_quarantine_lift_made", members=made[:16])
             raw = self._writer.zrangebyscore(self.key, now_ms, "+inf", withscores=True)
             members = {(m.decode() if isinstance(m, bytes) else m): score for m, score in raw}
-        else:
-            members = {m: e for m, e in self._members.items() if e > now_ms}
-        with self._lock:
-            for member in self._lifting:  # lifted here, still in Redis: not refused here meanwhile
-                members.pop(member, None)
-            self._members = members
-            self._aside = _by_match(members)
+            with self._lock:
+                for member in self._lifting:  # lifted here, still in Redis: not refused here meanwhile
+                    members.pop(member, None)
+                self._members = members
+                self._aside = _by_match(members)
+        finally:
+            self._writing.release()
 
 
 def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:

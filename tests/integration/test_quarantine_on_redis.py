@@ -8,8 +8,10 @@ each `famiglia match` run, every test) left its connections open on the server."
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,91 @@ def test_a_lift_made_late_does_not_undo_the_same_command_set_aside_again(tmp_pat
         here.close()
         client.close()
         server.stop()
+
+
+class _Watched:
+    """The quarantine's write lock, telling `moved` when a thread has to wait for it."""
+
+    def __init__(self, moved: threading.Event) -> None:
+        self._lock = threading.Lock()
+        self._moved = moved
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        self._moved.set()
+        return self._lock.acquire()
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> None:
+        self.acquire()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def _while_reading(q: Quarantine, meanwhile: Callable[[], object]) -> threading.Thread:
+    """Has `meanwhile` run on another thread as soon as `q`'s next read round has Redis's answer,
+    until it ends or waits for the round to end; the thread, to join."""
+    moved = threading.Event()
+    q._writing = _Watched(moved)  # type: ignore[assignment]
+    read = q._writer.zrangebyscore
+    worker = threading.Thread(target=lambda: (meanwhile(), moved.set()))
+
+    def answered(*args: object, **kwargs: object) -> object:
+        raw = read(*args, **kwargs)
+        worker.start()
+        assert moved.wait(30)  # a guard against a hang, not a measure
+        return raw
+
+    q._writer.zrangebyscore = answered  # type: ignore[method-assign]
+    return worker
+
+
+def _quarantine(client: redis.Redis, rounds: list[float]) -> Quarantine:
+    return Quarantine(client, prefix=f"q-{uuid.uuid4().hex[:8]}", refresh_s=1.0, clock=lambda: rounds[0])
+
+
+def test_a_read_round_does_not_undo_a_lift_made_while_redis_answered(redis_url: str) -> None:
+    """A command thread's read round replaced the replica's view with what Redis answered, however
+    old: a stuck call's lift made by the watchdog's thread between that answer and its use was
+    undone on the replica until the next round, the command refused again there
+    (FAILED_PRECONDITION command_quarantined, which no client retries)."""
+    client = redis.Redis.from_url(redis_url)
+    rounds = [0.0]
+    q = _quarantine(client, rounds)
+    names = ["id:0/slow-1", "at:4/0/0123"]
+    try:
+        q.set_aside("m1", names)
+        rounds[0] += 1.0
+        worker = _while_reading(q, lambda: q.lift("m1", names))
+        q.of("m1")  # the read round; the lift made on the watchdog's thread as Redis answers it
+        worker.join()
+        assert q.of("m1") is None  # the same round: lifted on this replica
+        assert client.zcard(q.key) == 0
+    finally:
+        q.close()
+        client.delete(q.key)
+        client.close()
+
+
+def test_a_read_round_does_not_undo_a_set_aside_made_while_redis_answered(redis_url: str) -> None:
+    """The same, for a command set aside by the watchdog's thread as a read round had Redis's
+    answer: it was decided again on this replica until the next round."""
+    client = redis.Redis.from_url(redis_url)
+    rounds = [0.0]
+    q = _quarantine(client, rounds)
+    try:
+        rounds[0] += 1.0
+        worker = _while_reading(q, lambda: q.set_aside("m2", ["id:1/loops-2"]))
+        q.of("m2")
+        worker.join()
+        assert q.of("m2") == frozenset({"id:1/loops-2"})  # the same round: set aside on this replica
+    finally:
+        q.close()
+        client.delete(q.key)
+        client.close()
