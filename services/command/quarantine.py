@@ -179,8 +179,9 @@ class Quarantine:
             if self._lifting:  # a lift Redis refused before, made first
                 try:
                     made = self._take_out()
-                except Exception:  # noqa: BLE001 - kept for the next round
-                    pass
+                except Exception as exc:  # noqa: BLE001 - kept for the next round
+                    if _unanswered(exc):
+                        raise  # Redis away for the lift is away for the read: one wait on a command, not two
                 else:
                     log.info("command_quarantine_lift_made", members=made[:16])
             raw = self._writer.zrangebyscore(self.key, now_ms, "+inf", withscores=True)
@@ -192,6 +193,12 @@ class Quarantine:
                 self._aside = _by_match(members)
         finally:
             self._writing.release()
+
+
+def _unanswered(exc: Exception) -> bool:
+    import redis
+
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError))
 
 
 def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:

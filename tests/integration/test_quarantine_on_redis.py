@@ -220,3 +220,34 @@ def test_a_read_round_does_not_undo_a_set_aside_made_while_redis_answered(redis_
         q.close()
         client.delete(q.key)
         client.close()
+
+
+def test_a_read_round_waits_once_on_a_redis_that_does_not_answer(tmp_path: Path) -> None:
+    """A read round with a lift still to make asked a Redis that did not answer twice, the lift
+    then the read, each up to `REDIS_TIMEOUT_S` (2 s) on a command's thread: 4 s on a Redis that
+    hangs. Redis away for the lift is away for the read: the round gives up at once."""
+    server = RedisServer(data_dir=tmp_path / "redis", appendfsync="always").start()
+    client = redis.Redis.from_url(server.url)
+    rounds = [0.0]
+    here = Quarantine(client, refresh_s=1.0, clock=lambda: rounds[0])
+    reads: list[object] = []
+    read = here._writer.zrangebyscore
+
+    def counted(*args: object, **kwargs: object) -> object:
+        reads.append(args)
+        return read(*args, **kwargs)
+
+    here._writer.zrangebyscore = counted  # type: ignore[method-assign]
+    try:
+        here.set_aside("m1", ["id:0/slow-1"])
+        server.stop()
+        assert not here.lift("m1", ["id:0/slow-1"])  # kept for later
+        rounds[0] += 1.0
+        with pytest.raises(redis.ConnectionError):  # the command is told store_unavailable
+            here.of("m1")
+        assert reads == []  # the lift's attempt only
+    finally:
+        here._lifting.clear()
+        here.close()
+        client.close()
+        server.stop()
