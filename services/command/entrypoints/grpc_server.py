@@ -366,7 +366,8 @@ CALL_WORKERS = 3
 #: command is answered in milliseconds, so a call this long is an engine that will not return
 #: (docs/operations.md, "A stuck call"), with room left for a slow host. Well under the SDK's
 #: deadline (30 s): the command is set aside, and every replica has read so, before the client's
-#: retry arrives (at the bound, the watchdog's round and the quarantine's write and read later).
+#: retry arrives (at the bound, the watchdog's round, the quarantine's write (after a read round
+#: under way) and read later).
 STUCK_CALL_S = 20.0
 
 
