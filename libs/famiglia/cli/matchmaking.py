@@ -12,6 +12,8 @@ command service accepts that token for that seat (`famiglia play` style clients
 send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket; once a
 match is being made with it the cancel is refused (`ticket_matched`) and the seat is the
 player's all the same, so it follows the ticket on to that seat and prints its token.
+Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
+refused (here or by the server) or a server gone, 130 a second Ctrl-C while following on.
 
 With --party the ticket waits until every invited player accepts: each of them runs
 `--invites` to see it and `--accept TICKET_ID` to join (then follows it like the

@@ -41,7 +41,7 @@ class Tickets:
     """MatchmakingService as the CLI calls it: each WatchTicket plays the next script of updates,
     ending with an exception or not."""
 
-    def __init__(self, *watches: list[pb.TicketUpdate | Exception], cancel: Exception | None = None) -> None:
+    def __init__(self, *watches: list[pb.TicketUpdate | BaseException], cancel: Exception | None = None) -> None:
         self.watches = list(watches)
         self.cancel = cancel
         self.calls: list[str] = []
@@ -49,7 +49,7 @@ class Tickets:
     def WatchTicket(self, request: pb.WatchTicketRequest, **_: object) -> Iterator[pb.TicketUpdate]:
         self.calls.append("watch")
         for item in self.watches.pop(0):
-            if isinstance(item, Exception):
+            if isinstance(item, BaseException):
                 raise item
             yield item
 
@@ -94,3 +94,12 @@ def test_a_timeout_still_cancels_a_searching_ticket(capsys: pytest.CaptureFixtur
     tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.DEADLINE_EXCEEDED)])
     assert cli._follow(tickets, TICKET, AUTH, 1.0) == 1  # type: ignore[arg-type]
     assert "ticket cancelled" in capsys.readouterr().out and tickets.calls == ["watch", "cancel"]
+
+
+def test_a_second_ctrl_c_while_following_on_leaves_with_the_interrupt() -> None:
+    """Documented: 130 (the CLI's KeyboardInterrupt), not a second cancel nor a status of 1."""
+    tickets = Tickets([SEARCHING, KeyboardInterrupt()], [SEARCHING, KeyboardInterrupt()],
+                      cancel=Refused(grpc.StatusCode.FAILED_PRECONDITION, "ticket_matched"))
+    with pytest.raises(KeyboardInterrupt):
+        cli._follow(tickets, TICKET, AUTH, None, pause=lambda _s: None)  # type: ignore[arg-type]
+    assert tickets.calls == ["watch", "cancel", "watch"]
