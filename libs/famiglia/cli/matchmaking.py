@@ -202,4 +202,5 @@ def _watch(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[t
             cuts += 1
             console.print(f"[yellow]watch cut[/] ({escape(exc.details() or 'UNAVAILABLE')}); "  # type: ignore[attr-defined]
                           "watching the ticket again")
-            pause(min(WATCH_PAUSE_MAX_S, 0.5 * 2 ** (cuts - 1)))
+            wait = min(WATCH_PAUSE_MAX_S, 0.5 * 2 ** (cuts - 1))
+            pause(wait if deadline is None else min(wait, max(0.0, deadline - time.monotonic())))  # --timeout kept

@@ -103,3 +103,13 @@ def test_a_second_ctrl_c_while_following_on_leaves_with_the_interrupt() -> None:
     with pytest.raises(KeyboardInterrupt):
         cli._follow(tickets, TICKET, AUTH, None, pause=lambda _s: None)  # type: ignore[arg-type]
     assert tickets.calls == ["watch", "cancel", "watch"]
+
+
+def test_the_pauses_between_cut_watches_keep_within_the_timeout() -> None:
+    """The pauses doubled up to 5 s whatever was left of --timeout: a ticket was cancelled up to
+    5 s after its time."""
+    pauses: list[float] = []
+    cut = Refused(grpc.StatusCode.UNAVAILABLE, "server_stopping")
+    tickets = Tickets([cut], [cut], [cut], [cut], [SEARCHING, MATCHED])
+    assert cli._follow(tickets, TICKET, AUTH, 1.0, pause=pauses.append) == 0  # type: ignore[arg-type]
+    assert len(pauses) == 4 and max(pauses) <= 1.0
