@@ -341,6 +341,11 @@ class ProjectionRunner:
         except Exception as exc:
             if not poison_like(exc):  # the database's fault, not the entries': more of them would not help
                 self._hold_back(exc)
+            elif self._held_back_at is not None:
+                # The database answered, and the failure may be the entries' own (several poison
+                # matches failing alone, no strike counted while nothing else moves): new entries
+                # are what lets the projector tell them apart. Held back, it would try them for good.
+                self._read_on()
             raise
         if self._held_back_at is not None:
             self._read_on()

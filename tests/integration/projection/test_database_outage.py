@@ -16,6 +16,7 @@ from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
 from services.projection.app import ProjectionApp
 from services.projection.lag import LagMonitor
+from services.projection.projector import Projector
 
 from .support import MatchSpec, drain, write_matches
 
@@ -94,3 +95,38 @@ def test_a_restarted_runner_reads_its_leftovers_back_no_further_while_the_databa
     with read_session(app.sql) as session:
         versions = dict(session.exec(select(Match.match_id, Match.version)).all())
     assert versions == {p.match_id: len(p.envelopes) for p in played}
+
+
+def test_poison_matches_kept_through_an_outage_do_not_hold_the_runner_back_once_the_database_answers(
+        app: ProjectionApp, monkeypatch) -> None:
+    """Two poison matches are all a runner keeps when the database goes away: held back, it tries
+    only them, and once the database answers they fail alone together, a poison-like failure (the
+    data's or our code's, not the database's), which counts no strike while nothing else moves.
+    Session 33's hold-back stayed held back on it and never read the new entries that let the
+    projector tell them apart: no match projected again, for good. Such a failure reads on."""
+    real = Projector._create_match
+
+    def poison(self, writes, envelope):  # a bug reading these two matches
+        if envelope.match_id.startswith("p"):
+            raise ValueError(f"cannot read {envelope.match_id}")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", poison)
+    write_matches(app.store, app.registry, _matches(2, prefix="p"))
+    runner = app.runner("outage")
+    runner.projector.max_attempts = 1
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        runner.projector.release()
+        with pytest.raises(OperationalError):
+            runner.run_once(block_ms=0)
+    assert {e.envelope.match_id for e in runner.deferred.values()} <= {"p000", "p001"} and runner.deferred
+    good = write_matches(app.store, app.registry, _matches(3, prefix="g"))
+    for _ in range(30):  # rounds as `run` makes them: a failed one is retried
+        try:
+            runner.run_once(block_ms=0)
+        except ValueError:
+            pass
+    with read_session(app.sql) as session:
+        versions = dict(session.exec(select(Match.match_id, Match.version)).all())
+    assert {p.match_id: versions.get(p.match_id) for p in good} == {p.match_id: len(p.envelopes) for p in good}
