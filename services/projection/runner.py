@@ -431,11 +431,11 @@ class ProjectionRunner:
                 consumers = client.xinfo_consumers(key, self.config.group)
             except Exception:  # noqa: BLE001 - no group yet on this stream
                 continue
-            for info in consumers:
-                name = info["name"].decode() if isinstance(info["name"], bytes) else str(info["name"])
-                if (name != self.name and int(info["pending"]) == 0 and int(info["idle"]) >= self.config.forget_idle_ms
-                        and self.consumer.forget_idle_consumer(partition, name, self.config.forget_idle_ms)):
-                    forgotten.append(name)
+            names = [name for info in consumers
+                     if (name := info["name"].decode() if isinstance(info["name"], bytes) else str(info["name"]))
+                     != self.name and int(info["pending"]) == 0 and int(info["idle"]) >= self.config.forget_idle_ms]
+            if names:  # looked at again, and deleted, in one script a page of them
+                forgotten += self.consumer.forget_idle_consumers(partition, names, self.config.forget_idle_ms)
         if forgotten:
             log.info("projection_consumers_forgotten", consumers=sorted(set(forgotten)))
         return forgotten

@@ -299,12 +299,19 @@ class PartitionConsumer:
                     start[partition] = "(" + _text(reply[1])
         return held
 
-    def forget_idle_consumer(self, partition: int, name: str, min_idle_ms: int) -> bool:
-        """XGROUP DELCONSUMER of `name` on `partition` if it holds nothing and has been idle at
-        least `min_idle_ms`, looked at in the same script (`forget_consumer.lua`): deleting drops
-        a consumer's pending entries, and a look made before may be stale (that consumer
-        restarted and read since). Whether it was removed."""
-        return bool(self._forget_script(keys=[self._key_of[partition]], args=[self.group, name, min_idle_ms]))
+    def forget_idle_consumers(self, partition: int, names: Sequence[str], min_idle_ms: int) -> list[str]:
+        """XGROUP DELCONSUMER of each of `names` on `partition` that holds nothing and has been idle
+        at least `min_idle_ms`, looked at in the same script (`forget_consumer.lua`): deleting drops
+        a consumer's pending entries, and a look made before may be stale (that consumer restarted
+        and read since). One listing of the group's consumers a script, `HOLD_PAGE` names a call
+        (session 33's first version listed them all once a name: quadratic after a crash loop).
+        The names removed."""
+        removed: list[str] = []
+        for i in range(0, len(names), HOLD_PAGE):
+            reply = self._forget_script(keys=[self._key_of[partition]],
+                                        args=[self.group, min_idle_ms, *names[i:i + HOLD_PAGE]])
+            removed += [_text(name) for name in reply]
+        return removed
 
     def pending_count(self) -> int:
         """Entries delivered to this group but not acked yet, all consumers and partitions."""

@@ -105,6 +105,34 @@ def test_a_consumer_that_reads_between_the_cleanups_look_and_its_delete_keeps_it
     assert live.consumer.pending_count() == len(read), "the cleanup dropped entries pending under a live consumer"
 
 
+def _xinfo_consumers_calls(app: ProjectionApp) -> int:
+    stats = app.store.client.info("commandstats")
+    return int(stats.get("cmdstat_xinfo|consumers", {}).get("calls", 0))
+
+
+def test_the_cleanup_lists_a_partitions_consumers_a_few_times_however_many_it_forgets(app: ProjectionApp) -> None:
+    """Restarts under fresh names (a crash loop) leave many dead consumers. The cleanup's script
+    listed every consumer (XINFO CONSUMERS) once for each one it removed, so n of them cost n
+    listings of n a partition, with Redis blocked: 3,000 were ~7 s of Redis a partition and ~9 s of
+    the consumer's round. Now one script call looks at up to `HOLD_PAGE` candidates with one listing."""
+    group = app.settings.runner.group
+    dead = [f"crashed-{i}" for i in range(60)]
+    live = ProjectionRunner(app.store, Projector(app.sql, app.registry),
+                            replace(app.settings.runner_config("live"), forget_idle_ms=0))
+    live.start()
+    with app.store.client.pipeline(transaction=False) as pipe:
+        for key in app.store.partitions_keys():
+            for name in dead:
+                pipe.xgroup_createconsumer(key, group, name)
+        pipe.execute()
+    before = _xinfo_consumers_calls(app)
+    assert set(live.forget_dead_consumers()) == set(dead)
+    # the runner's own look and one script call a partition (60 candidates: one page)
+    assert _xinfo_consumers_calls(app) - before <= 2 * app.store.partitions
+    for key in app.store.partitions_keys():
+        assert {c["name"] for c in app.store.client.xinfo_consumers(key, group)} <= {b"live", "live"}
+
+
 # pins runner.forget_dead_consumers never deletes a consumer holding pending entries
 def test_an_idle_consumer_holding_entries_is_never_forgotten(app: ProjectionApp) -> None:
     write_matches(app.store, app.registry, specs(2))
