@@ -153,6 +153,8 @@ class ProjectionRunner:
         self._held_back_at: float | None = None
         """When the projector last refused a batch (the database away, `_hold_back`): until it takes
         one again this consumer reads nothing new and retries only what it keeps (None: reading)."""
+        self._held_back_on = 0.0
+        """`clock` when it was held back: the time held back is no time waiting for a gap (`_read_on`)."""
 
     @property
     def name(self) -> str:
@@ -376,7 +378,7 @@ class ProjectionRunner:
         entries' own reads on as before: new entries let the projector tell the poison match apart."""
         if self._held_back_at is not None:
             return
-        self._held_back_at = time.monotonic()
+        self._held_back_at, self._held_back_on = time.monotonic(), self.clock()
         log.warning("projection_reads_held_back", consumer=self.name, entries=len(self.deferred),
                     reason=f"{type(exc).__name__}: {exc}".replace("\n", " ")[:300],
                     hint="the read models refuse batches: this consumer retries what it holds and reads "
@@ -389,6 +391,11 @@ class ProjectionRunner:
         assert self._held_back_at is not None
         held_s = time.monotonic() - self._held_back_at
         self._held_back_at = None
+        # The entries kept waited through the outage because no consumer could commit, the one
+        # they wait for neither: not a gap (`_tell_stuck`, which failed rounds never reach).
+        now = self.clock()
+        held = now - self._held_back_on
+        self._deferred_since = {key: min(now, since + held) for key, since in self._deferred_since.items()}
         log.info("projection_reads_resumed", consumer=self.name, held_s=round(held_s, 1), entries=len(self.deferred))
         if self.lag is not None:
             self.lag.held_back(False)

@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import func, select
 from structlog.testing import capture_logs
 
+from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Match
 from services.projection.app import ProjectionApp
@@ -130,3 +131,37 @@ def test_poison_matches_kept_through_an_outage_do_not_hold_the_runner_back_once_
     with read_session(app.sql) as session:
         versions = dict(session.exec(select(Match.match_id, Match.version)).all())
     assert {p.match_id: versions.get(p.match_id) for p in good} == {p.match_id: len(p.envelopes) for p in good}
+
+
+def test_a_wait_the_outage_made_is_not_told_as_a_gap_once_the_database_is_back(app: ProjectionApp, monkeypatch) -> None:
+    """Entries waiting for another consumer's commit wait through a database outage too: that
+    consumer cannot commit either. A failing round never reaches the stuck check, so the first
+    round after an outage longer than the stuck time told `projection_entries_stuck` ("an earlier
+    event of the match is missing from every consumer") for a match that was only waiting its
+    turn. The time held back does not count as waiting for a gap."""
+    [played] = write_matches(app.store, app.registry, [MatchSpec("m", ["ann", "bob"], seed=1)])
+    other = PartitionConsumer.for_store(app.store, app.settings.runner.group, "other")
+    other.ensure_groups("0")
+    [creation] = other.read(count=1)  # another consumer has the creation, not committed yet
+    assert creation.envelope.seq == 1
+    runner = app.runner("waiting")
+    runner.projector.max_attempts = 1
+    now = [1000.0]
+    runner.clock = lambda: now[0]
+    runner.run_once(block_ms=0)
+    assert len(runner.deferred) == len(played.envelopes) - 1  # waiting for the creation
+    with capture_logs() as logs:
+        with monkeypatch.context() as outage:
+            outage.setattr(app.sql, "connect", _refused)
+            runner.projector.release()
+            for _ in range(10):  # ten minutes of rounds refused
+                now[0] += 60
+                with pytest.raises(OperationalError):
+                    runner.run_once(block_ms=0)
+        runner.run_once(block_ms=0)  # back: the creation is still the other consumer's to commit
+        assert len(runner.deferred) == len(played.envelopes) - 1
+        now[0] += 1
+        runner.run_once(block_ms=0)
+    assert [line["event"] for line in logs if line["event"].startswith("projection_reads_")] == [
+        "projection_reads_held_back", "projection_reads_resumed"]
+    assert not [line for line in logs if line["event"] == "projection_entries_stuck"]
