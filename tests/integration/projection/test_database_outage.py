@@ -165,3 +165,36 @@ def test_a_wait_the_outage_made_is_not_told_as_a_gap_once_the_database_is_back(a
     assert [line["event"] for line in logs if line["event"].startswith("projection_reads_")] == [
         "projection_reads_held_back", "projection_reads_resumed"]
     assert not [line for line in logs if line["event"] == "projection_entries_stuck"]
+
+
+def test_a_dead_consumers_entries_wait_out_the_hold_back_and_are_claimed_after_it(app: ProjectionApp, monkeypatch) -> None:
+    """Held back, a runner claims nothing (a dead consumer's entries would only wait in its
+    memory); they stay pending under the dead one, and the first claim after a batch commits
+    takes them: nothing lost, nothing left behind."""
+    played = write_matches(app.store, app.registry, _matches(6))
+    group = app.settings.runner.group
+    dead = PartitionConsumer.for_store(app.store, group, "dead")
+    dead.ensure_groups("0")
+    left = dead.read(count=3)  # read, then the process died
+    assert left
+    runner = app.runner("outage")
+    runner.projector.max_attempts = 1
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        runner.projector.release()
+        with pytest.raises(OperationalError):
+            runner.run_once(block_ms=0)  # held back from here on
+        for entry in left:  # idle past any claim time, as after a long absence
+            app.store.client.xclaim(app.store.keys.partition_stream(entry.partition), group, "dead", 0,
+                                    [entry.entry_id], idle=10 * 60_000, justid=True)
+        for _ in range(3):
+            with pytest.raises(OperationalError):
+                runner.run_once(block_ms=0)
+        owners = {row["consumer"] for entry in left for row in app.store.client.xpending_range(
+            app.store.keys.partition_stream(entry.partition), group, entry.entry_id, entry.entry_id, 1)}
+        assert owners == {b"dead"}  # not claimed while held back
+    drain([runner])
+    with read_session(app.sql) as session:
+        versions = dict(session.exec(select(Match.match_id, Match.version)).all())
+    assert versions == {p.match_id: len(p.envelopes) for p in played}
+    assert runner.consumer.pending_count() == 0
