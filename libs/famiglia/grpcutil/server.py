@@ -240,45 +240,15 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             measured.called(_service_name(type(self)), name, *outcome, began)
 
     @functools.wraps(method)
-    def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        ident = get_ident()
-        running[ident] = (monotonic(), self, name, request, context)  # a `Running`, for the watchdog
-        try:
-            measured = _metrics.rpc
-            if measured is not None:
-                return measured_unary(self, request, context, measured)
-            parent = _parent(context)
-            opened = open_server_span(name, parent)
-            if opened is None:  # a recorded span (or another OpenTelemetry layout)
-                with server_span(name, parent) as span:
-                    if span.is_recording():
-                        _name_ids(span, request)
-                    try:
-                        return method(self, request, context)
-                    except Exception as exc:  # noqa: BLE001
-                        _fail(context, span, exc, request)
-                return None
-            span, token = opened  # the usual case, without a context manager object
-            try:
-                return method(self, request, context)
-            except Exception as exc:  # noqa: BLE001
-                _fail(context, span, exc, request)
-            finally:
-                close_server_span(token)
-        finally:
-            running[ident] = None
-
-    @functools.wraps(method)
     def unwatched(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        """`unary_wrapper` without the watchdog's slot, for a server that runs no watchdog
-        (`_unwatched_on`): written out again rather than called from it, so that neither pays
-        for a call frame more."""
+        """The call measured and traced, without the watchdog's slot: what a server that runs no
+        watchdog serves (`_unwatched_on`)."""
         measured = _metrics.rpc
         if measured is not None:
             return measured_unary(self, request, context, measured)
         parent = _parent(context)
         opened = open_server_span(name, parent)
-        if opened is None:
+        if opened is None:  # a recorded span (or another OpenTelemetry layout)
             with server_span(name, parent) as span:
                 if span.is_recording():
                     _name_ids(span, request)
@@ -287,7 +257,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
                 except Exception as exc:  # noqa: BLE001
                     _fail(context, span, exc, request)
             return None
-        span, token = opened
+        span, token = opened  # the usual case, without a context manager object
         try:
             return method(self, request, context)
         except Exception as exc:  # noqa: BLE001
@@ -295,6 +265,15 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             close_server_span(token)
         return None
+
+    @functools.wraps(method)
+    def unary_wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        ident = get_ident()
+        running[ident] = (monotonic(), self, name, request, context)  # a `Running`, for the watchdog
+        try:
+            return unwatched(self, request, context)
+        finally:
+            running[ident] = None
 
     unary_wrapper.unwatched = unwatched  # type: ignore[attr-defined]
     return unary_wrapper
