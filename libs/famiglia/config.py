@@ -151,6 +151,17 @@ DATABASES = ("sqlite", "postgresql", "postgres")
 """The read models' databases (famiglia.readmodels.db), as a URL's scheme names them (`+driver` aside)."""
 
 
+DATABASE_TIMEOUT_S = 5.0
+"""How long a PostgreSQL client waits on a server that does not answer (FAMIGLIA_DATABASE_TIMEOUT_S)."""
+
+
+def database_timeout_s(env: Mapping[str, str] | None = None) -> float:
+    """FAMIGLIA_DATABASE_TIMEOUT_S: the seconds within which a connection to the read models'
+    PostgreSQL gives up on a server that stops answering (famiglia.readmodels.db.postgres_timeouts);
+    a number more than 0, else the process stops naming it."""
+    return number("FAMIGLIA_DATABASE_TIMEOUT_S", DATABASE_TIMEOUT_S, env=env, above=True)
+
+
 def _redis_url(url: str) -> str:
     """FAMIGLIA_REDIS_URL as redis-py will read it: one it cannot is refused at start in a line
     naming it (without its password), not by a traceback at the first connection."""

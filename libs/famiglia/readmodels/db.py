@@ -4,11 +4,15 @@ SQLite: WAL so readers (the QueryService) never block the writer, and every
 write transaction starts with BEGIN IMMEDIATE so two projection processes on one
 file serialise at the start instead of failing half-way on an upgrade from a
 read lock. PostgreSQL: `postgresql+psycopg://` (psycopg 3); plain `postgresql://`
-URLs are mapped to it. Nothing connects until the engine is first used.
+URLs are mapped to it. Nothing connects until the engine is first used. Every PostgreSQL
+connection gives up on a server that stops answering within `FAMIGLIA_DATABASE_TIMEOUT_S`
+(`postgres_timeouts`): before, a dropped host cost psycopg's 130 s a connect, and the projection
+retried it within one round, so its holds did not run and its waiting entries were taken over.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +21,8 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine, make_url
 from sqlmodel import Session, create_engine
+
+from famiglia.config import database_timeout_s
 
 
 def normalize_url(url: str) -> str:
@@ -33,10 +39,25 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
-def make_engine(url: str, *, echo: bool = False) -> Engine:
+def postgres_timeouts(timeout_s: float, url: str = "") -> dict[str, Any]:
+    """libpq's bounds on a server that stops answering, `timeout_s` each: the connect
+    (`connect_timeout`, 2 s at least, as libpq counts it), data sent and never acknowledged
+    (`tcp_user_timeout`: a host whose packets are dropped under an open connection, which a
+    connect timeout never sees) and a reply awaited on a silent connection (keepalives). None
+    cuts a slow statement short on a server that answers. Parameters `url` sets itself stay its."""
+    whole = max(1, math.ceil(timeout_s))
+    bounds: dict[str, Any] = {"connect_timeout": max(2, whole), "tcp_user_timeout": math.ceil(timeout_s * 1000),
+                              "keepalives": 1, "keepalives_idle": whole,
+                              "keepalives_interval": max(1, math.ceil(timeout_s / 3)), "keepalives_count": 3}
+    given = make_url(normalize_url(url)).query if url else {}
+    return {key: value for key, value in bounds.items() if key not in given}
+
+
+def make_engine(url: str, *, echo: bool = False, timeout_s: float | None = None) -> Engine:
     """An engine configured for the projection's transactions (see the module docstring).
     Its errors never quote their statement's parameters: the projection logs them, and the rows
-    it writes hold archived events, private ones too, and the players' names."""
+    it writes hold archived events, private ones too, and the players' names. On PostgreSQL a
+    silent server is given up on within `timeout_s` (default `FAMIGLIA_DATABASE_TIMEOUT_S`)."""
     url = normalize_url(url)
     if is_sqlite(url):
         database = make_url(url).database
@@ -46,7 +67,9 @@ def make_engine(url: str, *, echo: bool = False) -> Engine:
                                connect_args={"check_same_thread": False, "timeout": 30})
         _sqlite_transactions(engine)
         return engine
-    return create_engine(url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    timeouts = postgres_timeouts(database_timeout_s() if timeout_s is None else timeout_s, url)
+    return create_engine(url, echo=echo, hide_parameters=True, pool_pre_ping=True, pool_size=10, max_overflow=20,
+                         connect_args=timeouts)
 
 
 def _sqlite_transactions(engine: Engine) -> None:

@@ -1,0 +1,86 @@
+"""A PostgreSQL server that stops answering (its host's packets dropped, a failover's old
+address) is given up on within FAMIGLIA_DATABASE_TIMEOUT_S. Before, every read-model engine
+(the projection's, the QueryService's, matchmaking's ratings) set no bound: psycopg waited 130 s
+a connect, and the projection retried it eight times in one round, so its holds did not run and
+its waiting entries were taken over; the hold-back (`projection_reads_held_back`) came minutes late."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.exc import OperationalError
+
+from famiglia.readmodels.db import make_engine, postgres_timeouts
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A port whose listener takes connections and never says a word (as a blackholed host,
+    for a connect), and hangs up after a while, so the test fails rather than hangs without a bound."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    gone = threading.Event()
+    taken: list[socket.socket] = []
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not gone.wait(0):
+            try:
+                taken.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    hang_up = threading.Timer(60, lambda: [conn.close() for conn in taken])
+    hang_up.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        gone.set()
+        hang_up.cancel()
+        thread.join()
+        for conn in taken:
+            conn.close()
+        listener.close()
+
+
+def _passed(engine: Any) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    @event.listens_for(engine, "do_connect")
+    def _look(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        seen.update(cparams)
+
+    return seen
+
+
+def test_a_connect_to_a_silent_server_gives_up_within_the_setting(silent_server: int, monkeypatch) -> None:
+    monkeypatch.setenv("FAMIGLIA_DATABASE_TIMEOUT_S", "2")
+    engine = make_engine(f"postgresql://famiglia@127.0.0.1:{silent_server}/famiglia")
+    passed = _passed(engine)
+    with pytest.raises(OperationalError) as failed:
+        engine.connect()
+    assert passed["connect_timeout"] == 2 and passed["tcp_user_timeout"] == 2000
+    assert isinstance(failed.value.orig, psycopg.errors.ConnectionTimeout), failed.value  # not the hang-up
+
+
+def test_every_bound_is_the_setting_and_the_urls_own_parameters_win() -> None:
+    assert postgres_timeouts(5) == {"connect_timeout": 5, "tcp_user_timeout": 5000, "keepalives": 1,
+                                    "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
+    assert postgres_timeouts(0.5)["connect_timeout"] == 2  # libpq's least
+    assert "connect_timeout" not in postgres_timeouts(5, "postgres://u@db/famiglia?connect_timeout=30")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
+def test_a_timeout_that_is_no_bound_stops_the_process_naming_it(value: str, monkeypatch) -> None:
+    monkeypatch.setenv("FAMIGLIA_DATABASE_TIMEOUT_S", value)
+    with pytest.raises(SystemExit, match="FAMIGLIA_DATABASE_TIMEOUT_S"):
+        make_engine("postgresql://u@db/famiglia")
+
+
