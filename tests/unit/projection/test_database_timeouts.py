@@ -84,3 +84,22 @@ def test_a_timeout_that_is_no_bound_stops_the_process_naming_it(value: str, monk
         make_engine("postgresql://u@db/famiglia")
 
 
+
+def test_a_batch_whose_connection_cannot_be_made_is_not_retried_in_its_round() -> None:
+    """Eight connects in one round, each up to the bound, outlasted the claim time (30 s) even
+    bounded: the round ends at the first, and the runner retries after its pause, holding meanwhile."""
+    from services.projection.projector import Projector
+    from tests.integration.projection.dice_race import registry
+    from tests.unit.projection.test_projector import played_entries
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there: refused at once
+    engine = make_engine(f"postgresql://famiglia@127.0.0.1:{port}/famiglia")
+    connects = []
+    event.listen(engine, "do_connect", lambda *args: connects.append(1))
+    projector = Projector(engine, registry())
+    entries, _ = played_entries("m1", seed=3)
+    with pytest.raises(OperationalError):
+        projector.project(entries)
+    assert len(connects) == 1
