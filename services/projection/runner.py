@@ -35,7 +35,8 @@ stream entry ids (`Projector._read_before`).
 
 When the projector refuses a batch for a fault not of its entries (the database away: `poison_like`),
 the consumer holds back: it reads nothing new (nor its leftovers, nor XAUTOCLAIMs) and retries every
-entry it keeps, each round after the run loop's pause, until a batch commits (`_hold_back`, `_read_on`).
+entry it keeps, each round after the run loop's pause, until a batch commits or it keeps nothing more
+(`_hold_back`, `_read_on`).
 Before, each failed round read `batch` a partition more into memory, for as long as the outage lasted.
 
 Entries the projector parked (poison: see `projector.py`) are acked like done ones
@@ -183,7 +184,9 @@ class ProjectionRunner:
             if self._pending_from:  # some of our own leftovers are not read back yet
                 self.consumer.hold_pending()
             self.hold_deferred()  # before claiming: our own waiting entries are not stale
-        held_back = self._held_back_at is not None and bool(self.deferred)
+        if self._held_back_at is not None and not self.deferred:
+            self._read_on()  # nothing kept any more (taken over, forgotten on a reconnect): nothing to hold back for
+        held_back = self._held_back_at is not None
         if now - self._last_claim >= self.config.claim_every_s:
             self._last_claim = now
             self.refresh_parked()
@@ -387,7 +390,9 @@ class ProjectionRunner:
             self.lag.held_back(True)
 
     def _read_on(self) -> None:
-        """The projector took a batch again: new entries are read from the next round."""
+        """The projector took a batch again, or nothing is kept any more: new entries are read
+        from the next round, and the gauge says so (before, it stayed at 1 after the kept entries
+        were taken over, until a batch committed, which an idle consumer might never have)."""
         assert self._held_back_at is not None
         held_s = time.monotonic() - self._held_back_at
         self._held_back_at = None

@@ -31,9 +31,13 @@ def _matches(n: int, prefix: str = "m") -> list[MatchSpec]:
 
 
 def _held_back_points(reader: InMemoryMetricReader) -> list[float]:
+    return [value for _, value in _points(reader, "famiglia.projection.held_back")]
+
+
+def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict, float]]:
     data = reader.get_metrics_data()
-    return [point.value for resource in (data.resource_metrics if data else []) for scope in resource.scope_metrics
-            for metric in scope.metrics if metric.name == "famiglia.projection.held_back"
+    return [(dict(point.attributes or {}), point.value) for resource in (data.resource_metrics if data else [])
+            for scope in resource.scope_metrics for metric in scope.metrics if metric.name == name
             for point in metric.data.data_points]
 
 
@@ -198,3 +202,33 @@ def test_a_dead_consumers_entries_wait_out_the_hold_back_and_are_claimed_after_i
         versions = dict(session.exec(select(Match.match_id, Match.version)).all())
     assert versions == {p.match_id: len(p.envelopes) for p in played}
     assert runner.consumer.pending_count() == 0
+
+
+def test_a_runner_whose_kept_entries_were_taken_over_is_held_back_no_more(app: ProjectionApp, monkeypatch) -> None:
+    """Held back, a runner whose kept entries another consumer took over (it stalled past the
+    claim time) keeps nothing: it reads on, and the gauge says so. Before, the gauge stayed at 1
+    until a batch of its own committed, which a consumer that reads nothing new never has."""
+    write_matches(app.store, app.registry, _matches(2))
+    runner = app.runner("stalled")
+    runner.projector.max_attempts = 1
+    reader = InMemoryMetricReader()
+    runner.lag = LagMonitor(app.store, app.sql, meter=MeterProvider(metric_readers=[reader]).get_meter("t"))
+    group = app.settings.runner.group
+    with capture_logs() as logs:
+        with monkeypatch.context() as outage:
+            outage.setattr(app.sql, "connect", _refused)
+            runner.projector.release()
+            with pytest.raises(OperationalError):
+                runner.run_once(block_ms=0)
+            assert runner.deferred and _held_back_points(reader) == [1]
+            other = PartitionConsumer.for_store(app.store, group, "other")
+            for entry in runner.deferred.values():  # another replica's XAUTOCLAIM, while this one stalled
+                app.store.client.xclaim(app.store.keys.partition_stream(entry.partition), group, "other", 0,
+                                        [entry.entry_id], justid=True)
+            while other.read(count=100, block_ms=0):  # and the rest of the streams: nothing new for this one
+                pass
+            runner._last_hold = 0.0  # noqa: SLF001 - its next hold is due
+            runner.run_once(block_ms=0)  # nothing kept, nothing new: no batch to commit
+        assert not runner.deferred and _held_back_points(reader) == [0]
+    events = [line["event"] for line in logs if line["event"].startswith(("projection_reads_", "projection_entries_"))]
+    assert events == ["projection_reads_held_back", "projection_entries_taken_over", "projection_reads_resumed"]
