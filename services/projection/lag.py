@@ -6,17 +6,25 @@ reports the group's lag, not only its own); 0 when the checkpoint is at the
 stream's top. The largest is the service's lag. Reported as the OpenTelemetry
 gauge `famiglia.projection.lag` (milliseconds, attribute `partition`, plus one
 without it for the maximum) and in a `projection_lag` log line.
+
+With the database away the checkpoints cannot be read: the lag is then measured against the
+checkpoints last read, from the streams' tops (Redis), and no less than the age of the oldest
+entry the consumer keeps of the partition (now minus its event time), so it grows through an
+outage. Before, the gauge kept its value from before the outage (often 0): an alert on it never fired.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from opentelemetry.metrics import Meter
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import select
 
+from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Checkpoint
@@ -34,6 +42,9 @@ class LagReport:
     max_lag_ms: int
     by_partition: dict[int, int]
     backlog_partitions: int
+    checkpoints_read: bool = True
+    """False: the database was away, and the lag is the streams' against the checkpoints last read
+    and the age of the entries kept (module docstring)."""
 
 
 class LagMonitor:
@@ -43,9 +54,14 @@ class LagMonitor:
     call still costs a call and an attributes dict."""
 
     def __init__(self, store: RedisEventStore, engine: Engine, meter: Meter | None = None,
-                 on_report: Callable[[LagReport], None] | None = None) -> None:
+                 on_report: Callable[[LagReport], None] | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.store = store
         self.engine = engine
+        self.clock_ms = clock_ms
+        """Wall-clock milliseconds, as events' timestamps: the age of a kept entry."""
+        self._checkpoints: dict[int, tuple[str, int]] | None = None
+        """Each partition's checkpoint (last entry id, its event time) as last read (None: never)."""
         meter = meter or service_meter("famiglia.projection")
         self._gauge = None if meter is None else meter.create_gauge(
             "famiglia.projection.lag", unit="ms", description="newest event time minus newest projected event time")
@@ -67,11 +83,18 @@ class LagMonitor:
         if self._held_back is not None:
             self._held_back.set(int(held))
 
-    def measure(self) -> LagReport:
+    def measure(self, kept: Iterable[PartitionEntry] = ()) -> LagReport:
+        """The lag now; `kept`, the entries the consumer holds unprojected, count only while the
+        database is away (module docstring): otherwise the checkpoints say."""
         keys = self.store.keys
         tops = self.store.partition_tops()
-        with read_session(self.engine) as session:
-            checkpoints = {c.partition: c for c in session.exec(select(Checkpoint)).all()}
+        try:
+            with read_session(self.engine) as session:
+                read = {c.partition: (c.last_entry_id, c.last_event_ms or 0)
+                        for c in session.exec(select(Checkpoint)).all()}
+        except SQLAlchemyError as exc:
+            return self._report(self._outage_lag(tops, kept), checkpoints_read=False, reason=exc)
+        self._checkpoints = checkpoints = read
         by_partition: dict[int, int] = {}
         firsts: dict[int, int] = {}
         needs_first = []
@@ -83,10 +106,10 @@ class LagMonitor:
             top_id = top.entry_id
             newest_ms = top.envelope.timestamp.ToMilliseconds()
             checkpoint = checkpoints.get(p)
-            if checkpoint is not None and entry_key(checkpoint.last_entry_id) >= entry_key(top_id):
+            if checkpoint is not None and entry_key(checkpoint[0]) >= entry_key(top_id):
                 by_partition[p] = 0
-            elif checkpoint is not None and checkpoint.last_event_ms:
-                by_partition[p] = max(0, newest_ms - checkpoint.last_event_ms)
+            elif checkpoint is not None and checkpoint[1]:
+                by_partition[p] = max(0, newest_ms - checkpoint[1])
             else:
                 by_partition[p] = newest_ms
                 needs_first.append(p)
@@ -98,13 +121,36 @@ class LagMonitor:
                     if first:
                         firsts[p] = EventEnvelope.FromString(first[0][1][b"e"]).timestamp.ToMilliseconds()
                         by_partition[p] = max(0, by_partition[p] - firsts[p])
+        return self._report(by_partition)
+
+    def _outage_lag(self, tops: dict[int, PartitionEntry], kept: Iterable[PartitionEntry]) -> dict[int, int]:
+        """Each partition's lag without the checkpoints: its top against the checkpoint last read
+        (none: 0), and at least the age of the oldest entry kept of it."""
+        known = self._checkpoints or {}
+        by_partition = dict.fromkeys(range(self.store.partitions), 0)
+        for p, top in tops.items():
+            checkpoint = known.get(p)
+            if checkpoint is not None and checkpoint[1] and entry_key(checkpoint[0]) < entry_key(top.entry_id):
+                by_partition[p] = max(0, top.envelope.timestamp.ToMilliseconds() - checkpoint[1])
+        now = self.clock_ms()
+        for entry in kept:
+            p = entry.partition
+            by_partition[p] = max(by_partition.get(p, 0), now - entry.envelope.timestamp.ToMilliseconds())
+        return by_partition
+
+    def _report(self, by_partition: dict[int, int], checkpoints_read: bool = True,
+                reason: BaseException | None = None) -> LagReport:
         report = LagReport(max(by_partition.values(), default=0), by_partition,
-                           sum(1 for v in by_partition.values() if v > 0))
+                           sum(1 for v in by_partition.values() if v > 0), checkpoints_read)
         if self._gauge is not None:
             for p, lag in by_partition.items():
                 self._gauge.set(lag, {"partition": p})
             self._gauge.set(report.max_lag_ms)
-        log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions)
+        if checkpoints_read:
+            log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions)
+        else:
+            log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions,
+                     checkpoints="unread", reason=f"{type(reason).__name__}: {reason}".replace("\n", " ")[:300])
         self.last = report
         if self.on_report is not None:
             self.on_report(report)

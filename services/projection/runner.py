@@ -227,12 +227,29 @@ class ProjectionRunner:
         self._take(read)
         # Held back, every entry kept is tried, each round (the run loop's pause after a failure
         # is the backoff): a retry time of one's match must not keep the database's return untold.
-        outcome = self.process(list(self.deferred.values()) if held_back else self._due())
+        try:
+            outcome = self.process(list(self.deferred.values()) if held_back else self._due())
+        except Exception:
+            if self._held_back_at is not None:  # the database away: the lag is told all the same
+                self._measure_lag(now)
+            raise
         self._tell_stuck()
-        if self.lag is not None and now - self._last_lag >= self.config.lag_every_s:
-            self._last_lag = now
-            self.lag.measure()
+        self._measure_lag(now)
         return outcome
+
+    def _measure_lag(self, now: float) -> None:
+        """Every `lag_every_s`; with the database away the entries kept count (`LagMonitor.measure`),
+        and a round that failed is not failed again by Redis failing the measure too."""
+        if self.lag is None or now - self._last_lag < self.config.lag_every_s:
+            return
+        self._last_lag = now
+        if self._held_back_at is None:
+            self.lag.measure(self.deferred.values())
+            return
+        try:
+            self.lag.measure(self.deferred.values())
+        except Exception:  # noqa: BLE001 - Redis away too: the round's own failure is the one told
+            log.debug("projection_lag_unmeasured", consumer=self.name, exc_info=True)
 
     @property
     def hold_every_s(self) -> float:

@@ -5,6 +5,8 @@ read `BATCH` more new entries a partition into its waiting entries, without end.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -39,6 +41,11 @@ def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict, float]]
     return [(dict(point.attributes or {}), point.value) for resource in (data.resource_metrics if data else [])
             for scope in resource.scope_metrics for metric in scope.metrics if metric.name == name
             for point in metric.data.data_points]
+
+
+def _max_lag(reader: InMemoryMetricReader) -> float:
+    [lag] = [value for attributes, value in _points(reader, "famiglia.projection.lag") if not attributes]
+    return lag
 
 
 def test_a_runner_reads_nothing_new_while_the_database_refuses(app: ProjectionApp, monkeypatch) -> None:
@@ -202,6 +209,42 @@ def test_a_dead_consumers_entries_wait_out_the_hold_back_and_are_claimed_after_i
         versions = dict(session.exec(select(Match.match_id, Match.version)).all())
     assert versions == {p.match_id: len(p.envelopes) for p in played}
     assert runner.consumer.pending_count() == 0
+
+
+def test_the_lag_grows_through_an_outage_and_is_0_again_once_the_database_is_back(
+        app: ProjectionApp, monkeypatch) -> None:
+    """The lag is measured against the checkpoints, in the database: with it away, the gauge kept
+    its value from before the outage (0, caught up), and an alert on lag never fired however long
+    the read models stood still. Now it is measured from Redis and the entries kept: the oldest
+    kept entry's age at least."""
+    runner = app.runner("outage")
+    runner.config = replace(runner.config, lag_every_s=0)  # measured every round
+    runner.projector.max_attempts = 1
+    reader = InMemoryMetricReader()
+    now_ms = [0]
+    runner.lag = LagMonitor(app.store, app.sql, meter=MeterProvider(metric_readers=[reader]).get_meter("t"),
+                            clock_ms=lambda: now_ms[0])
+    write_matches(app.store, app.registry, _matches(3))
+    drain([runner])
+    assert _max_lag(reader) == 0
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        outage.setattr(app.sql.pool, "connect", _refused)  # every connection, a read session's too (the checkpoints)
+        runner.projector.release()
+        late = write_matches(app.store, app.registry, _matches(2, prefix="late"))
+        oldest = min(e.timestamp.ToMilliseconds() for p in late for e in p.envelopes)
+        now_ms[0] = oldest + 60_000
+        with pytest.raises(OperationalError):
+            runner.run_once(block_ms=0)
+        assert runner.deferred and _held_back_points(reader) == [1]
+        assert _max_lag(reader) == 60_000  # the oldest entry kept, a minute old
+        assert runner.lag.last is not None and not runner.lag.last.checkpoints_read
+        now_ms[0] += 120_000
+        with pytest.raises(OperationalError):
+            runner.run_once(block_ms=0)
+        assert _max_lag(reader) == 180_000  # and on, while the outage lasts
+    drain([runner])
+    assert _max_lag(reader) == 0 and runner.lag.last.checkpoints_read
 
 
 def test_a_runner_whose_kept_entries_were_taken_over_is_held_back_no_more(app: ProjectionApp, monkeypatch) -> None:
