@@ -239,3 +239,24 @@ def test_np_w18_np_x22_legal_commands_offer_acceptance_only_of_a_still_legal_pro
     broke = replace(s, money=(50, 5, 50, 50))                 # the $10 whack can no longer be paid
     grants = [c for c in legal_commands(broke, 2) if c.WhichOneof("kind") == "grant_blackmail"]
     assert [c.grant_blackmail.accept for c in grants] == [False]
+
+
+@pytest.mark.parametrize("face,respect", [("1", 3), ("2", 5), ("4", 5), ("5", 8)])
+def test_table_f_dice_respect_only_a_1_loses_2(face: str, respect: int) -> None:
+    """Table F DICE_RESPECT: "1 loses 2 Respect, 2-4 nothing", seen from 5 Respect so that the floor
+    of NP-X7 hides nothing. (Kills: a 2 losing too.)"""
+    s = acting(replace(bare(), respect=(0, 5, 0, 0)), 3, "G04", 1)
+    _, s = play(s, 1, cmd("use_ability", gangster_ability=True, targets=pb.Targets()))
+    s = replace(s, window=None, stage="roll_result", roll=replace(s.roll, face=face))
+    _, s = step(s)
+    assert s.respect[1] == respect
+
+
+def test_np_y2_np_y6_a_single_associate_becomes_capo_without_asking() -> None:
+    """NP-Y2 with NP-Y6: "With a single candidate nobody is asked". Positions 1-9 and two Associate
+    slots empty: the one Associate left (T07 in A1) goes to position 9 at once. (Kills: the ring
+    holder asked to choose among one candidate.)"""
+    s = empty(bare(ring=3), *range(1, 10), 11, 12)
+    events, s = step(at_stage(s, Phase.FAMILY, "capo"))
+    assert "vacancy_choice_asked" not in kinds(events)
+    assert s.vacancy is None and s.board[8] == "T07"
