@@ -286,6 +286,18 @@ def test_np_w27_swap_any_two_markers_including_a_coin_marker() -> None:
         == "NP-W27"
 
 
+def test_np_w27_two_plain_markers_on_one_gangster_are_no_swap() -> None:
+    """NP-W27, Table F SWAP_2: two markers "on different gangsters or on the same gangster when one of
+    them is its coin marker". Seat 1's and seat 2's plain markers on T03 would swap into the same
+    places, a Racketeer turn that changes nothing; only the coin marker makes a same-gangster swap.
+    (Kills: any two owners on one gangster accepted.)"""
+    s = acting(mark(mark(crew(), "T03", {1: 1, 2: 1}), "G05", {1: 1, 2: 1}, coin=2), 5, 1)
+    plain = pb.Targets(markers=[ref("T03", 1), ref("T03", 2)])
+    assert refused(s, 1, cmd("use_ability", targets=plain)) == "NP-W27"
+    _, after = play(s, 1, cmd("use_ability", targets=pb.Targets(markers=[ref("G05", 2, True), ref("G05", 1)])))
+    assert markers_of(after, "G05").coin == 1 and markers_of(after, "G05").markers[1:3] == (1, 1)
+
+
 def test_np_w28_np_x2_place_one_own_marker() -> None:
     """NP-W28, NP-X2."""
     s = acting(mark(crew(), "H04", {1: 1}), 6, 1)
