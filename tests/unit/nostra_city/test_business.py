@@ -130,3 +130,21 @@ def test_nc_r05_r06_a_busy_wiseguy_cannot_cash_in() -> None:
     assert refused(s, 0, cash_in("W01", "T01", "queens")) == "NC-R05"
     s2, _ = run(s, 0, cash_in("W02", "T01", "queens"))
     assert {"W01", "W02", "T01"} <= s2.players[0].busy
+
+
+def test_nc_b15_cheated_draws_start_at_the_active_players_left() -> None:
+    """NC-B15: the Cheated draw clockwise from the active player's left, not from seat 0,
+    each drawing all of their cards before the next."""
+    s = business_table()
+    s = seat(s, 3, turfs=("T10",))  # Staten Island Casino: seat 3 shares a Gambling cash-in too
+    s = table(s, first_player=2, order=(2, 3, 0, 1), first_player_moved=True,
+              note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID),
+              vendetta_deck=("V04", "V07", "V10"))  # Hit, Burglary, Tip-off: into the hand
+    s, _ = run(s, 2, cash_in("W06", "T07", "gambling"))
+    assert s.choice.shares == (1, 1, 1, 1)
+    s2, events = run(s, 2, distribute({}))
+    cheats = of_kind(events, "players_cheated")[0].cheats
+    assert [c.seat for c in cheats] == [3, 0, 1]
+    drawn = [e.seat for e in of_kind(events, "vendetta_drawn")]
+    assert drawn == [3, 0, 1]
+    assert s2.players[3].hand == ("V04",) and s2.players[0].hand == ("V07",) and s2.players[1].hand == ("V10",)
