@@ -194,3 +194,16 @@ def test_nc_m15_meeting_draws_go_clockwise_from_the_first_player() -> None:
     cheats = [c.seat for e in of_kind(events, "players_cheated") for c in e.cheats]
     assert "R1" in s.players[2].trophies
     assert cheats == [1, 0]  # clockwise from the first player, seat 1
+
+
+def test_nc_m20_untitled_draws_go_clockwise_from_the_first_player() -> None:
+    """NC-M19, NC-M20: the players left without a Title draw one at a time, clockwise from
+    the first player (not from seat 0)."""
+    s = table(meeting_table(5), street=(UNDERBOSS, "R2", "R3", "R4"), underboss="street", first_player=2)
+    s = table(s, order=phase_order(s, Phase.MEETING))
+    s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])]})
+    s, _ = run(s, 0, title("consigliere", 2))
+    s, events = run(s, 2, title("primo_capo", 3))  # seat 3 (W10) would not be Cheated anyway
+    cheated = [c.seat for e in of_kind(events, "players_cheated") if e.reason == "titles" for c in e.cheats]
+    assert cheated == [4, 1]  # clockwise from seat 2: 3 (titled), 4, 0 (Underboss), 1
+    assert [e.seat for e in of_kind(events, "vendetta_drawn")][:2] == [4, 1]
