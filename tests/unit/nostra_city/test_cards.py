@@ -239,3 +239,17 @@ def test_nc_k45_k52_tip_off_never_makes_atlantic_city_busy() -> None:
     s = seat(business_table(), 0, hand=("V10",))
     s = seat(s, 3, turfs=("T05", "AC"), busy=frozenset({"T05"}))
     assert refused(s, 0, revenge("V10", 3, turf="AC")) == "NC-K52"
+
+
+def test_nc_k52_tip_off_names_only_a_free_turf() -> None:
+    """NC-K52: the chosen Turf must be Free; a target whose Turfs are all Busy (or Atlantic City)
+    is no Tip-off target at all (NC-K47: only against a player on whom it has an effect)."""
+    s = seat(business_table(), 0, hand=("V10",))
+    s = seat(s, 1, busy=frozenset({"T04"}))  # T13 still Free
+    assert refused(s, 0, revenge("V10", 1, turf="T04")) == "NC-K52"
+    s2, _ = run(s, 0, revenge("V10", 1, turf="T13"))
+    assert {"T04", "T13"} <= s2.players[1].busy
+    s = seat(s, 3, turfs=("T05", "AC"), busy=frozenset({"T05"}))
+    assert refused(s, 0, revenge("V10", 3, turf="T05")) == "NC-K52"
+    assert not [c for c in ENGINE.legal_commands(s, 0) if c.WhichOneof("kind") == "play_vendetta"
+                and c.play_vendetta.target == 3]
