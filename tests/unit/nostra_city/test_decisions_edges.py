@@ -315,3 +315,19 @@ def test_nc_d01_malformed_or_wrong_commands_are_refusals_never_crashes() -> None
 
     for seed in range(3):
         play_random(ENGINE, 3 + seed, seed, on_step=on_step)
+
+
+def test_nc_d10_d11_title_defaults_go_clockwise_from_the_giver() -> None:
+    """NC-D10, NC-D11: the defaults count clockwise from the Underboss (the Consigliere), not from
+    seat 0."""
+    s = table(meeting_table(), street=(UNDERBOSS, "R2", "R3", "R4"), underboss="street",
+              vendetta_deck=("V04", "V05", "V06"))
+    for who in range(4):
+        if who == 2:
+            s, _ = run(s, 2, bid("W06", 1, [s.players[2].bank[0]]))  # one Note: kept at once (NC-D03)
+        s, _ = run(s, who, END)
+    assert s.choice.kind == "consigliere" and s.choice.seat == 2
+    assert ENGINE.timeout_command(s, 2).assign_title.seat == 3  # the first other player clockwise
+    s, _ = run(s, 2, title("consigliere", 1))
+    # clockwise from seat 1: seat 2 is the Underboss, so seat 3
+    assert ENGINE.timeout_command(s, 1).assign_title.seat == 3
