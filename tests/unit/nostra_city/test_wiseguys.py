@@ -199,3 +199,11 @@ def test_nc_w120_w20_is_worth_one_respect() -> None:
     """NC-W120: W20 is worth one respect."""
     s = seat(business_table(), 0, wiseguys=("W20",), turfs=())
     assert seat_respect(s, 0) == 1
+
+
+def test_nc_w105_a_free_source_stays_free() -> None:
+    """NC-W105: with W05 the named source's Free or Busy state does not change, so a Free Turf
+    named by W05 can still start another cash-in."""
+    s = table(business_table(), order=(1, 0, 2, 3), note_deck=DECK)
+    s2, _ = run(s, 1, cash_in("W05", "T04", "gambling", power=True))
+    assert "T04" not in s2.players[1].busy and "W05" in s2.players[1].busy
