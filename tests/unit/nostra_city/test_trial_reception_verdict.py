@@ -226,3 +226,15 @@ def test_nc_v15_v16_ties_broken_by_title_then_bank() -> None:
     s = seat(s, 2, bank=s.players[0].bank)
     r = ENGINE.result(_over(table(s, titles=()), "innocent", {}))
     assert sorted(r.winners()) == [0, 1, 2]  # shared win (NC-V15 (3))
+
+
+def test_nc_c06_underboss_takes_the_lowest_numbered_empty_space() -> None:
+    """NC-C06: with two empty spaces the Underboss goes into the lower one; the refill (NC-C08,
+    step 4) fills the other afterwards. A waiting Underboss (NC-C07) is placed the same way later."""
+    s = table(trial_table(), month=2, street=("R1", "", "R3", ""), street_deck=("W15", "T09"))
+    s, events = _end_all(s)
+    assert of_kind(events, "underboss")[0].space == 2
+    assert s.street == ("R1", UNDERBOSS, "R3", "W15")
+    s = table(trial_table(), month=4, underboss="waiting", street=("", "I1", "I3", ""), street_deck=("W15", "T09"))
+    s, events = _end_all(s)
+    assert s.street == (UNDERBOSS, "I1", "I3", "W15") and s.underboss == "street"
