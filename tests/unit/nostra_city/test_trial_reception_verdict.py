@@ -238,3 +238,23 @@ def test_nc_c06_underboss_takes_the_lowest_numbered_empty_space() -> None:
     s = table(trial_table(), month=4, underboss="waiting", street=("", "I1", "I3", ""), street_deck=("W15", "T09"))
     s, events = _end_all(s)
     assert s.street == (UNDERBOSS, "I1", "I3", "W15") and s.underboss == "street"
+
+
+def test_nc_t02_the_card_goes_to_the_only_corruptor() -> None:
+    """NC-T02: the Zealous Corruptor card goes to the one player who corrupted, here not the
+    first player."""
+    s = trial_table()
+    s, _ = run(s, 0, END)
+    s, _ = run(s, 1, corrupt("W03", [s.players[1].bank[0]]))
+    s, events = _end_all(s)
+    assert of_kind(events, "zealous_corruptor_taken")[0].seat == 1
+    assert "ZC1" in s.players[1].trophies and "ZC1" not in s.players[0].trophies
+
+
+def test_nc_c04_guilt_counts_from_the_first_month() -> None:
+    """NC-C04, NC-C05: every month's Reception, January's included, moves the token one space
+    toward Guilty per Investigation on the Street."""
+    s = table(trial_table(), month=1, street=("I1", "R2", "I3", "R4"))
+    v = s.verdict
+    s, events = _end_all(s)
+    assert s.verdict == v - 2 and of_kind(events, "verdict_moved")[0].delta == -2
