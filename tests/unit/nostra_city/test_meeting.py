@@ -207,3 +207,29 @@ def test_nc_m20_untitled_draws_go_clockwise_from_the_first_player() -> None:
     cheated = [c.seat for e in of_kind(events, "players_cheated") if e.reason == "titles" for c in e.cheats]
     assert cheated == [4, 1]  # clockwise from seat 2: 3 (titled), 4, 0 (Underboss), 1
     assert [e.seat for e in of_kind(events, "vendetta_drawn")][:2] == [4, 1]
+
+
+def test_nc_w119_extra_draw_in_the_meeting() -> None:
+    """NC-W119: W19's owner draws one extra card when Cheated by NC-M13 and by NC-M19 too."""
+    s = meeting_table()
+    s = seat(s, 1, wiseguys=("W03", "W04", "W19"))
+    s, events = _bids_and_end(s, {0: [("W01", 1, list(s.players[0].bank[:2]))],
+                                  1: [("W03", 1, [s.players[1].bank[0]])]})
+    assert [(c.seat, c.draws) for e in of_kind(events, "players_cheated") for c in e.cheats] == [(1, 2)]
+    s = table(meeting_table(), street=(UNDERBOSS, "R2", "R3", "R4"), underboss="street")
+    s = seat(s, 1, wiseguys=("W03", "W04", "W19"))
+    s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])]})
+    s, _ = run(s, 0, title("consigliere", 2))
+    s, events = run(s, 2, title("primo_capo", 3))
+    assert [(c.seat, c.draws) for e in of_kind(events, "players_cheated") for c in e.cheats] == [(1, 2)]
+
+
+def test_nc_d03_the_last_possible_primo_capo_receiver_is_automatic() -> None:
+    """NC-D03, NC-M18: with 3 players the Consigliere has one possible receiver, so the Primo
+    Capo is given without a decision."""
+    s = table(meeting_table(3), street=(UNDERBOSS, "R2", "R3", "R4"), underboss="street")
+    s, _ = _bids_and_end(s, {0: [("W01", 1, [s.players[0].bank[0]])]})
+    s, events = run(s, 0, title("consigliere", 1))
+    assigned = of_kind(events, "title_assigned")
+    assert [(t.title, t.to_seat) for t in assigned] == [("consigliere", 1), ("primo_capo", 2)]
+    assert s.choice is None or s.choice.kind != "primo_capo"
