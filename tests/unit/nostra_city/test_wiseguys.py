@@ -207,3 +207,21 @@ def test_nc_w105_a_free_source_stays_free() -> None:
     s = table(business_table(), order=(1, 0, 2, 3), note_deck=DECK)
     s2, _ = run(s, 1, cash_in("W05", "T04", "gambling", power=True))
     assert "T04" not in s2.players[1].busy and "W05" in s2.players[1].busy
+
+
+def test_nc_w112_a_raided_deck_corruption_still_counts_as_an_action() -> None:
+    """NC-W112: when the top card is the Police Raid no Note is placed, but the action is still
+    a Corruption action: under the Grand Jury (NC-K15) no second one is possible, so the turn
+    ends itself (NC-D03)."""
+    s = table(_trial(note_deck=(POLICE_RAID, *DECK[:2])), street=("I6", "R2", "R3", "R4"))
+    s = seat(s, 0, wiseguys=("W12", "W01"))
+    s2, events = run(s, 0, corrupt("W12", deck=True))
+    assert s2.pile == () and of_kind(events, "police_raided")
+    assert s2.players[0].corruption_actions == 1
+    assert s2.turn_seat != 0
+
+
+def test_nc_w120_a_busy_w20_still_gives_its_respect() -> None:
+    """NC-W120, NC-W01: an always-on power works Free or Busy."""
+    s = seat(business_table(), 0, wiseguys=("W20",), turfs=(), busy=frozenset({"W20"}))
+    assert seat_respect(s, 0) == 1
