@@ -331,3 +331,11 @@ def test_nc_d10_d11_title_defaults_go_clockwise_from_the_giver() -> None:
     s, _ = run(s, 2, title("consigliere", 1))
     # clockwise from seat 1: seat 2 is the Underboss, so seat 3
     assert ENGINE.timeout_command(s, 1).assign_title.seat == 3
+
+
+def test_nc_k15_x13_under_the_irs_audit_a_one_note_bank_cannot_bid() -> None:
+    """NC-K15, NC-X04: with I5 on the Street a Bank of one Note cannot make a bid at all, so
+    the Meeting turn ends itself (NC-D03); two Notes can."""
+    s = table(meeting_table(), street=("I5", "R2", "R3", "R4"))
+    one = seat(s, 0, bank=s.players[0].bank[:1])
+    assert not can_bid(one, 0) and can_bid(s, 0)
