@@ -148,3 +148,11 @@ def test_nc_b15_cheated_draws_start_at_the_active_players_left() -> None:
     drawn = [e.seat for e in of_kind(events, "vendetta_drawn")]
     assert drawn == [3, 0, 1]
     assert s2.players[3].hand == ("V04",) and s2.players[0].hand == ("V07",) and s2.players[1].hand == ("V10",)
+
+
+def test_nc_b12_the_first_player_card_goes_to_another_player() -> None:
+    """NC-B12: the active player cannot give the First Player card to themself, share or not."""
+    s = table(business_table(), note_deck=(*notes(5000, k=3, skip=20), POLICE_RAID))
+    s, _ = run(s, 0, cash_in("W01", "T01", "gambling"))
+    assert s.choice.shares[0] == 1
+    assert refused(s, 0, distribute({}, fp=0)) == "NC-B12"
