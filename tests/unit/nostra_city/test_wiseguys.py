@@ -225,3 +225,13 @@ def test_nc_w120_a_busy_w20_still_gives_its_respect() -> None:
     """NC-W120, NC-W01: an always-on power works Free or Busy."""
     s = seat(business_table(), 0, wiseguys=("W20",), turfs=(), busy=frozenset({"W20"}))
     assert seat_respect(s, 0) == 1
+
+
+def test_nc_w106_w06_breaks_only_a_tie_it_is_part_of() -> None:
+    """NC-W106: W06 wins only when its own bid is among the tied highest; a lower W06 bid under a
+    tie of two others leaves the tie result (NC-M09: nobody wins, the card stays)."""
+    s = meeting_table()
+    s, _ = _meeting(s, {0: [("W01", 1, list(s.players[0].bank[:2]))],
+                        1: [("W03", 1, list(s.players[1].bank[:2]))],
+                        2: [("W06", 1, [s.players[2].bank[0]])]})
+    assert s.street[0] == "R1" and not any("R1" in p.trophies for p in s.players)
