@@ -106,6 +106,64 @@ def store_away(exc: BaseException) -> bool:
     return isinstance(exc, _STORE_ERRORS)
 
 
+def _database_errors() -> tuple[type[BaseException], type[BaseException], type[BaseException]] | None:
+    try:
+        from sqlalchemy import exc
+    except ImportError:  # pragma: no cover - a service without the read models
+        return None
+    return exc.DBAPIError, exc.OperationalError, exc.TimeoutError
+
+
+_DATABASE_ERRORS: tuple[type[BaseException], ...] | None = None
+#: PostgreSQL's SQLSTATEs of a server away or refusing connections: class 08 (connection
+#: exception), shutting down or starting (57P01-57P03), too many connections (53300).
+_PG_AWAY = ("57P01", "57P02", "57P03", "53300")
+#: SQLite's of a file out of reach for now: locked past the busy timeout, unopenable, unreadable.
+_SQLITE_AWAY = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR")
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether `exc` says the SQL database (the read models) is out of reach: refusing or dropping
+    connections, shutting down, past its connection bound, a SQLite file locked or unopenable, no
+    pooled connection free in time. Such a failure is UNAVAILABLE (retry), not INTERNAL; a query
+    the database refuses (SQLite's OperationalError for a syntax error or a missing table too)
+    stays a failure of ours."""
+    global _DATABASE_ERRORS
+    if _DATABASE_ERRORS is None:
+        _DATABASE_ERRORS = _database_errors() or ()
+    if not _DATABASE_ERRORS:
+        return False
+    dbapi_error, operational, pool_timeout = _DATABASE_ERRORS
+    if isinstance(exc, pool_timeout):
+        return True
+    if not isinstance(exc, dbapi_error):
+        return False
+    if getattr(exc, "connection_invalidated", False):  # SQLAlchemy saw the connection drop
+        return True
+    orig = getattr(exc, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate:
+        return sqlstate.startswith("08") or sqlstate in _PG_AWAY
+    if not isinstance(exc, operational):
+        return False
+    sqlite_error = getattr(orig, "sqlite_errorname", None)
+    if sqlite_error:
+        return sqlite_error.startswith(_SQLITE_AWAY)
+    # A connection that could not be made or broke, as psycopg tells it client-side (no SQLSTATE).
+    return True
+
+
+def unavailable(exc: BaseException) -> Unavailable | None:
+    """The refusal a server's own failure is answered with when it is a dependency out of reach
+    (Redis or the SQL database: UNAVAILABLE `store_unavailable`, retry), or None (a failure of
+    ours: INTERNAL). One mapping, for every service's `@rpc` calls."""
+    if store_away(exc):
+        return Unavailable("store_unavailable", "the event store is out of reach for now; retry")
+    if database_away(exc):
+        return Unavailable("store_unavailable", "the database is out of reach for now; retry")
+    return None
+
+
 #: The longest message a status carries, in UTF-8 bytes. It travels twice (the message header,
 #: percent-encoded: a byte past ASCII takes three, and the status details' trailer) and messages
 #: quote the caller's ids: a long id must not push the trailers past a client's header limit

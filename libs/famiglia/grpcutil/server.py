@@ -24,7 +24,7 @@ from opentelemetry.trace import Status, StatusCode
 from famiglia.telemetry import close_server_span, extract_context, get_logger, open_server_span, server_span
 from famiglia.telemetry import metrics as _metrics
 
-from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, store_away, to_status
+from .errors import AppError, InvalidArgument, ResourceExhausted, Unavailable, to_status, unavailable
 from .readiness import CHECK_EVERY_S, LIVENESS, Dependency, Readiness
 from .tls import Transport
 from .watchdog import RUNNING, Running, Watchdog
@@ -116,7 +116,7 @@ def _outcome(exc: BaseException) -> tuple[str, str]:
     """(status name, famiglia code) a call ending in `exc` is answered with (`_fail`)."""
     if isinstance(exc, AppError):
         return exc.status.name, exc.code
-    return _STORE_AWAY if store_away(exc) else _INTERNAL
+    return _STORE_AWAY if unavailable(exc) is not None else _INTERNAL
 
 
 _service_names: dict[type, str] = {}
@@ -142,7 +142,8 @@ def _service_name(servicer: type) -> str:
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a servicer method: a server span continuing the client's trace,
-    AppError -> status with code, any other exception -> INTERNAL (logged). With metrics on
+    AppError -> status with code, Redis or the SQL database away -> UNAVAILABLE `store_unavailable`
+    (`errors.unavailable`), any other exception -> INTERNAL (logged). With metrics on
     (`famiglia.telemetry.metrics`), each call counted by its status and code, and a unary
     call's time measured; off, one test of a module attribute a call."""
     name = method.__name__
@@ -167,11 +168,11 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
         # The server's own failure: an error span with its exception (a refusal above is neither).
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:300]))
-        if store_away(exc):  # Redis restarting or away: retry (a stream, from the version it has)
+        away = unavailable(exc)
+        if away is not None:  # Redis or the database restarting or away: retry (a stream, from the version it has)
             log.warning("store_unavailable", rpc=name, error=f"{type(exc).__name__}: {exc}"[:300], **ids)
             if answer:
-                context.abort_with_status(to_status(Unavailable(
-                    "store_unavailable", "the event store is out of reach for now; retry")))
+                context.abort_with_status(to_status(away))
             return
         log.exception("rpc_failed", rpc=name, **ids)
         if answer:
