@@ -36,7 +36,7 @@ def main() -> None:
     with exit_on_bad_setting():  # a bad TLS setting stops the service before anything connects
         serving = transport()
     app = bootstrap(settings=settings)
-    # The archive (SQL) serves only matches gone from Redis, and reads as empty while away.
+    # The archive (SQL) serves only matches gone from Redis: while away, those are UNAVAILABLE.
     with exit_unbound("FAMIGLIA_REPLAY_ADDR", settings.replay_addr):
         server, port = serve(app, address, settings.grpc_workers, dependencies=[redis_ping(settings.redis_url)],
                              transport=serving, stuck_call_s=stuck_after)

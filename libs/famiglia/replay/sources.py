@@ -211,7 +211,9 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
 
     None when that package is not installed. A database the projection has not
     created yet (no archive table) reads as an empty archive, with a warning,
-    so the replay service still serves hot matches.
+    so the replay service still serves hot matches. A database out of reach
+    (`database_away`) is raised, not read as empty: an archived match would be
+    answered NOT_FOUND, which a client believes, instead of UNAVAILABLE, which it retries.
     """
     try:
         from famiglia.readmodels import archived_envelopes, make_engine, read_session
@@ -221,12 +223,16 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
     from sqlalchemy.exc import OperationalError, ProgrammingError
     from sqlmodel import select
 
+    from famiglia.grpcutil.errors import database_away
+
     engine = make_engine(database_url)
 
     def read(session: Any, match_id: str, after: int) -> list[EventEnvelope]:
         try:
             return archived_envelopes(session, match_id, after=after)
         except (OperationalError, ProgrammingError) as exc:
+            if database_away(exc):
+                raise
             _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
             return []
 
@@ -235,6 +241,8 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
             row = session.exec(select(ArchivedEvent.match_id, ArchivedEvent.seq)
                                .where(ArchivedEvent.event_id == event_id)).first()
         except (OperationalError, ProgrammingError) as exc:
+            if database_away(exc):
+                raise
             _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
             return None
         return None if row is None else EventLocation(str(row[0]), int(row[1]))

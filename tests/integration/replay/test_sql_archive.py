@@ -71,6 +71,36 @@ def test_a_database_without_an_archive_reads_as_empty(tmp_path) -> None:
     assert cold.read("m-none") == [] and cold.find("01NOSUCHEVENT") is None
 
 
+def test_an_archive_whose_database_is_away_answers_unavailable_not_unknown_match(stack: Stack) -> None:
+    """A trimmed match asked for while the database refuses connections: read as an empty archive,
+    it was answered NOT_FOUND `unknown_match`, which a client believes; now UNAVAILABLE
+    `store_unavailable`, which it retries. A hot match is still served meanwhile."""
+    import socket
+
+    import grpc
+
+    from famiglia.grpcutil.errors import error_code
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there: refused at once
+    trimmed = play(stack.commands, GAME_ID, 2, seed=52)
+    assert stack.store.trim(trimmed.match_id)
+    hot = play(stack.commands, GAME_ID, 2, seed=53)
+    cold = sql_archive_source(f"postgresql://famiglia@127.0.0.1:{port}/famiglia")
+    server, address = start_replay(stack.store, cold)
+    client = ReplayClient(address)
+    try:
+        assert client.events(hot.match_id)
+        with pytest.raises(grpc.RpcError) as away:
+            client.events(trimmed.match_id)
+        assert away.value.code() == grpc.StatusCode.UNAVAILABLE, away.value.details()
+        assert error_code(away.value) == "store_unavailable"
+    finally:
+        client.close()
+        server.stop(grace=None)
+
+
 def test_imported_matches_are_projected_beside_their_original_and_rate_no_one(stack: Stack, tmp_path) -> None:
     """An import of a match this server holds (the P1 wedge) and one claiming players and a
     tournament (the P2 forgery): both archived by the real projection, neither rated nor ranked."""
