@@ -148,9 +148,9 @@ class LagMonitor:
             self._gauge.set(report.max_lag_ms)
         if checkpoints_read:
             log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions)
-        else:
-            log.info("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions,
-                     checkpoints="unread", reason=f"{type(reason).__name__}: {reason}".replace("\n", " ")[:300])
+        else:  # at warning: for a consumer with nothing to project, the only line telling the outage
+            log.warning("projection_lag", lag_ms=report.max_lag_ms, partitions_behind=report.backlog_partitions,
+                        checkpoints="unread", reason=f"{type(reason).__name__}: {reason}".replace("\n", " ")[:300])
         self.last = report
         if self.on_report is not None:
             self.on_report(report)

@@ -275,3 +275,23 @@ def test_a_runner_whose_kept_entries_were_taken_over_is_held_back_no_more(app: P
         assert not runner.deferred and _held_back_points(reader) == [0]
     events = [line["event"] for line in logs if line["event"].startswith(("projection_reads_", "projection_entries_"))]
     assert events == ["projection_reads_held_back", "projection_entries_taken_over", "projection_reads_resumed"]
+
+
+def test_an_idle_consumer_with_the_database_away_still_warns(app: ProjectionApp, monkeypatch) -> None:
+    """A consumer with nothing to project never tries a batch, so only its lag measure meets the
+    database away. Before the lag was measured from Redis that measure failed its round
+    (`projection_round_failed`, at error); then the outage was told at info alone, which no
+    alert on warnings saw."""
+    runner = app.runner("idle")
+    runner.config = replace(runner.config, lag_every_s=0)
+    runner.lag = LagMonitor(app.store, app.sql)
+    write_matches(app.store, app.registry, _matches(2))
+    drain([runner])
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        outage.setattr(app.sql.pool, "connect", _refused)
+        with capture_logs() as logs:
+            runner.run_once(block_ms=0)  # nothing new: no batch, only the lag's read of the checkpoints
+    [line] = [line for line in logs if line["event"] == "projection_lag"]
+    assert line["log_level"] == "warning" and "database is away" in line["reason"]
+
