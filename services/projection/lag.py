@@ -86,7 +86,6 @@ class LagMonitor:
     def measure(self, kept: Iterable[PartitionEntry] = ()) -> LagReport:
         """The lag now; `kept`, the entries the consumer holds unprojected, count only while the
         database is away (module docstring): otherwise the checkpoints say."""
-        keys = self.store.keys
         tops = self.store.partition_tops()
         try:
             with read_session(self.engine) as session:
@@ -94,9 +93,14 @@ class LagMonitor:
                         for c in session.exec(select(Checkpoint)).all()}
         except SQLAlchemyError as exc:
             return self._report(self._outage_lag(tops, kept), checkpoints_read=False, reason=exc)
-        self._checkpoints = checkpoints = read
+        self._checkpoints = read
+        return self._report(self._against(tops, read))
+
+    def _against(self, tops: dict[int, PartitionEntry], checkpoints: dict[int, tuple[str, int]]) -> dict[int, int]:
+        """Each partition's lag: its top against its checkpoint; none (or no event time), the span
+        of what waits in its stream, from the oldest event."""
+        keys = self.store.keys
         by_partition: dict[int, int] = {}
-        firsts: dict[int, int] = {}
         needs_first = []
         for p in range(self.store.partitions):
             top = tops.get(p)
@@ -119,19 +123,19 @@ class LagMonitor:
                     pipe.xrange(keys.partition_stream(p), count=1)
                 for p, first in zip(needs_first, pipe.execute(), strict=True):
                     if first:
-                        firsts[p] = EventEnvelope.FromString(first[0][1][b"e"]).timestamp.ToMilliseconds()
-                        by_partition[p] = max(0, by_partition[p] - firsts[p])
-        return self._report(by_partition)
+                        first_ms = EventEnvelope.FromString(first[0][1][b"e"]).timestamp.ToMilliseconds()
+                        by_partition[p] = max(0, by_partition[p] - first_ms)
+        return by_partition
 
     def _outage_lag(self, tops: dict[int, PartitionEntry], kept: Iterable[PartitionEntry]) -> dict[int, int]:
-        """Each partition's lag without the checkpoints: its top against the checkpoint last read
-        (none: 0), and at least the age of the oldest entry kept of it."""
-        known = self._checkpoints or {}
-        by_partition = dict.fromkeys(range(self.store.partitions), 0)
-        for p, top in tops.items():
-            checkpoint = known.get(p)
-            if checkpoint is not None and checkpoint[1] and entry_key(checkpoint[0]) < entry_key(top.entry_id):
-                by_partition[p] = max(0, top.envelope.timestamp.ToMilliseconds() - checkpoint[1])
+        """Each partition's lag without the checkpoints: its top against the checkpoints last read,
+        by the same rules (a partition without one: its stream's span; none read yet: 0), and at
+        least the age of the oldest entry kept of it. Before, a partition without a checkpoint
+        read 0 here, so the gauge fell to 0 at an outage for the partitions furthest behind."""
+        if self._checkpoints is None:
+            by_partition = dict.fromkeys(range(self.store.partitions), 0)
+        else:
+            by_partition = self._against(tops, self._checkpoints)
         now = self.clock_ms()
         for entry in kept:
             p = entry.partition

@@ -295,3 +295,18 @@ def test_an_idle_consumer_with_the_database_away_still_warns(app: ProjectionApp,
     [line] = [line for line in logs if line["event"] == "projection_lag"]
     assert line["log_level"] == "warning" and "database is away" in line["reason"]
 
+
+def test_a_partition_without_a_checkpoint_keeps_its_lag_through_an_outage(app: ProjectionApp, monkeypatch) -> None:
+    """A partition nothing was projected from has no checkpoint: its lag is its whole stream's
+    span. Before, the database away, it was measured as 0 (no checkpoint last read), so the
+    gauge fell to 0 at the start of an outage for exactly the partitions furthest behind."""
+    played = write_matches(app.store, app.registry, _matches(3))
+    assert any(len({e.timestamp.ToMilliseconds() for e in p.envelopes}) > 1 for p in played)
+    monitor = LagMonitor(app.store, app.sql)
+    before = monitor.measure().by_partition  # nothing projected: no checkpoint at all
+    assert max(before.values()) > 0
+    with monkeypatch.context() as outage:
+        outage.setattr(app.sql, "connect", _refused)
+        outage.setattr(app.sql.pool, "connect", _refused)
+        during = monitor.measure()
+    assert not during.checkpoints_read and during.by_partition == before
