@@ -196,18 +196,26 @@ class Projector:
         so the retry starts on a fresh one."""
         thread = threading.get_ident()
         if self._conn_thread not in (0, thread):
-            with self.engine.begin() as conn:
+            with self._connect() as conn, conn.begin():
                 yield conn
             return
         self._conn_thread = thread
         kept = self._conn
         if kept is None or kept.closed or kept.invalidated:
-            kept = self._conn = self.engine.connect()
+            kept = self._conn = self._connect()
         try:
             with kept.begin():
                 yield kept
         except BaseException:
             self.release()
+            raise
+
+    def _connect(self) -> Connection:
+        """A connection; one that cannot be made is marked so (`_not_connected`)."""
+        try:
+            return self.engine.connect()
+        except DBAPIError as exc:
+            exc.not_connected = True  # type: ignore[attr-defined]
             raise
 
     def release(self) -> None:
@@ -830,8 +838,11 @@ def _not_connected(exc: BaseException) -> bool:
     trying again at once finds the database as away. The round ends, within one connect's
     bound (FAMIGLIA_DATABASE_TIMEOUT_S), so the runner holds back, holds what it keeps between
     its rounds and retries after its pause; before, eight connects in one round outlasted
-    `claim_idle_ms`. A kept connection that broke is tried again, on a new one."""
-    return isinstance(exc, DBAPIError) and exc.statement is None and not exc.connection_invalidated
+    `claim_idle_ms`. A kept connection that broke is tried again, on a new one, and so is an
+    error at COMMIT (no statement either: a deferred constraint or a serialisation failure, a
+    lost race), which a test of `statement is None` took for a failed connect, and counted as
+    a strike of the batch's matches."""
+    return getattr(exc, "not_connected", False) is True
 
 
 def _envelope_ids(envelope: EventEnvelope | None) -> dict[str, Any]:

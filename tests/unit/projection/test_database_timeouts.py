@@ -103,3 +103,34 @@ def test_a_batch_whose_connection_cannot_be_made_is_not_retried_in_its_round() -
     with pytest.raises(OperationalError):
         projector.project(entries)
     assert len(connects) == 1
+
+
+def test_a_lost_race_told_at_commit_is_still_retried_in_its_round(tmp_path, monkeypatch) -> None:
+    """An error at COMMIT carries no statement either (a deferred constraint a concurrent batch
+    broke, a serialisation failure): the connection was made, and the race is redone at once.
+    Before, `_not_connected` took every error without a statement for a failed connect and
+    ended the round on it."""
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.exc import IntegrityError
+
+    from services.projection import schema
+    from services.projection.projector import Projector
+    from tests.integration.projection.dice_race import registry
+    from tests.unit.projection.test_projector import played_entries
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'unit.db'}")
+    schema.upgrade(engine)
+    projector = Projector(engine, registry())
+    entries, total = played_entries("m1", seed=3)
+    commit = Connection._commit_impl
+    lost = [IntegrityError(None, None, Exception("UNIQUE constraint failed at commit"))]
+
+    def race_at_commit(conn: Connection) -> None:
+        if lost:
+            raise lost.pop()
+        commit(conn)
+
+    monkeypatch.setattr(Connection, "_commit_impl", race_at_commit)
+    outcome = projector.project(entries)
+    assert outcome.attempts == 2 and len(outcome.applied) == total
+    engine.dispose()
