@@ -39,16 +39,24 @@ def is_sqlite(engine_or_url: Engine | str) -> bool:
     return url.get_backend_name() == "sqlite"
 
 
+_INT_MAX = 2**31 - 1
+"""The most libpq reads of an integer parameter."""
+_KEEPALIVE_MAX_S = 32767
+"""The most Linux takes of TCP_KEEPIDLE and TCP_KEEPINTVL: more fails every connection (setsockopt)."""
+
+
 def postgres_timeouts(timeout_s: float, url: str = "") -> dict[str, Any]:
     """libpq's bounds on a server that stops answering, `timeout_s` each: the connect
     (`connect_timeout`, 2 s at least, as libpq counts it), data sent and never acknowledged
     (`tcp_user_timeout`: a host whose packets are dropped under an open connection, which a
     connect timeout never sees) and a reply awaited on a silent connection (keepalives). None
     cuts a slow statement short on a server that answers. Parameters `url` sets itself stay its."""
-    whole = max(1, math.ceil(timeout_s))
-    bounds: dict[str, Any] = {"connect_timeout": max(2, whole), "tcp_user_timeout": math.ceil(timeout_s * 1000),
-                              "keepalives": 1, "keepalives_idle": whole,
-                              "keepalives_interval": max(1, math.ceil(timeout_s / 3)), "keepalives_count": 3}
+    whole = min(_INT_MAX, max(1, math.ceil(timeout_s)))
+    bounds: dict[str, Any] = {"connect_timeout": max(2, whole),
+                              "tcp_user_timeout": min(_INT_MAX, math.ceil(timeout_s * 1000)),
+                              "keepalives": 1, "keepalives_idle": min(_KEEPALIVE_MAX_S, whole),
+                              "keepalives_interval": min(_KEEPALIVE_MAX_S, max(1, math.ceil(timeout_s / 3))),
+                              "keepalives_count": 3}
     given = make_url(normalize_url(url)).query if url else {}
     return {key: value for key, value in bounds.items() if key not in given}
 

@@ -134,3 +134,14 @@ def test_a_lost_race_told_at_commit_is_still_retried_in_its_round(tmp_path, monk
     outcome = projector.project(entries)
     assert outcome.attempts == 2 and len(outcome.applied) == total
     engine.dispose()
+
+
+def test_a_long_timeout_stays_within_what_the_kernel_takes() -> None:
+    """Linux refuses keepalive times over 32767 s (setsockopt(TCP_KEEPIDLE) failed: Invalid
+    argument) and libpq an int over 2**31 - 1: before, a setting of 40000 was taken at start
+    and then failed every connection."""
+    bounds = postgres_timeouts(40_000)
+    assert bounds["keepalives_idle"] == 32767 and bounds["keepalives_interval"] == 13334
+    assert bounds["connect_timeout"] == 40_000 and bounds["tcp_user_timeout"] == 40_000_000
+    assert postgres_timeouts(1e10) == {"connect_timeout": 2**31 - 1, "tcp_user_timeout": 2**31 - 1, "keepalives": 1,
+                                       "keepalives_idle": 32767, "keepalives_interval": 32767, "keepalives_count": 3}
