@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +153,7 @@ class Matcher:
         taken = self.holds.take(game_id, proposal_id, seats)
         if not taken.ok:
             if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here
-                self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, now)
+                self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, [taken.player_id], now)
             return False
         if not self.store.claim(proposal, plan, now):
             # Only the leases: a `table` hold naming this proposal is not ours (we pin after the
@@ -167,9 +167,11 @@ class Matcher:
             return False
         return True
 
-    def _leave(self, record: TicketRecord, seated: Hold, now: int) -> None:
-        """The ticket's player sits at another table: the ticket ends (unless already claimed)."""
-        self.store.close_ticket(record, CANCELLED, f"matched in {seated.game_id} ({seated.ref})", now,
+    def _leave(self, record: TicketRecord, seated: Hold, players: Sequence[str], now: int) -> None:
+        """The ticket's player sits at another table: the ticket ends (unless already claimed).
+        A party's other members learn who was seated in which game, not the match: its id is
+        enough to spectate a table they were not asked to."""
+        self.store.close_ticket(record, CANCELLED, _seated_reason(record, seated, players), now,
                                 from_states=(SEARCHING, PENDING))
 
     def _settle(self, held: Hold) -> Hold | None:
@@ -263,7 +265,7 @@ class Matcher:
         others = [g for g in self.games if g != game_id]
         for record in self.store.open_tickets(players, others):
             if record.state in (SEARCHING, PENDING):
-                self._leave(record, Hold(SEATED, game_id, match_id), self.clock())
+                self._leave(record, Hold(SEATED, game_id, match_id), players, self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
                 exc: CreateFailed) -> int:
@@ -321,6 +323,13 @@ def _seats_of(tickets: list[tuple[str, tuple[str, ...]]]) -> list[HoldSeat]:
 
 def _seats(plan: Mapping[str, Any]) -> list[HoldSeat]:
     return _seats_of(_tickets(plan))
+
+
+def _seated_reason(record: TicketRecord, seated: Hold, players: Sequence[str]) -> str:
+    if len(record.players) == 1:  # only the seated player sees it
+        return f"matched in {seated.game_id} ({seated.ref})"
+    members = [p for p in record.players if p in players]
+    return f"matched in {seated.game_id}: {', '.join(members)} {'was' if len(members) == 1 else 'were'} seated there"
 
 
 def _ticket_of(seats: list[HoldSeat], player_id: str) -> str:

@@ -182,12 +182,14 @@ def test_invites_are_listed_across_games_or_for_one(party_mm: Matchmaking, clock
 def test_being_seated_elsewhere_ends_the_creators_pending_party(party_mm: Matchmaking, clock: FakeClock) -> None:
     a, b, c = _guests(party_mm, "ABC")
     party = party_mm.app.create_ticket(a, GAME, [], {}, party=[b]).ticket_id
-    party_mm.app.create_ticket(a, DUEL, [], {})
+    duel = party_mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     party_mm.app.create_ticket(c, DUEL, [], {})
     clock.advance(0.001)
     assert party_mm.matcher.run_once() == 1  # A sits in the duel
+    match_id = party_mm.app.ticket(a, duel).match_id
     status = party_mm.app.ticket(b, party)
-    assert status.state == "cancelled" and status.reason.startswith(f"matched in {DUEL}")
+    assert status.state == "cancelled" and status.reason == f"matched in {DUEL}: {a} was seated there"
+    assert match_id and match_id not in status.reason and status.match_id == ""  # B may not spectate A's table
     assert party_mm.app.invites(b) == []
 
 
