@@ -67,11 +67,12 @@ def sql_select_one(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
     from sqlalchemy import create_engine, text
     from sqlalchemy.pool import NullPool
 
-    from famiglia.readmodels.db import is_sqlite, normalize_url
+    from famiglia.readmodels.db import is_sqlite, normalize_url, postgres_timeouts
 
     url = normalize_url(url)
-    # libpq waits at least 2 s for a connection; SQLite's timeout is for locks SELECT 1 never takes.
-    connect_args: dict[str, Any] = {} if is_sqlite(url) else {"connect_timeout": max(2, round(timeout))}
+    # The engines' bounds at `timeout` (the URL's own parameters win: connect arguments would
+    # override them); SQLite's timeout is for locks SELECT 1 never takes.
+    connect_args: dict[str, Any] = {} if is_sqlite(url) else postgres_timeouts(timeout, url)
     engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
 
     def select_one() -> None:

@@ -77,6 +77,31 @@ def test_every_bound_is_the_setting_and_the_urls_own_parameters_win() -> None:
     assert "connect_timeout" not in postgres_timeouts(5, "postgres://u@db/famiglia?connect_timeout=30")
 
 
+def test_the_readiness_check_keeps_the_urls_own_connect_timeout() -> None:
+    """Before, it passed `connect_timeout` of its own, which overrides the URL's."""
+    from sqlalchemy.engine import Engine
+
+    from famiglia.grpcutil.readiness import sql_select_one
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there: refused at once
+    seen: dict[str, Any] = {}
+
+    def look(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        seen.update(cparams)
+
+    event.listen(Engine, "do_connect", look)
+    try:
+        dependency = sql_select_one(f"postgresql://famiglia@127.0.0.1:{port}/famiglia?connect_timeout=30", timeout=2)
+        with pytest.raises(OperationalError):
+            dependency.check()
+        dependency.close()
+    finally:
+        event.remove(Engine, "do_connect", look)
+    assert seen["connect_timeout"] == "30" and seen["tcp_user_timeout"] == 2000
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])
 def test_a_timeout_that_is_no_bound_stops_the_process_naming_it(value: str, monkeypatch) -> None:
     monkeypatch.setenv("FAMIGLIA_DATABASE_TIMEOUT_S", value)
