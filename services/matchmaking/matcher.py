@@ -289,10 +289,13 @@ class Matcher:
     def _recover(self, game_id: str, now: int) -> int:
         """Finish tables whose claim is older than claim_retry_ms (same request id, same match)."""
         formed = 0
-        for proposal_id in self.store.stale_claims(game_id, now - self.tuning.claim_retry_ms):
+        stale = now - self.tuning.claim_retry_ms
+        for proposal_id in self.store.stale_claims(game_id, stale):
             plan = self.store.plan(game_id, proposal_id)
             if plan is None:  # finished meanwhile by another matcher
                 self.store.forget_claim(game_id, proposal_id)
+                continue
+            if not self.store.take_retry(game_id, proposal_id, stale, now):  # another replica asks now
                 continue
             log.info("claim_recovered", proposal_id=proposal_id)
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere

@@ -167,6 +167,7 @@ class RedisTicketStore:
         self._close: Script = client.register_script(_lua("close_ticket.lua"))
         self._accept: Script = client.register_script(_lua("accept_invite.lua"))
         self._retry_later: Script = client.register_script(_lua("retry_later.lua"))
+        self._take_retry: Script = client.register_script(_lua("take_retry.lua"))
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
@@ -328,6 +329,13 @@ class RedisTicketStore:
         k = Keys(game_id)
         if not self.client.exists(k.proposal(proposal_id)):
             self.client.zrem(k.claims, proposal_id)
+
+    def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int) -> bool:
+        """Whether this matcher retries the stale claim now: its next retry is pushed back to
+        `now_ms` first, atomically, so the other replicas do not ask CreateMatch meanwhile."""
+        k = Keys(game_id)
+        return bool(self._take_retry(keys=[k.proposal(proposal_id), k.claims],
+                                     args=[proposal_id, older_than_ms, now_ms]))
 
     def retry_later(self, game_id: str, proposal_id: str, now_ms: int, *, slow_after: int = 0,
                     delay_ms: int = 0) -> int:

@@ -8,7 +8,7 @@ new request id: the first match was left with seats nobody held and its players 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -190,3 +190,44 @@ def test_a_claimed_ticket_lives_as_long_as_its_table_is_retried(redis_url: str, 
                          reason="hold lost", now_ms=clock())
     assert own - 110_000 < client.pttl(key) < own - 90_000  # the lifetime left (100 s less), and the retention
     mm.close()
+
+
+@dataclass
+class SlowCreator:
+    """A CreateMatch still out while `meanwhile` runs (another replica's pass)."""
+
+    inner: LostReplies
+    meanwhile: list[Callable[[], object]] = field(default_factory=list)
+
+    def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],
+                     seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch:
+        while self.meanwhile:
+            self.meanwhile.pop()()
+        return self.inner.create_match(game_id, seats, options=options, seat_info=seat_info,
+                                       request_id=request_id)
+
+
+def test_a_stale_claim_is_retried_by_one_replica_while_its_create_match_is_out(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """Each replica read the stale claim and asked CreateMatch again while the first retry's was
+    still out (each pass, once the claim was stale): the retry pushes the claim back first."""
+    clock = FakeClock()
+    tuning = MatcherTuning(claim_retry_ms=5000)
+    first = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    second = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    lossy = LostReplies(creator, lose=1)
+    slow = SlowCreator(lossy)
+    first.matcher.creator = slow
+    second.matcher.creator = lossy
+    a, b = (first.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {a: first.app.create_ticket(a, DUEL, [], {}).ticket_id,
+               b: first.app.create_ticket(b, DUEL, [], {}).ticket_id}
+    first.matcher.tick(DUEL)  # made, its answer lost: the claim waits for its retry
+    clock.advance(6)
+    slow.meanwhile.append(lambda: second.matcher.tick(DUEL))  # the other replica's pass, the retry's call out
+    formed = first.matcher.tick(DUEL)
+    assert len(lossy.request_ids) == 2, f"CreateMatch asked {len(lossy.request_ids)} times, not once per retry"
+    assert formed == 1
+    _nobody_orphaned(first, creator, tickets)
+    first.close()
+    second.close()

@@ -433,3 +433,22 @@ def test_a_claimed_tickets_players_keep_their_open_ticket_while_its_table_waits(
         assert 600_000 < client.pttl(k.open(p)) <= 660_000
     with pytest.raises(AlreadyExists):
         mm.app.create_ticket(a, DUEL, [], {})
+
+
+# -- take_retry.lua ----------------------------------------------------------------------------
+def test_a_claims_retry_is_taken_once_while_stale_and_never_once_the_table_is_gone(mm: Matchmaking) -> None:
+    """The score moves only from stale (at most `older_than`) to now; a finished table's claim is
+    not written anew (ZADD XX, and the proposal must exist)."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    store, claimed, pid = mm.app.store, mm.app.clock(), proposal.proposal_id
+    assert not store.take_retry(DUEL, pid, claimed - 1, claimed + 10)  # not stale yet
+    assert store.client.zscore(Keys(DUEL).claims, pid) == claimed
+    assert store.take_retry(DUEL, pid, claimed, claimed + 10)
+    assert not store.take_retry(DUEL, pid, claimed, claimed + 20)  # taken: fresh again
+    assert store.client.zscore(Keys(DUEL).claims, pid) == claimed + 10
+    assert _finalize(mm, plan) == 2
+    assert not store.take_retry(DUEL, pid, claimed + 100, claimed + 200)
+    assert store.client.zscore(Keys(DUEL).claims, pid) is None

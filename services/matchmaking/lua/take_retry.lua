@@ -1,0 +1,22 @@
+-- Take a stale claim's retry: push its next retry back to `now` before asking CreateMatch
+-- again, only while the claim is still stale and its proposal still exists. Every matcher
+-- replica reads the same stale claims: without this, each one asked a slow CreateMatch again
+-- on each pass after the claim went stale (every `claim_retry_ms` and more). The one that
+-- moves the score asks; the others find it fresh and leave it to that one.
+--
+-- KEYS[1]  {mm:G}:proposal:<P>
+-- KEYS[2]  {mm:G}:claims
+-- ARGV[1]  the proposal id
+-- ARGV[2]  stale when the claim's score is at most this, ms (now - claim_retry_ms)
+-- ARGV[3]  now, ms
+--
+-- Returns 1 when this caller took the retry, 0 otherwise (not stale any more, or gone).
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not due or tonumber(due) > tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[2], 'XX', ARGV[3], ARGV[1])
+return 1
