@@ -39,6 +39,19 @@ def _lines(log: Path, event: str) -> list[dict[str, Any]]:
     return found
 
 
+def _into_the_engine(channel: grpc.Channel, client: GameClient, command_id: str) -> tuple[Any, int, str, Any]:
+    """A 2-seat match of the stalling game and its first legal command submitted, the call left
+    running in the engine: (match, seat, token, the call's future)."""
+    match = client.create_match(GAME_ID, 2, seed=5)
+    seat = client.spectator(match.match_id).view().to_act[0].seat
+    token = match.seat_tokens[seat]
+    command = client.seat(match.match_id, token).legal_commands().commands[0]
+    request = pb.SubmitCommandRequest(match_id=match.match_id, command_id=command_id, command=command)
+    running = pb_grpc.GameServiceStub(channel).SubmitCommand.future(
+        request, metadata=[("authorization", f"Bearer {token}")], timeout=120)
+    return match, seat, token, running
+
+
 def test_a_command_service_whose_engine_loops_says_so_and_asks_to_be_restarted(redis_url: str,
                                                                                tmp_path: Path) -> None:
     process = CommandProcess(redis_url, free_port(), tmp_path / "command.log", module="tests.support.stalling_command",
@@ -47,13 +60,7 @@ def test_a_command_service_whose_engine_loops_says_so_and_asks_to_be_restarted(r
     health = health_pb2_grpc.HealthStub(channel)
     client = GameClient(channel=channel, timeout=30)
     try:
-        match = client.create_match(GAME_ID, 2, seed=5)
-        seat = client.spectator(match.match_id).view().to_act[0].seat
-        token = match.seat_tokens[seat]
-        command = client.seat(match.match_id, token).legal_commands().commands[0]
-        request = pb.SubmitCommandRequest(match_id=match.match_id, command_id="loops-1", command=command)
-        stuck = pb_grpc.GameServiceStub(channel).SubmitCommand.future(
-            request, metadata=[("authorization", f"Bearer {token}")], timeout=120)
+        match, seat, token, stuck = _into_the_engine(channel, client, "loops-1")
 
         def status(name: str) -> int:
             return health.Check(health_pb2.HealthCheckRequest(service=name), timeout=10).status
@@ -93,13 +100,7 @@ def test_a_slow_call_still_running_at_the_end_of_the_drain_is_a_stop_not_a_stuck
     channel = grpc.insecure_channel(process.address)
     client = GameClient(channel=channel, timeout=30)
     try:
-        match = client.create_match(GAME_ID, 2, seed=5)
-        seat = client.spectator(match.match_id).view().to_act[0].seat
-        token = match.seat_tokens[seat]
-        command = client.seat(match.match_id, token).legal_commands().commands[0]
-        request = pb.SubmitCommandRequest(match_id=match.match_id, command_id="slow-1", command=command)
-        slow = pb_grpc.GameServiceStub(channel).SubmitCommand.future(
-            request, metadata=[("authorization", f"Bearer {token}")], timeout=120)
+        match, _seat, _token, slow = _into_the_engine(channel, client, "slow-1")
         # Until the call holds its match's lock (in the engine): a view of the match waits for it,
         # and stays waiting, a second call under way at the stop.
         stub, deadline = pb_grpc.GameServiceStub(channel), time.monotonic() + 60
