@@ -6,6 +6,7 @@ read `BATCH` more new entries a partition into its waiting entries, without end.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -46,6 +47,17 @@ def _points(reader: InMemoryMetricReader, name: str) -> list[tuple[dict, float]]
 def _max_lag(reader: InMemoryMetricReader) -> float:
     [lag] = [value for attributes, value in _points(reader, "famiglia.projection.lag") if not attributes]
     return lag
+
+
+def _a_failed_round(app: ProjectionApp, outage: pytest.MonkeyPatch) -> Any:
+    """A runner whose first round met the database away (`outage` keeps it away): held back."""
+    runner = app.runner("outage")
+    runner.projector.max_attempts = 1
+    outage.setattr(app.sql, "connect", _refused)
+    runner.projector.release()
+    with pytest.raises(OperationalError):
+        runner.run_once(block_ms=0)
+    return runner
 
 
 def test_a_runner_reads_nothing_new_while_the_database_refuses(app: ProjectionApp, monkeypatch) -> None:
@@ -125,13 +137,8 @@ def test_poison_matches_kept_through_an_outage_do_not_hold_the_runner_back_once_
 
     monkeypatch.setattr(Projector, "_create_match", poison)
     write_matches(app.store, app.registry, _matches(2, prefix="p"))
-    runner = app.runner("outage")
-    runner.projector.max_attempts = 1
     with monkeypatch.context() as outage:
-        outage.setattr(app.sql, "connect", _refused)
-        runner.projector.release()
-        with pytest.raises(OperationalError):
-            runner.run_once(block_ms=0)
+        runner = _a_failed_round(app, outage)
     assert {e.envelope.match_id for e in runner.deferred.values()} <= {"p000", "p001"} and runner.deferred
     good = write_matches(app.store, app.registry, _matches(3, prefix="g"))
     for _ in range(30):  # rounds as `run` makes them: a failed one is retried
@@ -188,13 +195,8 @@ def test_a_dead_consumers_entries_wait_out_the_hold_back_and_are_claimed_after_i
     dead.ensure_groups("0")
     left = dead.read(count=3)  # read, then the process died
     assert left
-    runner = app.runner("outage")
-    runner.projector.max_attempts = 1
     with monkeypatch.context() as outage:
-        outage.setattr(app.sql, "connect", _refused)
-        runner.projector.release()
-        with pytest.raises(OperationalError):
-            runner.run_once(block_ms=0)  # held back from here on
+        runner = _a_failed_round(app, outage)  # held back from here on
         for entry in left:  # idle past any claim time, as after a long absence
             app.store.client.xclaim(app.store.keys.partition_stream(entry.partition), group, "dead", 0,
                                     [entry.entry_id], idle=10 * 60_000, justid=True)

@@ -39,13 +39,19 @@ def _rounds(runner: ProjectionRunner, until: Callable[[], bool]) -> int:
     return ROUNDS
 
 
-def test_a_restarted_consumer_projects_every_entry_it_left_pending_once(app: ProjectionApp) -> None:
-    played = write_matches(app.store, app.registry, specs(6))
+def _read_and_died(app: ProjectionApp) -> list:
+    """Every entry read by consumer "a", none acked: it died there."""
     died = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
     died.ensure_groups("0")
     left = []
-    while batch := died.read(count=app.settings.runner.batch):  # read, never acked: it died here
+    while batch := died.read(count=app.settings.runner.batch):
         left += batch
+    return left
+
+
+def test_a_restarted_consumer_projects_every_entry_it_left_pending_once(app: ProjectionApp) -> None:
+    played = write_matches(app.store, app.registry, specs(6))
+    left = _read_and_died(app)
     per_partition = Counter(e.partition for e in left)
     assert max(per_partition.values()) > 2 * app.settings.runner.batch  # more than one read back gives
     restarted = app.runner("a")
@@ -96,11 +102,7 @@ def test_another_replica_takes_none_of_a_restarted_consumers_leftovers_once_it_s
     back: until session 33 the rest, idle since it went down, went to the first replica whose
     XAUTOCLAIM came (moved once, not lost, but projected by another with a claim logged)."""
     played = write_matches(app.store, app.registry, specs(6))
-    died = PartitionConsumer.for_store(app.store, app.settings.runner.group, "a")
-    died.ensure_groups("0")
-    left = []
-    while batch := died.read(count=app.settings.runner.batch):  # read, never acked: it died here
-        left += batch
+    left = _read_and_died(app)
     assert max(Counter(e.partition for e in left).values()) > 2 * app.settings.runner.batch
     _away(app, left, minutes=10)
     restarted, other = app.runner("a"), app.runner("b")  # claim_every_s 0: b claims in every round
