@@ -1544,9 +1544,12 @@ class CommandApp:
             self._tell_table(m, REMATCH_ASKED, viewer)
         if not waiting and not asks.request_id:
             # (A table completed without one: by a replica of the release before the above, killed
-            # before its own `fix_request_id`.)
-            asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32),
-                                                                         int(self.wall() * 1000)))
+            # before its own `fix_request_id`. Refused as the ask is for a match trimmed since.)
+            try:
+                asks = RematchAsks(asks.seats, self.rematches.fix_request_id(match_id, secrets.token_hex(32),
+                                                                             int(self.wall() * 1000)))
+            except FinishedMatchArchived:
+                return self._made_before(match_id, viewer, gone(self.store, match_id))
         return self._rematch(m, viewer, asks, make=True)
 
     def rematch_operator(self, token: str | None) -> str:
@@ -1566,15 +1569,19 @@ class CommandApp:
         budget (its creation needed an operator, `check_creator`; the table's asks alone are
         refused `operator_only`): the persons ask next, as at any match, and it is made by the
         ask that completes the table. Of any other match it changes nothing. Answers as a
-        spectator's look; again, the same."""
+        spectator's look; again, the same. A match trimmed since it was loaded is refused in the
+        write (nothing stored for a match gone): answered as an allow that came after the trim."""
         try:
             m = self._finished(match_id, SPECTATOR)
-        except NotFound as gone:
-            return self._made_before(match_id, SPECTATOR, gone)
+        except NotFound as refused:
+            return self._made_before(match_id, SPECTATOR, refused)
         late = too_late(m, self.wall())
         if late is not None:
             return self._rematch(m, SPECTATOR, self._made_in_time(match_id, late), make=True)
-        asks = self.rematches.allow(match_id, operator)
+        try:
+            asks = self.rematches.allow(match_id, operator)
+        except FinishedMatchArchived:
+            return self._made_before(match_id, SPECTATOR, gone(self.store, match_id))
         log.info("rematch_allowed", match_id=match_id, operator=operator)
         return self._rematch(m, SPECTATOR, asks, make=True)
 

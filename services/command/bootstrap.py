@@ -122,14 +122,16 @@ def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:
 
 def _rematch_asks(store: EventStore) -> RematchAsksStore:
     """Finished matches' rematch asks beside their matches: on the event store's Redis and key
-    layout (the match's slot), or in memory beside an in-memory store."""
+    layout (the match's slot), or in memory beside an in-memory store, bound to it (the asks
+    refuse a match it trimmed, its trim a match whose rematch is pending, as on Redis)."""
+    from famiglia.eventstore.memory_store import InMemoryEventStore
     from famiglia.eventstore.redis_store import RedisEventStore
 
     if isinstance(store, RedisEventStore):
         from famiglia.eventstore.rematch_asks import RedisRematchAsks
 
         return RedisRematchAsks(store.client, store.keys)
-    return InMemoryRematchAsks()
+    return InMemoryRematchAsks(store=store if isinstance(store, InMemoryEventStore) else None)
 
 
 def _player_matches(store: EventStore) -> PlayerMatches:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import pytest
@@ -22,6 +23,7 @@ from famiglia.eventstore.rematch_asks import (
     REMATCH_TTL_S,
     FinishedMatchArchived,
     RedisRematchAsks,
+    RematchAsksStore,
     creation_pending,
 )
 from famiglia.grpcutil.errors import error_code
@@ -31,6 +33,7 @@ from services.command.app import CommandApp
 from services.command.bootstrap import CommandSettings, bootstrap
 from services.command.entrypoints.grpc_server import serve
 from tests.contracts.eventstore_contract import batch
+from tests.contracts.rematch_asks_contract import RematchAsksContract
 
 pytestmark = pytest.mark.redis
 
@@ -152,6 +155,34 @@ def test_the_ask_script_refuses_a_match_trimmed_and_writes_nothing(redis_url: st
         with pytest.raises(FinishedMatchArchived):  # a first ask too
             asks.ask("m2", 0, (0, 1), "second")
         assert not store.client.exists(store.keys.rematch("m2"))
+    finally:
+        store.close()
+
+
+class TestRedisRematchAsks(RematchAsksContract):
+    @pytest.fixture(autouse=True)
+    def _redis(self, redis_url: str) -> None:
+        self.url = redis_url
+
+    def make(self) -> tuple[Any, RematchAsksStore]:
+        store = RedisEventStore.connect(self.url)
+        return store, RedisRematchAsks(store.client, store.keys)
+
+
+def test_no_write_leaves_a_key_of_a_match_trimmed(redis_url: str) -> None:
+    """`fix_request_id` and `allow` wrote the asks of a match trimmed since its caller loaded it
+    (the ask's script alone looked): a hash, and a pending entry, of a match gone."""
+    store = RedisEventStore.connect(redis_url)
+    asks = RedisRematchAsks(store.client, store.keys)
+    try:
+        store.append("m1", 0, batch("m1", 0, 1))
+        store.trim("m1")
+        for write in (lambda: asks.fix_request_id("m1", "first"), lambda: asks.allow("m1", "ops"),
+                      lambda: asks.ask("m1", 0)):
+            with pytest.raises(FinishedMatchArchived):
+                write()
+        assert not store.client.exists(store.keys.rematch("m1"))
+        assert store.client.zscore(store.keys.rematches_pending(store.keys.partition_of("m1")), "m1") is None
     finally:
         store.close()
 

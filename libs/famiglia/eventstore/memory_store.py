@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, entry_key
+from .rematch_asks import FinishedMatchArchived, RematchPending
+
+_T = TypeVar("_T")
 
 
 def validate_batch(match_id: str, expected_version: int, events: Sequence[EventEnvelope]) -> None:
@@ -101,6 +104,7 @@ class InMemoryEventStore(EventStore):
         self._matches: dict[str, _Match] = {}
         self._commands: dict[tuple[str, str], tuple[int, int]] = {}
         self._partition_streams: list[list[tuple[str, str, int, bytes]]] = [[] for _ in range(partitions)]
+        self._rematch_pending: Callable[[str], bool] = lambda _match_id: False
 
     def append(
         self,
@@ -278,17 +282,36 @@ class InMemoryEventStore(EventStore):
 
         Returns how many events were dropped. Command ids are forgotten with
         the events; a retried command then meets ConcurrencyConflict instead.
+        A match whose rematch's creation is pending (the rematch asks bound to
+        this store, `keep_rematches`) is kept: RematchPending, nothing dropped.
         """
         with self._lock:
             match = self._matches.get(match_id)
             if match is None:
                 return 0
+            if self._rematch_pending(match_id):
+                raise RematchPending(match_id)
             dropped = len(match.events)
             match.base += dropped
             match.events.clear()
             for key in [key for key in self._commands if key[0] == match_id]:
                 del self._commands[key]
             return dropped
+
+    def keep_rematches(self, pending: Callable[[str], bool]) -> None:
+        """Bind the rematch asks (`InMemoryRematchAsks(store=self)`): `pending(match_id)`, asked
+        by `trim` under the lock, keeps a match whose rematch is made from it, as trim.lua does."""
+        self._rematch_pending = pending
+
+    def unless_archived(self, match_id: str, write: Callable[[], _T]) -> _T:
+        """`write()` under the lock unless the match is archived (trimmed: its events dropped, its
+        version kept), which raises FinishedMatchArchived, nothing written: of a write and a trim,
+        whichever takes the lock first wins, as with the Redis scripts."""
+        with self._lock:
+            match = self._matches.get(match_id)
+            if match is not None and match.version > 0 and not match.events:
+                raise FinishedMatchArchived(match_id)
+            return write()
 
     def _tail(self, match_id: str, after: int, limit: int | None) -> list[bytes]:
         """Blobs with seq > after; the caller holds the lock."""

@@ -56,20 +56,11 @@ from .memory_store import validate_batch, validate_write_out
 from .player_matches import player_matches_key
 from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, appended
 from .port import partition_of as _partition_of
+from .rematch_asks import RematchPending as RematchPending  # (where retention looks for it)
 
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
 _TRIM_REMATCH_PENDING = -2  # trim.lua's answer for a match its rematch is made from
 _KEY_CACHE = 4096  # matches whose key names an adapter remembers
-
-class RematchPending(Exception):
-    """A trim refused: the finished match's rematch's creation is pending (its table asked in
-    full, the match not made yet: `famiglia.eventstore.rematch_asks`), and the rematch is made
-    from it. Nothing was dropped."""
-
-    def __init__(self, match_id: str) -> None:
-        super().__init__(f"match {match_id}: its rematch's creation is pending")
-        self.match_id = match_id
-
 
 def _script(name: str) -> str:
     """A script shipped inside the package (package-data `*.lua`). The rare-path scripts

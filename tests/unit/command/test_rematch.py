@@ -16,7 +16,7 @@ from famiglia.config import Settings
 from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
-from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks
+from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks, RematchAsks
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
@@ -558,8 +558,9 @@ def test_a_rematch_made_by_its_ask_leaves_nothing_for_the_sweep() -> None:
 
 def test_a_lost_creation_whose_match_was_archived_is_given_up() -> None:
     """The retention keeps such a match in Redis; one trimmed all the same (a projection from
-    before it) makes nothing: the sweep says so and looks at it no more."""
-    app = _app()
+    before it, which did not look: asks bound to no store) makes nothing: the sweep says so and
+    looks at it no more."""
+    app = _app(asks=InMemoryRematchAsks())
     match_id = _match(app)
     _play_out(app, match_id)
     _lost_creation(app, match_id)
@@ -614,6 +615,38 @@ def test_an_operator_allows_the_rematch_of_bots_past_the_public_budget_and_the_t
     plain = _match(app)
     _play_out(app, plain)
     assert app.allow_rematch(plain, "alice").waiting_for == (0, 1)
+
+
+def test_a_write_to_the_asks_after_the_trim_stores_nothing_and_answers_match_archived(monkeypatch) -> None:
+    """The retention sweep trims the finished match between a call's load and its write: an
+    operator's allow, and the `fix_request_id` of a table completed without a request id (by a
+    release before the ask fixed it), wrote the asks of a match gone, the latter marking a
+    creation pending that no sweep could make, and made the rematch of an archived match. Refused
+    in the write now, as the ask is: answered as a call that came after the trim."""
+    store = InMemoryEventStore()
+    app = _app(store)
+    asks = app.rematches
+
+    def trimmed_first(write):
+        def call(match_id, *args, **kwargs):
+            store.trim(match_id)  # (the sweep, between the load and the write)
+            return write(match_id, *args, **kwargs)
+        return call
+
+    allowed = _match(app)
+    _play_out(app, allowed)
+    monkeypatch.setattr(asks, "allow", trimmed_first(asks.allow))
+    assert _refused(lambda: app.allow_rematch(allowed, "alice")) == ("NOT_FOUND", "match_archived")
+    assert asks.look(allowed) == RematchAsks(frozenset())
+
+    completed = _match(app)
+    _play_out(app, completed)
+    asks.ask(completed, 0)  # the table asked in full by a release that fixed no request id
+    ask = asks.ask
+    monkeypatch.setattr(asks, "ask", lambda match_id, seat, *_args: ask(match_id, seat))
+    monkeypatch.setattr(asks, "fix_request_id", trimmed_first(asks.fix_request_id))
+    assert _refused(lambda: app.ask_rematch(completed, _person(app, completed, 1))) == ("NOT_FOUND", "match_archived")
+    assert asks.look(completed) == RematchAsks(frozenset({0, 1})) and asks.pending(10**15) == []
 
 
 def test_a_creation_done_but_not_dropped_from_the_pending_is_dropped_by_the_sweep() -> None:
