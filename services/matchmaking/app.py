@@ -166,16 +166,18 @@ class MatchmakingApp:
         except InvalidToken as exc:
             raise Unauthenticated("bad_token", str(exc)) from None
 
-    def profile(self, player_id: str, *, own: bool = False) -> Profile:
+    def profile(self, player_id: str, *, own: bool = False, strict: bool = True) -> Profile:
         """A player's profile; `own`: the caller's, asked with its token, a use that keeps the guest
-        (its TTL refreshed in the same round trip)."""
+        (its TTL refreshed in the same round trip). Its ratings are read `strict`: with the read
+        models' database out of reach, UNAVAILABLE `store_unavailable` (retry), not the default
+        ratings shown as the player's. Not `strict`: the default then (RegisterGuest's, whose
+        guest is registered already and new: no rating to show but the default)."""
         player = self.players.get(player_id, touch=own)
         if player is None:
             if own:
                 raise _expired(player_id)
             raise NotFound("unknown_player", f"no player {player_id!r}")
-        ratings = {g: self.ratings.ratings(g, [player_id])[player_id] for g in self.games}
-        return Profile(player, ratings)
+        return Profile(player, {g: self.ratings.ratings(g, [player_id], strict=strict)[player_id] for g in self.games})
 
     # -- tickets ---------------------------------------------------------------------
     def create_ticket(self, player_id: str, game_id: str, seat_counts: Sequence[int],

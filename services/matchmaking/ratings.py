@@ -3,7 +3,9 @@
 The projection rates finished matches into SQL (`famiglia.readmodels`, one scope per
 game). Matchmaking only reads, and degrades to the OpenSkill default when the
 projection's tables are absent or unreadable: a missing leaderboard must never stop
-players from getting a table.
+players from getting a table. A profile reads them `strict`: a database out of reach
+(`database_away`) is raised there (UNAVAILABLE `store_unavailable`, which a client retries),
+not shown as the default, which a player who has a rating would take for a reset.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from famiglia.grpcutil.errors import database_away
 from famiglia.matchmaking import DEFAULT_RATING, FixedRatings, Rating, RatingProvider
 from famiglia.telemetry import get_logger
 
@@ -24,7 +27,7 @@ class ReadModelRatings:
         self.engine = engine
         self._warned = False
 
-    def ratings(self, game_id: str, player_ids: Sequence[str]) -> dict[str, Rating]:
+    def ratings(self, game_id: str, player_ids: Sequence[str], *, strict: bool = False) -> dict[str, Rating]:
         out = {p: DEFAULT_RATING for p in player_ids}
         try:
             from sqlmodel import col, select
@@ -38,6 +41,8 @@ class ReadModelRatings:
             for row in rows:
                 out[row.player_id] = Rating(row.mu, row.sigma)
         except Exception as exc:  # noqa: BLE001 - no projection yet: everyone has the default
+            if strict and database_away(exc):
+                raise
             if not self._warned:
                 log.warning("ratings_unavailable", error=repr(exc))
                 self._warned = True

@@ -25,8 +25,11 @@ DEFAULT_RATING = Rating()
 
 
 class RatingProvider(Protocol):
-    def ratings(self, game_id: str, player_ids: Sequence[str]) -> dict[str, Rating]:
-        """A rating for every asked player (the default for unrated ones)."""
+    def ratings(self, game_id: str, player_ids: Sequence[str], *, strict: bool = False) -> dict[str, Rating]:
+        """A rating for every asked player (the default for unrated ones). A store out of reach
+        gives everyone the default too (a ticket's rating window: a leaderboard away must never
+        stop players from getting a table), unless `strict`: then its error is raised (a profile
+        shows the ratings, and the default shown for a player who has one would be a lie)."""
         ...
 
 
@@ -41,7 +44,7 @@ class FixedRatings:
     def set(self, player_id: str, rating: Rating, game_id: str = "") -> None:
         self._table[(game_id, player_id) if game_id else player_id] = rating
 
-    def ratings(self, game_id: str, player_ids: Sequence[str]) -> dict[str, Rating]:
+    def ratings(self, game_id: str, player_ids: Sequence[str], *, strict: bool = False) -> dict[str, Rating]:
         return {p: self._table.get((game_id, p), self._table.get(p, DEFAULT_RATING)) for p in player_ids}
 
 

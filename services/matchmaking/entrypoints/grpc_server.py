@@ -46,8 +46,9 @@ class PlayerServicer(pb_grpc.PlayerServiceServicer):
     @rpc
     def RegisterGuest(self, request, context):
         player, token = self.app.register_guest(request.display_name, request.request_id)
+        # (Not strict: a registration stored does not fail for the read models' database, away.)
         return pb.RegisterGuestResponse(player_id=player.player_id, player_token=token,
-                                        profile=_profile(self.app.profile(player.player_id)))
+                                        profile=_profile(self.app.profile(player.player_id, strict=False)))
 
     @rpc
     def GetProfile(self, request, context):
