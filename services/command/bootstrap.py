@@ -110,14 +110,17 @@ def _quarantine(store: EventStore, ttl_s: float) -> Quarantine:
 
 def _chat_store(store: EventStore, chat: ChatSettings) -> ChatStore:
     """Match chat beside the matches: on the event store's Redis and key layout (one slot with
-    its match), or in memory beside an in-memory store."""
+    its match), or in memory beside an in-memory store, bound to it (its trim takes a match's chat,
+    and a trimmed match takes no message, as on Redis)."""
     from famiglia.eventstore.redis_store import RedisEventStore
 
     if isinstance(store, RedisEventStore):
         from famiglia.eventstore.chat import RedisChatStore
 
         return RedisChatStore(store.client, store.keys, chat.limits)
-    return InMemoryChatStore(chat.limits)
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+
+    return InMemoryChatStore(chat.limits, store=store if isinstance(store, InMemoryEventStore) else None)
 
 
 def _rematch_asks(store: EventStore) -> RematchAsksStore:

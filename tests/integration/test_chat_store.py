@@ -5,11 +5,13 @@ and nothing written to the match's events."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import redis
 
 from famiglia.eventstore.chat import ChatLimits, ChatStore, ChatTooFast, InMemoryChatStore, RedisChatStore
+from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.port import entry_key
 from famiglia.eventstore.redis_store import RedisEventStore
 
@@ -168,23 +170,59 @@ def test_the_rate_window_runs_on_redis_clock_whatever_the_replicas_clocks(
     assert [e.text for e in chat.read(MATCH)] == ["one", "two"]
 
 
-def test_a_trimmed_match_takes_no_new_chat(events: RedisEventStore) -> None:
+@pytest.fixture(params=["redis", "memory"])
+def trimming(request: pytest.FixtureRequest, events: RedisEventStore) -> tuple[Any, ChatStore]:
+    """An event store that trims, and the chat bound to it: Redis's scripts, or the in-memory
+    stores bound as `services.command.bootstrap` binds them."""
+    limits = ChatLimits(rate=1)
+    if request.param == "memory":
+        store = InMemoryEventStore()
+        return store, InMemoryChatStore(limits, store=store)
+    return events, RedisChatStore(events.client, events.keys, limits)
+
+
+def test_a_trimmed_match_takes_no_new_chat(trimming: tuple[Any, ChatStore]) -> None:
     """A command replica that still holds an archived match in memory took its chat after the
     trim, and so kept a private message, and its record, for the chat's 30 days: nobody could
-    read them (the match is archived), nothing would drop them."""
+    read them (the match is archived), nothing would drop them. (The in-memory store took it all
+    the same, and kept the chat past the trim: unit tests could not see the refusal.)"""
     from famiglia.eventstore.chat import MatchArchived
     from tests.contracts.eventstore_contract import batch, new_match_id
 
+    events, chat = trimming
     match = new_match_id()
     events.append(match, 0, batch(match, 0, 2), command_id="c1")
-    chat = RedisChatStore(events.client, events.keys, ChatLimits(rate=1))
     first = chat.send(match, 1, "m1", (0,), "before the trim")
     events.trim(match)
+    assert chat.read(match) == []  # the chat went with the trim
     with pytest.raises(MatchArchived):
         chat.send(match, 1, "m2", (0,), "a private word after it")
     assert chat.send(match, 1, "m1", (0,), "before the trim").entry == first.entry  # a retry still answers
-    keys = events.keys
-    assert not events.client.exists(keys.chat(match), keys.chat_message(match, 1, "m2"))
+    assert chat.read(match) == [] and chat.newest(match)[0] == ""
+    other = new_match_id()  # a match not trimmed takes its chat
+    events.append(other, 0, batch(other, 0, 1))
+    assert chat.send(other, 0, "m1", (), "gg").entry.text == "gg"
+    if isinstance(events, RedisEventStore):
+        keys = events.keys
+        assert not events.client.exists(keys.chat(match), keys.chat_message(match, 1, "m2"))
+
+
+def test_a_replica_holding_an_archived_match_in_memory_refuses_its_chat_as_archived() -> None:
+    """As on Redis (below), with the command service's in-memory stores (unit tests)."""
+    from famiglia.config import Settings
+    from famiglia.grpcutil.errors import NotFound
+    from services.command.app import Viewer
+    from services.command.bootstrap import bootstrap
+
+    events = InMemoryEventStore()
+    app = bootstrap(store=events, settings=Settings(secret="chat-store-test"))
+    match = app.create_match("grifters", 3).match_id
+    app.send_chat(match, Viewer(0), "m1", [], "gg")  # the match is in this replica's memory
+    events.trim(match)
+    with pytest.raises(NotFound) as raised:
+        app.send_chat(match, Viewer(1), "m1", [0], "a private word after the trim")
+    assert raised.value.code == "match_archived"
+    assert app.chat.read(match) == []
 
 
 def test_a_replica_holding_an_archived_match_refuses_its_chat_as_archived(events: RedisEventStore) -> None:

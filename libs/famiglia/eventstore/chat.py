@@ -24,12 +24,15 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .port import entry_key
+from .rematch_asks import FinishedMatchArchived
+
+_T = TypeVar("_T")
 
 DEFAULT_KEEP = 1000
 DEFAULT_TTL_S = 30 * 24 * 3600
@@ -127,20 +130,57 @@ class ChatStore(ABC):
         the one new ids are made from): whether a reader's cursor is one no message has yet."""
 
 
+class TrimmingStore(Protocol):
+    """What the in-memory chat needs of the in-memory event store it is bound to
+    (`famiglia.eventstore.memory_store.InMemoryEventStore`)."""
+
+    def unless_archived(self, match_id: str, write: Callable[[], _T]) -> _T:
+        """`write()` under the store's lock, or FinishedMatchArchived for a match trimmed."""
+        ...
+
+    def also_trim(self, drop: Callable[[str], None]) -> None:
+        """`drop(match_id)` called by the store's trim, under its lock."""
+        ...
+
+
 class InMemoryChatStore(ChatStore):
     """The Redis store's rules in one process (unit tests, single-process tools): ids as Redis
-    makes them, the cap, idempotency records, the rate; no expiry."""
+    makes them, the cap, idempotency records, the rate; no expiry. Bound to the in-memory event
+    store its matches are in (`store`), a trim takes a match's chat with it and a trimmed match
+    takes no new message (MatchArchived), as `trim.lua` and `chat_send.lua` do; unbound, it knows
+    of no trim."""
 
-    def __init__(self, limits: ChatLimits | None = None) -> None:
+    def __init__(self, limits: ChatLimits | None = None, store: TrimmingStore | None = None) -> None:
         self.limits = limits or ChatLimits()
         self._changed = threading.Condition()
         self._chats: dict[str, list[ChatEntry]] = {}
         self._records: dict[tuple[str, int, str], ChatEntry] = {}
         self._sends: dict[tuple[str, int], list[int]] = {}
         self._last = (0, 0)
+        self._store = store
+        if store is not None:
+            store.also_trim(self._drop)
+
+    def _drop(self, match_id: str) -> None:
+        with self._changed:
+            self._chats.pop(match_id, None)
 
     def send(self, match_id: str, seat: int, message_id: str, to_seats: Sequence[int], text: str,
              now_ms: int | None = None) -> Sent:
+        if self._store is None:
+            return self._send(match_id, seat, message_id, to_seats, text, now_ms)
+        try:
+            return self._store.unless_archived(
+                match_id, lambda: self._send(match_id, seat, message_id, to_seats, text, now_ms))
+        except FinishedMatchArchived:
+            with self._changed:  # a retry is answered first, as chat_send.lua looks at the record first
+                first = self._records.get((match_id, seat, message_id))
+            if first is not None:
+                return Sent(first, duplicate=True)
+            raise MatchArchived(match_id) from None
+
+    def _send(self, match_id: str, seat: int, message_id: str, to_seats: Sequence[int], text: str,
+              now_ms: int | None) -> Sent:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         limits = self.limits
         with self._changed:

@@ -105,6 +105,7 @@ class InMemoryEventStore(EventStore):
         self._commands: dict[tuple[str, str], tuple[int, int]] = {}
         self._partition_streams: list[list[tuple[str, str, int, bytes]]] = [[] for _ in range(partitions)]
         self._rematch_pending: Callable[[str], bool] = lambda _match_id: False
+        self._trimmed_with: list[Callable[[str], None]] = []
 
     def append(
         self,
@@ -296,12 +297,19 @@ class InMemoryEventStore(EventStore):
             match.events.clear()
             for key in [key for key in self._commands if key[0] == match_id]:
                 del self._commands[key]
+            for drop in self._trimmed_with:
+                drop(match_id)
             return dropped
 
     def keep_rematches(self, pending: Callable[[str], bool]) -> None:
         """Bind the rematch asks (`InMemoryRematchAsks(store=self)`): `pending(match_id)`, asked
         by `trim` under the lock, keeps a match whose rematch is made from it, as trim.lua does."""
         self._rematch_pending = pending
+
+    def also_trim(self, drop: Callable[[str], None]) -> None:
+        """Bind a store of the match's other keys (`InMemoryChatStore(store=self)`): `trim` calls
+        `drop(match_id)` under the lock, as trim.lua deletes the chat stream in its own write."""
+        self._trimmed_with.append(drop)
 
     def unless_archived(self, match_id: str, write: Callable[[], _T]) -> _T:
         """`write()` under the lock unless the match is archived (trimmed: its events dropped, its
