@@ -212,9 +212,10 @@ may change 1). Asked before most commands; small-int indexes instead of a 7-tupl
 and compare (every code is below 256, so no int is allocated)."""
 
 
-def legal_commands(
-    state: State, seat: int, limit: int | None = None, *, rng: Draws | None = None
-) -> list[Command]:
+def legal_commands(state: State, seat: int, limit: int | None = None, rng: Draws | None = None) -> list[Command]:
+    """The protocol's `legal_commands`. `rng` is keyword-only there and passed by keyword;
+    it is not keyword-only here because CPython 3.11 specialises no call of a function with
+    keyword-only parameters, and this one is called before nearly every command."""
     if limit is not None and limit < 0:  # at most a negative number: none
         return []
     if rng is not None:
@@ -235,8 +236,12 @@ def legal_commands(
             code += 1
             if conf.payoff:  # offers and gifts, sampled from the Stash
                 return _open_step_with_payoff(state, seat, limit, code)
+        # the shape made on the first ask (`_open_step_shape`), read here without a call;
         # `shape[:limit]` is the shape itself when nothing is cut (limit None or no shorter)
-        return list(_open_step_shape(state.seats, seat, code)[:limit])
+        shape = _OPEN_STEP[state.seats][seat][code]
+        if shape is None:
+            shape = _open_step_shape(state.seats, seat, code)
+        return list(shape[:limit])
     return _other_steps(state, seat, limit)
 
 
