@@ -5,6 +5,7 @@ and the listed commands."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 from typing import Any
 
@@ -108,6 +109,23 @@ def test_every_state_field_read_can_be_specialised() -> None:
         held = State.__dict__.get(f.name)
         assert held is None or type(held).__flags__ & immutable, f.name
     assert new_game(4).step is Step.SHOW_LOOT or new_game(4).step is Step.DISTRIBUTE
+
+
+def test_every_per_command_call_can_be_specialised() -> None:
+    """CPython 3.11 specialises no call of a function with keyword-only parameters (or `*args`,
+    `**kwargs`): the engine methods `play_random` calls before every command must have none.
+    `legal_commands`'s protocol `rng` is keyword-only; here it is positional too, the same answer."""
+    for name in ("result", "pending", "legal_commands", "decide", "evolve"):
+        code = getattr(ENGINE, name).__code__
+        assert code.co_kwonlyargcount == 0, name
+        assert not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS), name
+    states: list[State] = []
+    play_random(ENGINE, 4, 3, {"payoff.enabled": "true"}, on_step=lambda before, step, after: states.append(before))
+    for i, state in enumerate(states[::7]):
+        for seat in range(4):
+            by_keyword = ENGINE.legal_commands(state, seat, 16, rng=random.Random(i))
+            positional = ENGINE.legal_commands(state, seat, 16, random.Random(i))
+            assert by_keyword == positional and type(by_keyword) is type(positional)
 
 
 def test_sampled_splits_are_the_plain_draws() -> None:
