@@ -304,7 +304,7 @@ def build_server(
     transport: Transport | None = None,
     stuck_call_s: float | None = None,
     describe_call: Callable[[Running], dict[str, Any]] | None = None,
-    on_stuck: Callable[[int, Running], None] | None = None,
+    on_stuck: Callable[[int, Running], bool | None] | None = None,
     on_stuck_ended: Callable[[int, Running], None] | None = None,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
@@ -338,8 +338,9 @@ def build_server(
     `famiglia.rpc.stuck`), and while one is, every name health answers for is NOT_SERVING,
     and `LIVENESS` too while the dependencies answer: a thread cannot be stopped, so the process
     must be restarted (a call held by a Redis that stopped answering is not, see `_Health`).
-    `on_stuck(thread id, call)` runs as a call is found stuck, before health says so, and
-    `on_stuck_ended` when one ends after all (the command service's quarantine).
+    `on_stuck(thread id, call)` runs as a call is found stuck, before health says so (and again
+    each round while it raises or returns False), and `on_stuck_ended` when one ends after all
+    (the command service's quarantine).
 
     With `transport.tls` the server serves TLS only (`famiglia.grpcutil.tls`); its
     `health_address` opens a second, plaintext port that serves the health service alone (the

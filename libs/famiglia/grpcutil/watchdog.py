@@ -77,13 +77,16 @@ class Watchdog:
     `on_stuck(thread id, call)` (the command service sets its command aside there, before
     health tells anyone); `on_ended(thread id, call)` when a stuck call ends after all;
     `on_change(True)` when the first call is stuck, `on_change(False)` once every stuck call has
-    ended."""
+    ended. An `on_stuck` that raises (Redis away) or returns False (the call does not yet do what
+    the hook looks for: it waits for a lock, then loops) is asked again each round while its call
+    runs: told once, it was never asked again, and the command it missed went on to stall the
+    next replica."""
 
     def __init__(self, bound_s: float, on_change: Callable[[bool], None], *,
                  servicers: Collection[Any] = (),
                  describe: Callable[[Running], dict[str, Any]] = lambda call: {},
                  count: Callable[[Running], None] = lambda call: None,
-                 on_stuck: Callable[[int, Running], None] | None = None,
+                 on_stuck: Callable[[int, Running], bool | None] | None = None,
                  on_ended: Callable[[int, Running], None] | None = None,
                  every: float | None = None,
                  running: dict[int, tuple[Any, ...] | None] = RUNNING) -> None:
@@ -99,6 +102,7 @@ class Watchdog:
         self._every = every if every is not None else min(ROUND_S, bound_s / 4)
         self._running = running
         self._stuck: dict[int, tuple[Any, ...]] = {}
+        self._unhanded: set[int] = set()  # stuck calls `on_stuck` is to be asked about again
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -131,10 +135,13 @@ class Watchdog:
             told = self._stuck.get(ident)
             if told is not None and raw is not told:
                 del self._stuck[ident]
+                self._unhanded.discard(ident)
                 ended = Running._make(told)
                 log.warning("stuck_call_ended", rpc=ended.rpc, seconds=round(now - ended.began, 1),
                             **self._fields(ended))
                 self._hook(self._on_ended, ident, ended)
+            if raw is not None and raw is told and ident in self._unhanded:
+                self._hand(ident, Running._make(raw))
             if raw is None or raw is told or now - raw[0] < self.bound_s:
                 continue
             call = Running._make(raw)
@@ -149,18 +156,29 @@ class Watchdog:
                 self._count(call)
             except Exception:  # noqa: BLE001 - a count lost must not end the watch
                 log.exception("stuck_call_not_counted")
-            self._hook(self._on_stuck, ident, call)
+            self._hand(ident, call)
         if bool(self._stuck) != before:
             self._on_change(bool(self._stuck))
         return len(self._stuck)
 
+    def _hand(self, ident: int, call: Running) -> None:
+        """`on_stuck`, and whether to ask it again next round (it raised, or said False)."""
+        if self._on_stuck is None:
+            return
+        self._unhanded.add(ident)
+        if self._hook(self._on_stuck, ident, call) is not False:
+            self._unhanded.discard(ident)
+
     @staticmethod
-    def _hook(hook: Callable[[int, Running], None] | None, ident: int, call: Running) -> None:
-        if hook is not None:
-            try:
-                hook(ident, call)
-            except Exception:  # noqa: BLE001 - the watch goes on, and health is still told
-                log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=getattr(hook, "__name__", "?"))
+    def _hook(hook: Callable[[int, Running], bool | None] | None, ident: int, call: Running) -> bool | None:
+        """What `hook` returns; False when it raised."""
+        if hook is None:
+            return None
+        try:
+            return hook(ident, call)
+        except Exception:  # noqa: BLE001 - the watch goes on, and health is still told
+            log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=getattr(hook, "__name__", "?"))
+            return False
 
     def _fields(self, call: Running) -> dict[str, Any]:
         """What `describe` says of `call`; nothing when it fails (the line matters more)."""

@@ -330,17 +330,23 @@ class GameServicer(pb_grpc.GameServiceServicer):
             out["game_id"] = hot.match.game_id
         return out
 
-    def set_aside_stuck(self, ident: int, call: Running) -> None:
+    def set_aside_stuck(self, ident: int, call: Running) -> bool:
         """A stuck call deciding a command: the command set aside for every replica
-        (`quarantine`), so its client's retry is refused rather than stalling the next one."""
+        (`quarantine`), so its client's retry is refused rather than stalling the next one.
+        False while the call decides nothing (it waits for its match's lock, or for Redis, and
+        may decide next): the watchdog asks again next round, as when the write raised (Redis
+        away): a call found waiting, which then looped in `decide`, was never set aside."""
         found = self.app.stuck_command(ident)
-        if found is None or not _still_running(ident, call):
-            return  # deciding nothing; or `call` ended before its frames were read: they are another call's
+        if not _still_running(ident, call):
+            return True  # `call` ended before its frames were read: they are another call's
+        if found is None:
+            return False
         match_id, names, fields = found
         self.app.quarantine.set_aside(match_id, names)
         self._set_aside[ident] = (match_id, names)
         log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
                     **fields)
+        return True
 
     def lift_ended(self, ident: int, call: Running) -> None:
         """A stuck call that ended after all (slow, not endless): what it set aside is lifted

@@ -177,3 +177,48 @@ def test_a_stuck_command_is_set_aside_everywhere_before_the_sdks_retry_arrives()
 
     deadline_s = inspect.signature(GameClient).parameters["timeout"].default
     assert STUCK_CALL_S + ROUND_S + 2 * REDIS_TIMEOUT_S + REFRESH_S < deadline_s
+
+
+def test_a_stuck_call_that_waited_for_its_matchs_lock_and_then_loops_is_set_aside() -> None:
+    """A call found stuck while it waited for its match's lock (behind a slow command) decides
+    nothing then, and was told once: when it went on to loop in `decide`, its command was never
+    set aside, and its client's retry stalled the next replica. The watchdog asks again each
+    round (`set_aside_stuck` False) until the call decides, or ends."""
+    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    engine = StallingCard(60.0)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    servicer = GameServicer(app)
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                        on_ended=servicer.lift_ended)
+    match_id = app.create_match(GAME_ID, 2, seed=3).match_id
+    seat, (command, *_) = _asked(app, match_id)
+    lock = app.matches.get(match_id).lock
+    lock.acquire()  # a slow command holds the match
+    held = True
+    deciding = threading.Thread(target=lambda: app.submit(match_id, Viewer(seat), "late-1", command), daemon=True)
+    deciding.start()
+    ident = deciding.ident
+    assert ident is not None
+    RUNNING[ident] = (0.0, servicer, "SubmitCommand", object(), None)
+    try:
+        assert watchdog.check(now=5.0) == 1
+        assert app.quarantine.of(match_id) is None  # waiting: nothing of the command to blame yet
+        lock.release()
+        held = False
+        assert engine.entered.wait(30)  # now it loops in `decide`
+        watchdog.check(now=6.0)
+        assert app.quarantine.of(match_id) is not None
+        engine.release.set()
+        deciding.join(30)
+        RUNNING[ident] = None  # the call ended after all: what it set aside is lifted
+        assert watchdog.check(now=7.0) == 0
+        assert app.quarantine.of(match_id) is None
+    finally:
+        if held:
+            lock.release()
+        engine.release.set()
+        deciding.join(30)
+        RUNNING.pop(ident, None)

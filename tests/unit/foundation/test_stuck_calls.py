@@ -139,7 +139,7 @@ def test_a_call_stuck_while_redis_is_away_restarts_nothing() -> None:
 def test_a_stuck_call_is_handed_to_its_service_once_and_again_when_it_ends() -> None:
     """The command service sets the stuck call's command aside (`on_stuck`) before health tells
     anyone, and lifts it if the call ends after all (`on_ended`); a hook that fails is logged and
-    the watch, and health, go on."""
+    the watch, and health, go on (and it is asked again next round: below)."""
     running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, None), 8: _call(0.0, None, "GetView")}
     order: list[Any] = []
 
@@ -152,13 +152,14 @@ def test_a_stuck_call_is_handed_to_its_service_once_and_again_when_it_ends() -> 
                         on_ended=lambda ident, call: order.append(("ended", ident, call.rpc)))
     with structlog.testing.capture_logs() as captured:
         assert watchdog.check(now=5.0) == 2
-        assert watchdog.check(now=6.0) == 2  # told once
+        assert watchdog.check(now=6.0) == 2  # told once; the failed hook asked again
         running[7] = running[8] = None
         assert watchdog.check(now=7.0) == 0
     assert order == [("stuck", 7, "SubmitCommand"), ("stuck", 8, "GetView"), ("health", True),
+                     ("stuck", 8, "GetView"),
                      ("ended", 7, "SubmitCommand"), ("ended", 8, "GetView"), ("health", False)]
-    (failed,) = _logged("stuck_call_hook_failed", captured)
-    assert failed["rpc"] == "GetView" and failed["hook"] == "on_stuck"
+    failed = _logged("stuck_call_hook_failed", captured)
+    assert [(line["rpc"], line["hook"]) for line in failed] == [("GetView", "on_stuck")] * 2
 
 
 def test_overdue_counts_the_calls_past_the_bound_whether_told_or_not() -> None:
@@ -200,3 +201,35 @@ def test_only_a_server_that_runs_a_watchdog_has_its_calls_write_their_slots() ->
     watched, unwatched = seen
     assert watched is not None and watched[2] == "ListGames"
     assert unwatched is None
+
+
+def test_a_stuck_call_its_hook_could_not_hand_on_is_asked_about_again_each_round() -> None:
+    """`on_stuck` was asked once per stuck call: a set-aside Redis refused just then (a failover),
+    or a call found waiting for its match's lock that then looped in `decide`, was never set
+    aside, and the client's retry stalled the next replica. A hook that raises or returns False
+    is asked again each round while its call runs; one that returns True or None, never."""
+    running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, None), 8: _call(0.0, None, "GetView"),
+                                                  9: _call(0.0, None, "ListGames")}
+    answers: dict[int, list[Any]] = {7: [RuntimeError("redis away"), True], 8: [False, False, None], 9: [None]}
+    asked: list[int] = []
+
+    def on_stuck(ident: int, call: Any) -> bool | None:
+        asked.append(ident)
+        answer = answers[ident].pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    ended: list[int] = []
+    watchdog = Watchdog(1.0, lambda stuck: None, running=running, on_stuck=on_stuck,
+                        on_ended=lambda ident, call: ended.append(ident))
+    with structlog.testing.capture_logs():
+        watchdog.check(now=5.0)
+        assert asked == [7, 8, 9]
+        watchdog.check(now=6.0)
+        assert asked == [7, 8, 9, 7, 8]  # 7's write made now; 8 still finds nothing to hand on
+        running[8] = None  # 8 ends before its hook had anything: never asked again
+        watchdog.check(now=7.0)
+        watchdog.check(now=8.0)
+    assert asked == [7, 8, 9, 7, 8]
+    assert ended == [8]
