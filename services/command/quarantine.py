@@ -5,7 +5,9 @@ retries (the SDK retries UNAVAILABLE and DEADLINE_EXCEEDED) on the next replica,
 pure engine loops on the same input again: one poisoned command would restart every replica in
 turn. So when a SubmitCommand(s) call is found stuck inside `decide` (`CommandApp.stuck_command`,
 read from its thread's frames: nothing is noted on the command path), the command is set aside in
-Redis for `FAMIGLIA_COMMAND_QUARANTINE_S`, for every replica, under two names:
+Redis for `FAMIGLIA_COMMAND_QUARANTINE_S`, for every replica, under two names, each a member
+`<match id> <hold> <name>` of its own for each stuck call that set it aside (`hold`: its replica
+and thread), so a call that ends lifts its own and not another replica's, stuck on the same:
 
 - `id:<seat>/<command_id>`: the store's idempotency key, what a retry of the same call sends;
 - `at:<position>/<seat>/<digest>`: the engine's input (where the match stands, the seat, the
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -89,12 +92,14 @@ class Quarantine:
         self.key = f"{prefix}:quarantine"
         self._writer = _bounded(client) if client is not None else None
         self._set_aside_script = self._writer.register_script(_SET_ASIDE) if self._writer is not None else None
+        self.holder = uuid.uuid4().hex[:12]
+        """This replica's name in the members it writes (no space: a member's second word)."""
         self._refresh_s = refresh_s
         self._wall = wall
         self._clock = clock
         self._next_read = 0.0
         self._lock = threading.Lock()
-        self._members: dict[str, float] = {}  # "<match id> <name>" -> its expiry (Unix ms)
+        self._members: dict[str, float] = {}  # "<match id> <hold> <name>" -> its expiry (Unix ms)
         self._aside: dict[str, frozenset[str]] = {}  # match id -> names; replaced whole, never mutated
         self._lifting: set[str] = set()  # members lifted here that Redis has not taken out yet
         self._writing = threading.Lock()  # one write or read round of the set at a time: a lift made late undoes no set-aside
@@ -105,10 +110,17 @@ class Quarantine:
             self._read()
         return self._aside.get(match_id) if self._aside else None
 
-    def set_aside(self, match_id: str, names: list[str]) -> None:
+    def member(self, match_id: str, name: str, hold: str = "") -> str:
+        """The set's member for `name` set aside on `match_id` by this replica's `hold` (a stuck
+        call: its thread, no space in it), what `redis-cli ZREM` takes out by hand."""
+        return f"{match_id} {self.holder}{'.' if hold else ''}{hold} {name}"
+
+    def set_aside(self, match_id: str, names: list[str], hold: str = "") -> None:
+        """`names` refused on `match_id` for `ttl_s`, held by this replica's `hold` (the stuck
+        call) until it lifts them: another replica's call stuck on the same keeps its own."""
         now = self._wall()
         expiry_ms = (now + self.ttl_s) * 1000
-        members = {f"{match_id} {name}": expiry_ms for name in names}
+        members = {self.member(match_id, name, hold): expiry_ms for name in names}
         with self._writing:  # and no read round meanwhile, whose older answer would undo it here
             if self._set_aside_script is not None:
                 pairs = [part for member in members for part in (expiry_ms, member)]
@@ -119,10 +131,11 @@ class Quarantine:
                     self._members[member] = max(expiry, self._members.get(member, expiry))
                 self._aside = _by_match(self._members)
 
-    def lift(self, match_id: str, names: list[str]) -> bool:
-        """Lifted here at once; True once Redis has it lifted too, for every replica (False: it is
-        made at this replica's next read of the set that Redis answers, or as it stops)."""
-        members = [f"{match_id} {name}" for name in names]
+    def lift(self, match_id: str, names: list[str], hold: str = "") -> bool:
+        """What `hold` set aside, lifted here at once; True once Redis has it lifted too, for
+        every replica (False: it is made at this replica's next read of the set that Redis
+        answers, or as it stops). The same names another call holds stay set aside."""
+        members = [self.member(match_id, name, hold) for name in names]
         with self._lock:
             for member in members:
                 self._members.pop(member, None)
@@ -204,7 +217,8 @@ def _unanswered(exc: Exception) -> bool:
 def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
     grouped: dict[str, set[str]] = {}
     for member in members:
-        match_id, _, name = member.partition(" ")  # a match id has no space; a command id may
+        match_id, _, held = member.partition(" ")  # a match id and a hold have no space; a command id may
+        name = held.partition(" ")[2]
         grouped.setdefault(match_id, set()).add(name)
     return {match_id: frozenset(names) for match_id, names in grouped.items()}
 

@@ -64,19 +64,46 @@ def test_no_replica_cuts_short_what_another_set_aside(redis_url: str) -> None:
     behind = Quarantine(client, prefix=prefix, ttl_s=6 * 3600.0, wall=lambda: now - 3600)
     try:
         long.set_aside("m1", ["id:0/loops-1"])
-        kept_ms = client.zscore(long.key, "m1 id:0/loops-1")
+        kept_ms = client.zscore(long.key, long.member("m1", "id:0/loops-1"))
         assert kept_ms is not None and client.pexpiretime(long.key) >= kept_ms  # the set outlives it
         short.set_aside("m2", ["id:1/loops-2"])
         behind.set_aside("m3", ["id:0/loops-3"])
         short.set_aside("m1", ["id:0/loops-1"])  # the same command, set aside again by a shorter quarantine
         behind.set_aside("m1", ["id:0/loops-1"])
-        assert client.zscore(long.key, "m1 id:0/loops-1") == kept_ms
+        assert client.zscore(long.key, long.member("m1", "id:0/loops-1")) == kept_ms
         assert client.pexpiretime(long.key) >= kept_ms
         assert short.of("m1") == frozenset({"id:0/loops-1"}) and short.of("m2") == frozenset({"id:1/loops-2"})
     finally:
         for q in (long, short, behind):
             q.close()
         client.delete(long.key)
+        client.close()
+
+
+def test_a_lift_leaves_what_another_replicas_stuck_call_set_aside(redis_url: str) -> None:
+    """Two replicas stuck on the same command (a client whose deadline is under the bound retried
+    on the second before the first had set it aside) set aside the same names. The first call
+    ended after all (slow) and its lift took the names out of Redis, for every replica, while the
+    second was still stuck on them: the next retry was decided, and stalled, a third replica.
+    Each stuck call holds its own members; a lift takes out only its own."""
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"q-{uuid.uuid4().hex[:8]}"
+    first = Quarantine(client, prefix=prefix, refresh_s=0.0)
+    second = Quarantine(client, prefix=prefix, refresh_s=0.0)
+    third = Quarantine(client, prefix=prefix, refresh_s=0.0)
+    names = ["id:0/slow-1", "at:4/0/0123"]
+    try:
+        first.set_aside("m1", names)
+        second.set_aside("m1", names)
+        assert first.lift("m1", names)  # the first call ended after all
+        assert first.of("m1") == second.of("m1") == third.of("m1") == frozenset(names)
+        assert second.lift("m1", names)  # the second too: nothing left set aside
+        assert first.of("m1") is None and third.of("m1") is None
+        assert client.zcard(first.key) == 0
+    finally:
+        for q in (first, second, third):
+            q.close()
+        client.delete(first.key)
         client.close()
 
 
@@ -127,7 +154,7 @@ def test_a_lift_made_late_does_not_undo_the_same_command_set_aside_again(tmp_pat
         here.set_aside("m1", names)  # stuck again
         rounds[0] += 1.0
         assert here.of("m1") == frozenset(names)
-        assert client.zscore(here.key, "m1 id:0/slow-1") is not None
+        assert client.zscore(here.key, here.member("m1", "id:0/slow-1")) is not None
     finally:
         here.close()
         client.close()

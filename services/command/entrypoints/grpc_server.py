@@ -116,7 +116,7 @@ def _log_refused_entry(request: pb.SubmitCommandsRequest, index: int, refused) -
 class GameServicer(pb_grpc.GameServiceServicer):
     def __init__(self, app: CommandApp) -> None:
         self.app = app
-        self._set_aside: dict[int, tuple[str, list[str]]] = {}  # stuck thread -> what it set aside
+        self._set_aside: dict[int, tuple[str, list[str], str]] = {}  # stuck thread -> what it set aside, its hold
 
     @rpc
     def ListGames(self, request, context):
@@ -342,8 +342,9 @@ class GameServicer(pb_grpc.GameServiceServicer):
         if found is None:
             return False
         match_id, names, fields = found
-        self.app.quarantine.set_aside(match_id, names)
-        self._set_aside[ident] = (match_id, names)
+        hold = f"{ident:x}"  # the stuck call's own: another's on the same command outlives its lift
+        self.app.quarantine.set_aside(match_id, names, hold)
+        self._set_aside[ident] = (match_id, names, hold)
         log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
                     **fields)
         return True
