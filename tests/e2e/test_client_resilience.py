@@ -19,7 +19,7 @@ from famiglia.client import GameClient
 from famiglia.engine.registry import default_registry
 from famiglia.grpcutil.errors import error_code
 
-from .conftest import match_and_first_move, wait_until
+from .conftest import CommandProcess, match_and_first_move, wait_until
 
 REGISTRY = default_registry()
 pytestmark = pytest.mark.skipif(not list(REGISTRY), reason="no game engine registered yet")
@@ -172,6 +172,20 @@ def test_follow_resumes_after_a_break_that_comes_after_a_quiet_spell_longer_than
     direct.close()
 
 
+def _freeze(command_process: CommandProcess) -> int:
+    """SIGSTOP the server, and wait until it has stopped (its pid, for SIGCONT). `kill` only
+    asks: the kernel wakes one thread (the main one, asleep in its stop wait), which stops the
+    others once it gets a CPU; on a loaded machine the gRPC threads went on meanwhile and answered
+    the next call (21 calls of 40 made right after `kill`, 3 CPU hogs on 2 cores; none after
+    this wait). A child's stop is reported to its parent (`WUNTRACED`) once every thread stopped."""
+    assert command_process.proc is not None
+    pid = command_process.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    _, status = os.waitpid(pid, os.WUNTRACED)
+    assert os.WIFSTOPPED(status), status
+    return pid
+
+
 def test_follow_on_a_hung_server_ends_with_unavailable_instead_of_waiting_for_ever(command_process) -> None:
     """A server that stops answering (a frozen process; a network that drops every packet
     without a word) never closes the stream: the client's keepalive must notice it."""
@@ -183,26 +197,27 @@ def test_follow_on_a_hung_server_ends_with_unavailable_instead_of_waiting_for_ev
     me.submit(me.legal_commands().commands[0], command_id="first")
     reader, _seqs, failed, first = _follow_in_thread(client.spectator(match.match_id), retry_for=1.0)
     assert first.wait(10)
-    assert command_process.proc is not None
-    os.kill(command_process.proc.pid, signal.SIGSTOP)
+    pid = _freeze(command_process)
     try:
         reader.join(120)
         assert not reader.is_alive(), "follow still waits on a server that answers nothing"
     finally:
-        os.kill(command_process.proc.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     assert len(failed) == 1 and isinstance(failed[0], grpc.RpcError)
     assert failed[0].code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
     client.close()
 
 
 def test_every_unary_call_of_the_sdk_has_a_deadline(command_process) -> None:
-    """A frozen server answers a unary call with DEADLINE_EXCEEDED, never a wait without end."""
+    """A frozen server answers a unary call with DEADLINE_EXCEEDED, never a wait without end.
+    The match is made under the default deadline (a loaded machine's first call may take more
+    than a second); every call to the frozen server has a second."""
     game_id = next(iter(REGISTRY))
-    client = GameClient(command_process.address, timeout=1.0)
+    client = GameClient(command_process.address)
     match = client.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=25)
     seat = client.seat(match.match_id, match.seat_tokens[0])
-    assert command_process.proc is not None
-    os.kill(command_process.proc.pid, signal.SIGSTOP)
+    client.timeout = 1.0
+    pid = _freeze(command_process)
     try:
         for call in (client.list_games, seat.view, seat.legal_commands,
                      lambda: seat.submit(Empty(), command_id="x"),
@@ -211,7 +226,7 @@ def test_every_unary_call_of_the_sdk_has_a_deadline(command_process) -> None:
                 call()
             assert hung.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
     finally:
-        os.kill(command_process.proc.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
     client.close()
 
 
