@@ -333,13 +333,18 @@ class GameServicer(pb_grpc.GameServiceServicer):
     def set_aside_stuck(self, ident: int, call: Running) -> bool:
         """A stuck call deciding a command: the command set aside for every replica
         (`quarantine`), so its client's retry is refused rather than stalling the next one.
-        False while the call decides nothing (it waits for its match's lock, or for Redis, and
-        may decide next): the watchdog asks again next round, as when the write raised (Redis
-        away): a call found waiting, which then looped in `decide`, was never set aside."""
+        Asked again each round while the call runs (False): a call found waiting for its match's
+        lock (or for Redis) may loop in `decide` next, and a chain (SubmitCommands) whose slow
+        entry was set aside may loop on a later one: that one is set aside then, and the entry
+        whose `decide` returned is lifted (slow, not endless), as when a stuck call ends. A write
+        Redis refused (it raises) is made again next round too."""
         found = self.app.stuck_command(ident)
         if not _still_running(ident, call):
             return True  # `call` ended before its frames were read: they are another call's
-        if found is None:
+        held = self._set_aside.get(ident)
+        if held is not None and (found is None or found[:2] != held[:2]):
+            self.lift_ended(ident, call)  # its `decide` returned
+        if found is None or (held is not None and found[:2] == held[:2]):
             return False
         match_id, names, fields = found
         hold = f"{ident:x}"  # the stuck call's own: another's on the same command outlives its lift
@@ -347,11 +352,12 @@ class GameServicer(pb_grpc.GameServiceServicer):
         self._set_aside[ident] = (match_id, names, hold)
         log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
                     **fields)
-        return True
+        return False
 
     def lift_ended(self, ident: int, call: Running) -> None:
-        """A stuck call that ended after all (slow, not endless): what it set aside is lifted
-        (`pending`: not yet in Redis, which did not answer; made at the next read of the set)."""
+        """A stuck call that ended after all (slow, not endless), or moved on from the command it
+        was deciding: what it set aside is lifted (`pending`: not yet in Redis, which did not
+        answer; made at the next read of the set)."""
         aside = self._set_aside.pop(ident, None)
         if aside is not None:
             made = self.app.quarantine.lift(*aside)

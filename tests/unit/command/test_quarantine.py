@@ -222,3 +222,31 @@ def test_a_stuck_call_that_waited_for_its_matchs_lock_and_then_loops_is_set_asid
         engine.release.set()
         deciding.join(30)
         RUNNING.pop(ident, None)
+
+
+def test_a_chain_that_loops_on_a_later_entry_than_the_one_set_aside_has_that_one_set_aside(app: CommandApp) -> None:
+    """A SubmitCommands chain found stuck on a slow entry had that entry set aside, and was
+    never looked at again: when a later entry looped, nothing was set aside for it (the retry
+    stalled the next replica), and the slow entry, long decided, stayed set aside until the
+    call ended, that is for ever. Each round looks at what the call decides now."""
+    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    servicer = GameServicer(app)
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                        on_ended=servicer.lift_ended)
+    deciding: list = [("m1", ["id:0/slow-1"], {}), ("m1", ["id:1/loops-2"], {})]
+    app.stuck_command = lambda ident: deciding[0]  # type: ignore[method-assign] # what its frames show
+    ident = -7  # a thread of the test's making: its slot only
+    RUNNING[ident] = (0.0, servicer, "SubmitCommands", object(), None)
+    try:
+        watchdog.check(now=5.0)
+        assert app.quarantine.of("m1") == frozenset({"id:0/slow-1"})
+        deciding.pop(0)  # the slow entry decided and stored; the next one loops
+        watchdog.check(now=6.0)
+        assert app.quarantine.of("m1") == frozenset({"id:1/loops-2"})
+        RUNNING[ident] = None
+        watchdog.check(now=7.0)
+        assert app.quarantine.of("m1") is None
+    finally:
+        RUNNING.pop(ident, None)
