@@ -1018,7 +1018,7 @@ class CommandApp:
         found = frame.f_locals
         hot, seat, command, command_id = found["hot"], found["seat"], found["command"], found["command_id"]
         m = hot.match  # its lock is held by the stuck thread: where `decide` stands
-        names = [id_name(seat, command_id), input_name(m.version, seat, command)]
+        names = [id_name(seat, command_id), input_name(m.public_version, seat, command)]
         return m.match_id, names, {"seat": seat, "command_id": command_id, "version": m.public_version,
                                    "game_id": m.game_id}
 
@@ -2037,8 +2037,9 @@ def _whole_commands(envelopes: list[envelope_pb2.EventEnvelope]) -> list[envelop
 def _check_not_set_aside(aside: frozenset[str], hot: HotMatch, seat: int, command_id: str, command: Message,
                          ttl_s: float) -> None:
     """Refuse a command set aside on this match (`Quarantine`): the same call again (its seat
-    and command id), or the same command where the match stands (its input to `decide`)."""
-    if id_name(seat, command_id) in aside or input_name(hot.match.version, seat, command) in aside:
+    and command id), or the same command where the match stands (its input to `decide`), as
+    every seat sees it: at its version, not its position, which counts the answers held (NP-H9)."""
+    if id_name(seat, command_id) in aside or input_name(hot.match.public_version, seat, command) in aside:
         raise FailedPrecondition(
             "command_quarantined",
             f"command_id {command_id[:60]!r} of seat {seat} is set aside: the game's engine did not finish "

@@ -10,8 +10,10 @@ Redis for `FAMIGLIA_COMMAND_QUARANTINE_S`, for every replica, under two names, e
 and thread), so a call that ends lifts its own and not another replica's, stuck on the same:
 
 - `id:<seat>/<command_id>`: the store's idempotency key, what a retry of the same call sends;
-- `at:<position>/<seat>/<digest>`: the engine's input (where the match stands, the seat, the
-  command's bytes), what a player sending the same command again under a new id sends.
+- `at:<version>/<seat>/<digest>`: the engine's input (where the match stands, the seat, the
+  command's bytes), what a player sending the same command again under a new id sends. The
+  version every seat sees, not the position: that counts the answers held in a window (NP-H9),
+  and a refusal lifted by another seat's answer would tell the seat it had answered.
 
 Either refuses it at once, `FAILED_PRECONDITION command_quarantined`, before `decide`. Another
 command of the seat (a bot's fallback, a player's other choice), or this one once the match
@@ -74,9 +76,9 @@ def id_name(seat: int, command_id: str) -> str:
     return f"id:{seat}/{command_id}"
 
 
-def input_name(position: int, seat: int, command: Message) -> str:
+def input_name(version: int, seat: int, command: Message) -> str:
     digest = hashlib.sha256(command.SerializeToString(deterministic=True)).hexdigest()[:32]
-    return f"at:{position}/{seat}/{digest}"
+    return f"at:{version}/{seat}/{digest}"
 
 
 class Quarantine:

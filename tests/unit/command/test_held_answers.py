@@ -652,3 +652,28 @@ def test_np_h9_an_entry_after_a_retried_one_is_not_refused_for_the_answers_held_
         seen[answered] = (again.refusal.status, again.refusal.code, again.refusal.message)
     assert seen[True] == seen[False]
     assert seen[False][1] == "NP-M1"
+
+
+def test_a_command_set_aside_in_a_window_is_refused_whoever_has_answered_since() -> None:
+    """The quarantine named a command's input by the match's position, which counts the answers
+    held: a seat whose command was set aside in a window, sending it again under a new id, had it
+    refused until another seat answered, then decided: told that a seat had answered, which
+    nobody may count. It is named by the version every seat sees."""
+    from famiglia.grpcutil.errors import FailedPrecondition
+    from services.command.quarantine import id_name, input_name
+
+    app = bootstrap(store=InMemoryEventStore(), settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    first, other = window.seats[0], window.seats[1]
+    m = app.matches.get(match_id).match
+    assert m.version == m.public_version  # nothing held yet: the stuck call's names either way
+    stuck = pb.Command(**{"pass": pb.Pass()})
+    app.quarantine.set_aside(match_id, [id_name(first, "stuck-1"), input_name(m.version, first, stuck)])
+    with pytest.raises(FailedPrecondition) as refused:
+        _pass(app, match_id, tokens[first], "again-1")
+    assert refused.value.code == "command_quarantined"
+    assert _pass(app, match_id, tokens[other], "answer-2").held  # another seat answers, held
+    with pytest.raises(FailedPrecondition) as refused:
+        _pass(app, match_id, tokens[first], "again-2")
+    assert refused.value.code == "command_quarantined"
