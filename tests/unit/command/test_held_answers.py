@@ -669,7 +669,7 @@ def test_a_command_set_aside_in_a_window_is_refused_whoever_has_answered_since()
     m = app.matches.get(match_id).match
     assert m.version == m.public_version  # nothing held yet: the stuck call's names either way
     stuck = pb.Command(**{"pass": pb.Pass()})
-    app.quarantine.set_aside(match_id, [id_name(first, "stuck-1"), input_name(m.version, first, stuck)])
+    app.quarantine.set_aside(match_id, [id_name(first, "stuck-1"), input_name(m.public_version, first, stuck)])
     with pytest.raises(FailedPrecondition) as refused:
         _pass(app, match_id, tokens[first], "again-1")
     assert refused.value.code == "command_quarantined"

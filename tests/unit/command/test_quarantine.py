@@ -36,8 +36,8 @@ def _asked(app: CommandApp, match_id: str) -> tuple[int, list]:
 
 
 def _set_aside(app: CommandApp, match_id: str, seat: int, command_id: str, command) -> None:
-    position = app.matches.get(match_id).match.version
-    app.quarantine.set_aside(match_id, [id_name(seat, command_id), input_name(position, seat, command)])
+    version = app.matches.get(match_id).match.public_version
+    app.quarantine.set_aside(match_id, [id_name(seat, command_id), input_name(version, seat, command)])
 
 
 def test_a_command_set_aside_is_refused_under_its_id_and_under_a_new_one(app: CommandApp) -> None:
@@ -78,9 +78,9 @@ def test_a_command_taken_after_all_is_answered_as_a_duplicate(app: CommandApp) -
     """A stuck call that ended and stored its command: its client's retry gets the answer."""
     match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
     seat, (command, *_) = _asked(app, match_id)
-    position = app.matches.get(match_id).match.version
+    version = app.matches.get(match_id).match.public_version
     taken = app.submit(match_id, Viewer(seat), "slow-1", command)
-    app.quarantine.set_aside(match_id, [id_name(seat, "slow-1"), input_name(position, seat, command)])
+    app.quarantine.set_aside(match_id, [id_name(seat, "slow-1"), input_name(version, seat, command)])
     again = app.submit(match_id, Viewer(seat), "slow-1", command)
     assert again.duplicate and again.version == taken.version
 
