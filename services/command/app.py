@@ -2044,8 +2044,16 @@ def _check_not_set_aside(aside: frozenset[str], hot: HotMatch, seat: int, comman
             "command_quarantined",
             f"command_id {command_id[:60]!r} of seat {seat} is set aside: the game's engine did not finish "
             f"deciding it (a server bug, reported to the operators), and it is refused for up to "
-            f"{ttl_s / 3600:g} h so it cannot stop more servers. Play another command under a new command_id, "
+            f"{_lasting(ttl_s)} so it cannot stop more servers. Play another command under a new command_id, "
             "or ask an operator to cancel the match (famiglia match cancel)")
+
+
+def _lasting(seconds: float) -> str:
+    """A length of time as a player reads it: "6 h", "10 min", "45 s"."""
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{round(seconds / size, 1):g} {unit}"
+    return f"{round(seconds, 1):g} s"
 
 
 def _check_submission(viewer: Viewer, command_id: str) -> None:

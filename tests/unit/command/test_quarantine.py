@@ -250,3 +250,16 @@ def test_a_chain_that_loops_on_a_later_entry_than_the_one_set_aside_has_that_one
         assert app.quarantine.of("m1") is None
     finally:
         RUNNING.pop(ident, None)
+
+
+@pytest.mark.parametrize(("ttl", "said"), [(6 * 3600.0, "6 h"), (600.0, "10 min"), (45.0, "45 s"), (5400.0, "1.5 h")])
+def test_a_quarantines_length_is_told_in_a_unit_a_player_reads(ttl: float, said: str) -> None:
+    """FAMIGLIA_COMMAND_QUARANTINE_S of ten minutes was told "refused for up to 0.166667 h"."""
+    app = bootstrap(store=InMemoryEventStore(), registry=toy_registry(), settings=SETTINGS)
+    app.quarantine = Quarantine(ttl_s=ttl)
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (poisoned, *_) = _asked(app, match_id)
+    _set_aside(app, match_id, seat, "loops-1", poisoned)
+    with pytest.raises(FailedPrecondition) as refused:
+        app.submit(match_id, Viewer(seat), "loops-1", poisoned)
+    assert f"for up to {said} so" in refused.value.message
