@@ -234,7 +234,7 @@ class PlayerHolds:
             table = self.table(game_id, proposal_id, seat)
             lease_prefix = Hold(LEASE, game_id, proposal_id).encode()  # "lease|G|P|": any attempt at P
             if not self.swap(seat.player_id, table, self.keep_ms, f"={table}", f"^{lease_prefix}", "-"):
-                self._give_back(done, table)
+                self._unpin(game_id, proposal_id, done)
                 return False
             done.append(seat)
         pipe = self.client.pipeline(transaction=False)
@@ -243,9 +243,14 @@ class PlayerHolds:
         for seat, raw in zip(ordered, pipe.execute(), strict=True):
             seated = Hold.parse(str(raw)) if raw else None
             if seated is not None and seat.created_ms <= seated.seated_ms:  # seated elsewhere since
-                self._swaps([(s.player_id, ["", 0, f"={self.table(game_id, proposal_id, s)}"]) for s in done])
+                self._unpin(game_id, proposal_id, done)
                 return False
         return True
+
+    def _unpin(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat]) -> None:
+        """Free the holds a retake pinned, each by its own value: a player's names their own ticket,
+        so the value of the one the retake failed on left the others pinned for a day."""
+        self._swaps([(s.player_id, ["", 0, f"={self.table(game_id, proposal_id, s)}"]) for s in seats])
 
     def free(self, game_id: str, proposal_id: str, seats: Sequence[HoldSeat], lease: str = "") -> None:
         """The table will not be: its players are free (only holds still naming it)."""

@@ -336,6 +336,21 @@ def test_a_claim_retry_never_takes_a_hold_another_table_has(redis_url: str, crea
     mm.close()
 
 
+def test_a_claim_retry_that_cannot_hold_every_player_gives_back_the_holds_it_took(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """`retake` gave back the holds it had pinned with the value of the player it failed on: at a
+    table of several tickets every other player's hold names another ticket, so theirs stayed
+    pinned to a table that was then given up (a day's TTL, until some matcher settled it)."""
+    mm = make_mm(redis_url, creator)
+    holds, client = mm.matcher.holds, mm.app.store.client
+    elsewhere = Hold("table", GAME, "p-elsewhere", f"{GAME}.t9").encode()
+    client.set(hold_key("B"), elsewhere)
+    assert not holds.retake(DUEL, "p-here", [HoldSeat("A", f"{DUEL}.t1"), HoldSeat("B", f"{DUEL}.t2")])
+    assert holds.get("A") is None  # A was pinned first (players in order), then given back
+    assert client.get(hold_key("B")) == elsewhere
+    mm.close()
+
+
 def test_hold_values_read_back() -> None:
     hold = Hold("seated", DUEL, "m-1", "1700000000000")
     assert Hold.parse(hold.encode()) == hold and hold.seated_ms == 1_700_000_000_000
