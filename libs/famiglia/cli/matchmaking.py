@@ -13,7 +13,8 @@ send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the tic
 match is being made with it the cancel is refused (`ticket_matched`) and the seat is the
 player's all the same, so it follows the ticket on to that seat and prints its token.
 Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
-refused (here or by the server) or a server gone, 130 a second Ctrl-C while following on.
+refused (here or by the server) or a server gone (a cancel that failed so too: the ticket is
+still open), 130 a second Ctrl-C while following on. --invites and --decline exit 0 once answered.
 
 With --party the ticket waits until every invited player accepts: each of them runs
 `--invites` to see it and `--accept TICKET_ID` to join (then follows it like the
@@ -165,6 +166,11 @@ def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
                 last = _watch(tickets, ticket_id, auth, None, pause)
             else:
                 last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+                if last.state in (pb.TICKET_SEARCHING, pb.TICKET_PENDING_PARTY):
+                    # Not cancelled (the server or its Redis away): not a ticket that ended (1), but
+                    # the cancel's own status, and the ticket's id to cancel it by.
+                    console.print(f"[red]could not cancel[/]: ticket [bold]{ticket_id}[/] is still open")
+                    raise refused from None
     if last is None:
         return 1
     if last.state != pb.TICKET_MATCHED:

@@ -113,3 +113,25 @@ def test_the_pauses_between_cut_watches_keep_within_the_timeout() -> None:
     tickets = Tickets([cut], [cut], [cut], [cut], [SEARCHING, MATCHED])
     assert cli._follow(tickets, TICKET, AUTH, 1.0, pause=pauses.append) == 0  # type: ignore[arg-type]
     assert len(pauses) == 4 and max(pauses) <= 1.0
+
+
+def test_a_cancel_that_could_not_be_made_does_not_report_the_ticket_ended(capsys: pytest.CaptureFixture[str]) -> None:
+    """A cancel that failed (the server away, Redis away) left the ticket searching, and the CLI
+    printed `ticket searching` and exited 1, which says the ticket ended without a match: it is
+    the server's status (2), the ticket still open."""
+    tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.DEADLINE_EXCEEDED)],
+                      cancel=Refused(grpc.StatusCode.UNAVAILABLE, "store_unavailable"))
+    with pytest.raises(grpc.RpcError) as refused:
+        cli._follow(tickets, TICKET, AUTH, 1.0)  # type: ignore[arg-type]
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert "still open" in capsys.readouterr().out
+    assert tickets.calls == ["watch", "cancel", "get"]
+
+
+def test_a_cancel_refused_because_the_ticket_ended_reports_its_end(capsys: pytest.CaptureFixture[str]) -> None:
+    tickets = Tickets([SEARCHING, Refused(grpc.StatusCode.DEADLINE_EXCEEDED)],
+                      cancel=Refused(grpc.StatusCode.FAILED_PRECONDITION, "ticket_expired"))
+    tickets.GetTicket = lambda *_a, **_k: pb.TicketUpdate(  # type: ignore[method-assign]
+        ticket_id=TICKET, state=pb.TICKET_EXPIRED, reason="ticket lifetime reached")
+    assert cli._follow(tickets, TICKET, AUTH, 1.0) == 1  # type: ignore[arg-type]
+    assert "ticket expired" in capsys.readouterr().out
