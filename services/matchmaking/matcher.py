@@ -155,7 +155,9 @@ class Matcher:
             if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here
                 self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, [taken.player_id], now)
             return False
-        if not self.store.claim(proposal, plan, now):
+        # Dated now, not by the pass's start: after a slow CreateMatch earlier in the pass, a claim
+        # dated so is stale already, and another replica would ask for its table at once.
+        if not self.store.claim(proposal, plan, self.clock()):
             # Only the leases: a `table` hold naming this proposal is not ours (we pin after the
             # claim), but a claim retry's, pinning our leases for the very table that beat us.
             self.holds.give_back(seats, taken.lease)
@@ -295,7 +297,9 @@ class Matcher:
             if plan is None:  # finished meanwhile by another matcher
                 self.store.forget_claim(game_id, proposal_id)
                 continue
-            if not self.store.take_retry(game_id, proposal_id, stale, now):  # another replica asks now
+            # Pushed back to the clock's now, not the pass's start, which a slow CreateMatch earlier
+            # in the pass left behind: another replica would find this claim stale while it is out.
+            if not self.store.take_retry(game_id, proposal_id, stale, self.clock()):  # another replica asks now
                 continue
             log.info("claim_recovered", proposal_id=proposal_id)
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere

@@ -231,3 +231,51 @@ def test_a_stale_claim_is_retried_by_one_replica_while_its_create_match_is_out(
     _nobody_orphaned(first, creator, tickets)
     first.close()
     second.close()
+
+
+@dataclass
+class PacedCreator:
+    """A CreateMatch that runs one step of `steps` per call while it is out (time passing, another
+    replica's pass), then answers."""
+
+    inner: LostReplies
+    steps: list[Callable[[], object]] = field(default_factory=list)
+
+    def create_match(self, game_id: str, seats: int, *, options: Mapping[str, str],
+                     seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch:
+        if self.steps:
+            self.steps.pop(0)()
+        return self.inner.create_match(game_id, seats, options=options, seat_info=seat_info,
+                                       request_id=request_id)
+
+
+@pytest.mark.parametrize("fresh_table", [False, True], ids=["second_retry", "new_claim"])
+def test_a_table_asked_for_after_a_slow_one_in_the_same_pass_is_not_retried_by_another_replica(
+        redis_url: str, creator: RecordingCreator, fresh_table: bool) -> None:
+    """A pass's claims (a retry's, a new table's) were dated by the pass's start: after a slow
+    CreateMatch earlier in the pass, the next table's claim was stale already when its CreateMatch
+    went out, and another replica asked for it again at once, a CreateMatch that was not slow."""
+    clock = FakeClock()
+    tuning = MatcherTuning(claim_retry_ms=5000)
+    first = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    second = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    lossy = LostReplies(creator, lose=1 if fresh_table else 2)
+    paced = PacedCreator(lossy)
+    first.matcher.creator = paced
+    second.matcher.creator = lossy
+    players = [first.app.register_guest(n)[0].player_id for n in "ABCD"]
+    tickets = {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in players[:2]}
+    first.matcher.tick(DUEL)  # made, the answer lost: the claim waits for its retry
+    tickets |= {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in players[2:]}
+    if not fresh_table:
+        first.matcher.tick(DUEL)  # a second table waiting for its retry
+    asked = len(lossy.request_ids)
+    clock.advance(6)
+    paced.steps += [lambda: clock.advance(8),  # the first retry's CreateMatch is slow
+                    lambda: second.matcher.tick(DUEL)]  # the other replica's pass, the next table's call out
+    formed = first.matcher.tick(DUEL)
+    assert len(lossy.request_ids) - asked == 2, "the second table was asked for by both replicas"
+    assert formed == 2
+    _nobody_orphaned(first, creator, tickets)
+    first.close()
+    second.close()
