@@ -198,7 +198,7 @@ class Matcher:
             seats.append(entry)
         return {
             "proposal_id": proposal.proposal_id, "request_id": self._request_id(proposal.proposal_id),
-            "game_id": proposal.game_id, "seats": proposal.seats,
+            "game_id": proposal.game_id, "pool": proposal.pool, "seats": proposal.seats,
             "bots": proposal.bots, "bot_policy": policy, "options": self._deviations(proposal.game_id, options),
             "tickets": [[t.ticket_id, list(t.players)] for t in proposal.tickets], "seat_plan": seats,
         }
@@ -244,7 +244,7 @@ class Matcher:
                     fields[s["ticket_id"]][f"seat:{s['player_id']}"] = str(s["seat"])
                     fields[s["ticket_id"]][f"token:{s['player_id']}"] = created.seat_tokens[s["seat"]]
             now = self.clock()
-            done = self.store.finalize(game_id, proposal_id, tickets, fields, now)
+            done = self.store.finalize(game_id, proposal_id, tickets, fields, now, pool=plan.get("pool", ""))
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
                      tickets=[t for t, _players in tickets], players=[p for _t, ps in tickets for p in ps],
                      finalized=done)

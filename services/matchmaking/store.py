@@ -12,7 +12,7 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
     {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
     {mm:G}:proposal:<proposal>  hash   the claimed table: plan json (its creation's request id too), attempts
-    {mm:G}:stats                hash   avg_wait_ms:<pool> (estimates, per pool)
+    {mm:G}:wait:<pool>          string the pool's recent average wait, ms (estimates; a week after its last table)
 
 A restarted matcher finds everything here; tickets and pointers carry TTLs so a
 stack left alone cleans itself up. The per-player holds that keep a player at one
@@ -39,6 +39,10 @@ UNANSWERED = "the party invite was not answered in time"
 """the reason of a party ticket that expired waiting for its invitees."""
 DAY_MS = 24 * 3600 * 1000
 POINTER_MARGIN_MS = 60_000
+WAIT_TTL_MS = 7 * DAY_MS
+"""how long a pool's average wait outlives its last table: options without a list of choices
+(timeouts, counts) make a pool per value, and a wait kept for good per pool ever matched grew
+without end."""
 
 
 def _lua(name: str) -> str:
@@ -57,7 +61,6 @@ class Keys:
         self.queue = f"{self.tag}:queue"
         self.pending = f"{self.tag}:pending"
         self.claims = f"{self.tag}:claims"
-        self.stats = f"{self.tag}:stats"
 
     def ticket(self, ticket_id: str) -> str:
         return f"{self.tag}:ticket:{ticket_id}"
@@ -73,6 +76,9 @@ class Keys:
 
     def proposal(self, proposal_id: str) -> str:
         return f"{self.tag}:proposal:{proposal_id}"
+
+    def wait(self, pool: str) -> str:
+        return f"{self.tag}:wait:{pool}"
 
 
 @dataclass
@@ -349,13 +355,18 @@ class RedisTicketStore:
                                      args=[proposal_id, now_ms, slow_after, delay_ms]))
 
     def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
-                 fields: dict[str, dict[str, str]], now_ms: int) -> int:
-        """Mark the claimed tickets matched with their per-ticket `fields`; how many were."""
+                 fields: dict[str, dict[str, str]], now_ms: int, *, pool: str = "") -> int:
+        """Mark the claimed tickets matched with their per-ticket `fields`; how many were. Their
+        waits join their `pool`'s average (read from a ticket when not given: a plan from before
+        the plans named it)."""
         k = Keys(game_id)
+        if not pool and tickets:
+            first = self.get(tickets[0][0])
+            pool = first.pool if first is not None else ""
         pointers = [(k.open(p), tid) for tid, players in tickets for p in players]
-        keys = [k.claims, k.proposal(proposal_id), k.stats, *(k.ticket(t) for t, _ in tickets),
+        keys = [k.claims, k.proposal(proposal_id), k.wait(pool), *(k.ticket(t) for t, _ in tickets),
                 *(key for key, _ in pointers)]
-        args: list[Any] = [proposal_id, now_ms, len(tickets), self.retention_ms,
+        args: list[Any] = [proposal_id, now_ms, len(tickets), self.retention_ms, WAIT_TTL_MS,
                            *(json.dumps(fields[t]) for t, _ in tickets), *(tid for _, tid in pointers)]
         return int(self._finalize(keys=keys, args=args))
 
@@ -373,5 +384,5 @@ class RedisTicketStore:
     def recent_wait(self, game_id: str, pool: str) -> float | None:
         """The pool's recent average wait in seconds (None before its first match): tickets of
         other options in the same game wait for other tables."""
-        raw = self.client.hget(Keys(game_id).stats, f"avg_wait_ms:{pool}")
+        raw = self.client.get(Keys(game_id).wait(pool))
         return float(raw) / 1000.0 if raw else None

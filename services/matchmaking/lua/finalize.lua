@@ -1,21 +1,22 @@
 -- The match exists: mark the proposal's tickets matched (with each player's seat and
 -- seat token), free the players' open-ticket pointers, drop the claim, and fold the
--- tickets' waits into their pool's average wait (for estimates: one field per pool, since
--- tickets of other options wait for other tables). A ticket not claimed by
+-- tickets' waits into their pool's average wait (for estimates: one key per pool, since
+-- tickets of other options wait for other tables; it expires a while after the pool's last
+-- table, as options without a list of choices make a pool per value). A ticket not claimed by
 -- this proposal is left alone, so finishing a proposal twice changes nothing.
--- KEYS: 1 claims, 2 proposal, 3 stats (hash), 3+1..3+n ticket hashes, then open pointers
--- ARGV: 1 proposal id, 2 now ms, 3 n, 4 ticket retention ms, 4+1..4+n per-ticket fields (json object),
---       then for each open pointer the ticket id it must hold to be deleted
+-- KEYS: 1 claims, 2 proposal, 3 the pool's wait (string, ms), 3+1..3+n ticket hashes, then open pointers
+-- ARGV: 1 proposal id, 2 now ms, 3 n, 4 ticket retention ms, 5 the wait's ttl ms,
+--       5+1..5+n per-ticket fields (json object), then for each open pointer the ticket id it
+--       must hold to be deleted
 local n = tonumber(ARGV[3])
 local done = 0
 local waits = 0
-local pool = ''
 for i = 1, n do
   local key = KEYS[3 + i]
-  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'pool')
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms')
   if st[1] == 'claimed' and st[2] == ARGV[1] then
     local flat = {'state', 'matched', 'closed_ms', ARGV[2]}
-    for k, v in pairs(cjson.decode(ARGV[4 + i])) do
+    for k, v in pairs(cjson.decode(ARGV[5 + i])) do
       flat[#flat + 1] = k
       flat[#flat + 1] = v
     end
@@ -23,11 +24,10 @@ for i = 1, n do
     redis.call('PEXPIRE', key, ARGV[4])
     done = done + 1
     waits = waits + (tonumber(ARGV[2]) - tonumber(st[3]))
-    pool = st[4] or ''
   end
 end
 for j = 4 + n, #KEYS do
-  if redis.call('GET', KEYS[j]) == ARGV[4 + n + (j - 3 - n)] then
+  if redis.call('GET', KEYS[j]) == ARGV[5 + n + (j - 3 - n)] then
     redis.call('DEL', KEYS[j])
   end
 end
@@ -35,11 +35,10 @@ redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
 if done > 0 then
   local mean = waits / done
-  local field = 'avg_wait_ms:' .. pool
-  local old = tonumber(redis.call('HGET', KEYS[3], field))
+  local old = tonumber(redis.call('GET', KEYS[3]))
   if old then
     mean = old * 0.8 + mean * 0.2
   end
-  redis.call('HSET', KEYS[3], field, tostring(mean))
+  redis.call('SET', KEYS[3], tostring(mean), 'PX', ARGV[5])
 end
 return done

@@ -19,6 +19,7 @@ from famiglia.localstack.redis_server import RedisServer
 from famiglia.matchmaking import FixedRatings, MatchPolicy, Rating, form_matches, pool_key
 from services.matchmaking.bootstrap import Matchmaking
 from services.matchmaking.matcher import MatcherTuning
+from services.matchmaking.store import WAIT_TTL_MS, Keys
 from tests.profile import examples
 
 from .conftest import GAME, SECRET, SHAPES, FakeClock, RecordingCreator, make_mm
@@ -400,3 +401,23 @@ def test_a_match_in_one_game_takes_the_player_out_of_the_others(mm: Matchmaking)
     status = mm.app.ticket(a, elsewhere)
     assert status.state == "cancelled" and status.reason.startswith("matched in duel")
     assert mm.app.store.queue_size(GAME) == 0
+
+
+def test_the_waits_of_pools_no_table_uses_any_more_expire(redis_url: str, creator: RecordingCreator) -> None:
+    """Each pool's average wait was a field of one `{mm:G}:stats` hash without a TTL; options with
+    no list of choices (timeouts, counts) make a pool per value, so the hash grew by one field for
+    each value a table was ever made with, for good. Each pool's wait now lives a week after its
+    pool's last table; nothing a table leaves in the game's slot is kept for good."""
+    mm = make_mm(redis_url, creator)
+    client = mm.app.store.client
+    for variant in ("classic", "short"):
+        a, b = (mm.app.register_guest(n)[0].player_id for n in "AB")
+        mm.app.create_ticket(a, GAME, [2], {"variant": variant})
+        mm.app.create_ticket(b, GAME, [2], {"variant": variant})
+        assert mm.matcher.run_once() == 1
+        assert mm.app.store.recent_wait(GAME, pool_key(GAME, {"variant": variant})) is not None
+    kept = {k: client.pttl(k) for k in client.scan_iter(Keys(GAME).tag + ":*")}
+    assert kept and all(ttl > 0 for ttl in kept.values()), f"kept for good: {[k for k, t in kept.items() if t < 0]}"
+    waits = [t for k, t in kept.items() if ":wait:" in k]
+    assert len(waits) == 2 and all(WAIT_TTL_MS - 60_000 < t <= WAIT_TTL_MS for t in waits)
+    mm.close()
