@@ -9,9 +9,10 @@
 Registers a guest (unless --token names a player), queues a ticket, follows it
 until a match is found and prints the match id, the seat and its seat token: the
 command service accepts that token for that seat (`famiglia play` style clients
-send it as `authorization: Bearer <token>`). Ctrl-C or --timeout cancels the ticket; once a
-match is being made with it the cancel is refused (`ticket_matched`) and the seat is the
-player's all the same, so it follows the ticket on to that seat and prints its token.
+send it as `authorization: Bearer <token>`). Ctrl-C (even while the ticket is being made) or
+--timeout cancels the ticket; once a match is being made with it the cancel is refused
+(`ticket_matched`) and the seat is the player's all the same, so it follows the ticket on to
+that seat and prints its token.
 Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
 refused (here or by the server) or a server gone (a cancel that failed so too: the ticket is
 still open), 130 a second Ctrl-C while following on. --invites and --decline exit 0 once answered.
@@ -97,9 +98,17 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
             token = guest.player_token
             console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}", soft_wrap=True)
         auth = [("authorization", f"Bearer {token}")]
-        created = tickets.CreateTicket(pb.CreateTicketRequest(
-            game_id=args.game, seat_counts=seats, options=options, party=args.party,
-            request_id=uuid.uuid4().hex), metadata=auth, timeout=10)
+        request = pb.CreateTicketRequest(game_id=args.game, seat_counts=seats, options=options, party=args.party,
+                                         request_id=uuid.uuid4().hex)
+        try:
+            created = tickets.CreateTicket(request, metadata=auth, timeout=10)
+        except KeyboardInterrupt:
+            # Ctrl-C while the ticket was being made: it may exist, and left alone it would be
+            # matched to a seat nobody holds. The same request id answers with it (or makes it,
+            # if the first never arrived), and it is cancelled as any ticket Ctrl-C ends.
+            created = tickets.CreateTicket(request, metadata=auth, timeout=10)
+            console.print(f"ticket [bold]{created.ticket_id}[/] (interrupted while it was made)")
+            return _report(_cancel(tickets, created.ticket_id, auth, time.sleep))
         console.print(f"ticket [bold]{created.ticket_id}[/]")
         return _follow(tickets, created.ticket_id, auth, args.timeout or None)
     except grpc.RpcError as exc:
@@ -150,27 +159,38 @@ def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -
 
 def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
             timeout: float | None, *, pause: Callable[[float], None] = time.sleep) -> int:
-    last = None
     try:
         last = _watch(tickets, ticket_id, auth, timeout, pause)
     except (KeyboardInterrupt, grpc.RpcError) as exc:
         if isinstance(exc, grpc.RpcError) and exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
             raise
-        try:
-            last = tickets.CancelTicket(pb.CancelTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
-        except grpc.RpcError as refused:
-            if error_code(refused) == "ticket_matched":  # type: ignore[arg-type]
-                # Too late: a table is being made with this ticket (or was), and its seat is this
-                # player's whether or not anyone plays it. Leaving now would strand the seat.
-                console.print("too late to cancel: a match is being made with this ticket; following it")
-                last = _watch(tickets, ticket_id, auth, None, pause)
-            else:
-                last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
-                if last.state in (pb.TICKET_SEARCHING, pb.TICKET_PENDING_PARTY):
-                    # Not cancelled (the server or its Redis away): not a ticket that ended (1), but
-                    # the cancel's own status, and the ticket's id to cancel it by.
-                    console.print(f"[red]could not cancel[/]: ticket [bold]{ticket_id}[/] is still open")
-                    raise refused from None
+        last = _cancel(tickets, ticket_id, auth, pause)
+    return _report(last)
+
+
+def _cancel(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],
+            pause: Callable[[float], None]) -> pb.TicketUpdate | None:
+    """Cancel the ticket (Ctrl-C, --timeout): its last state, or the one it was matched to when
+    the cancel came too late; raises the cancel's failure while the ticket is still open."""
+    try:
+        return tickets.CancelTicket(pb.CancelTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+    except grpc.RpcError as refused:
+        if error_code(refused) == "ticket_matched":  # type: ignore[arg-type]
+            # Too late: a table is being made with this ticket (or was), and its seat is this
+            # player's whether or not anyone plays it. Leaving now would strand the seat.
+            console.print("too late to cancel: a match is being made with this ticket; following it")
+            return _watch(tickets, ticket_id, auth, None, pause)
+        last = tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10)
+        if last.state in (pb.TICKET_SEARCHING, pb.TICKET_PENDING_PARTY):
+            # Not cancelled (the server or its Redis away): not a ticket that ended (1), but
+            # the cancel's own status, and the ticket's id to cancel it by.
+            console.print(f"[red]could not cancel[/]: ticket [bold]{ticket_id}[/] is still open")
+            raise refused from None
+        return last
+
+
+def _report(last: pb.TicketUpdate | None) -> int:
+    """The ticket's end, printed, and the exit status it makes: 0 matched, 1 not."""
     if last is None:
         return 1
     if last.state != pb.TICKET_MATCHED:

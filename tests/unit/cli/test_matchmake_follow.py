@@ -135,3 +135,43 @@ def test_a_cancel_refused_because_the_ticket_ended_reports_its_end(capsys: pytes
         ticket_id=TICKET, state=pb.TICKET_EXPIRED, reason="ticket lifetime reached")
     assert cli._follow(tickets, TICKET, AUTH, 1.0) == 1  # type: ignore[arg-type]
     assert "ticket expired" in capsys.readouterr().out
+
+
+class Made(Tickets):
+    """A server whose CreateTicket makes the ticket, its answer cut short by Ctrl-C the first time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.request_ids: list[str] = []
+
+    def CreateTicket(self, request: pb.CreateTicketRequest, **_: object) -> pb.CreateTicketResponse:
+        self.calls.append("create")
+        self.request_ids.append(request.request_id)
+        if len(self.request_ids) == 1:
+            raise KeyboardInterrupt  # the ticket is made; the answer never read
+        return pb.CreateTicketResponse(ticket_id=TICKET, duplicate=True, ticket=SEARCHING)
+
+
+class Guests:
+    def RegisterGuest(self, request: pb.RegisterGuestRequest, **_: object) -> pb.RegisterGuestResponse:
+        return pb.RegisterGuestResponse(player_id="g1", player_token="t")
+
+
+def test_ctrl_c_while_the_ticket_is_being_made_cancels_it(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C during CreateTicket left the command with 130 and the ticket, made all the same,
+    searching with nobody to follow it: matched to a seat nobody holds. The request id sent again
+    answers with that ticket, which is cancelled as any Ctrl-C cancels it (exit 1)."""
+    made = Made()
+    monkeypatch.setattr(cli, "dial", lambda _address: type("Channel", (), {"close": lambda self: None})())
+    monkeypatch.setattr(cli.pb_grpc, "PlayerServiceStub", lambda _channel: Guests())
+    monkeypatch.setattr(cli.pb_grpc, "MatchmakingServiceStub", lambda _channel: made)
+    args = cli.argparse.Namespace(address="localhost:1", invites=False, accept="", decline="", game="grifters",
+                                  option=[], seats="", token="", name="me", party=[], timeout=0.0)
+    try:
+        status = cli.cmd_matchmake(args)
+    except KeyboardInterrupt:
+        pytest.fail(f"left with the interrupt, the ticket made and not cancelled ({made.calls})")
+    assert status == 1
+    assert made.calls == ["create", "create", "cancel"] and len(set(made.request_ids)) == 1
+    assert "ticket cancelled" in capsys.readouterr().out
