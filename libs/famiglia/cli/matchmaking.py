@@ -9,10 +9,10 @@
 Registers a guest (unless --token names a player), queues a ticket, follows it
 until a match is found and prints the match id, the seat and its seat token: the
 command service accepts that token for that seat (`famiglia play` style clients
-send it as `authorization: Bearer <token>`). Ctrl-C (even while the ticket is being made) or
---timeout cancels the ticket; once a match is being made with it the cancel is refused
-(`ticket_matched`) and the seat is the player's all the same, so it follows the ticket on to
-that seat and prints its token.
+send it as `authorization: Bearer <token>`). Ctrl-C (even while the ticket is being made, or
+an invite accepted) or --timeout cancels the ticket; once a match is being made with it the
+cancel is refused (`ticket_matched`) and the seat is the player's all the same, so it follows
+the ticket on to that seat and prints its token.
 Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
 refused (here or by the server) or a server gone (a cancel that failed so too: the ticket is
 still open), 130 a second Ctrl-C while following on. --invites and --decline exit 0 once answered.
@@ -152,9 +152,26 @@ def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -
                                             timeout=10)
         console.print(f"ticket {STATE.get(update.state, '?')}: {update.reason}")
         return 0
-    tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=args.accept), metadata=auth, timeout=10)
+    try:
+        tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=args.accept), metadata=auth, timeout=10)
+    except KeyboardInterrupt:
+        return _take_back(tickets, args.accept, auth)
     console.print(f"joined ticket [bold]{args.accept}[/]")
     return _follow(tickets, args.accept, auth, args.timeout or None)
+
+
+def _take_back(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]]) -> int:
+    """Ctrl-C while an acceptance was out: it may have arrived, and the last one queues the ticket,
+    to be matched to a seat nobody holds. Declined, as Ctrl-C cancels a followed ticket; the
+    ticket queued already (the acceptance the last), it is cancelled."""
+    try:
+        update = tickets.DeclinePartyInvite(pb.DeclinePartyInviteRequest(ticket_id=ticket_id), metadata=auth,
+                                            timeout=10)
+    except grpc.RpcError as refused:
+        if error_code(refused) != "invite_answered":  # type: ignore[arg-type]
+            raise
+        return _report(_cancel(tickets, ticket_id, auth, time.sleep))
+    return _report(update)
 
 
 def _follow(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[tuple[str, str]],

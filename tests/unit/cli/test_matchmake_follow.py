@@ -175,3 +175,29 @@ def test_ctrl_c_while_the_ticket_is_being_made_cancels_it(monkeypatch: pytest.Mo
     assert status == 1
     assert made.calls == ["create", "create", "cancel"] and len(set(made.request_ids)) == 1
     assert "ticket cancelled" in capsys.readouterr().out
+
+
+class Accepted(Tickets):
+    """An invite whose acceptance arrives (the last one: the ticket queues), its answer cut short by Ctrl-C."""
+
+    def AcceptPartyInvite(self, request: pb.AcceptPartyInviteRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("accept")
+        raise KeyboardInterrupt
+
+    def DeclinePartyInvite(self, request: pb.DeclinePartyInviteRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("decline")
+        raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "invite_answered")
+
+
+def test_ctrl_c_while_an_invite_is_being_accepted_takes_the_acceptance_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """The last acceptance queues the ticket: Ctrl-C while it was out left the invitee's seat to be
+    matched with nobody following it. Declined then, or, queued already, cancelled (exit 1)."""
+    accepted = Accepted()
+    args = cli.argparse.Namespace(invites=False, accept=TICKET, decline="", game="", token="t", timeout=0.0)
+    try:
+        status = cli._answer(accepted, args)  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pytest.fail(f"left with the interrupt, the acceptance standing ({accepted.calls})")
+    assert status == 1
+    assert accepted.calls == ["accept", "decline", "cancel"]
+    assert "ticket cancelled" in capsys.readouterr().out
