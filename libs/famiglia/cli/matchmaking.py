@@ -96,7 +96,8 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
         if not token:
             guest = players.RegisterGuest(pb.RegisterGuestRequest(display_name=args.name), timeout=10)
             token = guest.player_token
-            console.print(f"guest [bold]{guest.player_id}[/] ({args.name}); player token:\n{token}", soft_wrap=True)
+            console.print(f"guest [bold]{escape(guest.player_id)}[/] ({escape(args.name)}); player token:\n{escape(token)}",
+                          soft_wrap=True)
         auth = [("authorization", f"Bearer {token}")]
         request = pb.CreateTicketRequest(game_id=args.game, seat_counts=seats, options=options, party=args.party,
                                          request_id=uuid.uuid4().hex)
@@ -107,12 +108,12 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
             # matched to a seat nobody holds. The same request id answers with it (or makes it,
             # if the first never arrived), and it is cancelled as any ticket Ctrl-C ends.
             created = tickets.CreateTicket(request, metadata=auth, timeout=10)
-            console.print(f"ticket [bold]{created.ticket_id}[/] (interrupted while it was made)")
+            console.print(f"ticket [bold]{escape(created.ticket_id)}[/] (interrupted while it was made)")
             return _report(_cancel(tickets, created.ticket_id, auth, time.sleep))
-        console.print(f"ticket [bold]{created.ticket_id}[/]")
+        console.print(f"ticket [bold]{escape(created.ticket_id)}[/]")
         return _follow(tickets, created.ticket_id, auth, args.timeout or None)
     except grpc.RpcError as exc:
-        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
         return 2
     finally:
         channel.close()
@@ -142,21 +143,21 @@ def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -
     if args.invites:
         listed = tickets.ListInvites(pb.ListInvitesRequest(game_id=args.game), metadata=auth, timeout=10)
         for invite in listed.invites:
-            console.print(f"[bold]{invite.ticket_id}[/] from {invite.party[0]}: {invite.game_id} with "
-                          f"{', '.join(invite.party[1:])}; answer within {invite.answer_within_seconds:.0f}s")
+            console.print(f"[bold]{escape(invite.ticket_id)}[/] from {escape(invite.party[0])}: {escape(invite.game_id)} "
+                          f"with {escape(', '.join(invite.party[1:]))}; answer within {invite.answer_within_seconds:.0f}s")
         if not listed.invites:
             console.print("no invites")
         return 0
     if args.decline:
         update = tickets.DeclinePartyInvite(pb.DeclinePartyInviteRequest(ticket_id=args.decline), metadata=auth,
                                             timeout=10)
-        console.print(f"ticket {STATE.get(update.state, '?')}: {update.reason}")
+        console.print(f"ticket {STATE.get(update.state, '?')}: {escape(update.reason)}")
         return 0
     try:
         tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=args.accept), metadata=auth, timeout=10)
     except KeyboardInterrupt:
         return _take_back(tickets, args.accept, auth)
-    console.print(f"joined ticket [bold]{args.accept}[/]")
+    console.print(f"joined ticket [bold]{escape(args.accept)}[/]")
     return _follow(tickets, args.accept, auth, args.timeout or None)
 
 
@@ -201,7 +202,7 @@ def _cancel(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[
         if last.state in (pb.TICKET_SEARCHING, pb.TICKET_PENDING_PARTY):
             # Not cancelled (the server or its Redis away): not a ticket that ended (1), but
             # the cancel's own status, and the ticket's id to cancel it by.
-            console.print(f"[red]could not cancel[/]: ticket [bold]{ticket_id}[/] is still open")
+            console.print(f"[red]could not cancel[/]: ticket [bold]{escape(ticket_id)}[/] is still open")
             raise refused from None
         return last
 
@@ -211,10 +212,11 @@ def _report(last: pb.TicketUpdate | None) -> int:
     if last is None:
         return 1
     if last.state != pb.TICKET_MATCHED:
-        console.print(f"ticket {STATE.get(last.state, '?')}" + (f": {last.reason}" if last.reason else ""))
+        console.print(f"ticket {STATE.get(last.state, '?')}" + (f": {escape(last.reason)}" if last.reason else ""))
         return 1
-    console.print(f"[green]matched[/]: match [bold]{last.match_id}[/], seat {last.seat} of {last.seats}"
-                  f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{last.seat_token}", soft_wrap=True)
+    console.print(f"[green]matched[/]: match [bold]{escape(last.match_id)}[/], seat {last.seat} of {last.seats}"
+                  f" ({last.bots} bot{'s' if last.bots != 1 else ''})\nseat token:\n{escape(last.seat_token)}",
+                  soft_wrap=True)
     return 0
 
 
@@ -232,7 +234,7 @@ def _watch(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: list[t
             for update in tickets.WatchTicket(pb.WatchTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=left):
                 cuts = 0
                 if update.state == pb.TICKET_PENDING_PARTY and (last is None or last.awaiting != update.awaiting):
-                    console.print(f"waiting for {', '.join(update.awaiting)} to accept "
+                    console.print(f"waiting for {escape(', '.join(update.awaiting))} to accept "
                                   f"({update.answer_within_seconds:.0f}s left)")
                 last = update
                 if update.state == pb.TICKET_SEARCHING:

@@ -18,15 +18,15 @@ AUTH = [("authorization", "Bearer t")]
 class Refused(grpc.RpcError):
     """A call's failure as a client sees it: a status and famiglia's code in the trailers."""
 
-    def __init__(self, status: grpc.StatusCode, code: str = "") -> None:
+    def __init__(self, status: grpc.StatusCode, code: str = "", details: str = "") -> None:
         super().__init__(status.name)
-        self._status, self._code = status, code
+        self._status, self._code, self._details = status, code, details
 
     def code(self) -> grpc.StatusCode:
         return self._status
 
     def details(self) -> str:
-        return self._code or self._status.name
+        return self._details or self._code or self._status.name
 
     def trailing_metadata(self) -> list[tuple[str, str]]:
         return [("famiglia-code", self._code)] if self._code else []
@@ -201,3 +201,24 @@ def test_ctrl_c_while_an_invite_is_being_accepted_takes_the_acceptance_back(caps
     assert status == 1
     assert accepted.calls == ["accept", "decline", "cancel"]
     assert "ticket cancelled" in capsys.readouterr().out
+
+
+class Refusing(Made):
+    def CreateTicket(self, request: pb.CreateTicketRequest, **_: object) -> pb.CreateTicketResponse:
+        self.calls.append("create")
+        raise Refused(grpc.StatusCode.NOT_FOUND, "unknown_player", f"not registered: {request.party[0]}")
+
+
+@pytest.mark.parametrize("name", ["me", "[/b]"])
+def test_a_refusal_quoting_what_was_asked_is_printed_as_it_is(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """A refusal's details (or a name) quoting a `[/...]` of the request were read as rich markup:
+    a MarkupError and its traceback, exit 1 (a ticket that ended without a match), not 2."""
+    monkeypatch.setattr(cli, "dial", lambda _address: type("Channel", (), {"close": lambda self: None})())
+    monkeypatch.setattr(cli.pb_grpc, "PlayerServiceStub", lambda _channel: Guests())
+    monkeypatch.setattr(cli.pb_grpc, "MatchmakingServiceStub", lambda _channel: Refusing())
+    args = cli.argparse.Namespace(address="localhost:1", invites=False, accept="", decline="", game="grifters",
+                                  option=[], seats="", token="", name=name, party=["[/x]"], timeout=0.0)
+    assert cli.cmd_matchmake(args) == 2
+    out = capsys.readouterr().out
+    assert "not registered: [/x]" in out and f"({name})" in out
