@@ -174,6 +174,7 @@ class RedisTicketStore:
         self._accept: Script = client.register_script(_lua("accept_invite.lua"))
         self._retry_later: Script = client.register_script(_lua("retry_later.lua"))
         self._take_retry: Script = client.register_script(_lua("take_retry.lua"))
+        self._forget_claim: Script = client.register_script(_lua("forget_claim.lua"))
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
@@ -331,10 +332,10 @@ class RedisTicketStore:
         return [str(p) for p in self.client.zrangebyscore(Keys(game_id).claims, "-inf", older_than_ms)]
 
     def forget_claim(self, game_id: str, proposal_id: str) -> None:
-        """Drop a claim whose proposal is gone (finished elsewhere, or expired)."""
+        """Drop a claim whose proposal is gone (finished elsewhere, or expired), in one script: the
+        same table claimed again between a look and a removal kept no entry, and no retry."""
         k = Keys(game_id)
-        if not self.client.exists(k.proposal(proposal_id)):
-            self.client.zrem(k.claims, proposal_id)
+        self._forget_claim(keys=[k.proposal(proposal_id), k.claims], args=[proposal_id])
 
     def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int) -> bool:
         """Whether this matcher retries the stale claim now: its next retry is pushed back to

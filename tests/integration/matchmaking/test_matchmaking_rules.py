@@ -452,3 +452,35 @@ def test_a_claims_retry_is_taken_once_while_stale_and_never_once_the_table_is_go
     assert _finalize(mm, plan) == 2
     assert not store.take_retry(DUEL, pid, claimed + 100, claimed + 200)
     assert store.client.zscore(Keys(DUEL).claims, pid) is None
+
+
+# -- forget_claim.lua --------------------------------------------------------------------------
+def test_a_gone_tables_claim_is_forgotten_but_never_the_same_table_claimed_again_meanwhile(
+        mm: Matchmaking, monkeypatch: pytest.MonkeyPatch) -> None:
+    """forget_claim looked for the proposal, then removed its claim: given back to the queue before
+    the look and claimed again (the same tickets: the same proposal id) before the removal, the new
+    claim lost its entry, and with it its retry should its matcher die: claimed, unretried, for a day."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    store, pid, claims = mm.app.store, proposal.proposal_id, Keys(DUEL).claims
+    store.release(DUEL, pid, _tickets(plan), requeue=True, reason="hold lost", now_ms=mm.app.clock())
+    store.client.zadd(claims, {pid: 1})  # the stale claim _recover read before that release
+    exists, claimed = store.client.exists, []
+
+    def claimed_again_after_the_look(*keys: str) -> int:
+        gone = exists(*keys)
+        claimed.append(store.claim(proposal, plan, mm.app.clock()))  # another matcher
+        return gone
+
+    monkeypatch.setattr(store.client, "exists", claimed_again_after_the_look)
+    store.forget_claim(DUEL, pid)
+    monkeypatch.undo()
+    if not claimed:  # the look and the removal are one script: the other matcher claims after both
+        assert store.claim(proposal, plan, mm.app.clock())
+    assert store.client.zscore(claims, pid) is not None, "the new claim lost its retry"
+    assert _finalize(mm, plan) == 2
+    store.client.zadd(claims, {pid: 1})
+    store.forget_claim(DUEL, pid)  # a finished table's claim is forgotten
+    assert store.client.zscore(claims, pid) is None
