@@ -49,6 +49,8 @@ WATCH_RETRIES = 8
 """Cut watches in a row opened again (pauses doubling from half a second up to WATCH_PAUSE_MAX_S,
 some 25 s in all) before the server is taken for gone and its status reported."""
 WATCH_PAUSE_MAX_S = 5.0
+ENDED = frozenset({"ticket_cancelled", "ticket_expired", "ticket_failed"})
+"""The codes of an answer that came after the ticket ended."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -169,9 +171,12 @@ def _take_back(tickets: pb_grpc.MatchmakingServiceStub, ticket_id: str, auth: li
         update = tickets.DeclinePartyInvite(pb.DeclinePartyInviteRequest(ticket_id=ticket_id), metadata=auth,
                                             timeout=10)
     except grpc.RpcError as refused:
-        if error_code(refused) != "invite_answered":  # type: ignore[arg-type]
-            raise
-        return _report(_cancel(tickets, ticket_id, auth, time.sleep))
+        code = error_code(refused)  # type: ignore[arg-type]
+        if code == "invite_answered":
+            return _report(_cancel(tickets, ticket_id, auth, time.sleep))
+        if code in ENDED:  # over already (cancelled, expired, declined by another): its end
+            return _report(tickets.GetTicket(pb.GetTicketRequest(ticket_id=ticket_id), metadata=auth, timeout=10))
+        raise
     return _report(update)
 
 

@@ -222,3 +222,21 @@ def test_a_refusal_quoting_what_was_asked_is_printed_as_it_is(monkeypatch: pytes
     assert cli.cmd_matchmake(args) == 2
     out = capsys.readouterr().out
     assert "not registered: [/x]" in out and f"({name})" in out
+
+
+class EndedMeanwhile(Accepted):
+    def DeclinePartyInvite(self, request: pb.DeclinePartyInviteRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("decline")
+        raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "ticket_cancelled")
+
+    def GetTicket(self, request: pb.GetTicketRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("get")
+        return pb.TicketUpdate(ticket_id=TICKET, state=pb.TICKET_CANCELLED, reason="cancelled by g0")
+
+
+def test_ctrl_c_while_accepting_an_invite_that_ended_meanwhile_reports_its_end(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    ended = EndedMeanwhile()
+    args = cli.argparse.Namespace(invites=False, accept=TICKET, decline="", game="", token="t", timeout=0.0)
+    assert cli._answer(ended, args) == 1  # type: ignore[arg-type]
+    assert ended.calls == ["accept", "decline", "get"] and "cancelled by g0" in capsys.readouterr().out
