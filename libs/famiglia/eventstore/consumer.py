@@ -216,16 +216,24 @@ class PartitionConsumer:
         """Take over entries other consumers left pending for at least `min_idle_ms` (XAUTOCLAIM).
 
         Entries deleted from the stream meanwhile (MAXLEN) come back without
-        fields and are skipped: there is nothing left to process.
+        fields and are skipped: there is nothing left to process. A partition whose group is gone
+        (`NOGROUP`) has nothing to take over: the next `read` creates the group again. (Before, the
+        claim raised, and a caller claiming each round before it reads never read again: with
+        `claim_every_s` 0 the projection stopped for good once its group vanished.)
         """
         self._ensure_ready()
         claimed: list[PartitionEntry] = []
         for partition, key in self._key_of.items():
             cursor: bytes | str = "0-0"
             while len(claimed) < count:
-                reply = self.client.xautoclaim(
-                    key, self.group, self.consumer, min_idle_ms, start_id=cursor, count=count - len(claimed)
-                )
+                try:
+                    reply = self.client.xautoclaim(
+                        key, self.group, self.consumer, min_idle_ms, start_id=cursor, count=count - len(claimed)
+                    )
+                except ResponseError as error:
+                    if "NOGROUP" not in str(error):
+                        raise
+                    break
                 cursor, entries = reply[0], reply[1]
                 claimed.extend(self._entries(partition, entries))
                 if _text(cursor) == "0-0":

@@ -20,7 +20,7 @@ from famiglia.readmodels.db import read_session
 from services.projection.app import ProjectionApp
 from services.projection.runner import ProjectionRunner
 
-from .support import MatchSpec, write_matches
+from .support import MatchSpec, drain, write_matches
 from .test_claims import _held, _owners, _replica, _with_a_gap
 
 pytestmark = pytest.mark.redis
@@ -121,3 +121,21 @@ def test_a_hold_keeps_waiting_entries_whose_pending_records_went_while_the_group
     with read_session(app.sql) as session:
         summary = match_summary(session, "m")
     assert summary is not None and summary.version == len(played.envelopes)
+
+
+def test_a_consumer_claiming_every_round_reads_from_a_group_that_vanished(app: ProjectionApp) -> None:
+    """A consumer takes over stale entries (XAUTOCLAIM) before it reads, and its read is what
+    creates a vanished group again. The claim raised NOGROUP, so with `CLAIM_EVERY_S` 0 (this
+    suite's, a claim each round) every round failed before its read, and the projection never
+    projected again."""
+    played = write_matches(app.store, app.registry, [MatchSpec(f"m{i}", ["ann", "bob"], seed=i) for i in range(3)])
+    runner = app.runner("a")
+    assert runner.config.claim_every_s == 0
+    runner.run_once(block_ms=0)
+    _destroy_groups(app)  # FLUSHALL of the groups, say: the next read creates them again, from the start
+    for _ in range(10):  # each round failed at its claim, before the read that creates the group
+        runner.run_once(block_ms=0)
+    drain([runner])
+    with read_session(app.sql) as session:
+        versions = {p.match_id: match_summary(session, p.match_id).version for p in played}  # type: ignore[union-attr]
+    assert versions == {p.match_id: len(p.envelopes) for p in played}
