@@ -473,12 +473,17 @@ class ProjectionRunner:
         """After a broken connection: the deferred entries kept in memory again as the store
         holds them, from this consumer's pending list. A Redis that restarted on an AOF missing
         its last writes (or a replica that was behind) holds neither those writes' entries nor
-        their pending records, and the store may have been written on since at their seqs."""
+        their pending records, and the store may have been written on since at their seqs. Told
+        whether or not the read back succeeds (`read_back`; the next round does it otherwise): a
+        Redis restarting often fails it too, and the warning came only after it succeeded."""
         kept = len(self.deferred)
         self.deferred, self._retry, self._pending_from = {}, {}, {}
         self._resumed = False
-        self._resume()
-        log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept, pending=len(self.deferred))
+        try:
+            self._resume()
+        finally:
+            log.warning("projection_reconnected", consumer=self.name, deferred_dropped=kept,
+                        pending=len(self.deferred), read_back=self._resumed)
 
     def _resume(self) -> None:
         """Hold every entry pending under this consumer, then read back the first `batch` of each

@@ -150,3 +150,35 @@ def test_a_restarted_consumer_whose_first_read_back_failed_reads_back_in_the_nex
     restarted.run_once(block_ms=0)
     assert {(e.partition, e.entry_id) for e in left} <= set(restarted.deferred) | {
         (e.partition, e.entry_id) for e in restarted.unacked}
+
+
+def test_a_reconnect_whose_read_back_fails_is_told_with_the_waiting_entries_it_dropped(
+        app: ProjectionApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis restarting drops the connection, and often fails the first read back too: the
+    warning that the consumer dropped the entries it kept came only after a read back that
+    succeeded, so a reconnect whose first read back failed was never told (the next round read
+    them back with `projection_pending_held` at info alone) and its count was lost."""
+    gap = _with_a_gap(app)
+    runner = app.runner("a")
+    _rounds(runner, lambda: False)
+    kept = len(runner.deferred)
+    assert kept == len(gap.envelopes) - 1
+    app.store.client.client_kill_filter(_type="normal", skipme=True)  # a Redis restart drops every connection
+    real = runner.consumer.hold_pending
+    calls = []
+
+    def flaky(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        if len(calls) == 1:
+            raise ConnectionError("Redis still loading")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner.consumer, "hold_pending", flaky)
+    with capture_logs() as logs:
+        with pytest.raises(ConnectionError):
+            runner.run_once(block_ms=0)
+        runner.run_once(block_ms=0)  # reads them back
+    told = [line for line in logs if line["event"] == "projection_reconnected"]
+    assert [line["deferred_dropped"] for line in told] == [kept]
+    assert told[0]["log_level"] == "warning"
+    assert len(runner.deferred) == kept
