@@ -412,3 +412,17 @@ def test_a_consumer_cannot_read_through_a_cluster_client(cluster: redis.RedisClu
     with pytest.raises(AttributeError, match="connection_pool"):
         one.read(count=10)
     assert one.read_pending(count=10) == []
+
+
+def test_a_claim_and_a_cleanup_on_a_group_gone_take_nothing_and_raise_nothing(store: RedisEventStore) -> None:
+    """A group gone (XGROUP DESTROY, a Redis that lost it) has no entry to take over and no consumer
+    to forget: the next read creates it again. Both raised NOGROUP: the cleanup when the group went
+    between the caller's look at its consumers and the script, failing the round."""
+    _write(store, matches=2)
+    consumer = PartitionConsumer.for_store(store, "g", "a")
+    got = consumer.read(count=100)
+    assert got
+    for p in range(store.partitions):
+        store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
+    assert consumer.claim_stale(min_idle_ms=0) == []
+    assert consumer.forget_idle_consumers(got[0].partition, ["a", "b"], 0) == []

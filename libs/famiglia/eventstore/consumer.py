@@ -313,11 +313,17 @@ class PartitionConsumer:
         a consumer's pending entries, and a look made before may be stale (that consumer restarted
         and read since). One listing of the group's consumers a script, `HOLD_PAGE` names a call
         (session 33's first version listed them all once a name: quadratic after a crash loop).
-        The names removed."""
+        The names removed; none from a group gone (`NOGROUP`: it went after the caller looked at
+        its consumers, and the next read creates it again; before, the round failed on it)."""
         removed: list[str] = []
         for i in range(0, len(names), HOLD_PAGE):
-            reply = self._forget_script(keys=[self._key_of[partition]],
-                                        args=[self.group, min_idle_ms, *names[i:i + HOLD_PAGE]])
+            try:
+                reply = self._forget_script(keys=[self._key_of[partition]],
+                                            args=[self.group, min_idle_ms, *names[i:i + HOLD_PAGE]])
+            except ResponseError as error:
+                if "NOGROUP" not in str(error):
+                    raise
+                break
             removed += [_text(name) for name in reply]
         return removed
 
