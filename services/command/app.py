@@ -2049,11 +2049,13 @@ def _check_not_set_aside(aside: frozenset[str], hot: HotMatch, seat: int, comman
 
 
 def _lasting(seconds: float) -> str:
-    """A length of time as a player reads it: "6 h", "10 min", "45 s"."""
-    for unit, size in (("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{round(seconds / size, 1):g} {unit}"
-    return f"{round(seconds, 1):g} s"
+    """A length of time as a player reads it: "6 h", "10 min", "45 s"; the unit picked once
+    rounded (3599 s is "1 h", not "60 min")."""
+    for unit, size in (("s", 1), ("min", 60)):
+        told = round(seconds / size, 1)
+        if told < 60:
+            return f"{told:g} {unit}"
+    return f"{round(seconds / 3600, 1):g} h"
 
 
 def _check_submission(viewer: Viewer, command_id: str) -> None:

@@ -252,7 +252,8 @@ def test_a_chain_that_loops_on_a_later_entry_than_the_one_set_aside_has_that_one
         RUNNING.pop(ident, None)
 
 
-@pytest.mark.parametrize(("ttl", "said"), [(6 * 3600.0, "6 h"), (600.0, "10 min"), (45.0, "45 s"), (5400.0, "1.5 h")])
+@pytest.mark.parametrize(("ttl", "said"), [(6 * 3600.0, "6 h"), (600.0, "10 min"), (45.0, "45 s"), (5400.0, "1.5 h"),
+                                           (3599.0, "1 h"), (59.99, "1 min"), (3500.0, "58.3 min")])
 def test_a_quarantines_length_is_told_in_a_unit_a_player_reads(ttl: float, said: str) -> None:
     """FAMIGLIA_COMMAND_QUARANTINE_S of ten minutes was told "refused for up to 0.166667 h"."""
     app = bootstrap(store=InMemoryEventStore(), registry=toy_registry(), settings=SETTINGS)
