@@ -117,6 +117,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
     def __init__(self, app: CommandApp) -> None:
         self.app = app
         self._set_aside: dict[int, tuple[str, list[str], str]] = {}  # stuck thread -> what it set aside, its hold
+        self._unmade: set[int] = set()  # stuck threads whose set-aside Redis has not answered yet
 
     @rpc
     def ListGames(self, request, context):
@@ -337,19 +338,23 @@ class GameServicer(pb_grpc.GameServiceServicer):
         lock (or for Redis) may loop in `decide` next, and a chain (SubmitCommands) whose slow
         entry was set aside may loop on a later one: that one is set aside then, and the entry
         whose `decide` returned is lifted (slow, not endless), as when a stuck call ends. A write
-        Redis refused (it raises) is made again next round too."""
+        Redis refused (it raises) is made again next round too; noted before the write, so a
+        write Redis made but did not answer in time is lifted as well when the call ends."""
         found = self.app.stuck_command(ident)
         if not _still_running(ident, call):
             return True  # `call` ended before its frames were read: they are another call's
         held = self._set_aside.get(ident)
         if held is not None and (found is None or found[:2] != held[:2]):
             self.lift_ended(ident, call)  # its `decide` returned
-        if found is None or (held is not None and found[:2] == held[:2]):
+            held = None
+        if found is None or (held is not None and ident not in self._unmade):
             return False
         match_id, names, fields = found
         hold = f"{ident:x}"  # the stuck call's own: another's on the same command outlives its lift
-        self.app.quarantine.set_aside(match_id, names, hold)
         self._set_aside[ident] = (match_id, names, hold)
+        self._unmade.add(ident)
+        self.app.quarantine.set_aside(match_id, names, hold)
+        self._unmade.discard(ident)
         log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
                     **fields)
         return False
@@ -358,6 +363,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         """A stuck call that ended after all (slow, not endless), or moved on from the command it
         was deciding: what it set aside is lifted (`pending`: not yet in Redis, which did not
         answer; made at the next read of the set)."""
+        self._unmade.discard(ident)
         aside = self._set_aside.pop(ident, None)
         if aside is not None:
             made = self.app.quarantine.lift(*aside)

@@ -252,6 +252,71 @@ def test_a_chain_that_loops_on_a_later_entry_than_the_one_set_aside_has_that_one
         RUNNING.pop(ident, None)
 
 
+def test_a_set_aside_whose_answer_redis_did_not_send_is_lifted_as_the_call_ends(app: CommandApp) -> None:
+    """A set-aside Redis made but did not answer (its reply past the client's timeout) raised,
+    and nothing was noted of it: the call, slow and not endless, ended before the next round
+    wrote it again, and its members stayed set aside for the quarantine's 6 hours, the call's
+    own retry refused though its command was stored. What a call is to set aside is noted
+    before the write, so its end lifts it whatever the write answered."""
+    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    servicer = GameServicer(app)
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                        on_ended=servicer.lift_ended)
+    app.stuck_command = lambda ident: ("m1", ["id:0/slow-1"], {})  # type: ignore[method-assign]
+    made = app.quarantine.set_aside
+
+    def made_unanswered(*args: object) -> None:
+        made(*args)  # (written: Redis has it)
+        raise TimeoutError("Timeout reading from socket")  # (its answer lost on the way)
+
+    app.quarantine.set_aside = made_unanswered  # type: ignore[method-assign]
+    ident = -8  # a thread of the test's making: its slot only
+    RUNNING[ident] = (0.0, servicer, "SubmitCommand", object(), None)
+    try:
+        watchdog.check(now=5.0)
+        assert app.quarantine.of("m1") == frozenset({"id:0/slow-1"})
+        RUNNING[ident] = None  # ended after all, before the next round wrote it again
+        assert watchdog.check(now=6.0) == 0
+        assert app.quarantine.of("m1") is None
+    finally:
+        RUNNING.pop(ident, None)
+
+
+def test_a_set_aside_redis_refused_is_made_again_next_round_and_once(app: CommandApp) -> None:
+    """A set-aside noted before its write is still made again while the write fails, and once
+    it is made, not again each round."""
+    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    servicer = GameServicer(app)
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                        on_ended=servicer.lift_ended)
+    app.stuck_command = lambda ident: ("m1", ["id:0/loops-1"], {})  # type: ignore[method-assign]
+    made = app.quarantine.set_aside
+    writes: list[bool] = []
+
+    def refused_once(*args: object) -> None:
+        writes.append(True)
+        if len(writes) == 1:
+            raise ConnectionError("Redis away")
+        made(*args)
+
+    app.quarantine.set_aside = refused_once  # type: ignore[method-assign]
+    ident = -9
+    RUNNING[ident] = (0.0, servicer, "SubmitCommand", object(), None)
+    try:
+        watchdog.check(now=5.0)
+        assert app.quarantine.of("m1") is None
+        watchdog.check(now=6.0)
+        assert app.quarantine.of("m1") == frozenset({"id:0/loops-1"})
+        watchdog.check(now=7.0)
+        assert len(writes) == 2
+    finally:
+        RUNNING.pop(ident, None)
+
+
 @pytest.mark.parametrize(("ttl", "said"), [(6 * 3600.0, "6 h"), (600.0, "10 min"), (45.0, "45 s"), (5400.0, "1.5 h"),
                                            (3599.0, "1 h"), (59.99, "1 min"), (3500.0, "58.3 min")])
 def test_a_quarantines_length_is_told_in_a_unit_a_player_reads(ttl: float, said: str) -> None:
