@@ -482,7 +482,10 @@ class _Stopping(grpc.Server):
     UNAVAILABLE (`server_stopping`), the status a client reconnects on (another replica, from
     the version it has), and health answers NOT_SERVING to whoever watches it. Its
     dependencies' checks (`readiness`) run from `start` to `stop`, and so do the plaintext
-    port of probes (`probes`) and the stuck-call watchdog (`watchdog`), if any."""
+    port of probes (`probes`) and the stuck-call watchdog (`watchdog`), if any: the watchdog
+    through the drain, and once it is over one last look (`Watchdog.finish`) before the event
+    `stop` returns is set, so a stuck call that ended in the grace is told ended (the command
+    service lifts what it set aside) before the service closes its stores."""
 
     def __init__(self, server: grpc.Server, gate: _StreamGate, health_servicer: health.HealthServicer,
                  readiness: Readiness | None = None, probes: grpc.Server | None = None,
@@ -502,9 +505,20 @@ class _Stopping(grpc.Server):
             self._probes.stop(grace)
         if self.readiness is not None:
             self.readiness.stop()
-        if self.watchdog is not None:
-            self.watchdog.stop()
-        return stopped
+        watchdog = self.watchdog
+        if watchdog is None:
+            return stopped
+        finished = threading.Event()
+
+        def finish() -> None:
+            stopped.wait()
+            try:
+                watchdog.finish()
+            finally:
+                finished.set()
+
+        threading.Thread(target=finish, name="stuck-calls-last-look", daemon=True).start()
+        return finished
 
     def start(self) -> None:
         self._server.start()

@@ -105,6 +105,7 @@ class Watchdog:
         self._unhanded: set[int] = set()  # stuck calls `on_stuck` is to be asked about again
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._last_look = threading.Lock()  # one `finish` at a time (a server stopped twice)
 
     @property
     def stuck(self) -> int:
@@ -203,3 +204,17 @@ class Watchdog:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=self._every + 1)
+
+    def finish(self) -> None:
+        """Stop, then one last look (a server's drain over): the stuck calls that ended in it are
+        told ended (`on_ended`), which the stopped watch would never tell. Not while a round of
+        its own is still under way (a hook waiting on Redis): two looks at once would tell twice."""
+        self.stop()
+        if self._thread is not None and self._thread.is_alive():
+            log.warning("stuck_call_last_look_skipped")
+            return
+        with self._last_look:
+            try:
+                self.check()
+            except Exception:  # noqa: BLE001 - the stop goes on
+                log.exception("stuck_call_check_failed")

@@ -233,3 +233,36 @@ def test_a_stuck_call_its_hook_could_not_hand_on_is_asked_about_again_each_round
         watchdog.check(now=8.0)
     assert asked == [7, 8, 9, 7, 8]
     assert ended == [8]
+
+
+def test_a_stuck_call_that_ends_in_the_stops_drain_is_handed_on_as_ended() -> None:
+    """The server's stop stopped its watchdog at once, before the drain: a stuck call (slow,
+    not endless) that ended in the grace was never told ended, and the command service's
+    quarantine kept what it had set aside for its 6 hours (docs/operations.md, "A stuck call").
+    The watchdog takes one last look once the drain is over, before the stop's event is set."""
+    from famiglia.grpcutil.server import _Stopping, _StreamGate
+
+    class _Drained:
+        def __init__(self) -> None:
+            self.drained = threading.Event()
+
+        def stop(self, grace: float | None) -> threading.Event:
+            return self.drained
+
+    class _Health:
+        def enter_graceful_shutdown(self) -> None:
+            pass
+
+    ours = _Servicer()
+    running: dict[int, tuple[Any, ...] | None] = {1: _call(0.0, ours)}
+    ended: list[int] = []
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running,
+                        on_ended=lambda ident, call: ended.append(ident), every=3600.0)
+    assert watchdog.check(now=5.0) == 1
+    inner = _Drained()
+    stopping = _Stopping(inner, _StreamGate(1), _Health(), watchdog=watchdog)  # type: ignore[arg-type]
+    stopped = stopping.stop(grace=5)
+    running[1] = None  # the stuck call ends in the grace
+    inner.drained.set()  # the drain is over
+    assert stopped.wait(30)
+    assert ended == [1]
