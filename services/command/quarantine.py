@@ -220,9 +220,14 @@ def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
     grouped: dict[str, set[str]] = {}
     for member in members:
         match_id, _, held = member.partition(" ")  # a match id and a hold have no space; a command id may
-        name = held.partition(" ")[2]
+        # A name begins `id:` or `at:`, a hold never (hex): a member without one is a replica's of
+        # the release before holds (`<match id> <name>`), read across a rolling deploy.
+        name = held if held.startswith(_NAMED) else held.partition(" ")[2]
         grouped.setdefault(match_id, set()).add(name)
     return {match_id: frozenset(names) for match_id, names in grouped.items()}
+
+
+_NAMED = ("id:", "at:")
 
 
 def _bounded(client: Any) -> Any:

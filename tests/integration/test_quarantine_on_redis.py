@@ -107,6 +107,28 @@ def test_a_lift_leaves_what_another_replicas_stuck_call_set_aside(redis_url: str
         client.close()
 
 
+def test_what_a_replica_of_the_release_before_set_aside_is_refused_here_too(redis_url: str) -> None:
+    """Members were `<match id> <name>` before each named its hold. Read as `<match id> <hold>
+    <name>`, the name of such a member, still in the set for hours across a rolling deploy (and
+    written by the old replicas while it lasts), was taken for "" (or the tail of a command id
+    with a space in it): the command an old replica set aside was decided again, and stalled, the
+    new replicas. A member with no hold is read as the old ones wrote it."""
+    client = redis.Redis.from_url(redis_url)
+    prefix = f"q-{uuid.uuid4().hex[:8]}"
+    new = Quarantine(client, prefix=prefix, refresh_s=0.0)
+    expiry_ms = (time.time() + 3600) * 1000
+    try:
+        client.zadd(new.key, {"m1 id:0/loops-1": expiry_ms, "m1 at:4/0/0123": expiry_ms,
+                              "m2 id:1/play card 3": expiry_ms})  # as the release before writes them
+        new.set_aside("m2", ["id:1/slow-2"], "7f")
+        assert new.of("m1") == frozenset({"id:0/loops-1", "at:4/0/0123"})
+        assert new.of("m2") == frozenset({"id:1/play card 3", "id:1/slow-2"})
+    finally:
+        new.close()
+        client.delete(new.key)
+        client.close()
+
+
 def test_a_lift_redis_refused_is_made_at_the_next_read(tmp_path: Path) -> None:
     """A slow call found stuck that ends after all lifts what it set aside. The lift was one ZREM:
     with Redis away just then (a failover, a restart), it was lost, and the command stayed refused
