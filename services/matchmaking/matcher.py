@@ -164,8 +164,13 @@ class Matcher:
             return False
         if not self.holds.commit(game_id, proposal_id, seats, taken.lease):  # a lease expired and went elsewhere
             log.warning("hold_lost", proposal_id=proposal_id, game_id=game_id)
-            self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost", now_ms=now)
-            self.holds.free(game_id, proposal_id, seats, taken.lease)
+            if self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost", now_ms=now,
+                                  claim=plan.get("claim", "")):
+                self.holds.free(game_id, proposal_id, seats, taken.lease)
+            else:
+                # Stalled past the leases: a retry gave this claim up and the same tickets were
+                # claimed again (the same proposal id, so the same `table` holds): that claim's.
+                self.holds.give_back(seats, taken.lease)
             return False
         return True
 
@@ -201,6 +206,8 @@ class Matcher:
             "game_id": proposal.game_id, "pool": proposal.pool, "seats": proposal.seats,
             "bots": proposal.bots, "bot_policy": policy, "options": self._deviations(proposal.game_id, options),
             "tickets": [[t.ticket_id, list(t.players)] for t in proposal.tickets], "seat_plan": seats,
+            # this claim's own: the same tickets claimed again make the same proposal id
+            "claim": secrets.token_hex(8),
         }
 
     def _request_id(self, proposal_id: str) -> str:
@@ -231,11 +238,12 @@ class Matcher:
                                                     seat_info=seat_info,
                                                     request_id=plan.get("request_id") or self._request_id(proposal_id))
             except CreateFailed as exc:
-                return self._failed(game_id, proposal_id, tickets, exc)
+                return self._failed(game_id, proposal_id, tickets, exc, plan.get("claim", ""))
             except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a failed tick
                 log.exception("match_creation_broke", proposal_id=proposal_id)
                 return self._failed(game_id, proposal_id, tickets,
-                                    CreateFailed(f"{type(exc).__name__}: {exc}"[:300], permanent=False))
+                                    CreateFailed(f"{type(exc).__name__}: {exc}"[:300], permanent=False),
+                                    plan.get("claim", ""))
             fields: dict[str, dict[str, str]] = {
                 t: {"match_id": created.match_id, "seats": str(plan["seats"]), "bots": str(plan["bots"])}
                 for t, _ in tickets}
@@ -270,12 +278,13 @@ class Matcher:
                 self._leave(record, Hold(SEATED, game_id, match_id), players, self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
-                exc: CreateFailed) -> int:
+                exc: CreateFailed, claim: str) -> int:
         now = self.clock()
         if exc.permanent:
             log.warning("match_refused", reason=exc.reason)
-            self.store.release(game_id, proposal_id, tickets, requeue=False, reason=exc.reason, now_ms=now)
-            self.holds.free(game_id, proposal_id, _seats_of(tickets))
+            if self.store.release(game_id, proposal_id, tickets, requeue=False, reason=exc.reason, now_ms=now,
+                                  claim=claim):  # none: the same tickets claimed again, whose holds these are
+                self.holds.free(game_id, proposal_id, _seats_of(tickets))
             return 0
         # No answer is not a no: the match may exist. The table keeps its claim, its tickets and
         # its holds, and the claim retry asks again with the same request id until CreateMatch
@@ -305,7 +314,7 @@ class Matcher:
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere
                 log.warning("claim_hold_lost", proposal_id=proposal_id)
                 self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                                   now_ms=now)
+                                   now_ms=now, claim=plan.get("claim", ""))
                 continue
             formed += self._create(game_id, proposal_id, plan)
         return formed

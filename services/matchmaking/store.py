@@ -308,14 +308,15 @@ class RedisTicketStore:
     # -- claims ----------------------------------------------------------------------
     def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int) -> bool:
         """All of the proposal's tickets, atomically, or none (False); their players' open-ticket
-        pointers then live as long as the claim (a table may wait a day for CreateMatch)."""
+        pointers then live as long as the claim (a table may wait a day for CreateMatch). The
+        plan's `claim` token marks this claim (`release` undoes only its own)."""
         k = Keys(proposal.game_id)
         ids = [t.ticket_id for t in proposal.tickets]
         pointers = [(k.open(p), t.ticket_id) for t in proposal.tickets for p in t.players]
         keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, len(ids), *ids,
-                           *(tid for _, tid in pointers)]
+                           *(tid for _, tid in pointers), plan.get("claim", "")]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
 
@@ -372,14 +373,17 @@ class RedisTicketStore:
         return int(self._finalize(keys=keys, args=args))
 
     def release(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
-                *, requeue: bool, reason: str, now_ms: int) -> int:
-        """Give up on a claimed table: tickets back to the queue (requeue) or failed."""
+                *, requeue: bool, reason: str, now_ms: int, claim: str) -> int:
+        """Give up on a claimed table: tickets back to the queue (requeue) or failed; how many.
+        Only the claim with that token (the plan's `claim`) is undone: the same tickets claimed
+        again since (the same proposal id) are another claim, left alone (0)."""
         k = Keys(game_id)
         pointers = [(k.open(p), tid) for tid, players in tickets for p in players]
         keys = [k.queue, k.claims, k.proposal(proposal_id), *(k.ticket(t) for t, _ in tickets),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal_id, "requeue" if requeue else "failed", reason, now_ms, self.retention_ms,
-                           len(tickets), POINTER_MARGIN_MS, *(t for t, _ in tickets), *(tid for _, tid in pointers)]
+                           len(tickets), POINTER_MARGIN_MS, *(t for t, _ in tickets), *(tid for _, tid in pointers),
+                           claim]
         return int(self._release(keys=keys, args=args))
 
     def recent_wait(self, game_id: str, pool: str) -> float | None:

@@ -4,17 +4,23 @@
 -- gets back the key lifetime it had before the claim (lifetime left + retention), and its
 -- players' open-ticket pointers theirs (lifetime left + margin: the claim kept them a day);
 -- one its player cancelled while it was claimed (`cancel_reason`, close_ticket.lua) ends cancelled.
+-- Only this claim is undone: a ticket (and the proposal) carrying another claim token is the
+-- same table claimed again since (the same tickets make the same proposal id: a matcher stalled
+-- past its holds, whose claim a retry gave up meanwhile), and is left alone. A claim from
+-- before the tokens carries none: the token '' matches it.
 -- KEYS: 1 queue, 2 claims, 3 proposal, 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 mode, 3 reason, 4 now ms, 5 retention ms, 6 n, 7 pointer margin ms,
---       7+1..7+n ticket ids, then for each open pointer the ticket id it must hold to be touched
+--       7+1..7+n ticket ids, then for each open pointer the ticket id it must hold to be touched,
+--       then the claim token
 local n = tonumber(ARGV[6])
+local token = ARGV[#ARGV]
 local released = 0
 local ended = {}
 local left_of = {}
 for i = 1, n do
   local key = KEYS[3 + i]
-  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'expires_ms', 'cancel_reason')
-  if st[1] == 'claimed' and st[2] == ARGV[1] then
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'expires_ms', 'cancel_reason', 'claim')
+  if st[1] == 'claimed' and st[2] == ARGV[1] and (st[6] or '') == token then
     released = released + 1
     if ARGV[2] == 'requeue' and st[5] then
       redis.call('HSET', key, 'state', 'cancelled', 'reason', st[5], 'closed_ms', ARGV[4])
@@ -22,7 +28,7 @@ for i = 1, n do
       ended[ARGV[7 + i]] = true
     elseif ARGV[2] == 'requeue' then
       redis.call('HSET', key, 'state', 'searching')
-      redis.call('HDEL', key, 'proposal', 'claimed_ms')
+      redis.call('HDEL', key, 'proposal', 'claimed_ms', 'claim')
       redis.call('ZADD', KEYS[1], st[3], ARGV[7 + i])
       local left = math.max(0, (tonumber(st[4]) or 0) - tonumber(ARGV[4]))
       redis.call('PEXPIRE', key, left + tonumber(ARGV[5]))
@@ -43,6 +49,10 @@ for j = 4 + n, #KEYS do
     end
   end
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[3])
+-- The claim itself: only this one (a proposal gone already leaves a claims entry to drop).
+local claimed = redis.call('HGET', KEYS[3], 'claim')
+if redis.call('EXISTS', KEYS[3]) == 0 or (claimed or '') == token then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  redis.call('DEL', KEYS[3])
+end
 return released

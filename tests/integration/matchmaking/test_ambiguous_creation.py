@@ -187,7 +187,7 @@ def test_a_claimed_ticket_lives_as_long_as_its_table_is_retried(redis_url: str, 
     assert plan is not None
     clock.advance(100)
     mm.app.store.release(DUEL, plan["proposal_id"], [(t, tuple(ps)) for t, ps in plan["tickets"]], requeue=True,
-                         reason="hold lost", now_ms=clock())
+                         reason="hold lost", now_ms=clock(), claim=plan["claim"])
     assert own - 110_000 < client.pttl(key) < own - 90_000  # the lifetime left (100 s less), and the retention
     mm.close()
 

@@ -12,6 +12,7 @@ import pytest
 from famiglia.grpcutil.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from famiglia.matchmaking import MatchPolicy, form_matches, pool_key
 from services.matchmaking.bootstrap import Matchmaking
+from services.matchmaking.holds import Hold, hold_key
 from services.matchmaking.matcher import MatcherTuning
 from services.matchmaking.store import Keys
 from tests.integration.matchmaking.conftest import GAME, FakeClock, RecordingCreator, make_mm
@@ -148,7 +149,7 @@ def test_a_late_finalize_of_a_given_up_table_leaves_its_tickets_alone(mm: Matchm
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
     old, old_plan = _claim(mm, DUEL, [ta, tb])
     assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=old_plan["claim"]) == 2
     tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
     new, _ = _claim(mm, DUEL, [ta, tc])  # A goes to another table
     assert _finalize(mm, old_plan) == 0  # the old table's matcher comes back late
@@ -207,7 +208,7 @@ def test_releasing_a_table_finished_elsewhere_changes_nothing(mm: Matchmaking) -
     proposal, plan = _claim(mm, DUEL, [ta, tb])
     assert _finalize(mm, plan) == 2
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="late",
-                                now_ms=mm.app.clock()) == 0
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 0
     assert {mm.app.store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
     assert mm.app.store.queue_size(DUEL) == 0
 
@@ -218,11 +219,12 @@ def test_releasing_a_given_up_table_late_leaves_the_next_claim_alone(mm: Matchma
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
     old, old_plan = _claim(mm, DUEL, [ta, tb])
-    mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x", now_ms=mm.app.clock())
+    mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x", now_ms=mm.app.clock(),
+                         claim=old_plan["claim"])
     tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
     new, _ = _claim(mm, DUEL, [ta, tc])
     assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=False, reason="late",
-                                now_ms=mm.app.clock()) == 0
+                                now_ms=mm.app.clock(), claim=old_plan["claim"]) == 0
     ra = mm.app.store.get(ta)
     assert ra is not None and (ra.state, ra.proposal) == ("claimed", new.proposal_id)
 
@@ -235,7 +237,7 @@ def test_a_requeued_ticket_still_counts_as_its_players_open_ticket(mm: Matchmaki
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
     proposal, plan = _claim(mm, DUEL, [ta, tb])
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 2
     assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]  # really back in line
     with pytest.raises(AlreadyExists):
         mm.app.create_ticket(a, DUEL, [], {})
@@ -253,7 +255,7 @@ def test_a_ticket_cancelled_while_claimed_ends_cancelled_if_its_table_is_given_u
         mm.app.cancel(a, ta)
     assert refused.value.code == "ticket_matched" and "cancelled if" in refused.value.message
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 2
     ended = mm.app.ticket(a, ta)
     assert (ended.state, ended.reason) == ("cancelled", f"cancelled by {a}")
     assert mm.app.store.get(tb).state == "searching"  # type: ignore[union-attr]
@@ -290,7 +292,7 @@ def test_an_expiry_that_finds_a_ticket_claimed_leaves_it_to_go_back_to_the_queue
     assert mm.app.store.close_ticket(record, "failed", "x declined", now, from_states=("pending",)) == (
         False, "claimed")
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 2
     assert [r.state for r in (mm.app.store.get(ta), mm.app.store.get(tb))] == ["searching", "searching"]
 
 
@@ -305,7 +307,7 @@ def test_a_released_table_puts_its_tickets_back_at_their_old_place_in_line(mm: M
     tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
     clock.advance(5)
     mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                         now_ms=mm.app.clock())
+                         now_ms=mm.app.clock(), claim=plan["claim"])
     assert [r.ticket_id for r in mm.app.store.queued(DUEL)][-1] == tc
 
 
@@ -318,7 +320,7 @@ def test_failing_a_table_keeps_a_players_pointer_to_a_newer_ticket(mm: Matchmaki
     mm.app.store.client.delete(Keys(DUEL).open(a))
     newer = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=False, reason="refused",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 2
     assert mm.app.store.client.get(Keys(DUEL).open(a)) == newer
     assert mm.app.store.client.get(Keys(DUEL).open(b)) is None
 
@@ -428,7 +430,7 @@ def test_a_claimed_tickets_players_keep_their_open_ticket_while_its_table_waits(
     for p in (a, b):
         assert client.get(k.open(p)) in (ta, tb) and client.pttl(k.open(p)) >= claim_ttl - 60_000
     assert mm.app.store.release(DUEL, proposal.proposal_id, _tickets(plan), requeue=True, reason="hold lost",
-                                now_ms=mm.app.clock()) == 2
+                                now_ms=mm.app.clock(), claim=plan["claim"]) == 2
     for p in (a, b):  # back in line: the ticket's 600 s left and the pointer's minute
         assert 600_000 < client.pttl(k.open(p)) <= 660_000
     with pytest.raises(AlreadyExists):
@@ -465,7 +467,8 @@ def test_a_gone_tables_claim_is_forgotten_but_never_the_same_table_claimed_again
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
     proposal, plan = _claim(mm, DUEL, [ta, tb])
     store, pid, claims = mm.app.store, proposal.proposal_id, Keys(DUEL).claims
-    store.release(DUEL, pid, _tickets(plan), requeue=True, reason="hold lost", now_ms=mm.app.clock())
+    store.release(DUEL, pid, _tickets(plan), requeue=True, reason="hold lost", now_ms=mm.app.clock(),
+                  claim=plan["claim"])
     store.client.zadd(claims, {pid: 1})  # the stale claim _recover read before that release
     exists, claimed = store.client.exists, []
 
@@ -484,3 +487,46 @@ def test_a_gone_tables_claim_is_forgotten_but_never_the_same_table_claimed_again
     store.client.zadd(claims, {pid: 1})
     store.forget_claim(DUEL, pid)  # a finished table's claim is forgotten
     assert store.client.zscore(claims, pid) is None
+
+
+# -- claim tokens: a late release undoes only its own claim ------------------------------------
+def test_a_matcher_stalled_past_its_holds_leaves_the_same_tables_newer_claim_alone(
+        mm: Matchmaking, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A matcher stalled between claim and pin (past its leases) while a retry gave its claim up and
+    the same tickets were claimed again (the same proposal id) released that newer claim on waking:
+    the tickets back in the queue (to be matched again), its holds freed, and its match made with
+    nobody's tickets on it (finalize found none)."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal = _propose(mm, DUEL, [ta, tb])
+    live = {r.ticket_id: r for r in mm.app.store.queued(DUEL)}
+    plan = mm.matcher.plan_table(proposal, {})
+    holds, client = mm.matcher.holds, mm.app.store.client
+    commit, newer = holds.commit, []
+
+    def stalled(game_id: str, proposal_id: str, seats: Any, lease: str) -> bool:
+        if newer:  # the newer claim's own pin
+            return commit(game_id, proposal_id, seats, lease)
+        client.delete(hold_key(a), hold_key(b))  # the stalled matcher's leases run out
+        client.set(hold_key(b), Hold("lease", GAME, "elsewhere", "1").encode())  # B tried at another table
+        clock.advance(mm.matcher.tuning.claim_retry_ms / 1000 + 1)
+        mm.matcher._recover(DUEL, clock())  # another replica's retry gives the table up
+        assert mm.app.store.get(ta).state == "searching"  # type: ignore[union-attr]
+        client.delete(hold_key(b))  # that other table let B go
+        again = _propose(mm, DUEL, [ta, tb])
+        assert again.proposal_id == proposal_id
+        newer.append(mm.matcher.plan_table(again, {}))
+        assert mm.matcher._claim(again, newer[0], {r.ticket_id: r for r in mm.app.store.queued(DUEL)}, clock())
+        return False  # the stalled matcher wakes to find its leases gone
+
+    monkeypatch.setattr(holds, "commit", stalled)
+    assert not mm.matcher._claim(proposal, plan, live, clock())
+    assert {mm.app.store.get(t).state for t in (ta, tb)} == {"claimed"}  # type: ignore[union-attr]
+    assert mm.app.store.plan(DUEL, proposal.proposal_id) == newer[0]
+    assert {Hold.parse(client.get(hold_key(p))).kind for p in (a, b)} == {"table"}  # type: ignore[union-attr,arg-type]
+    assert mm.matcher._create(DUEL, proposal.proposal_id, newer[0]) == 1
+    made = {mm.app.store.get(t).match_id for t in (ta, tb)}  # type: ignore[union-attr]
+    assert len(made) == 1 and made != {""}
+    assert mm.app.store.client.get(Keys(DUEL).open(a)) is None  # matched: free to queue again
+
