@@ -3,7 +3,8 @@
 -- tickets' waits into their pool's average wait (for estimates: one key per pool, since
 -- tickets of other options wait for other tables; it expires a while after the pool's last
 -- table, as options without a list of choices make a pool per value). A ticket not claimed by
--- this proposal is left alone, so finishing a proposal twice changes nothing.
+-- this proposal is left alone, so finishing a proposal twice changes nothing, and so is a
+-- player's open-ticket pointer to a ticket this call did not mark matched (another claim's, or over).
 -- KEYS: 1 claims, 2 proposal, 3 the pool's wait (string, ms), 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 now ms, 3 n, 4 ticket retention ms, 5 the wait's ttl ms,
 --       5+1..5+n per-ticket fields (json object), then for each open pointer the ticket id it
@@ -11,9 +12,10 @@
 local n = tonumber(ARGV[3])
 local done = 0
 local waits = 0
+local matched_ids = {}
 for i = 1, n do
   local key = KEYS[3 + i]
-  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms')
+  local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'id')
   if st[1] == 'claimed' and st[2] == ARGV[1] then
     local flat = {'state', 'matched', 'closed_ms', ARGV[2]}
     for k, v in pairs(cjson.decode(ARGV[5 + i])) do
@@ -23,11 +25,13 @@ for i = 1, n do
     redis.call('HSET', key, unpack(flat))
     redis.call('PEXPIRE', key, ARGV[4])
     done = done + 1
+    matched_ids[st[4]] = true
     waits = waits + (tonumber(ARGV[2]) - tonumber(st[3]))
   end
 end
 for j = 4 + n, #KEYS do
-  if redis.call('GET', KEYS[j]) == ARGV[5 + n + (j - 3 - n)] then
+  local owner = ARGV[5 + n + (j - 3 - n)]
+  if matched_ids[owner] and redis.call('GET', KEYS[j]) == owner then
     redis.call('DEL', KEYS[j])
   end
 end

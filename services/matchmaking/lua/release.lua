@@ -6,7 +6,8 @@
 -- one its player cancelled while it was claimed (`cancel_reason`, close_ticket.lua) ends cancelled.
 -- Only this claim is undone: a ticket (and the proposal) carrying another claim token is the
 -- same table claimed again since (the same tickets make the same proposal id: a matcher stalled
--- past its holds, whose claim a retry gave up meanwhile), and is left alone. A claim from
+-- past its holds, whose claim a retry gave up meanwhile), and is left alone; so is a pointer to
+-- a ticket this call did not release (that ticket is another claim's, or over). A claim from
 -- before the tokens carries none: the token '' matches it.
 -- KEYS: 1 queue, 2 claims, 3 proposal, 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 mode, 3 reason, 4 now ms, 5 retention ms, 6 n, 7 pointer margin ms,
@@ -17,11 +18,13 @@ local token = ARGV[#ARGV]
 local released = 0
 local ended = {}
 local left_of = {}
+local touched = {}
 for i = 1, n do
   local key = KEYS[3 + i]
   local st = redis.call('HMGET', key, 'state', 'proposal', 'created_ms', 'expires_ms', 'cancel_reason', 'claim')
   if st[1] == 'claimed' and st[2] == ARGV[1] and (st[6] or '') == token then
     released = released + 1
+    touched[ARGV[7 + i]] = true
     if ARGV[2] == 'requeue' and st[5] then
       redis.call('HSET', key, 'state', 'cancelled', 'reason', st[5], 'closed_ms', ARGV[4])
       redis.call('PEXPIRE', key, ARGV[5])
@@ -41,7 +44,7 @@ for i = 1, n do
 end
 for j = 4 + n, #KEYS do
   local owner = ARGV[7 + n + (j - 3 - n)]
-  if redis.call('GET', KEYS[j]) == owner then
+  if touched[owner] and redis.call('GET', KEYS[j]) == owner then
     if ARGV[2] ~= 'requeue' or ended[owner] then
       redis.call('DEL', KEYS[j])
     elseif left_of[owner] then

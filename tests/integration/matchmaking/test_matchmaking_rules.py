@@ -530,3 +530,40 @@ def test_a_matcher_stalled_past_its_holds_leaves_the_same_tables_newer_claim_alo
     assert len(made) == 1 and made != {""}
     assert mm.app.store.client.get(Keys(DUEL).open(a)) is None  # matched: free to queue again
 
+
+def test_a_late_failed_release_keeps_the_pointer_of_a_ticket_another_table_claimed(mm: Matchmaking) -> None:
+    """release.lua deleted every pointer naming a ticket of the call, even one it did not release:
+    A's ticket, claimed by another table since, lost its pointer and A could open a second ticket
+    in the game while the first was about to be seated."""
+    a, b, c = _guests(mm, "ABC")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x",
+                                now_ms=mm.app.clock(), claim=old_plan["claim"]) == 2
+    tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    _claim(mm, DUEL, [ta, tc])
+    assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=False, reason="late",
+                                now_ms=mm.app.clock(), claim=old_plan["claim"]) == 0
+    assert mm.app.store.client.get(Keys(DUEL).open(a)) == ta
+    assert mm.app.store.client.get(Keys(DUEL).open(b)) == tb
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(a, DUEL, [], {})
+
+
+def test_a_late_finalize_keeps_the_pointers_of_tickets_it_did_not_match(mm: Matchmaking) -> None:
+    """finalize.lua deleted every pointer naming a ticket of the call, even one it did not mark
+    matched: B's requeued ticket (and A's, claimed by another table) lost its pointer."""
+    a, b, c = _guests(mm, "ABC")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="x", now_ms=mm.app.clock(),
+                         claim=old_plan["claim"])
+    tc = mm.app.create_ticket(c, DUEL, [], {}).ticket_id
+    _claim(mm, DUEL, [ta, tc])
+    assert _finalize(mm, old_plan) == 0
+    assert mm.app.store.client.get(Keys(DUEL).open(a)) == ta
+    assert mm.app.store.client.get(Keys(DUEL).open(b)) == tb
+    with pytest.raises(AlreadyExists):
+        mm.app.create_ticket(b, DUEL, [], {})
