@@ -28,7 +28,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from famiglia.cli import add_column
+from famiglia.cli import add_column, add_plain_row
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.grpcutil.errors import error_code
@@ -68,7 +68,7 @@ def _recorded_stack() -> tuple[Stack, str]:
 def cmd_down(args: argparse.Namespace) -> int:
     stack, bad_setting = _recorded_stack()
     if not stack.running():
-        console.print(f"no embedded stack is running (none recorded in {stack.state_file})")
+        console.print(f"no embedded stack is running (none recorded in {escape(str(stack.state_file))})")
     stack.down(log=console.print)
     if bad_setting:
         console.print(f"[red]{escape(bad_setting)}[/]", soft_wrap=True)
@@ -85,8 +85,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not running:
         recorded = stack.read_state().get("pids")
         console.print("embedded stack is not running"
-                      + (f" (the processes recorded in {stack.state_file} are gone)" if recorded
-                         else f" (none recorded in {stack.state_file})"))
+                      + (f" (the processes recorded in {escape(str(stack.state_file))} are gone)" if recorded
+                         else f" (none recorded in {escape(str(stack.state_file))})"))
         return 0
     missing = 0
     for name in ("redis", *service_modules()):
@@ -95,7 +95,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         else:
             missing += 1
             log = stack.var / "redis" / "redis.log" if name == "redis" else stack.var / "logs" / f"{name}.log"
-            console.print(f"{name:<14} [red]not running[/] (see {log}; `make up` starts it)", soft_wrap=True)
+            console.print(f"{name:<14} [red]not running[/] (see {escape(str(log))}; `make up` starts it)", soft_wrap=True)
     return 1 if missing else 0
 
 
@@ -116,7 +116,7 @@ def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, 
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=console,
                   transient=False) as progress:
-        tasks = {g: progress.add_task(g, total=n, rate="") for g, n in by_game.items()}
+        tasks = {g: progress.add_task(escape(g), total=n, rate="") for g, n in by_game.items()}
 
         def on_command() -> None:
             commands[0] += 1
@@ -149,7 +149,7 @@ def results_table(results: list[PlayedMatch]) -> Table:
         if r.result is not None:
             winners = ", ".join(f"seat {s.seat}" for s in r.result.seats if s.rank == 1)
             scores = " ".join(f"{s.score:g}" for s in sorted(r.result.seats, key=lambda s: s.seat))
-        table.add_row(r.game_id, r.match_id, str(r.seats), str(r.commands), winners, scores, f"{r.seconds:.1f}s")
+        add_plain_row(table, r.game_id, r.match_id, str(r.seats), str(r.commands), winners, scores, f"{r.seconds:.1f}s")
     return table
 
 
@@ -160,7 +160,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     games = _games(client, [args.game] if args.game else None)
     if not games:
         console.print(f"[red]unknown game[/] {escape(repr(args.game))}; this server plays "
-                      + ", ".join(g.game_id for g in client.list_games()))
+                      + escape(", ".join(g.game_id for g in client.list_games())))
         return 2
     plan = []
     for g in games:

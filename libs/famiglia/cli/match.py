@@ -62,7 +62,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     finally:
         client.close()
     again = " (already, by this request id)" if done.duplicate else ""
-    console.print(f"{escape(args.match_id)}: cancelled at version {done.version}{again}; request id {request_id}")
+    console.print(f"{escape(args.match_id)}: cancelled at version {done.version}{again}; request id {escape(request_id)}")
     return 0
 
 
@@ -160,7 +160,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 left += 1  # over since (match_over), or moved since (stale_version): not idle
-                console.print(f"{escape(m.match_id)}: left: {exc.code().name}: {error_code(exc) or ''}")
+                console.print(f"{escape(m.match_id)}: left: {exc.code().name}: {escape(error_code(exc) or '')}")
                 continue
             cancelled += 1
             again = " (already, by an earlier sweep)" if done.duplicate else ""

@@ -22,9 +22,10 @@ import sys
 import grpc
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from famiglia.cli import add_column
+from famiglia.cli import add_column, add_plain_row
 from famiglia.config import Settings
 from famiglia.grpcutil.tls import dial
 
@@ -79,7 +80,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
             pb.ListMatchesRequest(game_id=args.game, player_id=args.player, status=status, page_size=args.limit),
             timeout=10)
     except grpc.RpcError as exc:
-        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
         return 2
     # Newest created first; the last event's time (UTC) tells a stuck match (live, quiet for long)
     # from one in play. Light borders and whole cells, as the standings: 80 columns when piped.
@@ -90,7 +91,7 @@ def cmd_matches(args: argparse.Namespace) -> int:
                    min_width={"status": 9, "last event": 14}.get(column))
     for m in reply.matches:
         winners = ", ".join(s.player_id or f"seat {s.seat}" for s in m.seats if s.winner)
-        table.add_row(m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
+        add_plain_row(table, m.match_id, m.game_id, pb.MatchStatus.Name(m.status).removeprefix("MATCH_STATUS_").lower(),
                       str(len(m.seats)), _utc(m.last_event_at), winners)
     console.print(table)
     series = series_table(reply.matches)
@@ -111,7 +112,7 @@ def series_table(matches) -> Table | None:  # type: ignore[no-untyped-def]
     for column in ("match id", "rematch of", "rematch"):
         add_column(table, column, no_wrap=True)
     for m in linked:
-        table.add_row(m.match_id, m.rematch_of or "-", m.rematch_id or "-")
+        add_plain_row(table, m.match_id, m.rematch_of or "-", m.rematch_id or "-")
     return table
 
 
@@ -126,13 +127,13 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         reply = _stub(args.address).GetLeaderboard(pb.GetLeaderboardRequest(game_id=args.game, limit=args.limit),
                                                    timeout=10)
     except grpc.RpcError as exc:
-        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
         return 2
-    table = Table(title=f"{args.game} leaderboard (OpenSkill, ordinal = mu - 3 sigma)")
+    table = Table(title=f"{escape(args.game)} leaderboard (OpenSkill, ordinal = mu - 3 sigma)")
     for column in ("#", "player", "bot", "ordinal", "mu", "sigma", "matches", "wins"):
         table.add_column(column)
     for e in reply.entries:
-        table.add_row(str(e.rank), e.display_name or e.player_id, e.policy if e.bot else "", f"{e.ordinal:.2f}",
+        add_plain_row(table, str(e.rank), e.display_name or e.player_id, e.policy if e.bot else "", f"{e.ordinal:.2f}",
                       f"{e.mu:.2f}", f"{e.sigma:.2f}", str(e.matches), str(e.wins))
     console.print(table)
     return 0
@@ -164,7 +165,7 @@ def tournament_table(tournament_id: str, *, expected_matches: int, address: str 
         return None
     # Light borders and whole cells: in 80 columns (a default terminal, a CI log, `| tee`) the boxed
     # table cut the entrant and the rating short ("heuris…", "36.3±7…").
-    table = Table(title=f"Standings from the projection (QueryService) — {reply.name}, "
+    table = Table(title=f"Standings from the projection (QueryService) — {escape(reply.name)}, "
                         f"{reply.matches_finished} matches",
                   caption="an entrant in several seats of one match plays it once, at its best seat",
                   box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
@@ -173,7 +174,7 @@ def tournament_table(tournament_id: str, *, expected_matches: int, address: str 
                    justify="left" if column in ("game", "entrant") else "right")
     previous = ""
     for e in sorted(reply.standings, key=lambda e: (e.game_id, e.rank)):
-        table.add_row(e.game_id if e.game_id != previous else "", str(e.rank),
+        add_plain_row(table, e.game_id if e.game_id != previous else "", str(e.rank),
                       (e.policy or e.display_name).partition("?")[0],
                       str(e.played), str(e.wins), f"{e.average_rank:.2f}", f"{e.mu:.1f}±{e.sigma:.1f}",
                       f"{e.ordinal:.1f}")

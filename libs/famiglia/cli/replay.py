@@ -23,7 +23,9 @@ from pathlib import Path
 
 import grpc
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
+from rich.text import Text
 
 from famiglia.config import Settings
 from famiglia.v1 import replay_service_pb2 as pb
@@ -66,7 +68,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             return list_events(_client(args), _need(args.arg, "events MATCH_ID"), token=args.token or None)
         return step_through(_client(args), args.target, token=args.token or None, full=args.full)
     except grpc.RpcError as exc:
-        console.print(f"[red]{exc.code().name}[/]: {exc.details()}")  # type: ignore[attr-defined]
+        console.print(f"[red]{exc.code().name}[/]: {escape(exc.details() or '')}")  # type: ignore[attr-defined]
         return 2
 
 
@@ -98,7 +100,7 @@ def verify_file(path: Path, *, registry=None, out: Console | None = None) -> int
     try:
         export = load(path.read_bytes())
     except (OSError, BadExport) as exc:
-        out.print(f"[red]cannot read {path}[/]: {exc}")
+        out.print(f"[red]cannot read {escape(str(path))}[/]: {escape(str(exc))}")
         return 2
     report = verify_export(registry or _registry(), export)
     out.print(report.describe(), markup=False, highlight=False)
@@ -112,9 +114,9 @@ def export_match(client, match_id: str, output: str, *, binary: bool = False) ->
     try:
         path.write_bytes(answer.file)
     except OSError as exc:
-        console.print(f"[red]cannot write {path}[/]: {exc.strerror or exc}")
+        console.print(f"[red]cannot write {escape(str(path))}[/]: {escape(str(exc.strerror or exc))}")
         return 2
-    console.print(f"wrote {path}: {answer.events} events, {answer.commands} commands")
+    console.print(f"wrote {escape(str(path))}: {answer.events} events, {answer.commands} commands")
     return 0
 
 
@@ -129,7 +131,7 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
     try:
         data = path.read_bytes()
     except OSError as exc:
-        out.print(f"[red]cannot read {path}[/]: {exc}")
+        out.print(f"[red]cannot read {escape(str(path))}[/]: {escape(str(exc))}")
         return 2
     if not token and secret:
         token = operator_token(secret)
@@ -138,7 +140,7 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
         token = operator_token(settings.secret, accepted_secret=settings.accepted_secret)
     answer = client.import_file(data, token=token, new_match_id=new_match_id, allow_unverified=allow_unverified)
     verified = answer.verification.ok
-    out.print(f"stored match {answer.match_id} ({answer.version} events, "
+    out.print(f"stored match {escape(answer.match_id)} ({answer.version} events, "
               f"{'verified' if verified else 'NOT verified'})", highlight=False)
     return 0 if verified else 1
 
@@ -146,7 +148,7 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
 def list_events(client, match_id: str, *, token: str | None = None) -> int:
     for info in client.events(match_id, token=token):
         kind = "(hidden)" if info.hidden else info.type
-        console.print(f"{info.seq:>6}  {info.event_id}  seat {info.seat:>2}  {kind}", highlight=False)
+        console.print(f"{info.seq:>6}  {escape(info.event_id)}  seat {info.seat:>2}  {escape(kind)}", highlight=False)
     return 0
 
 
@@ -166,7 +168,7 @@ def step_through(client, event_id: str, *, token: str | None = None, full: bool 
                  + (" · game over" if at.game_over else ""))
         to_act = ", ".join(f"seat {p.seat} {p.label}".strip() for p in at.to_act)
         body = (at.text or "(nothing to show)") + (f"\n\nto act: {to_act}" if to_act else "")
-        out.print(Panel(body, title=title, title_align="left"))
+        out.print(Panel(Text(body), title=escape(title), title_align="left"))  # the game's words, as they are
         try:
             key = ask("n(ext) p(rev) q(uit) > ").strip().lower()
         except EOFError:

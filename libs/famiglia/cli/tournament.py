@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from famiglia.auth import TokenSigner
-from famiglia.cli import add_column
+from famiglia.cli import add_column, add_plain_row
 from famiglia.config import Settings
 from famiglia.grpcutil.tls import dial
 from famiglia.v1 import tournament_service_pb2 as pb
@@ -106,7 +106,7 @@ def short(entrant: str) -> str:
 
 
 def standings_table(t: pb.Tournament) -> Table:
-    table = Table(title=f"Standings — {t.name} ({t.tournament_id}, {_STATUS.get(t.status, '?')})",
+    table = Table(title=f"Standings — {escape(t.name)} ({escape(t.tournament_id)}, {_STATUS.get(t.status, '?')})",
                   box=box.SIMPLE_HEAD, pad_edge=False,
                   caption="every seat an entrant held counts (wins and win% per seat)")
     for col, justify in (("game", "left"), ("entrant", "left"), ("seats", "right"), ("wins", "right"),
@@ -114,7 +114,7 @@ def standings_table(t: pb.Tournament) -> Table:
         add_column(table, col, justify=justify, no_wrap=True, min_width=len(col))
     last = ""
     for s in t.standings:
-        table.add_row(s.game_id if s.game_id != last else "", short(s.entrant), str(s.matches), str(s.wins),
+        add_plain_row(table, s.game_id if s.game_id != last else "", short(s.entrant), str(s.matches), str(s.wins),
                       f"{100 * s.wins / max(1, s.matches):.0f}", f"{s.mean_rank:.2f}",
                       f"{s.mu:.1f}±{s.sigma:.1f}", f"{s.ordinal:.1f}")
         last = s.game_id
@@ -137,7 +137,7 @@ def replay_table(matches: list[pb.MatchSummary]) -> Table:
         add_column(table, col)
     for m in matches:
         seats = ", ".join(f"{short(e)}: {r}" for e, r in zip(m.entrants, m.ranks, strict=False))
-        table.add_row(m.game_id, m.match_id, seats, str(m.commands))
+        add_plain_row(table, m.game_id, m.match_id, seats, str(m.commands))
     return table
 
 
@@ -152,7 +152,7 @@ def follow(client: TournamentClient, tournament_id: str, out: Console, poll: flo
     rate = 0.0
     with Progress(TextColumn("{task.description:<18}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=out) as progress:
-        bars = {g.game_id: progress.add_task(g.game_id, total=max(1, g.planned), note="") for g in t.games}
+        bars = {g.game_id: progress.add_task(escape(g.game_id), total=max(1, g.planned), note="") for g in t.games}
         total = progress.add_task("all games", total=max(1, t.planned), note="")
         while True:
             for g in t.games:
@@ -196,7 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         matches_per_game=args.matches, round_robin=args.round_robin, seed=args.seed,
         concurrency=args.concurrency, deadline_seconds=args.deadline)
     t = client.create(request)
-    console.print(f"tournament [bold]{t.tournament_id}[/]: {t.planned} matches")
+    console.print(f"tournament [bold]{escape(t.tournament_id)}[/]: {t.planned} matches")
     if args.no_wait:
         return 0
     t = follow(client, t.tournament_id, console)
@@ -220,7 +220,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("id", "name", "status", "matches", "moves", "time"):
         add_column(table, col)
     for t in _client(args).list():
-        table.add_row(t.tournament_id, t.name, _STATUS.get(t.status, "?"), f"{t.finished}/{t.planned}",
+        add_plain_row(table, t.tournament_id, t.name, _STATUS.get(t.status, "?"), f"{t.finished}/{t.planned}",
                       f"{t.moves:,}", f"{t.elapsed_seconds:.0f}s")
     console.print(table)
     return 0
@@ -228,7 +228,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     t = _client(args).cancel(args.tournament_id)
-    console.print(f"{t.tournament_id}: {_STATUS.get(t.status, '?')}")
+    console.print(f"{escape(t.tournament_id)}: {_STATUS.get(t.status, '?')}")
     return 0
 
 
@@ -397,10 +397,10 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
         # An earlier `make run` stopped halfway would resume with the stack and share the workers.
         if old.status == pb.TOURNAMENT_RUNNING and old.name.startswith("make run"):
             client.cancel(old.tournament_id)
-            out.print(f"[dim]cancelled the unfinished {old.name} {old.tournament_id}[/]")
+            out.print(f"[dim]cancelled the unfinished {escape(old.name)} {escape(old.tournament_id)}[/]")
     t = client.create(request)
-    out.rule(f"bot tournament: {', '.join(g.game_id for g in games)} — "
-             f"{', '.join(short(e) for e in request.entrants)}")
+    out.rule(escape(f"bot tournament: {', '.join(g.game_id for g in games)} — "
+                    f"{', '.join(short(e) for e in request.entrants)}"))
     t = follow(client, t.tournament_id, out, check=_stack_problem)
     # The final table is the read side's: what the projection made of the event streams.
     from famiglia.cli.projection import tournament_table
@@ -414,11 +414,11 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
         out.print(replay_table(picks))
         keep_up = getattr(args, "keep_up", False)
         out.print(f"Replay one{'' if keep_up else ' after `make up`'} with "
-                  f"[bold].venv/bin/famiglia replay events {picks[0].match_id}[/] "
-                  f"or export it with [bold].venv/bin/famiglia replay export {picks[0].match_id} -o match.json[/].",
+                  f"[bold].venv/bin/famiglia replay events {escape(picks[0].match_id)}[/] "
+                  f"or export it with [bold].venv/bin/famiglia replay export {escape(picks[0].match_id)} -o match.json[/].",
                   soft_wrap=True)
     out.print(f"{t.finished} matches, {t.moves:,} moves in {time.monotonic() - started:.0f}s "
-              f"(tournament {t.tournament_id}; `.venv/bin/famiglia tournament show {t.tournament_id}`).",
+              f"(tournament {escape(t.tournament_id)}; `.venv/bin/famiglia tournament show {escape(t.tournament_id)}`).",
               soft_wrap=True)
     client.close()
     return 0
