@@ -121,10 +121,14 @@ def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, 
         def on_command() -> None:
             commands[0] += 1
 
-        def one(i: int, game_id: str, seats: int) -> PlayedMatch:
-            return play_match(client, game_id, seats, rng=random.Random(seed * 1000 + i), on_command=on_command)
+        stop = threading.Event()
 
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        def one(i: int, game_id: str, seats: int) -> PlayedMatch:
+            return play_match(client, game_id, seats, rng=random.Random(seed * 1000 + i), on_command=on_command,
+                              stop=stop)
+
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
             futures = {pool.submit(one, i, g, s): g for i, (g, s) in enumerate(plan)}
             pending = set(futures)
             while pending:
@@ -137,6 +141,12 @@ def play_matches(client: GameClient, plan: list[tuple[str, int]], *, seed: int, 
                 for t in tasks.values():
                     progress.update(t, rate=f"{rate:,.0f} moves/s")
                 time.sleep(0.1)
+        finally:
+            # Ctrl-C, or a match's failure (a server gone): the matches in play stop at their next
+            # command and the rest never start. Waiting for every planned match to be played out
+            # kept a Ctrl-C (or the error) unanswered for minutes.
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
     return results
 
 

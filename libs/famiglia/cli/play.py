@@ -30,16 +30,16 @@ class PlayedMatch:
 
 def play_match(client: GameClient, game_id: str, seats: int, *, rng: random.Random,
                options: dict[str, str] | None = None, on_command: Callable[[], None] | None = None,
-               max_commands: int = 200_000) -> PlayedMatch:
-    """Create a match and play it to the end; every seat picks uniformly among its legal commands,
-    drawn from the whole of each compound choice (`sample_seed`)."""
+               max_commands: int = 200_000, stop: threading.Event | None = None) -> PlayedMatch:
+    """Create a match and play it to the end (or until `stop` is set: Ctrl-C); every seat picks
+    uniformly among its legal commands, drawn from the whole of each compound choice (`sample_seed`)."""
     start = time.perf_counter()
     handle = client.create_match(game_id, seats, options=options or {})
     tokens = handle.seat_tokens
     seat_clients = [client.seat(handle.match_id, t) for t in tokens]
     spectator = client.spectator(handle.match_id)
     played = PlayedMatch(game_id, handle.match_id, seats)
-    while played.commands < max_commands:
+    while played.commands < max_commands and not (stop is not None and stop.is_set()):
         view = spectator.view()
         if view.finished:
             played.result = view.result

@@ -1,6 +1,6 @@
 """`famiglia ...` prints what servers and people supply (ids, names, entrants, refusals, game
 text) as it is: a `[/x]` in one, read as rich markup, was a MarkupError and its traceback, exit
-1, instead of the answer (as `famiglia matchmake`'s once were)."""
+1, instead of the answer (as `famiglia matchmake`'s once were). And a Ctrl-C is answered at once."""
 
 from __future__ import annotations
 
@@ -147,3 +147,35 @@ def test_played_matches_show_the_servers_ids_as_they_are() -> None:
     out.print(cli_main.results_table([PlayedMatch(f"g{WORDS}", f"m{WORDS}", 2)]))
     assert f"m{WORDS}" in out.file.getvalue()  # type: ignore[attr-defined]
 
+
+def test_ctrl_c_during_play_stops_the_matches_in_play_and_starts_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while `famiglia play` followed its matches waited for every planned match to be
+    played out (minutes, the terminal deaf) before it was answered."""
+    started: list[int] = []
+    stopped: list[bool] = []
+    playing = threading.Event()
+    sleep = time.sleep
+
+    def play_match(client: Any, game_id: str, seats: int, *, stop: threading.Event | None = None,
+                   **_k: Any) -> PlayedMatch:
+        started.append(seats)
+        playing.set()
+        for _ in range(300):  # a long match: some 3 s of moves
+            if stop is not None and stop.is_set():
+                stopped.append(True)
+                break
+            sleep(0.01)
+        else:
+            stopped.append(False)
+        return PlayedMatch(game_id, "m", seats)
+
+    def ctrl_c(_seconds: float) -> None:
+        playing.wait()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "play_match", play_match)
+    monkeypatch.setattr(cli_main.time, "sleep", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        cli_main.play_matches(object(), [("g", 2)] * 4, seed=1, workers=1)  # type: ignore[arg-type]
+    assert started == [2]
+    assert stopped == [True]
