@@ -18,6 +18,7 @@ the one given with --operator-token.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,8 +74,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _need(value: str, usage: str) -> str:
+    """A missing FILE or MATCH_ID is bad input (2, as argparse's own): SystemExit's message left
+    with 1, which `verify` gives to a divergence and `import` to a match stored unverified."""
     if not value:
-        raise SystemExit(f"usage: famiglia replay {usage}")
+        print(f"usage: famiglia replay {usage}", file=sys.stderr)
+        raise SystemExit(2)
     return value
 
 

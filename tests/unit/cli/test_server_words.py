@@ -179,3 +179,14 @@ def test_ctrl_c_during_play_stops_the_matches_in_play_and_starts_no_other(monkey
         cli_main.play_matches(object(), [("g", 2)] * 4, seed=1, workers=1)  # type: ignore[arg-type]
     assert started == [2]
     assert stopped == [True]
+
+
+@pytest.mark.parametrize("target", ["verify", "import", "export", "events"])
+def test_replay_without_its_file_or_match_is_bad_input_not_a_divergence(target: str,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`famiglia replay verify` with no FILE left with 1, the status docs/replay.md gives to a
+    divergence (and, for `import`, to a match stored unverified)."""
+    with pytest.raises(SystemExit) as left:
+        cli_main.main(["replay", target])
+    assert left.value.code == 2
+    assert f"usage: famiglia replay {target}" in capsys.readouterr().err
