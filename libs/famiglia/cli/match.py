@@ -193,6 +193,9 @@ def cmd_reindex_players(args: argparse.Namespace) -> int:
 
     try:
         done = reindex_players(app, dry_run=args.dry_run, cursor=args.cursor, on_page=page)
+    except KeyboardInterrupt:  # Ctrl-C: where to resume too (docs/operations.md), then "interrupted", 130
+        console.print(f"[yellow]stopped[/]; resume with --cursor {resume}")
+        raise
     except Exception as exc:  # noqa: BLE001 - Redis away or the like: say where to resume
         console.print(f"[red]stopped: {escape(repr(exc))}[/]; resume with --cursor {resume}")
         return 2

@@ -190,3 +190,24 @@ def test_replay_without_its_file_or_match_is_bad_input_not_a_divergence(target: 
         cli_main.main(["replay", target])
     assert left.value.code == 2
     assert f"usage: famiglia replay {target}" in capsys.readouterr().err
+
+
+def test_a_backfill_stopped_by_ctrl_c_says_where_to_resume(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/operations.md: an interrupted run (Ctrl-C, Redis away) says where it stopped. Ctrl-C
+    said only "interrupted": the cursor was in the page lines above, if the scrollback kept them."""
+    import services.command.bootstrap as command_bootstrap
+    import services.command.player_index as player_index
+
+    class App:
+        def close(self) -> None: ...
+
+    def reindex_players(app: Any, *, cursor: int, on_page: Any, **_k: Any) -> Any:
+        on_page(player_index.Reindexed(cursor=123, looked_at=500))  # a page done ...
+        raise KeyboardInterrupt  # ... and Ctrl-C while the next one was read
+
+    monkeypatch.setattr(command_bootstrap, "bootstrap", lambda **_k: App())
+    monkeypatch.setattr(player_index, "reindex_players", reindex_players)
+    code, out = _run(["match", "reindex-players", "--cursor", "77"], capsys)
+    assert code == 130
+    assert out.splitlines()[-2:] == ["stopped; resume with --cursor 123", "interrupted (SIGINT)"]
