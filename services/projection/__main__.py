@@ -141,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cannot reach Redis at {shown_url(settings.redis_url)}: {exc} (is the stack up? `make up`)",
               file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C (`famiglia projection ...` passes it on): one line too
+        print(f"{args.cmd} interrupted", file=sys.stderr)
+        return 130
     return run(settings)
 
 

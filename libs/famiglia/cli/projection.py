@@ -16,6 +16,8 @@ stack's by default).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import subprocess
 import sys
 
@@ -62,7 +64,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_service(args: argparse.Namespace) -> int:
-    return subprocess.call([sys.executable, "-m", "services.projection", *args.service_args])
+    child = subprocess.Popen([sys.executable, "-m", "services.projection", *args.service_args])
+    try:
+        return child.wait()
+    except KeyboardInterrupt as exc:
+        # The child stops its own way (one line, 130) and is waited for: killed (subprocess.call)
+        # it printed its traceback, or was cut off halfway through a rebuild. A terminal's Ctrl-C
+        # reached it too; a signal that reached only us (`kill`, SIGTERM/SIGHUP) is passed on.
+        if getattr(exc, "signum", None) is None:  # Ctrl-C: the child's own, a moment to take it
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+            child.wait()
+        raise
 
 
 def _stub(address: str):  # type: ignore[no-untyped-def]

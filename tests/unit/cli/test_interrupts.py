@@ -134,3 +134,31 @@ def test_a_run_under_nohup_outlives_its_terminal(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_ctrl_c_during_a_projection_rebuild_is_one_line(tmp_path: Path) -> None:
+    """`famiglia projection rebuild` runs `python -m services.projection rebuild`, which a Ctrl-C
+    (the terminal's, to both) ended with a KeyboardInterrupt traceback, killed by its parent
+    halfway through. The "Redis" is a bare TCP listener that never answers: its first connection
+    says the rebuild is under way."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        listener.settimeout(60)
+        env = dict(_env(tmp_path), FAMIGLIA_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+                   FAMIGLIA_DATABASE_URL=f"sqlite:///{tmp_path / 'rm.db'}")
+        proc = subprocess.Popen([sys.executable, "-m", "famiglia.cli.main", "projection", "rebuild"], env=env,
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=_default_signals, start_new_session=True)
+        try:
+            conn, _ = listener.accept()  # the rebuild reads Redis now, and waits
+            assert proc.poll() is None
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: to the CLI and its child
+            out, _ = proc.communicate(timeout=60)
+            conn.close()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    assert proc.returncode == 130, out[-1500:]
+    assert "Traceback" not in out, out[-1500:]
+    assert "rebuild interrupted" in out and "interrupted (SIGINT)" in out

@@ -18,6 +18,14 @@ from famiglia.cli import main as cli
 def test_rebuild_and_migrate_run_the_service_command(monkeypatch: pytest.MonkeyPatch, argv: list[str],
                                                      expected: list[str]) -> None:
     calls: list[list[str]] = []
-    monkeypatch.setattr(subprocess, "call", lambda args: calls.append(list(args)) or 0)
+
+    class Child:
+        def __init__(self, args: list[str]) -> None:
+            calls.append(list(args))
+
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
     assert cli.main(argv) == 0
     assert calls == [[sys.executable, "-m", *expected]]
