@@ -12,7 +12,8 @@ command service accepts that token for that seat (`famiglia play` style clients
 send it as `authorization: Bearer <token>`). Ctrl-C (even while the ticket is being made, or
 an invite accepted) or --timeout cancels the ticket; once a match is being made with it the
 cancel is refused (`ticket_matched`) and the seat is the player's all the same, so it follows
-the ticket on to that seat and prints its token.
+the ticket on to that seat and prints its token. A ticket's creation left without an answer
+(UNAVAILABLE, DEADLINE_EXCEEDED) is asked for once more with the same request id.
 Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
 refused (here or by the server) or a server gone (a cancel that failed so too: the ticket is
 still open), 130 a second Ctrl-C while following on. --invites and --decline exit 0 once answered.
@@ -49,6 +50,8 @@ WATCH_RETRIES = 8
 """Cut watches in a row opened again (pauses doubling from half a second up to WATCH_PAUSE_MAX_S,
 some 25 s in all) before the server is taken for gone and its status reported."""
 WATCH_PAUSE_MAX_S = 5.0
+NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+"""A call's statuses that say nothing of whether it was done."""
 ENDED = frozenset({"ticket_cancelled", "ticket_expired", "ticket_failed"})
 """The codes of an answer that came after the ticket ended."""
 
@@ -112,6 +115,14 @@ def cmd_matchmake(args: argparse.Namespace) -> int:
             created = tickets.CreateTicket(request, metadata=auth, timeout=10)
             console.print(f"ticket [bold]{escape(created.ticket_id)}[/] (interrupted while it was made)")
             return _report(_cancel(tickets, created.ticket_id, auth, time.sleep))
+        except grpc.RpcError as lost:
+            if lost.code() not in NO_ANSWER:  # type: ignore[attr-defined]
+                raise
+            # No answer is not a no (README, "Playing over gRPC"): the ticket may be made, and left
+            # unfollowed it would be matched to a seat nobody holds. Asked once more with the same
+            # request id, which answers with it (or makes it); failing again, its status (2).
+            console.print(f"[yellow]no answer[/] ({lost.code().name}); asking again")  # type: ignore[attr-defined]
+            created = tickets.CreateTicket(request, metadata=auth, timeout=10)
         console.print(f"ticket [bold]{escape(created.ticket_id)}[/]")
         return _follow(tickets, created.ticket_id, auth, args.timeout or None)
     except grpc.RpcError as exc:

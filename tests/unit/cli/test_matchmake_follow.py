@@ -240,3 +240,35 @@ def test_ctrl_c_while_accepting_an_invite_that_ended_meanwhile_reports_its_end(
     args = cli.argparse.Namespace(invites=False, accept=TICKET, decline="", game="", token="t", timeout=0.0)
     assert cli._answer(ended, args) == 1  # type: ignore[arg-type]
     assert ended.calls == ["accept", "decline", "get"] and "cancelled by g0" in capsys.readouterr().out
+
+
+class Unanswered(Made):
+    """A server whose CreateTicket makes the ticket, its answer lost the first time (no answer)."""
+
+    def __init__(self, lost: grpc.StatusCode) -> None:
+        super().__init__()
+        self.lost = lost
+        self.watches = [[SEARCHING, MATCHED]]
+
+    def CreateTicket(self, request: pb.CreateTicketRequest, **_: object) -> pb.CreateTicketResponse:
+        self.calls.append("create")
+        self.request_ids.append(request.request_id)
+        if len(self.request_ids) == 1:
+            raise Refused(self.lost)
+        return pb.CreateTicketResponse(ticket_id=TICKET, duplicate=True, ticket=SEARCHING)
+
+
+@pytest.mark.parametrize("lost", [grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE])
+def test_a_ticket_whose_creation_went_unanswered_is_asked_for_again_and_followed(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], lost: grpc.StatusCode) -> None:
+    """CreateTicket without an answer left with 2 while the server may have made the ticket: searching
+    with nobody to follow it, matched to a seat nobody holds. The same request id answers with it."""
+    made = Unanswered(lost)
+    monkeypatch.setattr(cli, "dial", lambda _address: type("Channel", (), {"close": lambda self: None})())
+    monkeypatch.setattr(cli.pb_grpc, "PlayerServiceStub", lambda _channel: Guests())
+    monkeypatch.setattr(cli.pb_grpc, "MatchmakingServiceStub", lambda _channel: made)
+    args = cli.argparse.Namespace(address="localhost:1", invites=False, accept="", decline="", game="grifters",
+                                  option=[], seats="", token="", name="me", party=[], timeout=0.0)
+    assert cli.cmd_matchmake(args) == 0
+    assert made.calls == ["create", "create", "watch"] and len(set(made.request_ids)) == 1
+    assert "seat-token-of-mine" in capsys.readouterr().out
