@@ -13,7 +13,8 @@ send it as `authorization: Bearer <token>`). Ctrl-C (even while the ticket is be
 an invite accepted) or --timeout cancels the ticket; once a match is being made with it the
 cancel is refused (`ticket_matched`) and the seat is the player's all the same, so it follows
 the ticket on to that seat and prints its token. A ticket's creation left without an answer
-(UNAVAILABLE, DEADLINE_EXCEEDED) is asked for once more with the same request id.
+or an acceptance (UNAVAILABLE, DEADLINE_EXCEEDED: either may have been done) is asked for once
+more (the ticket with the same request id).
 Exit status: 0 matched (the token printed), 1 the ticket ended without a match, 2 a request
 refused (here or by the server) or a server gone (a cancel that failed so too: the ticket is
 still open), 130 a second Ctrl-C while following on. --invites and --decline exit 0 once answered.
@@ -166,10 +167,18 @@ def _answer(tickets: pb_grpc.MatchmakingServiceStub, args: argparse.Namespace) -
                                             timeout=10)
         console.print(f"ticket {STATE.get(update.state, '?')}: {escape(update.reason)}")
         return 0
+    accept = pb.AcceptPartyInviteRequest(ticket_id=args.accept)
     try:
-        tickets.AcceptPartyInvite(pb.AcceptPartyInviteRequest(ticket_id=args.accept), metadata=auth, timeout=10)
+        tickets.AcceptPartyInvite(accept, metadata=auth, timeout=10)
     except KeyboardInterrupt:
         return _take_back(tickets, args.accept, auth)
+    except grpc.RpcError as lost:
+        if lost.code() not in NO_ANSWER:  # type: ignore[attr-defined]
+            raise
+        # The acceptance may have arrived (the last one queues the ticket, to be matched to a seat
+        # nobody holds): asked again, which answers for a ticket joined already as for a first.
+        console.print(f"[yellow]no answer[/] ({lost.code().name}); asking again")  # type: ignore[attr-defined]
+        tickets.AcceptPartyInvite(accept, metadata=auth, timeout=10)
     console.print(f"joined ticket [bold]{escape(args.accept)}[/]")
     return _follow(tickets, args.accept, auth, args.timeout or None)
 

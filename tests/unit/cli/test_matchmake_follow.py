@@ -272,3 +272,26 @@ def test_a_ticket_whose_creation_went_unanswered_is_asked_for_again_and_followed
     assert cli.cmd_matchmake(args) == 0
     assert made.calls == ["create", "create", "watch"] and len(set(made.request_ids)) == 1
     assert "seat-token-of-mine" in capsys.readouterr().out
+
+
+class AcceptedUnanswered(Tickets):
+    """An acceptance that arrives (the last one: the ticket queues), its answer lost the first time."""
+
+    def __init__(self) -> None:
+        super().__init__([SEARCHING, MATCHED])
+
+    def AcceptPartyInvite(self, request: pb.AcceptPartyInviteRequest, **_: object) -> pb.TicketUpdate:
+        self.calls.append("accept")
+        if self.calls.count("accept") == 1:
+            raise Refused(grpc.StatusCode.DEADLINE_EXCEEDED)
+        return SEARCHING  # joined already: answered as the first acceptance was
+
+
+def test_an_acceptance_that_went_unanswered_is_made_again_and_followed(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--accept` without an answer left with 2 while the acceptance may have queued the ticket:
+    the invitee's seat matched with nobody following it."""
+    accepted = AcceptedUnanswered()
+    args = cli.argparse.Namespace(invites=False, accept=TICKET, decline="", game="", token="t", timeout=0.0)
+    assert cli._answer(accepted, args) == 0  # type: ignore[arg-type]
+    assert accepted.calls == ["accept", "accept", "watch"]
+    assert "seat-token-of-mine" in capsys.readouterr().out
