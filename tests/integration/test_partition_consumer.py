@@ -426,3 +426,27 @@ def test_a_claim_and_a_cleanup_on_a_group_gone_take_nothing_and_raise_nothing(st
         store.client.xgroup_destroy(store.keys.partition_stream(p), "g")
     assert consumer.claim_stale(min_idle_ms=0) == []
     assert consumer.forget_idle_consumers(got[0].partition, ["a", "b"], 0) == []
+
+
+@pytest.mark.parametrize("first_read", ["new", "pending"])
+def test_a_group_found_gone_is_made_again_where_its_consumer_started_it(store: RedisEventStore,
+                                                                          first_read: str) -> None:
+    """The bots dispatcher's group starts at `$` (matches from before it ran are not its business):
+    found gone by a read (`XGROUP DESTROY`), it is made again at `$` too, not from `0`, which had the
+    dispatcher go through every partition entry still in Redis again (before session 34)."""
+    consumer = PartitionConsumer.for_store(store, "g-end", "c")
+    consumer.ensure_groups(start_id="$")
+    old = _write(store, matches=3, each=2)
+    seen = consumer.read(count=100)
+    assert {e.envelope.match_id for e in seen} == set(old)
+    consumer.ack(seen)
+    for p in range(store.partitions):
+        store.client.xgroup_destroy(store.keys.partition_stream(p), "g-end")
+    if first_read == "new":
+        assert consumer.read(count=100) == []  # the kept connection's read finds the group gone
+    else:
+        assert consumer.read_pending(count=100) == []  # the client's read finds it gone
+    assert consumer.reconnects >= 1
+    new = _write(store, matches=2, each=1)
+    got = consumer.read(count=100)
+    assert {e.envelope.match_id for e in got} == set(new)

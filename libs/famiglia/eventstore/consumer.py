@@ -108,6 +108,11 @@ class PartitionConsumer:
         self._key_of = {p: keys.partition_stream(p) for p in self.partitions}
         self._partition_of = {key.encode(): p for p, key in self._key_of.items()}
         self._groups_ready = False
+        self.start_id = "0"
+        """Where the group starts when this consumer creates it: the last `ensure_groups`' start, used
+        again when a read finds the group gone (`NOGROUP`): the bots dispatcher's starts at `$`
+        (before session 34 a group found gone was made again from `0`, whatever its owner chose, so the
+        dispatcher's went through every partition entry still in Redis again)."""
         self._own: Any = None
         """A pool connection kept for new reads (see `_read_new`), with the pid that took it."""
         self._own_pid = 0
@@ -137,12 +142,16 @@ class PartitionConsumer:
         """Share the store's connection pool and key layout."""
         return cls(store.client, store.keys, group, consumer, partitions)
 
-    def ensure_groups(self, start_id: str = "0") -> None:
+    def ensure_groups(self, start_id: str | None = None) -> None:
         """Create the group on every partition stream (MKSTREAM); existing groups are kept.
 
         `start_id="0"` lets a new group see the whole history (a projection
-        rebuilding from scratch); "$" would start at new entries only.
+        rebuilding from scratch); "$" starts at new entries only. Kept (`start_id`) for the
+        group's creation again after it vanished; None: the one kept (at first `"0"`).
         """
+        if start_id is None:
+            start_id = self.start_id
+        self.start_id = start_id
         for key in self._key_of.values():
             try:
                 self.client.xgroup_create(key, self.group, id=start_id, mkstream=True)
