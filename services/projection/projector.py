@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from opentelemetry import trace
 from opentelemetry.trace import Link
 from sqlalchemy import delete, select
@@ -131,8 +132,24 @@ class RetryBatch(Exception):
 
 
 class StoreUnreadable(Exception):
-    """The event store could not be read while a match was projected again from it: the
-    batch fails and is redone later, never parked (the events are not at fault)."""
+    """The event store could not be reached while a match was projected again from it (a
+    connection refused or lost, a timeout, a Redis loading or failing over): the batch fails and
+    is redone later, never parked (the events are not at fault)."""
+
+
+class StoreCorrupt(ValueError):
+    """The event store answered, but what it holds of a match cannot be read (an event that does
+    not decode, a key of another type): the match's own fault, which no retry mends, so it fails
+    like a poison entry and is parked (before session 34 it was `StoreUnreadable`, and the
+    consumer held back for good on one corrupt event)."""
+
+
+STORE_AWAY: tuple[type[BaseException], ...] = (
+    ConnectionError, TimeoutError, OSError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+    redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
+"""What reading the event store raises when Redis is out of reach, not when its data is bad:
+refused or dropped connections (Redis restarting, loading its data: `BusyLoadingError`), timeouts,
+a replica whose primary is down (`MASTERDOWN`), a cluster moving slots."""
 
 
 class MatchCache:
@@ -533,8 +550,11 @@ class Projector:
             return []
         try:
             return self.store_events(match_id, after)
-        except Exception as exc:
+        except STORE_AWAY as exc:
             raise StoreUnreadable(f"{match_id}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # the store answered: what it holds of the match is bad
+            raise StoreCorrupt(f"{match_id}: the store's events past seq {after} cannot be read: "
+                               f"{type(exc).__name__}: {exc}") from exc
 
     def _rate(self, conn: Connection, writes: BatchWrites) -> None:
         """Rate this batch's finished matches in canonical order, so a batch never re-rates itself.

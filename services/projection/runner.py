@@ -392,7 +392,7 @@ class ProjectionRunner:
 
     def _hold_back(self, exc: Exception) -> None:
         """The projector refused a batch for a fault not of its entries (the database away, locked
-        or refusing, the store unreadable: `poison_like` says): read nothing new until it takes
+        or refusing, the store out of reach: `poison_like` says): read nothing new until it takes
         one, so a long outage costs no more memory than what was kept when it began, and the rest
         waits in the streams and the group, undelivered or pending here. A failure that may be the
         entries' own reads on as before: new entries let the projector tell the poison match apart."""

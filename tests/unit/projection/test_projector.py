@@ -7,13 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import redis
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import make_engine, read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection import schema
-from services.projection.projector import Projector, StoreUnreadable
+from services.projection.projector import Projector, StoreCorrupt, StoreUnreadable, poison_like
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
@@ -384,6 +385,45 @@ def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(p
             projector.project(again)
     assert not projector.parked_matches
     assert _archived_ids(projector, "m1") == {e.envelope.seq: e.envelope.event_id for e in entries[:8]}
+
+
+@pytest.mark.parametrize("away", [redis.exceptions.ConnectionError("Connection refused"),
+                                  redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
+                                  redis.exceptions.TimeoutError("Timeout reading from socket")])
+def test_redis_out_of_reach_is_an_unreadable_store_never_a_poison(projector: Projector, away: Exception) -> None:
+    entries, _ = played_entries("m1", seed=6)
+    projector.project(entries[:8])
+
+    def failing(match_id: str, after: int) -> list[EventEnvelope]:
+        raise away
+
+    projector.store_events = failing
+    for _ in range(projector.park_after + 1):
+        with pytest.raises(StoreUnreadable) as failed:
+            projector.project(_written_again(entries[4:8], suffix="ZZ"))
+        assert not poison_like(failed.value)
+    assert not projector.parked_matches
+
+
+def test_an_event_the_store_holds_but_cannot_be_read_gets_its_match_parked(projector: Projector) -> None:
+    """A corrupt event in the match's stream is no outage: the store answers, and what it holds
+    fails the match as a poison entry does, until it is parked (before, it was an unreadable
+    store: never parked, and the consumer held back for good)."""
+    entries, _ = played_entries("m1", seed=6)
+    projector.project(entries[:8])
+
+    def corrupt(match_id: str, after: int) -> list[EventEnvelope]:
+        return [EventEnvelope.FromString(b"\xff\xff garbage")]
+
+    projector.store_events = corrupt
+    again = _written_again(entries[4:8], suffix="ZZ")
+    for _ in range(projector.park_after - 1):  # alone, nothing else moved: the round fails, a strike each
+        with pytest.raises(StoreCorrupt) as failed:
+            projector.project(again)
+        assert poison_like(failed.value) and "DecodeError" in str(failed.value)
+    parked = projector.project(again)
+    assert [p.entry for p in parked.parked] == again and "StoreCorrupt" in parked.parked[0].reason
+    assert projector.parked_matches == {"m1"}
 
 
 def _diverged_seq(projector: Projector, match_id: str) -> int | None:
