@@ -28,7 +28,10 @@ read) — is *parked*: after `park_after` such failures its match's entries are 
 `BatchOutcome.parked` (the runner acks them and writes a dead-letter record) and every later
 entry of the match follows them, so one bad match never stops the others. A match whose first
 event is not `match_created` is parked at once. Failures of the database itself (connection
-lost, locked, serialisation) are never parked: they fail the round, which is retried.
+lost, locked, serialisation) are never parked: they fail the round, which is retried. Several
+matches failing alone with nothing else moving are struck only if the read models take a
+made-up match, rolled back (`_probe_passes`): otherwise the fault is ours or the database's. A
+failed round hands back what it did before it failed (`partial_outcome`), for the caller to ack.
 
 A batch costs little beyond its events: the matches are folded in memory and
 what they change is written with one statement per kind of row (`writes.py`),
@@ -46,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +88,11 @@ from .rating_book import RatingBook
 from .writes import ARCHIVE, BatchWriter, BatchWrites, MatchRow, SeatResult, archived, entry_key
 
 log = get_logger("famiglia.projection")
+
+PROBE_PREFIX = "projection-probe-"
+PROBE_GAME = "projection-probe"
+"""The made-up match `Projector._probe_passes` projects and rolls back: its id (with a random
+suffix) and a game no server has."""
 
 UNREAD = "0-0"
 """The entry id of an event read from no partition stream (the archive in a rebuild, a match
@@ -256,6 +265,20 @@ class Projector:
         for (match_id, _seq), entry in sorted(unique.items()):
             by_match.setdefault(match_id, []).append(entry)
         outcome = BatchOutcome()
+        try:
+            self._project_matches(by_match, outcome)
+        except Exception as exc:
+            # What was done before the failure is done (committed, or parked without a try): the
+            # caller acks it though the round fails. Before, it was dropped with the round, and
+            # those entries stayed unacked until a healthy batch came to this consumer.
+            exc.batch_outcome = outcome  # type: ignore[attr-defined]
+            self._settle_parked(outcome, failing=True)
+            raise
+        self._settle_parked(outcome)
+        return outcome
+
+    def _project_matches(self, by_match: dict[str, list[PartitionEntry]], outcome: BatchOutcome) -> None:
+        """`project`'s work, into `outcome` as it goes: it holds what was done should a raise end it."""
         for match_id in [m for m in by_match if m in self.parked_matches]:
             outcome.parked += [Parked(e, "match_parked") for e in by_match.pop(match_id)]
         # A match that failed before goes alone, so it cannot fail the others' transaction again.
@@ -287,8 +310,17 @@ class Projector:
                 failures.append((match_id, exc))
         if failures:
             self._strike(outcome, failures, by_match)
+
+    def _settle_parked(self, outcome: BatchOutcome, *, failing: bool = False) -> None:
+        """Checkpoints past the parked entries, their matches parked from now on, each told. In a
+        batch that failed (`failing`) the checkpoints are best effort: the database may be away."""
         if outcome.parked:
-            self._pass_over([p.entry for p in outcome.parked])
+            try:
+                self._pass_over([p.entry for p in outcome.parked])
+            except Exception:
+                if not failing:
+                    raise
+                log.debug("projection_parked_checkpoints_unmoved", exc_info=True)
         for parked in outcome.parked:
             env = parked.entry.envelope
             if parked.first:
@@ -298,15 +330,17 @@ class Projector:
             else:
                 log.warning("projection_entry_parked", match_id=env.match_id, seq=env.seq, event_id=env.event_id,
                             partition=parked.entry.partition, entry_id=parked.entry.entry_id, reason=parked.reason)
-        return outcome
 
     def _strike(self, outcome: BatchOutcome, failures: list[tuple[str, Exception]],
                 by_match: dict[str, list[PartitionEntry]]) -> None:
         """Count a failure against each failing match; park those that reached `park_after`.
-        When nothing else moved, the round fails instead (the error is raised): if several
-        matches fail alone at once, the fault is ours or the database's, not theirs, and
-        nothing is counted."""
-        if not outcome.applied and len(failures) > 1:
+        When several matches fail alone at once and nothing else moved, the fault may be ours or
+        the database's, not theirs: a made-up match is projected in a transaction rolled back
+        (`_probe_passes`). Taken, the fault is the matches' own (poison matches, all a consumer
+        keeps) and each is struck; refused too, the round fails and nothing is counted. Before
+        session 34 nothing was counted either way, and a consumer that kept only poison matches
+        failed its round every few seconds for good."""
+        if not outcome.applied and len(failures) > 1 and not self._probe_passes(len(failures)):
             raise failures[0][1]
         if len(self._strikes) > 10_000:  # matches that failed once and never came back
             self._strikes.clear()
@@ -323,6 +357,32 @@ class Projector:
             outcome.parked += [Parked(e, reason, first=i == 0) for i, e in enumerate(group)]
         if not outcome.applied and not outcome.parked:
             raise failures[0][1]
+
+    def _probe_passes(self, failing: int) -> bool:
+        """Whether the read models take a match now: a made-up one (`match_created` of a game no
+        server has, two empty seats) projected as any batch is — row lock, archive, match and seat
+        rows, checkpoint — in a transaction that is rolled back, so no one ever sees it. It fails
+        with every match when our code or the database is at fault (a bug in the writes, a table
+        refusing everything), and passes when the failing matches are at fault: what another
+        match committing in the same round tells, with no other match around."""
+        created = MatchCreated(game_id=PROBE_GAME, seats=2)
+        envelope = EventEnvelope(match_id=f"{PROBE_PREFIX}{uuid.uuid4().hex}", seq=1, type=MATCH_CREATED,
+                                 game_id=PROBE_GAME, event_id=uuid.uuid4().hex, payload=created.SerializeToString())
+        envelope.timestamp.FromMilliseconds(int(time.time() * 1000))
+        try:
+            with self._connect() as conn:
+                transaction = conn.begin()
+                try:
+                    self._apply_batch(conn, {envelope.match_id: [PartitionEntry(0, UNREAD, envelope)]})
+                finally:
+                    transaction.rollback()
+        except Exception as exc:  # noqa: BLE001 - the probe's failure is the answer
+            log.warning("projection_probe_failed", failing_matches=failing, reason=_reason(exc),
+                        action="not counted against the matches: the fault is ours or the database's")
+            return False
+        log.info("projection_probe_passed", failing_matches=failing,
+                 action="each failing match is struck: the read models take other matches")
+        return True
 
     def _project(self, by_match: dict[str, list[PartitionEntry]], attempts: int = 0) -> BatchOutcome:
         """One transaction over `by_match`, redone when it loses a race (`attempts` times at most,
@@ -712,7 +772,8 @@ class Projector:
             state = MatchState.start(self.registry, first)
         except UnknownGame:
             row.fold_error = f"unknown game {row.game_id!r}: events archived, no results until a rebuild"
-            log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
+            if row.game_id != PROBE_GAME:
+                log.warning("projection_unknown_game", match_id=row.match_id, game_id=row.game_id)
             return None
         state.last_stream = (first.seq, first.event_id)  # what `_state_for` checks a cached fold by
         return state
@@ -826,6 +887,13 @@ def _log_stale(match_id: str, version: int, stale: list[EventEnvelope]) -> None:
     log.warning("projection_entries_stale", match_id=match_id, version=version, seqs=[e.seq for e in stale],
                 event_ids=[e.event_id for e in stale],
                 action="skipped: read before the store went back, which holds other events at these seqs or none")
+
+
+def partial_outcome(exc: BaseException) -> BatchOutcome | None:
+    """What a batch that raised `exc` had done before it failed (`Projector.project`): entries
+    applied or skipped in a transaction that committed, and entries parked (of matches parked
+    before, or struck out in this batch). The caller acks them, though the round fails."""
+    return getattr(exc, "batch_outcome", None)
 
 
 def poison_like(exc: BaseException) -> bool:

@@ -33,6 +33,9 @@ recreated group delivers it again), is forgotten too. The batch in hand when
 the connection breaks outside a read (while it is projected) is the projector's to tell by its
 stream entry ids (`Projector._read_before`).
 
+A round whose batch failed still acks what the batch did before it failed (`partial_outcome`: entries
+found done, entries parked), recording the parked ones first.
+
 When the projector refuses a batch for a fault not of its entries (the database away: `poison_like`),
 the consumer holds back: it reads nothing new (nor its leftovers, nor XAUTOCLAIMs) and retries every
 entry it keeps, each round after the run loop's pause, until a batch commits or it keeps nothing more
@@ -63,7 +66,7 @@ from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor
 from .parking import DeadLetters
-from .projector import BatchOutcome, Projector, poison_like
+from .projector import BatchOutcome, Projector, partial_outcome, poison_like
 from .retention import RetentionSweep
 
 log = get_logger("famiglia.projection.runner")
@@ -361,12 +364,14 @@ class ProjectionRunner:
         try:
             outcome = self.projector.project(entries)
         except Exception as exc:
+            partial = partial_outcome(exc)
+            if partial is not None:
+                self._settle_partial(partial)
             if not poison_like(exc):  # the database's fault, not the entries': more of them would not help
                 self._hold_back(exc)
             elif self._held_back_at is not None:
-                # The database answered, and the failure may be the entries' own (several poison
-                # matches failing alone, no strike counted while nothing else moves): new entries
-                # are what lets the projector tell them apart. Held back, it would try them for good.
+                # The database answered, and the failure may be the entries' own (a poison match
+                # striking out, alone with nothing else to project): read on, as before a hold-back.
                 self._read_on()
             raise
         if self._held_back_at is not None:
@@ -375,6 +380,7 @@ class ProjectionRunner:
             # Recorded before they are acked: a parked entry is never dropped without a trace.
             self.dead_letters.record(outcome.parked, self.name)
         self.unacked += outcome.done + [p.entry for p in outcome.parked]
+        self._count(outcome)
         if len(entries) == len(self.deferred):  # every entry kept was tried (`entries` are some of them)
             self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
         else:  # the others wait for their retry
@@ -382,13 +388,34 @@ class ProjectionRunner:
                 self.deferred.pop((entry.partition, entry.entry_id), None)
             self.deferred.update(((e.partition, e.entry_id), e) for e in outcome.deferred)
         self._back_off(entries, outcome)
-        self.projected += len(outcome.applied)
-        if outcome.applied and self.lag is not None:
-            self.lag.projected(outcome.newest_event_ms, len(outcome.applied))
         if outcome.applied or outcome.skipped:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def _count(self, outcome: BatchOutcome) -> None:
+        self.projected += len(outcome.applied)
+        if outcome.applied and self.lag is not None:
+            self.lag.projected(outcome.newest_event_ms, len(outcome.applied))
+
+    def _settle_partial(self, partial: BatchOutcome) -> None:
+        """A failed batch's entries done before it failed (`partial_outcome`): acked with the next
+        read, parked ones recorded first, none kept to be tried again; the rest stays as it was.
+        Before session 34 the round's failure dropped them: a redelivery, or an entry of a parked
+        match, stayed unacked beside a poison match until a healthy batch came to this consumer."""
+        finished = partial.done
+        if partial.parked:
+            try:
+                self.dead_letters.record(partial.parked, self.name)
+                finished = finished + [p.entry for p in partial.parked]
+            except Exception:  # noqa: BLE001 - Redis away: kept, parked again (and recorded) next round
+                log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(partial.parked),
+                            exc_info=True)
+        self.unacked += finished
+        for entry in finished:
+            self.deferred.pop((entry.partition, entry.entry_id), None)
+        self._forget_retries()
+        self._count(partial)
 
     def _hold_back(self, exc: Exception) -> None:
         """The projector refused a batch for a fault not of its entries (the database away, locked

@@ -129,3 +129,54 @@ def test_the_parked_record_is_the_entry_that_got_the_match_parked_and_only_that_
     letters.record([parked(4, "match_parked", False)], "c1")
     assert letters.parked_matches() == set()
     assert app.store.client.xlen(letters.stream_key) == 4
+
+
+def _pending_ids(app: ProjectionApp) -> set[tuple[int, str]]:
+    client, keys = app.store.client, app.store.keys
+    return {(p, row["message_id"].decode()) for p in range(app.store.partitions)
+            for row in client.xpending_range(keys.partition_stream(p), "projection", "-", "+", 10_000)}
+
+
+def test_poison_matches_that_are_all_a_consumer_has_are_parked_and_what_was_done_beside_them_acked(
+        app: ProjectionApp, monkeypatch) -> None:
+    """Two poison matches and nothing else to project fail alone together: once counted no strike
+    (a fault of every match is ours, not theirs), so the round failed every few seconds for good,
+    and the entries done beside them (a dead consumer's, claimed: projected already) stayed unacked
+    with it. A made-up match the database takes tells the fault is theirs."""
+    write_matches(app.store, app.registry, _specs("d", 1))
+    dead = app.runner("c-dead")
+    for _ in range(100):
+        dead.run_once(block_ms=0)
+        if _finished(app, ["d0"]):
+            break
+    assert _finished(app, ["d0"]) and dead.unacked  # projected, the last batch not acked: it died
+    redelivered = {(e.partition, e.entry_id) for e in dead.unacked}
+    client, keys = app.store.client, app.store.keys
+    for partition, entry_id in redelivered:  # idle past the claim time, as a dead consumer's are
+        client.xclaim(keys.partition_stream(partition), "projection", "c-dead", 0, [entry_id], idle=120_000,
+                      justid=True)
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading these two matches
+        if envelope.match_id in ("f0", "f1"):
+            raise ValueError(f"cannot read {envelope.match_id}")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 2))
+    runner = app.runner("c1")
+    with pytest.raises(ValueError):
+        runner.run_once(block_ms=0)  # claims the dead one's, reads the poison: the round fails
+    runner.flush_acks()
+    assert redelivered and not redelivered & _pending_ids(app)  # done beside the failure: acked
+    failed = 1
+    for _ in range(3 * runner.projector.park_after):
+        if {"f0", "f1"} <= runner.projector.parked_matches:
+            break
+        try:
+            runner.run_once(block_ms=0)
+        except ValueError:
+            failed += 1
+    assert {"f0", "f1"} <= runner.projector.parked_matches and failed < runner.projector.park_after
+    assert runner.caught_up() and not _pending_ids(app)
+    assert set(DeadLetters(app.store).records()) == {"f0", "f1"}

@@ -14,7 +14,7 @@ from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import make_engine, read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection import schema
-from services.projection.projector import Projector, StoreCorrupt, StoreUnreadable, poison_like
+from services.projection.projector import Projector, StoreCorrupt, StoreUnreadable, partial_outcome, poison_like
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
@@ -598,6 +598,63 @@ def test_several_matches_failing_alone_at_once_are_never_parked(projector: Proje
     assert not projector.parked_matches
     monkeypatch.undo()
     assert len(projector.project(a + b).applied) == len(a) + len(b)
+
+
+def test_poison_matches_failing_alone_together_with_nothing_else_are_parked(projector: Projector,
+                                                                           monkeypatch) -> None:
+    """Two poison matches and no other traffic: a made-up match, rolled back, still commits, so
+    the fault is theirs. Before, several matches failing alone with nothing else moving counted
+    no strike: the round failed every few seconds for good."""
+    a, _ = played_entries("m-a", seed=13)
+    b, _ = played_entries("m-b", seed=14, partition=1)
+    real_write = projector.writer.write
+
+    def broken(conn, writes) -> None:
+        if any(row.match_id in ("m-a", "m-b") for row in writes.matches):
+            raise KeyError("cannot read this match")
+        real_write(conn, writes)
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    for _ in range(projector.park_after - 1):
+        with pytest.raises(KeyError):
+            projector.project(a + b)
+    parked = projector.project(a + b)
+    assert [p.entry for p in parked.parked] == a + b and not parked.deferred
+    assert projector.parked_matches == {"m-a", "m-b"}
+    assert dump(projector.engine)["matches"] == []  # the probes left nothing behind
+
+
+def test_a_failed_round_hands_back_what_it_did_before_it_failed(projector: Projector, monkeypatch) -> None:
+    """A redelivery and an entry of a parked match, beside a poison match failing alone: the round
+    fails, and the entries done or parked go with the error, for the caller to ack (before, the
+    raise dropped them, and they stayed unacked until a healthy batch came)."""
+    done, _ = played_entries("m-done", seed=3)
+    projector.project(done)
+    poison, _ = played_entries("m-poison", seed=12, partition=1)
+    parked, _ = played_entries("m-parked", seed=5, partition=2)
+    projector.parked_matches.add("m-parked")
+    real_write = projector.writer.write
+
+    def broken(conn, writes) -> None:
+        if any(row.match_id == "m-poison" for row in writes.matches):
+            raise KeyError("cannot read m-poison")
+        real_write(conn, writes)
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    with pytest.raises(KeyError) as failed:
+        projector.project(poison + done[-2:])
+    partial = partial_outcome(failed.value)
+    assert partial is not None and partial.skipped == done[-2:] and not partial.parked
+    other, _ = played_entries("m-other", seed=7, partition=3)
+
+    def bug(conn, writes) -> None:  # every match fails, the probe too: ours, no strike
+        raise TypeError("a bug in the writer")
+
+    monkeypatch.setattr(projector.writer, "write", bug)
+    with pytest.raises(TypeError) as failed:
+        projector.project(poison + other + parked[:3])
+    partial = partial_outcome(failed.value)
+    assert partial is not None and [p.entry for p in partial.parked] == parked[:3] and not partial.done
 
 
 def test_a_database_that_is_away_is_never_a_reason_to_park(projector: Projector, monkeypatch) -> None:
