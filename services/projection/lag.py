@@ -25,12 +25,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import select
 
 from famiglia.eventstore import PartitionEntry
-from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.redis_store import RedisEventStore, envelope_or_time
 from famiglia.readmodels.db import read_session
 from famiglia.readmodels.tables import Checkpoint
 from famiglia.telemetry import get_logger
 from famiglia.telemetry.metrics import meter as service_meter
-from famiglia.v1.envelope_pb2 import EventEnvelope
+from famiglia.telemetry.metrics import tally
 
 from .projector import entry_key
 
@@ -70,12 +70,20 @@ class LagMonitor:
         self._held_back = None if meter is None else meter.create_gauge(
             "famiglia.projection.held_back", unit="{consumer}",
             description="1 while this consumer reads nothing new because the read models refuse batches")
+        self._unreadable = None if meter is None else tally(
+            meter, "famiglia.projection.unreadable_entries", unit="{entry}",
+            description="partition entries no event could be read from, recorded as dead letters and acked")
         self.on_report = on_report
         self.last: LagReport | None = None
 
     def projected(self, newest_event_ms: int, count: int = 1) -> None:
         if self._events is not None:
             self._events.add(count)
+
+    def unreadable(self, count: int) -> None:
+        """`count` partition entries no event could be read from were recorded and acked."""
+        if self._unreadable is not None:
+            self._unreadable.add((), count)
 
     def held_back(self, held: bool) -> None:
         """This consumer stopped (True) or started again (False) reading new entries (the runner's
@@ -123,7 +131,7 @@ class LagMonitor:
                     pipe.xrange(keys.partition_stream(p), count=1)
                 for p, first in zip(needs_first, pipe.execute(), strict=True):
                     if first:
-                        first_ms = EventEnvelope.FromString(first[0][1][b"e"]).timestamp.ToMilliseconds()
+                        first_ms = envelope_or_time(*first[0]).timestamp.ToMilliseconds()
                         by_partition[p] = max(0, by_partition[p] - first_ms)
         return by_partition
 

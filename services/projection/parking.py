@@ -7,7 +7,9 @@ retention watermark:
 
     <prefix>:projection:parked        hash: match id -> JSON of the entry that got it parked
                                       (partition, entry id, seq, event id, reason, consumer, time)
-    <prefix>:projection:dead_letters  stream: every parked entry (same fields), capped
+    <prefix>:projection:dead_letters  stream: every parked entry (same fields), capped; also each
+                                      partition entry no event could be read from (`match_id` empty,
+                                      `reason` "unreadable: ..."), acked after its record
 
 Every consumer reads the hash when it starts and again every `claim_every_s`, so
 later entries of a parked match are parked by whichever consumer gets them. The
@@ -23,6 +25,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from famiglia.eventstore.consumer import UnreadableEntry
 from famiglia.eventstore.redis_store import RedisEventStore
 
 from .projector import Parked
@@ -56,6 +59,21 @@ class DeadLetters:
                       "reason": item.reason, "consumer": consumer, "at_ms": str(now_ms)}
             if item.first:  # the entry that got its match parked; the others only follow it
                 client.hsetnx(self.parked_key, env.match_id, json.dumps(fields, sort_keys=True))
+            client.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
+            count += 1
+        return count
+
+    def record_unreadable(self, entries: Iterable[UnreadableEntry], consumer: str = "") -> int:
+        """Write each partition entry no event could be read from to the stream (no match to park:
+        `match_id` is empty, `reason` starts `unreadable:`), before the consumer acks it. The entry
+        itself stays in the partition stream until the retention sweep trims what was acked."""
+        client = self.store.client
+        count = 0
+        now_ms = str(int(time.time() * 1000))
+        for entry in entries:
+            fields: dict[Any, Any] = {"match_id": "", "seq": "", "event_id": "", "partition": str(entry.partition),
+                                      "entry_id": entry.entry_id, "reason": f"unreadable: {entry.reason}",
+                                      "consumer": consumer, "at_ms": now_ms}
             client.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
             count += 1
         return count

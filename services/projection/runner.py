@@ -59,7 +59,7 @@ import uuid
 from dataclasses import dataclass
 
 from famiglia.eventstore import PartitionEntry
-from famiglia.eventstore.consumer import PartitionConsumer
+from famiglia.eventstore.consumer import PartitionConsumer, UnreadableEntry
 from famiglia.eventstore.port import full_partitions
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.telemetry import get_logger
@@ -126,6 +126,7 @@ class ProjectionRunner:
         name = self.config.consumer or default_consumer_name()
         self.consumer = PartitionConsumer.for_store(store, self.config.group, name)
         self.dead_letters = DeadLetters(store)
+        self.consumer.on_unreadable = self._unreadable
         self.lag = lag
         self.deferred: dict[tuple[int, str], PartitionEntry] = {}
         self._last_claim = 0.0
@@ -392,6 +393,15 @@ class ProjectionRunner:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
                       deferred=len(outcome.deferred), attempts=outcome.attempts)
         return outcome
+
+    def _unreadable(self, entries: list[UnreadableEntry]) -> None:
+        """Partition entries no event can be read from (a foreign XADD): recorded as dead letters
+        and counted (`famiglia.projection.unreadable_entries`) before the consumer acks them, so
+        they fail no read or claim, nor hold the good entries read or claimed with them (before
+        session 34 such a claim failed every `claim_idle_ms`, and none of those was projected)."""
+        self.dead_letters.record_unreadable(entries, self.name)
+        if self.lag is not None:
+            self.lag.unreadable(len(entries))
 
     def _count(self, outcome: BatchOutcome) -> None:
         self.projected += len(outcome.applied)

@@ -450,3 +450,36 @@ def test_a_group_found_gone_is_made_again_where_its_consumer_started_it(store: R
     new = _write(store, matches=2, each=1)
     got = consumer.read(count=100)
     assert {e.envelope.match_id for e in got} == set(new)
+
+
+@pytest.mark.parametrize("how", ["read", "read_pending", "claim_stale"])
+def test_an_entry_no_envelope_can_be_read_from_is_told_and_acked_and_the_good_ones_go_through(
+        store: RedisEventStore, how: str) -> None:
+    """Only a foreign XADD writes one (no `e` field, or bytes that do not decode). Before session
+    34 it failed the read or claim that met it, every time: a claim took the good entries beside it
+    along every `min_idle_ms`, and none was ever handled."""
+    consumer = PartitionConsumer.for_store(store, "g-bad", "c")
+    consumer.ensure_groups(start_id="$")
+    told: list = []
+    consumer.on_unreadable = told.extend
+    stream = store.keys.partition_stream(0)
+    before = _write(store, matches=4, each=2)
+    garbage = store.client.xadd(stream, {"e": b"\xff\xff not an envelope"}).decode()
+    foreign = store.client.xadd(stream, {"something": "else"}).decode()
+    after = _write(store, matches=4, each=2)
+    if how == "read":
+        got = consumer.read(count=100)
+    else:
+        reader = "c" if how == "read_pending" else "dead"
+        store.client.xreadgroup("g-bad", reader, {store.keys.partition_stream(p): ">"
+                                                  for p in range(store.partitions)}, count=100)
+        if how == "read_pending":
+            got = consumer.read_pending(count=100)
+        else:
+            got = consumer.claim_stale(min_idle_ms=0, count=1000)  # the dead one's, every one
+    assert sorted((e.envelope.match_id, e.envelope.seq) for e in got) == sorted(
+        (m, s) for m in before + after for s in (1, 2))
+    assert sorted((u.partition, u.entry_id) for u in told) == sorted([(0, garbage), (0, foreign)])
+    assert {u.entry_id: u.reason for u in told}[foreign] == "no `e` field"
+    assert "DecodeError" in {u.entry_id: u.reason for u in told}[garbage]
+    assert consumer.unreadable == 2 and _pending(store, "g-bad") == _keys(got)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -30,10 +31,23 @@ try:  # redis-py's hiredis parser, whose reader and buffer `exchange` reads dire
 except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
 
+from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .port import PartitionEntry, entry_key
 from .redis_store import KeyLayout, RedisEventStore, read_reply
+
+log = get_logger("famiglia.eventstore.consumer")
+
+
+@dataclass(frozen=True)
+class UnreadableEntry:
+    """A partition stream entry no envelope can be read from: no `e` field, or bytes that do not
+    decode. The store never writes one (`append.lua`); only a foreign `XADD` does."""
+
+    partition: int
+    entry_id: str
+    reason: str
 
 
 def _text(value: bytes | str) -> str:
@@ -127,6 +141,12 @@ class PartitionConsumer:
         """Sent by `_scripts` (EVALSHA, loaded on NOSCRIPT), not called."""
         self._last_new: dict[int, tuple[int, int]] = {}
         """Each partition's last entry id a read of new entries (`>`) gave this consumer."""
+        self.on_unreadable: Callable[[list[UnreadableEntry]], None] | None = None
+        """Told of the entries a read or a claim found unreadable (`UnreadableEntry`), before they
+        are acked (the projection records them as dead letters); should it raise, they are not acked,
+        and come back to a claim. Either way they are left out of what the read returns."""
+        self.unreadable = 0
+        """How many unreadable entries this consumer acked."""
         self.reconnects = 0
         """How often the connection kept for reads broke under a read, the groups were gone, or a
         read of new entries gave an entry not past one it gave before (the group was recreated by
@@ -232,6 +252,7 @@ class PartitionConsumer:
         """
         self._ensure_ready()
         claimed: list[PartitionEntry] = []
+        unreadable: list[UnreadableEntry] = []
         for partition, key in self._key_of.items():
             cursor: bytes | str = "0-0"
             while len(claimed) < count:
@@ -244,9 +265,10 @@ class PartitionConsumer:
                         raise
                     break
                 cursor, entries = reply[0], reply[1]
-                claimed.extend(self._entries(partition, entries))
+                claimed.extend(self._entries(partition, entries, unreadable))
                 if _text(cursor) == "0-0":
                     break
+        self._settle_unreadable(unreadable)
         return claimed
 
     def hold(self, entries: Iterable[PartitionEntry]) -> tuple[list[PartitionEntry], list[PartitionEntry]]:
@@ -401,18 +423,24 @@ class PartitionConsumer:
             self._drop_own()
             raise
         result: list[PartitionEntry] = []
+        unreadable: list[UnreadableEntry] = []
         went_back = False
         parse = EventEnvelope.FromString
         for key, entries in (reply.items() if isinstance(reply, dict) else reply or []):  # RESP3: a map
             partition = self._partition_of[key]
             given = len(result)
-            result += [
-                PartitionEntry(partition, entry_id.decode(),
-                               parse(fields[1] if fields[0] == b"e" else _field(fields, b"e")))
-                for entry_id, fields in entries if entry_id is not None and fields]
+            try:
+                result += [
+                    PartitionEntry(partition, entry_id.decode(),
+                                   parse(fields[1] if fields[0] == b"e" else _field(fields, b"e")))
+                    for entry_id, fields in entries if entry_id is not None and fields]
+            except Exception:  # noqa: BLE001 - an entry not ours: the partition's entries one by one
+                del result[given:]
+                result += self._entries(partition, entries, unreadable)
             if len(result) > given:
                 went_back |= self._went_back(partition, result[given].entry_id, result[-1].entry_id)
         self.reconnects += went_back
+        self._settle_unreadable(unreadable)
         return result
 
     def _packed_acks(self, acks: dict[int, list[str]]) -> bytes:
@@ -470,14 +498,16 @@ class PartitionConsumer:
             self.ensure_groups()
             reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
         result: list[PartitionEntry] = []
+        unreadable: list[UnreadableEntry] = []
         went_back = False
         for key, entries in _stream_replies(reply):
             partition = self._partition_of[key]
-            got = self._entries(partition, entries)
+            got = self._entries(partition, entries, unreadable)
             if new and got:
                 went_back |= self._went_back(partition, got[0].entry_id, got[-1].entry_id)
             result.extend(got)
         self.reconnects += went_back
+        self._settle_unreadable(unreadable)
         return result
 
     def _went_back(self, partition: int, first: str, last: str) -> bool:
@@ -514,12 +544,49 @@ class PartitionConsumer:
                 self.client.script_load(script.script)
         return replies
 
-    def _entries(self, partition: int, entries: Iterable[Any]) -> list[PartitionEntry]:
-        return [
-            PartitionEntry(partition=partition, entry_id=_text(entry_id), envelope=EventEnvelope.FromString(fields[b"e"]))
-            for entry_id, fields in entries
-            if entry_id is not None and fields
-        ]
+    def _entries(self, partition: int, entries: Iterable[Any], unreadable: list[UnreadableEntry]) -> list[PartitionEntry]:
+        """The entries' envelopes (`fields` a dict, as redis-py parses them, or the raw flat list);
+        one none can be read from goes to `unreadable` instead (`_settle_unreadable`). Before
+        session 34 it failed the read or the claim, every time: a claim took the good entries with it
+        every `min_idle_ms`, and none of them was ever handled."""
+        got: list[PartitionEntry] = []
+        for entry_id, fields in entries:
+            if entry_id is None or not fields:
+                continue
+            try:
+                raw = fields[b"e"] if isinstance(fields, dict) else _field(fields, b"e")
+                got.append(PartitionEntry(partition=partition, entry_id=_text(entry_id),
+                                          envelope=EventEnvelope.FromString(raw)))
+            except Exception as exc:  # noqa: BLE001 - whatever a foreign XADD wrote
+                reason = "no `e` field" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
+                unreadable.append(UnreadableEntry(partition, _text(entry_id), reason[:300]))
+        return got
+
+    def _settle_unreadable(self, found: list[UnreadableEntry]) -> None:
+        """Entries no envelope can be read from: told (`partition_entry_unreadable`, at error), handed
+        to `on_unreadable`, then acked, so they neither fail the read again nor come back to a claim
+        with the good entries beside them. Never raises: a failure leaves them pending (a later claim
+        finds them again), and the read's good entries go to the caller all the same."""
+        if not found:
+            return
+        for entry in found:
+            log.error("partition_entry_unreadable", group=self.group, consumer=self.consumer,
+                      partition=entry.partition, entry_id=entry.entry_id, reason=entry.reason,
+                      hint="not an event envelope: written by something other than the event store")
+        try:
+            if self.on_unreadable is not None:
+                self.on_unreadable(found)
+            by_partition: dict[int, list[str]] = {}
+            for entry in found:
+                by_partition.setdefault(entry.partition, []).append(entry.entry_id)
+            with self.client.pipeline(transaction=False) as pipe:
+                self._queue_acks(pipe, by_partition)
+                pipe.execute()
+        except Exception:  # noqa: BLE001 - left pending: a claim finds them again
+            log.warning("partition_entry_unreadable_kept", group=self.group, consumer=self.consumer,
+                        entries=len(found), exc_info=True)
+            return
+        self.unreadable += len(found)
 
 
 def trim_consumed(store: RedisEventStore, group: str, *, keep_after_ms: int) -> int:

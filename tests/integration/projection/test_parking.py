@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -180,3 +181,33 @@ def test_poison_matches_that_are_all_a_consumer_has_are_parked_and_what_was_done
     assert {"f0", "f1"} <= runner.projector.parked_matches and failed < runner.projector.park_after
     assert runner.caught_up() and not _pending_ids(app)
     assert set(DeadLetters(app.store).records()) == {"f0", "f1"}
+
+
+def test_a_partition_entry_no_event_can_be_read_from_is_recorded_and_acked_and_the_others_projected(
+        app: ProjectionApp) -> None:
+    """Only a foreign XADD writes one. Claimed with a dead consumer's good entries, it once failed
+    the claim every round (and every read that met it): the good entries, claimed again and again
+    with it, were never projected."""
+    write_matches(app.store, app.registry, _specs("g", 2))
+    client, keys = app.store.client, app.store.keys
+    partition = app.store.partition_of("g0")
+    bad = client.xadd(keys.partition_stream(partition), {"e": b"\xff\xff not an envelope"}).decode()
+    write_matches(app.store, app.registry, _specs("h", 2))
+    runner = app.runner("c1")
+    runner.start()
+    # A consumer that read everything and died: its entries, idle past the claim time, are claimed.
+    client.xreadgroup("projection", "c-dead", {keys.partition_stream(p): ">" for p in range(app.store.partitions)},
+                      count=10_000)
+    for p in range(app.store.partitions):
+        ids = [row["message_id"] for row in client.xpending_range(keys.partition_stream(p), "projection", "-", "+",
+                                                                   10_000)]
+        if ids:
+            client.xclaim(keys.partition_stream(p), "projection", "c-dead", 0, ids, idle=120_000, justid=True)
+    runner.config = replace(runner.config, claim_idle_ms=60_000)
+    assert _run(runner, lambda: _finished(app, ["g0", "g1", "h0", "h1"])) == 0
+    assert not _pending_ids(app)
+    letters = [fields for _id, fields in client.xrange(DeadLetters(app.store).stream_key)]
+    assert [(f[b"partition"].decode(), f[b"entry_id"].decode(), f[b"match_id"]) for f in letters] == [
+        (str(partition), bad, b"")]
+    assert letters[0][b"reason"].startswith(b"unreadable: DecodeError")
+    assert DeadLetters(app.store).parked_matches() == set()
