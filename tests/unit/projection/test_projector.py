@@ -14,7 +14,13 @@ from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import make_engine, read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection import schema
-from services.projection.projector import Projector, StoreCorrupt, StoreUnreadable, partial_outcome, poison_like
+from services.projection.projector import (
+    Projector,
+    StoreCorrupt,
+    StoreUnreadable,
+    partial_outcome,
+    poison_like,
+)
 from tests.integration.projection.dice_race import ENGINE, GAME_ID, registry
 from tests.integration.projection.support import Clock, MatchSpec, _batches, dump
 from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401 - fixtures
