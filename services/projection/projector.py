@@ -272,7 +272,7 @@ class Projector:
             # caller acks it though the round fails. Before, it was dropped with the round, and
             # those entries stayed unacked until a healthy batch came to this consumer.
             exc.batch_outcome = outcome  # type: ignore[attr-defined]
-            self._settle_parked(outcome, failing=True)
+            self._settle_parked(outcome, failing=True, database_away=not poison_like(exc))
             raise
         self._settle_parked(outcome)
         return outcome
@@ -311,10 +311,11 @@ class Projector:
         if failures:
             self._strike(outcome, failures, by_match)
 
-    def _settle_parked(self, outcome: BatchOutcome, *, failing: bool = False) -> None:
+    def _settle_parked(self, outcome: BatchOutcome, *, failing: bool = False, database_away: bool = False) -> None:
         """Checkpoints past the parked entries, their matches parked from now on, each told. In a
-        batch that failed (`failing`) the checkpoints are best effort: the database may be away."""
-        if outcome.parked:
+        batch that failed (`failing`) the checkpoints are best effort, and not tried for a database
+        away (a connect could take its whole timeout): they only tell the lag."""
+        if outcome.parked and not database_away:
             try:
                 self._pass_over([p.entry for p in outcome.parked])
             except Exception:
