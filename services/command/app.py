@@ -55,6 +55,7 @@ from famiglia.eventstore.envelopes import (
     unattributed,
 )
 from famiglia.eventstore.player_matches import InMemoryPlayerMatches, PlayerMatches
+from famiglia.eventstore.port import entry_key
 from famiglia.eventstore.rematch_asks import (
     FinishedMatchArchived,
     InMemoryRematchAsks,
@@ -1327,6 +1328,7 @@ class CommandApp:
         cursor, wanted = chat_rules.check_cursor(after_id), chat_rules.page_size(limit)
         shown: list[ChatEntry] = []
         read_any = False
+        start = cursor
         while len(shown) < wanted:
             entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
             read_any = read_any or bool(entries)
@@ -1334,10 +1336,10 @@ class CommandApp:
             if len(entries) < chat_rules.MAX_CHAT_PAGE:
                 break
             cursor = entries[-1].id
-        if not read_any:
-            if self._trimmed(match_id):  # its chat went with its events
-                raise _chat_archived(match_id)
-            self._check_cursor_reached(match_id, cursor)
+        if not read_any and self._trimmed(match_id):  # its chat went with its events
+            raise _chat_archived(match_id)
+        if not shown:  # (whatever messages it may not read came after the cursor: they tell nothing)
+            self._check_cursor_reached(match_id, start, viewer.seat)
         return shown[:wanted]
 
     def chat_messages(self, match_id: str, viewer: Viewer, after_id: str = "", *, follow: bool,
@@ -1355,8 +1357,8 @@ class CommandApp:
         first = True
         while True:
             entries = self.chat.read(match_id, cursor, chat_rules.MAX_CHAT_PAGE)
-            if first and not entries:
-                self._check_cursor_reached(match_id, cursor)  # else it waited for an id no message has
+            if first and not any(chat_rules.readable(e, viewer.seat) for e in entries):
+                self._check_cursor_reached(match_id, cursor, viewer.seat)  # else it waited for an id no message has
             first = False
             if viewer.seat is not None and not viewer.bot and any(
                     e.to_seats and chat_rules.readable(e, viewer.seat) for e in entries):
@@ -1377,11 +1379,19 @@ class CommandApp:
             if not is_active():
                 return
 
-    def _check_cursor_reached(self, match_id: str, cursor: str) -> None:
-        """A read found nothing after the cursor: refuse it if no message has it yet
-        (`chat.check_cursor_reached`). Asked only then, so a page with messages costs nothing more."""
-        if cursor:
-            chat_rules.check_cursor_reached(cursor, *self.chat.newest(match_id))
+    def _check_cursor_reached(self, match_id: str, cursor: str, seat: int | None) -> None:
+        """No message `seat` may read comes after the cursor: refuse it if no message has it yet
+        (`chat.check_cursor_reached`), as in a chat without the messages the seat may not read.
+        Asked only then, so a page with messages costs nothing more; a cursor at or past the
+        store's clock costs one read more, for whether it is a message the seat may read
+        (`chat.cursor_as_known`)."""
+        if not cursor:
+            return
+        newest, now_ms = self.chat.newest(match_id)
+        if entry_key(cursor)[0] >= now_ms:
+            found = self.chat.read(match_id, chat_rules.previous_id(cursor), 1)
+            newest = chat_rules.cursor_as_known(cursor, found[0] if found else None, seat)
+        chat_rules.check_cursor_reached(cursor, newest, now_ms)
 
     def _trimmed(self, match_id: str) -> bool:
         """Whether the store trimmed the match (archived: its stream gone, its version kept)."""

@@ -121,15 +121,35 @@ def check_cursor_reached(after_id: str, newest_id: str, now_ms: int) -> None:
         return
     cursor = entry_key(after_id)
     if (not newest_id or cursor > entry_key(newest_id)) and cursor[0] >= now_ms:
-        shown = newest_id or "none"
-        raise InvalidArgument("bad_after_id", f"after_id {after_id} is past the chat's newest message ({shown}) "
-                                              f"and its clock ({now_ms} ms): no message has that id; resume from "
-                                              "the id of the last message received, or empty for the oldest kept")
+        # The newest message's id is not named: it may be a private one, which the reader must
+        # not learn was sent, nor when (`cursor_as_known`).
+        raise InvalidArgument("bad_after_id", f"after_id {after_id} is past the chat's newest message and its "
+                                              f"clock ({now_ms} ms): no message has that id; resume from the id "
+                                              "of the last message received, or empty for the oldest kept")
 
 
 def page_size(limit: int) -> int:
     """A ListChat limit: 0 or less is the cap, as ListLegalCommands' is; more is the cap."""
     return MAX_CHAT_PAGE if limit <= 0 else min(limit, MAX_CHAT_PAGE)
+
+
+def previous_id(entry_id: str) -> str:
+    """The greatest stream entry id below `entry_id` ("" below the first one): a read after it
+    starts at `entry_id`."""
+    ms, seq = entry_key(entry_id)
+    if seq:
+        return f"{ms}-{seq - 1}"
+    return f"{ms - 1}-{2**64 - 1}" if ms else ""
+
+
+def cursor_as_known(cursor: str, entry: ChatEntry | None, seat: int | None) -> str:
+    """The newest message `check_cursor_reached` weighs a cursor at or past the store's clock
+    against, as `seat` may know the chat, when no message it may read comes after the cursor:
+    the cursor itself if it is the id of a message the reader may read (`entry`, read by that
+    id), its honest cursor; else none, so that the cursor is refused as it would be in a chat
+    without the messages the reader may not read (a whisper's id, sent this millisecond, is
+    no cursor of a seat it was not sent to)."""
+    return cursor if entry is not None and entry.id == cursor and readable(entry, seat) else ""
 
 
 def readable(entry: ChatEntry, seat: int | None) -> bool:

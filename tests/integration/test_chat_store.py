@@ -14,6 +14,7 @@ from famiglia.eventstore.chat import ChatLimits, ChatStore, ChatTooFast, InMemor
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.port import entry_key
 from famiglia.eventstore.redis_store import RedisEventStore
+from services.command.chat import previous_id
 
 MATCH = "m0123456789abcdef012"
 
@@ -50,6 +51,18 @@ def test_the_newest_message_and_the_clock_the_next_id_is_made_from(chat: ChatSto
     newest, now_ms = chat.newest(MATCH)
     assert newest == last.id and now_ms >= last.sent_ms
     assert chat.newest("m-other")[0] == ""
+
+
+def test_a_message_is_read_by_its_own_id_from_the_id_just_below_it(chat: ChatStore) -> None:
+    """How the command service reads the newest message to see who may read it
+    (`services.command.chat.previous_id`): the greatest id below a `<ms>-0` is `<ms-1>-(2**64-1)`,
+    which Redis takes as an exclusive start."""
+    sent = [chat.send(MATCH, 0, "a", (), "first").entry, chat.send(MATCH, 1, "b", (2,), "second").entry]
+    for entry in sent:
+        assert chat.read(MATCH, previous_id(entry.id), 1) == [entry]
+    ms, seq = entry_key(sent[0].id)
+    assert previous_id(f"{ms}-0") == f"{ms - 1}-{2**64 - 1}" and previous_id(f"{ms}-{seq + 3}") == f"{ms}-{seq + 2}"
+    assert previous_id("0-0") == "" and chat.read(MATCH, previous_id(f"{ms}-0"), 1)[0].id == sent[0].id
 
 
 def test_a_message_id_seen_before_answers_the_first_message_and_writes_nothing(chat: ChatStore) -> None:

@@ -3,6 +3,8 @@ who reads what, idempotent retries, the rate, and the games whose engine has its
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from famiglia.config import Settings
@@ -318,6 +320,54 @@ def test_a_cursor_no_message_has_yet_is_refused_by_a_list_and_a_stream_not_waite
     active = iter([True, True, False])
     assert list(app.chat_messages(match_id, Viewer(1), last.id, follow=True, poll_ms=1,
                                   is_active=lambda: next(active))) == []
+
+
+def _numbers_out(text: str) -> str:
+    """A refusal's text without its numbers (the cursor, the store's clock)."""
+    return re.sub(r"[0-9]+", "#", text)
+
+
+def test_a_refused_cursor_tells_a_reader_nothing_of_the_messages_it_may_not_read(app: CommandApp) -> None:
+    """The refusal of a cursor no message has yet named the chat's newest message: a private one
+    too (seat 1 to seat 2), whose id (when it was sent, that it was) a spectator or a third seat
+    read off the text. A table with that message and one without it answer alike."""
+    whispered, quiet = _table(app), _table(app)
+    for table in (whispered, quiet):
+        app.send_chat(table, Viewer(0), "a", [], "hello table")
+    psst = app.send_chat(whispered, Viewer(1), "b", [2], "psst").message
+    ahead = "18446744073709551615-0"
+    for reader in (Viewer(None), Viewer(0), Viewer(3)):
+        told = []
+        for table in (whispered, quiet):
+            with pytest.raises(InvalidArgument) as listed:
+                app.list_chat(table, reader, after_id=ahead)
+            with pytest.raises(InvalidArgument) as streamed:
+                list(app.chat_messages(table, reader, ahead, follow=False))
+            told.append([(e.value.code, e.value.message) for e in (listed, streamed)])
+        assert psst.id not in repr(told), f"seat {reader.seat} is told the private message's id"
+        alike = [[(code, _numbers_out(text)) for code, text in answers] for answers in told]
+        assert alike[0] == alike[1], f"seat {reader.seat} tells a whispering table from a quiet one"
+
+
+def test_a_private_messages_id_is_a_cursor_for_its_readers_only(app: CommandApp,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the millisecond a private message is stored, its id as a cursor was taken from anyone
+    (the chat's newest message) where an id no message has is refused: a third seat could test
+    for a whisper's id. Its readers' cursor it stays; the others are answered as if it were not
+    there."""
+    match_id = _table(app)
+    app.send_chat(match_id, Viewer(0), "a", [], "hello table")
+    psst = app.send_chat(match_id, Viewer(1), "b", [2], "psst").message
+    newest = app.chat.newest
+    monkeypatch.setattr(app.chat, "newest", lambda m: (newest(m)[0], entry_key(psst.id)[0]))  # its millisecond
+    for reader in (Viewer(1), Viewer(2)):
+        assert app.list_chat(match_id, reader, after_id=psst.id) == []
+    for reader in (Viewer(None), Viewer(0), Viewer(3)):
+        with pytest.raises(InvalidArgument) as listed:
+            app.list_chat(match_id, reader, after_id=psst.id)
+        with pytest.raises(InvalidArgument) as streamed:
+            list(app.chat_messages(match_id, reader, psst.id, follow=False))
+        assert listed.value.code == streamed.value.code == "bad_after_id"
 
 
 def test_list_games_tells_which_games_have_match_chat() -> None:
