@@ -361,6 +361,7 @@ class EngineContract:
             return [c.SerializeToString(deterministic=True) for c in a] == [
                 c.SerializeToString(deterministic=True) for c in b]
 
+        probed = self._probed_seat(state, seats, checker)
         for seat in checker.sample(range(seats), min(seats, self.worlds_per_state)):
             view = engine.view(state, seat)
             world = engine.determinize(view, seat, Rng(checker.getrandbits(32)))
@@ -377,6 +378,8 @@ class EngineContract:
                 defaults = [engine.timeout_command(st_, seat) for st_ in (state, world)]
                 assert same(defaults, defaults[::-1]), f"seat {seat}: another default in the dealt world"
             self._check_hidden_events_alike(state, world, seat, checker)
+            if seat == probed or self.worlds_per_state < seats:
+                self._check_answers_alike(state, world, seat, seats, checker, "the dealt world")
 
     def _check_hidden_events_alike(self, state: Any, world: Any, seat: int, checker: random.Random) -> None:
         """Every event takes a version, so a seat can count the events hidden from it between two it
@@ -400,6 +403,46 @@ class EngineContract:
                     assert told[0] == told[1], (
                         f"seat {other}'s {engine.render_command(command)}: seat {seat} sees the same events "
                         f"between another number of hidden ones, by what it cannot see")
+
+    def _probed_seat(self, state: Any, seats: int, checker: random.Random) -> int:
+        """The seat whose commands `_check_answers_alike` sends on a state (one a state: each answer
+        costs a decide): an asked one when there is one, whose commands get past "not your turn"."""
+        asked = sorted({p.seat for p in self.engine.pending(state)})
+        return checker.choice(asked) if asked else checker.randrange(seats)
+
+    def _check_answers_alike(self, state: Any, other: Any, seat: int, seats: int, checker: random.Random,
+                             where: str) -> None:
+        """What a seat may not see changes no answer to a command it sends (GC-H, GR-H, NC-H,
+        NP-H rules): every seat's listed commands and near misses of them (naming cards the seat
+        cannot see, in other hands or the deck), sent by `seat` in the true state and in `other`
+        (a state it cannot tell from it) with the same dice, are taken in both or refused in
+        both with the same rule id and message. The services hand the refusal's text to the
+        seat (SubmitCommand), so a text that named what it cannot see would tell it."""
+        engine = self.engine
+        # its own listed commands, and some of each seat asked (sent by `seat`: refused, alike)
+        listed = [c for s in sorted({p.seat for p in engine.pending(state)} | {seat})
+                  for c in engine.legal_commands(state, s, limit=8 if s == seat else 2)]
+        # every seat's view: what `seat` cannot see (other hands, stashes) is what the probes name
+        vocab = vocabulary([*listed, *(engine.view(state, s) for s in range(seats))])
+        command_type = engine.info.command_type
+        assert command_type is not None
+        tries = checker.sample(listed, min(len(listed), 12))
+        for _ in range(min(self.fuzz_per_state, 8)):
+            tries.append(mutated(checker.choice(listed), checker, vocab) if listed and checker.random() < 0.7
+                         else composed(command_type, checker, vocab))
+        dice = checker.getrandbits(32)
+        for command in tries:
+            told = []
+            for table in (state, other):
+                try:
+                    engine.decide(table, seat, command, Rng(dice))
+                except RuleViolation as exc:
+                    told.append((type(exc).__name__, exc.code, exc.message))
+                else:
+                    told.append(("taken",))
+            assert told[0] == told[1], (
+                f"seat {seat}: {engine.render_command(command)} is answered otherwise in {where}: "
+                f"{told[0]} / {told[1]}")
 
     def _check_state(self, state: Any, seats: int, checker: random.Random, seed: int, version: int) -> None:
         engine = self.engine
@@ -462,6 +505,7 @@ class EngineContract:
         for seat in range(seats):
             assert shown_options(engine.view(state, seat)) == public, f"seat {seat} sees other options"
         # no leaks: what a viewer may not know does not change its view
+        probed = self._probed_seat(state, seats, checker)
         for viewer in [None, *range(seats)]:
             try:
                 other = self.perturb_hidden(state, viewer, checker)
@@ -482,6 +526,10 @@ class EngineContract:
                                                                 rng=None if seed is None else random.Random(seed))]
                                 for st in (state, other))
                 assert mine == theirs, f"legal commands of {viewer} depend on hidden information"
+            # nor the answer to any command it sends (SubmitCommand's refusal)
+            if viewer == probed:
+                self._check_answers_alike(state, other, viewer, seats, checker,
+                                          "a state perturbed in what it cannot see")
 
 
 def _check_answers_nothing(engine: Engine, before: Any, seat: int, command: Any, after: Any) -> None:
