@@ -195,6 +195,10 @@ def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_stil
             stuck = _submit(a, match.match_id, token, poisoned, "loops-1")
             assert stalling.entered.wait(30)
             _until(a.channel, NOT_SERVING)
+            deadline = time.monotonic() + 30  # set aside by the watchdog's hooks, as health is told
+            while not any(line["event"] == "command_quarantined" for line in captured):
+                assert time.monotonic() < deadline, captured
+                time.sleep(0.02)
             (line,) = [line for line in captured if line["event"] == "command_quarantined"]
             assert (line["match_id"], line["seat"], line["command_id"], line["version"]) == \
                 (match.match_id, seat, "loops-1", match.version), line

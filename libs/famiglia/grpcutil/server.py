@@ -338,9 +338,10 @@ def build_server(
     `famiglia.rpc.stuck`), and while one is, every name health answers for is NOT_SERVING,
     and `LIVENESS` too while the dependencies answer: a thread cannot be stopped, so the process
     must be restarted (a call held by a Redis that stopped answering is not, see `_Health`).
-    `on_stuck(thread id, call)` runs as a call is found stuck, before health says so (and again
-    each round while it raises or returns False), and `on_stuck_ended` when one ends after all
-    (the command service's quarantine).
+    `on_stuck(thread id, call)` runs as a call is found stuck (and again each round while it
+    raises or returns False), and `on_stuck_ended` when one ends after all (the command service's
+    quarantine), on a thread of the watchdog's apart from its verdicts: a hook held by a Redis
+    that hangs holds neither health nor the next stuck call's line.
 
     With `transport.tls` the server serves TLS only (`famiglia.grpcutil.tls`); its
     `health_address` opens a second, plaintext port that serves the health service alone (the

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
@@ -51,6 +52,10 @@ FRAMES = 6
 #: call is told stuck this long after its bound at the latest.
 ROUND_S = 1.0
 
+#: Seconds between two `stuck_call_hook_failed` lines of one stuck call's hook that keeps raising
+#: (its first one has the traceback; each after counts the failures since the one before).
+HOOK_FAILED_EVERY_S = 60.0
+
 
 def where(ident: int, frames: int = FRAMES) -> list[str]:
     """The innermost `frames` frames of thread `ident`, innermost last (`path:line function`,
@@ -70,17 +75,28 @@ def _short(path: str) -> str:
     return path
 
 
+class _Failing:
+    """A stuck call's hook that keeps raising: when it was last logged, and its failures since."""
+
+    __slots__ = ("kind", "logged", "since", "total")
+
+    def __init__(self, kind: str, now: float) -> None:
+        self.kind, self.logged, self.since, self.total = kind, now, 0, 1
+
+
 class Watchdog:
     """Reads `running` every `every` seconds (a quarter of `bound_s`, at most `ROUND_S`) on a thread of
     its own. A call of one of `servicers` that has run `bound_s` or more is stuck: told once,
     in a `call_stuck` error line with `describe(call)`'s fields, `count(call)` and
-    `on_stuck(thread id, call)` (the command service sets its command aside there, before
-    health tells anyone); `on_ended(thread id, call)` when a stuck call ends after all;
     `on_change(True)` when the first call is stuck, `on_change(False)` once every stuck call has
-    ended. An `on_stuck` that raises (Redis away) or returns False (the call does not yet do what
-    the hook looks for: it waits for a lock, then loops) is asked again each round while its call
-    runs: told once, it was never asked again, and the command it missed went on to stall the
-    next replica."""
+    ended (health). Those verdicts (`look`) wait for nothing: the hooks that follow them (`hand`),
+    `on_stuck(thread id, call)` (the command service sets its command aside there) and
+    `on_ended(thread id, call)` when a stuck call ends after all, run on a second thread, as a
+    Redis that hangs may hold each for seconds: on the verdicts' thread they held the next stuck
+    call's line and health for as long. An `on_stuck` that raises (Redis away) or returns False
+    (the call does not yet do what the hook looks for: it waits for a lock, then loops) is asked
+    again each round while its call runs; a hook that keeps raising is logged with its traceback
+    the first time, then at most once every `HOOK_FAILED_EVERY_S` with the count meanwhile."""
 
     def __init__(self, bound_s: float, on_change: Callable[[bool], None], *,
                  servicers: Collection[Any] = (),
@@ -101,15 +117,21 @@ class Watchdog:
         self._on_ended = on_ended
         self._every = every if every is not None else min(ROUND_S, bound_s / 4)
         self._running = running
-        self._stuck: dict[int, tuple[Any, ...]] = {}
-        self._unhanded: set[int] = set()  # stuck calls `on_stuck` is to be asked about again
+        self._stuck: dict[int, tuple[Any, ...]] = {}  # written by `look` only
+        self._told: deque[tuple[bool, int, tuple[Any, ...]]] = deque()  # (stuck?, thread, call) for `hand`, in order
+        self._unhanded: dict[int, tuple[Any, ...]] = {}  # stuck calls `on_stuck` is to be asked about again
+        self._failing: dict[tuple[int, str], _Failing] = {}  # (thread, hook) -> a hook that keeps raising
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a round looked: the hooks' thread hands on what it told
         self._thread: threading.Thread | None = None
+        self._hands: threading.Thread | None = None
+        self._looking = threading.Lock()  # one `look` at a time (the last look after a round late)
+        self._handing = threading.Lock()  # one `hand` at a time, in the order told
         self._last_look = threading.Lock()  # one `finish` at a time (a server stopped twice)
 
     @property
     def stuck(self) -> int:
-        """Calls stuck now (as of the last `check`)."""
+        """Calls stuck now (as of the last `look`)."""
         return len(self._stuck)
 
     def under_way(self) -> int:
@@ -127,59 +149,117 @@ class Watchdog:
                    and (not self._servicers or any(raw[1] is s for s in self._servicers)))
 
     def check(self, now: float | None = None) -> int:
-        """One look at the calls under way (at `now`, a `time.monotonic()`): the new stuck ones
-        told, those that ended forgotten; returns how many are stuck."""
+        """One round on the caller's thread (at `now`, a `time.monotonic()`): `look`, then `hand`;
+        returns how many calls are stuck."""
         now = time.monotonic() if now is None else now
-        before = bool(self._stuck)
-        calls = list(self._running.items())  # one C call under the GIL: no thread adds a key meanwhile
-        for ident, raw in calls:
-            told = self._stuck.get(ident)
-            if told is not None and raw is not told:
-                del self._stuck[ident]
-                self._unhanded.discard(ident)
-                ended = Running._make(told)
-                log.warning("stuck_call_ended", rpc=ended.rpc, seconds=round(now - ended.began, 1),
-                            **self._fields(ended))
-                self._hook(self._on_ended, ident, ended)
-            if raw is not None and raw is told and ident in self._unhanded:
-                self._hand(ident, Running._make(raw))
-            if raw is None or raw is told or now - raw[0] < self.bound_s:
-                continue
-            call = Running._make(raw)
-            if self._servicers and not any(call.servicer is s for s in self._servicers):
-                continue  # another server's, in a process that runs several (the tests)
-            self._stuck[ident] = raw
-            thread = next((t for t in threading.enumerate() if t.ident == ident), None)
-            log.error("call_stuck", rpc=call.rpc, seconds=round(now - call.began, 1), bound_s=self.bound_s,
-                      thread=thread.name if thread is not None else str(ident), where=where(ident),
-                      **self._fields(call))
-            try:
-                self._count(call)
-            except Exception:  # noqa: BLE001 - a count lost must not end the watch
-                log.exception("stuck_call_not_counted")
-            self._hand(ident, call)
-        if bool(self._stuck) != before:
-            self._on_change(bool(self._stuck))
-        return len(self._stuck)
+        stuck = self.look(now)
+        self.hand(now)
+        return stuck
 
-    def _hand(self, ident: int, call: Running) -> None:
+    def look(self, now: float | None = None) -> int:
+        """The verdicts of one look at the calls under way: the new stuck ones told, those that
+        ended forgotten, health told; their hooks left to `hand`. Returns how many are stuck."""
+        now = time.monotonic() if now is None else now
+        with self._looking:
+            before = bool(self._stuck)
+            calls = list(self._running.items())  # one C call under the GIL: no thread adds a key meanwhile
+            for ident, raw in calls:
+                told = self._stuck.get(ident)
+                if told is not None and raw is not told:
+                    del self._stuck[ident]
+                    ended = Running._make(told)
+                    log.warning("stuck_call_ended", rpc=ended.rpc, seconds=round(now - ended.began, 1),
+                                **self._fields(ended))
+                    self._told.append((False, ident, told))
+                if raw is None or raw is told or now - raw[0] < self.bound_s:
+                    continue
+                call = Running._make(raw)
+                if self._servicers and not any(call.servicer is s for s in self._servicers):
+                    continue  # another server's, in a process that runs several (the tests)
+                self._stuck[ident] = raw
+                thread = next((t for t in threading.enumerate() if t.ident == ident), None)
+                log.error("call_stuck", rpc=call.rpc, seconds=round(now - call.began, 1), bound_s=self.bound_s,
+                          thread=thread.name if thread is not None else str(ident), where=where(ident),
+                          **self._fields(call))
+                try:
+                    self._count(call)
+                except Exception:  # noqa: BLE001 - a count lost must not end the watch
+                    log.exception("stuck_call_not_counted")
+                self._told.append((True, ident, raw))
+            if bool(self._stuck) != before:
+                self._on_change(bool(self._stuck))
+            return len(self._stuck)
+
+    def hand(self, now: float | None = None) -> None:
+        """The hooks of what `look` told, in its order (a call's end after its being stuck), then
+        `on_stuck` again for the stuck calls it could not hand on yet."""
+        with self._handing:
+            asked: set[int] = set()
+            while self._told:
+                stuck, ident, raw = self._told.popleft()
+                call = Running._make(raw)
+                if stuck:
+                    asked.add(ident)
+                    self._hand(ident, raw, now)
+                else:
+                    if self._unhanded.get(ident) is raw:
+                        del self._unhanded[ident]
+                    for key in [key for key in self._failing if key[0] == ident]:
+                        del self._failing[key]  # its hooks' failures end with it
+                    self._hook(self._on_ended, ident, call, now)
+            for ident, raw in list(self._unhanded.items()):
+                if ident in asked:
+                    continue
+                if self._stuck.get(ident) is not raw:  # ended: its `on_ended` is told, or comes
+                    if self._unhanded.get(ident) is raw:
+                        del self._unhanded[ident]
+                    continue
+                self._hand(ident, raw, now)
+
+    def _hand(self, ident: int, raw: tuple[Any, ...], now: float | None) -> None:
         """`on_stuck`, and whether to ask it again next round (it raised, or said False)."""
         if self._on_stuck is None:
             return
-        self._unhanded.add(ident)
-        if self._hook(self._on_stuck, ident, call) is not False:
-            self._unhanded.discard(ident)
+        self._unhanded[ident] = raw
+        if self._hook(self._on_stuck, ident, Running._make(raw), now) is not False:
+            del self._unhanded[ident]
 
-    @staticmethod
-    def _hook(hook: Callable[[int, Running], bool | None] | None, ident: int, call: Running) -> bool | None:
-        """What `hook` returns; False when it raised."""
+    def _hook(self, hook: Callable[[int, Running], bool | None] | None, ident: int, call: Running,
+              now: float | None = None) -> bool | None:
+        """What `hook` returns; False when it raised. A hook that raises round after round (Redis
+        away) is one line with its traceback, then one line every `HOOK_FAILED_EVERY_S` at most
+        with the failures meanwhile, or at once if it raises something else; once it answers,
+        one `stuck_call_hook_recovered` line."""
         if hook is None:
             return None
+        name = getattr(hook, "__name__", "?")
+        key = (ident, name)
         try:
-            return hook(ident, call)
-        except Exception:  # noqa: BLE001 - the watch goes on, and health is still told
-            log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=getattr(hook, "__name__", "?"))
+            answer = hook(ident, call)
+        except Exception as exc:  # noqa: BLE001 - the watch goes on, and health is still told
+            now = time.monotonic() if now is None else now
+            kind = type(exc).__name__
+            failing = self._failing.get(key)
+            if failing is None or failing.kind != kind:
+                log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=name,
+                              failures=1 if failing is None else failing.since + 1)
+                if failing is None:
+                    self._failing[key] = _Failing(kind, now)
+                else:
+                    failing.kind, failing.logged, failing.since = kind, now, 0
+                    failing.total += 1
+                return False
+            failing.total += 1
+            failing.since += 1
+            if now - failing.logged >= HOOK_FAILED_EVERY_S:
+                log.error("stuck_call_hook_failed", rpc=call.rpc, hook=name, failures=failing.since,
+                          error=f"{kind}: {exc}"[:200])
+                failing.logged, failing.since = now, 0
             return False
+        failing = self._failing.pop(key, None)
+        if failing is not None:
+            log.info("stuck_call_hook_recovered", rpc=call.rpc, hook=name, failures=failing.total)
+        return answer
 
     def _fields(self, call: Running) -> dict[str, Any]:
         """What `describe` says of `call`; nothing when it fails (the line matters more)."""
@@ -191,30 +271,50 @@ class Watchdog:
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="stuck-calls", daemon=True)
+            self._hands = threading.Thread(target=self._run_hands, name="stuck-call-hooks", daemon=True)
             self._thread.start()
+            self._hands.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
             try:
-                self.check()
+                self.look()
             except Exception:  # noqa: BLE001 - a bug here must not end the watch silently
+                log.exception("stuck_call_check_failed")
+            self._wake.set()
+
+    def _run_hands(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.hand()
+            except Exception:  # noqa: BLE001
                 log.exception("stuck_call_check_failed")
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=self._every + 1)
+        self._wake.set()
+        for thread in (self._thread, self._hands):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=self._every + 1)
 
     def finish(self) -> None:
         """Stop, then one last look (a server's drain over): the stuck calls that ended in it are
-        told ended (`on_ended`), which the stopped watch would never tell. Not while a round of
-        its own is still under way (a hook waiting on Redis): two looks at once would tell twice."""
+        told ended (`on_ended`), which the stopped watch would never tell. Its hooks not while
+        a round's are still under way (a hook waiting on Redis): two at once would tell twice."""
         self.stop()
-        if self._thread is not None and self._thread.is_alive():
-            log.warning("stuck_call_last_look_skipped")
-            return
         with self._last_look:
             try:
-                self.check()
+                self.look()
+            except Exception:  # noqa: BLE001 - the stop goes on
+                log.exception("stuck_call_check_failed")
+            if self._hands is not None and self._hands.is_alive():
+                log.warning("stuck_call_last_look_skipped")
+                return
+            try:
+                self.hand()
             except Exception:  # noqa: BLE001 - the stop goes on
                 log.exception("stuck_call_check_failed")

@@ -137,8 +137,8 @@ def test_a_call_stuck_while_redis_is_away_restarts_nothing() -> None:
 
 
 def test_a_stuck_call_is_handed_to_its_service_once_and_again_when_it_ends() -> None:
-    """The command service sets the stuck call's command aside (`on_stuck`) before health tells
-    anyone, and lifts it if the call ends after all (`on_ended`); a hook that fails is logged and
+    """The command service sets the stuck call's command aside (`on_stuck`) as health is told,
+    and lifts it if the call ends after all (`on_ended`); a hook that fails is logged and
     the watch, and health, go on (and it is asked again next round: below)."""
     running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, None), 8: _call(0.0, None, "GetView")}
     order: list[Any] = []
@@ -155,11 +155,12 @@ def test_a_stuck_call_is_handed_to_its_service_once_and_again_when_it_ends() -> 
         assert watchdog.check(now=6.0) == 2  # told once; the failed hook asked again
         running[7] = running[8] = None
         assert watchdog.check(now=7.0) == 0
-    assert order == [("stuck", 7, "SubmitCommand"), ("stuck", 8, "GetView"), ("health", True),
+    # Health first: the hooks may wait on Redis, the verdicts must not (below).
+    assert order == [("health", True), ("stuck", 7, "SubmitCommand"), ("stuck", 8, "GetView"),
                      ("stuck", 8, "GetView"),
-                     ("ended", 7, "SubmitCommand"), ("ended", 8, "GetView"), ("health", False)]
+                     ("health", False), ("ended", 7, "SubmitCommand"), ("ended", 8, "GetView")]
     failed = _logged("stuck_call_hook_failed", captured)
-    assert [(line["rpc"], line["hook"]) for line in failed] == [("GetView", "on_stuck")] * 2
+    assert [(line["rpc"], line["hook"]) for line in failed] == [("GetView", "on_stuck")]  # once a minute at most
 
 
 def test_overdue_counts_the_calls_past_the_bound_whether_told_or_not() -> None:
@@ -266,3 +267,72 @@ def test_a_stuck_call_that_ends_in_the_stops_drain_is_handed_on_as_ended() -> No
     inner.drained.set()  # the drain is over
     assert stopped.wait(30)
     assert ended == [1]
+
+
+def test_a_hook_that_keeps_failing_is_one_line_a_minute_not_a_traceback_a_round() -> None:
+    """With Redis away, `stuck_call_hook_failed` logged a whole traceback every round (about once
+    a second) for each stuck call. The first failure has its traceback; then one line a minute at
+    most with the failures meanwhile (at once for another kind of error); once the hook answers,
+    one `stuck_call_hook_recovered` line."""
+    from famiglia.grpcutil.watchdog import HOOK_FAILED_EVERY_S
+
+    running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, None)}
+    errors: list[Exception | None] = [ConnectionError("Redis away")] * 90 + [TimeoutError("slow")] + [None]
+
+    def on_stuck(ident: int, call: Any) -> bool:
+        error = errors.pop(0) if errors else None
+        if error is not None:
+            raise error
+        return False
+
+    watchdog = Watchdog(1.0, lambda stuck: None, running=running, on_stuck=on_stuck)
+    with structlog.testing.capture_logs() as captured:
+        for second in range(92):  # a round a second: 90 refusals, a timeout, then Redis answers
+            watchdog.check(now=5.0 + second)
+        watchdog.check(now=200.0)  # answered: no line more
+    failed = _logged("stuck_call_hook_failed", captured)
+    assert [(line.get("exc_info", False), line["failures"]) for line in failed] == \
+        [(True, 1), (False, int(HOOK_FAILED_EVERY_S)), (True, 30)], failed
+    assert failed[1]["error"] == "ConnectionError: Redis away"
+    recovered = _logged("stuck_call_hook_recovered", captured)
+    assert [(line["hook"], line["failures"]) for line in recovered] == [("on_stuck", 91)]
+
+
+def test_a_hook_waiting_on_redis_holds_no_verdict_of_the_watch() -> None:
+    """A set-aside or a lift waits up to seconds on a Redis that hangs, and ran on the watchdog's
+    thread between its verdicts: with a few such calls, health (NOT_SERVING) and the next stuck
+    call's `call_stuck` waited for them all. The hooks run on a thread of their own now: a hook
+    that does not return holds no verdict, and a stop's last look still tells what ended."""
+    import time
+
+    ours = _Servicer()
+    began = time.monotonic() - 100.0
+    running: dict[int, tuple[Any, ...] | None] = {7: _call(began, ours)}
+    entered, redis_back, told = threading.Event(), threading.Event(), threading.Event()
+    stuck_told: list[bool] = []
+
+    def on_stuck(ident: int, call: Any) -> bool:
+        entered.set()
+        redis_back.wait(60)  # a Redis that does not answer
+        return True
+
+    def on_change(stuck: bool) -> None:
+        stuck_told.append(stuck)
+        told.set()
+
+    watchdog = Watchdog(1.0, on_change, servicers=[ours], running=running, on_stuck=on_stuck, every=0.01)
+    watchdog.start()
+    try:
+        assert entered.wait(30)
+        assert told.wait(10)  # health told while the hook waits
+        running[8] = _call(began, ours, "GetView")  # another call stuck meanwhile
+        deadline = time.monotonic() + 10
+        while watchdog.stuck < 2:
+            assert time.monotonic() < deadline, "the second stuck call waited for the first's hook"
+            time.sleep(0.01)
+        running[7] = running[8] = None
+        watchdog.finish()  # the hook still waits: the last look's verdicts are told, its hooks skipped
+        assert watchdog.stuck == 0 and stuck_told == [True, False]
+    finally:
+        redis_back.set()
+        watchdog.stop()
