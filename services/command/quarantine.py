@@ -117,9 +117,11 @@ class Quarantine:
         call: its thread, no space in it), what `redis-cli ZREM` takes out by hand."""
         return f"{match_id} {self.holder}{'.' if hold else ''}{hold} {name}"
 
-    def set_aside(self, match_id: str, names: list[str], hold: str = "") -> None:
+    def set_aside(self, match_id: str, names: list[str], hold: str = "") -> float:
         """`names` refused on `match_id` for `ttl_s`, held by this replica's `hold` (the stuck
-        call) until it lifts them: another replica's call stuck on the same keeps its own."""
+        call) until it lifts them: another replica's call stuck on the same keeps its own. Returns
+        when to set them aside again while the call is still stuck (`due`): half their life on,
+        so a call stuck longer than the quarantine keeps them."""
         now = self._wall()
         expiry_ms = (now + self.ttl_s) * 1000
         members = {self.member(match_id, name, hold): expiry_ms for name in names}
@@ -132,6 +134,11 @@ class Quarantine:
                 for member, expiry in members.items():  # as in Redis: an expiry only grows
                     self._members[member] = max(expiry, self._members.get(member, expiry))
                 self._aside = _by_match(self._members)
+        return now + self.ttl_s / 2
+
+    def due(self, at: float) -> bool:
+        """Whether `at` (what `set_aside` returned) has come: a clock read, no Redis."""
+        return self._wall() >= at
 
     def lift(self, match_id: str, names: list[str], hold: str = "") -> bool:
         """What `hold` set aside, lifted here at once; True once Redis has it lifted too, for

@@ -80,6 +80,26 @@ def test_no_replica_cuts_short_what_another_set_aside(redis_url: str) -> None:
         client.close()
 
 
+def test_a_set_aside_made_again_past_half_its_life_lives_on_in_redis(redis_url: str) -> None:
+    """A call stuck longer than the quarantine has its members written again (`due`, half their
+    life on): the member's score and the set's expiry move on with them, for every replica."""
+    client = redis.Redis.from_url(redis_url)
+    wall = [float(int(time.time()))]
+    q = Quarantine(client, prefix=f"q-{uuid.uuid4().hex[:8]}", ttl_s=100.0, wall=lambda: wall[0])
+    try:
+        renew_at = q.set_aside("m1", ["id:0/loops-1"], "7")
+        assert renew_at == wall[0] + 50 and not q.due(renew_at)
+        wall[0] += 50
+        assert q.due(renew_at)
+        q.set_aside("m1", ["id:0/loops-1"], "7")
+        assert client.zscore(q.key, q.member("m1", "id:0/loops-1", "7")) == (wall[0] + 100) * 1000
+        assert client.pexpiretime(q.key) >= (wall[0] + 100) * 1000
+    finally:
+        q.close()
+        client.delete(q.key)
+        client.close()
+
+
 def test_a_lift_leaves_what_another_replicas_stuck_call_set_aside(redis_url: str) -> None:
     """Two replicas stuck on the same command (a client whose deadline is under the bound retried
     on the second before the first had set it aside) set aside the same names. The first call

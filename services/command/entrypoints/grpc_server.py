@@ -118,6 +118,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         self.app = app
         self._set_aside: dict[int, tuple[str, list[str], str]] = {}  # stuck thread -> what it set aside, its hold
         self._unmade: set[int] = set()  # stuck threads whose set-aside Redis has not answered yet
+        self._renew_at: dict[int, float] = {}  # stuck thread -> when its set-aside is made again (Unix s)
 
     @rpc
     def ListGames(self, request, context):
@@ -339,7 +340,9 @@ class GameServicer(pb_grpc.GameServiceServicer):
         entry was set aside may loop on a later one: that one is set aside then, and the entry
         whose `decide` returned is lifted (slow, not endless), as when a stuck call ends. A write
         Redis refused (it raises) is made again next round too; noted before the write, so a
-        write Redis made but did not answer in time is lifted as well when the call ends."""
+        write Redis made but did not answer in time is lifted as well when the call ends. One
+        made is made again once past half its life (`Quarantine.due`), with a new expiry, so a
+        call stuck longer than the quarantine (a replica nobody restarts) keeps it."""
         found = self.app.stuck_command(ident)
         if not _still_running(ident, call):
             return True  # `call` ended before its frames were read: they are another call's
@@ -347,16 +350,24 @@ class GameServicer(pb_grpc.GameServiceServicer):
         if held is not None and (found is None or found[:2] != held[:2]):
             self.lift_ended(ident, call)  # its `decide` returned
             held = None
-        if found is None or (held is not None and ident not in self._unmade):
+        if found is None:
             return False
+        renewed = held is not None and ident not in self._unmade
+        if renewed and not self.app.quarantine.due(self._renew_at[ident]):
+            return False  # made, and far from its expiry: no Redis this round
         match_id, names, fields = found
         hold = f"{ident:x}"  # the stuck call's own: another's on the same command outlives its lift
         self._set_aside[ident] = (match_id, names, hold)
-        self._unmade.add(ident)
-        self.app.quarantine.set_aside(match_id, names, hold)
+        if not renewed:
+            self._unmade.add(ident)
+        self._renew_at[ident] = self.app.quarantine.set_aside(match_id, names, hold)
         self._unmade.discard(ident)
-        log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
-                    **fields)
+        if renewed:
+            log.info("command_quarantine_renewed", rpc=call.rpc, match_id=match_id,
+                     ttl_s=self.app.quarantine.ttl_s, **fields)
+        else:
+            log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
+                        **fields)
         return False
 
     def lift_ended(self, ident: int, call: Running) -> None:
@@ -364,6 +375,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         was deciding: what it set aside is lifted (`pending`: not yet in Redis, which did not
         answer; made at the next read of the set)."""
         self._unmade.discard(ident)
+        self._renew_at.pop(ident, None)
         aside = self._set_aside.pop(ident, None)
         if aside is not None:
             made = self.app.quarantine.lift(*aside)

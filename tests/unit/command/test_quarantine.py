@@ -297,11 +297,11 @@ def test_a_set_aside_redis_refused_is_made_again_next_round_and_once(app: Comman
     made = app.quarantine.set_aside
     writes: list[bool] = []
 
-    def refused_once(*args: object) -> None:
+    def refused_once(*args: object) -> float:
         writes.append(True)
         if len(writes) == 1:
             raise ConnectionError("Redis away")
-        made(*args)
+        return made(*args)
 
     app.quarantine.set_aside = refused_once  # type: ignore[method-assign]
     ident = -9
@@ -329,3 +329,41 @@ def test_a_quarantines_length_is_told_in_a_unit_a_player_reads(ttl: float, said:
     with pytest.raises(FailedPrecondition) as refused:
         app.submit(match_id, Viewer(seat), "loops-1", poisoned)
     assert f"for up to {said} so" in refused.value.message
+
+
+def test_a_call_stuck_longer_than_the_quarantine_keeps_its_command_set_aside(app: CommandApp) -> None:
+    """A call stuck past FAMIGLIA_COMMAND_QUARANTINE_S (a replica nobody restarts) let its members
+    expire while it was still stuck, and the watchdog's repeat look did not renew them: the
+    command was decided again elsewhere and wedged another replica. A still-stuck call's
+    members are written again (a new expiry; only ever grows) once past half their life, and
+    only then: the rounds between are no write to Redis."""
+    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    wall = [1000.0]
+    app.quarantine = Quarantine(ttl_s=100.0, refresh_s=0.0, wall=lambda: wall[0])
+    servicer = GameServicer(app)
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                        on_ended=servicer.lift_ended)
+    app.stuck_command = lambda ident: ("m1", ["id:0/loops-1"], {})  # type: ignore[method-assign]
+    made = app.quarantine.set_aside
+    writes: list[float] = []
+
+    def counted(*args: object) -> float:
+        writes.append(wall[0])
+        return made(*args)
+
+    app.quarantine.set_aside = counted  # type: ignore[method-assign]
+    ident = -10
+    RUNNING[ident] = (0.0, servicer, "SubmitCommand", object(), None)
+    try:
+        for second in range(0, 241, 5):  # a round every 5 s of the clock, for four minutes
+            wall[0] = 1000.0 + second
+            watchdog.check(now=5.0 + second)
+            assert app.quarantine.of("m1") == frozenset({"id:0/loops-1"}), second
+        assert writes == [1000.0, 1050.0, 1100.0, 1150.0, 1200.0]  # once past half their life
+        RUNNING[ident] = None
+        watchdog.check(now=300.0)
+        assert app.quarantine.of("m1") is None
+    finally:
+        RUNNING.pop(ident, None)
