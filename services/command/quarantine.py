@@ -155,24 +155,29 @@ class Quarantine:
 
     def close(self) -> None:
         """Make the lifts still pending, then close the connections of its own pool (`_bounded`);
-        the app closes it with its store."""
+        the app closes it with its store. A write under way (the watchdog's, on a Redis that hangs)
+        is waited for `REDIS_TIMEOUT_S` at most: the service's exit, stuck or not, waits for this."""
         if self._writer is not None:
-            if self._lifting and not self._lift_pending():
+            if self._lifting and not self._lift_pending(wait_s=REDIS_TIMEOUT_S):
                 log.warning("command_quarantine_lift_lost", members=sorted(self._lifting)[:16])
             self._writer.connection_pool.disconnect()
 
-    def _lift_pending(self) -> bool:
-        """Take the members lifted here out of Redis; whether none is left pending."""
+    def _lift_pending(self, wait_s: float = -1) -> bool:
+        """Take the members lifted here out of Redis; whether none is left pending. `wait_s`: how
+        long to wait for a write under way (-1: as long as it takes)."""
         if self._writer is None or not self._lifting:
             return True
-        with self._writing:
-            try:
-                self._take_out()
-            except Exception as exc:  # noqa: BLE001 - kept, and made again at the next read round
-                log.warning("command_quarantine_lift_pending", members=sorted(self._lifting)[:16],
-                            error=f"{type(exc).__name__}: {exc}"[:200])
-                return False
-            return True
+        if not self._writing.acquire(timeout=wait_s):
+            return False
+        try:
+            self._take_out()
+        except Exception as exc:  # noqa: BLE001 - kept, and made again at the next read round
+            log.warning("command_quarantine_lift_pending", members=sorted(self._lifting)[:16],
+                        error=f"{type(exc).__name__}: {exc}"[:200])
+            return False
+        finally:
+            self._writing.release()
+        return True
 
     def _take_out(self) -> list[str]:
         """ZREM what was lifted here (the caller holds `_writing`): the members taken out."""

@@ -210,13 +210,13 @@ class _Watched:
         self._lock = threading.Lock()
         self._moved = moved
 
-    def acquire(self, blocking: bool = True) -> bool:
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if self._lock.acquire(blocking=False):
             return True
         if not blocking:
             return False
         self._moved.set()
-        return self._lock.acquire()
+        return self._lock.acquire(timeout=timeout)
 
     def release(self) -> None:
         self._lock.release()

@@ -56,6 +56,10 @@ ROUND_S = 1.0
 #: (its first one has the traceback; each after counts the failures since the one before).
 HOOK_FAILED_EVERY_S = 60.0
 
+#: Seconds a stop's last look hands on to its hooks at most (each begun before then runs to its
+#: end): with Redis hanging, each lift or set-aside may wait seconds, and the exit waits for it.
+LAST_LOOK_S = 2.0
+
 
 def where(ident: int, frames: int = FRAMES) -> list[str]:
     """The innermost `frames` frames of thread `ident`, innermost last (`path:line function`,
@@ -105,7 +109,8 @@ class Watchdog:
                  on_stuck: Callable[[int, Running], bool | None] | None = None,
                  on_ended: Callable[[int, Running], None] | None = None,
                  every: float | None = None,
-                 running: dict[int, tuple[Any, ...] | None] = RUNNING) -> None:
+                 running: dict[int, tuple[Any, ...] | None] = RUNNING,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not bound_s > 0:
             raise ValueError(f"a stuck call's bound is more than 0 seconds, not {bound_s}")
         self.bound_s = bound_s
@@ -117,6 +122,7 @@ class Watchdog:
         self._on_ended = on_ended
         self._every = every if every is not None else min(ROUND_S, bound_s / 4)
         self._running = running
+        self._clock = clock
         self._stuck: dict[int, tuple[Any, ...]] = {}  # written by `look` only
         self._told: deque[tuple[bool, int, tuple[Any, ...]]] = deque()  # (stuck?, thread, call) for `hand`, in order
         self._unhanded: dict[int, tuple[Any, ...]] = {}  # stuck calls `on_stuck` is to be asked about again
@@ -143,7 +149,7 @@ class Watchdog:
     def overdue(self, now: float | None = None) -> int:
         """Calls of its servicers under way that have run `bound_s` or more (at `now`): stuck,
         whether or not a round of `check` has told them yet."""
-        now = time.monotonic() if now is None else now
+        now = self._clock() if now is None else now
         return sum(1 for raw in list(self._running.values())
                    if raw is not None and now - raw[0] >= self.bound_s
                    and (not self._servicers or any(raw[1] is s for s in self._servicers)))
@@ -151,7 +157,7 @@ class Watchdog:
     def check(self, now: float | None = None) -> int:
         """One round on the caller's thread (at `now`, a `time.monotonic()`): `look`, then `hand`;
         returns how many calls are stuck."""
-        now = time.monotonic() if now is None else now
+        now = self._clock() if now is None else now
         stuck = self.look(now)
         self.hand(now)
         return stuck
@@ -159,7 +165,7 @@ class Watchdog:
     def look(self, now: float | None = None) -> int:
         """The verdicts of one look at the calls under way: the new stuck ones told, those that
         ended forgotten, health told; their hooks left to `hand`. Returns how many are stuck."""
-        now = time.monotonic() if now is None else now
+        now = self._clock() if now is None else now
         with self._looking:
             before = bool(self._stuck)
             calls = list(self._running.items())  # one C call under the GIL: no thread adds a key meanwhile
@@ -190,12 +196,16 @@ class Watchdog:
                 self._on_change(bool(self._stuck))
             return len(self._stuck)
 
-    def hand(self, now: float | None = None) -> None:
+    def hand(self, now: float | None = None, until: float | None = None) -> bool:
         """The hooks of what `look` told, in its order (a call's end after its being stuck), then
-        `on_stuck` again for the stuck calls it could not hand on yet."""
+        `on_stuck` again for the stuck calls it could not hand on yet. None begun once the clock
+        is past `until`, nor on the hooks' thread once stopped (the last look's to hand on):
+        returns whether it handed on everything."""
         with self._handing:
             asked: set[int] = set()
             while self._told:
+                if self._cut(until):
+                    return False
                 stuck, ident, raw = self._told.popleft()
                 call = Running._make(raw)
                 if stuck:
@@ -210,11 +220,20 @@ class Watchdog:
             for ident, raw in list(self._unhanded.items()):
                 if ident in asked:
                     continue
+                if self._cut(until):
+                    return False
                 if self._stuck.get(ident) is not raw:  # ended: its `on_ended` is told, or comes
                     if self._unhanded.get(ident) is raw:
                         del self._unhanded[ident]
                     continue
                 self._hand(ident, raw, now)
+            return True
+
+    def _cut(self, until: float | None) -> bool:
+        """Whether `hand` stops before its next hook (see there)."""
+        if until is not None and self._clock() >= until:
+            return True
+        return self._stop.is_set() and threading.current_thread() is self._hands
 
     def _hand(self, ident: int, raw: tuple[Any, ...], now: float | None) -> None:
         """`on_stuck`, and whether to ask it again next round (it raised, or said False)."""
@@ -237,7 +256,7 @@ class Watchdog:
         try:
             answer = hook(ident, call)
         except Exception as exc:  # noqa: BLE001 - the watch goes on, and health is still told
-            now = time.monotonic() if now is None else now
+            now = self._clock() if now is None else now
             kind = type(exc).__name__
             failing = self._failing.get(key)
             if failing is None or failing.kind != kind:
@@ -304,7 +323,8 @@ class Watchdog:
     def finish(self) -> None:
         """Stop, then one last look (a server's drain over): the stuck calls that ended in it are
         told ended (`on_ended`), which the stopped watch would never tell. Its hooks not while
-        a round's are still under way (a hook waiting on Redis): two at once would tell twice."""
+        a round's are still under way (a hook waiting on Redis): two at once would tell twice;
+        and none begun past `LAST_LOOK_S` (the exit waits for them)."""
         self.stop()
         with self._last_look:
             try:
@@ -315,6 +335,8 @@ class Watchdog:
                 log.warning("stuck_call_last_look_skipped")
                 return
             try:
-                self.hand()
+                if not self.hand(until=self._clock() + LAST_LOOK_S):
+                    log.warning("stuck_call_last_look_cut", left=len(self._told),
+                                calls=[Running._make(raw).rpc for _, _, raw in list(self._told)][:16])
             except Exception:  # noqa: BLE001 - the stop goes on
                 log.exception("stuck_call_check_failed")

@@ -367,3 +367,38 @@ def test_a_call_stuck_longer_than_the_quarantine_keeps_its_command_set_aside(app
         assert app.quarantine.of("m1") is None
     finally:
         RUNNING.pop(ident, None)
+
+
+def test_closing_waits_a_bounded_time_for_a_write_under_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's exit (a stuck one's too) closes the app after the drain, and the quarantine's
+    close, with a lift pending, waited as long as it took for the watchdog's write under way to
+    end: on a Redis that hangs, one write after another. It waits `REDIS_TIMEOUT_S` at most now."""
+    import services.command.quarantine as quarantine
+
+    class _Client:
+        connection_pool = type("Pool", (), {"connection_kwargs": {}, "connection_class": None})()
+
+    monkeypatch.setattr(quarantine, "_bounded", lambda client: _Unanswered())
+    monkeypatch.setattr(quarantine, "REDIS_TIMEOUT_S", 0.05)
+    q = Quarantine(_Client())
+    q._lifting.add("m1 h.7 id:0/slow-1")
+    q._writing.acquire()  # the watchdog's write, waiting on Redis
+    closing = threading.Thread(target=q.close, daemon=True)
+    try:
+        closing.start()
+        closing.join(30)
+        assert not closing.is_alive()
+    finally:
+        q._writing.release()
+
+
+class _Unanswered:
+    """A Redis client whose server does not answer (only what a Quarantine asks of it)."""
+
+    connection_pool = type("Pool", (), {"disconnect": lambda self: None})()
+
+    def register_script(self, script: str) -> object:
+        return lambda **kwargs: None
+
+    def zrem(self, *args: object) -> None:
+        raise TimeoutError("Timeout reading from socket")

@@ -336,3 +336,30 @@ def test_a_hook_waiting_on_redis_holds_no_verdict_of_the_watch() -> None:
     finally:
         redis_back.set()
         watchdog.stop()
+
+
+def test_a_stops_last_look_begins_no_hook_past_its_time() -> None:
+    """A stop's last look lifted what each stuck call that ended had set aside, one after the
+    other: with Redis hanging, each lift waited seconds, and the exit (`stopped_stuck` too) for
+    them all. It begins none past `LAST_LOOK_S`, and says which it left."""
+    from famiglia.grpcutil.watchdog import LAST_LOOK_S
+
+    ours = _Servicer()
+    clock = [5.0]
+    running: dict[int, tuple[Any, ...] | None] = {i: _call(0.0, ours) for i in (1, 2, 3)}
+    ended: list[int] = []
+
+    def lift_waiting_on_redis(ident: int, call: Any) -> None:
+        ended.append(ident)
+        clock[0] += LAST_LOOK_S * 0.75  # a ZREM that waits for its timeout
+
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running, every=3600.0,
+                        on_ended=lift_waiting_on_redis, clock=lambda: clock[0])
+    assert watchdog.check() == 3
+    running.update({1: None, 2: None, 3: None})
+    with structlog.testing.capture_logs() as captured:
+        watchdog.finish()
+    assert watchdog.stuck == 0
+    assert ended == [1, 2]  # the third begun past its time: left
+    (cut,) = _logged("stuck_call_last_look_cut", captured)
+    assert cut["left"] == 1
