@@ -46,6 +46,12 @@ TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLI
                              grpc.StatusCode.UNKNOWN, grpc.StatusCode.CANCELLED})
 
 
+# Of those, the ones a server that failed on the command itself answers (its engine raised
+# something no rule refusal is: `@rpc` answers INTERNAL). Sent again, the same command fails
+# again, and every task the stall timer queues again chooses it again (the same seed).
+FAILED_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+
+
 class Transient(Exception):
     """Worth a retry (Celery's autoretry_for)."""
 
@@ -448,7 +454,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if i == refused:  # the chained call's answer already said so
             done = _retry_refused(client, command_id, at, fallback)
         else:
-            done = _submit_at(client, command, command_id, at, fallback)
+            done = _submit_at(client, command, command_id, at, fallback, afresh=i > 0)
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
@@ -494,10 +500,16 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
     entries = [(app.seat(match_id, seat).token or "", command,
                 bot_command_id(match_id, VERSION_PLACEHOLDER, seat) + suffix) for seat, command in commands]
     try:
-        reply = _rpc(app.game_client.submit_commands, match_id, entries, expected_version=version,
-                     omit_events=True, ask_next=ask)
+        reply = app.game_client.submit_commands(match_id, entries, expected_version=version, omit_events=True,
+                                                ask_next=ask)
     except grpc.RpcError as exc:
-        log.warning("bot_chain_failed", match_id=match_id, code=exc.code().name)
+        if exc.code() in TRANSIENT_CODES and exc.code() not in FAILED_CODES:
+            raise Transient(f"{exc.code().name}: {exc.details()}") from None
+        # A call the server failed on (INTERNAL: an entry its engine raised on) goes a call a seat,
+        # where the seat whose command fails plays another (`_submit_at`); the entries taken
+        # before it answer as duplicates.
+        log.warning("bot_chain_failed", match_id=match_id, version=version,
+                    seats=[seat for seat, _ in commands], code=exc.code().name)
         return None
     taken = [_Submitted("duplicate" if r.duplicate else "submitted", int(r.version), r.held) for r in reply.results]
     if not reply.HasField("refusal"):
@@ -618,12 +630,25 @@ class _Submitted:
     """`early`: seconds till the seat's deadline, by the command service's clock"""
 
 
-def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
+def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message], *,
+               afresh: bool = False) -> _Submitted:
+    """Submit one seat's command at `version`. A command refused by a rule, or one the server
+    failed on (`FAILED_CODES`: its engine raised on it), is replaced by the first of `fallback`
+    (another listed command) under `<command_id>:f`; without one a failure is `Transient`
+    (Celery retries the task), or, `afresh`, `refused` (the caller decides the seat afresh).
+    The fallback names the same expected version: a failed command that went in after all
+    makes it `stale`, so the seat still moves once."""
     try:
         # omit_events: a bot never reads the events its command appended (the next
         # decision comes with its own payload), so the server need not render them.
-        reply = _rpc(client.submit, command, command_id=command_id, expected_version=version, omit_events=True)
+        reply = client.submit(command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
+        if exc.code() in FAILED_CODES and (fallback or afresh):
+            log.warning("bot_command_failed", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                        command_id=command_id, code=exc.code().name)
+            return _retry_refused(client, command_id, version, fallback)
+        if exc.code() in TRANSIENT_CODES:
+            raise Transient(f"{exc.code().name}: {exc.details()}") from None
         if exc.code() == grpc.StatusCode.ABORTED:
             log.info("bot_command_stale", match_id=client.match_id, version=version, command_id=command_id,
                      code=_code(exc), reason=exc.details())
@@ -644,6 +669,16 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
             return _retry_refused(client, command_id, version, fallback)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)
+
+
+def _seat_of(command_id: str) -> int | None:
+    """The seat a bot's or a clock's command id names (`<kind>:<match>:<version>:<seat>`, then
+    `:h` or `:f` maybe): read from the end, as a match id may hold a colon."""
+    rest = command_id
+    while rest.endswith((":f", ":h")):
+        rest = rest[:-2]
+    seat = rest.rpartition(":")[2]
+    return int(seat) if seat.isdigit() else None
 
 
 def _left_ms(exc: grpc.RpcError) -> int:

@@ -57,6 +57,8 @@ class LocalSeat:
             return call(*args, **kwargs)
         except AppError as exc:
             raise _RpcError(exc.status, exc.code) from None
+        except Exception as exc:  # noqa: BLE001 - as the server's `@rpc` answers any other error
+            raise _RpcError(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}") from None
 
     def view(self):
         self.reads.append("view")
@@ -112,6 +114,9 @@ class LocalStub:
             reply = GameServicer.SubmitCommands.__wrapped__(GameServicer(table.app), request, _Context())
         except AppError as exc:
             raise _RpcError(exc.status, exc.code) from None
+        except Exception as exc:  # noqa: BLE001 - as the server's `@rpc` answers any other error
+            table.pump(request.match_id)  # what the chain took before the failing entry
+            raise _RpcError(grpc.StatusCode.INTERNAL, f"internal error: {exc!r}") from None
         tried = len(reply.results) + (1 if reply.HasField("refusal") else 0)
         at = request.expected_version
         for i, entry in enumerate(request.commands[:tried]):
@@ -381,3 +386,35 @@ def test_a_batch_whose_send_fails_is_queued_again_whole_by_the_redo() -> None:
     table.dispatcher.handle(envelopes)  # the unacked entries come again
     assert len(table.tasks.decisions) == 1 and len(table.tasks.thens[0]) == 2
     assert table.dispatcher.matches[match_id].seat_batch is not None
+
+
+def test_a_command_the_engine_fails_on_is_passed_over_for_another_listed_one(monkeypatch: pytest.MonkeyPatch,
+                                                                              chained: bool) -> None:
+    """An engine that raises on one command (a bug: the command service answers INTERNAL, not a
+    rule's refusal) used to be retried by Celery with that very command, and every task the stall
+    timer queued again chose it again (the same seed): the bot seats never moved again. The
+    seat now plays another of its listed commands instead, as for a refused one, and the match
+    goes on to its end. Fails if a command the server failed on is only ever sent again."""
+    table = secret_table()
+    match_id = three_bots(table, hand="4")
+    table.pump(match_id)
+    failing = type(SECRET).decide
+
+    def decide(self, state, seat, command, rng):
+        if len(state.hands[seat]) > 1 and command.play.card == max(state.hands[seat]):
+            raise RuntimeError("engine bug: the highest card of a hand")
+        return failing(self, state, seat, command, rng)
+
+    class Highest:
+        def choose(self, rules, decision):
+            return max(decision.legal, key=lambda c: c.play.card)
+
+    monkeypatch.setattr(type(SECRET), "decide", decide)
+    monkeypatch.setattr(handlers, "make_policy", lambda name: Highest())
+    worker = LocalWorker(table, chained=chained)
+    tricks = 0
+    while match_id in table.dispatcher.matches and tricks < 8:
+        outcomes = worker.play()
+        assert set(outcomes) == {"submitted"}, outcomes
+        tricks += 1
+    assert table.observer.finished == [match_id]

@@ -132,6 +132,37 @@ def test_a_refused_command_falls_back_to_another_under_a_command_id_of_its_own()
     assert fallback_id == handlers.bot_command_id("m1", 9, seat) + ":f" != first_id
 
 
+def test_a_command_the_server_failed_on_falls_back_to_another_and_an_outage_is_retried() -> None:
+    """INTERNAL (the engine raised on the command: a bug, no rule's refusal) is not cured by
+    sending the same command again, and a task queued again chooses it again: the seat plays
+    another listed command under `<id>:f`, as for a refused one. UNAVAILABLE is an outage:
+    Celery retries the task (`Transient`), and so it does when the fallback fails too."""
+    seat, payload, _ = highcard_decision()
+    app = FakeApp()
+    failing = app.seat("m1", seat)
+    submit = FakeSeat.submit.__get__(failing)
+
+    def submit_failing_the_first(command, **kwargs):
+        failing.refuse_with = grpc.StatusCode.INTERNAL if not failing.submitted else None
+        return submit(command, **kwargs)
+
+    failing.submit = submit_failing_the_first  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as lines:
+        assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "submitted"  # type: ignore[arg-type]
+    [(first, first_id, _), (fallback, fallback_id, expected)] = failing.submitted
+    assert fallback != first and expected == 9 and fallback_id == first_id + ":f"
+    [line] = [line for line in lines if line["event"] == "bot_command_failed"]
+    assert (line["match_id"], line["seat"], line["version"], line["code"]) == ("m1", seat, 9, "INTERNAL")
+
+    for code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL):  # an outage; a fallback failing too
+        handlers._REACHED.clear()
+        app = FakeApp()
+        app.seat("m1", seat).refuse_with = code
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload)  # type: ignore[arg-type]
+        assert len(app.seats[seat].submitted) == (1 if code == grpc.StatusCode.UNAVAILABLE else 2)
+
+
 def test_a_refused_bot_command_keeps_the_rules_text_out_of_lines_at_info_and_above(monkeypatch) -> None:
     """A rule tells its refusal from what the seat knows, the bot's own hand too ("I39 cannot be
     played in this window"): no line at INFO or above may carry it (README, "Logs and traces").
