@@ -276,7 +276,8 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         # and none once it is gone (the task's hard limit would kill it half-way through one).
         spent = time.monotonic() - started
         if not first and 0 < think_seconds <= spent:
-            log.warning("bot_task_out_of_time", match_id=match_id, version=version, moves=moves)
+            log.warning("bot_task_out_of_time", match_id=match_id, version=version, moves=moves,
+                        seats=[s for s, _, _ in seats])
             break
         try:
             step, at, upcoming, step_reached, (held, held_last) = _play_step(
@@ -285,7 +286,7 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
         except Transient:
             if first:
                 raise  # Celery retries the task, from its first answers
-            log.warning("bot_lease_interrupted", match_id=match_id, version=version)
+            log.warning("bot_lease_interrupted", match_id=match_id, version=version, seats=[s for s, _, _ in seats])
             break  # the dispatcher's stall timer queues the match's next decision again
         first = False
         outcomes += step
@@ -346,7 +347,7 @@ def _ask_next(app: BotsApp, match_id: str, version: int, ask: Sequence[tuple[str
         if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
             return _read_next(app, match_id, version, policies)
         if exc.code() != grpc.StatusCode.ABORTED:
-            log.warning("bot_lease_ask_failed", match_id=match_id, code=exc.code().name)
+            log.warning("bot_lease_ask_failed", match_id=match_id, version=version, code=exc.code().name)
         return None
 
 
@@ -516,17 +517,20 @@ def _submit_chained(app: BotsApp, match_id: str, version: int, commands: Sequenc
         return taken, "", reply
     status = reply.refusal.status
     if status == grpc.StatusCode.ABORTED.value[0]:
-        log.info("bot_chain_stale", match_id=match_id, version=version, index=reply.refusal.index,
+        log.info("bot_chain_stale", match_id=match_id, seat=_entry_seat(commands, reply.refusal.index),
+                 version=version, index=reply.refusal.index,
                  command_id=_entry_id(entries, reply.refusal.index), code=reply.refusal.code,
                  reason=reply.refusal.message)
         return taken, "stale", reply
     if reply.refusal.code == MATCH_OVER:  # ended meanwhile (its last move, an operator's cancel)
-        log.info("bot_match_over", match_id=match_id, version=version, index=reply.refusal.index,
+        log.info("bot_match_over", match_id=match_id, seat=_entry_seat(commands, reply.refusal.index),
+                 version=version, index=reply.refusal.index,
                  reason=reply.refusal.message)
         return taken, "finished", reply
     if status in _REFUSED:
         command_id = _entry_id(entries, reply.refusal.index)
-        log.warning("bot_command_refused", match_id=match_id, version=version, index=reply.refusal.index,
+        log.warning("bot_command_refused", match_id=match_id, seat=_entry_seat(commands, reply.refusal.index),
+                    version=version, index=reply.refusal.index,
                     command_id=command_id, code=reply.refusal.code)
         _refusal_reason(match_id, command_id, reply.refusal.code, reply.refusal.message)
         return taken, "refused", reply
@@ -545,6 +549,11 @@ def _code(exc: grpc.RpcError) -> str:
         return error_code(exc) or exc.code().name
     except Exception:  # noqa: BLE001 - an error without the call's metadata
         return exc.code().name
+
+
+def _entry_seat(commands: Sequence[tuple[int, Message]], index: int) -> int | None:
+    """The seat of a chain's entry, or None."""
+    return commands[index][0] if 0 <= index < len(commands) else None
 
 
 def _entry_id(entries: Sequence[tuple[str, Message, str]], index: int) -> str:
@@ -650,20 +659,24 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None
         if exc.code() == grpc.StatusCode.ABORTED:
-            log.info("bot_command_stale", match_id=client.match_id, version=version, command_id=command_id,
+            log.info("bot_command_stale", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                     command_id=command_id,
                      code=_code(exc), reason=exc.details())
             return _Submitted("stale", None)
         if _code(exc) == MATCH_OVER:  # ended meanwhile: nothing to retry, nothing refused
-            log.info("bot_match_over", match_id=client.match_id, version=version, command_id=command_id,
+            log.info("bot_match_over", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                     command_id=command_id,
                      reason=exc.details())
             return _Submitted("finished", None)
         if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == CLOCK_NOT_RUN_OUT:
             wait = _left_ms(exc) / 1000
-            log.warning("clock_early", match_id=client.match_id, version=version, command_id=command_id,
+            log.warning("clock_early", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                        command_id=command_id,
                         wait_s=round(wait, 3))
             return _Submitted("early", None, wait=wait)
         if exc.code() in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT):
-            log.warning("bot_command_refused", match_id=client.match_id, version=version, command_id=command_id,
+            log.warning("bot_command_refused", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                        command_id=command_id,
                         code=_code(exc))
             _refusal_reason(client.match_id, command_id, _code(exc), exc.details() or "")
             return _retry_refused(client, command_id, version, fallback)

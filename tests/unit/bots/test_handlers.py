@@ -163,6 +163,25 @@ def test_a_command_the_server_failed_on_falls_back_to_another_and_an_outage_is_r
         assert len(app.seats[seat].submitted) == (1 if code == grpc.StatusCode.UNAVAILABLE else 2)
 
 
+@pytest.mark.parametrize(("status", "code"), [(grpc.StatusCode.ABORTED, "stale_version"),
+                                           (grpc.StatusCode.FAILED_PRECONDITION, "match_over"),
+                                           (grpc.StatusCode.FAILED_PRECONDITION, "GC-S01"),
+                                           (grpc.StatusCode.INVALID_ARGUMENT, "malformed_command")])
+def test_every_line_of_an_unusual_submit_names_its_match_seat_and_version(status, code) -> None:
+    """An operator follows a seat that stopped moving by its lines: `bot_command_stale`,
+    `bot_match_over` and `bot_command_refused` named the match and the version but not the seat
+    (only inside the command id). Fails if one of them leaves the seat out."""
+    seat, payload, _ = highcard_decision()
+    app = FakeApp()
+    app.seat("m1", seat).refuse_with, app.seat("m1", seat).refuse_code = status, code
+    with structlog.testing.capture_logs() as lines:
+        handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload)  # type: ignore[arg-type]
+    shown = [line for line in lines if line["log_level"] != "debug"]
+    assert shown
+    for line in shown:
+        assert (line.get("match_id"), line.get("seat"), line.get("version")) == ("m1", seat, 9), line
+
+
 def test_a_refused_bot_command_keeps_the_rules_text_out_of_lines_at_info_and_above(monkeypatch) -> None:
     """A rule tells its refusal from what the seat knows, the bot's own hand too ("I39 cannot be
     played in this window"): no line at INFO or above may carry it (README, "Logs and traces").
