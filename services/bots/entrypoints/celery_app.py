@@ -129,6 +129,9 @@ def celery_config(app: BotsApp) -> dict[str, Any]:
         "task_time_limit": app.bots.task_time_limit,
         "worker_hijack_root_logger": False,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # No remote control (nothing of famiglia's sends a control command): its pidbox queue
+        # binding, one per worker process, stayed in Redis for good after a worker was killed.
+        "worker_enable_remote_control": False,
         "enable_utc": True,
     }
 

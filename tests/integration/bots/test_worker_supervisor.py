@@ -98,3 +98,42 @@ def test_every_line_a_worker_writes_is_a_json_object(redis_url: str, tmp_path: P
     assert lines
     for line in lines:
         assert line.startswith("{") and isinstance(json.loads(line), dict), line
+
+
+def test_a_killed_worker_leaves_nothing_of_itself_in_redis(redis_url: str, tmp_path: Path) -> None:
+    """A worker killed (kill -9, the OOM killer, a pod evicted) runs no shutdown: every Redis key
+    or member it wrote for itself alone stays for good. Celery's remote control (nothing of
+    famiglia's uses it) bound a `<name>.celery.pidbox` queue per worker process in
+    `_kombu.binding.celery.pidbox`, a set that live workers keep alive: one member more for
+    every worker ever killed. Fails if a killed worker's name is left in Redis."""
+    import redis
+
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
+               FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
+               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="1",
+               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
+               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
+                                  stdout=out, stderr=out, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "ready." not in log.read_text():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.1)
+    finally:
+        worker.kill()
+        worker.wait()
+    name = f"bots-{worker.pid}@".encode()  # worker.argv's name of a one-process worker
+    client = redis.Redis.from_url(redis_url)
+    try:
+        left = [key for key in client.keys("*") if name in key]
+        for key in client.keys("_kombu.binding*"):
+            if client.type(key) == b"set":
+                left += [member for member in client.smembers(key) if name in member]
+            elif client.type(key) == b"zset":
+                left += [member for member in client.zrange(key, 0, -1) if name in member]
+    finally:
+        client.close()
+    assert not left, left
