@@ -45,6 +45,30 @@ def test_a_worker_plays_a_whole_match_of_bots(bots_stack: BotsStack) -> None:
     assert len(stored) == 12 and all(e.command_id.startswith(f"bot:{handle.match_id}:") for e in stored)
 
 
+def test_a_match_whose_engine_fails_on_a_bots_command_is_played_to_its_end(
+        bots_stack: BotsStack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command service's engine raises on one kind of command (a bug: INTERNAL, no rule's
+    refusal), here a hand's highest card. A seat that chose it was retried with it by Celery,
+    and queued again with it by the stall timer, for good: the match never ended. The worker
+    now plays another listed command instead. Fails if the match stops at a failing command."""
+    engine = bots_stack.registry.get("highcard")
+    decide = type(engine).decide
+
+    def failing(self, state, seat, command, rng):  # type: ignore[no-untyped-def]
+        hand = state.hands[seat]
+        if len(hand) > 1 and command.play.card == max(hand):
+            raise RuntimeError("engine bug: a hand's highest card")
+        return decide(self, state, seat, command, rng)
+
+    monkeypatch.setattr(type(engine), "decide", failing)
+    handle = bots_stack.create_match("highcard", 3, seed=4, options={"hand": "4"},
+                                     seat_info=seats("random", "random", "random"))
+    bots_stack.wait_finished(handle.match_id, timeout=40)
+    assert "bot_command_failed" in (bots_stack.tmp / "worker.log").read_text()  # the failing path was met
+    played = [e for e in bots_stack.command.store.read(handle.match_id) if e.type == "played"]
+    assert len(played) == 12
+
+
 def test_a_worker_plays_a_registered_game(bots_stack: BotsStack) -> None:
     real = [g for g in bots_stack.registry if g != "highcard"]
     if not real:
