@@ -402,7 +402,7 @@ class Dispatcher:
                         raise  # the broker or the store is away: keep the entries unacked, redo them
                     except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
                         log.exception("match_dispatch_failed", match_id=match_id, **_event_ids(batch[-1]))
-                        self._forget(match_id)
+                        self._let_go(match_id)
         except BaseException:
             for sent, key in self._marked:
                 sent.discard(key)
@@ -523,6 +523,14 @@ class Dispatcher:
         match = tracked.match
         log.warning("store_behind_dispatcher", match_id=match.match_id, version=match.version, seq=seq, why=why)
         return self._load(match.match_id)
+
+    def _let_go(self, match_id: str) -> None:
+        """Drop the fold of a match the dispatcher failed on (an engine's or its own bug at one
+        state): it stays live, so its next event folds it again from its stream, as does a
+        restart, and a bug of one state does not stop its bots and clocks for good. Until
+        session 34 it was forgotten as unplayable: skipped at every event after, and out of
+        the live set, so its seats waited for good once its people had moved past that state."""
+        self.matches.pop(match_id, None)
 
     def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)
@@ -960,7 +968,7 @@ class Dispatcher:
                 raise
             except Exception:  # noqa: BLE001
                 log.exception("match_recovery_failed", match_id=match_id)
-                self._forget(match_id)
+                self._let_go(match_id)
         self.tell_owed()
         return recovered
 

@@ -530,6 +530,32 @@ def test_one_broken_match_does_not_stop_the_others() -> None:
     assert [d[0] for d in table.tasks.decisions] == [healthy]
 
 
+def test_a_match_the_dispatcher_failed_on_at_one_state_is_followed_again_at_its_next_event() -> None:
+    """The dispatcher's own code (its turn clocks, notices, payloads) or the engine raising at
+    one state of a match: the match was dropped for good (taken for unplayable and out of the
+    live set), so when its person moved past that state its bots were never asked again, nor
+    its clocks queued, not even after a restart. It is now let go and folded anew at its next
+    event. Fails if the bot seat gets no task once the match has moved past the broken state."""
+    table = Table()
+    match_id = table.create({1: "random"})  # seat 0 a person, seat 1 the bots'
+    assert HIGHCARD.pending(table.app.matches.get(match_id).match.state)[0].seat == 0
+    broken = table.version(match_id)
+    queue_clocks = table.dispatcher._queue_clocks
+
+    def failing(tracked, pendings):
+        if tracked.match.version == broken:
+            raise RuntimeError("a bug at one state")
+        return queue_clocks(tracked, pendings)
+
+    table.dispatcher._queue_clocks = failing  # type: ignore[method-assign]
+    table.pump(match_id)
+    assert table.tasks.decisions == []
+    table.act(match_id, 0)  # the person plays on past the broken state
+    table.pump(match_id)
+    assert table.tasks.decisions == [(match_id, 1, table.version(match_id), "random")]
+    assert match_id in table.dispatcher.live.members()
+
+
 def test_a_broken_matchs_line_names_the_command_and_trace_it_failed_on() -> None:
     """Its one line is the operator's way to the move that broke it: the event's seat, command
     id and the trace of that command (the command service's and the projection's lines for it)."""
