@@ -380,6 +380,9 @@ class Dispatcher:
         the current batch: put back if its send fails."""
         self._next_stall_check = -math.inf
         """No decision can have stalled before this (see check_stalls)."""
+        self._failed: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        """Matches let go after the dispatcher failed on them (`_let_go`) -> (when, times in a
+        row): the stall check folds each again after its stall wait (`_retry_failed`)."""
 
     # -- events in -------------------------------------------------------------------
     def handle(self, envelopes: Iterable[EventEnvelope], *, hold: bool = False) -> None:
@@ -531,6 +534,45 @@ class Dispatcher:
         session 34 it was forgotten as unplayable: skipped at every event after, and out of
         the live set, so its seats waited for good once its people had moved past that state."""
         self.matches.pop(match_id, None)
+        # Nothing may come to wake it (a failure at a bot's turn: the bots wait on themselves):
+        # the stall check folds it again after a stall wait, doubling while it keeps failing.
+        _at, failures = self._failed.pop(match_id, (0.0, 0))
+        self._failed[match_id] = (self.now(), failures + 1)
+        while len(self._failed) > DONE_KEPT:
+            self._failed.popitem(last=False)
+        self._next_stall_check = min(self._next_stall_check, self.now() + self._stall_wait(failures))
+
+    def _retry_failed(self, now: float) -> tuple[int, float]:
+        """Fold again the matches let go after a failure whose stall wait has passed, and queue
+        what they wait for (as `recover` does at a restart): the tasks queued and when the next
+        retry is due. One that fails again waits twice as long (up to 16 stall times)."""
+        queued, due = 0, math.inf
+        for match_id, (at, failures) in list(self._failed.items()):
+            if match_id in self.matches or match_id in self._done:  # its next event folded it
+                del self._failed[match_id]
+                continue
+            wait_until = at + self._stall_wait(failures - 1)
+            if now < wait_until:
+                due = min(due, wait_until)
+                continue
+            before = self.queued
+            try:
+                tracked = self._load(match_id)
+                if tracked is not None:
+                    self._schedule(tracked)
+            except TRANSIENT:
+                self.matches.pop(match_id, None)  # the store or the broker away: the next check, from scratch
+                raise
+            except Exception:  # noqa: BLE001 - still broken: looked at again later
+                log.exception("match_recovery_failed", match_id=match_id, failures=failures + 1)
+                self.matches.pop(match_id, None)
+                self._failed[match_id] = (now, failures + 1)
+                self._failed.move_to_end(match_id)
+                due = min(due, now + self._stall_wait(failures))
+                continue
+            self._failed.pop(match_id, None)
+            queued += self.queued - before
+        return queued, due
 
     def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)
@@ -790,6 +832,10 @@ class Dispatcher:
             return 0
         resent = 0
         due = now + self.stall_seconds
+        if self._failed:
+            retried, retry_due = self._retry_failed(now)
+            resent += retried
+            due = min(due, retry_due)
         for tracked in list(self.matches.values()):
             if tracked.clock_due:
                 clocks, clocks_due = self._check_clocks(tracked, now)

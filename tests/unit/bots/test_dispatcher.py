@@ -21,7 +21,7 @@ from famiglia.eventstore.port import PartitionEntry
 from famiglia.matchstate import MatchState
 from famiglia.v1 import envelope_pb2
 from services.bots import dispatcher as dispatcher_module
-from services.bots.dispatcher import Dispatcher
+from services.bots.dispatcher import Dispatcher, LiveMatches
 from services.bots.payload import LEGAL_LIMIT, DecisionPayload, reads_view
 from services.command.app import Viewer
 from services.command.bootstrap import bootstrap as command_bootstrap
@@ -554,6 +554,60 @@ def test_a_match_the_dispatcher_failed_on_at_one_state_is_followed_again_at_its_
     table.pump(match_id)
     assert table.tasks.decisions == [(match_id, 1, table.version(match_id), "random")]
     assert match_id in table.dispatcher.live.members()
+
+
+def test_a_match_let_go_at_a_bots_turn_is_looked_at_again_after_the_stall_time() -> None:
+    """A failure at a bot's turn (here Redis refusing the live set's write, READONLY in a
+    failover, which is no connection error) let the match go, and no event would come to fold
+    it again: the bots were waiting on themselves. The stall check folds such a match again
+    once a stall time has passed (doubling while it keeps failing). Fails if the bot seat still
+    has no task after the stall time."""
+    import redis
+
+    table = Table()
+    refused = []
+
+    class FailingOnce(LiveMatches):
+        def add(self, match_id: str) -> None:
+            if not refused:
+                refused.append(match_id)
+                raise redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+            super().add(match_id)
+
+    table.dispatcher.live = FailingOnce()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    assert refused == [match_id] and table.tasks.decisions == []
+    table.clock_now[0] += 5
+    table.dispatcher.check_stalls()
+    assert table.tasks.decisions == []  # not before the stall time
+    table.clock_now[0] += 10
+    table.dispatcher.check_stalls()
+    assert table.tasks.decisions == [(match_id, 0, table.version(match_id), "random")]
+    assert match_id in table.dispatcher.live.members()
+
+
+def test_a_match_that_keeps_failing_is_looked_at_again_less_and_less_often() -> None:
+    """A match broken for good is folded again after 1, 2, 4... stall times (at most 16), not at
+    every check: one broken match must not cost the dispatcher a fold a batch."""
+    table = Table()
+    folds = []
+    match_id = table.create({0: "random", 1: "random"})
+
+    def pending(state):
+        folds.append(table.clock_now[0])
+        raise RuntimeError("engine bug")
+
+    table.dispatcher.registry.get("highcard").pending = pending  # type: ignore[method-assign]
+    try:
+        table.pump(match_id)
+        for _ in range(80):  # 80 s of checks, a second apart (stall time 10 s)
+            table.clock_now[0] += 1
+            table.dispatcher.check_stalls()
+    finally:
+        del table.dispatcher.registry.get("highcard").pending
+    assert [round(t) for t in dict.fromkeys(folds)] == [0, 10, 30, 70]
+    assert table.tasks.decisions == []
 
 
 def test_a_broken_matchs_line_names_the_command_and_trace_it_failed_on() -> None:
