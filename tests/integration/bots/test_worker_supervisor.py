@@ -35,16 +35,31 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_the_workers_of_a_killed_supervisor_stop_too(redis_url: str, tmp_path: Path) -> None:
+def _start_worker(redis_url: str, tmp_path: Path, concurrency: int) -> tuple[subprocess.Popen[bytes], Path]:
+    """`python -m services.bots.worker` (pool `solo`, `concurrency` processes), its stdout and
+    stderr in one log file, as the embedded stack and a container keep them."""
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
                FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
-               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="2",
-               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
-               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
+               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo",
+               FAMIGLIA_BOTS_CONCURRENCY=str(concurrency), FAMIGLIA_BOTS_THREADS_PER_WORKER="1",
+               OTEL_SDK_DISABLED="true", FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
-        supervisor = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
-                                      stdout=out, stderr=out, start_new_session=True)
+        worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
+                                  stdout=out, stderr=out, start_new_session=True)
+    return worker, log
+
+
+def _until_ready(worker: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the one Celery worker says "ready." (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while "ready." not in log.read_text():
+        assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.1)
+
+
+def test_the_workers_of_a_killed_supervisor_stop_too(redis_url: str, tmp_path: Path) -> None:
+    supervisor, log = _start_worker(redis_url, tmp_path, 2)
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 60
@@ -74,20 +89,9 @@ def test_every_line_a_worker_writes_is_a_json_object(redis_url: str, tmp_path: P
     start-up banner (some twenty lines of ASCII art and settings, on stdout) and Python's
     warnings (Celery's SecurityWarning when run as root, over several lines) were not, and a log
     collector parsing the stream as JSON choked on each worker's start."""
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
-               FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
-               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="1",
-               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
-               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as out:  # stdout and stderr, as the embedded stack and a container keep them
-        worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
-                                  stdout=out, stderr=out, start_new_session=True)
+    worker, log = _start_worker(redis_url, tmp_path, 1)
     try:
-        deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+        _until_ready(worker, log)
         worker.terminate()
         assert worker.wait(timeout=60) == 0, log.read_text()[-3000:]
     finally:
@@ -108,20 +112,9 @@ def test_a_killed_worker_leaves_nothing_of_itself_in_redis(redis_url: str, tmp_p
     every worker ever killed. Fails if a killed worker's name is left in Redis."""
     import redis
 
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'libs'}{os.pathsep}{ROOT}", FAMIGLIA_REDIS_URL=redis_url,
-               FAMIGLIA_SECRET="test", FAMIGLIA_VAR_DIR=str(tmp_path / "var"), FAMIGLIA_DATABASE_URL="",
-               FAMIGLIA_COMMAND_ADDR="127.0.0.1:1", FAMIGLIA_BOTS_POOL="solo", FAMIGLIA_BOTS_CONCURRENCY="1",
-               FAMIGLIA_BOTS_THREADS_PER_WORKER="1", OTEL_SDK_DISABLED="true",
-               FAMIGLIA_LOG_LEVEL="info")  # Celery says "ready." at info
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "services.bots.worker"], env=env, cwd=ROOT,
-                                  stdout=out, stderr=out, start_new_session=True)
+    worker, log = _start_worker(redis_url, tmp_path, 1)
     try:
-        deadline = time.monotonic() + 60
-        while "ready." not in log.read_text():
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.1)
+        _until_ready(worker, log)
     finally:
         worker.kill()
         worker.wait()
