@@ -49,8 +49,70 @@ def test_the_newest_message_and_the_clock_the_next_id_is_made_from(chat: ChatSto
     chat.send(MATCH, 0, "a", (), "first")
     last = chat.send(MATCH, 1, "b", (0,), "second").entry
     newest, now_ms = chat.newest(MATCH)
-    assert newest == last.id and now_ms >= last.sent_ms
+    assert newest == last.id
+    # no id to come is before the clock (a message in the millisecond of the one before it, as
+    # these two may be, has the next: so the newest may be ahead of the clock, never the next)
+    assert chat.send(MATCH, 2, "c", (), "third").entry.sent_ms >= now_ms
     assert chat.newest("m-other")[0] == ""
+
+
+def test_a_readers_ids_are_those_of_a_chat_without_the_messages_it_may_not_read(
+        chat: ChatStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message's id counted the messages stored before it in its millisecond (`<ms>-<n>`), so
+    a table message stored in the millisecond of a whisper between seats 0 and 1 came out
+    `<ms>-1` with no `<ms>-0` anyone else could read: seat 2 and the spectators learnt that a
+    private message was sent, and when. Each message has a millisecond of its own now: the ids
+    a third seat reads are the ones a chat that never held the whisper gives the same table
+    messages, sent when their ids say (a millisecond skipped is as common as a message)."""
+    from famiglia.eventstore import chat as chat_module
+    from services.command.chat import readable
+
+    stood = 1_765_000_000_000  # the clock stands still: every message in one millisecond
+    monkeypatch.setattr(chat_module.time, "time", lambda: stood / 1000)
+    whispered, quiet = MATCH, "m0123456789abcdef013"
+
+    def sends(match: str, whisper: bool) -> None:
+        chat.send(match, 2, "hi", (), "hello table", now_ms=stood)
+        if whisper:
+            chat.send(match, 0, "psst", (1,), "a deal?", now_ms=stood)
+        chat.send(match, 1, "t", (), "to the table", now_ms=stood)
+        chat.send(match, 0, "u", (), "and again", now_ms=stood)
+
+    sends(whispered, whisper=True)
+    seen = [e for e in chat.read(whispered) if readable(e, 2)]
+    assert [e.text for e in seen] == ["hello table", "to the table", "and again"]
+    for e in seen:  # the same table messages, sent when their ids say, in a chat without the whisper
+        chat.send(quiet, e.from_seat, f"again {e.id}", e.to_seats, e.text, now_ms=e.sent_ms)
+    assert [e.id for e in chat.read(quiet)] == [e.id for e in seen]
+    assert all(entry_key(e.id)[1] == 0 for e in seen), "a gap in a millisecond's count shows a hidden message"
+    # and without the whisper, every one in the millisecond the clock said, or the next free one
+    sends("m0123456789abcdef014", whisper=False)
+    assert [entry_key(e.id) for e in chat.read("m0123456789abcdef014")] == [(stood + i, 0) for i in range(3)]
+
+
+def test_ids_stored_before_each_message_had_its_own_millisecond_stay_cursors(events: RedisEventStore) -> None:
+    """A chat stored when ids counted the messages of a millisecond (`<ms>-1`, `<ms>-2`) goes on:
+    its ids are cursors of the command service's reads, and the next message comes after them."""
+    from famiglia.config import Settings
+    from services.command.app import Viewer
+    from services.command.bootstrap import bootstrap
+
+    app = bootstrap(store=events, settings=Settings(secret="chat-store-test"))
+    match = app.create_match("grifters", 3).match_id
+    seconds, micros = events.client.time()
+    then = int(seconds) * 1000 + int(micros) // 1000  # this very millisecond: the next id is later
+    key = events.keys.chat(match)
+    for n, (sender, to, text) in enumerate([(0, "", "old 0"), (0, "1", "old whisper"), (1, "", "old 2")]):
+        events.client.xadd(key, {"f": sender, "to": to, "t": text}, id=f"{then}-{n}")
+    new = app.send_chat(match, Viewer(2), "m1", [], "new").message
+    assert entry_key(new.id)[0] > then and entry_key(new.id)[1] == 0
+    assert [m.text for m in app.list_chat(match, Viewer(2), after_id=f"{then}-0")] == ["old 2", "new"]
+    assert [m.text for m in app.list_chat(match, Viewer(1), after_id=f"{then}-0")] == ["old whisper", "old 2", "new"]
+    assert [m.text for m in app.list_chat(match, Viewer(2), after_id=f"{then}-2")] == ["new"]
+    assert app.list_chat(match, Viewer(1), after_id=f"{then}-1")[0].text == "old 2"
+    assert [m.text for m in app.chat_messages(match, Viewer(0), f"{then}-2", follow=False)] == ["new"]
+    assert app.chat.read(match, previous_id(f"{then}-1"), 1)[0].text == "old whisper"
+    assert app.send_chat(match, Viewer(2), "m1", [], "new").message == new  # a retry: its first answer
 
 
 def test_a_message_is_read_by_its_own_id_from_the_id_just_below_it(chat: ChatStore) -> None:

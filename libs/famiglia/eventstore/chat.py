@@ -6,7 +6,7 @@ engines, replays, exports, the projection) never see one. A match's chat is its 
 stream under the match's partition hash tag (`KeyLayout.chat`), so one script stores a message,
 its idempotency record and its seat's rate count in one slot, atomically (`chat_send.lua`):
 
-    <prefix>:{p07}:chat:<match_id>                           stream, auto ids, fields f, to, t
+    <prefix>:{p07}:chat:<match_id>                           stream, ids <ms>-0, fields f, to, t
     <prefix>:{p07}:chatmsg:<match_id>:<seat>:<message_id>     hash id, to, t: the first message
     <prefix>:{p07}:chatrate:<match_id>:<seat>                 list of the seat's latest sends (ms)
 
@@ -14,7 +14,9 @@ The stream keeps its newest `ChatLimits.keep` messages (XADD MAXLEN ~) and expir
 `ttl_ms` after its last message (or goes with the match's stream when an archived match is
 trimmed, `RedisEventStore.trim`, and a trimmed match takes no new message: `MatchArchived`);
 a message's idempotency record lives `RECORD_TTL_MS`. A seat's rate is timed by Redis's clock,
-one for every command replica. Who may read a message is the command service's to decide
+one for every command replica. Each message's id is a millisecond of its own, `<ms>-0`
+(`own_millisecond`): ids that counted the messages of a millisecond told a reader of the ones it
+may not read. Who may read a message is the command service's to decide
 (`services.command.chat`): the store keeps each message's sender and recipients and answers
 every one.
 """
@@ -61,8 +63,9 @@ class ChatLimits:
 
 @dataclass(frozen=True, slots=True)
 class ChatEntry:
-    """One stored message: `id` "<ms>-<n>" orders them (a stream entry id); `to_seats` empty
-    is the table."""
+    """One stored message: `id` "<ms>-<n>" orders them (a stream entry id: "<ms>-0", each message
+    its own millisecond, `own_millisecond`; chats stored before that have "<ms>-<n>" too);
+    `to_seats` empty is the table."""
 
     id: str
     from_seat: int
@@ -93,8 +96,17 @@ class ChatTooFast(Exception):
 
 
 def sent_ms(entry_id: str) -> int:
-    """When an entry was stored: the milliseconds its id starts with."""
+    """When an entry was stored: the milliseconds its id starts with (a few later than the
+    clock when messages came faster than one a millisecond: `own_millisecond`)."""
     return entry_key(entry_id)[0]
+
+
+def own_millisecond(now_ms: int, newest_id: str) -> int:
+    """The millisecond of a new message's id, `<ms>-0` (`chat_send.lua` makes it so too): now,
+    or the one after the chat's newest id when now is not past it. Each message has its own,
+    so a reader's ids never count the messages it may not read: Redis's `<ms>-<n>` did, and a
+    table message `<ms>-1` with no `<ms>-0` showed a whisper stored that millisecond."""
+    return max(now_ms, entry_key(newest_id)[0] + 1 if newest_id else 1)
 
 
 def _seats(text: str) -> tuple[int, ...]:
@@ -113,8 +125,9 @@ class ChatStore(ABC):
              now_ms: int | None = None) -> Sent:
         """Store a message of `seat` (or answer the one it sent under `message_id` before),
         atomically with its record; ChatTooFast when the seat is over its rate, MatchArchived
-        when the match was trimmed, nothing stored then. `now_ms`: the rate window's clock (by
-        default the store's: Redis's, so that every command replica times a seat alike)."""
+        when the match was trimmed, nothing stored then. `now_ms`: the clock of the rate window
+        and of the new id (`own_millisecond`); by default the store's (Redis's, so that every
+        command replica times a seat alike)."""
 
     @abstractmethod
     def read(self, match_id: str, after_id: str = "", count: int = 100) -> list[ChatEntry]:
@@ -127,7 +140,8 @@ class ChatStore(ABC):
     @abstractmethod
     def newest(self, match_id: str) -> tuple[str, int]:
         """The id of the match's newest message kept ("" for none) and the store's clock (Unix ms,
-        the one new ids are made from): whether a reader's cursor is one no message has yet."""
+        the one new ids are made from: no new id is before it, `own_millisecond`): whether a
+        reader's cursor is one no message has yet."""
 
 
 class TrimmingStore(Protocol):
@@ -144,11 +158,11 @@ class TrimmingStore(Protocol):
 
 
 class InMemoryChatStore(ChatStore):
-    """The Redis store's rules in one process (unit tests, single-process tools): ids as Redis
-    makes them, the cap, idempotency records, the rate; no expiry. Bound to the in-memory event
-    store its matches are in (`store`), a trim takes a match's chat with it and a trimmed match
-    takes no new message (MatchArchived), as `trim.lua` and `chat_send.lua` do; unbound, it knows
-    of no trim."""
+    """The Redis store's rules in one process (unit tests, single-process tools): ids as
+    `chat_send.lua` makes them, each match's its own, the cap, idempotency records, the rate;
+    no expiry. Bound to the in-memory event store its matches are in (`store`), a trim takes a
+    match's chat with it and a trimmed match takes no new message (MatchArchived), as
+    `trim.lua` and `chat_send.lua` do; unbound, it knows of no trim."""
 
     def __init__(self, limits: ChatLimits | None = None, store: TrimmingStore | None = None) -> None:
         self.limits = limits or ChatLimits()
@@ -156,7 +170,6 @@ class InMemoryChatStore(ChatStore):
         self._chats: dict[str, list[ChatEntry]] = {}
         self._records: dict[tuple[str, int, str], ChatEntry] = {}
         self._sends: dict[tuple[str, int], list[int]] = {}
-        self._last = (0, 0)
         self._store = store
         if store is not None:
             store.also_trim(self._drop)
@@ -192,10 +205,9 @@ class InMemoryChatStore(ChatStore):
                 wait = sends[limits.rate - 1] + limits.window_ms - now
                 if wait > 0:
                     raise ChatTooFast(wait)
-            ms = int(time.time() * 1000)
-            self._last = (ms, 0) if ms > self._last[0] else (self._last[0], self._last[1] + 1)
-            entry = ChatEntry(f"{self._last[0]}-{self._last[1]}", seat, tuple(to_seats), text, self._last[0])
             chat = self._chats.setdefault(match_id, [])
+            ms = own_millisecond(now, chat[-1].id if chat else "")
+            entry = ChatEntry(f"{ms}-0", seat, tuple(to_seats), text, ms)
             chat.append(entry)
             del chat[:-limits.keep]
             self._records[(match_id, seat, message_id)] = entry

@@ -10,8 +10,8 @@
 -- ARGV[1]  sender seat, in digits
 -- ARGV[2]  recipients, comma-separated seats ("" = the table)
 -- ARGV[3]  text
--- ARGV[4]  now, Unix milliseconds, or "" for Redis's own clock (the rate window's: one clock
---          for every command replica, whatever theirs say)
+-- ARGV[4]  now, Unix milliseconds, or "" for Redis's own clock (the rate window's and the new
+--          id's: one clock for every command replica, whatever theirs say)
 -- ARGV[5]  most messages a seat sends in a window ("0": no limit)
 -- ARGV[6]  the window, milliseconds
 -- ARGV[7]  the stream's MAXLEN (~)
@@ -49,7 +49,23 @@ if limit > 0 then
   end
 end
 
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], '*', 'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
+-- Each message gets a millisecond of its own, `<ms>-0`: now, or the one after the newest id
+-- when now is not past it (messages in one millisecond, a clock gone back). Redis's own id (`*`)
+-- counted the messages of a millisecond in its second part, so a reader handed `<ms>-1` with no
+-- `<ms>-0` learnt that a message it may not read (a whisper) was stored just before, and when;
+-- a millisecond skipped says nothing, as quiet ones are skipped all the time. The newest entry
+-- is the last id made: MAXLEN trims the oldest, and nothing deletes one. Ids stored the old way
+-- (`<ms>-<n>`) stay below every new one.
+local ms = math.max(now, 1)
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if top then
+  local last = tonumber(string.match(top[1], '^(%d+)-'))
+  if last >= ms then
+    ms = last + 1
+  end
+end
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], string.format('%d-0', ms),
+                      'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 redis.call('HSET', KEYS[2], 'id', id, 'to', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[8]), tonumber(ARGV[9])))
