@@ -244,11 +244,16 @@ _NAMED = ("id:", "at:")
 
 def _bounded(client: Any) -> Any:
     """A client on the same server as `client` whose calls give up after `REDIS_TIMEOUT_S` (the
-    store's own has no read timeout: a blocking read may wait for seconds)."""
+    store's own has no read timeout: a blocking read may wait for seconds), at the first try:
+    the store's settings carry redis-py's retries (10, backing off), with which one call on a
+    Redis that hangs waited 25 s. A write it gave up is made again next round anyway."""
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     pool = client.connection_pool
     kwargs = dict(pool.connection_kwargs)
-    kwargs.update(socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
+    kwargs.update(socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S,
+                  retry=Retry(NoBackoff(), 0))
     return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
                                                             max_connections=4, **kwargs))

@@ -402,3 +402,44 @@ class _Unanswered:
 
     def zrem(self, *args: object) -> None:
         raise TimeoutError("Timeout reading from socket")
+
+
+def test_a_write_to_a_redis_that_hangs_gives_up_after_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quarantine's client (`_bounded`) copied the store's connection settings, redis-py's
+    retries with them (10, backing off up to seconds): a ZREM on a Redis that accepts and never
+    answers took 25 s, not `REDIS_TIMEOUT_S` (2 s), holding the watchdog's hooks, a command's
+    read round and the exit. It makes one try: one connection, one wait."""
+    import socket
+
+    import redis
+
+    import services.command.quarantine as quarantine
+
+    monkeypatch.setattr(quarantine, "REDIS_TIMEOUT_S", 0.05)
+    hanging = socket.create_server(("127.0.0.1", 0))
+    hanging.settimeout(0.05)
+    accepted: list[socket.socket] = []
+    done = threading.Event()
+
+    def accept() -> None:
+        while not done.is_set():
+            try:
+                accepted.append(hanging.accept()[0])  # and never a byte back
+            except TimeoutError:
+                continue
+
+    accepting = threading.Thread(target=accept, daemon=True)
+    accepting.start()
+    store = redis.Redis(host="127.0.0.1", port=hanging.getsockname()[1])  # redis-py's own retries
+    q = Quarantine(store)
+    try:
+        with pytest.raises(redis.TimeoutError):
+            q.set_aside("m1", ["id:0/slow-1"], "7")
+        assert len(accepted) == 1, f"{len(accepted)} connections for one write"
+    finally:
+        q.close()
+        done.set()
+        accepting.join(30)
+        hanging.close()
+        for conn in accepted:
+            conn.close()
