@@ -202,32 +202,36 @@ class Watchdog:
         is past `until`, nor on the hooks' thread once stopped (the last look's to hand on):
         returns whether it handed on everything."""
         with self._handing:
-            asked: set[int] = set()
-            while self._told:
-                if self._cut(until):
-                    return False
-                stuck, ident, raw = self._told.popleft()
-                call = Running._make(raw)
-                if stuck:
-                    asked.add(ident)
-                    self._hand(ident, raw, now)
-                else:
-                    if self._unhanded.get(ident) is raw:
-                        del self._unhanded[ident]
-                    for key in [key for key in self._failing if key[0] == ident]:
-                        del self._failing[key]  # its hooks' failures end with it
-                    self._hook(self._on_ended, ident, call, now)
-            for ident, raw in list(self._unhanded.items()):
-                if ident in asked:
-                    continue
-                if self._cut(until):
-                    return False
-                if self._stuck.get(ident) is not raw:  # ended: its `on_ended` is told, or comes
-                    if self._unhanded.get(ident) is raw:
-                        del self._unhanded[ident]
-                    continue
+            return self._handed(now, until)
+
+    def _handed(self, now: float | None, until: float | None) -> bool:
+        """`hand`'s work, the caller holding `_handing`."""
+        asked: set[int] = set()
+        while self._told:
+            if self._cut(until):
+                return False
+            stuck, ident, raw = self._told.popleft()
+            call = Running._make(raw)
+            if stuck:
+                asked.add(ident)
                 self._hand(ident, raw, now)
-            return True
+            else:
+                if self._unhanded.get(ident) is raw:
+                    del self._unhanded[ident]
+                for key in [key for key in self._failing if key[0] == ident]:
+                    del self._failing[key]  # its hooks' failures end with it
+                self._hook(self._on_ended, ident, call, now)
+        for ident, raw in list(self._unhanded.items()):
+            if ident in asked:
+                continue
+            if self._cut(until):
+                return False
+            if self._stuck.get(ident) is not raw:  # ended: its `on_ended` is told, or comes
+                if self._unhanded.get(ident) is raw:
+                    del self._unhanded[ident]
+                continue
+            self._hand(ident, raw, now)
+        return True
 
     def _cut(self, until: float | None) -> bool:
         """Whether `hand` stops before its next hook (see there)."""
@@ -314,29 +318,50 @@ class Watchdog:
                 log.exception("stuck_call_check_failed")
 
     def stop(self) -> None:
+        self._halt()
+        if self._hands is not None and self._hands is not threading.current_thread():
+            self._hands.join(timeout=self._every + 1)
+
+    def _halt(self) -> None:
+        """The watch stopped (its thread joined), and the hooks' thread told to stop at its next
+        hook: what it has not handed on is left in `_told` for the last look."""
         self._stop.set()
         self._wake.set()
-        for thread in (self._thread, self._hands):
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=self._every + 1)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=self._every + 1)
 
     def finish(self) -> None:
         """Stop, then one last look (a server's drain over): the stuck calls that ended in it are
-        told ended (`on_ended`), which the stopped watch would never tell. Its hooks not while
-        a round's are still under way (a hook waiting on Redis): two at once would tell twice;
-        and none begun past `LAST_LOOK_S` (the exit waits for them)."""
-        self.stop()
+        told ended (`on_ended`), which the stopped watch would never tell. Its hooks once the
+        one under way on the hooks' thread (a set-aside waiting on Redis) has returned, in the
+        order told (a lift after its set-aside), and none begun past `LAST_LOOK_S` from the stop
+        (the exit waits for them): those left are named in `stuck_call_last_look_skipped` (the
+        hook under way outlasted it) or `stuck_call_last_look_cut`."""
+        until = self._clock() + LAST_LOOK_S
+        self._halt()
         with self._last_look:
             try:
                 self.look()
             except Exception:  # noqa: BLE001 - the stop goes on
                 log.exception("stuck_call_check_failed")
-            if self._hands is not None and self._hands.is_alive():
-                log.warning("stuck_call_last_look_skipped")
+            # The lock's wait is in real seconds, the deadline in the watch's clock's.
+            if not self._handing.acquire(timeout=max(0.0, until - self._clock())):
+                log.warning("stuck_call_last_look_skipped", **self._left())
                 return
             try:
-                if not self.hand(until=self._clock() + LAST_LOOK_S):
-                    log.warning("stuck_call_last_look_cut", left=len(self._told),
-                                calls=[Running._make(raw).rpc for _, _, raw in list(self._told)][:16])
+                if not self._handed(None, until):
+                    log.warning("stuck_call_last_look_cut", **self._left())
             except Exception:  # noqa: BLE001 - the stop goes on
                 log.exception("stuck_call_check_failed")
+            finally:
+                self._handing.release()
+        if self._hands is not None and self._hands is not threading.current_thread():
+            self._hands.join(timeout=max(0.0, until - self._clock()))  # it has nothing more to hand on
+
+    def _left(self) -> dict[str, Any]:
+        """The verdicts a last look did not hand on, as its line names them: an operator lifts
+        (`ended`) or sets aside by hand what the service would have (docs/operations.md)."""
+        left = list(self._told)
+        return {"left": len(left),
+                "calls": [{"rpc": call.rpc, "ended": not stuck, **self._fields(call)}
+                          for stuck, call in ((stuck, Running._make(raw)) for stuck, _, raw in left[:16])]}

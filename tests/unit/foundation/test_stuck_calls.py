@@ -354,7 +354,8 @@ def test_a_stops_last_look_begins_no_hook_past_its_time() -> None:
         clock[0] += LAST_LOOK_S * 0.75  # a ZREM that waits for its timeout
 
     watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running, every=3600.0,
-                        on_ended=lift_waiting_on_redis, clock=lambda: clock[0])
+                        on_ended=lift_waiting_on_redis, clock=lambda: clock[0],
+                        describe=lambda call: {"match_id": call.request.match_id})
     assert watchdog.check() == 3
     running.update({1: None, 2: None, 3: None})
     with structlog.testing.capture_logs() as captured:
@@ -363,3 +364,55 @@ def test_a_stops_last_look_begins_no_hook_past_its_time() -> None:
     assert ended == [1, 2]  # the third begun past its time: left
     (cut,) = _logged("stuck_call_last_look_cut", captured)
     assert cut["left"] == 1
+    # What to lift by hand: the line named only the rpc ("SubmitCommand"), not which match.
+    assert cut["calls"] == [{"rpc": "SubmitCommand", "ended": True, "match_id": "m1"}]
+
+
+class _EndsInTheDrain(dict):  # type: ignore[type-arg]
+    """Slots whose call `ident` runs for the watch's own thread, and has ended for any other
+    look (a stop's last look): a call that ends in the drain, after the watch has stopped."""
+
+    def __init__(self, ident: int, call: tuple[Any, ...]) -> None:
+        super().__init__({ident: call})
+        self.ident = ident
+
+    def items(self):  # type: ignore[override]
+        if threading.current_thread().name == "stuck-calls":
+            return super().items()
+        return {**self, self.ident: None}.items()
+
+
+def test_a_stops_last_look_lifts_what_ended_once_a_set_aside_under_way_is_made() -> None:
+    """The hooks' thread stops handing on once stopped, and the last look skipped its hooks
+    whenever a set-aside was still waiting on Redis (a second and more): a stuck call that ended
+    in the drain was never lifted, and its command stayed refused on every replica for 6 hours.
+    The last look waits for the hook under way (within `LAST_LOOK_S`), then hands on the rest."""
+    import time
+
+    ours = _Servicer()
+    running = _EndsInTheDrain(7, _call(time.monotonic() - 100.0, ours))
+    entered, looked = threading.Event(), threading.Event()
+    handed: list[tuple[str, int]] = []
+
+    def on_stuck(ident: int, call: Any) -> bool:
+        entered.set()
+        looked.wait(60)  # a set-aside waiting on Redis until the last look has told its verdicts
+        handed.append(("set aside", ident))
+        return True
+
+    def on_change(stuck: bool) -> None:
+        if not stuck:
+            looked.set()
+
+    watchdog = Watchdog(1.0, on_change, servicers=[ours], running=running, on_stuck=on_stuck,  # type: ignore[arg-type]
+                        on_ended=lambda ident, call: handed.append(("lifted", ident)), every=0.01)
+    watchdog.start()
+    try:
+        assert entered.wait(30)
+        with structlog.testing.capture_logs() as captured:
+            watchdog.finish()
+        assert handed == [("set aside", 7), ("lifted", 7)], captured
+        assert not _logged("stuck_call_last_look_skipped", captured)
+    finally:
+        looked.set()
+        watchdog.stop()
