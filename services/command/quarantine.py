@@ -156,11 +156,25 @@ class Quarantine:
     def close(self) -> None:
         """Make the lifts still pending, then close the connections of its own pool (`_bounded`);
         the app closes it with its store. A write under way (the watchdog's, on a Redis that hangs)
-        is waited for `REDIS_TIMEOUT_S` at most: the service's exit, stuck or not, waits for this."""
-        if self._writer is not None:
-            if self._lifting and not self._lift_pending(wait_s=REDIS_TIMEOUT_S):
+        is waited for `REDIS_TIMEOUT_S` at most, lifts pending or not: the pool's disconnect cuts
+        the connections in use too (a set-aside of a call still stuck as the service leaves), and
+        the service's exit, stuck or not, waits for this."""
+        if self._writer is None:
+            return
+        written = self._writing.acquire(timeout=REDIS_TIMEOUT_S)
+        try:
+            if written and self._lifting:
+                try:
+                    self._take_out()
+                except Exception as exc:  # noqa: BLE001 - told below
+                    log.warning("command_quarantine_lift_pending", members=sorted(self._lifting)[:16],
+                                error=f"{type(exc).__name__}: {exc}"[:200])
+            if self._lifting:
                 log.warning("command_quarantine_lift_lost", members=sorted(self._lifting)[:16])
             self._writer.connection_pool.disconnect()
+        finally:
+            if written:
+                self._writing.release()
 
     def _lift_pending(self, wait_s: float = -1) -> bool:
         """Take the members lifted here out of Redis; whether none is left pending. `wait_s`: how

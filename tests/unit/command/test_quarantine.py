@@ -443,3 +443,69 @@ def test_a_write_to_a_redis_that_hangs_gives_up_after_one_wait(monkeypatch: pyte
         hanging.close()
         for conn in accepted:
             conn.close()
+
+
+def test_closing_cuts_no_write_under_way_even_with_no_lift_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Close waited for the watchdog's write under way only with a lift pending: with none, it
+    disconnected the pool at once, in-use connections too, and a set-aside Redis was about to
+    make (a call still stuck as the service leaves) was cut off mid-write. It waits for it
+    (`REDIS_TIMEOUT_S` at most) before disconnecting."""
+    import services.command.quarantine as quarantine
+
+    answer, closer, writing_now = threading.Event(), threading.Event(), threading.Event()
+    disconnected_mid_write: list[bool] = []
+
+    class _Slow(_Unanswered):
+        def __init__(self) -> None:
+            self.connection_pool = type("Pool", (), {})()
+            self.connection_pool.disconnect = lambda: disconnected_mid_write.append(writing_now.is_set())
+
+        def register_script(self, script: str) -> object:
+            def script(**kwargs: object) -> None:
+                writing_now.set()
+                answer.wait(30)  # Redis answers once close waits for it
+                writing_now.clear()
+
+            return script
+
+    class _Watched:
+        """The quarantine's write lock, telling when the closing thread asks for it."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            if closer.is_set():
+                answer.set()
+            return self.inner.acquire(blocking, timeout)
+
+        def release(self) -> None:
+            self.inner.release()
+
+        def locked(self) -> bool:
+            return self.inner.locked()
+
+        def __enter__(self) -> bool:
+            return self.acquire()
+
+        def __exit__(self, *exc: object) -> None:
+            self.release()
+
+    class _Client:
+        connection_pool = type("Pool", (), {"connection_kwargs": {}, "connection_class": None})()
+
+    monkeypatch.setattr(quarantine, "_bounded", lambda client: _Slow())
+    monkeypatch.setattr(quarantine, "REDIS_TIMEOUT_S", 30.0)
+    q = Quarantine(_Client())
+    q._writing = _Watched(q._writing)  # type: ignore[assignment]
+    writer = threading.Thread(target=q.set_aside, args=("m1", ["id:0/slow-1"], "7"), daemon=True)
+    try:
+        writer.start()
+        assert writing_now.wait(30)  # the write under way
+        closer.set()
+        q.close()
+        answer.set()
+        writer.join(30)
+        assert disconnected_mid_write == [False]
+    finally:
+        answer.set()
