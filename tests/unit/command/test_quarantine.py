@@ -471,7 +471,7 @@ def test_closing_cuts_no_write_under_way_even_with_no_lift_pending(monkeypatch: 
     class _Watched:
         """The quarantine's write lock, telling when the closing thread asks for it."""
 
-        def __init__(self, inner: Any) -> None:
+        def __init__(self, inner: threading.Lock) -> None:
             self.inner = inner
 
         def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
