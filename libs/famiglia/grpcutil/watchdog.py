@@ -252,7 +252,7 @@ class Watchdog:
         """What `hook` returns; False when it raised. A hook that raises round after round (Redis
         away) is one line with its traceback, then one line every `HOOK_FAILED_EVERY_S` at most
         with the failures meanwhile, or at once if it raises something else; once it answers,
-        one `stuck_call_hook_recovered` line."""
+        one `stuck_call_hook_recovered` line. Each names the call as `call_stuck` does."""
         if hook is None:
             return None
         name = getattr(hook, "__name__", "?")
@@ -265,7 +265,7 @@ class Watchdog:
             failing = self._failing.get(key)
             if failing is None or failing.kind != kind:
                 log.exception("stuck_call_hook_failed", rpc=call.rpc, hook=name,
-                              failures=1 if failing is None else failing.since + 1)
+                              failures=1 if failing is None else failing.since + 1, **self._fields(call))
                 if failing is None:
                     self._failing[key] = _Failing(kind, now)
                 else:
@@ -276,12 +276,13 @@ class Watchdog:
             failing.since += 1
             if now - failing.logged >= HOOK_FAILED_EVERY_S:
                 log.error("stuck_call_hook_failed", rpc=call.rpc, hook=name, failures=failing.since,
-                          error=f"{kind}: {exc}"[:200])
+                          error=f"{kind}: {exc}"[:200], **self._fields(call))
                 failing.logged, failing.since = now, 0
             return False
         failing = self._failing.pop(key, None)
         if failing is not None:
-            log.info("stuck_call_hook_recovered", rpc=call.rpc, hook=name, failures=failing.total)
+            log.info("stuck_call_hook_recovered", rpc=call.rpc, hook=name, failures=failing.total,
+                     **self._fields(call))
         return answer
 
     def _fields(self, call: Running) -> dict[str, Any]:

@@ -416,3 +416,27 @@ def test_a_stops_last_look_lifts_what_ended_once_a_set_aside_under_way_is_made()
     finally:
         looked.set()
         watchdog.stop()
+
+
+def test_a_failing_hooks_lines_name_the_call_they_are_about() -> None:
+    """`stuck_call_hook_failed` and `_recovered` said only the rpc and the hook: with two calls
+    stuck (SubmitCommand both), which match's set-aside Redis had not made, nor which one
+    was made at last, could not be told. They carry the call's fields, as `call_stuck` does."""
+    ours = _Servicer()
+    running: dict[int, tuple[Any, ...] | None] = {7: _call(0.0, ours)}
+    failing = [True]
+
+    def on_stuck(ident: int, call: Any) -> bool:
+        if failing[0]:
+            raise ConnectionError("Redis away")
+        return True
+
+    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[ours], running=running, on_stuck=on_stuck,
+                        describe=lambda call: {"match_id": call.request.match_id})
+    with structlog.testing.capture_logs() as captured:
+        watchdog.check(now=5.0)
+        failing[0] = False
+        watchdog.check(now=6.0)
+    (failed,) = _logged("stuck_call_hook_failed", captured)
+    (recovered,) = _logged("stuck_call_hook_recovered", captured)
+    assert failed["match_id"] == "m1" and recovered["match_id"] == "m1"
