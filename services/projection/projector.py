@@ -55,7 +55,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
 from opentelemetry import trace
 from opentelemetry.trace import Link
 from sqlalchemy import delete, select
@@ -75,6 +74,7 @@ from famiglia.eventstore.envelopes import (
     open_match_created,
     open_seat_change,
 )
+from famiglia.grpcutil.errors import store_away
 from famiglia.matchstate import MatchState
 from famiglia.ratings import MatchOutcome, Placement, ranks_with_leavers
 from famiglia.readmodels import game_scope, tournament_scope
@@ -153,12 +153,13 @@ class StoreCorrupt(ValueError):
     consumer held back for good on one corrupt event)."""
 
 
-STORE_AWAY: tuple[type[BaseException], ...] = (
-    ConnectionError, TimeoutError, OSError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError)
-"""What reading the event store raises when Redis is out of reach, not when its data is bad:
-refused or dropped connections (Redis restarting, loading its data: `BusyLoadingError`), timeouts,
-a replica whose primary is down (`MASTERDOWN`), a cluster moving slots."""
+def store_unreachable(exc: BaseException) -> bool:
+    """Whether reading the event store failed for Redis out of reach or refusing for now, not
+    for its data: `famiglia.grpcutil.errors.store_away`, the one classification every service's
+    answers use (refused or dropped connections, timeouts, Redis loading its data, a replica
+    whose primary is down, a cluster moving slots, READONLY, OOM, MISCONF), and a socket's own
+    OSError."""
+    return isinstance(exc, OSError) or store_away(exc)
 
 
 class MatchCache:
@@ -611,9 +612,10 @@ class Projector:
             return []
         try:
             return self.store_events(match_id, after)
-        except STORE_AWAY as exc:
-            raise StoreUnreadable(f"{match_id}: {type(exc).__name__}: {exc}") from exc
-        except Exception as exc:  # the store answered: what it holds of the match is bad
+        except Exception as exc:
+            if store_unreachable(exc):
+                raise StoreUnreadable(f"{match_id}: {type(exc).__name__}: {exc}") from exc
+            # the store answered: what it holds of the match is bad
             raise StoreCorrupt(f"{match_id}: the store's events past seq {after} cannot be read: "
                                f"{type(exc).__name__}: {exc}") from exc
 

@@ -8,6 +8,7 @@ acts on besides (ErrorInfo.metadata: `clock_not_run_out`'s `left_ms`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import grpc
@@ -82,8 +83,19 @@ def _store_errors() -> tuple[type[BaseException], ...]:
         from redis import exceptions
     except ImportError:  # pragma: no cover - every service has redis-py
         return (ConnectionError, TimeoutError)
-    # BusyLoadingError (Redis loading its AOF after a restart) is one of redis-py's ConnectionErrors.
-    return (ConnectionError, TimeoutError, exceptions.ConnectionError, exceptions.TimeoutError)
+    # BusyLoadingError (Redis loading its AOF after a restart) is one of redis-py's ConnectionErrors;
+    # the reply errors of `STORE_REFUSING` redis-py has classes for count however they were made.
+    return (ConnectionError, TimeoutError, exceptions.ConnectionError, exceptions.TimeoutError,
+            exceptions.ReadOnlyError, exceptions.OutOfMemoryError, exceptions.ClusterDownError,
+            exceptions.TryAgainError)
+
+
+def _response_error() -> tuple[type[BaseException], ...]:
+    try:
+        from redis import exceptions
+    except ImportError:  # pragma: no cover - every service has redis-py
+        return ()
+    return (exceptions.ResponseError,)
 
 
 def doubled_pause(base: float, times: int, most: float) -> float:
@@ -93,17 +105,50 @@ def doubled_pause(base: float, times: int, most: float) -> float:
 
 
 _STORE_ERRORS: tuple[type[BaseException], ...] | None = None
+_RESPONSE_ERROR: tuple[type[BaseException], ...] | None = None
+
+#: The error codes of a Redis that answers but refuses for now, a state that passes without
+#: anything of ours changing: a replica (READONLY: the primary failed over and this node was
+#: demoted, or the client still points at the old one), past maxmemory with nothing to evict
+#: (OOM), its snapshot failing to save (MISCONF: a disk full), loading its data (LOADING), a
+#: replica whose primary is down (MASTERDOWN), a cluster reconfiguring (CLUSTERDOWN, TRYAGAIN).
+#: A write it refuses so wrote nothing: Redis checks them before a command's first write, and a
+#: script's first write (one refused aborts the script, before anything of it is written).
+STORE_REFUSING = frozenset({"READONLY", "OOM", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN"})
+#: How Redis 6 tells a command refused inside a script: "ERR Error running script (call to
+#: f_...): @user_script:12: -READONLY You can't write...".
+_IN_SCRIPT = re.compile(r"-([A-Z]+) ")
+
+
+def store_refusing(exc: BaseException) -> bool:
+    """Whether `exc` is a reply error of a Redis refusing for now (`STORE_REFUSING`), read from
+    the reply's code: redis-py's class for some (ReadOnlyError, OutOfMemoryError...), a plain
+    ResponseError for others (MISCONF), and Redis 6 wraps a script's in an ERR."""
+    global _RESPONSE_ERROR
+    if _RESPONSE_ERROR is None:
+        _RESPONSE_ERROR = _response_error()
+    if not isinstance(exc, _RESPONSE_ERROR):
+        return False
+    code = getattr(exc, "status_code", None)  # redis-py 7+: the reply's first word, taken off the message
+    text = str(exc)
+    if code in STORE_REFUSING or text.split(" ", 1)[0] in STORE_REFUSING:
+        return True
+    if code is not None and code != "ERR" or not text.startswith(("ERR Error running script", "Error running script")):
+        return False
+    found = _IN_SCRIPT.search(text)
+    return found is not None and found.group(1) in STORE_REFUSING
 
 
 def store_away(exc: BaseException) -> bool:
-    """Whether `exc` says the store (Redis) is out of reach: restarting, failing over, refusing
-    connections, too slow to answer. Such a failure is UNAVAILABLE (retry), not INTERNAL.
-    (A built-in ConnectionError or TimeoutError is a socket's: the store's own fast paths
-    raise those.)"""
+    """Whether `exc` says the store (Redis) is out of reach or refusing for now: restarting,
+    loading, failing over (a replica's READONLY), refusing connections, too slow to answer, past
+    its memory or unable to save (`STORE_REFUSING`). Such a failure is UNAVAILABLE (retry), not
+    INTERNAL. (A built-in ConnectionError or TimeoutError is a socket's: the store's own fast
+    paths raise those.) The one classification: the projection's `StoreUnreadable` uses it too."""
     global _STORE_ERRORS
     if _STORE_ERRORS is None:
         _STORE_ERRORS = _store_errors()
-    return isinstance(exc, _STORE_ERRORS)
+    return isinstance(exc, _STORE_ERRORS) or store_refusing(exc)
 
 
 def _database_errors() -> tuple[type[BaseException], type[BaseException], type[BaseException]] | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis._parsers.base import BaseParser
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.readmodels import match_summary
@@ -395,7 +396,13 @@ def test_a_store_that_cannot_be_read_fails_the_batch_without_parking_the_match(p
 
 @pytest.mark.parametrize("away", [redis.exceptions.ConnectionError("Connection refused"),
                                   redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
-                                  redis.exceptions.TimeoutError("Timeout reading from socket")])
+                                  redis.exceptions.TimeoutError("Timeout reading from socket"),
+                                  # Redis's own replies, as redis-py's parser makes them
+                                  BaseParser.parse_error("MASTERDOWN Link with MASTER is down"),
+                                  BaseParser.parse_error("MISCONF Redis is configured to save RDB snapshots, but "
+                                                         "it's currently unable to persist to disk."),
+                                  BaseParser.parse_error("OOM command not allowed when used memory > 'maxmemory'."),
+                                  BaseParser.parse_error("READONLY You can't write against a read only replica.")])
 def test_redis_out_of_reach_is_an_unreadable_store_never_a_poison(projector: Projector, away: Exception) -> None:
     entries, _ = played_entries("m1", seed=6)
     projector.project(entries[:8])
