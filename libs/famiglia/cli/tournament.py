@@ -11,6 +11,8 @@ FAMIGLIA_BOTS_ADDR points); each entrant is a bot policy, optionally with its
 budget: `ismcts?iterations=200&seconds=0.5`. Creating and cancelling send an operator
 token, minted from the deployment's secret (FAMIGLIA_SECRET, or the embedded stack's
 var/secret; signed with FAMIGLIA_SECRET_ACCEPTED too when it is set, a secret rollover).
+A creation goes under a random request id and, left without an answer (UNAVAILABLE,
+DEADLINE_EXCEEDED: it may have been made), is asked for once more with the same id.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +40,8 @@ from famiglia.v1 import tournament_service_pb2 as pb
 from famiglia.v1 import tournament_service_pb2_grpc as pb_grpc
 
 console = Console()
+NO_ANSWER = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+"""A call's statuses that say nothing of whether it was done."""
 _STATUS = {pb.TOURNAMENT_RUNNING: "running", pb.TOURNAMENT_FINISHED: "finished",
            pb.TOURNAMENT_CANCELLED: "cancelled"}
 
@@ -78,7 +83,25 @@ class TournamentClient:
     def wait_ready(self, timeout: float = 30.0) -> None:
         grpc.channel_ready_future(self.channel).result(timeout=timeout)
 
-    def create(self, request: pb.CreateTournamentRequest) -> pb.Tournament:
+    def create(self, request: pb.CreateTournamentRequest,
+               on_retry: Callable[[grpc.StatusCode], None] | None = None) -> pb.Tournament:
+        """CreateTournament under a request id (a random one when the request has none), asked
+        once more with the same id when no answer came (UNAVAILABLE, DEADLINE_EXCEEDED: it may
+        have been made): the server answers with the tournament that id made, or makes it.
+        Without an id a retry after a lost answer ran a second tournament beside the first.
+        `on_retry` hears of the second ask."""
+        if not request.request_id:
+            asked = pb.CreateTournamentRequest()
+            asked.CopyFrom(request)
+            asked.request_id = uuid.uuid4().hex
+            request = asked
+        try:
+            return self.stub.CreateTournament(request, timeout=self.timeout, metadata=self._as_operator())
+        except grpc.RpcError as lost:
+            if lost.code() not in NO_ANSWER:  # type: ignore[attr-defined]
+                raise
+            if on_retry is not None:
+                on_retry(lost.code())  # type: ignore[attr-defined]
         return self.stub.CreateTournament(request, timeout=self.timeout, metadata=self._as_operator())
 
     def get(self, tournament_id: str, include_matches: bool = False) -> pb.Tournament:
@@ -195,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         name=args.name, games=games, entrants=[e for e in args.entrants.split(",") if e],
         matches_per_game=args.matches, round_robin=args.round_robin, seed=args.seed,
         concurrency=args.concurrency, deadline_seconds=args.deadline)
-    t = client.create(request)
+    t = client.create(request, on_retry=lambda lost: console.print(f"[yellow]no answer[/] ({lost.name}); asking again"))
     console.print(f"tournament [bold]{escape(t.tournament_id)}[/]: {t.planned} matches")
     if args.no_wait:
         return 0
@@ -398,7 +421,7 @@ def run_main_job(args: argparse.Namespace, out: Console) -> int:
         if old.status == pb.TOURNAMENT_RUNNING and old.name.startswith("make run"):
             client.cancel(old.tournament_id)
             out.print(f"[dim]cancelled the unfinished {escape(old.name)} {escape(old.tournament_id)}[/]")
-    t = client.create(request)
+    t = client.create(request, on_retry=lambda lost: out.print(f"[yellow]no answer[/] ({lost.name}); asking again"))
     out.rule(escape(f"bot tournament: {', '.join(g.game_id for g in games)} — "
                     f"{', '.join(short(e) for e in request.entrants)}"))
     t = follow(client, t.tournament_id, out, check=_stack_problem)
