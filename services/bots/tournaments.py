@@ -380,6 +380,20 @@ class TournamentRepo:
         pipe.hdel(self._key(tid, "starting"), str(index))
         pipe.execute()
 
+    def still_since(self, tid: str, match_id: str, version: int) -> int | None:
+        """When (ms since the epoch) a runner first saw the match at `version`, as `mark_still`
+        wrote it down; None when nothing is written down for that version (or it expired)."""
+        raw = self.client.get(self._key(tid, f"still:{match_id}"))
+        seen, _, since = _text(raw).partition(":") if raw is not None else ("", "", "")
+        return int(since) if seen == str(version) and since.isdigit() else None
+
+    def mark_still(self, tid: str, match_id: str, version: int, since_ms: int, ttl_s: float) -> None:
+        """Write down (again) since when the match has been at `version`, for `ttl_s`: the
+        stuck-match check outlives a runner's restart, not an outage of every runner longer
+        than that."""
+        self.client.set(self._key(tid, f"still:{match_id}"), f"{version}:{since_ms}",
+                        px=max(1, int(ttl_s * 1000)))
+
     def add_moves(self, tid: str, moves: int) -> None:
         """Count a tournament's moves; nothing once its records are gone (swept)."""
         self._add_moves(keys=[self._key(tid)], args=[moves])
@@ -1000,18 +1014,26 @@ class TournamentRunner:
         Its version is read at most every quarter of `stuck_seconds`, not every step
         (4 a second): those reads, one MULTI round trip per match in play, were ~6 % of
         the bots process in a tournament. A stuck match is abandoned 1 to 1.5
-        `stuck_seconds` after its last event."""
+        `stuck_seconds` after its last event. When it was first seen at its version is
+        written down in Redis too (`TournamentRepo.mark_still`, kept `stuck_seconds` past
+        each check): kept in memory only, it started over at each restart, and a runner
+        restarting more often than `stuck_seconds` never abandoned a stuck match."""
         now = time.monotonic()
-        key = (record.tournament_id, match_id)
+        tid, key = record.tournament_id, (record.tournament_id, match_id)
         seen = self._seen.get(key)
         if seen is not None and now - seen[2] < self.stuck_seconds / 4:
             return
         version = self.store.version(match_id)
-        if seen is None or seen[0] != version:
-            self._seen[key] = (version, now, now)
-            return
-        self._seen[key] = (version, seen[1], now)
-        if now - seen[1] > self.stuck_seconds:
+        wall_ms = _ms()
+        if seen is not None and seen[0] == version:
+            since = seen[1]
+        else:
+            written = self.repo.still_since(tid, match_id, version) if seen is None else None
+            # A time ahead of this runner's clock (another runner's) counts as now.
+            since = now if written is None else now - max(0, wall_ms - written) / 1000
+        self._seen[key] = (version, since, now)
+        self.repo.mark_still(tid, match_id, version, wall_ms - int((now - since) * 1000), self.stuck_seconds)
+        if now - since > self.stuck_seconds:
             log.warning("tournament_match_stuck", tournament_id=record.tournament_id, match_id=match_id)
             self._cancel_stuck(record.tournament_id, match_id)
             game_id = next((p.game_id for p in self.plan_of(record)

@@ -94,3 +94,40 @@ def test_running_tournaments_written_before_the_index_are_indexed(redis_url: str
     old.set_status(done, FINISHED)
     client.delete(RUNNING_KEY, RUNNING_INDEXED)  # as the earlier release wrote them
     assert TournamentRepo(client).ids(limit=50, running_only=True) == [running]
+
+
+def test_when_a_match_was_first_seen_still_outlives_its_runner_for_a_while(redis_url: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stuck-match check's count, written down in the tournament's slot with an expiry, so
+    a new runner (a restart) goes on counting; an outage of every runner longer than
+    `stuck_seconds` lets it expire (the dispatcher, in the same process, was away too)."""
+    client = redis.Redis.from_url(redis_url)
+    repo = TournamentRepo(client)
+    tid = repo.create(_spec("still"))
+    assert repo.still_since(tid, "m1", 5) is None
+    repo.mark_still(tid, "m1", 5, 1_700_000_000_000, ttl_s=180.0)
+    assert repo.still_since(tid, "m1", 5) == 1_700_000_000_000
+    assert repo.still_since(tid, "m1", 6) is None  # it moved since: another version's count
+    assert repo.still_since(tid, "m2", 5) is None
+    key = TournamentRepo._key(tid, "still:m1")
+    assert 0 < client.pttl(key) <= 180_000
+
+    class Store:
+        def version(self, match_id: str) -> int:
+            return 5
+
+    clock = [1000.0]
+    monkeypatch.setattr(tournaments.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(tournaments, "_ms", lambda: 1_700_000_000_000 + 41_000)  # 41 s after it was first seen
+    record = tournaments.TournamentRecord(tid, _spec("still"), RUNNING, 0, started={0: "m1"})
+    cancelled: list[str] = []
+
+    class Game:
+        def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> None:
+            cancelled.append(match_id)
+
+    runner = tournaments.TournamentRunner(repo, Game(), Store(), stuck_seconds=40.0)  # type: ignore[arg-type]
+    runner._plans[tid] = []
+    runner._check_stuck(record, "m1")  # a new runner's first look: still for 41 s already
+    assert cancelled == ["m1"] and record.results == {"m1": {"abandoned": True}}
+    client.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -145,6 +146,20 @@ def test_the_tournament_service_plans_a_tournament_once_however_often_it_is_aske
     assert sum(g.started for g in again.games) == 2
 
 
+class _Still:
+    """`TournamentRepo.still_since`/`mark_still` in memory (expiry aside): what outlives a runner."""
+
+    def __init__(self) -> None:
+        self.still: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def still_since(self, tid: str, match_id: str, version: int) -> int | None:
+        seen = self.still.get((tid, match_id))
+        return seen[1] if seen is not None and seen[0] == version else None
+
+    def mark_still(self, tid: str, match_id: str, version: int, since_ms: int, ttl_s: float) -> None:
+        self.still[(tid, match_id)] = (version, since_ms)
+
+
 def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_every_step(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from services.bots import tournaments
@@ -157,7 +172,7 @@ def test_a_match_that_stops_moving_is_abandoned_and_its_version_is_not_read_ever
             self.reads += 1
             return self.at
 
-    class Repo:
+    class Repo(_Still):
         recorded: list[tuple[str, str, dict]] = []
 
         def record(self, tournament_id: str, match_id: str, result: dict) -> None:
@@ -202,6 +217,67 @@ class _RpcError(grpc.RpcError):
         return self._code.name
 
 
+def _restarting_runners(monkeypatch: pytest.MonkeyPatch, repo: _Still, every: float, for_seconds: float,
+                        version: Callable[[float], int]) -> tuple[list[str], float]:
+    """Runners of one tournament, each replaced by a new one (a restart: a new process, its
+    monotonic clock from another origin) every `every` seconds, stepping 4 times a second over
+    `for_seconds`; the match's version at each second is `version(t)`. What they cancelled, and
+    when the first cancel came."""
+    from services.bots import tournaments
+
+    class Store:
+        def version(self, match_id: str) -> int:
+            return version(clock[0])
+
+    class Game:
+        def __init__(self) -> None:
+            self.cancelled: list[str] = []
+
+        def cancel_match(self, match_id: str, reason: str, *, token: str, request_id: str = "") -> None:
+            self.cancelled.append(match_id)
+
+    clock, origin, game, first = [0.0], [5000.0], Game(), [-1.0]
+    monkeypatch.setattr(tournaments.time, "monotonic", lambda: origin[0] + clock[0])
+    monkeypatch.setattr(tournaments.time, "time", lambda: 1_800_000_000.0 + clock[0])
+    record = tournaments.TournamentRecord("t1", spec(), tournaments.RUNNING, 0, started={0: "m1"})
+    runner = None
+    while clock[0] < for_seconds and not record.results:
+        if runner is None or clock[0] % every == 0:
+            origin[0] = 5000.0 + 7919.0 * clock[0]  # a new process: another origin
+            runner = tournaments.TournamentRunner(repo, game, Store(), stuck_seconds=40.0)  # type: ignore[arg-type]
+            runner._plans["t1"] = []
+        runner._check_stuck(record, "m1")
+        if game.cancelled and first[0] < 0:
+            first[0] = clock[0]
+        clock[0] += 0.25
+    return game.cancelled, first[0]
+
+
+def test_a_stuck_match_is_abandoned_though_its_runner_restarts_more_often_than_stuck_seconds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the match was first seen at its version was kept in memory only: a runner restarted
+    every 30 s (a crash loop, a rolling deploy) started the count over each time and never
+    abandoned a match stuck for 40 s. It is written down in Redis now, so restarts go on counting."""
+
+    class Repo(_Still):
+        def record(self, tournament_id: str, match_id: str, result: dict) -> None:
+            pass
+
+    cancelled, at = _restarting_runners(monkeypatch, Repo(), every=30.0, for_seconds=300.0, version=lambda t: 3)
+    assert cancelled == ["m1"]
+    assert 40.0 < at <= 40.0 * 1.5  # as without restarts: 1 to 1.5 stuck_seconds at one version
+
+
+def test_a_match_that_moves_is_never_abandoned_across_restarts(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Repo(_Still):
+        def record(self, tournament_id: str, match_id: str, result: dict) -> None:
+            raise AssertionError("a moving match abandoned")
+
+    cancelled, _ = _restarting_runners(monkeypatch, Repo(), every=30.0, for_seconds=300.0,
+                                       version=lambda t: 1 + int(t // 25))  # a move every 25 s
+    assert cancelled == []
+
+
 @pytest.mark.parametrize(("refused", "abandoned"), [(grpc.StatusCode.UNAVAILABLE, False),
                                                     (grpc.StatusCode.FAILED_PRECONDITION, True)])
 def test_a_stuck_match_whose_cancel_fails_is_abandoned_only_once_the_command_service_answered(
@@ -215,7 +291,7 @@ def test_a_stuck_match_whose_cancel_fails_is_abandoned_only_once_the_command_ser
         def version(self, match_id: str) -> int:
             return 7
 
-    class Repo:
+    class Repo(_Still):
         recorded: list[str] = []
 
         def record(self, tournament_id: str, match_id: str, result: dict) -> None:
