@@ -109,3 +109,22 @@ def test_a_player_who_leaves_while_the_backfill_writes_is_not_left_listed() -> N
     reindex_players(app)
     assert index.newest("p0", 10) == [] and index.newest("p1", 10) == [match_id]
 
+
+
+@pytest.mark.parametrize("refusal", ["READONLY You can't write against a read only replica.",
+                                     "OOM command not allowed when used memory > 'maxmemory'.",
+                                     "MISCONF Redis is configured to save RDB snapshots, but it's currently "
+                                     "unable to persist to disk."])
+def test_a_creation_whose_index_write_redis_refuses_is_still_answered(app: CommandApp, refusal: str) -> None:
+    """A creation is two writes: the match (one script) and then its people's index, a hint. Redis
+    refusing the second for now (a failover between them, memory full) was no outage to the
+    index's guard, so the caller was answered INTERNAL for a match that was made."""
+    from redis._parsers.base import BaseParser
+
+    class Refusing(InMemoryPlayerMatches):
+        def add(self, match_id: str, player_ids, created_ms: int) -> None:  # type: ignore[no-untyped-def]
+            raise BaseParser.parse_error(refusal)
+
+    app.players = Refusing()
+    created = app.create_match("grifters", 2, seed=1, seat_info=SEATING)
+    assert app.store.version(created.match_id) == created.version > 0
