@@ -44,6 +44,7 @@ from famiglia.eventstore import EventStore
 from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, event_decoder
 from famiglia.eventstore.port import PartitionEntry, full_partitions
 from famiglia.eventstore.turn_notices import TurnNotice, TurnNotices
+from famiglia.eventstore.unreadable import UnreadableEntry, split_entries, tell_unreadable
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -1158,13 +1159,17 @@ class Dispatcher:
 
 
 def _recent_matches(store: EventStore, recent: int) -> list[str]:
-    """Match ids in the last `recent` entries of every partition stream, newest first."""
+    """Match ids in the last `recent` entries of every partition stream, newest first. An entry no
+    event can be read from (a foreign XADD's) is told and passed over: before session 34 it failed
+    every recovery, and with it every dispatcher pass, for as long as it was among the last `recent`."""
     seen: dict[str, None] = {}
     client, keys = getattr(store, "client", None), getattr(store, "keys", None)
     for partition in range(store.partitions):
         if client is not None and keys is not None:  # Redis: read backwards, never the whole history
             rows = client.xrevrange(keys.partition_stream(partition), count=recent)
-            envelopes = [EventEnvelope.FromString(fields[b"e"]) for _, fields in rows or [] if fields]
+            unreadable: list[UnreadableEntry] = []
+            envelopes = [envelope for _, envelope in split_entries(partition, rows or [], unreadable)]
+            tell_unreadable(unreadable, reader="bots_recover")
         else:
             envelopes = [e.envelope for e in store.read_partition(partition, count=1_000_000)[-recent:]][::-1]
         for env in envelopes:

@@ -25,8 +25,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from famiglia.eventstore.consumer import UnreadableEntry
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.unreadable import UnreadableEntry
 
 from .projector import Parked
 

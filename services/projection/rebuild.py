@@ -42,6 +42,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.unreadable import UnreadableEntry, tell_unreadable
 from famiglia.readmodels.db import write_session
 from famiglia.readmodels.tables import TABLES, ArchivedEvent, Tournament
 from famiglia.telemetry import get_logger
@@ -76,20 +77,30 @@ class RebuildReport:
     """Flagged matches whose events were taken from the store instead of the archive."""
     flagged: int = 0
     """Matches left flagged at the end (their stream gone: nothing else to take them from)."""
+    unreadable: int = 0
+    """Partition stream entries no event could be read from (a foreign XADD's): logged, gone past."""
 
 
-def stream_entries(store: RedisEventStore, chunk: int = 1000) -> Iterator[PartitionEntry]:
-    """Every partition's entries, merged into one sequence by entry id (append time)."""
+def stream_entries(store: RedisEventStore, chunk: int = 1000,
+                   unreadable: list[UnreadableEntry] | None = None) -> Iterator[PartitionEntry]:
+    """Every partition's entries, merged into one sequence by entry id (append time). One no event
+    can be read from (a foreign XADD's) is logged `partition_entry_unreadable`, added to
+    `unreadable` and gone past: each page goes on from the last entry read, readable or not (before
+    session 34 one failed the rebuild, and with it every rebuild after it)."""
 
     def one(partition: int) -> Iterator[tuple[tuple[int, int], int, PartitionEntry]]:
         after = "0-0"
         while True:
-            entries = store.read_partition(partition, after_entry_id=after, count=chunk)
-            for entry in entries:
+            page = store.read_partition_page(partition, after_entry_id=after, count=chunk)
+            if page.unreadable:
+                tell_unreadable(page.unreadable, reader="projection_rebuild")
+                if unreadable is not None:
+                    unreadable.extend(page.unreadable)
+            for entry in page.entries:
                 yield entry_key(entry.entry_id), partition, entry
-            if len(entries) < chunk:
+            if not page.more:
                 return
-            after = entries[-1].entry_id
+            after = page.last_entry_id
 
     for _key, _partition, entry in heapq.merge(*(one(p) for p in range(store.partitions))):
         yield entry
@@ -127,7 +138,7 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
         report = replace(again, diverged=report.diverged + again.diverged)
     log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
              finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked,
-             diverged=report.diverged, flagged=report.flagged)
+             diverged=report.diverged, flagged=report.flagged, unreadable=report.unreadable)
     return report
 
 
@@ -141,7 +152,8 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
     feed.all(kept_archive_entries(store, engine))
     feed.flush()  # the streams' entries are then checked against what the archive gave (`_went_back`)
     archived = feed.read
-    feed.all(stream_entries(store))
+    unreadable: list[UnreadableEntry] = []
+    feed.all(stream_entries(store, unreadable=unreadable))
     feed.flush()
     for _ in range(projector.park_after):  # a match that failed alone is tried until it is parked
         if not feed.deferred:
@@ -154,7 +166,7 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
         conn.execute(text(f"DROP TABLE {KEPT_TOURNAMENTS}"))
         left_flagged = len(flagged(conn))
     return RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
-                         feed.parked, diverged, left_flagged)
+                         feed.parked, diverged, left_flagged, len(unreadable))
 
 
 @dataclass

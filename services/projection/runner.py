@@ -59,9 +59,10 @@ import uuid
 from dataclasses import dataclass
 
 from famiglia.eventstore import PartitionEntry
-from famiglia.eventstore.consumer import PartitionConsumer, UnreadableEntry
+from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.port import full_partitions
 from famiglia.eventstore.redis_store import RedisEventStore
+from famiglia.eventstore.unreadable import UnreadableEntry
 from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor

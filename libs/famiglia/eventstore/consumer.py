@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -36,18 +35,9 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .port import PartitionEntry, entry_key
 from .redis_store import KeyLayout, RedisEventStore, read_reply
+from .unreadable import NotAnEvent, UnreadableEntry, split_entries, tell_unreadable
 
 log = get_logger("famiglia.eventstore.consumer")
-
-
-@dataclass(frozen=True)
-class UnreadableEntry:
-    """A partition stream entry no envelope can be read from: no `e` field, or bytes that do not
-    decode. The store never writes one (`append.lua`); only a foreign `XADD` does."""
-
-    partition: int
-    entry_id: str
-    reason: str
 
 
 def _text(value: bytes | str) -> str:
@@ -434,6 +424,10 @@ class PartitionConsumer:
                     PartitionEntry(partition, entry_id.decode(),
                                    parse(fields[1] if fields[0] == b"e" else _field(fields, b"e")))
                     for entry_id, fields in entries if entry_id is not None and fields]
+                for i in range(given, len(result)):  # decoded, yet no envelope the store wrote
+                    envelope = result[i].envelope
+                    if not envelope.match_id or envelope.seq < 1:
+                        raise NotAnEvent(envelope.match_id)
             except Exception:  # noqa: BLE001 - an entry not ours: the partition's entries one by one
                 del result[given:]
                 result += self._entries(partition, entries, unreadable)
@@ -549,18 +543,8 @@ class PartitionConsumer:
         one none can be read from goes to `unreadable` instead (`_settle_unreadable`). Before
         session 34 it failed the read or the claim, every time: a claim took the good entries with it
         every `min_idle_ms`, and none of them was ever handled."""
-        got: list[PartitionEntry] = []
-        for entry_id, fields in entries:
-            if entry_id is None or not fields:
-                continue
-            try:
-                raw = fields[b"e"] if isinstance(fields, dict) else _field(fields, b"e")
-                got.append(PartitionEntry(partition=partition, entry_id=_text(entry_id),
-                                          envelope=EventEnvelope.FromString(raw)))
-            except Exception as exc:  # noqa: BLE001 - whatever a foreign XADD wrote
-                reason = "no `e` field" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {exc}"
-                unreadable.append(UnreadableEntry(partition, _text(entry_id), reason[:300]))
-        return got
+        return [PartitionEntry(partition, entry_id, envelope)
+                for entry_id, envelope in split_entries(partition, entries, unreadable)]
 
     def _settle_unreadable(self, found: list[UnreadableEntry]) -> None:
         """Entries no envelope can be read from: told (`partition_entry_unreadable`, at error), handed
@@ -569,10 +553,7 @@ class PartitionConsumer:
         finds them again), and the read's good entries go to the caller all the same."""
         if not found:
             return
-        for entry in found:
-            log.error("partition_entry_unreadable", group=self.group, consumer=self.consumer,
-                      partition=entry.partition, entry_id=entry.entry_id, reason=entry.reason,
-                      hint="not an event envelope: written by something other than the event store")
+        tell_unreadable(found, group=self.group, consumer=self.consumer)
         try:
             if self.on_unreadable is not None:
                 self.on_unreadable(found)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
+from .unreadable import UnreadableEntry
+
 DEFAULT_PARTITIONS = 16
 
 
@@ -86,6 +88,22 @@ class PartitionEntry:
     partition: int
     entry_id: str
     envelope: EventEnvelope
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPage:
+    """One page of a partition stream (`EventStore.read_partition_page`): the entries an event can
+    be read from, and those none can (`famiglia.eventstore.unreadable`: only a foreign XADD writes
+    one), left out of `entries`. A caller pages on from `last_entry_id`, the last entry read,
+    readable or not, while `more`: the page came back full (it is short of `count` only where
+    the stream ends, never for an entry left out)."""
+
+    entries: list[PartitionEntry]
+    unreadable: list[UnreadableEntry]
+    last_entry_id: str
+    """The last entry read, readable or not (the one asked after, when none was)."""
+    more: bool
+    """Whether the page read a full `count`, so more entries may follow."""
 
 
 def entry_key(entry_id: str) -> tuple[int, int]:
@@ -190,7 +208,16 @@ class EventStore(ABC):
 
     @abstractmethod
     def read_partition(self, partition: int, after_entry_id: str = "0-0", count: int = 100) -> list[PartitionEntry]:
-        """Entries of one partition stream after an entry id, in order."""
+        """Entries of one partition stream after an entry id, in order; one no event can be read
+        from is left out (a page may then come back short of `count` with more to follow: a caller
+        that pages uses `read_partition_page`)."""
+
+    def read_partition_page(self, partition: int, after_entry_id: str = "0-0", count: int = 100) -> PartitionPage:
+        """`count` entries of one partition stream after an entry id, in order, those no event can
+        be read from apart (`PartitionPage`). A store that only ever holds its own entries (the
+        in-memory one) has none."""
+        entries = self.read_partition(partition, after_entry_id, count)
+        return PartitionPage(entries, [], entries[-1].entry_id if entries else after_entry_id, len(entries) >= count)
 
     def exists(self, match_id: str) -> bool:
         return self.version(match_id) > 0

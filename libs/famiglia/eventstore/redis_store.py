@@ -54,9 +54,18 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .memory_store import validate_batch, validate_write_out
 from .player_matches import player_matches_key
-from .port import DEFAULT_PARTITIONS, AppendResult, ConcurrencyConflict, EventStore, PartitionEntry, appended
+from .port import (
+    DEFAULT_PARTITIONS,
+    AppendResult,
+    ConcurrencyConflict,
+    EventStore,
+    PartitionEntry,
+    PartitionPage,
+    appended,
+)
 from .port import partition_of as _partition_of
 from .rematch_asks import RematchPending as RematchPending  # (where retention looks for it)
+from .unreadable import UnreadableEntry, read_envelope, split_entries
 
 _APPENDED, _DUPLICATE, _CONFLICT = 0, 1, 2
 _TRIM_REMATCH_PENDING = -2  # trim.lua's answer for a match its rematch is made from
@@ -575,15 +584,22 @@ class RedisEventStore(EventStore):
     def read_partition(
         self, partition: int, after_entry_id: str = "0-0", count: int = 100
     ) -> list[PartitionEntry]:
+        return self.read_partition_page(partition, after_entry_id, count).entries
+
+    def read_partition_page(self, partition: int, after_entry_id: str = "0-0", count: int = 100) -> PartitionPage:
+        """XRANGE from `(after_entry_id`, COUNT `count`; an entry no event can be read from (a foreign
+        XADD's) goes to `unreadable`, and the page still ends at the last entry read (before
+        session 34 such an entry failed the read, and every rebuild, replay index catch-up and bots
+        recovery that met it)."""
         if not 0 <= partition < self.partitions:
             raise ValueError(f"partition {partition} out of range 0..{self.partitions - 1}")
-        entries = _entries(
+        raw = _entries(
             self.client.xrange(self.keys.partition_stream(partition), min=f"({after_entry_id}", count=count)
         )
-        return [
-            PartitionEntry(partition=partition, entry_id=_text(entry_id), envelope=EventEnvelope.FromString(fields[b"e"]))
-            for entry_id, fields in entries
-        ]
+        unreadable: list[UnreadableEntry] = []
+        entries = [PartitionEntry(partition=partition, entry_id=entry_id, envelope=envelope)
+                   for entry_id, envelope in split_entries(partition, raw, unreadable)]
+        return PartitionPage(entries, unreadable, _text(raw[-1][0]) if raw else after_entry_id, len(raw) >= count)
 
     def partition_tops(self) -> dict[int, PartitionEntry]:
         """Each non-empty partition stream's newest entry, in one pipelined round trip (one no
@@ -681,11 +697,12 @@ class RedisEventStore(EventStore):
 
 def envelope_or_time(entry_id: bytes | str, fields: dict[bytes, bytes]) -> EventEnvelope:
     """A partition entry's envelope; for one no event can be read from (no `e` field, bytes that do
-    not decode: only a foreign XADD writes one), an empty envelope at the entry id's time, which is
-    when it was added: enough for a stream's top or first entry (the lag), where such an entry once
-    failed the measure, and with it the projection's round, until a real entry followed it."""
+    not decode, or decode to no event: only a foreign XADD writes one), an empty envelope at the
+    entry id's time, which is when it was added: enough for a stream's top or first entry (the
+    lag), where such an entry once failed the measure, and with it the projection's round, until a
+    real entry followed it. (An empty `e` once gave a time of 0: a lag of some 56 years.)"""
     try:
-        return EventEnvelope.FromString(fields[b"e"])
+        return read_envelope(fields[b"e"])
     except Exception:  # noqa: BLE001 - whatever a foreign XADD wrote
         envelope = EventEnvelope()
         envelope.timestamp.FromMilliseconds(int(_text(entry_id).split("-", 1)[0]))

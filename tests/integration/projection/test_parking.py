@@ -183,15 +183,17 @@ def test_poison_matches_that_are_all_a_consumer_has_are_parked_and_what_was_done
     assert set(DeadLetters(app.store).records()) == {"f0", "f1"}
 
 
+@pytest.mark.parametrize("garbage", [b"\xff\xff not an envelope", b""])
 def test_a_partition_entry_no_event_can_be_read_from_is_recorded_and_acked_and_the_others_projected(
-        app: ProjectionApp) -> None:
+        app: ProjectionApp, garbage: bytes) -> None:
     """Only a foreign XADD writes one. Claimed with a dead consumer's good entries, it once failed
     the claim every round (and every read that met it): the good entries, claimed again and again
-    with it, were never projected."""
+    with it, were never projected. One that decodes, to an empty envelope (an empty `e`), was
+    skipped as a redelivery and acked with no dead letter."""
     write_matches(app.store, app.registry, _specs("g", 2))
     client, keys = app.store.client, app.store.keys
     partition = app.store.partition_of("g0")
-    bad = client.xadd(keys.partition_stream(partition), {"e": b"\xff\xff not an envelope"}).decode()
+    bad = client.xadd(keys.partition_stream(partition), {"e": garbage}).decode()
     write_matches(app.store, app.registry, _specs("h", 2))
     runner = app.runner("c1")
     runner.start()
@@ -209,5 +211,19 @@ def test_a_partition_entry_no_event_can_be_read_from_is_recorded_and_acked_and_t
     letters = [fields for _id, fields in client.xrange(DeadLetters(app.store).stream_key)]
     assert [(f[b"partition"].decode(), f[b"entry_id"].decode(), f[b"match_id"]) for f in letters] == [
         (str(partition), bad, b"")]
-    assert letters[0][b"reason"].startswith(b"unreadable: DecodeError")
+    assert letters[0][b"reason"].startswith(b"unreadable: DecodeError" if garbage else b"unreadable: NotAnEvent")
     assert DeadLetters(app.store).parked_matches() == set()
+
+
+def test_a_rebuild_projects_every_good_event_past_partition_entries_no_event_can_be_read_from(
+        app: ProjectionApp) -> None:
+    """Before session 34 `read_partition` failed on one, and with it every rebuild."""
+    write_matches(app.store, app.registry, _specs("g", 2))
+    client, keys = app.store.client, app.store.keys
+    stream = keys.partition_stream(app.store.partition_of("g0"))
+    client.xadd(stream, {"e": b"\xff\xff not an envelope"})
+    client.xadd(stream, {"e": b""})
+    write_matches(app.store, app.registry, _specs("h", 2))
+    report = app.rebuild()
+    assert _finished(app, ["g0", "g1", "h0", "h1"])
+    assert report.unreadable == 2 and not report.parked and not report.left_deferred
