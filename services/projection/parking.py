@@ -48,20 +48,28 @@ class DeadLetters:
     def record(self, parked: Iterable[Parked], consumer: str = "") -> int:
         """Write each parked entry to the stream, and the match of one that got it parked to the
         hash unless already there (an entry parked because its match was, as this consumer last
-        read the hash, must not park again a match `unpark` has just let go)."""
-        client = self.store.client
-        count = 0
+        read the hash, must not park again a match `unpark` has just let go). One round trip, the
+        hash first; should it fail, the runner keeps the entries unacked and records them all again
+        (`ProjectionRunner._record_parked`): the stream may then hold one twice, the hash never
+        misses a match whose entries were acked."""
         now_ms = int(time.time() * 1000)
+        named, letters = [], []
         for item in parked:
             env = item.entry.envelope
             fields: dict[Any, Any] = {"match_id": env.match_id, "seq": str(env.seq), "event_id": env.event_id,
                       "partition": str(item.entry.partition), "entry_id": item.entry.entry_id,
                       "reason": item.reason, "consumer": consumer, "at_ms": str(now_ms)}
             if item.first:  # the entry that got its match parked; the others only follow it
-                client.hsetnx(self.parked_key, env.match_id, json.dumps(fields, sort_keys=True))
-            client.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
-            count += 1
-        return count
+                named.append((env.match_id, json.dumps(fields, sort_keys=True)))
+            letters.append(fields)
+        if letters:
+            with self.store.client.pipeline(transaction=False) as pipe:
+                for match_id, record in named:
+                    pipe.hsetnx(self.parked_key, match_id, record)
+                for fields in letters:
+                    pipe.xadd(self.stream_key, fields, maxlen=DEAD_LETTERS_MAXLEN, approximate=True)
+                pipe.execute()
+        return len(letters)
 
     def record_unreadable(self, entries: Iterable[UnreadableEntry], consumer: str = "") -> int:
         """Write each partition entry no event could be read from to the stream (no match to park:

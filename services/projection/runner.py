@@ -42,8 +42,9 @@ entry it keeps, each round after the run loop's pause, until a batch commits or 
 (`_hold_back`, `_read_on`).
 Before, each failed round read `batch` a partition more into memory, for as long as the outage lasted.
 
-Entries the projector parked (poison: see `projector.py`) are acked like done ones
-and recorded as dead letters (`parking.py`); the parked matches are read back from
+Entries the projector parked (poison: see `projector.py`) are recorded as dead letters
+(`parking.py`) and then acked like done ones (a record that fails is made again at the start of
+each round, the entries unacked until then: `_record_parked`); the parked matches are read back from
 Redis at start and every `claim_every_s`, so every consumer parks their later entries.
 
 Run more processes (distinct consumer names, one group) to scale out.
@@ -67,7 +68,7 @@ from famiglia.telemetry import get_logger
 
 from .lag import LagMonitor
 from .parking import DeadLetters
-from .projector import BatchOutcome, Projector, partial_outcome, poison_like
+from .projector import BatchOutcome, Parked, Projector, partial_outcome, poison_like
 from .retention import RetentionSweep
 
 log = get_logger("famiglia.projection.runner")
@@ -155,6 +156,8 @@ class ProjectionRunner:
         """The consumer's `reconnects` whose pending entries were read again (`_read_pending_again`)."""
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
+        self._unrecorded: list[Parked] = []
+        """Parked entries whose dead-letter record failed (`_record_parked`): not acked until it is made."""
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
         self._held_back_at: float | None = None
         """When the projector last refused a batch (the database away, `_hold_back`): until it takes
@@ -174,7 +177,8 @@ class ProjectionRunner:
 
     def refresh_parked(self) -> None:
         """The parked matches as recorded in Redis (by any consumer, or forgotten by `unpark`)."""
-        self.projector.parked_matches = self.dead_letters.parked_matches()
+        self.projector.parked_matches = self.dead_letters.parked_matches() | {
+            p.entry.envelope.match_id for p in self._unrecorded if p.first}  # struck out, record pending
 
     def run_once(self, block_ms: int | None = None) -> BatchOutcome:
         """One round; returns what the batch did."""
@@ -183,6 +187,8 @@ class ProjectionRunner:
         if not self._resumed:
             # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
             self._resume()
+        if self._unrecorded:  # parked entries whose record failed: recorded (and acked) before all else
+            self._record_parked([])
         now = time.monotonic()
         if (self.deferred or self._pending_from) and now - self._last_hold >= self.hold_every_s:
             self._last_hold = now
@@ -378,10 +384,9 @@ class ProjectionRunner:
             raise
         if self._held_back_at is not None:
             self._read_on()
-        if outcome.parked:
-            # Recorded before they are acked: a parked entry is never dropped without a trace.
-            self.dead_letters.record(outcome.parked, self.name)
-        self.unacked += outcome.done + [p.entry for p in outcome.parked]
+        # Recorded before they are acked: a parked entry is never dropped without a trace.
+        self._record_parked(outcome.parked)
+        self.unacked += outcome.done
         self._count(outcome)
         if len(entries) == len(self.deferred):  # every entry kept was tried (`entries` are some of them)
             self.deferred = {(e.partition, e.entry_id): e for e in outcome.deferred}
@@ -404,6 +409,27 @@ class ProjectionRunner:
         if self.lag is not None:
             self.lag.unreadable(len(entries))
 
+    def _record_parked(self, parked: list[Parked]) -> None:
+        """Record parked entries as dead letters (with those a failed record left), then ack them
+        with the next read. Should the record fail (Redis away), they are kept, unacked and out of
+        `deferred`, and recorded again at the start of each round until it is made, their matches
+        parked meanwhile though the hash does not name them yet (`refresh_parked`). Before session
+        34 the round failed, and its next refresh of the parked matches forgot a match whose
+        strike-out went unrecorded: struck all over again, `park_after` more failing rounds, or,
+        should its entries come back to a consumer still holding it parked, parked as
+        `match_parked` with no record in the hash of why."""
+        todo = self._unrecorded + list(parked)
+        if not todo:
+            return
+        try:
+            self.dead_letters.record(todo, self.name)
+        except Exception:  # noqa: BLE001 - Redis away: kept, recorded at the next round's start
+            self._unrecorded = todo
+            log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(todo), exc_info=True)
+            return
+        self._unrecorded = []
+        self.unacked += [p.entry for p in todo]
+
     def _count(self, outcome: BatchOutcome) -> None:
         self.projected += len(outcome.applied)
         if outcome.applied and self.lag is not None:
@@ -411,18 +437,13 @@ class ProjectionRunner:
 
     def _settle_partial(self, partial: BatchOutcome) -> None:
         """A failed batch's entries done before it failed (`partial_outcome`): acked with the next
-        read, parked ones recorded first, none kept to be tried again; the rest stays as it was.
+        read, parked ones recorded first (`_record_parked`), none kept to be tried again; the rest
+        stays as it was.
         Before session 34 the round's failure dropped them: a redelivery, or an entry of a parked
         match, stayed unacked beside a poison match until a healthy batch came to this consumer."""
-        finished = partial.done
-        if partial.parked:
-            try:
-                self.dead_letters.record(partial.parked, self.name)
-                finished = finished + [p.entry for p in partial.parked]
-            except Exception:  # noqa: BLE001 - Redis away: kept, parked again (and recorded) next round
-                log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(partial.parked),
-                            exc_info=True)
-        self.unacked += finished
+        finished = partial.done + [p.entry for p in partial.parked]
+        self._record_parked(partial.parked)
+        self.unacked += partial.done
         for entry in finished:
             self.deferred.pop((entry.partition, entry.entry_id), None)
         self._forget_retries()

@@ -3,11 +3,13 @@ wedging the projection of every other match; and projected again with `unpark` a
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
+import redis
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.readmodels import match_summary
@@ -227,3 +229,48 @@ def test_a_rebuild_projects_every_good_event_past_partition_entries_no_event_can
     report = app.rebuild()
     assert _finished(app, ["g0", "g1", "h0", "h1"])
     assert report.unreadable == 2 and not report.parked and not report.left_deferred
+
+
+def test_a_match_struck_out_while_redis_is_away_is_named_in_the_parked_hash_once_it_is_back(
+        app: ProjectionApp, monkeypatch) -> None:
+    """The record of the entry that got a match parked failed (Redis away): its entries must not be
+    acked, nor the match forgotten or parked without the hash naming it, until the record is made."""
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading this one match
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 3))
+    runner = app.runner("c1")
+    recorded = DeadLetters.record
+    away = [True]
+
+    def record(self, parked, consumer=""):
+        if away[0]:
+            raise redis.ConnectionError("Redis away")
+        return recorded(self, parked, consumer)
+
+    monkeypatch.setattr(DeadLetters, "record", record)
+    deadline = time.monotonic() + 60
+    while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
+        with contextlib.suppress(ValueError, redis.ConnectionError):  # the strikes' rounds, as run() retries them
+            runner.run_once(block_ms=0)
+    assert "f1" in runner.projector.parked_matches
+    for _ in range(3):  # rounds while Redis is still away for the record: f1 stays parked, unacked
+        with contextlib.suppress(ValueError, redis.ConnectionError):
+            runner.run_once(block_ms=0)
+    assert "f1" in runner.projector.parked_matches
+    f1 = {(e.partition, e.entry_id) for e in app.store.read_partition(app.store.partition_of("f1"), count=1000)
+          if e.envelope.match_id == "f1"}
+    runner.flush_acks()
+    assert f1 <= _pending_ids(app)  # not recorded: not acked
+    away[0] = False  # Redis is back
+    again = _run(runner, lambda: _finished(app, ["f0", "f2"]) and not (f1 & _pending_ids(app)))
+    assert again == 0  # no strike all over again
+    runner.flush_acks()
+    record_f1 = DeadLetters(app.store).records()["f1"]
+    assert "ValueError: cannot read f1" in record_f1["reason"] and record_f1["seq"] == "1"
+    assert "f1" in runner.projector.parked_matches and not (f1 & _pending_ids(app))
