@@ -33,7 +33,7 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
-from .port import PartitionEntry, entry_key
+from .port import PartitionEntry, PartitionRead, entry_key
 from .redis_store import KeyLayout, RedisEventStore, read_reply
 from .unreadable import NotAnEvent, UnreadableEntry, split_entries, tell_unreadable
 
@@ -412,13 +412,15 @@ class PartitionConsumer:
         except BaseException:
             self._drop_own()
             raise
-        result: list[PartitionEntry] = []
+        result = PartitionRead(count)
         unreadable: list[UnreadableEntry] = []
         went_back = False
         parse = EventEnvelope.FromString
         for key, entries in (reply.items() if isinstance(reply, dict) else reply or []):  # RESP3: a map
             partition = self._partition_of[key]
             given = len(result)
+            if len(entries) >= count:
+                result.full[partition] = _text(entries[-1][0])
             try:
                 result += [
                     PartitionEntry(partition, entry_id.decode(),
@@ -491,11 +493,13 @@ class PartitionConsumer:
             self.reconnects += 1
             self.ensure_groups()
             reply = self.client.xreadgroup(self.group, self.consumer, streams, count=count, block=block)
-        result: list[PartitionEntry] = []
+        result = PartitionRead(count)
         unreadable: list[UnreadableEntry] = []
         went_back = False
         for key, entries in _stream_replies(reply):
             partition = self._partition_of[key]
+            if len(entries) >= count:
+                result.full[partition] = _text(entries[-1][0])
             got = self._entries(partition, entries, unreadable)
             if new and got:
                 went_back |= self._went_back(partition, got[0].entry_id, got[-1].entry_id)

@@ -112,9 +112,26 @@ def entry_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+class PartitionRead(list[PartitionEntry]):
+    """A consumer group read's entries (`PartitionConsumer.read`, `read_pending`), and `full`: the
+    partitions Redis gave the `asked` count of entries, each with the last entry id it gave,
+    readable or not. An entry left out (no event can be read from it, or deleted) makes the
+    entries short of what Redis gave, yet there may be more (`full_partitions` asks this)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.asked = count
+        self.full: dict[int, str] = {}
+
+
 def full_partitions(entries: Sequence[PartitionEntry], count: int) -> dict[int, str]:
     """The partitions that gave a full `count` in a read of at most that many each (so may have
-    more), each with the last entry id it gave: where a read of pending entries goes on."""
+    more), each with the last entry id it gave: where a read of pending entries goes on. For a
+    consumer's read (`PartitionRead`), by what Redis gave, entries left out counted: before session
+    34 a read short for an unreadable entry it left out looked like a partition's end, and a
+    restarted consumer left the rest of its pending entries to an XAUTOCLAIM."""
+    if isinstance(entries, PartitionRead) and entries.asked == count:
+        return dict(entries.full)
     if len(entries) < count:
         return {}
     given: Counter[int] = Counter()
