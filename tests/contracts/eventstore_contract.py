@@ -392,6 +392,20 @@ class EventStoreContract(ABC):
             after = page[-1].entry_id
         assert pages == [[1, 2, 3], [4, 5, 6], [7]]
 
+    def test_read_partition_page_ends_at_the_last_entry_read_and_says_whether_it_was_full(
+            self, store: EventStore) -> None:
+        match = new_match_id()
+        partition = store.partition_of(match)
+        store.append(match, 0, batch(match, 0, 6))
+        pages: list[tuple[list[int], bool]] = []
+        after, more = "0-0", True
+        while more:
+            page = store.read_partition_page(partition, after_entry_id=after, count=3)
+            pages.append(([entry.envelope.seq for entry in page.entries], page.more))
+            assert page.unreadable == [] and page.last_entry_id == (page.entries[-1].entry_id if page.entries else after)
+            after, more = page.last_entry_id, page.more
+        assert pages == [([1, 2, 3], True), ([4, 5, 6], True), ([], False)]
+
     def test_read_partition_refuses_a_partition_out_of_range(self, store: EventStore) -> None:
         match = new_match_id()
         store.append(match, 0, batch(match, 0, 1))
