@@ -156,9 +156,9 @@ class ProjectionRunner:
         """The consumer's `reconnects` whose pending entries were read again (`_read_pending_again`)."""
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
+        """Committed (or found done) entries, acked with the next read or `flush_acks`."""
         self._unrecorded: list[Parked] = []
         """Parked entries whose dead-letter record failed (`_record_parked`): not acked until it is made."""
-        """Committed (or found done) entries, acked with the next read or `flush_acks`."""
         self._held_back_at: float | None = None
         """When the projector last refused a batch (the database away, `_hold_back`): until it takes
         one again this consumer reads nothing new and retries only what it keeps (None: reading)."""
@@ -415,9 +415,8 @@ class ProjectionRunner:
         `deferred`, and recorded again at the start of each round until it is made, their matches
         parked meanwhile though the hash does not name them yet (`refresh_parked`). Before session
         34 the round failed, and its next refresh of the parked matches forgot a match whose
-        strike-out went unrecorded: struck all over again, `park_after` more failing rounds, or,
-        should its entries come back to a consumer still holding it parked, parked as
-        `match_parked` with no record in the hash of why."""
+        strike-out went unrecorded: struck all over again, `park_after` more failing rounds each
+        time Redis failed the record."""
         todo = self._unrecorded + list(parked)
         if not todo:
             return
