@@ -213,9 +213,10 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
 
     None when that package is not installed. A database the projection has not
     created yet (no archive table) reads as an empty archive, with a warning,
-    so the replay service still serves hot matches. A database out of reach
-    (`database_away`) is raised, not read as empty: an archived match would be
-    answered NOT_FOUND, which a client believes, instead of UNAVAILABLE, which it retries.
+    so the replay service still serves hot matches. Any other failure is raised, not
+    read as empty: an archived match would be answered NOT_FOUND, which a client
+    believes. A database out of reach (`database_away`) is then UNAVAILABLE, which it
+    retries; a query it fails on (a schema it lacks, a timeout) INTERNAL, logged.
     """
     try:
         from famiglia.readmodels import archived_envelopes, make_engine, read_session
@@ -225,15 +226,13 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
     from sqlalchemy.exc import OperationalError, ProgrammingError
     from sqlmodel import select
 
-    from famiglia.grpcutil.errors import database_away
-
     engine = make_engine(database_url)
 
     def read(session: Any, match_id: str, after: int) -> list[EventEnvelope]:
         try:
             return archived_envelopes(session, match_id, after=after)
         except (OperationalError, ProgrammingError) as exc:
-            if database_away(exc):
+            if not _no_archive_table(exc):
                 raise
             _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
             return []
@@ -243,13 +242,24 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
             row = session.exec(select(ArchivedEvent.match_id, ArchivedEvent.seq)
                                .where(ArchivedEvent.event_id == event_id)).first()
         except (OperationalError, ProgrammingError) as exc:
-            if database_away(exc):
+            if not _no_archive_table(exc):
                 raise
             _log().warning("event_archive_unreadable", error=str(exc).splitlines()[0])
             return None
         return None if row is None else EventLocation(str(row[0]), int(row[1]))
 
     return ArchiveSource(lambda: read_session(engine), read, find)
+
+
+def _no_archive_table(exc: BaseException) -> bool:
+    """Whether a failed archive query says the table is not there (the projection has not run
+    yet): PostgreSQL's `undefined_table` (42P01), SQLite's "no such table". A database away
+    says otherwise (a refused connection names no table)."""
+    orig = getattr(exc, "orig", None)
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if sqlstate:
+        return bool(sqlstate == "42P01")
+    return str(orig if orig is not None else exc).startswith("no such table")
 
 
 def _log() -> Any:

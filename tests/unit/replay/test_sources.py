@@ -59,3 +59,31 @@ def test_the_memory_archive_keeps_bytes_so_readers_cannot_change_it() -> None:
     cold.read(envelopes[0].match_id)[3].payload = b"changed"
     assert cold.read(envelopes[0].match_id) == envelopes
     assert cold.read(envelopes[0].match_id, after=5) == envelopes[5:]
+
+
+def test_an_archive_that_fails_to_answer_is_no_empty_archive(tmp_path) -> None:
+    """Only a database the projection never created (no archive table) reads as empty. An archive
+    table the query fails on (here: a schema without the columns read; in production a statement
+    timeout, a lock, a corrupt file) read as empty too, so a trimmed match was answered NOT_FOUND
+    `unknown_match` and its events `unknown_event`, which a client believes: now the failure
+    reaches the caller (INTERNAL, logged; UNAVAILABLE when the database is away)."""
+    import sqlite3
+
+    import pytest
+
+    pytest.importorskip("famiglia.readmodels")
+    from sqlalchemy.exc import OperationalError
+
+    from famiglia.replay.sources import sql_archive_source
+
+    path = tmp_path / "archive.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE event_archive (match_id TEXT, seq INTEGER)")
+    cold = sql_archive_source(f"sqlite:///{path}")
+    assert cold is not None
+    with pytest.raises(OperationalError):
+        cold.read("m-trimmed")
+    with pytest.raises(OperationalError):
+        cold.find("01TRIMMEDEVENT")
+    empty = sql_archive_source(f"sqlite:///{tmp_path / 'empty.db'}")
+    assert empty is not None and empty.read("m-none") == [] and empty.find("01NOSUCHEVENT") is None
