@@ -216,7 +216,9 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
     so the replay service still serves hot matches. Any other failure is raised, not
     read as empty: an archived match would be answered NOT_FOUND, which a client
     believes. A database out of reach (`database_away`) is then UNAVAILABLE, which it
-    retries; a query it fails on (a schema it lacks, a timeout) INTERNAL, logged.
+    retries; a query it fails on (a schema it lacks, a timeout) INTERNAL, logged. An id
+    holding a NUL is in no archive (PostgreSQL's text holds none; the match ids admitted
+    neither) and is not asked about: the driver would refuse it, INTERNAL for a mere typo.
     """
     try:
         from famiglia.readmodels import archived_envelopes, make_engine, read_session
@@ -229,6 +231,8 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
     engine = make_engine(database_url)
 
     def read(session: Any, match_id: str, after: int) -> list[EventEnvelope]:
+        if "\x00" in match_id:  # no archived id holds one (PostgreSQL's text cannot): not sent
+            return []
         try:
             return archived_envelopes(session, match_id, after=after)
         except (OperationalError, ProgrammingError) as exc:
@@ -238,6 +242,8 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
             return []
 
     def find(session: Any, event_id: str) -> EventLocation | None:
+        if "\x00" in event_id:
+            return None
         try:
             row = session.exec(select(ArchivedEvent.match_id, ArchivedEvent.seq)
                                .where(ArchivedEvent.event_id == event_id)).first()

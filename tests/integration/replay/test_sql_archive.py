@@ -9,6 +9,7 @@ from famiglia.config import Settings
 from famiglia.replay.client import ReplayClient, operator_token
 from famiglia.replay.sources import EventLocation, sql_archive_source
 from famiglia.replay.toy import GAME_ID
+from tests.support.postgres import postgres_database, postgres_server, postgres_url  # noqa: F401
 
 from ...unit.replay.games import registry
 from .conftest import Stack, play, start_replay
@@ -133,3 +134,28 @@ def test_imported_matches_are_projected_beside_their_original_and_rate_no_one(st
         assert readmodels.leaderboard(session, GAME_ID) == []
         assert readmodels.tournament_standings(session, "t-forged") == []
     engine.dispose()
+
+
+def test_an_id_holding_a_nul_is_no_archived_match_or_event_on_postgres(postgres_url: str) -> None:  # noqa: F811
+    """PostgreSQL text holds no NUL, so no archived match or event id has one: an id that does (a
+    client's typo, a fuzzer's) is not in the archive. It was sent to the database anyway, whose
+    driver refused it (DataError): INTERNAL for GetStateAt, StreamReplay, ListMatchEvents and the
+    rest, where every other unknown id is NOT_FOUND `unknown_event` or `unknown_match`."""
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from famiglia.grpcutil.errors import NotFound
+    from services.projection.schema import upgrade
+    from services.replay.bootstrap import ReplaySettings
+    from services.replay.bootstrap import bootstrap as replay_bootstrap
+
+    upgrade(readmodels.make_engine(postgres_url))
+    cold = sql_archive_source(postgres_url)
+    assert cold is not None
+    assert cold.read("m\x00trimmed") == [] and cold.find("01\x00EVENT") is None
+    app = replay_bootstrap(store=InMemoryEventStore(), cold=cold, registry=registry(),
+                           settings=Settings(secret="x"), replay_settings=ReplaySettings())
+    with pytest.raises(NotFound) as no_event:
+        app.state_at("01\x00EVENT", None)
+    assert no_event.value.code == "unknown_event"
+    with pytest.raises(NotFound) as no_match:
+        app.list_events("m\x00trimmed", None)
+    assert no_match.value.code == "unknown_match"
