@@ -56,7 +56,7 @@ from famiglia.replay.access import (
 from famiglia.replay.admission import Refused, stored_envelopes
 from famiglia.replay.seat_changes import seat_change_text
 from famiglia.replay.sources import EventSource
-from famiglia.replay.timeline import DEFAULT_EVERY, MatchTimeline, TimelineCache, UnreadableEvent
+from famiglia.replay.timeline import CACHED_MB, DEFAULT_EVERY, MatchTimeline, TimelineCache, UnreadableEvent
 from famiglia.replay.verify import Report, verify_envelopes, verify_export
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -185,6 +185,7 @@ class ReplayApp:
         store: EventStore | None = None,
         every: int = DEFAULT_EVERY,
         capacity: int = 256,
+        cached_bytes: int = CACHED_MB << 20,
         sleep: Callable[[float], None] | None = None,
         on_close: Callable[[], None] | None = None,
     ) -> None:
@@ -194,7 +195,8 @@ class ReplayApp:
         self.policy = policy or ReplayPolicy()
         self.store = store
         """Where ImportMatch writes (None: imports are off)."""
-        self.timelines = TimelineCache(registry, source.read, every=every, capacity=capacity)
+        self.timelines = TimelineCache(registry, source.read, every=every, capacity=capacity,
+                                       max_bytes=cached_bytes)
         self._sleep = sleep
         self._on_close = on_close
         self.metrics = replay_metrics()

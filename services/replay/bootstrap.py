@@ -14,7 +14,7 @@ from famiglia.engine.registry import Registry, default_registry
 from famiglia.eventstore import EventStore
 from famiglia.replay.access import ReplayPolicy
 from famiglia.replay.sources import EventSource, LayeredSource, StoreSource
-from famiglia.replay.timeline import DEFAULT_EVERY
+from famiglia.replay.timeline import CACHED_MB, DEFAULT_EVERY
 
 from .app import ReplayApp
 
@@ -27,6 +27,7 @@ class ReplaySettings:
     full_while_running: bool = False
     snapshot_every: int = DEFAULT_EVERY
     cached_matches: int = 256
+    cached_mb: int = CACHED_MB
     imports: bool = True
 
     @classmethod
@@ -36,6 +37,7 @@ class ReplaySettings:
             full_while_running=flag("FAMIGLIA_REPLAY_FULL_WHILE_RUNNING", False),
             snapshot_every=whole("FAMIGLIA_REPLAY_SNAPSHOT_EVERY", DEFAULT_EVERY),
             cached_matches=whole("FAMIGLIA_REPLAY_CACHED_MATCHES", 256),
+            cached_mb=whole("FAMIGLIA_REPLAY_CACHED_MB", CACHED_MB),
             imports=flag("FAMIGLIA_REPLAY_IMPORTS", True),
         )
 
@@ -74,5 +76,6 @@ def bootstrap(
         store=store if replay_settings.imports else None,
         every=replay_settings.snapshot_every,
         capacity=replay_settings.cached_matches,
+        cached_bytes=replay_settings.cached_mb << 20,
         on_close=store.close,
     )

@@ -37,6 +37,22 @@ from .seat_changes import fold_away
 DEFAULT_EVERY = 64
 _EVENT_ID = attrgetter("event_id")
 
+CACHED_MB = 512
+"""MiB of timelines a `TimelineCache` keeps at most, by `held_bytes` (FAMIGLIA_REPLAY_CACHED_MB)."""
+
+TIMELINE_BYTES = 32 * 1024
+"""What a timeline holds whatever its length: its head state and its match's setup."""
+
+EVENT_BYTES = 1536
+"""What each event adds: its envelope as Python holds it (0.9-1.2 KiB in every game, for ~150
+bytes stored), its event id index entry and its share of a snapshot every 64 events (14-22 KiB
+each), measured by RSS over folded timelines of every game (docs/performance-replay.md)."""
+
+
+def held_bytes(timeline: MatchTimeline) -> int:
+    """The memory a timeline holds, estimated from its length alone (no walk of its states)."""
+    return TIMELINE_BYTES + EVENT_BYTES * timeline.last_seq
+
 
 class UnreadableEvent(ValueError):
     """A stored event today's engine cannot decode or fold (a corrupt or foreign record)."""
@@ -210,7 +226,11 @@ class MatchTimeline:
 
 
 class TimelineCache:
-    """An LRU of match timelines, loaded and caught up through `load(match_id, after)`."""
+    """An LRU of match timelines, loaded and caught up through `load(match_id, after)`.
+
+    Bounded by matches (`capacity`) and by memory (`max_bytes`, `held_bytes` estimated): a
+    timeline holds every event of its match, so 256 long matches could take gigabytes. The
+    match asked about is kept even alone past `max_bytes` (it is being answered from)."""
 
     def __init__(
         self,
@@ -219,12 +239,17 @@ class TimelineCache:
         *,
         every: int = DEFAULT_EVERY,
         capacity: int = 256,
+        max_bytes: int = CACHED_MB << 20,
     ) -> None:
         self.registry = registry
         self._load = load
         self.every = every
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[str, MatchTimeline] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self.held = 0
+        """`held_bytes` of the timelines kept, as each was last counted (loaded or caught up)."""
         self._lock = threading.Lock()
 
     def get(self, match_id: str, *, fresh: bool = True) -> MatchTimeline | None:
@@ -241,8 +266,7 @@ class TimelineCache:
             with self._lock:
                 timeline = self._entries.setdefault(match_id, timeline)
                 self._entries.move_to_end(match_id)
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+                self._count(match_id, timeline)
             return timeline
         if fresh and not timeline.finished:
             last = timeline.last_seq
@@ -255,9 +279,24 @@ class TimelineCache:
                 # holds past them does not follow this timeline, which is built anew from it.
                 self.forget(match_id)
                 return self.get(match_id)
-            timeline.extend(envelopes)
+            if timeline.extend(envelopes):
+                with self._lock:
+                    if self._entries.get(match_id) is timeline:
+                        self._count(match_id, timeline)
         return timeline
+
+    def _count(self, match_id: str, timeline: MatchTimeline) -> None:
+        """Count `timeline` (the most recent) at its size now, then drop the least recently used
+        while there are more than `capacity` or they hold more than `max_bytes`. Under the lock."""
+        size = held_bytes(timeline)
+        self.held += size - self._sizes.get(match_id, 0)
+        self._sizes[match_id] = size
+        entries = self._entries
+        while len(entries) > self.capacity or (self.held > self.max_bytes and len(entries) > 1):
+            dropped, _ = entries.popitem(last=False)
+            self.held -= self._sizes.pop(dropped, 0)
 
     def forget(self, match_id: str) -> None:
         with self._lock:
             self._entries.pop(match_id, None)
+            self.held -= self._sizes.pop(match_id, 0)

@@ -132,6 +132,7 @@ def _registry() -> object:
     (_bots, "FAMIGLIA_BOTS_POOL", "gevnet"),  # Celery's own refusal came only at the worker's start
     (_replay, "FAMIGLIA_REPLAY_SNAPSHOT_EVERY", "0"),
     (_replay, "FAMIGLIA_REPLAY_CACHED_MATCHES", "1e3"),
+    (_replay, "FAMIGLIA_REPLAY_CACHED_MB", "0"),
     (_replay, "FAMIGLIA_REPLAY_IMPORTS", "ture"),  # a typo was quietly "off"
     (_projection, "FAMIGLIA_PROJECTION_BATCH", "0"),  # XREADGROUP COUNT 0 reads everything
     (_projection, "FAMIGLIA_PROJECTION_BLOCK_MS", "-5"),

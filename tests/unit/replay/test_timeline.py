@@ -123,3 +123,43 @@ def test_two_questions_catching_a_running_match_up_at_once_do_not_load_it_anew()
     stored["a"] = envelopes[:20]
     assert cache.get("a") is timeline and timeline.last_seq == 20
     assert loads == [0, 9, 9], "a whole reload (after=0) for a store that lost nothing"
+
+
+def test_the_cache_keeps_timelines_within_its_memory_bound_not_only_its_match_count() -> None:
+    """A timeline holds every event of its match (about 1.5 KiB each), so the 256 matches the
+    cache kept could be gigabytes of long ones: it now also drops the least recent beyond
+    `max_bytes` (FAMIGLIA_REPLAY_CACHED_MB), and keeps the match asked about even alone past it."""
+    from famiglia.replay.timeline import held_bytes
+
+    played = copy(recorded(game_ids()[-1]))
+    stored = {}
+    for name in "abcd":
+        stored[name] = copy(played)
+        for env in stored[name]:
+            env.match_id = name
+    one = held_bytes(MatchTimeline(registry(), stored["a"]))
+    cache = TimelineCache(registry(), lambda m, after: [e for e in stored.get(m, []) if e.seq > after],
+                          capacity=256, max_bytes=2 * one + one // 2)
+    for name in "abcd":
+        assert cache.get(name) is not None
+        assert cache.held <= cache.max_bytes
+    assert list(cache._entries) == ["c", "d"] and cache.held == 2 * one
+    tiny = TimelineCache(registry(), lambda m, after: [e for e in stored.get(m, []) if e.seq > after],
+                         max_bytes=1)
+    first = tiny.get("a")
+    assert first is not None and tiny.get("a") is first  # alone past the bound: kept, not loaded again
+    tiny.get("b")
+    assert list(tiny._entries) == ["b"]
+
+
+def test_the_service_bounds_its_timelines_by_famiglia_replay_cached_mb(monkeypatch: pytest.MonkeyPatch) -> None:
+    from famiglia.config import Settings
+    from famiglia.eventstore.memory_store import InMemoryEventStore
+    from famiglia.replay.sources import MemorySource
+    from services.replay.bootstrap import ReplaySettings, bootstrap
+
+    monkeypatch.setenv("FAMIGLIA_REPLAY_CACHED_MB", "3")
+    app = bootstrap(store=InMemoryEventStore(), cold=MemorySource(), registry=registry(),
+                    settings=Settings(secret="x"), replay_settings=ReplaySettings.from_env())
+    assert app.timelines.max_bytes == 3 << 20
+    assert ReplaySettings().cached_mb == 512
