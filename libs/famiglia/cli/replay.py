@@ -114,7 +114,7 @@ def verify_file(path: Path, *, registry=None, out: Console | None = None) -> int
 # -- export ----------------------------------------------------------------------------------
 def export_match(client, match_id: str, output: str, *, binary: bool = False) -> int:
     answer = client.export(match_id, binary=binary)
-    path = Path(output or answer.file_name)
+    path = Path(output or _here(answer.file_name, match_id))
     try:
         path.write_bytes(answer.file)
     except OSError as exc:
@@ -122,6 +122,15 @@ def export_match(client, match_id: str, output: str, *, binary: bool = False) ->
         return 2
     console.print(f"wrote {escape(str(path))}: {answer.events} events, {answer.commands} commands")
     return 0
+
+
+def _here(file_name: str, match_id: str) -> str:
+    """The server's name for the file, in this folder: its last part only, whatever folders it
+    names (a hostile server's `../../.bashrc` is `.bashrc` here), or one of ours if none is left."""
+    name = Path(file_name).name
+    if name in ("", ".", ".."):
+        name = "".join(c if c.isalnum() or c in "._:-" else "_" for c in match_id).lstrip(".") + ".famiglia.json"
+    return name
 
 
 # -- import ----------------------------------------------------------------------------------

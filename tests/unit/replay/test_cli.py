@@ -34,3 +34,22 @@ def test_verify_exits_two_for_a_file_that_is_no_export(tmp_path) -> None:
     path.write_text("{}")
     assert main(["replay", "verify", str(path)]) == 2
     assert main(["replay", "verify", str(tmp_path / "missing.json")]) == 2
+
+
+def test_export_writes_the_servers_file_name_here_never_where_it_points(tmp_path, monkeypatch) -> None:
+    """Without `-o` the file is named by the server's answer; a name with folders in it (a
+    hostile server, or one reached in plaintext through someone else's hands) wrote wherever it
+    pointed, `../../.bashrc` included. Only its last part is used now: the file lands here."""
+    from famiglia.v1 import replay_service_pb2 as pb
+
+    class _Hostile:
+        def export(self, match_id: str, *, binary: bool = False) -> pb.ExportMatchResponse:
+            return pb.ExportMatchResponse(match_id=match_id, file=b"{}", file_name="../escaped.famiglia.json",
+                                          events=1, commands=0)
+
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert cli.export_match(_Hostile(), "m1", "") == 0
+    assert not (tmp_path / "escaped.famiglia.json").exists()
+    assert (here / "escaped.famiglia.json").read_bytes() == b"{}"
