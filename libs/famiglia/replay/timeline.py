@@ -104,15 +104,22 @@ class MatchTimeline:
     def extend(self, envelopes: Iterable[EventEnvelope]) -> int:
         """Append the envelopes that follow `last_seq` (older ones are skipped); fold them once.
 
+        Readers that do not take the lock (`last_seq`, `envelope`, `cancelled`, `away`) see the
+        envelopes kept all at once, when the fold is done: never the first events of a command
+        without the rest (a replay would show a public event attributed whose command's hidden
+        one it did not see yet).
+
         The loop is the replay fold's hot path (every event of every loaded match passes here),
         so what does not change per event is looked up once: the decoder, evolve, the lists."""
         with self.lock:
             decode = self._decode
             evolve = self.engine.evolve
-            keep, by_event_id, snapshots = self.envelopes.append, self._by_event_id, self._snapshots
+            new: list[EventEnvelope] = []
+            keep, by_event_id, snapshots = new.append, self._by_event_id, self._snapshots
             match_id, every = self.match_id, self.every
             first = last = len(self.envelopes)
             head = self._head
+            cancelled, away = self.cancelled, dict(self.away)
             try:
                 for env in envelopes:
                     seq = env.seq
@@ -123,10 +130,10 @@ class MatchTimeline:
                     if env.match_id != match_id:
                         raise ValueError(f"{match_id}: envelope {seq} names match {env.match_id}")
                     if env.type == MATCH_CANCELLED:
-                        self.cancelled = True
+                        cancelled = True
                     elif env.type in SEAT_CHANGES:  # who plays a seat: the server's, no engine's
                         try:
-                            fold_away(self.away, env)
+                            fold_away(away, env)
                         except Exception as exc:  # noqa: BLE001 - a payload that does not parse
                             raise UnreadableEvent(match_id, seq, env.event_id, exc) from exc
                     else:
@@ -146,9 +153,11 @@ class MatchTimeline:
             finally:
                 # The state and index after the last envelope kept, even if a later one failed;
                 # the index in one C-level pass (a dict store per event in the loop cost more).
+                # The envelopes last: one list extend, which a reader sees whole or not at all.
                 self._head = head
-                kept = self.envelopes[first:last]
-                by_event_id.update(zip(map(_EVENT_ID, kept), range(first + 1, last + 1), strict=True))
+                self.cancelled, self.away = cancelled, away
+                by_event_id.update(zip(map(_EVENT_ID, new), range(first + 1, last + 1), strict=True))
+                self.envelopes.extend(new)
         return last - first
 
     # -- questions -------------------------------------------------------------------------

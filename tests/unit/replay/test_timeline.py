@@ -163,3 +163,24 @@ def test_the_service_bounds_its_timelines_by_famiglia_replay_cached_mb(monkeypat
                     settings=Settings(secret="x"), replay_settings=ReplaySettings.from_env())
     assert app.timelines.max_bytes == 3 << 20
     assert ReplaySettings().cached_mb == 512
+
+
+def test_a_catch_up_shows_its_events_all_at_once_to_readers_without_the_lock() -> None:
+    """StreamReplay's last event, ListMatchEvents' page end and the look-ahead deciding whether a
+    command has an event hidden from the asker read `last_seq` and the envelopes without the
+    timeline's lock. A catch-up in another thread appended its events one by one, so they could
+    see the first event of a command without the rest (a public event without the hidden one
+    that makes it unattributed: its acting seat and command id shown). They see whole catch-ups now."""
+    envelopes = copy(recorded(game_ids()[-1]))
+    timeline = MatchTimeline(registry(), envelopes[:10], every=4)
+    seen: list[tuple[int, int, bool, bool]] = []
+
+    def arriving():
+        for env in envelopes[10:20]:
+            seen.append((timeline.last_seq, len(timeline.envelopes), timeline.cancelled,
+                         timeline.seq_of(env.event_id) is not None))
+            yield env
+
+    assert timeline.extend(arriving()) == 10
+    assert set(seen) == {(10, 10, False, False)}
+    assert timeline.last_seq == 20 and timeline.seq_of(envelopes[19].event_id) == 20
