@@ -37,6 +37,7 @@ from famiglia.grpcutil.errors import (
     NotFound,
     PermissionDenied,
     Unauthenticated,
+    unavailable,
 )
 from famiglia.grpcutil.operators import operator_of
 from famiglia.matchstate import NotAMatch
@@ -196,7 +197,8 @@ class ReplayApp:
         self.store = store
         """Where ImportMatch writes (None: imports are off)."""
         self.timelines = TimelineCache(registry, source.read, every=every, capacity=capacity,
-                                       max_bytes=cached_bytes)
+                                       max_bytes=cached_bytes,
+                                       version=self._store_version if hasattr(source, "version") else None)
         self._sleep = sleep
         self._on_close = on_close
         self.metrics = replay_metrics()
@@ -206,6 +208,16 @@ class ReplayApp:
         """Release the connections bootstrap opened."""
         if self._on_close is not None:
             self._on_close()
+
+    def _store_version(self, match_id: str) -> int:
+        """The store's version of a match over in the cache (`TimelineCache`'s check), or 0 while
+        the store is away: the match is then shown as it was last read, over, as before."""
+        try:
+            return int(self.source.version(match_id))  # type: ignore[attr-defined]
+        except Exception as exc:
+            if unavailable(exc) is None:
+                raise
+            return 0
 
     # -- auth -----------------------------------------------------------------------------
     def seat_of(self, token: str | None) -> tuple[str, int] | None:

@@ -201,6 +201,11 @@ class LayeredSource:
         cold = self.cold.read(match_id, after)
         return cold if cold else envelopes
 
+    def version(self, match_id: str) -> int:
+        """The hot store's version of the match (kept by a trim), 0 when it has none or no versions."""
+        version = getattr(self.hot, "version", None)
+        return 0 if version is None else int(version(match_id))
+
     def find(self, event_id: str) -> EventLocation | None:
         found = self.hot.find(event_id)
         if found is None and self.cold is not None:

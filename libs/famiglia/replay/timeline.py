@@ -249,9 +249,13 @@ class TimelineCache:
         every: int = DEFAULT_EVERY,
         capacity: int = 256,
         max_bytes: int = CACHED_MB << 20,
+        version: Callable[[str], int] | None = None,
     ) -> None:
         self.registry = registry
         self._load = load
+        self._version = version
+        """The store's version of a match (0: it knows none), which a finished match's timeline is
+        checked against: None, never."""
         self.every = every
         self.capacity = capacity
         self.max_bytes = max_bytes
@@ -262,7 +266,8 @@ class TimelineCache:
         self._lock = threading.Lock()
 
     def get(self, match_id: str, *, fresh: bool = True) -> MatchTimeline | None:
-        """The match's timeline, caught up with the source unless it is over (or `fresh` is off)."""
+        """The match's timeline, caught up with the source unless it is over (then checked
+        against the store's version), or as cached when `fresh` is off."""
         with self._lock:
             timeline = self._entries.get(match_id)
             if timeline is not None:
@@ -292,6 +297,15 @@ class TimelineCache:
                 with self._lock:
                     if self._entries.get(match_id) is timeline:
                         self._count(match_id, timeline)
+        elif fresh and self._version is not None:
+            # Over here, but the store's version says otherwise: it lost the ending (and may play
+            # the match on from there). Shown as over, the lost ending's full view would be
+            # granted to anyone while the table plays the same deck on. (A trim keeps the
+            # version: an archived match costs no SQL here; 0: the store knows no such match.)
+            version = self._version(match_id)
+            if version and version != timeline.last_seq:
+                self.forget(match_id)
+                return self.get(match_id)
         return timeline
 
     def _count(self, match_id: str, timeline: MatchTimeline) -> None:

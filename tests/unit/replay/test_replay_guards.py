@@ -293,3 +293,45 @@ def test_cli_stepping_stays_on_the_last_event() -> None:
     out = _Quiet()
     assert cli.step_through(_InProcessClient(app), envelopes[-1].event_id, ask=lambda _: next(keys), out=out) == 0
     assert out.lines.count("(last event)") == 2
+
+
+class _Failover:
+    """A hot store whose last writes a failover may take back, or which may be out of reach."""
+
+    def __init__(self, envelopes) -> None:
+        self.envelopes, self.away = list(envelopes), False
+
+    def read(self, match_id, after=0):
+        return [e for e in self.envelopes if e.seq > after and e.match_id == match_id]
+
+    def find(self, event_id):
+        return None
+
+    def version(self, match_id):
+        if self.away:
+            import redis
+
+            raise redis.ConnectionError("Connection refused")
+        return len(self.read(match_id))
+
+
+def test_a_finished_match_whose_ending_the_store_lost_is_no_longer_shown_whole() -> None:
+    """The full view is granted once a match is over, decided on the cached timeline. A store
+    that lost the ending (a failover) plays the match on from the same deck, but the cache still
+    said "over" and showed anyone the whole state, deck order included. Now the store's version
+    is asked first; while the store is away, the match is shown as last read, as before."""
+    from famiglia.replay.sources import LayeredSource
+    from services.replay.app import ReplayApp
+
+    envelopes = copy(recorded(TOY))
+    hot = _Failover(envelopes)
+    app = ReplayApp(source=LayeredSource(hot, MemorySource()), registry=registry(), signer=SIGNER)
+    cut, match_id = envelopes[len(envelopes) // 2], envelopes[0].match_id
+    assert app.state_at(cut.event_id, None, full=True, match_id=match_id).access.scope.name == "FULL"
+    hot.away = True
+    assert app.state_at(cut.event_id, None, full=True, match_id=match_id).finished  # served as last read
+    hot.away = False
+    hot.envelopes = envelopes[:-4]  # the ending lost: the match runs again from there
+    assert _code(lambda: app.state_at(cut.event_id, None, full=True, match_id=match_id)) == (PermissionDenied,
+                                                                                          "match_running")
+    assert app.timeline(match_id).last_seq == len(envelopes) - 4

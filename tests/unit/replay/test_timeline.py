@@ -184,3 +184,27 @@ def test_a_catch_up_shows_its_events_all_at_once_to_readers_without_the_lock() -
     assert timeline.extend(arriving()) == 10
     assert set(seen) == {(10, 10, False, False)}
     assert timeline.last_seq == 20 and timeline.seq_of(envelopes[19].event_id) == 20
+
+
+def test_a_finished_match_the_store_took_back_is_loaded_anew_not_shown_whole() -> None:
+    """A match over in the cache is never caught up again, so a store that lost its last,
+    acknowledged writes (a failover) and plays the match on from there left the cache showing
+    the lost ending: the match 'over', its full view (deck order, hands) granted to anyone, while
+    the table plays the same deck on. The store's version (one look-up, kept by a trim) now says
+    when a finished match's timeline is not the store's any more."""
+    played = copy(recorded(game_ids()[-1]))
+    n = len(played)
+    stored = {"a": played}
+    cache = TimelineCache(registry(), lambda m, after: [e for e in stored.get(m, []) if e.seq > after],
+                          version=lambda m: len(stored.get(m, [])))
+    timeline = cache.get("a")
+    assert timeline is not None and timeline.finished
+    assert cache.get("a") is timeline  # the store still holds it: not loaded again
+    stored["a"] = played[: n - 3]  # the ending lost: the match runs again from there
+    again = cache.get("a")
+    assert again is not timeline and again.last_seq == n - 3 and not again.finished
+    loads: list[int] = []  # a store that knows nothing of it (version 0): the archive's, as it was
+    archived = TimelineCache(registry(), lambda m, after: loads.append(after) or [e for e in played if e.seq > after],
+                             version=lambda m: 0)
+    kept = archived.get("a")
+    assert kept is not None and archived.get("a") is kept and loads == [0]
