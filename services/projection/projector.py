@@ -91,8 +91,9 @@ log = get_logger("famiglia.projection")
 
 PROBE_PREFIX = "projection-probe-"
 PROBE_GAME = "projection-probe"
+PROBE_EVENT = "projection_probe"
 """The made-up match `Projector._probe_passes` projects and rolls back: its id (with a random
-suffix) and a game no server has."""
+suffix), a game no server has, and the type of its second event."""
 
 UNREAD = "0-0"
 """The entry id of an event read from no partition stream (the archive in a rebuild, a match
@@ -362,20 +363,27 @@ class Projector:
 
     def _probe_passes(self, failing: int) -> bool:
         """Whether the read models take a match now: a made-up one (`match_created` of a game no
-        server has, two empty seats) projected as any batch is — row lock, archive, match and seat
-        rows, checkpoint — in a transaction that is rolled back, so no one ever sees it. It fails
+        server has, two empty seats, then one more event) projected as any batch is — row lock,
+        archive, match and seat rows, the match's progress, checkpoint — in a transaction that is
+        rolled back, so no one ever sees it. It fails
         with every match when our code or the database is at fault (a bug in the writes, a table
         refusing everything), and passes when the failing matches are at fault: what another
         match committing in the same round tells, with no other match around."""
-        created = MatchCreated(game_id=PROBE_GAME, seats=2)
-        envelope = EventEnvelope(match_id=f"{PROBE_PREFIX}{uuid.uuid4().hex}", seq=1, type=MATCH_CREATED,
-                                 game_id=PROBE_GAME, event_id=uuid.uuid4().hex, payload=created.SerializeToString())
-        envelope.timestamp.FromMilliseconds(int(time.time() * 1000))
+        match_id = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+        created = EventEnvelope(match_id=match_id, seq=1, type=MATCH_CREATED, game_id=PROBE_GAME,
+                                event_id=uuid.uuid4().hex,
+                                payload=MatchCreated(game_id=PROBE_GAME, seats=2).SerializeToString())
+        moved = EventEnvelope(match_id=match_id, seq=2, type=PROBE_EVENT, game_id=PROBE_GAME, event_id=uuid.uuid4().hex)
+        for envelope in (created, moved):
+            envelope.timestamp.FromMilliseconds(int(time.time() * 1000))
         try:
             with self._connect() as conn:
                 transaction = conn.begin()
                 try:
-                    self._apply_batch(conn, {envelope.match_id: [PartitionEntry(0, UNREAD, envelope)]})
+                    # Created, then moved on, as a match in progress is (its progress row, not an insert):
+                    # the failing matches are mostly past their first event.
+                    for envelope in (created, moved):
+                        self._apply_batch(conn, {match_id: [PartitionEntry(0, UNREAD, envelope)]})
                 finally:
                     transaction.rollback()
         except Exception as exc:  # noqa: BLE001 - the probe's failure is the answer

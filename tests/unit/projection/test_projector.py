@@ -763,3 +763,28 @@ def test_a_match_that_failed_before_and_then_loses_a_race_alone_is_redone_at_onc
     again = projector.project(entries)
     assert again.applied == entries and not again.deferred and not again.parked
     assert again.attempts == 2
+
+
+def test_a_writer_failing_for_every_match_in_progress_parks_none(projector: Projector, monkeypatch) -> None:
+    """The probe goes the way the failing matches go: a made-up match created, then moved on. Before,
+    it was only created (rows inserted), so a fault of ours or the database's in moving a match on
+    (its progress row, written for every match in progress) passed the probe, and every match a
+    consumer kept was parked after `park_after` rounds."""
+    a, _ = played_entries("m-a", seed=13)
+    b, _ = played_entries("m-b", seed=14, partition=1)
+    projector.project(a[:2] + b[:2])
+    real_write = projector.writer.write
+
+    def broken(conn, writes) -> None:
+        if any(row.created is None for row in writes.matches):
+            raise KeyError("a bug in writing a match's progress")
+        real_write(conn, writes)
+
+    monkeypatch.setattr(projector.writer, "write", broken)
+    for _ in range(projector.park_after + 2):
+        with pytest.raises(KeyError):
+            projector.project(a[2:] + b[2:])
+    assert not projector.parked_matches
+    monkeypatch.undo()
+    assert len(projector.project(a[2:] + b[2:]).applied) == len(a) + len(b) - 4
+    assert {m[0] for m in dump(projector.engine)["matches"]} == {"m-a", "m-b"}  # no probe's left behind
