@@ -157,8 +157,9 @@ class ProjectionRunner:
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
-        self._unrecorded: list[Parked] = []
-        """Parked entries whose dead-letter record failed (`_record_parked`): not acked until it is made."""
+        self._unrecorded: dict[tuple[int, str], Parked] = {}
+        """Parked entries whose dead-letter record failed (`_record_parked`), by (partition, entry id): not
+        acked until it is made, nor taken to project again should they come back meanwhile (`_take`)."""
         self._held_back_at: float | None = None
         """When the projector last refused a batch (the database away, `_hold_back`): until it takes
         one again this consumer reads nothing new and retries only what it keeps (None: reading)."""
@@ -178,7 +179,7 @@ class ProjectionRunner:
     def refresh_parked(self) -> None:
         """The parked matches as recorded in Redis (by any consumer, or forgotten by `unpark`)."""
         self.projector.parked_matches = self.dead_letters.parked_matches() | {
-            p.entry.envelope.match_id for p in self._unrecorded if p.first}  # struck out, record pending
+            p.entry.envelope.match_id for p in self._unrecorded.values() if p.first}  # struck out, record pending
 
     def run_once(self, block_ms: int | None = None) -> BatchOutcome:
         """One round; returns what the batch did."""
@@ -189,6 +190,15 @@ class ProjectionRunner:
             self._resume()
         if self._unrecorded:  # parked entries whose record failed: recorded (and acked) before all else
             self._record_parked([])
+            if not self._unrecorded:
+                # Acked now, not with the read: idle since they were parked, this round's claim would
+                # take them again, to be parked and recorded once more.
+                done, self.unacked = self.unacked, []
+                try:
+                    self.consumer.ack(done)
+                except BaseException:
+                    self.unacked = done + self.unacked
+                    raise
         now = time.monotonic()
         if (self.deferred or self._pending_from) and now - self._last_hold >= self.hold_every_s:
             self._last_hold = now
@@ -417,17 +427,19 @@ class ProjectionRunner:
         34 the round failed, and its next refresh of the parked matches forgot a match whose
         strike-out went unrecorded: struck all over again, `park_after` more failing rounds each
         time Redis failed the record."""
-        todo = self._unrecorded + list(parked)
+        todo = dict(self._unrecorded)
+        for item in parked:  # each entry once: one kept before is the one recorded (with its `first`)
+            todo.setdefault((item.entry.partition, item.entry.entry_id), item)
         if not todo:
             return
         try:
-            self.dead_letters.record(todo, self.name)
+            self.dead_letters.record(todo.values(), self.name)
         except Exception:  # noqa: BLE001 - Redis away: kept, recorded at the next round's start
             self._unrecorded = todo
             log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(todo), exc_info=True)
             return
-        self._unrecorded = []
-        self.unacked += [p.entry for p in todo]
+        self._unrecorded = {}
+        self.unacked += [p.entry for p in todo.values()]
 
     def _count(self, outcome: BatchOutcome) -> None:
         self.projected += len(outcome.applied)
@@ -569,7 +581,7 @@ class ProjectionRunner:
         new = []
         for entry in entries:
             key = (entry.partition, entry.entry_id)
-            if key in self.deferred:
+            if key in self.deferred or key in self._unrecorded:  # (parked, its record pending: not again)
                 continue
             self.deferred[key] = entry
             new.append(entry)

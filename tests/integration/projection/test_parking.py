@@ -274,3 +274,49 @@ def test_a_match_struck_out_while_redis_is_away_is_named_in_the_parked_hash_once
     record_f1 = DeadLetters(app.store).records()["f1"]
     assert "ValueError: cannot read f1" in record_f1["reason"] and record_f1["seq"] == "1"
     assert "f1" in runner.projector.parked_matches and not (f1 & _pending_ids(app))
+
+
+def test_parked_entries_waiting_for_their_record_are_kept_once_however_often_they_come_back(
+        app: ProjectionApp, monkeypatch) -> None:
+    """Redis refusing the dead-letter record (out of memory refuses an XADD, never an XREADGROUP or an
+    XACK) while the consumer reads on: the unacked parked entries come back, to a claim once idle (they
+    are not held) or a read of its own pending ones. Before, each came back to be parked and kept once
+    more every time, so the kept list grew for as long as the record failed, and the stream then took
+    every copy."""
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading this one match
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 3))
+    runner = app.runner("c1")
+    runner.config = replace(runner.config, claim_idle_ms=0, claim_every_s=0)  # every idle entry claimed, each round
+    recorded = DeadLetters.record
+    away = [True]
+
+    def record(self, parked, consumer=""):
+        if away[0]:
+            raise redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+        return recorded(self, parked, consumer)
+
+    monkeypatch.setattr(DeadLetters, "record", record)
+    deadline = time.monotonic() + 60
+    while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
+        with contextlib.suppress(ValueError):  # the strikes' rounds, as run() retries them
+            runner.run_once(block_ms=0)
+    f1 = {(e.partition, e.entry_id) for e in app.store.read_partition(app.store.partition_of("f1"), count=1000)
+          if e.envelope.match_id == "f1"}
+    for _ in range(5):  # rounds while the record is refused: f1's entries claimed back, each round
+        runner.run_once(block_ms=0)
+    runner._read_pending_again()
+    runner.run_once(block_ms=0)
+    kept = [(p.entry.partition, p.entry.entry_id) for p in runner._unrecorded.values()]
+    assert len(kept) == len(f1) and set(kept) == f1
+    away[0] = False  # memory again
+    _run(runner, lambda: _finished(app, ["f0", "f2"]) and not (f1 & _pending_ids(app)))
+    letters = [(int(f[b"partition"]), f[b"entry_id"].decode())
+               for _id, f in app.store.client.xrange(DeadLetters(app.store).stream_key)]
+    assert sorted(letters) == sorted(f1)  # each once
