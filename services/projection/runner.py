@@ -61,10 +61,11 @@ from dataclasses import dataclass
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.consumer import PartitionConsumer
-from famiglia.eventstore.port import full_partitions
+from famiglia.eventstore.port import entry_key, full_partitions
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.eventstore.unreadable import UnreadableEntry
 from famiglia.telemetry import get_logger
+from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .lag import LagMonitor
 from .parking import DeadLetters
@@ -418,6 +419,25 @@ class ProjectionRunner:
         self.dead_letters.record_unreadable(entries, self.name)
         if self.lag is not None:
             self.lag.unreadable(len(entries))
+        self._pass_over_unreadable(entries)
+
+    def _pass_over_unreadable(self, entries: list[UnreadableEntry]) -> None:
+        """The checkpoints past unreadable entries, as past parked ones (`Projector._pass_over`), at each
+        entry id's time: a partition whose newest entry is one is not lagging behind it (before, its lag
+        was that entry's time less the last event projected, until another event came to it). Best
+        effort, and not tried held back (a connect to a database away could take its whole timeout):
+        they only tell the lag."""
+        if self._held_back_at is not None:
+            return
+        passed = []
+        for entry in entries:
+            envelope = EventEnvelope()
+            envelope.timestamp.FromMilliseconds(entry_key(entry.entry_id)[0])
+            passed.append(PartitionEntry(entry.partition, entry.entry_id, envelope))
+        try:
+            self.projector._pass_over(passed)
+        except Exception:  # noqa: BLE001 - the lag only: the next event of the partition moves it on
+            log.debug("projection_unreadable_checkpoints_unmoved", consumer=self.name, exc_info=True)
 
     def _record_parked(self, parked: list[Parked]) -> None:
         """Record parked entries as dead letters (with those a failed record left), then ack them

@@ -16,6 +16,7 @@ from famiglia.readmodels import match_summary
 from famiglia.readmodels.db import read_session
 from famiglia.v1.envelope_pb2 import EventEnvelope
 from services.projection.app import ProjectionApp
+from services.projection.lag import LagMonitor
 from services.projection.parking import DeadLetters
 from services.projection.projector import Parked, Projector
 from services.projection.runner import ProjectionRunner
@@ -320,3 +321,20 @@ def test_parked_entries_waiting_for_their_record_are_kept_once_however_often_the
     letters = [(int(f[b"partition"]), f[b"entry_id"].decode())
                for _id, f in app.store.client.xrange(DeadLetters(app.store).stream_key)]
     assert sorted(letters) == sorted(f1)  # each once
+
+
+def test_a_partition_whose_newest_entry_no_event_can_be_read_from_is_not_lagging_behind_it(
+        app: ProjectionApp) -> None:
+    """The checkpoints move past an unreadable entry once it is recorded and acked, as they do past a
+    parked one. Before, a partition's newest entry being one kept its lag at that entry's time less the
+    last event projected (years, for matches played long before) until another event came to it."""
+    write_matches(app.store, app.registry, _specs("g", 2))
+    runner = app.runner("c1")
+    _run(runner, lambda: _finished(app, ["g0", "g1"]))
+    assert LagMonitor(app.store, app.sql).measure().max_lag_ms == 0
+    partition = app.store.partition_of("g0")
+    app.store.client.xadd(app.store.keys.partition_stream(partition), {"e": b"\xff\xff not an envelope"})
+    runner.run_once(block_ms=0)
+    runner.flush_acks()
+    assert not _pending_ids(app)
+    assert LagMonitor(app.store, app.sql).measure().by_partition[partition] == 0
