@@ -201,7 +201,7 @@ class ProjectionRunner:
                     self.unacked = done + self.unacked
                     raise
         now = time.monotonic()
-        if (self.deferred or self._pending_from) and now - self._last_hold >= self.hold_every_s:
+        if (self.deferred or self._pending_from or self._unrecorded) and now - self._last_hold >= self.hold_every_s:
             self._last_hold = now
             if self._pending_from:  # some of our own leftovers are not read back yet
                 self.consumer.hold_pending()
@@ -282,8 +282,15 @@ class ProjectionRunner:
     def hold_deferred(self) -> None:
         """Keep the deferred entries ours while we live; forget those another consumer took
         over while this one stalled (it retries them now: two holders would pass them back and forth),
-        and those the group delivers again, to whichever consumer (it was recreated: `hold`)."""
-        taken, gone = self.consumer.hold(self.deferred.values())
+        and those the group delivers again, to whichever consumer (it was recreated: `hold`). Parked
+        entries waiting for their record (`_record_parked`) are held too, and kept whatever the hold
+        says (parked here, recorded and acked here: an ack of one another consumer has is harmless);
+        before, idle past the claim time, another replica took them and struck their match out anew."""
+        unrecorded = [p.entry for p in self._unrecorded.values()]
+        taken, gone = self.consumer.hold([*self.deferred.values(), *unrecorded])
+        if unrecorded:
+            taken = [e for e in taken if (e.partition, e.entry_id) in self.deferred]
+            gone = [e for e in gone if (e.partition, e.entry_id) in self.deferred]
         if not taken and not gone:
             return
         for entry in taken + gone:

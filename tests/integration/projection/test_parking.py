@@ -338,3 +338,38 @@ def test_a_partition_whose_newest_entry_no_event_can_be_read_from_is_not_lagging
     runner.flush_acks()
     assert not _pending_ids(app)
     assert LagMonitor(app.store, app.sql).measure().by_partition[partition] == 0
+
+
+def test_parked_entries_waiting_for_their_record_are_held_from_other_consumers(
+        app: ProjectionApp, monkeypatch) -> None:
+    """Kept unacked while Redis refuses the record, they are held with the deferred entries. Before,
+    they were not: idle past the claim time, another replica claimed them and struck their match out
+    all over again (its rounds failing `park_after` times) though this consumer had it parked."""
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading this one match
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 3))
+    runner = app.runner("c1")
+    runner.config = replace(runner.config, claim_idle_ms=60_000)
+    monkeypatch.setattr(DeadLetters, "record", lambda self, parked, consumer="": (_ for _ in ()).throw(
+        redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")))
+    deadline = time.monotonic() + 60
+    while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
+        with contextlib.suppress(ValueError):  # the strikes' rounds, as run() retries them
+            runner.run_once(block_ms=0)
+    assert runner._unrecorded
+    client, keys = app.store.client, app.store.keys
+    for partition, entry_id in runner._unrecorded:  # idle past the claim time, as time goes by
+        client.xclaim(keys.partition_stream(partition), "projection", "c1", 0, [entry_id], idle=120_000,
+                      justid=True)
+    runner._last_hold = 0.0  # a hold is due; a claim of this consumer's (which takes its own too) is not
+    runner.config = replace(runner.config, claim_every_s=3600)
+    runner._last_claim = time.monotonic()
+    runner.run_once(block_ms=0)
+    other = app.runner("c2").consumer
+    assert not {(e.partition, e.entry_id) for e in other.claim_stale(60_000, count=1000)} & set(runner._unrecorded)
