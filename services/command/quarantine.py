@@ -265,9 +265,12 @@ def _bounded(client: Any) -> Any:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
+    from famiglia.redis_clients import FAILOVER, follow_failover, plain_connection_class
+
     pool = client.connection_pool
-    kwargs = dict(pool.connection_kwargs)
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != FAILOVER}
     kwargs.update(socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S,
                   retry=Retry(NoBackoff(), 0))
-    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
-                                                            max_connections=4, **kwargs))
+    bounded = redis.Redis(connection_pool=redis.ConnectionPool(
+        connection_class=plain_connection_class(pool.connection_class), max_connections=4, **kwargs))
+    return follow_failover(bounded)  # its own pool, which follows a failover as the store's does

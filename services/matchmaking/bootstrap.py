@@ -10,6 +10,7 @@ from famiglia.config import Settings
 from famiglia.engine.registry import Registry, default_registry
 from famiglia.matchmaking import GameShape, RatingProvider
 from famiglia.matchmaking.shapes import games_of
+from famiglia.redis_clients import connect as connect_redis
 
 from .app import Clock, MatchmakingApp, system_clock
 from .creator import GrpcMatchCreator, MatchCreator
@@ -59,7 +60,7 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
     settings = settings or Settings.from_env()
     mm = mm or MatchmakingSettings.from_env()
     check_bot_policy(mm.policy.bot_policy)
-    client = client or redis.Redis.from_url(settings.redis_url, decode_responses=True)
+    client = client or connect_redis(settings.redis_url, decode_responses=True)  # follows a failover
     store = RedisTicketStore(client)
     players = RedisPlayers(client, mm.guest_ttl_s)
     if games is None:

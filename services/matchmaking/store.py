@@ -31,6 +31,7 @@ import redis
 from redis.commands.core import Script
 
 from famiglia.matchmaking import Proposal, Ticket
+from famiglia.redis_clients import connect as connect_redis
 
 PENDING, SEARCHING, CLAIMED, MATCHED = "pending", "searching", "claimed", "matched"
 CANCELLED, EXPIRED, FAILED = "cancelled", "expired", "failed"
@@ -178,7 +179,7 @@ class RedisTicketStore:
 
     @classmethod
     def connect(cls, url: str, **kwargs: Any) -> RedisTicketStore:
-        return cls(redis.Redis.from_url(url, decode_responses=True), **kwargs)
+        return cls(connect_redis(url, decode_responses=True), **kwargs)  # follows a failover
 
     def close(self) -> None:
         self.client.close()

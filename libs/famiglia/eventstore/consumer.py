@@ -30,6 +30,8 @@ try:  # redis-py's hiredis parser, whose reader and buffer `exchange` reads dire
 except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
 
+from famiglia.grpcutil.errors import store_demoted
+from famiglia.redis_clients import failover_of
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -121,6 +123,7 @@ class PartitionConsumer:
         """A pool connection kept for new reads (see `_read_new`), with the pid that took it."""
         self._own_pid = 0
         self._own_lock = threading.Lock()
+        self._failover = failover_of(client)  # its pool's, when it follows one (famiglia.redis_clients)
         self._packed_reads: dict[tuple[int, int | None], bytes] = {}
         self._ack_heads = {p: b"$4\r\nXACK\r\n" + _bulk(key.encode()) + _bulk(group.encode())
                            for p, key in self._key_of.items()}
@@ -378,6 +381,9 @@ class PartitionConsumer:
         if self._own is None or self._own_pid != os.getpid():
             self._own, self._own_pid = self.client.connection_pool.get_connection(), os.getpid()
         conn = self._own
+        failover = self._failover
+        if failover is not None and conn.followed != failover.drops:
+            conn.disconnect()  # open when the pool dropped its connections (a READONLY): made again
         read = self._packed_reads.get((count, block))
         if read is None:
             args: list[Any] = ["XREADGROUP", "GROUP", self.group, self.consumer, "COUNT", count]
@@ -399,9 +405,11 @@ class PartitionConsumer:
                 reply = exchange(conn, self._packed_acks(acks) + read, len(acks) + 1)[-1]
             else:
                 reply = exchange(conn, read, 1)[0]
-        except _NotApplied:
+        except _NotApplied as error:
+            self._note_demoted(conn, error.__cause__ or error)
             raise  # every reply was read: the connection is in step
         except ResponseError as error:
+            self._note_demoted(conn, error)
             self._drop_own()
             if "NOGROUP" not in str(error):
                 raise
@@ -451,6 +459,12 @@ class PartitionConsumer:
             own, self._own = self._own, None
             if own is not None and self._own_pid == os.getpid():
                 self.client.connection_pool.release(own)
+
+    def _note_demoted(self, conn: Any, error: BaseException) -> None:
+        """A replica's READONLY on the kept connection, read past redis-py: its pool's
+        connections are dropped (famiglia.redis_clients), as redis-py's read would have."""
+        if self._failover is not None and store_demoted(error):
+            self._failover.demoted(conn)
 
     def _drop_own(self) -> None:
         own, self._own = self._own, None

@@ -48,7 +48,10 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
 
 from famiglia import spinwait
 from famiglia.config import number
+from famiglia.grpcutil.errors import store_demoted
 from famiglia.heldio import send_held
+from famiglia.redis_clients import connect as connect_redis
+from famiglia.redis_clients import failover_of
 from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -299,6 +302,7 @@ class RedisEventStore(EventStore):
         self._append_keys: dict[str, tuple[bytes, bytes]] = {}
         self._idle: list[Any] = []  # connections kept between appends, see _send
         self._generation = _process_generation  # which process's sockets `_idle` holds
+        self._failover = failover_of(client)  # its pool's, when it follows one (`connect`'s does)
         budget = reply_poll_us
         if budget is None:
             # a reply over the network comes long after any poll would have given up; a bad
@@ -337,7 +341,7 @@ class RedisEventStore(EventStore):
         long an append may poll for its reply (`FAMIGLIA_REDIS_POLL_US`; by default 150 for
         a Redis on this machine and 0, never, for one across the network; see `_reply_poll`).
         """
-        client = redis.Redis.from_url(
+        client = connect_redis(  # one that follows a failover (famiglia.redis_clients)
             url,
             decode_responses=False,
             socket_timeout=socket_timeout,
@@ -513,13 +517,18 @@ class RedisEventStore(EventStore):
             conn = idle.pop()
         except IndexError:
             conn = self.client.connection_pool.get_connection()
+        failover = self._failover
+        if failover is not None and conn.followed != failover.drops:
+            conn.disconnect()  # open when the pool dropped its connections (a READONLY): made again
         try:
             reply = _exchange(conn, request, poll)
         except (OSError, redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             self.client.connection_pool.release(conn)
             return self._send_retried(request)
-        except redis.ResponseError:
+        except redis.ResponseError as exc:
+            if failover is not None and store_demoted(exc):
+                failover.demoted(conn)  # a replica's READONLY, past redis-py's read_response
             idle.append(conn)  # a complete error reply: the connection is clean
             raise
         except BaseException:

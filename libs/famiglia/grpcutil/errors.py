@@ -124,19 +124,34 @@ def store_refusing(exc: BaseException) -> bool:
     """Whether `exc` is a reply error of a Redis refusing for now (`STORE_REFUSING`), read from
     the reply's code: redis-py's class for some (ReadOnlyError, OutOfMemoryError...), a plain
     ResponseError for others (MISCONF), and Redis 6 wraps a script's in an ERR."""
+    return _refusal(exc) in STORE_REFUSING
+
+
+def store_demoted(exc: BaseException) -> bool:
+    """Whether `exc` is a replica's READONLY: the node a connection is on was demoted by a
+    failover (or never was the primary), so a connection made again, to wherever the address
+    now leads, may find the primary (famiglia.redis_clients)."""
+    return _refusal(exc) == "READONLY"
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """The code of a Redis reply error, when it is one of `STORE_REFUSING`, else None."""
     global _RESPONSE_ERROR
     if _RESPONSE_ERROR is None:
         _RESPONSE_ERROR = _response_error()
     if not isinstance(exc, _RESPONSE_ERROR):
-        return False
+        return None
     code = getattr(exc, "status_code", None)  # redis-py 7+: the reply's first word, taken off the message
     text = str(exc)
-    if code in STORE_REFUSING or text.split(" ", 1)[0] in STORE_REFUSING:
-        return True
+    if code in STORE_REFUSING:
+        return str(code)
+    first = text.split(" ", 1)[0]
+    if first in STORE_REFUSING:
+        return first
     if code is not None and code != "ERR" or not text.startswith(("ERR Error running script", "Error running script")):
-        return False
+        return None
     found = _IN_SCRIPT.search(text)
-    return found is not None and found.group(1) in STORE_REFUSING
+    return found.group(1) if found is not None and found.group(1) in STORE_REFUSING else None
 
 
 def store_away(exc: BaseException) -> bool:

@@ -35,6 +35,7 @@ from celery.worker.state import task_reserved
 from opentelemetry import context as otel_context
 
 from famiglia.eventstore.consumer import exchange
+from famiglia.redis_clients import plain_connection_class
 from famiglia.telemetry import (
     FOLLOWS_KEY,
     carried_trace_id,
@@ -548,7 +549,8 @@ class CeleryTasks:
         if pool is None:
             return False
         mine = self._broker().connection_pool
-        return (type(pool) is type(mine) and pool.connection_class is mine.connection_class
+        return (type(pool) is type(mine)
+                and plain_connection_class(pool.connection_class) is plain_connection_class(mine.connection_class)
                 and all(pool.connection_kwargs.get(k) == mine.connection_kwargs.get(k) for k in _TARGET))
 
     @contextmanager

@@ -55,6 +55,7 @@ def _versions(client: redis.Redis) -> list[int]:
 def test_the_broker_shares_the_stores_server_only_at_the_same_address_and_database(redis_url: str) -> None:
     tasks = _tasks(redis_url)
     assert tasks.shares_server(redis.Redis.from_url(redis_url, decode_responses=False, socket_timeout=3))
+    assert tasks.shares_server(RedisEventStore.connect(redis_url).client)  # its pool follows a failover
     assert not tasks.shares_server(redis.Redis.from_url(redis_url.rsplit("/", 1)[0] + "/1"))
     assert not tasks.shares_server(redis.Redis(host="127.0.0.2", port=1))
     assert not tasks.shares_server(None)
