@@ -13,6 +13,7 @@ import redis
 from famiglia.config import listen_address
 from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.turn_notices import turn_notices_of
+from famiglia.grpcutil.errors import store_away, store_refusing
 from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
 from famiglia.grpcutil.readiness import redis_ping
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
@@ -60,19 +61,28 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
     return threads
 
 
-_REDIS_AWAY = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
-
-
 def _ensure_groups(consumer: PartitionConsumer) -> bool:
     """The dispatcher's group on every partition, from the end of history; False while Redis is
-    away (the dispatcher's thread makes it once Redis answers, `_dispatch`): the service starts
-    NOT_SERVING, as the others do, rather than exiting in a traceback."""
+    away or refusing the write for now (`store_away`; the dispatcher's thread makes it once Redis
+    takes it, `_dispatch`): the service starts as the others do, rather than exiting in a
+    traceback (as it did on a refusal: a replica's READONLY, MISCONF)."""
     try:
         consumer.ensure_groups(start_id="$")
-    except _REDIS_AWAY as exc:
-        get_logger().warning("dispatcher_waiting_for_redis", error=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if not store_away(exc):
+            raise
+        if store_refusing(exc):
+            _refused(exc)
+        else:
+            get_logger().warning("dispatcher_waiting_for_redis", error=f"{type(exc).__name__}: {exc}")
         return False
     return True
+
+
+def _refused(exc: Exception, **fields: object) -> None:
+    """Redis answers but refuses the group's write (MISCONF: its disk full; READONLY): readiness's
+    PING passes, so this line is the one sign that the dispatcher does not run."""
+    get_logger().warning("dispatcher_group_refused", error=f"{type(exc).__name__}: {exc}"[:300], **fields)
 
 
 def _dispatch(dispatcher: Dispatcher, consumer: PartitionConsumer, stop: threading.Event, grouped: bool,
@@ -86,11 +96,12 @@ def _dispatch(dispatcher: Dispatcher, consumer: PartitionConsumer, stop: threadi
         try:
             consumer.ensure_groups(start_id="$")
             grouped = True
-        except _REDIS_AWAY:
-            pass  # readiness says Redis is away (`dependency_down`), once
-        except redis.exceptions.RedisError as exc:
-            get_logger().warning("dispatcher_group_refused", error=f"{type(exc).__name__}: {exc}"[:300],
-                                 pause_s=pause)
+        except Exception as exc:
+            if store_away(exc) and not store_refusing(exc):
+                continue  # out of reach: readiness says so (`dependency_down`), once
+            if not isinstance(exc, redis.exceptions.RedisError):
+                raise
+            _refused(exc, pause_s=pause)  # refusing for now, or another reply error: tried again
     if grouped:
         dispatcher.run(consumer, stop, block_ms=block_ms)
 

@@ -239,3 +239,37 @@ def test_every_long_lived_client_of_ours_follows_a_failover() -> None:
     mm = matchmaking(settings=Settings(redis_url=url, secret="s"), games={}, ratings=FixedRatings())
     assert failover_of(mm.app.store.client) is not None
 
+
+def test_a_bots_service_started_on_a_demoted_node_makes_its_group_after_the_failover(
+        servers: tuple[RedisServer, RedisServer], demoted: SwitchingProxy) -> None:
+    """The dispatcher's group, made at start: a replica's READONLY raised out of
+    `start_background` and the bots service exited in a traceback; it is told
+    (`dispatcher_group_refused`, readiness's PING passes) and made once Redis takes it."""
+    from structlog.testing import capture_logs
+
+    from services.bots.__main__ import _dispatch, _ensure_groups
+    from services.bots.dispatcher import GROUP
+
+    class Dispatcher:
+        ran = False
+
+        def run(self, consumer: PartitionConsumer, stop: threading.Event, *, block_ms: int) -> None:
+            self.ran = True
+
+    store = RedisEventStore.connect(demoted.url)
+    try:
+        consumer = PartitionConsumer.for_store(store, GROUP, "dispatcher-test")
+        with capture_logs() as logs:
+            assert not _ensure_groups(consumer)
+        # (and the store's client dropped its connections, to be made again wherever the address leads)
+        assert [line["event"] for line in logs] == ["redis_demoted", "dispatcher_group_refused"]
+        assert "ReadOnlyError" in logs[1]["error"]
+        _fail_over(demoted, servers)
+        dispatcher = Dispatcher()
+        _dispatch(dispatcher, consumer, threading.Event(), False, 100)  # type: ignore[arg-type]
+        assert dispatcher.ran
+        primary = redis.Redis(port=servers[0].port)
+        assert [g["name"] for g in primary.xinfo_groups(store.keys.partition_stream(0))] == [GROUP.encode()]
+        primary.close()
+    finally:
+        store.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import redis
 
 from services.bots.__main__ import _dispatch
@@ -46,3 +47,19 @@ def test_a_stopped_service_does_not_wait_for_its_group() -> None:
     dispatcher = Dispatcher()
     _dispatch(dispatcher, Consumer([]), stop, False, 100)  # type: ignore[arg-type]
     assert not dispatcher.ran
+
+
+def test_a_redis_refusing_the_group_at_start_is_waited_for_and_a_bug_is_not() -> None:
+    """`store_away` says which errors are Redis's for now (famiglia.grpcutil.errors): away or
+    refusing, the service starts and its dispatcher's thread makes the group; any other error
+    stops it at start."""
+    from services.bots.__main__ import _ensure_groups
+
+    for away in (redis.exceptions.ConnectionError("away"), redis.exceptions.TimeoutError("slow"),
+                 redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
+                 redis.exceptions.ResponseError("MISCONF Redis is configured to save RDB snapshots"),
+                 redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory")):
+        assert not _ensure_groups(Consumer([away])), away  # type: ignore[arg-type]
+    assert _ensure_groups(Consumer([None]))  # type: ignore[arg-type]
+    with pytest.raises(redis.exceptions.ResponseError):
+        _ensure_groups(Consumer([redis.exceptions.ResponseError("WRONGTYPE Operation against a key")]))  # type: ignore[arg-type]
