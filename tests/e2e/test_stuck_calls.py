@@ -95,31 +95,42 @@ def test_a_slow_call_still_running_at_the_end_of_the_drain_is_a_stop_not_a_stuck
     is slow, not stuck: the process says so (`calls_cut_at_stop`, warning), stops as asked
     (`command_service_stopped`) and leaves with status 0. Before, any call still running was
     `command_service_stopped_stuck` and status 1: a stop that failed, for an orchestrator."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
     process = CommandProcess(redis_url, free_port(), tmp_path / "command.log", module="tests.support.stalling_command",
-                             env={"FAMIGLIA_COMMAND_STUCK_CALL_S": "600", "STALLING_CARD_S": "600"}).start()
+                             env={"FAMIGLIA_COMMAND_STUCK_CALL_S": "600", "STALLING_CARD_S": "600",
+                                  "STALLING_MARKS": str(marks)}).start()
     channel = grpc.insecure_channel(process.address)
     client = GameClient(channel=channel, timeout=30)
     try:
         match, _seat, _token, slow = _into_the_engine(channel, client, "slow-1")
-        # Until the call holds its match's lock (in the engine): a view of the match waits for it,
-        # and stays waiting, a second call under way at the stop.
-        stub, deadline = pb_grpc.GameServiceStub(channel), time.monotonic() + 60
-        while True:
-            assert time.monotonic() < deadline and not slow.done()
-            try:
-                stub.GetView(pb.GetViewRequest(match_id=match.match_id), timeout=0.5)
-            except grpc.RpcError as exc:
-                assert exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED, exc
-                break
-            time.sleep(0.05)
+        # The command in the engine, holding its match's lock; then a view of the match, which waits
+        # for that lock: a second call under way at the stop. Each waited for by the process's own
+        # mark, not a deadline's: on a loaded host a short one passed before the command was in the
+        # engine, or before a handler took the view (never run, so not under way).
+        _until(marks / "decide", slow, process)
+        (marks / "view").unlink()  # `_into_the_engine`'s own view's, which has returned
+        view = pb_grpc.GameServiceStub(channel).GetView.future(pb.GetViewRequest(match_id=match.match_id),
+                                                                timeout=120)
+        _until(marks / "view", view, process)
+        assert not slow.done() and not view.done()
         assert process.proc is not None
         process.proc.send_signal(signal.SIGTERM)
         assert process.proc.wait(timeout=60) == 0, process.log.read_text()[-3000:]
         assert not _lines(process.log, "command_service_stopped_stuck"), process.log.read_text()[-3000:]
         (cut,) = _lines(process.log, "calls_cut_at_stop")
-        assert cut["level"] == "warning" and cut["calls"] == 2
-        assert _lines(process.log, "command_service_stopped")
+        assert cut["level"] == "warning" and cut["calls"] == 2, process.log.read_text()[-3000:]
+        assert _lines(process.log, "command_service_stopped"), process.log.read_text()[-3000:]
         slow.cancel()
+        view.cancel()
     finally:
         channel.close()
         process.kill()
+
+
+def _until(mark: Path, call: Any, process: CommandProcess) -> None:
+    """Wait for the stalling process's `mark` (tests.support.stalling_command), `call` still running."""
+    deadline = time.monotonic() + 60  # a wait for the process, not a measure of it
+    while not mark.exists():
+        assert time.monotonic() < deadline and not call.done(), (mark.name, process.log.read_text()[-3000:])
+        time.sleep(0.02)
