@@ -175,16 +175,33 @@ def _database_errors() -> tuple[type[BaseException], type[BaseException], type[B
 
 
 _DATABASE_ERRORS: tuple[type[BaseException], ...] | None = None
-#: PostgreSQL's SQLSTATEs of a server away or refusing connections: class 08 (connection
-#: exception), shutting down or starting (57P01-57P03), too many connections (53300).
-_PG_AWAY = ("57P01", "57P02", "57P03", "53300")
+#: PostgreSQL's SQLSTATEs of a server away or refusing for now, besides class 08 (connection
+#: exception): shutting down, crashed or starting (57P01-57P03), too many connections (53300),
+#: out of disk or memory (53100, 53200), a statement cut short by `statement_timeout` (57014,
+#: query_canceled), a lock not had within `lock_timeout` or NOWAIT (55P03), a transaction lost to
+#: a concurrent one (40001 serialization_failure, 40P01 deadlock_detected). PostgreSQL rolls back
+#: the statement (its transaction) on each, so the call wrote nothing and may be made again.
+_PG_AWAY = frozenset({"57P01", "57P02", "57P03", "53300", "53100", "53200", "57014", "55P03", "40001", "40P01"})
 #: SQLite's of a file out of reach for now: locked past the busy timeout, unopenable, unreadable.
 _SQLITE_AWAY = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN", "SQLITE_IOERR")
 
 
+def pg_sqlstate(orig: object) -> str | None:
+    """The SQLSTATE of a PostgreSQL driver's error: psycopg 3's `sqlstate`, psycopg2's `pgcode`,
+    or either's `diag.sqlstate`; None when the server sent none (a connection that failed
+    client-side) or `orig` is not PostgreSQL's."""
+    for found in (getattr(orig, "sqlstate", None), getattr(orig, "pgcode", None),
+                  getattr(getattr(orig, "diag", None), "sqlstate", None)):
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
 def database_away(exc: BaseException) -> bool:
-    """Whether `exc` says the SQL database (the read models) is out of reach: refusing or dropping
-    connections, shutting down, past its connection bound, a SQLite file locked or unopenable, no
+    """Whether `exc` says the SQL database (the read models) is out of reach or refusing for now:
+    refusing or dropping connections, shutting down, past its connection bound, out of disk or
+    memory, a statement past its `statement_timeout` or a lock past its `lock_timeout`, a
+    serialization failure or a deadlock (`_PG_AWAY`), a SQLite file locked or unopenable, no
     pooled connection free in time. Such a failure is UNAVAILABLE (retry), not INTERNAL; a query
     the database refuses (SQLite's OperationalError for a syntax error or a missing table too)
     stays a failure of ours."""
@@ -201,7 +218,7 @@ def database_away(exc: BaseException) -> bool:
     if getattr(exc, "connection_invalidated", False):  # SQLAlchemy saw the connection drop
         return True
     orig = getattr(exc, "orig", None)
-    sqlstate = getattr(orig, "sqlstate", None)
+    sqlstate = pg_sqlstate(orig)
     if sqlstate:
         return sqlstate.startswith("08") or sqlstate in _PG_AWAY
     if not isinstance(exc, operational):

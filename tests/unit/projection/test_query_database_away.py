@@ -91,8 +91,17 @@ def test_a_query_the_database_refuses_stays_internal(query, tmp_path: Path) -> N
     assert [line["event"] for line in logs if line["event"] in ("rpc_failed", "store_unavailable")] == ["rpc_failed"]
 
 
-@pytest.mark.parametrize(("sqlstate", "away"), [("08006", True), ("57P01", True), ("53300", True),
-                                                 ("42P01", False), ("22021", False)])
+#: PostgreSQL refusing for now, each rolled back so retried safely: 57014 (statement_timeout),
+#: 55P03 (lock_timeout, NOWAIT), 40001 / 40P01 (serialization failure, deadlock), 53100 / 53200 /
+#: 53300 (disk full, out of memory, too many connections), 57P01-57P03 (shutting down, crashed,
+#: starting). Before, the first six were INTERNAL.
+_PG_REFUSING_NOW = ["08006", "57014", "55P03", "40001", "40P01", "53100", "53200", "53300", "57P01", "57P02", "57P03"]
+#: Refusals of the query itself: an undefined table, a bad encoding, a unique violation, bad SQL.
+_PG_REFUSING_THE_QUERY = ["42P01", "22021", "23505", "42601"]
+
+
+@pytest.mark.parametrize(("sqlstate", "away"), [*((code, True) for code in _PG_REFUSING_NOW),
+                                                 *((code, False) for code in _PG_REFUSING_THE_QUERY)])
 def test_postgresql_states_of_a_server_away_are_told_from_a_query_it_refuses(sqlstate: str, away: bool) -> None:
     class PgError(Exception):
         pass
@@ -100,3 +109,31 @@ def test_postgresql_states_of_a_server_away_are_told_from_a_query_it_refuses(sql
     orig = PgError("server says no")
     orig.sqlstate = sqlstate  # type: ignore[attr-defined]
     assert database_away(OperationalError("SELECT 1", {}, orig)) is away
+
+
+class _Diag:
+    def __init__(self, sqlstate: str) -> None:
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize("driver", ["psycopg2", "diag"])
+@pytest.mark.parametrize("sqlstate", [*_PG_REFUSING_NOW, *_PG_REFUSING_THE_QUERY])
+def test_the_sqlstate_is_read_however_the_driver_gives_it(driver: str, sqlstate: str) -> None:
+    """psycopg2 names it `pgcode`, both psycopgs have it on `diag.sqlstate` too; an error with none
+    of them is a connection that failed client-side (away, as before)."""
+    from sqlalchemy.exc import DBAPIError
+
+    class PgError(Exception):
+        pass
+
+    orig = PgError("server says no")
+    if driver == "psycopg2":
+        orig.pgcode = sqlstate  # type: ignore[attr-defined]
+        orig.sqlstate = None  # type: ignore[attr-defined]
+    else:
+        orig.diag = _Diag(sqlstate)  # type: ignore[attr-defined]
+    away = sqlstate in _PG_REFUSING_NOW
+    assert database_away(OperationalError("SELECT 1", {}, orig)) is away
+    # A DBAPIError that is not an OperationalError (psycopg2 raises 40001 as a TransactionRollbackError,
+    # an OperationalError; a driver may not): the SQLSTATE decides all the same.
+    assert database_away(DBAPIError("SELECT 1", {}, orig)) is away
