@@ -221,7 +221,7 @@ def sql_archive_source(database_url: str) -> ArchiveSource | None:
     so the replay service still serves hot matches. Any other failure is raised, not
     read as empty: an archived match would be answered NOT_FOUND, which a client
     believes. A database out of reach (`database_away`) is then UNAVAILABLE, which it
-    retries; a query it fails on (a schema it lacks, a timeout) INTERNAL, logged. An id
+    retries (a statement timeout too); a query it fails on (a schema it lacks) INTERNAL, logged. An id
     holding a NUL is in no archive (PostgreSQL's text holds none; the match ids admitted
     neither) and is not asked about: the driver would refuse it, INTERNAL for a mere typo.
     """
