@@ -139,9 +139,14 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
     """ImportMatch with an operator token (minted from `secret` or the configured one unless
     given); 0 when stored and verified, 1 when stored unverified, 2 when refused or unreadable."""
     from famiglia.replay.client import operator_token
+    from famiglia.replay.export import FILE_MAX_BYTES
 
     out = out or console
     try:
+        if path.stat().st_size > FILE_MAX_BYTES:  # the service would refuse it RESOURCE_EXHAUSTED, no code
+            out.print(f"[red]{escape(str(path))} is past the {FILE_MAX_BYTES // (1024 * 1024)} MiB an import "
+                      "takes[/]: export the match again with --binary (smaller than its JSON)")
+            return 2
         data = path.read_bytes()
     except OSError as exc:
         out.print(f"[red]cannot read {escape(str(path))}[/]: {escape(str(exc))}")

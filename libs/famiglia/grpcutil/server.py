@@ -292,6 +292,12 @@ def _unwatched_on(servicer: Any, service_name: str) -> Any:
     return servicer
 
 
+#: The largest request a server receives, unless its service says otherwise: gRPC refuses one
+#: past it RESOURCE_EXHAUSTED before any handler (no code). The replay service's imports take
+#: more (`famiglia.replay.export.FILE_MAX_BYTES`).
+MAX_RECEIVE_BYTES = 8 * 1024 * 1024
+
+
 def build_server(
     address: str,
     register: Iterable[tuple[Callable[[Any, grpc.Server], None], Any, str]],
@@ -306,6 +312,7 @@ def build_server(
     describe_call: Callable[[Running], dict[str, Any]] | None = None,
     on_stuck: Callable[[int, Running], bool | None] | None = None,
     on_stuck_ended: Callable[[int, Running], None] | None = None,
+    max_receive_bytes: int = MAX_RECEIVE_BYTES,
 ) -> tuple[grpc.Server, int]:
     """A started-ready server with reflection and health; returns (server, bound port).
 
@@ -357,7 +364,7 @@ def build_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=call_workers or workers, thread_name_prefix="grpc"),
         options=[
-            ("grpc.max_receive_message_length", 8 * 1024 * 1024),
+            ("grpc.max_receive_message_length", max_receive_bytes),
             ("grpc.so_reuseport", 0),
             ("grpc.keepalive_time_ms", int(keepalive_s * 1000)),
             ("grpc.keepalive_timeout_ms", int(min(KEEPALIVE_TIMEOUT_S, keepalive_s) * 1000)),

@@ -31,6 +31,10 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 from famiglia.v1.replay_service_pb2 import MatchExport, RecordedCommand
 
 FORMAT_VERSION = 1
+#: The largest export file: what the replay client receives from ExportMatch and the replay
+#: service receives in ImportMatch, so whatever is exported can be imported back (a match of
+#: ~20k events passes 8 MiB as JSON, every other service's receive limit).
+FILE_MAX_BYTES = 64 * 1024 * 1024
 GENERATOR = "famiglia-replay"
 
 

@@ -13,7 +13,7 @@ from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.grpcutil.tls import Transport
 from famiglia.replay.access import shows_command_id
-from famiglia.replay.export import dump, file_name
+from famiglia.replay.export import FILE_MAX_BYTES, dump, file_name
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import replay_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
@@ -157,4 +157,5 @@ def serve(app: ReplayApp, address: str, workers: int = 64, *,
         dependencies=dependencies,
         transport=transport,
         stuck_call_s=stuck_call_s,
+        max_receive_bytes=FILE_MAX_BYTES,  # an ImportMatch file: whatever ExportMatch sent
     )

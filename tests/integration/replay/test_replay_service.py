@@ -323,3 +323,40 @@ def test_every_registered_game_played_through_the_command_service_exports_and_ve
     report = stack.client.verify(data=answer.file)
     assert report.ok, report
     assert report.events_checked == played.version and report.commands_checked == answer.commands
+
+
+def test_an_export_past_the_servers_8_mib_is_imported_back(stack: Stack) -> None:
+    """A long match's JSON export (~20k events) passes 8 MiB, the receive limit of every other
+    service: ImportMatch was refused RESOURCE_EXHAUSTED by gRPC, with no code, so an export could
+    not be imported back. The replay service receives what its client receives, FILE_MAX_BYTES."""
+    from famiglia.grpcutil.server import MAX_RECEIVE_BYTES
+    from famiglia.replay.export import FILE_MAX_BYTES
+
+    played = play(stack.commands, GAME_ID, 2, seed=33, options=TOY_OPTIONS)
+    data = stack.client.export(played.match_id, binary=False).file
+    long = data + b" " * (MAX_RECEIVE_BYTES + 1024 - len(data))  # the same JSON, past 8 MiB
+    assert MAX_RECEIVE_BYTES < len(long) < FILE_MAX_BYTES
+    answer = stack.client.import_file(long, token=operator_token(SECRET), new_match_id="m-long")
+    assert answer.match_id == "m-long" and answer.verification.ok and answer.version == played.version
+
+
+def test_the_cli_refuses_a_file_past_the_import_limit_before_sending_it(tmp_path) -> None:
+    """Past FILE_MAX_BYTES the service answers gRPC's RESOURCE_EXHAUSTED, no code: the CLI names
+    the limit and the way (--binary) instead, and sends nothing."""
+    from rich.console import Console
+
+    from famiglia.cli.replay import import_file
+    from famiglia.replay.export import FILE_MAX_BYTES
+
+    big = tmp_path / "long.json"
+    with big.open("wb") as sparse:
+        sparse.truncate(FILE_MAX_BYTES + 1)
+
+    class Unsent:
+        def import_file(self, *_args, **_kwargs):  # type: ignore[no-untyped-def]
+            raise AssertionError("sent")
+
+    out = Console(record=True, width=200)
+    assert import_file(Unsent(), big, token="t", out=out) == 2
+    said = out.export_text()
+    assert "64 MiB" in said and "--binary" in said
