@@ -50,6 +50,37 @@ def _run(runner: ProjectionRunner, done: Callable[[], bool], timeout: float = 60
     raise AssertionError("the projection did not get there")
 
 
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
+
+
+def _f1_poisoned(app: ProjectionApp, monkeypatch) -> ProjectionRunner:
+    """Matches f0-f2 written, f1's first event one a bug cannot project (ValueError), and runner c1."""
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):  # a bug reading this one match
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    write_matches(app.store, app.registry, _specs("f", 3))
+    return app.runner("c1")
+
+
+def _record_refused(monkeypatch, error: Exception) -> list[bool]:
+    """The dead-letter record raising `error` while the flag returned holds True (`[0] = False`: back)."""
+    recorded = DeadLetters.record
+    away = [True]
+
+    def record(self, parked, consumer=""):
+        if away[0]:
+            raise error
+        return recorded(self, parked, consumer)
+
+    monkeypatch.setattr(DeadLetters, "record", record)
+    return away
+
+
 def test_an_import_that_kept_the_event_ids_is_parked_and_new_matches_still_appear(app: ProjectionApp) -> None:
     first = write_matches(app.store, app.registry, _specs("m", 2))
     runner = app.runner("c1")
@@ -94,16 +125,7 @@ def test_every_consumer_parks_the_later_entries_of_a_parked_match(app: Projectio
 
 
 def test_unpark_projects_a_match_again_once_its_cause_is_fixed(app: ProjectionApp, monkeypatch) -> None:
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
-    write_matches(app.store, app.registry, _specs("f", 3))
-    runner = app.runner("c1")
+    runner = _f1_poisoned(app, monkeypatch)
     _run(runner, lambda: _finished(app, ["f0", "f2"]) and "f1" in runner.projector.parked_matches)
     assert "ValueError: cannot read f1" in DeadLetters(app.store).records()["f1"]["reason"]
     monkeypatch.undo()  # the fix is deployed
@@ -236,25 +258,8 @@ def test_a_match_struck_out_while_redis_is_away_is_named_in_the_parked_hash_once
         app: ProjectionApp, monkeypatch) -> None:
     """The record of the entry that got a match parked failed (Redis away): its entries must not be
     acked, nor the match forgotten or parked without the hash naming it, until the record is made."""
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
-    write_matches(app.store, app.registry, _specs("f", 3))
-    runner = app.runner("c1")
-    recorded = DeadLetters.record
-    away = [True]
-
-    def record(self, parked, consumer=""):
-        if away[0]:
-            raise redis.ConnectionError("Redis away")
-        return recorded(self, parked, consumer)
-
-    monkeypatch.setattr(DeadLetters, "record", record)
+    runner = _f1_poisoned(app, monkeypatch)
+    away = _record_refused(monkeypatch, redis.ConnectionError("Redis away"))
     deadline = time.monotonic() + 60
     while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
         with contextlib.suppress(ValueError, redis.ConnectionError):  # the strikes' rounds, as run() retries them
@@ -284,26 +289,9 @@ def test_parked_entries_waiting_for_their_record_are_kept_once_however_often_the
     are not held) or a read of its own pending ones. Before, each came back to be parked and kept once
     more every time, so the kept list grew for as long as the record failed, and the stream then took
     every copy."""
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
-    write_matches(app.store, app.registry, _specs("f", 3))
-    runner = app.runner("c1")
+    runner = _f1_poisoned(app, monkeypatch)
     runner.config = replace(runner.config, claim_idle_ms=0, claim_every_s=0)  # every idle entry claimed, each round
-    recorded = DeadLetters.record
-    away = [True]
-
-    def record(self, parked, consumer=""):
-        if away[0]:
-            raise redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
-        return recorded(self, parked, consumer)
-
-    monkeypatch.setattr(DeadLetters, "record", record)
+    away = _record_refused(monkeypatch, redis.ResponseError(OOM))
     deadline = time.monotonic() + 60
     while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
         with contextlib.suppress(ValueError):  # the strikes' rounds, as run() retries them
@@ -345,19 +333,9 @@ def test_parked_entries_waiting_for_their_record_are_held_from_other_consumers(
     """Kept unacked while Redis refuses the record, they are held with the deferred entries. Before,
     they were not: idle past the claim time, another replica claimed them and struck their match out
     all over again (its rounds failing `park_after` times) though this consumer had it parked."""
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
-    write_matches(app.store, app.registry, _specs("f", 3))
-    runner = app.runner("c1")
+    runner = _f1_poisoned(app, monkeypatch)
     runner.config = replace(runner.config, claim_idle_ms=60_000)
-    monkeypatch.setattr(DeadLetters, "record", lambda self, parked, consumer="": (_ for _ in ()).throw(
-        redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")))
+    _record_refused(monkeypatch, redis.ResponseError(OOM))
     deadline = time.monotonic() + 60
     while "f1" not in runner.projector.parked_matches and time.monotonic() < deadline:
         with contextlib.suppress(ValueError):  # the strikes' rounds, as run() retries them
