@@ -16,29 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from famiglia import telemetry
 from famiglia.grpcutil.errors import FailedPrecondition
 from famiglia.grpcutil.server import rpc
+from tests.support.grpc_calls import Aborted, FakeCall
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-
-
-class _Aborted(Exception):
-    pass
-
-
-class _Call:
-    def __init__(self, *metadata: tuple[str, str]) -> None:
-        self.metadata = metadata
-        self.status: Any = None
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return self.metadata
-
-    def abort_with_status(self, status: Any) -> None:
-        self.status = status
-        raise _Aborted
-
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self.status = (code, details)
-        raise _Aborted
 
 
 class _Service:
@@ -71,20 +51,20 @@ def test_each_call_has_its_span_and_leaves_the_context_as_it_found_it(monkeypatc
     monkeypatch.setattr(telemetry, "_tracers", {})
     service, before = _Service(), otel_context.get_current()
 
-    assert service.Ok("a", _Call(("authorization", "Bearer x"))) == "reply to a"
-    assert service.Ok("b", _Call(("traceparent", PARENT))) == "reply to b"
+    assert service.Ok("a", FakeCall(("authorization", "Bearer x"))) == "reply to a"
+    assert service.Ok("b", FakeCall(("traceparent", PARENT))) == "reply to b"
     assert otel_context.get_current() is before
     root, child = (span.get_span_context() for span in service.spans)
     assert root.is_valid and child.is_valid and root.trace_id != child.trace_id
     assert f"{child.trace_id:032x}" == PARENT[3:35] and child.span_id != int(PARENT[36:52], 16)
     assert service.recording == [exported, exported]
 
-    refused = _Call()
-    with pytest.raises(_Aborted):
+    refused = FakeCall()
+    with pytest.raises(Aborted):
         service.Refused(None, refused)
     assert refused.status.code == grpc.StatusCode.FAILED_PRECONDITION
-    broken = _Call()
-    with pytest.raises(_Aborted):
+    broken = FakeCall()
+    with pytest.raises(Aborted):
         service.Broken(None, broken)
     assert broken.status == (grpc.StatusCode.INTERNAL, "internal error in Broken")
     assert otel_context.get_current() is before
@@ -103,8 +83,8 @@ def test_a_clients_mistake_is_not_an_error_span_but_a_servers_failure_is(monkeyp
     monkeypatch.setattr(telemetry, "_tracers", {})
     service = _Service()
     for method in (service.Refused, service.Broken):
-        with pytest.raises(_Aborted):
-            method(None, _Call())
+        with pytest.raises(Aborted):
+            method(None, FakeCall())
     refused, broken = exporter.get_finished_spans()
     assert refused.attributes["famiglia.code"] == "match_over"
     assert refused.status.status_code is not trace.StatusCode.ERROR
@@ -113,14 +93,14 @@ def test_a_clients_mistake_is_not_an_error_span_but_a_servers_failure_is(monkeyp
     assert [e.attributes["exception.type"] for e in broken.events if e.name == "exception"] == ["RuntimeError"]
 
 
-class _Gone(_Call):
+class _Gone(FakeCall):
     """A call whose client has already left (cancelled, its deadline passed, its network gone)."""
 
     def is_active(self) -> bool:
         return False
 
 
-class _Open(_Call):
+class _Open(FakeCall):
     def is_active(self) -> bool:
         return True
 
@@ -170,7 +150,7 @@ def test_a_store_gone_away_under_a_stream_is_unavailable_not_internal() -> None:
     import structlog
 
     open_call = _Open()
-    with structlog.testing.capture_logs() as captured, pytest.raises(_Aborted):
+    with structlog.testing.capture_logs() as captured, pytest.raises(Aborted):
         replies = _Streams().StoreAway(None, open_call)
         assert next(replies) == "first"
         next(replies)
@@ -194,8 +174,8 @@ def test_a_store_gone_away_under_a_unary_call_is_unavailable_not_internal() -> N
     the status to retry on, with one warning line."""
     import structlog
 
-    call = _Call()
-    with structlog.testing.capture_logs() as captured, pytest.raises(_Aborted):
+    call = FakeCall()
+    with structlog.testing.capture_logs() as captured, pytest.raises(Aborted):
         _Unary().StoreAway(None, call)
     assert call.status.code == grpc.StatusCode.UNAVAILABLE
     assert ("famiglia-code", "store_unavailable") in call.status.trailing_metadata
@@ -226,7 +206,7 @@ def test_a_stream_leaves_debug_lines_when_it_opens_and_closes_saying_how_it_ende
         stopping = server._gated(follow, gate, None)(None, _Open())
         assert next(stopping) == "event"
         gate.closing.set()
-        with pytest.raises(_Aborted):
+        with pytest.raises(Aborted):
             next(stopping)
     closed = [(c["rpc"], c["ended"], c["replies"]) for c in captured if c["event"] == "stream_closed"]
     assert closed == [("two", "done", 2), ("follow", "client_left", 1), ("follow", "server_stopping", 1)]

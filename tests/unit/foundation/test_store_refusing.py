@@ -13,6 +13,7 @@ from redis._parsers.base import BaseParser
 
 from famiglia.grpcutil.errors import store_away, unavailable
 from famiglia.grpcutil.server import rpc
+from tests.support.grpc_calls import Aborted, FakeCall
 
 REFUSING = [
     "READONLY You can't write against a read only replica.",
@@ -52,25 +53,6 @@ def test_a_command_redis_refuses_for_what_it_is_stays_a_failure_of_ours(reply: s
     assert unavailable(BaseParser.parse_error(reply)) is None
 
 
-class _Aborted(Exception):
-    pass
-
-
-class _Call:
-    status: Any = None
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
-
-    def abort_with_status(self, status: Any) -> None:
-        self.status = status
-        raise _Aborted
-
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        self.status = (code, details)
-        raise _Aborted
-
-
 @pytest.mark.parametrize("reply", REFUSING[:5])
 def test_an_rpc_failing_on_it_answers_unavailable_store_unavailable(reply: str) -> None:
     class Service:
@@ -78,8 +60,8 @@ def test_an_rpc_failing_on_it_answers_unavailable_store_unavailable(reply: str) 
         def Submit(self, request: Any, context: Any) -> None:
             raise BaseParser.parse_error(reply)
 
-    call = _Call()
-    with pytest.raises(_Aborted):
+    call = FakeCall()
+    with pytest.raises(Aborted):
         Service().Submit("r", call)
     assert call.status.code == grpc.StatusCode.UNAVAILABLE
     assert ("famiglia-code", "store_unavailable") in call.status.trailing_metadata
