@@ -9,13 +9,19 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+_POOL = descriptor_pool.DescriptorPool()
+"""One pool for the whole test process, never collected: upb's Python messages crashed the
+interpreter (a segfault while garbage-collecting) once a client's own pool, and the message
+classes made from it, were collected between tests (protocolbuffers/protobuf#12047)."""
+_LOADED: set[str] = set()
+
 
 class ReflectionClient:
     def __init__(self, address: str) -> None:
         self.channel = grpc.insecure_channel(address)
-        self.pool = descriptor_pool.DescriptorPool()
+        self.pool = _POOL
         self._stub = reflection_pb2_grpc.ServerReflectionStub(self.channel)
-        self._loaded: set[str] = set()
+        self._loaded = _LOADED  # the files already in the pool (every server serves the same protos)
 
     def close(self) -> None:
         self.channel.close()
