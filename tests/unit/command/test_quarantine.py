@@ -40,6 +40,17 @@ def _set_aside(app: CommandApp, match_id: str, seat: int, command_id: str, comma
     app.quarantine.set_aside(match_id, [id_name(seat, command_id), input_name(version, seat, command)])
 
 
+def _watched(app: CommandApp):  # type: ignore[no-untyped-def]
+    """The command service's servicer of `app` and a 1 s watchdog handing its stuck and ended
+    calls to it, as the server wires them."""
+    from famiglia.grpcutil.watchdog import Watchdog
+    from services.command.entrypoints.grpc_server import GameServicer
+
+    servicer = GameServicer(app)
+    return servicer, Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
+                              on_ended=servicer.lift_ended)
+
+
 def test_a_command_set_aside_is_refused_under_its_id_and_under_a_new_one(app: CommandApp) -> None:
     match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
     seat, (poisoned, fine, *_) = _asked(app, match_id)
@@ -184,15 +195,12 @@ def test_a_stuck_call_that_waited_for_its_matchs_lock_and_then_loops_is_set_asid
     nothing then, and was told once: when it went on to loop in `decide`, its command was never
     set aside, and its client's retry stalled the next replica. The watchdog asks again each
     round (`set_aside_stuck` False) until the call decides, or ends."""
-    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
+    from famiglia.grpcutil.watchdog import RUNNING
     from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
-    from services.command.entrypoints.grpc_server import GameServicer
 
     engine = StallingCard(60.0)
     app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
-    servicer = GameServicer(app)
-    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
-                        on_ended=servicer.lift_ended)
+    servicer, watchdog = _watched(app)
     match_id = app.create_match(GAME_ID, 2, seed=3).match_id
     seat, (command, *_) = _asked(app, match_id)
     lock = app.matches.get(match_id).lock
@@ -229,12 +237,9 @@ def test_a_chain_that_loops_on_a_later_entry_than_the_one_set_aside_has_that_one
     never looked at again: when a later entry looped, nothing was set aside for it (the retry
     stalled the next replica), and the slow entry, long decided, stayed set aside until the
     call ended, that is for ever. Each round looks at what the call decides now."""
-    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
-    from services.command.entrypoints.grpc_server import GameServicer
+    from famiglia.grpcutil.watchdog import RUNNING
 
-    servicer = GameServicer(app)
-    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
-                        on_ended=servicer.lift_ended)
+    servicer, watchdog = _watched(app)
     deciding: list = [("m1", ["id:0/slow-1"], {}), ("m1", ["id:1/loops-2"], {})]
     app.stuck_command = lambda ident: deciding[0]  # type: ignore[method-assign] # what its frames show
     ident = -7  # a thread of the test's making: its slot only
@@ -258,12 +263,9 @@ def test_a_set_aside_whose_answer_redis_did_not_send_is_lifted_as_the_call_ends(
     wrote it again, and its members stayed set aside for the quarantine's 6 hours, the call's
     own retry refused though its command was stored. What a call is to set aside is noted
     before the write, so its end lifts it whatever the write answered."""
-    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
-    from services.command.entrypoints.grpc_server import GameServicer
+    from famiglia.grpcutil.watchdog import RUNNING
 
-    servicer = GameServicer(app)
-    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
-                        on_ended=servicer.lift_ended)
+    servicer, watchdog = _watched(app)
     app.stuck_command = lambda ident: ("m1", ["id:0/slow-1"], {})  # type: ignore[method-assign]
     made = app.quarantine.set_aside
 
@@ -287,12 +289,9 @@ def test_a_set_aside_whose_answer_redis_did_not_send_is_lifted_as_the_call_ends(
 def test_a_set_aside_redis_refused_is_made_again_next_round_and_once(app: CommandApp) -> None:
     """A set-aside noted before its write is still made again while the write fails, and once
     it is made, not again each round."""
-    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
-    from services.command.entrypoints.grpc_server import GameServicer
+    from famiglia.grpcutil.watchdog import RUNNING
 
-    servicer = GameServicer(app)
-    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
-                        on_ended=servicer.lift_ended)
+    servicer, watchdog = _watched(app)
     app.stuck_command = lambda ident: ("m1", ["id:0/loops-1"], {})  # type: ignore[method-assign]
     made = app.quarantine.set_aside
     writes: list[bool] = []
@@ -337,14 +336,11 @@ def test_a_call_stuck_longer_than_the_quarantine_keeps_its_command_set_aside(app
     command was decided again elsewhere and wedged another replica. A still-stuck call's
     members are written again (a new expiry; only ever grows) once past half their life, and
     only then: the rounds between are no write to Redis."""
-    from famiglia.grpcutil.watchdog import RUNNING, Watchdog
-    from services.command.entrypoints.grpc_server import GameServicer
+    from famiglia.grpcutil.watchdog import RUNNING
 
     wall = [1000.0]
     app.quarantine = Quarantine(ttl_s=100.0, refresh_s=0.0, wall=lambda: wall[0])
-    servicer = GameServicer(app)
-    watchdog = Watchdog(1.0, lambda stuck: None, servicers=[servicer], on_stuck=servicer.set_aside_stuck,
-                        on_ended=servicer.lift_ended)
+    servicer, watchdog = _watched(app)
     app.stuck_command = lambda ident: ("m1", ["id:0/loops-1"], {})  # type: ignore[method-assign]
     made = app.quarantine.set_aside
     writes: list[float] = []
