@@ -74,7 +74,7 @@ from famiglia.eventstore.envelopes import (
     open_match_created,
     open_seat_change,
 )
-from famiglia.grpcutil.errors import store_away
+from famiglia.grpcutil.errors import pg_sqlstate, store_away
 from famiglia.matchstate import MatchState
 from famiglia.ratings import MatchOutcome, Placement, ranks_with_leavers
 from famiglia.readmodels import game_scope, tournament_scope
@@ -927,7 +927,7 @@ def _retryable(exc: BaseException) -> bool:
     if isinstance(exc, (RetryBatch, IntegrityError, OperationalError)):
         return True
     if isinstance(exc, DBAPIError):
-        code = getattr(getattr(exc, "orig", None), "sqlstate", None) or ""
+        code = pg_sqlstate(getattr(exc, "orig", None)) or ""
         return code in ("40001", "40P01", "55P03")
     return False
 

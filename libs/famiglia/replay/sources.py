@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from famiglia.eventstore import EventStore
 from famiglia.eventstore.unreadable import tell_unreadable
+from famiglia.grpcutil.errors import pg_sqlstate
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 
@@ -267,7 +268,7 @@ def _no_archive_table(exc: BaseException) -> bool:
     yet): PostgreSQL's `undefined_table` (42P01), SQLite's "no such table". A database away
     says otherwise (a refused connection names no table)."""
     orig = getattr(exc, "orig", None)
-    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    sqlstate = pg_sqlstate(orig)
     if sqlstate:
         return bool(sqlstate == "42P01")
     return str(orig if orig is not None else exc).startswith("no such table")
