@@ -115,6 +115,21 @@ def test_ids_stored_before_each_message_had_its_own_millisecond_stay_cursors(eve
     assert app.send_chat(match, Viewer(2), "m1", [], "new").message == new  # a retry: its first answer
 
 
+def test_a_chat_whose_newest_message_an_operator_deleted_takes_the_next_one(events: RedisEventStore) -> None:
+    """An `XDEL` of the newest entry leaves the stream's last id where it was; a new id made from the
+    newest entry left would be refused by `XADD` (an error for the sender, nothing stored)."""
+    chat = RedisChatStore(events.client, events.keys, ChatLimits(keep=10, ttl_ms=3_600_000, rate=0))
+    first = chat.send(MATCH, 0, "m1", [], "kept")
+    seconds, _ = events.client.time()
+    ahead = (int(seconds) + 60) * 1000  # a message stored a minute ahead of Redis's clock (old replica's now)
+    key = events.keys.chat(MATCH)
+    events.client.xadd(key, {"f": 1, "to": "", "t": "deleted"}, id=f"{ahead}-0")
+    events.client.xdel(key, f"{ahead}-0")
+    new = chat.send(MATCH, 2, "m2", [], "after the delete")
+    assert entry_key(new.entry.id) == (ahead + 1, 0)
+    assert [m.text for m in chat.read(MATCH, first.entry.id)] == ["after the delete"]
+
+
 def test_a_message_is_read_by_its_own_id_from_the_id_just_below_it(chat: ChatStore) -> None:
     """How the command service reads the newest message to see who may read it
     (`services.command.chat.previous_id`): the greatest id below a `<ms>-0` is `<ms-1>-(2**64-1)`,

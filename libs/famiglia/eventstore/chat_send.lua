@@ -54,8 +54,9 @@ end
 -- counted the messages of a millisecond in its second part, so a reader handed `<ms>-1` with no
 -- `<ms>-0` learnt that a message it may not read (a whisper) was stored just before, and when;
 -- a millisecond skipped says nothing, as quiet ones are skipped all the time. The newest entry
--- is the last id made: MAXLEN trims the oldest, and nothing deletes one. Ids stored the old way
--- (`<ms>-<n>`) stay below every new one.
+-- is the last id made (MAXLEN trims the oldest, and famiglia deletes none); when an operator's
+-- XDEL took it, XADD refuses an id below the stream's last one, and the next id is made from that
+-- (XINFO's last-generated-id). Ids stored the old way (`<ms>-<n>`) stay below every new one.
 local ms = math.max(now, 1)
 local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
 if top then
@@ -64,8 +65,23 @@ if top then
     ms = last + 1
   end
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], string.format('%d-0', ms),
-                      'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
+local function store(at)
+  return redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[7], string.format('%d-0', at),
+                     'f', ARGV[1], 'to', ARGV[2], 't', ARGV[3])
+end
+local id = store(ms)
+if type(id) == 'table' and id.err then
+  local info = redis.call('XINFO', 'STREAM', KEYS[1])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      ms = math.max(ms, tonumber(string.match(info[i + 1], '^(%d+)-')) + 1)
+    end
+  end
+  id = store(ms)
+  if type(id) == 'table' and id.err then
+    return redis.error_reply(id.err)
+  end
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[8])
 redis.call('HSET', KEYS[2], 'id', id, 'to', ARGV[2], 't', ARGV[3])
 redis.call('PEXPIRE', KEYS[2], math.min(tonumber(ARGV[8]), tonumber(ARGV[9])))

@@ -1321,7 +1321,7 @@ class ChatMessage(_message.Message):
     text: _builtins.str
     """as stored: the text sent, without the whitespace around it"""
     sent_ms: _builtins.int
-    """when it was stored, Unix milliseconds (the id's first part)"""
+    """the id's first part: when stored, Unix ms, one a message (a burst runs a few ms ahead)"""
     @_builtins.property
     def to_seats(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """its recipients, in seat order; empty = the whole table (spectators too)"""
