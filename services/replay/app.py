@@ -272,8 +272,8 @@ class ReplayApp:
             raise FailedPrecondition("unknown_game", f"match {match_id} is a game this server lacks: {exc}") from None
         except UnreadableEvent as exc:
             log.warning("replay_unreadable_event", match_id=exc.match_id, seq=exc.seq, event_id=exc.event_id,
-                        error=str(exc))
-            raise FailedPrecondition("unreadable_event", str(exc)) from None
+                        error=exc.detail)
+            raise FailedPrecondition("unreadable_event", str(exc)) from None  # names the seq only
 
     def locate(self, event_id: str, match_hint: str = "", *, named: str = "") -> tuple[MatchTimeline, int]:
         """The match of an event id and its seq, found through the hint or the sources' index.

@@ -55,12 +55,22 @@ def held_bytes(timeline: MatchTimeline) -> int:
 
 
 class UnreadableEvent(ValueError):
-    """A stored event today's engine cannot decode or fold (a corrupt or foreign record)."""
+    """A stored event today's engine cannot decode or fold (a corrupt or foreign record).
+
+    `str()` is what any asker is told, a spectator too, so it names the match and the seq
+    (ListMatchEvents shows every event's) and nothing of the event: not its id (a ULID, whose
+    first part is the millisecond it was made: hidden events are listed without it), not its
+    stored type, not the engine's exception (which may quote the event's contents). `detail`
+    has those, for the log."""
 
     def __init__(self, match_id: str, seq: int, event_id: str, cause: BaseException) -> None:
-        super().__init__(f"match {match_id} event {seq} ({event_id}) cannot be read: "
-                         f"{type(cause).__name__}: {cause}"[:500])
+        newer = isinstance(cause, UnknownEventKind)
+        super().__init__(f"match {match_id[:80]} event {seq} cannot be read by this server: "
+                         + ("an event kind this server's engine does not know (written by a newer server?)" if newer
+                            else "a record its engine cannot decode or fold")
+                         + "; the server's log (replay_unreadable_event) has the details")
         self.match_id, self.seq, self.event_id = match_id, seq, event_id
+        self.detail = f"{type(cause).__name__}: {cause}"[:500]
 
 
 class MatchTimeline:

@@ -378,6 +378,57 @@ def test_an_event_kind_a_newer_server_wrote_is_named_as_such() -> None:
     assert "event kind this server's" in refused.value.message and "KeyError" not in refused.value.message
 
 
+@pytest.mark.parametrize("broken", ["undecodable", "unfoldable"])
+def test_an_unreadable_hidden_event_is_named_by_its_seq_only(broken: str) -> None:
+    """The refusal reaches whoever asked, a spectator too: it named the event's id (a ULID whose
+    first part is the millisecond it was made, hidden from a player in ListMatchEvents), its
+    stored type (hidden too) and the engine's exception, which may quote the event's contents.
+    It names the seq (ListMatchEvents shows every event's); the log has the rest."""
+    from famiglia.v1.envelope_pb2 import VisibilityKind
+
+    envelopes = copy(recorded(TOY, 5))
+    payloads = [e.payload for e in envelopes]
+    hidden = next(e for e in envelopes[2:] if e.visibility.kind != VisibilityKind.Value("VISIBILITY_PUBLIC")
+                  and payloads.count(e.payload) == 1)
+    secret = "the-hidden-card-is-ACE"
+    if broken == "undecodable":
+        hidden.payload = b"\xff\xff\xff"
+    store = InMemoryEventStore()
+    store.append(envelopes[0].match_id, 0, envelopes)
+    app = _app(store)
+    app.timelines.registry = _Raising(registry(), hidden.payload, secret)  # type: ignore[assignment]
+    with pytest.raises(FailedPrecondition) as refused:
+        app.state_at(envelopes[1].event_id, None, match_id=envelopes[0].match_id)
+    message = refused.value.message
+    assert refused.value.code == "unreadable_event" and f"event {hidden.seq} " in message
+    assert hidden.event_id not in message and hidden.event_id[:10] not in message
+    assert hidden.type not in message and secret not in message and "Error" not in message
+
+
+class _Raising:
+    """A registry whose engines fail to fold the event `payload`, quoting `secret` (as an
+    engine's error may quote the event it could not fold)."""
+
+    def __init__(self, inner: Registry, payload: bytes, secret: str) -> None:
+        self.inner, self.payload, self.secret = inner, payload, secret
+
+    def get(self, game_id: str) -> Any:
+        return _RaisingEngine(self.inner.get(game_id), self.payload, self.secret)
+
+
+class _RaisingEngine:
+    def __init__(self, engine: Any, payload: bytes, secret: str) -> None:
+        self._engine, self._payload, self._secret = engine, payload, secret
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def evolve(self, state: Any, event: Any) -> Any:
+        if event.SerializeToString() == self._payload:
+            raise ValueError(f"cannot fold {self._secret}")
+        return self._engine.evolve(state, event)
+
+
 def test_non_ascii_tokens_are_bad_tokens_not_errors() -> None:
     envelopes = copy(recorded(TOY, 5))
     store = InMemoryEventStore()
