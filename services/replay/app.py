@@ -519,6 +519,11 @@ class ReplayApp:
 
     @staticmethod
     def _load(data: bytes) -> MatchExport:
+        limit = export_file.FILE_MAX_BYTES
+        if len(data) > limit:  # no export is: refused as such, not read (the server receives a margin more)
+            raise InvalidArgument("file_too_large", f"the file is {len(data):,} bytes, past the "
+                                  f"{limit // (1024 * 1024)} MiB ({limit:,} bytes) an export file may be: "
+                                  "export the match as binary (smaller than its JSON)")
         try:
             return export_file.load(data)
         except export_file.BadExport as exc:

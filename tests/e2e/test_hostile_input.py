@@ -580,10 +580,11 @@ def test_cancel_match_is_an_operators_with_a_readable_reason_and_a_cancelled_mat
 
 def test_a_request_past_the_receive_limit_is_resource_exhausted_and_the_services_answer_on(
         stubs: Services) -> None:
-    """Every server takes requests up to 8 MiB (`build_server`), the replay service an export file
-    of up to FILE_MAX_BYTES: one more byte is gRPC's own RESOURCE_EXHAUSTED, before any handler
+    """Every server takes requests up to 8 MiB (`build_server`), the replay service up to
+    MESSAGE_MAX_BYTES (an export file and a margin, in which a bigger file is refused
+    `file_too_large`): one more byte is gRPC's own RESOURCE_EXHAUSTED, before any handler
     runs (so it has no famiglia code). Nine MiB is an import's like any other."""
-    from famiglia.replay.export import FILE_MAX_BYTES
+    from famiglia.replay.export import MESSAGE_MAX_BYTES
 
     s = stubs
     with pytest.raises(grpc.RpcError) as read:
@@ -591,7 +592,7 @@ def test_a_request_past_the_receive_limit_is_resource_exhausted_and_the_services
                              metadata=_metadata(operator()), timeout=DEADLINE)
     assert read.value.code() is not C.RESOURCE_EXHAUSTED  # read, and refused as no export
     for call, request in ((s.game.Echo, game_pb.EchoRequest(payload=b"x" * (8 * 1024 * 1024 + 1))),
-                          (s.replay.ImportMatch, replay_pb.ImportMatchRequest(file=b"x" * (FILE_MAX_BYTES + 1))),
+                          (s.replay.ImportMatch, replay_pb.ImportMatchRequest(file=b"x" * (MESSAGE_MAX_BYTES + 1))),
                           (s.players.RegisterGuest, mm_pb.RegisterGuestRequest(display_name="x" * (9 * 1024 * 1024))),
                           (s.query.GetMatchSummary, query_pb.GetMatchSummaryRequest(match_id="x" * (9 * 1024 * 1024))),
                           (s.tournaments.GetTournament,

@@ -143,7 +143,7 @@ def import_file(client, path: Path, *, token: str | None = None, new_match_id: s
 
     out = out or console
     try:
-        if path.stat().st_size > FILE_MAX_BYTES:  # the service would refuse it RESOURCE_EXHAUSTED, no code
+        if path.stat().st_size > FILE_MAX_BYTES:  # the service would refuse it (file_too_large): not sent
             out.print(f"[red]{escape(str(path))} is past the {FILE_MAX_BYTES // (1024 * 1024)} MiB an import "
                       "takes[/]: export the match again with --binary (smaller than its JSON)")
             return 2

@@ -294,7 +294,7 @@ def _unwatched_on(servicer: Any, service_name: str) -> Any:
 
 #: The largest request a server receives, unless its service says otherwise: gRPC refuses one
 #: past it RESOURCE_EXHAUSTED before any handler (no code). The replay service's imports take
-#: more (`famiglia.replay.export.FILE_MAX_BYTES`).
+#: more (`famiglia.replay.export.MESSAGE_MAX_BYTES`).
 MAX_RECEIVE_BYTES = 8 * 1024 * 1024
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import grpc
 
 from famiglia.grpcutil.tls import dial
-from famiglia.replay.export import FILE_MAX_BYTES
+from famiglia.replay.export import MESSAGE_MAX_BYTES
 from famiglia.telemetry import inject_context
 from famiglia.v1 import replay_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
@@ -28,8 +28,10 @@ def _metadata(token: str | None) -> list[tuple[str, str]]:
 class ReplayClient:
     def __init__(self, address: str = "localhost:50053", channel: grpc.Channel | None = None,
                  timeout: float = 60.0) -> None:
-        self.channel = channel or dial(  # `grpcs://host[:port]`: TLS
-            address, options=[("grpc.max_receive_message_length", FILE_MAX_BYTES)])
+        # An ExportMatch reply is its file (up to FILE_MAX_BYTES) and a few fields more: received
+        # as the server receives an import (`grpcs://host[:port]`: TLS).
+        self.channel = channel or dial(
+            address, options=[("grpc.max_receive_message_length", MESSAGE_MAX_BYTES)])
         self.stub = pb_grpc.ReplayServiceStub(self.channel)
         self.timeout = timeout
 

@@ -35,6 +35,12 @@ FORMAT_VERSION = 1
 #: service receives in ImportMatch, so whatever is exported can be imported back (a match of
 #: ~20k events passes 8 MiB as JSON, every other service's receive limit).
 FILE_MAX_BYTES = 64 * 1024 * 1024
+#: The largest message a replay server (and its client) receives: an export file of
+#: FILE_MAX_BYTES with the rest of its request or reply, plus a margin (the 8 MiB every other
+#: service receives at most) within which a bigger file still reaches the handler, to be refused
+#: with a code (`file_too_large`). Past it gRPC refuses the message itself, RESOURCE_EXHAUSTED with
+#: no code, before any handler: a server must bound what it buffers for a call somewhere.
+MESSAGE_MAX_BYTES = FILE_MAX_BYTES + 8 * 1024 * 1024
 GENERATOR = "famiglia-replay"
 
 

@@ -13,7 +13,7 @@ from famiglia.grpcutil.readiness import Dependency
 from famiglia.grpcutil.server import bearer_token, build_server, rpc
 from famiglia.grpcutil.tls import Transport
 from famiglia.replay.access import shows_command_id
-from famiglia.replay.export import FILE_MAX_BYTES, dump, file_name
+from famiglia.replay.export import FILE_MAX_BYTES, MESSAGE_MAX_BYTES, dump, file_name
 from famiglia.v1 import game_service_pb2 as game_pb
 from famiglia.v1 import replay_service_pb2 as pb
 from famiglia.v1 import replay_service_pb2_grpc as pb_grpc
@@ -115,6 +115,11 @@ class ReplayServicer(pb_grpc.ReplayServiceServicer):
             data = dump(export, binary=request.binary)
         except json_format.SerializeToJsonError as exc:  # a stored time JSON cannot write (1 AD..9999 only)
             raise FailedPrecondition("unexportable", f"{exc}; the binary export holds it") from None
+        if len(data) > FILE_MAX_BYTES:  # no client takes it, and no server would import it back
+            raise FailedPrecondition("export_too_large", f"this match's {'binary' if request.binary else 'JSON'} "
+                                     f"export is {len(data):,} bytes, past the {_mib(FILE_MAX_BYTES)} an export "
+                                     "file may be" + ("" if request.binary else
+                                                      ": ask for the binary one (smaller than its JSON)"))
         return pb.ExportMatchResponse(match_id=export.match_id, file=data,
                                       file_name=file_name(export), events=len(export.events),
                                       commands=len(export.commands))
@@ -157,5 +162,11 @@ def serve(app: ReplayApp, address: str, workers: int = 64, *,
         dependencies=dependencies,
         transport=transport,
         stuck_call_s=stuck_call_s,
-        max_receive_bytes=FILE_MAX_BYTES,  # an ImportMatch file: whatever ExportMatch sent
+        # An ImportMatch file (whatever ExportMatch sent) and a margin, in which a bigger file is
+        # still refused with a code (`file_too_large`), not by gRPC without one.
+        max_receive_bytes=MESSAGE_MAX_BYTES,
     )
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB"

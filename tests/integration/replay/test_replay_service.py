@@ -340,9 +340,60 @@ def test_an_export_past_the_servers_8_mib_is_imported_back(stack: Stack) -> None
     assert answer.match_id == "m-long" and answer.verification.ok and answer.version == played.version
 
 
+def test_a_file_past_the_export_limit_is_refused_with_a_code_over_the_wire(stack: Stack) -> None:
+    """A file past FILE_MAX_BYTES was refused by gRPC itself, RESOURCE_EXHAUSTED with no code and
+    a message about messages: a client other than the CLI could not tell it from a server out of
+    memory. The server now receives a margin more, and the handler refuses such a file
+    `file_too_large`, naming the limit and the way (the binary export); only a request past that
+    margin too is gRPC's bare refusal (README)."""
+    from famiglia.replay.export import FILE_MAX_BYTES, MESSAGE_MAX_BYTES
+
+    token = operator_token(SECRET)
+    at_limit = b" " * FILE_MAX_BYTES
+    with pytest.raises(grpc.RpcError) as read:  # read by the handler: no export, but not too large
+        stack.client.import_file(at_limit, token=token, new_match_id="m-at-limit")
+    assert read.value.code() == grpc.StatusCode.INVALID_ARGUMENT and error_code(read.value) == "bad_export"
+    past = at_limit + b" "
+    for call in (lambda: stack.client.import_file(past, token=token, new_match_id="m-past"),
+                 lambda: stack.client.verify(data=past)):
+        with pytest.raises(grpc.RpcError) as refused:
+            call()
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_code(refused.value) == "file_too_large"
+        assert "64 MiB" in refused.value.details() and "binary" in refused.value.details()
+    with pytest.raises(grpc.RpcError) as beyond:
+        stack.client.verify(data=b" " * (MESSAGE_MAX_BYTES + 1))
+    assert beyond.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and error_code(beyond.value) == ""
+    assert stack.client.events(play(stack.commands, GAME_ID, 2, seed=5, options=TOY_OPTIONS).match_id)
+
+
+def test_an_export_past_the_file_limit_is_refused_with_a_code(stack: Stack, monkeypatch) -> None:
+    """ExportMatch sent a file of any size, and a client (whose receive limit is the file limit)
+    refused one past it RESOURCE_EXHAUSTED, no code: a match too long to export read as a
+    transport failure. Now the server refuses it `export_too_large` (here with the limit lowered
+    between the match's binary and JSON sizes: its binary export still goes)."""
+    from services.replay.entrypoints import grpc_server
+
+    played = play(stack.commands, GAME_ID, 2, seed=33, options=TOY_OPTIONS)
+    binary = len(stack.client.export(played.match_id, binary=True).file)
+    json = len(stack.client.export(played.match_id).file)
+    assert binary < json
+    monkeypatch.setattr(grpc_server, "FILE_MAX_BYTES", (binary + json) // 2)
+    with pytest.raises(grpc.RpcError) as refused:
+        stack.client.export(played.match_id)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_code(refused.value) == "export_too_large" and "binary" in refused.value.details()
+    assert len(stack.client.export(played.match_id, binary=True).file) == binary
+    monkeypatch.setattr(grpc_server, "FILE_MAX_BYTES", binary - 1)
+    with pytest.raises(grpc.RpcError) as too_long:
+        stack.client.export(played.match_id, binary=True)
+    assert error_code(too_long.value) == "export_too_large"
+
+
 def test_the_cli_refuses_a_file_past_the_import_limit_before_sending_it(tmp_path) -> None:
-    """Past FILE_MAX_BYTES the service answers gRPC's RESOURCE_EXHAUSTED, no code: the CLI names
-    the limit and the way (--binary) instead, and sends nothing."""
+    """Past FILE_MAX_BYTES the service refuses the file (`file_too_large`, or past its margin
+    gRPC's RESOURCE_EXHAUSTED, no code): the CLI names the limit and the way (--binary) instead,
+    and sends nothing."""
     from rich.console import Console
 
     from famiglia.cli.replay import import_file
