@@ -15,7 +15,7 @@ id to match, so `StoreSource` builds one itself from the partition streams
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,26 +45,117 @@ class EventSource(Protocol):
 
 
 class EventIndex:
-    """event id -> location, bounded (least recently added/used go first)."""
+    """event id -> location, bounded: the least recently added or looked up go first.
+
+    It holds up to `capacity` entries (2M by default), so each is kept small: the event id
+    (the one object an entry needs) mapped to one int, the match's number and the seq, with the
+    match ids held once per match. An `EventLocation` per entry, with its own copy of the match
+    id and a seq object, in an OrderedDict cost ~290 bytes an entry (574 MB full); this holds
+    ~146 (292 MB; docs/performance-replay.md, "Event index memory").
+
+    The order is a deque of event ids, oldest first. A look-up does not move an id in it: it
+    appends the id again and counts the records now stale (`_again`), which eviction skips (and
+    `_compact` drops when look-ups have made the deque twice as long as the index)."""
 
     def __init__(self, capacity: int = 2_000_000) -> None:
         self.capacity = capacity
-        self._entries: OrderedDict[str, EventLocation] = OrderedDict()
+        self._entries: dict[str, int] = {}
+        """event id -> match number << _SEQ_BITS | seq."""
+        self._order: deque[str] = deque()
+        self._again: dict[str, int] = {}
+        """event id -> records of it in `_order` before its last one (looked up since)."""
+        self._match_ids: dict[int, str] = {}
+        self._numbers: dict[str, int] = {}
+        self._held: dict[int, int] = {}
+        """match number -> its entries: the number (and the match id) goes with the last one."""
+        self._next_number = 0
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def note(self, envelopes: Iterable[EventEnvelope]) -> None:
         with self._lock:
+            entries, order, numbers, held = self._entries, self._order, self._numbers, self._held
+            match_id, number = None, 0
             for env in envelopes:
-                self._entries[env.event_id] = EventLocation(env.match_id, int(env.seq))
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+                seq = env.seq
+                if seq > _SEQ_MASK:  # no match comes near (4G events): found through its match only
+                    continue
+                event_id = env.event_id
+                if env.match_id != match_id:  # a call's envelopes are mostly one match's
+                    match_id = env.match_id
+                    number = numbers.get(match_id, -1)
+                    if number < 0:
+                        number = numbers[match_id] = self._next_number
+                        self._match_ids[number] = match_id
+                        held[number] = 0
+                        self._next_number += 1
+                old = entries.get(event_id)
+                entries[event_id] = number << _SEQ_BITS | seq
+                if old is None:
+                    order.append(event_id)  # an id noted again keeps its place, as in an OrderedDict
+                else:
+                    self._release(old >> _SEQ_BITS)
+                held[number] += 1
+            while len(entries) > self.capacity:
+                self._evict()
+
+    def _evict(self) -> None:
+        """Drop the least recently added or looked up entry (under the lock)."""
+        again = self._again
+        while True:
+            event_id = self._order.popleft()
+            stale = again.get(event_id)
+            if not stale:
+                break
+            if stale == 1:  # the next record of it is its last
+                del again[event_id]
+            else:
+                again[event_id] = stale - 1
+        self._release(self._entries.pop(event_id) >> _SEQ_BITS)
+
+    def _release(self, number: int) -> None:
+        left = self._held[number] - 1
+        if left:
+            self._held[number] = left
+        else:
+            del self._held[number], self._numbers[self._match_ids.pop(number)]
 
     def get(self, event_id: str) -> EventLocation | None:
         with self._lock:
-            found = self._entries.get(event_id)
-            if found is not None:
-                self._entries.move_to_end(event_id)
-            return found
+            packed = self._entries.get(event_id)
+            if packed is None:
+                return None
+            order = self._order
+            if order[-1] != event_id:  # (the last one used, again: already the most recent)
+                order.append(event_id)  # its most recent use; the earlier record is stale
+                again = self._again
+                again[event_id] = again.get(event_id, 0) + 1
+                if len(order) > 2 * len(self._entries) + 1024:
+                    self._compact()
+            return EventLocation(self._match_ids[packed >> _SEQ_BITS], packed & _SEQ_MASK)
+
+    def _compact(self) -> None:
+        """The order without its stale records (under the lock)."""
+        again = self._again
+        kept: deque[str] = deque()
+        for event_id in self._order:
+            stale = again.get(event_id)
+            if stale:
+                if stale == 1:
+                    del again[event_id]
+                else:
+                    again[event_id] = stale - 1
+            else:
+                kept.append(event_id)
+        self._order = kept
+
+
+_SEQ_BITS = 32
+"""An index entry's seq bits, under its match's number: one int of 32 bytes while both fit in 60
+bits (numbers are not reused: 2^28 matches noted in one process)."""
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
 
 
 class StoreSource:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import OrderedDict
+
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.replay.sources import EventIndex, EventLocation, LayeredSource, MemorySource, StoreSource
 
@@ -33,6 +36,58 @@ def test_the_index_forgets_the_oldest_beyond_its_capacity() -> None:
     index.note(envelopes)
     assert index.get(envelopes[0].event_id) is None
     assert index.get(envelopes[4].event_id) == EventLocation(envelopes[0].match_id, 5)
+
+
+def test_the_index_finds_and_forgets_exactly_what_an_lru_of_locations_would() -> None:
+    """The index packs each entry in one int under a number per match (session 35: ~300 bytes
+    an entry down to ~150) and keeps its order in a deque where a look-up appends the id again.
+    Checked against the OrderedDict of EventLocations it replaced, over notes mixing three
+    matches (as a partition page does), ids noted again (they keep their place) and enough
+    look-ups that the deque is compacted a few times."""
+    rng = random.Random(35)
+    matches = [copy(recorded(game_ids()[-1], seed)) for seed in (3, 5, 11)]
+    assert len({m[0].match_id for m in matches}) == 3
+    envelopes = [env for match in matches for env in match]
+    capacity = 40
+    index = EventIndex(capacity=capacity)
+    model: OrderedDict[str, EventLocation] = OrderedDict()
+    for _ in range(8000):
+        if rng.random() < 0.3:
+            batch = [rng.choice(envelopes) for _ in range(rng.randint(1, 9))]
+            index.note(batch)
+            for env in batch:
+                model[env.event_id] = EventLocation(env.match_id, env.seq)
+            while len(model) > capacity:
+                model.popitem(last=False)
+        else:
+            env = rng.choice(envelopes)
+            expected = model.get(env.event_id)
+            if expected is not None:
+                model.move_to_end(env.event_id)
+            assert index.get(env.event_id) == expected
+        assert len(index) == len(model)
+    assert index._order and len(index._order) <= 2 * capacity + 1024  # compacted, not grown for ever
+    for event_id, location in list(model.items()):
+        assert index.get(event_id) == location
+    # A match whose entries are all gone leaves nothing behind (its id, its number).
+    assert set(index._match_ids.values()) == {location.match_id for location in model.values()}
+    index.note([])
+    gone = copy(recorded(game_ids()[-1], 17))
+    index.note(gone)
+    assert set(index._match_ids.values()) == {gone[0].match_id}
+    assert all(index.get(env.event_id) == EventLocation(gone[0].match_id, env.seq) for env in gone[-capacity:])
+
+
+def test_the_index_keeps_the_place_of_an_id_noted_again_and_refreshes_one_looked_up() -> None:
+    index = EventIndex(capacity=3)
+    a, b, c, d, e = copy(recorded(game_ids()[-1]))[:5]
+    index.note([a, b, c])
+    index.note([a])  # noted again (a replay read of its match): still the oldest
+    index.note([d])
+    assert index.get(a.event_id) is None
+    assert index.get(c.event_id) == EventLocation(c.match_id, c.seq)  # used: now the most recent
+    index.note([e])
+    assert [index.get(x.event_id) is not None for x in (b, c, d, e)] == [False, True, True, True]
 
 
 def test_the_layered_source_reads_a_trimmed_match_whole_from_the_archive() -> None:
