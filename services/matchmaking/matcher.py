@@ -35,6 +35,7 @@ from .metrics import matchmaking_metrics
 from .players import RedisPlayers
 from .store import (
     CANCELLED,
+    CLAIMED,
     DAY_MS,
     EXPIRED,
     MATCHED,
@@ -252,15 +253,23 @@ class Matcher:
                     fields[s["ticket_id"]][f"seat:{s['player_id']}"] = str(s["seat"])
                     fields[s["ticket_id"]][f"token:{s['player_id']}"] = created.seat_tokens[s["seat"]]
             now = self.clock()
-            done = self.store.finalize(game_id, proposal_id, tickets, fields, now, pool=plan.get("pool", ""))
+            claim = plan.get("claim", "")
+            done = self.store.finalize(game_id, proposal_id, tickets, fields, now, claim=claim,
+                                       pool=plan.get("pool", ""))
             log.info("match_formed", match_id=created.match_id, seats=plan["seats"], bots=plan["bots"],
                      tickets=[t for t, _players in tickets], players=[p for _t, ps in tickets for p in ps],
                      finalized=done)
             seats = _seats(plan)
-            if not done:  # finished by another matcher meanwhile, or given up
+            if not done:  # finished by another matcher meanwhile, given up, or claimed again
                 made = self.store.get(tickets[0][0])
                 if made is not None and made.state == MATCHED and made.proposal == proposal_id:
                     self.holds.seat(game_id, proposal_id, seats, made.match_id, made.closed_ms)
+                elif made is not None and made.state == CLAIMED and made.proposal == proposal_id \
+                        and made.claim != claim:
+                    # The same table claimed again since (the same `table` holds): that claim's
+                    # matcher asks CreateMatch with its own plan and finishes it (the same request
+                    # id finds this very match, unless the secret changed in between).
+                    log.warning("match_left_to_newer_claim", match_id=created.match_id)
                 else:
                     self.holds.free(game_id, proposal_id, seats)
                 return 0
@@ -292,7 +301,7 @@ class Matcher:
         # players, a bot, one of them cancelled) under another request id, and leave the first
         # match with seats nobody holds and its players seated twice.
         slow = self.tuning.max_attempts
-        attempts = self.store.retry_later(game_id, proposal_id, now, slow_after=slow,
+        attempts = self.store.retry_later(game_id, proposal_id, now, claim=claim, slow_after=slow,
                                           delay_ms=(slow - 1) * self.tuning.claim_retry_ms)
         log.warning("match_creation_failed", reason=exc.reason, attempts=attempts)
         return 0
@@ -308,8 +317,10 @@ class Matcher:
                 continue
             # Pushed back to the clock's now, not the pass's start, which a slow CreateMatch earlier
             # in the pass left behind: another replica would find this claim stale while it is out.
-            if not self.store.take_retry(game_id, proposal_id, stale, self.clock()):  # another replica asks now
-                continue
+            # Only the claim whose plan this is: the same tickets claimed again since the plan was
+            # read (the same proposal id) are that claim's to retry, with its own plan.
+            if not self.store.take_retry(game_id, proposal_id, stale, self.clock(), claim=plan.get("claim", "")):
+                continue  # another replica asks now, or the plan is another claim's
             log.info("claim_recovered", proposal_id=proposal_id)
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere
                 log.warning("claim_hold_lost", proposal_id=proposal_id)

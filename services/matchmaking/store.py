@@ -103,6 +103,8 @@ class TicketRecord:
     """pending party tickets: the invitees who have not accepted yet."""
     reason: str = ""
     proposal: str = ""
+    claim: str = ""
+    """a claimed ticket: its claim's token (the plan's `claim`)."""
     closed_ms: int = 0
     match_id: str = ""
     seats: int = 0
@@ -142,6 +144,7 @@ class TicketRecord:
             created_ms=int(raw["created_ms"]), expires_ms=int(raw["expires_ms"]), state=raw["state"],
             asked_ms=int(raw.get("asked_ms") or raw["created_ms"]),
             awaiting=tuple(json.loads(raw.get("awaiting") or "[]")), reason=raw.get("reason", ""), proposal=raw.get("proposal", ""),
+            claim=raw.get("claim", ""),
             closed_ms=int(float(raw.get("closed_ms", "0") or 0)), match_id=raw.get("match_id", ""),
             seats=int(raw.get("seats", "0") or 0), bots=int(raw.get("bots", "0") or 0),
             seat_of=seat_of, token_of=token_of, accepted_ms=accepted_ms,
@@ -339,29 +342,32 @@ class RedisTicketStore:
         k = Keys(game_id)
         self._forget_claim(keys=[k.proposal(proposal_id), k.claims], args=[proposal_id])
 
-    def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int) -> bool:
+    def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int, *, claim: str) -> bool:
         """Whether this matcher retries the stale claim now: its next retry is pushed back to
-        `now_ms` first, atomically, so the other replicas do not ask CreateMatch meanwhile."""
+        `now_ms` first, atomically, so the other replicas do not ask CreateMatch meanwhile. Only
+        the claim with that token (the plan's `claim`, as the caller read it): the same tickets
+        claimed again since are another claim, left to its own matcher (False)."""
         k = Keys(game_id)
         return bool(self._take_retry(keys=[k.proposal(proposal_id), k.claims],
-                                     args=[proposal_id, older_than_ms, now_ms]))
+                                     args=[proposal_id, older_than_ms, now_ms, claim]))
 
-    def retry_later(self, game_id: str, proposal_id: str, now_ms: int, *, slow_after: int = 0,
+    def retry_later(self, game_id: str, proposal_id: str, now_ms: int, *, claim: str, slow_after: int = 0,
                     delay_ms: int = 0) -> int:
         """Count a failed creation attempt and push the next retry back (by `delay_ms` more once
         `slow_after` attempts failed); the attempts so far, or 0 when the table is gone (another
         matcher finished it while this one's CreateMatch was still out): a count written then
         would make the proposal anew, without its expiry, and leave its players' holds waiting
-        on it for good."""
+        on it for good. 0 too when the proposal carries another claim token than `claim`."""
         k = Keys(game_id)
         return int(self._retry_later(keys=[k.proposal(proposal_id), k.claims],
-                                     args=[proposal_id, now_ms, slow_after, delay_ms]))
+                                     args=[proposal_id, now_ms, slow_after, delay_ms, claim]))
 
     def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
-                 fields: dict[str, dict[str, str]], now_ms: int, *, pool: str = "") -> int:
+                 fields: dict[str, dict[str, str]], now_ms: int, *, claim: str, pool: str = "") -> int:
         """Mark the claimed tickets matched with their per-ticket `fields`; how many were. Their
         waits join their `pool`'s average (read from a ticket when not given: a plan from before
-        the plans named it)."""
+        the plans named it). Only the claim with that token (the plan's `claim`) is finished: the
+        same tickets claimed again since (the same proposal id) are another claim, left alone (0)."""
         k = Keys(game_id)
         if not pool and tickets:
             first = self.get(tickets[0][0])
@@ -370,7 +376,7 @@ class RedisTicketStore:
         keys = [k.claims, k.proposal(proposal_id), k.wait(pool), *(k.ticket(t) for t, _ in tickets),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal_id, now_ms, len(tickets), self.retention_ms, WAIT_TTL_MS,
-                           *(json.dumps(fields[t]) for t, _ in tickets), *(tid for _, tid in pointers)]
+                           *(json.dumps(fields[t]) for t, _ in tickets), *(tid for _, tid in pointers), claim]
         return int(self._finalize(keys=keys, args=args))
 
     def release(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],

@@ -1,7 +1,9 @@
 -- A failed creation attempt of a claimed table: count it and push its next retry back, only
 -- while the table's proposal still exists (another matcher may have finished it meanwhile:
--- HINCRBY would make the key anew, with no expiry). The table is never given up here: the
--- failed CreateMatch may have made the match, which only a retry with its request id finds.
+-- HINCRBY would make the key anew, with no expiry) and still carries this claim's token (the
+-- same tickets claimed again since make the same proposal id: that claim's attempts and retry
+-- are its own matcher's to count). The table is never given up here: the failed CreateMatch
+-- may have made the match, which only a retry with its request id finds.
 --
 -- KEYS[1]  {mm:G}:proposal:<P>
 -- KEYS[2]  {mm:G}:claims
@@ -9,9 +11,10 @@
 -- ARGV[2]  now, ms
 -- ARGV[3]  attempts after which retries slow down (0: never)
 -- ARGV[4]  how much later each retry comes then, ms
+-- ARGV[5]  the claim token ('' matches a claim from before the tokens)
 --
--- Returns the attempts so far, or 0 when the proposal is gone.
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- Returns the attempts so far, or 0 when the proposal is gone or another claim's.
+if redis.call('EXISTS', KEYS[1]) == 0 or (redis.call('HGET', KEYS[1], 'claim') or '') ~= (ARGV[5] or '') then
   return 0
 end
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)

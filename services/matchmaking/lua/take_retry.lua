@@ -1,17 +1,21 @@
 -- Take a stale claim's retry: push its next retry back to `now` before asking CreateMatch
--- again, only while the claim is still stale and its proposal still exists. Every matcher
--- replica reads the same stale claims: without this, each one asked a slow CreateMatch again
--- on each pass after the claim went stale (every `claim_retry_ms` and more). The one that
--- moves the score asks; the others find it fresh and leave it to that one.
+-- again, only while the claim is still stale, its proposal still exists and still carries the
+-- claim token of the plan the caller read. Every matcher replica reads the same stale claims:
+-- without this, each one asked a slow CreateMatch again on each pass after the claim went stale
+-- (every `claim_retry_ms` and more). The one that moves the score asks; the others find it fresh
+-- and leave it to that one. A caller whose plan was read before the table was given up and its
+-- tickets claimed again (the same proposal id, another token) would ask with the old plan and
+-- finish the newer claim with it: it leaves that claim to its own matcher.
 --
 -- KEYS[1]  {mm:G}:proposal:<P>
 -- KEYS[2]  {mm:G}:claims
 -- ARGV[1]  the proposal id
 -- ARGV[2]  stale when the claim's score is at most this, ms (now - claim_retry_ms)
 -- ARGV[3]  now, ms
+-- ARGV[4]  the claim token of the caller's plan ('' matches a claim from before the tokens)
 --
--- Returns 1 when this caller took the retry, 0 otherwise (not stale any more, or gone).
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- Returns 1 when this caller took the retry, 0 otherwise (not stale any more, gone, or another claim).
+if redis.call('EXISTS', KEYS[1]) == 0 or (redis.call('HGET', KEYS[1], 'claim') or '') ~= (ARGV[4] or '') then
   return 0
 end
 local due = redis.call('ZSCORE', KEYS[2], ARGV[1])

@@ -58,7 +58,8 @@ def _tickets(plan: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
 
 def _finalize(mm: Matchmaking, plan: dict[str, Any], match_id: str = "m-x") -> int:
     fields = {t: {"match_id": match_id, "seats": str(plan["seats"]), "bots": "0"} for t, _ in plan["tickets"]}
-    return mm.app.store.finalize(plan["game_id"], plan["proposal_id"], _tickets(plan), fields, mm.app.clock())
+    return mm.app.store.finalize(plan["game_id"], plan["proposal_id"], _tickets(plan), fields, mm.app.clock(),
+                                 claim=plan["claim"])
 
 
 # -- create_ticket.lua -------------------------------------------------------------------------
@@ -446,13 +447,13 @@ def test_a_claims_retry_is_taken_once_while_stale_and_never_once_the_table_is_go
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
     proposal, plan = _claim(mm, DUEL, [ta, tb])
     store, claimed, pid = mm.app.store, mm.app.clock(), proposal.proposal_id
-    assert not store.take_retry(DUEL, pid, claimed - 1, claimed + 10)  # not stale yet
+    assert not store.take_retry(DUEL, pid, claimed - 1, claimed + 10, claim=plan["claim"])  # not stale yet
     assert store.client.zscore(Keys(DUEL).claims, pid) == claimed
-    assert store.take_retry(DUEL, pid, claimed, claimed + 10)
-    assert not store.take_retry(DUEL, pid, claimed, claimed + 20)  # taken: fresh again
+    assert store.take_retry(DUEL, pid, claimed, claimed + 10, claim=plan["claim"])
+    assert not store.take_retry(DUEL, pid, claimed, claimed + 20, claim=plan["claim"])  # taken: fresh again
     assert store.client.zscore(Keys(DUEL).claims, pid) == claimed + 10
     assert _finalize(mm, plan) == 2
-    assert not store.take_retry(DUEL, pid, claimed + 100, claimed + 200)
+    assert not store.take_retry(DUEL, pid, claimed + 100, claimed + 200, claim=plan["claim"])
     assert store.client.zscore(Keys(DUEL).claims, pid) is None
 
 
@@ -567,3 +568,120 @@ def test_a_late_finalize_keeps_the_pointers_of_tickets_it_did_not_match(mm: Matc
     assert mm.app.store.client.get(Keys(DUEL).open(b)) == tb
     with pytest.raises(AlreadyExists):
         mm.app.create_ticket(b, DUEL, [], {})
+
+
+# -- claim tokens: a stale replica finishes, counts and retries only its own claim -------------
+def _claimed_again(mm: Matchmaking) -> tuple[str, dict[str, Any], dict[str, Any], list[str]]:
+    """A table given up and its tickets claimed again: the same proposal id, another token."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    assert mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="hold lost",
+                                now_ms=mm.app.clock(), claim=old_plan["claim"]) == 2
+    new, new_plan = _claim(mm, DUEL, [ta, tb])
+    assert new.proposal_id == old.proposal_id and new_plan["claim"] != old_plan["claim"]
+    return old.proposal_id, old_plan, new_plan, [ta, tb]
+
+
+def test_a_stale_finalize_leaves_the_same_tables_newer_claim_alone(mm: Matchmaking) -> None:
+    """finalize.lua was keyed by the proposal id only: the first claim's matcher, answered late,
+    marked the newer claim's tickets matched with its own answer and deleted that claim's proposal
+    and claims entry under its matcher (whose own CreateMatch, under its own plan, was still out)."""
+    pid, old_plan, new_plan, ticket_ids = _claimed_again(mm)
+    store = mm.app.store
+    assert _finalize(mm, old_plan, "m-stale") == 0
+    for t in ticket_ids:
+        record = store.get(t)
+        assert record is not None and (record.state, record.claim, record.match_id) == ("claimed", new_plan["claim"], "")
+    assert store.plan(DUEL, pid) == new_plan
+    assert store.client.zscore(Keys(DUEL).claims, pid) is not None
+    assert _finalize(mm, new_plan, "m-new") == 2  # its own matcher finishes it
+    assert {store.get(t).match_id for t in ticket_ids} == {"m-new"}  # type: ignore[union-attr]
+    assert store.client.exists(Keys(DUEL).proposal(pid), Keys(DUEL).claims) == 0
+
+
+def test_a_stale_failed_attempt_neither_counts_nor_moves_the_newer_claims_retry(mm: Matchmaking) -> None:
+    """retry_later.lua was keyed by the proposal id only: the first claim's failed CreateMatch
+    counted an attempt of the newer claim (its retries slowed down sooner) and moved its retry."""
+    pid, old_plan, new_plan, _ = _claimed_again(mm)
+    store, claims = mm.app.store, Keys(DUEL).claims
+    due = store.client.zscore(claims, pid)
+    later = mm.app.clock() + 60_000
+    assert store.retry_later(DUEL, pid, later, claim=old_plan["claim"], slow_after=1, delay_ms=1) == 0
+    assert store.client.hget(Keys(DUEL).proposal(pid), "attempts") == "0"
+    assert store.client.zscore(claims, pid) == due
+    assert store.retry_later(DUEL, pid, later, claim=new_plan["claim"]) == 1  # its own matcher's attempt
+    assert store.client.zscore(claims, pid) == later
+
+
+def test_a_stale_replica_does_not_take_the_newer_claims_retry(mm: Matchmaking) -> None:
+    """take_retry.lua was keyed by the proposal id only: a replica holding the first claim's plan
+    took the newer claim's retry and asked CreateMatch with the old plan."""
+    pid, old_plan, new_plan, _ = _claimed_again(mm)
+    store, claims = mm.app.store, Keys(DUEL).claims
+    due = store.client.zscore(claims, pid)
+    assert due is not None
+    assert not store.take_retry(DUEL, pid, int(due), int(due) + 10, claim=old_plan["claim"])
+    assert store.client.zscore(claims, pid) == due
+    assert store.take_retry(DUEL, pid, int(due), int(due) + 10, claim=new_plan["claim"])
+
+
+def test_a_replica_with_a_plan_read_before_the_table_was_claimed_again_leaves_it_to_that_claim(
+        mm: Matchmaking, clock: FakeClock, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica read a stale claim's plan and stalled; meanwhile the table was given up, its tickets
+    claimed again (the same proposal id) and that claim's CreateMatch failed once. Waking, the
+    replica took the newer claim's retry and asked CreateMatch with the old plan (its request id
+    another one after a secret rotation), then finished the newer claim with that answer."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    old, old_plan = _claim(mm, DUEL, [ta, tb])
+    old_plan["request_id"] = "before-the-rotation-" + old_plan["request_id"]
+    mm.app.store.release(DUEL, old.proposal_id, _tickets(old_plan), requeue=True, reason="hold lost",
+                         now_ms=clock(), claim=old_plan["claim"])
+    creator.fail_next = 1
+    assert mm.matcher.tick(DUEL) == 0  # claimed again; its CreateMatch got no answer
+    store, pid = mm.app.store, old.proposal_id
+    new_plan = store.plan(DUEL, pid)
+    assert new_plan is not None and new_plan["claim"] != old_plan["claim"] and creator.calls == 1
+    clock.advance(mm.matcher.tuning.claim_retry_ms / 1000 + 1)
+    with monkeypatch.context() as stalled:
+        stalled.setattr(store, "plan", lambda game_id, proposal_id: old_plan)  # read before it all
+        assert mm.matcher._recover(DUEL, clock()) == 0
+    assert creator.calls == 1
+    assert store.plan(DUEL, pid) == new_plan
+    assert mm.matcher._recover(DUEL, clock()) == 1  # the newer claim's own retry, with its plan
+    made = {store.get(t).match_id for t in (ta, tb)}  # type: ignore[union-attr]
+    assert made == {"m-" + new_plan["request_id"].replace(":", "-")} and list(creator.tables) == list(made)
+
+
+def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
+        mm: Matchmaking, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a matcher's CreateMatch was out, its claim was given up and the same tickets claimed
+    again (the same `table` holds). Its finalize, refused now, must not free those holds either:
+    nothing would keep the newer table's players from another table while it is created."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    store, create, newer = mm.app.store, creator.create_match, []
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        if not newer:
+            [pid] = [str(p) for p in store.client.zrange(Keys(DUEL).claims, 0, -1)]
+            first = store.plan(DUEL, pid)
+            assert first is not None
+            store.release(DUEL, pid, _tickets(first), requeue=True, reason="hold lost", now_ms=mm.app.clock(),
+                          claim=first["claim"])
+            newer.append(_claim(mm, DUEL, [ta, tb])[1])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(creator, "create_match", slow)
+    assert mm.matcher.tick(DUEL) == 0
+    for t in (ta, tb):
+        record = store.get(t)
+        assert record is not None and (record.state, record.claim) == ("claimed", newer[0]["claim"])
+    holds = {mm.matcher.holds.get(p) for p in (a, b)}
+    assert {(h.kind, h.ref) for h in holds if h is not None} == {("table", newer[0]["proposal_id"])} and None not in holds
+    assert mm.matcher._create(DUEL, newer[0]["proposal_id"], newer[0]) == 1
+    assert {store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
