@@ -3,6 +3,7 @@ addresses, Redis URL and secret come from famiglia.config.Settings)."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,12 +40,35 @@ def _guest_ttl_s(e: Mapping[str, str]) -> int | None:
     return int(days * DAY_S)
 
 
-def _whole_ms(seconds: float, name: str) -> int:
-    """At least one whole millisecond (a key's `PX`, which refuses 0), or the process stops naming it."""
-    ms = int(seconds * 1000)
-    if ms < 1:
-        raise SystemExit(f"{name}={seconds:g} is less than a millisecond")
-    return ms
+HOLD_S = (1.0, 3600.0)
+"""FAMIGLIA_MM_HOLD, seconds. A player's lease must outlive the claim and the pin after it (two
+round trips, longer over a network or through a failover): one that runs out first sends the table
+back to the queue, so one always shorter matches nobody (0.4 ms became `PX 0`, which Redis refuses:
+every tick failed). A matcher dying with leases keeps their players off every table that long: an
+hour at most (1e17 was taken, and Redis refused every lease as out of range: every tick failed)."""
+CLAIM_RETRY_S = (1.0, 3600.0)
+"""FAMIGLIA_MM_CLAIM_RETRY, seconds. A claim younger than this is its own matcher's: with 0 every
+replica took each claim it met at once, re-took its holds and asked CreateMatch for the table too,
+and a table without an answer was asked again every pass (four times a second), never slower.
+A claim is kept a day, its players pinned to it, so its table must be retried well within that
+(an hour: five tries in the first five hours, then one every five); with 1e300 a table whose
+matcher died or whose CreateMatch got no answer was never retried, its players kept off every
+table for the day."""
+
+
+def _seconds_within(e: Mapping[str, str], name: str, default: float, bounds: tuple[float, float]) -> float:
+    """Seconds from `bounds[0]` to `bounds[1]`, or the process stops naming the setting and its range."""
+    text = e.get(name, "")
+    if text.strip() == "":
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    low, high = bounds
+    if not (math.isfinite(value) and low <= value <= high):
+        raise SystemExit(f"{name}={text!r} is not a number of seconds from {low:g} to {high:g}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -59,8 +83,8 @@ class MatchmakingSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MatchmakingSettings:
         """FAMIGLIA_MM_BACKFILL_AFTER (s, or off), _BOT_POLICY, _TICKET_TTL (s), _INVITE_TTL (s),
-        _WINDOW_START, _WINDOW_GROWTH (mu per s), _WINDOW_MAX, _TICK (s), _CLAIM_RETRY (s), _HOLD (s),
-        _MATCHER (on|off), _GUEST_TTL_DAYS (days, 1 to 36500, or off)."""
+        _WINDOW_START, _WINDOW_GROWTH (mu per s), _WINDOW_MAX, _TICK (s), _CLAIM_RETRY (s, 1 to 3600),
+        _HOLD (s, 1 to 3600), _MATCHER (on|off), _GUEST_TTL_DAYS (days, 1 to 36500, or off)."""
         e = os.environ if env is None else env
         d, t = MatchPolicy(), MatcherTuning()
         policy = MatchPolicy(
@@ -74,8 +98,9 @@ class MatchmakingSettings:
         )
         tuning = MatcherTuning(
             interval_s=number("FAMIGLIA_MM_TICK", t.interval_s, env=e, above=True),
-            claim_retry_ms=int(number("FAMIGLIA_MM_CLAIM_RETRY", t.claim_retry_ms / 1000, env=e) * 1000),
-            hold_ms=_whole_ms(number("FAMIGLIA_MM_HOLD", t.hold_ms / 1000, env=e, above=True), "FAMIGLIA_MM_HOLD"),
+            claim_retry_ms=round(_seconds_within(e, "FAMIGLIA_MM_CLAIM_RETRY", t.claim_retry_ms / 1000,
+                                                 CLAIM_RETRY_S) * 1000),
+            hold_ms=round(_seconds_within(e, "FAMIGLIA_MM_HOLD", t.hold_ms / 1000, HOLD_S) * 1000),
         )
         run = flag("FAMIGLIA_MM_MATCHER", True, env=e)
         return cls(policy, tuning, run, _guest_ttl_s(e))

@@ -46,3 +46,20 @@ def test_a_guest_ttl_redis_cannot_take_stops_the_process() -> None:
     for bad in ("36501", "1e12", "1e300"):
         with pytest.raises(SystemExit, match="FAMIGLIA_MM_GUEST_TTL_DAYS"):
             MatchmakingSettings.from_env({"FAMIGLIA_MM_GUEST_TTL_DAYS": bad})
+
+
+@pytest.mark.parametrize("name", ["FAMIGLIA_MM_HOLD", "FAMIGLIA_MM_CLAIM_RETRY"])
+@pytest.mark.parametrize("bad", ["0", "0.0004", "0.5", "-1", "3600.5", "1e17", "1e300", "inf", "nan", "10s"])
+def test_a_hold_or_claim_retry_that_stops_matching_stops_the_process_naming_the_range(name: str, bad: str) -> None:
+    """Both were taken from 0 (the claim retry) or a millisecond (the hold) up to any size: a hold
+    shorter than the claim and pin sends every table back to the queue, a claim retry of 0 has every
+    replica ask CreateMatch for every claimed table, and either one huge stops tables for good (a
+    lease Redis refuses as out of range; a table that got no answer never retried)."""
+    with pytest.raises(SystemExit, match=rf"{name}='{bad}' is not a number of seconds from 1 to 3600"):
+        MatchmakingSettings.from_env({name: bad})
+
+
+def test_a_hold_and_a_claim_retry_from_a_second_to_an_hour_are_taken() -> None:
+    for seconds, ms in (("1", 1000), ("2.5", 2500), ("3600", 3_600_000), (" ", None)):
+        s = MatchmakingSettings.from_env({"FAMIGLIA_MM_HOLD": seconds, "FAMIGLIA_MM_CLAIM_RETRY": seconds})
+        assert (s.tuning.hold_ms, s.tuning.claim_retry_ms) == ((ms, ms) if ms else (10_000, 5000))
