@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import redis
 
@@ -13,7 +13,7 @@ from famiglia.matchmaking.shapes import games_of
 from famiglia.redis_clients import connect as connect_redis
 
 from .app import Clock, MatchmakingApp, system_clock
-from .creator import GrpcMatchCreator, MatchCreator
+from .creator import CREATE_TIMEOUT_S, GrpcMatchCreator, MatchCreator
 from .matcher import Matcher
 from .players import RedisPlayers
 from .ratings import projection_ratings
@@ -69,8 +69,12 @@ def bootstrap(*, settings: Settings | None = None, mm: MatchmakingSettings | Non
     app = MatchmakingApp(store=store, players=players, signer=settings.signer(), games=games,
                          ratings=ratings or projection_ratings(settings.database_url), policy=mm.policy,
                          clock=clock)
-    creator = creator or GrpcMatchCreator(settings.command_addr, secret=settings.secret,
-                                          accepted_secret=settings.accepted_secret)
+    tuning = mm.tuning
+    if creator is None:
+        creator = GrpcMatchCreator(settings.command_addr, timeout=CREATE_TIMEOUT_S, secret=settings.secret,
+                                   accepted_secret=settings.accepted_secret)
+        # A claim is not retried by another replica while its CreateMatch may still be out.
+        tuning = replace(tuning, create_timeout_ms=int(CREATE_TIMEOUT_S * 1000))
     matcher = Matcher(store=store, players=players, creator=creator,
-                      games=games, policy=mm.policy, clock=clock, tuning=mm.tuning, secret=settings.secret)
+                      games=games, policy=mm.policy, clock=clock, tuning=tuning, secret=settings.secret)
     return Matchmaking(app, matcher, mm)

@@ -39,6 +39,9 @@ class MatchCreator(Protocol):
                      seat_info: Sequence[envelope_pb2.SeatInfo], request_id: str) -> CreatedMatch: ...
 
 
+CREATE_TIMEOUT_S = 10.0
+"""CreateMatch's deadline: a call still out then fails (DEADLINE_EXCEEDED, no answer) and is retried."""
+
 PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                        grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNIMPLEMENTED,
                        grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.OUT_OF_RANGE})
@@ -47,7 +50,8 @@ PERMANENT = frozenset({grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_
 class GrpcMatchCreator:
     """CreateMatch over gRPC (famiglia.client.GameClient); the channel connects lazily."""
 
-    def __init__(self, address: str, timeout: float = 10.0, *, secret: str = "", accepted_secret: str = "") -> None:
+    def __init__(self, address: str, timeout: float = CREATE_TIMEOUT_S, *, secret: str = "",
+                 accepted_secret: str = "") -> None:
         self.client = GameClient(address, timeout=timeout)
         # A match naming its players takes an operator token (GameService.CreateMatch), minted
         # from the deployment's secret for each creation (it is short-lived), and signed with a

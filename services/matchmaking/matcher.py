@@ -48,6 +48,9 @@ from .store import (
 
 log = get_logger("famiglia.matchmaking")
 Clock = Callable[[], int]
+ANSWER_MARGIN_MS = 1000
+"""After CreateMatch's deadline, its answer (or its failure) is still to be written down
+(finalize, retry_later: a round trip) before the claim is anybody else's to retry."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,13 @@ class MatcherTuning:
     hold_ms: int = 10_000
     """lifetime of a player's hold between taking it and claiming: how long a matcher that
     dies right there keeps its players out of other tables."""
+    create_timeout_ms: int = 0
+    """CreateMatch's deadline: bootstrap.py sets the gRPC creator's (`CREATE_TIMEOUT_S`). A claim is
+    not retried while the CreateMatch its matcher asks may still be out: a call slower than
+    `claim_retry_ms` was asked again by another replica, beside the one still running. The price:
+    a matcher that dies after its claim has its table retried this long (and `ANSWER_MARGIN_MS`)
+    after the claim, when that is more than `claim_retry_ms`. 0: no deadline known (a creator
+    that answers at once, as the tests' do)."""
 
 
 class Matcher:
@@ -94,6 +104,11 @@ class Matcher:
                                  seated_ms=int((policy.ticket_ttl + policy.invite_ttl) * 1000) + 60_000)
         self.metrics = matchmaking_metrics(store, games)
         """None when metrics are off."""
+        t = self.tuning
+        self._in_flight_ms = max(0, t.create_timeout_ms + ANSWER_MARGIN_MS - t.claim_retry_ms) \
+            if t.create_timeout_ms else 0
+        """how much later than `claim_retry_ms` after a claim (or a taken retry) the claim is stale:
+        until then the CreateMatch asked for it may still be out."""
 
     # -- the loop --------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -158,7 +173,7 @@ class Matcher:
             return False
         # Dated now, not by the pass's start: after a slow CreateMatch earlier in the pass, a claim
         # dated so is stale already, and another replica would ask for its table at once.
-        if not self.store.claim(proposal, plan, self.clock()):
+        if not self.store.claim(proposal, plan, self.clock(), in_flight_ms=self._in_flight_ms):
             # Only the leases: a `table` hold naming this proposal is not ours (we pin after the
             # claim), but a claim retry's, pinning our leases for the very table that beat us.
             self.holds.give_back(seats, taken.lease)
@@ -315,11 +330,13 @@ class Matcher:
             if plan is None:  # finished meanwhile by another matcher
                 self.store.forget_claim(game_id, proposal_id)
                 continue
-            # Pushed back to the clock's now, not the pass's start, which a slow CreateMatch earlier
-            # in the pass left behind: another replica would find this claim stale while it is out.
+            # Pushed back from the clock's now, not the pass's start, which a slow CreateMatch earlier
+            # in the pass left behind, and past the deadline of the CreateMatch this retry asks:
+            # another replica would find this claim stale while it is out.
             # Only the claim whose plan this is: the same tickets claimed again since the plan was
             # read (the same proposal id) are that claim's to retry, with its own plan.
-            if not self.store.take_retry(game_id, proposal_id, stale, self.clock(), claim=plan.get("claim", "")):
+            if not self.store.take_retry(game_id, proposal_id, stale, self.clock() + self._in_flight_ms,
+                                         claim=plan.get("claim", "")):
                 continue  # another replica asks now, or the plan is another claim's
             log.info("claim_recovered", proposal_id=proposal_id)
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere

@@ -310,17 +310,19 @@ class RedisTicketStore:
         return bool(done), now_state
 
     # -- claims ----------------------------------------------------------------------
-    def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int) -> bool:
+    def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int, *, in_flight_ms: int = 0) -> bool:
         """All of the proposal's tickets, atomically, or none (False); their players' open-ticket
         pointers then live as long as the claim (a table may wait a day for CreateMatch). The
-        plan's `claim` token marks this claim (`release` undoes only its own)."""
+        plan's `claim` token marks this claim (`release` undoes only its own). Its retry is due
+        `in_flight_ms` later than a claim of `now_ms` would be: the CreateMatch it is about to ask
+        may be out that much longer than the claim retry waits."""
         k = Keys(proposal.game_id)
         ids = [t.ticket_id for t in proposal.tickets]
         pointers = [(k.open(p), t.ticket_id) for t in proposal.tickets for p in t.players]
         keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, len(ids), *ids,
-                           *(tid for _, tid in pointers), plan.get("claim", "")]
+                           *(tid for _, tid in pointers), now_ms + in_flight_ms, plan.get("claim", "")]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
 
@@ -344,7 +346,8 @@ class RedisTicketStore:
 
     def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int, *, claim: str) -> bool:
         """Whether this matcher retries the stale claim now: its next retry is pushed back to
-        `now_ms` first, atomically, so the other replicas do not ask CreateMatch meanwhile. Only
+        `now_ms` first (the caller adds the time its CreateMatch may be out beyond the claim
+        retry), atomically, so the other replicas do not ask CreateMatch meanwhile. Only
         the claim with that token (the plan's `claim`, as the caller read it): the same tickets
         claimed again since are another claim, left to its own matcher (False)."""
         k = Keys(game_id)

@@ -279,3 +279,72 @@ def test_a_table_asked_for_after_a_slow_one_in_the_same_pass_is_not_retried_by_a
     _nobody_orphaned(first, creator, tickets)
     first.close()
     second.close()
+
+
+def _replicas(redis_url: str, creator: RecordingCreator, clock: FakeClock,
+              lossy: LostReplies) -> tuple[Matchmaking, Matchmaking, PacedCreator]:
+    """Two replicas whose CreateMatch has the gRPC creator's deadline (10 s), the claim retry 5 s."""
+    tuning = MatcherTuning(claim_retry_ms=5000, create_timeout_ms=10_000)
+    first = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    second = make_mm(redis_url, creator, clock=clock, tuning=tuning)
+    paced = PacedCreator(lossy)
+    first.matcher.creator = paced
+    second.matcher.creator = lossy
+    return first, second, paced
+
+
+@pytest.mark.parametrize("retried", [False, True], ids=["new_claim", "claim_retry"])
+def test_a_create_match_slower_than_the_claim_retry_is_not_asked_again_while_it_is_out(
+        redis_url: str, creator: RecordingCreator, retried: bool) -> None:
+    """A claim went stale `claim_retry_ms` (5 s) after it was made or its retry taken, though the
+    CreateMatch asked for it may run to its deadline (10 s): another replica's pass in between asked
+    for the same table again, beside the call still out. The claim now waits out the deadline."""
+    clock = FakeClock()
+    lossy = LostReplies(creator, lose=1 if retried else 0)
+    first, second, paced = _replicas(redis_url, creator, clock, lossy)
+    a, b = (first.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in (a, b)}
+    if retried:
+        assert first.matcher.tick(DUEL) == 0  # made, the answer lost: the claim waits for its retry
+        clock.advance(6)
+    asked = len(lossy.request_ids)
+
+    def slow() -> None:
+        clock.advance(6)  # slower than the claim retry, within its deadline
+        second.matcher.tick(DUEL)  # the other replica's pass while it is out
+
+    paced.steps.append(slow)
+    assert first.matcher.tick(DUEL) == 1
+    assert len(lossy.request_ids) - asked == 1, "the table was asked for by both replicas at once"
+    _nobody_orphaned(first, creator, tickets)
+    first.close()
+    second.close()
+
+
+class Died(BaseException):
+    """The matcher's process ends here."""
+
+
+def test_a_claim_whose_matcher_died_during_create_match_is_retried_once_the_call_is_past_its_deadline(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """The price of waiting out the deadline: a matcher that dies with its call out has its table
+    retried after the deadline (and a second for the answer's way back), not after the claim retry."""
+    clock = FakeClock()
+    lossy = LostReplies(creator)
+    first, second, paced = _replicas(redis_url, creator, clock, lossy)
+    a, b = (first.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in (a, b)}
+
+    def dies() -> None:
+        raise Died
+
+    paced.steps.append(dies)
+    with pytest.raises(Died):
+        first.matcher.tick(DUEL)
+    clock.advance(10.9)
+    assert second.matcher.tick(DUEL) == 0 and lossy.request_ids == []
+    clock.advance(0.2)
+    assert second.matcher.tick(DUEL) == 1 and len(lossy.request_ids) == 1
+    _nobody_orphaned(second, creator, tickets)
+    first.close()
+    second.close()

@@ -66,3 +66,15 @@ def test_the_matchmakers_operator_token_is_read_on_either_side_of_a_secret_rollo
     for replica in (TokenSigner("old-secret", ["new-secret"]), TokenSigner("new-secret", ["old-secret"])):
         assert replica.read_operator(sent[0]) == "matchmaking"
     mm.close()
+
+
+def test_the_matcher_waits_out_the_grpc_creators_deadline_before_another_replica_asks_again() -> None:
+    """The claims of the deployed matcher wait for CreateMatch's own deadline: a call slower than the
+    claim retry (5 s) and within the deadline (10 s) was asked again by another replica."""
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", secret="s")
+    mm = bootstrap(settings=settings, client=redis.Redis.from_url(settings.redis_url), games={},
+                   ratings=FixedRatings())
+    assert mm.matcher.creator.client.timeout == 10.0  # type: ignore[attr-defined]
+    assert mm.matcher.tuning.create_timeout_ms == 10_000
+    assert mm.matcher._in_flight_ms == 10_000 + 1000 - mm.matcher.tuning.claim_retry_ms
+    mm.close()
