@@ -3,6 +3,7 @@ any other test noticing (each script guard, each Python guard)."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -685,3 +686,32 @@ def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
     assert {(h.kind, h.ref) for h in holds if h is not None} == {("table", newer[0]["proposal_id"])} and None not in holds
     assert mm.matcher._create(DUEL, newer[0]["proposal_id"], newer[0]) == 1
     assert {store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
+
+
+def test_a_claim_from_before_the_tokens_is_still_retried_counted_and_finished(
+        mm: Matchmaking, clock: FakeClock, creator: RecordingCreator) -> None:
+    """A claim written before the tokens carries none, on its plan, proposal or tickets: the token
+    '' is its own, as release.lua has it (else a table claimed before an upgrade, its CreateMatch
+    without an answer, was never retried nor finished, its players pinned for the claim's day)."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    creator.fail_next = 1
+    assert mm.matcher.tick(DUEL) == 0  # claimed, no answer
+    store, k = mm.app.store, Keys(DUEL)
+    [pid] = [str(p) for p in store.client.zrange(k.claims, 0, -1)]
+    plan = store.plan(DUEL, pid)
+    assert plan is not None
+    del plan["claim"]
+    store.client.hset(k.proposal(pid), "plan", json.dumps(plan))
+    store.client.hdel(k.proposal(pid), "claim")
+    store.client.hdel(k.ticket(ta), "claim")
+    store.client.hdel(k.ticket(tb), "claim")
+    creator.fail_next = 1
+    clock.advance(mm.matcher.tuning.claim_retry_ms / 1000 + 1)
+    assert mm.matcher.tick(DUEL) == 0  # retried, no answer again: counted
+    assert store.client.hget(k.proposal(pid), "attempts") == "2"
+    clock.advance(mm.matcher.tuning.claim_retry_ms / 1000 + 1)
+    assert mm.matcher.tick(DUEL) == 1
+    assert {store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
+    assert store.client.exists(k.proposal(pid), k.claims) == 0
