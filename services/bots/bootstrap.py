@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from .metrics import BotsMetrics
+    from .tries import DecisionTries
 
 
 _TOKEN_CACHE = 20_000  # seat tokens kept per process
@@ -125,6 +126,20 @@ class BotsApp:
                 if "metrics" not in mine:
                     mine["metrics"] = bots_metrics()
         return mine["metrics"]
+
+    @property
+    def tries(self) -> DecisionTries:
+        """What this deployment's tasks learnt of each bot decision (tries.py): in Redis beside
+        the event store's keys, so a task queued again on another worker process reads it too."""
+        mine = self._mine()
+        if "tries" not in mine:
+            from .tries import tries_of
+
+            store = self.store
+            with self._lock:
+                if "tries" not in mine:
+                    mine["tries"] = tries_of(store)
+        return mine["tries"]
 
     @property
     def game_client(self) -> GameClient:
