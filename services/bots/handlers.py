@@ -29,7 +29,7 @@ from famiglia.bots.random_policy import RandomPolicy
 from famiglia.client.game_client import VERSION_PLACEHOLDER
 from famiglia.engine import Engine, pending_for
 from famiglia.engine.rng import derive_seed
-from famiglia.grpcutil.errors import error_code, error_metadata
+from famiglia.grpcutil.errors import error_code, error_metadata, store_away
 from famiglia.matchstate import MatchState, StoreWentBack
 from famiglia.telemetry import child_span, get_logger
 from famiglia.v1 import game_service_pb2 as pb
@@ -37,6 +37,7 @@ from famiglia.v1 import game_service_pb2 as pb
 from .bootstrap import BotsApp
 from .metrics import BotsMetrics
 from .payload import HELD_FOLLOW_UP, LEGAL_LIMIT, DecisionPayload, bot_command_id, reads_view, turn_order
+from .tries import MAX_FAILURES, DecisionTries, digest
 
 log = get_logger("famiglia.bots")
 
@@ -341,11 +342,15 @@ def _ask_next(app: BotsApp, match_id: str, version: int, ask: Sequence[tuple[str
     without the call is asked as any client would, seat by seat (`_read_next`), so the
     lease goes on and the dispatcher, which cannot tell, never waits for it."""
     try:
-        return _rpc(app.game_client.submit_commands, match_id, [], expected_version=version, omit_events=True,
-                    ask_next=ask)
+        return app.game_client.submit_commands(match_id, [], expected_version=version, omit_events=True,
+                                               ask_next=ask)
     except grpc.RpcError as exc:
         if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
             return _read_next(app, match_id, version, policies)
+        if exc.code() in TRANSIENT_CODES and exc.code() not in FAILED_CODES:
+            raise Transient(f"{exc.code().name}: {exc.details()}") from None
+        # The server failed on the asking (a seat's view it cannot show, say): the task stops, and
+        # the dispatcher queues the next decision itself; retried, it failed again and again.
         if exc.code() != grpc.StatusCode.ABORTED:
             log.warning("bot_lease_ask_failed", match_id=match_id, version=version, code=exc.code().name)
         return None
@@ -356,14 +361,20 @@ def _read_next(app: BotsApp, match_id: str, version: int, policies: Mapping[int,
     answer = pb.SubmitCommandsResponse(next_version=version)
     for seat, policy in sorted(policies.items()):
         client = app.seat(match_id, seat)
-        view = _rpc(client.view)
+        view = _read(client.view)
+        if view is None:  # the server failed on it: the task stops, as after a failed `ask_next`
+            log.warning("bot_lease_ask_failed", match_id=match_id, version=version, seat=seat, read="view")
+            return None
         if view.version != version:
             return None  # the match moved on
         if view.finished:
             return answer  # nobody is asked
         if seat not in {p.seat for p in view.to_act}:
             continue
-        legal = _rpc(client.legal_commands, LEGAL_LIMIT)
+        legal = _read(client.legal_commands, LEGAL_LIMIT)
+        if legal is None:
+            log.warning("bot_lease_ask_failed", match_id=match_id, version=version, seat=seat, read="legal_commands")
+            return None
         if legal.version != version:
             return None
         decision = answer.next.add(seat=seat, complete=legal.complete)
@@ -444,22 +455,40 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
                 fetched = _fetch_decision(client, engine, game_id, seat, at, derive_seed(crc, at, f"seat{seat}"),
                                           deadline)
                 if isinstance(fetched, str):
+                    if fetched in _HOPELESS:
+                        given = _hopeless(app, match_id, game_id, seat, at, fetched)
+                        fetched = given.outcome
+                        reached = max(reached, given.version or -1)
+                        if fetched == "given_up":  # nothing can move the seat: passed over
+                            outcomes.append(fetched)
+                            continue
                     outcomes.append(fetched)
                     break
                 decision = fetched
             command = _choose(engine, policy, decision, match_id, interrupt(), _metrics(app))
         command_id = bot_command_id(match_id, at, seat) + suffix
+        tried = _Tried(_tries(app), match_id, at, seat)
         # The first seat's payload is at the version it is submitted at: a refused listed
         # command is retried with another once. A later seat's is older: decide it afresh.
         fallback = [c for c in decision.legal if c != command] if i == 0 else []
         if i == refused:  # the chained call's answer already said so
-            done = _retry_refused(client, command_id, at, fallback)
+            done = _retry_refused(client, command_id, at, fallback, command=command, tried=tried)
         else:
-            done = _submit_at(client, command, command_id, at, fallback, afresh=i > 0)
+            done = _submit_at(client, command, command_id, at, fallback, afresh=i > 0, tried=tried)
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
-                                  deadline, interrupt(), command_id, _metrics(app))
+                                  deadline, interrupt(), command_id, _metrics(app), tried)
+        if done.outcome in _HOPELESS or (done.outcome == "refused" and i == 0):
+            given = _hopeless(app, match_id, game_id, seat, at, done.outcome)
+            if given.outcome == "default":  # the seat's default went in: a command of no task's, the task stops
+                outcomes.append(given.outcome)
+                return outcomes, None, None, max(reached, given.version or -1), (held, held_last)
+            if given.outcome == "given_up":  # nothing can move the seat: passed over, as a refused one
+                outcomes.append(given.outcome)
+                continue
+            if given.outcome != "not_pending":  # (a seat whose answer is held back was refused: passed over)
+                done = given
         outcomes.append(done.outcome)
         held = held or done.held
         if done.outcome in _TAKEN:
@@ -477,6 +506,86 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
     if len(outcomes) < len(seats) or any(outcome not in _TAKEN for outcome in outcomes):
         return outcomes, None, None, reached, (held, held_last)
     return outcomes, at, upcoming, reached, (held, held_last)
+
+
+_HOPELESS = frozenset({"failed", "unreadable"})
+"""A seat's task outcomes no retry of the same reads or commands cures: the server failed on the
+seat's view or legal commands (`unreadable`), or on its command and the fallback (`failed`). A
+first seat's command and fallback both refused count too (`_hopeless`)."""
+
+
+def _tries(app: BotsApp) -> DecisionTries:
+    """The deployment's record of each decision's tries (tries.py), or this process's own for an
+    app that has none (the tests' stand-ins)."""
+    found = getattr(app, "tries", None)
+    return found if found is not None else _LOCAL_TRIES
+
+
+_LOCAL_TRIES = DecisionTries()
+
+
+def _hopeless(app: BotsApp, match_id: str, game_id: str, seat: int, version: int, outcome: str) -> _Submitted:
+    """A task that could not move `seat` at `version` for a reason a retry of the same does not
+    cure (`outcome`: `refused`, `failed`, `unreadable`) counts a failure at that decision
+    (tries.py, shared by every worker): below `MAX_FAILURES` a refusal ends the task (the
+    dispatcher's stall timer queues it again, and that task passes over the commands refused)
+    and a failure is retried by Celery with its backoff (`Transient`); at `MAX_FAILURES` the
+    seat is given up (`_give_up`). Before, a seat whose view the server could not show was
+    retried for ever, every stall time, and so was one whose command and fallback were refused."""
+    failures = _tries(app).fail(match_id, version, seat)  # (0: the record away, Redis: not counted)
+    if failures < MAX_FAILURES:
+        if outcome == "refused":
+            return _Submitted("refused", None)
+        raise Transient(f"{outcome} at {match_id}:{version}:{seat} ({failures} of {MAX_FAILURES})")
+    return _give_up(app, match_id, game_id, seat, version, outcome, first=failures == MAX_FAILURES)
+
+
+def _give_up(app: BotsApp, match_id: str, game_id: str, seat: int, version: int, reason: str, *,
+             first: bool = True) -> _Submitted:
+    """Give up a bot seat's decision the server cannot let it make: the seat plays its game's
+    documented default (`Engine.timeout_command`), as a person's seat whose turn clock ran out,
+    under the clock's command id (`clock:<match>:<version>:<seat>`, which the command service
+    takes from the bots' token for a bot's seat at once); with none, or one refused or failed
+    on too, the seat is left as it is (`given_up`: the dispatcher queues it no more, and a
+    tournament abandons the match as stuck). Logged (`bot_seat_given_up`) and counted
+    (`famiglia.bots.decisions_given_up`) once, by the task whose failure reached the bound
+    (`first`); a later one (a retry after an outage) only tries the default again."""
+    try:
+        match = _asked_match(app, match_id, seat, version)
+    except Transient:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the fold failed too (an engine bug): nothing to play
+        if store_away(exc):
+            raise Transient(f"store away: {exc!r}"[:300]) from None
+        log.warning("bot_default_unplayable", match_id=match_id, seat=seat, version=version, error=repr(exc)[:300])
+        match = "unfoldable"
+    if isinstance(match, str) and match != "unfoldable":
+        return _Submitted(match, None)  # moved on meanwhile, or the seat is not asked: nothing to give up
+    default = "unavailable"  # (an outage while the default goes in: Celery retries, the line is written now)
+    try:
+        if isinstance(match, str):
+            done = _Submitted(match, None)
+        else:
+            try:
+                command = match.engine.timeout_command(match.state, seat)
+            except Exception as exc:  # noqa: BLE001 - an engine bug in the default too
+                log.warning("bot_default_unplayable", match_id=match_id, seat=seat, version=version,
+                            error=repr(exc)[:300])
+                command = None
+            done = _Submitted("no_default", None) if command is None else _submit_at(
+                app.seat(match_id, seat), command, clock_command_id(match_id, version, seat), version, [],
+                afresh=True)
+        default = done.outcome
+    finally:
+        if first:
+            log.warning("bot_seat_given_up", match_id=match_id, seat=seat, version=version, game_id=game_id,
+                        reason=reason, failures=MAX_FAILURES, default=default)
+            metrics = _metrics(app)
+            if metrics is not None:
+                metrics.decision_given_up(game_id, reason)
+    if done.outcome in _TAKEN:
+        return _Submitted("default", done.version, done.held)
+    return _Submitted("given_up", None)
 
 
 MATCH_OVER = "match_over"
@@ -561,12 +670,41 @@ def _entry_id(entries: Sequence[tuple[str, Message, str]], index: int) -> str:
     return entries[index][2] if 0 <= index < len(entries) else ""
 
 
-def _retry_refused(client, command_id: str, version: int, fallback: list[Message]) -> _Submitted:
+@dataclass(frozen=True)
+class _Tried:
+    """The decision a submit answers, and the record of what its tasks tried there (tries.py)."""
+
+    tries: DecisionTries
+    match_id: str
+    version: int
+    seat: int
+
+    def refuse(self, command: Message) -> None:
+        self.tries.refuse(self.match_id, self.version, self.seat, command.SerializeToString())
+
+    def untried(self, commands: Sequence[Message]) -> list[Message]:
+        """`commands` less those a task refused or failed on at this decision before."""
+        refused = self.tries.refused(self.match_id, self.version, self.seat)
+        if not refused:
+            return list(commands)
+        return [c for c in commands if digest(c.SerializeToString()) not in refused]
+
+
+def _retry_refused(client, command_id: str, version: int, fallback: list[Message], *,
+                   command: Message | None = None, tried: _Tried | None = None,
+                   outcome: str = "refused") -> _Submitted:
     """A seat whose listed command was refused (a sampled legal set, a racing window, a
-    chain's earlier seats): another listed command once, or `refused`."""
+    chain's earlier seats) or failed on: another listed command once, or `outcome`. The
+    command is written down for the decision (`tried`), and the fallback is the first listed
+    command no task refused there yet: before, a task queued again chose the same command
+    and the same fallback, and both were refused again at every re-queue."""
+    if tried is not None and command is not None:
+        tried.refuse(command)
+        if fallback:
+            fallback = tried.untried(fallback)
     if fallback:
-        return _submit_at(client, fallback[0], command_id + ":f", version, [])
-    return _Submitted("refused", None)
+        return _submit_at(client, fallback[0], command_id + ":f", version, [], tried=tried)
+    return _Submitted(outcome, None)
 
 
 def _metrics(app: BotsApp) -> BotsMetrics | None:
@@ -599,26 +737,46 @@ def _chosen(engine: Engine, policy: str, decision: Decision, match_id: str, inte
 
 def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int, policy: str, seed: int,
                    deadline: float, interrupt_seconds: float, command_id: str,
-                   metrics: BotsMetrics | None = None) -> _Submitted:
+                   metrics: BotsMetrics | None = None, tried: _Tried | None = None) -> _Submitted:
     """A batch's later seat decided from what it may do at `version`, read over gRPC."""
     fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
     if isinstance(fetched, str):
         return _Submitted(fetched, None)
     command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds, metrics)
-    return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command])
+    return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command], tried=tried)
+
+
+def _read(call, *args):
+    """A read the seat's decision needs; `None` when the server failed on it (`FAILED_CODES`:
+    it cannot show the seat this state, a bug a retry does not cure)."""
+    try:
+        return call(*args)
+    except grpc.RpcError as exc:
+        if exc.code() in FAILED_CODES:
+            return None
+        if exc.code() in TRANSIENT_CODES:
+            raise Transient(f"{exc.code().name}: {exc.details()}") from None
+        raise
 
 
 def _fetch_decision(client, engine: Engine, game_id: str, seat: int, version: int, seed: int,
                     deadline: float) -> Decision | str:
-    """The decision read over gRPC (GetView, ListLegalCommands), or why there is none."""
-    view = _rpc(client.view)
+    """The decision read over gRPC (GetView, ListLegalCommands), or why there is none
+    (`unreadable`: the server failed on a read)."""
+    view = _read(client.view)
+    if view is None:
+        log.warning("bot_view_failed", match_id=client.match_id, seat=seat, version=version, read="view")
+        return "unreadable"
     if view.finished:
         return "finished"
     if view.version != version:
         return "stale"
     if seat not in {p.seat for p in view.to_act}:
         return "not_pending"
-    legal = _rpc(client.legal_commands, LEGAL_LIMIT)
+    legal = _read(client.legal_commands, LEGAL_LIMIT)
+    if legal is None:
+        log.warning("bot_view_failed", match_id=client.match_id, seat=seat, version=version, read="legal_commands")
+        return "unreadable"
     if legal.version != version:
         return "stale"
     assert engine.info.command_type is not None and engine.info.view_type is not None
@@ -640,22 +798,25 @@ class _Submitted:
 
 
 def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message], *,
-               afresh: bool = False) -> _Submitted:
+               afresh: bool = False, tried: _Tried | None = None) -> _Submitted:
     """Submit one seat's command at `version`. A command refused by a rule, or one the server
     failed on (`FAILED_CODES`: its engine raised on it), is replaced by the first of `fallback`
-    (another listed command) under `<command_id>:f`; without one a failure is `Transient`
-    (Celery retries the task), or, `afresh`, `refused` (the caller decides the seat afresh).
-    The fallback names the same expected version: a failed command that went in after all
-    makes it `stale`, so the seat still moves once."""
+    (another listed command, none refused at this decision before: `tried`) under
+    `<command_id>:f`; without one a failure is `failed` for a bot's decision (`tried`: the
+    caller counts it, `_hopeless`), `Transient` for a clock's (Celery retries the task), or,
+    `afresh`, `refused` (the caller decides the seat afresh). The fallback names the same
+    expected version: a failed command that went in after all makes it `stale`, so the seat
+    still moves once."""
     try:
         # omit_events: a bot never reads the events its command appended (the next
         # decision comes with its own payload), so the server need not render them.
         reply = client.submit(command, command_id=command_id, expected_version=version, omit_events=True)
     except grpc.RpcError as exc:
-        if exc.code() in FAILED_CODES and (fallback or afresh):
+        if exc.code() in FAILED_CODES and (fallback or afresh or tried is not None):
             log.warning("bot_command_failed", match_id=client.match_id, seat=_seat_of(command_id), version=version,
                         command_id=command_id, code=exc.code().name)
-            return _retry_refused(client, command_id, version, fallback)
+            return _retry_refused(client, command_id, version, fallback, command=command, tried=tried,
+                                  outcome="refused" if afresh else "failed")
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None
         if exc.code() == grpc.StatusCode.ABORTED:
@@ -679,7 +840,7 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
                         command_id=command_id,
                         code=_code(exc))
             _refusal_reason(client.match_id, command_id, _code(exc), exc.details() or "")
-            return _retry_refused(client, command_id, version, fallback)
+            return _retry_refused(client, command_id, version, fallback, command=command, tried=tried)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)
 
@@ -702,15 +863,9 @@ def _left_ms(exc: grpc.RpcError) -> int:
         return 0
 
 
-def run_clock(app: BotsApp, match_id: str, seat: int, version: int,
-              again: Callable[[float], None] | None = None) -> str:
-    """A human's clock ran out: submit the engine's documented default for the seat,
-    unless the match has moved on since the clock was set.
-
-    The command service takes a person's default only once its own fold's deadline passed, by
-    its own clock (less `FAMIGLIA_CLOCK_SKEW_S`): one refused as `early` (a fast clock here or at
-    the dispatcher) is sent `again` for the seconds the service says are left; without `again`
-    it is dropped, and the dispatcher queues the clock again once it is overdue (`_check_clocks`)."""
+def _asked_match(app: BotsApp, match_id: str, seat: int, version: int) -> MatchState | str:
+    """The match folded from the store (server-side), if it is still at `version` with `seat`
+    asked; else why not (`stale`, `finished`, `not_pending`)."""
     # Most clocks find their match moved on: every other seat's command queues the people
     # still asked a clock again at the new version (a GoodCritters Step 3 among bots: tens a
     # deadline, all due at once). The version says so without reading and folding the match.
@@ -730,6 +885,21 @@ def run_clock(app: BotsApp, match_id: str, seat: int, version: int,
         return "stale"
     if seat not in {p.seat for p in pending_for(match.engine, match.state, seat)}:
         return "not_pending"
+    return match
+
+
+def run_clock(app: BotsApp, match_id: str, seat: int, version: int,
+              again: Callable[[float], None] | None = None) -> str:
+    """A human's clock ran out: submit the engine's documented default for the seat,
+    unless the match has moved on since the clock was set.
+
+    The command service takes a person's default only once its own fold's deadline passed, by
+    its own clock (less `FAMIGLIA_CLOCK_SKEW_S`): one refused as `early` (a fast clock here or at
+    the dispatcher) is sent `again` for the seconds the service says are left; without `again`
+    it is dropped, and the dispatcher queues the clock again once it is overdue (`_check_clocks`)."""
+    match = _asked_match(app, match_id, seat, version)
+    if isinstance(match, str):
+        return match
     command = match.engine.timeout_command(match.state, seat)
     if command is None:
         return "no_default"

@@ -56,6 +56,8 @@ class BotsMetrics:
                                             explicit_bucket_boundaries_advisory=DECISION_BUCKETS)
         self._clocks = tally(meter, "famiglia.bots.clock_defaults", ("game",), unit="{command}",
                              description="defaults submitted for seats whose turn clock ran out")
+        self._given_up = tally(meter, "famiglia.bots.decisions_given_up", ("game", "reason"), unit="{decision}",
+                               description="bot decisions given up after repeated failures (the seat's default played if it has one)")
         self._started = tally(meter, "famiglia.tournament.matches_started", ("game",), unit="{match}",
                               description="tournament matches created")
         self._finished = tally(meter, "famiglia.tournament.matches_finished", ("game",), unit="{match}",
@@ -81,6 +83,12 @@ class BotsMetrics:
 
     def clock_default(self, game: str) -> None:
         self._clocks.add((game,))
+
+    def decision_given_up(self, game: str, reason: str) -> None:
+        """`reason`: `unreadable` (the server failed on the seat's view or legal commands), `failed`
+        (on its commands), `refused` (its commands refused), `dispatch_failed` (the dispatcher
+        failed on the match at a bot's turn)."""
+        self._given_up.add((game, reason))
 
     def tournament_match_started(self, game: str) -> None:
         self._started.add((game,))

@@ -9,8 +9,10 @@ from services.bots import handlers
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
-    """Each test a fresh worker process: no match versions remembered from another test."""
+    """Each test a fresh worker process: no match versions, and no decision's tries (tries.py),
+    remembered from another test."""
     handlers._REACHED.clear()
+    handlers._LOCAL_TRIES.clear()
 
 
 @pytest.fixture(params=[True, False], ids=["one-call", "a-call-each"])

@@ -164,3 +164,31 @@ def test_a_lease_shares_the_tasks_time_and_stops_once_it_is_gone(chained: bool, 
                                            [(seat, policy, tasks.payloads[-1]), *tasks.thens[-1]],
                                            think_seconds=8.0, lease=(lease[0], dict(lease[1])))
     assert outcomes and len(outcomes) < 12  # the first turn only, not the whole match
+
+
+def test_a_lease_whose_asking_the_server_fails_on_stops_instead_of_retrying(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command service failing on `ask_next` (INTERNAL: a seat's view it cannot render) was
+    `Transient`: Celery retried the whole task, which replayed its commands as duplicates and
+    asked again, into the same failure, twelve times. The task now stops with what it played;
+    the stall timer queues the match's next decision. Fails if the task raises."""
+    from services.command.app import CommandApp
+
+    handlers._REACHED.clear()
+    table = table_with(32)
+    info = [envelope_pb2.SeatInfo(seat=s, bot=True, policy=p) for s, p in BOTS.items()]
+    match_id = table.app.create_match(GAME_ID, 3, seed=5, options={"hand": "4"}, seat_info=info,
+                                      tournament_id="t1").match_id
+    table.pump(match_id)
+    version = table.version(match_id)
+
+    def _next_decisions(self, *args, **kwargs):
+        raise RuntimeError("engine bug: a view of this state")
+
+    monkeypatch.setattr(CommandApp, "_next_decisions", _next_decisions)
+    worker = LocalWorker(table, chained=True)
+    # The first trick went in before the call failed; the worker's call a seat finds it taken.
+    assert play(worker) == ["duplicate"] * 3
+    assert table.version(match_id) == version + 3
+    table.clock_now[0] += 10
+    table.dispatcher.check_stalls()
+    assert table.tasks.decisions[-1][2] == version + 3

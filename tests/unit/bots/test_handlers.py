@@ -70,8 +70,9 @@ class FakeApp:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
-    """What a process learnt of its matches' versions stays with each test."""
+    """What a process learnt of its matches' versions, and of its decisions' tries, stays with each test."""
     handlers._REACHED.clear()
+    handlers._LOCAL_TRIES.clear()
 
 
 def highcard_decision() -> tuple[int, DecisionPayload, list]:
@@ -161,6 +162,42 @@ def test_a_command_the_server_failed_on_falls_back_to_another_and_an_outage_is_r
         with pytest.raises(handlers.Transient):
             handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload)  # type: ignore[arg-type]
         assert len(app.seats[seat].submitted) == (1 if code == grpc.StatusCode.UNAVAILABLE else 2)
+
+
+@pytest.mark.parametrize("status", [grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INTERNAL])
+def test_a_decision_queued_again_passes_over_the_commands_refused_there_before(status) -> None:
+    """A seat's chosen command and its fallback both refused (or failed on): the task ends, and
+    the stall timer (or, for a failure, Celery's retry) tries the decision again, on whichever
+    worker. It used to choose the same command and the same fallback (the same seed) and be
+    refused again at every re-queue. The commands refused at that (match, version, seat) are now
+    written down (tries.py), and the next task's fallback is a listed command not tried there.
+    Fails if the second task submits only the two commands refused before."""
+    seat, payload, legal = highcard_decision()
+    assert len(legal) >= 3
+    app = FakeApp()
+    client = app.seat("m1", seat)
+    client.refuse_with = status
+    if status == grpc.StatusCode.INTERNAL:
+        with pytest.raises(handlers.Transient):  # Celery retries it
+            handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload)  # type: ignore[arg-type]
+    else:
+        assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "refused"  # type: ignore[arg-type]
+    refused = [command for command, _, _ in client.submitted]
+    assert len(refused) == 2 and refused[0] != refused[1]
+    # The same decision again (a retry, a re-queue, a redelivery): those two are still refused.
+    handlers._REACHED.clear()
+    client = app.seats[seat] = FakeSeat("m1")
+    submit = FakeSeat.submit.__get__(client)
+
+    def submit_refusing_those(command, **kwargs):
+        client.refuse_with = status if command in refused else None
+        return submit(command, **kwargs)
+
+    client.submit = submit_refusing_those  # type: ignore[method-assign]
+    assert handlers.play_bot_decision(app, "m1", "highcard", seat, 9, "random", payload) == "submitted"  # type: ignore[arg-type]
+    *_, (taken, taken_id, expected) = client.submitted
+    assert taken not in refused and taken in legal
+    assert (taken_id, expected) == (handlers.bot_command_id("m1", 9, seat) + ":f", 9)
 
 
 @pytest.mark.parametrize(("status", "code"), [(grpc.StatusCode.ABORTED, "stale_version"),

@@ -20,6 +20,7 @@ from tests.unit.bots.test_handlers import _RpcError
 @pytest.fixture(autouse=True)
 def _fresh_process() -> None:
     handlers._REACHED.clear()
+    handlers._LOCAL_TRIES.clear()
 
 
 def _payload() -> DecisionPayload:
