@@ -44,7 +44,8 @@ def start_background(app: BotsApp, stop: threading.Event, *, block_ms: int = 500
                             clock_grace_seconds=app.bots.clock_grace_seconds,
                             seats_per_task=app.bots.seats_per_task, lease_moves=app.bots.lease_moves,
                             archive=archive.read if archive is not None else None,
-                            notices=turn_notices_of(store) if app.bots.turn_notifications else None)
+                            notices=turn_notices_of(store) if app.bots.turn_notifications else None,
+                            metrics=metrics)
     consumer = PartitionConsumer.for_store(store, GROUP, f"dispatcher-{socket.gethostname()}")  # type: ignore[arg-type]
     # A new group starts at the end: matches created before the bots service ever ran are not its business.
     grouped = _ensure_groups(consumer)

@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
@@ -51,6 +51,10 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .notices import TurnWatch, fold_watching, look, over_notices, turn_notices, watch_for
 from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
+from .tries import MAX_FAILURES, DecisionTries, tries_of
+
+if TYPE_CHECKING:
+    from .metrics import BotsMetrics
 
 log = get_logger("famiglia.bots.dispatcher")
 GROUP = "bots"
@@ -61,6 +65,10 @@ PENDING_COUNT = 500
 are read once those are acked."""
 MAX_BACKOFF = 4
 """a stalled decision is queued again after stall_seconds, then 2x, 4x ... up to 16x that"""
+MAX_DISPATCH_FAILURES = 5
+"""Times in a row the dispatcher may fail on a match (`_let_go`) before it gives the match up
+(`_give_up`): its bot seats asked play their defaults, and it is not folded again until its next
+event or a restart. 1 + 2 + 4 + 8 stall times: about 7.5 minutes at the default 30 s."""
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -343,8 +351,14 @@ class Dispatcher:
                  now: Callable[[], float] = time.monotonic, live: LiveMatches | None = None,
                  wall: Callable[[], float] = time.time,
                  archive: Callable[[str], list[EventEnvelope]] | None = None,
-                 followed_max: int = FOLLOWED_MAX, notices: TurnNotices | None = None) -> None:
+                 followed_max: int = FOLLOWED_MAX, notices: TurnNotices | None = None,
+                 tries: DecisionTries | None = None, metrics: BotsMetrics | None = None) -> None:
         self.store = store
+        self.tries = tries if tries is not None else tries_of(store)
+        """What the workers' tasks learnt of each bot decision (tries.py): a decision whose seats
+        they gave up is not queued again."""
+        self.metrics = metrics
+        """Counts the matches given up (`_give_up`); None: metrics off."""
         self.notices = notices
         """Where the people's turn notifications go (notices.py); None: nowhere (off)."""
         self._owed: list[TurnNotice] = []
@@ -546,7 +560,8 @@ class Dispatcher:
     def _retry_failed(self, now: float) -> tuple[int, float]:
         """Fold again the matches let go after a failure whose stall wait has passed, and queue
         what they wait for (as `recover` does at a restart): the tasks queued and when the next
-        retry is due. One that fails again waits twice as long (up to 16 stall times)."""
+        retry is due. One that fails again waits twice as long (up to 16 stall times); at its
+        `MAX_DISPATCH_FAILURES`-th failure in a row it is given up (`_give_up`)."""
         queued, due = 0, math.inf
         for match_id, (at, failures) in list(self._failed.items()):
             if match_id in self.matches or match_id in self._done:  # its next event folded it
@@ -557,6 +572,11 @@ class Dispatcher:
                 due = min(due, wait_until)
                 continue
             before = self.queued
+            if failures >= MAX_DISPATCH_FAILURES:
+                del self._failed[match_id]
+                self._give_up(match_id, failures)
+                queued += self.queued - before
+                continue
             try:
                 tracked = self._load(match_id)
                 if tracked is not None:
@@ -564,9 +584,14 @@ class Dispatcher:
             except TRANSIENT:
                 self.matches.pop(match_id, None)  # the store or the broker away: the next check, from scratch
                 raise
-            except Exception:  # noqa: BLE001 - still broken: looked at again later
+            except Exception:  # noqa: BLE001 - still broken: looked at again later, or given up
                 log.exception("match_recovery_failed", match_id=match_id, failures=failures + 1)
                 self.matches.pop(match_id, None)
+                if failures + 1 >= MAX_DISPATCH_FAILURES:
+                    del self._failed[match_id]
+                    self._give_up(match_id, failures + 1)
+                    queued += self.queued - before
+                    continue
                 self._failed[match_id] = (now, failures + 1)
                 self._failed.move_to_end(match_id)
                 due = min(due, now + self._stall_wait(failures))
@@ -574,6 +599,42 @@ class Dispatcher:
             self._failed.pop(match_id, None)
             queued += self.queued - before
         return queued, due
+
+    def _give_up(self, match_id: str, failures: int) -> None:
+        """Stop retrying a match the dispatcher failed on `failures` times in a row (at a bot's
+        turn nothing else wakes it, and until session 35 it was folded again every 16 stall times
+        for good): each bot seat asked plays its documented default, as a worker gives up a seat
+        the server cannot let it decide (handlers.py `_give_up`): a `clock` task at once
+        (`run_clock`, which the command service takes from the bots' token for a bot's seat). The
+        match stays followed, so the default's event (or a person's) schedules it as usual, and
+        a failure there starts a new count. Where even the fold or the engine's `pending` fails,
+        nothing can be played: the match waits for its next event, a restart or an operator
+        (a tournament abandons it as stuck). Logged and counted once."""
+        game_id, version, seats, error = "unknown", -1, [], ""
+        try:
+            tracked = self._load(match_id)
+            if tracked is not None:
+                match = tracked.match
+                game_id, version = match.game_id, match.version
+                if match.state is not None and not match.finished:
+                    seats = [p.seat for p in match.engine.pending(match.state) if p.seat in tracked.bots]
+                for seat in seats:
+                    self._queue(tracked, seat, functools.partial(self.tasks.clock, match_id, seat, version, 0.0,
+                                                                 trace=tracked.trace))
+            # Not followed until its next event (the default's, a person's): a default that does not
+            # go in leaves the match waiting, not folded and failing again every few minutes.
+            self.matches.pop(match_id, None)
+        except TRANSIENT:
+            self.matches.pop(match_id, None)
+            self._failed[match_id] = (self.now(), failures)  # the store or the broker away: not given up yet
+            raise
+        except Exception as exc:  # noqa: BLE001 - still broken: nothing to play
+            self.matches.pop(match_id, None)
+            error = repr(exc)[:300]
+        log.warning("bot_match_given_up", match_id=match_id, game_id=game_id, version=version, failures=failures,
+                    defaults=seats, error=error)
+        if self.metrics is not None:
+            self.metrics.decision_given_up(game_id, "dispatch_failed")
 
     def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)
@@ -866,6 +927,12 @@ class Dispatcher:
                 tracked.sent_at = now  # answered, held back from the table (NP-H9): not stalled
                 due = min(due, now + wait)
                 continue
+            if self._given_up(tracked, {s for _v, s in bot_keys}):
+                # The workers gave these seats up (tries.py: their default, if any, did not go in):
+                # a task queued again would fail once more. Looked at again each longer wait.
+                tracked.sent_at, tracked.stalls, tracked.stalled_version = now, stalls + 1, tracked.match.version
+                due = min(due, now + self._stall_wait(stalls + 1))
+                continue
             log.warning("bot_decision_stalled", match_id=tracked.match.match_id, version=tracked.match.version,
                         stalls=stalls + 1, seats=sorted({s for _v, s in bot_keys}),
                         policies=sorted({tracked.bots[s] for _v, s in bot_keys}),
@@ -883,14 +950,27 @@ class Dispatcher:
             before = self.queued
             try:
                 self._schedule(tracked)
-            except BaseException:
+            except TRANSIENT:
                 # Not sent (the broker away): still stalled, so the next check queues it again.
                 # Forgotten, the match would look like one that waits for people's clocks.
                 tracked.sent |= bot_keys
                 raise
+            except Exception:  # noqa: BLE001 - this match's bug: let go, as `handle` does
+                # Raised, it failed the whole check at every pass, and the matches after it in
+                # the walk were never looked at again.
+                log.exception("match_dispatch_failed", match_id=tracked.match.match_id, version=tracked.match.version)
+                self._let_go(tracked.match.match_id)  # (looked at again in a stall time at the soonest: `due`)
+                continue
             resent += self.queued - before
         self._next_stall_check = due
         return resent
+
+    def _given_up(self, tracked: Tracked, seats: set[int]) -> bool:
+        """Whether the workers gave up every one of these bot seats' decisions at the match's
+        version (`MAX_FAILURES` tasks failed there: handlers.py `_hopeless`)."""
+        version = tracked.match.version
+        return bool(seats) and all(self.tries.failures(tracked.match.match_id, version, s) >= MAX_FAILURES
+                                   for s in sorted(seats))
 
     def _stall_wait(self, stalls: int) -> float:
         """How long a decision or a clock waits before it is queued again, after `stalls` times."""

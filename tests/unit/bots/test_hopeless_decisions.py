@@ -1,0 +1,187 @@
+"""A bot decision the server cannot let the bot make is tried a bounded number of times, then
+given up: the seat plays its game's documented default, as a person's seat whose clock ran out,
+and with none it is left as it is and never queued again (handlers.py `_hopeless`, `_give_up`;
+dispatcher.py `_give_up`; tries.py). Before session 35 each of these was tried for ever: a seat
+whose view the server failed on, the same refused command and fallback at every re-queue, and a
+match the dispatcher failed on at a bot's turn every 16 stall times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+import structlog
+
+from famiglia.bots.toy import ENGINE as HIGHCARD
+from famiglia.matchstate import command_key
+from services.bots import dispatcher as dispatcher_module
+from services.bots import handlers
+from services.bots.dispatcher import MAX_DISPATCH_FAILURES
+from services.bots.tries import MAX_FAILURES
+
+from .test_bot_batches import LocalWorker
+from .test_dispatcher import Table
+
+
+@dataclass
+class Counted:
+    """The worker's metrics, as far as these tests read them."""
+
+    given_up: list[tuple[str, str]] = field(default_factory=list)
+
+    def decided(self, game: str, policy: str, cpu_s: float, wall_s: float) -> None:
+        pass
+
+    def decision_given_up(self, game: str, reason: str) -> None:
+        self.given_up.append((game, reason))
+
+    def clock_default(self, game: str) -> None:
+        pass
+
+
+def _worker(table: Table) -> LocalWorker:
+    """A worker sharing the dispatcher's record of tries, as both share Redis in a deployment."""
+    worker = LocalWorker(table)
+    worker.tries = table.dispatcher.tries  # type: ignore[attr-defined]
+    worker.metrics = Counted()  # type: ignore[attr-defined]
+    return worker
+
+
+def _view_fails(monkeypatch: pytest.MonkeyPatch, table: Table) -> None:
+    def get_view(*args, **kwargs):
+        raise RuntimeError("engine bug: the view of this state")
+
+    monkeypatch.setattr(table.app, "get_view", get_view)  # the command service answers INTERNAL
+
+
+def test_a_seat_whose_view_the_server_cannot_show_plays_its_default_after_a_few_tries(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """GetView answering INTERNAL (the engine raises on the seat's view) was `Transient`: Celery
+    retried the task, every task the stall timer queued again did the same, and the bot seat
+    never moved again. It now fails MAX_FAILURES times (Celery's retries, with their backoff),
+    then the seat plays its default under the clock's command id, logged and counted once.
+    Fails if the last try is retried again."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    _view_fails(monkeypatch, table)
+    with structlog.testing.capture_logs() as lines:
+        for _ in range(MAX_FAILURES - 1):
+            with pytest.raises(handlers.Transient):  # a task without a payload reads the view
+                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "default"  # type: ignore[arg-type]
+    assert table.version(match_id) == version + 1
+    commands = table.app.matches.get(match_id).match.commands
+    assert command_key(seat, handlers.clock_command_id(match_id, version, seat)) in commands
+    [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
+    assert (line["match_id"], line["seat"], line["version"], line["reason"], line["default"]) == (
+        match_id, seat, version, "unreadable", "submitted")
+    assert worker.metrics.given_up == [("highcard", "unreadable")]  # type: ignore[attr-defined]
+    # The match goes on: the next seat's decision is queued as usual.
+    assert table.tasks.decisions[-1][1:3] == (1 - seat, version + 1)
+    handlers._REACHED.clear()  # a retry of the old task in another process: stale, no second line
+    with structlog.testing.capture_logs() as lines:
+        assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "stale"  # type: ignore[arg-type]
+    assert not [line for line in lines if line["event"] == "bot_seat_given_up"]
+
+
+def test_a_seat_given_up_without_a_default_is_not_queued_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no default to play (or one refused too) nothing can move the seat: it is logged and
+    counted once, a later task does nothing more, and the dispatcher's stall timer queues the
+    decision no more. Fails if the stall timer queues it again."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    _view_fails(monkeypatch, table)
+    monkeypatch.setattr(type(HIGHCARD), "timeout_command", lambda self, state, seat: None)
+    with structlog.testing.capture_logs() as lines:
+        for _ in range(MAX_FAILURES - 1):
+            with pytest.raises(handlers.Transient):
+                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        for _ in range(2):  # the last try, and a task queued again meanwhile
+            assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "given_up"  # type: ignore[arg-type]
+    [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
+    assert line["default"] == "no_default"
+    assert worker.metrics.given_up == [("highcard", "unreadable")]  # type: ignore[attr-defined]
+    assert table.version(match_id) == version
+    queued = len(table.tasks.decisions)
+    for _ in range(40):  # 400 s of stall checks (stall time 10 s)
+        table.clock_now[0] += 10
+        table.dispatcher.check_stalls()
+    assert len(table.tasks.decisions) == queued
+
+
+def test_a_seat_not_given_up_is_still_queued_again_by_the_stall_timer() -> None:
+    """The other side of the test above: a decision whose task only stalled (a worker killed)
+    is queued again, however many times it stalls."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    for _ in range(40):
+        table.clock_now[0] += 10
+        table.dispatcher.check_stalls()
+    assert len(table.tasks.decisions) > 3
+
+
+def test_a_match_the_dispatcher_keeps_failing_on_at_a_bots_turn_plays_its_default_and_stops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher failing at a bot's turn (here building the seat's payload: the engine's
+    view raises at that state) folded the match again after 1, 2, 4 ... 16 stall times, for good.
+    At its MAX_DISPATCH_FAILURES-th failure in a row it now gives the match up: the bot seat
+    asked gets a clock task at once (its default, which `run_clock` plays), and the match is
+    not folded again until an event comes. Fails if no default is queued, or the folds go on."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    broken = table.version(match_id)
+    payload = dispatcher_module.seat_payload
+    built: list[float] = []
+
+    def seat_payload(engine, state, seat, *args, **kwargs):
+        if table.app.matches.get(match_id).match.version == broken:
+            built.append(table.clock_now[0])
+            raise RuntimeError("engine bug: the view of this state")
+        return payload(engine, state, seat, *args, **kwargs)
+
+    monkeypatch.setattr(dispatcher_module, "seat_payload", seat_payload)
+    with structlog.testing.capture_logs() as lines:
+        table.pump(match_id)
+        for _ in range(100):  # 1,000 s of checks (stall time 10 s)
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+    assert len(built) == MAX_DISPATCH_FAILURES  # then no more
+    assert table.tasks.decisions == []
+    [(_, seat, version, countdown)] = table.tasks.clocks
+    assert (version, countdown) == (broken, 0.0)
+    [line] = [line for line in lines if line["event"] == "bot_match_given_up"]
+    assert (line["match_id"], line["failures"], line["defaults"]) == (match_id, MAX_DISPATCH_FAILURES, [seat])
+    # The clock task plays the default; its event schedules the match as usual.
+    assert handlers.run_clock(_worker(table), match_id, seat, version) == "submitted"  # type: ignore[arg-type]
+    assert table.tasks.decisions == [(match_id, 1 - seat, broken + 1, "random")]
+
+
+def test_a_match_whose_requeue_fails_does_not_stop_the_stall_check_of_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stalled decision whose new task could not be built (an engine bug at that state) raised
+    out of the stall check, at every pass: the matches after it were never looked at again, their
+    lost tasks never queued again. The match is now let go, as `handle` does with one it fails on.
+    Fails if the other match's stalled decision is not queued again."""
+    table = Table()
+    broken, other = table.create({0: "random", 1: "random"}), table.create({0: "random", 1: "random"}, seed=4)
+    table.pump(broken)
+    table.pump(other)
+    assert [d[0] for d in table.tasks.decisions] == [broken, other]
+    payload = dispatcher_module.seat_payload
+
+    def seat_payload(engine, state, seat, *args, **kwargs):
+        if any(t.match.state is state for m, t in table.dispatcher.matches.items() if m == broken):
+            raise RuntimeError("engine bug: the view of this state")
+        return payload(engine, state, seat, *args, **kwargs)
+
+    monkeypatch.setattr(dispatcher_module, "seat_payload", seat_payload)
+    table.clock_now[0] += 10  # both tasks lost with their worker
+    table.dispatcher.check_stalls()
+    assert [d[0] for d in table.tasks.decisions] == [broken, other, other]
