@@ -135,6 +135,10 @@ class Parked:
     reason: str
     first: bool = False
     """The entry that got its match parked (False: a later entry of an already parked match)."""
+    unparks_seen: int | None = None
+    """The `unpark`s counted when its consumer last read the parked matches (`DeadLetters.parked`),
+    set by the runner: the record names the match parked only if no `unpark` of it came since (None:
+    whatever came)."""
 
 
 class RetryBatch(Exception):

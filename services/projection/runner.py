@@ -57,7 +57,7 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from famiglia.eventstore import PartitionEntry
 from famiglia.eventstore.consumer import PartitionConsumer
@@ -158,6 +158,8 @@ class ProjectionRunner:
         self.projected = 0
         self.unacked: list[PartitionEntry] = []
         """Committed (or found done) entries, acked with the next read or `flush_acks`."""
+        self._unparks_seen = 0
+        """`DeadLetters.parked`'s unparks counter at the last `refresh_parked`."""
         self._unrecorded: dict[tuple[int, str], Parked] = {}
         """Parked entries whose dead-letter record failed (`_record_parked`), by (partition, entry id): not
         acked until it is made, nor taken to project again should they come back meanwhile (`_take`)."""
@@ -178,8 +180,10 @@ class ProjectionRunner:
         self._started = True
 
     def refresh_parked(self) -> None:
-        """The parked matches as recorded in Redis (by any consumer, or forgotten by `unpark`)."""
-        self.projector.parked_matches = self.dead_letters.parked_matches() | {
+        """The parked matches as recorded in Redis (by any consumer, or forgotten by `unpark`), and
+        the unparks counted then: what a match this consumer parks is recorded against."""
+        recorded, self._unparks_seen = self.dead_letters.parked()
+        self.projector.parked_matches = recorded | {
             p.entry.envelope.match_id for p in self._unrecorded.values() if p.first}  # struck out, record pending
 
     def run_once(self, block_ms: int | None = None) -> BatchOutcome:
@@ -453,20 +457,28 @@ class ProjectionRunner:
         parked meanwhile though the hash does not name them yet (`refresh_parked`). Before session
         34 the round failed, and its next refresh of the parked matches forgot a match whose
         strike-out went unrecorded: struck all over again, `park_after` more failing rounds each
-        time Redis failed the record."""
+        time Redis failed the record. Made again, the record writes no letter twice (one script,
+        keyed by partition entry: before session 35 a record cut short wrote its letters again), and
+        names no match `unpark` let go since the parked matches were read: it is projected again,
+        here at once (before, the record parked it again, for every consumer)."""
         todo = dict(self._unrecorded)
         for item in parked:  # each entry once: one kept before is the one recorded (with its `first`)
-            todo.setdefault((item.entry.partition, item.entry.entry_id), item)
+            key = (item.entry.partition, item.entry.entry_id)
+            if key not in todo:  # parked as the parked matches were last read
+                todo[key] = replace(item, unparks_seen=self._unparks_seen)
         if not todo:
             return
         try:
-            self.dead_letters.record(todo.values(), self.name)
+            recorded = self.dead_letters.record(todo.values(), self.name)
         except Exception:  # noqa: BLE001 - Redis away: kept, recorded at the next round's start
             self._unrecorded = todo
             log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(todo), exc_info=True)
             return
         self._unrecorded = {}
         self.unacked += [p.entry for p in todo.values()]
+        for match_id in recorded.unparked:  # `unpark` projected it meanwhile: its next entries are projected
+            self.projector.parked_matches.discard(match_id)
+            log.info("projection_match_unparked_meanwhile", match_id=match_id, consumer=self.name)
 
     def _count(self, outcome: BatchOutcome) -> None:
         self.projected += len(outcome.applied)
