@@ -64,7 +64,8 @@ def cmd_rebuild(settings: Settings) -> int:
           + (f", {report.parked} entries of poison matches parked (see the log)" if report.parked else "")
           + (f", {report.diverged} diverged matches taken from the store" if report.diverged else "")
           + (f", {report.flagged} matches still flagged diverged (`diverged` lists them)" if report.flagged else "")
-          + (f", {report.unreadable} partition entries no event could be read from gone past (see the log)"
+          + (f", {report.unreadable} partition entries no event could be read from gone past"
+             " (see the log and the dead letters)"
              if report.unreadable else ""))
     return 0 if not (report.left_deferred or report.parked or report.flagged) else 1
 

@@ -49,6 +49,7 @@ from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .divergence import flagged
+from .parking import DeadLetters
 from .projector import Projector, entry_key, poison_like
 from .retention import revisit_later
 
@@ -78,14 +79,15 @@ class RebuildReport:
     flagged: int = 0
     """Matches left flagged at the end (their stream gone: nothing else to take them from)."""
     unreadable: int = 0
-    """Partition stream entries no event could be read from (a foreign XADD's): logged, gone past."""
+    """Partition stream entries no event could be read from (a foreign XADD's): logged, recorded as
+    dead letters (once: one a consumer recorded already is not written again), gone past."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000,
-                   unreadable: list[UnreadableEntry] | None = None) -> Iterator[PartitionEntry]:
+                   on_unreadable: Callable[[list[UnreadableEntry]], None] | None = None) -> Iterator[PartitionEntry]:
     """Every partition's entries, merged into one sequence by entry id (append time). One no event
-    can be read from (a foreign XADD's) is logged `partition_entry_unreadable`, added to
-    `unreadable` and gone past: each page goes on from the last entry read, readable or not (before
+    can be read from (a foreign XADD's) is logged `partition_entry_unreadable`, handed to
+    `on_unreadable` and gone past: each page goes on from the last entry read, readable or not (before
     session 34 one failed the rebuild, and with it every rebuild after it)."""
 
     def one(partition: int) -> Iterator[tuple[tuple[int, int], int, PartitionEntry]]:
@@ -94,8 +96,8 @@ def stream_entries(store: RedisEventStore, chunk: int = 1000,
             page = store.read_partition_page(partition, after_entry_id=after, count=chunk)
             if page.unreadable:
                 tell_unreadable(page.unreadable, reader="projection_rebuild")
-                if unreadable is not None:
-                    unreadable.extend(page.unreadable)
+                if on_unreadable is not None:
+                    on_unreadable(page.unreadable)
             for entry in page.entries:
                 yield entry_key(entry.entry_id), partition, entry
             if not page.more:
@@ -153,7 +155,15 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
     feed.flush()  # the streams' entries are then checked against what the archive gave (`_went_back`)
     archived = feed.read
     unreadable: list[UnreadableEntry] = []
-    feed.all(stream_entries(store, unreadable=unreadable))
+    letters = DeadLetters(store)
+
+    def record(found: list[UnreadableEntry]) -> None:
+        """As a consumer that meets one records it (`ProjectionRunner._unreadable`): once, however many
+        rebuilds or consumers meet it (before session 35 a rebuild only logged them)."""
+        letters.record_unreadable(found, "rebuild")
+        unreadable.extend(found)
+
+    feed.all(stream_entries(store, on_unreadable=record))
     feed.flush()
     for _ in range(projector.park_after):  # a match that failed alone is tried until it is parked
         if not feed.deferred:

@@ -428,6 +428,27 @@ def test_an_unreadable_entry_record_cut_short_midway_and_made_again_writes_each_
     assert sorted(_letters(app)) == sorted(bad)  # each once
 
 
+def test_a_rebuild_records_the_entries_no_event_can_be_read_from_as_dead_letters_once(
+        app: ProjectionApp) -> None:
+    """Before session 35 a rebuild only logged them: one no consumer met (acked by a group since
+    recreated, or written after the rebuild's own consumers) left no dead letter. A consumer that
+    recorded one already, or a rebuild run again, writes none more."""
+    write_matches(app.store, app.registry, _specs("g", 2))
+    partition = app.store.partition_of("g0")
+    stream = app.store.keys.partition_stream(partition)
+    met = (partition, app.store.client.xadd(stream, {"e": b"\xff\xff not an envelope"}).decode())
+    runner = app.runner("c1")
+    _run(runner, lambda: _finished(app, ["g0", "g1"]))
+    assert _letters(app) == [met]
+    unmet = (partition, app.store.client.xadd(stream, {"e": b""}).decode())
+    for _ in range(2):
+        report = app.rebuild()
+        assert report.unreadable == 2 and _finished(app, ["g0", "g1"])
+        assert sorted(_letters(app)) == sorted([met, unmet])
+    fields = app.store.client.xrange(DeadLetters(app.store).stream_key)[-1][1]
+    assert fields[b"consumer"] == b"rebuild" and fields[b"reason"].startswith(b"unreadable: NotAnEvent")
+
+
 def test_a_match_unparked_while_its_entries_wait_for_their_record_is_not_named_parked_again(
         app: ProjectionApp, monkeypatch) -> None:
     """The record of its strike-out refused (Redis out of memory), the hash did not name it yet; an
