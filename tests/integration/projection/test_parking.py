@@ -409,21 +409,17 @@ def test_a_dead_letter_record_cut_short_midway_and_made_again_writes_each_letter
 
 
 def test_an_unreadable_entry_record_cut_short_midway_and_made_again_writes_each_letter_once(
-        app: ProjectionApp) -> None:
+        app: ProjectionApp, monkeypatch) -> None:
     """Before session 35 each unreadable entry was one XADD: a failure after the first left the
     entries pending, and the claim that found them again wrote the first one twice."""
-    monkeypatch = pytest.MonkeyPatch()
-    try:
-        lost = _reply_lost(monkeypatch, "record_unreadable")
-        write_matches(app.store, app.registry, _specs("g", 2))
-        stream = app.store.keys.partition_stream(app.store.partition_of("g0"))
-        bad = {(app.store.partition_of("g0"), app.store.client.xadd(stream, {"e": garbage}).decode())
-               for garbage in (b"\xff\xff not an envelope", b"", b"\x00")}
-        runner = app.runner("c1")
-        runner.config = replace(runner.config, claim_idle_ms=0)  # left pending: claimed again at once
-        _run(runner, lambda: _finished(app, ["g0", "g1"]) and not bad & _pending_ids(app))
-    finally:
-        monkeypatch.undo()
+    lost = _reply_lost(monkeypatch, "record_unreadable")
+    write_matches(app.store, app.registry, _specs("g", 2))
+    stream = app.store.keys.partition_stream(app.store.partition_of("g0"))
+    bad = {(app.store.partition_of("g0"), app.store.client.xadd(stream, {"e": garbage}).decode())
+           for garbage in (b"\xff\xff not an envelope", b"", b"\x00")}
+    runner = app.runner("c1")
+    runner.config = replace(runner.config, claim_idle_ms=0)  # left pending: claimed again at once
+    _run(runner, lambda: _finished(app, ["g0", "g1"]) and not bad & _pending_ids(app))
     assert lost[0] == 1
     assert sorted(_letters(app)) == sorted(bad)  # each once
 
