@@ -61,7 +61,7 @@ def cmd_rebuild(settings: Settings) -> int:
           f"{report.applied} events projected, "
           f"{report.matches_finished} matches finished"
           + (f", {report.left_deferred} entries after gaps NOT projected" if report.left_deferred else "")
-          + (f", {report.parked} entries of poison matches parked (see the log)" if report.parked else "")
+          + (f", {report.parked} entries of poison matches parked (see the log and `parked`)" if report.parked else "")
           + (f", {report.diverged} diverged matches taken from the store" if report.diverged else "")
           + (f", {report.flagged} matches still flagged diverged (`diverged` lists them)" if report.flagged else "")
           + (f", {report.unreadable} partition entries no event could be read from gone past"

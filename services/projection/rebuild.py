@@ -150,12 +150,12 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
     recorded = _kept_tournaments(engine)
     log.info("projection_rebuild_started", archived=kept)
     projector.cache.clear()
-    feed = _Feed(projector, batch, progress)
+    letters = DeadLetters(store)
+    feed = _Feed(projector, batch, progress, letters=letters)
     feed.all(kept_archive_entries(store, engine))
     feed.flush()  # the streams' entries are then checked against what the archive gave (`_went_back`)
     archived = feed.read
     unreadable: list[UnreadableEntry] = []
-    letters = DeadLetters(store)
 
     def record(found: list[UnreadableEntry]) -> None:
         """As a consumer that meets one records it (`ProjectionRunner._unreadable`): once, however many
@@ -182,7 +182,10 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
 @dataclass
 class _Feed:
     """Entries to the projector in batches, each with what the last one deferred (an earlier
-    event of the match came later), counting as it goes."""
+    event of the match came later), counting as it goes; the entries parked are recorded in the
+    dead letters (`letters`) as a consumer records them (before session 35 they were only logged
+    and counted: `parked` did not list their match, and the consumers, not knowing it parked,
+    left its next entries waiting for a gap)."""
 
     projector: Projector
     batch: int
@@ -191,6 +194,7 @@ class _Feed:
     applied: int = 0
     finished: int = 0
     parked: int = 0
+    letters: DeadLetters | None = None
 
     def __post_init__(self) -> None:
         self.pending: list[PartitionEntry] = []
@@ -219,6 +223,8 @@ class _Feed:
         self.applied += len(outcome.applied)
         self.finished += len(outcome.finished_matches)
         self.parked += len(outcome.parked)
+        if outcome.parked and self.letters is not None:
+            self.letters.record(outcome.parked, "rebuild")
         self.deferred, self.pending = outcome.deferred, []
         if self.progress is not None:
             self.progress(self.read)
