@@ -590,6 +590,10 @@ def _give_up(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
 
 MATCH_OVER = "match_over"
 """The refusal of a command to a match that has ended (its last move, or CancelMatch)."""
+MATCH_UNREADABLE = "match_unreadable"
+"""The refusal of a replica that cannot fold the match (a newer server's events in a rolling
+deploy, a game it does not serve): the replica's, not the command's; another, or this one
+upgraded, takes the same command."""
 CLOCK_NOT_RUN_OUT = "clock_not_run_out"
 """The refusal of a person's clock default before its deadline by the command service's clock
 (this host's, or the dispatcher's, runs fast): ErrorInfo.metadata `left_ms` says how long till then."""
@@ -806,7 +810,7 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
     caller counts it, `_hopeless`), `Transient` for a clock's (Celery retries the task), or,
     `afresh`, `refused` (the caller decides the seat afresh). The fallback names the same
     expected version: a failed command that went in after all makes it `stale`, so the seat
-    still moves once."""
+    still moves once. A replica that cannot read the match (`MATCH_UNREADABLE`) is `Transient`."""
     try:
         # omit_events: a bot never reads the events its command appended (the next
         # decision comes with its own payload), so the server need not render them.
@@ -829,6 +833,10 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
                      command_id=command_id,
                      reason=exc.details())
             return _Submitted("finished", None)
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == MATCH_UNREADABLE:
+            # Not the command refused: written down as tried, or counted, it gave the seat up
+            # (`_hopeless`) in a rolling deploy, where the command goes in once it is over.
+            raise Transient(f"{MATCH_UNREADABLE}: {exc.details()}") from None
         if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == CLOCK_NOT_RUN_OUT:
             wait = _left_ms(exc) / 1000
             log.warning("clock_early", match_id=client.match_id, seat=_seat_of(command_id), version=version,

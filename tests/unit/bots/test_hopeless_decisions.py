@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import grpc
 import pytest
 import structlog
 
@@ -17,6 +18,7 @@ from famiglia.matchstate import command_key
 from services.bots import dispatcher as dispatcher_module
 from services.bots import handlers
 from services.bots.dispatcher import MAX_DISPATCH_FAILURES
+from services.bots.payload import bot_command_id
 from services.bots.tries import MAX_FAILURES
 
 from .test_bot_batches import LocalWorker
@@ -185,3 +187,60 @@ def test_a_match_whose_requeue_fails_does_not_stop_the_stall_check_of_the_others
     table.clock_now[0] += 10  # both tasks lost with their worker
     table.dispatcher.check_stalls()
     assert [d[0] for d in table.tasks.decisions] == [broken, other, other]
+
+
+class _Refusal(grpc.RpcError):
+    """A refusal as the command service answers it: its famiglia code in the trailing metadata."""
+
+    def __init__(self, code: grpc.StatusCode, famiglia_code: str) -> None:
+        self._code, self._famiglia_code = code, famiglia_code
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return f"{self._famiglia_code}: refused"
+
+    def trailing_metadata(self):
+        return (("famiglia-code", self._famiglia_code),)
+
+
+def test_a_replica_that_cannot_read_the_match_mid_deploy_does_not_give_the_seat_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a rolling deploy a command service replica of the old version refuses every command to a
+    match a newer one wrote an event of a new kind to (FAILED_PRECONDITION `match_unreadable`: the
+    replica, not the command). That was counted as the seat's commands refused: three tasks of the
+    stall timer later the seat was given up (its default played, or, without one, the decision was
+    never queued again), though the seat's own command goes in once the deploy is over. Fails if
+    the refusal counts, or if the seat plays anything but its own choice afterwards."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    worker = _worker(table)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    client = worker.seat(match_id, seat)
+    submit = client.submit
+
+    def old_replica(*args, **kwargs):
+        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")
+
+    client.submit = old_replica  # type: ignore[method-assign]
+    with structlog.testing.capture_logs() as lines:
+        for _ in range(MAX_FAILURES + 2):  # the deploy outlasts several stall times
+            payload = table.tasks.payloads[-1]
+            with pytest.raises(handlers.Transient):  # retried, by Celery then by the stall timer
+                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload)  # type: ignore[arg-type]
+            table.clock_now[0] += 200
+            table.dispatcher.check_stalls()
+        client.submit = submit  # type: ignore[method-assign]  # the deploy is over
+        queued = len(table.tasks.decisions)
+        table.clock_now[0] += 200
+        table.dispatcher.check_stalls()
+        assert len(table.tasks.decisions) == queued + 1  # the decision is still queued again
+        payload = table.tasks.payloads[-1]
+        assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload) == "submitted"  # type: ignore[arg-type]
+    assert not [line for line in lines if line["event"] == "bot_seat_given_up"]
+    assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
+    commands = table.app.matches.get(match_id).match.commands
+    assert command_key(seat, bot_command_id(match_id, version, seat)) in commands
+    assert command_key(seat, handlers.clock_command_id(match_id, version, seat)) not in commands
