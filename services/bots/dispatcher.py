@@ -45,6 +45,7 @@ from famiglia.eventstore.envelopes import MATCH_CREATED, SEAT_CHANGES, event_dec
 from famiglia.eventstore.port import PartitionEntry, full_partitions
 from famiglia.eventstore.turn_notices import TurnNotice, TurnNotices
 from famiglia.eventstore.unreadable import UnreadableEntry, split_entries, tell_unreadable
+from famiglia.grpcutil.errors import store_away
 from famiglia.matchstate import MatchState, NotAMatch, command_key
 from famiglia.telemetry import FOLLOWS_KEY, carried_trace_id, get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
@@ -81,6 +82,18 @@ def _transient_errors() -> tuple[type[BaseException], ...]:
 
 
 TRANSIENT = _transient_errors()
+
+
+def _counted(failures: int, error: BaseException | None) -> int:
+    """A let-go match's failures in a row towards giving it up after `error`: one more, but for
+    the store refusing for now (`store_away`: READONLY in a failover, OOM, MISCONF; no connection
+    error, so not `TRANSIENT`), which only keeps the match let go (its waits still double).
+    Counted, a Redis refusing writes for 1 + 2 + 4 + 8 stall waits gave the match up
+    (`MAX_DISPATCH_FAILURES`), and, the give-up's own fold failing the same way, its bots never
+    played again once Redis was back."""
+    if error is not None and store_away(error):
+        return failures
+    return failures + 1
 
 
 class LiveMatches:
@@ -395,9 +408,10 @@ class Dispatcher:
         the current batch: put back if its send fails."""
         self._next_stall_check = -math.inf
         """No decision can have stalled before this (see check_stalls)."""
-        self._failed: OrderedDict[str, tuple[float, int]] = OrderedDict()
-        """Matches let go after the dispatcher failed on them (`_let_go`) -> (when, times in a
-        row): the stall check folds each again after its stall wait (`_retry_failed`)."""
+        self._failed: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
+        """Matches let go after the dispatcher failed on them (`_let_go`) -> (when, failures in a
+        row counted towards giving it up (`_counted`), times let go in a row): the stall check
+        folds each again after its stall wait, doubling with the times (`_retry_failed`)."""
 
     # -- events in -------------------------------------------------------------------
     def handle(self, envelopes: Iterable[EventEnvelope], *, hold: bool = False) -> None:
@@ -418,9 +432,9 @@ class Dispatcher:
                         self._handle_match(match_id, batch)
                     except TRANSIENT:
                         raise  # the broker or the store is away: keep the entries unacked, redo them
-                    except Exception:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
+                    except Exception as exc:  # noqa: BLE001 - one broken match (an engine bug) must not stop the others
                         log.exception("match_dispatch_failed", match_id=match_id, **_event_ids(batch[-1]))
-                        self._let_go(match_id)
+                        self._let_go(match_id, exc)
         except BaseException:
             for sent, key in self._marked:
                 sent.discard(key)
@@ -542,7 +556,7 @@ class Dispatcher:
         log.warning("store_behind_dispatcher", match_id=match.match_id, version=match.version, seq=seq, why=why)
         return self._load(match.match_id)
 
-    def _let_go(self, match_id: str) -> None:
+    def _let_go(self, match_id: str, error: BaseException | None = None) -> None:
         """Drop the fold of a match the dispatcher failed on (an engine's or its own bug at one
         state): it stays live, so its next event folds it again from its stream, as does a
         restart, and a bug of one state does not stop its bots and clocks for good. Until
@@ -551,11 +565,11 @@ class Dispatcher:
         self.matches.pop(match_id, None)
         # Nothing may come to wake it (a failure at a bot's turn: the bots wait on themselves):
         # the stall check folds it again after a stall wait, doubling while it keeps failing.
-        _at, failures = self._failed.pop(match_id, (0.0, 0))
-        self._failed[match_id] = (self.now(), failures + 1)
+        _at, failures, times = self._failed.pop(match_id, (0.0, 0, 0))
+        self._failed[match_id] = (self.now(), _counted(failures, error), times + 1)
         while len(self._failed) > DONE_KEPT:
             self._failed.popitem(last=False)
-        self._next_stall_check = min(self._next_stall_check, self.now() + self._stall_wait(failures))
+        self._next_stall_check = min(self._next_stall_check, self.now() + self._stall_wait(times))
 
     def _retry_failed(self, now: float) -> tuple[int, float]:
         """Fold again the matches let go after a failure whose stall wait has passed, and queue
@@ -563,11 +577,11 @@ class Dispatcher:
         retry is due. One that fails again waits twice as long (up to 16 stall times); at its
         `MAX_DISPATCH_FAILURES`-th failure in a row it is given up (`_give_up`)."""
         queued, due = 0, math.inf
-        for match_id, (at, failures) in list(self._failed.items()):
+        for match_id, (at, failures, times) in list(self._failed.items()):
             if match_id in self.matches or match_id in self._done:  # its next event folded it
                 del self._failed[match_id]
                 continue
-            wait_until = at + self._stall_wait(failures - 1)
+            wait_until = at + self._stall_wait(times - 1)
             if now < wait_until:
                 due = min(due, wait_until)
                 continue
@@ -584,17 +598,18 @@ class Dispatcher:
             except TRANSIENT:
                 self.matches.pop(match_id, None)  # the store or the broker away: the next check, from scratch
                 raise
-            except Exception:  # noqa: BLE001 - still broken: looked at again later, or given up
-                log.exception("match_recovery_failed", match_id=match_id, failures=failures + 1)
+            except Exception as exc:  # noqa: BLE001 - still broken: looked at again later, or given up
+                counted = _counted(failures, exc)
+                log.exception("match_recovery_failed", match_id=match_id, failures=counted)
                 self.matches.pop(match_id, None)
-                if failures + 1 >= MAX_DISPATCH_FAILURES:
+                if counted >= MAX_DISPATCH_FAILURES:
                     del self._failed[match_id]
-                    self._give_up(match_id, failures + 1)
+                    self._give_up(match_id, counted)
                     queued += self.queued - before
                     continue
-                self._failed[match_id] = (now, failures + 1)
+                self._failed[match_id] = (now, counted, times + 1)
                 self._failed.move_to_end(match_id)
-                due = min(due, now + self._stall_wait(failures))
+                due = min(due, now + self._stall_wait(times))
                 continue
             self._failed.pop(match_id, None)
             queued += self.queued - before
@@ -626,10 +641,14 @@ class Dispatcher:
             self.matches.pop(match_id, None)
         except TRANSIENT:
             self.matches.pop(match_id, None)
-            self._failed[match_id] = (self.now(), failures)  # the store or the broker away: not given up yet
+            self._failed[match_id] = (self.now(), failures, failures)  # the store or the broker away: not given up yet
             raise
         except Exception as exc:  # noqa: BLE001 - still broken: nothing to play
             self.matches.pop(match_id, None)
+            if store_away(exc):  # the store refusing for now (READONLY, OOM): not given up yet
+                log.warning("match_give_up_deferred", match_id=match_id, error=repr(exc)[:300])
+                self._failed[match_id] = (self.now(), failures, failures)
+                return
             error = repr(exc)[:300]
         log.warning("bot_match_given_up", match_id=match_id, game_id=game_id, version=version, failures=failures,
                     defaults=seats, error=error)
@@ -955,11 +974,11 @@ class Dispatcher:
                 # Forgotten, the match would look like one that waits for people's clocks.
                 tracked.sent |= bot_keys
                 raise
-            except Exception:  # noqa: BLE001 - this match's bug: let go, as `handle` does
+            except Exception as exc:  # noqa: BLE001 - this match's bug: let go, as `handle` does
                 # Raised, it failed the whole check at every pass, and the matches after it in
                 # the walk were never looked at again.
                 log.exception("match_dispatch_failed", match_id=tracked.match.match_id, version=tracked.match.version)
-                self._let_go(tracked.match.match_id)  # (looked at again in a stall time at the soonest: `due`)
+                self._let_go(tracked.match.match_id, exc)  # (looked at again in a stall time at the soonest: `due`)
                 continue
             resent += self.queued - before
         self._next_stall_check = due
@@ -1093,9 +1112,9 @@ class Dispatcher:
                     recovered += match_id in self.matches
             except TRANSIENT:
                 raise
-            except Exception:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001
                 log.exception("match_recovery_failed", match_id=match_id)
-                self._let_go(match_id)
+                self._let_go(match_id, exc)
         self.tell_owed()
         return recovered
 

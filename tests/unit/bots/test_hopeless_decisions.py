@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import grpc
 import pytest
+import redis
 import structlog
 
 from famiglia.bots.toy import ENGINE as HIGHCARD
@@ -244,3 +245,75 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_does_not_give_the_seat_
     commands = table.app.matches.get(match_id).match.commands
     assert command_key(seat, bot_command_id(match_id, version, seat)) in commands
     assert command_key(seat, handlers.clock_command_id(match_id, version, seat)) not in commands
+
+
+def test_a_store_refusing_writes_for_longer_than_the_bound_does_not_give_the_match_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis refusing writes for now (READONLY in a failover, OOM past maxmemory, MISCONF: no
+    connection error, so the dispatcher lets the match go and folds it again after a stall wait)
+    counted towards MAX_DISPATCH_FAILURES: past 1 + 2 + 4 + 8 stall waits the match was given
+    up, and the give-up's own fold failed the same way, so nothing was played and the match was
+    never folded again: once Redis took writes again, its bots waited for good. Fails if the
+    match is given up, or its bot's decision is not queued once Redis is back."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    follow = table.dispatcher.live.add
+
+    def read_only(match_id: str) -> None:
+        raise redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+
+    monkeypatch.setattr(table.dispatcher.live, "add", read_only)
+    with structlog.testing.capture_logs() as lines:
+        table.pump(match_id)
+        for _ in range(100):  # 1,000 s of a store refusing writes (stall time 10 s)
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+        assert table.tasks.decisions == []
+        monkeypatch.setattr(table.dispatcher.live, "add", follow)  # failed over: writes go in again
+        for _ in range(20):
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+    assert not [line for line in lines if line["event"] == "bot_match_given_up"]
+    assert {(m, v) for m, _s, v, _p in table.tasks.decisions} == {(match_id, table.version(match_id))}  # (and again when stalled)
+    assert table.tasks.clocks == []
+
+
+def test_a_match_given_up_while_the_store_refuses_writes_plays_its_default_once_it_takes_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The give-up folds the match to find the bot seats asked; a store refusing for now there
+    (READONLY) left nothing played and the match never folded again. The give-up now waits for
+    the store, as any let-go match does. Fails if no default is queued once Redis takes writes."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    broken = table.version(match_id)
+    payload = dispatcher_module.seat_payload
+    follow = table.dispatcher.live.add
+    built: list[float] = []
+
+    def read_only(match_id: str) -> None:
+        raise redis.exceptions.ReadOnlyError("You can't write against a read only replica.")
+
+    def seat_payload(engine, state, seat, *args, **kwargs):
+        if table.app.matches.get(match_id).match.version == broken:
+            built.append(table.clock_now[0])
+            if len(built) == MAX_DISPATCH_FAILURES:  # a failover just as the match is given up
+                monkeypatch.setattr(table.dispatcher.live, "add", read_only)
+            raise RuntimeError("engine bug: the view of this state")
+        return payload(engine, state, seat, *args, **kwargs)
+
+    monkeypatch.setattr(dispatcher_module, "seat_payload", seat_payload)
+    with structlog.testing.capture_logs() as lines:
+        table.pump(match_id)
+        for _ in range(100):
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+        assert table.tasks.clocks == []
+        monkeypatch.setattr(table.dispatcher.live, "add", follow)
+        for _ in range(40):
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+    assert len(built) == MAX_DISPATCH_FAILURES
+    [(_, seat, version, countdown)] = table.tasks.clocks
+    assert (version, countdown) == (broken, 0.0)
+    [line] = [line for line in lines if line["event"] == "bot_match_given_up"]
+    assert (line["failures"], line["defaults"], line["error"]) == (MAX_DISPATCH_FAILURES, [seat], "")
