@@ -52,7 +52,7 @@ from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .notices import TurnWatch, fold_watching, look, over_notices, turn_notices, watch_for
 from .payload import DecisionPayload, bot_command_id, leasable, reads_view, seat_payload, turn_order
-from .tries import MAX_FAILURES, DecisionTries, tries_of
+from .tries import DecisionTries, tries_of
 
 if TYPE_CHECKING:
     from .metrics import BotsMetrics
@@ -986,10 +986,11 @@ class Dispatcher:
 
     def _given_up(self, tracked: Tracked, seats: set[int]) -> bool:
         """Whether the workers gave up every one of these bot seats' decisions at the match's
-        version (`MAX_FAILURES` tasks failed there: handlers.py `_hopeless`)."""
+        version with nothing played (handlers.py `_give_up`: no default, or it was refused). Not
+        the failures counted: a give-up whose default met an outage (Celery's retries run out
+        before the command service is back) was then never queued again."""
         version = tracked.match.version
-        return bool(seats) and all(self.tries.failures(tracked.match.match_id, version, s) >= MAX_FAILURES
-                                   for s in sorted(seats))
+        return bool(seats) and all(self.tries.given_up(tracked.match.match_id, version, s) for s in sorted(seats))
 
     def _stall_wait(self, stalls: int) -> float:
         """How long a decision or a clock waits before it is queued again, after `stalls` times."""

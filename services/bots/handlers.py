@@ -514,6 +514,11 @@ seat's view or legal commands (`unreadable`), or on its command and the fallback
 first seat's command and fallback both refused count too (`_hopeless`)."""
 
 
+_NOTHING_PLAYED = frozenset({"no_default", "unfoldable", "refused", "failed"})
+"""A give-up's ends with nothing played that no retry changes: no default, the match unfoldable
+here, the default refused or failed on (not `stale`, `finished`: the match moved meanwhile)."""
+
+
 def _tries(app: BotsApp) -> DecisionTries:
     """The deployment's record of each decision's tries (tries.py), or this process's own for an
     app that has none (the tests' stand-ins)."""
@@ -546,8 +551,9 @@ def _give_up(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
     documented default (`Engine.timeout_command`), as a person's seat whose turn clock ran out,
     under the clock's command id (`clock:<match>:<version>:<seat>`, which the command service
     takes from the bots' token for a bot's seat at once); with none, or one refused or failed
-    on too, the seat is left as it is (`given_up`: the dispatcher queues it no more, and a
-    tournament abandons the match as stuck). Logged (`bot_seat_given_up`) and counted
+    on too, the seat is left as it is (`given_up`, written down: the dispatcher queues it no
+    more, and a tournament abandons the match as stuck). A default that meets an outage is
+    `Transient`, not written down: a task queued again tries it again. Logged (`bot_seat_given_up`) and counted
     (`famiglia.bots.decisions_given_up`) once, by the task whose failure reached the bound
     (`first`); a later one (a retry after an outage) only tries the default again."""
     try:
@@ -585,6 +591,8 @@ def _give_up(app: BotsApp, match_id: str, game_id: str, seat: int, version: int,
                 metrics.decision_given_up(game_id, reason)
     if done.outcome in _TAKEN:
         return _Submitted("default", done.version, done.held)
+    if done.outcome in _NOTHING_PLAYED:  # nothing can move the seat: the stall timer stops
+        _tries(app).give_up(match_id, version, seat)
     return _Submitted("given_up", None)
 
 

@@ -6,10 +6,14 @@ Celery retry, a redelivery, on whichever worker) passes over it and plays anothe
 rather than the seeded choice's first fallback again, which refused in the same way at every
 re-queue. And each time a task cannot move the seat for a reason no retry cures (the server
 cannot show the seat its view, every command tried refused) it counts a failure, so that the
-seat is given up after `MAX_FAILURES` (handlers.py, `_give_up`) instead of tried for ever.
+seat is given up after `MAX_FAILURES` (handlers.py, `_give_up`) instead of tried for ever. A
+give-up that ended with nothing played (no default, or the default refused or failed on too) is
+written down (`given_up`): the dispatcher's stall check queues that decision no more. One whose
+default met an outage is not: its decision is still queued again, and the next task tries the
+default again.
 
 In Redis beside the match's keys (`<prefix>:{pNN}:bots:tries:<match>:<version>:<seat>`, a hash:
-`r:<digest>` per command refused, `failed` the count), gone a day after its last write; in the
+`r:<digest>` per command refused, `failed` the count, `given_up`), gone a day after its last write; in the
 process's memory where there is no Redis store (the tests' fakes, an in-memory store). The
 record only ever saves a wasted call: Redis away, a task goes on as if it held nothing.
 """
@@ -44,6 +48,7 @@ class DecisionTries:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: OrderedDict[tuple[str, int, int], tuple[set[str], int]] = OrderedDict()
+        self._given_up: OrderedDict[tuple[str, int, int], None] = OrderedDict()
 
     def refused(self, match_id: str, version: int, seat: int) -> frozenset[str]:
         """The digests of the commands refused (or failed on) at this decision so far."""
@@ -69,9 +74,21 @@ class DecisionTries:
             found = self._records.get((match_id, version, seat))
             return found[1] if found else 0
 
+    def give_up(self, match_id: str, version: int, seat: int) -> None:
+        """Write down that this decision was given up with nothing played: not queued again."""
+        with self._lock:
+            self._given_up[match_id, version, seat] = None
+            while len(self._given_up) > self.KEPT:
+                self._given_up.popitem(last=False)
+
+    def given_up(self, match_id: str, version: int, seat: int) -> bool:
+        with self._lock:
+            return (match_id, version, seat) in self._given_up
+
     def clear(self) -> None:
         with self._lock:
             self._records.clear()
+            self._given_up.clear()
 
     def _take(self, key: tuple[str, int, int]) -> tuple[set[str], int]:
         found = self._records.pop(key, None)
@@ -129,6 +146,23 @@ class RedisDecisionTries(DecisionTries):
             log.warning("bot_tries_unread", match_id=match_id, seat=seat, version=version, error=repr(exc)[:200])
             return 0
         return int(found or 0)
+
+    def give_up(self, match_id: str, version: int, seat: int) -> None:
+        key = self.key(match_id, version, seat)
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(key, "given_up", 1)
+                pipe.expire(key, KEPT_SECONDS)
+                pipe.execute()
+        except Exception as exc:  # noqa: BLE001 - Redis away: queued again, and given up again
+            log.warning("bot_tries_unwritten", match_id=match_id, seat=seat, version=version, error=repr(exc)[:200])
+
+    def given_up(self, match_id: str, version: int, seat: int) -> bool:
+        try:
+            return bool(self.client.hexists(self.key(match_id, version, seat), "given_up"))
+        except Exception as exc:  # noqa: BLE001 - Redis away: as if not given up (queued again)
+            log.warning("bot_tries_unread", match_id=match_id, seat=seat, version=version, error=repr(exc)[:200])
+            return False
 
     def clear(self) -> None:  # (a test's; the records expire on their own)
         pass

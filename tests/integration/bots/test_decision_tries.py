@@ -24,6 +24,10 @@ def test_what_one_task_wrote_every_other_reads_and_it_expires(redis_url: str) ->
         elsewhere = tries_of(other)  # another worker process, or the dispatcher
         assert elsewhere.refused(match_id, 7, 2) == {digest(b"\x08\x01"), digest(b"\x08\x02")}
         assert elsewhere.failures(match_id, 7, 2) == 3
+        assert not elsewhere.given_up(match_id, 7, 2)  # failures alone are no give-up: its default may be due
+        tries.give_up(match_id, 7, 2)
+        assert elsewhere.given_up(match_id, 7, 2) and not elsewhere.given_up(match_id, 7, 1)
+        assert elsewhere.refused(match_id, 7, 2) == {digest(b"\x08\x01"), digest(b"\x08\x02")}
         assert elsewhere.refused(match_id, 8, 2) == frozenset() and elsewhere.failures(match_id, 7, 1) == 0
         assert 0 < store.client.ttl(key) <= KEPT_SECONDS
     finally:
@@ -39,5 +43,7 @@ def test_redis_away_reads_as_nothing_written_and_counts_nothing(redis_url: str) 
         tries.refuse("m1", 1, 0, b"x")
         assert tries.refused("m1", 1, 0) == frozenset()
         assert tries.fail("m1", 1, 0) == 0 and tries.failures("m1", 1, 0) == 0
+        tries.give_up("m1", 1, 0)
+        assert not tries.given_up("m1", 1, 0)  # queued again: the next task gives it up again
     finally:
         store.close()

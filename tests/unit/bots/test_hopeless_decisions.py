@@ -317,3 +317,38 @@ def test_a_match_given_up_while_the_store_refuses_writes_plays_its_default_once_
     assert (version, countdown) == (broken, 0.0)
     [line] = [line for line in lines if line["event"] == "bot_match_given_up"]
     assert (line["failures"], line["defaults"], line["error"]) == (MAX_DISPATCH_FAILURES, [seat], "")
+
+
+def test_a_seat_whose_default_met_an_outage_is_still_queued_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seat's default is due, and the command service is restarting (UNAVAILABLE) when it
+    goes: the task is retried by Celery, whose retries may run out before the service is back.
+    The stall check took the failures counted for a give-up that had happened and queued the
+    decision no more: nothing moved the seat again (for a day, until the record expired).
+    Only a give-up that ended (its default refused, or none) stops the stall timer now. Fails
+    if the decision is not queued again once the service is back, or the seat does not move."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    _view_fails(monkeypatch, table)
+    client = worker.seat(match_id, seat)
+    submit, restarting = client.submit, [True]
+
+    def submit_while_restarting(command, *, command_id=None, **kwargs):
+        if restarting[0]:
+            raise _Refusal(grpc.StatusCode.UNAVAILABLE, "server_stopping")
+        return submit(command, command_id=command_id, **kwargs)
+
+    client.submit = submit_while_restarting  # type: ignore[method-assign]
+    for _ in range(MAX_FAILURES):  # the last one's default meets the restart: Celery's retries run out
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    restarting[0] = False
+    queued = len(table.tasks.decisions)
+    for _ in range(40):  # 400 s of stall checks (stall time 10 s)
+        table.clock_now[0] += 10
+        table.dispatcher.check_stalls()
+    assert len(table.tasks.decisions) > queued
+    handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    assert table.version(match_id) == version + 1
