@@ -514,9 +514,11 @@ seat's view or legal commands (`unreadable`), or on its command and the fallback
 first seat's command and fallback both refused count too (`_hopeless`)."""
 
 
-_NOTHING_PLAYED = frozenset({"no_default", "unfoldable", "refused", "failed"})
-"""A give-up's ends with nothing played that no retry changes: no default, the match unfoldable
-here, the default refused or failed on (not `stale`, `finished`: the match moved meanwhile)."""
+_NOTHING_PLAYED = frozenset({"no_default", "refused", "failed"})
+"""A give-up's ends with nothing played that no retry changes: no default, the default refused
+or failed on. Not `stale`, `finished` (the match moved meanwhile), nor `unfoldable`: this
+worker's fold failed (one of the old version in a rolling deploy, a newer server's events),
+and another worker may read the default."""
 
 
 def _tries(app: BotsApp) -> DecisionTries:

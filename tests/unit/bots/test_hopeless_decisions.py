@@ -352,3 +352,31 @@ def test_a_seat_whose_default_met_an_outage_is_still_queued_again(monkeypatch: p
     assert len(table.tasks.decisions) > queued
     handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
     assert table.version(match_id) == version + 1
+
+
+def test_a_worker_that_cannot_fold_the_match_for_its_default_leaves_the_decision_to_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default is read from the worker's own fold of the match; a worker that cannot fold it
+    (a worker of the old version in a rolling deploy, the events a newer server's) gives nothing
+    up for good: the decision is still queued again, for a worker that can. Fails if the stall
+    timer stops there."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    _view_fails(monkeypatch, table)
+
+    def old_worker(*args, **kwargs):
+        raise ValueError("unknown event kind: a newer server's")
+
+    monkeypatch.setattr(handlers.MatchState, "from_envelopes", old_worker)
+    for _ in range(MAX_FAILURES - 1):
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "given_up"  # type: ignore[arg-type]
+    queued = len(table.tasks.decisions)
+    for _ in range(40):
+        table.clock_now[0] += 10
+        table.dispatcher.check_stalls()
+    assert len(table.tasks.decisions) > queued
