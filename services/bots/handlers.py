@@ -53,6 +53,13 @@ TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLI
 FAILED_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 
 
+_DIED = frozenset({grpc.StatusCode.UNKNOWN})
+"""Of `FAILED_CODES`, the one no famiglia server answers (its `@rpc` answers its own failures
+INTERNAL): gRPC's for a call cut short, "Stream removed" from a server killed mid-call (OOM, a
+crash loop). Tried with another command as a failure, but no failure of the seat's decision
+(`_hopeless`): counted, three crashes at one decision gave a seat up."""
+
+
 class Transient(Exception):
     """Worth a retry (Celery's autoretry_for)."""
 
@@ -761,12 +768,13 @@ def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int
 
 
 def _read(call, *args):
-    """A read the seat's decision needs; `None` when the server failed on it (`FAILED_CODES`:
-    it cannot show the seat this state, a bug a retry does not cure)."""
+    """A read the seat's decision needs; `None` when the server failed on it (INTERNAL, its
+    `@rpc`'s answer: it cannot show the seat this state, a bug a retry does not cure). UNKNOWN
+    is no answer of the server's but a call cut short (a server killed mid-call: `_DIED`)."""
     try:
         return call(*args)
     except grpc.RpcError as exc:
-        if exc.code() in FAILED_CODES:
+        if exc.code() in FAILED_CODES and exc.code() not in _DIED:
             return None
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None
@@ -829,8 +837,12 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
         if exc.code() in FAILED_CODES and (fallback or afresh or tried is not None):
             log.warning("bot_command_failed", match_id=client.match_id, seat=_seat_of(command_id), version=version,
                         command_id=command_id, code=exc.code().name)
-            return _retry_refused(client, command_id, version, fallback, command=command, tried=tried,
-                                  outcome="refused" if afresh else "failed")
+            died = exc.code() in _DIED  # (the command is not written down as tried: nothing says it fails)
+            done = _retry_refused(client, command_id, version, fallback, command=None if died else command,
+                                  tried=tried, outcome="refused" if afresh else "failed")
+            if done.outcome == "failed" and died:  # not the server's failure: not counted
+                raise Transient(f"{exc.code().name}: {exc.details()}") from None
+            return done
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None
         if exc.code() == grpc.StatusCode.ABORTED:

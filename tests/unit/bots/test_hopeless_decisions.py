@@ -380,3 +380,37 @@ def test_a_worker_that_cannot_fold_the_match_for_its_default_leaves_the_decision
         table.clock_now[0] += 10
         table.dispatcher.check_stalls()
     assert len(table.tasks.decisions) > queued
+
+
+@pytest.mark.parametrize("call", ["view", "submit"])
+def test_a_command_service_dying_mid_call_again_and_again_gives_no_seat_up(
+        monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    """A command service killed mid-call (OOM, a crash loop, SIGKILL past a deploy's grace)
+    leaves the call UNKNOWN "Stream removed" (gRPC's, grpc/grpc#34076), never an answer of the
+    server's: its `@rpc` answers its own failures INTERNAL. Counted as the server failing on the
+    seat's view or commands, three such crashes at one decision gave the seat up and played its
+    default. Fails if the seat plays anything but its own choice once the service stays up."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    client = worker.seat(match_id, seat)
+    real, crashing = getattr(client, call), [True]
+
+    def dying(*args, **kwargs):
+        if crashing[0]:
+            raise _Refusal(grpc.StatusCode.UNKNOWN, "")
+        return real(*args, **kwargs)
+
+    setattr(client, call, dying)
+    payload = table.tasks.payloads[-1] if call == "submit" else None
+    for _ in range(MAX_FAILURES + 1):
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload)  # type: ignore[arg-type]
+    crashing[0] = False
+    assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload) == "submitted"  # type: ignore[arg-type]
+    assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
+    assert worker.tries.refused(match_id, version, seat) == frozenset()  # type: ignore[attr-defined]
+    commands = table.app.matches.get(match_id).match.commands
+    assert command_key(seat, handlers.clock_command_id(match_id, version, seat)) not in commands
