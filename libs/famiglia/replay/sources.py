@@ -80,8 +80,8 @@ class EventIndex:
             match_id, number = None, 0
             for env in envelopes:
                 seq = env.seq
-                if seq > _SEQ_MASK:  # no match comes near (4G events): found through its match only
-                    continue
+                if not 0 <= seq <= _SEQ_MASK:  # no match comes near 4G events; below 0 only a foreign
+                    continue  # record by hand (packed, it would name no match): found through its match only
                 event_id = env.event_id
                 if env.match_id != match_id:  # a call's envelopes are mostly one match's
                     match_id = env.match_id
@@ -95,9 +95,10 @@ class EventIndex:
                 entries[event_id] = number << _SEQ_BITS | seq
                 if old is None:
                     order.append(event_id)  # an id noted again keeps its place, as in an OrderedDict
-                else:
+                    held[number] += 1
+                elif old >> _SEQ_BITS != number:  # moved to another match (again in its own: no count
+                    held[number] += 1  # changes; released, its last entry took the number along)
                     self._release(old >> _SEQ_BITS)
-                held[number] += 1
             while len(entries) > self.capacity:
                 self._evict()
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.replay.sources import EventIndex, EventLocation, LayeredSource, MemorySource, StoreSource
+from famiglia.v1.envelope_pb2 import EventEnvelope
 
 from .games import copy, game_ids, recorded
 
@@ -88,6 +89,76 @@ def test_the_index_keeps_the_place_of_an_id_noted_again_and_refreshes_one_looked
     assert index.get(c.event_id) == EventLocation(c.match_id, c.seq)  # used: now the most recent
     index.note([e])
     assert [index.get(x.event_id) is not None for x in (b, c, d, e)] == [False, True, True, True]
+
+
+def test_an_id_noted_again_in_a_match_it_alone_holds_stays_found() -> None:
+    """A match whose one entry left is noted again (a replay read of the match after the rest
+    was evicted; here simply twice) counted its entries down to none first, dropping the match's
+    number, then up on the number gone: a KeyError out of `note`, and the entry left pointing at
+    no match, so every later look-up of it (and its eviction) raised too."""
+    index = EventIndex(capacity=3)
+    a, b, c = copy(recorded(game_ids()[-1], 3))[:3]
+    other = copy(recorded(game_ids()[-1], 11))[:2]
+    index.note([a, b, c])
+    assert index.get(a.event_id) is not None  # used: the last of its match to go
+    index.note(other)  # b and c evicted: the match holds a alone
+    index.note([a])
+    assert index.get(a.event_id) == EventLocation(a.match_id, a.seq)
+    index.note([a])
+    assert index.get(a.event_id) == EventLocation(a.match_id, a.seq)
+    index.note([b])  # the oldest (other[0]) goes
+    assert [index.get(x.event_id) is not None for x in (other[0], other[1], a, b)] == [False, True, True, True]
+    index.note(copy(recorded(game_ids()[-1], 17))[:3])  # all of the first match evicted
+    assert index.get(a.event_id) is None and len(index) == 3
+    assert a.match_id not in index._match_ids.values()
+
+
+def _envelope(match_id: str, seq: int, event_id: str) -> EventEnvelope:
+    return EventEnvelope(match_id=match_id, seq=seq, event_id=event_id)
+
+
+def test_the_index_matches_an_lru_of_locations_over_small_matches_and_ids_moved() -> None:
+    """Against the OrderedDict of EventLocations, over matches of one to three events (so a
+    match often holds one entry when it is noted again) and ids noted under another match or
+    seq (a foreign record stored by hand under an id taken)."""
+    rng = random.Random(3500)
+    matches = [f"m{n}" for n in range(12)]
+    ids = [f"01ID{n:04d}" for n in range(30)]
+    index = EventIndex(capacity=7)
+    model: OrderedDict[str, EventLocation] = OrderedDict()
+    for _ in range(20000):
+        if rng.random() < 0.4:
+            match_id = rng.choice(matches)
+            batch = [_envelope(rng.choice((match_id, rng.choice(matches))), rng.randint(0, 3), rng.choice(ids))
+                     for _ in range(rng.randint(1, 4))]
+            index.note(batch)
+            for env in batch:
+                model[env.event_id] = EventLocation(env.match_id, env.seq)
+            while len(model) > index.capacity:
+                model.popitem(last=False)
+        else:
+            event_id = rng.choice(ids)
+            expected = model.get(event_id)
+            if expected is not None:
+                model.move_to_end(event_id)
+            assert index.get(event_id) == expected
+        assert len(index) == len(model)
+        assert set(index._match_ids.values()) == {location.match_id for location in model.values()}
+
+
+def test_an_envelope_of_a_negative_seq_is_left_out_of_the_index() -> None:
+    """A foreign record stored by hand in a match's stream may say any seq, -1 too (`read` does
+    not check it, as the partition readers do): packed as is, `number << 32 | -1` is -1, whose
+    look-up raised KeyError (INTERNAL), as did the `note` that came to evict it (its match then
+    counted an entry for ever). Like a seq past 32 bits, it is found through its match only (no
+    timeline holds it anyway)."""
+    index = EventIndex(capacity=2)
+    good = copy(recorded(game_ids()[-1], 3))[:4]
+    index.note([good[0], _envelope(good[0].match_id, -1, "01FOREIGN"), good[1]])
+    assert index.get("01FOREIGN") is None
+    assert index.get(good[1].event_id) == EventLocation(good[1].match_id, good[1].seq)
+    index.note(good[2:])
+    assert index.get(good[3].event_id) == EventLocation(good[3].match_id, good[3].seq) and len(index) == 2
 
 
 def test_the_layered_source_reads_a_trimmed_match_whole_from_the_archive() -> None:
