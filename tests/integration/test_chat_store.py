@@ -130,6 +130,38 @@ def test_a_chat_whose_newest_message_an_operator_deleted_takes_the_next_one(even
     assert [m.text for m in chat.read(MATCH, first.entry.id)] == ["after the delete"]
 
 
+def test_a_chat_redis_refuses_past_maxmemory_is_its_refusal_and_writes_nothing(tmp_path) -> None:
+    """A refused `XADD` (past maxmemory: OOM; a replica's READONLY and MISCONF alike) went on to
+    `XINFO STREAM`, as for an id below the stream's last one, which on a match's first message
+    (no stream yet) raised "no such key": a plain error (INTERNAL), not the store refusing for
+    now (UNAVAILABLE `store_unavailable`, to be retried). Now any refusal but that one is
+    answered as Redis gave it."""
+    from famiglia.grpcutil.errors import store_refusing
+    from famiglia.localstack.redis_server import RedisServer
+
+    server = RedisServer(data_dir=tmp_path / "redis").start()  # its own: its memory bound is changed
+    try:
+        store = RedisEventStore.connect(server.url)
+        admin = redis.Redis.from_url(server.url)
+        chat = RedisChatStore(store.client, store.keys, ChatLimits(keep=10, ttl_ms=3_600_000, rate=0))
+        kept = chat.send("m-old", 0, "m1", [], "kept").entry
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", 1)
+        try:
+            for match in ("m-new", "m-old"):  # its first message; a next one
+                with pytest.raises(redis.ResponseError) as refused:
+                    chat.send(match, 0, "m2", [], "refused")
+                assert store_refusing(refused.value), refused.value
+        finally:
+            admin.config_set("maxmemory", 0)
+        assert chat.read("m-new") == [] and chat.read("m-old") == [kept]
+        assert chat.send("m-new", 0, "m2", [], "once there is room").entry.text == "once there is room"
+        store.close()
+        admin.close()
+    finally:
+        server.stop()
+
+
 def test_a_message_is_read_by_its_own_id_from_the_id_just_below_it(chat: ChatStore) -> None:
     """How the command service reads the newest message to see who may read it
     (`services.command.chat.previous_id`): the greatest id below a `<ms>-0` is `<ms-1>-(2**64-1)`,

@@ -56,7 +56,10 @@ end
 -- a millisecond skipped says nothing, as quiet ones are skipped all the time. The newest entry
 -- is the last id made (MAXLEN trims the oldest, and famiglia deletes none); when an operator's
 -- XDEL took it, XADD refuses an id below the stream's last one, and the next id is made from that
--- (XINFO's last-generated-id). Ids stored the old way (`<ms>-<n>`) stay below every new one.
+-- (XINFO's last-generated-id). Any other refusal (Redis past maxmemory, a replica's READONLY,
+-- MISCONF: nothing written) is answered as Redis gave it, for the caller to tell it is Redis
+-- refusing for now; XINFO on a stream not made yet would raise "no such key" instead. Ids
+-- stored the old way (`<ms>-<n>`) stay below every new one.
 local ms = math.max(now, 1)
 local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
 if top then
@@ -71,13 +74,19 @@ local function store(at)
 end
 local id = store(ms)
 if type(id) == 'table' and id.err then
-  local info = redis.call('XINFO', 'STREAM', KEYS[1])
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then
-      ms = math.max(ms, tonumber(string.match(info[i + 1], '^(%d+)-')) + 1)
+  local made = nil
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    local info = redis.call('XINFO', 'STREAM', KEYS[1])
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        made = tonumber(string.match(info[i + 1], '^(%d+)-'))
+      end
     end
   end
-  id = store(ms)
+  if made == nil or made < ms then  -- not refused for its id
+    return redis.error_reply(id.err)
+  end
+  id = store(made + 1)
   if type(id) == 'table' and id.err then
     return redis.error_reply(id.err)
   end
