@@ -51,19 +51,33 @@ class EventIndex:
     (the one object an entry needs) mapped to one int, the match's number and the seq, with the
     match ids held once per match. An `EventLocation` per entry, with its own copy of the match
     id and a seq object, in an OrderedDict cost ~290 bytes an entry (574 MB full); this holds
-    ~146 (292 MB; docs/performance-replay.md, "Event index memory").
+    ~146 filled, up to ~216 while look-ups' stale records wait to be dropped (292-432 MB full;
+    docs/performance-replay.md, "Event index memory").
 
     The order is a deque of event ids, oldest first. A look-up does not move an id in it: it
-    appends the id again and counts the records now stale (`_again`), which eviction skips (and
-    `_compact` drops when look-ups have made the deque twice as long as the index)."""
+    appends the id again and counts the record it leaves stale, which eviction skips and, once
+    the stale records outnumber the entries, `_sweep` drops, a few records a look-up, round the
+    order and round again (the order stays under ~2.4 times the entries). A compaction of the
+    whole order at once held the lock, and so every find and read of the replay service, for
+    3-11 s at 2M entries. The sweep keeps what it passed in `_swept`, the order being
+    `_swept + _order`; an entry's `_SWEPT` bit says which of the two holds its last record (equal
+    to `_parity`: `_swept`), so a record met is known stale or not, wherever its id's others are."""
 
     def __init__(self, capacity: int = 2_000_000) -> None:
         self.capacity = capacity
         self._entries: dict[str, int] = {}
-        """event id -> match number << _SEQ_BITS | seq."""
+        """event id -> match number << _NUMBER_SHIFT | its _SWEPT bit | seq."""
         self._order: deque[str] = deque()
-        self._again: dict[str, int] = {}
-        """event id -> records of it in `_order` before its last one (looked up since)."""
+        """The records this round of the sweep has not passed, then those appended since (the
+        newest last): empty only when the index is."""
+        self._swept: deque[str] = deque()
+        """The records this round passed (the oldest), stale ones dropped."""
+        self._stale: dict[str, int] = {}
+        """event id -> its records in `_order` before its last one (looked up since)."""
+        self._stale_swept: dict[str, int] = {}
+        """event id -> its records in `_swept` that were its last when the sweep passed them."""
+        self._parity = 0
+        """`_SWEPT` or 0, flipped each round: an entry whose bit equals it has its last record in `_swept`."""
         self._match_ids: dict[int, str] = {}
         self._numbers: dict[str, int] = {}
         self._held: dict[int, int] = {}
@@ -77,6 +91,7 @@ class EventIndex:
     def note(self, envelopes: Iterable[EventEnvelope]) -> None:
         with self._lock:
             entries, order, numbers, held = self._entries, self._order, self._numbers, self._held
+            unswept = self._parity ^ _SWEPT
             match_id, number = None, 0
             for env in envelopes:
                 seq = env.seq
@@ -92,29 +107,34 @@ class EventIndex:
                         held[number] = 0
                         self._next_number += 1
                 old = entries.get(event_id)
-                entries[event_id] = number << _SEQ_BITS | seq
                 if old is None:
-                    order.append(event_id)  # an id noted again keeps its place, as in an OrderedDict
+                    entries[event_id] = number << _NUMBER_SHIFT | unswept | seq
+                    order.append(event_id)
                     held[number] += 1
-                elif old >> _SEQ_BITS != number:  # moved to another match (again in its own: no count
+                    continue
+                # noted again: it keeps its place, as in an OrderedDict (and its record's bit)
+                entries[event_id] = number << _NUMBER_SHIFT | old & _SWEPT | seq
+                if old >> _NUMBER_SHIFT != number:  # moved to another match (again in its own: no count
                     held[number] += 1  # changes; released, its last entry took the number along)
-                    self._release(old >> _SEQ_BITS)
+                    self._release(old >> _NUMBER_SHIFT)
             while len(entries) > self.capacity:
                 self._evict()
 
     def _evict(self) -> None:
         """Drop the least recently added or looked up entry (under the lock)."""
-        again = self._again
         while True:
-            event_id = self._order.popleft()
-            stale = again.get(event_id)
-            if not stale:
-                break
-            if stale == 1:  # the next record of it is its last
-                del again[event_id]
+            if self._swept:
+                event_id, stale = self._swept.popleft(), self._stale_swept
             else:
-                again[event_id] = stale - 1
-        self._release(self._entries.pop(event_id) >> _SEQ_BITS)
+                event_id, stale = self._order.popleft(), self._stale
+            count = stale.get(event_id)
+            if not count:  # its last record
+                break
+            if count == 1:
+                del stale[event_id]
+            else:
+                stale[event_id] = count - 1
+        self._release(self._entries.pop(event_id) >> _NUMBER_SHIFT)
 
     def _release(self, number: int) -> None:
         left = self._held[number] - 1
@@ -130,33 +150,51 @@ class EventIndex:
                 return None
             order = self._order
             if order[-1] != event_id:  # (the last one used, again: already the most recent)
-                order.append(event_id)  # its most recent use; the earlier record is stale
-                again = self._again
-                again[event_id] = again.get(event_id, 0) + 1
-                if len(order) > 2 * len(self._entries) + 1024:
-                    self._compact()
-            return EventLocation(self._match_ids[packed >> _SEQ_BITS], packed & _SEQ_MASK)
-
-    def _compact(self) -> None:
-        """The order without its stale records (under the lock)."""
-        again = self._again
-        kept: deque[str] = deque()
-        for event_id in self._order:
-            stale = again.get(event_id)
-            if stale:
-                if stale == 1:
-                    del again[event_id]
+                if packed & _SWEPT == self._parity:  # its last record is in `_swept`: stale there now
+                    stale = self._stale_swept
+                    self._entries[event_id] = packed ^ _SWEPT
                 else:
-                    again[event_id] = stale - 1
+                    stale = self._stale
+                stale[event_id] = stale.get(event_id, 0) + 1
+                order.append(event_id)  # its most recent use
+                if len(order) + len(self._swept) > 2 * len(self._entries) + _SWEEP:  # stale past live
+                    self._sweep()
+            return EventLocation(self._match_ids[packed >> _NUMBER_SHIFT], packed & _SEQ_MASK)
+
+    def _sweep(self) -> None:
+        """Pass the next `_SWEEP` records of `_order` (under the lock): a stale one is dropped, an
+        id's last one moved to `_swept`, its place in the order kept. When `_order` is passed
+        whole, a round is done: `_swept` is the order, to be swept again."""
+        order, swept, stale, entries, parity = self._order, self._swept, self._stale, self._entries, self._parity
+        for _ in range(_SWEEP):
+            event_id = order.popleft()
+            count = stale.get(event_id)
+            if count:
+                if count == 1:
+                    del stale[event_id]
+                else:
+                    stale[event_id] = count - 1
             else:
-                kept.append(event_id)
-        self._order = kept
+                swept.append(event_id)
+                entries[event_id] = entries[event_id] & ~_SWEPT | parity
+            if not order:  # every record is in `_swept` (no stale one left in `_order`)
+                self._order, self._swept = swept, order
+                self._stale, self._stale_swept = self._stale_swept, stale
+                self._parity = parity ^ _SWEPT  # every entry's bit is now the other's
+                return
 
 
 _SEQ_BITS = 32
-"""An index entry's seq bits, under its match's number: one int of 32 bytes while both fit in 60
-bits (numbers are not reused: 2^28 matches noted in one process)."""
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
+_SWEPT = 1 << _SEQ_BITS
+"""The bit of an index entry saying which of the order's two deques holds its last record."""
+_NUMBER_SHIFT = _SEQ_BITS + 1
+"""An index entry's match number, above its bit and its seq: one int of 32 bytes while all fit in
+60 bits (numbers are not reused: 2^27 matches noted in one process; past that, 36 bytes)."""
+_SWEEP = 4
+"""Records `EventIndex._sweep` passes a look-up, while the stale ones outnumber the entries: a
+round of the order passes every stale record, and takes a third of its length in look-ups, each
+adding one (measured worst, looking every id up in turn: the order 2.33 times the entries)."""
 
 
 class StoreSource:

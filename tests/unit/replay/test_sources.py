@@ -146,6 +146,31 @@ def test_the_index_matches_an_lru_of_locations_over_small_matches_and_ids_moved(
         assert set(index._match_ids.values()) == {location.match_id for location in model.values()}
 
 
+def test_a_look_up_drops_a_few_stale_records_not_the_whole_order_at_once() -> None:
+    """Each look-up leaves a record stale. A one-pass compaction, when they had doubled the order,
+    held the lock (every find and read of the replay service) for 3-11 s at 2M entries: each
+    look-up past that passes a few records, and the order stays under ~2.4 times the entries."""
+    rng = random.Random(35)
+    size = 3000
+    index = EventIndex(capacity=size)
+    ids = [f"01ID{n:06d}" for n in range(size)]
+    index.note(_envelope(f"m{n // 50}", n % 50 + 1, event_id) for n, event_id in enumerate(ids))
+
+    def records() -> int:
+        return len(index._order) + len(getattr(index, "_swept", ()))
+
+    most = before = records()
+    for looked_up in (*(rng.sample(ids, len(ids)) for _ in range(4)), ids, ids, ids):  # at random; round
+        for event_id in looked_up:
+            assert index.get(event_id) is not None
+            after = records()
+            assert after >= before - 8, f"a look-up dropped {before - after} records"
+            most, before = max(most, after), after
+    assert 2 * size < most <= 2.4 * size
+    index.note(_envelope("m-new", n + 1, f"01NEW{n:06d}") for n in range(size))  # all the old evicted
+    assert records() == size and not any(index.get(event_id) for event_id in ids)
+
+
 def test_an_envelope_of_a_negative_seq_is_left_out_of_the_index() -> None:
     """A foreign record stored by hand in a match's stream may say any seq, -1 too (`read` does
     not check it, as the partition readers do): packed as is, `number << 32 | -1` is -1, whose
