@@ -688,6 +688,46 @@ def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
     assert {store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("newer_ends", ["retried", "refused"])
+def test_the_holds_a_late_answer_left_to_the_newer_claim_go_with_that_claim(
+        mm: Matchmaking, clock: FakeClock, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch,
+        newer_ends: str) -> None:
+    """The holds a refused finalize leaves pinned are the newer claim's (the same `table` values):
+    should its matcher die, its claim retry seats them; should its CreateMatch be refused, it frees
+    them. Either way nobody stays pinned to a table that will not be finished."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    store, create, newer = mm.app.store, creator.create_match, []
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        if not newer:  # given up meanwhile, and claimed again by a matcher that dies at once
+            [pid] = [str(p) for p in store.client.zrange(Keys(DUEL).claims, 0, -1)]
+            first = store.plan(DUEL, pid)
+            assert first is not None
+            store.release(DUEL, pid, _tickets(first), requeue=True, reason="hold lost", now_ms=mm.app.clock(),
+                          claim=first["claim"])
+            newer.append(_claim(mm, DUEL, [ta, tb])[1])
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(creator, "create_match", slow)
+    assert mm.matcher.tick(DUEL) == 0  # the late answer: left to the newer claim
+    monkeypatch.setattr(creator, "create_match", create)
+    if newer_ends == "refused":
+        creator.fail_next, creator.permanent = 1, True
+    clock.advance(mm.matcher.tuning.claim_retry_ms / 1000 + 1)
+    assert mm.matcher.tick(DUEL) == (1 if newer_ends == "retried" else 0)  # the newer claim's retry
+    holds = [mm.matcher.holds.get(p) for p in (a, b)]
+    states = {store.get(t).state for t in (ta, tb)}  # type: ignore[union-attr]
+    if newer_ends == "retried":
+        assert states == {"matched"} and {h.kind for h in holds if h is not None} == {"seated"} and None not in holds
+    else:
+        assert states == {"failed"} and holds == [None, None]
+        again = [mm.app.create_ticket(p, DUEL, [], {}).ticket_id for p in (a, b)]
+        assert mm.matcher.tick(DUEL) == 1 and {store.get(t).state for t in again} == {"matched"}  # type: ignore[union-attr]
+    assert store.client.zcard(Keys(DUEL).claims) == 0
+
+
 def test_a_claim_from_before_the_tokens_is_still_retried_counted_and_finished(
         mm: Matchmaking, clock: FakeClock, creator: RecordingCreator) -> None:
     """A claim written before the tokens carries none, on its plan, proposal or tickets: the token
