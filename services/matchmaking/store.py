@@ -10,7 +10,8 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:open:<player>        string the player's open ticket in G (one per player per game; as long as its claim)
     {mm:G}:invites:<player>     set    party tickets the player was invited to (pruned when read)
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
-    {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms: tables being created
+    {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms, later while its CreateMatch
+                                       may be out: tables being created (stale `claim_retry_ms` after it)
     {mm:G}:proposal:<proposal>  hash   the claimed table: plan json (its creation's request id too), attempts
     {mm:G}:wait:<pool>          string the pool's recent average wait, ms (estimates; a week after its last table)
 

@@ -75,8 +75,8 @@ def test_a_ticket_id_naming_another_key_is_an_unknown_ticket(redis_url: str, cre
 
 @pytest.mark.parametrize("hold", ["0", "0.0004"])
 def test_a_hold_too_short_to_take_is_refused_at_start_up(hold: str) -> None:
-    """FAMIGLIA_MM_HOLD becomes whole milliseconds for `SET PX`, which refuses 0: the matcher then
-    failed every tick and matched nobody, silently but for its logs."""
+    """FAMIGLIA_MM_HOLD became whole milliseconds for `SET PX`, which refuses 0: the matcher then
+    failed every tick and matched nobody, silently but for its logs (now: 1 to 3600 seconds)."""
     with pytest.raises(SystemExit, match="FAMIGLIA_MM_HOLD"):
         MatchmakingSettings.from_env({"FAMIGLIA_MM_HOLD": hold})
 
