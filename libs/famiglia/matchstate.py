@@ -43,6 +43,7 @@ class UnknownEventKind(ValueError):
     def __init__(self, match_id: str, env: envelope_pb2.EventEnvelope) -> None:
         super().__init__(f"{match_id}: event {env.seq} is a {env.type[:80]!r}, an event kind this server's "
                          f"{env.game_id or 'game'} engine does not know (written by a newer server?)")
+        self.seq = env.seq
 
 
 class StoreWentBack(Exception):

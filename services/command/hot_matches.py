@@ -14,6 +14,9 @@ from famiglia.engine.registry import Registry, UnknownGame
 from famiglia.eventstore import EventStore
 from famiglia.grpcutil.errors import FailedPrecondition, NotFound
 from famiglia.matchstate import MatchState, NotAMatch, StoreWentBack, UnknownEventKind
+from famiglia.telemetry import get_logger
+
+log = get_logger("famiglia.command")
 
 HOT_MATCHES = 10_000
 """Matches kept hot at most (FAMIGLIA_HOT_MATCHES)."""
@@ -75,7 +78,20 @@ def gone(store: EventStore, match_id: str) -> NotFound:
 def unreadable(match_id: str, why: object) -> FailedPrecondition:
     """The refusal of a match whose stored events this server cannot fold (`match_unreadable`)."""
     return FailedPrecondition("match_unreadable", f"match {match_id!r} cannot be played here: "
-                                                  f"its events cannot be read: {why}")
+                                                  f"{unreadable_events(match_id, why)}")
+
+
+def unreadable_events(match_id: str, why: object) -> str:
+    """Why a match's events cannot be folded here, as whoever asked is told, a spectator too: the
+    seq of a kind this server does not know (every event's seq is public) and nothing of the
+    event, not its stored type (what happened, which most seats may not know) nor the decoder's
+    words. The log has those."""
+    log.info("match_unreadable", match_id=match_id, error=f"{type(why).__name__}: {why}"[:500])
+    if isinstance(why, UnknownEventKind):
+        said = f"its event {why.seq} is of a kind this server's engine does not know (written by a newer server?)"
+    else:
+        said = "its events cannot be read by this server's engine"
+    return f"{said}; the server's log (match_unreadable) has the details"
 
 
 class HotMatches:
@@ -128,7 +144,7 @@ class HotMatches:
         except UnknownGame as exc:
             raise UnreadableMatch(f"its game is not served here: {exc}") from None
         except (DecodeError, ValueError) as exc:
-            raise UnreadableMatch(f"its events cannot be read: {exc}") from None
+            raise UnreadableMatch(unreadable_events(match_id, exc)) from None
         with self._lock:
             hot = self._touch(match_id)  # another thread folded it meanwhile: one entry, one lock
             if hot is None:
