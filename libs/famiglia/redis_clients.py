@@ -6,11 +6,18 @@ replica, and every write on it is refused READONLY until the process restarts. A
 here drops its pool's connections at the first READONLY, once: the connections open then are
 made again, to wherever the address leads now, before their next command. (The command that
 met READONLY is still refused: UNAVAILABLE `store_unavailable`, for its caller to retry.)
+
+A client of a library that reconnects on a lost connection and takes any other error for its
+own fault (kombu's and Celery's, the bots' broker) is told a demoted node as a lost connection
+(`NodeDemoted`, `as_connection_error`): a Celery worker exited at the failover's first reply,
+"Unrecoverable error", and no task was taken again until someone restarted it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+import weakref
+from typing import Any, TypeVar
 
 import redis
 
@@ -20,26 +27,84 @@ from famiglia.telemetry import get_logger
 FAILOVER = "famiglia_failover"
 """The connection setting that carries a pool's `Failover` to its connections."""
 
+_TURNED_REPLICA = "instance state changed"
+"""What Redis tells the commands it was blocking (BRPOP, XREADGROUP BLOCK) as it turns replica:
+`UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)`."""
+
+
+class NodeDemoted(redis.ConnectionError):
+    """A reply that says the node a connection reached is no longer the primary, raised as a
+    lost connection (`as_connection_error`): the connection is dropped, and the command wrote
+    nothing, so a retry on a new one, to wherever the address leads now, is safe."""
+
+
+def node_demoted(exc: BaseException) -> bool:
+    """Whether `exc` is the reply of a node demoted by a failover: a replica's READONLY, or the
+    UNBLOCKED its blocked commands get as it turns replica."""
+    if store_demoted(exc):
+        return True
+    text = str(exc)
+    return isinstance(exc, redis.ResponseError) and text.startswith("UNBLOCKED") and _TURNED_REPLICA in text
+
 
 class Failover:
     """One pool's failovers: how many times it dropped its connections (`drops`). A connection
     notes the count when it is made or disconnected (so when it next connects); one that
     noted an older count was open at a drop and is made again before it sends anything."""
 
-    def __init__(self, pool: redis.ConnectionPool, where: str) -> None:
+    def __init__(self, pool: redis.ConnectionPool, where: str, *, as_connection_error: bool = False) -> None:
         self.pool = pool
         self.where = where
         self.drops = 0
+        self.as_connection_error = as_connection_error
+        """Whether a demoted node's reply is raised as `NodeDemoted` (see the module's docstring)."""
+        with _FOLLOWING_LOCK:
+            _FOLLOWING.add(self)
 
     def demoted(self, connection: Any) -> None:
         """`connection` met READONLY: drop the pool's connections, unless they were dropped
         since it connected (a storm of READONLY from the connections open then drops once)."""
         if getattr(connection, "followed", self.drops) != self.drops:
             return
-        self.drops += 1  # (two threads at once may both count: two drops, no harm)
-        self.pool.disconnect(inuse_connections=False)  # the idle ones now; those in use at their next send
+        self.drop()
         get_logger().warning("redis_demoted", redis=self.where, drops=self.drops,
                              hint="READONLY: the connections to it are made again")
+
+    def drop(self) -> None:
+        """Every connection of the pool made again before its next command."""
+        self.drops += 1  # (two threads at once may both count: two drops, no harm)
+        self.pool.disconnect(inuse_connections=False)  # the idle ones now; those in use at their next send
+
+    def refused(self, connection: Any, exc: BaseException) -> BaseException:
+        """What to raise for the reply error `exc` read on `connection` (by redis-py, or past it):
+        a demoted node's drops the pool's connections and, `as_connection_error`, is raised as
+        `NodeDemoted`, `connection` dropped (whatever it had not read yet is stale)."""
+        if not node_demoted(exc):
+            return exc
+        self.demoted(connection)
+        if not self.as_connection_error:
+            return exc
+        connection.disconnect()
+        demoted = NodeDemoted(f"{type(exc).__name__}: {exc} (a failover demoted {self.where}: connecting again)")
+        demoted.__cause__ = exc
+        return demoted
+
+
+_FOLLOWING: weakref.WeakSet[Failover] = weakref.WeakSet()
+"""Every pool of this process that follows a failover (`reconnect_all`)."""
+_FOLLOWING_LOCK = threading.Lock()
+
+
+def reconnect_all() -> int:
+    """Drop the connections of every pool of this process that follows a failover, each made
+    again before its next command; how many pools. Readiness calls it when the address leads to
+    the primary again after a replica (`grpcutil.readiness.redis_primary`): a pool that no call
+    wrote on meanwhile would otherwise refuse its first writes READONLY once the service is back."""
+    with _FOLLOWING_LOCK:
+        pools = list(_FOLLOWING)
+    for failover in pools:
+        failover.drop()
+    return len(pools)
 
 
 class _Following:
@@ -68,9 +133,12 @@ class _Following:
         try:
             return super().read_response(*args, **kwargs)  # type: ignore[misc]
         except redis.ResponseError as exc:
-            if self.failover is not None and store_demoted(exc):
-                self.failover.demoted(self)
-            raise
+            if self.failover is None:
+                raise
+            raised = self.failover.refused(self, exc)
+            if raised is exc:
+                raise
+            raise raised from exc
 
 
 _CLASSES: dict[type, type] = {}
@@ -88,19 +156,36 @@ def plain_connection_class(connection_class: type) -> type:
     return getattr(connection_class, "plain", connection_class)
 
 
-def follow_failover(client: redis.Redis) -> redis.Redis:
-    """`client`, its pool now following a failover; it must not have connected yet."""
-    pool = client.connection_pool
-    pool.connection_class = _following(plain_connection_class(pool.connection_class))
+_Connection = TypeVar("_Connection")
+
+
+def following_class(connection_class: type[_Connection]) -> type[_Connection]:
+    """`connection_class` following a failover, for a library that builds its pools itself
+    from a class (kombu); its pool must then carry a `Failover` (`follow_pool`)."""
+    if issubclass(connection_class, _Following):
+        return connection_class
+    return _following(connection_class)
+
+
+def follow_pool(pool: redis.ConnectionPool, *, as_connection_error: bool = False) -> redis.ConnectionPool:
+    """`pool` following a failover; none of its connections may have been made yet. A class
+    already following (a subclass of one, as kombu makes for its consumer) is kept."""
+    pool.connection_class = following_class(pool.connection_class)
     kwargs = pool.connection_kwargs
     where = kwargs.get("path") or f"{kwargs.get('host', '')}:{kwargs.get('port', '')}"
-    kwargs[FAILOVER] = Failover(pool, str(where))
+    kwargs[FAILOVER] = Failover(pool, str(where), as_connection_error=as_connection_error)
+    return pool
+
+
+def follow_failover(client: redis.Redis, *, as_connection_error: bool = False) -> redis.Redis:
+    """`client`, its pool now following a failover; it must not have connected yet."""
+    follow_pool(client.connection_pool, as_connection_error=as_connection_error)
     return client
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
+def connect(url: str, *, as_connection_error: bool = False, **kwargs: Any) -> redis.Redis:
     """`redis.Redis.from_url(url, **kwargs)` following a failover; nothing connects yet."""
-    return follow_failover(redis.Redis.from_url(url, **kwargs))
+    return follow_failover(redis.Redis.from_url(url, **kwargs), as_connection_error=as_connection_error)
 
 
 def failover_of(client: Any) -> Failover | None:

@@ -35,6 +35,15 @@ The consumer's BRPOP is re-armed after every message: kombu rebuilds the key
 list and packs the command through redis-py each time; the channel keeps the
 packed command for each queue order it has seen (the same bytes).
 
+A failover: the channel's pools follow one (famiglia.redis_clients), and a node demoted
+by it is a lost connection to kombu and Celery (`NodeDemoted`, a redis-py ConnectionError),
+never a reply error: the BRPOP a demoted node cuts short (`UNBLOCKED ... master -> replica`)
+and the READONLY of every write after it reached Celery as a ResponseError, which it calls
+unrecoverable: the worker exited and took no task again until it was restarted. Now the
+consumer reconnects as after a lost connection, to wherever the address leads then; a publish
+is tried again on a new connection (redis-py's retries, then kombu's `ensure`), and the
+unacked bookkeeping's refused writes are sent again on a new one, as after a broken one.
+
 Selected with Celery's `broker_transport` (celery_app.celery_config); the URL
 stays `redis://...`.
 """
@@ -56,6 +65,8 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
+
+from famiglia.redis_clients import follow_pool, following_class
 
 Command = tuple[Any, ...]
 
@@ -118,6 +129,9 @@ class _Held(threading.local):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    # Each pool's connections follow a failover (`_get_pool`); kombu's consumer subclasses these.
+    connection_class = following_class(redis.Connection)
+    connection_class_ssl = following_class(redis.SSLConnection)
     _shared_client: Any = None
     _held: _Held | None = None
     _brpops: dict[tuple[Any, ...], bytes] | None = None
@@ -135,6 +149,11 @@ class Channel(kombu_redis.Channel):
         if self.connection.client is None:
             raise redis.ConnectionError("the broker connection was closed (lost); reconnecting")
         return dict(super()._connparams(asynchronous=asynchronous))
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        """kombu's pool, following a failover, a demoted node's replies raised as a lost
+        connection (see the module's docstring)."""
+        return follow_pool(super()._get_pool(asynchronous=asynchronous), as_connection_error=True)
 
     def _create_client(self, asynchronous: bool = False) -> Any:
         if asynchronous:  # the consumer's polling client: kombu already keeps that one

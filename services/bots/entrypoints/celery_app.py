@@ -35,7 +35,8 @@ from celery.worker.state import task_reserved
 from opentelemetry import context as otel_context
 
 from famiglia.eventstore.consumer import exchange
-from famiglia.redis_clients import plain_connection_class
+from famiglia.redis_clients import connect as connect_redis
+from famiglia.redis_clients import failover_of, plain_connection_class
 from famiglia.telemetry import (
     FOLLOWS_KEY,
     carried_trace_id,
@@ -538,8 +539,10 @@ class CeleryTasks:
         """A trace carrier's items -> its header text in a message (a match's tasks share one)."""
 
     def _broker(self) -> redis.Redis:
+        """The pushes' own client, following a failover as the broker's channels do (broker.py):
+        a demoted node's READONLY is a lost connection, the push made again on a new one."""
         if self._redis is None:
-            self._redis = redis.Redis.from_url(self.celery.conf.broker_url)
+            self._redis = connect_redis(self.celery.conf.broker_url, as_connection_error=True)
         return self._redis
 
     def shares_server(self, client: Any) -> bool:
@@ -626,10 +629,14 @@ class CeleryTasks:
         conn = self._own
         try:
             exchange(conn, self._packed(decisions), 1)
-        except BaseException:
+        except BaseException as exc:
             self._own = None
+            failover = failover_of(self._broker())
+            refused = failover.refused(conn, exc) if failover is not None else exc  # read past redis-py
             conn.disconnect()
             self._broker().connection_pool.release(conn)
+            if refused is not exc:
+                raise refused from exc
             raise
 
     def _extra(self, trace: Mapping[str, str] | None) -> str:
