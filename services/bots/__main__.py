@@ -15,7 +15,7 @@ from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.turn_notices import turn_notices_of
 from famiglia.grpcutil.errors import store_away, store_refusing
 from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
-from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.readiness import redis_primary
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.replay.sources import sql_archive_source
 from famiglia.telemetry import configure, get_logger
@@ -81,8 +81,9 @@ def _ensure_groups(consumer: PartitionConsumer) -> bool:
 
 
 def _refused(exc: Exception, **fields: object) -> None:
-    """Redis answers but refuses the group's write (MISCONF: its disk full; READONLY): readiness's
-    PING passes, so this line is the one sign that the dispatcher does not run."""
+    """Redis answers but refuses the group's write (MISCONF: its disk full; READONLY, a replica,
+    which readiness tells too): readiness passes a MISCONF, so this line is then the one sign that
+    the dispatcher does not run."""
     get_logger().warning("dispatcher_group_refused", error=f"{type(exc).__name__}: {exc}"[:300], **fields)
 
 
@@ -120,7 +121,7 @@ def main() -> None:
     # The tournament log in SQL is best effort (ReadModelLog): only Redis takes calls out of service.
     with exit_unbound("FAMIGLIA_BOTS_ADDR", app.settings.bots_addr):
         server, port = serve(repo, app.registry, address, signer=app.signer,
-                             dependencies=[redis_ping(app.settings.redis_url)], transport=serving)
+                             dependencies=[redis_primary(app.settings.redis_url)], transport=serving)
     server.start()
     stop = threading.Event()
     threads = start_background(app, stop)

@@ -13,7 +13,7 @@ from famiglia.grpcutil.lifecycle import (
     service_arguments,
     stop_on_signals,
 )
-from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.readiness import redis_primary
 from famiglia.grpcutil.tls import exit_on_bad_setting, transport
 from famiglia.telemetry import configure, get_logger
 from famiglia.telemetry.metrics import configure_metrics
@@ -59,7 +59,7 @@ def main() -> None:
     app = bootstrap(settings=settings)
     with exit_unbound(ADDRESS, settings.command_addr):
         server, port = serve(app, address, settings.grpc_workers, call_workers=threads,
-                             dependencies=[redis_ping(settings.redis_url)], transport=serving,
+                             dependencies=[redis_primary(settings.redis_url)], transport=serving,
                              stuck_call_s=stuck_after)
     server.start()
     sweeping = threading.Event()

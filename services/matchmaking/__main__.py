@@ -6,7 +6,7 @@ import threading
 
 from famiglia.config import Settings, listen_address, shown_url
 from famiglia.grpcutil.lifecycle import await_stop, drained, exit_unbound, service_arguments, stop_on_signals
-from famiglia.grpcutil.readiness import redis_ping
+from famiglia.grpcutil.readiness import redis_primary
 from famiglia.grpcutil.tls import exit_on_bad_setting, plaintext_peers, transport
 from famiglia.telemetry import configure, get_logger
 from famiglia.telemetry.metrics import configure_metrics
@@ -27,7 +27,7 @@ def main() -> None:
     plaintext_peers({"FAMIGLIA_COMMAND_ADDR": settings.command_addr})
     # Ratings read the database when there is one, but fall back to the default without it.
     with exit_unbound("FAMIGLIA_MATCHMAKING_ADDR", settings.matchmaking_addr):
-        server, port = serve(mm.app, address, settings.grpc_workers, dependencies=[redis_ping(settings.redis_url)],
+        server, port = serve(mm.app, address, settings.grpc_workers, dependencies=[redis_primary(settings.redis_url)],
                              transport=serving)
     server.start()
     stop = stop_on_signals()

@@ -37,6 +37,8 @@ def main() -> None:
         serving = transport()
     app = bootstrap(settings=settings)
     # The archive (SQL) serves only matches gone from Redis: while away, those are UNAVAILABLE.
+    # PING, not `redis_primary`: its calls read, which a replica serves (after a failover, the
+    # demoted node replicates the new primary); only an import writes, refused UNAVAILABLE then.
     with exit_unbound("FAMIGLIA_REPLAY_ADDR", settings.replay_addr):
         server, port = serve(app, address, settings.grpc_workers, dependencies=[redis_ping(settings.redis_url)],
                              transport=serving, stuck_call_s=stuck_after)

@@ -5,11 +5,11 @@ READONLY (UNAVAILABLE) to every retry until the process restarted; at the first 
 now drop their pool's connections, once, and the next call connects afresh.
 
 The address is a small TCP proxy whose upstream is switched: connections made after the switch
-go to the primary, those open stay on the replica, as with a host name that resolves anew."""
+go to the primary, those open stay on the replica, as with a host name that resolves anew
+(tests.support.failover)."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -26,68 +26,17 @@ from famiglia.grpcutil.errors import store_away
 from famiglia.localstack.redis_server import RedisServer
 from services.command.bootstrap import bootstrap
 from services.matchmaking.store import RedisTicketStore
+from tests.support.failover import SwitchingProxy, fail_over_by_hand, primary_and_replica
 
 pytestmark = pytest.mark.redis
 
 REGISTRY = default_registry()
 
 
-class SwitchingProxy:
-    """Forwards each connection to `upstream` (a port) as it was when the connection came."""
-
-    def __init__(self, upstream: int) -> None:
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.connections = 0
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                near, _ = self.listener.accept()
-            except OSError:
-                return
-            far = socket.create_connection(("127.0.0.1", self.upstream))
-            self.connections += 1
-            self._sockets += [near, far]
-            for source, sink in ((near, far), (far, near)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        for end in (source, sink):
-            try:
-                end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        try:
-            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
-        except OSError:
-            pass
-        self.listener.close()
-        for end in self._sockets:
-            end.close()
-
-
 @pytest.fixture()
 def servers(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
     """A primary and its replica, this test's alone."""
-    primary = RedisServer(data_dir=tmp_path / "primary", extra_args=("--repl-diskless-sync-delay", "0")).start()
-    replica = RedisServer(data_dir=tmp_path / "replica",
-                          extra_args=("--replicaof", "127.0.0.1", str(primary.port))).start()
+    primary, replica = primary_and_replica(tmp_path)
     yield primary, replica
     replica.stop()
     primary.stop()
@@ -222,10 +171,11 @@ def test_the_partition_consumer_on_a_demoted_node_reads_after_the_failover(
 def test_every_long_lived_client_of_ours_follows_a_failover() -> None:
     """Made by famiglia.redis_clients: the event store's (the command, replay, projection and
     bots services', with the quarantine, chat, rematches, players' index, tournaments and
-    consumers on it), the quarantine's bounded one (its own pool), matchmaking's. (Celery's
-    broker is Celery's.) Nothing connects."""
+    consumers on it), the quarantine's bounded one (its own pool), matchmaking's, and the bots'
+    broker's (its channels' pools and the dispatcher's pushes, a demoted node's answer raised as
+    a lost connection: tests/integration/bots/test_broker_failover.py). Nothing connects."""
     from famiglia.matchmaking import FixedRatings
-    from famiglia.redis_clients import failover_of
+    from famiglia.redis_clients import failover_of, plain_connection_class
     from services.command.quarantine import _bounded
     from services.matchmaking.bootstrap import bootstrap as matchmaking
 
@@ -238,13 +188,20 @@ def test_every_long_lived_client_of_ours_follows_a_failover() -> None:
     assert len(set(timeouts)) == 2  # (its own settings, kept)
     mm = matchmaking(settings=Settings(redis_url=url, secret="s"), games={}, ratings=FixedRatings())
     assert failover_of(mm.app.store.client) is not None
+    from services.bots.bootstrap import bootstrap as bots
+    from services.bots.entrypoints.broker import Channel
+    from services.bots.entrypoints.celery_app import CeleryTasks
+
+    pushes = failover_of(CeleryTasks(bots(settings=Settings(redis_url=url, secret="s")).celery)._broker())
+    assert pushes is not None and pushes.as_connection_error
+    assert plain_connection_class(Channel.connection_class) is not Channel.connection_class  # (its pools: `_get_pool`)
 
 
 def test_a_bots_service_started_on_a_demoted_node_makes_its_group_after_the_failover(
         servers: tuple[RedisServer, RedisServer], demoted: SwitchingProxy) -> None:
     """The dispatcher's group, made at start: a replica's READONLY raised out of
     `start_background` and the bots service exited in a traceback; it is told
-    (`dispatcher_group_refused`, readiness's PING passes) and made once Redis takes it."""
+    (`dispatcher_group_refused`) and made once Redis takes it."""
     from structlog.testing import capture_logs
 
     from services.bots.__main__ import _dispatch, _ensure_groups
@@ -273,3 +230,77 @@ def test_a_bots_service_started_on_a_demoted_node_makes_its_group_after_the_fail
         primary.close()
     finally:
         store.close()
+
+
+def test_readiness_is_not_serving_while_the_address_leads_to_a_demoted_node(
+        servers: tuple[RedisServer, RedisServer]) -> None:
+    """The readiness PING passed on a replica: health said SERVING while every write was refused
+    READONLY, and a load balancer kept sending calls to a replica of the service that could only
+    fail them. The role is checked with the PING (`redis_primary`): NOT_SERVING, the line saying
+    why, until the address leads to the primary; then the service's pools are made again before
+    it is SERVING, so its first write goes to the primary, not to the node it left."""
+    import grpc
+    from structlog.testing import capture_logs
+
+    from famiglia.grpcutil.readiness import redis_primary
+    from famiglia.grpcutil.server import build_server
+    from famiglia.redis_clients import failover_of
+    from famiglia.v1 import game_service_pb2_grpc as pb_grpc
+    from services.command.entrypoints.grpc_server import GameServicer
+    from tests.integration.test_readiness import GS, NOT_SERVING, SERVING, _until
+
+    primary, replica = servers
+    address = SwitchingProxy(primary.port)
+    store = RedisEventStore.connect(address.url)
+    app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+    server, port = build_server("127.0.0.1:0", [(pb_grpc.add_GameServiceServicer_to_server, GameServicer(app), GS)],
+                                workers=4, call_workers=1, dependencies=[redis_primary(address.url)],
+                                check_every=0.05)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    game_id = next(iter(REGISTRY))
+    players = REGISTRY.get(game_id).info.min_players
+    try:
+        with capture_logs() as logs:
+            server.start()
+            _until(channel, SERVING)
+            app.create_match(game_id, players, seed=11)
+            _in_use(store.client, 3)  # pooled connections to the primary, about to be demoted
+            fail_over_by_hand(primary, replica)  # the address still leads to the demoted node
+            _until(channel, NOT_SERVING)
+            with pytest.raises(redis.RedisError) as refused:
+                app.create_match(game_id, players, seed=12)
+            assert store_away(refused.value), refused.value
+            _in_use(store.client, 3)  # made again (the READONLY dropped them), to the demoted node again
+            demoted = failover_of(store.client).drops  # type: ignore[union-attr]
+            demoted_at = len(logs)
+            address.upstream = replica.port  # the address leads to the new primary
+            _until(channel, SERVING)
+            for seed in (13, 14, 15):  # no READONLY first: made again before SERVING
+                app.create_match(game_id, players, seed=seed)
+        down = [line for line in logs if line["event"] == "dependency_down"]
+        assert len(down) == 1 and down[0]["dependency"] == "redis", down
+        assert "RedisReplica" in down[0]["error"] and "READONLY" in down[0]["error"], down[0]
+        again = [line for line in logs if line["event"] == "redis_primary_again"]
+        assert len(again) == 1 and again[0]["pools_reconnected"] >= 1, again
+        assert not [line for line in logs[demoted_at:] if line["event"] == "redis_demoted"]
+        assert failover_of(store.client).drops > demoted  # type: ignore[union-attr]
+    finally:
+        channel.close()
+        server.stop(0)
+        store.close()
+        address.close()
+
+
+def test_the_role_is_read_on_a_resp2_connection_too(servers: tuple[RedisServer, RedisServer]) -> None:
+    """HELLO's reply is a flat list there, not a map."""
+    from famiglia.grpcutil.readiness import RedisReplica, redis_primary
+
+    primary, replica = servers
+    on_primary, on_replica = redis_primary(primary.url + "?protocol=2"), redis_primary(replica.url + "?protocol=2")
+    try:
+        on_primary.check()
+        with pytest.raises(RedisReplica, match="answers as a replica"):
+            on_replica.check()
+    finally:
+        on_primary.close()
+        on_replica.close()

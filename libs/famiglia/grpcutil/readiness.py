@@ -50,6 +50,12 @@ def redis_ping(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
     `ping`), no retries (redis-py's own would stretch a check over seconds), and no CLIENT
     SETNAME (an ACL that allows the store's commands need not allow it); nothing connects
     until a check."""
+    client, target = _check_client(url, timeout)
+    return Dependency("redis", client.ping, client.close, target)
+
+
+def _check_client(url: str, timeout: float) -> tuple[Any, str]:
+    """`redis_ping`'s client, and where it connects as a line may show it."""
     import redis
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -58,7 +64,63 @@ def redis_ping(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
 
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                   retry=Retry(NoBackoff(), 0))
-    return Dependency("redis", client.ping, client.close, shown_url(url))
+    return client, shown_url(url)
+
+
+class RedisReplica(Exception):
+    """Redis answers, but as a replica: every write is refused READONLY."""
+
+
+def redis_primary(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
+    """Redis answers PING, and as the primary: for a service whose calls write to it.
+
+    After a failover the address may still lead to the demoted node (a name not yet updated, or
+    cached), which answers PING but refuses every write READONLY: the calls that write would
+    all fail UNAVAILABLE `store_unavailable`, so this replica is not ready, and the line
+    (`dependency_down`) says why. The role is HELLO's (no arguments: it switches nothing; no ACL
+    refuses it, walked: a user allowed PING alone is answered HELLO, and refused ROLE and INFO
+    NOPERM), sent with the PING in one round trip, both O(1), on `redis_ping`'s one connection
+    and timeouts. Found a replica, that connection is dropped, so the next check connects to
+    wherever the address leads then; found the primary again after a replica, every pool of
+    the process that follows a failover (`famiglia.redis_clients.reconnect_all`) drops its
+    connections too, so a pool that no call wrote on meanwhile does not refuse the first
+    writes once the service is back."""
+    client, target = _check_client(url, timeout)
+    return Dependency("redis", _PrimaryCheck(client, target), client.close, target)
+
+
+class _PrimaryCheck:
+    """`redis_primary`'s check: PING and HELLO, and whether the last one found a replica."""
+
+    def __init__(self, client: Any, target: str) -> None:
+        self.client = client
+        self.target = target
+        self.replica = False
+
+    def __call__(self) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.ping()
+        pipe.execute_command("HELLO")
+        role = _field(pipe.execute()[1], "role")  # a LOADING (PING's) or a lost connection raises
+        if role not in ("master", "primary"):
+            self.replica = True
+            self.client.connection_pool.disconnect()  # the next check connects afresh
+            raise RedisReplica(f"Redis answers as a {role or 'replica'}: every write is refused READONLY (a "
+                               "failover left the address on the demoted node); ready once it leads to the primary")
+        if self.replica:
+            from famiglia.redis_clients import reconnect_all
+
+            self.replica = False
+            log.info("redis_primary_again", target=self.target, pools_reconnected=reconnect_all())
+
+
+def _field(reply: Any, name: str) -> str:
+    """A field of HELLO's reply (a map in RESP3, a flat list in RESP2), as text."""
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=False)
+    for key, value in pairs:
+        if (key.decode() if isinstance(key, bytes) else key) == name:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return ""
 
 
 def sql_select_one(url: str, *, timeout: float = CHECK_TIMEOUT_S) -> Dependency:
