@@ -304,3 +304,35 @@ def test_the_role_is_read_on_a_resp2_connection_too(servers: tuple[RedisServer, 
     finally:
         on_primary.close()
         on_replica.close()
+
+
+def test_an_append_whose_script_was_loaded_on_the_demoted_node_is_unavailable_once_then_goes_through(
+        servers: tuple[RedisServer, RedisServer]) -> None:
+    """The new primary never had the append script (scripts are not replicated): its first
+    EVALSHA answers NOSCRIPT, and the store loads the script through its pool, whose idle
+    connections may still be on the demoted node, where the load succeeds (no READONLY to drop
+    them). Its EVALSHA then answered NOSCRIPT again, raised as NoScriptError (INTERNAL), at
+    every append for as long as those connections stayed. Now every connection is made again
+    and the append is UNAVAILABLE, once: the retry goes through on the primary."""
+    primary, replica = servers
+    address = SwitchingProxy(primary.port)
+    store = RedisEventStore.connect(address.url)
+    try:
+        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+        game_id = next(iter(REGISTRY))
+        players = REGISTRY.get(game_id).info.min_players
+        app.create_match(game_id, players, seed=11)  # the script loaded on the primary, not on its replica
+        _in_use(store.client, 3)  # the pool's idle connections, on the node about to be demoted
+        fail_over_by_hand(primary, replica)
+        address.upstream = replica.port
+        for kept in store._idle:  # the appends' kept connections, made again (a socket error, say): to the new primary
+            kept.disconnect()
+        with pytest.raises(redis.RedisError) as refused:
+            app.create_match(game_id, players, seed=12)
+        assert store_away(refused.value), refused.value
+        for seed in (13, 14, 15):
+            created = app.create_match(game_id, players, seed=seed)
+            assert redis.Redis(port=replica.port).exists(store.keys.version(created.match_id))
+    finally:
+        store.close()
+        address.close()

@@ -380,7 +380,10 @@ class RedisEventStore(EventStore):
             reply = self._send(request, self._reply_poll())
         except NoScriptError:
             self._load_append_script()
-            reply = self._send(self._append_request(keys, expected_version, events, command_id))
+            try:
+                reply = self._send(self._append_request(keys, expected_version, events, command_id))
+            except NoScriptError as exc:
+                raise self._loaded_elsewhere(exc) from exc
         if type(reply) is int:  # appended, `reply` events (append.lua names its three replies)
             return appended(expected_version + reply, expected_version + 1, expected_version + reply)
         if isinstance(reply, bytes):  # a duplicate command: its record, "first:last"
@@ -464,6 +467,18 @@ class RedisEventStore(EventStore):
         keys = (b"".join([_bulk(name.encode()) for name in names]), layout.command(match_id, "").encode())
         self._append_keys[match_id] = keys
         return keys
+
+    def _loaded_elsewhere(self, exc: NoScriptError) -> redis.ConnectionError:
+        """NOSCRIPT again just after the script was loaded: loaded on another node than the one
+        the append went to. A failover left this store's connections on two nodes (the new
+        primary never had the script: scripts are not replicated; a pooled connection still on
+        the demoted node loaded it there, and nothing refused it READONLY). Every connection is
+        made again, to wherever the address leads, and the append is UNAVAILABLE, for its caller
+        to retry; before, it was NOSCRIPT (INTERNAL) at every append while those stayed."""
+        if self._failover is not None:
+            self._failover.drop()
+        return redis.ConnectionError(f"the append script was loaded on another node than the one that refused it "
+                                     f"({exc}): a failover; connecting again")
 
     def _load_append_script(self) -> None:
         """(Re)load append.lua (after SCRIPT FLUSH or a restart) and spell its EVALSHA head."""
