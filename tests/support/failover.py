@@ -82,16 +82,24 @@ def primary_and_replica(tmp_path: Path) -> tuple[RedisServer, RedisServer]:
     return primary, replica
 
 
-def in_sync(replica: RedisServer, *, timeout: float = 30.0) -> None:
-    """Wait until `replica`'s link to its primary is up."""
-    client = redis.Redis(port=replica.port)
+def in_sync(primary: RedisServer, replica: RedisServer, *, timeout: float = 30.0) -> None:
+    """Wait until `replica` has every write `primary` took, and `primary` counts it online (a
+    FAILOVER TO it is refused before)."""
+    old, new = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
     try:
         deadline = time.monotonic() + timeout
-        while client.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica never caught up"
-            time.sleep(0.05)
+        while True:
+            mine, its = old.info("replication"), new.info("replication")
+            online = any(isinstance(v, dict) and v.get("state") == "online" and v.get("port") == replica.port
+                         for k, v in mine.items() if k.startswith("slave"))
+            if (online and its.get("master_link_status") == "up"
+                    and its.get("slave_repl_offset", -1) >= mine.get("master_repl_offset", 0)):
+                return
+            assert time.monotonic() < deadline, f"the replica never caught up: {its}"
+            time.sleep(0.02)
     finally:
-        client.close()
+        old.close()
+        new.close()
 
 
 def coordinated_failover(primary: RedisServer, replica: RedisServer, proxy: SwitchingProxy,
@@ -99,7 +107,7 @@ def coordinated_failover(primary: RedisServer, replica: RedisServer, proxy: Swit
     """Redis's own FAILOVER: `primary` waits for `replica` to catch up and becomes its replica
     (its blocked clients unblocked with an error, every write refused READONLY from then on), and
     `replica` the primary; then the address leads to the new primary. Nothing acknowledged is lost."""
-    in_sync(replica, timeout=timeout)
+    in_sync(primary, replica, timeout=timeout)
     old, new = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
     try:
         old.execute_command("FAILOVER", "TO", "127.0.0.1", replica.port, "TIMEOUT", int(timeout * 1000))
@@ -117,7 +125,7 @@ def fail_over_by_hand(primary: RedisServer, replica: RedisServer, *, timeout: fl
     """A failover as an operator makes one (docs/operations.md, "A Redis failover"): `replica`
     promoted (`REPLICAOF NO ONE`), then `primary` demoted to its replica (`REPLICAOF host port`).
     The address is left where it leads (switch the proxy's upstream for that)."""
-    in_sync(replica, timeout=timeout)
+    in_sync(primary, replica, timeout=timeout)
     old, new = redis.Redis(port=primary.port), redis.Redis(port=replica.port)
     try:
         new.execute_command("REPLICAOF", "NO", "ONE")
