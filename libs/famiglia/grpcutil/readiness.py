@@ -102,11 +102,11 @@ class _PrimaryCheck:
         pipe.ping()
         pipe.execute_command("HELLO")
         role = _field(pipe.execute()[1], "role")  # a LOADING (PING's) or a lost connection raises
-        if role not in ("master", "primary"):
+        if role and role not in ("master", "primary"):  # (none said, as by a proxy: the PING decides)
             self.replica = True
             self.client.connection_pool.disconnect()  # the next check connects afresh
-            raise RedisReplica(f"Redis answers as a {role or 'replica'}: every write is refused READONLY (a "
-                               "failover left the address on the demoted node); ready once it leads to the primary")
+            raise RedisReplica(f"Redis answers as a {role}: every write is refused READONLY (a failover "
+                               "left the address on the demoted node); ready once it leads to the primary")
         if self.replica:
             from famiglia.redis_clients import reconnect_all
 
