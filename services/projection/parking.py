@@ -9,8 +9,9 @@ longer hold the consumer group, and writes to Redis, next to the retention water
     <prefix>:projection:dead_letters  stream: every parked entry (same fields), capped; also each
                                       partition entry no event could be read from (`match_id` empty,
                                       `reason` "unreadable: ..."), acked after its record
-    <prefix>:projection:dead_lettered zset: "partition:entry id" of each letter in the stream (by
-                                      time, capped alike): a letter is written once per entry
+    <prefix>:projection:dead_lettered zset: "partition:entry id" of each letter the stream holds (by
+                                      its time): a letter is written once per entry while the stream
+                                      holds it
     <prefix>:projection:unparks       counter of `unpark`s, and
     <prefix>:projection:unparked      hash: match id -> the counter at its last `unpark`
 
@@ -44,14 +45,15 @@ DEAD_LETTERS_MAXLEN = 100_000
 
 _RECORD = """
 -- KEYS: the dead-letter stream, its letters' entries (zset), the parked hash, the unparked hash.
--- ARGV: the cap, the time (ms), then five a letter: its partition entry ("" for one read from no
--- partition: never taken for another), the match it names parked ("" none), the unparks its
--- consumer had seen ("" any), the hash record (JSON), the stream fields (JSON array).
+-- ARGV: the cap, then five a letter: its partition entry ("" for one read from no partition: never
+-- taken for another), the match it names parked ("" none), the unparks its consumer had seen (""
+-- any), the hash record (JSON), the stream fields (JSON array).
 -- One script, so all of it is written or none (out of memory refuses its first write); made
--- again, it writes no letter twice. Answers {letters written, matches not named: unparked since}.
-local cap, now = tonumber(ARGV[1]), ARGV[2]
+-- again, it writes no letter the stream still holds. Answers {letters written, matches not named:
+-- unparked since}.
+local cap = tonumber(ARGV[1])
 local written, unparked = 0, {}
-for i = 3, #ARGV, 5 do
+for i = 2, #ARGV, 5 do
   local entry, named, seen = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if named ~= '' then
     local mark = redis.call('HGET', KEYS[4], named)
@@ -61,13 +63,21 @@ for i = 3, #ARGV, 5 do
       redis.call('HSETNX', KEYS[3], named, ARGV[i + 3])
     end
   end
-  if entry == '' or redis.call('ZADD', KEYS[2], 'NX', now, entry) == 1 then
-    redis.call('XADD', KEYS[1], 'MAXLEN', '~', cap, '*', unpack(cjson.decode(ARGV[i + 4])))
+  if entry == '' or not redis.call('ZSCORE', KEYS[2], entry) then
+    local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', cap, '*', unpack(cjson.decode(ARGV[i + 4])))
+    if entry ~= '' then redis.call('ZADD', KEYS[2], tonumber(string.match(id, '^%d+')), entry) end
     written = written + 1
   end
 end
-local over = redis.call('ZCARD', KEYS[2]) - cap
-if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1) end
+-- An entry is keyed as long as the stream holds its letter (scored by the letter's time): what the
+-- stream's trim dropped, and nothing it holds (`MAXLEN ~` drops whole nodes: it keeps more than
+-- the cap, and the letters of no partition entry count in it too).
+local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+if oldest then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. string.match(oldest[1], '^%d+'))
+else
+  redis.call('DEL', KEYS[2])
+end
 return {written, unparked}
 """
 
@@ -132,7 +142,7 @@ class DeadLetters:
             named = env.match_id if item.first else ""  # the others only follow the one that got it parked
             seen = "" if item.unparks_seen is None else str(item.unparks_seen)
             letters.append(_Letter(item.entry.partition, item.entry.entry_id, fields, named, seen))
-        return self._write(letters, now_ms)
+        return self._write(letters)
 
     def record_unreadable(self, entries: Iterable[UnreadableEntry], consumer: str = "") -> int:
         """Write each partition entry no event could be read from to the stream, once (no match to
@@ -145,12 +155,12 @@ class DeadLetters:
                             "entry_id": entry.entry_id, "reason": f"unreadable: {entry.reason}",
                             "consumer": consumer, "at_ms": str(now_ms)})
                    for entry in entries]
-        return self._write(letters, now_ms).written
+        return self._write(letters).written
 
-    def _write(self, letters: Sequence[_Letter], now_ms: int) -> Recorded:
+    def _write(self, letters: Sequence[_Letter]) -> Recorded:
         if not letters:
             return Recorded(0)
-        args: list[Any] = [DEAD_LETTERS_MAXLEN, now_ms]
+        args: list[Any] = [DEAD_LETTERS_MAXLEN]
         for letter in letters:
             args += letter.args()
         written, unparked = self._record(keys=[self.stream_key, self.lettered_key, self.parked_key,

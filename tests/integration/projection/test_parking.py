@@ -479,11 +479,24 @@ def test_a_match_unparked_while_its_entries_wait_for_their_record_is_not_named_p
     assert not f1 & _pending_ids(app)
 
 
-def test_what_keeps_each_letter_once_is_capped_as_the_dead_letter_stream_is(app: ProjectionApp, monkeypatch) -> None:
-    """The entries lettered are kept, as the letters are, up to `DEAD_LETTERS_MAXLEN`, the newest."""
+def test_an_entry_is_keyed_as_long_as_the_dead_letter_stream_holds_its_letter(app: ProjectionApp, monkeypatch) -> None:
+    """The stream is trimmed `MAXLEN ~`, a whole node at a time: it keeps more than the cap (and the
+    letters of no partition entry count in it). Before, the entries lettered were trimmed to the cap
+    exactly, so a letter the stream still held was written again when its record was made again (a
+    rebuild meets every unreadable entry, and every entry of a parked match, still in the streams).
+    Now an entry is keyed while the stream holds its letter, and no longer."""
     monkeypatch.setattr(parking, "DEAD_LETTERS_MAXLEN", 3)
     letters = DeadLetters(app.store)
-    for i in range(5):
-        assert letters.record_unreadable([UnreadableEntry(1, f"{1000 + i}-0", "DecodeError: bad")], "c1") == 1
-    assert app.store.client.zrange(letters.lettered_key, 0, -1) == [b"1:1002-0", b"1:1003-0", b"1:1004-0"]
-    assert letters.record_unreadable([UnreadableEntry(1, "1004-0", "DecodeError: bad")], "c1") == 0
+    entries = [UnreadableEntry(1, f"{1000 + i}-0", "DecodeError: bad") for i in range(6)]
+    for entry in entries:
+        assert letters.record_unreadable([entry], "c1") == 1
+        time.sleep(0.002)  # each letter in a millisecond of its own (its entry's score)
+    held = _letters(app)
+    assert len(held) > 3  # whole nodes only: none trimmed yet
+    assert letters.record_unreadable(entries, "c1") == len(entries) - len(held)
+    assert sorted(_letters(app)) == sorted(set(_letters(app)))  # each once
+    app.store.client.xtrim(letters.stream_key, maxlen=2, approximate=False)  # as a node dropped
+    assert letters.record_unreadable([UnreadableEntry(1, "1006-0", "DecodeError: bad")], "c1") == 1
+    assert app.store.client.zrange(letters.lettered_key, 0, -1) == [b"1:1004-0", b"1:1005-0", b"1:1006-0"]
+    assert letters.record_unreadable(entries, "c1") == 4  # those the stream dropped, each once more
+    assert sorted(_letters(app)) == sorted(set(_letters(app)))
