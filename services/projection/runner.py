@@ -194,7 +194,7 @@ class ProjectionRunner:
             # Our own leftovers first: a consumer restarted under a fixed name redoes what it had read.
             self._resume()
         if self._unrecorded:  # parked entries whose record failed: recorded (and acked) before all else
-            self._record_parked([])
+            self._try_again(self._record_parked([]))
             if not self._unrecorded:
                 # Acked now, not with the read: idle since they were parked, this round's claim would
                 # take them again, to be parked and recorded once more.
@@ -407,7 +407,7 @@ class ProjectionRunner:
         if self._held_back_at is not None:
             self._read_on()
         # Recorded before they are acked: a parked entry is never dropped without a trace.
-        self._record_parked(outcome.parked)
+        again = self._record_parked(outcome.parked)
         self.unacked += outcome.done
         self._count(outcome)
         if len(entries) == len(self.deferred):  # every entry kept was tried (`entries` are some of them)
@@ -416,6 +416,7 @@ class ProjectionRunner:
             for entry in entries:
                 self.deferred.pop((entry.partition, entry.entry_id), None)
             self.deferred.update(((e.partition, e.entry_id), e) for e in outcome.deferred)
+        self._try_again(again)
         self._back_off(entries, outcome)
         if outcome.applied or outcome.skipped:
             log.debug("projection_batch", applied=len(outcome.applied), skipped=len(outcome.skipped),
@@ -450,7 +451,7 @@ class ProjectionRunner:
         except Exception:  # noqa: BLE001 - the lag only: the next event of the partition moves it on
             log.debug("projection_unreadable_checkpoints_unmoved", consumer=self.name, exc_info=True)
 
-    def _record_parked(self, parked: list[Parked]) -> None:
+    def _record_parked(self, parked: list[Parked]) -> list[PartitionEntry]:
         """Record parked entries as dead letters (with those a failed record left), then ack them
         with the next read. Should the record fail (Redis away), they are kept, unacked and out of
         `deferred`, and recorded again at the start of each round until it is made, their matches
@@ -460,25 +461,45 @@ class ProjectionRunner:
         time Redis failed the record. Made again, the record writes no letter twice (one script,
         keyed by partition entry: before session 35 a record cut short wrote its letters again), and
         names no match `unpark` let go since the parked matches were read: it is projected again,
-        here at once (before, the record parked it again, for every consumer)."""
+        here at once (before, the record parked it again, for every consumer). The entries of such a
+        match are not acked but returned, to be tried again (`_try_again`): an unpark after their
+        strike-out projected them from the match's stream (they are skipped), one before it (read
+        after this consumer's last look) projected none of them (before session 35 they were acked
+        unprojected, the match named nowhere, and its next entries waited for a gap for ever);
+        struck again, they name the match, the parked matches read again since."""
         todo = dict(self._unrecorded)
         for item in parked:  # each entry once: one kept before is the one recorded (with its `first`)
             key = (item.entry.partition, item.entry.entry_id)
             if key not in todo:  # parked as the parked matches were last read
                 todo[key] = replace(item, unparks_seen=self._unparks_seen)
         if not todo:
-            return
+            return []
         try:
             recorded = self.dead_letters.record(todo.values(), self.name)
         except Exception:  # noqa: BLE001 - Redis away: kept, recorded at the next round's start
             self._unrecorded = todo
             log.warning("projection_dead_letters_unrecorded", consumer=self.name, entries=len(todo), exc_info=True)
-            return
+            return []
         self._unrecorded = {}
-        self.unacked += [p.entry for p in todo.values()]
-        for match_id in recorded.unparked:  # `unpark` projected it meanwhile: its next entries are projected
+        unparked = set(recorded.unparked)
+        again = [p.entry for p in todo.values() if p.entry.envelope.match_id in unparked]
+        self.unacked += [p.entry for p in todo.values() if p.entry.envelope.match_id not in unparked]
+        for match_id in recorded.unparked:  # `unpark` let it go meanwhile: its entries are projected
             self.projector.parked_matches.discard(match_id)
-            log.info("projection_match_unparked_meanwhile", match_id=match_id, consumer=self.name)
+            log.info("projection_match_unparked_meanwhile", match_id=match_id, consumer=self.name,
+                     entries=sum(e.envelope.match_id == match_id for e in again))
+        if unparked:
+            try:  # the unparks since: should they fail again, the match is named
+                self.refresh_parked()
+            except Exception:  # noqa: BLE001 - Redis away: the next refresh; struck meanwhile, tried again
+                log.debug("projection_parked_unread", consumer=self.name, exc_info=True)
+        return again
+
+    def _try_again(self, entries: list[PartitionEntry]) -> None:
+        """Parked entries of a match `unpark` let go before their record (`_record_parked`): kept, to
+        be projected (or skipped, the unpark having projected them) with the next batch."""
+        for entry in entries:
+            self.deferred[(entry.partition, entry.entry_id)] = entry
 
     def _count(self, outcome: BatchOutcome) -> None:
         self.projected += len(outcome.applied)
@@ -492,10 +513,11 @@ class ProjectionRunner:
         Before session 34 the round's failure dropped them: a redelivery, or an entry of a parked
         match, stayed unacked beside a poison match until a healthy batch came to this consumer."""
         finished = partial.done + [p.entry for p in partial.parked]
-        self._record_parked(partial.parked)
+        again = self._record_parked(partial.parked)
         self.unacked += partial.done
         for entry in finished:
             self.deferred.pop((entry.partition, entry.entry_id), None)
+        self._try_again(again)
         self._forget_retries()
         self._count(partial)
 

@@ -135,3 +135,38 @@ def test_a_rebuild_records_the_matches_it_parks_as_a_consumer_does(app: Projecti
     runner = app.runner("c1")
     runner.refresh_parked()
     assert "f1" in runner.projector.parked_matches
+
+
+def test_a_match_struck_out_after_an_unpark_its_consumer_had_not_read_is_tried_again_and_named(
+        app: ProjectionApp, monkeypatch) -> None:
+    """A record names no match `unpark` let go since its consumer last read the parked matches: for
+    an unpark after the strike-out, which projected the entries struck from the match's stream. One
+    before it (a consumer reads the parked matches every few seconds) projected none of the entries
+    struck, written after it. Before, the record acked them all the same, unprojected, and named no
+    match: the match lost those events, `parked` listed nothing, and its next entries would have
+    waited for a gap for ever. The entries of a match not named are now tried again: the unpark's
+    projection skips them, and struck again they name the match."""
+    played = write_matches(app.store, app.registry, _specs("src", 1))
+    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
+    for env in copy:
+        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    half = len(copy) // 2
+    app.store.append("f1", 0, copy[:half])
+    config = replace(app.settings.runner_config("c1"), claim_every_s=3600.0)  # the parked matches read once
+    runner = ProjectionRunner(app.store, Projector(app.sql, app.registry), config)
+    _run(runner, lambda: _finished(app, ["src0"]))
+    assert not app.unpark("f1").applied  # an operator's unpark, the consumer's read of the parked matches before it
+    real = Projector._apply_run
+
+    def flaky(self, conn, writes, row, envelopes, *args):  # a bug reading f1's next moves
+        if envelopes[0].match_id == "f1" and envelopes[-1].seq > half:
+            raise ValueError("cannot read f1's next move")
+        return real(self, conn, writes, row, envelopes, *args)
+
+    monkeypatch.setattr(Projector, "_apply_run", flaky)
+    app.store.append("f1", half, copy[half:])
+    _run(runner, lambda: True)
+    record = DeadLetters(app.store).records()["f1"]
+    assert record["seq"] == str(half + 1) and "cannot read f1's next move" in record["reason"]
+    monkeypatch.undo()  # the fix is deployed
+    assert app.unpark("f1").applied and _finished(app, ["f1"])
