@@ -66,8 +66,10 @@ def cmd_rebuild(settings: Settings) -> int:
           + (f", {report.flagged} matches still flagged diverged (`diverged` lists them)" if report.flagged else "")
           + (f", {report.unreadable} partition entries no event could be read from gone past"
              " (see the log and the dead letters)"
-             if report.unreadable else ""))
-    return 0 if not (report.left_deferred or report.parked or report.flagged) else 1
+             if report.unreadable else "")
+          + (f", {report.unrecorded} parked or unreadable entries NOT recorded in the dead letters (Redis"
+             " refused them: rebuild again once it takes writes)" if report.unrecorded else ""))
+    return 0 if not (report.left_deferred or report.parked or report.flagged or report.unrecorded) else 1
 
 
 def cmd_unpark(settings: Settings, match_ids: list[str]) -> int:

@@ -81,6 +81,10 @@ class RebuildReport:
     unreadable: int = 0
     """Partition stream entries no event could be read from (a foreign XADD's): logged, recorded as
     dead letters (once: one a consumer recorded already is not written again), gone past."""
+    unrecorded: int = 0
+    """Entries parked or unreadable whose dead-letter record Redis refused (out of memory, away):
+    logged, and the rebuild goes on (the tables are emptied already); a run once Redis takes writes
+    records them."""
 
 
 def stream_entries(store: RedisEventStore, chunk: int = 1000,
@@ -132,6 +136,7 @@ def kept_archive_entries(store: RedisEventStore, engine: Engine, page: int = 200
 
 def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
             batch: int = 500, progress: Callable[[int], None] | None = None) -> RebuildReport:
+    projector.parked_matches = set()  # every match tried again, also by a projector that rebuilt before
     report = _rebuild_once(store, engine, projector, batch, progress)
     if report.flagged:  # met this run: the next one takes them from the store
         log.warning("projection_rebuild_again", flagged=report.flagged,
@@ -140,7 +145,8 @@ def rebuild(store: RedisEventStore, engine: Engine, projector: Projector, *,
         report = replace(again, diverged=report.diverged + again.diverged)
     log.info("projection_rebuild_done", archived=report.archived, entries=report.entries, applied=report.applied,
              finished=report.matches_finished, left_deferred=report.left_deferred, parked=report.parked,
-             diverged=report.diverged, flagged=report.flagged, unreadable=report.unreadable)
+             diverged=report.diverged, flagged=report.flagged, unreadable=report.unreadable,
+             unrecorded=report.unrecorded)
     return report
 
 
@@ -160,7 +166,7 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
     def record(found: list[UnreadableEntry]) -> None:
         """As a consumer that meets one records it (`ProjectionRunner._unreadable`): once, however many
         rebuilds or consumers meet it (before session 35 a rebuild only logged them)."""
-        letters.record_unreadable(found, "rebuild")
+        feed.record(lambda: letters.record_unreadable(found, "rebuild"), len(found))
         unreadable.extend(found)
 
     feed.all(stream_entries(store, on_unreadable=record))
@@ -176,7 +182,7 @@ def _rebuild_once(store: RedisEventStore, engine: Engine, projector: Projector, 
         conn.execute(text(f"DROP TABLE {KEPT_TOURNAMENTS}"))
         left_flagged = len(flagged(conn))
     return RebuildReport(feed.read - archived, feed.applied, feed.finished, len(feed.deferred), archived,
-                         feed.parked, diverged, left_flagged, len(unreadable))
+                         feed.parked, diverged, left_flagged, len(unreadable), feed.unrecorded)
 
 
 @dataclass
@@ -195,6 +201,7 @@ class _Feed:
     finished: int = 0
     parked: int = 0
     letters: DeadLetters | None = None
+    unrecorded: int = 0
 
     def __post_init__(self) -> None:
         self.pending: list[PartitionEntry] = []
@@ -206,6 +213,18 @@ class _Feed:
             self.read += 1
             if len(self.pending) >= self.batch:
                 self.flush()
+
+    def record(self, write: Callable[[], object], entries: int) -> None:
+        """A dead-letter record, best effort: a Redis that refuses it (out of memory: it serves the
+        reads) does not end the rebuild, which emptied the tables already (before, it died there,
+        and every run after it)."""
+        try:
+            write()
+        except Exception:  # noqa: BLE001 - Redis refusing writes: counted and told, the tables come first
+            self.unrecorded += entries
+            log.warning("projection_rebuild_dead_letters_unrecorded", entries=entries, exc_info=True,
+                        hint="rebuild again once Redis takes writes: the letters and the parked matches are "
+                             "written then (the consumers park the entries of a match `parked` names)")
 
     def flush(self) -> None:
         if not (self.pending or self.deferred):
@@ -224,7 +243,8 @@ class _Feed:
         self.finished += len(outcome.finished_matches)
         self.parked += len(outcome.parked)
         if outcome.parked and self.letters is not None:
-            self.letters.record(outcome.parked, "rebuild")
+            letters = self.letters
+            self.record(lambda: letters.record(outcome.parked, "rebuild"), len(outcome.parked))
         self.deferred, self.pending = outcome.deferred, []
         if self.progress is not None:
             self.progress(self.read)
