@@ -69,14 +69,21 @@ class ProjectionApp:
 
     def unpark(self, match_id: str) -> BatchOutcome:
         """Forget a parked match's record and project it from its own stream (once its cause is
-        fixed). Running consumers stop parking its later entries at their next refresh."""
-        self.dead_letters().forget(match_id)
-        partition = self.store.partition_of(match_id)
-        entries = [PartitionEntry(partition, "0-0", env) for env in self.store.read(match_id)]
+        fixed). Running consumers stop parking its later entries at their next refresh. A
+        projection that fails (the database away, the cause not fixed after all) puts the record
+        back: the match stays named, not projected by nobody."""
+        letters = self.dead_letters()
+        record = letters.forget(match_id)
         projector = Projector(self.sql, self.registry, cache_size=self.settings.cache_size, park_after=1,
                               store_events=self.store_events)
         try:
+            partition = self.store.partition_of(match_id)
+            entries = [PartitionEntry(partition, "0-0", env) for env in self.store.read(match_id)]
             outcome = projector.project(entries)
+        except BaseException:
+            if record is not None:
+                letters.restore(match_id, record)
+            raise
         finally:
             projector.release()
         if outcome.parked:

@@ -83,10 +83,12 @@ return {written, unparked}
 
 _FORGET = """
 -- KEYS: the parked hash, the unparks counter, the unparked hash; ARGV: the match.
--- Answers {1 when the hash named the match, the unparks counter now}.
+-- Answers {the record the hash held for the match or false, the unparks counter now}.
 local count = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[3], ARGV[1], count)
-return {redis.call('HDEL', KEYS[1], ARGV[1]), count}
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return {record, count}
 """
 
 
@@ -184,12 +186,17 @@ class DeadLetters:
         raw = self.store.client.hgetall(self.parked_key)
         return {_text(k): json.loads(_text(v)) for k, v in raw.items()}
 
-    def forget(self, match_id: str) -> bool:
+    def forget(self, match_id: str) -> str | None:
         """Drop a match's record (before projecting it again), marking it let go: a record of its
         strike-out made later by a consumer that read the hash before does not name it again
-        (`record`). False when it had none."""
-        had, _count = self._forget(keys=[self.parked_key, self.unparks_key, self.unparked_key], args=[match_id])
-        return bool(had)
+        (`record`). The record dropped (as stored: `restore` puts it back), None when it had none."""
+        record, _count = self._forget(keys=[self.parked_key, self.unparks_key, self.unparked_key], args=[match_id])
+        return _text(record) if record else None
+
+    def restore(self, match_id: str, record: str) -> None:
+        """Name a match parked again with the record `forget` dropped, unless one was made since:
+        an unpark whose projection failed leaves the match as it found it."""
+        self.store.client.hsetnx(self.parked_key, match_id, record)
 
 
 @dataclass(frozen=True)

@@ -201,3 +201,37 @@ def test_a_rebuild_whose_redis_refuses_the_dead_letters_still_rebuilds_every_tab
     report = app.rebuild()
     assert not report.unrecorded and "f1" in letters.records()
     assert app.store.client.xlen(letters.stream_key) == report.parked + 1
+
+
+def test_an_unpark_whose_projection_fails_leaves_the_match_parked(app: ProjectionApp, monkeypatch) -> None:
+    """`unpark` forgot the match's record before projecting it: with the database away (or the
+    cause not fixed after all) the call failed, and the match was named nowhere, its earlier
+    entries acked by the consumers that parked them, projected by nobody. The record stays until
+    the match is projected."""
+    played = write_matches(app.store, app.registry, _specs("src", 1))
+    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
+    for env in copy:
+        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    app.store.append("f1", 0, copy)
+    real = Projector._create_match
+
+    def flaky(self, writes, envelope):
+        if envelope.match_id == "f1":
+            raise ValueError("cannot read f1")
+        return real(self, writes, envelope)
+
+    monkeypatch.setattr(Projector, "_create_match", flaky)
+    runner = ProjectionRunner(app.store, Projector(app.sql, app.registry), app.settings.runner_config("c1"))
+    _run(runner, lambda: _finished(app, ["src0"]) and "f1" in DeadLetters(app.store).records())
+    first = DeadLetters(app.store).records()["f1"]
+
+    def away(self, entries):
+        raise ConnectionError("the database is away")
+
+    monkeypatch.setattr(Projector, "project", away)
+    with pytest.raises(ConnectionError):
+        app.unpark("f1")
+    assert DeadLetters(app.store).records().get("f1") == first  # still named, as it was
+    monkeypatch.undo()  # the database back, the fix deployed
+    assert app.unpark("f1").applied and _finished(app, ["f1"])
+    assert "f1" not in DeadLetters(app.store).records()
