@@ -63,6 +63,7 @@ from famiglia.eventstore.rematch_asks import (
     RematchAsksStore,
 )
 from famiglia.eventstore.turn_notices import (
+    MATCH_OVER,
     REMATCH_ASKED,
     REMATCH_MADE,
     InMemoryTurnNotices,
@@ -1714,7 +1715,14 @@ class CommandApp:
         notices = [TurnNotice(info.player_id, m.match_id, m.game_id, info.seat, kind, m.public_version, at_ms=now_ms)
                    for info in m.created.seat_info if info.player_id and info.seat in table
                    and not (person and (info.seat == but.seat or info.player_id == but.player_id))]
+        # Each is told the match is over first, as the dispatcher tells it (the same notice, under
+        # its told mark: whichever tells it first writes it, the other nothing): a rematch asked
+        # in the moment a match ends reached a player's stream before the dispatcher's
+        # `match_over`, a notice about a match the player had not been told was over.
+        over = [TurnNotice(n.player_id, m.match_id, m.game_id, n.seat, MATCH_OVER, m.version,
+                           at_ms=m.last_timestamp_ms, asked_at=m.version) for n in notices]
         try:
+            self.notices.tell(over)
             self.notices.post(notices)
         except Exception as exc:  # noqa: BLE001 -- a notification is a hint: the asks are stored
             log.warning("rematch_notice_lost", match_id=m.match_id, kind=kind, error=str(exc))

@@ -213,12 +213,15 @@ def test_a_table_asks_for_a_rematch_and_plays_it(service: Service) -> None:
     first = players[2].ask_rematch()
     assert (list(first.asked), list(first.waiting_for), first.match_id, first.seat) == ([2], [0, 1], "", 0)
     assert players[2].rematch_seat(first) is None
-    # The other two are told, on their notification streams (WatchMyTurns), whose ask it was not.
+    # The other two are told, on their notification streams (WatchMyTurns), whose ask it was not,
+    # after being told the match is over (the command service tells it first, under the told mark
+    # the dispatcher's own notice of it then finds).
     watched = list(service.client.stub.WatchMyTurns(
         game_pb.WatchMyTurnsRequest(after_id="0-0", until_now=True), metadata=(("authorization", f"Bearer {SIGNER.player_token('p0')}"),),
         timeout=30))
     told = [r.notification for r in watched if r.HasField("notification")]
-    assert [(n.kind, n.match_id, n.seat) for n in told] == [("rematch_asked", players[0].match_id, 0)]
+    assert [(n.kind, n.match_id, n.seat) for n in told] == [("match_over", players[0].match_id, 0),
+                                                           ("rematch_asked", players[0].match_id, 0)]
     assert [n.kind for n in service.app.notices.read("p2")] == []
     watcher = service.client.spectator(players[0].match_id)
     looked = watcher.get_rematch()

@@ -17,6 +17,7 @@ from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks, RematchAsks
+from famiglia.eventstore.turn_notices import MATCH_OVER, TurnNotice
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
@@ -375,7 +376,28 @@ def test_bots_past_the_public_budget_are_not_made_again_without_an_operator() ->
 
 
 def _told(app: CommandApp, player_id: str) -> list[tuple[str, str, int]]:
-    return [(n.kind, n.match_id, n.seat) for n in app.notices.read(player_id)]
+    """The rematch notices of a player (each comes after the match's `match_over`: below)."""
+    return [(n.kind, n.match_id, n.seat) for n in app.notices.read(player_id) if n.kind != MATCH_OVER]
+
+
+def test_a_player_told_of_a_rematch_was_told_first_that_the_match_is_over_and_once() -> None:
+    """The dispatcher tells `match_over` when it folds the end; an ask made in that moment was
+    posted first, so a player's stream told of a rematch of a match it had not been told was
+    over. The command service tells it first now, under the same told mark: the dispatcher's own
+    notice, told after, writes nothing."""
+    app = _app()
+    match_id = _match(app, 3, bot_seat=2)
+    _play_out(app, match_id, bots=frozenset({2}))
+    app.ask_rematch(match_id, _person(app, match_id, 1))
+    kinds = [(n.kind, n.match_id, n.seat) for n in app.notices.read("p0")]
+    assert kinds == [(MATCH_OVER, match_id, 0), ("rematch_asked", match_id, 0)]
+    m = app.matches.catch_up(app.matches.get(match_id))
+    over = app.notices.read("p0")[0]
+    assert (over.version, over.at_ms) == (m.version, m.last_timestamp_ms)
+    dispatchers = TurnNotice("p0", match_id, m.game_id, 0, MATCH_OVER, m.version, at_ms=m.last_timestamp_ms,
+                             asked_at=m.version)
+    assert app.notices.tell([dispatchers]) == 0  # told already: once
+    assert [n.kind for n in app.notices.read("p1")] == []  # the asker: its own answer told it (the dispatcher tells it the end)
 
 
 def test_the_table_is_told_of_each_first_ask_and_of_the_rematch_made() -> None:
