@@ -24,8 +24,10 @@ is made again at the replica's next read of the set, and as it stops), not 6 hou
 Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
 once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the
 match id, and the command's bytes are hashed only for a match that has a command set aside.
-Expiries only grow (`_SET_ASIDE`): a replica with a shorter quarantine or a clock behind cuts
-short neither a member another set aside nor the set, which lives as long as its last member.
+Expiries are Redis's clock's (`_SET_ASIDE`, `_READ`: its `TIME`), never a replica's: one whose
+clock ran ahead took every other replica's members for expired, one behind wrote members already
+expired. They only grow: a replica with a shorter quarantine cuts short neither a member another
+set aside nor the set, which lives as long as its last member.
 """
 
 from __future__ import annotations
@@ -57,18 +59,31 @@ REDIS_TIMEOUT_S = 2.0
 
 
 _SET_ASIDE = """
--- KEYS[1] the set; ARGV[1] now (Unix ms); ARGV[2], ARGV[3], ...: expiry (Unix ms), member pairs.
--- The expired go; a member's expiry only grows (ZADD GT), and the set's is its last member's:
--- a replica with a shorter quarantine, or a clock behind, cuts nothing short (Redis 6.2).
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-for i = 2, #ARGV, 2 do
-  redis.call('ZADD', KEYS[1], 'GT', ARGV[i], ARGV[i + 1])
+-- KEYS[1] the set; ARGV[1] how long a member lives (ms); ARGV[2], ARGV[3], ...: the members.
+-- Redis's clock, not the replica's, trims the expired and dates the new: a replica whose clock
+-- is ahead expired every other replica's members (its `now` past their expiry), one behind wrote
+-- members already expired for the others. A member's expiry only grows (ZADD GT), and the set's
+-- is its last member's: a replica with a shorter quarantine cuts nothing short (Redis 6.2).
+-- Returns Redis's now (ms).
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local expiry = now + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'GT', expiry, ARGV[i])
 end
 local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 if last[2] then
   redis.call('PEXPIREAT', KEYS[1], math.ceil(tonumber(last[2])))
 end
-return #last
+return now
+"""
+
+_READ = """
+-- KEYS[1] the set: the members not yet expired by Redis's clock, with their expiry (ms).
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], string.format('(%d', now), '+inf', 'WITHSCORES')
 """
 
 
@@ -83,7 +98,8 @@ def input_name(version: int, seat: int, command: Message) -> str:
 
 class Quarantine:
     """The commands set aside, per match: in memory, and (with `client`) in the Redis sorted set
-    `<prefix>:quarantine` that every replica reads. `wall`: Unix seconds (the members' expiry)."""
+    `<prefix>:quarantine` that every replica reads. `wall`: Unix seconds, when a set-aside is
+    made again (`due`), and the members' expiry without `client` (with it, Redis's clock's)."""
 
     def __init__(self, client: Any = None, *, prefix: str = "famiglia", ttl_s: float = QUARANTINE_S,
                  refresh_s: float = REFRESH_S, wall: Callable[[], float] = time.time,
@@ -94,6 +110,7 @@ class Quarantine:
         self.key = f"{prefix}:quarantine"
         self._writer = _bounded(client) if client is not None else None
         self._set_aside_script = self._writer.register_script(_SET_ASIDE) if self._writer is not None else None
+        self._read_script: Any = self._writer.register_script(_READ) if self._writer is not None else None
         self.holder = uuid.uuid4().hex[:12]
         """This replica's name in the members it writes (no space: a member's second word)."""
         self._refresh_s = refresh_s
@@ -123,16 +140,17 @@ class Quarantine:
         when to set them aside again while the call is still stuck (`due`): half their life on,
         so a call stuck longer than the quarantine keeps them."""
         now = self._wall()
-        expiry_ms = (now + self.ttl_s) * 1000
-        members = {self.member(match_id, name, hold): expiry_ms for name in names}
+        members = [self.member(match_id, name, hold) for name in names]
         with self._writing:  # and no read round meanwhile, whose older answer would undo it here
-            if self._set_aside_script is not None:
-                pairs = [part for member in members for part in (expiry_ms, member)]
-                self._set_aside_script(keys=[self.key], args=[now * 1000, *pairs])
+            if self._set_aside_script is not None:  # dated by Redis's clock, every replica's alike
+                ttl_ms = max(1, round(self.ttl_s * 1000))
+                expiry_ms = float(self._set_aside_script(keys=[self.key], args=[ttl_ms, *members])) + ttl_ms
+            else:
+                expiry_ms = (now + self.ttl_s) * 1000
             with self._lock:
                 self._lifting.difference_update(members)  # set aside again: no longer to lift
-                for member, expiry in members.items():  # as in Redis: an expiry only grows
-                    self._members[member] = max(expiry, self._members.get(member, expiry))
+                for member in members:  # as in Redis: an expiry only grows
+                    self._members[member] = max(expiry_ms, self._members.get(member, expiry_ms))
                 self._aside = _by_match(self._members)
         return now + self.ttl_s / 2
 
@@ -205,8 +223,8 @@ class Quarantine:
 
     def _read(self) -> None:
         self._next_read = self._clock() + self._refresh_s  # one read a round; a failed one waits a round too
-        now_ms = self._wall() * 1000
         if self._writer is None:
+            now_ms = self._wall() * 1000
             with self._lock:
                 self._members = {m: e for m, e in self._members.items() if e > now_ms}
                 self._aside = _by_match(self._members)
@@ -225,8 +243,9 @@ class Quarantine:
                         raise  # Redis away for the lift is away for the read: one wait on a command, not two
                 else:
                     log.info("command_quarantine_lift_made", members=made[:16])
-            raw = self._writer.zrangebyscore(self.key, now_ms, "+inf", withscores=True)
-            members = {(m.decode() if isinstance(m, bytes) else m): score for m, score in raw}
+            raw = self._read_script(keys=[self.key]) or []  # expired by Redis's clock, not this replica's
+            members = {(m.decode() if isinstance(m, bytes) else m): float(score)
+                       for m, score in zip(raw[::2], raw[1::2], strict=True)}
             with self._lock:
                 for member in self._lifting:  # lifted here, still in Redis: not refused here meanwhile
                     members.pop(member, None)

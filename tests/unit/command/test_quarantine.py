@@ -394,7 +394,7 @@ class _Unanswered:
     connection_pool = type("Pool", (), {"disconnect": lambda self: None})()
 
     def register_script(self, script: str) -> object:
-        return lambda **kwargs: None
+        return lambda **kwargs: 0  # (Redis's clock, as the set-aside answers it)
 
     def zrem(self, *args: object) -> None:
         raise TimeoutError("Timeout reading from socket")
@@ -457,10 +457,11 @@ def test_closing_cuts_no_write_under_way_even_with_no_lift_pending(monkeypatch: 
             self.connection_pool.disconnect = lambda: disconnected_mid_write.append(writing_now.is_set())
 
         def register_script(self, script: str) -> object:
-            def script(**kwargs: object) -> None:
+            def script(**kwargs: object) -> int:
                 writing_now.set()
                 answer.wait(30)  # Redis answers once close waits for it
                 writing_now.clear()
+                return 0
 
             return script
 
