@@ -103,7 +103,7 @@ from .hot_matches import (
 from .metrics import command_metrics
 from .player_index import people as _people
 from .player_index import write_index
-from .quarantine import Quarantine, id_name, input_name
+from .quarantine import Quarantine, asked_name, id_name, input_name
 from .rematch import REMATCH_GRACE_S, Rematch, check_rematch, persons, seat_there, seating, too_late
 from .turn_watch import Snapshot, watch_my_turns
 
@@ -545,12 +545,15 @@ class CommandApp:
 
     def get_view(self, match_id: str, viewer: Viewer) -> ViewAnswer:
         hot = self._hot(match_id)
+        aside = self.quarantine.of(match_id)  # None but for a match with something set aside
         with hot.lock:
             self.matches.catch_up(hot)
             m = hot.match
             self._check_seat(m.seats, viewer)
             viewer = _reader(m, viewer)
-            view = m.engine.view(m.state, viewer.seat)
+            if aside is not None:
+                _check_not_asked_aside(aside, m, "view", viewer.seat, self.quarantine.ttl_s)
+            view = _engine_view(m, viewer.seat)
             to_act = [] if m.cancelled else pending_for(m.engine, m.state, viewer.seat)
             return ViewAnswer(
                 version=m.public_version,
@@ -572,6 +575,7 @@ class CommandApp:
         if viewer.seat is None:
             raise Unauthenticated("no_token", "legal commands are per seat: send the seat token")
         hot = self._hot(match_id)
+        aside = self.quarantine.of(match_id)
         with hot.lock:
             self.matches.catch_up(hot)
             m = hot.match
@@ -582,7 +586,9 @@ class CommandApp:
             draws = random.Random(sample_seed) if sample_seed else None
             if m.cancelled:  # the engine does not know the match ended: nothing is legal any more
                 return LegalAnswer(m.public_version, [], True, [])
-            commands = m.engine.legal_commands(m.state, viewer.seat, limit=cap, rng=draws)
+            if aside is not None:
+                _check_not_asked_aside(aside, m, "legal", viewer.seat, self.quarantine.ttl_s)
+            commands = _engine_legal(m, viewer.seat, cap, draws)
             return LegalAnswer(m.public_version, commands, _complete(commands, cap),
                                [m.engine.render_command(c) for c in commands], _deadline_ms(m, viewer.seat))
 
@@ -704,7 +710,10 @@ class CommandApp:
         entry left, as its answer says, or the version the caller gives), each with exactly
         what its own GetView and ListLegalCommands would say. Nothing when the match is
         elsewhere or over. Both are public versions: a position would count the answers held
-        since (NP-H9), and an empty `next` would tell the asker another seat had answered."""
+        since (NP-H9), and an empty `next` would tell the asker another seat had answered. A seat
+        whose view or legal commands are set aside (`Quarantine`) is left out: its own GetView or
+        ListLegalCommands says why."""
+        aside = self.quarantine.of(hot.match.match_id)
         with hot.lock:
             m = hot.match
             if not answer.taken or answer.taken[-1].duplicate:
@@ -727,9 +736,11 @@ class CommandApp:
                 seat = by_seat.pop(pending.seat, None)
                 if seat is None:
                     continue
+                if aside is not None and not _answerable(aside, m, pending.seat, seat.view):
+                    continue
                 cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
-                legal = engine.legal_commands(state, pending.seat, limit=cap)
-                view = engine.view(state, pending.seat) if seat.view else None
+                legal = _engine_legal(m, pending.seat, cap, None)
+                view = _engine_view(m, pending.seat) if seat.view else None
                 answer.next.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap),
                                               _deadline_ms(m, pending.seat, pendings)))
             answer.next_version = m.public_version
@@ -1009,15 +1020,23 @@ class CommandApp:
 
     def stuck_command(self, ident: int) -> tuple[str, list[str], dict[str, Any]] | None:
         """The command thread `ident` is deciding now (a `_decide` on its stack, read from its
-        frames: nothing is noted on the command path for it), as the quarantine names it: (its
-        match, its names, fields for the log line); None when it decides none (it waits for a
-        match's lock, or for Redis: nothing of the command is to blame)."""
+        frames: nothing is noted on the command path for it), or the view or legal commands it
+        asks the engine for (`_engine_view`, `_engine_legal`), as the quarantine names it: (its
+        match, its names, fields for the log line); None when it asks the engine nothing (it
+        waits for a match's lock, or for Redis: nothing of the call is to blame)."""
         frame = sys._current_frames().get(ident)
-        while frame is not None and frame.f_code is not _DECIDE:
+        while frame is not None and frame.f_code is not _DECIDE and frame.f_code not in _ASKING:
             frame = frame.f_back
         if frame is None:
             return None
         found = frame.f_locals
+        asked = _ASKING.get(frame.f_code)
+        if asked is not None:
+            m, seat = found["m"], found["seat"]  # its match's lock is held: where the engine is asked
+            fields = {"asked": asked, "version": m.public_version, "game_id": m.game_id}
+            if seat is not None:
+                fields["seat"] = seat
+            return m.match_id, [asked_name(asked, m.public_version, seat)], fields
         hot, seat, command, command_id = found["hot"], found["seat"], found["command"], found["command_id"]
         m = hot.match  # its lock is held by the stuck thread: where `decide` stands
         names = [id_name(seat, command_id), input_name(m.public_version, seat, command)]
@@ -2066,6 +2085,38 @@ def _check_not_set_aside(aside: frozenset[str], hot: HotMatch, seat: int, comman
             "or ask an operator to cancel the match (famiglia match cancel)")
 
 
+def _check_not_asked_aside(aside: frozenset[str], m: MatchState, asked: str, seat: int | None,
+                           ttl_s: float) -> None:
+    """Refuse a seat's view or legal commands set aside where the match stands (`Quarantine`):
+    the engine did not return them there, and would not again."""
+    if asked_name(asked, m.public_version, seat) in aside:
+        what = {"view": "the view", "legal": "the legal commands"}[asked]
+        whose = "a spectator" if seat is None else f"seat {seat}"
+        raise FailedPrecondition(
+            "call_quarantined",
+            f"{what} of {whose} at version {m.public_version} is set aside: the game's engine did not "
+            f"finish making it (a server bug, reported to the operators), and it is refused for up to "
+            f"{_lasting(ttl_s)} so it cannot stop more servers. Retrying does not help until the match moves "
+            "on; ask an operator to cancel the match (famiglia match cancel)")
+
+
+def _answerable(aside: frozenset[str], m: MatchState, seat: int, view: bool) -> bool:
+    """Whether a SubmitCommands `next` answer for `seat` asks the engine nothing set aside."""
+    return asked_name("legal", m.public_version, seat) not in aside and \
+        not (view and asked_name("view", m.public_version, seat) in aside)
+
+
+def _engine_view(m: MatchState, seat: int | None) -> Message:
+    """The engine's view for `seat`, in a frame of its own: a call found stuck in it has that
+    view set aside (`stuck_command`)."""
+    return m.engine.view(m.state, seat)
+
+
+def _engine_legal(m: MatchState, seat: int, cap: int, draws: random.Random | None) -> list[Message]:
+    """The engine's legal commands of `seat`, in a frame of its own (as `_engine_view`)."""
+    return m.engine.legal_commands(m.state, seat, limit=cap, rng=draws)
+
+
 def _lasting(seconds: float) -> str:
     """A length of time as a player reads it: "6 h", "10 min", "45 s"; the unit picked once
     rounded (3599 s is "1 h", not "60 min")."""
@@ -2188,3 +2239,5 @@ def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
 
 _DECIDE = CommandApp._decide.__code__
 """What `stuck_command` looks for on a stuck thread's stack."""
+_ASKING = {_engine_view.__code__: "view", _engine_legal.__code__: "legal"}
+"""The same, for the engine's other answers a seat asks for, and what `asked_name` calls each."""

@@ -21,6 +21,13 @@ has moved on, is decided as ever. A stuck call that ends after all lifts what it
 once on its replica, and in Redis as soon as Redis takes it (a lift refused, Redis away just then,
 is made again at the replica's next read of the set, and as it stops), not 6 hours later.
 
+The engine's other answers loop as well: a call found stuck inside a seat's `view` (GetView,
+SubmitCommands' next answers) or its `legal_commands` (ListLegalCommands, the bots') sets aside
+`<asked>:<version>/<seat>` (`asked_name`: `view:` or `legal:`), refused at once, `FAILED_PRECONDITION
+call_quarantined`, before the engine is asked again: a client retrying its GetView took out every
+replica in turn as a poisoned command did. The other seats, and the match's next versions, are
+answered as ever.
+
 Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
 once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the
 match id, and the command's bytes are hashed only for a match that has a command set aside.
@@ -94,6 +101,18 @@ def id_name(seat: int, command_id: str) -> str:
 def input_name(version: int, seat: int, command: Message) -> str:
     digest = hashlib.sha256(command.SerializeToString(deterministic=True)).hexdigest()[:32]
     return f"at:{version}/{seat}/{digest}"
+
+
+#: What a seat asks the engine besides a decision, as a name says it: its view (`view`), its
+#: legal commands (`legal`).
+ASKED = ("view", "legal")
+
+
+def asked_name(asked: str, version: int, seat: int | None) -> str:
+    """`<asked>:<version>/<seat>`: a seat's view or legal commands where the match stands (its
+    version every seat sees, as `input_name`), the engine's whole input; a spectator's view
+    `view:<version>/spectator`."""
+    return f"{asked}:{version}/{'spectator' if seat is None else seat}"
 
 
 class Quarantine:
@@ -265,14 +284,14 @@ def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
     grouped: dict[str, set[str]] = {}
     for member in members:
         match_id, _, held = member.partition(" ")  # a match id and a hold have no space; a command id may
-        # A name begins `id:` or `at:`, a hold never (hex): a member without one is a replica's of
+        # A name begins `id:`, `at:`, `view:` or `legal:`, a hold never (hex): a member without one is a replica's of
         # the release before holds (`<match id> <name>`), read across a rolling deploy.
         name = held if held.startswith(_NAMED) else held.partition(" ")[2]
         grouped.setdefault(match_id, set()).add(name)
     return {match_id: frozenset(names) for match_id, names in grouped.items()}
 
 
-_NAMED = ("id:", "at:")
+_NAMED = ("id:", "at:", *(f"{asked}:" for asked in ASKED))
 
 
 def _bounded(client: Any) -> Any:

@@ -15,9 +15,10 @@ from typing import Any
 import grpc
 import pytest
 import structlog
+from google.protobuf import any_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from famiglia.bots.toy import Command
+from famiglia.bots.toy import Command, View
 from famiglia.client import GameClient
 from famiglia.config import Settings
 from famiglia.eventstore.redis_store import RedisEventStore
@@ -272,3 +273,78 @@ def test_a_replay_call_whose_engine_does_not_return_is_told_and_takes_the_replic
         server.stop(grace=None)
         channel.close()
         commands.close()
+
+
+@pytest.mark.parametrize("asked", ["view", "legal_commands"])
+def test_a_seats_view_or_legal_commands_whose_engine_loops_is_set_aside_for_every_replica(
+        redis_url: str, asked: str) -> None:
+    """A pure engine that loops in a seat's view (or legal commands) at one point of the match: the
+    seat's client retries its GetView (ListLegalCommands) on the next replica (the SDK retries
+    UNAVAILABLE and DEADLINE_EXCEEDED), where the engine loops again, and the next: every replica's
+    watchdog took its replica out in turn, as a poisoned command did before it was set aside.
+    Found stuck there, the call sets aside that seat's ask where the match stands: another replica
+    refuses it at once (`call_quarantined`) without asking the engine, answers the other seat, and
+    the seat again once the match moves on; the stuck call ending after all lifts it."""
+    stalling = StallingCard(60.0, stalls_in=asked, poisoned_seat=-1, poisoned_at=0)  # no seat's yet
+    other = StallingCard(60.0, stalls_in=asked, poisoned_seat=-1, poisoned_at=0)  # replicas A and B, one Redis
+    a, b = _Served(redis_url, stalling), _Served(redis_url, other)
+    b.app.quarantine.close()
+    b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)  # B reads what A set aside at each call
+    try:
+        match = a.client.create_match(GAME_ID, 2, seed=3)
+        seat = a.client.spectator(match.match_id).view().to_act[0].seat
+        stalling.poisoned_seat = other.poisoned_seat = seat  # the seat to play, before any card is played
+        token = match.seat_tokens[seat]
+
+        def ask(served: _Served, timeout: float = 60) -> Any:
+            stub = pb_grpc.GameServiceStub(served.channel)
+            metadata = [("authorization", f"Bearer {token}")]
+            if asked == "view":
+                return stub.GetView.future(pb.GetViewRequest(match_id=match.match_id), metadata=metadata,
+                                           timeout=timeout)
+            return stub.ListLegalCommands.future(pb.ListLegalCommandsRequest(match_id=match.match_id),
+                                                 metadata=metadata, timeout=timeout)
+
+        with structlog.testing.capture_logs() as captured:
+            stuck = ask(a)
+            assert stalling.entered.wait(30)
+            _until(a.channel, NOT_SERVING)
+            deadline = time.monotonic() + 30  # set aside by the watchdog's hooks, as health is told
+            while not any(line["event"] == "command_quarantined" for line in captured):
+                assert time.monotonic() < deadline, captured
+                time.sleep(0.02)
+            (line,) = [line for line in captured if line["event"] == "command_quarantined"]
+            assert (line["match_id"], line["seat"], line["version"], line["asked"]) == \
+                (match.match_id, seat, match.version, "view" if asked == "view" else "legal"), line
+            # The client's retry on replica B: refused at once, the engine not asked.
+            assert _code(ask(b, timeout=20).result) == (grpc.StatusCode.FAILED_PRECONDITION, "call_quarantined")
+            assert not other.entered.is_set()  # B never asked it: it would be stalled now
+            message = [line for line in captured if line["event"] == "rpc_refused"][-1]["reason"]
+            assert f"seat {seat}" in message and "cancel the match" in message, message
+            # The other seat, a spectator, and the seat's other ask are answered on B.
+            b.client.seat(match.match_id, match.seat_tokens[1 - seat]).view()
+            b.client.spectator(match.match_id).view()
+            mine = b.client.seat(match.match_id, token)
+            if asked == "view":
+                card = mine.legal_commands().commands[0]
+            else:  # its legal commands loop: it plays a card of the hand its view shows
+                shown = View()
+                assert mine.view().view.Unpack(shown)
+                card = any_pb2.Any()
+                card.Pack(Command(play={"card": shown.hand[0]}))
+            done = _submit(b, match.match_id, token, card, "fine-1").result()  # the match moves on
+            assert done.version > match.version
+            assert ask(b).result().version == done.version  # another version: asked, and answered
+            stalling.release.set()  # A's call ends after all (slow, not endless): lifted
+            stuck.result()
+            deadline = time.monotonic() + 60
+            while b.app.quarantine.of(match.match_id) is not None:
+                assert time.monotonic() < deadline, captured
+                time.sleep(0.02)
+        assert [line["event"] for line in captured if line["event"].startswith("command_quarantine")] == \
+            ["command_quarantined", "command_quarantine_lifted"]
+    finally:
+        stalling.release.set()
+        other.release.set()
+        a.close()
+        b.close()

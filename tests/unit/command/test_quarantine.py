@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import structlog
 
 from famiglia.bots.toy import ENGINE as HIGHCARD
 from famiglia.bots.toy import toy_registry
@@ -19,7 +20,7 @@ from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.grpcutil.errors import FailedPrecondition
 from services.command.app import CommandApp, Viewer
 from services.command.bootstrap import bootstrap
-from services.command.quarantine import Quarantine, id_name, input_name
+from services.command.quarantine import Quarantine, asked_name, id_name, input_name
 
 SETTINGS = Settings(secret="unit-test-secret")
 
@@ -506,3 +507,116 @@ def test_closing_cuts_no_write_under_way_even_with_no_lift_pending(monkeypatch: 
         assert disconnected_mid_write == [False]
     finally:
         answer.set()
+
+
+# -- a seat's view or legal commands the engine did not return ----------------------------------
+
+
+def _set_aside_asked(app: CommandApp, match_id: str, asked: str, seat: int | None) -> None:
+    version = app.matches.get(match_id).match.public_version
+    app.quarantine.set_aside(match_id, [asked_name(asked, version, seat)])
+
+
+def test_a_seats_view_set_aside_is_refused_there_and_the_rest_goes_on(app: CommandApp) -> None:
+    """A view whose engine loops was asked again by its client's retry on the next replica, and
+    the next: every replica taken out in turn, as by a poisoned command. Set aside, it is refused
+    at once (`call_quarantined`) for that seat where the match stands; the other seat's view,
+    the seat's legal commands, and the seat's view once the match moves on are answered."""
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (card, *_) = _asked(app, match_id)
+    _set_aside_asked(app, match_id, "view", seat)
+    with pytest.raises(FailedPrecondition) as refused:
+        app.get_view(match_id, Viewer(seat))
+    assert refused.value.code == "call_quarantined"
+    assert f"seat {seat}" in refused.value.message and "cancel the match" in refused.value.message
+    app.get_view(match_id, Viewer(1 - seat))
+    app.get_view(match_id, Viewer(None))
+    assert app.legal_commands(match_id, Viewer(seat)).commands
+    app.submit(match_id, Viewer(seat), "c-1", card)  # the match moves on
+    assert app.get_view(match_id, Viewer(seat)).version > 1
+
+
+def test_a_seats_legal_commands_set_aside_are_refused_there_and_the_rest_goes_on(app: CommandApp) -> None:
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    seat, (card, *_) = _asked(app, match_id)
+    _set_aside_asked(app, match_id, "legal", seat)
+    with pytest.raises(FailedPrecondition) as refused:
+        app.legal_commands(match_id, Viewer(seat))
+    assert refused.value.code == "call_quarantined" and "legal commands" in refused.value.message
+    app.get_view(match_id, Viewer(seat))
+    assert app.legal_commands(match_id, Viewer(1 - seat)).commands == []  # not its turn: answered
+    app.submit(match_id, Viewer(seat), "c-1", card)
+    other, (card, *_) = _asked(app, match_id)
+    app.submit(match_id, Viewer(other), "o-1", card)
+    assert app.legal_commands(match_id, Viewer(seat)).commands  # the next version: asked again
+
+
+def test_a_spectators_view_set_aside_is_refused_to_spectators_only(app: CommandApp) -> None:
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "3"}).match_id
+    _set_aside_asked(app, match_id, "view", None)
+    with pytest.raises(FailedPrecondition) as refused:
+        app.get_view(match_id, Viewer(None))
+    assert refused.value.code == "call_quarantined" and "a spectator" in refused.value.message
+    app.get_view(match_id, Viewer(0))
+
+
+def test_a_chains_next_answer_leaves_out_a_seat_whose_view_or_legal_commands_are_set_aside() -> None:
+    """SubmitCommands' `ask_next` asks the engine the same view and legal commands (the bots'
+    worker): a seat set aside there is left out of `next` (its own GetView or ListLegalCommands
+    says why), not asked again."""
+    from services.command.app import NextSeat
+
+    app = bootstrap(store=InMemoryEventStore(), registry=toy_registry(), settings=SETTINGS)
+    created = app.create_match("highcard", 2, seed=3, options={"hand": "3"})
+    seat, _ = _asked(app, created.match_id)
+    asking = [NextSeat(created.seat_tokens[seat])]
+    assert [n.seat for n in app.submit_chain(created.match_id, [], ask_next=asking).next] == [seat]
+    for asked in ("view", "legal"):
+        q = app.quarantine = Quarantine(refresh_s=0.0)
+        _set_aside_asked(app, created.match_id, asked, seat)
+        assert app.submit_chain(created.match_id, [], ask_next=asking).next == [], asked
+        q.close()
+    # Without its view, a seat whose view alone is set aside is answered.
+    app.quarantine = Quarantine(refresh_s=0.0)
+    _set_aside_asked(app, created.match_id, "view", seat)
+    answered = app.submit_chain(created.match_id, [], ask_next=[NextSeat(created.seat_tokens[seat], view=False)])
+    assert [n.seat for n in answered.next] == [seat]
+
+
+@pytest.mark.parametrize("asked", ["view", "legal_commands"])
+def test_a_call_stuck_in_a_seats_view_or_legal_commands_sets_that_aside_until_it_ends(asked: str) -> None:
+    """Only a call stuck in `decide` was set aside: one stuck in the engine's view or legal
+    commands set nothing aside, and its client's retry took out the next replica. Found there, it
+    sets aside what it asked, for its seat where the match stands; ended after all, it lifts it."""
+    from famiglia.grpcutil.watchdog import RUNNING
+    from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
+
+    engine = StallingCard(60.0, stalls_in=asked)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    servicer, watchdog = _watched(app)
+    match_id = app.create_match(GAME_ID, 2, seed=3).match_id
+    seat, _ = _asked(app, match_id)
+    engine.poisoned_seat = seat
+    ask = app.get_view if asked == "view" else app.legal_commands
+    asking = threading.Thread(target=lambda: ask(match_id, Viewer(seat)), daemon=True)
+    asking.start()
+    ident = asking.ident
+    assert ident is not None
+    RUNNING[ident] = (0.0, servicer, "GetView", object(), None)
+    try:
+        assert engine.entered.wait(30)
+        with structlog.testing.capture_logs() as captured:
+            watchdog.check(now=5.0)
+        name = asked_name("view" if asked == "view" else "legal", app.matches.get(match_id).match.public_version, seat)
+        assert app.quarantine.of(match_id) == frozenset({name})
+        (line,) = [line for line in captured if line["event"] == "command_quarantined"]
+        assert (line["match_id"], line["seat"], line["asked"]) == (match_id, seat, name.partition(":")[0]), line
+        engine.release.set()
+        asking.join(30)
+        RUNNING[ident] = None
+        watchdog.check(now=6.0)
+        assert app.quarantine.of(match_id) is None
+    finally:
+        engine.release.set()
+        asking.join(30)
+        RUNNING.pop(ident, None)
