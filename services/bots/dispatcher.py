@@ -624,15 +624,20 @@ class Dispatcher:
         match stays followed, so the default's event (or a person's) schedules it as usual, and
         a failure there starts a new count. Where even the fold or the engine's `pending` fails,
         nothing can be played: the match waits for its next event, a restart or an operator
-        (a tournament abandons it as stuck). Logged and counted once."""
+        (a tournament abandons it as stuck). Logged once: `bot_match_given_up`, counted once per
+        bot seat given a default, when any is asked; else `match_dispatch_stopped` (a person's
+        turn, whose command folds it again, or a fold that failed: whose turn is not known),
+        counted as no bot decision (until session 35 both were, as one given up)."""
         game_id, version, seats, error = "unknown", -1, [], ""
+        asked: list[int] | None = None
         try:
             tracked = self._load(match_id)
             if tracked is not None:
                 match = tracked.match
-                game_id, version = match.game_id, match.version
+                game_id, version, asked = match.game_id, match.version, []
                 if match.state is not None and not match.finished:
-                    seats = [p.seat for p in match.engine.pending(match.state) if p.seat in tracked.bots]
+                    asked = [p.seat for p in match.engine.pending(match.state)]
+                    seats = [seat for seat in asked if seat in tracked.bots]
                 for seat in seats:
                     self._queue(tracked, seat, functools.partial(self.tasks.clock, match_id, seat, version, 0.0,
                                                                  trace=tracked.trace))
@@ -650,10 +655,15 @@ class Dispatcher:
                 self._failed[match_id] = (self.now(), failures, failures)
                 return
             error = repr(exc)[:300]
+        if not seats:  # no bot seat waits (or none can be told): nothing given up
+            log.warning("match_dispatch_stopped", match_id=match_id, game_id=game_id, version=version,
+                        failures=failures, asked=asked, error=error)
+            return
         log.warning("bot_match_given_up", match_id=match_id, game_id=game_id, version=version, failures=failures,
                     defaults=seats, error=error)
         if self.metrics is not None:
-            self.metrics.decision_given_up(game_id, "dispatch_failed")
+            for _seat in seats:  # a decision a seat, as a worker counts them
+                self.metrics.decision_given_up(game_id, "dispatch_failed")
 
     def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)

@@ -138,6 +138,7 @@ def test_a_match_the_dispatcher_keeps_failing_on_at_a_bots_turn_plays_its_defaul
     asked gets a clock task at once (its default, which `run_clock` plays), and the match is
     not folded again until an event comes. Fails if no default is queued, or the folds go on."""
     table = Table()
+    metrics = table.dispatcher.metrics = Counted()  # type: ignore[assignment]
     match_id = table.create({0: "random", 1: "random"})
     broken = table.version(match_id)
     payload = dispatcher_module.seat_payload
@@ -161,6 +162,7 @@ def test_a_match_the_dispatcher_keeps_failing_on_at_a_bots_turn_plays_its_defaul
     assert (version, countdown) == (broken, 0.0)
     [line] = [line for line in lines if line["event"] == "bot_match_given_up"]
     assert (line["match_id"], line["failures"], line["defaults"]) == (match_id, MAX_DISPATCH_FAILURES, [seat])
+    assert metrics.given_up == [("highcard", "dispatch_failed")]  # one decision given up, counted once
     # The clock task plays the default; its event schedules the match as usual.
     assert handlers.run_clock(_worker(table), match_id, seat, version) == "submitted"  # type: ignore[arg-type]
     assert table.tasks.decisions == [(match_id, 1 - seat, broken + 1, "random")]
@@ -414,3 +416,43 @@ def test_a_command_service_dying_mid_call_again_and_again_gives_no_seat_up(
     assert worker.tries.refused(match_id, version, seat) == frozenset()  # type: ignore[attr-defined]
     commands = table.app.matches.get(match_id).match.commands
     assert command_key(seat, handlers.clock_command_id(match_id, version, seat)) not in commands
+
+
+def test_a_match_the_dispatcher_stops_retrying_at_a_persons_turn_gives_no_bot_seat_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dispatcher failing on a match while a person is asked (here queuing the person's
+    clock) gives it up as at a bot's turn, but no bot seat is asked: nothing is played, and the
+    person's own command folds the match again. It was logged as `bot_match_given_up` and counted
+    in `famiglia.bots.decisions_given_up` all the same, a bot decision given up that never was.
+    Fails if that give-up is counted, or logged as a bot seat's."""
+    table = Table()
+    metrics = table.dispatcher.metrics = Counted()  # type: ignore[assignment]
+    match_id = table.create({1: "random"})  # seat 0 is a person's, and asked first
+    broken = table.version(match_id)
+    assert [p.seat for p in HIGHCARD.pending(table.app.matches.get(match_id).match.state)] == [0]
+    queue_clocks = dispatcher_module.Dispatcher._queue_clocks
+    built: list[float] = []
+
+    def failing_clocks(self, tracked, pendings):
+        if tracked.match.version == broken:
+            built.append(table.clock_now[0])
+            raise RuntimeError("engine bug: the clock of this state")
+        return queue_clocks(self, tracked, pendings)
+
+    monkeypatch.setattr(dispatcher_module.Dispatcher, "_queue_clocks", failing_clocks)
+    with structlog.testing.capture_logs() as lines:
+        table.pump(match_id)
+        for _ in range(100):  # 1,000 s of checks (stall time 10 s)
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+    assert len(built) == MAX_DISPATCH_FAILURES  # then no more: it waits for the person
+    assert table.tasks.decisions == [] and table.tasks.clocks == []
+    assert metrics.given_up == []
+    assert not [line for line in lines if line["event"] == "bot_match_given_up"]
+    [line] = [line for line in lines if line["event"] == "match_dispatch_stopped"]
+    assert (line["match_id"], line["failures"], line["asked"], line["error"]) == (
+        match_id, MAX_DISPATCH_FAILURES, [0], "")
+    # The person's command is an event: the match is folded again and its bot's turn queued.
+    table.act(match_id, 0)
+    table.pump(match_id)
+    assert [(m, s) for m, s, _v, _p in table.tasks.decisions] == [(match_id, 1)]
