@@ -409,6 +409,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         return max(interrupt_seconds - (time.monotonic() - started), 0.001) if interrupt_seconds > 0 else 0.0
 
     at, reached, held, held_last = version, -1, False, False
+    held_answers = bool(engine.info.held_events)  # a seat's answer may have gone in unseen (NP-H9)
     outcomes: list[str] = []
     chosen: dict[int, tuple[Decision, Message]] = {}
     refused = -1  # the index of a seat whose command the chained call refused
@@ -479,9 +480,11 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         # command is retried with another once. A later seat's is older: decide it afresh.
         fallback = [c for c in decision.legal if c != command] if i == 0 else []
         if i == refused:  # the chained call's answer already said so
-            done = _retry_refused(client, command_id, at, fallback, command=command, tried=tried)
+            done = _retry_refused(client, command_id, at, fallback, command=command, tried=tried,
+                                  held_answers=held_answers)
         else:
-            done = _submit_at(client, command, command_id, at, fallback, afresh=i > 0, tried=tried)
+            done = _submit_at(client, command, command_id, at, fallback, afresh=i > 0, tried=tried,
+                              held_answers=held_answers)
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
@@ -503,7 +506,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
-            if done.outcome == "refused":
+            if done.outcome in ("refused", "answered"):
                 # This seat has no turn to take after all (its answer already given, held back
                 # from the table: NP-H9); nothing moved, and the other seats' turns still wait.
                 continue
@@ -713,12 +716,18 @@ class _Tried:
 
 def _retry_refused(client, command_id: str, version: int, fallback: list[Message], *,
                    command: Message | None = None, tried: _Tried | None = None,
-                   outcome: str = "refused") -> _Submitted:
+                   outcome: str = "refused", held_answers: bool = False) -> _Submitted:
     """A seat whose listed command was refused (a sampled legal set, a racing window, a
     chain's earlier seats) or failed on: another listed command once, or `outcome`. The
     command is written down for the decision (`tried`), and the fallback is the first listed
     command no task refused there yet: before, a task queued again chose the same command
-    and the same fallback, and both were refused again at every re-queue."""
+    and the same fallback, and both were refused again at every re-queue. In a game that holds
+    answers back (`held_answers`, NP-H9) a command refused by a rule plays no fallback for a seat
+    no longer asked (`_answered`)."""
+    if held_answers and fallback and _answered(client, command_id, version):
+        log.info("bot_seat_answered", match_id=client.match_id, seat=_seat_of(command_id), version=version,
+                 command_id=command_id)
+        return _Submitted("answered", None)
     if tried is not None and command is not None:
         tried.refuse(command)
         if fallback:
@@ -726,6 +735,22 @@ def _retry_refused(client, command_id: str, version: int, fallback: list[Message
     if fallback:
         return _submit_at(client, fallback[0], command_id + ":f", version, [], tried=tried)
     return _Submitted(outcome, None)
+
+
+def _answered(client, command_id: str, version: int) -> bool:
+    """Whether the seat whose command was refused is asked no more at `version`, the match still
+    there: its answer went in meanwhile, held back from the table (NP-H9), by another task playing
+    the same decision under another id (a task playing on after held answers, `:h`, and one the
+    dispatcher queued from a stream that still showed the seat asked). A fallback played in its
+    place was an optional move no policy chose (NP-D7's `set_auto_pass`, for the rest of the
+    match). One GetView, only after a refusal; unknown (a failed read, an outage) is not answered."""
+    try:
+        view = _read(client.view)
+    except Exception:  # noqa: BLE001 - an outage, a refused read: not known, so played as before
+        return False
+    if view is None or view.finished or view.version != version:
+        return False
+    return _seat_of(command_id) not in {p.seat for p in view.to_act}
 
 
 def _metrics(app: BotsApp) -> BotsMetrics | None:
@@ -820,7 +845,7 @@ class _Submitted:
 
 
 def _submit_at(client, command: Message, command_id: str, version: int, fallback: list[Message], *,
-               afresh: bool = False, tried: _Tried | None = None) -> _Submitted:
+               afresh: bool = False, tried: _Tried | None = None, held_answers: bool = False) -> _Submitted:
     """Submit one seat's command at `version`. A command refused by a rule, or one the server
     failed on (`FAILED_CODES`: its engine raised on it), is replaced by the first of `fallback`
     (another listed command, none refused at this decision before: `tried`) under
@@ -870,7 +895,8 @@ def _submit_at(client, command: Message, command_id: str, version: int, fallback
                         command_id=command_id,
                         code=_code(exc))
             _refusal_reason(client.match_id, command_id, _code(exc), exc.details() or "")
-            return _retry_refused(client, command_id, version, fallback, command=command, tried=tried)
+            return _retry_refused(client, command_id, version, fallback, command=command, tried=tried,
+                                  held_answers=held_answers)
         raise
     return _Submitted("duplicate" if reply.duplicate else "submitted", int(reply.version), reply.held)
 

@@ -170,3 +170,43 @@ def test_np_h9_the_dispatcher_follows_a_batch_whose_held_answer_a_public_entry_w
     assert tracked.seat_batch is not None and tracked.seat_batch.next == 2
     assert (shaken.version, third) in tracked.sent
     assert len(table.tasks.decisions) == queued  # the task plays the third seat: nothing queued for it
+
+
+@pytest.mark.parametrize(("chained", "seats", "persons", "seed"), [(True, 3, (0,), 11), (False, 3, (0,), 11)])
+def test_a_seat_whose_answer_another_task_gave_plays_nothing_else_in_its_place(
+        monkeypatch: pytest.MonkeyPatch, chained: bool, seats: int, persons: tuple[int, ...], seed: int) -> None:
+    """A task playing on after held answers (`:h`) and a task the dispatcher queued for the same
+    seat at the same version, from a stream where it was still asked (it had made an optional
+    move in the window), both make that seat's one decision, under two command ids: the second's
+    answer is refused (NP-X21: it has answered). Its fallback, another listed command, then went
+    in in its place: an optional move no policy chose (NP-D7's `set_auto_pass`, changing the
+    bot's standing auto-pass for the rest of the match, a shakedown, an offer). A seat no longer
+    asked now plays no fallback. Fails if a bot seat's fallback (`:f`) goes in at a version after
+    its own answer was held back there. (The second task's own choice from its payload may still
+    go in when it is an optional move, which a seat not asked may make: its policy chose it.)"""
+    from services.bots.payload import HELD_FOLLOW_UP
+    from services.command.app import CommandApp
+
+    submit = CommandApp._submit
+    answered: set[tuple[int, int]] = set()
+    after_answer: list[tuple[str, int, int]] = []
+    follow_ups_again: list[str] = []  # a turn played on whose id an earlier one of the seat took
+
+    def watching(self, hot, viewer, command_id, command, expected_version, omit_events):
+        before = hot.match.public_version
+        done = submit(self, hot, viewer, command_id, command, expected_version, omit_events)
+        if command_id.endswith(HELD_FOLLOW_UP) and done.duplicate:
+            follow_ups_again.append(command_id)
+        if command_id.startswith("bot:") and not done.duplicate:
+            if (viewer.seat, before) in answered and command_id.endswith(":f"):
+                after_answer.append((command_id, viewer.seat, before))
+            if done.held:
+                answered.add((viewer.seat, before))
+        return done
+
+    monkeypatch.setattr(CommandApp, "_submit", watching)
+    test_matches_with_people_and_bots_play_to_the_end(chained, 0, seats, persons, seed)
+    assert answered  # the walk met held answers
+    assert after_answer == []
+    # One `:h` a follow-up is enough: a seat is asked no more at the version of its held answer.
+    assert follow_ups_again == []
