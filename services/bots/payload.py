@@ -59,7 +59,10 @@ def turn_order(bots: Sequence[int], version: int) -> list[int]:
 HELD_FOLLOW_UP = ":h"
 """The end of the command ids of a task's turns played on after held-back answers (NP-H9),
 past its lease or with none: the dispatcher, which did not queue them, reads them as any
-other command's and schedules from what it sees next (`handlers.play_bot_decisions`)."""
+other command's and schedules from what it sees next (`handlers.play_bot_decisions`). Once
+is enough: a seat whose answer is held is asked no more at that public version (the command
+service holds only a command that asks nobody anything new, its own seat included), so a
+task never names one seat's follow-up at one version twice (docs/bots.md, "Held-back answers")."""
 
 
 def bot_command_id(match_id: str, version: int | str, seat: int) -> str:
