@@ -11,15 +11,26 @@ A client of a library that reconnects on a lost connection and takes any other e
 own fault (kombu's and Celery's, the bots' broker) is told a demoted node as a lost connection
 (`NodeDemoted`, `as_connection_error`): a Celery worker exited at the failover's first reply,
 "Unrecoverable error", and no task was taken again until someone restarted it.
+
+A script's EVALSHA, its SCRIPT LOAD at NOSCRIPT and its EVALSHA again each take whichever pooled
+connection is free: after a failover those may be on two nodes, the new primary (which never had
+the script: scripts are not replicated) and the demoted one (where the load succeeds, nothing
+answering READONLY to drop them). A NOSCRIPT again right after a load drops the pool's
+connections before the script is loaded once more (`load_script`, `FollowingScript`).
 """
 
 from __future__ import annotations
 
 import threading
+import types
 import weakref
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 import redis
+from redis.client import Pipeline
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 from famiglia.grpcutil.errors import store_demoted
 from famiglia.telemetry import get_logger
@@ -178,9 +189,60 @@ def follow_pool(pool: redis.ConnectionPool, *, as_connection_error: bool = False
 
 
 def follow_failover(client: redis.Redis, *, as_connection_error: bool = False) -> redis.Redis:
-    """`client`, its pool now following a failover; it must not have connected yet."""
+    """`client`, its pool now following a failover, its scripts too (`register_script` makes a
+    `FollowingScript`); it must not have connected yet."""
     follow_pool(client.connection_pool, as_connection_error=as_connection_error)
+    client.register_script = types.MethodType(FollowingScript, client)  # type: ignore[method-assign]
     return client
+
+
+LOADS = 2
+"""How many times one call loads its script at NOSCRIPT: the second time after every connection
+of the pool was made again (`load_script`); a NOSCRIPT after that is UNAVAILABLE (`script_lost`)."""
+
+
+def load_script(client: Any, script: Script, again: bool) -> None:
+    """Load `script` through `client` after its EVALSHA met NOSCRIPT; `again`, after it met NOSCRIPT
+    once more right after a load: the load went to another node than the EVALSHA (a failover left
+    the pool's connections on the demoted node and on the new primary, see the module's
+    docstring), so every connection of the pool is made again first, and this load and the next
+    EVALSHA both go to wherever the address leads now."""
+    if again:
+        failover = failover_of(client)
+        if failover is not None:
+            failover.drop()
+            get_logger().warning("redis_script_loaded_elsewhere", redis=failover.where, drops=failover.drops,
+                                 hint="NOSCRIPT after SCRIPT LOAD: the connections to it are made again")
+    script.sha = client.script_load(script.script)
+
+
+def script_lost(exc: NoScriptError) -> redis.ConnectionError:
+    """What a call raises at NOSCRIPT after `LOADS` loads: the address leads to another node at
+    each connection (a failover under way); UNAVAILABLE, for its caller to retry."""
+    return redis.ConnectionError(f"the script was loaded {LOADS} times and is still missing ({exc}): "
+                                 "a failover under way; connecting again")
+
+
+class FollowingScript(Script):
+    """redis-py's Script for a client following a failover: a NOSCRIPT right after the load
+    loads it again with the pool's connections made again (`load_script`), rather than raising
+    NoScriptError (INTERNAL) while the pool is split between the demoted node and the new primary."""
+
+    def __call__(self, keys: Sequence[Any] | None = None, args: Iterable[Any] | None = None,
+                 client: Any = None) -> Any:
+        client = self.registered_client if client is None else client
+        if isinstance(client, Pipeline):  # loaded (SCRIPT EXISTS) when the pipeline is sent: redis-py's way
+            return super().__call__(keys, args, client)
+        keys, args = list(keys or ()), list(args or ())
+        for attempt in range(LOADS):
+            try:
+                return client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                load_script(client, self, again=attempt > 0)
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError as exc:
+            raise script_lost(exc) from exc
 
 
 def connect(url: str, *, as_connection_error: bool = False, **kwargs: Any) -> redis.Redis:

@@ -40,6 +40,8 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
+from famiglia.redis_clients import LOADS, load_script, script_lost
+
 LEASE, TABLE, SEATED = "lease", "table", "seated"
 
 
@@ -191,19 +193,20 @@ class PlayerHolds:
     def _swaps(self, swaps: Sequence[tuple[str, Sequence[str | int]]]) -> list[int]:
         """Several players' swaps in one round trip: (player, args) each. EVALSHA straight into the
         pipeline (redis-py's Script would ask SCRIPT EXISTS first, one more round trip each time);
-        a NOSCRIPT reply (Redis restarted) fails every one of them alike, so loading and resending is safe."""
+        a NOSCRIPT reply (Redis restarted) fails every one of them alike, so loading and resending is
+        safe (after a failover, twice: `famiglia.redis_clients.load_script`)."""
         if not swaps:
             return []
-        for attempt in range(2):
+        for attempt in range(LOADS + 1):
             pipe = self.client.pipeline(transaction=False)
             for player_id, args in swaps:
                 pipe.evalsha(self._swap.sha, 1, hold_key(player_id), *args)
             try:
                 return [int(r) for r in pipe.execute()]
-            except redis.exceptions.NoScriptError:
-                if attempt:
-                    raise
-                self.client.script_load(self._swap.script)
+            except redis.exceptions.NoScriptError as exc:
+                if attempt == LOADS:
+                    raise script_lost(exc) from exc
+                load_script(self.client, self._swap, again=attempt > 0)
         return []
 
     def give_back(self, seats: Sequence[HoldSeat], lease: str) -> None:

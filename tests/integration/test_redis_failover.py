@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -333,6 +333,84 @@ def test_an_append_whose_script_was_loaded_on_the_demoted_node_is_unavailable_on
         for seed in (13, 14, 15):
             created = app.create_match(game_id, players, seed=seed)
             assert redis.Redis(port=replica.port).exists(store.keys.version(created.match_id))
+    finally:
+        store.close()
+        address.close()
+
+
+
+def _split_pool(pool: redis.ConnectionPool, fail_over: Callable[[], None]) -> Callable[[], None]:
+    """Two other calls' connections, one taken before `fail_over` (on the node it demotes), one
+    after (on the new primary), given back as the next two commands' connections are: each
+    command then takes the connection freed last (redis-py's pool), as with three threads.
+    Returns how to end it; every release is the pool's own."""
+    on_demoted = pool.get_connection()
+    fail_over()
+    finishing = [on_demoted, pool.get_connection()]
+    release = pool.release
+
+    def released(conn: object) -> None:
+        release(conn)  # type: ignore[arg-type]
+        if finishing:
+            release(finishing.pop(0))
+
+    pool.release = released  # type: ignore[method-assign]
+
+    def end() -> None:
+        pool.release = release  # type: ignore[method-assign]
+        assert not finishing  # (the commands interleaved as meant)
+
+    return end
+
+
+@pytest.mark.parametrize("way", ["Script", "pipelined"])
+def test_a_script_loaded_on_the_demoted_node_by_a_pooled_connection_runs_on_the_new_primary(
+        servers: tuple[RedisServer, RedisServer], way: str) -> None:
+    """Every script but the append loads and retries through the pool: redis-py's Script (chat,
+    matchmaking, rematch asks, the players' index, the store's stage, write-out and trim...) and
+    the pipelined EVALSHAs (turn notices, matchmaking's holds, the consumers' holds): EVALSHA,
+    then at NOSCRIPT SCRIPT LOAD and EVALSHA again, each on whichever pooled connection is free
+    then. After a failover those may be on two nodes: the new primary, which never had the script,
+    and the demoted one, where the load succeeds (nothing answers READONLY to drop them). The
+    second EVALSHA answered NOSCRIPT again, raised as NoScriptError (INTERNAL); now every
+    connection of the pool is made again and the script loaded and run where the address leads."""
+    from redis.exceptions import NoScriptError
+
+    from famiglia.eventstore.chat import RedisChatStore
+    from famiglia.eventstore.turn_notices import YOUR_TURN, RedisTurnNotices, TurnNotice, notify_key
+
+    primary, replica = servers
+    address = SwitchingProxy(primary.port)
+    store = RedisEventStore.connect(address.url)
+    try:
+        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+        game_id = next(iter(REGISTRY))
+        match_id = app.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=11).match_id
+        chat, notices = RedisChatStore(store.client, store.keys), RedisTurnNotices(store.client, store.keys.prefix)
+
+        def run(n: int) -> None:
+            if way == "Script":
+                chat.send(match_id, n, f"m{n}", (), "ciao")
+            else:
+                notices.tell([TurnNotice("p1", match_id, game_id, n, YOUR_TURN, n, asked_at=n)])
+
+        run(0)  # the script loaded on the primary, not on its replica
+
+        def fail_over() -> None:
+            fail_over_by_hand(primary, replica)
+            address.upstream = replica.port
+
+        end = _split_pool(store.client.connection_pool, fail_over)
+        try:
+            run(1)
+        except NoScriptError as exc:
+            pytest.fail(f"the script's second EVALSHA met NOSCRIPT again: {exc!r}")
+        finally:
+            end()
+        on_new = redis.Redis(port=replica.port)
+        key = store.keys.chat(match_id) if way == "Script" else notify_key(store.keys.prefix, "p1")
+        assert on_new.xlen(key) == 2
+        on_new.close()
     finally:
         store.close()
         address.close()

@@ -31,7 +31,7 @@ except ImportError:  # another redis-py layout: every call goes through redis-py
     _HiredisParser = None  # type: ignore[assignment,misc]
 
 from famiglia.grpcutil.errors import store_demoted
-from famiglia.redis_clients import failover_of
+from famiglia.redis_clients import LOADS, failover_of, load_script
 from famiglia.telemetry import get_logger
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -538,10 +538,11 @@ class PartitionConsumer:
         goes straight into the pipeline, as the other pipelined scripts do (`holds.py`,
         `turn_notices.py`): redis-py's Script would ask SCRIPT EXISTS first, one more round trip
         each time, and in a cluster pipeline leaves a NOSCRIPT to the caller. A NOSCRIPT (Redis
-        restarted, SCRIPT FLUSH) ran nothing: the script is loaded and those calls sent again."""
+        restarted, SCRIPT FLUSH) ran nothing: the script is loaded and those calls sent again (after
+        a failover, twice: `famiglia.redis_clients.load_script`)."""
         replies: list[Any] = [None] * len(calls)
         todo = list(range(len(calls)))
-        for attempt in range(2):
+        for attempt in range(LOADS + 1):
             with self.client.pipeline(transaction=False) as pipe:
                 for i in todo:
                     keys, args = calls[i]
@@ -552,8 +553,8 @@ class PartitionConsumer:
             todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
             if not todo:
                 break
-            if not attempt:
-                self.client.script_load(script.script)
+            if attempt < LOADS:
+                load_script(self.client, script, again=attempt > 0)
         return replies
 
     def _entries(self, partition: int, entries: Iterable[Any], unreadable: list[UnreadableEntry]) -> list[PartitionEntry]:

@@ -241,12 +241,15 @@ class RedisTurnNotices(TurnNotices):
     def tell(self, notices: Sequence[TurnNotice]) -> int:
         """One pipelined round trip (no transaction: each player may be in another slot): EVALSHA
         straight into it, as `holds.py` does (redis-py's Script asks SCRIPT EXISTS first, one more
-        round trip each batch). A NOSCRIPT (Redis restarted) fails every one alike: loaded, resent."""
+        round trip each batch). A NOSCRIPT (Redis restarted) fails every one alike: loaded, resent
+        (after a failover, twice: `famiglia.redis_clients.load_script`)."""
         if not notices:
             return 0
         from redis.exceptions import NoScriptError  # the Redis adapter's alone (the in-memory one needs none)
 
-        for attempt in range(2):
+        from famiglia.redis_clients import LOADS, load_script, script_lost
+
+        for attempt in range(LOADS + 1):
             pipe = self.client.pipeline(transaction=False)
             for n in notices:
                 args: list[Any] = [n.asked_at, _rank(n.kind), self.maxlen, self.ttl_seconds]
@@ -256,10 +259,10 @@ class RedisTurnNotices(TurnNotices):
                              told_key(self.prefix, n.player_id, n.match_id, n.seat), *args)
             try:
                 return sum(1 for reply in pipe.execute() if reply)
-            except NoScriptError:
-                if attempt:
-                    raise
-                self.client.script_load(self._script.script)
+            except NoScriptError as exc:
+                if attempt == LOADS:
+                    raise script_lost(exc) from exc
+                load_script(self.client, self._script, again=attempt > 0)
         return 0
 
     def post(self, notices: Sequence[TurnNotice]) -> None:
