@@ -38,24 +38,11 @@ from famiglia.telemetry import get_logger
 FAILOVER = "famiglia_failover"
 """The connection setting that carries a pool's `Failover` to its connections."""
 
-_TURNED_REPLICA = "instance state changed"
-"""What Redis tells the commands it was blocking (BRPOP, XREADGROUP BLOCK) as it turns replica:
-`UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)`."""
-
 
 class NodeDemoted(redis.ConnectionError):
     """A reply that says the node a connection reached is no longer the primary, raised as a
     lost connection (`as_connection_error`): the connection is dropped, and the command wrote
     nothing, so a retry on a new one, to wherever the address leads now, is safe."""
-
-
-def node_demoted(exc: BaseException) -> bool:
-    """Whether `exc` is the reply of a node demoted by a failover: a replica's READONLY, or the
-    UNBLOCKED its blocked commands get as it turns replica."""
-    if store_demoted(exc):
-        return True
-    text = str(exc)
-    return isinstance(exc, redis.ResponseError) and text.startswith("UNBLOCKED") and _TURNED_REPLICA in text
 
 
 class Failover:
@@ -90,7 +77,7 @@ class Failover:
         """What to raise for the reply error `exc` read on `connection` (by redis-py, or past it):
         a demoted node's drops the pool's connections and, `as_connection_error`, is raised as
         `NodeDemoted`, `connection` dropped (whatever it had not read yet is stale)."""
-        if not node_demoted(exc):
+        if not store_demoted(exc):  # a READONLY, or a blocked command's UNBLOCKED as its node turned replica
             return exc
         self.demoted(connection)
         if not self.as_connection_error:

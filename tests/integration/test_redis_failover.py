@@ -414,3 +414,48 @@ def test_a_script_loaded_on_the_demoted_node_by_a_pooled_connection_runs_on_the_
     finally:
         store.close()
         address.close()
+
+
+def test_a_call_blocked_on_the_node_a_failover_demotes_is_unavailable(
+        servers: tuple[RedisServer, RedisServer]) -> None:
+    """A watch's XREAD BLOCK (the store's `wait_for`; chat's and turn notices' alike) on the primary
+    as it turns replica is cut short, `UNBLOCKED ... instance state changed (master -> replica?)`:
+    the store away for now, UNAVAILABLE for the caller to retry, and the pool's connections made
+    again. It was no `store_away`: a plain reply error, INTERNAL to every watching client."""
+    from famiglia.grpcutil.errors import store_demoted, unavailable
+    from famiglia.redis_clients import failover_of
+
+    primary, replica = servers
+    address = SwitchingProxy(primary.port)
+    store = RedisEventStore.connect(address.url)
+    try:
+        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+        game_id = next(iter(REGISTRY))
+        created = app.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=11)
+        version = store.version(created.match_id)
+        raised: list[BaseException] = []
+
+        def watch() -> None:
+            try:
+                store.wait_for(created.match_id, version, 60_000)
+            except BaseException as exc:  # noqa: BLE001 - what the call raised, for the test
+                raised.append(exc)
+
+        watching = threading.Thread(target=watch)
+        watching.start()
+        on_primary = redis.Redis(port=primary.port)
+        deadline = time.monotonic() + 30
+        while on_primary.info("clients")["blocked_clients"] < 1:
+            assert time.monotonic() < deadline, "the watch never blocked"
+            time.sleep(0.01)
+        on_primary.close()
+        fail_over_by_hand(primary, replica)
+        watching.join(30)
+        assert not watching.is_alive() and raised, "the watch was not cut short"
+        error = raised[0]
+        assert "UNBLOCKED" in str(error), error
+        assert store_demoted(error) and unavailable(error) is not None, error
+        assert failover_of(store.client).drops == 1  # type: ignore[union-attr]
+    finally:
+        store.close()
+        address.close()

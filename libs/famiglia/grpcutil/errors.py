@@ -127,11 +127,23 @@ def store_refusing(exc: BaseException) -> bool:
     return _refusal(exc) in STORE_REFUSING
 
 
+#: What Redis tells the commands it was blocking (BRPOP, XREAD and XREADGROUP BLOCK) as it turns
+#: replica: "UNBLOCKED force unblock from blocking operation, instance state changed (master ->
+#: replica?)" (Redis 6 and 7; CLIENT UNBLOCK's own UNBLOCKED says otherwise, and is not one).
+_TURNED_REPLICA = "instance state changed"
+
+
 def store_demoted(exc: BaseException) -> bool:
-    """Whether `exc` is a replica's READONLY: the node a connection is on was demoted by a
-    failover (or never was the primary), so a connection made again, to wherever the address
-    now leads, may find the primary (famiglia.redis_clients)."""
-    return _refusal(exc) == "READONLY"
+    """Whether `exc` is a replica's READONLY, or the UNBLOCKED a blocked command gets as its node
+    turns replica: the node a connection is on was demoted by a failover (or never was the
+    primary), so a connection made again, to wherever the address now leads, may find the
+    primary (famiglia.redis_clients). Either wrote nothing: the call is retried."""
+    if _refusal(exc) == "READONLY":
+        return True
+    if not isinstance(exc, _RESPONSE_ERROR or ()):  # (set by `_refusal`)
+        return False
+    text = str(exc)
+    return (getattr(exc, "status_code", None) == "UNBLOCKED" or text.startswith("UNBLOCKED")) and _TURNED_REPLICA in text
 
 
 def _refusal(exc: BaseException) -> str | None:
@@ -159,11 +171,13 @@ def store_away(exc: BaseException) -> bool:
     loading, failing over (a replica's READONLY), refusing connections, too slow to answer, past
     its memory or unable to save (`STORE_REFUSING`). Such a failure is UNAVAILABLE (retry), not
     INTERNAL. (A built-in ConnectionError or TimeoutError is a socket's: the store's own fast
-    paths raise those.) The one classification: the projection's `StoreUnreadable` uses it too."""
+    paths raise those.) A blocked read cut short as its node turns replica is one too
+    (`store_demoted`): before session 35 it was INTERNAL, to every watch at a failover. The one
+    classification: the projection's `StoreUnreadable` uses it too."""
     global _STORE_ERRORS
     if _STORE_ERRORS is None:
         _STORE_ERRORS = _store_errors()
-    return isinstance(exc, _STORE_ERRORS) or store_refusing(exc)
+    return isinstance(exc, _STORE_ERRORS) or store_refusing(exc) or store_demoted(exc)
 
 
 def _database_errors() -> tuple[type[BaseException], type[BaseException], type[BaseException]] | None:

@@ -28,6 +28,8 @@ REFUSING = [
     "read only replica.",
     "ERR Error running script (call to f_6dee2053): @user_script:40: -OOM command not allowed when used "
     "memory > 'maxmemory'.",
+    # a blocked command (a watch's XREAD BLOCK) cut short as its node turns replica: wrote nothing
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
 ]
 
 OURS = [
@@ -36,6 +38,7 @@ OURS = [
     "ERR Error running script (call to f_6dee2053): @user_script:40: -WRONGTYPE Operation against a key",
     "NOSCRIPT No matching script. Please use EVAL.",
     "ERR value is not an integer or out of range",
+    "UNBLOCKED client unblocked via CLIENT UNBLOCK",  # someone's CLIENT UNBLOCK ... ERROR: not a failover
 ]
 
 
