@@ -459,3 +459,19 @@ def test_a_call_blocked_on_the_node_a_failover_demotes_is_unavailable(
     finally:
         store.close()
         address.close()
+
+
+def test_a_server_that_refuses_hello_leaves_the_ping_to_decide(tmp_path: Path) -> None:
+    """A proxy in front of Redis that does not know HELLO (Envoy's answers `unsupported command`,
+    as a Redis with HELLO renamed away answers `unknown command`): its role unknown, the PING
+    decides, as with a HELLO that names no role. The refusal failed every check: NOT_SERVING for
+    good, behind such a proxy, from the first round."""
+    from famiglia.grpcutil.readiness import redis_primary
+
+    server = RedisServer(data_dir=tmp_path / "hello", extra_args=("--rename-command", "HELLO", "")).start()
+    check = redis_primary(server.url)
+    try:
+        check.check()
+    finally:
+        check.close()
+        server.stop()

@@ -101,8 +101,13 @@ class _PrimaryCheck:
         pipe = self.client.pipeline(transaction=False)
         pipe.ping()
         pipe.execute_command("HELLO")
-        role = _field(pipe.execute()[1], "role")  # a LOADING (PING's) or a lost connection raises
-        if role and role not in ("master", "primary"):  # (none said, as by a proxy: the PING decides)
+        pong, hello = pipe.execute(raise_on_error=False)  # a lost connection raises
+        if isinstance(pong, Exception):  # LOADING
+            raise pong
+        # HELLO refused (a proxy that does not know it: Envoy's "unsupported command") or naming no
+        # role: the PING decides, as before `redis_primary` (else NOT_SERVING for good behind one).
+        role = "" if isinstance(hello, Exception) else _field(hello, "role")
+        if role and role not in ("master", "primary"):
             self.replica = True
             self.client.connection_pool.disconnect()  # the next check connects afresh
             raise RedisReplica(f"Redis answers as a {role}: every write is refused READONLY (a failover "

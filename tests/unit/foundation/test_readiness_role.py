@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.exceptions import ResponseError
 
 from famiglia.grpcutil.readiness import RedisReplica, _PrimaryCheck
 
@@ -26,7 +27,9 @@ class Client:
     def execute_command(self, *args: Any) -> None:
         pass
 
-    def execute(self) -> list[Any]:
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        if raise_on_error and isinstance(self.hello, Exception):
+            raise self.hello
         return [True, self.hello]
 
     def disconnect(self) -> None:
@@ -34,7 +37,8 @@ class Client:
 
 
 @pytest.mark.parametrize("hello", [{b"role": b"master"}, {"role": "master"}, [b"role", b"master"],
-                                   {b"role": b"primary"}, {b"server": b"a proxy that names no role"}])
+                                   {b"role": b"primary"}, {b"server": b"a proxy that names no role"},
+                                   ResponseError("unsupported command 'hello'")])
 def test_a_primary_or_a_server_naming_no_role_is_ready(hello: Any) -> None:
     _PrimaryCheck(Client(hello), "redis://x")()
 
@@ -45,3 +49,14 @@ def test_a_replica_is_not_and_its_connection_is_made_again(hello: Any) -> None:
     with pytest.raises(RedisReplica, match="answers as a replica: every write is refused READONLY"):
         _PrimaryCheck(client, "redis://x")()
     assert client.dropped == 1
+
+
+def test_a_ping_refused_is_not_ready_whatever_hello_says() -> None:
+    from redis.exceptions import BusyLoadingError
+
+    class Loading(Client):
+        def execute(self, raise_on_error: bool = True) -> list[Any]:
+            return [BusyLoadingError("Redis is loading the dataset in memory"), {b"role": b"master"}]
+
+    with pytest.raises(BusyLoadingError):
+        _PrimaryCheck(Loading({}), "redis://x")()
