@@ -5,7 +5,9 @@ proxied to) the new one, but a pooled connection stays on the node it was opened
 replica, and every write on it is refused READONLY until the process restarts. A client made
 here drops its pool's connections at the first READONLY, once: the connections open then are
 made again, to wherever the address leads now, before their next command. (The command that
-met READONLY is still refused: UNAVAILABLE `store_unavailable`, for its caller to retry.)
+met READONLY is still refused: UNAVAILABLE `store_unavailable`, for its caller to retry.) One
+watching keys then (a WATCH transaction: kombu's restore) is a lost connection instead, redis-py's
+WatchError, for the transaction to be run again: made again silently, its EXEC ran unwatched.
 
 A client of a library that reconnects on a lost connection and takes any other error for its
 own fault (kombu's and Celery's, the bots' broker) is told a demoted node as a lost connection
@@ -111,20 +113,36 @@ class _Following:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.failover: Failover | None = kwargs.pop(FAILOVER, None)
         self.followed = self.failover.drops if self.failover is not None else 0
+        self.watching = False
+        """Whether a WATCH was sent and no UNWATCH, EXEC or DISCARD since (redis-py's pipeline
+        ends a watching transaction with UNWATCH)."""
         super().__init__(*args, **kwargs)
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
         if self.failover is not None:
             self.followed = self.failover.drops  # it connects next to wherever the address leads then
+        self.watching = False  # (a closed connection's WATCHes are gone)
         super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
     def stale(self) -> bool:
         """Whether this connection was open when its pool dropped its connections."""
         return self.failover is not None and self.followed != self.failover.drops
 
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        name = args[0].upper() if args and isinstance(args[0], (str, bytes)) else ""
+        if name in ("UNWATCH", "EXEC", "DISCARD", b"UNWATCH", b"EXEC", b"DISCARD"):
+            self.watching = False
+        super().send_command(*args, **kwargs)  # type: ignore[misc]
+        if name in ("WATCH", b"WATCH"):
+            self.watching = True
+
     def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
         if self.stale():
+            watched = self.watching
             self.disconnect()
+            if watched:  # made again silently, its transaction would run unwatched: a lost connection
+                raise redis.ConnectionError("the connections were dropped (a failover) while this one watched "
+                                            "keys: its WATCH is lost; the transaction is to be run again")
         super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:

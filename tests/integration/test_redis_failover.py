@@ -475,3 +475,33 @@ def test_a_server_that_refuses_hello_leaves_the_ping_to_decide(tmp_path: Path) -
     finally:
         check.close()
         server.stop()
+
+
+def test_a_transaction_watching_keys_when_its_pool_is_dropped_is_retried_not_run_unwatched(
+        servers: tuple[RedisServer, RedisServer]) -> None:
+    """A connection open when its pool dropped its connections (another call's READONLY, or
+    readiness's `reconnect_all` once the primary is back) is made again at its next send, silently:
+    in the middle of a WATCH transaction (kombu's restore of an unacked task, on the broker's
+    pools) the WATCH went with the old connection and the EXEC ran on the new one unwatched, over
+    a write made meanwhile. A lost connection while watching is a WatchError in redis-py, for the
+    transaction to be run again: so is this one."""
+    from famiglia.redis_clients import connect, failover_of
+
+    primary, _ = servers
+    client, other = connect(primary.url), redis.Redis(port=primary.port)
+    try:
+        client.set("famiglia:watched", "1")
+        with client.pipeline() as pipe:
+            pipe.watch("famiglia:watched")
+            seen = int(pipe.get("famiglia:watched"))
+            failover_of(client).drop()  # type: ignore[union-attr]  # as another thread's READONLY would
+            other.set("famiglia:watched", "5")  # a write the WATCH is there to see
+            pipe.multi()
+            pipe.set("famiglia:watched", seen + 1)
+            with pytest.raises(redis.WatchError):
+                pipe.execute()
+        assert other.get("famiglia:watched") == b"5"
+        assert client.set("famiglia:probe", "1")  # (the pool goes on)
+    finally:
+        client.close()
+        other.close()
