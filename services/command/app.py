@@ -66,6 +66,7 @@ from famiglia.eventstore.turn_notices import (
     MATCH_OVER,
     REMATCH_ASKED,
     REMATCH_MADE,
+    STALE_SECONDS,
     InMemoryTurnNotices,
     StoredNotice,
     TurnNotice,
@@ -1737,11 +1738,15 @@ class CommandApp:
         # Each is told the match is over first, as the dispatcher tells it (the same notice, under
         # its told mark: whichever tells it first writes it, the other nothing): a rematch asked
         # in the moment a match ends reached a player's stream before the dispatcher's
-        # `match_over`, a notice about a match the player had not been told was over.
-        over = [TurnNotice(n.player_id, m.match_id, m.game_id, n.seat, MATCH_OVER, m.version,
-                           at_ms=m.last_timestamp_ms, asked_at=m.version) for n in notices]
+        # `match_over`, a notice about a match the player had not been told was over. Not of an
+        # end older than STALE_SECONDS, as the dispatcher's: told then, its mark may be gone since
+        # (a rematch is asked up to 29 days on), and the end would be told twice.
+        stale = now_ms - m.last_timestamp_ms > STALE_SECONDS * 1000
+        over = [] if stale else [TurnNotice(n.player_id, m.match_id, m.game_id, n.seat, MATCH_OVER, m.version,
+                                            at_ms=m.last_timestamp_ms, asked_at=m.version) for n in notices]
         try:
-            self.notices.tell(over)
+            if over:
+                self.notices.tell(over)
             self.notices.post(notices)
         except Exception as exc:  # noqa: BLE001 -- a notification is a hint: the asks are stored
             log.warning("rematch_notice_lost", match_id=m.match_id, kind=kind, error=str(exc))

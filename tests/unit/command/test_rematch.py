@@ -17,7 +17,7 @@ from famiglia.engine.registry import Registry
 from famiglia.eventstore.envelopes import open_match_created
 from famiglia.eventstore.memory_store import InMemoryEventStore
 from famiglia.eventstore.rematch_asks import REMATCH_TTL_S, InMemoryRematchAsks, RematchAsks
-from famiglia.eventstore.turn_notices import MATCH_OVER, TurnNotice
+from famiglia.eventstore.turn_notices import MATCH_OVER, STALE_SECONDS, TurnNotice
 from famiglia.grpcutil.errors import AppError
 from famiglia.v1 import envelope_pb2, game_service_pb2
 from services.command.app import CommandApp, Viewer
@@ -398,6 +398,21 @@ def test_a_player_told_of_a_rematch_was_told_first_that_the_match_is_over_and_on
                              asked_at=m.version)
     assert app.notices.tell([dispatchers]) == 0  # told already: once
     assert [n.kind for n in app.notices.read("p1")] == []  # the asker: its own answer told it (the dispatcher tells it the end)
+
+
+def test_a_rematch_asked_days_after_the_end_does_not_tell_the_end_again() -> None:
+    """A rematch may be asked up to 29 days after the end; the `match_over` told mark lives 7
+    (TTL_SECONDS), which is why the dispatcher tells no end older than STALE_SECONDS: told
+    then, its mark may be gone since. The rematch's `match_over`, told under that mark whatever
+    the end's age, was told a second time to a player the dispatcher had told a week before."""
+    app = _app()
+    match_id = _match(app, 3, bot_seat=2)
+    _play_out(app, match_id, bots=frozenset({2}))
+    m = app.matches.catch_up(app.matches.get(match_id))
+    late_s = m.last_timestamp_ms / 1000 + STALE_SECONDS + 3600  # the dispatcher's mark may be gone
+    app.wall = lambda: late_s
+    app.ask_rematch(match_id, _person(app, match_id, 1))
+    assert [(n.kind, n.match_id, n.seat) for n in app.notices.read("p0")] == [("rematch_asked", match_id, 0)]
 
 
 def test_the_table_is_told_of_each_first_ask_and_of_the_rematch_made() -> None:
