@@ -106,6 +106,8 @@ def input_name(version: int, seat: int, command: Message) -> str:
 #: What a seat asks the engine besides a decision, as a name says it: its view (`view`), its
 #: legal commands (`legal`).
 ASKED = ("view", "legal")
+ASKED_PREFIXES = tuple(f"{asked}:" for asked in ASKED)
+"""How the names of a seat's view or legal commands begin (`asked_name`)."""
 
 
 def asked_name(asked: str, version: int, seat: int | None) -> str:
@@ -291,7 +293,7 @@ def _by_match(members: dict[str, float]) -> dict[str, frozenset[str]]:
     return {match_id: frozenset(names) for match_id, names in grouped.items()}
 
 
-_NAMED = ("id:", "at:", *(f"{asked}:" for asked in ASKED))
+_NAMED = ("id:", "at:", *ASKED_PREFIXES)
 
 
 def _bounded(client: Any) -> Any:

@@ -21,6 +21,7 @@ from famiglia.v1 import game_service_pb2 as pb
 from famiglia.v1 import game_service_pb2_grpc as pb_grpc
 
 from ..app import ChainedCommand, CommandApp, MyTurn, NextSeat, SeatEvent, Submitted
+from ..quarantine import ASKED_PREFIXES
 from ..rematch import Rematch
 from ..turn_watch import Snapshot
 
@@ -362,12 +363,11 @@ class GameServicer(pb_grpc.GameServiceServicer):
             self._unmade.add(ident)
         self._renew_at[ident] = self.app.quarantine.set_aside(match_id, names, hold)
         self._unmade.discard(ident)
+        quarantined, renewed_line, _ = _lines(names)
         if renewed:
-            log.info("command_quarantine_renewed", rpc=call.rpc, match_id=match_id,
-                     ttl_s=self.app.quarantine.ttl_s, **fields)
+            log.info(renewed_line, rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s, **fields)
         else:
-            log.warning("command_quarantined", rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s,
-                        **fields)
+            log.warning(quarantined, rpc=call.rpc, match_id=match_id, ttl_s=self.app.quarantine.ttl_s, **fields)
         return False
 
     def lift_ended(self, ident: int, call: Running) -> None:
@@ -379,7 +379,7 @@ class GameServicer(pb_grpc.GameServiceServicer):
         aside = self._set_aside.pop(ident, None)
         if aside is not None:
             made = self.app.quarantine.lift(*aside)
-            log.info("command_quarantine_lifted", rpc=call.rpc, match_id=aside[0], pending=not made)
+            log.info(_lines(aside[1])[2], rpc=call.rpc, match_id=aside[0], pending=not made)
 
     def _seat_of(self, token: str | None) -> int | None:
         try:
@@ -400,6 +400,17 @@ CALL_WORKERS = 3
 #: retry arrives (at the bound, the watchdog's round, the quarantine's write (after a read round
 #: under way) and read later).
 STUCK_CALL_S = 20.0
+
+
+_COMMAND_LINES = ("command_quarantined", "command_quarantine_renewed", "command_quarantine_lifted")
+_CALL_LINES = ("call_quarantined", "call_quarantine_renewed", "call_quarantine_lifted")
+
+
+def _lines(names: Sequence[str]) -> tuple[str, str, str]:
+    """A stuck call's set-aside, renewal and lift lines: a seat's view or legal commands
+    (`asked_name`) is no command, and is refused `call_quarantined`, not `command_quarantined`;
+    its lines say so too."""
+    return _CALL_LINES if names and names[0].startswith(ASKED_PREFIXES) else _COMMAND_LINES
 
 
 def _still_running(ident: int, call: Running) -> bool:

@@ -609,13 +609,17 @@ def test_a_call_stuck_in_a_seats_view_or_legal_commands_sets_that_aside_until_it
             watchdog.check(now=5.0)
         name = asked_name("view" if asked == "view" else "legal", app.matches.get(match_id).match.public_version, seat)
         assert app.quarantine.of(match_id) == frozenset({name})
-        (line,) = [line for line in captured if line["event"] == "command_quarantined"]
+        # Its own line: no command was set aside (`command_quarantined` is a command's).
+        assert [line["event"] for line in captured if "quarantine" in line["event"]] == ["call_quarantined"]
+        (line,) = [line for line in captured if line["event"] == "call_quarantined"]
         assert (line["match_id"], line["seat"], line["asked"]) == (match_id, seat, name.partition(":")[0]), line
         engine.release.set()
         asking.join(30)
         RUNNING[ident] = None
-        watchdog.check(now=6.0)
+        with structlog.testing.capture_logs() as captured:
+            watchdog.check(now=6.0)
         assert app.quarantine.of(match_id) is None
+        assert [line["event"] for line in captured if "quarantine" in line["event"]] == ["call_quarantine_lifted"]
     finally:
         engine.release.set()
         asking.join(30)
