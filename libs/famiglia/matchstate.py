@@ -40,10 +40,13 @@ class UnknownEventKind(ValueError):
     match never had, and decisions on it would be stored for good: the match is unreadable
     here until a server that knows the kind reads it (docs/schema.md)."""
 
-    def __init__(self, match_id: str, env: envelope_pb2.EventEnvelope) -> None:
-        super().__init__(f"{match_id}: event {env.seq} is a {env.type[:80]!r}, an event kind this server's "
-                         f"{env.game_id or 'game'} engine does not know (written by a newer server?)")
+    def __init__(self, match_id: str, env: envelope_pb2.EventEnvelope, *, staged: bool = False) -> None:
+        super().__init__(f"{match_id}: {'staged ' if staged else ''}event {env.seq} is a {env.type[:80]!r}, an "
+                         f"event kind this server's {env.game_id or 'game'} engine does not know (written by a "
+                         "newer server?)")
         self.seq = env.seq
+        self.staged = staged
+        """A held answer's (NP-H9): its seq, past the version, counts the answers held before it."""
 
 
 class StoreWentBack(Exception):
@@ -252,7 +255,7 @@ class MatchState:
                         self.state = engine.evolve(self.state, event)
                     except Exception as exc:
                         if not event.ListFields():  # (asked only on failure: the fold's hot path)
-                            raise UnknownEventKind(self.match_id, env) from exc
+                            raise UnknownEventKind(self.match_id, env, staged=staged) from exc
                         raise
                 self.version = seq
                 if staged:

@@ -83,11 +83,12 @@ def unreadable(match_id: str, why: object) -> FailedPrecondition:
 
 def unreadable_events(match_id: str, why: object) -> str:
     """Why a match's events cannot be folded here, as whoever asked is told, a spectator too: the
-    seq of a kind this server does not know (every event's seq is public) and nothing of the
+    seq of a kind this server does not know (a stream event's seq is public; a held answer's is
+    not, NP-H9: past the version, it counts the answers held before it) and nothing of the
     event, not its stored type (what happened, which most seats may not know) nor the decoder's
     words. The log has those."""
     log.info("match_unreadable", match_id=match_id, error=f"{type(why).__name__}: {why}"[:500])
-    if isinstance(why, UnknownEventKind):
+    if isinstance(why, UnknownEventKind) and not why.staged:
         said = f"its event {why.seq} is of a kind this server's engine does not know (written by a newer server?)"
     else:
         said = "its events cannot be read by this server's engine"

@@ -18,9 +18,11 @@ import pytest
 
 from famiglia.config import Settings
 from famiglia.eventstore.memory_store import InMemoryEventStore
+from famiglia.grpcutil.errors import FailedPrecondition
 from famiglia.matchstate import MatchState, command_key
 from famiglia.nothing_personal.v1 import nothing_personal_pb2 as pb
 from famiglia.replay.verify import verify_envelopes
+from famiglia.v1 import envelope_pb2
 from services.command.app import CommandApp
 from services.command.bootstrap import bootstrap
 from tests.contracts.eventstore_contract import envelope
@@ -677,3 +679,37 @@ def test_a_command_set_aside_in_a_window_is_refused_whoever_has_answered_since()
     with pytest.raises(FailedPrecondition) as refused:
         _pass(app, match_id, tokens[first], "again-2")
     assert refused.value.code == "command_quarantined"
+
+
+def test_np_h9_a_held_answer_this_server_cannot_read_is_not_named_by_its_seq() -> None:
+    """A held answer of a kind only a newer server knows (a rolling deploy) makes the match
+    unreadable here, as any event of such a kind does; the refusal named its seq, which every
+    caller, a spectator too, reads against the version: a staged seq past it counts the answers
+    held before it. A stream's event may be named (its seq is public), a staged one not."""
+    store = InMemoryEventStore()
+    app = bootstrap(store=store, settings=SETTINGS)
+    created, window = _window_match(app)
+    match_id, tokens = created.match_id, created.seat_tokens
+    version = store.version(match_id)
+    assert _pass(app, match_id, tokens[window.seats[0]], "answer-1").held
+    # The second seat's answer, held by a newer replica: a kind this server's engine lacks.
+    (first,) = store.read_staged(match_id, after=version)
+    number = max(f.number for f in pb.Event.DESCRIPTOR.fields) + 1
+    tag, varint = number << 3 | 2, b""
+    while tag > 0x7F:
+        varint, tag = varint + bytes([tag & 0x7F | 0x80]), tag >> 7
+    newer = envelope_pb2.EventEnvelope()
+    newer.CopyFrom(first)
+    newer.seq, newer.seat, newer.command_id = first.seq + 1, window.seats[1], "answer-2"
+    newer.type, newer.event_id = "future_kind", first.event_id + "F"
+    newer.payload = varint + bytes([tag]) + b"\x00"
+    newer.ClearField("command")
+    store.stage(match_id, first.seq, [newer], command_key(window.seats[1], "answer-2"))
+    for server in (app, bootstrap(store=store, settings=SETTINGS)):  # hot, and folded afresh
+        with pytest.raises(FailedPrecondition) as refused:
+            server.get_view(match_id, server.viewer(match_id, None))
+        assert refused.value.code == "match_unreadable"
+        said = refused.value.message
+        assert f"event {newer.seq}" not in said and f"event {first.seq}" not in said, said
+        assert said.endswith("its events cannot be read by this server's engine; the server's log "
+                             "(match_unreadable) has the details"), said
