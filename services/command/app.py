@@ -554,19 +554,17 @@ class CommandApp:
             viewer = _reader(m, viewer)
             if aside is not None:
                 _check_not_asked_aside(aside, m, "view", viewer.seat, self.quarantine.ttl_s)
-            view = _engine_view(m, viewer.seat)
-            to_act = [] if m.cancelled else pending_for(m.engine, m.state, viewer.seat)
+            view, to_act, result, text, deadline_ms = _engine_viewed(m, viewer.seat)
             return ViewAnswer(
                 version=m.public_version,
                 view=view,
                 to_act=to_act,
-                result=m.engine.result(m.state),
+                result=result,
                 game_id=m.game_id,
                 seat=viewer.seat,
-                # Once over, the whole state (hidden hands included), cancelled or played out.
-                text=m.engine.render_state(m.state) if m.finished else "",
+                text=text,
                 cancelled=m.cancelled,
-                deadline_ms=_deadline_ms(m, viewer.seat, to_act),
+                deadline_ms=deadline_ms,
                 away=[(seat, left.reason, since) for seat, (left, since) in sorted(m.away.items())],
             )
 
@@ -589,9 +587,8 @@ class CommandApp:
                 return LegalAnswer(m.public_version, [], True, [])
             if aside is not None:
                 _check_not_asked_aside(aside, m, "legal", viewer.seat, self.quarantine.ttl_s)
-            commands = _engine_legal(m, viewer.seat, cap, draws)
-            return LegalAnswer(m.public_version, commands, _complete(commands, cap),
-                               [m.engine.render_command(c) for c in commands], _deadline_ms(m, viewer.seat))
+            commands, shown, deadline_ms = _engine_listed(m, viewer.seat, cap, draws)
+            return LegalAnswer(m.public_version, commands, _complete(commands, cap), shown, deadline_ms)
 
     @staticmethod
     def _check_seat(seats: int, viewer: Viewer) -> None:
@@ -1022,7 +1019,8 @@ class CommandApp:
     def stuck_command(self, ident: int) -> tuple[str, list[str], dict[str, Any]] | None:
         """The command thread `ident` is deciding now (a `_decide` on its stack, read from its
         frames: nothing is noted on the command path for it), or the view or legal commands it
-        asks the engine for (`_engine_view`, `_engine_legal`), as the quarantine names it: (its
+        asks the engine for (`_engine_view`, `_engine_legal`, and `_engine_viewed`, `_engine_listed`:
+        every engine call of GetView and ListLegalCommands), as the quarantine names it: (its
         match, its names, fields for the log line); None when it asks the engine nothing (it
         waits for a match's lock, or for Redis: nothing of the call is to blame)."""
         frame = sys._current_frames().get(ident)
@@ -2122,6 +2120,25 @@ def _engine_legal(m: MatchState, seat: int, cap: int, draws: random.Random | Non
     return m.engine.legal_commands(m.state, seat, limit=cap, rng=draws)
 
 
+def _engine_viewed(m: MatchState, seat: int | None) -> tuple[Message, list[Pending], Any, str, int]:
+    """All GetView asks the engine for `seat` (its view, who is asked, the result, the whole state
+    of a match over, the seat's clock), in a frame of its own: a loop in any of them sets aside
+    the seat's view as a loop in `view` does (`stuck_command`)."""
+    view = _engine_view(m, seat)
+    to_act = [] if m.cancelled else pending_for(m.engine, m.state, seat)
+    # Once over, the whole state (hidden hands included), cancelled or played out.
+    text = m.engine.render_state(m.state) if m.finished else ""
+    return view, to_act, m.engine.result(m.state), text, _deadline_ms(m, seat, to_act)
+
+
+def _engine_listed(m: MatchState, seat: int, cap: int, draws: random.Random | None
+                   ) -> tuple[list[Message], list[str], int]:
+    """All ListLegalCommands asks the engine (the commands, each as text, the seat's clock), in a
+    frame of its own (as `_engine_viewed`): a loop in any of them sets aside the seat's legal commands."""
+    commands = _engine_legal(m, seat, cap, draws)
+    return commands, [m.engine.render_command(c) for c in commands], _deadline_ms(m, seat)
+
+
 def _lasting(seconds: float) -> str:
     """A length of time as a player reads it: "6 h", "10 min", "45 s"; the unit picked once
     rounded (3599 s is "1 h", not "60 min")."""
@@ -2244,5 +2261,6 @@ def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
 
 _DECIDE = CommandApp._decide.__code__
 """What `stuck_command` looks for on a stuck thread's stack."""
-_ASKING = {_engine_view.__code__: "view", _engine_legal.__code__: "legal"}
+_ASKING = {_engine_view.__code__: "view", _engine_viewed.__code__: "view", _engine_legal.__code__: "legal",
+           _engine_listed.__code__: "legal"}
 """The same, for the engine's other answers a seat asks for, and what `asked_name` calls each."""

@@ -22,11 +22,12 @@ once on its replica, and in Redis as soon as Redis takes it (a lift refused, Red
 is made again at the replica's next read of the set, and as it stops), not 6 hours later.
 
 The engine's other answers loop as well: a call found stuck inside a seat's `view` (GetView,
-SubmitCommands' next answers) or its `legal_commands` (ListLegalCommands, the bots') sets aside
-`<asked>:<version>/<seat>` (`asked_name`: `view:` or `legal:`), refused at once, `FAILED_PRECONDITION
-call_quarantined`, before the engine is asked again: a client retrying its GetView took out every
-replica in turn as a poisoned command did. The other seats, and the match's next versions, are
-answered as ever.
+SubmitCommands' next answers) or its `legal_commands` (ListLegalCommands, the bots'), or in any
+other engine call of GetView or ListLegalCommands (`pending`, `result`, `render_state`,
+`render_command`: `CommandApp.stuck_command`), sets aside `<asked>:<version>/<seat>`
+(`asked_name`: `view:` or `legal:`), refused at once, `FAILED_PRECONDITION call_quarantined`,
+before the engine is asked again: a client retrying its GetView took out every replica in turn
+as a poisoned command did. The other seats, and the match's next versions, are answered as ever.
 
 Every replica reads the set (one sorted set, its score the member's expiry in Unix ms) at most
 once every `refresh_s` a command asks for it; between reads the check is a dict lookup of the

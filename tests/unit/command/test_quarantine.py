@@ -624,3 +624,59 @@ def test_a_call_stuck_in_a_seats_view_or_legal_commands_sets_that_aside_until_it
         engine.release.set()
         asking.join(30)
         RUNNING.pop(ident, None)
+
+
+def _stalling_in(engine, name: str, thread_name: str):  # type: ignore[no-untyped-def]
+    """`engine` whose `name` stalls, as one that loops would, only in the thread `thread_name`
+    (the match is created, and its commands decided, as ever)."""
+    method = getattr(engine, name)
+
+    def stalling(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == thread_name:
+            engine._stall()
+        return method(*args, **kwargs)
+
+    setattr(engine, name, stalling)
+
+
+@pytest.mark.parametrize(("ask", "loops_in", "options", "over"), [
+    ("view", "pending", {}, False),
+    ("view", "result", {}, False),
+    ("view", "render_state", {}, True),
+    ("view", "pending", {"clock_s": "30"}, True),  # a match over: no one asked, its whole state shown
+    ("legal", "render_command", {}, False),
+    ("legal", "pending", {"clock_s": "30"}, False),  # the seat's clock
+])
+def test_a_call_stuck_in_any_engine_call_of_a_view_or_legal_commands_is_found_there(
+        ask: str, loops_in: str, options: dict[str, str], over: bool) -> None:
+    """Only a loop in the engine's `view` or `legal_commands` was found: GetView asks the engine who
+    is asked, the result and a match over's whole state too, ListLegalCommands each command as
+    text and the seat's clock; a loop in one of those set nothing aside, and the client's retry
+    took out the next replica. Each is found as the seat's view (legal commands) where the match stands."""
+    from famiglia.testgames.stalling import GAME_ID, StallingCard, stalling_registry
+
+    engine = StallingCard(60.0, stalls_in="view", poisoned_seat=-2)  # decides at once; stalls where told
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    match_id = app.create_match(GAME_ID, 2, seed=3, options={"hand": "1", **options}).match_id
+    seat, _ = _asked(app, match_id)
+    if over:
+        for n in range(2):
+            asked, (card, *_) = _asked(app, match_id)
+            app.submit(match_id, Viewer(asked), f"c-{n}", card)
+        assert app.matches.get(match_id).match.finished
+    _stalling_in(engine, loops_in, "asking")
+    call = app.get_view if ask == "view" else app.legal_commands
+    asking = threading.Thread(target=lambda: call(match_id, Viewer(seat)), name="asking", daemon=True)
+    asking.start()
+    try:
+        assert engine.entered.wait(30)
+        assert asking.ident is not None
+        found = app.stuck_command(asking.ident)
+        version = app.matches.get(match_id).match.public_version
+        assert found is not None, f"a loop in {loops_in} set nothing aside"
+        assert found[:2] == (match_id, [asked_name(ask, version, seat)])
+        assert (found[2]["asked"], found[2]["seat"]) == (ask, seat)
+    finally:
+        engine.release.set()
+        asking.join(30)
+
