@@ -2095,12 +2095,17 @@ def _check_not_asked_aside(aside: frozenset[str], m: MatchState, asked: str, sea
     if asked_name(asked, m.public_version, seat) in aside:
         what = {"view": "the view", "legal": "the legal commands"}[asked]
         whose = "a spectator" if seat is None else f"seat {seat}"
+        if m.finished:  # it moves on no more, and a match over is not cancelled (`match_over`)
+            cure = ("The match is over: it moves on no more and cannot be cancelled, so retrying does not help "
+                    "until an operator lifts the set-aside (once the engine is fixed)")
+        else:
+            cure = "Retrying does not help until the match moves on; ask an operator to cancel the match " \
+                   "(famiglia match cancel)"
         raise FailedPrecondition(
             "call_quarantined",
             f"{what} of {whose} at version {m.public_version} is set aside: the game's engine did not "
             f"finish making it (a server bug, reported to the operators), and it is refused for up to "
-            f"{_lasting(ttl_s)} so it cannot stop more servers. Retrying does not help until the match moves "
-            "on; ask an operator to cancel the match (famiglia match cancel)")
+            f"{_lasting(ttl_s)} so it cannot stop more servers. {cure}")
 
 
 def _answerable(aside: frozenset[str], m: MatchState, seat: int, view: bool) -> bool:

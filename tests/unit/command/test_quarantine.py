@@ -680,3 +680,17 @@ def test_a_call_stuck_in_any_engine_call_of_a_view_or_legal_commands_is_found_th
         engine.release.set()
         asking.join(30)
 
+
+def test_a_view_set_aside_on_a_match_over_does_not_ask_for_a_cancel(app: CommandApp) -> None:
+    """A match over is not cancelled (`match_over`): its refusal told the player to ask for that."""
+    match_id = app.create_match("highcard", 2, seed=3, options={"hand": "1"}).match_id
+    for n in range(2):
+        seat, (card, *_) = _asked(app, match_id)
+        app.submit(match_id, Viewer(seat), f"c-{n}", card)
+    assert app.matches.get(match_id).match.finished
+    _set_aside_asked(app, match_id, "view", 0)
+    with pytest.raises(FailedPrecondition) as refused:
+        app.get_view(match_id, Viewer(0))
+    assert refused.value.code == "call_quarantined"
+    assert "cancel the match" not in refused.value.message and "is over" in refused.value.message, \
+        refused.value.message
