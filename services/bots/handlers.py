@@ -617,6 +617,11 @@ upgraded, takes the same command."""
 CLOCK_NOT_RUN_OUT = "clock_not_run_out"
 """The refusal of a person's clock default before its deadline by the command service's clock
 (this host's, or the dispatcher's, runs fast): ErrorInfo.metadata `left_ms` says how long till then."""
+CALL_QUARANTINED = "call_quarantined"
+"""The refusal of a seat's view or legal commands the command service set aside where the match
+stands (services/command/quarantine.py: its engine did not return them): a read the server cannot
+answer, as INTERNAL is, until the match moves on. Escaping the task, it was neither retried nor
+counted, and the stall timer queued the seat again for as long as the quarantine lasted."""
 _REFUSED = frozenset({grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.INVALID_ARGUMENT.value[0]})
 
 
@@ -794,12 +799,15 @@ def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int
 
 def _read(call, *args):
     """A read the seat's decision needs; `None` when the server failed on it (INTERNAL, its
-    `@rpc`'s answer: it cannot show the seat this state, a bug a retry does not cure). UNKNOWN
-    is no answer of the server's but a call cut short (a server killed mid-call: `_DIED`)."""
+    `@rpc`'s answer: it cannot show the seat this state, a bug a retry does not cure) or set it
+    aside (`CALL_QUARANTINED`: the same, found stuck instead of raising). UNKNOWN is no answer
+    of the server's but a call cut short (a server killed mid-call: `_DIED`)."""
     try:
         return call(*args)
     except grpc.RpcError as exc:
         if exc.code() in FAILED_CODES and exc.code() not in _DIED:
+            return None
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == CALL_QUARANTINED:
             return None
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None

@@ -85,9 +85,10 @@ class BotsMetrics:
         self._clocks.add((game,))
 
     def decision_given_up(self, game: str, reason: str) -> None:
-        """`reason`: `unreadable` (the server failed on the seat's view or legal commands), `failed`
-        (on its commands), `refused` (its commands refused), `dispatch_failed` (the dispatcher
-        failed on the match at a bot's turn: once a bot seat asked, none for a person's turn)."""
+        """`reason`: `unreadable` (the server failed on the seat's view or legal commands, or set
+        them aside), `failed` (on its commands), `refused` (its commands refused), `dispatch_failed`
+        (the dispatcher failed on the match at a bot's turn: once a bot seat asked, none for a
+        person's turn)."""
         self._given_up.add((game, reason))
 
     def tournament_match_started(self, game: str) -> None:

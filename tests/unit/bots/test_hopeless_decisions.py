@@ -456,3 +456,34 @@ def test_a_match_the_dispatcher_stops_retrying_at_a_persons_turn_gives_no_bot_se
     table.act(match_id, 0)
     table.pump(match_id)
     assert [(m, s) for m, s, _v, _p in table.tasks.decisions] == [(match_id, 1)]
+
+
+@pytest.mark.parametrize("asked", ["view", "legal_commands"])
+def test_a_seat_whose_view_is_set_aside_plays_its_default_after_a_few_tries(asked: str) -> None:
+    """A seat's view or legal commands the command service set aside, its engine stuck making
+    them (FAILED_PRECONDITION `call_quarantined`, refused for up to six hours where the match
+    stands), is a read the server cannot answer, as INTERNAL is: the seat's decision fails a few
+    times, then the seat plays its default. The refusal escaped the task instead (neither
+    `Transient` nor counted): every task the stall timer queued again met it, and the seat
+    waited till the quarantine ended, to loop the engine again. Read so by a task deciding a
+    seat over gRPC (a batch's later seat decided afresh, a lease asking seat by seat). Fails
+    if the refusal escapes, or no default goes in at the bound."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+
+    def set_aside(*args, **kwargs):
+        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "call_quarantined")
+
+    setattr(worker.seat(match_id, seat), asked, set_aside)
+    with structlog.testing.capture_logs() as lines:
+        for _ in range(MAX_FAILURES - 1):
+            with pytest.raises(handlers.Transient):
+                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "default"  # type: ignore[arg-type]
+    assert table.version(match_id) == version + 1
+    [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
+    assert (line["reason"], line["default"]) == ("unreadable", "submitted")
+    assert worker.metrics.given_up == [("highcard", "unreadable")]  # type: ignore[attr-defined]
