@@ -636,7 +636,7 @@ class Dispatcher:
                 match = tracked.match
                 game_id, version, asked = match.game_id, match.version, []
                 if match.state is not None and not match.finished:
-                    asked = [p.seat for p in match.engine.pending(match.state)]
+                    asked = self._asked_counting_held(tracked, [p.seat for p in match.engine.pending(match.state)])
                     seats = [seat for seat in asked if seat in tracked.bots]
                 for seat in seats:
                     self._queue(tracked, seat, functools.partial(self.tasks.clock, match_id, seat, version, 0.0,
@@ -664,6 +664,24 @@ class Dispatcher:
         if self.metrics is not None:
             for _seat in seats:  # a decision a seat, as a worker counts them
                 self.metrics.decision_given_up(game_id, "dispatch_failed")
+
+    def _asked_counting_held(self, tracked: Tracked, asked: list[int]) -> list[int]:
+        """`asked` (the stream's) less the seats whose answer is held back (NP-H9), as `_schedule`
+        counts them: a bot that answered in a window is no bot seat to give up (its clock finds
+        it not asked). Where the held answers cannot be counted (an engine bug evolving them),
+        the stream's: a default queued for a seat that answered is refused, as `not_pending`."""
+        if not tracked.match.may_hold or not any(seat in tracked.bots for seat in asked):
+            return asked
+        try:
+            held = self._asked_with_held(tracked)
+        except TRANSIENT:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the give-up goes on from the stream
+            if store_away(exc):
+                raise
+            log.warning("held_answers_unreadable", match_id=tracked.match.match_id, error=repr(exc)[:300])
+            return asked
+        return asked if held is None else [seat for seat in asked if seat in held]
 
     def _forget(self, match_id: str, end: tuple[int, str] | None = None) -> None:
         self.live.remove(match_id)

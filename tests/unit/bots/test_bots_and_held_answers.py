@@ -210,3 +210,56 @@ def test_a_seat_whose_answer_another_task_gave_plays_nothing_else_in_its_place(
     assert after_answer == []
     # One `:h` a follow-up is enough: a seat is asked no more at the version of its held answer.
     assert follow_ups_again == []
+
+
+def test_a_match_the_dispatcher_stops_retrying_with_its_bots_answers_held_gives_no_bot_seat_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """NP-H9: every bot in a card window has answered, held back from the stream, and the window
+    waits for its person. The dispatcher failing on the match (here queuing the person's clock)
+    gives it up after `MAX_DISPATCH_FAILURES`, and asked the stream alone which bot seats wait:
+    there all three still do, so it logged `bot_match_given_up` with three defaults and counted
+    three bot decisions given up, none of which was (their clocks find them not asked). Held
+    answers are counted now, as `_schedule` counts them: it is the person's turn,
+    `match_dispatch_stopped`, nothing counted. Fails if a bot seat is given up or counted."""
+    import structlog
+
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots import dispatcher as dispatcher_module
+    from services.bots.dispatcher import MAX_DISPATCH_FAILURES
+    from services.bots.payload import bot_command_id
+
+    from .test_hopeless_decisions import Counted
+
+    for seed in range(1, 40):
+        found = _window_of_three_bots(seed)
+        if found is not None and 0 in found[0].app.matches.get(found[1]).match.state.window.seats:
+            break
+    else:
+        raise AssertionError("no seed reached a card window asking every bot and the person")
+    table, match_id, order, version = found
+    metrics = table.dispatcher.metrics = Counted()  # type: ignore[assignment]
+    for seat in order:  # the batch's task answers every bot, held back: the window waits for seat 0
+        answered = table.app.submit(match_id, Viewer(seat), bot_command_id(match_id, version, seat),
+                                    np_pb.Command(**{"pass": np_pb.Pass()}), version)
+        assert answered.held and answered.version == version
+    table.pump(match_id)
+    queue_clocks = dispatcher_module.Dispatcher._queue_clocks
+
+    def failing_clocks(self, tracked, pendings):
+        if tracked.match.version == version:
+            raise RuntimeError("engine bug: the clock of this state")
+        return queue_clocks(self, tracked, pendings)
+
+    monkeypatch.setattr(dispatcher_module.Dispatcher, "_queue_clocks", failing_clocks)
+    table.dispatcher._let_go(match_id, RuntimeError("engine bug: the clock of this state"))
+    clocks = len(table.tasks.clocks)
+    with structlog.testing.capture_logs() as lines:
+        for _ in range(100):  # 1,000 s of checks (stall time 10 s)
+            table.clock_now[0] += 10
+            table.dispatcher.check_stalls()
+    assert [line for line in lines if line["event"] == "match_recovery_failed"]  # the refolds failed
+    assert not [line for line in lines if line["event"] == "bot_match_given_up"]
+    assert metrics.given_up == []
+    [line] = [line for line in lines if line["event"] == "match_dispatch_stopped"]
+    assert (line["match_id"], line["failures"], line["asked"]) == (match_id, MAX_DISPATCH_FAILURES, [0])
+    assert len(table.tasks.clocks) == clocks  # no bot's clock queued
