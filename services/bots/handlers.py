@@ -801,14 +801,19 @@ def _read(call, *args):
     """A read the seat's decision needs; `None` when the server failed on it (INTERNAL, its
     `@rpc`'s answer: it cannot show the seat this state, a bug a retry does not cure) or set it
     aside (`CALL_QUARANTINED`: the same, found stuck instead of raising). UNKNOWN is no answer
-    of the server's but a call cut short (a server killed mid-call: `_DIED`)."""
+    of the server's but a call cut short (a server killed mid-call: `_DIED`); a replica that
+    cannot read the match (`MATCH_UNREADABLE`, a rolling deploy) is `Transient`, as on a submit."""
     try:
         return call(*args)
     except grpc.RpcError as exc:
         if exc.code() in FAILED_CODES and exc.code() not in _DIED:
             return None
-        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and _code(exc) == CALL_QUARANTINED:
-            return None
+        if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+            code = _code(exc)
+            if code == CALL_QUARANTINED:
+                return None
+            if code == MATCH_UNREADABLE:
+                raise Transient(f"{MATCH_UNREADABLE}: {exc.details()}") from None
         if exc.code() in TRANSIENT_CODES:
             raise Transient(f"{exc.code().name}: {exc.details()}") from None
         raise

@@ -487,3 +487,28 @@ def test_a_seat_whose_view_is_set_aside_plays_its_default_after_a_few_tries(aske
     [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
     assert (line["reason"], line["default"]) == ("unreadable", "submitted")
     assert worker.metrics.given_up == [("highcard", "unreadable")]  # type: ignore[attr-defined]
+
+
+def test_a_replica_that_cannot_read_the_match_mid_deploy_is_retried_on_a_read_too() -> None:
+    """GetView from an old replica in a rolling deploy (FAILED_PRECONDITION `match_unreadable`)
+    is the replica's, as on a submit: `Transient`, retried by Celery, not counted. On a read the
+    refusal escaped the task (a failed task, no retry: the seat waited for the stall timer).
+    Fails if the refusal escapes, or counts towards giving the seat up."""
+    table = Table()
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    worker = _worker(table)
+    client = worker.seat(match_id, seat)
+    view = client.view
+
+    def old_replica(*args, **kwargs):
+        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")
+
+    client.view = old_replica  # type: ignore[method-assign]
+    for _ in range(MAX_FAILURES + 1):
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
+    client.view = view  # type: ignore[method-assign]  # the deploy is over
+    assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "submitted"  # type: ignore[arg-type]
