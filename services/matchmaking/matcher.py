@@ -105,10 +105,10 @@ class Matcher:
         self.metrics = matchmaking_metrics(store, games)
         """None when metrics are off."""
         t = self.tuning
-        self._in_flight_ms = max(0, t.create_timeout_ms + ANSWER_MARGIN_MS - t.claim_retry_ms) \
-            if t.create_timeout_ms else 0
-        """how much later than `claim_retry_ms` after a claim (or a taken retry) the claim is stale:
-        until then the CreateMatch asked for it may still be out."""
+        self._wait_ms = max(t.claim_retry_ms, t.create_timeout_ms + ANSWER_MARGIN_MS if t.create_timeout_ms else 0)
+        """how long after a claim (or a taken retry) its retry is due: the claim retry, or later
+        while the CreateMatch asked for it may still be out. The claims zset keeps the due time
+        itself, so replicas on another `claim_retry_ms` (mid-rollout) wait for the same."""
 
     # -- the loop --------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
@@ -158,26 +158,31 @@ class Matcher:
                 live[record.ticket_id] = record
         for proposal in form_matches([r.to_ticket() for r in live.values()], now, self.policy):
             plan = self.plan_table(proposal, live[proposal.tickets[0].ticket_id].options)
-            if self._claim(proposal, plan, live, now):
-                formed += self._create(game_id, proposal.proposal_id, plan)
+            due = self._claim(proposal, plan, live, now)
+            if due is not None:
+                formed += self._create(game_id, proposal.proposal_id, plan, due)
         return formed
 
-    def _claim(self, proposal: Proposal, plan: dict[str, Any], live: Mapping[str, TicketRecord], now: int) -> bool:
-        """Hold every player, claim every ticket, then pin the holds to this table — or nothing."""
+    def _claim(self, proposal: Proposal, plan: dict[str, Any], live: Mapping[str, TicketRecord],
+               now: int) -> int | None:
+        """Hold every player, claim every ticket, then pin the holds to this table — or nothing (None).
+        When the claim's retry is due (its score, which a failed CreateMatch moves only while it is this)."""
         game_id, proposal_id = proposal.game_id, proposal.proposal_id
         seats = [HoldSeat(p, t.ticket_id, live[t.ticket_id].asked_by(p)) for t in proposal.tickets for p in t.players]
         taken = self.holds.take(game_id, proposal_id, seats)
         if not taken.ok:
             if taken.stale and taken.refused_by is not None:  # seated elsewhere after queueing here
                 self._leave(live[_ticket_of(seats, taken.player_id)], taken.refused_by, [taken.player_id], now)
-            return False
+            return None
         # Dated now, not by the pass's start: after a slow CreateMatch earlier in the pass, a claim
         # dated so is stale already, and another replica would ask for its table at once.
-        if not self.store.claim(proposal, plan, self.clock(), in_flight_ms=self._in_flight_ms):
+        claimed = self.clock()
+        due = claimed + self._wait_ms
+        if not self.store.claim(proposal, plan, claimed, due_ms=due):
             # Only the leases: a `table` hold naming this proposal is not ours (we pin after the
             # claim), but a claim retry's, pinning our leases for the very table that beat us.
             self.holds.give_back(seats, taken.lease)
-            return False
+            return None
         if not self.holds.commit(game_id, proposal_id, seats, taken.lease):  # a lease expired and went elsewhere
             log.warning("hold_lost", proposal_id=proposal_id, game_id=game_id)
             if self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost", now_ms=now,
@@ -187,8 +192,8 @@ class Matcher:
                 # Stalled past the leases: a retry gave this claim up and the same tickets were
                 # claimed again (the same proposal id, so the same `table` holds): that claim's.
                 self.holds.give_back(seats, taken.lease)
-            return False
-        return True
+            return None
+        return due
 
     def _leave(self, record: TicketRecord, seated: Hold, players: Sequence[str], now: int) -> None:
         """The ticket's player sits at another table: the ticket ends (unless already claimed).
@@ -237,7 +242,9 @@ class Matcher:
         defaults = self.games[game_id].option_defaults if game_id in self.games else {}
         return {k: v for k, v in sorted(options.items()) if defaults.get(k) != v}
 
-    def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any]) -> int:
+    def _create(self, game_id: str, proposal_id: str, plan: dict[str, Any], due: int) -> int:
+        """Ask CreateMatch for the claimed table and finish it; `due`: the claim's score as this
+        matcher wrote it (claimed, or its retry taken)."""
         tickets = _tickets(plan)
         # Each bot seat is its own player (`bot:<policy>#<k>`, the table's k-th bot): under one
         # id the bots would be rated as one player at its best rank (a person second of four
@@ -254,12 +261,12 @@ class Matcher:
                                                     seat_info=seat_info,
                                                     request_id=plan.get("request_id") or self._request_id(proposal_id))
             except CreateFailed as exc:
-                return self._failed(game_id, proposal_id, tickets, exc, plan.get("claim", ""))
+                return self._failed(game_id, proposal_id, tickets, exc, plan.get("claim", ""), due)
             except Exception as exc:  # noqa: BLE001 - unforeseen: one attempt, not a failed tick
                 log.exception("match_creation_broke", proposal_id=proposal_id)
                 return self._failed(game_id, proposal_id, tickets,
                                     CreateFailed(f"{type(exc).__name__}: {exc}"[:300], permanent=False),
-                                    plan.get("claim", ""))
+                                    plan.get("claim", ""), due)
             fields: dict[str, dict[str, str]] = {
                 t: {"match_id": created.match_id, "seats": str(plan["seats"]), "bots": str(plan["bots"])}
                 for t, _ in tickets}
@@ -302,7 +309,7 @@ class Matcher:
                 self._leave(record, Hold(SEATED, game_id, match_id), players, self.clock())
 
     def _failed(self, game_id: str, proposal_id: str, tickets: list[tuple[str, tuple[str, ...]]],
-                exc: CreateFailed, claim: str) -> int:
+                exc: CreateFailed, claim: str, due: int) -> int:
         now = self.clock()
         if exc.permanent:
             log.warning("match_refused", reason=exc.reason)
@@ -315,17 +322,19 @@ class Matcher:
         # answers (a match, or a refusal). Requeued, the tickets would make another table (more
         # players, a bot, one of them cancelled) under another request id, and leave the first
         # match with seats nobody holds and its players seated twice.
+        # Only while the claim's score is still the one this matcher wrote (`due`): stalled past its
+        # deadline, it may find another replica's retry there, whose CreateMatch is out.
         slow = self.tuning.max_attempts
-        attempts = self.store.retry_later(game_id, proposal_id, now, claim=claim, slow_after=slow,
-                                          delay_ms=(slow - 1) * self.tuning.claim_retry_ms)
+        attempts = self.store.retry_later(game_id, proposal_id, now + self.tuning.claim_retry_ms, claim=claim,
+                                          slow_after=slow, delay_ms=(slow - 1) * self.tuning.claim_retry_ms,
+                                          written_ms=due)
         log.warning("match_creation_failed", reason=exc.reason, attempts=attempts)
         return 0
 
     def _recover(self, game_id: str, now: int) -> int:
-        """Finish tables whose claim is older than claim_retry_ms (same request id, same match)."""
+        """Finish tables whose claim's retry is due (same request id, same match)."""
         formed = 0
-        stale = now - self.tuning.claim_retry_ms
-        for proposal_id in self.store.stale_claims(game_id, stale):
+        for proposal_id in self.store.stale_claims(game_id, now):
             plan = self.store.plan(game_id, proposal_id)
             if plan is None:  # finished meanwhile by another matcher
                 self.store.forget_claim(game_id, proposal_id)
@@ -335,8 +344,8 @@ class Matcher:
             # another replica would find this claim stale while it is out.
             # Only the claim whose plan this is: the same tickets claimed again since the plan was
             # read (the same proposal id) are that claim's to retry, with its own plan.
-            if not self.store.take_retry(game_id, proposal_id, stale, self.clock() + self._in_flight_ms,
-                                         claim=plan.get("claim", "")):
+            due = self.clock() + self._wait_ms
+            if not self.store.take_retry(game_id, proposal_id, now, due, claim=plan.get("claim", "")):
                 continue  # another replica asks now, or the plan is another claim's
             log.info("claim_recovered", proposal_id=proposal_id)
             if not self.holds.retake(game_id, proposal_id, self._asked_seats(plan)):  # its players went elsewhere
@@ -344,7 +353,7 @@ class Matcher:
                 self.store.release(game_id, proposal_id, _tickets(plan), requeue=True, reason="hold lost",
                                    now_ms=now, claim=plan.get("claim", ""))
                 continue
-            formed += self._create(game_id, proposal_id, plan)
+            formed += self._create(game_id, proposal_id, plan, due)
         return formed
 
     def _asked_seats(self, plan: Mapping[str, Any]) -> list[HoldSeat]:

@@ -10,8 +10,10 @@ one atomic EVALSHA (Redis 6.2: no functions):
     {mm:G}:open:<player>        string the player's open ticket in G (one per player per game; as long as its claim)
     {mm:G}:invites:<player>     set    party tickets the player was invited to (pruned when read)
     {mm:G}:req:<player>:<rid>   string CreateTicket idempotency: request id -> ticket id
-    {mm:G}:claims               zset   proposal id -> claim (or last attempt) ms, later while its CreateMatch
-                                       may be out: tables being created (stale `claim_retry_ms` after it)
+    {mm:G}:claims               zset   proposal id -> when its retry is due, ms (the claim or last attempt and
+                                       `claim_retry_ms`, later while its CreateMatch may be out): tables being
+                                       created, stale once due (the same for every replica, whatever its own
+                                       `claim_retry_ms`)
     {mm:G}:proposal:<proposal>  hash   the claimed table: plan json (its creation's request id too), attempts
     {mm:G}:wait:<pool>          string the pool's recent average wait, ms (estimates; a week after its last table)
 
@@ -311,19 +313,20 @@ class RedisTicketStore:
         return bool(done), now_state
 
     # -- claims ----------------------------------------------------------------------
-    def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int, *, in_flight_ms: int = 0) -> bool:
+    def claim(self, proposal: Proposal, plan: dict[str, Any], now_ms: int, *, due_ms: int | None = None) -> bool:
         """All of the proposal's tickets, atomically, or none (False); their players' open-ticket
         pointers then live as long as the claim (a table may wait a day for CreateMatch). The
-        plan's `claim` token marks this claim (`release` undoes only its own). Its retry is due
-        `in_flight_ms` later than a claim of `now_ms` would be: the CreateMatch it is about to ask
-        may be out that much longer than the claim retry waits."""
+        plan's `claim` token marks this claim (`release` undoes only its own). Its retry is due at
+        `due_ms` (`now_ms` when not given): the claim retry's wait, or the deadline of the
+        CreateMatch its matcher is about to ask when that is later."""
         k = Keys(proposal.game_id)
         ids = [t.ticket_id for t in proposal.tickets]
         pointers = [(k.open(p), t.ticket_id) for t in proposal.tickets for p in t.players]
         keys = [k.queue, k.claims, k.proposal(proposal.proposal_id), *(k.ticket(i) for i in ids),
                 *(key for key, _ in pointers)]
         args: list[Any] = [proposal.proposal_id, now_ms, json.dumps(plan), DAY_MS, len(ids), *ids,
-                           *(tid for _, tid in pointers), now_ms + in_flight_ms, plan.get("claim", "")]
+                           *(tid for _, tid in pointers), now_ms if due_ms is None else due_ms,
+                           plan.get("claim", "")]
         ok, _ = self._claim(keys=keys, args=args)
         return bool(ok)
 
@@ -335,9 +338,9 @@ class RedisTicketStore:
         raw = self.client.hget(Keys(game_id).proposal(proposal_id), "plan")
         return json.loads(raw) if raw else None
 
-    def stale_claims(self, game_id: str, older_than_ms: int) -> list[str]:
-        """Claims whose table was not finished by then (a crashed or failing matcher)."""
-        return [str(p) for p in self.client.zrangebyscore(Keys(game_id).claims, "-inf", older_than_ms)]
+    def stale_claims(self, game_id: str, now_ms: int) -> list[str]:
+        """Claims whose retry is due by `now_ms`: their table was not finished (a crashed or failing matcher)."""
+        return [str(p) for p in self.client.zrangebyscore(Keys(game_id).claims, "-inf", now_ms)]
 
     def forget_claim(self, game_id: str, proposal_id: str) -> None:
         """Drop a claim whose proposal is gone (finished elsewhere, or expired), in one script: the
@@ -345,26 +348,30 @@ class RedisTicketStore:
         k = Keys(game_id)
         self._forget_claim(keys=[k.proposal(proposal_id), k.claims], args=[proposal_id])
 
-    def take_retry(self, game_id: str, proposal_id: str, older_than_ms: int, now_ms: int, *, claim: str) -> bool:
-        """Whether this matcher retries the stale claim now: its next retry is pushed back to
-        `now_ms` first (the caller adds the time its CreateMatch may be out beyond the claim
-        retry), atomically, so the other replicas do not ask CreateMatch meanwhile. Only
+    def take_retry(self, game_id: str, proposal_id: str, now_ms: int, due_ms: int, *, claim: str) -> bool:
+        """Whether this matcher retries the claim due by `now_ms` now: its next retry is pushed back
+        to `due_ms` first (past the deadline of the CreateMatch it asks, when that is later than the
+        claim retry), atomically, so the other replicas do not ask CreateMatch meanwhile. Only
         the claim with that token (the plan's `claim`, as the caller read it): the same tickets
         claimed again since are another claim, left to its own matcher (False)."""
         k = Keys(game_id)
         return bool(self._take_retry(keys=[k.proposal(proposal_id), k.claims],
-                                     args=[proposal_id, older_than_ms, now_ms, claim]))
+                                     args=[proposal_id, now_ms, due_ms, claim]))
 
-    def retry_later(self, game_id: str, proposal_id: str, now_ms: int, *, claim: str, slow_after: int = 0,
-                    delay_ms: int = 0) -> int:
-        """Count a failed creation attempt and push the next retry back (by `delay_ms` more once
-        `slow_after` attempts failed); the attempts so far, or 0 when the table is gone (another
+    def retry_later(self, game_id: str, proposal_id: str, due_ms: int, *, claim: str, slow_after: int = 0,
+                    delay_ms: int = 0, written_ms: int | None = None) -> int:
+        """Count a failed creation attempt and make the next retry due at `due_ms` (`delay_ms` later
+        once `slow_after` attempts failed), only while the claim's score is still `written_ms`, the
+        one the caller wrote (None: whatever it is): a caller stalled past its CreateMatch's deadline
+        must not bring forward the retry another replica took since, whose call is out. The
+        attempts so far, or 0 when the table is gone (another
         matcher finished it while this one's CreateMatch was still out): a count written then
         would make the proposal anew, without its expiry, and leave its players' holds waiting
         on it for good. 0 too when the proposal carries another claim token than `claim`."""
         k = Keys(game_id)
         return int(self._retry_later(keys=[k.proposal(proposal_id), k.claims],
-                                     args=[proposal_id, now_ms, slow_after, delay_ms, claim]))
+                                     args=[proposal_id, due_ms, slow_after, delay_ms, claim,
+                                           "" if written_ms is None else written_ms]))
 
     def finalize(self, game_id: str, proposal_id: str, tickets: Sequence[tuple[str, Sequence[str]]],
                  fields: dict[str, dict[str, str]], now_ms: int, *, claim: str, pool: str = "") -> int:

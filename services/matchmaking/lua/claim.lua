@@ -8,12 +8,13 @@
 -- let its player open a second ticket in the game, one the coming match would never seat.
 -- Each claim writes its own token on the proposal and its tickets: the same tickets claimed
 -- again share the proposal id, and a late release of the first claim must not undo the next.
--- The claim's score in the claims zset is when it may be retried less `claim_retry_ms`: the claim
--- time, or later while the CreateMatch its matcher is about to ask may still be out (its deadline).
+-- The claim's score in the claims zset is when it may be retried (any replica reads the same, whatever
+-- its own `claim_retry_ms`): the claim time and the claim retry, or later while the CreateMatch its
+-- matcher is about to ask may still be out (its deadline).
 -- KEYS: 1 queue, 2 claims (zset), 3 proposal (hash), 3+1..3+n ticket hashes, then open pointers
 -- ARGV: 1 proposal id, 2 now ms, 3 proposal json, 4 proposal (and ticket) key ttl ms, 5 n,
 --       5+1..5+n ticket ids (order of the ticket KEYS), then for each open pointer its ticket id,
---       then the claim's score (ms), then the claim token
+--       then the claim's score (its retry's due time, ms), then the claim token
 local n = tonumber(ARGV[5])
 local token = ARGV[#ARGV]
 local score = ARGV[#ARGV - 1]

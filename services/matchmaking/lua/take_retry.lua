@@ -1,5 +1,5 @@
--- Take a stale claim's retry: push its next retry back (to now, or later while the CreateMatch
--- the caller is about to ask may still be out: its deadline) before asking CreateMatch again,
+-- Take a stale claim's retry: push its next retry back (by the claim retry, or later while the
+-- CreateMatch the caller is about to ask may still be out: its deadline) before asking CreateMatch again,
 -- only while the claim is still stale, its proposal still exists and still carries the claim
 -- token of the plan the caller read. Every matcher replica reads the same stale claims:
 -- without this, each one asked a slow CreateMatch again on each pass after the claim went stale
@@ -11,8 +11,9 @@
 -- KEYS[1]  {mm:G}:proposal:<P>
 -- KEYS[2]  {mm:G}:claims
 -- ARGV[1]  the proposal id
--- ARGV[2]  stale when the claim's score is at most this, ms (now - claim_retry_ms)
--- ARGV[3]  the claim's new score, ms: now, or later by as much as CreateMatch's deadline outlasts claim_retry_ms
+-- ARGV[2]  now, ms: the claim is stale when its score (when its retry is due) is at most this
+-- ARGV[3]  the claim's new score, ms: when its next retry is due (now + claim_retry_ms, or the
+--          deadline of the CreateMatch the caller is about to ask, and a margin, when that is later)
 -- ARGV[4]  the claim token of the caller's plan ('' matches a claim from before the tokens)
 --
 -- Returns 1 when this caller took the retry, 0 otherwise (not stale any more, gone, or another claim).

@@ -348,3 +348,68 @@ def test_a_claim_whose_matcher_died_during_create_match_is_retried_once_the_call
     _nobody_orphaned(second, creator, tickets)
     first.close()
     second.close()
+
+
+def test_a_late_failure_does_not_bring_forward_the_retry_another_replica_took_since(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """A replica stalled past its CreateMatch's deadline wrote its failure late: retry_later moved
+    the claim's retry back to "now", undoing the retry another replica had taken since, whose call
+    was still out, and a third replica asked for the table beside it."""
+    clock = FakeClock()
+    lossy = LostReplies(creator, lose=1)
+    first, second, paced = _replicas(redis_url, creator, clock, lossy)
+    third = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=5000,
+                                                                            create_timeout_ms=10_000))
+    third.matcher.creator = lossy
+    dies = PacedCreator(lossy)
+    second.matcher.creator = dies
+    a, b = (first.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in (a, b)}
+
+    def stalled() -> None:
+        clock.advance(12)  # past the deadline and its margin (11 s): the claim is anybody's to retry
+
+        def out() -> None:
+            raise Died  # the second replica's call is out (it never comes back here)
+
+        dies.steps.append(out)
+        with pytest.raises(Died):
+            second.matcher.tick(DUEL)  # takes the retry: due 11 s later, at 23 s
+
+    paced.steps.append(stalled)
+    assert first.matcher.tick(DUEL) == 0  # the match made, the answer lost, its failure written at 12 s
+    asked = len(lossy.request_ids)
+    clock.advance(10.9)  # 22.9 s: the second replica's call may still be out
+    assert third.matcher.tick(DUEL) == 0
+    assert len(lossy.request_ids) == asked, "the third replica asked while the second's call was out"
+    clock.advance(0.2)
+    assert third.matcher.tick(DUEL) == 1
+    _nobody_orphaned(third, creator, tickets)
+    for mm in (first, second, third):
+        mm.close()
+
+
+def test_replicas_with_other_claim_retries_read_the_same_due_time(
+        redis_url: str, creator: RecordingCreator) -> None:
+    """Mid-rollout, replicas ran with other FAMIGLIA_MM_CLAIM_RETRY: the claim's score was stored
+    relative to its writer's claim retry, so a replica on a shorter one found the claim stale while
+    the CreateMatch asked for it was still out, and asked for the table beside it."""
+    clock = FakeClock()
+    lossy = LostReplies(creator)
+    first, _, paced = _replicas(redis_url, creator, clock, lossy)  # claim retry 5 s, deadline 10 s
+    short = make_mm(redis_url, creator, clock=clock, tuning=MatcherTuning(claim_retry_ms=1000,
+                                                                            create_timeout_ms=10_000))
+    short.matcher.creator = lossy
+    a, b = (first.app.register_guest(n)[0].player_id for n in "AB")
+    tickets = {p: first.app.create_ticket(p, DUEL, [], {}).ticket_id for p in (a, b)}
+
+    def slow() -> None:
+        clock.advance(8)  # within the deadline (and its margin: 11 s)
+        short.matcher.tick(DUEL)
+
+    paced.steps.append(slow)
+    assert first.matcher.tick(DUEL) == 1
+    assert len(lossy.request_ids) == 1, "the replica on the shorter claim retry asked while the call was out"
+    _nobody_orphaned(first, creator, tickets)
+    first.close()
+    short.close()

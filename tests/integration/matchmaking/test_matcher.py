@@ -257,7 +257,8 @@ def test_a_crashed_matchers_claim_is_finished_by_another(redis_url: str, creator
     crashed.app.create_ticket(b, "duel", [], {})
     records = crashed.app.store.queued("duel")
     [proposal] = form_matches([r.to_ticket() for r in records], clock(), crashed.matcher.policy)
-    assert crashed.app.store.claim(proposal, crashed.matcher.plan_table(proposal, {}), clock())
+    # its retry due 5 s later, as a matcher on a 5 s claim retry writes it
+    assert crashed.app.store.claim(proposal, crashed.matcher.plan_table(proposal, {}), clock(), due_ms=clock() + 5000)
     crashed.close()  # claimed, never created
 
     other = make_mm(redis_url, creator, tuning=MatcherTuning(claim_retry_ms=5000), clock=clock)

@@ -458,6 +458,23 @@ def test_a_claims_retry_is_taken_once_while_stale_and_never_once_the_table_is_go
     assert store.client.zscore(Keys(DUEL).claims, pid) is None
 
 
+# -- retry_later.lua ---------------------------------------------------------------------------
+def test_a_failed_attempt_moves_the_retry_only_from_the_score_its_caller_wrote(mm: Matchmaking) -> None:
+    """A caller stalled past its deadline wrote its failure after another replica took the retry:
+    the score went back to the caller's "now", and a third replica asked beside the call still out.
+    The attempt counts either way; a fast failure brings the retry forward from the deadline."""
+    a, b = _guests(mm, "AB")
+    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
+    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
+    proposal, plan = _claim(mm, DUEL, [ta, tb])
+    store, claimed, pid, claims = mm.app.store, mm.app.clock(), proposal.proposal_id, Keys(DUEL).claims
+    assert store.take_retry(DUEL, pid, claimed, claimed + 11_000, claim=plan["claim"])  # another replica's
+    assert store.retry_later(DUEL, pid, claimed + 5000, claim=plan["claim"], written_ms=claimed) == 1
+    assert store.client.zscore(claims, pid) == claimed + 11_000
+    assert store.retry_later(DUEL, pid, claimed + 5000, claim=plan["claim"], written_ms=claimed + 11_000) == 2
+    assert store.client.zscore(claims, pid) == claimed + 5000
+
+
 # -- forget_claim.lua --------------------------------------------------------------------------
 def test_a_gone_tables_claim_is_forgotten_but_never_the_same_table_claimed_again_meanwhile(
         mm: Matchmaking, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -527,7 +544,8 @@ def test_a_matcher_stalled_past_its_holds_leaves_the_same_tables_newer_claim_alo
     assert {mm.app.store.get(t).state for t in (ta, tb)} == {"claimed"}  # type: ignore[union-attr]
     assert mm.app.store.plan(DUEL, proposal.proposal_id) == newer[0]
     assert {Hold.parse(client.get(hold_key(p))).kind for p in (a, b)} == {"table"}  # type: ignore[union-attr,arg-type]
-    assert mm.matcher._create(DUEL, proposal.proposal_id, newer[0]) == 1
+    due = int(client.zscore(Keys(DUEL).claims, proposal.proposal_id))  # type: ignore[arg-type]  # as its claim wrote it
+    assert mm.matcher._create(DUEL, proposal.proposal_id, newer[0], due) == 1
     made = {mm.app.store.get(t).match_id for t in (ta, tb)}  # type: ignore[union-attr]
     assert len(made) == 1 and made != {""}
     assert mm.app.store.client.get(Keys(DUEL).open(a)) is None  # matched: free to queue again
@@ -684,7 +702,8 @@ def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
         assert record is not None and (record.state, record.claim) == ("claimed", newer[0]["claim"])
     holds = {mm.matcher.holds.get(p) for p in (a, b)}
     assert {(h.kind, h.ref) for h in holds if h is not None} == {("table", newer[0]["proposal_id"])} and None not in holds
-    assert mm.matcher._create(DUEL, newer[0]["proposal_id"], newer[0]) == 1
+    due = int(store.client.zscore(Keys(DUEL).claims, newer[0]["proposal_id"]))  # type: ignore[arg-type]
+    assert mm.matcher._create(DUEL, newer[0]["proposal_id"], newer[0], due) == 1
     assert {store.get(t).state for t in (ta, tb)} == {"matched"}  # type: ignore[union-attr]
 
 

@@ -76,5 +76,5 @@ def test_the_matcher_waits_out_the_grpc_creators_deadline_before_another_replica
                    ratings=FixedRatings())
     assert mm.matcher.creator.client.timeout == 10.0  # type: ignore[attr-defined]
     assert mm.matcher.tuning.create_timeout_ms == 10_000
-    assert mm.matcher._in_flight_ms == 10_000 + 1000 - mm.matcher.tuning.claim_retry_ms
+    assert mm.matcher._wait_ms == 10_000 + 1000 > mm.matcher.tuning.claim_retry_ms
     mm.close()
