@@ -12,8 +12,10 @@ longer hold the consumer group, and writes to Redis, next to the retention water
     <prefix>:projection:dead_lettered zset: "partition:entry id" of each letter the stream holds (by
                                       its time): a letter is written once per entry while the stream
                                       holds it
-    <prefix>:projection:unparks       counter of `unpark`s, and
-    <prefix>:projection:unparked      hash: match id -> the counter at its last `unpark`
+    <prefix>:projection:unparks       counter of `unpark`s,
+    <prefix>:projection:unparked      hash: match id -> the counter at its last `unpark`, and
+    <prefix>:projection:unparked_at   zset: match id -> the time of its last `unpark` (ms): a mark is
+                                      dropped `UNPARKED_KEEP_MS` after it, by a later `unpark`
 
 Every consumer reads the hash when it starts and again every `claim_every_s`, so
 later entries of a parked match are parked by whichever consumer gets them. The
@@ -26,6 +28,12 @@ Redis refusing it until memory is freed, the entries claimed again by another co
 no letter twice. The match of an entry that got it parked is named in the hash unless `unpark` let
 the match go since the consumer last read the hash (`Parked.unparks_seen`): a record kept while
 Redis refused it must not park again a match an operator has projected meanwhile.
+
+A mark matters only to a record made with a count read before it. A consumer reads the count again
+every `claim_every_s`, and holds an older one only while the record of its parked entries keeps
+failing (Redis away or refusing it), so marks are kept `UNPARKED_KEEP_MS` (a week) and no longer:
+the hash held one field for every match ever unparked. A record refused for longer than that names
+a match unparked meanwhile parked again, as before the marks: `unpark` it again.
 """
 
 from __future__ import annotations
@@ -42,6 +50,9 @@ from famiglia.eventstore.unreadable import UnreadableEntry
 from .projector import UNREAD, Parked
 
 DEAD_LETTERS_MAXLEN = 100_000
+UNPARKED_KEEP_MS = 7 * 24 * 3600 * 1000
+"""how long an `unpark`'s mark is kept: far longer than a consumer holds the count it read (its
+refresh, `claim_every_s`, unless Redis refuses its record that long)."""
 
 _RECORD = """
 -- KEYS: the dead-letter stream, its letters' entries (zset), the parked hash, the unparked hash.
@@ -82,10 +93,23 @@ return {written, unparked}
 """
 
 _FORGET = """
--- KEYS: the parked hash, the unparks counter, the unparked hash; ARGV: the match.
+-- KEYS: the parked hash, the unparks counter, the unparked hash, its marks' times (zset); ARGV: the
+-- match, now (ms), how long a mark is kept (ms).
 -- Answers {the record the hash held for the match or false, the unparks counter now}.
 local count = redis.call('INCR', KEYS[2])
+if redis.call('ZCARD', KEYS[4]) < redis.call('HLEN', KEYS[3]) then
+  -- marks written with no time (before the times were kept, or by such a replica): dated now
+  for _, marked in ipairs(redis.call('HKEYS', KEYS[3])) do
+    redis.call('ZADD', KEYS[4], 'NX', ARGV[2], marked)
+  end
+end
 redis.call('HSET', KEYS[3], ARGV[1], count)
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+local cutoff = tonumber(ARGV[2]) - tonumber(ARGV[3])
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)) do
+  redis.call('HDEL', KEYS[3], old)
+  redis.call('ZREM', KEYS[4], old)
+end
 local record = redis.call('HGET', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[1], ARGV[1])
 return {record, count}
@@ -126,6 +150,10 @@ class DeadLetters:
     @property
     def unparked_key(self) -> str:
         return f"{self.store.keys.prefix}:projection:unparked"
+
+    @property
+    def unparked_at_key(self) -> str:
+        return f"{self.store.keys.prefix}:projection:unparked_at"
 
     def record(self, parked: Iterable[Parked], consumer: str = "") -> Recorded:
         """Write each parked entry to the stream, once (`_RECORD`), and the match of one that got it
@@ -189,8 +217,10 @@ class DeadLetters:
     def forget(self, match_id: str) -> str | None:
         """Drop a match's record (before projecting it again), marking it let go: a record of its
         strike-out made later by a consumer that read the hash before does not name it again
-        (`record`). The record dropped (as stored: `restore` puts it back), None when it had none."""
-        record, _count = self._forget(keys=[self.parked_key, self.unparks_key, self.unparked_key], args=[match_id])
+        (`record`); the marks older than `UNPARKED_KEEP_MS` go. The record dropped (as stored:
+        `restore` puts it back), None when it had none."""
+        record, _count = self._forget(keys=[self.parked_key, self.unparks_key, self.unparked_key, self.unparked_at_key],
+                                      args=[match_id, time.time_ns() // 1_000_000, UNPARKED_KEEP_MS])
         return _text(record) if record else None
 
     def restore(self, match_id: str, record: str) -> None:

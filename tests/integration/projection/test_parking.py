@@ -500,3 +500,39 @@ def test_an_entry_is_keyed_as_long_as_the_dead_letter_stream_holds_its_letter(ap
     assert app.store.client.zrange(letters.lettered_key, 0, -1) == [b"1:1004-0", b"1:1005-0", b"1:1006-0"]
     assert letters.record_unreadable(entries, "c1") == 4  # those the stream dropped, each once more
     assert sorted(_letters(app)) == sorted(set(_letters(app)))
+
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+def test_an_unpark_mark_is_kept_a_week_and_no_longer(app: ProjectionApp, monkeypatch) -> None:
+    """`<prefix>:projection:unparked` gained a field for every match ever unparked and lost none.
+    A mark matters only to a record made with a count read before it, which a consumer holds no
+    longer than its records keep failing: a later `unpark` drops the marks a week old (those with no
+    time, from before, dated then), and a younger one still keeps its match from being named again."""
+    now = [1_000_000_000_000]
+    monkeypatch.setattr(parking, "time", type("Clock", (), {"time_ns": staticmethod(lambda: now[0] * 1_000_000),
+                                                           "time": staticmethod(lambda: now[0] / 1000)}))
+    letters, client = DeadLetters(app.store), app.store.client
+    letters.forget("m-old")
+    client.hset(letters.unparked_key, "m-before", 2)  # a replica from before the times were kept
+    client.incr(letters.unparks_key)
+    now[0] += WEEK_MS - 1
+    letters.forget("m-young")  # dates m-before too
+    assert set(client.hkeys(letters.unparked_key)) == {b"m-before", b"m-old", b"m-young"}
+    now[0] += 2
+    letters.forget("m-new")
+    assert set(client.hkeys(letters.unparked_key)) == {b"m-before", b"m-young", b"m-new"}
+    assert set(client.zrange(letters.unparked_at_key, 0, -1)) == {b"m-before", b"m-young", b"m-new"}
+    now[0] += WEEK_MS
+    letters.forget("m-last")
+    assert set(client.hkeys(letters.unparked_key)) == {b"m-new", b"m-last"}
+    assert client.zcard(letters.unparked_at_key) == 2
+
+    def struck(match_id: str, entry_id: str, seen: int) -> Parked:
+        envelope = EventEnvelope(match_id=match_id, seq=2, event_id=f"ev-{match_id}")
+        return Parked(PartitionEntry(0, entry_id, envelope), "ValueError", first=True, unparks_seen=seen)
+
+    # a mark kept does its work (a count read before it names nothing); one dropped, as before the marks
+    assert letters.record([struck("m-new", "1002-0", 3), struck("m-young", "1003-0", 2)], "c1").unparked == ["m-new"]
+    assert letters.parked_matches() == {"m-young"}
