@@ -105,8 +105,8 @@ if redis.call('ZCARD', KEYS[4]) < redis.call('HLEN', KEYS[3]) then
 end
 redis.call('HSET', KEYS[3], ARGV[1], count)
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
-local cutoff = tonumber(ARGV[2]) - tonumber(ARGV[3])
-for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. cutoff, 'LIMIT', 0, 1000)) do
+local cutoff = string.format('(%d', tonumber(ARGV[2]) - tonumber(ARGV[3]))
+for _, old in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', cutoff, 'LIMIT', 0, 1000)) do
   redis.call('HDEL', KEYS[3], old)
   redis.call('ZREM', KEYS[4], old)
 end
