@@ -249,10 +249,11 @@ def play_bot_decisions(app: BotsApp, match_id: str, game_id: str, version: int, 
     `expected_version=version`, each next one with the version the previous answer
     returned, and command id `bot:<match>:<that version>:<seat>` — so anything else that
     moved the match meanwhile (a human, a clock, a re-queued task) makes the rest
-    `stale` and the task stops there; so does a seat no longer asked. A later seat's
-    command refused (the earlier seats' commands changed what it may do) is decided
-    again from its view and legal commands read over gRPC at the version reached, as a
-    task without a payload would. A redelivered or retried task is answered from the
+    `stale` and the task stops there; so does a seat without a payload found no longer
+    asked. A later seat's command refused (the earlier seats' commands changed what it
+    may do) is decided again from its view and legal commands read over gRPC at the
+    version reached, as a task without a payload would; found asked no more there
+    (`not_pending`), it is passed over as a refused one (`_PASSED_OVER`). A redelivered or retried task is answered from the
     first answers: a duplicate's answer carries the version right after that command, and
     the next seat goes on from there. The seats share the task's time budget
     (`think_seconds`, `interrupt_seconds`).
@@ -506,7 +507,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "stale":
             reached = max(reached, at + 1)
         if done.version is None:
-            if done.outcome in ("refused", "answered"):
+            if done.outcome in _PASSED_OVER:
                 # This seat has no turn to take after all (its answer already given, held back
                 # from the table: NP-H9); nothing moved, and the other seats' turns still wait.
                 continue
@@ -516,6 +517,13 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
     if len(outcomes) < len(seats) or any(outcome not in _TAKEN for outcome in outcomes):
         return outcomes, None, None, reached, (held, held_last)
     return outcomes, at, upcoming, reached, (held, held_last)
+
+
+_PASSED_OVER = frozenset({"refused", "answered", "not_pending"})
+"""A seat's outcomes that move nothing and leave the task's other seats asked: its command refused
+for good, its answer found given (`answered`), or, decided afresh, found asked no more at the
+version (`not_pending`: its answer held back from the table by another task, NP-H9). Before, a
+`not_pending` stopped the task, and the seats after it waited for another task or the stall timer."""
 
 
 _HOPELESS = frozenset({"failed", "unreadable"})

@@ -263,3 +263,60 @@ def test_a_match_the_dispatcher_stops_retrying_with_its_bots_answers_held_gives_
     [line] = [line for line in lines if line["event"] == "match_dispatch_stopped"]
     assert (line["match_id"], line["failures"], line["asked"]) == (match_id, MAX_DISPATCH_FAILURES, [0])
     assert len(table.tasks.clocks) == clocks  # no bot's clock queued
+
+
+def _batch_in_a_window(monkeypatch: pytest.MonkeyPatch, chained: bool, choose):
+    """`_window_of_three_bots` with every bot's policy `choose(decision)`: (table, match id, the
+    batch's seats, the version, the batch's task, a worker)."""
+    for seed in range(1, 40):
+        found = _window_of_three_bots(seed)
+        if found is not None:
+            break
+    else:
+        raise AssertionError("no seed reached a card window asking every bot")
+    table, match_id, order, version = found
+    handlers._REACHED.clear()
+
+    class Chooser:
+        def choose(self, rules, decision):
+            return choose(decision)
+
+    monkeypatch.setattr(handlers, "make_policy", lambda name: Chooser())
+    return table, match_id, order, version, len(table.tasks.decisions) - 1, LocalWorker(table, chained=chained)
+
+
+def _play(worker: LocalWorker, task: int) -> list[str]:
+    """The `task`-th decide task (one of no lease), as the worker plays it."""
+    tasks = worker.table.tasks
+    match_id, seat, version, policy = tasks.decisions[task]
+    batch = [(seat, policy, tasks.payloads[task]), *tasks.thens[task]]
+    return handlers.play_bot_decisions(worker, match_id, GAME, version, batch)  # type: ignore[arg-type]
+
+
+def _pass():
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+
+    return np_pb.Command(**{"pass": np_pb.Pass()})
+
+
+@pytest.mark.parametrize("chained", [True, False])
+def test_a_later_seat_found_not_asked_when_decided_afresh_is_passed_over_and_the_rest_still_play(
+        monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
+    """NP-H9: the batch's second seat answered in another task (held back, so the dispatcher's
+    payload still asked it). The task's command for it is refused (it has answered), its
+    afresh read finds it asked no more (`not_pending`): the seat is passed over as a refused
+    one, and the third seat's answer still goes in. Before, the task stopped there, and the
+    third seat waited for another task or the stall timer."""
+    from services.bots.payload import HELD_FOLLOW_UP, bot_command_id
+
+    table, match_id, order, version, task, worker = _batch_in_a_window(monkeypatch, chained, lambda d: _pass())
+    first, second, third = order
+    answered = table.app.submit(match_id, Viewer(second), bot_command_id(match_id, version, second) + HELD_FOLLOW_UP,
+                                _pass(), version)
+    assert answered.held and answered.version == version
+    table.pump(match_id)
+    outcomes = _play(worker, task)
+    assert outcomes == ["submitted", "not_pending", "submitted"]
+    assert worker.seats[(match_id, second)].reads == ["view"]  # read afresh, found not asked
+    window = table.app.matches.get(match_id).match.state.window
+    assert window is None or all(window.answers[s] is not None for s in order)  # the third seat answered too
