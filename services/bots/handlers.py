@@ -489,7 +489,7 @@ def _play_step(app: BotsApp, engine: Engine, match_id: str, game_id: str, versio
         if done.outcome == "refused" and i > 0:
             log.info("bot_batch_seat_refused", match_id=match_id, seat=seat, version=at)
             done = _decide_afresh(client, engine, game_id, seat, at, policy, derive_seed(crc, at, f"seat{seat}"),
-                                  deadline, interrupt(), command_id, _metrics(app), tried)
+                                  deadline, interrupt(), command_id, _metrics(app), tried, held_answers=held_answers)
         if done.outcome in _HOPELESS or (done.outcome == "refused" and i == 0):
             given = _hopeless(app, match_id, game_id, seat, at, done.outcome)
             if given.outcome == "default":  # the seat's default went in: a command of no task's, the task stops
@@ -796,13 +796,17 @@ def _chosen(engine: Engine, policy: str, decision: Decision, match_id: str, inte
 
 def _decide_afresh(client, engine: Engine, game_id: str, seat: int, version: int, policy: str, seed: int,
                    deadline: float, interrupt_seconds: float, command_id: str,
-                   metrics: BotsMetrics | None = None, tried: _Tried | None = None) -> _Submitted:
-    """A batch's later seat decided from what it may do at `version`, read over gRPC."""
+                   metrics: BotsMetrics | None = None, tried: _Tried | None = None, *,
+                   held_answers: bool = False) -> _Submitted:
+    """A batch's later seat decided from what it may do at `version`, read over gRPC. Its answer
+    may still go in, held back, between those reads and the submit (`held_answers`, NP-H9): a
+    refusal then plays no fallback for a seat no longer asked (`_retry_refused`)."""
     fetched = _fetch_decision(client, engine, game_id, seat, version, seed, deadline)
     if isinstance(fetched, str):
         return _Submitted(fetched, None)
     command = _choose(engine, policy, fetched, client.match_id, interrupt_seconds, metrics)
-    return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command], tried=tried)
+    return _submit_at(client, command, command_id, version, [c for c in fetched.legal if c != command], tried=tried,
+                      held_answers=held_answers)
 
 
 def _read(call, *args):

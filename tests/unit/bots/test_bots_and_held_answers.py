@@ -320,3 +320,41 @@ def test_a_later_seat_found_not_asked_when_decided_afresh_is_passed_over_and_the
     assert worker.seats[(match_id, second)].reads == ["view"]  # read afresh, found not asked
     window = table.app.matches.get(match_id).match.state.window
     assert window is None or all(window.answers[s] is not None for s in order)  # the third seat answered too
+
+
+@pytest.mark.parametrize("chained", [True, False])
+def test_a_later_seat_decided_afresh_whose_answer_lands_meanwhile_plays_no_fallback(
+        monkeypatch: pytest.MonkeyPatch, chained: bool) -> None:
+    """NP-H9: the batch's second seat's listed command is refused and the seat decided afresh;
+    between its reads and its submit another task's answer for it goes in, held back. Its
+    command is refused (it has answered), and no fallback (another listed command: an optional
+    move no policy chose, NP-D7's `set_auto_pass`, say) is played in its place, as for a seat
+    refused from its payload (`_answered`). Fails if a `:f` is submitted for the seat."""
+    from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
+    from services.bots.payload import HELD_FOLLOW_UP, bot_command_id
+
+    asked: list[int] = []
+
+    def choose(decision):
+        asked.append(decision.seat)
+        if decision.seat == order[1] and asked.count(decision.seat) == 1:  # its payload's: a card it lacks
+            return np_pb.Command(shakedown=np_pb.Shakedown(cards=["no-such-card"]))
+        return _pass()
+
+    table, match_id, order, version, task, worker = _batch_in_a_window(monkeypatch, chained, choose)
+    first, second, third = order
+    client = worker.seat(match_id, second)
+    legal_commands = client.legal_commands
+
+    def racing(limit: int = 0):
+        read = legal_commands(limit)
+        answered = table.app.submit(match_id, Viewer(second),
+                                    bot_command_id(match_id, version, second) + HELD_FOLLOW_UP, _pass(), version)
+        assert answered.held and not answered.duplicate
+        return read
+
+    client.legal_commands = racing  # type: ignore[method-assign]
+    outcomes = _play(worker, task)
+    assert [command_id for command_id, _ in client.submitted if command_id.endswith(":f")] == []
+    assert client.reads == ["view", "legal", "view"]  # decided afresh, then asked whether it answered
+    assert outcomes == ["submitted", "answered", "submitted"]
