@@ -18,7 +18,8 @@ A script's EVALSHA, its SCRIPT LOAD at NOSCRIPT and its EVALSHA again each take 
 connection is free: after a failover those may be on two nodes, the new primary (which never had
 the script: scripts are not replicated) and the demoted one (where the load succeeds, nothing
 answering READONLY to drop them). A NOSCRIPT again right after a load drops the pool's
-connections before the script is loaded once more (`load_script`, `FollowingScript`).
+connections before the script is loaded once more (`load_script`, `loaded_and_run`: redis-py's
+scripts, `FollowingScript`, and the event store's append, which sends its own EVALSHA).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import threading
 import types
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -228,6 +229,23 @@ def script_lost(exc: NoScriptError) -> redis.ConnectionError:
                                  "a failover under way; connecting again")
 
 
+_Reply = TypeVar("_Reply")
+
+
+def loaded_and_run(run: Callable[[], _Reply], load: Callable[[bool], None]) -> _Reply:
+    """What a call does once its script's EVALSHA met NOSCRIPT: `load(again)` then `run()` once
+    more, `LOADS` times at most, `again` from the second (a NOSCRIPT right after a load:
+    `load_script`); a NOSCRIPT after that is `script_lost`. The first EVALSHA stays the caller's,
+    so none of this is on its path while the script is there (the event store's append, timed)."""
+    for attempt in range(LOADS):
+        load(attempt > 0)
+        try:
+            return run()
+        except NoScriptError as exc:
+            missing = exc
+    raise script_lost(missing) from missing
+
+
 class FollowingScript(Script):
     """redis-py's Script for a client following a failover: a NOSCRIPT right after the load
     loads it again with the pool's connections made again (`load_script`), rather than raising
@@ -239,15 +257,11 @@ class FollowingScript(Script):
         if isinstance(client, Pipeline):  # loaded (SCRIPT EXISTS) when the pipeline is sent: redis-py's way
             return super().__call__(keys, args, client)
         keys, args = list(keys or ()), list(args or ())
-        for attempt in range(LOADS):
-            try:
-                return client.evalsha(self.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                load_script(client, self, again=attempt > 0)
         try:
             return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError as exc:
-            raise script_lost(exc) from exc
+        except NoScriptError:
+            return loaded_and_run(lambda: client.evalsha(self.sha, len(keys), *keys, *args),
+                                  lambda again: load_script(client, self, again))
 
 
 def connect(url: str, *, as_connection_error: bool = False, **kwargs: Any) -> redis.Redis:

@@ -306,14 +306,19 @@ def test_the_role_is_read_on_a_resp2_connection_too(servers: tuple[RedisServer, 
         on_replica.close()
 
 
-def test_an_append_whose_script_was_loaded_on_the_demoted_node_is_unavailable_once_then_goes_through(
+def test_an_append_whose_script_was_loaded_on_the_demoted_node_goes_through_on_the_new_primary(
         servers: tuple[RedisServer, RedisServer]) -> None:
     """The new primary never had the append script (scripts are not replicated): its first
     EVALSHA answers NOSCRIPT, and the store loads the script through its pool, whose idle
     connections may still be on the demoted node, where the load succeeds (no READONLY to drop
-    them). Its EVALSHA then answered NOSCRIPT again, raised as NoScriptError (INTERNAL), at
-    every append for as long as those connections stayed. Now every connection is made again
-    and the append is UNAVAILABLE, once: the retry goes through on the primary."""
+    them). Its EVALSHA then answered NOSCRIPT again, raised as NoScriptError (INTERNAL), at every
+    append for as long as those connections stayed, then UNAVAILABLE once. Now, as every other script (`famiglia.redis_clients.load_script`),
+    every connection is made again and the script loaded and run once more: the append goes
+    through on the new primary, no refusal for the failover."""
+    from structlog.testing import capture_logs
+
+    from famiglia.redis_clients import failover_of
+
     primary, replica = servers
     address = SwitchingProxy(primary.port)
     store = RedisEventStore.connect(address.url)
@@ -327,16 +332,56 @@ def test_an_append_whose_script_was_loaded_on_the_demoted_node_is_unavailable_on
         address.upstream = replica.port
         for kept in store._idle:  # the appends' kept connections, made again (a socket error, say): to the new primary
             kept.disconnect()
-        with pytest.raises(redis.RedisError) as refused:
-            app.create_match(game_id, players, seed=12)
-        assert store_away(refused.value), refused.value
-        for seed in (13, 14, 15):
-            created = app.create_match(game_id, players, seed=seed)
-            assert redis.Redis(port=replica.port).exists(store.keys.version(created.match_id))
+        drops = failover_of(store.client).drops  # type: ignore[union-attr]
+        with capture_logs() as logs:
+            created = app.create_match(game_id, players, seed=12)
+        assert [line["event"] for line in logs if line["event"].startswith("redis_")] == \
+            ["redis_script_loaded_elsewhere"], logs
+        assert failover_of(store.client).drops == drops + 1  # type: ignore[union-attr]
+        on_new = redis.Redis(port=replica.port)
+        assert on_new.exists(store.keys.version(created.match_id))
+        for seed in (13, 14, 15):  # on every kept and pooled connection
+            assert on_new.exists(store.keys.version(app.create_match(game_id, players, seed=seed).match_id))
+        on_new.close()
     finally:
         store.close()
         address.close()
 
+
+def test_an_append_whose_script_is_missing_after_two_loads_is_unavailable(redis_url: str) -> None:
+    """Loaded twice, the second time with every connection made again, and still NOSCRIPT: the
+    address leads to another node at each connection (a failover under way). UNAVAILABLE, for
+    its caller to retry (`script_lost`), as every other script; nothing written."""
+    from structlog.testing import capture_logs
+
+    from famiglia.redis_clients import failover_of
+
+    store = RedisEventStore.connect(redis_url)
+    try:
+        app = bootstrap(store=store, settings=Settings(redis_url=redis_url, secret="s"))
+        game_id = next(iter(REGISTRY))
+        players = REGISTRY.get(game_id).info.min_players
+        app.create_match(game_id, players, seed=11)
+        store.client.script_flush()
+        loads: list[str] = []
+
+        def loaded_elsewhere(text: str) -> str:  # each load lands on a node the EVALSHA never reaches
+            loads.append(text)
+            return store._append_script.sha
+
+        store.client.script_load = loaded_elsewhere  # type: ignore[method-assign]
+        drops = failover_of(store.client).drops  # type: ignore[union-attr]
+        with capture_logs() as logs, pytest.raises(redis.RedisError) as refused:
+            app.create_match(game_id, players, seed=12)
+        assert store_away(refused.value), refused.value
+        assert "loaded 2 times" in str(refused.value), refused.value
+        assert len(loads) == 2 and failover_of(store.client).drops == drops + 1  # type: ignore[union-attr]
+        assert [line["event"] for line in logs if line["event"].startswith("redis_")] == \
+            ["redis_script_loaded_elsewhere"], logs
+        del store.client.script_load  # (redis-py's own again)
+        app.create_match(game_id, players, seed=13)  # loaded for real: the next append goes through
+    finally:
+        store.close()
 
 
 def _split_pool(pool: redis.ConnectionPool, fail_over: Callable[[], None]) -> Callable[[], None]:

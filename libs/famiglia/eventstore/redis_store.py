@@ -51,7 +51,7 @@ from famiglia.config import number
 from famiglia.grpcutil.errors import store_demoted
 from famiglia.heldio import send_held
 from famiglia.redis_clients import connect as connect_redis
-from famiglia.redis_clients import failover_of
+from famiglia.redis_clients import failover_of, load_script, loaded_and_run
 from famiglia.spinwait import recv_polling
 from famiglia.v1.envelope_pb2 import EventEnvelope
 
@@ -378,12 +378,8 @@ class RedisEventStore(EventStore):
         try:
             request = self._append_request(keys, expected_version, events, command_id)
             reply = self._send(request, self._reply_poll())
-        except NoScriptError:
-            self._load_append_script()
-            try:
-                reply = self._send(self._append_request(keys, expected_version, events, command_id))
-            except NoScriptError as exc:
-                raise self._loaded_elsewhere(exc) from exc
+        except NoScriptError:  # (after SCRIPT FLUSH, a restart, a failover)
+            reply = self._append_loaded(keys, expected_version, events, command_id)
         if type(reply) is int:  # appended, `reply` events (append.lua names its three replies)
             return appended(expected_version + reply, expected_version + 1, expected_version + reply)
         if isinstance(reply, bytes):  # a duplicate command: its record, "first:last"
@@ -468,22 +464,24 @@ class RedisEventStore(EventStore):
         self._append_keys[match_id] = keys
         return keys
 
-    def _loaded_elsewhere(self, exc: NoScriptError) -> redis.ConnectionError:
-        """NOSCRIPT again just after the script was loaded: loaded on another node than the one
-        the append went to. A failover left this store's connections on two nodes (the new
-        primary never had the script: scripts are not replicated; a pooled connection still on
-        the demoted node loaded it there, and nothing refused it READONLY). Every connection is
-        made again, to wherever the address leads, and the append is UNAVAILABLE, for its caller
-        to retry; before, it was NOSCRIPT (INTERNAL) at every append while those stayed."""
-        if self._failover is not None:
-            self._failover.drop()
-        return redis.ConnectionError(f"the append script was loaded on another node than the one that refused it "
-                                     f"({exc}): a failover; connecting again")
+    def _append_loaded(self, keys: tuple[bytes, bytes], expected_version: int,
+                       events: Sequence[EventEnvelope], command_id: str) -> Any:
+        """The append's reply once its EVALSHA met NOSCRIPT: the script loaded and the append run
+        again, as every script of a client following a failover is (`loaded_and_run`). A method
+        of its own: a closure in `append` would make its locals cells, on every append."""
+        return loaded_and_run(lambda: self._send(self._append_request(keys, expected_version, events, command_id)),
+                              self._load_append_script)
 
-    def _load_append_script(self) -> None:
-        """(Re)load append.lua (after SCRIPT FLUSH or a restart) and spell its EVALSHA head."""
+    def _load_append_script(self, again: bool) -> None:
+        """(Re)load append.lua and spell its EVALSHA head. `again`: NOSCRIPT once more right after
+        a load, which went to another node than the append (a failover left this store's
+        connections on two nodes: the new primary never had the script, scripts are not
+        replicated; a pooled connection still on the demoted node loaded it there, and nothing
+        refused it READONLY): every connection is made again first (`load_script`), the kept ones
+        at their next append, and the append runs once more on the new primary. Before, it was
+        NOSCRIPT (INTERNAL) at every append while those stayed."""
         script = self._append_script
-        script.sha = self.client.script_load(script.script)
+        load_script(self.client, script, again)
         self._evalsha = b"$7\r\nEVALSHA\r\n" + _bulk(script.sha.encode())
 
     def _append_request(self, keys: tuple[bytes, bytes], expected_version: int,
