@@ -710,7 +710,8 @@ class CommandApp:
         elsewhere or over. Both are public versions: a position would count the answers held
         since (NP-H9), and an empty `next` would tell the asker another seat had answered. A seat
         whose view or legal commands are set aside (`Quarantine`) is left out: its own GetView or
-        ListLegalCommands says why."""
+        ListLegalCommands says why. The engine is asked in `_engine_next`, and nothing when every
+        seat asked is left out."""
         aside = self.quarantine.of(hot.match.match_id)
         with hot.lock:
             m = hot.match
@@ -727,20 +728,13 @@ class CommandApp:
             if m.finished:
                 return
             # (a seat its player left for good is the bots' now: its player's token is asked nothing)
-            by_seat = {viewer.seat: seat for viewer, seat in asked if viewer.bot or not _left(m, viewer.seat)}
-            engine, state = m.engine, m.state
-            pendings = engine.pending(state)
-            for pending in pendings:
-                seat = by_seat.pop(pending.seat, None)
-                if seat is None:
-                    continue
-                if aside is not None and not _answerable(aside, m, pending.seat, seat.view):
-                    continue
-                cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
-                legal = _engine_legal(m, pending.seat, cap, None)
-                view = _engine_view(m, pending.seat) if seat.view else None
-                answer.next.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap),
-                                              _deadline_ms(m, pending.seat, pendings)))
+            seats: dict[int, NextSeat] = {}
+            for viewer, seat in asked:  # (each a seat's token: `require_seat`)
+                if viewer.seat is not None and (viewer.bot or not _left(m, viewer.seat)) \
+                        and (aside is None or _answerable(aside, m, viewer.seat, seat.view)):
+                    seats[viewer.seat] = seat
+            if seats:
+                answer.next = _engine_next(m, seats)
             answer.next_version = m.public_version
 
     # -- submit ------------------------------------------------------------------------
@@ -1031,8 +1025,12 @@ class CommandApp:
         found = frame.f_locals
         asked = _ASKING.get(frame.f_code)
         if asked is not None:
-            m, seat = found["m"], found["seat"]  # its match's lock is held: where the engine is asked
+            m = found["m"]  # its match's lock is held: where the engine is asked
             fields = {"asked": asked, "version": m.public_version, "game_id": m.game_id}
+            if frame.f_code is _NEXT:  # SubmitCommands' `next`: every seat it asks
+                fields["seats"] = asking = sorted(found["seats"])
+                return m.match_id, [asked_name(asked, m.public_version, seat) for seat in asking], fields
+            seat = found["seat"]
             if seat is not None:
                 fields["seat"] = seat
             return m.match_id, [asked_name(asked, m.public_version, seat)], fields
@@ -1268,6 +1266,7 @@ class CommandApp:
                 continue
             except UnreadableMatch:  # not this server's to tell (a newer server's match): left as it is
                 continue
+            aside = self.quarantine.of(match_id)  # (None but for a match with something set aside)
             with hot.lock:
                 try:
                     m = self.matches.catch_up(hot)
@@ -1278,7 +1277,7 @@ class CommandApp:
                 if not seats:
                     stale.append(match_id)
                     continue
-                found += [dataclasses.replace(_my_turn(m, seat),
+                found += [dataclasses.replace(_my_turn_unless_aside(m, seat, aside),
                                               seat_token=self.signer.seat_token(match_id, seat, player_id))
                           for seat in seats]
         if stale:
@@ -1912,13 +1911,24 @@ def _seats_of(m: MatchState, player_id: str) -> list[int]:
 
 def _my_turn(m: MatchState, seat: int) -> MyTurn:
     """What one seat's own GetView says of it: whether its `to_act` names it, and its clock. A
-    seat away by its clock is not asked (the bots answer for it until its player returns)."""
+    seat away by its clock is not asked (the bots answer for it until its player returns). In a
+    frame of its own, as GetView's engine calls are (`_engine_viewed`): a loop here sets aside the
+    seat's view (`stuck_command`)."""
     if seat in m.away:
         return MyTurn(m.match_id, m.game_id, seat, m.public_version, False, 0, _moved_ms(m), away=True)
     to_act = pending_for(m.engine, m.state, seat)
     asked = any(p.seat == seat for p in to_act)
     return MyTurn(m.match_id, m.game_id, seat, m.public_version, asked,
                   _deadline_ms(m, seat, to_act) if asked else 0, _moved_ms(m))
+
+
+def _my_turn_unless_aside(m: MatchState, seat: int, aside: frozenset[str] | None) -> MyTurn:
+    """`_my_turn`, or for a seat whose view is set aside (`aside`: the match's set-aside names; a
+    loop in its turn, or in its GetView) the seat listed as the engine told nothing of it, asking
+    it nothing: not asked, no clock; its GetView says why."""
+    if aside is not None and asked_name("view", m.public_version, seat) in aside:
+        return MyTurn(m.match_id, m.game_id, seat, m.public_version, False, 0, _moved_ms(m), away=seat in m.away)
+    return _my_turn(m, seat)
 
 
 def ordered_turns(turns: Sequence[MyTurn]) -> list[MyTurn]:
@@ -2125,6 +2135,28 @@ def _engine_legal(m: MatchState, seat: int, cap: int, draws: random.Random | Non
     return m.engine.legal_commands(m.state, seat, limit=cap, rng=draws)
 
 
+def _engine_next(m: MatchState, seats: Mapping[int, NextSeat]) -> list[NextAnswer]:
+    """SubmitCommands' `next` answers of the `seats` asked (seat -> what it asks), those pending
+    now, in a frame of its own: a loop in who is asked or in their clocks sets aside the legal
+    commands of every seat in `seats` (`stuck_command`), the part of a `next` answer a clock is
+    (as ListLegalCommands'), so the retry leaves them out and asks the engine nothing; a loop in a
+    seat's view or legal commands sets aside that seat's (`_engine_view`, `_engine_legal`)."""
+    pendings = m.engine.pending(m.state)
+    answers: list[NextAnswer] = []
+    told: set[int] = set()  # (`seats` stays whole: `stuck_command` reads it)
+    for pending in pendings:
+        seat = seats.get(pending.seat)
+        if seat is None or pending.seat in told:
+            continue
+        told.add(pending.seat)
+        cap = min(seat.legal_limit, MAX_LEGAL) if seat.legal_limit > 0 else MAX_LEGAL
+        legal = _engine_legal(m, pending.seat, cap, None)
+        view = _engine_view(m, pending.seat) if seat.view else None
+        answers.append(NextAnswer(pending.seat, view, legal, _complete(legal, cap),
+                                  _deadline_ms(m, pending.seat, pendings)))
+    return answers
+
+
 def _engine_viewed(m: MatchState, seat: int | None) -> tuple[Message, list[Pending], Any, str, int]:
     """All GetView asks the engine for `seat` (its view, who is asked, the result, the whole state
     of a match over, the seat's clock), in a frame of its own: a loop in any of them sets aside
@@ -2266,6 +2298,7 @@ def parse_command(info: GameInfo, type_url: str, value: bytes) -> Message:
 
 _DECIDE = CommandApp._decide.__code__
 """What `stuck_command` looks for on a stuck thread's stack."""
+_NEXT = _engine_next.__code__
 _ASKING = {_engine_view.__code__: "view", _engine_viewed.__code__: "view", _engine_legal.__code__: "legal",
-           _engine_listed.__code__: "legal"}
+           _engine_listed.__code__: "legal", _NEXT: "legal", _my_turn.__code__: "view"}
 """The same, for the engine's other answers a seat asks for, and what `asked_name` calls each."""

@@ -694,3 +694,133 @@ def test_a_view_set_aside_on_a_match_over_does_not_ask_for_a_cancel(app: Command
     assert refused.value.code == "call_quarantined"
     assert "cancel the match" not in refused.value.message and "is over" in refused.value.message, \
         refused.value.message
+
+
+# -- SubmitCommands' `ask_next` and ListMyTurns: the engine's other answers ------------------------
+
+
+def _stalling_after(engine, name: str, thread_name: str, calls: int):  # type: ignore[no-untyped-def]
+    """`engine` whose `name` stalls in the thread `thread_name` from its call after the first `calls`
+    there (a later call of a function the call makes more than once)."""
+    method = getattr(engine, name)
+    made = [0]
+
+    def stalling(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == thread_name:
+            made[0] += 1
+            if made[0] > calls:
+                engine._stall()
+        return method(*args, **kwargs)
+
+    setattr(engine, name, stalling)
+
+
+def _players_match(app: CommandApp, options: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """A Stalling Card match of "ann" (seat 0) and "bob" (seat 1)."""
+    from famiglia.testgames.stalling import GAME_ID
+    from famiglia.v1 import envelope_pb2
+
+    seating = [envelope_pb2.SeatInfo(seat=0, player_id="ann"), envelope_pb2.SeatInfo(seat=1, player_id="bob")]
+    return app.create_match(GAME_ID, 2, seed=3, options={"hand": "2", **(options or {})}, seat_info=seating)
+
+
+@pytest.mark.parametrize(("calls", "options"), [
+    (0, {}),  # who is asked
+    (1, {"clock_s": "30"}),  # the seats' clocks, wound over who is asked
+])
+def test_a_chain_stuck_in_who_is_asked_or_their_clocks_sets_aside_the_asked_seats_legal_commands(
+        calls: int, options: dict[str, str]) -> None:
+    """SubmitCommands' `ask_next` asks the engine who is asked and each seat's clock, beside the
+    seats' views and legal commands: a loop there was found nowhere (`stuck_command`), nothing was
+    set aside, and the bots worker's retry took out the next replica. Found there, it sets aside the
+    legal commands of every seat asked (the `next` answer's part its clock is, as ListLegalCommands'),
+    so that the retry leaves them out of `next` and asks the engine nothing."""
+    from famiglia.testgames.stalling import StallingCard, stalling_registry
+    from services.command.app import NextSeat
+
+    engine = StallingCard(60.0, stalls_in="view", poisoned_seat=-2)  # decides at once; stalls where told
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    created = _players_match(app, options)
+    asking = [NextSeat(token) for token in created.seat_tokens]
+    _stalling_after(engine, "pending", "asking", calls)
+    thread = threading.Thread(target=lambda: app.submit_chain(created.match_id, [], ask_next=asking),
+                              name="asking", daemon=True)
+    thread.start()
+    try:
+        assert engine.entered.wait(30), "the chain's ask never reached the engine's `pending`"
+        assert thread.ident is not None
+        found = app.stuck_command(thread.ident)
+        version = app.matches.get(created.match_id).match.public_version
+        assert found is not None, "a loop in who is asked set nothing aside"
+        assert found[:2] == (created.match_id, [asked_name("legal", version, 0), asked_name("legal", version, 1)])
+        assert (found[2]["asked"], found[2]["seats"]) == ("legal", [0, 1])
+    finally:
+        engine.release.set()
+        thread.join(30)
+
+
+def test_a_chain_whose_asked_seats_are_all_set_aside_asks_the_engine_nothing() -> None:
+    """The retry of a chain stuck in who is asked: every seat it asks set aside, it is answered with
+    an empty `next` at once; before, it asked the engine who is asked again, and looped there."""
+    from famiglia.testgames.stalling import StallingCard, stalling_registry
+    from services.command.app import NextSeat
+
+    engine = StallingCard(60.0, stalls_in="view", poisoned_seat=-2)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    app.quarantine = Quarantine(refresh_s=0.0)
+    created = _players_match(app)
+    for seat in (0, 1):
+        _set_aside_asked(app, created.match_id, "legal", seat)
+    pending = engine.pending
+    asked: list[object] = []
+    engine.pending = lambda state: asked.append(state) or pending(state)  # type: ignore[method-assign]
+    answer = app.submit_chain(created.match_id, [], ask_next=[NextSeat(t) for t in created.seat_tokens])
+    assert answer.next == [] and answer.next_version == app.matches.get(created.match_id).match.public_version
+    assert asked == [], "the engine was asked who is asked"
+
+
+def test_list_my_turns_stuck_in_a_seats_turn_sets_aside_that_seats_view() -> None:
+    """ListMyTurns asks the engine, for each of the player's seats, what its GetView would say of its
+    turn (who is asked, its clock): a loop there was found nowhere, and the player's app, retrying,
+    took out every replica in turn. Found there, it sets aside that seat's view where the match
+    stands, as GetView stuck in the same calls does."""
+    from famiglia.testgames.stalling import StallingCard, stalling_registry
+
+    engine = StallingCard(60.0, stalls_in="view", poisoned_seat=-2)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    match_id = _players_match(app).match_id
+    _stalling_after(engine, "pending", "asking", 0)
+    thread = threading.Thread(target=lambda: app.my_turns("bob"), name="asking", daemon=True)
+    thread.start()
+    try:
+        assert engine.entered.wait(30)
+        assert thread.ident is not None
+        found = app.stuck_command(thread.ident)
+        version = app.matches.get(match_id).match.public_version
+        assert found is not None, "a loop in ListMyTurns set nothing aside"
+        assert found[:2] == (match_id, [asked_name("view", version, 1)])
+        assert (found[2]["asked"], found[2]["seat"]) == ("view", 1)
+    finally:
+        engine.release.set()
+        thread.join(30)
+
+
+def test_list_my_turns_tells_nothing_of_a_seat_whose_view_is_set_aside_and_asks_the_engine_nothing() -> None:
+    """The seat stays listed (its GetView says why it is refused), not asked and without a clock, as
+    the engine said nothing of it; the player's other matches are told as ever."""
+    from famiglia.testgames.stalling import StallingCard, stalling_registry
+
+    engine = StallingCard(60.0, stalls_in="view", poisoned_seat=-2)
+    app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
+    app.quarantine = Quarantine(refresh_s=0.0)
+    stuck, other = _players_match(app).match_id, _players_match(app).match_id
+    seat = engine.pending(app.matches.get(stuck).match.state)[0].seat
+    player = ("ann", "bob")[seat]
+    _set_aside_asked(app, stuck, "view", seat)
+    asked: list[object] = []
+    pending = engine.pending
+    engine.pending = lambda state: asked.append(state) or pending(state)  # type: ignore[method-assign]
+    turns = {turn.match_id: turn for turn in app.my_turns(player)}
+    assert len(asked) == 1, "the engine was asked of the seat set aside"
+    assert (turns[stuck].to_act, turns[stuck].deadline_ms, turns[stuck].seat) == (False, 0, seat)
+    assert turns[other].to_act and turns[other].seat == seat
