@@ -57,6 +57,29 @@ def _view_fails(monkeypatch: pytest.MonkeyPatch, table: Table) -> None:
     monkeypatch.setattr(table.app, "get_view", get_view)  # the command service answers INTERNAL
 
 
+def _bot_asked(table: Table) -> tuple[str, int, int, str, LocalWorker]:
+    """A two-bot match whose first bot seat is asked: its id, the seat's decision, and a worker."""
+    match_id = table.create({0: "random", 1: "random"})
+    table.pump(match_id)
+    [(_, seat, version, policy)] = table.tasks.decisions
+    return match_id, seat, version, policy, _worker(table)
+
+
+def _stall_checks(table: Table, times: int) -> None:
+    """`times` passes of the stall check, 10 s apart (the stall time)."""
+    for _ in range(times):
+        table.clock_now[0] += 10
+        table.dispatcher.check_stalls()
+
+
+def _retried(times: int, worker: LocalWorker, match_id: str, seat: int, version: int, policy: str,
+             payload=None) -> None:
+    """`times` tries of the seat's decision, each failing for now (`Transient`: Celery retries it)."""
+    for _ in range(times):
+        with pytest.raises(handlers.Transient):
+            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload)  # type: ignore[arg-type]
+
+
 def test_a_seat_whose_view_the_server_cannot_show_plays_its_default_after_a_few_tries(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """GetView answering INTERNAL (the engine raises on the seat's view) was `Transient`: Celery
@@ -65,15 +88,10 @@ def test_a_seat_whose_view_the_server_cannot_show_plays_its_default_after_a_few_
     then the seat plays its default under the clock's command id, logged and counted once.
     Fails if the last try is retried again."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     _view_fails(monkeypatch, table)
     with structlog.testing.capture_logs() as lines:
-        for _ in range(MAX_FAILURES - 1):
-            with pytest.raises(handlers.Transient):  # a task without a payload reads the view
-                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        _retried(MAX_FAILURES - 1, worker, match_id, seat, version, policy)  # a task without a payload reads the view
         assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "default"  # type: ignore[arg-type]
     assert table.version(match_id) == version + 1
     commands = table.app.matches.get(match_id).match.commands
@@ -95,16 +113,11 @@ def test_a_seat_given_up_without_a_default_is_not_queued_again(monkeypatch: pyte
     counted once, a later task does nothing more, and the dispatcher's stall timer queues the
     decision no more. Fails if the stall timer queues it again."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     _view_fails(monkeypatch, table)
     monkeypatch.setattr(type(HIGHCARD), "timeout_command", lambda self, state, seat: None)
     with structlog.testing.capture_logs() as lines:
-        for _ in range(MAX_FAILURES - 1):
-            with pytest.raises(handlers.Transient):
-                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        _retried(MAX_FAILURES - 1, worker, match_id, seat, version, policy)
         for _ in range(2):  # the last try, and a task queued again meanwhile
             assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "given_up"  # type: ignore[arg-type]
     [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
@@ -112,9 +125,7 @@ def test_a_seat_given_up_without_a_default_is_not_queued_again(monkeypatch: pyte
     assert worker.metrics.given_up == [("highcard", "unreadable")]  # type: ignore[attr-defined]
     assert table.version(match_id) == version
     queued = len(table.tasks.decisions)
-    for _ in range(40):  # 400 s of stall checks (stall time 10 s)
-        table.clock_now[0] += 10
-        table.dispatcher.check_stalls()
+    _stall_checks(table, 40)  # 400 s of stall checks (stall time 10 s)
     assert len(table.tasks.decisions) == queued
 
 
@@ -124,9 +135,7 @@ def test_a_seat_not_given_up_is_still_queued_again_by_the_stall_timer() -> None:
     table = Table()
     match_id = table.create({0: "random", 1: "random"})
     table.pump(match_id)
-    for _ in range(40):
-        table.clock_now[0] += 10
-        table.dispatcher.check_stalls()
+    _stall_checks(table, 40)
     assert len(table.tasks.decisions) > 3
 
 
@@ -153,9 +162,7 @@ def test_a_match_the_dispatcher_keeps_failing_on_at_a_bots_turn_plays_its_defaul
     monkeypatch.setattr(dispatcher_module, "seat_payload", seat_payload)
     with structlog.testing.capture_logs() as lines:
         table.pump(match_id)
-        for _ in range(100):  # 1,000 s of checks (stall time 10 s)
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 100)  # 1,000 s of checks (stall time 10 s)
     assert len(built) == MAX_DISPATCH_FAILURES  # then no more
     assert table.tasks.decisions == []
     [(_, seat, version, countdown)] = table.tasks.clocks
@@ -217,10 +224,7 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_does_not_give_the_seat_
     never queued again), though the seat's own command goes in once the deploy is over. Fails if
     the refusal counts, or if the seat plays anything but its own choice afterwards."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    worker = _worker(table)
-    [(_, seat, version, policy)] = table.tasks.decisions
+    match_id, seat, version, policy, worker = _bot_asked(table)
     client = worker.seat(match_id, seat)
     submit = client.submit
 
@@ -267,14 +271,10 @@ def test_a_store_refusing_writes_for_longer_than_the_bound_does_not_give_the_mat
     monkeypatch.setattr(table.dispatcher.live, "add", read_only)
     with structlog.testing.capture_logs() as lines:
         table.pump(match_id)
-        for _ in range(100):  # 1,000 s of a store refusing writes (stall time 10 s)
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 100)  # 1,000 s of a store refusing writes (stall time 10 s)
         assert table.tasks.decisions == []
         monkeypatch.setattr(table.dispatcher.live, "add", follow)  # failed over: writes go in again
-        for _ in range(20):
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 20)
     assert not [line for line in lines if line["event"] == "bot_match_given_up"]
     assert {(m, v) for m, _s, v, _p in table.tasks.decisions} == {(match_id, table.version(match_id))}  # (and again when stalled)
     assert table.tasks.clocks == []
@@ -306,14 +306,10 @@ def test_a_match_given_up_while_the_store_refuses_writes_plays_its_default_once_
     monkeypatch.setattr(dispatcher_module, "seat_payload", seat_payload)
     with structlog.testing.capture_logs() as lines:
         table.pump(match_id)
-        for _ in range(100):
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 100)
         assert table.tasks.clocks == []
         monkeypatch.setattr(table.dispatcher.live, "add", follow)
-        for _ in range(40):
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 40)
     assert len(built) == MAX_DISPATCH_FAILURES
     [(_, seat, version, countdown)] = table.tasks.clocks
     assert (version, countdown) == (broken, 0.0)
@@ -329,10 +325,7 @@ def test_a_seat_whose_default_met_an_outage_is_still_queued_again(monkeypatch: p
     Only a give-up that ended (its default refused, or none) stops the stall timer now. Fails
     if the decision is not queued again once the service is back, or the seat does not move."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     _view_fails(monkeypatch, table)
     client = worker.seat(match_id, seat)
     submit, restarting = client.submit, [True]
@@ -343,14 +336,11 @@ def test_a_seat_whose_default_met_an_outage_is_still_queued_again(monkeypatch: p
         return submit(command, command_id=command_id, **kwargs)
 
     client.submit = submit_while_restarting  # type: ignore[method-assign]
-    for _ in range(MAX_FAILURES):  # the last one's default meets the restart: Celery's retries run out
-        with pytest.raises(handlers.Transient):
-            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    # The last one's default meets the restart: Celery's retries run out.
+    _retried(MAX_FAILURES, worker, match_id, seat, version, policy)
     restarting[0] = False
     queued = len(table.tasks.decisions)
-    for _ in range(40):  # 400 s of stall checks (stall time 10 s)
-        table.clock_now[0] += 10
-        table.dispatcher.check_stalls()
+    _stall_checks(table, 40)  # 400 s of stall checks (stall time 10 s)
     assert len(table.tasks.decisions) > queued
     handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
     assert table.version(match_id) == version + 1
@@ -363,24 +353,17 @@ def test_a_worker_that_cannot_fold_the_match_for_its_default_leaves_the_decision
     up for good: the decision is still queued again, for a worker that can. Fails if the stall
     timer stops there."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     _view_fails(monkeypatch, table)
 
     def old_worker(*args, **kwargs):
         raise ValueError("unknown event kind: a newer server's")
 
     monkeypatch.setattr(handlers.MatchState, "from_envelopes", old_worker)
-    for _ in range(MAX_FAILURES - 1):
-        with pytest.raises(handlers.Transient):
-            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    _retried(MAX_FAILURES - 1, worker, match_id, seat, version, policy)
     assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "given_up"  # type: ignore[arg-type]
     queued = len(table.tasks.decisions)
-    for _ in range(40):
-        table.clock_now[0] += 10
-        table.dispatcher.check_stalls()
+    _stall_checks(table, 40)
     assert len(table.tasks.decisions) > queued
 
 
@@ -393,10 +376,7 @@ def test_a_command_service_dying_mid_call_again_and_again_gives_no_seat_up(
     seat's view or commands, three such crashes at one decision gave the seat up and played its
     default. Fails if the seat plays anything but its own choice once the service stays up."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     client = worker.seat(match_id, seat)
     real, crashing = getattr(client, call), [True]
 
@@ -407,9 +387,7 @@ def test_a_command_service_dying_mid_call_again_and_again_gives_no_seat_up(
 
     setattr(client, call, dying)
     payload = table.tasks.payloads[-1] if call == "submit" else None
-    for _ in range(MAX_FAILURES + 1):
-        with pytest.raises(handlers.Transient):
-            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload)  # type: ignore[arg-type]
+    _retried(MAX_FAILURES + 1, worker, match_id, seat, version, policy, payload)
     crashing[0] = False
     assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy, payload) == "submitted"  # type: ignore[arg-type]
     assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
@@ -442,9 +420,7 @@ def test_a_match_the_dispatcher_stops_retrying_at_a_persons_turn_gives_no_bot_se
     monkeypatch.setattr(dispatcher_module.Dispatcher, "_queue_clocks", failing_clocks)
     with structlog.testing.capture_logs() as lines:
         table.pump(match_id)
-        for _ in range(100):  # 1,000 s of checks (stall time 10 s)
-            table.clock_now[0] += 10
-            table.dispatcher.check_stalls()
+        _stall_checks(table, 100)  # 1,000 s of checks (stall time 10 s)
     assert len(built) == MAX_DISPATCH_FAILURES  # then no more: it waits for the person
     assert table.tasks.decisions == [] and table.tasks.clocks == []
     assert metrics.given_up == []
@@ -469,19 +445,14 @@ def test_a_seat_whose_view_is_set_aside_plays_its_default_after_a_few_tries(aske
     seat over gRPC (a batch's later seat decided afresh, a lease asking seat by seat). Fails
     if the refusal escapes, or no default goes in at the bound."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
 
     def set_aside(*args, **kwargs):
         raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "call_quarantined")
 
     setattr(worker.seat(match_id, seat), asked, set_aside)
     with structlog.testing.capture_logs() as lines:
-        for _ in range(MAX_FAILURES - 1):
-            with pytest.raises(handlers.Transient):
-                handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+        _retried(MAX_FAILURES - 1, worker, match_id, seat, version, policy)
         assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "default"  # type: ignore[arg-type]
     assert table.version(match_id) == version + 1
     [line] = [line for line in lines if line["event"] == "bot_seat_given_up"]
@@ -495,10 +466,7 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_is_retried_on_a_read_to
     refusal escaped the task (a failed task, no retry: the seat waited for the stall timer).
     Fails if the refusal escapes, or counts towards giving the seat up."""
     table = Table()
-    match_id = table.create({0: "random", 1: "random"})
-    table.pump(match_id)
-    [(_, seat, version, policy)] = table.tasks.decisions
-    worker = _worker(table)
+    match_id, seat, version, policy, worker = _bot_asked(table)
     client = worker.seat(match_id, seat)
     view = client.view
 
@@ -506,9 +474,7 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_is_retried_on_a_read_to
         raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")
 
     client.view = old_replica  # type: ignore[method-assign]
-    for _ in range(MAX_FAILURES + 1):
-        with pytest.raises(handlers.Transient):
-            handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy)  # type: ignore[arg-type]
+    _retried(MAX_FAILURES + 1, worker, match_id, seat, version, policy)
     assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
     client.view = view  # type: ignore[method-assign]  # the deploy is over
     assert handlers.play_bot_decision(worker, match_id, "highcard", seat, version, policy) == "submitted"  # type: ignore[arg-type]
