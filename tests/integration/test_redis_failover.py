@@ -36,10 +36,8 @@ REGISTRY = default_registry()
 @pytest.fixture()
 def servers(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
     """A primary and its replica, this test's alone."""
-    primary, replica = primary_and_replica(tmp_path)
-    yield primary, replica
-    replica.stop()
-    primary.stop()
+    with primary_and_replica(tmp_path) as pair:
+        yield pair
 
 
 @pytest.fixture()

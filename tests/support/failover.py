@@ -8,6 +8,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -69,17 +71,20 @@ class SwitchingProxy:
             end.close()
 
 
-def primary_and_replica(tmp_path: Path) -> tuple[RedisServer, RedisServer]:
-    """A primary and its replica, started (the caller stops them)."""
+@contextmanager
+def primary_and_replica(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A primary and its replica, started, and stopped at the end."""
     primary = RedisServer(data_dir=tmp_path / "primary", extra_args=("--repl-diskless-sync-delay", "0")).start()
     try:
         replica = RedisServer(data_dir=tmp_path / "replica",
                               extra_args=("--replicaof", "127.0.0.1", str(primary.port),
                                           "--repl-diskless-sync-delay", "0")).start()
-    except BaseException:
+        try:
+            yield primary, replica
+        finally:
+            replica.stop()
+    finally:
         primary.stop()
-        raise
-    return primary, replica
 
 
 def in_sync(primary: RedisServer, replica: RedisServer, *, timeout: float = 30.0) -> None:

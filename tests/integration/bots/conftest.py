@@ -86,6 +86,13 @@ class BotsStack:
         self.worker.wait(10)
         self.worker = None
 
+    def wait_going(self, match_id: str, version: int, timeout: float = 60) -> None:
+        """Wait until the worker has played the match on to `version`."""
+        deadline = time.monotonic() + timeout
+        while self.command.store.version(match_id) < version and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.command.store.version(match_id) >= version, "the worker never got going"
+
     def wait_finished(self, match_id: str, timeout: float):
         spectator = self.client.spectator(match_id)
         deadline = time.monotonic() + timeout

@@ -6,7 +6,6 @@ connections now take a demoted node for a lost connection (services.bots.entrypo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,10 +30,8 @@ pytestmark = [pytest.mark.redis, pytest.mark.xdist_group("bots")]
 
 @pytest.fixture()
 def servers(tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
-    primary, replica = primary_and_replica(tmp_path)
-    yield primary, replica
-    replica.stop()
-    primary.stop()
+    with primary_and_replica(tmp_path) as pair:
+        yield pair
 
 
 @pytest.fixture()
@@ -53,11 +50,7 @@ def test_a_worker_plays_on_after_a_failover(servers: tuple[RedisServer, RedisSer
     try:
         slow = "ismcts?iterations=100000&seconds=0.2"
         handle = stack.create_match("highcard", 2, seed=5, options={"hand": "6"}, seat_info=seats(slow, slow))
-        store = stack.command.store
-        deadline = time.monotonic() + 60
-        while store.version(handle.match_id) < handle.version + 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert store.version(handle.match_id) >= handle.version + 2, "the worker never got going"
+        stack.wait_going(handle.match_id, handle.version + 2)
         coordinated_failover(*servers, address)
         view = stack.wait_finished(handle.match_id, timeout=90)
         assert stack.worker is not None and stack.worker.poll() is None, \

@@ -43,11 +43,7 @@ def test_a_worker_with_a_task_in_hand_outlives_a_redis_restart(restarted_stack: 
     stack = restarted_stack
     slow = "ismcts?iterations=100000&seconds=0.4"  # a task in hand most of the time
     handle = stack.create_match("highcard", 2, seed=5, options={"hand": "6"}, seat_info=seats(slow, slow))
-    store = stack.command.store
-    deadline = time.monotonic() + 60
-    while store.version(handle.match_id) < handle.version + 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert store.version(handle.match_id) >= handle.version + 2, "the worker never got going"
+    stack.wait_going(handle.match_id, handle.version + 2)
     time.sleep(0.2)  # most likely in the middle of a decision now
     own_redis.restart(kill=True)
     view = stack.wait_finished(handle.match_id, timeout=90)
