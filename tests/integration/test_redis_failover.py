@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from famiglia.eventstore.consumer import PartitionConsumer
 from famiglia.eventstore.redis_store import RedisEventStore
 from famiglia.grpcutil.errors import store_away
 from famiglia.localstack.redis_server import RedisServer
+from services.command.app import CommandApp
 from services.command.bootstrap import bootstrap
 from services.matchmaking.store import RedisTicketStore
 from tests.support.failover import SwitchingProxy, fail_over_by_hand, primary_and_replica
@@ -50,6 +52,19 @@ def demoted(servers: tuple[RedisServer, RedisServer]) -> Iterator[SwitchingProxy
 
 def _fail_over(proxy: SwitchingProxy, servers: tuple[RedisServer, RedisServer]) -> None:
     proxy.upstream = servers[0].port
+
+
+@contextmanager
+def _command_app(primary: RedisServer) -> Iterator[tuple[SwitchingProxy, RedisEventStore, CommandApp]]:
+    """The command service on an address leading to `primary` (switch it to fail over): the
+    address, the app's store and the app, closed at the end."""
+    address = SwitchingProxy(primary.port)
+    store = RedisEventStore.connect(address.url)
+    try:
+        yield address, store, bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+    finally:
+        store.close()
+        address.close()
 
 
 def _in_use(client: redis.Redis, count: int) -> list[object]:
@@ -318,10 +333,7 @@ def test_an_append_whose_script_was_loaded_on_the_demoted_node_goes_through_on_t
     from famiglia.redis_clients import failover_of
 
     primary, replica = servers
-    address = SwitchingProxy(primary.port)
-    store = RedisEventStore.connect(address.url)
-    try:
-        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+    with _command_app(primary) as (address, store, app):
         game_id = next(iter(REGISTRY))
         players = REGISTRY.get(game_id).info.min_players
         app.create_match(game_id, players, seed=11)  # the script loaded on the primary, not on its replica
@@ -341,9 +353,6 @@ def test_an_append_whose_script_was_loaded_on_the_demoted_node_goes_through_on_t
         for seed in (13, 14, 15):  # on every kept and pooled connection
             assert on_new.exists(store.keys.version(app.create_match(game_id, players, seed=seed).match_id))
         on_new.close()
-    finally:
-        store.close()
-        address.close()
 
 
 def test_an_append_whose_script_is_missing_after_two_loads_is_unavailable(redis_url: str) -> None:
@@ -423,10 +432,7 @@ def test_a_script_loaded_on_the_demoted_node_by_a_pooled_connection_runs_on_the_
     from famiglia.eventstore.turn_notices import YOUR_TURN, RedisTurnNotices, TurnNotice, notify_key
 
     primary, replica = servers
-    address = SwitchingProxy(primary.port)
-    store = RedisEventStore.connect(address.url)
-    try:
-        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+    with _command_app(primary) as (address, store, app):
         game_id = next(iter(REGISTRY))
         match_id = app.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=11).match_id
         chat, notices = RedisChatStore(store.client, store.keys), RedisTurnNotices(store.client, store.keys.prefix)
@@ -454,9 +460,6 @@ def test_a_script_loaded_on_the_demoted_node_by_a_pooled_connection_runs_on_the_
         key = store.keys.chat(match_id) if way == "Script" else notify_key(store.keys.prefix, "p1")
         assert on_new.xlen(key) == 2
         on_new.close()
-    finally:
-        store.close()
-        address.close()
 
 
 def test_a_call_blocked_on_the_node_a_failover_demotes_is_unavailable(
@@ -469,10 +472,7 @@ def test_a_call_blocked_on_the_node_a_failover_demotes_is_unavailable(
     from famiglia.redis_clients import failover_of
 
     primary, replica = servers
-    address = SwitchingProxy(primary.port)
-    store = RedisEventStore.connect(address.url)
-    try:
-        app = bootstrap(store=store, settings=Settings(redis_url=address.url, secret="s"))
+    with _command_app(primary) as (address, store, app):
         game_id = next(iter(REGISTRY))
         created = app.create_match(game_id, REGISTRY.get(game_id).info.min_players, seed=11)
         version = store.version(created.match_id)
@@ -499,9 +499,6 @@ def test_a_call_blocked_on_the_node_a_failover_demotes_is_unavailable(
         assert "UNBLOCKED" in str(error), error
         assert store_demoted(error) and unavailable(error) is not None, error
         assert failover_of(store.client).drops == 1  # type: ignore[union-attr]
-    finally:
-        store.close()
-        address.close()
 
 
 def test_a_server_that_refuses_hello_leaves_the_ping_to_decide(tmp_path: Path) -> None:
