@@ -675,11 +675,11 @@ def test_a_replica_with_a_plan_read_before_the_table_was_claimed_again_leaves_it
     assert made == {"m-" + new_plan["request_id"].replace(":", "-")} and list(creator.tables) == list(made)
 
 
-def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
-        mm: Matchmaking, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a matcher's CreateMatch was out, its claim was given up and the same tickets claimed
-    again (the same `table` holds). Its finalize, refused now, must not free those holds either:
-    nothing would keep the newer table's players from another table while it is created."""
+def _answered_late(mm: Matchmaking, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch,
+                   ) -> tuple[str, str, str, str, list[dict[str, Any]]]:
+    """Two guests and their tickets, whose next CreateMatch finds its claim given up meanwhile and
+    the same tickets claimed again (by a matcher that dies at once): its answer comes late. The
+    newer claim's plan is in the list once the matcher has called."""
     a, b = _guests(mm, "AB")
     ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
     tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
@@ -696,6 +696,16 @@ def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
         return create(*args, **kwargs)
 
     monkeypatch.setattr(creator, "create_match", slow)
+    return a, b, ta, tb, newer
+
+
+def test_a_late_answer_for_a_claim_given_up_leaves_the_newer_claim_its_holds(
+        mm: Matchmaking, creator: RecordingCreator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a matcher's CreateMatch was out, its claim was given up and the same tickets claimed
+    again (the same `table` holds). Its finalize, refused now, must not free those holds either:
+    nothing would keep the newer table's players from another table while it is created."""
+    a, b, ta, tb, newer = _answered_late(mm, creator, monkeypatch)
+    store = mm.app.store
     assert mm.matcher.tick(DUEL) == 0
     for t in (ta, tb):
         record = store.get(t)
@@ -714,22 +724,9 @@ def test_the_holds_a_late_answer_left_to_the_newer_claim_go_with_that_claim(
     """The holds a refused finalize leaves pinned are the newer claim's (the same `table` values):
     should its matcher die, its claim retry seats them; should its CreateMatch be refused, it frees
     them. Either way nobody stays pinned to a table that will not be finished."""
-    a, b = _guests(mm, "AB")
-    ta = mm.app.create_ticket(a, DUEL, [], {}).ticket_id
-    tb = mm.app.create_ticket(b, DUEL, [], {}).ticket_id
-    store, create, newer = mm.app.store, creator.create_match, []
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        if not newer:  # given up meanwhile, and claimed again by a matcher that dies at once
-            [pid] = [str(p) for p in store.client.zrange(Keys(DUEL).claims, 0, -1)]
-            first = store.plan(DUEL, pid)
-            assert first is not None
-            store.release(DUEL, pid, _tickets(first), requeue=True, reason="hold lost", now_ms=mm.app.clock(),
-                          claim=first["claim"])
-            newer.append(_claim(mm, DUEL, [ta, tb])[1])
-        return create(*args, **kwargs)
-
-    monkeypatch.setattr(creator, "create_match", slow)
+    create = creator.create_match
+    a, b, ta, tb, newer = _answered_late(mm, creator, monkeypatch)
+    store = mm.app.store
     assert mm.matcher.tick(DUEL) == 0  # the late answer: left to the newer claim
     monkeypatch.setattr(creator, "create_match", create)
     if newer_ends == "refused":
