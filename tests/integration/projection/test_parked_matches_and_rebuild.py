@@ -17,7 +17,7 @@ from services.projection.projector import Projector
 from services.projection.rebuild import rebuild
 from services.projection.runner import ProjectionRunner
 from tests.integration.projection.support import dump, write_matches
-from tests.integration.projection.test_parking import _finished, _run, _specs
+from tests.integration.projection.test_parking import _finished, _poison_f1, _run, _specs
 
 pytestmark = pytest.mark.redis
 
@@ -34,6 +34,15 @@ def _parked_dupe(app: ProjectionApp) -> int:
     runner.flush_acks()
     runner.projector.release()
     return len(dupe)
+
+
+def _f1_copy(app: ProjectionApp) -> list[EventEnvelope]:
+    """Match src0 played, and a copy of its events for a match f1 (event ids of its own), to append."""
+    played = write_matches(app.store, app.registry, _specs("src", 1))
+    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
+    for env in copy:
+        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    return copy
 
 
 def _no_checkpoints(tables):
@@ -68,21 +77,11 @@ def test_a_consumer_that_has_not_refreshed_yet_does_not_park_an_unparked_match_a
     """`unpark` lets a match go while a consumer still has it parked as it last read (refreshed
     every few seconds): its next entries are checked against the record in Redis, projected,
     and the match is not parked again."""
-    played = write_matches(app.store, app.registry, _specs("src", 1))
-    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
-    for env in copy:
-        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    copy = _f1_copy(app)
     half = len(copy) // 2
     app.store.append("f1", 0, copy[:half])  # f1 is live: its commands keep coming
 
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
+    _poison_f1(monkeypatch)
     # The default refresh interval (claim_every_s=5): the parked set is re-read every 5 s.
     config = replace(app.settings.runner_config("c1"), claim_every_s=5.0)
     runner = ProjectionRunner(app.store, Projector(app.sql, app.registry), config)
@@ -113,14 +112,7 @@ def test_a_rebuild_records_the_matches_it_parks_as_a_consumer_does(app: Projecti
     """A poison match no consumer met (the rebuild ran first): before session 35 it was only logged and
     counted, so `parked` did not list it and the consumers, not knowing it parked, left its next
     entries waiting for a gap. Its letters are written once, however many rebuilds park it."""
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
+    _poison_f1(monkeypatch)
     write_matches(app.store, app.registry, _specs("f", 3))
     f1 = sorted((e.partition, e.entry_id) for e in app.store.read_partition(app.store.partition_of("f1"), count=1000)
                 if e.envelope.match_id == "f1")
@@ -146,10 +138,7 @@ def test_a_match_struck_out_after_an_unpark_its_consumer_had_not_read_is_tried_a
     match: the match lost those events, `parked` listed nothing, and its next entries would have
     waited for a gap for ever. The entries of a match not named are now tried again: the unpark's
     projection skips them, and struck again they name the match."""
-    played = write_matches(app.store, app.registry, _specs("src", 1))
-    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
-    for env in copy:
-        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    copy = _f1_copy(app)
     half = len(copy) // 2
     app.store.append("f1", 0, copy[:half])
     config = replace(app.settings.runner_config("c1"), claim_every_s=3600.0)  # the parked matches read once
@@ -179,14 +168,7 @@ def test_a_rebuild_whose_redis_refuses_the_dead_letters_still_rebuilds_every_tab
     it at its first letter, and every run after it, the read models left half built. It goes on now,
     and counts the entries left unrecorded (the command exits 1); a run once Redis takes writes
     records them."""
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):  # a bug reading this one match
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
+    _poison_f1(monkeypatch)
     write_matches(app.store, app.registry, _specs("f", 3))
     app.store.client.xadd(app.store.keys.partition_stream(0), {"e": b"\xff\xff not an envelope"})
     app.store.client.config_set("maxmemory", 1)
@@ -208,19 +190,9 @@ def test_an_unpark_whose_projection_fails_leaves_the_match_parked(app: Projectio
     cause not fixed after all) the call failed, and the match was named nowhere, its earlier
     entries acked by the consumers that parked them, projected by nobody. The record stays until
     the match is projected."""
-    played = write_matches(app.store, app.registry, _specs("src", 1))
-    copy = [EventEnvelope.FromString(e.SerializeToString()) for e in played[0].envelopes]
-    for env in copy:
-        env.match_id, env.event_id = "f1", uuid.uuid4().hex[:26]
+    copy = _f1_copy(app)
     app.store.append("f1", 0, copy)
-    real = Projector._create_match
-
-    def flaky(self, writes, envelope):
-        if envelope.match_id == "f1":
-            raise ValueError("cannot read f1")
-        return real(self, writes, envelope)
-
-    monkeypatch.setattr(Projector, "_create_match", flaky)
+    _poison_f1(monkeypatch)
     runner = ProjectionRunner(app.store, Projector(app.sql, app.registry), app.settings.runner_config("c1"))
     _run(runner, lambda: _finished(app, ["src0"]) and "f1" in DeadLetters(app.store).records())
     first = DeadLetters(app.store).records()["f1"]

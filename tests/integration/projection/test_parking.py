@@ -55,8 +55,8 @@ def _run(runner: ProjectionRunner, done: Callable[[], bool], timeout: float = 60
 OOM = "OOM command not allowed when used memory > 'maxmemory'."
 
 
-def _f1_poisoned(app: ProjectionApp, monkeypatch) -> ProjectionRunner:
-    """Matches f0-f2 written, f1's first event one a bug cannot project (ValueError), and runner c1."""
+def _poison_f1(monkeypatch) -> None:
+    """f1's first event one a bug cannot project (ValueError)."""
     real = Projector._create_match
 
     def flaky(self, writes, envelope):  # a bug reading this one match
@@ -65,6 +65,11 @@ def _f1_poisoned(app: ProjectionApp, monkeypatch) -> ProjectionRunner:
         return real(self, writes, envelope)
 
     monkeypatch.setattr(Projector, "_create_match", flaky)
+
+
+def _f1_poisoned(app: ProjectionApp, monkeypatch) -> ProjectionRunner:
+    """Matches f0-f2 written, f1's first event one a bug cannot project (ValueError), and runner c1."""
+    _poison_f1(monkeypatch)
     write_matches(app.store, app.registry, _specs("f", 3))
     return app.runner("c1")
 
