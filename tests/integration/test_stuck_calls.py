@@ -166,6 +166,16 @@ def _code(call: Any) -> tuple[grpc.StatusCode, str]:
     return failed.value.code(), error_code(failed.value)
 
 
+def _logged(captured: list[dict[str, Any]], event: str, timeout: float = 30) -> dict[str, Any]:
+    """The one line `event`, once it is logged."""
+    deadline = time.monotonic() + timeout
+    while not any(line["event"] == event for line in captured):
+        assert time.monotonic() < deadline, captured
+        time.sleep(0.02)
+    (line,) = [line for line in captured if line["event"] == event]
+    return line
+
+
 def _submit(served: _Served, match_id: str, token: str, command: Any, command_id: str,
             timeout: float = 60) -> Any:
     request = pb.SubmitCommandRequest(match_id=match_id, command_id=command_id)
@@ -196,11 +206,7 @@ def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_stil
             stuck = _submit(a, match.match_id, token, poisoned, "loops-1")
             assert stalling.entered.wait(30)
             _until(a.channel, NOT_SERVING)
-            deadline = time.monotonic() + 30  # set aside by the watchdog's hooks, as health is told
-            while not any(line["event"] == "command_quarantined" for line in captured):
-                assert time.monotonic() < deadline, captured
-                time.sleep(0.02)
-            (line,) = [line for line in captured if line["event"] == "command_quarantined"]
+            line = _logged(captured, "command_quarantined")  # by the watchdog's hooks, as health is told
             assert (line["match_id"], line["seat"], line["command_id"], line["version"]) == \
                 (match.match_id, seat, "loops-1", match.version), line
             # The client's retry on replica B, and the same command sent again under a new id.
@@ -309,11 +315,7 @@ def test_a_seats_view_or_legal_commands_whose_engine_loops_is_set_aside_for_ever
             stuck = ask(a)
             assert stalling.entered.wait(30)
             _until(a.channel, NOT_SERVING)
-            deadline = time.monotonic() + 30  # set aside by the watchdog's hooks, as health is told
-            while not any(line["event"] == "call_quarantined" for line in captured):
-                assert time.monotonic() < deadline, captured
-                time.sleep(0.02)
-            (line,) = [line for line in captured if line["event"] == "call_quarantined"]
+            line = _logged(captured, "call_quarantined")  # by the watchdog's hooks, as health is told
             assert (line["match_id"], line["seat"], line["version"], line["asked"]) == \
                 (match.match_id, seat, match.version, "view" if asked == "view" else "legal"), line
             # The client's retry on replica B: refused at once, the engine not asked.
