@@ -138,6 +138,17 @@ def _window_of_three_bots(seed: int):
     return None
 
 
+def _first_window_of_three_bots(asking_the_person: bool = False):
+    """`_window_of_three_bots` at the first seed that reaches one (asking seat 0 too, if told)."""
+    for seed in range(1, 40):
+        found = _window_of_three_bots(seed)
+        if found is not None and (
+                not asking_the_person or 0 in found[0].app.matches.get(found[1]).match.state.window.seats):
+            return found
+    raise AssertionError("no seed reached a card window asking every bot"
+                         + (" and the person" if asking_the_person else ""))
+
+
 def test_np_h9_the_dispatcher_follows_a_batch_whose_held_answer_a_public_entry_wrote_out() -> None:
     """NP-H9: a chain names each entry by the version the table can see (a held answer moves
     none), not by its position (which counted every held answer, a person's too, and told the
@@ -147,13 +158,7 @@ def test_np_h9_the_dispatcher_follows_a_batch_whose_held_answer_a_public_entry_w
     from famiglia.nothing_personal.v1 import nothing_personal_pb2 as np_pb
     from services.bots.payload import bot_command_id
 
-    for seed in range(1, 40):
-        found = _window_of_three_bots(seed)
-        if found is not None:
-            break
-    else:
-        raise AssertionError("no seed reached a card window asking every bot")
-    table, match_id, order, version = found
+    table, match_id, order, version = _first_window_of_three_bots()
     first, second, third = order
     m = table.app.matches.get(match_id).match
     queued = len(table.tasks.decisions)
@@ -230,13 +235,7 @@ def test_a_match_the_dispatcher_stops_retrying_with_its_bots_answers_held_gives_
 
     from .test_hopeless_decisions import Counted
 
-    for seed in range(1, 40):
-        found = _window_of_three_bots(seed)
-        if found is not None and 0 in found[0].app.matches.get(found[1]).match.state.window.seats:
-            break
-    else:
-        raise AssertionError("no seed reached a card window asking every bot and the person")
-    table, match_id, order, version = found
+    table, match_id, order, version = _first_window_of_three_bots(asking_the_person=True)
     metrics = table.dispatcher.metrics = Counted()  # type: ignore[assignment]
     for seat in order:  # the batch's task answers every bot, held back: the window waits for seat 0
         answered = table.app.submit(match_id, Viewer(seat), bot_command_id(match_id, version, seat),
@@ -268,13 +267,7 @@ def test_a_match_the_dispatcher_stops_retrying_with_its_bots_answers_held_gives_
 def _batch_in_a_window(monkeypatch: pytest.MonkeyPatch, chained: bool, choose):
     """`_window_of_three_bots` with every bot's policy `choose(decision)`: (table, match id, the
     batch's seats, the version, the batch's task, a worker)."""
-    for seed in range(1, 40):
-        found = _window_of_three_bots(seed)
-        if found is not None:
-            break
-    else:
-        raise AssertionError("no seed reached a card window asking every bot")
-    table, match_id, order, version = found
+    table, match_id, order, version = _first_window_of_three_bots()
     handlers._REACHED.clear()
 
     class Chooser:
