@@ -9,6 +9,8 @@ its engine looped there too: one command restarted the replicas one after anothe
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import contextmanager
 
 import pytest
 import structlog
@@ -666,19 +668,11 @@ def test_a_call_stuck_in_any_engine_call_of_a_view_or_legal_commands_is_found_th
         assert app.matches.get(match_id).match.finished
     _stalling_in(engine, loops_in, "asking")
     call = app.get_view if ask == "view" else app.legal_commands
-    asking = threading.Thread(target=lambda: call(match_id, Viewer(seat)), name="asking", daemon=True)
-    asking.start()
-    try:
-        assert engine.entered.wait(30)
-        assert asking.ident is not None
-        found = app.stuck_command(asking.ident)
+    with _stuck_asking(app, engine, lambda: call(match_id, Viewer(seat))) as found:
         version = app.matches.get(match_id).match.public_version
         assert found is not None, f"a loop in {loops_in} set nothing aside"
         assert found[:2] == (match_id, [asked_name(ask, version, seat)])
         assert (found[2]["asked"], found[2]["seat"]) == (ask, seat)
-    finally:
-        engine.release.set()
-        asking.join(30)
 
 
 def test_a_view_set_aside_on_a_match_over_does_not_ask_for_a_cancel(app: CommandApp) -> None:
@@ -697,6 +691,21 @@ def test_a_view_set_aside_on_a_match_over_does_not_ask_for_a_cancel(app: Command
 
 
 # -- SubmitCommands' `ask_next` and ListMyTurns: the engine's other answers ------------------------
+
+
+@contextmanager
+def _stuck_asking(app: CommandApp, engine, call: Callable[[], object]):  # type: ignore[no-untyped-def]
+    """`call` run in a thread named "asking" until the engine stalls in it: what the app says that
+    thread is stuck in (the engine released, the thread ended, at the end)."""
+    thread = threading.Thread(target=call, name="asking", daemon=True)
+    thread.start()
+    try:
+        assert engine.entered.wait(30), "the call never reached the engine's stall"
+        assert thread.ident is not None
+        yield app.stuck_command(thread.ident)
+    finally:
+        engine.release.set()
+        thread.join(30)
 
 
 def _stalling_after(engine, name: str, thread_name: str, calls: int):  # type: ignore[no-untyped-def]
@@ -743,20 +752,11 @@ def test_a_chain_stuck_in_who_is_asked_or_their_clocks_sets_aside_the_asked_seat
     created = _players_match(app, options)
     asking = [NextSeat(token) for token in created.seat_tokens]
     _stalling_after(engine, "pending", "asking", calls)
-    thread = threading.Thread(target=lambda: app.submit_chain(created.match_id, [], ask_next=asking),
-                              name="asking", daemon=True)
-    thread.start()
-    try:
-        assert engine.entered.wait(30), "the chain's ask never reached the engine's `pending`"
-        assert thread.ident is not None
-        found = app.stuck_command(thread.ident)
+    with _stuck_asking(app, engine, lambda: app.submit_chain(created.match_id, [], ask_next=asking)) as found:
         version = app.matches.get(created.match_id).match.public_version
         assert found is not None, "a loop in who is asked set nothing aside"
         assert found[:2] == (created.match_id, [asked_name("legal", version, 0), asked_name("legal", version, 1)])
         assert (found[2]["asked"], found[2]["seats"]) == ("legal", [0, 1])
-    finally:
-        engine.release.set()
-        thread.join(30)
 
 
 def test_a_chain_whose_asked_seats_are_all_set_aside_asks_the_engine_nothing() -> None:
@@ -790,19 +790,11 @@ def test_list_my_turns_stuck_in_a_seats_turn_sets_aside_that_seats_view() -> Non
     app = bootstrap(store=InMemoryEventStore(), registry=stalling_registry(engine), settings=SETTINGS)
     match_id = _players_match(app).match_id
     _stalling_after(engine, "pending", "asking", 0)
-    thread = threading.Thread(target=lambda: app.my_turns("bob"), name="asking", daemon=True)
-    thread.start()
-    try:
-        assert engine.entered.wait(30)
-        assert thread.ident is not None
-        found = app.stuck_command(thread.ident)
+    with _stuck_asking(app, engine, lambda: app.my_turns("bob")) as found:
         version = app.matches.get(match_id).match.public_version
         assert found is not None, "a loop in ListMyTurns set nothing aside"
         assert found[:2] == (match_id, [asked_name("view", version, 1)])
         assert (found[2]["asked"], found[2]["seat"]) == ("view", 1)
-    finally:
-        engine.release.set()
-        thread.join(30)
 
 
 def test_list_my_turns_tells_nothing_of_a_seat_whose_view_is_set_aside_and_asks_the_engine_nothing() -> None:
