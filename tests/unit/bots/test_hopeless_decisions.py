@@ -215,6 +215,14 @@ class _Refusal(grpc.RpcError):
         return (("famiglia-code", self._famiglia_code),)
 
 
+def _refusing(code: grpc.StatusCode, famiglia_code: str):  # type: ignore[no-untyped-def]
+    """A client call the command service refuses, every time (an old replica's, a call set aside)."""
+    def refused(*args, **kwargs):
+        raise _Refusal(code, famiglia_code)
+
+    return refused
+
+
 def test_a_replica_that_cannot_read_the_match_mid_deploy_does_not_give_the_seat_up(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """In a rolling deploy a command service replica of the old version refuses every command to a
@@ -227,11 +235,7 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_does_not_give_the_seat_
     match_id, seat, version, policy, worker = _bot_asked(table)
     client = worker.seat(match_id, seat)
     submit = client.submit
-
-    def old_replica(*args, **kwargs):
-        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")
-
-    client.submit = old_replica  # type: ignore[method-assign]
+    client.submit = _refusing(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")  # type: ignore[method-assign]
     with structlog.testing.capture_logs() as lines:
         for _ in range(MAX_FAILURES + 2):  # the deploy outlasts several stall times
             payload = table.tasks.payloads[-1]
@@ -446,10 +450,7 @@ def test_a_seat_whose_view_is_set_aside_plays_its_default_after_a_few_tries(aske
     if the refusal escapes, or no default goes in at the bound."""
     table = Table()
     match_id, seat, version, policy, worker = _bot_asked(table)
-
-    def set_aside(*args, **kwargs):
-        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "call_quarantined")
-
+    set_aside = _refusing(grpc.StatusCode.FAILED_PRECONDITION, "call_quarantined")
     setattr(worker.seat(match_id, seat), asked, set_aside)
     with structlog.testing.capture_logs() as lines:
         _retried(MAX_FAILURES - 1, worker, match_id, seat, version, policy)
@@ -469,11 +470,7 @@ def test_a_replica_that_cannot_read_the_match_mid_deploy_is_retried_on_a_read_to
     match_id, seat, version, policy, worker = _bot_asked(table)
     client = worker.seat(match_id, seat)
     view = client.view
-
-    def old_replica(*args, **kwargs):
-        raise _Refusal(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")
-
-    client.view = old_replica  # type: ignore[method-assign]
+    client.view = _refusing(grpc.StatusCode.FAILED_PRECONDITION, "match_unreadable")  # type: ignore[method-assign]
     _retried(MAX_FAILURES + 1, worker, match_id, seat, version, policy)
     assert worker.tries.failures(match_id, version, seat) == 0  # type: ignore[attr-defined]
     client.view = view  # type: ignore[method-assign]  # the deploy is over
