@@ -166,6 +166,14 @@ def _code(call: Any) -> tuple[grpc.StatusCode, str]:
     return failed.value.code(), error_code(failed.value)
 
 
+def _replicas(redis_url: str, engine_a: Any, engine_b: Any) -> tuple[_Served, _Served]:
+    """Replicas A and B on one Redis, B reading what A set aside at each call."""
+    a, b = _Served(redis_url, engine_a), _Served(redis_url, engine_b)
+    b.app.quarantine.close()
+    b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)
+    return a, b
+
+
 def _logged(captured: list[dict[str, Any]], event: str, timeout: float = 30) -> dict[str, Any]:
     """The one line `event`, once it is logged."""
     deadline = time.monotonic() + timeout
@@ -191,9 +199,7 @@ def test_a_stuck_command_is_set_aside_for_every_replica_and_another_command_stil
     and under a new one (`command_quarantined`), without deciding it, while another command of
     the seat is decided as ever; the stuck call ending after all lifts it."""
     stalling, other = StallingCard(60.0), StallingCard(60.0)  # replicas A and B, one Redis
-    a, b = _Served(redis_url, stalling), _Served(redis_url, other)
-    b.app.quarantine.close()
-    b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)  # B reads what A set aside at each command
+    a, b = _replicas(redis_url, stalling, other)
     try:
         match = a.client.create_match(GAME_ID, 2, seed=3)
         seat = a.client.spectator(match.match_id).view().to_act[0].seat
@@ -293,9 +299,7 @@ def test_a_seats_view_or_legal_commands_whose_engine_loops_is_set_aside_for_ever
     the seat again once the match moves on; the stuck call ending after all lifts it."""
     stalling = StallingCard(60.0, stalls_in=asked, poisoned_seat=-1, poisoned_at=0)  # no seat's yet
     other = StallingCard(60.0, stalls_in=asked, poisoned_seat=-1, poisoned_at=0)  # replicas A and B, one Redis
-    a, b = _Served(redis_url, stalling), _Served(redis_url, other)
-    b.app.quarantine.close()
-    b.app.quarantine = Quarantine(b.store.client, refresh_s=0.0)  # B reads what A set aside at each call
+    a, b = _replicas(redis_url, stalling, other)
     try:
         match = a.client.create_match(GAME_ID, 2, seed=3)
         seat = a.client.spectator(match.match_id).view().to_act[0].seat
