@@ -206,9 +206,10 @@ def whole(name: str, default: int, low: int = 1, env: Mapping[str, str] | None =
 
 
 def number(name: str, default: float, low: float = 0.0, env: Mapping[str, str] | None = None,
-           *, above: bool = False) -> float:
-    """A finite number setting of at least `low` (more than `low` when `above`), or the process
-    stops naming it: a negative timeout or "nan" would otherwise be taken and misbehave later."""
+           *, above: bool = False, high: float = math.inf, unit: str = "") -> float:
+    """A finite number setting of at least `low` (more than `low` when `above`) and at most `high`,
+    or the process stops naming it and its range (in `unit`s, when given): a negative timeout or
+    "nan" would otherwise be taken and misbehave later."""
     text = (os.environ if env is None else env).get(name, "")
     if text.strip() == "":
         return default
@@ -216,8 +217,12 @@ def number(name: str, default: float, low: float = 0.0, env: Mapping[str, str] |
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < low or (above and value == low):
-        bound = f"more than {low:g}" if above else f"at least {low:g}"
+    if not math.isfinite(value) or value < low or (above and value == low) or value > high:
+        of = f"of {unit} " if unit else ""
+        if math.isfinite(high):
+            bound = f"{of}from {low:g} to {high:g}"
+        else:
+            bound = f"{of}more than {low:g}" if above else f"{of}at least {low:g}"
         raise SystemExit(f"{name}={text!r} is not a number {bound}")
     return value
 

@@ -3,7 +3,6 @@ addresses, Redis URL and secret come from famiglia.config.Settings)."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,17 +57,7 @@ table for the day."""
 
 def _seconds_within(e: Mapping[str, str], name: str, default: float, bounds: tuple[float, float]) -> float:
     """Seconds from `bounds[0]` to `bounds[1]`, or the process stops naming the setting and its range."""
-    text = e.get(name, "")
-    if text.strip() == "":
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    low, high = bounds
-    if not (math.isfinite(value) and low <= value <= high):
-        raise SystemExit(f"{name}={text!r} is not a number of seconds from {low:g} to {high:g}")
-    return value
+    return number(name, default, bounds[0], e, high=bounds[1], unit="seconds")
 
 
 @dataclass(frozen=True)
